@@ -1,0 +1,46 @@
+"""The ``atoll`` command line.
+
+Each command group lives in ``atoll/commands/<group>.py`` and imports its service lazily,
+inside the command function, so ``atoll --help`` stays fast and ``atoll`` (contracts)
+never imports a service at module level.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from atoll.commands import agent, bench, demo, env, grade, mcp, run
+from atoll.errors import AtollError
+
+app = typer.Typer(
+    name="atoll",
+    help="Run and grade AI agents on long-horizon professional tasks in sandboxed worlds.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(bench.app, name="bench")
+app.add_typer(env.app, name="env")
+app.add_typer(agent.app, name="agent")
+app.add_typer(grade.app, name="grade")
+app.command(name="mcp")(mcp.mcp)
+run.register(app)
+demo.register(app)
+
+
+def main() -> None:
+    """Console entry point: user errors are one line on stderr and exit status 2."""
+    try:
+        app()
+    except AtollError as exc:
+        typer.secho(f"error: {exc.message}", fg=typer.colors.RED, err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        typer.secho("interrupted", err=True)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

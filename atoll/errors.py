@@ -1,0 +1,19 @@
+"""One error type for user-facing failures, with a stable machine-readable code."""
+
+from __future__ import annotations
+
+
+class AtollError(Exception):
+    """A failure caused by input or environment, reported to people as one line.
+
+    ``code`` is stable (tests, API clients and logs match on it); ``message`` names the
+    input and what is wrong with it.
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message

@@ -1,0 +1,109 @@
+"""Experiment spec (the YAML a user writes for ``atoll run``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from atoll.errors import AtollError
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TaskFilter(_Spec):
+    ids: list[str] = Field(default_factory=list)
+    domains: list[str] = Field(default_factory=list)
+    worlds: list[str] = Field(default_factory=list)
+    limit: int | None = Field(default=None, ge=1)
+
+
+class AgentSpec(_Spec):
+    """One contestant: an agent implementation driving a model."""
+
+    name: str = Field(description="Label in reports, unique within the experiment")
+    agent: str = "react_toolbelt"
+    model: str = "replay"
+    api_base: str | None = None
+    extra_args: dict[str, Any] = Field(default_factory=dict, description="passed to litellm")
+    config: dict[str, Any] = Field(default_factory=dict, description="agent options")
+
+
+class JudgeSpec(_Spec):
+    model: str | None = Field(default=None, description="None = programmatic checks only")
+    api_base: str | None = None
+    samples: int = Field(default=1, ge=1)
+    extra_args: dict[str, Any] = Field(default_factory=dict)
+
+
+class Limits(_Spec):
+    max_steps: int = Field(default=250, ge=1)
+    timeout_s: float = Field(default=3600.0, gt=0)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    grade_incomplete: bool = Field(
+        default=False, description="grade what a max_steps/timeout run left instead of failing it"
+    )
+
+
+class Concurrency(_Spec):
+    trials: int = Field(default=2, ge=1)
+    per_provider: dict[str, int] = Field(default_factory=dict)
+    default_per_provider: int = Field(default=8, ge=1)
+    judge: int = Field(default=4, ge=1)
+
+
+class ExperimentSpec(_Spec):
+    name: str
+    benchmark: str = Field(description="benchmark directory, or hf://ORG/DATASET")
+    tasks: TaskFilter = Field(default_factory=TaskFilter)
+    agents: list[AgentSpec]
+    runs: int = Field(default=1, ge=1)
+    judge: JudgeSpec = Field(default_factory=JudgeSpec)
+    limits: Limits = Field(default_factory=Limits)
+    concurrency: Concurrency = Field(default_factory=Concurrency)
+    max_total_cost_usd: float | None = Field(default=None, gt=0)
+    executor: Literal["local", "kubernetes"] = "local"
+    store: str = Field(default="sqlite:///atoll-out/atoll.db")
+    artifacts: str = Field(default="file://atoll-out/artifacts")
+    output_dir: str = "atoll-out"
+    max_infra_retries: int = Field(default=2, ge=0)
+    infra_error_abort_rate: float = Field(default=0.5, gt=0, le=1)
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _unique_agent_names(self) -> ExperimentSpec:
+        names = [agent.name for agent in self.agents]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"agent names must be unique; repeated: {', '.join(duplicates)}")
+        if not self.agents:
+            raise ValueError("agents: at least one agent is required")
+        return self
+
+
+def load_experiment(path: str | Path) -> ExperimentSpec:
+    """Read and validate an experiment YAML file.
+
+    Raises AtollError(code="bad_experiment") naming the file and each invalid field.
+    """
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise AtollError("bad_experiment", f"{path}: no such file") from None
+    except yaml.YAMLError as exc:
+        raise AtollError("bad_experiment", f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise AtollError("bad_experiment", f"{path}: expected a mapping at the top level")
+    try:
+        return ExperimentSpec.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}" for err in exc.errors()
+        )
+        raise AtollError("bad_experiment", f"{path}: {problems}") from None

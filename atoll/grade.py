@@ -1,0 +1,117 @@
+"""Grade contracts (DESIGN §5): typed snapshot changes and per-criterion verdicts."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Verdict(StrEnum):
+    met = "met"
+    not_met = "not_met"
+    ungradeable = "ungradeable"
+
+
+class FileChange(BaseModel):
+    """A file created, modified or deleted between two snapshots."""
+
+    path: str = Field(description="Snapshot member path, e.g. filesystem/Reports/memo.docx")
+    change: Literal["created", "modified", "deleted"]
+    size_before: int | None = None
+    size_after: int | None = None
+    sha256_before: str | None = None
+    sha256_after: str | None = None
+    sub_items: list[str] = Field(
+        default_factory=list, description="Which sheets/slides/pages changed, where known"
+    )
+
+
+class MailSent(BaseModel):
+    message_id: str | None = None
+    from_: str = Field(default="", alias="from")
+    to: list[str] = Field(default_factory=list)
+    cc: list[str] = Field(default_factory=list)
+    bcc: list[str] = Field(default_factory=list)
+    subject: str = ""
+    body: str = ""
+    attachments: list[str] = Field(default_factory=list)
+    in_reply_to: str | None = None
+
+    model_config = ConfigDict(populate_by_name=True)
+
+
+class EventChange(BaseModel):
+    change: Literal["created", "updated", "deleted"]
+    uid: str
+    summary: str = ""
+    start: str | None = None
+    end: str | None = None
+    attendees: list[str] = Field(default_factory=list)
+    changed_fields: dict[str, Any] = Field(
+        default_factory=dict, description="field -> {before, after} for updates"
+    )
+
+
+class ChatChange(BaseModel):
+    change: Literal["posted", "replied", "reacted", "deleted", "edited"]
+    channel_id: str
+    channel_name: str = ""
+    message_id: str
+    text: str = ""
+    emoji: str | None = None
+    author: str | None = None
+
+
+class Changes(BaseModel):
+    """The typed diff of two world snapshots."""
+
+    files: list[FileChange] = Field(default_factory=list)
+    mails_sent: list[MailSent] = Field(default_factory=list)
+    events: list[EventChange] = Field(default_factory=list)
+    chat: list[ChatChange] = Field(default_factory=list)
+
+
+class CriterionVerdict(BaseModel):
+    verifier_id: str
+    criterion: str
+    verdict: Verdict
+    rationale: str = ""
+    evidence: list[str] = Field(default_factory=list, description="ids of the artifacts shown")
+    judge_model: str | None = Field(default=None, description="None when a program decided")
+    prompt_version: str | None = None
+    decided_by: Literal["check", "judge", "rule"] = "judge"
+    samples: list[Verdict] = Field(default_factory=list, description="votes when N-sample majority")
+    ungradeable_reason: str | None = None
+    cached: bool = False
+
+
+class Grade(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: Literal[1] = 1
+    task_id: str
+    trial_id: str | None = None
+    criteria: list[CriterionVerdict]
+    passed: bool
+    score: float = Field(ge=0.0, le=1.0, description="share of criteria met")
+    ungradeable: int = Field(default=0, description="number of ungradeable criteria")
+    ungradeable_reasons: list[str] = Field(default_factory=list)
+    changes: Changes = Field(default_factory=Changes)
+    judge_cost_usd: float = 0.0
+
+    @classmethod
+    def from_verdicts(cls, task_id: str, verdicts: list[CriterionVerdict], **fields: Any) -> Grade:
+        """Task pass = every criterion met; score = share met; ungradeable counted."""
+        met = sum(v.verdict is Verdict.met for v in verdicts)
+        unknown = [v for v in verdicts if v.verdict is Verdict.ungradeable]
+        return cls(
+            task_id=task_id,
+            criteria=verdicts,
+            passed=bool(verdicts) and met == len(verdicts),
+            score=met / len(verdicts) if verdicts else 0.0,
+            ungradeable=len(unknown),
+            ungradeable_reasons=[f"{v.verifier_id}: {v.ungradeable_reason}" for v in unknown],
+            **fields,
+        )

@@ -1,0 +1,122 @@
+"""Trajectory contracts (DESIGN §5): what an agent run did, call by call."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class RunStatus(StrEnum):
+    """How a run ended, as seen by the harness (not by the agent)."""
+
+    completed = "completed"  # the agent submitted a final answer
+    failed = "failed"  # the agent gave up (final_answer status failed/blocked) or answered nothing
+    max_steps = "max_steps"
+    timeout = "timeout"
+    budget_exhausted = "budget_exhausted"
+    error = "error"  # see TrajectoryError.kind for whose error
+    cancelled = "cancelled"
+
+
+class AgentReportedStatus(StrEnum):
+    """What the agent itself said about its work in ``final_answer``."""
+
+    completed = "completed"
+    blocked = "blocked"
+    failed = "failed"
+
+
+class ErrorKind(StrEnum):
+    """Whose fault an error was; the orchestrator retries only ``infrastructure``."""
+
+    infrastructure = "infrastructure"  # our machinery: gateway down, environment crash
+    model_provider = "model_provider"  # the LLM API: auth, 4xx, exhausted retries on 429/5xx
+    agent = "agent"  # the agent's own failure: malformed tool calls past the limit, etc.
+
+
+class TrajectoryError(BaseModel):
+    kind: ErrorKind
+    message: str
+    detail: str | None = None
+
+
+class Usage(BaseModel):
+    """Token usage and cost; adds up with ``+``."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    cached_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+            cost_usd=self.cost_usd + other.cost_usd,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class ModelCall(BaseModel):
+    """One LLM request: its usage, latency and retries."""
+
+    step: int
+    model: str
+    usage: Usage = Field(default_factory=Usage)
+    duration_s: float = 0.0
+    retries: int = 0
+    error: str | None = None
+
+
+class ToolCall(BaseModel):
+    """One tool call the agent made, with the result it saw."""
+
+    id: str
+    step: int
+    name: str
+    arguments: dict[str, Any] | str = Field(
+        description="Parsed arguments; the raw string when the model sent malformed JSON"
+    )
+    result: str = Field(default="", description="The result text as the agent saw it (truncated)")
+    is_error: bool = False
+    truncated: bool = False
+    duration_s: float = 0.0
+    error: str | None = None
+
+
+class Trajectory(BaseModel):
+    """Everything a run did. ``messages`` are OpenAI chat messages in which every
+    ``tool_calls[].id`` is answered by exactly one ``role: tool`` message."""
+
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: Literal[1] = 1
+    trial_id: str | None = None
+    task_id: str | None = None
+    agent: str
+    model: str
+    agent_config: dict[str, Any] = Field(default_factory=dict)
+    status: RunStatus
+    agent_reported_status: AgentReportedStatus | None = None
+    final_answer: str | None = None
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    model_calls: list[ModelCall] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    steps: int = 0
+    started_at: datetime
+    ended_at: datetime
+    error: TrajectoryError | None = None
+
+    @property
+    def duration_s(self) -> float:
+        return (self.ended_at - self.started_at).total_seconds()

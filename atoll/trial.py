@@ -1,0 +1,103 @@
+"""Trial contracts (DESIGN §6): content-addressed work items and their outcomes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+# Agent-config keys that never enter a trial's identity: secrets, endpoints and concurrency
+# knobs change how a trial is run, not what it measures.
+_NON_IDENTITY_KEYS = frozenset(
+    {"api_key", "api_base", "base_url", "headers", "timeout", "concurrency", "max_concurrency", "token"}
+)
+
+
+class Outcome(StrEnum):
+    passed = "pass"
+    failed = "fail"
+    ungradeable = "ungradeable"
+    infra_error = "infra_error"
+
+
+class TrialState(StrEnum):
+    """Lifecycle of a trial in the store."""
+
+    pending = "pending"
+    leased = "leased"
+    done = "done"  # a final result exists (pass, fail or ungradeable)
+    infra_error = "infra_error"  # retries exhausted; resume tries again
+
+
+class TrialSpec(BaseModel):
+    """What to run: one agent on one task, run number ``run_index``."""
+
+    experiment: str
+    task_id: str
+    world_id: str
+    world_digest: str
+    overlay_digest: str = ""
+    agent_name: str
+    agent: str
+    model: str
+    agent_config: dict[str, Any] = Field(default_factory=dict)
+    run_index: int = Field(ge=0)
+
+    @property
+    def trial_id(self) -> str:
+        return trial_id(self)
+
+
+def identity_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The agent config as it enters the identity: secrets/endpoints/concurrency removed."""
+    return {
+        key: identity_config(value) if isinstance(value, dict) else value
+        for key, value in sorted(config.items())
+        if key not in _NON_IDENTITY_KEYS
+    }
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def trial_id(spec: TrialSpec) -> str:
+    """sha256 of the canonical JSON of what the trial measures (DESIGN §6)."""
+    identity = {
+        "task_id": spec.task_id,
+        "world_digest": spec.world_digest,
+        "overlay_digest": spec.overlay_digest,
+        "agent_name": spec.agent_name,
+        "agent": spec.agent,
+        "model": spec.model,
+        "agent_config": identity_config(spec.agent_config),
+        "run_index": spec.run_index,
+    }
+    return hashlib.sha256(canonical_json(identity).encode()).hexdigest()
+
+
+class TrialResult(BaseModel):
+    """The final record of one trial attempt."""
+
+    trial_id: str
+    outcome: Outcome
+    score: float | None = None
+    run_status: str | None = None
+    error: str | None = None
+    attempt: int = 1
+    steps: int = 0
+    tool_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    agent_cost_usd: float = 0.0
+    judge_cost_usd: float = 0.0
+    duration_s: float = 0.0
+    trajectory_uri: str | None = None
+    grade_uri: str | None = None
+    snapshot_before_uri: str | None = None
+    snapshot_after_uri: str | None = None
+    finished_at: datetime | None = None

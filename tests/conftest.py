@@ -1,0 +1,7 @@
+"""Suite-wide settings: offline litellm, no stray network."""
+
+import os
+
+# litellm otherwise spends ~10 s trying to download its price map on import.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("ATOLL_LOG_LEVEL", "WARNING")
