@@ -1,0 +1,309 @@
+"""A scripted OpenAI-compatible chat server for tests, benchmarks and offline demos.
+
+``ScriptedLLM`` serves ``POST /v1/chat/completions`` (and ``GET /v1/models``) on
+``127.0.0.1`` at a free port from a background thread, answering each request with the
+next item of a *script*.  Point litellm at it with ``model="openai/<anything>"``,
+``api_base=llm.api_base`` and any ``api_key``::
+
+    from atoll.testing.scripted_llm import ScriptedLLM
+
+    script = [
+        {"tool_calls": [{"name": "mail_search_mail", "arguments": {"query": "invoice"}}]},
+        {"content": "The invoice total is 42.", "usage": {"prompt_tokens": 120, "completion_tokens": 9}},
+    ]
+    with ScriptedLLM(script) as llm:
+        response = litellm.completion(model="openai/x", api_base=llm.api_base, api_key="x", messages=[...])
+        assert llm.requests[0]["messages"][0]["role"] == "system"
+
+The script
+    A list consumed in order (one item per request), or a callable
+    ``script(request_body: dict) -> item`` called for every request (it may keep its own
+    state; it runs in the server thread).  When a list is used up, every further request
+    gets HTTP 500 with the message ``script exhausted after N requests`` so a test that
+    makes more model calls than it scripted fails loudly instead of hanging.
+
+An item is a dict with any of
+    ``content``      the assistant text (``None``/absent = no text).
+    ``tool_calls``   ``[{"name": str, "arguments": dict | str, "id": str (optional)}]``;
+                     a dict is JSON-encoded, a str is sent verbatim (so malformed JSON can be
+                     scripted).  Ids default to ``call_<request>_<index>``.
+    ``usage``        ``{"prompt_tokens", "completion_tokens", ...}`` merged over the default
+                     (prompt = rough length of the request / 4, completion = 1 + len(content)/4).
+                     Extra keys (``completion_tokens_details``, ``prompt_tokens_details``) are
+                     passed through so reasoning and cached tokens can be scripted.
+    ``finish_reason`` defaults to ``tool_calls`` when there are tool calls, else ``stop``.
+    ``status``       an HTTP error status (429, 500, 400, ...); with optional ``headers``
+                     (e.g. ``{"Retry-After": "1"}``) and ``body`` (dict sent as JSON, or str).
+                     The default body is an OpenAI-style ``{"error": {...}}``.  A context
+                     window error is ``{"status": 400, "body": CONTEXT_LENGTH_EXCEEDED}``.
+    ``delay_s``      seconds to sleep before answering (slow responses, timeouts).
+    ``model``        model name echoed in the response (default: the requested model).
+
+Requests with ``"stream": true`` are answered as Server-Sent Events with the same content
+and tool calls (one chunk per tool call, then a usage chunk and ``[DONE]``).
+
+``llm.requests`` holds every received JSON body, in arrival order (including those answered
+with errors), and ``llm.request_headers`` their headers.  ``llm.url`` is the server root and
+``llm.api_base`` is ``<url>/v1``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+ScriptItem = dict[str, Any]
+Script = Iterable[ScriptItem] | Callable[[dict[str, Any]], ScriptItem]
+
+CONTEXT_LENGTH_EXCEEDED: dict[str, Any] = {
+    "error": {
+        "message": "This model's maximum context length is 8192 tokens. However, your messages "
+        "resulted in 9000 tokens. Please reduce the length of the messages.",
+        "type": "invalid_request_error",
+        "param": "messages",
+        "code": "context_length_exceeded",
+    }
+}
+"""Body of the error OpenAI returns when a prompt exceeds the model's context window."""
+
+__all__ = ["CONTEXT_LENGTH_EXCEEDED", "Script", "ScriptItem", "ScriptedLLM"]
+
+
+class ScriptedLLM:
+    """A context manager running the scripted server; see the module docstring."""
+
+    def __init__(self, script: Script, *, model_name: str = "scripted") -> None:
+        if callable(script):
+            self._callable: Callable[[dict[str, Any]], ScriptItem] | None = script
+            self._items: list[ScriptItem] = []
+        else:
+            self._callable = None
+            self._items = list(script)
+        self.model_name = model_name
+        self.requests: list[dict[str, Any]] = []
+        self.request_headers: list[dict[str, str]] = []
+        self._lock = threading.Lock()
+        self._next = 0
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> ScriptedLLM:
+        """Bind 127.0.0.1 on a free port and serve from a daemon thread."""
+        handler = type("_BoundHandler", (_Handler,), {"llm": self})
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="scripted-llm", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the socket (idempotent)."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> ScriptedLLM:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("ScriptedLLM is not running")
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def api_base(self) -> str:
+        return f"{self.url}/v1"
+
+    @property
+    def remaining(self) -> int:
+        """Script items not yet consumed (0 for a callable script)."""
+        with self._lock:
+            return max(0, len(self._items) - self._next)
+
+    # --- script -------------------------------------------------------------------------
+
+    def _record_and_pick(
+        self, body: dict[str, Any], headers: dict[str, str]
+    ) -> tuple[int, ScriptItem | None]:
+        """Record the request and return (request index, item or None when exhausted)."""
+        with self._lock:
+            index = len(self.requests)
+            self.requests.append(body)
+            self.request_headers.append(headers)
+            if self._callable is not None:
+                return index, _CALL
+            if self._next >= len(self._items):
+                return index, None
+            item = self._items[self._next]
+            self._next += 1
+            return index, item
+
+
+_CALL: ScriptItem = {}  # sentinel: ask the callable (outside the lock, so it may be slow)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    llm: ScriptedLLM
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        pass  # keep test output clean
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/").endswith("/models"):
+            self._send_json(200, {"object": "list", "data": [_model_entry(self.llm.model_name)]})
+        elif self.path.rstrip("/") in ("", "/health"):
+            self._send_json(200, {"status": "ok"})
+        else:
+            self._send_error(404, f"no route GET {self.path}", "not_found")
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if not self.path.rstrip("/").endswith("/chat/completions"):
+            self._send_error(404, f"no route POST {self.path}", "not_found")
+            return
+        try:
+            body = json.loads(raw or b"{}")
+        except json.JSONDecodeError as exc:
+            self._send_error(400, f"request body is not JSON: {exc}", "invalid_json")
+            return
+        index, item = self.llm._record_and_pick(body, dict(self.headers.items()))
+        if item is _CALL:
+            try:
+                item = self.llm._callable(body)  # type: ignore[misc]
+            except Exception as exc:  # a broken test script must surface, not hang
+                self._send_error(500, f"script callable raised {type(exc).__name__}: {exc}", "script_error")
+                return
+        if item is None:
+            self._send_error(500, f"script exhausted after {index} requests", "script_exhausted")
+            return
+        if item.get("delay_s"):
+            time.sleep(float(item["delay_s"]))
+        if item.get("status") and int(item["status"]) >= 300:
+            self._send_scripted_error(item)
+            return
+        completion = _completion(item, body, index, self.llm.model_name)
+        if body.get("stream"):
+            self._send_stream(completion)
+        else:
+            self._send_json(200, completion)
+
+    # --- responses ----------------------------------------------------------------------
+
+    def _send_scripted_error(self, item: ScriptItem) -> None:
+        status = int(item["status"])
+        payload = item.get("body")
+        if payload is None:
+            payload = {"error": {"message": f"scripted error {status}", "type": "scripted", "code": status}}
+        data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+        self._send_bytes(status, data, "application/json", item.get("headers") or {})
+
+    def _send_error(self, status: int, message: str, code: str) -> None:
+        self._send_json(status, {"error": {"message": message, "type": "scripted_llm", "code": code}})
+
+    def _send_json(self, status: int, payload: Any) -> None:
+        self._send_bytes(status, json.dumps(payload).encode(), "application/json", {})
+
+    def _send_bytes(self, status: int, data: bytes, content_type: str, headers: dict[str, str]) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in headers.items():
+            self.send_header(name, str(value))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_stream(self, completion: dict[str, Any]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        for chunk in _stream_chunks(completion):
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+        self.close_connection = True
+
+
+def _model_entry(name: str) -> dict[str, Any]:
+    return {"id": name, "object": "model", "created": 0, "owned_by": "atoll-scripted"}
+
+
+def _completion(item: ScriptItem, request: dict[str, Any], index: int, default_model: str) -> dict[str, Any]:
+    content = item.get("content")
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    tool_calls = []
+    for position, call in enumerate(item.get("tool_calls") or []):
+        arguments = call.get("arguments", {})
+        tool_calls.append(
+            {
+                "id": call.get("id") or f"call_{index}_{position}",
+                "type": "function",
+                "function": {
+                    "name": call["name"],
+                    "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+                },
+            }
+        )
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    prompt_estimate = max(1, len(json.dumps(request.get("messages", []))) // 4)
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt_estimate,
+        "completion_tokens": 1 + len(content or "") // 4 + 10 * len(tool_calls),
+    }
+    usage.update(item.get("usage") or {})
+    usage["total_tokens"] = int(usage["prompt_tokens"]) + int(usage["completion_tokens"])
+    return {
+        "id": f"chatcmpl-scripted-{index}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": item.get("model") or request.get("model") or default_model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": item.get("finish_reason") or ("tool_calls" if tool_calls else "stop"),
+            }
+        ],
+        "usage": usage,
+    }
+
+
+def _stream_chunks(completion: dict[str, Any]) -> list[dict[str, Any]]:
+    base = {key: completion[key] for key in ("id", "created", "model")}
+    base["object"] = "chat.completion.chunk"
+    choice = completion["choices"][0]
+    message = choice["message"]
+    chunks = [
+        {
+            **base,
+            "choices": [{"index": 0, "delta": {"role": "assistant", "content": message["content"] or ""}}],
+        }
+    ]
+    for position, call in enumerate(message.get("tool_calls") or []):
+        delta = {"tool_calls": [{"index": position, **call}]}
+        chunks.append({**base, "choices": [{"index": 0, "delta": delta}]})
+    chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]})
+    chunks.append({**base, "choices": [], "usage": completion["usage"]})
+    return chunks
