@@ -98,7 +98,9 @@ class ScriptedLLM:
         handler = type("_BoundHandler", (_Handler,), {"llm": self})
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="scripted-llm", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), name="scripted-llm", daemon=True
+        )
         self._thread.start()
         return self
 
