@@ -1,0 +1,68 @@
+"""JSON Schemas of the shared contracts, generated from the pydantic models.
+
+Regenerate with ``python -m atoll.schemas docs/schemas``; a test fails when the committed
+files differ from what the models produce.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from pydantic import BaseModel, TypeAdapter
+
+from atoll.benchmark import Benchmark, Check, Criterion, GoldOutput, ReferenceSolution, Task, World
+from atoll.experiment import ExperimentSpec
+from atoll.grade import Changes, CriterionVerdict, Grade
+from atoll.trajectory import ToolCall, Trajectory, Usage
+from atoll.trial import TrialResult, TrialSpec
+
+SCHEMA_MODELS: dict[str, type[BaseModel] | object] = {
+    "benchmark": Benchmark,
+    "world": World,
+    "task": Task,
+    "criterion": Criterion,
+    "check": Check,
+    "gold_output": GoldOutput,
+    "reference_solution": ReferenceSolution,
+    "trajectory": Trajectory,
+    "tool_call": ToolCall,
+    "usage": Usage,
+    "grade": Grade,
+    "criterion_verdict": CriterionVerdict,
+    "changes": Changes,
+    "trial_spec": TrialSpec,
+    "trial_result": TrialResult,
+    "experiment": ExperimentSpec,
+}
+
+
+def render_schemas() -> dict[str, str]:
+    """File name -> JSON text of every contract's schema."""
+    rendered = {}
+    for name, model in SCHEMA_MODELS.items():
+        schema = (
+            model.model_json_schema()
+            if isinstance(model, type) and issubclass(model, BaseModel)
+            else TypeAdapter(model).json_schema()
+        )
+        schema.setdefault("title", name)
+        rendered[f"{name}.schema.json"] = json.dumps(schema, indent=2, sort_keys=True) + "\n"
+    return rendered
+
+
+def write_schemas(directory: Path) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for file_name, text in render_schemas().items():
+        path = directory / file_name
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    target = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/schemas")
+    for path in write_schemas(target):
+        print(path)
