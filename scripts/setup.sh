@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Set up atoll on a fresh Debian/Ubuntu machine: system packages, a virtualenv in .venv,
+# and (with --dev) the test services. Safe to run again; it skips what is already there.
+#
+#   scripts/setup.sh          runtime: LibreOffice, tesseract, bubblewrap + .venv with atoll
+#   scripts/setup.sh --dev    also test tools (pytest, ruff, SeaweedFS, validators) and PostgreSQL
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+dev=0
+[ "${1:-}" = "--dev" ] && dev=1
+
+system_packages=(libreoffice-calc-nogui libreoffice-writer-nogui libreoffice-impress-nogui
+  tesseract-ocr tesseract-ocr-eng bubblewrap fonts-dejavu-core fonts-noto-core)
+[ $dev = 1 ] && system_packages+=(docker-compose)
+
+missing=()
+for package in "${system_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "setup: installing system packages: ${missing[*]}"
+    apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    echo "setup: missing system packages: ${missing[*]}" >&2
+    echo "setup: install them with: sudo apt-get install --no-install-recommends ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+
+python=${PYTHON:-python3}
+"$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
+  echo "setup: atoll needs Python >= 3.11 ($python is $("$python" --version 2>&1))" >&2; exit 1; }
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+extras="hf"
+[ $dev = 1 ] && extras="dev,hf"
+.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[${extras}]"
+
+if [ $dev = 1 ]; then
+  # The store tests need a PostgreSQL server on 127.0.0.1:5432 (user postgres, trust auth).
+  if command -v pg_isready >/dev/null && ! pg_isready -q -h 127.0.0.1 -p 5432; then
+    if command -v pg_ctlcluster >/dev/null && [ -d /etc/postgresql ]; then
+      echo "setup: starting PostgreSQL"
+      pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start || true
+    fi
+  fi
+  pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null || echo "setup: warning: no PostgreSQL on 127.0.0.1:5432; the PostgreSQL tests will fail" >&2
+fi
+echo "setup: ready (.venv/bin/atoll)"
