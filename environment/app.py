@@ -1,0 +1,158 @@
+"""The environment's FastAPI app: thin routes over the gateway, populate and snapshot modules."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from atoll.errors import AtollError
+from environment.config import AppsConfig
+from environment.data_routes import router as data_router
+from environment.gateway import GatewayManager, GatewayNotReady, ServerFactory, ToolNameCollision
+from environment.logs import configure_logging
+from environment.mcp_front import BearerTokenGuard, bearer_matches, create_front_server
+from environment.metrics import EnvironmentMetrics
+from environment.settings import EnvironmentSettings
+
+logger = logging.getLogger("environment.app")
+
+MCP_PATH = "/mcp"
+
+
+def require_env_token(request: Request) -> None:
+    """Control-plane guard: 401 unless ``Authorization: Bearer $ATOLL_ENV_TOKEN`` (when set)."""
+    token = request.app.state.settings.env_token
+    if token is not None and not bearer_matches(
+        request.headers.get("authorization"), token.get_secret_value()
+    ):
+        raise HTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
+
+
+class _McpOnly:
+    """Routes ``/mcp`` to the MCP app (behind its own token) and answers 404 elsewhere."""
+
+    def __init__(self, mcp_app: ASGIApp, token: str | None) -> None:
+        self.app = BearerTokenGuard(mcp_app, token) if token else mcp_app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] == "http" and path.rstrip("/") != MCP_PATH:
+            response = JSONResponse({"detail": "Not Found"}, status_code=404)
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def create_app(
+    settings: EnvironmentSettings | None = None, *, server_factory: ServerFactory | None = None
+) -> FastAPI:
+    """A ready-to-serve environment app.
+
+    ``settings`` default to the ``ATOLL_*`` environment; ``server_factory`` replaces
+    ``mcp_servers.create_server`` for ``"inprocess"`` entries (tests, custom servers).
+    """
+    settings = settings or EnvironmentSettings()
+    configure_logging(settings.log_level, json_logs=settings.json_logs)
+    for root in (settings.fs_root, settings.apps_data_root):
+        root.mkdir(parents=True, exist_ok=True)
+    metrics = EnvironmentMetrics()
+    manager = GatewayManager(
+        fs_root=settings.fs_root.resolve(),
+        apps_data_root=settings.apps_data_root.resolve(),
+        ready_timeout_s=settings.ready_timeout_s,
+        drain_timeout_s=settings.drain_timeout_s,
+        metrics=metrics,
+        server_factory=server_factory,
+    )
+    front = create_front_server(manager)
+    mcp_app = front.http_app(path=MCP_PATH, host_origin_protection="auto")
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with manager, mcp_app.lifespan(app):
+            logger.info("environment ready", extra={"fs_root": str(settings.fs_root)})
+            yield
+
+    app = FastAPI(title="atoll environment", version="1", lifespan=lifespan)
+    app.state.settings = settings
+    app.state.metrics = metrics
+    app.state.gateway = manager
+
+    @app.exception_handler(AtollError)
+    async def _atoll_error(request: Request, exc: AtollError) -> JSONResponse:
+        return JSONResponse({"detail": exc.message, "code": exc.code}, status_code=400)
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/metrics", dependencies=[Depends(require_env_token)])
+    async def prometheus_metrics() -> Response:
+        return Response(metrics.render(), media_type="text/plain; version=0.0.4")
+
+    @app.post("/apps", dependencies=[Depends(require_env_token)])
+    async def set_apps(config: AppsConfig) -> dict[str, Any]:
+        started = time.perf_counter()
+        try:
+            changed = await manager.apply(config)
+        except ToolNameCollision as exc:
+            metrics.gateway_swaps.labels("collision").inc()
+            logger.warning("apps rejected", extra={"error": exc.message})
+            raise HTTPException(
+                400, {"error": exc.message, "code": exc.code, "failed_servers": list(exc.servers)}
+            ) from exc
+        except GatewayNotReady as exc:
+            metrics.gateway_swaps.labels("not_ready").inc()
+            logger.warning("apps not ready", extra={"error": exc.message})
+            raise HTTPException(
+                503,
+                {
+                    "error": exc.message,
+                    "code": exc.code,
+                    "failed_servers": sorted(exc.failures),
+                    "details": {name: {"error": error} for name, error in sorted(exc.failures.items())},
+                },
+            ) from exc
+        duration_ms = (time.perf_counter() - started) * 1000
+        metrics.gateway_swaps.labels("swapped" if changed else "unchanged").inc()
+        gateway = manager.current
+        logger.info(
+            "apps configured",
+            extra={"servers": list(config.mcpServers), "changed": changed, "duration_ms": round(duration_ms, 1)},
+        )
+        return {
+            "servers": list(config.mcpServers),
+            "duration_ms": duration_ms,
+            "changed": changed,
+            "tools": sorted(gateway.tools),
+        }
+
+    @app.get("/apps", dependencies=[Depends(require_env_token)])
+    async def get_apps() -> dict[str, Any]:
+        gateway = manager.current
+        return {
+            "mcpServers": {name: _redacted(server) for name, server in gateway.config.mcpServers.items()},
+            "servers": list(gateway.config.mcpServers),
+            "tools": gateway.tool_table(),
+        }
+
+    app.include_router(data_router, prefix="/data", dependencies=[Depends(require_env_token)])
+    token = settings.mcp_token.get_secret_value() if settings.mcp_token else None
+    app.mount("/", _McpOnly(mcp_app, token))
+    return app
+
+
+def _redacted(server: Any) -> dict[str, Any]:
+    """A server config safe to show: values of env and headers (often secrets) are hidden."""
+    shown = server.model_dump(exclude_none=True)
+    for key in ("env", "headers"):
+        if shown.get(key):
+            shown[key] = {name: "***" for name in shown[key]}
+    return shown

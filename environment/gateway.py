@@ -1,0 +1,330 @@
+"""The MCP gateway: one set of tools, named ``{server}_{tool}``, drawn from many MCP servers.
+
+A :class:`Gateway` is immutable once open: its servers are connected and its tool table is
+fixed. :class:`GatewayManager` swaps gateways atomically (``POST /apps``): the new one is
+opened and checked ready while the old one keeps serving; only then does the manager point
+at it, let the old one's in-flight calls finish, and close it (ending its stdio children).
+
+Each gateway lives inside its own task, so the async contexts it enters (in-process server
+lifespans, client sessions) are entered and exited by the same task, as anyio requires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+from fastmcp import Client, FastMCP
+from fastmcp.server.providers import FastMCPProvider
+from fastmcp.server.providers.proxy import ProxyTool
+from fastmcp.tools import Tool
+from fastmcp.tools.base import ToolResult
+
+from atoll.errors import AtollError
+from environment.config import AppsConfig, ServerConfig
+from environment.metrics import EnvironmentMetrics
+
+logger = logging.getLogger("environment.gateway")
+
+#: Builds our own server for ``{"transport": "inprocess"}``; tests may swap it.
+ServerFactory = Callable[..., FastMCP]
+
+
+class GatewayNotReady(AtollError):
+    """One or more servers failed to start or list their tools; ``failures`` maps name → error."""
+
+    def __init__(self, failures: dict[str, str]) -> None:
+        names = ", ".join(sorted(failures))
+        first = next(iter(sorted(failures.items())))
+        super().__init__("gateway_not_ready", f"MCP server(s) not ready: {names} ({first[0]}: {first[1]})")
+        self.failures = failures
+
+
+class ToolNameCollision(AtollError):
+    """Two servers produce the same ``{server}_{tool}`` name."""
+
+    def __init__(self, name: str, first: tuple[str, str], second: tuple[str, str]) -> None:
+        super().__init__(
+            "tool_name_collision",
+            f"tool name {name!r} is produced by server {first[0]!r} (tool {first[1]!r}) "
+            f"and by server {second[0]!r} (tool {second[1]!r})",
+        )
+        self.name = name
+        self.servers = (first[0], second[0])
+
+
+def _default_server_factory(name: str, **kwargs: Any) -> FastMCP:
+    # Imported lazily: the app servers are heavy and only needed for in-process entries.
+    from mcp_servers import create_server
+
+    return create_server(name, **kwargs)
+
+
+class GatewayTool(Tool):
+    """A server's tool exposed under its gateway name; counts itself in and out of its gateway."""
+
+    _inner: Any = None
+    _gateway: Any = None
+    _server_name: str = ""
+    _tool_name: str = ""
+
+    @classmethod
+    def wrap(cls, gateway: Gateway, server_name: str, inner: Tool) -> GatewayTool:
+        tool = cls(
+            name=f"{server_name}_{inner.name}",
+            title=inner.title,
+            description=inner.description,
+            parameters=inner.parameters,
+            output_schema=inner.output_schema,
+            annotations=inner.annotations,
+            tags=inner.tags,
+            meta=inner.meta,
+            icons=inner.icons,
+        )
+        tool._inner, tool._gateway = inner, gateway
+        tool._server_name, tool._tool_name = server_name, inner.name
+        return tool
+
+    async def run(self, arguments: dict[str, Any]) -> ToolResult:
+        return await self._run(arguments)
+
+    async def _run(self, arguments: dict[str, Any]) -> ToolResult:
+        gateway: Gateway = self._gateway
+        metrics = gateway.metrics
+        gateway.in_flight += 1
+        started = time.perf_counter()
+        outcome = "exception"
+        try:
+            result = await self._inner._run(arguments)
+            outcome = "error" if result.is_error else "ok"
+            return result
+        finally:
+            gateway.in_flight -= 1
+            if gateway.in_flight == 0:
+                gateway.idle.set()
+            if metrics is not None:
+                elapsed = time.perf_counter() - started
+                metrics.tool_calls.labels(self._server_name, self._tool_name, outcome).inc()
+                metrics.tool_call_seconds.labels(self._server_name, self._tool_name).observe(elapsed)
+
+
+@dataclass(eq=False)
+class Gateway:
+    """An open set of servers and their tools. ``tools`` maps gateway name → tool."""
+
+    config: AppsConfig
+    metrics: EnvironmentMetrics | None = None
+    tools: dict[str, GatewayTool] = field(default_factory=dict)
+    in_flight: int = 0
+    idle: anyio.Event = field(default_factory=anyio.Event)
+    _close_requested: anyio.Event = field(default_factory=anyio.Event)
+    _closed: anyio.Event = field(default_factory=anyio.Event)
+
+    def tool_table(self) -> list[dict[str, Any]]:
+        """The tools as ``GET /apps`` lists them, sorted by name."""
+        return [
+            {"name": name, "server": tool._server_name, "tool": tool._tool_name, "description": tool.description}
+            for name, tool in sorted(self.tools.items())
+        ]
+
+    async def retire(self, drain_timeout_s: float) -> None:
+        """Let in-flight calls finish (up to ``drain_timeout_s``), then close every server."""
+        if self.in_flight:
+            self.idle = anyio.Event()
+            with anyio.move_on_after(drain_timeout_s):
+                while self.in_flight:
+                    await self.idle.wait()
+            if self.in_flight:
+                logger.warning("closing gateway with calls in flight", extra={"in_flight": self.in_flight})
+        self._close_requested.set()
+        await self._closed.wait()
+
+
+@dataclass
+class _OpenedServer:
+    name: str
+    tools: list[Tool]
+
+
+class GatewayManager:
+    """Holds the live gateway and swaps it atomically. Use as an async context manager."""
+
+    def __init__(
+        self,
+        *,
+        fs_root: Path,
+        apps_data_root: Path,
+        ready_timeout_s: float = 30.0,
+        drain_timeout_s: float = 10.0,
+        metrics: EnvironmentMetrics | None = None,
+        server_factory: ServerFactory | None = None,
+    ) -> None:
+        self.fs_root = fs_root
+        self.apps_data_root = apps_data_root
+        self.ready_timeout_s = ready_timeout_s
+        self.drain_timeout_s = drain_timeout_s
+        self.metrics = metrics
+        self.server_factory = server_factory or _default_server_factory
+        self.current = self._empty_gateway()
+        self._swap_lock = anyio.Lock()
+        self._task_group: TaskGroup | None = None
+        self._exit_stack: AsyncExitStack | None = None
+
+    async def __aenter__(self) -> GatewayManager:
+        self._exit_stack = AsyncExitStack()
+        self._task_group = await self._exit_stack.enter_async_context(anyio.create_task_group())
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        async with self._swap_lock:
+            old, self.current = self.current, self._empty_gateway()
+            await old.retire(0)
+        assert self._exit_stack is not None
+        await self._exit_stack.__aexit__(*exc_info)
+
+    def _empty_gateway(self) -> Gateway:
+        # No servers and no task: retiring it has nothing to wait for.
+        gateway = Gateway(AppsConfig(), self.metrics)
+        gateway._closed.set()
+        return gateway
+
+    async def apply(self, config: AppsConfig) -> bool:
+        """Make ``config`` live. Returns False when it already was (a no-op).
+
+        Raises GatewayNotReady (naming every failing server) or ToolNameCollision; in both
+        cases the previous gateway keeps serving, untouched.
+        """
+        async with self._swap_lock:
+            if config == self.current.config:
+                return False
+            if self._task_group is None:
+                raise RuntimeError("GatewayManager used outside its 'async with' block")
+            new = await self._task_group.start(self._run_gateway, config)
+            old, self.current = self.current, new
+        if self.metrics is not None:
+            self.metrics.gateway_servers.set(len(config.mcpServers))
+            self.metrics.gateway_tools.set(len(new.tools))
+        await old.retire(self.drain_timeout_s)
+        return True
+
+    async def _run_gateway(self, config: AppsConfig, *, task_status: TaskStatus[Gateway]) -> None:
+        gateway = Gateway(config, self.metrics)
+        async with AsyncExitStack() as stack:
+            opened = await self._open_servers(config, stack)
+            for server in opened:
+                for tool in server.tools:
+                    wrapped = GatewayTool.wrap(gateway, server.name, tool)
+                    clash = gateway.tools.get(wrapped.name)
+                    if clash is not None:
+                        raise ToolNameCollision(
+                            wrapped.name, (clash._server_name, clash._tool_name), (server.name, tool.name)
+                        )
+                    gateway.tools[wrapped.name] = wrapped
+            task_status.started(gateway)
+            await gateway._close_requested.wait()
+        gateway._closed.set()
+
+    async def _open_servers(self, config: AppsConfig, stack: AsyncExitStack) -> list[_OpenedServer]:
+        """Start every server concurrently; raise GatewayNotReady naming all that failed."""
+        failures: dict[str, str] = {}
+        opened: dict[str, _OpenedServer] = {}
+        inprocess: dict[str, FastMCP] = {}
+
+        async def attempt(name: str, step: Awaitable[Any]) -> Any:
+            try:
+                return await asyncio.wait_for(step, self.ready_timeout_s)
+            except TimeoutError:
+                failures[name] = f"not ready within {self.ready_timeout_s:g} s"
+            except Exception as exc:  # any failure of a server is reported, by name
+                failures[name] = _describe(exc)
+            return None
+
+        async def open_remote(name: str, server_config: ServerConfig) -> None:
+            client = Client(_client_transport(server_config), timeout=None)
+            stack.push_async_callback(_close_quietly, name, client)
+
+            async def connect_and_list() -> list[Tool]:
+                await client.__aenter__()
+                mcp_tools = await client.list_tools()
+                return [ProxyTool.from_mcp_tool(lambda: client, t) for t in mcp_tools]
+
+            tools = await attempt(name, connect_and_list())
+            if tools is not None:
+                opened[name] = _OpenedServer(name, tools)
+
+        async def build_inprocess(name: str, server_config: ServerConfig) -> None:
+            def build() -> FastMCP:
+                return self.server_factory(
+                    server_config.server,
+                    fs_root=self.fs_root,
+                    apps_data_root=self.apps_data_root,
+                    options=dict(server_config.options),
+                )
+
+            server = await attempt(name, anyio.to_thread.run_sync(build))
+            if server is not None:
+                inprocess[name] = server
+
+        steps = []
+        for name, server_config in config.mcpServers.items():
+            if server_config.transport == "inprocess":
+                steps.append(build_inprocess(name, server_config))
+            else:
+                steps.append(open_remote(name, server_config))
+        await asyncio.gather(*steps)
+
+        # Lifespans are entered here, in the gateway's own task, which will also exit them.
+        for name, server in inprocess.items():
+            provider = FastMCPProvider(server)
+            try:
+                await stack.enter_async_context(provider.lifespan())
+                tools = await asyncio.wait_for(provider.list_tools(), self.ready_timeout_s)
+            except Exception as exc:
+                failures[name] = _describe(exc)
+                continue
+            opened[name] = _OpenedServer(name, list(tools))
+
+        if failures:
+            raise GatewayNotReady(failures)
+        return [opened[name] for name in config.mcpServers]
+
+
+def _client_transport(server_config: ServerConfig) -> Any:
+    from fastmcp.client.transports import SSETransport, StdioTransport, StreamableHttpTransport
+
+    if server_config.transport == "stdio":
+        assert server_config.command is not None
+        return StdioTransport(
+            command=server_config.command,
+            args=list(server_config.args),
+            env=server_config.env,
+            cwd=server_config.cwd,
+        )
+    assert server_config.url is not None
+    if server_config.transport == "sse":
+        return SSETransport(server_config.url, headers=server_config.headers)
+    return StreamableHttpTransport(server_config.url, headers=server_config.headers)
+
+
+async def _close_quietly(name: str, client: Client) -> None:
+    try:
+        with anyio.CancelScope(shield=True):
+            await client.close()
+    except Exception as exc:  # closing a dead server must not hide the real outcome
+        logger.debug("closing MCP server failed", extra={"server": name, "error": _describe(exc)})
+
+
+def _describe(exc: BaseException) -> str:
+    """One line for people: the innermost useful message of ``exc``."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
