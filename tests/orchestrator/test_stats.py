@@ -11,7 +11,7 @@ from orchestrator.stats import (
     pass_hat_k,
 )
 
-P, F, U, I = Outcome.passed, Outcome.failed, Outcome.ungradeable, Outcome.infra_error
+P, F, U, IE = Outcome.passed, Outcome.failed, Outcome.ungradeable, Outcome.infra_error
 
 
 def _records(agent: str, outcomes_by_task: dict[str, list[Outcome]], domain: str = "Law") -> list[TrialRecord]:
@@ -53,7 +53,7 @@ def test_bootstrap_is_seeded_and_brackets_the_mean():
 
 
 def test_metrics_per_agent_with_exclusions_and_n_below_k():
-    records = _records("a", {"t1": [P, P, F], "t2": [F, F, F], "t3": [P, U, I]})
+    records = _records("a", {"t1": [P, P, F], "t2": [F, F, F], "t3": [P, U, IE]})
     metrics = compute_metrics(records, max_k=3, seed=1)["overall"]["a"]
     # t1: 2/3, t2: 0/3, t3: 1/1 -> Pass@1 = (2/3 + 0 + 1) / 3
     assert metrics["pass_at_1"]["value"] == pytest.approx((2 / 3 + 0 + 1) / 3)
