@@ -85,6 +85,12 @@ class CriterionVerdict(BaseModel):
     samples: list[Verdict] = Field(default_factory=list, description="votes when N-sample majority")
     ungradeable_reason: str | None = None
     cached: bool = False
+    evidence_digest: str | None = Field(
+        default=None, description="sha256 of the evidence routed to this criterion (cache key part)"
+    )
+    evidence_note: str | None = Field(
+        default=None, description="How evidence was chosen when it exceeded the judge's context"
+    )
 
 
 class Grade(BaseModel):
