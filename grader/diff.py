@@ -1,0 +1,268 @@
+"""Diff two snapshots by content hash into typed changes and judge-readable artifacts.
+
+Files are compared by sha256, so an edit that keeps the size is still a modification.
+Each changed document becomes one artifact (its extracted text, and for a modification the
+sub-items that changed: sheets with their changed cells, slides, pages, lines); each mail
+sent, event change and chat change becomes its own artifact.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+
+from atoll.grade import Changes, ChatChange, EventChange, FileChange, MailSent
+
+from grader import appdata
+from grader.extract import Extracted, ExtractOptions, extension, extract
+from grader.snapshot import FS_PREFIX, Snapshot, virtual_path
+
+MAX_CELL_CHANGES = 300
+MAX_DIFF_LINES = 300
+
+
+@dataclass
+class Artifact:
+    """One piece of evidence the judge may be shown.
+
+    ``id`` is stable across runs (``file:/Reports/x.xlsx``, ``mail:<Message-ID>``,
+    ``event:<uid>``, ``chat:<message id>``, ``final_answer``); ``error`` is set when the
+    content could not be extracted.
+    """
+
+    id: str
+    kind: str
+    title: str
+    text: str
+    path: str | None = None
+    file_type: str | None = None
+    change: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class WorldDiff:
+    """Everything the grader learns from a pair of snapshots."""
+
+    before: Snapshot
+    after: Snapshot
+    changes: Changes
+    artifacts: list[Artifact] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def change_log(self) -> str:
+        """A short, one-line-per-change summary of the diff."""
+        return change_log(self.changes)
+
+
+def _format_part_diff(before: Extracted, after: Extracted) -> tuple[list[str], str]:
+    """Which parts changed, and a readable account of how (cells for sheets, lines otherwise)."""
+    old = {part.name: part for part in before.parts}
+    new = {part.name: part for part in after.parts}
+    sub_items: list[str] = []
+    lines: list[str] = []
+    for name, part in new.items():
+        previous = old.get(name)
+        if previous is None:
+            sub_items.append(f"{name} (added)")
+            continue
+        if previous.text == part.text:
+            continue
+        sub_items.append(name)
+        if part.cells is not None and previous.cells is not None:
+            changed = [
+                coordinate
+                for coordinate in sorted(previous.cells.keys() | part.cells.keys(), key=_cell_order)
+                if previous.cells.get(coordinate) != part.cells.get(coordinate)
+            ]
+            lines.append(f"### {name}: {len(changed)} cell(s) changed")
+            for coordinate in changed[:MAX_CELL_CHANGES]:
+                was = previous.cells.get(coordinate, "(empty)") or "(empty)"
+                now = part.cells.get(coordinate, "(empty)") or "(empty)"
+                lines.append(f"{coordinate}: {was} -> {now}")
+            if len(changed) > MAX_CELL_CHANGES:
+                lines.append(f"[{len(changed) - MAX_CELL_CHANGES} more changed cells not listed]")
+        else:
+            diff = list(
+                difflib.unified_diff(
+                    previous.text.splitlines(), part.text.splitlines(), "before", "after", lineterm="", n=1
+                )
+            )[2:]
+            lines.append(f"### {name}: changed lines")
+            lines.extend(diff[:MAX_DIFF_LINES])
+            if len(diff) > MAX_DIFF_LINES:
+                lines.append(f"[{len(diff) - MAX_DIFF_LINES} more diff lines not listed]")
+    for name in old.keys() - new.keys():
+        sub_items.append(f"{name} (removed)")
+    return sub_items, "\n".join(lines)
+
+
+def _cell_order(coordinate: str) -> tuple[int, int, str]:
+    letters = "".join(ch for ch in coordinate if ch.isalpha())
+    digits = "".join(ch for ch in coordinate if ch.isdigit())
+    column = 0
+    for ch in letters.upper():
+        column = column * 26 + (ord(ch) - 64)
+    return (int(digits) if digits else 0, column, coordinate)
+
+
+def _file_artifact(
+    change: FileChange, old: Extracted | None, new: Extracted | None
+) -> Artifact:
+    path = virtual_path(change.path)
+    file_type = extension(path)
+    header = f"File {path} ({change.change}"
+    if change.change == "deleted":
+        return Artifact(
+            id=f"file:{path}", kind="file", title=f"{path} (deleted)", text=header + "; the file no longer exists)",
+            path=path, file_type=file_type, change="deleted",
+        )
+    assert new is not None
+    header += f", {change.size_after} bytes)"
+    body = [header]
+    if change.change == "modified" and old is not None and not old.error and not new.error:
+        body.append("Changed parts: " + (", ".join(change.sub_items) or "none visible in the extracted text"))
+        _, account = _format_part_diff(old, new)
+        if account:
+            body.append(account)
+        body.append("Final content:")
+    body.append(new.text())
+    return Artifact(
+        id=f"file:{path}", kind="file", title=f"{path} ({change.change})", text="\n".join(body),
+        path=path, file_type=file_type, change=change.change, error=new.error,
+    )
+
+
+def file_artifact_for_unchanged(path_in_snapshot: str, data: bytes, options: ExtractOptions) -> Artifact:
+    """An artifact for a file the agent left untouched (a named grading target may ask for it)."""
+    path = virtual_path(path_in_snapshot)
+    content = extract(path, data, options)
+    return Artifact(
+        id=f"file:{path}", kind="file", title=f"{path} (unchanged)",
+        text=f"File {path} (unchanged by the agent, {len(data)} bytes)\n{content.text()}",
+        path=path, file_type=extension(path), change="unchanged", error=content.error,
+    )
+
+
+def diff_snapshots(before: Snapshot, after: Snapshot, options: ExtractOptions | None = None) -> WorldDiff:
+    """Diff two snapshots; extraction and parse problems are recorded, never raised."""
+    options = options or ExtractOptions()
+    old, new = before.entries, after.entries
+    file_changes: list[FileChange] = []
+    for path in sorted(old.keys() | new.keys()):
+        was, now = old.get(path), new.get(path)
+        if was is not None and now is not None and was.sha256 == now.sha256:
+            continue
+        kind = "created" if was is None else "deleted" if now is None else "modified"
+        file_changes.append(
+            FileChange(
+                path=path, change=kind,
+                size_before=was.size if was else None, size_after=now.size if now else None,
+                sha256_before=was.sha256 if was else None, sha256_after=now.sha256 if now else None,
+            )
+        )
+    changed_paths = {c.path for c in file_changes}
+    fs_changed = [c for c in file_changes if c.path.startswith(FS_PREFIX)]
+    apps_wanted = {
+        p for p in changed_paths
+        if appdata.is_mail(p) or appdata.is_calendar(p) or appdata.is_chat_messages(p)
+    }
+    # Names of chat groups come from group_info.json whether or not it changed.
+    info_paths = {p for p in new if appdata.is_chat_group_info(p)}
+    before_bytes = before.read_many({c.path for c in fs_changed if c.change == "modified"} | apps_wanted)
+    after_bytes = after.read_many({c.path for c in fs_changed if c.change != "deleted"} | apps_wanted | info_paths)
+
+    result = WorldDiff(before=before, after=after, changes=Changes(files=file_changes))
+    for change in fs_changed:
+        new_content = old_content = None
+        if change.change != "deleted":
+            new_content = extract(change.path, after_bytes.get(change.path, b""), options)
+        if change.change == "modified":
+            old_content = extract(change.path, before_bytes.get(change.path, b""), options)
+            if not old_content.error and not new_content.error:  # type: ignore[union-attr]
+                change.sub_items, _ = _format_part_diff(old_content, new_content)  # type: ignore[arg-type]
+        result.artifacts.append(_file_artifact(change, old_content, new_content))
+
+    def pick(source: dict[str, bytes], test) -> dict[str, bytes]:
+        return {p: d for p, d in source.items() if test(p)}
+
+    mails, errors = appdata.diff_mail(pick(before_bytes, appdata.is_mail), pick(after_bytes, appdata.is_mail))
+    result.errors.extend(errors)
+    events, errors = appdata.diff_calendar(
+        pick(before_bytes, appdata.is_calendar), pick(after_bytes, appdata.is_calendar)
+    )
+    result.errors.extend(errors)
+    chat, errors = appdata.diff_chat(
+        pick(before_bytes, appdata.is_chat_messages),
+        pick(after_bytes, appdata.is_chat_messages),
+        appdata.group_names(pick(after_bytes, appdata.is_chat_group_info)),
+    )
+    result.errors.extend(errors)
+    result.changes.mails_sent, result.changes.events, result.changes.chat = mails, events, chat
+    result.artifacts.extend(_mail_artifact(m, i) for i, m in enumerate(mails))
+    result.artifacts.extend(_event_artifact(e) for e in events)
+    result.artifacts.extend(_chat_artifact(c) for c in chat)
+    return result
+
+
+def _mail_artifact(mail: MailSent, index: int) -> Artifact:
+    lines = [
+        f"From: {mail.from_}", f"To: {', '.join(mail.to)}",
+        *( [f"Cc: {', '.join(mail.cc)}"] if mail.cc else [] ),
+        *( [f"Bcc: {', '.join(mail.bcc)}"] if mail.bcc else [] ),
+        f"Subject: {mail.subject}",
+        *( [f"Attachments: {', '.join(mail.attachments)}"] if mail.attachments else [] ),
+        *( [f"In-Reply-To: {mail.in_reply_to}"] if mail.in_reply_to else [] ),
+        "", mail.body,
+    ]
+    ident = mail.message_id or f"#{index + 1}"
+    return Artifact(
+        id=f"mail:{ident}", kind="mail", title=f"mail sent: {mail.subject}", text="Mail sent\n" + "\n".join(lines),
+        change="sent",
+    )
+
+
+def _event_artifact(event: EventChange) -> Artifact:
+    lines = [f"Calendar event {event.change}: {event.summary}", f"UID: {event.uid}"]
+    if event.start:
+        lines.append(f"Start: {event.start}")
+    if event.end:
+        lines.append(f"End: {event.end}")
+    if event.attendees:
+        lines.append(f"Attendees: {', '.join(event.attendees)}")
+    for name, values in event.changed_fields.items():
+        lines.append(f"Changed {name}: {values.get('before')!r} -> {values.get('after')!r}")
+    return Artifact(
+        id=f"event:{event.uid}", kind="event", title=f"event {event.change}: {event.summary}",
+        text="\n".join(lines), change=event.change,
+    )
+
+
+def _chat_artifact(change: ChatChange) -> Artifact:
+    where = change.channel_name or change.channel_id
+    head = f"Chat message {change.change} in {where} (channel id {change.channel_id})"
+    lines = [head, f"Message id: {change.message_id}", f"Author: {change.author or 'unknown'}"]
+    if change.emoji:
+        lines.append(f"Reaction: {change.emoji}")
+    lines.extend(["", change.text])
+    return Artifact(
+        id=f"chat:{change.message_id}:{change.change}", kind="chat", title=f"chat {change.change} in {where}",
+        text="\n".join(lines), change=change.change,
+    )
+
+
+def change_log(changes: Changes) -> str:
+    """One line per change; what the judge reads first."""
+    lines: list[str] = []
+    for change in changes.files:
+        where = virtual_path(change.path)
+        detail = f" [{', '.join(change.sub_items)}]" if change.sub_items else ""
+        lines.append(f"file {change.change}: {where}{detail}")
+    for mail in changes.mails_sent:
+        lines.append(f"mail sent to {', '.join(mail.to + mail.cc)}: {mail.subject!r}")
+    for event in changes.events:
+        fields = f" (fields: {', '.join(event.changed_fields)})" if event.changed_fields else ""
+        lines.append(f"event {event.change}: {event.summary!r} at {event.start}{fields}")
+    for chat in changes.chat:
+        lines.append(f"chat {chat.change} in {chat.channel_name or chat.channel_id}")
+    return "\n".join(lines) if lines else "(no changes to the world)"

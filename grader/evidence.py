@@ -1,0 +1,235 @@
+"""Evidence routing per grading target, and fitting evidence into the judge's context budget.
+
+Routing decides which artifacts a criterion is judged on; when a required target has
+nothing to show, the criterion is not met without a judge call.  Fitting keeps the prompt
+under ``JudgeConfig.context_budget_chars``: a selector (deterministic ranking, or the judge
+model itself) picks artifacts; if the selector fails, every artifact is shown truncated
+(never "no files").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass, field
+
+from atoll.benchmark import Criterion, GradingTarget
+
+from grader.diff import Artifact, WorldDiff, file_artifact_for_unchanged
+from grader.extract import ExtractOptions
+from grader.judge import Block, JudgeConfig, select
+from grader.snapshot import member_path
+
+APP_KINDS = ("mail", "event", "chat")
+
+
+@dataclass
+class Routed:
+    """The evidence a criterion's grading target selects."""
+
+    target: GradingTarget
+    include_answer: bool
+    artifacts: list[Artifact] = field(default_factory=list)
+    not_met_reason: str | None = None
+    ungradeable_reason: str | None = None
+
+
+def _normalise_type(file_type: str | None) -> str:
+    return (file_type or "").lower().strip().lstrip(".")
+
+
+def route(criterion: Criterion, answer: str, world: WorldDiff, options: ExtractOptions) -> Routed:
+    """Select evidence for ``criterion``; see GradingTarget for the kinds."""
+    target = criterion.grading_target or GradingTarget()
+    files = [a for a in world.artifacts if a.kind == "file"]
+    if target.kind == "final_answer":
+        routed = Routed(target, include_answer=True)
+        if not answer.strip():
+            routed.not_met_reason = "the criterion is judged on the final answer and the agent gave none"
+        return routed
+    if target.kind == "file_type":
+        wanted = _normalise_type(target.file_type)
+        chosen = [a for a in files if a.file_type == wanted and a.change in ("created", "modified")]
+        routed = Routed(target, include_answer=False, artifacts=chosen)
+        if not chosen:
+            routed.not_met_reason = f"no .{wanted} file was created or modified"
+        return _mark_failures(routed, all_must_fail=False)
+    if target.kind == "file":
+        return _route_file(target, world, options)
+    if target.kind == "app_data":
+        chosen = [a for a in world.artifacts if a.kind in APP_KINDS]
+        routed = Routed(target, include_answer=False, artifacts=chosen)
+        if not chosen:
+            routed.not_met_reason = "no mail was sent and no calendar or chat change was made"
+        return routed
+    # "all": the answer and every change; a file that cannot be extracted is shown as such.
+    return Routed(target, include_answer=True, artifacts=list(world.artifacts))
+
+
+def _route_file(target: GradingTarget, world: WorldDiff, options: ExtractOptions) -> Routed:
+    wanted = "/" + (target.path or "").lstrip("/")
+    routed = Routed(target, include_answer=False)
+    for artifact in world.artifacts:
+        if artifact.kind == "file" and artifact.path is not None and artifact.path.lower() == wanted.lower():
+            if artifact.change == "deleted":
+                routed.not_met_reason = f"the file {wanted} was deleted"
+                return routed
+            routed.artifacts = [artifact]
+            return _mark_failures(routed, all_must_fail=False)
+    # Not changed: judge the file as it stands, if it exists at all.
+    candidates = [p for p in world.after.entries if p.lower() == member_path(wanted).lower()]
+    if not candidates:
+        routed.not_met_reason = f"the file {wanted} does not exist in the final world"
+        return routed
+    data = world.after.read(candidates[0])
+    routed.artifacts = [file_artifact_for_unchanged(candidates[0], data, options)]
+    return _mark_failures(routed, all_must_fail=False)
+
+
+def _mark_failures(routed: Routed, *, all_must_fail: bool) -> Routed:
+    failed = [a for a in routed.artifacts if a.error]
+    if failed and (not all_must_fail or len(failed) == len(routed.artifacts)):
+        routed.ungradeable_reason = "could not extract " + "; ".join(f"{a.path}: {a.error}" for a in failed)
+    return routed
+
+
+# --- digest --------------------------------------------------------------------------------
+
+
+def evidence_digest(task_prompt: str, answer: str | None, change_log: str, routed: Routed, config: JudgeConfig | None) -> str:
+    """sha256 of everything the judge could be shown for this criterion (before selection)."""
+    payload = {
+        "task_prompt": task_prompt,
+        "answer": answer if routed.include_answer else None,
+        "change_log": change_log,
+        "artifacts": [[a.id, a.text] for a in routed.artifacts],
+        "budget": config.context_budget_chars if config else None,
+        "selector": config.selector if config else None,
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+# --- fitting -------------------------------------------------------------------------------
+
+
+def truncate(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    marker = f"\n[... truncated: {limit} of {len(text)} characters shown]"
+    return text[: max(0, limit - len(marker))] + marker
+
+
+def _fair_shares(lengths: list[int], budget: int) -> list[int]:
+    """Split ``budget`` so small items keep everything and large ones share the rest equally."""
+    shares = [0] * len(lengths)
+    remaining = list(range(len(lengths)))
+    left = budget
+    while remaining:
+        share = left // len(remaining)
+        small = [i for i in remaining if lengths[i] <= share]
+        if not small:
+            for i in remaining:
+                shares[i] = share
+            break
+        for i in small:
+            shares[i] = lengths[i]
+            left -= lengths[i]
+        remaining = [i for i in remaining if i not in small]
+    return shares
+
+
+_WORD = re.compile(r"[a-z0-9][a-z0-9_.\-]{2,}")
+_STOP = frozenset("the and for with that this from are was were has have not all any its into per".split())
+
+
+def rank(criterion: str, artifacts: list[Artifact]) -> list[Artifact]:
+    """Deterministic relevance order: criterion words in the title weigh most, then in the text;
+    changed files before app data of no mention, failed extractions and deletions last."""
+    words = {w for w in _WORD.findall(criterion.lower()) if w not in _STOP}
+
+    def score(item: tuple[int, Artifact]) -> tuple[float, int]:
+        index, artifact = item
+        title = artifact.title.lower()
+        text = artifact.text.lower()
+        value = sum(3.0 for w in words if w in title)
+        value += sum(math.log1p(text.count(w)) for w in words)
+        if artifact.change in ("created", "modified", "sent", "posted", "replied"):
+            value += 1.0
+        if artifact.change == "deleted" or artifact.error:
+            value -= 2.0
+        return (-value, index)
+
+    return [a for _, a in sorted(enumerate(artifacts), key=score)]
+
+
+@dataclass
+class Fitted:
+    """The artifacts shown (texts possibly truncated) and how they were chosen."""
+
+    shown: list[tuple[Artifact, str]]
+    note: str
+    cost_usd: float = 0.0
+
+
+def _fill(ordered: list[Artifact], budget: int) -> list[tuple[Artifact, str]]:
+    shown: list[tuple[Artifact, str]] = []
+    left = budget
+    for artifact in ordered:
+        overhead = 80 + len(artifact.id) + len(artifact.title)
+        if left <= overhead + 200:
+            break
+        text = truncate(artifact.text, left - overhead)
+        shown.append((artifact, text))
+        left -= overhead + len(text)
+    return shown
+
+
+async def fit(criterion: str, artifacts: list[Artifact], budget: int, config: JudgeConfig) -> Fitted:
+    """Choose and truncate artifacts to ``budget`` characters; never returns an empty selection
+    when there are artifacts."""
+    total = sum(len(a.text) + 80 + len(a.id) + len(a.title) for a in artifacts)
+    if total <= budget:
+        return Fitted([(a, a.text) for a in artifacts], "all")
+    cost = 0.0
+    try:
+        if config.selector == "llm":
+            catalogue = [(a.id, f"{a.title}: {a.text[:300]!r}") for a in artifacts]
+            ids, cost = await select(config, criterion, catalogue)
+            by_id = {a.id: a for a in artifacts}
+            ordered = [by_id[i] for i in ids]
+            method = "llm-selected"
+        else:
+            ordered = rank(criterion, artifacts)
+            method = "ranked"
+        shown = _fill(ordered, budget)
+        if not shown:
+            raise ValueError("selection left nothing to show")
+    except Exception as exc:  # noqa: BLE001 - a failed selection falls back, never to "no files"
+        shares = _fair_shares([len(a.text) for a in artifacts], max(budget - 200 * len(artifacts), 1000))
+        shown = [(a, truncate(a.text, max(share, 200))) for a, share in zip(artifacts, shares, strict=True)]
+        return Fitted(shown, f"selection failed ({type(exc).__name__}: {str(exc)[:200]}); all truncated", cost)
+    omitted = [a.id for a in artifacts if a.id not in {s.id for s, _ in shown}]
+    note = f"{method}: {len(shown)} of {len(artifacts)} shown"
+    if omitted:
+        note += f"; omitted for the context budget: {', '.join(omitted[:20])}" + (" …" if len(omitted) > 20 else "")
+    return Fitted(shown, note, cost)
+
+
+def build_blocks(
+    task_prompt: str, answer: str | None, change_log: str, fitted: Fitted, criterion: Criterion, budget: int
+) -> list[Block]:
+    """The fenced sections of a judge prompt, in reading order (criterion last)."""
+    blocks = [
+        Block("TASK", truncate(task_prompt, budget // 8)),
+        Block("CHANGES", truncate(change_log, budget // 8)),
+    ]
+    if answer is not None:
+        blocks.append(Block("FINAL_ANSWER", truncate(answer, budget // 4) if answer.strip() else "(no final answer)"))
+    for index, (artifact, text) in enumerate(fitted.shown, start=1):
+        blocks.append(Block(f"ARTIFACT_{index}", f"artifact id: {artifact.id}\n{text}"))
+    if fitted.note != "all":
+        blocks.append(Block("EVIDENCE_NOTE", f"Evidence selection: {fitted.note}"))
+    blocks.append(Block("CRITERION", criterion.criteria))
+    return blocks

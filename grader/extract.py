@@ -1,0 +1,347 @@
+"""Content extraction: office files, PDFs and text files to judge-readable text, in parts.
+
+A part is what a person would point at: a sheet, a slide, a PDF page, a document body.
+Workbooks also keep their cells (value and formula) so that modified workbooks can be
+diffed cell by cell.  Extraction never raises: a file that cannot be read comes back with
+``error`` set, and the caller decides what that means for grading.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+from dataclasses import dataclass, field
+from datetime import date, datetime, time
+
+TEXT_EXTENSIONS = frozenset(
+    {"txt", "md", "csv", "tsv", "json", "jsonl", "xml", "html", "htm", "yaml", "yml", "py", "js",
+     "ts", "sql", "log", "ini", "toml", "r", "tex", "rst", "ics", "eml", "mbox", "css", "sh"}
+)
+WORKBOOK_EXTENSIONS = frozenset({"xlsx", "xlsm"})
+DOCUMENT_EXTENSIONS = frozenset({"docx", "docm"})
+DECK_EXTENSIONS = frozenset({"pptx", "pptm"})
+PDF_EXTENSIONS = frozenset({"pdf"})
+
+MAX_CELLS_PER_SHEET = 50_000
+MAX_TEXT_BYTES = 4 << 20
+
+
+@dataclass
+class Part:
+    """One addressable piece of a file: ``name`` like ``sheet 'Model'``, ``slide 3``, ``page 2``."""
+
+    name: str
+    text: str
+    cells: dict[str, str] | None = None
+
+
+@dataclass
+class Extracted:
+    """The text of a file in parts; ``error`` says why it could not be read (then parts is empty)."""
+
+    kind: str
+    parts: list[Part] = field(default_factory=list)
+    error: str | None = None
+    note: str | None = None
+
+    def text(self) -> str:
+        if self.error:
+            return f"[could not extract {self.kind} content: {self.error}]"
+        if self.note and not self.parts:
+            return f"[{self.note}]"
+        if len(self.parts) == 1 and self.parts[0].name == "content":
+            return self.parts[0].text
+        return "\n\n".join(f"## {part.name}\n{part.text}" for part in self.parts)
+
+
+@dataclass
+class ExtractOptions:
+    """Knobs for extraction; OCR runs only on PDF pages without a text layer, up to a cap."""
+
+    ocr: bool = True
+    ocr_max_pages: int = 3
+    ocr_dpi: int = 200
+    ocr_timeout_s: float = 30.0
+
+
+def extension(path: str) -> str:
+    name = path.rsplit("/", 1)[-1]
+    return name.rsplit(".", 1)[-1].lower() if "." in name else ""
+
+
+def extract(path: str, data: bytes, options: ExtractOptions | None = None) -> Extracted:
+    """Extract ``data`` (the bytes of the file at ``path``) by its extension; never raises."""
+    options = options or ExtractOptions()
+    ext = extension(path)
+    try:
+        if ext in WORKBOOK_EXTENSIONS:
+            return _workbook(data)
+        if ext in DOCUMENT_EXTENSIONS:
+            return _document(data)
+        if ext in DECK_EXTENSIONS:
+            return _deck(data)
+        if ext in PDF_EXTENSIONS:
+            return _pdf(data, options)
+        return _text(ext, data)
+    except Exception as exc:  # noqa: BLE001 - untrusted files fail in many library-specific ways
+        kind = ext or "file"
+        return Extracted(kind=kind, error=f"{type(exc).__name__}: {str(exc)[:300]}")
+
+
+# --- workbooks -----------------------------------------------------------------------------
+
+
+def _cell_text(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, datetime):
+        return value.isoformat(sep=" ")
+    if isinstance(value, date | time):
+        return value.isoformat()
+    if isinstance(value, float):
+        return repr(value) if not value.is_integer() else str(int(value))
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    return str(value)
+
+
+def _workbook(data: bytes) -> Extracted:
+    from openpyxl import load_workbook
+
+    formulas = load_workbook(io.BytesIO(data), read_only=True, data_only=False)
+    values = load_workbook(io.BytesIO(data), read_only=True, data_only=True)
+    parts: list[Part] = []
+    try:
+        for sheet in formulas.worksheets:
+            cached = values[sheet.title]
+            cells: dict[str, str] = {}
+            lines: list[str] = []
+            truncated = False
+            for formula_row, value_row in zip(
+                sheet.iter_rows(), cached.iter_rows(), strict=False
+            ):
+                row_items: list[str] = []
+                for formula_cell, value_cell in zip(formula_row, value_row, strict=False):
+                    raw = getattr(formula_cell, "value", None)
+                    if raw is None:
+                        continue
+                    coordinate = formula_cell.coordinate
+                    if isinstance(raw, str) and raw.startswith("="):
+                        computed = _cell_text(getattr(value_cell, "value", None))
+                        shown = f"{computed} [{raw}]" if computed else f"[{raw}]"
+                    else:
+                        shown = _cell_text(raw)
+                    cells[coordinate] = shown
+                    row_items.append(f"{coordinate}: {shown}")
+                if row_items:
+                    lines.append(" | ".join(row_items))
+                if len(cells) >= MAX_CELLS_PER_SHEET:
+                    truncated = True
+                    break
+            if truncated:
+                lines.append(f"[sheet truncated after {MAX_CELLS_PER_SHEET} cells]")
+            text = "\n".join(lines) if lines else "[empty sheet]"
+            parts.append(Part(name=f"sheet '{sheet.title}'", text=text, cells=cells))
+    finally:
+        formulas.close()
+        values.close()
+    return Extracted(kind="xlsx", parts=parts)
+
+
+# --- documents -----------------------------------------------------------------------------
+
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+
+
+def _run_text(element) -> str:
+    pieces: list[str] = []
+    for node in element.iter():
+        tag = node.tag
+        if tag in (f"{_W}t", f"{_W}delText"):
+            pieces.append(node.text or "")
+        elif tag == f"{_W}tab":
+            pieces.append("\t")
+        elif tag in (f"{_W}br", f"{_W}cr"):
+            pieces.append("\n")
+    return "".join(pieces)
+
+
+def _paragraph_text(paragraph_element) -> str:
+    """Paragraph text with tracked insertions as ``[+…+]`` and deletions as ``[-…-]``."""
+    pieces: list[str] = []
+    for child in paragraph_element:
+        tag = child.tag
+        if tag == f"{_W}ins":
+            text = _run_text(child)
+            if text:
+                pieces.append(f"[+{text}+]")
+        elif tag == f"{_W}del":
+            text = _run_text(child)
+            if text:
+                pieces.append(f"[-{text}-]")
+        elif tag in (f"{_W}r", f"{_W}hyperlink", f"{_W}smartTag", f"{_W}fldSimple", f"{_W}sdt"):
+            pieces.append(_run_text(child))
+    return "".join(pieces)
+
+
+def _heading_prefix(paragraph) -> str:
+    style = (paragraph.style.name if paragraph.style is not None else "") or ""
+    if style.lower().startswith("heading"):
+        level = style.split()[-1]
+        return "#" * int(level) + " " if level.isdigit() else "# "
+    if style.lower() == "title":
+        return "# "
+    if "list" in style.lower():
+        return "- "
+    return ""
+
+
+def _document(data: bytes) -> Extracted:
+    import docx
+    from docx.table import Table
+    from docx.text.paragraph import Paragraph
+
+    document = docx.Document(io.BytesIO(data))
+    blocks: list[str] = []
+    table_index = 0
+    for block in document.iter_inner_content():
+        if isinstance(block, Paragraph):
+            text = _paragraph_text(block._p)
+            if text.strip():
+                blocks.append(_heading_prefix(block) + text)
+        elif isinstance(block, Table):
+            table_index += 1
+            rows = []
+            for row in block._tbl.tr_lst:
+                cells = []
+                for cell in row.tc_lst:
+                    cells.append(" ".join(_paragraph_text(p) for p in cell.p_lst).strip())
+                rows.append("| " + " | ".join(cells) + " |")
+            blocks.append(f"[table {table_index}]\n" + "\n".join(rows))
+    parts = [Part(name="body", text="\n".join(blocks) if blocks else "[empty document]")]
+    extras: list[str] = []
+    for section_index, section in enumerate(document.sections, start=1):
+        for label, story in (("header", section.header), ("footer", section.footer)):
+            if story.is_linked_to_previous and section_index > 1:
+                continue
+            text = "\n".join(_paragraph_text(p._p) for p in story.paragraphs).strip()
+            if text:
+                extras.append(f"{label} (section {section_index}): {text}")
+    if extras:
+        parts.append(Part(name="headers and footers", text="\n".join(extras)))
+    comments = []
+    for comment in document.comments:
+        body = "\n".join(_paragraph_text(p._p) for p in comment.paragraphs).strip()
+        comments.append(f"comment by {comment.author or 'unknown'}: {body}")
+    if comments:
+        parts.append(Part(name="comments", text="\n".join(comments)))
+    return Extracted(kind="docx", parts=parts)
+
+
+# --- decks ---------------------------------------------------------------------------------
+
+
+def _shape_lines(shape) -> list[str]:
+    from pptx.enum.shapes import MSO_SHAPE_TYPE
+
+    lines: list[str] = []
+    if shape.shape_type == MSO_SHAPE_TYPE.GROUP:
+        for inner in shape.shapes:
+            lines.extend(_shape_lines(inner))
+        return lines
+    if getattr(shape, "has_table", False) and shape.has_table:
+        for row in shape.table.rows:
+            lines.append("| " + " | ".join(cell.text.strip() for cell in row.cells) + " |")
+        return lines
+    if getattr(shape, "has_chart", False) and shape.has_chart:
+        chart = shape.chart
+        title = chart.chart_title.text_frame.text if chart.has_title else ""
+        lines.append(f"[chart{': ' + title if title else ''}]")
+        return lines
+    if getattr(shape, "has_text_frame", False) and shape.has_text_frame:
+        for paragraph in shape.text_frame.paragraphs:
+            text = paragraph.text
+            if text.strip():
+                lines.append(("  " * paragraph.level + "- " + text) if paragraph.level else text)
+    elif shape.shape_type == MSO_SHAPE_TYPE.PICTURE:
+        lines.append(f"[picture: {shape.name}]")
+    return lines
+
+
+def _deck(data: bytes) -> Extracted:
+    from pptx import Presentation
+
+    deck = Presentation(io.BytesIO(data))
+    parts: list[Part] = []
+    for index, slide in enumerate(deck.slides, start=1):
+        lines: list[str] = []
+        title_shape = slide.shapes.title
+        if title_shape is not None and title_shape.has_text_frame and title_shape.text_frame.text.strip():
+            lines.append("Title: " + title_shape.text_frame.text.strip())
+        others = [s for s in slide.shapes if title_shape is None or s.shape_id != title_shape.shape_id]
+        others.sort(key=lambda s: ((s.top or 0), (s.left or 0)))
+        for shape in others:
+            lines.extend(_shape_lines(shape))
+        if slide.has_notes_slide:
+            notes = slide.notes_slide.notes_text_frame.text.strip() if slide.notes_slide.notes_text_frame else ""
+            if notes:
+                lines.append("Notes: " + notes)
+        parts.append(Part(name=f"slide {index}", text="\n".join(lines) if lines else "[empty slide]"))
+    return Extracted(kind="pptx", parts=parts)
+
+
+# --- PDFs ----------------------------------------------------------------------------------
+
+
+def _ocr_page(page, options: ExtractOptions) -> str:
+    """OCR one page with tesseract (single-threaded: measured 2.5x faster on 2 cores)."""
+    pixmap = page.get_pixmap(dpi=options.ocr_dpi, colorspace="gray")
+    environment = dict(os.environ, OMP_THREAD_LIMIT="1")
+    completed = subprocess.run(
+        ["tesseract", "stdin", "stdout"],
+        input=pixmap.tobytes("png"),
+        capture_output=True,
+        timeout=options.ocr_timeout_s,
+        env=environment,
+        check=True,
+    )
+    return completed.stdout.decode("utf-8", "replace").strip()
+
+
+def _pdf(data: bytes, options: ExtractOptions) -> Extracted:
+    import pymupdf
+
+    parts: list[Part] = []
+    ocr_done = 0
+    notes: list[str] = []
+    with pymupdf.open(stream=data, filetype="pdf") as document:
+        for index, page in enumerate(document, start=1):
+            text = page.get_text("text").strip()
+            if not text and page.get_images():
+                if options.ocr and ocr_done < options.ocr_max_pages:
+                    try:
+                        text = _ocr_page(page, options)
+                        ocr_done += 1
+                        text = f"[OCR] {text}" if text else "[scanned page: OCR found no text]"
+                    except (OSError, subprocess.SubprocessError) as exc:
+                        text = f"[scanned page: OCR failed: {type(exc).__name__}]"
+                else:
+                    text = "[scanned page without a text layer; OCR page cap reached]"
+                    notes.append(f"page {index} not OCR'd")
+            parts.append(Part(name=f"page {index}", text=text or "[empty page]"))
+    return Extracted(kind="pdf", parts=parts, note="; ".join(notes) or None)
+
+
+# --- text ----------------------------------------------------------------------------------
+
+
+def _text(ext: str, data: bytes) -> Extracted:
+    head = data[:8192]
+    if ext not in TEXT_EXTENSIONS and b"\x00" in head:
+        return Extracted(kind=ext or "binary", note=f"binary file, {len(data)} bytes, not extracted")
+    truncated = len(data) > MAX_TEXT_BYTES
+    text = data[:MAX_TEXT_BYTES].decode("utf-8", "replace")
+    if truncated:
+        text += f"\n[truncated at {MAX_TEXT_BYTES} of {len(data)} bytes]"
+    return Extracted(kind=ext or "text", parts=[Part(name="content", text=text)])

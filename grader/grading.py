@@ -1,0 +1,184 @@
+"""Grade one trial: diff the snapshots, then decide every criterion independently.
+
+A criterion is decided by (in order) its programmatic check, a rule when its grading target
+has nothing to show, the verdict cache, or the judge.  Any failure while deciding one
+criterion makes that criterion ungradeable; it never aborts the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+
+from atoll.benchmark import Criterion, Task
+from atoll.grade import CriterionVerdict, Grade, Verdict
+from atoll.trajectory import Trajectory
+
+from grader.cache import VerdictCache, cache_key
+from grader.checks import run_check
+from grader.diff import WorldDiff, diff_snapshots
+from grader.evidence import build_blocks, evidence_digest, fit, route, truncate
+from grader.extract import ExtractOptions
+from grader.judge import PROMPT_VERSION, JudgeConfig, judge
+from grader.snapshot import Snapshot
+
+
+def final_answer(trajectory: Trajectory | None) -> str:
+    """The agent's final answer, or the last assistant text when none was recorded."""
+    if trajectory is None:
+        return ""
+    if trajectory.final_answer:
+        return trajectory.final_answer
+    for message in reversed(trajectory.messages):
+        if message.get("role") == "assistant" and isinstance(message.get("content"), str) and message["content"].strip():
+            return message["content"]
+    return ""
+
+
+@dataclass
+class _Context:
+    task: Task
+    answer: str
+    world: WorldDiff
+    judge: JudgeConfig | None
+    cache: VerdictCache | None
+    options: ExtractOptions
+    change_log: str
+    cost_usd: float = 0.0
+
+
+def _verdict(criterion: Criterion, verdict: Verdict, decided_by: str, rationale: str, **fields) -> CriterionVerdict:
+    return CriterionVerdict(
+        verifier_id=criterion.verifier_id, criterion=criterion.criteria, verdict=verdict,
+        decided_by=decided_by, rationale=rationale, **fields,  # type: ignore[arg-type]
+    )
+
+
+async def _decide(context: _Context, criterion: Criterion) -> CriterionVerdict:
+    check_note = ""
+    if criterion.check is not None:
+        result = await asyncio.to_thread(run_check, criterion.check, context.answer, context.world, context.options)
+        if result.passed is None:
+            return _verdict(criterion, Verdict.ungradeable, "check", result.reason, ungradeable_reason=result.reason)
+        if result.passed is False:
+            return _verdict(criterion, Verdict.not_met, "check", f"check {criterion.check.kind} failed: {result.reason}")
+        if criterion.check_only or context.judge is None:
+            return _verdict(criterion, Verdict.met, "check", f"check {criterion.check.kind} passed: {result.reason}")
+        check_note = f"check {criterion.check.kind} passed ({result.reason}); "
+    if context.judge is None:
+        reason = "no judge configured and the criterion has no programmatic check"
+        return _verdict(criterion, Verdict.ungradeable, "rule", reason, ungradeable_reason=reason)
+
+    config = context.judge
+    routed = await asyncio.to_thread(route, criterion, context.answer, context.world, context.options)
+    if routed.not_met_reason:
+        return _verdict(criterion, Verdict.not_met, "rule", check_note + routed.not_met_reason)
+    if routed.ungradeable_reason:
+        return _verdict(
+            criterion, Verdict.ungradeable, "rule", routed.ungradeable_reason,
+            ungradeable_reason=routed.ungradeable_reason, evidence=[a.id for a in routed.artifacts],
+        )
+    answer = context.answer if routed.include_answer else None
+    digest = evidence_digest(context.task.prompt, answer, context.change_log, routed, config)
+    key = cache_key(criterion, digest, config.model, PROMPT_VERSION, config.samples)
+    common = {"judge_model": config.model, "prompt_version": PROMPT_VERSION, "evidence_digest": digest}
+    if context.cache is not None:
+        record = await asyncio.to_thread(context.cache.get, key)
+        if record is not None:
+            return _verdict(
+                criterion, Verdict(record["verdict"]), "judge", record.get("rationale", ""),
+                evidence=record.get("evidence", []), samples=[Verdict(s) for s in record.get("samples", [])],
+                evidence_note=record.get("evidence_note"), cached=True, **common,
+            )
+
+    fixed = (
+        min(len(context.task.prompt), config.context_budget_chars // 8)
+        + min(len(context.change_log), config.context_budget_chars // 8)
+        + (min(len(answer), config.context_budget_chars // 4) if answer else 0)
+        + len(criterion.criteria) + 3000
+    )
+    artifact_budget = max(config.context_budget_chars - fixed, config.context_budget_chars // 4)
+    fitted = await fit(criterion.criteria, routed.artifacts, artifact_budget, config)
+    context.cost_usd += fitted.cost_usd
+    blocks = build_blocks(context.task.prompt, answer, context.change_log, fitted, criterion, config.context_budget_chars)
+    result = await judge(config, blocks)
+    context.cost_usd += result.cost_usd
+    shown = [artifact.id for artifact, _ in fitted.shown]
+    if answer is not None:
+        shown.insert(0, "final_answer")
+    note = None if fitted.note == "all" else fitted.note
+    if result.verdict is None:
+        reason = result.error or "the judge returned no verdict"
+        return _verdict(
+            criterion, Verdict.ungradeable, "judge", reason, ungradeable_reason=reason, evidence=shown,
+            evidence_note=note, **common,
+        )
+    rationale = check_note + result.rationale
+    if context.cache is not None:
+        await asyncio.to_thread(
+            context.cache.put, key,
+            {"verdict": result.verdict.value, "rationale": rationale, "evidence": shown,
+             "samples": [s.value for s in result.samples], "evidence_note": note},
+        )
+    return _verdict(
+        criterion, result.verdict, "judge", rationale, evidence=shown, samples=result.samples,
+        evidence_note=note, **common,
+    )
+
+
+async def _decide_safely(context: _Context, criterion: Criterion, limit: asyncio.Semaphore) -> CriterionVerdict:
+    async with limit:
+        try:
+            return await _decide(context, criterion)
+        except Exception as exc:  # noqa: BLE001 - one criterion's failure never aborts the grade
+            reason = f"grader error: {type(exc).__name__}: {truncate(str(exc), 300)}"
+            return _verdict(criterion, Verdict.ungradeable, "rule", reason, ungradeable_reason=reason)
+
+
+def open_world(before: str | Path | Snapshot, after: str | Path | Snapshot, options: ExtractOptions) -> WorldDiff:
+    """Open both snapshots and diff them; raises AtollError("snapshot_unreadable")."""
+    before_snapshot = before if isinstance(before, Snapshot) else Snapshot(before)
+    after_snapshot = after if isinstance(after, Snapshot) else Snapshot(after)
+    return diff_snapshots(before_snapshot, after_snapshot, options)
+
+
+async def grade_trial(
+    task: Task,
+    before: str | Path | Snapshot,
+    after: str | Path | Snapshot,
+    trajectory: Trajectory | None = None,
+    judge: JudgeConfig | None = None,
+    cache: VerdictCache | None = None,
+    *,
+    options: ExtractOptions | None = None,
+    trial_id: str | None = None,
+    world: WorldDiff | None = None,
+) -> Grade:
+    """Grade ``task`` on the world change from ``before`` to ``after`` (tar.gz or world zip).
+
+    ``judge`` None grades with programmatic checks only (criteria without a check are then
+    ungradeable).  Raises AtollError("snapshot_unreadable") when a snapshot cannot be read;
+    every other failure is confined to the criterion it happens in.  ``world`` lets a caller
+    reuse a diff it already computed.
+    """
+    options = options or ExtractOptions()
+    if world is None:
+        world = await asyncio.to_thread(open_world, before, after, options)
+    context = _Context(
+        task=task, answer=final_answer(trajectory), world=world, judge=judge, cache=cache,
+        options=options, change_log=world.change_log(),
+    )
+    limit = asyncio.Semaphore(judge.concurrency if judge else 4)
+    verdicts = await asyncio.gather(*(_decide_safely(context, c, limit) for c in task.rubric))
+    grade = Grade.from_verdicts(
+        task.task_id, list(verdicts), trial_id=trial_id or (trajectory.trial_id if trajectory else None),
+        changes=world.changes, judge_cost_usd=round(context.cost_usd, 6),
+        **({"diff_errors": list(world.errors)} if world.errors else {}),
+    )
+    return grade
+
+
+def grade_trial_sync(*args, **kwargs) -> Grade:
+    """``grade_trial`` for callers without an event loop."""
+    return asyncio.run(grade_trial(*args, **kwargs))

@@ -1,0 +1,180 @@
+"""Read world snapshots: a tar.gz from ``/data/snapshot`` or a world zip (APEX/Archipelago layout).
+
+Both forms hold members ``filesystem/<path>`` and ``.apps_data/<path>``.  A zip whose members
+have neither prefix (an Archipelago export of the filesystem alone) is read as ``filesystem/``.
+Only regular files are read; names that are absolute, contain ``..`` or are otherwise unsafe
+are skipped (snapshots are untrusted input).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tarfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from atoll.errors import AtollError
+
+FS_PREFIX = "filesystem/"
+APPS_PREFIX = ".apps_data/"
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class SnapshotEntry:
+    """One regular file of a snapshot: its member path, size and content hash."""
+
+    path: str
+    size: int
+    sha256: str
+
+
+def _clean_name(name: str) -> str | None:
+    """The normalised member name, or None when it is unsafe or not a file path."""
+    name = name.replace("\\", "/")
+    while name.startswith("./"):
+        name = name[2:]
+    if not name or name.startswith("/") or name.endswith("/"):
+        return None
+    parts = PurePosixPath(name).parts
+    if any(part in ("..", "") for part in parts):
+        return None
+    return "/".join(parts)
+
+
+class Snapshot:
+    """A snapshot indexed by content hash; contents are read again only for the files asked for.
+
+    Raises ``AtollError("snapshot_unreadable")`` when the file is missing or not a tar.gz/zip.
+    """
+
+    def __init__(self, location: str | Path) -> None:
+        self.location = Path(location)
+        if not self.location.is_file():
+            raise AtollError("snapshot_unreadable", f"snapshot {self.location}: no such file")
+        self._kind = self._detect_kind()
+        self._zip_prefixless = False
+        self.entries: dict[str, SnapshotEntry] = {}
+        try:
+            self._index()
+        except (tarfile.TarError, zipfile.BadZipFile, OSError, EOFError) as exc:
+            raise AtollError("snapshot_unreadable", f"snapshot {self.location}: cannot read: {exc}") from exc
+
+    def _detect_kind(self) -> str:
+        with self.location.open("rb") as handle:
+            head = handle.read(4)
+        if head.startswith(b"PK"):
+            return "zip"
+        if head.startswith(b"\x1f\x8b") or tarfile.is_tarfile(self.location):
+            return "tar"
+        raise AtollError(
+            "snapshot_unreadable", f"snapshot {self.location}: neither a tar.gz nor a zip archive"
+        )
+
+    # --- indexing -------------------------------------------------------------------------
+
+    def _index(self) -> None:
+        if self._kind == "zip":
+            with zipfile.ZipFile(self.location) as archive:
+                infos = [info for info in archive.infolist() if not info.is_dir()]
+                names = [_clean_name(info.filename) for info in infos]
+                self._zip_prefixless = not any(
+                    n and (n.startswith(FS_PREFIX) or n.startswith(APPS_PREFIX)) for n in names
+                )
+                for info, name in zip(infos, names, strict=True):
+                    if name is None or _is_zip_link(info):
+                        continue
+                    path = self._member_path(name)
+                    if path is None:
+                        continue
+                    digest = hashlib.sha256()
+                    with archive.open(info) as handle:
+                        while chunk := handle.read(_CHUNK):
+                            digest.update(chunk)
+                    self.entries[path] = SnapshotEntry(path, info.file_size, digest.hexdigest())
+        else:
+            with tarfile.open(self.location, "r:*") as archive:
+                for member in archive:
+                    if not member.isreg():
+                        continue
+                    name = _clean_name(member.name)
+                    path = self._member_path(name) if name else None
+                    if path is None:
+                        continue
+                    digest = hashlib.sha256()
+                    handle = archive.extractfile(member)
+                    if handle is None:
+                        continue
+                    while chunk := handle.read(_CHUNK):
+                        digest.update(chunk)
+                    self.entries[path] = SnapshotEntry(path, member.size, digest.hexdigest())
+
+    def _member_path(self, name: str) -> str | None:
+        if self._zip_prefixless:
+            return FS_PREFIX + name
+        if name.startswith(FS_PREFIX) or name.startswith(APPS_PREFIX):
+            return name
+        return None  # members outside the two roots are not part of the world
+
+    def _archive_name(self, path: str) -> str:
+        return path[len(FS_PREFIX) :] if self._zip_prefixless else path
+
+    # --- reading --------------------------------------------------------------------------
+
+    def read_many(self, paths: set[str] | list[str]) -> dict[str, bytes]:
+        """Contents of the given member paths (those that exist), in one pass over the archive."""
+        wanted = {p for p in paths if p in self.entries}
+        found: dict[str, bytes] = {}
+        if not wanted:
+            return found
+        if self._kind == "zip":
+            with zipfile.ZipFile(self.location) as archive:
+                by_name = {_clean_name(i.filename): i for i in archive.infolist() if not i.is_dir()}
+                for path in wanted:
+                    info = by_name.get(self._archive_name(path))
+                    if info is not None:
+                        found[path] = archive.read(info)
+            return found
+        with tarfile.open(self.location, "r:*") as archive:
+            for member in archive:
+                if not member.isreg():
+                    continue
+                name = _clean_name(member.name)
+                if name in wanted:
+                    handle = archive.extractfile(member)
+                    if handle is not None:
+                        found[name] = handle.read()
+                    if len(found) == len(wanted):
+                        break
+        return found
+
+    def read(self, path: str) -> bytes:
+        """Content of one member; raises KeyError when absent."""
+        data = self.read_many([path])
+        if path not in data:
+            raise KeyError(path)
+        return data[path]
+
+    def filesystem_paths(self) -> list[str]:
+        """Member paths under ``filesystem/``, sorted."""
+        return sorted(p for p in self.entries if p.startswith(FS_PREFIX))
+
+
+def _is_zip_link(info: zipfile.ZipInfo) -> bool:
+    mode = info.external_attr >> 16
+    return (mode & 0o170000) == 0o120000
+
+
+def virtual_path(member_path: str) -> str:
+    """``filesystem/Reports/x.xlsx`` -> ``/Reports/x.xlsx`` (the path as the agent sees it)."""
+    if member_path.startswith(FS_PREFIX):
+        return "/" + member_path[len(FS_PREFIX) :]
+    return member_path
+
+
+def member_path(virtual: str) -> str:
+    """``/Reports/x.xlsx`` -> ``filesystem/Reports/x.xlsx``; member paths are returned unchanged."""
+    if virtual.startswith(FS_PREFIX) or virtual.startswith(APPS_PREFIX):
+        return virtual
+    return FS_PREFIX + virtual.lstrip("/")
