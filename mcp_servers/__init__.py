@@ -1,0 +1,113 @@
+"""atoll's MCP servers: nine app servers built on one foundation (``mcp_servers._core``).
+
+    from mcp_servers import create_server, SERVER_NAMES
+    server = create_server("mail", fs_root=..., apps_data_root=..., options={"user_email": ...})
+
+Importing this package is cheap: each server (and FastMCP) is imported only when
+:func:`create_server` first needs it, and one server never imports another's libraries.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from atoll.errors import AtollError
+
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
+
+    from mcp_servers._core.definition import ServerDefinition
+
+SERVER_NAMES: tuple[str, ...] = (
+    "mail",
+    "calendar",
+    "chat",
+    "filesystem",
+    "code",
+    "spreadsheets",
+    "documents",
+    "pdfs",
+    "presentations",
+)
+MODES: tuple[str, ...] = ("individual", "consolidated")
+
+# Definitions registered at run time (tests, plug-ins); the nine built-in servers are
+# found by importing mcp_servers.<name>, whose module attribute SERVER is the definition.
+_registered: dict[str, ServerDefinition] = {}
+_lock = threading.Lock()
+
+
+def register_server(definition: ServerDefinition) -> None:
+    """Make ``definition`` available to :func:`create_server` under its name."""
+    with _lock:
+        _registered[definition.name] = definition
+
+
+def unregister_server(name: str) -> None:
+    """Forget a server registered with :func:`register_server` (no-op if absent)."""
+    with _lock:
+        _registered.pop(name, None)
+
+
+def get_definition(name: str) -> ServerDefinition:
+    """The definition of server ``name``, importing its module on first use.
+
+    Raises AtollError ``unknown_server`` for a name that is neither built in nor
+    registered, ``server_unavailable`` when the server's module is missing.
+    """
+    with _lock:
+        if name in _registered:
+            return _registered[name]
+    if name not in SERVER_NAMES:
+        known = ", ".join(sorted({*SERVER_NAMES, *_registered}))
+        raise AtollError("unknown_server", f"unknown MCP server {name!r} (known: {known})")
+    module_name = f"mcp_servers.{name}"
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name:
+            raise
+        raise AtollError(
+            "server_unavailable", f"MCP server {name!r} is not available: {module_name} is missing"
+        ) from None
+    definition = getattr(module, "SERVER", None)
+    if definition is None:
+        raise AtollError(
+            "server_unavailable", f"MCP server {name!r} is not available: {module_name}.SERVER is missing"
+        )
+    with _lock:
+        _registered.setdefault(name, definition)
+    return definition
+
+
+def create_server(
+    name: str,
+    *,
+    fs_root: str | Path,
+    apps_data_root: str | Path,
+    mode: str = "individual",
+    options: Mapping[str, Any] | None = None,
+) -> FastMCP:
+    """A ready FastMCP server for app ``name`` over the given world roots.
+
+    ``mode`` is ``individual`` (one tool per function, bare names like ``send_mail``) or
+    ``consolidated`` (``NAME(action=…)`` plus ``NAME_schema``). ``options`` are per-server
+    knobs; ``user_email``/``user_name`` are the world's user.
+
+    Raises AtollError ``unknown_server``, ``server_unavailable`` or ``invalid_mode``.
+    """
+    if mode not in MODES:
+        raise AtollError("invalid_mode", f"MCP server mode must be one of {', '.join(MODES)}, got {mode!r}")
+    definition = get_definition(name)
+    from mcp_servers._core.build import build_server
+    from mcp_servers._core.context import ServerContext
+
+    context = ServerContext.create(fs_root, apps_data_root, options)
+    return build_server(definition, context, mode=mode)
+
+
+__all__ = ["MODES", "SERVER_NAMES", "create_server", "get_definition", "register_server", "unregister_server"]

@@ -1,0 +1,29 @@
+"""The shared foundation of every atoll MCP server (see docs/mcp_servers.md).
+
+Light to import: FastMCP is only loaded by :mod:`mcp_servers._core.build`.
+"""
+
+from mcp_servers._core.context import ServerContext
+from mcp_servers._core.definition import ServerDefinition, ToolDef
+from mcp_servers._core.errors import ERROR_CODES, ToolError
+from mcp_servers._core.paths import MAX_NAME_BYTES, MAX_PATH_CHARS, PathResolver, validate_id
+from mcp_servers._core.results import ImageBlock, ToolOutput
+from mcp_servers._core.store import FileCache, FileStamp, atomic_write_bytes, file_lock
+
+__all__ = [
+    "ERROR_CODES",
+    "MAX_NAME_BYTES",
+    "MAX_PATH_CHARS",
+    "FileCache",
+    "FileStamp",
+    "ImageBlock",
+    "PathResolver",
+    "ServerContext",
+    "ServerDefinition",
+    "ToolDef",
+    "ToolError",
+    "ToolOutput",
+    "atomic_write_bytes",
+    "file_lock",
+    "validate_id",
+]

@@ -1,0 +1,279 @@
+"""Turning a :class:`ServerDefinition` into a FastMCP server, in either mode.
+
+- individual mode: one MCP tool per declared function, named as declared;
+- consolidated mode: ``NAME(action=…, <union of all arguments>)`` plus
+  ``NAME_schema(model=ACTION)``; both are derived from the same definitions (arguments,
+  descriptions, schemas), never from another tool's text.
+
+A tool argument literally named ``action`` is exposed in consolidated mode as
+``<action>_action`` (e.g. ``comments_action``) so it cannot clash with the selector.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+import mcp_types
+from fastmcp import FastMCP
+from fastmcp.tools import Tool, ToolResult
+from pydantic import PrivateAttr
+
+from mcp_servers._core.context import ServerContext
+from mcp_servers._core.definition import ServerDefinition, ToolDef
+from mcp_servers._core.errors import ToolError
+from mcp_servers._core.invoke import Outcome, call_tool, error_outcome, unwrap_envelope
+from mcp_servers._core.results import encode_image
+
+Mode = Literal["individual", "consolidated"]
+MODES: tuple[str, ...] = ("individual", "consolidated")
+HELP_ACTION = "help"
+
+
+class _DefinedTool(Tool):
+    """A FastMCP tool whose body is one of our invokers (raw arguments in, Outcome out)."""
+
+    _invoke: Callable[[dict[str, Any]], Awaitable[Outcome]] = PrivateAttr()
+
+    async def run(self, arguments: dict[str, Any]) -> ToolResult:
+        try:
+            outcome = await self._invoke(arguments)
+        except ToolError as exc:  # envelope/action problems raised before call_tool
+            outcome = error_outcome(exc)
+        return to_tool_result(outcome)
+
+
+def to_tool_result(outcome: Outcome) -> ToolResult:
+    """The MCP result for an outcome: text first, then images; structured content always."""
+    content: list[Any] = [mcp_types.TextContent(type="text", text=outcome.text)]
+    for image in outcome.images:
+        content.append(
+            mcp_types.ImageContent(type="image", data=encode_image(image), mime_type=image.mime_type)
+        )
+    return ToolResult(content=content, structured_content=outcome.structured, is_error=outcome.is_error)
+
+
+def _make_tool(
+    name: str,
+    description: str,
+    parameters: dict[str, Any],
+    invoke: Callable[[dict[str, Any]], Awaitable[Outcome]],
+    *,
+    read_only: bool = False,
+    destructive: bool = False,
+) -> Tool:
+    annotations = mcp_types.ToolAnnotations(
+        read_only_hint=read_only or None, destructive_hint=(destructive or None) if not read_only else None
+    )
+    tool = _DefinedTool(name=name, description=description, parameters=parameters, annotations=annotations)
+    tool._invoke = invoke
+    return tool
+
+
+def build_server(
+    definition: ServerDefinition,
+    context: ServerContext,
+    *,
+    mode: str = "individual",
+) -> FastMCP:
+    """A FastMCP server exposing ``definition``'s tools in ``mode``.
+
+    Raises ValueError for an unknown mode.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    state = definition.state(context) if definition.state is not None else context
+    server = FastMCP(name=definition.name, instructions=definition.description or None, on_duplicate="error")
+    if mode == "individual":
+        for tool in definition.tools:
+            server.add_tool(_individual_tool(tool, state))
+    else:
+        for tool in _consolidated_tools(definition, state):
+            server.add_tool(tool)
+    return server
+
+
+def _individual_tool(tool: ToolDef, state: Any) -> Tool:
+    declared = set(tool.argument_names)
+
+    async def invoke(raw: dict[str, Any]) -> Outcome:
+        return await call_tool(tool, state, unwrap_envelope(raw, declared))
+
+    return _make_tool(
+        tool.name,
+        tool.description,
+        tool.input_schema,
+        invoke,
+        read_only=tool.read_only,
+        destructive=tool.destructive,
+    )
+
+
+def exposed_name(tool: ToolDef, argument: str) -> str:
+    """An argument's name inside the consolidated tool."""
+    return f"{tool.action}_action" if argument == "action" else argument
+
+
+def consolidated_schema(definition: ServerDefinition) -> dict[str, Any]:
+    """Input schema of ``NAME``: ``action`` plus the union of every action's arguments."""
+    actions = [t.action for t in definition.tools]
+    properties: dict[str, Any] = {
+        "action": {
+            "type": "string",
+            "enum": [*actions, HELP_ACTION],
+            "description": "What to do; 'help' lists the actions and their arguments.",
+        }
+    }
+    users: dict[str, list[str]] = {}
+    variants: dict[str, list[dict[str, Any]]] = {}
+    defs: dict[str, Any] = {}
+    for tool in definition.tools:
+        schema = tool.input_schema
+        defs.update(schema.get("$defs", {}))
+        for argument, prop in schema["properties"].items():
+            name = exposed_name(tool, argument)
+            users.setdefault(name, []).append(tool.action)
+            bare = {k: v for k, v in prop.items() if k not in ("description", "title", "default")}
+            known = variants.setdefault(name, [])
+            if all(json.dumps(bare, sort_keys=True) != json.dumps(v, sort_keys=True) for v in known):
+                known.append(bare)
+            if name not in properties:
+                properties[name] = {"description": prop.get("description") or ""}
+    for name, shapes in variants.items():
+        description = properties[name].get("description", "")
+        merged: dict[str, Any] = dict(shapes[0]) if len(shapes) == 1 else {"anyOf": shapes}
+        note = f"(actions: {', '.join(users[name])})"
+        merged["description"] = f"{description} {note}".strip()
+        properties[name] = merged
+    result: dict[str, Any] = {"type": "object", "properties": properties, "required": ["action"]}
+    if defs:
+        result["$defs"] = defs
+    return result
+
+
+def help_data(definition: ServerDefinition) -> dict[str, Any]:
+    """What ``NAME(action="help")`` returns."""
+    return {
+        "server": definition.name,
+        "tool": definition.consolidated_name,
+        "schema_tool": f"{definition.consolidated_name}_schema",
+        "actions": [
+            {
+                "action": tool.action,
+                "tool": tool.name,
+                "summary": tool.summary,
+                "required": [exposed_name(tool, a) for a in tool.required_arguments],
+                "optional": [
+                    exposed_name(tool, a) for a in tool.argument_names if a not in tool.required_arguments
+                ],
+            }
+            for tool in definition.tools
+        ],
+    }
+
+
+def _is_empty(value: Any) -> bool:
+    """What agents fill in for other actions' arguments of the consolidated tool (ignored)."""
+    return value is None or (isinstance(value, str | list | dict) and len(value) == 0)
+
+
+def _help_text(data: dict[str, Any]) -> str:
+    lines = [f"{data['tool']} actions (call {data['tool']}(action=ACTION, ...)):"]
+    for entry in data["actions"]:
+        args = [f"{a}*" for a in entry["required"]] + entry["optional"]
+        lines.append(f"- {entry['action']}: {entry['summary']} Arguments: {', '.join(args) or 'none'}.")
+    lines.append(f"Full argument schema of one action: {data['schema_tool']}(model=ACTION).")
+    return "\n".join(lines)
+
+
+def _consolidated_description(definition: ServerDefinition) -> str:
+    head = definition.description.strip()
+    body = _help_text(help_data(definition))
+    return f"{head}\n\n{body}" if head else body
+
+
+def _consolidated_tools(definition: ServerDefinition, state: Any) -> list[Tool]:
+    name = definition.consolidated_name
+    schema = consolidated_schema(definition)
+    declared = set(schema["properties"])
+    action_names = ", ".join([*(t.action for t in definition.tools), HELP_ACTION])
+
+    async def invoke(raw: dict[str, Any]) -> Outcome:
+        arguments = unwrap_envelope(raw, declared)
+        action = arguments.pop("action", None)
+        if not isinstance(action, str) or not action.strip():
+            raise ToolError(
+                "invalid_argument", f"{name}: 'action' is required (one of {action_names})", argument="action"
+            )
+        if action.strip().lower() == HELP_ACTION:
+            data = help_data(definition)
+            return Outcome(structured=data, text=_help_text(data))
+        tool = definition.find(action)
+        if tool is None:
+            raise ToolError(
+                "unknown_action",
+                f"{name}: unknown action {action!r} (one of {action_names})",
+                argument="action",
+            )
+        own = {exposed_name(tool, a): a for a in tool.argument_names}
+        call_arguments: dict[str, Any] = {}
+        for key, value in arguments.items():
+            if key in own:
+                call_arguments[own[key]] = value
+            elif not _is_empty(value):
+                call_arguments[key] = value  # refused by validation with the list of accepted arguments
+        return await call_tool(tool, state, call_arguments)
+
+    async def invoke_schema(raw: dict[str, Any]) -> Outcome:
+        arguments = unwrap_envelope(raw, {"model", "action"})
+        model = arguments.get("model") or arguments.get("action")
+        if not model:
+            data = {
+                "actions": [
+                    {"action": t.action, "tool": t.name, "summary": t.summary} for t in definition.tools
+                ]
+            }
+            return Outcome(structured=data, text=json.dumps(data, indent=2))
+        tool = definition.find(str(model))
+        if tool is None:
+            raise ToolError(
+                "unknown_action",
+                f"{name}_schema: unknown model {model!r} (one of {action_names})",
+                argument="model",
+            )
+        input_schema = json.loads(json.dumps(tool.input_schema))
+        for argument in list(input_schema["properties"]):
+            exposed = exposed_name(tool, argument)
+            if exposed != argument:
+                input_schema["properties"][exposed] = input_schema["properties"].pop(argument)
+                input_schema["required"] = [
+                    exposed if r == argument else r for r in input_schema.get("required", [])
+                ]
+        data = {
+            "action": tool.action,
+            "tool": tool.name,
+            "description": tool.description,
+            "input_schema": input_schema,
+        }
+        return Outcome(structured=data, text=json.dumps(data, indent=2, ensure_ascii=False))
+
+    schema_parameters = {
+        "type": "object",
+        "properties": {
+            "model": {
+                "type": "string",
+                "description": f"The action whose arguments to describe ({action_names}).",
+            }
+        },
+    }
+    return [
+        _make_tool(name, _consolidated_description(definition), schema, invoke),
+        _make_tool(
+            f"{name}_schema",
+            f"JSON schema of the arguments of one {name} action (model=ACTION); without model, the list of actions.",
+            schema_parameters,
+            invoke_schema,
+            read_only=True,
+        ),
+    ]

@@ -1,0 +1,256 @@
+"""Declaring a server: typed Python functions, registered once, exposed in both modes.
+
+A server module builds one :class:`ServerDefinition` and decorates plain functions::
+
+    SERVER = ServerDefinition("mail", consolidated_name="mail", state=MailStore)
+
+    @SERVER.tool(action="send")
+    def send_mail(store: MailStore, to_email: str | list[str], subject: str, body: str = "") -> SentMail:
+        \"\"\"Send an email from the world's user. ...
+
+        Args:
+            to_email: recipient address or list of addresses.
+        \"\"\"
+
+The first parameter always receives the server's state (what ``state(ctx)`` returned, or
+the :class:`ServerContext` itself). The other parameters become the tool's arguments: a
+pydantic model is built from their annotations and defaults (``Annotated[int, Field(le=100)]``
+and ``= Field(...)`` work), the docstring before ``Args:`` is the tool description and
+each ``Args:`` entry describes its argument. :mod:`mcp_servers._core.build` derives the
+individual tools and the consolidated ``NAME(action=…)`` tool from these definitions.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, get_type_hints
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic.fields import FieldInfo
+
+from mcp_servers._core.context import ServerContext
+
+_SECTION = re.compile(r"^\s*(Args|Arguments|Parameters|Returns|Raises|Errors|Example|Examples):\s*$")
+_ARG_LINE = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+class ArgumentsBase(BaseModel):
+    """Base of every generated arguments model: unknown arguments are refused, numbers
+    given for string fields are accepted (agents send ``subject=2024``)."""
+
+    model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True, arbitrary_types_allowed=True)
+
+
+@dataclass
+class ToolDef:
+    """One tool as declared: the function, its argument model and its descriptions."""
+
+    name: str
+    action: str
+    function: Callable[..., Any]
+    description: str
+    summary: str
+    arguments: type[BaseModel]
+    read_only: bool = False
+    destructive: bool = False
+
+    @cached_property
+    def input_schema(self) -> dict[str, Any]:
+        """The JSON schema of the arguments (with ``$defs`` inlined)."""
+        schema = inline_refs(self.arguments.model_json_schema())
+        schema.pop("title", None)
+        schema.setdefault("properties", {})
+        return schema
+
+    @cached_property
+    def json_arguments(self) -> frozenset[str]:
+        """Arguments taking an array/object and never a string (JSON text is decoded for them)."""
+        return frozenset(
+            name
+            for name, schema in self.input_schema["properties"].items()
+            if "string" not in _types_of(schema) and _types_of(schema) & {"array", "object"}
+        )
+
+    @property
+    def argument_names(self) -> list[str]:
+        return list(self.arguments.model_fields)
+
+    @property
+    def required_arguments(self) -> list[str]:
+        return [name for name, info in self.arguments.model_fields.items() if info.is_required()]
+
+
+@dataclass
+class ServerDefinition:
+    """A server's tools, its consolidated tool name and how to build its state.
+
+    ``state`` is called once per server instance with the :class:`ServerContext`; its
+    return value is passed as the first argument of every tool. It must be safe to use
+    from several threads (sync tools run in worker threads).
+    """
+
+    name: str
+    consolidated_name: str
+    description: str = ""
+    state: Callable[[ServerContext], Any] | None = None
+    tools: list[ToolDef] = field(default_factory=list)
+
+    def tool(
+        self,
+        function: Callable[..., Any] | None = None,
+        *,
+        action: str | None = None,
+        name: str | None = None,
+        read_only: bool = False,
+        destructive: bool = False,
+    ) -> Any:
+        """Decorator registering ``function`` as a tool (returns the function unchanged)."""
+
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            self.tools.append(
+                make_tool_def(fn, name=name, action=action, read_only=read_only, destructive=destructive)
+            )
+            names = [t.name for t in self.tools]
+            actions = [t.action for t in self.tools]
+            if len(set(names)) != len(names) or len(set(actions)) != len(actions):
+                raise ValueError(
+                    f"server {self.name!r}: duplicate tool name or action in {names} / {actions}"
+                )
+            return fn
+
+        return register(function) if function is not None else register
+
+    def find(self, action_or_name: str) -> ToolDef | None:
+        """The tool with this action or tool name (case-insensitive), or None."""
+        key = action_or_name.strip().lower()
+        for tool in self.tools:
+            if key in (tool.action, tool.name):
+                return tool
+        return None
+
+
+def make_tool_def(
+    function: Callable[..., Any],
+    *,
+    name: str | None = None,
+    action: str | None = None,
+    read_only: bool = False,
+    destructive: bool = False,
+) -> ToolDef:
+    """Build a :class:`ToolDef` from a typed function (see the module docstring)."""
+    tool_name = name or function.__name__
+    tool_action = action or tool_name
+    for label, value in (("tool name", tool_name), ("action", tool_action)):
+        if not _NAME.match(value):
+            raise ValueError(f"{label} {value!r} must be snake_case")
+    description, arg_docs = split_docstring(inspect.getdoc(function) or "")
+    signature = inspect.signature(function)
+    hints = get_type_hints(function, include_extras=True)
+    params = list(signature.parameters.values())
+    if not params:
+        raise ValueError(f"tool {tool_name!r}: the first parameter must take the server state")
+    fields: dict[str, Any] = {}
+    for param in params[1:]:
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise ValueError(f"tool {tool_name!r}: *args/**kwargs are not supported")
+        annotation = hints.get(param.name, Any)
+        doc = arg_docs.get(param.name)
+        if isinstance(param.default, FieldInfo):
+            info = param.default
+            if info.description is None and doc:
+                info.description = doc
+        else:
+            required = param.default is inspect.Parameter.empty
+            info = Field(... if required else param.default, description=doc)
+        fields[param.name] = (annotation, info)
+    model_name = "".join(part.title() for part in tool_name.split("_")) + "Arguments"
+    arguments = create_model(model_name, __base__=ArgumentsBase, **fields)
+    summary = description.strip().splitlines()[0].strip() if description.strip() else tool_name
+    return ToolDef(
+        name=tool_name,
+        action=tool_action,
+        function=function,
+        description=description.strip() or tool_name,
+        summary=summary,
+        arguments=arguments,
+        read_only=read_only,
+        destructive=destructive,
+    )
+
+
+def split_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """Split a Google-style docstring into (description without ``Args:``, {arg: text})."""
+    kept: list[str] = []
+    args: dict[str, str] = {}
+    section: str | None = None
+    current: str | None = None
+    for line in doc.splitlines():
+        header = _SECTION.match(line)
+        if header:
+            section = header.group(1)
+            current = None
+            if section not in ("Args", "Arguments", "Parameters"):
+                kept.append(line)
+            continue
+        if section in ("Args", "Arguments", "Parameters"):
+            if not line.strip():
+                continue
+            match = _ARG_LINE.match(line)
+            if match and (len(line) - len(line.lstrip())) <= 4:
+                current = match.group(1).lstrip("*")
+                args[current] = match.group(2).strip()
+            elif current is not None:
+                args[current] = (args[current] + " " + line.strip()).strip()
+            continue
+        kept.append(line)
+    return "\n".join(kept).strip(), args
+
+
+def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
+    """Return ``schema`` with local ``#/$defs/…`` references replaced by their targets.
+
+    Recursive models keep their reference (and the needed ``$defs``) at the point where
+    they recur, so the result is always finite.
+    """
+    defs = schema.get("$defs", {})
+    used: set[str] = set()
+
+    def walk(node: Any, stack: tuple[str, ...]) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                key = ref.split("/")[-1]
+                if key in stack or key not in defs:
+                    used.add(key)
+                    return node
+                target = walk(defs[key], (*stack, key))
+                siblings = {k: walk(v, stack) for k, v in node.items() if k != "$ref"}
+                return {**target, **siblings}
+            return {k: walk(v, stack) for k, v in node.items() if k != "$defs"}
+        if isinstance(node, list):
+            return [walk(item, stack) for item in node]
+        return node
+
+    result = walk(schema, ())
+    if used:
+        result["$defs"] = {key: defs[key] for key in used if key in defs}
+    return result
+
+
+def _types_of(schema: dict[str, Any]) -> set[str]:
+    types: set[str] = set()
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        types.add(kind)
+    elif isinstance(kind, list):
+        types.update(kind)
+    for key in ("anyOf", "oneOf", "allOf"):
+        for sub in schema.get(key, []) or []:
+            if isinstance(sub, dict):
+                types |= _types_of(sub)
+    return types

@@ -1,0 +1,80 @@
+"""What tools return: structured content plus readable text (plus images when needed).
+
+A tool function may return a pydantic model, a dict, a list, a string, None or a
+:class:`ToolOutput`. Structured content is always a JSON object (lists and strings are
+wrapped as ``{"result": …}``). The readable text is the ``text`` given in ToolOutput, else
+what the model's ``render_text()`` returns when it has one, else indented JSON.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+
+@dataclass
+class ImageBlock:
+    """An image to send as MCP image content next to the text."""
+
+    data: bytes
+    mime_type: str
+
+
+@dataclass
+class ToolOutput:
+    """Full control over a tool result: structured ``data``, ``text`` and extra ``images``."""
+
+    data: Any
+    text: str | None = None
+    images: list[ImageBlock] = field(default_factory=list)
+
+
+def to_structured(value: Any) -> dict[str, Any]:
+    """The JSON object sent as structured content for a tool's return value."""
+    if isinstance(value, ToolOutput):
+        value = value.data
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    else:
+        value = json.loads(json.dumps(value, default=_json_default, ensure_ascii=False))
+    if isinstance(value, dict):
+        return value
+    return {"result": value}
+
+
+def to_text(value: Any, structured: dict[str, Any]) -> str:
+    """The readable text for a tool's return value (see the module docstring)."""
+    if isinstance(value, ToolOutput):
+        if value.text is not None:
+            return value.text
+        value = value.data
+    render = getattr(value, "render_text", None)
+    if callable(render):
+        return str(render())
+    if isinstance(value, str):
+        return value
+    return json.dumps(structured, indent=2, ensure_ascii=False)
+
+
+def images_of(value: Any) -> list[ImageBlock]:
+    return list(value.images) if isinstance(value, ToolOutput) else []
+
+
+def encode_image(image: ImageBlock) -> str:
+    return base64.b64encode(image.data).decode("ascii")
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)

@@ -1,0 +1,517 @@
+"""The shared foundation: one definition -> individual and consolidated tools, envelope,
+errors, results, registry, path resolver, id validator, file cache, locks."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Annotated
+
+import pytest
+from pydantic import BaseModel, Field
+
+import mcp_servers
+from atoll.errors import AtollError
+from mcp_servers import create_server, register_server, unregister_server
+from mcp_servers._core import (
+    FileCache,
+    ImageBlock,
+    PathResolver,
+    ServerContext,
+    ServerDefinition,
+    ToolError,
+    ToolOutput,
+    atomic_write_bytes,
+    file_lock,
+    validate_id,
+)
+from tests.mcp_servers.helpers import McpSession, make_world, text_of
+from tests.mcp_servers.traversal import TraversalCase, make_traversal_world, run_case
+
+NOTES = ServerDefinition(
+    "notes_test", consolidated_name="notes", description="A tiny notes server for tests."
+)
+
+
+class Note(BaseModel):
+    path: str
+    text: str
+
+    def render_text(self) -> str:
+        return f"{self.path}: {self.text}"
+
+
+@NOTES.tool(action="read", read_only=True)
+def read_note(ctx: ServerContext, file_path: str, upper: bool = False) -> Note:
+    """Read a note.
+
+    Args:
+        file_path: virtual path of the note.
+        upper: shout it.
+    """
+    real = ctx.files.resolve(file_path, argument="file_path", must_exist=True, kind="file")
+    text = real.read_text()
+    return Note(path=ctx.files.to_virtual(real), text=text.upper() if upper else text)
+
+
+@NOTES.tool(action="list", read_only=True)
+def list_notes(
+    ctx: ServerContext, limit: Annotated[int, Field(ge=1, le=100)] = 10, tags: list[str] | None = None
+) -> list[str]:
+    """List notes, sorted."""
+    return sorted(p.name for p in ctx.fs_root.iterdir())[:limit]
+
+
+@NOTES.tool(action="comment")
+def comment_note(ctx: ServerContext, action: str, note: str = "") -> dict:
+    """A tool with its own 'action' argument."""
+    return {"comment_action": action, "note": note}
+
+
+@NOTES.tool(action="crash")
+def crash_note(ctx: ServerContext) -> dict:
+    """Always a bug."""
+    raise RuntimeError("kaboom")
+
+
+@NOTES.tool(action="picture", read_only=True)
+async def picture_note(ctx: ServerContext) -> ToolOutput:
+    """An async tool returning an image."""
+    return ToolOutput(
+        data={"mime_type": "image/png"}, text="a picture", images=[ImageBlock(b"\x89PNG", "image/png")]
+    )
+
+
+@NOTES.tool(action="whoami", read_only=True)
+def whoami(ctx: ServerContext) -> dict:
+    """Who the user is."""
+    return {"email": ctx.user_email, "name": ctx.user_name, "knob": ctx.option("knob", "default")}
+
+
+@pytest.fixture(autouse=True)
+def _registered():
+    register_server(NOTES)
+    yield
+    unregister_server(NOTES.name)
+
+
+@pytest.fixture
+def world(tmp_path):
+    world = make_world(tmp_path)
+    world.file("a.txt", "alpha")
+    world.file("b.txt", "beta")
+    return world
+
+
+def session(world, mode="individual", options=None) -> McpSession:
+    return McpSession(
+        create_server(
+            "notes_test", fs_root=world.fs_root, apps_data_root=world.apps_root, mode=mode, options=options
+        )
+    )
+
+
+# --- registry ------------------------------------------------------------------------
+
+
+def test_server_names_are_the_nine_apps():
+    assert mcp_servers.SERVER_NAMES == (
+        "mail",
+        "calendar",
+        "chat",
+        "filesystem",
+        "code",
+        "spreadsheets",
+        "documents",
+        "pdfs",
+        "presentations",
+    )
+
+
+def test_unknown_server_and_mode_are_clear_errors(world):
+    with pytest.raises(AtollError) as info:
+        create_server("nosuch", fs_root=world.fs_root, apps_data_root=world.apps_root)
+    assert info.value.code == "unknown_server" and "nosuch" in info.value.message
+    with pytest.raises(AtollError) as info:
+        create_server("notes_test", fs_root=world.fs_root, apps_data_root=world.apps_root, mode="both")
+    assert info.value.code == "invalid_mode"
+
+
+def test_importing_the_package_does_not_import_servers_or_fastmcp():
+    import subprocess
+    import sys
+
+    code = "import sys, mcp_servers; print(sorted(m for m in sys.modules if m.startswith(('fastmcp', 'mcp_servers.'))))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+# --- individual mode -----------------------------------------------------------------
+
+
+def test_individual_tools_are_named_and_described_from_the_functions(world):
+    mcp = session(world)
+    try:
+        tools = {tool.name: tool for tool in mcp.tools()}
+        assert set(tools) == {
+            "read_note",
+            "list_notes",
+            "comment_note",
+            "crash_note",
+            "picture_note",
+            "whoami",
+        }
+        read = tools["read_note"]
+        assert read.description == "Read a note."
+        assert read.input_schema["required"] == ["file_path"]
+        assert read.input_schema["properties"]["file_path"]["description"] == "virtual path of the note."
+        assert read.annotations.read_only_hint is True
+        assert tools["list_notes"].input_schema["properties"]["limit"]["maximum"] == 100
+    finally:
+        mcp.close()
+
+
+def test_result_has_structured_content_and_readable_text(world):
+    mcp = session(world)
+    try:
+        result = mcp.call("read_note", {"file_path": "/a.txt"})
+        assert not result.is_error
+        assert result.structured_content == {"path": "/a.txt", "text": "alpha"}
+        assert text_of(result) == "/a.txt: alpha"
+        listed = mcp.call("list_notes", {"limit": 1})
+        assert listed.structured_content == {"result": ["a.txt"]}
+    finally:
+        mcp.close()
+
+
+@pytest.mark.parametrize("envelope", ["input", "request"])
+def test_envelope_is_unwrapped(world, envelope):
+    mcp = session(world)
+    try:
+        assert mcp.ok("read_note", {envelope: {"file_path": "b.txt", "upper": True}})["text"] == "BETA"
+        # JSON text inside the envelope, too
+        assert mcp.ok("read_note", {envelope: '{"file_path": "b.txt"}'})["text"] == "beta"
+    finally:
+        mcp.close()
+
+
+def test_json_text_for_list_arguments_is_decoded(world):
+    mcp = session(world)
+    try:
+        assert mcp.ok("list_notes", {"tags": '["x", "y"]'}) == {"result": ["a.txt", "b.txt"]}
+    finally:
+        mcp.close()
+
+
+def test_bad_arguments_are_one_line_invalid_argument_errors(world):
+    mcp = session(world)
+    try:
+        error = mcp.error("list_notes", {"limit": 1000})
+        assert (
+            error["code"] == "invalid_argument"
+            and "limit" in error["message"]
+            and "\n" not in error["message"]
+        )
+        error = mcp.error("read_note", {})
+        assert error["code"] == "invalid_argument" and "file_path" in error["message"]
+        error = mcp.error("read_note", {"file_path": "/a.txt", "colour": "red"})
+        assert (
+            error["code"] == "invalid_argument"
+            and "'colour'" in error["message"]
+            and "file_path" in error["message"]
+        )
+        result = mcp.call("read_note", {"file_path": "/missing.txt"})
+        assert result.is_error and text_of(result).startswith("error [not_found]: ")
+        assert result.structured_content["error"]["argument"] == "file_path"
+    finally:
+        mcp.close()
+
+
+def test_unexpected_exception_is_an_internal_error_and_server_keeps_serving(world):
+    mcp = session(world)
+    try:
+        error = mcp.error("crash_note")
+        assert error["code"] == "internal" and "kaboom" in error["message"]
+        assert mcp.ok("read_note", {"file_path": "/a.txt"})["text"] == "alpha"
+    finally:
+        mcp.close()
+
+
+def test_async_tool_and_image_content(world):
+    mcp = session(world)
+    try:
+        result = mcp.call("picture_note")
+        assert [block.type for block in result.content] == ["text", "image"]
+        assert result.content[1].mime_type == "image/png"
+    finally:
+        mcp.close()
+
+
+def test_options_reach_the_tools(world):
+    mcp = session(world, options={"user_email": "me@example.com", "user_name": "Me", "knob": 3})
+    try:
+        assert mcp.ok("whoami") == {"email": "me@example.com", "name": "Me", "knob": 3}
+    finally:
+        mcp.close()
+
+
+# --- consolidated mode ---------------------------------------------------------------
+
+
+def test_consolidated_mode_exposes_one_tool_plus_schema(world):
+    mcp = session(world, mode="consolidated")
+    try:
+        assert mcp.tool_names() == ["notes", "notes_schema"]
+        tool = {t.name: t for t in mcp.tools()}["notes"]
+        props = tool.input_schema["properties"]
+        assert props["action"]["enum"] == ["read", "list", "comment", "crash", "picture", "whoami", "help"]
+        assert {"file_path", "upper", "limit", "tags", "comment_action", "note"} <= set(props)
+        assert tool.input_schema["required"] == ["action"]
+        assert "- read: Read a note." in tool.description
+    finally:
+        mcp.close()
+
+
+def test_consolidated_calls_match_individual_calls(world):
+    mcp = session(world, mode="consolidated")
+    ind = session(world)
+    try:
+        args = {"file_path": "/a.txt", "upper": True}
+        assert mcp.ok("notes", {"action": "read", **args}) == ind.ok("read_note", args)
+        # other actions' arguments left empty by the agent are ignored
+        assert (
+            mcp.ok("notes", {"action": "read", "file_path": "/a.txt", "limit": None, "tags": []})["text"]
+            == "alpha"
+        )
+        # the tool name works as an action too; the envelope wraps the action
+        assert mcp.ok("notes", {"input": {"action": "read_note", "file_path": "/b.txt"}})["text"] == "beta"
+        assert mcp.ok("notes", {"action": "comment", "comment_action": "add", "note": "hi"}) == {
+            "comment_action": "add",
+            "note": "hi",
+        }
+    finally:
+        mcp.close()
+        ind.close()
+
+
+def test_consolidated_errors(world):
+    mcp = session(world, mode="consolidated")
+    try:
+        assert mcp.error("notes", {})["code"] == "invalid_argument"
+        error = mcp.error("notes", {"action": "fly"})
+        assert error["code"] == "unknown_action" and "read" in error["message"]
+        error = mcp.error("notes", {"action": "read", "file_path": "/a.txt", "limit": 5})
+        assert error["code"] == "invalid_argument" and "'limit'" in error["message"]
+        assert mcp.error("notes", {"action": "crash"})["code"] == "internal"
+    finally:
+        mcp.close()
+
+
+def test_help_and_schema_are_derived_from_the_definitions(world):
+    mcp = session(world, mode="consolidated")
+    try:
+        help_data = mcp.ok("notes", {"action": "help"})
+        read = next(a for a in help_data["actions"] if a["action"] == "read")
+        assert read == {
+            "action": "read",
+            "tool": "read_note",
+            "summary": "Read a note.",
+            "required": ["file_path"],
+            "optional": ["upper"],
+        }
+        schema = mcp.ok("notes_schema", {"model": "read"})
+        assert schema["tool"] == "read_note"
+        assert schema["input_schema"]["required"] == ["file_path"]
+        assert "comment_action" in mcp.ok("notes_schema", {"model": "comment"})["input_schema"]["properties"]
+        assert [a["action"] for a in mcp.ok("notes_schema", {})["actions"]][:2] == ["read", "list"]
+        assert mcp.error("notes_schema", {"model": "fly"})["code"] == "unknown_action"
+    finally:
+        mcp.close()
+
+
+# --- path resolver and ids -----------------------------------------------------------
+
+
+def test_resolver_maps_virtual_paths_inside_the_root(tmp_path):
+    root = tmp_path / "root"
+    (root / "Reports").mkdir(parents=True)
+    (root / "Reports" / "q3.xlsx").write_text("x")
+    files = PathResolver(root)
+    real_root = Path(os.path.realpath(root))
+    assert files.resolve("/Reports/q3.xlsx") == real_root / "Reports" / "q3.xlsx"
+    assert files.resolve("Reports/./q3.xlsx") == real_root / "Reports" / "q3.xlsx"
+    assert files.resolve("/Reports/../Reports/q3.xlsx") == real_root / "Reports" / "q3.xlsx"
+    assert files.resolve("/filesystem/Reports/q3.xlsx") == real_root / "Reports" / "q3.xlsx"
+    assert files.resolve("/etc/passwd") == real_root / "etc" / "passwd"  # absolute = virtual
+    assert files.resolve("") == real_root and files.resolve("/") == real_root
+    assert files.to_virtual(real_root / "Reports" / "q3.xlsx") == "/Reports/q3.xlsx"
+    assert files.to_virtual(real_root) == "/"
+
+
+@pytest.mark.parametrize(
+    ("value", "code"),
+    [
+        ("../x", "path_outside_root"),
+        ("/a/../../x", "path_outside_root"),
+        ("a\x00b", "invalid_argument"),
+        ("x" * 5000, "invalid_argument"),
+        ("/" + "n" * 256, "invalid_argument"),
+        ("/out/secret.txt", "path_outside_root"),
+        (42, "invalid_argument"),
+    ],
+)
+def test_resolver_refuses_escapes_naming_the_argument(tmp_path, value, code):
+    root = tmp_path / "root"
+    root.mkdir()
+    (tmp_path / "outside").mkdir()
+    os.symlink(tmp_path / "outside", root / "out")
+    with pytest.raises(ToolError) as info:
+        PathResolver(root).resolve(value, argument="file_path")
+    assert info.value.code == code and info.value.argument == "file_path"
+    assert info.value.message.startswith("file_path: ")
+
+
+def test_resolver_checks_existence_and_kind(tmp_path):
+    files = PathResolver(tmp_path)
+    (tmp_path / "d").mkdir()
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(ToolError, match="does not exist") as info:
+        files.resolve("/nope", argument="p", must_exist=True)
+    assert info.value.code == "not_found"
+    assert pytest.raises(ToolError, files.resolve, "/d", argument="p", kind="file").value.code == "not_a_file"
+    assert (
+        pytest.raises(ToolError, files.resolve, "/f", argument="p", kind="dir").value.code
+        == "not_a_directory"
+    )
+    assert (
+        pytest.raises(ToolError, files.resolve, "/", argument="p", allow_root=False).value.code
+        == "invalid_argument"
+    )
+
+
+@pytest.mark.parametrize("value", ["..", ".", "", "  ", "a/b", "a\\b", "x\x00", "tab\there", "z" * 300, None])
+def test_validate_id_refuses_path_like_ids(value):
+    with pytest.raises(ToolError) as info:
+        validate_id(value, argument="channel_id")
+    assert info.value.code == "invalid_argument" and info.value.argument == "channel_id"
+
+
+def test_validate_id_accepts_google_chat_ids():
+    assert validate_id("DM 8hB2jAAAAE", argument="channel_id") == "DM 8hB2jAAAAE"
+    assert validate_id("Space AAAAl3kD9xY", argument="channel_id") == "Space AAAAl3kD9xY"
+
+
+# --- cache, locks, atomic writes -----------------------------------------------------
+
+
+def test_file_cache_reparses_only_when_the_file_changes(tmp_path):
+    path = tmp_path / "data.txt"
+    path.write_text("one")
+    parses = []
+    cache = FileCache(lambda p: parses.append(p) or p.read_text())
+    assert cache.get(path) == "one" and cache.get(path) == "one"
+    assert len(parses) == 1 and cache.hits == 1 and cache.misses == 1
+    path.write_text("two!")  # external change (a populate): size and mtime differ
+    assert cache.get(path) == "two!" and len(parses) == 2
+    os.utime(path, ns=(1, 1))  # same size, new mtime
+    assert cache.get(path) == "two!" and len(parses) == 3
+    cache.put(path, "parsed by writer")  # our own write: no re-parse
+    assert cache.get(path) == "parsed by writer" and len(parses) == 3
+    path.unlink()
+    with pytest.raises(FileNotFoundError):
+        cache.get(path)
+
+
+def test_file_lock_serialises_writers_and_invalidates(tmp_path):
+    path = tmp_path / "counter.txt"
+    path.write_text("0")
+    cache = FileCache(lambda p: int(p.read_text()))
+
+    def bump():
+        for _ in range(20):
+            with file_lock(path, caches=(cache,)):
+                value = int(path.read_text())
+                time.sleep(0.0005)
+                atomic_write_bytes(path, str(value + 1).encode())
+
+    threads = [threading.Thread(target=bump) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert cache.get(path) == 80
+    assert [p.name for p in tmp_path.iterdir()] == ["counter.txt"]  # no lock or temp files beside data
+
+
+def test_file_lock_times_out_as_conflict(tmp_path):
+    path = tmp_path / "x"
+    path.write_text("")
+    held = threading.Event()
+    release = threading.Event()
+
+    def holder():
+        with file_lock(path):
+            held.set()
+            release.wait(5)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    held.wait(5)
+    try:
+        with pytest.raises(ToolError) as info, file_lock(path, timeout=0.2):
+            pass
+        assert info.value.code == "conflict"
+    finally:
+        release.set()
+        thread.join()
+
+
+# --- the traversal harness itself must be able to fail --------------------------------
+
+LEAKY = ServerDefinition("leaky_test", consolidated_name="leaky")
+
+
+@LEAKY.tool
+def leaky_read(ctx: ServerContext, file_path: str) -> dict:
+    """Reads without the resolver (the bug the harness must catch)."""
+    return {"text": open(os.path.join(ctx.fs_root, file_path.lstrip("/"))).read()}  # noqa: SIM115
+
+
+@LEAKY.tool
+def safe_read(ctx: ServerContext, file_path: str) -> dict:
+    """Reads through the resolver."""
+    return {
+        "text": ctx.files.resolve(file_path, argument="file_path", must_exist=True, kind="file").read_text()
+    }
+
+
+def test_traversal_harness_catches_a_leaky_tool_and_passes_a_safe_one(tmp_path):
+    tw = make_traversal_world(tmp_path)
+    register_server(LEAKY)
+    try:
+        mcp = McpSession(
+            create_server("leaky_test", fs_root=tw.world.fs_root, apps_data_root=tw.world.apps_root)
+        )
+        try:
+            leaky = run_case(
+                mcp,
+                tw,
+                TraversalCase("leaky_test", "leaky_read", ("file_path",)),
+                tool_name="leaky_read",
+                wrap=dict,
+            )
+            safe = run_case(
+                mcp,
+                tw,
+                TraversalCase("leaky_test", "safe_read", ("file_path",)),
+                tool_name="safe_read",
+                wrap=dict,
+            )
+        finally:
+            mcp.close()
+    finally:
+        unregister_server(LEAKY.name)
+    assert any("secret revealed" in escape for escape in leaky)
+    assert safe == []
