@@ -1,0 +1,1 @@
+"""Agent implementations; each module registers one agent (see agents_runner.registry)."""

@@ -1,0 +1,86 @@
+"""``loop``: the baseline tool-calling loop.
+
+Every gateway tool is exposed from the start; the run ends when the model replies without tool
+calls, and that reply is the final answer (an empty one fails the run).
+"""
+
+from __future__ import annotations
+
+from agents_runner.engine import (
+    answer,
+    model_turn,
+    parse_arguments,
+    record_call,
+    run_gateway_call,
+    show_images,
+)
+from agents_runner.gateway import ImagePart
+from agents_runner.prompts import start_context
+from agents_runner.registry import register_agent
+from agents_runner.state import AgentRun, RunEnded
+from atoll.trajectory import AgentReportedStatus, ErrorKind, RunStatus
+
+SYSTEM_PROMPT = """You are an autonomous agent completing a professional task inside a sandboxed workspace \
+(files, mail, calendar, chat and office documents), reachable only through the tools you are given. \
+Work step by step with the tools. When you are done, reply without calling a tool: that reply is your \
+final answer, so state the result itself (numbers, names, file paths)."""
+
+FINISH_HINT = "Wrap up now: reply without a tool call to give your final answer before the limit."
+
+
+@register_agent(
+    "loop", description="Baseline loop: all tools exposed, ends when the model stops calling tools"
+)
+async def loop(run: AgentRun) -> RunStatus:
+    assert run.gateway is not None
+    available = await run.gateway.list_tools()
+    names = {tool.name for tool in available}
+    tools = [tool.as_openai_tool() for tool in available]
+    start_context(run, SYSTEM_PROMPT)
+    malformed_turns = 0
+    while True:
+        reply = await model_turn(run, tools, finish_hint=FINISH_HINT)
+        if not reply.tool_calls:
+            text = str(reply.message.get("content") or "").strip()
+            if not text:
+                return RunStatus.failed
+            run.final_answer = text
+            run.reported_status = AgentReportedStatus.completed
+            return RunStatus.completed
+        images: list[tuple[str, ImagePart]] = []
+        malformed = False
+        for call in reply.tool_calls:
+            call_id, name, raw = call["id"], call["function"]["name"], call["function"]["arguments"]
+            arguments, problem = parse_arguments(raw)
+            if arguments is None:
+                malformed = True
+                text = record_call(
+                    run,
+                    call_id,
+                    name,
+                    raw,
+                    f"error: {problem}; the call was not executed.",
+                    is_error=True,
+                    error=problem,
+                )
+            elif name not in names:
+                text = record_call(
+                    run,
+                    call_id,
+                    name,
+                    arguments,
+                    f"error: no tool named {name!r}.",
+                    is_error=True,
+                    error="unknown tool",
+                )
+            else:
+                text = await run_gateway_call(run, call_id, name, arguments, images)
+            answer(run, call_id, text)
+        show_images(run, images)
+        malformed_turns = malformed_turns + 1 if malformed else 0
+        if malformed_turns >= run.config.max_consecutive_malformed:
+            raise RunEnded(
+                RunStatus.error,
+                f"{malformed_turns} replies in a row had malformed tool-call arguments",
+                kind=ErrorKind.agent,
+            )

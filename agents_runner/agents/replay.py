@@ -1,0 +1,64 @@
+"""``replay``: the oracle.  Replays a task's reference solution against the gateway.
+
+Each reference step becomes an assistant tool call and its ``role: tool`` answer in the
+trajectory, exactly as a model-driven run would record it, then the reference final answer is
+submitted.  No model is called.  With ``replay_stop_on_error`` (default) a step whose tool reports
+an error fails the run (error kind ``agent``: the reference solution is wrong for this world),
+which is what validating tasks and graders offline needs.
+"""
+
+from __future__ import annotations
+
+import json
+
+from agents_runner.engine import answer, run_gateway_call
+from agents_runner.gateway import ImagePart
+from agents_runner.registry import register_agent
+from agents_runner.state import AgentRun, RunEnded
+from atoll.errors import AtollError
+from atoll.trajectory import AgentReportedStatus, ErrorKind, RunStatus
+
+
+@register_agent("replay", description="Oracle: replays the task's reference solution", uses_model=False)
+async def replay(run: AgentRun) -> RunStatus:
+    solution = run.reference_solution
+    if solution is None:
+        raise AtollError(
+            "no_reference_solution", f"task {run.task_id or '(prompt)'} has no reference_solution to replay"
+        )
+    for message in run.initial_messages:
+        run.add(dict(message))
+    for index, step in enumerate(solution.steps):
+        if run.steps >= run.config.max_steps:
+            raise RunEnded(
+                RunStatus.max_steps, f"stopped after {run.steps} steps (max_steps={run.config.max_steps})"
+            )
+        run.steps += 1
+        call_id = f"replay_{index}"
+        run.add(
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": step.tool, "arguments": json.dumps(step.arguments)},
+                    }
+                ],
+            }
+        )
+        images: list[tuple[str, ImagePart]] = []
+        text = await run_gateway_call(run, call_id, step.tool, step.arguments, images)
+        answer(run, call_id, text)
+        if run.tool_calls[-1].is_error and run.config.replay_stop_on_error:
+            raise RunEnded(
+                RunStatus.failed,
+                f"reference step {index + 1} ({step.tool}) failed: {text[:500]}",
+                kind=ErrorKind.agent,
+            )
+    run.steps += 1
+    run.add({"role": "assistant", "content": solution.final_answer})
+    run.final_answer = solution.final_answer
+    run.reported_status = AgentReportedStatus.completed
+    return RunStatus.completed

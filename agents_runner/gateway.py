@@ -1,0 +1,151 @@
+"""MCP client to the environment's gateway (Streamable HTTP, bearer token).
+
+The agent reaches the world only through this client.  Tool errors reported by a server come
+back as results (``is_error``) for the model to read; a gateway that cannot be reached raises
+:class:`GatewayUnavailable`, which ends the run as an infrastructure error.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastmcp import Client
+
+
+class GatewayUnavailable(Exception):
+    """The MCP gateway could not be reached or broke the protocol."""
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A gateway tool as the model sees it."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+    @property
+    def summary(self) -> str:
+        """The first line of the description (for listings)."""
+        first = self.description.strip().splitlines()[0] if self.description.strip() else ""
+        return first[:200]
+
+    def as_openai_tool(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description[:4000],
+                "parameters": self.input_schema or {"type": "object", "properties": {}},
+            },
+        }
+
+
+@dataclass
+class ImagePart:
+    mime_type: str
+    data_base64: str
+
+    @property
+    def size_bytes(self) -> int:
+        return len(self.data_base64) * 3 // 4
+
+
+@dataclass
+class ToolOutcome:
+    """What one tool call returned: flattened text, images, and whether it failed."""
+
+    text: str
+    is_error: bool = False
+    images: list[ImagePart] = field(default_factory=list)
+    timed_out: bool = False
+
+
+class Gateway:
+    """An open MCP session to the gateway; use as ``async with Gateway(url, token) as gateway``."""
+
+    def __init__(self, url: str, token: str | None = None, *, connect_timeout_s: float = 30.0) -> None:
+        self.url = url
+        self._client = Client(url, auth=token or None, timeout=None, init_timeout=connect_timeout_s)
+        self._tools: list[ToolSpec] | None = None
+
+    async def __aenter__(self) -> Gateway:
+        try:
+            await self._client.__aenter__()
+        except Exception as exc:
+            raise GatewayUnavailable(f"cannot connect to MCP gateway {self.url}: {_describe(exc)}") from exc
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        # closing a broken session must not hide the run's own outcome
+        with contextlib.suppress(Exception):
+            await self._client.__aexit__(*exc_info)
+
+    async def list_tools(self) -> list[ToolSpec]:
+        """All gateway tools (cached for the session)."""
+        if self._tools is None:
+            try:
+                tools = await self._client.list_tools()
+            except Exception as exc:
+                raise GatewayUnavailable(f"listing tools on {self.url} failed: {_describe(exc)}") from exc
+            self._tools = [
+                ToolSpec(
+                    name=tool.name,
+                    description=tool.description or "",
+                    input_schema=dict(tool.input_schema or {}),
+                )
+                for tool in tools
+            ]
+        return self._tools
+
+    async def call(self, name: str, arguments: dict[str, Any], *, timeout_s: float) -> ToolOutcome:
+        """Call a tool; a per-call timeout becomes an error result, not an exception.
+
+        Raises :class:`GatewayUnavailable` when the gateway itself fails."""
+        try:
+            result = await self._client.call_tool(name, arguments, timeout=timeout_s, raise_on_error=False)
+        except Exception as exc:
+            if "timed out" in str(exc).lower():
+                return ToolOutcome(
+                    text=f"error: tool call timed out after {timeout_s:g} s", is_error=True, timed_out=True
+                )
+            raise GatewayUnavailable(f"tool call {name} failed at the gateway: {_describe(exc)}") from exc
+        return _flatten(result)
+
+
+def _flatten(result: Any) -> ToolOutcome:
+    texts: list[str] = []
+    images: list[ImagePart] = []
+    for part in result.content or []:
+        kind = getattr(part, "type", "")
+        if kind == "text":
+            texts.append(part.text)
+        elif kind == "image":
+            images.append(ImagePart(mime_type=part.mime_type, data_base64=part.data))
+        elif kind == "resource":
+            resource = part.resource
+            text = getattr(resource, "text", None)
+            texts.append(text if text is not None else f"[resource {resource.uri}]")
+        elif kind == "resource_link":
+            texts.append(f"[resource {part.uri}]")
+        elif kind == "audio":
+            texts.append("[audio content omitted]")
+    if not texts and result.structured_content is not None:
+        texts.append(json.dumps(result.structured_content, ensure_ascii=False, default=str))
+    return ToolOutcome(text="\n".join(texts), is_error=bool(result.is_error), images=images)
+
+
+def _describe(exc: BaseException) -> str:
+    # ExceptionGroups from anyio task groups hide the cause; show the innermost one.
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = str(exc).strip().replace("\n", " ")
+    return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
+
+
+def decode_image(part: ImagePart) -> bytes:
+    return base64.b64decode(part.data_base64)

@@ -1,0 +1,222 @@
+"""Model calls through litellm: retries, usage, cost, budgets, context window.
+
+Any litellm provider string works (``openai/gpt-4o``, ``anthropic/…``, ``hosted_vllm/…``);
+``api_base`` points at OpenAI-compatible servers (vLLM, llama.cpp, Ollama, the scripted test
+server).  Errors leave this module as :class:`ModelProviderError` (ends the run with
+``error``/``model_provider``), :class:`ContextWindowExceeded` (the caller compacts and retries)
+or :class:`BudgetExhausted`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the price map at import
+
+import litellm  # noqa: E402
+
+from agents_runner.config import AgentConfig  # noqa: E402
+from agents_runner.retry import RetryBudget, RetryPolicy  # noqa: E402
+from atoll.trajectory import ModelCall, Usage  # noqa: E402
+
+litellm.suppress_debug_info = True
+
+
+class ModelProviderError(Exception):
+    """The model provider failed deterministically or past all retries."""
+
+
+class ContextWindowExceeded(Exception):
+    """The prompt did not fit the model's context window."""
+
+
+class BudgetExhausted(Exception):
+    """The run's token or USD budget is spent."""
+
+
+@dataclass
+class ModelReply:
+    """One assistant turn: the message as sent back to the model, and what it cost."""
+
+    message: dict[str, Any]
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    reasoning: str | None = None  # kept in the trajectory, not sent back to the model
+
+
+class ModelClient:
+    """Calls one model for one run, recording every call and enforcing the run's budgets."""
+
+    def __init__(
+        self, model: str, config: AgentConfig, *, api_base: str | None = None, api_key: str | None = None
+    ):
+        self.model = model
+        self.config = config
+        self.api_base = api_base
+        self.api_key = api_key
+        self.calls: list[ModelCall] = []
+        self.usage = Usage()
+        self.retry_budget = RetryBudget(config.retry_budget)
+        self._policy = RetryPolicy(
+            max_retries=config.max_retries,
+            budget=self.retry_budget,
+            initial_wait_s=config.retry_initial_wait_s,
+            max_wait_s=config.retry_max_wait_s,
+        )
+        self._info = _model_info(model)
+
+    # --- model facts --------------------------------------------------------------------
+
+    @property
+    def context_window(self) -> int:
+        if self.config.context_window:
+            return self.config.context_window
+        known = self._info.get("max_input_tokens") or self._info.get("max_tokens")
+        return int(known) if known else self.config.default_context_window
+
+    @property
+    def supports_images(self) -> bool:
+        if self.config.supports_images is not None:
+            return self.config.supports_images
+        return bool(self._info.get("supports_vision"))
+
+    def count_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> int:
+        """Prompt size estimate (litellm's tokenizer for the model, tiktoken otherwise)."""
+        try:
+            return int(litellm.token_counter(model=self.model, messages=messages, tools=tools or None))
+        except Exception:  # unknown content shapes: fall back to ~4 characters a token
+            return len(str(messages)) // 4 + len(str(tools or "")) // 4
+
+    # --- budgets ------------------------------------------------------------------------
+
+    def check_budget(self) -> None:
+        """Raise :class:`BudgetExhausted` when a configured budget is spent."""
+        if self.config.token_budget is not None and self.usage.total_tokens >= self.config.token_budget:
+            raise BudgetExhausted(
+                f"token budget spent: {self.usage.total_tokens} of {self.config.token_budget} tokens"
+            )
+        if self.config.cost_budget_usd is not None and self.usage.cost_usd >= self.config.cost_budget_usd:
+            raise BudgetExhausted(
+                f"cost budget spent: ${self.usage.cost_usd:.4f} of ${self.config.cost_budget_usd:.4f}"
+            )
+
+    # --- the call -----------------------------------------------------------------------
+
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, *, step: int
+    ) -> ModelReply:
+        """One chat completion with retries on transient errors.
+
+        Raises :class:`BudgetExhausted` before calling when a budget is already spent,
+        :class:`ContextWindowExceeded` when the prompt is too long, and
+        :class:`ModelProviderError` for any other provider failure."""
+        self.check_budget()
+        record = ModelCall(step=step, model=self.model)
+        self.calls.append(record)
+        started = time.monotonic()
+
+        def on_retry(exc: BaseException) -> None:
+            record.retries += 1
+            record.error = f"{type(exc).__name__}: {_short(exc)}"
+
+        try:
+            response = await self._policy.call(self._acompletion, messages, tools, on_retry=on_retry)
+        except litellm.ContextWindowExceededError as exc:
+            record.error = f"ContextWindowExceededError: {_short(exc)}"
+            raise ContextWindowExceeded(_short(exc)) from exc
+        except Exception as exc:
+            record.error = f"{type(exc).__name__}: {_short(exc)}"
+            retried = f" after {record.retries} retries" if record.retries else ""
+            budget = " (run retry budget spent)" if self.retry_budget.left <= 0 else ""
+            raise ModelProviderError(f"{type(exc).__name__}{retried}{budget}: {_short(exc)}") from exc
+        finally:
+            record.duration_s = round(time.monotonic() - started, 4)
+        record.error = None if record.error is None else f"recovered from {record.error}"
+        usage = self._usage(response)
+        record.usage = usage
+        self.usage = self.usage + usage
+        return _reply(response, usage)
+
+    async def _acompletion(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Any:
+        arguments: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "timeout": self.config.llm_timeout_s,
+            "num_retries": 0,
+            "max_retries": 0,  # our policy retries, not the openai client's
+        }
+        if tools:
+            arguments["tools"] = tools
+        if self.api_base:
+            arguments["api_base"] = self.api_base
+        if self.api_key:
+            arguments["api_key"] = self.api_key
+        if self.config.reasoning_effort:
+            arguments["reasoning_effort"] = self.config.reasoning_effort
+        if self.config.temperature is not None:
+            arguments["temperature"] = self.config.temperature
+        if self.config.max_completion_tokens:
+            arguments["max_completion_tokens"] = self.config.max_completion_tokens
+        arguments.update(self.config.extra_args)
+        return await litellm.acompletion(**arguments)
+
+    def _usage(self, response: Any) -> Usage:
+        raw = getattr(response, "usage", None)
+        prompt = int(getattr(raw, "prompt_tokens", 0) or 0)
+        completion = int(getattr(raw, "completion_tokens", 0) or 0)
+        details = getattr(raw, "completion_tokens_details", None)
+        reasoning = int(getattr(details, "reasoning_tokens", 0) or 0)
+        prompt_details = getattr(raw, "prompt_tokens_details", None)
+        cached = int(getattr(prompt_details, "cached_tokens", 0) or 0)
+        cached = cached or int(getattr(raw, "cache_read_input_tokens", 0) or 0)
+        return Usage(
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            reasoning_tokens=reasoning,
+            cached_tokens=cached,
+            cost_usd=self._cost(response, prompt, completion),
+        )
+
+    def _cost(self, response: Any, prompt: int, completion: int) -> float:
+        if self.config.input_cost_per_token is not None or self.config.output_cost_per_token is not None:
+            return prompt * (self.config.input_cost_per_token or 0.0) + completion * (
+                self.config.output_cost_per_token or 0.0
+            )
+        try:
+            return float(litellm.completion_cost(completion_response=response, model=self.model) or 0.0)
+        except Exception:  # model not in litellm's price map: cost unknown, counted as 0
+            return 0.0
+
+
+def _model_info(model: str) -> dict[str, Any]:
+    try:
+        return dict(litellm.get_model_info(model))
+    except Exception:
+        return {}
+
+
+def _reply(response: Any, usage: Usage) -> ModelReply:
+    choice = response.choices[0]
+    raw_message = choice.message
+    message: dict[str, Any] = {"role": "assistant", "content": raw_message.content or ""}
+    tool_calls = []
+    for call in raw_message.tool_calls or []:
+        tool_calls.append(
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.function.name or "", "arguments": call.function.arguments or ""},
+            }
+        )
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    reasoning = getattr(raw_message, "reasoning_content", None)
+    return ModelReply(message=message, tool_calls=tool_calls, usage=usage, reasoning=reasoning or None)
+
+
+def _short(exc: BaseException, limit: int = 500) -> str:
+    text = str(exc).replace("\n", " ").strip()
+    return text if len(text) <= limit else text[:limit] + "…"

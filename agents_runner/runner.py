@@ -1,0 +1,189 @@
+"""``run_agent``: run one agent on one task against an MCP gateway, return its trajectory.
+
+The run always yields a trajectory, whatever happens: the status says how it ended
+(``completed | failed | max_steps | timeout | budget_exhausted | error | cancelled``), the error
+kind whose fault an error was (``infrastructure`` = our machinery or the gateway,
+``model_provider`` = the LLM API, ``agent`` = the agent's own failure), and the agent's own
+``final_answer`` status is kept apart in ``agent_reported_status``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import traceback
+from typing import Any
+
+from agents_runner.config import AgentConfig, load_agent_config
+from agents_runner.gateway import Gateway, GatewayUnavailable
+from agents_runner.model import BudgetExhausted, ModelClient, ModelProviderError
+from agents_runner.registry import AgentSpec, get_agent
+from agents_runner.state import AgentRun, RunEnded
+from atoll.benchmark import ReferenceSolution
+from atoll.errors import AtollError
+from atoll.trajectory import ErrorKind, RunStatus, Trajectory, TrajectoryError
+
+
+def prepare_run(
+    *,
+    model: str,
+    prompt: str | None = None,
+    initial_messages: list[dict[str, Any]] | None = None,
+    agent: str = "react_toolbelt",
+    config: AgentConfig | dict[str, Any] | None = None,
+    api_base: str | None = None,
+    api_key: str | None = None,
+    task_id: str | None = None,
+    trial_id: str | None = None,
+    reference_solution: ReferenceSolution | None = None,
+    max_steps: int | None = None,
+    timeout_s: float | None = None,
+) -> tuple[AgentSpec, AgentRun]:
+    """Validate the inputs and build the run (nothing is called yet).
+
+    Raises AtollError for user mistakes: unknown agent, no prompt, replay without a solution."""
+    spec = get_agent(agent)
+    agent_config = load_agent_config(config)
+    overrides = {key: value for key, value in (("max_steps", max_steps), ("timeout_s", timeout_s)) if value}
+    if overrides:
+        agent_config = agent_config.model_copy(update=overrides)
+    messages = [dict(message) for message in initial_messages or []]
+    if prompt:
+        messages.append({"role": "user", "content": prompt})
+    if not any(message.get("role") == "user" for message in messages):
+        raise AtollError(
+            "no_prompt", "the run has no task: give a prompt or initial messages with a user message"
+        )
+    if spec.name == "replay" and reference_solution is None:
+        raise AtollError(
+            "no_reference_solution", f"task {task_id or '(prompt)'} has no reference_solution to replay"
+        )
+    run = AgentRun(
+        agent=spec.name,
+        model=model,
+        config=agent_config,
+        initial_messages=messages,
+        task_id=task_id,
+        trial_id=trial_id,
+        reference_solution=reference_solution,
+    )
+    if spec.uses_model:
+        run.model_client = ModelClient(model, agent_config, api_base=api_base, api_key=api_key)
+    return spec, run
+
+
+async def execute(
+    spec: AgentSpec,
+    run: AgentRun,
+    *,
+    gateway_url: str | None,
+    gateway_token: str | None = None,
+    cancel: asyncio.Event | None = None,
+) -> Trajectory:
+    """Run a prepared run to its end (or its time limit, or ``cancel``) and return the trajectory.
+
+    Cancelling the task that awaits this re-raises after stopping the agent; use ``cancel`` to
+    get a ``cancelled`` trajectory instead."""
+    body = asyncio.create_task(_body(spec, run, gateway_url, gateway_token), name=f"agent-{spec.name}")
+    waiters: set[asyncio.Task[Any]] = {body}
+    cancel_waiter = asyncio.create_task(cancel.wait()) if cancel is not None else None
+    if cancel_waiter is not None:
+        waiters.add(cancel_waiter)
+    try:
+        done, _ = await asyncio.wait(waiters, timeout=run.remaining_s, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        await _stop(body)
+        raise
+    finally:
+        if cancel_waiter is not None:
+            cancel_waiter.cancel()
+    if body in done:
+        status, error, reason = body.result()
+    else:
+        await _stop(body)
+        if cancel is not None and cancel.is_set():
+            status, error, reason = RunStatus.cancelled, None, "cancelled on request"
+        else:
+            status, error = RunStatus.timeout, None
+            reason = f"wall-clock limit of {run.config.timeout_s:g} s reached"
+    trajectory = run.trajectory(status, error)
+    trajectory.end_reason = reason  # type: ignore[attr-defined]  (extra field, allowed by the contract)
+    return trajectory
+
+
+async def run_agent(
+    *,
+    model: str,
+    gateway_url: str | None,
+    prompt: str | None = None,
+    initial_messages: list[dict[str, Any]] | None = None,
+    gateway_token: str | None = None,
+    api_base: str | None = None,
+    api_key: str | None = None,
+    agent: str = "react_toolbelt",
+    config: AgentConfig | dict[str, Any] | None = None,
+    task_id: str | None = None,
+    trial_id: str | None = None,
+    reference_solution: ReferenceSolution | None = None,
+    max_steps: int | None = None,
+    timeout_s: float | None = None,
+    cancel: asyncio.Event | None = None,
+) -> Trajectory:
+    """Run ``agent`` with ``model`` on the task (``prompt`` and/or ``initial_messages``) against the
+    MCP gateway at ``gateway_url`` and return the trajectory (never raises for run failures).
+
+    ``max_steps``/``timeout_s`` override the config's limits.  ``reference_solution`` is what the
+    ``replay`` agent replays.  Raises :class:`AtollError` only for invalid inputs (unknown agent,
+    no task, replay without a reference solution) and ``pydantic.ValidationError`` for a bad config."""
+    spec, run = prepare_run(
+        model=model,
+        prompt=prompt,
+        initial_messages=initial_messages,
+        agent=agent,
+        config=config,
+        api_base=api_base,
+        api_key=api_key,
+        task_id=task_id,
+        trial_id=trial_id,
+        reference_solution=reference_solution,
+        max_steps=max_steps,
+        timeout_s=timeout_s,
+    )
+    return await execute(spec, run, gateway_url=gateway_url, gateway_token=gateway_token, cancel=cancel)
+
+
+async def _body(
+    spec: AgentSpec, run: AgentRun, gateway_url: str | None, gateway_token: str | None
+) -> tuple[RunStatus, TrajectoryError | None, str]:
+    """Run the agent and map every way it can end to (status, error, reason)."""
+    try:
+        if gateway_url:
+            async with Gateway(gateway_url, gateway_token) as gateway:
+                run.gateway = gateway
+                status = await spec.run(run)
+        else:
+            status = await spec.run(run)
+        return status, None, "final answer submitted" if run.final_answer is not None else "no final answer"
+    except RunEnded as ended:
+        return ended.status, ended.error, ended.message or ended.status.value
+    except BudgetExhausted as exc:
+        return RunStatus.budget_exhausted, None, str(exc)
+    except ModelProviderError as exc:
+        return RunStatus.error, TrajectoryError(kind=ErrorKind.model_provider, message=str(exc)), str(exc)
+    except GatewayUnavailable as exc:
+        return RunStatus.error, TrajectoryError(kind=ErrorKind.infrastructure, message=str(exc)), str(exc)
+    except AtollError as exc:
+        error = TrajectoryError(kind=ErrorKind.infrastructure, message=f"{exc.code}: {exc.message}")
+        return RunStatus.error, error, exc.message
+    except Exception as exc:  # our own bug: keep the traceback for whoever debugs it
+        message = f"agent runner crashed: {type(exc).__name__}: {exc}"
+        error = TrajectoryError(kind=ErrorKind.infrastructure, message=message, detail=traceback.format_exc())
+        return RunStatus.error, error, message
+    finally:
+        run.gateway = None
+
+
+async def _stop(task: asyncio.Task[Any]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task
