@@ -1,0 +1,210 @@
+"""Reading calendar files into an index of events, cached per file version.
+
+Each .ics under ``<apps_data>/calendar`` is split into blocks and every VEVENT parsed on
+its own, so one broken event (or one broken file) is reported and skipped while all the
+others are served. Parsed files are cached by the foundation's :class:`FileCache`
+(``mtime``/size/inode), and the merged, sorted view of all files is rebuilt only when one
+of them changed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
+from pathlib import Path
+from typing import Any
+
+from icalendar import Event, Timezone
+from icalendar.timezone import tzp
+
+from mcp_servers._core.paths import PathResolver
+from mcp_servers._core.store import FileCache, FileStamp
+from mcp_servers.calendar.blocks import IcsSyntaxError, split_blocks
+from mcp_servers.calendar.events import event_view, start_end
+from mcp_servers.calendar.recurrence import Series, series_of
+from mcp_servers.calendar.times import When, instant
+
+logger = logging.getLogger("mcp_servers.calendar")
+
+_TZID_LINE = re.compile(r"^TZID[^:\r\n]*:([^\r\n]+)", re.MULTILINE | re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Record:
+    """One VEVENT as indexed: its view and what sorting, filtering and expansion need."""
+
+    uid: str
+    file: str  # path relative to the calendar folder, e.g. "work/team.ics"
+    view: dict[str, Any]
+    start: When
+    end: When
+    begins: datetime  # aware UTC
+    ends: datetime  # aware UTC
+    series: Series | None
+    recurrence_id: datetime | None  # aware UTC; set on an override of one occurrence
+
+
+@dataclass
+class ParsedFile:
+    records: list[Record] = field(default_factory=list)
+    tzids: frozenset[str] = frozenset()
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Snapshot:
+    """All calendar files merged: what the tools read."""
+
+    events: list[Record]  # series masters and single events (no overrides), by start then id
+    by_uid: dict[str, list[Record]]  # every record of a UID, master first
+    problems: list[str]
+
+
+def read_text(path: Path) -> str:
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:  # old exports in Latin-1 still carry readable events
+        return data.decode("latin-1")
+
+
+def _register_custom_zone(block: str) -> None:
+    """Make a non-IANA VTIMEZONE (e.g. Outlook's 'Eastern Standard Time') resolvable."""
+    match = _TZID_LINE.search(block)
+    if not match:
+        return
+    try:
+        tzp.cache_timezone_component(Timezone.from_ical(block))
+    except Exception:  # noqa: BLE001 - an unreadable zone leaves its times floating
+        logger.debug("cannot read VTIMEZONE %s", match.group(1))
+
+
+def parse_record(block: str, *, rel: str, default_tz: tzinfo) -> Record:
+    """Parse one VEVENT block. Raises ValueError (or icalendar's errors) when unreadable."""
+    event = Event.from_ical(block)
+    start, end = start_end(event)
+    view = event_view(event, calendar_file=rel, default_tz=default_tz)
+    recurrence_id = instant(event.decoded("RECURRENCE-ID"), default_tz) if "RECURRENCE-ID" in event else None
+    return Record(
+        uid=view["id"],
+        file=rel,
+        view=view,
+        start=start,
+        end=end,
+        begins=instant(start, default_tz),
+        ends=instant(end, default_tz),
+        series=None if recurrence_id else series_of(event, start, end),
+        recurrence_id=recurrence_id,
+    )
+
+
+def load_file(path: Path, *, root: Path, default_tz: tzinfo) -> ParsedFile:
+    """Parse one .ics file; problems are collected, never raised."""
+    rel = path.relative_to(root).as_posix()
+    parsed = ParsedFile()
+    try:
+        source = read_text(path)
+        layout = split_blocks(source)
+    except (OSError, IcsSyntaxError) as exc:
+        parsed.problems.append(f"calendar file {rel} is unreadable: {exc}")
+        return parsed
+    tzids = set()
+    for block in layout.blocks:
+        if block.name == "VTIMEZONE":
+            text = block.text(source)
+            match = _TZID_LINE.search(text)
+            if match:
+                tzids.add(match.group(1).strip())
+                _register_custom_zone(text)
+    parsed.tzids = frozenset(tzids)
+    for block in layout.blocks:
+        if block.name != "VEVENT":
+            continue
+        try:
+            parsed.records.append(parse_record(block.text(source), rel=rel, default_tz=default_tz))
+        except Exception as exc:  # noqa: BLE001 - any unreadable event is skipped and reported
+            line = source.count("\n", 0, block.start) + 1
+            parsed.problems.append(f"calendar file {rel}: event at line {line} skipped: {exc}")
+    return parsed
+
+
+class CalendarIndex:
+    """The events of every .ics under ``root``, cached and kept current."""
+
+    def __init__(self, root: Path, apps_data_root: Path, default_tz: tzinfo) -> None:
+        self.root = root
+        self.default_tz = default_tz
+        self._containment = PathResolver(apps_data_root)
+        self.files = FileCache(lambda path: load_file(path, root=self.root, default_tz=self.default_tz))
+        self._lock = threading.Lock()
+        self._merged: tuple[tuple[Any, ...], Snapshot] | None = None
+        self._reported: set[str] = set()
+
+    def paths(self) -> list[Path]:
+        """Every .ics file under the root, sorted; links leading out of the app data are skipped."""
+        found: list[Path] = []
+        if not self.root.is_dir():
+            return found
+        for folder, dirs, names in os.walk(self.root):
+            dirs.sort()
+            for name in names:
+                if name.lower().endswith(".ics") and not name.startswith("."):
+                    path = Path(folder) / name
+                    if self._containment.is_inside(path) and path.is_file():
+                        found.append(path)
+        return sorted(found, key=lambda p: p.relative_to(self.root).as_posix())
+
+    def snapshot(self) -> Snapshot:
+        """The merged index as the files are now (re-parsing only changed files)."""
+        paths = self.paths()
+        key = tuple((str(p), FileStamp.of(p)) for p in paths)
+        with self._lock:
+            if self._merged is not None and self._merged[0] == key:
+                return self._merged[1]
+        parsed: list[ParsedFile] = []
+        for path in paths:
+            try:
+                parsed.append(self.files.get(path))
+            except FileNotFoundError:  # removed since listing
+                continue
+        snapshot = self._merge(parsed)
+        with self._lock:
+            self._merged = (key, snapshot)
+        return snapshot
+
+    def _merge(self, parsed: list[ParsedFile]) -> Snapshot:
+        by_uid: dict[str, list[Record]] = {}
+        problems: list[str] = []
+        masters: dict[str, Record] = {}
+        for item in parsed:
+            problems.extend(item.problems)
+            for record in item.records:
+                if record.recurrence_id is None:
+                    if record.uid in masters:
+                        first = masters[record.uid]
+                        problems.append(
+                            f"event id {record.uid!r} is in both {first.file} and {record.file}; using {first.file}"
+                        )
+                        continue
+                    masters[record.uid] = record
+                by_uid.setdefault(record.uid, []).append(record)
+        for uid, records in by_uid.items():
+            records.sort(key=lambda r: (r.recurrence_id is not None, r.recurrence_id or r.begins))
+            if uid not in masters:  # only overrides present: list them as events of their own
+                masters[uid] = records[0]
+        events = sorted(masters.values(), key=lambda r: (r.begins, r.uid))
+        for problem in problems:
+            self.report(problem)
+        return Snapshot(events=events, by_uid=by_uid, problems=problems)
+
+    def report(self, problem: str) -> None:
+        """Log a data problem once per server (it is also returned with listings)."""
+        with self._lock:
+            if problem in self._reported:
+                return
+            self._reported.add(problem)
+        logger.warning("%s", problem)

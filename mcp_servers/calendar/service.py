@@ -1,0 +1,386 @@
+"""Calendar operations behind the tools: list, read, create, update, delete.
+
+Writes hold the foundation's per-file lock, re-read the file under it, splice only the
+VEVENT blocks concerned (everything else stays byte for byte) and replace the file
+atomically. New events go to the user's own calendar file
+``<apps_data>/calendar/<user_email>.ics`` (created when absent).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta, tzinfo
+from pathlib import Path
+from typing import Any
+
+from icalendar import Calendar, Event
+
+from mcp_servers._core.context import ServerContext
+from mcp_servers._core.errors import ToolError
+from mcp_servers._core.paths import validate_id
+from mcp_servers._core.store import FileStamp, atomic_write_bytes, file_lock
+from mcp_servers.calendar import events as ev
+from mcp_servers.calendar.blocks import IcsSyntaxError, split_blocks, with_newline
+from mcp_servers.calendar.index import CalendarIndex, ParsedFile, Record, Snapshot, parse_record, read_text
+from mcp_servers.calendar.models import Attendee, EventTime, Reminders
+from mcp_servers.calendar.recurrence import occurrences
+from mcp_servers.calendar.times import (
+    compact_utc,
+    instant,
+    now_utc,
+    parse_bound,
+    to_ical_value,
+    when_view,
+    zone,
+)
+
+PRODID = "-//atoll//calendar server//EN"
+#: Range listing without ``time_max`` expands recurring events this far past ``time_min``.
+OPEN_RANGE = timedelta(days=366)
+
+
+class CalendarService:
+    """The calendar of one world (thread-safe; state is the index cache)."""
+
+    def __init__(self, context: ServerContext) -> None:
+        self.context = context
+        self.root = context.app_dir("calendar")
+        self.default_tz: tzinfo = zone(str(context.option("time_zone", "UTC")), argument="option time_zone")
+        self.index = CalendarIndex(self.root, context.apps_data_root, self.default_tz)
+
+    # ---- reading ---------------------------------------------------------------------
+
+    def list_events(
+        self,
+        *,
+        limit: int,
+        offset: int,
+        time_min: str | None = None,
+        time_max: str | None = None,
+        query: str | None = None,
+    ) -> dict[str, Any]:
+        snapshot = self.index.snapshot()
+        low = parse_bound(time_min, argument="time_min", default_tz=self.default_tz)
+        high = parse_bound(time_max, argument="time_max", default_tz=self.default_tz)
+        if low and high and high <= low:
+            raise ToolError("invalid_argument", "time_max must be after time_min", argument="time_max")
+        if low is None and high is None:
+            views = [record.view for record in snapshot.events]
+        else:
+            views = self._in_range(snapshot, low, high)
+        if query and query.strip():
+            needle = query.strip().lower()
+            views = [view for view in views if needle in _haystack(view)]
+        page = views[offset : offset + limit]
+        result: dict[str, Any] = {
+            "events": page,
+            "total": len(views),
+            "offset": offset,
+            "limit": limit,
+            "has_more": offset + len(page) < len(views),
+        }
+        if snapshot.problems:
+            result["problems"] = snapshot.problems
+        return result
+
+    def _in_range(self, snapshot: Snapshot, low: datetime | None, high: datetime | None) -> list[dict[str, Any]]:
+        window_low = low or datetime(1900, 1, 1, tzinfo=UTC)
+        window_high = high or (low + OPEN_RANGE if low else datetime(2200, 1, 1, tzinfo=UTC))
+        found: list[tuple[datetime, str, dict[str, Any]]] = []
+        for record in snapshot.events:
+            if record.series is None:
+                if (low is None or record.ends > low) and (high is None or record.begins < high):
+                    found.append((record.begins, record.uid, record.view))
+                continue
+            found.extend(self._instances(record, snapshot.by_uid.get(record.uid, []), window_low, window_high))
+        found.sort(key=lambda item: (item[0], item[1]))
+        return [view for _, _, view in found]
+
+    def _instances(
+        self, master: Record, records: list[Record], low: datetime, high: datetime
+    ) -> list[tuple[datetime, str, dict[str, Any]]]:
+        overrides = {r.recurrence_id: r for r in records if r.recurrence_id is not None}
+        out = []
+        try:
+            starts = occurrences(master.series, low, high, self.default_tz)
+        except (ValueError, TypeError) as exc:
+            self.index.report(f"calendar file {master.file}: event {master.uid}: recurrence unreadable: {exc}")
+            starts = [master.start]
+        for start in starts:
+            begins = instant(start, self.default_tz)
+            override = overrides.pop(begins, None)
+            if override is not None:
+                if override.view.get("status") != "cancelled":
+                    out.append((override.begins, override.uid, self._instance_view(master, override.start, override)))
+                continue
+            out.append((begins, master.uid, self._instance_view(master, start, None)))
+        for override in overrides.values():  # moved into the window from elsewhere
+            if override.ends > low and override.begins < high and override.view.get("status") != "cancelled":
+                out.append((override.begins, override.uid, self._instance_view(master, override.start, override)))
+        return out
+
+    def _instance_view(self, master: Record, start: Any, override: Record | None) -> dict[str, Any]:
+        """One occurrence of ``master`` (Google's instance shape: ``<uid>_<start>`` ids)."""
+        if override is not None:
+            view = {key: value for key, value in override.view.items() if key != "recurrence"}
+            original = override.recurrence_id
+            suffix = compact_utc(original if isinstance(master.start, datetime) else original.astimezone(self.default_tz).date())
+        else:
+            view = {key: value for key, value in master.view.items() if key != "recurrence"}
+            view["start"] = when_view(start, self.default_tz)
+            view["end"] = when_view(start + master.series.duration, self.default_tz)
+            view["originalStartTime"] = view["start"]
+            suffix = compact_utc(start)
+        view["id"] = f"{master.uid}_{suffix}"
+        view["recurringEventId"] = master.uid
+        return view
+
+    def read_event(self, event_id: str) -> dict[str, Any]:
+        snapshot = self.index.snapshot()
+        records = snapshot.by_uid.get(event_id)
+        if records:
+            view = dict(records[0].view)
+            overrides = [r.view for r in records[1:] if r.recurrence_id is not None]
+            if overrides:
+                view["overrides"] = overrides
+            return view
+        master_id, _, suffix = event_id.rpartition("_")
+        master = snapshot.by_uid.get(master_id)
+        if master and master[0].series is not None and suffix:
+            for view in self._in_range(snapshot, *_suffix_window(suffix)):
+                if view["id"] == event_id:
+                    return view
+        raise ToolError("not_found", f"event_id: no event with id {event_id[:100]!r}", argument="event_id")
+
+    # ---- writing ---------------------------------------------------------------------
+
+    def user_file(self) -> Path:
+        """The file new events go to (see the module docstring)."""
+        email = self.context.user_email
+        if email:
+            validate_id(email, argument="option user_email")
+            return self.root / f"{email}.ics"
+        name = str(self.context.option("calendar_file", "calendar.ics"))
+        validate_id(name, argument="option calendar_file")
+        return self.root / name
+
+    def create_event(
+        self,
+        *,
+        summary: str,
+        start: EventTime,
+        end: EventTime,
+        description: str | None,
+        location: str | None,
+        attendees: list[Attendee] | None,
+        color_id: str | None,
+        reminders: Reminders | None,
+        recurrence: list[str] | None,
+    ) -> dict[str, Any]:
+        begin_value = self._when(start, "start")
+        end_value = self._when(end, "end")
+        ev.check_order(begin_value, end_value, self.default_tz)
+        event = Event()
+        event.add("UID", f"{uuid.uuid4()}@atoll")
+        stamp = now_utc()
+        for name in ("DTSTAMP", "CREATED", "LAST-MODIFIED"):
+            event.add(name, stamp)
+        event.add("SEQUENCE", 0)
+        event.add("STATUS", "CONFIRMED")
+        ev.set_text(event, "SUMMARY", summary)
+        ev.set_when(event, "DTSTART", begin_value)
+        ev.set_when(event, "DTEND", end_value)
+        ev.set_text(event, "DESCRIPTION", description or None)
+        ev.set_text(event, "LOCATION", location or None)
+        if self.context.user_email:
+            event.add("ORGANIZER", ev.person_address(self.context.user_email, self.context.user_name))
+        if attendees:
+            ev.set_attendees(event, attendees)
+        ev.set_text(event, ev.COLOR_PROPERTY, color_id or None)
+        if recurrence:
+            ev.set_recurrence(event, recurrence)
+        if reminders is not None:
+            ev.set_reminders(event, reminders, summary=summary, user_email=self.context.user_email)
+        path = self.user_file()
+        return self._write_new(path, event)
+
+    def update_event(self, event_id: str, changes: dict[str, Any]) -> dict[str, Any]:
+        record = self._master(event_id)
+        path = self.root / record.file
+
+        def change(event: Event) -> None:
+            begin_value = self._when(changes["start"], "start") if changes.get("start") else event.decoded("DTSTART")
+            if changes.get("end"):
+                end_value = self._when(changes["end"], "end")
+            elif changes.get("start"):  # moving the start keeps the duration
+                old_start, old_end = ev.start_end(event)
+                end_value = begin_value + (old_end - old_start)
+            else:
+                end_value = ev.start_end(event)[1]
+            ev.check_order(begin_value, end_value, self.default_tz)
+            if changes.get("start"):
+                ev.set_when(event, "DTSTART", begin_value)
+            if changes.get("start") or changes.get("end"):
+                event.pop("DURATION", None)
+                ev.set_when(event, "DTEND", end_value)
+            for key, name in (("summary", "SUMMARY"), ("description", "DESCRIPTION"), ("location", "LOCATION")):
+                ev.set_text(event, name, changes.get(key))
+            ev.set_text(event, ev.COLOR_PROPERTY, changes.get("color_id"))
+            if changes.get("attendees") is not None:
+                ev.set_attendees(event, changes["attendees"])
+            if changes.get("recurrence") is not None:
+                ev.set_recurrence(event, changes["recurrence"])
+            if changes.get("reminders") is not None:
+                summary = str(event.get("SUMMARY", ""))
+                ev.set_reminders(event, changes["reminders"], summary=summary, user_email=self.context.user_email)
+            if changes.get("status"):
+                ev.set_text(event, "STATUS", changes["status"].upper())
+            sequence = int(event.get("SEQUENCE", 0) or 0) + 1
+            event.pop("SEQUENCE", None)
+            event.add("SEQUENCE", sequence)
+            for name in ("DTSTAMP", "LAST-MODIFIED"):
+                event.pop(name, None)
+                event.add(name, now_utc())
+
+        return self._rewrite(path, event_id, change)
+
+    def delete_event(self, event_id: str) -> dict[str, Any]:
+        record = self._master(event_id)
+        self._rewrite(self.root / record.file, event_id, None)
+        return {"deleted": True, "id": event_id, "summary": record.view.get("summary", "")}
+
+    # ---- helpers ---------------------------------------------------------------------
+
+    def _when(self, value: EventTime, argument: str) -> Any:
+        return to_ical_value(value.dateTime, value.date, value.timeZone, argument=argument, default_tz=self.default_tz)
+
+    def _master(self, event_id: str) -> Record:
+        records = self.index.snapshot().by_uid.get(event_id)
+        if not records:
+            master_id = event_id.rpartition("_")[0]
+            if master_id in self.index.snapshot().by_uid:
+                raise ToolError(
+                    "invalid_argument",
+                    f"event_id: {event_id[:100]!r} is one occurrence of recurring event {master_id!r}; "
+                    "change the series, or add an EXDATE to its recurrence to drop this occurrence",
+                    argument="event_id",
+                )
+            raise ToolError("not_found", f"event_id: no event with id {event_id[:100]!r}", argument="event_id")
+        return records[0]
+
+    def _write_new(self, path: Path, event: Event) -> dict[str, Any]:
+        with file_lock(path):
+            before = FileStamp.of(path)
+            tzids = {v.params.get("TZID") for k in ("DTSTART", "DTEND") for v in [event.get(k)] if v is not None} - {None}
+            if before is None:
+                calendar = Calendar()
+                calendar.add("PRODID", PRODID)
+                calendar.add("VERSION", "2.0")
+                calendar.add("CALSCALE", "GREGORIAN")
+                calendar.add_component(event)
+                calendar.add_missing_timezones()
+                data = calendar.to_ical().decode("utf-8")
+            else:
+                source = read_text(path)
+                try:
+                    layout = split_blocks(source)
+                except IcsSyntaxError as exc:
+                    raise ToolError("bad_data", f"calendar file {path.name} is unreadable ({exc}); not changing it") from None
+                known = self._cached(path, before)
+                have = known.tzids if known is not None else frozenset()
+                probe = Calendar()
+                probe.add_component(event)
+                probe.add_missing_timezones()
+                extra = "".join(
+                    zone_block.to_ical().decode("utf-8")
+                    for zone_block in probe.walk("VTIMEZONE")
+                    if str(zone_block.get("TZID")) in tzids and str(zone_block.get("TZID")) not in have
+                )
+                addition = with_newline(extra + event.to_ical().decode("utf-8"), layout.newline)
+                data = source[: layout.insert_at] + addition + source[layout.insert_at :]
+            atomic_write_bytes(path, data.encode("utf-8"))
+            rel = path.relative_to(self.root).as_posix()
+            record = parse_record(event.to_ical().decode("utf-8"), rel=rel, default_tz=self.default_tz)
+            known = self._cached(path, before) if before is not None else ParsedFile()
+            if known is not None:
+                self.index.files.put(path, ParsedFile(known.records + [record], known.tzids | tzids, known.problems))
+            else:
+                self.index.files.invalidate(path)
+            return record.view
+
+    def _cached(self, path: Path, stamp: FileStamp | None) -> ParsedFile | None:
+        entry = self.index.files.peek(path)
+        return entry[1] if entry is not None and entry[0] == stamp else None
+
+    def _rewrite(self, path: Path, event_id: str, change: Any) -> dict[str, Any]:
+        """Apply ``change`` to the VEVENTs of ``event_id`` in ``path`` (None deletes them)."""
+        rel = path.relative_to(self.root).as_posix()
+        with file_lock(path):
+            before = FileStamp.of(path)
+            if before is None:
+                raise ToolError("not_found", f"event_id: the file of event {event_id[:100]!r} is gone", argument="event_id")
+            source = read_text(path)
+            try:
+                layout = split_blocks(source)
+            except IcsSyntaxError as exc:
+                raise ToolError("bad_data", f"calendar file {rel} is unreadable ({exc}); not changing it") from None
+            pieces: list[str] = []
+            cursor = 0
+            result: dict[str, Any] = {}
+            new_records: list[Record] = []
+            for block in layout.blocks:
+                if block.name != "VEVENT":
+                    continue
+                text = block.text(source)
+                if event_id not in text:  # cheap pre-filter before parsing
+                    continue
+                try:
+                    event = Event.from_ical(text)
+                except Exception:  # noqa: BLE001 - unreadable blocks are not ours to touch
+                    continue
+                if str(event.get("UID", "")) != event_id:
+                    continue
+                pieces.append(source[cursor : block.start])
+                cursor = block.end
+                if change is None or "RECURRENCE-ID" in event:
+                    if change is None:
+                        continue
+                    pieces.append(text)  # overrides keep their own values
+                    new_records.append(parse_record(text, rel=rel, default_tz=self.default_tz))
+                    continue
+                change(event)
+                new_text = event.to_ical().decode("utf-8")
+                pieces.append(with_newline(new_text, layout.newline))
+                record = parse_record(new_text, rel=rel, default_tz=self.default_tz)
+                new_records.append(record)
+                result = record.view
+            if cursor == 0:
+                raise ToolError("not_found", f"event_id: no event with id {event_id[:100]!r}", argument="event_id")
+            pieces.append(source[cursor:])
+            atomic_write_bytes(path, "".join(pieces).encode("utf-8"))
+            known = self._cached(path, before)
+            if known is not None:
+                kept = [r for r in known.records if r.uid != event_id]
+                self.index.files.put(path, replace(known, records=kept + new_records))
+            else:
+                self.index.files.invalidate(path)
+            return result
+
+
+def _haystack(view: dict[str, Any]) -> str:
+    parts = [view.get("summary", ""), view.get("description", ""), view.get("location", "")]
+    parts += [a.get("email", "") + " " + a.get("displayName", "") for a in view.get("attendees", [])]
+    return " ".join(parts).lower()
+
+
+def _suffix_window(suffix: str) -> tuple[datetime, datetime]:
+    """A small window around the start encoded in an instance id suffix."""
+    try:
+        if "T" in suffix:
+            moment = datetime.strptime(suffix, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+        else:
+            moment = datetime.strptime(suffix, "%Y%m%d").replace(tzinfo=UTC)
+    except ValueError:
+        raise ToolError("not_found", f"event_id: no event with id ending {suffix[:40]!r}", argument="event_id") from None
+    return moment - timedelta(days=2), moment + timedelta(days=2)
