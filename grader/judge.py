@@ -192,6 +192,8 @@ def _transient_errors() -> tuple[type[BaseException], ...]:
 def _cost(response: Any) -> float:
     import litellm
 
+    litellm.suppress_debug_info = True  # unknown (e.g. self-hosted) models otherwise print a banner
+
     hidden = getattr(response, "_hidden_params", {}) or {}
     if hidden.get("response_cost"):
         return float(hidden["response_cost"])
