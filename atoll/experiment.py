@@ -67,11 +67,14 @@ class ExperimentSpec(_Spec):
     limits: Limits = Field(default_factory=Limits)
     concurrency: Concurrency = Field(default_factory=Concurrency)
     max_total_cost_usd: float | None = Field(default=None, gt=0)
-    executor: Literal["local", "kubernetes"] = "local"
+    executor: Literal["local", "kubernetes", "instant"] = Field(
+        default="local", description="local, kubernetes, or instant (dry run: nothing executed)"
+    )
     store: str = Field(default="sqlite:///atoll-out/atoll.db")
     artifacts: str = Field(default="file://atoll-out/artifacts")
     output_dir: str = "atoll-out"
     max_infra_retries: int = Field(default=2, ge=0)
+    infra_retry_backoff_s: float = Field(default=2.0, ge=0, description="first retry delay; doubles per attempt")
     infra_error_abort_rate: float = Field(default=0.5, gt=0, le=1)
     seed: int = 0
 

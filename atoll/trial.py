@@ -46,6 +46,7 @@ class TrialSpec(BaseModel):
     model: str
     agent_config: dict[str, Any] = Field(default_factory=dict)
     run_index: int = Field(ge=0)
+    domain: str = Field(default="", description="task domain, for reports; not part of the identity")
 
     @property
     def trial_id(self) -> str:

@@ -1,9 +1,82 @@
-"""`atoll run`, `atoll report`, `atoll regrade`, `atoll worker` (the orchestrator)."""
+"""`atoll run`, `atoll report`, `atoll worker` (the orchestrator)."""
 
 from __future__ import annotations
+
+import asyncio
+from pathlib import Path
 
 import typer
 
 
 def register(app: typer.Typer) -> None:
     """Add the orchestrator's commands to the root app."""
+    app.command(name="run")(run)
+    app.command(name="report")(report)
+    app.command(name="worker")(worker)
+
+
+def run(
+    experiment: Path = typer.Argument(..., help="experiment YAML file"),
+    executor: str = typer.Option(None, help="local | kubernetes | instant (dry run); default: the file's"),
+    store: str = typer.Option(None, help="override the store URL (sqlite path or postgresql://…)"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress display"),
+    json_logs: bool = typer.Option(False, "--json-logs", help="one JSON line per trial event on stderr"),
+) -> None:
+    """Run an experiment, or resume it: finished trials are never re-run."""
+    from atoll.experiment import load_experiment
+    from orchestrator.runner import run_experiment
+
+    spec = load_experiment(experiment)
+    updates = {key: value for key, value in {"executor": executor, "store": store}.items() if value}
+    if updates:
+        spec = spec.model_copy(update=updates)
+    outcome = asyncio.run(run_experiment(spec, quiet=quiet, json_events=json_logs))
+    _print_leaderboard(outcome.report_paths["md"])
+    typer.echo(
+        f"{outcome.experiment}: {outcome.counts['done']} of {outcome.counts['total']} trials done "
+        f"({outcome.newly_enqueued} new, {outcome.reclaimed} resumed); report: {outcome.report_paths['html']}"
+    )
+    if outcome.summary.stopped_reason == "cost_ceiling":
+        typer.echo("stopped scheduling: the experiment's cost ceiling would have been passed", err=True)
+
+
+def report(
+    run_name: str = typer.Argument(..., help="experiment (run) name"),
+    store: str = typer.Option("sqlite:///atoll-out/atoll.db", help="store URL"),
+    output: Path = typer.Option(None, help="output directory (default atoll-out/RUN)"),
+    seed: int = typer.Option(0, help="bootstrap seed"),
+) -> None:
+    """Compute metrics of a run and write report.json, report.md and report.html."""
+    from orchestrator.report import write_report
+    from orchestrator.store import TrialStore
+
+    trial_store = TrialStore(store)
+    try:
+        paths = write_report(trial_store, run_name, output or Path("atoll-out") / run_name, seed=seed)
+    finally:
+        trial_store.dispose()
+    _print_leaderboard(paths["md"])
+    typer.echo(f"report: {paths['md']}, {paths['json']}, {paths['html']}")
+
+
+def worker(
+    store: str = typer.Option(..., help="shared store URL, e.g. postgresql://user@host/db"),
+    experiment: str = typer.Option(None, help="only this experiment"),
+    concurrency: int = typer.Option(2, min=1, help="trials at once"),
+    executor: str = typer.Option(None, help="override the experiments' executor"),
+    forever: bool = typer.Option(False, help="keep polling for new trials instead of exiting when idle"),
+) -> None:
+    """Lease and execute trials from a shared store (run any number of these)."""
+    from orchestrator.runner import run_worker
+
+    summary = asyncio.run(run_worker(store, experiment=experiment, concurrency=concurrency,
+                                     executor_name=executor, exit_when_idle=not forever))
+    typer.echo(f"worker finished: {summary.completed} trials completed, {summary.infra_errors} infra errors, "
+               f"{summary.lost_leases} lost leases")
+
+
+def _print_leaderboard(markdown_path: Path) -> None:
+    lines = markdown_path.read_text(encoding="utf-8").splitlines()
+    start = lines.index("## Leaderboard")
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    typer.echo("\n".join(lines[start:end]).rstrip())

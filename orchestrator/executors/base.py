@@ -1,0 +1,66 @@
+"""What an executor is: something that turns one TrialSpec into one TrialResult."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from datetime import UTC, datetime
+from typing import Protocol
+
+from atoll.benchmark import Benchmark
+from atoll.experiment import ExperimentSpec
+from atoll.trial import Outcome, TrialResult, TrialSpec
+
+
+class InfraError(Exception):
+    """A failure of our own machinery (environment, storage, grader crash): retried, and
+    reported as ``infra_error`` if it persists — never scored as the agent's failure."""
+
+
+class Executor(Protocol):
+    async def run(self, spec: TrialSpec, *, attempt: int) -> TrialResult:
+        """Run, grade and store one trial. Raise InfraError for infrastructure failures."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+class InstantExecutor:
+    """A dry-run executor for planning/queue benchmarks and tests: nothing is executed and
+    the outcome is a pure function of the trial id (``pass_rate`` of trials pass).
+
+    Agent-config keys ``instant_delay_s``, ``instant_cost_usd`` and ``instant_pass_rate``
+    let an experiment file simulate slow, costly or always-passing trials."""
+
+    def __init__(self, benchmark: Benchmark | None = None, experiment: ExperimentSpec | None = None,
+                 *, pass_rate: float = 0.5, infra_error_rate: float = 0.0) -> None:
+        self.pass_rate = pass_rate
+        self.infra_error_rate = infra_error_rate
+
+    def _fraction(self, spec: TrialSpec, salt: str) -> float:
+        digest = hashlib.sha256((salt + spec.trial_id).encode()).digest()
+        return int.from_bytes(digest[:8], "big") / 2**64
+
+    async def run(self, spec: TrialSpec, *, attempt: int) -> TrialResult:
+        started = time.perf_counter()
+        delay = float(spec.agent_config.get("instant_delay_s", 0.0))
+        if delay:
+            await asyncio.sleep(delay)
+        if self._fraction(spec, f"infra{attempt}") < self.infra_error_rate:
+            raise InfraError("simulated infrastructure failure")
+        pass_rate = float(spec.agent_config.get("instant_pass_rate", self.pass_rate))
+        passed = self._fraction(spec, "pass") < pass_rate
+        return TrialResult(
+            trial_id=spec.trial_id,
+            outcome=Outcome.passed if passed else Outcome.failed,
+            score=1.0 if passed else 0.0,
+            run_status="completed",
+            attempt=attempt,
+            agent_cost_usd=float(spec.agent_config.get("instant_cost_usd", 0.0)),
+            duration_s=time.perf_counter() - started,
+            finished_at=datetime.now(UTC),
+        )
+
+    async def aclose(self) -> None:
+        return None

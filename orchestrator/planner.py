@@ -1,0 +1,106 @@
+"""Expand an experiment into trials: agents × selected tasks × runs, content-addressed."""
+
+from __future__ import annotations
+
+import hashlib
+from functools import lru_cache
+from pathlib import Path
+
+from atoll.benchmark import Benchmark, Task
+from atoll.errors import AtollError
+from atoll.experiment import AgentSpec, ExperimentSpec
+from atoll.trial import TrialSpec
+
+
+@lru_cache(maxsize=256)
+def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def file_digest(path: str | Path) -> str:
+    """sha256 of a file's bytes (cached by path, size and mtime)."""
+    stat = Path(path).stat()
+    return _file_digest(str(path), stat.st_size, stat.st_mtime_ns)
+
+
+def tree_digest(folder: str | Path) -> str:
+    """sha256 over the sorted (relative path, content digest) pairs of a folder's files."""
+    folder = Path(folder)
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
+        digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + file_digest(path).encode() + b"\n")
+    return digest.hexdigest()
+
+
+def select_tasks(benchmark: Benchmark, spec: ExperimentSpec) -> list[Task]:
+    """Tasks that pass the experiment's filter, in benchmark order. Unknown ids are an error."""
+    task_filter = spec.tasks
+    tasks = benchmark.tasks
+    if task_filter.ids:
+        known = {task.task_id for task in tasks}
+        unknown = [task_id for task_id in task_filter.ids if task_id not in known]
+        if unknown:
+            raise AtollError("bad_experiment", f"tasks.ids: unknown task ids {', '.join(unknown)}")
+        wanted = set(task_filter.ids)
+        tasks = [task for task in tasks if task.task_id in wanted]
+    if task_filter.domains:
+        domains = {domain.lower() for domain in task_filter.domains}
+        tasks = [task for task in tasks if task.domain.lower() in domains]
+    if task_filter.worlds:
+        worlds = set(task_filter.worlds)
+        tasks = [task for task in tasks if task.world_id in worlds]
+    if task_filter.limit is not None:
+        tasks = tasks[: task_filter.limit]
+    if not tasks:
+        raise AtollError("bad_experiment", f"{spec.name}: the task filter selects no task")
+    return tasks
+
+
+def agent_config(agent: AgentSpec, spec: ExperimentSpec) -> dict:
+    """The configuration a trial runs with; limits are part of what a trial measures."""
+    config = dict(agent.config)
+    config.setdefault("max_steps", spec.limits.max_steps)
+    config.setdefault("timeout_s", spec.limits.timeout_s)
+    if spec.limits.max_tokens is not None:
+        config.setdefault("max_tokens", spec.limits.max_tokens)
+    if spec.limits.max_cost_usd is not None:
+        config.setdefault("max_cost_usd", spec.limits.max_cost_usd)
+    if agent.extra_args:
+        config["extra_args"] = dict(agent.extra_args)
+    if agent.api_base:
+        config["api_base"] = agent.api_base  # not part of the identity (see atoll.trial)
+    return config
+
+
+def plan_trials(benchmark: Benchmark, spec: ExperimentSpec) -> list[TrialSpec]:
+    """Every (agent, task, run) of the experiment as a TrialSpec with a stable id."""
+    tasks = select_tasks(benchmark, spec)
+    world_digests = {
+        world_id: file_digest(archive) for world_id, archive in benchmark.world_archives.items()
+    }
+    overlay_digests = {task_id: tree_digest(folder) for task_id, folder in benchmark.task_overlays.items()}
+    trials = []
+    for agent in spec.agents:
+        config = agent_config(agent, spec)
+        for task in tasks:
+            for run_index in range(spec.runs):
+                trials.append(
+                    TrialSpec(
+                        experiment=spec.name,
+                        task_id=task.task_id,
+                        world_id=task.world_id,
+                        world_digest=world_digests[task.world_id],
+                        overlay_digest=overlay_digests.get(task.task_id, ""),
+                        agent_name=agent.name,
+                        agent=agent.agent,
+                        model=agent.model,
+                        agent_config=config,
+                        run_index=run_index,
+                        domain=task.domain,
+                    )
+                )
+    return trials

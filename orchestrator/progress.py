@@ -1,0 +1,92 @@
+"""Progress of a run: a live rich line for people, JSON lines for machines, or nothing."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import defaultdict
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+
+from atoll.trial import Outcome, TrialResult
+from orchestrator.stats import bootstrap_mean
+from orchestrator.store import Lease, TrialStore
+
+
+class ProgressView:
+    """Receives scheduler events; renders trials done / running / failed of total, the pass
+    rate so far with its 95% CI, cost so far and an ETA."""
+
+    def __init__(self, experiment: str, store: TrialStore, *, quiet: bool = False, json_events: bool = False,
+                 out: Any = None, runs: int = 1, seed: int = 0) -> None:
+        self.experiment = experiment
+        counts = store.counts(experiment)
+        self.total = counts["total"]
+        self.already_done = counts["done"]
+        self.quiet = quiet
+        self.json_events = json_events
+        self.out = out or sys.stderr
+        self.seed = seed
+        self.running = 0
+        self.finished = 0
+        self.infra_errors = 0
+        self.cost = 0.0
+        self.started = time.monotonic()
+        self.per_task: dict[str, list[bool]] = defaultdict(list)
+        self._live: Live | None = None
+
+    def __enter__(self) -> ProgressView:
+        if not self.quiet and not self.json_events:
+            console = Console(file=self.out)
+            self._live = Live(self._render(), console=console, refresh_per_second=4, transient=False)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.update(self._render())
+            self._live.__exit__(None, None, None)
+
+    def event(self, kind: str, lease: Lease, result: TrialResult | None) -> None:
+        if kind == "started":
+            self.running += 1
+        elif kind in ("finished", "lost", "infra_error", "retry"):
+            self.running -= 1
+            if result is not None:
+                self.cost += result.agent_cost_usd + result.judge_cost_usd
+            if kind == "finished" and result is not None:
+                self.finished += 1
+                if result.outcome in (Outcome.passed, Outcome.failed):
+                    self.per_task[f"{lease.spec.agent_name}/{lease.spec.task_id}"].append(
+                        result.outcome is Outcome.passed
+                    )
+            if kind == "infra_error":
+                self.infra_errors += 1
+        if self.json_events:
+            record = {"event": kind, "experiment": self.experiment, "trial_id": lease.trial_id,
+                      "task_id": lease.spec.task_id, "agent": lease.spec.agent_name, "run": lease.spec.run_index,
+                      "attempt": lease.attempt}
+            if result is not None:
+                record.update(outcome=result.outcome.value, score=result.score, error=result.error)
+            print(json.dumps(record), file=self.out, flush=True)
+        elif self._live is not None:
+            self._live.update(self._render())
+
+    def _render(self) -> Text:
+        done = self.already_done + self.finished
+        rates = [sum(runs) / len(runs) for runs in self.per_task.values()]
+        interval = bootstrap_mean(rates, seed=self.seed, resamples=1000)
+        rate = (
+            f"pass {interval.value:.0%} [{interval.low:.0%}, {interval.high:.0%}]" if interval.tasks else "pass —"
+        )
+        elapsed = time.monotonic() - self.started
+        remaining = self.total - done - self.infra_errors
+        eta = f"ETA {remaining * elapsed / self.finished:.0f}s" if self.finished and remaining > 0 else ""
+        return Text(
+            f"{self.experiment}: {done}/{self.total} done, {self.running} running, "
+            f"{self.infra_errors} infra errors · {rate} · ${self.cost:.4f} · {elapsed:.0f}s {eta}"
+        )
