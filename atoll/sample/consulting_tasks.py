@@ -1,0 +1,600 @@
+"""Project Keystone tasks (Management Consulting): answers computed from the world's own data."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from atoll.benchmark import Task
+from atoll.sample import consulting_apps as apps
+from atoll.sample import consulting_files as files
+from atoll.sample._tasks import (
+    GoldWriter,
+    criterion,
+    make_task,
+    paragraph_index,
+    replace_in_deck,
+    replace_paragraph,
+    set_cells,
+    step,
+)
+from atoll.sample._world import WorldDraft
+from atoll.sample.people import MARGARET, PRIYA, TOMAS
+from atoll.sample.sheets import Sheet, write_workbook
+from atoll.sample.slides import write_deck
+
+DOMAIN = "Management Consulting"
+NEXT_STEERCO = "Thursday, March 14, 2024"
+MACON_DATE = "Tuesday, March 12, 2024"
+
+
+def _money_m(value: float) -> str:
+    return f"${value / 1e6:.1f}M"
+
+
+def build_tasks(draft: WorldDraft, benchmark_root: Path) -> list[Task]:
+    facts = draft.facts
+    world = draft.world_id
+    spend, rates = facts["spend"], facts["rates"]
+    addressable = [r for r in spend if r[5] == "Y"]
+    by_category = {c: sum(r[3] for r in addressable if r[0] == c) for c in rates}
+    savings_by_category = {c: by_category[c] * rates[c] for c in rates}
+    total_savings = sum(savings_by_category.values())
+    tasks: list[Task] = []
+
+    # 1. Console answer from the spend cube.
+    task_id = "keystone-01-packaging-baseline"
+    packaging, packaging_savings = by_category["Packaging"], savings_by_category["Packaging"]
+    answer = f"Addressable FY2023 packaging spend is ${packaging:,.0f}; at the 6% target that implies ${packaging_savings:,.0f} of savings."
+    tasks.append(
+        make_task(
+            task_id=task_id,
+            name="Packaging baseline and savings",
+            domain=DOMAIN,
+            world_id=world,
+            output="message_in_console",
+            prompt=(
+                "Dmitri wants two numbers before the packaging RFP goes out: Halvorsen's FY2023 addressable Packaging spend "
+                "across all six plants, and the savings implied by the current Packaging target in our spend cube "
+                "(Data/Raw). Exclude spend flagged as not addressable. Give both figures in USD."
+            ),
+            rubric=[
+                criterion(
+                    task_id,
+                    1,
+                    f"States addressable FY2023 packaging spend of about ${packaging:,.0f}",
+                    "final_answer",
+                    {"kind": "answer_number", "value": packaging, "rel_tolerance": 0.005},
+                ),
+                criterion(
+                    task_id,
+                    2,
+                    f"States implied packaging savings of about ${packaging_savings:,.0f} (6% target)",
+                    "final_answer",
+                    {"kind": "answer_number", "value": round(packaging_savings, 2), "rel_tolerance": 0.005},
+                ),
+            ],
+            steps=[
+                step("spreadsheets_read_tab", file_path=files.SPEND_CUBE, tab_index=1),
+                step("spreadsheets_read_tab", file_path=files.SPEND_CUBE, tab_index=2),
+            ],
+            final_answer=answer,
+        )
+    )
+
+    # 2. Edit the model's assumptions per the CPO's email.
+    task_id = "keystone-02-update-targets"
+    gold = GoldWriter(benchmark_root, task_id)
+    rows = {c: i for i, c in enumerate(rates, start=2)}
+    edits = {
+        f"B{rows['Logistics']}": 0.09,
+        f"C{rows['Logistics']}": "CPO email 27 Feb",
+        f"B{rows['MRO']}": 0.08,
+        f"C{rows['MRO']}": "CPO email 27 Feb",
+    }
+    set_cells(gold.edited_copy(draft.fs(files.SPEND_CUBE), files.SPEND_CUBE), "Assumptions", edits)
+    tasks.append(
+        make_task(
+            task_id=task_id,
+            name="Update savings targets in the spend cube",
+            domain=DOMAIN,
+            world_id=world,
+            output="edit_existing_sheet",
+            prompt=(
+                "Dmitri emailed revised category savings targets this week. Update the Assumptions tab of the spend cube "
+                "in Data/Raw accordingly (change only the affected categories, and record the source he asked for)."
+            ),
+            rubric=[
+                criterion(
+                    task_id,
+                    1,
+                    "Logistics target savings set to 9%",
+                    "file",
+                    {
+                        "kind": "cell_value",
+                        "path": files.SPEND_CUBE,
+                        "sheet": "Assumptions",
+                        "cell": f"B{rows['Logistics']}",
+                        "value": 0.09,
+                        "tolerance": 0.0001,
+                    },
+                    path=files.SPEND_CUBE,
+                ),
+                criterion(
+                    task_id,
+                    2,
+                    "MRO target savings set to 8%",
+                    "file",
+                    {
+                        "kind": "cell_value",
+                        "path": files.SPEND_CUBE,
+                        "sheet": "Assumptions",
+                        "cell": f"B{rows['MRO']}",
+                        "value": 0.08,
+                        "tolerance": 0.0001,
+                    },
+                    path=files.SPEND_CUBE,
+                ),
+                criterion(
+                    task_id,
+                    3,
+                    "Other category targets are unchanged and the source is recorded as 'CPO email 27 Feb' for the changed rows",
+                    "file",
+                    path=files.SPEND_CUBE,
+                ),
+            ],
+            steps=[
+                step("mail_search_mail", subject="savings targets"),
+                step(
+                    "spreadsheets_edit_spreadsheet",
+                    file_path=files.SPEND_CUBE,
+                    operations=[
+                        {"type": "set_cell", "sheet": "Assumptions", "cell": cell, "value": value}
+                        for cell, value in edits.items()
+                    ],
+                ),
+            ],
+            final_answer="Updated the Assumptions tab: Logistics 9% and MRO 8% (source: CPO email 27 Feb).",
+            gold_files=[gold.describe(files.SPEND_CUBE, "Spend cube with Logistics 9% and MRO 8%")],
+        )
+    )
+
+    # 3. New workbook: savings by plant.
+    task_id = "keystone-03-savings-by-plant"
+    gold = GoldWriter(benchmark_root, task_id)
+    plants = {}
+    for category, plant, _region, amount, _s, _a in addressable:
+        spend_sum, saving = plants.get(plant, (0, 0.0))
+        plants[plant] = (spend_sum + amount, saving + amount * rates[category])
+    ordered = sorted(plants.items(), key=lambda item: -item[1][1])
+    table = [[plant, spend_sum, round(saving, 2)] for plant, (spend_sum, saving) in ordered]
+    total_row = len(table) + 2
+    output = "/Outputs/Keystone_savings_by_plant.xlsx"
+    headers = ["Plant", "Addressable spend (USD)", "Target savings (USD)"]
+    write_workbook(
+        gold.path(output),
+        [
+            Sheet(
+                "By Plant",
+                [headers, *table, ["Total", f"=SUM(B2:B{total_row - 1})", f"=SUM(C2:C{total_row - 1})"]],
+                {"B": "#,##0", "C": "#,##0"},
+            )
+        ],
+    )
+    tasks.append(
+        make_task(
+            task_id=task_id,
+            name="Savings by plant workbook",
+            domain=DOMAIN,
+            world_id=world,
+            output="make_new_sheet",
+            prompt=(
+                "Build a new workbook /Outputs/Keystone_savings_by_plant.xlsx with a sheet named 'By Plant': column A Plant, "
+                "B Addressable spend (USD), C Target savings (USD), one row per plant starting in row 2, sorted by target "
+                "savings descending, and a 'Total' row right after the plants. Use the FY2023 spend cube and the current "
+                "category targets in its Assumptions tab; only addressable spend counts."
+            ),
+            rubric=[
+                criterion(
+                    task_id,
+                    1,
+                    "An xlsx workbook was created in /Outputs",
+                    "file_type",
+                    {"kind": "file_exists", "file_type": "xlsx", "path": "/Outputs/*.xlsx"},
+                    file_type="xlsx",
+                ),
+                criterion(
+                    task_id,
+                    2,
+                    f"The plant with the highest target savings ({ordered[0][0]}) is in row 2",
+                    "file",
+                    {
+                        "kind": "cell_value",
+                        "path": output,
+                        "sheet": "By Plant",
+                        "cell": "A2",
+                        "value": ordered[0][0],
+                    },
+                    path=output,
+                ),
+                criterion(
+                    task_id,
+                    3,
+                    f"Its target savings are about ${ordered[0][1][1]:,.0f}",
+                    "file",
+                    {
+                        "kind": "cell_value",
+                        "path": output,
+                        "sheet": "By Plant",
+                        "cell": "C2",
+                        "value": round(ordered[0][1][1], 2),
+                        "tolerance": 1.0,
+                    },
+                    path=output,
+                ),
+                criterion(
+                    task_id,
+                    4,
+                    f"The total target savings are about ${total_savings:,.0f}",
+                    "file",
+                    {
+                        "kind": "cell_value",
+                        "path": output,
+                        "sheet": "By Plant",
+                        "cell": f"C{total_row}",
+                        "value": round(total_savings, 2),
+                        "tolerance": 1.0,
+                    },
+                    path=output,
+                ),
+            ],
+            steps=[
+                step("spreadsheets_read_tab", file_path=files.SPEND_CUBE, tab_index=1),
+                step(
+                    "spreadsheets_create_spreadsheet",
+                    directory="/Outputs",
+                    file_name="Keystone_savings_by_plant.xlsx",
+                    sheets=[
+                        {
+                            "name": "By Plant",
+                            "headers": headers,
+                            "rows": [
+                                *table,
+                                [
+                                    "Total",
+                                    round(sum(r[1] for r in table), 2),
+                                    round(sum(r[2] for r in table), 2),
+                                ],
+                            ],
+                        }
+                    ],
+                ),
+            ],
+            final_answer=f"Created /Outputs/Keystone_savings_by_plant.xlsx; {ordered[0][0]} leads with ${ordered[0][1][1]:,.0f}, total ${total_savings:,.0f}.",
+            gold_files=[gold.describe(output, "Savings by plant, sorted, with total")],
+        )
+    )
+
+    # 4. New SteerCo pre-read deck.
+    task_id = "keystone-04-steerco-preread"
+    gold = GoldWriter(benchmark_root, task_id)
+    output = "/Outputs/Keystone_SteerCo_preread.pptx"
+    theme_counts = Counter(issue for _path, issues in files.INTERVIEWS.values() for issue in issues)
+    top_theme = theme_counts.most_common(1)[0][0]
+    category_rows = [["Category", "Target savings (USD M)"]] + [
+        [c, f"{v / 1e6:.2f}"] for c, v in savings_by_category.items()
+    ]
+    slides = [
+        {
+            "layout": "title",
+            "title": "Project Keystone - SteerCo pre-read",
+            "subtitle": f"Halvorsen Foods | next SteerCo {NEXT_STEERCO}",
+        },
+        {
+            "layout": "table",
+            "title": f"Target savings by category - total {_money_m(total_savings)}",
+            "rows": category_rows,
+        },
+        {
+            "layout": "bullets",
+            "title": "What we heard in plant interviews",
+            "bullets": [f"{issue} ({n} of 4 plants)" for issue, n in theme_counts.most_common(3)],
+        },
+    ]
+    write_deck(gold.path(output), slides)
+    tasks.append(
+        make_task(
+            task_id=task_id,
+            name="SteerCo pre-read deck",
+            domain=DOMAIN,
+            world_id=world,
+            output="make_new_slide_deck",
+            prompt=(
+                "Create a three-slide SteerCo pre-read at /Outputs/Keystone_SteerCo_preread.pptx: (1) a title slide that "
+                "gives the date of the next SteerCo from my calendar (today is March 1, 2024), (2) target savings by "
+                "category with the total in USD millions written like $1.2M, using the spend cube as it stands, and (3) the "
+                "three most frequent issues from the plant interview notes."
+            ),
+            rubric=[
+                criterion(
+                    task_id,
+                    1,
+                    f"A pptx deck exists in /Outputs showing total target savings of {_money_m(total_savings)}",
+                    "file_type",
+                    {
+                        "kind": "file_exists",
+                        "file_type": "pptx",
+                        "path": "/Outputs/*.pptx",
+                        "contains": [_money_m(total_savings)],
+                    },
+                    file_type="pptx",
+                ),
+                criterion(
+                    task_id,
+                    2,
+                    f"The title slide gives the next SteerCo date, {NEXT_STEERCO}",
+                    "file_type",
+                    file_type="pptx",
+                ),
+                criterion(
+                    task_id,
+                    3,
+                    f"The interview slide leads with '{top_theme}', raised at {theme_counts[top_theme]} of 4 plants",
+                    "file_type",
+                    file_type="pptx",
+                ),
+            ],
+            steps=[
+                step("calendar_list_events", limit=50),
+                step(
+                    "presentations_create_deck",
+                    directory="/Outputs",
+                    file_name="Keystone_SteerCo_preread.pptx",
+                    slides=[
+                        {"layout": "title", "title": slides[0]["title"], "subtitle": slides[0]["subtitle"]},
+                        {
+                            "layout": "title_only",
+                            "title": slides[1]["title"],
+                            "table": {"rows": category_rows},
+                        },
+                        {
+                            "layout": "title_and_content",
+                            "title": slides[2]["title"],
+                            "bullets": slides[2]["bullets"],
+                        },
+                    ],
+                ),
+            ],
+            final_answer=f"Created /Outputs/Keystone_SteerCo_preread.pptx (next SteerCo {NEXT_STEERCO}; total {_money_m(total_savings)}).",
+            gold_files=[gold.describe(output, "Three-slide pre-read")],
+        )
+    )
+
+    # 5. Fill the placeholders of the SteerCo draft deck.
+    task_id = "keystone-05-fill-steerco-draft"
+    gold = GoldWriter(benchmark_root, task_id)
+    replacements = {"$[TBD]M": _money_m(total_savings), "[TBC]": NEXT_STEERCO}
+    replace_in_deck(gold.edited_copy(draft.fs(files.STEERCO_DECK), files.STEERCO_DECK), replacements)
+    tasks.append(
+        make_task(
+            task_id=task_id,
+            name="Fill in the SteerCo draft",
+            domain=DOMAIN,
+            world_id=world,
+            output="edit_existing_slide_deck",
+            prompt=(
+                "The SteerCo draft deck in Deliverables/SteerCo still has two placeholders on the executive summary. Fill in "
+                "the identified target savings (USD millions, one decimal, from the spend cube's current assumptions) and "
+                "the date of the next SteerCo after today (March 1, 2024) from my calendar. Edit the existing deck."
+            ),
+            rubric=[
+                criterion(
+                    task_id,
+                    1,
+                    f"The draft deck states target savings of {_money_m(total_savings)}",
+                    "file",
+                    {
+                        "kind": "file_exists",
+                        "file_type": "pptx",
+                        "path": files.STEERCO_DECK,
+                        "contains": [_money_m(total_savings)],
+                    },
+                    path=files.STEERCO_DECK,
+                ),
+                criterion(
+                    task_id,
+                    2,
+                    f"The next SteerCo is given as {NEXT_STEERCO} and no placeholder remains",
+                    "file",
+                    path=files.STEERCO_DECK,
+                ),
+            ],
+            steps=[
+                step("presentations_read_completedeck", file_path=files.STEERCO_DECK),
+                step(
+                    "presentations_edit_slides",
+                    file_path=files.STEERCO_DECK,
+                    operations=[
+                        {"type": "replace_text", "slide_index": None, "search": old, "replace": new}
+                        for old, new in replacements.items()
+                    ],
+                ),
+            ],
+            final_answer=f"Filled the draft: target savings {_money_m(total_savings)}, next SteerCo {NEXT_STEERCO}.",
+            gold_files=[gold.describe(files.STEERCO_DECK, "Draft deck with placeholders filled")],
+        )
+    )
+
+    # 6. Replace the interview placeholder in the interim report.
+    task_id = "keystone-06-interview-summary"
+    gold = GoldWriter(benchmark_root, task_id)
+    index = paragraph_index(draft.fs(files.INTERIM_DOC), files.INTERVIEW_PLACEHOLDER)
+    plants_seen = list(files.INTERVIEWS)
+    summary = (
+        f"We interviewed the plant managers of {', '.join(plants_seen[:-1])} and {plants_seen[-1]}. The most common "
+        f"issue was {top_theme} ({theme_counts[top_theme]} of 4 plants), followed by "
+        + " and ".join(f"{issue} ({n})" for issue, n in theme_counts.most_common(3)[1:])
+        + "."
+    )
+    replace_paragraph(gold.edited_copy(draft.fs(files.INTERIM_DOC), files.INTERIM_DOC), index, summary)
+    tasks.append(
+        make_task(
+            task_id=task_id,
+            name="Interview themes in the interim report",
+            domain=DOMAIN,
+            world_id=world,
+            output="edit_existing_doc",
+            prompt=(
+                "In the interim findings draft (Deliverables/Interim Report), replace the placeholder under '3. Interview "
+                "themes' with a short summary of the plant manager interviews in Research/Interviews (including the "
+                "subfolders): name every plant interviewed and the most common issue, with how many plants raised it."
+            ),
+            rubric=[
+                criterion(
+                    task_id,
+                    1,
+                    "The interim report names every interviewed plant",
+                    "file",
+                    {
+                        "kind": "file_exists",
+                        "file_type": "docx",
+                        "path": files.INTERIM_DOC,
+                        "contains": plants_seen,
+                    },
+                    path=files.INTERIM_DOC,
+                ),
+                criterion(
+                    task_id,
+                    2,
+                    f"It identifies {top_theme} as the most common issue ({theme_counts[top_theme]} of 4 plants)",
+                    "file",
+                    path=files.INTERIM_DOC,
+                ),
+                criterion(
+                    task_id,
+                    3,
+                    "The placeholder text is gone and the rest of the document is unchanged",
+                    "file",
+                    path=files.INTERIM_DOC,
+                ),
+            ],
+            steps=[
+                step("filesystem_read_text_file", file_path=path) for path, _i in files.INTERVIEWS.values()
+            ]
+            + [
+                step(
+                    "documents_edit_content_text",
+                    file_path=files.INTERIM_DOC,
+                    identifier=f"body.p.{index}",
+                    new_text=summary,
+                )
+            ],
+            final_answer="Replaced the interview placeholder with the summary.",
+            gold_files=[gold.describe(files.INTERIM_DOC, "Interim report with interview summary")],
+        )
+    )
+
+    # 7. Email the CFO the procurement headcount.
+    task_id = "keystone-07-headcount-email"
+    procurement = {
+        plant: fte for (plant, function), fte in facts["headcount"].items() if function == "Procurement"
+    }
+    total_fte = sum(procurement.values())
+    top_plant = max(procurement, key=procurement.get)
+    body = (
+        f"Hi Margaret,\n\nPer the January 2024 headcount file, Halvorsen has {total_fte} procurement FTEs across the six "
+        f"plants. {top_plant} has the most, with {procurement[top_plant]}.\n\nBest,\nPriya"
+    )
+    tasks.append(
+        make_task(
+            task_id=task_id,
+            name="Procurement headcount for the CFO",
+            domain=DOMAIN,
+            world_id=world,
+            output="message_in_console",
+            prompt="Answer Margaret's email about procurement headcount the way she asked, then tell me what you sent.",
+            rubric=[
+                criterion(
+                    task_id,
+                    1,
+                    f"An email to Margaret, copying Tomás, gives the total of {total_fte} procurement FTEs",
+                    "app_data",
+                    {
+                        "kind": "email_sent",
+                        "to": [MARGARET["email"], TOMAS["email"]],
+                        "body_contains": [str(total_fte)],
+                    },
+                ),
+                criterion(
+                    task_id,
+                    2,
+                    f"The email names {top_plant} as the plant with the most procurement staff",
+                    "app_data",
+                    {"kind": "email_sent", "to": [MARGARET["email"]], "body_contains": [top_plant]},
+                ),
+                criterion(
+                    task_id,
+                    3,
+                    f"The final answer reports the total of {total_fte}",
+                    "final_answer",
+                    {"kind": "answer_number", "value": total_fte},
+                ),
+            ],
+            steps=[
+                step("mail_search_mail", subject="headcount"),
+                step("filesystem_read_text_file", file_path=files.HEADCOUNT_CSV),
+                step(
+                    "mail_send_mail",
+                    from_email=PRIYA["email"],
+                    to_email=MARGARET["email"],
+                    cc=[TOMAS["email"]],
+                    subject="Re: Procurement headcount across plants",
+                    body=body,
+                ),
+            ],
+            final_answer=f"Emailed Margaret (cc Tomás): {total_fte} procurement FTEs in total; {top_plant} has the most ({procurement[top_plant]}).",
+        )
+    )
+
+    # 8. Answer a teammate in chat from the calendar.
+    task_id = "keystone-08-macon-visit-chat"
+    message = f"Macon plant visit is on {MACON_DATE} (all day) at {apps.MACON_LOCATION}."
+    tasks.append(
+        make_task(
+            task_id=task_id,
+            name="Macon visit details for Kenji",
+            domain=DOMAIN,
+            world_id=world,
+            output="message_in_console",
+            prompt="Kenji asked a question in the Keystone core team chat space that my calendar answers. Reply to him there, then summarise the answer for me.",
+            rubric=[
+                criterion(
+                    task_id,
+                    1,
+                    "A message about the Macon visit was posted in the Keystone core team space",
+                    "app_data",
+                    {"kind": "chat_posted", "channel": apps.CORE_SPACE[1], "contains": ["Macon"]},
+                ),
+                criterion(
+                    task_id,
+                    2,
+                    "The final answer gives the visit date, March 12, 2024",
+                    "final_answer",
+                    {"kind": "answer_regex", "pattern": r"March 12|12 March|2024-03-12|3/12"},
+                ),
+                criterion(
+                    task_id,
+                    3,
+                    f"The chat reply gives the date and the address ({apps.MACON_LOCATION})",
+                    "app_data",
+                ),
+            ],
+            steps=[
+                step("chat_get_channel_history", channel_id=apps.CORE_SPACE[0]),
+                step("calendar_list_events", limit=50),
+                step("chat_post_message", channel_id=apps.CORE_SPACE[0], message=message),
+            ],
+            final_answer=f"Posted in Keystone core team: {message}",
+        )
+    )
+    return tasks

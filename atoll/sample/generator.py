@@ -1,0 +1,145 @@
+"""Generate the sample benchmark: two worlds, their tasks and gold outputs, in the APEX layout."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from atoll.benchmark import Task, World
+from atoll.errors import AtollError
+from atoll.sample import (
+    consulting_apps,
+    consulting_files,
+    consulting_tasks,
+    deal_apps,
+    deal_files,
+    deal_tasks,
+)
+from atoll.sample._files import FROZEN_AT, zip_tree
+from atoll.sample._world import WorldDraft
+from atoll.sample.people import ELENA, PRIYA
+
+# What the generator writes at the top of OUT (and replaces on every run).
+OUTPUTS = (
+    "tasks_and_rubrics.json",
+    "world_descriptions.json",
+    "world_files_zipped",
+    "task_files",
+    "gold_outputs",
+)
+
+
+@dataclass(frozen=True)
+class _WorldPlan:
+    world_id: str
+    name: str
+    description: str
+    user: dict[str, str]
+    steps: tuple[Callable[[WorldDraft], None], ...]
+    tasks: Callable[[WorldDraft, Path], list[Task]]
+
+
+_WORLDS = (
+    _WorldPlan(
+        "world_keystone_consulting",
+        "Project Keystone - Meridian Partners procurement engagement at Halvorsen Foods",
+        "A management consulting engagement: Meridian Partners helps Halvorsen Foods (six food plants in North "
+        "America and Europe) cut third-party spend. Shared drive with the spend cube, SteerCo decks, interim report "
+        "and interview notes; the engagement manager's mail, calendar and team chat.",
+        PRIYA,
+        (consulting_files.build_files, consulting_apps.build_apps),
+        consulting_tasks.build_tasks,
+    ),
+    _WorldPlan(
+        "world_atlas_mna",
+        "Project Atlas - Corvane Industrial's acquisition of Lumen Sensors",
+        "A sell-side auction in which Corvane Industrial bids for Lumen Sensors: data room (financials, material "
+        "contracts, litigation), valuation files from the bank, SPA and disclosure schedule drafts from counsel, and the "
+        "corporate development director's mail, calendar and deal chat.",
+        ELENA,
+        (deal_files.build_files, deal_apps.build_apps),
+        deal_tasks.build_tasks,
+    ),
+)
+
+
+def generate_sample_benchmark(out_dir: Path, *, seed: int = 0) -> Path:
+    """Write the sample benchmark (APEX layout) into ``out_dir`` and return it.
+
+    Writes ``tasks_and_rubrics.json``, ``world_descriptions.json``,
+    ``world_files_zipped/<world_id>.zip``, ``task_files/<task_id>/filesystem/…`` and
+    ``gold_outputs/<task_id>/…``, replacing those entries if present (nothing else in
+    ``out_dir`` is touched).  The same ``seed`` gives byte-identical files.  Raises
+    AtollError when ``out_dir`` exists and is not a directory.
+    """
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise AtollError("bad_input", f"sample benchmark output {out_dir}: exists and is not a directory")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in OUTPUTS:
+        target = out_dir / name
+        if target.is_dir():
+            shutil.rmtree(target)
+        elif target.exists():
+            target.unlink()
+    tasks: list[Task] = []
+    worlds: list[World] = []
+    with tempfile.TemporaryDirectory(prefix="atoll-sample-") as scratch:
+        for plan in _WORLDS:
+            draft = WorldDraft(
+                plan.world_id,
+                Path(scratch) / plan.world_id,
+                random.Random(f"{seed}:{plan.world_id}"),
+                plan.user,
+            )
+            for build in plan.steps:
+                build(draft)
+            tasks.extend(plan.tasks(draft, out_dir))
+            zip_tree(draft.root, out_dir / "world_files_zipped" / f"{plan.world_id}.zip")
+            worlds.append(
+                World.model_validate(
+                    {
+                        "world_id": plan.world_id,
+                        "world_name": plan.name,
+                        "world_description": plan.description,
+                        "user_name": plan.user["name"],
+                        "user_email": plan.user["email"],
+                        "user_title": f"{plan.user['title']}, {plan.user['company']}",
+                        "current_date": FROZEN_AT.date().isoformat(),
+                        "seed": seed,
+                    }
+                )
+            )
+    _validate(tasks, worlds)
+    _write_json(
+        out_dir / "tasks_and_rubrics.json", [t.model_dump(mode="json", exclude_none=True) for t in tasks]
+    )
+    _write_json(
+        out_dir / "world_descriptions.json", [w.model_dump(mode="json", exclude_none=True) for w in worlds]
+    )
+    return out_dir
+
+
+def _validate(tasks: list[Task], worlds: list[World]) -> None:
+    world_ids = {w.world_id for w in worlds}
+    seen: set[str] = set()
+    for task in tasks:
+        # Round-trip through JSON so what we write is exactly what a loader reads back.
+        Task.model_validate_json(task.model_dump_json())
+        if task.task_id in seen:
+            raise AssertionError(f"duplicate sample task id {task.task_id}")
+        seen.add(task.task_id)
+        if task.world_id not in world_ids:
+            raise AssertionError(f"sample task {task.task_id} names unknown world {task.world_id}")
+        if not 1 <= len(task.rubric) <= 6 or not any(c.check for c in task.rubric):
+            raise AssertionError(f"sample task {task.task_id}: needs 1-6 criteria, at least one checked")
+
+
+def _write_json(path: Path, payload: Any) -> None:
+    path.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
