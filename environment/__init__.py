@@ -5,6 +5,7 @@ on a free loopback port in a background thread (embedded mode, tests).
 """
 
 from environment.app import create_app
+from environment.server import EnvironmentServer, serve
 from environment.settings import EnvironmentSettings
 
-__all__ = ["EnvironmentSettings", "create_app"]
+__all__ = ["EnvironmentServer", "EnvironmentSettings", "create_app", "serve"]

@@ -125,7 +125,11 @@ def create_app(
         gateway = manager.current
         logger.info(
             "apps configured",
-            extra={"servers": list(config.mcpServers), "changed": changed, "duration_ms": round(duration_ms, 1)},
+            extra={
+                "servers": list(config.mcpServers),
+                "changed": changed,
+                "duration_ms": round(duration_ms, 1),
+            },
         )
         return {
             "servers": list(config.mcpServers),

@@ -1,3 +1,265 @@
-from fastapi import APIRouter
+"""``/data/*``: populate a world and take snapshots of it. Thin: the work is in populate/snapshot."""
 
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from functools import partial
+from typing import Any, BinaryIO
+
+import anyio
+import fsspec
+from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, Field, ValidationError
+from starlette.datastructures import UploadFile
+
+from atoll.errors import AtollError
+from environment.archive import ArchiveLimits, UnsafeArchive
+from environment.populate import PopulateSource, Subsystem, WorldRoots, populate
+from environment.settings import EnvironmentSettings
+from environment.snapshot import SnapshotInfo, write_snapshot
+
+logger = logging.getLogger("environment.data")
 router = APIRouter()
+
+SHA256_HEADER = "X-Snapshot-SHA256"
+
+
+class SourceSpec(BaseModel):
+    url: str = Field(min_length=1, description="fsspec URL of a tar(.gz), zip or folder")
+    subsystem: str = "filesystem"
+
+
+class PopulateRequest(BaseModel):
+    sources: list[SourceSpec] = Field(min_length=1)
+    mode: str | None = None
+
+
+class SnapshotUploadRequest(BaseModel):
+    url: str | None = Field(
+        None, description="destination fsspec URL; default <snapshot_url_prefix>/<id>.tar.gz"
+    )
+    snapshot_id: str | None = None
+    storage_options: dict[str, Any] | None = None
+
+
+def _settings(request: Request) -> EnvironmentSettings:
+    return request.app.state.settings
+
+
+def _roots(settings: EnvironmentSettings) -> WorldRoots:
+    return WorldRoots(settings.fs_root.resolve(), settings.apps_data_root.resolve())
+
+
+def _world_lock(request: Request) -> anyio.Lock:
+    # Populate and snapshot take turns, so a snapshot never sees half a populate.
+    state = request.app.state
+    if not hasattr(state, "world_lock"):
+        state.world_lock = anyio.Lock()
+    return state.world_lock
+
+
+def _http_error(exc: AtollError) -> HTTPException:
+    status = 413 if exc.code == "archive_too_large" else 400
+    return HTTPException(
+        status, {"error": exc.message, "code": exc.code, "member": getattr(exc, "member", None)}
+    )
+
+
+@router.post("/populate")
+async def populate_world(
+    request: Request,
+    subsystem: str = Query(
+        "filesystem", description="filesystem | .apps_data | <one of them>/<folder> | world"
+    ),
+    mode: str = Query("merge", description="merge (archive wins) or replace (target emptied first)"),
+) -> dict[str, Any]:
+    """Multipart field ``archive`` (Archipelago's shape), or JSON ``{"sources": [{url, subsystem}]}``."""
+    content_type = request.headers.get("content-type", "")
+    form = None
+    try:
+        if content_type.startswith("multipart/form-data"):
+            form = await request.form(max_files=1, max_fields=16)
+            archive = form.get("archive")
+            if not isinstance(archive, UploadFile):
+                raise HTTPException(400, "multipart field 'archive' (a tar.gz or zip file) is required")
+            sources = [PopulateSource(Subsystem.parse(subsystem), file=archive.file)]
+        elif content_type.startswith("application/json"):
+            try:
+                body = PopulateRequest.model_validate(await request.json())
+            except (ValidationError, ValueError) as exc:
+                raise HTTPException(
+                    422, f"populate body must be {{'sources': [{{'url', 'subsystem'}}]}}: {exc}"
+                ) from exc
+            mode = body.mode or mode
+            sources = [PopulateSource(Subsystem.parse(s.subsystem), url=s.url) for s in body.sources]
+        else:
+            raise HTTPException(
+                415, "send multipart/form-data with an 'archive' file, or JSON with 'sources'"
+            )
+        return await _run_populate(request, sources, mode, subsystem)
+    except AtollError as exc:
+        raise _http_error(exc) from exc
+    finally:
+        if form is not None:
+            await form.close()
+
+
+@router.post("/populate/s3")
+async def populate_from_urls(request: Request, body: PopulateRequest) -> dict[str, Any]:
+    """Archipelago's URL form of populate (any fsspec URL, not only S3)."""
+    try:
+        sources = [PopulateSource(Subsystem.parse(s.subsystem), url=s.url) for s in body.sources]
+        return await _run_populate(request, sources, body.mode or "merge", None)
+    except AtollError as exc:
+        raise _http_error(exc) from exc
+
+
+async def _run_populate(
+    request: Request, sources: list[PopulateSource], mode: str, subsystem: str | None
+) -> dict[str, Any]:
+    settings = _settings(request)
+    metrics = request.app.state.metrics
+    limits = ArchiveLimits(
+        max_bytes=settings.max_archive_bytes,
+        max_members=settings.max_archive_members,
+        max_ratio=settings.max_compression_ratio,
+        ratio_floor_bytes=settings.ratio_check_floor_bytes,
+    )
+    started = time.perf_counter()
+    outcome = "error"
+    try:
+        async with _world_lock(request):
+            result = await anyio.to_thread.run_sync(
+                partial(
+                    populate,
+                    sources,
+                    _roots(settings),
+                    mode=mode,  # type: ignore[arg-type]
+                    limits=limits,
+                    storage_options=settings.storage_options,
+                )
+            )
+        outcome = "ok"
+    except UnsafeArchive as exc:
+        outcome = "rejected"
+        logger.warning("populate rejected", extra={"error": exc.message, "member": exc.member})
+        raise
+    finally:
+        metrics.populate_seconds.labels(outcome).observe(time.perf_counter() - started)
+    metrics.populate_bytes.inc(result.extracted_bytes)
+    duration_ms = (time.perf_counter() - started) * 1000
+    logger.info(
+        "populated",
+        extra={
+            "objects": result.objects_added,
+            "bytes": result.extracted_bytes,
+            "duration_ms": round(duration_ms, 1),
+        },
+    )
+    return {
+        "objects_added": result.objects_added,
+        "extracted_bytes": result.extracted_bytes,
+        "subsystem": subsystem if subsystem is not None else ",".join(result.subsystems),
+        "subsystems": result.subsystems,
+        "mode": result.mode,
+        "duration_ms": duration_ms,
+    }
+
+
+async def _build_snapshot(request: Request) -> tuple[BinaryIO, SnapshotInfo]:
+    """Write the snapshot to a temp file (so its sha256 is known before sending).
+
+    The file is deleted when the returned handle is closed.
+    """
+    settings = _settings(request)
+    metrics = request.app.state.metrics
+    started = time.perf_counter()
+    spool = tempfile.NamedTemporaryFile(prefix="atoll-snapshot-", suffix=".tar.gz")  # noqa: SIM115
+    try:
+        async with _world_lock(request):
+            info = await anyio.to_thread.run_sync(write_snapshot, _roots(settings), spool)
+        spool.flush()
+    except OSError as exc:
+        spool.close()
+        metrics.snapshot_seconds.labels("error").observe(time.perf_counter() - started)
+        logger.error("snapshot failed", extra={"error": str(exc)})
+        raise HTTPException(500, {"error": f"snapshot failed: {exc}", "code": "snapshot_failed"}) from exc
+    metrics.snapshot_seconds.labels("ok").observe(time.perf_counter() - started)
+    metrics.snapshot_bytes.inc(info.size_bytes)
+    spool.seek(0)
+    return spool, info
+
+
+def _chunks(spool: BinaryIO, size: int) -> Iterator[bytes]:
+    sent = 0
+    try:
+        while chunk := spool.read(1 << 20):
+            sent += len(chunk)
+            yield chunk
+        if sent != size:
+            # Content-Length is already promised; ending early makes the client see the truncation.
+            raise OSError(f"snapshot spool shrank: sent {sent} of {size} bytes")
+    finally:
+        spool.close()
+
+
+@router.post("/snapshot")
+async def snapshot(request: Request) -> StreamingResponse:
+    """The world as a deterministic tar.gz; header ``X-Snapshot-SHA256`` carries its sha256."""
+    spool, info = await _build_snapshot(request)
+    snapshot_id = f"snap_{uuid.uuid4().hex[:16]}"
+    logger.info("snapshot", extra={"bytes": info.size_bytes, "files": info.files, "sha256": info.sha256})
+    return StreamingResponse(
+        _chunks(spool, info.size_bytes),
+        media_type="application/gzip",
+        headers={
+            "Content-Length": str(info.size_bytes),
+            "Content-Disposition": f'attachment; filename="{snapshot_id}.tar.gz"',
+            SHA256_HEADER: info.sha256,
+            "X-Snapshot-Files": str(info.files),
+        },
+    )
+
+
+@router.post("/snapshot/s3")
+async def snapshot_to_url(request: Request, body: SnapshotUploadRequest | None = None) -> dict[str, Any]:
+    """Write the snapshot to an fsspec URL (S3 in production); returns URL, size and sha256."""
+    settings = _settings(request)
+    body = body or SnapshotUploadRequest()
+    snapshot_id = body.snapshot_id or f"snap_{uuid.uuid4().hex[:16]}"
+    url = body.url
+    if url is None:
+        if not settings.snapshot_url_prefix:
+            raise HTTPException(400, "give 'url', or configure ATOLL_SNAPSHOT_URL_PREFIX")
+        url = f"{settings.snapshot_url_prefix.rstrip('/')}/{snapshot_id}.tar.gz"
+    storage_options = {**settings.storage_options, **(body.storage_options or {})}
+    spool, info = await _build_snapshot(request)
+
+    def upload() -> None:
+        with spool:
+            fs, path = fsspec.core.url_to_fs(url, **storage_options)
+            # put_file completes the object only at the end (S3: one PUT or a completed multipart
+            # upload), so a failed upload never leaves an archive that looks whole.
+            fs.put_file(spool.name, path)
+
+    try:
+        await anyio.to_thread.run_sync(upload)
+    except Exception as exc:  # the object store's error, reported with the URL
+        logger.error("snapshot upload failed", extra={"url": url, "error": str(exc)})
+        raise HTTPException(
+            502, {"error": f"cannot write snapshot to {url!r}: {exc}", "code": "upload_failed"}
+        ) from exc
+    logger.info("snapshot uploaded", extra={"url": url, "bytes": info.size_bytes, "sha256": info.sha256})
+    return {
+        "snapshot_id": snapshot_id,
+        "url": url,
+        "s3_uri": url,
+        "size_bytes": info.size_bytes,
+        "sha256": info.sha256,
+        "files": info.files,
+    }

@@ -131,7 +131,12 @@ class Gateway:
     def tool_table(self) -> list[dict[str, Any]]:
         """The tools as ``GET /apps`` lists them, sorted by name."""
         return [
-            {"name": name, "server": tool._server_name, "tool": tool._tool_name, "description": tool.description}
+            {
+                "name": name,
+                "server": tool._server_name,
+                "tool": tool._tool_name,
+                "description": tool.description,
+            }
             for name, tool in sorted(self.tools.items())
         ]
 

@@ -36,7 +36,9 @@ def configure_logging(level: str = "INFO", *, json_logs: bool = True) -> None:
     """
     handler = logging.StreamHandler(sys.stderr)
     handler.set_name("atoll-environment")
-    handler.setFormatter(JsonFormatter() if json_logs else logging.Formatter("%(levelname)s %(name)s %(message)s"))
+    handler.setFormatter(
+        JsonFormatter() if json_logs else logging.Formatter("%(levelname)s %(name)s %(message)s")
+    )
     for name in ("environment", "uvicorn", "uvicorn.error", "uvicorn.access"):
         logger = logging.getLogger(name)
         logger.handlers = [h for h in logger.handlers if h.get_name() != "atoll-environment"]

@@ -15,7 +15,10 @@ class EnvironmentMetrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.tool_calls = Counter(
-            "atoll_env_tool_calls", "MCP tool calls through the gateway", ["server", "tool", "outcome"], registry=r
+            "atoll_env_tool_calls",
+            "MCP tool calls through the gateway",
+            ["server", "tool", "outcome"],
+            registry=r,
         )
         self.tool_call_seconds = Histogram(
             "atoll_env_tool_call_seconds",
@@ -27,19 +30,29 @@ class EnvironmentMetrics:
         self.gateway_swaps = Counter(
             "atoll_env_gateway_swaps", "POST /apps outcomes", ["outcome"], registry=r
         )
-        self.gateway_servers = Gauge("atoll_env_gateway_servers", "MCP servers in the live gateway", registry=r)
+        self.gateway_servers = Gauge(
+            "atoll_env_gateway_servers", "MCP servers in the live gateway", registry=r
+        )
         self.gateway_tools = Gauge("atoll_env_gateway_tools", "tools in the live gateway", registry=r)
         self.populate_bytes = Counter(
             "atoll_env_populate_bytes", "bytes written into the world by populate", registry=r
         )
         self.populate_seconds = Histogram(
-            "atoll_env_populate_seconds", "populate duration", ["outcome"], buckets=_TRANSFER_BUCKETS, registry=r
+            "atoll_env_populate_seconds",
+            "populate duration",
+            ["outcome"],
+            buckets=_TRANSFER_BUCKETS,
+            registry=r,
         )
         self.snapshot_bytes = Counter(
             "atoll_env_snapshot_bytes", "compressed snapshot bytes produced", registry=r
         )
         self.snapshot_seconds = Histogram(
-            "atoll_env_snapshot_seconds", "snapshot duration", ["outcome"], buckets=_TRANSFER_BUCKETS, registry=r
+            "atoll_env_snapshot_seconds",
+            "snapshot duration",
+            ["outcome"],
+            buckets=_TRANSFER_BUCKETS,
+            registry=r,
         )
 
     def render(self) -> bytes:

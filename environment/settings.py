@@ -32,7 +32,9 @@ class EnvironmentSettings(BaseSettings):
         32 * 1024**2, description="the ratio is enforced once this many bytes were extracted"
     )
 
-    ready_timeout_s: float = Field(30.0, description="time every MCP server gets to initialise and list tools")
+    ready_timeout_s: float = Field(
+        30.0, description="time every MCP server gets to initialise and list tools"
+    )
     drain_timeout_s: float = Field(10.0, description="time in-flight calls get to finish after a hot swap")
 
     snapshot_url_prefix: str | None = Field(

@@ -1,7 +1,44 @@
-"""`atoll env …` commands."""
+"""`atoll env …`: serve the environment (world on disk + MCP gateway + populate/snapshot)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
-app = typer.Typer(help="env commands", no_args_is_help=True)
+from atoll.errors import AtollError
+
+app = typer.Typer(
+    help="The environment service: a world, its MCP gateway, populate and snapshot.", no_args_is_help=True
+)
+
+
+@app.command("serve")
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host", help="bind address (0.0.0.0 in a container)"),
+    port: int = typer.Option(8080, "--port", help="TCP port"),
+    fs_root: Path | None = typer.Option(
+        None, "--fs-root", help="world documents (default $ATOLL_FS_ROOT or /filesystem)"
+    ),
+    apps_data_root: Path | None = typer.Option(
+        None, "--apps-data-root", help="app data (default $ATOLL_APPS_DATA_ROOT or /.apps_data)"
+    ),
+) -> None:
+    """Serve /health, /apps, /mcp, /data/* and /metrics until interrupted."""
+    from environment import EnvironmentSettings
+    from environment import serve as serve_environment
+
+    overrides = {
+        key: value
+        for key, value in (("fs_root", fs_root), ("apps_data_root", apps_data_root))
+        if value is not None
+    }
+    settings = EnvironmentSettings(**overrides)
+    for label, root in (("--fs-root", settings.fs_root), ("--apps-data-root", settings.apps_data_root)):
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise AtollError("bad_root", f"{label} {str(root)!r} cannot be created: {exc.strerror}") from exc
+    if not 0 < port < 65536:
+        raise AtollError("bad_port", f"--port {port} must be between 1 and 65535")
+    serve_environment(settings, host=host, port=port)

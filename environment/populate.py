@@ -1,0 +1,317 @@
+"""Populate a world from archives or folders, all-or-nothing.
+
+Every source is extracted by :class:`environment.archive.SafeExtractor` into a staging
+directory inside its root (``.atoll-staging-<id>``, same filesystem, so moving is a rename).
+Only when every source of the request succeeded is staging moved into place (``merge``:
+archive wins on conflicts; ``replace``: the target is emptied first). On any error staging
+is deleted and the world is left exactly as it was.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import stat
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO, Literal
+
+import fsspec
+
+from atoll.errors import AtollError
+from environment.archive import (
+    ArchiveLimits,
+    SafeExtractor,
+    UnsafeArchive,
+    clean_member_name,
+    copy_local_folder,
+    extract_tar,
+    extract_zip,
+)
+
+logger = logging.getLogger("environment.populate")
+
+FILESYSTEM = "filesystem"
+APPS_DATA = ".apps_data"
+WORLD = "world"
+STAGING_PREFIX = ".atoll-staging-"
+
+Mode = Literal["merge", "replace"]
+
+
+@dataclass(frozen=True)
+class WorldRoots:
+    """The two directories of one world."""
+
+    fs_root: Path
+    apps_data_root: Path
+
+    def root(self, top: str) -> Path:
+        return self.fs_root if top == FILESYSTEM else self.apps_data_root
+
+
+@dataclass(frozen=True)
+class Subsystem:
+    """Where a source goes: ``filesystem`` or ``.apps_data`` (optionally a folder inside), or
+    ``world`` (the source holds top-level ``filesystem/`` and ``.apps_data/``)."""
+
+    top: str
+    nested: str = ""
+
+    @classmethod
+    def parse(cls, text: str) -> Subsystem:
+        """Raises AtollError(bad_subsystem) for anything but the forms above."""
+        value = (text or FILESYSTEM).strip().strip("/")
+        if value == WORLD:
+            return cls(WORLD)
+        top, _, nested = value.partition("/")
+        if top not in (FILESYSTEM, APPS_DATA):
+            raise AtollError(
+                "bad_subsystem",
+                f"subsystem {text!r} must be 'filesystem', '.apps_data', a folder inside one of them, or 'world'",
+            )
+        try:
+            cleaned = clean_member_name(nested) if nested else None
+        except UnsafeArchive as exc:
+            raise AtollError(
+                "bad_subsystem", f"subsystem {text!r}: {exc.message.split(': ', 1)[-1]}"
+            ) from exc
+        return cls(top, cleaned or "")
+
+    def __str__(self) -> str:
+        return f"{self.top}/{self.nested}" if self.nested else self.top
+
+
+@dataclass
+class PopulateSource:
+    """One input: an open binary file (an upload) or an fsspec URL (archive or folder)."""
+
+    subsystem: Subsystem
+    url: str | None = None
+    file: BinaryIO | None = None
+
+    @property
+    def label(self) -> str:
+        return self.url or "uploaded archive"
+
+
+@dataclass
+class PopulateResult:
+    objects_added: int
+    extracted_bytes: int
+    subsystems: list[str]
+    mode: str
+    sources: int
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def populate(
+    sources: list[PopulateSource],
+    roots: WorldRoots,
+    *,
+    mode: Mode = "merge",
+    limits: ArchiveLimits | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> PopulateResult:
+    """Extract every source, then commit them together. Blocking: call from a worker thread.
+
+    Raises UnsafeArchive (4xx: names the member), AtollError for unreadable sources or bad
+    subsystems; in every error case the world is unchanged.
+    """
+    if mode not in ("merge", "replace"):
+        raise AtollError("bad_mode", f"mode {mode!r} must be 'merge' or 'replace'")
+    staging = _Staging(roots)
+    extractor = SafeExtractor(staging.route_all, limits or ArchiveLimits())
+    try:
+        for source in sources:
+            staging.current = source.subsystem
+            try:
+                _read_source(source, extractor, storage_options or {})
+            except UnsafeArchive:
+                raise
+            except AtollError:
+                raise
+            except FileNotFoundError as exc:
+                raise AtollError(
+                    "source_not_found", f"populate source {source.label!r} not found ({exc})"
+                ) from exc
+            except OSError as exc:
+                raise AtollError("source_unreadable", f"populate source {source.label!r}: {exc}") from exc
+        staging.commit(replace=[s.subsystem for s in sources] if mode == "replace" else [])
+    finally:
+        staging.discard()
+    return PopulateResult(
+        objects_added=extractor.files,
+        extracted_bytes=extractor.bytes_written,
+        subsystems=sorted({str(s.subsystem) for s in sources}),
+        mode=mode,
+        sources=len(sources),
+    )
+
+
+class _Staging:
+    """One hidden staging directory per root, created on first use."""
+
+    def __init__(self, roots: WorldRoots) -> None:
+        self.roots = roots
+        self.token = uuid.uuid4().hex[:12]
+        self.dirs: dict[str, Path] = {}
+        self.current = Subsystem(FILESYSTEM)
+
+    def dir_for(self, top: str) -> Path:
+        if top not in self.dirs:
+            root = self.roots.root(top)
+            root.mkdir(parents=True, exist_ok=True)
+            path = root / f"{STAGING_PREFIX}{self.token}"
+            path.mkdir(mode=0o700)
+            self.dirs[top] = path
+        return self.dirs[top]
+
+    def route_all(self, name: str) -> tuple[Path, str] | None:
+        subsystem = self.current
+        if subsystem.top == WORLD:
+            top, _, rest = name.partition("/")
+            if top not in (FILESYSTEM, APPS_DATA):
+                return None  # e.g. __MACOSX/ or a README beside the two trees
+            return (self.dir_for(top), rest) if rest else None
+        relative = f"{subsystem.nested}/{name}" if subsystem.nested else name
+        return self.dir_for(subsystem.top), relative
+
+    def commit(self, replace: list[Subsystem]) -> None:
+        for subsystem in replace:
+            tops = (FILESYSTEM, APPS_DATA) if subsystem.top == WORLD else (subsystem.top,)
+            for top in tops:
+                _empty_target(self.roots.root(top), subsystem.nested)
+        for top, path in self.dirs.items():
+            _merge_into(path, self.roots.root(top))
+
+    def discard(self) -> None:
+        for path in self.dirs.values():
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _remove(path: Path | str, info: os.stat_result) -> None:
+    if stat.S_ISDIR(info.st_mode):
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
+
+
+def _merge_into(source_dir: Path | str, dest_dir: Path | str) -> None:
+    """Move the tree ``source_dir`` into ``dest_dir``; never follows a symlink in the destination."""
+    for entry in os.scandir(source_dir):
+        dest = os.path.join(dest_dir, entry.name)
+        try:
+            dest_info = os.lstat(dest)
+        except FileNotFoundError:
+            os.rename(entry.path, dest)
+            continue
+        if entry.is_dir(follow_symlinks=False) and stat.S_ISDIR(dest_info.st_mode):
+            _merge_into(entry.path, dest)
+        else:
+            _remove(dest, dest_info)
+            os.rename(entry.path, dest)
+
+
+def _empty_target(root: Path, nested: str) -> None:
+    """Delete what ``replace`` replaces: the root's (or a folder's) contents, staging excepted."""
+    target = root
+    for part in [p for p in nested.split("/") if p]:
+        target = target / part
+        try:
+            info = os.lstat(target)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISDIR(info.st_mode):  # a file or a symlink where the folder should be
+            os.unlink(target)
+            return
+    if not target.exists():
+        return
+    for entry in os.scandir(target):
+        if target == root and entry.name.startswith(STAGING_PREFIX):
+            continue
+        _remove(entry.path, entry.stat(follow_symlinks=False))
+
+
+# -- reading sources ------------------------------------------------------------------------
+
+_GZIP, _BZIP2, _XZ = b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00"
+
+
+def _kind(head: bytes) -> str | None:
+    if head.startswith((_GZIP, _BZIP2, _XZ)) or head[257:262] == b"ustar":
+        return "tar"
+    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        return "zip"
+    return None
+
+
+def _read_source(source: PopulateSource, extractor: SafeExtractor, storage_options: dict[str, Any]) -> None:
+    if source.file is not None:
+        _read_archive(source.file, source.label, extractor)
+        return
+    assert source.url is not None
+    fs, path = fsspec.core.url_to_fs(source.url, **storage_options)
+    protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
+    is_local = "file" in protocols or "local" in protocols
+    if is_local and os.path.isdir(path):
+        copy_local_folder(Path(path), extractor)
+        return
+    if not is_local and not path.endswith((".gz", ".tgz", ".tar", ".zip", ".bz2", ".xz")) and fs.isdir(path):
+        _copy_remote_folder(fs, path, extractor)
+        return
+    with fs.open(path, "rb") as stream:
+        _read_archive(stream, source.url, extractor)
+
+
+def _read_archive(stream: BinaryIO, label: str, extractor: SafeExtractor) -> None:
+    head = stream.read(512)
+    kind = _kind(head)
+    if kind is None:
+        raise AtollError("bad_archive", f"populate source {label!r} is not a tar, tar.gz or zip archive")
+    rest: BinaryIO = _Prefixed(head, stream)
+    if kind == "tar":
+        extract_tar(rest, extractor)
+        return
+    # zip needs random access: use the stream itself when it can seek, else spool it to disk.
+    if stream.seekable():
+        stream.seek(0)
+        extract_zip(stream, extractor)
+        return
+    with tempfile.TemporaryFile() as spooled:
+        shutil.copyfileobj(rest, spooled, 1 << 20)
+        spooled.seek(0)
+        extract_zip(spooled, extractor)
+
+
+def _copy_remote_folder(fs: Any, path: str, extractor: SafeExtractor) -> None:
+    base = path.rstrip("/")
+    extractor.begin_source(lambda: 1 << 62)
+    for name, info in sorted(fs.find(base, detail=True).items()):
+        if info.get("type") != "file":
+            continue
+        relative = name[len(base) :].lstrip("/")
+        with fs.open(name, "rb") as source:
+            extractor.add_file(relative, source, int(info.get("size") or 0), False, None)
+
+
+class _Prefixed:
+    """A read-only stream that first returns ``head`` (already read to sniff the format)."""
+
+    def __init__(self, head: bytes, rest: BinaryIO) -> None:
+        self.head = head
+        self.rest = rest
+
+    def read(self, size: int = -1) -> bytes:
+        if self.head:
+            if size < 0:
+                data, self.head = self.head + self.rest.read(), b""
+                return data
+            data, self.head = self.head[:size], self.head[size:]
+            if len(data) < size:
+                data += self.rest.read(size - len(data))
+            return data
+        return self.rest.read(size)

@@ -1,0 +1,77 @@
+"""Run an environment: in the foreground (``atoll env serve``) or in a background thread."""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import TracebackType
+
+import uvicorn
+
+from environment.app import create_app
+from environment.gateway import ServerFactory
+from environment.settings import EnvironmentSettings
+
+
+def serve(settings: EnvironmentSettings, host: str = "127.0.0.1", port: int = 8080) -> None:
+    """Serve until interrupted (blocking)."""
+    app = create_app(settings)
+    uvicorn.run(app, host=host, port=port, log_config=None, access_log=False, lifespan="on")
+
+
+class EnvironmentServer:
+    """An environment on a free loopback port, served by uvicorn in a daemon thread.
+
+    ``with EnvironmentServer(settings) as env: env.url, env.mcp_url``. Startup failures raise
+    RuntimeError; leaving the block stops the server (and every MCP child process).
+    """
+
+    def __init__(
+        self,
+        settings: EnvironmentSettings | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        server_factory: ServerFactory | None = None,
+        startup_timeout_s: float = 30.0,
+    ) -> None:
+        self.settings = settings or EnvironmentSettings()
+        self.app = create_app(self.settings, server_factory=server_factory)
+        config = uvicorn.Config(
+            self.app, host=host, port=port, log_config=None, access_log=False, lifespan="on", ws="none"
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, name="atoll-environment", daemon=True)
+        self._startup_timeout_s = startup_timeout_s
+        self.host = host
+        self.port = port
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def mcp_url(self) -> str:
+        return f"{self.url}/mcp"
+
+    def start(self) -> EnvironmentServer:
+        self._thread.start()
+        deadline = time.monotonic() + self._startup_timeout_s
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("environment server did not start")
+            time.sleep(0.01)
+        self.port = self._server.servers[0].sockets[0].getsockname()[1]
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=30)
+
+    def __enter__(self) -> EnvironmentServer:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
