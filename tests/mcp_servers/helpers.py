@@ -17,7 +17,7 @@ from typing import Any
 
 from fastmcp import Client, FastMCP
 
-from mcp_servers import create_server
+from mcp_servers import create_server, get_definition
 
 
 @dataclass
@@ -59,19 +59,32 @@ def make_world(tmp_path: Path) -> World:
 
 
 class McpSession:
-    """A synchronous facade over ``fastmcp.Client`` connected in memory to one server."""
+    """A synchronous facade over ``fastmcp.Client`` connected in memory to one server.
 
-    def __init__(self, server: FastMCP) -> None:
+    With ``definition`` and ``mode="consolidated"``, calls naming an individual tool
+    (``send_mail``) are sent as ``mail(action="send", ...)``, so one test body covers both
+    modes.
+    """
+
+    def __init__(self, server: FastMCP, *, definition: Any = None, mode: str = "individual") -> None:
         self.server = server
+        self.mode = mode
+        self._definition = definition
         self._loop = asyncio.new_event_loop()
         self._client = Client(server)
         self._loop.run_until_complete(self._client.__aenter__())
 
     def call(self, tool: str, arguments: Mapping[str, Any] | None = None) -> Any:
         """Call a tool; returns the CallToolResult (errors are results, never raised)."""
-        return self._loop.run_until_complete(
-            self._client.call_tool(tool, dict(arguments or {}), raise_on_error=False)
-        )
+        arguments = dict(arguments or {})
+        if self.mode == "consolidated" and self._definition is not None:
+            tool_def = next((t for t in self._definition.tools if t.name == tool), None)
+            if tool_def is not None:
+                if "action" in arguments:  # exposed as <action>_action in consolidated mode
+                    arguments[f"{tool_def.action}_action"] = arguments.pop("action")
+                arguments = {"action": tool_def.action, **arguments}
+                tool = self._definition.consolidated_name
+        return self._loop.run_until_complete(self._client.call_tool(tool, arguments, raise_on_error=False))
 
     def ok(self, tool: str, arguments: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Call a tool that must succeed; returns its structured content."""
@@ -111,11 +124,11 @@ def open_session(
     mode: str = "individual",
     options: Mapping[str, Any] | None = None,
 ) -> Iterator[McpSession]:
-    """Create server ``name`` over ``world`` and yield a connected session."""
+    """Create server ``name`` over ``world`` and yield a connected session (see McpSession)."""
     server = create_server(
         name, fs_root=world.fs_root, apps_data_root=world.apps_root, mode=mode, options=options
     )
-    session = McpSession(server)
+    session = McpSession(server, definition=get_definition(name), mode=mode)
     try:
         yield session
     finally:

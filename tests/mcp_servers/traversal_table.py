@@ -9,4 +9,14 @@ from __future__ import annotations
 
 from tests.mcp_servers.traversal import TraversalCase
 
-TRAVERSAL_CASES: list[TraversalCase] = []
+FILESYSTEM_CASES = [
+    TraversalCase("filesystem", "list_files", path_arguments=("path",)),
+    TraversalCase("filesystem", "read_text_file", path_arguments=("file_path",)),
+    TraversalCase("filesystem", "read_image_file", path_arguments=("file_path",)),
+    TraversalCase("filesystem", "search_files", path_arguments=("path",), base={"pattern": "*"}),
+    TraversalCase("filesystem", "search_files", path_arguments=("pattern",), base={"path": "/"}),
+    TraversalCase("filesystem", "get_file_metadata", path_arguments=("file_path",)),
+    TraversalCase("filesystem", "get_directory_tree", path_arguments=("path",), base={"max_depth": 10}),
+]
+
+TRAVERSAL_CASES: list[TraversalCase] = [*FILESYSTEM_CASES]

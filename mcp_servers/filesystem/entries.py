@@ -1,0 +1,87 @@
+"""Describing directory entries: type, size, time, in a stable sorted order."""
+
+from __future__ import annotations
+
+import os
+import stat
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel
+
+from mcp_servers._core import PathResolver
+
+EntryType = Literal["file", "directory", "symlink", "other"]
+
+
+class Entry(BaseModel):
+    """One file or folder as the agent sees it."""
+
+    name: str
+    path: str
+    type: EntryType
+    size: int | None = None
+    modified: str | None = None
+    note: str | None = None
+
+
+def iso_time(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def human_size(size: int | None) -> str:
+    if size is None:
+        return "-"
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{size} B"
+
+
+def describe(files: PathResolver, path: Path, virtual: str) -> Entry:
+    """An entry for ``path`` (which may be a link): links are followed only inside the root."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return Entry(name=path.name, path=virtual, type="other", note="unreadable")
+    note = None
+    if stat.S_ISLNK(info.st_mode):
+        if not files.is_inside(path):
+            return Entry(name=path.name, path=virtual, type="symlink", note="link pointing outside the root")
+        try:
+            info = os.stat(path)
+        except OSError:
+            return Entry(name=path.name, path=virtual, type="symlink", note="broken link")
+        note = "link"
+    if stat.S_ISDIR(info.st_mode):
+        kind: EntryType = "directory"
+        size = None
+    elif stat.S_ISREG(info.st_mode):
+        kind = "file"
+        size = info.st_size
+    else:
+        kind, size = "other", None
+    return Entry(
+        name=path.name, path=virtual, type=kind, size=size, modified=iso_time(info.st_mtime), note=note
+    )
+
+
+def sort_key(entry: Entry) -> tuple[int, str, str]:
+    """Folders first, then files; case-insensitive by name, ties broken by exact name."""
+    return (0 if entry.type == "directory" else 1, entry.name.casefold(), entry.name)
+
+
+def child_virtual(parent_virtual: str, name: str) -> str:
+    return parent_virtual.rstrip("/") + "/" + name
+
+
+def scan(files: PathResolver, directory: Path, virtual: str) -> list[Entry]:
+    """The sorted entries of a directory (raises OSError when unreadable)."""
+    with os.scandir(directory) as iterator:
+        names = [item.name for item in iterator]
+    entries = [describe(files, directory / name, child_virtual(virtual, name)) for name in names]
+    entries.sort(key=sort_key)
+    return entries
