@@ -69,7 +69,9 @@ def split_blocks(source: str) -> IcsLayout:
         elif not stack:
             insert_at = match.start()
     if stack:
-        raise IcsSyntaxError(f"{stack[-1][0]} opened on line {_line_of(source, stack[-1][1])} is never closed")
+        raise IcsSyntaxError(
+            f"{stack[-1][0]} opened on line {_line_of(source, stack[-1][1])} is never closed"
+        )
     if insert_at < 0:
         raise IcsSyntaxError("no BEGIN:VCALENDAR ... END:VCALENDAR found")
     newline = "\r\n" if "\r\n" in source[:4096] else "\n"

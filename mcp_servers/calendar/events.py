@@ -186,7 +186,9 @@ def set_attendees(event: Event, attendees: list[Attendee]) -> None:
     for attendee in attendees:
         email = attendee.email.strip()
         if "@" not in email or any(ch in email for ch in "\r\n\x00"):
-            raise ToolError("invalid_argument", f"attendees: {email[:60]!r} is not an email address", argument="attendees")
+            raise ToolError(
+                "invalid_argument", f"attendees: {email[:60]!r} is not an email address", argument="attendees"
+            )
         address = old.get(email.lower()) or person_address(email)
         if attendee.displayName is not None:
             address.params["CN"] = vText(attendee.displayName)
@@ -238,7 +240,9 @@ def set_recurrence(event: Event, lines: list[str]) -> None:
                 probe.decoded(key)
         except (ValueError, KeyError, TypeError) as exc:
             raise ToolError(
-                "invalid_argument", f"recurrence[{index}]: cannot read {line[:80]!r}: {exc}", argument="recurrence"
+                "invalid_argument",
+                f"recurrence[{index}]: cannot read {line[:80]!r}: {exc}",
+                argument="recurrence",
             ) from None
         for key, value in probe.items():
             for item in value if isinstance(value, list) else [value]:
@@ -263,7 +267,9 @@ def check_order(start: When, end: When, default_tz: tzinfo) -> None:
     """Raise ToolError ``invalid_argument`` unless start and end are of one kind and start < end."""
     if isinstance(start, datetime) != isinstance(end, datetime):
         raise ToolError(
-            "invalid_argument", "start and end must both be dateTime or both be date (all-day)", argument="end"
+            "invalid_argument",
+            "start and end must both be dateTime or both be date (all-day)",
+            argument="end",
         )
     if instant(end, default_tz) <= instant(start, default_tz):
         raise ToolError(

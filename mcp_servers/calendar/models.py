@@ -29,7 +29,9 @@ class EventTime(_Input):
 
 class Attendee(_Input):
     email: str = Field(description="attendee email address")
-    displayName: str | None = Field(None, validation_alias=AliasChoices("displayName", "display_name", "name"))
+    displayName: str | None = Field(
+        None, validation_alias=AliasChoices("displayName", "display_name", "name")
+    )
     responseStatus: Literal["needsAction", "accepted", "declined", "tentative"] | None = Field(
         None, validation_alias=AliasChoices("responseStatus", "response_status")
     )

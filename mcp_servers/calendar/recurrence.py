@@ -80,7 +80,9 @@ def series_of(event: Event, start: When, end: When) -> Series | None:
     return Series(start, duration, tuple(rules), rdates, exdates, zone)
 
 
-def occurrences(series: Series, window_start: datetime, window_end: datetime, default_tz: tzinfo) -> list[When]:
+def occurrences(
+    series: Series, window_start: datetime, window_end: datetime, default_tz: tzinfo
+) -> list[When]:
     """Starts of the occurrences overlapping ``[window_start, window_end)`` (aware instants).
 
     All-day series yield dates; timed series yield aware datetimes in the series' zone.
@@ -88,7 +90,9 @@ def occurrences(series: Series, window_start: datetime, window_end: datetime, de
     """
     zone = series.zone if series.zone is not None else default_tz
     first = series.start if isinstance(series.start, datetime) else datetime.combine(series.start, time())
-    first = first.replace(tzinfo=None) if first.tzinfo is None else first.astimezone(zone).replace(tzinfo=None)
+    first = (
+        first.replace(tzinfo=None) if first.tzinfo is None else first.astimezone(zone).replace(tzinfo=None)
+    )
     rules = rruleset()
     for text in series.rules:
         rules.rrule(rrulestr(text, dtstart=first, ignoretz=True))

@@ -23,7 +23,9 @@ SERVER = ServerDefinition(
 
 Limit = Annotated[int, Field(ge=1, le=100, description="events per page (at most 100)")]
 Offset = Annotated[int, Field(ge=0, description="events to skip (pagination)")]
-EventId = Annotated[str, Field(min_length=1, max_length=1000, description="the event's id (its iCalendar UID)")]
+EventId = Annotated[
+    str, Field(min_length=1, max_length=1000, description="the event's id (its iCalendar UID)")
+]
 When = EventTime | str
 
 
@@ -165,7 +167,9 @@ def update_event(
         "status": status,
     }
     if all(value is None for value in changes.values()):
-        raise ToolError("invalid_argument", "update_event: give at least one field to change", argument="event_id")
+        raise ToolError(
+            "invalid_argument", "update_event: give at least one field to change", argument="event_id"
+        )
     return calendar.update_event(_event_id(event_id), changes)
 
 

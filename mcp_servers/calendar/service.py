@@ -84,7 +84,9 @@ class CalendarService:
             result["problems"] = snapshot.problems
         return result
 
-    def _in_range(self, snapshot: Snapshot, low: datetime | None, high: datetime | None) -> list[dict[str, Any]]:
+    def _in_range(
+        self, snapshot: Snapshot, low: datetime | None, high: datetime | None
+    ) -> list[dict[str, Any]]:
         window_low = low or datetime(1900, 1, 1, tzinfo=UTC)
         window_high = high or (low + OPEN_RANGE if low else datetime(2200, 1, 1, tzinfo=UTC))
         found: list[tuple[datetime, str, dict[str, Any]]] = []
@@ -93,7 +95,9 @@ class CalendarService:
                 if (low is None or record.ends > low) and (high is None or record.begins < high):
                     found.append((record.begins, record.uid, record.view))
                 continue
-            found.extend(self._instances(record, snapshot.by_uid.get(record.uid, []), window_low, window_high))
+            found.extend(
+                self._instances(record, snapshot.by_uid.get(record.uid, []), window_low, window_high)
+            )
         found.sort(key=lambda item: (item[0], item[1]))
         return [view for _, _, view in found]
 
@@ -105,19 +109,25 @@ class CalendarService:
         try:
             starts = occurrences(master.series, low, high, self.default_tz)
         except (ValueError, TypeError) as exc:
-            self.index.report(f"calendar file {master.file}: event {master.uid}: recurrence unreadable: {exc}")
+            self.index.report(
+                f"calendar file {master.file}: event {master.uid}: recurrence unreadable: {exc}"
+            )
             starts = [master.start]
         for start in starts:
             begins = instant(start, self.default_tz)
             override = overrides.pop(begins, None)
             if override is not None:
                 if override.view.get("status") != "cancelled":
-                    out.append((override.begins, override.uid, self._instance_view(master, override.start, override)))
+                    out.append(
+                        (override.begins, override.uid, self._instance_view(master, override.start, override))
+                    )
                 continue
             out.append((begins, master.uid, self._instance_view(master, start, None)))
         for override in overrides.values():  # moved into the window from elsewhere
             if override.ends > low and override.begins < high and override.view.get("status") != "cancelled":
-                out.append((override.begins, override.uid, self._instance_view(master, override.start, override)))
+                out.append(
+                    (override.begins, override.uid, self._instance_view(master, override.start, override))
+                )
         return out
 
     def _instance_view(self, master: Record, start: Any, override: Record | None) -> dict[str, Any]:
@@ -125,7 +135,11 @@ class CalendarService:
         if override is not None:
             view = {key: value for key, value in override.view.items() if key != "recurrence"}
             original = override.recurrence_id
-            suffix = compact_utc(original if isinstance(master.start, datetime) else original.astimezone(self.default_tz).date())
+            suffix = compact_utc(
+                original
+                if isinstance(master.start, datetime)
+                else original.astimezone(self.default_tz).date()
+            )
         else:
             view = {key: value for key, value in master.view.items() if key != "recurrence"}
             view["start"] = when_view(start, self.default_tz)
@@ -210,7 +224,9 @@ class CalendarService:
         path = self.root / record.file
 
         def change(event: Event) -> None:
-            begin_value = self._when(changes["start"], "start") if changes.get("start") else event.decoded("DTSTART")
+            begin_value = (
+                self._when(changes["start"], "start") if changes.get("start") else event.decoded("DTSTART")
+            )
             if changes.get("end"):
                 end_value = self._when(changes["end"], "end")
             elif changes.get("start"):  # moving the start keeps the duration
@@ -224,7 +240,11 @@ class CalendarService:
             if changes.get("start") or changes.get("end"):
                 event.pop("DURATION", None)
                 ev.set_when(event, "DTEND", end_value)
-            for key, name in (("summary", "SUMMARY"), ("description", "DESCRIPTION"), ("location", "LOCATION")):
+            for key, name in (
+                ("summary", "SUMMARY"),
+                ("description", "DESCRIPTION"),
+                ("location", "LOCATION"),
+            ):
                 ev.set_text(event, name, changes.get(key))
             ev.set_text(event, ev.COLOR_PROPERTY, changes.get("color_id"))
             if changes.get("attendees") is not None:
@@ -233,7 +253,9 @@ class CalendarService:
                 ev.set_recurrence(event, changes["recurrence"])
             if changes.get("reminders") is not None:
                 summary = str(event.get("SUMMARY", ""))
-                ev.set_reminders(event, changes["reminders"], summary=summary, user_email=self.context.user_email)
+                ev.set_reminders(
+                    event, changes["reminders"], summary=summary, user_email=self.context.user_email
+                )
             if changes.get("status"):
                 ev.set_text(event, "STATUS", changes["status"].upper())
             sequence = int(event.get("SEQUENCE", 0) or 0) + 1
@@ -253,7 +275,9 @@ class CalendarService:
     # ---- helpers ---------------------------------------------------------------------
 
     def _when(self, value: EventTime, argument: str) -> Any:
-        return to_ical_value(value.dateTime, value.date, value.timeZone, argument=argument, default_tz=self.default_tz)
+        return to_ical_value(
+            value.dateTime, value.date, value.timeZone, argument=argument, default_tz=self.default_tz
+        )
 
     def _master(self, event_id: str) -> Record:
         records = self.index.snapshot().by_uid.get(event_id)
@@ -266,13 +290,17 @@ class CalendarService:
                     "change the series, or add an EXDATE to its recurrence to drop this occurrence",
                     argument="event_id",
                 )
-            raise ToolError("not_found", f"event_id: no event with id {event_id[:100]!r}", argument="event_id")
+            raise ToolError(
+                "not_found", f"event_id: no event with id {event_id[:100]!r}", argument="event_id"
+            )
         return records[0]
 
     def _write_new(self, path: Path, event: Event) -> dict[str, Any]:
         with file_lock(path):
             before = FileStamp.of(path)
-            tzids = {v.params.get("TZID") for k in ("DTSTART", "DTEND") for v in [event.get(k)] if v is not None} - {None}
+            tzids = {
+                v.params.get("TZID") for k in ("DTSTART", "DTEND") for v in [event.get(k)] if v is not None
+            } - {None}
             if before is None:
                 calendar = Calendar()
                 calendar.add("PRODID", PRODID)
@@ -286,7 +314,9 @@ class CalendarService:
                 try:
                     layout = split_blocks(source)
                 except IcsSyntaxError as exc:
-                    raise ToolError("bad_data", f"calendar file {path.name} is unreadable ({exc}); not changing it") from None
+                    raise ToolError(
+                        "bad_data", f"calendar file {path.name} is unreadable ({exc}); not changing it"
+                    ) from None
                 known = self._cached(path, before)
                 have = known.tzids if known is not None else frozenset()
                 probe = Calendar()
@@ -304,7 +334,9 @@ class CalendarService:
             record = parse_record(event.to_ical().decode("utf-8"), rel=rel, default_tz=self.default_tz)
             known = self._cached(path, before) if before is not None else ParsedFile()
             if known is not None:
-                self.index.files.put(path, ParsedFile(known.records + [record], known.tzids | tzids, known.problems))
+                self.index.files.put(
+                    path, ParsedFile(known.records + [record], known.tzids | tzids, known.problems)
+                )
             else:
                 self.index.files.invalidate(path)
             return record.view
@@ -319,12 +351,18 @@ class CalendarService:
         with file_lock(path):
             before = FileStamp.of(path)
             if before is None:
-                raise ToolError("not_found", f"event_id: the file of event {event_id[:100]!r} is gone", argument="event_id")
+                raise ToolError(
+                    "not_found",
+                    f"event_id: the file of event {event_id[:100]!r} is gone",
+                    argument="event_id",
+                )
             source = read_text(path)
             try:
                 layout = split_blocks(source)
             except IcsSyntaxError as exc:
-                raise ToolError("bad_data", f"calendar file {rel} is unreadable ({exc}); not changing it") from None
+                raise ToolError(
+                    "bad_data", f"calendar file {rel} is unreadable ({exc}); not changing it"
+                ) from None
             pieces: list[str] = []
             cursor = 0
             result: dict[str, Any] = {}
@@ -356,7 +394,9 @@ class CalendarService:
                 new_records.append(record)
                 result = record.view
             if cursor == 0:
-                raise ToolError("not_found", f"event_id: no event with id {event_id[:100]!r}", argument="event_id")
+                raise ToolError(
+                    "not_found", f"event_id: no event with id {event_id[:100]!r}", argument="event_id"
+                )
             pieces.append(source[cursor:])
             atomic_write_bytes(path, "".join(pieces).encode("utf-8"))
             known = self._cached(path, before)
@@ -382,5 +422,7 @@ def _suffix_window(suffix: str) -> tuple[datetime, datetime]:
         else:
             moment = datetime.strptime(suffix, "%Y%m%d").replace(tzinfo=UTC)
     except ValueError:
-        raise ToolError("not_found", f"event_id: no event with id ending {suffix[:40]!r}", argument="event_id") from None
+        raise ToolError(
+            "not_found", f"event_id: no event with id ending {suffix[:40]!r}", argument="event_id"
+        ) from None
     return moment - timedelta(days=2), moment + timedelta(days=2)

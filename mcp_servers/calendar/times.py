@@ -31,7 +31,8 @@ def zone(name: str, *, argument: str) -> tzinfo:
         return ZoneInfo(text)
     except (ZoneInfoNotFoundError, ValueError):
         raise ToolError(
-            "invalid_argument", f"{argument}: unknown time zone {text[:60]!r} (use an IANA name like 'Europe/Paris')",
+            "invalid_argument",
+            f"{argument}: unknown time zone {text[:60]!r} (use an IANA name like 'Europe/Paris')",
             argument=argument.split(".")[0],
         ) from None
 

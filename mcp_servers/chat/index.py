@@ -1,0 +1,239 @@
+"""Reading a Google Chat Takeout export into per-group indexes, cached per file version.
+
+Layout (with or without the ``Google Chat/`` prefix)::
+
+    <apps_data>/chat/[Google Chat/]Groups/<group_id>/{messages.json, group_info.json}
+    <apps_data>/chat/[Google Chat/]Users/User <user_id>/user_info.json
+
+Each ``messages.json`` is parsed once per version (``FileCache``: mtime/size/inode) into
+a :class:`GroupMessages`: messages with real UTC timestamps, root posts newest first and
+replies per topic in time order. A group whose file is broken is reported (once) and
+skipped; every other group keeps being served.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from mcp_servers._core.paths import PathResolver
+from mcp_servers._core.store import FileCache
+from mcp_servers.chat.timestamps import parse_takeout_date
+
+logger = logging.getLogger("mcp_servers.chat")
+
+PREFIXES = ("Google Chat", "")  # an export with the prefix wins over one without
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Message:
+    """One record of messages.json, with what sorting and filtering need."""
+
+    position: int  # index in the file's "messages" list
+    message_id: str
+    topic_id: str
+    created: datetime | None  # aware UTC, None when the date is unreadable
+    author_name: str
+    author_email: str
+    text: str
+    deleted: bool
+    record: dict[str, Any]  # the raw record (never mutated)
+
+    @property
+    def is_root(self) -> bool:
+        """A root post's unique id part equals its topic id (replies share the topic)."""
+        return self.message_id.rsplit("/", 1)[-1] == self.topic_id or not self.topic_id
+
+    @property
+    def sort_time(self) -> datetime:
+        return self.created or _EPOCH
+
+
+@dataclass
+class GroupMessages:
+    """A parsed messages.json (or why it could not be parsed)."""
+
+    messages: list[Message] = field(default_factory=list)
+    roots_newest_first: list[int] = field(default_factory=list)  # positions
+    replies: dict[str, list[int]] = field(default_factory=dict)  # topic -> positions, oldest first
+    by_id: dict[str, int] = field(default_factory=dict)
+    code: str | None = None  # the message-id prefix used by this group
+    error: str | None = None
+    problems: list[str] = field(default_factory=list)
+
+
+def index_messages(raw: Any, *, label: str) -> GroupMessages:
+    """Index the decoded content of one messages.json (``label`` names it in problems)."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("messages", []), list):
+        return GroupMessages(error=f"{label}: expected an object with a 'messages' list")
+    parsed = GroupMessages()
+    bad_dates = 0
+    for position, record in enumerate(raw.get("messages", [])):
+        if not isinstance(record, dict):
+            parsed.problems.append(f"{label}: message #{position} is not an object; skipped")
+            continue
+        creator = record.get("creator") if isinstance(record.get("creator"), dict) else {}
+        message_id = str(record.get("message_id") or "")
+        topic_id = str(record.get("topic_id") or "")
+        try:
+            created = parse_takeout_date(record.get("created_date", ""))
+        except ValueError:
+            created = None
+            bad_dates += 1
+        message = Message(
+            position=position,
+            message_id=message_id,
+            topic_id=topic_id,
+            created=created,
+            author_name=str(creator.get("name") or ""),
+            author_email=str(creator.get("email") or ""),
+            text=str(record.get("text") or ""),
+            deleted=str(record.get("message_state", "")).upper() == "DELETED",
+            record=record,
+        )
+        parsed.messages.append(message)
+        if message_id:
+            parsed.by_id.setdefault(message_id, len(parsed.messages) - 1)
+            if parsed.code is None and message_id.count("/") >= 2:
+                parsed.code = message_id.split("/", 1)[0]
+    if bad_dates:
+        parsed.problems.append(
+            f"{label}: {bad_dates} message(s) have unreadable created_date; sorted as oldest"
+        )
+    roots: list[int] = []
+    for index, message in enumerate(parsed.messages):
+        if message.is_root:
+            roots.append(index)
+        else:
+            parsed.replies.setdefault(message.topic_id, []).append(index)
+    messages = parsed.messages
+    roots.sort(key=lambda i: (messages[i].sort_time, messages[i].position), reverse=True)
+    parsed.roots_newest_first = roots
+    for positions in parsed.replies.values():
+        positions.sort(key=lambda i: (messages[i].sort_time, messages[i].position))
+    return parsed
+
+
+def load_messages(path: Path, label: str) -> GroupMessages:
+    """Parse one messages.json; never raises (a broken file gives ``error``)."""
+    try:
+        raw = json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        return GroupMessages(error=f"{label} is not valid JSON ({exc})")
+    return index_messages(raw, label=label)
+
+
+def load_json_object(path: Path) -> dict[str, Any] | str:
+    """A small JSON object file (group_info, user_info), or the reason it is unreadable."""
+    try:
+        raw = json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        return f"not valid JSON ({exc})"
+    return raw if isinstance(raw, dict) else "not a JSON object"
+
+
+@dataclass(frozen=True)
+class GroupFolder:
+    group_id: str  # folder name: "Space AAAA…", "DM 8hB2…"
+    folder: Path
+    label: str  # relative path for messages, e.g. "Google Chat/Groups/Space X/messages.json"
+
+    @property
+    def messages_path(self) -> Path:
+        return self.folder / "messages.json"
+
+    @property
+    def info_path(self) -> Path:
+        return self.folder / "group_info.json"
+
+    @property
+    def code(self) -> str:
+        return self.group_id.split(" ", 1)[1] if " " in self.group_id else self.group_id
+
+
+class ChatIndex:
+    """Finds groups and users of the export and caches their parsed files."""
+
+    def __init__(self, root: Path, apps_data_root: Path) -> None:
+        self.root = root
+        self._containment = PathResolver(apps_data_root)
+        self.messages: FileCache[GroupMessages] = FileCache(self._load_messages, max_entries=4096)
+        self.objects: FileCache[dict[str, Any] | str] = FileCache(load_json_object, max_entries=8192)
+        self._reported: set[str] = set()
+        self._lock = threading.Lock()
+
+    def _load_messages(self, path: Path) -> GroupMessages:
+        return load_messages(path, path.relative_to(self.root).as_posix())
+
+    def _children(self, kind: str) -> list[tuple[str, Path, str]]:
+        found: dict[str, tuple[str, Path, str]] = {}
+        for prefix in PREFIXES:
+            base = self.root / prefix / kind if prefix else self.root / kind
+            try:
+                names = sorted(os.listdir(base))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            for name in names:
+                folder = base / name
+                if name.startswith(".") or name in found or not folder.is_dir():
+                    continue
+                if not self._containment.is_inside(folder):  # a link out of the app data
+                    self.report(f"chat folder {kind}/{name} links outside the app data; skipped")
+                    continue
+                label = f"{prefix}/{kind}/{name}" if prefix else f"{kind}/{name}"
+                found[name] = (name, folder, label)
+        return [found[name] for name in sorted(found)]
+
+    def groups(self) -> list[GroupFolder]:
+        """Every group folder, sorted by id."""
+        return [
+            GroupFolder(name, folder, f"{label}/messages.json")
+            for name, folder, label in self._children("Groups")
+        ]
+
+    def user_folders(self) -> list[tuple[str, Path]]:
+        """``(user_id, folder)`` of every ``Users/User <id>`` folder."""
+        out = []
+        for name, folder, _ in self._children("Users"):
+            out.append((name[5:] if name.startswith("User ") else name, folder))
+        return out
+
+    def group_messages(self, group: GroupFolder) -> GroupMessages:
+        """The parsed messages of ``group`` (empty when it has no messages.json)."""
+        if not self._containment.is_inside(group.messages_path):
+            return GroupMessages(error=f"{group.label} links outside the app data; channel skipped")
+        try:
+            parsed = self.messages.get(group.messages_path)
+        except FileNotFoundError:
+            return GroupMessages()
+        for problem in ([parsed.error] if parsed.error else []) + parsed.problems:
+            self.report(problem)
+        return parsed
+
+    def json_object(self, path: Path) -> dict[str, Any]:
+        """A small JSON object (group/user info); ``{}`` when absent or broken (reported)."""
+        if not self._containment.is_inside(path):
+            return {}
+        try:
+            value = self.objects.get(path)
+        except FileNotFoundError:
+            return {}
+        if isinstance(value, str):
+            self.report(f"{path.relative_to(self.root).as_posix()} is {value}; ignored")
+            return {}
+        return value
+
+    def report(self, problem: str) -> None:
+        """Log a data problem once per server."""
+        with self._lock:
+            if problem in self._reported:
+                return
+            self._reported.add(problem)
+        logger.warning("%s", problem)

@@ -1,0 +1,151 @@
+"""Google Chat Takeout dates: ``Monday, January 8, 2024 at 10:15:32 AM UTC``.
+
+Reading honours the zone label (``UTC``, ``GMT+05:30``, ``PST``, an IANA name, ...) and
+tolerates the narrow no-break space newer exports put before AM/PM, a missing weekday or
+seconds, and ISO 8601 text. Writing always produces the Takeout form in UTC, so sorting
+never depends on the weekday name or on the server's local time.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+_TAKEOUT = re.compile(
+    r"^(?:(?P<weekday>[A-Za-z]+),?\s+)?(?P<month>[A-Za-z]+)\.?\s+(?P<day>\d{1,2}),?\s+(?P<year>\d{4})"
+    r"(?:,?\s+at)?,?\s+(?P<hour>\d{1,2}):(?P<minute>\d{2})(?::(?P<second>\d{2}))?"
+    r"\s*(?P<ampm>[AaPp]\.?\s?[Mm]\.?)?\s*(?P<zone>.*)$"
+)
+_OFFSET = re.compile(
+    r"^(?:UTC|GMT)?\s*(?P<sign>[+-])(?P<hours>\d{1,2})(?::?(?P<minutes>\d{2}))?$", re.IGNORECASE
+)
+_MONTHS = {
+    name: index
+    for index, names in enumerate(
+        [
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sep", "sept"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        ],
+        start=1,
+    )
+    for name in names
+}
+# Zone abbreviations Takeout writes for its users' locales (fixed offsets: the label
+# already says whether daylight time applied).
+_ABBREVIATIONS = {
+    "UTC": 0,
+    "GMT": 0,
+    "Z": 0,
+    "UT": 0,
+    "EST": -5,
+    "EDT": -4,
+    "CST": -6,
+    "CDT": -5,
+    "MST": -7,
+    "MDT": -6,
+    "PST": -8,
+    "PDT": -7,
+    "AKST": -9,
+    "AKDT": -8,
+    "HST": -10,
+    "AST": -4,
+    "ADT": -3,
+    "NST": -3.5,
+    "NDT": -2.5,
+    "BST": 1,
+    "IST": 5.5,
+    "CET": 1,
+    "CEST": 2,
+    "EET": 2,
+    "EEST": 3,
+    "WET": 0,
+    "WEST": 1,
+    "MSK": 3,
+    "JST": 9,
+    "KST": 9,
+    "SGT": 8,
+    "HKT": 8,
+    "AEST": 10,
+    "AEDT": 11,
+    "ACST": 9.5,
+    "ACDT": 10.5,
+    "AWST": 8,
+    "NZST": 12,
+    "NZDT": 13,
+    "BRT": -3,
+    "ART": -3,
+}
+
+
+def _zone(label: str) -> tzinfo:
+    text = label.strip().strip("()").strip()
+    if not text:
+        return UTC
+    upper = text.upper()
+    if upper in _ABBREVIATIONS:
+        return timezone(timedelta(hours=_ABBREVIATIONS[upper]))
+    match = _OFFSET.match(text)
+    if match:
+        minutes = int(match.group("hours")) * 60 + int(match.group("minutes") or 0)
+        return timezone(timedelta(minutes=-minutes if match.group("sign") == "-" else minutes))
+    try:
+        return ZoneInfo(text)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone {text!r}") from None
+
+
+def parse_takeout_date(text: str) -> datetime:
+    """The aware UTC moment written in ``text``.
+
+    Raises ValueError naming what could not be read.
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"date is not text: {text!r}")
+    clean = re.sub(r"[\u00a0\u202f\u2009]", " ", text).strip()
+    match = _TAKEOUT.match(clean)
+    if not match:
+        try:
+            moment = datetime.fromisoformat(clean.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"unreadable date {text[:80]!r}") from None
+        return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
+    month = _MONTHS.get(match.group("month").lower())
+    if month is None:
+        raise ValueError(f"unreadable month in date {text[:80]!r}")
+    hour = int(match.group("hour"))
+    ampm = (match.group("ampm") or "").replace(".", "").replace(" ", "").upper()
+    if ampm:
+        if not 1 <= hour <= 12:
+            raise ValueError(f"hour {hour} with {ampm} in date {text[:80]!r}")
+        hour = hour % 12 + (12 if ampm == "PM" else 0)
+    local = datetime(
+        int(match.group("year")),
+        month,
+        int(match.group("day")),
+        hour,
+        int(match.group("minute")),
+        int(match.group("second") or 0),
+    )
+    zone = _zone(match.group("zone"))
+    return local.replace(tzinfo=zone).astimezone(UTC)
+
+
+def format_takeout_date(moment: datetime) -> str:
+    """``moment`` in UTC as Takeout writes it: ``Monday, January 8, 2024 at 10:15:32 AM UTC``."""
+    moment = moment.astimezone(UTC)
+    hour = moment.hour % 12 or 12
+    return (
+        f"{moment:%A}, {moment:%B} {moment.day}, {moment.year} at "
+        f"{hour}:{moment:%M:%S} {'AM' if moment.hour < 12 else 'PM'} UTC"
+    )
