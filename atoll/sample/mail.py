@@ -75,4 +75,8 @@ def _build(spec: dict[str, Any], by_key: dict[str, dict[str, Any]], domain: str)
         file_name, data, mime = spec["attachment"]
         maintype, subtype = mime.split("/")
         message.add_attachment(data, maintype=maintype, subtype=subtype, filename=file_name)
+    # The email package draws MIME boundaries at random; fixed ones keep the mbox byte-stable.
+    for number, part in enumerate(message.walk()):
+        if part.is_multipart():
+            part.set_boundary(f"=_atoll_{spec['key']}_{number}")
     return message
