@@ -34,6 +34,9 @@ class ArtifactStore:
         protocol = self.fs.protocol if isinstance(self.fs.protocol, str) else self.fs.protocol[0]
         return f"{protocol}://{self._full(key)}"
 
+    def exists(self, key: str) -> bool:
+        return self.fs.exists(self._full(key))
+
     def put_bytes(self, key: str, data: bytes) -> str:
         path = self._full(key)
         self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)

@@ -66,9 +66,9 @@ def agent_config(agent: AgentSpec, spec: ExperimentSpec) -> dict:
     config.setdefault("max_steps", spec.limits.max_steps)
     config.setdefault("timeout_s", spec.limits.timeout_s)
     if spec.limits.max_tokens is not None:
-        config.setdefault("max_tokens", spec.limits.max_tokens)
+        config.setdefault("token_budget", spec.limits.max_tokens)
     if spec.limits.max_cost_usd is not None:
-        config.setdefault("max_cost_usd", spec.limits.max_cost_usd)
+        config.setdefault("cost_budget_usd", spec.limits.max_cost_usd)
     if agent.extra_args:
         config["extra_args"] = dict(agent.extra_args)
     if agent.api_base:

@@ -46,7 +46,8 @@ def _k_plot(report: dict[str, Any]) -> str:
         axis.set_xlabel("k")
         axis.set_ylabel("%")
         axis.set_ylim(0, 100)
-    left.legend(fontsize="small")
+    if report["metrics"]["overall"]:
+        left.legend(fontsize="small")
     return _svg(figure)
 
 

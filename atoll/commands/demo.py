@@ -2,8 +2,37 @@
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 import typer
 
 
 def register(app: typer.Typer) -> None:
     """Add `atoll demo` to the root app."""
+    app.command(name="demo")(demo)
+
+
+def demo(
+    output: Path = typer.Option(Path("atoll-out/demo"), help="where the benchmark, store and reports go"),
+    runs: int = typer.Option(1, min=1, help="runs per task and agent"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress display"),
+) -> None:
+    """Generate the sample benchmark, run the oracle (and a configured model), grade, report."""
+    from atoll.commands.run import print_leaderboard
+    from atoll.sample import generate_sample_benchmark
+    from orchestrator.demo import configured_model, demo_experiment
+    from orchestrator.runner import run_experiment
+
+    spec = demo_experiment(output, runs=runs)
+    generate_sample_benchmark(Path(spec.benchmark))
+    model = configured_model()
+    typer.echo(f"sample benchmark: {spec.benchmark}")
+    typer.echo(
+        f"agents: {', '.join(a.name for a in spec.agents)}"
+        + ("" if model else " (set ATOLL_MODEL, optionally ATOLL_API_BASE, to add a ReAct agent)")
+    )
+    typer.echo(f"grading: programmatic checks{' + LLM judge ' + spec.judge.model if spec.judge.model else ' only'}")
+    outcome = asyncio.run(run_experiment(spec, quiet=quiet))
+    print_leaderboard(outcome.report_paths["md"])
+    typer.echo(f"report: {outcome.report_paths['html']} (also report.md, report.json)")

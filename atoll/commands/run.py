@@ -31,7 +31,7 @@ def run(
     if updates:
         spec = spec.model_copy(update=updates)
     outcome = asyncio.run(run_experiment(spec, quiet=quiet, json_events=json_logs))
-    _print_leaderboard(outcome.report_paths["md"])
+    print_leaderboard(outcome.report_paths["md"])
     typer.echo(
         f"{outcome.experiment}: {outcome.counts['done']} of {outcome.counts['total']} trials done "
         f"({outcome.newly_enqueued} new, {outcome.reclaimed} resumed); report: {outcome.report_paths['html']}"
@@ -55,7 +55,7 @@ def report(
         paths = write_report(trial_store, run_name, output or Path("atoll-out") / run_name, seed=seed)
     finally:
         trial_store.dispose()
-    _print_leaderboard(paths["md"])
+    print_leaderboard(paths["md"])
     typer.echo(f"report: {paths['md']}, {paths['json']}, {paths['html']}")
 
 
@@ -75,7 +75,7 @@ def worker(
                f"{summary.lost_leases} lost leases")
 
 
-def _print_leaderboard(markdown_path: Path) -> None:
+def print_leaderboard(markdown_path: Path) -> None:
     lines = markdown_path.read_text(encoding="utf-8").splitlines()
     start = lines.index("## Leaderboard")
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
