@@ -1,0 +1,126 @@
+"""Writing computed formula values into an xlsx that openpyxl saved.
+
+openpyxl writes a formula cell as ``<c r="B2" s="1"><f>A2*2</f><v></v></c>`` (no cached
+value). We fill the ``<v>`` element (and the ``t`` type attribute) of each formula cell
+with its computed value, so every reader (openpyxl ``data_only``, pandas, Excel before it
+recalculates, graders) sees numbers instead of blanks, while the rest of the file stays
+byte-for-byte what openpyxl wrote. Sheets are found through ``xl/workbook.xml`` and its
+relationships, so this does not depend on part names.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import math
+import posixpath
+import re
+import zipfile
+from typing import Any
+from xml.etree import ElementTree
+from xml.sax.saxutils import escape
+
+from openpyxl.utils.datetime import to_excel
+
+from mcp_servers.spreadsheets.libreoffice import Computed
+
+_MAIN_NS = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
+_REL_NS = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
+_PKG_REL_NS = "{http://schemas.openxmlformats.org/package/2006/relationships}"
+_FORMULA_CELL = re.compile(
+    r'<c r="(?P<ref>[A-Z]{1,3}[0-9]{1,7})"(?P<attrs>[^>]*)>'
+    r"(?P<formula><f(?:[^>]*/>|[^>]*>[^<]*</f>))"
+    r"(?:<v\s*/>|<v></v>)?</c>"
+)
+_EXCEL_ERRORS = {"#NULL!", "#DIV/0!", "#VALUE!", "#REF!", "#NAME?", "#NUM!", "#N/A", "#GETTING_DATA"}
+
+
+def column_number(letters: str) -> int:
+    number = 0
+    for ch in letters:
+        number = number * 26 + (ord(ch) - 64)
+    return number
+
+
+def _split_ref(ref: str) -> tuple[int, int]:
+    match = re.match(r"([A-Z]+)([0-9]+)$", ref)
+    assert match is not None
+    return int(match.group(2)), column_number(match.group(1))
+
+
+def sheet_parts(archive: zipfile.ZipFile) -> list[str]:
+    """Zip member names of the worksheets, in workbook order."""
+    workbook = ElementTree.fromstring(archive.read("xl/workbook.xml"))
+    rels = ElementTree.fromstring(archive.read("xl/_rels/workbook.xml.rels"))
+    targets = {rel.get("Id"): rel.get("Target", "") for rel in rels.iter(f"{_PKG_REL_NS}Relationship")}
+    parts = []
+    for sheet in workbook.iter(f"{_MAIN_NS}sheet"):
+        target = targets.get(sheet.get(f"{_REL_NS}id"), "")
+        if target.startswith("/"):
+            parts.append(target.lstrip("/"))
+        else:
+            parts.append(posixpath.normpath(posixpath.join("xl", target)))
+    return parts
+
+
+def _number_text(value: float) -> str:
+    if math.isfinite(value) and float(value).is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return repr(float(value))
+
+
+def _cell_xml(ref: str, attrs: str, formula: str, computed: Computed) -> str:
+    kind, value = computed
+    attrs = re.sub(r'\s+t="[^"]*"', "", attrs)
+    if kind == "n":
+        if not isinstance(value, int | float) or not math.isfinite(value):
+            return f'<c r="{ref}"{attrs} t="e">{formula}<v>#NUM!</v></c>'
+        return f'<c r="{ref}"{attrs}>{formula}<v>{_number_text(value)}</v></c>'
+    if kind == "b":
+        return f'<c r="{ref}"{attrs} t="b">{formula}<v>{1 if value else 0}</v></c>'
+    if kind == "e":
+        text = str(value) if str(value) in _EXCEL_ERRORS else "#VALUE!"
+        return f'<c r="{ref}"{attrs} t="e">{formula}<v>{escape(text)}</v></c>'
+    return f'<c r="{ref}"{attrs} t="str">{formula}<v>{escape(str(value))}</v></c>'
+
+
+def fill_cached_values(xlsx: bytes, values: list[dict[tuple[int, int], Computed]]) -> bytes:
+    """``xlsx`` (as openpyxl saved it) with the formula cells of sheet ``i`` given the
+    values in ``values[i]``; cells without an entry keep an empty value."""
+    source = zipfile.ZipFile(io.BytesIO(xlsx))
+    parts = sheet_parts(source)
+    by_part: dict[str, dict[tuple[int, int], Computed]] = {
+        part: values[index] for index, part in enumerate(parts) if index < len(values) and values[index]
+    }
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target:
+        for info in source.infolist():
+            data = source.read(info.filename)
+            sheet_values = by_part.get(info.filename)
+            if sheet_values:
+                data = _patch_sheet(data.decode("utf-8"), sheet_values).encode("utf-8")
+            target.writestr(info, data)
+    return out.getvalue()
+
+
+def _patch_sheet(xml: str, values: dict[tuple[int, int], Computed]) -> str:
+    def replace(match: re.Match[str]) -> str:
+        computed = values.get(_split_ref(match.group("ref")))
+        if computed is None:
+            return match.group(0)
+        return _cell_xml(match.group("ref"), match.group("attrs"), match.group("formula"), computed)
+
+    return _FORMULA_CELL.sub(replace, xml)
+
+
+def computed_of(value: Any, *, is_error: bool = False) -> Computed:
+    """The :data:`Computed` form of a cached value read by openpyxl."""
+    if is_error:
+        return ("e", str(value))
+    if isinstance(value, bool):
+        return ("b", value)
+    if isinstance(value, int | float):
+        return ("n", float(value))
+    if isinstance(value, datetime.datetime | datetime.date | datetime.time | datetime.timedelta):
+        return ("n", float(to_excel(value)))
+    return ("s", "" if value is None else str(value))

@@ -1,0 +1,280 @@
+"""Reading workbooks and CSV files: tabs, cell ranges, filters. Never writes a file.
+
+Values come from the cached values stored in the file. A formula without one (a file
+written by a script that did not compute it) is computed by LibreOffice on a scratch copy
+(once per file version) and shown with ``computed: true`` semantics in its value; if that
+fails the cell reads ``#NOT_COMPUTED: <reason>``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from openpyxl.styles.numbers import is_date_format
+from openpyxl.utils import get_column_letter
+from openpyxl.utils.datetime import from_excel
+
+from mcp_servers._core import ToolError
+from mcp_servers.spreadsheets.cells import parse_range
+from mcp_servers.spreadsheets.libreoffice import RecalcError
+from mcp_servers.spreadsheets.values import display, dummy_function_fallback, not_computed
+from mcp_servers.spreadsheets.workbook import SheetsState, open_workbook
+
+MAX_CSV_BYTES = 64 * 1024 * 1024
+
+
+@dataclass
+class Grid:
+    """A rectangle of a sheet: display values, formulas (A1 -> text) and where it sits."""
+
+    tab_name: str
+    min_row: int
+    min_col: int
+    values: list[list[Any]]
+    formulas: dict[str, str]
+    sheet_rows: int
+    sheet_cols: int
+
+    @property
+    def max_row(self) -> int:
+        return self.min_row + len(self.values) - 1
+
+    @property
+    def max_col(self) -> int:
+        return self.min_col + (len(self.values[0]) if self.values else 1) - 1
+
+    @property
+    def range(self) -> str:
+        return f"{get_column_letter(self.min_col)}{self.min_row}:{get_column_letter(self.max_col)}{self.max_row}"
+
+
+def tab_names(state: SheetsState, path: Path, virtual: str) -> list[dict[str, Any]]:
+    workbook = open_workbook(path, virtual, read_only=True)
+    try:
+        tabs = []
+        for index, ws in enumerate(workbook.worksheets):
+            rows, cols = _dimensions(ws)
+            tabs.append(
+                {
+                    "index": index,
+                    "name": ws.title,
+                    "state": ws.sheet_state,
+                    "rows": rows,
+                    "columns": cols,
+                    "used_range": f"A1:{get_column_letter(max(cols, 1))}{max(rows, 1)}",
+                }
+            )
+        return tabs
+    finally:
+        workbook.close()
+
+
+def _dimensions(ws: Any) -> tuple[int, int]:
+    rows, cols = ws.max_row, ws.max_column
+    if rows is None or cols is None or (rows == 1 and cols == 1):
+        ws.reset_dimensions() if hasattr(ws, "reset_dimensions") else None
+        rows = cols = 0
+        for row in ws.iter_rows():
+            for cell in row:
+                if getattr(cell, "value", None) is not None:
+                    rows = max(rows, cell.row)
+                    cols = max(cols, cell.column)
+    return rows or 0, cols or 0
+
+
+def _tab(workbook: Any, tab_index: int, virtual: str) -> Any:
+    sheets = workbook.worksheets
+    if not 0 <= tab_index < len(sheets):
+        names = ", ".join(f"{i}={ws.title}" for i, ws in enumerate(sheets))
+        raise ToolError(
+            "not_found",
+            f"tab_index: {virtual} has no tab {tab_index} (tabs: {names})",
+            argument="tab_index",
+        )
+    return sheets[tab_index]
+
+
+def read_grid(
+    state: SheetsState,
+    path: Path,
+    virtual: str,
+    tab_index: int,
+    cell_range: str | None,
+    *,
+    max_rows: int,
+    max_cols: int,
+) -> tuple[Grid, bool, bool]:
+    """The values (and formulas) of a range, capped; returns (grid, rows_cut, cols_cut)."""
+    values_book = open_workbook(path, virtual, read_only=True, data_only=True)
+    formula_book = open_workbook(path, virtual, read_only=True)
+    try:
+        ws_values = _tab(values_book, tab_index, virtual)
+        ws_formulas = formula_book.worksheets[tab_index]
+        sheet_rows, sheet_cols = _dimensions(ws_formulas)
+        if cell_range:
+            min_row, min_col, max_row, max_col = parse_range(cell_range)
+            max_row = max_row or max(sheet_rows, min_row)
+            max_col = max_col or max(sheet_cols, min_col)
+        else:
+            min_row, min_col, max_row, max_col = 1, 1, max(sheet_rows, 1), max(sheet_cols, 1)
+        rows_cut = max_row - min_row + 1 > max_rows
+        cols_cut = max_col - min_col + 1 > max_cols
+        max_row = min(max_row, min_row + max_rows - 1)
+        max_col = min(max_col, min_col + max_cols - 1)
+        bounds = {"min_row": min_row, "max_row": max_row, "min_col": min_col, "max_col": max_col}
+        grid: list[list[Any]] = []
+        formats: dict[tuple[int, int], str] = {}
+        for row in ws_values.iter_rows(**bounds):
+            line = []
+            for cell in row:
+                line.append(getattr(cell, "value", None))
+                if getattr(cell, "is_date", False) is False and getattr(cell, "number_format", "General") != "General":
+                    formats[(getattr(cell, "row", 0), getattr(cell, "column", 0))] = cell.number_format
+            grid.append(line + [None] * (max_col - min_col + 1 - len(line)))
+        while len(grid) < max_row - min_row + 1:
+            grid.append([None] * (max_col - min_col + 1))
+        formulas: dict[str, str] = {}
+        missing: list[tuple[int, int, str]] = []
+        for row in ws_formulas.iter_rows(**bounds):
+            for cell in row:
+                if getattr(cell, "data_type", None) != "f" or not isinstance(cell.value, str):
+                    continue
+                r, c = cell.row - min_row, cell.column - min_col
+                formulas[f"{get_column_letter(cell.column)}{cell.row}"] = cell.value
+                if grid[r][c] is None:
+                    missing.append((r, c, cell.value))
+    finally:
+        values_book.close()
+        formula_book.close()
+    if missing:
+        _fill_missing(state, path, tab_index, grid, missing, min_row, min_col, formats)
+    shown = [[display(v) for v in line] for line in grid]
+    return (
+        Grid(ws_values.title, min_row, min_col, shown, formulas, sheet_rows, sheet_cols),
+        rows_cut,
+        cols_cut,
+    )
+
+
+def _fill_missing(
+    state: SheetsState,
+    path: Path,
+    tab_index: int,
+    grid: list[list[Any]],
+    missing: list[tuple[int, int, str]],
+    min_row: int,
+    min_col: int,
+    formats: dict[tuple[int, int], str],
+) -> None:
+    pending = []
+    for r, c, formula in missing:
+        found, fallback = dummy_function_fallback(formula)
+        if found:
+            grid[r][c] = fallback
+        else:
+            pending.append((r, c))
+    if not pending:
+        return
+    try:
+        computed = state.compute(path)
+        sheet = computed[tab_index] if tab_index < len(computed) else {}
+    except RecalcError as exc:
+        for r, c in pending:
+            grid[r][c] = not_computed(str(exc))
+        return
+    for r, c in pending:
+        kind, value = sheet.get((min_row + r, min_col + c), ("s", ""))
+        number_format = formats.get((min_row + r, min_col + c))
+        if kind == "n" and number_format and is_date_format(number_format):
+            with contextlib.suppress(ValueError, OverflowError):
+                value = from_excel(value)
+        grid[r][c] = value
+
+
+def read_csv_rows(
+    path: Path, virtual: str, *, delimiter: str | None, encoding: str, row_limit: int
+) -> tuple[list[list[str]], int, str]:
+    """(rows up to ``row_limit``, total rows, delimiter used). Raises ToolError."""
+    if path.stat().st_size > MAX_CSV_BYTES:
+        raise ToolError("too_large", f"file_path: {virtual} is larger than {MAX_CSV_BYTES >> 20} MB", argument="file_path")
+    raw = path.read_bytes()
+    if b"\x00" in raw[:8192]:
+        raise ToolError("bad_data", f"file_path: {virtual} is a binary file, not CSV text", argument="file_path")
+    try:
+        text = raw.decode("utf-8-sig" if encoding.lower().replace("_", "-") in ("utf-8", "utf8") else encoding)
+    except LookupError:
+        raise ToolError("invalid_argument", f"encoding: unknown encoding {encoding!r}", argument="encoding") from None
+    except UnicodeDecodeError as exc:
+        raise ToolError(
+            "bad_data",
+            f"file_path: {virtual} is not valid {encoding} (byte {exc.start}); try encoding='latin-1'",
+            argument="file_path",
+        ) from None
+    if delimiter is None:
+        try:
+            delimiter = csv.Sniffer().sniff(text[:20000], delimiters=",;\t|").delimiter
+        except csv.Error:
+            delimiter = ","
+    if len(delimiter) != 1:
+        raise ToolError("invalid_argument", f"delimiter: must be one character, got {delimiter!r}", argument="delimiter")
+    rows: list[list[str]] = []
+    total = 0
+    try:
+        for row in csv.reader(io.StringIO(text, newline=""), delimiter=delimiter):
+            total += 1
+            if len(rows) < row_limit:
+                rows.append(row)
+    except csv.Error as exc:
+        raise ToolError("bad_data", f"file_path: {virtual} is not valid CSV ({exc})", argument="file_path") from None
+    return rows, total, delimiter
+
+
+def matches(value: Any, operator: str, target: Any) -> bool:
+    """Whether a cell value passes one filter condition (numbers compared as numbers)."""
+    if operator == "is_empty":
+        return value is None or value == ""
+    if operator == "is_not_empty":
+        return not (value is None or value == "")
+    if value is None:
+        return False
+    number, target_number = _number(value), _number(target)
+    if operator in ("greater_than", "less_than", "greater_or_equal", "less_or_equal"):
+        if number is not None and target_number is not None:
+            a, b = number, target_number
+        else:
+            a, b = str(value).lower(), str(target).lower()
+        return {
+            "greater_than": a > b,
+            "less_than": a < b,
+            "greater_or_equal": a >= b,
+            "less_or_equal": a <= b,
+        }[operator]
+    if operator in ("equals", "not_equals"):
+        if number is not None and target_number is not None:
+            same = number == target_number
+        else:
+            same = str(value).strip().lower() == str(target).strip().lower()
+        return same if operator == "equals" else not same
+    text, needle = str(value).lower(), str(target).lower()
+    return {
+        "contains": needle in text,
+        "not_contains": needle not in text,
+        "starts_with": text.startswith(needle),
+        "ends_with": text.endswith(needle),
+    }[operator]
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    try:
+        return float(str(value).replace(",", "").strip())
+    except ValueError:
+        return None

@@ -1,0 +1,297 @@
+"""Opening, saving and recalculating workbooks for the spreadsheets server.
+
+Saving (:func:`save_workbook`) is where the recalculation rule lives:
+
+- a workbook without formulas is written as is;
+- when the edit changed no cell value, sheet name/order or defined name (a formatting-only
+  edit: widths, formats, merges cleared nothing, validations, conditional formats, filters,
+  images, charts), the formulas' previous cached values are carried over and LibreOffice is
+  not run, provided every formula had one;
+- otherwise every formula is recomputed by LibreOffice (warm process) and the values are
+  written into the file next to the formulas. When that fails (timeout, crash) the edit is
+  still saved, the formulas keep no cached value, and reads show ``#NOT_COMPUTED: reason``.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from openpyxl import Workbook, load_workbook
+from openpyxl.worksheet.worksheet import Worksheet
+
+from mcp_servers._core import FileStamp, ServerContext, ToolError, atomic_write_bytes
+from mcp_servers.spreadsheets.cached_values import computed_of, fill_cached_values
+from mcp_servers.spreadsheets.libreoffice import ComputedSheets, LibreOffice, RecalcError, shared_engine
+from mcp_servers.spreadsheets.values import DUMMY_FUNCTION, dummy_function_fallback
+
+WORKBOOK_SUFFIXES = (".xlsx", ".xlsm")
+_OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+DEFAULT_MAX_FILE_MB = 64
+
+
+@dataclass
+class RecalcReport:
+    """What happened to the formulas on a save (returned to agents as ``recalculation``)."""
+
+    status: str  # "computed" | "carried_over" | "no_formulas" | "failed"
+    formulas: int = 0
+    seconds: float = 0.0
+    reason: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"status": self.status, "formulas": self.formulas, "seconds": round(self.seconds, 3)}
+        if self.reason:
+            data["reason"] = self.reason
+        return data
+
+
+@dataclass
+class SheetsState:
+    """Server state: the world context, the recalculation engine and a cache of values
+    computed for reads of files whose formulas have no cached values."""
+
+    ctx: ServerContext
+    _engine: LibreOffice | None = None
+    _computed: dict[str, tuple[FileStamp, ComputedSheets | str]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def create(cls, ctx: ServerContext) -> SheetsState:
+        return cls(ctx=ctx)
+
+    @property
+    def recalc_mode(self) -> str:
+        """Option ``recalc``: auto (warm if possible), warm, cold, or off."""
+        return str(self.ctx.option("recalc", "auto"))
+
+    @property
+    def max_file_bytes(self) -> int:
+        return int(float(self.ctx.option("max_file_mb", DEFAULT_MAX_FILE_MB)) * 1024 * 1024)
+
+    def engine(self) -> LibreOffice | None:
+        if self.recalc_mode == "off":
+            return None
+        if self._engine is None:
+            self._engine = shared_engine(
+                soffice=str(self.ctx.option("soffice", "soffice")),
+                timeout_s=float(self.ctx.option("recalc_timeout_s", 30.0)),
+                mode=self.recalc_mode,
+            )
+            if self.ctx.files.is_inside(self._engine.scratch):
+                raise ToolError("internal", "the LibreOffice scratch folder lies inside the world; set TMPDIR")
+        return self._engine
+
+    def compute(self, path: Path) -> ComputedSheets:
+        """Values of ``path``'s formulas computed by LibreOffice (cached per file version).
+
+        Raises RecalcError.
+        """
+        engine = self.engine()
+        if engine is None:
+            raise RecalcError("recalculation is turned off (option recalc=off)")
+        key = str(path)
+        stamp = FileStamp.of(path)
+        with self._lock:
+            cached = self._computed.get(key)
+        if cached is not None and cached[0] == stamp:
+            if isinstance(cached[1], str):
+                raise RecalcError(cached[1])
+            return cached[1]
+        try:
+            result: ComputedSheets | str = engine.compute(path)
+        except RecalcError as exc:
+            result = str(exc)
+        with self._lock:
+            if len(self._computed) > 64:
+                self._computed.clear()
+            if stamp is not None:
+                self._computed[key] = (stamp, result)
+        if isinstance(result, str):
+            raise RecalcError(result)
+        return result
+
+
+# -- opening --------------------------------------------------------------------------
+
+
+def check_workbook_path(state: SheetsState, path: Path, virtual: str, *, argument: str = "file_path") -> None:
+    """Refuse non-xlsx names, missing files, encrypted or oversized files (ToolError)."""
+    if path.suffix.lower() not in WORKBOOK_SUFFIXES:
+        raise ToolError(
+            "unsupported", f"{argument}: {virtual} is not an .xlsx workbook (expected {', '.join(WORKBOOK_SUFFIXES)})",
+            argument=argument,
+        )
+    if not path.exists():
+        raise ToolError("not_found", f"{argument}: {virtual} does not exist", argument=argument)
+    if not path.is_file():
+        raise ToolError("not_a_file", f"{argument}: {virtual} is not a file", argument=argument)
+    size = path.stat().st_size
+    if size > state.max_file_bytes:
+        raise ToolError(
+            "too_large",
+            f"{argument}: {virtual} is {size / 1048576:.1f} MB (limit {state.max_file_bytes / 1048576:.0f} MB)",
+            argument=argument,
+        )
+    with open(path, "rb") as handle:
+        head = handle.read(8)
+    if head == _OLE_MAGIC:
+        raise ToolError(
+            "unsupported",
+            f"{argument}: {virtual} is password-protected (encrypted) or a legacy .xls file; it cannot be opened",
+            argument=argument,
+        )
+
+
+def open_workbook(
+    path: Path, virtual: str, *, argument: str = "file_path", data_only: bool = False, read_only: bool = False
+) -> Workbook:
+    """Load a workbook, turning library failures into ToolError ``bad_data``."""
+    try:
+        return load_workbook(
+            path,
+            data_only=data_only,
+            read_only=read_only,
+            keep_vba=path.suffix.lower() == ".xlsm",
+            rich_text=False,
+        )
+    except (zipfile.BadZipFile, KeyError, OSError, ValueError, TypeError, IndexError, AttributeError) as exc:
+        raise ToolError(
+            "bad_data", f"{argument}: {virtual} is not a readable .xlsx workbook ({type(exc).__name__}: {exc})"[:300],
+            argument=argument,
+        ) from None
+    except Exception as exc:  # openpyxl raises many kinds on corrupt XML
+        raise ToolError(
+            "bad_data", f"{argument}: {virtual} is not a readable .xlsx workbook ({type(exc).__name__})",
+            argument=argument,
+        ) from None
+
+
+def sheet_of(workbook: Workbook, sheet: str | int, *, argument: str = "sheet") -> Worksheet:
+    """A worksheet by name (exact, then case-insensitive) or 0-based index."""
+    sheets = workbook.worksheets
+    names = [ws.title for ws in sheets]
+    if isinstance(sheet, bool):
+        raise ToolError("invalid_argument", f"{argument}: expected a sheet name or index", argument=argument)
+    if isinstance(sheet, int):
+        if 0 <= sheet < len(sheets):
+            return sheets[sheet]
+        raise ToolError(
+            "not_found", f"{argument}: index {sheet} is out of range (the workbook has {len(sheets)} sheets)",
+            argument=argument,
+        )
+    for ws in sheets:
+        if ws.title == sheet:
+            return ws
+    matches = [ws for ws in sheets if ws.title.lower() == str(sheet).strip().lower()]
+    if len(matches) == 1:
+        return matches[0]
+    raise ToolError("not_found", f"{argument}: no sheet named {sheet!r} (sheets: {', '.join(names)})", argument=argument)
+
+
+def formula_cells(workbook: Workbook) -> Iterator[tuple[int, Any]]:
+    """(sheet index, cell) for every formula cell."""
+    for index, ws in enumerate(workbook.worksheets):
+        for row in ws.iter_rows():
+            for cell in row:
+                if cell.data_type == "f":
+                    yield index, cell
+
+
+# -- saving ---------------------------------------------------------------------------
+
+
+def previous_values(path: Path) -> dict[tuple[str, int, int], Any]:
+    """Cached values of every cell of the file as it is on disk: {(sheet title, row, col): Computed}."""
+    if not path.exists():
+        return {}
+    try:
+        workbook = load_workbook(path, read_only=True, data_only=True)
+    except Exception:
+        return {}
+    try:
+        values: dict[tuple[str, int, int], Any] = {}
+        for ws in workbook.worksheets:
+            for row in ws.iter_rows():
+                for cell in row:
+                    value = getattr(cell, "value", None)
+                    if value is not None:
+                        values[(ws.title, cell.row, cell.column)] = computed_of(
+                            value, is_error=getattr(cell, "data_type", "") == "e"
+                        )
+        return values
+    finally:
+        workbook.close()
+
+
+def save_workbook(
+    state: SheetsState,
+    workbook: Workbook,
+    target: Path,
+    *,
+    values_changed: bool,
+    source: Path | None = None,
+) -> RecalcReport:
+    """Write ``workbook`` to ``target`` atomically with computed formula values (see the
+    module docstring for when LibreOffice runs). ``source`` is the file the workbook was
+    loaded from (its cached values may be carried over); None for a new workbook."""
+    buffer = io.BytesIO()
+    workbook.save(buffer)
+    data = buffer.getvalue()
+    cells = list(formula_cells(workbook))
+    if not cells:
+        atomic_write_bytes(target, data)
+        return RecalcReport("no_formulas")
+    has_google = any(isinstance(c.value, str) and DUMMY_FUNCTION.lower() in c.value.lower() for _, c in cells)
+    previous = previous_values(source) if source is not None and (has_google or not values_changed) else {}
+    titles = [ws.title for ws in workbook.worksheets]
+    carried: ComputedSheets = [{} for _ in titles]
+    for index, cell in cells:
+        old = previous.get((titles[index], cell.row, cell.column))
+        if old is not None:
+            carried[index][(cell.row, cell.column)] = old
+    if not values_changed and sum(len(sheet) for sheet in carried) == len(cells):
+        atomic_write_bytes(target, fill_cached_values(data, carried))
+        return RecalcReport("carried_over", formulas=len(cells))
+    began = time.perf_counter()
+    engine = state.engine()
+    try:
+        if engine is None:
+            raise RecalcError("recalculation is turned off (option recalc=off)")
+        staged = engine.scratch / f"stage-{threading.get_ident()}-{time.monotonic_ns()}.xlsx"
+        staged.write_bytes(data)
+        try:
+            computed = engine.compute(staged)
+        finally:
+            staged.unlink(missing_ok=True)
+    except RecalcError as exc:
+        atomic_write_bytes(target, data)
+        return RecalcReport("failed", formulas=len(cells), seconds=time.perf_counter() - began, reason=str(exc))
+    _keep_google_fallbacks(cells, computed, carried)
+    atomic_write_bytes(target, fill_cached_values(data, computed))
+    return RecalcReport("computed", formulas=len(cells), seconds=time.perf_counter() - began)
+
+
+def _keep_google_fallbacks(cells: list[tuple[int, Any]], computed: ComputedSheets, carried: ComputedSheets) -> None:
+    """Google Sheets export formulas cannot be computed outside Google: keep their previous
+    value (or the IFERROR fallback) instead of LibreOffice's error."""
+    for index, cell in cells:
+        formula = cell.value if isinstance(cell.value, str) else ""
+        if DUMMY_FUNCTION.lower() not in formula.lower() or index >= len(computed):
+            continue
+        key = (cell.row, cell.column)
+        now = computed[index].get(key)
+        if now is not None and now[0] != "e":
+            continue
+        if key in carried[index]:
+            computed[index][key] = carried[index][key]
+        else:
+            found, fallback = dummy_function_fallback(formula)
+            if found:
+                computed[index][key] = computed_of(fallback)
