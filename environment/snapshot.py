@@ -141,8 +141,11 @@ def write_snapshot(roots: WorldRoots, sink: BinaryIO) -> SnapshotInfo:
     try:
         files, directories, skipped = _add_world(roots, tar)
     except BaseException:
-        # Detach the sink so that no later close (or garbage collection) writes a gzip trailer.
+        # Detach the sink and mark the tar stream closed, so that no later close (or garbage
+        # collection) writes a tar end or a gzip trailer after the failure.
         gz.fileobj = None
+        tar.fileobj.closed = True  # type: ignore[attr-defined]
+        tar.closed = True
         raise
     # Only a complete walk reaches these closes, which write the tar end and the gzip trailer.
     tar.close()

@@ -1,0 +1,176 @@
+"""Malicious archives: each is refused with a 4xx naming the member, nothing outside the root changes,
+and the world itself is left exactly as it was (populate is all-or-nothing)."""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+import tarfile
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from environment import EnvironmentServer, EnvironmentSettings
+from tests.environment.factories import make_test_server, tar_gz, tree
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A directory next to the world that no archive may touch."""
+    folder = tmp_path / "outside"
+    folder.mkdir()
+    (folder / "secret.txt").write_text("do not read or overwrite")
+    return folder
+
+
+@pytest.fixture
+def strict(tmp_path: Path, outside: Path) -> Iterator[tuple[httpx.Client, EnvironmentSettings]]:
+    settings = EnvironmentSettings(
+        fs_root=tmp_path / "world" / "filesystem",
+        apps_data_root=tmp_path / "world" / ".apps_data",
+        max_archive_bytes=2 * 1024**2,
+        max_archive_members=50,
+        max_compression_ratio=50,
+        ratio_check_floor_bytes=256 * 1024,
+        json_logs=False,
+        log_level="WARNING",
+    )
+    settings.fs_root.mkdir(parents=True)
+    (settings.fs_root / "existing.txt").write_text("before")
+    with (
+        EnvironmentServer(settings, server_factory=make_test_server) as env,
+        httpx.Client(base_url=env.url, timeout=60) as http,
+    ):
+        yield http, settings
+
+
+def _link(name: str, target: str, kind: bytes = tarfile.SYMTYPE) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.linkname = target
+    return info
+
+
+def _special(name: str, kind: bytes) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.devmajor, info.devminor = 1, 3
+    return info
+
+
+def _zip(entries: list[tuple[str, bytes, int | None]]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, content, mode in entries:
+            info = zipfile.ZipInfo(name)
+            if mode is not None:
+                info.external_attr = mode << 16
+            archive.writestr(info, content)
+    return buffer.getvalue()
+
+
+def _cases(outside: Path) -> dict[str, tuple[bytes, str, int]]:
+    """name -> (archive bytes, member the error must name, expected status)."""
+    return {
+        "absolute path": (tar_gz([(f"{outside}/pwned.txt", b"x")]), f"{outside}/pwned.txt", 400),
+        "dot-dot": (tar_gz([("../../outside/pwned.txt", b"x")]), "../../outside/pwned.txt", 400),
+        "dot-dot inside a path": (tar_gz([("a/../../../outside/p.txt", b"x")]), "a/../../../outside/p.txt", 400),
+        "symlink to an absolute path": (tar_gz([_link("escape", str(outside))]), "escape", 400),
+        "symlink climbing out": (tar_gz([("ok.txt", b"1"), _link("docs/up", "../../../outside")]), "docs/up", 400),
+        "symlink then write through it": (
+            tar_gz([_link("escape", str(outside)), ("escape/pwned.txt", b"x")]),
+            "escape",
+            400,
+        ),
+        "hardlink to an absolute path": (
+            tar_gz([_link("copy", f"{outside}/secret.txt", tarfile.LNKTYPE)]),
+            "copy",
+            400,
+        ),
+        "hardlink climbing out": (
+            tar_gz([_link("copy", "../../outside/secret.txt", tarfile.LNKTYPE)]),
+            "copy",
+            400,
+        ),
+        "character device": (tar_gz([_special("null", tarfile.CHRTYPE)]), "null", 400),
+        "block device": (tar_gz([_special("disk", tarfile.BLKTYPE)]), "disk", 400),
+        "fifo": (tar_gz([_special("pipe", tarfile.FIFOTYPE)]), "pipe", 400),
+        "decompression bomb": (tar_gz([("zeros.bin", bytes(1900 * 1024))]), "zeros.bin", 413),
+        "too many bytes": (tar_gz([("big.bin", os.urandom(3 * 1024**2))]), "big.bin", 413),
+        "too many members": (tar_gz([(f"f{i:03}.txt", b"x") for i in range(60)]), "f050.txt", 413),
+        "zip dot-dot": (_zip([("../../outside/pwned.txt", b"x", None)]), "../../outside/pwned.txt", 400),
+        "zip absolute path": (_zip([(f"{outside}/pwned.txt", b"x", None)]), f"{outside}/pwned.txt", 400),
+        "zip symlink out": (_zip([("escape", str(outside).encode(), stat.S_IFLNK | 0o777)]), "escape", 400),
+    }
+
+
+CASE_NAMES = list(_cases(Path("/x")))
+
+
+@pytest.mark.parametrize("case", CASE_NAMES)
+def test_malicious_archive_is_refused_and_nothing_changes(case, strict, outside, tmp_path):
+    http, settings = strict
+    archive, member, status = _cases(outside)[case]
+    outside_before, world_before = tree(outside), tree(tmp_path / "world")
+    reply = http.post("/data/populate", files={"archive": ("world.tar.gz", archive)})
+    assert reply.status_code == status, reply.text
+    detail = reply.json()["detail"]
+    assert detail["member"] == member and repr(member) in detail["error"]
+    assert tree(outside) == outside_before
+    assert tree(tmp_path / "world") == world_before  # all-or-nothing: no partial world, no staging left
+    assert not (tmp_path / "pwned.txt").exists() and not Path("/pwned.txt").exists()
+
+
+def test_symlink_planted_in_the_world_is_replaced_not_followed(strict, outside, tmp_path):
+    http, settings = strict
+    os.symlink(outside, settings.fs_root / "docs")  # e.g. made by the agent through code_exec
+    outside_before = tree(outside)
+    reply = http.post("/data/populate", files={"archive": ("w.tar.gz", tar_gz([("docs/evil.txt", b"payload")]))})
+    assert reply.status_code == 200, reply.text
+    assert tree(outside) == outside_before
+    docs = settings.fs_root / "docs"
+    assert docs.is_dir() and not docs.is_symlink()
+    assert (docs / "evil.txt").read_bytes() == b"payload"
+
+
+def test_symlinks_inside_the_world_and_hardlinks_to_earlier_members_are_kept(strict):
+    http, settings = strict
+    archive = tar_gz(
+        [
+            ("data/report.txt", b"numbers"),
+            _link("data/latest.txt", "report.txt"),
+            _link("data/copy.txt", "data/report.txt", tarfile.LNKTYPE),
+        ]
+    )
+    reply = http.post("/data/populate", files={"archive": ("w.tar.gz", archive)})
+    assert reply.status_code == 200, reply.text
+    data = settings.fs_root / "data"
+    assert os.readlink(data / "latest.txt") == "report.txt"
+    assert (data / "copy.txt").read_bytes() == b"numbers" and not (data / "copy.txt").is_symlink()
+
+
+@pytest.mark.parametrize(
+    "payload, problem",
+    [(b"not an archive at all", "not a tar, tar.gz or zip"), (tar_gz([("a.txt", b"x" * 5000)])[:-40], "")],
+)
+def test_garbage_and_truncated_archives_are_400(strict, tmp_path, payload, problem):
+    http, _ = strict
+    world_before = tree(tmp_path / "world")
+    reply = http.post("/data/populate", files={"archive": ("w.tar.gz", payload)})
+    assert reply.status_code == 400, reply.text
+    assert problem in reply.json()["detail"]["error"]
+    assert tree(tmp_path / "world") == world_before
+
+
+def test_bad_subsystem_is_refused(strict):
+    http, _ = strict
+    for subsystem in ("../etc", "filesystem/../../etc", "/etc", "home"):
+        reply = http.post(
+            "/data/populate", params={"subsystem": subsystem}, files={"archive": ("w.tar.gz", tar_gz([]))}
+        )
+        assert reply.status_code == 400, (subsystem, reply.text)
+        assert repr(subsystem) in reply.json()["detail"]["error"]

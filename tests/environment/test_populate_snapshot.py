@@ -1,0 +1,251 @@
+"""Populate and snapshot over real HTTP: round trips, determinism, sources, modes, responsiveness."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import os
+import shutil
+import tarfile
+import threading
+import time
+import zipfile
+from pathlib import Path
+
+import httpx
+import pytest
+
+from environment import EnvironmentServer
+from environment.populate import WorldRoots
+from environment.snapshot import SNAPSHOT_MTIME, write_snapshot
+from tests.environment.factories import make_test_server, tar_gz
+
+
+def _world_folder(root: Path) -> Path:
+    """A small world in the APEX layout: top-level filesystem/ and .apps_data/."""
+    files = {
+        "filesystem/Reports/q3 summary.txt": b"revenue up 4%",
+        "filesystem/Reports/Überblick.md": "# Übersicht\n".encode(),
+        "filesystem/Inbox/notes.txt": b"call Dana",
+        "filesystem/bin/run.sh": b"#!/bin/sh\necho hi\n",
+        ".apps_data/mail/All mail Including Spam and Trash.mbox": b"From a@b Mon Jan 1 00:00:00 2024\n\nhi\n",
+        ".apps_data/calendar/user@example.com.ics": b"BEGIN:VCALENDAR\nEND:VCALENDAR\n",
+    }
+    for name, content in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+    (root / "filesystem/bin/run.sh").chmod(0o755)
+    (root / "filesystem/Empty").mkdir()
+    return root
+
+
+def _tar_of(folder: Path, arcname: str = ".") -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        archive.add(folder, arcname=arcname)
+    return buffer.getvalue()
+
+
+def _zip_of(folder: Path, target: Path) -> Path:
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(folder.rglob("*")):
+            archive.write(path, path.relative_to(folder).as_posix())
+    return target
+
+
+def _snapshot(http: httpx.Client) -> tuple[bytes, httpx.Response]:
+    reply = http.post("/data/snapshot")
+    assert reply.status_code == 200, reply.text
+    return reply.content, reply
+
+
+def _members(archive: bytes) -> list[tarfile.TarInfo]:
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+        return tar.getmembers()
+
+
+def test_populate_then_snapshot_round_trip_is_deterministic(client, tmp_path, settings):
+    world = _world_folder(tmp_path / "source")
+    fs_reply = client.post("/data/populate", files={"archive": ("fs.tar.gz", _tar_of(world / "filesystem"))})
+    assert fs_reply.status_code == 200, fs_reply.text
+    assert fs_reply.json()["objects_added"] == 4 and fs_reply.json()["subsystem"] == "filesystem"
+    apps_reply = client.post(
+        "/data/populate",
+        params={"subsystem": ".apps_data"},
+        files={"archive": ("apps.tar.gz", _tar_of(world / ".apps_data"))},
+    )
+    assert apps_reply.status_code == 200, apps_reply.text
+
+    archive, reply = _snapshot(client)
+    assert reply.headers["X-Snapshot-SHA256"] == hashlib.sha256(archive).hexdigest()
+    assert int(reply.headers["content-length"]) == len(archive)
+    members = _members(archive)
+    names = [m.name for m in members]
+    fs_part = [n for n in names if n.startswith("filesystem")]
+    apps_part = [n for n in names if n.startswith(".apps_data")]
+    assert names == fs_part + apps_part  # filesystem first, then .apps_data
+    assert fs_part == sorted(fs_part) and apps_part == sorted(apps_part)
+    assert "filesystem/Reports/Überblick.md" in names and "filesystem/Empty" in names
+    assert ".apps_data/mail/All mail Including Spam and Trash.mbox" in names
+    for member in members:
+        assert (member.uid, member.gid, member.uname, member.gname) == (0, 0, "", "")
+        assert member.mtime == SNAPSHOT_MTIME and (member.isfile() or member.isdir())
+    assert next(m for m in members if m.name == "filesystem/bin/run.sh").mode == 0o755
+    assert gzip.decompress(archive)  # complete, with its trailer
+    assert archive[4:8] == b"\x00\x00\x00\x00"  # gzip header mtime 0
+
+    again, _ = _snapshot(client)
+    assert again == archive  # same world, same bytes
+
+    # The snapshot populates a fresh environment (subsystem=world) that snapshots identically.
+    other = settings.model_copy(
+        update={"fs_root": tmp_path / "w2" / "filesystem", "apps_data_root": tmp_path / "w2" / ".apps_data"}
+    )
+    with EnvironmentServer(other, server_factory=make_test_server) as env2, httpx.Client(base_url=env2.url) as http2:
+        reply2 = http2.post(
+            "/data/populate", params={"subsystem": "world"}, files={"archive": ("snap.tar.gz", archive)}
+        )
+        assert reply2.status_code == 200, reply2.text
+        assert _snapshot(http2)[0] == archive
+
+
+@pytest.mark.parametrize("kind", ["tar.gz", "zip", "folder"])
+def test_json_sources_take_any_fsspec_url(client, tmp_path, settings, kind):
+    world = _world_folder(tmp_path / "source")
+    if kind == "tar.gz":
+        path = tmp_path / "world.tar.gz"
+        path.write_bytes(_tar_of(world))
+    elif kind == "zip":
+        path = _zip_of(world, tmp_path / "world.zip")
+    else:
+        path = world
+    reply = client.post("/data/populate", json={"sources": [{"url": path.as_uri(), "subsystem": "world"}]})
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["objects_added"] == 6
+    assert (settings.fs_root / "Reports" / "q3 summary.txt").read_bytes() == b"revenue up 4%"
+    assert (settings.apps_data_root / "calendar" / "user@example.com.ics").exists()
+    assert os.access(settings.fs_root / "bin" / "run.sh", os.X_OK)
+
+
+def test_nested_subsystem_and_several_sources_in_one_request(client, tmp_path, settings):
+    first = tmp_path / "first.tar.gz"
+    first.write_bytes(tar_gz([("a.txt", b"A"), ("shared.txt", b"first")]))
+    second = tmp_path / "second.tar.gz"
+    second.write_bytes(tar_gz([("shared.txt", b"second")]))
+    reply = client.post(
+        "/data/populate",
+        json={
+            "sources": [
+                {"url": first.as_uri(), "subsystem": "filesystem/inbox"},
+                {"url": second.as_uri(), "subsystem": "filesystem/inbox"},
+            ]
+        },
+    )
+    assert reply.status_code == 200, reply.text
+    assert (settings.fs_root / "inbox" / "shared.txt").read_bytes() == b"second"  # later source wins
+    assert (settings.fs_root / "inbox" / "a.txt").read_bytes() == b"A"
+
+
+def test_merge_keeps_other_files_and_replace_empties_the_target(client, settings):
+    settings.fs_root.mkdir(parents=True, exist_ok=True)
+    (settings.fs_root / "old.txt").write_text("old")
+    (settings.fs_root / "same.txt").write_text("old version")
+    archive = tar_gz([("same.txt", b"new version"), ("new.txt", b"new")])
+    assert client.post("/data/populate", files={"archive": ("a.tar.gz", archive)}).status_code == 200
+    assert sorted(os.listdir(settings.fs_root)) == ["new.txt", "old.txt", "same.txt"]
+    assert (settings.fs_root / "same.txt").read_text() == "new version"
+
+    reply = client.post(
+        "/data/populate", params={"mode": "replace"}, files={"archive": ("b.tar.gz", tar_gz([("only.txt", b"1")]))}
+    )
+    assert reply.status_code == 200 and reply.json()["mode"] == "replace"
+    assert os.listdir(settings.fs_root) == ["only.txt"]
+
+
+def test_missing_source_and_wrong_content_type_are_clear_errors(client, tmp_path):
+    reply = client.post("/data/populate", json={"sources": [{"url": (tmp_path / "nope.tar.gz").as_uri()}]})
+    assert reply.status_code == 400 and "nope.tar.gz" in reply.json()["detail"]["error"]
+    assert client.post("/data/populate", content=b"x", headers={"content-type": "text/plain"}).status_code == 415
+    assert client.post("/data/populate", files={"wrong_field": ("a", b"x")}).status_code == 400
+
+
+def test_snapshot_never_follows_symlinks_out_of_the_world(client, settings, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host secret")
+    settings.fs_root.mkdir(parents=True, exist_ok=True)
+    (settings.fs_root / "real.txt").write_text("inside")
+    os.symlink(secret, settings.fs_root / "leak.txt")
+    os.symlink("real.txt", settings.fs_root / "alias.txt")
+    os.symlink(tmp_path, settings.fs_root / "escape_dir")
+    archive, _ = _snapshot(client)
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+        names = tar.getnames()
+        assert "filesystem/alias.txt" in names and tar.extractfile("filesystem/alias.txt").read() == b"inside"
+        assert "filesystem/leak.txt" not in names and "filesystem/escape_dir" not in names
+        assert all(b"host secret" not in tar.extractfile(m).read() for m in tar.getmembers() if m.isfile())
+
+
+def test_snapshot_that_fails_midway_leaves_no_valid_archive(tmp_path):
+    roots = WorldRoots(tmp_path / "fs", tmp_path / "apps")
+    roots.fs_root.mkdir()
+    roots.apps_data_root.mkdir()
+    for index in range(20):
+        (roots.fs_root / f"file{index:02}.bin").write_bytes(os.urandom(256 * 1024))
+
+    class FailingSink(io.BytesIO):
+        """A disk that fills up after 1 MiB."""
+
+        def write(self, data):
+            if self.tell() + len(data) > 1024 * 1024:
+                raise OSError(28, "No space left on device")
+            return super().write(data)
+
+    sink = FailingSink()
+    with pytest.raises(OSError, match="No space left"):
+        write_snapshot(roots, sink)
+    partial = sink.getvalue()
+    assert partial  # something was written before the failure...
+    with pytest.raises((EOFError, OSError, tarfile.TarError)):
+        # ...but it is not a readable archive: no gzip trailer, truncated tar
+        with tarfile.open(fileobj=io.BytesIO(partial), mode="r:gz") as tar:
+            tar.getmembers()
+            gzip.decompress(partial)
+
+
+@pytest.mark.slow
+def test_health_stays_responsive_during_a_large_populate(client, tmp_path, settings):
+    big = tmp_path / "big.tar.gz"
+    with tarfile.open(big, "w:gz", compresslevel=1) as archive:
+        block = os.urandom(1024 * 1024)
+        for index in range(12):
+            info = tarfile.TarInfo(f"big/part{index:02}.bin")
+            info.size = 16 * len(block)
+            archive.addfile(info, io.BytesIO(block * 16))
+    latencies: list[float] = []
+    done = threading.Event()
+
+    def poll_health():
+        with httpx.Client(base_url=client.base_url, timeout=10) as probe:
+            while not done.is_set():
+                started = time.perf_counter()
+                assert probe.get("/health").status_code == 200
+                latencies.append(time.perf_counter() - started)
+                time.sleep(0.02)
+
+    poller = threading.Thread(target=poll_health)
+    poller.start()
+    try:
+        with big.open("rb") as upload:
+            started = time.perf_counter()
+            reply = client.post("/data/populate", files={"archive": ("big.tar.gz", upload)})
+            populate_s = time.perf_counter() - started
+    finally:
+        done.set()
+        poller.join()
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["extracted_bytes"] == 12 * 16 * 1024 * 1024
+    assert len(latencies) >= 5, f"health was polled only {len(latencies)} times in {populate_s:.1f} s"
+    assert max(latencies) < 0.5, f"/health took {max(latencies):.2f} s during populate"
+    shutil.rmtree(settings.fs_root / "big")
