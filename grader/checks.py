@@ -45,7 +45,8 @@ _SCALE = {"k": 1e3, "thousand": 1e3, "m": 1e6, "mn": 1e6, "million": 1e6, "b": 1
 def numbers_in(text: str) -> list[float]:
     """Every number written in ``text``, normalised: separators, currency, %, k/m/bn suffixes.
 
-    A percentage yields both its written value and its fraction (``12%`` -> 12 and 0.12).
+    A percentage yields both its written value and its fraction (``12%`` -> 12 and 0.12); a
+    scaled number both its full and its written value (``3.2k`` -> 3200 and 3.2).
     """
     found: list[float] = []
     for match in _NUMBER.finditer(text):
@@ -56,7 +57,8 @@ def numbers_in(text: str) -> list[float]:
         if suffix in ("%", "percent"):
             found.extend([value, value / 100])
         elif suffix in _SCALE:
-            found.append(value * _SCALE[suffix])
+            # "$336M" may be compared with 336 (a value in millions) or 336,000,000.
+            found.extend([value * _SCALE[suffix], value])
         else:
             found.append(value)
     return found
@@ -155,8 +157,10 @@ def _normalise_cell(value: object) -> str:
     return str(value).strip().lower()
 
 
-def cell_value(check: CellValueCheck, world: WorldDiff) -> CheckResult:
+def cell_value(check: CellValueCheck, world: WorldDiff, options: ExtractOptions) -> CheckResult:
     from openpyxl import load_workbook
+
+    from grader.recalc import with_values
 
     paths = [p for p in _matching_files(world, check.path, None) if extension(p) in ("xlsx", "xlsm")]
     if not paths:
@@ -166,7 +170,8 @@ def cell_value(check: CellValueCheck, world: WorldDiff) -> CheckResult:
     failures: list[str] = []
     for path in paths:
         try:
-            workbook = load_workbook(io.BytesIO(contents[path]), data_only=True, read_only=True)
+            data = with_values(contents[path]) if options.recalculate else contents[path]
+            workbook = load_workbook(io.BytesIO(data), data_only=True, read_only=True)
         except Exception as exc:  # noqa: BLE001 - untrusted workbook
             failures.append(f"{virtual_path(path)}: {type(exc).__name__}: {exc}")
             continue
@@ -276,7 +281,7 @@ def run_check(check, answer: str, world: WorldDiff, options: ExtractOptions | No
             case AnswerRegexCheck():
                 return answer_regex(check, answer)
             case CellValueCheck():
-                return cell_value(check, world)
+                return cell_value(check, world, options)
             case FileExistsCheck():
                 return file_exists(check, world, options)
             case EmailSentCheck():

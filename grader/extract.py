@@ -60,6 +60,7 @@ class ExtractOptions:
     """Knobs for extraction; OCR runs only on PDF pages without a text layer, up to a cap."""
 
     ocr: bool = True
+    recalculate: bool = True  # compute formulas that have no cached value (LibreOffice)
     ocr_max_pages: int = 3
     ocr_dpi: int = 200
     ocr_timeout_s: float = 30.0
@@ -76,6 +77,10 @@ def extract(path: str, data: bytes, options: ExtractOptions | None = None) -> Ex
     ext = extension(path)
     try:
         if ext in WORKBOOK_EXTENSIONS:
+            if options.recalculate:
+                from grader.recalc import with_values
+
+                data = with_values(data)
             return _workbook(data)
         if ext in DOCUMENT_EXTENSIONS:
             return _document(data)

@@ -29,7 +29,7 @@ def check(spec: dict):
 @pytest.mark.parametrize(("text", "expected"), [
     ("Revenue was $1,234.50.", [1234.5]),
     ("margin 12%", [12.0, 0.12]),
-    ("about 3.2k units and 1.5m users and 2bn", [3200.0, 1_500_000.0, 2_000_000_000.0]),
+    ("about 3.2k units and 1.5m users and 2bn", [3200.0, 3.2, 1_500_000.0, 1.5, 2_000_000_000.0, 2.0]),
     ("a loss of -42 or (17)", [-42.0, -17.0]),
     ("dated 2024-03-05", [2024.0, 3.0, 5.0]),
 ])

@@ -8,7 +8,7 @@ import tarfile
 import pytest
 from atoll.errors import AtollError
 
-from grader import Snapshot, diff_snapshots, extract
+from grader import ExtractOptions, Snapshot, diff_snapshots, extract
 from tests.grader import factories as f
 from tests.grader.conftest import AFTER, BEFORE
 
@@ -93,18 +93,21 @@ def test_changed_cells_are_listed_with_old_and_new_values(tmp_path):
     world = diff(tmp_path, {"filesystem/m.xlsx": f.xlsx({"Model": [["Revenue", 100]]})},
                  {"filesystem/m.xlsx": f.xlsx({"Model": [["Revenue", 120], ["Total", "=B1*2"]]})})
     text = world.artifacts[0].text
-    assert "B1: 100 -> 120" in text and "B2: (empty) -> [=B1*2]" in text and "Final content:" in text
+    assert "B1: 100 -> 120" in text and "B2: (empty) -> 240 [=B1*2]" in text and "Final content:" in text
 
 
 # --- extraction ------------------------------------------------------------------------------
 
 
 def test_xlsx_per_sheet_values_and_formulas():
-    content = extract("m.xlsx", f.xlsx({"Data": [["a", 2, 3], [None, "=B1+C1"]], "Empty": []}))
+    data = f.xlsx({"Data": [["a", 2, 3], [None, "=B1+C1"]], "Empty": []})
+    content = extract("m.xlsx", data, ExtractOptions(recalculate=False))
     assert [p.name for p in content.parts] == ["sheet 'Data'", "sheet 'Empty'"]
     assert "A1: a | B1: 2 | C1: 3" in content.parts[0].text
     assert "B2: [=B1+C1]" in content.parts[0].text  # no cached value written by openpyxl: formula shown
     assert content.parts[0].cells["C1"] == "3"
+    # By default LibreOffice computes the formulas openpyxl left without a value.
+    assert "B2: 5 [=B1+C1]" in extract("m.xlsx", data).parts[0].text
 
 
 def test_xlsx_shows_cached_value_next_to_formula(tmp_path):

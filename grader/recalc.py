@@ -1,0 +1,85 @@
+"""Compute formula values that a workbook does not carry, with headless LibreOffice.
+
+Workbooks written by openpyxl (an agent's ``code_exec`` script, a gold file) store formulas
+without cached values, so ``data_only`` reads give None.  Such a workbook is converted
+xlsx -> xlsx by LibreOffice, which computes every formula; results are memoised by content
+hash.  Each conversion uses its own profile folder, so conversions may run in parallel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+_memo: dict[str, bytes | None] = {}
+_lock = threading.Lock()
+TIMEOUT_S = 90.0
+
+
+def has_uncached_formulas(data: bytes) -> bool:
+    """True when some formula cell of the workbook has no cached value."""
+    from openpyxl import load_workbook
+
+    formulas = load_workbook(io.BytesIO(data), read_only=True)
+    values = load_workbook(io.BytesIO(data), read_only=True, data_only=True)
+    try:
+        for sheet in formulas.worksheets:
+            cached = values[sheet.title]
+            for formula_row, value_row in zip(sheet.iter_rows(), cached.iter_rows(), strict=False):
+                for formula_cell, value_cell in zip(formula_row, value_row, strict=False):
+                    raw = getattr(formula_cell, "value", None)
+                    if isinstance(raw, str) and raw.startswith("=") and getattr(value_cell, "value", None) is None:
+                        return True
+        return False
+    finally:
+        formulas.close()
+        values.close()
+
+
+def recalculated(data: bytes, suffix: str = ".xlsx") -> bytes | None:
+    """The workbook with every formula computed by LibreOffice, or None when that failed
+    (LibreOffice missing, timeout, unreadable file)."""
+    key = hashlib.sha256(data).hexdigest()
+    with _lock:
+        if key in _memo:
+            return _memo[key]
+    result = _convert(data, suffix)
+    with _lock:
+        _memo[key] = result
+    return result
+
+
+def _convert(data: bytes, suffix: str) -> bytes | None:
+    office = shutil.which("soffice") or shutil.which("libreoffice")
+    if office is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="atoll-recalc-") as scratch:
+        folder = Path(scratch)
+        source = folder / f"workbook{suffix}"
+        source.write_bytes(data)
+        command = [
+            office, "--headless", "--norestore", "--nologo",
+            f"-env:UserInstallation={(folder / 'profile').as_uri()}",
+            "--convert-to", suffix.lstrip("."), "--outdir", str(folder / "out"), str(source),
+        ]
+        try:
+            subprocess.run(command, capture_output=True, timeout=TIMEOUT_S, check=True)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        target = folder / "out" / source.name
+        return target.read_bytes() if target.is_file() else None
+
+
+def with_values(data: bytes) -> bytes:
+    """``data`` itself, or its recalculated form when it has formulas without values."""
+    try:
+        if not has_uncached_formulas(data):
+            return data
+    except Exception:  # noqa: BLE001 - unreadable workbooks are reported by their reader
+        return data
+    return recalculated(data) or data
