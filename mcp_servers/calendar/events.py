@@ -44,14 +44,27 @@ def start_end(event: Event) -> tuple[When, When]:
     """
     if "DTSTART" not in event:
         raise ValueError("VEVENT has no DTSTART")
-    start = event.decoded("DTSTART")
+    start = _when_value(event, "DTSTART")
     if "DTEND" in event:
-        end = event.decoded("DTEND")
+        end = _when_value(event, "DTEND")
     elif "DURATION" in event:
-        end = start + event.decoded("DURATION")
+        duration = event.decoded("DURATION")
+        if not isinstance(duration, timedelta):
+            raise ValueError(f"DURATION {str(event['DURATION'])[:40]!r} is not a duration")
+        end = start + duration
     else:
         end = start + timedelta(days=1) if not isinstance(start, datetime) else start
     return start, end
+
+
+def _when_value(event: Event, name: str) -> When:
+    try:
+        value = event.decoded(name)
+    except (ValueError, TypeError):
+        value = None
+    if not isinstance(value, date):
+        raise ValueError(f"{name} {str(event.get(name))[:40]!r} is not a date or date-time")
+    return value
 
 
 def _person(address: Any) -> dict[str, Any]:
