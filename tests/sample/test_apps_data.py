@@ -7,7 +7,6 @@ import mailbox
 import re
 from datetime import date, datetime
 from email.header import decode_header, make_header
-from email.utils import getaddresses
 
 import icalendar
 import pytest
@@ -57,7 +56,9 @@ def test_calendar_has_recurring_all_day_zoned_events_with_attendees_and_alarms(w
     assert len(zones) >= 2
     assert any(e.get("ATTENDEE") for e in events)
     assert any(e.walk("VALARM") for e in events)
-    user_email = {CONSULTING: "priya.raman@meridianpartners.example", DEAL: "elena.varga@corvane.example"}[world_id]
+    user_email = {CONSULTING: "priya.raman@meridianpartners.example", DEAL: "elena.varga@corvane.example"}[
+        world_id
+    ]
     assert (worlds[world_id] / ".apps_data" / "calendar" / f"{user_email}.ics").is_file()
 
 

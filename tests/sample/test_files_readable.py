@@ -61,9 +61,21 @@ def test_spend_cube_has_tabs_formulas_formats_and_a_google_sheets_cell(worlds):
     path = fs(worlds[CONSULTING], "/Data/Raw/Halvorsen spend cube FY2023 (final_v3).xlsx")
     workbook = openpyxl.load_workbook(path)
     assert len(workbook.sheetnames) >= 3
-    formulas = [c for ws in workbook for row in ws.iter_rows() for c in row if isinstance(c.value, str) and c.value.startswith("=")]
+    formulas = [
+        c
+        for ws in workbook
+        for row in ws.iter_rows()
+        for c in row
+        if isinstance(c.value, str) and c.value.startswith("=")
+    ]
     assert len(formulas) >= 10
-    assert any(c.number_format not in ("General",) for ws in workbook for row in ws.iter_rows(min_row=2) for c in row if c.value is not None)
+    assert any(
+        c.number_format not in ("General",)
+        for ws in workbook
+        for row in ws.iter_rows(min_row=2)
+        for c in row
+        if c.value is not None
+    )
     dummy = [c for c in formulas if "__xludf.DUMMYFUNCTION" in c.value]
     assert len(dummy) == 1
     cached = openpyxl.load_workbook(path, data_only=True)[dummy[0].parent.title][dummy[0].coordinate].value
@@ -71,7 +83,9 @@ def test_spend_cube_has_tabs_formulas_formats_and_a_google_sheets_cell(worlds):
 
 
 def test_docx_has_headings_tables_bold_runs_and_a_comment(worlds):
-    path = fs(worlds[CONSULTING], "/Deliverables/Interim Report/Keystone_interim_findings_DRAFT (jm edits).docx")
+    path = fs(
+        worlds[CONSULTING], "/Deliverables/Interim Report/Keystone_interim_findings_DRAFT (jm edits).docx"
+    )
     document = docx.Document(str(path))
     assert any(p.style.name.startswith("Heading") for p in document.paragraphs)
     assert document.tables
@@ -82,7 +96,9 @@ def test_docx_has_headings_tables_bold_runs_and_a_comment(worlds):
 
 
 def test_pptx_has_title_bullets_table_and_notes(worlds):
-    deck = Presentation(str(fs(worlds[CONSULTING], "/Deliverables/SteerCo/Keystone SteerCo 2024-02-29 DRAFT.pptx")))
+    deck = Presentation(
+        str(fs(worlds[CONSULTING], "/Deliverables/SteerCo/Keystone SteerCo 2024-02-29 DRAFT.pptx"))
+    )
     slides = list(deck.slides)
     assert slides[0].shapes.title.text.startswith("Project Keystone")
     assert len(slides[1].placeholders[1].text_frame.paragraphs) >= 3
@@ -106,7 +122,9 @@ def test_pdfs_are_multi_page_with_one_image_only_page(worlds, world_id, path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("tesseract") is None, reason="tesseract is a system dependency of the pdfs server")
+@pytest.mark.skipif(
+    shutil.which("tesseract") is None, reason="tesseract is a system dependency of the pdfs server"
+)
 def test_scanned_page_is_readable_by_ocr(worlds, tmp_path):
     path = fs(worlds[DEAL], "/Data Room/04 Litigation/04.3 Alder Fabrication demand letter (scan).pdf")
     with pymupdf.open(path) as document:
@@ -114,7 +132,10 @@ def test_scanned_page_is_readable_by_ocr(worlds, tmp_path):
         page.get_pixmap(dpi=200).save(tmp_path / "page.png")
     text = subprocess.run(
         ["tesseract", str(tmp_path / "page.png"), "-"],
-        capture_output=True, text=True, check=True, env={**os.environ, "OMP_THREAD_LIMIT": "1"},
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "OMP_THREAD_LIMIT": "1"},
     ).stdout
     assert "Alder Fabrication" in text
     assert "$1,250,000" in text

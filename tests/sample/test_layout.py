@@ -51,7 +51,13 @@ def _digests(root: Path) -> dict[str, str]:
 
 def test_writes_the_apex_layout(sample_dir):
     names = {p.name for p in sample_dir.iterdir()}
-    assert {"tasks_and_rubrics.json", "world_descriptions.json", "world_files_zipped", "task_files", "gold_outputs"} <= names
+    assert {
+        "tasks_and_rubrics.json",
+        "world_descriptions.json",
+        "world_files_zipped",
+        "task_files",
+        "gold_outputs",
+    } <= names
     for archive in (sample_dir / "world_files_zipped").glob("*.zip"):
         with zipfile.ZipFile(archive) as bundle:
             tops = {name.split("/", 1)[0] for name in bundle.namelist()}
@@ -87,7 +93,15 @@ def test_every_task_has_one_to_six_criteria_and_a_checked_one(tasks):
                 kinds[criterion["check"]["kind"]] += 1
             else:
                 judge_only += 1
-    assert set(kinds) == {"answer_number", "answer_regex", "cell_value", "file_exists", "email_sent", "event_created", "chat_posted"}
+    assert set(kinds) == {
+        "answer_number",
+        "answer_regex",
+        "cell_value",
+        "file_exists",
+        "email_sent",
+        "event_created",
+        "chat_posted",
+    }
     assert judge_only >= 2
 
 
@@ -109,7 +123,9 @@ def test_edit_tasks_target_files_that_exist_in_the_world(tasks, worlds):
         if not task["expected_output"].startswith("edit_existing"):
             continue
         for file in task["gold_output"]["files"]:
-            assert (worlds[task["world_id"]] / "filesystem" / file["path"].lstrip("/")).is_file(), file["path"]
+            assert (worlds[task["world_id"]] / "filesystem" / file["path"].lstrip("/")).is_file(), file[
+                "path"
+            ]
 
 
 def test_reference_solutions_use_agreed_tool_shapes(tasks):
