@@ -54,7 +54,7 @@ def _mbox_messages(data: bytes) -> list[Message]:
         try:
             return [
                 email.message_from_bytes(box.get_bytes(key), policy=email.policy.default)
-                for key in box.keys()
+                for key in box.iterkeys()
             ]
         finally:
             box.close()
@@ -137,8 +137,17 @@ def diff_mail(before: dict[str, bytes], after: dict[str, bytes]) -> tuple[list[M
 
 # --- calendar ------------------------------------------------------------------------------
 
-_EVENT_FIELDS = ("summary", "dtstart", "dtend", "location", "description", "status", "rrule", "attendee",
-                 "organizer")
+_EVENT_FIELDS = (
+    "summary",
+    "dtstart",
+    "dtend",
+    "location",
+    "description",
+    "status",
+    "rrule",
+    "attendee",
+    "organizer",
+)
 
 
 def _ical_value(value: Any) -> Any:
@@ -162,7 +171,11 @@ def _events(data: bytes) -> dict[str, dict[str, Any]]:
         uid = str(component.get("UID") or "")
         recurrence = component.get("RECURRENCE-ID")
         key = uid + (f"#{_ical_value(recurrence)}" if recurrence is not None else "")
-        fields = {name: _ical_value(component.get(name)) for name in _EVENT_FIELDS if component.get(name) is not None}
+        fields = {
+            name: _ical_value(component.get(name))
+            for name in _EVENT_FIELDS
+            if component.get(name) is not None
+        }
         attendees = fields.get("attendee", [])
         if not isinstance(attendees, list):
             attendees = [attendees]
@@ -183,9 +196,7 @@ def _event_change(change: str, uid: str, fields: dict[str, Any], changed: dict[s
     )
 
 
-def diff_calendar(
-    before: dict[str, bytes], after: dict[str, bytes]
-) -> tuple[list[EventChange], list[str]]:
+def diff_calendar(before: dict[str, bytes], after: dict[str, bytes]) -> tuple[list[EventChange], list[str]]:
     """Events created, updated (with the fields that changed) and deleted, keyed by UID."""
     errors: list[str] = []
 
@@ -230,7 +241,11 @@ def _messages(data: bytes) -> list[dict[str, Any]]:
 
 
 def _message_id(message: dict[str, Any]) -> str:
-    return str(message.get("message_id") or message.get("id") or sha256(json.dumps(message, sort_keys=True).encode()).hexdigest())
+    return str(
+        message.get("message_id")
+        or message.get("id")
+        or sha256(json.dumps(message, sort_keys=True).encode()).hexdigest()
+    )
 
 
 def _is_root(message: dict[str, Any]) -> bool:
@@ -265,7 +280,14 @@ def diff_chat(
             continue
         name = group_names.get(group, "")
 
-        def make(kind: str, message_id: str, message: dict[str, Any], emoji: str | None = None) -> ChatChange:
+        def make(
+            kind: str,
+            message_id: str,
+            message: dict[str, Any],
+            emoji: str | None = None,
+            group: str = group,
+            name: str = name,
+        ) -> ChatChange:
             creator = message.get("creator") or {}
             return ChatChange(
                 change=kind,  # type: ignore[arg-type]

@@ -20,7 +20,9 @@ from typing import Any
 from atoll.benchmark import Criterion
 
 
-def cache_key(criterion: Criterion, evidence_digest: str, judge_model: str, prompt_version: str, samples: int) -> str:
+def cache_key(
+    criterion: Criterion, evidence_digest: str, judge_model: str, prompt_version: str, samples: int
+) -> str:
     """sha256 over the criterion (text, target, check) and the judging setup."""
     payload = {
         "criterion": {
@@ -46,7 +48,9 @@ class VerdictCache:
         self.hits = 0
         self.misses = 0
         suffix = self.location.suffix.lower()
-        self._sqlite = self.location.is_file() or (not self.location.exists() and suffix in (".sqlite", ".db", ".sqlite3"))
+        self._sqlite = self.location.is_file() or (
+            not self.location.exists() and suffix in (".sqlite", ".db", ".sqlite3")
+        )
         if self._sqlite:
             self.location.parent.mkdir(parents=True, exist_ok=True)
             self._connection = sqlite3.connect(self.location, check_same_thread=False)
@@ -81,7 +85,9 @@ class VerdictCache:
         text = json.dumps(record, sort_keys=True)
         with self._lock:
             if self._sqlite:
-                self._connection.execute("INSERT OR REPLACE INTO verdicts (key, record) VALUES (?, ?)", (key, text))
+                self._connection.execute(
+                    "INSERT OR REPLACE INTO verdicts (key, record) VALUES (?, ?)", (key, text)
+                )
                 self._connection.commit()
                 return
             handle, temporary = tempfile.mkstemp(dir=self.location, suffix=".tmp")

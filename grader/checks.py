@@ -21,7 +21,6 @@ from atoll.benchmark import (
     EventCreatedCheck,
     FileExistsCheck,
 )
-
 from grader.diff import WorldDiff
 from grader.extract import ExtractOptions, extension, extract
 from grader.snapshot import FS_PREFIX, virtual_path
@@ -122,7 +121,8 @@ def _matching_files(world: WorldDiff, pattern: str, file_type: str | None) -> li
     regex = glob_regex(pattern)
     wanted = (file_type or "").lower().lstrip(".")
     return [
-        path for path in world.after.filesystem_paths()
+        path
+        for path in world.after.filesystem_paths()
         if regex.match(virtual_path(path)) and (not wanted or extension(path) == wanted)
     ]
 
@@ -262,7 +262,11 @@ def chat_posted(check: ChatPostedCheck, world: WorldDiff) -> CheckResult:
     for post in posts:
         if check.channel:
             channel = check.channel.lower()
-            names = {post.channel_id.lower(), post.channel_name.lower(), post.channel_id.split(" ", 1)[-1].lower()}
+            names = {
+                post.channel_id.lower(),
+                post.channel_name.lower(),
+                post.channel_id.split(" ", 1)[-1].lower(),
+            }
             if channel not in names:
                 continue
         text = post.text.lower()

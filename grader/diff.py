@@ -12,7 +12,6 @@ import difflib
 from dataclasses import dataclass, field
 
 from atoll.grade import Changes, ChatChange, EventChange, FileChange, MailSent
-
 from grader import appdata
 from grader.extract import Extracted, ExtractOptions, extension, extract
 from grader.snapshot import FS_PREFIX, Snapshot, virtual_path
@@ -106,16 +105,19 @@ def _cell_order(coordinate: str) -> tuple[int, int, str]:
     return (int(digits) if digits else 0, column, coordinate)
 
 
-def _file_artifact(
-    change: FileChange, old: Extracted | None, new: Extracted | None
-) -> Artifact:
+def _file_artifact(change: FileChange, old: Extracted | None, new: Extracted | None) -> Artifact:
     path = virtual_path(change.path)
     file_type = extension(path)
     header = f"File {path} ({change.change}"
     if change.change == "deleted":
         return Artifact(
-            id=f"file:{path}", kind="file", title=f"{path} (deleted)", text=header + "; the file no longer exists)",
-            path=path, file_type=file_type, change="deleted",
+            id=f"file:{path}",
+            kind="file",
+            title=f"{path} (deleted)",
+            text=header + "; the file no longer exists)",
+            path=path,
+            file_type=file_type,
+            change="deleted",
         )
     assert new is not None
     header += f", {change.size_after} bytes)"
@@ -128,8 +130,14 @@ def _file_artifact(
         body.append("Final content:")
     body.append(new.text())
     return Artifact(
-        id=f"file:{path}", kind="file", title=f"{path} ({change.change})", text="\n".join(body),
-        path=path, file_type=file_type, change=change.change, error=new.error,
+        id=f"file:{path}",
+        kind="file",
+        title=f"{path} ({change.change})",
+        text="\n".join(body),
+        path=path,
+        file_type=file_type,
+        change=change.change,
+        error=new.error,
     )
 
 
@@ -138,9 +146,14 @@ def file_artifact_for_unchanged(path_in_snapshot: str, data: bytes, options: Ext
     path = virtual_path(path_in_snapshot)
     content = extract(path, data, options)
     return Artifact(
-        id=f"file:{path}", kind="file", title=f"{path} (unchanged)",
+        id=f"file:{path}",
+        kind="file",
+        title=f"{path} (unchanged)",
         text=f"File {path} (unchanged by the agent, {len(data)} bytes)\n{content.text()}",
-        path=path, file_type=extension(path), change="unchanged", error=content.error,
+        path=path,
+        file_type=extension(path),
+        change="unchanged",
+        error=content.error,
     )
 
 
@@ -156,21 +169,27 @@ def diff_snapshots(before: Snapshot, after: Snapshot, options: ExtractOptions | 
         kind = "created" if was is None else "deleted" if now is None else "modified"
         file_changes.append(
             FileChange(
-                path=path, change=kind,
-                size_before=was.size if was else None, size_after=now.size if now else None,
-                sha256_before=was.sha256 if was else None, sha256_after=now.sha256 if now else None,
+                path=path,
+                change=kind,
+                size_before=was.size if was else None,
+                size_after=now.size if now else None,
+                sha256_before=was.sha256 if was else None,
+                sha256_after=now.sha256 if now else None,
             )
         )
     changed_paths = {c.path for c in file_changes}
     fs_changed = [c for c in file_changes if c.path.startswith(FS_PREFIX)]
     apps_wanted = {
-        p for p in changed_paths
+        p
+        for p in changed_paths
         if appdata.is_mail(p) or appdata.is_calendar(p) or appdata.is_chat_messages(p)
     }
     # Names of chat groups come from group_info.json whether or not it changed.
     info_paths = {p for p in new if appdata.is_chat_group_info(p)}
     before_bytes = before.read_many({c.path for c in fs_changed if c.change == "modified"} | apps_wanted)
-    after_bytes = after.read_many({c.path for c in fs_changed if c.change != "deleted"} | apps_wanted | info_paths)
+    after_bytes = after.read_many(
+        {c.path for c in fs_changed if c.change != "deleted"} | apps_wanted | info_paths
+    )
 
     result = WorldDiff(before=before, after=after, changes=Changes(files=file_changes))
     for change in fs_changed:
@@ -207,17 +226,22 @@ def diff_snapshots(before: Snapshot, after: Snapshot, options: ExtractOptions | 
 
 def _mail_artifact(mail: MailSent, index: int) -> Artifact:
     lines = [
-        f"From: {mail.from_}", f"To: {', '.join(mail.to)}",
-        *( [f"Cc: {', '.join(mail.cc)}"] if mail.cc else [] ),
-        *( [f"Bcc: {', '.join(mail.bcc)}"] if mail.bcc else [] ),
+        f"From: {mail.from_}",
+        f"To: {', '.join(mail.to)}",
+        *([f"Cc: {', '.join(mail.cc)}"] if mail.cc else []),
+        *([f"Bcc: {', '.join(mail.bcc)}"] if mail.bcc else []),
         f"Subject: {mail.subject}",
-        *( [f"Attachments: {', '.join(mail.attachments)}"] if mail.attachments else [] ),
-        *( [f"In-Reply-To: {mail.in_reply_to}"] if mail.in_reply_to else [] ),
-        "", mail.body,
+        *([f"Attachments: {', '.join(mail.attachments)}"] if mail.attachments else []),
+        *([f"In-Reply-To: {mail.in_reply_to}"] if mail.in_reply_to else []),
+        "",
+        mail.body,
     ]
     ident = mail.message_id or f"#{index + 1}"
     return Artifact(
-        id=f"mail:{ident}", kind="mail", title=f"mail sent: {mail.subject}", text="Mail sent\n" + "\n".join(lines),
+        id=f"mail:{ident}",
+        kind="mail",
+        title=f"mail sent: {mail.subject}",
+        text="Mail sent\n" + "\n".join(lines),
         change="sent",
     )
 
@@ -233,8 +257,11 @@ def _event_artifact(event: EventChange) -> Artifact:
     for name, values in event.changed_fields.items():
         lines.append(f"Changed {name}: {values.get('before')!r} -> {values.get('after')!r}")
     return Artifact(
-        id=f"event:{event.uid}", kind="event", title=f"event {event.change}: {event.summary}",
-        text="\n".join(lines), change=event.change,
+        id=f"event:{event.uid}",
+        kind="event",
+        title=f"event {event.change}: {event.summary}",
+        text="\n".join(lines),
+        change=event.change,
     )
 
 
@@ -246,8 +273,11 @@ def _chat_artifact(change: ChatChange) -> Artifact:
         lines.append(f"Reaction: {change.emoji}")
     lines.extend(["", change.text])
     return Artifact(
-        id=f"chat:{change.message_id}:{change.change}", kind="chat", title=f"chat {change.change} in {where}",
-        text="\n".join(lines), change=change.change,
+        id=f"chat:{change.message_id}:{change.change}",
+        kind="chat",
+        title=f"chat {change.change} in {where}",
+        text="\n".join(lines),
+        change=change.change,
     )
 
 

@@ -16,7 +16,6 @@ import re
 from dataclasses import dataclass, field
 
 from atoll.benchmark import Criterion, GradingTarget
-
 from grader.diff import Artifact, WorldDiff, file_artifact_for_unchanged
 from grader.extract import ExtractOptions
 from grader.judge import Block, JudgeConfig, select
@@ -98,7 +97,9 @@ def _mark_failures(routed: Routed, *, all_must_fail: bool) -> Routed:
 # --- digest --------------------------------------------------------------------------------
 
 
-def evidence_digest(task_prompt: str, answer: str | None, change_log: str, routed: Routed, config: JudgeConfig | None) -> str:
+def evidence_digest(
+    task_prompt: str, answer: str | None, change_log: str, routed: Routed, config: JudgeConfig | None
+) -> str:
     """sha256 of everything the judge could be shown for this criterion (before selection)."""
     payload = {
         "task_prompt": task_prompt,
@@ -141,7 +142,28 @@ def _fair_shares(lengths: list[int], budget: int) -> list[int]:
 
 
 _WORD = re.compile(r"[a-z0-9][a-z0-9_.\-]{2,}")
-_STOP = frozenset("the and for with that this from are was were has have not all any its into per".split())
+_STOP = frozenset(
+    [
+        "the",
+        "and",
+        "for",
+        "with",
+        "that",
+        "this",
+        "from",
+        "are",
+        "was",
+        "were",
+        "has",
+        "have",
+        "not",
+        "all",
+        "any",
+        "its",
+        "into",
+        "per",
+    ]
+)
 
 
 def rank(criterion: str, artifacts: list[Artifact]) -> list[Artifact]:
@@ -209,11 +231,15 @@ async def fit(criterion: str, artifacts: list[Artifact], budget: int, config: Ju
     except Exception as exc:  # noqa: BLE001 - a failed selection falls back, never to "no files"
         shares = _fair_shares([len(a.text) for a in artifacts], max(budget - 200 * len(artifacts), 1000))
         shown = [(a, truncate(a.text, max(share, 200))) for a, share in zip(artifacts, shares, strict=True)]
-        return Fitted(shown, f"selection failed ({type(exc).__name__}: {str(exc)[:200]}); all truncated", cost)
+        return Fitted(
+            shown, f"selection failed ({type(exc).__name__}: {str(exc)[:200]}); all truncated", cost
+        )
     omitted = [a.id for a in artifacts if a.id not in {s.id for s, _ in shown}]
     note = f"{method}: {len(shown)} of {len(artifacts)} shown"
     if omitted:
-        note += f"; omitted for the context budget: {', '.join(omitted[:20])}" + (" …" if len(omitted) > 20 else "")
+        note += f"; omitted for the context budget: {', '.join(omitted[:20])}" + (
+            " …" if len(omitted) > 20 else ""
+        )
     return Fitted(shown, note, cost)
 
 
@@ -226,7 +252,9 @@ def build_blocks(
         Block("CHANGES", truncate(change_log, budget // 8)),
     ]
     if answer is not None:
-        blocks.append(Block("FINAL_ANSWER", truncate(answer, budget // 4) if answer.strip() else "(no final answer)"))
+        blocks.append(
+            Block("FINAL_ANSWER", truncate(answer, budget // 4) if answer.strip() else "(no final answer)")
+        )
     for index, (artifact, text) in enumerate(fitted.shown, start=1):
         blocks.append(Block(f"ARTIFACT_{index}", f"artifact id: {artifact.id}\n{text}"))
     if fitted.note != "all":

@@ -15,8 +15,34 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, time
 
 TEXT_EXTENSIONS = frozenset(
-    {"txt", "md", "csv", "tsv", "json", "jsonl", "xml", "html", "htm", "yaml", "yml", "py", "js",
-     "ts", "sql", "log", "ini", "toml", "r", "tex", "rst", "ics", "eml", "mbox", "css", "sh"}
+    {
+        "txt",
+        "md",
+        "csv",
+        "tsv",
+        "json",
+        "jsonl",
+        "xml",
+        "html",
+        "htm",
+        "yaml",
+        "yml",
+        "py",
+        "js",
+        "ts",
+        "sql",
+        "log",
+        "ini",
+        "toml",
+        "r",
+        "tex",
+        "rst",
+        "ics",
+        "eml",
+        "mbox",
+        "css",
+        "sh",
+    }
 )
 WORKBOOK_EXTENSIONS = frozenset({"xlsx", "xlsm"})
 DOCUMENT_EXTENSIONS = frozenset({"docx", "docm"})
@@ -123,9 +149,7 @@ def _workbook(data: bytes) -> Extracted:
             cells: dict[str, str] = {}
             lines: list[str] = []
             truncated = False
-            for formula_row, value_row in zip(
-                sheet.iter_rows(), cached.iter_rows(), strict=False
-            ):
+            for formula_row, value_row in zip(sheet.iter_rows(), cached.iter_rows(), strict=False):
                 row_items: list[str] = []
                 for formula_cell, value_cell in zip(formula_row, value_row, strict=False):
                     raw = getattr(formula_cell, "value", None)
@@ -289,7 +313,9 @@ def _deck(data: bytes) -> Extracted:
         for shape in others:
             lines.extend(_shape_lines(shape))
         if slide.has_notes_slide:
-            notes = slide.notes_slide.notes_text_frame.text.strip() if slide.notes_slide.notes_text_frame else ""
+            notes = (
+                slide.notes_slide.notes_text_frame.text.strip() if slide.notes_slide.notes_text_frame else ""
+            )
             if notes:
                 lines.append("Notes: " + notes)
         parts.append(Part(name=f"slide {index}", text="\n".join(lines) if lines else "[empty slide]"))

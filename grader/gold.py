@@ -23,7 +23,6 @@ from typing import Any
 from atoll.benchmark import Benchmark, Task
 from atoll.errors import AtollError
 from atoll.trajectory import AgentReportedStatus, RunStatus, Trajectory
-
 from grader.snapshot import _clean_name, member_path
 
 GOLD_TIME = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
@@ -44,7 +43,11 @@ def _read_world(benchmark: Benchmark, task: Task) -> dict[str, bytes]:
         with zipfile.ZipFile(archive_path) as archive:
             for info in archive.infolist():
                 name = _clean_name(info.filename)
-                if name and not info.is_dir() and (name.startswith("filesystem/") or name.startswith(".apps_data/")):
+                if (
+                    name
+                    and not info.is_dir()
+                    and (name.startswith("filesystem/") or name.startswith(".apps_data/"))
+                ):
                     members[name] = archive.read(info)
     overlay = benchmark.task_overlays.get(task.task_id)
     if overlay:
@@ -78,7 +81,9 @@ def _gold_source(benchmark: Benchmark, task: Task, gold: Any) -> Path:
     for candidate in candidates:
         if candidate.is_absolute() and candidate.is_file():
             return candidate
-    raise AtollError("gold_missing", f"task {task.task_id}: gold file for {gold.path} not found (source {source!r})")
+    raise AtollError(
+        "gold_missing", f"task {task.task_id}: gold file for {gold.path} not found (source {source!r})"
+    )
 
 
 # --- app-data effects of reference steps ---------------------------------------------------
@@ -102,7 +107,9 @@ def _send_mail(members: dict[str, bytes], arguments: dict[str, Any], user_email:
     message.set_content(str(arguments.get("body", "")))
     for attachment in _as_list(arguments.get("attachments")):
         data = members.get(member_path(attachment), b"")
-        message.add_attachment(data, maintype="application", subtype="octet-stream", filename=Path(attachment).name)
+        message.add_attachment(
+            data, maintype="application", subtype="octet-stream", filename=Path(attachment).name
+        )
     boxes = sorted(p for p in members if p.startswith(".apps_data/mail/") and p.endswith(".mbox"))
     target = boxes[0] if boxes else ".apps_data/mail/Sent.mbox"
     body = message.as_bytes().replace(b"\nFrom ", b"\n>From ")
@@ -151,25 +158,33 @@ def _create_event(members: dict[str, bytes], arguments: dict[str, Any], user_ema
 
 def _chat(members: dict[str, bytes], arguments: dict[str, Any], user: dict[str, str], reply: bool) -> None:
     channel = str(arguments.get("channel_id", ""))
-    paths = [p for p in members if p.startswith(".apps_data/chat/") and p.endswith(f"/Groups/{channel}/messages.json")]
+    paths = [
+        p
+        for p in members
+        if p.startswith(".apps_data/chat/") and p.endswith(f"/Groups/{channel}/messages.json")
+    ]
     if not paths:
         raise AtollError("gold_replay", f"chat channel {channel!r} not found in the world")
     document = json.loads(members[paths[0]])
     count = len(document.get("messages", []))
     if reply:
-        topic = str(arguments.get("post_id", "")).split("/")[-2 if "/" in str(arguments.get("post_id")) else -1]
+        topic = str(arguments.get("post_id", "")).split("/")[
+            -2 if "/" in str(arguments.get("post_id")) else -1
+        ]
         unique = f"gold{count}"
     else:
         topic = unique = f"gold{count}"
-    document.setdefault("messages", []).append({
-        "creator": {"name": user["name"], "email": user["email"], "user_type": "Human"},
-        "created_date": "Friday, March 1, 2024 at 12:00:00 PM UTC",
-        "text": str(arguments.get("message", "")),
-        "topic_id": topic,
-        "message_id": f"{channel}/{topic}/{unique}",
-        "reactions": [],
-        "annotations": [],
-    })
+    document.setdefault("messages", []).append(
+        {
+            "creator": {"name": user["name"], "email": user["email"], "user_type": "Human"},
+            "created_date": "Friday, March 1, 2024 at 12:00:00 PM UTC",
+            "text": str(arguments.get("message", "")),
+            "topic_id": topic,
+            "message_id": f"{channel}/{topic}/{unique}",
+            "reactions": [],
+            "annotations": [],
+        }
+    )
     members[paths[0]] = json.dumps(document, indent=2, ensure_ascii=False).encode()
 
 
@@ -206,8 +221,13 @@ def build_gold_world(benchmark: Benchmark, task: Task, workdir: Path) -> GoldWor
         task.reference_solution.final_answer if task.reference_solution else ""
     )
     trajectory = Trajectory(
-        task_id=task.task_id, agent="gold", model="gold", status=RunStatus.completed,
-        agent_reported_status=AgentReportedStatus.completed, final_answer=answer,
-        started_at=GOLD_TIME, ended_at=GOLD_TIME,
+        task_id=task.task_id,
+        agent="gold",
+        model="gold",
+        status=RunStatus.completed,
+        agent_reported_status=AgentReportedStatus.completed,
+        final_answer=answer,
+        started_at=GOLD_TIME,
+        ended_at=GOLD_TIME,
     )
     return GoldWorld(before=before, after=after, trajectory=trajectory, replayed=replayed)

@@ -14,7 +14,6 @@ from pathlib import Path
 from atoll.benchmark import Criterion, Task
 from atoll.grade import CriterionVerdict, Grade, Verdict
 from atoll.trajectory import Trajectory
-
 from grader.cache import VerdictCache, cache_key
 from grader.checks import run_check
 from grader.diff import WorldDiff, diff_snapshots
@@ -31,7 +30,11 @@ def final_answer(trajectory: Trajectory | None) -> str:
     if trajectory.final_answer:
         return trajectory.final_answer
     for message in reversed(trajectory.messages):
-        if message.get("role") == "assistant" and isinstance(message.get("content"), str) and message["content"].strip():
+        if (
+            message.get("role") == "assistant"
+            and isinstance(message.get("content"), str)
+            and message["content"].strip()
+        ):
             return message["content"]
     return ""
 
@@ -48,23 +51,37 @@ class _Context:
     cost_usd: float = 0.0
 
 
-def _verdict(criterion: Criterion, verdict: Verdict, decided_by: str, rationale: str, **fields) -> CriterionVerdict:
+def _verdict(
+    criterion: Criterion, verdict: Verdict, decided_by: str, rationale: str, **fields
+) -> CriterionVerdict:
     return CriterionVerdict(
-        verifier_id=criterion.verifier_id, criterion=criterion.criteria, verdict=verdict,
-        decided_by=decided_by, rationale=rationale, **fields,  # type: ignore[arg-type]
+        verifier_id=criterion.verifier_id,
+        criterion=criterion.criteria,
+        verdict=verdict,
+        decided_by=decided_by,
+        rationale=rationale,
+        **fields,  # type: ignore[arg-type]
     )
 
 
 async def _decide(context: _Context, criterion: Criterion) -> CriterionVerdict:
     check_note = ""
     if criterion.check is not None:
-        result = await asyncio.to_thread(run_check, criterion.check, context.answer, context.world, context.options)
+        result = await asyncio.to_thread(
+            run_check, criterion.check, context.answer, context.world, context.options
+        )
         if result.passed is None:
-            return _verdict(criterion, Verdict.ungradeable, "check", result.reason, ungradeable_reason=result.reason)
+            return _verdict(
+                criterion, Verdict.ungradeable, "check", result.reason, ungradeable_reason=result.reason
+            )
         if result.passed is False:
-            return _verdict(criterion, Verdict.not_met, "check", f"check {criterion.check.kind} failed: {result.reason}")
+            return _verdict(
+                criterion, Verdict.not_met, "check", f"check {criterion.check.kind} failed: {result.reason}"
+            )
         if criterion.check_only or context.judge is None:
-            return _verdict(criterion, Verdict.met, "check", f"check {criterion.check.kind} passed: {result.reason}")
+            return _verdict(
+                criterion, Verdict.met, "check", f"check {criterion.check.kind} passed: {result.reason}"
+            )
         check_note = f"check {criterion.check.kind} passed ({result.reason}); "
     if context.judge is None:
         reason = "no judge configured and the criterion has no programmatic check"
@@ -76,8 +93,12 @@ async def _decide(context: _Context, criterion: Criterion) -> CriterionVerdict:
         return _verdict(criterion, Verdict.not_met, "rule", check_note + routed.not_met_reason)
     if routed.ungradeable_reason:
         return _verdict(
-            criterion, Verdict.ungradeable, "rule", routed.ungradeable_reason,
-            ungradeable_reason=routed.ungradeable_reason, evidence=[a.id for a in routed.artifacts],
+            criterion,
+            Verdict.ungradeable,
+            "rule",
+            routed.ungradeable_reason,
+            ungradeable_reason=routed.ungradeable_reason,
+            evidence=[a.id for a in routed.artifacts],
         )
     answer = context.answer if routed.include_answer else None
     digest = evidence_digest(context.task.prompt, answer, context.change_log, routed, config)
@@ -87,21 +108,30 @@ async def _decide(context: _Context, criterion: Criterion) -> CriterionVerdict:
         record = await asyncio.to_thread(context.cache.get, key)
         if record is not None:
             return _verdict(
-                criterion, Verdict(record["verdict"]), "judge", record.get("rationale", ""),
-                evidence=record.get("evidence", []), samples=[Verdict(s) for s in record.get("samples", [])],
-                evidence_note=record.get("evidence_note"), cached=True, **common,
+                criterion,
+                Verdict(record["verdict"]),
+                "judge",
+                record.get("rationale", ""),
+                evidence=record.get("evidence", []),
+                samples=[Verdict(s) for s in record.get("samples", [])],
+                evidence_note=record.get("evidence_note"),
+                cached=True,
+                **common,
             )
 
     fixed = (
         min(len(context.task.prompt), config.context_budget_chars // 8)
         + min(len(context.change_log), config.context_budget_chars // 8)
         + (min(len(answer), config.context_budget_chars // 4) if answer else 0)
-        + len(criterion.criteria) + 3000
+        + len(criterion.criteria)
+        + 3000
     )
     artifact_budget = max(config.context_budget_chars - fixed, config.context_budget_chars // 4)
     fitted = await fit(criterion.criteria, routed.artifacts, artifact_budget, config)
     context.cost_usd += fitted.cost_usd
-    blocks = build_blocks(context.task.prompt, answer, context.change_log, fitted, criterion, config.context_budget_chars)
+    blocks = build_blocks(
+        context.task.prompt, answer, context.change_log, fitted, criterion, config.context_budget_chars
+    )
     result = await judge(config, blocks)
     context.cost_usd += result.cost_usd
     shown = [artifact.id for artifact, _ in fitted.shown]
@@ -111,23 +141,43 @@ async def _decide(context: _Context, criterion: Criterion) -> CriterionVerdict:
     if result.verdict is None:
         reason = result.error or "the judge returned no verdict"
         return _verdict(
-            criterion, Verdict.ungradeable, "judge", reason, ungradeable_reason=reason, evidence=shown,
-            evidence_note=note, **common,
+            criterion,
+            Verdict.ungradeable,
+            "judge",
+            reason,
+            ungradeable_reason=reason,
+            evidence=shown,
+            evidence_note=note,
+            **common,
         )
     rationale = check_note + result.rationale
     if context.cache is not None:
         await asyncio.to_thread(
-            context.cache.put, key,
-            {"verdict": result.verdict.value, "rationale": rationale, "evidence": shown,
-             "samples": [s.value for s in result.samples], "evidence_note": note},
+            context.cache.put,
+            key,
+            {
+                "verdict": result.verdict.value,
+                "rationale": rationale,
+                "evidence": shown,
+                "samples": [s.value for s in result.samples],
+                "evidence_note": note,
+            },
         )
     return _verdict(
-        criterion, result.verdict, "judge", rationale, evidence=shown, samples=result.samples,
-        evidence_note=note, **common,
+        criterion,
+        result.verdict,
+        "judge",
+        rationale,
+        evidence=shown,
+        samples=result.samples,
+        evidence_note=note,
+        **common,
     )
 
 
-async def _decide_safely(context: _Context, criterion: Criterion, limit: asyncio.Semaphore) -> CriterionVerdict:
+async def _decide_safely(
+    context: _Context, criterion: Criterion, limit: asyncio.Semaphore
+) -> CriterionVerdict:
     async with limit:
         try:
             return await _decide(context, criterion)
@@ -136,7 +186,9 @@ async def _decide_safely(context: _Context, criterion: Criterion, limit: asyncio
             return _verdict(criterion, Verdict.ungradeable, "rule", reason, ungradeable_reason=reason)
 
 
-def open_world(before: str | Path | Snapshot, after: str | Path | Snapshot, options: ExtractOptions) -> WorldDiff:
+def open_world(
+    before: str | Path | Snapshot, after: str | Path | Snapshot, options: ExtractOptions
+) -> WorldDiff:
     """Open both snapshots and diff them; raises AtollError("snapshot_unreadable")."""
     before_snapshot = before if isinstance(before, Snapshot) else Snapshot(before)
     after_snapshot = after if isinstance(after, Snapshot) else Snapshot(after)
@@ -166,14 +218,22 @@ async def grade_trial(
     if world is None:
         world = await asyncio.to_thread(open_world, before, after, options)
     context = _Context(
-        task=task, answer=final_answer(trajectory), world=world, judge=judge, cache=cache,
-        options=options, change_log=world.change_log(),
+        task=task,
+        answer=final_answer(trajectory),
+        world=world,
+        judge=judge,
+        cache=cache,
+        options=options,
+        change_log=world.change_log(),
     )
     limit = asyncio.Semaphore(judge.concurrency if judge else 4)
     verdicts = await asyncio.gather(*(_decide_safely(context, c, limit) for c in task.rubric))
     grade = Grade.from_verdicts(
-        task.task_id, list(verdicts), trial_id=trial_id or (trajectory.trial_id if trajectory else None),
-        changes=world.changes, judge_cost_usd=round(context.cost_usd, 6),
+        task.task_id,
+        list(verdicts),
+        trial_id=trial_id or (trajectory.trial_id if trajectory else None),
+        changes=world.changes,
+        judge_cost_usd=round(context.cost_usd, 6),
         **({"diff_errors": list(world.errors)} if world.errors else {}),
     )
     return grade

@@ -16,8 +16,9 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from atoll.grade import Verdict
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from atoll.grade import Verdict
 
 PROMPT_VERSION = "judge-v1"
 
@@ -130,7 +131,10 @@ def build_messages(blocks: list[Block], token: str) -> list[dict[str, str]]:
 
 
 _VERDICTS = {
-    "met": Verdict.met, "not_met": Verdict.not_met, "notmet": Verdict.not_met, "unmet": Verdict.not_met,
+    "met": Verdict.met,
+    "not_met": Verdict.not_met,
+    "notmet": Verdict.not_met,
+    "unmet": Verdict.not_met,
 }
 
 
@@ -275,7 +279,9 @@ async def judge(config: JudgeConfig, blocks: list[Block]) -> JudgeResult:
     token = new_token([block.text for block in blocks])
     messages = build_messages(blocks, token)
     runs = await asyncio.gather(*(_one_sample(config, messages) for _ in range(config.samples)))
-    total = JudgeResult(verdict=None, cost_usd=sum(r.cost_usd for r in runs), calls=sum(r.calls for r in runs))
+    total = JudgeResult(
+        verdict=None, cost_usd=sum(r.cost_usd for r in runs), calls=sum(r.calls for r in runs)
+    )
     votes = [r for r in runs if r.verdict is not None]
     total.samples = [r.verdict for r in votes]  # type: ignore[misc]
     if not votes:
@@ -289,7 +295,9 @@ async def judge(config: JudgeConfig, blocks: list[Block]) -> JudgeResult:
     return total
 
 
-async def select(config: JudgeConfig, criterion: str, catalogue: list[tuple[str, str]]) -> tuple[list[str], float]:
+async def select(
+    config: JudgeConfig, criterion: str, catalogue: list[tuple[str, str]]
+) -> tuple[list[str], float]:
     """Ask the judge model which artifacts matter: ``(ids, cost)``; raises on any failure.
 
     ``catalogue`` holds ``(id, preview)`` pairs; unknown ids in the reply are an error.
@@ -299,7 +307,10 @@ async def select(config: JudgeConfig, criterion: str, catalogue: list[tuple[str,
     token = new_token([block.text for block in blocks])
     messages = [
         {"role": "system", "content": SELECTOR_PROMPT.format(token=token)},
-        {"role": "user", "content": "\n\n".join(fence(b, token) for b in blocks) + "\n\nReply with the JSON object."},
+        {
+            "role": "user",
+            "content": "\n\n".join(fence(b, token) for b in blocks) + "\n\nReply with the JSON object.",
+        },
     ]
     text, cost = await complete(config, messages)
     value = _json_object(text)

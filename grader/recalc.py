@@ -33,7 +33,11 @@ def has_uncached_formulas(data: bytes) -> bool:
             for formula_row, value_row in zip(sheet.iter_rows(), cached.iter_rows(), strict=False):
                 for formula_cell, value_cell in zip(formula_row, value_row, strict=False):
                     raw = getattr(formula_cell, "value", None)
-                    if isinstance(raw, str) and raw.startswith("=") and getattr(value_cell, "value", None) is None:
+                    if (
+                        isinstance(raw, str)
+                        and raw.startswith("=")
+                        and getattr(value_cell, "value", None) is None
+                    ):
                         return True
         return False
     finally:
@@ -63,9 +67,16 @@ def _convert(data: bytes, suffix: str) -> bytes | None:
         source = folder / f"workbook{suffix}"
         source.write_bytes(data)
         command = [
-            office, "--headless", "--norestore", "--nologo",
+            office,
+            "--headless",
+            "--norestore",
+            "--nologo",
             f"-env:UserInstallation={(folder / 'profile').as_uri()}",
-            "--convert-to", suffix.lstrip("."), "--outdir", str(folder / "out"), str(source),
+            "--convert-to",
+            suffix.lstrip("."),
+            "--outdir",
+            str(folder / "out"),
+            str(source),
         ]
         try:
             subprocess.run(command, capture_output=True, timeout=TIMEOUT_S, check=True)

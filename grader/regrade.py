@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pydantic import BaseModel, Field
+
 from atoll.benchmark import Task
 from atoll.grade import Grade, Verdict
 from atoll.trajectory import Trajectory
-from pydantic import BaseModel, Field
-
 from grader.cache import VerdictCache
 from grader.extract import ExtractOptions
 from grader.grading import grade_trial

@@ -125,8 +125,14 @@ def mbox(messages: list[dict[str, Any]]) -> bytes:
 def ics(events: list[dict[str, Any]]) -> bytes:
     lines = ["BEGIN:VCALENDAR", "VERSION:2.0", "PRODID:-//atoll tests//EN"]
     for event in events:
-        lines += ["BEGIN:VEVENT", f"UID:{event['uid']}", f"SUMMARY:{event['summary']}",
-                  f"DTSTART:{event['start']}", f"DTEND:{event['end']}", "DTSTAMP:20250101T000000Z"]
+        lines += [
+            "BEGIN:VEVENT",
+            f"UID:{event['uid']}",
+            f"SUMMARY:{event['summary']}",
+            f"DTSTART:{event['start']}",
+            f"DTEND:{event['end']}",
+            "DTSTAMP:20250101T000000Z",
+        ]
         if event.get("location"):
             lines.append(f"LOCATION:{event['location']}")
         for attendee in event.get("attendees", []):
@@ -140,19 +146,27 @@ def chat_messages(messages: list[dict[str, Any]]) -> bytes:
     return json.dumps({"messages": messages}).encode()
 
 
-def chat_message(group: str, topic: str, unique: str, text: str, author: str = "ana@example.com", **extra) -> dict:
+def chat_message(
+    group: str, topic: str, unique: str, text: str, author: str = "ana@example.com", **extra
+) -> dict:
     return {
         "creator": {"name": author.split("@")[0], "email": author, "user_type": "Human"},
         "created_date": "Monday, January 8, 2024 at 10:15:32 AM UTC",
-        "text": text, "topic_id": topic, "message_id": f"{group}/{topic}/{unique}", **extra,
+        "text": text,
+        "topic_id": topic,
+        "message_id": f"{group}/{topic}/{unique}",
+        **extra,
     }
 
 
 def task(rubric: list[dict[str, Any]], prompt: str = "Build the quarterly report.") -> Task:
-    return Task(task_id="t1", world_id="w1", prompt=prompt, rubric=[Criterion.model_validate(c) for c in rubric])
+    return Task(
+        task_id="t1", world_id="w1", prompt=prompt, rubric=[Criterion.model_validate(c) for c in rubric]
+    )
 
 
 def trajectory(answer: str | None) -> Trajectory:
     now = datetime(2025, 1, 1, tzinfo=UTC)
-    return Trajectory(agent="test", model="m", status=RunStatus.completed, final_answer=answer,
-                      started_at=now, ended_at=now)
+    return Trajectory(
+        agent="test", model="m", status=RunStatus.completed, final_answer=answer, started_at=now, ended_at=now
+    )

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from atoll.benchmark import Criterion
 from atoll.grade import Verdict
-
 from atoll.testing.scripted_llm import ScriptedLLM
 from grader import JudgeConfig, Snapshot, diff_snapshots, grade_trial
 from grader.checks import glob_regex, numbers_in, run_check
@@ -18,7 +18,8 @@ from tests.grader.conftest import AFTER, BEFORE
 @pytest.fixture
 def world(tmp_path):
     return diff_snapshots(
-        Snapshot(f.write_snapshot(tmp_path / "b.tar.gz", BEFORE)), Snapshot(f.write_snapshot(tmp_path / "a.tar.gz", AFTER))
+        Snapshot(f.write_snapshot(tmp_path / "b.tar.gz", BEFORE)),
+        Snapshot(f.write_snapshot(tmp_path / "a.tar.gz", AFTER)),
     )
 
 
@@ -26,26 +27,32 @@ def check(spec: dict):
     return Criterion(verifier_id="v", criteria="c", check=spec).check
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("Revenue was $1,234.50.", [1234.5]),
-    ("margin 12%", [12.0, 0.12]),
-    ("about 3.2k units and 1.5m users and 2bn", [3200.0, 3.2, 1_500_000.0, 1.5, 2_000_000_000.0, 2.0]),
-    ("a loss of -42 or (17)", [-42.0, -17.0]),
-    ("dated 2024-03-05", [2024.0, 3.0, 5.0]),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Revenue was $1,234.50.", [1234.5]),
+        ("margin 12%", [12.0, 0.12]),
+        ("about 3.2k units and 1.5m users and 2bn", [3200.0, 3.2, 1_500_000.0, 1.5, 2_000_000_000.0, 2.0]),
+        ("a loss of -42 or (17)", [-42.0, -17.0]),
+        ("dated 2024-03-05", [2024.0, 3.0, 5.0]),
+    ],
+)
 def test_numbers_are_normalised(text, expected):
     assert numbers_in(text) == pytest.approx(expected)
 
 
-@pytest.mark.parametrize(("spec", "answer", "passed"), [
-    ({"kind": "answer_number", "value": 1234.5}, "Total: $1,234.50", True),
-    ({"kind": "answer_number", "value": 0.4}, "The margin is 40%", True),
-    ({"kind": "answer_number", "value": 100, "tolerance": 0.5}, "about 100.4", True),
-    ({"kind": "answer_number", "value": 100, "rel_tolerance": 0.01}, "it is 101.5", False),
-    ({"kind": "answer_number", "value": 5}, "no numbers here", False),
-    ({"kind": "answer_regex", "pattern": r"profit\s+of\s+40"}, "A PROFIT OF 40", True),
-    ({"kind": "answer_regex", "pattern": "Profit", "case_sensitive": True}, "profit", False),
-])
+@pytest.mark.parametrize(
+    ("spec", "answer", "passed"),
+    [
+        ({"kind": "answer_number", "value": 1234.5}, "Total: $1,234.50", True),
+        ({"kind": "answer_number", "value": 0.4}, "The margin is 40%", True),
+        ({"kind": "answer_number", "value": 100, "tolerance": 0.5}, "about 100.4", True),
+        ({"kind": "answer_number", "value": 100, "rel_tolerance": 0.01}, "it is 101.5", False),
+        ({"kind": "answer_number", "value": 5}, "no numbers here", False),
+        ({"kind": "answer_regex", "pattern": r"profit\s+of\s+40"}, "A PROFIT OF 40", True),
+        ({"kind": "answer_regex", "pattern": "Profit", "case_sensitive": True}, "profit", False),
+    ],
+)
 def test_answer_checks(world, spec, answer, passed):
     assert run_check(check(spec), answer, world).passed is passed
 
@@ -54,14 +61,56 @@ def test_invalid_regex_is_unevaluable_not_failed(world):
     assert run_check(check({"kind": "answer_regex", "pattern": "("}), "x", world).passed is None
 
 
-@pytest.mark.parametrize(("spec", "passed"), [
-    ({"kind": "cell_value", "path": "/Reports/summary.xlsx", "sheet": "Summary", "cell": "B2", "value": 40}, True),
-    ({"kind": "cell_value", "path": "/Reports/*.xlsx", "sheet": "summary", "cell": "A2", "value": " profit "}, True),
-    ({"kind": "cell_value", "path": "/Reports/*.xlsx", "cell": "B3", "value": 0.41, "tolerance": 0.02}, True),
-    ({"kind": "cell_value", "path": "/Reports/summary.xlsx", "sheet": "Summary", "cell": "B2", "value": 41}, False),
-    ({"kind": "cell_value", "path": "/Reports/summary.xlsx", "sheet": "Nope", "cell": "B2", "value": 40}, False),
-    ({"kind": "cell_value", "path": "/Other/*.xlsx", "cell": "B2", "value": 40}, False),
-])
+@pytest.mark.parametrize(
+    ("spec", "passed"),
+    [
+        (
+            {
+                "kind": "cell_value",
+                "path": "/Reports/summary.xlsx",
+                "sheet": "Summary",
+                "cell": "B2",
+                "value": 40,
+            },
+            True,
+        ),
+        (
+            {
+                "kind": "cell_value",
+                "path": "/Reports/*.xlsx",
+                "sheet": "summary",
+                "cell": "A2",
+                "value": " profit ",
+            },
+            True,
+        ),
+        (
+            {"kind": "cell_value", "path": "/Reports/*.xlsx", "cell": "B3", "value": 0.41, "tolerance": 0.02},
+            True,
+        ),
+        (
+            {
+                "kind": "cell_value",
+                "path": "/Reports/summary.xlsx",
+                "sheet": "Summary",
+                "cell": "B2",
+                "value": 41,
+            },
+            False,
+        ),
+        (
+            {
+                "kind": "cell_value",
+                "path": "/Reports/summary.xlsx",
+                "sheet": "Nope",
+                "cell": "B2",
+                "value": 40,
+            },
+            False,
+        ),
+        ({"kind": "cell_value", "path": "/Other/*.xlsx", "cell": "B2", "value": 40}, False),
+    ],
+)
 def test_cell_value(world, spec, passed):
     assert run_check(check(spec), "", world).passed is passed
 
@@ -75,15 +124,18 @@ def test_cell_value_in_unreadable_workbook_is_unevaluable(tmp_path):
     assert result.passed is None and "could not open" in result.reason
 
 
-@pytest.mark.parametrize(("spec", "passed"), [
-    ({"kind": "file_exists", "file_type": "pptx"}, True),
-    ({"kind": "file_exists", "file_type": ".PDF", "path": "/Reports/*", "contains": ["profit 40"]}, True),
-    ({"kind": "file_exists", "file_type": "pdf", "contains": ["loss"]}, False),
-    ({"kind": "file_exists", "file_type": "docx"}, False),  # exists, but unchanged
-    ({"kind": "file_exists", "file_type": "docx", "changed": False}, True),
-    ({"kind": "file_exists", "file_type": "csv", "path": "/Data/**", "changed": False}, True),
-    ({"kind": "file_exists", "file_type": "xlsx", "path": "/*.xlsx"}, False),  # * stays within a folder
-])
+@pytest.mark.parametrize(
+    ("spec", "passed"),
+    [
+        ({"kind": "file_exists", "file_type": "pptx"}, True),
+        ({"kind": "file_exists", "file_type": ".PDF", "path": "/Reports/*", "contains": ["profit 40"]}, True),
+        ({"kind": "file_exists", "file_type": "pdf", "contains": ["loss"]}, False),
+        ({"kind": "file_exists", "file_type": "docx"}, False),  # exists, but unchanged
+        ({"kind": "file_exists", "file_type": "docx", "changed": False}, True),
+        ({"kind": "file_exists", "file_type": "csv", "path": "/Data/**", "changed": False}, True),
+        ({"kind": "file_exists", "file_type": "xlsx", "path": "/*.xlsx"}, False),  # * stays within a folder
+    ],
+)
 def test_file_exists(world, spec, passed):
     assert run_check(check(spec), "", world).passed is passed
 
@@ -94,37 +146,62 @@ def test_glob():
     assert not glob_regex("/Reports/*.xlsx").match("/Reports/q3/a.xlsx")
 
 
-@pytest.mark.parametrize(("spec", "passed"), [
-    ({"kind": "email_sent", "to": ["boss@acme.com"]}, True),
-    ({"kind": "email_sent", "to": ["BOSS@acme.com", "cfo@acme.com"], "subject_contains": "q3",
-      "body_contains": ["profit", "margin"], "attachment_type": "pdf"}, True),
-    ({"kind": "email_sent", "to": ["ceo@acme.com"]}, False),
-    ({"kind": "email_sent", "to": ["boss@acme.com"], "attachment_type": "xlsx"}, False),
-    ({"kind": "email_sent", "to": ["boss@acme.com"], "body_contains": ["loss"]}, False),
-])
+@pytest.mark.parametrize(
+    ("spec", "passed"),
+    [
+        ({"kind": "email_sent", "to": ["boss@acme.com"]}, True),
+        (
+            {
+                "kind": "email_sent",
+                "to": ["BOSS@acme.com", "cfo@acme.com"],
+                "subject_contains": "q3",
+                "body_contains": ["profit", "margin"],
+                "attachment_type": "pdf",
+            },
+            True,
+        ),
+        ({"kind": "email_sent", "to": ["ceo@acme.com"]}, False),
+        ({"kind": "email_sent", "to": ["boss@acme.com"], "attachment_type": "xlsx"}, False),
+        ({"kind": "email_sent", "to": ["boss@acme.com"], "body_contains": ["loss"]}, False),
+    ],
+)
 def test_email_sent(world, spec, passed):
     assert run_check(check(spec), "", world).passed is passed
 
 
-@pytest.mark.parametrize(("spec", "passed"), [
-    ({"kind": "event_created", "summary_contains": "review"}, True),
-    ({"kind": "event_created", "summary_contains": "Q3", "date": "2025-03-04", "attendees": ["cfo@acme.com"]}, True),
-    ({"kind": "event_created", "summary_contains": "Q3", "date": "2025-03-05"}, False),
-    ({"kind": "event_created", "summary_contains": "Standup"}, False),  # existed before
-    ({"kind": "event_created", "summary_contains": "Q3", "attendees": ["ceo@acme.com"]}, False),
-])
+@pytest.mark.parametrize(
+    ("spec", "passed"),
+    [
+        ({"kind": "event_created", "summary_contains": "review"}, True),
+        (
+            {
+                "kind": "event_created",
+                "summary_contains": "Q3",
+                "date": "2025-03-04",
+                "attendees": ["cfo@acme.com"],
+            },
+            True,
+        ),
+        ({"kind": "event_created", "summary_contains": "Q3", "date": "2025-03-05"}, False),
+        ({"kind": "event_created", "summary_contains": "Standup"}, False),  # existed before
+        ({"kind": "event_created", "summary_contains": "Q3", "attendees": ["ceo@acme.com"]}, False),
+    ],
+)
 def test_event_created(world, spec, passed):
     assert run_check(check(spec), "", world).passed is passed
 
 
-@pytest.mark.parametrize(("spec", "passed"), [
-    ({"kind": "chat_posted", "contains": ["Q3 summary"]}, True),
-    ({"kind": "chat_posted", "channel": "finance", "contains": ["profit 40"]}, True),
-    ({"kind": "chat_posted", "channel": "Space AAA"}, True),
-    ({"kind": "chat_posted", "channel": "AAA"}, True),
-    ({"kind": "chat_posted", "channel": "General"}, False),
-    ({"kind": "chat_posted", "contains": ["loss"]}, False),
-])
+@pytest.mark.parametrize(
+    ("spec", "passed"),
+    [
+        ({"kind": "chat_posted", "contains": ["Q3 summary"]}, True),
+        ({"kind": "chat_posted", "channel": "finance", "contains": ["profit 40"]}, True),
+        ({"kind": "chat_posted", "channel": "Space AAA"}, True),
+        ({"kind": "chat_posted", "channel": "AAA"}, True),
+        ({"kind": "chat_posted", "channel": "General"}, False),
+        ({"kind": "chat_posted", "contains": ["loss"]}, False),
+    ],
+)
 def test_chat_posted(world, spec, passed):
     assert run_check(check(spec), "", world).passed is passed
 
@@ -135,28 +212,56 @@ MET = {"content": json.dumps({"rationale": "fine", "verdict": "met"})}
 
 
 async def test_checks_alone_without_a_judge(tmp_path):
-    before, after = f.write_snapshot(tmp_path / "b.tar.gz", BEFORE), f.write_snapshot(tmp_path / "a.tar.gz", AFTER)
-    task = f.task([
-        {"verifier_id": "n", "criteria": "profit 40", "check": {"kind": "answer_number", "value": 40}},
-        {"verifier_id": "m", "criteria": "mail", "check": {"kind": "email_sent", "to": ["ceo@acme.com"]}},
-        {"verifier_id": "j", "criteria": "quality of prose"},
-    ])
+    before, after = (
+        f.write_snapshot(tmp_path / "b.tar.gz", BEFORE),
+        f.write_snapshot(tmp_path / "a.tar.gz", AFTER),
+    )
+    task = f.task(
+        [
+            {"verifier_id": "n", "criteria": "profit 40", "check": {"kind": "answer_number", "value": 40}},
+            {"verifier_id": "m", "criteria": "mail", "check": {"kind": "email_sent", "to": ["ceo@acme.com"]}},
+            {"verifier_id": "j", "criteria": "quality of prose"},
+        ]
+    )
     grade = await grade_trial(task, before, after, f.trajectory("Profit: 40"), judge=None)
     by_id = {v.verifier_id: v for v in grade.criteria}
-    assert by_id["n"].verdict is Verdict.met and by_id["n"].decided_by == "check" and by_id["n"].judge_model is None
+    assert (
+        by_id["n"].verdict is Verdict.met
+        and by_id["n"].decided_by == "check"
+        and by_id["n"].judge_model is None
+    )
     assert by_id["m"].verdict is Verdict.not_met and "check email_sent failed" in by_id["m"].rationale
-    assert by_id["j"].verdict is Verdict.ungradeable and "no judge configured" in by_id["j"].ungradeable_reason
+    assert (
+        by_id["j"].verdict is Verdict.ungradeable and "no judge configured" in by_id["j"].ungradeable_reason
+    )
     assert grade.score == pytest.approx(1 / 3) and grade.ungradeable == 1
 
 
 async def test_check_before_the_judge(tmp_path):
-    before, after = f.write_snapshot(tmp_path / "b.tar.gz", BEFORE), f.write_snapshot(tmp_path / "a.tar.gz", AFTER)
-    task = f.task([
-        {"verifier_id": "pass", "criteria": "deck on Q3", "check": {"kind": "file_exists", "file_type": "pptx"}},
-        {"verifier_id": "fail", "criteria": "doc memo", "check": {"kind": "file_exists", "file_type": "docx"}},
-        {"verifier_id": "only", "criteria": "sheet", "check": {"kind": "file_exists", "file_type": "xlsx"},
-         "check_only": True},
-    ])
+    before, after = (
+        f.write_snapshot(tmp_path / "b.tar.gz", BEFORE),
+        f.write_snapshot(tmp_path / "a.tar.gz", AFTER),
+    )
+    task = f.task(
+        [
+            {
+                "verifier_id": "pass",
+                "criteria": "deck on Q3",
+                "check": {"kind": "file_exists", "file_type": "pptx"},
+            },
+            {
+                "verifier_id": "fail",
+                "criteria": "doc memo",
+                "check": {"kind": "file_exists", "file_type": "docx"},
+            },
+            {
+                "verifier_id": "only",
+                "criteria": "sheet",
+                "check": {"kind": "file_exists", "file_type": "xlsx"},
+                "check_only": True,
+            },
+        ]
+    )
     with ScriptedLLM([MET]) as llm:
         judge = JudgeConfig(model="openai/j", api_base=llm.api_base, api_key="x")
         grade = await grade_trial(task, before, after, f.trajectory("done"), judge)

@@ -6,8 +6,8 @@ import io
 import tarfile
 
 import pytest
-from atoll.errors import AtollError
 
+from atoll.errors import AtollError
 from grader import ExtractOptions, Snapshot, diff_snapshots, extract
 from tests.grader import factories as f
 from tests.grader.conftest import AFTER, BEFORE
@@ -16,15 +16,20 @@ from tests.grader.conftest import AFTER, BEFORE
 def diff(tmp_path, before: dict, after: dict, *, zipped: bool = False):
     write = f.write_zip if zipped else f.write_snapshot
     suffix = ".zip" if zipped else ".tar.gz"
-    return diff_snapshots(Snapshot(write(tmp_path / f"b{suffix}", before)), Snapshot(write(tmp_path / f"a{suffix}", after)))
+    return diff_snapshots(
+        Snapshot(write(tmp_path / f"b{suffix}", before)), Snapshot(write(tmp_path / f"a{suffix}", after))
+    )
 
 
 # --- files -----------------------------------------------------------------------------------
 
 
 def test_created_modified_deleted_by_content_hash(tmp_path):
-    world = diff(tmp_path, {"filesystem/a.txt": "abc", "filesystem/b.txt": "b", "filesystem/same.txt": "s"},
-                 {"filesystem/a.txt": "abd", "filesystem/c.txt": "c", "filesystem/same.txt": "s"})
+    world = diff(
+        tmp_path,
+        {"filesystem/a.txt": "abc", "filesystem/b.txt": "b", "filesystem/same.txt": "s"},
+        {"filesystem/a.txt": "abd", "filesystem/c.txt": "c", "filesystem/same.txt": "s"},
+    )
     changes = {c.path: c for c in world.changes.files}
     assert set(changes) == {"filesystem/a.txt", "filesystem/b.txt", "filesystem/c.txt"}
     # a same-size edit is a modification (size alone would hide it)
@@ -35,8 +40,12 @@ def test_created_modified_deleted_by_content_hash(tmp_path):
 
 
 def test_world_zip_with_and_without_top_level_roots(tmp_path):
-    world = diff(tmp_path, {"filesystem/a.txt": "a", ".apps_data/x.json": "{}"},
-                 {"filesystem/a.txt": "A", ".apps_data/x.json": "{}"}, zipped=True)
+    world = diff(
+        tmp_path,
+        {"filesystem/a.txt": "a", ".apps_data/x.json": "{}"},
+        {"filesystem/a.txt": "A", ".apps_data/x.json": "{}"},
+        zipped=True,
+    )
     assert [c.path for c in world.changes.files] == ["filesystem/a.txt"]
     # Archipelago's zip of the filesystem alone has no roots: read as filesystem/
     bare = diff(tmp_path, {"Reports/a.txt": "1"}, {"Reports/a.txt": "2"}, zipped=True)
@@ -45,8 +54,12 @@ def test_world_zip_with_and_without_top_level_roots(tmp_path):
 
 def test_tar_and_zip_forms_mix(tmp_path):
     before = Snapshot(f.write_zip(tmp_path / "world.zip", {"filesystem/a.txt": "a"}))
-    after = Snapshot(f.write_snapshot(tmp_path / "after.tar.gz", {"filesystem/a.txt": "a", "filesystem/b.txt": "b"}))
-    assert [(c.path, c.change) for c in diff_snapshots(before, after).changes.files] == [("filesystem/b.txt", "created")]
+    after = Snapshot(
+        f.write_snapshot(tmp_path / "after.tar.gz", {"filesystem/a.txt": "a", "filesystem/b.txt": "b"})
+    )
+    assert [(c.path, c.change) for c in diff_snapshots(before, after).changes.files] == [
+        ("filesystem/b.txt", "created")
+    ]
 
 
 def test_unsafe_and_non_regular_members_are_ignored(tmp_path):
@@ -90,8 +103,11 @@ def test_sub_items_name_the_sheet_slide_and_page_that_changed(tmp_path):
 
 
 def test_changed_cells_are_listed_with_old_and_new_values(tmp_path):
-    world = diff(tmp_path, {"filesystem/m.xlsx": f.xlsx({"Model": [["Revenue", 100]]})},
-                 {"filesystem/m.xlsx": f.xlsx({"Model": [["Revenue", 120], ["Total", "=B1*2"]]})})
+    world = diff(
+        tmp_path,
+        {"filesystem/m.xlsx": f.xlsx({"Model": [["Revenue", 100]]})},
+        {"filesystem/m.xlsx": f.xlsx({"Model": [["Revenue", 120], ["Total", "=B1*2"]]})},
+    )
     text = world.artifacts[0].text
     assert "B1: 100 -> 120" in text and "B2: (empty) -> 240 [=B1*2]" in text and "Final content:" in text
 
@@ -131,7 +147,9 @@ def test_xlsx_shows_cached_value_next_to_formula(tmp_path):
 
 
 def test_docx_in_order_with_tables_and_comments():
-    content = extract("d.docx", f.docx(["Intro text", "Closing"], table=[["h1", "h2"], ["1", "2"]], comment="Fix"))
+    content = extract(
+        "d.docx", f.docx(["Intro text", "Closing"], table=[["h1", "h2"], ["1", "2"]], comment="Fix")
+    )
     body = content.parts[0].text
     assert body.index("# Memo") < body.index("Intro text") < body.index("| h1 | h2 |")
     assert "comment by Reviewer: Fix" in content.text()
@@ -144,7 +162,9 @@ def test_docx_tracked_changes_are_marked():
     document = python_docx.Document()
     paragraph = document.add_paragraph("Total is ")
     w = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
-    paragraph._p.append(parse_xml(f'<w:del {w} w:id="1" w:author="a"><w:r><w:delText>100</w:delText></w:r></w:del>'))
+    paragraph._p.append(
+        parse_xml(f'<w:del {w} w:id="1" w:author="a"><w:r><w:delText>100</w:delText></w:r></w:del>')
+    )
     paragraph._p.append(parse_xml(f'<w:ins {w} w:id="2" w:author="a"><w:r><w:t>120</w:t></w:r></w:ins>'))
     buffer = io.BytesIO()
     document.save(buffer)
@@ -174,9 +194,14 @@ def test_scanned_pdf_page_is_ocrd():
     assert content.parts[0].text.startswith("[OCR]") and "4521" in content.parts[0].text
 
 
-@pytest.mark.parametrize(("name", "data", "expected"), [
-    ("a.csv", b"x,y\n1,2\n", "x,y\n1,2"), ("a.md", b"# Title", "# Title"), ("a.json", b'{"k": 1}', '{"k": 1}'),
-])
+@pytest.mark.parametrize(
+    ("name", "data", "expected"),
+    [
+        ("a.csv", b"x,y\n1,2\n", "x,y\n1,2"),
+        ("a.md", b"# Title", "# Title"),
+        ("a.json", b'{"k": 1}', '{"k": 1}'),
+    ],
+)
 def test_text_files(name, data, expected):
     assert extract(name, data).text().strip() == expected
 
@@ -199,17 +224,29 @@ def test_typed_app_data_changes(tmp_path):
     assert mail.from_ == "me@acme.com" and mail.to == ["boss@acme.com"] and mail.cc == ["cfo@acme.com"]
     assert mail.subject == "Q3 summary" and "margin 40%" in mail.body and mail.attachments == ["summary.pdf"]
     [event] = world.changes.events
-    assert event.change == "created" and event.summary == "Q3 review" and event.start.startswith("2025-03-04T15:00")
+    assert (
+        event.change == "created"
+        and event.summary == "Q3 review"
+        and event.start.startswith("2025-03-04T15:00")
+    )
     assert event.attendees == ["boss@acme.com", "cfo@acme.com"]
     [chat] = world.changes.chat
-    assert (chat.change, chat.channel_id, chat.channel_name, chat.author) == ("replied", "Space AAA", "Finance", "me@acme.com")
+    assert (chat.change, chat.channel_id, chat.channel_name, chat.author) == (
+        "replied",
+        "Space AAA",
+        "Finance",
+        "me@acme.com",
+    )
 
 
 def test_event_updates_and_deletes_carry_changed_fields(tmp_path):
     event = {"uid": "e1", "summary": "Standup", "start": "20250303T100000Z", "end": "20250303T103000Z"}
     moved = {**event, "start": "20250303T110000Z", "location": "Room 2"}
-    world = diff(tmp_path, {".apps_data/calendar/c.ics": f.ics([event, {**event, "uid": "gone"}])},
-                 {".apps_data/calendar/c.ics": f.ics([moved])})
+    world = diff(
+        tmp_path,
+        {".apps_data/calendar/c.ics": f.ics([event, {**event, "uid": "gone"}])},
+        {".apps_data/calendar/c.ics": f.ics([moved])},
+    )
     changes = {e.uid: e for e in world.changes.events}
     assert changes["e1"].change == "updated"
     assert set(changes["e1"].changed_fields) == {"dtstart", "location"}
@@ -220,19 +257,32 @@ def test_event_updates_and_deletes_carry_changed_fields(tmp_path):
 def test_chat_posts_reactions_and_deletions(tmp_path):
     path = ".apps_data/chat/Google Chat/Groups/DM 8hB2/messages.json"
     root = f.chat_message("DM 8hB2", "t1", "t1", "hello")
-    before = {path: f.chat_messages([root, f.chat_message("DM 8hB2", "t2", "t2", "to delete", author="me@a.com")])}
-    after = {path: f.chat_messages([
-        {**root, "reactions": [{"emoji": {"unicode": "👍"}, "reactor_emails": ["me@a.com"]}]},
-        f.chat_message("DM 8hB2", "t2", "t2", "", author="me@a.com", message_state="DELETED"),
-        f.chat_message("DM 8hB2", "t3", "t3", "new topic", author="me@a.com"),
-    ])}
+    before = {
+        path: f.chat_messages([root, f.chat_message("DM 8hB2", "t2", "t2", "to delete", author="me@a.com")])
+    }
+    after = {
+        path: f.chat_messages(
+            [
+                {**root, "reactions": [{"emoji": {"unicode": "👍"}, "reactor_emails": ["me@a.com"]}]},
+                f.chat_message("DM 8hB2", "t2", "t2", "", author="me@a.com", message_state="DELETED"),
+                f.chat_message("DM 8hB2", "t3", "t3", "new topic", author="me@a.com"),
+            ]
+        )
+    }
     changes = sorted((c.change, c.message_id) for c in diff(tmp_path, before, after).changes.chat)
-    assert changes == [("deleted", "DM 8hB2/t2/t2"), ("posted", "DM 8hB2/t3/t3"), ("reacted", "DM 8hB2/t1/t1")]
+    assert changes == [
+        ("deleted", "DM 8hB2/t2/t2"),
+        ("posted", "DM 8hB2/t3/t3"),
+        ("reacted", "DM 8hB2/t1/t1"),
+    ]
 
 
 def test_mail_in_a_new_mbox_counts_as_sent_and_corrupt_calendar_is_reported(tmp_path):
     sent = f.mbox([{"from": "me@a.com", "to": "x@a.com", "subject": "s", "body": "b", "id": "<9@a>"}])
-    world = diff(tmp_path, {".apps_data/calendar/c.ics": f.ics([])},
-                 {".apps_data/mail/Sent.mbox": sent, ".apps_data/calendar/c.ics": b"BEGIN:VCALENDAR\ngarbage"})
+    world = diff(
+        tmp_path,
+        {".apps_data/calendar/c.ics": f.ics([])},
+        {".apps_data/mail/Sent.mbox": sent, ".apps_data/calendar/c.ics": b"BEGIN:VCALENDAR\ngarbage"},
+    )
     assert [m.message_id for m in world.changes.mails_sent] == ["<9@a>"]
     assert any("cannot parse calendar" in e for e in world.errors)

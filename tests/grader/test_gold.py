@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+
 from atoll.grade import Verdict
 from atoll.loader import load_benchmark
 from atoll.sample import generate_sample_benchmark
-
 from grader import grade_trial
 from grader.gold import build_gold_world
 
@@ -27,12 +27,21 @@ async def test_gold_outputs_pass_every_programmatic_check(sample, tmp_path):
             if criterion.check is None:
                 assert verdict.verdict is Verdict.ungradeable  # no judge in this test
                 continue
-            assert verdict.verdict is Verdict.met, f"{task.task_id} {criterion.verifier_id}: {verdict.rationale}"
+            assert verdict.verdict is Verdict.met, (
+                f"{task.task_id} {criterion.verifier_id}: {verdict.rationale}"
+            )
             checked += 1
             kinds.add(criterion.check.kind)
     # the sample exercises every kind of check, mail/event/chat through replayed reference steps
-    assert kinds == {"answer_number", "answer_regex", "cell_value", "file_exists", "email_sent",
-                     "event_created", "chat_posted"}
+    assert kinds == {
+        "answer_number",
+        "answer_regex",
+        "cell_value",
+        "file_exists",
+        "email_sent",
+        "event_created",
+        "chat_posted",
+    }
     assert checked >= 30
 
 
