@@ -14,12 +14,14 @@ from typing import Any
 from atoll.benchmark import Task, World
 from atoll.errors import AtollError
 from atoll.sample import (
+    banking_tasks,
     consulting_apps,
+    consulting_comms_tasks,
     consulting_files,
     consulting_tasks,
     deal_apps,
     deal_files,
-    deal_tasks,
+    law_tasks,
 )
 from atoll.sample._files import FROZEN_AT, zip_tree
 from atoll.sample._world import WorldDraft
@@ -42,7 +44,7 @@ class _WorldPlan:
     description: str
     user: dict[str, str]
     steps: tuple[Callable[[WorldDraft], None], ...]
-    tasks: Callable[[WorldDraft, Path], list[Task]]
+    tasks: tuple[Callable[[WorldDraft, Path], list[Task]], ...]
 
 
 _WORLDS = (
@@ -54,7 +56,7 @@ _WORLDS = (
         "and interview notes; the engagement manager's mail, calendar and team chat.",
         PRIYA,
         (consulting_files.build_files, consulting_apps.build_apps),
-        consulting_tasks.build_tasks,
+        (consulting_tasks.build_tasks, consulting_comms_tasks.build_tasks),
     ),
     _WorldPlan(
         "world_atlas_mna",
@@ -64,7 +66,7 @@ _WORLDS = (
         "corporate development director's mail, calendar and deal chat.",
         ELENA,
         (deal_files.build_files, deal_apps.build_apps),
-        deal_tasks.build_tasks,
+        (banking_tasks.build_tasks, law_tasks.build_tasks),
     ),
 )
 
@@ -100,7 +102,8 @@ def generate_sample_benchmark(out_dir: Path, *, seed: int = 0) -> Path:
             )
             for build in plan.steps:
                 build(draft)
-            tasks.extend(plan.tasks(draft, out_dir))
+            for build_tasks in plan.tasks:
+                tasks.extend(build_tasks(draft, out_dir))
             zip_tree(draft.root, out_dir / "world_files_zipped" / f"{plan.world_id}.zip")
             worlds.append(
                 World.model_validate(
