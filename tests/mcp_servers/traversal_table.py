@@ -19,4 +19,100 @@ FILESYSTEM_CASES = [
     TraversalCase("filesystem", "get_directory_tree", path_arguments=("path",), base={"max_depth": 10}),
 ]
 
-TRAVERSAL_CASES: list[TraversalCase] = [*FILESYSTEM_CASES]
+def seed_documents(world) -> None:
+    """A .docx with a heading, a paragraph and a picture, and a spare image, at the root."""
+    import io
+
+    import docx
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (8, 8), "red").save(buffer, format="PNG")
+    image = world.file("/pic.png", buffer.getvalue())
+    document = docx.Document()
+    document.add_heading("Title", level=1)
+    document.add_paragraph("Text")
+    document.add_paragraph().add_run().add_picture(str(image))
+    document.save(str(world.fs_root / "doc.docx"))
+
+
+_DOC = {"file_path": "/doc.docx"}
+DOCUMENTS_CASES = [
+    TraversalCase(
+        "documents",
+        "create_document",
+        path_arguments=("directory", "file_name"),
+        base={"directory": "/", "file_name": "new.docx", "content": [{"type": "paragraph", "text": "x"}]},
+        setup=seed_documents,
+    ),
+    TraversalCase("documents", "delete_document", path_arguments=("file_path",), setup=seed_documents),
+    TraversalCase("documents", "get_document_overview", path_arguments=("file_path",), setup=seed_documents),
+    TraversalCase("documents", "read_document_content", path_arguments=("file_path",), setup=seed_documents),
+    TraversalCase(
+        "documents", "read_image", path_arguments=("file_path",), base={"annotation": "image.0"}, setup=seed_documents
+    ),
+    TraversalCase(
+        "documents",
+        "add_content_text",
+        path_arguments=("file_path",),
+        base={"identifier": "body.p.0", "text": "x"},
+        setup=seed_documents,
+    ),
+    TraversalCase(
+        "documents",
+        "insert_content",
+        path_arguments=("file_path",),
+        base={"identifier": "body", "content": [{"type": "paragraph", "text": "x"}]},
+        setup=seed_documents,
+    ),
+    TraversalCase("documents", "add_table", path_arguments=("file_path",), base={"rows": [["a"]]}, setup=seed_documents),
+    TraversalCase(
+        "documents",
+        "edit_content_text",
+        path_arguments=("file_path",),
+        base={"identifier": "body.p.1", "new_text": "y"},
+        setup=seed_documents,
+    ),
+    TraversalCase(
+        "documents",
+        "delete_content_text",
+        path_arguments=("file_path",),
+        base={"identifier": "body.p.1"},
+        setup=seed_documents,
+    ),
+    TraversalCase(
+        "documents", "add_image", path_arguments=("file_path",), base={"image_path": "/pic.png"}, setup=seed_documents
+    ),
+    TraversalCase("documents", "add_image", path_arguments=("image_path",), base=_DOC, setup=seed_documents),
+    TraversalCase(
+        "documents",
+        "modify_image",
+        path_arguments=("file_path",),
+        base={"annotation": "image.0", "width_inches": 1},
+        setup=seed_documents,
+    ),
+    TraversalCase(
+        "documents",
+        "modify_image",
+        path_arguments=("image_path",),
+        base={**_DOC, "annotation": "image.0"},
+        setup=seed_documents,
+    ),
+    TraversalCase(
+        "documents",
+        "apply_formatting",
+        path_arguments=("file_path",),
+        base={"identifier": "body.p.1", "bold": True},
+        setup=seed_documents,
+    ),
+    TraversalCase("documents", "page_margins", path_arguments=("file_path",), base={"top": 1}, setup=seed_documents),
+    TraversalCase(
+        "documents", "page_orientation", path_arguments=("file_path",), base={"orientation": "landscape"}, setup=seed_documents
+    ),
+    # header_footer and comments take an ``action`` argument, renamed in consolidated mode:
+    # the rows use their default action (read).
+    TraversalCase("documents", "header_footer", path_arguments=("file_path",), setup=seed_documents),
+    TraversalCase("documents", "comments", path_arguments=("file_path",), setup=seed_documents),
+]
+
+TRAVERSAL_CASES: list[TraversalCase] = [*FILESYSTEM_CASES, *DOCUMENTS_CASES]

@@ -1,0 +1,266 @@
+"""Editing operations addressed by identifier: add, edit and delete text; formatting."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from docx.enum.text import WD_COLOR_INDEX
+from docx.oxml import OxmlElement
+from docx.oxml.ns import qn
+from docx.shared import Pt, RGBColor
+from docx.text.paragraph import Paragraph
+from docx.text.run import Run
+
+from mcp_servers._core.errors import ToolError
+from mcp_servers.documents.blocks import ALIGNMENTS, paragraph_style, place
+from mcp_servers.documents.body import W_P, W_TBL, Target, block_elements, paragraphs_of, runs_of
+from mcp_servers.documents.reading import StyleNames, paragraph_kind
+from mcp_servers.documents.text_edit import (
+    W_RPR,
+    live_runs,
+    new_paragraph_like,
+    paragraph_text,
+    run_text,
+    set_paragraph_text,
+    set_run_text,
+)
+
+POSITIONS = ("before", "after", "start", "end")
+_SECT_PR = qn("w:sectPr")
+
+
+def add_text(document: Any, target: Target, text: str, position: str, style: str | None) -> str:
+    """Insert ``text`` relative to ``target``; returns what was done (for the result).
+
+    Paragraph: ``start``/``end`` add text inside it (taking the formatting of the
+    neighbouring run); ``before``/``after`` add new paragraph(s) — one per line of
+    ``text`` — styled like the anchor (a heading's neighbour gets the Normal style).
+    Run: ``start``/``end`` inside the run, ``before``/``after`` a new run with its
+    formatting. Table: a new paragraph before/after it. Container (``body``, a cell, a
+    header): new paragraph(s) at its start or end.
+    """
+    if position not in POSITIONS:
+        raise ToolError("invalid_argument", f"position: expected one of {', '.join(POSITIONS)}, got {position!r}")
+    if target.kind == "row":
+        raise ToolError("invalid_argument", f"identifier {target.identifier!r}: address a cell (….c.<col>) to add text")
+    if target.kind == "paragraph" and position in ("start", "end"):
+        current = paragraph_text(target.element)
+        set_paragraph_text(target.element, text + current if position == "start" else current + text)
+        return f"added text at the {position} of {target.identifier}"
+    if target.kind == "run":
+        if position in ("start", "end"):
+            current = run_text(target.element)
+            set_run_text(target.element, text + current if position == "start" else current + text)
+            return f"added text at the {position} of {target.identifier}"
+        run = OxmlElement("w:r")
+        properties = target.element.find(W_RPR)
+        if properties is not None:
+            run.append(copy.deepcopy(properties))
+        (target.element.addprevious if position == "before" else target.element.addnext)(run)
+        set_run_text(run, text)
+        return f"added a run {position} {target.identifier}"
+    lines = text.replace("\r\n", "\n").split("\n")
+    if target.kind == "paragraph":
+        reference = target.element
+    elif target.kind == "container":
+        children = paragraphs_of(target.element)
+        reference = (children[0] if position in ("start", "before") else children[-1]) if children else None
+    else:
+        reference = None
+    keep_style = reference is not None and _keeps_style(document, reference)
+    new = [new_paragraph_like(reference, line, keep_style=keep_style) for line in lines]
+    place(new, target, position)
+    if style:
+        chosen = paragraph_style(document, style)
+        for element in new:
+            Paragraph(element, None).style = chosen
+    return f"added {len(new)} paragraph(s) {position} {target.identifier}"
+
+
+def _keeps_style(document: Any, reference: Any) -> bool:
+    if reference.tag != W_P:
+        return False
+    kind, _level = paragraph_kind(reference, StyleNames(document).of(reference))
+    return kind != "heading"
+
+
+def edit_text(target: Target, new_text: str) -> str:
+    """Replace the text of a paragraph, run or cell, keeping formatting and images.
+
+    A cell's text is its paragraphs joined by newlines: line k goes to paragraph k, extra
+    lines become paragraphs like the last one, missing lines remove paragraphs.
+    """
+    if target.kind == "paragraph":
+        set_paragraph_text(target.element, new_text)
+    elif target.kind == "run":
+        set_run_text(target.element, new_text)
+    elif target.kind == "container" and target.element.tag == qn("w:tc"):
+        _set_cell_text(target.element, new_text)
+    elif target.kind == "container":
+        _set_container_text(target.element, new_text)
+    else:
+        raise ToolError(
+            "invalid_argument",
+            f"identifier {target.identifier!r}: a {target.kind} has no text of its own; address a paragraph, run or cell",
+        )
+    return f"replaced the text of {target.identifier}"
+
+
+def _set_cell_text(cell: Any, new_text: str) -> None:
+    lines = new_text.replace("\r\n", "\n").split("\n")
+    paragraphs = paragraphs_of(cell)
+    for index, line in enumerate(lines):
+        if index < len(paragraphs):
+            set_paragraph_text(paragraphs[index], line)
+        else:
+            previous = paragraphs[-1] if paragraphs else None
+            paragraph = new_paragraph_like(previous, line, keep_style=True)
+            if previous is not None:
+                previous.addnext(paragraph)
+            else:
+                cell.append(paragraph)
+            paragraphs.append(paragraph)
+    for extra in paragraphs[len(lines) :]:
+        if not any(True for _ in extra.iter(qn("w:drawing"))):
+            extra.getparent().remove(extra)
+
+
+def _set_container_text(container: Any, new_text: str) -> None:
+    """Header/footer/body text: paragraphs only (tables inside are left alone)."""
+    _set_cell_text(container, new_text)
+
+
+def delete(target: Target, scope: str) -> str:
+    """Delete an element (``scope="element"``) or only its text (``scope="text"``).
+
+    Images, fields and other non-text content survive ``text``. A paragraph that ends a
+    section and a table cell's last paragraph are emptied, not removed.
+    """
+    if scope not in ("element", "text"):
+        raise ToolError("invalid_argument", f"scope: expected 'element' or 'text', got {scope!r}", argument="scope")
+    if target.kind == "container" and scope == "element" and target.element.tag != qn("w:tc"):
+        raise ToolError(
+            "invalid_argument",
+            f"identifier {target.identifier!r}: a body, header or footer cannot be deleted; use scope='text'",
+            argument="scope",
+        )
+    if scope == "text" or target.kind == "container":
+        if target.kind in ("table", "row"):
+            for paragraph in target.element.iter(W_P):
+                set_paragraph_text(paragraph, "")
+        elif target.kind == "container":
+            for element in list(block_elements(target.element)):
+                if element.tag == W_P:
+                    set_paragraph_text(element, "")
+                elif scope == "element":
+                    element.getparent().remove(element)
+            if target.element.tag == qn("w:tc"):
+                paragraphs = paragraphs_of(target.element)
+                for extra in paragraphs[1:]:
+                    if not paragraph_text(extra) and next(extra.iter(qn("w:drawing")), None) is None:
+                        extra.getparent().remove(extra)
+        else:
+            edit_text(target, "")
+        return f"cleared the text of {target.identifier}"
+    element = target.element
+    if target.kind == "paragraph":
+        if element.find(f"{qn('w:pPr')}/{_SECT_PR}") is not None:
+            set_paragraph_text(element, "")
+            return f"cleared {target.identifier} (it ends a section, so it was kept)"
+        parent = element.getparent()
+        if parent.tag == qn("w:tc") and len(paragraphs_of(parent)) == 1:
+            set_paragraph_text(element, "")
+            return f"cleared {target.identifier} (a cell keeps at least one paragraph)"
+        parent.remove(element)
+        if parent.tag == qn("w:tc") and parent[-1].tag == W_TBL:
+            parent.append(OxmlElement("w:p"))
+        return f"deleted {target.identifier}; later paragraphs moved up one index"
+    if target.kind == "row":
+        table = element.getparent()
+        element.getparent().remove(element)
+        if not any(child.tag == qn("w:tr") for child in table):
+            table.getparent().remove(table)
+        return f"deleted {target.identifier}"
+    parent = element.getparent()
+    parent.remove(element)
+    if target.kind == "table" and parent.tag == qn("w:tc") and not any(c.tag == W_P for c in parent):
+        parent.append(OxmlElement("w:p"))
+    return f"deleted {target.identifier}"
+
+
+def _runs_for_formatting(target: Target) -> tuple[list[Any], list[Any]]:
+    """(runs, paragraphs) touched by formatting ``target``."""
+    if target.kind == "run":
+        return [target.element], []
+    if target.kind == "paragraph":
+        return live_runs(target.element), [target.element]
+    paragraphs = list(target.element.iter(W_P))
+    runs = [run for paragraph in paragraphs for run in runs_of(paragraph)]
+    return runs, paragraphs
+
+
+def apply_formatting(document: Any, target: Target, formatting: dict[str, Any]) -> list[str]:
+    """Apply run and paragraph formatting; returns the names of what was set.
+
+    Run properties (bold, italic, underline, strikethrough, font_size, font_color,
+    font_name, highlight) go to every run addressed; alignment and style need a
+    paragraph (or an element containing paragraphs).
+    """
+    runs, paragraphs = _runs_for_formatting(target)
+    applied: list[str] = []
+    for run_element in runs:
+        run = Run(run_element, None)
+        font = run.font
+        for flag in ("bold", "italic", "underline", "strikethrough"):
+            if formatting.get(flag) is not None:
+                setattr(font, "strike" if flag == "strikethrough" else flag, formatting[flag])
+        if formatting.get("font_size") is not None:
+            font.size = Pt(formatting["font_size"])
+        if formatting.get("font_color") is not None:
+            font.color.rgb = parse_color(formatting["font_color"])
+        if formatting.get("font_name") is not None:
+            font.name = formatting["font_name"]
+            fonts = run_element.get_or_add_rPr().get_or_add_rFonts()
+            fonts.set(qn("w:eastAsia"), formatting["font_name"])
+            fonts.set(qn("w:cs"), formatting["font_name"])
+        if formatting.get("highlight") is not None:
+            font.highlight_color = parse_highlight(formatting["highlight"])
+    run_keys = ("bold", "italic", "underline", "strikethrough", "font_size", "font_color", "font_name", "highlight")
+    applied.extend(key for key in run_keys if formatting.get(key) is not None)
+    for key in ("alignment", "style"):
+        if formatting.get(key) is None:
+            continue
+        if not paragraphs:
+            raise ToolError("invalid_argument", f"{key}: applies to paragraphs; {target.identifier!r} is a run")
+        for element in paragraphs:
+            paragraph = Paragraph(element, None)
+            if key == "alignment":
+                paragraph.alignment = ALIGNMENTS[formatting[key]]
+            else:
+                paragraph.style = paragraph_style(document, formatting[key])
+        applied.append(key)
+    return applied
+
+
+def parse_color(value: str) -> RGBColor:
+    """``#1F4E79`` / ``1F4E79`` / a few names -> RGBColor (ToolError otherwise)."""
+    names = {"black": "000000", "white": "FFFFFF", "red": "FF0000", "green": "00B050", "blue": "0070C0",
+             "yellow": "FFFF00", "gray": "808080", "grey": "808080", "orange": "FFA500"}
+    text = names.get(value.strip().lower(), value.strip().lstrip("#"))
+    try:
+        return RGBColor.from_string(text.upper())
+    except Exception as exc:
+        raise ToolError("invalid_argument", f"font_color: {value!r} is not a colour like '#1F4E79'", argument="font_color") from exc
+
+
+def parse_highlight(value: str) -> Any:
+    names = {member.name.lower(): member for member in WD_COLOR_INDEX if member.name}
+    key = value.strip().lower().replace(" ", "_")
+    if key in ("none", "no_highlight", ""):
+        return None
+    if key not in names:
+        raise ToolError(
+            "invalid_argument", f"highlight: {value!r} is not one of {', '.join(sorted(names))}", argument="highlight"
+        )
+    return names[key]

@@ -1,0 +1,70 @@
+"""Argument models of the documents server (content blocks, metadata, formatting)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+BlockType = Literal[
+    "paragraph", "heading", "bullet_list", "numbered_list", "table", "page_break", "section_break", "image"
+]
+Alignment = Literal["left", "center", "right", "justify"]
+
+
+class RunSpec(BaseModel):
+    """A piece of a paragraph with its own formatting."""
+
+    model_config = ConfigDict(extra="forbid")
+    text: str
+    bold: bool | None = None
+    italic: bool | None = None
+    underline: bool | None = None
+
+
+class ListItem(BaseModel):
+    """A list item with an indent level (0 = top level, at most 2)."""
+
+    model_config = ConfigDict(extra="forbid")
+    text: str
+    level: int = Field(0, ge=0, le=2)
+
+
+class ContentBlock(BaseModel):
+    """One block of content. Fields used by each type:
+
+    paragraph: text (or runs), style, alignment, bold, italic; heading: text, level (0 =
+    Title, 1-9); bullet_list / numbered_list: items (strings or {text, level}); table: rows
+    (list of rows of cell values), header (bold first row), style; page_break: nothing;
+    section_break: orientation; image: path (an image file in the root), width_inches,
+    height_inches.
+    """
+
+    model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
+    type: BlockType
+    text: str | None = None
+    runs: list[RunSpec] | None = None
+    level: int | None = Field(None, ge=0, le=9)
+    items: list[str | ListItem] | None = None
+    rows: list[list[Any]] | None = None
+    header: bool = True
+    style: str | None = None
+    alignment: Alignment | None = None
+    bold: bool | None = None
+    italic: bool | None = None
+    orientation: Literal["portrait", "landscape"] | None = None
+    path: str | None = None
+    width_inches: float | None = Field(None, gt=0, le=50)
+    height_inches: float | None = Field(None, gt=0, le=50)
+
+
+class DocumentMetadata(BaseModel):
+    """Core properties written into the document."""
+
+    model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
+    title: str | None = None
+    author: str | None = None
+    subject: str | None = None
+    keywords: str | None = None
+    comments: str | None = None
+    category: str | None = None

@@ -1,0 +1,99 @@
+"""Opening and saving Office Open XML packages (.docx, .pptx) with errors an agent can act on.
+
+Both the documents and the presentations server go through these functions, so an
+encrypted (password-protected) file, a legacy binary file, a truncated zip or a file of
+the wrong type is reported the same way everywhere: one ``ToolError`` naming the file.
+Writes are atomic: the package is serialised in memory first, then written with the
+foundation's ``atomic_write_bytes`` (a failed save never leaves a half-written document).
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from mcp_servers._core.errors import ToolError
+from mcp_servers._core.store import atomic_write_bytes
+
+# Compound File Binary signature: encrypted OOXML (and legacy .doc/.ppt) files start with it.
+_CFB_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+_ZIP_MAGIC = b"PK"
+#: Largest package opened (bytes); bigger files are refused with ``too_large``.
+MAX_PACKAGE_BYTES = 200 * 1024 * 1024
+
+T = TypeVar("T")
+
+def check_package(path: Path, *, virtual: str, kind: str, argument: str) -> None:
+    """Refuse what cannot be an openable ``kind`` package (``"docx"``/``"pptx"``).
+
+    Raises ToolError ``not_found`` (absent), ``not_a_file`` (a folder), ``too_large``,
+    ``unsupported`` (password-protected or legacy binary file), ``bad_data`` (not a zip
+    or a damaged one).
+    """
+    if not path.exists():
+        raise ToolError("not_found", f"{argument}: {virtual} does not exist", argument=argument)
+    if not path.is_file():
+        raise ToolError("not_a_file", f"{argument}: {virtual} is not a file", argument=argument)
+    size = path.stat().st_size
+    if size > MAX_PACKAGE_BYTES:
+        raise ToolError(
+            "too_large",
+            f"{argument}: {virtual} is {size} bytes (limit {MAX_PACKAGE_BYTES})",
+            argument=argument,
+        )
+    with path.open("rb") as handle:
+        head = handle.read(8)
+    if head.startswith(_CFB_MAGIC):
+        raise ToolError(
+            "unsupported",
+            f"{argument}: {virtual} is password-protected (encrypted) or a legacy binary Office file; "
+            f"save it as an unprotected .{kind} first",
+            argument=argument,
+        )
+    if not head.startswith(_ZIP_MAGIC) or not zipfile.is_zipfile(path):
+        raise ToolError(
+            "bad_data", f"{argument}: {virtual} is not a valid .{kind} file (not a zip package)", argument=argument
+        )
+
+
+def open_package(
+    path: Path, loader: Callable[[Any], T], *, virtual: str, kind: str, argument: str
+) -> T:
+    """Load ``path`` with ``loader`` (``docx.Document`` / ``pptx.Presentation``).
+
+    Raises the errors of :func:`check_package`, and ``bad_data`` when the library cannot
+    parse the package (missing main part, broken XML, wrong content type).
+    """
+    check_package(path, virtual=virtual, kind=kind, argument=argument)
+    try:
+        with path.open("rb") as handle:
+            return loader(io.BytesIO(handle.read()))
+    except ToolError:
+        raise
+    except Exception as exc:  # python-docx/pptx raise many types for broken packages
+        reason = " ".join(str(exc).split())[:160] or type(exc).__name__
+        raise ToolError(
+            "bad_data", f"{argument}: {virtual} is not a valid .{kind} file ({reason})", argument=argument
+        ) from exc
+
+
+def save_package(package: Any, path: Path) -> int:
+    """Atomically write ``package`` (anything with ``save(stream)``) to ``path``; returns bytes.
+
+    The package is serialised in memory first, so a failure never touches the file.
+    """
+    buffer = io.BytesIO()
+    package.save(buffer)
+    data = buffer.getvalue()
+    atomic_write_bytes(path, data)
+    return len(data)
+
+
+def require_suffix(virtual: str, suffixes: tuple[str, ...], *, argument: str) -> None:
+    """Refuse a path whose extension is not one of ``suffixes`` (``unsupported``)."""
+    if not virtual.lower().endswith(suffixes):
+        wanted = " or ".join(suffixes)
+        raise ToolError("unsupported", f"{argument}: {virtual} is not a {wanted} file", argument=argument)
