@@ -161,12 +161,11 @@ def open_workbook(
             keep_vba=path.suffix.lower() == ".xlsm",
             rich_text=False,
         )
-    except (zipfile.BadZipFile, KeyError, OSError, ValueError, TypeError, IndexError, AttributeError) as exc:
+    except zipfile.BadZipFile:
         raise ToolError(
-            "bad_data", f"{argument}: {virtual} is not a readable .xlsx workbook ({type(exc).__name__}: {exc})"[:300],
-            argument=argument,
+            "bad_data", f"{argument}: {virtual} is not a readable .xlsx workbook (not a zip archive)", argument=argument
         ) from None
-    except Exception as exc:  # openpyxl raises many kinds on corrupt XML
+    except Exception as exc:  # openpyxl raises many kinds on corrupt parts; messages may hold host paths
         raise ToolError(
             "bad_data", f"{argument}: {virtual} is not a readable .xlsx workbook ({type(exc).__name__})",
             argument=argument,
