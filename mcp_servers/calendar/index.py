@@ -201,6 +201,10 @@ class CalendarIndex:
             self.report(problem)
         return Snapshot(events=events, by_uid=by_uid, problems=problems)
 
+    def contains(self, path: Path) -> bool:
+        """Whether ``path`` (links resolved) lies inside the app data."""
+        return self._containment.is_inside(path)
+
     def report(self, problem: str) -> None:
         """Log a data problem once per server (it is also returned with listings)."""
         with self._lock:

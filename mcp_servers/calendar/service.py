@@ -296,6 +296,10 @@ class CalendarService:
         return records[0]
 
     def _write_new(self, path: Path, event: Event) -> dict[str, Any]:
+        if not self.index.contains(path):
+            raise ToolError(
+                "bad_data", f"calendar file {path.name} links outside the app data; not changing it"
+            )
         with file_lock(path):
             before = FileStamp.of(path)
             tzids = {

@@ -230,6 +230,10 @@ class ChatIndex:
             return {}
         return value
 
+    def contains(self, path: Path) -> bool:
+        """Whether ``path`` (links resolved) lies inside the app data."""
+        return self._containment.is_inside(path)
+
     def report(self, problem: str) -> None:
         """Log a data problem once per server."""
         with self._lock:

@@ -276,6 +276,8 @@ class ChatService:
         self, group: GroupFolder, change: Callable[[list[Any], GroupMessages], dict[str, Any]]
     ) -> dict[str, Any]:
         path = group.messages_path
+        if not self.index.contains(path):
+            raise ToolError("bad_data", f"{group.label} links outside the app data; not changing it")
         with file_lock(path):
             if path.exists():
                 try:

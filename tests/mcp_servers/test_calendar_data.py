@@ -263,3 +263,15 @@ def test_calendar_files_linked_out_of_the_app_data_are_ignored(tmp_path):
     os.symlink(outside, world.apps_root / "calendar" / "link.ics")
     ids = [e["id"] for e in service(world).list_events(limit=50, offset=0)["events"]]
     assert "secret@out" not in ids and len(ids) == 4
+
+
+def test_create_never_follows_a_user_file_linked_out(tmp_path):
+    world = make_world(tmp_path)
+    outside = tmp_path / "outside.ics"
+    outside.write_text(ics(vevent("secret@out", "20250310T090000Z", "20250310T100000Z")))
+    (world.apps_root / "calendar").mkdir()
+    os.symlink(outside, world.apps_root / "calendar" / "me@example.com.ics")
+    with pytest.raises(ToolError) as error:
+        create(service(world), "x")
+    assert error.value.code == "bad_data"
+    assert "SUMMARY:x" not in outside.read_text()

@@ -1,0 +1,169 @@
+"""Chat data handling: Takeout dates, broken groups, caching, concurrent writes, links out."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from datetime import UTC, datetime
+
+import pytest
+
+from mcp_servers._core.context import ServerContext
+from mcp_servers._core.errors import ToolError
+from mcp_servers.chat.service import ChatService
+from mcp_servers.chat.timestamps import format_takeout_date, parse_takeout_date
+from tests.mcp_servers.helpers import open_session
+from tests.mcp_servers.test_chat_tools import DM, GENERAL, USER, chat_world, messages_path, records
+
+
+def service(world) -> ChatService:
+    return ChatService(ServerContext.create(world.fs_root, world.apps_root, USER))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Monday, January 8, 2024 at 10:15:32 AM UTC", datetime(2024, 1, 8, 10, 15, 32, tzinfo=UTC)),
+        ("Monday, January 8, 2024 at 12:15:32\u202fAM UTC", datetime(2024, 1, 8, 0, 15, 32, tzinfo=UTC)),
+        ("Monday, January 8, 2024 at 12:05:00 PM UTC", datetime(2024, 1, 8, 12, 5, tzinfo=UTC)),
+        ("Monday, January 8, 2024 at 10:15:32 AM PST", datetime(2024, 1, 8, 18, 15, 32, tzinfo=UTC)),
+        ("Tuesday, March 5, 2024 at 9:00:00 AM GMT+05:30", datetime(2024, 3, 5, 3, 30, tzinfo=UTC)),
+        ("Monday, July 8, 2024 at 10:00:00 AM Europe/Paris", datetime(2024, 7, 8, 8, 0, tzinfo=UTC)),
+        ("January 8, 2024 at 1:05 PM", datetime(2024, 1, 8, 13, 5, tzinfo=UTC)),
+        ("2024-01-08T10:15:32+02:00", datetime(2024, 1, 8, 8, 15, 32, tzinfo=UTC)),
+    ],
+)
+def test_takeout_dates_honour_the_zone_label(text, expected):
+    assert parse_takeout_date(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "yesterday",
+        "Monday, Smarch 8, 2024 at 10:15:32 AM UTC",
+        "Monday, January 8, 2024 at 10:15:32 AM Mars/Base",
+    ],
+)
+def test_unreadable_takeout_dates_raise(text):
+    with pytest.raises(ValueError):
+        parse_takeout_date(text)
+
+
+def test_takeout_dates_are_written_in_utc_and_read_back():
+    moment = datetime(2024, 2, 29, 23, 59, 1, tzinfo=UTC)
+    assert format_takeout_date(moment) == "Thursday, February 29, 2024 at 11:59:01 PM UTC"
+    assert parse_takeout_date(format_takeout_date(moment)) == moment
+
+
+def test_broken_group_is_reported_once_and_the_rest_served(tmp_path, caplog):
+    world = chat_world(tmp_path)
+    messages_path(world, DM).write_text('{"messages": [')  # truncated JSON
+    caplog.set_level(logging.WARNING, logger="mcp_servers.chat")
+    with open_session("chat", world, options=USER) as session:
+        for _ in range(3):
+            listed = session.ok("list_channels")
+        assert session.ok("get_channel_history", {"channel_id": GENERAL})["total"] == 4
+        assert session.ok("search_messages", {"query": "budget"})["total"] == 1
+        error = session.error("get_channel_history", {"channel_id": DM})
+        assert error["code"] == "bad_data" and "messages.json is not valid JSON" in error["message"]
+        assert session.error("post_message", {"channel_id": DM, "message": "x"})["code"] == "bad_data"
+    assert [c["channel_id"] for c in listed["channels"] if "problem" in c] == [DM]
+    assert len(listed["problems"]) == 1
+    warnings = [r.getMessage() for r in caplog.records if r.name == "mcp_servers.chat"]
+    assert len(warnings) == 1 and DM in warnings[0]
+    assert messages_path(world, DM).read_text() == '{"messages": ['
+
+
+def test_bad_records_and_dates_do_not_break_the_group(tmp_path):
+    world = chat_world(tmp_path)
+    path = messages_path(world)
+    raw = json.loads(path.read_text())
+    raw["messages"].append("not an object")
+    raw["messages"][0]["created_date"] = "sometime"
+    path.write_text(json.dumps(raw))
+    history = service(world).history(GENERAL, 30, 0)
+    assert history["total"] == 4 and history["posts"][-1]["created_at"] is None
+
+
+def test_warm_reads_do_not_reparse_and_external_changes_are_seen(tmp_path):
+    world = chat_world(tmp_path)
+    chat = service(world)
+    chat.history(GENERAL, 30, 0)
+    misses = chat.index.messages.misses
+    for _ in range(5):
+        chat.history(GENERAL, 30, 0)
+        chat.list_channels(50, 0)
+    chat.history(GENERAL, 30, 0)
+    assert chat.index.messages.misses - misses == 2  # the other two groups, parsed once by list_channels
+    raw = json.loads(messages_path(world).read_text())
+    raw["messages"][0]["text"] = "Kickoff moved to Tuesday"
+    messages_path(world).write_text(json.dumps(raw))
+    assert chat.history(GENERAL, 30, 0)["posts"][-1]["text"] == "Kickoff moved to Tuesday"
+    misses = chat.index.messages.misses
+    chat.post(GENERAL, "own write")  # our write hands the new index to the cache
+    assert chat.history(GENERAL, 30, 0)["posts"][0]["text"] == "own write"
+    assert chat.index.messages.misses == misses
+
+
+def test_concurrent_posts_from_separate_servers_lose_nothing(tmp_path):
+    world = chat_world(tmp_path)
+    servers = [service(world) for _ in range(3)]
+    errors: list[BaseException] = []
+
+    def work(index: int) -> None:
+        try:
+            servers[index % 3].post(GENERAL, f"message {index}")
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(15)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    texts = [r["text"] for r in records(world)]
+    assert sorted(t for t in texts if t.startswith("message ")) == sorted(f"message {i}" for i in range(15))
+
+
+def test_group_folders_linked_out_of_the_app_data_are_skipped(tmp_path):
+    world = chat_world(tmp_path)
+    outside = tmp_path / "outside_group"
+    outside.mkdir()
+    (outside / "messages.json").write_text(
+        json.dumps({"messages": [{"text": "SECRET", "message_id": "a/b/b", "topic_id": "b"}]})
+    )
+    groups = world.apps_root / "chat" / "Google Chat" / "Groups"
+    os.symlink(outside, groups / "Space LINKED")
+    os.symlink(outside / "messages.json", groups / "Space AAAAgen01" / "linked.json")
+    chat = service(world)
+    assert "Space LINKED" not in [c["channel_id"] for c in chat.list_channels(50, 0)["channels"]]
+    with pytest.raises(ToolError) as error:
+        chat.history("Space LINKED", 30, 0)
+    assert error.value.code == "not_found"
+    # A messages.json that is itself a link out is refused too.
+    target = messages_path(world, DM)
+    target.unlink()
+    os.symlink(outside / "messages.json", target)
+    with pytest.raises(ToolError):
+        chat.history(DM, 30, 0)
+    assert "SECRET" not in json.dumps(
+        chat.search(query="SECRET", channel_id=None, author=None, after=None, before=None, limit=30, page=0)
+    )
+
+
+def test_writes_never_follow_a_messages_file_linked_out(tmp_path):
+    world = chat_world(tmp_path)
+    outside = tmp_path / "outside.json"
+    outside.write_text(json.dumps({"messages": [{"text": "SECRET", "message_id": "a/b/b", "topic_id": "b"}]}))
+    target = messages_path(world, DM)
+    target.unlink()
+    os.symlink(outside, target)
+    with pytest.raises(ToolError) as error:
+        service(world).post(DM, "hello")
+    assert error.value.code == "bad_data"
+    assert os.path.islink(target) and "hello" not in outside.read_text()
