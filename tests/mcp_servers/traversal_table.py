@@ -115,4 +115,39 @@ DOCUMENTS_CASES = [
     TraversalCase("documents", "comments", path_arguments=("file_path",), setup=seed_documents),
 ]
 
-TRAVERSAL_CASES: list[TraversalCase] = [*FILESYSTEM_CASES, *DOCUMENTS_CASES]
+def seed_calendar(world) -> None:
+    from tests.mcp_servers.test_calendar_tools import TEAM_ICS
+
+    world.app_file("calendar/team.ics", TEAM_ICS.encode())
+
+
+CALENDAR_OPTIONS = {"user_email": "me@example.com", "user_name": "Mia Example"}
+CALENDAR_CASES = [
+    TraversalCase("calendar", tool, id_arguments=("event_id",), base=base, options=CALENDAR_OPTIONS, setup=seed_calendar)
+    for tool, base in (("read_event", {}), ("update_event", {"summary": "x"}), ("delete_event", {}))
+]
+
+
+def seed_chat(world) -> None:
+    from tests.mcp_servers.test_chat_tools import ME, chat_groups, write_chat
+
+    write_chat(world.apps_root / "chat" / "Google Chat", chat_groups(), user=ME, user_id="111122223333")
+
+
+CHAT_OPTIONS = {"user_email": "me@example.com", "user_name": "Mia Example"}
+_CHAT_POST = "AAAAgen01/t000AAAAgen01/t000AAAAgen01"
+CHAT_CASES = [
+    TraversalCase("chat", tool, id_arguments=ids, base=base, options=CHAT_OPTIONS, setup=seed_chat)
+    for tool, ids, base in (
+        ("get_channel_history", ("channel_id",), {}),
+        ("get_thread_replies", ("channel_id", "post_id"), {"channel_id": "Space AAAAgen01", "post_id": _CHAT_POST}),
+        ("post_message", ("channel_id",), {"message": "hi"}),
+        ("reply_to_thread", ("channel_id", "post_id"), {"channel_id": "Space AAAAgen01", "post_id": _CHAT_POST, "message": "hi"}),
+        ("add_reaction", ("channel_id", "post_id"), {"channel_id": "Space AAAAgen01", "post_id": _CHAT_POST, "emoji_name": "tada"}),
+        ("delete_post", ("channel_id", "post_id"), {"channel_id": "Space AAAAgen01", "post_id": _CHAT_POST}),
+        ("get_user_profile", ("user_id",), {}),
+        ("search_messages", ("channel_id",), {"query": "budget"}),
+    )
+]
+
+TRAVERSAL_CASES: list[TraversalCase] = [*FILESYSTEM_CASES, *DOCUMENTS_CASES, *CALENDAR_CASES, *CHAT_CASES]
