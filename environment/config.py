@@ -37,6 +37,7 @@ class ServerConfig(BaseModel):
     headers: dict[str, str] | None = None
     # our own server, run in-process
     server: str | None = None
+    mode: Literal["individual", "consolidated"] = "individual"
     options: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")

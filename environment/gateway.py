@@ -271,6 +271,7 @@ class GatewayManager:
                     server_config.server,
                     fs_root=self.fs_root,
                     apps_data_root=self.apps_data_root,
+                    mode=server_config.mode,
                     options=dict(server_config.options),
                 )
 

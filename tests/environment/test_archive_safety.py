@@ -78,9 +78,17 @@ def _cases(outside: Path) -> dict[str, tuple[bytes, str, int]]:
     return {
         "absolute path": (tar_gz([(f"{outside}/pwned.txt", b"x")]), f"{outside}/pwned.txt", 400),
         "dot-dot": (tar_gz([("../../outside/pwned.txt", b"x")]), "../../outside/pwned.txt", 400),
-        "dot-dot inside a path": (tar_gz([("a/../../../outside/p.txt", b"x")]), "a/../../../outside/p.txt", 400),
+        "dot-dot inside a path": (
+            tar_gz([("a/../../../outside/p.txt", b"x")]),
+            "a/../../../outside/p.txt",
+            400,
+        ),
         "symlink to an absolute path": (tar_gz([_link("escape", str(outside))]), "escape", 400),
-        "symlink climbing out": (tar_gz([("ok.txt", b"1"), _link("docs/up", "../../../outside")]), "docs/up", 400),
+        "symlink climbing out": (
+            tar_gz([("ok.txt", b"1"), _link("docs/up", "../../../outside")]),
+            "docs/up",
+            400,
+        ),
         "symlink then write through it": (
             tar_gz([_link("escape", str(outside)), ("escape/pwned.txt", b"x")]),
             "escape",
@@ -129,7 +137,9 @@ def test_symlink_planted_in_the_world_is_replaced_not_followed(strict, outside, 
     http, settings = strict
     os.symlink(outside, settings.fs_root / "docs")  # e.g. made by the agent through code_exec
     outside_before = tree(outside)
-    reply = http.post("/data/populate", files={"archive": ("w.tar.gz", tar_gz([("docs/evil.txt", b"payload")]))})
+    reply = http.post(
+        "/data/populate", files={"archive": ("w.tar.gz", tar_gz([("docs/evil.txt", b"payload")]))}
+    )
     assert reply.status_code == 200, reply.text
     assert tree(outside) == outside_before
     docs = settings.fs_root / "docs"

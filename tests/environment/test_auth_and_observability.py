@@ -21,7 +21,9 @@ MCP_TOKEN = "agent-secret"
 
 @pytest.fixture
 def guarded(settings: EnvironmentSettings) -> Iterator[EnvironmentServer]:
-    settings = EnvironmentSettings(**{**settings.model_dump(), "env_token": ENV_TOKEN, "mcp_token": MCP_TOKEN})
+    settings = EnvironmentSettings(
+        **{**settings.model_dump(), "env_token": ENV_TOKEN, "mcp_token": MCP_TOKEN}
+    )
     with EnvironmentServer(settings, server_factory=make_test_server) as env:
         yield env
 
@@ -50,7 +52,9 @@ def test_control_plane_requires_the_env_token_and_health_stays_open(guarded):
         ok = http.post("/apps", json={"mcpServers": {"t": {"server": "t"}}}, headers=_bearer(ENV_TOKEN))
         assert ok.status_code == 200
         populated = http.post(
-            "/data/populate", files={"archive": ("a.tar.gz", tar_gz([("a.txt", b"1")]))}, headers=_bearer(ENV_TOKEN)
+            "/data/populate",
+            files={"archive": ("a.tar.gz", tar_gz([("a.txt", b"1")]))},
+            headers=_bearer(ENV_TOKEN),
         )
         assert populated.status_code == 200
         assert http.post("/data/snapshot", headers=_bearer(ENV_TOKEN)).status_code == 200
@@ -61,7 +65,9 @@ def test_mcp_takes_its_own_token(guarded):
         http.post("/apps", json={"mcpServers": {"t": {"server": "t"}}}, headers=_bearer(ENV_TOKEN))
         init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
         for headers in ({}, _bearer(ENV_TOKEN), _bearer("wrong")):
-            reply = http.post("/mcp", json=init, headers={**headers, "Accept": "application/json, text/event-stream"})
+            reply = http.post(
+                "/mcp", json=init, headers={**headers, "Accept": "application/json, text/event-stream"}
+            )
             assert reply.status_code == 401
 
     async def call() -> str:

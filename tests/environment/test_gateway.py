@@ -140,7 +140,10 @@ def test_in_flight_calls_finish_and_sessions_see_the_new_tools(client, env_serve
     assert _apps(client, {"first": {"server": "first"}}).status_code == 200
 
     async def scenario():
-        async with Client(env_server.mcp_url) as mcp, httpx.AsyncClient(base_url=env_server.url, timeout=60) as http:
+        async with (
+            Client(env_server.mcp_url) as mcp,
+            httpx.AsyncClient(base_url=env_server.url, timeout=60) as http,
+        ):
             slow = asyncio.create_task(mcp.call_tool("first_slow", {"seconds": 1.0}))
             await asyncio.sleep(0.3)
             swap = await http.post("/apps", json={"mcpServers": {"second": {"server": "second"}}})
@@ -156,7 +159,10 @@ def test_in_flight_calls_finish_and_sessions_see_the_new_tools(client, env_serve
 def test_a_server_that_never_initialises_times_out_by_name(settings):
     settings.ready_timeout_s = 2
     hang = {"command": sys.executable, "args": ["-c", "import time; time.sleep(60)"]}
-    with EnvironmentServer(settings, server_factory=make_test_server) as env, httpx.Client(base_url=env.url) as http:
+    with (
+        EnvironmentServer(settings, server_factory=make_test_server) as env,
+        httpx.Client(base_url=env.url) as http,
+    ):
         started = time.monotonic()
         reply = http.post("/apps", json={"mcpServers": {"sleepy": hang}}, timeout=30)
         assert reply.status_code == 503

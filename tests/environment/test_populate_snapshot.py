@@ -103,7 +103,10 @@ def test_populate_then_snapshot_round_trip_is_deterministic(client, tmp_path, se
     other = settings.model_copy(
         update={"fs_root": tmp_path / "w2" / "filesystem", "apps_data_root": tmp_path / "w2" / ".apps_data"}
     )
-    with EnvironmentServer(other, server_factory=make_test_server) as env2, httpx.Client(base_url=env2.url) as http2:
+    with (
+        EnvironmentServer(other, server_factory=make_test_server) as env2,
+        httpx.Client(base_url=env2.url) as http2,
+    ):
         reply2 = http2.post(
             "/data/populate", params={"subsystem": "world"}, files={"archive": ("snap.tar.gz", archive)}
         )
@@ -158,7 +161,9 @@ def test_merge_keeps_other_files_and_replace_empties_the_target(client, settings
     assert (settings.fs_root / "same.txt").read_text() == "new version"
 
     reply = client.post(
-        "/data/populate", params={"mode": "replace"}, files={"archive": ("b.tar.gz", tar_gz([("only.txt", b"1")]))}
+        "/data/populate",
+        params={"mode": "replace"},
+        files={"archive": ("b.tar.gz", tar_gz([("only.txt", b"1")]))},
     )
     assert reply.status_code == 200 and reply.json()["mode"] == "replace"
     assert os.listdir(settings.fs_root) == ["only.txt"]
@@ -167,7 +172,9 @@ def test_merge_keeps_other_files_and_replace_empties_the_target(client, settings
 def test_missing_source_and_wrong_content_type_are_clear_errors(client, tmp_path):
     reply = client.post("/data/populate", json={"sources": [{"url": (tmp_path / "nope.tar.gz").as_uri()}]})
     assert reply.status_code == 400 and "nope.tar.gz" in reply.json()["detail"]["error"]
-    assert client.post("/data/populate", content=b"x", headers={"content-type": "text/plain"}).status_code == 415
+    assert (
+        client.post("/data/populate", content=b"x", headers={"content-type": "text/plain"}).status_code == 415
+    )
     assert client.post("/data/populate", files={"wrong_field": ("a", b"x")}).status_code == 400
 
 
@@ -207,11 +214,14 @@ def test_snapshot_that_fails_midway_leaves_no_valid_archive(tmp_path):
         write_snapshot(roots, sink)
     partial = sink.getvalue()
     assert partial  # something was written before the failure...
-    with pytest.raises((EOFError, OSError, tarfile.TarError)):
-        # ...but it is not a readable archive: no gzip trailer, truncated tar
-        with tarfile.open(fileobj=io.BytesIO(partial), mode="r:gz") as tar:
-            tar.getmembers()
-            gzip.decompress(partial)
+    # ...but it is not a readable archive: no gzip trailer, truncated tar
+    with pytest.raises(EOFError):
+        gzip.decompress(partial)
+    with (
+        pytest.raises((EOFError, tarfile.TarError)),
+        tarfile.open(fileobj=io.BytesIO(partial), mode="r:gz") as tar,
+    ):
+        tar.getmembers()
 
 
 @pytest.mark.slow
