@@ -1,7 +1,256 @@
-"""`atoll grade …` commands."""
+"""`atoll grade …`: grade one trial (files in, grade JSON out), `serve` the grader, `validate` a judge."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
 import typer
 
-app = typer.Typer(help="grade commands", no_args_is_help=True)
+from atoll.errors import AtollError
+
+app = typer.Typer(
+    help="Grade a trial (files in, GRADE.json out); `serve` runs the grading service; `validate` measures a judge.",
+    no_args_is_help=True,
+    invoke_without_command=True,
+)
+
+
+def _judge(
+    judge_model: str | None,
+    api_base: str | None,
+    api_key_env: str | None,
+    judge_config: Path | None,
+    samples: int | None,
+    selector: str | None,
+    context_budget: int | None,
+) -> Any:
+    from grader.inputs import load_judge_config
+    from grader.judge import JudgeConfig
+
+    config = load_judge_config(judge_config) if judge_config else None
+    if config is None and judge_model is None:
+        return None
+    values = config.model_dump() if config else {}
+    if config is not None and config.api_key is not None:
+        values["api_key"] = config.api_key
+    for key, value in (
+        ("model", judge_model),
+        ("api_base", api_base),
+        ("api_key_env", api_key_env),
+        ("samples", samples),
+        ("selector", selector),
+        ("context_budget_chars", context_budget),
+    ):
+        if value is not None:
+            values[key] = value
+    try:
+        return JudgeConfig.model_validate(values)
+    except ValueError as exc:
+        raise AtollError("bad_input", f"judge settings: {exc}") from None
+
+
+def _load_task(
+    benchmark: Path | None,
+    task_id: str | None,
+    task_file: Path | None,
+    rubric: Path | None,
+    prompt: str | None,
+) -> Any:
+    from atoll.benchmark import Task
+    from grader.inputs import load_rubric, load_task_file
+
+    if benchmark is not None:
+        from atoll.loader import load_benchmark
+
+        if not task_id:
+            raise AtollError("bad_input", "--benchmark needs --task-id")
+        loaded = load_benchmark(benchmark)
+        try:
+            task = loaded.task(task_id)
+        except KeyError:
+            raise AtollError("bad_input", f"benchmark {benchmark}: no task {task_id!r}") from None
+    elif task_file is not None:
+        task = load_task_file(task_file, task_id)
+    elif rubric is not None:
+        task = Task(
+            task_id=task_id or "task",
+            world_id="unknown",
+            prompt=prompt or "(task prompt not given)",
+            rubric=load_rubric(rubric),
+        )
+    else:
+        raise AtollError(
+            "bad_input", "give the task: --benchmark DIR --task-id ID, --task FILE, or --rubric FILE"
+        )
+    if rubric is not None and (benchmark is not None or task_file is not None):
+        task = task.model_copy(update={"rubric": load_rubric(rubric)})
+    return task
+
+
+@app.callback()
+def grade(
+    ctx: typer.Context,
+    benchmark: Path | None = typer.Option(None, help="Benchmark directory (APEX layout)."),
+    task_id: str | None = typer.Option(None, help="Task id in the benchmark or task file."),
+    task_file: Path | None = typer.Option(None, "--task", help="A task JSON (APEX task object or array)."),
+    rubric: Path | None = typer.Option(
+        None,
+        help="Rubric JSON: APEX rubric array or Archipelago verifiers.json (replaces the task's rubric).",
+    ),
+    prompt: str | None = typer.Option(None, help="Task prompt, when only --rubric is given."),
+    before: Path | None = typer.Option(None, help="Snapshot before the run: tar.gz or world zip."),
+    after: Path | None = typer.Option(None, help="Snapshot after the run: tar.gz or world zip."),
+    trajectory: Path | None = typer.Option(None, help="Trajectory JSON (atoll or Archipelago shape)."),
+    answer: str | None = typer.Option(None, help="Final answer text, when there is no trajectory file."),
+    judge_model: str | None = typer.Option(None, help="litellm model of the judge, e.g. openai/gpt-4.1."),
+    api_base: str | None = typer.Option(None, help="Base URL of an OpenAI-compatible judge endpoint."),
+    api_key_env: str | None = typer.Option(
+        None, help="Name of the environment variable holding the judge's key."
+    ),
+    judge_config: Path | None = typer.Option(
+        None, help="JudgeConfig JSON or Archipelago grading_settings.json."
+    ),
+    samples: int | None = typer.Option(None, help="Judge samples per criterion (majority vote)."),
+    selector: str | None = typer.Option(None, help="Evidence selector over the context budget: rank or llm."),
+    context_budget: int | None = typer.Option(None, help="Characters of evidence per judge prompt."),
+    cache: Path | None = typer.Option(None, help="Verdict cache: a .sqlite file or a directory."),
+    output: Path | None = typer.Option(None, help="Where to write GRADE.json."),
+) -> None:
+    """Grade one trial: diff the snapshots, run checks, ask the judge, write GRADE.json.
+
+    Without --judge-model/--judge-config only programmatic checks run (criteria without one
+    are ungradeable).
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    from rich.console import Console
+
+    from grader import grade_trial
+    from grader.cache import VerdictCache
+    from grader.inputs import load_trajectory
+
+    if before is None or after is None or output is None:
+        raise AtollError("bad_input", "atoll grade needs --before, --after and --output")
+    task = _load_task(benchmark, task_id, task_file, rubric, prompt)
+    judge = _judge(judge_model, api_base, api_key_env, judge_config, samples, selector, context_budget)
+    loaded_trajectory = load_trajectory(trajectory) if trajectory else None
+    if loaded_trajectory is None and answer is not None:
+        from grader.inputs import trajectory_from_data
+
+        loaded_trajectory = trajectory_from_data(
+            {"messages": [{"role": "assistant", "content": answer}]}, "--answer"
+        )
+    verdict_cache = VerdictCache(cache) if cache else None
+    console = Console(stderr=True)
+    if judge is None:
+        console.print("no judge model given: programmatic checks only")
+    with console.status(f"grading {task.task_id}: {len(task.rubric)} criteria"):
+        result = asyncio.run(grade_trial(task, before, after, loaded_trajectory, judge, verdict_cache))
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(result.model_dump_json(by_alias=True, indent=2))
+    met = sum(v.verdict.value == "met" for v in result.criteria)
+    console.print(
+        f"{task.task_id}: {'PASS' if result.passed else 'FAIL'}  score {result.score:.2f} "
+        f"({met}/{len(result.criteria)} met, {result.ungradeable} ungradeable)  -> {output}"
+    )
+
+
+@app.command()
+def serve(
+    host: str = typer.Option("127.0.0.1", help="Interface to bind."),
+    port: int = typer.Option(8082, help="Port (0 picks a free one)."),
+    judge_model: str | None = typer.Option(None, help="Default judge model (litellm name)."),
+    api_base: str | None = typer.Option(None, help="Base URL of an OpenAI-compatible judge endpoint."),
+    api_key_env: str | None = typer.Option(None, help="Environment variable holding the judge's key."),
+    judge_config: Path | None = typer.Option(
+        None, help="JudgeConfig JSON or Archipelago grading_settings.json."
+    ),
+    cache: Path | None = typer.Option(None, help="Verdict cache: a .sqlite file or a directory."),
+) -> None:
+    """Run the grading service (POST /grade, GET /health)."""
+    import uvicorn
+
+    from grader.cache import VerdictCache
+    from grader.service import create_app
+
+    judge = _judge(judge_model, api_base, api_key_env, judge_config, None, None, None)
+    uvicorn.run(
+        create_app(judge, VerdictCache(cache) if cache else None), host=host, port=port, log_level="warning"
+    )
+
+
+@app.command()
+def validate(
+    benchmark: Path | None = typer.Option(
+        None, help="Benchmark whose gold outputs are graded (all should be met)."
+    ),
+    labelled: Path | None = typer.Option(
+        None, help="JSONL of {output, criterion, label} judged against labels."
+    ),
+    task_id: list[str] = typer.Option([], help="Only these tasks (repeatable)."),
+    judge_model: str | None = typer.Option(None, help="Judge model (litellm name)."),
+    api_base: str | None = typer.Option(None, help="Base URL of an OpenAI-compatible judge endpoint."),
+    api_key_env: str | None = typer.Option(None, help="Environment variable holding the judge's key."),
+    judge_config: Path | None = typer.Option(
+        None, help="JudgeConfig JSON or Archipelago grading_settings.json."
+    ),
+    samples: int | None = typer.Option(None, help="Judge samples per criterion."),
+    cache: Path | None = typer.Option(None, help="Verdict cache: a .sqlite file or a directory."),
+    output: Path | None = typer.Option(None, help="Write the report JSON here."),
+) -> None:
+    """Measure a judge: accuracy, precision, recall, F1, FPR and FNR on gold outputs and labels."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from grader.cache import VerdictCache
+    from grader.judge import PROMPT_VERSION
+    from grader.validate import ValidationReport, validate_gold, validate_labelled
+
+    if benchmark is None and labelled is None:
+        raise AtollError("bad_input", "atoll grade validate needs --benchmark and/or --labelled")
+    judge = _judge(judge_model, api_base, api_key_env, judge_config, samples, None, None)
+    if judge is None:
+        raise AtollError("bad_input", "atoll grade validate needs --judge-model or --judge-config")
+    verdict_cache = VerdictCache(cache) if cache else None
+    report = ValidationReport(judge_model=judge.model, prompt_version=PROMPT_VERSION)
+    console = Console(stderr=True)
+
+    async def run() -> None:
+        if benchmark is not None:
+            from atoll.loader import load_benchmark
+
+            with console.status("grading gold outputs"):
+                await validate_gold(
+                    load_benchmark(benchmark), judge, report, task_ids=task_id or None, cache=verdict_cache
+                )
+        if labelled is not None:
+            with console.status("judging the labelled set"):
+                await validate_labelled(labelled, judge, report, cache=verdict_cache)
+
+    asyncio.run(run())
+    table = Table(title=f"judge {judge.model} ({PROMPT_VERSION})")
+    for column in ("set", "n", "ungradeable", "accuracy", "precision", "recall", "F1", "FPR", "FNR"):
+        table.add_column(column)
+
+    def cell(value: float | None) -> str:
+        return "-" if value is None else f"{value:.3f}"
+
+    for name, metrics in (("gold", report.gold), ("labelled", report.labelled)):
+        if metrics is not None:
+            table.add_row(
+                name,
+                str(metrics.total),
+                str(metrics.ungradeable),
+                cell(metrics.accuracy),
+                cell(metrics.precision),
+                cell(metrics.recall),
+                cell(metrics.f1),
+                cell(metrics.false_positive_rate),
+                cell(metrics.false_negative_rate),
+            )
+    Console().print(table)
+    if output is not None:
+        output.write_text(json.dumps(report.model_dump(mode="json"), indent=2))

@@ -1,0 +1,102 @@
+"""The grader as an HTTP service (``atoll grade serve``, default port 8082).
+
+``POST /grade`` takes multipart fields ``task`` (APEX task JSON), ``trajectory`` (optional,
+atoll or Archipelago JSON), ``judge`` (optional JudgeConfig JSON without secrets; fields
+override the server's default judge) and the files ``before`` and ``after`` (snapshot tar.gz
+or world zip); it answers with the Grade JSON.  User errors are 400 with
+``{"error": {"code", "message"}}``.  The API key is never taken from a request.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, File, Form, UploadFile
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+
+from atoll.benchmark import Task
+from atoll.errors import AtollError
+from grader.cache import VerdictCache
+from grader.grading import grade_trial
+from grader.inputs import trajectory_from_data
+from grader.judge import JudgeConfig
+
+_CHUNK = 1 << 20
+
+
+def _json_field(text: str | None, name: str) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise AtollError("bad_input", f"field {name}: not valid JSON: {exc}") from None
+
+
+def _judge_for(request_judge: Any, default: JudgeConfig | None) -> JudgeConfig | None:
+    if request_judge is None:
+        return default
+    if not isinstance(request_judge, dict):
+        raise AtollError("bad_input", "field judge: expected a JSON object")
+    if request_judge.get("none"):
+        return None
+    overrides = {k: v for k, v in request_judge.items() if k not in ("api_key", "api_key_env")}
+    base = default.model_dump() if default else {}
+    try:
+        merged = JudgeConfig.model_validate({**base, **overrides})
+    except ValidationError as exc:
+        raise AtollError("bad_input", f"field judge: {exc.errors()[0]['msg']}") from None
+    if default is not None:
+        merged.api_key = default.api_key
+        merged.api_key_env = default.api_key_env
+    return merged
+
+
+async def _save(upload: UploadFile, target: Path) -> Path:
+    with target.open("wb") as out:
+        while chunk := await upload.read(_CHUNK):
+            out.write(chunk)
+    return target
+
+
+def create_app(judge: JudgeConfig | None = None, cache: VerdictCache | None = None) -> FastAPI:
+    """The grading service; ``judge`` is the default judge (None = programmatic checks only)."""
+    app = FastAPI(title="atoll grader", version="1")
+
+    @app.exception_handler(AtollError)
+    async def _user_error(_request, exc: AtollError) -> JSONResponse:
+        return JSONResponse({"error": {"code": exc.code, "message": exc.message}}, status_code=400)
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.post("/grade")
+    async def grade(
+        task: str = Form(...),
+        before: UploadFile = File(...),
+        after: UploadFile = File(...),
+        trajectory: str | None = Form(None),
+        judge_config: str | None = Form(None, alias="judge"),
+    ) -> JSONResponse:
+        try:
+            parsed_task = Task.model_validate(_json_field(task, "task"))
+        except ValidationError as exc:
+            raise AtollError("bad_input", f"field task: {exc.errors()[0]['msg']}") from None
+        parsed_trajectory = None
+        if trajectory:
+            parsed_trajectory = trajectory_from_data(
+                _json_field(trajectory, "trajectory"), "field trajectory"
+            )
+        chosen = _judge_for(_json_field(judge_config, "judge"), judge)
+        with tempfile.TemporaryDirectory(prefix="atoll-grade-") as scratch:
+            before_path = await _save(before, Path(scratch) / "before")
+            after_path = await _save(after, Path(scratch) / "after")
+            result = await grade_trial(parsed_task, before_path, after_path, parsed_trajectory, chosen, cache)
+        return JSONResponse(json.loads(result.model_dump_json(by_alias=True)))
+
+    return app

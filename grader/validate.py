@@ -1,0 +1,218 @@
+"""Judge validation: grade gold outputs (all should be met) and a human-labelled set.
+
+Labelled set: JSONL, one object per line with ``output`` (the agent's output text),
+``criterion`` (text) and ``label`` (``met``/``not_met``, or a boolean), optionally
+``task_prompt`` and ``id``.  The positive class is *met*; ungradeable verdicts are counted
+and left out of the confusion matrix.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from atoll.benchmark import Benchmark, Criterion, GradingTarget, Task
+from atoll.errors import AtollError
+from atoll.grade import Verdict
+from atoll.trajectory import RunStatus, Trajectory
+from grader.cache import VerdictCache
+from grader.diff import diff_snapshots
+from grader.gold import build_gold_world, write_tar
+from grader.grading import grade_trial
+from grader.judge import JudgeConfig
+from grader.snapshot import Snapshot
+
+_EPOCH = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+class Metrics(BaseModel):
+    """Binary agreement with human labels (positive class: met)."""
+
+    total: int = 0
+    graded: int = 0
+    ungradeable: int = 0
+    true_positive: int = 0
+    false_positive: int = 0
+    true_negative: int = 0
+    false_negative: int = 0
+    accuracy: float | None = None
+    precision: float | None = None
+    recall: float | None = None
+    f1: float | None = None
+    false_positive_rate: float | None = None
+    false_negative_rate: float | None = None
+
+
+def _ratio(numerator: int, denominator: int) -> float | None:
+    return numerator / denominator if denominator else None
+
+
+def compute_metrics(pairs: list[tuple[Verdict, bool]]) -> Metrics:
+    """Metrics from ``(judge verdict, human label is met)`` pairs."""
+    metrics = Metrics(total=len(pairs))
+    for verdict, label in pairs:
+        if verdict is Verdict.ungradeable:
+            metrics.ungradeable += 1
+            continue
+        predicted = verdict is Verdict.met
+        if predicted and label:
+            metrics.true_positive += 1
+        elif predicted:
+            metrics.false_positive += 1
+        elif label:
+            metrics.false_negative += 1
+        else:
+            metrics.true_negative += 1
+    tp, fp, tn, fn = (
+        metrics.true_positive,
+        metrics.false_positive,
+        metrics.true_negative,
+        metrics.false_negative,
+    )
+    metrics.graded = tp + fp + tn + fn
+    metrics.accuracy = _ratio(tp + tn, metrics.graded)
+    metrics.precision = _ratio(tp, tp + fp)
+    metrics.recall = _ratio(tp, tp + fn)
+    if metrics.precision is not None and metrics.recall is not None and metrics.precision + metrics.recall:
+        metrics.f1 = 2 * metrics.precision * metrics.recall / (metrics.precision + metrics.recall)
+    metrics.false_positive_rate = _ratio(fp, fp + tn)
+    metrics.false_negative_rate = _ratio(fn, fn + tp)
+    return metrics
+
+
+class Disagreement(BaseModel):
+    item: str
+    expected: str
+    verdict: Verdict
+    rationale: str = ""
+
+
+class ValidationReport(BaseModel):
+    """Gold and labelled-set results of one judge configuration."""
+
+    judge_model: str
+    prompt_version: str
+    gold: Metrics | None = None
+    gold_tasks: int = 0
+    labelled: Metrics | None = None
+    disagreements: list[Disagreement] = Field(default_factory=list)
+    judge_cost_usd: float = 0.0
+
+
+async def validate_gold(
+    benchmark: Benchmark,
+    judge: JudgeConfig,
+    report: ValidationReport,
+    *,
+    task_ids: list[str] | None = None,
+    cache: VerdictCache | None = None,
+) -> None:
+    """Grade every task's gold output with ``judge``; every criterion is expected met."""
+    pairs: list[tuple[Verdict, bool]] = []
+    tasks = [t for t in benchmark.tasks if (task_ids is None or t.task_id in task_ids)]
+    tasks = [t for t in tasks if t.gold_output is not None or t.reference_solution is not None]
+    with tempfile.TemporaryDirectory(prefix="atoll-gold-") as scratch:
+        for task in tasks:
+            gold = build_gold_world(benchmark, task, Path(scratch) / task.task_id)
+            grade = await grade_trial(task, gold.before, gold.after, gold.trajectory, judge, cache)
+            report.judge_cost_usd += grade.judge_cost_usd
+            for verdict in grade.criteria:
+                pairs.append((verdict.verdict, True))
+                if verdict.verdict is not Verdict.met:
+                    report.disagreements.append(
+                        Disagreement(
+                            item=f"gold {task.task_id} {verdict.verifier_id}",
+                            expected="met",
+                            verdict=verdict.verdict,
+                            rationale=verdict.ungradeable_reason or verdict.rationale,
+                        )
+                    )
+    report.gold_tasks = len(tasks)
+    report.gold = compute_metrics(pairs)
+
+
+def _label(value: Any, line: int, path: Path) -> bool:
+    if isinstance(value, bool):
+        return value
+    normalised = str(value).strip().lower().replace(" ", "_").replace("-", "_")
+    if normalised in ("met", "true", "1", "yes", "pass"):
+        return True
+    if normalised in ("not_met", "unmet", "false", "0", "no", "fail"):
+        return False
+    raise AtollError("bad_input", f"{path}:{line}: label must be met or not_met, got {value!r}")
+
+
+def read_labelled(path: Path) -> list[dict[str, Any]]:
+    """Parse the labelled JSONL; raises AtollError naming the line of a bad record."""
+    if not path.is_file():
+        raise AtollError("bad_input", f"labelled set {path}: no such file")
+    records = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError as exc:
+            raise AtollError("bad_input", f"{path}:{number}: not JSON: {exc}") from None
+        if (
+            not isinstance(record, dict)
+            or not isinstance(record.get("criterion"), str)
+            or "label" not in record
+        ):
+            raise AtollError("bad_input", f"{path}:{number}: needs 'output', 'criterion' and 'label'")
+        record["label"] = _label(record["label"], number, path)
+        record.setdefault("id", f"line {number}")
+        records.append(record)
+    return records
+
+
+async def validate_labelled(
+    path: Path, judge: JudgeConfig, report: ValidationReport, cache: VerdictCache | None = None
+) -> None:
+    """Judge each labelled output against its criterion (final-answer evidence) and score agreement."""
+    records = read_labelled(path)
+    pairs: list[tuple[Verdict, bool]] = []
+    with tempfile.TemporaryDirectory(prefix="atoll-labelled-") as scratch:
+        empty = Snapshot(write_tar(Path(scratch) / "empty.tar.gz", {}))
+        world = diff_snapshots(empty, empty)
+        for record in records:
+            task = Task(
+                task_id=str(record["id"]),
+                world_id="labelled",
+                prompt=str(record.get("task_prompt") or record.get("prompt") or "(task prompt not given)"),
+                rubric=[
+                    Criterion(
+                        verifier_id=str(record["id"]),
+                        criteria=record["criterion"],
+                        grading_target=GradingTarget(kind="final_answer"),
+                    )
+                ],
+            )
+            trajectory = Trajectory(
+                agent="labelled",
+                model="labelled",
+                status=RunStatus.completed,
+                final_answer=str(record.get("output") or ""),
+                started_at=_EPOCH,
+                ended_at=_EPOCH,
+            )
+            grade = await grade_trial(task, empty, empty, trajectory, judge, cache, world=world)
+            report.judge_cost_usd += grade.judge_cost_usd
+            verdict = grade.criteria[0]
+            pairs.append((verdict.verdict, record["label"]))
+            expected = "met" if record["label"] else "not_met"
+            if verdict.verdict.value != expected:
+                report.disagreements.append(
+                    Disagreement(
+                        item=f"labelled {record['id']}",
+                        expected=expected,
+                        verdict=verdict.verdict,
+                        rationale=verdict.ungradeable_reason or verdict.rationale,
+                    )
+                )
+    report.labelled = compute_metrics(pairs)
