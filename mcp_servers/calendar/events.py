@@ -114,12 +114,12 @@ def reminders_view(event: Event, start: When) -> dict[str, Any]:
 
 def recurrence_lines(event: Event) -> list[str]:
     """The RRULE/RDATE/EXDATE/EXRULE lines exactly as iCalendar writes them (unfolded)."""
-    probe = Event()
-    for name in RECURRENCE_PROPERTIES:
-        if name in event:
-            probe[name] = event[name]
-    if not probe:
+    present = [name for name in RECURRENCE_PROPERTIES if name in event]
+    if not present:
         return []
+    probe = Event()
+    for name in present:
+        probe[name] = event[name]
     text = probe.to_ical().decode("utf-8").replace("\r\n ", "").replace("\r\n\t", "")
     return [line for line in text.split("\r\n") if line.split(";")[0].split(":")[0] in RECURRENCE_PROPERTIES]
 
