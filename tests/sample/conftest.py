@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
+import functools
 import json
 import re
+import shutil
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -15,9 +19,23 @@ CONSULTING = "world_keystone_consulting"
 DEAL = "world_atlas_mna"
 
 
+@functools.cache
+def generated_sample() -> Path:
+    """The sample benchmark (seed 0), generated once per test process (also at collection time)."""
+    scratch = Path(tempfile.mkdtemp(prefix="atoll-sample-test-"))
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+    return generate_sample_benchmark(scratch / "bench", seed=0)
+
+
+def pytest_generate_tests(metafunc):
+    if "task_id" in metafunc.fixturenames:
+        records = json.loads((generated_sample() / "tasks_and_rubrics.json").read_text(encoding="utf-8"))
+        metafunc.parametrize("task_id", [record["task_id"] for record in records])
+
+
 @pytest.fixture(scope="session")
-def sample_dir(tmp_path_factory) -> Path:
-    return generate_sample_benchmark(tmp_path_factory.mktemp("sample") / "bench", seed=0)
+def sample_dir() -> Path:
+    return generated_sample()
 
 
 @pytest.fixture(scope="session")
