@@ -40,6 +40,9 @@ def _human(person: dict[str, str]) -> dict[str, str]:
 def group_messages(group: dict[str, Any]) -> list[dict[str, Any]]:
     """The ``messages.json`` records of ``group``, in order."""
     code = group["group_id"].split(" ", 1)[1]
+    moments = [spec["at"] for spec in group["messages"]]
+    if moments != sorted(moments):
+        raise ValueError(f"chat group {group['group_id']}: messages are not in time order")
     topics: list[str] = []
     records = []
     for index, spec in enumerate(group["messages"]):

@@ -346,7 +346,7 @@ def _calendar(draft: WorldDraft) -> None:
 
 
 def _chat(draft: WorldDraft) -> None:
-    start = datetime(2024, 2, 12, 13, 0, tzinfo=UTC)
+    start = datetime(2024, 2, 12, 8, 30, tzinfo=NEW_YORK)
     core = filler_chat(draft, _CHAT_LINES, KEYSTONE_TEAM, start, 34)
     core[5]["deleted"] = True
     core.append(

@@ -326,7 +326,7 @@ _CHAT_LINES = [
 
 
 def _chat(draft: WorldDraft) -> None:
-    start = datetime(2024, 2, 5, 14, 0, tzinfo=UTC)
+    start = datetime(2024, 2, 5, 8, 30, tzinfo=NEW_YORK)
     team = [ELENA, OWEN, JAMES, AISHA, NADIA]
     deal = filler_chat(draft, _CHAT_LINES, team, start, 36)
     deal[9]["deleted"] = True
