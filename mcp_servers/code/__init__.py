@@ -1,0 +1,7 @@
+"""Code server: ``code_exec`` runs a shell command in a bubblewrap sandbox over the world's
+files (visible as ``/filesystem``). Consolidated tool: ``code(action=exec)``."""
+
+from mcp_servers.code import tools  # noqa: F401  (registers the tool)
+from mcp_servers.code.server import SERVER
+
+__all__ = ["SERVER"]
