@@ -150,4 +150,122 @@ CHAT_CASES = [
     )
 ]
 
-TRAVERSAL_CASES: list[TraversalCase] = [*FILESYSTEM_CASES, *DOCUMENTS_CASES, *CALENDAR_CASES, *CHAT_CASES]
+
+def seed_presentations(world) -> None:
+    """A two-slide deck with a picture, a workbook for charts and a spare image, at the root."""
+    import io
+
+    import openpyxl
+    from PIL import Image
+    from pptx import Presentation
+    from pptx.util import Inches
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (8, 8), "blue").save(buffer, format="PNG")
+    image = world.file("/pic.png", buffer.getvalue())
+    deck = Presentation()
+    first = deck.slides.add_slide(deck.slide_layouts[1])
+    first.shapes.title.text = "Title"
+    first.placeholders[1].text = "Bullet"
+    first.shapes.add_picture(str(image), Inches(1), Inches(1))
+    deck.slides.add_slide(deck.slide_layouts[5]).shapes.title.text = "Second"
+    deck.save(str(world.fs_root / "deck.pptx"))
+    workbook = openpyxl.Workbook()
+    workbook.active.title = "Data"
+    for row in [["k", "v"], ["a", 1], ["b", 2]]:
+        workbook.active.append(row)
+    workbook.save(str(world.fs_root / "data.xlsx"))
+
+
+_DECK = {"file_path": "/deck.pptx"}
+_CHART = {"slide_index": 0, "sheet_name": "Data", "data_range": "A1:B3"}
+PRESENTATIONS_CASES = [
+    TraversalCase(
+        "presentations",
+        "create_deck",
+        path_arguments=("directory", "file_name"),
+        base={"directory": "/", "file_name": "new.pptx", "slides": [{"layout": "title", "title": "x"}]},
+        setup=seed_presentations,
+    ),
+    TraversalCase("presentations", "delete_deck", path_arguments=("file_path",), setup=seed_presentations),
+    TraversalCase(
+        "presentations", "add_slide", path_arguments=("file_path",), base={"title": "x"}, setup=seed_presentations
+    ),
+    TraversalCase(
+        "presentations",
+        "edit_slides",
+        path_arguments=("file_path",),
+        base={"operations": [{"type": "replace_text", "search": "Title", "replace": "T"}]},
+        setup=seed_presentations,
+    ),
+    TraversalCase(
+        "presentations",
+        "add_image",
+        path_arguments=("file_path",),
+        base={"slide_index": 0, "image_path": "/pic.png"},
+        setup=seed_presentations,
+    ),
+    TraversalCase(
+        "presentations",
+        "add_image",
+        path_arguments=("image_path",),
+        base={**_DECK, "slide_index": 0},
+        setup=seed_presentations,
+    ),
+    TraversalCase(
+        "presentations",
+        "modify_image",
+        path_arguments=("file_path",),
+        base={"annotation": "slide.0.image.0", "width": 1},
+        setup=seed_presentations,
+    ),
+    TraversalCase(
+        "presentations",
+        "modify_image",
+        path_arguments=("image_path",),
+        base={**_DECK, "annotation": "slide.0.image.0"},
+        setup=seed_presentations,
+    ),
+    TraversalCase(
+        "presentations",
+        "insert_chart",
+        path_arguments=("presentation_path",),
+        base={**_CHART, "spreadsheet_path": "/data.xlsx"},
+        setup=seed_presentations,
+    ),
+    TraversalCase(
+        "presentations",
+        "insert_chart",
+        path_arguments=("spreadsheet_path",),
+        base={**_CHART, "presentation_path": "/deck.pptx"},
+        setup=seed_presentations,
+    ),
+    TraversalCase(
+        "presentations",
+        "insert_table",
+        path_arguments=("file_path",),
+        base={"slide_index": 0, "rows": [["a"]]},
+        setup=seed_presentations,
+    ),
+    TraversalCase(
+        "presentations", "add_shape", path_arguments=("file_path",), base={"slide_index": 0}, setup=seed_presentations
+    ),
+    TraversalCase("presentations", "read_slides", path_arguments=("file_path",), setup=seed_presentations),
+    TraversalCase("presentations", "read_completedeck", path_arguments=("file_path",), setup=seed_presentations),
+    TraversalCase(
+        "presentations",
+        "read_individualslide",
+        path_arguments=("file_path",),
+        base={"slide_index": 0},
+        setup=seed_presentations,
+    ),
+    TraversalCase(
+        "presentations",
+        "read_image",
+        path_arguments=("file_path",),
+        base={"annotation": "slide.0.image.0"},
+        setup=seed_presentations,
+    ),
+]
+
+TRAVERSAL_CASES: list[TraversalCase] = [*FILESYSTEM_CASES, *DOCUMENTS_CASES, *CALENDAR_CASES, *CHAT_CASES, *PRESENTATIONS_CASES]

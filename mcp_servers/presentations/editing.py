@@ -1,0 +1,144 @@
+"""Deck edits: run-level text replacement and the edit_slides operations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pptx.oxml.ns import qn
+
+from mcp_servers._core.errors import ToolError
+from mcp_servers.presentations.models import SlideOperation
+from mcp_servers.presentations.reading import iter_shapes
+from mcp_servers.presentations.slides import (
+    body_frame,
+    delete_slide,
+    duplicate_slide,
+    get_slide,
+    move_slide,
+    set_text_keep_format,
+    subtitle_shape,
+    title_shape,
+    write_bullets,
+)
+
+
+def _text_frames(slide: Any) -> list[Any]:
+    frames = []
+    for shape in iter_shapes(slide.shapes):
+        if shape.has_text_frame:
+            frames.append(shape.text_frame)
+        if getattr(shape, "has_table", False) and shape.has_table:
+            frames.extend(cell.text_frame for row in shape.table.rows for cell in row.cells)
+    return frames
+
+
+def _text_runs(paragraph: Any) -> list[Any]:
+    """The ``a:r`` and ``a:fld`` elements of a paragraph (both hold an ``a:t``)."""
+    return [child for child in paragraph._p if child.tag in (qn("a:r"), qn("a:fld"))]
+
+
+def replace_in_paragraph(paragraph: Any, search: str, replace: str, match_case: bool) -> int:
+    """Replace every occurrence of ``search`` in the paragraph, touching only the runs that
+    hold it: a match inside one run changes that run's text; a match spanning runs puts
+    the replacement in the first of them and removes the matched text from the others.
+    Returns the number of replacements."""
+    runs = _text_runs(paragraph)
+    pieces = [(run, run.find(qn("a:t"))) for run in runs]
+    texts = [(t.text or "") if t is not None else "" for _run, t in pieces]
+    full = "".join(texts)
+    haystack, needle = (full, search) if match_case else (full.lower(), search.lower())
+    matches = []
+    start = haystack.find(needle)
+    while start != -1:
+        matches.append(start)
+        start = haystack.find(needle, start + len(needle))
+    if not matches:
+        return 0
+    offsets = []
+    position = 0
+    for text in texts:
+        offsets.append(position)
+        position += len(text)
+    for match in reversed(matches):
+        end = match + len(search)
+        first = True
+        for index, (_run, t) in enumerate(pieces):
+            if t is None:
+                continue
+            begin, finish = offsets[index], offsets[index] + len(texts[index])
+            low, high = max(begin, match), min(finish, end)
+            if low >= high:
+                continue
+            text = texts[index]
+            inserted = replace if first else ""
+            texts[index] = text[: low - begin] + inserted + text[high - begin :]
+            first = False
+        # Recompute offsets after this replacement (texts changed length).
+        offsets, position = [], 0
+        for text in texts:
+            offsets.append(position)
+            position += len(text)
+    for (_run, t), text in zip(pieces, texts, strict=True):
+        if t is not None and t.text != text:
+            t.text = text
+    return len(matches)
+
+
+def replace_text(deck: Any, search: str, replace: str, slide_index: int | None, match_case: bool) -> int:
+    """Replace ``search`` in every text frame and table cell of one slide or all slides."""
+    if not search:
+        raise ToolError("invalid_argument", "search: must not be empty", argument="search")
+    slides = [get_slide(deck, slide_index)] if slide_index is not None else list(deck.slides)
+    count = 0
+    for slide in slides:
+        for frame in _text_frames(slide):
+            for paragraph in frame.paragraphs:
+                count += replace_in_paragraph(paragraph, search, replace, match_case)
+    return count
+
+
+def _require(operation: SlideOperation, number: int, *fields: str) -> None:
+    for name in fields:
+        if getattr(operation, name) is None:
+            raise ToolError(
+                "invalid_argument",
+                f"operations[{number}] ({operation.type}): '{name}' is required",
+                argument="operations",
+            )
+
+
+def apply_operation(deck: Any, operation: SlideOperation, number: int) -> dict[str, Any]:
+    """Apply one operation; returns a short record of what changed."""
+    kind = operation.type
+    if kind == "replace_text":
+        _require(operation, number, "search", "replace")
+        count = replace_text(deck, operation.search, operation.replace, operation.slide_index, operation.match_case)
+        return {"type": kind, "replacements": count}
+    _require(operation, number, "slide_index")
+    slide = get_slide(deck, operation.slide_index)
+    if kind == "update_title":
+        _require(operation, number, "title")
+        shape = title_shape(slide)
+        if shape is None:
+            raise ToolError("invalid_argument", f"operations[{number}]: slide {operation.slide_index} has no title placeholder")
+        set_text_keep_format(shape.text_frame, operation.title)
+    elif kind == "update_subtitle":
+        _require(operation, number, "subtitle")
+        shape = subtitle_shape(slide)
+        if shape is None:
+            raise ToolError("invalid_argument", f"operations[{number}]: slide {operation.slide_index} has no subtitle placeholder")
+        set_text_keep_format(shape.text_frame, operation.subtitle)
+    elif kind in ("add_bullets", "replace_bullets"):
+        _require(operation, number, "bullets")
+        write_bullets(body_frame(slide, create=True), operation.bullets, append=kind == "add_bullets")
+    elif kind == "set_notes":
+        _require(operation, number, "notes")
+        slide.notes_slide.notes_text_frame.text = operation.notes
+    elif kind == "delete_slide":
+        delete_slide(deck, operation.slide_index)
+    elif kind == "duplicate_slide":
+        return {"type": kind, "new_slide_index": duplicate_slide(deck, operation.slide_index)}
+    elif kind == "move_slide":
+        _require(operation, number, "to_index")
+        move_slide(deck, operation.slide_index, operation.to_index)
+    return {"type": kind, "slide_index": operation.slide_index}

@@ -1,0 +1,65 @@
+"""Autoshapes and text boxes with fill, outline and font settings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pptx.dml.color import RGBColor
+from pptx.enum.shapes import MSO_SHAPE
+from pptx.util import Pt
+
+from mcp_servers._core.errors import ToolError
+
+_NAMED = {"black": "000000", "white": "FFFFFF", "red": "FF0000", "green": "00B050", "blue": "0070C0",
+          "yellow": "FFFF00", "gray": "808080", "grey": "808080", "orange": "FFA500"}
+
+
+def parse_color(value: str, argument: str) -> RGBColor:
+    """``#1F4E79`` / ``1F4E79`` / a basic colour name (ToolError otherwise)."""
+    text = _NAMED.get(value.strip().lower(), value.strip().lstrip("#"))
+    try:
+        return RGBColor.from_string(text.upper())
+    except Exception as exc:
+        raise ToolError("invalid_argument", f"{argument}: {value!r} is not a colour like '#1F4E79'", argument=argument) from exc
+
+
+def shape_kind(name: str) -> Any:
+    key = name.strip().upper().replace(" ", "_").replace("-", "_")
+    aliases = {"ARROW": "RIGHT_ARROW", "CIRCLE": "OVAL", "ELLIPSE": "OVAL", "SQUARE": "RECTANGLE",
+               "TRIANGLE": "ISOSCELES_TRIANGLE", "ARROW_RIGHT": "RIGHT_ARROW", "ARROW_LEFT": "LEFT_ARROW"}
+    key = aliases.get(key, key)
+    member = getattr(MSO_SHAPE, key, None)
+    if member is None:
+        raise ToolError(
+            "invalid_argument",
+            f"shape_type: unknown shape {name!r} (e.g. rectangle, rounded_rectangle, oval, triangle, right_arrow, "
+            "chevron, star_5_point, text_box)",
+            argument="shape_type",
+        )
+    return member
+
+
+def add_autoshape(slide: Any, shape_type: str, box: tuple[int, int, int, int], *, text: str | None,
+                  fill_color: str | None, line_color: str | None, font_size: float | None,
+                  font_color: str | None, bold: bool | None) -> Any:
+    if shape_type.strip().lower() in ("text_box", "textbox", "text"):
+        shape = slide.shapes.add_textbox(*box)
+        shape.text_frame.word_wrap = True
+    else:
+        shape = slide.shapes.add_shape(shape_kind(shape_type), *box)
+    if fill_color:
+        shape.fill.solid()
+        shape.fill.fore_color.rgb = parse_color(fill_color, "fill_color")
+    if line_color:
+        shape.line.color.rgb = parse_color(line_color, "line_color")
+    if text is not None:
+        shape.text_frame.text = text
+        for paragraph in shape.text_frame.paragraphs:
+            for run in paragraph.runs:
+                if font_size is not None:
+                    run.font.size = Pt(font_size)
+                if font_color is not None:
+                    run.font.color.rgb = parse_color(font_color, "font_color")
+                if bold is not None:
+                    run.font.bold = bold
+    return shape
