@@ -11,10 +11,14 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lxml import etree
 from openpyxl.styles.numbers import is_date_format
 from openpyxl.utils import get_column_letter
 from openpyxl.utils.datetime import from_excel
@@ -22,8 +26,9 @@ from openpyxl.utils.datetime import from_excel
 from mcp_servers._core import ToolError
 from mcp_servers.spreadsheets.cells import parse_range
 from mcp_servers.spreadsheets.libreoffice import RecalcError
+from mcp_servers.spreadsheets.sheetxml import XlsxReader
 from mcp_servers.spreadsheets.values import display, dummy_function_fallback, not_computed
-from mcp_servers.spreadsheets.workbook import SheetsState, open_workbook
+from mcp_servers.spreadsheets.workbook import SheetsState
 
 MAX_CSV_BYTES = 64 * 1024 * 1024
 
@@ -53,50 +58,39 @@ class Grid:
         return f"{get_column_letter(self.min_col)}{self.min_row}:{get_column_letter(self.max_col)}{self.max_row}"
 
 
-def tab_names(state: SheetsState, path: Path, virtual: str) -> list[dict[str, Any]]:
-    workbook = open_workbook(path, virtual, read_only=True)
+@contextmanager
+def _reader(path: Path, virtual: str) -> Iterator[XlsxReader]:
+    """An :class:`XlsxReader`; malformed files become ToolError ``bad_data``."""
     try:
+        reader = XlsxReader(path)
+    except zipfile.BadZipFile:
+        raise ToolError("bad_data", f"file_path: {virtual} is not a readable .xlsx workbook (not a zip archive)", argument="file_path") from None
+    except Exception as exc:
+        raise ToolError("bad_data", f"file_path: {virtual} is not a readable .xlsx workbook ({type(exc).__name__})", argument="file_path") from None
+    try:
+        yield reader
+    except (etree.LxmlError, KeyError, ValueError, IndexError, zipfile.BadZipFile, EOFError) as exc:
+        raise ToolError("bad_data", f"file_path: {virtual} has a malformed sheet ({type(exc).__name__})", argument="file_path") from None
+    finally:
+        reader.close()
+
+
+def tab_names(state: SheetsState, path: Path, virtual: str) -> list[dict[str, Any]]:
+    with _reader(path, virtual) as reader:
         tabs = []
-        for index, ws in enumerate(workbook.worksheets):
-            rows, cols = _dimensions(ws)
+        for sheet in reader.sheets:
+            rows, cols = reader.dimension(sheet)
             tabs.append(
                 {
-                    "index": index,
-                    "name": ws.title,
-                    "state": ws.sheet_state,
+                    "index": sheet.index,
+                    "name": sheet.name,
+                    "state": sheet.state,
                     "rows": rows,
                     "columns": cols,
                     "used_range": f"A1:{get_column_letter(max(cols, 1))}{max(rows, 1)}",
                 }
             )
         return tabs
-    finally:
-        workbook.close()
-
-
-def _dimensions(ws: Any) -> tuple[int, int]:
-    rows, cols = ws.max_row, ws.max_column
-    if rows is None or cols is None or (rows == 1 and cols == 1):
-        ws.reset_dimensions() if hasattr(ws, "reset_dimensions") else None
-        rows = cols = 0
-        for row in ws.iter_rows():
-            for cell in row:
-                if getattr(cell, "value", None) is not None:
-                    rows = max(rows, cell.row)
-                    cols = max(cols, cell.column)
-    return rows or 0, cols or 0
-
-
-def _tab(workbook: Any, tab_index: int, virtual: str) -> Any:
-    sheets = workbook.worksheets
-    if not 0 <= tab_index < len(sheets):
-        names = ", ".join(f"{i}={ws.title}" for i, ws in enumerate(sheets))
-        raise ToolError(
-            "not_found",
-            f"tab_index: {virtual} has no tab {tab_index} (tabs: {names})",
-            argument="tab_index",
-        )
-    return sheets[tab_index]
 
 
 def read_grid(
@@ -110,12 +104,12 @@ def read_grid(
     max_cols: int,
 ) -> tuple[Grid, bool, bool]:
     """The values (and formulas) of a range, capped; returns (grid, rows_cut, cols_cut)."""
-    values_book = open_workbook(path, virtual, read_only=True, data_only=True)
-    formula_book = open_workbook(path, virtual, read_only=True)
-    try:
-        ws_values = _tab(values_book, tab_index, virtual)
-        ws_formulas = formula_book.worksheets[tab_index]
-        sheet_rows, sheet_cols = _dimensions(ws_formulas)
+    with _reader(path, virtual) as reader:
+        if not 0 <= tab_index < len(reader.sheets):
+            names = ", ".join(f"{s.index}={s.name}" for s in reader.sheets)
+            raise ToolError("not_found", f"tab_index: {virtual} has no tab {tab_index} (tabs: {names})", argument="tab_index")
+        sheet = reader.sheets[tab_index]
+        sheet_rows, sheet_cols = reader.dimension(sheet)
         if cell_range:
             min_row, min_col, max_row, max_col = parse_range(cell_range)
             max_row = max_row or max(sheet_rows, min_row)
@@ -126,39 +120,23 @@ def read_grid(
         cols_cut = max_col - min_col + 1 > max_cols
         max_row = min(max_row, min_row + max_rows - 1)
         max_col = min(max_col, min_col + max_cols - 1)
-        bounds = {"min_row": min_row, "max_row": max_row, "min_col": min_col, "max_col": max_col}
-        grid: list[list[Any]] = []
-        formats: dict[tuple[int, int], str] = {}
-        for row in ws_values.iter_rows(**bounds):
-            line = []
-            for cell in row:
-                line.append(getattr(cell, "value", None))
-                if getattr(cell, "is_date", False) is False and getattr(cell, "number_format", "General") != "General":
-                    formats[(getattr(cell, "row", 0), getattr(cell, "column", 0))] = cell.number_format
-            grid.append(line + [None] * (max_col - min_col + 1 - len(line)))
-        while len(grid) < max_row - min_row + 1:
-            grid.append([None] * (max_col - min_col + 1))
+        grid: list[list[Any]] = [[None] * (max_col - min_col + 1) for _ in range(max_row - min_row + 1)]
         formulas: dict[str, str] = {}
+        formats: dict[tuple[int, int], str] = {}
         missing: list[tuple[int, int, str]] = []
-        for row in ws_formulas.iter_rows(**bounds):
-            for cell in row:
-                if getattr(cell, "data_type", None) != "f" or not isinstance(cell.value, str):
-                    continue
-                r, c = cell.row - min_row, cell.column - min_col
-                formulas[f"{get_column_letter(cell.column)}{cell.row}"] = cell.value
-                if grid[r][c] is None:
-                    missing.append((r, c, cell.value))
-    finally:
-        values_book.close()
-        formula_book.close()
+        for cell in reader.cells(sheet, min_row, min_col, max_row, max_col):
+            r, c = cell.row - min_row, cell.col - min_col
+            grid[r][c] = cell.value
+            if cell.formula is not None:
+                formulas[f"{get_column_letter(cell.col)}{cell.row}"] = cell.formula
+                if cell.value is None:
+                    missing.append((r, c, cell.formula))
+                    if cell.number_format:
+                        formats[(cell.row, cell.col)] = cell.number_format
     if missing:
         _fill_missing(state, path, tab_index, grid, missing, min_row, min_col, formats)
     shown = [[display(v) for v in line] for line in grid]
-    return (
-        Grid(ws_values.title, min_row, min_col, shown, formulas, sheet_rows, sheet_cols),
-        rows_cut,
-        cols_cut,
-    )
+    return Grid(sheet.name, min_row, min_col, shown, formulas, sheet_rows, sheet_cols), rows_cut, cols_cut
 
 
 def _fill_missing(
