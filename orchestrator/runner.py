@@ -72,12 +72,14 @@ async def run_experiment(
     quiet: bool = False,
     json_events: bool = False,
     progress_out: Any = None,
+    enqueue_only: bool = False,
 ) -> RunOutcome:
     """Plan, enqueue, execute and report one experiment (or resume it).
 
     Raises AtollError for a bad benchmark or experiment, an unreachable store, or an
     abort because the infrastructure error rate passed ``spec.infra_error_abort_rate``
-    (the report is written first).
+    (the report is written first). With ``enqueue_only`` it plans and enqueues, then returns
+    without executing (``atoll worker`` processes do the work).
     """
     benchmark = load_benchmark(spec.benchmark)
     trials = plan_trials(benchmark, spec)
@@ -86,6 +88,9 @@ async def run_experiment(
         store.save_experiment(spec.name, spec.model_dump(mode="json"))
         added = store.enqueue(trials)
         reclaimed = store.reclaim(spec.name)
+        if enqueue_only:
+            return RunOutcome(spec.name, len(trials), added, reclaimed, SchedulerSummary(),
+                              store.counts(spec.name), {})
         factory = executor_factory or default_executor(spec.executor)
         executor = factory(benchmark, spec)
         view = ProgressView(spec.name, store, quiet=quiet, json_events=json_events, out=progress_out,

@@ -21,6 +21,9 @@ def run(
     store: str = typer.Option(None, help="override the store URL (sqlite path or postgresql://…)"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress display"),
     json_logs: bool = typer.Option(False, "--json-logs", help="one JSON line per trial event on stderr"),
+    enqueue_only: bool = typer.Option(
+        False, "--enqueue-only", help="plan and enqueue, then exit; `atoll worker` processes execute"
+    ),
 ) -> None:
     """Run an experiment, or resume it: finished trials are never re-run."""
     from atoll.experiment import load_experiment
@@ -30,7 +33,11 @@ def run(
     updates = {key: value for key, value in {"executor": executor, "store": store}.items() if value}
     if updates:
         spec = spec.model_copy(update=updates)
-    outcome = asyncio.run(run_experiment(spec, quiet=quiet, json_events=json_logs))
+    outcome = asyncio.run(run_experiment(spec, quiet=quiet, json_events=json_logs, enqueue_only=enqueue_only))
+    if enqueue_only:
+        typer.echo(f"{outcome.experiment}: {outcome.planned} trials planned, {outcome.newly_enqueued} new, "
+                   f"{outcome.counts['done']} already done; store {spec.store}")
+        return
     print_leaderboard(outcome.report_paths["md"])
     typer.echo(
         f"{outcome.experiment}: {outcome.counts['done']} of {outcome.counts['total']} trials done "

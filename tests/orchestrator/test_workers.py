@@ -1,0 +1,53 @@
+"""Several `atoll worker` processes sharing one PostgreSQL store."""
+
+import subprocess
+import sys
+
+import yaml
+
+from orchestrator.store import TrialStore
+from tests.atoll.factories import make_task, write_benchmark
+
+
+def _atoll(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "atoll.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_two_workers_on_postgresql_complete_every_trial_exactly_once(tmp_path, postgres_url):
+    benchmark = write_benchmark(tmp_path / "bench", tasks=[make_task(f"t{i}") for i in range(6)])
+    experiment = {
+        "name": "shared",
+        "benchmark": str(benchmark),
+        "agents": [{"name": "a", "agent": "replay", "model": "replay", "config": {"instant_delay_s": 0.05}},
+                   {"name": "b", "agent": "replay", "model": "other", "config": {"instant_delay_s": 0.05}}],
+        "runs": 3,
+        "executor": "instant",
+        "store": postgres_url,
+        "output_dir": str(tmp_path / "out"),
+    }
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(experiment))
+    planned = _atoll("run", str(path), "--enqueue-only")
+    assert planned.returncode == 0, planned.stderr
+    assert "36 trials planned, 36 new" in planned.stdout
+
+    workers = [
+        subprocess.Popen([sys.executable, "-m", "atoll.cli", "worker", "--store", postgres_url, "--concurrency", "3"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outputs = [worker.communicate(timeout=120) for worker in workers]
+    assert all(worker.returncode == 0 for worker in workers), outputs
+    completed = [int(out.split("worker finished: ")[1].split(" ")[0]) for out, _ in outputs]
+    assert sum(completed) == 36
+
+    store = TrialStore(postgres_url)
+    assert store.counts("shared")["done"] == 36
+    accepted = [h["trial_id"] for h in store.attempt_history("shared") if h["accepted"]]
+    assert len(accepted) == 36 and len(set(accepted)) == 36
+    store.dispose()
+
+    report = _atoll("report", "shared", "--store", postgres_url, "--output", str(tmp_path / "report"))
+    assert report.returncode == 0, report.stderr
+    assert "| a |" in report.stdout and "| b |" in report.stdout
