@@ -21,6 +21,7 @@ from atoll.sample import (
     consulting_tasks,
     deal_apps,
     deal_files,
+    deal_legal,
     law_tasks,
 )
 from atoll.sample._files import FROZEN_AT, zip_tree
@@ -65,7 +66,7 @@ _WORLDS = (
         "contracts, litigation), valuation files from the bank, SPA and disclosure schedule drafts from counsel, and the "
         "corporate development director's mail, calendar and deal chat.",
         ELENA,
-        (deal_files.build_files, deal_apps.build_apps),
+        (deal_files.build_files, deal_legal.build_files, deal_apps.build_apps),
         (banking_tasks.build_tasks, law_tasks.build_tasks),
     ),
 )

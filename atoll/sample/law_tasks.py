@@ -7,7 +7,8 @@ from pathlib import Path
 
 from atoll.benchmark import Task
 from atoll.sample import deal_apps as apps
-from atoll.sample import deal_files as files
+from atoll.sample import deal_files as finance
+from atoll.sample import deal_legal as legal
 from atoll.sample._tasks import (
     GoldWriter,
     criterion,
@@ -72,8 +73,8 @@ def build_tasks(draft: WorldDraft, benchmark_root: Path) -> list[Task]:
                 ),
             ],
             steps=[
-                step("spreadsheets_read_csv", file_path=files.REGISTER),
-                step("spreadsheets_read_tab", file_path=files.FINANCIALS, tab_index=0),
+                step("spreadsheets_read_csv", file_path=legal.REGISTER),
+                step("spreadsheets_read_tab", file_path=finance.FINANCIALS, tab_index=0),
             ],
             final_answer=f"{', '.join(names)} have change-of-control rights; together {share:.1f}% of FY2023 revenue.",
         )
@@ -85,10 +86,10 @@ def build_tasks(draft: WorldDraft, benchmark_root: Path) -> list[Task]:
     output = "/Outputs/Atlas SPA key terms memo.docx"
     terms = [
         ["Term", "SPA draft v4"],
-        ["Base Purchase Price", f"${files.BASE_PRICE:,}"],
-        ["Escrow Amount", f"${files.ESCROW:,} (18 months)"],
-        ["Outside Date", files.OUTSIDE_DATE],
-        ["Reverse termination fee", f"${files.REVERSE_FEE:,}"],
+        ["Base Purchase Price", f"${legal.BASE_PRICE:,}"],
+        ["Escrow Amount", f"${legal.ESCROW:,} (18 months)"],
+        ["Outside Date", legal.OUTSIDE_DATE],
+        ["Reverse termination fee", f"${legal.REVERSE_FEE:,}"],
         ["Governing law", "Delaware"],
     ]
     content = [
@@ -122,20 +123,20 @@ def build_tasks(draft: WorldDraft, benchmark_root: Path) -> list[Task]:
                         "kind": "file_exists",
                         "file_type": "docx",
                         "path": "/Outputs/*.docx",
-                        "contains": [f"{files.BASE_PRICE:,}", f"{files.ESCROW:,}"],
+                        "contains": [f"{legal.BASE_PRICE:,}", f"{legal.ESCROW:,}"],
                     },
                     file_type="docx",
                 ),
                 criterion(
                     task_id,
                     2,
-                    f"It gives the outside date {files.OUTSIDE_DATE}",
+                    f"It gives the outside date {legal.OUTSIDE_DATE}",
                     "file_type",
                     {
                         "kind": "file_exists",
                         "file_type": "docx",
                         "path": "/Outputs/*.docx",
-                        "contains": [files.OUTSIDE_DATE],
+                        "contains": [legal.OUTSIDE_DATE],
                     },
                     file_type="docx",
                 ),
@@ -148,7 +149,7 @@ def build_tasks(draft: WorldDraft, benchmark_root: Path) -> list[Task]:
                         "kind": "file_exists",
                         "file_type": "docx",
                         "path": "/Outputs/*.docx",
-                        "contains": [f"{files.REVERSE_FEE:,}", "Delaware"],
+                        "contains": [f"{legal.REVERSE_FEE:,}", "Delaware"],
                     },
                     file_type="docx",
                 ),
@@ -161,7 +162,7 @@ def build_tasks(draft: WorldDraft, benchmark_root: Path) -> list[Task]:
                 ),
             ],
             steps=[
-                step("documents_read_document_content", file_path=files.SPA),
+                step("documents_read_document_content", file_path=legal.SPA),
                 step(
                     "documents_create_document",
                     directory="/Outputs",
@@ -177,10 +178,10 @@ def build_tasks(draft: WorldDraft, benchmark_root: Path) -> list[Task]:
     # 6. Add the scanned demand letter to the disclosure schedule.
     task_id = "atlas-06-disclosure-schedule"
     gold = GoldWriter(benchmark_root, task_id)
-    index = paragraph_index(draft.fs(files.SCHEDULE), files.SCHEDULE_PLACEHOLDER)
-    alder = files.ALDER
+    index = paragraph_index(draft.fs(legal.SCHEDULE), legal.SCHEDULE_PLACEHOLDER)
+    alder = legal.ALDER
     item = f"3. Demand letter dated {alder['date']} from {alder['claimant']} alleging breach of the {alder['contract']} and claiming {alder['amount']}; no proceedings filed."
-    replace_paragraph(gold.edited_copy(draft.fs(files.SCHEDULE), files.SCHEDULE), index, item)
+    replace_paragraph(gold.edited_copy(draft.fs(legal.SCHEDULE), legal.SCHEDULE), index, item)
     tasks.append(
         make_task(
             task_id=task_id,
@@ -202,37 +203,37 @@ def build_tasks(draft: WorldDraft, benchmark_root: Path) -> list[Task]:
                     {
                         "kind": "file_exists",
                         "file_type": "docx",
-                        "path": files.SCHEDULE,
+                        "path": legal.SCHEDULE,
                         "contains": ["Alder Fabrication", alder["amount"].lstrip("$")],
                     },
-                    path=files.SCHEDULE,
+                    path=legal.SCHEDULE,
                 ),
                 criterion(
                     task_id,
                     2,
                     f"The item gives the letter date ({alder['date']}) and the contract ({alder['contract']})",
                     "file",
-                    path=files.SCHEDULE,
+                    path=legal.SCHEDULE,
                 ),
                 criterion(
                     task_id,
                     3,
                     "The placeholder is removed and items 1 and 2 are unchanged",
                     "file",
-                    path=files.SCHEDULE,
+                    path=legal.SCHEDULE,
                 ),
             ],
             steps=[
-                step("pdfs_read_pdf_pages", file_path=files.DEMAND_LETTER, pages="1-2"),
+                step("pdfs_read_pdf_pages", file_path=legal.DEMAND_LETTER, pages="1-2"),
                 step(
                     "documents_edit_content_text",
-                    file_path=files.SCHEDULE,
+                    file_path=legal.SCHEDULE,
                     identifier=f"body.p.{index}",
                     new_text=item,
                 ),
             ],
             final_answer="Added the Alder Fabrication demand letter as item 3 of Schedule 3.12.",
-            gold_files=[gold.describe(files.SCHEDULE, "Schedule with the Alder item")],
+            gold_files=[gold.describe(legal.SCHEDULE, "Schedule with the Alder item")],
         )
     )
 
@@ -283,7 +284,7 @@ def build_tasks(draft: WorldDraft, benchmark_root: Path) -> list[Task]:
             ],
             steps=[
                 step("mail_search_mail", subject="consents"),
-                step("spreadsheets_read_csv", file_path=files.REGISTER),
+                step("spreadsheets_read_csv", file_path=legal.REGISTER),
                 step(
                     "mail_send_mail",
                     from_email=ELENA["email"],
