@@ -73,9 +73,15 @@ def _font_css() -> tuple[str, str | None]:
             if not os.path.exists(os.path.join(folder, regular)):
                 continue
             rules = [f"@font-face {{font-family: body; src: url({regular});}}"]
-            for name, weight, style in ((bold, "bold", "normal"), (italic, "normal", "italic"), (bold_italic, "bold", "italic")):
+            for name, weight, style in (
+                (bold, "bold", "normal"),
+                (italic, "normal", "italic"),
+                (bold_italic, "bold", "italic"),
+            ):
                 if os.path.exists(os.path.join(folder, name)):
-                    rules.append(f"@font-face {{font-family: body; font-weight: {weight}; font-style: {style}; src: url({name});}}")
+                    rules.append(
+                        f"@font-face {{font-family: body; font-weight: {weight}; font-style: {style}; src: url({name});}}"
+                    )
             return "\n".join(rules), folder
     return "", None
 
@@ -121,10 +127,14 @@ def blocks_html(blocks: list[Any]) -> str:
 def render_pdf(blocks: list[Any], *, page_size: str, metadata: dict[str, str] | None) -> bytes:
     """The bytes of a PDF showing ``blocks``. Raises ToolError for bad sizes or too many blocks."""
     if len(blocks) > MAX_BLOCKS:
-        raise ToolError("too_large", f"content: {len(blocks)} blocks (limit {MAX_BLOCKS})", argument="content")
+        raise ToolError(
+            "too_large", f"content: {len(blocks)} blocks (limit {MAX_BLOCKS})", argument="content"
+        )
     if page_size not in PAGE_SIZES:
         raise ToolError(
-            "invalid_argument", f"page_size: {page_size!r} is not one of {', '.join(PAGE_SIZES)}", argument="page_size"
+            "invalid_argument",
+            f"page_size: {page_size!r} is not one of {', '.join(PAGE_SIZES)}",
+            argument="page_size",
         )
     fonts, folder = _font_css()
     css = (
@@ -172,7 +182,9 @@ def output_path(ctx: Any, directory: str, file_name: str) -> tuple[Path, str]:
     if not name.lower().endswith(".pdf"):
         name += ".pdf"
     folder = ctx.files.resolve(directory, argument="directory", kind="dir")
-    target = ctx.files.resolve(f"{ctx.files.to_virtual(folder).rstrip('/')}/{name}", argument="file_name", allow_root=False)
+    target = ctx.files.resolve(
+        f"{ctx.files.to_virtual(folder).rstrip('/')}/{name}", argument="file_name", allow_root=False
+    )
     virtual = ctx.files.to_virtual(target)
     if target.exists():
         raise ToolError("already_exists", f"file_name: {virtual} already exists", argument="file_name")

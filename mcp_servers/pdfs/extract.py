@@ -55,12 +55,15 @@ def open_pdf(path: Path, virtual: str, *, argument: str = "file_path") -> pymupd
         document = pymupdf.open(path, filetype="pdf")
     except Exception as exc:
         raise ToolError(
-            "bad_data", f"{argument}: {virtual} is not a readable PDF ({type(exc).__name__})", argument=argument
+            "bad_data",
+            f"{argument}: {virtual} is not a readable PDF ({type(exc).__name__})",
+            argument=argument,
         ) from None
     if document.needs_pass:
         document.close()
         raise ToolError(
-            "unsupported", f"{argument}: {virtual} is password-protected; it cannot be read without the password",
+            "unsupported",
+            f"{argument}: {virtual} is password-protected; it cannot be read without the password",
             argument=argument,
         )
     if document.page_count == 0:
@@ -84,19 +87,27 @@ def parse_pages(pages: str | int | list[int] | None, count: int, *, argument: st
         for part in str(pages).replace(" ", "").split(","):
             match = re.fullmatch(r"(\d+)(?:-(\d*))?", part)
             if not match:
-                raise ToolError("invalid_argument", f"{argument}: {pages!r} is not like '1-3,7'", argument=argument)
+                raise ToolError(
+                    "invalid_argument", f"{argument}: {pages!r} is not like '1-3,7'", argument=argument
+                )
             start = int(match.group(1))
             if match.group(2) is None:
                 chosen.append(start)
             else:
                 end = int(match.group(2)) if match.group(2) else count
                 if end < start:
-                    raise ToolError("invalid_argument", f"{argument}: range {part!r} ends before it starts", argument=argument)
+                    raise ToolError(
+                        "invalid_argument",
+                        f"{argument}: range {part!r} ends before it starts",
+                        argument=argument,
+                    )
                 chosen.extend(range(start, min(end, count) + 1) if start <= count else [start])
     bad = [p for p in chosen if not isinstance(p, int) or p < 1 or p > count]
     if bad:
         raise ToolError(
-            "invalid_argument", f"{argument}: page {bad[0]} does not exist (the PDF has {count} pages)", argument=argument
+            "invalid_argument",
+            f"{argument}: page {bad[0]} does not exist (the PDF has {count} pages)",
+            argument=argument,
         )
     seen: set[int] = set()
     return [p for p in chosen if not (p in seen or seen.add(p))]
@@ -108,7 +119,11 @@ def page_images(page: pymupdf.Page) -> list[dict[str, Any]]:
     for index, info in enumerate(page.get_images(full=True), start=1):
         xref, width, height = info[0], info[2], info[3]
         rects = page.get_image_rects(xref)
-        entry: dict[str, Any] = {"annotation": f"page{page.number + 1}_image{index}", "width": width, "height": height}
+        entry: dict[str, Any] = {
+            "annotation": f"page{page.number + 1}_image{index}",
+            "width": width,
+            "height": height,
+        }
         if rects:
             r = rects[0]
             entry["bbox"] = [round(r.x0, 1), round(r.y0, 1), round(r.x1, 1), round(r.y1, 1)]
@@ -136,7 +151,13 @@ class Extractor:
         self._lock = threading.Lock()
 
     def page_text(
-        self, document: pymupdf.Document, path: Path, number: int, *, allow_ocr: bool = True, details: bool = True
+        self,
+        document: pymupdf.Document,
+        path: Path,
+        number: int,
+        *,
+        allow_ocr: bool = True,
+        details: bool = True,
     ) -> PageText:
         """Text of page ``number`` (1-based) with the fallback chain (see the module docstring)."""
         page = document[number - 1]
@@ -152,7 +173,9 @@ class Extractor:
         if not has_images:
             return PageText(number, "", "none", images, marks, note="the page has no text")
         if not allow_ocr:
-            return PageText(number, "", "none", images, marks, note="image-only page; OCR skipped (limit per call)")
+            return PageText(
+                number, "", "none", images, marks, note="image-only page; OCR skipped (limit per call)"
+            )
         try:
             text = self.ocr(page, path, number)
         except ToolError as exc:
@@ -182,9 +205,13 @@ class Extractor:
                 env=env,
             )
         except subprocess.TimeoutExpired:
-            raise ToolError("too_large", f"OCR of page {number} took longer than {self.ocr_timeout_s:g} s") from None
+            raise ToolError(
+                "too_large", f"OCR of page {number} took longer than {self.ocr_timeout_s:g} s"
+            ) from None
         if done.returncode != 0:
-            raise ToolError("internal", f"tesseract failed on page {number}: {done.stderr.decode(errors='replace')[:200]}")
+            raise ToolError(
+                "internal", f"tesseract failed on page {number}: {done.stderr.decode(errors='replace')[:200]}"
+            )
         text = done.stdout.decode("utf-8", "replace")
         with self._lock:
             if len(self._ocr_cache) > 256:

@@ -47,7 +47,9 @@ class PdfState:
         return int(self.ctx.option("max_ocr_pages", DEFAULT_MAX_OCR_PAGES))
 
     def pdf(self, file_path: str, *, argument: str = "file_path") -> tuple[Path, str, pymupdf.Document]:
-        path = self.ctx.files.resolve(file_path, argument=argument, must_exist=True, kind="file", allow_root=False)
+        path = self.ctx.files.resolve(
+            file_path, argument=argument, must_exist=True, kind="file", allow_root=False
+        )
         virtual = self.ctx.files.to_virtual(path)
         return path, virtual, open_pdf(path, virtual, argument=argument)
 
@@ -126,16 +128,19 @@ def read_pdf_pages(
         "file_path": virtual,
         "page_count": count,
         "pages": [
-            {k: v for k, v in vars(entry).items() if v not in (None, []) or k in ("text",)} for entry in results
+            {k: v for k, v in vars(entry).items() if v not in (None, []) or k in ("text",)}
+            for entry in results
         ],
     }
     if stop_at is not None or cut_page:
-        rest = wanted[wanted.index(stop_at):] if stop_at is not None else wanted[len(results):]
+        rest = wanted[wanted.index(stop_at) :] if stop_at is not None else wanted[len(results) :]
         data["truncated"] = True
         if rest:
             data["continuation"] = f"call again with pages='{_compress(rest)}'"
         else:
-            data["continuation"] = f"page {results[-1].page} was cut at max_chars={max_chars}; raise max_chars to read all of it"
+            data["continuation"] = (
+                f"page {results[-1].page} was cut at max_chars={max_chars}; raise max_chars to read all of it"
+            )
     text = "\n\n".join(_render_page(entry) for entry in results)
     text = f"{virtual}: {count} pages\n\n" + text
     if data.get("truncated"):
@@ -167,31 +172,61 @@ def read_image(state: PdfState, file_path: str, annotation: str) -> ToolOutput:
     """
     match = re.fullmatch(r"\s*page(\d+)_image(\d+)\s*", annotation or "")
     if not match:
-        raise ToolError("invalid_argument", f"annotation: {annotation!r} is not like 'page2_image1'", argument="annotation")
+        raise ToolError(
+            "invalid_argument",
+            f"annotation: {annotation!r} is not like 'page2_image1'",
+            argument="annotation",
+        )
     number, index = int(match.group(1)), int(match.group(2))
     _, virtual, document = state.pdf(file_path)
     try:
         if not 1 <= number <= document.page_count:
-            raise ToolError("not_found", f"annotation: page {number} does not exist ({document.page_count} pages)", argument="annotation")
+            raise ToolError(
+                "not_found",
+                f"annotation: page {number} does not exist ({document.page_count} pages)",
+                argument="annotation",
+            )
         images = document[number - 1].get_images(full=True)
         if not 1 <= index <= len(images):
-            raise ToolError("not_found", f"annotation: page {number} has {len(images)} image(s), not {index}", argument="annotation")
+            raise ToolError(
+                "not_found",
+                f"annotation: page {number} has {len(images)} image(s), not {index}",
+                argument="annotation",
+            )
         xref = images[index - 1][0]
         pixmap = pymupdf.Pixmap(document, xref)
         if pixmap.width * pixmap.height > MAX_IMAGE_PIXELS:
-            raise ToolError("too_large", f"annotation: image of {pixmap.width}x{pixmap.height} pixels is too large", argument="annotation")
+            raise ToolError(
+                "too_large",
+                f"annotation: image of {pixmap.width}x{pixmap.height} pixels is too large",
+                argument="annotation",
+            )
         if pixmap.alpha or pixmap.colorspace is None or pixmap.colorspace.n not in (1, 3):
             pixmap = pymupdf.Pixmap(pymupdf.csRGB, pixmap)
         png = pixmap.tobytes("png")
-        data = {"file_path": virtual, "annotation": annotation.strip(), "page": number, "width": pixmap.width, "height": pixmap.height, "mime_type": "image/png"}
+        data = {
+            "file_path": virtual,
+            "annotation": annotation.strip(),
+            "page": number,
+            "width": pixmap.width,
+            "height": pixmap.height,
+            "mime_type": "image/png",
+        }
     finally:
         document.close()
-    return ToolOutput(data, text=f"{virtual} {annotation.strip()}: {data['width']}x{data['height']} PNG", images=[ImageBlock(png, "image/png")])
+    return ToolOutput(
+        data,
+        text=f"{virtual} {annotation.strip()}: {data['width']}x{data['height']} PNG",
+        images=[ImageBlock(png, "image/png")],
+    )
 
 
 @SERVER.tool(action="read_page_as_image", read_only=True)
 def read_page_as_image(
-    state: PdfState, file_path: str, page_number: Annotated[int, Field(ge=1)], dpi: Annotated[int, Field(ge=36, le=300)] = 150
+    state: PdfState,
+    file_path: str,
+    page_number: Annotated[int, Field(ge=1)],
+    dpi: Annotated[int, Field(ge=36, le=300)] = 150,
 ) -> ToolOutput:
     """One PDF page rendered as a PNG image (to see layout, charts, scans).
 
@@ -203,17 +238,36 @@ def read_page_as_image(
     _, virtual, document = state.pdf(file_path)
     try:
         if page_number > document.page_count:
-            raise ToolError("invalid_argument", f"page_number: page {page_number} does not exist ({document.page_count} pages)", argument="page_number")
+            raise ToolError(
+                "invalid_argument",
+                f"page_number: page {page_number} does not exist ({document.page_count} pages)",
+                argument="page_number",
+            )
         page = document[page_number - 1]
         scale = dpi / 72
         if page.rect.width * scale * page.rect.height * scale > MAX_IMAGE_PIXELS:
-            raise ToolError("too_large", f"page_number: page {page_number} is too large at {dpi} dpi; lower dpi", argument="dpi")
+            raise ToolError(
+                "too_large",
+                f"page_number: page {page_number} is too large at {dpi} dpi; lower dpi",
+                argument="dpi",
+            )
         pixmap = page.get_pixmap(dpi=dpi)
         png = pixmap.tobytes("png")
-        data = {"file_path": virtual, "page": page_number, "width": pixmap.width, "height": pixmap.height, "dpi": dpi, "mime_type": "image/png"}
+        data = {
+            "file_path": virtual,
+            "page": page_number,
+            "width": pixmap.width,
+            "height": pixmap.height,
+            "dpi": dpi,
+            "mime_type": "image/png",
+        }
     finally:
         document.close()
-    return ToolOutput(data, text=f"{virtual} page {page_number}: {data['width']}x{data['height']} PNG at {dpi} dpi", images=[ImageBlock(png, "image/png")])
+    return ToolOutput(
+        data,
+        text=f"{virtual} page {page_number}: {data['width']}x{data['height']} PNG at {dpi} dpi",
+        images=[ImageBlock(png, "image/png")],
+    )
 
 
 @SERVER.tool(action="search", read_only=True)
@@ -270,20 +324,30 @@ def search_pdf(
                         "line": line + 1,
                         "column": match.start() - line_starts[line] + 1,
                         "match": match.group(0),
-                        "context": text[max(0, match.start() - context_chars) : match.end() + context_chars].replace("\n", " "),
+                        "context": text[
+                            max(0, match.start() - context_chars) : match.end() + context_chars
+                        ].replace("\n", " "),
                         "engine": entry.engine,
                     }
                 )
         count = document.page_count
     finally:
         document.close()
-    data: dict[str, Any] = {"file_path": virtual, "query": query, "page_count": count, "total_matches": total, "results": results}
+    data: dict[str, Any] = {
+        "file_path": virtual,
+        "query": query,
+        "page_count": count,
+        "total_matches": total,
+        "results": results,
+    }
     if total > len(results):
         data["truncated"] = True
         data["continuation"] = f"{total - len(results)} more matches; raise max_results (max 1000)"
     if skipped:
         data["pages_not_searched"] = skipped
-        data["note"] = f"image-only pages beyond the OCR limit ({state.max_ocr_pages} per call) were not searched; read them with read_pdf_pages first"
+        data["note"] = (
+            f"image-only pages beyond the OCR limit ({state.max_ocr_pages} per call) were not searched; read them with read_pdf_pages first"
+        )
     return data
 
 

@@ -21,7 +21,9 @@ def check_cell(cell: str | None, *, argument: str = "cell") -> str:
     """Normalised ``A1`` reference (upper case, no ``$``); ToolError when invalid."""
     match = _CELL.match((cell or "").strip())
     if not match:
-        raise ToolError("invalid_argument", f"{argument}: {cell!r} is not a cell reference like 'B3'", argument=argument)
+        raise ToolError(
+            "invalid_argument", f"{argument}: {cell!r} is not a cell reference like 'B3'", argument=argument
+        )
     column = column_index_from_string(match.group(1).upper())
     row = int(match.group(2))
     if not (1 <= row <= MAX_ROW and 1 <= column <= MAX_COL):
@@ -34,13 +36,17 @@ def check_range(value: str | None, *, argument: str = "range") -> str:
     text = (value or "").strip().replace("$", "")
     if "!" in text:
         raise ToolError(
-            "invalid_argument", f"{argument}: give the range without a sheet name (got {value!r})", argument=argument
+            "invalid_argument",
+            f"{argument}: give the range without a sheet name (got {value!r})",
+            argument=argument,
         )
     parts = text.split(":")
     if len(parts) == 1:
         return check_cell(parts[0], argument=argument)
     if len(parts) != 2:
-        raise ToolError("invalid_argument", f"{argument}: {value!r} is not a range like 'A1:C10'", argument=argument)
+        raise ToolError(
+            "invalid_argument", f"{argument}: {value!r} is not a range like 'A1:C10'", argument=argument
+        )
     start, end = check_cell(parts[0], argument=argument), check_cell(parts[1], argument=argument)
     min_col, min_row, max_col, max_row = range_boundaries(f"{start}:{end}")
     if min_col > max_col or min_row > max_row:
@@ -61,7 +67,9 @@ def parse_range(value: str, *, argument: str = "cell_range") -> tuple[int, int, 
     if whole_rows:
         a, b = int(whole_rows.group(1)), int(whole_rows.group(2))
         if a < 1:
-            raise ToolError("invalid_argument", f"{argument}: {value!r} is not a valid range", argument=argument)
+            raise ToolError(
+                "invalid_argument", f"{argument}: {value!r} is not a valid range", argument=argument
+            )
         return min(a, b), 1, max(a, b), 0
     normal = check_range(text, argument=argument)
     min_col, min_row, max_col, max_row = range_boundaries(normal if ":" in normal else f"{normal}:{normal}")
@@ -71,17 +79,24 @@ def parse_range(value: str, *, argument: str = "cell_range") -> tuple[int, int, 
 def check_value(value: Any, *, argument: str = "value") -> Any:
     """A JSON scalar accepted as a cell value (formulas are text starting with '=')."""
     if isinstance(value, float) and not math.isfinite(value):
-        raise ToolError("invalid_argument", f"{argument}: {value} cannot be stored in a cell", argument=argument)
+        raise ToolError(
+            "invalid_argument", f"{argument}: {value} cannot be stored in a cell", argument=argument
+        )
     if isinstance(value, str):
         if len(value) > MAX_TEXT:
             raise ToolError(
-                "too_large", f"{argument}: text of {len(value)} characters (a cell holds {MAX_TEXT})", argument=argument
+                "too_large",
+                f"{argument}: text of {len(value)} characters (a cell holds {MAX_TEXT})",
+                argument=argument,
             )
         if any(ord(ch) < 32 and ch not in "\t\n\r" for ch in value):
-            raise ToolError("invalid_argument", f"{argument}: text contains control characters", argument=argument)
+            raise ToolError(
+                "invalid_argument", f"{argument}: text contains control characters", argument=argument
+            )
     elif value is not None and not isinstance(value, bool | int | float):
         raise ToolError(
-            "invalid_argument", f"{argument}: expected a number, text, boolean or null, got {type(value).__name__}",
+            "invalid_argument",
+            f"{argument}: expected a number, text, boolean or null, got {type(value).__name__}",
             argument=argument,
         )
     return value
@@ -96,4 +111,6 @@ def column_letter_of(column: str | int, *, argument: str = "column") -> str:
         letters = column.strip().upper()
         if column_index_from_string(letters) <= MAX_COL:
             return letters
-    raise ToolError("invalid_argument", f"{argument}: {column!r} is not a column letter or number", argument=argument)
+    raise ToolError(
+        "invalid_argument", f"{argument}: {column!r} is not a column letter or number", argument=argument
+    )

@@ -29,28 +29,38 @@ def add_chart(
     """
     min_row, min_col, max_row, max_col = parse_range(data_range, argument="data_range")
     if not max_row or not max_col:
-        raise ToolError("invalid_argument", "data_range: give a bounded range like 'A1:C10'", argument="data_range")
+        raise ToolError(
+            "invalid_argument", "data_range: give a bounded range like 'A1:C10'", argument="data_range"
+        )
     if categories_column is not None:
         from openpyxl.utils.cell import column_index_from_string
 
-        category_col = column_index_from_string(column_letter_of(categories_column, argument="categories_column"))
+        category_col = column_index_from_string(
+            column_letter_of(categories_column, argument="categories_column")
+        )
         first_series = min_col if category_col != min_col else min_col + 1
     elif max_col > min_col:
         category_col, first_series = min_col, min_col + 1
     else:
         category_col, first_series = None, min_col
     if first_series > max_col:
-        raise ToolError("invalid_argument", "data_range: no value columns besides the categories", argument="data_range")
+        raise ToolError(
+            "invalid_argument", "data_range: no value columns besides the categories", argument="data_range"
+        )
     data_first_row = min_row + 1 if include_header else min_row
     if data_first_row > max_row:
-        raise ToolError("invalid_argument", "data_range: no data rows below the header", argument="data_range")
+        raise ToolError(
+            "invalid_argument", "data_range: no data rows below the header", argument="data_range"
+        )
     chart = CHART_TYPES[chart_type]()
     if title:
         chart.title = title
     data = Reference(ws, min_col=first_series, max_col=max_col, min_row=min_row, max_row=max_row)
     chart.add_data(data, titles_from_data=include_header)
     if category_col is not None:
-        chart.set_categories(Reference(ws, min_col=category_col, max_col=category_col, min_row=data_first_row, max_row=max_row))
+        chart.set_categories(
+            Reference(ws, min_col=category_col, max_col=category_col, min_row=data_first_row, max_row=max_row)
+        )
     anchor = check_cell(position, argument="position") if position else _free_anchor(ws, max_col)
     ws.add_chart(chart, anchor)
     return {

@@ -256,7 +256,9 @@ class LibreOffice:
         except queue.Empty:
             self.stats.timeouts += 1
             self._stop_warm()
-            raise RecalcError(f"LibreOffice timed out after {timeout_s:g} s ({what}); it was restarted") from None
+            raise RecalcError(
+                f"LibreOffice timed out after {timeout_s:g} s ({what}); it was restarted"
+            ) from None
         if line is None:
             self._stop_warm()
             raise RecalcError(f"LibreOffice stopped unexpectedly ({what}); it will be restarted")

@@ -42,7 +42,9 @@ class SetCell(_Op):
     type: Literal["set_cell"]
     sheet: SheetRef
     cell: str = Field(description="A1-style cell, e.g. 'C5'.")
-    value: CellValue = Field(description="A number, text, boolean, null (clear) or a formula starting with '='.")
+    value: CellValue = Field(
+        description="A number, text, boolean, null (clear) or a formula starting with '='."
+    )
 
 
 class AppendRows(_Op):
@@ -68,7 +70,9 @@ class FormatCells(_Op):
     font_color: str | None = Field(None, description="Hex color, e.g. 'FF0000'.")
     font_name: str | None = None
     fill_color: str | None = Field(
-        None, validation_alias=AliasChoices("fill_color", "background_color"), description="Hex background color."
+        None,
+        validation_alias=AliasChoices("fill_color", "background_color"),
+        description="Hex background color.",
     )
     horizontal_alignment: Literal["left", "center", "right", "justify", "general"] | None = None
     vertical_alignment: Literal["top", "center", "bottom"] | None = None
@@ -106,7 +110,10 @@ class SetRowHeight(_Op):
 class FreezePanes(_Op):
     type: Literal["freeze_panes"]
     sheet: SheetRef
-    cell: str | None = Field(None, description="Top-left cell of the scrolling area ('B2' freezes row 1 and column A); null unfreezes.")
+    cell: str | None = Field(
+        None,
+        description="Top-left cell of the scrolling area ('B2' freezes row 1 and column A); null unfreezes.",
+    )
 
 
 class AddNamedRange(_Op):
@@ -127,9 +134,19 @@ class AddDataValidation(_Op):
     sheet: SheetRef
     range: RangeRef
     validation_type: Literal["list", "whole", "decimal", "date", "time", "text_length", "custom"]
-    operator: Literal[
-        "between", "notBetween", "equal", "notEqual", "greaterThan", "lessThan", "greaterThanOrEqual", "lessThanOrEqual"
-    ] | None = None
+    operator: (
+        Literal[
+            "between",
+            "notBetween",
+            "equal",
+            "notEqual",
+            "greaterThan",
+            "lessThan",
+            "greaterThanOrEqual",
+            "lessThanOrEqual",
+        ]
+        | None
+    ) = None
     values: list[str] | None = Field(None, description="Allowed values for validation_type='list'.")
     formula1: str | None = None
     formula2: str | None = None
@@ -143,10 +160,22 @@ class AddConditionalFormatting(_Op):
     sheet: SheetRef
     range: RangeRef
     rule_type: Literal["cell_is", "formula", "color_scale", "data_bar"]
-    operator: Literal[
-        "between", "notBetween", "equal", "notEqual", "greaterThan", "lessThan", "greaterThanOrEqual", "lessThanOrEqual"
-    ] | None = None
-    values: list[str | int | float] | None = Field(None, description="Operands for cell_is; [formula] for formula.")
+    operator: (
+        Literal[
+            "between",
+            "notBetween",
+            "equal",
+            "notEqual",
+            "greaterThan",
+            "lessThan",
+            "greaterThanOrEqual",
+            "lessThanOrEqual",
+        ]
+        | None
+    ) = None
+    values: list[str | int | float] | None = Field(
+        None, description="Operands for cell_is; [formula] for formula."
+    )
     formula: str | None = None
     fill_color: str | None = None
     font_color: str | None = None
@@ -167,7 +196,8 @@ class SetNumberFormat(_Op):
     sheet: SheetRef
     range: RangeRef
     format: str = Field(
-        validation_alias=AliasChoices("format", "number_format"), description="e.g. '0.00', '#,##0', 'yyyy-mm-dd', '0%'."
+        validation_alias=AliasChoices("format", "number_format"),
+        description="e.g. '0.00', '#,##0', 'yyyy-mm-dd', '0%'.",
     )
 
 
@@ -214,10 +244,14 @@ def apply_operations(state: Any, workbook: Workbook, operations: list[Any]) -> l
     workbook is then partly edited and must be discarded.
     """
     if not operations:
-        raise ToolError("invalid_argument", "operations: at least one operation is needed", argument="operations")
+        raise ToolError(
+            "invalid_argument", "operations: at least one operation is needed", argument="operations"
+        )
     if len(operations) > MAX_OPERATIONS:
         raise ToolError(
-            "too_large", f"operations: {len(operations)} operations (limit {MAX_OPERATIONS})", argument="operations"
+            "too_large",
+            f"operations: {len(operations)} operations (limit {MAX_OPERATIONS})",
+            argument="operations",
         )
     summaries = []
     for index, op in enumerate(operations):
@@ -304,8 +338,13 @@ def _add_named_range(workbook: Workbook, ws: Any, op: AddNamedRange) -> str:
     from openpyxl.utils.cell import quote_sheetname
     from openpyxl.workbook.defined_name import DefinedName
 
-    if not re.match(r"^[A-Za-z_\\][A-Za-z0-9_.]{0,254}$", op.name) or re.match(r"^[A-Za-z]{1,3}[0-9]+$", op.name):
-        raise ToolError("invalid_argument", f"name {op.name!r} is not a valid range name (letters, digits, _ and .; not a cell reference)")
+    if not re.match(r"^[A-Za-z_\\][A-Za-z0-9_.]{0,254}$", op.name) or re.match(
+        r"^[A-Za-z]{1,3}[0-9]+$", op.name
+    ):
+        raise ToolError(
+            "invalid_argument",
+            f"name {op.name!r} is not a valid range name (letters, digits, _ and .; not a cell reference)",
+        )
     if op.name in workbook.defined_names:
         raise ToolError("already_exists", f"a named range {op.name!r} already exists")
     min_col, min_row, max_col, max_row = range_boundaries(check_range(op.range))

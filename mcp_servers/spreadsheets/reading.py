@@ -55,7 +55,9 @@ class Grid:
 
     @property
     def range(self) -> str:
-        return f"{get_column_letter(self.min_col)}{self.min_row}:{get_column_letter(self.max_col)}{self.max_row}"
+        return (
+            f"{get_column_letter(self.min_col)}{self.min_row}:{get_column_letter(self.max_col)}{self.max_row}"
+        )
 
 
 @contextmanager
@@ -64,13 +66,25 @@ def _reader(path: Path, virtual: str) -> Iterator[XlsxReader]:
     try:
         reader = XlsxReader(path)
     except zipfile.BadZipFile:
-        raise ToolError("bad_data", f"file_path: {virtual} is not a readable .xlsx workbook (not a zip archive)", argument="file_path") from None
+        raise ToolError(
+            "bad_data",
+            f"file_path: {virtual} is not a readable .xlsx workbook (not a zip archive)",
+            argument="file_path",
+        ) from None
     except Exception as exc:
-        raise ToolError("bad_data", f"file_path: {virtual} is not a readable .xlsx workbook ({type(exc).__name__})", argument="file_path") from None
+        raise ToolError(
+            "bad_data",
+            f"file_path: {virtual} is not a readable .xlsx workbook ({type(exc).__name__})",
+            argument="file_path",
+        ) from None
     try:
         yield reader
     except (etree.LxmlError, KeyError, ValueError, IndexError, zipfile.BadZipFile, EOFError) as exc:
-        raise ToolError("bad_data", f"file_path: {virtual} has a malformed sheet ({type(exc).__name__})", argument="file_path") from None
+        raise ToolError(
+            "bad_data",
+            f"file_path: {virtual} has a malformed sheet ({type(exc).__name__})",
+            argument="file_path",
+        ) from None
     finally:
         reader.close()
 
@@ -107,7 +121,11 @@ def read_grid(
     with _reader(path, virtual) as reader:
         if not 0 <= tab_index < len(reader.sheets):
             names = ", ".join(f"{s.index}={s.name}" for s in reader.sheets)
-            raise ToolError("not_found", f"tab_index: {virtual} has no tab {tab_index} (tabs: {names})", argument="tab_index")
+            raise ToolError(
+                "not_found",
+                f"tab_index: {virtual} has no tab {tab_index} (tabs: {names})",
+                argument="tab_index",
+            )
         sheet = reader.sheets[tab_index]
         sheet_rows, sheet_cols = reader.dimension(sheet)
         if cell_range:
@@ -179,14 +197,22 @@ def read_csv_rows(
 ) -> tuple[list[list[str]], int, str]:
     """(rows up to ``row_limit``, total rows, delimiter used). Raises ToolError."""
     if path.stat().st_size > MAX_CSV_BYTES:
-        raise ToolError("too_large", f"file_path: {virtual} is larger than {MAX_CSV_BYTES >> 20} MB", argument="file_path")
+        raise ToolError(
+            "too_large", f"file_path: {virtual} is larger than {MAX_CSV_BYTES >> 20} MB", argument="file_path"
+        )
     raw = path.read_bytes()
     if b"\x00" in raw[:8192]:
-        raise ToolError("bad_data", f"file_path: {virtual} is a binary file, not CSV text", argument="file_path")
+        raise ToolError(
+            "bad_data", f"file_path: {virtual} is a binary file, not CSV text", argument="file_path"
+        )
     try:
-        text = raw.decode("utf-8-sig" if encoding.lower().replace("_", "-") in ("utf-8", "utf8") else encoding)
+        text = raw.decode(
+            "utf-8-sig" if encoding.lower().replace("_", "-") in ("utf-8", "utf8") else encoding
+        )
     except LookupError:
-        raise ToolError("invalid_argument", f"encoding: unknown encoding {encoding!r}", argument="encoding") from None
+        raise ToolError(
+            "invalid_argument", f"encoding: unknown encoding {encoding!r}", argument="encoding"
+        ) from None
     except UnicodeDecodeError as exc:
         raise ToolError(
             "bad_data",
@@ -199,7 +225,9 @@ def read_csv_rows(
         except csv.Error:
             delimiter = ","
     if len(delimiter) != 1:
-        raise ToolError("invalid_argument", f"delimiter: must be one character, got {delimiter!r}", argument="delimiter")
+        raise ToolError(
+            "invalid_argument", f"delimiter: must be one character, got {delimiter!r}", argument="delimiter"
+        )
     rows: list[list[str]] = []
     total = 0
     try:
@@ -208,7 +236,9 @@ def read_csv_rows(
             if len(rows) < row_limit:
                 rows.append(row)
     except csv.Error as exc:
-        raise ToolError("bad_data", f"file_path: {virtual} is not valid CSV ({exc})", argument="file_path") from None
+        raise ToolError(
+            "bad_data", f"file_path: {virtual} is not valid CSV ({exc})", argument="file_path"
+        ) from None
     return rows, total, delimiter
 
 

@@ -76,7 +76,9 @@ class XlsxReader:
             if "xl/sharedStrings.xml" in self.archive.namelist():
                 with self.archive.open("xl/sharedStrings.xml") as handle:
                     for _, item in etree.iterparse(handle, tag=f"{NS}si", **_PARSER_OPTIONS):
-                        self._shared.append("".join(t.text or "" for t in item.iter(f"{NS}t") if _not_phonetic(t)))
+                        self._shared.append(
+                            "".join(t.text or "" for t in item.iter(f"{NS}t") if _not_phonetic(t))
+                        )
                         item.clear()
         return self._shared
 
@@ -85,8 +87,13 @@ class XlsxReader:
         if self._formats is None:
             self._formats = []
             if "xl/styles.xml" in self.archive.namelist():
-                styles = etree.fromstring(self.archive.read("xl/styles.xml"), etree.XMLParser(**_PARSER_OPTIONS))
-                custom = {int(el.get("numFmtId", "0")): el.get("formatCode", "") for el in styles.iter(f"{NS}numFmt")}
+                styles = etree.fromstring(
+                    self.archive.read("xl/styles.xml"), etree.XMLParser(**_PARSER_OPTIONS)
+                )
+                custom = {
+                    int(el.get("numFmtId", "0")): el.get("formatCode", "")
+                    for el in styles.iter(f"{NS}numFmt")
+                }
                 cell_xfs = styles.find(f"{NS}cellXfs")
                 for xf in cell_xfs.iter(f"{NS}xf") if cell_xfs is not None else []:
                     number = int(xf.get("numFmtId", "0"))

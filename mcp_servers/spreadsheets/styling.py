@@ -15,9 +15,20 @@ from mcp_servers._core import ToolError
 from mcp_servers.spreadsheets.cells import check_cell
 
 _NAMED_COLORS = {
-    "black": "000000", "white": "FFFFFF", "red": "FF0000", "green": "00B050", "blue": "0070C0",
-    "yellow": "FFFF00", "orange": "FFC000", "gray": "808080", "grey": "808080", "lightgray": "D9D9D9",
-    "lightgreen": "C6EFCE", "lightred": "FFC7CE", "lightyellow": "FFEB9C", "lightblue": "DDEBF7",
+    "black": "000000",
+    "white": "FFFFFF",
+    "red": "FF0000",
+    "green": "00B050",
+    "blue": "0070C0",
+    "yellow": "FFFF00",
+    "orange": "FFC000",
+    "gray": "808080",
+    "grey": "808080",
+    "lightgray": "D9D9D9",
+    "lightgreen": "C6EFCE",
+    "lightred": "FFC7CE",
+    "lightyellow": "FFEB9C",
+    "lightblue": "DDEBF7",
 }
 _INVALID_TITLE = re.compile(r"[\[\]:*?/\\]")
 
@@ -32,7 +43,9 @@ def color(value: str | None, *, argument: str = "color") -> str | None:
         return "FF" + text.upper()
     if re.fullmatch(r"[0-9A-Fa-f]{8}", text):
         return text.upper()
-    raise ToolError("invalid_argument", f"{argument}: {value!r} is not a hex color like 'FF0000'", argument=argument)
+    raise ToolError(
+        "invalid_argument", f"{argument}: {value!r} is not a hex color like 'FF0000'", argument=argument
+    )
 
 
 def _cells(ws: Any, cell_range: str) -> list[Any]:
@@ -97,10 +110,14 @@ def add_data_validation(ws: Any, cell_range: str, op: Any) -> None:
         if op.values:
             text = ",".join(str(v) for v in op.values)
             if '"' in text or len(text) > 255:
-                raise ToolError("invalid_argument", "values: a list validation holds at most 255 characters, no quotes")
+                raise ToolError(
+                    "invalid_argument", "values: a list validation holds at most 255 characters, no quotes"
+                )
             formula1 = f'"{text}"'
         if not formula1:
-            raise ToolError("invalid_argument", "a list validation needs values or formula1 (e.g. '$A$1:$A$5')")
+            raise ToolError(
+                "invalid_argument", "a list validation needs values or formula1 (e.g. '$A$1:$A$5')"
+            )
     elif kind == "custom":
         if not formula1:
             raise ToolError("invalid_argument", "a custom validation needs formula1")
@@ -108,7 +125,9 @@ def add_data_validation(ws: Any, cell_range: str, op: Any) -> None:
         if formula1 is None:
             raise ToolError("invalid_argument", f"a {op.validation_type} validation needs formula1 (a bound)")
         if op.operator in ("between", "notBetween", None) and formula2 is None:
-            raise ToolError("invalid_argument", f"operator {op.operator or 'between'} needs formula1 and formula2")
+            raise ToolError(
+                "invalid_argument", f"operator {op.operator or 'between'} needs formula1 and formula2"
+            )
     validation = DataValidation(
         type=kind,
         operator=op.operator if kind not in ("list", "custom") else None,
@@ -127,7 +146,9 @@ def add_data_validation(ws: Any, cell_range: str, op: Any) -> None:
 def add_conditional_formatting(ws: Any, cell_range: str, op: Any) -> None:
     fill_color = color(op.fill_color, argument="fill_color")
     font_color = color(op.font_color, argument="font_color")
-    fill = PatternFill(fill_type="solid", start_color=fill_color, end_color=fill_color) if fill_color else None
+    fill = (
+        PatternFill(fill_type="solid", start_color=fill_color, end_color=fill_color) if fill_color else None
+    )
     font = Font(color=font_color, b=op.bold) if (font_color or op.bold is not None) else None
     if op.rule_type == "cell_is":
         if not op.operator or not op.values:
@@ -174,13 +195,17 @@ def add_image(state: Any, ws: Any, op: Any) -> None:
     from PIL import Image as PILImage
     from PIL import UnidentifiedImageError
 
-    path = state.ctx.files.resolve(op.image_path, argument="image_path", must_exist=True, kind="file", allow_root=False)
+    path = state.ctx.files.resolve(
+        op.image_path, argument="image_path", must_exist=True, kind="file", allow_root=False
+    )
     try:
         with PILImage.open(path) as probe:
             probe.verify()
         image = Image(str(path))
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
-        raise ToolError("bad_data", f"image_path: {op.image_path} is not a readable image ({type(exc).__name__})") from None
+        raise ToolError(
+            "bad_data", f"image_path: {op.image_path} is not a readable image ({type(exc).__name__})"
+        ) from None
     if op.width or op.height:
         ratio = image.height / image.width if image.width else 1
         image.width = op.width or int((op.height or image.height) / ratio)
@@ -191,22 +216,36 @@ def add_image(state: Any, ws: Any, op: Any) -> None:
 def rename_sheet(workbook: Any, ws: Any, new_name: str) -> None:
     """Rename ``ws`` and rewrite references to it in formulas and defined names."""
     name = new_name.strip()
-    if not name or len(name) > 31 or _INVALID_TITLE.search(name) or name.startswith("'") or name.endswith("'"):
+    if (
+        not name
+        or len(name) > 31
+        or _INVALID_TITLE.search(name)
+        or name.startswith("'")
+        or name.endswith("'")
+    ):
         raise ToolError(
             "invalid_argument",
             f"new_name: {new_name!r} is not a valid sheet name (1-31 characters, none of []:*?/\\)",
             argument="new_name",
         )
     if any(other.title.lower() == name.lower() for other in workbook.worksheets if other is not ws):
-        raise ToolError("already_exists", f"new_name: a sheet named {name!r} already exists", argument="new_name")
+        raise ToolError(
+            "already_exists", f"new_name: a sheet named {name!r} already exists", argument="new_name"
+        )
     old = ws.title
     ws.title = name
-    pattern = re.compile(r"(?<![A-Za-z0-9_.'])(?:" + re.escape(old) + r"|'" + re.escape(old.replace("'", "''")) + r"')!")
+    pattern = re.compile(
+        r"(?<![A-Za-z0-9_.'])(?:" + re.escape(old) + r"|'" + re.escape(old.replace("'", "''")) + r"')!"
+    )
     replacement = quote_sheetname(name) + "!"
     for sheet in workbook.worksheets:
         for row in sheet.iter_rows():
             for cell in row:
-                if cell.data_type == "f" and isinstance(cell.value, str) and old in cell.value.replace("''", "'"):
+                if (
+                    cell.data_type == "f"
+                    and isinstance(cell.value, str)
+                    and old in cell.value.replace("''", "'")
+                ):
                     cell.value = _outside_strings(cell.value, lambda part: pattern.sub(replacement, part))
     for defined in workbook.defined_names.values():
         if defined.attr_text:

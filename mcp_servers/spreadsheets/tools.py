@@ -43,7 +43,9 @@ class SheetSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(description="Sheet name (1-31 characters).")
     headers: list[CellValue] | None = Field(None, description="First row.")
-    rows: list[list[CellValue]] | None = Field(None, description="Rows after the headers; '=...' are formulas.")
+    rows: list[list[CellValue]] | None = Field(
+        None, description="Rows after the headers; '=...' are formulas."
+    )
 
 
 class SheetData(BaseModel):
@@ -56,8 +58,18 @@ class FilterCondition(BaseModel):
     model_config = ConfigDict(extra="forbid")
     column: str | int = Field(description="Header text, column letter ('C') or 1-based column number.")
     operator: Literal[
-        "equals", "not_equals", "contains", "not_contains", "starts_with", "ends_with",
-        "greater_than", "less_than", "greater_or_equal", "less_or_equal", "is_empty", "is_not_empty",
+        "equals",
+        "not_equals",
+        "contains",
+        "not_contains",
+        "starts_with",
+        "ends_with",
+        "greater_than",
+        "less_than",
+        "greater_or_equal",
+        "less_or_equal",
+        "is_empty",
+        "is_not_empty",
     ] = "equals"
     value: Scalar = None
 
@@ -169,7 +181,9 @@ def delete_spreadsheet(state: SheetsState, file_path: str) -> dict[str, Any]:
     Args:
         file_path: The file to delete.
     """
-    path = state.ctx.files.resolve(file_path, argument="file_path", must_exist=True, kind="file", allow_root=False)
+    path = state.ctx.files.resolve(
+        file_path, argument="file_path", must_exist=True, kind="file", allow_root=False
+    )
     virtual = state.ctx.files.to_virtual(path)
     if path.suffix.lower() not in (*WORKBOOK_SUFFIXES, ".csv"):
         raise ToolError("unsupported", f"file_path: {virtual} is not a spreadsheet", argument="file_path")
@@ -200,7 +214,9 @@ def read_tab(
         max_cols: Cap on columns returned.
         compact: Return only non-empty cells as {"A1": value} instead of a full grid.
     """
-    path = state.ctx.files.resolve(file_path, argument="file_path", must_exist=True, kind="file", allow_root=False)
+    path = state.ctx.files.resolve(
+        file_path, argument="file_path", must_exist=True, kind="file", allow_root=False
+    )
     virtual = state.ctx.files.to_virtual(path)
     if path.suffix.lower() == ".csv":
         grid, rows_cut, cols_cut = _csv_grid(path, virtual, tab_index, cell_range, max_rows, max_cols)
@@ -232,15 +248,21 @@ def read_tab(
         first_col, last_col = get_column_letter(grid.min_col), get_column_letter(grid.max_col)
         hint = []
         if rows_cut:
-            hint.append(f"more rows: cell_range='{first_col}{grid.max_row + 1}:{last_col}{grid.max_row + max_rows}'")
+            hint.append(
+                f"more rows: cell_range='{first_col}{grid.max_row + 1}:{last_col}{grid.max_row + max_rows}'"
+            )
         if cols_cut:
             nxt = get_column_letter(grid.max_col + 1)
-            hint.append(f"more columns: cell_range='{nxt}{grid.min_row}:{get_column_letter(grid.max_col + max_cols)}{grid.max_row}'")
+            hint.append(
+                f"more columns: cell_range='{nxt}{grid.min_row}:{get_column_letter(grid.max_col + max_cols)}{grid.max_row}'"
+            )
         data["truncated"] = True
         data["continuation"] = "; ".join(hint)
     text = _render_grid(grid, virtual)
     if compact:
-        text = f"{virtual} [{grid.tab_name}] {grid.range}\n" + "\n".join(f"{k}: {v}" for k, v in data["cells"].items())
+        text = f"{virtual} [{grid.tab_name}] {grid.range}\n" + "\n".join(
+            f"{k}: {v}" for k, v in data["cells"].items()
+        )
     if include_formulas and grid.formulas:
         text += "\nformulas: " + "; ".join(f"{k} {v}" for k, v in grid.formulas.items())
     if data.get("truncated"):
@@ -254,7 +276,9 @@ def _csv_grid(
     from mcp_servers.spreadsheets.cells import parse_range
 
     if tab_index != 0:
-        raise ToolError("not_found", f"tab_index: a CSV file has one tab (0), got {tab_index}", argument="tab_index")
+        raise ToolError(
+            "not_found", f"tab_index: a CSV file has one tab (0), got {tab_index}", argument="tab_index"
+        )
     rows, total, _ = read_csv_rows(path, virtual, delimiter=None, encoding="utf-8", row_limit=1_000_000)
     width = max((len(r) for r in rows), default=0)
     if cell_range:
@@ -289,7 +313,9 @@ def read_csv(
         has_header: Whether the first row holds column names.
         row_limit: Cap on data rows returned.
     """
-    path = state.ctx.files.resolve(file_path, argument="file_path", must_exist=True, kind="file", allow_root=False)
+    path = state.ctx.files.resolve(
+        file_path, argument="file_path", must_exist=True, kind="file", allow_root=False
+    )
     virtual = state.ctx.files.to_virtual(path)
     limit = row_limit + (1 if has_header else 0)
     rows, total, used = read_csv_rows(path, virtual, delimiter=delimiter, encoding=encoding, row_limit=limit)
@@ -306,7 +332,9 @@ def read_csv(
     }
     if data_total > len(body):
         data["truncated"] = True
-        data["continuation"] = f"{data_total - len(body)} more rows; raise row_limit (max 100000) or use read_tab with cell_range"
+        data["continuation"] = (
+            f"{data_total - len(body)} more rows; raise row_limit (max 100000) or use read_tab with cell_range"
+        )
     return data
 
 
@@ -359,7 +387,11 @@ def delete_tab(state: SheetsState, file_path: str, tab_index: Annotated[int, Fie
     def change(workbook: Workbook) -> dict[str, Any]:
         ws = sheet_of(workbook, tab_index, argument="tab_index")
         if len(workbook.worksheets) == 1:
-            raise ToolError("invalid_argument", "tab_index: cannot delete the only tab of a workbook", argument="tab_index")
+            raise ToolError(
+                "invalid_argument",
+                "tab_index: cannot delete the only tab of a workbook",
+                argument="tab_index",
+            )
         workbook.remove(ws)
         return {"deleted_tab": ws.title, "tabs": [w.title for w in workbook.worksheets]}
 
@@ -424,7 +456,13 @@ def delete_content_cell(
         target = check_cell(cell)
         previous = ws[target].value
         ws[target].value = None
-        return {"tab_name": ws.title, "cell": target, "previous_value": previous if previous is None or isinstance(previous, str | int | float | bool) else str(previous)}
+        return {
+            "tab_name": ws.title,
+            "cell": target,
+            "previous_value": previous
+            if previous is None or isinstance(previous, str | int | float | bool)
+            else str(previous),
+        }
 
     return _edit(state, file_path, change, values_changed=True)
 
@@ -505,11 +543,18 @@ def filter_tab(
     for offset, row in enumerate(rows[first_data:], start=first_data + 1):
         if all(v is None for v in row):
             continue
-        checks = [matches(row[c] if c < len(row) else None, f.operator, f.value) for c, f in zip(columns, filters, strict=True)]
+        checks = [
+            matches(row[c] if c < len(row) else None, f.operator, f.value)
+            for c, f in zip(columns, filters, strict=True)
+        ]
         if all(checks) if match_all else any(checks):
             matched += 1
             if len(found) < max_results:
-                values: Any = {(headers[i] or get_column_letter(i + 1)): v for i, v in enumerate(row)} if headers else row
+                values: Any = (
+                    {(headers[i] or get_column_letter(i + 1)): v for i, v in enumerate(row)}
+                    if headers
+                    else row
+                )
                 found.append({"row": offset, "values": values})
     output: dict[str, Any] = {
         "file_path": data["file_path"],
@@ -538,4 +583,6 @@ def _filter_column(column: str | int, headers: list[str], index: int) -> int:
         if text.isalpha() and len(text) <= 3:
             return column_index_from_string(text.upper()) - 1
     known = ", ".join(repr(h) for h in headers if h) or "none"
-    raise ToolError("invalid_argument", f"{argument}: no column {column!r} (headers: {known})", argument="filters")
+    raise ToolError(
+        "invalid_argument", f"{argument}: no column {column!r} (headers: {known})", argument="filters"
+    )

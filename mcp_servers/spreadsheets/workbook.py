@@ -46,7 +46,11 @@ class RecalcReport:
     reason: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"status": self.status, "formulas": self.formulas, "seconds": round(self.seconds, 3)}
+        data: dict[str, Any] = {
+            "status": self.status,
+            "formulas": self.formulas,
+            "seconds": round(self.seconds, 3),
+        }
         if self.reason:
             data["reason"] = self.reason
         return data
@@ -85,7 +89,9 @@ class SheetsState:
                 mode=self.recalc_mode,
             )
             if self.ctx.files.is_inside(self._engine.scratch):
-                raise ToolError("internal", "the LibreOffice scratch folder lies inside the world; set TMPDIR")
+                raise ToolError(
+                    "internal", "the LibreOffice scratch folder lies inside the world; set TMPDIR"
+                )
         return self._engine
 
     def compute(self, path: Path) -> ComputedSheets:
@@ -125,7 +131,8 @@ def check_workbook_path(state: SheetsState, path: Path, virtual: str, *, argumen
     """Refuse non-xlsx names, missing files, encrypted or oversized files (ToolError)."""
     if path.suffix.lower() not in WORKBOOK_SUFFIXES:
         raise ToolError(
-            "unsupported", f"{argument}: {virtual} is not an .xlsx workbook (expected {', '.join(WORKBOOK_SUFFIXES)})",
+            "unsupported",
+            f"{argument}: {virtual} is not an .xlsx workbook (expected {', '.join(WORKBOOK_SUFFIXES)})",
             argument=argument,
         )
     if not path.exists():
@@ -163,11 +170,14 @@ def open_workbook(
         )
     except zipfile.BadZipFile:
         raise ToolError(
-            "bad_data", f"{argument}: {virtual} is not a readable .xlsx workbook (not a zip archive)", argument=argument
+            "bad_data",
+            f"{argument}: {virtual} is not a readable .xlsx workbook (not a zip archive)",
+            argument=argument,
         ) from None
     except Exception as exc:  # openpyxl raises many kinds on corrupt parts; messages may hold host paths
         raise ToolError(
-            "bad_data", f"{argument}: {virtual} is not a readable .xlsx workbook ({type(exc).__name__})",
+            "bad_data",
+            f"{argument}: {virtual} is not a readable .xlsx workbook ({type(exc).__name__})",
             argument=argument,
         ) from None
 
@@ -182,7 +192,8 @@ def sheet_of(workbook: Workbook, sheet: str | int, *, argument: str = "sheet") -
         if 0 <= sheet < len(sheets):
             return sheets[sheet]
         raise ToolError(
-            "not_found", f"{argument}: index {sheet} is out of range (the workbook has {len(sheets)} sheets)",
+            "not_found",
+            f"{argument}: index {sheet} is out of range (the workbook has {len(sheets)} sheets)",
             argument=argument,
         )
     for ws in sheets:
@@ -191,7 +202,9 @@ def sheet_of(workbook: Workbook, sheet: str | int, *, argument: str = "sheet") -
     matches = [ws for ws in sheets if ws.title.lower() == str(sheet).strip().lower()]
     if len(matches) == 1:
         return matches[0]
-    raise ToolError("not_found", f"{argument}: no sheet named {sheet!r} (sheets: {', '.join(names)})", argument=argument)
+    raise ToolError(
+        "not_found", f"{argument}: no sheet named {sheet!r} (sheets: {', '.join(names)})", argument=argument
+    )
 
 
 def formula_cells(workbook: Workbook) -> Iterator[tuple[int, Any]]:
@@ -271,13 +284,17 @@ def save_workbook(
             staged.unlink(missing_ok=True)
     except RecalcError as exc:
         atomic_write_bytes(target, data)
-        return RecalcReport("failed", formulas=len(cells), seconds=time.perf_counter() - began, reason=str(exc))
+        return RecalcReport(
+            "failed", formulas=len(cells), seconds=time.perf_counter() - began, reason=str(exc)
+        )
     _keep_google_fallbacks(cells, computed, carried)
     atomic_write_bytes(target, fill_cached_values(data, computed))
     return RecalcReport("computed", formulas=len(cells), seconds=time.perf_counter() - began)
 
 
-def _keep_google_fallbacks(cells: list[tuple[int, Any]], computed: ComputedSheets, carried: ComputedSheets) -> None:
+def _keep_google_fallbacks(
+    cells: list[tuple[int, Any]], computed: ComputedSheets, carried: ComputedSheets
+) -> None:
     """Google Sheets export formulas cannot be computed outside Google: keep their previous
     value (or the IFERROR fallback) instead of LibreOffice's error."""
     for index, cell in cells:

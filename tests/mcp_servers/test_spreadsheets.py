@@ -61,12 +61,21 @@ def test_create_spreadsheet_reads_back_computed_formulas(world, mode):
             {
                 "directory": "/Outputs",
                 "file_name": "x.xlsx",
-                "sheets": [{"name": "Summary", "headers": ["A", "B"], "rows": [[1, "=A2*2"], [3, "=A3*2"], ["=SUM(A2:A3)", "=B2>1"]]}],
+                "sheets": [
+                    {
+                        "name": "Summary",
+                        "headers": ["A", "B"],
+                        "rows": [[1, "=A2*2"], [3, "=A3*2"], ["=SUM(A2:A3)", "=B2>1"]],
+                    }
+                ],
             },
         )
         assert created["file_path"] == "/Outputs/x.xlsx"
         assert created["recalculation"]["status"] == "computed"
-        read = mcp.ok("read_tab", {"file_path": "/Outputs/x.xlsx", "tab_index": 0, "cell_range": "A1:B4", "include_formulas": True})
+        read = mcp.ok(
+            "read_tab",
+            {"file_path": "/Outputs/x.xlsx", "tab_index": 0, "cell_range": "A1:B4", "include_formulas": True},
+        )
     assert read["rows"] == [["A", "B"], [1, 2], [3, 6], [4, True]]
     assert read["formulas"]["A4"] == "=SUM(A2:A3)"
     # The values are in the file itself, for every other reader (graders, pandas, Excel).
@@ -78,8 +87,13 @@ def test_create_spreadsheet_reads_back_computed_formulas(world, mode):
 def test_create_spreadsheet_refuses_existing_file_and_bad_sheet_names(world):
     _book(world, "/a.xlsx", {"S": [[1]]})
     with mode_session("spreadsheets", world, "individual") as mcp:
-        assert mcp.error("create_spreadsheet", {"directory": "/", "file_name": "a.xlsx"})["code"] == "already_exists"
-        error = mcp.error("create_spreadsheet", {"directory": "/", "file_name": "b.xlsx", "sheets": [{"name": "a/b"}]})
+        assert (
+            mcp.error("create_spreadsheet", {"directory": "/", "file_name": "a.xlsx"})["code"]
+            == "already_exists"
+        )
+        error = mcp.error(
+            "create_spreadsheet", {"directory": "/", "file_name": "b.xlsx", "sheets": [{"name": "a/b"}]}
+        )
         assert error["code"] == "invalid_argument" and "sheet name" in error["message"]
         assert not (world.fs_root / "b.xlsx").exists()
         made = mcp.ok("create_spreadsheet", {"directory": "/new/dir", "file_name": "plain"})
@@ -95,10 +109,15 @@ def test_read_tab_caps_rows_with_continuation_and_compact(world, mode):
         assert "A1001:C2000" in first["continuation"]
         nxt = mcp.ok("read_tab", {"file_path": "/big.xlsx", "tab_index": 0, "cell_range": "A1001:C2000"})
         assert nxt["rows"][0] == ["r1001", 1001, 2002]
-        compact = mcp.ok("read_tab", {"file_path": "/big.xlsx", "tab_index": 0, "cell_range": "A1:E2", "compact": True})
+        compact = mcp.ok(
+            "read_tab", {"file_path": "/big.xlsx", "tab_index": 0, "cell_range": "A1:E2", "compact": True}
+        )
         assert compact["cells"] == {"A1": "r1", "B1": 1, "C1": 2, "A2": "r2", "B2": 2, "C2": 4}
         assert mcp.error("read_tab", {"file_path": "/big.xlsx", "tab_index": 3})["code"] == "not_found"
-        assert mcp.error("read_tab", {"file_path": "/big.xlsx", "cell_range": "A1:ZZZZ9"})["code"] == "invalid_argument"
+        assert (
+            mcp.error("read_tab", {"file_path": "/big.xlsx", "cell_range": "A1:ZZZZ9"})["code"]
+            == "invalid_argument"
+        )
 
 
 @pytest.mark.slow
@@ -142,10 +161,14 @@ def test_google_sheets_dummyfunction_reads_as_fallback(world):
     workbook["S"]["C2"] = "=A2*2"
     workbook.save(path)  # no cached values at all: fallbacks come from the formula text
     with mode_session("spreadsheets", world, "individual") as mcp:
-        assert mcp.ok("read_tab", {"file_path": "/g.xlsx", "cell_range": "A2:C2"})["rows"] == [[142.5, "EMEA", 285]]
+        assert mcp.ok("read_tab", {"file_path": "/g.xlsx", "cell_range": "A2:C2"})["rows"] == [
+            [142.5, "EMEA", 285]
+        ]
         # After a write, LibreOffice computes the fallbacks too (and never stores #NAME?).
         mcp.ok("add_content_text", {"file_path": "/g.xlsx", "tab_index": 0, "cell": "D2", "value": "=C2+1"})
-        assert mcp.ok("read_tab", {"file_path": "/g.xlsx", "cell_range": "A2:D2"})["rows"] == [[142.5, "EMEA", 285, 286]]
+        assert mcp.ok("read_tab", {"file_path": "/g.xlsx", "cell_range": "A2:D2"})["rows"] == [
+            [142.5, "EMEA", 285, 286]
+        ]
     assert _cached(path, "S", "A2") == 142.5
 
 
@@ -155,7 +178,9 @@ def test_stale_cached_values_are_recomputed_on_write(world):
     path.write_bytes(stale)
     assert _cached(path, "S", "C1") == 999
     with mode_session("spreadsheets", world, "individual") as mcp:
-        mcp.ok("add_content_text", {"file_path": "/stale.xlsx", "tab_index": 0, "cell": "D1", "value": "note"})
+        mcp.ok(
+            "add_content_text", {"file_path": "/stale.xlsx", "tab_index": 0, "cell": "D1", "value": "note"}
+        )
         assert mcp.ok("read_tab", {"file_path": "/stale.xlsx", "cell_range": "C1"})["rows"] == [[3]]
     assert _cached(path, "S", "C1") == 3
 
@@ -174,7 +199,9 @@ def test_read_computes_missing_values_without_touching_the_file(world):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_set_cell_recomputes_dependents_across_sheets(world, mode):
-    path = _book(world, "/m.xlsx", {"Model": [[1], [2], [3], [4], ["=SUM(A1:A4)"]], "Report": [["=Model!A5*10"]]})
+    path = _book(
+        world, "/m.xlsx", {"Model": [[1], [2], [3], [4], ["=SUM(A1:A4)"]], "Report": [["=Model!A5*10"]]}
+    )
     with mode_session("spreadsheets", world, mode) as mcp:
         result = mcp.ok(
             "edit_spreadsheet",
@@ -188,7 +215,9 @@ def test_set_cell_recomputes_dependents_across_sheets(world, mode):
         )
         assert result["recalculation"]["status"] == "computed"
         assert mcp.ok("read_tab", {"file_path": "/m.xlsx", "tab_index": 1})["rows"] == [[1090]]
-        assert mcp.ok("read_tab", {"file_path": "/m.xlsx", "cell_range": "A6:B6"})["rows"] == [["total+1", 110]]
+        assert mcp.ok("read_tab", {"file_path": "/m.xlsx", "cell_range": "A6:B6"})["rows"] == [
+            ["total+1", 110]
+        ]
     assert _cached(path, "Report", "A1") == 1090
 
 
@@ -199,7 +228,10 @@ def test_formatting_only_edit_skips_libreoffice_and_keeps_values(world, warm_lib
         calls = warm_libreoffice.stats.calls
         result = mcp.ok(
             "edit_spreadsheet",
-            {"file_path": "/f.xlsx", "operations": [{"type": "set_column_width", "sheet": "S", "column": "B", "width": 20}]},
+            {
+                "file_path": "/f.xlsx",
+                "operations": [{"type": "set_column_width", "sheet": "S", "column": "B", "width": 20}],
+            },
         )
         assert result["recalculation"]["status"] == "carried_over"
         assert warm_libreoffice.stats.calls == calls
@@ -223,7 +255,10 @@ def test_edit_is_atomic(world, mode):
             },
         )
         assert error["code"] == "not_found" and "operations[2] (merge_cells)" in error["message"]
-        bad_shape = mcp.error("edit_spreadsheet", {"file_path": "/atomic.xlsx", "operations": [{"type": "explode", "sheet": "S"}]})
+        bad_shape = mcp.error(
+            "edit_spreadsheet",
+            {"file_path": "/atomic.xlsx", "operations": [{"type": "explode", "sheet": "S"}]},
+        )
         assert bad_shape["code"] == "invalid_argument" and "set_cell" in bad_shape["message"]
     assert path.read_bytes() == before
 
@@ -231,12 +266,27 @@ def test_edit_is_atomic(world, mode):
 def test_all_sixteen_operations(world):
     from PIL import Image
 
-    path = _book(world, "/ops.xlsx", {"Data": [["Region", "Sales"], ["EMEA", 10], ["APAC", 20]], "Calc": [["=Data!B2+Data!B3", "='Data'!B2"]]})
+    path = _book(
+        world,
+        "/ops.xlsx",
+        {
+            "Data": [["Region", "Sales"], ["EMEA", 10], ["APAC", 20]],
+            "Calc": [["=Data!B2+Data!B3", "='Data'!B2"]],
+        },
+    )
     Image.new("RGB", (40, 20), "red").save(world.fs_root / "logo.png")
     operations = [
         {"type": "set_cell", "sheet": "Data", "cell": "B4", "value": "=SUM(B2:B3)"},
         {"type": "append_rows", "sheet": "Data", "rows": [["LATAM", 5]]},
-        {"type": "format_cells", "sheet": "Data", "range": "A1:B1", "bold": True, "fill_color": "#FFFF00", "border": "thin", "horizontal_alignment": "center"},
+        {
+            "type": "format_cells",
+            "sheet": "Data",
+            "range": "A1:B1",
+            "bold": True,
+            "fill_color": "#FFFF00",
+            "border": "thin",
+            "horizontal_alignment": "center",
+        },
         {"type": "merge_cells", "sheet": "Data", "range": "D1:E1"},
         {"type": "merge_cells", "sheet": "Data", "range": "D3:E3"},
         {"type": "unmerge_cells", "sheet": "Data", "range": "D3:E3"},
@@ -246,8 +296,22 @@ def test_all_sixteen_operations(world):
         {"type": "add_named_range", "sheet": "Data", "name": "SalesRange", "range": "B2:B3"},
         {"type": "add_named_range", "sheet": "Data", "name": "Temp", "range": "A1"},
         {"type": "delete_named_range", "name": "Temp"},
-        {"type": "add_data_validation", "sheet": "Data", "range": "A2:A20", "validation_type": "list", "values": ["EMEA", "APAC", "LATAM"]},
-        {"type": "add_conditional_formatting", "sheet": "Data", "range": "B2:B20", "rule_type": "cell_is", "operator": "greaterThan", "values": [15], "fill_color": "FFC7CE"},
+        {
+            "type": "add_data_validation",
+            "sheet": "Data",
+            "range": "A2:A20",
+            "validation_type": "list",
+            "values": ["EMEA", "APAC", "LATAM"],
+        },
+        {
+            "type": "add_conditional_formatting",
+            "sheet": "Data",
+            "range": "B2:B20",
+            "rule_type": "cell_is",
+            "operator": "greaterThan",
+            "values": [15],
+            "fill_color": "FFC7CE",
+        },
         {"type": "set_auto_filter", "sheet": "Data", "range": "A1:B5"},
         {"type": "set_number_format", "sheet": "Data", "range": "B2:B5", "format": "#,##0.00"},
         {"type": "add_image", "sheet": "Data", "image_path": "/logo.png", "cell": "G2"},
@@ -263,7 +327,9 @@ def test_all_sixteen_operations(world):
     assert calc["formulas"]["A1"] == "='Sales Data'!B2+'Sales Data'!B3"
     workbook = load_workbook(path)
     ws = workbook["Sales Data"]
-    assert ws["A1"].font.b and ws["A1"].fill.fgColor.rgb == "FFFFFF00" and ws["A1"].border.left.style == "thin"
+    assert (
+        ws["A1"].font.b and ws["A1"].fill.fgColor.rgb == "FFFFFF00" and ws["A1"].border.left.style == "thin"
+    )
     assert [str(r) for r in ws.merged_cells.ranges] == ["D1:E1"]
     assert ws.column_dimensions["A"].width == 25 and ws.row_dimensions[1].height == 30
     assert ws.freeze_panes == "A2"
@@ -286,7 +352,10 @@ def test_add_image_refuses_paths_outside_the_world(world, tmp_path):
         for bad in ("../outside.png", str(tmp_path / "outside.png"), "/link.png"):
             error = mcp.error(
                 "edit_spreadsheet",
-                {"file_path": "/img.xlsx", "operations": [{"type": "add_image", "sheet": "S", "image_path": bad}]},
+                {
+                    "file_path": "/img.xlsx",
+                    "operations": [{"type": "add_image", "sheet": "S", "image_path": bad}],
+                },
             )
             assert error["code"] in ("path_outside_root", "not_found"), error
 
@@ -295,15 +364,34 @@ def test_add_image_refuses_paths_outside_the_world(world, tmp_path):
 def test_tabs_cells_and_charts(world, mode):
     path = _book(world, "/t.xlsx", {"Sales": [["Month", "A", "B"], ["Jan", 1, 2], ["Feb", 3, 4]]})
     with mode_session("spreadsheets", world, mode) as mcp:
-        added = mcp.ok("add_tab", {"file_path": "/t.xlsx", "tab_name": "Notes", "sheet_data": {"headers": ["k"], "rows": [["=Sales!B3*2"]]}})
+        added = mcp.ok(
+            "add_tab",
+            {
+                "file_path": "/t.xlsx",
+                "tab_name": "Notes",
+                "sheet_data": {"headers": ["k"], "rows": [["=Sales!B3*2"]]},
+            },
+        )
         assert added["tab_index"] == 1
         assert mcp.error("add_tab", {"file_path": "/t.xlsx", "tab_name": "notes"})["code"] == "already_exists"
         assert mcp.ok("read_tab", {"file_path": "/t.xlsx", "tab_index": 1})["rows"] == [["k"], [6]]
         mcp.ok("add_content_text", {"file_path": "/t.xlsx", "tab_index": 0, "cell": "B3", "value": 10})
-        assert mcp.ok("read_tab", {"file_path": "/t.xlsx", "tab_index": 1, "cell_range": "A2"})["rows"] == [[20]]
+        assert mcp.ok("read_tab", {"file_path": "/t.xlsx", "tab_index": 1, "cell_range": "A2"})["rows"] == [
+            [20]
+        ]
         cleared = mcp.ok("delete_content_cell", {"file_path": "/t.xlsx", "tab_index": 0, "cell": "C2"})
         assert cleared["previous_value"] == 2
-        chart = mcp.ok("create_chart", {"file_path": "/t.xlsx", "sheet": "Sales", "data_range": "A1:C3", "chart_type": "line", "title": "Trend", "position": "E2"})
+        chart = mcp.ok(
+            "create_chart",
+            {
+                "file_path": "/t.xlsx",
+                "sheet": "Sales",
+                "data_range": "A1:C3",
+                "chart_type": "line",
+                "title": "Trend",
+                "position": "E2",
+            },
+        )
         assert chart["series"] == 2 and chart["points"] == 2
         tabs = mcp.ok("list_tabs_in_spreadsheet", {"file_path": "/t.xlsx"})["tabs"]
         assert [t["name"] for t in tabs] == ["Sales", "Notes"]
@@ -316,20 +404,45 @@ def test_tabs_cells_and_charts(world, mode):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_filter_tab_never_modifies_the_file(world, mode):
-    path = _book(world, "/f.xlsx", {"S": [["Region", "Sales"], ["EMEA", 10], ["APAC", 25], ["EMEA", 40], ["LATAM", None]]})
+    path = _book(
+        world,
+        "/f.xlsx",
+        {"S": [["Region", "Sales"], ["EMEA", 10], ["APAC", 25], ["EMEA", 40], ["LATAM", None]]},
+    )
     before = (path.read_bytes(), path.stat().st_mtime_ns)
     with mode_session("spreadsheets", world, mode) as mcp:
         found = mcp.ok(
             "filter_tab",
-            {"file_path": "/f.xlsx", "tab_index": 0, "filters": [{"column": "Region", "operator": "equals", "value": "emea"}, {"column": "B", "operator": "greater_than", "value": 15}]},
+            {
+                "file_path": "/f.xlsx",
+                "tab_index": 0,
+                "filters": [
+                    {"column": "Region", "operator": "equals", "value": "emea"},
+                    {"column": "B", "operator": "greater_than", "value": 15},
+                ],
+            },
         )
-        assert found["matched"] == 1 and found["rows"] == [{"row": 4, "values": {"Region": "EMEA", "Sales": 40}}]
+        assert found["matched"] == 1 and found["rows"] == [
+            {"row": 4, "values": {"Region": "EMEA", "Sales": 40}}
+        ]
         either = mcp.ok(
             "filter_tab",
-            {"file_path": "/f.xlsx", "filters": [{"column": "Sales", "operator": "is_empty"}, {"column": 1, "operator": "starts_with", "value": "AP"}], "match_all": False},
+            {
+                "file_path": "/f.xlsx",
+                "filters": [
+                    {"column": "Sales", "operator": "is_empty"},
+                    {"column": 1, "operator": "starts_with", "value": "AP"},
+                ],
+                "match_all": False,
+            },
         )
         assert [r["row"] for r in either["rows"]] == [3, 5]
-        assert mcp.error("filter_tab", {"file_path": "/f.xlsx", "filters": [{"column": "Nope", "value": 1}]})["code"] == "invalid_argument"
+        assert (
+            mcp.error("filter_tab", {"file_path": "/f.xlsx", "filters": [{"column": "Nope", "value": 1}]})[
+                "code"
+            ]
+            == "invalid_argument"
+        )
     assert (path.read_bytes(), path.stat().st_mtime_ns) == before
     assert sorted(os.listdir(world.fs_root)) == ["f.xlsx"]
 
@@ -362,7 +475,13 @@ def test_corrupt_encrypted_and_wrong_files_fail_clearly(world, mode):
         assert corrupt["code"] == "bad_data" and "/corrupt.xlsx" in corrupt["message"]
         assert str(world.fs_root) not in corrupt["message"]
         assert mcp.error("read_tab", {"file_path": "/parts.xlsx"})["code"] == "bad_data"
-        locked = mcp.error("edit_spreadsheet", {"file_path": "/locked.xlsx", "operations": [{"type": "set_cell", "sheet": 0, "cell": "A1", "value": 1}]})
+        locked = mcp.error(
+            "edit_spreadsheet",
+            {
+                "file_path": "/locked.xlsx",
+                "operations": [{"type": "set_cell", "sheet": 0, "cell": "A1", "value": 1}],
+            },
+        )
         assert locked["code"] == "unsupported" and "password-protected" in locked["message"]
         assert mcp.error("list_tabs_in_spreadsheet", {"file_path": "/notes.txt"})["code"] == "unsupported"
         assert mcp.error("read_tab", {"file_path": "/missing.xlsx"})["code"] == "not_found"
@@ -389,12 +508,19 @@ def test_recalculation_failure_saves_the_edit_and_marks_values(world, tmp_path):
     _book(world, "/h.xlsx", {"S": [[1, "=A1*2"]]})
     options = {"soffice": str(hang), "recalc": "cold", "recalc_timeout_s": 1}
     with mode_session("spreadsheets", world, "individual", options=options) as mcp:
-        result = mcp.ok("add_content_text", {"file_path": "/h.xlsx", "tab_index": 0, "cell": "A1", "value": 5})
-        assert result["recalculation"]["status"] == "failed" and "timed out after 1 s" in result["recalculation"]["reason"]
+        result = mcp.ok(
+            "add_content_text", {"file_path": "/h.xlsx", "tab_index": 0, "cell": "A1", "value": 5}
+        )
+        assert (
+            result["recalculation"]["status"] == "failed"
+            and "timed out after 1 s" in result["recalculation"]["reason"]
+        )
         row = mcp.ok("read_tab", {"file_path": "/h.xlsx"})["rows"][0]
         assert row[0] == 5 and row[1].startswith("#NOT_COMPUTED: LibreOffice timed out")
         assert mcp.ok("list_tabs_in_spreadsheet", {"file_path": "/h.xlsx"})["tabs"][0]["name"] == "S"
-    with mode_session("spreadsheets", world, "individual", options={"soffice": "/nonexistent/soffice"}) as mcp:
+    with mode_session(
+        "spreadsheets", world, "individual", options={"soffice": "/nonexistent/soffice"}
+    ) as mcp:
         row = mcp.ok("read_tab", {"file_path": "/h.xlsx"})["rows"][0]
         assert row[1] == "#NOT_COMPUTED: LibreOffice (/nonexistent/soffice) is not installed"
     with mode_session("spreadsheets", world, "individual") as mcp:  # the real engine fills the value in
@@ -408,7 +534,9 @@ def test_killed_libreoffice_is_restarted(world, warm_libreoffice):
         starts = warm_libreoffice.stats.starts
         os.killpg(warm_libreoffice._office.pid, 9)
         warm_libreoffice._office.wait()
-        result = mcp.ok("add_content_text", {"file_path": "/k.xlsx", "tab_index": 0, "cell": "A1", "value": 41})
+        result = mcp.ok(
+            "add_content_text", {"file_path": "/k.xlsx", "tab_index": 0, "cell": "A1", "value": 41}
+        )
         assert result["recalculation"]["status"] == "computed"
         assert warm_libreoffice.stats.starts == starts + 1
         assert mcp.ok("read_tab", {"file_path": "/k.xlsx"})["rows"] == [[41, 42]]

@@ -23,7 +23,9 @@ class ModeSession:
             return self.session.call(tool, arguments)
         found = self.definition.find(tool)
         assert found is not None, tool
-        return self.session.call(self.definition.consolidated_name, {"action": found.action, **dict(arguments or {})})
+        return self.session.call(
+            self.definition.consolidated_name, {"action": found.action, **dict(arguments or {})}
+        )
 
     def ok(self, tool: str, arguments: Mapping[str, Any] | None = None) -> dict[str, Any]:
         result = self.call(tool, arguments)
@@ -37,6 +39,8 @@ class ModeSession:
 
 
 @contextmanager
-def mode_session(server: str, world: World, mode: str, options: Mapping[str, Any] | None = None) -> Iterator[ModeSession]:
+def mode_session(
+    server: str, world: World, mode: str, options: Mapping[str, Any] | None = None
+) -> Iterator[ModeSession]:
     with open_session(server, world, mode=mode, options=options) as session:
         yield ModeSession(session, server, mode)

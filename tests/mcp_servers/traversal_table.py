@@ -19,6 +19,7 @@ FILESYSTEM_CASES = [
     TraversalCase("filesystem", "get_directory_tree", path_arguments=("path",), base={"max_depth": 10}),
 ]
 
+
 def seed_documents(world) -> None:
     """A .docx with a heading, a paragraph and a picture, and a spare image, at the root."""
     import io
@@ -49,7 +50,11 @@ DOCUMENTS_CASES = [
     TraversalCase("documents", "get_document_overview", path_arguments=("file_path",), setup=seed_documents),
     TraversalCase("documents", "read_document_content", path_arguments=("file_path",), setup=seed_documents),
     TraversalCase(
-        "documents", "read_image", path_arguments=("file_path",), base={"annotation": "image.0"}, setup=seed_documents
+        "documents",
+        "read_image",
+        path_arguments=("file_path",),
+        base={"annotation": "image.0"},
+        setup=seed_documents,
     ),
     TraversalCase(
         "documents",
@@ -65,7 +70,9 @@ DOCUMENTS_CASES = [
         base={"identifier": "body", "content": [{"type": "paragraph", "text": "x"}]},
         setup=seed_documents,
     ),
-    TraversalCase("documents", "add_table", path_arguments=("file_path",), base={"rows": [["a"]]}, setup=seed_documents),
+    TraversalCase(
+        "documents", "add_table", path_arguments=("file_path",), base={"rows": [["a"]]}, setup=seed_documents
+    ),
     TraversalCase(
         "documents",
         "edit_content_text",
@@ -81,7 +88,11 @@ DOCUMENTS_CASES = [
         setup=seed_documents,
     ),
     TraversalCase(
-        "documents", "add_image", path_arguments=("file_path",), base={"image_path": "/pic.png"}, setup=seed_documents
+        "documents",
+        "add_image",
+        path_arguments=("file_path",),
+        base={"image_path": "/pic.png"},
+        setup=seed_documents,
     ),
     TraversalCase("documents", "add_image", path_arguments=("image_path",), base=_DOC, setup=seed_documents),
     TraversalCase(
@@ -105,15 +116,22 @@ DOCUMENTS_CASES = [
         base={"identifier": "body.p.1", "bold": True},
         setup=seed_documents,
     ),
-    TraversalCase("documents", "page_margins", path_arguments=("file_path",), base={"top": 1}, setup=seed_documents),
     TraversalCase(
-        "documents", "page_orientation", path_arguments=("file_path",), base={"orientation": "landscape"}, setup=seed_documents
+        "documents", "page_margins", path_arguments=("file_path",), base={"top": 1}, setup=seed_documents
+    ),
+    TraversalCase(
+        "documents",
+        "page_orientation",
+        path_arguments=("file_path",),
+        base={"orientation": "landscape"},
+        setup=seed_documents,
     ),
     # header_footer and comments take an ``action`` argument, renamed in consolidated mode:
     # the rows use their default action (read).
     TraversalCase("documents", "header_footer", path_arguments=("file_path",), setup=seed_documents),
     TraversalCase("documents", "comments", path_arguments=("file_path",), setup=seed_documents),
 ]
+
 
 def seed_calendar(world) -> None:
     from tests.mcp_servers.test_calendar_tools import TEAM_ICS
@@ -123,7 +141,9 @@ def seed_calendar(world) -> None:
 
 CALENDAR_OPTIONS = {"user_email": "me@example.com", "user_name": "Mia Example"}
 CALENDAR_CASES = [
-    TraversalCase("calendar", tool, id_arguments=("event_id",), base=base, options=CALENDAR_OPTIONS, setup=seed_calendar)
+    TraversalCase(
+        "calendar", tool, id_arguments=("event_id",), base=base, options=CALENDAR_OPTIONS, setup=seed_calendar
+    )
     for tool, base in (("read_event", {}), ("update_event", {"summary": "x"}), ("delete_event", {}))
 ]
 
@@ -140,10 +160,22 @@ CHAT_CASES = [
     TraversalCase("chat", tool, id_arguments=ids, base=base, options=CHAT_OPTIONS, setup=seed_chat)
     for tool, ids, base in (
         ("get_channel_history", ("channel_id",), {}),
-        ("get_thread_replies", ("channel_id", "post_id"), {"channel_id": "Space AAAAgen01", "post_id": _CHAT_POST}),
+        (
+            "get_thread_replies",
+            ("channel_id", "post_id"),
+            {"channel_id": "Space AAAAgen01", "post_id": _CHAT_POST},
+        ),
         ("post_message", ("channel_id",), {"message": "hi"}),
-        ("reply_to_thread", ("channel_id", "post_id"), {"channel_id": "Space AAAAgen01", "post_id": _CHAT_POST, "message": "hi"}),
-        ("add_reaction", ("channel_id", "post_id"), {"channel_id": "Space AAAAgen01", "post_id": _CHAT_POST, "emoji_name": "tada"}),
+        (
+            "reply_to_thread",
+            ("channel_id", "post_id"),
+            {"channel_id": "Space AAAAgen01", "post_id": _CHAT_POST, "message": "hi"},
+        ),
+        (
+            "add_reaction",
+            ("channel_id", "post_id"),
+            {"channel_id": "Space AAAAgen01", "post_id": _CHAT_POST, "emoji_name": "tada"},
+        ),
         ("delete_post", ("channel_id", "post_id"), {"channel_id": "Space AAAAgen01", "post_id": _CHAT_POST}),
         ("get_user_profile", ("user_id",), {}),
         ("search_messages", ("channel_id",), {"query": "budget"}),
@@ -189,7 +221,11 @@ PRESENTATIONS_CASES = [
     ),
     TraversalCase("presentations", "delete_deck", path_arguments=("file_path",), setup=seed_presentations),
     TraversalCase(
-        "presentations", "add_slide", path_arguments=("file_path",), base={"title": "x"}, setup=seed_presentations
+        "presentations",
+        "add_slide",
+        path_arguments=("file_path",),
+        base={"title": "x"},
+        setup=seed_presentations,
     ),
     TraversalCase(
         "presentations",
@@ -248,10 +284,16 @@ PRESENTATIONS_CASES = [
         setup=seed_presentations,
     ),
     TraversalCase(
-        "presentations", "add_shape", path_arguments=("file_path",), base={"slide_index": 0}, setup=seed_presentations
+        "presentations",
+        "add_shape",
+        path_arguments=("file_path",),
+        base={"slide_index": 0},
+        setup=seed_presentations,
     ),
     TraversalCase("presentations", "read_slides", path_arguments=("file_path",), setup=seed_presentations),
-    TraversalCase("presentations", "read_completedeck", path_arguments=("file_path",), setup=seed_presentations),
+    TraversalCase(
+        "presentations", "read_completedeck", path_arguments=("file_path",), setup=seed_presentations
+    ),
     TraversalCase(
         "presentations",
         "read_individualslide",
@@ -268,4 +310,94 @@ PRESENTATIONS_CASES = [
     ),
 ]
 
-TRAVERSAL_CASES: list[TraversalCase] = [*FILESYSTEM_CASES, *DOCUMENTS_CASES, *CALENDAR_CASES, *CHAT_CASES, *PRESENTATIONS_CASES]
+
+def seed_spreadsheets(world) -> None:
+    """A workbook with a formula, a CSV file and an image, at the root."""
+    import io
+
+    import openpyxl
+    from PIL import Image
+
+    workbook = openpyxl.Workbook()
+    workbook.active.title = "Data"
+    for row in [["k", "v"], ["a", 1], ["b", "=B2*2"]]:
+        workbook.active.append(row)
+    workbook.save(str(world.fs_root / "book.xlsx"))
+    world.file("/table.csv", "k,v\na,1\n")
+    buffer = io.BytesIO()
+    Image.new("RGB", (8, 8), "green").save(buffer, format="PNG")
+    world.file("/pic.png", buffer.getvalue())
+
+
+_BOOK = {"file_path": "/book.xlsx"}
+SPREADSHEETS_CASES = [
+    TraversalCase(
+        "spreadsheets",
+        "create_spreadsheet",
+        path_arguments=("directory", "file_name"),
+        base={"directory": "/", "file_name": "new.xlsx", "sheets": [{"name": "S", "rows": [[1, "=A1*2"]]}]},
+        setup=seed_spreadsheets,
+    ),
+    *(
+        TraversalCase("spreadsheets", tool, path_arguments=("file_path",), base=base, setup=seed_spreadsheets)
+        for tool, base in (
+            ("delete_spreadsheet", {}),
+            ("read_tab", {"tab_index": 0}),
+            ("read_csv", {}),
+            ("list_tabs_in_spreadsheet", {}),
+            ("add_tab", {"tab_name": "New"}),
+            ("delete_tab", {"tab_index": 0}),
+            ("edit_spreadsheet", {"operations": [{"type": "set_cell", "sheet": "Data", "cell": "C1", "value": 3}]}),
+            ("add_content_text", {"tab_index": 0, "cell": "C1", "value": "x"}),
+            ("delete_content_cell", {"tab_index": 0, "cell": "A1"}),
+            ("create_chart", {"sheet": "Data", "data_range": "A1:B3"}),
+            ("filter_tab", {"tab_index": 0, "filters": [{"column": "k", "value": "a"}]}),
+        )
+    ),
+]
+
+
+def seed_pdfs(world) -> None:
+    """A one-page PDF with text and an image, at the root."""
+    import io
+
+    import pymupdf
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (8, 8), "red").save(buffer, format="PNG")
+    document = pymupdf.open()
+    page = document.new_page()
+    page.insert_text((72, 72), "hello pdf")
+    page.insert_image(pymupdf.Rect(72, 100, 120, 148), stream=buffer.getvalue())
+    document.save(str(world.fs_root / "doc.pdf"))
+
+
+PDFS_CASES = [
+    TraversalCase(
+        "pdfs",
+        "create_pdf",
+        path_arguments=("directory", "file_name"),
+        base={"directory": "/", "file_name": "new.pdf", "content": [{"type": "paragraph", "text": "x"}]},
+        setup=seed_pdfs,
+    ),
+    *(
+        TraversalCase("pdfs", tool, path_arguments=("file_path",), base=base, setup=seed_pdfs)
+        for tool, base in (
+            ("read_pdf_pages", {}),
+            ("read_image", {"annotation": "page1_image1"}),
+            ("read_page_as_image", {"page_number": 1}),
+            ("search_pdf", {"query": "hello"}),
+        )
+    ),
+]
+
+TRAVERSAL_CASES: list[TraversalCase] = [
+    *FILESYSTEM_CASES,
+    *DOCUMENTS_CASES,
+    *CALENDAR_CASES,
+    *CHAT_CASES,
+    *PRESENTATIONS_CASES,
+    *SPREADSHEETS_CASES,
+    *PDFS_CASES,
+]
