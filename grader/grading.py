@@ -119,25 +119,32 @@ async def _decide(context: _Context, criterion: Criterion) -> CriterionVerdict:
                 **common,
             )
 
-    fixed = (
-        min(len(context.task.prompt), config.context_budget_chars // 8)
-        + min(len(context.change_log), config.context_budget_chars // 8)
-        + (min(len(answer), config.context_budget_chars // 4) if answer else 0)
-        + len(criterion.criteria)
-        + 3000
-    )
-    artifact_budget = max(config.context_budget_chars - fixed, config.context_budget_chars // 4)
-    fitted = await fit(criterion.criteria, routed.artifacts, artifact_budget, config)
-    context.cost_usd += fitted.cost_usd
-    blocks = build_blocks(
-        context.task.prompt, answer, context.change_log, fitted, criterion, config.context_budget_chars
-    )
-    result = await judge(config, blocks)
-    context.cost_usd += result.cost_usd
+    # The budget is in characters; a model with a smaller window than configured answers
+    # "context length exceeded", and the evidence is fitted again into half the budget.
+    budget = config.context_budget_chars
+    for _ in range(3):
+        fixed = (
+            min(len(context.task.prompt), budget // 8)
+            + min(len(context.change_log), budget // 8)
+            + (min(len(answer), budget // 4) if answer else 0)
+            + len(criterion.criteria)
+            + 3000
+        )
+        artifact_budget = max(budget - fixed, budget // 4)
+        fitted = await fit(criterion.criteria, routed.artifacts, artifact_budget, config)
+        context.cost_usd += fitted.cost_usd
+        blocks = build_blocks(context.task.prompt, answer, context.change_log, fitted, criterion, budget)
+        result = await judge(config, blocks)
+        context.cost_usd += result.cost_usd
+        if not result.context_exceeded or budget <= 4000:
+            break
+        budget //= 2
     shown = [artifact.id for artifact, _ in fitted.shown]
     if answer is not None:
         shown.insert(0, "final_answer")
     note = None if fitted.note == "all" else fitted.note
+    if budget != config.context_budget_chars:
+        note = f"{note or 'all'}; budget cut to {budget} characters after a context-window error"
     if result.verdict is None:
         reason = result.error or "the judge returned no verdict"
         return _verdict(

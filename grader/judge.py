@@ -103,6 +103,7 @@ class JudgeResult:
     cost_usd: float = 0.0
     error: str | None = None
     calls: int = 0
+    context_exceeded: bool = False
 
 
 class MalformedOutput(ValueError):
@@ -178,7 +179,13 @@ def parse_verdict(text: str | None) -> tuple[Verdict, str]:
 
 
 class JudgeCallError(RuntimeError):
-    """The judge could not be reached or refused the request (after transient retries)."""
+    """The judge could not be reached or refused the request (after transient retries).
+
+    ``context_exceeded`` marks a prompt longer than the model's context window."""
+
+    def __init__(self, message: str, *, context_exceeded: bool = False) -> None:
+        super().__init__(message)
+        self.context_exceeded = context_exceeded
 
 
 def _transient_errors() -> tuple[type[BaseException], ...]:
@@ -241,7 +248,10 @@ async def complete(config: JudgeConfig, messages: list[dict[str, str]]) -> tuple
             with attempt:
                 response = await litellm.acompletion(**arguments)
     except Exception as exc:  # noqa: BLE001 - every provider failure becomes one error type
-        raise JudgeCallError(f"{type(exc).__name__}: {str(exc)[:300]}") from exc
+        exceeded = isinstance(exc, litellm.ContextWindowExceededError) or "context_length_exceeded" in str(
+            exc
+        )
+        raise JudgeCallError(f"{type(exc).__name__}: {str(exc)[:300]}", context_exceeded=exceeded) from exc
     content = response.choices[0].message.content or ""
     return content, _cost(response)
 
@@ -254,6 +264,7 @@ async def _one_sample(config: JudgeConfig, messages: list[dict[str, str]]) -> Ju
             text, cost = await complete(config, conversation)
         except JudgeCallError as exc:
             result.error = f"judge call failed: {exc}"
+            result.context_exceeded = exc.context_exceeded
             return result
         result.calls += 1
         result.cost_usd += cost
@@ -286,6 +297,7 @@ async def judge(config: JudgeConfig, blocks: list[Block]) -> JudgeResult:
     total.samples = [r.verdict for r in votes]  # type: ignore[misc]
     if not votes:
         total.error = runs[0].error or "the judge returned no verdict"
+        total.context_exceeded = any(r.context_exceeded for r in runs)
         return total
     met = sum(r.verdict is Verdict.met for r in votes)
     total.verdict = Verdict.met if met > len(votes) - met else Verdict.not_met

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from atoll.grade import Verdict
-from atoll.testing.scripted_llm import ScriptedLLM
+from atoll.testing.scripted_llm import CONTEXT_LENGTH_EXCEEDED, ScriptedLLM
 from grader import JudgeConfig, VerdictCache, grade_trial
 from tests.grader import factories as f
 
@@ -370,3 +370,38 @@ async def test_failed_selector_falls_back_to_everything_truncated_never_to_nothi
     assert len(ids) == 11 and "file:/Reports/summary.pdf" in ids
     assert "selection failed" in grade.criteria[0].evidence_note
     assert "truncated" in prompt_of(requests[1])
+
+
+async def test_context_window_error_refits_the_evidence_into_a_smaller_budget(big_world):
+    criterion = {"verifier_id": "v1", "criteria": "The summary.pdf states the profit"}
+    script = [{"status": 400, "body": CONTEXT_LENGTH_EXCEEDED}, MET]
+    grade, requests = await grade_one(big_world, criterion, script, context_budget_chars=40_000)
+    assert len(requests) == 2 and len(prompt_of(requests[1])) < len(prompt_of(requests[0]))
+    verdict = grade.criteria[0]
+    assert verdict.verdict is Verdict.met and "budget cut to 20000" in verdict.evidence_note
+
+
+async def test_unreadable_target_file_is_ungradeable_but_shown_as_such_under_all(tmp_path):
+    before = f.write_snapshot(tmp_path / "b.tar.gz", {})
+    after = f.write_snapshot(
+        tmp_path / "a.tar.gz", {"filesystem/out.xlsx": b"not a workbook", "filesystem/n.txt": "x"}
+    )
+    task = f.task(
+        [
+            {
+                "verifier_id": "typed",
+                "criteria": "sheet ok",
+                "grading_target": {"kind": "file_type", "file_type": "xlsx"},
+            },
+            {"verifier_id": "all", "criteria": "everything ok"},
+        ]
+    )
+    with ScriptedLLM([NOT_MET]) as llm:
+        grade = await grade_trial(task, before, after, f.trajectory("done"), config(llm))
+        assert len(llm.requests) == 1 and "[could not extract xlsx content" in prompt_of(llm.requests[0])
+    by_id = {v.verifier_id: v for v in grade.criteria}
+    assert (
+        by_id["typed"].verdict is Verdict.ungradeable
+        and "could not extract /out.xlsx" in by_id["typed"].ungradeable_reason
+    )
+    assert by_id["all"].verdict is Verdict.not_met
