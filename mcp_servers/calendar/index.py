@@ -30,7 +30,7 @@ from mcp_servers.calendar.times import When, instant
 
 logger = logging.getLogger("mcp_servers.calendar")
 
-_TZID_LINE = re.compile(r"^TZID[^:\r\n]*:([^\r\n]+)", re.MULTILINE | re.IGNORECASE)
+TZID_LINE = re.compile(r"^TZID[^:\r\n]*:([^\r\n]+)", re.MULTILINE | re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ def read_text(path: Path) -> str:
 
 def _register_custom_zone(block: str) -> None:
     """Make a non-IANA VTIMEZONE (e.g. Outlook's 'Eastern Standard Time') resolvable."""
-    match = _TZID_LINE.search(block)
+    match = TZID_LINE.search(block)
     if not match:
         return
     try:
@@ -116,7 +116,7 @@ def load_file(path: Path, *, root: Path, default_tz: tzinfo) -> ParsedFile:
     for block in layout.blocks:
         if block.name == "VTIMEZONE":
             text = block.text(source)
-            match = _TZID_LINE.search(text)
+            match = TZID_LINE.search(text)
             if match:
                 tzids.add(match.group(1).strip())
                 _register_custom_zone(text)

@@ -22,7 +22,15 @@ from mcp_servers._core.paths import validate_id
 from mcp_servers._core.store import FileStamp, atomic_write_bytes, file_lock
 from mcp_servers.calendar import events as ev
 from mcp_servers.calendar.blocks import IcsSyntaxError, split_blocks, with_newline
-from mcp_servers.calendar.index import CalendarIndex, ParsedFile, Record, Snapshot, parse_record, read_text
+from mcp_servers.calendar.index import (
+    TZID_LINE,
+    CalendarIndex,
+    ParsedFile,
+    Record,
+    Snapshot,
+    parse_record,
+    read_text,
+)
 from mcp_servers.calendar.models import Attendee, EventTime, Reminders
 from mcp_servers.calendar.recurrence import occurrences
 from mcp_servers.calendar.times import (
@@ -321,8 +329,13 @@ class CalendarService:
                     raise ToolError(
                         "bad_data", f"calendar file {path.name} is unreadable ({exc}); not changing it"
                     ) from None
-                known = self._cached(path, before)
-                have = known.tzids if known is not None else frozenset()
+                have = {
+                    match.group(1).strip()
+                    for block in layout.blocks
+                    if block.name == "VTIMEZONE"
+                    for match in [TZID_LINE.search(block.text(source))]
+                    if match
+                }
                 probe = Calendar()
                 probe.add_component(event)
                 probe.add_missing_timezones()

@@ -275,3 +275,23 @@ def test_create_never_follows_a_user_file_linked_out(tmp_path):
         create(service(world), "x")
     assert error.value.code == "bad_data"
     assert "SUMMARY:x" not in outside.read_text()
+
+
+def test_create_adds_a_vtimezone_only_when_the_file_lacks_it(tmp_path):
+    world = make_world(tmp_path)
+    path = world.app_file("calendar/me@example.com.ics", TEAM_ICS.encode())  # has America/New_York
+    calendar = service(world)  # cold cache: the zones are read from the file itself
+    for zone_name in ("America/New_York", "Europe/Paris", "Europe/Paris"):
+        calendar.create_event(
+            summary=zone_name,
+            start=EventTime(dateTime="2025-05-01T09:00:00", timeZone=zone_name),
+            end=EventTime(dateTime="2025-05-01T10:00:00", timeZone=zone_name),
+            description=None,
+            location=None,
+            attendees=None,
+            color_id=None,
+            reminders=None,
+            recurrence=None,
+        )
+    zones = [str(z["TZID"]) for z in Calendar.from_ical(path.read_bytes()).walk("VTIMEZONE")]
+    assert sorted(zones) == ["America/New_York", "Europe/Paris"]
