@@ -9,21 +9,31 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 
 class AgentConfig(BaseModel):
     """Everything that shapes an agent run besides the task, the model and the endpoints."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     # --- limits -------------------------------------------------------------------------
     max_steps: int = Field(250, ge=1, description="Model turns before the run ends with max_steps")
     timeout_s: float = Field(3600.0, gt=0, description="Wall-clock limit of the whole run")
     tool_call_timeout_s: float = Field(120.0, gt=0, description="Limit of one tool call")
     llm_timeout_s: float = Field(600.0, gt=0, description="Limit of one model request")
-    token_budget: int | None = Field(None, ge=1, description="Prompt+completion tokens; run ends past it")
-    cost_budget_usd: float | None = Field(None, gt=0, description="USD; run ends past it")
+    token_budget: int | None = Field(
+        None,
+        ge=1,
+        validation_alias=AliasChoices("token_budget", "max_tokens"),
+        description="Prompt+completion tokens of the run; it ends with budget_exhausted past it",
+    )
+    cost_budget_usd: float | None = Field(
+        None,
+        gt=0,
+        validation_alias=AliasChoices("cost_budget_usd", "max_cost_usd"),
+        description="USD of the run; it ends with budget_exhausted past it",
+    )
     limit_warning_steps: int = Field(
         10, ge=0, description="Tell the model its remaining steps when this few or fewer are left"
     )
@@ -38,6 +48,7 @@ class AgentConfig(BaseModel):
     )
 
     # --- model --------------------------------------------------------------------------
+    api_base: str | None = Field(None, description="OpenAI-compatible endpoint (run_agent's api_base wins)")
     reasoning_effort: str | None = Field(None, description="Passed to litellm (low|medium|high)")
     temperature: float | None = None
     max_completion_tokens: int | None = Field(None, ge=1)
@@ -67,6 +78,7 @@ class AgentConfig(BaseModel):
     toolbelt_size: int = Field(30, ge=1, description="react_toolbelt: most gateway tools held at once")
     initial_toolbelt: list[str] = Field(default_factory=list, description="Tools in the toolbelt at start")
     system_prompt: str | None = Field(None, description="Replaces the agent's default system prompt")
+    system_prompt_suffix: str | None = Field(None, description="Appended to the system prompt")
 
     # --- summarisation ------------------------------------------------------------------
     summarize_at: float = Field(

@@ -22,6 +22,8 @@ def start_context(run: AgentRun, default_system_prompt: str) -> None:
                 system_parts.append(content.strip())
         else:
             rest.append(dict(message))
+    if run.config.system_prompt_suffix:
+        system_parts.append(run.config.system_prompt_suffix)
     run.add({"role": "system", "content": "\n\n".join(system_parts)})
     for message in rest:
         run.add(message)

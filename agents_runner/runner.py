@@ -68,7 +68,8 @@ def prepare_run(
         reference_solution=reference_solution,
     )
     if spec.uses_model:
-        run.model_client = ModelClient(model, agent_config, api_base=api_base, api_key=api_key)
+        endpoint = api_base or agent_config.api_base
+        run.model_client = ModelClient(model, agent_config, api_base=endpoint, api_key=api_key)
     return spec, run
 
 

@@ -1,7 +1,170 @@
-"""`atoll agent …` commands."""
+"""`atoll agent …`: run one agent on one task (file out), or serve the agents runner over HTTP."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
 import typer
 
-app = typer.Typer(help="agent commands", no_args_is_help=True)
+from atoll.errors import AtollError
+
+app = typer.Typer(help="The agents runner: one trajectory, or the HTTP service.", no_args_is_help=True)
+
+
+@app.command("run")
+def run(
+    output: Path = typer.Option(..., "--output", "-o", help="where to write the trajectory JSON"),
+    gateway_url: str = typer.Option(..., "--gateway-url", help="MCP gateway, e.g. http://127.0.0.1:8080/mcp"),
+    model: str = typer.Option(..., "--model", help="litellm model, e.g. openai/gpt-4o or hosted_vllm/NAME"),
+    benchmark: str | None = typer.Option(None, "--benchmark", help="benchmark directory (with --task-id)"),
+    task_id: str | None = typer.Option(None, "--task-id", help="task of --benchmark to run"),
+    prompt: str | None = typer.Option(None, "--prompt", help="task text (instead of --benchmark/--task-id)"),
+    initial_messages: Path | None = typer.Option(
+        None, "--initial-messages", help="Archipelago initial_messages.json (instead of a prompt)"
+    ),
+    agent: str | None = typer.Option(None, "--agent", help="react_toolbelt (default), loop or replay"),
+    agent_config: Path | None = typer.Option(
+        None, "--agent-config", help="Archipelago agent_config.json, or an atoll AgentConfig JSON file"
+    ),
+    config: str | None = typer.Option(
+        None, "--config", help="AgentConfig as JSON text (overrides --agent-config)"
+    ),
+    api_base: str | None = typer.Option(
+        None, "--api-base", help="OpenAI-compatible endpoint (vLLM, llama.cpp, …)"
+    ),
+    gateway_token: str | None = typer.Option(
+        None, "--gateway-token", envvar="ATOLL_GATEWAY_TOKEN", help="bearer token of the gateway"
+    ),
+    max_steps: int | None = typer.Option(None, "--max-steps", min=1, help="model turns (default 250)"),
+    timeout: float | None = typer.Option(
+        None, "--timeout", min=1, help="wall-clock limit in seconds (default 3600)"
+    ),
+    trial_id: str | None = typer.Option(None, "--trial-id", help="recorded in the trajectory"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress line"),
+) -> None:
+    """Run an agent on one task against an MCP gateway and write its trajectory.
+
+    Exit status: 0 when the trajectory was written and the run did not end with status error,
+    1 when it did, 2 for bad input."""
+    from agents_runner import AgentConfig, prepare_run
+    from agents_runner.archipelago import load_agent_config_file, load_initial_messages
+
+    task_prompt, reference_solution = prompt, None
+    if benchmark or task_id:
+        if not (benchmark and task_id):
+            raise AtollError("bad_input", "--benchmark and --task-id go together")
+        if prompt:
+            raise AtollError("bad_input", "give either --prompt or --benchmark/--task-id, not both")
+        from atoll.loader import load_benchmark
+
+        bench = load_benchmark(benchmark)
+        try:
+            task = bench.task(task_id)
+        except KeyError:
+            raise AtollError("bad_input", f"--task-id {task_id!r}: no such task in {benchmark}") from None
+        task_prompt, reference_solution = task.prompt, task.reference_solution  # never the rubric
+    messages = load_initial_messages(initial_messages) if initial_messages else None
+    if not task_prompt and not messages:
+        raise AtollError(
+            "bad_input", "no task: give --prompt, --benchmark with --task-id, or --initial-messages"
+        )
+
+    file_agent, agent_settings, ignored = (None, AgentConfig(), [])
+    if agent_config:
+        file_agent, agent_settings, ignored = load_agent_config_file(agent_config)
+    if config:
+        agent_settings = _merge_config(agent_settings, config)
+    for name in ignored:
+        typer.secho(f"note: agent config value {name!r} has no atoll equivalent and is ignored", err=True)
+
+    spec, agent_run = prepare_run(
+        model=model,
+        prompt=task_prompt,
+        initial_messages=messages,
+        agent=agent or file_agent or "react_toolbelt",
+        config=agent_settings,
+        api_base=api_base,
+        task_id=task_id,
+        trial_id=trial_id,
+        reference_solution=reference_solution,
+        max_steps=max_steps,
+        timeout_s=timeout,
+    )
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise AtollError(
+            "bad_output", f"--output {output}: cannot create its folder ({exc.strerror})"
+        ) from exc
+    trajectory = asyncio.run(_run_with_progress(spec, agent_run, gateway_url, gateway_token, quiet))
+    output.write_text(trajectory.model_dump_json(indent=2), encoding="utf-8")
+    usage = trajectory.usage
+    typer.echo(
+        f"{trajectory.status.value}: {trajectory.steps} steps, {trajectory.duration_s:.1f} s, "
+        f"{usage.total_tokens} tokens, ${usage.cost_usd:.4f} -> {output}"
+    )
+    if trajectory.error:
+        typer.echo(f"error ({trajectory.error.kind.value}): {trajectory.error.message}", err=True)
+    if trajectory.final_answer:
+        answer = " ".join(trajectory.final_answer.split())
+        typer.echo(f"final answer: {answer[:300]}{'…' if len(answer) > 300 else ''}")
+    if trajectory.status.value == "error":
+        raise typer.Exit(1)
+
+
+def _merge_config(base: Any, text: str) -> Any:
+    try:
+        overrides = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise AtollError("bad_input", f"--config is not JSON: {exc.msg} at position {exc.pos}") from None
+    if not isinstance(overrides, dict):
+        raise AtollError("bad_input", "--config must be a JSON object")
+    from pydantic import ValidationError
+
+    try:
+        return type(base).model_validate({**base.model_dump(exclude_unset=True), **overrides})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"])
+        raise AtollError("bad_input", f"--config: {where}: {error['msg']}") from None
+
+
+async def _run_with_progress(
+    spec: Any, agent_run: Any, gateway_url: str, token: str | None, quiet: bool
+) -> Any:
+    from rich.console import Console
+
+    from agents_runner import execute
+
+    if quiet:
+        return await execute(spec, agent_run, gateway_url=gateway_url, gateway_token=token)
+    console = Console(stderr=True)
+    task = asyncio.create_task(execute(spec, agent_run, gateway_url=gateway_url, gateway_token=token))
+    with console.status("starting") as status:
+        while not task.done():
+            client = agent_run.model_client
+            tokens = client.usage.total_tokens if client else 0
+            status.update(
+                f"{spec.name}: step {agent_run.steps}/{agent_run.config.max_steps}, "
+                f"{agent_run.elapsed_s:.0f} s, {len(agent_run.tool_calls)} tool calls, {tokens} tokens"
+            )
+            await asyncio.wait({task}, timeout=0.5)
+    return task.result()
+
+
+@app.command("serve")
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host", help="bind address (0.0.0.0 in a container)"),
+    port: int = typer.Option(8081, "--port", help="TCP port"),
+) -> None:
+    """Serve the agents runner HTTP API (start a run, poll it, fetch its trajectory, cancel it)."""
+    import uvicorn
+
+    from agents_runner.service import create_app
+
+    if not 0 < port < 65536:
+        raise AtollError("bad_port", f"--port {port} must be between 1 and 65535")
+    uvicorn.run(create_app(), host=host, port=port, log_level="warning")

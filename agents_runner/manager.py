@@ -1,0 +1,135 @@
+"""Runs started over HTTP: start, poll, fetch the trajectory, cancel (no FastAPI here)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agents_runner.config import AgentConfig
+from agents_runner.registry import AgentSpec
+from agents_runner.runner import execute, prepare_run
+from agents_runner.state import AgentRun
+from atoll.benchmark import ReferenceSolution
+from atoll.errors import AtollError
+from atoll.trajectory import Trajectory
+
+
+class RunRequest(BaseModel):
+    """Body of ``POST /runs``: the same inputs as :func:`agents_runner.run_agent`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    gateway_url: str
+    gateway_token: str | None = Field(None, description="Bearer token of the gateway (never recorded)")
+    prompt: str | None = None
+    initial_messages: list[dict[str, Any]] | None = None
+    agent: str = "react_toolbelt"
+    config: AgentConfig | None = None
+    api_base: str | None = None
+    api_key: str | None = Field(None, description="Provider key for this run (never recorded)")
+    task_id: str | None = None
+    trial_id: str | None = None
+    reference_solution: ReferenceSolution | None = None
+    max_steps: int | None = Field(None, ge=1)
+    timeout_s: float | None = Field(None, gt=0)
+
+
+@dataclass
+class _Entry:
+    run_id: str
+    spec: AgentSpec
+    run: AgentRun
+    task: asyncio.Task[Trajectory]
+    cancel: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class RunManager:
+    """Keeps the runs of one service process (in memory; finished ones up to ``keep``)."""
+
+    def __init__(self, keep: int = 1000) -> None:
+        self._runs: dict[str, _Entry] = {}
+        self._keep = keep
+
+    def start(self, request: RunRequest) -> str:
+        """Start a run in the background; returns its id. Raises AtollError for bad input."""
+        spec, run = prepare_run(
+            model=request.model,
+            prompt=request.prompt,
+            initial_messages=request.initial_messages,
+            agent=request.agent,
+            config=request.config,
+            api_base=request.api_base,
+            api_key=request.api_key,
+            task_id=request.task_id,
+            trial_id=request.trial_id,
+            reference_solution=request.reference_solution,
+            max_steps=request.max_steps,
+            timeout_s=request.timeout_s,
+        )
+        run_id = uuid.uuid4().hex
+        cancel = asyncio.Event()
+        task = asyncio.create_task(
+            execute(
+                spec, run, gateway_url=request.gateway_url, gateway_token=request.gateway_token, cancel=cancel
+            )
+        )
+        self._runs[run_id] = _Entry(run_id=run_id, spec=spec, run=run, task=task, cancel=cancel)
+        self._forget_old()
+        return run_id
+
+    def _entry(self, run_id: str) -> _Entry:
+        try:
+            return self._runs[run_id]
+        except KeyError:
+            raise AtollError("unknown_run", f"no run {run_id!r}") from None
+
+    def status(self, run_id: str) -> dict[str, Any]:
+        """State (running|finished), run status when finished, steps, elapsed time, usage."""
+        entry = self._entry(run_id)
+        run = entry.run
+        client = run.model_client
+        body: dict[str, Any] = {
+            "run_id": run_id,
+            "agent": run.agent,
+            "model": run.model,
+            "task_id": run.task_id,
+            "trial_id": run.trial_id,
+            "state": "finished" if entry.task.done() else "running",
+            "status": None,
+            "steps": run.steps,
+            "elapsed_s": round(run.elapsed_s, 3),
+            "usage": (client.usage if client else None),
+        }
+        if entry.task.done():
+            trajectory = entry.task.result()
+            body.update(status=trajectory.status, elapsed_s=trajectory.duration_s, usage=trajectory.usage)
+        return body
+
+    def trajectory(self, run_id: str) -> Trajectory:
+        """The finished run's trajectory; raises AtollError(run_running) while it runs."""
+        entry = self._entry(run_id)
+        if not entry.task.done():
+            raise AtollError("run_running", f"run {run_id} is still running")
+        return entry.task.result()
+
+    def cancel(self, run_id: str) -> None:
+        self._entry(run_id).cancel.set()
+
+    async def wait(self, run_id: str) -> Trajectory:
+        return await self._entry(run_id).task
+
+    async def shutdown(self) -> None:
+        """Cancel every running run and wait for their trajectories."""
+        for entry in self._runs.values():
+            entry.cancel.set()
+        await asyncio.gather(*(entry.task for entry in self._runs.values()), return_exceptions=True)
+
+    def _forget_old(self) -> None:
+        finished = [run_id for run_id, entry in self._runs.items() if entry.task.done()]
+        for run_id in finished[: max(0, len(self._runs) - self._keep)]:
+            del self._runs[run_id]

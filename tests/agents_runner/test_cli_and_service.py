@@ -1,0 +1,158 @@
+"""`atoll agent run` (file in, file out; Archipelago inputs) and the HTTP service."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from agents_runner.archipelago import load_agent_config_file
+from agents_runner.service import create_app
+from atoll.cli import main
+from atoll.testing.scripted_llm import ScriptedLLM
+from atoll.trajectory import RunStatus, Trajectory
+
+from .conftest import ServedApp, call
+
+ATOLL = [sys.executable, "-m", "atoll.cli"]
+
+
+def _atoll(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    return subprocess.run([*ATOLL, *args], capture_output=True, text=True, timeout=120, env=env)
+
+
+@pytest.mark.slow
+def test_cli_runs_archipelago_inputs_and_writes_the_trajectory(gateway, tmp_path: Path):
+    (tmp_path / "initial_messages.json").write_text(
+        json.dumps(
+            [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Find the reference."}]
+        )
+    )
+    (tmp_path / "agent_config.json").write_text(
+        json.dumps(
+            {
+                "agent_config_id": "loop_agent",
+                "agent_name": "Loop Agent",
+                "agent_config_values": {
+                    "timeout": 600,
+                    "max_steps": 7,
+                    "tool_call_timeout": 30,
+                    "llm_response_timeout": 60,
+                },
+            }
+        )
+    )
+    script = [{"tool_calls": [call("mail_search_mail", query="Halvorsen")]}, {"content": "HX-40917-Q"}]
+    out = tmp_path / "out" / "trajectory.json"
+    with ScriptedLLM(script) as llm:
+        result = _atoll(
+            "agent", "run", "--initial-messages", str(tmp_path / "initial_messages.json"),
+            "--agent-config", str(tmp_path / "agent_config.json"), "--gateway-url", gateway.url,
+            "--gateway-token", gateway.token, "--model", "openai/scripted", "--api-base", llm.api_base,
+            "--output", str(out), "--quiet",
+        )  # fmt: skip
+        system = llm.requests[0]["messages"][0]["content"]
+    assert result.returncode == 0, result.stderr
+    assert "completed: 2 steps" in result.stdout and "final answer: HX-40917-Q" in result.stdout
+    trajectory = Trajectory.model_validate_json(out.read_text())
+    assert trajectory.agent == "loop" and trajectory.status == RunStatus.completed
+    assert trajectory.agent_config["max_steps"] == 7 and trajectory.agent_config["tool_call_timeout_s"] == 30
+    assert system.endswith("Be brief.")  # the task's system message follows the agent's own
+
+
+def _atoll_in_process(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["atoll", *args])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    captured = capsys.readouterr()
+    return exited.value.code, captured.out, captured.err
+
+
+def test_cli_bad_input_is_one_line_and_exit_2(monkeypatch, capsys, tmp_path: Path):
+    code, _, err = _atoll_in_process(monkeypatch, capsys, "agent", "run", "--prompt", "p", "--gateway-url",
+                                     "http://127.0.0.1:9/mcp", "--model", "openai/x", "--output",
+                                     str(tmp_path / "t.json"), "--agent", "nope")  # fmt: skip
+    assert code == 2
+    assert err.strip() == "error: unknown agent 'nope'; known agents: loop, react_toolbelt, replay"
+
+
+def test_cli_run_ending_in_error_exits_1(monkeypatch, capsys, tmp_path: Path):
+    out = tmp_path / "t.json"
+    code, _, err = _atoll_in_process(monkeypatch, capsys, "agent", "run", "--prompt", "p", "--gateway-url",
+                                     "http://127.0.0.1:9/mcp", "--model", "openai/x", "--output", str(out),
+                                     "--quiet")  # fmt: skip
+    assert code == 1
+    assert "error (infrastructure)" in err
+    assert Trajectory.model_validate_json(out.read_text()).status == RunStatus.error
+
+
+def test_archipelago_config_mapping_reports_ignored_values(tmp_path: Path):
+    path = tmp_path / "agent_config.json"
+    path.write_text(
+        json.dumps(
+            {
+                "agent_config_id": "react_toolbelt_agent",
+                "agent_config_values": {
+                    "timeout": 10800,
+                    "max_steps": 250,
+                    "context_window_tokens": 0,
+                    "stream": True,
+                },
+            }
+        )
+    )
+    agent, config, ignored = load_agent_config_file(path)
+    assert agent == "react_toolbelt"
+    assert config.timeout_s == 10800 and config.context_window is None
+    assert ignored == ["stream"]
+
+
+async def test_service_start_poll_fetch_and_cancel(gateway):
+    script = [
+        {"tool_calls": [call("toolbelt_list_tools")]},
+        {"tool_calls": [call("final_answer", answer="42")]},
+        {"tool_calls": [call("toolbelt_list_tools")]},
+        {"content": "slow", "delay_s": 5},
+    ]
+    with ScriptedLLM(script) as llm, ServedApp(create_app(token="svc")) as served:
+        base = f"http://127.0.0.1:{served.port}"
+        headers = {"Authorization": "Bearer svc"}
+        body = {"model": "openai/x", "api_base": llm.api_base, "api_key": "x", "gateway_url": gateway.url,
+                "gateway_token": gateway.token, "prompt": "What is it?", "task_id": "t1"}  # fmt: skip
+        async with httpx.AsyncClient(base_url=base, headers=headers, timeout=10) as client:
+            assert (await client.get("/health")).status_code == 200
+            assert (await client.get("/agents", headers={"Authorization": "Bearer wrong"})).status_code == 401
+            started = await client.post("/runs", json=body)
+            assert started.status_code == 202
+            run_id = started.json()["run_id"]
+            for _ in range(200):
+                status = (await client.get(f"/runs/{run_id}")).json()
+                if status["state"] == "finished":
+                    break
+                await asyncio.sleep(0.05)
+            assert status["status"] == "completed" and status["steps"] == 2
+            trajectory = Trajectory.model_validate((await client.get(f"/runs/{run_id}/trajectory")).json())
+            assert trajectory.final_answer == "42" and trajectory.task_id == "t1"
+            assert "api_key" not in json.dumps(trajectory.agent_config)
+
+            second = (await client.post("/runs", json=body)).json()["run_id"]
+            while len(llm.requests) < 4:
+                await asyncio.sleep(0.05)
+            assert (await client.get(f"/runs/{second}/trajectory")).status_code == 409
+            assert (await client.post(f"/runs/{second}/cancel")).status_code == 202
+            for _ in range(100):
+                status = (await client.get(f"/runs/{second}")).json()
+                if status["state"] == "finished":
+                    break
+                await asyncio.sleep(0.05)
+            assert status["status"] == "cancelled"
+            assert (await client.get("/runs/nope")).json()["error"]["code"] == "unknown_run"
+            bad = await client.post("/runs", json={**body, "agent": "nope"})
+            assert bad.status_code == 400 and "unknown agent" in bad.json()["error"]["message"]
