@@ -239,7 +239,12 @@ class CalendarService:
                 end_value = self._when(changes["end"], "end")
             elif changes.get("start"):  # moving the start keeps the duration
                 old_start, old_end = ev.start_end(event)
-                end_value = begin_value + (old_end - old_start)
+                if isinstance(old_start, datetime) == isinstance(begin_value, datetime):
+                    end_value = begin_value + (old_end - old_start)
+                else:  # timed <-> all-day: a day, or an hour
+                    end_value = begin_value + (
+                        timedelta(hours=1) if isinstance(begin_value, datetime) else timedelta(days=1)
+                    )
             else:
                 end_value = ev.start_end(event)[1]
             ev.check_order(begin_value, end_value, self.default_tz)

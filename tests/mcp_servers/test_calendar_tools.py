@@ -378,3 +378,10 @@ def test_tool_names_in_both_modes(tmp_path):
         schema = session.ok("calendar_schema", {"model": "create"})
         assert {"summary", "start", "end"} <= set(schema["input_schema"]["required"])
         assert "calendar" in text_of(session.call("calendar", {"action": "bogus"}))
+
+
+def test_update_switching_between_all_day_and_timed(cal):
+    all_day = cal.ok("update_event", event_id="review@team", start={"date": "2025-03-20"})
+    assert all_day["start"] == {"date": "2025-03-20"} and all_day["end"] == {"date": "2025-03-21"}
+    timed = cal.ok("update_event", event_id="offsite@team", start="2025-03-05T09:00:00Z")
+    assert timed["end"]["dateTime"] == "2025-03-05T10:00:00+00:00"
