@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import subprocess
+import sys
 import zipfile
 from collections import Counter
 from pathlib import Path
@@ -181,3 +184,14 @@ def test_refuses_a_file_as_output_directory(tmp_path):
     target.write_text("x")
     with pytest.raises(AtollError, match="not a directory"):
         generate_sample_benchmark(target)
+
+
+def test_output_does_not_depend_on_the_machine_time_zone(sample_dir, tmp_path):
+    out = tmp_path / "tokyo"
+    code = (
+        f"from atoll.sample import generate_sample_benchmark; generate_sample_benchmark({str(out)!r}, seed=0)"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code], check=True, env={**os.environ, "TZ": "Asia/Tokyo"}, timeout=120
+    )
+    assert _digests(out) == _digests(sample_dir)
