@@ -9,27 +9,21 @@ atomically. New events go to the user's own calendar file
 from __future__ import annotations
 
 import uuid
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any
 
-from icalendar import Calendar, Event
+from icalendar import Event
 
 from mcp_servers._core.context import ServerContext
 from mcp_servers._core.errors import ToolError
 from mcp_servers._core.paths import validate_id
-from mcp_servers._core.store import FileStamp, atomic_write_bytes, file_lock
 from mcp_servers.calendar import events as ev
-from mcp_servers.calendar.blocks import IcsSyntaxError, split_blocks, with_newline
+from mcp_servers.calendar import splice
 from mcp_servers.calendar.index import (
-    TZID_LINE,
     CalendarIndex,
-    ParsedFile,
     Record,
     Snapshot,
-    parse_record,
-    read_text,
 )
 from mcp_servers.calendar.models import Attendee, EventTime, Reminders
 from mcp_servers.calendar.recurrence import occurrences
@@ -43,7 +37,6 @@ from mcp_servers.calendar.times import (
     zone,
 )
 
-PRODID = "-//atoll//calendar server//EN"
 #: Range listing without ``time_max`` expands recurring events this far past ``time_min``.
 OPEN_RANGE = timedelta(days=366)
 
@@ -225,7 +218,7 @@ class CalendarService:
         if reminders is not None:
             ev.set_reminders(event, reminders, summary=summary, user_email=self.context.user_email)
         path = self.user_file()
-        return self._write_new(path, event)
+        return splice.insert_event(self.index, path, event)
 
     def update_event(self, event_id: str, changes: dict[str, Any]) -> dict[str, Any]:
         record = self._master(event_id)
@@ -278,11 +271,11 @@ class CalendarService:
                 event.pop(name, None)
                 event.add(name, now_utc())
 
-        return self._rewrite(path, event_id, change)
+        return splice.rewrite_event(self.index, path, event_id, change)
 
     def delete_event(self, event_id: str) -> dict[str, Any]:
         record = self._master(event_id)
-        self._rewrite(self.root / record.file, event_id, None)
+        splice.rewrite_event(self.index, self.root / record.file, event_id, None)
         return {"deleted": True, "id": event_id, "summary": record.view.get("summary", "")}
 
     # ---- helpers ---------------------------------------------------------------------
@@ -307,127 +300,6 @@ class CalendarService:
                 "not_found", f"event_id: no event with id {event_id[:100]!r}", argument="event_id"
             )
         return records[0]
-
-    def _write_new(self, path: Path, event: Event) -> dict[str, Any]:
-        if not self.index.contains(path):
-            raise ToolError(
-                "bad_data", f"calendar file {path.name} links outside the app data; not changing it"
-            )
-        with file_lock(path):
-            before = FileStamp.of(path)
-            tzids = {
-                v.params.get("TZID") for k in ("DTSTART", "DTEND") for v in [event.get(k)] if v is not None
-            } - {None}
-            if before is None:
-                calendar = Calendar()
-                calendar.add("PRODID", PRODID)
-                calendar.add("VERSION", "2.0")
-                calendar.add("CALSCALE", "GREGORIAN")
-                calendar.add_component(event)
-                calendar.add_missing_timezones()
-                data = calendar.to_ical().decode("utf-8")
-            else:
-                source = read_text(path)
-                try:
-                    layout = split_blocks(source)
-                except IcsSyntaxError as exc:
-                    raise ToolError(
-                        "bad_data", f"calendar file {path.name} is unreadable ({exc}); not changing it"
-                    ) from None
-                have = {
-                    match.group(1).strip()
-                    for block in layout.blocks
-                    if block.name == "VTIMEZONE"
-                    for match in [TZID_LINE.search(block.text(source))]
-                    if match
-                }
-                probe = Calendar()
-                probe.add_component(event)
-                probe.add_missing_timezones()
-                extra = "".join(
-                    zone_block.to_ical().decode("utf-8")
-                    for zone_block in probe.walk("VTIMEZONE")
-                    if str(zone_block.get("TZID")) in tzids and str(zone_block.get("TZID")) not in have
-                )
-                addition = with_newline(extra + event.to_ical().decode("utf-8"), layout.newline)
-                data = source[: layout.insert_at] + addition + source[layout.insert_at :]
-            atomic_write_bytes(path, data.encode("utf-8"))
-            rel = path.relative_to(self.root).as_posix()
-            record = parse_record(event.to_ical().decode("utf-8"), rel=rel, default_tz=self.default_tz)
-            known = self._cached(path, before) if before is not None else ParsedFile()
-            if known is not None:
-                self.index.files.put(
-                    path, ParsedFile(known.records + [record], known.tzids | tzids, known.problems)
-                )
-            else:
-                self.index.files.invalidate(path)
-            return record.view
-
-    def _cached(self, path: Path, stamp: FileStamp | None) -> ParsedFile | None:
-        entry = self.index.files.peek(path)
-        return entry[1] if entry is not None and entry[0] == stamp else None
-
-    def _rewrite(self, path: Path, event_id: str, change: Any) -> dict[str, Any]:
-        """Apply ``change`` to the VEVENTs of ``event_id`` in ``path`` (None deletes them)."""
-        rel = path.relative_to(self.root).as_posix()
-        with file_lock(path):
-            before = FileStamp.of(path)
-            if before is None:
-                raise ToolError(
-                    "not_found",
-                    f"event_id: the file of event {event_id[:100]!r} is gone",
-                    argument="event_id",
-                )
-            source = read_text(path)
-            try:
-                layout = split_blocks(source)
-            except IcsSyntaxError as exc:
-                raise ToolError(
-                    "bad_data", f"calendar file {rel} is unreadable ({exc}); not changing it"
-                ) from None
-            pieces: list[str] = []
-            cursor = 0
-            result: dict[str, Any] = {}
-            new_records: list[Record] = []
-            for block in layout.blocks:
-                if block.name != "VEVENT":
-                    continue
-                text = block.text(source)
-                if event_id not in text:  # cheap pre-filter before parsing
-                    continue
-                try:
-                    event = Event.from_ical(text)
-                except Exception:  # noqa: BLE001 - unreadable blocks are not ours to touch
-                    continue
-                if str(event.get("UID", "")) != event_id:
-                    continue
-                pieces.append(source[cursor : block.start])
-                cursor = block.end
-                if change is None or "RECURRENCE-ID" in event:
-                    if change is None:
-                        continue
-                    pieces.append(text)  # overrides keep their own values
-                    new_records.append(parse_record(text, rel=rel, default_tz=self.default_tz))
-                    continue
-                change(event)
-                new_text = event.to_ical().decode("utf-8")
-                pieces.append(with_newline(new_text, layout.newline))
-                record = parse_record(new_text, rel=rel, default_tz=self.default_tz)
-                new_records.append(record)
-                result = record.view
-            if cursor == 0:
-                raise ToolError(
-                    "not_found", f"event_id: no event with id {event_id[:100]!r}", argument="event_id"
-                )
-            pieces.append(source[cursor:])
-            atomic_write_bytes(path, "".join(pieces).encode("utf-8"))
-            known = self._cached(path, before)
-            if known is not None:
-                kept = [r for r in known.records if r.uid != event_id]
-                self.index.files.put(path, replace(known, records=kept + new_records))
-            else:
-                self.index.files.invalidate(path)
-            return result
 
 
 def _haystack(view: dict[str, Any]) -> str:

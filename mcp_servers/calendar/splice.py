@@ -1,0 +1,142 @@
+"""Writing .ics files by splicing VEVENT blocks (see :mod:`mcp_servers.calendar.blocks`).
+
+Every write holds the foundation's per-file lock, re-reads the file under it, changes only
+the blocks concerned, replaces the file atomically and hands the updated parsed entry to the
+index's cache (so our own writes never cost a re-parse of the whole file).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from icalendar import Calendar, Event
+
+from mcp_servers._core.errors import ToolError
+from mcp_servers._core.store import FileStamp, atomic_write_bytes, file_lock
+from mcp_servers.calendar.blocks import IcsSyntaxError, split_blocks, with_newline
+from mcp_servers.calendar.index import TZID_LINE, CalendarIndex, ParsedFile, Record, parse_record, read_text
+
+PRODID = "-//atoll//calendar server//EN"
+
+
+def insert_event(index: CalendarIndex, path: Path, event: Event) -> dict[str, Any]:
+    """Add ``event`` to the calendar file ``path`` (created when absent); returns its view."""
+    if not index.contains(path):
+        raise ToolError("bad_data", f"calendar file {path.name} links outside the app data; not changing it")
+    with file_lock(path):
+        before = FileStamp.of(path)
+        tzids = {
+            v.params.get("TZID") for k in ("DTSTART", "DTEND") for v in [event.get(k)] if v is not None
+        } - {None}
+        if before is None:
+            calendar = Calendar()
+            calendar.add("PRODID", PRODID)
+            calendar.add("VERSION", "2.0")
+            calendar.add("CALSCALE", "GREGORIAN")
+            calendar.add_component(event)
+            calendar.add_missing_timezones()
+            data = calendar.to_ical().decode("utf-8")
+        else:
+            source = read_text(path)
+            try:
+                layout = split_blocks(source)
+            except IcsSyntaxError as exc:
+                raise ToolError(
+                    "bad_data", f"calendar file {path.name} is unreadable ({exc}); not changing it"
+                ) from None
+            have = {
+                match.group(1).strip()
+                for block in layout.blocks
+                if block.name == "VTIMEZONE"
+                for match in [TZID_LINE.search(block.text(source))]
+                if match
+            }
+            probe = Calendar()
+            probe.add_component(event)
+            probe.add_missing_timezones()
+            extra = "".join(
+                zone_block.to_ical().decode("utf-8")
+                for zone_block in probe.walk("VTIMEZONE")
+                if str(zone_block.get("TZID")) in tzids and str(zone_block.get("TZID")) not in have
+            )
+            addition = with_newline(extra + event.to_ical().decode("utf-8"), layout.newline)
+            data = source[: layout.insert_at] + addition + source[layout.insert_at :]
+        atomic_write_bytes(path, data.encode("utf-8"))
+        rel = path.relative_to(index.root).as_posix()
+        record = parse_record(event.to_ical().decode("utf-8"), rel=rel, default_tz=index.default_tz)
+        known = _cached(index, path, before) if before is not None else ParsedFile()
+        if known is not None:
+            index.files.put(path, ParsedFile(known.records + [record], known.tzids | tzids, known.problems))
+        else:
+            index.files.invalidate(path)
+        return record.view
+
+
+def _cached(index: CalendarIndex, path: Path, stamp: FileStamp | None) -> ParsedFile | None:
+    entry = index.files.peek(path)
+    return entry[1] if entry is not None and entry[0] == stamp else None
+
+
+def rewrite_event(index: CalendarIndex, path: Path, event_id: str, change: Any) -> dict[str, Any]:
+    """Apply ``change`` to the VEVENTs of ``event_id`` in ``path`` (None deletes them)."""
+    rel = path.relative_to(index.root).as_posix()
+    with file_lock(path):
+        before = FileStamp.of(path)
+        if before is None:
+            raise ToolError(
+                "not_found",
+                f"event_id: the file of event {event_id[:100]!r} is gone",
+                argument="event_id",
+            )
+        source = read_text(path)
+        try:
+            layout = split_blocks(source)
+        except IcsSyntaxError as exc:
+            raise ToolError(
+                "bad_data", f"calendar file {rel} is unreadable ({exc}); not changing it"
+            ) from None
+        pieces: list[str] = []
+        cursor = 0
+        result: dict[str, Any] = {}
+        new_records: list[Record] = []
+        for block in layout.blocks:
+            if block.name != "VEVENT":
+                continue
+            text = block.text(source)
+            if event_id not in text:  # cheap pre-filter before parsing
+                continue
+            try:
+                event = Event.from_ical(text)
+            except Exception:  # noqa: BLE001 - unreadable blocks are not ours to touch
+                continue
+            if str(event.get("UID", "")) != event_id:
+                continue
+            pieces.append(source[cursor : block.start])
+            cursor = block.end
+            if change is None or "RECURRENCE-ID" in event:
+                if change is None:
+                    continue
+                pieces.append(text)  # overrides keep their own values
+                new_records.append(parse_record(text, rel=rel, default_tz=index.default_tz))
+                continue
+            change(event)
+            new_text = event.to_ical().decode("utf-8")
+            pieces.append(with_newline(new_text, layout.newline))
+            record = parse_record(new_text, rel=rel, default_tz=index.default_tz)
+            new_records.append(record)
+            result = record.view
+        if cursor == 0:
+            raise ToolError(
+                "not_found", f"event_id: no event with id {event_id[:100]!r}", argument="event_id"
+            )
+        pieces.append(source[cursor:])
+        atomic_write_bytes(path, "".join(pieces).encode("utf-8"))
+        known = _cached(index, path, before)
+        if known is not None:
+            kept = [r for r in known.records if r.uid != event_id]
+            index.files.put(path, replace(known, records=kept + new_records))
+        else:
+            index.files.invalidate(path)
+        return result
