@@ -1,8 +1,8 @@
 """Traversal harness: feed every path-like argument of every tool hostile values.
 
 A :class:`TraversalCase` names one tool, which of its arguments are virtual paths
-(``path_arguments``, resolved under the filesystem root) or ids that become path
-components (``id_arguments``), valid values for its other arguments (``base``) and an
+(``path_arguments``, resolved under the filesystem root; ``path_list_arguments`` for lists
+of paths) or ids that become path components (``id_arguments``), valid values for its other arguments (``base``) and an
 optional ``setup`` that seeds the world. Rows live in ``traversal_table.py``; adding a
 server's tools there is all it takes to put them under test (``test_traversal.py`` runs
 every row in both modes).
@@ -37,6 +37,8 @@ class TraversalCase:
     tool: str
     path_arguments: tuple[str, ...] = ()
     id_arguments: tuple[str, ...] = ()
+    #: arguments taking a list of paths (each hostile value is sent as a one-element list)
+    path_list_arguments: tuple[str, ...] = ()
     base: dict[str, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
     setup: Callable[[World], None] | None = None
@@ -162,10 +164,11 @@ def run_case(
     before = tw.fingerprint()
     plans: list[tuple[str, list[str]]] = [(arg, hostile_paths(tw)) for arg in case.path_arguments]
     plans += [(arg, hostile_ids(tw)) for arg in case.id_arguments]
+    plans += [(arg, hostile_paths(tw)) for arg in case.path_list_arguments]
     for argument, values in plans:
         for value in values:
             arguments = dict(case.base)
-            arguments[argument] = value
+            arguments[argument] = [value] if argument in case.path_list_arguments else value
             result = session.call(tool_name, wrap(arguments))
             blob = text_of(result) + repr(result.structured_content)
             for block in result.content:

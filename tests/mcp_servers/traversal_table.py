@@ -392,8 +392,33 @@ PDFS_CASES = [
     ),
 ]
 
+def _seed_mail(world) -> None:
+    from tests.mcp_servers.mail_world import build_mail_world
+
+    build_mail_world(world)
+
+
+_MAIL = {"setup": _seed_mail, "options": {"user_email": "me@corp.com"}}
+_MAIL_SEND = {"to_email": "bob@corp.com", "subject": "s", "body": "b"}
+_MAIL_REPLY = {"original_mail_id": "q3@corp.com", "body": "b"}
+MAIL_CASES = [
+    TraversalCase("mail", "send_mail", path_list_arguments=("attachments",), base=_MAIL_SEND, **_MAIL),
+    TraversalCase("mail", "reply_mail", path_list_arguments=("attachments",), base=_MAIL_REPLY, **_MAIL),
+    TraversalCase("mail", "reply_all_mail", path_list_arguments=("attachments",), base=_MAIL_REPLY, **_MAIL),
+    TraversalCase(
+        "mail",
+        "forward_mail",
+        path_list_arguments=("attachments",),
+        base={"original_mail_id": "q3@corp.com", "to_email": "x@corp.com"},
+        **_MAIL,
+    ),
+    TraversalCase("mail", "read_mail", path_arguments=("save_attachments_to",), base={"mail_id": "q3@corp.com"}, **_MAIL),
+]
+
+
 TRAVERSAL_CASES: list[TraversalCase] = [
     *FILESYSTEM_CASES,
+    *MAIL_CASES,
     *DOCUMENTS_CASES,
     *CALENDAR_CASES,
     *CHAT_CASES,
