@@ -1,0 +1,149 @@
+"""Documents domain code on hand-written WordprocessingML: identifiers and formatting-preserving edits."""
+
+from __future__ import annotations
+
+import docx
+import pytest
+from docx.oxml import parse_xml
+from docx.oxml.ns import nsdecls, qn
+
+from mcp_servers._core.errors import ToolError
+from mcp_servers.documents.body import resolve, runs_of
+from mcp_servers.documents.reading import read_blocks
+from mcp_servers.documents.text_edit import paragraph_text, set_paragraph_text
+
+W = nsdecls("w")
+
+
+def paragraph(xml_runs: str):
+    return parse_xml(f"<w:p {W}>{xml_runs}</w:p>")
+
+
+def run(text: str, bold: bool = False) -> str:
+    props = "<w:rPr><w:b/></w:rPr>" if bold else ""
+    return f'<w:r>{props}<w:t xml:space="preserve">{text}</w:t></w:r>'
+
+
+def texts_and_bold(p) -> list[tuple[str, bool]]:
+    result = []
+    for r in runs_of(p):
+        text = "".join(t.text or "" for t in r.iter(qn("w:t")))
+        result.append((text, r.find(f"{qn('w:rPr')}/{qn('w:b')}") is not None))
+    return result
+
+
+def test_word_level_edit_keeps_each_run():
+    p = paragraph(run("Total: ") + run("1,200", bold=True) + run(" units"))
+    set_paragraph_text(p, "Total: 1,350 units")
+    assert texts_and_bold(p) == [("Total: ", False), ("1,350", True), (" units", False)]
+
+
+def test_insertion_takes_formatting_of_preceding_text():
+    p = paragraph(run("Alpha", bold=True) + run(" omega"))
+    set_paragraph_text(p, "Alpha beta omega")
+    assert paragraph_text(p) == "Alpha beta omega"
+    assert texts_and_bold(p)[0] == ("Alpha", True)
+
+
+def test_rewrite_goes_into_the_first_run_and_drops_emptied_runs():
+    p = paragraph(run("Completely ", bold=True) + run("different words here"))
+    set_paragraph_text(p, "Nothing in common at all, xyz")
+    assert texts_and_bold(p) == [("Nothing in common at all, xyz", True)]
+
+
+def test_tabs_breaks_and_images_survive():
+    drawing = f'<w:r><w:drawing><wp:inline {nsdecls("wp")}/></w:drawing></w:r>'
+    p = paragraph(run("A") + "<w:r><w:tab/></w:r>" + run("B") + drawing + run("C"))
+    assert paragraph_text(p) == "A\tBC"
+    set_paragraph_text(p, "A\tBX")
+    assert paragraph_text(p) == "A\tBX"
+    assert len(p.findall(f".//{qn('w:drawing')}")) == 1
+    set_paragraph_text(p, "line one\nline two")
+    assert paragraph_text(p) == "line one\nline two" and p.findall(f".//{qn('w:br')}")
+
+
+def test_empty_paragraph_gets_a_run():
+    p = paragraph("")
+    set_paragraph_text(p, "Now filled")
+    assert paragraph_text(p) == "Now filled"
+
+
+def test_hyperlink_runs_are_editable_and_stay_linked():
+    p = paragraph(run("See ") + f'<w:hyperlink {nsdecls("r")} r:id="rId9">' + run("the report") + "</w:hyperlink>")
+    assert [r for r in runs_of(p)][1].getparent().tag == qn("w:hyperlink")
+    set_paragraph_text(p, "See the final report")
+    link = p.find(qn("w:hyperlink"))
+    assert "".join(t.text for t in link.iter(qn("w:t"))) == "the final report"
+
+
+def test_deleted_text_is_not_edited():
+    p = paragraph(run("Keep ") + f'<w:del {W} w:id="1" w:author="A"><w:r><w:delText>old</w:delText></w:r></w:del>' + run("end"))
+    assert paragraph_text(p) == "Keep end"
+    set_paragraph_text(p, "Keep the end")
+    assert paragraph_text(p) == "Keep the end"
+    assert p.find(f".//{qn('w:delText')}").text == "old"
+
+
+@pytest.fixture
+def nested_document():
+    document = docx.Document()
+    document.add_paragraph("first")
+    outer = document.add_table(rows=1, cols=2)
+    outer.cell(0, 0).text = "outer"
+    inner = outer.cell(0, 1).add_table(rows=1, cols=1)
+    inner.cell(0, 0).text = "inner"
+    document.add_paragraph("second")
+    # A content control wrapping a paragraph is looked through.
+    document.element.body.insert(
+        len(document.element.body) - 1,
+        parse_xml(f"<w:sdt {W}><w:sdtContent><w:p><w:r><w:t>in control</w:t></w:r></w:p></w:sdtContent></w:sdt>"),
+    )
+    return document
+
+
+def test_identifiers_reach_nested_tables_and_content_controls(nested_document):
+    target = resolve(nested_document, "body.tbl.0.r.0.c.1.tbl.0.r.0.c.0.p.0")
+    assert target.kind == "paragraph" and paragraph_text(target.element) == "inner"
+    assert paragraph_text(resolve(nested_document, "body.p.2").element) == "in control"
+    ids = [(b["id"], b.get("text")) for b in read_blocks(nested_document)]
+    assert ids == [("body.p.0", "first"), ("body.tbl.0", None), ("body.p.1", "second"), ("body.p.2", "in control")]
+
+
+@pytest.mark.parametrize(
+    ("identifier", "code"),
+    [
+        ("body.p", "invalid_argument"),
+        ("body.p.x", "invalid_argument"),
+        ("body.p.0.r.0.r.0", "invalid_argument"),
+        ("body.tbl.0.c.0", "invalid_argument"),
+        ("footer.0", "invalid_argument"),
+        ("body.tbl.3", "not_found"),
+        ("header.s.4.p.0", "not_found"),
+        ("doc.p.0", "invalid_argument"),
+    ],
+)
+def test_malformed_identifiers_are_named(nested_document, identifier, code):
+    with pytest.raises(ToolError) as info:
+        resolve(nested_document, identifier)
+    assert info.value.code == code and identifier in info.value.message
+
+
+def test_concurrent_edits_of_one_document_lose_nothing(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mcp_servers._core.context import ServerContext
+    from mcp_servers.documents.files import DocumentFiles
+    from mcp_servers.documents.tools_write import add_content_text
+
+    root = tmp_path / "fs"
+    root.mkdir()
+    docx.Document().save(str(root / "shared.docx"))
+    files = DocumentFiles(ServerContext.create(root, tmp_path / "apps"))
+
+    def add(number: int) -> None:
+        add_content_text(files, "/shared.docx", "body", f"line {number}", "end")
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        list(pool.map(add, range(12)))
+    texts = {p.text for p in docx.Document(str(root / "shared.docx")).paragraphs}
+    assert {f"line {n}" for n in range(12)} <= texts
