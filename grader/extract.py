@@ -137,7 +137,58 @@ def _cell_text(value: object) -> str:
     return str(value)
 
 
+def _render_cell(value: object, formula: str | None) -> str:
+    if formula:
+        computed = _cell_text(value)
+        return f"{computed} [{formula}]" if computed else f"[{formula}]"
+    return _cell_text(value)
+
+
 def _workbook(data: bytes) -> Extracted:
+    """Sheets as text; the one-pass XML reader first, openpyxl (two loads) if it objects."""
+    try:
+        return _workbook_fast(data)
+    except Exception:  # noqa: BLE001 - unusual packages are left to openpyxl
+        return _workbook_openpyxl(data)
+
+
+def _workbook_fast(data: bytes) -> Extracted:
+    from grader.xlsx_reader import iter_cells, read_workbook
+
+    archive, sheets, strings, dates, date1904 = read_workbook(io.BytesIO(data))
+    parts: list[Part] = []
+    with archive:
+        for title, path in sheets:
+            cells: dict[str, str] = {}
+            lines: list[str] = []
+            row_items: list[str] = []
+            current_row = None
+            truncated = False
+            with archive.open(path) as handle:
+                for coordinate, row, value, formula in iter_cells(handle, strings, dates, date1904):
+                    if row != current_row and row_items:
+                        lines.append(" | ".join(row_items))
+                        row_items = []
+                    current_row = row
+                    shown = _render_cell(value, formula)
+                    cells[coordinate] = shown
+                    row_items.append(f"{coordinate}: {shown}")
+                    if len(cells) >= MAX_CELLS_PER_SHEET:
+                        truncated = True
+                        break
+            if row_items:
+                lines.append(" | ".join(row_items))
+            if truncated:
+                lines.append(f"[sheet truncated after {MAX_CELLS_PER_SHEET} cells]")
+            parts.append(
+                Part(
+                    name=f"sheet '{title}'", text="\n".join(lines) if lines else "[empty sheet]", cells=cells
+                )
+            )
+    return Extracted(kind="xlsx", parts=parts)
+
+
+def _workbook_openpyxl(data: bytes) -> Extracted:
     from openpyxl import load_workbook
 
     formulas = load_workbook(io.BytesIO(data), read_only=True, data_only=False)

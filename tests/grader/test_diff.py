@@ -286,3 +286,29 @@ def test_mail_in_a_new_mbox_counts_as_sent_and_corrupt_calendar_is_reported(tmp_
     )
     assert [m.message_id for m in world.changes.mails_sent] == ["<9@a>"]
     assert any("cannot parse calendar" in e for e in world.errors)
+
+
+def test_fast_workbook_reader_agrees_with_openpyxl_including_shared_formulas_and_dates():
+    import datetime
+    import zipfile
+
+    from grader.extract import _workbook_fast, _workbook_openpyxl
+
+    data = f.xlsx(
+        {"S": [[1, "=A1*2", datetime.datetime(2024, 3, 1, 12)], [2, "=A2*2", True], [3, "=A3*2", "text"]]}
+    )
+    source = zipfile.ZipFile(io.BytesIO(data))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as target:
+        for item in source.infolist():
+            body = source.read(item)
+            if item.filename == "xl/worksheets/sheet1.xml":
+                body = body.replace(
+                    b"<f>A1*2</f><v></v>", b'<f t="shared" ref="B1:B3" si="0">A1*2</f><v>2</v>'
+                )
+                body = body.replace(b"<f>A2*2</f><v></v>", b'<f t="shared" si="0"/><v>4</v>')
+                body = body.replace(b"<f>A3*2</f><v></v>", b'<f t="shared" si="0"/><v>6</v>')
+            target.writestr(item, body)
+    fast, slow = _workbook_fast(out.getvalue()), _workbook_openpyxl(out.getvalue())
+    assert "B3: 6 [=A3*2]" in fast.text() and "C1: 2024-03-01 12:00:00" in fast.text()
+    assert fast.text() == slow.text() and fast.parts[0].cells == slow.parts[0].cells
