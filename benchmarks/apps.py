@@ -1,0 +1,349 @@
+"""App-data server speed: our cached indexes vs re-parsing the store on every call.
+
+    .venv/bin/python benchmarks/apps.py [--mail-messages 10000] [--runs 20] [--only mail]
+
+Each section generates its data in a temporary world, then measures through a real MCP
+client session (in memory) against our server:
+- cold: the first call on a fresh server (the index is built),
+- warm: later calls (p50/p90 over --runs),
+and a baseline that re-parses the whole store per call (what the reference system does),
+run in the same process on the same data. It prints one table with the ratios.
+
+Adding a section (calendar, chat): write ``bench_<name>(workdir, args) -> list[Row]`` using
+:func:`measure_cold_warm` and :func:`measure`, and add it to ``SECTIONS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import mailbox
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime, parsedate_to_datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+# --- shared measuring helpers --------------------------------------------------------
+
+
+@dataclass
+class Row:
+    """One measured operation."""
+
+    section: str
+    operation: str
+    cold_ms: float
+    warm_p50_ms: float
+    warm_p90_ms: float
+    baseline_p50_ms: float | None
+
+    @property
+    def ratio(self) -> float | None:
+        if self.baseline_p50_ms is None or self.warm_p50_ms <= 0:
+            return None
+        return self.baseline_p50_ms / self.warm_p50_ms
+
+
+def measure(function: Callable[[], Any], runs: int) -> list[float]:
+    """Milliseconds of ``runs`` calls."""
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        function()
+        times.append((time.perf_counter() - start) * 1000)
+    return times
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(share * (len(ordered) - 1))))]
+
+
+class McpCaller:
+    """Calls tools of one server through a real FastMCP client (in-memory transport)."""
+
+    def __init__(self, server: Any) -> None:
+        from fastmcp import Client
+
+        self._loop = asyncio.new_event_loop()
+        self._client = Client(server)
+        self._loop.run_until_complete(self._client.__aenter__())
+
+    def __call__(self, tool: str, arguments: dict[str, Any]) -> Any:
+        result = self._loop.run_until_complete(self._client.call_tool(tool, arguments, raise_on_error=False))
+        if result.is_error:
+            raise RuntimeError(f"{tool} failed: {result.content[0].text}")
+        return result.structured_content
+
+    def close(self) -> None:
+        self._loop.run_until_complete(self._client.__aexit__(None, None, None))
+        self._loop.close()
+
+
+def measure_cold_warm(
+    make_server: Callable[[], Any], tool: str, arguments: dict[str, Any], runs: int
+) -> tuple[float, list[float]]:
+    """(cold ms on a fresh server, warm ms list) for one tool call."""
+    caller = McpCaller(make_server())
+    try:
+        start = time.perf_counter()
+        caller(tool, arguments)
+        cold = (time.perf_counter() - start) * 1000
+        warm = measure(lambda: caller(tool, arguments), runs)
+    finally:
+        caller.close()
+    return cold, warm
+
+
+def make_row(
+    section: str, operation: str, cold: float, warm: list[float], baseline: list[float] | None
+) -> Row:
+    return Row(
+        section,
+        operation,
+        cold,
+        statistics.median(warm),
+        percentile(warm, 0.9),
+        statistics.median(baseline) if baseline else None,
+    )
+
+
+def print_table(rows: list[Row]) -> None:
+    header = f"{'section':<9} {'operation':<44} {'cold ms':>9} {'warm p50':>9} {'warm p90':>9} {'baseline p50':>13} {'ratio':>8}"
+    print(header)
+    print("-" * len(header))
+    for row in rows:
+        baseline = f"{row.baseline_p50_ms:13.1f}" if row.baseline_p50_ms is not None else f"{'-':>13}"
+        ratio = f"{row.ratio:7.0f}x" if row.ratio is not None else f"{'-':>8}"
+        print(
+            f"{row.section:<9} {row.operation:<44} {row.cold_ms:9.1f} {row.warm_p50_ms:9.2f} {row.warm_p90_ms:9.2f} {baseline} {ratio}"
+        )
+
+
+# --- mail ----------------------------------------------------------------------------
+
+_PEOPLE = [
+    ("Alice Martin", "alice.martin@northwind.com"),
+    ("Bob Chen", "bob.chen@northwind.com"),
+    ("Carol Diaz", "carol.diaz@contoso.com"),
+    ("Dan Okafor", "dan.okafor@fabrikam.com"),
+    ("Eve Novak", "eve.novak@northwind.com"),
+    ("Farid Haddad", "farid@contoso.com"),
+    ("Grace Lee", "grace.lee@fabrikam.com"),
+    ("Hiro Tanaka", "hiro@tailspin.io"),
+]
+_TOPICS = [
+    "Q3 budget",
+    "Vendor contract",
+    "Offsite planning",
+    "Hiring plan",
+    "Board deck",
+    "Pricing review",
+    "Customer escalation",
+    "Audit findings",
+    "Roadmap",
+    "Weekly sync",
+]
+_WORDS = [
+    "the",
+    "numbers",
+    "look",
+    "fine",
+    "but",
+    "we",
+    "should",
+    "double",
+    "check",
+    "the",
+    "forecast",
+    "before",
+    "friday",
+    "and",
+    "send",
+    "the",
+    "revised",
+    "model",
+    "to",
+    "finance",
+    "together",
+    "with",
+    "the",
+    "notes",
+    "from",
+    "the",
+    "call",
+    "with",
+    "the",
+    "customer",
+]
+
+
+def generate_mbox(path: Path, count: int, *, seed: int = 7) -> dict[str, str]:
+    """Write an mbox of ``count`` varied messages (threads, Cc, HTML, attachments, UTF-8).
+
+    Returns facts the benchmark queries for (a subject word present in ~1% of messages).
+    """
+    rng = random.Random(seed)
+    start = datetime(2023, 1, 1, tzinfo=UTC)
+    rare_subject = "Merger memo"
+    with open(path, "wb") as handle:
+        for number in range(count):
+            sender = rng.choice(_PEOPLE)
+            to = rng.sample(_PEOPLE, 2)
+            subject = rare_subject if number % 97 == 0 else f"{rng.choice(_TOPICS)} #{number % 400}"
+            if number % 5 == 0:
+                subject = "Re: " + subject
+            when = start + timedelta(minutes=rng.randint(0, 60 * 24 * 700))
+            body = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(60, 250)))
+            headers = [
+                f"From: {sender[0]} <{sender[1]}>",
+                f"To: {to[0][0]} <{to[0][1]}>, {to[1][1]}",
+                f"Subject: {subject}",
+                f"Date: {format_datetime(when)}",
+                f"Message-ID: <gen{number}.{seed}@bench.example>",
+                f"X-Gmail-Labels: {'Inbox' if number % 3 else 'Sent'}",
+            ]
+            if number % 4 == 0:
+                headers.append(f"Cc: {rng.choice(_PEOPLE)[1]}")
+            if number % 5 == 0 and number > 5:
+                headers.append(f"In-Reply-To: <gen{number - 5}.{seed}@bench.example>")
+                headers.append(f"References: <gen{number - 5}.{seed}@bench.example>")
+            if number % 50 == 0:
+                boundary = f"b{number}"
+                headers += ["MIME-Version: 1.0", f'Content-Type: multipart/mixed; boundary="{boundary}"']
+                content = (
+                    f"--{boundary}\nContent-Type: text/plain; charset=utf-8\n\n{body}\n"
+                    f'--{boundary}\nContent-Type: application/pdf\nContent-Disposition: attachment; filename="r{number}.pdf"\n'
+                    f"Content-Transfer-Encoding: base64\n\nJVBERi0xLjQKJcfs\n--{boundary}--\n"
+                )
+            elif number % 7 == 0:
+                headers += ["MIME-Version: 1.0", "Content-Type: text/html; charset=utf-8"]
+                content = f"<html><body><p>{body}</p><p>Café ☕</p></body></html>\n"
+            else:
+                headers += ["MIME-Version: 1.0", "Content-Type: text/plain; charset=utf-8"]
+                content = body + "\n"
+            message = "\n".join(headers) + "\n\n" + content
+            handle.write(f"From {sender[1]} {time.asctime(when.timetuple())}\n".encode())
+            handle.write(message.encode("utf-8") + b"\n")
+    return {"subject": rare_subject, "body_word": "forecast"}
+
+
+def baseline_list(mbox_path: Path, limit: int = 50) -> list[dict[str, Any]]:
+    """What the reference does per call: parse every message of the mbox, sort, slice."""
+    items = []
+    for message in mailbox.mbox(mbox_path):
+        try:
+            date = parsedate_to_datetime(str(message["Date"]))
+        except (TypeError, ValueError):
+            date = None
+        items.append(
+            {
+                "id": str(message["Message-ID"]),
+                "from": str(message["From"]),
+                "subject": str(message["Subject"]),
+                "date": date,
+            }
+        )
+    items.sort(key=lambda item: item["date"] or datetime.min.replace(tzinfo=UTC), reverse=True)
+    return items[:limit]
+
+
+def baseline_search(mbox_path: Path, subject: str, limit: int = 50) -> list[dict[str, Any]]:
+    """Reference-style search: re-parse everything, filter on the subject."""
+    items = []
+    needle = subject.lower()
+    for message in mailbox.mbox(mbox_path):
+        if needle in str(message["Subject"] or "").lower():
+            items.append({"id": str(message["Message-ID"]), "subject": str(message["Subject"])})
+    return items[:limit]
+
+
+def bench_mail(workdir: Path, args: argparse.Namespace) -> list[Row]:
+    from mcp_servers import create_server
+
+    fs_root = workdir / "filesystem"
+    apps_root = workdir / ".apps_data"
+    (apps_root / "mail").mkdir(parents=True)
+    fs_root.mkdir()
+    mbox_path = apps_root / "mail" / "All mail Including Spam and Trash.mbox"
+    facts = generate_mbox(mbox_path, args.mail_messages)
+    size_mb = mbox_path.stat().st_size / 1e6
+    print(f"mail: {args.mail_messages} messages, {size_mb:.1f} MB mbox", file=sys.stderr)
+
+    def make_server() -> Any:
+        return create_server(
+            "mail", fs_root=fs_root, apps_data_root=apps_root, options={"user_email": "me@bench.example"}
+        )
+
+    baseline_runs = max(3, args.runs // 4)
+    rows = []
+    cold, warm = measure_cold_warm(make_server, "list_mails", {"limit": 50}, args.runs)
+    rows.append(
+        make_row(
+            "mail",
+            "list_mails(limit=50)",
+            cold,
+            warm,
+            measure(lambda: baseline_list(mbox_path), baseline_runs),
+        )
+    )
+    search = {"subject": facts["subject"]}
+    cold, warm = measure_cold_warm(make_server, "search_mail", search, args.runs)
+    rows.append(
+        make_row(
+            "mail",
+            "search_mail(subject=...)",
+            cold,
+            warm,
+            measure(lambda: baseline_search(mbox_path, facts["subject"]), baseline_runs),
+        )
+    )
+    cold, warm = measure_cold_warm(
+        make_server, "search_mail", {"after_date": "2024-06-01", "from_email": "alice"}, args.runs
+    )
+    rows.append(make_row("mail", "search_mail(from_email, after_date)", cold, warm, None))
+    cold, warm = measure_cold_warm(make_server, "search_mail", {"body": "merger memo zzz"}, args.runs)
+    rows.append(make_row("mail", "search_mail(body=...) (body text cached)", cold, warm, None))
+    return rows
+
+
+# Calendar and chat sections are added by their owners: bench_calendar(workdir, args),
+# bench_chat(workdir, args), each returning rows, registered below.
+SECTIONS: dict[str, Callable[[Path, argparse.Namespace], list[Row]]] = {"mail": bench_mail}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mail-messages", type=int, default=10_000)
+    parser.add_argument("--calendar-events", type=int, default=5_000)
+    parser.add_argument("--chat-messages", type=int, default=20_000)
+    parser.add_argument("--runs", type=int, default=20, help="warm calls per operation")
+    parser.add_argument("--only", choices=sorted(SECTIONS), action="append", help="run only these sections")
+    args = parser.parse_args(argv)
+    import logging
+
+    logging.getLogger("mcp_servers").setLevel(logging.ERROR)
+    rows: list[Row] = []
+    for name, section in SECTIONS.items():
+        if args.only and name not in args.only:
+            continue
+        with tempfile.TemporaryDirectory(prefix=f"atoll-bench-{name}-") as workdir:
+            rows += section(Path(workdir), args)
+    print_table(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,164 @@
+"""The index of one mbox file: a summary of every message, built by one pass over the file.
+
+Only headers are parsed (with a small parser of our own, ~10x faster than the email
+package); bodies are read on demand. A message without readable headers is skipped and
+recorded as a :class:`Problem`; one with a broken Date is kept (no date) and recorded too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from mcp_servers.mail.headers import (
+    addresses,
+    all_ids,
+    bare_addresses,
+    first_id,
+    normalize_id,
+    parse_date,
+    parse_header_block,
+    split_header,
+)
+from mcp_servers.mail.mbox import Span, message_bytes, split_spans
+
+BCC_HEADER = "x-atoll-bcc"
+_ATTACHMENT = re.compile(rb"(?im)^content-disposition:[ \t]*attachment")
+
+
+@dataclass(slots=True)
+class MailEntry:
+    """One message as listed and searched (no body)."""
+
+    mail_id: str
+    key: str
+    file: Path
+    span: Span
+    order: int
+    sender: str
+    to: list[str]
+    cc: list[str]
+    bcc: list[str]
+    subject: str
+    date: datetime | None
+    date_header: str
+    in_reply_to: str | None
+    references: list[str]
+    thread_id: str
+    labels: list[str]
+    has_attachments: bool
+    timestamp: float | None = None
+    sender_l: str = ""
+    recipients_l: str = ""
+    subject_l: str = ""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Something wrong with one stored message, reported once."""
+
+    file: str
+    message_number: int
+    byte_offset: int
+    description: str
+
+    def text(self) -> str:
+        return f"{self.file}: message #{self.message_number} (byte {self.byte_offset}): {self.description}"
+
+
+@dataclass
+class MailIndex:
+    """Entries of one mbox file in file order, plus the problems found."""
+
+    path: Path
+    entries: list[MailEntry]
+    problems: list[Problem]
+    #: lower-cased body text by span start, filled lazily by body searches
+    bodies: dict[int, str] = field(default_factory=dict)
+    #: all bodies joined with NUL separators, and where each entry's body starts in it
+    body_blob: tuple[bytes, list[int]] | None = None
+
+    def with_appended(self, entry: MailEntry) -> MailIndex:
+        """A new index with one more message at the end (after our own append)."""
+        return MailIndex(self.path, [*self.entries, entry], self.problems, self.bodies)
+
+
+def build_index(path: Path, display_name: str) -> MailIndex:
+    """Index an mbox file (one read, headers only)."""
+    data = path.read_bytes()
+    spans, preamble = split_spans(data)
+    entries: list[MailEntry] = []
+    problems: list[Problem] = []
+    if preamble.strip():
+        problems.append(Problem(display_name, 0, 0, "text before the first 'From ' line ignored"))
+    for number, span in enumerate(spans, 1):
+        raw = message_bytes(data[span.start : span.end])
+        entry, problem = make_entry(raw, path, span, number, display_name)
+        if problem is not None:
+            problems.append(problem)
+        if entry is not None:
+            entries.append(entry)
+    return MailIndex(path, entries, problems)
+
+
+def make_entry(
+    raw: bytes, path: Path, span: Span, number: int, display_name: str
+) -> tuple[MailEntry | None, Problem | None]:
+    """The entry for one message's bytes, and the problem with it if any."""
+    header, _ = split_header(raw)
+    fields, bad_lines = parse_header_block(header)
+    if not fields:
+        return None, Problem(display_name, number, span.start, "no readable headers; message skipped")
+    problem = None
+    if bad_lines:
+        problem = Problem(display_name, number, span.start, f"{bad_lines} malformed header line(s) ignored")
+    date = parse_date(fields.get("date"))
+    if fields.get("date") and date is None:
+        problem = Problem(
+            display_name, number, span.start, f"unreadable Date {fields['date'][:60]!r}; shown without a date"
+        )
+    message_id = normalize_id(fields.get("message-id"))
+    if not message_id:
+        message_id = hashlib.sha1(raw).hexdigest()[:24] + "@atoll.invalid"
+    references = all_ids(fields.get("references"))
+    in_reply_to = first_id(fields.get("in-reply-to"))
+    thread_id = (
+        fields.get("x-gm-thrid") or (references[0] if references else None) or in_reply_to or message_id
+    )
+    to = addresses(fields.get("to"))
+    cc = addresses(fields.get("cc"))
+    sender = fields.get("from", "")
+    subject = fields.get("subject", "")
+    entry = MailEntry(
+        mail_id=f"<{message_id}>",
+        key=message_id,
+        file=path,
+        span=span,
+        order=number,
+        sender=sender,
+        to=to,
+        cc=cc,
+        bcc=addresses(fields.get(BCC_HEADER)),
+        subject=subject,
+        date=date,
+        date_header=fields.get("date", ""),
+        in_reply_to=in_reply_to,
+        references=references,
+        thread_id=normalize_id(thread_id),
+        labels=[label.strip() for label in fields.get("x-gmail-labels", "").split(",") if label.strip()],
+        has_attachments=bool(_ATTACHMENT.search(raw)),
+        timestamp=date.timestamp() if date else None,
+        sender_l=sender.lower(),
+        recipients_l=" ".join(to + cc).lower(),
+        subject_l=subject.lower(),
+    )
+    return entry, problem
+
+
+def involves(entry: MailEntry, email: str) -> bool:
+    """Whether ``email`` is the sender or a visible recipient of the message."""
+    email = email.lower()
+    return email in bare_addresses(entry.sender) or email in bare_addresses(entry.to + entry.cc)

@@ -1,0 +1,113 @@
+"""The mbox file format: finding messages, reading one, appending one.
+
+Message boundaries follow Python's :mod:`mailbox` (a ``From `` line starts a message; the
+blank line before it belongs to no message), except that a separator must look like one
+(``From sender date``), so a body line "From now on" that a careless writer left unquoted
+does not split a message. What we write round-trips through ``mailbox.mbox``. Bodies are written with ``From `` lines quoted as
+``>From `` (mboxo), like Python's own writer.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from email.generator import BytesGenerator
+from email.message import Message
+from io import BytesIO
+from pathlib import Path
+
+# A separator line is "From <sender> <asctime date>"; requiring the time of day keeps an
+# unquoted body line such as "From now on ..." (common in real exports) inside its message.
+_FROM_LINE = re.compile(rb"^From \S+ [^\n]*?\d{1,2}:\d{2}", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Span:
+    """Where one message lives in the file: ``start`` (its ``From `` line) to ``end``."""
+
+    start: int
+    end: int
+
+
+def split_spans(data: bytes) -> tuple[list[Span], bytes]:
+    """Message spans of an mbox file's bytes, plus any junk before the first ``From `` line."""
+    starts = [match.start() for match in _FROM_LINE.finditer(data)]
+    preamble = data[: starts[0]] if starts else data
+    spans = []
+    for index, start in enumerate(starts):
+        end = starts[index + 1] if index + 1 < len(starts) else len(data)
+        spans.append(Span(start, end))
+    return spans, preamble
+
+
+def message_bytes(raw: bytes) -> bytes:
+    """The RFC 2822 message inside a span: without the ``From `` line and the separator line."""
+    newline = raw.find(b"\n")
+    body = raw[newline + 1 :] if newline >= 0 else b""
+    if body.endswith(b"\r\n\r\n"):
+        return body[:-2]
+    if body.endswith(b"\n\n"):
+        return body[:-1]
+    return body
+
+
+def read_span(path: Path, span: Span) -> bytes:
+    with open(path, "rb") as handle:
+        handle.seek(span.start)
+        return message_bytes(handle.read(span.end - span.start))
+
+
+def iter_spans(path: Path) -> Iterator[tuple[Span, bytes]]:
+    """Each message span of the file with its message bytes (reads the file once)."""
+    data = path.read_bytes()
+    spans, _ = split_spans(data)
+    for span in spans:
+        yield span, message_bytes(data[span.start : span.end])
+
+
+def render_message(message: Message) -> bytes:
+    """RFC 2822 bytes with LF line ends and ``From `` lines in the body quoted."""
+    out = BytesIO()
+    BytesGenerator(out, mangle_from_=True, policy=message.policy.clone(linesep="\n")).flatten(message)
+    data = out.getvalue()
+    return data if data.endswith(b"\n") else data + b"\n"
+
+
+def from_line(sender: str, when: float | None = None) -> bytes:
+    """The mbox separator line, e.g. ``From alice@example.com Mon Mar  4 10:00:00 2024``."""
+    address = "".join(ch for ch in sender if not ch.isspace()) or "MAILER-DAEMON"
+    return f"From {address} {time.asctime(time.gmtime(when))}\n".encode("ascii", "replace")
+
+
+def append_message(path: Path, sender: str, data: bytes) -> Span:
+    """Append one message (already rendered) to the mbox at ``path``; returns its span.
+
+    The caller holds the writer lock (:func:`mcp_servers._core.file_lock`); we also take a
+    POSIX lock on the file so other mbox writers that use ``lockf`` (Python's mailbox) wait.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "ab+") as handle:
+        fcntl.lockf(handle, fcntl.LOCK_EX)
+        try:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            prefix = b""
+            if size:
+                handle.seek(max(0, size - 2))
+                tail = handle.read()
+                if not tail.endswith(b"\n"):
+                    prefix = b"\n\n"
+                elif not tail.endswith(b"\n\n"):
+                    prefix = b"\n"
+            start = size + len(prefix)
+            payload = prefix + from_line(sender) + data + b"\n"
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        finally:
+            fcntl.lockf(handle, fcntl.LOCK_UN)
+    return Span(start, size + len(payload))

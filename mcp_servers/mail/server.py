@@ -1,0 +1,14 @@
+"""The mail server's definition (tools register themselves on import)."""
+
+from mcp_servers._core import ServerDefinition
+from mcp_servers.mail.store import MailStore
+
+SERVER = ServerDefinition(
+    "mail",
+    consolidated_name="mail",
+    description=(
+        "The world user's email (all mailboxes). Mail ids are Message-IDs such as '<abc@example.com>'. "
+        "Attachments are files of the world, given as paths like '/Reports/q3.pdf'."
+    ),
+    state=MailStore,
+)

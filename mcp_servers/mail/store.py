@@ -1,0 +1,234 @@
+"""The mail server's state: every ``.mbox`` under ``<apps_data>/mail``, indexed and cached.
+
+Each file's index is cached by file identity (:class:`FileCache`), so a call re-reads
+nothing unless a file changed; the merged, sorted view over all files is cached by the
+identity of the per-file indexes. Our own appends update the cached index in place of a
+re-parse; anything else that changes a file (a populate) makes it re-indexed on next use.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from bisect import bisect_right
+from dataclasses import dataclass
+from email.message import Message
+from pathlib import Path
+
+from mcp_servers._core import FileCache, FileStamp, ServerContext, ToolError, file_lock
+from mcp_servers.mail.headers import bare_addresses, normalize_id
+from mcp_servers.mail.index import MailEntry, MailIndex, Problem, build_index, involves, make_entry
+from mcp_servers.mail.mbox import append_message, message_bytes, read_span, render_message
+from mcp_servers.mail.text import search_text
+
+logger = logging.getLogger("mcp_servers.mail")
+
+DEFAULT_SENT_MBOX = "Sent.mbox"
+
+
+@dataclass
+class MailView:
+    """All messages of all mbox files: newest first, deduplicated by Message-ID."""
+
+    entries: list[MailEntry]
+    by_key: dict[str, MailEntry]
+    by_key_lower: dict[str, MailEntry]
+    indexes: list[MailIndex]
+
+    def find(self, mail_id: str) -> MailEntry | None:
+        key = normalize_id(mail_id)
+        return self.by_key.get(key) or self.by_key_lower.get(key.lower())
+
+    @property
+    def problems(self) -> list[Problem]:
+        return [problem for index in self.indexes for problem in index.problems]
+
+
+def _sort_key(entry: MailEntry) -> tuple[bool, float, int]:
+    return (entry.date is not None, entry.date.timestamp() if entry.date else 0.0, entry.order)
+
+
+class MailStore:
+    """Reads and appends the world's mailboxes. Thread-safe."""
+
+    def __init__(self, context: ServerContext) -> None:
+        self.ctx = context
+        self.root = context.app_dir("mail")
+        self._cache: FileCache[MailIndex] = FileCache(self._load)
+        self._lock = threading.Lock()
+        self._view: tuple[tuple[int, ...], MailView] | None = None
+        self._reported: set[Problem] = set()
+
+    # --- reading ---------------------------------------------------------------------
+
+    def display_name(self, path: Path) -> str:
+        try:
+            return path.relative_to(self.root).as_posix()
+        except ValueError:
+            return path.name
+
+    def _load(self, path: Path) -> MailIndex:
+        return build_index(path, self.display_name(path))
+
+    def mbox_files(self) -> list[Path]:
+        """Every ``*.mbox`` regular file under the mail folder, sorted; links out are ignored."""
+        if not self.root.is_dir():
+            return []
+        real_root = os.path.realpath(self.root)
+        found = []
+        for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):
+            dirnames.sort()
+            for name in sorted(filenames):
+                if not name.lower().endswith(".mbox"):
+                    continue
+                path = Path(dirpath) / name
+                real = os.path.realpath(path)
+                if os.path.isfile(real) and real.startswith(real_root + os.sep):
+                    found.append(path)
+        return sorted(found, key=lambda p: p.relative_to(self.root).as_posix())
+
+    def view(self) -> MailView:
+        """The current merged view (rebuilt only when some file changed)."""
+        indexes = []
+        for path in self.mbox_files():
+            try:
+                indexes.append(self._cache.get(path))
+            except FileNotFoundError:  # removed between listing and reading
+                continue
+        key = tuple(id(index) for index in indexes)
+        with self._lock:
+            if self._view is not None and self._view[0] == key:
+                return self._view[1]
+        by_key: dict[str, MailEntry] = {}
+        for index in indexes:
+            for entry in index.entries:
+                by_key.setdefault(entry.key, entry)
+        entries = sorted(by_key.values(), key=_sort_key, reverse=True)
+        view = MailView(entries, by_key, {k.lower(): e for k, e in reversed(by_key.items())}, indexes)
+        with self._lock:
+            self._view = (key, view)
+        return view
+
+    def notices(self, view: MailView) -> list[str]:
+        """Problems in the stored mail not reported before (each is reported once)."""
+        fresh = []
+        with self._lock:
+            for problem in view.problems:
+                if problem not in self._reported:
+                    self._reported.add(problem)
+                    fresh.append(problem)
+        for problem in fresh:
+            logger.warning("mail: %s", problem.text())
+        return [problem.text() for problem in fresh]
+
+    def get(self, view: MailView, mail_id: str, argument: str = "mail_id") -> MailEntry:
+        entry = view.find(mail_id)
+        if entry is None:
+            raise ToolError(
+                "not_found", f"{argument}: no message with id {mail_id[:120]!r}", argument=argument
+            )
+        return entry
+
+    def raw(self, entry: MailEntry) -> bytes:
+        try:
+            return read_span(entry.file, entry.span)
+        except OSError as exc:
+            raise ToolError(
+                "conflict", f"the mailbox changed while reading ({exc.strerror}); retry"
+            ) from None
+
+    def body_lower(self, entry: MailEntry, index: MailIndex) -> str:
+        """Lower-cased body text for searching (parsed once per file version)."""
+        text = index.bodies.get(entry.span.start)
+        if text is None:
+            try:
+                text = search_text(self.raw(entry)).lower()
+            except ToolError:
+                text = ""
+            index.bodies[entry.span.start] = text
+        return text
+
+    def body_matches(self, view: MailView, needle: str) -> set[tuple[Path, int]]:
+        """(file, span start) of every message whose body contains ``needle`` (lower-case).
+
+        Bodies of a file version are extracted once and joined into one byte string, so a
+        search is a few C-level ``find`` calls instead of a loop over messages.
+        """
+        found: set[tuple[Path, int]] = set()
+        for index in view.indexes:
+            blob, starts = self._body_blob(index)
+            encoded = needle.encode("utf-8", "replace")
+            position = blob.find(encoded)
+            while position >= 0:
+                number = bisect_right(starts, position) - 1
+                found.add((index.path, index.entries[number].span.start))
+                following = starts[number + 1] if number + 1 < len(starts) else len(blob)
+                position = blob.find(encoded, following)
+        return found
+
+    def _body_blob(self, index: MailIndex) -> tuple[bytes, list[int]]:
+        if index.body_blob is None:
+            parts: list[bytes] = []
+            starts: list[int] = []
+            position = 0
+            missing = [entry for entry in index.entries if entry.span.start not in index.bodies]
+            if missing:  # one read of the file instead of one per message
+                try:
+                    data = index.path.read_bytes()
+                except OSError:
+                    data = b""
+                for entry in missing:
+                    raw = message_bytes(data[entry.span.start : entry.span.end])
+                    index.bodies[entry.span.start] = search_text(raw).lower() if raw else ""
+            for entry in index.entries:
+                text = self.body_lower(entry, index).replace("\x00", " ").encode("utf-8", "replace")
+                starts.append(position)
+                parts.append(text)
+                position += len(text) + 1
+            # UTF-8 bytes: find() on bytes is a fast memchr-based scan whatever the text.
+            index.body_blob = (b"\x00".join(parts), starts)
+        return index.body_blob
+
+    def is_own(self, entry: MailEntry) -> bool:
+        """Whether the world's user sent this message (they may see its Bcc)."""
+        user = self.ctx.user_email
+        return bool(user) and user.lower() in bare_addresses(entry.sender)
+
+    # --- writing ---------------------------------------------------------------------
+
+    def sent_mbox(self, view: MailView) -> Path:
+        """Where sent mail goes: option ``sent_mbox``, else the mbox holding most of the
+        user's mail (first in sorted order on ties), else ``mail/Sent.mbox``."""
+        configured = self.ctx.option("sent_mbox")
+        if configured:
+            from mcp_servers._core import PathResolver
+
+            return PathResolver(self.root).resolve(str(configured), argument="sent_mbox", allow_root=False)
+        if not view.indexes:
+            return self.root / DEFAULT_SENT_MBOX
+        if len(view.indexes) == 1 or not self.ctx.user_email:
+            return view.indexes[0].path
+        user = self.ctx.user_email
+        counts = [sum(1 for e in index.entries if involves(e, user)) for index in view.indexes]
+        best = max(range(len(counts)), key=lambda i: (counts[i], -i))
+        return view.indexes[best].path
+
+    def append(self, message: Message, sender: str) -> MailEntry:
+        """Append ``message`` to the sent mbox; returns its entry (the cache is updated, not dropped)."""
+        view = self.view()
+        target = self.sent_mbox(view)
+        data = render_message(message)
+        with file_lock(target):
+            before = FileStamp.of(target)
+            cached = self._cache.peek(target)
+            span = append_message(target, sender, data)
+            index = cached[1] if cached is not None and cached[0] == before else None
+            number = (index.entries[-1].order + 1) if index and index.entries else 1
+            entry, _ = make_entry(data, target, span, number, self.display_name(target))
+            assert entry is not None  # we just rendered its headers
+            if index is not None:
+                self._cache.put(target, index.with_appended(entry))
+            else:  # new file, or changed by someone else meanwhile: index it on next read
+                self._cache.invalidate(target)
+        return entry
