@@ -208,6 +208,7 @@ def read_blocks(document: Any, *, include_runs: bool = False) -> list[dict[str, 
     for image in collect_images(document):
         images_by_paragraph.setdefault(image.paragraph_id, []).append(image.annotation)
     blocks: list[dict[str, Any]] = []
+    rels = document.part.rels
     page = 0
     p_index = t_index = 0
     pending_break = False
@@ -219,7 +220,9 @@ def read_blocks(document: Any, *, include_runs: bool = False) -> list[dict[str, 
             if blocks and (pending_break or starts):
                 page += 1
             pending_break = ends
-            blocks.append(_paragraph_block(element, identifier, styles, images_by_paragraph, include_runs, page))
+            blocks.append(
+                _paragraph_block(element, identifier, styles, images_by_paragraph, include_runs, page, rels)
+            )
         elif element.tag == W_TBL:
             identifier = f"body.tbl.{t_index}"
             t_index += 1
@@ -237,6 +240,7 @@ def _paragraph_block(
     images: dict[str, list[str]],
     include_runs: bool,
     page: int,
+    rels: Any,
 ) -> dict[str, Any]:
     style = styles.of(paragraph)
     kind, level = paragraph_kind(paragraph, style)
@@ -249,10 +253,27 @@ def _paragraph_block(
         block["marked_text"] = marked_text(paragraph)
     if images.get(identifier):
         block["images"] = images[identifier]
+    links = _links(paragraph, rels)
+    if links:
+        block["links"] = links
     if include_runs:
         block["runs"] = [_run_summary(run, paragraph, f"{identifier}.r.{j}") for j, run in enumerate(runs_of(paragraph))]
     block["page"] = page
     return block
+
+
+def _links(paragraph: Any, rels: Any) -> list[dict[str, str]]:
+    """The paragraph's hyperlinks: text and target (a URL, or ``#bookmark``)."""
+    links = []
+    for link in paragraph.iter(qn("w:hyperlink")):
+        text = "".join(run_text(run) for run in link.iter(qn("w:r")))
+        rel_id = link.get(qn("r:id"))
+        if rel_id and rel_id in rels:
+            target = rels[rel_id].target_ref
+        else:
+            target = "#" + (link.get(qn("w:anchor")) or "")
+        links.append({"text": text, "target": target})
+    return links
 
 
 def _run_summary(run: Any, paragraph: Any, identifier: str) -> dict[str, Any]:
@@ -329,5 +350,7 @@ def render_block(block: dict[str, Any]) -> str:
     extra = ""
     if block.get("images"):
         extra = " " + " ".join(f"[{annotation}]" for annotation in block["images"])
+    for link in block.get("links", []):
+        extra += f" <{link['text']}: {link['target']}>"
     style = "" if block["style"] == "Normal" else f" ({block['style']})"
     return f"[{block['id']}]{style} {prefix}{text}{extra}".rstrip()

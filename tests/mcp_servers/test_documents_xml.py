@@ -147,3 +147,18 @@ def test_concurrent_edits_of_one_document_lose_nothing(tmp_path):
         list(pool.map(add, range(12)))
     texts = {p.text for p in docx.Document(str(root / "shared.docx")).paragraphs}
     assert {f"line {n}" for n in range(12)} <= texts
+
+
+def test_reads_show_hyperlink_targets():
+    from docx.opc.constants import RELATIONSHIP_TYPE as RT
+
+    from mcp_servers.documents.reading import render_block
+
+    document = docx.Document()
+    rel_id = document.part.relate_to("https://example.com/report", RT.HYPERLINK, is_external=True)
+    p = document.add_paragraph("See ")
+    p._p.append(parse_xml(f'<w:hyperlink {W} {nsdecls("r")} r:id="{rel_id}">{run("the report")}</w:hyperlink>'))
+    block = read_blocks(document)[0]
+    assert block["text"] == "See the report"
+    assert block["links"] == [{"text": "the report", "target": "https://example.com/report"}]
+    assert render_block(block).endswith("<the report: https://example.com/report>")
