@@ -23,6 +23,8 @@ _CFB_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 _ZIP_MAGIC = b"PK"
 #: Largest package opened (bytes); bigger files are refused with ``too_large``.
 MAX_PACKAGE_BYTES = 200 * 1024 * 1024
+#: Largest total uncompressed size of a package's members (a zip bomb is refused unopened).
+MAX_UNPACKED_BYTES = 1024 * 1024 * 1024
 
 T = TypeVar("T")
 
@@ -56,6 +58,19 @@ def check_package(path: Path, *, virtual: str, kind: str, argument: str) -> None
     if not head.startswith(_ZIP_MAGIC) or not zipfile.is_zipfile(path):
         raise ToolError(
             "bad_data", f"{argument}: {virtual} is not a valid .{kind} file (not a zip package)", argument=argument
+        )
+    try:
+        with zipfile.ZipFile(path) as package:
+            unpacked = sum(info.file_size for info in package.infolist())
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise ToolError(
+            "bad_data", f"{argument}: {virtual} is not a valid .{kind} file (damaged zip: {exc})", argument=argument
+        ) from exc
+    if unpacked > MAX_UNPACKED_BYTES:
+        raise ToolError(
+            "too_large",
+            f"{argument}: {virtual} unpacks to {unpacked} bytes (limit {MAX_UNPACKED_BYTES})",
+            argument=argument,
         )
 
 

@@ -199,7 +199,9 @@ def test_comments_read_add_delete(env):
     assert [(c["author"], c["text"], c["anchored_text"], c["anchor"]) for c in comments] == [
         ("Bo Chen", "Is this final?", "Needs review", "body.p.4")
     ]
-    added = docs.ok("comments", file_path="/memo.docx", action="add", identifier="body.p.1.r.1", text="Source?")
+    added = docs.ok(
+        "comments", file_path="/memo.docx", action="add", identifier="body.p.1.r.1", text="Source?"
+    )
     comments = docs.ok("comments", file_path="/memo.docx")["comments"]
     new = next(c for c in comments if c["comment_id"] == added["comment_id"])
     assert (new["author"], new["anchored_text"], new["anchor"]) == ("Dana Ruiz", "12%", "body.p.1")
@@ -208,7 +210,9 @@ def test_comments_read_add_delete(env):
     assert [c["text"] for c in remaining] == ["Source?"]
     body_xml = reopen(world).element.body.xml
     assert body_xml.count("commentRangeStart") == 1 and body_xml.count("commentReference") == 1
-    assert docs.error("comments", file_path="/memo.docx", action="delete", comment_id=99)["code"] == "not_found"
+    assert (
+        docs.error("comments", file_path="/memo.docx", action="delete", comment_id=99)["code"] == "not_found"
+    )
 
 
 # --- editing text keeps formatting -------------------------------------------------------
@@ -216,7 +220,12 @@ def test_comments_read_add_delete(env):
 
 def test_edit_paragraph_keeps_run_formatting(env):
     docs, world = env
-    docs.ok("edit_content_text", file_path="/memo.docx", identifier="body.p.1", new_text="Revenue grew 15% in 2024.")
+    docs.ok(
+        "edit_content_text",
+        file_path="/memo.docx",
+        identifier="body.p.1",
+        new_text="Revenue grew 15% in 2024.",
+    )
     runs = reopen(world).paragraphs[1].runs
     assert [(r.text, r.bold, r.italic) for r in runs] == [
         ("Revenue grew ", None, None),
@@ -262,8 +271,12 @@ def test_edit_errors_are_clear(env):
 
 def test_add_text_inserts_paragraphs_and_extends(env):
     docs, world = env
-    docs.ok("add_content_text", file_path="/memo.docx", identifier="body.p.0", text="Intro line", position="after")
-    docs.ok("add_content_text", file_path="/memo.docx", identifier="body.p.2", text=" Costs fell.", position="end")
+    docs.ok(
+        "add_content_text", file_path="/memo.docx", identifier="body.p.0", text="Intro line", position="after"
+    )
+    docs.ok(
+        "add_content_text", file_path="/memo.docx", identifier="body.p.2", text=" Costs fell.", position="end"
+    )
     docs.ok("add_content_text", file_path="/memo.docx", identifier="body", text="Closing", position="end")
     document = reopen(world)
     texts = [p.text for p in document.paragraphs]
@@ -280,9 +293,18 @@ def test_insert_content_and_add_table_at_identifier(env):
         file_path="/memo.docx",
         identifier="body.p.1",
         position="after",
-        content=[{"type": "heading", "text": "Details", "level": 2}, {"type": "bullet_list", "items": ["a", "b"]}],
+        content=[
+            {"type": "heading", "text": "Details", "level": 2},
+            {"type": "bullet_list", "items": ["a", "b"]},
+        ],
     )
-    docs.ok("add_table", file_path="/memo.docx", identifier="body.p.0", position="after", rows=[["K", "V"], [1, 2]])
+    docs.ok(
+        "add_table",
+        file_path="/memo.docx",
+        identifier="body.p.0",
+        position="after",
+        rows=[["K", "V"], [1, 2]],
+    )
     blocks = docs.ok("read_document_content", file_path="/memo.docx")["blocks"]
     assert [(b["id"], b["type"]) for b in blocks[:6]] == [
         ("body.p.0", "heading"),
@@ -305,9 +327,9 @@ def test_delete_element_and_text(env):
     document = reopen(world)
     assert "Revenue" not in [p.text for p in document.paragraphs][1]
     assert len(document.tables[0].rows) == 1
-    assert docs.error("delete_content_text", file_path="/memo.docx", identifier="body", scope="element")["code"] == (
-        "invalid_argument"
-    )
+    assert docs.error("delete_content_text", file_path="/memo.docx", identifier="body", scope="element")[
+        "code"
+    ] == ("invalid_argument")
 
 
 # --- formatting, images, layout ---------------------------------------------------------
@@ -331,9 +353,12 @@ def test_apply_formatting_to_paragraph_and_run(env):
     assert paragraph.runs[1].bold  # formatting it did not touch stays
     error = docs.error("apply_formatting", file_path="/memo.docx", identifier="body.p.1", font_color="bluish")
     assert error["code"] == "invalid_argument"
-    assert docs.error("apply_formatting", file_path="/memo.docx", identifier="body.p.1.r.0", style="Title")[
-        "code"
-    ] == "invalid_argument"
+    assert (
+        docs.error("apply_formatting", file_path="/memo.docx", identifier="body.p.1.r.0", style="Title")[
+            "code"
+        ]
+        == "invalid_argument"
+    )
 
 
 def test_add_and_modify_image(env):
@@ -341,9 +366,13 @@ def test_add_and_modify_image(env):
     docs.ok("add_image", file_path="/memo.docx", image_path="/img/blue.png", width_inches=3)
     overview = docs.ok("get_document_overview", file_path="/memo.docx")
     assert overview["images"] == 2
-    changed = docs.ok("modify_image", file_path="/memo.docx", annotation="image.1", width_inches=1.5, alt_text="blue")
+    changed = docs.ok(
+        "modify_image", file_path="/memo.docx", annotation="image.1", width_inches=1.5, alt_text="blue"
+    )
     assert (changed["width_inches"], changed["height_inches"], changed["description"]) == (1.5, 0.38, "blue")
-    replaced = docs.ok("modify_image", file_path="/memo.docx", annotation="image.0", image_path="/img/blue.png")
+    replaced = docs.ok(
+        "modify_image", file_path="/memo.docx", annotation="image.0", image_path="/img/blue.png"
+    )
     assert replaced["width_inches"] == 2.0 and replaced["height_inches"] == 0.5
     result = docs.call("read_image", file_path="/memo.docx", annotation="image.0")
     image = next(block for block in result.content if getattr(block, "type", "") == "image")
@@ -366,7 +395,10 @@ def test_margins_orientation_header_footer(env):
     assert read["sections"][0]["text"] == "Confidential"
     margins = docs.ok("page_margins", file_path="/memo.docx")["sections"][0]["margins_inches"]
     assert margins["top"] == 0.5
-    assert docs.error("page_orientation", file_path="/memo.docx", orientation="sideways")["code"] == "invalid_argument"
+    assert (
+        docs.error("page_orientation", file_path="/memo.docx", orientation="sideways")["code"]
+        == "invalid_argument"
+    )
 
 
 # --- creating and deleting files ---------------------------------------------------------
@@ -407,10 +439,13 @@ def test_create_document_with_every_block_type(env):
         if p.style.name == "List Number" and p._p.pPr is not None and p._p.pPr.numPr is not None
     ]
     assert len(set(num_ids)) == 1 and len(num_ids) == 1  # only "again one" carries an explicit restart
-    assert docs.error("create_document", directory="/Outputs", file_name="report.docx", content=[])["code"] == (
-        "already_exists"
+    assert docs.error("create_document", directory="/Outputs", file_name="report.docx", content=[])[
+        "code"
+    ] == ("already_exists")
+    assert (
+        docs.error("create_document", directory="/Outputs", file_name="r.txt", content=[])["code"]
+        == "unsupported"
     )
-    assert docs.error("create_document", directory="/Outputs", file_name="r.txt", content=[])["code"] == "unsupported"
     error = docs.error("create_document", directory="/", file_name="x.docx", content=[{"type": "table"}])
     assert error["code"] == "invalid_argument" and "content[0]" in error["message"]
 
@@ -431,9 +466,19 @@ def test_reference_solution_shapes(env):
             {"type": "page_break"},
         ],
     )
-    docs.ok("add_content_text", file_path="/Outputs/memo.docx", identifier="body.p.1", text="after", position="after")
+    docs.ok(
+        "add_content_text",
+        file_path="/Outputs/memo.docx",
+        identifier="body.p.1",
+        text="after",
+        position="after",
+    )
     docs.ok("edit_content_text", file_path="/Outputs/memo.docx", identifier="body.p.1", new_text="Body v2")
-    assert [p.text for p in reopen(world, "/Outputs/memo.docx").paragraphs][:3] == ["Key terms", "Body v2", "after"]
+    assert [p.text for p in reopen(world, "/Outputs/memo.docx").paragraphs][:3] == [
+        "Key terms",
+        "Body v2",
+        "after",
+    ]
 
 
 def test_delete_document(env):
@@ -465,7 +510,9 @@ def test_encrypted_and_corrupt_files_are_named(env, content, code, words):
         ("edit_content_text", {"identifier": "body.p.0", "new_text": "x"}),
     ]:
         error = docs.error(tool, file_path="/Legal/broken.docx", **extra)
-        assert error["code"] == code and "/Legal/broken.docx" in error["message"] and words in error["message"]
+        assert (
+            error["code"] == code and "/Legal/broken.docx" in error["message"] and words in error["message"]
+        )
     assert (world.fs_root / "Legal/broken.docx").read_bytes() == content
 
 
@@ -492,7 +539,28 @@ def test_image_paths_inside_content_blocks_stay_in_the_root(env, hostile):
     )
     assert error["code"] == "path_outside_root"
     error = docs.error(
-        "insert_content", file_path="/memo.docx", identifier="body", content=[{"type": "image", "path": hostile}]
+        "insert_content",
+        file_path="/memo.docx",
+        identifier="body",
+        content=[{"type": "image", "path": hostile}],
     )
     assert error["code"] == "path_outside_root"
     assert not (world.fs_root / "x.docx").exists()
+
+
+def test_zip_bomb_is_refused_unopened(env, monkeypatch):
+    docs, world = env
+    from mcp_servers.documents import office
+
+    monkeypatch.setattr(office, "MAX_UNPACKED_BYTES", 10_000)
+    error = docs.error("read_document_content", file_path="/memo.docx")
+    assert error["code"] == "too_large" and "/memo.docx" in error["message"] and "unpacks" in error["message"]
+
+
+def test_tool_lists_in_both_modes(env):
+    docs, _world = env
+    names = docs.session.tool_names()
+    if docs.mode == "individual":
+        assert len(names) == 17 and {"read_document_content", "edit_content_text", "add_table"} <= set(names)
+    else:
+        assert names == ["docs", "docs_schema"]

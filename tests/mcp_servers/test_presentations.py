@@ -110,7 +110,9 @@ def env(request, tmp_path):
     (world.fs_root / "Board").mkdir()
     write_deck(world.fs_root / "Board" / "deck.pptx", image)
     write_workbook(world.fs_root / "data.xlsx")
-    with open_session("presentations", world, mode=request.param, options={"user_name": "Dana Ruiz"}) as session:
+    with open_session(
+        "presentations", world, mode=request.param, options={"user_name": "Dana Ruiz"}
+    ) as session:
         yield Slides(session, request.param), world
 
 
@@ -139,7 +141,12 @@ def test_read_completedeck_shows_text_tables_charts_images_notes(env):
     slides, _world = env
     data = slides.ok("read_completedeck", file_path=DECK)
     assert data["slide_count"] == 4
-    assert [s["title"] for s in data["slides"]] == ["Board update", "Transaction overview", "Charts", "Numbers"]
+    assert [s["title"] for s in data["slides"]] == [
+        "Board update",
+        "Transaction overview",
+        "Charts",
+        "Numbers",
+    ]
     text = slides.text("read_completedeck", file_path=DECK)
     assert "# Board update" in text and "March 2024" in text
     assert "- Offer: $420M at 9.1x EBITDA" in text and "  - Closing expected Q3" in text
@@ -204,7 +211,12 @@ def test_replace_text_across_runs_and_in_tables(env):
         operations=[
             {"type": "replace_text", "search": "Offer: $420M", "replace": "Bid: $430M"},
             {"type": "replace_text", "slide_index": 3, "search": "$46M", "replace": "$47M"},
-            {"type": "replace_text", "search": "board UPDATE", "replace": "Board review", "match_case": False},
+            {
+                "type": "replace_text",
+                "search": "board UPDATE",
+                "replace": "Board review",
+                "match_case": False,
+            },
         ],
     )
     deck = reopen(world)
@@ -241,7 +253,11 @@ def test_title_subtitle_bullets_notes(env):
         operations=[
             {"type": "update_title", "slide_index": 1, "title": "Deal overview"},
             {"type": "update_subtitle", "slide_index": 0, "subtitle": "April 2024"},
-            {"type": "add_bullets", "slide_index": 1, "bullets": ["New point", {"text": "detail", "level": 1}]},
+            {
+                "type": "add_bullets",
+                "slide_index": 1,
+                "bullets": ["New point", {"text": "detail", "level": 1}],
+            },
             {"type": "set_notes", "slide_index": 1, "notes": "Updated notes"},
             {"type": "add_bullets", "slide_index": 3, "bullets": ["Box bullet"]},
         ],
@@ -258,13 +274,19 @@ def test_title_subtitle_bullets_notes(env):
     ]
     assert deck.slides[1].notes_slide.notes_text_frame.text == "Updated notes"
     assert "Box bullet" in all_text(deck)
-    slides.ok("edit_slides", file_path=DECK, operations=[{"type": "replace_bullets", "slide_index": 1, "bullets": ["Only"]}])
+    slides.ok(
+        "edit_slides",
+        file_path=DECK,
+        operations=[{"type": "replace_bullets", "slide_index": 1, "bullets": ["Only"]}],
+    )
     assert [p.text for p in reopen(world).slides[1].placeholders[1].text_frame.paragraphs] == ["Only"]
 
 
 def test_duplicate_keeps_images_and_charts(env):
     slides, world = env
-    result = slides.ok("edit_slides", file_path=DECK, operations=[{"type": "duplicate_slide", "slide_index": 2}])
+    result = slides.ok(
+        "edit_slides", file_path=DECK, operations=[{"type": "duplicate_slide", "slide_index": 2}]
+    )
     assert result["applied"][0]["new_slide_index"] == 3 and result["slide_count"] == 5
     deck = reopen(world)
     copy = deck.slides[3]
@@ -281,7 +303,10 @@ def test_duplicate_keeps_images_and_charts(env):
     chart_frames[0].chart.replace_data(_data(99.0))
     deck.save(str(world.fs_root / "Board" / "deck.pptx"))
     deck = reopen(world)
-    assert list(next(s for s in deck.slides[2].shapes if s.has_chart).chart.plots[0].series[0].values) == [10.0, 12.5]
+    assert list(next(s for s in deck.slides[2].shapes if s.has_chart).chart.plots[0].series[0].values) == [
+        10.0,
+        12.5,
+    ]
 
 
 def _data(value: float) -> CategoryChartData:
@@ -296,7 +321,10 @@ def test_move_and_delete_slides(env):
     slides.ok(
         "edit_slides",
         file_path=DECK,
-        operations=[{"type": "move_slide", "slide_index": 3, "to_index": 0}, {"type": "delete_slide", "slide_index": 2}],
+        operations=[
+            {"type": "move_slide", "slide_index": 3, "to_index": 0},
+            {"type": "delete_slide", "slide_index": 2},
+        ],
     )
     titles = [s.shapes.title.text_frame.text for s in reopen(world).slides]
     assert titles == ["Numbers", "Board update", "Charts"]
@@ -315,9 +343,14 @@ def test_edit_slides_is_all_or_nothing(env):
     )
     assert error["code"] == "not_found" and "42" in error["message"]
     assert (world.fs_root / "Board" / "deck.pptx").read_bytes() == before
-    error = slides.error("edit_slides", file_path=DECK, operations=[{"type": "update_title", "slide_index": 0}])
+    error = slides.error(
+        "edit_slides", file_path=DECK, operations=[{"type": "update_title", "slide_index": 0}]
+    )
     assert error["code"] == "invalid_argument" and "title" in error["message"]
-    assert slides.error("edit_slides", file_path=DECK, operations=[{"type": "explode"}])["code"] == "invalid_argument"
+    assert (
+        slides.error("edit_slides", file_path=DECK, operations=[{"type": "explode"}])["code"]
+        == "invalid_argument"
+    )
 
 
 # --- creating, adding ------------------------------------------------------------------------
@@ -332,28 +365,49 @@ def test_create_deck_with_every_layout(env):
         metadata={"title": "Preread"},
         slides=[
             {"layout": "title", "title": "Preread", "subtitle": "SteerCo"},
-            {"layout": "title_and_content", "title": "Agenda", "bullets": ["One", {"text": "sub", "level": 1}], "notes": "n"},
+            {
+                "layout": "title_and_content",
+                "title": "Agenda",
+                "bullets": ["One", {"text": "sub", "level": 1}],
+                "notes": "n",
+            },
             {"layout": "section_header", "title": "Part 2", "subtitle": "Details"},
             {"layout": "two_content", "title": "Compare", "columns": [["left a", "left b"], ["right"]]},
             {"layout": "title_only", "title": "Table", "table": {"rows": [["h1", "h2"], ["a", "b"]]}},
             {"layout": "blank"},
         ],
     )
-    assert result == {"file_path": "/Outputs/new.pptx", "slide_count": 6, "bytes": result["bytes"], "created": True}
+    assert result == {
+        "file_path": "/Outputs/new.pptx",
+        "slide_count": 6,
+        "bytes": result["bytes"],
+        "created": True,
+    }
     deck = reopen(world, "/Outputs/new.pptx")
     assert [s.slide_layout.name for s in deck.slides] == [
-        "Title Slide", "Title and Content", "Section Header", "Two Content", "Title Only", "Blank",
+        "Title Slide",
+        "Title and Content",
+        "Section Header",
+        "Two Content",
+        "Title Only",
+        "Blank",
     ]
     assert deck.core_properties.title == "Preread" and deck.core_properties.author == "Dana Ruiz"
     assert [p.level for p in deck.slides[1].placeholders[1].text_frame.paragraphs] == [0, 1]
     assert deck.slides[1].notes_slide.notes_text_frame.text == "n"
     assert deck.slides[2].placeholders[1].text_frame.text == "Details"
-    assert [ph.text_frame.text for ph in deck.slides[3].placeholders if ph.placeholder_format.idx in (1, 2)] == [
-        "left a\nleft b", "right",
+    assert [
+        ph.text_frame.text for ph in deck.slides[3].placeholders if ph.placeholder_format.idx in (1, 2)
+    ] == [
+        "left a\nleft b",
+        "right",
     ]
     table = next(s for s in deck.slides[4].shapes if s.has_table).table
     assert table.cell(1, 1).text == "b" and table.cell(0, 0).text_frame.paragraphs[0].runs[0].font.bold
-    assert slides.error("create_deck", directory="/Outputs", file_name="new.pptx", slides=[])["code"] == "already_exists"
+    assert (
+        slides.error("create_deck", directory="/Outputs", file_name="new.pptx", slides=[])["code"]
+        == "already_exists"
+    )
     error = slides.error("create_deck", directory="/", file_name="x.pptx", slides=[{"layout": "diagonal"}])
     assert error["code"] == "invalid_argument" and "diagonal" in error["message"]
 
@@ -361,11 +415,21 @@ def test_create_deck_with_every_layout(env):
 def test_add_slide_at_index(env):
     slides, world = env
     result = slides.ok(
-        "add_slide", file_path=DECK, index=1, layout="title_and_content", title="Inserted", bullets=["x"], notes="hi"
+        "add_slide",
+        file_path=DECK,
+        index=1,
+        layout="title_and_content",
+        title="Inserted",
+        bullets=["x"],
+        notes="hi",
     )
     assert result["slide_index"] == 1 and result["slide_count"] == 5
     deck = reopen(world)
-    assert [s.shapes.title.text_frame.text for s in deck.slides][:3] == ["Board update", "Inserted", "Transaction overview"]
+    assert [s.shapes.title.text_frame.text for s in deck.slides][:3] == [
+        "Board update",
+        "Inserted",
+        "Transaction overview",
+    ]
     assert slides.error("add_slide", file_path=DECK, index=10)["code"] == "not_found"
 
 
@@ -373,15 +437,24 @@ def test_insert_table_and_shape(env):
     slides, world = env
     slides.ok("insert_table", file_path=DECK, slide_index=0, rows=[["A", "B"], [1, 2.5]], top=5, height=1)
     slides.ok(
-        "add_shape", file_path=DECK, slide_index=0, shape_type="rounded_rectangle", text="Note", fill_color="#FFEEAA",
-        font_size=18, bold=True,
+        "add_shape",
+        file_path=DECK,
+        slide_index=0,
+        shape_type="rounded_rectangle",
+        text="Note",
+        fill_color="#FFEEAA",
+        font_size=18,
+        bold=True,
     )
     deck = reopen(world)
     table = next(s for s in deck.slides[0].shapes if s.has_table).table
     assert table.cell(1, 1).text == "2.5"
     shape = next(s for s in deck.slides[0].shapes if s.has_text_frame and s.text_frame.text == "Note")
     assert str(shape.fill.fore_color.rgb) == "FFEEAA" and shape.text_frame.paragraphs[0].runs[0].font.bold
-    assert slides.error("add_shape", file_path=DECK, slide_index=0, shape_type="blob")["code"] == "invalid_argument"
+    assert (
+        slides.error("add_shape", file_path=DECK, slide_index=0, shape_type="blob")["code"]
+        == "invalid_argument"
+    )
 
 
 def test_add_and_modify_image(env):
@@ -395,7 +468,10 @@ def test_add_and_modify_image(env):
     assert picture.image.size == (80, 20)
     slides.ok("modify_image", file_path=DECK, annotation="slide.0.image.0", delete=True)
     assert not [s for s in reopen(world).slides[0].shapes if s.shape_type == 13]
-    assert slides.error("add_image", file_path=DECK, slide_index=0, image_path="/data.xlsx")["code"] == "unsupported"
+    assert (
+        slides.error("add_image", file_path=DECK, slide_index=0, image_path="/data.xlsx")["code"]
+        == "unsupported"
+    )
 
 
 def test_insert_chart_from_workbook(env):
@@ -417,18 +493,31 @@ def test_insert_chart_from_workbook(env):
     assert list(chart.plots[0].categories) == ["2022", "2023", "2024"]
     assert chart.chart_title.text_frame.text == "Growth"
     error = slides.error(
-        "insert_chart", presentation_path=DECK, slide_index=3, spreadsheet_path="/data.xlsx", sheet_name="Nope",
+        "insert_chart",
+        presentation_path=DECK,
+        slide_index=3,
+        spreadsheet_path="/data.xlsx",
+        sheet_name="Nope",
         data_range="A1:C4",
     )
     assert error["code"] == "not_found" and "Data" in error["message"]
     error = slides.error(
-        "insert_chart", presentation_path=DECK, slide_index=3, spreadsheet_path="/data.xlsx", sheet_name="Data",
+        "insert_chart",
+        presentation_path=DECK,
+        slide_index=3,
+        spreadsheet_path="/data.xlsx",
+        sheet_name="Data",
         data_range="D1:E2",
     )
     assert error["code"] == "invalid_argument" and "E2" in error["message"]
     error = slides.error(
-        "insert_chart", presentation_path=DECK, slide_index=3, spreadsheet_path="/data.xlsx", sheet_name="Data",
-        data_range="A1:C4", chart_type="radar3d",
+        "insert_chart",
+        presentation_path=DECK,
+        slide_index=3,
+        spreadsheet_path="/data.xlsx",
+        sheet_name="Data",
+        data_range="A1:C4",
+        chart_type="radar3d",
     )
     assert error["code"] == "invalid_argument"
 
@@ -460,10 +549,25 @@ def test_encrypted_and_corrupt_files_are_named(env, content, code, words):
         ("edit_slides", {"operations": [{"type": "replace_text", "search": "a", "replace": "b"}]}),
     ]:
         error = slides.error(tool, file_path="/Decks/broken.pptx", **extra)
-        assert error["code"] == code and "/Decks/broken.pptx" in error["message"] and words in error["message"]
+        assert (
+            error["code"] == code and "/Decks/broken.pptx" in error["message"] and words in error["message"]
+        )
     world.file("/locked.xlsx", content)
     error = slides.error(
-        "insert_chart", presentation_path=DECK, slide_index=0, spreadsheet_path="/locked.xlsx", sheet_name="Data",
+        "insert_chart",
+        presentation_path=DECK,
+        slide_index=0,
+        spreadsheet_path="/locked.xlsx",
+        sheet_name="Data",
         data_range="A1:B2",
     )
     assert error["code"] == code and "/locked.xlsx" in error["message"]
+
+
+def test_tool_lists_in_both_modes(env):
+    slides, _world = env
+    names = slides.session.tool_names()
+    if slides.mode == "individual":
+        assert len(names) == 13 and {"create_deck", "edit_slides", "insert_chart", "read_completedeck"} <= set(names)
+    else:
+        assert names == ["slides", "slides_schema"]
