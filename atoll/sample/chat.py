@@ -61,7 +61,7 @@ def group_messages(group: dict[str, Any]) -> list[dict[str, Any]]:
             "message_id": f"{code}/{topic}/{unique}",
             "reactions": [
                 {"emoji": {"unicode": emoji}, "reactor_emails": [p["email"] for p in people]}
-                for emoji, people in spec.get("reactions", [])
+                for emoji, people in ([] if spec.get("deleted") else spec.get("reactions", []))
             ],
             "annotations": [],
         }

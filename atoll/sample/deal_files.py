@@ -142,11 +142,17 @@ def _comps(draft: WorldDraft) -> None:
             Sheet(
                 "Notes",
                 [
-                    ["Note"],
-                    ["Market data as of 2024-02-28 close."],
-                    ["Net debt includes leases."],
-                    ["Precedents tab moved to a separate file (AR)."],
+                    ["Note", "Value"],
+                    ["Market data as of 2024-02-28 close.", None],
+                    ["Net debt includes leases.", None],
+                    ["Precedents tab moved to a separate file (AR).", None],
+                    [
+                        "Corvane share price (live, Google Sheets)",
+                        '=IFERROR(__xludf.DUMMYFUNCTION("GOOGLEFINANCE(""NYSE:CVI"",""price"")"),48.17)',
+                    ],
                 ],
+                {"B": '"$"#,##0.00'},
+                cached={"B5": "48.17"},
             ),
         ],
         creator=AISHA["name"],
