@@ -13,15 +13,25 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
+
 from mcp_servers._core.context import ServerContext
 from mcp_servers._core.errors import ToolError
 from mcp_servers._core.paths import validate_id
-from mcp_servers._core.store import atomic_write_bytes, file_lock
+from mcp_servers._core.store import FileStamp, atomic_write_bytes, file_lock
 from mcp_servers.chat.index import ChatIndex, GroupFolder, GroupMessages, Message, index_messages
 from mcp_servers.chat.timestamps import format_takeout_date
 from mcp_servers.chat.views import EMOJI_NAMES, emoji_of, person, post_view
 
 _ID_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+
+def dump_json(value: Any) -> bytes:
+    """JSON as Takeout writes it (2-space indent, UTF-8), via orjson: 10x faster than json."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n"
+    except (orjson.JSONEncodeError, TypeError):  # integers beyond 64 bits, NaN from the source
+        return (json.dumps(value, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
 def new_id(length: int = 11) -> str:
@@ -279,7 +289,8 @@ class ChatService:
         if not self.index.contains(path):
             raise ToolError("bad_data", f"{group.label} links outside the app data; not changing it")
         with file_lock(path):
-            if path.exists():
+            before = FileStamp.of(path)
+            if before is not None:
                 try:
                     raw = json.loads(path.read_bytes())
                 except ValueError as exc:
@@ -290,10 +301,13 @@ class ChatService:
                 raw = {"messages": []}
             if not isinstance(raw, dict) or not isinstance(raw.setdefault("messages", []), list):
                 raise ToolError("bad_data", f"{group.label}: expected an object with a 'messages' list")
-            current = index_messages(raw, label=group.label)
+            cached = self.index.messages.peek(path)
+            if cached is not None and cached[0] == before == FileStamp.of(path):  # index of these very bytes
+                current = cached[1]
+            else:
+                current = index_messages(raw, label=group.label)
             result = change(raw["messages"], current)
-            data = json.dumps(raw, indent=2, ensure_ascii=False) + "\n"
-            atomic_write_bytes(path, data.encode("utf-8"))
+            atomic_write_bytes(path, dump_json(raw))
             self.index.messages.put(path, index_messages(raw, label=group.label))
         return result
 

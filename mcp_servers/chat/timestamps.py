@@ -17,6 +17,10 @@ _TAKEOUT = re.compile(
     r"(?:,?\s+at)?,?\s+(?P<hour>\d{1,2}):(?P<minute>\d{2})(?::(?P<second>\d{2}))?"
     r"\s*(?P<ampm>[AaPp]\.?\s?[Mm]\.?)?\s*(?P<zone>.*)$"
 )
+# "Monday, January 8, 2024 at 10:15:32 AM UTC" exactly: month, day, year, hour, minute, second, AM/PM
+_CANONICAL = re.compile(
+    r"^[A-Za-z]+, ([A-Za-z]+) (\d{1,2}), (\d{4}) at (\d{1,2}):(\d{2}):(\d{2})[ \u202f](AM|PM) UTC$"
+)
 _OFFSET = re.compile(
     r"^(?:UTC|GMT)?\s*(?P<sign>[+-])(?P<hours>\d{1,2})(?::?(?P<minutes>\d{2}))?$", re.IGNORECASE
 )
@@ -112,6 +116,13 @@ def parse_takeout_date(text: str) -> datetime:
     """
     if not isinstance(text, str):
         raise ValueError(f"date is not text: {text!r}")
+    fast = _CANONICAL.match(text)
+    if fast:  # what Takeout (and we) write: skip the general path, it is 4x slower
+        name, day, year, hour, minute, second, ampm = fast.groups()
+        month = _MONTHS.get(name.lower())
+        if month is not None and 1 <= int(hour) <= 12:
+            hour24 = int(hour) % 12 + (12 if ampm == "PM" else 0)
+            return datetime(int(year), month, int(day), hour24, int(minute), int(second), tzinfo=UTC)
     clean = re.sub(r"[\u00a0\u202f\u2009]", " ", text).strip()
     match = _TAKEOUT.match(clean)
     if not match:

@@ -357,3 +357,10 @@ def test_tool_names_in_both_modes(tmp_path):
             "delete",
             "search",
         }
+
+
+def test_rewritten_file_keeps_the_takeout_formatting(chat):
+    chat.ok("post_message", channel_id=GENERAL, message="Zoë says ☕ at 10")
+    text = messages_path(chat.world).read_text(encoding="utf-8")
+    assert text == json.dumps(json.loads(text), indent=2, ensure_ascii=False) + "\n"
+    assert "Zoë says ☕" in text
