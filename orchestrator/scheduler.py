@@ -72,6 +72,32 @@ class Scheduler:
         self.summary = SchedulerSummary()
         self._running: dict[asyncio.Task, Lease] = {}
         self._completed_costs: list[float] = []
+        # Results waiting to be written; one writer commits them in batches.
+        self._unwritten: list[tuple[Lease, TrialResult, asyncio.Future]] = []
+        self._writer: asyncio.Task | None = None
+
+    async def _record(self, lease: Lease, result: TrialResult) -> bool:
+        """Queue a final result and wait until it is committed; results that finish while a
+        commit is in flight go together in the next one."""
+        done: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._unwritten.append((lease, result, done))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write_results())
+        return await done
+
+    async def _write_results(self) -> None:
+        while self._unwritten:
+            batch, self._unwritten = self._unwritten, []
+            try:
+                flags = await asyncio.to_thread(
+                    self.store.complete_many, [(lease, self.worker_id, result) for lease, result, _ in batch]
+                )
+            except Exception as exc:  # every waiter learns the write failed
+                for _, _, done in batch:
+                    done.set_exception(exc)
+                continue
+            for (_, _, done), accepted in zip(batch, flags, strict=True):
+                done.set_result(accepted)
 
     # --- policy -----------------------------------------------------------------------------
 
@@ -156,7 +182,7 @@ class Scheduler:
         if result.outcome is Outcome.infra_error:
             await self._infra_failure(lease, result.error or "infrastructure error", result)
             return
-        accepted = await asyncio.to_thread(self.store.complete, lease, self.worker_id, result)
+        accepted = await self._record(lease, result)
         cost = result.agent_cost_usd + result.judge_cost_usd
         self.spent_usd += cost
         self.summary.cost_usd += cost

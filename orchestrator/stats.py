@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from math import comb
 
 import numpy as np
@@ -59,14 +60,24 @@ class Interval:
         return {"value": self.value, "ci_low": self.low, "ci_high": self.high, "tasks": self.tasks}
 
 
+@lru_cache(maxsize=32)
+def _resample_weights(tasks: int, seed: int, resamples: int) -> np.ndarray:
+    """How often each task is drawn in each resample (resamples × tasks); shared by every
+    metric over the same number of tasks, so a report draws its resamples once."""
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, tasks, size=(resamples, tasks))
+    weights = np.zeros((resamples, tasks), dtype=np.float64)
+    np.add.at(weights, (np.arange(resamples)[:, None], picks), 1.0)
+    weights.setflags(write=False)
+    return weights
+
+
 def bootstrap_mean(values: Iterable[float], *, seed: int, resamples: int = BOOTSTRAP_RESAMPLES) -> Interval:
     """Mean of per-task values with a task-level percentile bootstrap 95% interval."""
     array = np.asarray(list(values), dtype=float)
     if array.size == 0:
         return Interval(float("nan"), float("nan"), float("nan"), 0)
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, array.size, size=(resamples, array.size))
-    means = array[picks].mean(axis=1)
+    means = _resample_weights(array.size, seed, resamples) @ array / array.size
     low, high = np.percentile(means, [2.5, 97.5])
     return Interval(float(array.mean()), float(low), float(high), int(array.size))
 

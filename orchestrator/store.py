@@ -323,31 +323,38 @@ class TrialStore:
     def complete(self, lease: Lease, worker: str, result: TrialResult) -> bool:
         """Record a final result (pass, fail or ungradeable). Returns False, and keeps the
         attempt only as history, when the lease was lost in the meantime."""
+        return self.complete_many([(lease, worker, result)])[0]
+
+    def complete_many(self, items: list[tuple[Lease, str, TrialResult]]) -> list[bool]:
+        """``complete`` for several trials in one transaction (one commit, many results)."""
+        accepted_flags = []
         with self._tx() as tx:
-            accepted = (
-                tx.execute(
-                    update(trials)
-                    .where(
-                        and_(
-                            trials.c.experiment == lease.experiment,
-                            trials.c.trial_id == lease.trial_id,
-                            trials.c.lease_token == lease.token,
-                            trials.c.state == TrialState.leased.value,
+            for lease, worker, result in items:
+                accepted = (
+                    tx.execute(
+                        update(trials)
+                        .where(
+                            and_(
+                                trials.c.experiment == lease.experiment,
+                                trials.c.trial_id == lease.trial_id,
+                                trials.c.lease_token == lease.token,
+                                trials.c.state == TrialState.leased.value,
+                            )
                         )
-                    )
-                    .values(
-                        state=TrialState.done.value,
-                        outcome=result.outcome.value,
-                        result_json=result.model_dump_json(),
-                        lease_owner=None,
-                        lease_token=None,
-                        updated_at=time.time(),
-                    )
-                ).rowcount
-                == 1
-            )
-            self._record_attempt(tx, lease, worker, result.outcome.value, accepted, result.error, result)
-        return accepted
+                        .values(
+                            state=TrialState.done.value,
+                            outcome=result.outcome.value,
+                            result_json=result.model_dump_json(),
+                            lease_owner=None,
+                            lease_token=None,
+                            updated_at=time.time(),
+                        )
+                    ).rowcount
+                    == 1
+                )
+                self._record_attempt(tx, lease, worker, result.outcome.value, accepted, result.error, result)
+                accepted_flags.append(accepted)
+        return accepted_flags
 
     def fail_infra(self, lease: Lease, worker: str, error: str, *, max_attempts: int,
                    result: TrialResult | None = None) -> str:

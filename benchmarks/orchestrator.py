@@ -1,0 +1,127 @@
+"""Orchestrator benchmarks.
+
+1. Queue at paper scale: a simulated 8 agents × 8 runs × 480 tasks = 30,720-trial experiment
+   planned, leased and completed with the instant executor (nothing executed) on SQLite and
+   on PostgreSQL: wall time (target <= 60 s) and peak memory.
+2. Overhead: with a zero-latency scripted model on a tiny world, the orchestrator's own time
+   per trial (planning, leasing, recording, reporting) and its share of trial wall time
+   (target < 1%), against the time spent inside the executor in the same run.
+
+    python benchmarks/orchestrator.py [--skip-postgres] [--skip-overhead] [--tasks 480]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import resource
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from atoll.experiment import ExperimentSpec  # noqa: E402
+from orchestrator.executors.base import InstantExecutor  # noqa: E402
+from orchestrator.runner import run_experiment  # noqa: E402
+from tests.atoll.factories import make_task, write_benchmark  # noqa: E402
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def queue_at_scale(store_url: str, root: Path, tasks: int, label: str) -> None:
+    benchmark = write_benchmark(root / f"bench-{label}", tasks=[make_task(f"t{i:03d}") for i in range(tasks)])
+    spec = ExperimentSpec.model_validate({
+        "name": f"scale-{label}",
+        "benchmark": str(benchmark),
+        "agents": [{"name": f"agent{i}", "agent": "replay", "model": f"m{i}"} for i in range(8)],
+        "runs": 8,
+        "executor": "instant",
+        "store": store_url,
+        "output_dir": str(root / f"out-{label}"),
+        "concurrency": {"trials": 256},
+    })
+    started = time.perf_counter()
+    outcome = asyncio.run(run_experiment(spec, executor_factory=lambda b, s: InstantExecutor(), quiet=True))
+    elapsed = time.perf_counter() - started
+    done = outcome.counts["done"]
+    print(f"queue {label:10s}: {done} trials planned+leased+completed+reported in {elapsed:6.1f} s "
+          f"({done / elapsed:,.0f} trials/s; target <= 60 s: {'met' if elapsed <= 60 else 'MISSED'}); "
+          f"peak RSS {_peak_rss_mb():.0f} MB")
+
+
+def overhead(root: Path, trials: int) -> None:
+    from atoll.sample import generate_sample_benchmark
+    from atoll.testing.scripted_llm import ScriptedLLM
+    from orchestrator.executors.local import LocalExecutor
+
+    bench = generate_sample_benchmark(root / "sample")
+    inside: list[float] = []
+
+    class Timed(LocalExecutor):
+        async def run(self, spec, *, attempt):
+            started = time.perf_counter()
+            try:
+                return await super().run(spec, attempt=attempt)
+            finally:
+                inside.append(time.perf_counter() - started)
+
+    answer = {"tool_calls": [{"name": "final_answer", "arguments": {"answer": "42", "status": "completed"}}]}
+    with ScriptedLLM(lambda request: answer) as llm:
+        spec = ExperimentSpec.model_validate({
+            "name": "overhead",
+            "benchmark": str(bench),
+            "tasks": {"limit": trials},
+            "agents": [{"name": "scripted", "agent": "react_toolbelt", "model": "openai/zero-latency",
+                        "api_base": llm.api_base, "config": {"api_key": "x"}}],
+            "runs": 1,
+            "executor": "local",
+            "store": str(root / "overhead.db"),
+            "artifacts": (root / "artifacts").as_uri(),
+            "output_dir": str(root / "out-overhead"),
+            "concurrency": {"trials": 1},
+        })
+        started = time.perf_counter()
+        asyncio.run(run_experiment(spec, executor_factory=Timed, quiet=True))
+        wall = time.perf_counter() - started
+    spent_inside = sum(inside)
+    own = wall - spent_inside
+    print(f"overhead: {len(inside)} trials, wall {wall:.2f} s, inside executor {spent_inside:.2f} s, "
+          f"orchestrator {own:.2f} s = {1000 * own / max(len(inside), 1):.0f} ms/trial = {100 * own / wall:.2f}% of "
+          f"wall time (target < 1%; includes one-time planning, seed extraction excluded)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tasks", type=int, default=480)
+    parser.add_argument("--skip-postgres", action="store_true")
+    parser.add_argument("--skip-overhead", action="store_true")
+    parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/postgres")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        queue_at_scale(str(root / "scale.db"), root, args.tasks, "sqlite")
+        if not args.skip_postgres:
+            import psycopg
+
+            name = f"atoll_bench_{uuid.uuid4().hex[:8]}"
+            with psycopg.connect(args.postgres, autocommit=True) as admin:
+                admin.execute(f'CREATE DATABASE "{name}"')
+            try:
+                url = args.postgres.rsplit("/", 1)[0] + f"/{name}"
+                queue_at_scale(url, root, args.tasks, "postgresql")
+            finally:
+                with psycopg.connect(args.postgres, autocommit=True) as admin:
+                    admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if not args.skip_overhead:
+            overhead(root, trials=8)
+
+
+if __name__ == "__main__":
+    main()
