@@ -9,7 +9,6 @@ hash.  Each conversion uses its own profile folder, so conversions may run in pa
 from __future__ import annotations
 
 import hashlib
-import io
 import shutil
 import subprocess
 import tempfile
@@ -19,30 +18,6 @@ from pathlib import Path
 _memo: dict[str, bytes | None] = {}
 _lock = threading.Lock()
 TIMEOUT_S = 90.0
-
-
-def has_uncached_formulas(data: bytes) -> bool:
-    """True when some formula cell of the workbook has no cached value."""
-    from openpyxl import load_workbook
-
-    formulas = load_workbook(io.BytesIO(data), read_only=True)
-    values = load_workbook(io.BytesIO(data), read_only=True, data_only=True)
-    try:
-        for sheet in formulas.worksheets:
-            cached = values[sheet.title]
-            for formula_row, value_row in zip(sheet.iter_rows(), cached.iter_rows(), strict=False):
-                for formula_cell, value_cell in zip(formula_row, value_row, strict=False):
-                    raw = getattr(formula_cell, "value", None)
-                    if (
-                        isinstance(raw, str)
-                        and raw.startswith("=")
-                        and getattr(value_cell, "value", None) is None
-                    ):
-                        return True
-        return False
-    finally:
-        formulas.close()
-        values.close()
 
 
 def recalculated(data: bytes, suffix: str = ".xlsx") -> bytes | None:
@@ -88,6 +63,8 @@ def _convert(data: bytes, suffix: str) -> bytes | None:
 
 def with_values(data: bytes) -> bytes:
     """``data`` itself, or its recalculated form when it has formulas without values."""
+    from grader.xlsx_reader import has_uncached_formulas
+
     try:
         if not has_uncached_formulas(data):
             return data

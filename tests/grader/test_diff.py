@@ -312,3 +312,13 @@ def test_fast_workbook_reader_agrees_with_openpyxl_including_shared_formulas_and
     fast, slow = _workbook_fast(out.getvalue()), _workbook_openpyxl(out.getvalue())
     assert "B3: 6 [=A3*2]" in fast.text() and "C1: 2024-03-01 12:00:00" in fast.text()
     assert fast.text() == slow.text() and fast.parts[0].cells == slow.parts[0].cells
+
+
+def test_large_sheets_are_streamed_with_the_same_result(monkeypatch):
+    from grader import xlsx_reader
+    from grader.extract import _workbook_fast
+
+    data = f.xlsx({"Big": [[i, f"row {i}", f"=A{i + 1}*2"] for i in range(300)]})
+    whole = _workbook_fast(data).text()
+    monkeypatch.setattr(xlsx_reader, "_WHOLE_SHEET_LIMIT", 100)
+    assert _workbook_fast(data).text() == whole and "C300: [=A300*2]" in whole
