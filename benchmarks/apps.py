@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import mailbox
 import random
 import statistics
@@ -319,9 +320,153 @@ def bench_mail(workdir: Path, args: argparse.Namespace) -> list[Row]:
     return rows
 
 
+# --- calendar ------------------------------------------------------------------------
+
+
+def generate_ics(path: Path, count: int, *, seed: int = 11) -> None:
+    """Write one .ics of ``count`` events: three time zones, all-day events, 1 in 50 weekly."""
+    from zoneinfo import ZoneInfo
+
+    from icalendar import Calendar, Event
+
+    rng = random.Random(seed)
+    zones = [ZoneInfo("America/New_York"), ZoneInfo("Europe/Paris"), UTC]
+    calendar = Calendar()
+    calendar.add("prodid", "-//atoll bench//EN")
+    calendar.add("version", "2.0")
+    for number in range(count):
+        event = Event()
+        event.add("uid", f"bench-{number}@atoll")
+        event.add("dtstamp", datetime(2025, 1, 1, tzinfo=UTC))
+        event.add("summary", f"{rng.choice(_TOPICS)} #{number}")
+        event.add("description", " ".join(rng.choice(_WORDS) for _ in range(30)))
+        event.add("location", rng.choice(["Room 1", "Room 2", "Zoom", "HQ"]))
+        if number % 17 == 0:
+            day = datetime(2025, 1, 1).date() + timedelta(days=rng.randint(0, 364))
+            event.add("dtstart", day)
+            event.add("dtend", day + timedelta(days=1))
+        else:
+            begin = datetime(2025, 1, 1, 8) + timedelta(minutes=15 * rng.randint(0, 4 * 24 * 365))
+            begin = begin.replace(tzinfo=zones[number % 3])
+            event.add("dtstart", begin)
+            event.add("dtend", begin + timedelta(minutes=rng.choice([30, 45, 60])))
+        if number % 50 == 0:
+            event.add("rrule", {"freq": "weekly", "count": 20})
+        calendar.add_component(event)
+    calendar.add_missing_timezones()
+    path.write_bytes(calendar.to_ical())
+
+
+def baseline_calendar_list(ics_path: Path, limit: int = 50) -> list[dict[str, Any]]:
+    """What the reference does per call: parse the whole .ics, sort every event, slice."""
+    from icalendar import Calendar
+
+    items = []
+    for event in Calendar.from_ical(ics_path.read_bytes()).walk("VEVENT"):
+        start = event.decoded("dtstart")
+        key = start if isinstance(start, datetime) else datetime.combine(start, datetime.min.time(), tzinfo=UTC)
+        items.append({"id": str(event["uid"]), "summary": str(event.get("summary", "")), "start": key})
+    items.sort(key=lambda item: item["start"])
+    return items[:limit]
+
+
+def bench_calendar(workdir: Path, args: argparse.Namespace) -> list[Row]:
+    from mcp_servers import create_server
+
+    fs_root, apps_root = workdir / "filesystem", workdir / ".apps_data"
+    (apps_root / "calendar").mkdir(parents=True)
+    fs_root.mkdir()
+    ics_path = apps_root / "calendar" / "team.ics"
+    generate_ics(ics_path, args.calendar_events)
+    print(f"calendar: {args.calendar_events} events, {ics_path.stat().st_size / 1e6:.1f} MB .ics", file=sys.stderr)
+
+    def make_server() -> Any:
+        return create_server("calendar", fs_root=fs_root, apps_data_root=apps_root, options={"user_email": "me@bench.example"})
+
+    baseline = measure(lambda: baseline_calendar_list(ics_path), max(3, args.runs // 4))
+    rows = []
+    cold, warm = measure_cold_warm(make_server, "list_events", {"limit": 50}, args.runs)
+    rows.append(make_row("calendar", "list_events(limit=50)", cold, warm, baseline))
+    month = {"limit": 50, "time_min": "2025-06-01", "time_max": "2025-07-01"}
+    cold, warm = measure_cold_warm(make_server, "list_events", month, args.runs)
+    rows.append(make_row("calendar", "list_events(1-month range, expanded)", cold, warm, None))
+    return rows
+
+
+# --- chat ----------------------------------------------------------------------------
+
+
+def generate_chat_group(folder: Path, count: int, *, seed: int = 13) -> None:
+    """Write one Takeout space of ``count`` messages (1 in 4 a reply) with group_info.json."""
+    from mcp_servers.chat.timestamps import format_takeout_date
+
+    rng = random.Random(seed)
+    people = [{"name": name, "email": address, "user_type": "Human"} for name, address in _PEOPLE]
+    start = datetime(2023, 1, 1, 9, tzinfo=UTC)
+    messages, roots = [], []
+    for number in range(count):
+        if number % 4 == 3 and roots:
+            topic, unique = rng.choice(roots[-200:]), f"r{number:09d}"
+        else:
+            topic = unique = f"t{number:09d}"
+            roots.append(topic)
+        messages.append(
+            {
+                "creator": rng.choice(people),
+                "created_date": format_takeout_date(start + timedelta(minutes=7 * number + rng.randint(0, 5))),
+                "text": " ".join(rng.choice(_WORDS) for _ in range(rng.randint(5, 40))),
+                "topic_id": topic,
+                "message_id": f"AAAAbench/{topic}/{unique}",
+                "reactions": [],
+                "annotations": [],
+            }
+        )
+    folder.mkdir(parents=True)
+    (folder / "group_info.json").write_text(json.dumps({"name": "Bench", "members": people}))
+    (folder / "messages.json").write_text(json.dumps({"messages": messages}, indent=2))
+
+
+def baseline_chat_history(messages_path: Path, limit: int = 30) -> list[dict[str, Any]]:
+    """Reference-style history: load the whole messages.json, parse dates, sort roots, slice."""
+    from mcp_servers.chat.timestamps import parse_takeout_date
+
+    records = json.loads(messages_path.read_bytes())["messages"]
+    roots = [r for r in records if r["message_id"].rsplit("/", 1)[-1] == r["topic_id"]]
+    roots.sort(key=lambda r: parse_takeout_date(r["created_date"]), reverse=True)
+    return roots[:limit]
+
+
+def bench_chat(workdir: Path, args: argparse.Namespace) -> list[Row]:
+    from mcp_servers import create_server
+
+    fs_root, apps_root = workdir / "filesystem", workdir / ".apps_data"
+    fs_root.mkdir()
+    folder = apps_root / "chat" / "Google Chat" / "Groups" / "Space AAAAbench"
+    generate_chat_group(folder, args.chat_messages)
+    messages_path = folder / "messages.json"
+    print(f"chat: {args.chat_messages} messages, {messages_path.stat().st_size / 1e6:.1f} MB messages.json", file=sys.stderr)
+
+    def make_server() -> Any:
+        return create_server("chat", fs_root=fs_root, apps_data_root=apps_root, options={"user_email": _PEOPLE[0][1]})
+
+    rows = []
+    history = {"channel_id": "Space AAAAbench", "limit": 30}
+    cold, warm = measure_cold_warm(make_server, "get_channel_history", history, args.runs)
+    baseline = measure(lambda: baseline_chat_history(messages_path), max(3, args.runs // 4))
+    rows.append(make_row("chat", "get_channel_history(limit=30)", cold, warm, baseline))
+    search = {"query": "revised model", "limit": 30}
+    cold, warm = measure_cold_warm(make_server, "search_messages", search, args.runs)
+    rows.append(make_row("chat", "search_messages(query=...)", cold, warm, None))
+    return rows
+
+
 # Calendar and chat sections are added by their owners: bench_calendar(workdir, args),
 # bench_chat(workdir, args), each returning rows, registered below.
-SECTIONS: dict[str, Callable[[Path, argparse.Namespace], list[Row]]] = {"mail": bench_mail}
+SECTIONS: dict[str, Callable[[Path, argparse.Namespace], list[Row]]] = {
+    "mail": bench_mail,
+    "calendar": bench_calendar,
+    "chat": bench_chat,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
