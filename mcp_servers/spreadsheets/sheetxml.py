@@ -44,6 +44,7 @@ class CellData:
     value: Any  # cached value (None when absent); dates as datetime
     formula: str | None
     number_format: str | None
+    error: bool = False
 
 
 class XlsxReader:
@@ -154,7 +155,8 @@ class XlsxReader:
                     formula = "=" + formula_el.text if formula_el is not None and formula_el.text else None
                     value = self._value(c, number_format)
                     if value is not None or formula is not None:
-                        yield CellData(row_number, col_number, value, formula, number_format)
+                        error = c.get("t") == "e"
+                        yield CellData(row_number, col_number, value, formula, number_format, error)
                 _drop(row)
 
     def _value(self, c: Any, number_format: str | None) -> Any:

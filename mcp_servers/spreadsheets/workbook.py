@@ -220,26 +220,20 @@ def formula_cells(workbook: Workbook) -> Iterator[tuple[int, Any]]:
 
 
 def previous_values(path: Path) -> dict[tuple[str, int, int], Any]:
-    """Cached values of every cell of the file as it is on disk: {(sheet title, row, col): Computed}."""
-    if not path.exists():
-        return {}
+    """Cached values of the formula cells of the file as it is on disk:
+    {(sheet title, row, col): Computed}. Empty when the file cannot be read."""
+    from mcp_servers.spreadsheets.sheetxml import XlsxReader
+
+    values: dict[tuple[str, int, int], Any] = {}
     try:
-        workbook = load_workbook(path, read_only=True, data_only=True)
-    except Exception:
+        with XlsxReader(path) as reader:
+            for sheet in reader.sheets:
+                for cell in reader.cells(sheet, 1, 1, None, None):
+                    if cell.formula is not None and cell.value is not None:
+                        values[(sheet.name, cell.row, cell.col)] = computed_of(cell.value, is_error=cell.error)
+    except Exception:  # an unreadable old file only means nothing to carry over
         return {}
-    try:
-        values: dict[tuple[str, int, int], Any] = {}
-        for ws in workbook.worksheets:
-            for row in ws.iter_rows():
-                for cell in row:
-                    value = getattr(cell, "value", None)
-                    if value is not None:
-                        values[(ws.title, cell.row, cell.column)] = computed_of(
-                            value, is_error=getattr(cell, "data_type", "") == "e"
-                        )
-        return values
-    finally:
-        workbook.close()
+    return values
 
 
 def save_workbook(
