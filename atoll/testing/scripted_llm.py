@@ -43,7 +43,7 @@ Requests with ``"stream": true`` are answered as Server-Sent Events with the sam
 and tool calls (one chunk per tool call, then a usage chunk and ``[DONE]``).
 
 ``llm.requests`` holds every received JSON body, in arrival order (including those answered
-with errors), and ``llm.request_headers`` their headers.  ``llm.url`` is the server root and
+with errors), and ``llm.request_headers`` their headers (names lower-cased).  ``llm.url`` is the server root and
 ``llm.api_base`` is ``<url>/v1``.
 """
 
@@ -197,7 +197,8 @@ class _Handler(BaseHTTPRequestHandler):
         except json.JSONDecodeError as exc:
             self._send_error(400, f"request body is not JSON: {exc}", "invalid_json")
             return
-        index, item = self.llm._record_and_pick(body, dict(self.headers.items()))
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        index, item = self.llm._record_and_pick(body, headers)
         if item is _CALL:
             try:
                 item = self.llm._callable(body)  # type: ignore[misc]

@@ -1,0 +1,78 @@
+"""What reaches the provider and what comes back: arguments, usage, cost, time notices."""
+
+from __future__ import annotations
+
+from agents_runner import run_agent
+from agents_runner.retry import is_transient, retry_after_s
+from atoll.testing.scripted_llm import ScriptedLLM
+from atoll.trajectory import RunStatus
+
+from .conftest import call
+
+USAGE = {
+    "prompt_tokens": 1000,
+    "completion_tokens": 200,
+    "completion_tokens_details": {"reasoning_tokens": 150},
+    "prompt_tokens_details": {"cached_tokens": 600},
+}
+
+
+async def test_arguments_pass_through_and_usage_is_recorded_per_call(gateway):
+    script = [
+        {"tool_calls": [call("toolbelt_list_tools")], "usage": USAGE},
+        {"tool_calls": [call("final_answer", answer="done")], "usage": USAGE},
+    ]
+    config = {
+        "reasoning_effort": "high",
+        "temperature": 0.2,
+        "extra_args": {"seed": 7, "top_p": 0.9},
+        "input_cost_per_token": 1e-6,
+        "output_cost_per_token": 4e-6,
+    }
+    with ScriptedLLM(script) as llm:
+        trajectory = await run_agent(
+            model="openai/my-vllm-model", api_base=llm.api_base, gateway_url=gateway.url,
+            gateway_token=gateway.token, prompt="p", config=config,
+        )  # fmt: skip
+    sent = llm.requests[0]
+    assert sent["model"] == "my-vllm-model"
+    assert (sent["reasoning_effort"], sent["temperature"], sent["seed"], sent["top_p"]) == (
+        "high",
+        0.2,
+        7,
+        0.9,
+    )
+    assert llm.request_headers[0]["authorization"] == "Bearer none"  # local servers need no real key
+    assert trajectory.status == RunStatus.completed
+    first = trajectory.model_calls[0]
+    assert (first.usage.prompt_tokens, first.usage.completion_tokens) == (1000, 200)
+    assert (first.usage.reasoning_tokens, first.usage.cached_tokens) == (150, 600)
+    assert abs(first.usage.cost_usd - (1000 * 1e-6 + 200 * 4e-6)) < 1e-12
+    assert trajectory.usage.prompt_tokens == 2000 and trajectory.usage.reasoning_tokens == 300
+    assert abs(trajectory.usage.cost_usd - 2 * first.usage.cost_usd) < 1e-12
+    assert first.step == 1 and trajectory.model_calls[1].step == 2 and first.duration_s > 0
+
+
+async def test_remaining_time_is_shown_when_it_runs_low(gateway):
+    script = [{"tool_calls": [call("final_answer", answer="quick")]}]
+    with ScriptedLLM(script) as llm:
+        await run_agent(
+            model="openai/x", api_base=llm.api_base, gateway_url=gateway.url, gateway_token=gateway.token,
+            prompt="p", timeout_s=30, config={"limit_warning_fraction": 1.0},
+        )  # fmt: skip
+    notice = llm.requests[0]["messages"][-1]["content"]
+    assert notice.startswith("[harness] 250 of 250 steps left") and "s of 30 s left" in notice
+    assert "final_answer" in notice
+
+
+def test_transient_classification_and_retry_after_parsing():
+    import httpx
+    import litellm
+
+    response = httpx.Response(429, headers={"retry-after": "7"}, request=httpx.Request("POST", "http://x"))
+    limited = litellm.RateLimitError("slow down", llm_provider="openai", model="x", response=response)
+    assert is_transient(limited) and retry_after_s(limited) == 7.0
+    bad = litellm.BadRequestError("bad", llm_provider="openai", model="x")
+    assert not is_transient(bad)
+    window = litellm.ContextWindowExceededError("too long", llm_provider="openai", model="x")
+    assert not is_transient(window)
