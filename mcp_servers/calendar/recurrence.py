@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
+from functools import lru_cache
 from typing import Any
 
 from dateutil.rrule import rruleset, rrulestr
@@ -80,15 +81,9 @@ def series_of(event: Event, start: When, end: When) -> Series | None:
     return Series(start, duration, tuple(rules), rdates, exdates, zone)
 
 
-def occurrences(
-    series: Series, window_start: datetime, window_end: datetime, default_tz: tzinfo
-) -> list[When]:
-    """Starts of the occurrences overlapping ``[window_start, window_end)`` (aware instants).
-
-    All-day series yield dates; timed series yield aware datetimes in the series' zone.
-    Raises ValueError when a rule cannot be read.
-    """
-    zone = series.zone if series.zone is not None else default_tz
+@lru_cache(maxsize=4096)
+def _rule_set(series: Series, zone: tzinfo) -> tuple[rruleset, datetime]:
+    """The dateutil rule set of a series (cached: range listings expand the same series often)."""
     first = series.start if isinstance(series.start, datetime) else datetime.combine(series.start, time())
     first = (
         first.replace(tzinfo=None) if first.tzinfo is None else first.astimezone(zone).replace(tzinfo=None)
@@ -101,6 +96,19 @@ def occurrences(
         rules.rdate(value)
     for value in series.exdates:
         rules.exdate(value)
+    return rules, first
+
+
+def occurrences(
+    series: Series, window_start: datetime, window_end: datetime, default_tz: tzinfo
+) -> list[When]:
+    """Starts of the occurrences overlapping ``[window_start, window_end)`` (aware instants).
+
+    All-day series yield dates; timed series yield aware datetimes in the series' zone.
+    Raises ValueError when a rule cannot be read.
+    """
+    zone = series.zone if series.zone is not None else default_tz
+    rules, first = _rule_set(series, zone)
     # Slack of a day each side: wall time differs from UTC by at most 14 hours.
     lower = (window_start - series.duration - timedelta(days=1)).astimezone(zone).replace(tzinfo=None)
     upper = (window_end + timedelta(days=1)).astimezone(zone).replace(tzinfo=None)
