@@ -196,3 +196,33 @@ def test_replay_agent_solves_every_sample_task(sample_benchmark, task_id, tmp_pa
     checked = {criterion.verifier_id for criterion in task.rubric if criterion.check}
     failures = [f"{v.verifier_id}: {v.verdict} ({v.rationale})" for v in grade.criteria if v.verifier_id in checked and v.verdict != "met"]  # fmt: skip
     assert checked and not failures, "\n".join(failures)
+
+
+def test_cli_runs_a_benchmark_task_with_the_replay_agent(sample_benchmark, tmp_path, monkeypatch, capsys):
+    import sys
+
+    from atoll.cli import main
+    from atoll.trajectory import Trajectory
+
+    task = sample_benchmark.tasks[0]
+    world = sample_benchmark.world(task.world_id)
+    base = tmp_path / "world"
+    _materialise(sample_benchmark, task, base)
+    needed = sorted({step.tool.split("_", 1)[0] for step in task.reference_solution.steps} | {"filesystem"})
+    env = _start(base / "filesystem", base / ".apps_data", {"user_email": world.user_email, "user_name": world.user_name}, names=needed)  # fmt: skip
+    out = tmp_path / "trajectory.json"
+    args = ["atoll", "agent", "run", "--benchmark", sample_benchmark.root, "--task-id", task.task_id,
+            "--agent", "replay", "--model", "replay", "--gateway-url", env.mcp_url, "--output", str(out), "--quiet"]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", args)
+    monkeypatch.setenv("ATOLL_GATEWAY_TOKEN", MCP_TOKEN)
+    try:
+        with pytest.raises(SystemExit) as exited:
+            main()
+    finally:
+        env.stop()
+    printed = capsys.readouterr().out
+    assert exited.value.code in (0, None), printed
+    trajectory = Trajectory.model_validate_json(out.read_text())
+    assert trajectory.status == RunStatus.completed and trajectory.task_id == task.task_id
+    assert "rubric" not in out.read_text() and task.rubric[0].criteria not in out.read_text()
+    assert f"completed: {len(task.reference_solution.steps) + 1} steps" in printed
