@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 from docx.enum.text import WD_COLOR_INDEX
@@ -131,14 +132,28 @@ def _set_container_text(container: Any, new_text: str) -> None:
     _set_cell_text(container, new_text)
 
 
-def delete(target: Target, scope: str) -> str:
-    """Delete an element (``scope="element"``) or only its text (``scope="text"``).
+def delete(target: Target, scope: str, collapse_whitespace: bool = False) -> str:
+    """Delete an element (``scope="element"``) or only its text (``scope="content"``,
+    alias ``"text"``).
 
-    Images, fields and other non-text content survive ``text``. A paragraph that ends a
-    section and a table cell's last paragraph are emptied, not removed.
+    Images, fields and other non-text content survive ``content``. A paragraph that ends a
+    section and a table cell's last paragraph are emptied, not removed. With
+    ``collapse_whitespace`` the doubled spaces a deleted run leaves in its paragraph are
+    collapsed.
     """
-    if scope not in ("element", "text"):
-        raise ToolError("invalid_argument", f"scope: expected 'element' or 'text', got {scope!r}", argument="scope")
+    if scope not in ("element", "content", "text"):
+        raise ToolError(
+            "invalid_argument", f"scope: expected 'content' or 'element', got {scope!r}", argument="scope"
+        )
+    scope = "text" if scope == "content" else scope
+    result = _delete(target, scope)
+    if collapse_whitespace and target.kind == "run" and target.paragraph.getparent() is not None:
+        text = paragraph_text(target.paragraph)
+        set_paragraph_text(target.paragraph, re.sub(r" {2,}", " ", text).strip())
+    return result
+
+
+def _delete(target: Target, scope: str) -> str:
     if target.kind == "container" and scope == "element" and target.element.tag != qn("w:tc"):
         raise ToolError(
             "invalid_argument",

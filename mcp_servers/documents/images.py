@@ -91,6 +91,25 @@ def replace(document: Any, image: ImageRef, new_image: Path, shown: str) -> None
         _set_extent(image, image.width_emu, int(image.width_emu * px_height / px_width))
 
 
+def replace_pixels(document: Any, image: ImageRef, edit: Any) -> None:
+    """Apply a pixel edit (see :mod:`pixels`) as a new image part; the displayed width is
+    kept and the height follows the new aspect ratio (a 90° turn swaps it)."""
+    import io
+
+    from mcp_servers.documents.pixels import apply
+
+    data, _mime = image_bytes(document, image)
+    new_data, _extension, (px_width, px_height) = apply(data, edit)
+    rel_id, _picture = document.part.get_or_add_image(io.BytesIO(new_data))
+    blip = next(image.drawing.iter(A_BLIP), None)
+    if blip is None:
+        raise ToolError("unsupported", f"annotation: {image.annotation} is not a picture that can be edited")
+    blip.set(R_EMBED, rel_id)
+    image.rel_id = rel_id
+    if px_width and image.width_emu:
+        _set_extent(image, image.width_emu, int(image.width_emu * px_height / px_width))
+
+
 def set_description(image: ImageRef, text: str) -> None:
     for doc_pr in image.drawing.iter(qn("wp:docPr")):
         doc_pr.set("descr", text)

@@ -79,9 +79,35 @@ def read_header_footer(index: int, section: Any, area: str) -> dict[str, Any]:
     }
 
 
-def write_header_footer(section: Any, area: str, text: str) -> None:
-    """Set the header/footer text of one section (its own definition, unlinked from the
-    previous section), reusing the formatting of its existing paragraphs."""
+def write_header_footer(
+    section: Any, area: str, text: str, *, document: Any = None, blocks: list[Any] | None = None
+) -> None:
+    """Set the header/footer of one section (its own definition, unlinked from the previous
+    section): ``text`` reuses the formatting of its existing paragraphs; ``blocks`` replace
+    its content with content blocks (no images: they would need the header's own part)."""
     part = section.header if area == "header" else section.footer
     part.is_linked_to_previous = False
-    _set_cell_text(part._element, text)
+    container = part._element
+    if not blocks:
+        _set_cell_text(container, text)
+        return
+    from mcp_servers.documents.blocks import build_blocks
+
+    if any(block.type in ("image", "section_break", "page_break") for block in blocks):
+        raise ToolError(
+            "unsupported", "content: headers and footers take paragraphs, headings, lists and tables only", argument="content"
+        )
+
+    def no_images(value: str, where: str) -> Any:
+        raise ToolError("unsupported", f"{where}: images are not supported in headers", argument="content")
+
+    elements = build_blocks(document, blocks, no_images)
+    for child in list(block_elements(container)):
+        child.getparent().remove(child)
+    for element in elements:
+        container.append(element)
+
+
+def link_header_footer(section: Any, area: str, linked: bool) -> None:
+    part = section.header if area == "header" else section.footer
+    part.is_linked_to_previous = linked

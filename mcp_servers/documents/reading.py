@@ -212,6 +212,7 @@ def read_blocks(document: Any, *, include_runs: bool = False) -> list[dict[str, 
     page = 0
     p_index = t_index = 0
     pending_break = False
+    section = 0
     for element in block_elements(document.element.body):
         if element.tag == W_P:
             identifier = f"body.p.{p_index}"
@@ -220,16 +221,21 @@ def read_blocks(document: Any, *, include_runs: bool = False) -> list[dict[str, 
             if blocks and (pending_break or starts):
                 page += 1
             pending_break = ends
-            blocks.append(
-                _paragraph_block(element, identifier, styles, images_by_paragraph, include_runs, page, rels)
-            )
+            block = _paragraph_block(element, identifier, styles, images_by_paragraph, include_runs, page, rels)
+            block["section"] = section
+            blocks.append(block)
+            # A paragraph carrying sectPr is the last one of its section.
+            if element.find(f"{qn('w:pPr')}/{qn('w:sectPr')}") is not None:
+                section += 1
         elif element.tag == W_TBL:
             identifier = f"body.tbl.{t_index}"
             t_index += 1
             if pending_break and blocks:
                 page += 1
             pending_break = False
-            blocks.append(_table_block(element, identifier, styles, images_by_paragraph, page))
+            block = _table_block(element, identifier, styles, images_by_paragraph, page)
+            block["section"] = section
+            blocks.append(block)
     return blocks
 
 

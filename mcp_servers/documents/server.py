@@ -12,6 +12,7 @@ from mcp_servers._core.results import ImageBlock, ToolOutput
 from mcp_servers.documents.comments import read_comments
 from mcp_servers.documents.files import DocumentFiles
 from mcp_servers.documents.layout import page_setup, read_header_footer
+from mcp_servers.documents.models import ContentBlock
 from mcp_servers.documents.reading import collect_images, read_blocks, render_block
 
 SERVER = ServerDefinition(
@@ -83,10 +84,11 @@ def get_document_overview(files: DocumentFiles, file_path: FilePath) -> ToolOutp
     return ToolOutput(data, text="\n".join(lines))
 
 
-@SERVER.tool(action="read", read_only=True)
+@SERVER.tool(action="read_content", read_only=True)
 def read_document_content(
     files: DocumentFiles,
     file_path: FilePath,
+    section_index: Annotated[int | None, Field(ge=0)] = None,
     page_index: Annotated[int | None, Field(ge=0)] = None,
     start_block: Annotated[int, Field(ge=0)] = 0,
     max_chars: Annotated[int, Field(ge=500, le=200_000)] = 30_000,
@@ -100,6 +102,7 @@ def read_document_content(
 
     Args:
         file_path: the .docx file.
+        section_index: only this section (0-based; sections end at section breaks).
         page_index: only this page (0-based, explicit breaks); omit for the whole document.
         start_block: index of the first block to return (for continuing a truncated read).
         max_chars: cap on the returned text.
@@ -114,6 +117,15 @@ def read_document_content(
                 "not_found", f"page_index: the document has {pages} page(s), no index {page_index}", argument="page_index"
             )
         blocks = [b for b in blocks if b["page"] == page_index]
+    sections = len(document.sections)
+    if section_index is not None:
+        if section_index >= sections:
+            raise ToolError(
+                "not_found",
+                f"section_index: the document has {sections} section(s), no index {section_index}",
+                argument="section_index",
+            )
+        blocks = [b for b in blocks if b["section"] == section_index]
     total = len(blocks)
     shown: list[dict[str, Any]] = []
     rendered: list[str] = []
@@ -133,11 +145,15 @@ def read_document_content(
     truncated = next_start < total
     header = f"{virtual} — blocks {start_block}-{max(start_block, next_start - 1)} of {total}"
     header += f" (page {page_index} of {pages})" if page_index is not None else f", ~{pages} page(s)"
+    if section_index is not None:
+        header += f" (section {section_index} of {sections})"
     footer = [f"…truncated: continue with start_block={next_start}"] if truncated else []
     data = {
         "file_path": virtual,
         "pages": pages,
         "page_index": page_index,
+        "sections": sections,
+        "section_index": section_index,
         "total_blocks": total,
         "start_block": start_block,
         "blocks": shown,
@@ -175,22 +191,28 @@ def read_image(
 def header_footer(
     files: DocumentFiles,
     file_path: FilePath,
-    action: Annotated[str, Field(description="read | set | clear")] = "read",
+    action: Annotated[str, Field(description="read | set | clear | link")] = "read",
     area: Annotated[str, Field(description="header | footer")] = "header",
     section_index: Annotated[int | None, Field(ge=0, description="section (all sections when reading and omitted)")] = None,
     text: str | None = None,
+    content: Annotated[
+        list[ContentBlock] | None, Field(description="content blocks for set (paragraphs, headings, lists, tables)")
+    ] = None,
+    link_to_previous: bool | None = None,
 ) -> dict[str, Any]:
-    """Read or set the default header or footer of a section.
+    """Read, set, clear or link the default header or footer of a section.
 
-    Setting writes that section's own header/footer (unlinking it from the previous
-    section) and keeps the formatting of its existing paragraphs; lines of text become
-    paragraphs. Edit single header paragraphs with edit_content_text on header.s.<sec>.p.<i>.
+    set writes that section's own header/footer (unlinked from the previous section):
+    either text (lines become paragraphs, the existing formatting is kept) or content
+    blocks. link with link_to_previous=true makes the section reuse the previous one's.
+    Edit single paragraphs with edit_content_text on header.s.<sec>.p.<i>.
 
     Args:
         file_path: the .docx file.
-        text: the new text (action=set).
+        text: the new text (set).
+        link_to_previous: for action=link (default true).
     """
-    from mcp_servers.documents.layout import select_sections, write_header_footer
+    from mcp_servers.documents.layout import link_header_footer, select_sections, write_header_footer
 
     if area not in ("header", "footer"):
         raise ToolError("invalid_argument", f"area: expected 'header' or 'footer', got {area!r}", argument="area")
@@ -200,14 +222,19 @@ def header_footer(
             "file_path": virtual,
             "sections": [read_header_footer(i, s, area) for i, s in select_sections(document, section_index)],
         }
-    if action not in ("set", "clear"):
-        raise ToolError("invalid_argument", f"action: expected read, set or clear, got {action!r}", argument="action")
-    if action == "set" and text is None:
-        raise ToolError("invalid_argument", "text: required for action=set", argument="text")
+    if action not in ("set", "clear", "link"):
+        raise ToolError("invalid_argument", f"action: expected read, set, clear or link, got {action!r}", argument="action")
+    if action == "set" and text is None and not content:
+        raise ToolError("invalid_argument", "text or content: required for action=set", argument="text")
     with files.edit(file_path) as (document, virtual):
         chosen = select_sections(document, section_index if section_index is not None else 0)
         for _index, section in chosen:
-            write_header_footer(section, area, text if action == "set" else "")
+            if action == "link":
+                link_header_footer(section, area, True if link_to_previous is None else link_to_previous)
+            elif action == "set" and content:
+                write_header_footer(section, area, "", document=document, blocks=content)
+            else:
+                write_header_footer(section, area, text if action == "set" else "")
         result = [read_header_footer(i, s, area) for i, s in chosen]
     return {"file_path": virtual, "sections": result}
 

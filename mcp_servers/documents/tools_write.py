@@ -14,6 +14,7 @@ from mcp_servers.documents.editing import apply_formatting as format_target
 from mcp_servers.documents.files import DocumentFiles
 from mcp_servers.documents.models import Alignment, ContentBlock, DocumentMetadata
 from mcp_servers.documents.office import require_suffix, save_package
+from mcp_servers.documents.reading import collect_images
 from mcp_servers.documents.server import SERVER, FilePath, Identifier
 
 Position = Literal["before", "after", "start", "end"]
@@ -88,7 +89,7 @@ def add_content_text(
     file_path: FilePath,
     identifier: Identifier,
     text: str,
-    position: Position = "after",
+    position: Position = "end",
     style: Annotated[str | None, Field(description="paragraph style for new paragraphs, e.g. 'Heading 2'")] = None,
 ) -> dict[str, Any]:
     """Add text at an identifier: inside it (start/end) or as new paragraph(s) before/after it.
@@ -184,19 +185,23 @@ def delete_content_text(
     files: DocumentFiles,
     file_path: FilePath,
     identifier: Identifier,
-    scope: Annotated[str, Field(description="element (remove it) | text (clear its text, keep it and its images)")] = "element",
+    scope: Annotated[
+        str, Field(description="content (clear the text, keep the element and its images) | element (remove it)")
+    ] = "content",
+    collapse_whitespace: bool = False,
 ) -> dict[str, Any]:
-    """Delete a paragraph, run, table, table row, or clear the text of any element.
+    """Clear the text of any element, or delete a paragraph, run, table or table row.
 
-    Deleting shifts the indices of later siblings (body.p.5 becomes body.p.4): re-read
-    before using further identifiers.
+    Deleting an element shifts the indices of later siblings (body.p.5 becomes body.p.4):
+    re-read before using further identifiers.
 
     Args:
-        scope: element | text.
+        scope: content | element.
+        collapse_whitespace: after deleting a run, collapse the double spaces left in its paragraph.
     """
     with files.edit(file_path) as (document, virtual):
         target = resolve(document, identifier)
-        done = delete(target, scope)
+        done = delete(target, scope, collapse_whitespace)
     return {"file_path": virtual, "identifier": target.identifier, "result": done}
 
 
@@ -207,17 +212,18 @@ def add_image(
     image_path: Annotated[str, Field(description="an image file in the root (.png, .jpg, .gif, .bmp, .tif)")],
     identifier: Identifier = "body",
     position: Position = "end",
-    width_inches: Inches = None,
-    height_inches: Inches = None,
+    width: Inches = None,
+    height: Inches = None,
 ) -> dict[str, Any]:
     """Insert a picture in a new paragraph at an identifier (default: end of the body).
 
-    With only one of width/height the aspect ratio is kept; with neither, the image's own size.
+    Width and height are in inches; with only one of them the aspect ratio is kept, with
+    neither the image's own size.
 
     Args:
         position: before | after | start | end.
     """
-    block = ContentBlock(type="image", path=image_path, width_inches=width_inches, height_inches=height_inches)
+    block = ContentBlock(type="image", path=image_path, width_inches=width, height_inches=height)
 
     def image_argument(value: str, _where: str) -> Any:
         return files.image(value, "image_path")
@@ -226,37 +232,60 @@ def add_image(
         target = resolve(document, identifier)
         elements = build_blocks(document, [block], image_argument)
         place(elements, target, position)
-        from mcp_servers.documents.reading import collect_images
-
-        count = len(collect_images(document))
-    return {"file_path": virtual, "identifier": target.identifier, "images_in_document": count}
+        images = collect_images(document)
+        new = next((image for image in images if any(image.drawing in el.iter() for el in elements)), images[-1])
+        summary = new.summary()
+    return {"file_path": virtual, "identifier": target.identifier, "images_in_document": len(images), **summary}
 
 
 @SERVER.tool(action="modify_image")
 def modify_image(
     files: DocumentFiles,
     file_path: FilePath,
-    annotation: Annotated[str, Field(description="image.N as shown in reads")],
-    width_inches: Inches = None,
-    height_inches: Inches = None,
+    image_index: Annotated[int | None, Field(ge=0, description="0-based image index (image.N)")] = None,
+    operation: Annotated[
+        str | None, Field(description="rotate | flip | brightness | contrast | crop (pixel edits)")
+    ] = None,
+    rotation: Annotated[int | None, Field(ge=-360, le=360, description="degrees clockwise")] = None,
+    flip: Annotated[str | None, Field(description="horizontal | vertical")] = None,
+    brightness: Annotated[float | None, Field(ge=0, le=10, description="factor, 1.0 = unchanged")] = None,
+    contrast: Annotated[float | None, Field(ge=0, le=10, description="factor, 1.0 = unchanged")] = None,
+    crop_left: Annotated[int | None, Field(ge=0)] = None,
+    crop_top: Annotated[int | None, Field(ge=0)] = None,
+    crop_right: Annotated[int | None, Field(ge=0)] = None,
+    crop_bottom: Annotated[int | None, Field(ge=0)] = None,
+    annotation: Annotated[str | None, Field(description="image.N as shown in reads (instead of image_index)")] = None,
+    width: Inches = None,
+    height: Inches = None,
     image_path: Annotated[str | None, Field(description="replace the picture with this image file")] = None,
     alt_text: str | None = None,
 ) -> dict[str, Any]:
-    """Resize a picture, replace it with another image file, or set its alt text.
+    """Edit a picture: pixel operations (rotate, flip, brightness, contrast, crop in pixels),
+    resize (inches; one dimension keeps the aspect ratio), replace with another image file,
+    or set its alt text. The picture is chosen by image_index or annotation.
 
     Args:
         alt_text: the picture's description (alternative text).
     """
-    from mcp_servers.documents.images import find_image, replace, resize, set_description
+    from mcp_servers.documents.images import find_image, replace, replace_pixels, resize, set_description
+    from mcp_servers.documents.pixels import PixelEdit
 
-    if width_inches is None and height_inches is None and image_path is None and alt_text is None:
-        raise ToolError("invalid_argument", "nothing to change: give width_inches, height_inches, image_path or alt_text")
+    if image_index is None and annotation is None:
+        raise ToolError("invalid_argument", "image_index: give image_index or annotation", argument="image_index")
+    if operation is None and width is None and height is None and image_path is None and alt_text is None:
+        raise ToolError(
+            "invalid_argument", "nothing to change: give operation, width, height, image_path or alt_text"
+        )
+    key = annotation if annotation is not None else f"image.{image_index}"
     with files.edit(file_path) as (document, virtual):
-        image = find_image(document, annotation)
+        image = find_image(document, key)
         if image_path is not None:
             replace(document, image, files.image(image_path, "image_path"), image_path)
-        if width_inches is not None or height_inches is not None:
-            resize(image, width_inches, height_inches)
+        if operation is not None:
+            edit = PixelEdit(operation, rotation, flip, brightness, contrast, crop_left, crop_top, crop_right, crop_bottom)
+            replace_pixels(document, image, edit)
+        if width is not None or height is not None:
+            resize(image, width, height)
         if alt_text is not None:
             set_description(image, alt_text)
         summary = find_image(document, image.annotation).summary()
@@ -294,10 +323,18 @@ def apply_formatting(
     return {"file_path": virtual, "identifier": target.identifier, "applied": applied}
 
 
+def _check_action(action: str | None, nothing_given: bool, needed: str) -> None:
+    if action not in (None, "read", "set"):
+        raise ToolError("invalid_argument", f"action: expected 'read' or 'set', got {action!r}", argument="action")
+    if action == "set" and nothing_given:
+        raise ToolError("invalid_argument", f"action=set needs {needed}", argument="action")
+
+
 @SERVER.tool(action="margins")
 def page_margins(
     files: DocumentFiles,
     file_path: FilePath,
+    action: Annotated[str | None, Field(description="read | set (default: set when a margin is given)")] = None,
     section_index: Annotated[int | None, Field(ge=0, description="one section (default: all)")] = None,
     top: Inches = None,
     bottom: Inches = None,
@@ -308,7 +345,8 @@ def page_margins(
     from mcp_servers.documents.layout import page_setup, select_sections, set_margins
 
     margins = {"top": top, "bottom": bottom, "left": left, "right": right}
-    if all(value is None for value in margins.values()):
+    _check_action(action, all(value is None for value in margins.values()), "a margin (top, bottom, left, right)")
+    if action == "read" or all(value is None for value in margins.values()):
         document, virtual = files.open(file_path)
         return {"file_path": virtual, "sections": [page_setup(i, s) for i, s in select_sections(document, section_index)]}
     with files.edit(file_path) as (document, virtual):
@@ -323,13 +361,15 @@ def page_margins(
 def page_orientation(
     files: DocumentFiles,
     file_path: FilePath,
+    action: Annotated[str | None, Field(description="read | set (default: set when orientation is given)")] = None,
     orientation: Annotated[str | None, Field(description="portrait | landscape (omit to read)")] = None,
     section_index: Annotated[int | None, Field(ge=0, description="one section (default: all)")] = None,
 ) -> dict[str, Any]:
     """Read or set page orientation for one or all sections (width and height are swapped)."""
     from mcp_servers.documents.layout import apply_orientation, page_setup, select_sections
 
-    if orientation is None:
+    _check_action(action, orientation is None, "orientation")
+    if action == "read" or orientation is None:
         document, virtual = files.open(file_path)
         return {"file_path": virtual, "sections": [page_setup(i, s) for i, s in select_sections(document, section_index)]}
     with files.edit(file_path) as (document, virtual):

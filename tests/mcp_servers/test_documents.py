@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import zipfile
 from pathlib import Path
@@ -319,11 +320,11 @@ def test_insert_content_and_add_table_at_identifier(env):
 
 def test_delete_element_and_text(env):
     docs, world = env
-    docs.ok("delete_content_text", file_path="/memo.docx", identifier="body.p.2", scope="text")
+    docs.ok("delete_content_text", file_path="/memo.docx", identifier="body.p.2")  # default scope: content
     paragraph = reopen(world).paragraphs[2]
     assert paragraph.text == "" and paragraph._p.findall(f".//{qn('w:drawing')}")
-    docs.ok("delete_content_text", file_path="/memo.docx", identifier="body.p.1")
-    docs.ok("delete_content_text", file_path="/memo.docx", identifier="body.tbl.0.r.1")
+    docs.ok("delete_content_text", file_path="/memo.docx", identifier="body.p.1", scope="element")
+    docs.ok("delete_content_text", file_path="/memo.docx", identifier="body.tbl.0.r.1", scope="element")
     document = reopen(world)
     assert "Revenue" not in [p.text for p in document.paragraphs][1]
     assert len(document.tables[0].rows) == 1
@@ -363,11 +364,12 @@ def test_apply_formatting_to_paragraph_and_run(env):
 
 def test_add_and_modify_image(env):
     docs, world = env
-    docs.ok("add_image", file_path="/memo.docx", image_path="/img/blue.png", width_inches=3)
+    added = docs.ok("add_image", file_path="/memo.docx", image_path="/img/blue.png", width=3)
+    assert added["annotation"] == "image.1" and added["width_inches"] == 3.0
     overview = docs.ok("get_document_overview", file_path="/memo.docx")
     assert overview["images"] == 2
     changed = docs.ok(
-        "modify_image", file_path="/memo.docx", annotation="image.1", width_inches=1.5, alt_text="blue"
+        "modify_image", file_path="/memo.docx", image_index=1, width=1.5, alt_text="blue"
     )
     assert (changed["width_inches"], changed["height_inches"], changed["description"]) == (1.5, 0.38, "blue")
     replaced = docs.ok(
@@ -376,8 +378,6 @@ def test_add_and_modify_image(env):
     assert replaced["width_inches"] == 2.0 and replaced["height_inches"] == 0.5
     result = docs.call("read_image", file_path="/memo.docx", annotation="image.0")
     image = next(block for block in result.content if getattr(block, "type", "") == "image")
-    import base64
-
     assert Image.open(io.BytesIO(base64.b64decode(image.data))).size == (80, 20)
     assert docs.error("add_image", file_path="/memo.docx", image_path="/memo.docx")["code"] == "unsupported"
 
@@ -564,3 +564,85 @@ def test_tool_lists_in_both_modes(env):
         assert len(names) == 17 and {"read_document_content", "edit_content_text", "add_table"} <= set(names)
     else:
         assert names == ["docs", "docs_schema"]
+
+
+def test_modify_image_pixel_operations(env):
+    docs, world = env
+    rotated = docs.ok("modify_image", file_path="/memo.docx", image_index=0, operation="rotate", rotation=90)
+    assert (rotated["width_inches"], rotated["height_inches"]) == (2.0, 4.0)  # 40x20 turned to 20x40
+    result = docs.call("read_image", file_path="/memo.docx", annotation="image.0")
+    image = next(block for block in result.content if getattr(block, "type", "") == "image")
+    assert Image.open(io.BytesIO(base64.b64decode(image.data))).size == (20, 40)
+    docs.ok("modify_image", file_path="/memo.docx", image_index=0, operation="flip", flip="vertical")
+    docs.ok("modify_image", file_path="/memo.docx", image_index=0, operation="brightness", brightness=0.5)
+    cropped = docs.ok(
+        "modify_image", file_path="/memo.docx", image_index=0, operation="crop",
+        crop_left=0, crop_top=0, crop_right=20, crop_bottom=10,
+    )
+    assert cropped["height_inches"] == 1.0
+    result = docs.call("read_image", file_path="/memo.docx", annotation="image.0")
+    image = next(block for block in result.content if getattr(block, "type", "") == "image")
+    pixel = Image.open(io.BytesIO(base64.b64decode(image.data))).convert("RGB").getpixel((5, 5))
+    assert pixel[0] < 200 and pixel[1] == 0  # darkened red
+    error = docs.error("modify_image", file_path="/memo.docx", image_index=0, operation="rotate")
+    assert error["code"] == "invalid_argument" and "rotation" in error["message"]
+    error = docs.error("modify_image", file_path="/memo.docx", image_index=0, operation="melt")
+    assert error["code"] == "invalid_argument"
+
+
+def test_header_footer_content_blocks_and_link(env):
+    docs, world = env
+    docs.ok(
+        "create_document",
+        directory="/",
+        file_name="two.docx",
+        content=[{"type": "paragraph", "text": "one"}, {"type": "section_break"}, {"type": "paragraph", "text": "two"}],
+    )
+    docs.ok("header_footer", file_path="/two.docx", action="set", area="header", section_index=0, text="First header")
+    docs.ok(
+        "header_footer",
+        file_path="/two.docx",
+        action="set",
+        area="header",
+        section_index=1,
+        content=[{"type": "paragraph", "text": "Own header"}, {"type": "table", "rows": [["a", "b"]]}],
+    )
+    read = docs.ok("header_footer", file_path="/two.docx")["sections"]
+    assert [(s["text"], s["tables"]) for s in read] == [("First header", 0), ("Own header", 1)]
+    docs.ok("header_footer", file_path="/two.docx", action="link", area="header", section_index=1)
+    read = docs.ok("header_footer", file_path="/two.docx")["sections"]
+    assert read[1]["linked_to_previous"] and read[1]["text"] == "First header"
+    error = docs.error(
+        "header_footer", file_path="/two.docx", action="set", content=[{"type": "image", "path": "/img/red.png"}]
+    )
+    assert error["code"] == "unsupported"
+
+
+def test_sections_paging_and_explicit_actions(env):
+    docs, world = env
+    docs.ok(
+        "create_document",
+        directory="/",
+        file_name="two.docx",
+        content=[{"type": "paragraph", "text": "one"}, {"type": "section_break"}, {"type": "paragraph", "text": "two"}],
+    )
+    second = docs.ok("read_document_content", file_path="/two.docx", section_index=1)
+    assert [b["text"] for b in second["blocks"]] == ["two"] and second["sections"] == 2
+    assert docs.error("read_document_content", file_path="/two.docx", section_index=2)["code"] == "not_found"
+    read = docs.ok("page_margins", file_path="/two.docx", action="read", section_index=1)
+    assert len(read["sections"]) == 1
+    docs.ok("page_margins", file_path="/two.docx", action="set", section_index=1, right=2)
+    assert reopen(world, "/two.docx").sections[1].right_margin.inches == 2
+    assert docs.error("page_margins", file_path="/two.docx", action="set")["code"] == "invalid_argument"
+    docs.ok("page_orientation", file_path="/two.docx", action="set", orientation="landscape", section_index=0)
+    orientations = [s["orientation"] for s in docs.ok("page_orientation", file_path="/two.docx", action="read")["sections"]]
+    assert orientations == ["landscape", "portrait"]
+
+
+def test_delete_run_collapses_whitespace(env):
+    docs, world = env
+    docs.ok("edit_content_text", file_path="/memo.docx", identifier="body.p.1", new_text="Revenue grew 12% in 2023.")
+    docs.ok(
+        "delete_content_text", file_path="/memo.docx", identifier="body.p.1.r.1", scope="element", collapse_whitespace=True
+    )
+    assert reopen(world).paragraphs[1].text == "Revenue grew in 2023."

@@ -99,7 +99,7 @@ DOCUMENTS_CASES = [
         "documents",
         "modify_image",
         path_arguments=("file_path",),
-        base={"annotation": "image.0", "width_inches": 1},
+        base={"annotation": "image.0", "width": 1},
         setup=seed_documents,
     ),
     TraversalCase(

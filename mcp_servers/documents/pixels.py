@@ -1,0 +1,98 @@
+"""Pixel operations on embedded pictures (rotate, flip, brightness, contrast, crop).
+
+Shared by the documents and presentations servers' ``modify_image``. The result is a new
+image (PNG, or JPEG when the source was JPEG); the caller stores it as a new image part,
+so other pictures sharing the old part are not changed.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+
+from mcp_servers._core.errors import ToolError
+
+OPERATIONS = ("rotate", "flip", "brightness", "contrast", "crop")
+#: Largest picture decoded (pixels), against decompression bombs.
+MAX_PIXELS = 40_000_000
+
+
+@dataclass
+class PixelEdit:
+    """What to do; only the fields of ``operation`` are used."""
+
+    operation: str
+    rotation: int | None = None
+    flip: str | None = None
+    brightness: float | None = None
+    contrast: float | None = None
+    crop_left: int | None = None
+    crop_top: int | None = None
+    crop_right: int | None = None
+    crop_bottom: int | None = None
+
+
+def _need(value: object, name: str, operation: str) -> None:
+    if value is None:
+        raise ToolError("invalid_argument", f"{name}: required for operation={operation!r}", argument=name)
+
+
+def apply(blob: bytes, edit: PixelEdit) -> tuple[bytes, str, tuple[int, int]]:
+    """(new image bytes, file extension, (width, height) in pixels).
+
+    Raises ToolError ``invalid_argument`` for an unknown operation or a missing/out of
+    range value, ``unsupported`` for image data Pillow cannot decode.
+    """
+    from PIL import Image, ImageEnhance, ImageOps
+
+    if edit.operation not in OPERATIONS:
+        raise ToolError(
+            "invalid_argument",
+            f"operation: expected one of {', '.join(OPERATIONS)}, got {edit.operation!r}",
+            argument="operation",
+        )
+    Image.MAX_IMAGE_PIXELS = MAX_PIXELS
+    try:
+        image = Image.open(io.BytesIO(blob))
+        image.load()
+    except Exception as exc:
+        raise ToolError("unsupported", f"the picture cannot be decoded for {edit.operation} ({type(exc).__name__})") from exc
+    source_format = (image.format or "PNG").upper()
+    if edit.operation == "rotate":
+        _need(edit.rotation, "rotation", "rotate")
+        # Clockwise, as in Office; expand so nothing is cut off.
+        image = image.rotate(-(edit.rotation % 360), expand=True)
+    elif edit.operation == "flip":
+        _need(edit.flip, "flip", "flip")
+        if edit.flip not in ("horizontal", "vertical"):
+            raise ToolError("invalid_argument", f"flip: expected horizontal or vertical, got {edit.flip!r}", argument="flip")
+        image = ImageOps.mirror(image) if edit.flip == "horizontal" else ImageOps.flip(image)
+    elif edit.operation in ("brightness", "contrast"):
+        factor = edit.brightness if edit.operation == "brightness" else edit.contrast
+        _need(factor, edit.operation, edit.operation)
+        if not 0 <= factor <= 10:
+            raise ToolError("invalid_argument", f"{edit.operation}: factor must be between 0 and 10", argument=edit.operation)
+        if image.mode not in ("RGB", "RGBA", "L"):
+            image = image.convert("RGBA")
+        enhancer = ImageEnhance.Brightness(image) if edit.operation == "brightness" else ImageEnhance.Contrast(image)
+        image = enhancer.enhance(factor)
+    else:
+        box = (edit.crop_left, edit.crop_top, edit.crop_right, edit.crop_bottom)
+        for name, value in zip(("crop_left", "crop_top", "crop_right", "crop_bottom"), box, strict=True):
+            _need(value, name, "crop")
+        left, top, right, bottom = box
+        if not (0 <= left < right <= image.width and 0 <= top < bottom <= image.height):
+            raise ToolError(
+                "invalid_argument",
+                f"crop: box ({left}, {top}, {right}, {bottom}) must lie inside the {image.width}x{image.height} picture",
+                argument="crop_left",
+            )
+        image = image.crop(box)
+    buffer = io.BytesIO()
+    if source_format == "JPEG" and image.mode in ("RGB", "L"):
+        image.save(buffer, format="JPEG", quality=92)
+        extension = "jpg"
+    else:
+        image.save(buffer, format="PNG")
+        extension = "png"
+    return buffer.getvalue(), extension, image.size
