@@ -186,17 +186,25 @@ def diff_snapshots(before: Snapshot, after: Snapshot, options: ExtractOptions | 
     }
     # Names of chat groups come from group_info.json whether or not it changed.
     info_paths = {p for p in new if appdata.is_chat_group_info(p)}
-    before_bytes = before.read_many({c.path for c in fs_changed if c.change == "modified"} | apps_wanted)
+    # A file beyond the cap (a decompression bomb, a huge dataset) is named, not read.
+    too_large = {
+        c.path for c in fs_changed if max(c.size_before or 0, c.size_after or 0) > options.max_file_bytes
+    }
+    readable = [c for c in fs_changed if c.path not in too_large]
+    before_bytes = before.read_many({c.path for c in readable if c.change == "modified"} | apps_wanted)
     after_bytes = after.read_many(
-        {c.path for c in fs_changed if c.change != "deleted"} | apps_wanted | info_paths
+        {c.path for c in readable if c.change != "deleted"} | apps_wanted | info_paths
     )
 
     result = WorldDiff(before=before, after=after, changes=Changes(files=file_changes))
     for change in fs_changed:
         new_content = old_content = None
-        if change.change != "deleted":
+        if change.path in too_large:
+            note = f"not extracted: {change.size_after or change.size_before} bytes exceeds the {options.max_file_bytes}-byte cap"
+            new_content = Extracted(kind=extension(change.path) or "file", note=note)
+        elif change.change != "deleted":
             new_content = extract(change.path, after_bytes.get(change.path, b""), options)
-        if change.change == "modified":
+        if change.change == "modified" and change.path not in too_large:
             old_content = extract(change.path, before_bytes.get(change.path, b""), options)
             if not old_content.error and not new_content.error:  # type: ignore[union-attr]
                 change.sub_items, _ = _format_part_diff(old_content, new_content)  # type: ignore[arg-type]

@@ -87,6 +87,7 @@ class ExtractOptions:
 
     ocr: bool = True
     recalculate: bool = True  # compute formulas that have no cached value (LibreOffice)
+    max_file_bytes: int = 200 << 20  # larger changed files are listed, not extracted
     ocr_max_pages: int = 3
     ocr_dpi: int = 200
     ocr_timeout_s: float = 30.0

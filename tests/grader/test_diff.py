@@ -322,3 +322,18 @@ def test_large_sheets_are_streamed_with_the_same_result(monkeypatch):
     whole = _workbook_fast(data).text()
     monkeypatch.setattr(xlsx_reader, "_WHOLE_SHEET_LIMIT", 100)
     assert _workbook_fast(data).text() == whole and "C300: [=A300*2]" in whole
+
+
+def test_files_over_the_size_cap_are_listed_not_read(tmp_path):
+    before = Snapshot(f.write_snapshot(tmp_path / "b.tar.gz", {}))
+    after = Snapshot(
+        f.write_snapshot(tmp_path / "a.tar.gz", {"filesystem/huge.csv": "x" * 5000, "filesystem/s.txt": "ok"})
+    )
+    world = diff_snapshots(before, after, ExtractOptions(max_file_bytes=1000))
+    texts = {a.id: a.text for a in world.artifacts}
+    assert (
+        "not extracted: 5000 bytes exceeds" in texts["file:/huge.csv"]
+        and "xxxx" not in texts["file:/huge.csv"]
+    )
+    assert texts["file:/s.txt"].endswith("ok")
+    assert {c.path for c in world.changes.files} == {"filesystem/huge.csv", "filesystem/s.txt"}
