@@ -16,6 +16,7 @@ from atoll.errors import AtollError
 from atoll.sample import (
     banking_tasks,
     consulting_apps,
+    consulting_background,
     consulting_comms_tasks,
     consulting_files,
     consulting_tasks,
@@ -56,7 +57,7 @@ _WORLDS = (
         "America and Europe) cut third-party spend. Shared drive with the spend cube, SteerCo decks, interim report "
         "and interview notes; the engagement manager's mail, calendar and team chat.",
         PRIYA,
-        (consulting_files.build_files, consulting_apps.build_apps),
+        (consulting_files.build_files, consulting_background.build_files, consulting_apps.build_apps),
         (consulting_tasks.build_tasks, consulting_comms_tasks.build_tasks),
     ),
     _WorldPlan(
