@@ -56,7 +56,12 @@ class ModelClient:
         self.model = model
         self.config = config
         self.api_base = api_base
-        if api_key is None and api_base and model.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
+        if (
+            api_key is None
+            and api_base
+            and model.startswith("openai/")
+            and not os.environ.get("OPENAI_API_KEY")
+        ):
             # Local OpenAI-compatible servers (vLLM, llama.cpp, Ollama) take any key, but the
             # openai client refuses to send a request without one.
             api_key = "none"

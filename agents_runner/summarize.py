@@ -24,6 +24,7 @@ from agents_runner.model import ContextWindowExceeded, ModelProviderError
 from agents_runner.state import AgentRun
 from agents_runner.text import key_values, truncate
 
+_TAIL_SHARE = 0.5  # of the compaction threshold the kept tail may fill
 SUMMARY_MARKER = "[Context summary: earlier messages were compacted to fit the context window.]"
 
 _SUMMARY_SYSTEM = (
@@ -50,10 +51,23 @@ def _split(run: AgentRun) -> tuple[int, int]:
             head_end = index + 1
             break
         head_end = index + 1
-    cut = max(head_end, len(run.context) - run.config.keep_last_messages)
-    while head_end < cut < len(run.context) and run.context[cut].get("role") == "tool":
-        cut -= 1  # keep a tool result with the assistant message that asked for it
-    return head_end, cut
+    keep = run.config.keep_last_messages
+    while True:
+        cut = max(head_end, len(run.context) - keep)
+        while head_end < cut < len(run.context) and run.context[cut].get("role") == "tool":
+            cut -= 1  # keep a tool result with the assistant message that asked for it
+        # A tail that alone fills most of the budget would make every next turn compact again;
+        # keep fewer messages then (never fewer than the last turn).
+        if keep <= 1 or not _too_big(run, run.context[cut:]):
+            return head_end, cut
+        keep -= 1
+
+
+def _too_big(run: AgentRun, tail: list[dict[str, Any]]) -> bool:
+    client = run.model_client
+    if client is None:
+        return False
+    return client.count_tokens(tail) > _TAIL_SHARE * run.config.summarize_at * client.context_window
 
 
 async def compact(run: AgentRun, *, reason: str) -> bool:
