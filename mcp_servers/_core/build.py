@@ -125,7 +125,8 @@ def consolidated_schema(definition: ServerDefinition) -> dict[str, Any]:
             "description": "What to do; 'help' lists the actions and their arguments.",
         }
     }
-    users: dict[str, list[str]] = {}
+    # name -> [(action, description)] and name -> distinct shapes (schema without prose)
+    users: dict[str, list[tuple[str, str]]] = {}
     variants: dict[str, list[dict[str, Any]]] = {}
     defs: dict[str, Any] = {}
     for tool in definition.tools:
@@ -133,23 +134,33 @@ def consolidated_schema(definition: ServerDefinition) -> dict[str, Any]:
         defs.update(schema.get("$defs", {}))
         for argument, prop in schema["properties"].items():
             name = exposed_name(tool, argument)
-            users.setdefault(name, []).append(tool.action)
+            users.setdefault(name, []).append((tool.action, prop.get("description") or ""))
             bare = {k: v for k, v in prop.items() if k not in ("description", "title", "default")}
             known = variants.setdefault(name, [])
-            if all(json.dumps(bare, sort_keys=True) != json.dumps(v, sort_keys=True) for v in known):
-                known.append(bare)
-            if name not in properties:
-                properties[name] = {"description": prop.get("description") or ""}
+            for shape in bare["anyOf"] if list(bare) == ["anyOf"] else [bare]:
+                if all(_canonical(shape) != _canonical(v) for v in known):
+                    known.append(shape)
     for name, shapes in variants.items():
-        description = properties[name].get("description", "")
         merged: dict[str, Any] = dict(shapes[0]) if len(shapes) == 1 else {"anyOf": shapes}
-        note = f"(actions: {', '.join(users[name])})"
-        merged["description"] = f"{description} {note}".strip()
+        merged["description"] = _merged_description(users[name])
         properties[name] = merged
     result: dict[str, Any] = {"type": "object", "properties": properties, "required": ["action"]}
     if defs:
         result["$defs"] = defs
     return result
+
+
+def _canonical(schema: dict[str, Any]) -> str:
+    return json.dumps(schema, sort_keys=True)
+
+
+def _merged_description(users: list[tuple[str, str]]) -> str:
+    """One description per distinct text, each followed by the actions it applies to."""
+    by_text: dict[str, list[str]] = {}
+    for action, text in users:
+        by_text.setdefault(text, []).append(action)
+    parts = [f"{text} (actions: {', '.join(actions)})".strip() for text, actions in by_text.items()]
+    return " | ".join(parts)
 
 
 def help_data(definition: ServerDefinition) -> dict[str, Any]:
