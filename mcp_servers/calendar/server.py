@@ -39,6 +39,16 @@ def _when(value: When | None, argument: str) -> EventTime | None:
     return EventTime(date=text) if len(text) == 10 else EventTime(dateTime=text)
 
 
+def _unless_blank(value: Any) -> Any:
+    """None for an object given with no field at all (``{}``): some models send every argument,
+    and an empty object must not wipe an event's reminders or move it."""
+    if isinstance(value, (EventTime, Reminders)) and not value.model_fields_set:
+        return None
+    if isinstance(value, str) and not value.strip():
+        return None
+    return value
+
+
 def _event_id(value: str) -> str:
     if any(ord(ch) < 32 for ch in value):
         raise ToolError("invalid_argument", "event_id: contains a control character", argument="event_id")
@@ -156,13 +166,13 @@ def update_event(
     """
     changes = {
         "summary": summary,
-        "start": _when(start, "start"),
-        "end": _when(end, "end"),
+        "start": _when(_unless_blank(start), "start"),
+        "end": _when(_unless_blank(end), "end"),
         "description": description,
         "location": location,
         "attendees": attendees,
         "color_id": colorId,
-        "reminders": reminders,
+        "reminders": _unless_blank(reminders),
         "recurrence": recurrence,
         "status": status,
     }

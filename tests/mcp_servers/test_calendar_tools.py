@@ -385,3 +385,9 @@ def test_update_switching_between_all_day_and_timed(cal):
     assert all_day["start"] == {"date": "2025-03-20"} and all_day["end"] == {"date": "2025-03-21"}
     timed = cal.ok("update_event", event_id="offsite@team", start="2025-03-05T09:00:00Z")
     assert timed["end"]["dateTime"] == "2025-03-05T10:00:00+00:00"
+
+
+def test_update_ignores_empty_objects_sent_for_unchanged_fields(cal):
+    updated = cal.ok("update_event", event_id="standup@team", summary="Renamed", start={}, reminders={})
+    assert updated["reminders"]["overrides"] == [{"method": "popup", "minutes": 10}]
+    assert updated["start"]["dateTime"] == "2025-03-03T10:00:00-05:00"
