@@ -87,6 +87,8 @@ class TrialResult(BaseModel):
     trial_id: str
     outcome: Outcome
     score: float | None = None
+    checks_met: int | None = Field(default=None, description="criteria with a programmatic check that were met")
+    checks_total: int | None = Field(default=None, description="criteria with a programmatic check")
     run_status: str | None = None
     error: str | None = None
     attempt: int = 1

@@ -24,7 +24,7 @@ def collect(store: TrialStore, experiment: str) -> tuple[list[TrialRecord], dict
     usage: dict[str, dict[str, Any]] = defaultdict(
         lambda: {"model": "", "trials": 0, "finished": 0, "steps": 0, "tool_calls": 0, "prompt_tokens": 0,
                  "completion_tokens": 0, "agent_cost_usd": 0.0, "judge_cost_usd": 0.0, "duration_s": 0.0,
-                 "outcomes": defaultdict(int)}
+                 "outcomes": defaultdict(int), "exclusion_reasons": defaultdict(int)}
     )
     for spec, result, state, _attempts in rows:
         entry = usage[spec.agent_name]
@@ -35,12 +35,16 @@ def collect(store: TrialStore, experiment: str) -> tuple[list[TrialRecord], dict
             continue
         entry["finished"] += 1
         entry["outcomes"][result.outcome.value] += 1
+        if result.outcome in (Outcome.ungradeable, Outcome.infra_error):
+            reason = _reason(result.error)
+            entry["exclusion_reasons"][f"{result.outcome.value}: {reason}"] += 1
         for key in ("steps", "tool_calls", "prompt_tokens", "completion_tokens", "agent_cost_usd",
                     "judge_cost_usd", "duration_s"):
             entry[key] += getattr(result, key)
         records.append(_record(spec, result))
     for entry in usage.values():
         entry["outcomes"] = dict(sorted(entry["outcomes"].items()))
+        entry["exclusion_reasons"] = dict(sorted(entry["exclusion_reasons"].items(), key=lambda kv: -kv[1]))
         finished = max(entry["finished"], 1)
         entry["mean_steps"] = entry["steps"] / finished
         entry["mean_tool_calls"] = entry["tool_calls"] / finished
@@ -48,10 +52,19 @@ def collect(store: TrialStore, experiment: str) -> tuple[list[TrialRecord], dict
     return records, dict(usage)
 
 
+def _reason(error: str | None) -> str:
+    """A trial's exclusion reason without its per-criterion prefix, short enough to group."""
+    if not error:
+        return "no reason recorded"
+    first = error.split("; ")[0]
+    return (first.split(": ", 1)[1] if ": " in first else first)[:160]
+
+
 def _record(spec: TrialSpec, result: TrialResult) -> TrialRecord:
     return TrialRecord(
         agent=spec.agent_name, task_id=spec.task_id, run_index=spec.run_index, outcome=result.outcome,
         score=result.score, domain=spec.domain,
+        checks_passed=(result.checks_met == result.checks_total) if result.checks_total else None,
     )
 
 
@@ -77,6 +90,8 @@ def build_report(store: TrialStore, experiment: str, *, seed: int = 0) -> dict[s
             "95% intervals: task-level percentile bootstrap, "
             f"{metrics['bootstrap']['resamples']} resamples, seed {seed}.",
             "Pairwise: McNemar exact test on paired (task, run) outcomes, Benjamini-Hochberg at FDR 5%.",
+            "Checks pass: share of finished trials (ungradeable ones included) in which every criterion "
+            "that carries a programmatic check was met; criteria only a judge can decide are not in it.",
         ],
     }
 
@@ -104,6 +119,7 @@ def leaderboard_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
             "pass_at_k": metrics["pass_at_k"][k],
             "pass_hat_k": metrics["pass_hat_k"][k],
             "mean_score": metrics["mean_score"],
+            "checks_pass": metrics["checks_pass"],
             "graded": metrics["trials_graded"],
             "trials": usage["trials"],
             "excluded": metrics["excluded_trials"],
@@ -125,14 +141,15 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         "## Leaderboard",
         "",
-        f"| # | Agent | Model | Pass@1 [95% CI] | Pass@{k} | Pass^{k} | Mean score | Graded / trials | Excluded | Cost |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        f"| # | Agent | Model | Pass@1 [95% CI] | Pass@{k} | Pass^{k} | Mean score | Checks pass | Graded / trials | Excluded | Cost |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for rank, row in enumerate(leaderboard_rows(report), 1):
         excluded = ", ".join(f"{n} {why}" for why, n in row["excluded"].items()) or "none"
         lines.append(
             f"| {rank} | {row['agent']} | `{row['model']}` | {_ci(row['pass_at_1'])} | {_ci(row['pass_at_k'])} | "
-            f"{_ci(row['pass_hat_k'])} | {_ci(row['mean_score'])} | {row['graded']} / {row['trials']} | "
+            f"{_ci(row['pass_hat_k'])} | {_ci(row['mean_score'])} | {_ci(row['checks_pass'])} | "
+            f"{row['graded']} / {row['trials']} | "
             f"{excluded} | ${row['cost_usd']:.4f} |"
         )
     lines += ["", "## Pass@k and Pass^k", "", "| Agent | k | Pass@k | Pass^k | tasks (excluded) |", "|---|---|---|---|---|"]
@@ -166,6 +183,11 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"{usage['mean_tool_calls']:.1f} | {usage['prompt_tokens']} | {usage['completion_tokens']} | "
             f"{usage['agent_cost_usd']:.4f} | {usage['judge_cost_usd']:.4f} |"
         )
+    reasons = [(agent, why, n) for agent, usage in report["agents"].items()
+               for why, n in usage["exclusion_reasons"].items()]
+    if reasons:
+        lines += ["", "## Excluded trials", "", "| Agent | Trials | Reason |", "|---|---|---|"]
+        lines += [f"| {agent} | {n} | {why} |" for agent, why, n in reasons]
     lines += ["", "## How to read this", ""] + [f"- {note}" for note in report["notes"]]
     return "\n".join(lines) + "\n"
 

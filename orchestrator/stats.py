@@ -33,6 +33,7 @@ class TrialRecord:
     outcome: Outcome
     score: float | None = None
     domain: str = ""
+    checks_passed: bool | None = None  # every programmatically checked criterion met
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -88,6 +89,7 @@ class TaskTally:
     passed: int = 0
     scores: list[float] = field(default_factory=list)
     excluded: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    checks: list[bool] = field(default_factory=list)
 
 
 def tally(records: Iterable[TrialRecord]) -> dict[str, dict[str, TaskTally]]:
@@ -95,6 +97,8 @@ def tally(records: Iterable[TrialRecord]) -> dict[str, dict[str, TaskTally]]:
     tallies: dict[str, dict[str, TaskTally]] = defaultdict(lambda: defaultdict(TaskTally))
     for record in records:
         entry = tallies[record.agent][record.task_id]
+        if record.checks_passed is not None and record.outcome is not Outcome.infra_error:
+            entry.checks.append(record.checks_passed)
         if record.outcome in (Outcome.passed, Outcome.failed):
             entry.graded += 1
             entry.passed += record.outcome is Outcome.passed
@@ -119,6 +123,11 @@ def agent_metrics(tasks: dict[str, TaskTally], *, max_k: int, seed: int) -> dict
         ).as_dict(),
         "pass_at_k": {},
         "pass_hat_k": {},
+        # Programmatic checks only, over every finished trial that has checks (ungradeable
+        # ones included): a judge-free signal, not a substitute for the full rubric.
+        "checks_pass": bootstrap_mean(
+            (sum(t.checks) / len(t.checks) for t in tasks.values() if t.checks), seed=seed
+        ).as_dict(),
     }
     for k in range(1, max_k + 1):
         eligible = [t for t in graded.values() if t.graded >= k]

@@ -35,4 +35,21 @@ def demo(
     typer.echo(f"grading: programmatic checks{' + LLM judge ' + spec.judge.model if spec.judge.model else ' only'}")
     outcome = asyncio.run(run_experiment(spec, quiet=quiet))
     print_leaderboard(outcome.report_paths["md"])
+    ungradeable = sum(r.outcome.value == "ungradeable" for _s, r, _st, _a in _results(spec))
+    if ungradeable and not spec.judge.model:
+        typer.echo(
+            f"{ungradeable} trials are ungradeable, not failed: their rubrics include criteria only an LLM judge "
+            "can decide. 'Checks pass' scores the programmatic checks alone; set ATOLL_JUDGE_MODEL (or "
+            "ATOLL_MODEL) to grade every criterion."
+        )
     typer.echo(f"report: {outcome.report_paths['html']} (also report.md, report.json)")
+
+
+def _results(spec):
+    from orchestrator.store import TrialStore
+
+    store = TrialStore(spec.store)
+    try:
+        return [row for row in store.results(spec.name) if row[1] is not None]
+    finally:
+        store.dispose()

@@ -205,7 +205,11 @@ class LocalExecutor:
             shutil.rmtree(scratch, ignore_errors=True)
 
         outcome = trial_outcome(trajectory, grade)
+        checked = {c.verifier_id for c in task.rubric if c.check is not None}
+        checks_met = sum(v.verifier_id in checked and v.verdict.value == "met" for v in grade.criteria) if grade else 0
         return TrialResult(
+            checks_met=checks_met if checked else None,
+            checks_total=len(checked) if checked else None,
             trial_id=spec.trial_id,
             outcome=outcome,
             score=grade.score if grade else 0.0,

@@ -1,0 +1,59 @@
+"""`atoll demo` end to end, offline: sample benchmark, oracle agent, programmatic checks."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from orchestrator.demo import configured_model, demo_experiment
+from orchestrator.store import TrialStore
+
+
+@pytest.mark.slow
+def test_demo_end_to_end(tmp_path):
+    output = tmp_path / "demo"
+    result = subprocess.run(
+        [sys.executable, "-m", "atoll.cli", "demo", "--output", str(output), "--quiet"],
+        capture_output=True, text=True, timeout=900,
+        env={**_clean_environment(), "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "## Leaderboard" in result.stdout and "| oracle |" in result.stdout
+    report = json.loads((output / "demo" / "report.json").read_text())
+    oracle = report["agents"]["oracle"]
+    assert oracle["trials"] == 16 and oracle["finished"] == 16
+    # The oracle replays reference solutions: nothing fails, nothing breaks in our machinery.
+    assert "fail" not in oracle["outcomes"] and "infra_error" not in oracle["outcomes"]
+    metrics = report["metrics"]["overall"]["oracle"]
+    assert metrics["checks_pass"]["value"] == 1.0 and metrics["checks_pass"]["tasks"] == 16
+    assert metrics["pass_at_1"]["value"] == 1.0
+    for name in ("report.md", "report.html"):
+        assert (output / "demo" / name).stat().st_size > 1000
+    # Running it again resumes: nothing is re-run, the same leaderboard comes back.
+    store = TrialStore(str(output / "atoll.db"))
+    attempts = len(store.attempt_history("demo"))
+    again = subprocess.run(
+        [sys.executable, "-m", "atoll.cli", "demo", "--output", str(output), "--quiet"],
+        capture_output=True, text=True, timeout=300, env={**_clean_environment(), "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+    )
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert len(store.attempt_history("demo")) == attempts == 16
+    store.dispose()
+
+
+def _clean_environment():
+    import os
+
+    return {k: v for k, v in os.environ.items()
+            if k not in {"ATOLL_MODEL", "ATOLL_JUDGE_MODEL", "ATOLL_API_BASE", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"}}
+
+
+def test_demo_adds_a_react_agent_and_judge_when_a_model_is_configured(tmp_path):
+    spec = demo_experiment(tmp_path, environ={"ATOLL_MODEL": "openai/local", "ATOLL_API_BASE": "http://127.0.0.1:9/v1"})
+    assert [a.name for a in spec.agents] == ["oracle", "react"]
+    assert spec.agents[1].model == "openai/local" and spec.agents[1].api_base == "http://127.0.0.1:9/v1"
+    assert spec.judge.model == "openai/local" and spec.judge.api_base == "http://127.0.0.1:9/v1"
+    offline = demo_experiment(tmp_path, environ={})
+    assert [a.name for a in offline.agents] == ["oracle"] and offline.judge.model is None
+    assert configured_model({"OPENAI_API_KEY": "sk"}) == "openai/gpt-4o-mini"
