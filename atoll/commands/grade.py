@@ -160,25 +160,50 @@ def grade(
 
 @app.command()
 def serve(
-    host: str = typer.Option("127.0.0.1", help="Interface to bind."),
-    port: int = typer.Option(8082, help="Port (0 picks a free one)."),
-    judge_model: str | None = typer.Option(None, help="Default judge model (litellm name)."),
-    api_base: str | None = typer.Option(None, help="Base URL of an OpenAI-compatible judge endpoint."),
-    api_key_env: str | None = typer.Option(None, help="Environment variable holding the judge's key."),
+    host: str | None = typer.Option(
+        None, help="Interface to bind (env ATOLL_GRADER_HOST, default 127.0.0.1)."
+    ),
+    port: int | None = typer.Option(
+        None, help="Port, 0 picks a free one (env ATOLL_GRADER_PORT, default 8082)."
+    ),
+    judge_model: str | None = typer.Option(None, help="Default judge model (env ATOLL_GRADER_JUDGE_MODEL)."),
+    api_base: str | None = typer.Option(None, help="Judge base URL (env ATOLL_GRADER_API_BASE)."),
+    api_key_env: str | None = typer.Option(
+        None, help="Variable holding the judge's key (env ATOLL_GRADER_API_KEY_ENV)."
+    ),
     judge_config: Path | None = typer.Option(
         None, help="JudgeConfig JSON or Archipelago grading_settings.json."
     ),
-    cache: Path | None = typer.Option(None, help="Verdict cache: a .sqlite file or a directory."),
+    cache: Path | None = typer.Option(
+        None, help="Verdict cache: .sqlite file or directory (env ATOLL_GRADER_CACHE)."
+    ),
 ) -> None:
     """Run the grading service (POST /grade, GET /health)."""
     import uvicorn
 
     from grader.cache import VerdictCache
     from grader.service import create_app
+    from grader.settings import GraderSettings
 
+    settings = GraderSettings()
     judge = _judge(judge_model, api_base, api_key_env, judge_config, None, None, None)
+    if judge is None:
+        judge = settings.judge()
+        if judge is not None and (api_base or api_key_env):
+            judge = judge.model_copy(
+                update={k: v for k, v in (("api_base", api_base), ("api_key_env", api_key_env)) if v}
+            )
+    cache = cache or settings.cache
+    app_ = create_app(judge, VerdictCache(cache) if cache else None)
+    typer.secho(
+        f"grader serving on http://{host or settings.host}:{port if port is not None else settings.port}",
+        err=True,
+    )
     uvicorn.run(
-        create_app(judge, VerdictCache(cache) if cache else None), host=host, port=port, log_level="warning"
+        app_,
+        host=host or settings.host,
+        port=port if port is not None else settings.port,
+        log_level="warning",
     )
 
 

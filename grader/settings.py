@@ -1,0 +1,41 @@
+"""Settings of the grading service, read from ``ATOLL_GRADER_*`` environment variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from grader.judge import JudgeConfig
+
+
+class GraderSettings(BaseSettings):
+    """The service's defaults: ``ATOLL_GRADER_JUDGE_MODEL``, ``ATOLL_GRADER_API_BASE``,
+    ``ATOLL_GRADER_API_KEY_ENV``, ``ATOLL_GRADER_CACHE``, ``ATOLL_GRADER_HOST``,
+    ``ATOLL_GRADER_PORT``, ``ATOLL_GRADER_SAMPLES``, ``ATOLL_GRADER_CONTEXT_BUDGET_CHARS``.
+    Command-line options override them."""
+
+    model_config = SettingsConfigDict(env_prefix="ATOLL_GRADER_", extra="ignore")
+
+    judge_model: str | None = Field(
+        None, description="litellm model of the default judge; none = checks only"
+    )
+    api_base: str | None = Field(None, description="OpenAI-compatible base URL of the judge")
+    api_key_env: str | None = Field(None, description="name of the variable that holds the judge's key")
+    samples: int = Field(1, ge=1, description="judge samples per criterion (majority)")
+    context_budget_chars: int = Field(400_000, ge=1_000, description="evidence characters per prompt")
+    cache: Path | None = Field(None, description="verdict cache: .sqlite file or directory")
+    host: str = "127.0.0.1"
+    port: int = 8082
+
+    def judge(self) -> JudgeConfig | None:
+        if not self.judge_model:
+            return None
+        return JudgeConfig(
+            model=self.judge_model,
+            api_base=self.api_base,
+            api_key_env=self.api_key_env,
+            samples=self.samples,
+            context_budget_chars=self.context_budget_chars,
+        )
