@@ -76,6 +76,16 @@ class ToolDef:
             if "string" not in _types_of(schema) and _types_of(schema) & {"array", "object"}
         )
 
+    @cached_property
+    def defaulted_non_nullable(self) -> frozenset[str]:
+        """Optional arguments whose schema does not accept null."""
+        properties = self.input_schema["properties"]
+        return frozenset(
+            name
+            for name, info in self.arguments.model_fields.items()
+            if not info.is_required() and "null" not in _types_of(properties.get(name, {}))
+        )
+
     @property
     def argument_names(self) -> list[str]:
         return list(self.arguments.model_fields)

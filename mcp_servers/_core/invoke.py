@@ -69,7 +69,9 @@ def validate_arguments(tool: ToolDef, arguments: dict[str, Any]) -> dict[str, An
     Raises ToolError ``invalid_argument`` with one line listing every problem.
     """
     json_fields = tool.json_arguments
-    prepared = dict(arguments)
+    # An explicit null for an optional argument that does not take null means "not given"
+    # (models often send every optional argument as null).
+    prepared = {k: v for k, v in arguments.items() if not (v is None and k in tool.defaulted_non_nullable)}
     for name in json_fields & prepared.keys():
         value = prepared[name]
         if isinstance(value, str) and value.strip()[:1] in ("[", "{"):

@@ -8,6 +8,8 @@ sender, and which reply-all never uses.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import mimetypes
 import re
 from dataclasses import dataclass
@@ -48,6 +50,9 @@ def parse_recipients(value: str | list[str] | None, argument: str) -> list[str]:
     """
     if value is None:
         return []
+    if isinstance(value, str) and value.strip().startswith("["):  # a JSON list sent as text
+        with contextlib.suppress(ValueError):
+            value = json.loads(value)
     items = value if isinstance(value, list) else [value]
     result: list[str] = []
     seen: set[str] = set()

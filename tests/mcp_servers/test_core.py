@@ -515,3 +515,15 @@ def test_traversal_harness_catches_a_leaky_tool_and_passes_a_safe_one(tmp_path):
         unregister_server(LEAKY.name)
     assert any("secret revealed" in escape for escape in leaky)
     assert safe == []
+
+
+def test_null_for_an_optional_argument_means_not_given(world):
+    mcp = session(world)
+    try:
+        assert mcp.ok("list_notes", {"limit": None, "tags": None}) == {"result": ["a.txt", "b.txt"]}
+        assert mcp.ok("read_note", {"file_path": "/a.txt", "upper": None})["text"] == "alpha"
+        assert (
+            mcp.error("read_note", {"file_path": None})["code"] == "invalid_argument"
+        )  # required stays required
+    finally:
+        mcp.close()

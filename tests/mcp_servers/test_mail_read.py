@@ -194,3 +194,26 @@ def test_external_change_is_picked_up(world):
             "mail/New/extra.mbox", mbox(message("extra@corp.com", date="Mon, 01 Apr 2024 10:00:00 +0000"))
         )
         assert ids(session.ok("list_mails", {}))[0] == "<extra@corp.com>"
+
+
+def test_mbox_links_pointing_outside_the_mail_folder_are_ignored(world, tmp_path):
+    import os
+
+    from tests.mcp_servers.mail_world import mbox, message
+
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "secret.mbox").write_bytes(mbox(message("secret@corp.com", subject="SECRET")))
+    os.symlink(outside / "secret.mbox", world.apps_root / "mail" / "linked.mbox")
+    os.symlink(outside, world.apps_root / "mail" / "linked_dir")
+    with open_session("mail", world) as session:
+        listed = session.ok("list_mails", {"limit": 100})
+        assert listed["total"] == 9 and "SECRET" not in str(listed)
+
+
+def test_recipients_given_as_json_text(world):
+    with open_session("mail", world, options={"user_email": USER}) as session:
+        sent = session.ok(
+            "send_mail", {"to_email": '["bob@corp.com", "erin@corp.com"]', "subject": "s", "body": "b"}
+        )
+        assert sent["to"] == ["bob@corp.com", "erin@corp.com"]
