@@ -167,3 +167,31 @@ def test_writes_never_follow_a_messages_file_linked_out(tmp_path):
         service(world).post(DM, "hello")
     assert error.value.code == "bad_data"
     assert os.path.islink(target) and "hello" not in outside.read_text()
+
+
+def _post_from_process(fs_root: str, apps_root: str, prefix: str, count: int) -> None:
+    chat = ChatService(ServerContext.create(fs_root, apps_root, USER))
+    for index in range(count):
+        chat.post(GENERAL, f"{prefix} {index}")
+
+
+def test_concurrent_posts_from_separate_processes_lose_nothing(tmp_path):
+    import multiprocessing
+
+    world = chat_world(tmp_path)
+    context = multiprocessing.get_context("fork")
+    workers = [
+        context.Process(
+            target=_post_from_process, args=(str(world.fs_root), str(world.apps_root), f"proc{n}", 6)
+        )
+        for n in range(3)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=60)
+        assert worker.exitcode == 0
+    texts = [r["text"] for r in records(world)]
+    assert sorted(t for t in texts if t.startswith("proc")) == sorted(
+        f"proc{n} {i}" for n in range(3) for i in range(6)
+    )
