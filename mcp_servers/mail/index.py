@@ -8,6 +8,8 @@ recorded as a :class:`Problem`; one with a broken Date is kept (no date) and rec
 from __future__ import annotations
 
 import hashlib
+import mmap
+import os
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -88,7 +90,18 @@ class MailIndex:
 
 def build_index(path: Path, display_name: str) -> MailIndex:
     """Index an mbox file (one read, headers only)."""
-    data = path.read_bytes()
+    with open(path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        # mmap: a multi-GB Takeout export is scanned without being copied into memory.
+        data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        try:
+            return _index_bytes(path, display_name, data)
+        finally:
+            if isinstance(data, mmap.mmap):
+                data.close()
+
+
+def _index_bytes(path: Path, display_name: str, data: bytes | mmap.mmap) -> MailIndex:
     spans, preamble = split_spans(data)
     entries: list[MailEntry] = []
     problems: list[Problem] = []

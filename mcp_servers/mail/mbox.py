@@ -10,6 +10,7 @@ does not split a message. What we write round-trips through ``mailbox.mbox``. Bo
 from __future__ import annotations
 
 import fcntl
+import mmap
 import os
 import re
 import time
@@ -33,7 +34,7 @@ class Span:
     end: int
 
 
-def split_spans(data: bytes) -> tuple[list[Span], bytes]:
+def split_spans(data: bytes | mmap.mmap) -> tuple[list[Span], bytes]:
     """Message spans of an mbox file's bytes, plus any junk before the first ``From `` line."""
     starts = [match.start() for match in _FROM_LINE.finditer(data)]
     preamble = data[: starts[0]] if starts else data

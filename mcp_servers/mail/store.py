@@ -9,6 +9,7 @@ re-parse; anything else that changes a file (a populate) makes it re-indexed on 
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 import threading
 from bisect import bisect_right
@@ -59,6 +60,7 @@ class MailStore:
         self._lock = threading.Lock()
         self._view: tuple[tuple[int, ...], MailView] | None = None
         self._reported: set[Problem] = set()
+        self._pending: list[Problem] = []
 
     # --- reading ---------------------------------------------------------------------
 
@@ -96,6 +98,8 @@ class MailStore:
                 indexes.append(self._cache.get(path))
             except FileNotFoundError:  # removed between listing and reading
                 continue
+            except OSError as exc:  # unreadable: serve the others, report this one
+                self._unreadable(path, exc)
         key = tuple(id(index) for index in indexes)
         with self._lock:
             if self._view is not None and self._view[0] == key:
@@ -110,11 +114,18 @@ class MailStore:
             self._view = (key, view)
         return view
 
+    def _unreadable(self, path: Path, exc: OSError) -> None:
+        problem = Problem(self.display_name(path), 0, 0, f"cannot be read ({exc.strerror or exc}); skipped")
+        with self._lock:
+            if problem not in self._reported and problem not in self._pending:
+                self._pending.append(problem)
+
     def notices(self, view: MailView) -> list[str]:
         """Problems in the stored mail not reported before (each is reported once)."""
         fresh = []
         with self._lock:
-            for problem in view.problems:
+            pending, self._pending = self._pending, []
+            for problem in [*pending, *view.problems]:
                 if problem not in self._reported:
                     self._reported.add(problem)
                     fresh.append(problem)
@@ -173,14 +184,17 @@ class MailStore:
             starts: list[int] = []
             position = 0
             missing = [entry for entry in index.entries if entry.span.start not in index.bodies]
-            if missing:  # one read of the file instead of one per message
+            if missing:  # one pass over the file instead of one open per message
                 try:
-                    data = index.path.read_bytes()
-                except OSError:
-                    data = b""
-                for entry in missing:
-                    raw = message_bytes(data[entry.span.start : entry.span.end])
-                    index.bodies[entry.span.start] = search_text(raw).lower() if raw else ""
+                    with (
+                        open(index.path, "rb") as handle,
+                        mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data,
+                    ):
+                        for entry in missing:
+                            raw = message_bytes(data[entry.span.start : entry.span.end])
+                            index.bodies[entry.span.start] = search_text(raw).lower() if raw else ""
+                except (OSError, ValueError):  # unreadable or emptied meanwhile: search what we have
+                    pass
             for entry in index.entries:
                 text = self.body_lower(entry, index).replace("\x00", " ").encode("utf-8", "replace")
                 starts.append(position)
