@@ -324,3 +324,20 @@ def test_labelled_metrics_arithmetic():
     assert metrics.false_positive_rate == pytest.approx(
         2 / 11
     ) and metrics.false_negative_rate == pytest.approx(1 / 9)
+
+
+async def test_client_grades_through_the_service(grader_server, tmp_path):
+    from atoll.errors import AtollError
+    from grader.client import grade_remote
+
+    url, _ = grader_server
+    before = f.write_snapshot(tmp_path / "b.tar.gz", {"filesystem/a.txt": "a"})
+    after = f.write_snapshot(tmp_path / "a.tar.gz", {"filesystem/a.txt": "b"})
+    task = f.task([{"verifier_id": "v1", "criteria": "a.txt changed"}])
+    grade = await grade_remote(url, task, before, after, f.trajectory("done"))
+    assert grade.passed and grade.changes.files[0].path == "filesystem/a.txt"
+    junk = tmp_path / "junk"
+    junk.write_text("x")
+    with pytest.raises(AtollError, match="neither a tar.gz nor a zip") as error:
+        await grade_remote(url, task, junk, junk)
+    assert error.value.code == "grader_rejected"
