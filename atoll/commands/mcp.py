@@ -38,7 +38,7 @@ def mcp(
         "individual", "--mode", help="individual tools or one consolidated NAME(action=...) tool"
     ),
     host: str = typer.Option("127.0.0.1", "--host", help="HTTP bind address"),
-    port: int = typer.Option(8000, "--port", help="HTTP port (0 = any free port)"),
+    port: int = typer.Option(8000, "--port", help="HTTP port"),
     path: str = typer.Option("/mcp", "--path", help="HTTP endpoint path"),
     user_email: str | None = typer.Option(
         None, "--user-email", envvar="ATOLL_USER_EMAIL", help="the world's user (mail/chat/calendar identity)"

@@ -527,3 +527,51 @@ def test_null_for_an_optional_argument_means_not_given(world):
         )  # required stays required
     finally:
         mcp.close()
+
+
+class Row(BaseModel):
+    name: str
+    values: list[int] = []
+
+
+class Node(BaseModel):
+    label: str
+    children: list[Node] = []
+
+
+SHAPES = ServerDefinition("shapes_test", consolidated_name="shapes")
+
+
+@SHAPES.tool
+def add_rows(ctx: ServerContext, rows: list[Row], tree: Node | None = None) -> dict:
+    """Nested models as arguments."""
+    return {"total": sum(sum(r.values) for r in rows), "root": tree.label if tree else None}
+
+
+def test_nested_model_arguments_are_inlined_and_validated(world):
+    register_server(SHAPES)
+    try:
+        for mode in ("individual", "consolidated"):
+            server = create_server(
+                "shapes_test", fs_root=world.fs_root, apps_data_root=world.apps_root, mode=mode
+            )
+            mcp = McpSession(server, definition=SHAPES, mode=mode)
+            try:
+                schema = {t.name: t for t in mcp.tools()}[
+                    "add_rows" if mode == "individual" else "shapes"
+                ].input_schema
+                assert schema["properties"]["rows"]["items"]["properties"]["values"]["items"] == {
+                    "type": "integer"
+                }
+                args = {
+                    "rows": [{"name": "a", "values": [1, 2]}, {"name": "b", "values": ["3"]}],
+                    "tree": {"label": "r"},
+                }
+                assert mcp.ok("add_rows", args) == {"total": 6, "root": "r"}
+                assert mcp.ok("add_rows", {"rows": '[{"name": "a", "values": [5]}]'})["total"] == 5
+                error = mcp.error("add_rows", {"rows": [{"values": [1]}]})
+                assert error["code"] == "invalid_argument" and "rows.0.name" in error["message"]
+            finally:
+                mcp.close()
+    finally:
+        unregister_server(SHAPES.name)
