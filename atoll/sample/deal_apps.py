@@ -191,7 +191,7 @@ def _mail(draft: WorldDraft) -> None:
         },
     ]
     messages.sort(key=lambda m: m["date"])
-    write_mbox(draft.apps(MBOX), messages, domain=CV)
+    write_mbox(draft.apps(MBOX), messages, domain=CV, user_email=draft.user["email"])
     draft.facts["mail_count"] = len(messages)
 
 

@@ -10,6 +10,7 @@ and ``to``/``cc`` (people: dicts with ``name`` and ``email``), ``date`` (aware d
 from __future__ import annotations
 
 import email.policy
+import hashlib
 import mailbox
 from email.headerregistry import Address
 from email.message import EmailMessage
@@ -25,8 +26,12 @@ def message_id(key: str, domain: str) -> str:
     return f"<{key}@{domain}>"
 
 
-def write_mbox(path: Path, messages: list[dict[str, Any]], *, domain: str) -> None:
-    """Write ``messages`` (in the given order) to the mbox at ``path`` (replaced)."""
+def write_mbox(path: Path, messages: list[dict[str, Any]], *, domain: str, user_email: str) -> None:
+    """Write ``messages`` (in the given order) to the mbox at ``path`` (replaced).
+
+    As in a Gmail Takeout, each message carries ``X-GM-THRID`` (one id per thread) and
+    ``X-Gmail-Labels`` (``Sent`` for the user's own mail, else ``Inbox,Opened``, unless the
+    spec gives ``labels``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.unlink(missing_ok=True)
     by_key = {spec["key"]: spec for spec in messages}
@@ -34,7 +39,7 @@ def write_mbox(path: Path, messages: list[dict[str, Any]], *, domain: str) -> No
     box.lock()
     try:
         for spec in messages:
-            built = _build(spec, by_key, domain)
+            built = _build(spec, by_key, domain, user_email)
             entry = mailbox.mboxMessage(built.as_bytes(policy=_POLICY))
             entry.set_from(spec["sender"]["email"], spec["date"].astimezone().utctimetuple())
             box.add(entry)
@@ -49,7 +54,16 @@ def _address(person: dict[str, str]) -> Address:
     return Address(display_name=person["name"], username=username, domain=host)
 
 
-def _build(spec: dict[str, Any], by_key: dict[str, dict[str, Any]], domain: str) -> EmailMessage:
+def _thread_id(spec: dict[str, Any], by_key: dict[str, dict[str, Any]]) -> str:
+    root = spec
+    while root.get("reply_to"):
+        root = by_key[root["reply_to"]]
+    return str(int.from_bytes(hashlib.sha256(root["key"].encode()).digest()[:8]) >> 4)
+
+
+def _build(
+    spec: dict[str, Any], by_key: dict[str, dict[str, Any]], domain: str, user_email: str
+) -> EmailMessage:
     message = EmailMessage(policy=_POLICY)
     message["From"] = _address(spec["sender"])
     message["To"] = [_address(p) for p in spec["to"]]
@@ -66,8 +80,9 @@ def _build(spec: dict[str, Any], by_key: dict[str, dict[str, Any]], domain: str)
             parent = by_key.get(parent.get("reply_to") or "")
         message["In-Reply-To"] = chain[-1]
         message["References"] = " ".join(chain)
-    if spec.get("labels"):
-        message["X-Gmail-Labels"] = ",".join(spec["labels"])
+    message["X-GM-THRID"] = _thread_id(spec, by_key)
+    default_labels = ["Sent"] if spec["sender"]["email"] == user_email else ["Inbox", "Opened"]
+    message["X-Gmail-Labels"] = ",".join(spec.get("labels") or default_labels)
     message.set_content(spec["body"])
     if spec.get("html"):
         message.add_alternative(spec["html"], subtype="html")

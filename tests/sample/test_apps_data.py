@@ -7,6 +7,7 @@ import mailbox
 import re
 from datetime import date, datetime
 from email.header import decode_header, make_header
+from email.utils import getaddresses
 
 import icalendar
 import pytest
@@ -98,3 +99,23 @@ def test_chat_export_has_spaces_dms_threads_reactions_and_a_deletion(worlds, wor
     assert len(users) == 1
     user = json.loads(users[0].read_text(encoding="utf-8"))
     assert {m["group_id"] for m in user["membership_info"]} == {g.name for g in groups}
+
+
+@pytest.mark.parametrize("world_id", WORLDS)
+def test_every_message_is_the_users_own_mail_with_gmail_headers(sample_dir, worlds, world_id):
+    user = {w["world_id"]: w for w in json.loads((sample_dir / "world_descriptions.json").read_text())}[
+        world_id
+    ]
+    messages = _messages(worlds[world_id])
+    threads = {m["Message-ID"]: m["X-GM-THRID"] for m in messages}
+    for message in messages:
+        people = {
+            address.lower()
+            for _name, address in getaddresses([message["From"], message["To"], message["Cc"] or ""])
+        }
+        assert user["user_email"] in people, message["Subject"]
+        mine = user["user_email"] in message["From"]
+        assert message["X-Gmail-Labels"] == ("Sent" if mine else "Inbox,Opened")
+        if message["In-Reply-To"]:
+            assert message["X-GM-THRID"] == threads[message["In-Reply-To"]]
+    assert len(set(threads.values())) < len(threads)
