@@ -13,9 +13,11 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from collections import OrderedDict
 from pathlib import Path
 
-_memo: dict[str, bytes | None] = {}
+_memo: OrderedDict[str, bytes | None] = OrderedDict()
+_MEMO_SIZE = 32  # a long-running service must not keep every workbook it ever saw
 _lock = threading.Lock()
 TIMEOUT_S = 90.0
 
@@ -26,10 +28,13 @@ def recalculated(data: bytes, suffix: str = ".xlsx") -> bytes | None:
     key = hashlib.sha256(data).hexdigest()
     with _lock:
         if key in _memo:
+            _memo.move_to_end(key)
             return _memo[key]
     result = _convert(data, suffix)
     with _lock:
         _memo[key] = result
+        while len(_memo) > _MEMO_SIZE:
+            _memo.popitem(last=False)
     return result
 
 
