@@ -8,7 +8,9 @@ from typing import Any
 from mcp_servers._core.errors import ToolError
 from mcp_servers.documents.office import open_package
 
-CHART_TYPES = ("bar", "column", "stacked_bar", "stacked_column", "line", "pie", "doughnut", "area", "scatter")
+CHART_TYPES = (
+    "bar", "column", "stacked_bar", "stacked_column", "line", "pie", "doughnut", "area", "scatter", "radar",
+)
 #: Most cells read from a workbook for one chart.
 MAX_CELLS = 10_000
 
@@ -26,10 +28,13 @@ def _chart_enum(chart_type: str) -> Any:
         "doughnut": XL_CHART_TYPE.DOUGHNUT,
         "area": XL_CHART_TYPE.AREA,
         "scatter": XL_CHART_TYPE.XY_SCATTER,
+        "radar": XL_CHART_TYPE.RADAR,
     }[chart_type]
 
 
-def read_range(path: Path, virtual: str, sheet_name: str, data_range: str) -> list[list[Any]]:
+def read_range(
+    path: Path, virtual: str, sheet_name: str, data_range: str, *, include_header: bool = True
+) -> list[list[Any]]:
     """The values of ``data_range`` on ``sheet_name`` (cached values for formulas).
 
     Raises ToolError for an encrypted/corrupt workbook, an unknown sheet (listing the
@@ -71,10 +76,11 @@ def read_range(path: Path, virtual: str, sheet_name: str, data_range: str) -> li
         ]
     finally:
         workbook.close()
-    if len(rows) < 2 or len(rows[0]) < 2:
+    if len(rows) < (2 if include_header else 1) or len(rows[0]) < 2:
         raise ToolError(
             "invalid_argument",
-            f"data_range: {data_range} needs a header row and a category column plus at least one row and one series",
+            f"data_range: {data_range} needs a category column and at least one series"
+            + (" below a header row" if include_header else ""),
             argument="data_range",
         )
     return rows
@@ -95,17 +101,20 @@ def _number(value: Any, cell: str) -> float | None:
         ) from None
 
 
-def chart_data(rows: list[list[Any]], data_range: str, chart_type: str) -> Any:
-    """Chart data from rows: first row = series names, first column = categories (for
-    scatter: first column = x values)."""
+def chart_data(rows: list[list[Any]], data_range: str, chart_type: str, *, include_header: bool = True) -> Any:
+    """Chart data from rows: first row = series names (unless ``include_header`` is false:
+    then series are named "Series N"), first column = categories (scatter: x values)."""
     from openpyxl.utils.cell import get_column_letter, range_boundaries
     from pptx.chart.data import CategoryChartData, XyChartData
 
     min_col, min_row, _max_col, _max_row = range_boundaries(data_range.replace("$", "").strip())
-    header, body = rows[0], rows[1:]
+    if include_header:
+        header, body, first = rows[0], rows[1:], 1
+    else:
+        header, body, first = [None] * len(rows[0]), rows, 0
 
     def where(r: int, c: int) -> str:
-        return f"{get_column_letter(min_col + c)}{min_row + r}"
+        return f"{get_column_letter(min_col + c)}{min_row + r - 1 + first}"
 
     if chart_type == "scatter":
         data = XyChartData()

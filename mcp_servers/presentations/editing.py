@@ -9,6 +9,7 @@ from pptx.oxml.ns import qn
 from mcp_servers._core.errors import ToolError
 from mcp_servers.presentations.models import SlideOperation
 from mcp_servers.presentations.reading import iter_shapes
+from mcp_servers.presentations.shape_ops import apply_shape_operation, placeholder_shape
 from mcp_servers.presentations.slides import (
     body_frame,
     delete_slide,
@@ -130,15 +131,25 @@ def apply_operation(deck: Any, operation: SlideOperation, number: int) -> dict[s
         set_text_keep_format(shape.text_frame, operation.subtitle)
     elif kind in ("add_bullets", "replace_bullets"):
         _require(operation, number, "bullets")
-        write_bullets(body_frame(slide, create=True), operation.bullets, append=kind == "add_bullets")
+        if operation.placeholder:
+            frame = placeholder_shape(slide, operation.placeholder, number, create_body=True).text_frame
+        else:
+            frame = body_frame(slide, create=True)
+        write_bullets(frame, operation.bullets, append=kind == "add_bullets")
     elif kind == "set_notes":
         _require(operation, number, "notes")
         slide.notes_slide.notes_text_frame.text = operation.notes
     elif kind == "delete_slide":
         delete_slide(deck, operation.slide_index)
     elif kind == "duplicate_slide":
-        return {"type": kind, "new_slide_index": duplicate_slide(deck, operation.slide_index)}
+        new_index = duplicate_slide(deck, operation.slide_index)
+        if operation.position is not None and operation.position != new_index:
+            move_slide(deck, new_index, operation.position)
+            new_index = operation.position
+        return {"type": kind, "new_slide_index": new_index}
     elif kind == "move_slide":
         _require(operation, number, "to_index")
         move_slide(deck, operation.slide_index, operation.to_index)
+    else:
+        return apply_shape_operation(slide, operation, number)
     return {"type": kind, "slide_index": operation.slide_index}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class BulletItem(BaseModel):
@@ -57,19 +57,41 @@ OperationType = Literal[
     "update_subtitle",
     "add_bullets",
     "replace_bullets",
+    "clear_placeholder",
     "set_notes",
+    "append_table",
+    "update_table_cell",
+    "format_table_cell",
+    "apply_text_formatting",
+    "add_hyperlink",
     "delete_slide",
     "duplicate_slide",
     "move_slide",
 ]
+#: The reference's operation names -> ours (both are accepted).
+OPERATION_ALIASES = {
+    "update_slide_title": "update_title",
+    "update_slide_subtitle": "update_subtitle",
+    "set_bullets": "replace_bullets",
+    "append_bullets": "add_bullets",
+}
 
 
 class SlideOperation(BaseModel):
-    """One edit. Fields by type: replace_text {search, replace, slide_index (null = all
-    slides), match_case}; update_title {slide_index, title}; update_subtitle {slide_index,
-    subtitle}; add_bullets / replace_bullets {slide_index, bullets}; set_notes
-    {slide_index, notes}; delete_slide {slide_index}; duplicate_slide {slide_index};
-    move_slide {slide_index, to_index}."""
+    """One edit. Fields by type (the reference's names in brackets are accepted too):
+    replace_text {search, replace, slide_index (null = all slides), match_case};
+    update_title [update_slide_title] {slide_index, title}; update_subtitle
+    [update_slide_subtitle] {slide_index, subtitle}; add_bullets [append_bullets] /
+    replace_bullets [set_bullets] {slide_index, bullets [items], placeholder};
+    clear_placeholder {slide_index, placeholder}; set_notes {slide_index, notes};
+    append_table {slide_index, rows, header, placeholder}; update_table_cell {slide_index,
+    table_idx, row, column, text}; format_table_cell {slide_index, table_idx, row, column,
+    bold, italic, underline, font_size, font_color, bg_color}; apply_text_formatting
+    {slide_index, placeholder, paragraph_index, run_index, bold, italic, underline,
+    font_size, font_color}; add_hyperlink {slide_index, placeholder, url, paragraph_index,
+    run_index}; delete_slide {slide_index}; duplicate_slide {slide_index, position};
+    move_slide {slide_index, to_index}. ``index`` is accepted for ``slide_index``.
+    Placeholders: title, subtitle, body, left, right."""
 
     model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
     type: OperationType
@@ -82,3 +104,36 @@ class SlideOperation(BaseModel):
     bullets: list[str | BulletItem] | None = None
     notes: str | None = None
     to_index: int | None = None
+    position: int | None = None
+    placeholder: str | None = None
+    rows: list[list[Any]] | None = None
+    header: bool = True
+    table_idx: int = 0
+    row: int | None = None
+    column: int | None = None
+    text: str | None = None
+    bold: bool | None = None
+    italic: bool | None = None
+    underline: bool | None = None
+    font_size: float | None = Field(None, gt=0, le=400)
+    font_color: str | None = None
+    bg_color: str | None = None
+    url: str | None = None
+    paragraph_index: int | None = None
+    run_index: int | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reference_names(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        value = dict(value)
+        kind = value.get("type")
+        if isinstance(kind, str) and kind in OPERATION_ALIASES:
+            value["type"] = OPERATION_ALIASES[kind]
+        for alias, name in (("index", "slide_index"), ("items", "bullets")):
+            if alias in value:
+                if value.get(name) is not None and value[alias] != value[name]:
+                    raise ValueError(f"give '{name}' or '{alias}', not both")
+                value[name] = value.pop(alias)
+        return value

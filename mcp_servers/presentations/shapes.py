@@ -26,7 +26,7 @@ def parse_color(value: str, argument: str) -> RGBColor:
 def shape_kind(name: str) -> Any:
     key = name.strip().upper().replace(" ", "_").replace("-", "_")
     aliases = {"ARROW": "RIGHT_ARROW", "CIRCLE": "OVAL", "ELLIPSE": "OVAL", "SQUARE": "RECTANGLE",
-               "TRIANGLE": "ISOSCELES_TRIANGLE", "ARROW_RIGHT": "RIGHT_ARROW", "ARROW_LEFT": "LEFT_ARROW"}
+               "TRIANGLE": "ISOSCELES_TRIANGLE", "STAR": "STAR_5_POINT", "ARROW_RIGHT": "RIGHT_ARROW", "ARROW_LEFT": "LEFT_ARROW"}
     key = aliases.get(key, key)
     member = getattr(MSO_SHAPE, key, None)
     if member is None:
@@ -40,8 +40,8 @@ def shape_kind(name: str) -> Any:
 
 
 def add_autoshape(slide: Any, shape_type: str, box: tuple[int, int, int, int], *, text: str | None,
-                  fill_color: str | None, line_color: str | None, font_size: float | None,
-                  font_color: str | None, bold: bool | None) -> Any:
+                  fill_color: str | None, line_color: str | None, line_width: float | None,
+                  font_size: float | None, font_color: str | None, bold: bool | None) -> Any:
     if shape_type.strip().lower() in ("text_box", "textbox", "text"):
         shape = slide.shapes.add_textbox(*box)
         shape.text_frame.word_wrap = True
@@ -52,6 +52,8 @@ def add_autoshape(slide: Any, shape_type: str, box: tuple[int, int, int, int], *
         shape.fill.fore_color.rgb = parse_color(fill_color, "fill_color")
     if line_color:
         shape.line.color.rgb = parse_color(line_color, "line_color")
+    if line_width is not None:
+        shape.line.width = Pt(line_width)
     if text is not None:
         shape.text_frame.text = text
         for paragraph in shape.text_frame.paragraphs:

@@ -435,7 +435,7 @@ def test_add_slide_at_index(env):
 
 def test_insert_table_and_shape(env):
     slides, world = env
-    slides.ok("insert_table", file_path=DECK, slide_index=0, rows=[["A", "B"], [1, 2.5]], top=5, height=1)
+    slides.ok("insert_table", file_path=DECK, slide_index=0, rows=[["A", "B"], [1, 2.5]], y=5, height=1)
     slides.ok(
         "add_shape",
         file_path=DECK,
@@ -461,8 +461,8 @@ def test_add_and_modify_image(env):
     slides, world = env
     added = slides.ok("add_image", file_path=DECK, slide_index=0, image_path="/img/blue.png", width=2)
     assert added["annotation"] == "slide.0.image.0"
-    changed = slides.ok("modify_image", file_path=DECK, annotation="slide.0.image.0", width=4, left=1)
-    assert (changed["width"], changed["height"], changed["left"]) == (4.0, 1.0, 1.0)
+    changed = slides.ok("modify_image", file_path=DECK, annotation="slide.0.image.0", width=4, x=1)
+    assert (changed["width"], changed["height"], changed["x"]) == (4.0, 1.0, 1.0)
     slides.ok("modify_image", file_path=DECK, annotation="slide.2.image.0", image_path="/img/blue.png")
     picture = next(s for s in reopen(world).slides[2].shapes if s.shape_type == 13)
     assert picture.image.size == (80, 20)
@@ -571,3 +571,81 @@ def test_tool_lists_in_both_modes(env):
         assert len(names) == 13 and {"create_deck", "edit_slides", "insert_chart", "read_completedeck"} <= set(names)
     else:
         assert names == ["slides", "slides_schema"]
+
+
+# --- the reference's argument shapes -------------------------------------------------------------
+
+
+def test_reference_operation_names_and_fields(env):
+    slides, world = env
+    slides.ok(
+        "edit_slides",
+        file_path=DECK,
+        metadata={"subject": "Board"},
+        operations=[
+            {"type": "update_slide_title", "index": 1, "title": "Overview"},
+            {"type": "update_slide_subtitle", "index": 0, "subtitle": "Q2"},
+            {"type": "set_bullets", "index": 1, "placeholder": "body", "items": ["One", "Two"]},
+            {"type": "append_bullets", "index": 1, "items": ["Three"]},
+            {"type": "update_table_cell", "index": 3, "table_idx": 0, "row": 1, "column": 1, "text": "$48M"},
+            {"type": "format_table_cell", "index": 3, "table_idx": 0, "row": 0, "column": 0, "bold": True,
+             "bg_color": "FFFF00"},
+            {"type": "apply_text_formatting", "index": 1, "placeholder": "title", "italic": True, "font_size": 30},
+            {"type": "add_hyperlink", "index": 1, "url": "https://example.com", "paragraph_index": 0, "run_index": 0},
+            {"type": "append_table", "index": 2, "rows": [["k", "v"], ["a", "1"]]},
+            {"type": "duplicate_slide", "index": 0, "position": 4},
+            {"type": "clear_placeholder", "index": 4, "placeholder": "subtitle"},
+        ],
+    )
+    deck = reopen(world)
+    assert deck.core_properties.subject == "Board"
+    assert deck.slides[1].shapes.title.text_frame.text == "Overview"
+    assert deck.slides[0].placeholders[1].text_frame.text == "Q2"
+    assert [p.text for p in deck.slides[1].placeholders[1].text_frame.paragraphs] == ["One", "Two", "Three"]
+    table = next(s for s in deck.slides[3].shapes if s.has_table).table
+    assert table.cell(1, 1).text == "$48M" and table.cell(0, 0).text_frame.paragraphs[0].runs[0].font.bold
+    title_run = deck.slides[1].shapes.title.text_frame.paragraphs[0].runs[0]
+    assert title_run.font.italic and title_run.font.size == Pt(30)
+    assert deck.slides[1].placeholders[1].text_frame.paragraphs[0].runs[0].hyperlink.address == "https://example.com"
+    assert len([s for s in deck.slides[2].shapes if s.has_table]) == 1
+    assert len(deck.slides) == 5 and deck.slides[4].shapes.title.text_frame.text == "Board update"
+    assert deck.slides[4].placeholders[1].text_frame.text == ""
+    error = slides.error(
+        "edit_slides", file_path=DECK, operations=[{"type": "update_table_cell", "index": 3, "row": 5, "column": 0, "text": "x"}]
+    )
+    assert error["code"] == "not_found" and "2x2" in error["message"]
+
+
+def test_reference_add_slide_and_media_arguments(env):
+    slides, world = env
+    result = slides.ok(
+        "add_slide", file_path=DECK, slide_index=2, layout="title_and_content",
+        content={"title": "From content", "bullets": ["b1"], "notes": "n"},
+    )
+    assert result["slide_index"] == 2
+    deck = reopen(world)
+    assert deck.slides[2].shapes.title.text_frame.text == "From content"
+    assert slides.error("add_slide", file_path=DECK, content={"colour": "red"})["code"] == "invalid_argument"
+    rotated = slides.ok(
+        "modify_image", file_path=DECK, slide_index=3, image_index=0, operation="rotate", rotation=90
+    )
+    assert (rotated["width"], rotated["height"]) == (2.0, 4.0)
+    result = slides.call("read_image", file_path=DECK, annotation="slide.3.image.0")
+    image = next(block for block in result.content if getattr(block, "type", "") == "image")
+    assert Image.open(io.BytesIO(base64.b64decode(image.data))).size == (20, 40)
+    slides.ok("modify_image", file_path=DECK, slide_index=3, image_index=0, operation="contrast", contrast=1.5)
+    chart = slides.ok(
+        "insert_chart", presentation_path=DECK, slide_index=4, spreadsheet_path="/data.xlsx", sheet_name="Data",
+        data_range="A2:B4", include_header=False, position="right", chart_type="pie",
+    )
+    assert (chart["categories"], chart["series"]) == (3, 1)
+    deck = reopen(world)
+    shape = next(s for s in deck.slides[4].shapes if s.has_chart)
+    assert shape.left > deck.slide_width // 2 and list(shape.chart.plots[0].series[0].values) == [380.0, 420.0, 455.0]
+    shape_result = slides.ok(
+        "add_shape", file_path=DECK, slide_index=0, shape_type="star", x=2, y=2, text="Hi", text_color="FF0000",
+        line_width=2,
+    )
+    star = next(s for s in reopen(world).slides[0].shapes if s.shape_id == shape_result["shape_id"])
+    assert star.left == 2 * 914400 and star.width == 2 * 914400
+    assert str(star.text_frame.paragraphs[0].runs[0].font.color.rgb) == "FF0000"
