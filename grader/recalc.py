@@ -19,6 +19,7 @@ from pathlib import Path
 _memo: OrderedDict[str, bytes | None] = OrderedDict()
 _MEMO_SIZE = 32  # a long-running service must not keep every workbook it ever saw
 _lock = threading.Lock()
+_in_flight: dict[str, threading.Lock] = {}
 TIMEOUT_S = 90.0
 
 
@@ -30,11 +31,17 @@ def recalculated(data: bytes, suffix: str = ".xlsx") -> bytes | None:
         if key in _memo:
             _memo.move_to_end(key)
             return _memo[key]
-    result = _convert(data, suffix)
-    with _lock:
-        _memo[key] = result
-        while len(_memo) > _MEMO_SIZE:
-            _memo.popitem(last=False)
+        in_flight = _in_flight.setdefault(key, threading.Lock())
+    with in_flight:  # concurrent checks on one workbook share one LibreOffice run
+        with _lock:
+            if key in _memo:
+                return _memo[key]
+        result = _convert(data, suffix)
+        with _lock:
+            _memo[key] = result
+            _in_flight.pop(key, None)
+            while len(_memo) > _MEMO_SIZE:
+                _memo.popitem(last=False)
     return result
 
 

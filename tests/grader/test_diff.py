@@ -337,3 +337,23 @@ def test_files_over_the_size_cap_are_listed_not_read(tmp_path):
     )
     assert texts["file:/s.txt"].endswith("ok")
     assert {c.path for c in world.changes.files} == {"filesystem/huge.csv", "filesystem/s.txt"}
+
+
+def test_concurrent_recalculations_of_one_workbook_share_one_libreoffice_run(monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from grader import recalc
+
+    runs = []
+    real = recalc._convert
+
+    def counted(data: bytes, suffix: str) -> bytes | None:
+        runs.append(1)
+        return real(data, suffix)
+
+    monkeypatch.setattr(recalc, "_convert", counted)
+    data = f.xlsx({"S": [[7, "=A1*3", "concurrency"]]})
+    with ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(lambda _: recalc.recalculated(data), range(3)))
+    assert len(runs) == 1 and results[0] and len(set(results)) == 1
+    assert "B1: 21 [=A1*3]" in extract("w.xlsx", data).text()
