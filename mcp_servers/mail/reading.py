@@ -184,8 +184,10 @@ def search_mail(
     stop = before.timestamp() if before else None
     in_body = store.body_matches(view, text) if text else None
     anywhere = store.body_matches(view, anything) if anything else None
+    # A body filter narrows the candidates first (few matches out of many messages).
+    candidates = view.in_order(in_body) if in_body is not None else view.entries
     matches = []
-    for entry in view.entries:
+    for entry in candidates:
         if sender and sender not in entry.sender_l:
             continue
         if recipient and recipient not in entry.recipients_l:
@@ -201,8 +203,6 @@ def search_mail(
             or (start is not None and entry.timestamp < start)
             or (stop is not None and entry.timestamp >= stop)
         ):
-            continue
-        if in_body is not None and (entry.file, entry.span.start) not in in_body:
             continue
         if anywhere is not None and not (
             anything in entry.subject_l

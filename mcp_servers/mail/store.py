@@ -15,6 +15,7 @@ import threading
 from bisect import bisect_right
 from dataclasses import dataclass
 from email.message import Message
+from functools import cached_property
 from pathlib import Path
 
 from mcp_servers._core import FileCache, FileStamp, ServerContext, ToolError, file_lock
@@ -40,6 +41,16 @@ class MailView:
     def find(self, mail_id: str) -> MailEntry | None:
         key = normalize_id(mail_id)
         return self.by_key.get(key) or self.by_key_lower.get(key.lower())
+
+    @cached_property
+    def positions(self) -> dict[tuple[Path, int], int]:
+        """(file, span start) -> position in ``entries``."""
+        return {(entry.file, entry.span.start): number for number, entry in enumerate(self.entries)}
+
+    def in_order(self, keys: set[tuple[Path, int]]) -> list[MailEntry]:
+        """The entries with these keys, newest first (keys not in the view are ignored)."""
+        positions = self.positions
+        return [self.entries[i] for i in sorted(positions[k] for k in keys if k in positions)]
 
     @property
     def problems(self) -> list[Problem]:
