@@ -158,6 +158,8 @@ def make_tool_def(
     for label, value in (("tool name", tool_name), ("action", tool_action)):
         if not _NAME.match(value):
             raise ValueError(f"{label} {value!r} must be snake_case")
+    if tool_action == "help":
+        raise ValueError("action 'help' is reserved for the consolidated tool's own help")
     description, arg_docs = split_docstring(inspect.getdoc(function) or "")
     signature = inspect.signature(function)
     hints = get_type_hints(function, include_extras=True)
