@@ -18,7 +18,7 @@ import re
 import zipfile
 from typing import Any
 from xml.etree import ElementTree
-from xml.sax.saxutils import escape
+from xml.sax.saxutils import escape, unescape
 
 from openpyxl.utils.datetime import to_excel
 
@@ -48,19 +48,53 @@ def _split_ref(ref: str) -> tuple[int, int]:
     return int(match.group(2)), column_number(match.group(1))
 
 
-def sheet_parts(archive: zipfile.ZipFile) -> list[str]:
-    """Zip member names of the worksheets, in workbook order."""
+def sheet_parts(archive: zipfile.ZipFile, *, with_names: bool = False) -> list[Any]:
+    """Zip member names of the worksheets, in workbook order ((name, part) pairs with
+    ``with_names``)."""
     workbook = ElementTree.fromstring(archive.read("xl/workbook.xml"))
     rels = ElementTree.fromstring(archive.read("xl/_rels/workbook.xml.rels"))
     targets = {rel.get("Id"): rel.get("Target", "") for rel in rels.iter(f"{_PKG_REL_NS}Relationship")}
     parts = []
     for sheet in workbook.iter(f"{_MAIN_NS}sheet"):
         target = targets.get(sheet.get(f"{_REL_NS}id"), "")
-        if target.startswith("/"):
-            parts.append(target.lstrip("/"))
-        else:
-            parts.append(posixpath.normpath(posixpath.join("xl", target)))
+        part = (
+            target.lstrip("/") if target.startswith("/") else posixpath.normpath(posixpath.join("xl", target))
+        )
+        parts.append((sheet.get("name", ""), part) if with_names else part)
     return parts
+
+
+_CACHED_FORMULA = re.compile(
+    rb'<c r="([A-Z]{1,3})([0-9]{1,7})"([^>]*)>(?:<f[^>]*/>|<f[^>]*>[^<]*</f>)<v>([^<]*)</v>'
+)
+
+
+def cached_formula_values(path: Any) -> dict[tuple[str, int, int], Computed]:
+    """Cached values of formula cells as stored: {(sheet title, row, col): Computed}.
+
+    A raw scan (no XML tree): cells it does not recognise are simply absent, which makes
+    the caller recompute rather than carry a value over.
+    """
+    values: dict[tuple[str, int, int], Computed] = {}
+    with zipfile.ZipFile(path) as archive:
+        for title, part in sheet_parts(archive, with_names=True):
+            for match in _CACHED_FORMULA.finditer(archive.read(part)):
+                kind = re.search(rb'\bt="([a-z]+)"', match.group(3))
+                text = unescape(match.group(4).decode("utf-8"))
+                row, col = int(match.group(2)), column_number(match.group(1).decode())
+                code = kind.group(1) if kind else b"n"
+                if code == b"n":
+                    try:
+                        values[(title, row, col)] = ("n", float(text))
+                    except ValueError:
+                        continue
+                elif code == b"b":
+                    values[(title, row, col)] = ("b", text.strip() in ("1", "true"))
+                elif code == b"e":
+                    values[(title, row, col)] = ("e", text)
+                elif code == b"str":
+                    values[(title, row, col)] = ("s", text)
+    return values
 
 
 def _number_text(value: float) -> str:

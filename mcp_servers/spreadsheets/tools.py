@@ -88,9 +88,10 @@ def _edit(state: SheetsState, file_path: str, change: Any, *, values_changed: bo
     """Load, change, save (atomically, with recalculation) under the file's writer lock."""
     path, virtual = _workbook_path(state, file_path)
     with file_lock(path):
-        workbook = open_workbook(path, virtual)
+        workbook = state.take_workbook(path) or open_workbook(path, virtual)
         outcome = change(workbook)
         report = save_workbook(state, workbook, path, values_changed=values_changed, source=path)
+        state.keep_workbook(path, workbook)
     return {"file_path": virtual, **outcome, "recalculation": report.as_dict()}
 
 
@@ -166,6 +167,7 @@ def create_spreadsheet(
         if target.exists():
             raise ToolError("already_exists", f"file_name: {virtual} already exists", argument="file_name")
         report = save_workbook(state, workbook, target, values_changed=True)
+        state.keep_workbook(target, workbook)
     return {
         "file_path": virtual,
         "sheets": [ws.title for ws in workbook.worksheets],

@@ -550,3 +550,27 @@ def test_scratch_files_stay_outside_the_world(world, warm_libreoffice):
     assert "4" in text
     assert sorted(p.name for p in world.base.rglob("*")) == [".apps_data", "filesystem", "s.xlsx"]
     assert not str(warm_libreoffice.scratch).startswith(str(world.base))
+
+
+def test_failed_edit_does_not_leak_into_the_next_one(world):
+    path = _book(world, "/leak.xlsx", {"S": [[1, "=A1*2"]]})
+    with mode_session("spreadsheets", world, "individual") as mcp:
+        mcp.ok("add_content_text", {"file_path": "/leak.xlsx", "tab_index": 0, "cell": "C1", "value": "kept"})
+        mcp.error(
+            "edit_spreadsheet",
+            {
+                "file_path": "/leak.xlsx",
+                "operations": [
+                    {"type": "set_cell", "sheet": "S", "cell": "A1", "value": 50},
+                    {"type": "unmerge_cells", "sheet": "S", "range": "A1:B1"},
+                ],
+            },
+        )
+        mcp.ok("add_content_text", {"file_path": "/leak.xlsx", "tab_index": 0, "cell": "D1", "value": "next"})
+        assert mcp.ok("read_tab", {"file_path": "/leak.xlsx"})["rows"] == [[1, 2, "kept", "next"]]
+        # A change made behind the server's back (another tool, a populate) is seen too.
+        workbook = load_workbook(path)
+        workbook["S"]["A1"] = 7
+        workbook.save(path)
+        mcp.ok("add_content_text", {"file_path": "/leak.xlsx", "tab_index": 0, "cell": "E1", "value": 1})
+        assert mcp.ok("read_tab", {"file_path": "/leak.xlsx"})["rows"] == [[7, 14, "kept", "next", 1]]
