@@ -1,10 +1,10 @@
 """Reading a .docx in document order: blocks, images, tracked changes, pages.
 
 A *block* is a body-level paragraph or table, listed in the order they appear (the
-reference reads all paragraphs, then all tables). Pages are only known to a layout
-engine, so a page here is the run of blocks between explicit breaks: hard page breaks,
-"page break before", section breaks that start a new page, and the page breaks Word
-records when it saves (``w:lastRenderedPageBreak``).
+reference reads all paragraphs, then all tables). Printed pages are only known to a
+layout engine, so ``printed_page`` counts explicit breaks: hard page breaks, "page break
+before", section breaks that start a new page, and the page breaks Word records when it
+saves (``w:lastRenderedPageBreak``).
 """
 
 from __future__ import annotations
@@ -264,7 +264,7 @@ def _paragraph_block(
         block["links"] = links
     if include_runs:
         block["runs"] = [_run_summary(run, paragraph, f"{identifier}.r.{j}") for j, run in enumerate(runs_of(paragraph))]
-    block["page"] = page
+    block["printed_page"] = page
     return block
 
 
@@ -322,7 +322,7 @@ def _table_block(
         "rows": rows,
         "n_rows": len(rows),
         "n_cols": max((len(row) for row in rows), default=0),
-        "page": page,
+        "printed_page": page,
     }
 
 

@@ -39,6 +39,14 @@ Identifier = Annotated[
     ),
 ]
 
+#: Blocks per page_index of read_document_content (the reference pages by 50 paragraphs).
+PAGE_BLOCKS = 50
+
+
+def total_pages(blocks: int) -> int:
+    return max(1, -(-blocks // PAGE_BLOCKS))
+
+
 IDENTIFIER_HELP = (
     "Identifiers: body.p.<i> = i-th body paragraph, .r.<j> = its j-th run, body.tbl.<t>.r.<row>.c.<col> = a table "
     "cell (then .p.<k>), header.s.<sec>/footer.s.<sec> = a section's header/footer."
@@ -67,15 +75,17 @@ def get_document_overview(files: DocumentFiles, file_path: FilePath) -> ToolOutp
         "images": len(collect_images(document)),
         "comments": len(read_comments(document)),
         "tracked_changes": sum(len(b.get("tracked_changes", [])) for b in blocks),
-        "pages": (blocks[-1]["page"] + 1) if blocks else 1,
+        "total_pages": total_pages(len(blocks)),
+        "printed_pages": (blocks[-1]["printed_page"] + 1) if blocks else 1,
         "words": sum(len(b["text"].split()) for b in blocks if b["type"] != "table"),
         "headings": headings,
         "sections": [page_setup(i, s) for i, s in enumerate(document.sections)],
     }
     lines = [
         f"{virtual}: {data['paragraphs']} paragraphs, {data['tables']} tables, {data['images']} images, "
-        f"{data['comments']} comments, {data['tracked_changes']} tracked changes, ~{data['pages']} page(s) "
-        f"(explicit breaks), {len(data['sections'])} section(s)",
+        f"{data['comments']} comments, {data['tracked_changes']} tracked changes, {len(data['sections'])} section(s); "
+        f"total_pages={data['total_pages']} (read_document_content page_index 0..{data['total_pages'] - 1}, "
+        f"{PAGE_BLOCKS} blocks each); ~{data['printed_pages']} printed page(s) by explicit breaks",
     ]
     if data["title"]:
         lines.append(f"Title: {data['title']}")
@@ -88,35 +98,30 @@ def get_document_overview(files: DocumentFiles, file_path: FilePath) -> ToolOutp
 def read_document_content(
     files: DocumentFiles,
     file_path: FilePath,
-    section_index: Annotated[int | None, Field(ge=0)] = None,
     page_index: Annotated[int | None, Field(ge=0)] = None,
+    section_index: Annotated[int | None, Field(ge=0)] = None,
     start_block: Annotated[int, Field(ge=0)] = 0,
     max_chars: Annotated[int, Field(ge=500, le=200_000)] = 30_000,
     include_runs: bool = False,
 ) -> ToolOutput:
     """Read a document in order (paragraphs and tables interleaved), each block labelled with its identifier.
 
-    Tracked changes show as {++inserted++} / {--deleted--}; images as [image.N]. Output is
-    capped at max_chars; when truncated, continue with start_block = next_start_block.
-    Pages are delimited by explicit page breaks and section breaks.
+    Tracked changes show as {++inserted++} / {--deleted--}; images as [image.N]; explicit
+    page breaks as a "--- page break ---" line. For long documents read by page_index
+    (page 0 = blocks 0-49, 1 = blocks 50-99, ...; get_document_overview gives total_pages).
+    Output is also capped at max_chars; when truncated, continue with start_block =
+    next_start_block.
 
     Args:
         file_path: the .docx file.
+        page_index: only this page of 50 blocks (0-based); omit for the whole document.
         section_index: only this section (0-based; sections end at section breaks).
-        page_index: only this page (0-based, explicit breaks); omit for the whole document.
-        start_block: index of the first block to return (for continuing a truncated read).
+        start_block: index of the first block to return within the selection (for continuing a truncated read).
         max_chars: cap on the returned text.
         include_runs: also list each paragraph's runs with their identifiers and formatting.
     """
     document, virtual = files.open(file_path)
     blocks = read_blocks(document, include_runs=include_runs)
-    pages = (blocks[-1]["page"] + 1) if blocks else 1
-    if page_index is not None:
-        if page_index >= pages:
-            raise ToolError(
-                "not_found", f"page_index: the document has {pages} page(s), no index {page_index}", argument="page_index"
-            )
-        blocks = [b for b in blocks if b["page"] == page_index]
     sections = len(document.sections)
     if section_index is not None:
         if section_index >= sections:
@@ -126,14 +131,26 @@ def read_document_content(
                 argument="section_index",
             )
         blocks = [b for b in blocks if b["section"] == section_index]
+    pages = total_pages(len(blocks))
+    if page_index is not None:
+        if page_index >= pages:
+            raise ToolError(
+                "not_found",
+                f"page_index: the document has {pages} page(s) of {PAGE_BLOCKS} blocks, no index {page_index}",
+                argument="page_index",
+            )
+        blocks = blocks[page_index * PAGE_BLOCKS : (page_index + 1) * PAGE_BLOCKS]
     total = len(blocks)
     shown: list[dict[str, Any]] = []
     rendered: list[str] = []
     used = 0
+    previous_page = blocks[start_block - 1]["printed_page"] if 0 < start_block <= total else None
     for block in blocks[start_block:]:
         text = render_block(block)
         if include_runs and block.get("runs"):
             text += "\n" + "\n".join(f"    [{r['id']}] {r['text']!r}" for r in block["runs"])
+        if previous_page is not None and block["printed_page"] != previous_page:
+            text = "--- page break ---\n" + text
         if shown and used + len(text) > max_chars:
             break
         if len(text) > max_chars:
@@ -141,16 +158,20 @@ def read_document_content(
         shown.append(block)
         rendered.append(text)
         used += len(text) + 1
+        previous_page = block["printed_page"]
     next_start = start_block + len(shown)
     truncated = next_start < total
     header = f"{virtual} — blocks {start_block}-{max(start_block, next_start - 1)} of {total}"
-    header += f" (page {page_index} of {pages})" if page_index is not None else f", ~{pages} page(s)"
+    if page_index is not None:
+        header += f" on page {page_index} of {pages} (pages of {PAGE_BLOCKS} blocks)"
+    else:
+        header += f" ({pages} page(s) of {PAGE_BLOCKS} blocks)"
     if section_index is not None:
-        header += f" (section {section_index} of {sections})"
+        header += f", section {section_index} of {sections}"
     footer = [f"…truncated: continue with start_block={next_start}"] if truncated else []
     data = {
         "file_path": virtual,
-        "pages": pages,
+        "total_pages": pages,
         "page_index": page_index,
         "sections": sections,
         "section_index": section_index,

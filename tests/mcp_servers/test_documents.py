@@ -158,21 +158,18 @@ def test_read_runs_and_output_cap(env):
     assert [b["id"] for b in first["blocks"] + rest["blocks"]] == [b["id"] for b in data["blocks"]]
 
 
-def test_pages_follow_explicit_breaks(env):
+def test_pages_of_fifty_blocks_and_explicit_breaks(env):
     docs, _world = env
-    docs.ok(
-        "create_document",
-        directory="/",
-        file_name="paged.docx",
-        content=[
-            {"type": "paragraph", "text": "page one"},
-            {"type": "page_break"},
-            {"type": "paragraph", "text": "page two"},
-        ],
-    )
+    content = [{"type": "paragraph", "text": f"para {i}"} for i in range(60)]
+    content[10:10] = [{"type": "page_break"}]
+    docs.ok("create_document", directory="/", file_name="paged.docx", content=content)
+    overview = docs.ok("get_document_overview", file_path="/paged.docx")
+    assert (overview["total_pages"], overview["printed_pages"]) == (2, 2)
     second = docs.ok("read_document_content", file_path="/paged.docx", page_index=1)
-    assert second["pages"] == 2 and [b["text"] for b in second["blocks"]][-1] == "page two"
-    assert "page one" not in [b["text"] for b in second["blocks"]]
+    assert second["total_pages"] == 2 and [b["id"] for b in second["blocks"]][0] == "body.p.50"
+    assert [b["text"] for b in second["blocks"]][-1] == "para 59"
+    text = docs.text("read_document_content", file_path="/paged.docx", page_index=0)
+    assert text.index("[body.p.9] para 9") < text.index("--- page break ---") < text.index("[body.p.11] para 10")
     assert docs.error("read_document_content", file_path="/paged.docx", page_index=5)["code"] == "not_found"
 
 
