@@ -76,6 +76,7 @@ class ModelClient:
             max_wait_s=config.retry_max_wait_s,
         )
         self._info = _model_info(model)
+        self._seen_call_ids: set[str] = set()
 
     # --- model facts --------------------------------------------------------------------
 
@@ -147,7 +148,7 @@ class ModelClient:
         usage = self._usage(response)
         record.usage = usage
         self.usage = self.usage + usage
-        return _reply(response, usage)
+        return _reply(response, usage, self._seen_call_ids)
 
     async def _acompletion(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Any:
         arguments: dict[str, Any] = {
@@ -207,15 +208,21 @@ def _model_info(model: str) -> dict[str, Any]:
         return {}
 
 
-def _reply(response: Any, usage: Usage) -> ModelReply:
+def _reply(response: Any, usage: Usage, seen_ids: set[str]) -> ModelReply:
     choice = response.choices[0]
     raw_message = choice.message
     message: dict[str, Any] = {"role": "assistant", "content": raw_message.content or ""}
     tool_calls = []
     for call in raw_message.tool_calls or []:
+        # Some local servers send empty or repeated ids; every call needs its own answer, so
+        # ids are made unique for the run (the model gets them back in the same message).
+        call_id = call.id or f"call_{len(seen_ids)}"
+        while call_id in seen_ids:
+            call_id = f"{call.id or 'call'}_{len(seen_ids)}"
+        seen_ids.add(call_id)
         tool_calls.append(
             {
-                "id": call.id,
+                "id": call_id,
                 "type": "function",
                 "function": {"name": call.function.name or "", "arguments": call.function.arguments or ""},
             }

@@ -143,3 +143,19 @@ async def test_text_only_replies_are_nudged_then_fail(gateway):
     assert trajectory.error.kind == "agent"
     assert trajectory.final_answer == "The answer is 42."
     assert "without calling a tool" in llm.requests[1]["messages"][-1]["content"]
+
+
+async def test_repeated_or_missing_tool_call_ids_are_made_unique(gateway):
+    """Some local servers send the same id for every call; each call still gets its own answer."""
+    script = [
+        {"tool_calls": [{"name": "toolbelt_list_tools", "arguments": {}, "id": "call_0"}] * 2},
+        {"tool_calls": [{"name": "final_answer", "arguments": {"answer": "ok"}, "id": "call_0"}]},
+    ]
+    with ScriptedLLM(script) as llm:
+        trajectory = await _run(llm, gateway)
+    assert trajectory.status == RunStatus.completed
+    ids = [c["id"] for m in trajectory.messages for c in m.get("tool_calls") or []]
+    assert len(ids) == 3 and len(set(ids)) == 3
+    assert_every_call_answered_once(trajectory)
+    sent_back = llm.requests[1]["messages"]
+    assert [c["id"] for c in sent_back[-3]["tool_calls"]] == ids[:2]
