@@ -38,6 +38,27 @@ class SlideSpec(BaseModel):
     columns: list[str | list[str | BulletItem]] | None = None
     notes: str | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _loose_shapes(cls, value: Any) -> Any:
+        """Accept the shapes models often send: bullets as {"items": [...]}, a table as a bare
+        list of rows, columns as [{"bullets"|"items": [...]}], "speaker_notes" for notes."""
+        if not isinstance(value, dict):
+            return value
+        value = dict(value)
+        if isinstance(value.get("bullets"), dict) and set(value["bullets"]) <= {"items"}:
+            value["bullets"] = value["bullets"].get("items")
+        if isinstance(value.get("table"), list):
+            value["table"] = {"rows": value["table"]}
+        if isinstance(value.get("columns"), list):
+            value["columns"] = [
+                column.get("bullets", column.get("items")) if isinstance(column, dict) else column
+                for column in value["columns"]
+            ]
+        if "speaker_notes" in value and value.get("notes") is None:
+            value["notes"] = value.pop("speaker_notes")
+        return value
+
 
 class DeckMetadata(BaseModel):
     """Core properties written into the deck."""

@@ -649,3 +649,22 @@ def test_reference_add_slide_and_media_arguments(env):
     star = next(s for s in reopen(world).slides[0].shapes if s.shape_id == shape_result["shape_id"])
     assert star.left == 2 * 914400 and star.width == 2 * 914400
     assert str(star.text_frame.paragraphs[0].runs[0].font.color.rgb) == "FF0000"
+
+
+def test_slide_specs_accept_loose_shapes(env):
+    slides, world = env
+    slides.ok(
+        "create_deck",
+        directory="/",
+        file_name="loose.pptx",
+        slides=[
+            {"layout": "title_and_content", "title": "A", "bullets": {"items": ["x", "y"]}, "speaker_notes": "n"},
+            {"layout": "title_only", "title": "B", "table": [["h"], ["v"]]},
+            {"layout": "two_content", "title": "C", "columns": [{"bullets": ["l"]}, {"items": ["r"]}]},
+        ],
+    )
+    deck = reopen(world, "/loose.pptx")
+    assert [p.text for p in deck.slides[0].placeholders[1].text_frame.paragraphs] == ["x", "y"]
+    assert deck.slides[0].notes_slide.notes_text_frame.text == "n"
+    assert next(s for s in deck.slides[1].shapes if s.has_table).table.cell(1, 0).text == "v"
+    assert "r" in all_text(deck)
