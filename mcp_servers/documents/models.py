@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 BlockType = Literal[
     "paragraph", "heading", "bullet_list", "numbered_list", "table", "page_break", "section_break", "image"
@@ -56,6 +56,24 @@ class ContentBlock(BaseModel):
     path: str | None = None
     width_inches: float | None = Field(None, gt=0, le=50)
     height_inches: float | None = Field(None, gt=0, le=50)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _loose_shapes(cls, value: Any) -> Any:
+        """Accept the shapes models often send: "content" for text, a table's "headers"
+        separately from its rows, "width"/"height" for an image's inches."""
+        if not isinstance(value, dict):
+            return value
+        value = dict(value)
+        if isinstance(value.get("content"), str) and value.get("text") is None:
+            value["text"] = value.pop("content")
+        if value.get("type") == "table" and isinstance(value.get("headers"), list):
+            value["rows"] = [value.pop("headers"), *(value.get("rows") or [])]
+            value.setdefault("header", True)
+        for short in ("width", "height"):
+            if short in value and f"{short}_inches" not in value:
+                value[f"{short}_inches"] = value.pop(short)
+        return value
 
 
 class DocumentMetadata(BaseModel):

@@ -643,3 +643,23 @@ def test_delete_run_collapses_whitespace(env):
         "delete_content_text", file_path="/memo.docx", identifier="body.p.1.r.1", scope="element", collapse_whitespace=True
     )
     assert reopen(world).paragraphs[1].text == "Revenue grew in 2023."
+
+
+def test_content_blocks_accept_loose_shapes(env):
+    docs, world = env
+    docs.ok(
+        "create_document",
+        directory="/",
+        file_name="loose.docx",
+        content=[
+            {"type": "paragraph", "content": "from content"},
+            {"type": "table", "headers": ["H1", "H2"], "rows": [["a", "b"]]},
+            {"type": "image", "path": "/img/red.png", "width": 1},
+        ],
+    )
+    document = reopen(world, "/loose.docx")
+    assert document.paragraphs[0].text == "from content"
+    assert document.tables[0].cell(0, 0).text == "H1" and document.tables[0].cell(1, 1).text == "b"
+    assert docs.ok("get_document_overview", file_path="/loose.docx")["images"] == 1
+    error = docs.error("create_document", directory="/", file_name="bad.docx", content=[{"type": "paragraph", "txt": "x"}])
+    assert error["code"] == "invalid_argument" and "txt" in error["message"]
