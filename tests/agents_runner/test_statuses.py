@@ -227,3 +227,36 @@ async def test_cancel_event_returns_a_cancelled_trajectory(gateway):
         trajectory = await asyncio.wait_for(task, 3)
     assert trajectory.status == RunStatus.cancelled
     assert trajectory.steps == 2
+
+
+async def test_gateway_lost_mid_run_is_an_infrastructure_error():
+    from fastmcp import FastMCP
+
+    from .conftest import ServedApp
+
+    mcp = FastMCP("short-lived")
+
+    @mcp.tool(name="filesystem_list_files")
+    def list_files(path: str = "/") -> list[str]:
+        """List files."""
+        return ["/a.txt"]
+
+    served = ServedApp(mcp.http_app(path="/mcp"))
+    served.server.config.timeout_graceful_shutdown = 0.2
+    url = f"http://127.0.0.1:{served.port}/mcp"
+
+    def script(body):
+        if len(body["messages"]) > 2:  # second turn: the gateway goes away before the call
+            served.__exit__(None, None, None)
+        return {"tool_calls": [call("filesystem_list_files")]}
+
+    with served, ScriptedLLM(script) as llm:
+        trajectory = await run_agent(
+            model="openai/x", api_base=llm.api_base, gateway_url=url, prompt="p", agent="loop",
+            config={"tool_call_timeout_s": 5},
+        )  # fmt: skip
+    assert trajectory.status == RunStatus.error
+    assert trajectory.error.kind == ErrorKind.infrastructure
+    assert "filesystem_list_files" in trajectory.error.message
+    assert "/a.txt" in tool_messages(trajectory)["call_0_0"]
+    assert_every_call_answered_once(trajectory)
