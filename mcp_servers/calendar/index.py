@@ -14,7 +14,7 @@ import os
 import re
 import threading
 from dataclasses import dataclass, field
-from datetime import datetime, tzinfo
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
@@ -26,26 +26,54 @@ from mcp_servers._core.store import FileCache, FileStamp
 from mcp_servers.calendar.blocks import IcsSyntaxError, split_blocks
 from mcp_servers.calendar.events import event_view, start_end
 from mcp_servers.calendar.recurrence import Series, series_of
-from mcp_servers.calendar.times import When, instant
+from mcp_servers.calendar.scan import scan_block
+from mcp_servers.calendar.times import When, instant, when_view
 
 logger = logging.getLogger("mcp_servers.calendar")
 
 TZID_LINE = re.compile(r"^TZID[^:\r\n]*:([^\r\n]+)", re.MULTILINE | re.IGNORECASE)
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class Record:
-    """One VEVENT as indexed: its view and what sorting, filtering and expansion need."""
+    """One VEVENT as indexed: what sorting, filtering and expansion need, and its view.
+
+    Plain events found by the quick scan keep their block text and build ``view`` on first
+    use (cached here, so once per file version); others are parsed fully up front.
+    """
 
     uid: str
     file: str  # path relative to the calendar folder, e.g. "work/team.ics"
-    view: dict[str, Any]
     start: When
     end: When
     begins: datetime  # aware UTC
     ends: datetime  # aware UTC
-    series: Series | None
-    recurrence_id: datetime | None  # aware UTC; set on an override of one occurrence
+    series: Series | None = None
+    recurrence_id: datetime | None = None  # aware UTC; set on an override of one occurrence
+    cached_view: dict[str, Any] | None = None
+    block: str | None = None
+    default_tz: tzinfo = UTC
+    problem: str | None = None
+
+    @property
+    def view(self) -> dict[str, Any]:
+        if self.cached_view is None:
+            try:
+                self.cached_view = event_view(
+                    Event.from_ical(self.block or ""), calendar_file=self.file, default_tz=self.default_tz
+                )
+            except Exception as exc:  # noqa: BLE001 - shown with what the scan read, and reported
+                self.problem = f"calendar file {self.file}: event {self.uid!r} is partly unreadable: {exc}"
+                self.cached_view = {
+                    "id": self.uid,
+                    "summary": "",
+                    "start": when_view(self.start, self.default_tz),
+                    "end": when_view(self.end, self.default_tz),
+                    "calendarFile": self.file,
+                    "problem": self.problem,
+                }
+                logger.warning("%s", self.problem)
+        return self.cached_view
 
 
 @dataclass
@@ -92,7 +120,7 @@ def parse_record(block: str, *, rel: str, default_tz: tzinfo) -> Record:
     return Record(
         uid=view["id"],
         file=rel,
-        view=view,
+        cached_view=view,
         start=start,
         end=end,
         begins=instant(start, default_tz),
@@ -124,8 +152,24 @@ def load_file(path: Path, *, root: Path, default_tz: tzinfo) -> ParsedFile:
     for block in layout.blocks:
         if block.name != "VEVENT":
             continue
+        text = block.text(source)
+        scanned = scan_block(text)
+        if scanned is not None:
+            parsed.records.append(
+                Record(
+                    uid=scanned.uid,
+                    file=rel,
+                    start=scanned.start,
+                    end=scanned.end,
+                    begins=instant(scanned.start, default_tz),
+                    ends=instant(scanned.end, default_tz),
+                    block=text,
+                    default_tz=default_tz,
+                )
+            )
+            continue
         try:
-            parsed.records.append(parse_record(block.text(source), rel=rel, default_tz=default_tz))
+            parsed.records.append(parse_record(text, rel=rel, default_tz=default_tz))
         except Exception as exc:  # noqa: BLE001 - any unreadable event is skipped and reported
             line = source.count("\n", 0, block.start) + 1
             parsed.problems.append(f"calendar file {rel}: event at line {line} skipped: {exc}")

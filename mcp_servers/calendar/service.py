@@ -66,20 +66,19 @@ class CalendarService:
         high = parse_bound(time_max, argument="time_max", default_tz=self.default_tz)
         if low and high and high <= low:
             raise ToolError("invalid_argument", "time_max must be after time_min", argument="time_max")
-        if low is None and high is None:
-            views = [record.view for record in snapshot.events]
-        else:
-            views = self._in_range(snapshot, low, high)
+        # Items are records (their view is built only when shown) or occurrence views.
+        in_range = low is not None or high is not None
+        items = self._in_range(snapshot, low, high) if in_range else list(snapshot.events)
         if query and query.strip():
             needle = query.strip().lower()
-            views = [view for view in views if needle in _haystack(view)]
-        page = views[offset : offset + limit]
+            items = [item for item in items if needle in _haystack(_view(item))]
+        page = [_view(item) for item in items[offset : offset + limit]]
         result: dict[str, Any] = {
             "events": page,
-            "total": len(views),
+            "total": len(items),
             "offset": offset,
             "limit": limit,
-            "has_more": offset + len(page) < len(views),
+            "has_more": offset + len(page) < len(items),
         }
         if snapshot.problems:
             result["problems"] = snapshot.problems
@@ -87,20 +86,20 @@ class CalendarService:
 
     def _in_range(
         self, snapshot: Snapshot, low: datetime | None, high: datetime | None
-    ) -> list[dict[str, Any]]:
+    ) -> list[Record | dict[str, Any]]:
         window_low = low or datetime(1900, 1, 1, tzinfo=UTC)
         window_high = high or (low + OPEN_RANGE if low else datetime(2200, 1, 1, tzinfo=UTC))
-        found: list[tuple[datetime, str, dict[str, Any]]] = []
+        found: list[tuple[datetime, str, Record | dict[str, Any]]] = []
         for record in snapshot.events:
             if record.series is None:
                 if (low is None or record.ends > low) and (high is None or record.begins < high):
-                    found.append((record.begins, record.uid, record.view))
+                    found.append((record.begins, record.uid, record))
                 continue
             found.extend(
                 self._instances(record, snapshot.by_uid.get(record.uid, []), window_low, window_high)
             )
         found.sort(key=lambda item: (item[0], item[1]))
-        return [view for _, _, view in found]
+        return [item for _, _, item in found]
 
     def _instances(
         self, master: Record, records: list[Record], low: datetime, high: datetime
@@ -163,9 +162,9 @@ class CalendarService:
         master_id, _, suffix = event_id.rpartition("_")
         master = snapshot.by_uid.get(master_id)
         if master and master[0].series is not None and suffix:
-            for view in self._in_range(snapshot, *_suffix_window(suffix)):
-                if view["id"] == event_id:
-                    return view
+            for item in self._in_range(snapshot, *_suffix_window(suffix)):
+                if _view(item)["id"] == event_id:
+                    return _view(item)
         raise ToolError("not_found", f"event_id: no event with id {event_id[:100]!r}", argument="event_id")
 
     # ---- writing ---------------------------------------------------------------------
@@ -300,6 +299,10 @@ class CalendarService:
                 "not_found", f"event_id: no event with id {event_id[:100]!r}", argument="event_id"
             )
         return records[0]
+
+
+def _view(item: Record | dict[str, Any]) -> dict[str, Any]:
+    return item.view if isinstance(item, Record) else item
 
 
 def _haystack(view: dict[str, Any]) -> str:

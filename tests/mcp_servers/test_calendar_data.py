@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from datetime import UTC
 
 import pytest
 from icalendar import Calendar
@@ -295,3 +296,60 @@ def test_create_adds_a_vtimezone_only_when_the_file_lacks_it(tmp_path):
         )
     zones = [str(z["TZID"]) for z in Calendar.from_ical(path.read_bytes()).walk("VTIMEZONE")]
     assert sorted(zones) == ["America/New_York", "Europe/Paris"]
+
+
+# ---- quick scan vs full parse ----------------------------------------------------------
+
+SCAN_CASES = [
+    ("DTSTART:20250310T090000Z\nDTEND:20250310T100000Z\n", True),
+    ("DTSTART:20250310T090000\nDTEND:20250310T100000\n", True),
+    ("DTSTART;VALUE=DATE:20250310\nDTEND;VALUE=DATE:20250312\n", True),
+    ('DTSTART;TZID="Europe/Paris":20250310T090000\nDTEND;TZID=Europe/Paris:20250310T100000\n', True),
+    ("DTSTART;TZID=Europe/Paris:20250310T090000\n", True),  # no DTEND
+    ("DTSTART:20250310T090000Z\nDURATION:PT1H\n", False),
+    ("DTSTART;TZID=Eastern Standard Time:20250310T090000\nDTEND:20250310T100000Z\n", False),
+    ("DTSTART:20250310T090000Z\nDTEND:20250310T100000Z\nRRULE:FREQ=DAILY\n", False),
+    ("DTSTART:20250310T090000Z\nDTEND;VALUE=DATE:20250311\n", False),
+]
+
+
+@pytest.mark.parametrize(("times", "scannable"), SCAN_CASES)
+def test_quick_scan_agrees_with_the_full_parse(times, scannable):
+    from mcp_servers.calendar.events import start_end
+    from mcp_servers.calendar.scan import scan_block
+    from mcp_servers.calendar.times import instant
+
+    block = f"BEGIN:VEVENT\nUID:scan@x\nSUMMARY:s\n{times}BEGIN:VALARM\nTRIGGER:-PT5M\nACTION:DISPLAY\nEND:VALARM\nEND:VEVENT\n"
+    scanned = scan_block(block)
+    assert (scanned is not None) == scannable
+    if scanned is not None:
+        from icalendar import Event
+
+        start, end = start_end(Event.from_ical(block))
+        assert scanned.uid == "scan@x"
+        assert instant(scanned.start, UTC) == instant(start, UTC) and instant(scanned.end, UTC) == instant(
+            end, UTC
+        )
+        assert type(scanned.start) is type(start)
+
+
+def test_folded_uid_takes_the_full_parse():
+    from mcp_servers.calendar.scan import scan_block
+
+    assert scan_block("BEGIN:VEVENT\nUID:abc\n def\nDTSTART:20250310T090000Z\nEND:VEVENT\n") is None
+
+
+def test_lazily_built_views_match_full_parse_views(tmp_path):
+    from mcp_servers.calendar.index import parse_record
+
+    world = calendar_world(tmp_path)
+    calendar = service(world)
+    for record in calendar.index.snapshot().events:
+        full = parse_record(_block_of(world, record), rel=record.file, default_tz=UTC)
+        assert record.view == full.view and record.begins == full.begins and record.ends == full.ends
+
+
+def _block_of(world, record) -> str:
+    source = (world.apps_root / "calendar" / record.file).read_text()
+    layout = split_blocks(source)
+    return next(b.text(source) for b in layout.blocks if f"UID:{record.uid}" in b.text(source))
