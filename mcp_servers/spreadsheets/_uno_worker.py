@@ -103,7 +103,14 @@ def _sheet_values(sheet):
 
 def _compute(desktop, path):
     url = uno.systemPathToFileUrl(path)
-    document = desktop.loadComponentFromURL(url, "_blank", 0, (_property("Hidden", True),))
+    # Untrusted files: never run macros, never update links to other files or sites.
+    arguments = (
+        _property("Hidden", True),
+        _property("MacroExecutionMode", 0),  # com.sun.star.document.MacroExecMode.NEVER_EXECUTE
+        _property("UpdateDocMode", 0),  # com.sun.star.document.UpdateDocMode.NO_UPDATE
+        _property("ReadOnly", True),
+    )
+    document = desktop.loadComponentFromURL(url, "_blank", 0, arguments)
     if document is None:
         raise RuntimeError("LibreOffice could not open the workbook")
     try:
@@ -123,7 +130,8 @@ def main():
         try:
             reply = {"id": request["id"], "sheets": _compute(desktop, request["path"])}
         except Exception as exc:
-            reply = {"id": request["id"], "error": f"{type(exc).__name__}: {exc}"}
+            detail = getattr(exc, "Message", "") or str(exc)
+            reply = {"id": request["id"], "error": f"{type(exc).__name__}: {detail}"[:300]}
         print(json.dumps(reply), flush=True)
 
 

@@ -26,6 +26,7 @@ import contextlib
 import json
 import os
 import queue
+import re
 import shutil
 import signal
 import subprocess
@@ -34,6 +35,7 @@ import tempfile
 import threading
 import time
 import uuid
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,6 +56,7 @@ xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
 <value>false</value></prop></item>
 </oor:items>
 """
+_NETWORK_FUNCTIONS = re.compile(rb"<f[^>]*>[^<]*\bWEBSERVICE\s*\(", re.IGNORECASE)
 _UNO_PATHS = ("/usr/lib/python3/dist-packages", "/usr/lib/libreoffice/program")
 _WORKER = Path(__file__).with_name("_uno_worker.py")
 
@@ -84,6 +87,22 @@ def find_uno_python() -> tuple[str, dict[str, str]] | None:
         if probe.returncode == 0:
             return python, env
     return None
+
+
+def refuse_network_functions(workbook: Path) -> None:
+    """Raise RecalcError when a formula calls a function that fetches from the network.
+
+    LibreOffice evaluates ``WEBSERVICE`` (and ``FILTERXML`` over it) during recalculation;
+    agents must not reach the network, so such workbooks are not computed at all.
+    """
+    try:
+        with zipfile.ZipFile(workbook) as archive:
+            for name in archive.namelist():
+                sheet = name.startswith("xl/worksheets/") and name.endswith(".xml")
+                if sheet and _NETWORK_FUNCTIONS.search(archive.read(name)):
+                    raise RecalcError("a formula calls WEBSERVICE, which is not computed (no network access)")
+    except zipfile.BadZipFile:
+        raise RecalcError("the workbook is not a valid xlsx (zip) file") from None
 
 
 def write_profile(folder: Path) -> str:
@@ -166,6 +185,7 @@ class LibreOffice:
         """
         if not self.available():
             raise RecalcError(f"LibreOffice ({self.soffice}) is not installed")
+        refuse_network_functions(workbook)
         with self._lock:
             if self._closed:
                 raise RecalcError("the recalculation engine was shut down")

@@ -267,6 +267,11 @@ def apply_operations(state: Any, workbook: Workbook, operations: list[Any]) -> l
 
 def _apply(state: Any, workbook: Workbook, op: Any, label: str) -> str:
     if op.type == "delete_named_range":
+        if op.sheet is not None:
+            ws = sheet_of(workbook, op.sheet)
+            if op.name in ws.defined_names:
+                del ws.defined_names[op.name]
+                return f"deleted named range {op.name} of sheet {ws.title}"
         if op.name not in workbook.defined_names:
             raise ToolError("not_found", f"no named range {op.name!r}")
         del workbook.defined_names[op.name]
@@ -278,7 +283,7 @@ def _apply(state: Any, workbook: Workbook, op: Any, label: str) -> str:
     if op.type == "append_rows":
         if len(op.rows) > MAX_APPEND_ROWS:
             raise ToolError("too_large", f"{len(op.rows)} rows (limit {MAX_APPEND_ROWS})")
-        first = ws.max_row + 1 if ws.max_row > 1 or ws["A1"].value is not None or ws.max_column > 1 else 1
+        first = ws._current_row + 1  # where openpyxl's append starts
         for row in op.rows:
             ws.append([check_value(v) for v in row])
         return f"{ws.title}: appended {len(op.rows)} rows from row {first}"

@@ -574,3 +574,23 @@ def test_failed_edit_does_not_leak_into_the_next_one(world):
         workbook.save(path)
         mcp.ok("add_content_text", {"file_path": "/leak.xlsx", "tab_index": 0, "cell": "E1", "value": 1})
         assert mcp.ok("read_tab", {"file_path": "/leak.xlsx"})["rows"] == [[7, 14, "kept", "next", 1]]
+
+
+def test_network_functions_are_never_computed(world, warm_libreoffice):
+    path = _book(world, "/web.xlsx", {"S": [[1, '=WEBSERVICE("http://127.0.0.1:9/x")', "=A1+1"]]})
+    calls = warm_libreoffice.stats.calls
+    with mode_session("spreadsheets", world, "individual") as mcp:
+        row = mcp.ok("read_tab", {"file_path": "/web.xlsx"})["rows"][0]
+        assert (
+            row[1]
+            == row[2]
+            == "#NOT_COMPUTED: a formula calls WEBSERVICE, which is not computed (no network access)"
+        )
+        result = mcp.ok(
+            "add_content_text", {"file_path": "/web.xlsx", "tab_index": 0, "cell": "A1", "value": 2}
+        )
+        assert result["recalculation"]["status"] == "failed"
+        mcp.ok("delete_content_cell", {"file_path": "/web.xlsx", "tab_index": 0, "cell": "B1"})
+        assert mcp.ok("read_tab", {"file_path": "/web.xlsx"})["rows"][0] == [2, None, 3]
+    assert warm_libreoffice.stats.calls == calls + 1
+    assert load_workbook(path, data_only=True)["S"]["C1"].value == 3
