@@ -72,14 +72,20 @@ class MailStore:
         self._view: tuple[tuple[int, ...], MailView] | None = None
         self._reported: set[Problem] = set()
         self._pending: list[Problem] = []
+        self._names: dict[Path, str] = {}
 
     # --- reading ---------------------------------------------------------------------
 
     def display_name(self, path: Path) -> str:
-        try:
-            return path.relative_to(self.root).as_posix()
-        except ValueError:
-            return path.name
+        """The mbox's name relative to the mail folder (e.g. ``Archive/old.mbox``)."""
+        name = self._names.get(path)
+        if name is None:
+            try:
+                name = path.relative_to(self.root).as_posix()
+            except ValueError:
+                name = path.name
+            self._names[path] = name
+        return name
 
     def _load(self, path: Path) -> MailIndex:
         return build_index(path, self.display_name(path))
