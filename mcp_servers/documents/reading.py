@@ -31,6 +31,7 @@ A_BLIP = qn("a:blip")
 W_DRAWING = qn("w:drawing")
 R_EMBED = qn("r:embed")
 R_LINK = qn("r:link")
+_MC_FALLBACK = "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback"
 
 
 @dataclass
@@ -262,10 +263,26 @@ def _paragraph_block(
     links = _links(paragraph, rels)
     if links:
         block["links"] = links
+    boxes = _text_boxes(paragraph)
+    if boxes:
+        block["text_boxes"] = boxes
     if include_runs:
         block["runs"] = [_run_summary(run, paragraph, f"{identifier}.r.{j}") for j, run in enumerate(runs_of(paragraph))]
     block["printed_page"] = page
     return block
+
+
+def _text_boxes(paragraph: Any) -> list[str]:
+    """Text of the text boxes anchored in the paragraph (read only; not addressable)."""
+    boxes = []
+    for content in paragraph.iter(qn("w:txbxContent")):
+        if any(ancestor.tag == qn("w:txbxContent") for ancestor in content.iterancestors()):
+            continue  # nested box: part of the outer one's text
+        if any(ancestor.tag == _MC_FALLBACK for ancestor in content.iterancestors()):
+            continue  # the VML copy of a DrawingML box
+        lines = [paragraph_text(inner) for inner in content.iter(W_P)]
+        boxes.append("\n".join(line for line in lines if line))
+    return [box for box in boxes if box]
 
 
 def _links(paragraph: Any, rels: Any) -> list[dict[str, str]]:
@@ -358,5 +375,7 @@ def render_block(block: dict[str, Any]) -> str:
         extra = " " + " ".join(f"[{annotation}]" for annotation in block["images"])
     for link in block.get("links", []):
         extra += f" <{link['text']}: {link['target']}>"
+    for box in block.get("text_boxes", []):
+        extra += " [text box: " + box.replace("\n", " / ") + "]"
     style = "" if block["style"] == "Normal" else f" ({block['style']})"
     return f"[{block['id']}]{style} {prefix}{text}{extra}".rstrip()

@@ -162,3 +162,21 @@ def test_reads_show_hyperlink_targets():
     assert block["text"] == "See the report"
     assert block["links"] == [{"text": "the report", "target": "https://example.com/report"}]
     assert render_block(block).endswith("<the report: https://example.com/report>")
+
+
+def test_text_boxes_are_read_once():
+    from mcp_servers.documents.reading import render_block
+
+    document = docx.Document()
+    p = document.add_paragraph("Anchor")
+    box = (
+        f'<w:r {W} xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/2006">'
+        "<mc:AlternateContent><mc:Choice Requires=\"wps\"><w:drawing><w:txbxContent>"
+        f"<w:p>{run('Boxed note')}</w:p></w:txbxContent></w:drawing></mc:Choice>"
+        f"<mc:Fallback><w:pict><w:txbxContent><w:p>{run('Boxed note')}</w:p></w:txbxContent></w:pict>"
+        "</mc:Fallback></mc:AlternateContent></w:r>"
+    )
+    p._p.append(parse_xml(box))
+    block = read_blocks(document)[0]
+    assert block["text"] == "Anchor" and block["text_boxes"] == ["Boxed note"]
+    assert render_block(block).endswith("[text box: Boxed note]")
