@@ -37,16 +37,20 @@ def decode_value(value: str) -> str:
         return " ".join("".join(parts).split())
 
 
-def parse_header_block(block: bytes) -> tuple[dict[str, str], int]:
+def parse_header_block(block: bytes, wanted: frozenset[str] | None = None) -> tuple[dict[str, str], int]:
     """Header fields of a message's header block (lower-case names, first occurrence kept,
-    values decoded), and how many lines were not headers (0 for a well-formed block)."""
+    values decoded), and how many lines were not headers (0 for a well-formed block).
+
+    With ``wanted``, only those fields are decoded and returned (the index skips the dozens
+    of Received/DKIM lines a real message carries).
+    """
     fields: dict[str, str] = {}
     bad_lines = 0
     name: str | None = None
     value_parts: list[bytes] = []
 
     def flush() -> None:
-        if name is not None and name not in fields:
+        if name is not None and name not in fields and (wanted is None or name in wanted):
             fields[name] = decode_value(decode_bytes(b" ".join(value_parts)))
 
     for line in block.split(b"\n"):

@@ -28,6 +28,22 @@ from mcp_servers.mail.headers import (
 from mcp_servers.mail.mbox import Span, message_bytes, split_spans
 
 BCC_HEADER = "x-atoll-bcc"
+#: The header fields the index keeps (others are skipped undecoded).
+INDEXED_FIELDS = frozenset(
+    {
+        "from",
+        "to",
+        "cc",
+        "subject",
+        "date",
+        "message-id",
+        "in-reply-to",
+        "references",
+        "x-gm-thrid",
+        "x-gmail-labels",
+        BCC_HEADER,
+    }
+)
 _ATTACHMENT = re.compile(rb"(?im)^content-disposition:[ \t]*attachment")
 
 
@@ -122,7 +138,7 @@ def make_entry(
 ) -> tuple[MailEntry | None, Problem | None]:
     """The entry for one message's bytes, and the problem with it if any."""
     header, _ = split_header(raw)
-    fields, bad_lines = parse_header_block(header)
+    fields, bad_lines = parse_header_block(header, INDEXED_FIELDS)
     if not fields:
         return None, Problem(display_name, number, span.start, "no readable headers; message skipped")
     problem = None
