@@ -31,6 +31,18 @@ def atoll(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([*ATOLL, *args], capture_output=True, text=True, env=environment, timeout=300)
 
 
+def atoll_in_process(*args: str) -> subprocess.CompletedProcess:
+    """The same command in this process (no second litellm import): Typer's test runner."""
+    from typer.testing import CliRunner
+
+    from atoll.cli import app
+
+    result = CliRunner().invoke(app, list(args), env={"JUDGE_KEY": "secret"})
+    if result.exception and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess(list(args), result.exit_code, result.stdout, result.stderr)
+
+
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory):
     return generate_sample_benchmark(tmp_path_factory.mktemp("sample"))
@@ -112,7 +124,7 @@ def test_grade_command_accepts_archipelago_shapes(tmp_path):
         json.dumps({"llm_judge_model": "openai/judge", "llm_judge_extra_args": {"max_tokens": 300}})
     )
     with ScriptedLLM([MET]) as llm:
-        result = atoll(
+        result = atoll_in_process(
             "grade",
             "--rubric",
             str(verifiers),
@@ -208,7 +220,7 @@ def test_validate_command_reports_metrics(sample, tmp_path):
         )
 
     with ScriptedLLM(script) as llm:
-        result = atoll(
+        result = atoll_in_process(
             "grade",
             "validate",
             "--benchmark",
