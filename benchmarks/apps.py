@@ -215,6 +215,15 @@ def generate_mbox(path: Path, count: int, *, seed: int = 7) -> dict[str, str]:
                 f"Date: {format_datetime(when)}",
                 f"Message-ID: <gen{number}.{seed}@bench.example>",
                 f"X-Gmail-Labels: {'Inbox' if number % 3 else 'Sent'}",
+                # The transport headers real exports carry (most of a Takeout header block).
+                f"X-GM-THRID: {1700000000000000000 + number // 5}",
+                f"Received: from mail-{number % 9}.example.net (mail-{number % 9}.example.net [10.0.{number % 250}.1])\n"
+                f"        by mx.bench.example with ESMTPS id x{number}\n        for <{to[0][1]}>; {format_datetime(when)}",
+                f"Received: by 2002:a05:{number % 9999:x}::1 with SMTP id {number}; {format_datetime(when)}",
+                "DKIM-Signature: v=1; a=rsa-sha256; c=relaxed/relaxed; d=bench.example; s=20230601;\n"
+                "        h=to:subject:message-id:date:from:mime-version:from:to:cc:subject;\n"
+                f"        bh={number:040d}=; b=Zm9vYmFy{number:032d}",
+                f"X-Google-Smtp-Source: AGHT+IE{number:020d}",
             ]
             if number % 4 == 0:
                 headers.append(f"Cc: {rng.choice(_PEOPLE)[1]}")
@@ -329,7 +338,9 @@ def _warm_up_imports(server: str, tool: str, workdir: Path) -> None:
 
     empty = workdir / "empty"
     (empty / "apps").mkdir(parents=True, exist_ok=True)
-    measure_cold_warm(lambda: create_server(server, fs_root=empty, apps_data_root=empty / "apps"), tool, {}, 1)
+    measure_cold_warm(
+        lambda: create_server(server, fs_root=empty, apps_data_root=empty / "apps"), tool, {}, 1
+    )
 
 
 def generate_ics(path: Path, count: int, *, seed: int = 11) -> None:
@@ -373,7 +384,9 @@ def baseline_calendar_list(ics_path: Path, limit: int = 50) -> list[dict[str, An
     items = []
     for event in Calendar.from_ical(ics_path.read_bytes()).walk("VEVENT"):
         start = event.decoded("dtstart")
-        key = start if isinstance(start, datetime) else datetime.combine(start, datetime.min.time(), tzinfo=UTC)
+        key = (
+            start if isinstance(start, datetime) else datetime.combine(start, datetime.min.time(), tzinfo=UTC)
+        )
         items.append({"id": str(event["uid"]), "summary": str(event.get("summary", "")), "start": key})
     items.sort(key=lambda item: item["start"])
     return items[:limit]
@@ -387,10 +400,15 @@ def bench_calendar(workdir: Path, args: argparse.Namespace) -> list[Row]:
     fs_root.mkdir()
     ics_path = apps_root / "calendar" / "team.ics"
     generate_ics(ics_path, args.calendar_events)
-    print(f"calendar: {args.calendar_events} events, {ics_path.stat().st_size / 1e6:.1f} MB .ics", file=sys.stderr)
+    print(
+        f"calendar: {args.calendar_events} events, {ics_path.stat().st_size / 1e6:.1f} MB .ics",
+        file=sys.stderr,
+    )
 
     def make_server() -> Any:
-        return create_server("calendar", fs_root=fs_root, apps_data_root=apps_root, options={"user_email": "me@bench.example"})
+        return create_server(
+            "calendar", fs_root=fs_root, apps_data_root=apps_root, options={"user_email": "me@bench.example"}
+        )
 
     baseline = measure(lambda: baseline_calendar_list(ics_path), max(3, args.runs // 4))
     _warm_up_imports("calendar", "list_events", workdir)
@@ -423,7 +441,9 @@ def generate_chat_group(folder: Path, count: int, *, seed: int = 13) -> None:
         messages.append(
             {
                 "creator": rng.choice(people),
-                "created_date": format_takeout_date(start + timedelta(minutes=7 * number + rng.randint(0, 5))),
+                "created_date": format_takeout_date(
+                    start + timedelta(minutes=7 * number + rng.randint(0, 5))
+                ),
                 "text": " ".join(rng.choice(_WORDS) for _ in range(rng.randint(5, 40))),
                 "topic_id": topic,
                 "message_id": f"AAAAbench/{topic}/{unique}",
@@ -454,10 +474,15 @@ def bench_chat(workdir: Path, args: argparse.Namespace) -> list[Row]:
     folder = apps_root / "chat" / "Google Chat" / "Groups" / "Space AAAAbench"
     generate_chat_group(folder, args.chat_messages)
     messages_path = folder / "messages.json"
-    print(f"chat: {args.chat_messages} messages, {messages_path.stat().st_size / 1e6:.1f} MB messages.json", file=sys.stderr)
+    print(
+        f"chat: {args.chat_messages} messages, {messages_path.stat().st_size / 1e6:.1f} MB messages.json",
+        file=sys.stderr,
+    )
 
     def make_server() -> Any:
-        return create_server("chat", fs_root=fs_root, apps_data_root=apps_root, options={"user_email": _PEOPLE[0][1]})
+        return create_server(
+            "chat", fs_root=fs_root, apps_data_root=apps_root, options={"user_email": _PEOPLE[0][1]}
+        )
 
     _warm_up_imports("chat", "list_channels", workdir)
     rows = []
