@@ -260,9 +260,11 @@ def modify_image(
     image_path: Annotated[str | None, Field(description="replace the picture with this image file")] = None,
     alt_text: str | None = None,
 ) -> dict[str, Any]:
-    """Edit a picture: pixel operations (rotate, flip, brightness, contrast, crop in pixels),
-    resize (inches; one dimension keeps the aspect ratio), replace with another image file,
-    or set its alt text. The picture is chosen by image_index or annotation.
+    """Edit a picture: pixel operations, resize, replace, or alt text.
+
+    Pixel operations: rotate, flip, brightness, contrast, crop (in pixels); resize in
+    inches (one dimension keeps the aspect ratio); replace with another image file; set
+    the alt text. The picture is chosen by image_index or annotation.
 
     Args:
         alt_text: the picture's description (alternative text).
@@ -308,8 +310,10 @@ def apply_formatting(
     alignment: Alignment | None = None,
     style: Annotated[str | None, Field(description="paragraph style name, e.g. 'Heading 2'")] = None,
 ) -> dict[str, Any]:
-    """Format a paragraph, run, table cell/row/table: character formatting goes to every run
-    addressed; alignment and style to the paragraphs."""
+    """Format a paragraph, run or table element.
+
+    Character formatting goes to every run addressed; alignment and style to the paragraphs.
+    """
     formatting = {
         "bold": bold, "italic": italic, "underline": underline, "strikethrough": strikethrough,
         "font_size": font_size, "font_color": font_color, "font_name": font_name, "highlight": highlight,

@@ -55,8 +55,11 @@ def read_slides(
 
 @SERVER.tool(action="read_deck", read_only=True)
 def read_completedeck(files: DeckFiles, file_path: FilePath) -> ToolOutput:
-    """Read every slide: titles, text, bullets, tables, charts (with data), images (with
-    annotations for read_image/modify_image) and speaker notes."""
+    """Read every slide as markdown with structured shapes.
+
+    Shows titles, text, bullets (with levels), tables, charts (with their data), images
+    (with annotations for read_image/modify_image) and speaker notes.
+    """
     deck, virtual = files.open(file_path)
     slides, text = deck_markdown(deck)
     truncated = len(text) > MAX_READ_CHARS
@@ -67,8 +70,11 @@ def read_completedeck(files: DeckFiles, file_path: FilePath) -> ToolOutput:
 
 @SERVER.tool(action="read_slide", read_only=True)
 def read_individualslide(files: DeckFiles, file_path: FilePath, slide_index: SlideIndex) -> ToolOutput:
-    """Read one slide in detail: every shape with its index, name, kind, position and size
-    (inches), text paragraphs with levels, table cells, chart data, image annotations, notes."""
+    """Read one slide in detail, shape by shape.
+
+    Every shape with its index, name, kind, position and size (inches), text paragraphs
+    with levels, table cells, chart data, image annotations, and the notes.
+    """
     deck, virtual = files.open(file_path)
     info = slide_info(get_slide(deck, slide_index), slide_index)
     text = render_slide(info)

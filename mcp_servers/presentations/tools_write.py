@@ -103,8 +103,11 @@ def add_slide(
         dict[str, Any] | None, Field(description="{title, subtitle, bullets, table, columns, notes} instead of flat arguments")
     ] = None,
 ) -> dict[str, Any]:
-    """Add a slide at a position, with a layout (title, title_and_content, section_header,
-    two_content, title_only, blank, or a layout name of the deck) and content."""
+    """Add a slide at a position, with a layout and content.
+
+    Layouts: title, title_and_content, section_header, two_content, title_only, blank, or
+    a layout name of the deck.
+    """
     if index is not None and slide_index is not None and index != slide_index:
         raise ToolError("invalid_argument", "give index or slide_index, not both", argument="index")
     index = index if index is not None else slide_index
@@ -175,8 +178,11 @@ def add_image(
     width: Size = None,
     height: Size = None,
 ) -> dict[str, Any]:
-    """Place a picture on a slide: position x, y (default 1.0, 1.5) and size in inches; with
-    one of width/height the aspect ratio is kept, with neither the image's own size."""
+    """Place a picture on a slide.
+
+    Position x, y (default 1.0, 1.5) and size in inches; with one of width/height the
+    aspect ratio is kept, with neither the image's own size.
+    """
     image = files.image(image_path)
     with files.edit(file_path) as (deck, virtual):
         slide = get_slide(deck, slide_index)
@@ -215,9 +221,12 @@ def modify_image(
     image_path: Annotated[str | None, Field(description="replace the picture with this image file")] = None,
     delete: bool = False,
 ) -> dict[str, Any]:
-    """Edit a picture: pixel operations (rotate, flip, brightness, contrast, crop in pixels;
-    stored as a new image), move (x, y), resize (one dimension keeps the aspect ratio),
-    replace with another image file, or delete it."""
+    """Edit a picture: pixel operations, move, resize, replace or delete.
+
+    Pixel operations: rotate, flip, brightness, contrast, crop (in pixels; stored as a new
+    image). Move with x, y; resize with width/height (one dimension keeps the aspect
+    ratio); replace with another image file; or delete it.
+    """
     from mcp_servers.documents.pixels import PixelEdit, apply
 
     if annotation is None:
@@ -289,9 +298,11 @@ def insert_chart(
     height: Size = None,
     legend: bool = True,
 ) -> dict[str, Any]:
-    """Insert a native chart built from a range of a workbook in the root (formula cells give
-    their cached values). The chart embeds its data, so it stays editable in PowerPoint.
-    x, y, width, height (inches) override position."""
+    """Insert a native chart built from a range of a workbook in the root.
+
+    Formula cells give their cached values. The chart embeds its data, so it stays
+    editable in PowerPoint. x, y, width, height (inches) override position.
+    """
     from mcp_servers.presentations.charts import CHART_TYPES, add_chart, chart_data, read_range
 
     if chart_type not in CHART_TYPES:
@@ -339,8 +350,10 @@ def insert_table(
     height: Size = None,
     font_size: Annotated[float | None, Field(gt=0, le=100, description="points (default 14)")] = None,
 ) -> dict[str, Any]:
-    """Insert a table on a slide (first row a bold header by default); x, y, width, height in
-    inches (default: under the title, full width, 0.4 in per row)."""
+    """Insert a table on a slide (first row a bold header by default).
+
+    x, y, width, height in inches (default: under the title, full width, 0.4 in per row).
+    """
     spec = TableSpec(rows=rows, header=header, font_size=font_size)
     with files.edit(file_path) as (deck, virtual):
         slide = get_slide(deck, slide_index)
@@ -367,8 +380,10 @@ def add_shape(
     font_size: Annotated[float | None, Field(gt=0, le=400)] = None,
     bold: bool | None = None,
 ) -> dict[str, Any]:
-    """Add an autoshape or text box (x, y default 1.0; width, height default 2.0 inches) with
-    optional text, fill, outline and font settings."""
+    """Add an autoshape or text box with optional text, fill, outline and font settings.
+
+    x, y default 1.0 and width, height default 2.0 (inches).
+    """
     from mcp_servers.presentations.shapes import add_autoshape
 
     with files.edit(file_path) as (deck, virtual):
