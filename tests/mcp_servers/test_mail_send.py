@@ -300,3 +300,12 @@ def test_send_result_text_is_readable(mail):
         "send_mail", {"to_email": "bob@corp.com", "subject": "Hello", "body": "b", "bcc": "x@corp.com"}
     )
     assert text_of(result).startswith("Sent <") and "bob@corp.com" in text_of(result)
+
+
+def test_reply_goes_to_reply_to_when_set(tmp_path):
+    from tests.mcp_servers.mail_world import mbox, message
+
+    world = make_world(tmp_path)
+    world.app_file(MAIN_MBOX, mbox(message("list@corp.com", sender="News <noreply@corp.com>", extra=["Reply-To: desk@corp.com"])))
+    with open_session("mail", world, options=OPTIONS) as session:
+        assert session.ok("reply_mail", {"original_mail_id": "list@corp.com", "body": "hi"})["to"] == ["desk@corp.com"]
