@@ -231,6 +231,12 @@ async def complete(config: JudgeConfig, messages: list[dict[str, str]]) -> tuple
     if config.api_base:
         arguments["api_base"] = config.api_base
     key = config.resolved_api_key()
+    if key is None and config.api_base and config.model.startswith("openai/") and not os.environ.get(
+        "OPENAI_API_KEY"
+    ):
+        # Local OpenAI-compatible servers (vLLM, llama.cpp, Ollama) take any key, but the openai
+        # client refuses to send a request without one (the agent runner does the same).
+        key = "none"
     if key:
         arguments["api_key"] = key
     if config.temperature is not None:
