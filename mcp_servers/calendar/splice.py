@@ -7,6 +7,7 @@ index's cache (so our own writes never cost a re-parse of the whole file).
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -15,10 +16,11 @@ from icalendar import Calendar, Event
 
 from mcp_servers._core.errors import ToolError
 from mcp_servers._core.store import FileStamp, atomic_write_bytes, file_lock
-from mcp_servers.calendar.blocks import IcsSyntaxError, split_blocks, with_newline
+from mcp_servers.calendar.blocks import IcsLayout, IcsSyntaxError, split_blocks, with_newline
 from mcp_servers.calendar.index import TZID_LINE, CalendarIndex, ParsedFile, Record, parse_record, read_text
 
 PRODID = "-//atoll//calendar server//EN"
+_FOLD = re.compile(r"\r?\n[ \t]")
 
 
 def insert_event(index: CalendarIndex, path: Path, event: Event) -> dict[str, Any]:
@@ -27,9 +29,6 @@ def insert_event(index: CalendarIndex, path: Path, event: Event) -> dict[str, An
         raise ToolError("bad_data", f"calendar file {path.name} links outside the app data; not changing it")
     with file_lock(path):
         before = FileStamp.of(path)
-        tzids = {
-            v.params.get("TZID") for k in ("DTSTART", "DTEND") for v in [event.get(k)] if v is not None
-        } - {None}
         if before is None:
             calendar = Calendar()
             calendar.add("PRODID", PRODID)
@@ -46,21 +45,7 @@ def insert_event(index: CalendarIndex, path: Path, event: Event) -> dict[str, An
                 raise ToolError(
                     "bad_data", f"calendar file {path.name} is unreadable ({exc}); not changing it"
                 ) from None
-            have = {
-                match.group(1).strip()
-                for block in layout.blocks
-                if block.name == "VTIMEZONE"
-                for match in [TZID_LINE.search(block.text(source))]
-                if match
-            }
-            probe = Calendar()
-            probe.add_component(event)
-            probe.add_missing_timezones()
-            extra = "".join(
-                zone_block.to_ical().decode("utf-8")
-                for zone_block in probe.walk("VTIMEZONE")
-                if str(zone_block.get("TZID")) in tzids and str(zone_block.get("TZID")) not in have
-            )
+            extra, _ = _zone_blocks(event, _file_zones(source, layout))
             addition = with_newline(extra + event.to_ical().decode("utf-8"), layout.newline)
             data = source[: layout.insert_at] + addition + source[layout.insert_at :]
         atomic_write_bytes(path, data.encode("utf-8"))
@@ -68,10 +53,31 @@ def insert_event(index: CalendarIndex, path: Path, event: Event) -> dict[str, An
         record = parse_record(event.to_ical().decode("utf-8"), rel=rel, default_tz=index.default_tz)
         known = _cached(index, path, before) if before is not None else ParsedFile()
         if known is not None:
-            index.files.put(path, ParsedFile(known.records + [record], known.tzids | tzids, known.problems))
+            zones = known.tzids | _zone_blocks(event, set())[1]
+            index.files.put(path, ParsedFile(known.records + [record], zones, known.problems))
         else:
             index.files.invalidate(path)
         return record.view
+
+
+def _file_zones(source: str, layout: IcsLayout) -> set[str]:
+    """TZIDs of the VTIMEZONEs a file already has."""
+    zones = set()
+    for block in layout.blocks:
+        if block.name == "VTIMEZONE":
+            match = TZID_LINE.search(block.text(source))
+            if match:
+                zones.add(match.group(1).strip())
+    return zones
+
+
+def _zone_blocks(event: Event, have: set[str]) -> tuple[str, frozenset[str]]:
+    """VTIMEZONE text for the zones ``event`` uses that are not in ``have``, and those zones."""
+    probe = Calendar()
+    probe.add_component(event)
+    probe.add_missing_timezones()
+    zones = [z for z in probe.walk("VTIMEZONE") if str(z.get("TZID")) not in have]
+    return "".join(z.to_ical().decode("utf-8") for z in zones), frozenset(str(z.get("TZID")) for z in zones)
 
 
 def _cached(index: CalendarIndex, path: Path, stamp: FileStamp | None) -> ParsedFile | None:
@@ -97,6 +103,8 @@ def rewrite_event(index: CalendarIndex, path: Path, event_id: str, change: Any) 
             raise ToolError(
                 "bad_data", f"calendar file {rel} is unreadable ({exc}); not changing it"
             ) from None
+        have = _file_zones(source, layout)
+        extra = ""  # VTIMEZONEs the changed event now needs, added before END:VCALENDAR
         pieces: list[str] = []
         cursor = 0
         result: dict[str, Any] = {}
@@ -105,7 +113,7 @@ def rewrite_event(index: CalendarIndex, path: Path, event_id: str, change: Any) 
             if block.name != "VEVENT":
                 continue
             text = block.text(source)
-            if event_id not in text:  # cheap pre-filter before parsing
+            if event_id not in _FOLD.sub("", text):  # cheap pre-filter before parsing
                 continue
             try:
                 event = Event.from_ical(text)
@@ -122,6 +130,9 @@ def rewrite_event(index: CalendarIndex, path: Path, event_id: str, change: Any) 
                 new_records.append(parse_record(text, rel=rel, default_tz=index.default_tz))
                 continue
             change(event)
+            zones_text, added = _zone_blocks(event, have)
+            have |= added
+            extra += zones_text
             new_text = event.to_ical().decode("utf-8")
             pieces.append(with_newline(new_text, layout.newline))
             record = parse_record(new_text, rel=rel, default_tz=index.default_tz)
@@ -131,7 +142,9 @@ def rewrite_event(index: CalendarIndex, path: Path, event_id: str, change: Any) 
             raise ToolError(
                 "not_found", f"event_id: no event with id {event_id[:100]!r}", argument="event_id"
             )
-        pieces.append(source[cursor:])
+        tail = source[cursor:]
+        split = max(0, layout.insert_at - cursor)
+        pieces.append(tail[:split] + with_newline(extra, layout.newline) + tail[split:])
         atomic_write_bytes(path, "".join(pieces).encode("utf-8"))
         known = _cached(index, path, before)
         if known is not None:

@@ -391,3 +391,36 @@ def test_update_ignores_empty_objects_sent_for_unchanged_fields(cal):
     updated = cal.ok("update_event", event_id="standup@team", summary="Renamed", start={}, reminders={})
     assert updated["reminders"]["overrides"] == [{"method": "popup", "minutes": 10}]
     assert updated["start"]["dateTime"] == "2025-03-03T10:00:00-05:00"
+
+
+def test_update_to_a_new_time_zone_adds_its_vtimezone_once(cal):
+    team = cal.world.apps_root / "calendar" / "team.ics"
+    cal.ok(
+        "update_event",
+        event_id="review@team",
+        start={"dateTime": "2025-03-05T09:00:00", "timeZone": "Asia/Tokyo"},
+    )
+    cal.ok("update_event", event_id="review@team", summary="again")
+    zones = [str(z["TZID"]) for z in Calendar.from_ical(team.read_bytes()).walk("VTIMEZONE")]
+    assert sorted(zones) == ["America/New_York", "Asia/Tokyo"]
+    assert team.read_text().rstrip().endswith("END:VCALENDAR")
+
+
+def test_create_with_exdate_in_another_zone_adds_that_zone_too(cal):
+    cal.ok(
+        "create_event",
+        summary="Series",
+        start={"dateTime": "2025-03-04T10:00:00", "timeZone": "Europe/Paris"},
+        end={"dateTime": "2025-03-04T11:00:00", "timeZone": "Europe/Paris"},
+        recurrence=["RRULE:FREQ=DAILY;COUNT=5", "EXDATE;TZID=Europe/London:20250305T090000"],
+    )
+    cal.ok("create_event", summary="Second", start="2025-03-09T10:00:00Z", end="2025-03-09T11:00:00Z")
+    zones = [str(z["TZID"]) for z in Calendar.from_ical(user_file(cal.world).read_bytes()).walk("VTIMEZONE")]
+    assert sorted(zones) == ["Europe/London", "Europe/Paris"]
+    listed = cal.ok("list_events", time_min="2025-03-04", time_max="2025-03-10", query="series")["events"]
+    assert [e["start"]["dateTime"][:10] for e in listed] == [
+        "2025-03-04",
+        "2025-03-06",
+        "2025-03-07",
+        "2025-03-08",
+    ]
