@@ -405,3 +405,15 @@ async def test_unreadable_target_file_is_ungradeable_but_shown_as_such_under_all
         and "could not extract /out.xlsx" in by_id["typed"].ungradeable_reason
     )
     assert by_id["all"].verdict is Verdict.not_met
+
+
+async def test_keyless_local_judge_server_gets_a_placeholder_key(world_pair, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    before, after = world_pair
+    with ScriptedLLM([MET]) as llm:
+        judge = JudgeConfig(model="openai/local", api_base=llm.api_base)
+        grade = await grade_trial(
+            f.task([{"verifier_id": "v", "criteria": "x"}]), before, after, f.trajectory("a"), judge
+        )
+        assert llm.request_headers[0]["authorization"] == "Bearer none"
+    assert grade.criteria[0].verdict is Verdict.met
