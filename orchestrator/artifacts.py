@@ -54,8 +54,9 @@ class ArtifactStore:
         return self.uri(key)
 
     def get_bytes(self, key_or_uri: str) -> bytes:
-        path = key_or_uri if "://" in key_or_uri else self._full(key_or_uri)
-        with fsspec.open(path if "://" in path else self.uri(key_or_uri), "rb") as handle:
+        """The bytes of an artifact given by key (relative to this store) or full URI."""
+        uri = key_or_uri if "://" in key_or_uri else self.uri(key_or_uri)
+        with fsspec.open(uri, "rb") as handle:
             return handle.read()
 
     def get_file(self, uri: str, local_path: str | Path) -> Path:

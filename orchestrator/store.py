@@ -385,6 +385,29 @@ class TrialStore:
             self._record_attempt(tx, lease, worker, "infra_error", accepted, error, result)
         return state.value
 
+    def replace_result(self, experiment: str, trial_id: str, result: TrialResult, *, note: str) -> None:
+        """Swap a finished trial's result (a regrade), keeping the old one in the history."""
+        with self._tx() as tx:
+            row = tx.execute(
+                select(trials.c.result_json, trials.c.attempts).where(
+                    and_(trials.c.experiment == experiment, trials.c.trial_id == trial_id)
+                )
+            ).first()
+            if row is None:
+                raise AtollError("unknown_trial", f"no trial {trial_id} in run {experiment!r}")
+            tx.execute(
+                update(trials)
+                .where(and_(trials.c.experiment == experiment, trials.c.trial_id == trial_id))
+                .values(outcome=result.outcome.value, result_json=result.model_dump_json(), updated_at=time.time())
+            )
+            tx.execute(
+                attempts.insert().values(
+                    experiment=experiment, trial_id=trial_id, attempt=row[1], worker=note,
+                    outcome=result.outcome.value, accepted=1, error=None, result_json=row[0],
+                    finished_at=time.time(),
+                )
+            )
+
     # --- reading ----------------------------------------------------------------------------
 
     def counts(self, experiment: str) -> dict[str, int]:

@@ -13,6 +13,7 @@ def register(app: typer.Typer) -> None:
     app.command(name="run")(run)
     app.command(name="report")(report)
     app.command(name="worker")(worker)
+    app.command(name="regrade")(regrade)
 
 
 def run(
@@ -80,6 +81,30 @@ def worker(
                                      executor_name=executor, exit_when_idle=not forever))
     typer.echo(f"worker finished: {summary.completed} trials completed, {summary.infra_errors} infra errors, "
                f"{summary.lost_leases} lost leases")
+
+
+def regrade(
+    run_name: str = typer.Argument(..., help="experiment (run) name"),
+    store: str = typer.Option("sqlite:///atoll-out/atoll.db", help="store URL"),
+    judge_model: str = typer.Option(None, help="judge model (default: the experiment's)"),
+    api_base: str = typer.Option(None, help="OpenAI-compatible endpoint of the judge"),
+) -> None:
+    """Re-judge recorded trajectories and snapshots without re-running agents."""
+    from orchestrator.regrade import regrade_run
+    from orchestrator.report import write_report
+    from orchestrator.store import TrialStore
+
+    trial_store = TrialStore(store)
+    try:
+        summary = asyncio.run(regrade_run(trial_store, run_name, judge_model=judge_model, api_base=api_base))
+        spec = trial_store.experiment_spec(run_name) or {}
+        paths = write_report(trial_store, run_name, Path(spec.get("output_dir", "atoll-out")) / run_name)
+    finally:
+        trial_store.dispose()
+    print_leaderboard(paths["md"])
+    typer.echo(f"regraded {summary['trials_regraded']} trials: {summary['verdicts_changed']} verdicts and "
+               f"{summary['outcomes_changed']} outcomes changed, {summary['cache_hits']} cached verdicts; "
+               f"provenance in {paths['md'].parent}/regrade-{summary['regraded_at']}.json")
 
 
 def print_leaderboard(markdown_path: Path) -> None:

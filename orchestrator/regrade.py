@@ -1,0 +1,89 @@
+"""``atoll regrade RUN``: judge recorded trials again without re-running any agent.
+
+For every finished trial with stored artifacts, the grader grades the stored trajectory and
+snapshots again (with the experiment's judge, or another one), the new grade is stored next
+to the old one, the trial's result is updated, and a provenance file lists every verdict
+that moved. With the verdict cache, unchanged evidence costs no judge call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from atoll.errors import AtollError
+from atoll.experiment import ExperimentSpec
+from atoll.grade import Grade
+from atoll.loader import load_benchmark
+from atoll.trajectory import Trajectory
+from atoll.trial import Outcome
+from orchestrator.artifacts import ArtifactStore
+from orchestrator.executors.local import trial_outcome
+from orchestrator.store import TrialStore
+
+
+async def regrade_run(store: TrialStore, experiment: str, *, judge_model: str | None = None,
+                      api_base: str | None = None, output_dir: Path | None = None) -> dict[str, Any]:
+    """Regrade every finished trial of ``experiment``; returns the provenance summary."""
+    from grader import JudgeConfig, VerdictCache, regrade
+
+    raw = store.experiment_spec(experiment)
+    if raw is None:
+        raise AtollError("unknown_run", f"no run {experiment!r} in {store.url}")
+    spec = ExperimentSpec.model_validate(raw)
+    benchmark = load_benchmark(spec.benchmark)
+    tasks = {task.task_id: task for task in benchmark.tasks}
+    artifacts = ArtifactStore(spec.artifacts)
+    model = judge_model or spec.judge.model
+    judge = JudgeConfig(model=model, api_base=api_base or spec.judge.api_base, samples=spec.judge.samples,
+                        extra_args=spec.judge.extra_args) if model else None
+    output = output_dir or Path(spec.output_dir) / experiment
+    cache = VerdictCache(Path(spec.output_dir) / ".cache" / "verdicts.sqlite")
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    movements: list[dict[str, Any]] = []
+    regraded = 0
+    for trial_spec, result, state, _attempts in store.results(experiment):
+        if result is None or state != "done" or not (result.trajectory_uri and result.snapshot_after_uri):
+            continue
+        task = tasks.get(trial_spec.task_id)
+        if task is None:
+            continue
+        with tempfile.TemporaryDirectory(prefix="regrade-") as scratch:
+            before = artifacts.get_file(result.snapshot_before_uri, Path(scratch) / "before.tar.gz")
+            after = artifacts.get_file(result.snapshot_after_uri, Path(scratch) / "after.tar.gz")
+            trajectory = Trajectory.model_validate_json(artifacts.get_bytes(result.trajectory_uri))
+            old = Grade.model_validate_json(artifacts.get_bytes(result.grade_uri)) if result.grade_uri else None
+            grade, provenance = await regrade(task, before, after, trajectory, old, judge, cache)
+        grade_uri = artifacts.put_bytes(
+            f"{experiment}/{trial_spec.trial_id}/regrade-{stamp}/grade.json", grade.model_dump_json(indent=2).encode()
+        )
+        outcome = result.outcome if result.outcome is Outcome.infra_error else trial_outcome(trajectory, grade)
+        checked = {c.verifier_id for c in task.rubric if c.check is not None}
+        updated = result.model_copy(update={
+            "outcome": outcome, "score": grade.score, "grade_uri": grade_uri,
+            "judge_cost_usd": result.judge_cost_usd + grade.judge_cost_usd,
+            "checks_met": sum(v.verifier_id in checked and v.verdict.value == "met" for v in grade.criteria)
+            if checked else None,
+            "checks_total": len(checked) if checked else None,
+        })
+        await asyncio.to_thread(store.replace_result, experiment, trial_spec.trial_id, updated, note=f"regrade {stamp}")
+        regraded += 1
+        movements.append({**provenance.model_dump(mode="json"), "old_outcome": result.outcome.value,
+                          "new_outcome": outcome.value, "grade_uri": grade_uri})
+    summary = {
+        "experiment": experiment,
+        "regraded_at": stamp,
+        "judge_model": model,
+        "trials_regraded": regraded,
+        "outcomes_changed": sum(m["old_outcome"] != m["new_outcome"] for m in movements),
+        "verdicts_changed": sum(m["changed"] for m in movements),
+        "cache_hits": cache.hits,
+        "trials": movements,
+    }
+    output.mkdir(parents=True, exist_ok=True)
+    (output / f"regrade-{stamp}.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return summary

@@ -1,0 +1,52 @@
+"""`atoll regrade`: judge recorded trials again without re-running agents."""
+
+import asyncio
+import json
+
+import pytest
+
+from atoll.experiment import ExperimentSpec
+from atoll.sample import generate_sample_benchmark
+from atoll.testing.scripted_llm import ScriptedLLM
+from orchestrator.regrade import regrade_run
+from orchestrator.runner import run_experiment
+from orchestrator.store import TrialStore
+
+MET = {"content": json.dumps({"rationale": "the deliverable states it", "verdict": "met"})}
+
+
+@pytest.mark.slow
+def test_regrade_with_a_judge_turns_ungradeable_into_graded_without_rerunning(tmp_path):
+    benchmark = generate_sample_benchmark(tmp_path / "bench")
+    tasks = json.loads((benchmark / "tasks_and_rubrics.json").read_text())
+    judge_only = [t["task_id"] for t in tasks if any(c.get("check") is None for c in t["rubric"])][:2]
+    spec = ExperimentSpec.model_validate({
+        "name": "re", "benchmark": str(benchmark), "tasks": {"ids": judge_only},
+        "agents": [{"name": "oracle", "agent": "replay", "model": "replay"}],
+        "store": str(tmp_path / "store.db"), "artifacts": (tmp_path / "artifacts").as_uri(),
+        "output_dir": str(tmp_path / "out"),
+    })
+    first = asyncio.run(run_experiment(spec, quiet=True))
+    store = TrialStore(spec.store)
+    assert {r.outcome.value for _s, r, _st, _a in store.results("re")} == {"ungradeable"}
+    attempts = len(store.attempt_history("re"))
+
+    with ScriptedLLM(lambda request: MET) as judge:
+        summary = asyncio.run(regrade_run(store, "re", judge_model="openai/judge", api_base=judge.api_base))
+        judged = len(judge.requests)
+    assert summary["trials_regraded"] == 2 and summary["outcomes_changed"] == 2 and judged > 0
+    assert {r.outcome.value for _s, r, _st, _a in store.results("re")} == {"pass"}
+    moved = [c for trial in summary["trials"] for c in trial["criteria"] if c["changed"]]
+    assert moved and all(c["old_verdict"] == "ungradeable" and c["new_verdict"] == "met" for c in moved)
+    # No agent ran again: the only new history rows are the regrade records, old results kept.
+    history = store.attempt_history("re")
+    assert len(history) == attempts + 2 and all(h["worker"].startswith("regrade") for h in history[attempts:])
+    assert (tmp_path / "out" / "re" / f"regrade-{summary['regraded_at']}.json").exists()
+    assert first.counts["done"] == 2
+
+    # Regrading the same evidence again costs no judge call: the verdict cache answers.
+    with ScriptedLLM([]) as unused:
+        again = asyncio.run(regrade_run(store, "re", judge_model="openai/judge", api_base=unused.api_base))
+        assert unused.requests == []
+    assert again["cache_hits"] >= len(moved) and again["outcomes_changed"] == 0
+    store.dispose()
