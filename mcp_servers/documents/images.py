@@ -96,7 +96,7 @@ def replace_pixels(document: Any, image: ImageRef, edit: Any) -> None:
     kept and the height follows the new aspect ratio (a 90° turn swaps it)."""
     import io
 
-    from mcp_servers.documents.pixels import apply
+    from mcp_servers._office.pixels import apply
 
     data, _mime = image_bytes(document, image)
     new_data, _extension, (px_width, px_height) = apply(data, edit)

@@ -7,13 +7,13 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from mcp_servers._core.errors import ToolError
+from mcp_servers._office.package import require_suffix, save_package
 from mcp_servers.documents.blocks import build_blocks, place
 from mcp_servers.documents.body import resolve
 from mcp_servers.documents.editing import add_text, delete, edit_text
 from mcp_servers.documents.editing import apply_formatting as format_target
 from mcp_servers.documents.files import DocumentFiles
 from mcp_servers.documents.models import Alignment, ContentBlock, DocumentMetadata
-from mcp_servers.documents.office import require_suffix, save_package
 from mcp_servers.documents.reading import collect_images
 from mcp_servers.documents.server import SERVER, FilePath, Identifier
 
@@ -269,8 +269,8 @@ def modify_image(
     Args:
         alt_text: the picture's description (alternative text).
     """
+    from mcp_servers._office.pixels import PixelEdit
     from mcp_servers.documents.images import find_image, replace, replace_pixels, resize, set_description
-    from mcp_servers.documents.pixels import PixelEdit
 
     if image_index is None and annotation is None:
         raise ToolError("invalid_argument", "image_index: give image_index or annotation", argument="image_index")

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp_servers._core.errors import ToolError
-from mcp_servers.documents.office import open_package
+from mcp_servers._office.package import open_package
 
 CHART_TYPES = (
     "bar", "column", "stacked_bar", "stacked_column", "line", "pie", "doughnut", "area", "scatter", "radar",

@@ -10,7 +10,7 @@ from typing import Any
 from mcp_servers._core.context import ServerContext
 from mcp_servers._core.errors import ToolError
 from mcp_servers._core.store import file_lock
-from mcp_servers.documents.office import open_package, require_suffix, save_package
+from mcp_servers._office.package import open_package, require_suffix, save_package
 
 PPTX_SUFFIXES = (".pptx",)
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".tif", ".tiff")

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from pydantic import Field, ValidationError
 
 from mcp_servers._core.errors import ToolError
-from mcp_servers.documents.office import require_suffix, save_package
+from mcp_servers._office.package import require_suffix, save_package
 from mcp_servers.presentations.editing import apply_operation
 from mcp_servers.presentations.files import SHEET_SUFFIXES, DeckFiles
 from mcp_servers.presentations.models import BulletItem, DeckMetadata, SlideOperation, SlideSpec, TableSpec
@@ -227,7 +227,7 @@ def modify_image(
     image). Move with x, y; resize with width/height (one dimension keeps the aspect
     ratio); replace with another image file; or delete it.
     """
-    from mcp_servers.documents.pixels import PixelEdit, apply
+    from mcp_servers._office.pixels import PixelEdit, apply
 
     if annotation is None:
         if slide_index is None or image_index is None:

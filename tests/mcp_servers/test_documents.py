@@ -547,7 +547,7 @@ def test_image_paths_inside_content_blocks_stay_in_the_root(env, hostile):
 
 def test_zip_bomb_is_refused_unopened(env, monkeypatch):
     docs, world = env
-    from mcp_servers.documents import office
+    from mcp_servers._office import package as office
 
     monkeypatch.setattr(office, "MAX_UNPACKED_BYTES", 10_000)
     error = docs.error("read_document_content", file_path="/memo.docx")
