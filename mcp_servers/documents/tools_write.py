@@ -135,6 +135,10 @@ def insert_content(
             raise ToolError(
                 "unsupported", "content: a section_break can only be added with identifier='body', position='end'"
             )
+        if target.area != "body" and any(block.type in ("image", "page_break") for block in content):
+            raise ToolError(
+                "unsupported", f"content: images and page breaks cannot go into the {target.area}", argument="content"
+            )
         elements = build_blocks(document, content, files.image)
         if not (target.identifier == "body" and position == "end"):
             place(elements, target, position)
@@ -230,6 +234,8 @@ def add_image(
 
     with files.edit(file_path) as (document, virtual):
         target = resolve(document, identifier)
+        if target.area != "body":
+            raise ToolError("unsupported", f"identifier: pictures cannot be added to the {target.area}", argument="identifier")
         elements = build_blocks(document, [block], image_argument)
         place(elements, target, position)
         images = collect_images(document)

@@ -663,3 +663,17 @@ def test_content_blocks_accept_loose_shapes(env):
     assert docs.ok("get_document_overview", file_path="/loose.docx")["images"] == 1
     error = docs.error("create_document", directory="/", file_name="bad.docx", content=[{"type": "paragraph", "txt": "x"}])
     assert error["code"] == "invalid_argument" and "txt" in error["message"]
+
+
+def test_headers_take_text_and_tables_but_not_pictures(env):
+    docs, world = env
+    docs.ok("add_content_text", file_path="/memo.docx", identifier="header.s.0", text="Second line", position="end")
+    docs.ok("insert_content", file_path="/memo.docx", identifier="header.s.0", content=[{"type": "table", "rows": [["x"]]}])
+    header = reopen(world).sections[0].header
+    assert [p.text for p in header.paragraphs] == ["Confidential", "Second line"] and len(header.tables) == 1
+    error = docs.error("add_image", file_path="/memo.docx", image_path="/img/red.png", identifier="header.s.0.p.0")
+    assert error["code"] == "unsupported"
+    error = docs.error(
+        "insert_content", file_path="/memo.docx", identifier="footer.s.0", content=[{"type": "image", "path": "/img/red.png"}]
+    )
+    assert error["code"] == "unsupported"
