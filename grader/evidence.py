@@ -106,7 +106,7 @@ def evidence_digest(
         "answer": answer if routed.include_answer else None,
         "change_log": change_log,
         "artifacts": [[a.id, a.text] for a in routed.artifacts],
-        "budget": config.context_budget_chars if config else None,
+        "budget": config.budget_chars() if config else None,
         "selector": config.selector if config else None,
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()

@@ -19,7 +19,7 @@ from grader.checks import run_check
 from grader.diff import WorldDiff, diff_snapshots
 from grader.evidence import build_blocks, evidence_digest, fit, route, truncate
 from grader.extract import ExtractOptions
-from grader.judge import PROMPT_VERSION, JudgeConfig, judge
+from grader.judge import PROMPT_VERSION, JudgeConfig, context_shrink_factor, judge
 from grader.snapshot import Snapshot
 
 
@@ -119,9 +119,9 @@ async def _decide(context: _Context, criterion: Criterion) -> CriterionVerdict:
                 **common,
             )
 
-    # The budget is in characters; a model with a smaller window than configured answers
-    # "context length exceeded", and the evidence is fitted again into half the budget.
-    budget = config.context_budget_chars
+    # The budget is in characters; a model with a smaller window than assumed answers
+    # "context length exceeded", and the evidence is fitted again into a smaller budget.
+    budget = config.budget_chars()
     for _ in range(3):
         fixed = (
             min(len(context.task.prompt), budget // 8)
@@ -138,12 +138,13 @@ async def _decide(context: _Context, criterion: Criterion) -> CriterionVerdict:
         context.cost_usd += result.cost_usd
         if not result.context_exceeded or budget <= 4000:
             break
-        budget //= 2
+        prompt_chars = sum(len(block.text) for block in blocks) + 2000
+        budget = max(4000, int(min(budget, prompt_chars) * context_shrink_factor(result.error)))
     shown = [artifact.id for artifact, _ in fitted.shown]
     if answer is not None:
         shown.insert(0, "final_answer")
     note = None if fitted.note == "all" else fitted.note
-    if budget != config.context_budget_chars:
+    if budget != config.budget_chars():
         note = f"{note or 'all'}; budget cut to {budget} characters after a context-window error"
     if result.verdict is None:
         reason = result.error or "the judge returned no verdict"

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from atoll.grade import Verdict
 
 PROMPT_VERSION = "judge-v1"
+DEFAULT_BUDGET_CHARS = 400_000
 
 SYSTEM_PROMPT = """You are a strict, careful grader of work done by an AI agent on a professional task.
 You decide whether ONE rubric criterion is met, using only the evidence provided.
@@ -54,7 +55,8 @@ class JudgeConfig(BaseModel):
     OpenAI-compatible server).  The key comes from ``api_key`` or the environment variable
     named by ``api_key_env`` (else litellm's provider defaults).  ``max_retries`` bounds the
     re-asks after malformed output; ``transient_retries`` the retries after 429/5xx/connection
-    errors.  ``context_budget_chars`` caps the evidence text of one prompt; beyond it the
+    errors.  ``context_budget_chars`` caps the evidence text of one prompt (None: from the
+    model's context window when litellm knows it, else 400,000); beyond it the
     ``selector`` (``rank`` or ``llm``) chooses artifacts.
     """
 
@@ -73,9 +75,23 @@ class JudgeConfig(BaseModel):
     timeout_s: float = Field(default=180.0, gt=0)
     temperature: float | None = 0.0
     json_mode: bool = True
-    context_budget_chars: int = Field(default=400_000, ge=1_000)
+    context_budget_chars: int | None = Field(default=None, ge=1_000)
     selector: Literal["rank", "llm"] = "rank"
     concurrency: int = Field(default=8, ge=1)
+
+    def budget_chars(self) -> int:
+        """The evidence budget in characters (about 3 characters per token, minus room to reply)."""
+        if self.context_budget_chars is not None:
+            return self.context_budget_chars
+        try:
+            import litellm
+
+            window = litellm.get_model_info(self.model).get("max_input_tokens")
+        except Exception:  # noqa: BLE001 - unknown models have no info
+            window = None
+        if not window:
+            return DEFAULT_BUDGET_CHARS
+        return max(4_000, min(DEFAULT_BUDGET_CHARS, int(window) * 3 - 8_000))
 
     def resolved_api_key(self) -> str | None:
         if self.api_key is not None:
@@ -188,6 +204,20 @@ class JudgeCallError(RuntimeError):
         self.context_exceeded = context_exceeded
 
 
+_WINDOW = re.compile(r"maximum context length is (\d+) tokens.*?(\d+) tokens", re.IGNORECASE | re.DOTALL)
+
+
+def context_shrink_factor(error: str | None) -> float:
+    """How much to shrink a prompt after a context-window error: from the provider's
+    "maximum context length is N tokens … resulted in M tokens" when present, else 1/2."""
+    match = _WINDOW.search(error or "")
+    if match:
+        limit, used = int(match.group(1)), int(match.group(2))
+        if 0 < limit < used:
+            return max(0.1, 0.85 * limit / used)
+    return 0.5
+
+
 def _transient_errors() -> tuple[type[BaseException], ...]:
     import litellm
 
@@ -231,8 +261,11 @@ async def complete(config: JudgeConfig, messages: list[dict[str, str]]) -> tuple
     if config.api_base:
         arguments["api_base"] = config.api_base
     key = config.resolved_api_key()
-    if key is None and config.api_base and config.model.startswith("openai/") and not os.environ.get(
-        "OPENAI_API_KEY"
+    if (
+        key is None
+        and config.api_base
+        and config.model.startswith("openai/")
+        and not os.environ.get("OPENAI_API_KEY")
     ):
         # Local OpenAI-compatible servers (vLLM, llama.cpp, Ollama) take any key, but the openai
         # client refuses to send a request without one (the agent runner does the same).

@@ -24,7 +24,9 @@ class GraderSettings(BaseSettings):
     api_base: str | None = Field(None, description="OpenAI-compatible base URL of the judge")
     api_key_env: str | None = Field(None, description="name of the variable that holds the judge's key")
     samples: int = Field(1, ge=1, description="judge samples per criterion (majority)")
-    context_budget_chars: int = Field(400_000, ge=1_000, description="evidence characters per prompt")
+    context_budget_chars: int | None = Field(
+        None, ge=1_000, description="evidence characters per prompt (default: from the model's window)"
+    )
     cache: Path | None = Field(None, description="verdict cache: .sqlite file or directory")
     host: str = "127.0.0.1"
     port: int = 8082
