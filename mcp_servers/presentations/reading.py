@@ -137,6 +137,7 @@ def slide_info(slide: Any, slide_index: int) -> dict[str, Any]:
     return {
         "slide_index": slide_index,
         "layout": slide.slide_layout.name,
+        "hidden": slide._element.get("show") in ("0", "false"),
         "title": title,
         "shapes": shapes,
         "notes": notes,
@@ -150,7 +151,8 @@ def public(info: dict[str, Any]) -> dict[str, Any]:
 
 def render_slide(info: dict[str, Any]) -> str:
     """One slide as markdown."""
-    lines = [f"## Slide {info['slide_index']} (layout: {info['layout']})"]
+    hidden = ", hidden" if info.get("hidden") else ""
+    lines = [f"## Slide {info['slide_index']} (layout: {info['layout']}{hidden})"]
     for shape in info["shapes"]:
         kind = shape["kind"]
         if kind == "title":

@@ -83,6 +83,7 @@ def write_deck(path: Path, image: Path) -> None:
     data.add_series("Revenue", (10.0, 12.5))
     media.shapes.add_chart(XL_CHART_TYPE.COLUMN_CLUSTERED, Inches(4), Inches(1.5), Inches(5), Inches(4), data)
     table_slide = deck.slides.add_slide(deck.slide_layouts[5])
+    table_slide._element.set("show", "0")
     table_slide.shapes.title.text = "Numbers"
     table = table_slide.shapes.add_table(2, 2, Inches(1), Inches(2), Inches(6), Inches(1)).table
     for r, row in enumerate([["Metric", "Value"], ["EBITDA", "$46M"]]):
@@ -154,6 +155,7 @@ def test_read_completedeck_shows_text_tables_charts_images_notes(env):
     assert "[image slide.2.image.0" in text
     assert "categories: 2022, 2023; Revenue: 10, 12.5" in text
     assert "| EBITDA | $46M |" in text
+    assert "## Slide 3 (layout: Title Only, hidden)" in text and data["slides"][3]["hidden"]
 
 
 def test_read_slides_by_character_range(env):
