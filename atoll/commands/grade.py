@@ -154,7 +154,8 @@ def grade(
     met = sum(v.verdict.value == "met" for v in result.criteria)
     console.print(
         f"{task.task_id}: {'PASS' if result.passed else 'FAIL'}  score {result.score:.2f} "
-        f"({met}/{len(result.criteria)} met, {result.ungradeable} ungradeable)  -> {output}"
+        f"({met}/{len(result.criteria)} met, {result.ungradeable} ungradeable)  -> {output}",
+        soft_wrap=True,
     )
 
 
