@@ -20,6 +20,7 @@ from mcp_servers._core.errors import ToolError
 from mcp_servers._core.paths import validate_id
 from mcp_servers._core.store import FileStamp, atomic_write_bytes, file_lock
 from mcp_servers.chat.index import ChatIndex, GroupFolder, GroupMessages, Message, index_messages
+from mcp_servers.chat.people import current_user, everyone
 from mcp_servers.chat.timestamps import format_takeout_date
 from mcp_servers.chat.views import EMOJI_NAMES, emoji_of, person, post_view
 
@@ -119,23 +120,8 @@ class ChatService:
         return [p for p in (person(m) for m in info.get("members") or []) if p]
 
     def me(self, *, required: bool = True) -> dict[str, str] | None:
-        """The current user: options user_email/user_name, else the export owner (Users/)."""
-        email, name = self.context.user_email, self.context.user_name
-        if not email:
-            owners = [
-                self.index.json_object(folder / "user_info.json").get("user")
-                for _, folder in self.index.user_folders()
-            ]
-            owners = [p for p in (person(o) for o in owners) if p and p["email"]]
-            if len(owners) == 1:
-                email, name = owners[0]["email"], name or owners[0]["name"]
-        if not email:
-            if required:
-                raise ToolError(
-                    "permission_denied", "no current chat user: the server needs option user_email to post"
-                )
-            return None
-        return {"name": name or email.split("@")[0], "email": email, "user_type": "Human"}
+        """The current user (see :func:`mcp_servers.chat.people.current_user`)."""
+        return current_user(self.context, self.index, required=required)
 
     # ---- reading ---------------------------------------------------------------------
 
@@ -204,32 +190,7 @@ class ChatService:
         }
 
     def people(self) -> dict[str, dict[str, Any]]:
-        """Everyone in the export by lower-case email: user_info files, members, authors."""
-        found: dict[str, dict[str, Any]] = {}
-
-        def add(raw: Any, user_id: str | None = None, group_id: str | None = None) -> None:
-            entry = person(raw)
-            if not entry:
-                return
-            key = (entry["email"] or entry["name"]).lower()
-            current = found.setdefault(
-                key, {**entry, "user_id": user_id or entry["email"] or entry["name"], "channels": []}
-            )
-            if user_id:
-                current["user_id"] = user_id
-            if entry["name"] and not current["name"]:
-                current["name"] = entry["name"]
-            if group_id and group_id not in current["channels"]:
-                current["channels"].append(group_id)
-
-        for user_id, folder in self.index.user_folders():
-            add(self.index.json_object(folder / "user_info.json").get("user"), user_id)
-        for group in self.index.groups():
-            for member in self.index.json_object(group.info_path).get("members") or []:
-                add(member, group_id=group.group_id)
-            for message in self.index.group_messages(group).messages:
-                add(message.record.get("creator"), group_id=group.group_id)
-        return found
+        return everyone(self.index)
 
     def users(self, limit: int, page: int) -> dict[str, Any]:
         people = sorted(self.people().values(), key=lambda p: (p["name"].lower(), p["email"].lower()))
