@@ -195,3 +195,13 @@ def test_concurrent_posts_from_separate_processes_lose_nothing(tmp_path):
     assert sorted(t for t in texts if t.startswith("proc")) == sorted(
         f"proc{n} {i}" for n in range(3) for i in range(6)
     )
+
+
+def test_prefixed_export_wins_when_both_layouts_hold_a_group(tmp_path):
+    world = chat_world(tmp_path)
+    bare = world.apps_root / "chat" / "Groups" / GENERAL
+    bare.mkdir(parents=True)
+    (bare / "messages.json").write_text(json.dumps({"messages": []}))
+    (world.apps_root / "chat" / "Groups" / "Space ZZZZonly9").mkdir()
+    channels = {c["channel_id"]: c for c in service(world).list_channels(50, 0)["channels"]}
+    assert channels[GENERAL]["message_count"] == 6 and "Space ZZZZonly9" in channels
