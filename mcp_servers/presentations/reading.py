@@ -86,15 +86,36 @@ def chart_summary(chart: Any) -> dict[str, Any]:
     return summary
 
 
-def shape_info(shape: Any, slide_index: int, picture_names: dict[int, str], index: int) -> dict[str, Any]:
+def _geometry(shape: Any, cache: dict[Any, tuple[Any, ...]]) -> tuple[Any, ...]:
+    """(left, top, width, height) in EMU. A placeholder without its own position inherits
+    the layout's; that lookup is slow in python-pptx, so it is cached per layout placeholder."""
+    xfrm = getattr(shape._element, "xfrm", None)
+    if xfrm is not None and xfrm.off is not None and xfrm.ext is not None:
+        return xfrm.off.x, xfrm.off.y, xfrm.ext.cx, xfrm.ext.cy
+    key = None
+    if getattr(shape, "is_placeholder", False):
+        layout = shape.part.slide_layout if hasattr(shape.part, "slide_layout") else None
+        key = (id(layout.part) if layout is not None else None, shape.placeholder_format.idx)
+        if key in cache:
+            return cache[key]
+    value = (shape.left, shape.top, shape.width, shape.height)
+    if key is not None:
+        cache[key] = value
+    return value
+
+
+def shape_info(
+    shape: Any, slide_index: int, picture_names: dict[int, str], index: int, cache: dict[Any, tuple[Any, ...]]
+) -> dict[str, Any]:
+    left, top, width, height = _geometry(shape, cache)
     info: dict[str, Any] = {
         "index": index,
         "shape_id": shape.shape_id,
         "name": shape.name,
-        "left": inches(shape.left),
-        "top": inches(shape.top),
-        "width": inches(shape.width),
-        "height": inches(shape.height),
+        "left": inches(left),
+        "top": inches(top),
+        "width": inches(width),
+        "height": inches(height),
     }
     if getattr(shape, "is_placeholder", False):
         kind = shape.placeholder_format.type
@@ -118,8 +139,10 @@ def shape_info(shape: Any, slide_index: int, picture_names: dict[int, str], inde
     return info
 
 
-def slide_info(slide: Any, slide_index: int) -> dict[str, Any]:
-    """Structured content of one slide."""
+def slide_info(slide: Any, slide_index: int, cache: dict[Any, tuple[Any, ...]] | None = None) -> dict[str, Any]:
+    """Structured content of one slide (``cache``: inherited placeholder positions, shared
+    across the slides of one read)."""
+    cache = {} if cache is None else cache
     found = pictures(slide, slide_index)
     picture_names = {id(shape._element): name for name, shape in found}
     shapes = []
@@ -127,7 +150,7 @@ def slide_info(slide: Any, slide_index: int) -> dict[str, Any]:
     for index, shape in enumerate(iter_shapes(slide.shapes)):
         if getattr(shape, "is_placeholder", False) and shape.placeholder_format.type in _CHROME:
             continue
-        info = shape_info(shape, slide_index, picture_names, index)
+        info = shape_info(shape, slide_index, picture_names, index, cache)
         if info["kind"] == "title" and not title:
             title = shape.text_frame.text
         shapes.append(info)
@@ -196,8 +219,9 @@ def _number(value: Any) -> str:
 def deck_markdown(deck: Any) -> tuple[list[dict[str, Any]], str]:
     """(structured slides, markdown of the whole deck)."""
     infos = []
+    cache: dict[Any, tuple[Any, ...]] = {}
     for index, slide in enumerate(deck.slides):
-        info = slide_info(slide, index)
+        info = slide_info(slide, index, cache)
         infos.append(info)
     text = "\n\n".join(render_slide(info) for info in infos)
     return [public(info) for info in infos], text
