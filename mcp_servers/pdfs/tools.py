@@ -89,8 +89,10 @@ def read_pdf_pages(
     pages: str | int | list[int] | None = None,
     max_chars: Annotated[int, Field(ge=100, le=200_000)] = DEFAULT_MAX_CHARS,
 ) -> ToolOutput:
-    """Text of PDF pages, page by page (scanned pages are OCR'd), with embedded images and
-    struck-through text. Output is capped; a continuation tells which pages to read next.
+    """Read the text of PDF pages, page by page (scanned pages are OCR'd).
+
+    Also lists each page's embedded images (ids for read_image) and struck-through text.
+    Output is capped at max_chars; a continuation tells which pages to read next.
 
     Args:
         file_path: The .pdf file.

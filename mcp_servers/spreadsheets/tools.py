@@ -402,10 +402,12 @@ def delete_tab(state: SheetsState, file_path: str, tab_index: Annotated[int, Fie
 
 @SERVER.tool(action="edit")
 def edit_spreadsheet(state: SheetsState, file_path: str, operations: list[Operation]) -> dict[str, Any]:
-    """Apply edit operations in order, atomically (all or none): set_cell, append_rows, rename_sheet,
-    format_cells, merge_cells, unmerge_cells, set_column_width, set_row_height, freeze_panes,
-    add_named_range, delete_named_range, add_data_validation, add_conditional_formatting,
-    set_auto_filter, set_number_format, add_image. Each operation has "type" and "sheet".
+    """Apply edit operations to a workbook in order, atomically (all or none).
+
+    Operation types (each with "type" and "sheet"): set_cell, append_rows, rename_sheet, format_cells,
+    merge_cells, unmerge_cells, set_column_width, set_row_height, freeze_panes, add_named_range,
+    delete_named_range, add_data_validation, add_conditional_formatting, set_auto_filter,
+    set_number_format, add_image. Formulas are recomputed after the edit.
 
     Args:
         file_path: The workbook (.xlsx).
