@@ -85,14 +85,20 @@ def replace_in_paragraph(paragraph: Any, search: str, replace: str, match_case: 
     return len(matches)
 
 
-def replace_text(deck: Any, search: str, replace: str, slide_index: int | None, match_case: bool) -> int:
-    """Replace ``search`` in every text frame and table cell of one slide or all slides."""
+def replace_text(
+    deck: Any, search: str, replace: str, slide_index: int | None, match_case: bool, include_notes: bool = False
+) -> int:
+    """Replace ``search`` in every text frame and table cell of one slide or all slides (and
+    their speaker notes with ``include_notes``)."""
     if not search:
         raise ToolError("invalid_argument", "search: must not be empty", argument="search")
     slides = [get_slide(deck, slide_index)] if slide_index is not None else list(deck.slides)
     count = 0
     for slide in slides:
-        for frame in _text_frames(slide):
+        frames = _text_frames(slide)
+        if include_notes and slide.has_notes_slide and slide.notes_slide.notes_text_frame is not None:
+            frames.append(slide.notes_slide.notes_text_frame)
+        for frame in frames:
             for paragraph in frame.paragraphs:
                 count += replace_in_paragraph(paragraph, search, replace, match_case)
     return count
@@ -113,7 +119,10 @@ def apply_operation(deck: Any, operation: SlideOperation, number: int) -> dict[s
     kind = operation.type
     if kind == "replace_text":
         _require(operation, number, "search", "replace")
-        count = replace_text(deck, operation.search, operation.replace, operation.slide_index, operation.match_case)
+        count = replace_text(
+            deck, operation.search, operation.replace, operation.slide_index, operation.match_case,
+            operation.include_notes,
+        )
         return {"type": kind, "replacements": count}
     _require(operation, number, "slide_index")
     slide = get_slide(deck, operation.slide_index)

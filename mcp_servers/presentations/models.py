@@ -100,7 +100,8 @@ OPERATION_ALIASES = {
 
 class SlideOperation(BaseModel):
     """One edit. Fields by type (the reference's names in brackets are accepted too):
-    replace_text {search, replace, slide_index (null = all slides), match_case};
+    replace_text {search, replace, slide_index (null = all slides), match_case,
+    include_notes};
     update_title [update_slide_title] {slide_index, title}; update_subtitle
     [update_slide_subtitle] {slide_index, subtitle}; add_bullets [append_bullets] /
     replace_bullets [set_bullets] {slide_index, bullets [items], placeholder};
@@ -120,6 +121,7 @@ class SlideOperation(BaseModel):
     search: str | None = None
     replace: str | None = None
     match_case: bool = True
+    include_notes: bool = False
     title: str | None = None
     subtitle: str | None = None
     bullets: list[str | BulletItem] | None = None

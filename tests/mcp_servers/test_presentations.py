@@ -203,6 +203,14 @@ def test_replace_text_changes_only_matching_runs(env):
     assert run.font.bold and run.font.size == Pt(28) and run.font.color.rgb == RGBColor(0xC0, 0, 0)
     label = reopen(world).slides[1].placeholders[1].text_frame.paragraphs[0].runs[0]
     assert label.text == "Offer: " and label.font.bold is None
+    assert reopen(world).slides[1].notes_slide.notes_text_frame.text == "Mention the $420M offer"
+    result = slides.ok(
+        "edit_slides",
+        file_path=DECK,
+        operations=[{"type": "replace_text", "search": "$420M", "replace": "$435M", "include_notes": True}],
+    )
+    assert result["applied"][0]["replacements"] == 1
+    assert reopen(world).slides[1].notes_slide.notes_text_frame.text == "Mention the $435M offer"
 
 
 def test_replace_text_across_runs_and_in_tables(env):
