@@ -79,7 +79,7 @@ def overhead(root: Path, trials: int) -> None:
             "benchmark": str(bench),
             "tasks": {"limit": trials},
             "agents": [{"name": "scripted", "agent": "react_toolbelt", "model": "openai/zero-latency",
-                        "api_base": llm.api_base, "config": {"api_key": "x"}}],
+                        "api_base": llm.api_base}],
             "runs": 1,
             "executor": "local",
             "store": str(root / "overhead.db"),

@@ -83,16 +83,16 @@ async def run_experiment(
     """
     benchmark = load_benchmark(spec.benchmark)
     trials = plan_trials(benchmark, spec)
+    # The executor checks the agents' options before anything is written to the store.
+    executor = None if enqueue_only else (executor_factory or default_executor(spec.executor))(benchmark, spec)
     store = TrialStore(spec.store)
     try:
         store.save_experiment(spec.name, spec.model_dump(mode="json"))
         added = store.enqueue(trials)
         reclaimed = store.reclaim(spec.name)
-        if enqueue_only:
+        if executor is None:
             return RunOutcome(spec.name, len(trials), added, reclaimed, SchedulerSummary(),
                               store.counts(spec.name), {})
-        factory = executor_factory or default_executor(spec.executor)
-        executor = factory(benchmark, spec)
         view = ProgressView(spec.name, store, quiet=quiet, json_events=json_events, out=progress_out,
                             runs=spec.runs, seed=spec.seed)
         scheduler = Scheduler(

@@ -1,42 +1,60 @@
-"""The local executor: every trial in a fresh world on this machine.
+"""The local executor: every trial in a fresh world, driven from this process.
 
-Per trial: an environment (in-process, on a free loopback port, with its own temporary
-roots; reused across trials only after the freshness check) is populated from the
+Per trial: an environment (by default in-process, on a free loopback port, with its own
+temporary roots; reused across trials only after the freshness check) is populated from the
 world's cached extracted seed (world zip + task overlay, extracted once), its initial
-snapshot digest must equal the seed's, the app servers are configured, the agent runs
-over MCP HTTP, the final snapshot is taken, the grader grades, and trajectory, grade and
+snapshot digest must equal the seed's, the app servers are configured, the agent runs over
+MCP HTTP, the final snapshot is taken, the grader grades, and trajectory, grade and
 snapshots go to the artifact store.
+
+The same executor drives separately deployed services (``docker compose``) when
+``ATOLL_ENVIRONMENT_URLS`` names running environments (the seed is then uploaded instead of
+read from disk), ``ATOLL_AGENTS_RUNNER_URL`` an agents runner and ``ATOLL_GRADER_URL`` a
+grading service. The steps themselves live in :mod:`orchestrator.executors.steps`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import logging
 import shutil
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from atoll.benchmark import Benchmark, Task
 from atoll.errors import AtollError
 from atoll.experiment import ExperimentSpec
 from atoll.grade import Grade
-from atoll.trajectory import ErrorKind, RunStatus, Trajectory
-from atoll.trial import Outcome, TrialResult, TrialSpec
+from atoll.trajectory import Trajectory
+from atoll.trial import TrialResult, TrialSpec
 from orchestrator.artifacts import ArtifactStore, trial_prefix
+from orchestrator.executors import steps
 from orchestrator.executors.base import InfraError
+from orchestrator.executors.steps import EnvironmentEndpoint, trial_outcome
 from orchestrator.ratelimit import ProviderLimiter, provider_of
 
-log = logging.getLogger("atoll.orchestrator.local")
 
-# Keys of a trial's agent config that are the orchestrator's, not the agent's.
-_ORCHESTRATOR_KEYS = frozenset({"api_base", "api_key_env"})
-_INCOMPLETE = (RunStatus.max_steps, RunStatus.timeout, RunStatus.budget_exhausted)
+class ServiceSettings(BaseSettings):
+    """Where the services are when they are not in this process (``ATOLL_*`` variables)."""
+
+    model_config = SettingsConfigDict(env_prefix="ATOLL_", extra="ignore")
+
+    environment_urls: str = Field("", description="comma-separated base URLs of running environments")
+    agents_runner_url: str | None = Field(None, description="agents runner service; unset = in-process")
+    grader_url: str | None = Field(None, description="grading service; unset = in-process")
+    env_token: str | None = Field(None, description="bearer token of the environments' /apps and /data/*")
+    mcp_token: str | None = Field(None, description="bearer token of the environments' /mcp")
+    agent_token: str | None = Field(None, description="bearer token of the agents runner")
+
+    def environments(self) -> list[EnvironmentEndpoint]:
+        return [EnvironmentEndpoint(url.strip(), self.env_token, self.mcp_token)
+                for url in self.environment_urls.split(",") if url.strip()]
 
 
 class SeedCache:
@@ -122,33 +140,47 @@ class _EnvironmentPool:
         self._all.clear()
 
 
-def trial_outcome(trajectory: Trajectory, grade: Grade | None) -> Outcome:
-    """pass = every criterion met; fail = a criterion not met, or the run ended without a
-    gradeable result; ungradeable = nothing failed but some criterion could not be decided."""
-    if grade is None:
-        return Outcome.failed
-    if grade.passed:
-        return Outcome.passed
-    if any(v.verdict.value == "not_met" for v in grade.criteria):
-        return Outcome.failed
-    return Outcome.ungradeable
+class _RemotePool:
+    """Running environment services, one trial at a time each. A trial that failed leaves
+    the environment in the pool: the next trial's freshness check catches a broken world."""
+
+    def __init__(self, endpoints: list[EnvironmentEndpoint]) -> None:
+        self._free: asyncio.Queue = asyncio.Queue()
+        for endpoint in endpoints:
+            self._free.put_nowait(endpoint)
+
+    async def acquire(self) -> EnvironmentEndpoint:
+        return await self._free.get()
+
+    def release(self, environment: EnvironmentEndpoint, *, healthy: bool) -> None:
+        self._free.put_nowait(environment)
+
+    def close(self) -> None:
+        return None
 
 
 class LocalExecutor:
-    def __init__(self, benchmark: Benchmark, spec: ExperimentSpec) -> None:
+    def __init__(self, benchmark: Benchmark, spec: ExperimentSpec,
+                 services: ServiceSettings | None = None) -> None:
         self.benchmark = benchmark
         self.spec = spec
+        self.services = services or ServiceSettings()
         self.tasks: dict[str, Task] = {task.task_id: task for task in benchmark.tasks}
         output = Path(spec.output_dir)
         self.seeds = SeedCache(output / ".cache" / "seeds")
-        scratch = output / ".cache" / "environments"
-        scratch.mkdir(parents=True, exist_ok=True)
-        self.pool = _EnvironmentPool(spec.concurrency.trials, scratch)
+        remote = self.services.environments()
+        if remote:
+            self.pool: Any = _RemotePool(remote)
+        else:
+            scratch = output / ".cache" / "environments"
+            scratch.mkdir(parents=True, exist_ok=True)
+            self.pool = _EnvironmentPool(spec.concurrency.trials, scratch)
+        self._remote_environments = bool(remote)
         self.artifacts = ArtifactStore(spec.artifacts)
         self.providers = ProviderLimiter(spec.concurrency.per_provider,
                                          default=spec.concurrency.default_per_provider)
         self._judge = self._judge_config()
-        self._cache = self._verdict_cache(output)
+        self._cache = None if self.services.grader_url else self._verdict_cache(output)
         self._http = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0))
 
     def _judge_config(self) -> Any:
@@ -176,109 +208,49 @@ class LocalExecutor:
         task = self.tasks[spec.task_id]
         started = time.perf_counter()
         seed, seed_digest = await self.seeds.get(spec, self.benchmark)
+        before = self.seeds.snapshot_path(seed)
         environment = await self.pool.acquire()
+        endpoint = environment if isinstance(environment, EnvironmentEndpoint) else EnvironmentEndpoint(
+            environment.url)
         healthy = False
         try:
-            before = await self._prepare_world(environment, seed, seed_digest, spec)
-            trajectory = await self._run_agent(environment, task, spec)
-            after = await self._snapshot(environment)
+            await steps.prepare_world(
+                self._http, endpoint, seed_digest=seed_digest, world_id=spec.world_id,
+                world_options=steps.world_options(self.benchmark.world(spec.world_id)),
+                seed_archive=before if self._remote_environments else None,
+                seed_folder=None if self._remote_environments else seed,
+            )
+            trajectory = await self._run_agent(endpoint, task, spec)
+            after = await steps.take_snapshot(self._http, endpoint)
             healthy = True
         finally:
             self.pool.release(environment, healthy=healthy)
 
-        if trajectory.status is RunStatus.error and trajectory.error is not None and trajectory.error.kind in (
-            ErrorKind.infrastructure, ErrorKind.model_provider
-        ):
-            # Neither is the agent's failure: retry, and report infra_error if it persists.
-            raise InfraError(f"{trajectory.error.kind.value}: {trajectory.error.message}")
-
+        steps.raise_for_infrastructure(trajectory)
         prefix = trial_prefix(spec.experiment, spec.trial_id, attempt)
         scratch = Path(tempfile.mkdtemp(prefix="grade-"))
         try:
             after_path = scratch / "after.tar.gz"
             after_path.write_bytes(after)
             grade = None
-            if trajectory.status not in _INCOMPLETE or self.spec.limits.grade_incomplete:
+            if steps.should_grade(trajectory, self.spec.limits.grade_incomplete):
                 grade = await self._grade(task, before, after_path, trajectory, spec)
-            uris = await asyncio.to_thread(self._store_artifacts, prefix, trajectory, grade, before, after_path)
+            uris = await asyncio.to_thread(steps.store_artifacts, self.artifacts, prefix, trajectory, grade,
+                                           before, after_path, seed_key=f"seeds/{before.name}")
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
+        return steps.build_result(spec, task, trajectory, grade, attempt=attempt,
+                                  duration_s=time.perf_counter() - started, uris=uris)
 
-        outcome = trial_outcome(trajectory, grade)
-        checked = {c.verifier_id for c in task.rubric if c.check is not None}
-        checks_met = sum(v.verifier_id in checked and v.verdict.value == "met" for v in grade.criteria) if grade else 0
-        return TrialResult(
-            checks_met=checks_met if checked else None,
-            checks_total=len(checked) if checked else None,
-            trial_id=spec.trial_id,
-            outcome=outcome,
-            score=grade.score if grade else 0.0,
-            run_status=trajectory.status.value,
-            error=trajectory.error.message if trajectory.error else (
-                "; ".join(grade.ungradeable_reasons) if grade and outcome is Outcome.ungradeable else None
-            ),
-            attempt=attempt,
-            steps=trajectory.steps,
-            tool_calls=len(trajectory.tool_calls),
-            prompt_tokens=trajectory.usage.prompt_tokens,
-            completion_tokens=trajectory.usage.completion_tokens,
-            agent_cost_usd=trajectory.usage.cost_usd,
-            judge_cost_usd=grade.judge_cost_usd if grade else 0.0,
-            duration_s=time.perf_counter() - started,
-            finished_at=datetime.now(UTC),
-            **uris,
-        )
-
-    async def _post(self, environment: Any, path: str, **kwargs: Any) -> httpx.Response:
-        try:
-            response = await self._http.post(f"{environment.url}{path}", **kwargs)
-        except httpx.HTTPError as exc:
-            raise InfraError(f"environment {path}: {type(exc).__name__}: {exc}") from exc
-        if response.status_code >= 400:
-            raise InfraError(f"environment {path}: HTTP {response.status_code}: {response.text[:500]}")
-        return response
-
-    async def _prepare_world(self, environment: Any, seed: Path, seed_digest: str, spec: TrialSpec) -> Path:
-        await self._post(environment, "/data/populate",
-                         json={"sources": [{"url": seed.as_uri(), "subsystem": "world"}], "mode": "replace"})
-        snapshot = await self._post(environment, "/data/snapshot")
-        digest = hashlib.sha256(snapshot.content).hexdigest()
-        if digest != seed_digest:
-            raise InfraError(
-                f"world {spec.world_id} is not fresh: initial snapshot {digest[:12]} differs from seed {seed_digest[:12]}"
-            )
-        world = self.benchmark.world(spec.world_id)
-        options = {key: value for key, value in {
-            "user_email": (world.model_extra or {}).get("user_email"),
-            "user_name": (world.model_extra or {}).get("user_name"),
-        }.items() if value}
-        from mcp_servers import SERVER_NAMES
-
-        servers = {name: {"transport": "inprocess", "server": name, "options": options} for name in SERVER_NAMES}
-        await self._post(environment, "/apps", json={"mcpServers": servers})
-        return self.seeds.snapshot_path(seed)
-
-    async def _snapshot(self, environment: Any) -> bytes:
-        return (await self._post(environment, "/data/snapshot")).content
-
-    async def _run_agent(self, environment: Any, task: Task, spec: TrialSpec) -> Trajectory:
-        from agents_runner import run_agent
-
-        config = {key: value for key, value in spec.agent_config.items()
-                  if key not in _ORCHESTRATOR_KEYS and not key.startswith("instant_")}
+    async def _run_agent(self, environment: EnvironmentEndpoint, task: Task, spec: TrialSpec) -> Trajectory:
         provider = provider_of(spec.model)
         async with self.providers.slot(provider):
-            trajectory = await run_agent(
-                model=spec.model,
-                gateway_url=environment.mcp_url,
-                prompt=task.prompt,
-                api_base=spec.agent_config.get("api_base"),
-                agent=spec.agent,
-                config=config,
-                task_id=task.task_id,
-                trial_id=spec.trial_id,
-                reference_solution=task.reference_solution,
-            )
+            if self.services.agents_runner_url:
+                trajectory = await steps.run_agent_remote(self._http, self.services.agents_runner_url,
+                                                          environment, task, spec,
+                                                          token=self.services.agent_token)
+            else:
+                trajectory = await steps.run_agent_in_process(environment, task, spec)
         if spec.agent != "replay":
             pressured = any(call.retries > 0 for call in trajectory.model_calls)
             await self.providers.report(provider, rate_limited=pressured)
@@ -286,6 +258,9 @@ class LocalExecutor:
 
     async def _grade(self, task: Task, before: Path, after: Path, trajectory: Trajectory,
                      spec: TrialSpec) -> Grade:
+        if self.services.grader_url:
+            return await steps.grade_with_service(self.services.grader_url, task, before, after, trajectory,
+                                                  judge_request(self.spec))
         from grader import grade_trial
 
         try:
@@ -294,21 +269,15 @@ class LocalExecutor:
         except AtollError as exc:
             raise InfraError(f"grader: {exc.message}") from exc
 
-    def _store_artifacts(self, prefix: str, trajectory: Trajectory, grade: Grade | None, before: Path,
-                         after: Path) -> dict[str, str | None]:
-        # The initial world equals the seed's snapshot: store it once per seed.
-        seed_key = f"seeds/{before.name}"
-        before_uri = self.artifacts.uri(seed_key)
-        if not self.artifacts.exists(seed_key):
-            before_uri = self.artifacts.put_file(seed_key, before)
-        return {
-            "trajectory_uri": self.artifacts.put_bytes(f"{prefix}/trajectory.json",
-                                                       trajectory.model_dump_json(indent=2).encode()),
-            "grade_uri": self.artifacts.put_bytes(f"{prefix}/grade.json",
-                                                  grade.model_dump_json(indent=2).encode()) if grade else None,
-            "snapshot_before_uri": before_uri,
-            "snapshot_after_uri": self.artifacts.put_file(f"{prefix}/after.tar.gz", after),
-        }
+
+def judge_request(spec: ExperimentSpec) -> dict[str, Any]:
+    """The experiment's judge as the grading service takes it (never a key: the service holds
+    the judge's credentials). A null judge model asks for programmatic checks only."""
+    judge = spec.judge
+    if not judge.model:
+        return {"none": True}
+    return {"model": judge.model, "api_base": judge.api_base, "samples": judge.samples,
+            "extra_args": judge.extra_args, "concurrency": spec.concurrency.judge}
 
 
-__all__ = ["LocalExecutor", "SeedCache", "trial_outcome"]
+__all__ = ["LocalExecutor", "SeedCache", "ServiceSettings", "judge_request", "trial_outcome"]

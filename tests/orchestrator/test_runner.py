@@ -159,3 +159,14 @@ def test_cli_errors_are_one_line(tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0 and "agents" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_bad_agent_config_fails_before_any_trial(tmp_path, benchmark_dir):
+    spec = _spec(tmp_path, benchmark_dir, executor="local",
+                 agents=[{"name": "a", "agent": "react_toolbelt", "model": "openai/x", "config": {"max_stepz": 3}}])
+    with pytest.raises(AtollError, match=r"agents.0.config: max_stepz: Extra inputs are not permitted"):
+        asyncio.run(run_experiment(spec, quiet=True))
+    unknown = _spec(tmp_path, benchmark_dir, executor="local",
+                    agents=[{"name": "a", "agent": "reactt", "model": "openai/x"}])
+    with pytest.raises(AtollError, match=r"agents.0.agent: unknown agent 'reactt'"):
+        asyncio.run(run_experiment(unknown, quiet=True))

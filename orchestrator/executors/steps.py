@@ -1,0 +1,265 @@
+"""The steps of one trial, shared by every executor that drives an environment over HTTP.
+
+The local executor (in-process environments, or the services of a compose deployment) and
+the per-trial Kubernetes pod (``atoll trial run``) run the same sequence: populate the world
+from its seed, check that it is fresh (initial snapshot digest = seed digest), configure the
+app servers, run the agent over MCP, take the final snapshot, grade, store the artifacts and
+build the :class:`TrialResult`. Every failure of the machinery raises :class:`InfraError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from atoll.benchmark import Task
+from atoll.errors import AtollError
+from atoll.grade import Grade
+from atoll.trajectory import ErrorKind, RunStatus, Trajectory
+from atoll.trial import Outcome, TrialResult, TrialSpec
+from orchestrator.artifacts import ArtifactStore
+from orchestrator.executors.base import InfraError
+
+# Keys of a trial's agent config that are the orchestrator's, not the agent's.
+ORCHESTRATOR_KEYS = frozenset({"api_base", "api_key_env"})
+INCOMPLETE = (RunStatus.max_steps, RunStatus.timeout, RunStatus.budget_exhausted)
+
+
+@dataclass(frozen=True)
+class EnvironmentEndpoint:
+    """Where an environment answers: its base URL, and the bearer tokens of its control plane
+    (``/apps``, ``/data/*``) and of ``/mcp`` when the service requires them."""
+
+    url: str
+    env_token: str | None = None
+    mcp_token: str | None = None
+
+    @property
+    def mcp_url(self) -> str:
+        return f"{self.url.rstrip('/')}/mcp"
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.env_token}"} if self.env_token else {}
+
+
+async def environment_post(http: httpx.AsyncClient, environment: EnvironmentEndpoint, path: str,
+                           **kwargs: Any) -> httpx.Response:
+    """POST to the environment; transport failures and HTTP errors raise InfraError."""
+    try:
+        response = await http.post(f"{environment.url.rstrip('/')}{path}", headers=environment.headers(), **kwargs)
+    except httpx.HTTPError as exc:
+        raise InfraError(f"environment {path}: {type(exc).__name__}: {exc}") from exc
+    if response.status_code >= 400:
+        raise InfraError(f"environment {path}: HTTP {response.status_code}: {response.text[:500]}")
+    return response
+
+
+async def wait_until_healthy(http: httpx.AsyncClient, url: str, *, timeout_s: float = 120.0,
+                             what: str = "environment") -> None:
+    """Poll ``GET url/health`` until it answers 200; InfraError after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    last = "no answer"
+    while time.monotonic() < deadline:
+        try:
+            response = await http.get(f"{url.rstrip('/')}/health", timeout=5.0)
+            if response.status_code == 200:
+                return
+            last = f"HTTP {response.status_code}"
+        except httpx.HTTPError as exc:
+            last = type(exc).__name__
+        await asyncio.sleep(0.5)
+    raise InfraError(f"{what} at {url} not healthy after {timeout_s:.0f} s ({last})")
+
+
+async def prepare_world(http: httpx.AsyncClient, environment: EnvironmentEndpoint, *, seed_digest: str,
+                        world_id: str, world_options: dict[str, Any], seed_folder: Path | None = None,
+                        seed_archive: Path | None = None) -> None:
+    """Replace the environment's world with the seed, check it is fresh, configure the apps.
+
+    The seed is given either as an extracted folder the environment can read
+    (``seed_folder``, same machine) or as the seed's snapshot archive, uploaded
+    (``seed_archive``, any machine). Raises InfraError when the initial snapshot's sha256
+    differs from ``seed_digest``."""
+    if seed_folder is not None:
+        await environment_post(http, environment, "/data/populate",
+                               json={"sources": [{"url": seed_folder.as_uri(), "subsystem": "world"}],
+                                     "mode": "replace"})
+    elif seed_archive is not None:
+        with seed_archive.open("rb") as archive:
+            await environment_post(http, environment, "/data/populate",
+                                   params={"subsystem": "world", "mode": "replace"},
+                                   files={"archive": ("seed.tar.gz", archive, "application/gzip")})
+    else:  # pragma: no cover - a programming error
+        raise ValueError("prepare_world needs seed_folder or seed_archive")
+    snapshot = await environment_post(http, environment, "/data/snapshot")
+    digest = hashlib.sha256(snapshot.content).hexdigest()
+    if digest != seed_digest:
+        raise InfraError(
+            f"world {world_id} is not fresh: initial snapshot {digest[:12]} differs from seed {seed_digest[:12]}"
+        )
+    from mcp_servers import SERVER_NAMES
+
+    servers = {name: {"transport": "inprocess", "server": name, "options": world_options} for name in SERVER_NAMES}
+    await environment_post(http, environment, "/apps", json={"mcpServers": servers})
+
+
+async def take_snapshot(http: httpx.AsyncClient, environment: EnvironmentEndpoint) -> bytes:
+    return (await environment_post(http, environment, "/data/snapshot")).content
+
+
+def agent_config(spec: TrialSpec) -> dict[str, Any]:
+    """The agent's own options: the orchestrator's keys and dry-run knobs removed."""
+    return {key: value for key, value in spec.agent_config.items()
+            if key not in ORCHESTRATOR_KEYS and not key.startswith("instant_")}
+
+
+async def run_agent_in_process(environment: EnvironmentEndpoint, task: Task, spec: TrialSpec) -> Trajectory:
+    """The agent runs in this process and reaches the world over the environment's /mcp."""
+    from agents_runner import run_agent
+
+    return await run_agent(
+        model=spec.model,
+        gateway_url=environment.mcp_url,
+        gateway_token=environment.mcp_token,
+        prompt=task.prompt,
+        api_base=spec.agent_config.get("api_base"),
+        agent=spec.agent,
+        config=agent_config(spec),
+        task_id=task.task_id,
+        trial_id=spec.trial_id,
+        reference_solution=task.reference_solution,
+    )
+
+
+async def run_agent_remote(http: httpx.AsyncClient, agents_url: str, environment: EnvironmentEndpoint,
+                           task: Task, spec: TrialSpec, *, token: str | None = None,
+                           poll_s: float = 1.0) -> Trajectory:
+    """The agent runs in the agents runner service (``POST /runs``, poll, fetch the trajectory)."""
+    base = agents_url.rstrip("/")
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    body = {
+        "model": spec.model, "gateway_url": environment.mcp_url, "gateway_token": environment.mcp_token,
+        "prompt": task.prompt, "agent": spec.agent, "config": agent_config(spec) or None,
+        "api_base": spec.agent_config.get("api_base"), "task_id": task.task_id, "trial_id": spec.trial_id,
+        "reference_solution": task.reference_solution.model_dump(mode="json") if task.reference_solution else None,
+    }
+    try:
+        started = await http.post(f"{base}/runs", json=body, headers=headers)
+        if started.status_code >= 400:
+            raise InfraError(f"agents runner /runs: HTTP {started.status_code}: {started.text[:300]}")
+        run_id = started.json()["run_id"]
+        while True:
+            status = await http.get(f"{base}/runs/{run_id}", headers=headers)
+            if status.status_code >= 400:
+                raise InfraError(f"agents runner /runs/{run_id}: HTTP {status.status_code}")
+            if status.json().get("state") == "finished":
+                break
+            await asyncio.sleep(poll_s)
+        answer = await http.get(f"{base}/runs/{run_id}/trajectory", headers=headers)
+        if answer.status_code >= 400:
+            raise InfraError(f"agents runner trajectory: HTTP {answer.status_code}")
+    except httpx.HTTPError as exc:
+        raise InfraError(f"agents runner at {agents_url}: {type(exc).__name__}: {exc}") from exc
+    return Trajectory.model_validate(answer.json())
+
+
+def raise_for_infrastructure(trajectory: Trajectory) -> None:
+    """A run that ended in our machinery's or the provider's failure is not the agent's
+    failure: raise InfraError (retried, reported as infra_error if it persists)."""
+    if trajectory.status is RunStatus.error and trajectory.error is not None and trajectory.error.kind in (
+        ErrorKind.infrastructure, ErrorKind.model_provider
+    ):
+        raise InfraError(f"{trajectory.error.kind.value}: {trajectory.error.message}")
+
+
+def should_grade(trajectory: Trajectory, grade_incomplete: bool) -> bool:
+    return trajectory.status not in INCOMPLETE or grade_incomplete
+
+
+async def grade_with_service(grader_url: str, task: Task, before: Path, after: Path, trajectory: Trajectory,
+                             judge: dict[str, Any] | None) -> Grade:
+    """Grade through the grading service; its failures are InfraError."""
+    from grader.client import grade_remote
+
+    try:
+        return await grade_remote(grader_url, task, before, after, trajectory, judge)
+    except AtollError as exc:
+        raise InfraError(f"grader: {exc.message}") from exc
+
+
+def store_artifacts(artifacts: ArtifactStore, prefix: str, trajectory: Trajectory, grade: Grade | None,
+                    before: Path, after: Path, *, seed_key: str) -> dict[str, str | None]:
+    """Trajectory, grade and final snapshot under ``prefix``; the initial snapshot is the
+    seed's and is stored once, under ``seed_key``."""
+    before_uri = artifacts.uri(seed_key)
+    if not artifacts.exists(seed_key):
+        before_uri = artifacts.put_file(seed_key, before)
+    return {
+        "trajectory_uri": artifacts.put_bytes(f"{prefix}/trajectory.json",
+                                              trajectory.model_dump_json(indent=2).encode()),
+        "grade_uri": artifacts.put_bytes(f"{prefix}/grade.json",
+                                         grade.model_dump_json(indent=2).encode()) if grade else None,
+        "snapshot_before_uri": before_uri,
+        "snapshot_after_uri": artifacts.put_file(f"{prefix}/after.tar.gz", after),
+    }
+
+
+def trial_outcome(trajectory: Trajectory, grade: Grade | None) -> Outcome:
+    """pass = every criterion met; fail = a criterion not met, or the run ended without a
+    gradeable result; ungradeable = nothing failed but some criterion could not be decided."""
+    if grade is None:
+        return Outcome.failed
+    if grade.passed:
+        return Outcome.passed
+    if any(v.verdict.value == "not_met" for v in grade.criteria):
+        return Outcome.failed
+    return Outcome.ungradeable
+
+
+def build_result(spec: TrialSpec, task: Task, trajectory: Trajectory, grade: Grade | None, *, attempt: int,
+                 duration_s: float, uris: dict[str, str | None]) -> TrialResult:
+    """The TrialResult of a finished trial (outcome, usage, checks, artifact URIs)."""
+    outcome = trial_outcome(trajectory, grade)
+    checked = {c.verifier_id for c in task.rubric if c.check is not None}
+    checks_met = sum(v.verifier_id in checked and v.verdict.value == "met" for v in grade.criteria) if grade else 0
+    return TrialResult(
+        checks_met=checks_met if checked else None,
+        checks_total=len(checked) if checked else None,
+        trial_id=spec.trial_id,
+        outcome=outcome,
+        score=grade.score if grade else 0.0,
+        run_status=trajectory.status.value,
+        error=trajectory.error.message if trajectory.error else (
+            "; ".join(grade.ungradeable_reasons) if grade and outcome is Outcome.ungradeable else None
+        ),
+        attempt=attempt,
+        steps=trajectory.steps,
+        tool_calls=len(trajectory.tool_calls),
+        prompt_tokens=trajectory.usage.prompt_tokens,
+        completion_tokens=trajectory.usage.completion_tokens,
+        agent_cost_usd=trajectory.usage.cost_usd,
+        judge_cost_usd=grade.judge_cost_usd if grade else 0.0,
+        duration_s=duration_s,
+        finished_at=datetime.now(UTC),
+        **uris,
+    )
+
+
+def world_options(world: Any) -> dict[str, Any]:
+    """The app servers' identity options from a World (its user_name/user_email extras)."""
+    extra = world.model_extra or {}
+    return {key: extra[key] for key in ("user_email", "user_name") if extra.get(key)}
+
+
+__all__ = [
+    "EnvironmentEndpoint", "agent_config", "build_result", "environment_post", "grade_with_service",
+    "prepare_world", "raise_for_infrastructure", "run_agent_in_process", "run_agent_remote",
+    "should_grade", "store_artifacts", "take_snapshot", "trial_outcome", "wait_until_healthy", "world_options",
+]
