@@ -47,6 +47,13 @@ def normalise(text: str) -> str:
     return _COMPATIBILITY_FORMS.sub(lambda m: unicodedata.normalize("NFKC", m.group(0)), text)
 
 
+def usable(text: str) -> bool:
+    """Whether an engine's text is worth returning: not empty, and not mostly U+FFFD (what
+    engines emit for fonts without a Unicode map)."""
+    stripped = "".join(text.split())
+    return bool(stripped) and stripped.count("\ufffd") <= len(stripped) * 0.3
+
+
 def open_pdf(path: Path, virtual: str, *, argument: str = "file_path") -> pymupdf.Document:
     """Open a PDF; ToolError for non-PDF, corrupt or password-protected files."""
     if path.suffix.lower() != ".pdf":
@@ -164,13 +171,17 @@ class Extractor:
         images = page_images(page) if details else []
         marks = strikethrough_text(page) if details else []
         text = page.get_text("text", sort=False)
-        if text.strip():
+        if usable(text):
             return PageText(number, normalise(text), "pymupdf", images, marks)
-        text = _pypdf_text(path, number)
-        if text.strip():
-            return PageText(number, normalise(text), "pypdf", images, marks)
+        fallback = _pypdf_text(path, number)
+        if usable(fallback):
+            return PageText(number, normalise(fallback), "pypdf", images, marks)
         has_images = bool(images) if details else bool(page.get_images())
         if not has_images:
+            if text.strip() or fallback.strip():  # unreadable glyphs are better than nothing
+                return PageText(
+                    number, normalise(text), "pymupdf", images, marks, note="text mostly unmappable glyphs"
+                )
             return PageText(number, "", "none", images, marks, note="the page has no text")
         if not allow_ocr:
             return PageText(

@@ -20,7 +20,7 @@ from mcp_servers._core import (
     file_lock,
 )
 from mcp_servers.pdfs.create import Block, output_path, render_pdf
-from mcp_servers.pdfs.extract import Extractor, PageText, open_pdf, parse_pages
+from mcp_servers.pdfs.extract import Extractor, PageText, open_pdf, parse_pages, usable
 
 DEFAULT_MAX_CHARS = 20_000
 DEFAULT_MAX_OCR_PAGES = 10
@@ -66,8 +66,9 @@ SERVER = ServerDefinition(
 
 
 def _needs_ocr(document: pymupdf.Document, number: int) -> bool:
+    """Whether reading the page will (probably) run OCR (used to budget OCR per call)."""
     page = document[number - 1]
-    return not page.get_text("text").strip() and bool(page.get_images())
+    return not usable(page.get_text("text")) and bool(page.get_images())
 
 
 def _render_page(entry: PageText) -> str:

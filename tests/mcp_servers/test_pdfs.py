@@ -84,11 +84,13 @@ def test_scanned_page_is_read_with_ocr_and_struck_text_reported(world, mode):
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_text_layer_falls_back_to_pypdf(world, mode, monkeypatch):
+@pytest.mark.parametrize("first_engine_text", ["", " \n", "\ufffd" * 12 + " ab"])
+def test_text_layer_falls_back_to_pypdf(world, mode, first_engine_text, monkeypatch):
     from mcp_servers.pdfs import extract
 
     _text_pdf(world.fs_root / "t.pdf", ["Fallback engine text"])
-    monkeypatch.setattr(pymupdf.Page, "get_text", lambda self, *a, **k: "")  # PyMuPDF finds nothing
+    # PyMuPDF finds nothing, or only glyphs it cannot map to Unicode.
+    monkeypatch.setattr(pymupdf.Page, "get_text", lambda self, *a, **k: first_engine_text)
     with mode_session("pdfs", world, mode) as mcp:
         page = mcp.ok("read_pdf_pages", {"file_path": "/t.pdf"})["pages"][0]
     assert page["engine"] == "pypdf" and "Fallback engine text" in page["text"]
