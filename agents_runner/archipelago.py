@@ -39,6 +39,7 @@ _VALUE_NAMES = {
     "turns_remaining_warning_threshold": "limit_warning_steps",
     "base_system_prompt": "system_prompt",
     "custom_system_prompt": "system_prompt_suffix",
+    "stream": "stream",
 }
 _ZERO_MEANS_UNSET = {"context_window", "token_budget", "cost_budget_usd"}
 

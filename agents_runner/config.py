@@ -50,6 +50,7 @@ class AgentConfig(BaseModel):
     # --- model --------------------------------------------------------------------------
     api_base: str | None = Field(None, description="OpenAI-compatible endpoint (run_agent's api_base wins)")
     reasoning_effort: str | None = Field(None, description="Passed to litellm (low|medium|high)")
+    stream: bool = Field(False, description="Stream responses (keeps long generations' connections busy)")
     temperature: float | None = None
     max_completion_tokens: int | None = Field(None, ge=1)
     extra_args: dict[str, Any] = Field(

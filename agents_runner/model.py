@@ -171,7 +171,13 @@ class ModelClient:
         if self.config.max_completion_tokens:
             arguments["max_completion_tokens"] = self.config.max_completion_tokens
         arguments.update(self.config.extra_args)
-        return await litellm.acompletion(**arguments)
+        if not self.config.stream:
+            return await litellm.acompletion(**arguments)
+        # Streaming keeps the connection busy during long generations (proxies drop idle
+        # connections); the chunks are rebuilt into one response, usage included.
+        arguments.update(stream=True, stream_options={"include_usage": True})
+        chunks = [chunk async for chunk in await litellm.acompletion(**arguments)]
+        return litellm.stream_chunk_builder(chunks, messages=messages)
 
     def _usage(self, response: Any) -> Usage:
         raw = getattr(response, "usage", None)

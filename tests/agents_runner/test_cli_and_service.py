@@ -104,6 +104,7 @@ def test_archipelago_config_mapping_reports_ignored_values(tmp_path: Path):
                     "max_steps": 250,
                     "context_window_tokens": 0,
                     "stream": True,
+                    "jev_finish_gate": True,
                 },
             }
         )
@@ -111,7 +112,8 @@ def test_archipelago_config_mapping_reports_ignored_values(tmp_path: Path):
     agent, config, ignored = load_agent_config_file(path)
     assert agent == "react_toolbelt"
     assert config.timeout_s == 10800 and config.context_window is None
-    assert ignored == ["stream"]
+    assert config.stream is True
+    assert ignored == ["jev_finish_gate"]
 
 
 async def test_service_start_poll_fetch_and_cancel(gateway):

@@ -76,3 +76,21 @@ def test_transient_classification_and_retry_after_parsing():
     assert not is_transient(bad)
     window = litellm.ContextWindowExceededError("too long", llm_provider="openai", model="x")
     assert not is_transient(window)
+
+
+async def test_streamed_responses_give_the_same_turns_and_usage(gateway):
+    script = [
+        {"tool_calls": [call("toolbelt_list_tools"), call("todo_write", todos=[{"id": "a", "content": "x"}])], "usage": USAGE},
+        {"content": "finishing", "tool_calls": [call("todo_write", todos=[{"id": "a", "status": "completed"}], merge=True),
+                                                call("final_answer", answer="streamed answer")]},
+    ]  # fmt: skip
+    with ScriptedLLM(script) as llm:
+        trajectory = await run_agent(
+            model="openai/x", api_base=llm.api_base, gateway_url=gateway.url, gateway_token=gateway.token,
+            prompt="p", config={"stream": True},
+        )  # fmt: skip
+    assert all(body.get("stream") is True for body in llm.requests)
+    assert trajectory.status == RunStatus.completed and trajectory.final_answer == "streamed answer"
+    assert trajectory.model_calls[0].usage.prompt_tokens == 1000
+    assert trajectory.model_calls[0].usage.reasoning_tokens == 150
+    assert len(trajectory.tool_calls) == 4
