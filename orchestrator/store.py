@@ -95,6 +95,16 @@ class Lease:
     spec: TrialSpec
 
 
+def _held(lease: Lease, *, leased_only: bool = True) -> Any:
+    """The row of ``lease``'s trial, only while this lease (its token) still holds it."""
+    condition = and_(
+        trials.c.experiment == lease.experiment,
+        trials.c.trial_id == lease.trial_id,
+        trials.c.lease_token == lease.token,
+    )
+    return and_(condition, trials.c.state == TrialState.leased.value) if leased_only else condition
+
+
 def worker_identity() -> str:
     """host:pid:random — the pid lets a restarted run on the same host reclaim its leases."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -170,9 +180,13 @@ class TrialStore:
         with self._tx() as tx:
             row = tx.execute(select(experiments.c.name).where(experiments.c.name == name)).first()
             if row is None:
-                tx.execute(experiments.insert().values(name=name, spec_json=json.dumps(spec), created_at=time.time()))
+                tx.execute(
+                    experiments.insert().values(name=name, spec_json=json.dumps(spec), created_at=time.time())
+                )
             else:
-                tx.execute(update(experiments).where(experiments.c.name == name).values(spec_json=json.dumps(spec)))
+                tx.execute(
+                    update(experiments).where(experiments.c.name == name).values(spec_json=json.dumps(spec))
+                )
 
     def enqueue(self, specs: Iterable[TrialSpec]) -> int:
         """Add trials that are not there yet; returns how many were new. Existing trials,
@@ -239,7 +253,12 @@ class TrialStore:
                 result = tx.execute(
                     update(trials)
                     .where(and_(trials.c.experiment == experiment, or_(*conditions)))
-                    .values(state=TrialState.pending.value, lease_owner=None, lease_token=None, updated_at=time.time())
+                    .values(
+                        state=TrialState.pending.value,
+                        lease_owner=None,
+                        lease_token=None,
+                        updated_at=time.time(),
+                    )
                 )
                 reclaimed = result.rowcount
         return reclaimed
@@ -290,22 +309,21 @@ class TrialStore:
         with self._tx() as tx:
             for lease in leases:
                 result = tx.execute(
-                    update(trials)
-                    .where(
-                        and_(
-                            trials.c.experiment == lease.experiment,
-                            trials.c.trial_id == lease.trial_id,
-                            trials.c.lease_token == lease.token,
-                            trials.c.state == TrialState.leased.value,
-                        )
-                    )
-                    .values(lease_expires=time.time() + lease_s)
+                    update(trials).where(_held(lease)).values(lease_expires=time.time() + lease_s)
                 )
                 held += result.rowcount
         return held
 
-    def _record_attempt(self, tx: Connection, lease: Lease, worker: str, outcome: str, accepted: bool,
-                        error: str | None, result: TrialResult | None) -> None:
+    def _record_attempt(
+        self,
+        tx: Connection,
+        lease: Lease,
+        worker: str,
+        outcome: str,
+        accepted: bool,
+        error: str | None,
+        result: TrialResult | None,
+    ) -> None:
         tx.execute(
             attempts.insert().values(
                 experiment=lease.experiment,
@@ -333,14 +351,7 @@ class TrialStore:
                 accepted = (
                     tx.execute(
                         update(trials)
-                        .where(
-                            and_(
-                                trials.c.experiment == lease.experiment,
-                                trials.c.trial_id == lease.trial_id,
-                                trials.c.lease_token == lease.token,
-                                trials.c.state == TrialState.leased.value,
-                            )
-                        )
+                        .where(_held(lease))
                         .values(
                             state=TrialState.done.value,
                             outcome=result.outcome.value,
@@ -356,30 +367,25 @@ class TrialStore:
                 accepted_flags.append(accepted)
         return accepted_flags
 
-    def fail_infra(self, lease: Lease, worker: str, error: str, *, max_attempts: int,
-                   result: TrialResult | None = None) -> str:
+    def fail_infra(
+        self, lease: Lease, worker: str, error: str, *, max_attempts: int, result: TrialResult | None = None
+    ) -> str:
         """Record an infrastructure failure: back to pending while attempts remain, else
         ``infra_error`` (with its result, for reports). Returns the new state."""
         exhausted = lease.attempt >= max_attempts
         state = TrialState.infra_error if exhausted else TrialState.pending
-        values: dict[str, Any] = {"state": state.value, "lease_owner": None, "lease_token": None,
-                                  "updated_at": time.time()}
+        values: dict[str, Any] = {
+            "state": state.value,
+            "lease_owner": None,
+            "lease_token": None,
+            "updated_at": time.time(),
+        }
         if exhausted:
             values["outcome"] = "infra_error"
             values["result_json"] = result.model_dump_json() if result else None
         with self._tx() as tx:
             accepted = (
-                tx.execute(
-                    update(trials)
-                    .where(
-                        and_(
-                            trials.c.experiment == lease.experiment,
-                            trials.c.trial_id == lease.trial_id,
-                            trials.c.lease_token == lease.token,
-                        )
-                    )
-                    .values(**values)
-                ).rowcount
+                tx.execute(update(trials).where(_held(lease, leased_only=False)).values(**values)).rowcount
                 == 1
             )
             self._record_attempt(tx, lease, worker, "infra_error", accepted, error, result)
@@ -398,12 +404,20 @@ class TrialStore:
             tx.execute(
                 update(trials)
                 .where(and_(trials.c.experiment == experiment, trials.c.trial_id == trial_id))
-                .values(outcome=result.outcome.value, result_json=result.model_dump_json(), updated_at=time.time())
+                .values(
+                    outcome=result.outcome.value, result_json=result.model_dump_json(), updated_at=time.time()
+                )
             )
             tx.execute(
                 attempts.insert().values(
-                    experiment=experiment, trial_id=trial_id, attempt=row[1], worker=note,
-                    outcome=result.outcome.value, accepted=1, error=None, result_json=row[0],
+                    experiment=experiment,
+                    trial_id=trial_id,
+                    attempt=row[1],
+                    worker=note,
+                    outcome=result.outcome.value,
+                    accepted=1,
+                    error=None,
+                    result_json=row[0],
                     finished_at=time.time(),
                 )
             )
@@ -413,7 +427,9 @@ class TrialStore:
     def counts(self, experiment: str) -> dict[str, int]:
         with self.engine.connect() as connection:
             rows = connection.execute(
-                select(trials.c.state, func.count()).where(trials.c.experiment == experiment).group_by(trials.c.state)
+                select(trials.c.state, func.count())
+                .where(trials.c.experiment == experiment)
+                .group_by(trials.c.state)
             ).all()
         counts = {state.value: 0 for state in TrialState}
         counts.update({state: count for state, count in rows})
@@ -447,12 +463,16 @@ class TrialStore:
 
     def experiment_spec(self, name: str) -> dict[str, Any] | None:
         with self.engine.connect() as connection:
-            row = connection.execute(select(experiments.c.spec_json).where(experiments.c.name == name)).first()
+            row = connection.execute(
+                select(experiments.c.spec_json).where(experiments.c.name == name)
+            ).first()
         return json.loads(row[0]) if row else None
 
     def experiments(self) -> list[str]:
         with self.engine.connect() as connection:
-            return list(connection.execute(select(experiments.c.name).order_by(experiments.c.created_at)).scalars())
+            return list(
+                connection.execute(select(experiments.c.name).order_by(experiments.c.created_at)).scalars()
+            )
 
     def dispose(self) -> None:
         self.engine.dispose()
