@@ -326,14 +326,20 @@ def _run_summary(run: Any, paragraph: Any, identifier: str) -> dict[str, Any]:
 def _table_block(
     table: Any, identifier: str, styles: StyleNames, images: dict[str, list[str]], page: int
 ) -> dict[str, Any]:
-    rows = []
+    rows: list[list[str]] = []
+    marked_rows: list[list[str]] = []
+    changes: list[dict[str, Any]] = []
     for r, row in enumerate(rows_of(table)):
-        cells = []
+        cells, marked_cells = [], []
         for c, cell in enumerate(cells_of(row)):
             cell_id = f"{identifier}.r.{r}.c.{c}"
-            cells.append("\n".join(_cell_text(cell, cell_id, images)))
+            plain, marked, cell_changes = _cell_text(cell, cell_id, images)
+            cells.append("\n".join(plain))
+            marked_cells.append("\n".join(marked))
+            changes.extend({**change, "cell": cell_id} for change in cell_changes)
         rows.append(cells)
-    return {
+        marked_rows.append(marked_cells)
+    block: dict[str, Any] = {
         "id": identifier,
         "type": "table",
         "rows": rows,
@@ -341,23 +347,33 @@ def _table_block(
         "n_cols": max((len(row) for row in rows), default=0),
         "printed_page": page,
     }
+    if changes:
+        block["tracked_changes"] = changes
+        block["marked_rows"] = marked_rows
+    return block
 
 
-def _cell_text(cell: Any, cell_id: str, images: dict[str, list[str]]) -> list[str]:
-    lines = []
+def _cell_text(cell: Any, cell_id: str, images: dict[str, list[str]]) -> tuple[list[str], list[str], list[dict[str, Any]]]:
+    """(plain lines, lines with tracked changes marked, tracked changes) of a cell."""
+    lines, marked_lines, changes = [], [], []
     for k, paragraph in enumerate(paragraphs_of(cell)):
         text = paragraph_text(paragraph)
+        paragraph_changes = tracked_changes(paragraph)
+        marked = marked_text(paragraph) if paragraph_changes else text
         for annotation in images.get(f"{cell_id}.p.{k}", []):
             text += f" [{annotation}]"
+            marked += f" [{annotation}]"
         lines.append(text)
-    return lines
+        marked_lines.append(marked)
+        changes.extend(paragraph_changes)
+    return lines, marked_lines, changes
 
 
 def render_block(block: dict[str, Any]) -> str:
     """One block as readable text, prefixed with its identifier."""
     if block["type"] == "table":
         lines = [f"[{block['id']}] table {block['n_rows']}x{block['n_cols']} (cells: {block['id']}.r.<row>.c.<col>)"]
-        for index, row in enumerate(block["rows"]):
+        for index, row in enumerate(block.get("marked_rows", block["rows"])):
             cells = [cell.replace("\n", " / ").replace("|", "\\|") for cell in row]
             lines.append("| " + " | ".join(cells) + " |")
             if index == 0:

@@ -180,3 +180,16 @@ def test_text_boxes_are_read_once():
     block = read_blocks(document)[0]
     assert block["text"] == "Anchor" and block["text_boxes"] == ["Boxed note"]
     assert render_block(block).endswith("[text box: Boxed note]")
+
+
+def test_tracked_changes_inside_table_cells_are_read():
+    from mcp_servers.documents.reading import render_block
+
+    document = docx.Document()
+    table = document.add_table(rows=1, cols=1)
+    cell_paragraph = table.cell(0, 0).paragraphs[0]
+    cell_paragraph._p.append(parse_xml(f'<w:ins {W} w:id="5" w:author="Kim">{run("new")}</w:ins>'))
+    block = read_blocks(document)[0]
+    assert block["rows"] == [["new"]]
+    assert block["tracked_changes"][0]["cell"] == "body.tbl.0.r.0.c.0"
+    assert "| {++new++} |" in render_block(block)
