@@ -157,8 +157,10 @@ async def _run_with_progress(
 
 @app.command("serve")
 def serve(
-    host: str = typer.Option("127.0.0.1", "--host", help="bind address (0.0.0.0 in a container)"),
-    port: int = typer.Option(8081, "--port", help="TCP port"),
+    host: str = typer.Option(
+        "127.0.0.1", "--host", envvar="ATOLL_AGENT_HOST", help="bind address (0.0.0.0 in a container)"
+    ),
+    port: int = typer.Option(8081, "--port", envvar="ATOLL_AGENT_PORT", help="TCP port"),
 ) -> None:
     """Serve the agents runner HTTP API (start a run, poll it, fetch its trajectory, cancel it)."""
     import uvicorn
