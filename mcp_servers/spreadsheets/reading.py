@@ -28,7 +28,7 @@ from mcp_servers.spreadsheets.cells import parse_range
 from mcp_servers.spreadsheets.libreoffice import RecalcError
 from mcp_servers.spreadsheets.sheetxml import XlsxReader
 from mcp_servers.spreadsheets.values import display, dummy_function_fallback, not_computed
-from mcp_servers.spreadsheets.workbook import SheetsState
+from mcp_servers.spreadsheets.workbook import SheetsState, sheet_position
 
 MAX_CSV_BYTES = 64 * 1024 * 1024
 
@@ -44,6 +44,7 @@ class Grid:
     formulas: dict[str, str]
     sheet_rows: int
     sheet_cols: int
+    tab_index: int = 0
 
     @property
     def max_row(self) -> int:
@@ -111,7 +112,7 @@ def read_grid(
     state: SheetsState,
     path: Path,
     virtual: str,
-    tab_index: int,
+    tab: int | str,
     cell_range: str | None,
     *,
     max_rows: int,
@@ -119,13 +120,7 @@ def read_grid(
 ) -> tuple[Grid, bool, bool]:
     """The values (and formulas) of a range, capped; returns (grid, rows_cut, cols_cut)."""
     with _reader(path, virtual) as reader:
-        if not 0 <= tab_index < len(reader.sheets):
-            names = ", ".join(f"{s.index}={s.name}" for s in reader.sheets)
-            raise ToolError(
-                "not_found",
-                f"tab_index: {virtual} has no tab {tab_index} (tabs: {names})",
-                argument="tab_index",
-            )
+        tab_index = sheet_position([s.name for s in reader.sheets], tab, argument="tab_index")
         sheet = reader.sheets[tab_index]
         sheet_rows, sheet_cols = reader.dimension(sheet)
         if cell_range:
@@ -154,7 +149,8 @@ def read_grid(
     if missing:
         _fill_missing(state, path, tab_index, grid, missing, min_row, min_col, formats)
     shown = [[display(v) for v in line] for line in grid]
-    return Grid(sheet.name, min_row, min_col, shown, formulas, sheet_rows, sheet_cols), rows_cut, cols_cut
+    grid_out = Grid(sheet.name, min_row, min_col, shown, formulas, sheet_rows, sheet_cols, tab_index)
+    return grid_out, rows_cut, cols_cut
 
 
 def _fill_missing(

@@ -37,6 +37,7 @@ SERVER = ServerDefinition(
 )
 
 CellValue = str | int | float | bool | None
+TabRef = Annotated[int | str, Field(description="0-based tab position (or the tab's name).")]
 
 
 class SheetSpec(BaseModel):
@@ -198,7 +199,7 @@ def delete_spreadsheet(state: SheetsState, file_path: str) -> dict[str, Any]:
 def read_tab(
     state: SheetsState,
     file_path: str,
-    tab_index: Annotated[int, Field(ge=0)] = 0,
+    tab_index: TabRef = 0,
     cell_range: str | None = None,
     include_formulas: bool = False,
     max_rows: Annotated[int, Field(ge=1, le=10000)] = 1000,
@@ -209,7 +210,7 @@ def read_tab(
 
     Args:
         file_path: The workbook (.xlsx) or a .csv file (one tab).
-        tab_index: 0-based tab position (see list_tabs_in_spreadsheet).
+        tab_index: 0-based tab position or tab name (see list_tabs_in_spreadsheet).
         cell_range: e.g. 'A1:D20', 'B:D' or '5:10'; the used area when omitted.
         include_formulas: Also return the formula text of formula cells.
         max_rows: Cap on rows returned (a continuation range is suggested when cut).
@@ -229,7 +230,7 @@ def read_tab(
         )
     data: dict[str, Any] = {
         "file_path": virtual,
-        "tab_index": tab_index,
+        "tab_index": grid.tab_index,
         "tab_name": grid.tab_name,
         "range": grid.range,
         "sheet_rows": grid.sheet_rows,
@@ -273,11 +274,11 @@ def read_tab(
 
 
 def _csv_grid(
-    path: Path, virtual: str, tab_index: int, cell_range: str | None, max_rows: int, max_cols: int
+    path: Path, virtual: str, tab_index: int | str, cell_range: str | None, max_rows: int, max_cols: int
 ) -> tuple[Grid, bool, bool]:
     from mcp_servers.spreadsheets.cells import parse_range
 
-    if tab_index != 0:
+    if tab_index not in (0, "0", Path(virtual).stem):
         raise ToolError(
             "not_found", f"tab_index: a CSV file has one tab (0), got {tab_index}", argument="tab_index"
         )
@@ -378,12 +379,12 @@ def add_tab(
 
 
 @SERVER.tool(action="delete_tab", destructive=True)
-def delete_tab(state: SheetsState, file_path: str, tab_index: Annotated[int, Field(ge=0)]) -> dict[str, Any]:
+def delete_tab(state: SheetsState, file_path: str, tab_index: TabRef) -> dict[str, Any]:
     """Delete one tab (a workbook keeps at least one).
 
     Args:
         file_path: The workbook (.xlsx).
-        tab_index: 0-based position of the tab to delete.
+        tab_index: 0-based position (or name) of the tab to delete.
     """
 
     def change(workbook: Workbook) -> dict[str, Any]:
@@ -423,13 +424,13 @@ def edit_spreadsheet(state: SheetsState, file_path: str, operations: list[Operat
 
 @SERVER.tool(action="add_content")
 def add_content_text(
-    state: SheetsState, file_path: str, tab_index: Annotated[int, Field(ge=0)], cell: str, value: CellValue
+    state: SheetsState, file_path: str, tab_index: TabRef, cell: str, value: CellValue
 ) -> dict[str, Any]:
     """Set one cell's value or formula ('=...').
 
     Args:
         file_path: The workbook (.xlsx).
-        tab_index: 0-based tab position.
+        tab_index: 0-based tab position or tab name.
         cell: A1-style cell, e.g. 'B7'.
         value: Number, text, boolean or a formula starting with '='.
     """
@@ -444,14 +445,12 @@ def add_content_text(
 
 
 @SERVER.tool(action="delete_content", destructive=True)
-def delete_content_cell(
-    state: SheetsState, file_path: str, tab_index: Annotated[int, Field(ge=0)], cell: str
-) -> dict[str, Any]:
+def delete_content_cell(state: SheetsState, file_path: str, tab_index: TabRef, cell: str) -> dict[str, Any]:
     """Clear one cell's value (its formatting stays).
 
     Args:
         file_path: The workbook (.xlsx).
-        tab_index: 0-based tab position.
+        tab_index: 0-based tab position or tab name.
         cell: A1-style cell, e.g. 'B7'.
     """
 
@@ -517,7 +516,7 @@ def filter_tab(
     state: SheetsState,
     file_path: str,
     filters: list[FilterCondition],
-    tab_index: Annotated[int, Field(ge=0)] = 0,
+    tab_index: TabRef = 0,
     match_all: bool = True,
     has_header: bool = True,
     max_results: Annotated[int, Field(ge=1, le=5000)] = 100,
@@ -529,7 +528,7 @@ def filter_tab(
         filters: [{"column": "Region" | "C" | 3, "operator": "equals", "value": "EMEA"}]; operators: equals,
             not_equals, contains, not_contains, starts_with, ends_with, greater_than, less_than,
             greater_or_equal, less_or_equal, is_empty, is_not_empty.
-        tab_index: 0-based tab position.
+        tab_index: 0-based tab position or tab name.
         match_all: True = every condition must hold (AND); False = any (OR).
         has_header: Whether row 1 holds column names (they key each result row).
         max_results: Cap on rows returned.

@@ -210,29 +210,37 @@ def open_workbook(
         ) from None
 
 
-def sheet_of(workbook: Workbook, sheet: str | int, *, argument: str = "sheet") -> Worksheet:
-    """A worksheet by name (exact, then case-insensitive) or 0-based index."""
-    sheets = workbook.worksheets
-    names = [ws.title for ws in sheets]
+def sheet_position(names: list[str], sheet: str | int, *, argument: str = "sheet") -> int:
+    """Index of a sheet given by 0-based index, exact name, case-insensitive name, or an
+    index written as text ("2"). Raises ToolError ``not_found`` listing the sheets."""
     if isinstance(sheet, bool):
         raise ToolError("invalid_argument", f"{argument}: expected a sheet name or index", argument=argument)
-    if isinstance(sheet, int):
-        if 0 <= sheet < len(sheets):
-            return sheets[sheet]
-        raise ToolError(
-            "not_found",
-            f"{argument}: index {sheet} is out of range (the workbook has {len(sheets)} sheets)",
-            argument=argument,
-        )
-    for ws in sheets:
-        if ws.title == sheet:
-            return ws
-    matches = [ws for ws in sheets if ws.title.lower() == str(sheet).strip().lower()]
-    if len(matches) == 1:
-        return matches[0]
+    if isinstance(sheet, str):
+        if sheet in names:
+            return names.index(sheet)
+        folded = [name.lower() for name in names]
+        if folded.count(sheet.strip().lower()) == 1:
+            return folded.index(sheet.strip().lower())
+        if not sheet.strip().isdigit():
+            listed = ", ".join(f"{i}={name}" for i, name in enumerate(names))
+            raise ToolError(
+                "not_found", f"{argument}: no sheet named {sheet!r} (sheets: {listed})", argument=argument
+            )
+        sheet = int(sheet.strip())
+    if 0 <= sheet < len(names):
+        return sheet
     raise ToolError(
-        "not_found", f"{argument}: no sheet named {sheet!r} (sheets: {', '.join(names)})", argument=argument
+        "not_found",
+        f"{argument}: index {sheet} is out of range (the workbook has {len(names)} sheets: 0-{len(names) - 1})",
+        argument=argument,
     )
+
+
+def sheet_of(workbook: Workbook, sheet: str | int, *, argument: str = "sheet") -> Worksheet:
+    """A worksheet by 0-based index or name (see :func:`sheet_position`)."""
+    return workbook.worksheets[
+        sheet_position([ws.title for ws in workbook.worksheets], sheet, argument=argument)
+    ]
 
 
 def formula_cells(workbook: Workbook) -> Iterator[tuple[int, Any]]:

@@ -395,6 +395,14 @@ def test_tabs_cells_and_charts(world, mode):
         assert chart["series"] == 2 and chart["points"] == 2
         tabs = mcp.ok("list_tabs_in_spreadsheet", {"file_path": "/t.xlsx"})["tabs"]
         assert [t["name"] for t in tabs] == ["Sales", "Notes"]
+        by_name = mcp.ok("read_tab", {"file_path": "/t.xlsx", "tab_index": "notes", "cell_range": "A2"})
+        assert by_name["tab_index"] == 1 and by_name["rows"] == [[20]]
+        assert mcp.ok("read_tab", {"file_path": "/t.xlsx", "tab_index": "1", "cell_range": "A2"})["rows"] == [
+            [20]
+        ]
+        missing = mcp.error("read_tab", {"file_path": "/t.xlsx", "tab_index": "Costs"})
+        assert missing["code"] == "not_found" and "0=Sales, 1=Notes" in missing["message"]
+        assert mcp.error("read_tab", {"file_path": "/t.xlsx", "tab_index": -1})["code"] == "not_found"
         assert mcp.ok("delete_tab", {"file_path": "/t.xlsx", "tab_index": 1})["tabs"] == ["Sales"]
         assert mcp.error("delete_tab", {"file_path": "/t.xlsx", "tab_index": 0})["code"] == "invalid_argument"
     workbook = load_workbook(path)
