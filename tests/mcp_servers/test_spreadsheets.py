@@ -602,3 +602,23 @@ def test_network_functions_are_never_computed(world, warm_libreoffice):
         assert mcp.ok("read_tab", {"file_path": "/web.xlsx"})["rows"][0] == [2, None, 3]
     assert warm_libreoffice.stats.calls == calls + 1
     assert load_workbook(path, data_only=True)["S"]["C1"].value == 3
+
+
+def test_concurrent_writers_lose_nothing(world):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mcp_servers._core import ServerContext
+    from mcp_servers.spreadsheets import tools
+    from mcp_servers.spreadsheets.workbook import SheetsState
+
+    path = _book(world, "/c.xlsx", {"S": [["=SUM(A2:A9)"]]})
+    state = SheetsState.create(ServerContext.create(world.fs_root, world.apps_root))
+
+    def write(row: int) -> str:
+        return tools.add_content_text(state, "/c.xlsx", 0, f"A{row}", row)["recalculation"]["status"]
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        statuses = list(pool.map(write, range(2, 10)))
+    assert statuses == ["computed"] * 8
+    values = load_workbook(path, data_only=True)["S"]
+    assert [values[f"A{r}"].value for r in range(1, 10)] == [sum(range(2, 10)), *range(2, 10)]
