@@ -9,6 +9,7 @@ results are never dropped.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 from typing import Any
@@ -26,6 +27,7 @@ from agents_runner.prompts import start_context
 from agents_runner.registry import register_agent
 from agents_runner.state import AgentRun, RunEnded
 from agents_runner.text import one_line
+from atoll.errors import AtollError
 from atoll.trajectory import AgentReportedStatus, ErrorKind, RunStatus
 
 SYSTEM_PROMPT = """You are an autonomous agent completing a professional task inside a sandboxed workspace \
@@ -189,6 +191,9 @@ class _Toolbelt:
 
 def _todo_write(run: AgentRun, arguments: dict[str, Any]) -> tuple[str, bool]:
     items = arguments.get("todos")
+    if isinstance(items, str):  # some models send the list as a JSON string
+        with contextlib.suppress(json.JSONDecodeError):
+            items = json.loads(items)
     if not isinstance(items, list):
         return "error: todos must be a list of {id, content, status}.", True
     merge = bool(arguments.get("merge", False))
@@ -241,7 +246,9 @@ async def react_toolbelt(run: AgentRun) -> RunStatus:
     assert run.gateway is not None
     toolbelt = _Toolbelt(await run.gateway.list_tools(), config.toolbelt_size)
     for name in config.initial_toolbelt:
-        toolbelt.add({"tool_name": name})
+        text, is_error = toolbelt.add({"tool_name": name})
+        if is_error:
+            raise AtollError("bad_config", f"initial_toolbelt: {text.removeprefix('error: ')}")
     start_context(run, SYSTEM_PROMPT)
     malformed_turns = 0
     text_only_replies = 0

@@ -159,3 +159,23 @@ async def test_repeated_or_missing_tool_call_ids_are_made_unique(gateway):
     assert_every_call_answered_once(trajectory)
     sent_back = llm.requests[1]["messages"]
     assert [c["id"] for c in sent_back[-3]["tool_calls"]] == ids[:2]
+
+
+async def test_initial_toolbelt_and_todos_sent_as_a_json_string(gateway):
+    script = [
+        {"tool_calls": [call("mail_search_mail", query="Halvorsen"), call("todo_write", todos='[{"id": "a", "content": "x", "status": "completed"}]')]},
+        {"tool_calls": [call("final_answer", answer="HX-40917-Q")]},
+    ]  # fmt: skip
+    with ScriptedLLM(script) as llm:
+        trajectory = await _run(llm, gateway, config={"initial_toolbelt": ["mail_search_mail"]})
+    assert "mail_search_mail" in _tool_names(llm.requests[0])
+    assert trajectory.status == RunStatus.completed
+    assert trajectory.todos == [{"id": "a", "content": "x", "status": "completed"}]
+
+
+async def test_unknown_initial_toolbelt_tool_is_a_clear_error(gateway):
+    with ScriptedLLM([]) as llm:
+        trajectory = await _run(llm, gateway, config={"initial_toolbelt": ["mail_serch_mail"]})
+    assert trajectory.status == RunStatus.error
+    assert "initial_toolbelt: no tool named 'mail_serch_mail'" in trajectory.error.message
+    assert llm.requests == []
