@@ -622,3 +622,28 @@ def test_concurrent_writers_lose_nothing(world):
     assert statuses == ["computed"] * 8
     values = load_workbook(path, data_only=True)["S"]
     assert [values[f"A{r}"].value for r in range(1, 10)] == [sum(range(2, 10)), *range(2, 10)]
+
+
+@pytest.mark.slow
+def test_hung_warm_libreoffice_times_out_and_is_replaced(world):
+    import signal
+
+    _book(world, "/hang.xlsx", {"S": [[1, "=A1*2"]]})
+    options = {"recalc": "warm", "recalc_timeout_s": 2}
+    engine = shared_engine(timeout_s=2, mode="warm")
+    engine.start()
+    with mode_session("spreadsheets", world, "individual", options=options) as mcp:
+        os.killpg(engine._office.pid, signal.SIGSTOP)  # soffice stops answering
+        began = engine.stats.timeouts
+        result = mcp.ok(
+            "add_content_text", {"file_path": "/hang.xlsx", "tab_index": 0, "cell": "A1", "value": 4}
+        )
+        assert result["recalculation"]["status"] == "failed"
+        assert "timed out after 2 s" in result["recalculation"]["reason"]
+        assert engine.stats.timeouts == began + 1 and engine._office is None  # killed
+        again = mcp.ok(
+            "add_content_text", {"file_path": "/hang.xlsx", "tab_index": 0, "cell": "A1", "value": 5}
+        )
+        assert again["recalculation"]["status"] == "computed"
+        assert mcp.ok("read_tab", {"file_path": "/hang.xlsx"})["rows"] == [[5, 10]]
+    engine.close()
