@@ -28,6 +28,7 @@ MAX_UNPACKED_BYTES = 1024 * 1024 * 1024
 
 T = TypeVar("T")
 
+
 def check_package(path: Path, *, virtual: str, kind: str, argument: str) -> None:
     """Refuse what cannot be an openable ``kind`` package (``"docx"``/``"pptx"``).
 
@@ -57,14 +58,18 @@ def check_package(path: Path, *, virtual: str, kind: str, argument: str) -> None
         )
     if not head.startswith(_ZIP_MAGIC) or not zipfile.is_zipfile(path):
         raise ToolError(
-            "bad_data", f"{argument}: {virtual} is not a valid .{kind} file (not a zip package)", argument=argument
+            "bad_data",
+            f"{argument}: {virtual} is not a valid .{kind} file (not a zip package)",
+            argument=argument,
         )
     try:
         with zipfile.ZipFile(path) as package:
             unpacked = sum(info.file_size for info in package.infolist())
     except (zipfile.BadZipFile, OSError) as exc:
         raise ToolError(
-            "bad_data", f"{argument}: {virtual} is not a valid .{kind} file (damaged zip: {exc})", argument=argument
+            "bad_data",
+            f"{argument}: {virtual} is not a valid .{kind} file (damaged zip: {exc})",
+            argument=argument,
         ) from exc
     if unpacked > MAX_UNPACKED_BYTES:
         raise ToolError(
@@ -74,9 +79,7 @@ def check_package(path: Path, *, virtual: str, kind: str, argument: str) -> None
         )
 
 
-def open_package(
-    path: Path, loader: Callable[[Any], T], *, virtual: str, kind: str, argument: str
-) -> T:
+def open_package(path: Path, loader: Callable[[Any], T], *, virtual: str, kind: str, argument: str) -> T:
     """Load ``path`` with ``loader`` (``docx.Document`` / ``pptx.Presentation``).
 
     Raises the errors of :func:`check_package`, and ``bad_data`` when the library cannot

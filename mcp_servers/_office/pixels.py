@@ -56,7 +56,9 @@ def apply(blob: bytes, edit: PixelEdit) -> tuple[bytes, str, tuple[int, int]]:
         image = Image.open(io.BytesIO(blob))
         image.load()
     except Exception as exc:
-        raise ToolError("unsupported", f"the picture cannot be decoded for {edit.operation} ({type(exc).__name__})") from exc
+        raise ToolError(
+            "unsupported", f"the picture cannot be decoded for {edit.operation} ({type(exc).__name__})"
+        ) from exc
     source_format = (image.format or "PNG").upper()
     if edit.operation == "rotate":
         _need(edit.rotation, "rotation", "rotate")
@@ -65,16 +67,26 @@ def apply(blob: bytes, edit: PixelEdit) -> tuple[bytes, str, tuple[int, int]]:
     elif edit.operation == "flip":
         _need(edit.flip, "flip", "flip")
         if edit.flip not in ("horizontal", "vertical"):
-            raise ToolError("invalid_argument", f"flip: expected horizontal or vertical, got {edit.flip!r}", argument="flip")
+            raise ToolError(
+                "invalid_argument",
+                f"flip: expected horizontal or vertical, got {edit.flip!r}",
+                argument="flip",
+            )
         image = ImageOps.mirror(image) if edit.flip == "horizontal" else ImageOps.flip(image)
     elif edit.operation in ("brightness", "contrast"):
         factor = edit.brightness if edit.operation == "brightness" else edit.contrast
         _need(factor, edit.operation, edit.operation)
         if not 0 <= factor <= 10:
-            raise ToolError("invalid_argument", f"{edit.operation}: factor must be between 0 and 10", argument=edit.operation)
+            raise ToolError(
+                "invalid_argument",
+                f"{edit.operation}: factor must be between 0 and 10",
+                argument=edit.operation,
+            )
         if image.mode not in ("RGB", "RGBA", "L"):
             image = image.convert("RGBA")
-        enhancer = ImageEnhance.Brightness(image) if edit.operation == "brightness" else ImageEnhance.Contrast(image)
+        enhancer = (
+            ImageEnhance.Brightness(image) if edit.operation == "brightness" else ImageEnhance.Contrast(image)
+        )
         image = enhancer.enhance(factor)
     else:
         box = (edit.crop_left, edit.crop_top, edit.crop_right, edit.crop_bottom)

@@ -101,7 +101,9 @@ def build_blocks(document: Any, blocks: list[ContentBlock], resolve_image: Image
                 paragraph.alignment = ALIGNMENTS[block.alignment]
         elif block.type in ("bullet_list", "numbered_list"):
             if not block.items:
-                raise ToolError("invalid_argument", f"{where}: needs a non-empty 'items' list", argument="content")
+                raise ToolError(
+                    "invalid_argument", f"{where}: needs a non-empty 'items' list", argument="content"
+                )
             numbered = block.type == "numbered_list"
             paragraphs = _add_list(document, block.items, numbered)
             if numbered:
@@ -110,7 +112,9 @@ def build_blocks(document: Any, blocks: list[ContentBlock], resolve_image: Image
                 numbered_lists += 1
         elif block.type == "table":
             if not block.rows or not any(block.rows):
-                raise ToolError("invalid_argument", f"{where}: needs a non-empty 'rows' list", argument="content")
+                raise ToolError(
+                    "invalid_argument", f"{where}: needs a non-empty 'rows' list", argument="content"
+                )
             add_table(document, block.rows, header=block.header, style=block.style)
         elif block.type == "page_break":
             document.add_page_break()
@@ -120,7 +124,9 @@ def build_blocks(document: Any, blocks: list[ContentBlock], resolve_image: Image
                 set_orientation(section, block.orientation)
         elif block.type == "image":
             if not block.path:
-                raise ToolError("invalid_argument", f"{where}: needs 'path' (an image file)", argument="content")
+                raise ToolError(
+                    "invalid_argument", f"{where}: needs 'path' (an image file)", argument="content"
+                )
             image_path = resolve_image(block.path, f"{where}.path")
             paragraph = document.add_paragraph()
             add_picture(paragraph.add_run(), image_path, block.path, block.width_inches, block.height_inches)
@@ -162,7 +168,9 @@ def _restart_numbering(document: Any, paragraphs: list[Any]) -> None:
     """Give a numbered list its own numbering instance starting at 1 (else Word continues
     the previous list's count)."""
     style = paragraphs[0].style
-    style_num = style.element.find(f"{qn('w:pPr')}/{qn('w:numPr')}/{qn('w:numId')}") if style is not None else None
+    style_num = (
+        style.element.find(f"{qn('w:pPr')}/{qn('w:numPr')}/{qn('w:numId')}") if style is not None else None
+    )
     if style_num is None:
         return
     try:
@@ -243,7 +251,9 @@ def add_picture(run: Any, image_path: Path, shown: str, width: float | None, hei
             height=Inches(height) if height else None,
         )
     except Exception as exc:
-        raise ToolError("unsupported", f"image {shown} is not a supported image file ({type(exc).__name__})") from exc
+        raise ToolError(
+            "unsupported", f"image {shown} is not a supported image file ({type(exc).__name__})"
+        ) from exc
 
 
 def place(elements: list[Any], target: Target, position: str) -> None:
@@ -257,7 +267,10 @@ def place(elements: list[Any], target: Target, position: str) -> None:
     anchor = target.paragraph if target.kind == "run" else target.element
     kind = "paragraph" if target.kind == "run" else target.kind
     if kind == "row":
-        raise ToolError("invalid_argument", f"identifier {target.identifier!r}: a table row cannot hold blocks; use a cell")
+        raise ToolError(
+            "invalid_argument",
+            f"identifier {target.identifier!r}: a table row cannot hold blocks; use a cell",
+        )
     if kind in ("paragraph", "table"):
         if position in ("before", "start"):
             for element in elements:

@@ -33,8 +33,18 @@ W_DEL, W_MOVE_FROM = qn("w:del"), qn("w:moveFrom")
 _RUN_CONTAINERS = {
     qn(tag)
     for tag in (
-        "w:hyperlink", "w:ins", "w:del", "w:moveTo", "w:moveFrom", "w:smartTag", "w:customXml",
-        "w:fldSimple", "w:sdt", "w:sdtContent", "w:dir", "w:bdo",
+        "w:hyperlink",
+        "w:ins",
+        "w:del",
+        "w:moveTo",
+        "w:moveFrom",
+        "w:smartTag",
+        "w:customXml",
+        "w:fldSimple",
+        "w:sdt",
+        "w:sdtContent",
+        "w:dir",
+        "w:bdo",
     )
 }
 _WRAPPERS = {W_SDT, W_SDT_CONTENT, W_CUSTOM_XML}
@@ -138,7 +148,9 @@ def resolve(document: Any, identifier: object) -> Target:
     past the end, a section that does not exist).
     """
     if not isinstance(identifier, str) or not identifier.strip():
-        raise ToolError("invalid_argument", "identifier: expected a string such as 'body.p.0'", argument="identifier")
+        raise ToolError(
+            "invalid_argument", "identifier: expected a string such as 'body.p.0'", argument="identifier"
+        )
     ident = identifier.strip()
     tokens = ident.split(".")
     area = tokens[0]
@@ -164,7 +176,9 @@ def resolve(document: Any, identifier: object) -> Target:
     while position < len(tokens):
         token = tokens[position]
         if target.kind != "container":
-            raise ToolError("invalid_argument", f"identifier {ident!r}: unexpected {token!r} after {target.identifier}")
+            raise ToolError(
+                "invalid_argument", f"identifier {ident!r}: unexpected {token!r} after {target.identifier}"
+            )
         if token == "p":
             index = _index(tokens, position + 1, ident)
             paragraph = _pick(paragraphs_of(container), index, "paragraph", ident, prefix)
@@ -197,7 +211,9 @@ def resolve(document: Any, identifier: object) -> Target:
                 position += 2
                 if position < len(tokens):
                     if tokens[position] != "c":
-                        raise ToolError("invalid_argument", f"identifier {ident!r}: expected 'c' after {prefix}")
+                        raise ToolError(
+                            "invalid_argument", f"identifier {ident!r}: expected 'c' after {prefix}"
+                        )
                     col_index = _index(tokens, position + 1, ident)
                     cell = _pick(cells_of(row), col_index, "cell", ident, prefix)
                     prefix = f"{prefix}.c.{col_index}"

@@ -103,11 +103,17 @@ def add_comment(target: Target, text: str, author: str, initials: str | None, do
     runs = [run for run in runs if run_text(run)] or runs
     if not runs:
         raise ToolError(
-            "invalid_argument", f"identifier {target.identifier!r}: the element has no text to comment on", argument="identifier"
+            "invalid_argument",
+            f"identifier {target.identifier!r}: the element has no text to comment on",
+            argument="identifier",
         )
     if target.area != "body":
-        raise ToolError("unsupported", "comments can only be anchored in the document body", argument="identifier")
-    comment = document.add_comment([Run(runs[0], None), Run(runs[-1], None)], text=text, author=author, initials=initials)
+        raise ToolError(
+            "unsupported", "comments can only be anchored in the document body", argument="identifier"
+        )
+    comment = document.add_comment(
+        [Run(runs[0], None), Run(runs[-1], None)], text=text, author=author, initials=initials
+    )
     return comment.comment_id
 
 

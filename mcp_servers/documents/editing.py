@@ -42,9 +42,13 @@ def add_text(document: Any, target: Target, text: str, position: str, style: str
     header): new paragraph(s) at its start or end.
     """
     if position not in POSITIONS:
-        raise ToolError("invalid_argument", f"position: expected one of {', '.join(POSITIONS)}, got {position!r}")
+        raise ToolError(
+            "invalid_argument", f"position: expected one of {', '.join(POSITIONS)}, got {position!r}"
+        )
     if target.kind == "row":
-        raise ToolError("invalid_argument", f"identifier {target.identifier!r}: address a cell (….c.<col>) to add text")
+        raise ToolError(
+            "invalid_argument", f"identifier {target.identifier!r}: address a cell (….c.<col>) to add text"
+        )
     if target.kind == "paragraph" and position in ("start", "end"):
         current = paragraph_text(target.element)
         set_paragraph_text(target.element, text + current if position == "start" else current + text)
@@ -241,13 +245,24 @@ def apply_formatting(document: Any, target: Target, formatting: dict[str, Any]) 
             fonts.set(qn("w:cs"), formatting["font_name"])
         if formatting.get("highlight") is not None:
             font.highlight_color = parse_highlight(formatting["highlight"])
-    run_keys = ("bold", "italic", "underline", "strikethrough", "font_size", "font_color", "font_name", "highlight")
+    run_keys = (
+        "bold",
+        "italic",
+        "underline",
+        "strikethrough",
+        "font_size",
+        "font_color",
+        "font_name",
+        "highlight",
+    )
     applied.extend(key for key in run_keys if formatting.get(key) is not None)
     for key in ("alignment", "style"):
         if formatting.get(key) is None:
             continue
         if not paragraphs:
-            raise ToolError("invalid_argument", f"{key}: applies to paragraphs; {target.identifier!r} is a run")
+            raise ToolError(
+                "invalid_argument", f"{key}: applies to paragraphs; {target.identifier!r} is a run"
+            )
         for element in paragraphs:
             paragraph = Paragraph(element, None)
             if key == "alignment":
@@ -260,13 +275,24 @@ def apply_formatting(document: Any, target: Target, formatting: dict[str, Any]) 
 
 def parse_color(value: str) -> RGBColor:
     """``#1F4E79`` / ``1F4E79`` / a few names -> RGBColor (ToolError otherwise)."""
-    names = {"black": "000000", "white": "FFFFFF", "red": "FF0000", "green": "00B050", "blue": "0070C0",
-             "yellow": "FFFF00", "gray": "808080", "grey": "808080", "orange": "FFA500"}
+    names = {
+        "black": "000000",
+        "white": "FFFFFF",
+        "red": "FF0000",
+        "green": "00B050",
+        "blue": "0070C0",
+        "yellow": "FFFF00",
+        "gray": "808080",
+        "grey": "808080",
+        "orange": "FFA500",
+    }
     text = names.get(value.strip().lower(), value.strip().lstrip("#"))
     try:
         return RGBColor.from_string(text.upper())
     except Exception as exc:
-        raise ToolError("invalid_argument", f"font_color: {value!r} is not a colour like '#1F4E79'", argument="font_color") from exc
+        raise ToolError(
+            "invalid_argument", f"font_color: {value!r} is not a colour like '#1F4E79'", argument="font_color"
+        ) from exc
 
 
 def parse_highlight(value: str) -> Any:
@@ -276,6 +302,8 @@ def parse_highlight(value: str) -> Any:
         return None
     if key not in names:
         raise ToolError(
-            "invalid_argument", f"highlight: {value!r} is not one of {', '.join(sorted(names))}", argument="highlight"
+            "invalid_argument",
+            f"highlight: {value!r} is not one of {', '.join(sorted(names))}",
+            argument="highlight",
         )
     return names[key]

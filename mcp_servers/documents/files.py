@@ -28,17 +28,23 @@ class DocumentFiles:
     def __init__(self, ctx: ServerContext) -> None:
         self.ctx = ctx
 
-    def locate(self, value: object, *, argument: str = "file_path", must_exist: bool = True) -> tuple[Path, str]:
+    def locate(
+        self, value: object, *, argument: str = "file_path", must_exist: bool = True
+    ) -> tuple[Path, str]:
         """(real path, virtual path) of a .docx argument; ToolError when outside the root,
         absent (with ``must_exist``) or not a .docx name."""
-        path = self.ctx.files.resolve(value, argument=argument, must_exist=must_exist, kind="file", allow_root=False)
+        path = self.ctx.files.resolve(
+            value, argument=argument, must_exist=must_exist, kind="file", allow_root=False
+        )
         virtual = self.ctx.files.to_virtual(path)
         require_suffix(virtual, DOCX_SUFFIXES, argument=argument)
         return path, virtual
 
     def image(self, value: object, argument: str) -> Path:
         """An existing image file inside the root."""
-        path = self.ctx.files.resolve(value, argument=argument, must_exist=True, kind="file", allow_root=False)
+        path = self.ctx.files.resolve(
+            value, argument=argument, must_exist=True, kind="file", allow_root=False
+        )
         virtual = self.ctx.files.to_virtual(path)
         if not virtual.lower().endswith(IMAGE_SUFFIXES):
             raise ToolError(

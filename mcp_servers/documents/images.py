@@ -40,11 +40,15 @@ def find_image(document: Any, annotation: object) -> ImageRef:
 def image_bytes(document: Any, image: ImageRef) -> tuple[bytes, str]:
     """(bytes, MIME type) of an embedded image."""
     if not image.rel_id or image.rel_id not in document.part.rels:
-        raise ToolError("not_found", f"annotation: {image.annotation} is a linked image with no embedded data")
+        raise ToolError(
+            "not_found", f"annotation: {image.annotation} is a linked image with no embedded data"
+        )
     part = document.part.related_parts[image.rel_id]
     data = part.blob
     if len(data) > MAX_IMAGE_BYTES:
-        raise ToolError("too_large", f"annotation: {image.annotation} is {len(data)} bytes (limit {MAX_IMAGE_BYTES})")
+        raise ToolError(
+            "too_large", f"annotation: {image.annotation} is {len(data)} bytes (limit {MAX_IMAGE_BYTES})"
+        )
     return data, part.content_type
 
 
@@ -81,10 +85,14 @@ def replace(document: Any, image: ImageRef, new_image: Path, shown: str) -> None
     try:
         rel_id, picture = document.part.get_or_add_image(str(new_image))
     except Exception as exc:
-        raise ToolError("unsupported", f"image_path: {shown} is not a supported image file", argument="image_path") from exc
+        raise ToolError(
+            "unsupported", f"image_path: {shown} is not a supported image file", argument="image_path"
+        ) from exc
     blip = next(image.drawing.iter(A_BLIP), None)
     if blip is None:
-        raise ToolError("unsupported", f"annotation: {image.annotation} is not a picture that can be replaced")
+        raise ToolError(
+            "unsupported", f"annotation: {image.annotation} is not a picture that can be replaced"
+        )
     blip.set(R_EMBED, rel_id)
     px_width, px_height = picture.px_width, picture.px_height
     if px_width and image.width_emu:

@@ -49,14 +49,20 @@ def set_margins(section: Any, margins: dict[str, float | None]) -> None:
         if value is None:
             continue
         if not 0 <= value <= 10:
-            raise ToolError("invalid_argument", f"{name}: margin must be between 0 and 10 inches, got {value}", argument=name)
+            raise ToolError(
+                "invalid_argument",
+                f"{name}: margin must be between 0 and 10 inches, got {value}",
+                argument=name,
+            )
         setattr(section, f"{name}_margin", Inches(value))
 
 
 def apply_orientation(section: Any, orientation: str) -> None:
     if orientation not in ("portrait", "landscape"):
         raise ToolError(
-            "invalid_argument", f"orientation: expected 'portrait' or 'landscape', got {orientation!r}", argument="orientation"
+            "invalid_argument",
+            f"orientation: expected 'portrait' or 'landscape', got {orientation!r}",
+            argument="orientation",
         )
     set_orientation(section, orientation)
 
@@ -66,7 +72,8 @@ def read_header_footer(index: int, section: Any, area: str) -> dict[str, Any]:
     linked = part.is_linked_to_previous
     element = part._element
     paragraphs = [
-        {"id": f"{area}.s.{index}.p.{k}", "text": paragraph_text(p)} for k, p in enumerate(paragraphs_of(element))
+        {"id": f"{area}.s.{index}.p.{k}", "text": paragraph_text(p)}
+        for k, p in enumerate(paragraphs_of(element))
     ]
     tables = sum(1 for el in block_elements(element) if el.tag != W_P)
     return {
@@ -95,7 +102,9 @@ def write_header_footer(
 
     if any(block.type in ("image", "section_break", "page_break") for block in blocks):
         raise ToolError(
-            "unsupported", "content: headers and footers take paragraphs, headings, lists and tables only", argument="content"
+            "unsupported",
+            "content: headers and footers take paragraphs, headings, lists and tables only",
+            argument="content",
         )
 
     def no_images(value: str, where: str) -> Any:

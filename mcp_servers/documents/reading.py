@@ -222,7 +222,9 @@ def read_blocks(document: Any, *, include_runs: bool = False) -> list[dict[str, 
             if blocks and (pending_break or starts):
                 page += 1
             pending_break = ends
-            block = _paragraph_block(element, identifier, styles, images_by_paragraph, include_runs, page, rels)
+            block = _paragraph_block(
+                element, identifier, styles, images_by_paragraph, include_runs, page, rels
+            )
             block["section"] = section
             blocks.append(block)
             # A paragraph carrying sectPr is the last one of its section.
@@ -251,7 +253,12 @@ def _paragraph_block(
 ) -> dict[str, Any]:
     style = styles.of(paragraph)
     kind, level = paragraph_kind(paragraph, style)
-    block: dict[str, Any] = {"id": identifier, "type": kind, "style": style, "text": paragraph_text(paragraph)}
+    block: dict[str, Any] = {
+        "id": identifier,
+        "type": kind,
+        "style": style,
+        "text": paragraph_text(paragraph),
+    }
     if level is not None:
         block["level"] = level
     changes = tracked_changes(paragraph)
@@ -267,7 +274,9 @@ def _paragraph_block(
     if boxes:
         block["text_boxes"] = boxes
     if include_runs:
-        block["runs"] = [_run_summary(run, paragraph, f"{identifier}.r.{j}") for j, run in enumerate(runs_of(paragraph))]
+        block["runs"] = [
+            _run_summary(run, paragraph, f"{identifier}.r.{j}") for j, run in enumerate(runs_of(paragraph))
+        ]
     block["printed_page"] = page
     return block
 
@@ -306,7 +315,9 @@ def _run_summary(run: Any, paragraph: Any, identifier: str) -> dict[str, Any]:
         for flag in ("b", "i", "u", "strike"):
             element = properties.find(qn(f"w:{flag}"))
             if element is not None and element.get(qn("w:val")) not in ("0", "false", "none"):
-                summary[{"b": "bold", "i": "italic", "u": "underline", "strike": "strikethrough"}[flag]] = True
+                summary[{"b": "bold", "i": "italic", "u": "underline", "strike": "strikethrough"}[flag]] = (
+                    True
+                )
         size = properties.find(qn("w:sz"))
         if size is not None and (size.get(qn("w:val")) or "").isdigit():
             summary["font_size"] = int(size.get(qn("w:val"))) / 2
@@ -353,7 +364,9 @@ def _table_block(
     return block
 
 
-def _cell_text(cell: Any, cell_id: str, images: dict[str, list[str]]) -> tuple[list[str], list[str], list[dict[str, Any]]]:
+def _cell_text(
+    cell: Any, cell_id: str, images: dict[str, list[str]]
+) -> tuple[list[str], list[str], list[dict[str, Any]]]:
     """(plain lines, lines with tracked changes marked, tracked changes) of a cell."""
     lines, marked_lines, changes = [], [], []
     for k, paragraph in enumerate(paragraphs_of(cell)):
@@ -372,7 +385,9 @@ def _cell_text(cell: Any, cell_id: str, images: dict[str, list[str]]) -> tuple[l
 def render_block(block: dict[str, Any]) -> str:
     """One block as readable text, prefixed with its identifier."""
     if block["type"] == "table":
-        lines = [f"[{block['id']}] table {block['n_rows']}x{block['n_cols']} (cells: {block['id']}.r.<row>.c.<col>)"]
+        lines = [
+            f"[{block['id']}] table {block['n_rows']}x{block['n_cols']} (cells: {block['id']}.r.<row>.c.<col>)"
+        ]
         for index, row in enumerate(block.get("marked_rows", block["rows"])):
             cells = [cell.replace("\n", " / ").replace("|", "\\|") for cell in row]
             lines.append("| " + " | ".join(cells) + " |")

@@ -188,7 +188,9 @@ def read_document_content(
 def read_image(
     files: DocumentFiles,
     file_path: FilePath,
-    annotation: Annotated[str, Field(description="image.N as shown in reads (or the run identifier holding it)")],
+    annotation: Annotated[
+        str, Field(description="image.N as shown in reads (or the run identifier holding it)")
+    ],
 ) -> ToolOutput:
     """Return one embedded image of the document (as MCP image content) with its size.
 
@@ -214,10 +216,13 @@ def header_footer(
     file_path: FilePath,
     action: Annotated[str, Field(description="read | set | clear | link")] = "read",
     area: Annotated[str, Field(description="header | footer")] = "header",
-    section_index: Annotated[int | None, Field(ge=0, description="section (all sections when reading and omitted)")] = None,
+    section_index: Annotated[
+        int | None, Field(ge=0, description="section (all sections when reading and omitted)")
+    ] = None,
     text: str | None = None,
     content: Annotated[
-        list[ContentBlock] | None, Field(description="content blocks for set (paragraphs, headings, lists, tables)")
+        list[ContentBlock] | None,
+        Field(description="content blocks for set (paragraphs, headings, lists, tables)"),
     ] = None,
     link_to_previous: bool | None = None,
 ) -> dict[str, Any]:
@@ -236,7 +241,9 @@ def header_footer(
     from mcp_servers.documents.layout import link_header_footer, select_sections, write_header_footer
 
     if area not in ("header", "footer"):
-        raise ToolError("invalid_argument", f"area: expected 'header' or 'footer', got {area!r}", argument="area")
+        raise ToolError(
+            "invalid_argument", f"area: expected 'header' or 'footer', got {area!r}", argument="area"
+        )
     if action == "read":
         document, virtual = files.open(file_path)
         return {
@@ -244,7 +251,11 @@ def header_footer(
             "sections": [read_header_footer(i, s, area) for i, s in select_sections(document, section_index)],
         }
     if action not in ("set", "clear", "link"):
-        raise ToolError("invalid_argument", f"action: expected read, set, clear or link, got {action!r}", argument="action")
+        raise ToolError(
+            "invalid_argument",
+            f"action: expected read, set, clear or link, got {action!r}",
+            argument="action",
+        )
     if action == "set" and text is None and not content:
         raise ToolError("invalid_argument", "text or content: required for action=set", argument="text")
     with files.edit(file_path) as (document, virtual):
@@ -291,7 +302,9 @@ def comments(
         return {"file_path": virtual, "comments": read_comments(document)}
     if action == "add":
         if identifier is None or text is None:
-            raise ToolError("invalid_argument", "identifier and text are required to add a comment", argument="identifier")
+            raise ToolError(
+                "invalid_argument", "identifier and text are required to add a comment", argument="identifier"
+            )
         name = author or files.ctx.user_name or files.ctx.user_email or "atoll"
         initials = "".join(part[0] for part in name.split() if part)[:4] or None
         with files.edit(file_path) as (document, virtual):
@@ -299,8 +312,12 @@ def comments(
         return {"file_path": virtual, "comment_id": new_id, "added": True}
     if action == "delete":
         if comment_id is None:
-            raise ToolError("invalid_argument", "comment_id: required to delete a comment", argument="comment_id")
+            raise ToolError(
+                "invalid_argument", "comment_id: required to delete a comment", argument="comment_id"
+            )
         with files.edit(file_path) as (document, virtual):
             delete_comment(document, comment_id)
         return {"file_path": virtual, "comment_id": comment_id, "deleted": True}
-    raise ToolError("invalid_argument", f"action: expected read, add or delete, got {action!r}", argument="action")
+    raise ToolError(
+        "invalid_argument", f"action: expected read, add or delete, got {action!r}", argument="action"
+    )

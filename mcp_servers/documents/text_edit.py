@@ -176,7 +176,9 @@ def replace_text(runs: list[Any], new_text: str, *, anchor: Any, drop_empty: boo
         _drop_empty(runs, touched)
 
 
-def _apply_change(runs: list[Any], start: int, old_end: int, middle: str, anchor: Any, touched: set[int]) -> None:
+def _apply_change(
+    runs: list[Any], start: int, old_end: int, middle: str, anchor: Any, touched: set[int]
+) -> None:
     atoms = atoms_of_runs(runs)
     # Choose where the inserted text goes before deleting: the atom holding the first
     # replaced character, else the one holding the character just before the change
@@ -217,7 +219,9 @@ def _apply_change(runs: list[Any], start: int, old_end: int, middle: str, anchor
             _insert_without_host(runs, spans, start, middle, anchor)
 
 
-def _insert_without_host(runs: list[Any], spans: list[tuple[int, int, Atom]], start: int, middle: str, anchor: Any) -> None:
+def _insert_without_host(
+    runs: list[Any], spans: list[tuple[int, int, Atom]], start: int, middle: str, anchor: Any
+) -> None:
     """Insert text when no editable ``w:t`` exists (empty paragraph, only tabs or images)."""
     if anchor.tag == W_R:
         for element in _text_elements(middle):

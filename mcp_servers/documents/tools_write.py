@@ -35,7 +35,9 @@ def _write_metadata(document: Any, metadata: DocumentMetadata | None, default_au
 @SERVER.tool(action="create")
 def create_document(
     files: DocumentFiles,
-    directory: Annotated[str, Field(description="folder for the new file, e.g. /Outputs (created if missing)")],
+    directory: Annotated[
+        str, Field(description="folder for the new file, e.g. /Outputs (created if missing)")
+    ],
     file_name: Annotated[str, Field(description="name ending in .docx")],
     content: list[ContentBlock],
     metadata: DocumentMetadata | None = None,
@@ -56,14 +58,20 @@ def create_document(
     import docx
 
     if "/" in file_name or "\\" in file_name or not file_name.strip():
-        raise ToolError("invalid_argument", f"file_name: {file_name!r} must be a plain file name", argument="file_name")
+        raise ToolError(
+            "invalid_argument", f"file_name: {file_name!r} must be a plain file name", argument="file_name"
+        )
     require_suffix(file_name, (".docx",), argument="file_name")
     folder = files.ctx.files.resolve(directory, argument="directory", kind="dir")
     virtual_folder = files.ctx.files.to_virtual(folder)
     target = f"{virtual_folder.rstrip('/')}/{file_name}"
     path, virtual = files.locate(target, argument="file_name", must_exist=False)
     if path.exists() and not overwrite:
-        raise ToolError("already_exists", f"file_name: {virtual} already exists (pass overwrite=true)", argument="file_name")
+        raise ToolError(
+            "already_exists",
+            f"file_name: {virtual} already exists (pass overwrite=true)",
+            argument="file_name",
+        )
     document = docx.Document()
     _write_metadata(document, metadata, files.ctx.user_name)
     build_blocks(document, content, files.image)
@@ -90,7 +98,9 @@ def add_content_text(
     identifier: Identifier,
     text: str,
     position: Position = "end",
-    style: Annotated[str | None, Field(description="paragraph style for new paragraphs, e.g. 'Heading 2'")] = None,
+    style: Annotated[
+        str | None, Field(description="paragraph style for new paragraphs, e.g. 'Heading 2'")
+    ] = None,
 ) -> dict[str, Any]:
     """Add text at an identifier: inside it (start/end) or as new paragraph(s) before/after it.
 
@@ -133,11 +143,14 @@ def insert_content(
         breaks = any(block.type == "section_break" for block in content)
         if breaks and not (target.identifier == "body" and position == "end"):
             raise ToolError(
-                "unsupported", "content: a section_break can only be added with identifier='body', position='end'"
+                "unsupported",
+                "content: a section_break can only be added with identifier='body', position='end'",
             )
         if target.area != "body" and any(block.type in ("image", "page_break") for block in content):
             raise ToolError(
-                "unsupported", f"content: images and page breaks cannot go into the {target.area}", argument="content"
+                "unsupported",
+                f"content: images and page breaks cannot go into the {target.area}",
+                argument="content",
             )
         elements = build_blocks(document, content, files.image)
         if not (target.identifier == "body" and position == "end"):
@@ -168,7 +181,9 @@ def add_table(
 
 
 @SERVER.tool(action="edit_text")
-def edit_content_text(files: DocumentFiles, file_path: FilePath, identifier: Identifier, new_text: str) -> dict[str, Any]:
+def edit_content_text(
+    files: DocumentFiles, file_path: FilePath, identifier: Identifier, new_text: str
+) -> dict[str, Any]:
     """Replace the text of a paragraph, run or table cell, keeping run formatting and inline images.
 
     Only the characters that differ are changed: untouched words keep their runs (bold,
@@ -190,7 +205,8 @@ def delete_content_text(
     file_path: FilePath,
     identifier: Identifier,
     scope: Annotated[
-        str, Field(description="content (clear the text, keep the element and its images) | element (remove it)")
+        str,
+        Field(description="content (clear the text, keep the element and its images) | element (remove it)"),
     ] = "content",
     collapse_whitespace: bool = False,
 ) -> dict[str, Any]:
@@ -235,13 +251,24 @@ def add_image(
     with files.edit(file_path) as (document, virtual):
         target = resolve(document, identifier)
         if target.area != "body":
-            raise ToolError("unsupported", f"identifier: pictures cannot be added to the {target.area}", argument="identifier")
+            raise ToolError(
+                "unsupported",
+                f"identifier: pictures cannot be added to the {target.area}",
+                argument="identifier",
+            )
         elements = build_blocks(document, [block], image_argument)
         place(elements, target, position)
         images = collect_images(document)
-        new = next((image for image in images if any(image.drawing in el.iter() for el in elements)), images[-1])
+        new = next(
+            (image for image in images if any(image.drawing in el.iter() for el in elements)), images[-1]
+        )
         summary = new.summary()
-    return {"file_path": virtual, "identifier": target.identifier, "images_in_document": len(images), **summary}
+    return {
+        "file_path": virtual,
+        "identifier": target.identifier,
+        "images_in_document": len(images),
+        **summary,
+    }
 
 
 @SERVER.tool(action="modify_image")
@@ -260,7 +287,9 @@ def modify_image(
     crop_top: Annotated[int | None, Field(ge=0)] = None,
     crop_right: Annotated[int | None, Field(ge=0)] = None,
     crop_bottom: Annotated[int | None, Field(ge=0)] = None,
-    annotation: Annotated[str | None, Field(description="image.N as shown in reads (instead of image_index)")] = None,
+    annotation: Annotated[
+        str | None, Field(description="image.N as shown in reads (instead of image_index)")
+    ] = None,
     width: Inches = None,
     height: Inches = None,
     image_path: Annotated[str | None, Field(description="replace the picture with this image file")] = None,
@@ -279,7 +308,9 @@ def modify_image(
     from mcp_servers.documents.images import find_image, replace, replace_pixels, resize, set_description
 
     if image_index is None and annotation is None:
-        raise ToolError("invalid_argument", "image_index: give image_index or annotation", argument="image_index")
+        raise ToolError(
+            "invalid_argument", "image_index: give image_index or annotation", argument="image_index"
+        )
     if operation is None and width is None and height is None and image_path is None and alt_text is None:
         raise ToolError(
             "invalid_argument", "nothing to change: give operation, width, height, image_path or alt_text"
@@ -290,7 +321,9 @@ def modify_image(
         if image_path is not None:
             replace(document, image, files.image(image_path, "image_path"), image_path)
         if operation is not None:
-            edit = PixelEdit(operation, rotation, flip, brightness, contrast, crop_left, crop_top, crop_right, crop_bottom)
+            edit = PixelEdit(
+                operation, rotation, flip, brightness, contrast, crop_left, crop_top, crop_right, crop_bottom
+            )
             replace_pixels(document, image, edit)
         if width is not None or height is not None:
             resize(image, width, height)
@@ -312,7 +345,9 @@ def apply_formatting(
     font_size: Annotated[float | None, Field(gt=0, le=400, description="points")] = None,
     font_color: Annotated[str | None, Field(description="hex like #1F4E79 or a basic colour name")] = None,
     font_name: str | None = None,
-    highlight: Annotated[str | None, Field(description="yellow, bright_green, turquoise, ... or none")] = None,
+    highlight: Annotated[
+        str | None, Field(description="yellow, bright_green, turquoise, ... or none")
+    ] = None,
     alignment: Alignment | None = None,
     style: Annotated[str | None, Field(description="paragraph style name, e.g. 'Heading 2'")] = None,
 ) -> dict[str, Any]:
@@ -321,9 +356,16 @@ def apply_formatting(
     Character formatting goes to every run addressed; alignment and style to the paragraphs.
     """
     formatting = {
-        "bold": bold, "italic": italic, "underline": underline, "strikethrough": strikethrough,
-        "font_size": font_size, "font_color": font_color, "font_name": font_name, "highlight": highlight,
-        "alignment": alignment, "style": style,
+        "bold": bold,
+        "italic": italic,
+        "underline": underline,
+        "strikethrough": strikethrough,
+        "font_size": font_size,
+        "font_color": font_color,
+        "font_name": font_name,
+        "highlight": highlight,
+        "alignment": alignment,
+        "style": style,
     }
     if all(value is None for value in formatting.values()):
         raise ToolError("invalid_argument", "nothing to apply: give at least one formatting argument")
@@ -335,7 +377,9 @@ def apply_formatting(
 
 def _check_action(action: str | None, nothing_given: bool, needed: str) -> None:
     if action not in (None, "read", "set"):
-        raise ToolError("invalid_argument", f"action: expected 'read' or 'set', got {action!r}", argument="action")
+        raise ToolError(
+            "invalid_argument", f"action: expected 'read' or 'set', got {action!r}", argument="action"
+        )
     if action == "set" and nothing_given:
         raise ToolError("invalid_argument", f"action=set needs {needed}", argument="action")
 
@@ -344,7 +388,9 @@ def _check_action(action: str | None, nothing_given: bool, needed: str) -> None:
 def page_margins(
     files: DocumentFiles,
     file_path: FilePath,
-    action: Annotated[str | None, Field(description="read | set (default: set when a margin is given)")] = None,
+    action: Annotated[
+        str | None, Field(description="read | set (default: set when a margin is given)")
+    ] = None,
     section_index: Annotated[int | None, Field(ge=0, description="one section (default: all)")] = None,
     top: Inches = None,
     bottom: Inches = None,
@@ -355,10 +401,15 @@ def page_margins(
     from mcp_servers.documents.layout import page_setup, select_sections, set_margins
 
     margins = {"top": top, "bottom": bottom, "left": left, "right": right}
-    _check_action(action, all(value is None for value in margins.values()), "a margin (top, bottom, left, right)")
+    _check_action(
+        action, all(value is None for value in margins.values()), "a margin (top, bottom, left, right)"
+    )
     if action == "read" or all(value is None for value in margins.values()):
         document, virtual = files.open(file_path)
-        return {"file_path": virtual, "sections": [page_setup(i, s) for i, s in select_sections(document, section_index)]}
+        return {
+            "file_path": virtual,
+            "sections": [page_setup(i, s) for i, s in select_sections(document, section_index)],
+        }
     with files.edit(file_path) as (document, virtual):
         chosen = select_sections(document, section_index)
         for _index, section in chosen:
@@ -371,7 +422,9 @@ def page_margins(
 def page_orientation(
     files: DocumentFiles,
     file_path: FilePath,
-    action: Annotated[str | None, Field(description="read | set (default: set when orientation is given)")] = None,
+    action: Annotated[
+        str | None, Field(description="read | set (default: set when orientation is given)")
+    ] = None,
     orientation: Annotated[str | None, Field(description="portrait | landscape (omit to read)")] = None,
     section_index: Annotated[int | None, Field(ge=0, description="one section (default: all)")] = None,
 ) -> dict[str, Any]:
@@ -381,7 +434,10 @@ def page_orientation(
     _check_action(action, orientation is None, "orientation")
     if action == "read" or orientation is None:
         document, virtual = files.open(file_path)
-        return {"file_path": virtual, "sections": [page_setup(i, s) for i, s in select_sections(document, section_index)]}
+        return {
+            "file_path": virtual,
+            "sections": [page_setup(i, s) for i, s in select_sections(document, section_index)],
+        }
     with files.edit(file_path) as (document, virtual):
         chosen = select_sections(document, section_index)
         for _index, section in chosen:

@@ -9,7 +9,16 @@ from mcp_servers._core.errors import ToolError
 from mcp_servers._office.package import open_package
 
 CHART_TYPES = (
-    "bar", "column", "stacked_bar", "stacked_column", "line", "pie", "doughnut", "area", "scatter", "radar",
+    "bar",
+    "column",
+    "stacked_bar",
+    "stacked_column",
+    "line",
+    "pie",
+    "doughnut",
+    "area",
+    "scatter",
+    "radar",
 )
 #: Most cells read from a workbook for one chart.
 MAX_CELLS = 10_000
@@ -61,12 +70,22 @@ def read_range(
             min_col, min_row, max_col, max_row = range_boundaries(data_range.replace("$", "").strip())
         except Exception as exc:
             raise ToolError(
-                "invalid_argument", f"data_range: {data_range!r} is not a range like 'A1:C5'", argument="data_range"
+                "invalid_argument",
+                f"data_range: {data_range!r} is not a range like 'A1:C5'",
+                argument="data_range",
             ) from exc
         if None in (min_col, min_row, max_col, max_row):
-            raise ToolError("invalid_argument", f"data_range: {data_range!r} must name both corners, like 'A1:C5'", argument="data_range")
+            raise ToolError(
+                "invalid_argument",
+                f"data_range: {data_range!r} must name both corners, like 'A1:C5'",
+                argument="data_range",
+            )
         if (max_col - min_col + 1) * (max_row - min_row + 1) > MAX_CELLS:
-            raise ToolError("too_large", f"data_range: {data_range} has more than {MAX_CELLS} cells", argument="data_range")
+            raise ToolError(
+                "too_large",
+                f"data_range: {data_range} has more than {MAX_CELLS} cells",
+                argument="data_range",
+            )
         sheet = workbook[sheet_name]
         rows = [
             list(row)
@@ -97,11 +116,15 @@ def _number(value: Any, cell: str) -> float | None:
         return float(str(value).replace(",", "").strip())
     except ValueError:
         raise ToolError(
-            "invalid_argument", f"data_range: cell {cell} holds {value!r}, not a number", argument="data_range"
+            "invalid_argument",
+            f"data_range: cell {cell} holds {value!r}, not a number",
+            argument="data_range",
         ) from None
 
 
-def chart_data(rows: list[list[Any]], data_range: str, chart_type: str, *, include_header: bool = True) -> Any:
+def chart_data(
+    rows: list[list[Any]], data_range: str, chart_type: str, *, include_header: bool = True
+) -> Any:
     """Chart data from rows: first row = series names (unless ``include_header`` is false:
     then series are named "Series N"), first column = categories (scatter: x values)."""
     from openpyxl.utils.cell import get_column_letter, range_boundaries
@@ -133,9 +156,15 @@ def chart_data(rows: list[list[Any]], data_range: str, chart_type: str, *, inclu
     return data
 
 
-def add_chart(slide: Any, data: Any, chart_type: str, title: str | None, box: tuple[Any, Any, Any, Any], legend: bool) -> Any:
+def add_chart(
+    slide: Any, data: Any, chart_type: str, title: str | None, box: tuple[Any, Any, Any, Any], legend: bool
+) -> Any:
     if chart_type not in CHART_TYPES:
-        raise ToolError("invalid_argument", f"chart_type: expected one of {', '.join(CHART_TYPES)}, got {chart_type!r}", argument="chart_type")
+        raise ToolError(
+            "invalid_argument",
+            f"chart_type: expected one of {', '.join(CHART_TYPES)}, got {chart_type!r}",
+            argument="chart_type",
+        )
     frame = slide.shapes.add_chart(_chart_enum(chart_type), *box, data)
     chart = frame.chart
     if title:

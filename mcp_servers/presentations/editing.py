@@ -86,7 +86,12 @@ def replace_in_paragraph(paragraph: Any, search: str, replace: str, match_case: 
 
 
 def replace_text(
-    deck: Any, search: str, replace: str, slide_index: int | None, match_case: bool, include_notes: bool = False
+    deck: Any,
+    search: str,
+    replace: str,
+    slide_index: int | None,
+    match_case: bool,
+    include_notes: bool = False,
 ) -> int:
     """Replace ``search`` in every text frame and table cell of one slide or all slides (and
     their speaker notes with ``include_notes``)."""
@@ -120,7 +125,11 @@ def apply_operation(deck: Any, operation: SlideOperation, number: int) -> dict[s
     if kind == "replace_text":
         _require(operation, number, "search", "replace")
         count = replace_text(
-            deck, operation.search, operation.replace, operation.slide_index, operation.match_case,
+            deck,
+            operation.search,
+            operation.replace,
+            operation.slide_index,
+            operation.match_case,
             operation.include_notes,
         )
         return {"type": kind, "replacements": count}
@@ -130,13 +139,19 @@ def apply_operation(deck: Any, operation: SlideOperation, number: int) -> dict[s
         _require(operation, number, "title")
         shape = title_shape(slide)
         if shape is None:
-            raise ToolError("invalid_argument", f"operations[{number}]: slide {operation.slide_index} has no title placeholder")
+            raise ToolError(
+                "invalid_argument",
+                f"operations[{number}]: slide {operation.slide_index} has no title placeholder",
+            )
         set_text_keep_format(shape.text_frame, operation.title)
     elif kind == "update_subtitle":
         _require(operation, number, "subtitle")
         shape = subtitle_shape(slide)
         if shape is None:
-            raise ToolError("invalid_argument", f"operations[{number}]: slide {operation.slide_index} has no subtitle placeholder")
+            raise ToolError(
+                "invalid_argument",
+                f"operations[{number}]: slide {operation.slide_index} has no subtitle placeholder",
+            )
         set_text_keep_format(shape.text_frame, operation.subtitle)
     elif kind in ("add_bullets", "replace_bullets"):
         _require(operation, number, "bullets")

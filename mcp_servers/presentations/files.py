@@ -29,21 +29,31 @@ class DeckFiles:
     def __init__(self, ctx: ServerContext) -> None:
         self.ctx = ctx
 
-    def locate(self, value: object, *, argument: str = "file_path", must_exist: bool = True) -> tuple[Path, str]:
+    def locate(
+        self, value: object, *, argument: str = "file_path", must_exist: bool = True
+    ) -> tuple[Path, str]:
         """(real path, virtual path) of a .pptx argument; ToolError when outside the root,
         absent (with ``must_exist``) or not a .pptx name."""
-        path = self.ctx.files.resolve(value, argument=argument, must_exist=must_exist, kind="file", allow_root=False)
+        path = self.ctx.files.resolve(
+            value, argument=argument, must_exist=must_exist, kind="file", allow_root=False
+        )
         virtual = self.ctx.files.to_virtual(path)
         require_suffix(virtual, PPTX_SUFFIXES, argument=argument)
         return path, virtual
 
-    def existing(self, value: object, argument: str, suffixes: tuple[str, ...], what: str) -> tuple[Path, str]:
+    def existing(
+        self, value: object, argument: str, suffixes: tuple[str, ...], what: str
+    ) -> tuple[Path, str]:
         """An existing file inside the root with one of ``suffixes`` (an image, a workbook)."""
-        path = self.ctx.files.resolve(value, argument=argument, must_exist=True, kind="file", allow_root=False)
+        path = self.ctx.files.resolve(
+            value, argument=argument, must_exist=True, kind="file", allow_root=False
+        )
         virtual = self.ctx.files.to_virtual(path)
         if not virtual.lower().endswith(suffixes):
             raise ToolError(
-                "unsupported", f"{argument}: {virtual} is not {what} ({', '.join(suffixes)})", argument=argument
+                "unsupported",
+                f"{argument}: {virtual} is not {what} ({', '.join(suffixes)})",
+                argument=argument,
             )
         return path, virtual
 

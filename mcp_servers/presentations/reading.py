@@ -51,24 +51,40 @@ def find_picture(deck: Any, annotation: object) -> tuple[int, str, Any]:
     """(slide index, annotation, shape) for ``slide.{i}.image.{k}``; ToolError otherwise."""
     text = str(annotation).strip()
     parts = text.split(".")
-    if len(parts) != 4 or parts[0] != "slide" or parts[2] != "image" or not (parts[1].isdigit() and parts[3].isdigit()):
+    if (
+        len(parts) != 4
+        or parts[0] != "slide"
+        or parts[2] != "image"
+        or not (parts[1].isdigit() and parts[3].isdigit())
+    ):
         raise ToolError(
-            "invalid_argument", f"annotation: expected 'slide.<i>.image.<k>' as reads show, got {text!r}", argument="annotation"
+            "invalid_argument",
+            f"annotation: expected 'slide.<i>.image.<k>' as reads show, got {text!r}",
+            argument="annotation",
         )
     slide_index = int(parts[1])
     if slide_index >= len(deck.slides):
-        raise ToolError("not_found", f"annotation: the deck has {len(deck.slides)} slide(s), no slide {slide_index}", argument="annotation")
+        raise ToolError(
+            "not_found",
+            f"annotation: the deck has {len(deck.slides)} slide(s), no slide {slide_index}",
+            argument="annotation",
+        )
     found = pictures(deck.slides[slide_index], slide_index)
     for name, shape in found:
         if name == text:
             return slide_index, name, shape
     raise ToolError(
-        "not_found", f"annotation: slide {slide_index} has {len(found)} picture(s), no {text!r}", argument="annotation"
+        "not_found",
+        f"annotation: slide {slide_index} has {len(found)} picture(s), no {text!r}",
+        argument="annotation",
     )
 
 
 def _paragraph_lines(text_frame: Any) -> list[dict[str, Any]]:
-    return [{"text": "".join(run.text for run in p.runs) if p.runs else p.text, "level": p.level} for p in text_frame.paragraphs]
+    return [
+        {"text": "".join(run.text for run in p.runs) if p.runs else p.text, "level": p.level}
+        for p in text_frame.paragraphs
+    ]
 
 
 def chart_summary(chart: Any) -> dict[str, Any]:
@@ -80,7 +96,9 @@ def chart_summary(chart: Any) -> dict[str, Any]:
     try:
         plot = chart.plots[0]
         summary["categories"] = [str(c) for c in plot.categories]
-        summary["series"] = [{"name": s.name, "values": list(s.values)} for p in chart.plots for s in p.series]
+        summary["series"] = [
+            {"name": s.name, "values": list(s.values)} for p in chart.plots for s in p.series
+        ]
     except Exception:
         summary["categories"], summary["series"] = [], []
     return summary
@@ -139,7 +157,9 @@ def shape_info(
     return info
 
 
-def slide_info(slide: Any, slide_index: int, cache: dict[Any, tuple[Any, ...]] | None = None) -> dict[str, Any]:
+def slide_info(
+    slide: Any, slide_index: int, cache: dict[Any, tuple[Any, ...]] | None = None
+) -> dict[str, Any]:
     """Structured content of one slide (``cache``: inherited placeholder positions, shared
     across the slides of one read)."""
     cache = {} if cache is None else cache
@@ -182,21 +202,27 @@ def render_slide(info: dict[str, Any]) -> str:
             lines.append(("# " + " / ".join(p["text"] for p in shape.get("paragraphs", []))).rstrip())
         elif kind == "table":
             rows = shape["rows"]
-            lines.append(f"[table {len(rows)}x{len(rows[0]) if rows else 0} \"{shape['name']}\"]")
+            lines.append(f'[table {len(rows)}x{len(rows[0]) if rows else 0} "{shape["name"]}"]')
             for r, row in enumerate(rows):
-                lines.append("| " + " | ".join(cell.replace("\n", " / ").replace("|", "\\|") for cell in row) + " |")
+                lines.append(
+                    "| " + " | ".join(cell.replace("\n", " / ").replace("|", "\\|") for cell in row) + " |"
+                )
                 if r == 0:
                     lines.append("|" + "---|" * len(row))
         elif kind == "chart":
             chart = shape["chart"]
-            series = "; ".join(f"{s['name']}: {', '.join(_number(v) for v in s['values'])}" for s in chart["series"])
+            series = "; ".join(
+                f"{s['name']}: {', '.join(_number(v) for v in s['values'])}" for s in chart["series"]
+            )
             lines.append(
-                f"[chart \"{shape['name']}\" {chart['chart_type']}"
-                + (f" \"{chart['title']}\"" if chart.get("title") else "")
+                f'[chart "{shape["name"]}" {chart["chart_type"]}'
+                + (f' "{chart["title"]}"' if chart.get("title") else "")
                 + f"] categories: {', '.join(chart['categories'])}; {series}"
             )
         elif kind == "image":
-            lines.append(f"[image {shape['annotation']} \"{shape['name']}\" {shape['width']}x{shape['height']} in]")
+            lines.append(
+                f'[image {shape["annotation"]} "{shape["name"]}" {shape["width"]}x{shape["height"]} in]'
+            )
         elif shape.get("paragraphs"):
             texts = [p for p in shape["paragraphs"] if p["text"].strip()]
             if not texts:

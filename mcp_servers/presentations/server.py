@@ -35,7 +35,9 @@ def read_slides(
     files: DeckFiles,
     file_path: FilePath,
     start: Annotated[int, Field(ge=0, description="first character of the deck's markdown to return")] = 0,
-    end: Annotated[int | None, Field(ge=0, description="character after the last one (default start + 50,000)")] = None,
+    end: Annotated[
+        int | None, Field(ge=0, description="character after the last one (default start + 50,000)")
+    ] = None,
 ) -> ToolOutput:
     """Read the deck as markdown, by character range (for long decks).
 
@@ -47,8 +49,14 @@ def read_slides(
     if stop < start:
         raise ToolError("invalid_argument", f"end: {end} is before start {start}", argument="end")
     chunk = text[start:stop]
-    data = {"file_path": virtual, "start": start, "end": stop, "total_chars": len(text), "text": chunk,
-            "has_more": stop < len(text)}
+    data = {
+        "file_path": virtual,
+        "start": start,
+        "end": stop,
+        "total_chars": len(text),
+        "text": chunk,
+        "has_more": stop < len(text),
+    }
     footer = f"\n…more: continue with start={stop} (total {len(text)} chars)" if stop < len(text) else ""
     return ToolOutput(data, text=chunk + footer)
 
@@ -79,7 +87,7 @@ def read_individualslide(files: DeckFiles, file_path: FilePath, slide_index: Sli
     info = slide_info(get_slide(deck, slide_index), slide_index)
     text = render_slide(info)
     shapes = "\n".join(
-        f"  shape {s['index']} \"{s['name']}\" {s['kind']} at ({s['left']}, {s['top']}) in, {s['width']}x{s['height']} in"
+        f'  shape {s["index"]} "{s["name"]}" {s["kind"]} at ({s["left"]}, {s["top"]}) in, {s["width"]}x{s["height"]} in'
         for s in info["shapes"]
     )
     data = {"file_path": virtual, "slide_count": len(deck.slides), **public(info)}
@@ -107,7 +115,11 @@ def read_image(
         "height_inches": round(shape.height / 914400, 2),
     }
     if len(image.blob) > 10 * 1024 * 1024:
-        raise ToolError("too_large", f"annotation: {name} is {len(image.blob)} bytes (limit 10 MiB)", argument="annotation")
+        raise ToolError(
+            "too_large",
+            f"annotation: {name} is {len(image.blob)} bytes (limit 10 MiB)",
+            argument="annotation",
+        )
     text = f"{name} in {virtual}: {image.content_type}, {data['width_inches']}x{data['height_inches']} in"
     return ToolOutput(data, text=text, images=[ImageBlock(image.blob, image.content_type)])
 

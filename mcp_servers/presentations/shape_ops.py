@@ -43,17 +43,23 @@ def placeholder_shape(slide: Any, name: str | None, number: int, *, create_body:
         if shape is None and key == "body":
             if create_body:
                 frame = body_frame(slide, create=True)
-                return next(s for s in slide.shapes if s.has_text_frame and s.text_frame._txBody is frame._txBody)
+                return next(
+                    s for s in slide.shapes if s.has_text_frame and s.text_frame._txBody is frame._txBody
+                )
             shape = next((s for s in slide.shapes if s.name == "Bullets" and s.has_text_frame), None)
     if shape is None:
         raise ToolError(
-            "invalid_argument", f"operations[{number}]: the slide has no {key} placeholder", argument="operations"
+            "invalid_argument",
+            f"operations[{number}]: the slide has no {key} placeholder",
+            argument="operations",
         )
     return shape
 
 
 def _table(slide: Any, operation: SlideOperation, number: int) -> Any:
-    tables = [shape for shape in iter_shapes(slide.shapes) if getattr(shape, "has_table", False) and shape.has_table]
+    tables = [
+        shape for shape in iter_shapes(slide.shapes) if getattr(shape, "has_table", False) and shape.has_table
+    ]
     if not 0 <= operation.table_idx < len(tables):
         raise ToolError(
             "not_found",
@@ -63,7 +69,11 @@ def _table(slide: Any, operation: SlideOperation, number: int) -> Any:
     table = tables[operation.table_idx].table
     rows, cols = len(table.rows), len(table.columns)
     if operation.row is None or operation.column is None:
-        raise ToolError("invalid_argument", f"operations[{number}]: 'row' and 'column' are required", argument="operations")
+        raise ToolError(
+            "invalid_argument",
+            f"operations[{number}]: 'row' and 'column' are required",
+            argument="operations",
+        )
     if not (0 <= operation.row < rows and 0 <= operation.column < cols):
         raise ToolError(
             "not_found",
@@ -101,7 +111,11 @@ def _selected_runs(frame: Any, operation: SlideOperation, number: int) -> list[A
     runs = [run for paragraph in paragraphs for run in paragraph.runs]
     if operation.run_index is not None:
         if operation.paragraph_index is None:
-            raise ToolError("invalid_argument", f"operations[{number}]: run_index needs paragraph_index", argument="operations")
+            raise ToolError(
+                "invalid_argument",
+                f"operations[{number}]: run_index needs paragraph_index",
+                argument="operations",
+            )
         if not 0 <= operation.run_index < len(runs):
             raise ToolError(
                 "not_found",
@@ -121,18 +135,30 @@ def apply_shape_operation(slide: Any, operation: SlideOperation, number: int) ->
         set_text_keep_format(shape.text_frame, "")
     elif kind == "append_table":
         if not operation.rows:
-            raise ToolError("invalid_argument", f"operations[{number}] (append_table): 'rows' is required", argument="operations")
+            raise ToolError(
+                "invalid_argument",
+                f"operations[{number}] (append_table): 'rows' is required",
+                argument="operations",
+            )
         box: dict[str, Any] = {}
         if operation.placeholder:
             anchor = placeholder_shape(slide, operation.placeholder, number)
-            box = {"left": anchor.left / 914400, "top": anchor.top / 914400,
-                   "width": anchor.width / 914400, "height": None}
+            box = {
+                "left": anchor.left / 914400,
+                "top": anchor.top / 914400,
+                "width": anchor.width / 914400,
+                "height": None,
+            }
             if not anchor.text_frame.text.strip():
                 anchor._element.getparent().remove(anchor._element)
         add_table(slide, TableSpec(rows=operation.rows, header=operation.header), **box)
     elif kind == "update_table_cell":
         if operation.text is None:
-            raise ToolError("invalid_argument", f"operations[{number}] (update_table_cell): 'text' is required", argument="operations")
+            raise ToolError(
+                "invalid_argument",
+                f"operations[{number}] (update_table_cell): 'text' is required",
+                argument="operations",
+            )
         set_text_keep_format(_table(slide, operation, number).text_frame, operation.text)
     elif kind == "format_table_cell":
         cell = _table(slide, operation, number)
@@ -145,11 +171,17 @@ def apply_shape_operation(slide: Any, operation: SlideOperation, number: int) ->
         _format_runs(_selected_runs(shape.text_frame, operation, number), operation)
     elif kind == "add_hyperlink":
         if not operation.url:
-            raise ToolError("invalid_argument", f"operations[{number}] (add_hyperlink): 'url' is required", argument="operations")
+            raise ToolError(
+                "invalid_argument",
+                f"operations[{number}] (add_hyperlink): 'url' is required",
+                argument="operations",
+            )
         shape = placeholder_shape(slide, operation.placeholder, number)
         runs = _selected_runs(shape.text_frame, operation, number)
         if not runs:
-            raise ToolError("invalid_argument", f"operations[{number}]: no text to link", argument="operations")
+            raise ToolError(
+                "invalid_argument", f"operations[{number}]: no text to link", argument="operations"
+            )
         for run in runs:
             run.hyperlink.address = operation.url
     return {"type": kind, "slide_index": operation.slide_index}

@@ -10,8 +10,17 @@ from pptx.util import Pt
 
 from mcp_servers._core.errors import ToolError
 
-_NAMED = {"black": "000000", "white": "FFFFFF", "red": "FF0000", "green": "00B050", "blue": "0070C0",
-          "yellow": "FFFF00", "gray": "808080", "grey": "808080", "orange": "FFA500"}
+_NAMED = {
+    "black": "000000",
+    "white": "FFFFFF",
+    "red": "FF0000",
+    "green": "00B050",
+    "blue": "0070C0",
+    "yellow": "FFFF00",
+    "gray": "808080",
+    "grey": "808080",
+    "orange": "FFA500",
+}
 
 
 def parse_color(value: str, argument: str) -> RGBColor:
@@ -20,13 +29,23 @@ def parse_color(value: str, argument: str) -> RGBColor:
     try:
         return RGBColor.from_string(text.upper())
     except Exception as exc:
-        raise ToolError("invalid_argument", f"{argument}: {value!r} is not a colour like '#1F4E79'", argument=argument) from exc
+        raise ToolError(
+            "invalid_argument", f"{argument}: {value!r} is not a colour like '#1F4E79'", argument=argument
+        ) from exc
 
 
 def shape_kind(name: str) -> Any:
     key = name.strip().upper().replace(" ", "_").replace("-", "_")
-    aliases = {"ARROW": "RIGHT_ARROW", "CIRCLE": "OVAL", "ELLIPSE": "OVAL", "SQUARE": "RECTANGLE",
-               "TRIANGLE": "ISOSCELES_TRIANGLE", "STAR": "STAR_5_POINT", "ARROW_RIGHT": "RIGHT_ARROW", "ARROW_LEFT": "LEFT_ARROW"}
+    aliases = {
+        "ARROW": "RIGHT_ARROW",
+        "CIRCLE": "OVAL",
+        "ELLIPSE": "OVAL",
+        "SQUARE": "RECTANGLE",
+        "TRIANGLE": "ISOSCELES_TRIANGLE",
+        "STAR": "STAR_5_POINT",
+        "ARROW_RIGHT": "RIGHT_ARROW",
+        "ARROW_LEFT": "LEFT_ARROW",
+    }
     key = aliases.get(key, key)
     member = getattr(MSO_SHAPE, key, None)
     if member is None:
@@ -39,9 +58,19 @@ def shape_kind(name: str) -> Any:
     return member
 
 
-def add_autoshape(slide: Any, shape_type: str, box: tuple[int, int, int, int], *, text: str | None,
-                  fill_color: str | None, line_color: str | None, line_width: float | None,
-                  font_size: float | None, font_color: str | None, bold: bool | None) -> Any:
+def add_autoshape(
+    slide: Any,
+    shape_type: str,
+    box: tuple[int, int, int, int],
+    *,
+    text: str | None,
+    fill_color: str | None,
+    line_color: str | None,
+    line_width: float | None,
+    font_size: float | None,
+    font_color: str | None,
+    bold: bool | None,
+) -> Any:
     if shape_type.strip().lower() in ("text_box", "textbox", "text"):
         shape = slide.shapes.add_textbox(*box)
         shape.text_frame.word_wrap = True

@@ -39,7 +39,9 @@ def find_layout(deck: Any, name: str | None) -> Any:
     if fallback is not None and fallback < len(layouts):
         return layouts[fallback]
     names = ", ".join([*LAYOUTS, *(layout.name for layout in layouts)])
-    raise ToolError("invalid_argument", f"layout: unknown layout {name!r} (available: {names})", argument="layout")
+    raise ToolError(
+        "invalid_argument", f"layout: unknown layout {name!r} (available: {names})", argument="layout"
+    )
 
 
 def get_slide(deck: Any, index: int | None, argument: str = "slide_index") -> Any:
@@ -166,8 +168,15 @@ def body_frame(slide: Any, *, create: bool) -> Any | None:
     return box.text_frame
 
 
-def add_table(slide: Any, spec: TableSpec, *, left: float | None = None, top: float | None = None,
-              width: float | None = None, height: float | None = None) -> Any:
+def add_table(
+    slide: Any,
+    spec: TableSpec,
+    *,
+    left: float | None = None,
+    top: float | None = None,
+    width: float | None = None,
+    height: float | None = None,
+) -> Any:
     """Add a table (cell values as text, bold header row when ``spec.header``)."""
     rows = spec.rows
     if not rows or not any(rows):
@@ -209,7 +218,11 @@ def fill_slide(slide: Any, spec: SlideSpec) -> None:
     if spec.subtitle is not None:
         shape = subtitle_shape(slide)
         if shape is None:
-            raise ToolError("invalid_argument", "subtitle: the slide's layout has no subtitle placeholder", argument="subtitle")
+            raise ToolError(
+                "invalid_argument",
+                "subtitle: the slide's layout has no subtitle placeholder",
+                argument="subtitle",
+            )
         shape.text_frame.text = spec.subtitle
     if spec.bullets:
         frame = body_frame(slide, create=True)
@@ -245,7 +258,11 @@ def move_slide(deck: Any, old_index: int, new_index: int) -> None:
     slide_ids = deck.slides._sldIdLst
     items = list(slide_ids)
     if not 0 <= new_index < len(items):
-        raise ToolError("not_found", f"to_index: the deck has {len(items)} slide(s), no position {new_index}", argument="to_index")
+        raise ToolError(
+            "not_found",
+            f"to_index: the deck has {len(items)} slide(s), no position {new_index}",
+            argument="to_index",
+        )
     element = items[old_index]
     slide_ids.remove(element)
     slide_ids.insert(new_index, element)

@@ -24,7 +24,9 @@ def _emu(value: float | None) -> int | None:
     return None if value is None else int(value * 914400)
 
 
-def _box(deck: Any, left: float | None, top: float | None, width: float | None, height: float | None) -> tuple[int, int, int, int]:
+def _box(
+    deck: Any, left: float | None, top: float | None, width: float | None, height: float | None
+) -> tuple[int, int, int, int]:
     """A shape box in EMU; defaults fill the content area under the title."""
     slide_width, slide_height = deck.slide_width, deck.slide_height
     x = _emu(left) if left is not None else int(0.5 * 914400)
@@ -32,14 +34,18 @@ def _box(deck: Any, left: float | None, top: float | None, width: float | None, 
     w = _emu(width) if width is not None else slide_width - x - int(0.5 * 914400)
     h = _emu(height) if height is not None else slide_height - y - int(0.5 * 914400)
     if w <= 0 or h <= 0:
-        raise ToolError("invalid_argument", "the shape would have no width or height at that position", argument="left")
+        raise ToolError(
+            "invalid_argument", "the shape would have no width or height at that position", argument="left"
+        )
     return x, y, w, h
 
 
 @SERVER.tool(action="create")
 def create_deck(
     files: DeckFiles,
-    directory: Annotated[str, Field(description="folder for the new file, e.g. /Outputs (created if missing)")],
+    directory: Annotated[
+        str, Field(description="folder for the new file, e.g. /Outputs (created if missing)")
+    ],
     file_name: Annotated[str, Field(description="name ending in .pptx")],
     slides: list[SlideSpec],
     metadata: DeckMetadata | None = None,
@@ -58,13 +64,19 @@ def create_deck(
     from pptx import Presentation
 
     if "/" in file_name or "\\" in file_name or not file_name.strip():
-        raise ToolError("invalid_argument", f"file_name: {file_name!r} must be a plain file name", argument="file_name")
+        raise ToolError(
+            "invalid_argument", f"file_name: {file_name!r} must be a plain file name", argument="file_name"
+        )
     require_suffix(file_name, (".pptx",), argument="file_name")
     folder = files.ctx.files.resolve(directory, argument="directory", kind="dir")
     target = f"{files.ctx.files.to_virtual(folder).rstrip('/')}/{file_name}"
     path, virtual = files.locate(target, argument="file_name", must_exist=False)
     if path.exists() and not overwrite:
-        raise ToolError("already_exists", f"file_name: {virtual} already exists (pass overwrite=true)", argument="file_name")
+        raise ToolError(
+            "already_exists",
+            f"file_name: {virtual} already exists (pass overwrite=true)",
+            argument="file_name",
+        )
     deck = Presentation()
     deck.slide_width, deck.slide_height = 12192000, 6858000  # 13.333 x 7.5 in (16:9)
     properties = deck.core_properties
@@ -90,7 +102,9 @@ def delete_deck(files: DeckFiles, file_path: FilePath) -> dict[str, Any]:
 def add_slide(
     files: DeckFiles,
     file_path: FilePath,
-    index: Annotated[int | None, Field(ge=0, description="position of the new slide (default: at the end)")] = None,
+    index: Annotated[
+        int | None, Field(ge=0, description="position of the new slide (default: at the end)")
+    ] = None,
     layout: str = "title_and_content",
     title: str | None = None,
     subtitle: str | None = None,
@@ -98,9 +112,12 @@ def add_slide(
     table: TableSpec | None = None,
     columns: list[str | list[str | BulletItem]] | None = None,
     notes: str | None = None,
-    slide_index: Annotated[int | None, Field(ge=0, description="same as index (the reference's name)")] = None,
+    slide_index: Annotated[
+        int | None, Field(ge=0, description="same as index (the reference's name)")
+    ] = None,
     content: Annotated[
-        dict[str, Any] | None, Field(description="{title, subtitle, bullets, table, columns, notes} instead of flat arguments")
+        dict[str, Any] | None,
+        Field(description="{title, subtitle, bullets, table, columns, notes} instead of flat arguments"),
     ] = None,
 ) -> dict[str, Any]:
     """Add a slide at a position, with a layout and content.
@@ -111,22 +128,37 @@ def add_slide(
     if index is not None and slide_index is not None and index != slide_index:
         raise ToolError("invalid_argument", "give index or slide_index, not both", argument="index")
     index = index if index is not None else slide_index
-    flat = {"title": title, "subtitle": subtitle, "bullets": bullets, "table": table, "columns": columns, "notes": notes}
+    flat = {
+        "title": title,
+        "subtitle": subtitle,
+        "bullets": bullets,
+        "table": table,
+        "columns": columns,
+        "notes": notes,
+    }
     if content:
         clash = [name for name, value in flat.items() if value is not None and name in content]
         if clash:
-            raise ToolError("invalid_argument", f"content: {', '.join(clash)} given twice", argument="content")
+            raise ToolError(
+                "invalid_argument", f"content: {', '.join(clash)} given twice", argument="content"
+            )
         flat.update(content)
     try:
         spec = SlideSpec(layout=layout, **{name: value for name, value in flat.items() if value is not None})
     except ValidationError as exc:
         problem = exc.errors()[0]
         where = ".".join(str(part) for part in problem["loc"])
-        raise ToolError("invalid_argument", f"content: {where}: {problem['msg']}", argument="content") from None
+        raise ToolError(
+            "invalid_argument", f"content: {where}: {problem['msg']}", argument="content"
+        ) from None
     with files.edit(file_path) as (deck, virtual):
         count = len(deck.slides)
         if index is not None and index > count:
-            raise ToolError("not_found", f"index: the deck has {count} slide(s); the new slide can go at 0..{count}", argument="index")
+            raise ToolError(
+                "not_found",
+                f"index: the deck has {count} slide(s); the new slide can go at 0..{count}",
+                argument="index",
+            )
         fill_slide(deck.slides.add_slide(find_layout(deck, layout)), spec)
         position = count if index is None else index
         if position != count:
@@ -137,7 +169,10 @@ def add_slide(
 
 @SERVER.tool(action="edit")
 def edit_slides(
-    files: DeckFiles, file_path: FilePath, operations: list[SlideOperation], metadata: DeckMetadata | None = None
+    files: DeckFiles,
+    file_path: FilePath,
+    operations: list[SlideOperation],
+    metadata: DeckMetadata | None = None,
 ) -> dict[str, Any]:
     """Apply edits in order, all or nothing (the file is written only if every one succeeds).
 
@@ -188,11 +223,21 @@ def add_image(
         slide = get_slide(deck, slide_index)
         try:
             picture = slide.shapes.add_picture(
-                str(image), _emu(1.0 if x is None else x), _emu(1.5 if y is None else y), _emu(width), _emu(height)
+                str(image),
+                _emu(1.0 if x is None else x),
+                _emu(1.5 if y is None else y),
+                _emu(width),
+                _emu(height),
             )
         except Exception as exc:
-            raise ToolError("unsupported", f"image_path: {image_path} is not a supported image file", argument="image_path") from exc
-        annotation = next(name for name, shape in pictures(slide, slide_index) if shape.shape_id == picture.shape_id)
+            raise ToolError(
+                "unsupported",
+                f"image_path: {image_path} is not a supported image file",
+                argument="image_path",
+            ) from exc
+        annotation = next(
+            name for name, shape in pictures(slide, slide_index) if shape.shape_id == picture.shape_id
+        )
     return {"file_path": virtual, "slide_index": slide_index, "annotation": annotation, "name": picture.name}
 
 
@@ -213,7 +258,9 @@ def modify_image(
     crop_top: Annotated[int | None, Field(ge=0)] = None,
     crop_right: Annotated[int | None, Field(ge=0)] = None,
     crop_bottom: Annotated[int | None, Field(ge=0)] = None,
-    annotation: Annotated[str | None, Field(description="slide.<i>.image.<k> (instead of slide_index + image_index)")] = None,
+    annotation: Annotated[
+        str | None, Field(description="slide.<i>.image.<k> (instead of slide_index + image_index)")
+    ] = None,
     x: Inches = None,
     y: Inches = None,
     width: Size = None,
@@ -231,11 +278,20 @@ def modify_image(
 
     if annotation is None:
         if slide_index is None or image_index is None:
-            raise ToolError("invalid_argument", "give slide_index and image_index, or annotation", argument="image_index")
+            raise ToolError(
+                "invalid_argument", "give slide_index and image_index, or annotation", argument="image_index"
+            )
         annotation = f"slide.{slide_index}.image.{image_index}"
     replacement = files.image(image_path) if image_path is not None else None
-    if operation is None and replacement is None and not delete and all(v is None for v in (x, y, width, height)):
-        raise ToolError("invalid_argument", "nothing to change: give operation, x, y, width, height, image_path or delete")
+    if (
+        operation is None
+        and replacement is None
+        and not delete
+        and all(v is None for v in (x, y, width, height))
+    ):
+        raise ToolError(
+            "invalid_argument", "nothing to change: give operation, x, y, width, height, image_path or delete"
+        )
     with files.edit(file_path) as (deck, virtual):
         found_slide, name, shape = find_picture(deck, annotation)
         if delete:
@@ -246,7 +302,17 @@ def modify_image(
             if replacement is not None:
                 _point_at(slide, shape, str(replacement), image_path)
             if operation is not None:
-                edit = PixelEdit(operation, rotation, flip, brightness, contrast, crop_left, crop_top, crop_right, crop_bottom)
+                edit = PixelEdit(
+                    operation,
+                    rotation,
+                    flip,
+                    brightness,
+                    contrast,
+                    crop_left,
+                    crop_top,
+                    crop_right,
+                    crop_bottom,
+                )
                 data, _extension, (px_width, px_height) = apply(shape.image.blob, edit)
                 _point_at(slide, shape, io.BytesIO(data), "the edited picture")
                 if px_width and shape.width:
@@ -274,7 +340,9 @@ def _point_at(slide: Any, shape: Any, image: Any, shown: str) -> None:
     try:
         _part, rel_id = slide.part.get_or_add_image_part(image)
     except Exception as exc:
-        raise ToolError("unsupported", f"image_path: {shown} is not a supported image file", argument="image_path") from exc
+        raise ToolError(
+            "unsupported", f"image_path: {shown} is not a supported image file", argument="image_path"
+        ) from exc
     shape._element.blipFill.blip.rEmbed = rel_id
 
 
@@ -285,9 +353,14 @@ def insert_chart(
     slide_index: SlideIndex,
     spreadsheet_path: Annotated[str, Field(description="the .xlsx holding the data, e.g. /Data/sales.xlsx")],
     sheet_name: str,
-    data_range: Annotated[str, Field(description="e.g. A1:C6: first row = series names, first column = categories")],
+    data_range: Annotated[
+        str, Field(description="e.g. A1:C6: first row = series names, first column = categories")
+    ],
     chart_type: Annotated[
-        str, Field(description="bar, column, stacked_bar, stacked_column, line, pie, doughnut, area, scatter, radar")
+        str,
+        Field(
+            description="bar, column, stacked_bar, stacked_column, line, pie, doughnut, area, scatter, radar"
+        ),
     ] = "bar",
     title: str | None = None,
     position: Annotated[str, Field(description="body | left | right (area under the title)")] = "body",
@@ -306,10 +379,20 @@ def insert_chart(
     from mcp_servers.presentations.charts import CHART_TYPES, add_chart, chart_data, read_range
 
     if chart_type not in CHART_TYPES:
-        raise ToolError("invalid_argument", f"chart_type: expected one of {', '.join(CHART_TYPES)}, got {chart_type!r}", argument="chart_type")
+        raise ToolError(
+            "invalid_argument",
+            f"chart_type: expected one of {', '.join(CHART_TYPES)}, got {chart_type!r}",
+            argument="chart_type",
+        )
     if position not in ("body", "left", "right"):
-        raise ToolError("invalid_argument", f"position: expected body, left or right, got {position!r}", argument="position")
-    sheet_path, sheet_virtual = files.existing(spreadsheet_path, "spreadsheet_path", SHEET_SUFFIXES, "a workbook")
+        raise ToolError(
+            "invalid_argument",
+            f"position: expected body, left or right, got {position!r}",
+            argument="position",
+        )
+    sheet_path, sheet_virtual = files.existing(
+        spreadsheet_path, "spreadsheet_path", SHEET_SUFFIXES, "a workbook"
+    )
     rows = read_range(sheet_path, sheet_virtual, sheet_name, data_range, include_header=include_header)
     data = chart_data(rows, data_range, chart_type, include_header=include_header)
     with files.edit(presentation_path, argument="presentation_path") as (deck, virtual):
@@ -358,8 +441,13 @@ def insert_table(
     with files.edit(file_path) as (deck, virtual):
         slide = get_slide(deck, slide_index)
         shape = add_table(slide, spec, left=x, top=y, width=width, height=height)
-    return {"file_path": virtual, "slide_index": slide_index, "name": shape.name, "rows": len(rows),
-            "cols": max(len(row) for row in rows)}
+    return {
+        "file_path": virtual,
+        "slide_index": slide_index,
+        "name": shape.name,
+        "rows": len(rows),
+        "cols": max(len(row) for row in rows),
+    }
 
 
 @SERVER.tool(action="add_shape")
@@ -367,7 +455,12 @@ def add_shape(
     files: DeckFiles,
     file_path: FilePath,
     slide_index: SlideIndex,
-    shape_type: Annotated[str, Field(description="rectangle, rounded_rectangle, oval, triangle, right_arrow, star, heart, cloud, ... or text_box")] = "rectangle",
+    shape_type: Annotated[
+        str,
+        Field(
+            description="rectangle, rounded_rectangle, oval, triangle, right_arrow, star, heart, cloud, ... or text_box"
+        ),
+    ] = "rectangle",
     x: Inches = None,
     y: Inches = None,
     width: Size = None,

@@ -169,7 +169,9 @@ def test_pages_of_fifty_blocks_and_explicit_breaks(env):
     assert second["total_pages"] == 2 and [b["id"] for b in second["blocks"]][0] == "body.p.50"
     assert [b["text"] for b in second["blocks"]][-1] == "para 59"
     text = docs.text("read_document_content", file_path="/paged.docx", page_index=0)
-    assert text.index("[body.p.9] para 9") < text.index("--- page break ---") < text.index("[body.p.11] para 10")
+    assert (
+        text.index("[body.p.9] para 9") < text.index("--- page break ---") < text.index("[body.p.11] para 10")
+    )
     assert docs.error("read_document_content", file_path="/paged.docx", page_index=5)["code"] == "not_found"
 
 
@@ -365,9 +367,7 @@ def test_add_and_modify_image(env):
     assert added["annotation"] == "image.1" and added["width_inches"] == 3.0
     overview = docs.ok("get_document_overview", file_path="/memo.docx")
     assert overview["images"] == 2
-    changed = docs.ok(
-        "modify_image", file_path="/memo.docx", image_index=1, width=1.5, alt_text="blue"
-    )
+    changed = docs.ok("modify_image", file_path="/memo.docx", image_index=1, width=1.5, alt_text="blue")
     assert (changed["width_inches"], changed["height_inches"], changed["description"]) == (1.5, 0.38, "blue")
     replaced = docs.ok(
         "modify_image", file_path="/memo.docx", annotation="image.0", image_path="/img/blue.png"
@@ -573,8 +573,14 @@ def test_modify_image_pixel_operations(env):
     docs.ok("modify_image", file_path="/memo.docx", image_index=0, operation="flip", flip="vertical")
     docs.ok("modify_image", file_path="/memo.docx", image_index=0, operation="brightness", brightness=0.5)
     cropped = docs.ok(
-        "modify_image", file_path="/memo.docx", image_index=0, operation="crop",
-        crop_left=0, crop_top=0, crop_right=20, crop_bottom=10,
+        "modify_image",
+        file_path="/memo.docx",
+        image_index=0,
+        operation="crop",
+        crop_left=0,
+        crop_top=0,
+        crop_right=20,
+        crop_bottom=10,
     )
     assert cropped["height_inches"] == 1.0
     result = docs.call("read_image", file_path="/memo.docx", annotation="image.0")
@@ -593,9 +599,20 @@ def test_header_footer_content_blocks_and_link(env):
         "create_document",
         directory="/",
         file_name="two.docx",
-        content=[{"type": "paragraph", "text": "one"}, {"type": "section_break"}, {"type": "paragraph", "text": "two"}],
+        content=[
+            {"type": "paragraph", "text": "one"},
+            {"type": "section_break"},
+            {"type": "paragraph", "text": "two"},
+        ],
     )
-    docs.ok("header_footer", file_path="/two.docx", action="set", area="header", section_index=0, text="First header")
+    docs.ok(
+        "header_footer",
+        file_path="/two.docx",
+        action="set",
+        area="header",
+        section_index=0,
+        text="First header",
+    )
     docs.ok(
         "header_footer",
         file_path="/two.docx",
@@ -610,7 +627,10 @@ def test_header_footer_content_blocks_and_link(env):
     read = docs.ok("header_footer", file_path="/two.docx")["sections"]
     assert read[1]["linked_to_previous"] and read[1]["text"] == "First header"
     error = docs.error(
-        "header_footer", file_path="/two.docx", action="set", content=[{"type": "image", "path": "/img/red.png"}]
+        "header_footer",
+        file_path="/two.docx",
+        action="set",
+        content=[{"type": "image", "path": "/img/red.png"}],
     )
     assert error["code"] == "unsupported"
 
@@ -621,7 +641,11 @@ def test_sections_paging_and_explicit_actions(env):
         "create_document",
         directory="/",
         file_name="two.docx",
-        content=[{"type": "paragraph", "text": "one"}, {"type": "section_break"}, {"type": "paragraph", "text": "two"}],
+        content=[
+            {"type": "paragraph", "text": "one"},
+            {"type": "section_break"},
+            {"type": "paragraph", "text": "two"},
+        ],
     )
     second = docs.ok("read_document_content", file_path="/two.docx", section_index=1)
     assert [b["text"] for b in second["blocks"]] == ["two"] and second["sections"] == 2
@@ -632,15 +656,27 @@ def test_sections_paging_and_explicit_actions(env):
     assert reopen(world, "/two.docx").sections[1].right_margin.inches == 2
     assert docs.error("page_margins", file_path="/two.docx", action="set")["code"] == "invalid_argument"
     docs.ok("page_orientation", file_path="/two.docx", action="set", orientation="landscape", section_index=0)
-    orientations = [s["orientation"] for s in docs.ok("page_orientation", file_path="/two.docx", action="read")["sections"]]
+    orientations = [
+        s["orientation"]
+        for s in docs.ok("page_orientation", file_path="/two.docx", action="read")["sections"]
+    ]
     assert orientations == ["landscape", "portrait"]
 
 
 def test_delete_run_collapses_whitespace(env):
     docs, world = env
-    docs.ok("edit_content_text", file_path="/memo.docx", identifier="body.p.1", new_text="Revenue grew 12% in 2023.")
     docs.ok(
-        "delete_content_text", file_path="/memo.docx", identifier="body.p.1.r.1", scope="element", collapse_whitespace=True
+        "edit_content_text",
+        file_path="/memo.docx",
+        identifier="body.p.1",
+        new_text="Revenue grew 12% in 2023.",
+    )
+    docs.ok(
+        "delete_content_text",
+        file_path="/memo.docx",
+        identifier="body.p.1.r.1",
+        scope="element",
+        collapse_whitespace=True,
     )
     assert reopen(world).paragraphs[1].text == "Revenue grew in 2023."
 
@@ -661,19 +697,37 @@ def test_content_blocks_accept_loose_shapes(env):
     assert document.paragraphs[0].text == "from content"
     assert document.tables[0].cell(0, 0).text == "H1" and document.tables[0].cell(1, 1).text == "b"
     assert docs.ok("get_document_overview", file_path="/loose.docx")["images"] == 1
-    error = docs.error("create_document", directory="/", file_name="bad.docx", content=[{"type": "paragraph", "txt": "x"}])
+    error = docs.error(
+        "create_document", directory="/", file_name="bad.docx", content=[{"type": "paragraph", "txt": "x"}]
+    )
     assert error["code"] == "invalid_argument" and "txt" in error["message"]
 
 
 def test_headers_take_text_and_tables_but_not_pictures(env):
     docs, world = env
-    docs.ok("add_content_text", file_path="/memo.docx", identifier="header.s.0", text="Second line", position="end")
-    docs.ok("insert_content", file_path="/memo.docx", identifier="header.s.0", content=[{"type": "table", "rows": [["x"]]}])
+    docs.ok(
+        "add_content_text",
+        file_path="/memo.docx",
+        identifier="header.s.0",
+        text="Second line",
+        position="end",
+    )
+    docs.ok(
+        "insert_content",
+        file_path="/memo.docx",
+        identifier="header.s.0",
+        content=[{"type": "table", "rows": [["x"]]}],
+    )
     header = reopen(world).sections[0].header
     assert [p.text for p in header.paragraphs] == ["Confidential", "Second line"] and len(header.tables) == 1
-    error = docs.error("add_image", file_path="/memo.docx", image_path="/img/red.png", identifier="header.s.0.p.0")
+    error = docs.error(
+        "add_image", file_path="/memo.docx", image_path="/img/red.png", identifier="header.s.0.p.0"
+    )
     assert error["code"] == "unsupported"
     error = docs.error(
-        "insert_content", file_path="/memo.docx", identifier="footer.s.0", content=[{"type": "image", "path": "/img/red.png"}]
+        "insert_content",
+        file_path="/memo.docx",
+        identifier="footer.s.0",
+        content=[{"type": "image", "path": "/img/red.png"}],
     )
     assert error["code"] == "unsupported"

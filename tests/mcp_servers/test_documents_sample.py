@@ -74,7 +74,10 @@ def test_every_sample_docx_reads_in_both_modes(benchmark, tmp_path, mode):
 @pytest.mark.parametrize("mode", MODES)
 def test_reference_solutions_reproduce_the_gold_documents(benchmark, tmp_path, mode):
     cases = document_steps(benchmark)
-    assert {task_id for task_id, _w, _s in cases} >= {"keystone-06-interview-summary", "atlas-06-disclosure-schedule"}
+    assert {task_id for task_id, _w, _s in cases} >= {
+        "keystone-06-interview-summary",
+        "atlas-06-disclosure-schedule",
+    }
     for task_id, world_id, steps in cases:
         world = extract_world(benchmark, world_id, tmp_path / task_id)
         with open_session("documents", world, mode=mode) as session:

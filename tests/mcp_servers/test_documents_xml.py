@@ -52,7 +52,7 @@ def test_rewrite_goes_into_the_first_run_and_drops_emptied_runs():
 
 
 def test_tabs_breaks_and_images_survive():
-    drawing = f'<w:r><w:drawing><wp:inline {nsdecls("wp")}/></w:drawing></w:r>'
+    drawing = f"<w:r><w:drawing><wp:inline {nsdecls('wp')}/></w:drawing></w:r>"
     p = paragraph(run("A") + "<w:r><w:tab/></w:r>" + run("B") + drawing + run("C"))
     assert paragraph_text(p) == "A\tBC"
     set_paragraph_text(p, "A\tBX")
@@ -69,7 +69,9 @@ def test_empty_paragraph_gets_a_run():
 
 
 def test_hyperlink_runs_are_editable_and_stay_linked():
-    p = paragraph(run("See ") + f'<w:hyperlink {nsdecls("r")} r:id="rId9">' + run("the report") + "</w:hyperlink>")
+    p = paragraph(
+        run("See ") + f'<w:hyperlink {nsdecls("r")} r:id="rId9">' + run("the report") + "</w:hyperlink>"
+    )
     assert [r for r in runs_of(p)][1].getparent().tag == qn("w:hyperlink")
     set_paragraph_text(p, "See the final report")
     link = p.find(qn("w:hyperlink"))
@@ -77,7 +79,11 @@ def test_hyperlink_runs_are_editable_and_stay_linked():
 
 
 def test_deleted_text_is_not_edited():
-    p = paragraph(run("Keep ") + f'<w:del {W} w:id="1" w:author="A"><w:r><w:delText>old</w:delText></w:r></w:del>' + run("end"))
+    p = paragraph(
+        run("Keep ")
+        + f'<w:del {W} w:id="1" w:author="A"><w:r><w:delText>old</w:delText></w:r></w:del>'
+        + run("end")
+    )
     assert paragraph_text(p) == "Keep end"
     set_paragraph_text(p, "Keep the end")
     assert paragraph_text(p) == "Keep the end"
@@ -96,7 +102,9 @@ def nested_document():
     # A content control wrapping a paragraph is looked through.
     document.element.body.insert(
         len(document.element.body) - 1,
-        parse_xml(f"<w:sdt {W}><w:sdtContent><w:p><w:r><w:t>in control</w:t></w:r></w:p></w:sdtContent></w:sdt>"),
+        parse_xml(
+            f"<w:sdt {W}><w:sdtContent><w:p><w:r><w:t>in control</w:t></w:r></w:p></w:sdtContent></w:sdt>"
+        ),
     )
     return document
 
@@ -106,7 +114,12 @@ def test_identifiers_reach_nested_tables_and_content_controls(nested_document):
     assert target.kind == "paragraph" and paragraph_text(target.element) == "inner"
     assert paragraph_text(resolve(nested_document, "body.p.2").element) == "in control"
     ids = [(b["id"], b.get("text")) for b in read_blocks(nested_document)]
-    assert ids == [("body.p.0", "first"), ("body.tbl.0", None), ("body.p.1", "second"), ("body.p.2", "in control")]
+    assert ids == [
+        ("body.p.0", "first"),
+        ("body.tbl.0", None),
+        ("body.p.1", "second"),
+        ("body.p.2", "in control"),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -157,7 +170,9 @@ def test_reads_show_hyperlink_targets():
     document = docx.Document()
     rel_id = document.part.relate_to("https://example.com/report", RT.HYPERLINK, is_external=True)
     p = document.add_paragraph("See ")
-    p._p.append(parse_xml(f'<w:hyperlink {W} {nsdecls("r")} r:id="{rel_id}">{run("the report")}</w:hyperlink>'))
+    p._p.append(
+        parse_xml(f'<w:hyperlink {W} {nsdecls("r")} r:id="{rel_id}">{run("the report")}</w:hyperlink>')
+    )
     block = read_blocks(document)[0]
     assert block["text"] == "See the report"
     assert block["links"] == [{"text": "the report", "target": "https://example.com/report"}]
@@ -171,7 +186,7 @@ def test_text_boxes_are_read_once():
     p = document.add_paragraph("Anchor")
     box = (
         f'<w:r {W} xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/2006">'
-        "<mc:AlternateContent><mc:Choice Requires=\"wps\"><w:drawing><w:txbxContent>"
+        '<mc:AlternateContent><mc:Choice Requires="wps"><w:drawing><w:txbxContent>'
         f"<w:p>{run('Boxed note')}</w:p></w:txbxContent></w:drawing></mc:Choice>"
         f"<mc:Fallback><w:pict><w:txbxContent><w:p>{run('Boxed note')}</w:p></w:txbxContent></w:pict>"
         "</mc:Fallback></mc:AlternateContent></w:r>"

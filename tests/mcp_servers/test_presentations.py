@@ -578,7 +578,12 @@ def test_tool_lists_in_both_modes(env):
     slides, _world = env
     names = slides.session.tool_names()
     if slides.mode == "individual":
-        assert len(names) == 13 and {"create_deck", "edit_slides", "insert_chart", "read_completedeck"} <= set(names)
+        assert len(names) == 13 and {
+            "create_deck",
+            "edit_slides",
+            "insert_chart",
+            "read_completedeck",
+        } <= set(names)
     else:
         assert names == ["slides", "slides_schema"]
 
@@ -598,10 +603,29 @@ def test_reference_operation_names_and_fields(env):
             {"type": "set_bullets", "index": 1, "placeholder": "body", "items": ["One", "Two"]},
             {"type": "append_bullets", "index": 1, "items": ["Three"]},
             {"type": "update_table_cell", "index": 3, "table_idx": 0, "row": 1, "column": 1, "text": "$48M"},
-            {"type": "format_table_cell", "index": 3, "table_idx": 0, "row": 0, "column": 0, "bold": True,
-             "bg_color": "FFFF00"},
-            {"type": "apply_text_formatting", "index": 1, "placeholder": "title", "italic": True, "font_size": 30},
-            {"type": "add_hyperlink", "index": 1, "url": "https://example.com", "paragraph_index": 0, "run_index": 0},
+            {
+                "type": "format_table_cell",
+                "index": 3,
+                "table_idx": 0,
+                "row": 0,
+                "column": 0,
+                "bold": True,
+                "bg_color": "FFFF00",
+            },
+            {
+                "type": "apply_text_formatting",
+                "index": 1,
+                "placeholder": "title",
+                "italic": True,
+                "font_size": 30,
+            },
+            {
+                "type": "add_hyperlink",
+                "index": 1,
+                "url": "https://example.com",
+                "paragraph_index": 0,
+                "run_index": 0,
+            },
             {"type": "append_table", "index": 2, "rows": [["k", "v"], ["a", "1"]]},
             {"type": "duplicate_slide", "index": 0, "position": 4},
             {"type": "clear_placeholder", "index": 4, "placeholder": "subtitle"},
@@ -616,12 +640,17 @@ def test_reference_operation_names_and_fields(env):
     assert table.cell(1, 1).text == "$48M" and table.cell(0, 0).text_frame.paragraphs[0].runs[0].font.bold
     title_run = deck.slides[1].shapes.title.text_frame.paragraphs[0].runs[0]
     assert title_run.font.italic and title_run.font.size == Pt(30)
-    assert deck.slides[1].placeholders[1].text_frame.paragraphs[0].runs[0].hyperlink.address == "https://example.com"
+    assert (
+        deck.slides[1].placeholders[1].text_frame.paragraphs[0].runs[0].hyperlink.address
+        == "https://example.com"
+    )
     assert len([s for s in deck.slides[2].shapes if s.has_table]) == 1
     assert len(deck.slides) == 5 and deck.slides[4].shapes.title.text_frame.text == "Board update"
     assert deck.slides[4].placeholders[1].text_frame.text == ""
     error = slides.error(
-        "edit_slides", file_path=DECK, operations=[{"type": "update_table_cell", "index": 3, "row": 5, "column": 0, "text": "x"}]
+        "edit_slides",
+        file_path=DECK,
+        operations=[{"type": "update_table_cell", "index": 3, "row": 5, "column": 0, "text": "x"}],
     )
     assert error["code"] == "not_found" and "2x2" in error["message"]
 
@@ -629,7 +658,10 @@ def test_reference_operation_names_and_fields(env):
 def test_reference_add_slide_and_media_arguments(env):
     slides, world = env
     result = slides.ok(
-        "add_slide", file_path=DECK, slide_index=2, layout="title_and_content",
+        "add_slide",
+        file_path=DECK,
+        slide_index=2,
+        layout="title_and_content",
         content={"title": "From content", "bullets": ["b1"], "notes": "n"},
     )
     assert result["slide_index"] == 2
@@ -643,17 +675,37 @@ def test_reference_add_slide_and_media_arguments(env):
     result = slides.call("read_image", file_path=DECK, annotation="slide.3.image.0")
     image = next(block for block in result.content if getattr(block, "type", "") == "image")
     assert Image.open(io.BytesIO(base64.b64decode(image.data))).size == (20, 40)
-    slides.ok("modify_image", file_path=DECK, slide_index=3, image_index=0, operation="contrast", contrast=1.5)
+    slides.ok(
+        "modify_image", file_path=DECK, slide_index=3, image_index=0, operation="contrast", contrast=1.5
+    )
     chart = slides.ok(
-        "insert_chart", presentation_path=DECK, slide_index=4, spreadsheet_path="/data.xlsx", sheet_name="Data",
-        data_range="A2:B4", include_header=False, position="right", chart_type="pie",
+        "insert_chart",
+        presentation_path=DECK,
+        slide_index=4,
+        spreadsheet_path="/data.xlsx",
+        sheet_name="Data",
+        data_range="A2:B4",
+        include_header=False,
+        position="right",
+        chart_type="pie",
     )
     assert (chart["categories"], chart["series"]) == (3, 1)
     deck = reopen(world)
     shape = next(s for s in deck.slides[4].shapes if s.has_chart)
-    assert shape.left > deck.slide_width // 2 and list(shape.chart.plots[0].series[0].values) == [380.0, 420.0, 455.0]
+    assert shape.left > deck.slide_width // 2 and list(shape.chart.plots[0].series[0].values) == [
+        380.0,
+        420.0,
+        455.0,
+    ]
     shape_result = slides.ok(
-        "add_shape", file_path=DECK, slide_index=0, shape_type="star", x=2, y=2, text="Hi", text_color="FF0000",
+        "add_shape",
+        file_path=DECK,
+        slide_index=0,
+        shape_type="star",
+        x=2,
+        y=2,
+        text="Hi",
+        text_color="FF0000",
         line_width=2,
     )
     star = next(s for s in reopen(world).slides[0].shapes if s.shape_id == shape_result["shape_id"])
@@ -668,7 +720,12 @@ def test_slide_specs_accept_loose_shapes(env):
         directory="/",
         file_name="loose.pptx",
         slides=[
-            {"layout": "title_and_content", "title": "A", "bullets": {"items": ["x", "y"]}, "speaker_notes": "n"},
+            {
+                "layout": "title_and_content",
+                "title": "A",
+                "bullets": {"items": ["x", "y"]},
+                "speaker_notes": "n",
+            },
             {"layout": "title_only", "title": "B", "table": [["h"], ["v"]]},
             {"layout": "two_content", "title": "C", "columns": [{"bullets": ["l"]}, {"items": ["r"]}]},
         ],
