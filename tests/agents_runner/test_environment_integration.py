@@ -50,8 +50,9 @@ def _start(
         mcp_token=MCP_TOKEN,
         json_logs=False,
         log_level="WARNING",
+        ready_timeout_s=120,  # the shared test machine can be very busy
     )
-    env = EnvironmentServer(settings).start()
+    env = EnvironmentServer(settings, startup_timeout_s=120).start()
     reply = httpx.post(f"{env.url}/apps", json=_apps(user, names), timeout=120)
     if reply.status_code != 200:
         env.stop()
