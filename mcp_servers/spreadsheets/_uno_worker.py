@@ -9,6 +9,7 @@ value of every formula cell (rows/cols 1-based; kind ``n`` number, ``s`` text, `
 boolean, ``e`` error) or ``{"id": N, "error": "..."}``.
 """
 
+import contextlib
 import json
 import re
 import sys
@@ -133,6 +134,9 @@ def main():
             detail = getattr(exc, "Message", "") or str(exc)
             reply = {"id": request["id"], "error": f"{type(exc).__name__}: {detail}"[:300]}
         print(json.dumps(reply), flush=True)
+    # stdin closed: the server stopped (or died); take soffice down with us.
+    with contextlib.suppress(Exception):
+        desktop.terminate()
 
 
 if __name__ == "__main__":
