@@ -184,15 +184,25 @@ def search_mail(
     stop = before.timestamp() if before else None
     in_body = store.body_matches(view, text) if text else None
     anywhere = store.body_matches(view, anything) if anything else None
-    # Each filter is one pass over the remaining candidates (list comprehensions keep a
-    # 10,000-message search at a few milliseconds); the body filter narrows first.
-    matches = view.in_order(in_body) if in_body is not None else view.entries
-    if topic:
-        matches = [e for e in matches if topic in e.subject_l]
-    if sender:
-        matches = [e for e in matches if sender in e.sender_l]
-    if recipient:
-        matches = [e for e in matches if recipient in e.recipients_l]
+    # Text filters select positions through joined per-field strings (C-level find);
+    # the remaining filters are one list comprehension each over what is left.
+    selected: set[int] | None = None
+    for field_name, needle in (("subject_l", topic), ("sender_l", sender), ("recipients_l", recipient)):
+        if needle:
+            found = view.field_matches(field_name, needle)
+            selected = found if selected is None else selected & found
+    if in_body is not None:
+        found = view.keys_of(in_body)
+        selected = found if selected is None else selected & found
+    if anything:
+        found = (
+            view.field_matches("subject_l", anything)
+            | view.field_matches("sender_l", anything)
+            | view.field_matches("recipients_l", anything)
+            | view.keys_of(anywhere or set())
+        )
+        selected = found if selected is None else selected & found
+    matches = view.entries if selected is None else [view.entries[i] for i in sorted(selected)]
     if thread:
         matches = [e for e in matches if e.thread_id.lower() == thread]
     if has_attachments is not None:
@@ -201,15 +211,6 @@ def search_mail(
         matches = [e for e in matches if e.timestamp is not None and e.timestamp >= start]
     if stop is not None:
         matches = [e for e in matches if e.timestamp is not None and e.timestamp < stop]
-    if anywhere is not None:
-        matches = [
-            e
-            for e in matches
-            if anything in e.subject_l
-            or anything in e.sender_l
-            or anything in e.recipients_l
-            or (e.file, e.span.start) in anywhere
-        ]
     page = matches[offset : offset + limit]
     data: dict[str, Any] = {
         "mails": [summary(store, entry) for entry in page],
