@@ -162,6 +162,7 @@ class _RemotePool:
 class LocalExecutor:
     def __init__(self, benchmark: Benchmark, spec: ExperimentSpec,
                  services: ServiceSettings | None = None) -> None:
+        steps.validate_agents(spec)
         self.benchmark = benchmark
         self.spec = spec
         self.services = services or ServiceSettings()

@@ -116,8 +116,34 @@ async def take_snapshot(http: httpx.AsyncClient, environment: EnvironmentEndpoin
 
 def agent_config(spec: TrialSpec) -> dict[str, Any]:
     """The agent's own options: the orchestrator's keys and dry-run knobs removed."""
-    return {key: value for key, value in spec.agent_config.items()
+    return _agent_options(spec.agent_config)
+
+
+def _agent_options(config: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in config.items()
             if key not in ORCHESTRATOR_KEYS and not key.startswith("instant_")}
+
+
+def validate_agents(experiment: Any) -> None:
+    """Check every agent of the experiment before anything runs: a registered agent, and
+    options the agent accepts. Raises AtollError naming the field (``agents.0.config: …``)."""
+    from pydantic import ValidationError
+
+    from agents_runner.config import load_agent_config
+    from agents_runner.registry import get_agent
+    from orchestrator.planner import agent_config as planned_config
+
+    for index, agent in enumerate(experiment.agents):
+        try:
+            get_agent(agent.agent)
+        except AtollError:
+            raise AtollError("bad_experiment", f"agents.{index}.agent: unknown agent {agent.agent!r}") from None
+        try:
+            load_agent_config(_agent_options(planned_config(agent, experiment)))
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(str(part) for part in error["loc"])
+            raise AtollError("bad_experiment", f"agents.{index}.config: {where}: {error['msg']}") from None
 
 
 async def run_agent_in_process(environment: EnvironmentEndpoint, task: Task, spec: TrialSpec) -> Trajectory:
@@ -261,5 +287,6 @@ def world_options(world: Any) -> dict[str, Any]:
 __all__ = [
     "EnvironmentEndpoint", "agent_config", "build_result", "environment_post", "grade_with_service",
     "prepare_world", "raise_for_infrastructure", "run_agent_in_process", "run_agent_remote",
-    "should_grade", "store_artifacts", "take_snapshot", "trial_outcome", "wait_until_healthy", "world_options",
+    "should_grade", "store_artifacts", "take_snapshot", "trial_outcome", "validate_agents", "wait_until_healthy",
+    "world_options",
 ]
