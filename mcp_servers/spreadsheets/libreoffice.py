@@ -33,7 +33,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import uuid
 import zipfile
 from dataclasses import dataclass
@@ -409,15 +408,4 @@ def shared_engine(*, soffice: str = "soffice", timeout_s: float = 30.0, mode: st
 @atexit.register
 def _close_shared() -> None:
     for engine in list(_shared.values()):
-        engine.close()
-
-
-def measure_start() -> float:
-    """Seconds for a fresh warm engine to start (for benchmarks)."""
-    engine = LibreOffice(mode="warm")
-    began = time.perf_counter()
-    try:
-        engine.start()
-        return time.perf_counter() - began
-    finally:
         engine.close()

@@ -9,10 +9,13 @@ cell values, sheet names or defined names and therefore need formulas recomputed
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from openpyxl import Workbook
-from openpyxl.utils.cell import column_index_from_string, range_boundaries
+from openpyxl.utils import get_column_letter
+from openpyxl.utils.cell import quote_sheetname, range_boundaries
+from openpyxl.workbook.defined_name import DefinedName
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from mcp_servers._core import ToolError
@@ -234,6 +237,8 @@ VALUE_OPERATIONS = frozenset(
     {"set_cell", "append_rows", "rename_sheet", "merge_cells", "add_named_range", "delete_named_range"}
 )
 MAX_OPERATIONS = 1000
+_RANGE_NAME = re.compile(r"^[A-Za-z_\\][A-Za-z0-9_.]{0,254}$")
+_CELL_LIKE = re.compile(r"^[A-Za-z]{1,3}[0-9]+$")
 MAX_APPEND_ROWS = 100_000
 
 
@@ -338,14 +343,7 @@ def _apply(state: Any, workbook: Workbook, op: Any, label: str) -> str:
 
 
 def _add_named_range(workbook: Workbook, ws: Any, op: AddNamedRange) -> str:
-    import re
-
-    from openpyxl.utils.cell import quote_sheetname
-    from openpyxl.workbook.defined_name import DefinedName
-
-    if not re.match(r"^[A-Za-z_\\][A-Za-z0-9_.]{0,254}$", op.name) or re.match(
-        r"^[A-Za-z]{1,3}[0-9]+$", op.name
-    ):
+    if not _RANGE_NAME.match(op.name) or _CELL_LIKE.match(op.name):
         raise ToolError(
             "invalid_argument",
             f"name {op.name!r} is not a valid range name (letters, digits, _ and .; not a cell reference)",
@@ -353,8 +351,6 @@ def _add_named_range(workbook: Workbook, ws: Any, op: AddNamedRange) -> str:
     if op.name in workbook.defined_names:
         raise ToolError("already_exists", f"a named range {op.name!r} already exists")
     min_col, min_row, max_col, max_row = range_boundaries(check_range(op.range))
-    from openpyxl.utils import get_column_letter
-
     ref = f"${get_column_letter(min_col)}${min_row}"
     if (min_col, min_row) != (max_col, max_row):
         ref += f":${get_column_letter(max_col)}${max_row}"
@@ -362,4 +358,4 @@ def _add_named_range(workbook: Workbook, ws: Any, op: AddNamedRange) -> str:
     return f"named range {op.name} = {ws.title}!{ref}"
 
 
-__all__ = ["VALUE_OPERATIONS", "Operation", "apply_operations", "column_index_from_string"]
+__all__ = ["VALUE_OPERATIONS", "Operation", "apply_operations"]
