@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from mcp_servers._core.definition import ServerDefinition
 from mcp_servers._core.errors import ToolError
@@ -36,6 +37,15 @@ def _when(value: When | None, argument: str) -> EventTime | None:
     text = value.strip()
     if not text:
         raise ToolError("invalid_argument", f"{argument}: empty date", argument=argument)
+    if text.startswith("{"):  # the object sent as JSON text
+        try:
+            return EventTime.model_validate(json.loads(text))
+        except (ValueError, ValidationError) as exc:
+            raise ToolError(
+                "invalid_argument",
+                f"{argument}: {text[:80]!r} is not a valid time object ({exc})",
+                argument=argument,
+            ) from None
     return EventTime(date=text) if len(text) == 10 else EventTime(dateTime=text)
 
 

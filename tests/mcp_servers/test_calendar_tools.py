@@ -424,3 +424,17 @@ def test_create_with_exdate_in_another_zone_adds_that_zone_too(cal):
         "2025-03-07",
         "2025-03-08",
     ]
+
+
+def test_times_given_as_json_text_are_accepted(cal):
+    created = cal.ok(
+        "create_event",
+        summary="Text times",
+        start='{"dateTime": "2025-03-04T10:00:00", "timeZone": "America/New_York"}',
+        end='{"dateTime": "2025-03-04T11:00:00", "timeZone": "America/New_York"}',
+    )
+    assert created["start"]["timeZone"] == "America/New_York"
+    assert (
+        cal.error("create_event", summary="x", start="{broken", end="2025-03-04T11:00:00Z")["code"]
+        == "invalid_argument"
+    )
