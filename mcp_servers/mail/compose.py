@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.policy import default as default_policy
-from email.utils import format_datetime, formataddr, getaddresses, make_msgid
+from email.utils import format_datetime, getaddresses, make_msgid
 
 from mcp_servers._core import ServerContext, ToolError
+from mcp_servers.mail.headers import display_address
 from mcp_servers.mail.text import html_to_text
 
 BCC_HEADER = "X-Atoll-Bcc"
@@ -73,7 +74,7 @@ def parse_recipients(value: str | list[str] | None, argument: str) -> list[str]:
             if address.lower() in seen:
                 continue
             seen.add(address.lower())
-            result.append(formataddr((name, address)) if name else address)
+            result.append(display_address(name, address) if name else address)
     return result
 
 
@@ -105,7 +106,7 @@ def resolve_sender(ctx: ServerContext, from_email: str | None) -> str:
             and ctx.user_name
             and sender.lower() == ctx.user_email.lower()
         ):
-            sender = formataddr((ctx.user_name, sender))
+            sender = display_address(ctx.user_name, sender)
         return sender
     if not ctx.user_email:
         raise ToolError(
@@ -113,7 +114,7 @@ def resolve_sender(ctx: ServerContext, from_email: str | None) -> str:
             "from_email: required (no user_email configured for this world)",
             argument="from_email",
         )
-    return formataddr((ctx.user_name, ctx.user_email)) if ctx.user_name else ctx.user_email
+    return display_address(ctx.user_name, ctx.user_email) if ctx.user_name else ctx.user_email
 
 
 def load_attachments(ctx: ServerContext, paths: list[str] | None) -> list[tuple[str, bytes, str]]:

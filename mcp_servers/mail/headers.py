@@ -7,7 +7,10 @@ from datetime import UTC, datetime
 from email.header import decode_header, make_header
 from email.utils import getaddresses, parsedate_to_datetime
 
-_HEADER_LINE = re.compile(rb"^([!-9;-~]+)[ \t]*:[ \t]?(.*)$")
+# A field: name, colon, value, plus any folded continuation lines (starting with blanks).
+_FIELD = re.compile(rb"^([!-9;-~]+)[ \t]*:[ \t]?([^\n]*(?:\n[ \t][^\n]*)*)", re.MULTILINE)
+_CONTINUATION = re.compile(rb"\n[ \t]")
+_EMPTY_LINE = re.compile(rb"\n\r?(?=\n|$)")
 
 
 def decode_bytes(raw: bytes) -> str:
@@ -45,31 +48,21 @@ def parse_header_block(block: bytes, wanted: frozenset[str] | None = None) -> tu
     of Received/DKIM lines a real message carries).
     """
     fields: dict[str, str] = {}
-    bad_lines = 0
-    name: str | None = None
-    value_parts: list[bytes] = []
-
-    def flush() -> None:
-        if name is not None and name not in fields and (wanted is None or name in wanted):
-            fields[name] = decode_value(decode_bytes(b" ".join(value_parts)))
-
-    for line in block.split(b"\n"):
-        line = line.rstrip(b"\r")
-        if not line:
-            continue
-        if line[:1] in (b" ", b"\t"):
-            if name is not None:
-                value_parts.append(line.strip())
-            continue
-        match = _HEADER_LINE.match(line)
-        if match is None:
-            bad_lines += 1
-            continue
-        flush()
+    headers = 0
+    for match in _FIELD.finditer(block):
+        headers += 1
         name = match.group(1).decode("ascii").lower()
-        value_parts = [match.group(2).strip()]
-    flush()
-    return fields, bad_lines
+        if name in fields or (wanted is not None and name not in wanted):
+            continue
+        raw = match.group(2)
+        if b"\n" in raw:  # folded: join continuation lines with one space
+            raw = b" ".join(part.strip() for part in raw.split(b"\n"))
+        fields[name] = decode_value(decode_bytes(raw.strip()))
+    # Lines that are neither a field start, a continuation nor empty are malformed.
+    lines = block.count(b"\n") + 1
+    continuations = len(_CONTINUATION.findall(block))
+    empty = len(_EMPTY_LINE.findall(block)) + (1 if block[:1] in (b"\n", b"\r") or not block else 0)
+    return fields, max(0, lines - continuations - empty - headers)
 
 
 def split_header(message: bytes) -> tuple[bytes, int]:
@@ -81,15 +74,54 @@ def split_header(message: bytes) -> tuple[bytes, int]:
     return message, len(message)
 
 
+_SIMPLE_ADDRESS = re.compile(
+    r"^\s*(?:([^\"<>()\\;:@,]*?)\s*<([^<>\s@\",]+@[^<>\s@\",]+)>|([^<>\s@\",()]+@[^<>\s@\",()]+))\s*$"
+)
+
+
 def addresses(value: str | None) -> list[str]:
     """``Name <a@x>, b@y`` -> ``["Name <a@x>", "b@y"]`` (display form, order kept)."""
     if not value:
         return []
+    fast = _simple_addresses(value)
+    if fast is not None:
+        return fast
     result = []
     for name, address in getaddresses([value]):
         if not address and not name:
             continue
-        result.append(f"{name} <{address}>" if name and address else address or name)
+        result.append(display_address(name, address) if name and address else address or name)
+    return result
+
+
+_SPECIALS = re.compile(r'[,;:@"()<>\[\]\\]')
+
+
+def display_address(name: str, address: str) -> str:
+    """``Name <a@x>``, quoting the name when it holds a comma or another special character
+    (so the value can be written back into a header unchanged)."""
+    if _SPECIALS.search(name):
+        name = '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return f"{name} <{address}>"
+
+
+def _simple_addresses(value: str) -> list[str] | None:
+    """The common case (``Name <a@x>`` / ``a@x``, comma-separated, nothing quoted) without
+    the email package's slow general parser; None when the value needs that parser."""
+    if '"' in value or "(" in value:
+        return None
+    result = []
+    for part in value.split(","):
+        if not part.strip():
+            continue
+        match = _SIMPLE_ADDRESS.match(part)
+        if match is None:
+            return None
+        name, bracketed, bare = match.groups()
+        if bracketed:
+            result.append(display_address(name, bracketed) if name else bracketed)
+        else:
+            result.append(bare)
     return result
 
 

@@ -309,3 +309,18 @@ def test_reply_goes_to_reply_to_when_set(tmp_path):
     world.app_file(MAIN_MBOX, mbox(message("list@corp.com", sender="News <noreply@corp.com>", extra=["Reply-To: desk@corp.com"])))
     with open_session("mail", world, options=OPTIONS) as session:
         assert session.ok("reply_mail", {"original_mail_id": "list@corp.com", "body": "hi"})["to"] == ["desk@corp.com"]
+
+
+def test_names_with_commas_and_accents_round_trip(tmp_path):
+    from tests.mcp_servers.mail_world import mbox, message
+
+    world = make_world(tmp_path)
+    raw = message("c@corp.com", sender='"Doe, John" <john@corp.com>', to="Zoë Faure <zoe@corp.com>, me@corp.com")
+    world.app_file(MAIN_MBOX, mbox(raw))
+    with open_session("mail", world, options=OPTIONS) as session:
+        assert session.ok("read_mail", {"mail_id": "c@corp.com"})["from"] == '"Doe, John" <john@corp.com>'
+        reply = session.ok("reply_all_mail", {"original_mail_id": "c@corp.com", "body": "ok"})
+        assert reply["to"] == ['"Doe, John" <john@corp.com>', "Zoë Faure <zoe@corp.com>"]
+        stored_reply = by_id(world, reply["mail_id"])
+        assert [a.addr_spec for a in stored_reply["To"].addresses] == ["john@corp.com", "zoe@corp.com"]
+        assert stored_reply["To"].addresses[1].display_name == "Zoë Faure"
