@@ -195,9 +195,10 @@ def update_event(
 
 @SERVER.tool(action="delete", destructive=True)
 def delete_event(calendar: CalendarService, event_id: EventId) -> dict[str, Any]:
-    """Delete an event (a recurring event with all its occurrences) from its calendar file.
+    """Delete an event from its calendar file: a recurring event with all its occurrences, or,
+    given an occurrence id `<event_id>_<start>`, only that occurrence (added as an EXDATE).
 
     Args:
-        event_id: the event to delete.
+        event_id: the event or occurrence to delete.
     """
     return calendar.delete_event(_event_id(event_id))

@@ -9,7 +9,7 @@ atomically. New events go to the user's own calendar file
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import UTC, date, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any
 
@@ -273,9 +273,44 @@ class CalendarService:
         return splice.rewrite_event(self.index, path, event_id, change)
 
     def delete_event(self, event_id: str) -> dict[str, Any]:
+        if event_id not in self.index.snapshot().by_uid and "_" in event_id:
+            return self._delete_occurrence(event_id)
         record = self._master(event_id)
         splice.rewrite_event(self.index, self.root / record.file, event_id, None)
         return {"deleted": True, "id": event_id, "summary": record.view.get("summary", "")}
+
+    def _delete_occurrence(self, occurrence_id: str) -> dict[str, Any]:
+        """Drop one occurrence of a series: an EXDATE on the series (and its override, if any)."""
+        view = self.read_event(occurrence_id)  # not_found unless it is a real occurrence
+        master = self._master(view["recurringEventId"])
+        original = view["originalStartTime"]
+        if not isinstance(master.start, datetime):
+            value: Any = date.fromisoformat(original["date"])
+        elif master.start.tzinfo is not None:  # EXDATE in the series' own zone
+            value = datetime.fromisoformat(original["dateTime"]).astimezone(master.start.tzinfo)
+        else:  # a floating series: floating wall time
+            value = (
+                datetime.fromisoformat(original["dateTime"]).astimezone(self.default_tz).replace(tzinfo=None)
+            )
+
+        def change(event: Event) -> None:
+            event.add("EXDATE", value)
+            event.pop("LAST-MODIFIED", None)
+            event.add("LAST-MODIFIED", now_utc())
+
+        splice.rewrite_event(
+            self.index,
+            self.root / master.file,
+            master.uid,
+            change,
+            drop_override=instant(value, self.default_tz),
+        )
+        return {
+            "deleted": True,
+            "id": occurrence_id,
+            "recurringEventId": master.uid,
+            "summary": view.get("summary", ""),
+        }
 
     # ---- helpers ---------------------------------------------------------------------
 
@@ -292,7 +327,7 @@ class CalendarService:
                 raise ToolError(
                     "invalid_argument",
                     f"event_id: {event_id[:100]!r} is one occurrence of recurring event {master_id!r}; "
-                    "change the series, or add an EXDATE to its recurrence to drop this occurrence",
+                    "update the series (delete_event removes a single occurrence)",
                     argument="event_id",
                 )
             raise ToolError(

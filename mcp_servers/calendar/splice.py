@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from mcp_servers._core.errors import ToolError
 from mcp_servers._core.store import FileStamp, atomic_write_bytes, file_lock
 from mcp_servers.calendar.blocks import IcsLayout, IcsSyntaxError, split_blocks, with_newline
 from mcp_servers.calendar.index import TZID_LINE, CalendarIndex, ParsedFile, Record, parse_record, read_text
+from mcp_servers.calendar.times import instant
 
 PRODID = "-//atoll//calendar server//EN"
 _FOLD = re.compile(r"\r?\n[ \t]")
@@ -85,8 +87,11 @@ def _cached(index: CalendarIndex, path: Path, stamp: FileStamp | None) -> Parsed
     return entry[1] if entry is not None and entry[0] == stamp else None
 
 
-def rewrite_event(index: CalendarIndex, path: Path, event_id: str, change: Any) -> dict[str, Any]:
-    """Apply ``change`` to the VEVENTs of ``event_id`` in ``path`` (None deletes them)."""
+def rewrite_event(
+    index: CalendarIndex, path: Path, event_id: str, change: Any, *, drop_override: datetime | None = None
+) -> dict[str, Any]:
+    """Apply ``change`` to the series/event ``event_id`` in ``path`` (None deletes it with its
+    overrides); ``drop_override`` (a UTC instant) also removes the override of that occurrence."""
     rel = path.relative_to(index.root).as_posix()
     with file_lock(path):
         before = FileStamp.of(path)
@@ -125,6 +130,10 @@ def rewrite_event(index: CalendarIndex, path: Path, event_id: str, change: Any) 
             cursor = block.end
             if change is None or "RECURRENCE-ID" in event:
                 if change is None:
+                    continue
+                if drop_override is not None and (
+                    instant(event.decoded("RECURRENCE-ID"), index.default_tz) == drop_override
+                ):
                     continue
                 pieces.append(text)  # overrides keep their own values
                 new_records.append(parse_record(text, rel=rel, default_tz=index.default_tz))

@@ -211,6 +211,11 @@ def test_overridden_occurrence_replaces_the_generated_one(tmp_path):
         ("weekly@x_20250317T090000Z", "weekly@x", "2025-03-17T09:00:00+00:00"),
     ]
     assert [e["id"] for e in calendar.list_events(limit=50, offset=0)["events"]] == ["weekly@x"]
+    calendar.delete_event("weekly@x_20250310T090000Z")  # the moved occurrence: EXDATE + override removed
+    text = (world.apps_root / "calendar" / "c.ics").read_text()
+    assert "RECURRENCE-ID" not in text and "EXDATE:20250310T090000Z" in text
+    listed = calendar.list_events(limit=50, offset=0, time_min="2025-03-01", time_max="2025-04-01")["events"]
+    assert [e["id"] for e in listed] == ["weekly@x_20250303T090000Z", "weekly@x_20250317T090000Z"]
     calendar.delete_event("weekly@x")
     assert "weekly@x" not in (world.apps_root / "calendar" / "c.ics").read_text()
 

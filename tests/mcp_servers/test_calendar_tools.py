@@ -345,6 +345,19 @@ def test_update_checks_order_and_existence(cal):
     assert occurrence["code"] == "invalid_argument" and "occurrence" in occurrence["message"]
 
 
+def test_delete_one_occurrence_adds_an_exdate_to_the_series(cal):
+    result = cal.ok("delete_event", event_id="standup@team_20250310T140000Z")
+    assert result["deleted"] is True and result["recurringEventId"] == "standup@team"
+    listed = cal.ok("list_events", time_min="2025-03-01", time_max="2025-04-01", query="standup")["events"]
+    assert [e["start"]["dateTime"][:10] for e in listed] == ["2025-03-03", "2025-03-24", "2025-03-31"]
+    assert (
+        "EXDATE;TZID=America/New_York:20250310T100000"
+        in cal.ok("read_event", event_id="standup@team")["recurrence"]
+    )
+    assert cal.error("delete_event", event_id="standup@team_20250310T140000Z")["code"] == "not_found"
+    assert cal.error("delete_event", event_id="standup@team_20250311T140000Z")["code"] == "not_found"
+
+
 # ---- delete ----------------------------------------------------------------------------
 
 
