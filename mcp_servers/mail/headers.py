@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import UTC, datetime
 from email.header import decode_header, make_header
@@ -40,6 +41,11 @@ def decode_value(value: str) -> str:
         return " ".join("".join(parts).split())
 
 
+@functools.lru_cache(maxsize=16)
+def _as_bytes(names: frozenset[str]) -> frozenset[bytes]:
+    return frozenset(name.encode("ascii") for name in names)
+
+
 def parse_header_block(block: bytes, wanted: frozenset[str] | None = None) -> tuple[dict[str, str], int]:
     """Header fields of a message's header block (lower-case names, first occurrence kept,
     values decoded), and how many lines were not headers (0 for a well-formed block).
@@ -48,11 +54,15 @@ def parse_header_block(block: bytes, wanted: frozenset[str] | None = None) -> tu
     of Received/DKIM lines a real message carries).
     """
     fields: dict[str, str] = {}
+    wanted_bytes = _as_bytes(wanted) if wanted is not None else None
     headers = 0
     for match in _FIELD.finditer(block):
         headers += 1
-        name = match.group(1).decode("ascii").lower()
-        if name in fields or (wanted is not None and name not in wanted):
+        name_bytes = match.group(1).lower()
+        if wanted_bytes is not None and name_bytes not in wanted_bytes:
+            continue
+        name = name_bytes.decode("ascii")
+        if name in fields:
             continue
         raw = match.group(2)
         if b"\n" in raw:  # folded: join continuation lines with one space
