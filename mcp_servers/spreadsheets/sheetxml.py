@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from lxml import etree
+from openpyxl.formula.translate import Translator
 from openpyxl.styles.numbers import BUILTIN_FORMATS, is_date_format
 from openpyxl.utils.datetime import from_excel
 
@@ -133,6 +134,7 @@ class XlsxReader:
     ) -> Iterator[CellData]:
         """Cells holding a value or formula inside the window, in row order."""
         formats = self.cell_formats()
+        shared_formulas: dict[str, tuple[str, str]] = {}
         with self.archive.open(sheet.part) as handle:
             row_number = 0
             for _, row in etree.iterparse(handle, tag=f"{NS}row", **_PARSER_OPTIONS):
@@ -151,8 +153,7 @@ class XlsxReader:
                         continue
                     style = int(c.get("s", "0"))
                     number_format = formats[style] if style < len(formats) else None
-                    formula_el = c.find(f"{NS}f")
-                    formula = "=" + formula_el.text if formula_el is not None and formula_el.text else None
+                    formula = _formula(c.find(f"{NS}f"), ref or "", shared_formulas)
                     value = self._value(c, number_format)
                     if value is not None or formula is not None:
                         error = c.get("t") == "e"
@@ -174,6 +175,27 @@ class XlsxReader:
         if kind in ("str", "e", "d"):
             return text
         return _number(text, number_format, self.date1904)
+
+
+def _formula(element: Any, ref: str, shared: dict[str, tuple[str, str]]) -> str | None:
+    """A cell's formula text ('=...'), expanding Excel's shared formulas: the master cell
+    holds the text, the others only ``<f t="shared" si="N"/>`` and get it translated."""
+    if element is None:
+        return None
+    text = element.text
+    if element.get("t") == "shared":
+        index = element.get("si", "")
+        if text:
+            shared[index] = ("=" + text, ref)
+        elif index in shared and ref:
+            master, origin = shared[index]
+            try:
+                return Translator(master, origin=origin).translate_formula(ref)
+            except Exception:  # an untranslatable formula still marks the cell as a formula
+                return master
+        else:
+            return None
+    return "=" + text if text else None
 
 
 def _drop(row: Any) -> None:

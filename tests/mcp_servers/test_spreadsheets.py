@@ -647,3 +647,25 @@ def test_hung_warm_libreoffice_times_out_and_is_replaced(world):
         assert again["recalculation"]["status"] == "computed"
         assert mcp.ok("read_tab", {"file_path": "/hang.xlsx"})["rows"] == [[5, 10]]
     engine.close()
+
+
+def test_excel_shared_formulas_read_with_their_text(world):
+    sheet = (
+        '<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData>'
+        '<row r="1"><c r="A1"><v>2</v></c><c r="B1"><f t="shared" ref="B1:B3" si="0">A1*10</f><v>20</v></c></row>'
+        '<row r="2"><c r="A2"><v>3</v></c><c r="B2"><f t="shared" si="0"/><v>30</v></c></row>'
+        '<row r="3"><c r="A3"><v>4</v></c><c r="B3"><f t="shared" si="0"/></c></row>'
+        "</sheetData></worksheet>"
+    )
+    path = _book(world, "/excel.xlsx", {"S": [[0]]})
+    with zipfile.ZipFile(path) as source:
+        parts = {name: source.read(name) for name in source.namelist()}
+    parts["xl/worksheets/sheet1.xml"] = sheet.encode()
+    with zipfile.ZipFile(path, "w") as target:
+        for name, data in parts.items():
+            target.writestr(name, data)
+    with mode_session("spreadsheets", world, "individual") as mcp:
+        read = mcp.ok("read_tab", {"file_path": "/excel.xlsx", "include_formulas": True})
+    # B3 had no cached value: it is computed (the formula was found through the shared master).
+    assert read["rows"] == [[2, 20], [3, 30], [4, 40]]
+    assert read["formulas"] == {"B1": "=A1*10", "B2": "=A2*10", "B3": "=A3*10"}
