@@ -141,14 +141,18 @@ def make_entry(
     fields, bad_lines = parse_header_block(header, INDEXED_FIELDS)
     if not fields:
         return None, Problem(display_name, number, span.start, "no readable headers; message skipped")
-    problem = None
+    issues = []
     if bad_lines:
-        problem = Problem(display_name, number, span.start, f"{bad_lines} malformed header line(s) ignored")
+        issues.append(f"{bad_lines} malformed header line(s) ignored")
+    if not header.isascii():
+        try:
+            header.decode("utf-8")
+        except UnicodeDecodeError:
+            issues.append("header bytes are not UTF-8 (read as Windows-1252)")
     date = parse_date(fields.get("date"))
     if fields.get("date") and date is None:
-        problem = Problem(
-            display_name, number, span.start, f"unreadable Date {fields['date'][:60]!r}; shown without a date"
-        )
+        issues.append(f"unreadable Date {fields['date'][:60]!r}; shown without a date")
+    problem = Problem(display_name, number, span.start, "; ".join(issues)) if issues else None
     message_id = normalize_id(fields.get("message-id"))
     if not message_id:
         message_id = hashlib.sha1(raw).hexdigest()[:24] + "@atoll.invalid"

@@ -84,6 +84,7 @@ def test_malformed_message_is_skipped_and_reported_once(mail):
     notices = first.structured_content["notices"]
     assert any("message #4" in n and "no readable headers" in n for n in notices)
     assert any("unreadable Date" in n for n in notices)
+    assert any("message #9" in n and "not UTF-8 (read as Windows-1252)" in n for n in notices)
     assert "Note: All mail Including Spam and Trash.mbox: message #4" in text_of(first)
     again = mail.ok("list_mails", {})
     assert "notices" not in again and len(again["mails"]) == 9
