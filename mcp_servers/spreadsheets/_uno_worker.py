@@ -4,7 +4,7 @@ Standalone on purpose (stdlib + ``uno`` only): it is executed as a script by the
 Python (Debian ``python3-uno``), not imported by the server. Protocol, one JSON object per
 line: the first line on stdout is ``{"ready": true}`` once connected to the soffice given
 by ``--pipe``; then for each request ``{"id": N, "path": "/scratch/x.xlsx"}`` on stdin it
-answers ``{"id": N, "sheets": [[[row, col, kind, value], ...], ...]}`` with the computed
+answers ``{"id": N, "sheets": [[name, [[row, col, kind, value], ...]], ...]}`` with the computed
 value of every formula cell (rows/cols 1-based; kind ``n`` number, ``s`` text, ``b``
 boolean, ``e`` error) or ``{"id": N, "error": "..."}``.
 """
@@ -116,7 +116,7 @@ def _compute(desktop, path):
         raise RuntimeError("LibreOffice could not open the workbook")
     try:
         document.calculateAll()
-        return [_sheet_values(sheet) for sheet in document.Sheets]
+        return [[sheet.Name, _sheet_values(sheet)] for sheet in document.Sheets]
     finally:
         document.close(True)
 

@@ -118,13 +118,12 @@ def _cell_xml(ref: str, attrs: str, formula: str, computed: Computed) -> str:
     return f'<c r="{ref}"{attrs} t="str">{formula}<v>{escape(str(value))}</v></c>'
 
 
-def fill_cached_values(xlsx: bytes, values: list[dict[tuple[int, int], Computed]]) -> bytes:
-    """``xlsx`` (as openpyxl saved it) with the formula cells of sheet ``i`` given the
-    values in ``values[i]``; cells without an entry keep an empty value."""
+def fill_cached_values(xlsx: bytes, values: dict[str, dict[tuple[int, int], Computed]]) -> bytes:
+    """``xlsx`` (as openpyxl saved it) with the formula cells of sheet ``name`` given the
+    values in ``values[name]``; cells without an entry keep an empty value."""
     source = zipfile.ZipFile(io.BytesIO(xlsx))
-    parts = sheet_parts(source)
     by_part: dict[str, dict[tuple[int, int], Computed]] = {
-        part: values[index] for index, part in enumerate(parts) if index < len(values) and values[index]
+        part: values[name] for name, part in sheet_parts(source, with_names=True) if values.get(name)
     }
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target:

@@ -41,8 +41,9 @@ from typing import Any
 
 #: (kind, value) with kind "n" number, "s" text, "b" boolean, "e" error text.
 Computed = tuple[str, Any]
-#: Per sheet (by position): {(row, col): Computed} for formula cells (1-based).
-ComputedSheets = list[dict[tuple[int, int], Computed]]
+#: Per sheet name: {(row, col): Computed} for formula cells (1-based). By name, not position,
+#: because chart sheets count as sheets in some readers and not in others.
+ComputedSheets = dict[str, dict[tuple[int, int], Computed]]
 
 _PROFILE_XCU = """<?xml version="1.0" encoding="UTF-8"?>
 <oor:items xmlns:oor="http://openoffice.org/2001/registry" xmlns:xs="http://www.w3.org/2001/XMLSchema" \
@@ -300,7 +301,9 @@ class LibreOffice:
             raise RecalcError("LibreOffice answered out of order; it was restarted")
         if "error" in reply:
             raise RecalcError(f"LibreOffice could not compute the workbook: {reply['error']}")
-        return [{(r, c): (kind, value) for r, c, kind, value in sheet} for sheet in reply["sheets"]]
+        return {
+            name: {(r, c): (kind, value) for r, c, kind, value in cells} for name, cells in reply["sheets"]
+        }
 
     def _stop_warm(self) -> None:
         worker, office = self._worker, self._office
@@ -358,8 +361,12 @@ def _read_computed(converted: Path, *, formulas_of: Path) -> ComputedSheets:
     source = load_workbook(formulas_of, read_only=True)
     result = load_workbook(converted, read_only=True, data_only=True)
     try:
-        sheets: ComputedSheets = []
-        for ws_in, ws_out in zip(source.worksheets, result.worksheets, strict=False):
+        sheets: ComputedSheets = {}
+        outputs = {ws.title: ws for ws in result.worksheets}
+        for ws_in in source.worksheets:
+            ws_out = outputs.get(ws_in.title)
+            if ws_out is None:
+                continue
             wanted = {
                 (cell.row, cell.column)
                 for row in ws_in.iter_rows()
@@ -372,7 +379,7 @@ def _read_computed(converted: Path, *, formulas_of: Path) -> ComputedSheets:
                     key = (getattr(cell, "row", None), getattr(cell, "column", None))
                     if key in wanted:
                         values[key] = _kind_of(cell.value, getattr(cell, "data_type", "n"))
-            sheets.append(values)
+            sheets[ws_in.title] = values
         return sheets
     finally:
         source.close()

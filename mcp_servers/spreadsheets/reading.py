@@ -147,7 +147,7 @@ def read_grid(
                     if cell.number_format:
                         formats[(cell.row, cell.col)] = cell.number_format
     if missing:
-        _fill_missing(state, path, tab_index, grid, missing, min_row, min_col, formats)
+        _fill_missing(state, path, sheet.name, grid, missing, min_row, min_col, formats)
     shown = [[display(v) for v in line] for line in grid]
     grid_out = Grid(sheet.name, min_row, min_col, shown, formulas, sheet_rows, sheet_cols, tab_index)
     return grid_out, rows_cut, cols_cut
@@ -156,7 +156,7 @@ def read_grid(
 def _fill_missing(
     state: SheetsState,
     path: Path,
-    tab_index: int,
+    sheet_name: str,
     grid: list[list[Any]],
     missing: list[tuple[int, int, str]],
     min_row: int,
@@ -174,7 +174,7 @@ def _fill_missing(
         return
     try:
         computed = state.compute(path)
-        sheet = computed[tab_index] if tab_index < len(computed) else {}
+        sheet = computed.get(sheet_name, {})
     except RecalcError as exc:
         for r, c in pending:
             grid[r][c] = not_computed(str(exc))

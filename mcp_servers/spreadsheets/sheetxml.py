@@ -55,10 +55,14 @@ class XlsxReader:
         self.archive = zipfile.ZipFile(path)
         workbook = etree.fromstring(self.archive.read("xl/workbook.xml"), etree.XMLParser(**_PARSER_OPTIONS))
         parts = sheet_parts(self.archive)
-        self.sheets = [
-            SheetInfo(i, el.get("name", f"Sheet{i + 1}"), el.get("state", "visible"), parts[i])
+        # Worksheets only: chart sheets hold no cells, and openpyxl (used for edits) does
+        # not count them either, so tab indexes agree across tools.
+        listed = [
+            (el.get("name", f"Sheet{i + 1}"), el.get("state", "visible"), parts[i])
             for i, el in enumerate(workbook.iter(f"{NS}sheet"))
+            if not parts[i].startswith("xl/chartsheets/")
         ]
+        self.sheets = [SheetInfo(i, name, state, part) for i, (name, state, part) in enumerate(listed)]
         self.date1904 = any(el.get("date1904") in ("1", "true") for el in workbook.iter(f"{NS}workbookPr"))
         self._shared: list[str] | None = None
         self._formats: list[str | None] | None = None

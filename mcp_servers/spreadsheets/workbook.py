@@ -243,13 +243,13 @@ def sheet_of(workbook: Workbook, sheet: str | int, *, argument: str = "sheet") -
     ]
 
 
-def formula_cells(workbook: Workbook) -> Iterator[tuple[int, Any]]:
-    """(sheet index, cell) for every formula cell."""
-    for index, ws in enumerate(workbook.worksheets):
+def formula_cells(workbook: Workbook) -> Iterator[tuple[str, Any]]:
+    """(sheet title, cell) for every formula cell."""
+    for ws in workbook.worksheets:
         for row in ws.iter_rows():
             for cell in row:
                 if cell.data_type == "f":
-                    yield index, cell
+                    yield ws.title, cell
 
 
 # -- saving ---------------------------------------------------------------------------
@@ -284,12 +284,11 @@ def save_workbook(
         return RecalcReport("no_formulas")
     has_google = any(isinstance(c.value, str) and DUMMY_FUNCTION.lower() in c.value.lower() for _, c in cells)
     previous = previous_values(source) if source is not None and (has_google or not values_changed) else {}
-    titles = [ws.title for ws in workbook.worksheets]
-    carried: ComputedSheets = [{} for _ in titles]
-    for index, cell in cells:
-        old = previous.get((titles[index], cell.row, cell.column))
+    carried: ComputedSheets = {ws.title: {} for ws in workbook.worksheets}
+    for title, cell in cells:
+        old = previous.get((title, cell.row, cell.column))
         if old is not None:
-            carried[index][(cell.row, cell.column)] = old
+            carried[title][(cell.row, cell.column)] = old
     if not values_changed and sum(len(sheet) for sheet in carried) == len(cells):
         atomic_write_bytes(target, fill_cached_values(data, carried))
         return RecalcReport("carried_over", formulas=len(cells))
@@ -315,21 +314,22 @@ def save_workbook(
 
 
 def _keep_google_fallbacks(
-    cells: list[tuple[int, Any]], computed: ComputedSheets, carried: ComputedSheets
+    cells: list[tuple[str, Any]], computed: ComputedSheets, carried: ComputedSheets
 ) -> None:
     """Google Sheets export formulas cannot be computed outside Google: keep their previous
     value (or the IFERROR fallback) instead of LibreOffice's error."""
-    for index, cell in cells:
+    for title, cell in cells:
         formula = cell.value if isinstance(cell.value, str) else ""
-        if DUMMY_FUNCTION.lower() not in formula.lower() or index >= len(computed):
+        if DUMMY_FUNCTION.lower() not in formula.lower():
             continue
         key = (cell.row, cell.column)
-        now = computed[index].get(key)
+        sheet = computed.setdefault(title, {})
+        now = sheet.get(key)
         if now is not None and now[0] != "e":
             continue
-        if key in carried[index]:
-            computed[index][key] = carried[index][key]
+        if key in carried.get(title, {}):
+            sheet[key] = carried[title][key]
         else:
             found, fallback = dummy_function_fallback(formula)
             if found:
-                computed[index][key] = computed_of(fallback)
+                sheet[key] = computed_of(fallback)

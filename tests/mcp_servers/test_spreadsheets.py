@@ -174,7 +174,7 @@ def test_google_sheets_dummyfunction_reads_as_fallback(world):
 
 def test_stale_cached_values_are_recomputed_on_write(world):
     path = _book(world, "/stale.xlsx", {"S": [[1, 2, "=A1+B1"]]})
-    stale = fill_cached_values(path.read_bytes(), [{(1, 3): ("n", 999.0)}])
+    stale = fill_cached_values(path.read_bytes(), {"S": {(1, 3): ("n", 999.0)}})
     path.write_bytes(stale)
     assert _cached(path, "S", "C1") == 999
     with mode_session("spreadsheets", world, "individual") as mcp:
@@ -669,3 +669,47 @@ def test_excel_shared_formulas_read_with_their_text(world):
     # B3 had no cached value: it is computed (the formula was found through the shared master).
     assert read["rows"] == [[2, 20], [3, 30], [4, 40]]
     assert read["formulas"] == {"B1": "=A1*10", "B2": "=A2*10", "B3": "=A3*10"}
+
+
+def test_chart_sheets_do_not_shift_tab_indexes(world):
+    from openpyxl.chart import BarChart, Reference
+
+    path = world.fs_root / "charts.xlsx"
+    workbook = Workbook()
+    data = workbook.active
+    data.title = "Data"
+    for row in [["k", "v"], ["a", 1], ["b", "=B2*5"]]:
+        data.append(row)
+    chartsheet = workbook.create_chartsheet("Chart", 0)  # a chart sheet before the data
+    chart = BarChart()
+    chart.add_data(Reference(data, min_col=2, min_row=1, max_row=3), titles_from_data=True)
+    chartsheet.add_chart(chart)
+    workbook.save(path)
+    with mode_session("spreadsheets", world, "individual") as mcp:
+        assert [
+            t["name"] for t in mcp.ok("list_tabs_in_spreadsheet", {"file_path": "/charts.xlsx"})["tabs"]
+        ] == ["Data"]
+        assert mcp.ok("read_tab", {"file_path": "/charts.xlsx", "tab_index": 0})["rows"][2] == ["b", 5]
+        mcp.ok("add_content_text", {"file_path": "/charts.xlsx", "tab_index": 0, "cell": "B2", "value": 3})
+        assert mcp.ok("read_tab", {"file_path": "/charts.xlsx", "tab_index": 0})["rows"][2] == ["b", 15]
+    assert load_workbook(path, data_only=True)["Data"]["B3"].value == 15
+
+
+@pytest.mark.slow
+def test_cold_recalculation_gives_the_same_values(world):
+    with mode_session("spreadsheets", world, "individual", options={"recalc": "cold"}) as mcp:
+        created = mcp.ok(
+            "create_spreadsheet",
+            {
+                "directory": "/",
+                "file_name": "cold.xlsx",
+                "sheets": [
+                    {"name": "In", "rows": [[2, 3]]},
+                    {"name": "Out", "rows": [["=In!A1*In!B1", '=IF(A1>5,"big","small")', "=A1>5", "=1/0"]]},
+                ],
+            },
+        )
+        assert created["recalculation"]["status"] == "computed"
+        assert mcp.ok("read_tab", {"file_path": "/cold.xlsx", "tab_index": "Out"})["rows"] == [
+            [6, "big", True, "#DIV/0!"]
+        ]
