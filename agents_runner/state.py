@@ -101,16 +101,13 @@ class AgentRun:
     def trajectory(self, status: RunStatus, error: TrajectoryError | None = None) -> Trajectory:
         """The trajectory of this run as it stands, ending with ``status``.
 
-        Tool calls left unanswered (the run stopped mid-turn) get a ``role: tool`` message
-        saying they were not executed, so every ``tool_calls[].id`` is answered."""
+        Tool calls left unanswered (the run stopped mid-turn) get a ``role: tool`` message: the
+        recorded result of those that ran, else a note that they were not executed, so every
+        ``tool_calls[].id`` is answered."""
+        recorded = {call.id: call.result for call in self.tool_calls}
         for call_id in self.open_tool_call_ids():
-            self.transcript.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": call_id,
-                    "content": f"not executed: the run ended ({status.value})",
-                }
-            )
+            content = recorded.get(call_id, f"not executed: the run ended ({status.value})")
+            self.transcript.append({"role": "tool", "tool_call_id": call_id, "content": content})
         client = self.model_client
         return Trajectory(
             trial_id=self.trial_id,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 from agents_runner import run_agent
@@ -259,4 +260,52 @@ async def test_gateway_lost_mid_run_is_an_infrastructure_error():
     assert trajectory.error.kind == ErrorKind.infrastructure
     assert "filesystem_list_files" in trajectory.error.message
     assert "/a.txt" in tool_messages(trajectory)["call_0_0"]
+    assert_every_call_answered_once(trajectory)
+
+
+async def test_gateway_lost_mid_turn_keeps_the_results_of_calls_that_ran():
+    from fastmcp import FastMCP
+
+    from .conftest import ServedApp
+
+    mcp = FastMCP("dies-mid-turn")
+    served: ServedApp
+
+    @mcp.tool(name="filesystem_list_files")
+    def list_files(path: str = "/") -> list[str]:
+        """List files."""
+        return ["/a.txt"]
+
+    @mcp.tool(name="admin_shutdown")
+    def shutdown() -> str:
+        """Stop the gateway just after answering."""
+        threading.Timer(0.3, lambda: setattr(served.server, "should_exit", True)).start()
+        return "shutting down"
+
+    @mcp.tool(name="filesystem_slow_read")
+    async def slow_read() -> str:
+        """A read the gateway dies during."""
+        await asyncio.sleep(3)
+        return "never"
+
+    served = ServedApp(mcp.http_app(path="/mcp"))
+    served.server.config.timeout_graceful_shutdown = 0.2
+    url = f"http://127.0.0.1:{served.port}/mcp"
+    turn = [
+        call("filesystem_list_files"),
+        call("admin_shutdown"),
+        call("filesystem_slow_read"),
+        call("final_answer", answer="x"),
+    ]
+    with served, ScriptedLLM([{"tool_calls": turn}]) as llm:
+        trajectory = await run_agent(
+            model="openai/x", api_base=llm.api_base, gateway_url=url, prompt="p",
+            config={"initial_toolbelt": ["filesystem_list_files", "admin_shutdown", "filesystem_slow_read"], "tool_call_timeout_s": 10},
+        )  # fmt: skip
+    assert trajectory.status == RunStatus.error and trajectory.error.kind == ErrorKind.infrastructure
+    results = tool_messages(trajectory)
+    assert "/a.txt" in results["call_0_0"] and results["call_0_1"] == "shutting down"
+    assert "failed at the gateway" in results["call_0_2"]
+    assert results["call_0_3"].startswith("not executed")
+    assert trajectory.final_answer is None
     assert_every_call_answered_once(trajectory)
