@@ -155,7 +155,7 @@ def make_entry(
     problem = Problem(display_name, number, span.start, "; ".join(issues)) if issues else None
     message_id = normalize_id(fields.get("message-id"))
     if not message_id:
-        message_id = hashlib.sha1(raw).hexdigest()[:24] + "@atoll.invalid"
+        message_id = synthetic_id(raw)
     references = all_ids(fields.get("references"))
     in_reply_to = first_id(fields.get("in-reply-to"))
     thread_id = (
@@ -189,6 +189,11 @@ def make_entry(
         subject_l=subject.lower(),
     )
     return entry, problem
+
+
+def synthetic_id(raw: bytes) -> str:
+    """The stable id given to a message without a Message-ID (from its bytes)."""
+    return hashlib.sha1(raw).hexdigest()[:24] + "@atoll.invalid"
 
 
 def involves(entry: MailEntry, email: str) -> bool:

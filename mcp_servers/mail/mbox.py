@@ -56,10 +56,18 @@ def message_bytes(raw: bytes) -> bytes:
     return body
 
 
+class StaleSpan(Exception):
+    """The file no longer has a message where the index says (it was replaced meanwhile)."""
+
+
 def read_span(path: Path, span: Span) -> bytes:
+    """The message bytes at ``span``; raises StaleSpan when no message starts there any more."""
     with open(path, "rb") as handle:
         handle.seek(span.start)
-        return message_bytes(handle.read(span.end - span.start))
+        chunk = handle.read(span.end - span.start)
+    if not chunk.startswith(b"From "):
+        raise StaleSpan(f"{path.name}: no message at byte {span.start}")
+    return message_bytes(chunk)
 
 
 def iter_spans(path: Path) -> Iterator[tuple[Span, bytes]]:

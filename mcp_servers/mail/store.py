@@ -19,9 +19,17 @@ from functools import cached_property
 from pathlib import Path
 
 from mcp_servers._core import FileCache, FileStamp, ServerContext, ToolError, file_lock
-from mcp_servers.mail.headers import bare_addresses, normalize_id
-from mcp_servers.mail.index import MailEntry, MailIndex, Problem, build_index, involves, make_entry
-from mcp_servers.mail.mbox import append_message, message_bytes, read_span, render_message
+from mcp_servers.mail.headers import bare_addresses, normalize_id, parse_header_block, split_header
+from mcp_servers.mail.index import (
+    MailEntry,
+    MailIndex,
+    Problem,
+    build_index,
+    involves,
+    make_entry,
+    synthetic_id,
+)
+from mcp_servers.mail.mbox import StaleSpan, append_message, message_bytes, read_span, render_message
 from mcp_servers.mail.text import search_text
 
 logger = logging.getLogger("mcp_servers.mail")
@@ -85,6 +93,18 @@ class MailView:
     @property
     def problems(self) -> list[Problem]:
         return [problem for index in self.indexes for problem in index.problems]
+
+
+_ID_FIELD = frozenset({"message-id"})
+
+
+def _is_message(entry: MailEntry, raw: bytes) -> bool:
+    """Whether ``raw`` is the message ``entry`` indexed (its Message-ID, or its synthetic id)."""
+    fields, _ = parse_header_block(split_header(raw)[0], _ID_FIELD)
+    found = normalize_id(fields.get("message-id"))
+    if found:
+        return found == entry.key
+    return synthetic_id(raw) == entry.key
 
 
 def _sort_key(entry: MailEntry) -> tuple[bool, float, int]:
@@ -189,8 +209,22 @@ class MailStore:
         return entry
 
     def raw(self, entry: MailEntry) -> bytes:
+        """The stored bytes of a message. If the mbox was replaced since it was indexed (a
+        populate), the file is re-indexed and the message looked up again by its id."""
         try:
-            return read_span(entry.file, entry.span)
+            raw = read_span(entry.file, entry.span)
+            if not _is_message(entry, raw):
+                raise StaleSpan(entry.mail_id)
+            return raw
+        except StaleSpan:
+            self._cache.invalidate(entry.file)
+            fresh = self.view().find(entry.key)
+            if fresh is None:
+                raise ToolError("not_found", f"message {entry.mail_id} is no longer in the mailbox") from None
+            try:
+                return read_span(fresh.file, fresh.span)
+            except (StaleSpan, OSError):
+                raise ToolError("conflict", "the mailbox is being rewritten; retry") from None
         except OSError as exc:
             raise ToolError(
                 "conflict", f"the mailbox changed while reading ({exc.strerror}); retry"

@@ -218,3 +218,22 @@ def test_recipients_given_as_json_text(world):
             "send_mail", {"to_email": '["bob@corp.com", "erin@corp.com"]', "subject": "s", "body": "b"}
         )
         assert sent["to"] == ["bob@corp.com", "erin@corp.com"]
+
+
+def test_message_read_after_the_mbox_was_rewritten_in_the_same_second(world):
+    """A populate that rewrites the file between the listing and the read: the id still works."""
+    import os
+
+    from tests.mcp_servers.mail_world import mbox, message
+
+    with open_session("mail", world) as session:
+        assert session.ok("list_mails", {})["total"] == 9
+        path = world.apps_root / MAIN_MBOX
+        stat = path.stat()
+        new = mbox(
+            message("padding@corp.com", body="x" * 50),
+            message("first@corp.com", subject="Moved", body="moved"),
+        )
+        path.write_bytes(new + b"\n" * max(0, stat.st_size - len(new)))  # same size ...
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # ... same mtime: the cache cannot tell
+        assert session.ok("read_mail", {"mail_id": "first@corp.com"})["body"] == "moved"
