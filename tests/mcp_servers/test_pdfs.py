@@ -118,6 +118,8 @@ def test_search_locations_case_and_whole_word(world, mode):
         )
         assert capped["total_matches"] == 4 and len(capped["results"]) == 2 and capped["truncated"]
         assert capped["results"][0]["context"] == "amma total subt"
+        spanning = mcp.ok("search_pdf", {"file_path": "/s.pdf", "query": "beta  Gamma"})
+        assert [(r["page"], r["line"], r["match"]) for r in spanning["results"]] == [(1, 1, "beta\nGamma")]
         assert mcp.error("search_pdf", {"file_path": "/s.pdf", "query": "  "})["code"] == "invalid_argument"
 
 
