@@ -125,7 +125,9 @@ def _merge_config(base: Any, text: str) -> Any:
     from pydantic import ValidationError
 
     try:
-        return type(base).model_validate({**base.model_dump(exclude_unset=True), **overrides})
+        # Validating the overrides alone turns aliases (max_tokens, …) into field names first.
+        named = type(base).model_validate(overrides).model_dump(exclude_unset=True)
+        return type(base).model_validate({**base.model_dump(exclude_unset=True), **named})
     except ValidationError as exc:
         error = exc.errors()[0]
         where = ".".join(str(part) for part in error["loc"])
