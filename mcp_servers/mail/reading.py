@@ -149,6 +149,7 @@ def search_mail(
     before_date: str | None = None,
     thread_id: str | None = None,
     has_attachments: bool | None = None,
+    label: str | None = None,
     limit: Annotated[int, Field(ge=1, le=100)] = 50,
     offset: Annotated[int, Field(ge=0)] = 0,
 ) -> ToolOutput:
@@ -164,6 +165,7 @@ def search_mail(
         before_date: strictly before this date ("YYYY-MM-DD" = before that day starts, UTC) or ISO date-time.
         thread_id: only messages of this thread (as shown in thread_id fields).
         has_attachments: only messages with (true) or without (false) attachments.
+        label: only messages with this Gmail label (e.g. "Sent", "Inbox", "Important"; case-insensitive).
         limit: how many messages to return (1-100).
         offset: how many matches to skip (for the next page).
     """
@@ -207,6 +209,9 @@ def search_mail(
         matches = [e for e in matches if e.thread_id.lower() == thread]
     if has_attachments is not None:
         matches = [e for e in matches if e.has_attachments == has_attachments]
+    if label and label.strip():
+        wanted = label.strip().lower()
+        matches = [e for e in matches if any(wanted == name.lower() for name in e.labels)]
     if start is not None:
         matches = [e for e in matches if e.timestamp is not None and e.timestamp >= start]
     if stop is not None:

@@ -306,16 +306,23 @@ def test_reply_goes_to_reply_to_when_set(tmp_path):
     from tests.mcp_servers.mail_world import mbox, message
 
     world = make_world(tmp_path)
-    world.app_file(MAIN_MBOX, mbox(message("list@corp.com", sender="News <noreply@corp.com>", extra=["Reply-To: desk@corp.com"])))
+    world.app_file(
+        MAIN_MBOX,
+        mbox(message("list@corp.com", sender="News <noreply@corp.com>", extra=["Reply-To: desk@corp.com"])),
+    )
     with open_session("mail", world, options=OPTIONS) as session:
-        assert session.ok("reply_mail", {"original_mail_id": "list@corp.com", "body": "hi"})["to"] == ["desk@corp.com"]
+        assert session.ok("reply_mail", {"original_mail_id": "list@corp.com", "body": "hi"})["to"] == [
+            "desk@corp.com"
+        ]
 
 
 def test_names_with_commas_and_accents_round_trip(tmp_path):
     from tests.mcp_servers.mail_world import mbox, message
 
     world = make_world(tmp_path)
-    raw = message("c@corp.com", sender='"Doe, John" <john@corp.com>', to="Zoë Faure <zoe@corp.com>, me@corp.com")
+    raw = message(
+        "c@corp.com", sender='"Doe, John" <john@corp.com>', to="Zoë Faure <zoe@corp.com>, me@corp.com"
+    )
     world.app_file(MAIN_MBOX, mbox(raw))
     with open_session("mail", world, options=OPTIONS) as session:
         assert session.ok("read_mail", {"mail_id": "c@corp.com"})["from"] == '"Doe, John" <john@corp.com>'
@@ -324,3 +331,9 @@ def test_names_with_commas_and_accents_round_trip(tmp_path):
         stored_reply = by_id(world, reply["mail_id"])
         assert [a.addr_spec for a in stored_reply["To"].addresses] == ["john@corp.com", "zoe@corp.com"]
         assert stored_reply["To"].addresses[1].display_name == "Zoë Faure"
+
+
+def test_sent_mail_is_labelled_sent(mail):
+    sent = mail.ok("send_mail", {"to_email": "bob@corp.com", "subject": "Labelled", "body": "b"})
+    assert sent["labels"] == ["Sent"]
+    assert [m["mail_id"] for m in mail.ok("search_mail", {"label": "sent"})["mails"]] == [sent["mail_id"]]
