@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -15,7 +16,14 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from atoll.errors import AtollError
 from environment.config import AppsConfig
 from environment.data_routes import router as data_router
-from environment.gateway import GatewayManager, GatewayNotReady, ServerFactory, ToolNameCollision
+from environment.gateway import (
+    GatewayManager,
+    GatewayNotReady,
+    ServerFactory,
+    ToolNameCollision,
+    app_servers_preloaded,
+    preload_app_servers,
+)
 from environment.logs import configure_logging
 from environment.mcp_front import BearerTokenGuard, bearer_matches, create_front_server
 from environment.metrics import EnvironmentMetrics
@@ -77,6 +85,8 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with manager, mcp_app.lifespan(app):
+            if settings.preload_servers and server_factory is None:
+                threading.Thread(target=preload_app_servers, name="atoll-preload", daemon=True).start()
             logger.info("environment ready", extra={"fs_root": str(settings.fs_root)})
             yield
 
@@ -90,8 +100,8 @@ def create_app(
         return JSONResponse({"detail": exc.message, "code": exc.code}, status_code=400)
 
     @app.get("/health")
-    async def health() -> dict[str, str]:
-        return {"status": "ok"}
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "servers_preloaded": app_servers_preloaded()}
 
     @app.get("/metrics", dependencies=[Depends(require_env_token)])
     async def prometheus_metrics() -> Response:

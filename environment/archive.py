@@ -9,6 +9,9 @@ into staging directories it was given; moving the result into the world is ``pop
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import lzma
 import os
 import posixpath
 import re
@@ -16,12 +19,14 @@ import shutil
 import stat
 import tarfile
 import zipfile
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from atoll.errors import AtollError
+from environment.gunzip import ThreadedGunzip
 
 _CHUNK = 1 << 20
 _WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:")
@@ -77,6 +82,21 @@ class _CountingReader:
         data = self.raw.read(size)
         self.count += len(data)
         return data
+
+    def seekable(self) -> bool:
+        return False
+
+    # Forward-only positioning, enough for tarfile over a plain (uncompressed) tar.
+    def tell(self) -> int:
+        return self.count
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        target = offset if whence == 0 else self.count + offset
+        if whence not in (0, 1) or target < self.count:
+            raise OSError("archive streams can only be read forward")
+        while self.count < target and self.read(min(target - self.count, _CHUNK)):
+            pass
+        return self.count
 
 
 class SafeExtractor:
@@ -257,22 +277,47 @@ class SafeExtractor:
 # -- readers: each turns one source into extractor calls ------------------------------------
 
 
-def extract_tar(stream: BinaryIO, extractor: SafeExtractor) -> None:
-    """Stream a tar (plain or gz/bz2/xz) through ``extractor`` without seeking."""
+def extract_tar(stream: BinaryIO, extractor: SafeExtractor, compression: str = "gz") -> None:
+    """Read a tar through ``extractor``, front to back (``stream`` needs no seek).
+
+    ``compression`` is ``gz``, ``bz2``, ``xz`` or ``""`` (plain tar).
+    """
     counting = _CountingReader(stream)
+    source: Any = counting
+    if compression == "gz":
+        # Inflate on a second thread (as `tar xzf` runs gzip beside tar) and count the
+        # compressed bytes it consumed, for the ratio check.
+        source = ThreadedGunzip(counting)
+    elif compression:
+        # The bz2/xz readers refuse to seek over an unseekable file; this wrapper seeks forward.
+        source = _CountingReader(_decompressor(counting, compression))
     extractor.begin_source(lambda: counting.count)
     try:
-        archive = tarfile.open(fileobj=counting, mode="r|*", bufsize=_CHUNK)  # type: ignore[call-overload]  # noqa: SIM115
-    except tarfile.TarError as exc:
-        raise UnsafeArchive("", f"not a readable tar archive ({exc})", "bad_archive") from exc
-    with archive:
-        try:
-            for member in archive:
+        # Normal ("r:") mode over a forward-only reader: tarfile only ever seeks forward here,
+        # and avoids stream mode's re-slicing of its buffer on every read.
+        archive = tarfile.open(fileobj=source, mode="r:")  # noqa: SIM115
+        with archive:
+            while (member := archive.next()) is not None:
                 _extract_tar_member(archive, member, extractor)
-        except (tarfile.TarError, EOFError, OSError) as exc:
-            if isinstance(exc, PermissionError):
-                raise
-            raise UnsafeArchive("", f"corrupt or truncated archive ({exc})", "bad_archive") from exc
+                archive.members.clear()  # constant memory for archives of many members
+    except _CORRUPT as exc:
+        raise UnsafeArchive("", f"corrupt or truncated archive ({exc})", "bad_archive") from exc
+    finally:
+        if isinstance(source, ThreadedGunzip):
+            source.close()
+
+
+_CORRUPT = (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile, lzma.LZMAError)
+
+
+def _decompressor(raw: _CountingReader, compression: str) -> BinaryIO:
+    if compression == "gz":
+        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[arg-type]
+    if compression == "bz2":
+        return bz2.BZ2File(raw, mode="rb")  # type: ignore[arg-type]
+    if compression == "xz":
+        return lzma.LZMAFile(raw, mode="rb")  # type: ignore[arg-type]
+    raise ValueError(f"unknown compression {compression!r}")
 
 
 def _extract_tar_member(archive: tarfile.TarFile, member: tarfile.TarInfo, extractor: SafeExtractor) -> None:

@@ -241,11 +241,15 @@ def _empty_target(root: Path, nested: str) -> None:
 _GZIP, _BZIP2, _XZ = b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00"
 
 
-def _kind(head: bytes) -> str | None:
-    if head.startswith((_GZIP, _BZIP2, _XZ)) or head[257:262] == b"ustar":
-        return "tar"
+def _kind(head: bytes) -> tuple[str, str] | None:
+    """(archive kind, compression) from the first bytes of a source."""
+    for magic, compression in ((_GZIP, "gz"), (_BZIP2, "bz2"), (_XZ, "xz")):
+        if head.startswith(magic):
+            return "tar", compression
+    if head[257:262] == b"ustar":
+        return "tar", ""
     if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
-        return "zip"
+        return "zip", ""
     return None
 
 
@@ -269,12 +273,13 @@ def _read_source(source: PopulateSource, extractor: SafeExtractor, storage_optio
 
 def _read_archive(stream: BinaryIO, label: str, extractor: SafeExtractor) -> None:
     head = stream.read(512)
-    kind = _kind(head)
-    if kind is None:
+    sniffed = _kind(head)
+    if sniffed is None:
         raise AtollError("bad_archive", f"populate source {label!r} is not a tar, tar.gz or zip archive")
+    kind, compression = sniffed
     rest: BinaryIO = _Prefixed(head, stream)
     if kind == "tar":
-        extract_tar(rest, extractor)
+        extract_tar(rest, extractor, compression)
         return
     # zip needs random access: use the stream itself when it can seek, else spool it to disk.
     if stream.seekable():

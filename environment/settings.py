@@ -32,6 +32,9 @@ class EnvironmentSettings(BaseSettings):
         32 * 1024**2, description="the ratio is enforced once this many bytes were extracted"
     )
 
+    preload_servers: bool = Field(
+        True, description="import our app servers in the background at start, so POST /apps is fast"
+    )
     ready_timeout_s: float = Field(
         30.0, description="time every MCP server gets to initialise and list tools"
     )

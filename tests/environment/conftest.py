@@ -21,6 +21,7 @@ def settings(tmp_path: Path) -> EnvironmentSettings:
         log_level="WARNING",
         ready_timeout_s=20,
         drain_timeout_s=10,
+        preload_servers=False,
     )
 
 

@@ -259,3 +259,18 @@ def test_health_stays_responsive_during_a_large_populate(client, tmp_path, setti
     assert len(latencies) >= 5, f"health was polled only {len(latencies)} times in {populate_s:.1f} s"
     assert max(latencies) < 0.5, f"/health took {max(latencies):.2f} s during populate"
     shutil.rmtree(settings.fs_root / "big")
+
+
+@pytest.mark.parametrize("mode", ["w:", "w:bz2", "w:xz", "w:gz"])
+def test_every_tar_compression_populates(client, settings, mode):
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode=mode) as archive:
+        for index in range(30):
+            content = os.urandom(2000) * (index + 1)
+            info = tarfile.TarInfo(f"d{index % 3}/f{index}.bin")
+            info.size = len(content)
+            archive.addfile(info, io.BytesIO(content))
+    reply = client.post("/data/populate", files={"archive": ("w.tar", buffer.getvalue())})
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["objects_added"] == 30
+    assert (settings.fs_root / "d2" / "f29.bin").stat().st_size == 2000 * 30
