@@ -24,6 +24,7 @@ import pymupdf
 from mcp_servers._core import FileStamp, ToolError
 
 OCR_DPI = 300
+MAX_IMAGES_LISTED = 50
 OCR_TIMEOUT_S = 120.0
 # Arabic presentation forms (shaped glyphs written by PDF producers) and Latin ligatures:
 # normalised back to ordinary letters so text reads and searches as typed.
@@ -121,9 +122,12 @@ def parse_pages(pages: str | int | list[int] | None, count: int, *, argument: st
 
 
 def page_images(page: pymupdf.Page) -> list[dict[str, Any]]:
-    """Images drawn on a page: annotation id (for read_image), size, position."""
-    found = []
-    for index, info in enumerate(page.get_images(full=True), start=1):
+    """Images drawn on a page: annotation id (for read_image), size, position. At most
+    ``MAX_IMAGES_LISTED`` are described (a tiled scan can hold thousands); the rest are
+    counted in one last entry."""
+    found: list[dict[str, Any]] = []
+    images = page.get_images(full=True)
+    for index, info in enumerate(images[:MAX_IMAGES_LISTED], start=1):
         xref, width, height = info[0], info[2], info[3]
         rects = page.get_image_rects(xref)
         entry: dict[str, Any] = {
@@ -135,6 +139,8 @@ def page_images(page: pymupdf.Page) -> list[dict[str, Any]]:
             r = rects[0]
             entry["bbox"] = [round(r.x0, 1), round(r.y0, 1), round(r.x1, 1), round(r.y1, 1)]
         found.append(entry)
+    if len(images) > MAX_IMAGES_LISTED:
+        found.append({"more_images": len(images) - MAX_IMAGES_LISTED})
     return found
 
 

@@ -74,7 +74,12 @@ def _needs_ocr(document: pymupdf.Document, number: int) -> bool:
 def _render_page(entry: PageText) -> str:
     lines = [f"--- page {entry.page} ({entry.engine}) ---", entry.text.rstrip()]
     if entry.images:
-        shown = ", ".join(f"{i['annotation']} ({i['width']}x{i['height']})" for i in entry.images)
+        shown = ", ".join(
+            f"{i['annotation']} ({i['width']}x{i['height']})"
+            if "annotation" in i
+            else f"+{i['more_images']} more"
+            for i in entry.images
+        )
         lines.append(f"[images: {shown}]")
     if entry.strikethrough:
         lines.append("[struck through: " + " | ".join(entry.strikethrough) + "]")

@@ -232,3 +232,21 @@ def test_corrupt_protected_and_wrong_files_fail_clearly(world, mode):
             )["pages"]
             == 1
         )
+
+
+def test_many_images_on_a_page_are_capped(world):
+    document = pymupdf.open()
+    page = document.new_page()
+    for i in range(55):
+        buffer = io.BytesIO()
+        Image.new("RGB", (4, 4), (i, 0, 0)).save(buffer, format="PNG")
+        x, y = 20 + (i % 10) * 50, 20 + (i // 10) * 50
+        page.insert_image(pymupdf.Rect(x, y, x + 40, y + 40), stream=buffer.getvalue())
+    document.save(world.fs_root / "tiles.pdf")
+    with mode_session("pdfs", world, "individual") as mcp:
+        images = mcp.ok("read_pdf_pages", {"file_path": "/tiles.pdf"})["pages"][0]["images"]
+        assert len(images) == 51 and images[-1] == {"more_images": 5}
+        assert (
+            mcp.call("read_image", {"file_path": "/tiles.pdf", "annotation": "page1_image55"}).is_error
+            is False
+        )
