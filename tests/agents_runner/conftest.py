@@ -7,11 +7,16 @@ exercised in test_environment_integration.py.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import functools
+import shutil
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -160,3 +165,52 @@ def assert_every_call_answered_once(trajectory: Any) -> None:
     answered = [m["tool_call_id"] for m in trajectory.messages if m.get("role") == "tool"]
     assert sorted(asked) == sorted(answered), (asked, answered)
     assert len(set(answered)) == len(answered)
+
+
+# --- the real environment and the sample benchmark ------------------------------------------
+
+MCP_TOKEN = "world-token"
+
+
+def start_environment(fs_root: Path, apps_data_root: Path, user: dict[str, str], names: Any = None) -> Any:
+    """A real environment over the two roots with our app servers in process (``names``: all)."""
+    import httpx
+
+    from environment import EnvironmentServer, EnvironmentSettings
+    from mcp_servers import SERVER_NAMES
+
+    settings = EnvironmentSettings(
+        fs_root=fs_root,
+        apps_data_root=apps_data_root,
+        mcp_token=MCP_TOKEN,
+        json_logs=False,
+        log_level="WARNING",
+        ready_timeout_s=120,  # the shared test machine can be very busy
+    )
+    env = EnvironmentServer(settings, startup_timeout_s=120).start()
+    servers = {
+        name: {"transport": "inprocess", "server": name, "options": dict(user)}
+        for name in (names or SERVER_NAMES)
+    }
+    reply = httpx.post(f"{env.url}/apps", json={"mcpServers": servers}, timeout=120)
+    if reply.status_code != 200:
+        env.stop()
+        raise RuntimeError(f"/apps failed: {reply.text}")
+    return env
+
+
+@functools.cache
+def sample_root() -> Path:
+    """The generated sample benchmark (seed 0), once per test process, removed at exit."""
+    from atoll.sample import generate_sample_benchmark
+
+    scratch = Path(tempfile.mkdtemp(prefix="atoll-agents-sample-"))
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+    return generate_sample_benchmark(scratch / "bench", seed=0)
+
+
+@pytest.fixture(scope="session")
+def sample_benchmark() -> Any:
+    from atoll.loader import load_benchmark
+
+    return load_benchmark(sample_root())

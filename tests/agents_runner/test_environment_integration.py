@@ -7,11 +7,9 @@ solves every sample task (graded by the real grader with programmatic checks).
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import mailbox
 import shutil
-import tempfile
 import zipfile
 from pathlib import Path
 
@@ -20,44 +18,19 @@ import pytest
 
 from agents_runner import run_agent
 from atoll import Task
-from atoll.loader import load_benchmark
-from atoll.sample import generate_sample_benchmark
 from atoll.testing.scripted_llm import ScriptedLLM
 from atoll.trajectory import RunStatus
-from environment import EnvironmentServer, EnvironmentSettings
-from mcp_servers import SERVER_NAMES
 
-from .conftest import assert_every_call_answered_once, call, tool_messages
+from .conftest import (
+    MCP_TOKEN,
+    assert_every_call_answered_once,
+    call,
+    sample_root,
+    start_environment,
+    tool_messages,
+)
 
 USER = {"user_email": "alex@northwind.example", "user_name": "Alex Kim"}
-MCP_TOKEN = "world-token"
-
-
-def _apps(user: dict[str, str], names=SERVER_NAMES) -> dict:
-    return {
-        "mcpServers": {
-            name: {"transport": "inprocess", "server": name, "options": dict(user)} for name in names
-        }
-    }
-
-
-def _start(
-    fs_root: Path, apps_data_root: Path, user: dict[str, str], names=SERVER_NAMES
-) -> EnvironmentServer:
-    settings = EnvironmentSettings(
-        fs_root=fs_root,
-        apps_data_root=apps_data_root,
-        mcp_token=MCP_TOKEN,
-        json_logs=False,
-        log_level="WARNING",
-        ready_timeout_s=120,  # the shared test machine can be very busy
-    )
-    env = EnvironmentServer(settings, startup_timeout_s=120).start()
-    reply = httpx.post(f"{env.url}/apps", json=_apps(user, names), timeout=120)
-    if reply.status_code != 200:
-        env.stop()
-        raise RuntimeError(f"/apps failed: {reply.text}")
-    return env
 
 
 @pytest.fixture
@@ -67,7 +40,7 @@ def small_world(tmp_path: Path):
     (fs_root / "Reports" / "q3.txt").write_text("Q3 revenue: 4.2M; churn 3.1%")
     (apps / "mail").mkdir(parents=True)
     mailbox.mbox(apps / "mail" / "All mail Including Spam and Trash.mbox").close()
-    env = _start(fs_root, apps, USER, names=("mail", "filesystem"))
+    env = start_environment(fs_root, apps, USER, names=("mail", "filesystem"))
     try:
         yield env, apps
     finally:
@@ -125,22 +98,9 @@ async def test_gateway_token_is_required(small_world):
     assert trajectory.status == RunStatus.error and trajectory.error.kind == "infrastructure"
 
 
-@functools.cache
-def _sample() -> Path:
-    scratch = Path(tempfile.mkdtemp(prefix="atoll-agents-sample-"))
-    return generate_sample_benchmark(scratch / "bench", seed=0)
-
-
 def _sample_task_ids() -> list[str]:
-    records = json.loads((_sample() / "tasks_and_rubrics.json").read_text(encoding="utf-8"))
+    records = json.loads((sample_root() / "tasks_and_rubrics.json").read_text(encoding="utf-8"))
     return [record["task_id"] for record in records]
-
-
-@pytest.fixture(scope="module")
-def sample_benchmark():
-    root = _sample()
-    yield load_benchmark(root)
-    shutil.rmtree(root.parent, ignore_errors=True)
 
 
 def _materialise(benchmark, task: Task, base: Path) -> None:
@@ -153,7 +113,7 @@ def _materialise(benchmark, task: Task, base: Path) -> None:
     (base / ".apps_data").mkdir(exist_ok=True)
 
 
-def _snapshot(env: EnvironmentServer, target: Path) -> Path:
+def _snapshot(env, target: Path) -> Path:
     with httpx.stream("POST", f"{env.url}/data/snapshot", timeout=120) as reply:
         reply.raise_for_status()
         with target.open("wb") as out:
@@ -173,7 +133,7 @@ def test_replay_agent_solves_every_sample_task(sample_benchmark, task_id, tmp_pa
     base = tmp_path / "world"
     _materialise(sample_benchmark, task, base)
     needed = sorted({step.tool.split("_", 1)[0] for step in task.reference_solution.steps} | {"filesystem"})
-    env = _start(base / "filesystem", base / ".apps_data", user, names=needed)
+    env = start_environment(base / "filesystem", base / ".apps_data", user, names=needed)
     try:
         before = _snapshot(env, tmp_path / "before.tar.gz")
         trajectory = asyncio.run(
@@ -210,7 +170,7 @@ def test_cli_runs_a_benchmark_task_with_the_replay_agent(sample_benchmark, tmp_p
     base = tmp_path / "world"
     _materialise(sample_benchmark, task, base)
     needed = sorted({step.tool.split("_", 1)[0] for step in task.reference_solution.steps} | {"filesystem"})
-    env = _start(base / "filesystem", base / ".apps_data", {"user_email": world.user_email, "user_name": world.user_name}, names=needed)  # fmt: skip
+    env = start_environment(base / "filesystem", base / ".apps_data", {"user_email": world.user_email, "user_name": world.user_name}, names=needed)  # fmt: skip
     out = tmp_path / "trajectory.json"
     args = ["atoll", "agent", "run", "--benchmark", sample_benchmark.root, "--task-id", task.task_id,
             "--agent", "replay", "--model", "replay", "--gateway-url", env.mcp_url, "--output", str(out), "--quiet"]  # fmt: skip

@@ -10,12 +10,10 @@ from pathlib import Path
 import pytest
 
 from agents_runner import run_agent
-from atoll.loader import load_benchmark
 from atoll.testing.scripted_llm import CONTEXT_LENGTH_EXCEEDED, ScriptedLLM
 from atoll.trajectory import AgentReportedStatus, ErrorKind, RunStatus
 
-from .conftest import assert_every_call_answered_once, call
-from .test_environment_integration import MCP_TOKEN, _sample, _start
+from .conftest import MCP_TOKEN, assert_every_call_answered_once, call, start_environment
 
 LIST = {
     "tool_calls": [
@@ -27,15 +25,15 @@ FAST = {"retry_initial_wait_s": 0.01, "retry_max_wait_s": 2}
 
 
 @pytest.fixture(scope="module")
-def sample_env():
-    benchmark = load_benchmark(_sample())
+def sample_env(sample_benchmark):
+    benchmark = sample_benchmark
     world = benchmark.world("world_keystone_consulting")
     with tempfile.TemporaryDirectory(prefix="atoll-agent-world-") as scratch:
         base = Path(scratch)
         with zipfile.ZipFile(benchmark.world_archives[world.world_id]) as archive:
             archive.extractall(base)
         user = {"user_email": world.user_email, "user_name": world.user_name}
-        env = _start(base / "filesystem", base / ".apps_data", user)
+        env = start_environment(base / "filesystem", base / ".apps_data", user)
         try:
             yield env
         finally:
