@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from atoll.commands import agent, bench, demo, env, grade, mcp, run
+from atoll.commands import agent, bench, demo, env, grade, mcp, orchestrator, run
 from atoll.errors import AtollError
 
 app = typer.Typer(
@@ -28,6 +28,7 @@ app.add_typer(grade.app, name="grade")
 app.command(name="mcp")(mcp.mcp)
 run.register(app)
 demo.register(app)
+orchestrator.register(app)
 
 
 def main() -> None:

@@ -39,10 +39,9 @@ def default_executor(name: str) -> ExecutorFactory:
     if name == "instant":
         return InstantExecutor
     if name == "kubernetes":
-        raise AtollError(
-            "executor_unavailable",
-            "executor 'kubernetes' is not available in this build yet; use --executor local",
-        )
+        from orchestrator.executors.kubernetes import KubernetesExecutor
+
+        return KubernetesExecutor
     raise AtollError("bad_experiment", f"unknown executor {name!r} (local, kubernetes, instant)")
 
 
@@ -105,7 +104,7 @@ async def run_experiment(
             max_attempts=1 + spec.max_infra_retries,
             infra_abort_rate=spec.infra_error_abort_rate,
             cost_ceiling_usd=spec.max_total_cost_usd,
-            spent_usd=_spent_so_far(store, spec.name),
+            spent_usd=_spent_so_far(store, spec.name) if spec.max_total_cost_usd is not None else 0.0,
             retry_backoff_s=spec.infra_retry_backoff_s,
             on_event=view.event,
         )

@@ -38,8 +38,9 @@ class InstantExecutor:
         self.pass_rate = pass_rate
         self.infra_error_rate = infra_error_rate
 
-    def _fraction(self, spec: TrialSpec, salt: str) -> float:
-        digest = hashlib.sha256((salt + spec.trial_id).encode()).digest()
+    @staticmethod
+    def _fraction(trial_id: str, salt: str) -> float:
+        digest = hashlib.sha256((salt + trial_id).encode()).digest()
         return int.from_bytes(digest[:8], "big") / 2**64
 
     async def run(self, spec: TrialSpec, *, attempt: int) -> TrialResult:
@@ -47,12 +48,13 @@ class InstantExecutor:
         delay = float(spec.agent_config.get("instant_delay_s", 0.0))
         if delay:
             await asyncio.sleep(delay)
-        if self._fraction(spec, f"infra{attempt}") < self.infra_error_rate:
+        trial_id = spec.trial_id
+        if self._fraction(trial_id, f"infra{attempt}") < self.infra_error_rate:
             raise InfraError("simulated infrastructure failure")
         pass_rate = float(spec.agent_config.get("instant_pass_rate", self.pass_rate))
-        passed = self._fraction(spec, "pass") < pass_rate
+        passed = self._fraction(trial_id, "pass") < pass_rate
         return TrialResult(
-            trial_id=spec.trial_id,
+            trial_id=trial_id,
             outcome=Outcome.passed if passed else Outcome.failed,
             score=1.0 if passed else 0.0,
             run_status="completed",

@@ -226,7 +226,12 @@ def store_artifacts(artifacts: ArtifactStore, prefix: str, trajectory: Trajector
     seed's and is stored once, under ``seed_key``."""
     before_uri = artifacts.uri(seed_key)
     if not artifacts.exists(seed_key):
-        before_uri = artifacts.put_file(seed_key, before)
+        try:
+            before_uri = artifacts.put_file(seed_key, before)
+        except OSError:
+            # Another trial of the same world stored it at the same moment (same bytes).
+            if not artifacts.exists(seed_key):
+                raise
     return {
         "trajectory_uri": artifacts.put_bytes(f"{prefix}/trajectory.json",
                                               trajectory.model_dump_json(indent=2).encode()),

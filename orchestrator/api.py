@@ -1,0 +1,136 @@
+"""The orchestrator's HTTP API (``atoll orchestrator serve``, port 8000): thin routes over the
+runner, store and report functions. Trials are executed by ``atoll worker`` processes that
+share the store; the API plans, enqueues and reports.
+
+| method path | does |
+|---|---|
+| ``GET /health`` | 200 when serving and the store answers |
+| ``POST /runs`` | body: an experiment (JSON or YAML) → validate, plan, enqueue; 202 with counts |
+| ``GET /runs`` | every run in the store with its counts |
+| ``GET /runs/{name}`` | the run's counts (pending, leased, done, infra_error, total) |
+| ``GET /runs/{name}/report`` | report.json, built on demand (report.md/html written beside it) |
+
+With ``ATOLL_API_TOKEN`` set, every route but ``/health`` needs ``Authorization: Bearer …``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse
+from pydantic import Field, SecretStr, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from atoll.errors import AtollError
+from atoll.experiment import ExperimentSpec
+
+_STATUS_OF_CODE = {"unknown_run": 404}
+
+
+class ApiSettings(BaseSettings):
+    """``ATOLL_STORE``, ``ATOLL_ARTIFACTS``, ``ATOLL_OUTPUT_DIR``, ``ATOLL_API_TOKEN``."""
+
+    model_config = SettingsConfigDict(env_prefix="ATOLL_", extra="ignore")
+
+    store: str = Field("sqlite:///atoll-out/atoll.db", description="trial store every worker shares")
+    artifacts: str | None = Field(None, description="artifact store URL imposed on posted experiments")
+    output_dir: str | None = Field(None, description="reports and caches, imposed on posted experiments")
+    api_token: SecretStr | None = Field(None, description="bearer token of the API")
+
+
+def parse_experiment(text: str) -> ExperimentSpec:
+    """An experiment from JSON or YAML text; AtollError(bad_experiment) naming each bad field."""
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise AtollError("bad_experiment", f"request body: not valid JSON or YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise AtollError("bad_experiment", "request body: expected an experiment mapping")
+    try:
+        return ExperimentSpec.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}" for err in exc.errors()
+        )
+        raise AtollError("bad_experiment", f"request body: {problems}") from None
+
+
+def create_app(settings: ApiSettings | None = None) -> FastAPI:
+    """The API over the store named by ``settings.store`` (default: from ``ATOLL_*``)."""
+    from orchestrator.store import TrialStore
+
+    settings = settings or ApiSettings()
+    store = TrialStore(settings.store)
+    token = settings.api_token.get_secret_value() if settings.api_token else None
+    app = FastAPI(title="atoll orchestrator")
+    app.state.store = store
+    app.router.add_event_handler("shutdown", store.dispose)
+
+    def authorize(request: Request) -> None:
+        if token is None:
+            return
+        given = request.headers.get("authorization", "")
+        if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+            raise HTTPException(status_code=401, detail="missing or wrong bearer token")
+
+    @app.exception_handler(AtollError)
+    async def _atoll_error(_request: Request, exc: AtollError) -> JSONResponse:
+        status = _STATUS_OF_CODE.get(exc.code, 400)
+        return JSONResponse(status_code=status, content={"error": {"code": exc.code, "message": exc.message}})
+
+    def known(name: str) -> dict[str, Any]:
+        spec = store.experiment_spec(name)
+        if spec is None:
+            raise AtollError("unknown_run", f"no run named {name!r} in the store")
+        return spec
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        await asyncio.to_thread(store.experiments)
+        return {"status": "ok"}
+
+    @app.post("/runs", status_code=202, dependencies=[Depends(authorize)])
+    async def create_run(request: Request) -> dict[str, Any]:
+        from orchestrator.runner import run_experiment
+
+        spec = parse_experiment((await request.body()).decode("utf-8", errors="replace"))
+        updates: dict[str, Any] = {"store": settings.store}
+        if settings.artifacts:
+            updates["artifacts"] = settings.artifacts
+        if settings.output_dir:
+            updates["output_dir"] = settings.output_dir
+        spec = spec.model_copy(update=updates)
+        outcome = await run_experiment(spec, quiet=True, enqueue_only=True)
+        return {"name": outcome.experiment, "planned": outcome.planned, "enqueued": outcome.newly_enqueued,
+                "counts": outcome.counts}
+
+    @app.get("/runs", dependencies=[Depends(authorize)])
+    async def list_runs() -> dict[str, Any]:
+        names = await asyncio.to_thread(store.experiments)
+        return {"runs": [{"name": name, "counts": store.counts(name)} for name in names]}
+
+    @app.get("/runs/{name}", dependencies=[Depends(authorize)])
+    async def run_counts(name: str) -> dict[str, Any]:
+        spec = known(name)
+        return {"name": name, "counts": await asyncio.to_thread(store.counts, name),
+                "executor": spec.get("executor"), "artifacts": spec.get("artifacts")}
+
+    @app.get("/runs/{name}/report", dependencies=[Depends(authorize)])
+    async def run_report(name: str) -> JSONResponse:
+        from orchestrator.report import write_report
+
+        spec = known(name)
+        output = Path(settings.output_dir or spec.get("output_dir") or "atoll-out") / name
+        paths = await asyncio.to_thread(write_report, store, name, output, seed=int(spec.get("seed", 0) or 0))
+        return JSONResponse(content=json.loads(paths["json"].read_text(encoding="utf-8")))
+
+    return app
+
+
+__all__ = ["ApiSettings", "create_app", "parse_experiment"]

@@ -1,0 +1,305 @@
+"""The Kubernetes executor (``--executor kubernetes``): one Job per trial.
+
+Per trial: the world's seed snapshot and a trial input go to the artifact store; a Job is
+made from the template (``ATOLL_K8S_JOB_TEMPLATE``, shipped as ``k8s/base/trial-job.yaml``)
+— an environment sidecar and the ``atoll trial run`` container sharing localhost — labelled
+with the run and trial; admission waits while ``max_pending`` trial pods are pending; the
+Job is polled until it succeeds or fails; the outcome is read back from the artifact store;
+the Job is deleted (``ttlSecondsAfterFinished`` is the safety net). Pod failures become
+InfraError with the pod's reason (OOMKilled, image pull, unschedulable, deadline). On start,
+Jobs whose owner stopped heart-beating (an earlier, dead run) are reaped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from atoll.benchmark import Benchmark
+from atoll.errors import AtollError
+from atoll.experiment import ExperimentSpec
+from atoll.trial import TrialResult, TrialSpec
+from orchestrator.artifacts import ArtifactStore
+from orchestrator.executors import steps
+from orchestrator.executors.base import InfraError
+from orchestrator.executors.kubernetes_job import (
+    ANNOTATION_HEARTBEAT,
+    LABEL_MANAGED_BY,
+    MANAGED_BY,
+    JobOptions,
+    build_job,
+    load_template,
+    read_state,
+)
+from orchestrator.executors.kubernetes_trial import PodTrialInput, PodTrialOutcome, input_key, outcome_key
+from orchestrator.executors.local import SeedCache, judge_request
+
+log = logging.getLogger("atoll.orchestrator.kubernetes")
+
+_SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+class KubernetesSettings(BaseSettings):
+    """``ATOLL_K8S_*`` variables of the orchestrator/worker that creates trial Jobs."""
+
+    model_config = SettingsConfigDict(env_prefix="ATOLL_K8S_", extra="ignore")
+
+    namespace: str | None = Field(None, description="namespace of trial Jobs (default: the pod's own, else 'atoll')")
+    job_template: Path = Field(Path("/etc/atoll/trial-job.yaml"), description="trial Job template")
+    trial_image: str | None = Field(None, description="override the template's trial container image")
+    environment_image: str | None = Field(None, description="override the template's environment image")
+    runtime_class: str | None = Field(None, description="e.g. gvisor: the pod is the sandbox")
+    max_pending: int = Field(8, ge=1, description="most trial pods pending at once (capacity-aware admission)")
+    poll_s: float = Field(5.0, gt=0, description="seconds between Job status reads")
+    ttl_s: int = Field(600, ge=0, description="ttlSecondsAfterFinished of trial Jobs")
+    deadline_grace_s: int = Field(900, ge=0, description="added to limits.timeout_s for activeDeadlineSeconds")
+    image_pull_timeout_s: float = Field(300.0, ge=0, description="a pod failing to pull its image longer fails")
+    unschedulable_timeout_s: float = Field(1800.0, ge=0, description="an unschedulable pod longer than this fails")
+    heartbeat_s: float = Field(60.0, gt=0, description="how often a watched Job's heartbeat annotation is renewed")
+    orphan_after_s: float = Field(300.0, gt=0, description="a Job without heartbeat this long is an orphan")
+    keep_failed_jobs: bool = Field(False, description="leave failed Jobs for inspection (their TTL still applies)")
+    api_url: str | None = Field(None, description="API server URL (e.g. kubectl proxy); default in-cluster/kubeconfig")
+
+    def resolved_namespace(self) -> str:
+        if self.namespace:
+            return self.namespace
+        if _SERVICE_ACCOUNT_NAMESPACE.is_file():
+            return _SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
+        return "atoll"
+
+
+class KubernetesCluster:
+    """The few Jobs/Pods calls the executor makes, through the official client (blocking;
+    the executor calls it from threads). API failures raise InfraError naming the call."""
+
+    def __init__(self, settings: KubernetesSettings) -> None:
+        from kubernetes import client, config
+
+        if settings.api_url:
+            configuration = client.Configuration()
+            configuration.host = settings.api_url
+        else:
+            try:
+                config.load_incluster_config()
+            except config.ConfigException:
+                try:
+                    config.load_kube_config()
+                except (config.ConfigException, OSError) as exc:
+                    raise AtollError("no_cluster", f"no Kubernetes configuration (in-cluster or kubeconfig): {exc}") \
+                        from None
+            configuration = client.Configuration.get_default_copy()
+        self._api = client.ApiClient(configuration)
+        self._batch = client.BatchV1Api(self._api)
+        self._core = client.CoreV1Api(self._api)
+
+    def _call(self, what: str, function: Any, *args: Any, missing_ok: bool = False, **kwargs: Any) -> Any:
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        try:
+            return function(*args, **kwargs)
+        except ApiException as exc:
+            if missing_ok and exc.status == 404:
+                return None
+            raise InfraError(f"Kubernetes API {what}: HTTP {exc.status} {exc.reason}") from exc
+        except HTTPError as exc:
+            raise InfraError(f"Kubernetes API {what}: {type(exc).__name__}: {exc}") from exc
+
+    def _plain(self, value: Any) -> Any:
+        return self._api.sanitize_for_serialization(value)
+
+    def create_job(self, namespace: str, manifest: dict[str, Any]) -> None:
+        self._call("create job", self._batch.create_namespaced_job, namespace, manifest)
+
+    def job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        found = self._call("read job", self._batch.read_namespaced_job_status, name, namespace, missing_ok=True)
+        return None if found is None else self._plain(found)
+
+    def jobs(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        found = self._call("list jobs", self._batch.list_namespaced_job, namespace, label_selector=selector)
+        return self._plain(found.items)
+
+    def pods(self, namespace: str, selector: str, field_selector: str | None = None) -> list[dict[str, Any]]:
+        kwargs = {"label_selector": selector}
+        if field_selector:
+            kwargs["field_selector"] = field_selector
+        found = self._call("list pods", self._core.list_namespaced_pod, namespace, **kwargs)
+        return self._plain(found.items)
+
+    def delete_job(self, namespace: str, name: str) -> None:
+        self._call("delete job", self._batch.delete_namespaced_job, name, namespace,
+                   propagation_policy="Background", missing_ok=True)
+
+    def annotate_job(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
+        self._call("annotate job", self._batch.patch_namespaced_job, name, namespace,
+                   {"metadata": {"annotations": annotations}}, missing_ok=True)
+
+
+class KubernetesExecutor:
+    def __init__(self, benchmark: Benchmark, spec: ExperimentSpec, settings: KubernetesSettings | None = None,
+                 cluster: Any = None) -> None:
+        steps.validate_agents(spec)
+        self.benchmark = benchmark
+        self.spec = spec
+        self.settings = settings or KubernetesSettings()
+        self.namespace = self.settings.resolved_namespace()
+        self.template = load_template(self.settings.job_template)
+        self.tasks = {task.task_id: task for task in benchmark.tasks}
+        self.seeds = SeedCache(Path(spec.output_dir) / ".cache" / "seeds")
+        self.artifacts = ArtifactStore(spec.artifacts)
+        self.cluster = cluster or KubernetesCluster(self.settings)
+        self.options = JobOptions(
+            namespace=self.namespace, ttl_s=self.settings.ttl_s,
+            deadline_s=int(spec.limits.timeout_s) + self.settings.deadline_grace_s,
+            trial_image=self.settings.trial_image, environment_image=self.settings.environment_image,
+            runtime_class=self.settings.runtime_class,
+        )
+        self._admission = asyncio.Lock()
+        self._unobserved: set[str] = set()  # created Jobs whose pod has not been seen running yet
+        self._start_lock = asyncio.Lock()
+        self._seed_lock = asyncio.Lock()
+        self._uploaded_seeds: set[str] = set()
+        self._started = False
+        self.reaped: list[str] = []
+
+    async def aclose(self) -> None:
+        return None
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    async def _ensure_started(self) -> None:
+        async with self._start_lock:
+            if not self._started:
+                self.reaped = await self.reap_orphans()
+                self._started = True
+
+    async def reap_orphans(self) -> list[str]:
+        """Delete atoll trial Jobs of this namespace whose heartbeat is older than
+        ``orphan_after_s``: their orchestrator is gone (an earlier run, a killed worker)."""
+        jobs = await asyncio.to_thread(self.cluster.jobs, self.namespace, f"{LABEL_MANAGED_BY}={MANAGED_BY}")
+        now = time.time()
+        reaped = []
+        for job in jobs:
+            metadata = job.get("metadata") or {}
+            beat = (metadata.get("annotations") or {}).get(ANNOTATION_HEARTBEAT)
+            try:
+                age = now - float(beat)
+            except (TypeError, ValueError):
+                age = float("inf")
+            if age > self.settings.orphan_after_s:
+                await asyncio.to_thread(self.cluster.delete_job, self.namespace, metadata["name"])
+                reaped.append(metadata["name"])
+        if reaped:
+            log.warning("reaped %d orphaned trial Jobs: %s", len(reaped), ", ".join(reaped))
+        return reaped
+
+    async def _admit(self, name: str) -> None:
+        """Wait until fewer than ``max_pending`` trial pods are pending in the namespace
+        (counting Jobs this process created whose pod is not yet running), then claim a slot."""
+        async with self._admission:
+            while True:
+                pending_pods = await asyncio.to_thread(
+                    self.cluster.pods, self.namespace, f"{LABEL_MANAGED_BY}={MANAGED_BY}", "status.phase=Pending")
+                pending = {(pod.get("metadata") or {}).get("labels", {}).get("job-name") for pod in pending_pods}
+                if len(pending | self._unobserved) < self.settings.max_pending:
+                    self._unobserved.add(name)
+                    return
+                await asyncio.sleep(self.settings.poll_s)
+
+    # --- one trial ------------------------------------------------------------------------
+
+    async def run(self, spec: TrialSpec, *, attempt: int) -> TrialResult:
+        await self._ensure_started()
+        input_uri = await self._write_input(spec, attempt)
+        manifest = build_job(self.template, spec, attempt, input_uri, self.options, now=time.time())
+        name = manifest["metadata"]["name"]
+        await self._admit(name)
+        failed = True
+        try:
+            await asyncio.to_thread(self.cluster.create_job, self.namespace, manifest)
+            log.info("trial %s attempt %d: Job %s created", spec.trial_id[:12], attempt, name)
+            await self._watch(name)
+            failed = False
+        finally:
+            self._unobserved.discard(name)
+            if not (failed and self.settings.keep_failed_jobs):
+                await asyncio.to_thread(self.cluster.delete_job, self.namespace, name)
+        return await asyncio.to_thread(self._read_outcome, spec, attempt, name)
+
+    async def _write_input(self, spec: TrialSpec, attempt: int) -> str:
+        seed, seed_digest = await self.seeds.get(spec, self.benchmark)
+        archive = self.seeds.snapshot_path(seed)
+        seed_key = f"seeds/{archive.name}"
+        trial_input = PodTrialInput(
+            spec=spec, attempt=attempt, task=self.tasks[spec.task_id],
+            world_options=steps.world_options(self.benchmark.world(spec.world_id)),
+            seed_key=seed_key, seed_digest=seed_digest, artifacts=self.artifacts.url,
+            grade_incomplete=self.spec.limits.grade_incomplete, judge=judge_request(self.spec),
+        )
+
+        def upload_seed() -> None:
+            if not self.artifacts.exists(seed_key):
+                self.artifacts.put_file(seed_key, archive)
+
+        def write_input() -> str:
+            return self.artifacts.put_bytes(input_key(spec, attempt),
+                                            trial_input.model_dump_json(by_alias=True).encode())
+
+        try:
+            async with self._seed_lock:  # concurrent trials of one world upload its seed once
+                if seed_key not in self._uploaded_seeds:
+                    await asyncio.to_thread(upload_seed)
+                    self._uploaded_seeds.add(seed_key)
+            return await asyncio.to_thread(write_input)
+        except OSError as exc:
+            raise InfraError(f"artifact store {self.artifacts.url}: {exc}") from exc
+
+    async def _watch(self, name: str) -> None:
+        last_beat = time.time()
+        stuck_seen: dict[str, float] = {}
+        while True:
+            job = await asyncio.to_thread(self.cluster.job, self.namespace, name)
+            if job is None:
+                raise InfraError(f"trial Job {name} disappeared (deleted outside atoll)")
+            pods = await asyncio.to_thread(self.cluster.pods, self.namespace, f"job-name={name}")
+            state = read_state(job, pods)
+            if state.phase != "pending":
+                self._unobserved.discard(name)
+            if state.phase == "succeeded":
+                return
+            if state.phase == "failed":
+                raise InfraError(f"trial Job {name}: {state.reason}")
+            now = time.time()
+            if state.stuck_kind:
+                # Measured from when this process first saw it: the API's timestamps have
+                # one-second resolution and say when the pod started, not when it got stuck.
+                since = stuck_seen.setdefault(state.stuck_kind, now)
+                limit = (self.settings.unschedulable_timeout_s if state.stuck_kind == "unschedulable"
+                         else self.settings.image_pull_timeout_s)
+                if now - since >= limit:
+                    raise InfraError(f"trial Job {name}: {state.reason} (for {now - since:.0f} s)")
+            if now - last_beat >= self.settings.heartbeat_s:
+                await asyncio.to_thread(self.cluster.annotate_job, self.namespace, name,
+                                        {ANNOTATION_HEARTBEAT: str(int(now))})
+                last_beat = now
+            await asyncio.sleep(self.settings.poll_s)
+
+    def _read_outcome(self, spec: TrialSpec, attempt: int, name: str) -> TrialResult:
+        key = outcome_key(spec, attempt)
+        try:
+            outcome = PodTrialOutcome.model_validate_json(self.artifacts.get_bytes(key))
+        except (OSError, ValueError) as exc:
+            raise InfraError(f"trial Job {name} succeeded but left no readable outcome at {key}: "
+                             f"{str(exc).splitlines()[0]}") from exc
+        if outcome.infra_error or outcome.result is None:
+            raise InfraError(f"trial Job {name}: {outcome.infra_error or 'no result'}")
+        return outcome.result
+
+
+__all__ = ["KubernetesCluster", "KubernetesExecutor", "KubernetesSettings"]

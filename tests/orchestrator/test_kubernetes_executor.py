@@ -1,0 +1,250 @@
+"""The Kubernetes executor against an in-test stand-in of the Jobs/Pods API (no cluster is
+available here): real Job manifests sent through the official client, real state
+transitions, and — in the end-to-end case — a real trial run by the pod's command against
+a real environment, its result collected from the artifact store."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from atoll.experiment import ExperimentSpec
+from atoll.loader import load_benchmark
+from atoll.trial import Outcome
+from orchestrator.executors.base import InfraError
+from orchestrator.executors.kubernetes import KubernetesExecutor, KubernetesSettings
+from orchestrator.executors.kubernetes_trial import run_pod_trial
+from orchestrator.planner import plan_trials
+from orchestrator.runner import run_experiment
+from orchestrator.store import TrialStore
+from tests.atoll.factories import make_task, write_benchmark
+from tests.deploy.kube_standin import StandInCluster, container_status, later
+
+TEMPLATE = Path(__file__).resolve().parents[2] / "k8s" / "base" / "trial-job.yaml"
+
+
+@pytest.fixture
+def benchmark_dir(tmp_path):
+    task = make_task("t1", rubric=[{"verifier_id": "v1", "criteria": "States the fee cap of $250,000",
+                                    "check": {"kind": "answer_regex", "pattern": r"250,000"}}],
+                     reference_solution={"steps": [], "final_answer": "The fee cap is $250,000."})
+    return write_benchmark(tmp_path / "bench", tasks=[task])
+
+
+@pytest.fixture
+def cluster():
+    with StandInCluster() as standin:
+        yield standin
+
+
+def _spec(tmp_path, benchmark_dir, **overrides) -> ExperimentSpec:
+    fields = {
+        "name": "K8s Sample/1",  # not a valid label value: the executor must derive one
+        "benchmark": str(benchmark_dir),
+        "agents": [{"name": "oracle", "agent": "replay", "model": "replay"}],
+        "runs": 1,
+        "executor": "kubernetes",
+        "store": str(tmp_path / "store.db"),
+        "artifacts": (tmp_path / "artifacts").as_uri(),
+        "output_dir": str(tmp_path / "out"),
+        "limits": {"timeout_s": 120},
+    }
+    fields.update(overrides)
+    return ExperimentSpec.model_validate(fields)
+
+
+def _settings(cluster, **overrides) -> KubernetesSettings:
+    values = {"namespace": "atoll", "job_template": TEMPLATE, "api_url": cluster.url, "poll_s": 0.05,
+              "image_pull_timeout_s": 0.4, "unschedulable_timeout_s": 0.4, "heartbeat_s": 0.1}
+    values.update(overrides)
+    return KubernetesSettings(**values)
+
+
+def _executor(tmp_path, benchmark_dir, cluster, **settings):
+    spec = _spec(tmp_path, benchmark_dir)
+    benchmark = load_benchmark(spec.benchmark)
+    return KubernetesExecutor(benchmark, spec, _settings(cluster, **settings)), plan_trials(benchmark, spec)[0]
+
+
+@pytest.fixture
+def environment(tmp_path):
+    from environment import EnvironmentServer, EnvironmentSettings
+
+    roots = tmp_path / "pod-world"
+    settings = EnvironmentSettings(fs_root=roots / "filesystem", apps_data_root=roots / ".apps_data",
+                                   json_logs=False, log_level="WARNING")
+    (roots / "filesystem").mkdir(parents=True)
+    (roots / ".apps_data").mkdir(parents=True)
+    server = EnvironmentServer(settings).start()
+    yield server
+    server.stop()
+
+
+def _input_uri(job) -> str:
+    return job["spec"]["template"]["spec"]["containers"][0]["args"][-1]
+
+
+@pytest.mark.slow
+def test_one_job_per_trial_runs_the_trial_in_its_pod_and_the_result_is_collected(
+        tmp_path, benchmark_dir, cluster, environment):
+    def kubelet(standin, job):
+        name = job["metadata"]["name"]
+
+        def run_pod():
+            standin.set_pod(name, phase="Running", containers=[container_status("trial", running=True)])
+            outcome = asyncio.run(run_pod_trial(_input_uri(job), environment_url=environment.url))
+            assert outcome.result is not None, outcome.infra_error
+            standin.finish(name, succeeded=True)
+
+        later(0.1, run_pod)
+
+    cluster.on_create = kubelet
+    spec = _spec(tmp_path, benchmark_dir)
+    settings = _settings(cluster)
+    outcome = asyncio.run(run_experiment(
+        spec, quiet=True, executor_factory=lambda benchmark, s: KubernetesExecutor(benchmark, s, settings)))
+
+    assert outcome.counts["done"] == 1
+    store = TrialStore(spec.store)
+    [(trial, result, state, _attempts)] = store.results(spec.name)
+    store.dispose()
+    assert result.outcome is Outcome.passed and result.checks_met == 1
+    # Artifacts written by the pod are where the result says.
+    assert json.loads(Path(result.trajectory_uri.removeprefix("file://")).read_text())["final_answer"]
+    assert Path(result.snapshot_after_uri.removeprefix("file://")).stat().st_size > 0
+    # The Job: labelled with run and trial, the trial command, deadline and TTL; deleted after.
+    [job] = cluster.created
+    labels = job["metadata"]["labels"]
+    assert labels["atoll.dev/run"].startswith("k8s-sample-1-") and len(labels["atoll.dev/run"]) <= 63
+    assert labels["atoll.dev/trial"] == trial.trial_id[:40]
+    assert job["spec"]["template"]["metadata"]["labels"]["atoll.dev/run"] == labels["atoll.dev/run"]
+    assert job["metadata"]["annotations"]["atoll.dev/trial-id"] == trial.trial_id
+    assert job["spec"]["template"]["spec"]["containers"][0]["args"][:3] == ["atoll", "trial", "run"]
+    assert job["spec"]["activeDeadlineSeconds"] == 120 + settings.deadline_grace_s
+    assert job["spec"]["ttlSecondsAfterFinished"] == settings.ttl_s and job["spec"]["backoffLimit"] == 0
+    assert cluster.deleted == [job["metadata"]["name"]] and not cluster.jobs
+
+
+def _fail_with(scenario):
+    """on_create that drives the Job into a failure state after a short pending phase."""
+    def on_create(standin, job):
+        later(0.1, lambda: scenario(standin, job["metadata"]["name"]))
+    return on_create
+
+
+def _run_one(executor, trial):
+    async def go():
+        try:
+            return await executor.run(trial, attempt=1)
+        finally:
+            await executor.aclose()
+    return asyncio.run(go())
+
+
+def test_oom_killed_pod_is_an_infra_error_with_the_reason(tmp_path, benchmark_dir, cluster):
+    def oom(standin, name):
+        standin.set_pod(name, containers=[container_status("trial", terminated=(137, "OOMKilled"))])
+        standin.finish(name, succeeded=False, reason="BackoffLimitExceeded", message="Job has reached the limit")
+
+    cluster.on_create = _fail_with(oom)
+    executor, trial = _executor(tmp_path, benchmark_dir, cluster)
+    with pytest.raises(InfraError, match=r"container trial OOMKilled \(exit 137\)"):
+        _run_one(executor, trial)
+    assert not cluster.jobs  # failed Jobs are deleted too (unless keep_failed_jobs)
+
+
+def test_deadline_exceeded_is_an_infra_error_naming_the_deadline(tmp_path, benchmark_dir, cluster):
+    cluster.on_create = _fail_with(lambda standin, name: standin.finish(
+        name, succeeded=False, reason="DeadlineExceeded", message="Job was active longer than specified deadline"))
+    executor, trial = _executor(tmp_path, benchmark_dir, cluster, keep_failed_jobs=True)
+    with pytest.raises(InfraError, match=r"DeadlineExceeded: trial pod ran past activeDeadlineSeconds 1020"):
+        _run_one(executor, trial)
+    assert list(cluster.jobs) == [cluster.created[0]["metadata"]["name"]]  # kept for inspection
+
+
+def test_image_pull_failure_fails_the_trial_after_the_grace_period(tmp_path, benchmark_dir, cluster):
+    cluster.on_create = _fail_with(lambda standin, name: standin.set_pod(name, containers=[
+        container_status("trial", waiting="ImagePullBackOff", message='Back-off pulling image "atoll:nope"')]))
+    executor, trial = _executor(tmp_path, benchmark_dir, cluster)
+    started = time.monotonic()
+    with pytest.raises(InfraError, match=r'ImagePullBackOff: container trial: Back-off pulling image "atoll:nope"'):
+        _run_one(executor, trial)
+    assert time.monotonic() - started >= 0.4
+    assert not cluster.jobs
+
+
+def test_unschedulable_pod_fails_the_trial_with_the_scheduler_message(tmp_path, benchmark_dir, cluster):
+    message = "0/3 nodes are available: 3 Insufficient memory."
+    cluster.on_create = _fail_with(lambda standin, name: standin.set_pod(name, conditions=[
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}]))
+    executor, trial = _executor(tmp_path, benchmark_dir, cluster)
+    with pytest.raises(InfraError, match=r"Unschedulable: 0/3 nodes are available: 3 Insufficient memory"):
+        _run_one(executor, trial)
+
+
+def test_infra_error_reported_by_the_pod_is_raised(tmp_path, benchmark_dir, cluster):
+    def pod_reports_infra_error(standin, job):
+        from orchestrator.artifacts import ArtifactStore
+
+        uri = _input_uri(job)
+        outcome_uri = uri.rsplit("/", 1)[0] + "/outcome.json"
+        ArtifactStore(uri.rsplit("/", 1)[0]).put_bytes(
+            "outcome.json", json.dumps({"result": None, "infra_error": "environment /apps: HTTP 500"}).encode())
+        assert Path(outcome_uri.removeprefix("file://")).exists()
+        later(0.05, lambda: standin.finish(job["metadata"]["name"], succeeded=True))
+
+    cluster.on_create = pod_reports_infra_error
+    executor, trial = _executor(tmp_path, benchmark_dir, cluster)
+    with pytest.raises(InfraError, match=r"environment /apps: HTTP 500"):
+        _run_one(executor, trial)
+
+
+def test_pending_pods_are_capped_and_watched_jobs_keep_a_heartbeat(tmp_path, benchmark_dir, cluster):
+    spec = _spec(tmp_path, benchmark_dir, runs=2)
+    benchmark = load_benchmark(spec.benchmark)
+    first, second = plan_trials(benchmark, spec)
+    executor = KubernetesExecutor(benchmark, spec, _settings(cluster, max_pending=1))
+    created_at: dict[str, float] = {}
+
+    def on_create(standin, job):
+        name = job["metadata"]["name"]
+        created_at[name] = time.monotonic()
+        if len(created_at) == 1:  # the first pod stays Pending for 0.6 s, then fails fast
+            later(0.6, lambda: standin.set_pod(name, phase="Running"))
+            later(0.9, lambda: standin.finish(name, succeeded=False, reason="BackoffLimitExceeded"))
+        else:
+            later(0.05, lambda: standin.finish(name, succeeded=False, reason="BackoffLimitExceeded"))
+
+    cluster.on_create = on_create
+
+    async def both():
+        return await asyncio.gather(executor.run(first, attempt=1), executor.run(second, attempt=1),
+                                    return_exceptions=True)
+
+    results = asyncio.run(both())
+    assert all(isinstance(result, InfraError) for result in results), results
+    starts = sorted(created_at.values())
+    assert starts[1] - starts[0] >= 0.5  # the second Job waited for the first pod to leave Pending
+    assert cluster.patches and all("atoll.dev/heartbeat" in p["metadata"]["annotations"] for _n, p in cluster.patches)
+
+
+def test_orphans_of_earlier_runs_are_reaped_on_start_and_live_jobs_are_kept(tmp_path, benchmark_dir, cluster):
+    def job(name, heartbeat):
+        return {"apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "atoll-orchestrator"},
+                             "annotations": {"atoll.dev/heartbeat": str(int(heartbeat))}},
+                "spec": {"template": {"metadata": {"labels": {}}, "spec": {"containers": []}}}}
+
+    cluster.add_job(job("atoll-dead-run", time.time() - 3600))
+    cluster.add_job(job("atoll-live-run", time.time()))
+    cluster.add_job({**job("someone-else", 0), "metadata": {"name": "someone-else", "labels": {}}})
+    cluster.on_create = _fail_with(lambda standin, name: standin.finish(name, succeeded=False))
+    executor, trial = _executor(tmp_path, benchmark_dir, cluster)
+    with pytest.raises(InfraError):
+        _run_one(executor, trial)
+    assert executor.reaped == ["atoll-dead-run"]
+    assert "atoll-live-run" in cluster.jobs and "someone-else" in cluster.jobs
