@@ -57,6 +57,7 @@ xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
 </oor:items>
 """
 _NETWORK_FUNCTIONS = re.compile(rb"<f[^>]*>[^<]*\bWEBSERVICE\s*\(", re.IGNORECASE)
+RECYCLE_AFTER_JOBS = 500
 _UNO_PATHS = ("/usr/lib/python3/dist-packages", "/usr/lib/libreoffice/program")
 _WORKER = Path(__file__).with_name("_uno_worker.py")
 
@@ -160,6 +161,7 @@ class LibreOffice:
         self._worker: subprocess.Popen | None = None
         self._replies: queue.Queue[str | None] = queue.Queue()
         self._next_id = 0
+        self._jobs = 0
         self._closed = False
 
     # -- public -----------------------------------------------------------------------
@@ -204,8 +206,18 @@ class LibreOffice:
     def start(self) -> None:
         """Start the warm soffice and worker now (otherwise the first compute does)."""
         with self._lock:
-            if self.mode == "warm":
+            if self.mode == "warm" and not self._closed:
                 self._ensure_warm()
+
+    def start_in_background(self) -> None:
+        """Start the warm soffice in a daemon thread (failures surface on first use)."""
+
+        def run() -> None:
+            with contextlib.suppress(RecalcError, OSError):
+                self.start()
+
+        if self.available():
+            threading.Thread(target=run, name="libreoffice-start", daemon=True).start()
 
     def close(self) -> None:
         """Stop soffice and the worker and delete the scratch folder."""
@@ -217,9 +229,11 @@ class LibreOffice:
     # -- warm -------------------------------------------------------------------------
 
     def _ensure_warm(self) -> None:
-        if self._worker is not None and self._worker.poll() is None and self._office.poll() is None:
+        alive = self._worker is not None and self._worker.poll() is None and self._office.poll() is None
+        if alive and self._jobs < RECYCLE_AFTER_JOBS:
             return
-        self._stop_warm()
+        self._stop_warm()  # dead, or recycled to bound LibreOffice's memory growth
+        self._jobs = 0
         if self._uno is False:
             self._uno = find_uno_python()
         if not self._uno:
@@ -288,6 +302,7 @@ class LibreOffice:
         self._ensure_warm()
         assert self._worker is not None and self._worker.stdin is not None
         self._next_id += 1
+        self._jobs += 1
         request_id = self._next_id
         try:
             self._worker.stdin.write(json.dumps({"id": request_id, "path": str(copy)}) + "\n")

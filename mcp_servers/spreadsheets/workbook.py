@@ -71,7 +71,18 @@ class SheetsState:
 
     @classmethod
     def create(cls, ctx: ServerContext) -> SheetsState:
-        return cls(ctx=ctx)
+        """The state of one server instance. With option ``prestart`` the warm LibreOffice
+        starts now, in the background, so the first write does not wait ~3 s; off by default
+        so processes that never compute a formula never start soffice."""
+        state = cls(ctx=ctx)
+        if state.recalc_mode in ("auto", "warm") and bool(ctx.option("prestart", False)):
+            try:
+                engine = state.engine()
+            except ToolError:  # reported on first use, with the tool call that needs it
+                engine = None
+            if engine is not None:
+                engine.start_in_background()
+        return state
 
     @property
     def recalc_mode(self) -> str:

@@ -713,3 +713,18 @@ def test_cold_recalculation_gives_the_same_values(world):
         assert mcp.ok("read_tab", {"file_path": "/cold.xlsx", "tab_index": "Out"})["rows"] == [
             [6, "big", True, "#DIV/0!"]
         ]
+
+
+def test_prestart_starts_libreoffice_in_the_background(world):
+    import time
+
+    engine = shared_engine(timeout_s=29.0)  # a separate engine for this test
+    assert engine._office is None
+    with mode_session(
+        "spreadsheets", world, "individual", options={"prestart": True, "recalc_timeout_s": 29.0}
+    ):
+        deadline = time.monotonic() + 30
+        while (engine._office is None or engine._worker is None) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert engine.stats.starts == 1 and engine._office.poll() is None
+    engine.close()
