@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 from pathlib import Path
 from typing import Any
 
 import yaml
 from fastapi import Depends, FastAPI, HTTPException, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -122,13 +121,14 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
                 "executor": spec.get("executor"), "artifacts": spec.get("artifacts")}
 
     @app.get("/runs/{name}/report", dependencies=[Depends(authorize)])
-    async def run_report(name: str) -> JSONResponse:
+    async def run_report(name: str) -> Response:
         from orchestrator.report import write_report
 
         spec = known(name)
         output = Path(settings.output_dir or spec.get("output_dir") or "atoll-out") / name
         paths = await asyncio.to_thread(write_report, store, name, output, seed=int(spec.get("seed", 0) or 0))
-        return JSONResponse(content=json.loads(paths["json"].read_text(encoding="utf-8")))
+        # Served as written: report.json may hold NaN for undefined metrics (as Python writes it).
+        return Response(content=paths["json"].read_bytes(), media_type="application/json")
 
     return app
 

@@ -1,0 +1,76 @@
+"""The orchestrator's HTTP API: enqueue experiments, read counts and reports."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import yaml
+from fastapi.testclient import TestClient
+
+from orchestrator.api import ApiSettings, create_app
+from orchestrator.runner import run_worker
+from tests.atoll.factories import make_task, write_benchmark
+
+
+@pytest.fixture
+def benchmark_dir(tmp_path):
+    return write_benchmark(tmp_path / "bench", tasks=[make_task(f"t{i}") for i in range(3)])
+
+
+@pytest.fixture
+def settings(tmp_path):
+    return ApiSettings(store=f"sqlite:///{tmp_path / 'api.db'}", output_dir=str(tmp_path / "out"),
+                       artifacts=(tmp_path / "artifacts").as_uri())
+
+
+def _experiment(benchmark_dir, **overrides) -> str:
+    fields = {"name": "api-run", "benchmark": str(benchmark_dir), "runs": 2, "executor": "instant",
+              "agents": [{"name": "oracle", "agent": "replay", "model": "replay"}]}
+    fields.update(overrides)
+    return yaml.safe_dump(fields)
+
+
+def test_post_enqueues_then_workers_execute_and_the_report_is_built_on_demand(settings, benchmark_dir):
+    with TestClient(create_app(settings)) as client:
+        assert client.get("/health").json() == {"status": "ok"}
+        posted = client.post("/runs", content=_experiment(benchmark_dir), headers={"Content-Type": "application/yaml"})
+        assert posted.status_code == 202, posted.text
+        assert posted.json()["planned"] == 6 and posted.json()["enqueued"] == 6
+        assert posted.json()["counts"]["pending"] == 6
+        # Posting the same experiment again plans the same trials and enqueues nothing new.
+        again = client.post("/runs", content=_experiment(benchmark_dir))
+        assert again.json()["enqueued"] == 0
+
+        assert client.get("/runs").json()["runs"] == [{"name": "api-run", "counts": posted.json()["counts"]}]
+        # A worker sharing the store executes the trials (dry-run executor here).
+        summary = asyncio.run(run_worker(settings.store, executor_name="instant", quiet=True))
+        assert summary.completed == 6
+        run = client.get("/runs/api-run").json()
+        assert run["counts"]["done"] == 6 and run["artifacts"] == settings.artifacts
+        report = client.get("/runs/api-run/report")
+        assert report.status_code == 200
+        body = report.json()
+        assert body["agents"]["oracle"]["trials"] == 6
+        assert body["agents"]["oracle"]["finished"] == 6
+
+
+def test_bad_experiment_and_unknown_run_are_clear_errors(settings, benchmark_dir):
+    with TestClient(create_app(settings)) as client:
+        bad = client.post("/runs", content=_experiment(benchmark_dir, runs=0, colour="red"))
+        assert bad.status_code == 400
+        message = bad.json()["error"]["message"]
+        assert "runs: " in message and "colour: Extra inputs are not permitted" in message
+        assert client.post("/runs", content="[1, 2").status_code == 400
+        missing = client.get("/runs/nope")
+        assert missing.status_code == 404 and "no run named 'nope'" in missing.json()["error"]["message"]
+        assert client.get("/runs/nope/report").status_code == 404
+
+
+def test_token_protects_everything_but_health(tmp_path, benchmark_dir):
+    settings = ApiSettings(store=f"sqlite:///{tmp_path / 'api.db'}", api_token="s3cret")
+    with TestClient(create_app(settings)) as client:
+        assert client.get("/health").status_code == 200
+        assert client.get("/runs").status_code == 401
+        assert client.get("/runs", headers={"Authorization": "Bearer wrong"}).status_code == 401
+        assert client.get("/runs", headers={"Authorization": "Bearer s3cret"}).status_code == 200
