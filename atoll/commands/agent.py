@@ -17,8 +17,12 @@ app = typer.Typer(help="The agents runner: one trajectory, or the HTTP service."
 @app.command("run")
 def run(
     output: Path = typer.Option(..., "--output", "-o", help="where to write the trajectory JSON"),
-    gateway_url: str = typer.Option(..., "--gateway-url", help="MCP gateway, e.g. http://127.0.0.1:8080/mcp"),
-    model: str = typer.Option(..., "--model", help="litellm model, e.g. openai/gpt-4o or hosted_vllm/NAME"),
+    gateway_url: str = typer.Option(
+        ..., "--gateway-url", "--mcp-gateway-url", help="MCP gateway, e.g. http://127.0.0.1:8080/mcp"
+    ),
+    model: str = typer.Option(
+        ..., "--model", "--orchestrator-model", help="litellm model, e.g. openai/gpt-4o or hosted_vllm/NAME"
+    ),
     benchmark: str | None = typer.Option(None, "--benchmark", help="benchmark directory (with --task-id)"),
     task_id: str | None = typer.Option(None, "--task-id", help="task of --benchmark to run"),
     prompt: str | None = typer.Option(None, "--prompt", help="task text (instead of --benchmark/--task-id)"),
@@ -36,13 +40,25 @@ def run(
         None, "--api-base", help="OpenAI-compatible endpoint (vLLM, llama.cpp, …)"
     ),
     gateway_token: str | None = typer.Option(
-        None, "--gateway-token", envvar="ATOLL_GATEWAY_TOKEN", help="bearer token of the gateway"
+        None,
+        "--gateway-token",
+        "--mcp-gateway-auth-token",
+        envvar="ATOLL_GATEWAY_TOKEN",
+        help="bearer token of the gateway",
+    ),
+    extra_args: str | None = typer.Option(
+        None,
+        "--extra-args",
+        "--orchestrator-extra-args",
+        help="extra litellm arguments: a JSON object, or a file holding one",
     ),
     max_steps: int | None = typer.Option(None, "--max-steps", min=1, help="model turns (default 250)"),
     timeout: float | None = typer.Option(
         None, "--timeout", min=1, help="wall-clock limit in seconds (default 3600)"
     ),
-    trial_id: str | None = typer.Option(None, "--trial-id", help="recorded in the trajectory"),
+    trial_id: str | None = typer.Option(
+        None, "--trial-id", "--trajectory-id", help="recorded in the trajectory"
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress line"),
 ) -> None:
     """Run an agent on one task against an MCP gateway and write its trajectory.
@@ -77,6 +93,9 @@ def run(
         file_agent, agent_settings, ignored = load_agent_config_file(agent_config)
     if config:
         agent_settings = _merge_config(agent_settings, config)
+    if extra_args:
+        merged = {**agent_settings.extra_args, **_json_object(extra_args, "--extra-args")}
+        agent_settings = agent_settings.model_copy(update={"extra_args": merged})
     for name in ignored:
         typer.secho(f"note: agent config value {name!r} has no atoll equivalent and is ignored", err=True)
 
@@ -113,6 +132,25 @@ def run(
         typer.echo(f"final answer: {answer[:300]}{'…' if len(answer) > 300 else ''}")
     if trajectory.status.value == "error":
         raise typer.Exit(1)
+
+
+def _json_object(value: str, flag: str) -> dict[str, Any]:
+    """A JSON object given inline or as the path of a file holding it."""
+    text = value
+    if not value.lstrip().startswith("{"):
+        try:
+            text = Path(value).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise AtollError(
+                "bad_input", f"{flag} {value}: neither a JSON object nor a readable file ({exc.strerror})"
+            ) from None
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise AtollError("bad_input", f"{flag}: not JSON ({exc.msg} at position {exc.pos})") from None
+    if not isinstance(parsed, dict):
+        raise AtollError("bad_input", f"{flag} must be a JSON object")
+    return parsed
 
 
 def _merge_config(base: Any, text: str) -> Any:

@@ -29,7 +29,7 @@ def _atoll(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_cli_runs_archipelago_inputs_and_writes_the_trajectory(gateway, tmp_path: Path):
+def test_cli_takes_archipelagos_inputs_and_flags_and_writes_the_trajectory(gateway, tmp_path: Path):
     (tmp_path / "initial_messages.json").write_text(
         json.dumps(
             [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Find the reference."}]
@@ -49,20 +49,25 @@ def test_cli_runs_archipelago_inputs_and_writes_the_trajectory(gateway, tmp_path
             }
         )
     )
+    (tmp_path / "extra_args.json").write_text(json.dumps({"temperature": 0.3}))
     script = [{"tool_calls": [call("mail_search_mail", query="Halvorsen")]}, {"content": "HX-40917-Q"}]
     out = tmp_path / "out" / "trajectory.json"
     with ScriptedLLM(script) as llm:
         result = _atoll(
-            "agent", "run", "--initial-messages", str(tmp_path / "initial_messages.json"),
-            "--agent-config", str(tmp_path / "agent_config.json"), "--gateway-url", gateway.url,
-            "--gateway-token", gateway.token, "--model", "openai/scripted", "--api-base", llm.api_base,
+            "agent", "run", "--trajectory-id", "traj-1",
+            "--initial-messages", str(tmp_path / "initial_messages.json"),
+            "--agent-config", str(tmp_path / "agent_config.json"), "--mcp-gateway-url", gateway.url,
+            "--mcp-gateway-auth-token", gateway.token, "--orchestrator-model", "openai/scripted",
+            "--orchestrator-extra-args", str(tmp_path / "extra_args.json"), "--api-base", llm.api_base,
             "--output", str(out), "--quiet",
         )  # fmt: skip
         system = llm.requests[0]["messages"][0]["content"]
+        assert llm.requests[0]["temperature"] == 0.3
     assert result.returncode == 0, result.stderr
     assert "completed: 2 steps" in result.stdout and "final answer: HX-40917-Q" in result.stdout
     trajectory = Trajectory.model_validate_json(out.read_text())
     assert trajectory.agent == "loop" and trajectory.status == RunStatus.completed
+    assert trajectory.trial_id == "traj-1" and trajectory.agent_config["extra_args"] == {"temperature": 0.3}
     assert trajectory.agent_config["max_steps"] == 7 and trajectory.agent_config["tool_call_timeout_s"] == 30
     assert system.endswith("Be brief.")  # the task's system message follows the agent's own
 
