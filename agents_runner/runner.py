@@ -184,7 +184,13 @@ async def _body(
         run.gateway = None
 
 
+_STOP_GRACE_S = 10.0
+
+
 async def _stop(task: asyncio.Task[Any]) -> None:
+    """Cancel the agent and give it a moment to close its gateway session; never hang on it."""
     task.cancel()
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await task
+    done, _ = await asyncio.wait({task}, timeout=_STOP_GRACE_S)
+    if done:
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            task.result()
