@@ -1,4 +1,4 @@
-"""Every run status, reached by react_toolbelt on the sample world behind the real environment."""
+"""Every run status, and summarisation, with react_toolbelt on the sample world behind the real environment."""
 
 from __future__ import annotations
 
@@ -107,3 +107,35 @@ async def test_cancelled_on_the_sample_world(sample_env):
         trajectory = await asyncio.wait_for(task, 5)
     assert trajectory.status == RunStatus.cancelled and trajectory.error is None
     assert_every_call_answered_once(trajectory)
+
+
+async def test_a_fact_read_early_survives_compaction_on_the_sample_world(sample_env):
+    from agents_runner.summarize import SUMMARY_MARKER
+
+    notes = "/Research/Interviews/Macon_interview_notes_final.txt"
+    turns = iter(
+        [
+            {"tool_calls": [call("toolbelt_add_tool", tool_name="filesystem_read_text_file"), call("toolbelt_add_tool", tool_name="filesystem_list_files")]},
+            {"tool_calls": [call("filesystem_read_text_file", file_path=notes)]},
+            *[{"tool_calls": [call("filesystem_list_files", path="/")], "content": " ".join(f"step{n}-{k}" for k in range(120))} for n in range(10)],
+            {"tool_calls": [call("final_answer", answer="single-source flour contract")]},
+        ]
+    )  # fmt: skip
+
+    def script(body):
+        if "compress the working history" in str(body["messages"][0]["content"]):
+            return {"content": "Read some notes and listed folders."}
+        return next(turns)
+
+    with ScriptedLLM(script) as llm:
+        trajectory = await run_agent(
+            model="openai/scripted", api_base=llm.api_base, gateway_url=sample_env.mcp_url, gateway_token=MCP_TOKEN,
+            prompt="What issue did the Macon plant raise about flour?",
+            config={"context_window": 5000, "keep_last_messages": 4},
+        )  # fmt: skip
+    assert trajectory.status == RunStatus.completed, trajectory.error
+    assert trajectory.compactions >= 1
+    last = llm.requests[-1]["messages"]
+    assert not any(m.get("role") == "tool" and "flour" in str(m.get("content")) for m in last)
+    summary = next(m["content"] for m in last if SUMMARY_MARKER in str(m.get("content")))
+    assert "single-source flour contract" in summary and notes in summary
