@@ -103,7 +103,8 @@ def mail_from_message(message: Message) -> MailSent:
         **{"from": str(message.get("From") or "")},
         to=_addresses(message, "To"),
         cc=_addresses(message, "Cc"),
-        bcc=_addresses(message, "Bcc"),
+        # The mail server keeps Bcc recipients out of the visible headers (X-Atoll-Bcc).
+        bcc=_addresses(message, "Bcc") or _addresses(message, "X-Atoll-Bcc"),
         subject=str(message.get("Subject") or ""),
         body=_body_text(message),
         attachments=_attachments(message),

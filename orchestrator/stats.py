@@ -83,6 +83,25 @@ def bootstrap_mean(values: Iterable[float], *, seed: int, resamples: int = BOOTS
     return Interval(float(array.mean()), float(low), float(high), int(array.size))
 
 
+def bootstrap_means(columns: dict[str, list[float]], *, seed: int,
+                    resamples: int = BOOTSTRAP_RESAMPLES) -> dict[str, Interval]:
+    """``bootstrap_mean`` of several per-task series over the same tasks, with the same
+    resamples, in one matrix product (a report has dozens of such series)."""
+    lengths = {len(values) for values in columns.values()}
+    if len(lengths) > 1:
+        raise ValueError(f"series over different numbers of tasks: {sorted(lengths)}")
+    tasks = lengths.pop() if lengths else 0
+    if tasks == 0:
+        return {name: Interval(float("nan"), float("nan"), float("nan"), 0) for name in columns}
+    matrix = np.asarray(list(columns.values()), dtype=float).T  # tasks × series
+    means = _resample_weights(tasks, seed, resamples) @ matrix / tasks  # resamples × series
+    lows, highs = np.percentile(means, [2.5, 97.5], axis=0)
+    return {
+        name: Interval(float(matrix[:, i].mean()), float(lows[i]), float(highs[i]), tasks)
+        for i, name in enumerate(columns)
+    }
+
+
 @dataclass
 class TaskTally:
     graded: int = 0
@@ -110,32 +129,37 @@ def tally(records: Iterable[TrialRecord]) -> dict[str, dict[str, TaskTally]]:
 
 def agent_metrics(tasks: dict[str, TaskTally], *, max_k: int, seed: int) -> dict:
     """Pass@1, Pass@k and Pass^k for k = 1..max_k, and mean score, each with its CI."""
-    graded = {task_id: t for task_id, t in tasks.items() if t.graded > 0}
+    graded = [t for t in tasks.values() if t.graded > 0]
+    # Series over the same tasks share one bootstrap; Pass@k/Pass^k use the tasks with >= k runs.
+    groups: dict[int, dict[str, list[float]]] = defaultdict(dict)
+    groups[1]["pass_at_1"] = [t.passed / t.graded for t in graded]
+    groups[1]["mean_score"] = [sum(t.scores) / len(t.scores) for t in graded]
+    for k in range(1, max_k + 1):
+        eligible = [t for t in graded if t.graded >= k]
+        groups[k][f"pass_at_k/{k}"] = [pass_at_k(t.graded, t.passed, k) for t in eligible]
+        groups[k][f"pass_hat_k/{k}"] = [pass_hat_k(t.graded, t.passed, k) for t in eligible]
+    intervals: dict[str, Interval] = {}
+    for series in groups.values():
+        intervals.update(bootstrap_means(series, seed=seed))
+    checks = [sum(t.checks) / len(t.checks) for t in tasks.values() if t.checks]
     result: dict = {
         "tasks_total": len(tasks),
         "tasks_graded": len(graded),
         "trials_graded": sum(t.graded for t in tasks.values()),
         "trials_passed": sum(t.passed for t in tasks.values()),
         "excluded_trials": _sum_exclusions(tasks.values()),
-        "pass_at_1": bootstrap_mean((t.passed / t.graded for t in graded.values()), seed=seed).as_dict(),
-        "mean_score": bootstrap_mean(
-            (sum(t.scores) / len(t.scores) for t in graded.values()), seed=seed
-        ).as_dict(),
+        "pass_at_1": intervals["pass_at_1"].as_dict(),
+        "mean_score": intervals["mean_score"].as_dict(),
         "pass_at_k": {},
         "pass_hat_k": {},
         # Programmatic checks only, over every finished trial that has checks (ungradeable
         # ones included): a judge-free signal, not a substitute for the full rubric.
-        "checks_pass": bootstrap_mean(
-            (sum(t.checks) / len(t.checks) for t in tasks.values() if t.checks), seed=seed
-        ).as_dict(),
+        "checks_pass": bootstrap_mean(checks, seed=seed).as_dict(),
     }
     for k in range(1, max_k + 1):
-        eligible = [t for t in graded.values() if t.graded >= k]
-        excluded = len(graded) - len(eligible)
-        at_k = bootstrap_mean((pass_at_k(t.graded, t.passed, k) for t in eligible), seed=seed).as_dict()
-        hat_k = bootstrap_mean((pass_hat_k(t.graded, t.passed, k) for t in eligible), seed=seed).as_dict()
-        result["pass_at_k"][str(k)] = {**at_k, "excluded_tasks": excluded}
-        result["pass_hat_k"][str(k)] = {**hat_k, "excluded_tasks": excluded}
+        excluded = len(graded) - intervals[f"pass_at_k/{k}"].tasks
+        result["pass_at_k"][str(k)] = {**intervals[f"pass_at_k/{k}"].as_dict(), "excluded_tasks": excluded}
+        result["pass_hat_k"][str(k)] = {**intervals[f"pass_hat_k/{k}"].as_dict(), "excluded_tasks": excluded}
     return result
 
 

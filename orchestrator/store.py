@@ -22,12 +22,14 @@ from typing import Any
 from sqlalchemy import (
     Column,
     Float,
+    Index,
     Integer,
     MetaData,
     String,
     Table,
     Text,
     and_,
+    bindparam,
     create_engine,
     event,
     func,
@@ -68,6 +70,7 @@ trials = Table(
     Column("outcome", String(20)),
     Column("result_json", Text),
     Column("updated_at", Float, nullable=False),
+    Index("ix_trials_queue", "experiment", "state", "run_index", "trial_id"),
 )
 
 attempts = Table(
@@ -269,39 +272,44 @@ class TrialStore:
         """Lease up to ``limit`` runnable trials: pending ones, and leased ones whose lease
         expired (their worker is gone). Safe under concurrent workers on both databases."""
         now = time.time()
-        runnable = or_(
-            trials.c.state == TrialState.pending.value,
-            and_(trials.c.state == TrialState.leased.value, trials.c.lease_expires < now),
+        columns = (trials.c.experiment, trials.c.trial_id, trials.c.spec_json, trials.c.attempts)
+        scope = [trials.c.experiment == experiment] if experiment is not None else []
+        # Pending trials in queue order (an index serves this), then leases whose holder is gone.
+        pending = (
+            select(*columns)
+            .where(and_(*scope, trials.c.state == TrialState.pending.value))
+            .order_by(trials.c.run_index, trials.c.trial_id)
+            .limit(limit)
         )
-        if experiment is not None:
-            runnable = and_(trials.c.experiment == experiment, runnable)
-        query = (
-            select(trials.c.experiment, trials.c.trial_id, trials.c.spec_json, trials.c.attempts)
-            .where(runnable)
-            .order_by(trials.c.run_index, trials.c.updated_at, trials.c.trial_id)
+        expired = (
+            select(*columns)
+            .where(and_(*scope, trials.c.state == TrialState.leased.value, trials.c.lease_expires < now))
+            .order_by(trials.c.lease_expires)
             .limit(limit)
         )
         if not self.is_sqlite:
-            query = query.with_for_update(skip_locked=True)
-        leases = []
+            pending = pending.with_for_update(skip_locked=True)
+            expired = expired.with_for_update(skip_locked=True)
         with self._tx() as tx:
-            for experiment_name, trial_id, spec_json, attempt_count in tx.execute(query).all():
-                token = uuid.uuid4().hex
-                tx.execute(
-                    update(trials)
-                    .where(and_(trials.c.experiment == experiment_name, trials.c.trial_id == trial_id))
-                    .values(
-                        state=TrialState.leased.value,
-                        lease_owner=worker,
-                        lease_token=token,
-                        lease_expires=now + lease_s,
-                        attempts=attempt_count + 1,
-                        updated_at=now,
-                    )
-                )
-                spec = TrialSpec.model_validate_json(spec_json)
-                leases.append(Lease(experiment_name, trial_id, token, attempt_count + 1, spec))
-        return leases
+            rows = tx.execute(pending).all()
+            if len(rows) < limit:
+                rows += tx.execute(expired.limit(limit - len(rows))).all()
+            if not rows:
+                return []
+            # One token per call: a lease is (trial id, token), so it is unique all the same.
+            token = uuid.uuid4().hex
+            tx.execute(
+                update(trials)
+                .where(and_(trials.c.experiment == bindparam("b_experiment"),
+                            trials.c.trial_id == bindparam("b_trial_id")))
+                .values(state=TrialState.leased.value, lease_owner=worker, lease_token=token,
+                        lease_expires=now + lease_s, attempts=bindparam("b_attempts"), updated_at=now),
+                [{"b_experiment": e, "b_trial_id": t, "b_attempts": a + 1} for e, t, _spec, a in rows],
+            )
+        return [
+            Lease(experiment_name, trial_id, token, attempt_count + 1, TrialSpec.model_validate_json(spec_json))
+            for experiment_name, trial_id, spec_json, attempt_count in rows
+        ]
 
     def heartbeat(self, leases: Iterable[Lease], *, lease_s: float) -> int:
         """Extend the given leases; returns how many are still held."""
@@ -345,27 +353,47 @@ class TrialStore:
 
     def complete_many(self, items: list[tuple[Lease, str, TrialResult]]) -> list[bool]:
         """``complete`` for several trials in one transaction (one commit, many results)."""
-        accepted_flags = []
+        if not items:
+            return []
+        now = time.time()
         with self._tx() as tx:
-            for lease, worker, result in items:
-                accepted = (
-                    tx.execute(
-                        update(trials)
-                        .where(_held(lease))
-                        .values(
-                            state=TrialState.done.value,
-                            outcome=result.outcome.value,
-                            result_json=result.model_dump_json(),
-                            lease_owner=None,
-                            lease_token=None,
-                            updated_at=time.time(),
-                        )
-                    ).rowcount
-                    == 1
+            # Which of these leases still hold their trial? (The rows stay locked until commit:
+            # SQLite's write lock, PostgreSQL's FOR UPDATE.)
+            held: set[tuple[str, str, str]] = set()
+            for experiment in {lease.experiment for lease, _, _ in items}:
+                ids = [lease.trial_id for lease, _, _ in items if lease.experiment == experiment]
+                query = select(trials.c.trial_id, trials.c.lease_token).where(
+                    and_(trials.c.experiment == experiment, trials.c.trial_id.in_(ids),
+                         trials.c.state == TrialState.leased.value)
                 )
-                self._record_attempt(tx, lease, worker, result.outcome.value, accepted, result.error, result)
-                accepted_flags.append(accepted)
-        return accepted_flags
+                if not self.is_sqlite:
+                    query = query.with_for_update()
+                held.update((experiment, trial_id, token) for trial_id, token in tx.execute(query).all())
+            accepted = [(lease.experiment, lease.trial_id, lease.token) in held for lease, _, _ in items]
+            finished = [
+                {"b_experiment": lease.experiment, "b_trial_id": lease.trial_id, "b_outcome": result.outcome.value,
+                 "b_result": result.model_dump_json()}
+                for (lease, _, result), ok in zip(items, accepted, strict=True) if ok
+            ]
+            if finished:
+                tx.execute(
+                    update(trials)
+                    .where(and_(trials.c.experiment == bindparam("b_experiment"),
+                                trials.c.trial_id == bindparam("b_trial_id")))
+                    .values(state=TrialState.done.value, outcome=bindparam("b_outcome"),
+                            result_json=bindparam("b_result"), lease_owner=None, lease_token=None, updated_at=now),
+                    finished,
+                )
+            tx.execute(
+                attempts.insert(),
+                [
+                    {"experiment": lease.experiment, "trial_id": lease.trial_id, "attempt": lease.attempt,
+                     "worker": worker, "outcome": result.outcome.value, "accepted": int(ok), "error": result.error,
+                     "result_json": result.model_dump_json(), "finished_at": now}
+                    for (lease, worker, result), ok in zip(items, accepted, strict=True)
+                ],
+            )
+        return accepted
 
     def fail_infra(
         self, lease: Lease, worker: str, error: str, *, max_attempts: int, result: TrialResult | None = None

@@ -11,7 +11,7 @@ dev=0
 [ "${1:-}" = "--dev" ] && dev=1
 
 system_packages=(libreoffice-calc-nogui libreoffice-writer-nogui libreoffice-impress-nogui
-  tesseract-ocr tesseract-ocr-eng bubblewrap fonts-dejavu-core fonts-noto-core)
+  python3-uno tesseract-ocr tesseract-ocr-eng bubblewrap fonts-dejavu-core fonts-noto-core)
 [ $dev = 1 ] && system_packages+=(docker-compose)
 
 missing=()
