@@ -294,8 +294,11 @@ def bench_transfer(size_mb: int, runs: int) -> None:
         mb = total / 1e6
 
         def clean() -> None:
+            # Every variant starts from an empty target and a flushed page cache, so no run pays
+            # for the previous run's write-back.
             shutil.rmtree(out, ignore_errors=True)
             out.mkdir()
+            os.sync()
 
         def ours_populate() -> None:
             with archive.open("rb") as stream:
@@ -319,11 +322,19 @@ def bench_transfer(size_mb: int, runs: int) -> None:
                 ["tar", "czf", str(tmp_path / "t.tar.gz"), "-C", str(source), "filesystem", ".apps_data"],
                 check=True,
             ),
+            os.sync,
         )
-        our_c = _best(runs, ours_snapshot)
+        our_c = _best(runs, ours_snapshot, os.sync)
 
         # End to end over HTTP (upload + extract; snapshot build + download).
         world = tmp_path / "http-world"
+
+        def clean_http_world() -> None:
+            for root in (world / "filesystem", world / ".apps_data"):
+                shutil.rmtree(root, ignore_errors=True)
+                root.mkdir(parents=True)
+            os.sync()
+
         with EnvProcess(world) as env, httpx.Client(base_url=env.url, timeout=600) as http:
 
             def http_populate() -> None:
@@ -335,12 +346,12 @@ def bench_transfer(size_mb: int, runs: int) -> None:
                     )
                     reply.raise_for_status()
 
-            http_x = _best(runs, http_populate)
-            http_c = _best(runs, lambda: http.post("/data/snapshot").raise_for_status())
+            http_x = _best(runs, http_populate, clean_http_world)
+            http_c = _best(runs, lambda: http.post("/data/snapshot").raise_for_status(), os.sync)
+        files = sum(1 for p in source.rglob("*") if p.is_file())
+        archive_mb = archive.stat().st_size / 1e6
 
-    print(
-        f"  tree: {mb:.0f} MB in {len(list(source.parent.glob('*')))} roots, archive {archive.stat().st_size / 1e6 if archive.exists() else 0:.0f} MB"
-    )
+    print(f"  tree: {mb:.0f} MB in {files} files; tar.gz {archive_mb:.0f} MB")
     print(f"  populate  tar xzf {mb / tar_x:7.1f} MB/s | ours {mb / our_x:7.1f} MB/s ({tar_x / our_x:.2f}x tar)"
           f" | HTTP {mb / http_x:7.1f} MB/s ({tar_x / http_x:.2f}x tar)")  # fmt: skip
     print(f"  snapshot  tar czf {mb / tar_c:7.1f} MB/s | ours {mb / our_c:7.1f} MB/s ({tar_c / our_c:.2f}x tar)"

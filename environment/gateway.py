@@ -29,12 +29,15 @@ from fastmcp.server.providers import FastMCPProvider
 from fastmcp.server.providers.proxy import ProxyTool
 from fastmcp.tools import Tool
 from fastmcp.tools.base import ToolResult
+from mcp.shared.exceptions import MCPError as McpError
 
 from atoll.errors import AtollError
 from environment.config import AppsConfig, ServerConfig
 from environment.metrics import EnvironmentMetrics
 
 logger = logging.getLogger("environment.gateway")
+
+_CONNECTION_CLOSED = -32000  # JSON-RPC code the MCP client reports for a dead transport
 
 #: Builds our own server for ``{"transport": "inprocess"}``; tests may swap it.
 ServerFactory = Callable[..., FastMCP]
@@ -170,8 +173,28 @@ class Gateway:
     tools: dict[str, GatewayTool] = field(default_factory=dict)
     in_flight: int = 0
     idle: anyio.Event = field(default_factory=anyio.Event)
+    clients: dict[str, Client] = field(default_factory=dict)
     _close_requested: anyio.Event = field(default_factory=anyio.Event)
     _closed: anyio.Event = field(default_factory=anyio.Event)
+
+    async def lost_servers(self, timeout_s: float = 2.0) -> list[str]:
+        """Names of stdio/HTTP servers that no longer answer (e.g. a crashed child)."""
+        lost = []
+        for name, client in self.clients.items():
+            answered = False
+            with anyio.move_on_after(timeout_s):
+                try:
+                    # tools/list, not ping: some servers answer ping with "method not found".
+                    await client.list_tools()
+                    answered = True
+                except McpError as exc:
+                    # An MCP-level error is still an answer, unless it says the connection is gone.
+                    answered = exc.error.code != _CONNECTION_CLOSED
+                except Exception:
+                    answered = False
+            if not answered:
+                lost.append(name)
+        return lost
 
     def tool_table(self) -> list[dict[str, Any]]:
         """The tools as ``GET /apps`` lists them, sorted by name."""
@@ -254,7 +277,11 @@ class GatewayManager:
         """
         async with self._swap_lock:
             if config == self.current.config:
-                return False
+                lost = await self.current.lost_servers()
+                if not lost:
+                    return False
+                # Same config, but a server died: rebuild rather than keep a broken gateway.
+                logger.warning("rebuilding gateway: servers lost", extra={"servers": lost})
             if self._task_group is None:
                 raise RuntimeError("GatewayManager used outside its 'async with' block")
             new = await self._task_group.start(self._run_gateway, config)
@@ -268,7 +295,7 @@ class GatewayManager:
     async def _run_gateway(self, config: AppsConfig, *, task_status: TaskStatus[Gateway]) -> None:
         gateway = Gateway(config, self.metrics)
         async with AsyncExitStack() as stack:
-            opened = await self._open_servers(config, stack)
+            opened = await self._open_servers(config, stack, gateway.clients)
             for server in opened:
                 for tool in server.tools:
                     wrapped = GatewayTool.wrap(gateway, server.name, tool)
@@ -282,7 +309,9 @@ class GatewayManager:
             await gateway._close_requested.wait()
         gateway._closed.set()
 
-    async def _open_servers(self, config: AppsConfig, stack: AsyncExitStack) -> list[_OpenedServer]:
+    async def _open_servers(
+        self, config: AppsConfig, stack: AsyncExitStack, clients: dict[str, Client]
+    ) -> list[_OpenedServer]:
         """Start every server concurrently; raise GatewayNotReady naming all that failed."""
         failures: dict[str, str] = {}
         opened: dict[str, _OpenedServer] = {}
@@ -300,6 +329,7 @@ class GatewayManager:
         async def open_remote(name: str, server_config: ServerConfig) -> None:
             client = Client(_client_transport(server_config), timeout=None)
             stack.push_async_callback(_close_quietly, name, client)
+            clients[name] = client
 
             async def connect_and_list() -> list[Tool]:
                 await client.__aenter__()

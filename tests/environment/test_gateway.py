@@ -175,3 +175,17 @@ def test_bad_config_shapes_are_rejected(client):
     assert _apps(client, {"x": {"transport": "stdio"}}).status_code == 422  # stdio without command
     assert _apps(client, {"bad name!": {"server": "mail"}}).status_code == 422
     assert client.post("/apps", json={"servers": []}).status_code == 200  # no mcpServers = empty gateway
+
+
+def test_same_config_rebuilds_a_gateway_whose_child_died(client, env_server):
+    config = {"child": stdio_entry()}
+    assert _apps(client, config).status_code == 200
+    pid = int(_text(asyncio.run(_call(env_server.mcp_url, "child_pid"))))
+    os.kill(pid, 9)
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    again = _apps(client, config)
+    assert again.status_code == 200 and again.json()["changed"] is True
+    new_pid = int(_text(asyncio.run(_call(env_server.mcp_url, "child_pid"))))
+    assert new_pid != pid and _alive(new_pid)
