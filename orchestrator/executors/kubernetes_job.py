@@ -118,7 +118,9 @@ def build_job(template: dict[str, Any], spec: TrialSpec, attempt: int, input_uri
         if container["name"] == ENVIRONMENT_CONTAINER and options.environment_image:
             container["image"] = options.environment_image
         if container["name"] == ENVIRONMENT_CONTAINER and options.runtime_class:
-            # Inside gVisor/Kata the pod is the sandbox: code_exec may run without bubblewrap.
+            # Inside gVisor/Kata the pod is the sandbox: code_exec runs without bubblewrap,
+            # which needed the Unconfined seccomp profile; the runtime's default is enough.
+            container.setdefault("securityContext", {})["seccompProfile"] = {"type": "RuntimeDefault"}
             env = container.setdefault("env", [])
             env[:] = [item for item in env if item.get("name") != "ATOLL_CODE_TRUST_OUTER_SANDBOX"]
             env.append({"name": "ATOLL_CODE_TRUST_OUTER_SANDBOX", "value": "1"})

@@ -1,0 +1,144 @@
+"""Kubernetes manifests validate offline against the Kubernetes schemas, and say what the
+design asks: namespaced RBAC, a locked-down trial pod, generated Jobs that validate too."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from atoll.trial import TrialSpec
+from orchestrator.executors.kubernetes_job import JobOptions, build_job, load_template
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE = ROOT / "k8s" / "base"
+OVERLAY = ROOT / "k8s" / "overlays" / "example"
+K8S_VERSION = "1.32.0"
+
+
+def _validate(document: dict) -> None:
+    kubernetes_validate.validate(document, K8S_VERSION, strict=True)
+
+
+def _base_documents() -> list[dict]:
+    kustomization = yaml.safe_load((BASE / "kustomization.yaml").read_text())
+    documents = []
+    for name in kustomization["resources"]:
+        documents += [doc for doc in yaml.safe_load_all((BASE / name).read_text()) if doc]
+    return documents
+
+
+def _render(directory: Path) -> list[dict]:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:  # without kustomize, the base files themselves are what we can check
+        return _base_documents()
+    rendered = subprocess.run([kubectl, "kustomize", str(directory)], capture_output=True, text=True, timeout=60)
+    assert rendered.returncode == 0, rendered.stderr
+    return [doc for doc in yaml.safe_load_all(rendered.stdout) if doc]
+
+
+def _trial_spec(**fields) -> TrialSpec:
+    values = {"experiment": "Quarterly eval #3", "task_id": "t1", "world_id": "w1", "world_digest": "d" * 64,
+              "agent_name": "react", "agent": "react_toolbelt", "model": "openai/gpt-4o", "run_index": 0}
+    values.update(fields)
+    return TrialSpec(**values)
+
+
+def test_every_base_file_is_a_listed_resource_and_validates():
+    listed = set(yaml.safe_load((BASE / "kustomization.yaml").read_text())["resources"])
+    on_disk = {path.name for path in BASE.glob("*.yaml")} - {"kustomization.yaml", "trial-job.yaml"}
+    assert on_disk == listed
+    documents = _base_documents()
+    for document in documents:
+        _validate(document)
+    kinds = {(doc["kind"], doc["metadata"]["name"]) for doc in documents}
+    for expected in [("Namespace", "atoll"), ("Role", "atoll-trial-manager"), ("Deployment", "grader"),
+                     ("Service", "grader"), ("Deployment", "orchestrator"), ("Deployment", "worker"),
+                     ("StatefulSet", "postgres"), ("Secret", "atoll-model-keys"), ("NetworkPolicy", "atoll-trial")]:
+        assert expected in kinds
+
+
+@pytest.mark.parametrize("directory", [BASE, OVERLAY], ids=["base", "example-overlay"])
+def test_kustomize_output_validates(directory):
+    documents = _render(directory)
+    assert len(documents) >= 15
+    for document in documents:
+        _validate(document)
+    if directory == OVERLAY and shutil.which("kubectl"):
+        assert {doc["metadata"].get("namespace") for doc in documents if doc["kind"] != "Namespace"} == {"atoll-prod"}
+        worker = next(doc for doc in documents if doc["kind"] == "Deployment" and doc["metadata"]["name"] == "worker")
+        env = {item["name"]: item.get("value") for item in worker["spec"]["template"]["spec"]["containers"][0]["env"]}
+        assert env["ATOLL_K8S_RUNTIME_CLASS"] == "gvisor" and env["ATOLL_K8S_MAX_PENDING"] == "64"
+
+
+def test_the_orchestrator_may_manage_jobs_and_pods_in_its_namespace_only():
+    documents = _base_documents()
+    assert not [doc for doc in documents if doc["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+    role = next(doc for doc in documents if doc["kind"] == "Role")
+    resources = {resource for rule in role["rules"] for resource in rule["resources"]}
+    assert resources == {"jobs", "jobs/status", "pods", "pods/log"}
+    jobs_rule = next(rule for rule in role["rules"] if rule["resources"] == ["jobs"])
+    assert {"create", "delete", "list", "watch"} <= set(jobs_rule["verbs"])
+    binding = next(doc for doc in documents if doc["kind"] == "RoleBinding")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "atoll-orchestrator"}]
+    workers = [doc for doc in documents if doc["kind"] == "Deployment" and doc["metadata"]["name"] in
+               ("orchestrator", "worker")]
+    assert all(doc["spec"]["template"]["spec"]["serviceAccountName"] == "atoll-orchestrator" for doc in workers)
+
+
+def test_trial_pods_accept_no_connections_and_reach_only_dns_grader_model_proxy_and_store():
+    policy = next(doc for doc in _base_documents() if doc["kind"] == "NetworkPolicy"
+                  and doc["metadata"]["name"] == "atoll-trial")
+    assert policy["spec"]["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "atoll-trial"}
+    assert policy["spec"]["ingress"] == [] and set(policy["spec"]["policyTypes"]) == {"Ingress", "Egress"}
+    destinations = set()
+    for rule in policy["spec"]["egress"]:
+        for peer in rule["to"]:
+            assert "ipBlock" not in peer  # no open-ended CIDR
+            destinations.add(peer["podSelector"]["matchLabels"].get("app.kubernetes.io/name")
+                             or peer["podSelector"]["matchLabels"].get("k8s-app"))
+    assert destinations == {"kube-dns", "grader", "model-proxy", "object-store"}
+
+
+def test_generated_jobs_validate_and_carry_limits_labels_and_the_sandbox_choice():
+    template = load_template(BASE / "trial-job.yaml")
+    spec = _trial_spec()
+    job = build_job(template, spec, 2, "s3://bucket/runs/x/input.json", JobOptions(namespace="atoll"), now=1e9)
+    _validate(job)
+    assert len(job["metadata"]["name"]) <= 63 and job["metadata"]["labels"]["atoll.dev/attempt"] == "2"
+    pod = job["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never" and pod["automountServiceAccountToken"] is False
+    containers = pod["containers"] + pod["initContainers"]
+    for container in containers:
+        assert container["resources"]["requests"]["cpu"] and container["resources"]["limits"]["memory"]
+        assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    environment = pod["initContainers"][0]
+    assert environment["restartPolicy"] == "Always"  # a native sidecar: the Job ends with the trial
+    assert environment["securityContext"]["seccompProfile"]["type"] == "Unconfined"  # bubblewrap's user namespaces
+
+    gvisor = build_job(template, spec, 1, "s3://b/i.json",
+                       JobOptions(namespace="atoll", runtime_class="gvisor", trial_image="r/o:1",
+                                  environment_image="r/e:1"), now=1e9)
+    _validate(gvisor)
+    pod = gvisor["spec"]["template"]["spec"]
+    assert pod["runtimeClassName"] == "gvisor"
+    environment = pod["initContainers"][0]
+    assert environment["image"] == "r/e:1" and pod["containers"][0]["image"] == "r/o:1"
+    assert environment["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+    assert {"name": "ATOLL_CODE_TRUST_OUTER_SANDBOX", "value": "1"} in environment["env"]
+    # The template itself is untouched by building Jobs from it.
+    assert "runtimeClassName" not in template["spec"]["template"]["spec"]
+
+
+def test_a_template_without_the_trial_and_environment_containers_is_refused(tmp_path):
+    from atoll.errors import AtollError
+
+    broken = tmp_path / "job.yaml"
+    broken.write_text(yaml.safe_dump({"apiVersion": "batch/v1", "kind": "Job",
+                                      "spec": {"template": {"spec": {"containers": [{"name": "x"}]}}}}))
+    with pytest.raises(AtollError, match="needs a container 'trial' and an initContainer 'environment'"):
+        load_template(broken)
