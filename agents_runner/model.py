@@ -153,7 +153,7 @@ class ModelClient:
     async def _acompletion(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Any:
         arguments: dict[str, Any] = {
             "model": self.model,
-            "messages": messages,
+            "messages": [dict(message) for message in messages],  # providers' adapters may edit them
             "timeout": self.config.llm_timeout_s,
             "num_retries": 0,
             "max_retries": 0,  # our policy retries, not the openai client's
