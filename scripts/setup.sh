@@ -34,6 +34,8 @@ python=${PYTHON:-python3}
 "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
   echo "setup: atoll needs Python >= 3.11 ($python is $("$python" --version 2>&1))" >&2; exit 1; }
 [ -x .venv/bin/python ] || "$python" -m venv .venv
+# Old pips (23.x, what venv bundles on Python 3.11) give up resolving this dependency set.
+.venv/bin/python -m pip install -q --disable-pip-version-check --upgrade "pip>=25"
 extras="hf"
 [ $dev = 1 ] && extras="dev,hf"
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[${extras}]"
