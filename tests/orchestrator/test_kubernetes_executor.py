@@ -88,9 +88,7 @@ def _input_uri(job) -> str:
     return job["spec"]["template"]["spec"]["containers"][0]["args"][-1]
 
 
-@pytest.mark.slow
-def test_one_job_per_trial_runs_the_trial_in_its_pod_and_the_result_is_collected(
-        tmp_path, benchmark_dir, cluster, environment):
+def _run_end_to_end(tmp_path, benchmark_dir, cluster, environment, artifacts: str):
     def kubelet(standin, job):
         name = job["metadata"]["name"]
 
@@ -103,15 +101,22 @@ def test_one_job_per_trial_runs_the_trial_in_its_pod_and_the_result_is_collected
         later(0.1, run_pod)
 
     cluster.on_create = kubelet
-    spec = _spec(tmp_path, benchmark_dir)
+    spec = _spec(tmp_path, benchmark_dir, artifacts=artifacts)
     settings = _settings(cluster)
     outcome = asyncio.run(run_experiment(
         spec, quiet=True, executor_factory=lambda benchmark, s: KubernetesExecutor(benchmark, s, settings)))
-
     assert outcome.counts["done"] == 1
     store = TrialStore(spec.store)
-    [(trial, result, state, _attempts)] = store.results(spec.name)
+    [(trial, result, _state, _attempts)] = store.results(spec.name)
     store.dispose()
+    return spec, settings, trial, result
+
+
+@pytest.mark.slow
+def test_one_job_per_trial_runs_the_trial_in_its_pod_and_the_result_is_collected(
+        tmp_path, benchmark_dir, cluster, environment):
+    spec, settings, trial, result = _run_end_to_end(tmp_path, benchmark_dir, cluster, environment,
+                                                    (tmp_path / "artifacts").as_uri())
     assert result.outcome is Outcome.passed and result.checks_met == 1
     # Artifacts written by the pod are where the result says.
     assert json.loads(Path(result.trajectory_uri.removeprefix("file://")).read_text())["final_answer"]
@@ -127,6 +132,36 @@ def test_one_job_per_trial_runs_the_trial_in_its_pod_and_the_result_is_collected
     assert job["spec"]["activeDeadlineSeconds"] == 120 + settings.deadline_grace_s
     assert job["spec"]["ttlSecondsAfterFinished"] == settings.ttl_s and job["spec"]["backoffLimit"] == 0
     assert cluster.deleted == [job["metadata"]["name"]] and not cluster.jobs
+
+
+@pytest.mark.slow
+def test_trial_pods_exchange_inputs_and_results_through_s3(tmp_path, benchmark_dir, cluster, environment,
+                                                           monkeypatch):
+    """The production wiring: an S3 artifact store configured by environment variables only
+    (FSSPEC_S3_ENDPOINT_URL and AWS keys, as the k8s Secret atoll-artifact-store gives them)."""
+    import fsspec.config
+    import s3fs
+
+    from tests.environment.seaweed import SeaweedS3
+
+    with SeaweedS3(tmp_path / "seaweed") as s3:
+        monkeypatch.setenv("FSSPEC_S3_ENDPOINT_URL", s3.endpoint_url)
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "any")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "any")
+        monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+        monkeypatch.setattr(fsspec.config, "conf", {})
+        fsspec.config.set_conf_env(fsspec.config.conf)  # what a fresh process does at import
+        s3fs.S3FileSystem.clear_instance_cache()
+        s3fs.S3FileSystem(endpoint_url=s3.endpoint_url, key="any", secret="any").mkdir("atoll")
+        _spec_, _settings_, trial, result = _run_end_to_end(tmp_path, benchmark_dir, cluster, environment,
+                                                             "s3://atoll/runs")
+        assert result.outcome is Outcome.passed
+        assert result.trajectory_uri.startswith("s3://atoll/runs/")
+        fs = s3fs.S3FileSystem()
+        assert fs.exists(result.snapshot_after_uri) and fs.exists(result.snapshot_before_uri)
+        [input_uri] = [job["spec"]["template"]["spec"]["containers"][0]["args"][-1] for job in cluster.created]
+        assert input_uri.startswith("s3://atoll/runs/") and fs.exists(input_uri.rsplit("/", 1)[0] + "/outcome.json")
+    s3fs.S3FileSystem.clear_instance_cache()
 
 
 def _fail_with(scenario):
