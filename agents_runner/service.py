@@ -16,7 +16,6 @@ When ``ATOLL_AGENT_TOKEN`` is set, every endpoint but ``/health`` requires
 from __future__ import annotations
 
 import hmac
-import os
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -26,15 +25,18 @@ from fastapi.responses import JSONResponse
 from agents_runner.config import AgentConfig
 from agents_runner.manager import RunManager, RunRequest
 from agents_runner.registry import agents
+from agents_runner.settings import AgentRunnerSettings
 from atoll.errors import AtollError
 
 _STATUS_OF_CODE = {"unknown_run": 404, "run_running": 409}
 
 
-def create_app(token: str | None = None) -> FastAPI:
-    """The service app; ``token`` (default ``$ATOLL_AGENT_TOKEN``) protects it when set."""
-    token = token if token is not None else os.environ.get("ATOLL_AGENT_TOKEN") or None
-    manager = RunManager()
+def create_app(settings: AgentRunnerSettings | None = None, *, token: str | None = None) -> FastAPI:
+    """The service app; ``token`` (default: the settings', i.e. ``$ATOLL_AGENT_TOKEN``) protects it."""
+    settings = settings or AgentRunnerSettings()
+    if token is None and settings.token is not None:
+        token = settings.token.get_secret_value() or None
+    manager = RunManager(keep=settings.keep_runs)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):

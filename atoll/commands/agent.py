@@ -197,16 +197,22 @@ async def _run_with_progress(
 
 @app.command("serve")
 def serve(
-    host: str = typer.Option(
-        "127.0.0.1", "--host", envvar="ATOLL_AGENT_HOST", help="bind address (0.0.0.0 in a container)"
+    host: str | None = typer.Option(
+        None, "--host", help="bind address (default $ATOLL_AGENT_HOST or 127.0.0.1)"
     ),
-    port: int = typer.Option(8081, "--port", envvar="ATOLL_AGENT_PORT", help="TCP port"),
+    port: int | None = typer.Option(None, "--port", help="TCP port (default $ATOLL_AGENT_PORT or 8081)"),
 ) -> None:
     """Serve the agents runner HTTP API (start a run, poll it, fetch its trajectory, cancel it)."""
     import uvicorn
+    from pydantic import ValidationError
 
     from agents_runner.service import create_app
+    from agents_runner.settings import AgentRunnerSettings
 
-    if not 0 < port < 65536:
-        raise AtollError("bad_port", f"--port {port} must be between 1 and 65535")
-    uvicorn.run(create_app(), host=host, port=port, log_level="warning")
+    overrides = {key: value for key, value in (("host", host), ("port", port)) if value is not None}
+    try:
+        settings = AgentRunnerSettings(**overrides)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise AtollError("bad_settings", f"{error['loc'][0]}: {error['msg']}") from None
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="warning")

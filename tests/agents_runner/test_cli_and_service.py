@@ -163,3 +163,47 @@ async def test_service_start_poll_fetch_and_cancel(gateway):
             assert (await client.get("/runs/nope")).json()["error"]["code"] == "unknown_run"
             bad = await client.post("/runs", json={**body, "agent": "nope"})
             assert bad.status_code == 400 and "unknown agent" in bad.json()["error"]["message"]
+
+
+def test_serve_rejects_a_bad_port(monkeypatch, capsys):
+    code, _, err = _atoll_in_process(monkeypatch, capsys, "agent", "serve", "--port", "70000")
+    assert code == 2
+    assert err.strip() == "error: port: Input should be less than 65536"
+
+
+@pytest.mark.slow
+def test_serve_command_answers_with_the_token_from_the_environment():
+    import socket
+    import time
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {
+        **os.environ,
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "ATOLL_AGENT_TOKEN": "t0k",
+        "ATOLL_AGENT_PORT": str(port),
+    }
+    process = subprocess.Popen(
+        [*ATOLL, "agent", "serve"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline and process.poll() is None, process.stderr.read().decode()[
+                -2000:
+            ]
+            time.sleep(0.2)
+        assert httpx.get(f"http://127.0.0.1:{port}/agents").status_code == 401
+        listing = httpx.get(f"http://127.0.0.1:{port}/agents", headers={"Authorization": "Bearer t0k"}).json()
+        assert [agent["name"] for agent in listing["agents"]] == ["loop", "react_toolbelt", "replay"]
+        assert "max_steps" in listing["config_schema"]["properties"]
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

@@ -1,0 +1,17 @@
+"""Settings of the agents runner service, read from ``ATOLL_AGENT_*`` environment variables."""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class AgentRunnerSettings(BaseSettings):
+    """``ATOLL_AGENT_HOST``, ``ATOLL_AGENT_PORT``, ``ATOLL_AGENT_TOKEN``, ``ATOLL_AGENT_KEEP_RUNS``."""
+
+    model_config = SettingsConfigDict(env_prefix="ATOLL_AGENT_", extra="ignore")
+
+    host: str = Field("127.0.0.1", description="bind address (0.0.0.0 in a container)")
+    port: int = Field(8081, gt=0, lt=65536)
+    token: SecretStr | None = Field(None, description="bearer token every endpoint but /health requires")
+    keep_runs: int = Field(1000, ge=1, description="finished runs kept in memory for polling")
