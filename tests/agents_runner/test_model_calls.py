@@ -94,3 +94,14 @@ async def test_streamed_responses_give_the_same_turns_and_usage(gateway):
     assert trajectory.model_calls[0].usage.prompt_tokens == 1000
     assert trajectory.model_calls[0].usage.reasoning_tokens == 150
     assert len(trajectory.tool_calls) == 4
+
+
+async def test_unreachable_model_endpoint_is_retried_then_a_model_provider_error(gateway):
+    trajectory = await run_agent(
+        model="openai/x", api_base="http://127.0.0.1:9/v1", gateway_url=gateway.url, gateway_token=gateway.token,
+        prompt="p", config={"max_retries": 2, "retry_initial_wait_s": 0.01},
+    )  # fmt: skip
+    assert trajectory.status == RunStatus.error
+    assert trajectory.error.kind == "model_provider"
+    assert trajectory.model_calls[0].retries == 2
+    assert "Connection error" in trajectory.error.message and "after 2 retries" in trajectory.error.message
