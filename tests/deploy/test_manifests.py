@@ -73,6 +73,8 @@ def test_kustomize_output_validates(directory):
         worker = next(doc for doc in documents if doc["kind"] == "Deployment" and doc["metadata"]["name"] == "worker")
         env = {item["name"]: item.get("value") for item in worker["spec"]["template"]["spec"]["containers"][0]["env"]}
         assert env["ATOLL_K8S_RUNTIME_CLASS"] == "gvisor" and env["ATOLL_K8S_MAX_PENDING"] == "64"
+        namespace = next(doc for doc in documents if doc["kind"] == "Namespace")
+        assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
 
 
 def test_the_orchestrator_may_manage_jobs_and_pods_in_its_namespace_only():
