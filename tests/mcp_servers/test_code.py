@@ -130,7 +130,9 @@ def test_memory_bomb_is_contained(code):
 
 
 def test_filling_the_disk_is_stopped(code, world):
-    result = _run(code, "for i in $(seq 1 1000); do head -c 5000000 /dev/zero > fill_$i.bin; done; echo finished")
+    result = _run(
+        code, "for i in $(seq 1 1000); do head -c 5000000 /dev/zero > fill_$i.bin; done; echo finished"
+    )
     assert result["killed_reason"] and "wrote more than 20 MB" in result["killed_reason"]
     assert "finished" not in result["output"]
     written = sum(p.stat().st_size for p in world.fs_root.glob("fill_*.bin"))
