@@ -52,6 +52,9 @@ def load_template(path: Path) -> dict[str, Any]:
     ``trial`` container and an ``environment`` sidecar."""
     try:
         template = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise AtollError("bad_job_template", f"trial Job template {path}: no such file; set ATOLL_K8S_JOB_TEMPLATE "
+                                             "(k8s/base/trial-job.yaml in the repository)") from None
     except (OSError, yaml.YAMLError) as exc:
         raise AtollError("bad_job_template", f"trial Job template {path}: {exc}") from None
     if not isinstance(template, dict) or template.get("kind") != "Job":

@@ -283,3 +283,22 @@ def test_orphans_of_earlier_runs_are_reaped_on_start_and_live_jobs_are_kept(tmp_
         _run_one(executor, trial)
     assert executor.reaped == ["atoll-dead-run"]
     assert "atoll-live-run" in cluster.jobs and "someone-else" in cluster.jobs
+
+
+def test_a_missing_job_template_is_a_one_line_error_naming_the_setting(tmp_path, benchmark_dir, cluster):
+    from atoll.errors import AtollError
+
+    with pytest.raises(AtollError, match=r"trial Job template .*no-such.yaml: no such file; set ATOLL_K8S_JOB_TEMPLATE"):
+        _executor(tmp_path, benchmark_dir, cluster, job_template=tmp_path / "no-such.yaml")
+
+
+def test_a_crashed_trial_container_reports_its_exit_and_message(tmp_path, benchmark_dir, cluster):
+    def crash(standin, name):
+        standin.set_pod(name, containers=[container_status(
+            "trial", terminated=(2, "Error"), message="error: trial input s3://b/i.json: NoSuchKey")])
+        standin.finish(name, succeeded=False)
+
+    cluster.on_create = _fail_with(crash)
+    executor, trial = _executor(tmp_path, benchmark_dir, cluster)
+    with pytest.raises(InfraError, match=r"container trial exited 2 \(Error\): error: trial input s3://b/i.json"):
+        _run_one(executor, trial)
