@@ -368,19 +368,27 @@ def main() -> None:
     parser.add_argument("--size-mb", type=int, default=100, help="size of the populate/snapshot tree")
     parser.add_argument("--calls", type=int, default=400, help="timed tool calls per latency measurement")
     parser.add_argument("--only", choices=["start", "latency", "transfer"], help="run one section")
+    parser.add_argument("--quiet", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     servers, missing = available_servers()
-    print(f"# Environment benchmark (python {sys.version.split()[0]}, {os.cpu_count()} CPUs)")
-    if missing:
-        print(f"  note: servers not available yet, left out: {', '.join(missing)}")
-    if args.only in (None, "start"):
+    if not args.quiet:
+        print(f"# Environment benchmark (python {sys.version.split()[0]}, {os.cpu_count()} CPUs)", flush=True)
+        if missing:
+            print(f"  note: servers not available yet, left out: {', '.join(missing)}", flush=True)
+    if args.only is None:
+        # Each section in a fresh process: threads and caches left by one must not slow the next.
+        for section in ("start", "latency", "transfer"):
+            forwarded = ["--runs", str(args.runs), "--size-mb", str(args.size_mb), "--calls", str(args.calls)]
+            subprocess.run([sys.executable, __file__, "--only", section, "--quiet", *forwarded], check=True)
+    elif args.only == "start":
         bench_cold_start(servers, args.runs)
-    if args.only in (None, "latency"):
+    elif args.only == "latency":
         bench_latency(args.calls, args.runs)
-    if args.only in (None, "transfer"):
+    elif args.only == "transfer":
         bench_transfer(args.size_mb, args.runs)
-    print(f"\n(load average at end: {os.getloadavg()[0]:.1f})")
+    if args.only is None or not args.quiet:
+        print(f"\n(load average at end: {os.getloadavg()[0]:.1f})")
 
 
 if __name__ == "__main__":
