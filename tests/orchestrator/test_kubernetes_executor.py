@@ -302,3 +302,14 @@ def test_a_crashed_trial_container_reports_its_exit_and_message(tmp_path, benchm
     executor, trial = _executor(tmp_path, benchmark_dir, cluster)
     with pytest.raises(InfraError, match=r"container trial exited 2 \(Error\): error: trial input s3://b/i.json"):
         _run_one(executor, trial)
+
+
+def test_trial_command_with_a_missing_input_fails_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    missing = (tmp_path / "nope" / "input.json").as_uri()
+    result = subprocess.run([sys.executable, "-m", "atoll.cli", "trial", "run", "--input", missing],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"error: trial input {missing}: ") and len(result.stderr.splitlines()) == 1
