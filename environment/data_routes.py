@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import tempfile
 import time
 import uuid
@@ -97,9 +98,12 @@ async def populate_world(
                 ) from exc
             mode = body.mode or mode
             sources = [PopulateSource(Subsystem.parse(s.subsystem), url=s.url) for s in body.sources]
+        elif content_type.split(";")[0].strip() in RAW_ARCHIVE_TYPES:
+            return await _populate_from_body(request, Subsystem.parse(subsystem), mode, subsystem)
         else:
             raise HTTPException(
-                415, "send multipart/form-data with an 'archive' file, or JSON with 'sources'"
+                415,
+                "send multipart/form-data with an 'archive' file, a raw archive body, or JSON with 'sources'",
             )
         return await _run_populate(request, sources, mode, subsystem)
     except AtollError as exc:
@@ -117,6 +121,59 @@ async def populate_from_urls(request: Request, body: PopulateRequest) -> dict[st
         return await _run_populate(request, sources, body.mode or "merge", None)
     except AtollError as exc:
         raise _http_error(exc) from exc
+
+
+RAW_ARCHIVE_TYPES = frozenset(
+    {
+        "application/gzip",
+        "application/x-gzip",
+        "application/x-tar",
+        "application/zip",
+        "application/octet-stream",
+    }
+)
+
+
+def _write_all(descriptor: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(descriptor, view) :]
+
+
+async def _populate_from_body(
+    request: Request, subsystem: Subsystem, mode: str, label: str
+) -> dict[str, Any]:
+    """Extract the request body while it arrives: no spool file, one pass over the archive.
+
+    The body is fed through a pipe to the extraction thread. If extraction stops early (a
+    refused member), closing the pipe's read end makes the feeder stop too.
+    """
+    read_fd, write_fd = os.pipe()
+    reader = os.fdopen(read_fd, "rb", buffering=1 << 20)
+
+    async def feed() -> None:
+        try:
+            async for chunk in request.stream():
+                if chunk:
+                    await anyio.to_thread.run_sync(_write_all, write_fd, chunk)
+        except OSError:
+            pass  # extraction ended first (broken pipe); its result or error is the answer
+        finally:
+            os.close(write_fd)
+
+    result: dict[str, Any] = {}
+    failure: Exception | None = None
+    async with anyio.create_task_group() as group:
+        group.start_soon(feed)
+        try:
+            result = await _run_populate(request, [PopulateSource(subsystem, file=reader)], mode, label)
+        except Exception as exc:  # re-raised below, outside the task group (no exception group)
+            failure = exc
+        finally:
+            reader.close()
+    if failure is not None:
+        raise failure
+    return result
 
 
 async def _run_populate(

@@ -274,3 +274,29 @@ def test_every_tar_compression_populates(client, settings, mode):
     assert reply.status_code == 200, reply.text
     assert reply.json()["objects_added"] == 30
     assert (settings.fs_root / "d2" / "f29.bin").stat().st_size == 2000 * 30
+
+
+def test_raw_archive_body_is_extracted_while_it_arrives(client, settings, tmp_path):
+    archive = tar_gz([(f"raw/f{index}.txt", os.urandom(50_000)) for index in range(40)])
+
+    def body():  # a chunked upload, as a streaming client sends it
+        for start in range(0, len(archive), 64 * 1024):
+            yield archive[start : start + 64 * 1024]
+
+    reply = client.post("/data/populate", content=body(), headers={"content-type": "application/gzip"})
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["objects_added"] == 40
+    zipped = _zip_of(_world_folder(tmp_path / "source") / "filesystem", tmp_path / "fs.zip")
+    reply = client.post(
+        "/data/populate", content=zipped.read_bytes(), headers={"content-type": "application/zip"}
+    )
+    assert reply.status_code == 200 and reply.json()["objects_added"] == 4
+
+
+def test_refused_raw_body_answers_without_waiting_for_the_rest(client, settings):
+    evil = tar_gz([("../escape.txt", b"x")]) + os.urandom(4 * 1024 * 1024)
+    started = time.perf_counter()
+    reply = client.post("/data/populate", content=evil, headers={"content-type": "application/gzip"})
+    assert reply.status_code == 400 and reply.json()["detail"]["member"] == "../escape.txt"
+    assert time.perf_counter() - started < 10
+    assert client.get("/health").status_code == 200
