@@ -13,9 +13,18 @@ from orchestrator.executors.local import ServiceSettings
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "deploy.md").read_text()
 
 
-@pytest.mark.parametrize("settings, prefix", [(ServiceSettings, "ATOLL_"), (ApiSettings, "ATOLL_"),
-                                              (KubernetesSettings, "ATOLL_K8S_")])
-def test_every_setting_is_in_the_environment_variable_table(settings, prefix):
+def _service_settings():
+    from agents_runner.settings import AgentRunnerSettings
+    from environment.settings import EnvironmentSettings
+    from grader.settings import GraderSettings
+
+    return [EnvironmentSettings, AgentRunnerSettings, GraderSettings]
+
+
+@pytest.mark.parametrize("settings", [ServiceSettings, ApiSettings, KubernetesSettings, *_service_settings()],
+                         ids=lambda settings: settings.__name__)
+def test_every_setting_is_in_the_environment_variable_table(settings):
+    prefix = settings.model_config["env_prefix"]
     table = DOC[DOC.index("## Environment variables"):]
     missing = [f"{prefix}{name.upper()}" for name in settings.model_fields
                if f"| `{prefix}{name.upper()}` |" not in table]
