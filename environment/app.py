@@ -21,12 +21,11 @@ from environment.gateway import (
     GatewayNotReady,
     ServerFactory,
     ToolNameCollision,
-    app_servers_preloaded,
-    preload_app_servers,
 )
 from environment.logs import configure_logging
 from environment.mcp_front import BearerTokenGuard, bearer_matches, create_front_server
 from environment.metrics import EnvironmentMetrics
+from environment.preload import app_servers_preloaded, preload_app_servers
 from environment.settings import EnvironmentSettings
 
 logger = logging.getLogger("environment.app")

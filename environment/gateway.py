@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import tempfile
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
@@ -64,49 +62,6 @@ class ToolNameCollision(AtollError):
         )
         self.name = name
         self.servers = (first[0], second[0])
-
-
-_preload_lock = threading.Lock()
-_preloaded = False
-_preload_finished = threading.Event()
-
-
-def app_servers_preloaded() -> bool:
-    """True once :func:`preload_app_servers` has finished in this process."""
-    return _preload_finished.is_set()
-
-
-def preload_app_servers() -> None:
-    """Import every app server and build each once over an empty world (blocking; run in a thread).
-
-    Most of an in-process server's cold start is importing its libraries (PyMuPDF, openpyxl,
-    python-pptx...); doing it while the environment waits for its world makes ``POST /apps``
-    fast. Failures are only logged: ``/apps`` reports them properly if that server is asked for.
-    """
-    global _preloaded
-    with _preload_lock:
-        if _preloaded:
-            return
-        _preloaded = True
-        started = time.perf_counter()
-        try:
-            from mcp_servers import SERVER_NAMES, create_server
-        except ImportError as exc:
-            logger.warning("app servers not importable", extra={"error": _describe(exc)})
-            _preload_finished.set()
-            return
-        with tempfile.TemporaryDirectory(prefix="atoll-preload-") as empty:
-            for name in SERVER_NAMES:
-                try:
-                    create_server(name, fs_root=Path(empty) / "fs", apps_data_root=Path(empty) / "apps")
-                except Exception as exc:  # reported again, by name, when /apps asks for it
-                    logger.info(
-                        "preload of app server failed", extra={"server": name, "error": _describe(exc)}
-                    )
-        _preload_finished.set()
-        logger.info(
-            "app servers preloaded", extra={"duration_ms": round((time.perf_counter() - started) * 1000)}
-        )
 
 
 def _default_server_factory(name: str, **kwargs: Any) -> FastMCP:
@@ -323,7 +278,7 @@ class GatewayManager:
             except TimeoutError:
                 failures[name] = f"not ready within {self.ready_timeout_s:g} s"
             except Exception as exc:  # any failure of a server is reported, by name
-                failures[name] = _describe(exc)
+                failures[name] = describe_error(exc)
             return None
 
         async def open_remote(name: str, server_config: ServerConfig) -> None:
@@ -369,7 +324,7 @@ class GatewayManager:
                 await stack.enter_async_context(provider.lifespan())
                 tools = await asyncio.wait_for(provider.list_tools(), self.ready_timeout_s)
             except Exception as exc:
-                failures[name] = _describe(exc)
+                failures[name] = describe_error(exc)
                 continue
             opened[name] = _OpenedServer(name, list(tools))
 
@@ -400,10 +355,10 @@ async def _close_quietly(name: str, client: Client) -> None:
         with anyio.CancelScope(shield=True):
             await client.close()
     except Exception as exc:  # closing a dead server must not hide the real outcome
-        logger.debug("closing MCP server failed", extra={"server": name, "error": _describe(exc)})
+        logger.debug("closing MCP server failed", extra={"server": name, "error": describe_error(exc)})
 
 
-def _describe(exc: BaseException) -> str:
+def describe_error(exc: BaseException) -> str:
     """One line for people: the innermost useful message of ``exc``."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
