@@ -105,14 +105,18 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         if settings.output_dir:
             updates["output_dir"] = settings.output_dir
         spec = spec.model_copy(update=updates)
-        outcome = await run_experiment(spec, quiet=True, enqueue_only=True)
+        # Loading a benchmark and planning thousands of trials is blocking work: keep the
+        # event loop (and /health) answering meanwhile.
+        outcome = await asyncio.to_thread(asyncio.run, run_experiment(spec, quiet=True, enqueue_only=True))
         return {"name": outcome.experiment, "planned": outcome.planned, "enqueued": outcome.newly_enqueued,
                 "counts": outcome.counts}
 
     @app.get("/runs", dependencies=[Depends(authorize)])
     async def list_runs() -> dict[str, Any]:
-        names = await asyncio.to_thread(store.experiments)
-        return {"runs": [{"name": name, "counts": store.counts(name)} for name in names]}
+        def runs() -> list[dict[str, Any]]:
+            return [{"name": name, "counts": store.counts(name)} for name in store.experiments()]
+
+        return {"runs": await asyncio.to_thread(runs)}
 
     @app.get("/runs/{name}", dependencies=[Depends(authorize)])
     async def run_counts(name: str) -> dict[str, Any]:
