@@ -87,12 +87,15 @@ def _bwrap_command(bwrap: str, fs_root: Path, limits: SandboxLimits, command: li
         args += ["--symlink", "usr/lib64", "/lib64"]
     for path in ("/etc/ld.so.cache", "/etc/fonts", "/etc/localtime", "/etc/alternatives", "/etc/mime.types"):
         args += ["--ro-bind-try", path, path]
-    for prefix in _python_mounts():
-        args += ["--ro-bind", prefix, prefix]
     args += [
         "--proc", "/proc",
         "--dev", "/dev",
         "--size", str(limits.tmp_mb * 1024 * 1024), "--tmpfs", "/tmp",
+    ]
+    # After the tmpfs, so an interpreter that lives under /tmp (a CI checkout) stays visible.
+    for prefix in _python_mounts():
+        args += ["--ro-bind", prefix, prefix]
+    args += [
         "--bind", str(fs_root), SANDBOX_ROOT,
         "--chdir", SANDBOX_ROOT,
         "--clearenv",
