@@ -216,6 +216,8 @@ async def _run_populate(
                 )
             )
         outcome = "ok"
+        if result.mode == "replace":
+            request.app.state.gateway.world_replaced()
     except UnsafeArchive as exc:
         outcome = "rejected"
         logger.warning("populate rejected", extra={"error": exc.message, "member": exc.member})

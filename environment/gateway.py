@@ -129,6 +129,7 @@ class Gateway:
     in_flight: int = 0
     idle: anyio.Event = field(default_factory=anyio.Event)
     clients: dict[str, Client] = field(default_factory=dict)
+    world_replaced: bool = False
     _close_requested: anyio.Event = field(default_factory=anyio.Event)
     _closed: anyio.Event = field(default_factory=anyio.Event)
 
@@ -224,14 +225,20 @@ class GatewayManager:
         gateway._closed.set()
         return gateway
 
+    def world_replaced(self) -> None:
+        """The world was replaced: the next ``apply`` rebuilds even an identical config, so no
+        server state (caches, sessions) carries over from one world to the next."""
+        self.current.world_replaced = True
+
     async def apply(self, config: AppsConfig) -> bool:
         """Make ``config`` live. Returns False when it already was (a no-op).
 
-        Raises GatewayNotReady (naming every failing server) or ToolNameCollision; in both
-        cases the previous gateway keeps serving, untouched.
+        An identical config is rebuilt anyway when the world was replaced since, or when one of
+        its servers no longer answers. Raises GatewayNotReady (naming every failing server) or
+        ToolNameCollision; in both cases the previous gateway keeps serving, untouched.
         """
         async with self._swap_lock:
-            if config == self.current.config:
+            if config == self.current.config and not self.current.world_replaced:
                 lost = await self.current.lost_servers()
                 if not lost:
                     return False

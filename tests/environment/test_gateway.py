@@ -189,3 +189,18 @@ def test_same_config_rebuilds_a_gateway_whose_child_died(client, env_server):
     assert again.status_code == 200 and again.json()["changed"] is True
     new_pid = int(_text(asyncio.run(_call(env_server.mcp_url, "child_pid"))))
     assert new_pid != pid and _alive(new_pid)
+
+
+def test_same_config_after_a_replaced_world_gets_fresh_servers(client, env_server):
+    from tests.environment.factories import tar_gz
+
+    config = {"child": stdio_entry()}
+    assert _apps(client, config).status_code == 200
+    pid = int(_text(asyncio.run(_call(env_server.mcp_url, "child_pid"))))
+    archive = {"archive": ("w.tar.gz", tar_gz([("a.txt", b"1")]))}
+    assert client.post("/data/populate", files=archive).status_code == 200  # merge: same world
+    assert _apps(client, config).json()["changed"] is False
+    assert client.post("/data/populate", params={"mode": "replace"}, files=archive).status_code == 200
+    assert _apps(client, config).json()["changed"] is True  # a new world: no state carries over
+    assert int(_text(asyncio.run(_call(env_server.mcp_url, "child_pid")))) != pid
+    assert _apps(client, config).json()["changed"] is False
