@@ -300,3 +300,29 @@ def test_refused_raw_body_answers_without_waiting_for_the_rest(client, settings)
     assert reply.status_code == 400 and reply.json()["detail"]["member"] == "../escape.txt"
     assert time.perf_counter() - started < 10
     assert client.get("/health").status_code == 200
+
+
+def test_populate_from_an_http_url(client, settings, tmp_path):
+    import functools
+    import http.server
+
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "world.tar.gz").write_bytes(_tar_of(_world_folder(tmp_path / "source")))
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    handler.log_message = lambda *args: None  # type: ignore[attr-defined]
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as web:
+        thread = threading.Thread(target=web.serve_forever, daemon=True)
+        thread.start()
+        try:
+            url = f"http://127.0.0.1:{web.server_address[1]}/world.tar.gz"
+            reply = client.post("/data/populate", json={"sources": [{"url": url, "subsystem": "world"}]})
+            missing = client.post(
+                "/data/populate",
+                json={"sources": [{"url": url.replace("world", "nope"), "subsystem": "world"}]},
+            )
+        finally:
+            web.shutdown()
+    assert reply.status_code == 200, reply.text
+    assert (settings.apps_data_root / "calendar" / "user@example.com.ics").exists()
+    assert missing.status_code == 400 and "nope.tar.gz" in missing.json()["detail"]["error"]
