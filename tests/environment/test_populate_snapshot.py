@@ -257,7 +257,10 @@ def test_health_stays_responsive_during_a_large_populate(client, tmp_path, setti
     assert reply.status_code == 200, reply.text
     assert reply.json()["extracted_bytes"] == 12 * 16 * 1024 * 1024
     assert len(latencies) >= 5, f"health was polled only {len(latencies)} times in {populate_s:.1f} s"
-    assert max(latencies) < 0.5, f"/health took {max(latencies):.2f} s during populate"
+    # A blocked event loop would stall /health for about the whole populate.
+    assert max(latencies) < min(1.0, populate_s / 2), (
+        f"/health took {max(latencies):.2f} s of {populate_s:.1f} s"
+    )
     shutil.rmtree(settings.fs_root / "big")
 
 
