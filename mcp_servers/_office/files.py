@@ -1,0 +1,88 @@
+"""A server's Office files: path resolution under the root, opening and atomic saving.
+
+The documents and presentations servers each subclass :class:`OfficeFiles` once, naming
+their package kind and how to load one; everything else (which paths are accepted, the
+errors, the read-modify-write cycle) is the same for both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, ClassVar
+
+from mcp_servers._core.context import ServerContext
+from mcp_servers._core.errors import ToolError
+from mcp_servers._core.store import file_lock
+from mcp_servers._office.package import open_package, require_suffix, save_package
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".tif", ".tiff")
+
+
+class OfficeFiles:
+    """Resolves agent paths under the filesystem root and opens/saves packages there.
+
+    Subclasses set ``kind`` (``"docx"``/``"pptx"``, used in error messages), ``suffixes``
+    (the accepted file name endings) and implement :meth:`load`.
+    """
+
+    kind: ClassVar[str]
+    suffixes: ClassVar[tuple[str, ...]]
+
+    def __init__(self, ctx: ServerContext) -> None:
+        self.ctx = ctx
+
+    @staticmethod
+    def load(stream: Any) -> Any:
+        """The library object (``docx.Document``, ``pptx.Presentation``) read from ``stream``."""
+        raise NotImplementedError
+
+    def locate(
+        self, value: object, *, argument: str = "file_path", must_exist: bool = True
+    ) -> tuple[Path, str]:
+        """(real path, virtual path) of a package argument; ToolError when outside the root,
+        absent (with ``must_exist``) or not named with one of ``suffixes``."""
+        path = self.ctx.files.resolve(
+            value, argument=argument, must_exist=must_exist, kind="file", allow_root=False
+        )
+        virtual = self.ctx.files.to_virtual(path)
+        require_suffix(virtual, self.suffixes, argument=argument)
+        return path, virtual
+
+    def existing(
+        self, value: object, argument: str, suffixes: tuple[str, ...], what: str
+    ) -> tuple[Path, str]:
+        """An existing file inside the root with one of ``suffixes`` (an image, a workbook);
+        ToolError ``unsupported`` names ``what`` was expected."""
+        path = self.ctx.files.resolve(
+            value, argument=argument, must_exist=True, kind="file", allow_root=False
+        )
+        virtual = self.ctx.files.to_virtual(path)
+        if not virtual.lower().endswith(suffixes):
+            raise ToolError(
+                "unsupported",
+                f"{argument}: {virtual} is not {what} ({', '.join(suffixes)})",
+                argument=argument,
+            )
+        return path, virtual
+
+    def image(self, value: object, argument: str = "image_path") -> Path:
+        """An existing image file inside the root."""
+        return self.existing(value, argument, IMAGE_SUFFIXES, "an image")[0]
+
+    def open(self, value: object, *, argument: str = "file_path") -> tuple[Any, str]:
+        """(loaded package, virtual path) for reading."""
+        path, virtual = self.locate(value, argument=argument)
+        return open_package(path, self.load, virtual=virtual, kind=self.kind, argument=argument), virtual
+
+    @contextmanager
+    def edit(self, value: object, *, argument: str = "file_path") -> Iterator[tuple[Any, str]]:
+        """Open a package for a read-modify-write cycle; saved atomically if the block
+        finishes without error, left untouched otherwise (so multi-operation edits are all
+        or nothing)."""
+        path, virtual = self.locate(value, argument=argument)
+        with file_lock(path):
+            package = open_package(path, self.load, virtual=virtual, kind=self.kind, argument=argument)
+            yield package, virtual
+            save_package(package, path)
