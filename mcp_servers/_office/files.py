@@ -50,6 +50,31 @@ class OfficeFiles:
         require_suffix(virtual, self.suffixes, argument=argument)
         return path, virtual
 
+    def new_file(self, directory: object, file_name: str, *, overwrite: bool) -> tuple[Path, str]:
+        """(real path, virtual path) for a new package called ``file_name`` in ``directory``.
+
+        Raises ToolError ``invalid_argument`` (an empty name or one with a folder in it),
+        ``unsupported`` (not named with one of ``suffixes``), the folder's path errors, and
+        ``already_exists`` when the file exists and ``overwrite`` is false.
+        """
+        if "/" in file_name or "\\" in file_name or not file_name.strip():
+            raise ToolError(
+                "invalid_argument",
+                f"file_name: {file_name!r} must be a plain file name",
+                argument="file_name",
+            )
+        require_suffix(file_name, self.suffixes, argument="file_name")
+        folder = self.ctx.files.resolve(directory, argument="directory", kind="dir")
+        target = f"{self.ctx.files.to_virtual(folder).rstrip('/')}/{file_name}"
+        path, virtual = self.locate(target, argument="file_name", must_exist=False)
+        if path.exists() and not overwrite:
+            raise ToolError(
+                "already_exists",
+                f"file_name: {virtual} already exists (pass overwrite=true)",
+                argument="file_name",
+            )
+        return path, virtual
+
     def existing(
         self, value: object, argument: str, suffixes: tuple[str, ...], what: str
     ) -> tuple[Path, str]:

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from mcp_servers._office.properties import CoreProperties
+
 BlockType = Literal[
     "paragraph", "heading", "bullet_list", "numbered_list", "table", "page_break", "section_break", "image"
 ]
@@ -76,13 +78,5 @@ class ContentBlock(BaseModel):
         return value
 
 
-class DocumentMetadata(BaseModel):
+class DocumentMetadata(CoreProperties):
     """Core properties written into the document."""
-
-    model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
-    title: str | None = None
-    author: str | None = None
-    subject: str | None = None
-    keywords: str | None = None
-    comments: str | None = None
-    category: str | None = None

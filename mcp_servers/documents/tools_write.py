@@ -7,7 +7,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from mcp_servers._core.errors import ToolError
-from mcp_servers._office.package import require_suffix, save_package
+from mcp_servers._office.package import save_package
+from mcp_servers._office.properties import write_core_properties
 from mcp_servers.documents.blocks import build_blocks, place
 from mcp_servers.documents.body import resolve
 from mcp_servers.documents.editing import add_text, delete, edit_text
@@ -17,17 +18,6 @@ from mcp_servers.documents.server import SERVER, FilePath, Identifier
 
 Position = Literal["before", "after", "start", "end"]
 Inches = Annotated[float | None, Field(gt=0, le=50)]
-
-
-def _write_metadata(document: Any, metadata: DocumentMetadata | None, default_author: str | None) -> None:
-    properties = document.core_properties
-    if default_author:
-        properties.author = default_author
-        properties.last_modified_by = default_author
-    if metadata is None:
-        return
-    for name, value in metadata.model_dump(exclude_none=True).items():
-        setattr(properties, name, value)
 
 
 @SERVER.tool(action="create")
@@ -55,23 +45,9 @@ def create_document(
     """
     import docx
 
-    if "/" in file_name or "\\" in file_name or not file_name.strip():
-        raise ToolError(
-            "invalid_argument", f"file_name: {file_name!r} must be a plain file name", argument="file_name"
-        )
-    require_suffix(file_name, (".docx",), argument="file_name")
-    folder = files.ctx.files.resolve(directory, argument="directory", kind="dir")
-    virtual_folder = files.ctx.files.to_virtual(folder)
-    target = f"{virtual_folder.rstrip('/')}/{file_name}"
-    path, virtual = files.locate(target, argument="file_name", must_exist=False)
-    if path.exists() and not overwrite:
-        raise ToolError(
-            "already_exists",
-            f"file_name: {virtual} already exists (pass overwrite=true)",
-            argument="file_name",
-        )
+    path, virtual = files.new_file(directory, file_name, overwrite=overwrite)
     document = docx.Document()
-    _write_metadata(document, metadata, files.ctx.user_name)
+    write_core_properties(document, metadata, files.ctx.user_name)
     build_blocks(document, content, files.image)
     size = save_package(document, path)
     return {"file_path": virtual, "blocks": len(content), "bytes": size, "created": True}

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from mcp_servers._office.properties import CoreProperties
+
 
 class BulletItem(BaseModel):
     """A bullet with an indent level (0 = top level)."""
@@ -60,16 +62,8 @@ class SlideSpec(BaseModel):
         return value
 
 
-class DeckMetadata(BaseModel):
+class DeckMetadata(CoreProperties):
     """Core properties written into the deck."""
-
-    model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
-    title: str | None = None
-    author: str | None = None
-    subject: str | None = None
-    keywords: str | None = None
-    comments: str | None = None
-    category: str | None = None
 
 
 OperationType = Literal[

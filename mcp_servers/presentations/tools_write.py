@@ -7,7 +7,8 @@ from typing import Annotated, Any
 from pydantic import Field, ValidationError
 
 from mcp_servers._core.errors import ToolError
-from mcp_servers._office.package import require_suffix, save_package
+from mcp_servers._office.package import save_package
+from mcp_servers._office.properties import write_core_properties
 from mcp_servers.presentations.editing import apply_operation
 from mcp_servers.presentations.files import DeckFiles
 from mcp_servers.presentations.models import BulletItem, DeckMetadata, SlideOperation, SlideSpec, TableSpec
@@ -61,27 +62,10 @@ def create_deck(
     """
     from pptx import Presentation
 
-    if "/" in file_name or "\\" in file_name or not file_name.strip():
-        raise ToolError(
-            "invalid_argument", f"file_name: {file_name!r} must be a plain file name", argument="file_name"
-        )
-    require_suffix(file_name, (".pptx",), argument="file_name")
-    folder = files.ctx.files.resolve(directory, argument="directory", kind="dir")
-    target = f"{files.ctx.files.to_virtual(folder).rstrip('/')}/{file_name}"
-    path, virtual = files.locate(target, argument="file_name", must_exist=False)
-    if path.exists() and not overwrite:
-        raise ToolError(
-            "already_exists",
-            f"file_name: {virtual} already exists (pass overwrite=true)",
-            argument="file_name",
-        )
+    path, virtual = files.new_file(directory, file_name, overwrite=overwrite)
     deck = Presentation()
     deck.slide_width, deck.slide_height = 12192000, 6858000  # 13.333 x 7.5 in (16:9)
-    properties = deck.core_properties
-    if files.ctx.user_name:
-        properties.author = properties.last_modified_by = files.ctx.user_name
-    for name, value in (metadata.model_dump(exclude_none=True) if metadata else {}).items():
-        setattr(properties, name, value)
+    write_core_properties(deck, metadata, files.ctx.user_name)
     for spec in slides:
         fill_slide(deck.slides.add_slide(find_layout(deck, spec.layout)), spec)
     size = save_package(deck, path)
@@ -194,7 +178,6 @@ def edit_slides(
         raise ToolError("invalid_argument", "operations: give at least one operation", argument="operations")
     with files.edit(file_path) as (deck, virtual):
         results = [apply_operation(deck, operation, number) for number, operation in enumerate(operations)]
-        for name, value in (metadata.model_dump(exclude_none=True) if metadata else {}).items():
-            setattr(deck.core_properties, name, value)
+        write_core_properties(deck, metadata, default_author=None)
         count = len(deck.slides)
     return {"file_path": virtual, "applied": results, "slide_count": count}
