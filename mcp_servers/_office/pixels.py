@@ -9,12 +9,25 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
+from typing import Annotated
+
+from pydantic import Field
 
 from mcp_servers._core.errors import ToolError
 
 OPERATIONS = ("rotate", "flip", "brightness", "contrast", "crop")
 #: Largest picture decoded (pixels), against decompression bombs.
 MAX_PIXELS = 40_000_000
+
+# The arguments of both servers' modify_image that fill a PixelEdit, declared once so the
+# two tools show agents the same operations and limits.
+PixelOperation = Annotated[
+    str | None, Field(description="rotate | flip | brightness | contrast | crop (pixel edits)")
+]
+Rotation = Annotated[int | None, Field(ge=-360, le=360, description="degrees clockwise")]
+FlipAxis = Annotated[str | None, Field(description="horizontal | vertical")]
+Factor = Annotated[float | None, Field(ge=0, le=10, description="factor, 1.0 = unchanged")]
+CropEdge = Annotated[int | None, Field(ge=0)]
 
 
 @dataclass

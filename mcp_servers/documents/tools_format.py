@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from mcp_servers._core.errors import ToolError
+from mcp_servers._office.pixels import CropEdge, Factor, FlipAxis, PixelEdit, PixelOperation, Rotation
 from mcp_servers.documents.blocks import build_blocks, place
 from mcp_servers.documents.body import resolve
 from mcp_servers.documents.editing import apply_formatting as format_target
@@ -68,17 +69,15 @@ def modify_image(
     files: DocumentFiles,
     file_path: FilePath,
     image_index: Annotated[int | None, Field(ge=0, description="0-based image index (image.N)")] = None,
-    operation: Annotated[
-        str | None, Field(description="rotate | flip | brightness | contrast | crop (pixel edits)")
-    ] = None,
-    rotation: Annotated[int | None, Field(ge=-360, le=360, description="degrees clockwise")] = None,
-    flip: Annotated[str | None, Field(description="horizontal | vertical")] = None,
-    brightness: Annotated[float | None, Field(ge=0, le=10, description="factor, 1.0 = unchanged")] = None,
-    contrast: Annotated[float | None, Field(ge=0, le=10, description="factor, 1.0 = unchanged")] = None,
-    crop_left: Annotated[int | None, Field(ge=0)] = None,
-    crop_top: Annotated[int | None, Field(ge=0)] = None,
-    crop_right: Annotated[int | None, Field(ge=0)] = None,
-    crop_bottom: Annotated[int | None, Field(ge=0)] = None,
+    operation: PixelOperation = None,
+    rotation: Rotation = None,
+    flip: FlipAxis = None,
+    brightness: Factor = None,
+    contrast: Factor = None,
+    crop_left: CropEdge = None,
+    crop_top: CropEdge = None,
+    crop_right: CropEdge = None,
+    crop_bottom: CropEdge = None,
     annotation: Annotated[
         str | None, Field(description="image.N as shown in reads (instead of image_index)")
     ] = None,
@@ -96,7 +95,6 @@ def modify_image(
     Args:
         alt_text: the picture's description (alternative text).
     """
-    from mcp_servers._office.pixels import PixelEdit
     from mcp_servers.documents.images import find_image, replace, replace_pixels, resize, set_description
 
     if image_index is None and annotation is None:

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from mcp_servers._core.errors import ToolError
+from mcp_servers._office.pixels import CropEdge, Factor, FlipAxis, PixelEdit, PixelOperation, Rotation, apply
 from mcp_servers.presentations.files import SHEET_SUFFIXES, DeckFiles
 from mcp_servers.presentations.models import TableSpec
 from mcp_servers.presentations.reading import find_picture, pictures
@@ -61,17 +62,15 @@ def modify_image(
     file_path: FilePath,
     slide_index: Annotated[int | None, Field(ge=0, description="the slide (with image_index)")] = None,
     image_index: Annotated[int | None, Field(ge=0, description="0-based picture index on the slide")] = None,
-    operation: Annotated[
-        str | None, Field(description="rotate | flip | brightness | contrast | crop (pixel edits)")
-    ] = None,
-    rotation: Annotated[int | None, Field(ge=-360, le=360, description="degrees clockwise")] = None,
-    flip: Annotated[str | None, Field(description="horizontal | vertical")] = None,
-    brightness: Annotated[float | None, Field(ge=0, le=10, description="factor, 1.0 = unchanged")] = None,
-    contrast: Annotated[float | None, Field(ge=0, le=10, description="factor, 1.0 = unchanged")] = None,
-    crop_left: Annotated[int | None, Field(ge=0)] = None,
-    crop_top: Annotated[int | None, Field(ge=0)] = None,
-    crop_right: Annotated[int | None, Field(ge=0)] = None,
-    crop_bottom: Annotated[int | None, Field(ge=0)] = None,
+    operation: PixelOperation = None,
+    rotation: Rotation = None,
+    flip: FlipAxis = None,
+    brightness: Factor = None,
+    contrast: Factor = None,
+    crop_left: CropEdge = None,
+    crop_top: CropEdge = None,
+    crop_right: CropEdge = None,
+    crop_bottom: CropEdge = None,
     annotation: Annotated[
         str | None, Field(description="slide.<i>.image.<k> (instead of slide_index + image_index)")
     ] = None,
@@ -88,8 +87,6 @@ def modify_image(
     image). Move with x, y; resize with width/height (one dimension keeps the aspect
     ratio); replace with another image file; or delete it.
     """
-    from mcp_servers._office.pixels import PixelEdit, apply
-
     if annotation is None:
         if slide_index is None or image_index is None:
             raise ToolError(
