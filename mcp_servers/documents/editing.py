@@ -14,6 +14,7 @@ from docx.text.paragraph import Paragraph
 from docx.text.run import Run
 
 from mcp_servers._core.errors import ToolError
+from mcp_servers._office.colors import parse_color
 from mcp_servers.documents.blocks import ALIGNMENTS, paragraph_style, place
 from mcp_servers.documents.body import W_P, W_TBL, Target, block_elements, paragraphs_of, runs_of
 from mcp_servers.documents.reading import StyleNames, paragraph_kind
@@ -237,7 +238,7 @@ def apply_formatting(document: Any, target: Target, formatting: dict[str, Any]) 
         if formatting.get("font_size") is not None:
             font.size = Pt(formatting["font_size"])
         if formatting.get("font_color") is not None:
-            font.color.rgb = parse_color(formatting["font_color"])
+            font.color.rgb = parse_color(formatting["font_color"], "font_color", RGBColor.from_string)
         if formatting.get("font_name") is not None:
             font.name = formatting["font_name"]
             fonts = run_element.get_or_add_rPr().get_or_add_rFonts()
@@ -271,28 +272,6 @@ def apply_formatting(document: Any, target: Target, formatting: dict[str, Any]) 
                 paragraph.style = paragraph_style(document, formatting[key])
         applied.append(key)
     return applied
-
-
-def parse_color(value: str) -> RGBColor:
-    """``#1F4E79`` / ``1F4E79`` / a few names -> RGBColor (ToolError otherwise)."""
-    names = {
-        "black": "000000",
-        "white": "FFFFFF",
-        "red": "FF0000",
-        "green": "00B050",
-        "blue": "0070C0",
-        "yellow": "FFFF00",
-        "gray": "808080",
-        "grey": "808080",
-        "orange": "FFA500",
-    }
-    text = names.get(value.strip().lower(), value.strip().lstrip("#"))
-    try:
-        return RGBColor.from_string(text.upper())
-    except Exception as exc:
-        raise ToolError(
-            "invalid_argument", f"font_color: {value!r} is not a colour like '#1F4E79'", argument="font_color"
-        ) from exc
 
 
 def parse_highlight(value: str) -> Any:

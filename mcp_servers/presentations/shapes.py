@@ -9,29 +9,12 @@ from pptx.enum.shapes import MSO_SHAPE
 from pptx.util import Pt
 
 from mcp_servers._core.errors import ToolError
-
-_NAMED = {
-    "black": "000000",
-    "white": "FFFFFF",
-    "red": "FF0000",
-    "green": "00B050",
-    "blue": "0070C0",
-    "yellow": "FFFF00",
-    "gray": "808080",
-    "grey": "808080",
-    "orange": "FFA500",
-}
+from mcp_servers._office.colors import parse_color as office_color
 
 
 def parse_color(value: str, argument: str) -> RGBColor:
-    """``#1F4E79`` / ``1F4E79`` / a basic colour name (ToolError otherwise)."""
-    text = _NAMED.get(value.strip().lower(), value.strip().lstrip("#"))
-    try:
-        return RGBColor.from_string(text.upper())
-    except Exception as exc:
-        raise ToolError(
-            "invalid_argument", f"{argument}: {value!r} is not a colour like '#1F4E79'", argument=argument
-        ) from exc
+    """``#1F4E79`` / ``1F4E79`` / a basic colour name as python-pptx's RGBColor (ToolError otherwise)."""
+    return office_color(value, argument, RGBColor.from_string)
 
 
 def shape_kind(name: str) -> Any:
