@@ -30,6 +30,17 @@ from mcp_servers.spreadsheets.styling import (
 from mcp_servers.spreadsheets.workbook import sheet_of
 
 CellValue = str | int | float | bool | None
+# Excel's comparison operators, as data validations and cell_is conditional formats name them.
+ComparisonOperator = Literal[
+    "between",
+    "notBetween",
+    "equal",
+    "notEqual",
+    "greaterThan",
+    "lessThan",
+    "greaterThanOrEqual",
+    "lessThanOrEqual",
+]
 SheetRef = Annotated[str | int, Field(description="Sheet name (or 0-based index).")]
 RangeRef = Annotated[
     str,
@@ -137,19 +148,7 @@ class AddDataValidation(_Op):
     sheet: SheetRef
     range: RangeRef
     validation_type: Literal["list", "whole", "decimal", "date", "time", "text_length", "custom"]
-    operator: (
-        Literal[
-            "between",
-            "notBetween",
-            "equal",
-            "notEqual",
-            "greaterThan",
-            "lessThan",
-            "greaterThanOrEqual",
-            "lessThanOrEqual",
-        ]
-        | None
-    ) = None
+    operator: ComparisonOperator | None = None
     values: list[str] | None = Field(None, description="Allowed values for validation_type='list'.")
     formula1: str | None = None
     formula2: str | None = None
@@ -163,19 +162,7 @@ class AddConditionalFormatting(_Op):
     sheet: SheetRef
     range: RangeRef
     rule_type: Literal["cell_is", "formula", "color_scale", "data_bar"]
-    operator: (
-        Literal[
-            "between",
-            "notBetween",
-            "equal",
-            "notEqual",
-            "greaterThan",
-            "lessThan",
-            "greaterThanOrEqual",
-            "lessThanOrEqual",
-        ]
-        | None
-    ) = None
+    operator: ComparisonOperator | None = None
     values: list[str | int | float] | None = Field(
         None, description="Operands for cell_is; [formula] for formula."
     )
