@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -165,13 +166,36 @@ def apply_formatting(
     return {"file_path": virtual, "identifier": target.identifier, "applied": applied}
 
 
-def _check_action(action: str | None, nothing_given: bool, needed: str) -> None:
+def _page_setup(
+    files: DocumentFiles,
+    file_path: object,
+    action: str | None,
+    section_index: int | None,
+    change: Callable[[Any], None] | None,
+    needed: str,
+) -> dict[str, Any]:
+    """Read the page setup of the chosen sections, or first ``change`` each of them (not
+    with action=read or without a change, which action=set refuses, naming ``needed``)."""
+    from mcp_servers.documents.layout import page_setup, select_sections
+
     if action not in (None, "read", "set"):
         raise ToolError(
             "invalid_argument", f"action: expected 'read' or 'set', got {action!r}", argument="action"
         )
-    if action == "set" and nothing_given:
+    if action == "set" and change is None:
         raise ToolError("invalid_argument", f"action=set needs {needed}", argument="action")
+    if action == "read" or change is None:
+        document, virtual = files.open(file_path)
+        return {
+            "file_path": virtual,
+            "sections": [page_setup(i, s) for i, s in select_sections(document, section_index)],
+        }
+    with files.edit(file_path) as (document, virtual):
+        chosen = select_sections(document, section_index)
+        for _index, section in chosen:
+            change(section)
+        result = [page_setup(i, s) for i, s in chosen]
+    return {"file_path": virtual, "sections": result}
 
 
 @SERVER.tool(action="margins")
@@ -188,24 +212,11 @@ def page_margins(
     right: Inches = None,
 ) -> dict[str, Any]:
     """Read page margins (no margin given) or set them, in inches, for one or all sections."""
-    from mcp_servers.documents.layout import page_setup, select_sections, set_margins
+    from mcp_servers.documents.layout import set_margins
 
     margins = {"top": top, "bottom": bottom, "left": left, "right": right}
-    _check_action(
-        action, all(value is None for value in margins.values()), "a margin (top, bottom, left, right)"
-    )
-    if action == "read" or all(value is None for value in margins.values()):
-        document, virtual = files.open(file_path)
-        return {
-            "file_path": virtual,
-            "sections": [page_setup(i, s) for i, s in select_sections(document, section_index)],
-        }
-    with files.edit(file_path) as (document, virtual):
-        chosen = select_sections(document, section_index)
-        for _index, section in chosen:
-            set_margins(section, margins)
-        result = [page_setup(i, s) for i, s in chosen]
-    return {"file_path": virtual, "sections": result}
+    change = None if all(value is None for value in margins.values()) else lambda s: set_margins(s, margins)
+    return _page_setup(files, file_path, action, section_index, change, "a margin (top, bottom, left, right)")
 
 
 @SERVER.tool(action="orientation")
@@ -219,18 +230,7 @@ def page_orientation(
     section_index: Annotated[int | None, Field(ge=0, description="one section (default: all)")] = None,
 ) -> dict[str, Any]:
     """Read or set page orientation for one or all sections (width and height are swapped)."""
-    from mcp_servers.documents.layout import apply_orientation, page_setup, select_sections
+    from mcp_servers.documents.layout import apply_orientation
 
-    _check_action(action, orientation is None, "orientation")
-    if action == "read" or orientation is None:
-        document, virtual = files.open(file_path)
-        return {
-            "file_path": virtual,
-            "sections": [page_setup(i, s) for i, s in select_sections(document, section_index)],
-        }
-    with files.edit(file_path) as (document, virtual):
-        chosen = select_sections(document, section_index)
-        for _index, section in chosen:
-            apply_orientation(section, orientation)
-        result = [page_setup(i, s) for i, s in chosen]
-    return {"file_path": virtual, "sections": result}
+    change = None if orientation is None else lambda s: apply_orientation(s, orientation)
+    return _page_setup(files, file_path, action, section_index, change, "orientation")
