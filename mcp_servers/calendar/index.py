@@ -22,6 +22,7 @@ from icalendar import Event, Timezone
 from icalendar.timezone import tzp
 
 from mcp_servers._core.paths import PathResolver
+from mcp_servers._core.problems import ProblemLog
 from mcp_servers._core.store import FileCache, FileStamp
 from mcp_servers.calendar.blocks import IcsSyntaxError, split_blocks
 from mcp_servers.calendar.events import event_view, start_end
@@ -186,7 +187,7 @@ class CalendarIndex:
         self.files = FileCache(lambda path: load_file(path, root=self.root, default_tz=self.default_tz))
         self._lock = threading.Lock()
         self._merged: tuple[tuple[Any, ...], Snapshot] | None = None
-        self._reported: set[str] = set()
+        self._problems = ProblemLog(logger)
 
     def paths(self) -> list[Path]:
         """Every .ics file under the root, sorted; links leading out of the app data are skipped."""
@@ -251,8 +252,4 @@ class CalendarIndex:
 
     def report(self, problem: str) -> None:
         """Log a data problem once per server (it is also returned with listings)."""
-        with self._lock:
-            if problem in self._reported:
-                return
-            self._reported.add(problem)
-        logger.warning("%s", problem)
+        self._problems.report(problem)

@@ -16,13 +16,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from mcp_servers._core.paths import PathResolver
+from mcp_servers._core.problems import ProblemLog
 from mcp_servers._core.store import FileCache
 from mcp_servers.chat.timestamps import parse_takeout_date
 
@@ -166,8 +166,7 @@ class ChatIndex:
         self._containment = PathResolver(apps_data_root)
         self.messages: FileCache[GroupMessages] = FileCache(self._load_messages, max_entries=4096)
         self.objects: FileCache[dict[str, Any] | str] = FileCache(load_json_object, max_entries=8192)
-        self._reported: set[str] = set()
-        self._lock = threading.Lock()
+        self._problems = ProblemLog(logger)
 
     def _load_messages(self, path: Path) -> GroupMessages:
         return load_messages(path, path.relative_to(self.root).as_posix())
@@ -236,8 +235,4 @@ class ChatIndex:
 
     def report(self, problem: str) -> None:
         """Log a data problem once per server."""
-        with self._lock:
-            if problem in self._reported:
-                return
-            self._reported.add(problem)
-        logger.warning("%s", problem)
+        self._problems.report(problem)
