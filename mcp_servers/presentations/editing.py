@@ -135,24 +135,16 @@ def apply_operation(deck: Any, operation: SlideOperation, number: int) -> dict[s
         return {"type": kind, "replacements": count}
     _require(operation, number, "slide_index")
     slide = get_slide(deck, operation.slide_index)
-    if kind == "update_title":
-        _require(operation, number, "title")
-        shape = title_shape(slide)
+    if kind in ("update_title", "update_subtitle"):
+        field = "title" if kind == "update_title" else "subtitle"
+        _require(operation, number, field)
+        shape = title_shape(slide) if field == "title" else subtitle_shape(slide)
         if shape is None:
             raise ToolError(
                 "invalid_argument",
-                f"operations[{number}]: slide {operation.slide_index} has no title placeholder",
+                f"operations[{number}]: slide {operation.slide_index} has no {field} placeholder",
             )
-        set_text_keep_format(shape.text_frame, operation.title)
-    elif kind == "update_subtitle":
-        _require(operation, number, "subtitle")
-        shape = subtitle_shape(slide)
-        if shape is None:
-            raise ToolError(
-                "invalid_argument",
-                f"operations[{number}]: slide {operation.slide_index} has no subtitle placeholder",
-            )
-        set_text_keep_format(shape.text_frame, operation.subtitle)
+        set_text_keep_format(shape.text_frame, getattr(operation, field))
     elif kind in ("add_bullets", "replace_bullets"):
         _require(operation, number, "bullets")
         if operation.placeholder:
