@@ -40,13 +40,7 @@ def insert_event(index: CalendarIndex, path: Path, event: Event) -> dict[str, An
             calendar.add_missing_timezones()
             data = calendar.to_ical().decode("utf-8")
         else:
-            source = read_text(path)
-            try:
-                layout = split_blocks(source)
-            except IcsSyntaxError as exc:
-                raise ToolError(
-                    "bad_data", f"calendar file {path.name} is unreadable ({exc}); not changing it"
-                ) from None
+            source, layout = _read_layout(path, path.name)
             extra, _ = _zone_blocks(event, _file_zones(source, layout))
             addition = with_newline(extra + event.to_ical().decode("utf-8"), layout.newline)
             data = source[: layout.insert_at] + addition + source[layout.insert_at :]
@@ -60,6 +54,17 @@ def insert_event(index: CalendarIndex, path: Path, event: Event) -> dict[str, An
         else:
             index.files.invalidate(path)
         return record.view
+
+
+def _read_layout(path: Path, shown: str) -> tuple[str, IcsLayout]:
+    """The text of the calendar file ``path`` and its blocks; ToolError ``bad_data`` (naming
+    it as ``shown``) when it cannot be split, so an unreadable file is never rewritten."""
+    source = read_text(path)
+    try:
+        layout = split_blocks(source)
+    except IcsSyntaxError as exc:
+        raise ToolError("bad_data", f"calendar file {shown} is unreadable ({exc}); not changing it") from None
+    return source, layout
 
 
 def _file_zones(source: str, layout: IcsLayout) -> set[str]:
@@ -101,13 +106,7 @@ def rewrite_event(
                 f"event_id: the file of event {event_id[:100]!r} is gone",
                 argument="event_id",
             )
-        source = read_text(path)
-        try:
-            layout = split_blocks(source)
-        except IcsSyntaxError as exc:
-            raise ToolError(
-                "bad_data", f"calendar file {rel} is unreadable ({exc}); not changing it"
-            ) from None
+        source, layout = _read_layout(path, rel)
         have = _file_zones(source, layout)
         extra = ""  # VTIMEZONEs the changed event now needs, added before END:VCALENDAR
         pieces: list[str] = []
