@@ -111,6 +111,7 @@ class SafeExtractor:
         # Per source: compressed bytes read so far (callable) and bytes written at its start.
         self._compressed: Callable[[], int] = lambda: 0
         self._source_start = 0
+        self._directories: set[tuple[Path, str]] = set()
 
     # -- per-source bookkeeping -------------------------------------------------------------
 
@@ -154,8 +155,11 @@ class SafeExtractor:
 
     def _make_parents(self, name: str, root: Path, relative: str) -> None:
         """Create the parent directories of ``relative`` without ever passing through a symlink."""
+        parent = relative.rpartition("/")[0]
+        if not parent or (root, parent) in self._directories:
+            return
         current = root
-        for part in relative.split("/")[:-1]:
+        for part in parent.split("/"):
             current = current / part
             try:
                 info = os.lstat(current)
@@ -166,6 +170,9 @@ class SafeExtractor:
                 raise UnsafeArchive(name, f"path goes through the symlink {part!r}")
             if not stat.S_ISDIR(info.st_mode):
                 raise UnsafeArchive(name, f"parent {part!r} is not a directory")
+        # Staging is written by this extractor alone, and a directory here can never be
+        # replaced (``_clear`` refuses), so a checked parent stays safe: skip the lstats next time.
+        self._directories.add((root, parent))
 
     @staticmethod
     def _clear(name: str, path: Path) -> None:
