@@ -50,6 +50,8 @@ class ProgressView:
         if self._live is not None:
             self._live.update(self._render())
             self._live.__exit__(None, None, None)
+            if not self._live.console.is_terminal:
+                print(file=self.out, flush=True)  # end the status line before what follows
 
     def event(self, kind: str, lease: Lease, result: TrialResult | None) -> None:
         if kind == "started":

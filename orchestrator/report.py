@@ -141,14 +141,19 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         "## Leaderboard",
         "",
-        f"| # | Agent | Model | Pass@1 [95% CI] | Pass@{k} | Pass^{k} | Mean score | Checks pass | Graded / trials | Excluded | Cost |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    # With one run per task, Pass@k and Pass^k equal Pass@1: no columns for them then.
+    at_k = f" Pass@{k} | Pass^{k} |" if k > 1 else ""
+    lines += [
+        f"| # | Agent | Model | Pass@1 [95% CI] |{at_k} Mean score | Checks pass | Graded / trials | Excluded | Cost |",
+        "|---|---|---|---|" + ("---|---|" if k > 1 else "") + "---|---|---|---|---|",
     ]
     for rank, row in enumerate(leaderboard_rows(report), 1):
         excluded = ", ".join(f"{n} {why}" for why, n in row["excluded"].items()) or "none"
         lines.append(
-            f"| {rank} | {row['agent']} | `{row['model']}` | {_ci(row['pass_at_1'])} | {_ci(row['pass_at_k'])} | "
-            f"{_ci(row['pass_hat_k'])} | {_ci(row['mean_score'])} | {_ci(row['checks_pass'])} | "
+            f"| {rank} | {row['agent']} | `{row['model']}` | {_ci(row['pass_at_1'])} | "
+            + (f"{_ci(row['pass_at_k'])} | {_ci(row['pass_hat_k'])} | " if k > 1 else "")
+            + f"{_ci(row['mean_score'])} | {_ci(row['checks_pass'])} | "
             f"{row['graded']} / {row['trials']} | "
             f"{excluded} | ${row['cost_usd']:.4f} |"
         )
