@@ -156,15 +156,20 @@ def chart_data(
     return data
 
 
-def add_chart(
-    slide: Any, data: Any, chart_type: str, title: str | None, box: tuple[Any, Any, Any, Any], legend: bool
-) -> Any:
+def check_chart_type(chart_type: str) -> None:
+    """Refuse a chart type that is not one of CHART_TYPES (ToolError ``invalid_argument``)."""
     if chart_type not in CHART_TYPES:
         raise ToolError(
             "invalid_argument",
             f"chart_type: expected one of {', '.join(CHART_TYPES)}, got {chart_type!r}",
             argument="chart_type",
         )
+
+
+def add_chart(
+    slide: Any, data: Any, chart_type: str, title: str | None, box: tuple[Any, Any, Any, Any], legend: bool
+) -> Any:
+    check_chart_type(chart_type)
     frame = slide.shapes.add_chart(_chart_enum(chart_type), *box, data)
     chart = frame.chart
     if title:

@@ -187,14 +187,9 @@ def insert_chart(
     Formula cells give their cached values. The chart embeds its data, so it stays
     editable in PowerPoint. x, y, width, height (inches) override position.
     """
-    from mcp_servers.presentations.charts import CHART_TYPES, add_chart, chart_data, read_range
+    from mcp_servers.presentations.charts import add_chart, chart_data, check_chart_type, read_range
 
-    if chart_type not in CHART_TYPES:
-        raise ToolError(
-            "invalid_argument",
-            f"chart_type: expected one of {', '.join(CHART_TYPES)}, got {chart_type!r}",
-            argument="chart_type",
-        )
+    check_chart_type(chart_type)
     if position not in ("body", "left", "right"):
         raise ToolError(
             "invalid_argument",
