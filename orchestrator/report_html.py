@@ -41,9 +41,11 @@ def _k_plot(report: dict[str, Any]) -> str:
         ks = [int(k) for k in metrics["pass_at_k"]]
         left.plot(ks, [100 * metrics["pass_at_k"][str(k)]["value"] for k in ks], marker="o", label=agent)
         right.plot(ks, [100 * metrics["pass_hat_k"][str(k)]["value"] for k in ks], marker="o", label=agent)
+    ks = list(range(1, int(report["runs_per_task"]) + 1))
     for axis, title in ((left, "Pass@k"), (right, "Pass^k")):
         axis.set_title(title)
         axis.set_xlabel("k")
+        axis.set_xticks(ks)
         axis.set_ylabel("%")
         axis.set_ylim(0, 100)
     if report["metrics"]["overall"]:
@@ -60,9 +62,16 @@ def _usage_plot(report: dict[str, Any]) -> str:
         (axes[2], "mean_tool_calls", "mean tool calls"),
     ):
         axis.bar(agents, [report["agents"][agent][key] for agent in agents], color="#7a9e5b")
+        axis.set_ylim(bottom=0)
         axis.set_title(title)
         axis.tick_params(axis="x", labelrotation=30)
     return _svg(figure)
+
+
+def _inline(text: str) -> str:
+    """Escaped text with Markdown `code` spans as <code>."""
+    parts = html.escape(text).split("`")
+    return "".join(f"<code>{part}</code>" if index % 2 else part for index, part in enumerate(parts))
 
 
 def _markdown_tables_to_html(markdown: str) -> str:
@@ -81,7 +90,7 @@ def _markdown_tables_to_html(markdown: str) -> str:
 
     for line in markdown.splitlines():
         if line.startswith("|"):
-            cells = [html.escape(cell.strip()) for cell in line.strip().strip("|").split("|")]
+            cells = [_inline(cell.strip()) for cell in line.strip().strip("|").split("|")]
             if not all(set(cell) <= {"-"} for cell in cells):
                 table.append(cells)
             continue
@@ -91,9 +100,9 @@ def _markdown_tables_to_html(markdown: str) -> str:
         elif line.startswith("# "):
             out.append(f"<h1>{html.escape(line[2:])}</h1>")
         elif line.startswith("- "):
-            out.append(f"<p class='note'>• {html.escape(line[2:])}</p>")
+            out.append(f"<p class='note'>• {_inline(line[2:])}</p>")
         elif line.strip():
-            out.append(f"<p>{html.escape(line)}</p>")
+            out.append(f"<p>{_inline(line)}</p>")
     flush_table()
     return "\n".join(out)
 
@@ -113,8 +122,11 @@ def render_html(report: dict[str, Any], markdown: str) -> str:
         ("Cost, steps and tool calls", _usage_plot(report)),
     ]
     figures = "\n".join(f"<figure><figcaption>{html.escape(title)}</figcaption>{svg}</figure>" for title, svg in plots)
+    # Title and summary line first, then the plots, then the tables.
+    head, _, tables = markdown.partition("## Leaderboard")
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>{html.escape(report['experiment'])} — atoll report</title><style>{_STYLE}</style></head><body>"
-        f"{figures}\n{_markdown_tables_to_html(markdown)}</body></html>\n"
+        f"{_markdown_tables_to_html(head)}\n{figures}\n{_markdown_tables_to_html('## Leaderboard' + tables)}"
+        "</body></html>\n"
     )
