@@ -113,6 +113,7 @@ def _cases(outside: Path) -> dict[str, tuple[bytes, str, int]]:
         "zip dot-dot": (_zip([("../../outside/pwned.txt", b"x", None)]), "../../outside/pwned.txt", 400),
         "zip absolute path": (_zip([(f"{outside}/pwned.txt", b"x", None)]), f"{outside}/pwned.txt", 400),
         "zip symlink out": (_zip([("escape", str(outside).encode(), stat.S_IFLNK | 0o777)]), "escape", 400),
+        "zip symlink bomb": (_zip([("link", bytes(50 * 1024**2), stat.S_IFLNK | 0o777)]), "link", 400),
     }
 
 
