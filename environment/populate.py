@@ -176,9 +176,15 @@ class _Staging:
             top, _, rest = name.partition("/")
             if top not in (FILESYSTEM, APPS_DATA):
                 return None  # e.g. __MACOSX/ or a README beside the two trees
-            return (self.dir_for(top), rest) if rest else None
-        relative = f"{subsystem.nested}/{name}" if subsystem.nested else name
-        return self.dir_for(subsystem.top), relative
+            if not rest:
+                return None
+            routed = (self.dir_for(top), rest)
+        else:
+            routed = (self.dir_for(subsystem.top), f"{subsystem.nested}/{name}" if subsystem.nested else name)
+        if routed[1].startswith(STAGING_PREFIX):
+            # Reserved: snapshots skip these names, so a world must not be able to hide files there.
+            raise UnsafeArchive(name, f"names starting with {STAGING_PREFIX!r} are reserved")
+        return routed
 
     def commit(self, replace: list[Subsystem]) -> None:
         for subsystem in replace:

@@ -110,6 +110,11 @@ def _cases(outside: Path) -> dict[str, tuple[bytes, str, int]]:
         "decompression bomb": (tar_gz([("zeros.bin", bytes(1900 * 1024))]), "zeros.bin", 413),
         "too many bytes": (tar_gz([("big.bin", os.urandom(3 * 1024**2))]), "big.bin", 413),
         "too many members": (tar_gz([(f"f{i:03}.txt", b"x") for i in range(60)]), "f050.txt", 413),
+        "reserved staging name": (
+            tar_gz([(".atoll-staging-x/hidden.txt", b"x")]),
+            ".atoll-staging-x/hidden.txt",
+            400,
+        ),
         "zip dot-dot": (_zip([("../../outside/pwned.txt", b"x", None)]), "../../outside/pwned.txt", 400),
         "zip absolute path": (_zip([(f"{outside}/pwned.txt", b"x", None)]), f"{outside}/pwned.txt", 400),
         "zip symlink out": (_zip([("escape", str(outside).encode(), stat.S_IFLNK | 0o777)]), "escape", 400),
