@@ -182,7 +182,7 @@ class _Staging:
         else:
             routed = (self.dir_for(subsystem.top), f"{subsystem.nested}/{name}" if subsystem.nested else name)
         if routed[1].startswith(STAGING_PREFIX):
-            # Reserved: snapshots skip these names, so a world must not be able to hide files there.
+            # Reserved for staging: a member must not collide with (or pose as) a staging directory.
             raise UnsafeArchive(name, f"names starting with {STAGING_PREFIX!r} are reserved")
         return routed
 

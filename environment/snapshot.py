@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from environment.populate import APPS_DATA, FILESYSTEM, STAGING_PREFIX, WorldRoots
+from environment.populate import APPS_DATA, FILESYSTEM, WorldRoots
 
 #: 2000-01-01T00:00:00Z — every member's mtime (a fixed date rather than 0, which some tools
 #: show as "unknown" or treat as an error).
@@ -63,8 +63,6 @@ def _walk(root: Path, prefix: str) -> tuple[list[_Entry], int]:
         except FileNotFoundError:
             continue
         for entry in listing:
-            if directory == str(root) and entry.name.startswith(STAGING_PREFIX):
-                continue
             member = f"{member_dir}/{entry.name}"
             info = entry.stat(follow_symlinks=False)
             if stat.S_ISLNK(info.st_mode):
