@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -25,6 +26,7 @@ from environment.gateway import (
 from environment.logs import configure_logging
 from environment.mcp_front import BearerTokenGuard, bearer_matches, create_front_server
 from environment.metrics import EnvironmentMetrics
+from environment.populate import STAGING_PREFIX
 from environment.preload import app_servers_preloaded, preload_app_servers
 from environment.settings import EnvironmentSettings
 
@@ -69,6 +71,8 @@ def create_app(
     configure_logging(settings.log_level, json_logs=settings.json_logs)
     for root in (settings.fs_root, settings.apps_data_root):
         root.mkdir(parents=True, exist_ok=True)
+        for leftover in root.glob(f"{STAGING_PREFIX}*"):  # from a populate cut short by a crash
+            shutil.rmtree(leftover, ignore_errors=True)
     metrics = EnvironmentMetrics()
     manager = GatewayManager(
         fs_root=settings.fs_root.resolve(),

@@ -329,3 +329,12 @@ def test_populate_from_an_http_url(client, settings, tmp_path):
     assert reply.status_code == 200, reply.text
     assert (settings.apps_data_root / "calendar" / "user@example.com.ics").exists()
     assert missing.status_code == 400 and "nope.tar.gz" in missing.json()["detail"]["error"]
+
+
+def test_staging_left_by_a_crash_is_removed_at_start(settings):
+    leftover = settings.fs_root / ".atoll-staging-deadbeef" / "half.txt"
+    leftover.parent.mkdir(parents=True)
+    leftover.write_text("half a populate")
+    (settings.fs_root / "kept.txt").write_text("world file")
+    with EnvironmentServer(settings, server_factory=make_test_server):
+        assert sorted(os.listdir(settings.fs_root)) == ["kept.txt"]
