@@ -151,7 +151,7 @@ class KubernetesExecutor:
         self.namespace = self.settings.resolved_namespace()
         self.template = load_template(self.settings.job_template)
         self.tasks = {task.task_id: task for task in benchmark.tasks}
-        self.seeds = SeedCache(Path(spec.output_dir) / ".cache" / "seeds")
+        self.seeds = SeedCache(Path(spec.output_dir).resolve() / ".cache" / "seeds")
         self.artifacts = ArtifactStore(spec.artifacts)
         self.cluster = cluster or KubernetesCluster(self.settings)
         self.options = JobOptions(

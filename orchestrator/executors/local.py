@@ -167,7 +167,7 @@ class LocalExecutor:
         self.spec = spec
         self.services = services or ServiceSettings()
         self.tasks: dict[str, Task] = {task.task_id: task for task in benchmark.tasks}
-        output = Path(spec.output_dir)
+        output = Path(spec.output_dir).resolve()  # seeds are handed to environments as file:// URLs
         self.seeds = SeedCache(output / ".cache" / "seeds")
         remote = self.services.environments()
         if remote:

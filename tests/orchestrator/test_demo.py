@@ -57,3 +57,22 @@ def test_demo_adds_a_react_agent_and_judge_when_a_model_is_configured(tmp_path):
     offline = demo_experiment(tmp_path, environ={})
     assert [a.name for a in offline.agents] == ["oracle"] and offline.judge.model is None
     assert configured_model({"OPENAI_API_KEY": "sk"}) == "openai/gpt-4o-mini"
+
+
+@pytest.mark.slow
+def test_the_sample_experiment_file_runs_as_documented(tmp_path):
+    """README: `atoll bench sample atoll-out/sample-benchmark` then `atoll run examples/sample-experiment.yaml`,
+    with the relative paths of the file resolved against the working directory."""
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "sample-experiment.yaml"
+    env = {**_clean_environment(), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    sample = subprocess.run([sys.executable, "-m", "atoll.cli", "bench", "sample", "atoll-out/sample-benchmark"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert sample.returncode == 0, sample.stderr
+    run = subprocess.run([sys.executable, "-m", "atoll.cli", "run", str(example), "--quiet"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=900, env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "sample: 16 of 16 trials done" in run.stdout
+    assert (tmp_path / "atoll-out" / "sample" / "report.md").exists()
+    assert any((tmp_path / "atoll-out" / "artifacts" / "sample").iterdir())
