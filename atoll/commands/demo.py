@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import typer
@@ -35,7 +36,8 @@ def demo(
     typer.echo(f"grading: programmatic checks{' + LLM judge ' + spec.judge.model if spec.judge.model else ' only'}")
     outcome = asyncio.run(run_experiment(spec, quiet=quiet))
     print_leaderboard(outcome.report_paths["md"])
-    ungradeable = sum(r.outcome.value == "ungradeable" for _s, r, _st, _a in _results(spec))
+    report = json.loads(outcome.report_paths["json"].read_text(encoding="utf-8"))
+    ungradeable = sum(agent["outcomes"].get("ungradeable", 0) for agent in report["agents"].values())
     if ungradeable and not spec.judge.model:
         typer.echo(
             f"{ungradeable} trials are ungradeable, not failed: their rubrics include criteria only an LLM judge "
@@ -44,12 +46,3 @@ def demo(
         )
     typer.echo(f"report: {outcome.report_paths['html']} (also report.md, report.json)")
 
-
-def _results(spec):
-    from orchestrator.store import TrialStore
-
-    store = TrialStore(spec.store)
-    try:
-        return [row for row in store.results(spec.name) if row[1] is not None]
-    finally:
-        store.dispose()
