@@ -24,6 +24,7 @@ import random
 import resource
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -293,6 +294,26 @@ def _best(
     return min(walls), min(cpus)
 
 
+def _paired_ratio(
+    runs: int, baseline: Callable[[], None], ours: Callable[[], None], before: Callable[[], None]
+) -> float:
+    """Median over ``runs`` interleaved (baseline, ours) pairs of baseline time / our time.
+
+    This machine's disk speed drifts 2-3x within minutes with other jobs' I/O; timing the two
+    back to back, pair after pair, cancels that drift instead of comparing a fast minute of
+    one with a slow minute of the other."""
+    ratios = []
+    for _ in range(runs):
+        times = []
+        for action in (baseline, ours):
+            before()
+            started = time.perf_counter()
+            action()
+            times.append(time.perf_counter() - started)
+        ratios.append(times[0] / times[1])
+    return statistics.median(ratios)
+
+
 def bench_transfer(size_mb: int, runs: int) -> None:
     from environment.archive import ArchiveLimits
     from environment.populate import PopulateSource, Subsystem, WorldRoots, populate
@@ -329,19 +350,21 @@ def bench_transfer(size_mb: int, runs: int) -> None:
             with (tmp_path / "snap.tar.gz").open("wb") as sink:
                 write_snapshot(WorldRoots(source / "filesystem", source / ".apps_data"), sink)
 
-        tar_x = _best(
-            runs, lambda: subprocess.run(["tar", "xzf", str(archive), "-C", str(out)], check=True), clean
-        )
-        our_x = _best(runs, ours_populate, clean)
-        tar_c = _best(
-            runs,
-            lambda: subprocess.run(
+        def untar() -> None:
+            subprocess.run(["tar", "xzf", str(archive), "-C", str(out)], check=True)
+
+        def mktar() -> None:
+            subprocess.run(
                 ["tar", "czf", str(tmp_path / "t.tar.gz"), "-C", str(source), "filesystem", ".apps_data"],
                 check=True,
-            ),
-            os.sync,
-        )
+            )
+
+        tar_x = _best(runs, untar, clean)
+        our_x = _best(runs, ours_populate, clean)
+        tar_c = _best(runs, mktar, os.sync)
         our_c = _best(runs, ours_snapshot, os.sync)
+        paired_x = _paired_ratio(max(runs, 5), untar, ours_populate, clean)
+        paired_c = _paired_ratio(max(runs, 5), mktar, ours_snapshot, os.sync)
 
         # End to end over HTTP (upload + extract; snapshot build + download).
         world = tmp_path / "http-world"
@@ -394,8 +417,10 @@ def bench_transfer(size_mb: int, runs: int) -> None:
     print(f"  snapshot  tar czf {mb / tar_c[0]:7.1f} MB/s | " + " | ".join(
         [row("ours", tar_c, our_c), row("HTTP", tar_c, http_c)]
     ))  # fmt: skip
-    ok = min(tar_x[0] / our_x[0], tar_c[0] / our_c[0]) >= 0.8
-    print(f"  target: populate and snapshot >= 0.8x tar (wall) -> {'met' if ok else 'NOT met'}")
+    print(f"  interleaved pairs (median of tar time / our time, same minute): populate {paired_x:.2f}x, "
+          f"snapshot {paired_c:.2f}x")
+    ok = min(paired_x, paired_c) >= 0.8
+    print(f"  target: populate and snapshot >= 0.8x tar (wall, interleaved pairs) -> {'met' if ok else 'NOT met'}")
 
 
 def main() -> None:
