@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import os
-import shutil
 import subprocess
 import zipfile
 from collections import Counter
@@ -143,9 +142,6 @@ def test_pdfs_are_multi_page_with_one_image_only_page(worlds, world_id, path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    shutil.which("tesseract") is None, reason="tesseract is a system dependency of the pdfs server"
-)
 def test_scanned_page_is_readable_by_ocr(worlds, tmp_path):
     path = fs(worlds[DEAL], "/Data Room/04 Litigation/04.3 Alder Fabrication demand letter (scan).pdf")
     with pymupdf.open(path) as document:
