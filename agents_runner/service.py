@@ -15,18 +15,17 @@ When ``ATOLL_AGENT_TOKEN`` is set, every endpoint but ``/health`` requires
 
 from __future__ import annotations
 
-import hmac
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import Depends, FastAPI
 from fastapi.responses import JSONResponse
 
 from agents_runner.config import AgentConfig
 from agents_runner.manager import RunManager, RunRequest
 from agents_runner.registry import agents
 from agents_runner.settings import AgentRunnerSettings
-from atoll.errors import AtollError
+from atoll.http import add_error_handler, bearer_guard
 
 _STATUS_OF_CODE = {"unknown_run": 404, "run_running": 409}
 
@@ -46,17 +45,8 @@ def create_app(settings: AgentRunnerSettings | None = None, *, token: str | None
     app = FastAPI(title="atoll agents runner", lifespan=lifespan)
     app.state.manager = manager
 
-    def authorize(request: Request) -> None:
-        if token is None:
-            return
-        given = request.headers.get("authorization", "")
-        if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
-            raise HTTPException(status_code=401, detail="missing or wrong bearer token")
-
-    @app.exception_handler(AtollError)
-    async def _atoll_error(_request: Request, exc: AtollError) -> JSONResponse:
-        status = _STATUS_OF_CODE.get(exc.code, 400)
-        return JSONResponse(status_code=status, content={"error": {"code": exc.code, "message": exc.message}})
+    authorize = bearer_guard(token)
+    add_error_handler(app, _STATUS_OF_CODE)
 
     @app.get("/health")
     async def health() -> dict[str, str]:

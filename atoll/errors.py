@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class AtollError(Exception):
     """A failure caused by input or environment, reported to people as one line.
@@ -17,3 +19,10 @@ class AtollError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+
+def describe_validation(errors: Any) -> str:
+    """A pydantic ValidationError as one line: ``field.path: message; …``."""
+    return "; ".join(
+        f"{'.'.join(str(part) for part in error['loc']) or '(top)'}: {error['msg']}" for error in errors.errors()
+    )

@@ -8,7 +8,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, describe_validation
 
 
 class _Spec(BaseModel):
@@ -96,17 +96,22 @@ def load_experiment(path: str | Path) -> ExperimentSpec:
     """
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise AtollError("bad_experiment", f"{path}: no such file") from None
+    return parse_experiment(text, source=str(path))
+
+
+def parse_experiment(text: str, *, source: str = "request body") -> ExperimentSpec:
+    """An experiment from YAML (or JSON) text; AtollError(code="bad_experiment") naming
+    ``source`` and each invalid field."""
+    try:
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise AtollError("bad_experiment", f"{path}: not valid YAML: {exc}") from None
+        raise AtollError("bad_experiment", f"{source}: not valid YAML: {exc}") from None
     if not isinstance(raw, dict):
-        raise AtollError("bad_experiment", f"{path}: expected a mapping at the top level")
+        raise AtollError("bad_experiment", f"{source}: expected a mapping at the top level")
     try:
         return ExperimentSpec.model_validate(raw)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}" for err in exc.errors()
-        )
-        raise AtollError("bad_experiment", f"{path}: {problems}") from None
+        raise AtollError("bad_experiment", f"{source}: {describe_validation(exc)}") from None

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from atoll.benchmark import Benchmark, Task, World
-from atoll.errors import AtollError
+from atoll.errors import AtollError, describe_validation
 
 TASKS_FILE = "tasks_and_rubrics.json"
 WORLDS_FILE = "world_descriptions.json"
@@ -78,12 +78,6 @@ def _read_json_array(path: Path) -> list[Any]:
     return value
 
 
-def _describe(errors: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(str(p) for p in err['loc']) or '(record)'}: {err['msg']}" for err in errors.errors()
-    )
-
-
 def _parse_records(path: Path, records: list[Any], model: type, id_field: str) -> list[Any]:
     parsed = []
     seen: dict[str, int] = {}
@@ -94,7 +88,7 @@ def _parse_records(path: Path, records: list[Any], model: type, id_field: str) -
         try:
             item = model.model_validate(record)
         except ValidationError as exc:
-            raise _fail(f"{path}: {label}: {_describe(exc)}") from None
+            raise _fail(f"{path}: {label}: {describe_validation(exc)}") from None
         key = getattr(item, id_field)
         if key in seen:
             raise _fail(f"{path}: duplicate {id_field} {key!r} (records {seen[key]} and {index})")

@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from atoll.errors import AtollError
+from atoll.http import bearer_matches
 from environment.config import AppsConfig
 from environment.data_routes import router as data_router
 from environment.gateway import (
@@ -24,7 +25,7 @@ from environment.gateway import (
     ToolNameCollision,
 )
 from environment.logs import configure_logging
-from environment.mcp_front import BearerTokenGuard, bearer_matches, create_front_server
+from environment.mcp_front import BearerTokenGuard, create_front_server
 from environment.metrics import EnvironmentMetrics
 from environment.populate import STAGING_PREFIX
 from environment.preload import app_servers_preloaded, preload_app_servers

@@ -6,7 +6,6 @@ changes the tools without dropping client sessions (clients may still re-initial
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,6 +14,7 @@ from fastmcp.server.providers import Provider
 from fastmcp.tools import Tool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from atoll.http import bearer_matches
 from environment.gateway import GatewayManager
 
 
@@ -33,13 +33,6 @@ class _LiveGatewayProvider(Provider):
 def create_front_server(manager: GatewayManager) -> FastMCP:
     """The hub server: no tools of its own, every tool from the live gateway."""
     return FastMCP("atoll-environment", providers=[_LiveGatewayProvider(manager)])
-
-
-def bearer_matches(header: str | None, token: str) -> bool:
-    """True when an ``Authorization`` header value carries exactly ``Bearer <token>``."""
-    if not header or not header.startswith("Bearer "):
-        return False
-    return hmac.compare_digest(header[len("Bearer ") :].strip().encode(), token.encode())
 
 
 class BearerTokenGuard:

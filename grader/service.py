@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from atoll.benchmark import Task
 from atoll.errors import AtollError
+from atoll.http import add_error_handler
 from grader.cache import VerdictCache
 from grader.grading import grade_trial
 from grader.inputs import trajectory_from_data
@@ -67,9 +68,7 @@ def create_app(judge: JudgeConfig | None = None, cache: VerdictCache | None = No
     """The grading service; ``judge`` is the default judge (None = programmatic checks only)."""
     app = FastAPI(title="atoll grader", version="1")
 
-    @app.exception_handler(AtollError)
-    async def _user_error(_request, exc: AtollError) -> JSONResponse:
-        return JSONResponse({"error": {"code": exc.code, "message": exc.message}}, status_code=400)
+    add_error_handler(app)
 
     @app.get("/health")
     async def health() -> dict[str, str]:

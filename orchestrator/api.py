@@ -16,18 +16,17 @@ With ``ATOLL_API_TOKEN`` set, every route but ``/health`` needs ``Authorization:
 from __future__ import annotations
 
 import asyncio
-import hmac
 from pathlib import Path
 from typing import Any
 
-import yaml
-from fastapi import Depends, FastAPI, HTTPException, Request
-from fastapi.responses import JSONResponse, Response
-from pydantic import Field, SecretStr, ValidationError
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import Response
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from atoll.errors import AtollError
-from atoll.experiment import ExperimentSpec
+from atoll.experiment import parse_experiment
+from atoll.http import add_error_handler, bearer_guard
 
 _STATUS_OF_CODE = {"unknown_run": 404}
 
@@ -43,23 +42,6 @@ class ApiSettings(BaseSettings):
     api_token: SecretStr | None = Field(None, description="bearer token of the API")
 
 
-def parse_experiment(text: str) -> ExperimentSpec:
-    """An experiment from JSON or YAML text; AtollError(bad_experiment) naming each bad field."""
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise AtollError("bad_experiment", f"request body: not valid JSON or YAML: {exc}") from None
-    if not isinstance(raw, dict):
-        raise AtollError("bad_experiment", "request body: expected an experiment mapping")
-    try:
-        return ExperimentSpec.model_validate(raw)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}" for err in exc.errors()
-        )
-        raise AtollError("bad_experiment", f"request body: {problems}") from None
-
-
 def create_app(settings: ApiSettings | None = None) -> FastAPI:
     """The API over the store named by ``settings.store`` (default: from ``ATOLL_*``)."""
     from orchestrator.store import TrialStore
@@ -71,17 +53,8 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     app.state.store = store
     app.router.add_event_handler("shutdown", store.dispose)
 
-    def authorize(request: Request) -> None:
-        if token is None:
-            return
-        given = request.headers.get("authorization", "")
-        if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
-            raise HTTPException(status_code=401, detail="missing or wrong bearer token")
-
-    @app.exception_handler(AtollError)
-    async def _atoll_error(_request: Request, exc: AtollError) -> JSONResponse:
-        status = _STATUS_OF_CODE.get(exc.code, 400)
-        return JSONResponse(status_code=status, content={"error": {"code": exc.code, "message": exc.message}})
+    authorize = bearer_guard(token)
+    add_error_handler(app, _STATUS_OF_CODE)
 
     def known(name: str) -> dict[str, Any]:
         spec = store.experiment_spec(name)
@@ -137,4 +110,4 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     return app
 
 
-__all__ = ["ApiSettings", "create_app", "parse_experiment"]
+__all__ = ["ApiSettings", "create_app"]

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 
 from atoll.benchmark import Task
-from atoll.errors import AtollError
+from atoll.errors import AtollError, describe_validation
 from atoll.grade import Grade
 from atoll.trajectory import ErrorKind, RunStatus, Trajectory
 from atoll.trial import Outcome, TrialResult, TrialSpec
@@ -141,9 +141,7 @@ def validate_agents(experiment: Any) -> None:
         try:
             load_agent_config(_agent_options(planned_config(agent, experiment)))
         except ValidationError as exc:
-            error = exc.errors()[0]
-            where = ".".join(str(part) for part in error["loc"])
-            raise AtollError("bad_experiment", f"agents.{index}.config: {where}: {error['msg']}") from None
+            raise AtollError("bad_experiment", f"agents.{index}.config: {describe_validation(exc)}") from None
 
 
 async def run_agent_in_process(environment: EnvironmentEndpoint, task: Task, spec: TrialSpec) -> Trajectory:
