@@ -1,5 +1,3 @@
-import json
-import zipfile
 
 import pytest
 
@@ -159,9 +157,3 @@ def test_hf_offline_gives_clear_message(tmp_path, monkeypatch):
     message = _error("hf://example-org/no-such-dataset")
     assert message.startswith("hf://example-org/no-such-dataset: could not download the dataset")
 
-
-def test_world_zip_is_a_real_zip(tmp_path):
-    root = write_benchmark(tmp_path)
-    with zipfile.ZipFile(root / "world_files_zipped" / "world-a.zip") as archive:
-        assert "filesystem/Engagement/letter.txt" in archive.namelist()
-    assert json.loads((root / "tasks_and_rubrics.json").read_text())[0]["task_id"] == "task-1"
