@@ -49,6 +49,27 @@ class ArchiveLimits:
     max_ratio: float = 200.0
     ratio_floor_bytes: int = 32 * 1024**2
 
+    @property
+    def max_archive_file_bytes(self) -> int:
+        """Most bytes an archive *file* (compressed) may have before it is spooled to disk.
+
+        An archive that may unpack to at most ``max_bytes`` is not much bigger than that even
+        when its data does not compress: tar headers and padding, gzip and zip framing, and a
+        multipart envelope add well under 5% + 1 MiB. Anything larger cannot be extracted
+        within the limit, so it is refused before it fills the disk.
+        """
+        return self.max_bytes + self.max_bytes // 20 + 1024**2
+
+
+def copy_capped(source: BinaryIO, target: BinaryIO, limit: int, label: str) -> None:
+    """Copy ``source`` to ``target``; UnsafeArchive (``archive_too_large``) past ``limit`` bytes."""
+    copied = 0
+    while chunk := source.read(_CHUNK):
+        copied += len(chunk)
+        if copied > limit:
+            raise UnsafeArchive("", f"{label} is larger than {limit} bytes", "archive_too_large")
+        target.write(chunk)
+
 
 #: Maps a cleaned member name to (staging root, path inside it), or None to skip the member.
 Router = Callable[[str], "tuple[Path, str] | None"]

@@ -19,6 +19,7 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field, ValidationError
 from starlette.datastructures import UploadFile
+from starlette.types import Message
 
 from atoll.errors import AtollError
 from environment.archive import ArchiveLimits, UnsafeArchive
@@ -66,10 +67,40 @@ def _world_lock(request: Request) -> anyio.Lock:
     return state.world_lock
 
 
+def _capped(request: Request, limit: int) -> Request:
+    """``request`` whose body may not exceed ``limit`` bytes: a multipart upload is spooled to
+    disk before extraction, so an oversized one must be stopped while it arrives."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise UnsafeArchive(
+            "", f"upload of {declared} bytes is larger than {limit} bytes", "archive_too_large"
+        )
+    received = 0
+
+    async def receive() -> Message:
+        nonlocal received
+        message = await request.receive()
+        received += len(message.get("body", b""))
+        if received > limit:
+            raise UnsafeArchive("", f"upload is larger than {limit} bytes", "archive_too_large")
+        return message
+
+    return Request(request.scope, receive)
+
+
+def _limits(settings: EnvironmentSettings) -> ArchiveLimits:
+    return ArchiveLimits(
+        max_bytes=settings.max_archive_bytes,
+        max_members=settings.max_archive_members,
+        max_ratio=settings.max_compression_ratio,
+        ratio_floor_bytes=settings.ratio_check_floor_bytes,
+    )
+
+
 def _http_error(exc: AtollError) -> HTTPException:
     status = 413 if exc.code == "archive_too_large" else 400
     return HTTPException(
-        status, {"error": exc.message, "code": exc.code, "member": getattr(exc, "member", None)}
+        status, {"error": exc.message, "code": exc.code, "member": getattr(exc, "member", None) or None}
     )
 
 
@@ -86,7 +117,9 @@ async def populate_world(
     form = None
     try:
         if content_type.startswith("multipart/form-data"):
-            form = await request.form(max_files=1, max_fields=16)
+            form = await _capped(request, _limits(_settings(request)).max_archive_file_bytes).form(
+                max_files=1, max_fields=16
+            )
             archive = form.get("archive")
             if not isinstance(archive, UploadFile):
                 raise HTTPException(400, "multipart field 'archive' (a tar.gz or zip file) is required")
@@ -195,12 +228,7 @@ async def _run_populate(
 ) -> dict[str, Any]:
     settings = _settings(request)
     metrics = request.app.state.metrics
-    limits = ArchiveLimits(
-        max_bytes=settings.max_archive_bytes,
-        max_members=settings.max_archive_members,
-        max_ratio=settings.max_compression_ratio,
-        ratio_floor_bytes=settings.ratio_check_floor_bytes,
-    )
+    limits = _limits(settings)
     started = time.perf_counter()
     outcome = "error"
     try:

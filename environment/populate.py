@@ -27,6 +27,7 @@ from environment.archive import (
     SafeExtractor,
     UnsafeArchive,
     clean_member_name,
+    copy_capped,
     copy_local_folder,
     extract_tar,
     extract_zip,
@@ -293,7 +294,7 @@ def _read_archive(stream: BinaryIO, label: str, extractor: SafeExtractor) -> Non
         extract_zip(stream, extractor)
         return
     with tempfile.TemporaryFile() as spooled:
-        shutil.copyfileobj(rest, spooled, 1 << 20)
+        copy_capped(rest, spooled, extractor.limits.max_archive_file_bytes, f"zip source {label!r}")
         spooled.seek(0)
         extract_zip(spooled, extractor)
 

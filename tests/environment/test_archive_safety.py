@@ -67,6 +67,7 @@ def _zip(entries: list[tuple[str, bytes, int | None]]) -> bytes:
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, content, mode in entries:
             info = zipfile.ZipInfo(name)
+            info.compress_type = zipfile.ZIP_DEFLATED  # a ZipInfo alone means "stored"
             if mode is not None:
                 info.external_attr = mode << 16
             archive.writestr(info, content)
@@ -190,3 +191,46 @@ def test_bad_subsystem_is_refused(strict):
         )
         assert reply.status_code == 400, (subsystem, reply.text)
         assert repr(subsystem) in reply.json()["detail"]["error"]
+
+
+def _multipart(archive: bytes) -> tuple[bytes, str]:
+    boundary = "atoll-test-boundary"
+    head = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="archive"; filename="w.tar.gz"\r\n'
+        "Content-Type: application/gzip\r\n\r\n"
+    )
+    return (
+        head.encode() + archive + f"\r\n--{boundary}--\r\n".encode(),
+        f"multipart/form-data; boundary={boundary}",
+    )
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["content-length", "chunked"])
+def test_an_upload_too_big_to_fit_the_limit_is_refused_before_it_fills_the_disk(strict, tmp_path, declared):
+    http, settings = strict
+    # 2 MiB may be written; no archive of that can exceed 2 MiB + 5% + 1 MiB, so 5 MiB of
+    # incompressible data is refused from its size alone (uploads are spooled before extraction).
+    limit = settings.max_archive_bytes + settings.max_archive_bytes // 20 + 1024**2
+    body, content_type = _multipart(tar_gz([("big.bin", os.urandom(5 * 1024**2))]))
+    content = body if declared else (body[i : i + 65536] for i in range(0, len(body), 65536))
+    world_before = tree(tmp_path / "world")
+    reply = http.post("/data/populate", content=content, headers={"content-type": content_type})
+    assert reply.status_code == 413, reply.text
+    detail = reply.json()["detail"]
+    assert detail["code"] == "archive_too_large" and detail["member"] is None
+    assert f"larger than {limit} bytes" in detail["error"]
+    assert tree(tmp_path / "world") == world_before
+
+
+def test_a_streamed_zip_too_big_to_fit_the_limit_is_not_spooled_whole(strict, tmp_path):
+    http, settings = strict
+    limit = settings.max_archive_bytes + settings.max_archive_bytes // 20 + 1024**2
+    archive = _zip([("big.bin", os.urandom(5 * 1024**2), None)])
+    world_before = tree(tmp_path / "world")
+    # A raw body is not seekable: a zip from it is copied to a spool file, which stops at the cap.
+    reply = http.post("/data/populate", content=archive, headers={"content-type": "application/zip"})
+    assert reply.status_code == 413, reply.text
+    detail = reply.json()["detail"]
+    assert detail["code"] == "archive_too_large" and f"larger than {limit} bytes" in detail["error"]
+    assert "zip source" in detail["error"]
+    assert tree(tmp_path / "world") == world_before
