@@ -16,6 +16,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from atoll.errors import AtollError
 from atoll.http import bearer_matches
+from atoll.runtime import freeze_startup_heap
 from environment.config import AppsConfig
 from environment.data_routes import router as data_router
 from environment.gateway import (
@@ -60,13 +61,24 @@ class _McpOnly:
         await self.app(scope, receive, send)
 
 
+def _preload(freeze_heap: bool) -> None:
+    preload_app_servers()
+    if freeze_heap:
+        freeze_startup_heap()
+
+
 def create_app(
-    settings: EnvironmentSettings | None = None, *, server_factory: ServerFactory | None = None
+    settings: EnvironmentSettings | None = None,
+    *,
+    server_factory: ServerFactory | None = None,
+    freeze_heap: bool = False,
 ) -> FastAPI:
     """A ready-to-serve environment app.
 
     ``settings`` default to the ``ATOLL_*`` environment; ``server_factory`` replaces
     ``mcp_servers.create_server`` for ``"inprocess"`` entries (tests, custom servers).
+    ``freeze_heap`` (for a process that serves nothing else) exempts the startup heap from
+    the garbage collector once started and again once the app servers are preloaded.
     """
     settings = settings or EnvironmentSettings()
     configure_logging(settings.log_level, json_logs=settings.json_logs)
@@ -84,13 +96,19 @@ def create_app(
         server_factory=server_factory,
     )
     front = create_front_server(manager)
-    mcp_app = front.http_app(path=MCP_PATH, host_origin_protection="auto")
+    mcp_app = front.http_app(
+        path=MCP_PATH, host_origin_protection="auto", json_response=settings.mcp_json_response
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with manager, mcp_app.lifespan(app):
+            if freeze_heap:
+                freeze_startup_heap()
             if settings.preload_servers and server_factory is None:
-                threading.Thread(target=preload_app_servers, name="atoll-preload", daemon=True).start()
+                threading.Thread(
+                    target=_preload, args=(freeze_heap,), name="atoll-preload", daemon=True
+                ).start()
             logger.info("environment ready", extra={"fs_root": str(settings.fs_root)})
             yield
 

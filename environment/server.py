@@ -15,7 +15,7 @@ from environment.settings import EnvironmentSettings
 
 def serve(settings: EnvironmentSettings, host: str = "127.0.0.1", port: int = 8080) -> None:
     """Serve until interrupted (blocking)."""
-    app = create_app(settings)
+    app = create_app(settings, freeze_heap=True)
     uvicorn.run(app, host=host, port=port, log_config=None, access_log=False, lifespan="on")
 
 

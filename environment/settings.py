@@ -46,5 +46,10 @@ class EnvironmentSettings(BaseSettings):
     storage_options: dict[str, Any] = Field(
         default_factory=dict, description="fsspec storage options (e.g. S3 endpoint_url, key, secret)"
     )
+    mcp_json_response: bool = Field(
+        True,
+        description="answer each /mcp request with one JSON body (fast); false streams SSE, which "
+        "also forwards progress/log notifications sent while a tool runs",
+    )
     log_level: str = Field("INFO", description="root log level of the service")
     json_logs: bool = Field(True, description="structured JSON logs on stderr")

@@ -59,10 +59,13 @@ def mcp(
     if user_name:
         options["user_name"] = user_name
 
+    from atoll.runtime import freeze_startup_heap
     from mcp_servers import create_server
 
     server = create_server(name, fs_root=fs_root, apps_data_root=apps_data_root, mode=mode, options=options)
+    freeze_startup_heap()
     if transport == "stdio":
         server.run(transport="stdio", show_banner=False)
     else:
-        server.run(transport="http", show_banner=False, host=host, port=port, path=path)
+        # One JSON body per request, as the environment's /mcp answers (no SSE stream per call).
+        server.run(transport="http", show_banner=False, host=host, port=port, path=path, json_response=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import mcp_types
 from fastmcp import FastMCP
@@ -33,6 +33,10 @@ HELP_ACTION = "help"
 
 class _DefinedTool(Tool):
     """A FastMCP tool whose body is one of our invokers (raw arguments in, Outcome out)."""
+
+    #: Needs neither a FastMCP request context nor its server's middleware, so a host serving
+    #: the server in-process (the environment's gateway) may call it directly.
+    self_contained: ClassVar[bool] = True
 
     _invoke: Callable[[dict[str, Any]], Awaitable[Outcome]] = PrivateAttr()
 

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 import time
 
 import httpx
 import pytest
-from fastmcp import Client, FastMCP
+from fastmcp import Client, Context, FastMCP
+from fastmcp.exceptions import ToolError
+from fastmcp.server.middleware import Middleware
 
 from environment import EnvironmentServer
 from tests.environment.factories import RemoteMcpServer, make_test_server, stdio_entry
@@ -152,8 +155,47 @@ def test_in_flight_calls_finish_and_sessions_see_the_new_tools(client, env_serve
             names = {tool.name for tool in await mcp.list_tools()}  # same session, new tools
             assert "second_echo" in names and "first_echo" not in names
             assert _text(await mcp.call_tool("second_echo", {"text": "y"})) == "second:y"
+            with pytest.raises(ToolError, match="Unknown tool: 'first_echo'"):  # nothing stale is served
+                await mcp.call_tool("first_echo", {"text": "y"})
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("json_response", "content_type"), [(True, "application/json"), (False, "text/event-stream")]
+)
+def test_mcp_answers_one_json_body_by_default_and_sse_when_configured(settings, json_response, content_type):
+    settings.mcp_json_response = json_response
+    headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18"}
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "first_echo", "arguments": {"text": "x"}},
+    }
+    with (
+        EnvironmentServer(settings, server_factory=make_test_server) as env,
+        httpx.Client(base_url=env.url, timeout=60) as http,
+    ):
+        assert _apps(http, {"first": {"server": "first"}}).status_code == 200
+        opened = http.post("/mcp", json=initialize, headers=headers)
+        assert opened.status_code == 200
+        headers["mcp-session-id"] = opened.headers["mcp-session-id"]
+        answer = http.post("/mcp", json=call, headers=headers)
+    assert answer.status_code == 200
+    assert answer.headers["content-type"].startswith(content_type)
+    payload = answer.text if json_response else answer.text.split("data: ", 1)[1]
+    assert json.loads(payload)["result"]["content"][0]["text"] == "first:x"
 
 
 def test_a_server_that_never_initialises_times_out_by_name(settings):
@@ -204,3 +246,31 @@ def test_same_config_after_a_replaced_world_gets_fresh_servers(client, env_serve
     assert _apps(client, config).json()["changed"] is True  # a new world: no state carries over
     assert int(_text(asyncio.run(_call(env_server.mcp_url, "child_pid")))) != pid
     assert _apps(client, config).json()["changed"] is False
+
+
+def test_in_process_tools_keep_their_server_middleware_and_context(settings):
+    """Only tools marked self-contained skip their server's call path; others keep its middleware."""
+
+    class Stamp(Middleware):
+        async def on_call_tool(self, context, call_next):
+            result = await call_next(context)
+            result.content[0].text += " [stamped]"
+            return result
+
+    def factory(name: str, **_: object) -> FastMCP:
+        server = FastMCP(name)
+        server.add_middleware(Stamp())
+
+        @server.tool
+        async def whoami(ctx: Context) -> str:
+            return f"served by {ctx.fastmcp.name}"
+
+        return server
+
+    with (
+        EnvironmentServer(settings, server_factory=factory) as env,
+        httpx.Client(base_url=env.url, timeout=60) as http,
+    ):
+        reply = _apps(http, {"custom": {"transport": "inprocess", "server": "custom"}})
+        assert reply.status_code == 200, reply.text
+        assert _text(asyncio.run(_call(env.mcp_url, "custom_whoami"))) == "served by custom [stamped]"
