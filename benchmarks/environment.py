@@ -2,22 +2,27 @@
 
 1. Cold start to ready: a fresh `atoll env serve` process, then POST /apps with the app servers
    in-process vs the same servers as stdio children (`atoll mcp NAME --transport stdio`).
-2. Tool-call round trip (p50/p99) through the gateway at 1 and 16 concurrent sessions, vs the
-   same server served on its own by FastMCP (no gateway) and vs a stdio child behind the gateway.
+2. Tool-call round trip (p50/p99) through the gateway at 1 session and at 16 concurrent sessions,
+   both back to back (saturating the machine) and at agent pace (each session one call every
+   --pace-ms), vs the same server served on its own by FastMCP (no gateway) and vs a stdio child
+   behind the gateway.
 3. Populate and snapshot MB/s vs `tar xzf` / `tar czf` on the same tree, for the domain
    functions and end to end over HTTP.
 
-Targets (issue 3): ready <= 1.5 s in-process; p50 <= 3 ms and p99 <= 15 ms; populate and
-snapshot >= 0.8x tar. Each measurement is repeated (--runs) and the best run is kept, which
-filters out noise from other work on a shared machine.
+Targets (issue 3; the 16-session one restated in docs/performance.md): ready <= 1.5 s
+in-process; p50 <= 3 ms and p99 <= 15 ms at 1 session and at 16 sessions at agent pace; 16
+sessions back to back: the gateway serves >= 0.8x the calls/s of the server alone, p99 <= 4x p50;
+populate and snapshot >= 0.8x tar. Each measurement is repeated (--runs) and the best run is
+kept, which filters out noise from other work on a shared machine.
 
-    .venv/bin/python benchmarks/environment.py [--runs 3] [--size-mb 100] [--calls 400]
+    .venv/bin/python benchmarks/environment.py [--runs 3] [--size-mb 100] [--calls 800] [--pace-ms 50]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import importlib.util
 import os
 import random
@@ -160,16 +165,31 @@ def bench_cold_start(servers: list[str], runs: int) -> None:
 # -- 2. tool-call latency ---------------------------------------------------------------------
 
 
-async def _latencies(url: str, tool: str, arguments: dict, sessions: int, calls: int) -> list[float]:
+async def _latencies(
+    url: str, tool: str, arguments: dict, sessions: int, calls: int, pace_s: float = 0.0
+) -> list[float]:
+    """Round trips of ``calls`` calls spread over ``sessions`` concurrent MCP sessions.
+
+    ``pace_s == 0``: each session calls back to back (closed loop: the machine is saturated).
+    ``pace_s > 0``: each session makes one call every ``pace_s`` seconds, as an agent does
+    between model turns (phases spread at random so the sessions do not move in lockstep).
+    """
+
     async def one(count: int) -> list[float]:
         async with Client(url, timeout=60) as mcp:
             for _ in range(20):
                 await mcp.call_tool(tool, arguments)
+            if pace_s:
+                await asyncio.sleep(random.random() * pace_s)
             timings = []
+            next_at = time.perf_counter()
             for _ in range(count):
                 started = time.perf_counter()
                 await mcp.call_tool(tool, arguments)
                 timings.append(time.perf_counter() - started)
+                if pace_s:
+                    next_at += pace_s
+                    await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
             return timings
 
     per_session = max(calls // sessions, 50)
@@ -182,10 +202,60 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
-def bench_latency(calls: int, runs: int) -> None:
+class _Row:
+    """p50/p99 (ms) of one run and its calls/s: offered (paced) or served (back to back, by
+    Little's law: sessions / mean latency)."""
+
+    def __init__(self, timings: list[float], sessions: int, pace_s: float) -> None:
+        self.p50, self.p99 = _pct(timings, 0.5), _pct(timings, 0.99)
+        self.rate = sessions / pace_s if pace_s else sessions / statistics.fmean(timings)
+
+
+def _best_row(
+    url: str, tool: str, arguments: dict, sessions: int, calls: int, runs: int, pace_s: float = 0.0
+) -> _Row:
+    """The run with the lowest p50 of ``runs`` repetitions."""
+    return min(
+        (
+            _Row(asyncio.run(_latencies(url, tool, arguments, sessions, calls, pace_s)), sessions, pace_s)
+            for _ in range(runs)
+        ),
+        key=lambda row: row.p50,
+    )
+
+
+async def _health_round_trips(url: str, count: int, pace_s: float) -> list[float]:
+    """Plain HTTP round trips to ``/health``: what this machine's loopback and scheduler cost."""
+    async with httpx.AsyncClient(base_url=url) as http:
+        for _ in range(20):
+            await http.get("/health")
+        timings = []
+        for _ in range(count):
+            started = time.perf_counter()
+            await http.get("/health")
+            timings.append(time.perf_counter() - started)
+            await asyncio.sleep(pace_s)
+        return timings
+
+
+def _wait_preloaded(url: str) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if httpx.get(f"{url}/health", timeout=5).json().get("servers_preloaded"):
+            return
+        time.sleep(0.2)
+    raise RuntimeError("app servers were not preloaded within 120 s")
+
+
+def bench_latency(calls: int, runs: int, pace_ms: float) -> None:
     print("\n## Tool-call round trip (filesystem_list_files, FastMCP client over loopback HTTP)")
+    # The client's own full garbage collections (~100 ms over its imported heap) would show up
+    # as the environment's p99; take the client's startup heap out of them, as the services do.
+    gc.collect()
+    gc.freeze()
     tool, arguments = "list_files", {"path": "/Reports"}
-    rows: dict[str, tuple[float, float]] = {}
+    pace_s = pace_ms / 1000
+    rows: dict[str, _Row] = {}
     with tempfile.TemporaryDirectory() as tmp:
         world = small_world(Path(tmp))
         with EnvProcess(world) as env:
@@ -194,19 +264,22 @@ def bench_latency(calls: int, runs: int) -> None:
                 "filesystem"
             ]
             assert httpx.post(f"{env.url}/apps", json=config, timeout=120).status_code == 200
+            _wait_preloaded(env.url)  # the background imports would otherwise share the CPU
+            floor = {pace: asyncio.run(_health_round_trips(env.url, 200, pace)) for pace in (0.0, pace_s)}
+            url = f"{env.url}/mcp"
             for sessions in (1, 16):
                 for label, name in (
                     ("gateway, in-process", "filesystem_"),
                     ("gateway, stdio child", "stdiofs_"),
                 ):
-                    best = min(
-                        (
-                            asyncio.run(_latencies(f"{env.url}/mcp", name + tool, arguments, sessions, calls))
-                            for _ in range(runs)
-                        ),
-                        key=lambda values: _pct(values, 0.5),
+                    rows[f"{label}, {sessions} back to back"] = _best_row(
+                        url, name + tool, arguments, sessions, calls, runs
                     )
-                    rows[f"{label}, {sessions} session(s)"] = (_pct(best, 0.5), _pct(best, 0.99))
+            # Agent pace: 16 sessions, each one call every pace_s. (A lone paced session mostly
+            # measures how fast this VM wakes from idle, not the environment: see docs.)
+            rows["gateway, in-process, 16 at agent pace"] = _best_row(
+                url, "filesystem_" + tool, arguments, 16, calls, runs, pace_s
+            )
         # Baseline: the same server alone, served by FastMCP itself (no gateway in between).
         port = free_port()
         alone = subprocess.Popen(
@@ -224,23 +297,36 @@ def bench_latency(calls: int, runs: int) -> None:
                 except httpx.HTTPError:
                     time.sleep(0.1)
             for sessions in (1, 16):
-                best = min(
-                    (asyncio.run(_latencies(url, tool, arguments, sessions, calls)) for _ in range(runs)),
-                    key=lambda values: _pct(values, 0.5),
+                rows[f"server alone (baseline), {sessions} back to back"] = _best_row(
+                    url, tool, arguments, sessions, calls, runs
                 )
-                rows[f"server alone (baseline), {sessions} session(s)"] = (_pct(best, 0.5), _pct(best, 0.99))
         finally:
             alone.terminate()
             alone.wait(timeout=20)
-    for label, (p50, p99) in rows.items():
-        print(f"  {label:44} p50 {p50:6.2f} ms   p99 {p99:6.2f} ms")
-    for sessions in (1, 16):
-        gateway = rows[f"gateway, in-process, {sessions} session(s)"]
-        alone_row = rows[f"server alone (baseline), {sessions} session(s)"]
-        print(f"  {sessions:2} session(s): gateway p50 / server-alone p50 = {gateway[0] / alone_row[0]:.2f}")
-    one = rows["gateway, in-process, 1 session(s)"]
-    verdict = "met" if one[0] <= 3 and one[1] <= 15 else "NOT met"
-    print(f"  target (1 session): p50 <= 3 ms, p99 <= 15 ms -> {verdict}")
+    print(f"  (agent pace: each session makes one call every {pace_ms:g} ms)")
+    print(
+        f"  machine floor, GET /health (1 client): p50 {_pct(floor[0.0], 0.5):.2f} ms back to back, "
+        f"{_pct(floor[pace_s], 0.5):.2f} ms every {pace_ms:g} ms (waking idle processes)"
+    )
+    for label, row in rows.items():
+        print(f"  {label:46} p50 {row.p50:6.2f} ms   p99 {row.p99:6.2f} ms   {row.rate:5.0f} calls/s")
+    gateway, alone_row = (
+        rows["gateway, in-process, 16 back to back"],
+        rows["server alone (baseline), 16 back to back"],
+    )
+    print(f"  16 back to back: gateway calls/s / server-alone calls/s = {gateway.rate / alone_row.rate:.2f}")
+
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "NOT met"
+
+    for label in ("1 back to back", "16 at agent pace"):
+        row = rows[f"gateway, in-process, {label}"]
+        print(f"  target, {label}: p50 <= 3 ms, p99 <= 15 ms -> {verdict(row.p50 <= 3 and row.p99 <= 15)}")
+    print(
+        "  target, 16 sessions back to back: gateway >= 0.8x the server alone's calls/s "
+        f"({gateway.rate / alone_row.rate:.2f}x), p99 <= 4x p50 ({gateway.p99 / gateway.p50:.1f}x) -> "
+        f"{verdict(gateway.rate >= 0.8 * alone_row.rate and gateway.p99 <= 4 * gateway.p50)}"
+    )
 
 
 # -- 3. populate / snapshot throughput --------------------------------------------------------
@@ -417,10 +503,14 @@ def bench_transfer(size_mb: int, runs: int) -> None:
     print(f"  snapshot  tar czf {mb / tar_c[0]:7.1f} MB/s | " + " | ".join(
         [row("ours", tar_c, our_c), row("HTTP", tar_c, http_c)]
     ))  # fmt: skip
-    print(f"  interleaved pairs (median of tar time / our time, same minute): populate {paired_x:.2f}x, "
-          f"snapshot {paired_c:.2f}x")
+    print(
+        f"  interleaved pairs (median of tar time / our time, same minute): populate {paired_x:.2f}x, "
+        f"snapshot {paired_c:.2f}x"
+    )
     ok = min(paired_x, paired_c) >= 0.8
-    print(f"  target: populate and snapshot >= 0.8x tar (wall, interleaved pairs) -> {'met' if ok else 'NOT met'}")
+    print(
+        f"  target: populate and snapshot >= 0.8x tar (wall, interleaved pairs) -> {'met' if ok else 'NOT met'}"
+    )
 
 
 def main() -> None:
@@ -429,7 +519,8 @@ def main() -> None:
     )
     parser.add_argument("--runs", type=int, default=3, help="repetitions per measurement (best is kept)")
     parser.add_argument("--size-mb", type=int, default=100, help="size of the populate/snapshot tree")
-    parser.add_argument("--calls", type=int, default=400, help="timed tool calls per latency measurement")
+    parser.add_argument("--calls", type=int, default=800, help="timed tool calls per latency measurement")
+    parser.add_argument("--pace-ms", type=float, default=50, help="paced sessions: one call every N ms each")
     parser.add_argument("--only", choices=["start", "latency", "transfer"], help="run one section")
     parser.add_argument("--quiet", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -442,12 +533,13 @@ def main() -> None:
     if args.only is None:
         # Each section in a fresh process: threads and caches left by one must not slow the next.
         for section in ("start", "latency", "transfer"):
-            forwarded = ["--runs", str(args.runs), "--size-mb", str(args.size_mb), "--calls", str(args.calls)]
+            forwarded = ["--runs", str(args.runs), "--size-mb", str(args.size_mb), "--calls", str(args.calls),
+                         "--pace-ms", str(args.pace_ms)]  # fmt: skip
             subprocess.run([sys.executable, __file__, "--only", section, "--quiet", *forwarded], check=True)
     elif args.only == "start":
         bench_cold_start(servers, args.runs)
     elif args.only == "latency":
-        bench_latency(args.calls, args.runs)
+        bench_latency(args.calls, args.runs, args.pace_ms)
     elif args.only == "transfer":
         bench_transfer(args.size_mb, args.runs)
     if args.only is None or not args.quiet:
