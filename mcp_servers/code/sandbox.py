@@ -6,8 +6,9 @@ the analysis libraries (read-only), and nothing else of the host — no app data
 no network (every namespace unshared), an environment with no inherited variables.
 
 Limits: CPU seconds, address space, process count and file size (rlimits, set before
-exec and inherited inside), a wall-clock timeout that kills the whole process tree (the
-sandbox's PID namespace dies with its init), bytes written under the root (a watchdog),
+exec and inherited inside; the process count also by a ``pids`` cgroup where the server
+can make one, since the rlimit does not bind a server running as root), a wall-clock
+timeout that kills the whole process tree (the sandbox's PID namespace dies with its init), bytes written under the root (a watchdog),
 and output captured while reading up to a cap (the rest is drained and counted, never
 buffered).
 
@@ -29,6 +30,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from mcp_servers.code.pids import PidsCgroup
 
 SANDBOX_ROOT = "/filesystem"
 _PROBE_CACHE: dict[str, str | None] = {}
@@ -200,10 +203,22 @@ def run_command(
 
     started = time.monotonic()
     baseline = _tree_bytes(fs_root)
-    process = subprocess.Popen(
-        argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        start_new_session=True, preexec_fn=lambda: _rlimits(limits),
-    )
+    group = PidsCgroup.create(limits.max_processes)
+
+    def before_exec() -> None:
+        _rlimits(limits)
+        if group is not None:
+            group.enter()
+
+    try:
+        process = subprocess.Popen(
+            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            start_new_session=True, preexec_fn=before_exec,
+        )  # fmt: skip
+    except BaseException:
+        if group is not None:
+            group.kill_and_remove()
+        raise
     result = SandboxResult(output="", exit_code=None, sandbox=kind)
     captured = bytearray()
     byte_cap = limits.max_output_chars * 4  # enough bytes for the character cap in any UTF-8 text
@@ -238,6 +253,8 @@ def run_command(
     finally:
         selector.close()
         _kill_tree(process)
+        if group is not None:  # anything that left the process group (setsid) goes too
+            group.kill_and_remove()
         process.stdout.close()
     result.exit_code = process.returncode if result.killed_reason is None else None
     result.duration_s = round(time.monotonic() - started, 3)

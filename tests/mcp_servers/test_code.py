@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from mcp_servers.code.pids import _parent_directory
 from tests.mcp_servers.helpers import make_world, open_session
 
 FAST = {"timeout_s": 20, "max_write_mb": 20, "max_file_mb": 10, "memory_mb": 1024, "max_processes": 64}
@@ -121,6 +122,23 @@ def test_fork_bomb_is_contained_and_cleaned_up(code):
         time.sleep(0.2)
     assert _sandbox_processes() == 0
     assert _run(code, "echo alive")["output"] == "alive\n"  # the server is still healthy
+
+
+_FORK_MANY = (
+    "python3 -c \"\nimport os, time\nstarted = 0\nfor _ in range(200):\n"
+    "    try:\n        pid = os.fork()\n    except OSError:\n        break\n"
+    "    if pid == 0:\n        time.sleep(2)\n        os._exit(0)\n    started += 1\nprint(started)\n\""
+)
+
+
+def test_the_process_ceiling_holds_even_when_the_server_runs_as_root(code):
+    # RLIMIT_NPROC never binds processes that are root outside the sandbox's user namespace
+    # (as here, when the server runs as root); the run's pids cgroup does.
+    started = int(_run(code, _FORK_MANY)["output"].split()[-1])
+    assert 10 < started < FAST["max_processes"]
+    parent = _parent_directory()
+    if parent is not None:  # the run's cgroup is gone with it
+        assert not list(parent.glob("atoll-sandbox-*"))
 
 
 def test_memory_bomb_is_contained(code):
