@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import TypeVar
 
 from mcp_servers._core.errors import ToolError
 
 T = TypeVar("T")
+_HEX6 = re.compile(r"[0-9A-Fa-f]{6}")
 
+#: Names every Office server accepts for a colour: Office's standard colours, plus the light
+#: fills spreadsheets use for highlighting (the names Excel's conditional formats show).
 NAMED_COLORS = {
     "black": "000000",
     "white": "FFFFFF",
@@ -16,9 +20,14 @@ NAMED_COLORS = {
     "green": "00B050",
     "blue": "0070C0",
     "yellow": "FFFF00",
+    "orange": "FFC000",
     "gray": "808080",
     "grey": "808080",
-    "orange": "FFA500",
+    "lightgray": "D9D9D9",
+    "lightgreen": "C6EFCE",
+    "lightred": "FFC7CE",
+    "lightyellow": "FFEB9C",
+    "lightblue": "DDEBF7",
 }
 
 
@@ -30,9 +39,8 @@ def parse_color(value: str, argument: str, from_string: Callable[[str], T]) -> T
     known name nor six hex digits.
     """
     text = NAMED_COLORS.get(value.strip().lower(), value.strip().lstrip("#"))
-    try:
-        return from_string(text.upper())
-    except Exception as exc:
+    if not _HEX6.fullmatch(text):  # the libraries' parsers take "12345" as 12 34 05
         raise ToolError(
             "invalid_argument", f"{argument}: {value!r} is not a colour like '#1F4E79'", argument=argument
-        ) from exc
+        )
+    return from_string(text.upper())

@@ -12,24 +12,9 @@ from openpyxl.utils.cell import quote_sheetname
 from openpyxl.worksheet.datavalidation import DataValidation
 
 from mcp_servers._core import ToolError
+from mcp_servers._office.colors import NAMED_COLORS
 from mcp_servers.spreadsheets.cells import check_cell
 
-_NAMED_COLORS = {
-    "black": "000000",
-    "white": "FFFFFF",
-    "red": "FF0000",
-    "green": "00B050",
-    "blue": "0070C0",
-    "yellow": "FFFF00",
-    "orange": "FFC000",
-    "gray": "808080",
-    "grey": "808080",
-    "lightgray": "D9D9D9",
-    "lightgreen": "C6EFCE",
-    "lightred": "FFC7CE",
-    "lightyellow": "FFEB9C",
-    "lightblue": "DDEBF7",
-}
 _INVALID_TITLE = re.compile(r"[\[\]:*?/\\]")
 
 
@@ -38,7 +23,7 @@ def color(value: str | None, *, argument: str = "color") -> str | None:
     if value is None:
         return None
     text = value.strip().lstrip("#")
-    text = _NAMED_COLORS.get(text.lower(), text)
+    text = NAMED_COLORS.get(text.lower(), text)
     if re.fullmatch(r"[0-9A-Fa-f]{6}", text):
         return "FF" + text.upper()
     if re.fullmatch(r"[0-9A-Fa-f]{8}", text):
