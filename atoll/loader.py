@@ -208,6 +208,16 @@ def load_benchmark(location: str | Path, *, verify_archives: bool = False) -> Be
     )
 
 
+def load_task(location: str | Path, task_id: str) -> Task:
+    """Task ``task_id`` of the benchmark at ``location``; AtollError ``bad_input`` naming both
+    when the benchmark has no such task."""
+    benchmark = load_benchmark(location)
+    try:
+        return benchmark.task(task_id)
+    except KeyError:
+        raise AtollError("bad_input", f"--task-id {task_id!r}: no such task in {location}") from None
+
+
 def summarize(benchmark: Benchmark) -> dict[str, Any]:
     """Counts a user checks before running: tasks per domain, files per world, criteria per
     task (mean/min/max), expected output types, checks and gold outputs present."""

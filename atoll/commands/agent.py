@@ -74,13 +74,9 @@ def run(
             raise AtollError("bad_input", "--benchmark and --task-id go together")
         if prompt:
             raise AtollError("bad_input", "give either --prompt or --benchmark/--task-id, not both")
-        from atoll.loader import load_benchmark
+        from atoll.loader import load_task
 
-        bench = load_benchmark(benchmark)
-        try:
-            task = bench.task(task_id)
-        except KeyError:
-            raise AtollError("bad_input", f"--task-id {task_id!r}: no such task in {benchmark}") from None
+        task = load_task(benchmark, task_id)
         task_prompt, reference_solution = task.prompt, task.reference_solution  # never the rubric
     messages = load_initial_messages(initial_messages) if initial_messages else None
     if not task_prompt and not messages:

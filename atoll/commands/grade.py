@@ -63,15 +63,11 @@ def _load_task(
     from grader.inputs import load_rubric, load_task_file
 
     if benchmark is not None:
-        from atoll.loader import load_benchmark
+        from atoll.loader import load_task
 
         if not task_id:
             raise AtollError("bad_input", "--benchmark needs --task-id")
-        loaded = load_benchmark(benchmark)
-        try:
-            task = loaded.task(task_id)
-        except KeyError:
-            raise AtollError("bad_input", f"benchmark {benchmark}: no task {task_id!r}") from None
+        task = load_task(benchmark, task_id)
     elif task_file is not None:
         task = load_task_file(task_file, task_id)
     elif rubric is not None:

@@ -2,7 +2,7 @@
 import pytest
 
 from atoll.errors import AtollError
-from atoll.loader import load_benchmark, summarize
+from atoll.loader import load_benchmark, load_task, summarize
 from tests.atoll.factories import make_task, world_zip_bytes, write_benchmark
 
 
@@ -157,3 +157,27 @@ def test_hf_offline_gives_clear_message(tmp_path, monkeypatch):
     message = _error("hf://example-org/no-such-dataset")
     assert message.startswith("hf://example-org/no-such-dataset: could not download the dataset")
 
+
+
+def test_load_task_finds_a_task_or_names_the_missing_one(tmp_path):
+    root = write_benchmark(tmp_path / "bench", tasks=[make_task()])
+    assert load_task(root, "task-1").task_id == "task-1"
+    with pytest.raises(AtollError, match=r"--task-id 'task-9': no such task in .*bench") as caught:
+        load_task(root, "task-9")
+    assert caught.value.code == "bad_input"
+
+
+AGENT_RUN = ["agent", "run", "--output", "o.json", "--gateway-url", "http://127.0.0.1:9/mcp", "--model", "openai/x"]
+GRADE = ["grade", "--before", "b.tar.gz", "--after", "a.tar.gz", "--output", "g.json"]
+
+
+@pytest.mark.parametrize("command", [AGENT_RUN, GRADE], ids=["agent run", "grade"])
+def test_commands_taking_a_task_id_name_an_unknown_one(tmp_path, command):
+    from typer.testing import CliRunner
+
+    from atoll.cli import app
+
+    root = write_benchmark(tmp_path / "bench", tasks=[make_task()])
+    result = CliRunner().invoke(app, [*command, "--benchmark", str(root), "--task-id", "task-9"])
+    assert isinstance(result.exception, AtollError), result.output
+    assert "--task-id 'task-9': no such task" in result.exception.message
