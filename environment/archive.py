@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from atoll.errors import AtollError
-from environment.gunzip import ThreadedGunzip
+from environment.gunzip import ForwardOnly, ThreadedGunzip
 
 _CHUNK = 1 << 20
 _WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:")
@@ -92,32 +92,21 @@ def clean_member_name(name: str) -> str | None:
     return "/".join(parts) or None
 
 
-class _CountingReader:
+class _CountingReader(ForwardOnly):
     """Counts the compressed bytes read, to measure the expansion ratio."""
 
     def __init__(self, raw: BinaryIO) -> None:
         self.raw = raw
-        self.count = 0
+        self._position = 0
+
+    @property
+    def count(self) -> int:
+        return self._position
 
     def read(self, size: int = -1) -> bytes:
         data = self.raw.read(size)
-        self.count += len(data)
+        self._position += len(data)
         return data
-
-    def seekable(self) -> bool:
-        return False
-
-    # Forward-only positioning, enough for tarfile over a plain (uncompressed) tar.
-    def tell(self) -> int:
-        return self.count
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        target = offset if whence == 0 else self.count + offset
-        if whence not in (0, 1) or target < self.count:
-            raise OSError("archive streams can only be read forward")
-        while self.count < target and self.read(min(target - self.count, _CHUNK)):
-            pass
-        return self.count
 
 
 class SafeExtractor:

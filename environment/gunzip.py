@@ -12,7 +12,34 @@ _READ_SIZE = 1 << 20
 _QUEUE_DEPTH = 8  # at most ~8 decompressed chunks in memory
 
 
-class ThreadedGunzip:
+class ForwardOnly:
+    """``tell``/``seek`` for a reader that can only move forward (a seek reads and discards).
+
+    Enough for :mod:`tarfile`, which seeks forward over member data it does not extract.
+    Subclasses keep ``_position`` (bytes returned by ``read``) up to date.
+    """
+
+    _position: int
+
+    def read(self, size: int = -1) -> bytes:
+        raise NotImplementedError
+
+    def tell(self) -> int:
+        return self._position
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        target = offset if whence == 0 else self._position + offset
+        if whence not in (0, 1) or target < self._position:
+            raise OSError(f"{type(self).__name__} can only seek forward")
+        while self._position < target and self.read(min(target - self._position, _READ_SIZE)):
+            pass
+        return self._position
+
+    def seekable(self) -> bool:
+        return False
+
+
+class ThreadedGunzip(ForwardOnly):
     """A forward-only binary reader of the decompressed content of a gzip stream.
 
     ``read``/``tell``/forward ``seek`` are enough for :mod:`tarfile`. Multi-member gzip files
@@ -92,21 +119,6 @@ class ThreadedGunzip:
         data = b"".join(parts)
         self._position += len(data)
         return data
-
-    def tell(self) -> int:
-        return self._position
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        target = offset if whence == 0 else self._position + offset
-        if whence not in (0, 1) or target < self._position:
-            raise OSError("ThreadedGunzip can only seek forward")
-        while self._position < target:
-            if not self.read(min(target - self._position, _READ_SIZE)):
-                break
-        return self._position
-
-    def seekable(self) -> bool:
-        return False
 
     def close(self) -> None:
         self._stop.set()
