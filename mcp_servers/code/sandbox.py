@@ -8,9 +8,9 @@ no network (every namespace unshared), an environment with no inherited variable
 Limits: CPU seconds, address space, process count and file size (rlimits, set before
 exec and inherited inside; the process count also by a ``pids`` cgroup where the server
 can make one, since the rlimit does not bind a server running as root), a wall-clock
-timeout that kills the whole process tree (the sandbox's PID namespace dies with its init), bytes written under the root (a watchdog),
-and output captured while reading up to a cap (the rest is drained and counted, never
-buffered).
+timeout that kills the whole process tree (the sandbox's PID namespace dies with its
+init), bytes written under the root (a watchdog), and output captured while reading up
+to a cap (the rest is drained and counted, never buffered).
 
 Without a working bubblewrap the sandbox refuses to run, unless the server is told the
 process already runs inside an outer sandbox (gVisor, Kata) with ``trust_outer_sandbox``.
