@@ -3,6 +3,8 @@
 Light to import: FastMCP is only loaded by :mod:`mcp_servers._core.build`.
 """
 
+from mcp_servers._core import beneath
+from mcp_servers._core.beneath import OutsideRoot, Root
 from mcp_servers._core.context import ServerContext
 from mcp_servers._core.definition import ServerDefinition, ToolDef
 from mcp_servers._core.errors import ERROR_CODES, ToolError
@@ -17,13 +19,16 @@ __all__ = [
     "FileCache",
     "FileStamp",
     "ImageBlock",
+    "OutsideRoot",
     "PathResolver",
+    "Root",
     "ServerContext",
     "ServerDefinition",
     "ToolDef",
     "ToolError",
     "ToolOutput",
     "atomic_write_bytes",
+    "beneath",
     "file_lock",
     "validate_id",
 ]

@@ -1,0 +1,77 @@
+"""One root folder's operations, the root opened by its trusted path per call."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO
+
+from mcp_servers._core.beneath import _ops
+from mcp_servers._core.beneath._resolve import _DIR_FLAGS, PathLike, _closing, open_beneath, open_dir
+
+
+class Root:
+    """The operations above on one root folder, opened afresh (by its trusted path) per call.
+
+    ``Root(path).read_bytes("a/b.txt")`` is ``read_bytes(<fd of path>, "a/b.txt")``.
+    :meth:`fd` yields the root's descriptor for callers that chain several operations.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    @contextmanager
+    def fd(self) -> Iterator[int]:
+        """The root's descriptor (FileNotFoundError when the root does not exist)."""
+        with _closing(os.open(self.path, _DIR_FLAGS)) as fd:
+            yield fd
+
+    def _call(self, function: Callable, *args: object, **kwargs: object):
+        with self.fd() as fd:
+            return function(fd, *args, **kwargs)
+
+    def open(self, path: PathLike, flags: int = os.O_RDONLY, mode: int = 0o666) -> int:
+        return self._call(open_beneath, path, flags, mode)
+
+    def open_dir(self, path: PathLike = "", *, create: bool = False) -> int:
+        return self._call(open_dir, path, create=create)
+
+    def open_file(self, path: PathLike) -> BinaryIO:
+        return self._call(_ops.open_file, path)
+
+    def read_bytes(self, path: PathLike) -> bytes:
+        return self._call(_ops.read_bytes, path)
+
+    def stat(self, path: PathLike, *, follow_symlinks: bool = True) -> os.stat_result:
+        return self._call(_ops.stat, path, follow_symlinks=follow_symlinks)
+
+    def entries(self, path: PathLike = "") -> list[_ops.Entry]:
+        return self._call(_ops.entries, path)
+
+    def write_atomic(
+        self, path: PathLike, data: bytes | Callable[[BinaryIO], object], **kwargs: object
+    ) -> None:
+        self._call(_ops.write_atomic, path, data, **kwargs)
+
+    def create_exclusive(self, path: PathLike, data: bytes = b"", **kwargs: object) -> None:
+        self._call(_ops.create_exclusive, path, data, **kwargs)
+
+    def make_dirs(self, path: PathLike, *, exist_ok: bool = True) -> None:
+        self._call(_ops.make_dirs, path, exist_ok=exist_ok)
+
+    def unlink(self, path: PathLike) -> None:
+        self._call(_ops.unlink, path)
+
+    def rmdir(self, path: PathLike) -> None:
+        self._call(_ops.rmdir, path)
+
+    def remove_tree(self, path: PathLike) -> None:
+        self._call(_ops.remove_tree, path)
+
+    def rename(self, source: PathLike, target: PathLike, *, overwrite: bool = True) -> None:
+        self._call(_ops.rename, source, target, overwrite=overwrite)
+
+    def copy_file(self, source: PathLike, target: PathLike, *, overwrite: bool = True) -> None:
+        self._call(_ops.copy_file, source, target, overwrite=overwrite)

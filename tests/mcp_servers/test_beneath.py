@@ -1,0 +1,227 @@
+"""mcp_servers._core.beneath: every operation stays beneath its root, by descriptor.
+
+Each test runs twice: with openat2 (the kernel resolves beneath) and with the
+component-by-component walk used where openat2 is missing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+
+from mcp_servers._core import beneath
+from mcp_servers._core.beneath import OutsideRoot, Root
+
+
+@pytest.fixture(params=["openat2", "walk"])
+def backend(request):
+    if request.param == "openat2" and not beneath.openat2_available():
+        pytest.fail("this kernel has no openat2; the openat2 backend cannot be tested here")
+    beneath.use_walk(request.param == "walk")
+    yield request.param
+    beneath.use_walk(False)
+
+
+@pytest.fixture
+def world(tmp_path: Path, backend) -> tuple[Root, Path, Path]:
+    """(Root of the world, world path, a host folder beside it holding a secret)."""
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "secret.txt").write_text("HOST SECRET")
+    root = tmp_path / "world"
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "a" / "b" / "note.txt").write_text("inside")
+    return Root(root), root, host
+
+
+def test_reads_a_file_and_follows_an_inside_link(world):
+    tree, root, _ = world
+    (root / "link.txt").symlink_to("a/b/note.txt")
+    (root / "a" / "sideways").symlink_to("../a/b")
+    assert tree.read_bytes("a/b/note.txt") == b"inside"
+    assert tree.read_bytes("link.txt") == b"inside"
+    assert tree.read_bytes(["a", "sideways", "note.txt"]) == b"inside"
+
+
+def test_dotdot_above_the_root_is_refused(world):
+    tree, _, _ = world
+    with pytest.raises(OutsideRoot):
+        tree.read_bytes("../host/secret.txt")
+    with pytest.raises(OutsideRoot):
+        tree.read_bytes("a/../../host/secret.txt")
+
+
+def test_a_chain_of_links_is_resolved_physically_not_lexically(world):
+    tree, root, host = world
+    # On paper each link stays inside; followed for real, e1 is the world's parent.
+    (root / "a" / "up").symlink_to("..")
+    (root / "e1").symlink_to("a/up/..")
+    (root / "e2").symlink_to("e1/host")
+    for path in ("e1/host/secret.txt", "e2/secret.txt", "a/up/../host/secret.txt"):
+        with pytest.raises(OutsideRoot):
+            tree.read_bytes(path)
+    with pytest.raises(OutsideRoot):
+        tree.write_atomic("e2/planted.txt", b"x")
+    with pytest.raises(OutsideRoot):
+        tree.make_dirs("e2/newdir")
+    assert sorted(os.listdir(host)) == ["secret.txt"]
+    # The inside half of the chain still works.
+    assert tree.read_bytes("a/up/a/b/note.txt") == b"inside"
+
+
+def test_absolute_and_outward_links_are_refused(world):
+    tree, root, host = world
+    (root / "abs").symlink_to(host / "secret.txt")
+    (root / "rel").symlink_to("../host/secret.txt")
+    (root / "dir_out").symlink_to("../host")
+    for path in ("abs", "rel", "dir_out/secret.txt"):
+        with pytest.raises(OutsideRoot):
+            tree.read_bytes(path)
+        with pytest.raises(OutsideRoot):
+            tree.stat(path)
+    with pytest.raises(OutsideRoot):
+        tree.entries("dir_out")
+    with pytest.raises(OutsideRoot):
+        tree.create_exclusive("dir_out/new.txt", b"x")
+    with pytest.raises(OutsideRoot):
+        tree.write_atomic("rel", b"overwrite")
+    assert (host / "secret.txt").read_text() == "HOST SECRET"
+    assert sorted(os.listdir(host)) == ["secret.txt"]
+    with pytest.raises(OutsideRoot):
+        tree.read_bytes("/etc/passwd")
+
+
+def test_stat_without_following_sees_the_link_itself(world):
+    tree, root, _ = world
+    (root / "rel").symlink_to("../host/secret.txt")
+    assert stat.S_ISLNK(tree.stat("rel", follow_symlinks=False).st_mode)
+
+
+def test_write_atomic_replaces_keeps_the_mode_and_writes_through_inside_links(world):
+    tree, root, _ = world
+    note = root / "a" / "b" / "note.txt"
+    note.chmod(0o640)
+    (root / "alias").symlink_to("a/b/note.txt")
+    tree.write_atomic("alias", b"new")
+    assert note.read_bytes() == b"new" and (root / "alias").is_symlink()
+    assert note.stat().st_mode & 0o777 == 0o640
+    tree.write_atomic("fresh/deep/file.bin", lambda handle: handle.write(b"abc"), make_parents=True)
+    assert (root / "fresh" / "deep" / "file.bin").read_bytes() == b"abc"
+    assert (root / "fresh" / "deep" / "file.bin").stat().st_mode & 0o777 == 0o644
+
+
+def test_a_failed_atomic_write_leaves_no_temp_file(world):
+    tree, root, _ = world
+
+    def explode(handle):
+        handle.write(b"half")
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        tree.write_atomic("a/b/note.txt", explode)
+    assert sorted(os.listdir(root / "a" / "b")) == ["note.txt"]
+    assert (root / "a" / "b" / "note.txt").read_text() == "inside"
+
+
+def test_create_exclusive_refuses_any_existing_name_even_a_dangling_link(world):
+    tree, root, _ = world
+    (root / "dangling").symlink_to("nowhere")
+    with pytest.raises(FileExistsError):
+        tree.create_exclusive("a/b/note.txt", b"x")
+    with pytest.raises(FileExistsError):
+        tree.create_exclusive("dangling", b"x")
+    assert not (root / "nowhere").exists()
+    tree.create_exclusive("a/new.txt", b"made")
+    assert (root / "a" / "new.txt").read_bytes() == b"made"
+
+
+def test_directories_entries_and_removal(world):
+    tree, root, host = world
+    tree.make_dirs("x/y/z")
+    with pytest.raises(FileExistsError):
+        tree.make_dirs("x/y/z", exist_ok=False)
+    (root / "x" / "y" / "z" / "f").write_text("1")
+    (root / "x" / "out").symlink_to("../../host")
+    names = {entry.name: entry for entry in tree.entries("x")}
+    assert set(names) == {"y", "out"} and names["y"].is_dir() and names["out"].is_symlink()
+    tree.unlink("x/y/z/f")
+    tree.rmdir("x/y/z")
+    tree.remove_tree("x")  # the link to the host folder is removed, never followed
+    assert not (root / "x").exists()
+    assert (host / "secret.txt").read_text() == "HOST SECRET"
+
+
+def test_rename_and_copy_by_descriptor(world):
+    tree, root, _ = world
+    tree.copy_file("a/b/note.txt", "copy.txt")
+    assert (root / "copy.txt").read_text() == "inside"
+    with pytest.raises(FileExistsError):
+        tree.copy_file("a/b/note.txt", "copy.txt", overwrite=False)
+    with pytest.raises(FileExistsError):
+        tree.rename("copy.txt", "a/b/note.txt", overwrite=False)
+    tree.rename("copy.txt", "a/moved.txt")
+    assert (root / "a" / "moved.txt").read_text() == "inside" and not (root / "copy.txt").exists()
+    tree.rename("a/moved.txt", "a/b/note.txt")
+    assert sorted(os.listdir(root / "a" / "b")) == ["note.txt"]
+
+
+def test_a_fifo_is_refused_without_blocking(world):
+    tree, root, _ = world
+    os.mkfifo(root / "pipe")
+    with pytest.raises(PermissionError):
+        tree.read_bytes("pipe")
+
+
+_RENAME_EXCHANGE = 2
+
+
+def _exchange(a: Path, b: Path) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.renameat2(-100, os.fsencode(a), -100, os.fsencode(b), _RENAME_EXCHANGE) != 0:
+        raise OSError(ctypes.get_errno(), "renameat2")
+
+
+def test_swapping_a_folder_for_an_outward_link_never_lets_a_read_or_write_out(world):
+    """The check-then-open race: a folder swapped with a link to the host, over and over."""
+    tree, root, host = world
+    (root / "a" / "b" / "secret.txt").write_text("world copy")
+    (root / "swap").symlink_to("../host")
+    stop = threading.Event()
+
+    def swapper() -> None:
+        while not stop.is_set():
+            _exchange(root / "a" / "b", root / "swap")
+
+    thread = threading.Thread(target=swapper, daemon=True)
+    thread.start()
+    leaked = 0
+    try:
+        for index in range(2000):
+            with _maybe():
+                if tree.read_bytes("a/b/secret.txt") == b"HOST SECRET":
+                    leaked += 1
+            with _maybe():
+                tree.create_exclusive(f"a/b/new{index}.txt", b"x")
+            with _maybe():
+                tree.write_atomic("a/b/secret.txt", b"world copy")
+    finally:
+        stop.set()
+        thread.join()
+    outside = len(set(os.listdir(host)) - {"secret.txt"})
+    assert (leaked, outside) == (0, 0)
+    assert (host / "secret.txt").read_text() == "HOST SECRET"
+
+
+class _maybe:
+    """Swallow the refusals the race produces (outside, absent, not a folder)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, traceback):
+        return kind is not None and issubclass(kind, OSError)
