@@ -14,13 +14,14 @@ from __future__ import annotations
 import json
 import stat
 import zipfile
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from atoll.benchmark import Benchmark, Task, World
 from atoll.errors import AtollError, describe_validation
+from atoll.members import UnsafeArchive, clean_member_name, is_junk, split_world_member
 
 TASKS_FILE = "tasks_and_rubrics.json"
 WORLDS_FILE = "world_descriptions.json"
@@ -98,14 +99,12 @@ def _parse_records(path: Path, records: list[Any], model: type, id_field: str) -
 
 
 def check_member_name(name: str) -> str | None:
-    """Why an archive member name is unsafe to extract, or None when it is fine."""
-    if "\x00" in name:
-        return "contains a NUL byte"
-    if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":"):
-        return "is an absolute path"
-    parts = PurePosixPath(name.replace("\\", "/")).parts
-    if ".." in parts:
-        return "contains '..'"
+    """Why an archive member name is unsafe to extract, or None when it is fine
+    (the rules of :mod:`atoll.members`, shared with populate and the grader)."""
+    try:
+        clean_member_name(name)
+    except UnsafeArchive as exc:
+        return exc.problem
     return None
 
 
@@ -116,7 +115,7 @@ def _zip_member_problem(info: zipfile.ZipInfo) -> str | None:
     # Unix file type bits, when the archiver recorded them (Windows archivers do not).
     file_type = stat.S_IFMT(info.external_attr >> 16)
     if file_type == stat.S_IFLNK:
-        return "is a symbolic link"
+        return "is a symbolic link (a world archive holds files and folders only)"
     if file_type and file_type not in (stat.S_IFREG, stat.S_IFDIR):
         return "is not a regular file or directory"
     return None
@@ -125,24 +124,33 @@ def _zip_member_problem(info: zipfile.ZipInfo) -> str | None:
 def inspect_world_zip(path: Path, *, verify: bool = False) -> dict[str, int]:
     """Validate a world archive and count its files per top-level subtree.
 
-    With ``verify`` every member's CRC is checked (reads the whole archive).
-    Raises AtollError for a missing or corrupt archive, an unsafe member name (absolute,
-    ``..``, link, device) or a member outside ``filesystem/`` and ``.apps_data/``.
+    Member names follow :mod:`atoll.members` (``\\`` is a separator, ``apps_data/`` is
+    ``.apps_data/``); desktop-archiver litter (``__MACOSX/``, ``.DS_Store``, …) is skipped
+    and counted under ``"skipped"``. With ``verify`` every member's CRC is checked (reads
+    the whole archive). Raises AtollError for a missing or corrupt archive, an unsafe member
+    name (absolute, ``..``, reserved), a link or device, or a member outside ``filesystem/``
+    and ``.apps_data/``.
     """
     if not path.is_file():
         raise _fail(f"{path}: world archive missing")
     try:
         with zipfile.ZipFile(path) as archive:
-            counts = dict.fromkeys(WORLD_SUBTREES, 0)
+            counts = dict.fromkeys((*WORLD_SUBTREES, "skipped"), 0)
             for info in archive.infolist():
                 problem = _zip_member_problem(info)
                 if problem:
                     raise _fail(f"{path}: member {info.filename!r} {problem}")
-                top = info.filename.split("/", 1)[0]
-                if top not in WORLD_SUBTREES:
+                name = clean_member_name(info.filename)
+                if name is None:
+                    continue
+                if is_junk(name):
+                    counts["skipped"] += 1
+                    continue
+                tree = split_world_member(name)
+                if tree is None:
                     raise _fail(f"{path}: member {info.filename!r} is outside filesystem/ and .apps_data/")
                 if not info.is_dir():
-                    counts[top] += 1
+                    counts[tree[0]] += 1
             if verify:
                 bad = archive.testzip()
                 if bad is not None:
@@ -239,6 +247,7 @@ def summarize(benchmark: Benchmark) -> dict[str, Any]:
                 "tasks": sum(task.world_id == world.world_id for task in benchmark.tasks),
                 "files": counts["filesystem"],
                 "app_data_files": counts[".apps_data"],
+                "skipped_members": counts.get("skipped", 0),
             }
         )
     return {

@@ -1,43 +1,32 @@
 """Safe extraction of untrusted archives (tar, tar.gz/bz2/xz, zip) and folders into a fresh directory.
 
 Every member passes one gate, :class:`SafeExtractor`, which refuses (with
-:class:`UnsafeArchive`, naming the member) absolute paths, ``..``, symlinks or hardlinks that
-point out of their root, device files and FIFOs, writes through symlinks, and archives that
-exceed the size, member-count or compression-ratio limits. The extractor only ever writes
-into staging directories it was given; moving the result into the world is ``populate``'s job.
+:class:`UnsafeArchive`, naming the member) the names :mod:`atoll.members` refuses, symlinks
+that lead out of their root when resolved physically on the staging tree (:mod:`environment.links`),
+hardlinks to anything but an earlier regular member, device files and FIFOs, writes through
+symlinks, and archives that exceed the size, member-count or compression-ratio limits.
+Desktop-archiver litter (``__MACOSX/``, ``.DS_Store``, …) is skipped and counted. The
+extractor only ever writes into staging directories it was given; moving the result into
+the world is ``populate``'s job, after :meth:`SafeExtractor.check_links` has judged every
+link once more on the finished tree.
 """
 
 from __future__ import annotations
 
-import bz2
-import gzip
-import lzma
 import os
-import posixpath
-import re
-import shutil
 import stat
-import tarfile
-import zipfile
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
-from atoll.errors import AtollError
-from environment.gunzip import ForwardOnly, ThreadedGunzip
+from atoll.members import UnsafeArchive, clean_member_name, is_junk
+from environment.links import LinkEscape, resolve_link
+from mcp_servers._core import beneath
+
+__all__ = ["ArchiveLimits", "Router", "SafeExtractor", "UnsafeArchive", "clean_member_name", "copy_capped"]
 
 _CHUNK = 1 << 20
-_WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:")
-
-
-class UnsafeArchive(AtollError):
-    """An archive member (or the archive as a whole) that extraction refuses."""
-
-    def __init__(self, member: str, problem: str, code: str = "unsafe_archive") -> None:
-        super().__init__(code, f"archive member {member!r}: {problem}" if member else f"archive: {problem}")
-        self.member = member
 
 
 @dataclass(frozen=True)
@@ -75,40 +64,6 @@ def copy_capped(source: BinaryIO, target: BinaryIO, limit: int, label: str) -> N
 Router = Callable[[str], "tuple[Path, str] | None"]
 
 
-def clean_member_name(name: str) -> str | None:
-    """The member's relative POSIX path, or None for the archive root itself ("." or "./").
-
-    Raises UnsafeArchive for absolute paths, drive letters, backslashes, NUL and ``..``.
-    """
-    if "\x00" in name:
-        raise UnsafeArchive(name, "name contains a NUL byte")
-    if name.startswith("/") or _WINDOWS_DRIVE.match(name):
-        raise UnsafeArchive(name, "absolute path")
-    if "\\" in name:
-        raise UnsafeArchive(name, "backslash in path (archives must use '/')")
-    parts = [part for part in name.split("/") if part not in ("", ".")]
-    if ".." in parts:
-        raise UnsafeArchive(name, "path contains '..'")
-    return "/".join(parts) or None
-
-
-class _CountingReader(ForwardOnly):
-    """Counts the compressed bytes read, to measure the expansion ratio."""
-
-    def __init__(self, raw: BinaryIO) -> None:
-        self.raw = raw
-        self._position = 0
-
-    @property
-    def count(self) -> int:
-        return self._position
-
-    def read(self, size: int = -1) -> bytes:
-        data = self.raw.read(size)
-        self._position += len(data)
-        return data
-
-
 class SafeExtractor:
     """Writes members into staging roots, enforcing the safety rules and limits across one populate."""
 
@@ -117,11 +72,14 @@ class SafeExtractor:
         self.limits = limits
         self.members = 0
         self.files = 0
+        self.skipped = 0
         self.bytes_written = 0
         # Per source: compressed bytes read so far (callable) and bytes written at its start.
         self._compressed: Callable[[], int] = lambda: 0
         self._source_start = 0
         self._directories: set[tuple[Path, str]] = set()
+        # Every symlink made so far, (root, path) -> member name: judged again at the end.
+        self._links: dict[tuple[Path, str], str] = {}
 
     # -- per-source bookkeeping -------------------------------------------------------------
 
@@ -136,7 +94,12 @@ class SafeExtractor:
                 name, f"more than {self.limits.max_members} members in one populate", "archive_too_large"
             )
 
-    def _check_ratio(self, name: str) -> None:
+    def check_ratio(self, name: str) -> None:
+        """Refuse once this source wrote ``max_ratio`` times the compressed bytes read so far.
+
+        Both sides are measured, never declared: bytes actually written, and bytes actually
+        consumed from the source (for a zip, its member ranges, which may not overlap).
+        """
         expanded = self.bytes_written - self._source_start
         if expanded < self.limits.ratio_floor_bytes:
             return
@@ -149,11 +112,20 @@ class SafeExtractor:
                 "archive_too_large",
             )
 
+    def _reserve(self, name: str, size: int) -> None:
+        if self.bytes_written + size > self.limits.max_bytes:
+            raise UnsafeArchive(
+                name, f"populate would write more than {self.limits.max_bytes} bytes", "archive_too_large"
+            )
+
     # -- targets --------------------------------------------------------------------------
 
     def _target(self, name: str) -> tuple[Path, str, Path] | None:
         cleaned = clean_member_name(name)
         if cleaned is None:
+            return None
+        if is_junk(cleaned):
+            self.skipped += 1
             return None
         routed = self.router(cleaned)
         if routed is None:
@@ -184,8 +156,7 @@ class SafeExtractor:
         # replaced (``_clear`` refuses), so a checked parent stays safe: skip the lstats next time.
         self._directories.add((root, parent))
 
-    @staticmethod
-    def _clear(name: str, path: Path) -> None:
+    def _clear(self, name: str, root: Path, relative: str, path: Path) -> None:
         """Make room for a member whose name appeared before (the later one wins, as with tar)."""
         try:
             info = os.lstat(path)
@@ -194,6 +165,7 @@ class SafeExtractor:
         if stat.S_ISDIR(info.st_mode):
             raise UnsafeArchive(name, "a directory of the same name is already in the archive")
         os.unlink(path)
+        self._links.pop((root, relative), None)
 
     # -- members --------------------------------------------------------------------------
 
@@ -215,17 +187,14 @@ class SafeExtractor:
     def add_file(self, name: str, source: BinaryIO, size: int, executable: bool, mtime: float | None) -> None:
         """Copy ``size`` bytes from ``source``; refuses before writing when the limits would be passed."""
         self._count_member(name)
-        if self.bytes_written + size > self.limits.max_bytes:
-            raise UnsafeArchive(
-                name, f"populate would write more than {self.limits.max_bytes} bytes", "archive_too_large"
-            )
+        self._reserve(name, size)
         target = self._target(name)
         if target is None:
             return
         root, relative, path = target
         self._make_parents(name, root, relative)
-        self._clear(name, path)
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        self._clear(name, root, relative, path)
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         with os.fdopen(descriptor, "wb", buffering=0) as sink:
             remaining = size
             while remaining > 0:
@@ -235,31 +204,69 @@ class SafeExtractor:
                 sink.write(chunk)
                 remaining -= len(chunk)
                 self.bytes_written += len(chunk)
-                self._check_ratio(name)
+                self.check_ratio(name)
             if executable:
                 os.fchmod(sink.fileno(), 0o755)
+            if mtime is not None:
+                os.utime(sink.fileno(), (mtime, mtime))
         self.files += 1
-        if mtime is not None:
-            os.utime(path, (mtime, mtime), follow_symlinks=False)
 
     def add_symlink(self, name: str, link_target: str) -> None:
-        """A symlink is kept only when it resolves inside its own root."""
+        """A symlink is kept only when it resolves inside its own root, physically."""
         self._count_member(name)
         target = self._target(name)
         if target is None:
             return
         root, relative, path = target
-        if not link_target or link_target.startswith("/") or "\x00" in link_target:
-            raise UnsafeArchive(name, f"symlink points outside the world ({link_target!r})")
-        resolved = posixpath.normpath(posixpath.join(posixpath.dirname(relative), link_target))
-        if resolved == ".." or resolved.startswith("../"):
-            raise UnsafeArchive(name, f"symlink points outside the world ({link_target!r})")
+        if "\x00" in link_target:
+            raise UnsafeArchive(name, f"symlink target contains a NUL byte ({link_target!r})")
         self._make_parents(name, root, relative)
-        self._clear(name, path)
+        self._judge_link(name, root, relative, link_target)
+        self._clear(name, root, relative, path)
         os.symlink(link_target, path)
+        self._links[(root, relative)] = name
+
+    def _judge_link(self, name: str, root: Path, relative: str, link_target: str) -> None:
+        try:
+            resolve_link(str(root), relative.rpartition("/")[0], link_target)
+        except LinkEscape as exc:
+            raise UnsafeArchive(
+                name, f"symlink points outside the world ({link_target!r}: {exc.reason})"
+            ) from None
+
+    def check_links(self) -> None:
+        """Judge every kept symlink again on the finished tree: a later link can change where an
+        earlier one leads (``x -> d/..`` made before ``d -> ..``). Raises UnsafeArchive."""
+        for (root, relative), name in self._links.items():
+            self._judge_link(name, root, relative, os.readlink(root / relative))
+
+    @staticmethod
+    def _open_hardlink_source(name: str, root: Path, relative: str, link_target: str) -> int:
+        """The earlier member's file, resolved physically beneath its staging root (links on
+        the way followed only while they stay inside; the file itself never a link)."""
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+        try:
+            with beneath.Root(root).fd() as root_fd:
+                descriptor = beneath.open_beneath(root_fd, relative, flags)
+        except beneath.OutsideRoot:
+            raise UnsafeArchive(name, f"hardlink points outside the world ({link_target!r})") from None
+        except FileNotFoundError:
+            raise UnsafeArchive(name, f"hardlink to a member not extracted before ({link_target!r})") from None
+        except OSError as exc:  # ELOOP: the source is itself a symlink; ENOTDIR: a file on the way
+            raise UnsafeArchive(
+                name, f"hardlink to something that is not a regular file ({link_target!r}: {exc.strerror})"
+            ) from None
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            os.close(descriptor)
+            raise UnsafeArchive(name, f"hardlink to something that is not a regular file ({link_target!r})")
+        return descriptor
 
     def add_hardlink(self, name: str, link_target: str) -> None:
-        """A hardlink becomes a copy of an earlier member of the same root; anything else is refused."""
+        """A hardlink becomes a copy of an earlier regular member of the same root.
+
+        The source is opened through real directories only (never through a symlink, so a
+        link chain cannot make it a host file); anything else is refused.
+        """
         self._count_member(name)
         target = self._target(name)
         if target is None:
@@ -271,160 +278,19 @@ class SafeExtractor:
             raise UnsafeArchive(name, f"hardlink points outside the world ({link_target!r})") from exc
         if source_target is None or source_target[0] != root:
             raise UnsafeArchive(name, f"hardlink points outside its root ({link_target!r})")
-        source_path = source_target[2]
-        try:
-            info = os.lstat(source_path)
-        except FileNotFoundError:
-            raise UnsafeArchive(
-                name, f"hardlink to a member not extracted before ({link_target!r})"
-            ) from None
-        if not stat.S_ISREG(info.st_mode):
-            raise UnsafeArchive(name, f"hardlink to something that is not a regular file ({link_target!r})")
-        if self.bytes_written + info.st_size > self.limits.max_bytes:
-            raise UnsafeArchive(
-                name, f"populate would write more than {self.limits.max_bytes} bytes", "archive_too_large"
+        source_fd = self._open_hardlink_source(name, root, source_target[1], link_target)
+        with os.fdopen(source_fd, "rb", buffering=0) as source:
+            info = os.fstat(source.fileno())
+            self._reserve(name, info.st_size)
+            self._make_parents(name, root, relative)
+            self._clear(name, root, relative, path)
+            descriptor = os.open(
+                path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, info.st_mode & 0o755
             )
-        self._make_parents(name, root, relative)
-        self._clear(name, path)
-        shutil.copyfile(source_path, path, follow_symlinks=False)
-        self.bytes_written += info.st_size
+            with os.fdopen(descriptor, "wb", buffering=0) as sink:
+                while chunk := source.read(_CHUNK):
+                    sink.write(chunk)
+                    self.bytes_written += len(chunk)
+        self.check_ratio(name)  # many hardlinks to one big member are a bomb too
         self.files += 1
 
-
-# -- readers: each turns one source into extractor calls ------------------------------------
-
-
-def extract_tar(stream: BinaryIO, extractor: SafeExtractor, compression: str = "gz") -> None:
-    """Read a tar through ``extractor``, front to back (``stream`` needs no seek).
-
-    ``compression`` is ``gz``, ``bz2``, ``xz`` or ``""`` (plain tar).
-    """
-    counting = _CountingReader(stream)
-    source: Any = counting
-    if compression == "gz":
-        # Inflate on a second thread (as `tar xzf` runs gzip beside tar) and count the
-        # compressed bytes it consumed, for the ratio check.
-        source = ThreadedGunzip(counting)
-    elif compression:
-        # The bz2/xz readers refuse to seek over an unseekable file; this wrapper seeks forward.
-        source = _CountingReader(_decompressor(counting, compression))
-    extractor.begin_source(lambda: counting.count)
-    try:
-        # Normal ("r:") mode over a forward-only reader: tarfile only ever seeks forward here,
-        # and avoids stream mode's re-slicing of its buffer on every read.
-        archive = tarfile.open(fileobj=source, mode="r:")  # noqa: SIM115
-        with archive:
-            while (member := archive.next()) is not None:
-                _extract_tar_member(archive, member, extractor)
-                archive.members.clear()  # constant memory for archives of many members
-    except _CORRUPT as exc:
-        raise UnsafeArchive("", f"corrupt or truncated archive ({exc})", "bad_archive") from exc
-    finally:
-        if isinstance(source, ThreadedGunzip):
-            source.close()
-
-
-_CORRUPT = (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile, lzma.LZMAError)
-
-
-def _decompressor(raw: _CountingReader, compression: str) -> BinaryIO:
-    if compression == "gz":
-        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[arg-type]
-    if compression == "bz2":
-        return bz2.BZ2File(raw, mode="rb")  # type: ignore[arg-type]
-    if compression == "xz":
-        return lzma.LZMAFile(raw, mode="rb")  # type: ignore[arg-type]
-    raise ValueError(f"unknown compression {compression!r}")
-
-
-def _extract_tar_member(archive: tarfile.TarFile, member: tarfile.TarInfo, extractor: SafeExtractor) -> None:
-    name = member.name
-    if member.isdir():
-        extractor.add_directory(name)
-    elif member.isreg():
-        source = archive.extractfile(member)
-        assert source is not None
-        extractor.add_file(name, source, member.size, bool(member.mode & 0o111), member.mtime)
-    elif member.issym():
-        extractor.add_symlink(name, member.linkname)
-    elif member.islnk():
-        extractor.add_hardlink(name, member.linkname)
-    elif member.ischr() or member.isblk():
-        raise UnsafeArchive(name, "device files are not allowed")
-    elif member.isfifo():
-        raise UnsafeArchive(name, "FIFOs are not allowed")
-    else:
-        raise UnsafeArchive(name, f"unsupported member type {member.type!r}")
-
-
-def extract_zip(path_or_file: str | Path | BinaryIO, extractor: SafeExtractor) -> None:
-    """Extract a zip (needs a seekable file); symlink entries obey the same rules as in tar."""
-    try:
-        archive = zipfile.ZipFile(path_or_file)
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise UnsafeArchive("", f"not a readable zip archive ({exc})", "bad_archive") from exc
-    compressed = 0
-    extractor.begin_source(lambda: compressed)
-    with archive:
-        infos = archive.infolist()
-        if len(infos) + extractor.members > extractor.limits.max_members:
-            raise UnsafeArchive(
-                "", f"more than {extractor.limits.max_members} members in one populate", "archive_too_large"
-            )
-        for info in infos:
-            compressed += info.compress_size
-            mode = info.external_attr >> 16
-            if info.is_dir():
-                extractor.add_directory(info.filename)
-            elif stat.S_ISLNK(mode):
-                with archive.open(info) as source:  # a link target is short: never read a bomb whole
-                    target = source.read(4097)
-                if len(target) > 4096:
-                    raise UnsafeArchive(info.filename, "symlink target longer than 4096 bytes")
-                extractor.add_symlink(info.filename, target.decode("utf-8", "replace"))
-            elif stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode):
-                raise UnsafeArchive(info.filename, "device files and FIFOs are not allowed")
-            else:
-                try:
-                    with archive.open(info) as source:
-                        extractor.add_file(
-                            info.filename, source, info.file_size, bool(mode & 0o111), _zip_mtime(info)
-                        )
-                except (zipfile.BadZipFile, EOFError, NotImplementedError) as exc:
-                    raise UnsafeArchive(info.filename, f"cannot be read ({exc})", "bad_archive") from exc
-
-
-def _zip_mtime(info: zipfile.ZipInfo) -> float | None:
-    import datetime
-
-    try:
-        return datetime.datetime(*info.date_time).timestamp()
-    except ValueError:
-        return None
-
-
-def copy_local_folder(folder: Path, extractor: SafeExtractor) -> None:
-    """Copy a local folder; its symlinks are judged like archive symlinks (never followed)."""
-    extractor.begin_source(lambda: 1 << 62)  # a folder is not compressed: no ratio to enforce
-    for directory, dirnames, filenames in os.walk(folder, followlinks=False):
-        dirnames.sort()
-        relative_dir = Path(directory).relative_to(folder).as_posix()
-        prefix = "" if relative_dir == "." else relative_dir + "/"
-        for dirname in list(dirnames):
-            full = Path(directory, dirname)
-            if full.is_symlink():
-                dirnames.remove(dirname)
-                extractor.add_symlink(prefix + dirname, os.readlink(full))
-            else:
-                extractor.add_directory(prefix + dirname)
-        for filename in sorted(filenames):
-            full = Path(directory, filename)
-            info = os.lstat(full)
-            name = prefix + filename
-            if stat.S_ISLNK(info.st_mode):
-                extractor.add_symlink(name, os.readlink(full))
-            elif stat.S_ISREG(info.st_mode):
-                with open(full, "rb") as source:
-                    extractor.add_file(name, source, info.st_size, bool(info.st_mode & 0o111), info.st_mtime)
-            else:
-                raise UnsafeArchive(name, "device files, FIFOs and sockets are not allowed")

@@ -265,6 +265,7 @@ async def _run_populate(
     return {
         "objects_added": result.objects_added,
         "extracted_bytes": result.extracted_bytes,
+        "skipped_members": result.skipped_members,
         "subsystem": subsystem if subsystem is not None else ",".join(result.subsystems),
         "subsystems": result.subsystems,
         "mode": result.mode,

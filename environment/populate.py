@@ -22,23 +22,14 @@ from typing import Any, BinaryIO, Literal
 import fsspec
 
 from atoll.errors import AtollError
-from environment.archive import (
-    ArchiveLimits,
-    SafeExtractor,
-    UnsafeArchive,
-    clean_member_name,
-    copy_capped,
-    copy_local_folder,
-    extract_tar,
-    extract_zip,
-)
+from atoll.members import APPS_DATA, FILESYSTEM, RESERVED_PREFIX, split_world_member
+from environment.archive import ArchiveLimits, SafeExtractor, UnsafeArchive, clean_member_name, copy_capped
+from environment.archive_readers import copy_local_folder, extract_tar, extract_zip
 
 logger = logging.getLogger("environment.populate")
 
-FILESYSTEM = "filesystem"
-APPS_DATA = ".apps_data"
 WORLD = "world"
-STAGING_PREFIX = ".atoll-staging-"
+STAGING_PREFIX = RESERVED_PREFIX
 
 Mode = Literal["merge", "replace"]
 
@@ -103,6 +94,7 @@ class PopulateSource:
 class PopulateResult:
     objects_added: int
     extracted_bytes: int
+    skipped_members: int
     subsystems: list[str]
     mode: str
     sources: int
@@ -141,12 +133,14 @@ def populate(
                 ) from exc
             except OSError as exc:
                 raise AtollError("source_unreadable", f"populate source {source.label!r}: {exc}") from exc
+        extractor.check_links()
         staging.commit(replace=[s.subsystem for s in sources] if mode == "replace" else [])
     finally:
         staging.discard()
     return PopulateResult(
         objects_added=extractor.files,
         extracted_bytes=extractor.bytes_written,
+        skipped_members=extractor.skipped,
         subsystems=sorted({str(s.subsystem) for s in sources}),
         mode=mode,
         sources=len(sources),
@@ -174,18 +168,11 @@ class _Staging:
     def route_all(self, name: str) -> tuple[Path, str] | None:
         subsystem = self.current
         if subsystem.top == WORLD:
-            top, _, rest = name.partition("/")
-            if top not in (FILESYSTEM, APPS_DATA):
-                return None  # e.g. __MACOSX/ or a README beside the two trees
-            if not rest:
-                return None
-            routed = (self.dir_for(top), rest)
-        else:
-            routed = (self.dir_for(subsystem.top), f"{subsystem.nested}/{name}" if subsystem.nested else name)
-        if routed[1].startswith(STAGING_PREFIX):
-            # Reserved for staging: a member must not collide with (or pose as) a staging directory.
-            raise UnsafeArchive(name, f"names starting with {STAGING_PREFIX!r} are reserved")
-        return routed
+            tree = split_world_member(name)
+            if tree is None or not tree[1]:
+                return None  # e.g. a README beside the two trees, or a tree's own folder
+            return self.dir_for(tree[0]), tree[1]
+        return self.dir_for(subsystem.top), f"{subsystem.nested}/{name}" if subsystem.nested else name
 
     def commit(self, replace: list[Subsystem]) -> None:
         for subsystem in replace:

@@ -2,8 +2,11 @@
 
 Both forms hold members ``filesystem/<path>`` and ``.apps_data/<path>``.  A zip whose members
 have neither prefix (an Archipelago export of the filesystem alone) is read as ``filesystem/``.
-Only regular files are read; names that are absolute, contain ``..`` or are otherwise unsafe
-are skipped (snapshots are untrusted input).
+Member names follow :mod:`atoll.members`, the rules the loader and populate use: ``\\`` is a
+separator and a top-level ``apps_data/`` is ``.apps_data/``. Only regular files are read;
+names those rules refuse (absolute, ``..``, …) and desktop-archiver litter (``__MACOSX/``,
+``.DS_Store``, …) are left out of the world graded and counted in :attr:`Snapshot.skipped`
+(snapshots are untrusted input, and nothing here is written to disk).
 """
 
 from __future__ import annotations
@@ -12,9 +15,10 @@ import hashlib
 import tarfile
 import zipfile
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from atoll.errors import AtollError
+from atoll.members import UnsafeArchive, clean_member_name, is_junk, world_member
 
 FS_PREFIX = "filesystem/"
 APPS_PREFIX = ".apps_data/"
@@ -31,16 +35,17 @@ class SnapshotEntry:
 
 
 def _clean_name(name: str) -> str | None:
-    """The normalised member name, or None when it is unsafe or not a file path."""
-    name = name.replace("\\", "/")
-    while name.startswith("./"):
-        name = name[2:]
-    if not name or name.startswith("/") or name.endswith("/"):
+    """The normalised member name (``apps_data/`` read as ``.apps_data/``), or None when the
+    shared member rules refuse it, it is litter, or it names a folder."""
+    if name.endswith(("/", "\\")):
         return None
-    parts = PurePosixPath(name).parts
-    if any(part in ("..", "") for part in parts):
+    try:
+        cleaned = clean_member_name(name)
+    except UnsafeArchive:
         return None
-    return "/".join(parts)
+    if cleaned is None or is_junk(cleaned):
+        return None
+    return world_member(cleaned)
 
 
 class Snapshot:
@@ -56,6 +61,8 @@ class Snapshot:
         self._kind = self._detect_kind()
         self._zip_prefixless = False
         self.entries: dict[str, SnapshotEntry] = {}
+        #: Files left out: names the member rules refuse, and desktop-archiver litter.
+        self.skipped = 0
         try:
             self._index()
         except (tarfile.TarError, zipfile.BadZipFile, OSError, EOFError) as exc:
@@ -83,7 +90,10 @@ class Snapshot:
                     n and (n.startswith(FS_PREFIX) or n.startswith(APPS_PREFIX)) for n in names
                 )
                 for info, name in zip(infos, names, strict=True):
-                    if name is None or _is_zip_link(info):
+                    if name is None:
+                        self.skipped += 1
+                        continue
+                    if _is_zip_link(info):
                         continue
                     path = self._member_path(name)
                     if path is None:
@@ -99,7 +109,10 @@ class Snapshot:
                     if not member.isreg():
                         continue
                     name = _clean_name(member.name)
-                    path = self._member_path(name) if name else None
+                    if name is None:
+                        self.skipped += 1
+                        continue
+                    path = self._member_path(name)
                     if path is None:
                         continue
                     digest = hashlib.sha256()

@@ -46,6 +46,7 @@ def test_summary_counts(tmp_path):
     assert summary["criteria_per_task"] == {"total": 4, "mean": 2.0, "min": 1, "max": 3}
     assert summary["worlds"][0] == {
         "world_id": "world-a", "world_name": "Alpha matter", "tasks": 2, "files": 1, "app_data_files": 1,
+        "skipped_members": 0,
     }
 
 
