@@ -123,7 +123,13 @@ def create_app(
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
-        return {"status": "ok", "servers_preloaded": app_servers_preloaded()}
+        from mcp_servers.code.sandbox import sandbox_report  # lazily: the code server's imports
+
+        return {
+            "status": "ok",
+            "servers_preloaded": app_servers_preloaded(),
+            "code_sandbox": sandbox_report(),  # whether code_exec can run here, how, or why not
+        }
 
     @app.get("/metrics", dependencies=[Depends(require_env_token)])
     async def prometheus_metrics() -> Response:

@@ -30,6 +30,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
+# code_exec never runs its sandbox as host root: a root server drops to this unprivileged
+# user first (ATOLL_CODE_SANDBOX_USER / _UID / _GID choose another; see docs/security.md).
+if [ "$(id -u)" = 0 ] && ! getent passwd atoll-sandbox >/dev/null; then
+  echo "setup: creating the unprivileged code_exec sandbox user atoll-sandbox"
+  useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin atoll-sandbox
+fi
+
 python=${PYTHON:-python3}
 "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
   echo "setup: atoll needs Python >= 3.11 ($python is $("$python" --version 2>&1))" >&2; exit 1; }

@@ -1,41 +1,58 @@
-"""Run an agent's shell command in a bubblewrap sandbox.
+"""Run an agent's shell command in a bubblewrap sandbox, as an unprivileged host user.
 
-What the command sees: the world's filesystem root at ``/filesystem`` (read-write, the
-working directory), a fresh size-capped ``/tmp``, ``/usr`` and the Python that carries
-the analysis libraries (read-only), and nothing else of the host — no app data, no home,
-no network (every namespace unshared), an environment with no inherited variables.
+What the command sees is set in :mod:`mcp_servers.code.bwrap` (the world's files at
+``/filesystem``, read-only ``/usr`` and interpreter, a read-only ``/proc`` of its own or a
+minimal one, no network, no app data, no inherited environment). Who it is on the host is
+set in :mod:`mcp_servers.code.identity` (never root; a fresh session keyring).
 
-Limits: CPU seconds, address space, process count and file size (rlimits, set before
-exec and inherited inside; the process count also by a ``pids`` cgroup where the server
-can make one, since the rlimit does not bind a server running as root), a wall-clock
-timeout that kills the whole process tree (the sandbox's PID namespace dies with its
-init), bytes written under the root (a watchdog), and output captured while reading up
-to a cap (the rest is drained and counted, never buffered).
+Limits of one call:
+- memory, processes and CPU share for the run as a whole: a cgroup per call
+  (:mod:`mcp_servers.code.cgroup`), removed afterwards, and per process the rlimits (CPU
+  seconds, address space, process count, file size, no core files) where no cgroup can be
+  made;
+- a wall-clock timeout that kills the whole process tree (the sandbox's PID namespace dies
+  with its init, the cgroup is emptied);
+- bytes added under the world root, across every process of the run: a watchdog walks the
+  whole tree (every entry, by directory descriptors) and counts deleted-but-open files of
+  the run's processes, kills the run past the cap, and once the run is over takes the
+  overshoot back by removing the newest files the run created;
+- output captured while reading up to a cap (the rest is drained and counted).
 
-Without a working bubblewrap the sandbox refuses to run, unless the server is told the
-process already runs inside an outer sandbox (gVisor, Kata) with ``trust_outer_sandbox``.
+After every call the entries the run created or changed lose set-uid/set-gid bits and file
+capabilities. Without a working bubblewrap the sandbox refuses to run, unless the server is
+told it already runs inside an outer sandbox (gVisor, Kata) with ``trust_outer_sandbox``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import resource
 import selectors
-import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from mcp_servers.code.pids import PidsCgroup
+from mcp_servers.code import worldtree
+from mcp_servers.code.bwrap import SANDBOX_ROOT, bwrap_argv, probe, python_prefixes, sandbox_environment
+from mcp_servers.code.cgroup import CgroupLimits, RunCgroup, available_controllers
+from mcp_servers.code.config import flag, setting
+from mcp_servers.code.identity import (
+    IdentityError,
+    SandboxIdentity,
+    join_new_session_keyring,
+    resolve_identity,
+)
+from mcp_servers.code.staging import Staging, staging_supported
 
-SANDBOX_ROOT = "/filesystem"
-_PROBE_CACHE: dict[str, str | None] = {}
-_PROBE_LOCK = threading.Lock()
+_MB = 1024 * 1024
+_CTIME_SLACK_NS = 2_000_000_000  # file ctimes come from a coarse clock; strip a little early
 
 
 @dataclass(frozen=True)
@@ -48,6 +65,7 @@ class SandboxLimits:
     max_write_mb: int = 2048
     tmp_mb: int = 512
     max_output_chars: int = 100_000
+    cpu_weight: int = 50
 
 
 @dataclass
@@ -63,163 +81,168 @@ class SandboxResult:
     notes: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class SandboxStatus:
+    """Whether ``code_exec`` can run here, how, and as whom (shown by the environment)."""
+
+    available: bool
+    mode: str | None
+    reason: str | None
+    user: str | None
+    cgroup: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"available": self.available, "mode": self.mode, "reason": self.reason,
+                "user": self.user, "cgroup": list(self.cgroup)}  # fmt: skip
+
+
 class SandboxUnavailable(Exception):
-    """bubblewrap is missing or cannot create namespaces here."""
+    """bubblewrap is missing or cannot build a sandbox here, or no sandbox user is set."""
 
 
-def _python_mounts() -> list[str]:
-    """Prefixes of the interpreter that carries numpy, pandas, openpyxl … (read-only)."""
-    prefixes = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}
-    return sorted(p for p in prefixes if not p.startswith("/usr"))
+@dataclass
+class _Launcher:
+    """Builds one bubblewrap start: the command line and what the child does before exec."""
+
+    bwrap: str
+    identity: SandboxIdentity | None
+    tmp_bytes: int = 1 << 20
+    extra_before_exec: list = field(default_factory=list)
+
+    def __call__(self, mode: str, root: str, command: list[str] | None = None):  # noqa: ANN204
+        prefixes = python_prefixes()
+        staging = None
+        if self.identity is not None and staging_supported():
+            staging = Staging([root, *prefixes])
+        alias = staging.alias if staging is not None else (lambda path: path)
+        argv = bwrap_argv(self.bwrap, mode, tmp_bytes=self.tmp_bytes, root_source=alias(root),
+                          prefix_sources={p: alias(p) for p in prefixes}, command=command or ["/bin/true"])  # fmt: skip
+        steps = list(self.extra_before_exec)
+        identity = self.identity
+
+        def before_exec() -> None:
+            for step in steps:  # rlimits, the cgroup: while still root
+                step()
+            if staging is not None:
+                staging.enter()
+            if identity is not None:
+                identity.drop()
+            join_new_session_keyring()
+
+        return argv, before_exec, (staging.remove if staging is not None else lambda: None)
 
 
-def _bwrap_command(bwrap: str, fs_root: Path, limits: SandboxLimits, command: list[str]) -> list[str]:
-    args = [
-        bwrap,
-        "--unshare-all",  # user, ipc, pid, net, uts, cgroup: no network at all
-        "--die-with-parent",
-        "--new-session",
-        "--hostname", "sandbox",
-        "--uid", "1000", "--gid", "1000",
-        "--ro-bind", "/usr", "/usr",
-        "--symlink", "usr/bin", "/bin",
-        "--symlink", "usr/sbin", "/sbin",
-        "--symlink", "usr/lib", "/lib",
-    ]
-    if os.path.isdir("/usr/lib64"):
-        args += ["--symlink", "usr/lib64", "/lib64"]
-    for path in ("/etc/ld.so.cache", "/etc/fonts", "/etc/localtime", "/etc/alternatives", "/etc/mime.types"):
-        args += ["--ro-bind-try", path, path]
-    args += [
-        "--proc", "/proc",
-        "--dev", "/dev",
-        "--size", str(limits.tmp_mb * 1024 * 1024), "--tmpfs", "/tmp",
-    ]
-    # After the tmpfs, so an interpreter that lives under /tmp (a CI checkout) stays visible.
-    for prefix in _python_mounts():
-        args += ["--ro-bind", prefix, prefix]
-    args += [
-        "--bind", str(fs_root), SANDBOX_ROOT,
-        "--chdir", SANDBOX_ROOT,
-        "--clearenv",
-    ]
-    for name, value in _sandbox_environment().items():
-        args += ["--setenv", name, value]
-    return args + ["--"] + command
+def sandbox_status(options: Mapping[str, Any] | None = None) -> SandboxStatus:
+    """Probe (once per configuration) and report; never raises."""
+    options = options or {}
+    try:
+        identity = resolve_identity(options)
+    except IdentityError as exc:
+        return SandboxStatus(False, None, str(exc), None)
+    user = identity.describe() if identity else f"uid {os.geteuid()} (the server's own)"
+    controllers = tuple(available_controllers())
+    bwrap = setting(options, "bwrap_path", "bwrap")
+    mode, reason = probe(
+        bwrap, str(setting(options, "proc_mode", "auto")), _Launcher(bwrap, identity), identity
+    )
+    if mode is None and flag(options, "trust_outer_sandbox"):
+        return SandboxStatus(True, "outer (trusted)", reason, user, controllers)
+    return SandboxStatus(mode is not None, mode, reason, user, controllers)
 
 
-def _sandbox_environment() -> dict[str, str]:
-    bin_dirs = [os.path.join(os.path.realpath(sys.prefix), "bin"), "/usr/local/bin", "/usr/bin", "/bin"]
-    return {
-        "PATH": ":".join(dict.fromkeys(bin_dirs)),
-        "HOME": "/tmp",
-        "TMPDIR": "/tmp",
-        "LANG": "C.UTF-8",
-        "MPLBACKEND": "Agg",
-        "MPLCONFIGDIR": "/tmp/matplotlib",
-        "OPENBLAS_NUM_THREADS": "1",
-        "OMP_NUM_THREADS": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONUNBUFFERED": "1",
-    }
-
-
-def probe(bwrap: str | None) -> str | None:
-    """None when bubblewrap can build a sandbox here, else the reason it cannot (cached)."""
-    key = bwrap or ""
-    with _PROBE_LOCK:
-        if key in _PROBE_CACHE:
-            return _PROBE_CACHE[key]
-        reason: str | None
-        if not bwrap or not shutil.which(bwrap):
-            reason = f"bubblewrap not found ({bwrap or 'bwrap'} is not on PATH; Debian package 'bubblewrap')"
-        else:
-            scratch = Path(os.environ.get("TMPDIR", "/tmp"))
-            check = _bwrap_command(bwrap, scratch, SandboxLimits(), ["/bin/true"])
-            try:
-                completed = subprocess.run(check, capture_output=True, text=True, timeout=30)
-                reason = None if completed.returncode == 0 else (
-                    f"bubblewrap cannot create namespaces here: {completed.stderr.strip()[:300]}"
-                )
-            except (OSError, subprocess.TimeoutExpired) as exc:
-                reason = f"bubblewrap failed to start: {exc}"
-        _PROBE_CACHE[key] = reason
-        return reason
-
-
-def _rlimits(limits: SandboxLimits) -> None:
+def _rlimits(limits: SandboxLimits, processes: int) -> None:
     """Runs in the child between fork and exec: the limits every sandboxed process inherits."""
-    mb = 1024 * 1024
     resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s))
-    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_mb * mb, limits.memory_mb * mb))
-    resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_processes, limits.max_processes))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.max_file_mb * mb, limits.max_file_mb * mb))
+    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_mb * _MB, limits.memory_mb * _MB))
+    resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.max_file_mb * _MB, limits.max_file_mb * _MB))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
-def _tree_bytes(root: Path, *, cap_entries: int = 50_000) -> int:
-    total = 0
-    seen = 0
-    stack = [str(root)]
-    while stack and seen < cap_entries:
-        try:
-            with os.scandir(stack.pop()) as entries:
-                for entry in entries:
-                    seen += 1
-                    try:
-                        if entry.is_dir(follow_symlinks=False):
-                            stack.append(entry.path)
-                        elif entry.is_file(follow_symlinks=False):
-                            total += entry.stat(follow_symlinks=False).st_blocks * 512
-                    except OSError:
-                        continue
-        except OSError:
-            continue
-    return total
-
-
 def run_command(
-    code: str,
-    fs_root: Path,
-    limits: SandboxLimits,
-    *,
-    bwrap: str | None = "bwrap",
-    trust_outer_sandbox: bool = False,
+    code: str, fs_root: Path, limits: SandboxLimits, options: Mapping[str, Any] | None = None
 ) -> SandboxResult:
     """Run ``code`` with ``bash -c`` in the sandbox; never raises for what the code does.
 
-    Raises SandboxUnavailable when bubblewrap cannot run and no outer sandbox is trusted.
+    Raises SandboxUnavailable when no sandbox can be built and no outer sandbox is trusted.
     """
-    command = ["/bin/bash", "-c", code]
-    reason = probe(bwrap)
-    if reason is None:
-        argv = _bwrap_command(bwrap or "bwrap", fs_root, limits, command)
-        cwd, env, kind = None, {"PATH": "/usr/bin:/bin"}, "bubblewrap"
-    elif trust_outer_sandbox:
-        argv = command
-        cwd, env, kind = str(fs_root), _sandbox_environment(), "outer (trusted)"
-    else:
-        raise SandboxUnavailable(reason)
-
+    options = options or {}
+    status = sandbox_status(options)
+    if not status.available:
+        raise SandboxUnavailable(status.reason)
+    identity = resolve_identity(options)
     started = time.monotonic()
-    baseline = _tree_bytes(fs_root)
-    group = PidsCgroup.create(limits.max_processes)
-
-    def before_exec() -> None:
-        _rlimits(limits)
-        if group is not None:
-            group.enter()
-
+    started_ns = time.time_ns()
+    try:
+        baseline = (worldtree.prepare(fs_root, identity.uid, identity.gid) if identity
+                    else worldtree.measure(fs_root, keep_inodes=True))  # fmt: skip
+    except worldtree.TreeTooDeep as exc:
+        return SandboxResult(
+            "", None, killed_reason=f"not started: {exc} under {SANDBOX_ROOT}", sandbox=status.mode or ""
+        )
+    group = RunCgroup.create(CgroupLimits(limits.memory_mb * _MB, limits.max_processes, limits.cpu_weight))
+    # RLIMIT_NPROC counts every process of the sandbox user, across runs: where the cgroup
+    # caps this run's processes, the rlimit only guards the user as a whole.
+    processes = limits.max_processes * (8 if group is not None and identity is not None else 1)
+    steps = [functools.partial(_rlimits, limits, processes), functools.partial(os.chdir, str(fs_root))]
+    if group is not None:
+        steps.append(group.enter)  # while still root: the group's files are root's
+    launcher = _Launcher(setting(options, "bwrap_path", "bwrap"), identity, limits.tmp_mb * _MB, steps)
+    command = ["/bin/bash", "-c", code]
+    if status.mode == "outer (trusted)":
+        launcher.bwrap = ""
+    argv, before_exec, clean_up = launcher(status.mode or "", str(fs_root), command)
+    env = {"PATH": "/usr/bin:/bin"}
+    if status.mode == "outer (trusted)":
+        argv, env = command, sandbox_environment()
     try:
         process = subprocess.Popen(
-            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             start_new_session=True, preexec_fn=before_exec,
         )  # fmt: skip
     except BaseException:
+        clean_up()
         if group is not None:
             group.kill_and_remove()
         raise
-    result = SandboxResult(output="", exit_code=None, sandbox=kind)
+    result = SandboxResult(
+        output="", exit_code=None, sandbox="bubblewrap" if status.mode != "outer (trusted)" else status.mode
+    )
+    if status.mode == "minimal-proc":
+        result.sandbox = "bubblewrap (minimal /proc)"
+    try:
+        captured = _supervise(process, group, fs_root, baseline.allocated_bytes, limits, started, result)
+    finally:
+        _kill_tree(process)
+        if group is not None:  # anything that left the process group (setsid) goes too
+            group.kill_and_remove()
+        assert process.stdout is not None
+        process.stdout.close()
+        clean_up()
+    _after_run(fs_root, baseline, started_ns, limits, result)
+    result.exit_code = process.returncode if result.killed_reason is None else None
+    result.duration_s = round(time.monotonic() - started, 3)
+    text = captured.decode("utf-8", errors="replace")
+    if len(text) > limits.max_output_chars or result.output_bytes > len(captured):
+        result.truncated = True
+        text = text[: limits.max_output_chars]
+    result.output = text
+    if result.exit_code is not None and result.exit_code < 0:
+        result.notes.append(f"killed by signal {signal.Signals(-result.exit_code).name}")
+    return result
+
+
+def _written(fs_root: Path, baseline: int, process: subprocess.Popen, group: RunCgroup | None) -> int:
+    """Bytes the run added: the tree's growth plus deleted files its processes hold."""
+    members = group.members() if group is not None else worldtree.descendants(process.pid)
+    return worldtree.measure(fs_root).allocated_bytes + worldtree.unlinked_open_bytes(members) - baseline
+
+
+def _supervise(
+    process: subprocess.Popen, group: RunCgroup | None, fs_root: Path, baseline: int,
+    limits: SandboxLimits, started: float, result: SandboxResult,
+) -> bytearray:  # fmt: skip
+    """Read output until the run ends, times out or passes the disk cap."""
     captured = bytearray()
     byte_cap = limits.max_output_chars * 4  # enough bytes for the character cap in any UTF-8 text
     deadline = started + limits.timeout_s
@@ -235,8 +258,14 @@ def run_command(
                 result.killed_reason = f"wall-clock timeout after {limits.timeout_s:g} s"
                 break
             if now >= next_disk_check:
-                next_disk_check = now + 0.2
-                if _tree_bytes(fs_root) - baseline > limits.max_write_mb * 1024 * 1024:
+                try:
+                    over = _written(fs_root, baseline, process, group) > limits.max_write_mb * _MB
+                except worldtree.TreeTooDeep as exc:
+                    result.killed_reason = f"{exc} under {SANDBOX_ROOT}"
+                    break
+                # A walk of a big tree takes a while: look again after a few of its durations.
+                next_disk_check = time.monotonic() + max(0.2, 3 * (time.monotonic() - now))
+                if over:
                     result.killed_reason = f"wrote more than {limits.max_write_mb} MB under {SANDBOX_ROOT}"
                     break
             if not selector.select(timeout=min(0.25, max(deadline - now, 0.01))):
@@ -252,20 +281,28 @@ def run_command(
                 captured += chunk[:room]
     finally:
         selector.close()
-        _kill_tree(process)
-        if group is not None:  # anything that left the process group (setsid) goes too
-            group.kill_and_remove()
-        process.stdout.close()
-    result.exit_code = process.returncode if result.killed_reason is None else None
-    result.duration_s = round(time.monotonic() - started, 3)
-    text = captured.decode("utf-8", errors="replace")
-    if len(text) > limits.max_output_chars or result.output_bytes > len(captured):
-        result.truncated = True
-        text = text[: limits.max_output_chars]
-    result.output = text
-    if result.exit_code is not None and result.exit_code < 0:
-        result.notes.append(f"killed by signal {signal.Signals(-result.exit_code).name}")
-    return result
+    return captured
+
+
+def _after_run(fs_root: Path, baseline: worldtree.TreeUsage, started_ns: int, limits: SandboxLimits,
+               result: SandboxResult) -> None:  # fmt: skip
+    """Strip set-id bits and capabilities; take back what the run wrote past its cap."""
+    try:
+        finished = worldtree.finish(fs_root, started_ns - _CTIME_SLACK_NS, baseline.inodes)
+    except worldtree.TreeTooDeep as exc:
+        result.killed_reason = result.killed_reason or f"{exc} under {SANDBOX_ROOT}"
+        return
+    if finished.stripped:
+        result.notes.append(
+            f"removed set-uid/set-gid bits or file capabilities from {finished.stripped} entries"
+        )
+    excess = finished.usage.allocated_bytes - baseline.allocated_bytes - limits.max_write_mb * _MB
+    if excess > 0:
+        removed = worldtree.trim(fs_root, finished.new_files, excess)
+        result.killed_reason = (
+            result.killed_reason or f"wrote more than {limits.max_write_mb} MB under {SANDBOX_ROOT}"
+        )
+        result.notes.append(f"removed the {removed} newest files the run created, to keep it under the cap")
 
 
 def _kill_tree(process: subprocess.Popen) -> None:
@@ -278,3 +315,24 @@ def _kill_tree(process: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+_REPORT: dict[str, Any] = {}
+_REPORT_LOCK = threading.Lock()
+
+
+def sandbox_report() -> dict[str, Any]:
+    """The default configuration's :class:`SandboxStatus` as a dict, without waiting: the
+    first call starts the probe in the background and reports ``available: None`` until it
+    is done (for health endpoints, which must answer at once)."""
+    with _REPORT_LOCK:
+        if not _REPORT:
+            _REPORT.update(available=None, mode=None, reason="probing the sandbox", user=None, cgroup=[])
+
+            def run() -> None:
+                report = sandbox_status().as_dict()
+                with _REPORT_LOCK:
+                    _REPORT.update(report)
+
+            threading.Thread(target=run, name="atoll-sandbox-probe", daemon=True).start()
+        return dict(_REPORT)

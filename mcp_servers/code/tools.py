@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
-import os
+import asyncio
+import functools
+import weakref
 from typing import Annotated
 
+import anyio.to_thread
+from anyio import CapacityLimiter
 from pydantic import BaseModel, Field
 
 from mcp_servers._core import ServerContext, ToolError
+from mcp_servers.code.config import setting
 from mcp_servers.code.sandbox import SandboxLimits, SandboxUnavailable, run_command
 from mcp_servers.code.server import SERVER
 
-_TRUE = {"1", "true", "yes", "on"}
+DEFAULT_CONCURRENCY = 8
+# Sandbox runs wait in their own queue, so long ones never hold the event loop's shared worker
+# threads (anyio's default 40), which every other tool and /data/* need. One per event loop.
+_POOLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, CapacityLimiter] = weakref.WeakKeyDictionary()
 
 
 class ExecResult(BaseModel):
@@ -27,40 +35,51 @@ class ExecResult(BaseModel):
     def render_text(self) -> str:
         footer = []
         if self.truncated:
-            footer.append(f"output truncated: {self.output_bytes} bytes produced, first part shown; "
-                          "write large output to a file and read it in ranges")
+            footer.append(
+                f"output truncated: {self.output_bytes} bytes produced, first part shown; "
+                "write large output to a file and read it in ranges"
+            )
         if self.killed_reason:
             footer.append(f"killed: {self.killed_reason}")
         else:
             footer.append(f"exit code {self.exit_code}")
-        return self.output + ("\n" if self.output and not self.output.endswith("\n") else "") + \
-            "\n".join(f"[{line}]" for line in footer)
+        return (
+            self.output
+            + ("\n" if self.output and not self.output.endswith("\n") else "")
+            + "\n".join(f"[{line}]" for line in footer)
+        )
 
 
 def _limits(ctx: ServerContext, timeout_s: float | None) -> SandboxLimits:
     defaults = SandboxLimits()
-    configured_timeout = float(ctx.option("timeout_s", defaults.timeout_s))
+
+    def number(name: str, kind: type = int):  # noqa: ANN202
+        value = setting(ctx.options, name, getattr(defaults, name))
+        try:
+            return kind(value)
+        except (TypeError, ValueError):
+            raise ToolError("unsupported", f"code server setting {name}={value!r} is not a number") from None
+
+    configured_timeout = number("timeout_s", float)
     return SandboxLimits(
         timeout_s=min(timeout_s, configured_timeout) if timeout_s else configured_timeout,
-        cpu_s=int(ctx.option("cpu_s", defaults.cpu_s)),
-        memory_mb=int(ctx.option("memory_mb", defaults.memory_mb)),
-        max_processes=int(ctx.option("max_processes", defaults.max_processes)),
-        max_file_mb=int(ctx.option("max_file_mb", defaults.max_file_mb)),
-        max_write_mb=int(ctx.option("max_write_mb", defaults.max_write_mb)),
-        tmp_mb=int(ctx.option("tmp_mb", defaults.tmp_mb)),
-        max_output_chars=int(ctx.option("max_output_chars", defaults.max_output_chars)),
-    )
+        **{name: number(name) for name in ("cpu_s", "memory_mb", "max_processes", "max_file_mb",
+                                           "max_write_mb", "tmp_mb", "max_output_chars", "cpu_weight")},
+    )  # fmt: skip
 
 
-def _trust_outer_sandbox(ctx: ServerContext) -> bool:
-    value = ctx.option("trust_outer_sandbox")
-    if value is None:
-        value = os.environ.get("ATOLL_CODE_TRUST_OUTER_SANDBOX", "")
-    return str(value).strip().lower() in _TRUE
+def _pool(ctx: ServerContext) -> CapacityLimiter:
+    loop = asyncio.get_running_loop()
+    pool = _POOLS.get(loop)
+    if pool is None:
+        pool = _POOLS[loop] = CapacityLimiter(
+            int(setting(ctx.options, "max_concurrent", DEFAULT_CONCURRENCY))
+        )
+    return pool
 
 
 @SERVER.tool(action="exec")
-def code_exec(
+async def code_exec(
     ctx: ServerContext,
     code: str,
     timeout_s: Annotated[float | None, Field(gt=0)] = None,
@@ -76,11 +95,9 @@ def code_exec(
         raise ToolError("invalid_argument", "code: the command is empty", argument="code")
     if "\x00" in code:
         raise ToolError("invalid_argument", "code: contains a NUL byte", argument="code")
+    run = functools.partial(run_command, code, ctx.fs_root, _limits(ctx, timeout_s), ctx.options)
     try:
-        result = run_command(
-            code, ctx.fs_root, _limits(ctx, timeout_s), bwrap=ctx.option("bwrap_path", "bwrap"),
-            trust_outer_sandbox=_trust_outer_sandbox(ctx),
-        )
+        result = await anyio.to_thread.run_sync(run, limiter=_pool(ctx))
     except SandboxUnavailable as exc:
         raise ToolError(
             "unsupported",
@@ -88,7 +105,12 @@ def code_exec(
             "set ATOLL_CODE_TRUST_OUTER_SANDBOX=1 only inside an outer sandbox (gVisor, Kata)",
         ) from None
     return ExecResult(
-        output=result.output, exit_code=result.exit_code, timed_out=result.timed_out,
-        killed_reason=result.killed_reason, truncated=result.truncated, output_bytes=result.output_bytes,
-        duration_s=result.duration_s, sandbox=result.sandbox,
+        output=result.output,
+        exit_code=result.exit_code,
+        timed_out=result.timed_out,
+        killed_reason=result.killed_reason,
+        truncated=result.truncated,
+        output_bytes=result.output_bytes,
+        duration_s=result.duration_s,
+        sandbox=result.sandbox,
     )
