@@ -14,10 +14,12 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from atoll import __version__
 from atoll.errors import AtollError
 from atoll.http import bearer_matches
 from atoll.runtime import freeze_startup_heap
 from environment.config import AppsConfig
+from environment.data_jobs import router as data_jobs_router
 from environment.data_routes import router as data_router
 from environment.gateway import (
     GatewayManager,
@@ -26,7 +28,7 @@ from environment.gateway import (
     ToolNameCollision,
 )
 from environment.logs import configure_logging
-from environment.mcp_front import BearerTokenGuard, create_front_server
+from environment.mcp_front import BearerTokenGuard, SessionRegistry, create_front_server
 from environment.metrics import EnvironmentMetrics
 from environment.populate import STAGING_PREFIX
 from environment.preload import app_servers_preloaded, preload_app_servers
@@ -47,7 +49,11 @@ def require_env_token(request: Request) -> None:
 
 
 class _McpOnly:
-    """Routes ``/mcp`` to the MCP app (behind its own token) and answers 404 elsewhere."""
+    """Routes ``/mcp`` and ``/mcp/`` to the MCP app (behind its own token); 404 elsewhere.
+
+    ``/mcp/`` is served directly rather than redirected: Archipelago's clients use that URL and
+    some MCP clients do not follow a redirect on POST.
+    """
 
     def __init__(self, mcp_app: ASGIApp, token: str | None) -> None:
         self.app = BearerTokenGuard(mcp_app, token) if token else mcp_app
@@ -58,6 +64,8 @@ class _McpOnly:
             response = JSONResponse({"detail": "Not Found"}, status_code=404)
             await response(scope, receive, send)
             return
+        if path != MCP_PATH and scope["type"] == "http":
+            scope = {**scope, "path": MCP_PATH, "raw_path": MCP_PATH.encode()}
         await self.app(scope, receive, send)
 
 
@@ -87,6 +95,7 @@ def create_app(
         for leftover in root.glob(f"{STAGING_PREFIX}*"):  # from a populate cut short by a crash
             shutil.rmtree(leftover, ignore_errors=True)
     metrics = EnvironmentMetrics()
+    sessions = SessionRegistry()
     manager = GatewayManager(
         fs_root=settings.fs_root.resolve(),
         apps_data_root=settings.apps_data_root.resolve(),
@@ -94,8 +103,10 @@ def create_app(
         drain_timeout_s=settings.drain_timeout_s,
         metrics=metrics,
         server_factory=server_factory,
+        tool_names=settings.tool_names,
+        on_swap=sessions.notify_tools_changed,
     )
-    front = create_front_server(manager)
+    front = create_front_server(manager, sessions)
     mcp_app = front.http_app(
         path=MCP_PATH, host_origin_protection="auto", json_response=settings.mcp_json_response
     )
@@ -112,7 +123,7 @@ def create_app(
             logger.info("environment ready", extra={"fs_root": str(settings.fs_root)})
             yield
 
-    app = FastAPI(title="atoll environment", version="1", lifespan=lifespan)
+    app = FastAPI(title="atoll environment", version=__version__, lifespan=lifespan)
     app.state.settings = settings
     app.state.metrics = metrics
     app.state.gateway = manager
@@ -120,6 +131,11 @@ def create_app(
     @app.exception_handler(AtollError)
     async def _atoll_error(request: Request, exc: AtollError) -> JSONResponse:
         return JSONResponse({"detail": exc.message, "code": exc.code}, status_code=400)
+
+    @app.get("/")
+    async def root() -> dict[str, Any]:
+        # Archipelago answers GET / (a liveness probe some clients use); never needs a token.
+        return {"service": "atoll environment", "version": __version__, "health": "/health", "mcp": MCP_PATH}
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
@@ -186,6 +202,7 @@ def create_app(
         }
 
     app.include_router(data_router, prefix="/data", dependencies=[Depends(require_env_token)])
+    app.include_router(data_jobs_router, prefix="/data", dependencies=[Depends(require_env_token)])
     token = settings.mcp_token.get_secret_value() if settings.mcp_token else None
     app.mount("/", _McpOnly(mcp_app, token))
     return app

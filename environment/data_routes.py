@@ -97,8 +97,13 @@ def _limits(settings: EnvironmentSettings) -> ArchiveLimits:
     )
 
 
+#: Status of populate errors other than 400: too big, and an object store that failed or
+#: refused (missing credentials, access denied, unreachable). A missing source is a 400.
+_ERROR_STATUS = {"archive_too_large": 413, "source_unavailable": 502}
+
+
 def _http_error(exc: AtollError) -> HTTPException:
-    status = 413 if exc.code == "archive_too_large" else 400
+    status = _ERROR_STATUS.get(exc.code, 400)
     return HTTPException(
         status, {"error": exc.message, "code": exc.code, "member": getattr(exc, "member", None) or None}
     )
@@ -224,8 +229,14 @@ async def _populate_from_body(
 
 
 async def _run_populate(
-    request: Request, sources: list[PopulateSource], mode: str, subsystem: str | None
+    request: Request,
+    sources: list[PopulateSource],
+    mode: str,
+    subsystem: str | None,
+    *,
+    storage_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """Populate under the world lock; ``storage_options`` replace the settings' for this call."""
     settings = _settings(request)
     metrics = request.app.state.metrics
     limits = _limits(settings)
@@ -240,7 +251,7 @@ async def _run_populate(
                     _roots(settings),
                     mode=mode,  # type: ignore[arg-type]
                     limits=limits,
-                    storage_options=settings.storage_options,
+                    storage_options=settings.storage_options if storage_options is None else storage_options,
                 )
             )
         outcome = "ok"

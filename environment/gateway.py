@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
@@ -39,6 +39,10 @@ _CONNECTION_CLOSED = -32000  # JSON-RPC code the MCP client reports for a dead t
 
 #: Builds our own server for ``{"transport": "inprocess"}``; tests may swap it.
 ServerFactory = Callable[..., FastMCP]
+
+#: How gateway tools are named: ``atoll`` always ``{server}_{tool}``; ``archipelago`` leaves the
+#: tools of a one-server config unprefixed, as Archipelago (FastMCP's proxy) does.
+ToolNames = Literal["atoll", "archipelago"]
 
 
 class GatewayNotReady(AtollError):
@@ -80,11 +84,20 @@ class GatewayTool(Tool):
     _tool_name: str = ""
 
     @classmethod
-    def wrap(cls, gateway: Gateway, server_name: str, inner: Tool, direct: Tool | None = None) -> GatewayTool:
+    def wrap(
+        cls,
+        gateway: Gateway,
+        server_name: str,
+        inner: Tool,
+        direct: Tool | None = None,
+        *,
+        prefixed: bool = True,
+    ) -> GatewayTool:
         """``inner`` describes the tool and is called, unless ``direct`` (the same tool, callable
-        without its server's request machinery) is given."""
+        without its server's request machinery) is given. ``prefixed=False`` keeps the
+        server's own tool name (Archipelago's naming for a single server)."""
         tool = cls(
-            name=f"{server_name}_{inner.name}",
+            name=f"{server_name}_{inner.name}" if prefixed else inner.name,
             title=inner.title,
             description=inner.description,
             parameters=inner.parameters,
@@ -199,8 +212,14 @@ class GatewayManager:
         drain_timeout_s: float = 10.0,
         metrics: EnvironmentMetrics | None = None,
         server_factory: ServerFactory | None = None,
+        tool_names: ToolNames = "atoll",
+        on_swap: Callable[[], Awaitable[Any]] | None = None,
     ) -> None:
+        """``on_swap`` is awaited after each swap that changed the gateway (the app uses it to
+        tell connected MCP sessions that the tool list changed)."""
         self.fs_root = fs_root
+        self.tool_names = tool_names
+        self.on_swap = on_swap
         self.apps_data_root = apps_data_root
         self.ready_timeout_s = ready_timeout_s
         self.drain_timeout_s = drain_timeout_s
@@ -256,15 +275,23 @@ class GatewayManager:
             self.metrics.gateway_servers.set(len(config.mcpServers))
             self.metrics.gateway_tools.set(len(new.tools))
         await old.retire(self.drain_timeout_s)
+        if self.on_swap is not None:
+            try:
+                await self.on_swap()
+            except Exception as exc:  # a client that cannot be told must not fail the swap
+                logger.warning("tools/list_changed not delivered", extra={"error": describe_error(exc)})
         return True
 
     async def _run_gateway(self, config: AppsConfig, *, task_status: TaskStatus[Gateway]) -> None:
         gateway = Gateway(config, self.metrics)
         async with AsyncExitStack() as stack:
             opened = await self._open_servers(config, stack, gateway.clients)
+            prefixed = not (self.tool_names == "archipelago" and len(opened) == 1)
             for server in opened:
                 for tool in server.tools:
-                    wrapped = GatewayTool.wrap(gateway, server.name, tool, server.direct.get(tool.name))
+                    wrapped = GatewayTool.wrap(
+                        gateway, server.name, tool, server.direct.get(tool.name), prefixed=prefixed
+                    )
                     clash = gateway.tools.get(wrapped.name)
                     if clash is not None:
                         raise ToolNameCollision(

@@ -1,21 +1,34 @@
 """The single, long-lived MCP server clients connect to at ``/mcp``.
 
 Its only provider reads the manager's *current* gateway on every request, so a hot swap
-changes the tools without dropping client sessions (clients may still re-initialise).
+changes the tools without dropping client sessions (clients may still re-initialise). After a
+swap, :class:`SessionRegistry` sends ``notifications/tools/list_changed`` to every session that
+has talked to the server, so clients that cache the tool list refresh it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
+import anyio
 from fastmcp import FastMCP
+from fastmcp.server.middleware import Middleware, MiddlewareContext
 from fastmcp.server.providers import Provider
 from fastmcp.tools import Tool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from atoll import __version__
 from atoll.http import bearer_matches
 from environment.gateway import GatewayManager
+
+logger = logging.getLogger("environment.mcp")
+
+#: How long one session may take to accept a notification before it is skipped.
+NOTIFY_TIMEOUT_S = 2.0
 
 
 class _LiveGatewayProvider(Provider):
@@ -47,9 +60,67 @@ class _FrontServer(FastMCP):
         return await super()._get_tool(name, version)
 
 
-def create_front_server(manager: GatewayManager) -> FastMCP:
-    """The hub server: no tools of its own, every tool from the live gateway."""
-    server = _FrontServer("atoll-environment", providers=[_LiveGatewayProvider(manager)])
+class SessionRegistry(Middleware):
+    """Remembers the MCP connections that sent a message, to notify them when the tools change.
+
+    Connections are held weakly: one that ended is forgotten with its transport. (Reaching the
+    connection goes through the SDK's private ``ServerSession._connection``; fastmcp and mcp
+    are pinned, and tests/environment/test_archipelago_clients.py fails if it moves.)
+    """
+
+    def __init__(self) -> None:
+        self._sessions: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    async def on_message(self, context: MiddlewareContext, call_next: Any) -> Any:
+        fastmcp_context = context.fastmcp_context
+        if fastmcp_context is not None:
+            with contextlib.suppress(RuntimeError):  # no session yet
+                # The SDK's ServerSession is a per-request view; the connection behind it lives as
+                # long as the client's session and owns its standalone (GET) stream.
+                connection = getattr(fastmcp_context.session, "_connection", None)
+                if connection is not None and getattr(connection, "has_standalone_channel", False):
+                    self._sessions.add(connection)
+        return await call_next(context)
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    async def notify_tools_changed(self) -> int:
+        """Send ``notifications/tools/list_changed`` to every live session; returns how many took it.
+
+        A session's notification travels on its standalone GET stream; one without that stream
+        (or one that is gone) is skipped, never waited on for more than NOTIFY_TIMEOUT_S.
+        """
+        delivered = 0
+
+        async def notify(session: Any) -> None:
+            nonlocal delivered
+            with anyio.move_on_after(NOTIFY_TIMEOUT_S):
+                try:
+                    await session.send_tool_list_changed()
+                    delivered += 1
+                except Exception as exc:  # a closed session: forget it
+                    self._sessions.discard(session)
+                    logger.debug("session not notified", extra={"error": str(exc)})
+
+        async with anyio.create_task_group() as group:
+            for session in list(self._sessions):
+                group.start_soon(notify, session)
+        return delivered
+
+
+def create_front_server(manager: GatewayManager, sessions: SessionRegistry | None = None) -> FastMCP:
+    """The hub server: no tools of its own, every tool from the live gateway.
+
+    Its serverInfo is ``atoll-environment`` with atoll's version; ``sessions`` (when given)
+    records the connected sessions so a swap can notify them.
+    """
+    server = _FrontServer(
+        "atoll-environment",
+        version=__version__,
+        providers=[_LiveGatewayProvider(manager)],
+        middleware=[sessions] if sessions is not None else None,
+    )
     server._gateway_manager = manager
     return server
 

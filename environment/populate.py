@@ -251,18 +251,72 @@ def _read_source(source: PopulateSource, extractor: SafeExtractor, storage_optio
     if source.file is not None:
         _read_archive(source.file, source.label, extractor)
         return
-    assert source.url is not None
-    fs, path = fsspec.core.url_to_fs(source.url, **storage_options)
+    url = source.url
+    assert url is not None
+    try:
+        fs, path = fsspec.core.url_to_fs(url, **storage_options)
+    except (ValueError, ImportError) as exc:  # unknown protocol, or its library is not installed
+        raise AtollError("bad_source_url", f"populate source {url!r}: {exc}") from exc
     protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
     is_local = "file" in protocols or "local" in protocols
     if is_local and os.path.isdir(path):
         copy_local_folder(Path(path), extractor)
         return
-    if not is_local and not path.endswith((".gz", ".tgz", ".tar", ".zip", ".bz2", ".xz")) and fs.isdir(path):
-        _copy_remote_folder(fs, path, extractor)
+    if is_local:
+        with fs.open(path, "rb") as stream:
+            _read_archive(stream, url, extractor)
         return
-    with fs.open(path, "rb") as stream:
-        _read_archive(stream, source.url, extractor)
+    # Every call into a remote store goes through _store, which turns the store library's own
+    # errors (botocore's NoCredentialsError, aiohttp's ClientError, ...) into one line naming
+    # the URL, answered 502; our extraction errors pass through untouched.
+    is_archive = path.endswith((".gz", ".tgz", ".tar", ".zip", ".bz2", ".xz"))
+    if not is_archive and _store(url, fs.isdir, path):
+        _copy_remote_folder(fs, path, extractor, url)
+        return
+    with _store(url, fs.open, path, "rb") as stream:
+        _read_archive(_StoreStream(stream, url), url, extractor)
+
+
+class SourceUnavailable(AtollError):
+    """The object store holding a populate source failed or refused (credentials, network, access)."""
+
+    def __init__(self, url: str, exc: BaseException) -> None:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        detail = f"{type(exc).__name__}: {reason}" if reason else type(exc).__name__
+        super().__init__("source_unavailable", f"populate source {url!r} cannot be read: {detail}")
+        self.url = url
+
+
+def _store(url: str, call: Any, *args: Any, **kwargs: Any) -> Any:
+    """``call(*args, **kwargs)`` on a remote filesystem, its failures reported as errors naming ``url``."""
+    try:
+        return call(*args, **kwargs)
+    except (AtollError, UnsafeArchive):
+        raise
+    except FileNotFoundError as exc:
+        raise AtollError("source_not_found", f"populate source {url!r} not found ({exc})") from exc
+    except Exception as exc:  # the store library's own error types are many and unrelated
+        raise SourceUnavailable(url, exc) from exc
+
+
+class _StoreStream:
+    """A remote file whose read errors become :class:`SourceUnavailable`."""
+
+    def __init__(self, stream: BinaryIO, url: str) -> None:
+        self.stream = stream
+        self.url = url
+
+    def read(self, size: int = -1) -> bytes:
+        return _store(self.url, self.stream.read, size)
+
+    def seekable(self) -> bool:
+        return bool(_store(self.url, self.stream.seekable))
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return _store(self.url, self.stream.seek, offset, whence)
+
+    def tell(self) -> int:
+        return _store(self.url, self.stream.tell)
 
 
 def _read_archive(stream: BinaryIO, label: str, extractor: SafeExtractor) -> None:
@@ -286,15 +340,15 @@ def _read_archive(stream: BinaryIO, label: str, extractor: SafeExtractor) -> Non
         extract_zip(spooled, extractor)
 
 
-def _copy_remote_folder(fs: Any, path: str, extractor: SafeExtractor) -> None:
+def _copy_remote_folder(fs: Any, path: str, extractor: SafeExtractor, url: str) -> None:
     base = path.rstrip("/")
     extractor.begin_source(lambda: 1 << 62)
-    for name, info in sorted(fs.find(base, detail=True).items()):
+    for name, info in sorted(_store(url, fs.find, base, detail=True).items()):
         if info.get("type") != "file":
             continue
         relative = name[len(base) :].lstrip("/")
-        with fs.open(name, "rb") as source:
-            extractor.add_file(relative, source, int(info.get("size") or 0), False, None)
+        with _store(url, fs.open, name, "rb") as source:
+            extractor.add_file(relative, _StoreStream(source, url), int(info.get("size") or 0), False, None)
 
 
 class _Prefixed:

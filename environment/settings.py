@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -50,6 +50,11 @@ class EnvironmentSettings(BaseSettings):
         True,
         description="answer each /mcp request with one JSON body (fast); false streams SSE, which "
         "also forwards progress/log notifications sent while a tool runs",
+    )
+    tool_names: Literal["atoll", "archipelago"] = Field(
+        "atoll",
+        description="'atoll': tools are always named {server}_{tool}; 'archipelago': a config with one "
+        "server exposes its tools unprefixed (list_files), as Archipelago does",
     )
     log_level: str = Field("INFO", description="root log level of the service")
     json_logs: bool = Field(True, description="structured JSON logs on stderr")
