@@ -97,6 +97,7 @@ class PopulateJobResult(BaseModel):
     objects_added: int
     hook_timings: list[HookTiming] = Field(default_factory=list)
     extracted_bytes: int
+    skipped_members: int = 0
     subsystems: list[str]
     mode: str
     duration_ms: float
