@@ -15,7 +15,8 @@ Two ways to give the sandbox a ``/proc``, tried in this order when the server st
   ``ps``) is missing, which costs compatibility, not containment.
 
 Everything else is the same in both: every namespace unshared (no network), no nested user
-namespaces (``--disable-userns``: no way back to capabilities, no file capabilities to set),
+namespaces (the seccomp filter of :mod:`mcp_servers.code.seccomp`; in ``procfs`` mode also
+``--disable-userns``),
 ``/usr`` and the interpreter's prefix read-only, a size-capped ``/tmp``, the world's
 filesystem root bound read-write at ``/filesystem``, no inherited environment.
 """
@@ -77,6 +78,7 @@ def bwrap_argv(
     root_source: str,
     prefix_sources: Mapping[str, str],
     command: list[str],
+    seccomp_fd: int | None = None,
 ) -> list[str]:
     """The command line. ``root_source`` is bound at ``/filesystem``; ``prefix_sources`` maps
     each interpreter prefix to the path bubblewrap reads it from (itself, or its staged alias)."""
@@ -107,13 +109,15 @@ def bwrap_argv(
     for prefix, source in sorted(prefix_sources.items()):
         args += ["--ro-bind", source, prefix]
     args += ["--bind", root_source, SANDBOX_ROOT, "--chdir", SANDBOX_ROOT, "--clearenv"]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
     for name, value in sandbox_environment().items():
         args += ["--setenv", name, value]
     return args + ["--"] + command
 
 
-Launch = Callable[[str, str], tuple[list[str], Callable[[], None], Callable[[], None]]]
-"""``launch(mode, root)`` -> (argv, before_exec, clean_up): how the server starts bubblewrap."""
+Launch = Callable[[str, str], tuple[list[str], Callable[[], None], Callable[[], None], tuple[int, ...]]]
+"""``launch(mode, root)`` -> (argv, before_exec, clean_up, pass_fds): how bubblewrap is started."""
 
 
 def _try(launch: Launch, mode: str) -> str | None:
@@ -121,11 +125,11 @@ def _try(launch: Launch, mode: str) -> str | None:
     scratch = tempfile.mkdtemp(prefix="atoll-sandbox-probe-")
     os.chmod(scratch, 0o755)  # the sandbox user must be able to enter it
     try:
-        argv, before_exec, clean_up = launch(mode, scratch)
+        argv, before_exec, clean_up, pass_fds = launch(mode, scratch)
         try:
             completed = subprocess.run(
                 argv, capture_output=True, text=True, timeout=30, cwd="/", env={"PATH": "/usr/bin:/bin"},
-                preexec_fn=before_exec,
+                preexec_fn=before_exec, pass_fds=pass_fds,
             )  # fmt: skip
         finally:
             clean_up()

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mcp_servers.code import worldtree
+from mcp_servers.code import seccomp, worldtree
 from mcp_servers.code.bwrap import SANDBOX_ROOT, bwrap_argv, probe, python_prefixes, sandbox_environment
 from mcp_servers.code.cgroup import CgroupLimits, RunCgroup, available_controllers
 from mcp_servers.code.config import flag, setting
@@ -115,8 +115,11 @@ class _Launcher:
         if self.identity is not None and staging_supported():
             staging = Staging([root, *prefixes])
         alias = staging.alias if staging is not None else (lambda path: path)
-        argv = bwrap_argv(self.bwrap, mode, tmp_bytes=self.tmp_bytes, root_source=alias(root),
-                          prefix_sources={p: alias(p) for p in prefixes}, command=command or ["/bin/true"])  # fmt: skip
+        seccomp_fd = seccomp.filter_fd()
+        argv = bwrap_argv(
+            self.bwrap, mode, tmp_bytes=self.tmp_bytes, root_source=alias(root),
+            prefix_sources={p: alias(p) for p in prefixes}, command=command or ["/bin/true"], seccomp_fd=seccomp_fd,
+        )  # fmt: skip
         steps = list(self.extra_before_exec)
         identity = self.identity
 
@@ -129,7 +132,13 @@ class _Launcher:
                 identity.drop()
             join_new_session_keyring()
 
-        return argv, before_exec, (staging.remove if staging is not None else lambda: None)
+        def clean_up() -> None:
+            if staging is not None:
+                staging.remove()
+            if seccomp_fd is not None:
+                os.close(seccomp_fd)
+
+        return argv, before_exec, clean_up, (() if seccomp_fd is None else (seccomp_fd,))
 
 
 def sandbox_status(options: Mapping[str, Any] | None = None) -> SandboxStatus:
@@ -191,14 +200,14 @@ def run_command(
     command = ["/bin/bash", "-c", code]
     if status.mode == "outer (trusted)":
         launcher.bwrap = ""
-    argv, before_exec, clean_up = launcher(status.mode or "", str(fs_root), command)
+    argv, before_exec, clean_up, pass_fds = launcher(status.mode or "", str(fs_root), command)
     env = {"PATH": "/usr/bin:/bin"}
     if status.mode == "outer (trusted)":
-        argv, env = command, sandbox_environment()
+        argv, env, pass_fds = command, sandbox_environment(), ()
     try:
         process = subprocess.Popen(
             argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            start_new_session=True, preexec_fn=before_exec,
+            start_new_session=True, preexec_fn=before_exec, pass_fds=pass_fds,
         )  # fmt: skip
     except BaseException:
         clean_up()

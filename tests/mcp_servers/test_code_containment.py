@@ -73,6 +73,18 @@ def test_proc_sys_and_sysrq_cannot_be_written(code):
     assert Path("/proc/sys/kernel/core_pattern").read_text() == pattern
 
 
+# unshare(CLONE_NEWUSER) straight from libc: the syscall itself, not the unshare tool (which
+# also fails without /proc/self, for another reason).
+_NEW_USERNS = 'python3 -c \'import ctypes; print("NESTED-USERNS" if ctypes.CDLL(None).unshare(0x10000000) == 0 else "refused")\''
+
+
+def test_no_user_namespace_of_its_own(code):
+    command = f'{_NEW_USERNS}; python3 -c \'import subprocess; subprocess.run(["echo", "spawned"])\''
+    output = _run(code, command)["output"]
+    assert "refused" in output and "NESTED-USERNS" not in output
+    assert "spawned" in output  # ordinary process creation (clone, clone3 fallback) still works
+
+
 _KEYCTL = {"x86_64": (248, 249, 250), "aarch64": (217, 218, 219)}.get(platform.machine())
 _READ_KEY = textwrap.dedent("""
     import ctypes
@@ -245,7 +257,8 @@ def test_masked_proc_falls_back_to_a_minimal_proc(world, tmp_path):
     script.write_text(_IN_MASKED)
     world.file("/data.txt", "6\n")
     command = ("python3 -c 'print(6*7)'; ls /filesystem; ls /proc; "
-               "(echo 7 > /proc/sys/vm/swappiness) 2>/dev/null && echo WROTE; ls /proc/1 2>&1 | head -1")  # fmt: skip
+               "(echo 7 > /proc/sys/vm/swappiness) 2>/dev/null && echo WROTE; ls /proc/1 2>&1 | head -1; "
+               f"{_NEW_USERNS}")  # fmt: skip
     completed = subprocess.run(
         ["unshare", "-m", "bash", str(mask), sys.executable, str(script), command, str(world.fs_root)],
         capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": os.getcwd()},
@@ -262,6 +275,7 @@ def test_masked_proc_falls_back_to_a_minimal_proc(world, tmp_path):
     assert exit_code == "0" and sandbox == "bubblewrap (minimal /proc)"
     assert "42" in text and "data.txt" in text and "cpuinfo" in text
     assert "WROTE" not in text and "No such file or directory" in text  # no /proc/sys, no /proc/1
+    assert "NESTED-USERNS" not in text  # the seccomp filter holds where --disable-userns cannot
 
 
 @as_root
