@@ -225,3 +225,28 @@ class _maybe:
 
     def __exit__(self, kind, value, traceback):
         return kind is not None and issubclass(kind, OSError)
+
+
+def test_an_absolute_link_to_the_roots_own_path_stays_inside(world):
+    tree, root, host = world
+    (root / "by_host_path").symlink_to(root / "a" / "b")
+    (root / "file_by_host_path").symlink_to(root / "a" / "b" / "note.txt")
+    (root / "by_alias").symlink_to("/sandboxroot/a/b/note.txt")
+    (root / "alias_escape").symlink_to("/sandboxroot/../host/secret.txt")
+    aliased = Root(root, aliases=("/sandboxroot",))
+    assert tree.read_bytes("by_host_path/note.txt") == b"inside"
+    assert tree.read_bytes("file_by_host_path") == b"inside"
+    tree.write_atomic("file_by_host_path", b"through")
+    assert (root / "a" / "b" / "note.txt").read_bytes() == b"through"
+    assert aliased.read_bytes("by_alias") == b"through"
+    with pytest.raises(OutsideRoot):
+        tree.read_bytes("by_alias")  # without the alias it is just an absolute link
+    with pytest.raises(OutsideRoot):
+        aliased.read_bytes("alias_escape")
+    # The bare functions know no anchors: every absolute link is refused.
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(OutsideRoot):
+            beneath.read_bytes(fd, "by_host_path/note.txt")
+    finally:
+        os.close(fd)

@@ -15,7 +15,8 @@ root's) and a relative path, and the kernel resolves the path *beneath* that des
 
 Symlinks inside the tree that point inside it are followed, resolved physically (never
 lexically: ``a/up -> ..`` then ``a/up/..`` is the root's parent, refused). A symlink with an
-absolute target is refused, as ``RESOLVE_BENEATH`` does. Anything resolving outside
+absolute target is refused, as ``RESOLVE_BENEATH`` does, unless the target spells the root's
+own path (:func:`anchored`, which :class:`Root` sets up): then it continues from the root. Anything resolving outside
 raises :class:`OutsideRoot` (an ``OSError`` with ``errno.EXDEV``); the usual ``OSError``
 subclasses (``FileNotFoundError``, ``NotADirectoryError``, ``FileExistsError``, …) keep
 their meaning.
@@ -43,11 +44,13 @@ from mcp_servers._core.beneath._ops import (
     rmdir,
     stat,
     unlink,
+    walk,
     write_atomic,
 )
 from mcp_servers._core.beneath._resolve import (
     OutsideRoot,
     PathLike,
+    anchored,
     locate,
     open_beneath,
     open_dir,
@@ -62,6 +65,7 @@ __all__ = [
     "OutsideRoot",
     "PathLike",
     "Root",
+    "anchored",
     "copy_file",
     "create_exclusive",
     "entries",
@@ -79,5 +83,6 @@ __all__ = [
     "stat",
     "unlink",
     "use_walk",
+    "walk",
     "write_atomic",
 ]

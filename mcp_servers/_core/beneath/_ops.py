@@ -6,7 +6,7 @@ import ctypes
 import errno
 import os
 import stat as stat_module
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import BinaryIO
@@ -93,6 +93,34 @@ def entries(dir_fd: int, path: PathLike = "") -> list[Entry]:
         return found
 
 
+def walk(dir_fd: int, path: PathLike = "") -> Iterator[tuple[tuple[str, ...], list[Entry]]]:
+    """Top-down walk of the tree at ``path``: yields (folder parts relative to ``path``,
+    its entries sorted by name). Links are never followed: a folder is entered only when
+    its ``lstat`` says folder, by ``O_NOFOLLOW | O_DIRECTORY`` relative to its parent's
+    descriptor, so a folder swapped for a link meanwhile is skipped, not followed. Remove
+    entries from the yielded list to keep the walk out of them (like ``os.walk``).
+    """
+    with _closing(open_dir(dir_fd, path)) as top:
+        yield from _walk_fd(top, ())
+
+
+def _walk_fd(fd: int, parts: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], list[Entry]]]:
+    found = []
+    for name in sorted(os.listdir(fd)):
+        with suppress(FileNotFoundError):
+            found.append(Entry(name, os.stat(name, dir_fd=fd, follow_symlinks=False)))
+    yield parts, found
+    for entry in found:
+        if not entry.is_dir():
+            continue
+        try:
+            child = os.open(entry.name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+        except OSError:  # gone, swapped for a link or a file, unreadable: skip it
+            continue
+        with _closing(child):
+            yield from _walk_fd(child, (*parts, entry.name))
+
+
 def write_atomic(
     dir_fd: int,
     path: PathLike,
@@ -100,6 +128,7 @@ def write_atomic(
     *,
     make_parents: bool = False,
     mode: int | None = None,
+    overwrite: bool = True,
 ) -> None:
     """Replace the file at ``path`` (an inside symlink is written through) atomically.
 
@@ -107,6 +136,8 @@ def write_atomic(
     is created exclusively in the parent's descriptor, fsync-ed, given the old file's mode
     (else ``mode`` or 0o644) and renamed over the name by descriptor; readers see the old or
     the new content, never half of it. On any error the temp file is removed.
+    ``overwrite=False`` renames with ``RENAME_NOREPLACE``: FileExistsError when the name is
+    taken by then, so "create unless it exists" has no check-then-write gap.
     """
     parent, name = locate(dir_fd, path, create=make_parents)
     with _closing(parent):
@@ -124,7 +155,10 @@ def write_atomic(
                 except FileNotFoundError:
                     old = 0o644 if mode is None else mode
                 os.fchmod(handle.fileno(), old & 0o777)
-            os.replace(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
+            if overwrite:
+                os.replace(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
+            else:
+                _rename_noreplace(parent, temp, parent, name)
         except BaseException:
             with suppress(OSError):
                 os.unlink(temp, dir_fd=parent)
@@ -214,16 +248,16 @@ def rename(dir_fd: int, source: PathLike, target: PathLike, *, overwrite: bool =
             if overwrite:
                 os.replace(src_name, dst_name, src_dir_fd=src_parent, dst_dir_fd=dst_parent)
                 return
-            result = _libc.renameat2(
-                src_parent,
-                os.fsencode(src_name),
-                dst_parent,
-                os.fsencode(dst_name),
-                ctypes.c_uint(_RENAME_NOREPLACE),
-            )
-            if result != 0:
-                code = ctypes.get_errno()
-                raise OSError(code, os.strerror(code), _text(target))
+            _rename_noreplace(src_parent, src_name, dst_parent, dst_name)
+
+
+def _rename_noreplace(src_parent: int, src_name: str, dst_parent: int, dst_name: str) -> None:
+    result = _libc.renameat2(
+        src_parent, os.fsencode(src_name), dst_parent, os.fsencode(dst_name), ctypes.c_uint(_RENAME_NOREPLACE)
+    )
+    if result != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), dst_name)
 
 
 def copy_file(dir_fd: int, source: PathLike, target: PathLike, *, overwrite: bool = True) -> None:

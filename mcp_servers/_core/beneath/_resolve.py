@@ -8,6 +8,7 @@ import os
 import stat as stat_module
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
+from contextvars import ContextVar
 
 PathLike = str | Sequence[str]
 
@@ -132,7 +133,14 @@ def _walk(dir_fd: int, path: str, flags: int, mode: int) -> int:
             if links > _MAX_LINKS:
                 raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
             if target.startswith("/"):
-                raise OutsideRoot(path)
+                rest = _anchored(target)
+                if rest is None:
+                    raise OutsideRoot(path)
+                # An absolute link to the root's own path: go on from the root itself.
+                for fd in stack:
+                    os.close(fd)
+                stack = [os.open(".", _WALK_FLAGS, dir_fd=_anchor.get()[0])]  # type: ignore[index]
+                target = rest
             pending.extend(part for part in reversed(target.split("/")) if part not in ("", "."))
         # The path named a directory already on the stack ("", "a/..").
         return os.open(".", flags | os.O_CLOEXEC, mode, dir_fd=stack[-1])
@@ -149,8 +157,40 @@ def open_beneath(dir_fd: int, path: PathLike, flags: int = os.O_RDONLY, mode: in
     """
     text = _text(path)
     if openat2_available():
-        return _openat2(dir_fd, text or ".", flags, mode)
+        try:
+            return _openat2(dir_fd, text or ".", flags, mode)
+        except OutsideRoot:
+            if _anchor.get() is None:
+                raise
+            # openat2 refuses every absolute link; the walk knows which ones name the root.
     return _walk(dir_fd, text, flags, mode)
+
+
+_anchor: ContextVar[tuple[int, tuple[str, ...]] | None] = ContextVar("beneath_anchor", default=None)
+
+
+@contextmanager
+def anchored(root_fd: int, anchors: Sequence[str]) -> Iterator[None]:
+    """Within the block, a symlink whose absolute target starts with one of ``anchors``
+    (the root's own path, as the host or a sandbox spells it) continues from ``root_fd``
+    instead of being refused: ``/srv/world/filesystem/a`` or ``/filesystem/a`` is the
+    root's ``a``. Any other absolute target stays refused."""
+    token = _anchor.set((root_fd, tuple(anchor.rstrip("/") for anchor in anchors if anchor)))
+    try:
+        yield
+    finally:
+        _anchor.reset(token)
+
+
+def _anchored(target: str) -> str | None:
+    """The rest of an absolute link target below an anchor ("" for the root), or None."""
+    current = _anchor.get()
+    if current is None:
+        return None
+    for anchor in current[1]:
+        if target == anchor or target.startswith(anchor + "/"):
+            return target[len(anchor) :].lstrip("/")
+    return None
 
 
 def open_dir(dir_fd: int, path: PathLike = "", *, create: bool = False, mode: int = 0o777) -> int:
@@ -208,9 +248,13 @@ def locate(dir_fd: int, path: PathLike, *, create: bool = False) -> tuple[int, s
             return parent, name
         os.close(parent)
         if target.startswith("/"):
-            raise OutsideRoot(_text(path))
-        # The target is relative to the link's folder; the kernel (or the walk) resolves it.
-        parts = parts[:-1] + [part for part in target.split("/") if part not in ("", ".")]
+            rest = _anchored(target)
+            if rest is None or _anchor.get()[0] != dir_fd:  # type: ignore[index]
+                raise OutsideRoot(_text(path))
+            parts = [part for part in rest.split("/") if part not in ("", ".")]
+        else:
+            # Relative to the link's folder; the kernel (or the walk) resolves it.
+            parts = parts[:-1] + [part for part in target.split("/") if part not in ("", ".")]
         if not parts or parts[-1] == "..":
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), _text(path))
     raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), _text(path))

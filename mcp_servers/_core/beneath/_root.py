@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
 from mcp_servers._core.beneath import _ops
-from mcp_servers._core.beneath._resolve import _DIR_FLAGS, PathLike, _closing, open_beneath, open_dir
+from mcp_servers._core.beneath._resolve import (
+    _DIR_FLAGS,
+    PathLike,
+    _closing,
+    anchored,
+    open_beneath,
+    open_dir,
+)
 
 
 class Root:
@@ -19,13 +26,16 @@ class Root:
     :meth:`fd` yields the root's descriptor for callers that chain several operations.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
+    def __init__(self, path: str | os.PathLike[str], *, aliases: Sequence[str] = ()) -> None:
+        self.path = Path(path).absolute()
+        # Absolute link targets that mean the root itself (see beneath.anchored).
+        self.anchors = (str(self.path), os.path.realpath(self.path), *aliases)
 
     @contextmanager
     def fd(self) -> Iterator[int]:
-        """The root's descriptor (FileNotFoundError when the root does not exist)."""
-        with _closing(os.open(self.path, _DIR_FLAGS)) as fd:
+        """The root's descriptor (FileNotFoundError when the root does not exist); links
+        to the root's own absolute path are followed inside it while the block runs."""
+        with _closing(os.open(self.path, _DIR_FLAGS)) as fd, anchored(fd, self.anchors):
             yield fd
 
     def _call(self, function: Callable, *args: object, **kwargs: object):
@@ -49,6 +59,10 @@ class Root:
 
     def entries(self, path: PathLike = "") -> list[_ops.Entry]:
         return self._call(_ops.entries, path)
+
+    def walk(self, path: PathLike = "") -> Iterator[tuple[tuple[str, ...], list[_ops.Entry]]]:
+        with self.fd() as fd:
+            yield from _ops.walk(fd, path)
 
     def write_atomic(
         self, path: PathLike, data: bytes | Callable[[BinaryIO], object], **kwargs: object
