@@ -1,9 +1,11 @@
-"""The one path resolver: virtual agent paths (``/Reports/q3.xlsx``) to real paths.
+"""The one path resolver: virtual agent paths (``/Reports/q3.xlsx``) to checked paths.
 
-Every path-like tool argument of every server goes through :meth:`PathResolver.resolve`;
-every id that becomes a path component goes through :func:`validate_id`. Containment is
-checked on the *real* path (``os.path.realpath``), so a symlink inside the root that
-points out is refused just like ``../``.
+Every path-like tool argument of every server goes through :meth:`PathResolver.at`,
+which checks the text and returns a :class:`WorldPath`; every id that becomes a path
+component goes through :func:`validate_id`. Nothing here returns a host path to open:
+each operation of a WorldPath opens it beneath the root's descriptor
+(:mod:`mcp_servers._core.beneath`), so a symlink that points out is refused just like
+``../``, at the moment of the open (no check-then-open race).
 
 Rules, in order:
 - the value must be a string without NUL bytes, at most ``MAX_PATH_CHARS`` characters,
@@ -14,16 +16,18 @@ Rules, in order:
   such folder;
 - ``..`` may not climb above the root (refused, not clamped: the caller meant something
   else);
-- the resolved real path must lie inside the real root.
+- links are followed only while they stay beneath the root (checked by the kernel, or
+  by a walk of ``O_NOFOLLOW`` opens, at each operation).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
 
+from mcp_servers._core.beneath import Root
 from mcp_servers._core.errors import ToolError
+from mcp_servers._core.world_path import WorldPath
 
 MAX_PATH_CHARS = 4096
 MAX_NAME_BYTES = 255
@@ -46,10 +50,8 @@ class PathResolver:
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root).absolute()
-
-    @property
-    def real_root(self) -> str:
-        return os.path.realpath(self.root)
+        # code_exec shows the root as /filesystem: its absolute links spell it that way.
+        self._tree = Root(self.root, aliases=("/" + _SANDBOX_ROOT_NAME,))
 
     def parts(self, value: object, *, argument: str) -> list[str]:
         """Validate ``value`` and return its normalised components (may be empty = root).
@@ -95,50 +97,24 @@ class PathResolver:
             parts = parts[1:]
         return parts
 
-    def resolve(
-        self,
-        value: object,
-        *,
-        argument: str = "path",
-        must_exist: bool = False,
-        kind: Literal["file", "dir"] | None = None,
-        allow_root: bool = True,
-    ) -> Path:
-        """The real path for virtual path ``value``, guaranteed inside the root.
+    def at(self, value: object, *, argument: str = "path", allow_root: bool = True) -> WorldPath:
+        """The checked :class:`WorldPath` for virtual path ``value``.
 
-        ``must_exist`` raises ``not_found`` when absent; ``kind`` additionally demands a
-        regular file (``not_a_file``) or a directory (``not_a_directory``) when the path
-        exists. ``allow_root=False`` refuses the root itself (for file targets).
+        Raises ToolError ``invalid_argument`` (type, NUL, length; the root when
+        ``allow_root`` is false) or ``path_outside_root`` (``..`` above the root). Links
+        are resolved later, by every operation, beneath the root's descriptor.
         """
         parts = self.parts(value, argument=argument)
         if not parts and not allow_root:
             raise ToolError(
                 "invalid_argument", f"{argument}: a file path is needed, got the root", argument=argument
             )
-        real_root = self.real_root
-        real = os.path.realpath(os.path.join(real_root, *parts))
-        if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
-            raise ToolError(
-                "path_outside_root",
-                f"{argument}: {_show(value)} resolves outside the root (through a link)",
-                argument=argument,
-            )
-        path = Path(real)
-        if must_exist and not path.exists():
-            raise ToolError(
-                "not_found", f"{argument}: {self.virtual_of(parts)} does not exist", argument=argument
-            )
-        if kind == "file" and path.exists() and not path.is_file():
-            raise ToolError(
-                "not_a_file", f"{argument}: {self.virtual_of(parts)} is not a file", argument=argument
-            )
-        if kind == "dir" and path.exists() and not path.is_dir():
-            raise ToolError(
-                "not_a_directory",
-                f"{argument}: {self.virtual_of(parts)} is not a directory",
-                argument=argument,
-            )
-        return path
+        return WorldPath(self.tree, tuple(parts), argument)
+
+    @property
+    def tree(self) -> Root:
+        """The root, for descriptor-based operations (:mod:`mcp_servers._core.beneath`)."""
+        return self._tree
 
     def virtual(self, value: object, *, argument: str = "path") -> str:
         """The normalised virtual form of ``value`` (``/a/b``), validated like resolve."""
@@ -147,26 +123,6 @@ class PathResolver:
     @staticmethod
     def virtual_of(parts: list[str]) -> str:
         return "/" + "/".join(parts)
-
-    def to_virtual(self, real: str | Path) -> str:
-        """The virtual path (``/…``) of a real path inside the root.
-
-        Raises ToolError ``path_outside_root`` for a path outside it (a bug in the caller).
-        """
-        real_root = self.real_root
-        absolute = os.path.abspath(real)
-        for base in (real_root, str(self.root)):
-            if absolute == base:
-                return "/"
-            if absolute.startswith(base.rstrip(os.sep) + os.sep):
-                return "/" + Path(absolute).relative_to(base).as_posix()
-        raise ToolError("path_outside_root", f"{_show(str(real))} is outside the root")
-
-    def is_inside(self, real: str | Path) -> bool:
-        """Whether the real path (symlinks resolved) lies inside the root."""
-        resolved = os.path.realpath(real)
-        real_root = self.real_root
-        return resolved == real_root or resolved.startswith(real_root.rstrip(os.sep) + os.sep)
 
 
 def validate_id(value: object, *, argument: str, max_length: int = MAX_ID_CHARS) -> str:

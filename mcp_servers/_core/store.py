@@ -1,4 +1,4 @@
-"""App-data files: a parsed-file cache keyed by file identity, file locks, atomic writes.
+"""App-data files: a parsed-file cache keyed by file identity, and file locks.
 
 :class:`FileCache` keeps the parsed form of a file (a mail index, a calendar, a chat
 group) and re-parses only when the file's ``(mtime_ns, size, inode)`` changes, whether
@@ -19,7 +19,7 @@ import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -49,17 +49,31 @@ class FileStamp:
             return None
         return cls(st.st_mtime_ns, st.st_size, st.st_ino)
 
+    @classmethod
+    def from_stat(cls, st: os.stat_result) -> FileStamp:
+        """The stamp of a ``stat``/``fstat`` result (of a descriptor opened beneath a root)."""
+        return cls(st.st_mtime_ns, st.st_size, st.st_ino)
+
 
 class FileCache(Generic[T]):
     """Parsed files, re-parsed only when the file changes.
 
-    ``loader(path)`` parses one file. Thread-safe: concurrent ``get`` calls for the same
+    ``loader(path)`` parses one file; ``stamp(path)`` says which version is there now (the
+    default stats the path; app-data stores pass one that stats through the root's
+    descriptor, see :class:`AppData`). Thread-safe: concurrent ``get`` calls for the same
     file parse it once. At most ``max_entries`` files are kept (least recently used
     dropped). ``hits``/``misses`` count lookups (benchmarks and tests read them).
     """
 
-    def __init__(self, loader: Callable[[Path], T], *, max_entries: int = 512) -> None:
+    def __init__(
+        self,
+        loader: Callable[[Path], T],
+        *,
+        max_entries: int = 512,
+        stamp: Callable[[str], FileStamp | None] = FileStamp.of,
+    ) -> None:
         self._loader = loader
+        self._stamp = stamp
         self._max_entries = max_entries
         self._entries: OrderedDict[str, tuple[FileStamp, T]] = OrderedDict()
         self._lock = threading.Lock()
@@ -67,13 +81,15 @@ class FileCache(Generic[T]):
         self.hits = 0
         self.misses = 0
 
-    def get(self, path: str | Path) -> T:
-        """The parsed form of the file as it is now.
+    def get(self, path: str | Path, *, stamp: FileStamp | None = None) -> T:
+        """The parsed form of the file as it is now (``stamp``: its version, when the caller
+        has just stat-ed it, e.g. in a descriptor walk).
 
         Raises FileNotFoundError when the file is absent; loader errors propagate.
         """
         key = os.path.abspath(path)
-        stamp = FileStamp.of(key)
+        if stamp is None:
+            stamp = self._stamp(key)
         if stamp is None:
             self.invalidate(key)
             raise FileNotFoundError(key)
@@ -92,7 +108,7 @@ class FileCache(Generic[T]):
                     return entry[1]
                 self.misses += 1
             value = self._loader(Path(key))
-            after = FileStamp.of(key)
+            after = self._stamp(key)
             # Only cache what we know matches the file; a write during parsing means retry next time.
             if after == stamp:
                 self._store(key, stamp, value)
@@ -106,7 +122,7 @@ class FileCache(Generic[T]):
     def put(self, path: str | Path, value: T) -> None:
         """Record ``value`` as the parsed form of the file as it is now (after our own write)."""
         key = os.path.abspath(path)
-        stamp = FileStamp.of(key)
+        stamp = self._stamp(key)
         if stamp is None:
             self.invalidate(key)
         else:
@@ -156,27 +172,3 @@ def file_lock(
         for cache in caches:
             cache.invalidate(path)
         lock.release()
-
-
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Replace ``path``'s content with ``data`` atomically (temp file in the same folder + rename).
-
-    Readers see the old or the new file, never a half-written one. Keeps the old mode.
-    """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(prefix=f".{target.name[:40]}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        try:
-            os.chmod(temp, os.stat(target).st_mode & 0o777)
-        except FileNotFoundError:
-            os.chmod(temp, 0o644)
-        os.replace(temp, target)
-    except BaseException:
-        with suppress(OSError):
-            os.unlink(temp)
-        raise

@@ -7,14 +7,15 @@ errors, the read-modify-write cycle) is the same for both.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, ClassVar
 
 from mcp_servers._core.context import ServerContext
 from mcp_servers._core.errors import ToolError
 from mcp_servers._core.store import file_lock
+from mcp_servers._core.world_path import WorldPath
 from mcp_servers._office.package import open_package, require_suffix, save_package
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".tif", ".tiff")
@@ -40,18 +41,15 @@ class OfficeFiles:
 
     def locate(
         self, value: object, *, argument: str = "file_path", must_exist: bool = True
-    ) -> tuple[Path, str]:
-        """(real path, virtual path) of a package argument; ToolError when outside the root,
-        absent (with ``must_exist``) or not named with one of ``suffixes``."""
-        path = self.ctx.files.resolve(
-            value, argument=argument, must_exist=must_exist, kind="file", allow_root=False
-        )
-        virtual = self.ctx.files.to_virtual(path)
-        require_suffix(virtual, self.suffixes, argument=argument)
-        return path, virtual
+    ) -> tuple[WorldPath, str]:
+        """(checked path, virtual path) of a package argument; ToolError when outside the
+        root, absent (with ``must_exist``), not a file or not named with one of ``suffixes``."""
+        path = self.ctx.files.at(value, argument=argument, allow_root=False).require("file", must_exist=must_exist)
+        require_suffix(path.virtual, self.suffixes, argument=argument)
+        return path, path.virtual
 
-    def new_file(self, directory: object, file_name: str, *, overwrite: bool) -> tuple[Path, str]:
-        """(real path, virtual path) for a new package called ``file_name`` in ``directory``.
+    def new_file(self, directory: object, file_name: str, *, overwrite: bool) -> tuple[WorldPath, str]:
+        """(checked path, virtual path) for a new package called ``file_name`` in ``directory``.
 
         Raises ToolError ``invalid_argument`` (an empty name or one with a folder in it),
         ``unsupported`` (not named with one of ``suffixes``), the folder's path errors, and
@@ -64,8 +62,8 @@ class OfficeFiles:
                 argument="file_name",
             )
         require_suffix(file_name, self.suffixes, argument="file_name")
-        folder = self.ctx.files.resolve(directory, argument="directory", kind="dir")
-        target = f"{self.ctx.files.to_virtual(folder).rstrip('/')}/{file_name}"
+        folder = self.ctx.files.at(directory, argument="directory").require("dir", must_exist=False)
+        target = folder.child(file_name, "file_name").virtual
         path, virtual = self.locate(target, argument="file_name", must_exist=False)
         if path.exists() and not overwrite:
             raise ToolError(
@@ -77,13 +75,11 @@ class OfficeFiles:
 
     def existing(
         self, value: object, argument: str, suffixes: tuple[str, ...], what: str
-    ) -> tuple[Path, str]:
+    ) -> tuple[WorldPath, str]:
         """An existing file inside the root with one of ``suffixes`` (an image, a workbook);
         ToolError ``unsupported`` names ``what`` was expected."""
-        path = self.ctx.files.resolve(
-            value, argument=argument, must_exist=True, kind="file", allow_root=False
-        )
-        virtual = self.ctx.files.to_virtual(path)
+        path = self.ctx.files.at(value, argument=argument, allow_root=False).require("file")
+        virtual = path.virtual
         if not virtual.lower().endswith(suffixes):
             raise ToolError(
                 "unsupported",
@@ -92,9 +88,10 @@ class OfficeFiles:
             )
         return path, virtual
 
-    def image(self, value: object, argument: str = "image_path") -> Path:
-        """An existing image file inside the root."""
-        return self.existing(value, argument, IMAGE_SUFFIXES, "an image")[0]
+    def image(self, value: object, argument: str = "image_path") -> io.BytesIO:
+        """The bytes of an existing image file inside the root, as a stream for python-docx
+        and python-pptx (read through the root's descriptor; they never see a path)."""
+        return io.BytesIO(self.existing(value, argument, IMAGE_SUFFIXES, "an image")[0].read_bytes())
 
     def open(self, value: object, *, argument: str = "file_path") -> tuple[Any, str]:
         """(loaded package, virtual path) for reading."""
@@ -107,7 +104,7 @@ class OfficeFiles:
         finishes without error, left untouched otherwise (so multi-operation edits are all
         or nothing)."""
         path, virtual = self.locate(value, argument=argument)
-        with file_lock(path):
+        with file_lock(path.lock_key):
             package = open_package(path, self.load, virtual=virtual, kind=self.kind, argument=argument)
             yield package, virtual
             save_package(package, path)

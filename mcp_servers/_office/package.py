@@ -4,19 +4,19 @@ Both the documents and the presentations server go through these functions, so a
 encrypted (password-protected) file, a legacy binary file, a truncated zip or a file of
 the wrong type is reported the same way everywhere: one ``ToolError`` naming the file.
 Writes are atomic: the package is serialised in memory first, then written with the
-foundation's ``atomic_write_bytes`` (a failed save never leaves a half-written document).
+foundation's descriptor-based atomic write (a failed save never leaves a half-written document).
 """
 
 from __future__ import annotations
 
 import io
+import os
 import zipfile
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 from mcp_servers._core.errors import ToolError
-from mcp_servers._core.store import atomic_write_bytes
+from mcp_servers._core.world_path import WorldPath
 
 # Compound File Binary signature: encrypted OOXML (and legacy .doc/.ppt) files start with it.
 _CFB_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
@@ -29,41 +29,38 @@ MAX_UNPACKED_BYTES = 1024 * 1024 * 1024
 T = TypeVar("T")
 
 
-def check_package(path: Path, *, virtual: str, kind: str, argument: str) -> None:
-    """Refuse what cannot be an openable ``kind`` package (``"docx"``/``"pptx"``).
+def read_package(path: WorldPath, *, virtual: str, kind: str, argument: str) -> bytes:
+    """The bytes of what must be an openable ``kind`` package (``"docx"``/``"pptx"``/...),
+    read once through the root's descriptor (the libraries get these bytes, never a path).
 
     Raises ToolError ``not_found`` (absent), ``not_a_file`` (a folder), ``too_large``,
     ``unsupported`` (password-protected or legacy binary file), ``bad_data`` (not a zip
-    or a damaged one).
+    or a damaged one), ``path_outside_root`` (a link out).
     """
-    if not path.exists():
-        raise ToolError("not_found", f"{argument}: {virtual} does not exist", argument=argument)
-    if not path.is_file():
-        raise ToolError("not_a_file", f"{argument}: {virtual} is not a file", argument=argument)
-    size = path.stat().st_size
-    if size > MAX_PACKAGE_BYTES:
-        raise ToolError(
-            "too_large",
-            f"{argument}: {virtual} is {size} bytes (limit {MAX_PACKAGE_BYTES})",
-            argument=argument,
-        )
-    with path.open("rb") as handle:
-        head = handle.read(8)
-    if head.startswith(_CFB_MAGIC):
+    with path.open() as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size > MAX_PACKAGE_BYTES:
+            raise ToolError(
+                "too_large",
+                f"{argument}: {virtual} is {size} bytes (limit {MAX_PACKAGE_BYTES})",
+                argument=argument,
+            )
+        data = handle.read()
+    if data.startswith(_CFB_MAGIC):
         raise ToolError(
             "unsupported",
             f"{argument}: {virtual} is password-protected (encrypted) or a legacy binary Office file; "
             f"save it as an unprotected .{kind} first",
             argument=argument,
         )
-    if not head.startswith(_ZIP_MAGIC) or not zipfile.is_zipfile(path):
+    if not data.startswith(_ZIP_MAGIC) or not zipfile.is_zipfile(io.BytesIO(data)):
         raise ToolError(
             "bad_data",
             f"{argument}: {virtual} is not a valid .{kind} file (not a zip package)",
             argument=argument,
         )
     try:
-        with zipfile.ZipFile(path) as package:
+        with zipfile.ZipFile(io.BytesIO(data)) as package:
             unpacked = sum(info.file_size for info in package.infolist())
     except (zipfile.BadZipFile, OSError) as exc:
         raise ToolError(
@@ -77,18 +74,18 @@ def check_package(path: Path, *, virtual: str, kind: str, argument: str) -> None
             f"{argument}: {virtual} unpacks to {unpacked} bytes (limit {MAX_UNPACKED_BYTES})",
             argument=argument,
         )
+    return data
 
 
-def open_package(path: Path, loader: Callable[[Any], T], *, virtual: str, kind: str, argument: str) -> T:
-    """Load ``path`` with ``loader`` (``docx.Document`` / ``pptx.Presentation``).
+def open_package(path: WorldPath, loader: Callable[[Any], T], *, virtual: str, kind: str, argument: str) -> T:
+    """Load ``path`` with ``loader`` (``docx.Document`` / ``pptx.Presentation``) from its bytes.
 
-    Raises the errors of :func:`check_package`, and ``bad_data`` when the library cannot
+    Raises the errors of :func:`read_package`, and ``bad_data`` when the library cannot
     parse the package (missing main part, broken XML, wrong content type).
     """
-    check_package(path, virtual=virtual, kind=kind, argument=argument)
+    data = read_package(path, virtual=virtual, kind=kind, argument=argument)
     try:
-        with path.open("rb") as handle:
-            return loader(io.BytesIO(handle.read()))
+        return loader(io.BytesIO(data))
     except ToolError:
         raise
     except Exception as exc:  # python-docx/pptx raise many types for broken packages
@@ -98,15 +95,16 @@ def open_package(path: Path, loader: Callable[[Any], T], *, virtual: str, kind: 
         ) from exc
 
 
-def save_package(package: Any, path: Path) -> int:
+def save_package(package: Any, path: WorldPath) -> int:
     """Atomically write ``package`` (anything with ``save(stream)``) to ``path``; returns bytes.
 
-    The package is serialised in memory first, so a failure never touches the file.
+    The package is serialised in memory first, so a failure never touches the file; the
+    bytes go to a temp file in the parent's descriptor, renamed over the name by descriptor.
     """
     buffer = io.BytesIO()
     package.save(buffer)
     data = buffer.getvalue()
-    atomic_write_bytes(path, data)
+    path.write_atomic(data, make_parents=True)
     return len(data)
 
 

@@ -10,7 +10,6 @@ of them changed.
 from __future__ import annotations
 
 import logging
-import os
 import re
 import threading
 from dataclasses import dataclass, field
@@ -21,7 +20,7 @@ from typing import Any
 from icalendar import Event, Timezone
 from icalendar.timezone import tzp
 
-from mcp_servers._core.paths import PathResolver
+from mcp_servers._core.app_data import AppData
 from mcp_servers._core.problems import ProblemLog
 from mcp_servers._core.store import FileCache, FileStamp
 from mcp_servers.calendar.blocks import IcsSyntaxError, split_blocks
@@ -93,8 +92,8 @@ class Snapshot:
     problems: list[str]
 
 
-def read_text(path: Path) -> str:
-    data = path.read_bytes()
+def read_text(data: bytes) -> str:
+    """The text of a calendar file's bytes."""
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError:  # old exports in Latin-1 still carry readable events
@@ -131,12 +130,13 @@ def parse_record(block: str, *, rel: str, default_tz: tzinfo) -> Record:
     )
 
 
-def load_file(path: Path, *, root: Path, default_tz: tzinfo) -> ParsedFile:
-    """Parse one .ics file; problems are collected, never raised."""
+def load_file(path: Path, *, data: AppData, root: Path, default_tz: tzinfo) -> ParsedFile:
+    """Parse one .ics file (read beneath the app-data root's descriptor); problems are
+    collected, never raised."""
     rel = path.relative_to(root).as_posix()
     parsed = ParsedFile()
     try:
-        source = read_text(path)
+        source = read_text(data.read_bytes(path))
         layout = split_blocks(source)
     except (OSError, IcsSyntaxError) as exc:
         parsed.problems.append(f"calendar file {rel} is unreadable: {exc}")
@@ -183,37 +183,31 @@ class CalendarIndex:
     def __init__(self, root: Path, apps_data_root: Path, default_tz: tzinfo) -> None:
         self.root = root
         self.default_tz = default_tz
-        self._containment = PathResolver(apps_data_root)
-        self.files = FileCache(lambda path: load_file(path, root=self.root, default_tz=self.default_tz))
+        self.data = AppData(apps_data_root, root)
+        self.files = FileCache(
+            lambda path: load_file(path, data=self.data, root=self.root, default_tz=self.default_tz),
+            stamp=self.data.stamp,
+        )
         self._lock = threading.Lock()
         self._merged: tuple[tuple[Any, ...], Snapshot] | None = None
         self._problems = ProblemLog(logger)
 
-    def paths(self) -> list[Path]:
-        """Every .ics file under the root, sorted; links leading out of the app data are skipped."""
-        found: list[Path] = []
-        if not self.root.is_dir():
-            return found
-        for folder, dirs, names in os.walk(self.root):
-            dirs.sort()
-            for name in names:
-                if name.lower().endswith(".ics") and not name.startswith("."):
-                    path = Path(folder) / name
-                    if self._containment.is_inside(path) and path.is_file():
-                        found.append(path)
-        return sorted(found, key=lambda p: p.relative_to(self.root).as_posix())
+    def paths(self) -> list[tuple[Path, FileStamp]]:
+        """Every .ics file under the root, sorted, with its stamp; walked beneath the
+        app-data root's descriptor, so links leading out of the app data are skipped."""
+        return self.data.files(".ics", skip_hidden=True)
 
     def snapshot(self) -> Snapshot:
         """The merged index as the files are now (re-parsing only changed files)."""
         paths = self.paths()
-        key = tuple((str(p), FileStamp.of(p)) for p in paths)
+        key = tuple((str(p), stamp) for p, stamp in paths)
         with self._lock:
             if self._merged is not None and self._merged[0] == key:
                 return self._merged[1]
         parsed: list[ParsedFile] = []
-        for path in paths:
+        for path, stamp in paths:
             try:
-                parsed.append(self.files.get(path))
+                parsed.append(self.files.get(path, stamp=stamp))
             except FileNotFoundError:  # removed since listing
                 continue
         snapshot = self._merge(parsed)
@@ -247,8 +241,8 @@ class CalendarIndex:
         return Snapshot(events=events, by_uid=by_uid, problems=problems)
 
     def contains(self, path: Path) -> bool:
-        """Whether ``path`` (links resolved) lies inside the app data."""
-        return self._containment.is_inside(path)
+        """Whether ``path`` exists and resolves inside the app data (by descriptor)."""
+        return self.data.contains(path)
 
     def report(self, problem: str) -> None:
         """Log a data problem once per server (it is also returned with listings)."""

@@ -15,8 +15,9 @@ from typing import Any
 
 from icalendar import Calendar, Event
 
+from mcp_servers._core.beneath import OutsideRoot
 from mcp_servers._core.errors import ToolError
-from mcp_servers._core.store import FileStamp, atomic_write_bytes, file_lock
+from mcp_servers._core.store import FileStamp, file_lock
 from mcp_servers.calendar.blocks import IcsLayout, IcsSyntaxError, split_blocks, with_newline
 from mcp_servers.calendar.index import TZID_LINE, CalendarIndex, ParsedFile, Record, parse_record, read_text
 from mcp_servers.calendar.times import instant
@@ -26,11 +27,20 @@ _FOLD = re.compile(r"\r?\n[ \t]")
 
 
 def insert_event(index: CalendarIndex, path: Path, event: Event) -> dict[str, Any]:
-    """Add ``event`` to the calendar file ``path`` (created when absent); returns its view."""
-    if not index.contains(path):
-        raise ToolError("bad_data", f"calendar file {path.name} links outside the app data; not changing it")
+    """Add ``event`` to the calendar file ``path`` (created when absent); returns its view.
+    Raises ToolError ``bad_data`` when the file (or a folder on its way) links out of the
+    app data: every read and write goes beneath the app-data root's descriptor."""
+    try:
+        return _insert_event(index, path, event)
+    except OutsideRoot:
+        raise ToolError(
+            "bad_data", f"calendar file {path.name} links outside the app data; not changing it"
+        ) from None
+
+
+def _insert_event(index: CalendarIndex, path: Path, event: Event) -> dict[str, Any]:
     with file_lock(path):
-        before = FileStamp.of(path)
+        before = index.data.stamp(path)
         if before is None:
             calendar = Calendar()
             calendar.add("PRODID", PRODID)
@@ -40,11 +50,11 @@ def insert_event(index: CalendarIndex, path: Path, event: Event) -> dict[str, An
             calendar.add_missing_timezones()
             data = calendar.to_ical().decode("utf-8")
         else:
-            source, layout = _read_layout(path, path.name)
+            source, layout = _read_layout(index, path, path.name)
             extra, _ = _zone_blocks(event, _file_zones(source, layout))
             addition = with_newline(extra + event.to_ical().decode("utf-8"), layout.newline)
             data = source[: layout.insert_at] + addition + source[layout.insert_at :]
-        atomic_write_bytes(path, data.encode("utf-8"))
+        index.data.write_atomic(path, data.encode("utf-8"))
         rel = path.relative_to(index.root).as_posix()
         record = parse_record(event.to_ical().decode("utf-8"), rel=rel, default_tz=index.default_tz)
         known = _cached(index, path, before) if before is not None else ParsedFile()
@@ -56,10 +66,13 @@ def insert_event(index: CalendarIndex, path: Path, event: Event) -> dict[str, An
         return record.view
 
 
-def _read_layout(path: Path, shown: str) -> tuple[str, IcsLayout]:
+def _read_layout(index: CalendarIndex, path: Path, shown: str) -> tuple[str, IcsLayout]:
     """The text of the calendar file ``path`` and its blocks; ToolError ``bad_data`` (naming
     it as ``shown``) when it cannot be split, so an unreadable file is never rewritten."""
-    source = read_text(path)
+    try:
+        source = read_text(index.data.read_bytes(path))
+    except OutsideRoot:
+        raise ToolError("bad_data", f"calendar file {shown} links outside the app data; not changing it") from None
     try:
         layout = split_blocks(source)
     except IcsSyntaxError as exc:
@@ -99,14 +112,14 @@ def rewrite_event(
     overrides); ``drop_override`` (a UTC instant) also removes the override of that occurrence."""
     rel = path.relative_to(index.root).as_posix()
     with file_lock(path):
-        before = FileStamp.of(path)
+        before = index.data.stamp(path)
         if before is None:
             raise ToolError(
                 "not_found",
                 f"event_id: the file of event {event_id[:100]!r} is gone",
                 argument="event_id",
             )
-        source, layout = _read_layout(path, rel)
+        source, layout = _read_layout(index, path, rel)
         have = _file_zones(source, layout)
         extra = ""  # VTIMEZONEs the changed event now needs, added before END:VCALENDAR
         pieces: list[str] = []
@@ -153,7 +166,7 @@ def rewrite_event(
         tail = source[cursor:]
         split = max(0, layout.insert_at - cursor)
         pieces.append(tail[:split] + with_newline(extra, layout.newline) + tail[split:])
-        atomic_write_bytes(path, "".join(pieces).encode("utf-8"))
+        index.data.write_atomic(path, "".join(pieces).encode("utf-8"))
         known = _cached(index, path, before)
         if known is not None:
             kept = [r for r in known.records if r.uid != event_id]

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from mcp_servers._core.paths import PathResolver
+from mcp_servers._core.app_data import AppData
 from mcp_servers._core.problems import ProblemLog
 from mcp_servers._core.store import FileCache
 from mcp_servers.chat.timestamps import parse_takeout_date
@@ -121,19 +120,24 @@ def index_messages(raw: Any, *, label: str) -> GroupMessages:
     return parsed
 
 
-def load_messages(path: Path, label: str) -> GroupMessages:
-    """Parse one messages.json; never raises (a broken file gives ``error``)."""
+def load_messages(data: AppData, path: Path, label: str) -> GroupMessages:
+    """Parse one messages.json (read beneath the app-data root's descriptor); never raises
+    for a broken file (it gives ``error``); FileNotFoundError when it is gone."""
     try:
-        raw = json.loads(path.read_bytes())
+        raw = json.loads(data.read_bytes(path))
+    except FileNotFoundError:
+        raise
     except (OSError, ValueError) as exc:
         return GroupMessages(error=f"{label} is not valid JSON ({exc})")
     return index_messages(raw, label=label)
 
 
-def load_json_object(path: Path) -> dict[str, Any] | str:
+def load_json_object(data: AppData, path: Path) -> dict[str, Any] | str:
     """A small JSON object file (group_info, user_info), or the reason it is unreadable."""
     try:
-        raw = json.loads(path.read_bytes())
+        raw = json.loads(data.read_bytes(path))
+    except FileNotFoundError:
+        raise
     except (OSError, ValueError) as exc:
         return f"not valid JSON ({exc})"
     return raw if isinstance(raw, dict) else "not a JSON object"
@@ -163,28 +167,35 @@ class ChatIndex:
 
     def __init__(self, root: Path, apps_data_root: Path) -> None:
         self.root = root
-        self._containment = PathResolver(apps_data_root)
-        self.messages: FileCache[GroupMessages] = FileCache(self._load_messages, max_entries=4096)
-        self.objects: FileCache[dict[str, Any] | str] = FileCache(load_json_object, max_entries=8192)
+        self.data = AppData(apps_data_root, root)
+        self.messages: FileCache[GroupMessages] = FileCache(
+            self._load_messages, max_entries=4096, stamp=self.data.stamp
+        )
+        self.objects: FileCache[dict[str, Any] | str] = FileCache(
+            lambda path: load_json_object(self.data, path), max_entries=8192, stamp=self.data.stamp
+        )
         self._problems = ProblemLog(logger)
 
     def _load_messages(self, path: Path) -> GroupMessages:
-        return load_messages(path, path.relative_to(self.root).as_posix())
+        return load_messages(self.data, path, path.relative_to(self.root).as_posix())
 
     def _children(self, kind: str) -> list[tuple[str, Path, str]]:
         found: dict[str, tuple[str, Path, str]] = {}
         for prefix in PREFIXES:
             base = self.root / prefix / kind if prefix else self.root / kind
-            try:
-                names = sorted(os.listdir(base))
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            for name in names:
+            # Listed and checked through the app-data root's descriptor (never by path).
+            for entry in sorted(self.data.entries(base), key=lambda e: e.name):
+                name = entry.name
                 folder = base / name
-                if name.startswith(".") or name in found or not folder.is_dir():
+                if name.startswith(".") or name in found:
                     continue
-                if not self._containment.is_inside(folder):  # a link out of the app data
-                    self.report(f"chat folder {kind}/{name} links outside the app data; skipped")
+                if entry.is_symlink():
+                    if not self.data.contains(folder):  # a link out of the app data
+                        self.report(f"chat folder {kind}/{name} links outside the app data; skipped")
+                        continue
+                    if not self.data.is_dir(folder):
+                        continue
+                elif not entry.is_dir():
                     continue
                 label = f"{prefix}/{kind}/{name}" if prefix else f"{kind}/{name}"
                 found[name] = (name, folder, label)
@@ -206,7 +217,7 @@ class ChatIndex:
 
     def group_messages(self, group: GroupFolder) -> GroupMessages:
         """The parsed messages of ``group`` (empty when it has no messages.json)."""
-        if not self._containment.is_inside(group.messages_path):
+        if not self.data.contains(group.messages_path):
             return GroupMessages(error=f"{group.label} links outside the app data; channel skipped")
         try:
             parsed = self.messages.get(group.messages_path)
@@ -218,7 +229,7 @@ class ChatIndex:
 
     def json_object(self, path: Path) -> dict[str, Any]:
         """A small JSON object (group/user info); ``{}`` when absent or broken (reported)."""
-        if not self._containment.is_inside(path):
+        if not self.data.contains(path):
             return {}
         try:
             value = self.objects.get(path)
@@ -230,8 +241,8 @@ class ChatIndex:
         return value
 
     def contains(self, path: Path) -> bool:
-        """Whether ``path`` (links resolved) lies inside the app data."""
-        return self._containment.is_inside(path)
+        """Whether ``path`` resolves inside the app data (by descriptor; see AppData.contains)."""
+        return self.data.contains(path)
 
     def report(self, problem: str) -> None:
         """Log a data problem once per server."""

@@ -15,10 +15,11 @@ from typing import Any
 
 import orjson
 
+from mcp_servers._core.beneath import OutsideRoot
 from mcp_servers._core.context import ServerContext
 from mcp_servers._core.errors import ToolError
 from mcp_servers._core.paths import validate_id
-from mcp_servers._core.store import FileStamp, atomic_write_bytes, file_lock
+from mcp_servers._core.store import file_lock
 from mcp_servers.chat.index import ChatIndex, GroupFolder, GroupMessages, Message, index_messages
 from mcp_servers.chat.people import current_user, everyone
 from mcp_servers.chat.timestamps import format_takeout_date
@@ -246,14 +247,23 @@ class ChatService:
     def _mutate(
         self, group: GroupFolder, change: Callable[[list[Any], GroupMessages], dict[str, Any]]
     ) -> dict[str, Any]:
+        try:
+            return self._mutate_file(group, change)
+        except OutsideRoot:
+            raise ToolError("bad_data", f"{group.label} links outside the app data; not changing it") from None
+
+    def _mutate_file(
+        self, group: GroupFolder, change: Callable[[list[Any], GroupMessages], dict[str, Any]]
+    ) -> dict[str, Any]:
         path = group.messages_path
-        if not self.index.contains(path):
-            raise ToolError("bad_data", f"{group.label} links outside the app data; not changing it")
+        data = self.index.data
+        if not data.contains(path):
+            raise OutsideRoot(str(path))
         with file_lock(path):
-            before = FileStamp.of(path)
+            before = data.stamp(path)
             if before is not None:
                 try:
-                    raw = json.loads(path.read_bytes())
+                    raw = json.loads(data.read_bytes(path))
                 except ValueError as exc:
                     raise ToolError(
                         "bad_data", f"{group.label} is not valid JSON ({exc}); not changing it"
@@ -263,12 +273,12 @@ class ChatService:
             if not isinstance(raw, dict) or not isinstance(raw.setdefault("messages", []), list):
                 raise ToolError("bad_data", f"{group.label}: expected an object with a 'messages' list")
             cached = self.index.messages.peek(path)
-            if cached is not None and cached[0] == before == FileStamp.of(path):  # index of these very bytes
+            if cached is not None and cached[0] == before == data.stamp(path):  # index of these very bytes
                 current = cached[1]
             else:
                 current = index_messages(raw, label=group.label)
             result = change(raw["messages"], current)
-            atomic_write_bytes(path, dump_json(raw))
+            data.write_atomic(path, dump_json(raw))
             self.index.messages.put(path, index_messages(raw, label=group.label))
         return result
 

@@ -7,8 +7,7 @@ image relationships are handled by the library) and then moved where they belong
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from docx.enum.section import WD_ORIENT, WD_SECTION
 from docx.enum.style import WD_STYLE_TYPE
@@ -29,7 +28,7 @@ ALIGNMENTS = {
 }
 _SECT_PR = qn("w:sectPr")
 
-ImageResolver = Callable[[str, str], Path]
+ImageResolver = Callable[[str, str], BinaryIO]
 
 
 def paragraph_style(document: Any, name: str, *, argument: str = "style") -> Any:
@@ -242,11 +241,11 @@ def set_orientation(section: Any, orientation: str) -> None:
     section.orientation = wanted
 
 
-def add_picture(run: Any, image_path: Path, shown: str, width: float | None, height: float | None) -> None:
+def add_picture(run: Any, image: BinaryIO, shown: str, width: float | None, height: float | None) -> None:
     """Add an inline picture to ``run``; a file that is not a readable image is refused."""
     try:
         run.add_picture(
-            str(image_path),
+            image,
             width=Inches(width) if width else None,
             height=Inches(height) if height else None,
         )

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from docx.oxml.ns import qn
 
@@ -79,11 +78,11 @@ def resize(image: ImageRef, width_inches: float | None, height_inches: float | N
     image.width_emu, image.height_emu = width, height
 
 
-def replace(document: Any, image: ImageRef, new_image: Path, shown: str) -> None:
+def replace(document: Any, image: ImageRef, new_image: BinaryIO, shown: str) -> None:
     """Point the picture at a new image file, keeping its width (height follows the new
     image's aspect ratio)."""
     try:
-        rel_id, picture = document.part.get_or_add_image(str(new_image))
+        rel_id, picture = document.part.get_or_add_image(new_image)
     except Exception as exc:
         raise ToolError(
             "unsupported", f"image_path: {shown} is not a supported image file", argument="image_path"

@@ -5,14 +5,12 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import mimetypes
-import os
 import stat
-from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
-from mcp_servers._core import ServerContext, ToolError
+from mcp_servers._core import ServerContext, ToolError, WorldPath
 from mcp_servers.filesystem.entries import Entry, child_virtual, describe, human_size, iso_time, scan
 from mcp_servers.filesystem.server import SERVER
 
@@ -59,14 +57,9 @@ def list_files(
         offset: number of entries to skip (for the next page).
         limit: maximum entries to return (1-1000).
     """
-    real = ctx.files.resolve(path, argument="path", must_exist=True, kind="dir")
-    virtual = ctx.files.to_virtual(real) if path.strip() not in ("", "/") else "/"
-    try:
-        entries = scan(ctx.files, real, virtual)
-    except OSError as exc:
-        raise ToolError(
-            "permission_denied", f"path: cannot list {virtual}: {exc.strerror}", argument="path"
-        ) from None
+    directory = ctx.files.at(path, argument="path").require("dir")
+    virtual = directory.virtual
+    entries = scan(directory, virtual)
     page = entries[offset : offset + limit]
     more = offset + len(page) < len(entries)
     return Listing(
@@ -135,23 +128,23 @@ def search_files(
     """
     if not pattern.strip():
         raise ToolError("invalid_argument", "pattern: must not be empty", argument="pattern")
-    real = ctx.files.resolve(path, argument="path", must_exist=True, kind="dir")
-    base_virtual = ctx.files.to_virtual(real)
+    top = ctx.files.at(path, argument="path").require("dir")
+    base_virtual = top.virtual
     match = _matcher(pattern.strip())
     found: list[Entry] = []
     visits = 0
     truncated = False
     note = None
-    for dirpath, dirnames, filenames in os.walk(real, followlinks=False):
-        dirnames.sort(key=lambda n: (n.casefold(), n))
-        rel_dir = os.path.relpath(dirpath, real)
-        rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")
-        for name in sorted(dirnames + filenames, key=lambda n: (n.casefold(), n)):
+    walk = top.walk()
+    for dir_parts, listed in walk:
+        listed.sort(key=lambda e: (e.name.casefold(), e.name))
+        rel_dir = "/".join(dir_parts)
+        folder = WorldPath(top.root, top.parts + dir_parts, "path")
+        for item in listed:
             visits += 1
-            relative = f"{rel_dir}/{name}" if rel_dir else name
-            if match(name, relative):
-                virtual = child_virtual(base_virtual, relative)
-                found.append(describe(ctx.files, Path(dirpath) / name, virtual))
+            relative = f"{rel_dir}/{item.name}" if rel_dir else item.name
+            if match(item.name, relative):
+                found.append(describe(folder, item, child_virtual(base_virtual, relative)))
                 if len(found) > max_results:
                     truncated = True
                     break
@@ -163,6 +156,7 @@ def search_files(
             break
         if not recursive:
             break
+    walk.close()
     found = sorted(found, key=lambda e: (e.path.casefold(), e.path))[:max_results]
     return SearchResult(pattern=pattern, path=base_virtual, matches=found, truncated=truncated, note=note)
 
@@ -207,17 +201,17 @@ def get_directory_tree(
         include_files: show files, not only folders.
         show_size: show file sizes.
     """
-    real = ctx.files.resolve(path, argument="path", must_exist=True, kind="dir")
-    virtual = ctx.files.to_virtual(real)
+    top = ctx.files.at(path, argument="path").require("dir")
+    virtual = top.virtual
     count = 0
     truncated = False
     lines = [virtual]
 
-    def build(directory, dir_virtual: str, depth: int, prefix: str) -> list[TreeNode]:
+    def build(directory: WorldPath, dir_virtual: str, depth: int, prefix: str) -> list[TreeNode]:
         nonlocal count, truncated
         try:
-            entries = scan(ctx.files, directory, dir_virtual)
-        except OSError:
+            entries = scan(directory, dir_virtual)
+        except ToolError:
             return []
         if not include_files:
             entries = [e for e in entries if e.type == "directory"]
@@ -236,12 +230,12 @@ def get_directory_tree(
             )
             if entry.type == "directory" and entry.note is None and depth < max_depth:
                 node.children = build(
-                    directory / entry.name, entry.path, depth + 1, prefix + ("    " if last else "│   ")
+                    directory.child(entry.name), entry.path, depth + 1, prefix + ("    " if last else "│   ")
                 )
             nodes.append(node)
         return nodes
 
-    root = TreeNode(name=virtual, type="directory", children=build(real, virtual, 1, ""))
+    root = TreeNode(name=virtual, type="directory", children=build(top, virtual, 1, ""))
     return Tree(path=virtual, tree=root, entries=count, truncated=truncated, text="\n".join(lines))
 
 
@@ -273,32 +267,33 @@ def get_file_metadata(ctx: ServerContext, file_path: str) -> Metadata:
     Args:
         file_path: file or folder to describe.
     """
-    real = ctx.files.resolve(file_path, argument="file_path", must_exist=True)
-    virtual = ctx.files.to_virtual(real)
-    requested = ctx.files.parts(file_path, argument="file_path")
-    is_link = bool(requested) and os.path.islink(ctx.files.real_root + "/" + "/".join(requested))
-    info = os.stat(real)
+    target = ctx.files.at(file_path, argument="file_path")
+    virtual = target.virtual
+    is_link = not target.is_root and stat.S_ISLNK(target.lstat().st_mode)
+    info = target.stat()
     kind = "directory" if stat.S_ISDIR(info.st_mode) else "file" if stat.S_ISREG(info.st_mode) else "other"
+    name = target.name or "/"
     meta = Metadata(
         path=virtual,
-        name=real.name if virtual != "/" else "/",
+        name=name,
         type=kind,
         size=info.st_size if kind == "file" else None,
         modified=iso_time(info.st_mtime),
         accessed=iso_time(info.st_atime),
         changed=iso_time(info.st_ctime),
         permissions=stat.filemode(info.st_mode),
-        mime_type=mimetypes.guess_type(real.name)[0] if kind == "file" else None,
-        extension=real.suffix.lower() if kind == "file" else "",
+        mime_type=mimetypes.guess_type(name)[0] if kind == "file" else None,
+        extension=target.suffix.lower() if kind == "file" else "",
         is_link=is_link,
     )
     if kind == "directory":
-        with contextlib.suppress(OSError):
-            meta.entries = len(os.listdir(real))
+        with contextlib.suppress(ToolError):
+            meta.entries = len(target.entries())
     elif (meta.mime_type or "").startswith("image/"):
         from mcp_servers.filesystem.images import image_size
 
-        meta.width, meta.height = image_size(real)
+        with contextlib.suppress(ToolError), target.open() as handle:
+            meta.width, meta.height = image_size(handle)
     return meta
 
 

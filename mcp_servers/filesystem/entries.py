@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import stat
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel
 
-from mcp_servers._core import PathResolver
+from mcp_servers._core import ToolError, WorldPath, beneath
 
 EntryType = Literal["file", "directory", "symlink", "other"]
 
@@ -41,20 +39,17 @@ def human_size(size: int | None) -> str:
     return f"{size} B"
 
 
-def describe(files: PathResolver, path: Path, virtual: str) -> Entry:
-    """An entry for ``path`` (which may be a link): links are followed only inside the root."""
-    try:
-        info = os.lstat(path)
-    except OSError:
-        return Entry(name=path.name, path=virtual, type="other", note="unreadable")
+def describe(directory: WorldPath, found: beneath.Entry, virtual: str) -> Entry:
+    """An entry for ``found`` in ``directory``: a link is followed only beneath the root."""
+    name = found.name
+    info = found.stat
     note = None
     if stat.S_ISLNK(info.st_mode):
-        if not files.is_inside(path):
-            return Entry(name=path.name, path=virtual, type="symlink", note="link pointing outside the root")
         try:
-            info = os.stat(path)
-        except OSError:
-            return Entry(name=path.name, path=virtual, type="symlink", note="broken link")
+            info = directory.child(name).stat()
+        except ToolError as exc:
+            note = "link pointing outside the root" if exc.code == "path_outside_root" else "broken link"
+            return Entry(name=name, path=virtual, type="symlink", note=note)
         note = "link"
     if stat.S_ISDIR(info.st_mode):
         kind: EntryType = "directory"
@@ -64,9 +59,7 @@ def describe(files: PathResolver, path: Path, virtual: str) -> Entry:
         size = info.st_size
     else:
         kind, size = "other", None
-    return Entry(
-        name=path.name, path=virtual, type=kind, size=size, modified=iso_time(info.st_mtime), note=note
-    )
+    return Entry(name=name, path=virtual, type=kind, size=size, modified=iso_time(info.st_mtime), note=note)
 
 
 def sort_key(entry: Entry) -> tuple[int, str, str]:
@@ -78,10 +71,8 @@ def child_virtual(parent_virtual: str, name: str) -> str:
     return parent_virtual.rstrip("/") + "/" + name
 
 
-def scan(files: PathResolver, directory: Path, virtual: str) -> list[Entry]:
-    """The sorted entries of a directory (raises OSError when unreadable)."""
-    with os.scandir(directory) as iterator:
-        names = [item.name for item in iterator]
-    entries = [describe(files, directory / name, child_virtual(virtual, name)) for name in names]
+def scan(directory: WorldPath, virtual: str) -> list[Entry]:
+    """The sorted entries of a folder, listed through its descriptor (ToolError when unreadable)."""
+    entries = [describe(directory, found, child_virtual(virtual, found.name)) for found in directory.entries()]
     entries.sort(key=sort_key)
     return entries

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-from pathlib import Path
+from typing import BinaryIO
 
 # Model providers refuse larger image inputs; bigger files are downscaled before sending.
 MAX_SEND_BYTES = 4 * 1024 * 1024
@@ -31,12 +31,13 @@ def sniff_image(head: bytes) -> str | None:
     return None
 
 
-def image_size(path: Path) -> tuple[int | None, int | None]:
-    """(width, height) or (None, None) when it cannot be read."""
+def image_size(source: BinaryIO | bytes) -> tuple[int | None, int | None]:
+    """(width, height) of an image given as an open file or bytes, or (None, None) when it
+    cannot be read."""
     try:
         from PIL import Image
 
-        with Image.open(path) as image:
+        with Image.open(io.BytesIO(source) if isinstance(source, bytes) else source) as image:
             return image.size
     except Exception:
         return None, None

@@ -125,12 +125,12 @@ def read_text_file(
         start_line: first line to read (line-range mode).
         end_line: last line to read (line-range mode; default: as many as fit in max_bytes).
     """
-    real = ctx.files.resolve(file_path, argument="file_path", must_exist=True, kind="file", allow_root=False)
-    virtual = ctx.files.to_virtual(real)
+    target = ctx.files.at(file_path, argument="file_path", allow_root=False)
+    virtual = target.virtual
     if end_line is not None and start_line is not None and end_line < start_line:
         raise ToolError("invalid_argument", "end_line: must be >= start_line", argument="end_line")
-    size = os.path.getsize(real)
-    with open(real, "rb") as handle:
+    with target.open() as handle:
+        size = os.fstat(handle.fileno()).st_size
         head = handle.read(4096)
         detected = encoding if encoding != "auto" else (_bom_encoding(head) or "utf-8")
         if _looks_binary(head, detected):
@@ -297,16 +297,17 @@ def read_image_file(ctx: ServerContext, file_path: str) -> ToolOutput:
     Args:
         file_path: image file, e.g. "/photos/chart.png".
     """
-    real = ctx.files.resolve(file_path, argument="file_path", must_exist=True, kind="file", allow_root=False)
-    virtual = ctx.files.to_virtual(real)
-    size = os.path.getsize(real)
-    if size > MAX_FILE_BYTES:
-        raise ToolError(
-            "too_large",
-            f"file_path: {virtual} is {size} bytes (limit {MAX_FILE_BYTES})",
-            argument="file_path",
-        )
-    data = real.read_bytes()
+    target = ctx.files.at(file_path, argument="file_path", allow_root=False)
+    virtual = target.virtual
+    with target.open() as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size > MAX_FILE_BYTES:
+            raise ToolError(
+                "too_large",
+                f"file_path: {virtual} is {size} bytes (limit {MAX_FILE_BYTES})",
+                argument="file_path",
+            )
+        data = handle.read()
     mime = sniff_image(data[:16])
     if mime is None:
         kind = (
@@ -321,7 +322,7 @@ def read_image_file(ctx: ServerContext, file_path: str) -> ToolOutput:
         raise ToolError(
             "bad_data", f"file_path: {virtual} is a damaged {mime} file ({exc})", argument="file_path"
         ) from None
-    width, height = image_size(real)
+    width, height = image_size(data)
     info = ImageInfo(
         path=virtual,
         mime_type=mime,

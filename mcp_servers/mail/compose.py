@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import mimetypes
+import os
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -122,19 +123,18 @@ def load_attachments(ctx: ServerContext, paths: list[str] | None) -> list[tuple[
     result: list[tuple[str, bytes, str]] = []
     total = 0
     for value in paths or []:
-        real = ctx.files.resolve(
-            value, argument="attachments", must_exist=True, kind="file", allow_root=False
-        )
-        size = real.stat().st_size
-        total += size
-        if total > MAX_ATTACHMENT_BYTES:
-            raise ToolError(
-                "too_large",
-                f"attachments: more than {MAX_ATTACHMENT_BYTES // (1024 * 1024)} MB in total",
-                argument="attachments",
-            )
-        mime = mimetypes.guess_type(real.name)[0] or "application/octet-stream"
-        result.append((real.name, real.read_bytes(), mime))
+        path = ctx.files.at(value, argument="attachments", allow_root=False)
+        with path.open() as handle:
+            total += os.fstat(handle.fileno()).st_size
+            if total > MAX_ATTACHMENT_BYTES:
+                raise ToolError(
+                    "too_large",
+                    f"attachments: more than {MAX_ATTACHMENT_BYTES // (1024 * 1024)} MB in total",
+                    argument="attachments",
+                )
+            data = handle.read()
+        mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        result.append((path.name, data, mime))
     return result
 
 

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import BinaryIO
 
 from mcp_servers.mail.headers import (
     addresses,
@@ -104,9 +105,10 @@ class MailIndex:
         return MailIndex(self.path, [*self.entries, entry], self.problems, self.bodies)
 
 
-def build_index(path: Path, display_name: str) -> MailIndex:
-    """Index an mbox file (one read, headers only)."""
-    with open(path, "rb") as handle:
+def build_index(handle: BinaryIO, path: Path, display_name: str) -> MailIndex:
+    """Index the mbox open as ``handle`` (closed here; ``path`` is its name in the index):
+    one read, headers only."""
+    with handle:
         size = os.fstat(handle.fileno()).st_size
         # mmap: a multi-GB Takeout export is scanned without being copied into memory.
         data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size else b""

@@ -14,12 +14,11 @@ import mmap
 import os
 import re
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from email.generator import BytesGenerator
 from email.message import Message
 from io import BytesIO
-from pathlib import Path
+from typing import BinaryIO
 
 # A separator line is "From <sender> <asctime date>"; requiring the time of day keeps an
 # unquoted body line such as "From now on ..." (common in real exports) inside its message.
@@ -60,22 +59,15 @@ class StaleSpan(Exception):
     """The file no longer has a message where the index says (it was replaced meanwhile)."""
 
 
-def read_span(path: Path, span: Span) -> bytes:
-    """The message bytes at ``span``; raises StaleSpan when no message starts there any more."""
-    with open(path, "rb") as handle:
+def read_span(handle: BinaryIO, span: Span, name: str) -> bytes:
+    """The message bytes at ``span`` of the open mbox ``handle`` (closed here); raises
+    StaleSpan when no message starts there any more."""
+    with handle:
         handle.seek(span.start)
         chunk = handle.read(span.end - span.start)
     if not chunk.startswith(b"From "):
-        raise StaleSpan(f"{path.name}: no message at byte {span.start}")
+        raise StaleSpan(f"{name}: no message at byte {span.start}")
     return message_bytes(chunk)
-
-
-def iter_spans(path: Path) -> Iterator[tuple[Span, bytes]]:
-    """Each message span of the file with its message bytes (reads the file once)."""
-    data = path.read_bytes()
-    spans, _ = split_spans(data)
-    for span in spans:
-        yield span, message_bytes(data[span.start : span.end])
 
 
 def render_message(message: Message) -> bytes:
@@ -92,14 +84,14 @@ def from_line(sender: str, when: float | None = None) -> bytes:
     return f"From {address} {time.asctime(time.gmtime(when))}\n".encode("ascii", "replace")
 
 
-def append_message(path: Path, sender: str, data: bytes) -> Span:
-    """Append one message (already rendered) to the mbox at ``path``; returns its span.
+def append_message(handle: BinaryIO, sender: str, data: bytes) -> Span:
+    """Append one message (already rendered) to the mbox open as ``handle`` (read and
+    append; closed here); returns its span.
 
     The caller holds the writer lock (:func:`mcp_servers._core.file_lock`); we also take a
     POSIX lock on the file so other mbox writers that use ``lockf`` (Python's mailbox) wait.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "ab+") as handle:
+    with handle:
         fcntl.lockf(handle, fcntl.LOCK_EX)
         try:
             handle.seek(0, os.SEEK_END)

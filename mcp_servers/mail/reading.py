@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from mcp_servers._core import ToolError, ToolOutput
+from mcp_servers._core import ToolError, ToolOutput, WorldPath
 from mcp_servers.mail.headers import normalize_id
 from mcp_servers.mail.server import SERVER
 from mcp_servers.mail.store import MailStore
@@ -64,7 +64,9 @@ def read_mail(store: MailStore, mail_id: str, save_attachments_to: str | None = 
         {"filename": a.filename, "content_type": a.content_type, "size": a.size} for a in attachments
     ]
     if save_attachments_to is not None and attachments:
-        folder = store.ctx.files.resolve(save_attachments_to, argument="save_attachments_to", kind="dir")
+        folder = store.ctx.files.at(save_attachments_to, argument="save_attachments_to").require(
+            "dir", must_exist=False
+        )
         for item, attachment in zip(listed, attachments, strict=True):
             item["saved_to"] = _save(store, folder, attachment.filename, attachment.data)
     data = summary(store, entry)
@@ -98,8 +100,9 @@ def read_mail(store: MailStore, mail_id: str, save_attachments_to: str | None = 
     return ToolOutput(data=data, text="\n".join(lines))
 
 
-def _save(store: MailStore, folder, filename: str, content: bytes) -> str:
-    """Write an attachment into ``folder`` without overwriting; returns its virtual path."""
+def _save(store: MailStore, folder: WorldPath, filename: str, content: bytes) -> str:
+    """Write an attachment into ``folder`` without overwriting (each name tried with an
+    exclusive create through the folder's descriptor); returns its virtual path."""
     from mcp_servers._core import validate_id
 
     safe = re.sub(r"[\\/\x00-\x1f]", "_", filename).strip(" .") or "attachment"
@@ -108,17 +111,16 @@ def _save(store: MailStore, folder, filename: str, content: bytes) -> str:
     stem, dot, suffix = safe.rpartition(".")
     if not dot:
         stem, suffix = safe, ""
-    candidate = folder / safe
-    counter = 1
-    while candidate.exists() or candidate.is_symlink():
-        candidate = folder / (f"{stem} ({counter}).{suffix}" if suffix else f"{stem} ({counter})")
-        counter += 1
-    real = store.ctx.files.resolve(
-        store.ctx.files.to_virtual(candidate), argument="save_attachments_to", allow_root=False
-    )
-    with open(real, "xb") as handle:
-        handle.write(content)
-    return store.ctx.files.to_virtual(real)
+    candidate = folder.child(safe)
+    for counter in range(1, 10_000):
+        try:
+            candidate.create(content)
+            return candidate.virtual
+        except ToolError as exc:
+            if exc.code != "already_exists":
+                raise
+        candidate = folder.child(f"{stem} ({counter}).{suffix}" if suffix else f"{stem} ({counter})")
+    raise ToolError("conflict", f"save_attachments_to: too many files named {safe!r}", argument="save_attachments_to")
 
 
 def _parse_when(value: str, argument: str) -> datetime:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import mmap
-import os
 import threading
 from bisect import bisect_right
 from dataclasses import dataclass, field
@@ -18,7 +17,8 @@ from email.message import Message
 from functools import cached_property
 from pathlib import Path
 
-from mcp_servers._core import FileCache, FileStamp, ServerContext, ToolError, file_lock
+from mcp_servers._core import FileCache, FileStamp, OutsideRoot, ServerContext, ToolError, file_lock
+from mcp_servers._core.app_data import AppData
 from mcp_servers.mail.headers import bare_addresses, normalize_id, parse_header_block, split_header
 from mcp_servers.mail.index import (
     MailEntry,
@@ -116,8 +116,9 @@ class MailStore:
 
     def __init__(self, context: ServerContext) -> None:
         self.ctx = context
-        self.root = context.app_dir("mail")
-        self._cache: FileCache[MailIndex] = FileCache(self._load)
+        self.data = AppData(context.apps_data_root, "mail")
+        self.root = self.data.folder
+        self._cache: FileCache[MailIndex] = FileCache(self._load, stamp=self.data.stamp)
         self._lock = threading.Lock()
         self._view: tuple[tuple[int, ...], MailView] | None = None
         self._reported: set[Problem] = set()
@@ -138,31 +139,20 @@ class MailStore:
         return name
 
     def _load(self, path: Path) -> MailIndex:
-        return build_index(path, self.display_name(path))
+        return build_index(self.data.open(path), path, self.display_name(path))
 
-    def mbox_files(self) -> list[Path]:
-        """Every ``*.mbox`` regular file under the mail folder, sorted; links out are ignored."""
-        if not self.root.is_dir():
-            return []
-        real_root = os.path.realpath(self.root)
-        found = []
-        for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):
-            dirnames.sort()
-            for name in sorted(filenames):
-                if not name.lower().endswith(".mbox"):
-                    continue
-                path = Path(dirpath) / name
-                real = os.path.realpath(path)
-                if os.path.isfile(real) and real.startswith(real_root + os.sep):
-                    found.append(path)
-        return sorted(found, key=lambda p: p.relative_to(self.root).as_posix())
+    def mbox_files(self) -> list[tuple[Path, FileStamp]]:
+        """Every ``*.mbox`` regular file under the mail folder, sorted, with its stamp; walked
+        and opened beneath the app-data root's descriptor, so links out of the app data
+        (the mail folder itself included) are ignored."""
+        return self.data.files(".mbox")
 
     def view(self) -> MailView:
         """The current merged view (rebuilt only when some file changed)."""
         indexes = []
-        for path in self.mbox_files():
+        for path, stamp in self.mbox_files():
             try:
-                indexes.append(self._cache.get(path))
+                indexes.append(self._cache.get(path, stamp=stamp))
             except FileNotFoundError:  # removed between listing and reading
                 continue
             except OSError as exc:  # unreadable: serve the others, report this one
@@ -212,7 +202,7 @@ class MailStore:
         """The stored bytes of a message. If the mbox was replaced since it was indexed (a
         populate), the file is re-indexed and the message looked up again by its id."""
         try:
-            raw = read_span(entry.file, entry.span)
+            raw = read_span(self.data.open(entry.file), entry.span, entry.file.name)
             if not _is_message(entry, raw):
                 raise StaleSpan(entry.mail_id)
             return raw
@@ -222,7 +212,7 @@ class MailStore:
             if fresh is None:
                 raise ToolError("not_found", f"message {entry.mail_id} is no longer in the mailbox") from None
             try:
-                return read_span(fresh.file, fresh.span)
+                return read_span(self.data.open(fresh.file), fresh.span, fresh.file.name)
             except (StaleSpan, OSError):
                 raise ToolError("conflict", "the mailbox is being rewritten; retry") from None
         except OSError as exc:
@@ -268,7 +258,7 @@ class MailStore:
             if missing:  # one pass over the file instead of one open per message
                 try:
                     with (
-                        open(index.path, "rb") as handle,
+                        self.data.open(index.path) as handle,
                         mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data,
                     ):
                         for entry in missing:
@@ -299,7 +289,9 @@ class MailStore:
         if configured:
             from mcp_servers._core import PathResolver
 
-            return PathResolver(self.root).resolve(str(configured), argument="sent_mbox", allow_root=False)
+            # Checked as text here; opened beneath the app-data root's descriptor on append.
+            parts = PathResolver(self.root).at(str(configured), argument="sent_mbox", allow_root=False).parts
+            return self.root.joinpath(*parts)
         if not view.indexes:
             return self.root / DEFAULT_SENT_MBOX
         if len(view.indexes) == 1 or not self.ctx.user_email:
@@ -315,9 +307,14 @@ class MailStore:
         target = self.sent_mbox(view)
         data = render_message(message)
         with file_lock(target):
-            before = FileStamp.of(target)
+            before = self.data.stamp(target)
             cached = self._cache.peek(target)
-            span = append_message(target, sender, data)
+            try:
+                span = append_message(self.data.open_append(target), sender, data)
+            except OutsideRoot:
+                raise ToolError(
+                    "path_outside_root", f"the sent mailbox {self.display_name(target)} leads out of the app data"
+                ) from None
             index = cached[1] if cached is not None and cached[0] == before else None
             number = (index.entries[-1].order + 1) if index and index.entries else 1
             entry, _ = make_entry(data, target, span, number, self.display_name(target))

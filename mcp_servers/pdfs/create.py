@@ -13,13 +13,12 @@ from __future__ import annotations
 import html
 import io
 import os
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import pymupdf
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcp_servers._core import ToolError
+from mcp_servers._core import ToolError, WorldPath
 
 FONT_DIRS = ("/usr/share/fonts/truetype/dejavu", "/usr/share/fonts/truetype/noto")
 PAGE_SIZES = {"A4": "a4", "Letter": "letter", "Legal": "legal", "A3": "a3", "A5": "a5"}
@@ -173,7 +172,7 @@ def render_pdf(blocks: list[Any], *, page_size: str, metadata: dict[str, str] | 
         document.close()
 
 
-def output_path(ctx: Any, directory: str, file_name: str) -> tuple[Path, str]:
+def output_path(ctx: Any, directory: str, file_name: str) -> tuple[WorldPath, str]:
     """Where create_pdf writes ('.pdf' added when missing); ToolError if it exists."""
     from mcp_servers._core import validate_id
 
@@ -181,11 +180,9 @@ def output_path(ctx: Any, directory: str, file_name: str) -> tuple[Path, str]:
     name = file_name.strip()
     if not name.lower().endswith(".pdf"):
         name += ".pdf"
-    folder = ctx.files.resolve(directory, argument="directory", kind="dir")
-    target = ctx.files.resolve(
-        f"{ctx.files.to_virtual(folder).rstrip('/')}/{name}", argument="file_name", allow_root=False
-    )
-    virtual = ctx.files.to_virtual(target)
+    folder = ctx.files.at(directory, argument="directory").require("dir", must_exist=False)
+    target = folder.child(name, "file_name").require("file", must_exist=False)
+    virtual = target.virtual
     if target.exists():
         raise ToolError("already_exists", f"file_name: {virtual} already exists", argument="file_name")
     return target, virtual

@@ -9,6 +9,7 @@ engine produced its text. OCR results are cached per file version and page.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import shutil
@@ -16,7 +17,6 @@ import subprocess
 import threading
 import unicodedata
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pymupdf
@@ -55,12 +55,20 @@ def usable(text: str) -> bool:
     return bool(stripped) and stripped.count("\ufffd") <= len(stripped) * 0.3
 
 
-def open_pdf(path: Path, virtual: str, *, argument: str = "file_path") -> pymupdf.Document:
-    """Open a PDF; ToolError for non-PDF, corrupt or password-protected files."""
-    if path.suffix.lower() != ".pdf":
-        raise ToolError("unsupported", f"{argument}: {virtual} is not a .pdf file", argument=argument)
+@dataclass(frozen=True)
+class PdfSource:
+    """A PDF's bytes as read once through the root's descriptor, and what identifies that
+    version (``key``: a name, never opened; ``stamp``: from ``fstat`` of the descriptor)."""
+
+    key: str
+    stamp: FileStamp
+    data: bytes
+
+
+def open_pdf(source: PdfSource, virtual: str, *, argument: str = "file_path") -> pymupdf.Document:
+    """Open a PDF from its bytes; ToolError for corrupt or password-protected files."""
     try:
-        document = pymupdf.open(path, filetype="pdf")
+        document = pymupdf.open(stream=source.data, filetype="pdf")
     except Exception as exc:
         raise ToolError(
             "bad_data",
@@ -166,7 +174,7 @@ class Extractor:
     def page_text(
         self,
         document: pymupdf.Document,
-        path: Path,
+        path: PdfSource,
         number: int,
         *,
         allow_ocr: bool = True,
@@ -199,13 +207,13 @@ class Extractor:
             return PageText(number, "", "none", images, marks, note=f"OCR failed: {exc.message}")
         return PageText(number, text, "ocr", images, marks)
 
-    def cached_ocr(self, path: Path, number: int) -> str | None:
+    def cached_ocr(self, path: PdfSource, number: int) -> str | None:
         with self._lock:
-            return self._ocr_cache.get((str(path), FileStamp.of(path), number))
+            return self._ocr_cache.get((path.key, path.stamp, number))
 
-    def ocr(self, page: pymupdf.Page, path: Path, number: int) -> str:
+    def ocr(self, page: pymupdf.Page, path: PdfSource, number: int) -> str:
         """tesseract's text for a rendered page; ToolError when tesseract is missing or fails."""
-        key = (str(path), FileStamp.of(path), number)
+        key = (path.key, path.stamp, number)
         with self._lock:
             if key in self._ocr_cache:
                 return self._ocr_cache[key]
@@ -237,11 +245,11 @@ class Extractor:
         return text
 
 
-def _pypdf_text(path: Path, number: int) -> str:
+def _pypdf_text(path: PdfSource, number: int) -> str:
     try:
         from pypdf import PdfReader
 
-        reader = PdfReader(path)
+        reader = PdfReader(io.BytesIO(path.data))
         return reader.pages[number - 1].extract_text() or ""
     except Exception:  # the second engine is best effort; the first one already read the page
         return ""

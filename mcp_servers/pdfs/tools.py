@@ -2,25 +2,24 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Annotated, Any
 
 import pymupdf
 from pydantic import Field
 
 from mcp_servers._core import (
+    FileStamp,
     ImageBlock,
     ServerContext,
     ServerDefinition,
     ToolError,
     ToolOutput,
-    atomic_write_bytes,
-    file_lock,
 )
 from mcp_servers.pdfs.create import Block, output_path, render_pdf
-from mcp_servers.pdfs.extract import Extractor, PageText, open_pdf, parse_pages, usable
+from mcp_servers.pdfs.extract import Extractor, PageText, PdfSource, open_pdf, parse_pages, usable
 
 DEFAULT_MAX_CHARS = 20_000
 DEFAULT_MAX_OCR_PAGES = 10
@@ -46,12 +45,16 @@ class PdfState:
     def max_ocr_pages(self) -> int:
         return int(self.ctx.option("max_ocr_pages", DEFAULT_MAX_OCR_PAGES))
 
-    def pdf(self, file_path: str, *, argument: str = "file_path") -> tuple[Path, str, pymupdf.Document]:
-        path = self.ctx.files.resolve(
-            file_path, argument=argument, must_exist=True, kind="file", allow_root=False
-        )
-        virtual = self.ctx.files.to_virtual(path)
-        return path, virtual, open_pdf(path, virtual, argument=argument)
+    def pdf(self, file_path: str, *, argument: str = "file_path") -> tuple[PdfSource, str, pymupdf.Document]:
+        """(the bytes read through the root's descriptor, virtual path, open document)."""
+        target = self.ctx.files.at(file_path, argument=argument, allow_root=False).require("file")
+        virtual = target.virtual
+        if target.suffix.lower() != ".pdf":
+            raise ToolError("unsupported", f"{argument}: {virtual} is not a .pdf file", argument=argument)
+        with target.open() as handle:
+            stamp = FileStamp.from_stat(os.fstat(handle.fileno()))
+            source = PdfSource(target.lock_key, stamp, handle.read())
+        return source, virtual, open_pdf(source, virtual, argument=argument)
 
 
 SERVER = ServerDefinition(
@@ -387,10 +390,6 @@ def create_pdf(
     """
     target, virtual = output_path(state.ctx, directory, file_name)
     data = render_pdf(content, page_size=page_size, metadata=metadata)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with file_lock(target):
-        if target.exists():
-            raise ToolError("already_exists", f"file_name: {virtual} already exists", argument="file_name")
-        atomic_write_bytes(target, data)
+    target.write_atomic(data, make_parents=True, overwrite=False)
     pages = pymupdf.open(stream=data, filetype="pdf").page_count
     return {"file_path": virtual, "pages": pages, "bytes": len(data)}

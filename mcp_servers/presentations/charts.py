@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
+from mcp_servers._core import WorldPath
 from mcp_servers._core.errors import ToolError
 from mcp_servers._office.package import open_package
 
@@ -42,7 +42,7 @@ def _chart_enum(chart_type: str) -> Any:
 
 
 def read_range(
-    path: Path, virtual: str, sheet_name: str, data_range: str, *, include_header: bool = True
+    path: WorldPath, virtual: str, sheet_name: str, data_range: str, *, include_header: bool = True
 ) -> list[list[Any]]:
     """The values of ``data_range`` on ``sheet_name`` (cached values for formulas).
 

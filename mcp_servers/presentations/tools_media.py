@@ -38,7 +38,7 @@ def add_image(
         slide = get_slide(deck, slide_index)
         try:
             picture = slide.shapes.add_picture(
-                str(image),
+                image,
                 _emu(1.0 if x is None else x),
                 _emu(1.5 if y is None else y),
                 _emu(width),
@@ -111,7 +111,7 @@ def modify_image(
         else:
             slide = deck.slides[found_slide]
             if replacement is not None:
-                _point_at(slide, shape, str(replacement), image_path)
+                _point_at(slide, shape, replacement, image_path)
             if operation is not None:
                 edit = PixelEdit(
                     operation,

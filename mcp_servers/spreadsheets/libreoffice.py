@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import io
 import json
 import os
 import queue
@@ -90,7 +91,7 @@ def find_uno_python() -> tuple[str, dict[str, str]] | None:
     return None
 
 
-def refuse_network_functions(workbook: Path) -> None:
+def refuse_network_functions(workbook: Any) -> None:
     """Raise RecalcError when a formula calls a function that fetches from the network.
 
     LibreOffice evaluates ``WEBSERVICE`` (and ``FILTERXML`` over it) during recalculation;
@@ -179,15 +180,16 @@ class LibreOffice:
         """Whether the soffice binary exists at all."""
         return shutil.which(self.soffice) is not None
 
-    def compute(self, workbook: Path) -> ComputedSheets:
-        """The computed values of every formula cell of ``workbook`` (an xlsx file).
+    def compute(self, workbook: bytes) -> ComputedSheets:
+        """The computed values of every formula cell of ``workbook`` (the bytes of an xlsx).
 
-        The file is copied into the scratch folder first; it is never modified. Raises
-        RecalcError (not installed, timeout, crash, unreadable workbook).
+        The bytes are written to a private copy in the scratch folder (outside the world:
+        LibreOffice only ever opens paths there). Raises RecalcError (not installed,
+        timeout, crash, unreadable workbook).
         """
         if not self.available():
             raise RecalcError(f"LibreOffice ({self.soffice}) is not installed")
-        refuse_network_functions(workbook)
+        refuse_network_functions(io.BytesIO(workbook))
         with self._lock:
             if self._closed:
                 raise RecalcError("the recalculation engine was shut down")
@@ -196,7 +198,7 @@ class LibreOffice:
             job.mkdir()
             try:
                 copy = job / "workbook.xlsx"
-                shutil.copyfile(workbook, copy)
+                copy.write_bytes(workbook)
                 if self.mode == "warm":
                     return self._compute_warm(copy)
                 return self._compute_cold(copy, job)

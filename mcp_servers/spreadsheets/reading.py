@@ -11,11 +11,11 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import os
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from lxml import etree
@@ -23,12 +23,12 @@ from openpyxl.styles.numbers import is_date_format
 from openpyxl.utils import get_column_letter
 from openpyxl.utils.datetime import from_excel
 
-from mcp_servers._core import ToolError
+from mcp_servers._core import ToolError, WorldPath
 from mcp_servers.spreadsheets.cells import parse_range
 from mcp_servers.spreadsheets.libreoffice import RecalcError
 from mcp_servers.spreadsheets.sheetxml import XlsxReader
 from mcp_servers.spreadsheets.values import display, dummy_function_fallback, not_computed
-from mcp_servers.spreadsheets.workbook import SheetsState, sheet_position
+from mcp_servers.spreadsheets.workbook import SheetsState, WorkbookFile, sheet_position
 
 MAX_CSV_BYTES = 64 * 1024 * 1024
 
@@ -62,10 +62,11 @@ class Grid:
 
 
 @contextmanager
-def _reader(path: Path, virtual: str) -> Iterator[XlsxReader]:
-    """An :class:`XlsxReader`; malformed files become ToolError ``bad_data``."""
+def _reader(path: WorkbookFile, virtual: str) -> Iterator[XlsxReader]:
+    """An :class:`XlsxReader` over the bytes read through the root's descriptor; malformed
+    files become ToolError ``bad_data``."""
     try:
-        reader = XlsxReader(path)
+        reader = XlsxReader(path.stream())
     except zipfile.BadZipFile:
         raise ToolError(
             "bad_data",
@@ -90,7 +91,7 @@ def _reader(path: Path, virtual: str) -> Iterator[XlsxReader]:
         reader.close()
 
 
-def tab_names(state: SheetsState, path: Path, virtual: str) -> list[dict[str, Any]]:
+def tab_names(state: SheetsState, path: WorkbookFile, virtual: str) -> list[dict[str, Any]]:
     with _reader(path, virtual) as reader:
         tabs = []
         for sheet in reader.sheets:
@@ -110,7 +111,7 @@ def tab_names(state: SheetsState, path: Path, virtual: str) -> list[dict[str, An
 
 def read_grid(
     state: SheetsState,
-    path: Path,
+    path: WorkbookFile,
     virtual: str,
     tab: int | str,
     cell_range: str | None,
@@ -155,7 +156,7 @@ def read_grid(
 
 def _fill_missing(
     state: SheetsState,
-    path: Path,
+    path: WorkbookFile,
     sheet_name: str,
     grid: list[list[Any]],
     missing: list[tuple[int, int, str]],
@@ -189,14 +190,15 @@ def _fill_missing(
 
 
 def read_csv_rows(
-    path: Path, virtual: str, *, delimiter: str | None, encoding: str, row_limit: int
+    path: WorldPath, virtual: str, *, delimiter: str | None, encoding: str, row_limit: int
 ) -> tuple[list[list[str]], int, str]:
     """(rows up to ``row_limit``, total rows, delimiter used). Raises ToolError."""
-    if path.stat().st_size > MAX_CSV_BYTES:
-        raise ToolError(
-            "too_large", f"file_path: {virtual} is larger than {MAX_CSV_BYTES >> 20} MB", argument="file_path"
-        )
-    raw = path.read_bytes()
+    with path.open() as handle:
+        if os.fstat(handle.fileno()).st_size > MAX_CSV_BYTES:
+            raise ToolError(
+                "too_large", f"file_path: {virtual} is larger than {MAX_CSV_BYTES >> 20} MB", argument="file_path"
+            )
+        raw = handle.read()
     if b"\x00" in raw[:8192]:
         raise ToolError(
             "bad_data", f"file_path: {virtual} is a binary file, not CSV text", argument="file_path"

@@ -3,6 +3,7 @@ images, and sheet renames (which also rewrite formulas that name the sheet)."""
 
 from __future__ import annotations
 
+import io
 import re
 from typing import Any
 
@@ -180,13 +181,12 @@ def add_image(state: Any, ws: Any, op: Any) -> None:
     from PIL import Image as PILImage
     from PIL import UnidentifiedImageError
 
-    path = state.ctx.files.resolve(
-        op.image_path, argument="image_path", must_exist=True, kind="file", allow_root=False
-    )
+    path = state.ctx.files.at(op.image_path, argument="image_path", allow_root=False).require("file")
+    data = path.read_bytes()
     try:
-        with PILImage.open(path) as probe:
+        with PILImage.open(io.BytesIO(data)) as probe:
             probe.verify()
-        image = Image(str(path))
+        image = Image(io.BytesIO(data))
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
         raise ToolError(
             "bad_data", f"image_path: {op.image_path} is not a readable image ({type(exc).__name__})"

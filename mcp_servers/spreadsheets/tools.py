@@ -17,6 +17,7 @@ from mcp_servers.spreadsheets.styling import rename_sheet
 from mcp_servers.spreadsheets.workbook import (
     WORKBOOK_SUFFIXES,
     SheetsState,
+    WorkbookFile,
     check_workbook_path,
     open_workbook,
     save_workbook,
@@ -55,20 +56,21 @@ class SheetData(BaseModel):
 # -- helpers --------------------------------------------------------------------------
 
 
-def workbook_path(state: SheetsState, file_path: str, *, argument: str = "file_path") -> tuple[Path, str]:
-    path = state.ctx.files.resolve(file_path, argument=argument, allow_root=False)
-    virtual = state.ctx.files.to_virtual(path)
-    check_workbook_path(state, path, virtual, argument=argument)
-    return path, virtual
+def workbook_path(state: SheetsState, file_path: str, *, argument: str = "file_path") -> tuple[WorkbookFile, str]:
+    """The workbook named by ``file_path``, read once through the root's descriptor."""
+    path = state.ctx.files.at(file_path, argument=argument, allow_root=False)
+    return check_workbook_path(state, path, path.virtual, argument=argument), path.virtual
 
 
 def _edit(state: SheetsState, file_path: str, change: Any, *, values_changed: bool) -> dict[str, Any]:
     """Load, change, save (atomically, with recalculation) under the file's writer lock."""
-    path, virtual = workbook_path(state, file_path)
-    with file_lock(path):
-        workbook = state.take_workbook(path) or open_workbook(path, virtual)
+    path = state.ctx.files.at(file_path, argument="file_path", allow_root=False)
+    with file_lock(path.lock_key):
+        # Read under the lock, so the version we edit is the one no other writer changes.
+        source, virtual = workbook_path(state, file_path)
+        workbook = state.take_workbook(source) or open_workbook(source, virtual)
         outcome = change(workbook)
-        report = save_workbook(state, workbook, path, values_changed=values_changed, source=path)
+        report = save_workbook(state, workbook, path, values_changed=values_changed, source=source)
         state.keep_workbook(path, workbook)
     return {"file_path": virtual, **outcome, "recalculation": report.as_dict()}
 
@@ -117,11 +119,9 @@ def create_spreadsheet(
     name = file_name.strip()
     if Path(name).suffix.lower() not in WORKBOOK_SUFFIXES:
         name += ".xlsx"
-    folder = state.ctx.files.resolve(directory, argument="directory", kind="dir")
-    target = state.ctx.files.resolve(
-        f"{state.ctx.files.to_virtual(folder).rstrip('/')}/{name}", argument="file_name", allow_root=False
-    )
-    virtual = state.ctx.files.to_virtual(target)
+    folder = state.ctx.files.at(directory, argument="directory").require("dir", must_exist=False)
+    target = folder.child(name, "file_name").require("file", must_exist=False)
+    virtual = target.virtual
     if target.exists():
         raise ToolError("already_exists", f"file_name: {virtual} already exists", argument="file_name")
     workbook = Workbook()
@@ -131,11 +131,8 @@ def create_spreadsheet(
     for spec in specs:
         ws = workbook.create_sheet(_new_title(workbook, spec.name, argument="sheets.name"))
         rows += _fill_sheet(ws, spec.headers, spec.rows)
-    folder.mkdir(parents=True, exist_ok=True)
-    with file_lock(target):
-        if target.exists():
-            raise ToolError("already_exists", f"file_name: {virtual} already exists", argument="file_name")
-        report = save_workbook(state, workbook, target, values_changed=True)
+    with file_lock(target.lock_key):
+        report = save_workbook(state, workbook, target, values_changed=True, overwrite=False)
         state.keep_workbook(target, workbook)
     return {
         "file_path": virtual,
@@ -152,13 +149,11 @@ def delete_spreadsheet(state: SheetsState, file_path: str) -> dict[str, Any]:
     Args:
         file_path: The file to delete.
     """
-    path = state.ctx.files.resolve(
-        file_path, argument="file_path", must_exist=True, kind="file", allow_root=False
-    )
-    virtual = state.ctx.files.to_virtual(path)
+    path = state.ctx.files.at(file_path, argument="file_path", allow_root=False).require("file")
+    virtual = path.virtual
     if path.suffix.lower() not in (*WORKBOOK_SUFFIXES, ".csv"):
         raise ToolError("unsupported", f"file_path: {virtual} is not a spreadsheet", argument="file_path")
-    with file_lock(path):
+    with file_lock(path.lock_key):
         path.unlink()
     return {"file_path": virtual, "deleted": True}
 

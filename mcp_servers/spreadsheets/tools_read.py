@@ -10,7 +10,7 @@ from openpyxl.utils import get_column_letter
 from openpyxl.utils.cell import column_index_from_string
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcp_servers._core import ToolError, ToolOutput
+from mcp_servers._core import ToolError, ToolOutput, WorldPath
 from mcp_servers.spreadsheets.cells import parse_range
 from mcp_servers.spreadsheets.reading import Grid, matches, read_csv_rows, read_grid, tab_names
 from mcp_servers.spreadsheets.tools import SERVER, TabRef, workbook_path
@@ -69,16 +69,14 @@ def read_tab(
         max_cols: Cap on columns returned.
         compact: Return only non-empty cells as {"A1": value} instead of a full grid.
     """
-    path = state.ctx.files.resolve(
-        file_path, argument="file_path", must_exist=True, kind="file", allow_root=False
-    )
-    virtual = state.ctx.files.to_virtual(path)
+    path = state.ctx.files.at(file_path, argument="file_path", allow_root=False).require("file")
+    virtual = path.virtual
     if path.suffix.lower() == ".csv":
         grid, rows_cut, cols_cut = _csv_grid(path, virtual, tab_index, cell_range, max_rows, max_cols)
     else:
-        check_workbook_path(state, path, virtual)
+        source = check_workbook_path(state, path, virtual)
         grid, rows_cut, cols_cut = read_grid(
-            state, path, virtual, tab_index, cell_range, max_rows=max_rows, max_cols=max_cols
+            state, source, virtual, tab_index, cell_range, max_rows=max_rows, max_cols=max_cols
         )
     data: dict[str, Any] = {
         "file_path": virtual,
@@ -126,7 +124,7 @@ def read_tab(
 
 
 def _csv_grid(
-    path: Path, virtual: str, tab_index: int | str, cell_range: str | None, max_rows: int, max_cols: int
+    path: WorldPath, virtual: str, tab_index: int | str, cell_range: str | None, max_rows: int, max_cols: int
 ) -> tuple[Grid, bool, bool]:
 
     if tab_index not in (0, "0", Path(virtual).stem):
@@ -167,10 +165,8 @@ def read_csv(
         has_header: Whether the first row holds column names.
         row_limit: Cap on data rows returned.
     """
-    path = state.ctx.files.resolve(
-        file_path, argument="file_path", must_exist=True, kind="file", allow_root=False
-    )
-    virtual = state.ctx.files.to_virtual(path)
+    path = state.ctx.files.at(file_path, argument="file_path", allow_root=False).require("file")
+    virtual = path.virtual
     limit = row_limit + (1 if has_header else 0)
     rows, total, used = read_csv_rows(path, virtual, delimiter=delimiter, encoding=encoding, row_limit=limit)
     headers = rows[0] if has_header and rows else None

@@ -15,6 +15,7 @@ Saving (:func:`save_workbook`) is where the recalculation rule lives:
 from __future__ import annotations
 
 import io
+import os
 import threading
 import time
 import zipfile
@@ -27,7 +28,7 @@ from typing import Any
 from openpyxl import Workbook, load_workbook
 from openpyxl.worksheet.worksheet import Worksheet
 
-from mcp_servers._core import FileStamp, ServerContext, ToolError, atomic_write_bytes
+from mcp_servers._core import FileStamp, ServerContext, ToolError, WorldPath
 from mcp_servers.spreadsheets.cached_values import cached_formula_values, computed_of, fill_cached_values
 from mcp_servers.spreadsheets.libreoffice import ComputedSheets, LibreOffice, RecalcError, shared_engine
 from mcp_servers.spreadsheets.values import DUMMY_FUNCTION, dummy_function_fallback
@@ -56,6 +57,43 @@ class RecalcReport:
         if self.reason:
             data["reason"] = self.reason
         return data
+
+
+@dataclass(frozen=True)
+class WorkbookFile:
+    """A workbook (or CSV) as read once through the root's descriptor: the libraries
+    (openpyxl, the zip readers, LibreOffice) get these bytes, never a path to re-open.
+    ``stamp`` comes from ``fstat`` of the descriptor the bytes were read from."""
+
+    path: WorldPath
+    virtual: str
+    stamp: FileStamp
+    data: bytes
+
+    @property
+    def key(self) -> str:
+        return self.path.lock_key
+
+    @property
+    def suffix(self) -> str:
+        return self.path.suffix.lower()
+
+    def stream(self) -> io.BytesIO:
+        return io.BytesIO(self.data)
+
+
+def read_world_file(path: WorldPath, virtual: str, *, limit: int, argument: str = "file_path") -> WorkbookFile:
+    """Read ``path`` through the root's descriptor; ToolError ``too_large`` past ``limit``
+    bytes, and the path's own errors (``not_found``, ``not_a_file``, ``path_outside_root``)."""
+    with path.open() as handle:
+        info = os.fstat(handle.fileno())
+        if info.st_size > limit:
+            raise ToolError(
+                "too_large",
+                f"{argument}: {virtual} is {info.st_size / 1048576:.1f} MB (limit {limit / 1048576:.0f} MB)",
+                argument=argument,
+            )
+        return WorkbookFile(path, virtual, FileStamp.from_stat(info), handle.read())
 
 
 @dataclass
@@ -102,47 +140,47 @@ class SheetsState:
                 timeout_s=float(self.ctx.option("recalc_timeout_s", 30.0)),
                 mode=self.recalc_mode,
             )
-            if self.ctx.files.is_inside(self._engine.scratch):
+            if _inside(self._engine.scratch, self.ctx.fs_root):
                 raise ToolError(
                     "internal", "the LibreOffice scratch folder lies inside the world; set TMPDIR"
                 )
         return self._engine
 
-    def take_workbook(self, path: Path) -> Workbook | None:
-        """The workbook we last saved to ``path`` if the file is still exactly that version.
+    def take_workbook(self, file: WorkbookFile) -> Workbook | None:
+        """The workbook we last saved to ``file`` if it is still exactly that version.
 
         The entry is removed: the caller edits the object and gives it back with
         :meth:`keep_workbook` only after a successful save, so a failed (partly applied)
         edit never leaks into the next one. Saves ~0.5 s of parsing per write.
         """
         with self._lock:
-            entry = self._workbooks.pop(str(path), None)
-        if entry is None or entry[0] != FileStamp.of(path):
+            entry = self._workbooks.pop(file.key, None)
+        if entry is None or entry[0] != file.stamp:
             return None
         return entry[1]
 
-    def keep_workbook(self, path: Path, workbook: Workbook) -> None:
+    def keep_workbook(self, path: WorldPath, workbook: Workbook) -> None:
         # openpyxl cannot save a loaded image twice (its source stream is closed).
         if any(ws._images for ws in workbook.worksheets):
             return
-        stamp = FileStamp.of(path)
-        if stamp is None:
+        try:
+            stamp = FileStamp.from_stat(path.stat())
+        except ToolError:
             return
         with self._lock:
-            self._workbooks[str(path)] = (stamp, workbook)
+            self._workbooks[path.lock_key] = (stamp, workbook)
             while len(self._workbooks) > WORKBOOK_CACHE_SIZE:
                 self._workbooks.popitem(last=False)
 
-    def compute(self, path: Path) -> ComputedSheets:
-        """Values of ``path``'s formulas computed by LibreOffice (cached per file version).
-
-        Raises RecalcError.
+    def compute(self, file: WorkbookFile) -> ComputedSheets:
+        """Values of ``file``'s formulas computed by LibreOffice on a private copy of its
+        bytes (cached per file version). Raises RecalcError.
         """
         engine = self.engine()
         if engine is None:
             raise RecalcError("recalculation is turned off (option recalc=off)")
-        key = str(path)
-        stamp = FileStamp.of(path)
+        key = file.key
+        stamp = file.stamp
         with self._lock:
             cached = self._computed.get(key)
         if cached is not None and cached[0] == stamp:
@@ -150,14 +188,13 @@ class SheetsState:
                 raise RecalcError(cached[1])
             return cached[1]
         try:
-            result: ComputedSheets | str = engine.compute(path)
+            result: ComputedSheets | str = engine.compute(file.data)
         except RecalcError as exc:
             result = str(exc)
         with self._lock:
             if len(self._computed) > 64:
                 self._computed.clear()
-            if stamp is not None:
-                self._computed[key] = (stamp, result)
+            self._computed[key] = (stamp, result)
         if isinstance(result, str):
             raise RecalcError(result)
         return result
@@ -166,45 +203,42 @@ class SheetsState:
 # -- opening --------------------------------------------------------------------------
 
 
-def check_workbook_path(state: SheetsState, path: Path, virtual: str, *, argument: str = "file_path") -> None:
-    """Refuse non-xlsx names, missing files, encrypted or oversized files (ToolError)."""
+def _inside(folder: Path, root: Path) -> bool:
+    real, real_root = os.path.realpath(folder), os.path.realpath(root)
+    return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
+
+
+def check_workbook_path(
+    state: SheetsState, path: WorldPath, virtual: str, *, argument: str = "file_path"
+) -> WorkbookFile:
+    """The workbook's bytes; refuses non-xlsx names, missing files, encrypted or oversized
+    files (ToolError)."""
     if path.suffix.lower() not in WORKBOOK_SUFFIXES:
         raise ToolError(
             "unsupported",
             f"{argument}: {virtual} is not an .xlsx workbook (expected {', '.join(WORKBOOK_SUFFIXES)})",
             argument=argument,
         )
-    if not path.exists():
-        raise ToolError("not_found", f"{argument}: {virtual} does not exist", argument=argument)
-    if not path.is_file():
-        raise ToolError("not_a_file", f"{argument}: {virtual} is not a file", argument=argument)
-    size = path.stat().st_size
-    if size > state.max_file_bytes:
-        raise ToolError(
-            "too_large",
-            f"{argument}: {virtual} is {size / 1048576:.1f} MB (limit {state.max_file_bytes / 1048576:.0f} MB)",
-            argument=argument,
-        )
-    with open(path, "rb") as handle:
-        head = handle.read(8)
-    if head == _OLE_MAGIC:
+    file = read_world_file(path, virtual, limit=state.max_file_bytes, argument=argument)
+    if file.data[:8] == _OLE_MAGIC:
         raise ToolError(
             "unsupported",
             f"{argument}: {virtual} is password-protected (encrypted) or a legacy .xls file; it cannot be opened",
             argument=argument,
         )
+    return file
 
 
 def open_workbook(
-    path: Path, virtual: str, *, argument: str = "file_path", data_only: bool = False, read_only: bool = False
+    file: WorkbookFile, virtual: str, *, argument: str = "file_path", data_only: bool = False, read_only: bool = False
 ) -> Workbook:
     """Load a workbook, turning library failures into ToolError ``bad_data``."""
     try:
         return load_workbook(
-            path,
+            file.stream(),
             data_only=data_only,
             read_only=read_only,
-            keep_vba=path.suffix.lower() == ".xlsm",
+            keep_vba=file.suffix == ".xlsm",
             rich_text=False,
         )
     except zipfile.BadZipFile:
@@ -266,11 +300,11 @@ def formula_cells(workbook: Workbook) -> Iterator[tuple[str, Any]]:
 # -- saving ---------------------------------------------------------------------------
 
 
-def previous_values(path: Path) -> dict[tuple[str, int, int], Any]:
-    """Cached values of the formula cells of the file as it is on disk:
+def previous_values(file: WorkbookFile) -> dict[tuple[str, int, int], Any]:
+    """Cached values of the formula cells of the file as it was read:
     {(sheet title, row, col): Computed}. Empty when the file cannot be read."""
     try:
-        return cached_formula_values(path)
+        return cached_formula_values(file.stream())
     except Exception:  # an unreadable old file only means nothing to carry over
         return {}
 
@@ -278,20 +312,29 @@ def previous_values(path: Path) -> dict[tuple[str, int, int], Any]:
 def save_workbook(
     state: SheetsState,
     workbook: Workbook,
-    target: Path,
+    target: WorldPath,
     *,
     values_changed: bool,
-    source: Path | None = None,
+    source: WorkbookFile | None = None,
+    overwrite: bool = True,
 ) -> RecalcReport:
     """Write ``workbook`` to ``target`` atomically with computed formula values (see the
     module docstring for when LibreOffice runs). ``source`` is the file the workbook was
-    loaded from (its cached values may be carried over); None for a new workbook."""
+    loaded from (its cached values may be carried over); None for a new workbook.
+
+    LibreOffice works on a private copy in its scratch folder, outside the world; the
+    result is written to a temp file in the target folder's descriptor and renamed over
+    the name by descriptor (``overwrite=False``: ToolError ``already_exists`` if taken)."""
+
+    def write(content: bytes) -> None:
+        target.write_atomic(content, make_parents=True, overwrite=overwrite)
+
     buffer = io.BytesIO()
     workbook.save(buffer)
     data = buffer.getvalue()
     cells = list(formula_cells(workbook))
     if not cells:
-        atomic_write_bytes(target, data)
+        write(data)
         return RecalcReport("no_formulas")
     has_google = any(isinstance(c.value, str) and DUMMY_FUNCTION.lower() in c.value.lower() for _, c in cells)
     previous = previous_values(source) if source is not None and (has_google or not values_changed) else {}
@@ -301,26 +344,21 @@ def save_workbook(
         if old is not None:
             carried[title][(cell.row, cell.column)] = old
     if not values_changed and sum(len(sheet) for sheet in carried) == len(cells):
-        atomic_write_bytes(target, fill_cached_values(data, carried))
+        write(fill_cached_values(data, carried))
         return RecalcReport("carried_over", formulas=len(cells))
     began = time.perf_counter()
     engine = state.engine()
     try:
         if engine is None:
             raise RecalcError("recalculation is turned off (option recalc=off)")
-        staged = engine.scratch / f"stage-{threading.get_ident()}-{time.monotonic_ns()}.xlsx"
-        staged.write_bytes(data)
-        try:
-            computed = engine.compute(staged)
-        finally:
-            staged.unlink(missing_ok=True)
+        computed = engine.compute(data)
     except RecalcError as exc:
-        atomic_write_bytes(target, data)
+        write(data)
         return RecalcReport(
             "failed", formulas=len(cells), seconds=time.perf_counter() - began, reason=str(exc)
         )
     _keep_google_fallbacks(cells, computed, carried)
-    atomic_write_bytes(target, fill_cached_values(data, computed))
+    write(fill_cached_values(data, computed))
     return RecalcReport("computed", formulas=len(cells), seconds=time.perf_counter() - began)
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from pathlib import Path
 from typing import Annotated
 
 import pytest
@@ -19,11 +18,11 @@ from mcp_servers._core import (
     FileCache,
     ImageBlock,
     PathResolver,
+    Root,
     ServerContext,
     ServerDefinition,
     ToolError,
     ToolOutput,
-    atomic_write_bytes,
     file_lock,
     validate_id,
 )
@@ -51,9 +50,9 @@ def read_note(ctx: ServerContext, file_path: str, upper: bool = False) -> Note:
         file_path: virtual path of the note.
         upper: shout it.
     """
-    real = ctx.files.resolve(file_path, argument="file_path", must_exist=True, kind="file")
-    text = real.read_text()
-    return Note(path=ctx.files.to_virtual(real), text=text.upper() if upper else text)
+    path = ctx.files.at(file_path, argument="file_path")
+    text = path.read_bytes().decode()
+    return Note(path=path.virtual, text=text.upper() if upper else text)
 
 
 @NOTES.tool(action="list", read_only=True)
@@ -339,15 +338,18 @@ def test_resolver_maps_virtual_paths_inside_the_root(tmp_path):
     (root / "Reports").mkdir(parents=True)
     (root / "Reports" / "q3.xlsx").write_text("x")
     files = PathResolver(root)
-    real_root = Path(os.path.realpath(root))
-    assert files.resolve("/Reports/q3.xlsx") == real_root / "Reports" / "q3.xlsx"
-    assert files.resolve("Reports/./q3.xlsx") == real_root / "Reports" / "q3.xlsx"
-    assert files.resolve("/Reports/../Reports/q3.xlsx") == real_root / "Reports" / "q3.xlsx"
-    assert files.resolve("/filesystem/Reports/q3.xlsx") == real_root / "Reports" / "q3.xlsx"
-    assert files.resolve("/etc/passwd") == real_root / "etc" / "passwd"  # absolute = virtual
-    assert files.resolve("") == real_root and files.resolve("/") == real_root
-    assert files.to_virtual(real_root / "Reports" / "q3.xlsx") == "/Reports/q3.xlsx"
-    assert files.to_virtual(real_root) == "/"
+    for value in (
+        "/Reports/q3.xlsx",
+        "Reports/./q3.xlsx",
+        "/Reports/../Reports/q3.xlsx",
+        "/filesystem/Reports/q3.xlsx",
+    ):
+        path = files.at(value)
+        assert path.parts == ("Reports", "q3.xlsx") and path.virtual == "/Reports/q3.xlsx"
+        assert path.read_bytes() == b"x"
+    assert files.at("/etc/passwd").virtual == "/etc/passwd"  # absolute = virtual
+    assert files.at("/etc/passwd").kind() is None
+    assert files.at("").is_root and files.at("/").virtual == "/"
 
 
 @pytest.mark.parametrize(
@@ -368,7 +370,7 @@ def test_resolver_refuses_escapes_naming_the_argument(tmp_path, value, code):
     (tmp_path / "outside").mkdir()
     os.symlink(tmp_path / "outside", root / "out")
     with pytest.raises(ToolError) as info:
-        PathResolver(root).resolve(value, argument="file_path")
+        PathResolver(root).at(value, argument="file_path").read_bytes()
     assert info.value.code == code and info.value.argument == "file_path"
     assert info.value.message.startswith("file_path: ")
 
@@ -378,15 +380,17 @@ def test_resolver_checks_existence_and_kind(tmp_path):
     (tmp_path / "d").mkdir()
     (tmp_path / "f").write_text("x")
     with pytest.raises(ToolError, match="does not exist") as info:
-        files.resolve("/nope", argument="p", must_exist=True)
+        files.at("/nope", argument="p").require()
     assert info.value.code == "not_found"
-    assert pytest.raises(ToolError, files.resolve, "/d", argument="p", kind="file").value.code == "not_a_file"
+    assert files.at("/nope", argument="p").require("file", must_exist=False).virtual == "/nope"
+    assert pytest.raises(ToolError, files.at("/d", argument="p").require, "file").value.code == "not_a_file"
+    assert pytest.raises(ToolError, files.at("/d", argument="p").read_bytes).value.code == "not_a_file"
     assert (
-        pytest.raises(ToolError, files.resolve, "/f", argument="p", kind="dir").value.code
-        == "not_a_directory"
+        pytest.raises(ToolError, files.at("/f", argument="p").require, "dir").value.code == "not_a_directory"
     )
+    assert pytest.raises(ToolError, files.at("/f", argument="p").entries).value.code == "not_a_directory"
     assert (
-        pytest.raises(ToolError, files.resolve, "/", argument="p", allow_root=False).value.code
+        pytest.raises(ToolError, files.at, "/", argument="p", allow_root=False).value.code
         == "invalid_argument"
     )
 
@@ -434,7 +438,7 @@ def test_file_lock_serialises_writers_and_invalidates(tmp_path):
             with file_lock(path, caches=(cache,)):
                 value = int(path.read_text())
                 time.sleep(0.0005)
-                atomic_write_bytes(path, str(value + 1).encode())
+                Root(tmp_path).write_atomic(path.name, str(value + 1).encode())
 
     threads = [threading.Thread(target=bump) for _ in range(4)]
     for thread in threads:
@@ -482,9 +486,7 @@ def leaky_read(ctx: ServerContext, file_path: str) -> dict:
 @LEAKY.tool
 def safe_read(ctx: ServerContext, file_path: str) -> dict:
     """Reads through the resolver."""
-    return {
-        "text": ctx.files.resolve(file_path, argument="file_path", must_exist=True, kind="file").read_text()
-    }
+    return {"text": ctx.files.at(file_path, argument="file_path").read_bytes().decode()}
 
 
 def test_traversal_harness_catches_a_leaky_tool_and_passes_a_safe_one(tmp_path):
