@@ -63,6 +63,7 @@ class SandboxLimits:
     max_processes: int = 256
     max_file_mb: int = 1024
     max_write_mb: int = 2048
+    max_world_mb: int = 10240
     tmp_mb: int = 512
     max_output_chars: int = 100_000
     cpu_weight: int = 50
@@ -189,6 +190,7 @@ def run_command(
         return SandboxResult(
             "", None, killed_reason=f"not started: {exc} under {SANDBOX_ROOT}", sandbox=status.mode or ""
         )
+    cap = _DiskCap.for_run(limits, baseline.allocated_bytes)
     group = RunCgroup.create(CgroupLimits(limits.memory_mb * _MB, limits.max_processes, limits.cpu_weight))
     # RLIMIT_NPROC counts every process of the sandbox user, across runs: where the cgroup
     # caps this run's processes, the rlimit only guards the user as a whole.
@@ -220,7 +222,7 @@ def run_command(
     if status.mode == "minimal-proc":
         result.sandbox = "bubblewrap (minimal /proc)"
     try:
-        captured = _supervise(process, group, fs_root, baseline.allocated_bytes, limits, started, result)
+        captured = _supervise(process, group, fs_root, baseline.allocated_bytes, cap, limits, started, result)
     finally:
         _kill_tree(process)
         if group is not None:  # anything that left the process group (setsid) goes too
@@ -228,7 +230,7 @@ def run_command(
         assert process.stdout is not None
         process.stdout.close()
         clean_up()
-    _after_run(fs_root, baseline, started_ns, limits, result)
+    _after_run(fs_root, baseline, started_ns, cap, result)
     result.exit_code = process.returncode if result.killed_reason is None else None
     result.duration_s = round(time.monotonic() - started, 3)
     text = captured.decode("utf-8", errors="replace")
@@ -241,6 +243,22 @@ def run_command(
     return result
 
 
+@dataclass(frozen=True)
+class _DiskCap:
+    """What one call may add under the root: ``max_write_mb``, and no more than keeps the
+    whole world under ``max_world_mb`` (so many calls cannot add up to a full disk)."""
+
+    allowed_bytes: int
+    reason: str
+
+    @classmethod
+    def for_run(cls, limits: SandboxLimits, baseline: int) -> _DiskCap:
+        per_call, world = limits.max_write_mb * _MB, limits.max_world_mb * _MB
+        if world - baseline < per_call:
+            return cls(max(0, world - baseline), f"the world's files passed {limits.max_world_mb} MB")
+        return cls(per_call, f"wrote more than {limits.max_write_mb} MB under {SANDBOX_ROOT}")
+
+
 def _written(fs_root: Path, baseline: int, process: subprocess.Popen, group: RunCgroup | None) -> int:
     """Bytes the run added: the tree's growth plus deleted files its processes hold."""
     members = group.members() if group is not None else worldtree.descendants(process.pid)
@@ -249,7 +267,7 @@ def _written(fs_root: Path, baseline: int, process: subprocess.Popen, group: Run
 
 def _supervise(
     process: subprocess.Popen, group: RunCgroup | None, fs_root: Path, baseline: int,
-    limits: SandboxLimits, started: float, result: SandboxResult,
+    cap: _DiskCap, limits: SandboxLimits, started: float, result: SandboxResult,
 ) -> bytearray:  # fmt: skip
     """Read output until the run ends, times out or passes the disk cap."""
     captured = bytearray()
@@ -268,14 +286,14 @@ def _supervise(
                 break
             if now >= next_disk_check:
                 try:
-                    over = _written(fs_root, baseline, process, group) > limits.max_write_mb * _MB
+                    over = _written(fs_root, baseline, process, group) > cap.allowed_bytes
                 except worldtree.TreeTooDeep as exc:
                     result.killed_reason = f"{exc} under {SANDBOX_ROOT}"
                     break
                 # A walk of a big tree takes a while: look again after a few of its durations.
                 next_disk_check = time.monotonic() + max(0.2, 3 * (time.monotonic() - now))
                 if over:
-                    result.killed_reason = f"wrote more than {limits.max_write_mb} MB under {SANDBOX_ROOT}"
+                    result.killed_reason = cap.reason
                     break
             if not selector.select(timeout=min(0.25, max(deadline - now, 0.01))):
                 if process.poll() is not None:
@@ -293,7 +311,7 @@ def _supervise(
     return captured
 
 
-def _after_run(fs_root: Path, baseline: worldtree.TreeUsage, started_ns: int, limits: SandboxLimits,
+def _after_run(fs_root: Path, baseline: worldtree.TreeUsage, started_ns: int, cap: _DiskCap,
                result: SandboxResult) -> None:  # fmt: skip
     """Strip set-id bits and capabilities; take back what the run wrote past its cap."""
     try:
@@ -305,12 +323,10 @@ def _after_run(fs_root: Path, baseline: worldtree.TreeUsage, started_ns: int, li
         result.notes.append(
             f"removed set-uid/set-gid bits or file capabilities from {finished.stripped} entries"
         )
-    excess = finished.usage.allocated_bytes - baseline.allocated_bytes - limits.max_write_mb * _MB
+    excess = finished.usage.allocated_bytes - baseline.allocated_bytes - cap.allowed_bytes
     if excess > 0:
         removed = worldtree.trim(fs_root, finished.new_files, excess)
-        result.killed_reason = (
-            result.killed_reason or f"wrote more than {limits.max_write_mb} MB under {SANDBOX_ROOT}"
-        )
+        result.killed_reason = result.killed_reason or cap.reason
         result.notes.append(f"removed the {removed} newest files the run created, to keep it under the cap")
 
 

@@ -64,7 +64,7 @@ def _limits(ctx: ServerContext, timeout_s: float | None) -> SandboxLimits:
     return SandboxLimits(
         timeout_s=min(timeout_s, configured_timeout) if timeout_s else configured_timeout,
         **{name: number(name) for name in ("cpu_s", "memory_mb", "max_processes", "max_file_mb",
-                                           "max_write_mb", "tmp_mb", "max_output_chars", "cpu_weight")},
+                                           "max_write_mb", "max_world_mb", "tmp_mb", "max_output_chars", "cpu_weight")},
     )  # fmt: skip
 
 
@@ -95,6 +95,10 @@ async def code_exec(
         raise ToolError("invalid_argument", "code: the command is empty", argument="code")
     if "\x00" in code:
         raise ToolError("invalid_argument", "code: contains a NUL byte", argument="code")
+    if not ctx.fs_root.is_dir():
+        raise ToolError(
+            "not_found", f"the world's filesystem root {ctx.fs_root} does not exist (populate it first)"
+        )
     run = functools.partial(run_command, code, ctx.fs_root, _limits(ctx, timeout_s), ctx.options)
     try:
         result = await anyio.to_thread.run_sync(run, limiter=_pool(ctx))

@@ -174,6 +174,32 @@ def _cap_across_calls(code, world):
     assert _world_bytes(world.fs_root) - before <= 21 * 1024 * 1024
 
 
+def test_calls_cannot_add_up_past_the_world_cap(world):
+    options = {**FAST, "max_world_mb": 30}
+    with open_session("code", world, options=options) as session:
+        first = session.ok(
+            "code_exec", {"code": "head -c 8000000 /dev/zero > a; head -c 8000000 /dev/zero > b"}
+        )
+        second = session.ok(
+            "code_exec", {"code": "head -c 8000000 /dev/zero > c; head -c 8000000 /dev/zero > d"}
+        )
+    assert first["killed_reason"] is None  # 16 MB: under both caps
+    assert second["killed_reason"] == "the world's files passed 30 MB"  # 16 MB more: under 20, not 30
+    assert _world_bytes(world.fs_root) <= 30 * 1024 * 1024
+
+
+def test_sandbox_status_is_reported_for_health_endpoints():
+    from mcp_servers.code import sandbox_report
+
+    deadline = time.monotonic() + 60
+    report = sandbox_report()
+    while report["available"] is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+        report = sandbox_report()
+    assert report["available"] is True and report["mode"] in ("procfs", "minimal-proc")
+    assert report["reason"] is None and report["user"]
+
+
 def test_a_killed_writer_leaves_the_world_under_the_cap(world):
     options = {**FAST, "max_file_mb": 400}
     with open_session("code", world, options=options) as session:
