@@ -1,6 +1,6 @@
 """App-data server speed: our cached indexes vs re-parsing the store on every call.
 
-    .venv/bin/python benchmarks/apps.py [--mail-messages 10000] [--runs 20] [--only mail]
+    .venv/bin/python benchmarks/apps.py [--mail-messages 10000] [--runs 20] [--only mail|calendar|chat|paths]
 
 Each section generates its data in a temporary world, then measures through a real MCP
 client session (in memory) against our server:
@@ -49,6 +49,7 @@ class Row:
     warm_p50_ms: float
     warm_p90_ms: float
     baseline_p50_ms: float | None
+    cpu_ms: float | None = None  # CPU per warm call (process time), where measured
 
     @property
     def ratio(self) -> float | None:
@@ -122,14 +123,15 @@ def make_row(
 
 
 def print_table(rows: list[Row]) -> None:
-    header = f"{'section':<9} {'operation':<44} {'cold ms':>9} {'warm p50':>9} {'warm p90':>9} {'baseline p50':>13} {'ratio':>8}"
+    header = f"{'section':<9} {'operation':<44} {'cold ms':>9} {'warm p50':>9} {'warm p90':>9} {'baseline p50':>13} {'ratio':>8} {'cpu/call':>9}"
     print(header)
     print("-" * len(header))
     for row in rows:
         baseline = f"{row.baseline_p50_ms:13.1f}" if row.baseline_p50_ms is not None else f"{'-':>13}"
         ratio = f"{row.ratio:7.0f}x" if row.ratio is not None else f"{'-':>8}"
+        cpu = f"{row.cpu_ms:9.3f}" if row.cpu_ms is not None else f"{'-':>9}"
         print(
-            f"{row.section:<9} {row.operation:<44} {row.cold_ms:9.1f} {row.warm_p50_ms:9.2f} {row.warm_p90_ms:9.2f} {baseline} {ratio}"
+            f"{row.section:<9} {row.operation:<44} {row.cold_ms:9.1f} {row.warm_p50_ms:9.2f} {row.warm_p90_ms:9.2f} {baseline} {ratio} {cpu}"
         )
 
 
@@ -496,12 +498,137 @@ def bench_chat(workdir: Path, args: argparse.Namespace) -> list[Row]:
     return rows
 
 
+# --- paths: the warm tool calls that open world files (cost of descriptor-based opens) ---
+
+
+def _warm(
+    caller: McpCaller, tool: str, arguments: dict[str, Any], runs: int
+) -> tuple[float, list[float], float]:
+    """(cold ms, warm ms list, CPU ms per warm call) of one tool call on a warm server."""
+    start = time.perf_counter()
+    caller(tool, arguments)
+    cold = (time.perf_counter() - start) * 1000
+    for _ in range(3):  # let caches and imports settle
+        caller(tool, arguments)
+    cpu_start = time.process_time()
+    warm = measure(lambda: caller(tool, arguments), runs)
+    cpu = (time.process_time() - cpu_start) * 1000 / runs
+    return cold, warm, cpu
+
+
+def _open_costs(fs_root: Path, virtual: str, rounds: int = 20, batch: int = 500) -> None:
+    """One file opened and read the old way (realpath check, then open the string) and
+    through beneath (root descriptor + openat2, and the O_NOFOLLOW walk), interleaved in
+    batches so that machine noise hits all three alike; prints microseconds per open."""
+    import os
+
+    from mcp_servers._core import PathResolver, beneath
+
+    resolver = PathResolver(fs_root)
+    real_root = os.path.realpath(fs_root)
+
+    def old() -> None:
+        real = os.path.realpath(os.path.join(fs_root, virtual.lstrip("/")))
+        assert real.startswith(real_root + os.sep) and os.path.exists(real) and os.path.isfile(real)
+        with open(real, "rb") as handle:
+            handle.read(64)
+
+    def new() -> None:
+        with resolver.at(virtual).open() as handle:
+            handle.read(64)
+
+    totals = {"check then open (before)": 0.0, "beneath, openat2": 0.0, "beneath, walk": 0.0}
+    for _ in range(rounds):
+        for label in totals:
+            beneath.use_walk(label == "beneath, walk")
+            function = old if label.startswith("check") else new
+            start = time.perf_counter()
+            for _ in range(batch):
+                function()
+            totals[label] += time.perf_counter() - start
+    beneath.use_walk(False)
+    shown = ", ".join(f"{label} {total / (rounds * batch) * 1e6:.1f} us" for label, total in totals.items())
+    print(f"paths: one open+read of {virtual}: {shown}")
+
+
+def bench_paths(workdir: Path, args: argparse.Namespace) -> list[Row]:
+    """Warm mail, spreadsheet and filesystem calls: every one opens world files, so this is
+    what the descriptor-based opens (openat2 beneath the root) cost per call. Run it on two
+    trees (before/after a change) and compare ``warm p50`` and ``cpu/call``."""
+    from openpyxl import Workbook
+
+    from mcp_servers import create_server
+
+    fs_root = workdir / "filesystem"
+    apps_root = workdir / ".apps_data"
+    (apps_root / "mail").mkdir(parents=True)
+    (fs_root / "Reports" / "Q3").mkdir(parents=True)
+    mbox_path = apps_root / "mail" / "All mail Including Spam and Trash.mbox"
+    facts = generate_mbox(mbox_path, args.paths_messages)
+    workbook = Workbook()
+    sheet = workbook.active
+    sheet.title = "Data"
+    for row in range(1, 501):
+        sheet.append([row, f"item {row}", row * 1.5, row % 7, "x" * 10])
+    book = fs_root / "Reports" / "Q3" / "book.xlsx"
+    workbook.save(book)
+    (fs_root / "Reports" / "Q3" / "notes.txt").write_text("line\n" * 2000)
+    print(f"paths: {args.paths_messages}-message mbox, 500-row workbook", file=sys.stderr)
+    rows: list[Row] = []
+    options = {"user_email": "me@bench.example"}
+    runs = args.runs
+    calls = {
+        "mail": [
+            ("list_mails(limit=50)", "list_mails", {"limit": 50}),
+            ("search_mail(subject=...)", "search_mail", {"subject": facts["subject"]}),
+        ],
+        "spreadsheets": [
+            (
+                "read_tab(A1:E50)",
+                "read_tab",
+                {"file_path": "/Reports/Q3/book.xlsx", "tab_index": 0, "cell_range": "A1:E50"},
+            ),
+            (
+                "edit_spreadsheet(set_cell), cached workbook",
+                "edit_spreadsheet",
+                {
+                    "file_path": "/Reports/Q3/book.xlsx",
+                    "operations": [{"type": "set_cell", "sheet": "Data", "cell": "F1", "value": 1}],
+                },
+            ),
+        ],
+        "filesystem": [
+            (
+                "read_text_file(max_bytes=4096)",
+                "read_text_file",
+                {"file_path": "/Reports/Q3/notes.txt", "max_bytes": 4096},
+            ),
+            ("list_files(/Reports/Q3)", "list_files", {"path": "/Reports/Q3"}),
+        ],
+    }
+    _open_costs(fs_root, "/Reports/Q3/notes.txt")
+    for server_name, operations in calls.items():
+        caller = McpCaller(
+            create_server(server_name, fs_root=fs_root, apps_data_root=apps_root, options=options)
+        )
+        try:
+            for label, tool, arguments in operations:
+                cold, warm, cpu = _warm(caller, tool, arguments, runs)
+                row = make_row("paths", f"{server_name} {label}", cold, warm, None)
+                row.cpu_ms = cpu
+                rows.append(row)
+        finally:
+            caller.close()
+    return rows
+
+
 # Calendar and chat sections are added by their owners: bench_calendar(workdir, args),
 # bench_chat(workdir, args), each returning rows, registered below.
 SECTIONS: dict[str, Callable[[Path, argparse.Namespace], list[Row]]] = {
     "mail": bench_mail,
     "calendar": bench_calendar,
     "chat": bench_chat,
+    "paths": bench_paths,
 }
 
 
@@ -510,6 +637,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mail-messages", type=int, default=10_000)
     parser.add_argument("--calendar-events", type=int, default=5_000)
     parser.add_argument("--chat-messages", type=int, default=20_000)
+    parser.add_argument("--paths-messages", type=int, default=2_000, help="mbox size for the paths section")
     parser.add_argument("--runs", type=int, default=20, help="warm calls per operation")
     parser.add_argument("--only", choices=sorted(SECTIONS), action="append", help="run only these sections")
     args = parser.parse_args(argv)

@@ -15,11 +15,11 @@ root's) and a relative path, and the kernel resolves the path *beneath* that des
 
 Symlinks inside the tree that point inside it are followed, resolved physically (never
 lexically: ``a/up -> ..`` then ``a/up/..`` is the root's parent, refused). A symlink with an
-absolute target is refused, as ``RESOLVE_BENEATH`` does, unless the target spells the root's
-own path (:func:`anchored`, which :class:`Root` sets up): then it continues from the root. Anything resolving outside
-raises :class:`OutsideRoot` (an ``OSError`` with ``errno.EXDEV``); the usual ``OSError``
-subclasses (``FileNotFoundError``, ``NotADirectoryError``, ``FileExistsError``, …) keep
-their meaning.
+absolute target is refused, as ``RESOLVE_BENEATH`` does, unless the target spells the
+root's own path (:func:`anchored`, which :class:`Root` sets up): then it continues from
+the root. Anything resolving outside raises :class:`OutsideRoot` (an ``OSError`` with
+``errno.EXDEV``); the usual ``OSError`` subclasses (``FileNotFoundError``,
+``NotADirectoryError``, ``FileExistsError``, …) keep their meaning.
 
 Paths are ``str`` (``"a/b.txt"``) or sequences of components (``["a", "b.txt"]``); ``""``
 and ``[]`` mean the start directory itself. Operations that act on a name inside a folder
@@ -27,7 +27,8 @@ and ``[]`` mean the start directory itself. Operations that act on a name inside
 then use the final name with ``dir_fd=``, so the final component is never followed unless
 the operation says so.
 
-:class:`Root` bundles a root path: each call opens the root once (so a root replaced by a
+:func:`walk` lists a tree top-down by descriptors, never following a link (for populate,
+snapshot and search walks). :class:`Root` bundles a root path: each call opens the root once (so a root replaced by a
 populate is seen at the next call) and runs the function on its descriptor.
 """
 
