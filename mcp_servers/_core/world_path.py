@@ -111,7 +111,9 @@ class WorldPath:
         if isinstance(exc, NotADirectoryError):
             return ToolError("not_a_directory", f"{where} is not a directory", argument=self.argument)
         if exc.errno == errno.ELOOP:
-            return ToolError("invalid_argument", f"{where} goes through too many links", argument=self.argument)
+            return ToolError(
+                "invalid_argument", f"{where} goes through too many links", argument=self.argument
+            )
         if exc.errno == errno.ENOTEMPTY:
             return ToolError("conflict", f"{where} is a folder that is not empty", argument=self.argument)
         if isinstance(exc, PermissionError) and exc.strerror == "not a regular file":
@@ -165,13 +167,19 @@ class WorldPath:
         found = self.kind()
         if found is None:
             if must_exist:
-                raise ToolError("not_found", f"{self.argument}: {self.virtual} does not exist", argument=self.argument)
+                raise ToolError(
+                    "not_found", f"{self.argument}: {self.virtual} does not exist", argument=self.argument
+                )
             return self
         if kind == "file" and found != "file":
-            raise ToolError("not_a_file", f"{self.argument}: {self.virtual} is not a file", argument=self.argument)
+            raise ToolError(
+                "not_a_file", f"{self.argument}: {self.virtual} is not a file", argument=self.argument
+            )
         if kind == "dir" and found != "dir":
             raise ToolError(
-                "not_a_directory", f"{self.argument}: {self.virtual} is not a directory", argument=self.argument
+                "not_a_directory",
+                f"{self.argument}: {self.virtual} is not a directory",
+                argument=self.argument,
             )
         return self
 
@@ -215,7 +223,11 @@ class WorldPath:
     # --- writing -----------------------------------------------------------------------
 
     def write_atomic(
-        self, data: bytes | Callable[[BinaryIO], object], *, make_parents: bool = False, overwrite: bool = True
+        self,
+        data: bytes | Callable[[BinaryIO], object],
+        *,
+        make_parents: bool = False,
+        overwrite: bool = True,
     ) -> None:
         """Replace (or create) the file atomically through the parent's descriptor;
         ``overwrite=False``: ToolError ``already_exists`` when the name is taken."""

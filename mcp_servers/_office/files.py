@@ -44,7 +44,9 @@ class OfficeFiles:
     ) -> tuple[WorldPath, str]:
         """(checked path, virtual path) of a package argument; ToolError when outside the
         root, absent (with ``must_exist``), not a file or not named with one of ``suffixes``."""
-        path = self.ctx.files.at(value, argument=argument, allow_root=False).require("file", must_exist=must_exist)
+        path = self.ctx.files.at(value, argument=argument, allow_root=False).require(
+            "file", must_exist=must_exist
+        )
         require_suffix(path.virtual, self.suffixes, argument=argument)
         return path, path.virtual
 

@@ -72,7 +72,9 @@ def _read_layout(index: CalendarIndex, path: Path, shown: str) -> tuple[str, Ics
     try:
         source = read_text(index.data.read_bytes(path))
     except OutsideRoot:
-        raise ToolError("bad_data", f"calendar file {shown} links outside the app data; not changing it") from None
+        raise ToolError(
+            "bad_data", f"calendar file {shown} links outside the app data; not changing it"
+        ) from None
     try:
         layout = split_blocks(source)
     except IcsSyntaxError as exc:

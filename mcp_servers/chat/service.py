@@ -250,7 +250,9 @@ class ChatService:
         try:
             return self._mutate_file(group, change)
         except OutsideRoot:
-            raise ToolError("bad_data", f"{group.label} links outside the app data; not changing it") from None
+            raise ToolError(
+                "bad_data", f"{group.label} links outside the app data; not changing it"
+            ) from None
 
     def _mutate_file(
         self, group: GroupFolder, change: Callable[[list[Any], GroupMessages], dict[str, Any]]

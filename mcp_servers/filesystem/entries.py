@@ -73,6 +73,8 @@ def child_virtual(parent_virtual: str, name: str) -> str:
 
 def scan(directory: WorldPath, virtual: str) -> list[Entry]:
     """The sorted entries of a folder, listed through its descriptor (ToolError when unreadable)."""
-    entries = [describe(directory, found, child_virtual(virtual, found.name)) for found in directory.entries()]
+    entries = [
+        describe(directory, found, child_virtual(virtual, found.name)) for found in directory.entries()
+    ]
     entries.sort(key=sort_key)
     return entries

@@ -120,7 +120,9 @@ def _save(store: MailStore, folder: WorldPath, filename: str, content: bytes) ->
             if exc.code != "already_exists":
                 raise
         candidate = folder.child(f"{stem} ({counter}).{suffix}" if suffix else f"{stem} ({counter})")
-    raise ToolError("conflict", f"save_attachments_to: too many files named {safe!r}", argument="save_attachments_to")
+    raise ToolError(
+        "conflict", f"save_attachments_to: too many files named {safe!r}", argument="save_attachments_to"
+    )
 
 
 def _parse_when(value: str, argument: str) -> datetime:

@@ -313,7 +313,8 @@ class MailStore:
                 span = append_message(self.data.open_append(target), sender, data)
             except OutsideRoot:
                 raise ToolError(
-                    "path_outside_root", f"the sent mailbox {self.display_name(target)} leads out of the app data"
+                    "path_outside_root",
+                    f"the sent mailbox {self.display_name(target)} leads out of the app data",
                 ) from None
             index = cached[1] if cached is not None and cached[0] == before else None
             number = (index.entries[-1].order + 1) if index and index.entries else 1

@@ -196,7 +196,9 @@ def read_csv_rows(
     with path.open() as handle:
         if os.fstat(handle.fileno()).st_size > MAX_CSV_BYTES:
             raise ToolError(
-                "too_large", f"file_path: {virtual} is larger than {MAX_CSV_BYTES >> 20} MB", argument="file_path"
+                "too_large",
+                f"file_path: {virtual} is larger than {MAX_CSV_BYTES >> 20} MB",
+                argument="file_path",
             )
         raw = handle.read()
     if b"\x00" in raw[:8192]:

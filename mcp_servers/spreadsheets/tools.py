@@ -56,7 +56,9 @@ class SheetData(BaseModel):
 # -- helpers --------------------------------------------------------------------------
 
 
-def workbook_path(state: SheetsState, file_path: str, *, argument: str = "file_path") -> tuple[WorkbookFile, str]:
+def workbook_path(
+    state: SheetsState, file_path: str, *, argument: str = "file_path"
+) -> tuple[WorkbookFile, str]:
     """The workbook named by ``file_path``, read once through the root's descriptor."""
     path = state.ctx.files.at(file_path, argument=argument, allow_root=False)
     return check_workbook_path(state, path, path.virtual, argument=argument), path.virtual

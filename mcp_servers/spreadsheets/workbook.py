@@ -82,7 +82,9 @@ class WorkbookFile:
         return io.BytesIO(self.data)
 
 
-def read_world_file(path: WorldPath, virtual: str, *, limit: int, argument: str = "file_path") -> WorkbookFile:
+def read_world_file(
+    path: WorldPath, virtual: str, *, limit: int, argument: str = "file_path"
+) -> WorkbookFile:
     """Read ``path`` through the root's descriptor; ToolError ``too_large`` past ``limit``
     bytes, and the path's own errors (``not_found``, ``not_a_file``, ``path_outside_root``)."""
     with path.open() as handle:
@@ -230,7 +232,12 @@ def check_workbook_path(
 
 
 def open_workbook(
-    file: WorkbookFile, virtual: str, *, argument: str = "file_path", data_only: bool = False, read_only: bool = False
+    file: WorkbookFile,
+    virtual: str,
+    *,
+    argument: str = "file_path",
+    data_only: bool = False,
+    read_only: bool = False,
 ) -> Workbook:
     """Load a workbook, turning library failures into ToolError ``bad_data``."""
     try:
