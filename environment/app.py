@@ -17,6 +17,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from atoll import __version__
 from atoll.errors import AtollError
 from atoll.http import bearer_matches
+from atoll.http_guard import GuardMiddleware, HostPolicy
 from atoll.runtime import freeze_startup_heap
 from environment.config import AppsConfig
 from environment.data_jobs import router as data_jobs_router
@@ -39,8 +40,11 @@ logger = logging.getLogger("environment.app")
 MCP_PATH = "/mcp"
 
 
-def require_env_token(request: Request) -> None:
-    """Control-plane guard: 401 unless ``Authorization: Bearer $ATOLL_ENV_TOKEN`` (when set)."""
+async def require_env_token(request: Request) -> None:
+    """Control-plane guard: 401 unless ``Authorization: Bearer $ATOLL_ENV_TOKEN`` (when set).
+
+    ``async`` on purpose: FastAPI runs a plain ``def`` dependency on the shared thread pool.
+    """
     token = request.app.state.settings.env_token
     if token is not None and not bearer_matches(
         request.headers.get("authorization"), token.get_secret_value()
@@ -80,6 +84,7 @@ def create_app(
     *,
     server_factory: ServerFactory | None = None,
     freeze_heap: bool = False,
+    bind_host: str | None = None,
 ) -> FastAPI:
     """A ready-to-serve environment app.
 
@@ -87,6 +92,8 @@ def create_app(
     ``mcp_servers.create_server`` for ``"inprocess"`` entries (tests, custom servers).
     ``freeze_heap`` (for a process that serves nothing else) exempts the startup heap from
     the garbage collector once started and again once the app servers are preloaded.
+    ``bind_host`` (the address served) is answered as a Host name besides ``localhost``, IP
+    literals and ``ATOLL_ALLOWED_HOSTS`` (:mod:`atoll.http_guard`).
     """
     settings = settings or EnvironmentSettings()
     configure_logging(settings.log_level, json_logs=settings.json_logs)
@@ -127,6 +134,11 @@ def create_app(
     app.state.settings = settings
     app.state.metrics = metrics
     app.state.gateway = manager
+    app.add_middleware(
+        GuardMiddleware,
+        policy=HostPolicy(settings.allowed_host_list, bind_host),
+        body_timeout_s=settings.body_timeout_s,
+    )
 
     @app.exception_handler(AtollError)
     async def _atoll_error(request: Request, exc: AtollError) -> JSONResponse:

@@ -24,14 +24,19 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Literal
 
-import anyio
 import fsspec
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from atoll.errors import AtollError
-from environment.data_routes import SourceSpec, _build_snapshot, _http_error, _run_populate
-from environment.populate import PopulateSource, Subsystem
+from environment.data_routes import (
+    SourceSpec,
+    _build_snapshot,
+    _http_error,
+    _run_populate,
+    _url_sources,
+    run_in_data_thread,
+)
 from environment.snapshot import SnapshotInfo
 
 logger = logging.getLogger("environment.jobs")
@@ -215,7 +220,7 @@ async def start_populate(request: Request, body: PopulateJobRequest) -> JobStart
     """Start populating from URLs (any fsspec URL); poll ``/data/populate/s3/status/{job_id}``."""
     _refuse_hooks(body.post_populate_hooks, "post_populate_hooks")
     try:
-        sources = [PopulateSource(Subsystem.parse(s.subsystem), url=s.url) for s in body.sources]
+        sources = _url_sources(request, body.sources)
     except AtollError as exc:
         raise _http_error(exc) from exc
     settings = request.app.state.settings
@@ -262,7 +267,7 @@ async def start_snapshot(request: Request, body: SnapshotJobRequest | None = Non
         spool, info = await _build_snapshot(request)
         if body.format == "tar.gz":
             url = f"{prefix}/{snapshot_id}.tar.gz"
-            signed = await _upload(url, options, lambda fs, path: _put_archive(fs, path, spool))
+            signed = await _upload(request, url, options, lambda fs, path: _put_archive(fs, path, spool))
             return SnapshotArchiveResult(
                 snapshot_id=snapshot_id,
                 s3_uri=url,
@@ -273,7 +278,7 @@ async def start_snapshot(request: Request, body: SnapshotJobRequest | None = Non
             )
         url = f"{prefix}/{snapshot_id}"
         uploaded: list[tuple[int, int]] = []
-        await _upload(url, options, lambda fs, path: uploaded.append(_put_files(fs, path, spool, info)))
+        await _upload(request, url, options, lambda fs, path: uploaded.append(_put_files(fs, path, spool, info)))
         ((files, total_bytes),) = uploaded
         return SnapshotFilesResult(
             snapshot_id=snapshot_id, files_uploaded=files, total_bytes=total_bytes, s3_uri=f"{url}/"
@@ -289,7 +294,7 @@ async def snapshot_status(request: Request, job_id: str) -> JobStatus:
     return _jobs(request).status("snapshot", job_id)
 
 
-async def _upload(url: str, options: dict[str, Any], put: Any) -> str:
+async def _upload(request: Request, url: str, options: dict[str, Any], put: Any) -> str:
     """Run ``put(fs, path)`` in a thread; returns a presigned URL (or ``url`` where the store
     cannot sign). Store failures become one line naming ``url``."""
 
@@ -302,7 +307,7 @@ async def _upload(url: str, options: dict[str, Any], put: Any) -> str:
             return url
 
     try:
-        return await anyio.to_thread.run_sync(run)
+        return await run_in_data_thread(request, run)
     except Exception as exc:  # the object store's error, reported with the URL
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise AtollError("upload_failed", f"cannot write snapshot to {url!r}: {reason}") from exc

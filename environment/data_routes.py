@@ -9,7 +9,7 @@ import os
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from functools import partial
 from typing import Any, BinaryIO
 
@@ -26,6 +26,7 @@ from environment.archive import ArchiveLimits, UnsafeArchive
 from environment.populate import PopulateSource, Subsystem, WorldRoots, populate
 from environment.settings import EnvironmentSettings
 from environment.snapshot import SnapshotInfo, write_snapshot
+from environment.url_policy import check_url
 
 logger = logging.getLogger("environment.data")
 router = APIRouter()
@@ -57,6 +58,23 @@ def _settings(request: Request) -> EnvironmentSettings:
 
 def _roots(settings: EnvironmentSettings) -> WorldRoots:
     return WorldRoots(settings.fs_root.resolve(), settings.apps_data_root.resolve())
+
+
+#: Worker threads for /data/* (extraction, archiving, uploads), apart from anyio's default pool
+#: that FastMCP's synchronous tools share: a flood of long tool calls never delays these.
+DATA_THREADS = 8
+
+
+def _data_limiter(request: Request) -> anyio.CapacityLimiter:
+    state = request.app.state
+    if not hasattr(state, "data_limiter"):
+        state.data_limiter = anyio.CapacityLimiter(DATA_THREADS)
+    return state.data_limiter
+
+
+async def run_in_data_thread(request: Request, function: Any, *args: Any) -> Any:
+    """``function(*args)`` on a worker thread of the /data/* pool."""
+    return await anyio.to_thread.run_sync(function, *args, limiter=_data_limiter(request))
 
 
 def _world_lock(request: Request) -> anyio.Lock:
@@ -97,9 +115,18 @@ def _limits(settings: EnvironmentSettings) -> ArchiveLimits:
     )
 
 
-#: Status of populate errors other than 400: too big, and an object store that failed or
-#: refused (missing credentials, access denied, unreachable). A missing source is a 400.
-_ERROR_STATUS = {"archive_too_large": 413, "source_unavailable": 502}
+#: Status of populate errors other than 400: too big, a URL outside ATOLL_URL_ALLOW, and an
+#: object store that failed or refused (missing credentials, access denied, unreachable). A
+#: missing source is a 400.
+_ERROR_STATUS = {"archive_too_large": 413, "url_not_allowed": 403, "source_unavailable": 502}
+
+
+def _url_sources(request: Request, specs: list[SourceSpec]) -> list[PopulateSource]:
+    """Populate sources from URLs; AtollError(``url_not_allowed``) outside ATOLL_URL_ALLOW."""
+    prefixes = _settings(request).url_prefixes
+    for spec in specs:
+        check_url(spec.url, prefixes, "populate source")
+    return [PopulateSource(Subsystem.parse(spec.subsystem), url=spec.url) for spec in specs]
 
 
 def _http_error(exc: AtollError) -> HTTPException:
@@ -137,7 +164,7 @@ async def populate_world(
                     422, f"populate body must be {{'sources': [{{'url', 'subsystem'}}]}}: {exc}"
                 ) from exc
             mode = body.mode or mode
-            sources = [PopulateSource(Subsystem.parse(s.subsystem), url=s.url) for s in body.sources]
+            sources = _url_sources(request, body.sources)
         elif content_type.split(";")[0].strip() in RAW_ARCHIVE_TYPES:
             return await _populate_from_body(request, Subsystem.parse(subsystem), mode, subsystem)
         else:
@@ -157,7 +184,7 @@ async def populate_world(
 async def populate_from_urls(request: Request, body: PopulateRequest) -> dict[str, Any]:
     """Archipelago's URL form of populate (any fsspec URL, not only S3)."""
     try:
-        sources = [PopulateSource(Subsystem.parse(s.subsystem), url=s.url) for s in body.sources]
+        sources = _url_sources(request, body.sources)
         return await _run_populate(request, sources, body.mode or "merge", None)
     except AtollError as exc:
         raise _http_error(exc) from exc
@@ -204,10 +231,10 @@ async def _populate_from_body(
                 batch.append(chunk)
                 size += len(chunk)
                 if size >= _PIPE_BATCH:  # one thread hop per MiB, not per network chunk
-                    await anyio.to_thread.run_sync(_write_all, write_fd, b"".join(batch))
+                    await run_in_data_thread(request, _write_all, write_fd, b"".join(batch))
                     batch, size = [], 0
             if batch:
-                await anyio.to_thread.run_sync(_write_all, write_fd, b"".join(batch))
+                await run_in_data_thread(request, _write_all, write_fd, b"".join(batch))
         except OSError:
             pass  # extraction ended first (broken pipe); its result or error is the answer
         finally:
@@ -244,7 +271,8 @@ async def _run_populate(
     outcome = "error"
     try:
         async with _world_lock(request):
-            result = await anyio.to_thread.run_sync(
+            result = await run_in_data_thread(
+                request,
                 partial(
                     populate,
                     sources,
@@ -252,7 +280,7 @@ async def _run_populate(
                     mode=mode,  # type: ignore[arg-type]
                     limits=limits,
                     storage_options=settings.storage_options if storage_options is None else storage_options,
-                )
+                ),
             )
         outcome = "ok"
         if result.mode == "replace":
@@ -295,7 +323,7 @@ async def _build_snapshot(request: Request) -> tuple[BinaryIO, SnapshotInfo]:
     spool = tempfile.NamedTemporaryFile(prefix="atoll-snapshot-", suffix=".tar.gz")  # noqa: SIM115
     try:
         async with _world_lock(request):
-            info = await anyio.to_thread.run_sync(write_snapshot, _roots(settings), spool)
+            info = await run_in_data_thread(request, write_snapshot, _roots(settings), spool)
         spool.flush()
     except OSError as exc:
         spool.close()
@@ -308,10 +336,12 @@ async def _build_snapshot(request: Request) -> tuple[BinaryIO, SnapshotInfo]:
     return spool, info
 
 
-def _chunks(spool: BinaryIO, size: int) -> Iterator[bytes]:
+async def _chunks(request: Request, spool: BinaryIO, size: int) -> AsyncIterator[bytes]:
+    # Async, reading on the /data/* pool: Starlette would iterate a plain generator on the
+    # shared default pool, which a flood of tool calls can exhaust.
     sent = 0
     try:
-        while chunk := spool.read(1 << 20):
+        while chunk := await run_in_data_thread(request, spool.read, 1 << 20):
             sent += len(chunk)
             yield chunk
         if sent != size:
@@ -328,7 +358,7 @@ async def snapshot(request: Request) -> StreamingResponse:
     snapshot_id = f"snap_{uuid.uuid4().hex[:16]}"
     logger.info("snapshot", extra={"bytes": info.size_bytes, "files": info.files, "sha256": info.sha256})
     return StreamingResponse(
-        _chunks(spool, info.size_bytes),
+        _chunks(request, spool, info.size_bytes),
         media_type="application/gzip",
         headers={
             "Content-Length": str(info.size_bytes),
@@ -350,6 +380,13 @@ async def snapshot_to_url(request: Request, body: SnapshotUploadRequest | None =
         if not settings.snapshot_url_prefix:
             raise HTTPException(400, "give 'url', or configure ATOLL_SNAPSHOT_URL_PREFIX")
         url = f"{settings.snapshot_url_prefix.rstrip('/')}/{snapshot_id}.tar.gz"
+    try:
+        check_url(url, settings.url_prefixes, "snapshot destination")
+        if settings.url_prefixes and body.storage_options:
+            # Request options could point the URL's scheme at another endpoint.
+            raise AtollError("url_not_allowed", "request storage_options are refused while ATOLL_URL_ALLOW is set")
+    except AtollError as exc:
+        raise _http_error(exc) from exc
     storage_options = {**settings.storage_options, **(body.storage_options or {})}
     spool, info = await _build_snapshot(request)
 
@@ -361,7 +398,7 @@ async def snapshot_to_url(request: Request, body: SnapshotUploadRequest | None =
             fs.put_file(spool.name, path)
 
     try:
-        await anyio.to_thread.run_sync(upload)
+        await run_in_data_thread(request, upload)
     except Exception as exc:  # the object store's error, reported with the URL
         logger.error("snapshot upload failed", extra={"url": url, "error": str(exc)})
         raise HTTPException(

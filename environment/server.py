@@ -8,22 +8,41 @@ from types import TracebackType
 
 import uvicorn
 
+from atoll.http_guard import check_bind, guarded_protocol
 from environment.app import create_app
 from environment.gateway import ServerFactory
 from environment.settings import EnvironmentSettings
 
 
+def _check_bind(settings: EnvironmentSettings, host: str) -> None:
+    token = settings.env_token.get_secret_value() if settings.env_token else None
+    check_bind(host, token, "ATOLL_ENV_TOKEN")
+
+
 def serve(settings: EnvironmentSettings, host: str = "127.0.0.1", port: int = 8080) -> None:
-    """Serve until interrupted (blocking)."""
-    app = create_app(settings, freeze_heap=True)
-    uvicorn.run(app, host=host, port=port, log_config=None, access_log=False, lifespan="on")
+    """Serve until interrupted (blocking).
+
+    Raises AtollError(``insecure_bind``) for a non-loopback ``host`` without ATOLL_ENV_TOKEN.
+    """
+    _check_bind(settings, host)
+    app = create_app(settings, freeze_heap=True, bind_host=host)
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        http=guarded_protocol(settings.header_timeout_s),
+    )
 
 
 class EnvironmentServer:
     """An environment on a free loopback port, served by uvicorn in a daemon thread.
 
     ``with EnvironmentServer(settings) as env: env.url, env.mcp_url``. Startup failures raise
-    RuntimeError; leaving the block stops the server (and every MCP child process).
+    RuntimeError; leaving the block stops the server (and every MCP child process). A
+    non-loopback ``host`` without ATOLL_ENV_TOKEN raises AtollError(``insecure_bind``).
     """
 
     def __init__(
@@ -36,9 +55,17 @@ class EnvironmentServer:
         startup_timeout_s: float = 30.0,
     ) -> None:
         self.settings = settings or EnvironmentSettings()
-        self.app = create_app(self.settings, server_factory=server_factory)
+        _check_bind(self.settings, host)
+        self.app = create_app(self.settings, server_factory=server_factory, bind_host=host)
         config = uvicorn.Config(
-            self.app, host=host, port=port, log_config=None, access_log=False, lifespan="on", ws="none"
+            self.app,
+            host=host,
+            port=port,
+            log_config=None,
+            access_log=False,
+            lifespan="on",
+            ws="none",
+            http=guarded_protocol(self.settings.header_timeout_s),
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, name="atoll-environment", daemon=True)

@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from atoll.http_guard import parse_list, require_non_empty
 
 
 class EnvironmentSettings(BaseSettings):
@@ -20,8 +22,24 @@ class EnvironmentSettings(BaseSettings):
 
     fs_root: Path = Field(Path("/filesystem"), description="world documents; the agent sees it as '/'")
     apps_data_root: Path = Field(Path("/.apps_data"), description="app data (mail, calendar, chat)")
-    env_token: SecretStr | None = Field(None, description="bearer token for /apps and /data/*")
+    env_token: SecretStr | None = Field(
+        None, description="bearer token for /apps and /data/*; required to bind beyond loopback"
+    )
     mcp_token: SecretStr | None = Field(None, description="bearer token for /mcp")
+    allowed_hosts: str = Field(
+        "",
+        description="Host header names answered besides localhost, IP literals and the bind name "
+        "(comma-separated; '.example.com' for a domain and its subdomains; '*' for any)",
+    )
+    url_allow: str = Field(
+        "",
+        description="comma-separated URL prefixes populate sources and snapshot destinations must "
+        "start with (e.g. 's3://my-bucket/,file:///srv/worlds/'); empty allows any URL",
+    )
+    header_timeout_s: float = Field(10.0, gt=0, description="time a client gets to send a request's headers")
+    body_timeout_s: float = Field(
+        30.0, gt=0, description="longest wait for the next piece of a request body before a 408"
+    )
 
     max_archive_bytes: int = Field(8 * 1024**3, description="most uncompressed bytes one populate may write")
     max_archive_members: int = Field(200_000, description="most members one archive may hold")
@@ -58,3 +76,21 @@ class EnvironmentSettings(BaseSettings):
     )
     log_level: str = Field("INFO", description="root log level of the service")
     json_logs: bool = Field(True, description="structured JSON logs on stderr")
+
+    @field_validator("env_token")
+    @classmethod
+    def _env_token_not_empty(cls, value: SecretStr | None) -> SecretStr | None:
+        return require_non_empty(value, "ATOLL_ENV_TOKEN")
+
+    @field_validator("mcp_token")
+    @classmethod
+    def _mcp_token_not_empty(cls, value: SecretStr | None) -> SecretStr | None:
+        return require_non_empty(value, "ATOLL_MCP_TOKEN")
+
+    @property
+    def allowed_host_list(self) -> list[str]:
+        return parse_list(self.allowed_hosts)
+
+    @property
+    def url_prefixes(self) -> list[str]:
+        return parse_list(self.url_allow)

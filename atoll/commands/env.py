@@ -24,7 +24,12 @@ def serve(
         None, "--apps-data-root", help="app data (default $ATOLL_APPS_DATA_ROOT or /.apps_data)"
     ),
 ) -> None:
-    """Serve /health, /apps, /mcp, /data/* and /metrics until interrupted."""
+    """Serve /health, /apps, /mcp, /data/* and /metrics until interrupted.
+
+    Beyond loopback (--host 0.0.0.0) ATOLL_ENV_TOKEN is required.
+    """
+    from pydantic import ValidationError
+
     from environment import EnvironmentSettings
     from environment import serve as serve_environment
 
@@ -33,7 +38,11 @@ def serve(
         for key, value in (("fs_root", fs_root), ("apps_data_root", apps_data_root))
         if value is not None
     }
-    settings = EnvironmentSettings(**overrides)
+    try:
+        settings = EnvironmentSettings(**overrides)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise AtollError("bad_settings", str(error.get("ctx", {}).get("error") or error["msg"])) from None
     for label, root in (("--fs-root", settings.fs_root), ("--apps-data-root", settings.apps_data_root)):
         try:
             root.mkdir(parents=True, exist_ok=True)

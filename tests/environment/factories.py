@@ -22,7 +22,8 @@ STDIO_SERVER = HERE / "stdio_server.py"
 def make_test_server(
     name: str, *, fs_root: Path, apps_data_root: Path, options: dict | None = None, **_: Any
 ):
-    """A small in-process server: ``echo``, ``slow``, ``list_root``, plus tools named in options."""
+    """A small in-process server: ``echo``, ``slow``, ``list_root``, plus ``block`` (a synchronous
+    sleep) with option ``blocking_tool`` and the tools named in option ``extra_tools``."""
     options = options or {}
     if options.get("fail"):
         raise RuntimeError(f"server {name} refuses to start: {options['fail']}")
@@ -43,6 +44,14 @@ def make_test_server(
     def list_root() -> list[str]:
         """Names in the filesystem root the environment gave this server."""
         return sorted(os.listdir(fs_root))
+
+    if options.get("blocking_tool"):
+
+        @server.tool
+        def block(seconds: float) -> str:
+            """Hold a worker thread (a synchronous tool runs on the shared thread pool)."""
+            time.sleep(seconds)
+            return "unblocked"
 
     for extra in options.get("extra_tools", []):
         server.tool(lambda: "extra", name=extra)

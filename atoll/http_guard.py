@@ -1,0 +1,244 @@
+"""Guards every service's HTTP app shares: Host allow-list, cross-site refusal, tokens beyond
+loopback, and timeouts that drop idle slow clients (DESIGN §8: "the control plane checks the
+Host header and needs a token when bound beyond loopback").
+
+- **Host** (DNS rebinding: a page on ``evil.example`` re-resolves its name to 127.0.0.1 and
+  its scripts reach the service with ``Host: evil.example``): a request is answered only
+  when its Host is ``localhost``, an IP literal (rebinding needs a name the attacker owns;
+  a client that reaches the service by address is not a rebound page), the bind name, or a
+  name in ``ATOLL_ALLOWED_HOSTS`` (``name``, ``.suffix`` for a domain and its subdomains,
+  or ``*``); anything else is 421.
+- **Cross-site** (a page that posts a form or a multipart upload needs no CORS preflight):
+  an unsafe method (POST, PUT, PATCH, DELETE) carrying ``Sec-Fetch-Site`` other than
+  ``same-origin``/``none``, or an ``Origin`` whose host and port are not the Host's, is 403.
+  Programs (httpx, curl, the orchestrator) send neither header.
+- **Tokens**: :func:`check_bind` refuses to serve a non-loopback address without a token,
+  and a token that is set but empty is a configuration error, never "no auth".
+- **Slow clients**: :class:`GuardedHttpProtocol` closes a connection whose request headers
+  have not all arrived ``header_timeout_s`` after it opened (or after its previous response);
+  the middleware answers 408 when the app waits longer than ``body_timeout_s`` for the next
+  piece of a request body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from atoll.errors import AtollError
+
+LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
+_UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+_SAME_SITE = frozenset({"same-origin", "none"})
+
+
+def parse_list(text: str | None) -> list[str]:
+    """``"a, b,,c"`` -> ``["a", "b", "c"]`` (the form of ``ATOLL_ALLOWED_HOSTS`` and friends)."""
+    return [part.strip() for part in (text or "").split(",") if part.strip()]
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback IP literals (``127.0.0.0/8``, ``::1``)."""
+    name = host.strip("[]").lower()
+    if name in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, token: str | None, variable: str) -> None:
+    """Refuse (AtollError ``insecure_bind``) to serve ``host`` beyond loopback without a token."""
+    if not is_loopback(host) and not token:
+        raise AtollError(
+            "insecure_bind",
+            f"refusing to serve on {host} without a token: set {variable} (or bind 127.0.0.1)",
+        )
+
+
+def require_non_empty(value: Any, variable: str) -> Any:
+    """A pydantic validator body: a secret that is set must not be empty or blank."""
+    secret = value.get_secret_value() if hasattr(value, "get_secret_value") else value
+    if secret is not None and not str(secret).strip():
+        raise ValueError(f"{variable} is set but empty; unset it for no token, or give a token")
+    return value
+
+
+def _host_name(header: str) -> str:
+    """The host of a Host header value (``[::1]:8080`` -> ``::1``, ``a.b:80`` -> ``a.b``)."""
+    value = header.strip().lower()
+    if value.startswith("["):
+        return value[1 : value.find("]")] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+class HostPolicy:
+    """Which Host header names a service answers (see the module docstring)."""
+
+    def __init__(self, allowed: Iterable[str] = (), bind_host: str | None = None) -> None:
+        self.names = {name.lower().rstrip(".") for name in allowed if not name.startswith(".")}
+        self.suffixes = tuple(name.lower().rstrip(".") for name in allowed if name.startswith("."))
+        self.any = "*" in self.names
+        if bind_host:
+            self.names.add(bind_host.strip("[]").lower())
+
+    def allows(self, header: str | None) -> bool:
+        if self.any:
+            return True
+        if not header:
+            return False
+        name = _host_name(header).rstrip(".")
+        if name in LOOPBACK_NAMES or name in self.names:
+            return True
+        try:
+            ipaddress.ip_address(name)
+            return True
+        except ValueError:
+            pass
+        return any(name == suffix[1:] or name.endswith(suffix) for suffix in self.suffixes)
+
+
+class GuardMiddleware:
+    """ASGI middleware applying the Host policy, the cross-site rule and the body timeout."""
+
+    def __init__(self, app: ASGIApp, policy: HostPolicy, *, body_timeout_s: float | None = 30.0) -> None:
+        self.app = app
+        self.policy = policy
+        self.body_timeout_s = body_timeout_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope.get("headers", [])}
+        host = headers.get("host")
+        if not self.policy.allows(host):
+            await _reply(
+                send, 421, f"Host {host!r} is not served here; add it to ATOLL_ALLOWED_HOSTS if it should be"
+            )
+            return
+        if scope["type"] == "http" and scope.get("method") in _UNSAFE_METHODS and _cross_site(headers, host):
+            await _reply(send, 403, "cross-site request refused (Origin / Sec-Fetch-Site of another site)")
+            return
+        if scope["type"] != "http" or not self.body_timeout_s:
+            await self.app(scope, receive, send)
+            return
+        await self._with_body_timeout(scope, receive, send)
+
+    async def _with_body_timeout(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer 408 (and end the request for the app as a disconnect) when the client takes
+        longer than ``body_timeout_s`` to send the next piece of the body the app waits for."""
+        started = dropped = body_complete = False
+        timeout = self.body_timeout_s
+
+        async def timed_receive() -> Message:
+            nonlocal dropped, body_complete
+            if body_complete:  # later receives wait for a disconnect, as long as a response runs
+                return await receive()
+            with anyio.move_on_after(timeout):
+                message = await receive()
+                if message["type"] != "http.request" or not message.get("more_body", False):
+                    body_complete = True
+                return message
+            if not started and not dropped:
+                dropped = True
+                await _reply(send, 408, f"request body stalled for more than {timeout:g} s")
+            return {"type": "http.disconnect"}
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if dropped:
+                return  # the 408 went out; the app's own answer has nowhere to go
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        await self.app(scope, timed_receive, tracking_send)
+
+
+def _cross_site(headers: dict[str, str], host: str | None) -> bool:
+    fetch_site = headers.get("sec-fetch-site")
+    if fetch_site is not None and fetch_site.lower() not in _SAME_SITE:
+        return True
+    origin = headers.get("origin")
+    if origin is None:
+        return False
+    if origin == "null":  # sandboxed frames, file:// pages, some redirects
+        return True
+    parts = urlsplit(origin)
+    return not host or parts.netloc.lower() != host.strip().lower()
+
+
+async def _reply(send: Send, status: int, detail: str) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class GuardedHttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol that drops a client whose request headers do not arrive
+    within ``header_timeout_s`` (uvicorn itself waits for ever; a slowloris holds a socket
+    per connection). Use :func:`guarded_protocol` to set the timeout."""
+
+    header_timeout_s: float = 10.0
+    _header_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        if self._header_timer is None:
+            self._arm()
+
+    def on_headers_complete(self) -> None:
+        self._disarm()
+        super().on_headers_complete()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self._arm()  # the next request's headers get the same time
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._header_timer = self.loop.call_later(self.header_timeout_s, self._expire)
+
+    def _disarm(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _expire(self) -> None:
+        self._header_timer = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+
+def guarded_protocol(header_timeout_s: float) -> type[GuardedHttpProtocol]:
+    """A :class:`GuardedHttpProtocol` subclass with this header timeout (uvicorn's ``http=``)."""
+    return type("GuardedHttpProtocol", (GuardedHttpProtocol,), {"header_timeout_s": header_timeout_s})
