@@ -1,4 +1,4 @@
-"""A small seccomp filter for the sandbox: no new user namespaces, whatever the mode.
+"""A small seccomp filter for the sandbox: no new user namespaces, no keyrings, whatever the mode.
 
 bubblewrap's ``--disable-userns`` sets the sandbox's nested-namespace limit through
 ``/proc/sys/user``, which a masked ``/proc`` (the ``minimal-proc`` mode) keeps read-only.
@@ -6,7 +6,8 @@ This filter holds in both modes: ``unshare`` and ``clone`` with ``CLONE_NEWUSER`
 EPERM, ``clone3`` (whose flags live in memory a filter cannot read) with ENOSYS, so libc
 falls back to ``clone``, and system calls of another ABI (i386, x32) with ENOSYS. Without a
 user namespace of its own the command cannot regain capabilities, mount, or write file
-capabilities. bubblewrap installs it (``--seccomp FD``) just before it executes the command.
+capabilities. ``add_key``, ``request_key`` and ``keyctl`` fail with EPERM: besides the fresh
+session keyring, the sandbox user's own keyring (shared by all its runs) is out of reach too. bubblewrap installs it (``--seccomp FD``) just before it executes the command.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ import os
 import platform
 import struct
 
-_ARCHES = {  # audit arch, unshare, clone, clone3
-    "x86_64": (0xC000003E, 272, 56, 435),
-    "aarch64": (0xC00000B7, 97, 220, 435),
-    "arm64": (0xC00000B7, 97, 220, 435),
+_ARCHES = {  # audit arch, unshare, clone, clone3, add_key, request_key, keyctl
+    "x86_64": (0xC000003E, 272, 56, 435, 248, 249, 250),
+    "aarch64": (0xC00000B7, 97, 220, 435, 217, 218, 219),
+    "arm64": (0xC00000B7, 97, 220, 435, 217, 218, 219),
 }
 _CLONE_NEWUSER = 0x10000000
 _X32_BIT = 0x40000000
@@ -38,20 +39,23 @@ def filter_program() -> bytes | None:
     numbers = _ARCHES.get(platform.machine())
     if numbers is None:
         return None
-    arch, unshare, clone, clone3 = numbers
+    arch, unshare, clone, clone3, add_key, request_key, keyctl = numbers
     program = [
-        _op(_LOAD, _ARCH),
-        _op(_JEQ, arch, 0, 9),  # another ABI -> ENOSYS
-        _op(_LOAD, _NR),
-        _op(_JGE, _X32_BIT, 7, 0),  # x32 -> ENOSYS
-        _op(_JEQ, clone3, 6, 0),  # -> ENOSYS
-        _op(_JEQ, unshare, 1, 0),  # -> look at the flags
-        _op(_JEQ, clone, 0, 2),  # not clone -> allow
-        _op(_LOAD, _ARG0),
-        _op(_JSET, _CLONE_NEWUSER, 1, 0),  # -> EPERM
-        _op(_RET, _ALLOW),
-        _op(_RET, _ERRNO | errno.EPERM),
-        _op(_RET, _ERRNO | errno.ENOSYS),
+        _op(_LOAD, _ARCH),  # 0
+        _op(_JEQ, arch, 0, 12),  # 1: another ABI -> ENOSYS
+        _op(_LOAD, _NR),  # 2
+        _op(_JGE, _X32_BIT, 10, 0),  # 3: x32 -> ENOSYS
+        _op(_JEQ, clone3, 9, 0),  # 4: -> ENOSYS
+        _op(_JEQ, add_key, 7, 0),  # 5: keyrings -> EPERM
+        _op(_JEQ, request_key, 6, 0),  # 6
+        _op(_JEQ, keyctl, 5, 0),  # 7
+        _op(_JEQ, unshare, 1, 0),  # 8: -> look at the flags
+        _op(_JEQ, clone, 0, 2),  # 9: not clone -> allow
+        _op(_LOAD, _ARG0),  # 10
+        _op(_JSET, _CLONE_NEWUSER, 1, 0),  # 11: -> EPERM
+        _op(_RET, _ALLOW),  # 12
+        _op(_RET, _ERRNO | errno.EPERM),  # 13
+        _op(_RET, _ERRNO | errno.ENOSYS),  # 14
     ]
     return b"".join(program)
 

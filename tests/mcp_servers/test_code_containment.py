@@ -234,7 +234,7 @@ def test_long_code_calls_do_not_starve_other_tools(world):
             latencies = []
             await asyncio.sleep(2.0)  # past the burst of sandbox starts
             for _ in range(3):
-                await asyncio.sleep(0.5)
+                await asyncio.sleep(0.3)
                 started = time.monotonic()
                 read = await files.call_tool("read_text_file", {"file_path": "/note.txt"})
                 await anyio.to_thread.run_sync(lambda: None)  # a worker thread for /data/* is free too
@@ -245,8 +245,9 @@ def test_long_code_calls_do_not_starve_other_tools(world):
             return latencies
 
     # Before the code server had its own pool, 44 sleepers held every shared worker thread
-    # and each read waited for a sleeper to time out (5 s and more here).
-    assert max(asyncio.run(scenario())) < 2.0
+    # and each read waited for a sleeper to time out (5 s and more here). The bound leaves room
+    # for a machine under heavy load.
+    assert max(asyncio.run(scenario())) < 3.0
 
 
 _MASK_PROC = """
