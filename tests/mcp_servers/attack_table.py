@@ -79,7 +79,11 @@ def _walk(schema: dict[str, Any], defs: dict[str, Any], prefix: str, seen: set[s
 
 def path_pointers() -> list[Pointer]:
     """Every path argument of every tool, as the servers list them now."""
-    world = make_world(Path(tempfile.mkdtemp(prefix="atoll-attack-table-")))
+    with tempfile.TemporaryDirectory(prefix="atoll-attack-table-") as folder:
+        return _pointers(make_world(Path(folder)))
+
+
+def _pointers(world) -> list[Pointer]:
     pointers: list[Pointer] = []
     for server in SERVERS:
         session = McpSession(create_server(server, fs_root=world.fs_root, apps_data_root=world.apps_root))

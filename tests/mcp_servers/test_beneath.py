@@ -250,3 +250,17 @@ def test_an_absolute_link_to_the_roots_own_path_stays_inside(world):
             beneath.read_bytes(fd, "by_host_path/note.txt")
     finally:
         os.close(fd)
+
+
+def test_walk_lists_top_down_and_never_enters_a_link(world):
+    tree, root, host = world
+    (root / "a" / "to_host").symlink_to(host)
+    (root / "a" / "to_b").symlink_to("b")
+    seen = {parts: sorted(entry.name for entry in listed) for parts, listed in tree.walk("a")}
+    assert seen == {(): ["b", "to_b", "to_host"], ("b",): ["note.txt"]}
+    walk = tree.walk("")
+    parts, listed = next(walk)
+    listed[:] = [entry for entry in listed if entry.name != "a"]  # pruned like os.walk
+    assert list(walk) == []
+    with pytest.raises(OutsideRoot):
+        list(tree.walk("a/to_host"))

@@ -61,8 +61,12 @@ class Root:
         return self._call(_ops.entries, path)
 
     def walk(self, path: PathLike = "") -> Iterator[tuple[tuple[str, ...], list[_ops.Entry]]]:
-        with self.fd() as fd:
-            yield from _ops.walk(fd, path)
+        # Only the top is resolved (links followed, anchored); the walk itself never follows
+        # a link, so no anchor stays set in the caller's context between yields.
+        with _closing(os.open(self.path, _DIR_FLAGS)) as root, anchored(root, self.anchors):
+            top = open_dir(root, path)
+        with _closing(top):
+            yield from _ops.walk(top)
 
     def write_atomic(
         self, path: PathLike, data: bytes | Callable[[BinaryIO], object], **kwargs: object
