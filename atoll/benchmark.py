@@ -10,7 +10,9 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from atoll.targets import GradingTarget, derived_target, parse_target
 
 
 class OutputType(StrEnum):
@@ -33,23 +35,6 @@ class _Open(BaseModel):
 
 class _Closed(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-# --- grading targets -------------------------------------------------------------------------
-
-
-class GradingTarget(_Closed):
-    """Which evidence a criterion is judged on.
-
-    ``final_answer``: only the agent's final answer; ``file_type``: files of that type
-    created or modified (``file_type`` like ``xlsx``); ``file``: one named file (``path``,
-    a path under ``filesystem/`` as the agent sees it, e.g. ``/Reports/memo.docx``);
-    ``app_data``: mail/calendar/chat changes; ``all``: everything (the default).
-    """
-
-    kind: Literal["final_answer", "file_type", "file", "app_data", "all"] = "all"
-    file_type: str | None = None
-    path: str | None = None
 
 
 # --- programmatic checks ---------------------------------------------------------------------
@@ -157,6 +142,25 @@ class Criterion(_Open):
     )
     check_only: bool = False
 
+    @model_validator(mode="before")
+    @classmethod
+    def _target_spellings(cls, values: Any) -> Any:
+        """Accept a string target, or Archipelago's ``expected_file_type`` in its place."""
+        if not isinstance(values, dict):
+            return values
+        raw = values.get("grading_target")
+        source = "grading_target"
+        if raw is None and values.get("expected_file_type"):
+            raw, source = values["expected_file_type"], "expected_file_type"
+        if raw is None or isinstance(raw, GradingTarget):
+            return values
+        try:
+            target = parse_target(raw)
+        except ValueError as exc:
+            label = values.get("verifier_id", "?")
+            raise ValueError(f"criterion {label!r}: {source}: {exc}") from None
+        return {**values, "grading_target": target}
+
     @field_validator("criteria")
     @classmethod
     def _not_blank(cls, value: str) -> str:
@@ -213,6 +217,12 @@ class Task(_Open):
     gold_output: GoldOutput | None = None
     reference_solution: ReferenceSolution | None = None
 
+    def grading_target_for(self, criterion: Criterion) -> GradingTarget:
+        """The criterion's own target, else the one derived from ``expected_output``."""
+        return criterion.grading_target or derived_target(
+            str(self.expected_output) if self.expected_output else None
+        )
+
     @field_validator("rubric")
     @classmethod
     def _rubric_not_empty(cls, value: list[Criterion]) -> list[Criterion]:
@@ -242,6 +252,28 @@ class Benchmark(BaseModel):
     task_overlays: dict[str, str] = Field(
         default_factory=dict, description="task_id -> path of task_files/<task_id>/ (if present)"
     )
+    layout: Literal["apex-v1", "apex-v1.1"] = Field(
+        default="apex-v1", description="apex-v1: tasks_and_rubrics.json; apex-v1.1: Harbor task folders"
+    )
+    world_seeds: dict[str, dict[str, str]] = Field(
+        default_factory=dict,
+        description="world_id -> {subsystem: path of a tar.gz rooted at it} (v1.1 worlds/<id>/)",
+    )
+    unavailable_apps: dict[str, dict[str, str]] = Field(
+        default_factory=dict, description="world_id -> {app: why atoll cannot serve it}"
+    )
+    warnings: list[str] = Field(default_factory=list)
+
+    def world_sources(self, world_id: str) -> list[tuple[str, str]]:
+        """(subsystem, path) pairs that populate ``world_id``: its zip as ``world``, or its
+        per-subsystem seeds."""
+        if world_id in self.world_seeds:
+            return sorted(self.world_seeds[world_id].items())
+        return [("world", self.world_archives[world_id])]
+
+    def unavailable_for(self, task: Task) -> dict[str, str]:
+        """The apps the task's world lists that atoll cannot serve, with reasons."""
+        return dict(self.unavailable_apps.get(task.world_id, {}))
 
     def task(self, task_id: str) -> Task:
         for task in self.tasks:

@@ -12,6 +12,7 @@ file, the task or world, and what is wrong.  Unknown fields are kept on the mode
 from __future__ import annotations
 
 import json
+import os
 import stat
 import zipfile
 from pathlib import Path
@@ -19,8 +20,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from atoll.apps import unavailable_apps
 from atoll.benchmark import Benchmark, Task, World
 from atoll.errors import AtollError, describe_validation
+from atoll.gold_outputs import read_gold_output
+from atoll.hf_cache import cache_repo_root, materialize_tree, readable_path
 from atoll.members import UnsafeArchive, clean_member_name, is_junk, split_world_member
 
 TASKS_FILE = "tasks_and_rubrics.json"
@@ -37,17 +41,19 @@ def _fail(message: str) -> AtollError:
 
 
 def resolve_benchmark_path(location: str | Path) -> Path:
-    """A local directory, or ``hf://ORG/DATASET[@REVISION]`` downloaded with huggingface_hub.
+    """A local directory, or ``hf://ORG/DATASET[@REVISION]`` from the Hugging Face cache
+    (downloaded first when online; with ``HF_HUB_OFFLINE=1`` the cached snapshot only).
 
     Raises AtollError when the directory does not exist, huggingface_hub is not installed,
-    or the download fails (offline, gated dataset, unknown id).
+    or the download fails (offline without a cached copy, gated dataset, unknown id).
     """
     text = str(location)
     if not text.startswith(HF_PREFIX):
         path = Path(text).expanduser()
         if not path.is_dir():
             raise _fail(f"{path}: not a directory")
-        return path.resolve()
+        # Not resolved: a cache snapshot must keep its place under snapshots/ (see hf_cache).
+        return path.absolute()
     repo_id, _, revision = text.removeprefix(HF_PREFIX).partition("@")
     try:
         from huggingface_hub import snapshot_download
@@ -55,12 +61,24 @@ def resolve_benchmark_path(location: str | Path) -> Path:
         raise _fail(
             f"{text}: downloading from Hugging Face needs huggingface_hub (pip install 'atoll[hf]')"
         ) from None
+    # huggingface_hub reads HF_HUB_OFFLINE and the cache location once, at import; honour
+    # them as they are set now.
+    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    cache_dir = os.environ.get("HF_HUB_CACHE") or (
+        os.path.join(os.environ["HF_HOME"], "hub") if os.environ.get("HF_HOME") else None
+    )
     try:
-        local = snapshot_download(repo_id=repo_id, repo_type="dataset", revision=revision or None)
+        local = snapshot_download(
+            repo_id=repo_id,
+            repo_type="dataset",
+            revision=revision or None,
+            local_files_only=offline,
+            cache_dir=cache_dir,
+        )
     except Exception as exc:  # the hub raises many types: offline, gated, 404
         raise _fail(
-            f"{text}: could not download the dataset ({type(exc).__name__}: {exc}); "
-            "check the network, the dataset id and HF_TOKEN for gated datasets"
+            f"{text}: could not {'find the dataset in the cache' if offline else 'download the dataset'} "
+            f"({type(exc).__name__}: {exc}); check the network, the dataset id and HF_TOKEN for gated datasets"
         ) from None
     return Path(local)
 
@@ -171,49 +189,112 @@ def _check_overlay(task_id: str, folder: Path) -> None:
             raise _fail(f"{entry}: task {task_id!r} overlay has a symlink pointing outside its folder")
 
 
-def load_benchmark(location: str | Path, *, verify_archives: bool = False) -> Benchmark:
-    """Load and validate a benchmark (directory or ``hf://`` id).
+def _market_data_files(archive: Path) -> int:
+    """Fixture files the world zip carries under .apps_data/market_data/ (member names read
+    by the rules of atoll.members, so ``apps_data/market_data/`` counts too)."""
+    count = 0
+    with zipfile.ZipFile(archive) as opened:
+        for info in opened.infolist():
+            name = None if info.is_dir() else clean_member_name(info.filename)
+            tree = split_world_member(name) if name and not is_junk(name) else None
+            if tree is not None and tree[0] == ".apps_data" and tree[1].startswith("market_data/"):
+                count += 1
+    return count
 
-    Checks: both JSON files present and well-formed; every task and world valid (non-empty
-    rubric, required fields); no duplicate task, world or verifier ids; every task's world
-    is described and has a readable, safe archive; task overlays stay inside their folder.
+
+def _cached(path: Path, repo_root: Path) -> Path:
+    if not path.exists() and not path.is_symlink():
+        raise _fail(f"{path}: missing (an APEX benchmark directory needs {path.name})")
+    return readable_path(path, repo_root)
+
+
+def detect_layout(root: Path) -> str:
+    """``apex-v1`` (tasks_and_rubrics.json) or ``apex-v1.1`` (Harbor ``tasks/*/task.toml``)."""
+    if (root / TASKS_FILE).exists():
+        return "apex-v1"
+    if (root / "tasks").is_dir() and any((root / "tasks").glob("*/task.toml")):
+        return "apex-v1.1"
+    return "apex-v1"
+
+
+def load_benchmark(location: str | Path, *, verify_archives: bool = False) -> Benchmark:
+    """Load and validate a benchmark (directory or ``hf://`` id) in the v1 or v1.1 layout.
+
+    Checks: the index files present and well-formed; every task and world valid (non-empty
+    rubric, required fields, known grading targets); no duplicate task, world or verifier
+    ids; every task's world is described and has a readable, safe archive; task overlays stay
+    inside their folder; gold files present where ``gold_response_type`` is ``"file"``.
+    Inside the Hugging Face cache only the cache's own links to its blobs are followed.
     Raises AtollError(code="bad_benchmark") naming the first problem found.
     """
     root = resolve_benchmark_path(location)
-    worlds = _parse_records(root / WORLDS_FILE, _read_json_array(root / WORLDS_FILE), World, "world_id")
-    tasks = _parse_records(root / TASKS_FILE, _read_json_array(root / TASKS_FILE), Task, "task_id")
-    known_worlds = {world.world_id for world in worlds}
+    if detect_layout(root) == "apex-v1.1":
+        from atoll.loader_harbor import load_harbor_benchmark
 
+        return load_harbor_benchmark(root, verify_archives=verify_archives)
+    repo_root = cache_repo_root(root)
+    worlds_file, tasks_file = root / WORLDS_FILE, root / TASKS_FILE
+    if repo_root is not None:  # cache files are links into blobs/: read them through it
+        worlds_text = _read_json_array(_cached(worlds_file, repo_root))
+        tasks_text = _read_json_array(_cached(tasks_file, repo_root))
+    else:
+        worlds_text, tasks_text = _read_json_array(worlds_file), _read_json_array(tasks_file)
+    worlds = _parse_records(worlds_file, worlds_text, World, "world_id")
+    tasks = _parse_records(tasks_file, tasks_text, Task, "task_id")
+    check_tasks(root / TASKS_FILE, tasks, worlds)
+
+    archives: dict[str, str] = {}
+    unavailable: dict[str, dict[str, str]] = {}
+    used = {task.world_id for task in tasks}
+    for world in worlds:
+        archive = root / WORLD_ZIPS_DIR / f"{world.world_id}.zip"
+        # A described world no task uses may lack its archive; one a task needs may not.
+        if archive.exists() or archive.is_symlink() or world.world_id in used:
+            if archive.is_symlink():
+                archive = readable_path(archive, repo_root)
+            inspect_world_zip(archive, verify=verify_archives)
+            archives[world.world_id] = str(archive)
+        market = _market_data_files(Path(archives[world.world_id])) if world.world_id in archives else 0
+        missing = unavailable_apps(world, market_data_files=market)
+        if missing:
+            unavailable[world.world_id] = missing
+
+    overlays: dict[str, str] = {}
+    for index, task in enumerate(tasks):
+        folder = root / TASK_FILES_DIR / task.task_id
+        if folder.is_dir():
+            if repo_root is not None:
+                overlays[task.task_id] = str(materialize_tree(folder, repo_root))
+            else:
+                _check_overlay(task.task_id, folder)
+                overlays[task.task_id] = str(folder)
+        gold = read_gold_output(root, task, repo_root)
+        if gold is not None and task.gold_output is None:
+            tasks[index] = task.model_copy(update={"gold_output": gold})
+
+    return Benchmark(
+        root=str(root),
+        tasks=tasks,
+        worlds=worlds,
+        world_archives=archives,
+        task_overlays=overlays,
+        unavailable_apps=unavailable,
+    )
+
+
+def check_tasks(where: Path, tasks: list[Task], worlds: list[World]) -> None:
+    """Every task's world is described and its verifier ids are unique; raises AtollError."""
+    known_worlds = {world.world_id for world in worlds}
     for task in tasks:
         if task.world_id not in known_worlds:
             raise _fail(
-                f"{root / TASKS_FILE}: task {task.task_id!r} points at unknown world {task.world_id!r} "
+                f"{where}: task {task.task_id!r} points at unknown world {task.world_id!r} "
                 f"(not in {WORLDS_FILE})"
             )
         verifier_ids = [criterion.verifier_id for criterion in task.rubric]
         repeated = sorted({v for v in verifier_ids if verifier_ids.count(v) > 1})
         if repeated:
-            raise _fail(f"{root / TASKS_FILE}: task {task.task_id!r} repeats verifier_id {repeated[0]!r}")
-
-    archives: dict[str, str] = {}
-    used = {task.world_id for task in tasks}
-    for world in worlds:
-        archive = root / WORLD_ZIPS_DIR / f"{world.world_id}.zip"
-        # A described world no task uses may lack its archive; one a task needs may not.
-        if archive.exists() or world.world_id in used:
-            inspect_world_zip(archive, verify=verify_archives)
-            archives[world.world_id] = str(archive)
-
-    overlays: dict[str, str] = {}
-    for task in tasks:
-        folder = root / TASK_FILES_DIR / task.task_id
-        if folder.is_dir():
-            _check_overlay(task.task_id, folder)
-            overlays[task.task_id] = str(folder)
-
-    return Benchmark(
-        root=str(root), tasks=tasks, worlds=worlds, world_archives=archives, task_overlays=overlays
-    )
+            raise _fail(f"{where}: task {task.task_id!r} repeats verifier_id {repeated[0]!r}")
 
 
 def load_task(location: str | Path, task_id: str) -> Task:
@@ -228,34 +309,45 @@ def load_task(location: str | Path, task_id: str) -> Task:
 
 def summarize(benchmark: Benchmark) -> dict[str, Any]:
     """Counts a user checks before running: tasks per domain, files per world, criteria per
-    task (mean/min/max), expected output types, checks and gold outputs present."""
+    task (mean/min/max), expected output types, grading targets (explicit or derived),
+    checks, gold outputs (text answers and files), and apps atoll cannot serve with the
+    tasks they affect."""
     criteria = [len(task.rubric) for task in benchmark.tasks]
     domains: dict[str, int] = {}
     outputs: dict[str, int] = {}
+    targets: dict[str, int] = {}
     for task in benchmark.tasks:
         domains[task.domain or "(none)"] = domains.get(task.domain or "(none)", 0) + 1
         kind = str(task.expected_output or "(unspecified)")
         outputs[kind] = outputs.get(kind, 0) + 1
+        for criterion in task.rubric:
+            origin = "explicit" if criterion.grading_target is not None else "derived"
+            label = f"{task.grading_target_for(criterion).kind} ({origin})"
+            targets[label] = targets.get(label, 0) + 1
     worlds = []
     for world in benchmark.worlds:
-        archive = benchmark.world_archives.get(world.world_id)
-        counts = inspect_world_zip(Path(archive)) if archive else dict.fromkeys(WORLD_SUBTREES, 0)
         worlds.append(
             {
                 "world_id": world.world_id,
                 "world_name": world.world_name,
                 "tasks": sum(task.world_id == world.world_id for task in benchmark.tasks),
-                "files": counts["filesystem"],
-                "app_data_files": counts[".apps_data"],
-                "skipped_members": counts.get("skipped", 0),
+                **_world_file_counts(benchmark, world.world_id),
             }
         )
+    golds = [task.gold_output for task in benchmark.tasks if task.gold_output is not None]
+    unavailable = []
+    for world_id, apps in sorted(benchmark.unavailable_apps.items()):
+        affected = [task.task_id for task in benchmark.tasks if task.world_id == world_id]
+        for app, reason in sorted(apps.items()):
+            unavailable.append({"world_id": world_id, "app": app, "reason": reason, "tasks": affected})
     return {
         "root": benchmark.root,
+        "layout": benchmark.layout,
         "tasks": len(benchmark.tasks),
         "worlds": worlds,
         "tasks_per_domain": dict(sorted(domains.items())),
         "expected_outputs": dict(sorted(outputs.items())),
+        "grading_targets": dict(sorted(targets.items())),
         "criteria_per_task": {
             "total": sum(criteria),
             "mean": round(sum(criteria) / len(criteria), 2) if criteria else 0.0,
@@ -263,7 +355,28 @@ def summarize(benchmark: Benchmark) -> dict[str, Any]:
             "max": max(criteria, default=0),
         },
         "criteria_with_check": sum(c.check is not None for t in benchmark.tasks for c in t.rubric),
-        "tasks_with_gold_output": sum(t.gold_output is not None for t in benchmark.tasks),
+        "tasks_with_gold_output": len(golds),
+        "gold_text_answers": sum(bool(gold.answer) for gold in golds),
+        "gold_files": sum(len(gold.files) for gold in golds),
         "tasks_with_reference_solution": sum(t.reference_solution is not None for t in benchmark.tasks),
         "tasks_with_input_files": len(benchmark.task_overlays),
+        "unavailable_apps": unavailable,
+        "tasks_needing_unavailable_apps": sorted({t for entry in unavailable for t in entry["tasks"]}),
+        "warnings": list(benchmark.warnings),
+    }
+
+
+def _world_file_counts(benchmark: Benchmark, world_id: str) -> dict[str, int]:
+    if world_id in benchmark.world_seeds:
+        from atoll.loader_harbor import seed_file_counts
+
+        counts = seed_file_counts(benchmark.world_seeds[world_id])
+    elif world_id in benchmark.world_archives:
+        counts = inspect_world_zip(Path(benchmark.world_archives[world_id]))
+    else:
+        counts = dict.fromkeys(WORLD_SUBTREES, 0)
+    return {
+        "files": counts["filesystem"],
+        "app_data_files": counts[".apps_data"],
+        "skipped_members": counts.get("skipped", 0),
     }

@@ -35,13 +35,16 @@ class Routed:
     ungradeable_reason: str | None = None
 
 
-def _normalise_type(file_type: str | None) -> str:
-    return (file_type or "").lower().strip().lstrip(".")
-
-
-def route(criterion: Criterion, answer: str, world: WorldDiff, options: ExtractOptions) -> Routed:
-    """Select evidence for ``criterion``; see GradingTarget for the kinds."""
-    target = criterion.grading_target or GradingTarget()
+def route(
+    criterion: Criterion,
+    answer: str,
+    world: WorldDiff,
+    options: ExtractOptions,
+    target: GradingTarget | None = None,
+) -> Routed:
+    """Select evidence for ``criterion`` on ``target`` (default: the criterion's own, else
+    ``all``); see GradingTarget for the kinds."""
+    target = target or criterion.grading_target or GradingTarget()
     files = [a for a in world.artifacts if a.kind == "file"]
     if target.kind == "final_answer":
         routed = Routed(target, include_answer=True)
@@ -49,11 +52,16 @@ def route(criterion: Criterion, answer: str, world: WorldDiff, options: ExtractO
             routed.not_met_reason = "the criterion is judged on the final answer and the agent gave none"
         return routed
     if target.kind == "file_type":
-        wanted = _normalise_type(target.file_type)
-        chosen = [a for a in files if a.file_type == wanted and a.change in ("created", "modified")]
-        routed = Routed(target, include_answer=False, artifacts=chosen)
-        if not chosen:
-            routed.not_met_reason = f"no .{wanted} file was created or modified"
+        wanted = target.wanted_types()
+        chosen = [a for a in files if a.file_type in wanted and a.change in ("created", "modified")]
+        routed = Routed(target, include_answer=target.with_answer, artifacts=chosen)
+        # With the answer in scope (a target derived from expected_output) the answer alone
+        # may still meet the criterion; only when neither exists is it failed unseen.
+        if not chosen and not (target.with_answer and answer.strip()):
+            names = " or ".join(f".{t}" for t in wanted) or "matching"
+            routed.not_met_reason = f"no {names} file was created or modified" + (
+                " and the agent gave no final answer" if target.with_answer else ""
+            )
         return _mark_failures(routed, all_must_fail=False)
     if target.kind == "file":
         return _route_file(target, world, options)
@@ -247,10 +255,9 @@ def build_blocks(
     task_prompt: str, answer: str | None, change_log: str, fitted: Fitted, criterion: Criterion, budget: int
 ) -> list[Block]:
     """The fenced sections of a judge prompt, in reading order (criterion last)."""
-    blocks = [
-        Block("TASK", truncate(task_prompt, budget // 8)),
-        Block("CHANGES", truncate(change_log, budget // 8)),
-    ]
+    blocks = [Block("TASK", truncate(task_prompt, budget // 8))]
+    if change_log:
+        blocks.append(Block("CHANGES", truncate(change_log, budget // 8)))
     if answer is not None:
         blocks.append(
             Block("FINAL_ANSWER", truncate(answer, budget // 4) if answer.strip() else "(no final answer)")

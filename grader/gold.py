@@ -1,7 +1,8 @@
 """Gold worlds: the before/after snapshot pair a correct solution would leave, for judge validation.
 
 "Before" is the world zip with the task's overlay.  "After" adds the gold files
-(``GoldOutput.files[].source`` -> ``path``) and the app-data effects of the reference
+(``GoldOutput.files[].source`` -> ``path``; the loader fills them from APEX's
+``gold_files/<task_id>/filesystem/``) and the app-data effects of the reference
 solution's writing steps (``mail_send_mail``, ``calendar_create_event``,
 ``chat_post_message``, ``chat_reply_to_thread``), written the way our MCP servers write them
 (interfaces.md).  Other steps (reads, file edits) are not replayed: file results come from gold files.
@@ -49,6 +50,14 @@ def _read_world(benchmark: Benchmark, task: Task) -> dict[str, bytes]:
                     and (name.startswith("filesystem/") or name.startswith(".apps_data/"))
                 ):
                     members[name] = archive.read(info)
+    for subsystem, seed in sorted(benchmark.world_seeds.get(task.world_id, {}).items()):
+        # v1.1 seeds: one tar.gz per subsystem, rooted at it.
+        with tarfile.open(seed, "r:gz") as archive:
+            for member in archive:
+                name = _clean_name(f"{subsystem}/{member.name}")
+                extracted = archive.extractfile(member) if member.isfile() else None
+                if name and extracted is not None:
+                    members[name] = extracted.read()
     overlay = benchmark.task_overlays.get(task.task_id)
     if overlay:
         root = Path(overlay)
@@ -77,7 +86,7 @@ def _gold_source(benchmark: Benchmark, task: Task, gold: Any) -> Path:
     candidates = []
     if source:
         candidates += [Path(source), Path(benchmark.root) / source]
-    candidates.append(Path(benchmark.root) / "gold_outputs" / task.task_id / Path(gold.path).name)
+    candidates.append(Path(benchmark.root) / "gold_files" / task.task_id / "filesystem" / gold.path.lstrip("/"))
     for candidate in candidates:
         if candidate.is_absolute() and candidate.is_file():
             return candidate

@@ -88,7 +88,10 @@ async def _decide(context: _Context, criterion: Criterion) -> CriterionVerdict:
         return _verdict(criterion, Verdict.ungradeable, "rule", reason, ungradeable_reason=reason)
 
     config = context.judge
-    routed = await asyncio.to_thread(route, criterion, context.answer, context.world, context.options)
+    routed = await asyncio.to_thread(
+        route, criterion, context.answer, context.world, context.options,
+        context.task.grading_target_for(criterion),
+    )
     if routed.not_met_reason:
         return _verdict(criterion, Verdict.not_met, "rule", check_note + routed.not_met_reason)
     if routed.ungradeable_reason:
@@ -101,7 +104,10 @@ async def _decide(context: _Context, criterion: Criterion) -> CriterionVerdict:
             evidence=[a.id for a in routed.artifacts],
         )
     answer = context.answer if routed.include_answer else None
-    digest = evidence_digest(context.task.prompt, answer, context.change_log, routed, config)
+    # A final-answer criterion is judged on the answer alone: not even the list of changed
+    # files is shown (Archipelago's "Final Answer Only (No Files)").
+    change_log = "" if routed.target.kind == "final_answer" else context.change_log
+    digest = evidence_digest(context.task.prompt, answer, change_log, routed, config)
     key = cache_key(criterion, digest, config.model, PROMPT_VERSION, config.samples)
     common = {"judge_model": config.model, "prompt_version": PROMPT_VERSION, "evidence_digest": digest}
     if context.cache is not None:
@@ -125,7 +131,7 @@ async def _decide(context: _Context, criterion: Criterion) -> CriterionVerdict:
     for _ in range(3):
         fixed = (
             min(len(context.task.prompt), budget // 8)
-            + min(len(context.change_log), budget // 8)
+            + min(len(change_log), budget // 8)
             + (min(len(answer), budget // 4) if answer else 0)
             + len(criterion.criteria)
             + 3000
@@ -133,7 +139,7 @@ async def _decide(context: _Context, criterion: Criterion) -> CriterionVerdict:
         artifact_budget = max(budget - fixed, budget // 4)
         fitted = await fit(criterion.criteria, routed.artifacts, artifact_budget, config)
         context.cost_usd += fitted.cost_usd
-        blocks = build_blocks(context.task.prompt, answer, context.change_log, fitted, criterion, budget)
+        blocks = build_blocks(context.task.prompt, answer, change_log, fitted, criterion, budget)
         result = await judge(config, blocks)
         context.cost_usd += result.cost_usd
         if not result.context_exceeded or budget <= 4000:

@@ -92,6 +92,25 @@ class Disagreement(BaseModel):
     rationale: str = ""
 
 
+class GoldCriterionResult(BaseModel):
+    verifier_id: str
+    criterion: str
+    verdict: Verdict
+    decided_by: str = ""
+    rationale: str = ""
+
+
+class GoldTaskResult(BaseModel):
+    """One gold output graded: every criterion should be met."""
+
+    task_id: str
+    answer: bool = Field(description="the gold output has a text answer")
+    files: int = Field(description="gold files graded")
+    passed: bool
+    score: float
+    criteria: list[GoldCriterionResult] = Field(default_factory=list)
+
+
 class ValidationReport(BaseModel):
     """Gold and labelled-set results of one judge configuration."""
 
@@ -99,6 +118,7 @@ class ValidationReport(BaseModel):
     prompt_version: str
     gold: Metrics | None = None
     gold_tasks: int = 0
+    gold_results: list[GoldTaskResult] = Field(default_factory=list)
     labelled: Metrics | None = None
     disagreements: list[Disagreement] = Field(default_factory=list)
     judge_cost_usd: float = 0.0
@@ -112,15 +132,50 @@ async def validate_gold(
     task_ids: list[str] | None = None,
     cache: VerdictCache | None = None,
 ) -> None:
-    """Grade every task's gold output with ``judge``; every criterion is expected met."""
+    """Grade every task's gold output (answer and files) with ``judge`` and its checks; every
+    criterion is expected met.  Results go to ``report`` per task and per criterion.
+
+    Raises AtollError(bad_input) for an unknown id in ``task_ids`` and when no selected task
+    has a gold output, so an empty report never passes for a successful validation.
+    """
     pairs: list[tuple[Verdict, bool]] = []
+    if task_ids is not None:
+        known = {t.task_id for t in benchmark.tasks}
+        unknown = [t for t in task_ids if t not in known]
+        if unknown:
+            raise AtollError("bad_input", f"--task-id {unknown[0]!r}: no such task in {benchmark.root}")
     tasks = [t for t in benchmark.tasks if (task_ids is None or t.task_id in task_ids)]
     tasks = [t for t in tasks if t.gold_output is not None or t.reference_solution is not None]
+    if not tasks:
+        raise AtollError(
+            "bad_input",
+            f"{benchmark.root}: none of the {len(benchmark.tasks)} selected tasks has a gold output "
+            "(gold_response, gold_files/<task_id>/, gold_output or reference_solution); nothing to validate",
+        )
     with tempfile.TemporaryDirectory(prefix="atoll-gold-") as scratch:
         for task in tasks:
             gold = build_gold_world(benchmark, task, Path(scratch) / task.task_id)
             grade = await grade_trial(task, gold.before, gold.after, gold.trajectory, judge, cache)
             report.judge_cost_usd += grade.judge_cost_usd
+            report.gold_results.append(
+                GoldTaskResult(
+                    task_id=task.task_id,
+                    answer=bool((gold.trajectory.final_answer or "").strip()),
+                    files=len(task.gold_output.files) if task.gold_output else 0,
+                    passed=grade.passed,
+                    score=grade.score,
+                    criteria=[
+                        GoldCriterionResult(
+                            verifier_id=v.verifier_id,
+                            criterion=v.criterion,
+                            verdict=v.verdict,
+                            decided_by=v.decided_by,
+                            rationale=v.ungradeable_reason or v.rationale,
+                        )
+                        for v in grade.criteria
+                    ],
+                )
+            )
             for verdict in grade.criteria:
                 pairs.append((verdict.verdict, True))
                 if verdict.verdict is not Verdict.met:

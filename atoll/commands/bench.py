@@ -9,12 +9,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-app = typer.Typer(help="Benchmark directories (APEX-Agents layout).", no_args_is_help=True)
+app = typer.Typer(help="Benchmark directories (APEX-Agents v1 or v1.1 layout).", no_args_is_help=True)
 
 
 @app.command("load")
 def load(
-    path: str = typer.Argument(..., help="benchmark directory, or hf://ORG/DATASET"),
+    path: str = typer.Argument(..., help="benchmark directory (v1 or v1.1 layout, detected), or hf://ORG/DATASET"),
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
     verify: bool = typer.Option(True, help="check every archive member's CRC"),
 ) -> None:
@@ -51,7 +51,8 @@ def _print_summary(summary: dict) -> None:
         f"({criteria['total']} in all, {summary['criteria_with_check']} with a programmatic check)"
     )
     console.print(
-        f"gold outputs: {summary['tasks_with_gold_output']}, reference solutions: "
+        f"layout {summary['layout']}; gold outputs: {summary['tasks_with_gold_output']} "
+        f"({summary['gold_text_answers']} text answers, {summary['gold_files']} files), reference solutions: "
         f"{summary['tasks_with_reference_solution']}, tasks with input files: {summary['tasks_with_input_files']}"
     )
     for title, counts in (
@@ -64,6 +65,12 @@ def _print_summary(summary: dict) -> None:
         for name, count in counts.items():
             table.add_row(name, str(count))
         console.print(table)
+    targets = Table(title="criteria per grading target")
+    targets.add_column("target")
+    targets.add_column("criteria", justify="right")
+    for name, count in summary["grading_targets"].items():
+        targets.add_row(name, str(count))
+    console.print(targets)
     table = Table(title="worlds")
     for column in ("world_id", "name", "tasks", "files", "app-data files"):
         table.add_column(
@@ -78,3 +85,11 @@ def _print_summary(summary: dict) -> None:
             str(world["app_data_files"]),
         )
     console.print(table)
+    for entry in summary["unavailable_apps"]:
+        console.print(
+            f"[yellow]unavailable app[/yellow] {entry['app']!r} in world {entry['world_id']}: {entry['reason']}; "
+            f"affects {len(entry['tasks'])} task(s): {', '.join(entry['tasks'])}",
+            soft_wrap=True,
+        )
+    for warning in summary["warnings"]:
+        console.print(f"[yellow]warning[/yellow] {warning}", soft_wrap=True)

@@ -45,4 +45,26 @@ def demo(
             "ATOLL_MODEL) to grade every criterion."
         )
     typer.echo(f"report: {outcome.report_paths['html']} (also report.md, report.json)")
+    if spec.judge.model:
+        _validate_gold(spec, quiet=quiet)
+
+
+def _validate_gold(spec, *, quiet: bool) -> None:
+    """Grade every gold output of the sample benchmark with the configured judge: the judge
+    should accept them all, and the report says where it does not."""
+    from atoll.commands.grade import _print_gold_results
+    from atoll.loader import load_benchmark
+    from grader import JudgeConfig
+    from grader.judge import PROMPT_VERSION
+    from grader.validate import ValidationReport, validate_gold
+
+    judge = JudgeConfig(model=spec.judge.model, api_base=spec.judge.api_base, samples=spec.judge.samples,
+                        extra_args=spec.judge.extra_args)
+    report = ValidationReport(judge_model=judge.model, prompt_version=PROMPT_VERSION)
+    typer.echo(f"validating the judge on the gold outputs ({judge.model})")
+    asyncio.run(validate_gold(load_benchmark(spec.benchmark), judge, report))
+    _print_gold_results(report)
+    path = Path(spec.output_dir) / "gold-validation.json"
+    path.write_text(json.dumps(report.model_dump(mode="json"), indent=2), encoding="utf-8")
+    typer.echo(f"gold validation: {path}")
 

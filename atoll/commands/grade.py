@@ -274,5 +274,39 @@ def validate(
                 cell(metrics.false_negative_rate),
             )
     Console().print(table)
+    if report.gold_results:
+        _print_gold_results(report)
     if output is not None:
         output.write_text(json.dumps(report.model_dump(mode="json"), indent=2))
+
+
+def _print_gold_results(report: Any) -> None:
+    """Per task and per criterion: which gold outputs the judge and checks accept."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="gold outputs per task")
+    for column in ("task", "gold", "passed", "score", "criterion", "verdict", "by", "rationale"):
+        table.add_column(column)
+    for result in report.gold_results:
+        gold = ", ".join(
+            part for part in ("answer" if result.answer else "", f"{result.files} files" if result.files else "") if part
+        )
+        for index, criterion in enumerate(result.criteria):
+            first = index == 0
+            table.add_row(
+                result.task_id if first else "",
+                gold if first else "",
+                ("yes" if result.passed else "NO") if first else "",
+                f"{result.score:.2f}" if first else "",
+                criterion.verifier_id,
+                criterion.verdict.value,
+                criterion.decided_by,
+                criterion.rationale[:120],
+            )
+    Console().print(table)
+    failed = [r.task_id for r in report.gold_results if not r.passed]
+    Console().print(
+        f"gold outputs: {len(report.gold_results) - len(failed)} of {len(report.gold_results)} tasks fully met"
+        + (f"; not met: {', '.join(failed)}" if failed else "")
+    )

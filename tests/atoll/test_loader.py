@@ -156,7 +156,7 @@ def test_hf_offline_gives_clear_message(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     message = _error("hf://example-org/no-such-dataset")
-    assert message.startswith("hf://example-org/no-such-dataset: could not download the dataset")
+    assert message.startswith("hf://example-org/no-such-dataset: could not find the dataset in the cache")
 
 
 

@@ -1,0 +1,291 @@
+"""Load APEX-Agents v1.1 (``mercor/apex-agents-v1.1``): Harbor-style task folders.
+
+    registry.json                          [{name, version, tasks: [{name, path}]}] (optional)
+    tasks/<dir>/instruction.md             the prompt, after Harbor's environment preamble
+    tasks/<dir>/task.toml                  [task] name, description; [metadata] task_id,
+                                           world_id, domain, expected_output
+    tasks/<dir>/environment/task_files/    the task's overlay: filesystem/…, .apps_data/…
+    tasks/<dir>/tests/grading_config.json  {metadata, verifiers: [{verifier_id,
+                                           verifier_values: {criteria, …}}], …}
+    tasks/<dir>/tests/golden_responses.json [{golden_text_response, golden_files_path}]
+    worlds/<world_id>/filesystem.tar.gz    the world, one archive per subsystem, each rooted
+    worlds/<world_id>/apps_data.tar.gz     at it; mcp_config.json lists its servers
+    gold_files/<task_id>/filesystem/…      gold files
+
+Everything is read into the same Benchmark model as v1; a part that cannot be mapped is an
+AtollError(bad_benchmark) naming the file and the part.  Inside the Hugging Face cache only
+the cache's own links to its blobs are followed.
+"""
+
+from __future__ import annotations
+
+import json
+import tarfile
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from atoll.apps import unavailable_apps
+from atoll.benchmark import Benchmark, GoldFile, GoldOutput, Task, World
+from atoll.errors import AtollError, describe_validation
+from atoll.hf_cache import cache_repo_root, materialize_tree, readable_path
+
+SEED_ARCHIVES = {"filesystem": "filesystem.tar.gz", ".apps_data": "apps_data.tar.gz"}
+WORLD_METADATA_FILES = ("world.json", "metadata.json", "world_description.json")
+_PREAMBLE_HEADING = "## Your working environment"
+
+
+def _fail(message: str) -> AtollError:
+    return AtollError("bad_benchmark", message)
+
+
+class _Reader:
+    """Reads files of one dataset folder, through the cache's blob links when in the cache."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.repo_root = cache_repo_root(root)
+
+    def path(self, path: Path) -> Path:
+        return readable_path(path, self.repo_root)
+
+    def exists(self, path: Path) -> bool:
+        return path.exists() or path.is_symlink()
+
+    def text(self, path: Path, what: str) -> str:
+        if not self.exists(path):
+            raise _fail(f"{path}: missing ({what})")
+        try:
+            return self.path(path).read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise _fail(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+    def json(self, path: Path, what: str) -> Any:
+        try:
+            return json.loads(self.text(path, what))
+        except json.JSONDecodeError as exc:
+            raise _fail(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+
+    def toml(self, path: Path, what: str) -> dict[str, Any]:
+        try:
+            return tomllib.loads(self.text(path, what))
+        except tomllib.TOMLDecodeError as exc:
+            raise _fail(f"{path}: invalid TOML: {exc}") from None
+
+
+def _task_dirs(root: Path, reader: _Reader) -> list[Path]:
+    registry = root / "registry.json"
+    if reader.exists(registry):
+        entries = reader.json(registry, "the Harbor dataset index")
+        dirs = []
+        for dataset in entries if isinstance(entries, list) else [entries]:
+            for entry in (dataset or {}).get("tasks") or []:
+                relative = str(entry.get("path") or "")
+                if not relative or relative.startswith("/") or ".." in Path(relative).parts:
+                    raise _fail(f"{registry}: task entry {entry!r} has no safe relative path")
+                dirs.append(root / relative)
+        if dirs:
+            return dirs
+    return sorted(path.parent for path in (root / "tasks").glob("*/task.toml"))
+
+
+def strip_preamble(instruction: str) -> str:
+    """The task's own prompt: Harbor's environment note (which tells a container agent its
+    files are behind the ``world`` MCP server) removed when present."""
+    text = instruction.strip()
+    if text.startswith(_PREAMBLE_HEADING) and "\n---\n" in text:
+        text = text.split("\n---\n", 1)[1]
+    return text.strip()
+
+
+def _criteria(config_path: Path, config: dict[str, Any]) -> list[dict[str, Any]]:
+    verifiers = config.get("verifiers")
+    if not isinstance(verifiers, list) or not verifiers:
+        raise _fail(f"{config_path}: 'verifiers' must be a non-empty array (the task's rubric)")
+    rubric = []
+    for index, verifier in enumerate(sorted(verifiers, key=lambda v: v.get("verifier_index", 0))):
+        values = dict((verifier or {}).get("verifier_values") or {})
+        criteria = values.pop("criteria", None)
+        if not isinstance(criteria, str) or not verifier.get("verifier_id"):
+            raise _fail(f"{config_path}: verifiers[{index}] has no verifier_id or verifier_values.criteria")
+        extras = {k: v for k, v in verifier.items() if k not in ("verifier_id", "verifier_values")}
+        rubric.append({"verifier_id": verifier["verifier_id"], "criteria": criteria, **values, **extras})
+    return rubric
+
+
+def _gold(root: Path, reader: _Reader, tests: Path, task_id: str) -> GoldOutput | None:
+    answer, folders = None, []
+    responses_path = tests / "golden_responses.json"
+    if reader.exists(responses_path):
+        responses = reader.json(responses_path, "gold responses")
+        for response in responses if isinstance(responses, list) else [responses]:
+            text = (response or {}).get("golden_text_response")
+            answer = answer or (text if isinstance(text, str) and text.strip() else None)
+            relative = (response or {}).get("golden_files_path")
+            if relative:
+                if str(relative).startswith("/") or ".." in Path(str(relative)).parts:
+                    raise _fail(f"{responses_path}: golden_files_path {relative!r} is not a safe relative path")
+                folders.append(root / str(relative))
+    folders.append(root / "gold_files" / task_id)
+    files: list[GoldFile] = []
+    for folder in dict.fromkeys(folders):
+        tree = folder / "filesystem"
+        if not tree.is_dir():
+            continue
+        for path in sorted(tree.rglob("*")):
+            if path.is_file() or path.is_symlink():
+                source = readable_path(path, reader.repo_root)
+                files.append(GoldFile.model_validate({"path": "/" + path.relative_to(tree).as_posix(), "source": str(source)}))
+        break
+    if answer is None and not files:
+        return None
+    return GoldOutput(answer=answer, files=files)
+
+
+def _load_task(root: Path, reader: _Reader, folder: Path) -> tuple[Task, Path | None]:
+    config = reader.toml(folder / "task.toml", "the Harbor task config")
+    metadata = dict(config.get("metadata") or {})
+    grading_path = folder / "tests" / "grading_config.json"
+    grading = reader.json(grading_path, "the task's rubric")
+    graded = dict(grading.get("metadata") or {})
+    task_id = metadata.get("task_id") or graded.get("task_id")
+    world_id = metadata.get("world_id") or graded.get("world_id")
+    if not task_id or not world_id:
+        raise _fail(f"{folder / 'task.toml'}: [metadata] needs task_id and world_id (an APEX task's ids)")
+    task_section = dict(config.get("task") or {})
+    record = {
+        "task_id": task_id,
+        "task_name": graded.get("task_name") or task_section.get("name") or folder.name,
+        "domain": metadata.get("domain") or graded.get("domain") or "",
+        "world_id": world_id,
+        "prompt": strip_preamble(reader.text(folder / "instruction.md", "the task's instruction")),
+        "expected_output": (metadata.get("expected_output") or graded.get("expected_output")) or None,
+        "rubric": _criteria(grading_path, grading),
+        "harbor_task_dir": folder.relative_to(root).as_posix(),
+        "harbor_task": config,
+        "grading_settings": grading.get("grading_settings"),
+    }
+    try:
+        task = Task.model_validate(record)
+    except ValidationError as exc:
+        raise _fail(f"{folder}: task {task_id!r}: {describe_validation(exc)}") from None
+    gold = _gold(root, reader, folder / "tests", task_id)
+    if gold is not None:
+        task = task.model_copy(update={"gold_output": gold})
+    overlay = folder / "environment" / "task_files"
+    return task, overlay if overlay.is_dir() else None
+
+
+def _inspect_seed(reader: _Reader, path: Path, *, verify: bool) -> int:
+    """Member count of a seed archive; raises AtollError for an unsafe or corrupt one."""
+    from atoll.loader import check_member_name
+
+    files = 0
+    try:
+        with tarfile.open(reader.path(path), "r:gz") as archive:
+            for member in archive:
+                problem = check_member_name(member.name)
+                if problem is None and not (member.isfile() or member.isdir()):
+                    problem = "is not a regular file or directory"
+                if problem:
+                    raise _fail(f"{path}: member {member.name!r} {problem}")
+                if member.isfile():
+                    files += 1
+                    if verify:
+                        extracted = archive.extractfile(member)
+                        while extracted is not None and extracted.read(1 << 20):
+                            pass
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise _fail(f"{path}: corrupt or unreadable tar.gz ({exc})") from None
+    return files
+
+
+def seed_file_counts(seeds: dict[str, str]) -> dict[str, int]:
+    """Files per subsystem of a v1.1 world's seed archives (for summaries)."""
+    counts = dict.fromkeys(SEED_ARCHIVES, 0)
+    for subsystem, path in seeds.items():
+        with tarfile.open(path, "r:gz") as archive:
+            counts[subsystem] = sum(member.isfile() for member in archive)
+    return counts
+
+
+def _world(root: Path, reader: _Reader, world_id: str, *, verify: bool) -> tuple[World, dict[str, str], int]:
+    folder = root / "worlds" / world_id
+    if not folder.is_dir():
+        raise _fail(f"{folder}: missing (world {world_id!r} of a task has no worlds/<world_id>/ folder)")
+    record: dict[str, Any] = {"world_id": world_id, "world_name": world_id}
+    for name in WORLD_METADATA_FILES:
+        if reader.exists(folder / name):
+            metadata = reader.json(folder / name, "world metadata")
+            if isinstance(metadata, dict):
+                record.update({k: v for k, v in metadata.items() if v is not None})
+            break
+    if reader.exists(folder / "mcp_config.json"):
+        config = reader.json(folder / "mcp_config.json", "the world's MCP servers")
+        servers = (config or {}).get("mcpServers")
+        if not isinstance(servers, dict):
+            raise _fail(f"{folder / 'mcp_config.json'}: expected an object with 'mcpServers'")
+        record["mcp_config"] = config
+        record.setdefault("apps", [{"service_name": name} for name in servers])
+    seeds = {}
+    market_files = 0
+    for subsystem, name in SEED_ARCHIVES.items():
+        path = folder / name
+        if reader.exists(path):
+            _inspect_seed(reader, path, verify=verify)
+            seeds[subsystem] = str(reader.path(path))
+            if subsystem == ".apps_data":
+                with tarfile.open(seeds[subsystem], "r:gz") as archive:
+                    market_files = sum(
+                        member.isfile() and member.name.lstrip("./").startswith("market_data/") for member in archive
+                    )
+    if "filesystem" not in seeds:
+        raise _fail(f"{folder}: filesystem.tar.gz missing (a world needs its files)")
+    try:
+        return World.model_validate(record), seeds, market_files
+    except ValidationError as exc:
+        raise _fail(f"{folder}: {describe_validation(exc)}") from None
+
+
+def load_harbor_benchmark(root: Path, *, verify_archives: bool = False) -> Benchmark:
+    """The v1.1 dataset at ``root`` as a Benchmark (layout ``apex-v1.1``); raises AtollError
+    naming the file and the part that cannot be mapped."""
+    reader = _Reader(root)
+    folders = _task_dirs(root, reader)
+    if not folders:
+        raise _fail(f"{root}: no Harbor task folders (tasks/<name>/task.toml)")
+    tasks: list[Task] = []
+    overlays: dict[str, str] = {}
+    seen: dict[str, Path] = {}
+    for folder in folders:
+        task, overlay = _load_task(root, reader, folder)
+        if task.task_id in seen:
+            raise _fail(f"{folder}: task_id {task.task_id!r} repeats that of {seen[task.task_id]}")
+        seen[task.task_id] = folder
+        verifier_ids = [c.verifier_id for c in task.rubric]
+        if len(set(verifier_ids)) != len(verifier_ids):
+            raise _fail(f"{folder}: task {task.task_id!r} repeats a verifier_id")
+        tasks.append(task)
+        if overlay is not None:
+            overlays[task.task_id] = str(
+                materialize_tree(overlay, reader.repo_root) if reader.repo_root else overlay
+            )
+    worlds, world_seeds, unavailable = [], {}, {}
+    for world_id in sorted({task.world_id for task in tasks}):
+        world, seeds, market_files = _world(root, reader, world_id, verify=verify_archives)
+        worlds.append(world)
+        world_seeds[world_id] = seeds
+        missing = unavailable_apps(world, market_data_files=market_files)
+        if missing:
+            unavailable[world_id] = missing
+    return Benchmark(
+        root=str(root),
+        tasks=tasks,
+        worlds=worlds,
+        task_overlays=overlays,
+        layout="apex-v1.1",
+        world_seeds=world_seeds,
+        unavailable_apps=unavailable,
+    )

@@ -1,0 +1,130 @@
+"""The v1.1 layout (Harbor task folders, mercor/apex-agents-v1.1) loads into the same
+Benchmark model as v1, detected by itself; a part that cannot be mapped is named."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from atoll.cli import app
+from atoll.errors import AtollError
+from atoll.loader import load_benchmark, summarize
+from grader.gold import build_gold_world
+from tests.atoll import apex_replica as replica
+
+
+@pytest.fixture()
+def v11_dir(tmp_path: Path) -> Path:
+    return replica.write_v11_directory(tmp_path / "apex-agents-v1.1")
+
+
+def test_tasks_worlds_rubrics_and_gold_load_like_v1(v11_dir, tmp_path):
+    benchmark = load_benchmark(v11_dir)
+    v1 = load_benchmark(replica.write_directory(tmp_path / "v1"))
+    assert benchmark.layout == "apex-v1.1"
+    assert [t.task_id for t in benchmark.tasks] == [t.task_id for t in v1.tasks]
+    for task in v1.tasks:
+        loaded = benchmark.task(task.task_id)
+        assert (loaded.task_name, loaded.domain, loaded.world_id) == (task.task_name, task.domain, task.world_id)
+        assert loaded.prompt == task.prompt  # Harbor's environment preamble removed
+        assert [(c.verifier_id, c.criteria) for c in loaded.rubric] == [(c.verifier_id, c.criteria) for c in task.rubric]
+        assert loaded.grading_target_for(loaded.rubric[0]) == task.grading_target_for(task.rubric[0])
+        assert (loaded.gold_output.answer, [f.path for f in loaded.gold_output.files]) == (
+            task.gold_output.answer,
+            [f.path for f in task.gold_output.files],
+        )
+    file_task = benchmark.task(replica.FILE_TASK)
+    assert file_task.model_extra["harbor_task"]["agent"]["timeout_sec"] == 3600  # every field kept
+    overlay = Path(benchmark.task_overlays[replica.FILE_TASK])
+    assert (overlay / "filesystem" / "Trackers" / "tariffs.xlsx").is_file()
+    assert set(benchmark.world_seeds[replica.LAW_WORLD]) == {"filesystem", ".apps_data"}
+
+
+def test_world_apps_come_from_its_mcp_config_and_are_reported(v11_dir):
+    summary = summarize(load_benchmark(v11_dir, verify_archives=True))
+    assert summary["layout"] == "apex-v1.1"
+    assert {e["app"] for e in summary["unavailable_apps"]} == {"edgar_sec", "fmp_server"}
+    assert summary["tasks_needing_unavailable_apps"] == sorted([replica.IB_TASK, replica.NULL_OUTPUT_TASK])
+    law = next(w for w in summary["worlds"] if w["world_id"] == replica.LAW_WORLD)
+    assert (law["files"], law["app_data_files"]) == (1, 1)
+    assert summary["tasks_with_gold_output"] == 4 and summary["gold_files"] == 1
+
+
+def test_bench_load_detects_the_layout(v11_dir):
+    result = CliRunner().invoke(app, ["bench", "load", str(v11_dir), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["layout"] == "apex-v1.1"
+
+
+def test_the_gold_world_is_built_from_the_per_subsystem_seeds(v11_dir, tmp_path):
+    benchmark = load_benchmark(v11_dir)
+    gold = build_gold_world(benchmark, benchmark.task(replica.FILE_TASK), tmp_path / "gold")
+    with tarfile.open(gold.before) as before, tarfile.open(gold.after) as after:
+        assert "filesystem/Contracts/supply_agreement.txt" in before.getnames()
+        assert ".apps_data/mail/inbox.mbox" in before.getnames()
+        assert "filesystem/Trackers/tariffs.xlsx" in after.getnames()
+
+
+def _without_ids(folder: Path) -> None:
+    (folder / "task.toml").write_text("[task]\nname = 'x'\n")
+    config = json.loads((folder / "tests" / "grading_config.json").read_text())
+    config.pop("metadata")
+    (folder / "tests" / "grading_config.json").write_text(json.dumps(config))
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda d, t: (d / t / "tests" / "grading_config.json").unlink(), "grading_config.json: missing"),
+        (lambda d, t: (d / t / "tests" / "grading_config.json").write_text('{"verifiers": []}'), "'verifiers' must be"),
+        (lambda d, t: _without_ids(d / t), "[metadata] needs task_id and world_id"),
+        (
+            lambda d, t: (d / t / "tests" / "grading_config.json").write_text('{"verifiers": [{"verifier_id": "v"}]}'),
+            "verifiers[0] has no verifier_id or verifier_values.criteria",
+        ),
+        (lambda d, t: (d / t / "instruction.md").unlink(), "instruction.md: missing"),
+    ],
+)
+def test_an_unmappable_part_is_named(v11_dir, damage, message):
+    folder = "tasks/" + replica.task_dir_name(replica.tasks()[0])
+    damage(v11_dir, folder)
+    with pytest.raises(AtollError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        load_benchmark(v11_dir)
+
+
+def test_a_missing_world_seed_is_named(v11_dir):
+    (v11_dir / "worlds" / replica.LAW_WORLD / "filesystem.tar.gz").unlink()
+    with pytest.raises(AtollError, match="filesystem.tar.gz missing"):
+        load_benchmark(v11_dir)
+
+
+def test_an_unsafe_seed_member_is_refused(v11_dir):
+    seed = v11_dir / "worlds" / replica.LAW_WORLD / "filesystem.tar.gz"
+    with tarfile.open(seed, "w:gz") as archive:
+        info = tarfile.TarInfo("../escape.txt")
+        archive.addfile(info)
+    with pytest.raises(AtollError, match="member '../escape.txt' contains '..'"):
+        load_benchmark(v11_dir)
+
+
+def test_the_v11_layout_in_the_hugging_face_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATOLL_CACHE_DIR", str(tmp_path / "atoll-cache"))
+    import hashlib
+    import os
+
+    repo = tmp_path / "hub" / "datasets--mercor--apex-agents-v1.1"
+    snapshot = repo / "snapshots" / ("b" * 40)
+    (repo / "blobs").mkdir(parents=True)
+    for name, data in replica.v11_files().items():
+        blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
+        blob.write_bytes(data)
+        link = snapshot / name
+        link.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(os.path.relpath(blob, link.parent), link)
+    benchmark = load_benchmark(snapshot)
+    assert benchmark.layout == "apex-v1.1" and len(benchmark.tasks) == 4
+    assert Path(benchmark.world_seeds[replica.LAW_WORLD]["filesystem"]).parent.name == "blobs"
