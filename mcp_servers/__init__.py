@@ -1,4 +1,5 @@
-"""atoll's MCP servers: nine app servers built on one foundation (``mcp_servers._core``).
+"""atoll's MCP servers: nine app servers (and the optional market_data) built on one
+foundation (``mcp_servers._core``).
 
     from mcp_servers import create_server, SERVER_NAMES
     server = create_server("mail", fs_root=..., apps_data_root=..., options={"user_email": ...})
@@ -33,6 +34,8 @@ SERVER_NAMES: tuple[str, ...] = (
     "pdfs",
     "presentations",
 )
+# Servers started only for worlds that need them (atoll.apps maps a world's apps to them).
+OPTIONAL_SERVER_NAMES: tuple[str, ...] = ("market_data",)
 MODES: tuple[str, ...] = ("individual", "consolidated")
 
 # Definitions registered at run time (tests, plug-ins); the nine built-in servers are
@@ -62,8 +65,8 @@ def get_definition(name: str) -> ServerDefinition:
     with _lock:
         if name in _registered:
             return _registered[name]
-    if name not in SERVER_NAMES:
-        known = ", ".join(sorted({*SERVER_NAMES, *_registered}))
+    if name not in SERVER_NAMES and name not in OPTIONAL_SERVER_NAMES:
+        known = ", ".join(sorted({*SERVER_NAMES, *OPTIONAL_SERVER_NAMES, *_registered}))
         raise AtollError("unknown_server", f"unknown MCP server {name!r} (known: {known})")
     module_name = f"mcp_servers.{name}"
     try:
@@ -110,4 +113,4 @@ def create_server(
     return build_server(definition, context, mode=mode)
 
 
-__all__ = ["MODES", "SERVER_NAMES", "create_server", "get_definition", "register_server", "unregister_server"]
+__all__ = ["MODES", "OPTIONAL_SERVER_NAMES", "SERVER_NAMES", "create_server", "get_definition", "register_server", "unregister_server"]

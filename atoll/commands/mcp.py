@@ -22,7 +22,7 @@ def _parse_options(pairs: list[str]) -> dict[str, str]:
 def mcp(
     name: str = typer.Argument(
         ...,
-        help="server name: mail, calendar, chat, filesystem, code, spreadsheets, documents, pdfs, presentations",
+        help="server name: mail, calendar, chat, filesystem, code, spreadsheets, documents, pdfs, presentations, market_data",
     ),
     transport: str = typer.Option("stdio", "--transport", "-t", help="stdio or http (Streamable HTTP)"),
     fs_root: str = typer.Option(

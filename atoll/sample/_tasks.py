@@ -62,15 +62,18 @@ def make_task(
 
 
 class GoldWriter:
-    """Writes gold files under ``<benchmark>/gold_outputs/<task_id>/`` and describes them."""
+    """Writes gold files where APEX-Agents v1 keeps them, ``<benchmark>/gold_files/<task_id>/
+    filesystem/<world path>``, and describes them."""
 
     def __init__(self, benchmark_root: Path, task_id: str) -> None:
         self.root = benchmark_root
-        self.folder = benchmark_root / "gold_outputs" / task_id
+        self.folder = benchmark_root / "gold_files" / task_id / "filesystem"
         self.folder.mkdir(parents=True, exist_ok=True)
 
     def path(self, virtual_path: str) -> Path:
-        return self.folder / Path(virtual_path).name
+        target = self.folder / virtual_path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        return target
 
     def describe(self, virtual_path: str, description: str) -> GoldFile:
         source = self.path(virtual_path).relative_to(self.root).as_posix()

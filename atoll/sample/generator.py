@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import shutil
@@ -23,6 +24,7 @@ from atoll.sample import (
     deal_apps,
     deal_files,
     deal_legal,
+    deal_market,
     law_tasks,
 )
 from atoll.sample._files import FROZEN_AT, zip_tree
@@ -35,7 +37,25 @@ OUTPUTS = (
     "world_descriptions.json",
     "world_files_zipped",
     "task_files",
-    "gold_outputs",
+    "gold_files",
+)
+
+# The nine apps every APEX world lists (service ids as the published dataset has them), and
+# the two market-data apps of its investment-banking worlds.
+_STANDARD_APPS = (
+    ("svc_a3ac7e47956c43048235dbd25d8c849d", "Calendar"),
+    ("svc_eec407c6dffc45579b7a4025f8439fe2", "Chat"),
+    ("svc_bd6a6280b337424cb5e6e4959301520f", "Code Execution"),
+    ("svc_2293fbde36334312996ecfeaca4e978b", "Excel"),
+    ("svc_aba5e37188c745fba2bbd575545a9743", "Filesystem"),
+    ("svc_56aff339e48c4f0aaa111988ca7c0b12", "Mail"),
+    ("svc_bd0089edc9eb45df9b459b7b9d47f44f", "PDFs"),
+    ("svc_8361cf10b2f84ed78225902d0a6a4255", "Powerpoint"),
+    ("svc_5d56252d4260473284737585ad91eeb3", "Word"),
+)
+_MARKET_APPS = (
+    ("svc_f5802ff259f6474b8f27bd11cd42e4fe", "Edgar SEC"),
+    ("svc_0f1a736de09143968916bf5816b9b36c", "FMP"),
 )
 
 
@@ -44,9 +64,11 @@ class _WorldPlan:
     world_id: str
     name: str
     description: str
+    domain: str
     user: dict[str, str]
     steps: tuple[Callable[[WorldDraft], None], ...]
     tasks: tuple[Callable[[WorldDraft, Path], list[Task]], ...]
+    apps: tuple[tuple[str, str], ...] = _STANDARD_APPS
 
 
 _WORLDS = (
@@ -56,6 +78,7 @@ _WORLDS = (
         "A management consulting engagement: Meridian Partners helps Halvorsen Foods (six food plants in North "
         "America and Europe) cut third-party spend. Shared drive with the spend cube, SteerCo decks, interim report "
         "and interview notes; the engagement manager's mail, calendar and team chat.",
+        "Management Consulting",
         PRIYA,
         (consulting_files.build_files, consulting_background.build_files, consulting_apps.build_apps),
         (consulting_tasks.build_tasks, consulting_comms_tasks.build_tasks),
@@ -65,10 +88,12 @@ _WORLDS = (
         "Project Atlas - Corvane Industrial's acquisition of Lumen Sensors",
         "A sell-side auction in which Corvane Industrial bids for Lumen Sensors: data room (financials, material "
         "contracts, litigation), valuation files from the bank, SPA and disclosure schedule drafts from counsel, and the "
-        "corporate development director's mail, calendar and deal chat.",
+        "corporate development director's mail, calendar and deal chat, and market data (quotes, rates, filings).",
+        "Investment Banking",
         ELENA,
-        (deal_files.build_files, deal_legal.build_files, deal_apps.build_apps),
-        (banking_tasks.build_tasks, law_tasks.build_tasks),
+        (deal_files.build_files, deal_legal.build_files, deal_apps.build_apps, deal_market.build_files),
+        (banking_tasks.build_tasks, law_tasks.build_tasks, deal_market.build_tasks),
+        tuple(sorted(_STANDARD_APPS + _MARKET_APPS, key=lambda app: app[1])),
     ),
 )
 
@@ -78,7 +103,7 @@ def generate_sample_benchmark(out_dir: Path, *, seed: int = 0) -> Path:
 
     Writes ``tasks_and_rubrics.json``, ``world_descriptions.json``,
     ``world_files_zipped/<world_id>.zip``, ``task_files/<task_id>/filesystem/…`` and
-    ``gold_outputs/<task_id>/…``, replacing those entries if present (nothing else in
+    ``gold_files/<task_id>/filesystem/…``, replacing those entries if present (nothing else in
     ``out_dir`` is touched).  The same ``seed`` gives byte-identical files.  Raises
     AtollError when ``out_dir`` exists and is not a directory.
     """
@@ -113,6 +138,8 @@ def generate_sample_benchmark(out_dir: Path, *, seed: int = 0) -> Path:
                         "world_id": plan.world_id,
                         "world_name": plan.name,
                         "world_description": plan.description,
+                        "domain": plan.domain,
+                        "apps": [{"service_id": sid, "service_name": name} for sid, name in plan.apps],
                         "user_name": plan.user["name"],
                         "user_email": plan.user["email"],
                         "user_title": f"{plan.user['title']}, {plan.user['company']}",
@@ -122,9 +149,7 @@ def generate_sample_benchmark(out_dir: Path, *, seed: int = 0) -> Path:
                 )
             )
     _validate(tasks, worlds)
-    _write_json(
-        out_dir / "tasks_and_rubrics.json", [t.model_dump(mode="json", exclude_none=True) for t in tasks]
-    )
+    _write_json(out_dir / "tasks_and_rubrics.json", [_v1_record(task) for task in tasks])
     _write_json(
         out_dir / "world_descriptions.json", [w.model_dump(mode="json", exclude_none=True) for w in worlds]
     )
@@ -148,3 +173,20 @@ def _validate(tasks: list[Task], worlds: list[World]) -> None:
 
 def _write_json(path: Path, payload: Any) -> None:
     path.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _v1_record(task: Task) -> dict[str, Any]:
+    """A task as APEX-Agents v1 publishes it (``gold_response``/``gold_response_type``,
+    ``task_input_files`` a snapshot id or null), atoll's checks, grading targets and reference
+    solution kept as extra fields.  Gold files are already on disk under ``gold_files/``."""
+    record = task.model_dump(mode="json", exclude_none=True, exclude={"gold_output", "task_input_files"})
+    gold = task.gold_output
+    digest = hashlib.sha256(task.task_id.encode()).hexdigest()
+    if gold is not None and gold.files:
+        record["gold_response"] = f"snap_{digest[:32]}"
+        record["gold_response_type"] = "file"
+    else:
+        record["gold_response"] = gold.answer if gold is not None else ""
+        record["gold_response_type"] = "text"
+    record["task_input_files"] = f"snap_{digest[32:]}" if task.task_input_files else None
+    return record

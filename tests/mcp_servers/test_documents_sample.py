@@ -84,7 +84,7 @@ def test_reference_solutions_reproduce_the_gold_documents(benchmark, tmp_path, m
             docs = Docs(session, mode)
             for step in steps:
                 docs.ok(step["tool"].removeprefix("documents_"), **step["arguments"])
-        golds = sorted((benchmark / "gold_outputs" / task_id).glob("*.docx"))
+        golds = sorted((benchmark / "gold_files" / task_id).rglob("*.docx"))
         assert golds, f"{task_id}: no gold .docx to compare with"
         for gold in golds:
             ours = next(world.fs_root.rglob(gold.name))

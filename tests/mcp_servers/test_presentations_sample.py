@@ -69,7 +69,7 @@ def test_reference_solutions_reproduce_the_gold_decks(benchmark, tmp_path, mode)
             slides = Slides(session, mode)
             for step in steps:
                 slides.ok(step["tool"].removeprefix("presentations_"), **step["arguments"])
-        golds = sorted((benchmark / "gold_outputs" / task["task_id"]).glob("*.pptx"))
+        golds = sorted((benchmark / "gold_files" / task["task_id"]).rglob("*.pptx"))
         assert golds, f"{task['task_id']}: no gold .pptx to compare with"
         for gold in golds:
             ours = next(world.fs_root.rglob(gold.name))

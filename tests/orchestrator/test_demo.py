@@ -22,11 +22,11 @@ def test_demo_end_to_end(tmp_path):
     assert "## Leaderboard" in result.stdout and "| oracle |" in result.stdout
     report = json.loads((output / "demo" / "report.json").read_text())
     oracle = report["agents"]["oracle"]
-    assert oracle["trials"] == 16 and oracle["finished"] == 16
+    assert oracle["trials"] == 17 and oracle["finished"] == 17
     # The oracle replays reference solutions: nothing fails, nothing breaks in our machinery.
     assert "fail" not in oracle["outcomes"] and "infra_error" not in oracle["outcomes"]
     metrics = report["metrics"]["overall"]["oracle"]
-    assert metrics["checks_pass"]["value"] == 1.0 and metrics["checks_pass"]["tasks"] == 16
+    assert metrics["checks_pass"]["value"] == 1.0 and metrics["checks_pass"]["tasks"] == 17
     assert metrics["pass_at_1"]["value"] == 1.0
     for name in ("report.md", "report.html"):
         assert (output / "demo" / name).stat().st_size > 1000
@@ -38,7 +38,7 @@ def test_demo_end_to_end(tmp_path):
         capture_output=True, text=True, timeout=300, env={**_clean_environment(), "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
     )
     assert again.returncode == 0, again.stderr[-2000:]
-    assert len(store.attempt_history("demo")) == attempts == 16
+    assert len(store.attempt_history("demo")) == attempts == 17
     store.dispose()
 
 
@@ -76,3 +76,23 @@ def test_the_sample_experiment_file_runs_as_documented(tmp_path):
     assert "sample: 16 of 16 trials done" in run.stdout
     assert (tmp_path / "atoll-out" / "sample" / "report.md").exists()
     assert any((tmp_path / "atoll-out" / "artifacts" / "sample").iterdir())
+
+
+@pytest.mark.slow
+def test_demo_validates_the_judge_on_every_gold_output_when_one_is_configured(tmp_path, monkeypatch, capsys):
+    from atoll.commands.demo import _validate_gold
+    from atoll.sample import generate_sample_benchmark
+    from atoll.testing.scripted_llm import ScriptedLLM
+
+    met = {"content": json.dumps({"rationale": "the gold output shows it", "verdict": "met"})}
+    monkeypatch.setenv("OPENAI_API_KEY", "x")
+    with ScriptedLLM(lambda request: met) as judge:
+        spec = demo_experiment(tmp_path / "demo", environ={"ATOLL_MODEL": "openai/judge", "ATOLL_API_BASE": judge.api_base})
+        generate_sample_benchmark(tmp_path / "demo" / "sample-benchmark")
+        _validate_gold(spec, quiet=True)
+        assert judge.requests  # the judge itself was asked, not only the checks
+    report = json.loads((tmp_path / "demo" / "gold-validation.json").read_text())
+    tasks = json.loads((tmp_path / "demo" / "sample-benchmark" / "tasks_and_rubrics.json").read_text())
+    assert {r["task_id"] for r in report["gold_results"]} == {t["task_id"] for t in tasks}
+    assert all(r["passed"] for r in report["gold_results"]), [r for r in report["gold_results"] if not r["passed"]]
+    assert "17 of 17 tasks fully met" in capsys.readouterr().out

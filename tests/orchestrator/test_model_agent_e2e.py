@@ -25,7 +25,7 @@ def test_react_agent_and_judge_via_litellm_pass_console_tasks(tmp_path):
     def agent_model(request):
         prompt = next(m["content"] for m in request["messages"] if m["role"] == "user")
         task = next(tasks[t] for t in chosen if tasks[t]["prompt"][:200] in str(prompt))
-        answer = task["gold_output"]["answer"]
+        answer = task["gold_response"]
         return {"tool_calls": [{"name": "final_answer", "arguments": {"answer": answer, "status": "completed"}}],
                 "usage": {"prompt_tokens": 1500, "completion_tokens": 60}}
 

@@ -16,6 +16,7 @@ import pytest
 
 from atoll import OutputType, Task, World
 from atoll.errors import AtollError
+from atoll.loader import load_benchmark, summarize
 from atoll.sample import generate_sample_benchmark
 
 from .conftest import CONSULTING, DEAL
@@ -41,6 +42,8 @@ REFERENCE_TOOLS = {
     "chat_post_message": {"channel_id", "message"},
     "filesystem_read_text_file": {"file_path"},
     "pdfs_read_pdf_pages": {"file_path"},
+    "market_data_get_quote": {"symbol"},
+    "market_data_get_company_profile": {"symbol"},
 }
 
 
@@ -59,7 +62,7 @@ def test_writes_the_apex_layout(sample_dir):
         "world_descriptions.json",
         "world_files_zipped",
         "task_files",
-        "gold_outputs",
+        "gold_files",
     } <= names
     for archive in (sample_dir / "world_files_zipped").glob("*.zip"):
         with zipfile.ZipFile(archive) as bundle:
@@ -108,27 +111,44 @@ def test_every_task_has_one_to_six_criteria_and_a_checked_one(tasks):
     assert judge_only >= 2
 
 
-def test_file_tasks_have_gold_files_on_disk(sample_dir, tasks):
+def test_tasks_use_the_published_v1_fields(tasks):
     for task in tasks.values():
-        gold = task["gold_output"]
-        assert gold.get("answer"), task["task_id"]
+        assert task["gold_response_type"] in ("text", "file"), task["task_id"]
+        assert "gold_output" not in task
+        if task["gold_response_type"] == "file":
+            assert re.fullmatch(r"snap_[0-9a-f]{32}", task["gold_response"]), task["task_id"]
+        else:
+            assert task["gold_response"] == task["reference_solution"]["final_answer"]
+        assert task["task_input_files"] is None or re.fullmatch(r"snap_[0-9a-f]{32}", task["task_input_files"])
+
+
+def test_file_tasks_have_gold_files_on_disk(sample_dir, tasks):
+    benchmark = load_benchmark(sample_dir)
+    for task in tasks.values():
+        gold = benchmark.task(task["task_id"]).gold_output
         if task["expected_output"] != "message_in_console":
-            assert gold["files"], task["task_id"]
-        for file in gold["files"]:
-            source = sample_dir / file["source"]
+            assert task["gold_response_type"] == "file" and gold.files, task["task_id"]
+        for file in gold.files:
+            source = Path(file.model_extra["source"])
             assert source.is_file() and source.stat().st_size > 0, file
-            assert source.suffix == Path(file["path"]).suffix
-            assert source.is_relative_to(sample_dir / "gold_outputs" / task["task_id"])
+            assert source == sample_dir / "gold_files" / task["task_id"] / "filesystem" / file.path.lstrip("/")
 
 
-def test_edit_tasks_target_files_that_exist_in_the_world(tasks, worlds):
+def test_edit_tasks_target_files_that_exist_in_the_world(sample_dir, tasks, worlds):
+    benchmark = load_benchmark(sample_dir)
     for task in tasks.values():
         if not task["expected_output"].startswith("edit_existing"):
             continue
-        for file in task["gold_output"]["files"]:
-            assert (worlds[task["world_id"]] / "filesystem" / file["path"].lstrip("/")).is_file(), file[
-                "path"
-            ]
+        for file in benchmark.task(task["task_id"]).gold_output.files:
+            assert (worlds[task["world_id"]] / "filesystem" / file.path.lstrip("/")).is_file(), file.path
+
+
+def test_the_deal_world_lists_market_data_apps_and_carries_their_fixtures(sample_dir):
+    summary = summarize(load_benchmark(sample_dir))
+    assert summary["unavailable_apps"] == []
+    records = {w["world_id"]: w for w in json.loads((sample_dir / "world_descriptions.json").read_text())}
+    names = {app["service_name"] for app in records[DEAL]["apps"]}
+    assert {"Edgar SEC", "FMP", "Excel", "Word"} <= names and len(records[CONSULTING]["apps"]) == 9
 
 
 def test_reference_solutions_use_agreed_tool_shapes(tasks):
@@ -152,8 +172,9 @@ def test_a_task_brings_its_own_input_files(sample_dir, tasks):
     with_inputs = [t for t in tasks.values() if t.get("task_input_files")]
     assert with_inputs
     for task in with_inputs:
-        for path in task["task_input_files"]:
-            assert (sample_dir / "task_files" / task["task_id"] / "filesystem" / path.lstrip("/")).is_file()
+        assert re.fullmatch(r"snap_[0-9a-f]{32}", task["task_input_files"])  # a snapshot id, as in v1
+        folder = sample_dir / "task_files" / task["task_id"] / "filesystem"
+        assert [p for p in folder.rglob("*") if p.is_file()], task["task_id"]
 
 
 def test_same_seed_gives_byte_identical_output(sample_dir, tmp_path):
@@ -173,10 +194,10 @@ def test_regenerating_replaces_only_its_own_entries(tmp_path):
     out = tmp_path / "bench"
     out.mkdir()
     (out / "notes.txt").write_text("keep me")
-    (out / "gold_outputs" / "stale-task").mkdir(parents=True)
+    (out / "gold_files" / "stale-task").mkdir(parents=True)
     generate_sample_benchmark(out)
     assert (out / "notes.txt").read_text() == "keep me"
-    assert not (out / "gold_outputs" / "stale-task").exists()
+    assert not (out / "gold_files" / "stale-task").exists()
 
 
 def test_refuses_a_file_as_output_directory(tmp_path):

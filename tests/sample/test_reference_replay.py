@@ -17,7 +17,7 @@ from fastmcp import Client
 
 from atoll import AgentReportedStatus, RunStatus, Task, Trajectory
 from grader.grading import grade_trial
-from mcp_servers import create_server
+from mcp_servers import OPTIONAL_SERVER_NAMES, SERVER_NAMES, create_server
 
 from .conftest import CONSULTING, DEAL
 
@@ -48,7 +48,9 @@ async def _replay(task: dict, base: Path, user: dict) -> list[str]:
     clients: dict[str, Client] = {}
     try:
         for step in task["reference_solution"]["steps"]:
-            server_name, tool = step["tool"].split("_", 1)
+            # Gateway names are {server}_{tool}, and a server name may itself hold "_".
+            server_name = next(n for n in (*SERVER_NAMES, *OPTIONAL_SERVER_NAMES) if step["tool"].startswith(n + "_"))
+            tool = step["tool"].removeprefix(server_name + "_")
             if server_name not in clients:
                 server = create_server(
                     server_name,

@@ -98,7 +98,8 @@ def _cell(path, sheet, cell):
 
 
 def _gold(sample_dir, task, index=0):
-    return sample_dir / task["gold_output"]["files"][index]["source"]
+    files = sorted(p for p in (sample_dir / "gold_files" / task["task_id"]).rglob("*") if p.is_file())
+    return files[index]
 
 
 def _steps(task, tool):
@@ -107,7 +108,8 @@ def _steps(task, tool):
 
 def _reference_answer_meets_answer_checks(task):
     answer = task["reference_solution"]["final_answer"]
-    assert answer == task["gold_output"]["answer"]
+    if task["gold_response_type"] == "text":
+        assert answer == task["gold_response"]
     for check in checks(task, "answer_number"):
         assert answer_number_met(check, answer), (task["task_id"], check)
     for check in checks(task, "answer_regex"):
@@ -311,10 +313,10 @@ def test_atlas_comps_implied_ev(tasks, worlds):
 
 def test_atlas_football_field_uses_world_comps_and_task_precedents(sample_dir, tasks, worlds):
     task = tasks["atlas-02-football-field"]
-    (input_path,) = task["task_input_files"]
-    with (
-        sample_dir / "task_files" / task["task_id"] / "filesystem" / input_path.lstrip("/")
-    ).open() as handle:
+    overlay = sample_dir / "task_files" / task["task_id"] / "filesystem"
+    (input_file,) = [p for p in overlay.rglob("*") if p.is_file()]
+    input_path = "/" + input_file.relative_to(overlay).as_posix()
+    with input_file.open() as handle:
         precedents = [
             float(r["ev_usd_m"]) / float(r["target_ltm_ebitda_usd_m"]) for r in csv.DictReader(handle)
         ]
@@ -428,3 +430,17 @@ def test_atlas_spa_call_slot(tasks, worlds):
     assert set(check["attendees"]) == invited
     for name in ("Gideon", "Catherine", "Nadia"):
         assert any(email.startswith(name.lower()) for email in invited)
+
+
+def test_atlas_offer_vs_market_cap_from_the_market_data(tasks, worlds):
+    task = tasks["atlas-09-offer-vs-market-cap"]
+    market = worlds[DEAL] / ".apps_data" / "market_data"
+    with (market / "quotes.csv").open() as handle:
+        close = next(float(r["close"]) for r in csv.DictReader(handle) if r["date"] == "2024-02-29")
+    with (market / "profiles.csv").open() as handle:
+        shares = float(next(csv.DictReader(handle))["shares_outstanding"])
+    market_cap_m = close * shares / 1e6
+    values = [c["value"] for c in checks(task, "answer_number")]
+    assert values == [pytest.approx(close), pytest.approx(market_cap_m, abs=0.01),
+                      pytest.approx(435 / market_cap_m * 100, abs=0.01)]
+    _reference_answer_meets_answer_checks(task)
