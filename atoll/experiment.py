@@ -77,6 +77,11 @@ class ExperimentSpec(_Spec):
     infra_retry_backoff_s: float = Field(default=2.0, ge=0, description="first retry delay; doubles per attempt")
     infra_error_abort_rate: float = Field(default=0.5, gt=0, le=1)
     seed: int = 0
+    skip_unavailable_apps: bool = Field(
+        default=False,
+        description="skip tasks whose world lists an app atoll cannot serve (reported as excluded, with "
+        "the reason); when false they run and fail as infra_error naming the app",
+    )
 
     @model_validator(mode="after")
     def _unique_agent_names(self) -> ExperimentSpec:

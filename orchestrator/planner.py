@@ -53,11 +53,25 @@ def select_tasks(benchmark: Benchmark, spec: ExperimentSpec) -> list[Task]:
     if task_filter.worlds:
         worlds = set(task_filter.worlds)
         tasks = [task for task in tasks if task.world_id in worlds]
+    if spec.skip_unavailable_apps:
+        tasks = [task for task in tasks if not benchmark.unavailable_for(task)]
     if task_filter.limit is not None:
         tasks = tasks[: task_filter.limit]
     if not tasks:
         raise AtollError("bad_experiment", f"{spec.name}: the task filter selects no task")
     return tasks
+
+
+def unavailable_app_exclusions(benchmark: Benchmark, spec: ExperimentSpec) -> dict[str, str]:
+    """task_id -> why it is skipped, for the tasks ``skip_unavailable_apps`` leaves out."""
+    if not spec.skip_unavailable_apps:
+        return {}
+    return {
+        task.task_id: "world lists apps atoll cannot serve: "
+        + "; ".join(f"{app} ({why})" for app, why in sorted(missing.items()))
+        for task in benchmark.tasks
+        if (missing := benchmark.unavailable_for(task))
+    }
 
 
 def agent_config(agent: AgentSpec, spec: ExperimentSpec) -> dict:
@@ -82,6 +96,10 @@ def plan_trials(benchmark: Benchmark, spec: ExperimentSpec) -> list[TrialSpec]:
     world_digests = {
         world_id: file_digest(archive) for world_id, archive in benchmark.world_archives.items()
     }
+    for world_id, seeds in benchmark.world_seeds.items():  # v1.1: one archive per subsystem
+        world_digests[world_id] = hashlib.sha256(
+            "".join(f"{name}:{file_digest(path)}\n" for name, path in sorted(seeds.items())).encode()
+        ).hexdigest()
     overlay_digests = {task_id: tree_digest(folder) for task_id, folder in benchmark.task_overlays.items()}
     trials = []
     for agent in spec.agents:

@@ -82,6 +82,7 @@ def build_report(store: TrialStore, experiment: str, *, seed: int = 0) -> dict[s
         "trials": counts,
         "agents": usage,
         "metrics": metrics,
+        "excluded_tasks": dict(spec.get("excluded_tasks") or {}),
         "notes": [
             "Pass@1, Pass@k, Pass^k and mean score are means over tasks; denominators count graded "
             "trials only (outcome pass or fail).",
@@ -157,6 +158,9 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"{row['graded']} / {row['trials']} | "
             f"{excluded} | ${row['cost_usd']:.4f} |"
         )
+    if report.get("excluded_tasks"):
+        lines += ["", f"Tasks not run ({len(report['excluded_tasks'])}, skip_unavailable_apps):", ""]
+        lines += [f"- `{task_id}`: {why}" for task_id, why in sorted(report["excluded_tasks"].items())]
     lines += ["", "## Pass@k and Pass^k", "", "| Agent | k | Pass@k | Pass^k | tasks (excluded) |", "|---|---|---|---|---|"]
     for agent, metrics in report["metrics"]["overall"].items():
         for key, at_k in metrics["pass_at_k"].items():

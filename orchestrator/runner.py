@@ -18,7 +18,7 @@ from atoll.errors import AtollError
 from atoll.experiment import ExperimentSpec
 from atoll.loader import load_benchmark
 from orchestrator.executors.base import Executor, InstantExecutor
-from orchestrator.planner import plan_trials
+from orchestrator.planner import plan_trials, unavailable_app_exclusions
 from orchestrator.progress import ProgressView
 from orchestrator.report import write_report
 from orchestrator.scheduler import Scheduler, SchedulerSummary
@@ -86,7 +86,9 @@ async def run_experiment(
     executor = None if enqueue_only else (executor_factory or default_executor(spec.executor))(benchmark, spec)
     store = TrialStore(spec.store)
     try:
-        store.save_experiment(spec.name, spec.model_dump(mode="json"))
+        # Skipped tasks travel with the stored spec so every report states them and why.
+        excluded = unavailable_app_exclusions(benchmark, spec)
+        store.save_experiment(spec.name, {**spec.model_dump(mode="json"), "excluded_tasks": excluded})
         added = store.enqueue(trials)
         reclaimed = store.reclaim(spec.name)
         if executor is None:

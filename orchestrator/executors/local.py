@@ -27,6 +27,7 @@ import httpx
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from atoll.apps import servers_for_world
 from atoll.benchmark import Benchmark, Task
 from atoll.errors import AtollError
 from atoll.experiment import ExperimentSpec
@@ -87,7 +88,10 @@ class SeedCache:
         roots.fs_root.mkdir(parents=True)
         roots.apps_data_root.mkdir(parents=True)
         world = Subsystem.parse("world")
-        sources = [PopulateSource(world, url=Path(benchmark.world_archives[spec.world_id]).as_uri())]
+        sources = [
+            PopulateSource(Subsystem.parse(subsystem), url=Path(path).as_uri())
+            for subsystem, path in benchmark.world_sources(spec.world_id)
+        ]
         overlay = benchmark.task_overlays.get(spec.task_id)
         if overlay:
             sources.append(PopulateSource(world, url=Path(overlay).as_uri()))
@@ -207,6 +211,13 @@ class LocalExecutor:
 
     async def run(self, spec: TrialSpec, *, attempt: int) -> TrialResult:
         task = self.tasks[spec.task_id]
+        missing = self.benchmark.unavailable_for(task)
+        if missing:  # never run a task without an app it needs as if it had it
+            raise InfraError(
+                f"world {spec.world_id} lists apps atoll cannot serve: "
+                + "; ".join(f"{app} ({why})" for app, why in sorted(missing.items()))
+                + " (set skip_unavailable_apps: true to skip such tasks)"
+            )
         started = time.perf_counter()
         seed, seed_digest = await self.seeds.get(spec, self.benchmark)
         before = self.seeds.snapshot_path(seed)
@@ -218,6 +229,7 @@ class LocalExecutor:
             await steps.prepare_world(
                 self._http, endpoint, seed_digest=seed_digest, world_id=spec.world_id,
                 world_options=steps.world_options(self.benchmark.world(spec.world_id)),
+                servers=servers_for_world(self.benchmark.world(spec.world_id)),
                 seed_archive=before if self._remote_environments else None,
                 seed_folder=None if self._remote_environments else seed,
             )

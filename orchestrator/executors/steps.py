@@ -79,7 +79,8 @@ async def wait_until_healthy(http: httpx.AsyncClient, url: str, *, timeout_s: fl
 
 
 async def prepare_world(http: httpx.AsyncClient, environment: EnvironmentEndpoint, *, seed_digest: str,
-                        world_id: str, world_options: dict[str, Any], seed_folder: Path | None = None,
+                        world_id: str, world_options: dict[str, Any], servers: tuple[str, ...] | None = None,
+                        seed_folder: Path | None = None,
                         seed_archive: Path | None = None) -> None:
     """Replace the environment's world with the seed, check it is fresh, configure the apps.
 
@@ -106,8 +107,9 @@ async def prepare_world(http: httpx.AsyncClient, environment: EnvironmentEndpoin
         )
     from mcp_servers import SERVER_NAMES
 
-    servers = {name: {"transport": "inprocess", "server": name, "options": world_options} for name in SERVER_NAMES}
-    await environment_post(http, environment, "/apps", json={"mcpServers": servers})
+    names = servers or SERVER_NAMES  # the world's optional servers (market_data) come in ``servers``
+    config = {name: {"transport": "inprocess", "server": name, "options": world_options} for name in names}
+    await environment_post(http, environment, "/apps", json={"mcpServers": config})
 
 
 async def take_snapshot(http: httpx.AsyncClient, environment: EnvironmentEndpoint) -> bytes:
