@@ -319,6 +319,11 @@ def _after_run(fs_root: Path, baseline: worldtree.TreeUsage, started_ns: int, ca
     except worldtree.TreeTooDeep as exc:
         result.killed_reason = result.killed_reason or f"{exc} under {SANDBOX_ROOT}"
         return
+    if finished.too_deep_removed:
+        result.killed_reason = result.killed_reason or (
+            f"directories nested deeper than {worldtree.MAX_DEPTH} levels under {SANDBOX_ROOT}"
+        )
+        result.notes.append(f"removed {finished.too_deep_removed} folders below level {worldtree.MAX_DEPTH}")
     if finished.stripped:
         result.notes.append(
             f"removed set-uid/set-gid bits or file capabilities from {finished.stripped} entries"

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +59,7 @@ class Finish:
     usage: TreeUsage
     stripped: int = 0
     new_files: list[NewFile] = field(default_factory=list)
+    too_deep_removed: int = 0
 
 
 Visit = Callable[[int, str, os.stat_result, tuple[str, ...]], None]
@@ -68,9 +70,10 @@ def _listing(fd: int) -> Iterable[os.DirEntry]:
         return iter(list(entries))
 
 
-def _walk(root: Path, visit: Visit, usage: TreeUsage) -> None:
+def _walk(root: Path, visit: Visit, usage: TreeUsage, too_deep: list[tuple[str, ...]] | None = None) -> None:
     """Call ``visit`` for every entry under ``root`` (not ``root`` itself) and add each one
-    to ``usage``. Raises TreeTooDeep, or OSError when ``root`` itself cannot be opened."""
+    to ``usage``. A folder at :data:`MAX_DEPTH` is not entered: it is added to ``too_deep``,
+    or, without that list, TreeTooDeep is raised. OSError when ``root`` cannot be opened."""
     root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     stack: list[tuple[int, Iterable[os.DirEntry], tuple[str, ...]]] = []
     try:
@@ -94,7 +97,10 @@ def _walk(root: Path, visit: Visit, usage: TreeUsage) -> None:
             visit(fd, entry.name, info, parts)
             if stat.S_ISDIR(info.st_mode):
                 if len(stack) >= MAX_DEPTH:
-                    raise TreeTooDeep(f"directories nested deeper than {MAX_DEPTH} levels")
+                    if too_deep is None:
+                        raise TreeTooDeep(f"directories nested deeper than {MAX_DEPTH} levels")
+                    too_deep.append((*parts, entry.name))
+                    continue
                 try:
                     child = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
                 except OSError:
@@ -174,7 +180,9 @@ def _strip(fd: int, name: str, info: os.stat_result) -> bool:
 
 
 def finish(root: Path, since_ns: int, baseline_inodes: set[int]) -> Finish:
-    """Strip what the run changed (ctime at or after ``since_ns``); list its new files."""
+    """Strip what the run changed (ctime at or after ``since_ns``); list its new files;
+    remove folders nested deeper than :data:`MAX_DEPTH` (no later walk, snapshot or call
+    could go through them)."""
     result = Finish(usage=TreeUsage())
 
     def visit(fd: int, name: str, info: os.stat_result, parts: tuple[str, ...]) -> None:
@@ -187,8 +195,86 @@ def finish(root: Path, since_ns: int, baseline_inodes: set[int]) -> Finish:
                 NewFile((*parts, name), info.st_ino, info.st_mtime_ns, info.st_blocks * 512)
             )
 
-    _walk(root, visit, result.usage)
+    too_deep: list[tuple[str, ...]] = []
+    _walk(root, visit, result.usage, too_deep)
+    for parts in too_deep:
+        remove_subtree(root, parts)
+        result.too_deep_removed += 1
     return result
+
+
+_HELD_FDS = 64  # descriptors one removal keeps open; deeper chains are cut and moved up
+
+
+def remove_subtree(root: Path, parts: tuple[str, ...]) -> None:
+    """Remove the folder at ``parts`` (relative to ``root``) and everything below it, by
+    descriptors and without following links, however deep it nests: a chain deeper than
+    :data:`_HELD_FDS` is cut by renaming its lower part to a temporary name in ``root``,
+    which is then removed in turn."""
+    root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        pending = [parts]
+        while pending:
+            target = pending.pop()
+            try:
+                parent = _open_parent_at(root_fd, target)
+            except OSError:
+                continue
+            try:
+                _remove_below(root_fd, parent, target[-1], pending)
+            finally:
+                os.close(parent)
+    finally:
+        os.close(root_fd)
+
+
+def _open_parent_at(root_fd: int, parts: tuple[str, ...]) -> int:
+    fd = os.dup(root_fd)
+    try:
+        for part in parts[:-1]:
+            child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _remove_below(root_fd: int, parent_fd: int, name: str, pending: list[tuple[str, ...]]) -> None:
+    try:
+        stack = [(parent_fd, name, os.open(name, _DIR_FLAGS, dir_fd=parent_fd))]
+    except OSError:
+        return
+    try:
+        while stack:
+            above, folder, fd = stack[-1]
+            sub = None
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        sub = entry.name
+                        break
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.name, dir_fd=fd)
+            if sub is None:
+                stack.pop()
+                os.close(fd)
+                with contextlib.suppress(OSError):
+                    os.rmdir(folder, dir_fd=above)
+                continue
+            try:
+                if len(stack) >= _HELD_FDS:
+                    moved = f".atoll-deep-{uuid.uuid4().hex}"
+                    os.rename(sub, moved, src_dir_fd=fd, dst_dir_fd=root_fd)
+                    pending.append((moved,))
+                else:
+                    stack.append((fd, sub, os.open(sub, _DIR_FLAGS, dir_fd=fd)))
+            except OSError:
+                return  # swapped or unremovable meanwhile: leave the rest, never loop on it
+    finally:
+        for _, _, fd in stack:
+            os.close(fd)
 
 
 def _open_parent(root: Path, parts: tuple[str, ...]) -> int:

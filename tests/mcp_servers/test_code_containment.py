@@ -188,6 +188,21 @@ def test_calls_cannot_add_up_past_the_world_cap(world):
     assert _world_bytes(world.fs_root) <= 30 * 1024 * 1024
 
 
+_DEEP = "python3 -c \"import os\nfor _ in range(600): os.mkdir('d'); os.chdir('d')\nopen('leaf', 'w').write('x')\""
+
+
+def _depth(root):
+    return max((len(Path(path).relative_to(root).parts) for path, _, _ in os.walk(root)), default=0)
+
+
+def test_folders_nested_too_deep_are_removed_after_the_call(code, world):
+    result = _run(code, _DEEP)
+    assert "nested deeper than 400" in result["killed_reason"]
+    assert _depth(world.fs_root) <= 400  # what a later walk, snapshot or call must go through
+    assert not list(world.fs_root.glob(".atoll-deep-*"))
+    assert _run(code, "echo next")["output"] == "next\n"
+
+
 def test_sandbox_status_is_reported_for_health_endpoints():
     from mcp_servers.code import sandbox_report
 
