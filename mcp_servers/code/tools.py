@@ -31,6 +31,7 @@ class ExecResult(BaseModel):
     output_bytes: int
     duration_s: float
     sandbox: str
+    notes: list[str] = []
 
     def render_text(self) -> str:
         footer = []
@@ -43,6 +44,7 @@ class ExecResult(BaseModel):
             footer.append(f"killed: {self.killed_reason}")
         else:
             footer.append(f"exit code {self.exit_code}")
+        footer += self.notes  # what the server did to the world after the call
         return (
             self.output
             + ("\n" if self.output and not self.output.endswith("\n") else "")
@@ -117,4 +119,5 @@ async def code_exec(
         output_bytes=result.output_bytes,
         duration_s=result.duration_s,
         sandbox=result.sandbox,
+        notes=result.notes,
     )

@@ -124,6 +124,7 @@ def test_set_id_bits_are_stripped_before_the_call_returns(code, world):
         mode = (world.fs_root / name).stat().st_mode
         assert not mode & (stat.S_ISUID | stat.S_ISGID), f"{name}: {oct(mode)}"
     assert (world.fs_root / "suid").stat().st_mode & 0o755 == 0o755  # the rest of the mode stays
+    assert any("set-uid/set-gid" in note for note in result["notes"])  # the agent is told
 
 
 _HOLD = 'python3 -c \'import time; block = b"x" * (400 << 20); time.sleep(3); print("held")\''
@@ -223,6 +224,7 @@ def test_a_killed_writer_leaves_the_world_under_the_cap(world):
         )
     assert "wrote more than 20 MB" in result["killed_reason"]
     assert _world_bytes(world.fs_root) <= 21 * 1024 * 1024  # the overshoot was taken back
+    assert any("newest files" in note for note in result["notes"])
 
 
 def test_a_deleted_file_held_open_counts_against_the_cap(world):
