@@ -96,7 +96,11 @@ def test_reads_never_return_host_content_while_a_folder_is_swapped(racing_world)
 def test_creates_and_atomic_writes_never_land_outside_while_a_folder_is_swapped(racing_world):
     world, host = racing_world
     created = 0
-    with open_session("spreadsheets", world) as sheets, open_session("pdfs", world) as pdfs:
+    with (
+        open_session("spreadsheets", world) as sheets,
+        open_session("pdfs", world) as pdfs,
+        open_session("documents", world) as documents,
+    ):
         deadline = time.monotonic() + MAX_SECONDS
         for index in range(700):
             if time.monotonic() > deadline:
@@ -115,6 +119,15 @@ def test_creates_and_atomic_writes_never_land_outside_while_a_folder_is_swapped(
                 {
                     "directory": "/a/b",
                     "file_name": f"doc{index}",
+                    "content": [{"type": "paragraph", "text": "x"}],
+                },
+            )
+            created += not result.is_error
+            result = documents.call(
+                "create_document",
+                {
+                    "directory": "/a/b",
+                    "file_name": f"memo{index}.docx",
                     "content": [{"type": "paragraph", "text": "x"}],
                 },
             )
