@@ -10,7 +10,7 @@ import pytest
 from mcp_servers.code.cgroup import leftover_groups
 from tests.mcp_servers.helpers import make_world, open_session
 
-FAST = {"timeout_s": 20, "max_write_mb": 20, "max_file_mb": 10, "memory_mb": 1024, "max_processes": 64}
+FAST = {"timeout_s": 60, "max_write_mb": 20, "max_file_mb": 10, "memory_mb": 1024, "max_processes": 64}
 
 
 @pytest.fixture
