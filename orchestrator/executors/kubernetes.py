@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from atoll.apps import servers_for_world
 from atoll.benchmark import Benchmark
 from atoll.errors import AtollError
 from atoll.experiment import ExperimentSpec
@@ -233,12 +234,20 @@ class KubernetesExecutor:
         return await asyncio.to_thread(self._read_outcome, spec, attempt, name)
 
     async def _write_input(self, spec: TrialSpec, attempt: int) -> str:
+        missing = self.benchmark.unavailable_for(self.tasks[spec.task_id])
+        if missing:  # never run a task without an app it needs as if it had it
+            raise InfraError(
+                f"world {spec.world_id} lists apps atoll cannot serve: "
+                + "; ".join(f"{app} ({why})" for app, why in sorted(missing.items()))
+                + " (set skip_unavailable_apps: true to skip such tasks)"
+            )
         seed, seed_digest = await self.seeds.get(spec, self.benchmark)
         archive = self.seeds.snapshot_path(seed)
         seed_key = f"seeds/{archive.name}"
         trial_input = PodTrialInput(
             spec=spec, attempt=attempt, task=self.tasks[spec.task_id],
             world_options=steps.world_options(self.benchmark.world(spec.world_id)),
+            servers=list(servers_for_world(self.benchmark.world(spec.world_id))),
             seed_key=seed_key, seed_digest=seed_digest, artifacts=self.artifacts.url,
             grade_incomplete=self.spec.limits.grade_incomplete, judge=judge_request(self.spec),
         )

@@ -38,6 +38,7 @@ class PodTrialInput(BaseModel):
     attempt: int = Field(ge=1)
     task: Task
     world_options: dict[str, Any] = Field(default_factory=dict)
+    servers: list[str] = Field(default_factory=list, description="MCP servers to configure (empty: the nine)")
     seed_key: str = Field(description="artifact key of the seed's snapshot (the initial world)")
     seed_digest: str
     artifacts: str = Field(description="artifact store root URL")
@@ -108,7 +109,7 @@ async def _run(trial_input: PodTrialInput, artifacts: ArtifactStore, environment
             await steps.wait_until_healthy(http, environment_url, timeout_s=health_timeout_s)
             await steps.prepare_world(http, environment, seed_digest=trial_input.seed_digest,
                                       world_id=spec.world_id, world_options=trial_input.world_options,
-                                      seed_archive=before)
+                                      servers=tuple(trial_input.servers) or None, seed_archive=before)
             trajectory = await steps.run_agent_in_process(environment, task, spec)
             after = scratch / "after.tar.gz"
             after.write_bytes(await steps.take_snapshot(http, environment))

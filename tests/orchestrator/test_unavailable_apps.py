@@ -49,3 +49,28 @@ async def test_without_skipping_they_fail_as_infra_error_naming_the_app(tmp_path
     report = json.loads(outcome.report_paths["json"].read_text())
     reasons = " ".join(report["agents"]["oracle"]["exclusion_reasons"])
     assert "Edgar SEC" in reasons and "market_data" in reasons
+
+
+async def test_the_kubernetes_executor_fails_them_before_creating_a_job(tmp_path):
+    import pytest
+
+    from atoll.loader import load_benchmark
+    from orchestrator.executors.base import InfraError
+    from orchestrator.executors.kubernetes import KubernetesExecutor, KubernetesSettings
+    from orchestrator.planner import plan_trials
+    from tests.deploy.kube_standin import StandInCluster
+
+    benchmark_dir = replica.write_directory(tmp_path / "apex")
+    spec = _spec(tmp_path, benchmark_dir, executor="kubernetes", tasks={"ids": [replica.IB_TASK]})
+    benchmark = load_benchmark(benchmark_dir)
+    template = Path(__file__).resolve().parents[2] / "k8s" / "base" / "trial-job.yaml"
+    with StandInCluster() as cluster:
+        settings = KubernetesSettings(namespace="atoll", job_template=template, api_url=cluster.url, poll_s=0.05)
+        executor = KubernetesExecutor(benchmark, spec, settings)
+        (trial,) = plan_trials(benchmark, spec)
+        try:
+            with pytest.raises(InfraError, match="lists apps atoll cannot serve: Edgar SEC"):
+                await executor.run(trial, attempt=1)
+        finally:
+            await executor.aclose()
+        assert not cluster.jobs
