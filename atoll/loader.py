@@ -260,8 +260,15 @@ def load_benchmark(location: str | Path, *, verify_archives: bool = False) -> Be
             unavailable[world.world_id] = missing
 
     overlays: dict[str, str] = {}
+    warnings: list[str] = []
     for index, task in enumerate(tasks):
         folder = root / TASK_FILES_DIR / task.task_id
+        if task.task_input_files and not folder.is_dir():
+            # A partial download: the task would run without the files its prompt refers to.
+            warnings.append(
+                f"task {task.task_id!r}: task_input_files is {task.task_input_files!r} but "
+                f"{TASK_FILES_DIR}/{task.task_id}/ is missing; it will run without its input files"
+            )
         if folder.is_dir():
             if repo_root is not None:
                 overlays[task.task_id] = str(materialize_tree(folder, repo_root))
@@ -279,6 +286,7 @@ def load_benchmark(location: str | Path, *, verify_archives: bool = False) -> Be
         world_archives=archives,
         task_overlays=overlays,
         unavailable_apps=unavailable,
+        warnings=warnings,
     )
 
 

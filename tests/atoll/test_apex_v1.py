@@ -183,3 +183,15 @@ def test_a_cache_tasks_file_linking_out_is_refused(hf_cache, tmp_path):
     os.symlink(outside, snapshot / "tasks_and_rubrics.json")
     with pytest.raises(AtollError, match="tasks_and_rubrics.json: symlink does not lead"):
         load_benchmark(snapshot)
+
+
+def test_input_files_missing_from_a_partial_download_are_warned_about(v1_dir):
+    import shutil
+
+    shutil.rmtree(v1_dir / "task_files")
+    summary = summarize(load_benchmark(v1_dir))
+    assert summary["tasks_with_input_files"] == 0
+    (warning,) = summary["warnings"]
+    assert replica.FILE_TASK in warning and "task_files/" in warning
+    result = CliRunner().invoke(app, ["bench", "load", str(v1_dir)])
+    assert "will run without its input files" in " ".join(result.output.split())
