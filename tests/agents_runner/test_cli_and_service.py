@@ -196,9 +196,12 @@ def test_serve_command_answers_with_the_token_from_the_environment():
                     break
             except httpx.TransportError:
                 pass
-            assert time.monotonic() < deadline and process.poll() is None, process.stderr.read().decode()[
-                -2000:
-            ]
+            if time.monotonic() > deadline or process.poll() is not None:
+                # Stop the server before reading its stderr: reading a live process's pipe
+                # to the end would wait forever.
+                process.kill()
+                _, stderr = process.communicate(timeout=30)
+                raise AssertionError(f"agent serve did not answer /health: {stderr.decode()[-2000:]}")
             time.sleep(0.2)
         assert httpx.get(f"http://127.0.0.1:{port}/agents").status_code == 401
         listing = httpx.get(f"http://127.0.0.1:{port}/agents", headers={"Authorization": "Bearer t0k"}).json()
