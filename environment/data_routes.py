@@ -25,7 +25,13 @@ from atoll.errors import AtollError
 from environment.archive import ArchiveLimits, UnsafeArchive
 from environment.populate import PopulateSource, Subsystem, WorldRoots, populate
 from environment.settings import EnvironmentSettings
-from environment.snapshot import SnapshotInfo, write_snapshot
+from environment.snapshot import (
+    SnapshotInfo,
+    SnapshotLimits,
+    SnapshotTimeout,
+    SnapshotTooLarge,
+    write_snapshot,
+)
 from environment.url_policy import check_url
 
 logger = logging.getLogger("environment.data")
@@ -321,10 +327,21 @@ async def _build_snapshot(request: Request) -> tuple[BinaryIO, SnapshotInfo]:
     metrics = request.app.state.metrics
     started = time.perf_counter()
     spool = tempfile.NamedTemporaryFile(prefix="atoll-snapshot-", suffix=".tar.gz")  # noqa: SIM115
+    limits = SnapshotLimits(
+        max_bytes=settings.snapshot_max_bytes,
+        max_allocated_bytes=settings.snapshot_max_allocated_bytes,
+        timeout_s=settings.snapshot_timeout_s,
+    )
     try:
         async with _world_lock(request):
-            info = await run_in_data_thread(request, write_snapshot, _roots(settings), spool)
+            info = await run_in_data_thread(request, write_snapshot, _roots(settings), spool, limits)
         spool.flush()
+    except (SnapshotTooLarge, SnapshotTimeout) as exc:
+        spool.close()
+        metrics.snapshot_seconds.labels("refused").observe(time.perf_counter() - started)
+        logger.error("snapshot refused", extra={"error": exc.message})
+        status = 413 if isinstance(exc, SnapshotTooLarge) else 503
+        raise HTTPException(status, {"error": exc.message, "code": exc.code}) from exc
     except OSError as exc:
         spool.close()
         metrics.snapshot_seconds.labels("error").observe(time.perf_counter() - started)
@@ -365,6 +382,9 @@ async def snapshot(request: Request) -> StreamingResponse:
             "Content-Disposition": f'attachment; filename="{snapshot_id}.tar.gz"',
             SHA256_HEADER: info.sha256,
             "X-Snapshot-Files": str(info.files),
+            "X-Snapshot-Skipped": str(info.skipped),
+            "X-Snapshot-Apparent-Bytes": str(info.apparent_bytes),
+            "X-Snapshot-Allocated-Bytes": str(info.allocated_bytes),
         },
     )
 

@@ -58,6 +58,15 @@ class EnvironmentSettings(BaseSettings):
     )
     drain_timeout_s: float = Field(10.0, description="time in-flight calls get to finish after a hot swap")
 
+    snapshot_max_bytes: int = Field(
+        8 * 1024**3, description="most apparent bytes (file sizes, and bytes read) one snapshot may hold"
+    )
+    snapshot_max_allocated_bytes: int = Field(
+        8 * 1024**3, description="most allocated bytes (on disk) of the files one snapshot reads"
+    )
+    snapshot_timeout_s: float = Field(
+        300.0, gt=0, description="longest a snapshot may take (it holds the world lock meanwhile)"
+    )
     snapshot_url_prefix: str | None = Field(
         None, description="default fsspec URL prefix for /data/snapshot/s3 when the request gives no url"
     )

@@ -6,6 +6,21 @@ group names, mode 0644 (0755 for directories and executable files), PAX format, 
 header with mtime 0 and no file name. A symlink is stored as the regular file it points to
 when that file lies inside the same root; every other symlink, and every special file, is
 left out, so nothing outside the world can leak into a snapshot.
+
+The world is untrusted while it is read (``code_exec`` may still be writing), so:
+
+- the trees are walked and files opened by directory descriptors beneath each root
+  (:mod:`mcp_servers._core.beneath`); a symlink is followed only while it stays inside;
+- apparent sizes (``st_size``) and allocated sizes (``st_blocks``) are summed and capped
+  (:class:`SnapshotLimits`) before anything is read, and the bytes actually read count
+  against the apparent cap, so neither sparse files (1 GiB of nothing on disk) nor a file
+  that grows while it is read can make a snapshot unbounded;
+- the whole build has a deadline, checked between reads: a snapshot never holds the world
+  lock longer than ``timeout_s``;
+- each file is copied (to memory when small, else to a temp file) and archived from that
+  copy, with the copy's own size: a file that changes while it is read is copied again
+  (up to :data:`COPY_ATTEMPTS` times) until two ``fstat`` calls around the copy agree, and
+  never makes the archive disagree with its headers.
 """
 
 from __future__ import annotations
@@ -16,85 +31,169 @@ import io
 import os
 import stat
 import tarfile
+import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from environment.populate import APPS_DATA, FILESYSTEM, WorldRoots
+from atoll.errors import AtollError
+from atoll.members import APPS_DATA, FILESYSTEM
+from environment.populate import WorldRoots
+from mcp_servers._core import beneath
 
 #: 2000-01-01T00:00:00Z — every member's mtime (a fixed date rather than 0, which some tools
 #: show as "unknown" or treat as an error).
 SNAPSHOT_MTIME = 946_684_800
 COMPRESS_LEVEL = 6  # gzip's (and `tar czf`'s) default
+COPY_ATTEMPTS = 3
 _CHUNK = 1 << 20
+_IN_MEMORY = 8 * 1024**2  # files up to this size are copied to memory, larger ones to a temp file
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+@dataclass(frozen=True)
+class SnapshotLimits:
+    """What one snapshot may read: apparent and allocated bytes, and wall-clock time."""
+
+    max_bytes: int = 8 * 1024**3
+    max_allocated_bytes: int = 8 * 1024**3
+    timeout_s: float = 300.0
+
+
+class SnapshotTooLarge(AtollError):
+    """The world holds more (apparent or allocated) bytes than a snapshot may read."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("snapshot_too_large", message)
+
+
+class SnapshotTimeout(AtollError):
+    """The snapshot did not finish within its deadline (the world lock is released)."""
+
+    def __init__(self, timeout_s: float) -> None:
+        super().__init__("snapshot_timeout", f"snapshot did not finish within {timeout_s:g} s")
 
 
 @dataclass(frozen=True)
 class SnapshotInfo:
-    """What was written: compressed size, sha256 of the archive, and counts."""
+    """What was written: compressed size, sha256 of the archive, counts and sizes read."""
 
     size_bytes: int
     sha256: str
     files: int
     directories: int
     skipped: int
+    apparent_bytes: int = 0
+    allocated_bytes: int = 0
 
 
 @dataclass(frozen=True)
 class _Entry:
     member: str
-    path: str
+    path: str  # relative to its root ("" for the root itself)
     is_dir: bool
-    size: int
     executable: bool
+    link: bool = False  # a symlink to a regular file inside the root: stored as that file
 
 
-def _walk(root: Path, prefix: str) -> tuple[list[_Entry], int]:
-    """Every directory and regular file under ``root``, as sorted members; and how many were skipped."""
-    entries = [_Entry(prefix, str(root), True, 0, True)]
+class _Budget:
+    """Running totals against the limits, and the deadline."""
+
+    def __init__(self, limits: SnapshotLimits) -> None:
+        self.limits = limits
+        self.deadline = time.monotonic() + limits.timeout_s
+        self.apparent = 0
+        self.allocated = 0
+        self.read = 0
+
+    def check_time(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise SnapshotTimeout(self.limits.timeout_s)
+
+    def count(self, member: str, info: os.stat_result) -> None:
+        self.apparent += info.st_size
+        self.allocated += info.st_blocks * 512
+        if self.apparent > self.limits.max_bytes:
+            raise SnapshotTooLarge(
+                f"the world holds more than {self.limits.max_bytes} bytes (apparent size, "
+                f"reached at {member!r}, {info.st_size} bytes)"
+            )
+        if self.allocated > self.limits.max_allocated_bytes:
+            raise SnapshotTooLarge(
+                f"the world holds more than {self.limits.max_allocated_bytes} bytes on disk "
+                f"(reached at {member!r})"
+            )
+
+    def count_read(self, member: str, size: int) -> None:
+        self.read += size
+        if self.read > self.limits.max_bytes:
+            raise SnapshotTooLarge(
+                f"more than {self.limits.max_bytes} bytes read: {member!r} grew while the snapshot was taken"
+            )
+
+
+def _walk(root_fd: int, prefix: str, budget: _Budget) -> tuple[list[_Entry], int]:
+    """Every directory and regular file beneath ``root_fd``, as sorted members; and how many
+    were skipped. Each directory is entered by descriptor, relative to its parent's, with
+    ``O_NOFOLLOW``: a folder swapped for a symlink while the walk runs is not entered."""
+    entries = [_Entry(prefix, "", True, True)]
     skipped = 0
-    real_root = os.path.realpath(root)
-    stack = [(str(root), prefix)]
-    while stack:
-        directory, member_dir = stack.pop()
-        try:
-            listing = list(os.scandir(directory))
-        except FileNotFoundError:
-            continue
-        for entry in listing:
-            member = f"{member_dir}/{entry.name}"
-            info = entry.stat(follow_symlinks=False)
-            if stat.S_ISLNK(info.st_mode):
-                resolved = _inside_file(entry.path, real_root)
-                if resolved is None:
-                    skipped += 1
-                    continue
-                info = os.stat(resolved)
-                entries.append(_Entry(member, resolved, False, info.st_size, bool(info.st_mode & 0o100)))
-            elif stat.S_ISDIR(info.st_mode):
-                entries.append(_Entry(member, entry.path, True, 0, True))
-                stack.append((entry.path, member))
-            elif stat.S_ISREG(info.st_mode):
-                entries.append(_Entry(member, entry.path, False, info.st_size, bool(info.st_mode & 0o100)))
-            else:
-                skipped += 1
+    stack: list[tuple[int, str]] = [(os.dup(root_fd), "")]
+    try:
+        while stack:
+            directory_fd, relative_dir = stack.pop()
+            try:
+                with os.scandir(directory_fd) as listing:
+                    listed = [(entry.name, entry.stat(follow_symlinks=False)) for entry in listing]
+                for name, info in listed:
+                    budget.check_time()
+                    relative = f"{relative_dir}/{name}" if relative_dir else name
+                    member = f"{prefix}/{relative}"
+                    link = stat.S_ISLNK(info.st_mode)
+                    if link:
+                        target = _inside_file(root_fd, relative)
+                        if target is None:
+                            skipped += 1
+                            continue
+                        info = target
+                    elif stat.S_ISDIR(info.st_mode):
+                        try:
+                            child = os.open(name, _DIR_FLAGS, dir_fd=directory_fd)
+                        except OSError:  # replaced since it was listed
+                            skipped += 1
+                            continue
+                        stack.append((child, relative))
+                        entries.append(_Entry(member, relative, True, True))
+                        continue
+                    elif not stat.S_ISREG(info.st_mode):
+                        skipped += 1
+                        continue
+                    budget.count(member, info)
+                    entries.append(_Entry(member, relative, False, bool(info.st_mode & 0o100), link))
+            except FileNotFoundError:
+                continue
+            finally:
+                os.close(directory_fd)
+    finally:
+        for directory_fd, _ in stack:
+            os.close(directory_fd)
     entries.sort(key=lambda e: e.member)
     return entries, skipped
 
 
-def _inside_file(link: str, real_root: str) -> str | None:
-    """The real path of a symlink's target when it is a regular file inside ``real_root``."""
-    target = os.path.realpath(link)
-    if os.path.commonpath([target, real_root]) != real_root:
-        return None
+def _inside_file(root_fd: int, relative: str) -> os.stat_result | None:
+    """The stat of what a symlink leads to, when that is a regular file inside the root."""
     try:
-        return target if stat.S_ISREG(os.stat(target).st_mode) else None
-    except OSError:
+        info = beneath.stat(root_fd, relative, follow_symlinks=True)
+    except OSError:  # outside the root (OutsideRoot), dangling, or a loop
         return None
+    return info if stat.S_ISREG(info.st_mode) else None
 
 
-def _tar_info(entry: _Entry) -> tarfile.TarInfo:
+def _tar_info(entry: _Entry, size: int = 0) -> tarfile.TarInfo:
     info = tarfile.TarInfo(entry.member)
     info.mtime = SNAPSHOT_MTIME
     info.uid = info.gid = 0
@@ -105,7 +204,7 @@ def _tar_info(entry: _Entry) -> tarfile.TarInfo:
     else:
         info.type = tarfile.REGTYPE
         info.mode = 0o755 if entry.executable else 0o644
-        info.size = entry.size
+        info.size = size
     return info
 
 
@@ -127,17 +226,19 @@ class _HashingWriter(io.RawIOBase):
         return len(data)
 
 
-def write_snapshot(roots: WorldRoots, sink: BinaryIO) -> SnapshotInfo:
+def write_snapshot(roots: WorldRoots, sink: BinaryIO, limits: SnapshotLimits | None = None) -> SnapshotInfo:
     """Write the world's snapshot to ``sink``. Blocking: call from a worker thread.
 
-    Raises OSError when a file cannot be read (or changes size while being read); the
-    archive is then incomplete *and* lacks the gzip trailer, so it can never pass for valid.
+    Raises SnapshotTooLarge and SnapshotTimeout (AtollError) past ``limits``, OSError when a
+    root cannot be read; the archive is then incomplete *and* lacks the gzip trailer, so it
+    can never pass for valid.
     """
+    budget = _Budget(limits or SnapshotLimits())
     hashing = _HashingWriter(sink)
     gz = gzip.GzipFile(filename="", mode="wb", fileobj=hashing, mtime=0, compresslevel=COMPRESS_LEVEL)
     tar = tarfile.open(fileobj=gz, mode="w|", format=tarfile.PAX_FORMAT, bufsize=_CHUNK)  # noqa: SIM115
     try:
-        files, directories, skipped = _add_world(roots, tar)
+        files, directories, skipped = _add_world(roots, tar, budget)
     except BaseException:
         # Detach the sink and mark the tar stream closed, so that no later close (or garbage
         # collection) writes a tar end or a gzip trailer after the failure.
@@ -148,26 +249,132 @@ def write_snapshot(roots: WorldRoots, sink: BinaryIO) -> SnapshotInfo:
     # Only a complete walk reaches these closes, which write the tar end and the gzip trailer.
     tar.close()
     gz.close()
-    return SnapshotInfo(hashing.size, hashing.digest.hexdigest(), files, directories, skipped)
+    return SnapshotInfo(
+        hashing.size, hashing.digest.hexdigest(), files, directories, skipped, budget.apparent, budget.allocated
+    )
 
 
-def _add_world(roots: WorldRoots, tar: tarfile.TarFile) -> tuple[int, int, int]:
+def _add_world(roots: WorldRoots, tar: tarfile.TarFile, budget: _Budget) -> tuple[int, int, int]:
     files = directories = skipped = 0
     for root, prefix in ((roots.fs_root, FILESYSTEM), (roots.apps_data_root, APPS_DATA)):
-        entries, skipped_here = _walk(root, prefix)
-        skipped += skipped_here
-        for entry in entries:
-            info = _tar_info(entry)
-            if entry.is_dir:
-                tar.addfile(info)
-                directories += 1
-                continue
-            with open(entry.path, "rb", buffering=0) as source:
-                if os.fstat(source.fileno()).st_size != entry.size:
-                    raise OSError(f"file {entry.member!r} changed size while the snapshot was taken")
-                tar.addfile(info, source)
-            files += 1
+        try:
+            root_fd = os.open(root, _DIR_FLAGS)
+        except FileNotFoundError:
+            tar.addfile(_tar_info(_Entry(prefix, "", True, True)))
+            directories += 1
+            continue
+        try:
+            entries, skipped_here = _walk(root_fd, prefix, budget)
+            skipped += skipped_here
+            for entry in entries:
+                if entry.is_dir:
+                    tar.addfile(_tar_info(entry))
+                    directories += 1
+                    continue
+                copy = _copy(root_fd, entry, budget)
+                if copy is None:  # gone, or replaced by something that is not a file inside
+                    skipped += 1
+                    continue
+                with copy:
+                    size = copy.seek(0, os.SEEK_END)
+                    copy.seek(0)
+                    tar.addfile(_tar_info(entry, size), _Deadline(copy, budget))
+                files += 1
+        finally:
+            os.close(root_fd)
     return files, directories, skipped
+
+
+def _copy(root_fd: int, entry: _Entry, budget: _Budget) -> BinaryIO | None:
+    """A stable copy of the file (rewound), or None when it is no longer a regular file inside.
+
+    Copied again while the file changes during the copy (size, mtime or ctime differ between
+    the ``fstat`` before and after); after :data:`COPY_ATTEMPTS` the last copy is used, which
+    is at least one consistent read of a file that never stopped changing.
+    """
+    flags = _FILE_FLAGS & ~os.O_NOFOLLOW if entry.link else _FILE_FLAGS
+    try:
+        descriptor = beneath.open_beneath(root_fd, entry.path, flags)
+    except OSError:
+        return None
+    with os.fdopen(descriptor, "rb", buffering=0):  # closes the descriptor
+        before = os.fstat(descriptor)
+        if not stat.S_ISREG(before.st_mode):
+            return None
+        copy: BinaryIO | None = None
+        for _ in range(COPY_ATTEMPTS):
+            if copy is not None:
+                copy.close()
+            copy = _spool(before.st_size)
+            copied = _copy_data(descriptor, copy, entry.member, budget)
+            after = os.fstat(descriptor)
+            if _same(before, after) and copied == after.st_size:
+                break
+            before = after
+        assert copy is not None
+        copy.seek(0)
+        return copy
+
+
+def _copy_data(descriptor: int, copy: BinaryIO, member: str, budget: _Budget) -> int:
+    """Copy the file's data regions to ``copy`` at their offsets; holes stay holes (a sparse
+    file's copy takes no disk). Returns the size copied (the end of the file as read)."""
+    offset = 0
+    while True:
+        try:
+            data = os.lseek(descriptor, offset, os.SEEK_DATA)
+            hole = os.lseek(descriptor, data, os.SEEK_HOLE)
+        except OSError:  # ENXIO: only a hole (or nothing) from ``offset`` to the end
+            end = os.lseek(descriptor, 0, os.SEEK_END)
+            break
+        position = data
+        while position < hole:
+            budget.check_time()
+            chunk = os.pread(descriptor, min(_CHUNK, hole - position), position)
+            if not chunk:
+                break
+            budget.count_read(member, len(chunk))
+            copy.seek(position)
+            copy.write(chunk)
+            position += len(chunk)
+        offset = hole
+    current = copy.seek(0, os.SEEK_END)
+    if current < end:  # a hole at the end: one zero byte extends the copy (sparse on disk)
+        copy.seek(end - 1)
+        copy.write(b"\0")
+    elif current > end:  # shrank since a region was read: the fstat check copies it again
+        copy.truncate(end)
+    return end
+
+
+def _same(first: os.stat_result, second: os.stat_result) -> bool:
+    return (first.st_size, first.st_mtime_ns, first.st_ctime_ns) == (
+        second.st_size,
+        second.st_mtime_ns,
+        second.st_ctime_ns,
+    )
+
+
+def _spool(size: int) -> BinaryIO:
+    if size <= _IN_MEMORY:
+        return io.BytesIO()
+    return tempfile.TemporaryFile(prefix="atoll-snapshot-file-")  # noqa: SIM115
+
+
+class _Deadline:
+    """A reader that checks the snapshot's deadline while tarfile copies it into the archive."""
+
+    def __init__(self, raw: BinaryIO, budget: _Budget) -> None:
+        self.raw = raw
+        self.budget = budget
+
+    def read(self, size: int = -1) -> bytes:
+        self.budget.check_time()
+        return self.raw.read(size)
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:
+        self.budget.check_time()
+        return self.raw.readinto(buffer)  # type: ignore[attr-defined]
 
 
 def iter_file(path: Path, chunk_size: int = _CHUNK) -> Iterator[bytes]:
