@@ -116,7 +116,12 @@ class _Launcher:
         if self.identity is not None and staging_supported():
             staging = Staging([root, *prefixes])
         alias = staging.alias if staging is not None else (lambda path: path)
-        seccomp_fd = seccomp.filter_fd()
+        try:
+            seccomp_fd = seccomp.filter_fd()
+        except BaseException:
+            if staging is not None:
+                staging.remove()
+            raise
         argv = bwrap_argv(
             self.bwrap, mode, tmp_bytes=self.tmp_bytes, root_source=alias(root),
             prefix_sources={p: alias(p) for p in prefixes}, command=command or ["/bin/true"], seccomp_fd=seccomp_fd,
