@@ -6,8 +6,13 @@
 2. Overhead: with a zero-latency scripted model on a tiny world, the orchestrator's own time
    per trial (planning, leasing, recording, reporting) and its share of trial wall time
    (target < 1%), against the time spent inside the executor in the same run.
+3. Metrics at paper scale: every metric of a report (Pass@1, Pass@k/Pass^k for k = 1..8,
+   mean score, checks, CIs, pairwise tests, all also per domain) over 8 agents × 480 tasks ×
+   8 runs, with no trial excluded and with 3% excluded (ungradeable / infra_error), each in
+   its own process so that its peak RSS is its own (target <= 5 s and <= 300 MB).
 
-    python benchmarks/orchestrator.py [--skip-postgres] [--skip-overhead] [--tasks 480]
+    python benchmarks/orchestrator.py [--skip-postgres] [--skip-overhead] [--skip-metrics] [--tasks 480]
+    python benchmarks/orchestrator.py --metrics-only
 """
 
 from __future__ import annotations
@@ -103,13 +108,74 @@ def overhead(root: Path, trials: int) -> None:
           f"one-time per run (load, plan, executor start, report) {wall - (last - first):.2f} s")
 
 
+def _paper_scale_records(excluded_share: float, tasks: int = 480, agents: int = 8, runs: int = 8) -> list:
+    import random
+
+    from atoll.trial import Outcome
+    from orchestrator.stats import TrialRecord
+
+    rng = random.Random(1)
+    domains = ["Investment Banking", "Law", "Management Consulting"]
+    records = []
+    for agent in range(agents):
+        skill = 0.2 + 0.05 * agent
+        for task in range(tasks):
+            difficulty = rng.random()
+            for run in range(runs):
+                if rng.random() < excluded_share:
+                    outcome = rng.choice([Outcome.ungradeable, Outcome.infra_error])
+                else:
+                    outcome = Outcome.passed if rng.random() < skill * (1.5 - difficulty) else Outcome.failed
+                records.append(TrialRecord(
+                    agent=f"agent{agent}", task_id=f"t{task:03d}", run_index=run, outcome=outcome,
+                    score=1.0 if outcome is Outcome.passed else rng.random(), domain=domains[task % 3],
+                    checks_passed=outcome is Outcome.passed, reason="judge failed" if outcome in (Outcome.ungradeable, Outcome.infra_error) else "",
+                ))
+    return records
+
+
+def metrics_child(excluded_share: float) -> None:
+    """One measurement, in a process of its own (see metrics_at_scale)."""
+    from orchestrator.stats import compute_metrics
+
+    records = _paper_scale_records(excluded_share)
+    before = _peak_rss_mb()
+    started = time.perf_counter()
+    metrics = compute_metrics(records, max_k=8, seed=0)
+    elapsed = time.perf_counter() - started
+    assert len(metrics["overall"]) == 8
+    print(f"{elapsed:.2f} {_peak_rss_mb():.0f} {before:.0f}")
+
+
+def metrics_at_scale() -> None:
+    import subprocess
+
+    for share in (0.0, 0.03):
+        child = subprocess.run([sys.executable, __file__, "--metrics-child", str(share)], capture_output=True,
+                               text=True, check=True)
+        elapsed, peak, before = child.stdout.split()
+        met = float(elapsed) <= 5 and float(peak) <= 300
+        print(f"metrics 8 agents x 480 tasks x 8 runs, {share:.0%} excluded: {float(elapsed):.2f} s, peak RSS "
+              f"{peak} MB ({before} MB before computing; target <= 5 s, <= 300 MB: {'met' if met else 'MISSED'})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tasks", type=int, default=480)
     parser.add_argument("--skip-postgres", action="store_true")
     parser.add_argument("--skip-overhead", action="store_true")
+    parser.add_argument("--skip-metrics", action="store_true")
+    parser.add_argument("--metrics-only", action="store_true")
+    parser.add_argument("--metrics-child", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/postgres")
     args = parser.parse_args()
+    if args.metrics_child is not None:
+        metrics_child(args.metrics_child)
+        return
+    if not args.skip_metrics:
+        metrics_at_scale()
+    if args.metrics_only:
+        return
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
         queue_at_scale(str(root / "scale.db"), root, args.tasks, "sqlite")

@@ -69,6 +69,7 @@ async def regrade_run(store: TrialStore, experiment: str, *, judge_model: str | 
             "checks_met": sum(v.verifier_id in checked and v.verdict.value == "met" for v in grade.criteria)
             if checked else None,
             "checks_total": len(checked) if checked else None,
+            "criteria_total": len(grade.criteria), "criteria_ungradeable": grade.ungradeable,
         })
         await asyncio.to_thread(store.replace_result, experiment, trial_spec.trial_id, updated, note=f"regrade {stamp}")
         regraded += 1

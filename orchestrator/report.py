@@ -11,33 +11,47 @@ from typing import Any
 
 from atoll.errors import AtollError
 from atoll.trial import Outcome, TrialResult, TrialSpec
-from orchestrator.stats import TrialRecord, compute_metrics
-from orchestrator.store import TrialStore
+from orchestrator.stats import MIN_TASKS_FOR_CI, TrialRecord, compute_metrics
+from orchestrator.store import TrialRow, TrialStore
 
 
-def collect(store: TrialStore, experiment: str) -> tuple[list[TrialRecord], dict[str, Any]]:
-    """Trial records for the statistics, plus per-agent usage and outcome counts."""
-    rows = store.results(experiment)
-    if not rows:
-        raise AtollError("unknown_run", f"no trials recorded for run {experiment!r} in {store.url}")
+def collect(store: TrialStore, experiment: str) -> tuple[list[TrialRecord], dict[str, Any], dict[str, Any]]:
+    """Trial records for the statistics, per-agent usage and outcome counts, and what was
+    left out before any metric: trials recorded twice for one (agent, task, run) (stores
+    written before runs had fingerprints), unfinished trials, and archived configurations."""
+    rows = store.trial_rows(experiment)
+    archives = store.archives(experiment)
+    if not rows and not archives:
+        raise AtollError("unknown_run", f"no trials recorded for run {experiment!r} in {store.display_url}")
+    # One row per (agent, task, run): a finished one before an unfinished one, then the latest.
+    chosen: dict[tuple[str, str, int], TrialRow] = {}
+    duplicates = 0
+    for row in rows:
+        key = (row.spec.agent_name, row.spec.task_id, row.spec.run_index)
+        if key in chosen:
+            duplicates += 1
+            if (_finished(row), row.updated_at) < (_finished(chosen[key]), chosen[key].updated_at):
+                continue
+        chosen[key] = row
     records: list[TrialRecord] = []
     usage: dict[str, dict[str, Any]] = defaultdict(
         lambda: {"model": "", "trials": 0, "finished": 0, "steps": 0, "tool_calls": 0, "prompt_tokens": 0,
                  "completion_tokens": 0, "agent_cost_usd": 0.0, "judge_cost_usd": 0.0, "duration_s": 0.0,
                  "outcomes": defaultdict(int), "exclusion_reasons": defaultdict(int)}
     )
-    for spec, result, state, _attempts in rows:
+    for row in chosen.values():
+        spec, result = row.spec, row.result
         entry = usage[spec.agent_name]
         entry["model"] = spec.model
         entry["trials"] += 1
-        if result is None or state not in ("done", "infra_error"):
+        if not _finished(row):
             entry["outcomes"]["unfinished"] += 1
+            entry["exclusion_reasons"][f"unfinished: {row.state}"] += 1
             continue
         entry["finished"] += 1
         entry["outcomes"][result.outcome.value] += 1
         if result.outcome in (Outcome.ungradeable, Outcome.infra_error):
-            reason = _reason(result.error)
-            entry["exclusion_reasons"][f"{result.outcome.value}: {reason}"] += 1
+            entry["exclusion_reasons"][f"{result.outcome.value}: {_reason(result.error)}"] += 1
         for key in ("steps", "tool_calls", "prompt_tokens", "completion_tokens", "agent_cost_usd",
                     "judge_cost_usd", "duration_s"):
             entry[key] += getattr(result, key)
@@ -49,7 +63,13 @@ def collect(store: TrialStore, experiment: str) -> tuple[list[TrialRecord], dict
         entry["mean_steps"] = entry["steps"] / finished
         entry["mean_tool_calls"] = entry["tool_calls"] / finished
         entry["mean_cost_usd"] = (entry["agent_cost_usd"] + entry["judge_cost_usd"]) / finished
-    return records, dict(usage)
+    left_out = {"duplicate_trials": duplicates, "archives": archives,
+                "archived_trials": sum(archive["trials"] for archive in archives)}
+    return records, dict(usage), left_out
+
+
+def _finished(row: TrialRow) -> bool:
+    return row.result is not None and row.state in ("done", "infra_error")
 
 
 def _reason(error: str | None) -> str:
@@ -61,36 +81,76 @@ def _reason(error: str | None) -> str:
 
 
 def _record(spec: TrialSpec, result: TrialResult) -> TrialRecord:
+    excluded = result.outcome in (Outcome.ungradeable, Outcome.infra_error)
     return TrialRecord(
         agent=spec.agent_name, task_id=spec.task_id, run_index=spec.run_index, outcome=result.outcome,
         score=result.score, domain=spec.domain,
         checks_passed=(result.checks_met == result.checks_total) if result.checks_total else None,
+        ungradeable_criteria=result.criteria_ungradeable or 0,
+        reason=_reason(result.error) if excluded else "",
     )
 
 
+def _warnings(metrics: dict[str, Any], left_out: dict[str, Any], usage: dict[str, Any]) -> list[str]:
+    warnings = []
+    for agent, entry in metrics["overall"].items():
+        tasks = entry["pass_at_1"]["tasks"]
+        if tasks < MIN_TASKS_FOR_CI:
+            warnings.append(f"{agent}: only {tasks} task(s) back its intervals (fewer than {MIN_TASKS_FOR_CI}); "
+                            "the CIs say little")
+        if entry["tasks_without_graded_runs"]:
+            warnings.append(f"{agent}: {len(entry['tasks_without_graded_runs'])} of {entry['tasks_total']} tasks "
+                            "have no graded run and are in no denominator (see Exclusions)")
+    for agent, entry in usage.items():
+        unfinished = entry["outcomes"].get("unfinished", 0)
+        if unfinished:
+            warnings.append(f"{agent}: {unfinished} of {entry['trials']} trials are not finished yet")
+    if left_out["duplicate_trials"]:
+        warnings.append(f"{left_out['duplicate_trials']} trial(s) repeat an (agent, task, run) already counted "
+                        "(recorded under an earlier configuration) and are left out")
+    if left_out["archived_trials"]:
+        warnings.append(f"{left_out['archived_trials']} trial(s) of earlier configurations are archived under this "
+                        "run and left out (see Left out of this report)")
+    return warnings
+
+
 def build_report(store: TrialStore, experiment: str, *, seed: int = 0) -> dict[str, Any]:
-    records, usage = collect(store, experiment)
-    spec = store.experiment_spec(experiment) or {}
+    records, usage, left_out = collect(store, experiment)
+    record = store.run_record(experiment)
+    spec = record.spec if record else {}
     runs = int(spec.get("runs", 1) or 1)
     metrics = compute_metrics(records, max_k=runs, seed=seed)
     counts = store.counts(experiment)
+    failed_with = sum(m["failed_trials_with_ungradeable_criteria"] for m in metrics["overall"].values())
+    criteria_in = sum(m["ungradeable_criteria_in_failed_trials"] for m in metrics["overall"].values())
     return {
         "experiment": experiment,
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "benchmark": spec.get("benchmark"),
+        "fingerprint": record.fingerprint if record else None,
         "runs_per_task": runs,
         "trials": counts,
         "agents": usage,
         "metrics": metrics,
         "excluded_tasks": dict(spec.get("excluded_tasks") or {}),
+        "left_out": left_out,
+        "warnings": _warnings(metrics, left_out, usage),
         "notes": [
             "Pass@1, Pass@k, Pass^k and mean score are means over tasks; denominators count graded "
-            "trials only (outcome pass or fail).",
-            "Ungradeable and infra_error trials are excluded from the denominators and counted per agent.",
-            "Pass@k and Pass^k leave out tasks with fewer than k graded runs (excluded_tasks).",
+            "trials only (outcome pass or fail), one per (agent, task, run).",
+            "Ungradeable, infra_error and unfinished trials are excluded from the denominators and counted per "
+            "agent with their reasons; a task with no graded run is in no denominator and is listed.",
+            "Pass@k and Pass^k leave out tasks with fewer than k graded runs (listed per k).",
+            "Mean score: a graded trial's score is the share of all its criteria that were met, so an ungradeable "
+            "criterion inside a failed trial counts as not met "
+            f"(here {criteria_in} criteria in {failed_with} failed trials); a trial whose only shortfall is "
+            "ungradeable criteria is ungradeable, not failed, and excluded.",
             "95% intervals: task-level percentile bootstrap, "
-            f"{metrics['bootstrap']['resamples']} resamples, seed {seed}.",
-            "Pairwise: McNemar exact test on paired (task, run) outcomes, Benjamini-Hochberg at FDR 5%.",
+            f"{metrics['bootstrap']['resamples']} resamples, seed {seed}; a metric over part of the tasks "
+            "(an agent's graded tasks, tasks with at least k graded runs) averages the drawn tasks of that part. "
+            f"Intervals over fewer than {MIN_TASKS_FOR_CI} tasks carry a warning.",
+            "Pairwise: McNemar exact test on paired (task, run) outcomes, Benjamini-Hochberg at FDR 5% across "
+            "the pairs overall, and separately across the pairs within each domain.",
             "Checks pass: share of finished trials (ungradeable ones included) in which every criterion "
             "that carries a programmatic check was met; criteria only a judge can decide are not in it.",
         ],
@@ -104,7 +164,8 @@ def _pct(value: float) -> str:
 def _ci(entry: dict[str, Any]) -> str:
     if entry["tasks"] == 0:
         return "—"
-    return f"{_pct(entry['value'])} [{_pct(entry['ci_low'])}, {_pct(entry['ci_high'])}]"
+    flag = " ⚠" if entry.get("warning") else ""  # fewer tasks than MIN_TASKS_FOR_CI behind it
+    return f"{_pct(entry['value'])} [{_pct(entry['ci_low'])}, {_pct(entry['ci_high'])}]{flag}"
 
 
 def leaderboard_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -122,12 +183,77 @@ def leaderboard_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
             "mean_score": metrics["mean_score"],
             "checks_pass": metrics["checks_pass"],
             "graded": metrics["trials_graded"],
+            "tasks_graded": metrics["tasks_graded"],
+            "tasks_total": metrics["tasks_total"],
             "trials": usage["trials"],
             "excluded": metrics["excluded_trials"],
             "cost_usd": usage["agent_cost_usd"] + usage["judge_cost_usd"],
         })
     rows.sort(key=lambda row: (-(row["pass_at_1"]["value"] if row["pass_at_1"]["tasks"] else -1), row["agent"]))
     return rows
+
+
+def _pairwise_table(pairs: list[dict[str, Any]]) -> list[str]:
+    lines = ["| A | B | paired runs | A only | B only | p | q | significant |", "|---|---|---|---|---|---|---|---|"]
+    for pair in pairs:
+        lines.append(
+            f"| {pair['a']} | {pair['b']} | {pair['pairs']} | {pair['a_only']} | {pair['b_only']} | "
+            f"{pair['p_value']:.4g} | {pair['q_value']:.4g} | {'yes' if pair['significant'] else 'no'} |"
+        )
+    return lines
+
+
+def _exclusion_lines(report: dict[str, Any]) -> list[str]:
+    """Every exclusion, with counts and reasons: trials, whole tasks, and tasks per k."""
+    lines = ["", "## Exclusions", ""]
+    trial_rows = [(agent, why, n) for agent, usage in report["agents"].items()
+                  for why, n in usage["exclusion_reasons"].items()]
+    if trial_rows:
+        lines += ["Trials not in any denominator:", "", "| Agent | Trials | Reason |", "|---|---|---|"]
+        lines += [f"| {agent} | {n} | {why} |" for agent, why, n in trial_rows]
+    else:
+        lines.append("No trial was excluded: every recorded trial is finished and graded.")
+    task_rows = []
+    for agent, metrics in report["metrics"]["overall"].items():
+        for task_id, reasons in metrics["tasks_without_graded_runs"].items():
+            task_rows.append(f"| {agent} | {task_id} | " + ", ".join(f"{n} {why}" for why, n in reasons.items())
+                             + " |")
+    lines += [""]
+    if task_rows:
+        lines += ["Tasks with no graded run (in no denominator):", "", "| Agent | Task | Its trials |",
+                  "|---|---|---|", *task_rows]
+    else:
+        lines.append("Every task has at least one graded run for every agent.")
+    short_rows = []
+    for agent, metrics in report["metrics"]["overall"].items():
+        for key, entry in metrics["pass_at_k"].items():
+            if entry["excluded_tasks"]:
+                ids = entry["excluded_task_ids"]
+                short_rows.append(f"| {agent} | {key} | {entry['excluded_tasks']} | {', '.join(ids[:8])}"
+                                  f"{', …' if len(ids) > 8 else ''} |")
+    if short_rows:
+        lines += ["", "Tasks with fewer than k graded runs (left out of Pass@k and Pass^k for that k):", "",
+                  "| Agent | k | Tasks | Which |", "|---|---|---|---|", *short_rows]
+    return lines
+
+
+def _left_out_lines(report: dict[str, Any]) -> list[str]:
+    left_out = report["left_out"]
+    if not left_out["archives"] and not left_out["duplicate_trials"]:
+        return []
+    lines = ["", "## Left out of this report", ""]
+    if left_out["archives"]:
+        lines += ["| Archive | Archived at | Configuration (fingerprint) | Trials | By outcome |", "|---|---|---|---|---|"]
+        for archive in left_out["archives"]:
+            when = datetime.fromtimestamp(archive["archived_at"], UTC).isoformat(timespec="seconds")
+            outcomes = ", ".join(f"{n} {why}" for why, n in sorted(archive["by_outcome"].items()))
+            lines.append(f"| {archive['archive']} | {when} | `{(archive['fingerprint'] or 'none')[:12]}` | "
+                         f"{archive['trials']} | {outcomes} |")
+    if left_out["duplicate_trials"]:
+        lines += ["", f"- {left_out['duplicate_trials']} trial(s) repeat an (agent, task, run) that is already "
+                  "counted once (recorded under an earlier configuration, before runs had fingerprints); "
+                  "only the latest finished one counts."]
+    return lines
 
 
 def render_markdown(report: dict[str, Any]) -> str:
@@ -138,16 +264,18 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         f"Benchmark: `{report['benchmark']}` · runs per task: {k} · trials: {trials['total']} "
         f"(done {trials['done']}, infra_error {trials['infra_error']}, pending {trials['pending']}, "
-        f"leased {trials['leased']}) · generated {report['generated_at']}",
-        "",
-        "## Leaderboard",
+        f"leased {trials['leased']}) · configuration `{(report.get('fingerprint') or 'none')[:12]}` · "
+        f"generated {report['generated_at']}",
         "",
     ]
+    lines += [f"- Warning: {warning}" for warning in report["warnings"]]
+    lines += ["", "## Leaderboard", ""]
     # With one run per task, Pass@k and Pass^k equal Pass@1: no columns for them then.
     at_k = f" Pass@{k} | Pass^{k} |" if k > 1 else ""
     lines += [
-        f"| # | Agent | Model | Pass@1 [95% CI] |{at_k} Mean score | Checks pass | Graded / trials | Excluded | Cost |",
-        "|---|---|---|---|" + ("---|---|" if k > 1 else "") + "---|---|---|---|---|",
+        f"| # | Agent | Model | Pass@1 [95% CI] |{at_k} Mean score | Checks pass | Tasks | Graded / trials | "
+        "Excluded | Cost |",
+        "|---|---|---|---|" + ("---|---|" if k > 1 else "") + "---|---|---|---|---|---|",
     ]
     for rank, row in enumerate(leaderboard_rows(report), 1):
         excluded = ", ".join(f"{n} {why}" for why, n in row["excluded"].items()) or "none"
@@ -155,35 +283,38 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"| {rank} | {row['agent']} | `{row['model']}` | {_ci(row['pass_at_1'])} | "
             + (f"{_ci(row['pass_at_k'])} | {_ci(row['pass_hat_k'])} | " if k > 1 else "")
             + f"{_ci(row['mean_score'])} | {_ci(row['checks_pass'])} | "
-            f"{row['graded']} / {row['trials']} | "
+            f"{row['tasks_graded']} of {row['tasks_total']} | {row['graded']} / {row['trials']} | "
             f"{excluded} | ${row['cost_usd']:.4f} |"
         )
     if report.get("excluded_tasks"):
         lines += ["", f"Tasks not run ({len(report['excluded_tasks'])}, skip_unavailable_apps):", ""]
         lines += [f"- `{task_id}`: {why}" for task_id, why in sorted(report["excluded_tasks"].items())]
-    lines += ["", "## Pass@k and Pass^k", "", "| Agent | k | Pass@k | Pass^k | tasks (excluded) |", "|---|---|---|---|---|"]
+    lines += ["", "## Pass@k and Pass^k", "",
+              "| Agent | k | Pass@k | Pass^k | tasks counted of all | left out: no graded run, fewer than k |",
+              "|---|---|---|---|---|---|"]
     for agent, metrics in report["metrics"]["overall"].items():
+        no_graded = len(metrics["tasks_without_graded_runs"])
         for key, at_k in metrics["pass_at_k"].items():
             hat_k = metrics["pass_hat_k"][key]
-            lines.append(f"| {agent} | {key} | {_ci(at_k)} | {_ci(hat_k)} | {at_k['tasks']} ({at_k['excluded_tasks']}) |")
-    lines += ["", "## Per domain", "", "| Domain | Agent | Pass@1 [95% CI] | Mean score | Tasks |", "|---|---|---|---|---|"]
+            lines.append(f"| {agent} | {key} | {_ci(at_k)} | {_ci(hat_k)} | {at_k['tasks']} of "
+                         f"{metrics['tasks_total']} | {no_graded}, {at_k['excluded_tasks']} |")
+    lines += ["", "## Per domain", "", "| Domain | Agent | Pass@1 [95% CI] | Mean score | Tasks graded of all |",
+              "|---|---|---|---|---|"]
     for domain, agents in report["metrics"]["by_domain"].items():
         for agent, metrics in agents.items():
             lines.append(
                 f"| {domain} | {agent} | {_ci(metrics['pass_at_1'])} | {_ci(metrics['mean_score'])} | "
-                f"{metrics['tasks_graded']} |"
+                f"{metrics['tasks_graded']} of {metrics['tasks_total']} |"
             )
-    pairwise = report["metrics"]["pairwise"]
-    if pairwise:
-        lines += ["", "## Pairwise comparisons (McNemar exact, Benjamini–Hochberg)", "",
-                  "| A | B | paired runs | A only | B only | p | q | significant |", "|---|---|---|---|---|---|---|---|"]
-        for pair in pairwise:
-            lines.append(
-                f"| {pair['a']} | {pair['b']} | {pair['pairs']} | {pair['a_only']} | {pair['b_only']} | "
-                f"{pair['p_value']:.4g} | {pair['q_value']:.4g} | {'yes' if pair['significant'] else 'no'} |"
-            )
+    if report["metrics"]["pairwise"]:
+        lines += ["", "## Pairwise comparisons (McNemar exact, Benjamini–Hochberg)", ""]
+        lines += _pairwise_table(report["metrics"]["pairwise"])
+        for domain, pairs in report["metrics"]["pairwise_by_domain"].items():
+            if pairs:
+                lines += ["", f"### {domain}", "", *_pairwise_table(pairs)]
     lines += ["", "## Usage and cost", "",
-              "| Agent | Finished | Outcomes | Mean steps | Mean tool calls | Prompt tokens | Completion tokens | Agent $ | Judge $ |",
+              "| Agent | Finished | Outcomes | Mean steps | Mean tool calls | Prompt tokens | Completion tokens | "
+              "Agent $ | Judge $ |",
               "|---|---|---|---|---|---|---|---|---|"]
     for agent, usage in report["agents"].items():
         outcomes = ", ".join(f"{n} {why}" for why, n in usage["outcomes"].items())
@@ -192,11 +323,8 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"{usage['mean_tool_calls']:.1f} | {usage['prompt_tokens']} | {usage['completion_tokens']} | "
             f"{usage['agent_cost_usd']:.4f} | {usage['judge_cost_usd']:.4f} |"
         )
-    reasons = [(agent, why, n) for agent, usage in report["agents"].items()
-               for why, n in usage["exclusion_reasons"].items()]
-    if reasons:
-        lines += ["", "## Excluded trials", "", "| Agent | Trials | Reason |", "|---|---|---|"]
-        lines += [f"| {agent} | {n} | {why} |" for agent, why, n in reasons]
+    lines += _exclusion_lines(report)
+    lines += _left_out_lines(report)
     lines += ["", "## How to read this", ""] + [f"- {note}" for note in report["notes"]]
     return "\n".join(lines) + "\n"
 

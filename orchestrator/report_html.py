@@ -95,7 +95,9 @@ def _markdown_tables_to_html(markdown: str) -> str:
                 table.append(cells)
             continue
         flush_table()
-        if line.startswith("## "):
+        if line.startswith("### "):
+            out.append(f"<h3>{html.escape(line[4:])}</h3>")
+        elif line.startswith("## "):
             out.append(f"<h2>{html.escape(line[3:])}</h2>")
         elif line.startswith("# "):
             out.append(f"<h1>{html.escape(line[2:])}</h1>")

@@ -7,9 +7,11 @@ retried, and every attempt stays in the history.
 
 from __future__ import annotations
 
-import asyncio
+import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,17 +19,24 @@ from atoll.benchmark import Benchmark
 from atoll.errors import AtollError
 from atoll.experiment import ExperimentSpec
 from atoll.loader import load_benchmark
+from atoll.trial import TrialSpec
 from orchestrator.executors.base import Executor, InstantExecutor
+from orchestrator.fingerprint import fingerprint, identity_document, incompatible_changes
 from orchestrator.planner import plan_trials, unavailable_app_exclusions
+from orchestrator.policy import RunPolicy, stored_spec
 from orchestrator.progress import ProgressView
 from orchestrator.report import write_report
 from orchestrator.scheduler import Scheduler, SchedulerSummary
+from orchestrator.spool import spool_for
 from orchestrator.store import TrialStore, worker_identity
 
 ExecutorFactory = Callable[[Benchmark, ExperimentSpec], Executor]
 
 # How long a lease lasts without a heartbeat; a worker that dies costs at most this.
-LEASE_S = 120.0
+# (ATOLL_LEASE_S overrides it, for tests and for clusters that want faster takeover.)
+LEASE_S = float(os.environ.get("ATOLL_LEASE_S", 120.0))
+# How often a worker re-reads a run's policy from the store.
+POLICY_REFRESH_S = 30.0
 
 
 def default_executor(name: str) -> ExecutorFactory:
@@ -51,17 +60,43 @@ class RunOutcome:
     planned: int
     newly_enqueued: int
     reclaimed: int
+    archived: int
     summary: SchedulerSummary
     counts: dict[str, int]
     report_paths: dict[str, Path]
 
 
-def _spent_so_far(store: TrialStore, experiment: str) -> float:
-    return sum(
-        result.agent_cost_usd + result.judge_cost_usd
-        for _spec, result, _state, _attempts in store.results(experiment)
-        if result is not None
-    )
+def register_run(store: TrialStore, spec: ExperimentSpec, trials: list[TrialSpec], *, replace: bool = False,
+                 stored_extra: dict[str, Any] | None = None) -> int:
+    """Save the run's spec and fingerprint, refusing a changed configuration unless
+    ``replace``; with ``replace``, archive the recorded trials outside the new plan.
+    Returns how many trials were archived (see orchestrator.fingerprint)."""
+    document = identity_document(spec, trials)
+    new_fingerprint = fingerprint(document)
+    record = store.run_record(spec.name)
+    planned = {trial.trial_id for trial in trials}
+    archived = 0
+    if record is not None and record.fingerprint != new_fingerprint:
+        if record.identity is not None:
+            changes = incompatible_changes(record.identity, document)
+        else:  # recorded before runs had fingerprints: judge by the trials themselves
+            stray = len(store.trial_ids(spec.name) - planned)
+            changes = [f"{stray} recorded trial(s) are not in this experiment's plan"] if stray else []
+        if changes and not replace:
+            recorded = sum(store.counts(spec.name)[state] for state in ("done", "infra_error", "pending", "leased"))
+            shown = "; ".join(changes[:6]) + ("; …" if len(changes) > 6 else "")
+            raise AtollError(
+                "fingerprint_changed",
+                f"run {spec.name!r} already exists with another configuration ({shown}); its {recorded} recorded "
+                f"trials would mix with the new ones in one report. Run it under a new name with --new-run NAME, "
+                f"or archive the recorded trials that no longer fit (kept under the run, not deleted) with --replace",
+            )
+        if changes:
+            archived = store.archive_trials(spec.name, planned, fingerprint=record.fingerprint,
+                                            archive=f"replaced-{datetime.now(UTC):%Y%m%dT%H%M%S.%fZ}")
+    store.save_experiment(spec.name, {**spec.model_dump(mode="json"), **(stored_extra or {})},
+                          fingerprint=new_fingerprint, identity=document)
+    return archived
 
 
 async def run_experiment(
@@ -72,13 +107,15 @@ async def run_experiment(
     json_events: bool = False,
     progress_out: Any = None,
     enqueue_only: bool = False,
+    replace: bool = False,
 ) -> RunOutcome:
     """Plan, enqueue, execute and report one experiment (or resume it).
 
     Raises AtollError for a bad benchmark or experiment, an unreachable store, or an
     abort because the infrastructure error rate passed ``spec.infra_error_abort_rate``
-    (the report is written first). With ``enqueue_only`` it plans and enqueues, then returns
-    without executing (``atoll worker`` processes do the work).
+    (the report is written first), and AtollError("fingerprint_changed") when the run
+    exists with another configuration and ``replace`` is not set. With ``enqueue_only`` it
+    plans and enqueues, then returns without executing (``atoll worker`` processes do the work).
     """
     benchmark = load_benchmark(spec.benchmark)
     trials = plan_trials(benchmark, spec)
@@ -88,38 +125,38 @@ async def run_experiment(
     try:
         # Skipped tasks travel with the stored spec so every report states them and why.
         excluded = unavailable_app_exclusions(benchmark, spec)
-        store.save_experiment(spec.name, {**spec.model_dump(mode="json"), "excluded_tasks": excluded})
+        archived = register_run(store, spec, trials, replace=replace, stored_extra={"excluded_tasks": excluded})
         added = store.enqueue(trials)
         reclaimed = store.reclaim(spec.name)
         if executor is None:
-            return RunOutcome(spec.name, len(trials), added, reclaimed, SchedulerSummary(),
+            return RunOutcome(spec.name, len(trials), added, reclaimed, archived, SchedulerSummary(),
                               store.counts(spec.name), {})
         view = ProgressView(spec.name, store, quiet=quiet, json_events=json_events, out=progress_out,
                             runs=spec.runs, seed=spec.seed)
+        worker_id = worker_identity()
+        spool = spool_for(spec.store, worker_id)
         scheduler = Scheduler(
             store,
             lambda _experiment: executor,
-            worker_id=worker_identity(),
+            worker_id=worker_id,
             concurrency=spec.concurrency.trials,
             experiment=spec.name,
             lease_s=LEASE_S,
-            max_attempts=1 + spec.max_infra_retries,
-            infra_abort_rate=spec.infra_error_abort_rate,
-            cost_ceiling_usd=spec.max_total_cost_usd,
-            spent_usd=_spent_so_far(store, spec.name) if spec.max_total_cost_usd is not None else 0.0,
-            retry_backoff_s=spec.infra_retry_backoff_s,
+            policy=RunPolicy.of(spec),
             on_event=view.event,
+            spool=spool,
         )
         try:
             with view:
                 summary = await scheduler.run()
         finally:
             await executor.aclose()
+            spool.close()
         counts = store.counts(spec.name)
         paths = write_report(store, spec.name, Path(spec.output_dir) / spec.name, seed=spec.seed)
     finally:
         store.dispose()
-    outcome = RunOutcome(spec.name, len(trials), added, reclaimed, summary, counts, paths)
+    outcome = RunOutcome(spec.name, len(trials), added, reclaimed, archived, summary, counts, paths)
     if summary.stopped_reason == "infra_error_rate":
         raise AtollError(
             "infra_abort",
@@ -138,30 +175,57 @@ async def run_worker(
     executor_name: str | None = None,
     quiet: bool = False,
     exit_when_idle: bool = True,
+    spool_dir: Path | None = None,
+    healthy_interval_s: float = 300.0,
+    give_up_after_s: float = 600.0,
 ) -> SchedulerSummary:
     """Lease and execute trials of any experiment in a shared store (PostgreSQL for many
-    machines). Each experiment's spec is read from the store; executors are made lazily."""
-    store = TrialStore(store_url)
+    machines). Each run's spec — and so its policy: cost ceiling, infra retries, backoff,
+    abort rate — is read from the store; executors are made lazily.
+
+    It exits when no trial in scope is pending or leased (expired leases of dead workers are
+    taken over first); with ``exit_when_idle=False`` it keeps polling, and a run stopped for
+    its infrastructure error rate is tried again after ``healthy_interval_s`` without one.
+    Raises AtollError("store_unavailable") after ``give_up_after_s`` of unreachable store
+    with nothing left running (results not yet written stay in the spool)."""
+    store = TrialStore(store_url, wait=True)
     executors: dict[str, Executor] = {}
+    policies: dict[str, tuple[float, RunPolicy]] = {}
+
+    def spec_of(name: str) -> ExperimentSpec:
+        raw = store.experiment_spec(name)
+        if raw is None:
+            raise AtollError("unknown_run", f"experiment {name!r} has no spec in the store")
+        return stored_spec(raw)
 
     def executor_for(name: str) -> Executor:
         if name not in executors:
-            raw = store.experiment_spec(name)
-            if raw is None:
-                raise AtollError("unknown_run", f"experiment {name!r} has no spec in the store")
-            spec = ExperimentSpec.model_validate(raw)
+            spec = spec_of(name)
             executors[name] = default_executor(executor_name or spec.executor)(load_benchmark(spec.benchmark), spec)
         return executors[name]
 
-    scheduler = Scheduler(store, executor_for, worker_id=worker_identity(), concurrency=concurrency,
-                          experiment=experiment, lease_s=LEASE_S)
+    def policy_for(name: str) -> RunPolicy:
+        # Re-read now and then: `atoll run` saves a changed policy with the run.
+        cached = policies.get(name)
+        if cached is None or time.monotonic() - cached[0] > POLICY_REFRESH_S:
+            try:
+                policies[name] = (time.monotonic(), RunPolicy.of(spec_of(name)))
+            except AtollError as exc:
+                if cached is None or exc.code != "store_unavailable":
+                    raise
+                policies[name] = (time.monotonic(), cached[1])  # keep the last one through an outage
+        return policies[name][1]
+
+    worker_id = worker_identity()
+    spool = spool_for(store_url, worker_id, spool_dir)
+    scheduler = Scheduler(store, executor_for, worker_id=worker_id, concurrency=concurrency,
+                          experiment=experiment, lease_s=LEASE_S, policy_for=policy_for, spool=spool,
+                          healthy_interval_s=None if exit_when_idle else healthy_interval_s,
+                          give_up_after_s=give_up_after_s)
     try:
-        while True:
-            summary = await scheduler.run(wait_for_others=False)
-            if exit_when_idle:
-                return summary
-            await asyncio.sleep(5)
+        return await scheduler.run(forever=not exit_when_idle)
     finally:
         for executor in executors.values():
             await executor.aclose()
+        spool.close()
         store.dispose()

@@ -1,27 +1,36 @@
 """The lease-execute-record loop shared by ``atoll run`` and ``atoll worker``.
 
 It keeps up to ``concurrency`` trials running, heartbeats their leases, retries
-infrastructure failures with backoff, stops scheduling before the cost ceiling would be
-passed, and aborts when the infrastructure error rate passes a threshold.
+infrastructure failures with backoff, and follows each run's policy as saved in the store
+(orchestrator.policy): the cost ceiling is enforced by the store across every worker, and a
+run whose infrastructure error rate passes its threshold is stopped for this worker.
+
+Database faults do not stop it: store operations retry (orchestrator.store_retry); a result
+that still cannot be written is kept in memory and in the worker's spool file
+(orchestrator.spool) and written when the database answers again. It exits only when no
+trial in its scope is pending or leased — leases of dead workers are taken over when they
+expire — or, with ``forever``, never.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from atoll.errors import AtollError
 from atoll.trial import Outcome, TrialResult
 from orchestrator.executors.base import Executor, InfraError
-from orchestrator.store import Lease, TrialStore
+from orchestrator.policy import InfraHealth, RunPolicy
+from orchestrator.spool import ResultSpool, SpooledWrite
+from orchestrator.store import Completion, Lease, TrialStore
+from orchestrator.store_runs import Outstanding
 
 log = logging.getLogger("atoll.orchestrator")
-
-# Abort only once enough attempts were seen for the rate to mean something.
-MIN_ATTEMPTS_FOR_ABORT = 6
 
 
 @dataclass
@@ -31,11 +40,17 @@ class SchedulerSummary:
     lost_leases: int = 0
     attempts: int = 0
     cost_usd: float = 0.0
-    stopped_reason: str | None = None  # "cost_ceiling" | "infra_error_rate" | None
+    stopped_reason: str | None = None  # "cost_ceiling" | "infra_error_rate" | None (the last stop)
+    stopped: dict[str, str] = field(default_factory=dict)  # run -> why this worker stopped it
+    spooled: int = 0  # writes that had to wait in the spool for the database
     outcomes: dict[str, int] = field(default_factory=dict)
 
 
 EventSink = Callable[[str, Lease, TrialResult | None], None]
+
+
+def _unavailable(exc: BaseException) -> bool:
+    return isinstance(exc, AtollError) and exc.code == "store_unavailable"
 
 
 class Scheduler:
@@ -48,13 +63,13 @@ class Scheduler:
         concurrency: int,
         experiment: str | None = None,
         lease_s: float = 120.0,
-        max_attempts: int = 3,
-        infra_abort_rate: float = 0.5,
-        cost_ceiling_usd: float | None = None,
-        spent_usd: float = 0.0,
-        retry_backoff_s: float = 2.0,
+        policy: RunPolicy | None = None,
+        policy_for: Callable[[str], RunPolicy] | None = None,
         poll_s: float = 0.5,
         on_event: EventSink | None = None,
+        spool: ResultSpool | None = None,
+        healthy_interval_s: float | None = None,
+        give_up_after_s: float | None = 600.0,
     ) -> None:
         self.store = store
         self.executor_for = executor_for
@@ -62,25 +77,30 @@ class Scheduler:
         self.concurrency = concurrency
         self.experiment = experiment
         self.lease_s = lease_s
-        self.max_attempts = max_attempts
-        self.infra_abort_rate = infra_abort_rate
-        self.cost_ceiling_usd = cost_ceiling_usd
-        self.spent_usd = spent_usd
-        self.retry_backoff_s = retry_backoff_s
+        fixed = policy or RunPolicy()
+        self.policy_for = policy_for or (lambda _experiment: fixed)
         self.poll_s = poll_s
         self.on_event = on_event or (lambda kind, lease, result: None)
+        self.spool = spool
+        self.healthy_interval_s = healthy_interval_s
+        self.give_up_after_s = give_up_after_s
         self.summary = SchedulerSummary()
         self._running: dict[asyncio.Task, Lease] = {}
-        self._completed_costs: list[float] = []
+        self._health: dict[str, InfraHealth] = {}
+        self._exhausted: set[str] = set()  # runs whose cost ceiling is reached
+        self._active: tuple[float, dict[str, Outstanding]] = (0.0, {})
         # Results waiting to be written; one writer commits them in batches.
-        self._unwritten: list[tuple[Lease, TrialResult, asyncio.Future]] = []
+        self._unwritten: list[tuple[Completion, asyncio.Future]] = []
         self._writer: asyncio.Task | None = None
 
-    async def _record(self, lease: Lease, result: TrialResult) -> bool:
-        """Queue a final result and wait until it is committed; results that finish while a
-        commit is in flight go together in the next one."""
+    # --- writing results --------------------------------------------------------------------
+
+    async def _record(self, completion: Completion) -> bool | None:
+        """Queue a final result and wait until it is committed (True/False: accepted or the
+        lease was lost) or, the database being unreachable, spooled (None). Results that
+        finish while a commit is in flight go together in the next one."""
         done: asyncio.Future = asyncio.get_running_loop().create_future()
-        self._unwritten.append((lease, result, done))
+        self._unwritten.append((completion, done))
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write_results())
         return await done
@@ -89,52 +109,132 @@ class Scheduler:
         while self._unwritten:
             batch, self._unwritten = self._unwritten, []
             try:
-                flags = await asyncio.to_thread(
-                    self.store.complete_many, [(lease, self.worker_id, result) for lease, result, _ in batch]
-                )
-            except Exception as exc:  # every waiter learns the write failed
-                for _, _, done in batch:
-                    done.set_exception(exc)
+                flags = await asyncio.to_thread(self.store.complete_many, [completion for completion, _ in batch])
+            except Exception as exc:
+                if self.spool is None or not _unavailable(exc):
+                    for _, done in batch:
+                        done.set_exception(exc)
+                    continue
+                for completion, done in batch:
+                    self._spool(SpooledWrite("complete", completion))
+                    done.set_result(None)
                 continue
-            for (_, _, done), accepted in zip(batch, flags, strict=True):
+            for (_, done), accepted in zip(batch, flags, strict=True):
                 done.set_result(accepted)
+
+    def _spool(self, entry: SpooledWrite) -> None:
+        assert self.spool is not None
+        self.spool.add(entry)
+        self.summary.spooled += 1
+        log.warning("trial store unreachable: %s of trial %s kept in %s until it answers",
+                    "result" if entry.kind == "complete" else "infra failure", entry.completion.lease.trial_id[:12],
+                    self.spool.path)
+
+    async def _flush_spool(self) -> None:
+        if self.spool is not None and len(self.spool):
+            left = await asyncio.to_thread(self.spool.flush, self.store)
+            if not left:
+                log.warning("trial store answers again: every spooled write is recorded")
 
     # --- policy -----------------------------------------------------------------------------
 
-    def _budget_allows_another(self) -> bool:
-        if self.cost_ceiling_usd is None:
-            return True
-        expected = (sum(self._completed_costs) / len(self._completed_costs)) if self._completed_costs else 0.0
-        projected = self.spent_usd + expected * (len(self._running) + 1)
-        if projected > self.cost_ceiling_usd or self.spent_usd >= self.cost_ceiling_usd:
-            self.summary.stopped_reason = "cost_ceiling"
-            return False
-        return True
+    def _health_of(self, experiment: str) -> InfraHealth:
+        if experiment not in self._health:
+            rate = self.policy_for(experiment).infra_abort_rate
+            self._health[experiment] = InfraHealth(rate, healthy_interval_s=self.healthy_interval_s)
+        return self._health[experiment]
 
-    def _infra_rate_exceeded(self) -> bool:
-        attempts = self.summary.attempts
-        return attempts >= MIN_ATTEMPTS_FOR_ABORT and self.summary.infra_errors / attempts > self.infra_abort_rate
+    def _may_start(self, experiment: str) -> bool:
+        if experiment in self._exhausted:
+            return False
+        if self._health_of(experiment).allows():
+            if self.summary.stopped.get(experiment) == "infra_error_rate":
+                del self.summary.stopped[experiment]
+                log.warning("run %s: no infrastructure failure for %.0f s; starting its trials again", experiment,
+                            self.healthy_interval_s or 0)
+            return True
+        return False
+
+    def _stop(self, experiment: str, reason: str) -> None:
+        self.summary.stopped[experiment] = reason
+        self.summary.stopped_reason = reason
 
     # --- loop -------------------------------------------------------------------------------
 
-    async def run(self, *, wait_for_others: bool = True) -> SchedulerSummary:
-        """Run until nothing is left to lease (and, with ``wait_for_others``, until trials
-        leased by other workers are finished too), or until a stop condition holds."""
+    async def _outstanding(self, *, max_age_s: float = 0.0) -> dict[str, Outstanding]:
+        at, cached = self._active
+        if max_age_s and time.monotonic() - at < max_age_s:
+            return cached
+        found = await asyncio.to_thread(self.store.outstanding, self.experiment)
+        self._active = (time.monotonic(), found)
+        return found
+
+    async def _lease_more(self, free: int) -> None:
+        if self.experiment is not None:
+            candidates = [self.experiment]
+        else:  # every run with runnable trials (refreshed every few polls)
+            outstanding = await self._outstanding(max_age_s=4 * self.poll_s)
+            candidates = [name for name, counts in outstanding.items() if counts.runnable]
+        for experiment in candidates:
+            if free <= 0:
+                break
+            if not self._may_start(experiment):
+                continue
+            leases, exhausted = await asyncio.to_thread(
+                self.store.lease_within_budget, self.worker_id, limit=free, lease_s=self.lease_s,
+                experiment=experiment, budget=self.policy_for(experiment).budget,
+            )
+            if exhausted:
+                self._exhausted.add(experiment)
+                self._stop(experiment, "cost_ceiling")
+            for lease in leases:
+                self.on_event("started", lease, None)
+                self._running[asyncio.create_task(self._execute(lease))] = lease
+            free -= len(leases)
+
+    def _left_to_do(self, outstanding: dict[str, Outstanding]) -> bool:
+        """Whether some run in scope still has trials this worker could end up running."""
+        for experiment, counts in outstanding.items():
+            if experiment in self._exhausted:
+                continue
+            if self.summary.stopped.get(experiment) == "infra_error_rate" and self.healthy_interval_s is None:
+                continue
+            if counts.pending or counts.leased:
+                return True
+        return False
+
+    async def run(self, *, forever: bool = False) -> SchedulerSummary:
+        """Run until no trial in scope is pending or leased (leases of dead workers are taken
+        over once they expire) and nothing is left in the spool, or a stop condition holds
+        for every run in scope; with ``forever``, keep polling for new work.
+
+        Raises AtollError("store_unavailable") when the store stayed unreachable for
+        ``give_up_after_s`` with nothing running (unwritten results stay in the spool)."""
         heartbeat = asyncio.create_task(self._heartbeat_loop())
+        outage_since: float | None = None
+        if self.spool is not None:
+            self.spool.adopt_orphans()
         try:
             while True:
-                if self.summary.stopped_reason is None:
+                try:
+                    await self._flush_spool()
                     free = self.concurrency - len(self._running)
-                    if free > 0 and self._budget_allows_another():
-                        leases = await asyncio.to_thread(
-                            self.store.lease, self.worker_id, limit=free, lease_s=self.lease_s,
-                            experiment=self.experiment,
-                        )
-                        for lease in leases:
-                            self.on_event("started", lease, None)
-                            self._running[asyncio.create_task(self._execute(lease))] = lease
+                    if free > 0:
+                        await self._lease_more(free)
+                    idle_and_done = not self._running and not self._left_to_do(await self._outstanding())
+                    outage_since = None
+                except AtollError as exc:
+                    if not _unavailable(exc):
+                        raise
+                    outage_since = outage_since or time.monotonic()
+                    idle_and_done = False
+                    log.warning("%s", exc.message)
+                    if (not forever and not self._running and self.give_up_after_s is not None
+                            and time.monotonic() - outage_since > self.give_up_after_s):
+                        kept = f"; {len(self.spool)} unwritten results kept in {self.spool.path}" if self.spool else ""
+                        raise AtollError("store_unavailable", f"{exc.message}{kept}") from None
                 if not self._running:
-                    if self.summary.stopped_reason is not None or not await self._others_busy(wait_for_others):
+                    if idle_and_done and not (self.spool and len(self.spool)) and not forever:
                         break
                     await asyncio.sleep(self.poll_s)
                     continue
@@ -150,12 +250,6 @@ class Scheduler:
                 task.cancel()
         return self.summary
 
-    async def _others_busy(self, wait_for_others: bool) -> bool:
-        if not wait_for_others or self.experiment is None:
-            return False
-        counts = await asyncio.to_thread(self.store.counts, self.experiment)
-        return counts["pending"] + counts["leased"] > 0
-
     async def _heartbeat_loop(self) -> None:
         while True:
             await asyncio.sleep(self.lease_s / 3)
@@ -167,9 +261,9 @@ class Scheduler:
                     log.warning("lease heartbeat failed", exc_info=True)
 
     async def _execute(self, lease: Lease) -> None:
-        executor = self.executor_for(lease.experiment)
         self.summary.attempts += 1
         try:
+            executor = self.executor_for(lease.experiment)
             result = await executor.run(lease.spec, attempt=lease.attempt)
         except InfraError as exc:
             await self._infra_failure(lease, str(exc))
@@ -182,34 +276,45 @@ class Scheduler:
         if result.outcome is Outcome.infra_error:
             await self._infra_failure(lease, result.error or "infrastructure error", result)
             return
-        accepted = await self._record(lease, result)
+        self._health_of(lease.experiment).record(failed=False)
+        accepted = await self._record(Completion(lease, self.worker_id, result))
         cost = result.agent_cost_usd + result.judge_cost_usd
-        self.spent_usd += cost
         self.summary.cost_usd += cost
-        self._completed_costs.append(cost)
-        if accepted:
-            self.summary.completed += 1
-            self.summary.outcomes[result.outcome.value] = self.summary.outcomes.get(result.outcome.value, 0) + 1
-            self.on_event("finished", lease, result)
-        else:
+        if accepted is False:
             self.summary.lost_leases += 1
             self.on_event("lost", lease, result)
+            return
+        # Accepted, or spooled: it is written (once) when the database answers again.
+        self.summary.completed += 1
+        self.summary.outcomes[result.outcome.value] = self.summary.outcomes.get(result.outcome.value, 0) + 1
+        self.on_event("finished", lease, result)
 
     async def _infra_failure(self, lease: Lease, error: str, result: TrialResult | None = None) -> None:
         self.summary.infra_errors += 1
-        if lease.attempt < self.max_attempts:
+        policy = self.policy_for(lease.experiment)
+        if lease.attempt < policy.max_attempts:
             # Back off before the trial becomes leasable again (its slot stays taken).
-            await asyncio.sleep(min(self.retry_backoff_s * 2 ** (lease.attempt - 1), 60.0))
+            await asyncio.sleep(min(policy.retry_backoff_s * 2 ** (lease.attempt - 1), 60.0))
         if result is None:
             result = TrialResult(
                 trial_id=lease.trial_id, outcome=Outcome.infra_error, error=error, attempt=lease.attempt,
                 finished_at=datetime.now(UTC),
             )
-        state = await asyncio.to_thread(
-            self.store.fail_infra, lease, self.worker_id, error, max_attempts=self.max_attempts, result=result
-        )
+        write = SpooledWrite("infra", Completion(lease, self.worker_id, result), error, policy.max_attempts)
+        try:
+            state = await asyncio.to_thread(
+                self.store.fail_infra, lease, self.worker_id, error, max_attempts=policy.max_attempts,
+                result=result, write_id=write.completion.write_id,
+            )
+        except AtollError as exc:
+            if self.spool is None or not _unavailable(exc):
+                raise
+            self._spool(write)
+            state = "infra_error" if lease.attempt >= policy.max_attempts else "pending"
         self.on_event("infra_error" if state == "infra_error" else "retry", lease, result)
-        if self._infra_rate_exceeded() and self.summary.stopped_reason is None:
-            self.summary.stopped_reason = "infra_error_rate"
-            log.error("aborting: %d of %d attempts failed in our infrastructure", self.summary.infra_errors,
-                      self.summary.attempts)
+        health = self._health_of(lease.experiment)
+        health.record(failed=True)
+        if not health.allows() and self.summary.stopped.get(lease.experiment) != "infra_error_rate":
+            self._stop(lease.experiment, "infra_error_rate")
+            log.error("run %s: stopping: %d of %d attempts failed in our infrastructure", lease.experiment,
+                      health.failures, health.attempts)

@@ -1,12 +1,19 @@
 """Metrics of DESIGN §6: Pass@1, Pass@k, Pass^k, mean score, bootstrap CIs, McNemar + BH.
 
 Inputs are per-trial records ``TrialRecord(agent, task_id, run_index, outcome, score, domain)``.
+Each (agent, task, run index) contributes at most one outcome to every metric: a repeated
+key keeps its last record and the others are counted in ``duplicates_dropped``.
 Only graded trials (``pass`` / ``fail``) enter the denominators; ``ungradeable`` and
 ``infra_error`` trials are excluded and counted, so a report can always state them.
 
 Decision (n < k): Pass@k and Pass^k of a task with fewer graded runs n than k are
-undefined (C(n, k) = 0); such tasks are left out of that k's mean and counted in
-``excluded_tasks`` for that k.
+undefined (C(n, k) = 0); such tasks are left out of that k's mean, counted in
+``excluded_tasks`` and named in ``excluded_task_ids`` for that k.
+
+Decision (mean score): a graded trial's score is the share of *all* its criteria that were
+met, so an ungradeable criterion inside a failed trial counts as not met. (A trial whose
+only shortfall is ungradeable criteria is ungradeable, not failed, and is excluded.) The
+metrics count such failed trials and criteria so that a report can say so.
 """
 
 from __future__ import annotations
@@ -14,15 +21,20 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import lru_cache
 from math import comb
 
 import numpy as np
 from scipy.stats import binomtest
 
 from atoll.trial import Outcome
+from orchestrator.bootstrap import BOOTSTRAP_RESAMPLES, Interval, bootstrap_mean, bootstrap_series
 
-BOOTSTRAP_RESAMPLES = 10_000
+# Fewer tasks than this behind an interval: the report warns that the CI means little.
+MIN_TASKS_FOR_CI = 10
+
+__all__ = ["BOOTSTRAP_RESAMPLES", "Interval", "MIN_TASKS_FOR_CI", "TrialRecord", "benjamini_hochberg",
+           "bootstrap_mean", "compute_metrics", "mcnemar_exact", "pairwise_mcnemar", "pass_at_k", "pass_hat_k",
+           "tally", "unique_records"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +46,8 @@ class TrialRecord:
     score: float | None = None
     domain: str = ""
     checks_passed: bool | None = None  # every programmatically checked criterion met
+    ungradeable_criteria: int = 0  # criteria of this trial the judge could not decide
+    reason: str = ""  # why an ungradeable / infra_error trial has no verdict
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -50,56 +64,14 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
     return comb(c, k) / comb(n, k)
 
 
-@dataclass
-class Interval:
-    value: float
-    low: float
-    high: float
-    tasks: int  # tasks in the denominator
-
-    def as_dict(self) -> dict[str, float | int]:
-        return {"value": self.value, "ci_low": self.low, "ci_high": self.high, "tasks": self.tasks}
-
-
-@lru_cache(maxsize=32)
-def _resample_weights(tasks: int, seed: int, resamples: int) -> np.ndarray:
-    """How often each task is drawn in each resample (resamples × tasks); shared by every
-    metric over the same number of tasks, so a report draws its resamples once."""
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, tasks, size=(resamples, tasks))
-    weights = np.zeros((resamples, tasks), dtype=np.float64)
-    np.add.at(weights, (np.arange(resamples)[:, None], picks), 1.0)
-    weights.setflags(write=False)
-    return weights
-
-
-def bootstrap_mean(values: Iterable[float], *, seed: int, resamples: int = BOOTSTRAP_RESAMPLES) -> Interval:
-    """Mean of per-task values with a task-level percentile bootstrap 95% interval."""
-    array = np.asarray(list(values), dtype=float)
-    if array.size == 0:
-        return Interval(float("nan"), float("nan"), float("nan"), 0)
-    means = _resample_weights(array.size, seed, resamples) @ array / array.size
-    low, high = np.percentile(means, [2.5, 97.5])
-    return Interval(float(array.mean()), float(low), float(high), int(array.size))
-
-
-def bootstrap_means(columns: dict[str, list[float]], *, seed: int,
-                    resamples: int = BOOTSTRAP_RESAMPLES) -> dict[str, Interval]:
-    """``bootstrap_mean`` of several per-task series over the same tasks, with the same
-    resamples, in one matrix product (a report has dozens of such series)."""
-    lengths = {len(values) for values in columns.values()}
-    if len(lengths) > 1:
-        raise ValueError(f"series over different numbers of tasks: {sorted(lengths)}")
-    tasks = lengths.pop() if lengths else 0
-    if tasks == 0:
-        return {name: Interval(float("nan"), float("nan"), float("nan"), 0) for name in columns}
-    matrix = np.asarray(list(columns.values()), dtype=float).T  # tasks × series
-    means = _resample_weights(tasks, seed, resamples) @ matrix / tasks  # resamples × series
-    lows, highs = np.percentile(means, [2.5, 97.5], axis=0)
-    return {
-        name: Interval(float(matrix[:, i].mean()), float(lows[i]), float(highs[i]), tasks)
-        for i, name in enumerate(columns)
-    }
+def unique_records(records: Iterable[TrialRecord]) -> tuple[list[TrialRecord], int]:
+    """One record per (agent, task, run index) — the last one given — and how many were dropped."""
+    by_key: dict[tuple[str, str, int], TrialRecord] = {}
+    total = 0
+    for record in records:
+        total += 1
+        by_key[(record.agent, record.task_id, record.run_index)] = record
+    return list(by_key.values()), total - len(by_key)
 
 
 @dataclass
@@ -108,13 +80,17 @@ class TaskTally:
     passed: int = 0
     scores: list[float] = field(default_factory=list)
     excluded: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    reasons: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     checks: list[bool] = field(default_factory=list)
+    failed_with_ungradeable: int = 0
+    ungradeable_criteria_in_failed: int = 0
 
 
 def tally(records: Iterable[TrialRecord]) -> dict[str, dict[str, TaskTally]]:
-    """agent -> task_id -> counts of graded and passed runs, scores, exclusions."""
+    """agent -> task_id -> counts of graded and passed runs, scores, exclusions (one record
+    per (agent, task, run) — duplicates are dropped first)."""
     tallies: dict[str, dict[str, TaskTally]] = defaultdict(lambda: defaultdict(TaskTally))
-    for record in records:
+    for record in unique_records(records)[0]:
         entry = tallies[record.agent][record.task_id]
         if record.checks_passed is not None and record.outcome is not Outcome.infra_error:
             entry.checks.append(record.checks_passed)
@@ -122,53 +98,99 @@ def tally(records: Iterable[TrialRecord]) -> dict[str, dict[str, TaskTally]]:
             entry.graded += 1
             entry.passed += record.outcome is Outcome.passed
             entry.scores.append(record.score if record.score is not None else float(record.outcome is Outcome.passed))
+            if record.outcome is Outcome.failed and record.ungradeable_criteria:
+                entry.failed_with_ungradeable += 1
+                entry.ungradeable_criteria_in_failed += record.ungradeable_criteria
         else:
             entry.excluded[record.outcome.value] += 1
+            entry.reasons[f"{record.outcome.value}: {record.reason or 'no reason recorded'}"] += 1
     return tallies
 
 
-def agent_metrics(tasks: dict[str, TaskTally], *, max_k: int, seed: int) -> dict:
-    """Pass@1, Pass@k and Pass^k for k = 1..max_k, and mean score, each with its CI."""
-    graded = [t for t in tasks.values() if t.graded > 0]
-    # Series over the same tasks share one bootstrap; Pass@k/Pass^k use the tasks with >= k runs.
-    groups: dict[int, dict[str, list[float]]] = defaultdict(dict)
-    groups[1]["pass_at_1"] = [t.passed / t.graded for t in graded]
-    groups[1]["mean_score"] = [sum(t.scores) / len(t.scores) for t in graded]
+def _series(tasks: dict[str, TaskTally], max_k: int) -> dict[str, dict[str, float]]:
+    """series name -> {task_id: value} over the tasks that belong to the series."""
+    graded = {task_id: t for task_id, t in tasks.items() if t.graded > 0}
+    series: dict[str, dict[str, float]] = {
+        "pass_at_1": {task_id: t.passed / t.graded for task_id, t in graded.items()},
+        "mean_score": {task_id: sum(t.scores) / len(t.scores) for task_id, t in graded.items()},
+        # Programmatic checks only, over every finished trial that has checks (ungradeable
+        # ones included): a judge-free signal, not a substitute for the full rubric.
+        "checks_pass": {task_id: sum(t.checks) / len(t.checks) for task_id, t in tasks.items() if t.checks},
+    }
     for k in range(1, max_k + 1):
-        eligible = [t for t in graded if t.graded >= k]
-        groups[k][f"pass_at_k/{k}"] = [pass_at_k(t.graded, t.passed, k) for t in eligible]
-        groups[k][f"pass_hat_k/{k}"] = [pass_hat_k(t.graded, t.passed, k) for t in eligible]
-    intervals: dict[str, Interval] = {}
-    for series in groups.values():
-        intervals.update(bootstrap_means(series, seed=seed))
-    checks = [sum(t.checks) / len(t.checks) for t in tasks.values() if t.checks]
+        eligible = {task_id: t for task_id, t in graded.items() if t.graded >= k}
+        series[f"pass_at_k/{k}"] = {task_id: pass_at_k(t.graded, t.passed, k) for task_id, t in eligible.items()}
+        series[f"pass_hat_k/{k}"] = {task_id: pass_hat_k(t.graded, t.passed, k) for task_id, t in eligible.items()}
+    return series
+
+
+def _scope_intervals(tallies: dict[str, dict[str, TaskTally]], *, max_k: int,
+                     seed: int) -> dict[str, dict[str, Interval]]:
+    """agent -> series -> Interval, every series of the scope bootstrapped over one set of draws."""
+    universe = sorted({task_id for tasks in tallies.values() for task_id in tasks})
+    position = {task_id: i for i, task_id in enumerate(universe)}
+    columns: list[tuple[str, str, dict[str, float]]] = [
+        (agent, name, values) for agent, tasks in tallies.items() for name, values in _series(tasks, max_k).items()
+    ]
+    matrix = np.zeros((len(universe), len(columns)))
+    members = np.zeros((len(universe), len(columns)))
+    for column, (_agent, _name, values) in enumerate(columns):
+        rows = [position[task_id] for task_id in values]
+        matrix[rows, column] = list(values.values())
+        members[rows, column] = 1.0
+    intervals = bootstrap_series(matrix, members, seed=seed)
+    result: dict[str, dict[str, Interval]] = defaultdict(dict)
+    for (agent, name, _values), interval in zip(columns, intervals, strict=True):
+        result[agent][name] = interval
+    return result
+
+
+def _with_warning(interval: Interval) -> dict:
+    entry = interval.as_dict()
+    if 0 < interval.tasks < MIN_TASKS_FOR_CI:
+        entry["warning"] = f"only {interval.tasks} task(s) back this interval; it says little"
+    return entry
+
+
+def agent_metrics(tasks: dict[str, TaskTally], intervals: dict[str, Interval], *, max_k: int) -> dict:
+    """Pass@1, Pass@k and Pass^k for k = 1..max_k, and mean score, each with its CI, and
+    every exclusion with its count and reason."""
+    graded = [task_id for task_id, t in tasks.items() if t.graded > 0]
+    ungraded = {
+        task_id: dict(sorted(t.reasons.items(), key=lambda kv: -kv[1]))
+        for task_id, t in sorted(tasks.items()) if t.graded == 0
+    }
     result: dict = {
         "tasks_total": len(tasks),
         "tasks_graded": len(graded),
         "trials_graded": sum(t.graded for t in tasks.values()),
         "trials_passed": sum(t.passed for t in tasks.values()),
-        "excluded_trials": _sum_exclusions(tasks.values()),
-        "pass_at_1": intervals["pass_at_1"].as_dict(),
-        "mean_score": intervals["mean_score"].as_dict(),
+        "excluded_trials": _sum_counts(t.excluded for t in tasks.values()),
+        "exclusion_reasons": _sum_counts(t.reasons for t in tasks.values()),
+        # Tasks with no graded run are out of every denominator; each with why.
+        "tasks_without_graded_runs": ungraded,
+        "failed_trials_with_ungradeable_criteria": sum(t.failed_with_ungradeable for t in tasks.values()),
+        "ungradeable_criteria_in_failed_trials": sum(t.ungradeable_criteria_in_failed for t in tasks.values()),
+        "pass_at_1": _with_warning(intervals["pass_at_1"]),
+        "mean_score": _with_warning(intervals["mean_score"]),
+        "checks_pass": _with_warning(intervals["checks_pass"]),
         "pass_at_k": {},
         "pass_hat_k": {},
-        # Programmatic checks only, over every finished trial that has checks (ungradeable
-        # ones included): a judge-free signal, not a substitute for the full rubric.
-        "checks_pass": bootstrap_mean(checks, seed=seed).as_dict(),
     }
     for k in range(1, max_k + 1):
-        excluded = len(graded) - intervals[f"pass_at_k/{k}"].tasks
-        result["pass_at_k"][str(k)] = {**intervals[f"pass_at_k/{k}"].as_dict(), "excluded_tasks": excluded}
-        result["pass_hat_k"][str(k)] = {**intervals[f"pass_hat_k/{k}"].as_dict(), "excluded_tasks": excluded}
+        short = sorted(task_id for task_id in graded if tasks[task_id].graded < k)
+        extra = {"excluded_tasks": len(short), "excluded_task_ids": short}
+        result["pass_at_k"][str(k)] = {**_with_warning(intervals[f"pass_at_k/{k}"]), **extra}
+        result["pass_hat_k"][str(k)] = {**_with_warning(intervals[f"pass_hat_k/{k}"]), **extra}
     return result
 
 
-def _sum_exclusions(tallies: Iterable[TaskTally]) -> dict[str, int]:
+def _sum_counts(counters: Iterable[dict[str, int]]) -> dict[str, int]:
     total: dict[str, int] = defaultdict(int)
-    for entry in tallies:
-        for reason, count in entry.excluded.items():
+    for counter in counters:
+        for reason, count in counter.items():
             total[reason] += count
-    return dict(sorted(total.items()))
+    return dict(sorted(total.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def mcnemar_exact(a_wins: int, b_wins: int) -> float:
@@ -196,30 +218,26 @@ def benjamini_hochberg(p_values: list[float], *, fdr: float = 0.05) -> tuple[lis
 
 def pairwise_mcnemar(records: list[TrialRecord], agents: list[str]) -> list[dict]:
     """McNemar exact tests on paired (task, run) graded outcomes for every agent pair,
-    with Benjamini–Hochberg across all pairs at FDR 5%."""
-    outcome: dict[tuple[str, str, int], bool] = {
-        (r.agent, r.task_id, r.run_index): r.outcome is Outcome.passed
-        for r in records
-        if r.outcome in (Outcome.passed, Outcome.failed)
-    }
+    with Benjamini–Hochberg across all the pairs given (one family per call)."""
+    # agents × (task, run) matrix: 1 passed, 0 failed, -1 no graded run (not paired).
+    keys: dict[tuple[str, int], int] = {}
+    graded = [r for r in unique_records(records)[0] if r.outcome in (Outcome.passed, Outcome.failed)]
+    for r in graded:
+        keys.setdefault((r.task_id, r.run_index), len(keys))
+    row = {agent: i for i, agent in enumerate(agents)}
+    outcomes = np.full((len(agents), len(keys)), -1, dtype=np.int8)
+    for r in graded:
+        if r.agent in row:
+            outcomes[row[r.agent], keys[(r.task_id, r.run_index)]] = r.outcome is Outcome.passed
     pairs = []
     for i, first in enumerate(agents):
-        for second in agents[i + 1 :]:
-            keys = {(t, run) for (a, t, run) in outcome if a == first} & {
-                (t, run) for (a, t, run) in outcome if a == second
-            }
-            a_wins = sum(outcome[(first, *key)] and not outcome[(second, *key)] for key in keys)
-            b_wins = sum(outcome[(second, *key)] and not outcome[(first, *key)] for key in keys)
-            pairs.append(
-                {
-                    "a": first,
-                    "b": second,
-                    "pairs": len(keys),
-                    "a_only": a_wins,
-                    "b_only": b_wins,
-                    "p_value": mcnemar_exact(a_wins, b_wins),
-                }
-            )
+        for j in range(i + 1, len(agents)):
+            a, b = outcomes[i], outcomes[j]
+            paired = (a >= 0) & (b >= 0)
+            a_wins = int(np.count_nonzero(paired & (a == 1) & (b == 0)))
+            b_wins = int(np.count_nonzero(paired & (b == 1) & (a == 0)))
+            pairs.append({"a": first, "b": agents[j], "pairs": int(np.count_nonzero(paired)), "a_only": a_wins,
+                          "b_only": b_wins, "p_value": mcnemar_exact(a_wins, b_wins)})
     q_values, significant = benjamini_hochberg([pair["p_value"] for pair in pairs])
     for pair, q, flag in zip(pairs, q_values, significant, strict=True):
         pair["q_value"] = q
@@ -227,20 +245,32 @@ def pairwise_mcnemar(records: list[TrialRecord], agents: list[str]) -> list[dict
     return pairs
 
 
+def _scope_metrics(records: list[TrialRecord], *, max_k: int, seed: int) -> dict[str, dict]:
+    tallies = tally(records)
+    intervals = _scope_intervals(tallies, max_k=max_k, seed=seed)
+    return {agent: agent_metrics(tasks, intervals[agent], max_k=max_k) for agent, tasks in sorted(tallies.items())}
+
+
 def compute_metrics(records: list[TrialRecord], *, max_k: int, seed: int = 0) -> dict:
-    """Everything a report needs: per agent overall and per domain, plus pairwise tests."""
+    """Everything a report needs: per agent overall and per domain, pairwise tests overall
+    and per domain (BH within each family), and how many duplicate records were dropped."""
+    records, duplicates = unique_records(records)
     agents = sorted({r.agent for r in records})
-    overall = {agent: agent_metrics(tasks, max_k=max_k, seed=seed) for agent, tasks in tally(records).items()}
-    by_domain: dict[str, dict] = {}
-    for domain in sorted({r.domain for r in records}):
-        subset = [r for r in records if r.domain == domain]
-        by_domain[domain or "(none)"] = {
-            agent: agent_metrics(tasks, max_k=max_k, seed=seed) for agent, tasks in tally(subset).items()
-        }
+    by_domain_records: dict[str, list[TrialRecord]] = defaultdict(list)
+    for record in records:
+        by_domain_records[record.domain or "(none)"].append(record)
+    by_domain, pairwise_by_domain = {}, {}
+    for domain in sorted(by_domain_records):
+        subset = by_domain_records[domain]
+        by_domain[domain] = _scope_metrics(subset, max_k=max_k, seed=seed)
+        pairwise_by_domain[domain] = pairwise_mcnemar(subset, sorted({r.agent for r in subset}))
     return {
         "agents": agents,
-        "overall": overall,
+        "overall": _scope_metrics(records, max_k=max_k, seed=seed),
         "by_domain": by_domain,
         "pairwise": pairwise_mcnemar(records, agents),
-        "bootstrap": {"resamples": BOOTSTRAP_RESAMPLES, "seed": seed, "interval": "percentile 95%"},
+        "pairwise_by_domain": pairwise_by_domain,
+        "duplicates_dropped": duplicates,
+        "bootstrap": {"resamples": BOOTSTRAP_RESAMPLES, "seed": seed, "interval": "percentile 95%",
+                      "min_tasks_for_ci": MIN_TASKS_FOR_CI},
     }

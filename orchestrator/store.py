@@ -10,83 +10,27 @@ trial) cannot complete the trial a second time.  Every attempt is kept as histor
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import (
-    Column,
-    Float,
-    Index,
-    Integer,
-    MetaData,
-    String,
-    Table,
-    Text,
-    and_,
-    bindparam,
-    create_engine,
-    event,
-    func,
-    or_,
-    select,
-    update,
-)
+from sqlalchemy import and_, bindparam, create_engine, event, func, or_, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import OperationalError
 
 from atoll.errors import AtollError
 from atoll.trial import TrialResult, TrialSpec, TrialState
+from orchestrator.store_retry import StoreRetry, retried
+from orchestrator.store_runs import RunRecords
+from orchestrator.store_schema import attempts, create_schema, experiments, trials
 
-metadata = MetaData()
-
-experiments = Table(
-    "experiments",
-    metadata,
-    Column("name", String(200), primary_key=True),
-    Column("spec_json", Text, nullable=False),
-    Column("created_at", Float, nullable=False),
-)
-
-trials = Table(
-    "trials",
-    metadata,
-    Column("experiment", String(200), primary_key=True),
-    Column("trial_id", String(64), primary_key=True),
-    Column("task_id", String(300), nullable=False),
-    Column("agent_name", String(200), nullable=False),
-    Column("run_index", Integer, nullable=False),
-    Column("spec_json", Text, nullable=False),
-    Column("state", String(20), nullable=False, index=True),
-    Column("lease_owner", String(200)),
-    Column("lease_token", String(64)),
-    Column("lease_expires", Float),
-    Column("attempts", Integer, nullable=False, default=0),
-    Column("outcome", String(20)),
-    Column("result_json", Text),
-    Column("updated_at", Float, nullable=False),
-    Index("ix_trials_queue", "experiment", "state", "run_index", "trial_id"),
-)
-
-attempts = Table(
-    "attempts",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("experiment", String(200), nullable=False, index=True),
-    Column("trial_id", String(64), nullable=False, index=True),
-    Column("attempt", Integer, nullable=False),
-    Column("worker", String(200), nullable=False),
-    Column("outcome", String(20), nullable=False),
-    Column("accepted", Integer, nullable=False),
-    Column("error", Text),
-    Column("result_json", Text),
-    Column("finished_at", Float, nullable=False),
-)
+__all__ = ["Budget", "Completion", "Lease", "TrialRow", "TrialStore", "normalise_store_url", "worker_identity"]
 
 
 @dataclass(frozen=True)
@@ -98,6 +42,39 @@ class Lease:
     spec: TrialSpec
 
 
+@dataclass(frozen=True)
+class TrialRow:
+    spec: TrialSpec
+    result: TrialResult | None
+    state: str
+    attempts: int
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A final result to record; ``write_id`` makes a retried or replayed write land once."""
+
+    lease: Lease
+    worker: str
+    result: TrialResult
+    write_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A run's cost ceiling, enforced by the store for every worker at once.
+
+    A trial is leased only while the money spent on the run so far plus the mean cost of an
+    attempt for every trial in flight (any worker's) and for the new one stays within
+    ``ceiling_usd``. Before any attempt has a cost, at most ``unpriced_in_flight`` trials
+    run at once across the workers, so the first costs are learnt before the run fans out.
+    """
+
+    ceiling_usd: float
+    unpriced_in_flight: int = 1
+
+
 def _held(lease: Lease, *, leased_only: bool = True) -> Any:
     """The row of ``lease``'s trial, only while this lease (its token) still holds it."""
     condition = and_(
@@ -106,6 +83,17 @@ def _held(lease: Lease, *, leased_only: bool = True) -> Any:
         trials.c.lease_token == lease.token,
     )
     return and_(condition, trials.c.state == TrialState.leased.value) if leased_only else condition
+
+
+def _attempt_row(lease: Lease, worker: str, outcome: str, accepted: bool, error: str | None,
+                 result: TrialResult | None, now: float, write_id: str) -> dict[str, Any]:
+    return {
+        "experiment": lease.experiment, "trial_id": lease.trial_id, "attempt": lease.attempt, "worker": worker,
+        "outcome": outcome, "accepted": int(accepted), "error": error,
+        "result_json": result.model_dump_json() if result else None, "finished_at": now,
+        # What the attempt cost, paid whether or not its result was accepted.
+        "cost_usd": (result.agent_cost_usd + result.judge_cost_usd) if result else 0.0, "write_id": write_id,
+    }
 
 
 def worker_identity() -> str:
@@ -132,10 +120,16 @@ def normalise_store_url(url: str) -> str:
     return url
 
 
-class TrialStore:
-    """Experiments, trials and attempts in one database."""
+class TrialStore(RunRecords):
+    """Experiments, trials and attempts in one database. Every operation retries database
+    errors for a bounded time (``retry``; see orchestrator.store_retry)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, retry: StoreRetry | None = None, wait: bool = False) -> None:
+        """Open (and create or upgrade) the store. An unreachable database is an error at
+        once (a mistyped URL should not hang a command) unless ``wait``: then opening
+        retries like every operation does (workers starting while the database restarts)."""
+        self.retry = retry or StoreRetry.from_env()
+        self.display_url = url
         self.url = normalise_store_url(url)
         if self.url.startswith("sqlite:///"):
             path = self.url.removeprefix("sqlite:///")
@@ -143,11 +137,18 @@ class TrialStore:
                 os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         try:
             self.engine = self._create_engine()
-            metadata.create_all(self.engine)
+            if wait:
+                self._open()
+            else:
+                create_schema(self.engine)
         except OperationalError as exc:
             raise AtollError("store_unreachable", f"trial store {url}: {exc.orig}") from None
         except ImportError as exc:
             raise AtollError("store_unreachable", f"trial store {url}: driver missing ({exc})") from None
+
+    @retried
+    def _open(self) -> None:
+        create_schema(self.engine)
 
     def _create_engine(self) -> Engine:
         if self.url.startswith("sqlite"):
@@ -166,7 +167,13 @@ class TrialStore:
                 connection.exec_driver_sql("BEGIN IMMEDIATE")
 
             return engine
-        return create_engine(self.url, pool_pre_ping=True, pool_size=5, max_overflow=5)
+        # A dead server or a dropped route is noticed in seconds, not at the kernel's TCP
+        # timeout; pre-ping replaces connections that died while idle in the pool.
+        return create_engine(
+            self.url, pool_pre_ping=True, pool_size=5, max_overflow=5,
+            connect_args={"connect_timeout": 10, "keepalives": 1, "keepalives_idle": 10,
+                          "keepalives_interval": 5, "keepalives_count": 3},
+        )
 
     @property
     def is_sqlite(self) -> bool:
@@ -179,18 +186,7 @@ class TrialStore:
 
     # --- planning ---------------------------------------------------------------------------
 
-    def save_experiment(self, name: str, spec: dict[str, Any]) -> None:
-        with self._tx() as tx:
-            row = tx.execute(select(experiments.c.name).where(experiments.c.name == name)).first()
-            if row is None:
-                tx.execute(
-                    experiments.insert().values(name=name, spec_json=json.dumps(spec), created_at=time.time())
-                )
-            else:
-                tx.execute(
-                    update(experiments).where(experiments.c.name == name).values(spec_json=json.dumps(spec))
-                )
-
+    @retried
     def enqueue(self, specs: Iterable[TrialSpec]) -> int:
         """Add trials that are not there yet; returns how many were new. Existing trials,
         finished or not, are left exactly as they are."""
@@ -231,6 +227,7 @@ class TrialStore:
                 added += len(rows[start : start + 1000])
         return added
 
+    @retried
     def reclaim(self, experiment: str, *, retry_infra_errors: bool = True) -> int:
         """Before resuming: requeue trials leased by processes of this host that are gone,
         and (by default) trials whose infra retries were spent. Returns how many."""
@@ -271,33 +268,57 @@ class TrialStore:
     def lease(self, worker: str, *, limit: int, lease_s: float, experiment: str | None = None) -> list[Lease]:
         """Lease up to ``limit`` runnable trials: pending ones, and leased ones whose lease
         expired (their worker is gone). Safe under concurrent workers on both databases."""
+        return self.lease_within_budget(worker, limit=limit, lease_s=lease_s, experiment=experiment)[0]
+
+    def lease_within_budget(
+        self, worker: str, *, limit: int, lease_s: float, experiment: str | None = None,
+        budget: Budget | None = None,
+    ) -> tuple[list[Lease], bool]:
+        """``lease``, within ``budget`` (which needs ``experiment``). Returns the leases and
+        whether the budget is exhausted: nothing more can be leased, now or later."""
+        if budget is not None and experiment is None:
+            raise ValueError("a budget applies to one experiment")
+        # The token is chosen once, outside the retries: a try whose commit landed but whose
+        # reply was lost is found again by it instead of leaving orphaned leases.
+        return self._lease(worker, limit, lease_s, experiment, budget, uuid.uuid4().hex)
+
+    @retried
+    def _lease(self, worker: str, limit: int, lease_s: float, experiment: str | None, budget: Budget | None,
+               token: str) -> tuple[list[Lease], bool]:
         now = time.time()
         columns = (trials.c.experiment, trials.c.trial_id, trials.c.spec_json, trials.c.attempts)
         scope = [trials.c.experiment == experiment] if experiment is not None else []
-        # Pending trials in queue order (an index serves this), then leases whose holder is gone.
-        pending = (
-            select(*columns)
-            .where(and_(*scope, trials.c.state == TrialState.pending.value))
-            .order_by(trials.c.run_index, trials.c.trial_id)
-            .limit(limit)
-        )
-        expired = (
-            select(*columns)
-            .where(and_(*scope, trials.c.state == TrialState.leased.value, trials.c.lease_expires < now))
-            .order_by(trials.c.lease_expires)
-            .limit(limit)
-        )
-        if not self.is_sqlite:
-            pending = pending.with_for_update(skip_locked=True)
-            expired = expired.with_for_update(skip_locked=True)
         with self._tx() as tx:
+            landed = tx.execute(
+                select(*columns).where(and_(trials.c.lease_token == token, trials.c.state == TrialState.leased.value))
+            ).all()
+            if landed:  # an earlier try of this very call committed
+                return [Lease(e, t, token, a, TrialSpec.model_validate_json(j)) for e, t, j, a in landed], False
+            exhausted = False
+            if budget is not None:
+                limit, exhausted = self._budget_room(tx, experiment or "", budget, limit, now)
+                if limit <= 0:
+                    return [], exhausted
+            # Pending trials in queue order (an index serves this), then leases whose holder is gone.
+            pending = (
+                select(*columns)
+                .where(and_(*scope, trials.c.state == TrialState.pending.value))
+                .order_by(trials.c.run_index, trials.c.trial_id)
+                .limit(limit)
+            )
+            expired = (
+                select(*columns)
+                .where(and_(*scope, trials.c.state == TrialState.leased.value, trials.c.lease_expires < now))
+                .order_by(trials.c.lease_expires)
+            )
+            if not self.is_sqlite:
+                pending = pending.with_for_update(skip_locked=True)
+                expired = expired.with_for_update(skip_locked=True)
             rows = tx.execute(pending).all()
             if len(rows) < limit:
                 rows += tx.execute(expired.limit(limit - len(rows))).all()
             if not rows:
-                return []
-            # One token per call: a lease is (trial id, token), so it is unique all the same.
-            token = uuid.uuid4().hex
+                return [], exhausted
             tx.execute(
                 update(trials)
                 .where(and_(trials.c.experiment == bindparam("b_experiment"),
@@ -309,8 +330,42 @@ class TrialStore:
         return [
             Lease(experiment_name, trial_id, token, attempt_count + 1, TrialSpec.model_validate_json(spec_json))
             for experiment_name, trial_id, spec_json, attempt_count in rows
-        ]
+        ], False
 
+    def _budget_room(self, tx: Connection, experiment: str, budget: Budget, limit: int,
+                     now: float) -> tuple[int, bool]:
+        """How many trials ``budget`` lets start now, and whether it is spent for good. Runs
+        inside the lease transaction with the run's row locked, so workers take turns."""
+        lock = select(experiments.c.name).where(experiments.c.name == experiment)
+        if not self.is_sqlite:  # SQLite's BEGIN IMMEDIATE already serialises writers
+            lock = lock.with_for_update()
+        tx.execute(lock)
+        spent = self.spent_in(tx, experiment)
+        priced = tx.execute(
+            select(func.count(), func.avg(attempts.c.cost_usd)).where(
+                and_(attempts.c.experiment == experiment, attempts.c.cost_usd.is_not(None),
+                     attempts.c.outcome != TrialState.infra_error.value)
+            )
+        ).one()
+        in_flight = tx.execute(
+            select(func.count()).where(and_(trials.c.experiment == experiment,
+                                            trials.c.state == TrialState.leased.value,
+                                            trials.c.lease_expires >= now))
+        ).scalar_one()
+        if spent >= budget.ceiling_usd:
+            return 0, True
+        if priced[0] == 0:
+            return min(limit, max(0, budget.unpriced_in_flight - in_flight)), False
+        mean = float(priced[1] or 0.0)
+        if mean <= 0:
+            return limit, False
+        # spent + mean × (in flight + n) <= ceiling
+        room = math.floor((budget.ceiling_usd - spent) / mean + 1e-9) - in_flight
+        if room <= 0:
+            return 0, in_flight == 0
+        return min(limit, room), False
+
+    @retried
     def heartbeat(self, leases: Iterable[Lease], *, lease_s: float) -> int:
         """Extend the given leases; returns how many are still held."""
         held = 0
@@ -322,46 +377,37 @@ class TrialStore:
                 held += result.rowcount
         return held
 
-    def _record_attempt(
-        self,
-        tx: Connection,
-        lease: Lease,
-        worker: str,
-        outcome: str,
-        accepted: bool,
-        error: str | None,
-        result: TrialResult | None,
-    ) -> None:
-        tx.execute(
-            attempts.insert().values(
-                experiment=lease.experiment,
-                trial_id=lease.trial_id,
-                attempt=lease.attempt,
-                worker=worker,
-                outcome=outcome,
-                accepted=int(accepted),
-                error=error,
-                result_json=result.model_dump_json() if result else None,
-                finished_at=time.time(),
-            )
-        )
+    @staticmethod
+    def _written(tx: Connection, write_ids: Sequence[str]) -> dict[str, bool]:
+        """Which of these writes already landed (an earlier try committed), and accepted or not."""
+        if not write_ids:
+            return {}
+        rows = tx.execute(select(attempts.c.write_id, attempts.c.accepted).where(attempts.c.write_id.in_(write_ids)))
+        return {write_id: bool(accepted) for write_id, accepted in rows}
 
     def complete(self, lease: Lease, worker: str, result: TrialResult) -> bool:
         """Record a final result (pass, fail or ungradeable). Returns False, and keeps the
         attempt only as history, when the lease was lost in the meantime."""
-        return self.complete_many([(lease, worker, result)])[0]
+        return self.complete_many([Completion(lease, worker, result)])[0]
 
-    def complete_many(self, items: list[tuple[Lease, str, TrialResult]]) -> list[bool]:
-        """``complete`` for several trials in one transaction (one commit, many results)."""
-        if not items:
-            return []
+    def complete_many(self, items: Sequence[Completion | tuple[Lease, str, TrialResult]]) -> list[bool]:
+        """``complete`` for several trials in one transaction (one commit, many results).
+        A Completion whose write id was already recorded is not written again; its earlier
+        answer is returned."""
+        completions = [item if isinstance(item, Completion) else Completion(*item) for item in items]
+        return self._complete_many(completions) if completions else []
+
+    @retried
+    def _complete_many(self, items: list[Completion]) -> list[bool]:
         now = time.time()
         with self._tx() as tx:
+            written = self._written(tx, [item.write_id for item in items])
+            fresh = [item for item in items if item.write_id not in written]
             # Which of these leases still hold their trial? (The rows stay locked until commit:
             # SQLite's write lock, PostgreSQL's FOR UPDATE.)
             held: set[tuple[str, str, str]] = set()
-            for experiment in {lease.experiment for lease, _, _ in items}:
-                ids = [lease.trial_id for lease, _, _ in items if lease.experiment == experiment]
+            for experiment in {item.lease.experiment for item in fresh}:
+                ids = [item.lease.trial_id for item in fresh if item.lease.experiment == experiment]
                 query = select(trials.c.trial_id, trials.c.lease_token).where(
                     and_(trials.c.experiment == experiment, trials.c.trial_id.in_(ids),
                          trials.c.state == TrialState.leased.value)
@@ -369,11 +415,12 @@ class TrialStore:
                 if not self.is_sqlite:
                     query = query.with_for_update()
                 held.update((experiment, trial_id, token) for trial_id, token in tx.execute(query).all())
-            accepted = [(lease.experiment, lease.trial_id, lease.token) in held for lease, _, _ in items]
+            for item in fresh:
+                written[item.write_id] = (item.lease.experiment, item.lease.trial_id, item.lease.token) in held
             finished = [
-                {"b_experiment": lease.experiment, "b_trial_id": lease.trial_id, "b_outcome": result.outcome.value,
-                 "b_result": result.model_dump_json()}
-                for (lease, _, result), ok in zip(items, accepted, strict=True) if ok
+                {"b_experiment": item.lease.experiment, "b_trial_id": item.lease.trial_id,
+                 "b_outcome": item.result.outcome.value, "b_result": item.result.model_dump_json()}
+                for item in fresh if written[item.write_id]
             ]
             if finished:
                 tx.execute(
@@ -384,22 +431,26 @@ class TrialStore:
                             result_json=bindparam("b_result"), lease_owner=None, lease_token=None, updated_at=now),
                     finished,
                 )
-            tx.execute(
-                attempts.insert(),
-                [
-                    {"experiment": lease.experiment, "trial_id": lease.trial_id, "attempt": lease.attempt,
-                     "worker": worker, "outcome": result.outcome.value, "accepted": int(ok), "error": result.error,
-                     "result_json": result.model_dump_json(), "finished_at": now}
-                    for (lease, worker, result), ok in zip(items, accepted, strict=True)
-                ],
-            )
-        return accepted
+            if fresh:
+                tx.execute(attempts.insert(), [
+                    _attempt_row(item.lease, item.worker, item.result.outcome.value, written[item.write_id],
+                                 item.result.error, item.result, now, item.write_id)
+                    for item in fresh
+                ])
+        return [written[item.write_id] for item in items]
 
     def fail_infra(
-        self, lease: Lease, worker: str, error: str, *, max_attempts: int, result: TrialResult | None = None
+        self, lease: Lease, worker: str, error: str, *, max_attempts: int, result: TrialResult | None = None,
+        write_id: str | None = None,
     ) -> str:
         """Record an infrastructure failure: back to pending while attempts remain, else
-        ``infra_error`` (with its result, for reports). Returns the new state."""
+        ``infra_error`` (with its result, for reports). Returns the new state. A repeated
+        ``write_id`` is not recorded twice."""
+        return self._fail_infra(lease, worker, error, max_attempts, result, write_id or uuid.uuid4().hex)
+
+    @retried
+    def _fail_infra(self, lease: Lease, worker: str, error: str, max_attempts: int, result: TrialResult | None,
+                    write_id: str) -> str:
         exhausted = lease.attempt >= max_attempts
         state = TrialState.infra_error if exhausted else TrialState.pending
         values: dict[str, Any] = {
@@ -412,13 +463,17 @@ class TrialStore:
             values["outcome"] = "infra_error"
             values["result_json"] = result.model_dump_json() if result else None
         with self._tx() as tx:
+            if self._written(tx, [write_id]):
+                return state.value
             accepted = (
                 tx.execute(update(trials).where(_held(lease, leased_only=False)).values(**values)).rowcount
                 == 1
             )
-            self._record_attempt(tx, lease, worker, "infra_error", accepted, error, result)
+            tx.execute(attempts.insert().values(
+                **_attempt_row(lease, worker, "infra_error", accepted, error, result, time.time(), write_id)))
         return state.value
 
+    @retried
     def replace_result(self, experiment: str, trial_id: str, result: TrialResult, *, note: str) -> None:
         """Swap a finished trial's result (a regrade), keeping the old one in the history."""
         with self._tx() as tx:
@@ -447,11 +502,13 @@ class TrialStore:
                     error=None,
                     result_json=row[0],
                     finished_at=time.time(),
+                    cost_usd=None,  # a regrade is not part of the run's budget
                 )
             )
 
     # --- reading ----------------------------------------------------------------------------
 
+    @retried
     def counts(self, experiment: str) -> dict[str, int]:
         with self.engine.connect() as connection:
             rows = connection.execute(
@@ -464,24 +521,29 @@ class TrialStore:
         counts["total"] = sum(count for _, count in rows)
         return counts
 
+    @retried
     def results(self, experiment: str) -> list[tuple[TrialSpec, TrialResult | None, str, int]]:
         """Every trial of the experiment: (spec, final result or None, state, attempts)."""
+        return [(row.spec, row.result, row.state, row.attempts) for row in self.trial_rows(experiment)]
+
+    @retried
+    def trial_rows(self, experiment: str) -> list[TrialRow]:
+        """Every (current, not archived) trial of the experiment, ordered by agent, task, run."""
         with self.engine.connect() as connection:
             rows = connection.execute(
-                select(trials.c.spec_json, trials.c.result_json, trials.c.state, trials.c.attempts)
+                select(trials.c.spec_json, trials.c.result_json, trials.c.state, trials.c.attempts,
+                       trials.c.updated_at)
                 .where(trials.c.experiment == experiment)
-                .order_by(trials.c.agent_name, trials.c.task_id, trials.c.run_index)
+                .order_by(trials.c.agent_name, trials.c.task_id, trials.c.run_index, trials.c.updated_at)
             ).all()
         return [
-            (
-                TrialSpec.model_validate_json(spec_json),
-                TrialResult.model_validate_json(result_json) if result_json else None,
-                state,
-                attempt_count,
-            )
-            for spec_json, result_json, state, attempt_count in rows
+            TrialRow(TrialSpec.model_validate_json(spec_json),
+                     TrialResult.model_validate_json(result_json) if result_json else None,
+                     state, attempt_count, updated_at)
+            for spec_json, result_json, state, attempt_count, updated_at in rows
         ]
 
+    @retried
     def attempt_history(self, experiment: str, trial_id: str | None = None) -> list[dict[str, Any]]:
         query = select(attempts).where(attempts.c.experiment == experiment).order_by(attempts.c.id)
         if trial_id is not None:
@@ -489,6 +551,7 @@ class TrialStore:
         with self.engine.connect() as connection:
             return [dict(row._mapping) for row in connection.execute(query)]
 
+    @retried
     def experiment_spec(self, name: str) -> dict[str, Any] | None:
         with self.engine.connect() as connection:
             row = connection.execute(
@@ -496,6 +559,7 @@ class TrialStore:
             ).first()
         return json.loads(row[0]) if row else None
 
+    @retried
     def experiments(self) -> list[str]:
         with self.engine.connect() as connection:
             return list(

@@ -25,16 +25,34 @@ def run(
     enqueue_only: bool = typer.Option(
         False, "--enqueue-only", help="plan and enqueue, then exit; `atoll worker` processes execute"
     ),
+    new_run: str = typer.Option(None, "--new-run", metavar="NAME",
+                                help="run the experiment under this run name instead of its own"),
+    replace: bool = typer.Option(
+        False, "--replace",
+        help="the run exists with another configuration: archive its trials that no longer fit (kept, not "
+             "deleted) and run this one under the same name",
+    ),
 ) -> None:
-    """Run an experiment, or resume it: finished trials are never re-run."""
+    """Run an experiment, or resume it: finished trials are never re-run. A run whose
+    configuration changed is refused unless --new-run NAME or --replace is given."""
+    from atoll.errors import AtollError
     from atoll.experiment import load_experiment
     from orchestrator.runner import run_experiment
 
     spec = load_experiment(experiment)
-    updates = {key: value for key, value in {"executor": executor, "store": store}.items() if value}
+    if new_run is not None and replace:
+        raise AtollError("bad_option", "--new-run and --replace exclude each other: pick one")
+    if new_run is not None and not new_run.strip():
+        raise AtollError("bad_option", "--new-run needs a run name")
+    updates = {key: value for key, value in {"executor": executor, "store": store, "name": new_run}.items()
+               if value}
     if updates:
         spec = spec.model_copy(update=updates)
-    outcome = asyncio.run(run_experiment(spec, quiet=quiet, json_events=json_logs, enqueue_only=enqueue_only))
+    outcome = asyncio.run(run_experiment(spec, quiet=quiet, json_events=json_logs, enqueue_only=enqueue_only,
+                                         replace=replace))
+    if outcome.archived:
+        typer.echo(f"{outcome.experiment}: archived {outcome.archived} trials of the earlier configuration "
+                   "(kept under the run; the report lists them)")
     if enqueue_only:
         typer.echo(f"{outcome.experiment}: {outcome.planned} trials planned, {outcome.newly_enqueued} new, "
                    f"{outcome.counts['done']} already done; store {spec.store}")
@@ -72,15 +90,31 @@ def worker(
     experiment: str = typer.Option(None, help="only this experiment"),
     concurrency: int = typer.Option(2, min=1, help="trials at once"),
     executor: str = typer.Option(None, help="override the experiments' executor"),
-    forever: bool = typer.Option(False, help="keep polling for new trials instead of exiting when idle"),
+    forever: bool = typer.Option(
+        False, help="keep polling for new trials instead of exiting when nothing is pending or leased"
+    ),
+    spool_dir: Path = typer.Option(
+        None, envvar="ATOLL_SPOOL_DIR",
+        help="where results wait while the database is unreachable (default ~/.cache/atoll/spool)",
+    ),
+    healthy_interval: float = typer.Option(
+        300.0, min=0, help="with --forever: seconds without an infra failure after which a run stopped for its "
+                           "error rate is tried again",
+    ),
 ) -> None:
-    """Lease and execute trials from a shared store (run any number of these)."""
+    """Lease and execute trials from a shared store (run any number of these). Each run's
+    cost ceiling, infra retries, backoff and abort rate are read from the store."""
     from orchestrator.runner import run_worker
 
     summary = asyncio.run(run_worker(store, experiment=experiment, concurrency=concurrency,
-                                     executor_name=executor, exit_when_idle=not forever))
+                                     executor_name=executor, exit_when_idle=not forever, spool_dir=spool_dir,
+                                     healthy_interval_s=healthy_interval))
     typer.echo(f"worker finished: {summary.completed} trials completed, {summary.infra_errors} infra errors, "
-               f"{summary.lost_leases} lost leases")
+               f"{summary.lost_leases} lost leases, {summary.spooled} results spooled during store outages")
+    for run_name, reason in sorted(summary.stopped.items()):
+        why = ("its cost ceiling would have been passed" if reason == "cost_ceiling"
+               else "its infrastructure error rate passed the threshold")
+        typer.echo(f"run {run_name}: stopped scheduling: {why}", err=True)
 
 
 def regrade(

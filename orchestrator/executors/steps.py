@@ -263,6 +263,8 @@ def build_result(spec: TrialSpec, task: Task, trajectory: Trajectory, grade: Gra
     return TrialResult(
         checks_met=checks_met if checked else None,
         checks_total=len(checked) if checked else None,
+        criteria_total=len(grade.criteria) if grade else None,
+        criteria_ungradeable=grade.ungradeable if grade else None,
         trial_id=spec.trial_id,
         outcome=outcome,
         score=grade.score if grade else 0.0,

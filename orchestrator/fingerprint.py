@@ -1,0 +1,75 @@
+"""A run's fingerprint (DESIGN §6): the parts of its experiment that decide trial identities.
+
+The identity document lists, for every agent, what enters its trials' identities (agent
+implementation, model, config without secrets, endpoints or concurrency — limits included),
+for every selected task its world and overlay digests, and the number of runs. The
+fingerprint is the sha256 of its canonical JSON and is stored with the run.
+
+Running a run name again compares the new document with the stored one:
+- the same: a resume;
+- only additions (more runs, more tasks, another agent): an extension — every recorded
+  trial keeps its meaning, the new ones are added;
+- anything else (an agent's config, model or limits changed, a world or overlay changed,
+  fewer runs, a task or agent dropped): refused unless the user asks for ``--new-run NAME``
+  or ``--replace`` (the trials outside the new plan are archived under the run, not deleted).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from atoll.experiment import ExperimentSpec
+from atoll.trial import TrialSpec, canonical_json, identity_config
+
+
+def identity_document(spec: ExperimentSpec, trials: list[TrialSpec]) -> dict[str, Any]:
+    """What decides the identities of ``trials`` (the plan of ``spec``)."""
+    agents: dict[str, Any] = {}
+    tasks: dict[str, Any] = {}
+    for trial in trials:
+        agents.setdefault(trial.agent_name, {"agent": trial.agent, "model": trial.model,
+                                             "config": identity_config(trial.agent_config)})
+        tasks.setdefault(trial.task_id, {"world_digest": trial.world_digest, "overlay_digest": trial.overlay_digest})
+    return {"agents": agents, "tasks": tasks, "runs": spec.runs}
+
+
+def fingerprint(document: dict[str, Any]) -> str:
+    return hashlib.sha256(canonical_json(document).encode()).hexdigest()
+
+
+def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        flat: dict[str, Any] = {}
+        for key, item in value.items():
+            flat.update(_flat(item, f"{prefix}.{key}" if prefix else str(key)))
+        return flat
+    return {prefix: value}
+
+
+def incompatible_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """What in ``new`` changes the meaning of trials recorded under ``old``, readably
+    (empty when ``new`` only adds runs, tasks or agents)."""
+    changes: list[str] = []
+    for name, before in old.get("agents", {}).items():
+        after = new["agents"].get(name)
+        if after is None:
+            changes.append(f"agent {name} removed")
+            continue
+        flat_before, flat_after = _flat(before), _flat(after)
+        for key in sorted(flat_before.keys() | flat_after.keys()):
+            if flat_before.get(key) != flat_after.get(key):
+                changes.append(f"agent {name} {key}: {flat_before.get(key, '(unset)')!r} → "
+                               f"{flat_after.get(key, '(unset)')!r}")
+    removed = sorted(set(old.get("tasks", {})) - set(new["tasks"]))
+    if removed:
+        changes.append(f"{len(removed)} task(s) no longer selected ({', '.join(removed[:5])}"
+                       f"{', …' if len(removed) > 5 else ''})")
+    edited = sorted(task for task, digests in old.get("tasks", {}).items()
+                    if task in new["tasks"] and new["tasks"][task] != digests)
+    if edited:
+        changes.append(f"world or task files changed for {len(edited)} task(s) ({', '.join(edited[:5])}"
+                       f"{', …' if len(edited) > 5 else ''})")
+    if new["runs"] < old.get("runs", 0):
+        changes.append(f"runs {old['runs']} → {new['runs']}")
+    return changes

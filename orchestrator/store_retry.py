@@ -1,0 +1,91 @@
+"""Retrying the trial store's operations through database faults.
+
+A PostgreSQL restart, a failover, a proxy that drops connections or a terminated backend
+shows up as a connection error in the middle of an operation. Every public operation of
+the store is retried on such errors, with exponential backoff, for a bounded time; then the
+error surfaces as ``AtollError("store_unavailable")``. Errors that retrying cannot fix
+(constraint violations, bad SQL) surface at once.
+
+Retrying is safe because every write is idempotent: leases carry a token chosen before the
+first try, results and infra failures a write id recorded with their attempt, so a write
+whose commit landed but whose reply was lost is recognised on the retry, never applied twice.
+
+Settings: ``ATOLL_STORE_RETRY_S`` (total time one operation may keep retrying, default
+120) and ``ATOLL_STORE_RETRY_MAX_BACKOFF_S`` (longest pause between tries, default 5).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_delay, wait_exponential
+
+from atoll.errors import AtollError
+
+log = logging.getLogger("atoll.orchestrator.store")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class StoreRetry:
+    """How long a store operation keeps retrying database errors, and how it backs off."""
+
+    total_s: float = 120.0
+    first_backoff_s: float = 0.25
+    max_backoff_s: float = 5.0
+
+    @classmethod
+    def from_env(cls) -> StoreRetry:
+        try:
+            return cls(total_s=float(os.environ.get("ATOLL_STORE_RETRY_S", 120.0)),
+                       max_backoff_s=float(os.environ.get("ATOLL_STORE_RETRY_MAX_BACKOFF_S", 5.0)))
+        except ValueError as exc:
+            raise AtollError("bad_setting", f"ATOLL_STORE_RETRY_S / ATOLL_STORE_RETRY_MAX_BACKOFF_S: {exc}") from None
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A database error that a new connection may not have: lost or refused connections,
+    terminated backends, SQLite's busy lock."""
+    if isinstance(exc, OperationalError | InterfaceError):
+        return True
+    return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
+
+
+def _log_retry(state: RetryCallState) -> None:
+    exc = state.outcome.exception() if state.outcome else None
+    log.warning("trial store: %s failed (%s); retrying (try %d)", state.fn.__name__ if state.fn else "operation",
+                str(exc).splitlines()[0] if exc else "?", state.attempt_number)
+
+
+def retried(method: F) -> F:
+    """Run a store method under the store's ``retry`` policy (see the module doc)."""
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        policy: StoreRetry = self.retry
+        retrying = Retrying(
+            retry=retry_if_exception(is_transient),
+            stop=stop_after_delay(policy.total_s),
+            wait=wait_exponential(multiplier=policy.first_backoff_s, max=policy.max_backoff_s),
+            before_sleep=_log_retry,
+            reraise=True,
+        )
+        try:
+            return retrying(method, self, *args, **kwargs)
+        except (OperationalError, InterfaceError, DBAPIError) as exc:
+            if not is_transient(exc):
+                raise
+            reason = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
+            raise AtollError(
+                "store_unavailable",
+                f"trial store {self.display_url}: {method.__name__} failed for {policy.total_s:g} s: {reason}",
+            ) from None
+
+    return wrapper  # type: ignore[return-value]

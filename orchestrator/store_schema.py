@@ -1,0 +1,109 @@
+"""The trial store's tables, and the one migration step that older stores need.
+
+``experiments`` holds each run's spec (its policy: cost ceiling, infra retries, backoff,
+abort rate — every worker reads it from here), its fingerprint and the identity document
+the fingerprint is taken of. ``trials`` is the queue; ``archived_trials`` keeps the trials
+that ``atoll run --replace`` took out of a run; ``attempts`` is the history of every
+attempt, with its cost and the write id that makes a retried write land once.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Column, Float, Index, Integer, MetaData, String, Table, Text, inspect, text
+from sqlalchemy.engine import Engine
+
+metadata = MetaData()
+
+experiments = Table(
+    "experiments",
+    metadata,
+    Column("name", String(200), primary_key=True),
+    Column("spec_json", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("fingerprint", String(64)),
+    Column("identity_json", Text),
+)
+
+
+def _trial_columns() -> list[Column]:
+    return [
+        Column("task_id", String(300), nullable=False),
+        Column("agent_name", String(200), nullable=False),
+        Column("run_index", Integer, nullable=False),
+        Column("spec_json", Text, nullable=False),
+        Column("state", String(20), nullable=False),
+        Column("lease_owner", String(200)),
+        Column("lease_token", String(64)),
+        Column("lease_expires", Float),
+        Column("attempts", Integer, nullable=False, default=0),
+        Column("outcome", String(20)),
+        Column("result_json", Text),
+        Column("updated_at", Float, nullable=False),
+    ]
+
+
+trials = Table(
+    "trials",
+    metadata,
+    Column("experiment", String(200), primary_key=True),
+    Column("trial_id", String(64), primary_key=True),
+    *_trial_columns(),
+    Index("ix_trials_queue", "experiment", "state", "run_index", "trial_id"),
+    Index("ix_trials_state", "state"),
+)
+
+# Columns the archive copies from ``trials`` (everything but the key, which it extends).
+TRIAL_FIELDS = [column.name for column in trials.columns]
+
+archived_trials = Table(
+    "archived_trials",
+    metadata,
+    Column("experiment", String(200), primary_key=True),
+    Column("archive", String(64), primary_key=True),
+    Column("trial_id", String(64), primary_key=True),
+    *_trial_columns(),
+    Column("archived_at", Float, nullable=False),
+    Column("archived_fingerprint", String(64)),
+)
+
+attempts = Table(
+    "attempts",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("experiment", String(200), nullable=False, index=True),
+    Column("trial_id", String(64), nullable=False, index=True),
+    Column("attempt", Integer, nullable=False),
+    Column("worker", String(200), nullable=False),
+    Column("outcome", String(20), nullable=False),
+    Column("accepted", Integer, nullable=False),
+    Column("error", Text),
+    Column("result_json", Text),
+    Column("finished_at", Float, nullable=False),
+    Column("cost_usd", Float),
+    Column("write_id", String(64), unique=True),
+)
+
+# Columns added after the first release: (table, column, SQL type). A store created before
+# them gets them on open; nothing is dropped or rewritten.
+_ADDED_COLUMNS = (
+    ("experiments", "fingerprint", "VARCHAR(64)"),
+    ("experiments", "identity_json", "TEXT"),
+    ("attempts", "cost_usd", "FLOAT"),
+    ("attempts", "write_id", "VARCHAR(64)"),
+)
+
+
+def create_schema(engine: Engine) -> None:
+    """Create missing tables and add the columns an older store lacks."""
+    metadata.create_all(engine)
+    existing = {table: {column["name"] for column in inspect(engine).get_columns(table)}
+                for table in {table for table, _, _ in _ADDED_COLUMNS}}
+    missing = [(table, column, kind) for table, column, kind in _ADDED_COLUMNS if column not in existing[table]]
+    if not missing:
+        return
+    with engine.begin() as connection:
+        for table, column, kind in missing:
+            connection.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
+            if column == "write_id":
+                connection.execute(text("CREATE UNIQUE INDEX IF NOT EXISTS ix_attempts_write_id "
+                                        "ON attempts (write_id)"))
