@@ -5,7 +5,7 @@ share the store; the API plans, enqueues and reports.
 | method path | does |
 |---|---|
 | ``GET /health`` | 200 when serving and the store answers |
-| ``POST /runs`` | body: an experiment (JSON or YAML) → validate, plan, enqueue; 202 with counts |
+| ``POST /runs`` | body: an experiment (JSON or YAML) → validate, plan, enqueue; 202 with counts; 409 when the run exists with another configuration (``?replace=true`` archives its trials, as ``atoll run --replace``) |
 | ``GET /runs`` | every run in the store with its counts |
 | ``GET /runs/{name}`` | the run's counts (pending, leased, done, infra_error, total) |
 | ``GET /runs/{name}/report`` | report.json, built on demand (report.md/html written beside it) |
@@ -28,7 +28,7 @@ from atoll.errors import AtollError
 from atoll.experiment import parse_experiment
 from atoll.http import add_error_handler, bearer_guard
 
-_STATUS_OF_CODE = {"unknown_run": 404}
+_STATUS_OF_CODE = {"unknown_run": 404, "fingerprint_changed": 409}
 
 
 class ApiSettings(BaseSettings):
@@ -68,7 +68,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         return {"status": "ok"}
 
     @app.post("/runs", status_code=202, dependencies=[Depends(authorize)])
-    async def create_run(request: Request) -> dict[str, Any]:
+    async def create_run(request: Request, replace: bool = False) -> dict[str, Any]:
         from orchestrator.runner import run_experiment
 
         spec = parse_experiment((await request.body()).decode("utf-8", errors="replace"))
@@ -80,9 +80,10 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         spec = spec.model_copy(update=updates)
         # Loading a benchmark and planning thousands of trials is blocking work: keep the
         # event loop (and /health) answering meanwhile.
-        outcome = await asyncio.to_thread(asyncio.run, run_experiment(spec, quiet=True, enqueue_only=True))
+        outcome = await asyncio.to_thread(asyncio.run, run_experiment(spec, quiet=True, enqueue_only=True,
+                                                                       replace=replace))
         return {"name": outcome.experiment, "planned": outcome.planned, "enqueued": outcome.newly_enqueued,
-                "counts": outcome.counts}
+                "archived": outcome.archived, "counts": outcome.counts}
 
     @app.get("/runs", dependencies=[Depends(authorize)])
     async def list_runs() -> dict[str, Any]:

@@ -280,20 +280,21 @@ class TrialStore(RunRecords):
             raise ValueError("a budget applies to one experiment")
         # The token is chosen once, outside the retries: a try whose commit landed but whose
         # reply was lost is found again by it instead of leaving orphaned leases.
-        return self._lease(worker, limit, lease_s, experiment, budget, uuid.uuid4().hex)
+        return self._lease(worker, limit, lease_s, experiment, budget, uuid.uuid4().hex, [])
 
     @retried
     def _lease(self, worker: str, limit: int, lease_s: float, experiment: str | None, budget: Budget | None,
-               token: str) -> tuple[list[Lease], bool]:
+               token: str, tries: list[int]) -> tuple[list[Lease], bool]:
         now = time.time()
         columns = (trials.c.experiment, trials.c.trial_id, trials.c.spec_json, trials.c.attempts)
         scope = [trials.c.experiment == experiment] if experiment is not None else []
+        tries.append(1)
         with self._tx() as tx:
-            landed = tx.execute(
-                select(*columns).where(and_(trials.c.lease_token == token, trials.c.state == TrialState.leased.value))
-            ).all()
-            if landed:  # an earlier try of this very call committed
-                return [Lease(e, t, token, a, TrialSpec.model_validate_json(j)) for e, t, j, a in landed], False
+            if len(tries) > 1:  # a retry: did an earlier try of this very call commit?
+                landed = tx.execute(select(*columns).where(
+                    and_(*scope, trials.c.lease_token == token, trials.c.state == TrialState.leased.value))).all()
+                if landed:
+                    return [Lease(e, t, token, a, TrialSpec.model_validate_json(j)) for e, t, j, a in landed], False
             exhausted = False
             if budget is not None:
                 limit, exhausted = self._budget_room(tx, experiment or "", budget, limit, now)

@@ -34,7 +34,9 @@ def demo(
         + ("" if model else " (set ATOLL_MODEL, optionally ATOLL_API_BASE, to add a ReAct agent)")
     )
     typer.echo(f"grading: programmatic checks{' + LLM judge ' + spec.judge.model if spec.judge.model else ' only'}")
-    outcome = asyncio.run(run_experiment(spec, quiet=quiet))
+    # The demo's run is the demo: a changed model or sample replaces the earlier trials
+    # (archived under the run) instead of refusing.
+    outcome = asyncio.run(run_experiment(spec, quiet=quiet, replace=True))
     print_leaderboard(outcome.report_paths["md"])
     report = json.loads(outcome.report_paths["json"].read_text(encoding="utf-8"))
     ungradeable = sum(agent["outcomes"].get("ungradeable", 0) for agent in report["agents"].values())

@@ -107,3 +107,36 @@ def test_per_domain_split():
     by_domain = compute_metrics(records, max_k=1)["by_domain"]
     assert by_domain["Law"]["a"]["pass_at_1"]["value"] == 1.0
     assert by_domain["Investment Banking"]["a"]["pass_at_1"]["value"] == 0.0
+
+
+def test_a_repeated_agent_task_run_counts_once_in_every_metric():
+    records = _records("a", {"t1": [P, F]}) + _records("b", {"t1": [F, F]})
+    repeated = records + [TrialRecord("a", "t1", 1, P, score=1.0, domain="Law")]  # run 1 again, later
+    metrics = compute_metrics(repeated, max_k=2)
+    a = metrics["overall"]["a"]
+    assert metrics["duplicates_dropped"] == 1
+    assert a["trials_graded"] == 2 and a["trials_passed"] == 2  # the later record of run 1
+    assert a["pass_hat_k"]["2"]["value"] == 1.0
+    (pair,) = metrics["pairwise"]
+    assert (pair["pairs"], pair["a_only"]) == (2, 2)
+
+
+def test_pairwise_tests_per_domain_are_their_own_bh_family():
+    law = _records("a", {f"t{i}": [P] for i in range(6)}) + _records("b", {f"t{i}": [F] for i in range(6)})
+    banking = (_records("a", {f"u{i}": [P] for i in range(2)}, domain="Banking")
+               + _records("b", {f"u{i}": [P] for i in range(2)}, domain="Banking"))
+    metrics = compute_metrics(law + banking, max_k=1)
+    (in_law,) = metrics["pairwise_by_domain"]["Law"]
+    (in_banking,) = metrics["pairwise_by_domain"]["Banking"]
+    assert (in_law["a_only"], in_law["p_value"]) == (6, pytest.approx(2 * 0.5**6))
+    assert in_law["q_value"] == in_law["p_value"] and in_law["significant"]
+    assert (in_banking["pairs"], in_banking["p_value"], in_banking["significant"]) == (2, 1.0, False)
+
+
+def test_intervals_over_few_tasks_carry_a_warning_and_a_subset_series_uses_its_own_tasks():
+    records = _records("a", {"t1": [P, P], "t2": [F, F], "t3": [P, U]})
+    a = compute_metrics(records, max_k=2, seed=3)["overall"]["a"]
+    assert "only 3 task(s)" in a["pass_at_1"]["warning"]
+    at_2 = a["pass_at_k"]["2"]
+    assert (at_2["tasks"], at_2["excluded_task_ids"], at_2["value"]) == (2, ["t3"], 0.5)
+    assert 0.0 <= at_2["ci_low"] <= at_2["value"] <= at_2["ci_high"] <= 1.0

@@ -154,3 +154,45 @@ def test_a_stopped_run_is_tried_again_after_a_healthy_interval():
         final.record(failed=True)
     time.sleep(0.05)
     assert not final.allows()
+
+
+def test_worker_follows_the_stored_infra_retry_policy(tmp_path, postgres_url):
+    _enqueue(tmp_path, postgres_url, tasks=2, runs=1, config={"instant_infra_error_tasks": ["t0"]},
+             max_infra_retries=0, infra_error_abort_rate=1.0)
+    worker = _worker(postgres_url, tmp_path)
+    out, err = worker.communicate(timeout=120)
+    assert worker.returncode == 0, err
+    store = TrialStore(postgres_url)
+    try:
+        counts = store.counts("shared")
+        assert (counts["done"], counts["infra_error"]) == (1, 1)
+        # max_infra_retries 0 from the stored spec: one attempt (today's worker made 3).
+        assert [h["outcome"] for h in store.attempt_history("shared")].count("infra_error") == 1
+    finally:
+        store.dispose()
+
+
+def test_a_dead_workers_spool_is_written_once_by_the_next_worker(tmp_path, postgres_url):
+    from atoll.trial import Outcome, TrialResult, TrialSpec
+    from orchestrator.spool import SpooledWrite, spool_for
+    from orchestrator.store import Completion
+
+    store = TrialStore(postgres_url)
+    try:
+        store.enqueue([TrialSpec(experiment="shared", task_id=f"t{i}", world_id="w", world_digest="d",
+                                 agent_name="a", agent="replay", model="m", run_index=0) for i in range(2)])
+        leases = store.lease("dead:1:x", limit=2, lease_s=60)
+        dead = spool_for(postgres_url, "dead:1:x", tmp_path / "spool")
+        for lease in leases:
+            result = TrialResult(trial_id=lease.trial_id, outcome=Outcome.passed, score=1.0)
+            dead.add(SpooledWrite("complete", Completion(lease, "dead:1:x", result)))
+        # The first result did reach the database before the worker died (its reply did not).
+        store.complete_many([dead.entries[next(iter(dead.entries))].completion])
+        dead._lock.release()  # the process is gone: its lock with it
+        heir = spool_for(postgres_url, "heir:2:y", tmp_path / "spool")
+        assert heir.adopt_orphans() == 2
+        assert heir.flush(store) == 0
+        heir.close()
+        _assert_exactly_once(store, 2)
+    finally:
+        store.dispose()
