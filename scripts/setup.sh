@@ -3,7 +3,8 @@
 # and (with --dev) the test services. Safe to run again; it skips what is already there.
 #
 #   scripts/setup.sh          runtime: LibreOffice, tesseract, bubblewrap + .venv with atoll
-#   scripts/setup.sh --dev    also test tools (pytest, ruff, SeaweedFS, validators) and PostgreSQL
+#   scripts/setup.sh --dev    also test tools (pytest, ruff, SeaweedFS, validators), PostgreSQL and
+#                             the MCP TypeScript SDK (npm ci in tests/mcp_clients/ts)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -56,5 +57,13 @@ if [ $dev = 1 ]; then
     fi
   fi
   pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null || echo "setup: warning: no PostgreSQL on 127.0.0.1:5432; the PostgreSQL tests will fail" >&2
+  # The MCP TypeScript SDK client test (tests/mcp_clients) runs under Node >= 20, its packages
+  # pinned by the committed lockfile.
+  if command -v node >/dev/null && command -v npm >/dev/null \
+    && node -e 'process.exit(Number(process.versions.node.split(".")[0]) < 20)'; then
+    npm ci --prefix tests/mcp_clients/ts --no-audit --no-fund --loglevel=error
+  else
+    echo "setup: warning: Node >= 20 with npm is needed for the TypeScript MCP client test" >&2
+  fi
 fi
 echo "setup: ready (.venv/bin/atoll)"

@@ -20,10 +20,12 @@ from fastmcp import FastMCP
 from fastmcp.tools import Tool, ToolResult
 from pydantic import PrivateAttr
 
+from atoll import __version__
 from mcp_servers._core.context import ServerContext
 from mcp_servers._core.definition import ServerDefinition, ToolDef
 from mcp_servers._core.errors import ToolError
 from mcp_servers._core.invoke import Outcome, call_tool, error_outcome, unwrap_envelope
+from mcp_servers._core.outputs import ResultModel, model_schema, output_schema
 from mcp_servers._core.results import encode_image
 
 Mode = Literal["individual", "consolidated"]
@@ -64,13 +66,20 @@ def _make_tool(
     parameters: dict[str, Any],
     invoke: Callable[[dict[str, Any]], Awaitable[Outcome]],
     *,
+    outputs: dict[str, Any],
     read_only: bool = False,
     destructive: bool = False,
 ) -> Tool:
     annotations = mcp_types.ToolAnnotations(
         read_only_hint=read_only or None, destructive_hint=(destructive or None) if not read_only else None
     )
-    tool = _DefinedTool(name=name, description=description, parameters=parameters, annotations=annotations)
+    tool = _DefinedTool(
+        name=name,
+        description=description,
+        parameters=parameters,
+        output_schema=outputs,
+        annotations=annotations,
+    )
     tool._invoke = invoke
     return tool
 
@@ -88,7 +97,12 @@ def build_server(
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     state = definition.state(context) if definition.state is not None else context
-    server = FastMCP(name=definition.name, instructions=definition.description or None, on_duplicate="error")
+    server = FastMCP(
+        name=f"atoll-{definition.name}",
+        version=__version__,
+        instructions=definition.description or None,
+        on_duplicate="error",
+    )
     if mode == "individual":
         for tool in definition.tools:
             server.add_tool(_individual_tool(tool, state))
@@ -109,6 +123,7 @@ def _individual_tool(tool: ToolDef, state: Any) -> Tool:
         tool.description,
         tool.input_schema,
         invoke,
+        outputs=tool.output_schema,
         read_only=tool.read_only,
         destructive=tool.destructive,
     )
@@ -165,6 +180,44 @@ def _merged_description(users: list[tuple[str, str]]) -> str:
         by_text.setdefault(text, []).append(action)
     parts = [f"{text} (actions: {', '.join(actions)})".strip() for text, actions in by_text.items()]
     return " | ".join(parts)
+
+
+class ActionHelp(ResultModel):
+    action: str
+    tool: str
+    summary: str
+    required: list[str]
+    optional: list[str]
+
+
+class ConsolidatedHelp(ResultModel):
+    """What ``NAME(action="help")`` returns."""
+
+    server: str
+    tool: str
+    schema_tool: str
+    actions: list[ActionHelp]
+
+
+class ActionSummary(ResultModel):
+    action: str
+    tool: str
+    summary: str
+
+
+class ActionList(ResultModel):
+    """What ``NAME_schema()`` returns without a model."""
+
+    actions: list[ActionSummary]
+
+
+class ActionSchema(ResultModel):
+    """What ``NAME_schema(model=ACTION)`` returns."""
+
+    action: str
+    tool: str
+    description: str
+    input_schema: dict[str, Any]
 
 
 def help_data(definition: ServerDefinition) -> dict[str, Any]:
@@ -282,13 +335,18 @@ def _consolidated_tools(definition: ServerDefinition, state: Any) -> list[Tool]:
             }
         },
     }
+    # NAME returns what its action returns (or the help): one schema per distinct result.
+    action_results = [tool.result_schema for tool in definition.tools] + [model_schema(ConsolidatedHelp)]
     return [
-        _make_tool(name, _consolidated_description(definition), schema, invoke),
+        _make_tool(
+            name, _consolidated_description(definition), schema, invoke, outputs=output_schema(action_results)
+        ),
         _make_tool(
             f"{name}_schema",
             f"JSON schema of the arguments of one {name} action (model=ACTION); without model, the list of actions.",
             schema_parameters,
             invoke_schema,
+            outputs=output_schema([model_schema(ActionList), model_schema(ActionSchema)]),
             read_only=True,
         ),
     ]

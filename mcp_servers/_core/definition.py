@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.fields import FieldInfo
 
 from mcp_servers._core.context import ServerContext
+from mcp_servers._core.outputs import model_schema, output_schema, portable, result_model_of, value_schema
 
 _SECTION = re.compile(r"^\s*(Args|Arguments|Parameters|Returns|Raises|Errors|Example|Examples):\s*$")
 _ARG_LINE = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
@@ -58,11 +59,30 @@ class ToolDef:
     arguments: type[BaseModel]
     read_only: bool = False
     destructive: bool = False
+    #: The function's return annotation: a result model, ``ToolOutput[Model]``, or another type.
+    returns: Any = Any
+
+    @cached_property
+    def result_model(self) -> type[BaseModel] | None:
+        """The model the structured content is validated against (None: sent as it is)."""
+        return result_model_of(self.returns)
+
+    @cached_property
+    def result_schema(self) -> dict[str, Any]:
+        """The JSON schema of a successful call's structured content."""
+        if self.result_model is not None:
+            return model_schema(self.result_model)
+        return portable(value_schema(self.returns))
+
+    @cached_property
+    def output_schema(self) -> dict[str, Any]:
+        """The tool's MCP ``outputSchema``: the result schema or the error shape."""
+        return output_schema([self.result_schema])
 
     @cached_property
     def input_schema(self) -> dict[str, Any]:
-        """The JSON schema of the arguments (with ``$defs`` inlined)."""
-        schema = inline_refs(self.arguments.model_json_schema())
+        """The JSON schema of the arguments (``$defs`` inlined, portable to strict validators)."""
+        schema = portable(self.arguments.model_json_schema())
         schema.pop("title", None)
         schema.setdefault("properties", {})
         return schema
@@ -192,6 +212,7 @@ def make_tool_def(
         arguments=arguments,
         read_only=read_only,
         destructive=destructive,
+        returns=hints.get("return", Any),
     )
 
 
@@ -221,37 +242,6 @@ def split_docstring(doc: str) -> tuple[str, dict[str, str]]:
             continue
         kept.append(line)
     return "\n".join(kept).strip(), args
-
-
-def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
-    """Return ``schema`` with local ``#/$defs/…`` references replaced by their targets.
-
-    Recursive models keep their reference (and the needed ``$defs``) at the point where
-    they recur, so the result is always finite.
-    """
-    defs = schema.get("$defs", {})
-    used: set[str] = set()
-
-    def walk(node: Any, stack: tuple[str, ...]) -> Any:
-        if isinstance(node, dict):
-            ref = node.get("$ref")
-            if isinstance(ref, str) and ref.startswith("#/$defs/"):
-                key = ref.split("/")[-1]
-                if key in stack or key not in defs:
-                    used.add(key)
-                    return node
-                target = walk(defs[key], (*stack, key))
-                siblings = {k: walk(v, stack) for k, v in node.items() if k != "$ref"}
-                return {**target, **siblings}
-            return {k: walk(v, stack) for k, v in node.items() if k != "$defs"}
-        if isinstance(node, list):
-            return [walk(item, stack) for item in node]
-        return node
-
-    result = walk(schema, ())
-    if used:
-        result["$defs"] = {key: defs[key] for key in used if key in defs}
-    return result
 
 
 def _types_of(schema: dict[str, Any]) -> set[str]:

@@ -107,7 +107,7 @@ async def call_tool(tool: ToolDef, state: Any, arguments: dict[str, Any]) -> Out
         else:
             # Sync tools do file work; keep the event loop free for other calls.
             value = await anyio.to_thread.run_sync(lambda: tool.function(state, **kwargs))
-        structured = to_structured(value)
+        structured = to_structured(value, tool.result_model)
         return Outcome(structured=structured, text=to_text(value, structured), images=images_of(value))
     except ToolError as exc:
         return error_outcome(exc)

@@ -4,6 +4,11 @@ A tool function may return a pydantic model, a dict, a list, a string, None or a
 :class:`ToolOutput`. Structured content is always a JSON object (lists and strings are
 wrapped as ``{"result": …}``). The readable text is the ``text`` given in ToolOutput, else
 what the model's ``render_text()`` returns when it has one, else indented JSON.
+
+When the tool's return annotation names a result model (``-> Listing``, ``-> SentMail`` on a
+function returning a dict, ``-> ToolOutput[MailPage]``), a returned dict is validated into
+that model, so the structured content always matches the tool's declared ``outputSchema``
+(:mod:`mcp_servers._core.outputs`); a mismatch is our bug and fails the call as ``internal``.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
@@ -24,23 +29,35 @@ class ImageBlock:
     mime_type: str
 
 
-@dataclass
-class ToolOutput:
-    """Full control over a tool result: structured ``data``, ``text`` and extra ``images``."""
+Data = TypeVar("Data")
 
-    data: Any
+
+@dataclass
+class ToolOutput(Generic[Data]):
+    """Full control over a tool result: structured ``data``, ``text`` and extra ``images``.
+
+    Annotate the tool as ``-> ToolOutput[ResultModel]`` so its output schema is known.
+    """
+
+    data: Data
     text: str | None = None
     images: list[ImageBlock] = field(default_factory=list)
 
 
-def to_structured(value: Any) -> dict[str, Any]:
-    """The JSON object sent as structured content for a tool's return value."""
+def to_structured(value: Any, model: type[BaseModel] | None = None) -> dict[str, Any]:
+    """The JSON object sent as structured content for a tool's return value.
+
+    With ``model``, a value that is not already a model is validated into it (raising
+    pydantic's ValidationError when it does not fit); only the keys it had are sent.
+    """
     if isinstance(value, ToolOutput):
         value = value.data
     if isinstance(value, BaseModel):
-        value = value.model_dump(mode="json")
+        value = value.model_dump(mode="json", by_alias=True)
     else:
         value = json.loads(json.dumps(value, default=_json_default, ensure_ascii=False))
+        if model is not None:
+            value = model.model_validate(value).model_dump(mode="json", by_alias=True, exclude_unset=True)
     if isinstance(value, dict):
         return value
     return {"result": value}

@@ -10,6 +10,7 @@ from pydantic import Field, ValidationError
 from mcp_servers._core.definition import ServerDefinition
 from mcp_servers._core.errors import ToolError
 from mcp_servers.calendar.models import Attendee, EventTime, Reminders
+from mcp_servers.calendar.results import Event, EventDeleted, EventPage
 from mcp_servers.calendar.service import CalendarService
 
 SERVER = ServerDefinition(
@@ -73,7 +74,7 @@ def list_events(
     time_min: str | None = None,
     time_max: str | None = None,
     query: str | None = None,
-) -> dict[str, Any]:
+) -> EventPage:
     """List events sorted by start time, paginated.
 
     Without time_min/time_max every event is listed once (a recurring series as its first
@@ -93,7 +94,7 @@ def list_events(
 
 
 @SERVER.tool(action="read", read_only=True)
-def read_event(calendar: CalendarService, event_id: EventId) -> dict[str, Any]:
+def read_event(calendar: CalendarService, event_id: EventId) -> Event:
     """Read one event: times with time zone, attendees, reminders, recurrence, status.
 
     Args:
@@ -114,7 +115,7 @@ def create_event(
     colorId: str | None = None,  # noqa: N803 - Google Calendar's argument name
     reminders: Reminders | None = None,
     recurrence: list[str] | None = None,
-) -> dict[str, Any]:
+) -> Event:
     """Create an event in the user's calendar; returns the event as stored.
 
     Start must be before end. Times keep their time zone (written as TZID with a VTIMEZONE).
@@ -157,7 +158,7 @@ def update_event(
     reminders: Reminders | None = None,
     recurrence: list[str] | None = None,
     status: Literal["confirmed", "tentative", "cancelled"] | None = None,
-) -> dict[str, Any]:
+) -> Event:
     """Change some fields of an event; everything not given (including unknown properties,
     alarms and recurrence) is kept. Moving only the start keeps the duration.
 
@@ -194,7 +195,7 @@ def update_event(
 
 
 @SERVER.tool(action="delete", destructive=True)
-def delete_event(calendar: CalendarService, event_id: EventId) -> dict[str, Any]:
+def delete_event(calendar: CalendarService, event_id: EventId) -> EventDeleted:
     """Delete an event from its calendar file: a recurring event with all its occurrences, or,
     given an occurrence id `<event_id>_<start>`, only that occurrence (added as an EXDATE).
 

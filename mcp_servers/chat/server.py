@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 from datetime import UTC, date, datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import Field
 
 from mcp_servers._core.definition import ServerDefinition
 from mcp_servers._core.errors import ToolError
+from mcp_servers.chat.results import (
+    ChannelHistory,
+    ChannelPage,
+    Post,
+    PostDeleted,
+    PostPage,
+    ReactionAdded,
+    ThreadReplies,
+    UserPage,
+    UserProfile,
+)
 from mcp_servers.chat.service import ChatService
 
 SERVER = ServerDefinition(
@@ -35,7 +46,7 @@ Text = Annotated[str, Field(min_length=1, max_length=32_000)]
 @SERVER.tool(action="list_channels", read_only=True)
 def list_channels(
     chat: ChatService, limit: Annotated[int, Field(ge=1, le=100)] = 50, page: Page = 0
-) -> dict[str, Any]:
+) -> ChannelPage:
     """List channels (spaces first, then DMs, by name) with member and message counts.
 
     Args:
@@ -48,7 +59,7 @@ def list_channels(
 @SERVER.tool(action="get_history", read_only=True)
 def get_channel_history(
     chat: ChatService, channel_id: ChannelId, limit: Annotated[int, Field(ge=1, le=100)] = 30, page: Page = 0
-) -> dict[str, Any]:
+) -> ChannelHistory:
     """Root posts of a channel, newest first, each with its reply count.
 
     Args:
@@ -60,7 +71,7 @@ def get_channel_history(
 
 
 @SERVER.tool(action="get_replies", read_only=True)
-def get_thread_replies(chat: ChatService, channel_id: ChannelId, post_id: PostId) -> dict[str, Any]:
+def get_thread_replies(chat: ChatService, channel_id: ChannelId, post_id: PostId) -> ThreadReplies:
     """A thread: its root post and the replies in time order (oldest first).
 
     Args:
@@ -73,7 +84,7 @@ def get_thread_replies(chat: ChatService, channel_id: ChannelId, post_id: PostId
 @SERVER.tool(action="get_profile", read_only=True)
 def get_user_profile(
     chat: ChatService, user_id: Annotated[str, Field(min_length=1, max_length=300)]
-) -> dict[str, Any]:
+) -> UserProfile:
     """A person's profile: name, email, channels shared with them.
 
     Args:
@@ -83,9 +94,7 @@ def get_user_profile(
 
 
 @SERVER.tool(action="list_users", read_only=True)
-def get_users(
-    chat: ChatService, limit: Annotated[int, Field(ge=1, le=100)] = 50, page: Page = 0
-) -> dict[str, Any]:
+def get_users(chat: ChatService, limit: Annotated[int, Field(ge=1, le=100)] = 50, page: Page = 0) -> UserPage:
     """Everyone in the chat export, by name.
 
     Args:
@@ -96,7 +105,7 @@ def get_users(
 
 
 @SERVER.tool(action="post")
-def post_message(chat: ChatService, channel_id: ChannelId, message: Text) -> dict[str, Any]:
+def post_message(chat: ChatService, channel_id: ChannelId, message: Text) -> Post:
     """Post a new message (a new thread) to a channel as the current user.
 
     Args:
@@ -107,9 +116,7 @@ def post_message(chat: ChatService, channel_id: ChannelId, message: Text) -> dic
 
 
 @SERVER.tool(action="reply")
-def reply_to_thread(
-    chat: ChatService, channel_id: ChannelId, post_id: PostId, message: Text
-) -> dict[str, Any]:
+def reply_to_thread(chat: ChatService, channel_id: ChannelId, post_id: PostId, message: Text) -> Post:
     """Reply in the thread of a post as the current user.
 
     Args:
@@ -126,7 +133,7 @@ def add_reaction(
     channel_id: ChannelId,
     post_id: PostId,
     emoji_name: Annotated[str, Field(min_length=1, max_length=64)],
-) -> dict[str, Any]:
+) -> ReactionAdded:
     """Add the current user's emoji reaction to a post (no-op if already there).
 
     Args:
@@ -138,7 +145,7 @@ def add_reaction(
 
 
 @SERVER.tool(action="delete", destructive=True)
-def delete_post(chat: ChatService, channel_id: ChannelId, post_id: PostId) -> dict[str, Any]:
+def delete_post(chat: ChatService, channel_id: ChannelId, post_id: PostId) -> PostDeleted:
     """Delete one of the current user's own posts (kept in the export as deleted, text cleared).
 
     Args:
@@ -175,7 +182,7 @@ def search_messages(
     before: str | None = None,
     limit: Annotated[int, Field(ge=1, le=100)] = 30,
     page: Page = 0,
-) -> dict[str, Any]:
+) -> PostPage:
     """Find posts and replies, newest first, by text, channel, author and date (deleted posts excluded).
 
     Args:

@@ -14,6 +14,7 @@ from mcp_servers.documents.files import DocumentFiles
 from mcp_servers.documents.layout import page_setup, read_header_footer
 from mcp_servers.documents.models import ContentBlock
 from mcp_servers.documents.reading import collect_images, read_blocks, render_block
+from mcp_servers.documents.results import Comments, DocumentContent, DocumentOverview, HeaderFooter, ImageRead
 
 SERVER = ServerDefinition(
     "documents",
@@ -54,7 +55,7 @@ IDENTIFIER_HELP = (
 
 
 @SERVER.tool(action="overview", read_only=True)
-def get_document_overview(files: DocumentFiles, file_path: FilePath) -> ToolOutput:
+def get_document_overview(files: DocumentFiles, file_path: FilePath) -> ToolOutput[DocumentOverview]:
     """Outline of a document: headings with identifiers, counts, properties, page setup.
 
     Args:
@@ -103,7 +104,7 @@ def read_document_content(
     start_block: Annotated[int, Field(ge=0)] = 0,
     max_chars: Annotated[int, Field(ge=500, le=200_000)] = 30_000,
     include_runs: bool = False,
-) -> ToolOutput:
+) -> ToolOutput[DocumentContent]:
     """Read a document in order (paragraphs and tables interleaved), each block labelled with its identifier.
 
     Tracked changes show as {++inserted++} / {--deleted--}; images as [image.N]; explicit
@@ -191,7 +192,7 @@ def read_image(
     annotation: Annotated[
         str, Field(description="image.N as shown in reads (or the run identifier holding it)")
     ],
-) -> ToolOutput:
+) -> ToolOutput[ImageRead]:
     """Return one embedded image of the document (as MCP image content) with its size.
 
     Args:
@@ -225,7 +226,7 @@ def header_footer(
         Field(description="content blocks for set (paragraphs, headings, lists, tables)"),
     ] = None,
     link_to_previous: bool | None = None,
-) -> dict[str, Any]:
+) -> HeaderFooter:
     """Read, set, clear or link the default header or footer of a section.
 
     set writes that section's own header/footer (unlinked from the previous section):
@@ -280,7 +281,7 @@ def comments(
     text: str | None = None,
     author: str | None = None,
     comment_id: int | None = None,
-) -> dict[str, Any]:
+) -> Comments:
     """Read, add or delete comments.
 
     read lists every comment with its author, date, text, the text it is anchored to and

@@ -15,6 +15,7 @@ from mcp_servers.documents.editing import apply_formatting as format_target
 from mcp_servers.documents.files import DocumentFiles
 from mcp_servers.documents.models import Alignment, ContentBlock
 from mcp_servers.documents.reading import collect_images
+from mcp_servers.documents.results import FormattingApplied, ImageAdded, ImageInfo, PageLayout
 from mcp_servers.documents.server import SERVER, FilePath, Identifier
 from mcp_servers.documents.tools_write import Inches, Position
 
@@ -28,7 +29,7 @@ def add_image(
     position: Position = "end",
     width: Inches = None,
     height: Inches = None,
-) -> dict[str, Any]:
+) -> ImageAdded:
     """Insert a picture in a new paragraph at an identifier (default: end of the body).
 
     Width and height are in inches; with only one of them the aspect ratio is kept, with
@@ -86,7 +87,7 @@ def modify_image(
     height: Inches = None,
     image_path: Annotated[str | None, Field(description="replace the picture with this image file")] = None,
     alt_text: str | None = None,
-) -> dict[str, Any]:
+) -> ImageInfo:
     """Edit a picture: pixel operations, resize, replace, or alt text.
 
     Pixel operations: rotate, flip, brightness, contrast, crop (in pixels); resize in
@@ -141,7 +142,7 @@ def apply_formatting(
     ] = None,
     alignment: Alignment | None = None,
     style: Annotated[str | None, Field(description="paragraph style name, e.g. 'Heading 2'")] = None,
-) -> dict[str, Any]:
+) -> FormattingApplied:
     """Format a paragraph, run or table element.
 
     Character formatting goes to every run addressed; alignment and style to the paragraphs.
@@ -210,7 +211,7 @@ def page_margins(
     bottom: Inches = None,
     left: Inches = None,
     right: Inches = None,
-) -> dict[str, Any]:
+) -> PageLayout:
     """Read page margins (no margin given) or set them, in inches, for one or all sections."""
     from mcp_servers.documents.layout import set_margins
 
@@ -228,7 +229,7 @@ def page_orientation(
     ] = None,
     orientation: Annotated[str | None, Field(description="portrait | landscape (omit to read)")] = None,
     section_index: Annotated[int | None, Field(ge=0, description="one section (default: all)")] = None,
-) -> dict[str, Any]:
+) -> PageLayout:
     """Read or set page orientation for one or all sections (width and height are swapped)."""
     from mcp_servers.documents.layout import apply_orientation
 

@@ -14,6 +14,13 @@ from mcp_servers.documents.body import resolve
 from mcp_servers.documents.editing import add_text, delete, edit_text
 from mcp_servers.documents.files import DocumentFiles
 from mcp_servers.documents.models import ContentBlock, DocumentMetadata
+from mcp_servers.documents.results import (
+    ContentInserted,
+    DocumentCreated,
+    DocumentDeleted,
+    TableAdded,
+    TextChanged,
+)
 from mcp_servers.documents.server import SERVER, FilePath, Identifier
 
 Position = Literal["before", "after", "start", "end"]
@@ -30,7 +37,7 @@ def create_document(
     content: list[ContentBlock],
     metadata: DocumentMetadata | None = None,
     overwrite: bool = False,
-) -> dict[str, Any]:
+) -> DocumentCreated:
     """Create a .docx from content blocks.
 
     Block types: paragraph {text | runs[{text,bold,italic,underline}], style, alignment,
@@ -54,7 +61,7 @@ def create_document(
 
 
 @SERVER.tool(action="delete", destructive=True)
-def delete_document(files: DocumentFiles, file_path: FilePath) -> dict[str, Any]:
+def delete_document(files: DocumentFiles, file_path: FilePath) -> DocumentDeleted:
     """Delete a .docx file.
 
     Args:
@@ -75,7 +82,7 @@ def add_content_text(
     style: Annotated[
         str | None, Field(description="paragraph style for new paragraphs, e.g. 'Heading 2'")
     ] = None,
-) -> dict[str, Any]:
+) -> TextChanged:
     """Add text at an identifier: inside it (start/end) or as new paragraph(s) before/after it.
 
     On a paragraph, before/after inserts new paragraphs (one per line) styled like the
@@ -101,7 +108,7 @@ def insert_content(
     identifier: Identifier,
     content: list[ContentBlock],
     position: Position = "after",
-) -> dict[str, Any]:
+) -> ContentInserted:
     """Insert content blocks (headings, paragraphs, lists, tables, page breaks, images) at an identifier.
 
     Blocks are those of create_document. before/after place them next to a paragraph or
@@ -141,7 +148,7 @@ def add_table(
     position: Position = "end",
     header: bool = True,
     style: str | None = None,
-) -> dict[str, Any]:
+) -> TableAdded:
     """Insert a table (first row bold as a header by default) at an identifier (default: end of body).
 
     Args:
@@ -157,7 +164,7 @@ def add_table(
 @SERVER.tool(action="edit_text")
 def edit_content_text(
     files: DocumentFiles, file_path: FilePath, identifier: Identifier, new_text: str
-) -> dict[str, Any]:
+) -> TextChanged:
     """Replace the text of a paragraph, run or table cell, keeping run formatting and inline images.
 
     Only the characters that differ are changed: untouched words keep their runs (bold,
@@ -183,7 +190,7 @@ def delete_content_text(
         Field(description="content (clear the text, keep the element and its images) | element (remove it)"),
     ] = "content",
     collapse_whitespace: bool = False,
-) -> dict[str, Any]:
+) -> TextChanged:
     """Clear the text of any element, or delete a paragraph, run, table or table row.
 
     Deleting an element shifts the indices of later siblings (body.p.5 becomes body.p.4):

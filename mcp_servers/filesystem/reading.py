@@ -289,7 +289,7 @@ class ImageInfo(BaseModel):
 
 
 @SERVER.tool(action="read_image", read_only=True)
-def read_image_file(ctx: ServerContext, file_path: str) -> ToolOutput:
+def read_image_file(ctx: ServerContext, file_path: str) -> ToolOutput[ImageInfo]:
     """Return an image file (PNG, JPEG, GIF, WebP, BMP, TIFF) as image content the model can see.
 
     Large images are downscaled (longest side 2048 px) before sending.

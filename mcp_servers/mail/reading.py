@@ -10,6 +10,7 @@ from pydantic import Field
 
 from mcp_servers._core import ToolError, ToolOutput, WorldPath
 from mcp_servers.mail.headers import normalize_id
+from mcp_servers.mail.results import MailMessage, MailPage
 from mcp_servers.mail.server import SERVER
 from mcp_servers.mail.store import MailStore
 from mcp_servers.mail.text import attachments_of, message_text
@@ -24,7 +25,7 @@ def list_mails(
     store: MailStore,
     limit: Annotated[int, Field(ge=1, le=100)] = 50,
     offset: Annotated[int, Field(ge=0)] = 0,
-) -> ToolOutput:
+) -> ToolOutput[MailPage]:
     """List messages from all mailboxes, newest first.
 
     Args:
@@ -47,7 +48,9 @@ def list_mails(
 
 
 @SERVER.tool(action="read")
-def read_mail(store: MailStore, mail_id: str, save_attachments_to: str | None = None) -> ToolOutput:
+def read_mail(
+    store: MailStore, mail_id: str, save_attachments_to: str | None = None
+) -> ToolOutput[MailMessage]:
     """Read one message: headers, body text (HTML converted to text) and its attachments.
 
     Args:
@@ -156,7 +159,7 @@ def search_mail(
     label: str | None = None,
     limit: Annotated[int, Field(ge=1, le=100)] = 50,
     offset: Annotated[int, Field(ge=0)] = 0,
-) -> ToolOutput:
+) -> ToolOutput[MailPage]:
     """Search messages (newest first). Text filters are case-insensitive substrings; all given filters must match.
 
     Args:

@@ -22,6 +22,7 @@ from mcp_servers.mail.compose import (
 )
 from mcp_servers.mail.headers import addresses, all_ids, normalize_id, parse_header_block, split_header
 from mcp_servers.mail.index import MailEntry
+from mcp_servers.mail.results import SentMail
 from mcp_servers.mail.server import SERVER
 from mcp_servers.mail.store import MailStore, MailView
 from mcp_servers.mail.text import attachments_of, message_text
@@ -31,7 +32,7 @@ BodyFormat = Literal["plain", "html"]
 Recipients = str | list[str]
 
 
-def _send(store: MailStore, outgoing: Outgoing, verb: str) -> ToolOutput:
+def _send(store: MailStore, outgoing: Outgoing, verb: str) -> ToolOutput[SentMail]:
     message = build_message(outgoing)
     entry = store.append(message, address_of(outgoing.sender))
     data = summary(store, entry)
@@ -76,7 +77,7 @@ def send_mail(
     thread_id: str | None = None,
     in_reply_to: str | None = None,
     references: str | list[str] | None = None,
-) -> ToolOutput:
+) -> ToolOutput[SentMail]:
     """Send an email (it is stored in the user's mailbox). Bcc recipients stay hidden from the others.
 
     Args:
@@ -129,7 +130,7 @@ def _reply(
     bcc: Recipients | None,
     attachments: list[str] | None,
     body_format: str,
-) -> ToolOutput:
+) -> ToolOutput[SentMail]:
     view = store.view()
     original = store.get(view, original_mail_id, "original_mail_id")
     sender = resolve_sender(store.ctx, from_email)
@@ -182,7 +183,7 @@ def reply_mail(
     bcc: Recipients | None = None,
     attachments: list[str] | None = None,
     body_format: BodyFormat = "plain",
-) -> ToolOutput:
+) -> ToolOutput[SentMail]:
     """Reply to the sender of a message ("Re:" subject, same thread).
 
     Args:
@@ -217,7 +218,7 @@ def reply_all_mail(
     bcc: Recipients | None = None,
     attachments: list[str] | None = None,
     body_format: BodyFormat = "plain",
-) -> ToolOutput:
+) -> ToolOutput[SentMail]:
     """Reply to the sender and all visible recipients of a message (never to its Bcc).
 
     Args:
@@ -254,7 +255,7 @@ def forward_mail(
     attachments: list[str] | None = None,
     include_attachments: bool = True,
     body_format: BodyFormat = "plain",
-) -> ToolOutput:
+) -> ToolOutput[SentMail]:
     """Forward a message ("Fwd:" subject) with its text and, by default, its attachments.
 
     Args:

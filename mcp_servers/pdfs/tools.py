@@ -20,6 +20,7 @@ from mcp_servers._core import (
 )
 from mcp_servers.pdfs.create import Block, output_path, render_pdf
 from mcp_servers.pdfs.extract import Extractor, PageText, PdfSource, open_pdf, parse_pages, usable
+from mcp_servers.pdfs.results import PagesRead, PdfCreated, PdfImage, PdfSearch
 
 DEFAULT_MAX_CHARS = 20_000
 DEFAULT_MAX_OCR_PAGES = 10
@@ -97,7 +98,7 @@ def read_pdf_pages(
     file_path: str,
     pages: str | int | list[int] | None = None,
     max_chars: Annotated[int, Field(ge=100, le=200_000)] = DEFAULT_MAX_CHARS,
-) -> ToolOutput:
+) -> ToolOutput[PagesRead]:
     """Read the text of PDF pages, page by page (scanned pages are OCR'd).
 
     Also lists each page's embedded images (ids for read_image) and struck-through text.
@@ -174,7 +175,7 @@ def _compress(numbers: list[int]) -> str:
 
 
 @SERVER.tool(action="read_image", read_only=True)
-def read_image(state: PdfState, file_path: str, annotation: str) -> ToolOutput:
+def read_image(state: PdfState, file_path: str, annotation: str) -> ToolOutput[PdfImage]:
     """An image embedded in a PDF, by the annotation read_pdf_pages reported (e.g. 'page2_image1').
 
     Args:
@@ -238,7 +239,7 @@ def read_page_as_image(
     file_path: str,
     page_number: Annotated[int, Field(ge=1)],
     dpi: Annotated[int, Field(ge=36, le=300)] = 150,
-) -> ToolOutput:
+) -> ToolOutput[PdfImage]:
     """One PDF page rendered as a PNG image (to see layout, charts, scans).
 
     Args:
@@ -290,7 +291,7 @@ def search_pdf(
     whole_word: bool = False,
     max_results: Annotated[int, Field(ge=1, le=1000)] = 100,
     context_chars: Annotated[int, Field(ge=0, le=500)] = 50,
-) -> dict[str, Any]:
+) -> PdfSearch:
     """Find text in a PDF; each match gives its page, line (1-based within the page), column and context.
 
     Args:
@@ -376,7 +377,7 @@ def create_pdf(
     content: list[Block],
     metadata: dict[str, str] | None = None,
     page_size: str = "A4",
-) -> dict[str, Any]:
+) -> PdfCreated:
     """Create a PDF from content blocks; any script (Greek, Cyrillic, Arabic, CJK, ...) is embedded.
 
     Args:

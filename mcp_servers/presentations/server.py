@@ -11,6 +11,7 @@ from mcp_servers._core.errors import ToolError
 from mcp_servers._core.results import ImageBlock, ToolOutput
 from mcp_servers.presentations.files import DeckFiles
 from mcp_servers.presentations.reading import deck_markdown, find_picture, public, render_slide, slide_info
+from mcp_servers.presentations.results import Deck, DeckImage, SlideRead, SlidesText
 from mcp_servers.presentations.slides import get_slide
 
 SERVER = ServerDefinition(
@@ -38,7 +39,7 @@ def read_slides(
     end: Annotated[
         int | None, Field(ge=0, description="character after the last one (default start + 50,000)")
     ] = None,
-) -> ToolOutput:
+) -> ToolOutput[SlidesText]:
     """Read the deck as markdown, by character range (for long decks).
 
     The result says the total length; continue with start = the returned end.
@@ -62,7 +63,7 @@ def read_slides(
 
 
 @SERVER.tool(action="read_deck", read_only=True)
-def read_completedeck(files: DeckFiles, file_path: FilePath) -> ToolOutput:
+def read_completedeck(files: DeckFiles, file_path: FilePath) -> ToolOutput[Deck]:
     """Read every slide as markdown with structured shapes.
 
     Shows titles, text, bullets (with levels), tables, charts (with their data), images
@@ -77,7 +78,9 @@ def read_completedeck(files: DeckFiles, file_path: FilePath) -> ToolOutput:
 
 
 @SERVER.tool(action="read_slide", read_only=True)
-def read_individualslide(files: DeckFiles, file_path: FilePath, slide_index: SlideIndex) -> ToolOutput:
+def read_individualslide(
+    files: DeckFiles, file_path: FilePath, slide_index: SlideIndex
+) -> ToolOutput[SlideRead]:
     """Read one slide in detail, shape by shape.
 
     Every shape with its index, name, kind, position and size (inches), text paragraphs
@@ -99,7 +102,7 @@ def read_image(
     files: DeckFiles,
     file_path: FilePath,
     annotation: Annotated[str, Field(description="slide.<i>.image.<k> as shown in reads")],
-) -> ToolOutput:
+) -> ToolOutput[DeckImage]:
     """Return one picture of the deck (as MCP image content) with its position and size."""
     deck, virtual = files.open(file_path)
     slide_index, name, shape = find_picture(deck, annotation)

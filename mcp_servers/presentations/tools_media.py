@@ -12,6 +12,13 @@ from mcp_servers._office.pixels import CropEdge, Factor, FlipAxis, PixelEdit, Pi
 from mcp_servers.presentations.files import SHEET_SUFFIXES, DeckFiles
 from mcp_servers.presentations.models import TableSpec
 from mcp_servers.presentations.reading import find_picture, pictures
+from mcp_servers.presentations.results import (
+    ChartInserted,
+    ImageChanged,
+    ImagePlaced,
+    ShapeAdded,
+    TableInserted,
+)
 from mcp_servers.presentations.server import SERVER, FilePath, SlideIndex
 from mcp_servers.presentations.slides import add_table, get_slide
 from mcp_servers.presentations.tools_write import Inches, Size, _box, _emu
@@ -27,7 +34,7 @@ def add_image(
     y: Inches = None,
     width: Size = None,
     height: Size = None,
-) -> dict[str, Any]:
+) -> ImagePlaced:
     """Place a picture on a slide.
 
     Position x, y (default 1.0, 1.5) and size in inches; with one of width/height the
@@ -80,7 +87,7 @@ def modify_image(
     height: Size = None,
     image_path: Annotated[str | None, Field(description="replace the picture with this image file")] = None,
     delete: bool = False,
-) -> dict[str, Any]:
+) -> ImageChanged:
     """Edit a picture: pixel operations, move, resize, replace or delete.
 
     Pixel operations: rotate, flip, brightness, contrast, crop (in pixels; stored as a new
@@ -181,7 +188,7 @@ def insert_chart(
     width: Size = None,
     height: Size = None,
     legend: bool = True,
-) -> dict[str, Any]:
+) -> ChartInserted:
     """Insert a native chart built from a range of a workbook in the root.
 
     Formula cells give their cached values. The chart embeds its data, so it stays
@@ -238,7 +245,7 @@ def insert_table(
     width: Size = None,
     height: Size = None,
     font_size: Annotated[float | None, Field(gt=0, le=100, description="points (default 14)")] = None,
-) -> dict[str, Any]:
+) -> TableInserted:
     """Insert a table on a slide (first row a bold header by default).
 
     x, y, width, height in inches (default: under the title, full width, 0.4 in per row).
@@ -278,7 +285,7 @@ def add_shape(
     text_color: str | None = None,
     font_size: Annotated[float | None, Field(gt=0, le=400)] = None,
     bold: bool | None = None,
-) -> dict[str, Any]:
+) -> ShapeAdded:
     """Add an autoshape or text box with optional text, fill, outline and font settings.
 
     x, y default 1.0 and width, height default 2.0 (inches).

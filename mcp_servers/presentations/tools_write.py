@@ -12,6 +12,7 @@ from mcp_servers._office.properties import write_core_properties
 from mcp_servers.presentations.editing import apply_operation
 from mcp_servers.presentations.files import DeckFiles
 from mcp_servers.presentations.models import BulletItem, DeckMetadata, SlideOperation, SlideSpec, TableSpec
+from mcp_servers.presentations.results import DeckCreated, DeckDeleted, SlideAdded, SlidesEdited
 from mcp_servers.presentations.server import SERVER, FilePath, slide_summary
 from mcp_servers.presentations.slides import fill_slide, find_layout, move_slide
 
@@ -49,7 +50,7 @@ def create_deck(
     slides: list[SlideSpec],
     metadata: DeckMetadata | None = None,
     overwrite: bool = False,
-) -> dict[str, Any]:
+) -> DeckCreated:
     """Create a .pptx deck (16:9) from slide specs.
 
     Each slide: {layout: title | title_and_content | section_header | two_content |
@@ -73,7 +74,7 @@ def create_deck(
 
 
 @SERVER.tool(action="delete", destructive=True)
-def delete_deck(files: DeckFiles, file_path: FilePath) -> dict[str, Any]:
+def delete_deck(files: DeckFiles, file_path: FilePath) -> DeckDeleted:
     """Delete a .pptx file."""
     path, virtual = files.locate(file_path)
     path.unlink()
@@ -101,7 +102,7 @@ def add_slide(
         dict[str, Any] | None,
         Field(description="{title, subtitle, bullets, table, columns, notes} instead of flat arguments"),
     ] = None,
-) -> dict[str, Any]:
+) -> SlideAdded:
     """Add a slide at a position, with a layout and content.
 
     Layouts: title, title_and_content, section_header, two_content, title_only, blank, or
@@ -155,7 +156,7 @@ def edit_slides(
     file_path: FilePath,
     operations: list[SlideOperation],
     metadata: DeckMetadata | None = None,
-) -> dict[str, Any]:
+) -> SlidesEdited:
     """Apply edits in order, all or nothing (the file is written only if every one succeeds).
 
     Operations: replace_text {search, replace, slide_index (null = every slide), match_case}

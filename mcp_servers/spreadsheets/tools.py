@@ -13,6 +13,16 @@ from mcp_servers._core import ServerDefinition, ToolError, file_lock, validate_i
 from mcp_servers.spreadsheets.cells import check_cell, check_value
 from mcp_servers.spreadsheets.charts import add_chart
 from mcp_servers.spreadsheets.operations import VALUE_OPERATIONS, Operation, apply_operations
+from mcp_servers.spreadsheets.results import (
+    CellCleared,
+    CellWritten,
+    ChartCreated,
+    SpreadsheetCreated,
+    SpreadsheetDeleted,
+    SpreadsheetEdited,
+    TabAdded,
+    TabDeleted,
+)
 from mcp_servers.spreadsheets.styling import rename_sheet
 from mcp_servers.spreadsheets.workbook import (
     WORKBOOK_SUFFIXES,
@@ -109,7 +119,7 @@ def create_spreadsheet(
     directory: str,
     file_name: str,
     sheets: list[SheetSpec] | None = None,
-) -> dict[str, Any]:
+) -> SpreadsheetCreated:
     """Create a new .xlsx workbook with the given sheets (headers, rows; '=...' are formulas).
 
     Args:
@@ -145,7 +155,7 @@ def create_spreadsheet(
 
 
 @SERVER.tool(action="delete", destructive=True)
-def delete_spreadsheet(state: SheetsState, file_path: str) -> dict[str, Any]:
+def delete_spreadsheet(state: SheetsState, file_path: str) -> SpreadsheetDeleted:
     """Delete a workbook (.xlsx/.xlsm) or CSV file.
 
     Args:
@@ -167,7 +177,7 @@ def add_tab(
     tab_name: str,
     sheet_data: SheetData | None = None,
     index: Annotated[int, Field(ge=0)] | None = None,
-) -> dict[str, Any]:
+) -> TabAdded:
     """Add a tab, optionally with headers and rows.
 
     Args:
@@ -187,7 +197,7 @@ def add_tab(
 
 
 @SERVER.tool(action="delete_tab", destructive=True)
-def delete_tab(state: SheetsState, file_path: str, tab_index: TabRef) -> dict[str, Any]:
+def delete_tab(state: SheetsState, file_path: str, tab_index: TabRef) -> TabDeleted:
     """Delete one tab (a workbook keeps at least one).
 
     Args:
@@ -210,7 +220,7 @@ def delete_tab(state: SheetsState, file_path: str, tab_index: TabRef) -> dict[st
 
 
 @SERVER.tool(action="edit")
-def edit_spreadsheet(state: SheetsState, file_path: str, operations: list[Operation]) -> dict[str, Any]:
+def edit_spreadsheet(state: SheetsState, file_path: str, operations: list[Operation]) -> SpreadsheetEdited:
     """Apply edit operations to a workbook in order, atomically (all or none).
 
     Operation types (each with "type" and "sheet"): set_cell, append_rows, rename_sheet, format_cells,
@@ -233,7 +243,7 @@ def edit_spreadsheet(state: SheetsState, file_path: str, operations: list[Operat
 @SERVER.tool(action="add_content")
 def add_content_text(
     state: SheetsState, file_path: str, tab_index: TabRef, cell: str, value: CellValue
-) -> dict[str, Any]:
+) -> CellWritten:
     """Set one cell's value or formula ('=...').
 
     Args:
@@ -253,7 +263,7 @@ def add_content_text(
 
 
 @SERVER.tool(action="delete_content", destructive=True)
-def delete_content_cell(state: SheetsState, file_path: str, tab_index: TabRef, cell: str) -> dict[str, Any]:
+def delete_content_cell(state: SheetsState, file_path: str, tab_index: TabRef, cell: str) -> CellCleared:
     """Clear one cell's value (its formatting stays).
 
     Args:
@@ -289,7 +299,7 @@ def create_chart(
     position: str | None = None,
     categories_column: str | int | None = None,
     include_header: bool = True,
-) -> dict[str, Any]:
+) -> ChartCreated:
     """Add a native chart of a data range (series in columns) to a sheet.
 
     Args:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from mcp_servers._core import ToolError, ToolOutput, WorldPath
 from mcp_servers.spreadsheets.cells import parse_range
 from mcp_servers.spreadsheets.reading import Grid, matches, read_csv_rows, read_grid, tab_names
+from mcp_servers.spreadsheets.results import CsvRead, FilterResult, TabList, TabRead
 from mcp_servers.spreadsheets.tools import SERVER, TabRef, workbook_path
 from mcp_servers.spreadsheets.values import Scalar
 from mcp_servers.spreadsheets.workbook import SheetsState, check_workbook_path
@@ -57,7 +58,7 @@ def read_tab(
     max_rows: Annotated[int, Field(ge=1, le=10000)] = 1000,
     max_cols: Annotated[int, Field(ge=1, le=500)] = 100,
     compact: bool = False,
-) -> ToolOutput:
+) -> ToolOutput[TabRead]:
     """Read cell values of one tab (formulas read as their computed values; dates as ISO dates).
 
     Args:
@@ -155,7 +156,7 @@ def read_csv(
     encoding: str = "utf-8",
     has_header: bool = True,
     row_limit: Annotated[int, Field(ge=1, le=100000)] = 1000,
-) -> dict[str, Any]:
+) -> CsvRead:
     """Read a CSV file as rows (values are text, as stored).
 
     Args:
@@ -189,7 +190,7 @@ def read_csv(
 
 
 @SERVER.tool(action="list_tabs", read_only=True)
-def list_tabs_in_spreadsheet(state: SheetsState, file_path: str) -> dict[str, Any]:
+def list_tabs_in_spreadsheet(state: SheetsState, file_path: str) -> TabList:
     """List a workbook's tabs with their index, name, visibility and used size.
 
     Args:
@@ -208,7 +209,7 @@ def filter_tab(
     match_all: bool = True,
     has_header: bool = True,
     max_results: Annotated[int, Field(ge=1, le=5000)] = 100,
-) -> dict[str, Any]:
+) -> FilterResult:
     """Rows of a tab matching filter conditions. Read-only: the file is never modified.
 
     Args:
