@@ -54,7 +54,9 @@ class SnapshotUploadRequest(BaseModel):
     url: str | None = Field(
         None, description="destination fsspec URL; default <snapshot_url_prefix>/<id>.tar.gz"
     )
-    snapshot_id: str | None = None
+    # It becomes part of an object name: letters, digits, '_' and '-' only (as Archipelago), so
+    # an id like "../x" cannot move the snapshot out of the configured prefix.
+    snapshot_id: str | None = Field(None, pattern=r"^[A-Za-z0-9_-]{1,128}$")
     storage_options: dict[str, Any] | None = None
 
 

@@ -207,8 +207,10 @@ def test_snapshot_job_refusals(env, tmp_path: Path):
         f"{url}/data/snapshot/s3/start", json={"pre_snapshot_hooks": [{"name": "db", "command": "pg_dump"}]}
     )
     assert hooks.status_code == 400 and hooks.json()["detail"]["code"] == "hooks_unsupported"
-    traversal = requests.post(f"{url}/data/snapshot/s3/start", json={"snapshot_id": "../../etc"})
-    assert traversal.status_code == 422
+    for path in ("/data/snapshot/s3/start", "/data/snapshot/s3"):
+        # The id names the object under the prefix: "../" must not leave it (file:// or s3://).
+        traversal = requests.post(f"{url}{path}", json={"snapshot_id": "../../etc"})
+        assert traversal.status_code == 422, (path, traversal.text)
     with EnvironmentServer(_settings(tmp_path / "other"), server_factory=make_test_server) as server:
         unconfigured = requests.post(f"{server.url}/data/snapshot/s3/start", json={})
         assert unconfigured.status_code == 400
