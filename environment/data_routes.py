@@ -126,7 +126,12 @@ def _limits(settings: EnvironmentSettings) -> ArchiveLimits:
 #: Status of populate errors other than 400: too big, a URL outside ATOLL_URL_ALLOW, and an
 #: object store that failed or refused (missing credentials, access denied, unreachable). A
 #: missing source is a 400.
-_ERROR_STATUS = {"archive_too_large": 413, "url_not_allowed": 403, "source_unavailable": 502}
+_ERROR_STATUS = {
+    "archive_too_large": 413,
+    "url_not_allowed": 403,
+    "world_changed": 409,
+    "source_unavailable": 502,
+}
 
 
 def _url_sources(request: Request, specs: list[SourceSpec]) -> list[PopulateSource]:

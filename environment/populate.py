@@ -9,12 +9,15 @@ is deleted and the world is left exactly as it was.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import os
 import shutil
 import stat
 import tempfile
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
@@ -25,6 +28,7 @@ from atoll.errors import AtollError
 from atoll.members import APPS_DATA, FILESYSTEM, RESERVED_PREFIX, split_world_member
 from environment.archive import ArchiveLimits, SafeExtractor, UnsafeArchive, clean_member_name, copy_capped
 from environment.archive_readers import copy_local_folder, extract_tar, extract_zip
+from mcp_servers._core import beneath
 
 logger = logging.getLogger("environment.populate")
 
@@ -112,7 +116,8 @@ def populate(
     """Extract every source, then commit them together. Blocking: call from a worker thread.
 
     Raises UnsafeArchive (4xx: names the member), AtollError for unreadable sources or bad
-    subsystems; in every error case the world is unchanged.
+    subsystems; in these cases the world is unchanged. AtollError(``world_changed``) when the
+    world changed while staging was moved into it (the move may then be partial).
     """
     if mode not in ("merge", "replace"):
         raise AtollError("bad_mode", f"mode {mode!r} must be 'merge' or 'replace'")
@@ -134,7 +139,14 @@ def populate(
             except OSError as exc:
                 raise AtollError("source_unreadable", f"populate source {source.label!r}: {exc}") from exc
         extractor.check_links()
-        staging.commit(replace=[s.subsystem for s in sources] if mode == "replace" else [])
+        try:
+            staging.commit(replace=[s.subsystem for s in sources] if mode == "replace" else [])
+        except OSError as exc:
+            # Only a world changing under us (code_exec still running) gets here: the moves
+            # act on names inside directory descriptors, so nothing outside was touched.
+            raise AtollError(
+                "world_changed", f"the world changed while populate moved files into it ({exc}); retry"
+            ) from exc
     finally:
         staging.discard()
     return PopulateResult(
@@ -178,56 +190,87 @@ class _Staging:
         for subsystem in replace:
             tops = (FILESYSTEM, APPS_DATA) if subsystem.top == WORLD else (subsystem.top,)
             for top in tops:
-                _empty_target(self.roots.root(top), subsystem.nested)
+                with _opened(self.roots.root(top)) as root_fd:
+                    _empty_target(root_fd, subsystem.nested)
         for top, path in self.dirs.items():
-            _merge_into(path, self.roots.root(top))
+            with _opened(path) as source_fd, _opened(self.roots.root(top)) as root_fd:
+                _merge_into(source_fd, root_fd)
 
     def discard(self) -> None:
         for path in self.dirs.values():
             shutil.rmtree(path, ignore_errors=True)
 
 
-def _remove(path: Path | str, info: os.stat_result) -> None:
-    if stat.S_ISDIR(info.st_mode):
-        shutil.rmtree(path)
-    else:
-        os.unlink(path)
+# -- moving staging into the world, by directory descriptors ---------------------------------
+#
+# The world may hold anything the agent made, and code_exec may still be changing it: every
+# step below acts on a name inside a directory descriptor (``dir_fd=``), directories are
+# entered with O_NOFOLLOW, so a folder swapped for a symlink to the host is never written
+# through (it is replaced, like any other non-directory in the way).
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def _merge_into(source_dir: Path | str, dest_dir: Path | str) -> None:
-    """Move the tree ``source_dir`` into ``dest_dir``; never follows a symlink in the destination."""
-    for entry in os.scandir(source_dir):
-        dest = os.path.join(dest_dir, entry.name)
+@contextlib.contextmanager
+def _closing(descriptor: int) -> Iterator[int]:
+    try:
+        yield descriptor
+    finally:
+        os.close(descriptor)
+
+
+def _opened(path: Path | str) -> contextlib.AbstractContextManager[int]:
+    return _closing(os.open(path, _DIR_FLAGS))
+
+
+def _open_subdir(dir_fd: int, name: str) -> int | None:
+    """A descriptor of the real directory ``name`` in ``dir_fd``, or None if it is not one."""
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT):
+            return None
+        raise
+
+
+def _merge_into(source_fd: int, dest_fd: int) -> None:
+    """Move the tree of ``source_fd`` into ``dest_fd`` (archive wins on conflicts)."""
+    for name in sorted(os.listdir(source_fd)):
+        source_info = os.stat(name, dir_fd=source_fd, follow_symlinks=False)
         try:
-            dest_info = os.lstat(dest)
+            dest_info = os.stat(name, dir_fd=dest_fd, follow_symlinks=False)
         except FileNotFoundError:
-            os.rename(entry.path, dest)
+            os.rename(name, name, src_dir_fd=source_fd, dst_dir_fd=dest_fd)
             continue
-        if entry.is_dir(follow_symlinks=False) and stat.S_ISDIR(dest_info.st_mode):
-            _merge_into(entry.path, dest)
-        else:
-            _remove(dest, dest_info)
-            os.rename(entry.path, dest)
+        if stat.S_ISDIR(source_info.st_mode) and stat.S_ISDIR(dest_info.st_mode):
+            dest_child = _open_subdir(dest_fd, name)
+            if dest_child is not None:
+                with _closing(dest_child), _closing(os.open(name, _DIR_FLAGS, dir_fd=source_fd)) as child:
+                    _merge_into(child, dest_child)
+                continue
+        with contextlib.suppress(FileNotFoundError):
+            beneath.remove_tree(dest_fd, name)
+        os.rename(name, name, src_dir_fd=source_fd, dst_dir_fd=dest_fd)
 
 
-def _empty_target(root: Path, nested: str) -> None:
+def _empty_target(root_fd: int, nested: str) -> None:
     """Delete what ``replace`` replaces: the root's (or a folder's) contents, staging excepted."""
-    target = root
-    for part in [p for p in nested.split("/") if p]:
-        target = target / part
-        try:
-            info = os.lstat(target)
-        except FileNotFoundError:
-            return
-        if not stat.S_ISDIR(info.st_mode):  # a file or a symlink where the folder should be
-            os.unlink(target)
-            return
-    if not target.exists():
-        return
-    for entry in os.scandir(target):
-        if target == root and entry.name.startswith(STAGING_PREFIX):
-            continue
-        _remove(entry.path, entry.stat(follow_symlinks=False))
+    current = os.dup(root_fd)
+    try:
+        for part in [p for p in nested.split("/") if p]:
+            child = _open_subdir(current, part)
+            if child is None:  # missing, or a file or a symlink where the folder should be
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(part, dir_fd=current)
+                return
+            os.close(current)
+            current = child
+        for name in os.listdir(current):
+            if not nested and name.startswith(STAGING_PREFIX):
+                continue
+            beneath.remove_tree(current, name)
+    finally:
+        os.close(current)
 
 
 # -- reading sources ------------------------------------------------------------------------

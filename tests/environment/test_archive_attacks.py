@@ -325,3 +325,48 @@ def test_member_rules_name_the_problem(name, problem):
         clean_member_name(name)
     assert problem in refused.value.message and refused.value.member == name
     assert clean_member_name("./") is None and clean_member_name("a\\b/./c") == "a/b/c"
+
+
+# -- a world that changes while populate moves staging into it ------------------------------
+
+_SWAPPER = """
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+a, b, target = (os.fsencode(p) for p in sys.argv[1:4])
+print("ready", flush=True)
+spare = 0
+while True:
+    libc.renameat2(-100, a, -100, b, 2)  # AT_FDCWD, RENAME_EXCHANGE
+    if not os.path.islink(a) and not os.path.islink(b):  # populate replaced the link: plant another
+        spare += 1
+        try:
+            os.rename(b, b + b".%d" % spare)
+            os.symlink(target, b)
+        except OSError:
+            pass
+"""
+
+
+def test_a_folder_swapped_for_a_link_out_during_the_merge_is_never_written_through(world, tmp_path, outside):
+    import subprocess
+    import sys
+
+    http, settings = world
+    (settings.fs_root / "docs").mkdir()
+    (settings.fs_root / "swap").symlink_to(outside)  # exchanged with docs, over and over
+    outside_before = tree(outside)
+    statuses: list[int] = []
+    swapper = subprocess.Popen(
+        [sys.executable, "-c", _SWAPPER, str(settings.fs_root / "docs"), str(settings.fs_root / "swap"), str(outside)],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert swapper.stdout is not None and swapper.stdout.readline() == b"ready\n"
+        for round_ in range(40):
+            archive = tar_gz([(f"docs/deep/payload-{round_}.txt", b"x"), (f"docs/payload-{round_}.txt", b"x")])
+            statuses.append(_populate(http, archive).status_code)
+    finally:
+        swapper.kill()
+        swapper.wait()
+    assert tree(outside) == outside_before
+    assert statuses.count(200) >= 30, statuses  # the race costs no more than a failed populate now and then
