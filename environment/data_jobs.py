@@ -38,6 +38,7 @@ from environment.data_routes import (
     run_in_data_thread,
 )
 from environment.snapshot import SnapshotInfo
+from environment.url_policy import check_url
 
 logger = logging.getLogger("environment.jobs")
 router = APIRouter()
@@ -259,6 +260,10 @@ async def start_snapshot(request: Request, body: SnapshotJobRequest | None = Non
         )
     prefix = settings.snapshot_url_prefix.rstrip("/")
     snapshot_id = body.snapshot_id or f"snap_{uuid.uuid4().hex}"
+    try:
+        check_url(f"{prefix}/{snapshot_id}", settings.url_prefixes, "snapshot destination")
+    except AtollError as exc:
+        raise _http_error(exc) from exc
     options = settings.storage_options
     if body.s3_credentials is not None:
         options = body.s3_credentials.storage_options(options)
@@ -278,7 +283,9 @@ async def start_snapshot(request: Request, body: SnapshotJobRequest | None = Non
             )
         url = f"{prefix}/{snapshot_id}"
         uploaded: list[tuple[int, int]] = []
-        await _upload(request, url, options, lambda fs, path: uploaded.append(_put_files(fs, path, spool, info)))
+        await _upload(
+            request, url, options, lambda fs, path: uploaded.append(_put_files(fs, path, spool, info))
+        )
         ((files, total_bytes),) = uploaded
         return SnapshotFilesResult(
             snapshot_id=snapshot_id, files_uploaded=files, total_bytes=total_bytes, s3_uri=f"{url}/"

@@ -164,7 +164,11 @@ def test_populate_of_a_missing_object_is_400_naming_it(env, bucket):
     url, _ = env
     _, name = bucket
     reply = httpx.post(f"{url}/data/populate", json={"sources": [{"url": f"s3://{name}/missing.tar.gz"}]})
-    assert reply.status_code == 400 and reply.json()["detail"]["code"] == "source_not_found" and f"s3://{name}/missing.tar.gz" in reply.json()["detail"]["error"]
+    assert (
+        reply.status_code == 400
+        and reply.json()["detail"]["code"] == "source_not_found"
+        and f"s3://{name}/missing.tar.gz" in reply.json()["detail"]["error"]
+    )
 
 
 @pytest.mark.parametrize("snapshot_format", ["tar.gz", "files"])
@@ -230,3 +234,21 @@ def test_snapshot_job_store_failure_names_the_url(tmp_path: Path, bucket):
         started = requests.post(f"{server.url}/data/snapshot/s3/start", json={"format": "tar.gz"})
         body = _poll(server.url, started.json()["job_id"], "snapshot")
     assert body["status"] == "error" and f"s3://{name}/s/snap_" in body["error"]
+
+
+def test_jobs_obey_the_url_allow_list(tmp_path: Path, s3: SeaweedS3, bucket):
+    _, name = bucket
+    settings = _settings(
+        tmp_path,
+        storage_options=s3.storage_options,
+        url_allow=f"s3://{name}/allowed/",
+        snapshot_url_prefix=f"s3://{name}/elsewhere",
+    )
+    with EnvironmentServer(settings, server_factory=make_test_server) as server:
+        for source in (f"s3://{name}/other/w.tar.gz", "file:///etc"):
+            refused = requests.post(
+                f"{server.url}/data/populate/s3/start", json={"sources": [{"url": source}]}
+            )
+            assert refused.status_code == 403 and refused.json()["detail"]["code"] == "url_not_allowed", refused.text
+        snapshot = requests.post(f"{server.url}/data/snapshot/s3/start", json={})
+        assert snapshot.status_code == 403 and snapshot.json()["detail"]["code"] == "url_not_allowed"
