@@ -74,3 +74,16 @@ def test_token_protects_everything_but_health(tmp_path, benchmark_dir):
         assert client.get("/runs").status_code == 401
         assert client.get("/runs", headers={"Authorization": "Bearer wrong"}).status_code == 401
         assert client.get("/runs", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+
+
+def test_a_changed_configuration_is_a_conflict_unless_replace_is_asked(settings, benchmark_dir):
+    with TestClient(create_app(settings)) as client:
+        assert client.post("/runs", content=_experiment(benchmark_dir)).status_code == 202
+        edited = _experiment(benchmark_dir, agents=[{"name": "oracle", "agent": "replay", "model": "replay",
+                                                     "config": {"max_steps": 7}}])
+        refused = client.post("/runs", content=edited)
+        assert refused.status_code == 409
+        assert "already exists with another configuration" in refused.json()["error"]["message"]
+        replaced = client.post("/runs?replace=true", content=edited)
+        assert replaced.status_code == 202 and replaced.json()["archived"] == 6
+        assert replaced.json()["counts"]["pending"] == 6 and replaced.json()["counts"]["total"] == 6

@@ -109,3 +109,22 @@ def test_concurrent_workers_complete_each_trial_exactly_once(store):
 def test_unreachable_store_is_a_clear_error():
     with pytest.raises(AtollError, match="trial store postgresql://postgres@127.0.0.1:1/none"):
         TrialStore("postgresql://postgres@127.0.0.1:1/none")
+
+
+def test_a_retried_write_whose_first_commit_landed_is_not_applied_twice(store):
+    from orchestrator.store import Completion
+
+    store.enqueue(_specs(3))
+    # A lease call retried after its commit landed (the reply was lost) finds its leases again.
+    first = store._lease("w1", 2, 60, "exp", None, "token-1", [])
+    again = store._lease("w1", 2, 60, "exp", None, "token-1", [1])
+    assert {lease.trial_id for lease in again[0]} == {lease.trial_id for lease in first[0]}
+    assert store.counts("exp")["leased"] == 2 and {lease.attempt for lease in again[0]} == {1}
+    items = [Completion(lease, "w1", _result(lease)) for lease in first[0]]
+    assert store.complete_many(items) == [True, True]
+    assert store.complete_many(items) == [True, True]  # the retry: same answer, nothing written
+    (third,) = store.lease("w1", limit=1, lease_s=60)
+    assert store.fail_infra(third, "w1", "boom", max_attempts=3, write_id="infra-1") == "pending"
+    assert store.fail_infra(third, "w1", "boom", max_attempts=3, write_id="infra-1") == "pending"
+    history = store.attempt_history("exp")
+    assert len(history) == 3 and len({h["write_id"] for h in history}) == 3
