@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from atoll.errors import AtollError
-from atoll.experiment import ExperimentSpec
 from atoll.grade import Grade
 from atoll.loader import load_benchmark
 from atoll.trajectory import Trajectory
 from atoll.trial import Outcome
 from orchestrator.artifacts import ArtifactStore
 from orchestrator.executors.local import trial_outcome
+from orchestrator.policy import stored_spec
 from orchestrator.store import TrialStore
 
 
@@ -34,7 +34,7 @@ async def regrade_run(store: TrialStore, experiment: str, *, judge_model: str | 
     raw = store.experiment_spec(experiment)
     if raw is None:
         raise AtollError("unknown_run", f"no run {experiment!r} in {store.url}")
-    spec = ExperimentSpec.model_validate(raw)
+    spec = stored_spec(raw)  # the stored spec also carries report-only keys
     benchmark = load_benchmark(spec.benchmark)
     tasks = {task.task_id: task for task in benchmark.tasks}
     artifacts = ArtifactStore(spec.artifacts)

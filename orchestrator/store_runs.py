@@ -1,20 +1,25 @@
-"""Run-level records of the trial store: spec and fingerprint, archives, money spent, and
-what is still outstanding (part of ``TrialStore``)."""
+"""Run-level records of the trial store: spec and fingerprint, archives, money spent, what
+is still outstanding, and the reads reports are built from (part of ``TrialStore``)."""
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import and_, case, delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 
-from atoll.trial import TrialState
+from atoll.errors import AtollError
+from atoll.trial import TrialResult, TrialSpec, TrialState
 from orchestrator.store_retry import retried
 from orchestrator.store_schema import TRIAL_FIELDS, archived_trials, attempts, experiments, trials
+
+if TYPE_CHECKING:
+    from orchestrator.store import Budget
 
 
 @dataclass(frozen=True)
@@ -24,6 +29,15 @@ class RunRecord:
     fingerprint: str | None  # None: recorded before runs had fingerprints
     identity: dict[str, Any] | None
     created_at: float
+
+
+@dataclass(frozen=True)
+class TrialRow:
+    spec: TrialSpec
+    result: TrialResult | None
+    state: str
+    attempts: int
+    updated_at: float
 
 
 @dataclass(frozen=True)
@@ -118,6 +132,72 @@ class RunRecords:
             entry["by_outcome"][key] = entry["by_outcome"].get(key, 0) + count
         return sorted(found.values(), key=lambda entry: entry["archived_at"])
 
+    def _budget_room(self, tx: Connection, experiment: str, budget: Budget, limit: int,
+                     now: float) -> tuple[int, bool]:
+        """How many trials ``budget`` lets start now, and whether it is spent for good. Runs
+        inside the lease transaction with the run's row locked, so workers take turns."""
+        lock = select(experiments.c.name).where(experiments.c.name == experiment)
+        if not self.is_sqlite:  # SQLite's BEGIN IMMEDIATE already serialises writers
+            lock = lock.with_for_update()
+        tx.execute(lock)
+        spent = self.spent_in(tx, experiment)
+        priced = tx.execute(
+            select(func.count(), func.avg(attempts.c.cost_usd)).where(
+                and_(attempts.c.experiment == experiment, attempts.c.cost_usd.is_not(None),
+                     attempts.c.outcome != TrialState.infra_error.value)
+            )
+        ).one()
+        in_flight = tx.execute(
+            select(func.count()).where(and_(trials.c.experiment == experiment,
+                                            trials.c.state == TrialState.leased.value,
+                                            trials.c.lease_expires >= now))
+        ).scalar_one()
+        if spent >= budget.ceiling_usd:
+            return 0, True
+        if priced[0] == 0:
+            return min(limit, max(0, budget.unpriced_in_flight - in_flight)), False
+        mean = float(priced[1] or 0.0)
+        if mean <= 0:
+            return limit, False
+        # spent + mean × (in flight + n) <= ceiling
+        room = math.floor((budget.ceiling_usd - spent) / mean + 1e-9) - in_flight
+        if room <= 0:
+            return 0, in_flight == 0
+        return min(limit, room), False
+
+    @retried
+    def replace_result(self, experiment: str, trial_id: str, result: TrialResult, *, note: str) -> None:
+        """Swap a finished trial's result (a regrade), keeping the old one in the history."""
+        with self._tx() as tx:
+            row = tx.execute(
+                select(trials.c.result_json, trials.c.attempts).where(
+                    and_(trials.c.experiment == experiment, trials.c.trial_id == trial_id)
+                )
+            ).first()
+            if row is None:
+                raise AtollError("unknown_trial", f"no trial {trial_id} in run {experiment!r}")
+            tx.execute(
+                update(trials)
+                .where(and_(trials.c.experiment == experiment, trials.c.trial_id == trial_id))
+                .values(
+                    outcome=result.outcome.value, result_json=result.model_dump_json(), updated_at=time.time()
+                )
+            )
+            tx.execute(
+                attempts.insert().values(
+                    experiment=experiment,
+                    trial_id=trial_id,
+                    attempt=row[1],
+                    worker=note,
+                    outcome=result.outcome.value,
+                    accepted=1,
+                    error=None,
+                    result_json=row[0],
+                    finished_at=time.time(),
+                    cost_usd=None,  # a regrade is not part of the run's budget
+                )
+            )
+
     @staticmethod
     def spent_in(tx: Connection, experiment: str) -> float:
         """Money spent on the run's current trials: every attempt, accepted or not."""
@@ -154,3 +234,63 @@ class RunRecords:
             if state == TrialState.leased.value:
                 counts[name]["expired"] = int(stale or 0)
         return {name: Outstanding(**values) for name, values in counts.items()}
+
+    # --- reading ----------------------------------------------------------------------------
+
+    @retried
+    def counts(self, experiment: str) -> dict[str, int]:
+        with self.engine.connect() as connection:
+            rows = connection.execute(
+                select(trials.c.state, func.count())
+                .where(trials.c.experiment == experiment)
+                .group_by(trials.c.state)
+            ).all()
+        counts = {state.value: 0 for state in TrialState}
+        counts.update({state: count for state, count in rows})
+        counts["total"] = sum(count for _, count in rows)
+        return counts
+
+    @retried
+    def results(self, experiment: str) -> list[tuple[TrialSpec, TrialResult | None, str, int]]:
+        """Every trial of the experiment: (spec, final result or None, state, attempts)."""
+        return [(row.spec, row.result, row.state, row.attempts) for row in self.trial_rows(experiment)]
+
+    @retried
+    def trial_rows(self, experiment: str) -> list[TrialRow]:
+        """Every (current, not archived) trial of the experiment, ordered by agent, task, run."""
+        with self.engine.connect() as connection:
+            rows = connection.execute(
+                select(trials.c.spec_json, trials.c.result_json, trials.c.state, trials.c.attempts,
+                       trials.c.updated_at)
+                .where(trials.c.experiment == experiment)
+                .order_by(trials.c.agent_name, trials.c.task_id, trials.c.run_index, trials.c.updated_at)
+            ).all()
+        return [
+            TrialRow(TrialSpec.model_validate_json(spec_json),
+                     TrialResult.model_validate_json(result_json) if result_json else None,
+                     state, attempt_count, updated_at)
+            for spec_json, result_json, state, attempt_count, updated_at in rows
+        ]
+
+    @retried
+    def attempt_history(self, experiment: str, trial_id: str | None = None) -> list[dict[str, Any]]:
+        query = select(attempts).where(attempts.c.experiment == experiment).order_by(attempts.c.id)
+        if trial_id is not None:
+            query = query.where(attempts.c.trial_id == trial_id)
+        with self.engine.connect() as connection:
+            return [dict(row._mapping) for row in connection.execute(query)]
+
+    @retried
+    def experiment_spec(self, name: str) -> dict[str, Any] | None:
+        with self.engine.connect() as connection:
+            row = connection.execute(
+                select(experiments.c.spec_json).where(experiments.c.name == name)
+            ).first()
+        return json.loads(row[0]) if row else None
+
+    @retried
+    def experiments(self) -> list[str]:
+        with self.engine.connect() as connection:
+            return list(
+                connection.execute(select(experiments.c.name).order_by(experiments.c.created_at)).scalars()
+            )
