@@ -26,9 +26,10 @@ from typing import Any, BinaryIO, Literal
 
 import fsspec
 from fastapi import APIRouter, HTTPException, Request
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field
 
 from atoll.errors import AtollError
+from environment.archipelago import S3Credentials, refuse_hooks, storage_options_for
 from environment.data_routes import (
     SourceSpec,
     _build_snapshot,
@@ -50,24 +51,6 @@ PRESIGN_SECONDS = 7 * 24 * 3600
 _SNAPSHOT_ID = r"^[A-Za-z0-9_-]{1,128}$"
 
 JobState = Literal["running", "done", "error"]
-
-
-class S3Credentials(BaseModel):
-    """Archipelago's per-request credentials; used over ``ATOLL_STORAGE_OPTIONS`` for this job."""
-
-    access_key_id: str
-    secret_access_key: SecretStr
-    session_token: SecretStr | None = None
-    region: str | None = None
-
-    def storage_options(self, base: dict[str, Any]) -> dict[str, Any]:
-        """fsspec/s3fs options: ``base`` (endpoint and the rest) with these credentials."""
-        options = {**base, "key": self.access_key_id, "secret": self.secret_access_key.get_secret_value()}
-        if self.session_token is not None:
-            options["token"] = self.session_token.get_secret_value()
-        if self.region:
-            options["client_kwargs"] = {**base.get("client_kwargs", {}), "region_name": self.region}
-        return options
 
 
 class HookTiming(BaseModel):
@@ -204,28 +187,16 @@ def _detail_line(detail: Any) -> str:
     return str(detail)
 
 
-def _refuse_hooks(hooks: list[dict[str, Any]], field_name: str) -> None:
-    if hooks:
-        raise HTTPException(
-            400,
-            {
-                "error": f"{field_name} is not supported: atoll runs no shell commands in the environment "
-                "(its app servers keep their state in the world's files, so there is nothing to dump or load)",
-                "code": "hooks_unsupported",
-            },
-        )
-
-
 @router.post("/populate/s3/start", response_model=JobStarted)
 async def start_populate(request: Request, body: PopulateJobRequest) -> JobStarted:
     """Start populating from URLs (any fsspec URL); poll ``/data/populate/s3/status/{job_id}``."""
-    _refuse_hooks(body.post_populate_hooks, "post_populate_hooks")
+    refuse_hooks(body.post_populate_hooks, "post_populate_hooks")
     try:
         sources = _url_sources(request, body.sources)
     except AtollError as exc:
         raise _http_error(exc) from exc
     settings = request.app.state.settings
-    options = body.s3_credentials.storage_options(settings.storage_options) if body.s3_credentials else None
+    options = storage_options_for(body.s3_credentials, settings.storage_options)
 
     async def work() -> PopulateJobResult:
         try:
@@ -248,7 +219,7 @@ async def populate_status(request: Request, job_id: str) -> JobStatus:
 async def start_snapshot(request: Request, body: SnapshotJobRequest | None = None) -> JobStarted:
     """Start a snapshot to ``ATOLL_SNAPSHOT_URL_PREFIX``; poll ``/data/snapshot/s3/status/{job_id}``."""
     body = body or SnapshotJobRequest()
-    _refuse_hooks(body.pre_snapshot_hooks, "pre_snapshot_hooks")
+    refuse_hooks(body.pre_snapshot_hooks, "pre_snapshot_hooks")
     settings = request.app.state.settings
     if not settings.snapshot_url_prefix:
         raise HTTPException(

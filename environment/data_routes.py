@@ -22,6 +22,7 @@ from starlette.datastructures import UploadFile
 from starlette.types import Message
 
 from atoll.errors import AtollError
+from environment.archipelago import S3Credentials, refuse_hooks, storage_options_for
 from environment.archive import ArchiveLimits, UnsafeArchive
 from environment.populate import PopulateSource, Subsystem, WorldRoots, populate
 from environment.settings import EnvironmentSettings
@@ -48,6 +49,9 @@ class SourceSpec(BaseModel):
 class PopulateRequest(BaseModel):
     sources: list[SourceSpec] = Field(min_length=1)
     mode: str | None = None
+    # Archipelago's fields: credentials for this request; hooks are refused (environment.archipelago).
+    s3_credentials: S3Credentials | None = None
+    post_populate_hooks: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class SnapshotUploadRequest(BaseModel):
@@ -160,11 +164,13 @@ async def populate_world(
     """Multipart field ``archive`` (Archipelago's shape), or JSON ``{"sources": [{url, subsystem}]}``."""
     content_type = request.headers.get("content-type", "")
     form = None
+    options = None
     try:
         if content_type.startswith("multipart/form-data"):
             form = await _capped(request, _limits(_settings(request)).max_archive_file_bytes).form(
                 max_files=1, max_fields=16
             )
+            refuse_hooks(form.get("post_populate_hooks") not in (None, "", "[]"), "post_populate_hooks")
             archive = form.get("archive")
             if not isinstance(archive, UploadFile):
                 raise HTTPException(400, "multipart field 'archive' (a tar.gz or zip file) is required")
@@ -176,8 +182,10 @@ async def populate_world(
                 raise HTTPException(
                     422, f"populate body must be {{'sources': [{{'url', 'subsystem'}}]}}: {exc}"
                 ) from exc
+            refuse_hooks(body.post_populate_hooks, "post_populate_hooks")
             mode = body.mode or mode
             sources = _url_sources(request, body.sources)
+            options = storage_options_for(body.s3_credentials, _settings(request).storage_options)
         elif content_type.split(";")[0].strip() in RAW_ARCHIVE_TYPES:
             return await _populate_from_body(request, Subsystem.parse(subsystem), mode, subsystem)
         else:
@@ -185,7 +193,7 @@ async def populate_world(
                 415,
                 "send multipart/form-data with an 'archive' file, a raw archive body, or JSON with 'sources'",
             )
-        return await _run_populate(request, sources, mode, subsystem)
+        return await _run_populate(request, sources, mode, subsystem, storage_options=options)
     except AtollError as exc:
         raise _http_error(exc) from exc
     finally:
@@ -196,9 +204,11 @@ async def populate_world(
 @router.post("/populate/s3")
 async def populate_from_urls(request: Request, body: PopulateRequest) -> dict[str, Any]:
     """Archipelago's URL form of populate (any fsspec URL, not only S3)."""
+    refuse_hooks(body.post_populate_hooks, "post_populate_hooks")
     try:
         sources = _url_sources(request, body.sources)
-        return await _run_populate(request, sources, body.mode or "merge", None)
+        options = storage_options_for(body.s3_credentials, _settings(request).storage_options)
+        return await _run_populate(request, sources, body.mode or "merge", None, storage_options=options)
     except AtollError as exc:
         raise _http_error(exc) from exc
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import tarfile
 import time
 from collections.abc import Iterator
@@ -113,8 +114,16 @@ def test_async_populate_job(env, bucket):
     assert requests.get(f"{url}/data/populate/s3/status/unknown").status_code == 404
 
 
-def test_async_populate_uses_request_credentials(tmp_path: Path, s3: SeaweedS3, bucket, monkeypatch):
+def _no_ambient_aws_credentials(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+
+
+def test_async_populate_uses_request_credentials(tmp_path: Path, s3: SeaweedS3, bucket, monkeypatch):
+    _no_ambient_aws_credentials(monkeypatch, tmp_path)
     fs, name = bucket
     fs.pipe(f"{name}/w.tar.gz", tar_gz([("b.txt", b"b")]))
     endpoint_only = {"client_kwargs": {"endpoint_url": s3.endpoint_url}}
@@ -129,18 +138,29 @@ def test_async_populate_uses_request_credentials(tmp_path: Path, s3: SeaweedS3, 
             },
         )
         assert _poll(server.url, started.json()["job_id"], "populate")["status"] == "done"
+        # The synchronous forms honour them too (before: ignored, and the environment's own used).
+        for path in ("/data/populate/s3", "/data/populate"):
+            reply = requests.post(
+                f"{server.url}{path}",
+                json={
+                    "sources": [{"url": f"s3://{name}/w.tar.gz", "subsystem": "filesystem/again"}],
+                    "s3_credentials": {"access_key_id": "any", "secret_access_key": "any"},
+                },
+            )
+            assert reply.status_code == 200, reply.text
+            without = requests.post(
+                f"{server.url}{path}", json={"sources": [{"url": f"s3://{name}/w.tar.gz"}]}
+            )
+            assert without.status_code == 502  # no credentials of its own: the request's were used above
     assert (tmp_path / "filesystem/b.txt").read_bytes() == b"b"
+    assert (tmp_path / "filesystem/again/b.txt").read_bytes() == b"b"
 
 
 def test_populate_without_credentials_is_502_naming_the_url(
     tmp_path: Path, s3: SeaweedS3, bucket, monkeypatch
 ):
     # Before: a bare 500 with botocore's NoCredentialsError.
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
-        monkeypatch.delenv(variable, raising=False)
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    _no_ambient_aws_credentials(monkeypatch, tmp_path)
     _, name = bucket
     source = f"s3://{name}/w.tar.gz"
     endpoint_only = {"client_kwargs": {"endpoint_url": s3.endpoint_url}}
@@ -249,6 +269,23 @@ def test_jobs_obey_the_url_allow_list(tmp_path: Path, s3: SeaweedS3, bucket):
             refused = requests.post(
                 f"{server.url}/data/populate/s3/start", json={"sources": [{"url": source}]}
             )
-            assert refused.status_code == 403 and refused.json()["detail"]["code"] == "url_not_allowed", refused.text
+            assert refused.status_code == 403 and refused.json()["detail"]["code"] == "url_not_allowed", (
+                refused.text
+            )
         snapshot = requests.post(f"{server.url}/data/snapshot/s3/start", json={})
         assert snapshot.status_code == 403 and snapshot.json()["detail"]["code"] == "url_not_allowed"
+
+
+def test_lifecycle_hooks_are_refused_on_every_populate_form(env):
+    url, _ = env
+    hook = [{"name": "db", "command": "psql -f /.apps_data/db.sql"}]
+    source = [{"url": "s3://archipelago/none.tar.gz"}]
+    for path in ("/data/populate/s3", "/data/populate/s3/start", "/data/populate"):
+        reply = requests.post(f"{url}{path}", json={"sources": source, "post_populate_hooks": hook})
+        assert reply.status_code == 400 and reply.json()["detail"]["code"] == "hooks_unsupported", path
+    multipart = requests.post(
+        f"{url}/data/populate",
+        files={"archive": ("w.tar.gz", tar_gz([("a.txt", b"a")]), "application/gzip")},
+        data={"post_populate_hooks": json.dumps(hook)},
+    )
+    assert multipart.status_code == 400 and multipart.json()["detail"]["code"] == "hooks_unsupported"
