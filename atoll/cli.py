@@ -3,16 +3,25 @@
 Each command group lives in ``atoll/commands/<group>.py`` and imports its service lazily,
 inside the command function, so ``atoll --help`` stays fast and ``atoll`` (contracts)
 never imports a service at module level.
+
+litellm fetches its price map from the internet when first imported (four warnings and ~8 s
+lost offline, and prices that change under a run); every command uses the copy bundled with
+the installed litellm instead. This is set here, before any command can import litellm, so
+it holds for every entry point and the processes the commands start (they inherit it); a
+value the user set is kept.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
-import typer
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from atoll.commands import agent, bench, demo, env, grade, mcp, orchestrator, run
-from atoll.errors import AtollError
+import typer  # noqa: E402
+
+from atoll.commands import agent, bench, demo, env, grade, mcp, orchestrator, run  # noqa: E402
+from atoll.errors import AtollError  # noqa: E402
 
 app = typer.Typer(
     name="atoll",
