@@ -1,32 +1,31 @@
-"""Model calls through litellm: retries, usage, cost, budgets, context window.
+"""The agent's model: usage, cost, budgets and context window over :func:`atoll.llm.complete`.
 
-Any litellm provider string works (``openai/gpt-4o``, ``anthropic/…``, ``hosted_vllm/…``);
-``api_base`` points at OpenAI-compatible servers (vLLM, llama.cpp, Ollama, the scripted test
-server).  Errors leave this module as :class:`ModelProviderError` (ends the run with
-``error``/``model_provider``), :class:`ContextWindowExceeded` (the caller compacts and retries)
-or :class:`BudgetExhausted`.
+The call itself (retries, timeouts, error classes, the per-provider limiter and the cost
+ledger shared with the judge) is :mod:`atoll.llm`'s.  Errors leave this module as
+:class:`ModelProviderError` (ends the run with ``error``/``model_provider``; its ``kind`` is the
+:class:`~atoll.llm.ModelErrorKind`), :class:`ContextWindowExceeded` (the caller compacts and
+retries) or :class:`BudgetExhausted`.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the price map at import
+import litellm
 
-import litellm  # noqa: E402
-
-from agents_runner.config import AgentConfig  # noqa: E402
-from agents_runner.retry import RetryBudget, RetryPolicy  # noqa: E402
-from atoll.trajectory import ModelCall, Usage  # noqa: E402
-
-litellm.suppress_debug_info = True
+from agents_runner.config import AgentConfig
+from atoll.llm import Endpoint, ModelError, ModelErrorKind, RetryBudget, RetryPolicy, complete, response_cost
+from atoll.trajectory import ModelCall, Usage
 
 
 class ModelProviderError(Exception):
-    """The model provider failed deterministically or past all retries."""
+    """The model provider failed deterministically or past all retries; ``kind`` says how."""
+
+    def __init__(self, message: str, kind: ModelErrorKind) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class ContextWindowExceeded(Exception):
@@ -56,15 +55,6 @@ class ModelClient:
         self.model = model
         self.config = config
         self.api_base = api_base
-        if (
-            api_key is None
-            and api_base
-            and model.startswith("openai/")
-            and not os.environ.get("OPENAI_API_KEY")
-        ):
-            # Local OpenAI-compatible servers (vLLM, llama.cpp, Ollama) take any key, but the
-            # openai client refuses to send a request without one.
-            api_key = "none"
         self.api_key = api_key
         self.calls: list[ModelCall] = []
         self.usage = Usage()
@@ -75,6 +65,7 @@ class ModelClient:
             initial_wait_s=config.retry_initial_wait_s,
             max_wait_s=config.retry_max_wait_s,
         )
+        self._endpoint = Endpoint(model, api_base, api_key)
         self._info = _model_info(model)
         self._seen_call_ids: set[str] = set()
 
@@ -118,52 +109,43 @@ class ModelClient:
     async def complete(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, *, step: int
     ) -> ModelReply:
-        """One chat completion with retries on transient errors.
+        """One chat completion (retried on transient errors by :func:`atoll.llm.complete`).
 
-        Raises :class:`BudgetExhausted` before calling when a budget is already spent,
-        :class:`ContextWindowExceeded` when the prompt is too long, and
+        Raises :class:`BudgetExhausted` before calling when a budget (the run's, or the shared
+        cost ceiling) is spent, :class:`ContextWindowExceeded` when the prompt is too long, and
         :class:`ModelProviderError` for any other provider failure."""
         self.check_budget()
         record = ModelCall(step=step, model=self.model)
         self.calls.append(record)
         started = time.monotonic()
 
-        def on_retry(exc: BaseException) -> None:
+        def on_retry(error: ModelError) -> None:
             record.retries += 1
-            record.error = f"{type(exc).__name__}: {_short(exc)}"
+            record.error = f"{error.kind.value}: {_short(error.message)}"
 
         try:
-            response = await self._policy.call(self._acompletion, messages, tools, on_retry=on_retry)
-        except litellm.ContextWindowExceededError as exc:
-            record.error = f"ContextWindowExceededError: {_short(exc)}"
-            raise ContextWindowExceeded(_short(exc)) from exc
-        except Exception as exc:
-            record.error = f"{type(exc).__name__}: {_short(exc)}"
-            retried = f" after {record.retries} retries" if record.retries else ""
-            budget = " (run retry budget spent)" if self.retry_budget.left <= 0 else ""
-            raise ModelProviderError(f"{type(exc).__name__}{retried}{budget}: {_short(exc)}") from exc
+            done = await complete(
+                self._endpoint, messages, role="agent", tools=tools, arguments=self._arguments(),
+                timeout_s=self.config.llm_timeout_s, retry=self._policy, stream=self.config.stream,
+                cost=self._cost, on_retry=on_retry,
+            )
+        except ModelError as error:
+            record.error = _short(str(error))
+            if error.kind is ModelErrorKind.context_window:
+                raise ContextWindowExceeded(_short(error.message)) from error
+            if error.kind is ModelErrorKind.cost_ceiling:
+                raise BudgetExhausted(error.message) from error
+            raise ModelProviderError(_short(str(error)), error.kind) from error
         finally:
             record.duration_s = round(time.monotonic() - started, 4)
         record.error = None if record.error is None else f"recovered from {record.error}"
-        usage = self._usage(response)
+        usage = self._usage(done.response, done.cost_usd)
         record.usage = usage
         self.usage = self.usage + usage
-        return _reply(response, usage, self._seen_call_ids)
+        return _reply(done.response, usage, self._seen_call_ids)
 
-    async def _acompletion(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Any:
-        arguments: dict[str, Any] = {
-            "model": self.model,
-            "messages": [dict(message) for message in messages],  # providers' adapters may edit them
-            "timeout": self.config.llm_timeout_s,
-            "num_retries": 0,
-            "max_retries": 0,  # our policy retries, not the openai client's
-        }
-        if tools:
-            arguments["tools"] = tools
-        if self.api_base:
-            arguments["api_base"] = self.api_base
-        if self.api_key:
-            arguments["api_key"] = self.api_key
+    def _arguments(self) -> dict[str, Any]:
+        arguments: dict[str, Any] = {}
         if self.config.reasoning_effort:
             arguments["reasoning_effort"] = self.config.reasoning_effort
         if self.config.temperature is not None:
@@ -171,15 +153,9 @@ class ModelClient:
         if self.config.max_completion_tokens:
             arguments["max_completion_tokens"] = self.config.max_completion_tokens
         arguments.update(self.config.extra_args)
-        if not self.config.stream:
-            return await litellm.acompletion(**arguments)
-        # Streaming keeps the connection busy during long generations (proxies drop idle
-        # connections); the chunks are rebuilt into one response, usage included.
-        arguments.update(stream=True, stream_options={"include_usage": True})
-        chunks = [chunk async for chunk in await litellm.acompletion(**arguments)]
-        return litellm.stream_chunk_builder(chunks, messages=messages)
+        return arguments
 
-    def _usage(self, response: Any) -> Usage:
+    def _usage(self, response: Any, cost_usd: float) -> Usage:
         raw = getattr(response, "usage", None)
         prompt = int(getattr(raw, "prompt_tokens", 0) or 0)
         completion = int(getattr(raw, "completion_tokens", 0) or 0)
@@ -193,18 +169,18 @@ class ModelClient:
             completion_tokens=completion,
             reasoning_tokens=reasoning,
             cached_tokens=cached,
-            cost_usd=self._cost(response, prompt, completion),
+            cost_usd=cost_usd,
         )
 
-    def _cost(self, response: Any, prompt: int, completion: int) -> float:
+    def _cost(self, response: Any) -> float:
+        raw = getattr(response, "usage", None)
+        prompt = int(getattr(raw, "prompt_tokens", 0) or 0)
+        completion = int(getattr(raw, "completion_tokens", 0) or 0)
         if self.config.input_cost_per_token is not None or self.config.output_cost_per_token is not None:
             return prompt * (self.config.input_cost_per_token or 0.0) + completion * (
                 self.config.output_cost_per_token or 0.0
             )
-        try:
-            return float(litellm.completion_cost(completion_response=response, model=self.model) or 0.0)
-        except Exception:  # model not in litellm's price map: cost unknown, counted as 0
-            return 0.0
+        return response_cost(response, self.model)
 
 
 def _model_info(model: str) -> dict[str, Any]:

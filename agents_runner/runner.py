@@ -170,7 +170,8 @@ async def _body(
     except BudgetExhausted as exc:
         return RunStatus.budget_exhausted, None, str(exc)
     except ModelProviderError as exc:
-        return RunStatus.error, TrajectoryError(kind=ErrorKind.model_provider, message=str(exc)), str(exc)
+        error = TrajectoryError(kind=ErrorKind.model_provider, message=str(exc), model_error=exc.kind.value)
+        return RunStatus.error, error, str(exc)
     except GatewayUnavailable as exc:
         return RunStatus.error, TrajectoryError(kind=ErrorKind.infrastructure, message=str(exc)), str(exc)
     except AtollError as exc:

@@ -37,7 +37,14 @@ class JudgeSpec(_Spec):
     model: str | None = Field(default=None, description="None = programmatic checks only")
     api_base: str | None = None
     samples: int = Field(default=1, ge=1)
+    quorum: int | None = Field(default=None, ge=1, description="verdicts needed of the samples; None = all")
     extra_args: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _quorum_within_samples(self) -> JudgeSpec:
+        if self.quorum is not None and self.quorum > self.samples:
+            raise ValueError(f"quorum {self.quorum} is more than samples {self.samples}")
+        return self
 
 
 class Limits(_Spec):

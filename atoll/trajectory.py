@@ -41,6 +41,11 @@ class TrajectoryError(BaseModel):
     kind: ErrorKind
     message: str
     detail: str | None = None
+    model_error: str | None = Field(
+        default=None,
+        description="model_provider errors: the class of the failed model call (transient, rate_limited, "
+        "configuration, context_window, content, cost_ceiling; see atoll.llm)",
+    )
 
 
 class Usage(BaseModel):

@@ -1,6 +1,10 @@
 """Verdict cache: regrading unchanged evidence with the same judge and prompt costs nothing.
 
-Keyed by (criterion, evidence digest, judge model, prompt version, samples).  Stored in a
+Keyed by everything that can change a verdict: the criterion (text, grading target, check),
+the evidence digest, the prompt version and the judge's verdict settings — model, api_base,
+temperature, top_p, seed, extra args, samples, quorum and verdict format
+(:meth:`grader.judge.JudgeConfig.verdict_settings`), so the same model name pointed at
+another endpoint or sampled differently is a different judge.  Stored in a
 SQLite file (``*.sqlite``/``*.db`` or any existing file) or a directory of JSON files (one
 per key, written atomically).  Only real verdicts (met / not met) are cached, so a
 judge outage is retried on the next grading.
@@ -21,9 +25,9 @@ from atoll.benchmark import Criterion
 
 
 def cache_key(
-    criterion: Criterion, evidence_digest: str, judge_model: str, prompt_version: str, samples: int
+    criterion: Criterion, evidence_digest: str, judge_settings: dict[str, Any], prompt_version: str
 ) -> str:
-    """sha256 over the criterion (text, target, check) and the judging setup."""
+    """sha256 over the criterion (text, target, check), the evidence and the judging setup."""
     payload = {
         "criterion": {
             "verifier_id": criterion.verifier_id,
@@ -32,11 +36,11 @@ def cache_key(
             "check": criterion.check.model_dump() if criterion.check else None,
         },
         "evidence": evidence_digest,
-        "model": judge_model,
+        "judge": judge_settings,
         "prompt_version": prompt_version,
-        "samples": samples,
     }
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+    # default=str: extra args may hold values JSON does not know; their text still counts.
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
 class VerdictCache:

@@ -28,8 +28,9 @@ async def grade_remote(
     """Upload the snapshots to the service at ``url`` and return its Grade.
 
     ``judge`` holds JudgeConfig fields overriding the service's default (never the key).
-    Raises AtollError("grader_rejected") for a 4xx answer (with the service's message) and
-    AtollError("grader_unavailable") for transport failures and 5xx answers.
+    Raises AtollError("grader_rejected") for a 4xx answer (with the service's message),
+    AtollError("model_endpoint") when the service's judge endpoint is misconfigured, and
+    AtollError("grader_unavailable") for transport failures and other 5xx answers.
     """
     data = {"task": task.model_dump_json(by_alias=True)}
     if trajectory is not None:
@@ -44,11 +45,15 @@ async def grade_remote(
                 )
     except httpx.HTTPError as exc:
         raise AtollError("grader_unavailable", f"grader at {url}: {type(exc).__name__}: {exc}") from exc
-    if 400 <= response.status_code < 500:
+    if response.status_code >= 400:
         try:
-            message = response.json()["error"]["message"]
-        except (ValueError, KeyError, TypeError):
-            message = response.text[:300]
+            error = response.json()["error"]
+            code, message = error.get("code"), error["message"]
+        except (ValueError, KeyError, TypeError, AttributeError):
+            code, message = None, response.text[:300]
+        if code == "model_endpoint":
+            raise AtollError("model_endpoint", f"grader at {url}: {message}")
+    if 400 <= response.status_code < 500:
         raise AtollError("grader_rejected", f"grader at {url}: {message}")
     if response.status_code >= 500:
         raise AtollError("grader_unavailable", f"grader at {url}: HTTP {response.status_code}")

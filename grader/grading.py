@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from atoll.benchmark import Criterion, Task
+from atoll.errors import AtollError
 from atoll.grade import CriterionVerdict, Grade, Verdict
+from atoll.llm import RetryBudget
 from atoll.trajectory import Trajectory
 from grader.cache import VerdictCache, cache_key
 from grader.checks import run_check
@@ -48,7 +50,9 @@ class _Context:
     cache: VerdictCache | None
     options: ExtractOptions
     change_log: str
+    retry_budget: RetryBudget | None = None
     cost_usd: float = 0.0
+    configuration_error: str | None = None
 
 
 def _verdict(
@@ -108,7 +112,7 @@ async def _decide(context: _Context, criterion: Criterion) -> CriterionVerdict:
     # files is shown (Archipelago's "Final Answer Only (No Files)").
     change_log = "" if routed.target.kind == "final_answer" else context.change_log
     digest = evidence_digest(context.task.prompt, answer, change_log, routed, config)
-    key = cache_key(criterion, digest, config.model, PROMPT_VERSION, config.samples)
+    key = cache_key(criterion, digest, config.verdict_settings(), PROMPT_VERSION)
     common = {"judge_model": config.model, "prompt_version": PROMPT_VERSION, "evidence_digest": digest}
     if context.cache is not None:
         record = await asyncio.to_thread(context.cache.get, key)
@@ -140,8 +144,10 @@ async def _decide(context: _Context, criterion: Criterion) -> CriterionVerdict:
         fitted = await fit(criterion.criteria, routed.artifacts, artifact_budget, config)
         context.cost_usd += fitted.cost_usd
         blocks = build_blocks(context.task.prompt, answer, change_log, fitted, criterion, budget)
-        result = await judge(config, blocks)
+        result = await judge(config, blocks, budget=context.retry_budget)
         context.cost_usd += result.cost_usd
+        if result.configuration_error:
+            context.configuration_error = result.configuration_error
         if not result.context_exceeded or budget <= 4000:
             break
         prompt_chars = sum(len(block.text) for block in blocks) + 2000
@@ -224,8 +230,11 @@ async def grade_trial(
     """Grade ``task`` on the world change from ``before`` to ``after`` (tar.gz or world zip).
 
     ``judge`` None grades with programmatic checks only (criteria without a check are then
-    ungradeable).  Raises AtollError("snapshot_unreadable") when a snapshot cannot be read;
-    every other failure is confined to the criterion it happens in.  ``world`` lets a caller
+    ungradeable).  Raises AtollError("snapshot_unreadable") when a snapshot cannot be read,
+    and AtollError("model_endpoint") naming the model, URL and provider message when the
+    judge's endpoint cannot work as configured (bad key, unknown model, nothing listening):
+    every criterion would fail alike, and it is the setup, not the trial, that is wrong.
+    Every other failure is confined to the criterion it happens in.  ``world`` lets a caller
     reuse a diff it already computed.
     """
     options = options or ExtractOptions()
@@ -239,9 +248,12 @@ async def grade_trial(
         cache=cache,
         options=options,
         change_log=world.change_log(),
+        retry_budget=RetryBudget(judge.retry_budget) if judge else None,
     )
     limit = asyncio.Semaphore(judge.concurrency if judge else 4)
     verdicts = await asyncio.gather(*(_decide_safely(context, c, limit) for c in task.rubric))
+    if context.configuration_error:
+        raise AtollError("model_endpoint", f"judge: {context.configuration_error}")
     grade = Grade.from_verdicts(
         task.task_id,
         list(verdicts),

@@ -68,7 +68,8 @@ def create_app(judge: JudgeConfig | None = None, cache: VerdictCache | None = No
     """The grading service; ``judge`` is the default judge (None = programmatic checks only)."""
     app = FastAPI(title="atoll grader", version="1")
 
-    add_error_handler(app)
+    # A misconfigured judge endpoint is an upstream failure, not the caller's bad request.
+    add_error_handler(app, {"model_endpoint": 502})
 
     @app.get("/health")
     async def health() -> dict[str, str]:

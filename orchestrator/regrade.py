@@ -40,6 +40,7 @@ async def regrade_run(store: TrialStore, experiment: str, *, judge_model: str | 
     artifacts = ArtifactStore(spec.artifacts)
     model = judge_model or spec.judge.model
     judge = JudgeConfig(model=model, api_base=api_base or spec.judge.api_base, samples=spec.judge.samples,
+                        quorum=spec.judge.quorum,
                         extra_args=spec.judge.extra_args) if model else None
     output = output_dir or Path(spec.output_dir) / experiment
     cache = VerdictCache(Path(spec.output_dir) / ".cache" / "verdicts.sqlite")

@@ -157,14 +157,34 @@ async def run_experiment(
     finally:
         store.dispose()
     outcome = RunOutcome(spec.name, len(trials), added, reclaimed, archived, summary, counts, paths)
+    if summary.stopped_reason == "model_configuration":
+        raise AtollError(
+            "model_endpoint",
+            f"run {spec.name} aborted: {summary.configuration_errors} of {summary.attempts} attempts met a model "
+            f"endpoint configuration error; last: {summary.last_model_endpoint_error}; see {paths['md']}; fix "
+            "the endpoint or key and run again to resume",
+        )
     if summary.stopped_reason == "infra_error_rate":
         raise AtollError(
             "infra_abort",
-            f"run {spec.name} aborted: {summary.infra_errors} of {summary.attempts} attempts failed in atoll's "
-            f"own infrastructure (threshold {spec.infra_error_abort_rate:.0%}); see {paths['md']} and the "
+            f"run {spec.name} aborted: {summary.infra_errors} of {summary.attempts} attempts failed "
+            f"{failure_sides(summary)} (threshold {spec.infra_error_abort_rate:.0%}); see {paths['md']} and the "
             "attempt history; fix the cause and run again to resume",
         )
     return outcome
+
+
+def failure_sides(summary: SchedulerSummary) -> str:
+    """Where failed attempts failed: model endpoint errors are the model side's, never
+    counted as atoll's own infrastructure."""
+    own = summary.infra_errors - summary.model_endpoint_errors
+    model = summary.model_endpoint_errors
+    last = f"last: {summary.last_model_endpoint_error}"
+    if model and own:
+        return f"({model} on the model endpoint, {last}; {own} in atoll's own infrastructure)"
+    if model:
+        return f"on the model endpoint ({last})"
+    return "in atoll's own infrastructure"
 
 
 async def run_worker(

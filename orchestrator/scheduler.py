@@ -24,13 +24,16 @@ from datetime import UTC, datetime
 
 from atoll.errors import AtollError
 from atoll.trial import Outcome, TrialResult
-from orchestrator.executors.base import Executor, InfraError
+from orchestrator.executors.base import Executor, InfraError, ModelEndpointError
 from orchestrator.policy import InfraHealth, RunPolicy
 from orchestrator.spool import ResultSpool, SpooledWrite
 from orchestrator.store import Completion, Lease, TrialStore
 from orchestrator.store_runs import Outstanding
 
 log = logging.getLogger("atoll.orchestrator")
+
+# Configuration errors of a model endpoint are deterministic: a few of them say enough.
+MIN_CONFIGURATION_ERRORS_FOR_ABORT = 3
 
 
 @dataclass
@@ -40,10 +43,15 @@ class SchedulerSummary:
     lost_leases: int = 0
     attempts: int = 0
     cost_usd: float = 0.0
-    stopped_reason: str | None = None  # "cost_ceiling" | "infra_error_rate" | None (the last stop)
+    stopped_reason: str | None = None  # "cost_ceiling" | "infra_error_rate" | "model_configuration" | None (the last stop)
     stopped: dict[str, str] = field(default_factory=dict)  # run -> why this worker stopped it
     spooled: int = 0  # writes that had to wait in the spool for the database
     outcomes: dict[str, int] = field(default_factory=dict)
+    # Of infra_errors, those on the model side (agent or judge endpoint), and of those the
+    # configuration errors (bad key, unknown model, nothing listening at the api_base).
+    model_endpoint_errors: int = 0
+    configuration_errors: int = 0
+    last_model_endpoint_error: str | None = None
 
 
 EventSink = Callable[[str, Lease, TrialResult | None], None]
@@ -265,6 +273,10 @@ class Scheduler:
         try:
             executor = self.executor_for(lease.experiment)
             result = await executor.run(lease.spec, attempt=lease.attempt)
+        except ModelEndpointError as exc:
+            self._model_endpoint_failure(lease.experiment, exc)
+            await self._infra_failure(lease, str(exc))
+            return
         except InfraError as exc:
             await self._infra_failure(lease, str(exc))
             return
@@ -288,6 +300,23 @@ class Scheduler:
         self.summary.completed += 1
         self.summary.outcomes[result.outcome.value] = self.summary.outcomes.get(result.outcome.value, 0) + 1
         self.on_event("finished", lease, result)
+
+    def _model_endpoint_failure(self, experiment: str, exc: ModelEndpointError) -> None:
+        summary = self.summary
+        summary.model_endpoint_errors += 1
+        summary.last_model_endpoint_error = str(exc)
+        if not exc.configuration:
+            return
+        summary.configuration_errors += 1
+        rate = self.policy_for(experiment).infra_abort_rate
+        if (summary.configuration_errors >= MIN_CONFIGURATION_ERRORS_FOR_ABORT
+                and summary.configuration_errors / summary.attempts > rate
+                and self.summary.stopped.get(experiment) != "model_configuration"):
+            # No more trials of this run from this worker: the endpoint will not fix itself.
+            self._exhausted.add(experiment)
+            self._stop(experiment, "model_configuration")
+            log.error("run %s: stopping: %d of %d attempts met a model endpoint configuration error; last: %s",
+                      experiment, summary.configuration_errors, summary.attempts, exc)
 
     async def _infra_failure(self, lease: Lease, error: str, result: TrialResult | None = None) -> None:
         self.summary.infra_errors += 1
@@ -316,5 +345,5 @@ class Scheduler:
         health.record(failed=True)
         if not health.allows() and self.summary.stopped.get(lease.experiment) != "infra_error_rate":
             self._stop(lease.experiment, "infra_error_rate")
-            log.error("run %s: stopping: %d of %d attempts failed in our infrastructure", lease.experiment,
-                      health.failures, health.attempts)
+            log.error("run %s: stopping: %d of %d attempts failed (%d of this worker's on the model endpoint)",
+                      lease.experiment, health.failures, health.attempts, self.summary.model_endpoint_errors)

@@ -18,9 +18,10 @@ def demo(
     output: Path = typer.Option(Path("atoll-out/demo"), help="where the benchmark, store and reports go"),
     runs: int = typer.Option(1, min=1, help="runs per task and agent"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress display"),
+    no_preflight: bool = typer.Option(False, "--no-preflight", help="skip the one-token check of the model endpoints"),
 ) -> None:
     """Generate the sample benchmark, run the oracle (and a configured model), grade, report."""
-    from atoll.commands.run import print_leaderboard
+    from atoll.commands.run import preflight_models, print_leaderboard
     from atoll.sample import generate_sample_benchmark
     from orchestrator.demo import configured_model, demo_experiment
     from orchestrator.runner import run_experiment
@@ -34,6 +35,8 @@ def demo(
         + ("" if model else " (set ATOLL_MODEL, optionally ATOLL_API_BASE, to add a ReAct agent)")
     )
     typer.echo(f"grading: programmatic checks{' + LLM judge ' + spec.judge.model if spec.judge.model else ' only'}")
+    if not no_preflight:
+        preflight_models([spec], quiet=quiet)
     # The demo's run is the demo: a changed model or sample replaces the earlier trials
     # (archived under the run) instead of refusing.
     outcome = asyncio.run(run_experiment(spec, quiet=quiet, replace=True))

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import typer
+
+NO_PREFLIGHT_HELP = "skip the one-token check of every model endpoint (agents and judge) before scheduling"
 
 
 def register(app: typer.Typer) -> None:
@@ -32,6 +35,7 @@ def run(
         help="the run exists with another configuration: archive its trials that no longer fit (kept, not "
              "deleted) and run this one under the same name",
     ),
+    no_preflight: bool = typer.Option(False, "--no-preflight", help=NO_PREFLIGHT_HELP),
 ) -> None:
     """Run an experiment, or resume it: finished trials are never re-run. A run whose
     configuration changed is refused unless --new-run NAME or --replace is given."""
@@ -48,6 +52,8 @@ def run(
                if value}
     if updates:
         spec = spec.model_copy(update=updates)
+    if not (no_preflight or enqueue_only):  # an enqueue-only run calls no model; its workers check
+        preflight_models([spec], quiet=quiet)
     outcome = asyncio.run(run_experiment(spec, quiet=quiet, json_events=json_logs, enqueue_only=enqueue_only,
                                          replace=replace))
     if outcome.archived:
@@ -101,10 +107,14 @@ def worker(
         300.0, min=0, help="with --forever: seconds without an infra failure after which a run stopped for its "
                            "error rate is tried again",
     ),
+    no_preflight: bool = typer.Option(False, "--no-preflight", help=NO_PREFLIGHT_HELP),
 ) -> None:
     """Lease and execute trials from a shared store (run any number of these). Each run's
     cost ceiling, infra retries, backoff and abort rate are read from the store."""
     from orchestrator.runner import run_worker
+
+    if not no_preflight:
+        preflight_models(_experiments_with_work(store, experiment, executor), quiet=False)
 
     summary = asyncio.run(run_worker(store, experiment=experiment, concurrency=concurrency,
                                      executor_name=executor, exit_when_idle=not forever, spool_dir=spool_dir,
@@ -112,8 +122,9 @@ def worker(
     typer.echo(f"worker finished: {summary.completed} trials completed, {summary.infra_errors} infra errors, "
                f"{summary.lost_leases} lost leases, {summary.spooled} results spooled during store outages")
     for run_name, reason in sorted(summary.stopped.items()):
-        why = ("its cost ceiling would have been passed" if reason == "cost_ceiling"
-               else "its infrastructure error rate passed the threshold")
+        why = {"cost_ceiling": "its cost ceiling would have been passed",
+               "model_configuration": "its model endpoint is misconfigured (see the log for the endpoint)",
+               }.get(reason, "its infrastructure error rate passed the threshold")
         typer.echo(f"run {run_name}: stopped scheduling: {why}", err=True)
 
 
@@ -139,6 +150,54 @@ def regrade(
     typer.echo(f"regraded {summary['trials_regraded']} trials: {summary['verdicts_changed']} verdicts and "
                f"{summary['outcomes_changed']} outcomes changed, {summary['cache_hits']} cached verdicts; "
                f"provenance in {paths['md'].parent}/regrade-{summary['regraded_at']}.json")
+
+
+def preflight_models(specs: list[Any], *, quiet: bool) -> None:
+    """Send one minimal completion to every distinct (model, api_base) the experiments'
+    agents and judges use; AtollError("model_endpoint") naming the first that fails.
+
+    Calls made elsewhere are not checked here: nothing under the instant executor, the
+    agents when ATOLL_AGENTS_RUNNER_URL and the judge when ATOLL_GRADER_URL name services
+    (they hold their own keys), everything under the kubernetes executor (its pods do)."""
+    from atoll.llm.preflight import experiment_probes, preflight
+    from orchestrator.executors.local import ServiceSettings
+
+    services = ServiceSettings()
+    probes: dict[tuple[str, str | None], Any] = {}
+    for spec in specs:
+        if spec.executor != "local":
+            continue
+        # Every agent but replay calls its model; the registry is not imported for that
+        # (loading every agent module costs seconds, and this is the fail-fast path).
+        for probe in experiment_probes(spec, agents=not services.agents_runner_url, judge=not services.grader_url):
+            known = probes.setdefault((probe.model, probe.api_base), probe)
+            if known is not probe:
+                known.used_by.extend(probe.used_by)
+    if not probes:
+        return
+    checked = asyncio.run(preflight(probes.values()))
+    if not quiet:
+        typer.echo(f"preflight: {checked} model endpoint(s) answered", err=True)
+
+
+def _experiments_with_work(store_url: str, only: str | None, executor: str | None) -> list[Any]:
+    """Specs of the experiments in the store with pending or leased trials (or just ``only``)."""
+    from orchestrator.policy import stored_spec
+    from orchestrator.store import TrialStore
+
+    trial_store = TrialStore(store_url)
+    try:
+        specs = []
+        for name in [only] if only else trial_store.experiments():
+            raw = trial_store.experiment_spec(name)
+            counts = trial_store.counts(name)
+            if raw is None or counts.get("pending", 0) + counts.get("leased", 0) == 0:
+                continue
+            spec = stored_spec(raw)
+            specs.append(spec.model_copy(update={"executor": executor}) if executor else spec)
+        return specs
+    finally:
+        trial_store.dispose()
 
 
 def print_leaderboard(markdown_path: Path) -> None:

@@ -37,6 +37,8 @@ An item is a dict with any of
                      The default body is an OpenAI-style ``{"error": {...}}``.  A context
                      window error is ``{"status": 400, "body": CONTEXT_LENGTH_EXCEEDED}``.
     ``delay_s``      seconds to sleep before answering (slow responses, timeouts).
+    ``hang``         True: accept the request and never answer (until the server stops), like a
+                     wedged model server; the client's own timeout must end the call.
     ``model``        model name echoed in the response (default: the requested model).
 
 Requests with ``"stream": true`` are answered as Server-Sent Events with the same content
@@ -44,12 +46,17 @@ and tool calls (one chunk per tool call, then a usage chunk and ``[DONE]``).
 
 ``llm.requests`` holds every received JSON body, in arrival order (including those answered
 with errors), and ``llm.request_headers`` their headers (names lower-cased).  ``llm.url`` is the server root and
-``llm.api_base`` is ``<url>/v1``.
+``llm.api_base`` is ``<url>/v1``.  ``llm.max_in_flight`` is the most requests it was answering
+at once (a concurrency limit in front of it shows there).
+
+:func:`refused_api_base` gives an ``api_base`` on a loopback port where nothing listens
+(every connection is refused), for tests of a misconfigured endpoint.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import sys
 import threading
 import time
@@ -71,7 +78,16 @@ CONTEXT_LENGTH_EXCEEDED: dict[str, Any] = {
 }
 """Body of the error OpenAI returns when a prompt exceeds the model's context window."""
 
-__all__ = ["CONTEXT_LENGTH_EXCEEDED", "Script", "ScriptItem", "ScriptedLLM"]
+__all__ = ["CONTEXT_LENGTH_EXCEEDED", "Script", "ScriptItem", "ScriptedLLM", "refused_api_base"]
+
+
+def refused_api_base() -> str:
+    """``http://127.0.0.1:PORT/v1`` for a port that was free a moment ago: connecting to it
+    is refused (the port is closed again before this returns)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
 
 
 class ScriptedLLM:
@@ -88,6 +104,9 @@ class ScriptedLLM:
         self.requests: list[dict[str, Any]] = []
         self.request_headers: list[dict[str, str]] = []
         self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        self.in_flight = 0
+        self.max_in_flight = 0
         self._next = 0
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -96,6 +115,7 @@ class ScriptedLLM:
 
     def start(self) -> ScriptedLLM:
         """Bind 127.0.0.1 on a free port and serve from a daemon thread."""
+        self._stopped.clear()
         handler = type("_BoundHandler", (_Handler,), {"llm": self})
         self._server = _Server(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
@@ -106,7 +126,8 @@ class ScriptedLLM:
         return self
 
     def stop(self) -> None:
-        """Stop serving and close the socket (idempotent)."""
+        """Stop serving and close the socket (idempotent); hung requests are released."""
+        self._stopped.set()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -198,6 +219,16 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(400, f"request body is not JSON: {exc}", "invalid_json")
             return
         headers = {name.lower(): value for name, value in self.headers.items()}
+        with self.llm._lock:
+            self.llm.in_flight += 1
+            self.llm.max_in_flight = max(self.llm.max_in_flight, self.llm.in_flight)
+        try:
+            self._answer(body, headers)
+        finally:
+            with self.llm._lock:
+                self.llm.in_flight -= 1
+
+    def _answer(self, body: dict[str, Any], headers: dict[str, str]) -> None:
         index, item = self.llm._record_and_pick(body, headers)
         if item is _CALL:
             try:
@@ -207,6 +238,10 @@ class _Handler(BaseHTTPRequestHandler):
                 return
         if item is None:
             self._send_error(500, f"script exhausted after {index} requests", "script_exhausted")
+            return
+        if item.get("hang"):
+            self.llm._stopped.wait()
+            self.close_connection = True
             return
         if item.get("delay_s"):
             time.sleep(float(item["delay_s"]))

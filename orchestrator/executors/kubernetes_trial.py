@@ -138,7 +138,7 @@ async def _grade(trial_input: PodTrialInput, before: Path, after: Path, trajecto
         return await grade_trial(trial_input.task, before, after, trajectory, judge, None,
                                  trial_id=trial_input.spec.trial_id)
     except AtollError as exc:
-        raise InfraError(f"grader: {exc.message}") from exc
+        raise steps.grader_failure(exc) from exc
 
 
 __all__ = ["PodTrialInput", "PodTrialOutcome", "input_key", "load_input", "outcome_key", "run_pod_trial"]

@@ -38,7 +38,6 @@ from orchestrator.artifacts import ArtifactStore, trial_prefix
 from orchestrator.executors import steps
 from orchestrator.executors.base import InfraError
 from orchestrator.executors.steps import EnvironmentEndpoint, trial_outcome
-from orchestrator.ratelimit import ProviderLimiter, provider_of
 
 
 class ServiceSettings(BaseSettings):
@@ -182,8 +181,10 @@ class LocalExecutor:
             self.pool = _EnvironmentPool(spec.concurrency.trials, scratch)
         self._remote_environments = bool(remote)
         self.artifacts = ArtifactStore(spec.artifacts)
-        self.providers = ProviderLimiter(spec.concurrency.per_provider,
-                                         default=spec.concurrency.default_per_provider)
+        # Every model call of this process (agents and judge) shares these windows.
+        from atoll.llm import configure_limits
+
+        configure_limits(spec.concurrency.per_provider, default=spec.concurrency.default_per_provider)
         self._judge = self._judge_config()
         self._cache = None if self.services.grader_url else self._verdict_cache(output)
         self._http = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0))
@@ -194,8 +195,8 @@ class LocalExecutor:
         from grader import JudgeConfig
 
         return JudgeConfig(model=self.spec.judge.model, api_base=self.spec.judge.api_base,
-                           samples=self.spec.judge.samples, extra_args=self.spec.judge.extra_args,
-                           concurrency=self.spec.concurrency.judge)
+                           samples=self.spec.judge.samples, quorum=self.spec.judge.quorum,
+                           extra_args=self.spec.judge.extra_args, concurrency=self.spec.concurrency.judge)
 
     @staticmethod
     def _verdict_cache(output: Path) -> Any:
@@ -256,18 +257,10 @@ class LocalExecutor:
                                   duration_s=time.perf_counter() - started, uris=uris)
 
     async def _run_agent(self, environment: EnvironmentEndpoint, task: Task, spec: TrialSpec) -> Trajectory:
-        provider = provider_of(spec.model)
-        async with self.providers.slot(provider):
-            if self.services.agents_runner_url:
-                trajectory = await steps.run_agent_remote(self._http, self.services.agents_runner_url,
-                                                          environment, task, spec,
-                                                          token=self.services.agent_token)
-            else:
-                trajectory = await steps.run_agent_in_process(environment, task, spec)
-        if spec.agent != "replay":
-            pressured = any(call.retries > 0 for call in trajectory.model_calls)
-            await self.providers.report(provider, rate_limited=pressured)
-        return trajectory
+        if self.services.agents_runner_url:
+            return await steps.run_agent_remote(self._http, self.services.agents_runner_url, environment, task,
+                                                spec, token=self.services.agent_token)
+        return await steps.run_agent_in_process(environment, task, spec)
 
     async def _grade(self, task: Task, before: Path, after: Path, trajectory: Trajectory,
                      spec: TrialSpec) -> Grade:
@@ -280,7 +273,7 @@ class LocalExecutor:
             return await grade_trial(task, before, after, trajectory, self._judge, self._cache,
                                      trial_id=spec.trial_id)
         except AtollError as exc:
-            raise InfraError(f"grader: {exc.message}") from exc
+            raise steps.grader_failure(exc) from exc
 
 
 def judge_request(spec: ExperimentSpec) -> dict[str, Any]:
@@ -289,7 +282,7 @@ def judge_request(spec: ExperimentSpec) -> dict[str, Any]:
     judge = spec.judge
     if not judge.model:
         return {"none": True}
-    return {"model": judge.model, "api_base": judge.api_base, "samples": judge.samples,
+    return {"model": judge.model, "api_base": judge.api_base, "samples": judge.samples, "quorum": judge.quorum,
             "extra_args": judge.extra_args, "concurrency": spec.concurrency.judge}
 
 

@@ -25,7 +25,7 @@ from atoll.grade import Grade
 from atoll.trajectory import ErrorKind, RunStatus, Trajectory
 from atoll.trial import Outcome, TrialResult, TrialSpec
 from orchestrator.artifacts import ArtifactStore
-from orchestrator.executors.base import InfraError
+from orchestrator.executors.base import InfraError, ModelEndpointError
 
 # Keys of a trial's agent config that are the orchestrator's, not the agent's.
 ORCHESTRATOR_KEYS = frozenset({"api_base", "api_key_env"})
@@ -198,11 +198,16 @@ async def run_agent_remote(http: httpx.AsyncClient, agents_url: str, environment
 
 def raise_for_infrastructure(trajectory: Trajectory) -> None:
     """A run that ended in our machinery's or the provider's failure is not the agent's
-    failure: raise InfraError (retried, reported as infra_error if it persists)."""
-    if trajectory.status is RunStatus.error and trajectory.error is not None and trajectory.error.kind in (
-        ErrorKind.infrastructure, ErrorKind.model_provider
-    ):
-        raise InfraError(f"{trajectory.error.kind.value}: {trajectory.error.message}")
+    failure: raise InfraError — ModelEndpointError for the model side — (retried, reported
+    as infra_error if it persists)."""
+    if trajectory.status is not RunStatus.error or trajectory.error is None:
+        return
+    error = trajectory.error
+    if error.kind is ErrorKind.model_provider:
+        raise ModelEndpointError(f"agent: {error.message}",
+                                 configuration=error.model_error == "configuration")
+    if error.kind is ErrorKind.infrastructure:
+        raise InfraError(f"{error.kind.value}: {error.message}")
 
 
 def should_grade(trajectory: Trajectory, grade_incomplete: bool) -> bool:
@@ -217,7 +222,15 @@ async def grade_with_service(grader_url: str, task: Task, before: Path, after: P
     try:
         return await grade_remote(grader_url, task, before, after, trajectory, judge)
     except AtollError as exc:
-        raise InfraError(f"grader: {exc.message}") from exc
+        raise grader_failure(exc) from exc
+
+
+def grader_failure(exc: AtollError) -> InfraError:
+    """The InfraError for a failed grading: ModelEndpointError when the judge's endpoint
+    is misconfigured (the grader says ``model_endpoint``)."""
+    if exc.code == "model_endpoint":
+        return ModelEndpointError(exc.message, configuration=True)
+    return InfraError(f"grader: {exc.message}")
 
 
 def store_artifacts(artifacts: ArtifactStore, prefix: str, trajectory: Trajectory, grade: Grade | None,
@@ -292,7 +305,7 @@ def world_options(world: Any) -> dict[str, Any]:
 
 
 __all__ = [
-    "EnvironmentEndpoint", "agent_config", "build_result", "environment_post", "grade_with_service",
+    "EnvironmentEndpoint", "agent_config", "build_result", "environment_post", "grade_with_service", "grader_failure",
     "prepare_world", "raise_for_infrastructure", "run_agent_in_process", "run_agent_remote",
     "should_grade", "store_artifacts", "take_snapshot", "trial_outcome", "validate_agents", "wait_until_healthy",
     "world_options",

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from agents_runner import run_agent
-from agents_runner.retry import is_transient, retry_after_s
-from atoll.testing.scripted_llm import ScriptedLLM
+from atoll.llm import ModelErrorKind, classify, retry_after_s
+from atoll.testing.scripted_llm import ScriptedLLM, refused_api_base
 from atoll.trajectory import RunStatus
 
 from .conftest import call
@@ -71,11 +71,13 @@ def test_transient_classification_and_retry_after_parsing():
 
     response = httpx.Response(429, headers={"retry-after": "7"}, request=httpx.Request("POST", "http://x"))
     limited = litellm.RateLimitError("slow down", llm_provider="openai", model="x", response=response)
-    assert is_transient(limited) and retry_after_s(limited) == 7.0
+    error = classify(limited, model="openai/x", api_base=None)
+    assert error.kind is ModelErrorKind.rate_limited and error.retryable and error.retry_after_s == 7.0
+    assert retry_after_s(limited) == 7.0
     bad = litellm.BadRequestError("bad", llm_provider="openai", model="x")
-    assert not is_transient(bad)
+    assert classify(bad, model="openai/x", api_base=None).kind is ModelErrorKind.content
     window = litellm.ContextWindowExceededError("too long", llm_provider="openai", model="x")
-    assert not is_transient(window)
+    assert classify(window, model="openai/x", api_base=None).kind is ModelErrorKind.context_window
 
 
 async def test_streamed_responses_give_the_same_turns_and_usage(gateway):
@@ -96,12 +98,13 @@ async def test_streamed_responses_give_the_same_turns_and_usage(gateway):
     assert len(trajectory.tool_calls) == 4
 
 
-async def test_unreachable_model_endpoint_is_retried_then_a_model_provider_error(gateway):
+async def test_a_configured_endpoint_that_refuses_connections_is_a_configuration_error_not_retried(gateway):
+    api_base = refused_api_base()
     trajectory = await run_agent(
-        model="openai/x", api_base="http://127.0.0.1:9/v1", gateway_url=gateway.url, gateway_token=gateway.token,
+        model="openai/x", api_base=api_base, gateway_url=gateway.url, gateway_token=gateway.token,
         prompt="p", config={"max_retries": 2, "retry_initial_wait_s": 0.01},
     )  # fmt: skip
     assert trajectory.status == RunStatus.error
-    assert trajectory.error.kind == "model_provider"
-    assert trajectory.model_calls[0].retries == 2
-    assert "Connection error" in trajectory.error.message and "after 2 retries" in trajectory.error.message
+    assert trajectory.error.kind == "model_provider" and trajectory.error.model_error == "configuration"
+    assert trajectory.model_calls[0].retries == 0
+    assert api_base in trajectory.error.message and "connection refused" in trajectory.error.message

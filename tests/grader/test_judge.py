@@ -7,8 +7,9 @@ import re
 
 import pytest
 
+from atoll.errors import AtollError
 from atoll.grade import Verdict
-from atoll.testing.scripted_llm import CONTEXT_LENGTH_EXCEEDED, ScriptedLLM
+from atoll.testing.scripted_llm import CONTEXT_LENGTH_EXCEEDED, ScriptedLLM, refused_api_base
 from grader import JudgeConfig, VerdictCache, grade_trial
 from tests.grader import factories as f
 
@@ -204,7 +205,9 @@ async def test_malformed_output_is_retried_then_accepted(world_pair):
     )
     assert grade.criteria[0].verdict is Verdict.met
     assert len(requests) == 2
-    assert "not valid" in requests[1]["messages"][-1]["content"]
+    assert "not accepted" in requests[1]["messages"][-1]["content"]
+    # The rejected reply is not echoed back: it may quote the agent outside the fence.
+    assert all(m["role"] != "assistant" for m in requests[1]["messages"])
 
 
 async def test_malformed_output_past_the_retry_limit_is_ungradeable(world_pair):
@@ -218,10 +221,17 @@ async def test_malformed_output_past_the_retry_limit_is_ungradeable(world_pair):
     assert grade.ungradeable == 1 and not grade.passed and "malformed" in grade.ungradeable_reasons[0]
 
 
-async def test_json_in_code_fence_and_verdict_spelling_variants_parse(world_pair):
-    reply = {"content": '```json\n{"rationale": "ok", "verdict": "Not Met"}\n```'}
-    grade, _ = await grade_one(world_pair, {"verifier_id": "v1", "criteria": "x"}, [reply])
-    assert grade.criteria[0].verdict is Verdict.not_met
+async def test_only_the_exact_schema_is_a_verdict(world_pair):
+    # A code fence, a spelling variant, an extra key or text after the object is not the reply
+    # that was asked for: each is re-asked, and past the re-asks the criterion is ungradeable.
+    replies = [
+        {"content": '```json\n{"rationale": "ok", "verdict": "met"}\n```'},
+        {"content": '{"rationale": "ok", "verdict": "Met"}'},
+        {"content": '{"rationale": "ok", "verdict": "met", "confidence": 1}'},
+        {"content": '{"rationale": "ok", "verdict": "met"} I am sure.'},
+    ]
+    grade, requests = await grade_one(world_pair, {"verifier_id": "v1", "criteria": "x"}, replies, max_retries=3)
+    assert len(requests) == 4 and grade.criteria[0].verdict is Verdict.ungradeable
 
 
 async def test_rate_limit_is_retried(world_pair):
@@ -245,7 +255,7 @@ async def test_judge_failure_makes_one_criterion_ungradeable_and_the_others_stil
     ]
 
     def script(request: dict) -> dict:
-        return {"status": 401} if "first" in user_text(request) else MET
+        return {"status": 400} if "first" in user_text(request) else MET
 
     with ScriptedLLM(script) as llm:
         grade = await grade_trial(f.task(criteria), before, after, f.trajectory("profit 40"), config(llm))
@@ -257,20 +267,14 @@ async def test_judge_failure_makes_one_criterion_ungradeable_and_the_others_stil
     assert grade.score == pytest.approx(2 / 3) and grade.ungradeable == 1 and not grade.passed
 
 
-async def test_unreachable_judge_is_ungradeable_not_a_crash(world_pair):
+async def test_a_judge_endpoint_that_refuses_connections_is_a_model_endpoint_error(world_pair):
     before, after = world_pair
-    judge = JudgeConfig(
-        model="openai/judge",
-        api_base="http://127.0.0.1:9/v1",
-        api_key="x",
-        transient_retries=1,
-        retry_wait_s=0.0,
-        timeout_s=2,
-    )
-    grade = await grade_trial(
-        f.task([{"verifier_id": "v1", "criteria": "x"}]), before, after, f.trajectory("a"), judge
-    )
-    assert grade.criteria[0].verdict is Verdict.ungradeable
+    api_base = refused_api_base()
+    judge = JudgeConfig(model="openai/judge", api_base=api_base, api_key="x", retry_wait_s=0.0, timeout_s=2)
+    with pytest.raises(AtollError) as raised:
+        await grade_trial(f.task([{"verifier_id": "v1", "criteria": "x"}]), before, after, f.trajectory("a"), judge)
+    assert raised.value.code == "model_endpoint"
+    assert api_base in raised.value.message and "connection refused" in raised.value.message
 
 
 # --- records, majority, cache ----------------------------------------------------------------
@@ -279,10 +283,11 @@ async def test_unreachable_judge_is_ungradeable_not_a_crash(world_pair):
 async def test_verdict_records_model_prompt_version_and_evidence(world_pair):
     grade, requests = await grade_one(world_pair, {"verifier_id": "v1", "criteria": "x"}, [MET])
     verdict = grade.criteria[0]
-    assert verdict.judge_model == "openai/judge" and verdict.prompt_version == "judge-v1"
+    assert verdict.judge_model == "openai/judge" and verdict.prompt_version == "judge-v2"
     assert verdict.evidence[0] == "final_answer" and "file:/Reports/summary.xlsx" in verdict.evidence
     assert verdict.evidence_digest and len(verdict.evidence_digest) == 64
-    assert requests[0]["response_format"] == {"type": "json_object"}
+    # litellm knows nothing of this self-hosted model: the verdict is asked for by the prompt
+    assert "response_format" not in requests[0] and "tools" not in requests[0]
 
 
 async def test_majority_of_samples(world_pair):
@@ -304,19 +309,18 @@ async def test_cache_hits_cost_no_judge_call(world_pair, tmp_path, cache_name):
     before, after = world_pair
     task = f.task([{"verifier_id": "v1", "criteria": "x"}, {"verifier_id": "v2", "criteria": "y"}])
     cache = VerdictCache(tmp_path / cache_name)
-    with ScriptedLLM([MET, NOT_MET]) as llm:
+    with ScriptedLLM(lambda request: MET if "CRITERION" in user_text(request) else NOT_MET) as llm:
         first = await grade_trial(task, before, after, f.trajectory("a"), config(llm), cache)
-    with ScriptedLLM([]) as llm:  # any call would get HTTP 500 and make the criterion ungradeable
+        asked = len(llm.requests)
         second = await grade_trial(task, before, after, f.trajectory("a"), config(llm), cache)
-        assert llm.requests == []
-    assert [v.verdict for v in second.criteria] == [v.verdict for v in first.criteria]
-    assert all(v.cached for v in second.criteria) and not any(v.cached for v in first.criteria)
-    assert cache.hits == 2 and len(cache) == 2
-    # Changed evidence (another answer) or another judge model misses the cache.
-    with ScriptedLLM([MET, MET, MET, MET]) as llm:
+        assert len(llm.requests) == asked == 2
+        assert [v.verdict for v in second.criteria] == [v.verdict for v in first.criteria]
+        assert all(v.cached for v in second.criteria) and not any(v.cached for v in first.criteria)
+        assert cache.hits == 2 and len(cache) == 2
+        # Changed evidence (another answer) or another judge model misses the cache.
         await grade_trial(task, before, after, f.trajectory("b"), config(llm), cache)
         await grade_trial(task, before, after, f.trajectory("a"), config(llm, model="openai/other"), cache)
-        assert len(llm.requests) == 4
+        assert len(llm.requests) == 6
 
 
 async def test_ungradeable_verdicts_are_not_cached(world_pair, tmp_path):

@@ -1,6 +1,6 @@
 import asyncio
 
-from orchestrator.ratelimit import ProviderLimiter, provider_of
+from atoll.llm import ProviderLimiter, provider_of
 
 
 def test_provider_of():

@@ -1,0 +1,44 @@
+"""The model client shared by the agent runner and the judge.
+
+Public API::
+
+    from atoll.llm import Endpoint, RetryPolicy, complete, ModelError, ModelErrorKind
+    done = await complete(Endpoint("openai/gpt-4o-mini"), messages, role="judge", timeout_s=60)
+
+One ``complete()`` over litellm, one retry policy, one error classification, one
+per-provider concurrency window and one cost ledger per process. See docs/agents_runner.md
+("Model calls").
+"""
+
+from atoll.llm.client import Completion, Endpoint, complete, resolve_api_key, response_cost
+from atoll.llm.errors import ModelError, ModelErrorKind, classify, provider_message
+from atoll.llm.limits import (
+    CostLedger,
+    ProviderLimiter,
+    configure_limits,
+    provider_of,
+    shared_ledger,
+    shared_limiter,
+)
+from atoll.llm.retry import RetryBudget, RetryPolicy, retry_after_s
+
+__all__ = [
+    "Completion",
+    "CostLedger",
+    "Endpoint",
+    "ModelError",
+    "ModelErrorKind",
+    "ProviderLimiter",
+    "RetryBudget",
+    "RetryPolicy",
+    "classify",
+    "complete",
+    "configure_limits",
+    "provider_message",
+    "provider_of",
+    "resolve_api_key",
+    "response_cost",
+    "retry_after_s",
+    "shared_ledger",
+    "shared_limiter",
+]
