@@ -20,7 +20,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import typer  # noqa: E402
 
-from atoll.commands import agent, bench, demo, env, grade, mcp, orchestrator, run  # noqa: E402
+from atoll.commands import agent, bench, demo, env, grade, mcp, orchestrator, run, view  # noqa: E402
 from atoll.errors import AtollError  # noqa: E402
 
 app = typer.Typer(
@@ -38,6 +38,7 @@ app.command(name="mcp")(mcp.mcp)
 run.register(app)
 demo.register(app)
 orchestrator.register(app)
+view.register(app)
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ dev=0
 
 system_packages=(libreoffice-calc-nogui libreoffice-writer-nogui libreoffice-impress-nogui
   python3-uno tesseract-ocr tesseract-ocr-eng bubblewrap fonts-dejavu-core fonts-noto-core)
-[ $dev = 1 ] && system_packages+=(docker-compose)
+[ $dev = 1 ] && system_packages+=(docker-compose chromium)
 
 missing=()
 for package in "${system_packages[@]}"; do

@@ -1,0 +1,227 @@
+"""What the viewer shows, as plain JSON-ready dicts read from the trial store and artifacts.
+
+No HTTP here: the routes of ``orchestrator.viewer.app`` are thin wrappers over these
+functions, so they can be tested (and reused by other tools) without a server.
+Errors are ``AtollError`` with the codes ``unknown_run`` and ``unknown_trial``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from datetime import UTC, timedelta
+from typing import Any
+
+import fsspec
+
+from atoll.errors import AtollError
+from atoll.trial import TrialResult, TrialSpec
+from orchestrator.store import TrialStore
+
+Row = tuple[TrialSpec, TrialResult | None, str, int]
+
+
+def read_artifact(uri: str) -> bytes:
+    """The bytes of an artifact URI recorded in the store (file://, s3:// or any fsspec URL)."""
+    try:
+        with fsspec.open(uri, "rb") as handle:
+            return handle.read()
+    except (OSError, ValueError) as exc:
+        raise AtollError("artifact_unreadable", f"artifact {uri}: {exc}") from None
+
+
+def _known_runs(store: TrialStore) -> list[str]:
+    return store.experiments()
+
+
+def unknown_run(store: TrialStore, name: str) -> AtollError:
+    known = _known_runs(store)
+    listing = ", ".join(known) if known else "none"
+    return AtollError("unknown_run", f"no run named {name!r} in {store.url}; runs known: {listing}")
+
+
+def _status(counts: dict[str, int]) -> str:
+    if counts["total"] == 0:
+        return "empty"
+    if counts["leased"]:
+        return "running"
+    if counts["pending"]:
+        return "incomplete"
+    if counts["infra_error"]:
+        return "finished with infra errors"
+    return "finished"
+
+
+def _times(rows: list[Row]) -> tuple[str | None, str | None]:
+    """When the run's first finished trial started and its last one ended (store times)."""
+    starts, ends = [], []
+    for _spec, result, _state, _attempts in rows:
+        if result is None or result.finished_at is None:
+            continue
+        end = result.finished_at if result.finished_at.tzinfo else result.finished_at.replace(tzinfo=UTC)
+        ends.append(end)
+        starts.append(end - timedelta(seconds=result.duration_s))
+    as_text = lambda moment: moment.isoformat(timespec="seconds") if moment else None  # noqa: E731
+    return as_text(min(starts, default=None)), as_text(max(ends, default=None))
+
+
+def _spec_summary(spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "benchmark": spec.get("benchmark"),
+        "agents": [{"name": a.get("name"), "agent": a.get("agent"), "model": a.get("model")}
+                   for a in spec.get("agents") or []],
+        "runs": spec.get("runs", 1),
+        "judge_model": (spec.get("judge") or {}).get("model"),
+        "executor": spec.get("executor"),
+        "artifacts": spec.get("artifacts"),
+    }
+
+
+def _run_summary(store: TrialStore, name: str, spec: dict[str, Any], rows: list[Row]) -> dict[str, Any]:
+    counts = store.counts(name)
+    started, ended = _times(rows)
+    outcomes: dict[str, int] = defaultdict(int)
+    cost = 0.0
+    for _spec, result, _state, _attempts in rows:
+        if result is not None:
+            outcomes[result.outcome.value] += 1
+            cost += result.agent_cost_usd + result.judge_cost_usd
+    return {"name": name, "status": _status(counts), "counts": counts, "outcomes": dict(outcomes),
+            "cost_usd": cost, "started_at": started, "ended_at": ended, "spec": _spec_summary(spec)}
+
+
+def list_runs(store: TrialStore) -> list[dict[str, Any]]:
+    """Every run in the store, newest last, with status, counts, cost and times."""
+    return [_run_summary(store, name, store.experiment_spec(name) or {}, store.results(name))
+            for name in _known_runs(store)]
+
+
+def _error_kind(result: TrialResult) -> str | None:
+    """The error's kind as recorded (``infrastructure: …``, ``model_provider: …``) or None."""
+    if not result.error:
+        return None
+    head = result.error.split(":", 1)[0].strip()
+    return head if head and " " not in head and len(head) < 40 else None
+
+
+def trial_row(spec: TrialSpec, result: TrialResult | None, state: str, attempts: int) -> dict[str, Any]:
+    """One line of the trial table."""
+    row: dict[str, Any] = {
+        "trial_id": spec.trial_id, "run": spec.experiment, "task_id": spec.task_id, "domain": spec.domain,
+        "agent": spec.agent_name, "model": spec.model, "run_index": spec.run_index, "state": state,
+        "attempts": attempts, "outcome": None, "score": None, "end_reason": None, "error": None,
+        "error_kind": None, "steps": None, "tool_calls": None, "tokens": None, "cost_usd": None,
+        "duration_s": None, "finished_at": None,
+    }
+    if result is not None:
+        row.update(
+            outcome=result.outcome.value, score=result.score, end_reason=result.run_status, error=result.error,
+            error_kind=_error_kind(result), steps=result.steps, tool_calls=result.tool_calls,
+            tokens=result.prompt_tokens + result.completion_tokens,
+            cost_usd=result.agent_cost_usd + result.judge_cost_usd, duration_s=result.duration_s,
+            finished_at=result.finished_at.isoformat(timespec="seconds") if result.finished_at else None,
+        )
+    return row
+
+
+def run_trials(store: TrialStore, name: str) -> list[dict[str, Any]]:
+    """The trial table of a run (every trial, finished or not)."""
+    if store.experiment_spec(name) is None:
+        raise unknown_run(store, name)
+    return [trial_row(*row) for row in store.results(name)]
+
+
+def _failure_key(row: dict[str, Any]) -> str | None:
+    outcome = row["outcome"]
+    if outcome in (None, "pass"):
+        return None
+    if outcome == "fail" and row["end_reason"] == "completed" and not row["error"]:
+        return "fail: criteria not met"
+    detail = row["error"] or f"run ended {row['end_reason'] or 'without a status'}"
+    first = detail.split("; ")[0][:160]
+    return f"{outcome}: {first}"
+
+
+def failure_groups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Trials that did not pass, grouped by end reason / error (largest group first)."""
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        key = _failure_key(row)
+        if key is not None:
+            groups[key].append(row)
+    return [
+        {"reason": key, "count": len(members), "outcome": members[0]["outcome"],
+         "error_kind": members[0]["error_kind"],
+         "trials": [{"trial_id": m["trial_id"], "task_id": m["task_id"], "agent": m["agent"],
+                     "run_index": m["run_index"]} for m in members]}
+        for key, members in sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
+    ]
+
+
+def matrix(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Agents × tasks: passes over finished runs per cell (ungradeable/infra counted apart)."""
+    agents = sorted({row["agent"] for row in rows})
+    tasks = sorted({(row["domain"], row["task_id"]) for row in rows})
+    cells: dict[str, dict[str, dict[str, int]]] = {agent: {} for agent in agents}
+    for row in rows:
+        cell = cells[row["agent"]].setdefault(
+            row["task_id"], {"passes": 0, "graded": 0, "runs": 0, "excluded": 0, "unfinished": 0}
+        )
+        cell["runs"] += 1
+        if row["outcome"] is None:
+            cell["unfinished"] += 1
+        elif row["outcome"] in ("pass", "fail"):
+            cell["graded"] += 1
+            cell["passes"] += row["outcome"] == "pass"
+        else:
+            cell["excluded"] += 1
+    return {"agents": agents, "tasks": [{"task_id": t, "domain": d} for d, t in tasks], "cells": cells}
+
+
+def _leaderboard(store: TrialStore, name: str, spec: dict[str, Any]) -> list[dict[str, Any]]:
+    from orchestrator.report import build_report, leaderboard_rows
+
+    report = build_report(store, name, seed=int(spec.get("seed", 0) or 0))
+    return leaderboard_rows(report)
+
+
+def run_detail(store: TrialStore, name: str) -> dict[str, Any]:
+    """The run page: summary, leaderboard, matrix and failures (the trial table is separate)."""
+    spec = store.experiment_spec(name)
+    if spec is None:
+        raise unknown_run(store, name)
+    rows = store.results(name)
+    table = [trial_row(*row) for row in rows]
+    summary = _run_summary(store, name, spec, rows)
+    summary["leaderboard"] = _leaderboard(store, name, spec) if rows else []
+    summary["matrix"] = matrix(table)
+    summary["failures"] = failure_groups(table)
+    summary["excluded_tasks"] = dict(spec.get("excluded_tasks") or {})
+    return summary
+
+
+def find_trial(store: TrialStore, trial_id: str, run: str | None = None) -> tuple[Row, list[str]]:
+    """The stored row of a trial (in ``run`` when given), and every run that holds this id.
+
+    The same identity can appear in several runs (same tasks and agents); without ``run``
+    the most recently created run wins.
+    """
+    holders = []
+    found: Row | None = None
+    names = [run] if run else list(reversed(_known_runs(store)))
+    for name in names:
+        for row in store.results(name):
+            if row[0].trial_id == trial_id:
+                holders.append(name)
+                found = found or row
+                break
+    if found is None:
+        where = f"run {run!r}" if run else store.url
+        raise AtollError("unknown_trial", f"no trial {trial_id!r} in {where}")
+    return found, holders
+
+
+def load_json_artifact(uri: str | None) -> dict[str, Any] | None:
+    if not uri:
+        return None
+    return json.loads(read_artifact(uri))

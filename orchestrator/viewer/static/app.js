@@ -1,0 +1,404 @@
+// atoll view: one script for the three pages. Everything from the API is untrusted (an
+// agent wrote much of it): text goes into the DOM through textContent only, never innerHTML,
+// and links are built from encoded ids, never from data.
+"use strict";
+
+const REFRESH_MS = 5000;
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key === "text") node.textContent = String(value);
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value === true ? "" : String(value));
+  }
+  for (const child of children.flat(Infinity)) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+const enc = encodeURIComponent;
+const runHref = (name) => "/runs/" + enc(name);
+const trialHref = (id, run) => "/trials/" + enc(id) + (run ? "?run=" + enc(run) : "");
+const fmtCost = (v) => (v === null || v === undefined ? "—" : "$" + Number(v).toFixed(4));
+const fmtNum = (v, digits) => (v === null || v === undefined ? "—" : Number(v).toFixed(digits || 0));
+const fmtPct = (v) => (v === null || v === undefined || Number.isNaN(v) ? "—" : (100 * v).toFixed(1) + "%");
+const fmtTime = (v) => (v ? String(v).replace("T", " ").replace("+00:00", " UTC") : "—");
+const badge = (text, kind) => el("span", { class: "badge " + (kind || ""), text: text === null ? "—" : text });
+
+async function api(path) {
+  const response = await fetch(path, { headers: { Accept: "application/json" } });
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) {
+    const error = new Error((body.error && body.error.message) || response.statusText);
+    error.code = body.error && body.error.code;
+    throw error;
+  }
+  return body;
+}
+
+function show(...nodes) {
+  const main = document.getElementById("main");
+  main.replaceChildren(...nodes);
+}
+
+function showError(error) {
+  show(el("div", { class: "error-box", id: "error" }, el("strong", { text: error.code || "error" }), ": ",
+    error.message));
+}
+
+function crumbs(...parts) {
+  document.getElementById("crumbs").replaceChildren(...parts.map((p) => [" / ", p]).flat());
+}
+
+function stamp() {
+  document.getElementById("refreshed").textContent = "updated " + new Date().toLocaleTimeString();
+}
+
+function table(headers, rows, attrs) {
+  return el("table", attrs || {}, el("thead", {}, el("tr", {}, headers.map((h) => el("th", { text: h })))),
+    el("tbody", {}, rows));
+}
+
+// --- runs --------------------------------------------------------------------------------
+
+async function runsPage() {
+  crumbs();
+  const body = await api("/api/runs");
+  const rows = body.runs.map((run) => el("tr", { "data-run": run.name },
+    el("td", {}, el("a", { href: runHref(run.name), text: run.name })),
+    el("td", {}, badge(run.status)),
+    el("td", { text: run.spec.agents.map((a) => a.name + " (" + a.model + ")").join(", ") }),
+    el("td", { text: run.spec.benchmark || "—" }),
+    el("td", { class: "num", text: run.counts.done + " / " + run.counts.total }),
+    el("td", { text: Object.entries(run.outcomes).map(([k, n]) => n + " " + k).join(", ") || "—" }),
+    el("td", { class: "num", text: fmtCost(run.cost_usd) }),
+    el("td", { text: fmtTime(run.started_at) }), el("td", { text: fmtTime(run.ended_at) })));
+  show(el("h1", { text: "Runs" }), el("p", { class: "muted", text: "store: " + body.store }),
+    rows.length ? table(["Run", "Status", "Agents", "Benchmark", "Done / total", "Outcomes", "Cost", "Started",
+      "Ended"], rows, { id: "runs-table" }) : el("p", { text: "No runs in this store yet." }));
+  stamp();
+  return body.runs.some((run) => run.status === "running" || run.status === "incomplete");
+}
+
+// --- run ---------------------------------------------------------------------------------
+
+const TRIAL_COLUMNS = [
+  ["task_id", "Task"], ["domain", "Domain"], ["agent", "Agent"], ["run_index", "Run"], ["outcome", "Outcome"],
+  ["score", "Score"], ["end_reason", "End reason"], ["steps", "Steps"], ["tool_calls", "Tool calls"],
+  ["tokens", "Tokens"], ["cost_usd", "Cost"], ["duration_s", "Duration s"],
+];
+const runState = { sort: "task_id", descending: false, trials: [], name: null };
+
+function filterControls(trials) {
+  const options = (key, label) => el("select", { id: "filter-" + key, "aria-label": label, onchange: renderTrials },
+    el("option", { value: "", text: "all " + label }),
+    [...new Set(trials.map((t) => t[key] === null ? "" : String(t[key])))].sort().map((v) =>
+      el("option", { value: v, text: v || "(none)" })));
+  return el("div", { class: "toolbar" },
+    el("input", { type: "search", id: "search", placeholder: "search task, agent, reason, id…", oninput: renderTrials }),
+    options("agent", "agents"), options("outcome", "outcomes"), options("domain", "domains"),
+    options("end_reason", "end reasons"), el("span", { id: "trial-count", class: "muted" }));
+}
+
+function matchingTrials() {
+  const query = (document.getElementById("search") || { value: "" }).value.trim().toLowerCase();
+  const wanted = {};
+  for (const key of ["agent", "outcome", "domain", "end_reason", "task_id"]) {
+    const select = document.getElementById("filter-" + key);
+    if (select && select.value) wanted[key] = select.value;
+  }
+  return runState.trials.filter((t) => {
+    for (const [key, value] of Object.entries(wanted)) if (String(t[key] ?? "") !== value) return false;
+    if (!query) return true;
+    return [t.task_id, t.domain, t.agent, t.model, t.outcome, t.end_reason, t.error, t.trial_id]
+      .some((v) => v && String(v).toLowerCase().includes(query));
+  });
+}
+
+function renderTrials() {
+  const key = runState.sort, sign = runState.descending ? -1 : 1;
+  const trials = matchingTrials().sort((a, b) => {
+    const x = a[key], y = b[key];
+    if (x === y) return 0;
+    if (x === null || x === undefined) return 1;
+    if (y === null || y === undefined) return -1;
+    return (typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y))) * sign;
+  });
+  const rows = trials.map((t) => el("tr", { "data-trial": t.trial_id, "data-outcome": t.outcome || "" },
+    el("td", {}, el("a", { href: trialHref(t.trial_id, runState.name), text: t.task_id })),
+    el("td", { text: t.domain }), el("td", { text: t.agent }), el("td", { class: "num", text: t.run_index }),
+    el("td", {}, badge(t.outcome || t.state, "o-" + (t.outcome || ""))),
+    el("td", { class: "num", text: fmtPct(t.score) }),
+    el("td", { text: t.end_reason || "—", title: t.error || null }),
+    el("td", { class: "num", text: fmtNum(t.steps) }), el("td", { class: "num", text: fmtNum(t.tool_calls) }),
+    el("td", { class: "num", text: fmtNum(t.tokens) }), el("td", { class: "num", text: fmtCost(t.cost_usd) }),
+    el("td", { class: "num", text: fmtNum(t.duration_s, 1) })));
+  document.querySelector("#trial-table tbody").replaceChildren(...rows);
+  document.getElementById("trial-count").textContent = trials.length + " of " + runState.trials.length + " trials";
+  for (const th of document.querySelectorAll("#trial-table th")) {
+    th.classList.toggle("sorted-asc", th.dataset.key === key && !runState.descending);
+    th.classList.toggle("sorted-desc", th.dataset.key === key && runState.descending);
+  }
+}
+
+function trialTable() {
+  const head = TRIAL_COLUMNS.map(([key, label]) => el("th", { class: "sortable", "data-key": key, text: label,
+    onclick: () => {
+      runState.descending = runState.sort === key ? !runState.descending : false;
+      runState.sort = key;
+      renderTrials();
+    } }));
+  return el("table", { id: "trial-table" }, el("thead", {}, el("tr", {}, head)), el("tbody"));
+}
+
+function filterTo(values) {
+  const search = document.getElementById("search");
+  if (search) search.value = "";
+  for (const select of document.querySelectorAll(".toolbar select")) select.value = "";
+  for (const [key, value] of Object.entries(values)) {
+    let select = document.getElementById("filter-" + key);
+    if (!select) {  // task has no visible filter: a hidden one, set by the matrix
+      select = el("select", { id: "filter-" + key, hidden: true });
+      document.querySelector(".toolbar").append(select);
+    }
+    if (![...select.options].some((o) => o.value === value)) select.append(el("option", { value, text: value }));
+    select.value = value;
+  }
+  renderTrials();
+  document.getElementById("trial-table").scrollIntoView();
+}
+
+function leaderboard(rows) {
+  return table(["#", "Agent", "Model", "Pass@1 [95% CI]", "Mean score", "Checks pass", "Graded / trials", "Cost"],
+    rows.map((row, i) => el("tr", {},
+      el("td", { class: "num", text: i + 1 }), el("td", { text: row.agent }), el("td", { text: row.model }),
+      el("td", { text: ci(row.pass_at_1) }), el("td", { text: ci(row.mean_score) }),
+      el("td", { text: ci(row.checks_pass) }), el("td", { class: "num", text: row.graded + " / " + row.trials }),
+      el("td", { class: "num", text: fmtCost(row.cost_usd) }))), { id: "leaderboard" });
+}
+
+function ci(entry) {
+  if (!entry || !entry.tasks) return "—";
+  return fmtPct(entry.value) + " [" + fmtPct(entry.ci_low) + ", " + fmtPct(entry.ci_high) + "]";
+}
+
+function matrixTable(matrix) {
+  const head = el("tr", {}, el("th", { text: "Task" }), el("th", { text: "Domain" }),
+    matrix.agents.map((a) => el("th", { text: a })));
+  const rows = matrix.tasks.map((task) => el("tr", {}, el("td", { text: task.task_id }), el("td", { text: task.domain }),
+    matrix.agents.map((agent) => {
+      const cell = matrix.cells[agent][task.task_id];
+      if (!cell) return el("td", { class: "muted", text: "—" });
+      const share = cell.graded ? cell.passes / cell.graded : null;
+      const hue = share === null ? null : Math.round(120 * share);
+      const label = cell.graded ? cell.passes + "/" + cell.graded : "–";
+      const extra = (cell.excluded ? " +" + cell.excluded + " excl." : "") + (cell.unfinished ? " +" + cell.unfinished + " open" : "");
+      const td = el("td", { class: "cell", "data-agent": agent, "data-task": task.task_id,
+        title: cell.passes + " passed of " + cell.graded + " graded; " + cell.runs + " runs",
+        onclick: () => filterTo({ agent, task_id: task.task_id }) }, label + extra);
+      td.style.background = hue === null ? "#eee" : "hsl(" + hue + ", 60%, 85%)";
+      return td;
+    })));
+  return el("table", { class: "matrix", id: "matrix" }, el("thead", {}, head), el("tbody", {}, rows));
+}
+
+function failureList(groups) {
+  if (!groups.length) return el("p", { class: "muted", text: "No failures." });
+  return el("ul", { id: "failures" }, groups.map((g) => el("li", {},
+    el("a", { href: "#trial-table", text: g.count + " × " + g.reason,
+      onclick: (event) => { event.preventDefault(); filterTo({ outcome: g.outcome }); } }),
+    " — ", g.trials.slice(0, 8).map((t, i) => [i ? ", " : "",
+      el("a", { href: trialHref(t.trial_id, runState.name), text: t.task_id + " / " + t.agent + " #" + t.run_index })]),
+    g.trials.length > 8 ? " …" : "")));
+}
+
+async function runPage(name) {
+  runState.name = name;
+  crumbs(el("a", { href: runHref(name), text: name }));
+  const [run, trials] = await Promise.all([api("/api/runs/" + enc(name)), api("/api/runs/" + enc(name) + "/trials")]);
+  const first = !document.getElementById("trial-table");
+  runState.trials = trials.trials;
+  const summary = el("dl", { class: "kv", id: "run-summary" },
+    el("dt", { text: "status" }), el("dd", {}, badge(run.status)),
+    el("dt", { text: "benchmark" }), el("dd", { text: run.spec.benchmark || "—" }),
+    el("dt", { text: "agents" }), el("dd", { text: run.spec.agents.map((a) => a.name + " (" + a.agent + ", " + a.model + ")").join("; ") }),
+    el("dt", { text: "judge" }), el("dd", { text: run.spec.judge_model || "programmatic checks only" }),
+    el("dt", { text: "trials" }), el("dd", { text: Object.entries(run.counts).map(([k, n]) => k + " " + n).join(" · ") }),
+    el("dt", { text: "outcomes" }), el("dd", { text: Object.entries(run.outcomes).map(([k, n]) => n + " " + k).join(", ") || "—" }),
+    el("dt", { text: "cost" }), el("dd", { text: fmtCost(run.cost_usd) }),
+    el("dt", { text: "started / ended" }), el("dd", { text: fmtTime(run.started_at) + " → " + fmtTime(run.ended_at) }));
+  const sections = [
+    el("h1", { text: name }), summary,
+    el("h2", { text: "Leaderboard" }), run.leaderboard.length ? leaderboard(run.leaderboard) : el("p", { class: "muted", text: "No finished trials yet." }),
+    el("h2", { text: "Agents × tasks (passes / graded runs)" }), matrixTable(run.matrix),
+    el("h2", { text: "Failures by end reason" }), failureList(run.failures),
+    el("h2", { text: "Trials" }),
+  ];
+  if (first) {
+    show(...sections, filterControls(trials.trials), trialTable());
+  } else {  // a refresh keeps the filters, the search text and the sort the user chose
+    const main = document.getElementById("main");
+    const keep = [main.querySelector(".toolbar"), document.getElementById("trial-table")];
+    main.replaceChildren(...sections, ...keep);
+  }
+  renderTrials();
+  stamp();
+  return run.status === "running" || run.status === "incomplete";
+}
+
+// --- trial -------------------------------------------------------------------------------
+
+function pre(text, attrs) {
+  return el("pre", attrs || {}, typeof text === "string" ? text : JSON.stringify(text, null, 2));
+}
+
+function usageText(usage) {
+  if (!usage) return "";
+  return (usage.prompt_tokens || 0) + " prompt + " + (usage.completion_tokens || 0) + " completion tokens" +
+    (usage.reasoning_tokens ? " (" + usage.reasoning_tokens + " reasoning)" : "") +
+    (usage.cost_usd ? ", " + fmtCost(usage.cost_usd) : "");
+}
+
+function images(urls) {
+  // Only data:image URLs reach the page (the API drops others); CSP allows nothing else.
+  return (urls || []).map((url) => el("img", { class: "shot", src: url, alt: "image from the transcript" }));
+}
+
+function stepView(step) {
+  const failed = step.tool_calls.some((c) => c.is_error);
+  const call = step.model_call;
+  const head = el("div", { class: "head" }, "step " + step.index + " · " + step.kind,
+    call ? " · " + fmtNum(call.duration_s, 2) + " s · " + usageText(call.usage) : "",
+    call && call.retries ? " · " + call.retries + " retries" : "", call && call.error ? " · error: " + call.error : "");
+  return el("div", { class: "step" + (failed ? " has-error" : ""), "data-step": step.index }, head,
+    step.reasoning ? [el("div", { class: "muted", text: "reasoning" }), pre(step.reasoning, { class: "reasoning" })] : null,
+    step.text ? pre(step.text, { class: "assistant-text" }) : null, images(step.images),
+    step.tool_calls.map((c) => el("div", { class: "tool-call" + (c.is_error ? " error" : "") },
+      el("span", { class: "tool-name", text: c.name }), c.is_error ? [" ", badge("error", "o-fail")] : null,
+      c.truncated ? [" ", badge("truncated")] : null,
+      el("span", { class: "muted", text: c.duration_s === null || c.duration_s === undefined ? "" : " · " + fmtNum(c.duration_s, 2) + " s" }),
+      el("div", { class: "muted", text: "arguments" }), pre(c.arguments, { class: "tool-arguments" }),
+      el("div", { class: "muted", text: "result as the agent saw it" }), pre(c.result, { class: "tool-result" }),
+      images(c.images), c.error ? el("div", { class: "error-box", text: c.error }) : null)));
+}
+
+function criterionView(c) {
+  return el("div", { class: "criterion", "data-verifier": c.verifier_id },
+    el("div", {}, badge(c.verdict, "v-" + c.verdict), " ", el("strong", { text: c.criterion })),
+    el("div", { class: "muted", text: "decided by " + (c.decided_by || "?") + (c.judge_model ? " (" + c.judge_model + ")" : "") +
+      " · " + c.verifier_id + (c.cached ? " · cached verdict" : "") }),
+    el("div", { class: "rationale", text: c.rationale || "(no rationale recorded)" }),
+    c.ungradeable_reason && c.ungradeable_reason !== c.rationale ? el("div", { class: "muted", text: "ungradeable: " + c.ungradeable_reason }) : null,
+    c.evidence && c.evidence.length ? el("div", { class: "muted" }, "evidence shown: ", c.evidence.join(", ")) : null,
+    c.evidence_note ? el("div", { class: "muted", text: c.evidence_note }) : null);
+}
+
+function fileLink(id, run, side, path, label) {
+  return el("a", { href: "/api/trials/" + enc(id) + "/file/" + side + "?path=" + enc(path) + (run ? "&run=" + enc(run) : ""),
+    text: label });
+}
+
+function worldDiffView(diff, id, run) {
+  if (!diff) return el("p", { class: "muted", text: "No snapshots recorded for this trial." });
+  const parts = [];
+  if (!diff.files.length && !diff.mails_sent.length && !diff.events.length && !diff.chat.length) {
+    parts.push(el("p", { class: "muted", text: "The agent changed nothing in the world." }));
+  }
+  for (const file of diff.files) {
+    const links = [];
+    if (file.change !== "created") links.push(fileLink(id, run, "before", file.path, "before"));
+    if (file.change !== "deleted") links.push(fileLink(id, run, "after", file.path, "after"));
+    parts.push(el("div", { class: "file-change", "data-path": file.display_path },
+      el("div", {}, badge(file.change), " ", el("strong", { text: file.display_path }), " ",
+        el("span", { class: "muted", text: (file.size_before ?? "—") + " → " + (file.size_after ?? "—") + " bytes" }),
+        " · download ", links.map((l, i) => [i ? ", " : "", l])),
+      file.sub_items.length ? el("div", { class: "muted", text: "changed: " + file.sub_items.join(", ") }) : null,
+      file.cell_changes.length ? table(["Sheet", "Cell", "Before", "After"], file.cell_changes.map((c) =>
+        el("tr", { class: "cell-change", "data-sheet": c.sheet, "data-cell": c.cell }, el("td", { text: c.sheet }), el("td", { text: c.cell }),
+          el("td", { class: "before", text: c.before ?? "(empty)" }), el("td", { class: "after", text: c.after ?? "(empty)" }))),
+      { class: "cells" }) : null,
+      file.text ? el("details", {}, el("summary", { text: "extracted text" }), pre(file.text)) : null));
+  }
+  for (const mail of diff.mails_sent) {
+    parts.push(el("div", { class: "file-change mail" }, el("div", {}, badge("mail sent"), " ", el("strong", { text: mail.subject })),
+      el("div", { class: "muted", text: "from " + mail.from + " to " + (mail.to || []).join(", ") +
+        ((mail.cc || []).length ? " cc " + mail.cc.join(", ") : "") }), pre(mail.body || ""),
+      (mail.attachments || []).length ? el("div", { class: "muted", text: "attachments: " + mail.attachments.join(", ") }) : null));
+  }
+  for (const event of diff.events) {
+    parts.push(el("div", { class: "file-change event" }, el("div", {}, badge("event " + event.change), " ", el("strong", { text: event.summary })),
+      el("div", { class: "muted", text: (event.start || "") + " → " + (event.end || "") + ((event.attendees || []).length ? " · " + event.attendees.join(", ") : "") }),
+      Object.keys(event.changed_fields || {}).length ? pre(event.changed_fields) : null));
+  }
+  for (const post of diff.chat) {
+    parts.push(el("div", { class: "file-change chat" }, el("div", {}, badge("chat " + post.change), " ",
+      el("strong", { text: post.channel_name || post.channel_id }), " ", el("span", { class: "muted", text: post.author || "" })),
+      pre(post.text + (post.emoji ? " " + post.emoji : ""))));
+  }
+  if (diff.errors.length) parts.push(el("div", { class: "error-box", text: "diff problems: " + diff.errors.join("; ") }));
+  return el("div", { id: "world-diff" }, parts);
+}
+
+async function trialPage(id, run) {
+  const t = await api("/api/trials/" + enc(id) + (run ? "?run=" + enc(run) : ""));
+  const row = t.trial;
+  run = run || row.run;
+  crumbs(el("a", { href: runHref(row.run), text: row.run }), el("span", { text: row.task_id + " · " + row.agent + " #" + row.run_index }));
+  const download = (what, label) => t.downloads[what] ? el("a", { href: "/api/trials/" + enc(id) + "/download/" + what + "?run=" + enc(run), text: label }) : null;
+  const transcript = t.transcript;
+  show(
+    el("h1", {}, row.task_id, " ", badge(row.outcome || row.state, "o-" + (row.outcome || ""))),
+    el("dl", { class: "kv", id: "trial-summary" },
+      el("dt", { text: "agent" }), el("dd", { text: row.agent + " (" + row.model + "), run " + row.run_index }),
+      el("dt", { text: "domain" }), el("dd", { text: row.domain || "—" }),
+      el("dt", { text: "score" }), el("dd", { text: fmtPct(row.score) + (row.checks_total ? " · checks " + row.checks_met + "/" + row.checks_total : "") }),
+      el("dt", { text: "end reason" }), el("dd", { text: (row.end_reason || "—") + (t.agent_reported_status ? " (agent says " + t.agent_reported_status + ")" : "") }),
+      el("dt", { text: "steps / tool calls" }), el("dd", { text: fmtNum(row.steps) + " / " + fmtNum(row.tool_calls) }),
+      el("dt", { text: "tokens / cost" }), el("dd", { text: fmtNum(row.tokens) + " / " + fmtCost(row.cost_usd) }),
+      el("dt", { text: "duration" }), el("dd", { text: fmtNum(row.duration_s, 1) + " s (" + fmtTime(t.started_at) + " → " + fmtTime(t.ended_at) + ")" }),
+      el("dt", { text: "trial id" }), el("dd", { text: row.trial_id }),
+      el("dt", { text: "downloads" }), el("dd", {}, [download("trajectory", "trajectory.json"), download("grade", "grade.json"),
+        download("before", "before snapshot"), download("after", "after snapshot")].filter(Boolean).map((a, i) => [i ? " · " : "", a]))),
+    row.error ? el("div", { class: "error-box", id: "trial-error", text: row.error }) : null,
+    t.run_error ? el("div", { class: "error-box", text: (t.run_error.kind || "") + ": " + t.run_error.message }) : null,
+    t.problems.length ? el("div", { class: "error-box", text: t.problems.join("; ") }) : null,
+    el("h2", { text: "Prompt" }), pre(transcript ? transcript.prompt : "(no trajectory recorded)", { id: "prompt" }),
+    el("h2", { text: "Transcript" }),
+    el("div", { id: "transcript" }, transcript ? transcript.steps.map(stepView) : el("p", { class: "muted", text: "No trajectory recorded." })),
+    el("h2", { text: "Final answer" }), pre(t.final_answer || "(none)", { id: "final-answer" }),
+    el("h2", { text: "Rubric" }),
+    el("div", { id: "criteria" }, t.criteria.length ? t.criteria.map(criterionView) : el("p", { class: "muted", text: "Not graded." })),
+    el("h2", { text: "World diff" }), worldDiffView(t.world_diff, id, run),
+    el("h2", { text: "Attempts" }),
+    table(["Attempt", "Worker", "Outcome", "Accepted", "Error"], t.attempts.map((a) => el("tr", {},
+      el("td", { class: "num", text: a.attempt }), el("td", { text: a.worker }), el("td", { text: a.outcome }),
+      el("td", { text: a.accepted ? "yes" : "no" }), el("td", { text: a.error || "" })))),
+  );
+  stamp();
+  return row.outcome === null;
+}
+
+// --- routing -----------------------------------------------------------------------------
+
+async function route() {
+  const path = decodeURIComponent(location.pathname);
+  const run = new URLSearchParams(location.search).get("run");
+  let again = false;
+  try {
+    if (path.startsWith("/runs/")) again = await runPage(path.slice("/runs/".length));
+    else if (path.startsWith("/trials/")) again = await trialPage(path.slice("/trials/".length), run);
+    else again = await runsPage();
+  } catch (error) {
+    showError(error);
+    return;
+  }
+  // Pages refresh while the run is going (the trial page until its trial finishes).
+  if (again) setTimeout(route, REFRESH_MS);
+}
+
+route();

@@ -1,0 +1,74 @@
+"""A finished run for the viewer tests, built once: the replay agent on two sample tasks, one
+of which replays a wrong reference solution (a sheet cell set to the wrong value, and a final
+answer carrying HTML that must never run in the viewer)."""
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import uvicorn
+
+from atoll.experiment import ExperimentSpec
+from atoll.sample import generate_sample_benchmark
+from orchestrator.runner import run_experiment
+from orchestrator.store import TrialStore
+from orchestrator.viewer import create_app
+
+PASSING, FAILING = "keystone-01-packaging-baseline", "keystone-02-update-targets"
+HOSTILE_ANSWER = 'Done <script>window.__pwned=1</script><img src=x onerror="window.__pwned=1">'
+
+
+@dataclass
+class FinishedRun:
+    root: Path
+    store_url: str
+    name: str = "viewdemo"
+    passing: str = PASSING
+    failing: str = FAILING
+    hostile_answer: str = HOSTILE_ANSWER
+
+
+@pytest.fixture(scope="session")
+def finished_run(tmp_path_factory) -> FinishedRun:
+    root = tmp_path_factory.mktemp("viewer-run")
+    benchmark = generate_sample_benchmark(root / "bench")
+    tasks = json.loads((benchmark / "tasks_and_rubrics.json").read_text())
+    for task in tasks:
+        if task["task_id"] == FAILING:
+            operations = task["reference_solution"]["steps"][1]["arguments"]["operations"]
+            assert operations[2]["cell"] == "B6"
+            operations[2]["value"] = 0.07  # the rubric wants 0.08
+            task["reference_solution"]["final_answer"] = HOSTILE_ANSWER
+    (benchmark / "tasks_and_rubrics.json").write_text(json.dumps(tasks))
+    spec = ExperimentSpec.model_validate({
+        "name": "viewdemo", "benchmark": str(benchmark), "tasks": {"ids": [PASSING, FAILING]},
+        "agents": [{"name": "oracle", "agent": "replay", "model": "replay"}],
+        "store": str(root / "atoll.db"), "artifacts": (root / "artifacts").as_uri(), "output_dir": str(root),
+    })
+    asyncio.run(run_experiment(spec, quiet=True))
+    return FinishedRun(root=root, store_url=str(root / "atoll.db"))
+
+
+@pytest.fixture(scope="session")
+def viewer_url(finished_run):
+    """The viewer over the finished run, served by uvicorn on a free loopback port."""
+    store = TrialStore(finished_run.store_url)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    server = uvicorn.Server(uvicorn.Config(create_app(store, bind_host="127.0.0.1"), log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.started
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    server.should_exit = True
+    thread.join(10)
+    store.dispose()

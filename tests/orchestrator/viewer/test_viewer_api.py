@@ -1,0 +1,172 @@
+"""`atoll view`'s JSON API, through real HTTP on loopback, over a finished run."""
+
+import gzip
+import io
+import socket
+import subprocess
+import sys
+import zipfile
+
+import httpx
+import pytest
+
+from atoll.commands.view import resolve_store
+from atoll.errors import AtollError
+from orchestrator.store import TrialStore
+from orchestrator.viewer import create_app
+
+pytestmark = pytest.mark.slow
+PASSING, FAILING = "keystone-01-packaging-baseline", "keystone-02-update-targets"
+HOSTILE_ANSWER = 'Done <script>window.__pwned=1</script><img src=x onerror="window.__pwned=1">'
+SHEET = "filesystem/Data/Raw/Halvorsen spend cube FY2023 (final_v3).xlsx"
+
+
+def _trial_id(viewer_url, task_id):
+    rows = httpx.get(f"{viewer_url}/api/runs/viewdemo/trials").json()["trials"]
+    return next(row["trial_id"] for row in rows if row["task_id"] == task_id)
+
+
+def test_runs_list_names_status_counts_and_times(viewer_url):
+    body = httpx.get(f"{viewer_url}/api/runs").json()
+    [run] = body["runs"]
+    assert run["name"] == "viewdemo" and run["status"] == "finished"
+    assert run["counts"]["done"] == run["counts"]["total"] == 2
+    assert run["outcomes"] == {"pass": 1, "fail": 1} and run["cost_usd"] == 0.0
+    assert run["started_at"] <= run["ended_at"]
+    assert run["spec"]["agents"] == [{"name": "oracle", "agent": "replay", "model": "replay"}]
+
+
+def test_run_has_leaderboard_matrix_and_grouped_failures(viewer_url):
+    run = httpx.get(f"{viewer_url}/api/runs/viewdemo").json()
+    assert [row["agent"] for row in run["leaderboard"]] == ["oracle"]
+    assert run["leaderboard"][0]["pass_at_1"]["value"] == 0.5
+    cells = run["matrix"]["cells"]["oracle"]
+    assert cells[PASSING]["passes"] == 1 and cells[FAILING]["passes"] == 0 and cells[FAILING]["graded"] == 1
+    assert [(g["reason"], g["count"]) for g in run["failures"]] == [("fail: criteria not met", 1)]
+    assert run["failures"][0]["trials"][0]["task_id"] == FAILING
+
+
+def test_trial_table_rows_carry_what_the_table_shows(viewer_url):
+    rows = httpx.get(f"{viewer_url}/api/runs/viewdemo/trials").json()["trials"]
+    assert sorted(row["task_id"] for row in rows) == [PASSING, FAILING]
+    failed = next(row for row in rows if row["task_id"] == FAILING)
+    assert failed["outcome"] == "fail" and failed["end_reason"] == "completed" and failed["domain"]
+    assert failed["steps"] >= 2 and failed["tool_calls"] == 2 and failed["duration_s"] > 0
+    assert 0 < failed["score"] < 1
+
+
+def test_trial_shows_transcript_verdicts_and_the_sheet_cells_changed(viewer_url):
+    trial = httpx.get(f"{viewer_url}/api/trials/{_trial_id(viewer_url, FAILING)}").json()
+    assert trial["problems"] == []
+    assert trial["transcript"]["prompt"].startswith("Dmitri emailed revised category savings targets")
+    calls = [call for step in trial["transcript"]["steps"] for call in step["tool_calls"]]
+    assert [c["name"] for c in calls] == ["mail_search_mail", "spreadsheets_edit_spreadsheet"]
+    assert calls[1]["arguments"]["operations"][2] == {"type": "set_cell", "sheet": "Assumptions", "cell": "B6",
+                                                       "value": 0.07}
+    assert calls[0]["result"] and calls[0]["duration_s"] is not None
+    # The answer is data in the JSON, exactly as the agent wrote it; the page must escape it.
+    assert trial["final_answer"] == HOSTILE_ANSWER
+    verdicts = {c["verifier_id"].rsplit("-", 1)[1]: c for c in trial["criteria"]}
+    assert verdicts["c2"]["verdict"] == "not_met" and verdicts["c2"]["decided_by"] == "check"
+    assert "expected 0.08" in verdicts["c2"]["rationale"]
+    assert verdicts["c3"]["verdict"] == "ungradeable"
+    [sheet] = [f for f in trial["world_diff"]["files"] if f["path"] == SHEET]
+    assert sheet["change"] == "modified"
+    changes = {(c["sheet"], c["cell"]): (c["before"], c["after"]) for c in sheet["cell_changes"]}
+    assert changes[("sheet 'Assumptions'", "B6")] == ("0.1", "0.07")
+    assert changes[("sheet 'Assumptions'", "C6")][1] == "CPO email 27 Feb"
+    assert [a["outcome"] for a in trial["attempts"]] == ["fail"]
+
+
+def test_downloads_are_the_recorded_artifacts_and_snapshot_files_are_opaque(viewer_url):
+    trial_id = _trial_id(viewer_url, FAILING)
+    after = httpx.get(f"{viewer_url}/api/trials/{trial_id}/download/after")
+    assert after.status_code == 200 and gzip.decompress(after.content)
+    assert httpx.get(f"{viewer_url}/api/trials/{trial_id}/download/trajectory").json()["final_answer"] == HOSTILE_ANSWER
+    sheet = httpx.get(f"{viewer_url}/api/trials/{trial_id}/file/after", params={"path": SHEET})
+    assert sheet.status_code == 200 and zipfile.is_zipfile(io.BytesIO(sheet.content))
+    # Whatever the agent wrote is a download, never a page of this site.
+    assert sheet.headers["content-type"] == "application/octet-stream"
+    assert sheet.headers["content-disposition"].startswith("attachment;")
+    for bad in ("filesystem/../../etc/passwd", "/etc/passwd", "filesystem/nope.txt"):
+        refused = httpx.get(f"{viewer_url}/api/trials/{trial_id}/file/after", params={"path": bad})
+        assert refused.status_code == 404 and refused.json()["error"]["code"] == "unknown_file"
+    assert httpx.get(f"{viewer_url}/api/trials/{trial_id}/download/secrets").status_code == 404
+
+
+def test_unknown_run_and_trial_are_404_in_the_error_shape_and_name_the_runs_known(viewer_url):
+    missing = httpx.get(f"{viewer_url}/api/runs/nope")
+    assert missing.status_code == 404
+    assert missing.json()["error"]["code"] == "unknown_run" and "runs known: viewdemo" in missing.json()["error"]["message"]
+    assert httpx.get(f"{viewer_url}/api/runs/nope/trials").status_code == 404
+    trial = httpx.get(f"{viewer_url}/api/trials/{'0' * 64}")
+    assert trial.status_code == 404 and trial.json()["error"]["code"] == "unknown_trial"
+
+
+def test_pages_are_served_with_a_policy_that_forbids_inline_script(viewer_url):
+    for path in ("/", "/runs/viewdemo", f"/trials/{_trial_id(viewer_url, PASSING)}"):
+        page = httpx.get(viewer_url + path)
+        assert page.status_code == 200 and "/static/app.js" in page.text
+        assert "script-src 'self'" in page.headers["content-security-policy"]
+        assert page.headers["x-content-type-options"] == "nosniff"
+    assert httpx.get(f"{viewer_url}/static/app.js").headers["content-type"].startswith("text/javascript")
+    assert httpx.get(f"{viewer_url}/static/..%2fapp.py").status_code == 404
+    # DNS rebinding: a page on another name that resolves to loopback gets nothing.
+    assert httpx.get(f"{viewer_url}/api/runs", headers={"Host": "evil.example"}).status_code == 421
+
+
+def test_a_token_guards_every_route_and_a_browser_keeps_it_in_a_cookie(finished_run):
+    from fastapi.testclient import TestClient
+
+    store = TrialStore(finished_run.store_url)
+    client = TestClient(create_app(store, token="s3cret"), base_url="http://127.0.0.1")
+    assert client.get("/api/runs").status_code == 401
+    assert client.get("/api/runs", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    assert client.get("/api/runs", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+    assert client.get("/?token=s3cret").status_code == 200
+    assert client.get("/api/runs").status_code == 200  # the cookie set above
+    store.dispose()
+
+
+def test_view_finds_the_demo_store_from_its_output_folder(tmp_path, monkeypatch):
+    demo = tmp_path / "atoll-out" / "demo"
+    (demo / "demo").mkdir(parents=True)
+    (demo / "atoll.db").write_bytes(b"")
+    monkeypatch.chdir(tmp_path)
+    found = str((demo / "atoll.db").resolve())
+    assert resolve_store(None, None, environ={}) == found  # `atoll view` right after `atoll demo`
+    assert resolve_store(demo, None, environ={}) == found  # `atoll view atoll-out/demo`
+    assert resolve_store(demo / "demo", None, environ={}) == found  # the run's report folder
+    assert resolve_store(None, "postgresql://db/x", environ={}) == "postgresql://db/x"
+    with pytest.raises(AtollError, match="no trial store found"):
+        resolve_store(tmp_path / "elsewhere", None, environ={})
+
+
+def test_view_prints_one_listening_line_and_a_port_in_use_is_one_line_and_exit_2(finished_run):
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    port = busy.getsockname()[1]
+    refused = subprocess.run([sys.executable, "-m", "atoll.cli", "view", str(finished_run.root), "--port", str(port)],
+                             capture_output=True, text=True, timeout=120)
+    busy.close()
+    assert refused.returncode == 2
+    assert refused.stderr.strip() == f"error: port {port} on 127.0.0.1 is already in use; pick another with --port"
+    server = subprocess.Popen([sys.executable, "-m", "atoll.cli", "view", str(finished_run.root), "--port", str(port)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = server.stdout.readline()
+        assert line.startswith(f"atoll view: listening on http://127.0.0.1:{port}/")
+        assert httpx.get(f"http://127.0.0.1:{port}/api/runs", timeout=30).json()["runs"][0]["name"] == "viewdemo"
+    finally:
+        server.terminate()
+        server.wait(30)
+    beyond = subprocess.run([sys.executable, "-m", "atoll.cli", "view", str(finished_run.root), "--host", "0.0.0.0"],
+                            capture_output=True, text=True, timeout=120, env=_without_token())
+    assert beyond.returncode == 2 and "ATOLL_VIEW_TOKEN" in beyond.stderr
+
+
+def _without_token():
+    import os
+
+    return {k: v for k, v in os.environ.items() if k != "ATOLL_VIEW_TOKEN"}

@@ -1,0 +1,96 @@
+"""The viewer's pages in a real headless Chromium (Debian's /usr/bin/chromium, driven by
+Playwright; no browser download): run page, trial table filter, a failed trial's transcript,
+verdict rationale and sheet cell change — and the agent's HTML never runs.
+
+ATOLL_VIEWER_SCREENSHOTS=DIR also writes the screenshots there (docs/images is made that way).
+"""
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import sync_playwright
+
+pytestmark = pytest.mark.slow
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture
+def page(tmp_path):
+    assert Path(CHROMIUM).exists(), "Debian's chromium is missing: scripts/setup.sh --dev installs it"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        page = context.new_page()
+        page.set_default_timeout(30_000)
+        page.errors = []
+        page.on("pageerror", lambda error: page.errors.append(str(error)))
+        yield page
+        browser.close()
+
+
+def _shot(page, tmp_path, name):
+    path = tmp_path / f"{name}.png"
+    page.screenshot(path=str(path), full_page=False)
+    assert path.stat().st_size > 5000
+    if os.environ.get("ATOLL_VIEWER_SCREENSHOTS"):
+        shutil.copy(path, Path(os.environ["ATOLL_VIEWER_SCREENSHOTS"]) / f"viewer-{name}.png")
+
+
+def test_run_page_filter_then_a_failed_trial_with_its_transcript_verdicts_and_cell_change(
+        page, viewer_url, finished_run, tmp_path):
+    started = time.monotonic()
+    page.goto(viewer_url + "/")
+    page.wait_for_selector("#runs-table tr[data-run='viewdemo']")
+    _shot(page, tmp_path, "runs")
+    page.click("#runs-table a:text('viewdemo')")
+
+    rows = page.locator("#trial-table tbody tr")
+    rows.first.wait_for()
+    assert rows.count() == 2
+    assert page.locator("#leaderboard").inner_text().count("oracle") == 1
+    assert page.locator(f"#matrix td.cell[data-task='{finished_run.failing}']").inner_text() == "0/1"
+    assert "criteria not met" in page.locator("#failures").inner_text()
+    assert page.locator("#failures a[href^='/trials/']").inner_text() == f"{finished_run.failing} / oracle #0"
+    _shot(page, tmp_path, "run")
+
+    page.select_option("#filter-outcome", "fail")
+    assert rows.count() == 1 and rows.first.get_attribute("data-outcome") == "fail"
+    page.select_option("#filter-outcome", "")
+    page.fill("#search", "packaging")
+    assert rows.count() == 1 and finished_run.passing in rows.first.inner_text()
+    page.fill("#search", "")
+    page.locator(f"#matrix td.cell[data-task='{finished_run.failing}']").click()  # the matrix filters too
+    assert rows.count() == 1 and finished_run.failing in rows.first.inner_text()
+    page.click("#trial-table th[data-key='task_id']")  # sorting keeps working on the filtered table
+    assert rows.count() == 1
+
+    rows.first.locator("a").click()
+    page.wait_for_selector("#transcript .step")
+    assert "Dmitri emailed revised category savings targets" in page.locator("#prompt").inner_text()
+    transcript = page.locator("#transcript").inner_text()
+    assert "spreadsheets_edit_spreadsheet" in transcript and '"cell": "B6"' in transcript
+    criterion = page.locator("#criteria .criterion[data-verifier$='-c2']")
+    assert "not_met" in criterion.inner_text() and "decided by check" in criterion.inner_text()
+    assert "expected 0.08" in criterion.locator(".rationale").inner_text()
+    change = page.locator("#world-diff tr.cell-change[data-cell='B6'][data-sheet*='Assumptions']")
+    assert change.count() == 1 and change.locator("td.after").inner_text() == "0.07"
+
+    # The agent's answer is shown as text: no element was injected, no script ran.
+    assert page.locator("#final-answer").inner_text() == finished_run.hostile_answer
+    assert page.locator("#final-answer script, #final-answer img").count() == 0
+    assert page.evaluate("window.__pwned") is None
+    assert page.errors == []
+    page.locator("#criteria").evaluate("node => node.previousElementSibling.scrollIntoView()")
+    _shot(page, tmp_path, "trial")
+    assert time.monotonic() - started < 120
+
+
+def test_an_unknown_run_page_says_so_and_names_the_runs_known(page, viewer_url):
+    page.goto(viewer_url + "/runs/missing-run")
+    message = page.locator("#error").inner_text()
+    assert "unknown_run" in message and "runs known: viewdemo" in message
