@@ -9,6 +9,7 @@ from types import TracebackType
 import uvicorn
 
 from atoll.http_guard import check_bind, guarded_protocol
+from atoll.serving import serve_app
 from environment.app import create_app
 from environment.gateway import ServerFactory
 from environment.settings import EnvironmentSettings
@@ -26,8 +27,9 @@ def serve(settings: EnvironmentSettings, host: str = "127.0.0.1", port: int = 80
     """
     _check_bind(settings, host)
     app = create_app(settings, freeze_heap=True, bind_host=host)
-    uvicorn.run(
+    serve_app(
         app,
+        service="environment",
         host=host,
         port=port,
         log_config=None,

@@ -199,11 +199,11 @@ def serve(
     port: int | None = typer.Option(None, "--port", help="TCP port (default $ATOLL_AGENT_PORT or 8081)"),
 ) -> None:
     """Serve the agents runner HTTP API (start a run, poll it, fetch its trajectory, cancel it)."""
-    import uvicorn
     from pydantic import ValidationError
 
     from agents_runner.service import create_app
     from agents_runner.settings import AgentRunnerSettings
+    from atoll.serving import serve_app
 
     overrides = {key: value for key, value in (("host", host), ("port", port)) if value is not None}
     try:
@@ -211,4 +211,5 @@ def serve(
     except ValidationError as exc:
         error = exc.errors()[0]
         raise AtollError("bad_settings", f"{error['loc'][0]}: {error['msg']}") from None
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="warning")
+    serve_app(create_app(settings), service="agent runner", host=settings.host, port=settings.port,
+              log_level="warning")

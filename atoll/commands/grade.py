@@ -176,8 +176,7 @@ def serve(
     ),
 ) -> None:
     """Run the grading service (POST /grade, GET /health)."""
-    import uvicorn
-
+    from atoll.serving import serve_app
     from grader.cache import VerdictCache
     from grader.service import create_app
     from grader.settings import GraderSettings
@@ -192,16 +191,8 @@ def serve(
             )
     cache = cache or settings.cache
     app_ = create_app(judge, VerdictCache(cache) if cache else None)
-    typer.secho(
-        f"grader serving on http://{host or settings.host}:{port if port is not None else settings.port}",
-        err=True,
-    )
-    uvicorn.run(
-        app_,
-        host=host or settings.host,
-        port=port if port is not None else settings.port,
-        log_level="warning",
-    )
+    serve_app(app_, service="grader", host=host or settings.host,
+              port=port if port is not None else settings.port, log_level="warning")
 
 
 @app.command()

@@ -26,14 +26,13 @@ def serve(
     store: str = typer.Option(None, "--store", help="trial store URL (default $ATOLL_STORE)"),
 ) -> None:
     """Serve /health and /runs (POST an experiment to enqueue it; workers execute it)."""
-    import uvicorn
-
+    from atoll.serving import serve_app
     from orchestrator.api import ApiSettings, create_app
 
     if not 0 < port < 65536:
         raise AtollError("bad_port", f"--port {port} must be between 1 and 65535")
     settings = ApiSettings(**({"store": store} if store else {}))
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+    serve_app(create_app(settings), service="orchestrator", host=host, port=port, log_level="warning")
 
 
 @trial_app.command("run")

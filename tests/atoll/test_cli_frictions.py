@@ -1,8 +1,13 @@
 """The CLI's small promises: offline price map, service start lines, runs not found, costs, resumes."""
 
 import os
+import select
+import socket
 import subprocess
 import sys
+
+import httpx
+import pytest
 
 
 def _python(code: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -22,3 +27,49 @@ def test_a_cost_map_choice_of_the_user_is_kept():
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "False"}
     result = _python("import atoll.cli, os; print(os.environ['LITELLM_LOCAL_MODEL_COST_MAP'])", env=env)
     assert result.stdout.strip() == "False"
+
+
+SERVICES = {  # command, the name its listening line starts with
+    "env": (["env", "serve"], "environment"),
+    "agent": (["agent", "serve"], "agent runner"),
+    "grade": (["grade", "serve"], "grader"),
+    "orchestrator": (["orchestrator", "serve"], "orchestrator"),
+}
+
+
+def _service_env(tmp_path) -> dict:
+    return {**os.environ, "ATOLL_FS_ROOT": str(tmp_path / "fs"), "ATOLL_APPS_DATA_ROOT": str(tmp_path / "apps"),
+            "ATOLL_STORE": f"sqlite:///{tmp_path / 'store.db'}"}
+
+
+@pytest.mark.parametrize("service", sorted(SERVICES))
+def test_a_service_on_a_port_in_use_says_so_in_one_line_and_exits_2(service, tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        command, _ = SERVICES[service]
+        result = subprocess.run([sys.executable, "-m", "atoll.cli", *command, "--port", str(port)],
+                                capture_output=True, text=True, timeout=120, env=_service_env(tmp_path))
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == f"error: port {port} on 127.0.0.1 is already in use; stop that process or pick --port\n"
+
+
+@pytest.mark.parametrize("service", sorted(SERVICES))
+def test_a_service_prints_one_listening_line_with_its_url_once_it_serves(service, tmp_path):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command, name = SERVICES[service]
+    process = subprocess.Popen([sys.executable, "-m", "atoll.cli", *command, "--port", str(port)],
+                               stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                               env=_service_env(tmp_path))
+    try:
+        ready, _, _ = select.select([process.stderr], [], [], 90)  # no line at all fails, not hangs
+        line = process.stderr.readline() if ready else ""
+        assert line == f"{name} listening on http://127.0.0.1:{port}\n"
+        with httpx.Client(timeout=10) as client:  # the line comes only once requests are served
+            assert client.get(f"http://127.0.0.1:{port}/health").status_code < 500
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

@@ -1,0 +1,86 @@
+"""Serve an ASGI app in the foreground the same way for every `atoll … serve` command.
+
+The socket is bound here, before uvicorn starts, so a port in use (or a host that cannot be
+bound) is one AtollError line and exit status 2 instead of uvicorn's log record and exit 3;
+and once uvicorn accepts connections one line says where: ``<service> listening on URL``.
+Binding first also means ``port=0`` works (the line names the port the kernel chose).
+
+    serve_app(app, service="viewer", host=host, port=port, log_level="warning")
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+import sys
+from typing import Any
+
+import uvicorn
+
+from atoll.errors import AtollError
+
+
+def bind_listening_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to (host, port), or AtollError naming what stops it."""
+    if not 0 <= port < 65536:
+        raise AtollError("bad_port", f"--port {port} must be between 1 and 65535")
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as exc:
+        raise AtollError("bad_host", f"--host {host!r} cannot be resolved: {exc.strerror}") from None
+    sock = socket.socket(family, kind, proto)
+    # As uvicorn does: a restarted service can bind a port whose old connections linger in
+    # TIME_WAIT. A port some process is listening on still fails with EADDRINUSE.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise AtollError(
+                "port_in_use", f"port {port} on {host} is already in use; stop that process or pick --port"
+            ) from None
+        if exc.errno == errno.EACCES:
+            raise AtollError("port_denied", f"port {port} on {host} needs privileges; pick --port above 1023") from None
+        raise AtollError("bad_host", f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def url_of(sock: socket.socket) -> str:
+    """``http://host:port`` of a bound socket (IPv6 hosts in brackets)."""
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+class _AnnouncingServer(uvicorn.Server):
+    """uvicorn's server that prints the listening line once startup (lifespan included) is done."""
+
+    def __init__(self, config: uvicorn.Config, service: str, url: str) -> None:
+        super().__init__(config)
+        self._announcement = f"{service} listening on {url}"
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            print(self._announcement, file=sys.stderr, flush=True)
+
+
+def serve_app(app: Any, *, service: str, host: str, port: int, **uvicorn_options: Any) -> None:
+    """Serve ``app`` on host:port until interrupted (blocking).
+
+    ``uvicorn_options`` go to :class:`uvicorn.Config` (log_level, log_config, http, lifespan…).
+    Raises AtollError (``port_in_use``, ``port_denied``, ``bad_host``, ``bad_port``) before
+    anything is served; exits with status 3, as uvicorn does, when the app's startup fails.
+    """
+    sock = bind_listening_socket(host, port)
+    config = uvicorn.Config(app, host=host, port=sock.getsockname()[1], **uvicorn_options)
+    server = _AnnouncingServer(config, service, url_of(sock))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+    if not server.started:
+        sys.exit(3)
