@@ -79,11 +79,13 @@ def report(
     seed: int = typer.Option(0, help="bootstrap seed"),
 ) -> None:
     """Compute metrics of a run and write report.json, report.md and report.html."""
+    from atoll.commands.known_runs import require_known_run
     from orchestrator.report import write_report
     from orchestrator.store import TrialStore
 
     trial_store = TrialStore(store)
     try:
+        require_known_run(trial_store, run_name)
         paths = write_report(trial_store, run_name, output or Path("atoll-out") / run_name, seed=seed)
     finally:
         trial_store.dispose()
@@ -135,12 +137,14 @@ def regrade(
     api_base: str = typer.Option(None, help="OpenAI-compatible endpoint of the judge"),
 ) -> None:
     """Re-judge recorded trajectories and snapshots without re-running agents."""
+    from atoll.commands.known_runs import require_known_run
     from orchestrator.regrade import regrade_run
     from orchestrator.report import write_report
     from orchestrator.store import TrialStore
 
     trial_store = TrialStore(store)
     try:
+        require_known_run(trial_store, run_name)
         summary = asyncio.run(regrade_run(trial_store, run_name, judge_model=judge_model, api_base=api_base))
         spec = trial_store.experiment_spec(run_name) or {}
         paths = write_report(trial_store, run_name, Path(spec.get("output_dir", "atoll-out")) / run_name)

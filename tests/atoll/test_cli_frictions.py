@@ -73,3 +73,34 @@ def test_a_service_prints_one_listening_line_with_its_url_once_it_serves(service
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def _atoll_in(cwd, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "atoll.cli", *args], capture_output=True, text=True,
+                          timeout=180, cwd=cwd, env={**os.environ, "PYTHONPATH": os.getcwd()})
+
+
+def _store_with(path, *runs):
+    from orchestrator.store import TrialStore
+
+    store = TrialStore(f"sqlite:///{path}")
+    for name in runs:
+        store.save_experiment(name, {})
+    store.dispose()
+
+
+@pytest.mark.parametrize("command", ["report", "regrade"])
+def test_a_run_not_found_lists_the_stores_runs_and_points_at_the_demos_store(command, tmp_path):
+    _store_with(tmp_path / "other.db", "alpha", "beta")
+    (tmp_path / "atoll-out" / "demo").mkdir(parents=True)
+    _store_with(tmp_path / "atoll-out" / "demo" / "atoll.db", "demo")
+    result = _atoll_in(tmp_path, command, "demo", "--store", "sqlite:///other.db")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (
+        "error: no run 'demo' in sqlite:///other.db; runs there: alpha, beta; `atoll demo` keeps its runs in "
+        "atoll-out/demo/atoll.db: add --store sqlite:///atoll-out/demo/atoll.db\n"
+    )
+    empty = _atoll_in(tmp_path, command, "demo")  # the default store, never written
+    assert empty.returncode == 2 and "in sqlite:///atoll-out/atoll.db; it has no runs; `atoll demo`" in empty.stderr
+    in_demo_store = _atoll_in(tmp_path, command, "nope", "--store", "atoll-out/demo/atoll.db")
+    assert in_demo_store.stderr == "error: no run 'nope' in atoll-out/demo/atoll.db; runs there: demo\n"
