@@ -26,6 +26,7 @@ from agents_runner.manager import RunManager, RunRequest
 from agents_runner.registry import agents
 from agents_runner.settings import AgentRunnerSettings
 from atoll.http import add_error_handler, bearer_guard
+from atoll.http_guard import guard
 
 _STATUS_OF_CODE = {"unknown_run": 404, "run_running": 409}
 
@@ -43,6 +44,7 @@ def create_app(settings: AgentRunnerSettings | None = None, *, token: str | None
         await manager.shutdown()
 
     app = FastAPI(title="atoll agents runner", lifespan=lifespan)
+    guard(app)  # Host allow-list and cross-site refusal (atoll.http_guard)
     app.state.manager = manager
 
     authorize = bearer_guard(token)

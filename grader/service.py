@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from atoll.benchmark import Task
 from atoll.errors import AtollError
 from atoll.http import add_error_handler
+from atoll.http_guard import guard
 from grader.cache import VerdictCache
 from grader.grading import grade_trial
 from grader.inputs import trajectory_from_data
@@ -67,6 +68,7 @@ async def _save(upload: UploadFile, target: Path) -> Path:
 def create_app(judge: JudgeConfig | None = None, cache: VerdictCache | None = None) -> FastAPI:
     """The grading service; ``judge`` is the default judge (None = programmatic checks only)."""
     app = FastAPI(title="atoll grader", version="1")
+    guard(app)  # Host allow-list and cross-site refusal (atoll.http_guard)
 
     # A misconfigured judge endpoint is an upstream failure, not the caller's bad request.
     add_error_handler(app, {"model_endpoint": 502})

@@ -27,6 +27,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from atoll.errors import AtollError
 from atoll.experiment import parse_experiment
 from atoll.http import add_error_handler, bearer_guard
+from atoll.http_guard import guard
 
 _STATUS_OF_CODE = {"unknown_run": 404, "fingerprint_changed": 409}
 
@@ -50,6 +51,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     store = TrialStore(settings.store)
     token = settings.api_token.get_secret_value() if settings.api_token else None
     app = FastAPI(title="atoll orchestrator")
+    guard(app)  # Host allow-list and cross-site refusal (atoll.http_guard)
     app.state.store = store
     app.router.add_event_handler("shutdown", store.dispose)
 
