@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import fsspec
@@ -86,8 +86,11 @@ def _run_summary(store: TrialStore, name: str, spec: dict[str, Any], rows: list[
         if result is not None:
             outcomes[result.outcome.value] += 1
             cost += result.agent_cost_usd + result.judge_cost_usd
+    record = store.run_record(name)
+    created = datetime.fromtimestamp(record.created_at, UTC).isoformat(timespec="seconds") if record else None
     return {"name": name, "status": _status(counts), "counts": counts, "outcomes": dict(outcomes),
-            "cost_usd": cost, "started_at": started, "ended_at": ended, "spec": _spec_summary(spec)}
+            "cost_usd": cost, "created_at": created, "started_at": started, "ended_at": ended,
+            "fingerprint": record.fingerprint if record else None, "spec": _spec_summary(spec)}
 
 
 def list_runs(store: TrialStore) -> list[dict[str, Any]]:

@@ -231,7 +231,8 @@ async function runPage(name) {
     el("dt", { text: "trials" }), el("dd", { text: Object.entries(run.counts).map(([k, n]) => k + " " + n).join(" · ") }),
     el("dt", { text: "outcomes" }), el("dd", { text: Object.entries(run.outcomes).map(([k, n]) => n + " " + k).join(", ") || "—" }),
     el("dt", { text: "cost" }), el("dd", { text: fmtCost(run.cost_usd) }),
-    el("dt", { text: "started / ended" }), el("dd", { text: fmtTime(run.started_at) + " → " + fmtTime(run.ended_at) }));
+    el("dt", { text: "started / ended" }), el("dd", { text: fmtTime(run.started_at) + " → " + fmtTime(run.ended_at) }),
+    el("dt", { text: "created / fingerprint" }), el("dd", { text: fmtTime(run.created_at) + " · " + (run.fingerprint || "—") }));
   const sections = [
     el("h1", { text: name }), summary,
     el("h2", { text: "Leaderboard" }), run.leaderboard.length ? leaderboard(run.leaderboard) : el("p", { class: "muted", text: "No finished trials yet." }),

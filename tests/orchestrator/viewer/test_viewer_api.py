@@ -32,7 +32,7 @@ def test_runs_list_names_status_counts_and_times(viewer_url):
     assert run["name"] == "viewdemo" and run["status"] == "finished"
     assert run["counts"]["done"] == run["counts"]["total"] == 2
     assert run["outcomes"] == {"pass": 1, "fail": 1} and run["cost_usd"] == 0.0
-    assert run["started_at"] <= run["ended_at"]
+    assert run["created_at"] <= run["started_at"] <= run["ended_at"] and run["fingerprint"]
     assert run["spec"]["agents"] == [{"name": "oracle", "agent": "replay", "model": "replay"}]
 
 
