@@ -3,8 +3,8 @@
 # and (with --dev) the test services. Safe to run again; it skips what is already there.
 #
 #   scripts/setup.sh          runtime: LibreOffice, tesseract, bubblewrap + .venv with atoll
-#   scripts/setup.sh --dev    also test tools (pytest, ruff, SeaweedFS, validators), PostgreSQL and
-#                             the MCP TypeScript SDK (npm ci in tests/mcp_clients/ts)
+#   scripts/setup.sh --dev    also test tools (pytest, ruff, SeaweedFS, validators, Docker), PostgreSQL
+#                             and the MCP TypeScript SDK (npm ci in tests/mcp_clients/ts)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,7 +13,9 @@ dev=0
 
 system_packages=(libreoffice-calc-nogui libreoffice-writer-nogui libreoffice-impress-nogui
   python3-uno tesseract-ocr tesseract-ocr-eng bubblewrap fonts-dejavu-core fonts-noto-core)
-[ $dev = 1 ] && system_packages+=(docker-compose chromium)
+# The container test (tests/deploy/container_test.sh): an engine, compose 1.29, and debootstrap
+# to make the base image where Docker Hub cannot be reached.
+[ $dev = 1 ] && system_packages+=(docker.io docker-compose debootstrap chromium)
 
 missing=()
 for package in "${system_packages[@]}"; do
@@ -44,8 +46,9 @@ python=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 # Old pips (23.x, what venv bundles on Python 3.11) give up resolving this dependency set.
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade "pip>=25"
-extras="hf"
-[ $dev = 1 ] && extras="dev,hf"
+# `all`: every service's extra (the images install one each, see docs/deploy.md).
+extras="all"
+[ $dev = 1 ] && extras="all,dev"
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[${extras}]"
 
 if [ $dev = 1 ]; then

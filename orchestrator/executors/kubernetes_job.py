@@ -122,8 +122,10 @@ def build_job(template: dict[str, Any], spec: TrialSpec, attempt: int, input_uri
             container["image"] = options.environment_image
         if container["name"] == ENVIRONMENT_CONTAINER and options.runtime_class:
             # Inside gVisor/Kata the pod is the sandbox: code_exec runs without bubblewrap,
-            # which needed the Unconfined seccomp profile; the runtime's default is enough.
-            container.setdefault("securityContext", {})["seccompProfile"] = {"type": "RuntimeDefault"}
+            # which needed the Unconfined seccomp and AppArmor profiles; the defaults are enough.
+            security = container.setdefault("securityContext", {})
+            security["seccompProfile"] = {"type": "RuntimeDefault"}
+            security["appArmorProfile"] = {"type": "RuntimeDefault"}
             env = container.setdefault("env", [])
             env[:] = [item for item in env if item.get("name") != "ATOLL_CODE_TRUST_OUTER_SANDBOX"]
             env.append({"name": "ATOLL_CODE_TRUST_OUTER_SANDBOX", "value": "1"})

@@ -81,6 +81,9 @@ def test_environment_image_has_the_world_tools_and_roots():
         assert package in run
     env = _env(final)
     assert env["ATOLL_FS_ROOT"] == "/filesystem" and env["ATOLL_APPS_DATA_ROOT"] == "/.apps_data"
+    # The unprivileged user code_exec drops to when the server runs as root (mcp_servers/code).
+    assert re.search(r"useradd --system --no-create-home --uid \d+ --user-group --shell /usr/sbin/nologin "
+                     r"atoll-sandbox", run)
 
 
 def _compose() -> dict:

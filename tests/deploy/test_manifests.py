@@ -120,7 +120,14 @@ def test_generated_jobs_validate_and_carry_limits_labels_and_the_sandbox_choice(
         assert container["securityContext"]["allowPrivilegeEscalation"] is False
     environment = pod["initContainers"][0]
     assert environment["restartPolicy"] == "Always"  # a native sidecar: the Job ends with the trial
-    assert environment["securityContext"]["seccompProfile"]["type"] == "Unconfined"  # bubblewrap's user namespaces
+    # bubblewrap's user namespaces and its mounts in them: what compose's security_opt allows.
+    assert environment["securityContext"]["seccompProfile"]["type"] == "Unconfined"
+    assert environment["securityContext"]["appArmorProfile"]["type"] == "Unconfined"
+    assert environment["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    assert "privileged" not in environment["securityContext"]
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["environment"]
+    assert set(compose["security_opt"]) == {"seccomp=unconfined", "apparmor=unconfined"}
+    assert not compose.get("privileged") and not compose.get("cap_add")
 
     gvisor = build_job(template, spec, 1, "s3://b/i.json",
                        JobOptions(namespace="atoll", runtime_class="gvisor", trial_image="r/o:1",
@@ -131,6 +138,7 @@ def test_generated_jobs_validate_and_carry_limits_labels_and_the_sandbox_choice(
     environment = pod["initContainers"][0]
     assert environment["image"] == "r/e:1" and pod["containers"][0]["image"] == "r/o:1"
     assert environment["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+    assert environment["securityContext"]["appArmorProfile"]["type"] == "RuntimeDefault"
     assert {"name": "ATOLL_CODE_TRUST_OUTER_SANDBOX", "value": "1"} in environment["env"]
     # The template itself is untouched by building Jobs from it.
     assert "runtimeClassName" not in template["spec"]["template"]["spec"]
