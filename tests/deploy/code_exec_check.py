@@ -1,14 +1,17 @@
 """Run inside the environment container (`docker-compose exec -T environment python -`) by
 tests/deploy/container_test.sh: the real code server, with the container's own security
 settings, runs three commands under its sandbox — Python prints 6*7, the world's files are
-listed, and app data (next to the world, readable by the service) stays out of reach.
+listed, and app data (next to the world, readable by the service) stays out of reach — and
+the running service's /health must report the sandbox available.
 Not a pytest module; it prints one line per check and exits non-zero on the first failure."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -23,6 +26,12 @@ APPS_ROOT = Path(os.environ.get("ATOLL_APPS_DATA_ROOT", "/.apps_data"))
 def fail(message: str) -> None:
     print(f"code_exec check: FAILED: {message}", flush=True)
     sys.exit(1)
+
+
+def health_report() -> dict:
+    """What the running environment service says about its sandbox (GET /health)."""
+    with urllib.request.urlopen("http://127.0.0.1:8080/health", timeout=10) as response:
+        return json.load(response).get("code_sandbox") or {}
 
 
 async def main() -> None:
@@ -58,6 +67,10 @@ async def main() -> None:
     finally:
         (FS_ROOT / marker).unlink(missing_ok=True)
         (APPS_ROOT / "ci-canary.txt").unlink(missing_ok=True)
+    report = health_report()
+    if report.get("available") is not True:
+        fail(f"the environment's /health says the sandbox is not available: {report}")
+    print(f"code_exec check: /health reports the sandbox: {report}", flush=True)
 
 
 if __name__ == "__main__":

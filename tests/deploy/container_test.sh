@@ -88,7 +88,7 @@ try_pull() { timeout 60 docker pull -q "$1" >/dev/null 2>&1; }
 
 # --- 2. The pinned base image -------------------------------------------------------------
 bases=$(grep -h '^FROM ' environment/Dockerfile agents_runner/Dockerfile grader/Dockerfile orchestrator/Dockerfile \
-  | awk '{print $2}' | sort -u)
+  | awk '$2 ~ /:/ {print $2}' | sort -u)  # images with a tag, not the names of earlier stages
 [ "$(echo "$bases" | wc -l)" = 1 ] || fail "the four Dockerfiles pin different bases: $(echo $bases)"
 base=$bases
 if have_image "$base"; then

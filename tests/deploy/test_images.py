@@ -55,7 +55,8 @@ def test_dockerfile_lints_clean_and_builds_a_small_non_root_image(dockerfile):
     instructions = _instructions(ROOT / dockerfile)
     bases = [argument.split()[0] for op, argument in instructions if op == "FROM"]
     assert len(bases) >= 2, "multi-stage: dependencies are installed in a build stage"
-    assert all(re.fullmatch(r"python:3\.11\.\d+-slim-bookworm", base) for base in bases), bases
+    stages = {argument.split()[-1] for op, argument in instructions if op == "FROM" and " AS " in argument.upper()}
+    assert all(re.fullmatch(r"python:3\.11\.\d+-slim-bookworm", base) or base in stages for base in bases), bases
     final = _final_stage(instructions)
     assert any(op == "COPY" and "--from=build" in argument for op, argument in final)
     run = " ".join(argument for op, argument in final if op == "RUN")
