@@ -136,7 +136,7 @@ done
 # orchestrator's image, and naming them too would build it three times side by side.
 say "building the four images (docker-compose build)"
 build_started=$(date +%s)
-timeout 2700 docker-compose -p "$project" -f docker-compose.yml build --parallel \
+timeout 1800 docker-compose -p "$project" -f docker-compose.yml build --parallel \
   environment agents-runner grader orchestrator >"$scratch/build.log" 2>&1 \
   || { tail -60 "$scratch/build.log" >&2; fail "docker-compose build failed (last lines above)"; }
 say "images built in $(( $(date +%s) - build_started ))s"
@@ -189,11 +189,19 @@ done
 curl -fsS -m 300 "${auth[@]}" "$api/runs/$name/report" -o "$scratch/report.json" || fail "GET /runs/$name/report failed"
 python3 - "$scratch/report.json" <<'EOF' || fail "the report is not what the sample experiment gives"
 import json, sys
-text = open(sys.argv[1]).read()
-report = json.loads(text)  # Python's json reads the NaN an undefined metric is written as
-assert isinstance(report, dict) and report, "empty report"
-print(f"container-test:   report: {len(text)} bytes, keys: {', '.join(sorted(report)[:8])}")
+report = json.load(open(sys.argv[1]))  # Python's json reads the NaN an undefined metric is written as
+outcomes = {}
+for agent in report["agents"].values():
+    for outcome, count in agent["outcomes"].items():
+        outcomes[outcome] = outcomes.get(outcome, 0) + count
+print(f"container-test:   report outcomes: {outcomes}")
+assert sum(outcomes.values()) == 16, "not 16 trials in the report"
+assert not set(outcomes) - {"pass", "fail", "ungradeable"}, "trials that did not finish or failed on infrastructure"
+assert outcomes.get("pass", 0) >= 1, "the oracle agent passed no task"
 EOF
+# A trial retried after a crash can still end done: the worker's log must show none.
+crashes=$(compose logs --no-color worker 2>/dev/null | grep -c -E 'crashed|Traceback' || true)
+[ "$crashes" = 0 ] || { compose logs --no-color --tail=60 worker >&2; fail "the worker logged $crashes crash line(s) (last lines above)"; }
 
 # --- 7. code_exec inside the environment container ---------------------------------------
 say "code_exec inside the environment container"

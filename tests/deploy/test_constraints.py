@@ -69,6 +69,8 @@ def test_each_image_gets_only_its_service_libraries():
     assert {"litellm", "pymupdf", "openpyxl"} <= grader and not {"pandas", "scipy", "fastmcp"} & grader
     # The orchestrator image runs the agent of Kubernetes trial pods in-process, not the servers.
     assert {"sqlalchemy", "psycopg", "kubernetes", "litellm", "scipy"} <= orchestrator
+    # Workers build world seeds with environment.populate, whose package imports the service.
+    assert {"fastmcp", "fsspec", "s3fs", "prometheus-client"} <= orchestrator
     assert not {"pymupdf", "pandas", "python-docx"} & orchestrator
 
 
