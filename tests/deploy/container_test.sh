@@ -16,7 +16,7 @@ cd "$(dirname "$0")/../.."
 root=$PWD
 
 state=${ATOLL_CI_DOCKER_ROOT:-/var/lib/atoll-ci-docker}
-run_dir=/run/atoll-ci-docker
+run_dir=${ATOLL_CI_DOCKER_RUN:-/run/atoll-ci-docker}
 project=${ATOLL_CI_PROJECT:-atoll-ci}
 started_at=$(date +%s)
 dockerd_pid=""
@@ -60,6 +60,9 @@ done
 # --- 1. A Docker engine -------------------------------------------------------------------
 if timeout 20 docker info >/dev/null 2>&1; then
   say "using the Docker engine that answers at ${DOCKER_HOST:-the default socket}"
+elif DOCKER_HOST="unix://$run_dir/docker.sock" timeout 20 docker info >/dev/null 2>&1; then
+  export DOCKER_HOST="unix://$run_dir/docker.sock"  # one this test started earlier and left running
+  say "using the Docker engine that answers at $DOCKER_HOST"
 else
   command -v dockerd >/dev/null || fail "no Docker engine answers and dockerd is not installed (Debian docker.io; scripts/setup.sh --dev)"
   [ "$(id -u)" = 0 ] || fail "no Docker engine answers, and starting dockerd needs root"
