@@ -3,7 +3,7 @@
 # run the sample experiment through it to 16/16, fetch its report, run code_exec sandboxed
 # inside the environment container, and take the stack down again (`down -v`).
 #
-#   tests/deploy/container_test.sh        (as root on a Debian machine; .ci/run calls it)
+#   tests/deploy/container_test.sh        (as root on a Debian machine)
 #
 # An engine that answers (DOCKER_HOST or the default socket) is used as it is. Otherwise this
 # starts Debian's dockerd with a data root of its own, ATOLL_CI_DOCKER_ROOT
