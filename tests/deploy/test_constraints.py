@@ -1,4 +1,4 @@
-"""constraints.txt (scripts/lock.sh) pins every requirement of pyproject.toml inside its range,
+"""constraints.txt (scripts/lock.sh) pins every requirement the images install inside its range,
 so images built with it install exactly the tested set; and docker/requirements.py gives each
 image its service's extras only."""
 
@@ -30,19 +30,21 @@ def _pins() -> dict[str, Version]:
     return pins
 
 
-def _all_requirements() -> list[Requirement]:
-    # The build backend as well: the images build atoll without build isolation.
+def _image_requirements() -> list[Requirement]:
+    """What the images install: the build backend (atoll is built without build isolation),
+    the core and every extra but `dev` (test tools never go into an image)."""
     build = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
     lines = [*build, *PROJECT["dependencies"]]
-    for extra in PROJECT["optional-dependencies"].values():
-        lines += [line for line in extra if not line.startswith("atoll[")]
+    for name, extra in PROJECT["optional-dependencies"].items():
+        if name != "dev":
+            lines += [line for line in extra if not line.startswith("atoll[")]
     return [Requirement(line) for line in lines]
 
 
-def test_every_requirement_is_pinned_inside_its_range():
+def test_every_image_requirement_is_pinned_inside_its_range():
     pins = _pins()
     problems = []
-    for requirement in _all_requirements():
+    for requirement in _image_requirements():
         if requirement.marker and not requirement.marker.evaluate():
             continue
         pin = pins.get(canonicalize_name(requirement.name))
