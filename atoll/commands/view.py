@@ -76,6 +76,7 @@ def view(
     from atoll.http_guard import check_bind, guarded_protocol
     from orchestrator.store import TrialStore
     from orchestrator.viewer import create_app
+    from orchestrator.viewer.data import shown_url
 
     if not 0 < port < 65536:
         raise AtollError("bad_port", f"--port {port} must be between 1 and 65535")
@@ -84,8 +85,7 @@ def view(
     trial_store = TrialStore(url)
     sock = bind(host, port)
     shown = f"[{host}]" if ":" in host else host
-    typer.echo(f"atoll view: listening on http://{shown}:{sock.getsockname()[1]}/ (store {trial_store.url})",
-               err=False)
+    typer.echo(f"atoll view: listening on http://{shown}:{sock.getsockname()[1]}/ (store {shown_url(trial_store)})")
     config = uvicorn.Config(create_app(trial_store, bind_host=host, token=token), log_level="warning",
                             http=guarded_protocol(10.0), lifespan="on")
     try:

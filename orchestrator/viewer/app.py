@@ -29,7 +29,7 @@ from starlette.middleware.base import BaseHTTPMiddleware
 
 from atoll.errors import AtollError
 from atoll.http import add_error_handler, bearer_matches
-from atoll.http_guard import GuardMiddleware, HostPolicy
+from atoll.http_guard import guard
 from orchestrator.store import TrialStore
 from orchestrator.viewer import data
 from orchestrator.viewer.trial import trial_detail
@@ -62,7 +62,7 @@ def create_app(store: TrialStore, *, bind_host: str | None = None, token: str | 
     app.router.add_event_handler("shutdown", snapshots.close)
     add_error_handler(app, _STATUS_OF_CODE)
     app.add_middleware(_Headers)
-    app.add_middleware(GuardMiddleware, policy=HostPolicy((), bind_host), body_timeout_s=30.0)
+    guard(app, bind_host=bind_host)  # Host allow-list ($ATOLL_ALLOWED_HOSTS) and cross-site refusal
 
     if token is not None:
         @app.middleware("http")
@@ -84,7 +84,7 @@ def create_app(store: TrialStore, *, bind_host: str | None = None, token: str | 
 
     @app.get("/api/runs")
     async def runs() -> dict[str, Any]:
-        return {"store": store.url, "runs": await run_off_loop(data.list_runs, store)}
+        return {"store": data.shown_url(store), "runs": await run_off_loop(data.list_runs, store)}
 
     @app.get("/api/runs/{name}")
     async def run(name: str) -> dict[str, Any]:

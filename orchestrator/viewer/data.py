@@ -30,6 +30,13 @@ def read_artifact(uri: str) -> bytes:
         raise AtollError("artifact_unreadable", f"artifact {uri}: {exc}") from None
 
 
+def shown_url(store: TrialStore) -> str:
+    """The store's URL as pages and messages show it: any password replaced by ``***``."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(store.url).render_as_string(hide_password=True)
+
+
 def _known_runs(store: TrialStore) -> list[str]:
     return store.experiments()
 
@@ -37,7 +44,7 @@ def _known_runs(store: TrialStore) -> list[str]:
 def unknown_run(store: TrialStore, name: str) -> AtollError:
     known = _known_runs(store)
     listing = ", ".join(known) if known else "none"
-    return AtollError("unknown_run", f"no run named {name!r} in {store.url}; runs known: {listing}")
+    return AtollError("unknown_run", f"no run named {name!r} in {shown_url(store)}; runs known: {listing}")
 
 
 def _status(counts: dict[str, int]) -> str:
@@ -219,7 +226,7 @@ def find_trial(store: TrialStore, trial_id: str, run: str | None = None) -> tupl
                 found = found or row
                 break
     if found is None:
-        where = f"run {run!r}" if run else store.url
+        where = f"run {run!r}" if run else shown_url(store)
         raise AtollError("unknown_trial", f"no trial {trial_id!r} in {where}")
     return found, holders
 

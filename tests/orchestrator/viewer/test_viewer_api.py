@@ -170,3 +170,17 @@ def _without_token():
     import os
 
     return {k: v for k, v in os.environ.items() if k != "ATOLL_VIEW_TOKEN"}
+
+
+def test_a_store_password_never_reaches_a_page_or_a_message(postgres_url):
+    from fastapi.testclient import TestClient
+
+    with_password = postgres_url.replace("postgres@", "postgres:hunter2@")  # trust auth: any password works
+    store = TrialStore(with_password)
+    client = TestClient(create_app(store), base_url="http://127.0.0.1")
+    listing = client.get("/api/runs")
+    assert listing.status_code == 200 and "***" in listing.json()["store"]
+    missing = client.get("/api/runs/nope")
+    assert missing.status_code == 404 and "***" in missing.json()["error"]["message"]
+    assert "hunter2" not in listing.text + missing.text + client.get("/api/trials/abc").text
+    store.dispose()
