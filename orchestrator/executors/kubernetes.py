@@ -8,6 +8,10 @@ Job is polled until it succeeds or fails; the outcome is read back from the arti
 the Job is deleted (``ttlSecondsAfterFinished`` is the safety net). Pod failures become
 InfraError with the pod's reason (OOMKilled, image pull, unschedulable, deadline). On start,
 Jobs whose owner stopped heart-beating (an earlier, dead run) are reaped.
+
+The API calls go through :mod:`kubernetes_api` (timeouts, retries, a rate limit). Only a
+terminal Job or pod state fails a trial: while the API cannot be reached the trial waits
+(up to the Job's own deadline), and a Job that cannot be deleted is left to its TTL.
 """
 
 from __future__ import annotations
@@ -23,12 +27,12 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from atoll.apps import servers_for_world
 from atoll.benchmark import Benchmark
-from atoll.errors import AtollError
 from atoll.experiment import ExperimentSpec
 from atoll.trial import TrialResult, TrialSpec
 from orchestrator.artifacts import ArtifactStore
 from orchestrator.executors import steps
 from orchestrator.executors.base import InfraError
+from orchestrator.executors.kubernetes_api import ApiError, ApiPolicy, KubernetesCluster, ResilientApi
 from orchestrator.executors.kubernetes_job import (
     ANNOTATION_HEARTBEAT,
     LABEL_MANAGED_BY,
@@ -36,8 +40,8 @@ from orchestrator.executors.kubernetes_job import (
     JobOptions,
     build_job,
     load_template,
-    read_state,
 )
+from orchestrator.executors.kubernetes_state import needs_events, read_state
 from orchestrator.executors.kubernetes_trial import PodTrialInput, PodTrialOutcome, input_key, outcome_key
 from orchestrator.executors.local import SeedCache, judge_request
 
@@ -62,10 +66,22 @@ class KubernetesSettings(BaseSettings):
     deadline_grace_s: int = Field(900, ge=0, description="added to limits.timeout_s for activeDeadlineSeconds")
     image_pull_timeout_s: float = Field(300.0, ge=0, description="a pod failing to pull its image longer fails")
     unschedulable_timeout_s: float = Field(1800.0, ge=0, description="an unschedulable pod longer than this fails")
+    start_timeout_s: float = Field(300.0, ge=0, description="a pod not created (FailedCreate) or not starting "
+                                                            "(FailedMount, config errors) longer than this fails")
     heartbeat_s: float = Field(60.0, gt=0, description="how often a watched Job's heartbeat annotation is renewed")
     orphan_after_s: float = Field(300.0, gt=0, description="a Job without heartbeat this long is an orphan")
     keep_failed_jobs: bool = Field(False, description="leave failed Jobs for inspection (their TTL still applies)")
     api_url: str | None = Field(None, description="API server URL (e.g. kubectl proxy); default in-cluster/kubeconfig")
+    api_timeout_s: float = Field(30.0, gt=0, description="read timeout of one API call (connect: 5 s at most)")
+    api_retry_budget_s: float = Field(60.0, ge=0, description="how long one API call retries 429/5xx/resets")
+    api_retry_after_max_s: float = Field(30.0, ge=0, description="a longer Retry-After is cut to this")
+    api_qps: float = Field(50.0, gt=0, description="client-side rate limit of API calls per executor")
+    api_burst: int = Field(100, ge=1, description="API calls allowed at once above api_qps")
+
+    def api_policy(self) -> ApiPolicy:
+        return ApiPolicy(connect_timeout_s=min(5.0, self.api_timeout_s), read_timeout_s=self.api_timeout_s,
+                         retry_budget_s=self.api_retry_budget_s, retry_after_max_s=self.api_retry_after_max_s,
+                         qps=self.api_qps, burst=self.api_burst)
 
     def resolved_namespace(self) -> str:
         if self.namespace:
@@ -73,73 +89,6 @@ class KubernetesSettings(BaseSettings):
         if _SERVICE_ACCOUNT_NAMESPACE.is_file():
             return _SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
         return "atoll"
-
-
-class KubernetesCluster:
-    """The few Jobs/Pods calls the executor makes, through the official client (blocking;
-    the executor calls it from threads). API failures raise InfraError naming the call."""
-
-    def __init__(self, settings: KubernetesSettings) -> None:
-        from kubernetes import client, config
-
-        if settings.api_url:
-            configuration = client.Configuration()
-            configuration.host = settings.api_url
-        else:
-            try:
-                config.load_incluster_config()
-            except config.ConfigException:
-                try:
-                    config.load_kube_config()
-                except (config.ConfigException, OSError) as exc:
-                    raise AtollError("no_cluster", f"no Kubernetes configuration (in-cluster or kubeconfig): {exc}") \
-                        from None
-            configuration = client.Configuration.get_default_copy()
-        self._api = client.ApiClient(configuration)
-        self._batch = client.BatchV1Api(self._api)
-        self._core = client.CoreV1Api(self._api)
-
-    def _call(self, what: str, function: Any, *args: Any, missing_ok: bool = False, **kwargs: Any) -> Any:
-        from kubernetes.client.exceptions import ApiException
-        from urllib3.exceptions import HTTPError
-
-        try:
-            return function(*args, **kwargs)
-        except ApiException as exc:
-            if missing_ok and exc.status == 404:
-                return None
-            raise InfraError(f"Kubernetes API {what}: HTTP {exc.status} {exc.reason}") from exc
-        except HTTPError as exc:
-            raise InfraError(f"Kubernetes API {what}: {type(exc).__name__}: {exc}") from exc
-
-    def _plain(self, value: Any) -> Any:
-        return self._api.sanitize_for_serialization(value)
-
-    def create_job(self, namespace: str, manifest: dict[str, Any]) -> None:
-        self._call("create job", self._batch.create_namespaced_job, namespace, manifest)
-
-    def job(self, namespace: str, name: str) -> dict[str, Any] | None:
-        found = self._call("read job", self._batch.read_namespaced_job_status, name, namespace, missing_ok=True)
-        return None if found is None else self._plain(found)
-
-    def jobs(self, namespace: str, selector: str) -> list[dict[str, Any]]:
-        found = self._call("list jobs", self._batch.list_namespaced_job, namespace, label_selector=selector)
-        return self._plain(found.items)
-
-    def pods(self, namespace: str, selector: str, field_selector: str | None = None) -> list[dict[str, Any]]:
-        kwargs = {"label_selector": selector}
-        if field_selector:
-            kwargs["field_selector"] = field_selector
-        found = self._call("list pods", self._core.list_namespaced_pod, namespace, **kwargs)
-        return self._plain(found.items)
-
-    def delete_job(self, namespace: str, name: str) -> None:
-        self._call("delete job", self._batch.delete_namespaced_job, name, namespace,
-                   propagation_policy="Background", missing_ok=True)
-
-    def annotate_job(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
-        self._call("annotate job", self._batch.patch_namespaced_job, name, namespace,
-                   {"metadata": {"annotations": annotations}}, missing_ok=True)
 
 
 class KubernetesExecutor:
@@ -154,7 +103,8 @@ class KubernetesExecutor:
         self.tasks = {task.task_id: task for task in benchmark.tasks}
         self.seeds = SeedCache(Path(spec.output_dir).resolve() / ".cache" / "seeds")
         self.artifacts = ArtifactStore(spec.artifacts)
-        self.cluster = cluster or KubernetesCluster(self.settings)
+        self.cluster = cluster or KubernetesCluster(self.settings.api_url, self.settings.api_policy())
+        self.api = ResilientApi(self.cluster, self.settings.api_policy())
         self.options = JobOptions(
             namespace=self.namespace, ttl_s=self.settings.ttl_s,
             deadline_s=int(spec.limits.timeout_s) + self.settings.deadline_grace_s,
@@ -168,6 +118,7 @@ class KubernetesExecutor:
         self._uploaded_seeds: set[str] = set()
         self._started = False
         self.reaped: list[str] = []
+        self._events_warned = False
 
     async def aclose(self) -> None:
         return None
@@ -183,7 +134,11 @@ class KubernetesExecutor:
     async def reap_orphans(self) -> list[str]:
         """Delete atoll trial Jobs of this namespace whose heartbeat is older than
         ``orphan_after_s``: their orchestrator is gone (an earlier run, a killed worker)."""
-        jobs = await asyncio.to_thread(self.cluster.jobs, self.namespace, f"{LABEL_MANAGED_BY}={MANAGED_BY}")
+        try:
+            jobs = await self.api(self.cluster.jobs, self.namespace, f"{LABEL_MANAGED_BY}={MANAGED_BY}")
+        except ApiError as exc:  # housekeeping: the next executor start tries again
+            log.warning("could not list trial Jobs to reap orphans: %s", exc)
+            return []
         now = time.time()
         reaped = []
         for job in jobs:
@@ -193,8 +148,7 @@ class KubernetesExecutor:
                 age = now - float(beat)
             except (TypeError, ValueError):
                 age = float("inf")
-            if age > self.settings.orphan_after_s:
-                await asyncio.to_thread(self.cluster.delete_job, self.namespace, metadata["name"])
+            if age > self.settings.orphan_after_s and await self._delete(metadata["name"]):
                 reaped.append(metadata["name"])
         if reaped:
             log.warning("reaped %d orphaned trial Jobs: %s", len(reaped), ", ".join(reaped))
@@ -205,8 +159,15 @@ class KubernetesExecutor:
         (counting Jobs this process created whose pod is not yet running), then claim a slot."""
         async with self._admission:
             while True:
-                pending_pods = await asyncio.to_thread(
-                    self.cluster.pods, self.namespace, f"{LABEL_MANAGED_BY}={MANAGED_BY}", "status.phase=Pending")
+                try:
+                    pending_pods = await self.api(self.cluster.pods, self.namespace,
+                                                  f"{LABEL_MANAGED_BY}={MANAGED_BY}", "status.phase=Pending")
+                except ApiError as exc:
+                    if not exc.transient:
+                        raise
+                    log.warning("admission waits for the API: %s", exc)
+                    await asyncio.sleep(self.settings.poll_s)
+                    continue
                 pending = {(pod.get("metadata") or {}).get("labels", {}).get("job-name") for pod in pending_pods}
                 if len(pending | self._unobserved) < self.settings.max_pending:
                     self._unobserved.add(name)
@@ -223,14 +184,16 @@ class KubernetesExecutor:
         await self._admit(name)
         failed = True
         try:
-            await asyncio.to_thread(self.cluster.create_job, self.namespace, manifest)
+            # A create whose answer was lost and that is retried meets its own Job: 409 is fine
+            # (the name carries a random suffix, so no other Job has it).
+            await self.api(self.cluster.create_job, self.namespace, manifest, conflict_ok_on_retry=True)
             log.info("trial %s attempt %d: Job %s created", spec.trial_id[:12], attempt, name)
             await self._watch(name)
             failed = False
         finally:
             self._unobserved.discard(name)
             if not (failed and self.settings.keep_failed_jobs):
-                await asyncio.to_thread(self.cluster.delete_job, self.namespace, name)
+                await self._delete(name)
         return await asyncio.to_thread(self._read_outcome, spec, attempt, name)
 
     async def _write_input(self, spec: TrialSpec, attempt: int) -> str:
@@ -269,34 +232,86 @@ class KubernetesExecutor:
         except OSError as exc:
             raise InfraError(f"artifact store {self.artifacts.url}: {exc}") from exc
 
+    async def _delete(self, name: str) -> bool:
+        """Delete a Job, best effort: an API that cannot be reached now must not turn a
+        finished trial into a failure (the Job's TTL and the reaper remove it later)."""
+        try:
+            await self.api(self.cluster.delete_job, self.namespace, name)
+            return True
+        except ApiError as exc:
+            log.warning("trial Job %s not deleted (its TTL will): %s", name, exc)
+            return False
+
+    async def _observe(self, name: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]] | None:
+        """The Job and its pods, or None when the API cannot tell now (transient failures
+        past their retry budget): not knowing is not a failure of the trial."""
+        try:
+            job = await self.api(self.cluster.job, self.namespace, name)
+            pods = [] if job is None else await self.api(self.cluster.pods, self.namespace, f"job-name={name}")
+        except ApiError as exc:
+            if not exc.transient:
+                raise
+            log.warning("trial Job %s: state unknown for now: %s", name, exc)
+            return None
+        return job, pods
+
+    async def _events(self, name: str, pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Events of the Job and its pods, to explain a pod that is not starting (best
+        effort: without RBAC on events, or while the API fails, there are none)."""
+        events: list[dict[str, Any]] = []
+        names = [name] + [(pod.get("metadata") or {}).get("name") for pod in pods]
+        try:
+            for object_name in filter(None, names):
+                events += await self.api(self.cluster.events, self.namespace, object_name)
+        except ApiError as exc:
+            if not self._events_warned:
+                log.warning("cannot read Events (pods that cannot start are reported less precisely): %s", exc)
+                self._events_warned = True
+        return events
+
     async def _watch(self, name: str) -> None:
-        last_beat = time.time()
+        last_seen = last_beat = time.time()
         stuck_seen: dict[str, float] = {}
+        # Past this the Job's own activeDeadlineSeconds has ended it in any case.
+        blind_limit = self.options.deadline_s + self.settings.api_retry_budget_s
         while True:
-            job = await asyncio.to_thread(self.cluster.job, self.namespace, name)
+            observed = await self._observe(name)
+            now = time.time()
+            if observed is None:
+                if now - last_seen > blind_limit:
+                    raise InfraError(f"trial Job {name}: Kubernetes API unreachable for {now - last_seen:.0f} s "
+                                     f"(past the Job's deadline)")
+                await asyncio.sleep(self.settings.poll_s)
+                continue
+            last_seen = now
+            job, pods = observed
             if job is None:
                 raise InfraError(f"trial Job {name} disappeared (deleted outside atoll)")
-            pods = await asyncio.to_thread(self.cluster.pods, self.namespace, f"job-name={name}")
             state = read_state(job, pods)
+            if needs_events(state):
+                state = read_state(job, pods, await self._events(name, pods))
             if state.phase != "pending":
                 self._unobserved.discard(name)
             if state.phase == "succeeded":
                 return
             if state.phase == "failed":
                 raise InfraError(f"trial Job {name}: {state.reason}")
-            now = time.time()
             if state.stuck_kind:
                 # Measured from when this process first saw it: the API's timestamps have
                 # one-second resolution and say when the pod started, not when it got stuck.
                 since = stuck_seen.setdefault(state.stuck_kind, now)
-                limit = (self.settings.unschedulable_timeout_s if state.stuck_kind == "unschedulable"
-                         else self.settings.image_pull_timeout_s)
+                limit = {"unschedulable": self.settings.unschedulable_timeout_s,
+                         "image_pull": self.settings.image_pull_timeout_s}.get(state.stuck_kind,
+                                                                               self.settings.start_timeout_s)
                 if now - since >= limit:
                     raise InfraError(f"trial Job {name}: {state.reason} (for {now - since:.0f} s)")
             if now - last_beat >= self.settings.heartbeat_s:
-                await asyncio.to_thread(self.cluster.annotate_job, self.namespace, name,
-                                        {ANNOTATION_HEARTBEAT: str(int(now))})
-                last_beat = now
+                try:
+                    await self.api(self.cluster.annotate_job, self.namespace, name,
+                                   {ANNOTATION_HEARTBEAT: str(int(now))})
+                    last_beat = now
+                except ApiError as exc:  # a late beat is renewed on the next round
+                    log.warning("trial Job %s: heartbeat not renewed: %s", name, exc)
             await asyncio.sleep(self.settings.poll_s)
 
     def _read_outcome(self, spec: TrialSpec, attempt: int, name: str) -> TrialResult:

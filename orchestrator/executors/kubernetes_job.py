@@ -1,4 +1,5 @@
-"""Per-trial Jobs: built from the template in ``k8s/base/trial-job.yaml``, and read back.
+"""Per-trial Jobs: built from the template in ``k8s/base/trial-job.yaml`` (read back by
+:mod:`kubernetes_state`).
 
 Pure functions over plain manifests (dicts in the API's camelCase), so that what the
 executor sends can be validated offline against the Kubernetes schemas and what it reads
@@ -31,10 +32,6 @@ ANNOTATION_INPUT = "atoll.dev/input"
 ANNOTATION_HEARTBEAT = "atoll.dev/heartbeat"
 TRIAL_CONTAINER = "trial"
 ENVIRONMENT_CONTAINER = "environment"
-
-# Waiting reasons that will not fix themselves by waiting longer than a grace period.
-IMAGE_PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"})
-CONFIG_REASONS = frozenset({"CreateContainerConfigError", "CreateContainerError", "RunContainerError"})
 
 
 def run_label(experiment: str) -> str:
@@ -132,74 +129,4 @@ def build_job(template: dict[str, Any], spec: TrialSpec, attempt: int, input_uri
     return job
 
 
-@dataclass(frozen=True)
-class JobState:
-    """What a Job and its pod say: ``phase`` is pending | running | succeeded | failed;
-    ``reason`` names the cause of a failure (or of a stuck pending pod) for people."""
-
-    phase: str
-    reason: str = ""
-    stuck_kind: str = ""  # waiting on something that may never resolve: image_pull | unschedulable | config
-
-
-def _condition(conditions: list[dict[str, Any]] | None, kind: str) -> dict[str, Any] | None:
-    for condition in conditions or []:
-        if condition.get("type") == kind and condition.get("status") == "True":
-            return condition
-    return None
-
-
-def _container_failure(pod: dict[str, Any]) -> str:
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    statuses += (pod.get("status") or {}).get("initContainerStatuses") or []
-    for status in statuses:
-        terminated = (status.get("state") or {}).get("terminated") or (status.get("lastState") or {}).get("terminated")
-        if terminated and terminated.get("reason") == "OOMKilled":
-            return f"container {status.get('name')} OOMKilled (exit {terminated.get('exitCode')})"
-    for status in statuses:
-        terminated = (status.get("state") or {}).get("terminated")
-        if terminated and terminated.get("exitCode", 0) != 0:
-            message = (terminated.get("message") or "").strip()[:300]
-            return (f"container {status.get('name')} exited {terminated.get('exitCode')} "
-                    f"({terminated.get('reason') or 'Error'}){': ' + message if message else ''}")
-    return ""
-
-
-def read_state(job: dict[str, Any], pods: list[dict[str, Any]]) -> JobState:
-    """Interpret a Job and its pods (API dicts). Never raises on missing fields."""
-    status = job.get("status") or {}
-    conditions = status.get("conditions")
-    if status.get("succeeded") or _condition(conditions, "Complete"):
-        return JobState("succeeded")
-    failed = _condition(conditions, "Failed")
-    if failed or status.get("failed"):
-        failure = next((text for pod in pods if (text := _container_failure(pod))), "")
-        reason = (failed or {}).get("reason") or "Failed"
-        message = (failed or {}).get("message") or ""
-        if reason == "DeadlineExceeded":
-            return JobState("failed", f"DeadlineExceeded: trial pod ran past activeDeadlineSeconds "
-                                      f"{job.get('spec', {}).get('activeDeadlineSeconds')}"
-                                      + (f"; {failure}" if failure else ""))
-        return JobState("failed", failure or f"{reason}: {message}".strip(": "))
-    for pod in pods:
-        pod_status = pod.get("status") or {}
-        for container in (pod_status.get("containerStatuses") or []) + (pod_status.get("initContainerStatuses") or []):
-            waiting = (container.get("state") or {}).get("waiting") or {}
-            why = waiting.get("reason")
-            if why in IMAGE_PULL_REASONS or why in CONFIG_REASONS:
-                kind = "image_pull" if why in IMAGE_PULL_REASONS else "config"
-                return JobState("pending", f"{why}: container {container.get('name')}: "
-                                           f"{(waiting.get('message') or '').strip()[:300]}".rstrip(": "),
-                                kind)
-        scheduled = next((c for c in pod_status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
-        if scheduled and scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
-            return JobState("pending", f"Unschedulable: {(scheduled.get('message') or '').strip()[:300]}",
-                            "unschedulable")
-        if pod_status.get("phase") == "Running":
-            return JobState("running")
-        if pod_status.get("phase") == "Failed":
-            return JobState("failed", _container_failure(pod) or pod_status.get("reason") or "pod failed")
-    return JobState("pending")
-
-
-__all__ = ["JobOptions", "JobState", "build_job", "load_template", "read_state", "run_label"]
+__all__ = ["JobOptions", "build_job", "load_template", "run_label"]

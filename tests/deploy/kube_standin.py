@@ -4,17 +4,27 @@ No cluster is available on the machines this project is tested on. The stand-in 
 calls the official ``kubernetes`` client makes for the executor (create/read/list/patch/delete
 Jobs, list Pods with label and field selectors) with API-shaped objects, and lets a test drive
 each Job through the states a cluster would (pending, unschedulable, image pull errors,
-running, succeeded, OOMKilled, deadline exceeded). ``on_create`` plays the kubelet.
+running, succeeded, OOMKilled, deadline exceeded, evicted, sidecar restarts). ``on_create``
+plays the kubelet.
+
+An API server under load misbehaves; :meth:`StandInCluster.fault` makes chosen requests answer
+429/503 with ``Retry-After``, stall, reset the connection, or be applied and then lose their
+answer, and ``error_rate`` fails that share of all requests with 503. Every request is logged
+in ``requests`` (monotonic time, method, path, status answered).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
+import random
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -22,6 +32,7 @@ from urllib.parse import parse_qs, urlparse
 
 _JOBS = re.compile(r"^/apis/batch/v1/namespaces/([^/]+)/jobs(?:/([^/]+))?(/status)?$")
 _PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods$")
+_EVENTS = re.compile(r"^/api/v1/namespaces/([^/]+)/events$")
 
 
 def _now() -> str:
@@ -36,8 +47,33 @@ def _matches(labels: dict[str, str], selector: str | None) -> bool:
     return True
 
 
+@dataclass
+class Fault:
+    """What to do to requests matching ``method`` and the ``path`` regex, ``times`` times
+    (None: until ``until_s``, a monotonic time, or for ever)."""
+
+    method: str
+    path: str
+    status: int | None = None  # answer this status instead of handling the request
+    retry_after: str | None = None
+    stall_s: float = 0.0  # sleep before handling
+    reset: bool = False  # close the connection without an answer, before handling
+    lose_answer: bool = False  # handle, then close the connection without an answer
+    times: int | None = 1
+    until_s: float | None = None
+
+    def applies(self, method: str, path: str) -> bool:
+        if self.times is not None and self.times <= 0:
+            return False
+        if self.until_s is not None and time.monotonic() >= self.until_s:
+            return False
+        return method == self.method and re.search(self.path, path) is not None
+
+
 def container_status(name: str, *, waiting: str | None = None, running: bool = False,
-                     terminated: tuple[int, str] | None = None, message: str = "") -> dict[str, Any]:
+                     terminated: tuple[int, str] | None = None, message: str = "", restart_count: int = 0,
+                     last_terminated: tuple[int, str] | None = None,
+                     finished_at: str | None = None) -> dict[str, Any]:
     state: dict[str, Any] = {}
     if waiting:
         state["waiting"] = {"reason": waiting, "message": message}
@@ -45,8 +81,12 @@ def container_status(name: str, *, waiting: str | None = None, running: bool = F
         state["running"] = {"startedAt": _now()}
     elif terminated:
         state["terminated"] = {"exitCode": terminated[0], "reason": terminated[1], "message": message}
-    return {"name": name, "image": f"example/{name}:1", "imageID": "", "ready": running,
-            "restartCount": 0, "state": state}
+    status = {"name": name, "image": f"example/{name}:1", "imageID": "", "ready": running,
+              "restartCount": restart_count, "state": state}
+    if last_terminated:
+        status["lastState"] = {"terminated": {"exitCode": last_terminated[0], "reason": last_terminated[1],
+                                              "finishedAt": finished_at or _now()}}
+    return status
 
 
 class StandInCluster:
@@ -57,7 +97,13 @@ class StandInCluster:
         self.created: list[dict[str, Any]] = []
         self.deleted: list[str] = []
         self.patches: list[tuple[str, dict[str, Any]]] = []
+        self.events: list[dict[str, Any]] = []
         self.on_create: Callable[[StandInCluster, dict[str, Any]], None] | None = None
+        self.create_pods = True  # False: the job controller never makes a pod (add one with make_pod)
+        self.faults: list[Fault] = []
+        self.error_rate = 0.0
+        self.random = random.Random(20)
+        self.requests: list[tuple[float, str, str, int | None]] = []
         self.lock = threading.RLock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
@@ -73,6 +119,20 @@ class StandInCluster:
 
     # --- what a test (the "kubelet") does ------------------------------------------------
 
+    def fault(self, method: str, path: str, **how: Any) -> Fault:
+        with self.lock:
+            self.faults.append(fault := Fault(method, path, **how))
+        return fault
+
+    def add_event(self, object_name: str, reason: str, message: str, *, kind: str = "Job",
+                  type_: str = "Warning") -> None:
+        with self.lock:
+            self.events.append({
+                "metadata": {"name": f"{object_name}.{len(self.events)}", "namespace": self.namespace},
+                "involvedObject": {"kind": kind, "name": object_name, "namespace": self.namespace},
+                "reason": reason, "message": message, "type": type_, "count": 1,
+                "firstTimestamp": _now(), "lastTimestamp": _now()})
+
     def add_job(self, manifest: dict[str, Any]) -> dict[str, Any]:
         with self.lock:
             job = copy.deepcopy(manifest)
@@ -81,6 +141,14 @@ class StandInCluster:
                          "namespace": self.namespace})
             job["status"] = {}
             self.jobs[meta["name"]] = job
+            if self.create_pods:
+                self.make_pod(meta["name"])
+            return job
+
+    def make_pod(self, job_name: str) -> None:
+        with self.lock:
+            job = self.jobs[job_name]
+            meta = job["metadata"]
             labels = {**((job.get("spec", {}).get("template", {}).get("metadata") or {}).get("labels") or {}),
                       "job-name": meta["name"], "batch.kubernetes.io/job-name": meta["name"]}
             self.pods[meta["name"]] = {
@@ -88,12 +156,24 @@ class StandInCluster:
                              "creationTimestamp": _now()},
                 "status": {"phase": "Pending", "startTime": _now()},
             }
-            return job
+
+    def delete_pod(self, job_name: str) -> None:
+        with self.lock:
+            self.pods.pop(job_name, None)
 
     def set_pod(self, job_name: str, *, phase: str | None = None, containers: list[dict[str, Any]] | None = None,
-                conditions: list[dict[str, Any]] | None = None) -> None:
+                conditions: list[dict[str, Any]] | None = None, sidecars: list[dict[str, Any]] | None = None,
+                reason: str | None = None, message: str | None = None) -> None:
         with self.lock:
+            if job_name not in self.pods:
+                return
             status = self.pods[job_name]["status"]
+            if sidecars is not None:
+                status["initContainerStatuses"] = sidecars
+            if reason is not None:
+                status["reason"] = reason
+            if message is not None:
+                status["message"] = message
             if phase:
                 status["phase"] = phase
             if containers is not None:
@@ -103,16 +183,20 @@ class StandInCluster:
 
     def finish(self, job_name: str, *, succeeded: bool, reason: str = "", message: str = "") -> None:
         with self.lock:
+            if job_name not in self.jobs:
+                return  # deleted meanwhile (the executor gave up on it)
             status = self.jobs[job_name]["status"]
             if succeeded:
                 status.update({"succeeded": 1, "conditions": [
                     {"type": "Complete", "status": "True", "lastTransitionTime": _now()}]})
-                self.pods[job_name]["status"]["phase"] = "Succeeded"
+                if job_name in self.pods:
+                    self.pods[job_name]["status"]["phase"] = "Succeeded"
             else:
                 status.update({"failed": 1, "conditions": [
                     {"type": "Failed", "status": "True", "reason": reason or "BackoffLimitExceeded",
                      "message": message, "lastTransitionTime": _now()}]})
-                self.pods[job_name]["status"]["phase"] = "Failed"
+                if job_name in self.pods:
+                    self.pods[job_name]["status"]["phase"] = "Failed"
 
     # --- the API --------------------------------------------------------------------------
 
@@ -123,13 +207,59 @@ class StandInCluster:
             def log_message(self, *args: Any) -> None:
                 return None
 
-            def _send(self, status: int, body: dict[str, Any]) -> None:
+            lose_answer = False
+
+            def _drop(self) -> None:
+                self.close_connection = True
+                with contextlib.suppress(OSError):
+                    self.connection.shutdown(socket.SHUT_RDWR)
+
+            def _intercept(self) -> bool:
+                """Apply the first matching fault (or the random error rate): True when
+                the request is answered (or dropped) without being handled."""
+                method, path = self.command, urlparse(self.path).path
+                with cluster.lock:
+                    fault = next((f for f in cluster.faults if f.applies(method, path)), None)
+                    if fault and fault.times is not None:
+                        fault.times -= 1
+                    random_error = fault is None and cluster.error_rate and cluster.random.random() < cluster.error_rate
+                if random_error:
+                    fault = Fault(method, path, status=503, retry_after="0")
+                if fault is None:
+                    return False
+                if fault.stall_s:
+                    time.sleep(fault.stall_s)
+                if fault.lose_answer:
+                    self.lose_answer = True
+                    return False
+                if not (fault.reset or fault.status):
+                    return False  # only stalled
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))  # keep the connection in step
+                if fault.reset:
+                    cluster.requests.append((time.monotonic(), method, path, None))
+                    self._drop()
+                    return True
+                if fault.status:
+                    headers = {"Retry-After": fault.retry_after} if fault.retry_after is not None else {}
+                    self._send(fault.status, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                              "code": fault.status, "reason": "Injected"}, headers)
+                    return True
+                return False
+
+            def _send(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+                cluster.requests.append((time.monotonic(), self.command, urlparse(self.path).path,
+                                         None if self.lose_answer else status))
+                if self.lose_answer:
+                    return self._drop()
                 data = json.dumps(body).encode()
                 self.send_response(status)
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # a client that timed out
+                    self.wfile.write(data)
 
             def _body(self) -> Any:
                 length = int(self.headers.get("Content-Length") or 0)
@@ -140,6 +270,8 @@ class StandInCluster:
                                  "code": 404})
 
             def do_POST(self) -> None:  # noqa: N802
+                if self._intercept():
+                    return None
                 match = _JOBS.match(urlparse(self.path).path)
                 if not match or match.group(2):
                     return self._not_found()
@@ -155,6 +287,8 @@ class StandInCluster:
                 self._send(201, job)
 
             def do_GET(self) -> None:  # noqa: N802
+                if self._intercept():
+                    return None
                 url = urlparse(self.path)
                 query = {key: values[0] for key, values in parse_qs(url.query).items()}
                 with cluster.lock:
@@ -173,9 +307,16 @@ class StandInCluster:
                                  and (phase is None or pod["status"].get("phase") == phase)]
                         return self._send(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {},
                                                 "items": items})
+                    if _EVENTS.match(url.path):
+                        name = (query.get("fieldSelector") or "").removeprefix("involvedObject.name=")
+                        items = [event for event in cluster.events if event["involvedObject"]["name"] == name]
+                        return self._send(200, {"kind": "EventList", "apiVersion": "v1", "metadata": {},
+                                                "items": items})
                 self._not_found()
 
             def do_PATCH(self) -> None:  # noqa: N802
+                if self._intercept():
+                    return None
                 match = _JOBS.match(urlparse(self.path).path)
                 patch = self._body()
                 with cluster.lock:
@@ -188,6 +329,8 @@ class StandInCluster:
                     self._send(200, job)
 
             def do_DELETE(self) -> None:  # noqa: N802
+                if self._intercept():
+                    return None
                 match = _JOBS.match(urlparse(self.path).path)
                 with cluster.lock:
                     if not match or match.group(2) not in cluster.jobs:

@@ -82,7 +82,9 @@ def test_the_orchestrator_may_manage_jobs_and_pods_in_its_namespace_only():
     assert not [doc for doc in documents if doc["kind"] in ("ClusterRole", "ClusterRoleBinding")]
     role = next(doc for doc in documents if doc["kind"] == "Role")
     resources = {resource for rule in role["rules"] for resource in rule["resources"]}
-    assert resources == {"jobs", "jobs/status", "pods", "pods/log"}
+    assert resources == {"jobs", "jobs/status", "pods", "pods/log", "events"}
+    events_rule = next(rule for rule in role["rules"] if rule["resources"] == ["events"])
+    assert set(events_rule["verbs"]) == {"get", "list", "watch"}  # read only
     jobs_rule = next(rule for rule in role["rules"] if rule["resources"] == ["jobs"])
     assert {"create", "delete", "list", "watch"} <= set(jobs_rule["verbs"])
     binding = next(doc for doc in documents if doc["kind"] == "RoleBinding")

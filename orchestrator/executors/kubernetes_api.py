@@ -1,0 +1,205 @@
+"""The Kubernetes API as the executor uses it: one bounded attempt per call, and around it
+retries, backoff and a client-side rate limit.
+
+:class:`KubernetesCluster` makes the few Jobs/Pods/Events calls through the official client,
+each with a connect and read timeout and no hidden retries; a failure raises
+:class:`ApiError`, which says whether it is transient (429, 5xx, a reset connection, a
+timeout) and what ``Retry-After`` the server asked for. :class:`ResilientApi` runs those
+blocking calls in threads under a token-bucket rate limit and retries transient failures
+with jittered exponential backoff that honours ``Retry-After`` up to a bound, within a time
+budget per call. The waiting happens on the event loop, never in a worker thread, so a
+throttled or failing API server cannot starve the threads the store's heartbeats need.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from atoll.errors import AtollError
+from orchestrator.executors.base import InfraError
+
+log = logging.getLogger("atoll.orchestrator.kubernetes")
+
+# 429 and the server-side 5xx are worth retrying; other 4xx will answer the same again.
+TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+
+
+class ApiError(InfraError):
+    """A Kubernetes API call that failed. ``transient`` failures may succeed when retried."""
+
+    def __init__(self, message: str, *, status: int | None = None, transient: bool = False,
+                 retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.transient = transient
+        self.retry_after_s = retry_after_s
+
+
+def _retry_after(headers: Any) -> float | None:
+    """Seconds from a ``Retry-After`` header (the API server sends whole seconds)."""
+    value = (headers or {}).get("Retry-After") if hasattr(headers or {}, "get") else None
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        return None
+    return seconds if seconds >= 0 else None
+
+
+@dataclass(frozen=True)
+class ApiPolicy:
+    connect_timeout_s: float = 5.0
+    read_timeout_s: float = 30.0
+    retry_budget_s: float = 60.0  # how long one call keeps retrying transient failures
+    backoff_initial_s: float = 0.5
+    backoff_max_s: float = 10.0
+    retry_after_max_s: float = 30.0  # a Retry-After longer than this is cut to it
+    qps: float = 50.0
+    burst: int = 100
+
+
+class KubernetesCluster:
+    """The Jobs/Pods/Events calls the executor makes, through the official client (blocking;
+    called from threads). One attempt each, with a timeout; failures raise :class:`ApiError`."""
+
+    def __init__(self, api_url: str | None, policy: ApiPolicy | None = None) -> None:
+        from kubernetes import client, config
+
+        self.policy = policy or ApiPolicy()
+        if api_url:
+            configuration = client.Configuration()
+            configuration.host = api_url
+        else:
+            try:
+                config.load_incluster_config()
+            except config.ConfigException:
+                try:
+                    config.load_kube_config()
+                except (config.ConfigException, OSError) as exc:
+                    raise AtollError("no_cluster", f"no Kubernetes configuration (in-cluster or kubeconfig): {exc}") \
+                        from None
+            configuration = client.Configuration.get_default_copy()
+        configuration.retries = False  # retries are ResilientApi's, with backoff and a budget
+        self._api = client.ApiClient(configuration)
+        self._batch = client.BatchV1Api(self._api)
+        self._core = client.CoreV1Api(self._api)
+
+    def _call(self, what: str, function: Any, *args: Any, missing_ok: bool = False, **kwargs: Any) -> Any:
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        kwargs["_request_timeout"] = (self.policy.connect_timeout_s, self.policy.read_timeout_s)
+        try:
+            return function(*args, **kwargs)
+        except ApiException as exc:
+            if missing_ok and exc.status == 404:
+                return None
+            raise ApiError(f"Kubernetes API {what}: HTTP {exc.status} {exc.reason}", status=exc.status,
+                           transient=exc.status in TRANSIENT_STATUSES or not exc.status,
+                           retry_after_s=_retry_after(exc.headers)) from exc
+        except (HTTPError, OSError) as exc:  # timeouts, refused and reset connections
+            raise ApiError(f"Kubernetes API {what}: {type(exc).__name__}: {str(exc)[:200]}", transient=True) from exc
+
+    def _plain(self, value: Any) -> Any:
+        return self._api.sanitize_for_serialization(value)
+
+    def create_job(self, namespace: str, manifest: dict[str, Any]) -> None:
+        self._call("create job", self._batch.create_namespaced_job, namespace, manifest)
+
+    def job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        found = self._call("read job", self._batch.read_namespaced_job_status, name, namespace, missing_ok=True)
+        return None if found is None else self._plain(found)
+
+    def jobs(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        found = self._call("list jobs", self._batch.list_namespaced_job, namespace, label_selector=selector)
+        return self._plain(found.items)
+
+    def pods(self, namespace: str, selector: str, field_selector: str | None = None) -> list[dict[str, Any]]:
+        kwargs = {"label_selector": selector}
+        if field_selector:
+            kwargs["field_selector"] = field_selector
+        found = self._call("list pods", self._core.list_namespaced_pod, namespace, **kwargs)
+        return self._plain(found.items)
+
+    def events(self, namespace: str, object_name: str) -> list[dict[str, Any]]:
+        found = self._call("list events", self._core.list_namespaced_event, namespace,
+                           field_selector=f"involvedObject.name={object_name}")
+        return self._plain(found.items)
+
+    def delete_job(self, namespace: str, name: str) -> None:
+        self._call("delete job", self._batch.delete_namespaced_job, name, namespace,
+                   propagation_policy="Background", missing_ok=True)
+
+    def annotate_job(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
+        self._call("annotate job", self._batch.patch_namespaced_job, name, namespace,
+                   {"metadata": {"annotations": annotations}}, missing_ok=True)
+
+
+class RateLimiter:
+    """A token bucket shared by every call of one executor: ``qps`` on average, ``burst`` at once."""
+
+    def __init__(self, qps: float, burst: int) -> None:
+        self.qps = qps
+        self.burst = max(1, burst)
+        self._tokens = float(self.burst)
+        self._stamp = time.monotonic()
+        self._lock = asyncio.Lock()
+
+    async def acquire(self) -> None:
+        async with self._lock:  # first come, first served
+            while True:
+                now = time.monotonic()
+                self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.qps)
+                self._stamp = now
+                if self._tokens >= 1:
+                    self._tokens -= 1
+                    return
+                await asyncio.sleep((1 - self._tokens) / self.qps)
+
+
+class ResilientApi:
+    """Calls :class:`KubernetesCluster` methods under the rate limit, retrying transient
+    failures. When a call's retry budget is spent the last :class:`ApiError` is raised (still
+    marked transient: the caller decides whether the trial can wait)."""
+
+    def __init__(self, cluster: Any, policy: ApiPolicy) -> None:
+        self.cluster = cluster
+        self.policy = policy
+        self.limiter = RateLimiter(policy.qps, policy.burst)
+        self.retries = 0  # transient failures retried, for logs and tests
+
+    def _delay(self, failures: int, error: ApiError) -> float:
+        backoff = min(self.policy.backoff_max_s, self.policy.backoff_initial_s * 2 ** (failures - 1))
+        delay = random.uniform(backoff / 2, backoff)  # jitter: many trials must not retry in step
+        if error.retry_after_s is not None:
+            delay = max(delay, min(error.retry_after_s, self.policy.retry_after_max_s))
+        return delay
+
+    async def __call__(self, function: Callable[..., Any], *args: Any, conflict_ok_on_retry: bool = False,
+                       **kwargs: Any) -> Any:
+        deadline = time.monotonic() + self.policy.retry_budget_s
+        failures = 0
+        while True:
+            await self.limiter.acquire()
+            try:
+                return await asyncio.to_thread(function, *args, **kwargs)
+            except ApiError as error:
+                if conflict_ok_on_retry and failures and error.status == 409:
+                    return None  # an earlier attempt was applied; only its answer was lost
+                if not error.transient:
+                    raise
+                failures += 1
+                delay = self._delay(failures, error)
+                if time.monotonic() + delay > deadline:
+                    raise
+                self.retries += 1
+                log.info("%s; retry %d in %.1f s", error, failures, delay)
+                await asyncio.sleep(delay)
+
+
+__all__ = ["ApiError", "ApiPolicy", "KubernetesCluster", "RateLimiter", "ResilientApi"]

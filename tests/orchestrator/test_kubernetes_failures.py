@@ -1,0 +1,151 @@
+"""Failure reasons of the Kubernetes executor as a cluster really reports them: evictions and
+preemptions, pods deleted by a drain, a crash-looping environment sidecar, pods that cannot
+mount or cannot be created (Events), an environment that restarted mid-trial. Through the
+real ``kubernetes`` client over HTTP to the stand-in (no cluster is available here)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from orchestrator.executors.base import InfraError
+from orchestrator.executors.kubernetes_state import environment_restart
+from tests.deploy.kube_standin import container_status, later
+from tests.orchestrator import test_kubernetes_executor as base
+from tests.orchestrator.test_kubernetes_api import _healthy_kubelet
+from tests.orchestrator.test_kubernetes_executor import _executor
+
+benchmark_dir, cluster = base.benchmark_dir, base.cluster  # the same fixtures
+
+
+def _run_within(executor, trial, seconds: float = 10.0):
+    """Run one trial, failing the test if it is still "pending" after ``seconds``."""
+    async def go():
+        try:
+            return await asyncio.wait_for(executor.run(trial, attempt=1), seconds)
+        finally:
+            await executor.aclose()
+    return asyncio.run(go())
+
+
+def _after(delay_s, scenario):
+    def on_create(standin, job):
+        later(delay_s, lambda: scenario(standin, job["metadata"]["name"]))
+    return on_create
+
+
+def test_an_evicted_pod_is_an_infra_error_naming_the_eviction(tmp_path, benchmark_dir, cluster):
+    def evict(standin, name):
+        standin.set_pod(name, phase="Failed", reason="Evicted",
+                        message="The node was low on resource: memory. Threshold quantity: 100Mi.",
+                        containers=[container_status("trial", terminated=(137, "ContainerStatusUnknown"))])
+        standin.finish(name, succeeded=False, reason="BackoffLimitExceeded")
+
+    cluster.on_create = _after(0.1, evict)
+    executor, trial = _executor(tmp_path, benchmark_dir, cluster)
+    with pytest.raises(InfraError, match=r"pod evicted: The node was low on resource: memory") as caught:
+        _run_within(executor, trial)
+    assert "137" not in str(caught.value)
+
+
+def test_a_pod_marked_for_disruption_fails_fast_with_the_disruption(tmp_path, benchmark_dir, cluster):
+    cluster.on_create = _after(0.1, lambda standin, name: standin.set_pod(name, phase="Running", conditions=[
+        {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+         "message": "Preempted in order to admit critical pod"}]))
+    executor, trial = _executor(tmp_path, benchmark_dir, cluster)
+    with pytest.raises(InfraError, match=r"pod disrupted \(PreemptionByScheduler\): Preempted in order"):
+        _run_within(executor, trial)
+
+
+def test_a_job_failed_because_its_pod_was_deleted_says_so(tmp_path, benchmark_dir, cluster):
+    def drain(standin, name):
+        standin.set_pod(name, phase="Running")
+        later(0.2, lambda: (standin.delete_pod(name), standin.finish(name, succeeded=False)))
+
+    cluster.on_create = _after(0.05, drain)
+    executor, trial = _executor(tmp_path, benchmark_dir, cluster)
+    with pytest.raises(InfraError, match=r"trial pod was deleted before it finished \(drain, preemption or node loss; "
+                                         r"the Job reports BackoffLimitExceeded\)"):
+        _run_within(executor, trial)
+
+
+def test_a_crash_looping_environment_sidecar_fails_the_trial_at_once(tmp_path, benchmark_dir, cluster):
+    cluster.on_create = _after(0.1, lambda standin, name: standin.set_pod(name, sidecars=[container_status(
+        "environment", waiting="CrashLoopBackOff", message="back-off 40s restarting failed container=environment",
+        restart_count=3, last_terminated=(1, "Error"))], containers=[
+        container_status("trial", waiting="PodInitializing")]))
+    executor, trial = _executor(tmp_path, benchmark_dir, cluster)
+    with pytest.raises(InfraError, match=r"CrashLoopBackOff: container environment keeps crashing "
+                                         r"\(last: Error, exit 1\): back-off 40s"):
+        _run_within(executor, trial)
+    assert not cluster.jobs
+
+
+def test_a_pod_that_cannot_mount_fails_with_the_event_after_the_start_timeout(tmp_path, benchmark_dir, cluster):
+    message = 'MountVolume.SetUp failed for volume "store" : secret "atoll-artifact-store" not found'
+
+    def stuck(standin, name):
+        standin.set_pod(name, containers=[container_status("trial", waiting="ContainerCreating")])
+        standin.add_event(f"{name}-pod", "FailedMount", message, kind="Pod")
+
+    cluster.on_create = _after(0.05, stuck)
+    executor, trial = _executor(tmp_path, benchmark_dir, cluster, start_timeout_s=0.3)
+    with pytest.raises(InfraError, match=r'FailedMount: MountVolume.SetUp failed for volume "store" : secret'):
+        _run_within(executor, trial)
+    assert not cluster.jobs
+
+
+def test_a_job_whose_pod_is_never_created_fails_with_the_failed_create_event(tmp_path, benchmark_dir, cluster):
+    message = ('Error creating: pods "x" is forbidden: violates PodSecurity "restricted:latest": '
+               'runAsNonRoot != true')
+    cluster.create_pods = False
+    cluster.on_create = _after(0.05, lambda standin, name: standin.add_event(name, "FailedCreate", message))
+    executor, trial = _executor(tmp_path, benchmark_dir, cluster, start_timeout_s=0.3)
+    with pytest.raises(InfraError, match=r'FailedCreate: Error creating: pods "x" is forbidden: violates PodSecurity'):
+        _run_within(executor, trial)
+    assert not cluster.jobs
+
+
+def test_an_invalid_image_fails_without_waiting_for_the_pull_grace(tmp_path, benchmark_dir, cluster):
+    cluster.on_create = _after(0.05, lambda standin, name: standin.set_pod(name, sidecars=[container_status(
+        "environment", waiting="InvalidImageName", message='Failed to apply default image tag "atoll:Bad:tag"')]))
+    executor, trial = _executor(tmp_path, benchmark_dir, cluster, image_pull_timeout_s=60)
+    started = time.monotonic()
+    with pytest.raises(InfraError, match=r"InvalidImageName: container environment: Failed to apply"):
+        _run_within(executor, trial)
+    assert time.monotonic() - started < 5
+
+
+def test_an_environment_restarted_during_the_trial_is_an_infra_error_not_a_result(tmp_path, benchmark_dir, cluster):
+    healthy = _healthy_kubelet(run_s=0.4)
+
+    def on_create(standin, job):
+        name = job["metadata"]["name"]
+        healthy(standin, job)
+        trial_started = "2026-01-01T10:00:00Z"
+        later(0.15, lambda: standin.set_pod(name, containers=[
+            {**container_status("trial", running=True), "state": {"running": {"startedAt": trial_started}}}],
+            sidecars=[container_status("environment", running=True, restart_count=1,
+                                       last_terminated=(137, "OOMKilled"), finished_at="2026-01-01T10:05:00Z")]))
+
+    cluster.on_create = on_create
+    executor, trial = _executor(tmp_path, benchmark_dir, cluster)
+    with pytest.raises(InfraError, match=r"environment sidecar restarted during the trial \(1 restart; "
+                                         r"last: OOMKilled, exit 137\)"):
+        _run_within(executor, trial)
+
+
+def test_an_environment_restart_before_the_trial_started_costs_nothing():
+    def pod(trial_started: str | None) -> dict:
+        trial = container_status("trial", waiting="PodInitializing")
+        if trial_started:
+            trial["state"] = {"running": {"startedAt": trial_started}}
+        environment = container_status("environment", running=True, restart_count=1,
+                                       last_terminated=(1, "Error"), finished_at="2026-01-01T10:00:00Z")
+        return {"status": {"containerStatuses": [trial], "initContainerStatuses": [environment]}}
+
+    assert environment_restart(pod(None)) == ""
+    assert environment_restart(pod("2026-01-01T10:00:30Z")) == ""  # restarted, then the trial began
+    assert environment_restart(pod("2026-01-01T09:59:00Z")).startswith("environment sidecar restarted")
