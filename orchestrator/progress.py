@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from atoll.costs import cost_known
 from atoll.trial import Outcome, TrialResult
 from orchestrator.stats import bootstrap_mean
 from orchestrator.store import Lease, TrialStore
@@ -35,6 +36,7 @@ class ProgressView:
         self.finished = 0
         self.infra_errors = 0
         self.cost = 0.0
+        self.unpriced = 0  # trials whose model spent tokens without a price: their cost is unknown
         self.started = time.monotonic()
         self.per_task: dict[str, list[bool]] = defaultdict(list)
         self._live: Live | None = None
@@ -60,6 +62,8 @@ class ProgressView:
             self.running -= 1
             if result is not None:
                 self.cost += result.agent_cost_usd + result.judge_cost_usd
+                self.unpriced += not cost_known(result.agent_cost_usd,
+                                                result.prompt_tokens + result.completion_tokens)
             if kind == "finished" and result is not None:
                 self.finished += 1
                 if result.outcome in (Outcome.passed, Outcome.failed):
@@ -86,9 +90,11 @@ class ProgressView:
             f"pass {interval.value:.0%} [{interval.low:.0%}, {interval.high:.0%}]" if interval.tasks else "pass —"
         )
         elapsed = time.monotonic() - self.started
+        cost = f"${self.cost:.4f}" + (" + unknown" if self.unpriced else "")
+        cost = "cost unknown" if self.unpriced and not self.cost else cost
         remaining = self.total - done - self.infra_errors
         eta = f"ETA {remaining * elapsed / self.finished:.0f}s" if self.finished and remaining > 0 else ""
         return Text(
             f"{self.experiment}: {done}/{self.total} done, {self.running} running, "
-            f"{self.infra_errors} infra errors · {rate} · ${self.cost:.4f} · {elapsed:.0f}s {eta}"
+            f"{self.infra_errors} infra errors · {rate} · {cost} · {elapsed:.0f}s {eta}"
         )

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from atoll.costs import cost_known
 from atoll.errors import AtollError
 from atoll.trial import Outcome, TrialResult, TrialSpec
 from orchestrator.stats import MIN_TASKS_FOR_CI, TrialRecord, compute_metrics
@@ -63,6 +64,9 @@ def collect(store: TrialStore, experiment: str) -> tuple[list[TrialRecord], dict
         entry["mean_steps"] = entry["steps"] / finished
         entry["mean_tool_calls"] = entry["tool_calls"] / finished
         entry["mean_cost_usd"] = (entry["agent_cost_usd"] + entry["judge_cost_usd"]) / finished
+        # Tokens without a price (a model litellm cannot price): the report says "unknown", not $0.
+        entry["agent_cost_known"] = cost_known(entry["agent_cost_usd"],
+                                               entry["prompt_tokens"] + entry["completion_tokens"])
     left_out = {"duplicate_trials": duplicates, "archives": archives,
                 "archived_trials": sum(archive["trials"] for archive in archives)}
     return records, dict(usage), left_out
@@ -161,6 +165,10 @@ def _pct(value: float) -> str:
     return "—" if value != value else f"{100 * value:.1f}%"  # NaN-safe
 
 
+def _cost(usd: float, known: bool) -> str:
+    return f"${usd:.4f}" if known else "unknown"
+
+
 def _ci(entry: dict[str, Any]) -> str:
     if entry["tasks"] == 0:
         return "—"
@@ -188,6 +196,7 @@ def leaderboard_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
             "trials": usage["trials"],
             "excluded": metrics["excluded_trials"],
             "cost_usd": usage["agent_cost_usd"] + usage["judge_cost_usd"],
+            "cost_known": usage.get("agent_cost_known", True),
         })
     rows.sort(key=lambda row: (-(row["pass_at_1"]["value"] if row["pass_at_1"]["tasks"] else -1), row["agent"]))
     return rows
@@ -284,7 +293,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             + (f"{_ci(row['pass_at_k'])} | {_ci(row['pass_hat_k'])} | " if k > 1 else "")
             + f"{_ci(row['mean_score'])} | {_ci(row['checks_pass'])} | "
             f"{row['tasks_graded']} of {row['tasks_total']} | {row['graded']} / {row['trials']} | "
-            f"{excluded} | ${row['cost_usd']:.4f} |"
+            f"{excluded} | {_cost(row['cost_usd'], row['cost_known'])} |"
         )
     if report.get("excluded_tasks"):
         lines += ["", f"Tasks not run ({len(report['excluded_tasks'])}, skip_unavailable_apps):", ""]
@@ -321,7 +330,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines.append(
             f"| {agent} | {usage['finished']} / {usage['trials']} | {outcomes} | {usage['mean_steps']:.1f} | "
             f"{usage['mean_tool_calls']:.1f} | {usage['prompt_tokens']} | {usage['completion_tokens']} | "
-            f"{usage['agent_cost_usd']:.4f} | {usage['judge_cost_usd']:.4f} |"
+            f"{_cost(usage['agent_cost_usd'], usage.get('agent_cost_known', True))} | "
+            f"${usage['judge_cost_usd']:.4f} |"
         )
     lines += _exclusion_lines(report)
     lines += _left_out_lines(report)

@@ -1,0 +1,15 @@
+"""How a cost is written for people: ``$0.0123``, or ``unknown`` when a model spent tokens but
+had no price (litellm has none for it and none was configured). Writing ``$0.0000`` then would
+claim the trials were free; a run without tokens (the replay oracle) really costs nothing."""
+
+from __future__ import annotations
+
+
+def cost_known(usd: float, tokens: int) -> bool:
+    """False when tokens were spent and nothing was priced."""
+    return usd > 0 or tokens <= 0
+
+
+def cost_text(usd: float, tokens: int) -> str:
+    """``$N.NNNN``, or ``unknown`` for tokens without a price."""
+    return f"${usd:.4f}" if cost_known(usd, tokens) else "unknown"
