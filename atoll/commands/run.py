@@ -64,12 +64,17 @@ def run(
                    f"{outcome.counts['done']} already done; store {spec.store}")
         return
     print_leaderboard(outcome.report_paths["md"])
-    typer.echo(
-        f"{outcome.experiment}: {outcome.counts['done']} of {outcome.counts['total']} trials done "
-        f"({outcome.newly_enqueued} new, {outcome.reclaimed} resumed); report: {outcome.report_paths['html']}"
-    )
+    typer.echo(f"{outcome.experiment}: {resume_summary(outcome)}; report: {outcome.report_paths['html']}")
     if outcome.summary.stopped_reason == "cost_ceiling":
         typer.echo("stopped scheduling: the experiment's cost ceiling would have been passed", err=True)
+
+
+def resume_summary(outcome) -> str:
+    """'64 of 64 trials done: 57 run now (2 left unfinished by an earlier run), 7 already done'."""
+    done, ran = outcome.counts["done"], outcome.summary.completed
+    taken_up = f" ({outcome.reclaimed} left unfinished by an earlier run)" if outcome.reclaimed else ""
+    return (f"{done} of {outcome.counts['total']} trials done: {ran} run now{taken_up}, "
+            f"{max(done - ran, 0)} already done")
 
 
 def report(

@@ -149,7 +149,11 @@ def test_kill_9_then_resume_gives_exactly_one_result_per_trial(tmp_path, benchma
     assert final["done"] == 20 and final["leased"] == 0 and final["pending"] == 0
     accepted = [h["trial_id"] for h in store.attempt_history("exp") if h["accepted"]]
     assert len(accepted) == 20 and len(set(accepted)) == 20
-    assert f"20 of 20 trials done (0 new, {interrupted['leased']} resumed)" in resumed.stdout
+    ran_now, taken_up = 20 - interrupted["done"], interrupted["leased"]
+    assert (f"20 of 20 trials done: {ran_now} run now ({taken_up} left unfinished by an earlier run), "
+            f"{interrupted['done']} already done") in resumed.stdout
+    again = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert "20 of 20 trials done: 0 run now, 20 already done" in again.stdout
 
 
 def test_cli_errors_are_one_line(tmp_path):
