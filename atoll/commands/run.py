@@ -210,7 +210,18 @@ def _experiments_with_work(store_url: str, only: str | None, executor: str | Non
 
 
 def print_leaderboard(markdown_path: Path) -> None:
+    """The report's leaderboard section: drawn as a table on a terminal, Markdown when piped
+    (so it can be pasted or parsed)."""
+    import sys
+
     lines = markdown_path.read_text(encoding="utf-8").splitlines()
     start = lines.index("## Leaderboard")
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-    typer.echo("\n".join(lines[start:end]).rstrip())
+    section = "\n".join(lines[start:end]).rstrip()
+    if not sys.stdout.isatty():
+        typer.echo(section)
+        return
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    Console().print(Markdown(section))

@@ -104,3 +104,40 @@ def test_a_run_not_found_lists_the_stores_runs_and_points_at_the_demos_store(com
     assert empty.returncode == 2 and "in sqlite:///atoll-out/atoll.db; it has no runs; `atoll demo`" in empty.stderr
     in_demo_store = _atoll_in(tmp_path, command, "nope", "--store", "atoll-out/demo/atoll.db")
     assert in_demo_store.stderr == "error: no run 'nope' in atoll-out/demo/atoll.db; runs there: demo\n"
+
+
+def _report_output(tmp_path, *, terminal: bool) -> str:
+    import pty
+
+    from tests.orchestrator.test_unknown_cost import _store
+
+    _store(tmp_path).dispose()
+    command = [sys.executable, "-m", "atoll.cli", "report", "exp", "--store", f"sqlite:///{tmp_path / 'atoll.db'}",
+               "--output", str(tmp_path / "out")]
+    env = {**os.environ, "COLUMNS": "200"}
+    if not terminal:
+        return subprocess.run(command, capture_output=True, text=True, timeout=120, env=env).stdout
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(command, stdout=follower, stderr=subprocess.DEVNULL, env=env)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal closed with the process
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    process.wait(timeout=120)
+    os.close(leader)
+    return b"".join(chunks).decode()
+
+
+def test_the_leaderboard_is_a_drawn_table_on_a_terminal_and_markdown_when_piped(tmp_path):
+    piped = _report_output(tmp_path, terminal=False)
+    assert "| # | Agent |" in piped and "|---|" in piped
+    drawn = _report_output(tmp_path, terminal=True)
+    assert "|---|" not in drawn and "| # | Agent |" not in drawn
+    assert "━" in drawn or "─" in drawn  # rich's table rules
+    assert "unpriced" in drawn and "unknown" in drawn
