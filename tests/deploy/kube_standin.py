@@ -224,7 +224,7 @@ class StandInCluster:
                         fault.times -= 1
                     random_error = fault is None and cluster.error_rate and cluster.random.random() < cluster.error_rate
                 if random_error:
-                    fault = Fault(method, path, status=503, retry_after="0")
+                    fault = Fault(method, path, status=503)  # as a load balancer says it: no Retry-After
                 if fault is None:
                     return False
                 if fault.stall_s:
