@@ -7,11 +7,7 @@ exercised in test_environment_integration.py.
 from __future__ import annotations
 
 import asyncio
-import atexit
-import functools
-import shutil
 import socket
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -199,14 +195,11 @@ def start_environment(fs_root: Path, apps_data_root: Path, user: dict[str, str],
     return env
 
 
-@functools.cache
 def sample_root() -> Path:
-    """The generated sample benchmark (seed 0), once per test process, removed at exit."""
-    from atoll.sample import generate_sample_benchmark
+    """The generated sample benchmark (seed 0), once per test process; read-only."""
+    from tests.shared_sample import generated_sample
 
-    scratch = Path(tempfile.mkdtemp(prefix="atoll-agents-sample-"))
-    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
-    return generate_sample_benchmark(scratch / "bench", seed=0)
+    return generated_sample()
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,8 @@ import asyncio
 import threading
 import time
 
+import pytest
+
 from agents_runner import run_agent
 from atoll.testing.scripted_llm import CONTEXT_LENGTH_EXCEEDED, ScriptedLLM
 from atoll.trajectory import ErrorKind, RunStatus
@@ -44,6 +46,7 @@ async def test_max_steps_with_warnings_near_the_limit(gateway):
     assert_every_call_answered_once(trajectory)
 
 
+@pytest.mark.serial
 async def test_wall_clock_timeout_mid_model_call(gateway):
     script = [{"tool_calls": [call("toolbelt_list_tools")]}, {"content": "late", "delay_s": 5}]
     with ScriptedLLM(script) as llm:

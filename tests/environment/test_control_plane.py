@@ -168,6 +168,7 @@ def _closed_within(sock: socket.socket, seconds: float) -> tuple[bool, bytes]:
     return True, received
 
 
+@pytest.mark.serial
 def test_a_client_that_never_finishes_its_headers_is_dropped(serve):
     env = serve(header_timeout_s=1)
     with socket.create_connection(("127.0.0.1", env.port)) as silent, socket.create_connection(
@@ -195,6 +196,7 @@ def test_a_client_that_stalls_in_its_body_gets_408(serve):
 # -- threads --------------------------------------------------------------------------------
 
 
+@pytest.mark.serial
 def test_data_routes_answer_while_tool_calls_hold_every_shared_thread(client, env_server):
     client.post("/apps", json={"mcpServers": {"t": {"server": "t", "options": {"blocking_tool": True}}}})
     hold = 12.0

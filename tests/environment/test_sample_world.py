@@ -13,15 +13,15 @@ import httpx
 import pytest
 from fastmcp import Client
 
-from atoll.sample import generate_sample_benchmark
 from environment import EnvironmentServer
+from tests.shared_sample import fresh_sample_benchmark
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def benchmark(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return generate_sample_benchmark(tmp_path_factory.mktemp("sample") / "benchmark")
+    return fresh_sample_benchmark(tmp_path_factory.mktemp("sample") / "benchmark")
 
 
 def _zip_files(world_zip: Path) -> dict[str, bytes]:

@@ -15,12 +15,12 @@ import pytest
 import uvicorn
 
 from atoll.loader import load_benchmark
-from atoll.sample import generate_sample_benchmark
 from atoll.testing.scripted_llm import ScriptedLLM
 from grader import JudgeConfig
 from grader.gold import build_gold_world
 from grader.service import create_app
 from tests.grader import factories as f
+from tests.shared_sample import fresh_sample_benchmark
 
 ATOLL = [sys.executable, "-m", "atoll.cli"]
 MET = {"content": json.dumps({"rationale": "ok", "verdict": "met"})}
@@ -45,7 +45,7 @@ def atoll_in_process(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory):
-    return generate_sample_benchmark(tmp_path_factory.mktemp("sample"))
+    return fresh_sample_benchmark(tmp_path_factory.mktemp("sample"))
 
 
 @pytest.mark.slow

@@ -6,14 +6,14 @@ import pytest
 
 from atoll.grade import Verdict
 from atoll.loader import load_benchmark
-from atoll.sample import generate_sample_benchmark
 from grader import grade_trial
 from grader.gold import build_gold_world
+from tests.shared_sample import fresh_sample_benchmark
 
 
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory):
-    return load_benchmark(generate_sample_benchmark(tmp_path_factory.mktemp("sample")))
+    return load_benchmark(fresh_sample_benchmark(tmp_path_factory.mktemp("sample")))
 
 
 @pytest.mark.slow

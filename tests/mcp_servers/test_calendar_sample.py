@@ -17,10 +17,10 @@ WORLDS = ["world_keystone_consulting", "world_atlas_mna"]
 
 @pytest.fixture(scope="session")
 def sample_benchmark(tmp_path_factory) -> Path:
-    from atoll.sample import generate_sample_benchmark
+    from tests.shared_sample import fresh_sample_benchmark
 
     out = tmp_path_factory.mktemp("sample") / "bench"
-    generate_sample_benchmark(out, seed=0)
+    fresh_sample_benchmark(out)
     return out
 
 

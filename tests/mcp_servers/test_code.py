@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from mcp_servers.code.cgroup import leftover_groups
+from mcp_servers.code.cgroup import RunCgroup
 from tests.mcp_servers.helpers import make_world, open_session
 
 FAST = {"timeout_s": 60, "max_write_mb": 20, "max_file_mb": 10, "memory_mb": 1024, "max_processes": 64}
@@ -132,12 +132,21 @@ _FORK_MANY = (
 )
 
 
-def test_the_process_ceiling_holds_even_when_the_server_runs_as_root(code):
+def test_the_process_ceiling_holds_even_when_the_server_runs_as_root(code, monkeypatch):
     # RLIMIT_NPROC never binds processes that are root outside the sandbox's user namespace
     # (as here, when the server runs as root); the run's pids cgroup does.
+    made = []  # this run's groups: other test processes (pytest-xdist workers) have their own
+    create = RunCgroup.create
+
+    def recording_create(limits):
+        made.append(create(limits))
+        return made[-1]
+
+    monkeypatch.setattr(RunCgroup, "create", recording_create)
     started = int(_run(code, _FORK_MANY)["output"].split()[-1])
     assert 10 < started < FAST["max_processes"]
-    assert not leftover_groups()  # the run's cgroup is gone with it
+    assert made and all(group is not None and group.groups for group in made)
+    assert not [path for group in made for path in group.groups if path.exists()]  # gone with the run
 
 
 def test_memory_bomb_is_contained(code):

@@ -236,6 +236,7 @@ def test_a_deleted_file_held_open_counts_against_the_cap(world):
     assert "survived" not in result["output"]
 
 
+@pytest.mark.serial
 def test_long_code_calls_do_not_starve_other_tools(world):
     world.file("/note.txt", "still answering\n")
     options = {**FAST, "max_concurrent": 22}

@@ -11,16 +11,16 @@ from typing import Any
 import docx
 import pytest
 
-from atoll.sample import generate_sample_benchmark
 from tests.mcp_servers.helpers import make_world, open_session
 from tests.mcp_servers.test_documents import Docs
+from tests.shared_sample import fresh_sample_benchmark
 
 MODES = ("individual", "consolidated")
 
 
 @pytest.fixture(scope="module")
 def benchmark(tmp_path_factory) -> Path:
-    return generate_sample_benchmark(tmp_path_factory.mktemp("sample") / "bench")
+    return fresh_sample_benchmark(tmp_path_factory.mktemp("sample") / "bench")
 
 
 def extract_world(benchmark: Path, world_id: str, tmp_path: Path) -> Any:

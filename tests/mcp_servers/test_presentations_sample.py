@@ -8,17 +8,17 @@ from pathlib import Path
 import pytest
 from pptx import Presentation
 
-from atoll.sample import generate_sample_benchmark
 from tests.mcp_servers.helpers import open_session
 from tests.mcp_servers.test_documents_sample import extract_world
 from tests.mcp_servers.test_presentations import Slides
+from tests.shared_sample import fresh_sample_benchmark
 
 MODES = ("individual", "consolidated")
 
 
 @pytest.fixture(scope="module")
 def benchmark(tmp_path_factory) -> Path:
-    return generate_sample_benchmark(tmp_path_factory.mktemp("sample") / "bench")
+    return fresh_sample_benchmark(tmp_path_factory.mktemp("sample") / "bench")
 
 
 def deck_texts(path: Path) -> list[list[str]]:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from atoll.sample import generate_sample_benchmark
 from tests.mcp_servers.helpers import World, open_session
+from tests.shared_sample import fresh_sample_benchmark
 
 pytestmark = pytest.mark.slow
 
@@ -24,7 +24,7 @@ MODES = ["individual", "consolidated"]
 def sample_worlds():
     scratch = Path(tempfile.mkdtemp(prefix="atoll-mcp-sample-"))
     try:
-        bench = generate_sample_benchmark(scratch / "bench", seed=0)
+        bench = fresh_sample_benchmark(scratch / "bench")
         import json
 
         users = {w["world_id"]: w for w in json.loads((bench / "world_descriptions.json").read_text())}

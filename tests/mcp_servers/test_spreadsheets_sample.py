@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from openpyxl import load_workbook
 
-from atoll.sample import generate_sample_benchmark
 from tests.mcp_servers.test_documents_sample import extract_world
 from tests.mcp_servers.test_spreadsheets_support import mode_session
+from tests.shared_sample import fresh_sample_benchmark
 
 pytestmark = pytest.mark.slow
 
@@ -20,7 +20,7 @@ MODES = ("individual", "consolidated")
 
 @pytest.fixture(scope="module")
 def benchmark(tmp_path_factory) -> Path:
-    return generate_sample_benchmark(tmp_path_factory.mktemp("sample") / "bench")
+    return fresh_sample_benchmark(tmp_path_factory.mktemp("sample") / "bench")
 
 
 def _worlds(benchmark: Path, tmp_path: Path):

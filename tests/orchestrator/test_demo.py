@@ -84,14 +84,14 @@ def test_the_sample_experiment_file_runs_as_documented(tmp_path):
 @pytest.mark.slow
 def test_demo_validates_the_judge_on_every_gold_output_when_one_is_configured(tmp_path, monkeypatch, capsys):
     from atoll.commands.demo import _validate_gold
-    from atoll.sample import generate_sample_benchmark
     from atoll.testing.scripted_llm import ScriptedLLM
+    from tests.shared_sample import fresh_sample_benchmark
 
     met = {"content": json.dumps({"rationale": "the gold output shows it", "verdict": "met"})}
     monkeypatch.setenv("OPENAI_API_KEY", "x")
     with ScriptedLLM(lambda request: met) as judge:
         spec = demo_experiment(tmp_path / "demo", environ={"ATOLL_MODEL": "openai/judge", "ATOLL_API_BASE": judge.api_base})
-        generate_sample_benchmark(tmp_path / "demo" / "sample-benchmark")
+        fresh_sample_benchmark(tmp_path / "demo" / "sample-benchmark")
         _validate_gold(spec, quiet=True)
         assert judge.requests  # the judge itself was asked, not only the checks
     report = json.loads((tmp_path / "demo" / "gold-validation.json").read_text())

@@ -6,15 +6,15 @@ import json
 import pytest
 
 from atoll.experiment import ExperimentSpec
-from atoll.sample import generate_sample_benchmark
 from atoll.testing.scripted_llm import ScriptedLLM
 from orchestrator.runner import run_experiment
 from orchestrator.store import TrialStore
+from tests.shared_sample import fresh_sample_benchmark
 
 
 @pytest.mark.slow
 def test_malformed_judge_output_gives_ungradeable_trials(tmp_path):
-    benchmark = generate_sample_benchmark(tmp_path / "bench")
+    benchmark = fresh_sample_benchmark(tmp_path / "bench")
     tasks = json.loads((benchmark / "tasks_and_rubrics.json").read_text())
     judge_only = next(t["task_id"] for t in tasks if any(c.get("check") is None for c in t["rubric"]))
     with ScriptedLLM(lambda request: {"content": "I think it is fine, probably."}) as judge:

@@ -7,10 +7,10 @@ import json
 import pytest
 
 from atoll.experiment import ExperimentSpec
-from atoll.sample import generate_sample_benchmark
 from atoll.testing.scripted_llm import ScriptedLLM
 from orchestrator.runner import run_experiment
 from orchestrator.store import TrialStore
+from tests.shared_sample import fresh_sample_benchmark
 
 MET = {"content": json.dumps({"rationale": "the answer states the figures", "verdict": "met"}),
        "usage": {"prompt_tokens": 900, "completion_tokens": 20}}
@@ -18,7 +18,7 @@ MET = {"content": json.dumps({"rationale": "the answer states the figures", "ver
 
 @pytest.mark.slow
 def test_react_agent_and_judge_via_litellm_pass_console_tasks(tmp_path):
-    benchmark = generate_sample_benchmark(tmp_path / "bench")
+    benchmark = fresh_sample_benchmark(tmp_path / "bench")
     tasks = {t["task_id"]: t for t in json.loads((benchmark / "tasks_and_rubrics.json").read_text())}
     chosen = ["keystone-01-packaging-baseline", "atlas-01-comps-implied-ev"]
 

@@ -6,18 +6,18 @@ import json
 import pytest
 
 from atoll.experiment import ExperimentSpec
-from atoll.sample import generate_sample_benchmark
 from atoll.testing.scripted_llm import ScriptedLLM
 from orchestrator.regrade import regrade_run
 from orchestrator.runner import run_experiment
 from orchestrator.store import TrialStore
+from tests.shared_sample import fresh_sample_benchmark
 
 MET = {"content": json.dumps({"rationale": "the deliverable states it", "verdict": "met"})}
 
 
 @pytest.mark.slow
 def test_regrade_with_a_judge_turns_ungradeable_into_graded_without_rerunning(tmp_path):
-    benchmark = generate_sample_benchmark(tmp_path / "bench")
+    benchmark = fresh_sample_benchmark(tmp_path / "bench")
     tasks = json.loads((benchmark / "tasks_and_rubrics.json").read_text())
     judge_only = [t["task_id"] for t in tasks if any(c.get("check") is None for c in t["rubric"])][:2]
     spec = ExperimentSpec.model_validate({

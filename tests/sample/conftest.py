@@ -2,29 +2,17 @@
 
 from __future__ import annotations
 
-import atexit
-import functools
 import json
 import re
-import shutil
-import tempfile
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from atoll.sample import generate_sample_benchmark
+from tests.shared_sample import generated_sample
 
 CONSULTING = "world_keystone_consulting"
 DEAL = "world_atlas_mna"
-
-
-@functools.cache
-def generated_sample() -> Path:
-    """The sample benchmark (seed 0), generated once per test process (also at collection time)."""
-    scratch = Path(tempfile.mkdtemp(prefix="atoll-sample-test-"))
-    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
-    return generate_sample_benchmark(scratch / "bench", seed=0)
 
 
 def pytest_generate_tests(metafunc):
