@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from atoll.apps import DEFAULT_SERVERS, OPTIONAL_SERVERS
 from atoll.errors import AtollError
 
 if TYPE_CHECKING:
@@ -23,19 +24,11 @@ if TYPE_CHECKING:
 
     from mcp_servers._core.definition import ServerDefinition
 
-SERVER_NAMES: tuple[str, ...] = (
-    "mail",
-    "calendar",
-    "chat",
-    "filesystem",
-    "code",
-    "spreadsheets",
-    "documents",
-    "pdfs",
-    "presentations",
-)
-# Servers started only for worlds that need them (atoll.apps maps a world's apps to them).
-OPTIONAL_SERVER_NAMES: tuple[str, ...] = ("market_data",)
+# One table of servers for the whole tree: atoll.apps (which maps a world's apps onto them)
+# owns it, since atoll may not import the servers; optional ones start only for worlds
+# that need them.
+SERVER_NAMES: tuple[str, ...] = DEFAULT_SERVERS
+OPTIONAL_SERVER_NAMES: tuple[str, ...] = OPTIONAL_SERVERS
 MODES: tuple[str, ...] = ("individual", "consolidated")
 
 # Definitions registered at run time (tests, plug-ins); the nine built-in servers are
