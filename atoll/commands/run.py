@@ -194,7 +194,8 @@ def _experiments_with_work(store_url: str, only: str | None, executor: str | Non
     from orchestrator.policy import stored_spec
     from orchestrator.store import TrialStore
 
-    trial_store = TrialStore(store_url)
+    # A worker starts while the database may be briefly away: retry like every store call.
+    trial_store = TrialStore(store_url, wait=True)
     try:
         specs = []
         for name in [only] if only else trial_store.experiments():

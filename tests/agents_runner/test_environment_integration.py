@@ -122,6 +122,13 @@ def _snapshot(env, target: Path) -> Path:
     return target
 
 
+def _server_of(tool: str) -> str:
+    """The server a gateway tool name belongs to ({server}_{tool}; server names may hold '_')."""
+    from mcp_servers import OPTIONAL_SERVER_NAMES, SERVER_NAMES
+
+    return max((name for name in SERVER_NAMES + OPTIONAL_SERVER_NAMES if tool.startswith(name + "_")), key=len)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("task_id", _sample_task_ids())
 def test_replay_agent_solves_every_sample_task(sample_benchmark, task_id, tmp_path):
@@ -132,7 +139,7 @@ def test_replay_agent_solves_every_sample_task(sample_benchmark, task_id, tmp_pa
     user = {"user_email": world.user_email, "user_name": world.user_name}
     base = tmp_path / "world"
     _materialise(sample_benchmark, task, base)
-    needed = sorted({step.tool.split("_", 1)[0] for step in task.reference_solution.steps} | {"filesystem"})
+    needed = sorted({_server_of(step.tool) for step in task.reference_solution.steps} | {"filesystem"})
     env = start_environment(base / "filesystem", base / ".apps_data", user, names=needed)
     try:
         before = _snapshot(env, tmp_path / "before.tar.gz")
@@ -169,7 +176,7 @@ def test_cli_runs_a_benchmark_task_with_the_replay_agent(sample_benchmark, tmp_p
     world = sample_benchmark.world(task.world_id)
     base = tmp_path / "world"
     _materialise(sample_benchmark, task, base)
-    needed = sorted({step.tool.split("_", 1)[0] for step in task.reference_solution.steps} | {"filesystem"})
+    needed = sorted({_server_of(step.tool) for step in task.reference_solution.steps} | {"filesystem"})
     env = start_environment(base / "filesystem", base / ".apps_data", {"user_email": world.user_email, "user_name": world.user_name}, names=needed)  # fmt: skip
     out = tmp_path / "trajectory.json"
     args = ["atoll", "agent", "run", "--benchmark", sample_benchmark.root, "--task-id", task.task_id,

@@ -369,4 +369,7 @@ def test_a_folder_swapped_for_a_link_out_during_the_merge_is_never_written_throu
         swapper.kill()
         swapper.wait()
     assert tree(outside) == outside_before
-    assert statuses.count(200) >= 30, statuses  # the race costs no more than a failed populate now and then
+    # Losing the race is a 409 (world_changed), never a 500 or a write outside; how often it
+    # is lost depends on how fast the swapper runs (more often on an idle machine).
+    assert set(statuses) <= {200, 409}, statuses
+    assert statuses.count(200) >= 1, statuses

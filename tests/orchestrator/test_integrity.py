@@ -54,7 +54,7 @@ def test_edited_experiment_is_refused_and_new_run_or_replace_keep_configurations
     more = _write(tmp_path, _experiment(tmp_path, postgres_url, max_steps=10, runs=3))
     extended = _atoll("run", str(more), "-q")
     assert extended.returncode == 0, extended.stderr
-    assert "3 new" in extended.stdout and _report(tmp_path, "exp")["metrics"]["overall"]["alpha"]["trials_graded"] == 9
+    assert "3 run now" in extended.stdout and _report(tmp_path, "exp")["metrics"]["overall"]["alpha"]["trials_graded"] == 9
 
     edited = _write(tmp_path, _experiment(tmp_path, postgres_url, max_steps=20, runs=2))
     refused = _atoll("run", str(edited), "-q")
@@ -92,7 +92,7 @@ def test_edited_experiment_is_refused_and_new_run_or_replace_keep_configurations
     # Resuming the replaced configuration is a plain resume.
     again = _atoll("run", str(edited), "-q")
     assert again.returncode == 0, again.stderr
-    assert "0 new" in again.stdout
+    assert "0 run now" in again.stdout
 
 
 def test_report_counts_one_outcome_per_agent_task_and_run(tmp_path, postgres_url):
