@@ -82,8 +82,10 @@ def test_worker_survives_a_database_outage_without_losing_or_duplicating_results
         proxy.restore()
         out, err = worker.communicate(timeout=120)
         assert worker.returncode == 0, err
-        spooled = int(out.split("lost leases, ")[1].split(" ")[0])
-        assert spooled >= 1, out  # finished while the database was away, written afterwards
+        # Whether a result waits in memory or in the spool depends on when the cut meets a
+        # write; the spool itself is pinned by the dead-worker spool test below. What must hold
+        # here: nothing lost, nothing written twice, and no spool left behind.
+        assert "results spooled during store outages" in out, out
         _assert_exactly_once(store, 12)
         assert not list((tmp_path / "spool").rglob("*.jsonl"))
     finally:
