@@ -9,6 +9,8 @@ import sys
 import tarfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -118,3 +120,36 @@ def tree(root: Path) -> dict[str, bytes | str]:
         else:
             found[key] = path.read_bytes()
     return found
+
+
+def link_member(name: str, target: str, kind: bytes = tarfile.SYMTYPE) -> tarfile.TarInfo:
+    """A tar symlink (or, with ``kind=tarfile.LNKTYPE``, hardlink) member."""
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.linkname = target
+    return info
+
+
+@contextmanager
+def guarded_world(tmp_path: Path, **limits: Any) -> Iterator[tuple[Any, Any]]:
+    """A real environment over ``tmp_path/world`` with the given archive limits, a file
+    ``existing.txt`` already in the world, and an HTTP client to it."""
+    import httpx
+
+    from environment import EnvironmentServer, EnvironmentSettings
+
+    settings = EnvironmentSettings(
+        fs_root=tmp_path / "world" / "filesystem",
+        apps_data_root=tmp_path / "world" / ".apps_data",
+        ratio_check_floor_bytes=256 * 1024,
+        json_logs=False,
+        log_level="WARNING",
+        **limits,
+    )
+    settings.fs_root.mkdir(parents=True)
+    (settings.fs_root / "existing.txt").write_text("before")
+    with (
+        EnvironmentServer(settings, server_factory=make_test_server) as env,
+        httpx.Client(base_url=env.url, timeout=60) as http,
+    ):
+        yield http, settings

@@ -19,10 +19,10 @@ import pytest
 from atoll.errors import AtollError
 from atoll.loader import inspect_world_zip
 from atoll.members import UnsafeArchive, clean_member_name
-from environment import EnvironmentServer, EnvironmentSettings
+from environment import EnvironmentSettings
 from environment.archive import ArchiveLimits, SafeExtractor
 from grader.snapshot import Snapshot
-from tests.environment.factories import make_test_server, tar_gz, tree
+from tests.environment.factories import guarded_world, link_member, tar_gz, tree
 
 HOST_FILE = Path("/etc/passwd")
 
@@ -37,30 +37,10 @@ def outside(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[tuple[httpx.Client, EnvironmentSettings]]:
-    settings = EnvironmentSettings(
-        fs_root=tmp_path / "world" / "filesystem",
-        apps_data_root=tmp_path / "world" / ".apps_data",
-        max_archive_bytes=64 * 1024**2,
-        max_archive_members=500,
-        max_compression_ratio=10,
-        ratio_check_floor_bytes=256 * 1024,
-        json_logs=False,
-        log_level="WARNING",
-    )
-    settings.fs_root.mkdir(parents=True)
-    (settings.fs_root / "existing.txt").write_text("before")
-    with (
-        EnvironmentServer(settings, server_factory=make_test_server) as env,
-        httpx.Client(base_url=env.url, timeout=60) as http,
-    ):
-        yield http, settings
-
-
-def _link(name: str, target: str, kind: bytes = tarfile.SYMTYPE) -> tarfile.TarInfo:
-    info = tarfile.TarInfo(name)
-    info.type = kind
-    info.linkname = target
-    return info
+    with guarded_world(
+        tmp_path, max_archive_bytes=64 * 1024**2, max_archive_members=500, max_compression_ratio=10
+    ) as served:
+        yield served
 
 
 def _directory(name: str) -> tarfile.TarInfo:
@@ -75,11 +55,11 @@ def _chain(depth: int) -> tuple[list[tarfile.TarInfo], str]:
     ``a/up -> ..`` is the root; ``e1 -> a/up/..`` is the root's parent; ``d/e2 -> ../e1/..``
     (on paper: ``.``) is the grandparent; and so on. Returns the members and the last link.
     """
-    members = [_directory("a"), _link("a/up", ".."), _link("e1", "a/up/..")]
+    members = [_directory("a"), link_member("a/up", ".."), link_member("e1", "a/up/..")]
     previous = "e1"
     for level in range(2, depth + 1):
         folder = "d/" * (level - 1)
-        members.append(_link(f"{folder}e{level}", "../" * (level - 1) + previous + "/.."))
+        members.append(link_member(f"{folder}e{level}", "../" * (level - 1) + previous + "/.."))
         previous = f"{folder}e{level}"
     return members, previous
 
@@ -101,7 +81,7 @@ def _refused(reply: httpx.Response, status: int, member: str) -> str:
 def test_a_link_chain_that_escapes_only_physically_is_refused_with_its_hardlink(world, tmp_path, outside):
     http, settings = world
     links, last = _chain(30)  # deep enough to reach / from any temp directory
-    archive = tar_gz([*links, _link("stolen", f"{last}/etc/passwd", tarfile.LNKTYPE)])
+    archive = tar_gz([*links, link_member("stolen", f"{last}/etc/passwd", tarfile.LNKTYPE)])
     world_before, outside_before = tree(tmp_path / "world"), tree(outside)
     error = _refused(_populate(http, archive), 400, "e1")
     assert "outside the world" in error
@@ -115,7 +95,7 @@ def test_a_link_through_an_earlier_inside_link_is_judged_where_it_really_leads(w
     http, _ = world
     # ``x/up -> ..`` stays inside; ``x/y -> up/../..`` reads ``x/..`` on paper (the root) but is
     # the root's parent physically.
-    archive = tar_gz([_directory("x"), _link("x/up", ".."), _link("x/y", "up/../..")])
+    archive = tar_gz([_directory("x"), link_member("x/up", ".."), link_member("x/y", "up/../..")])
     world_before = tree(tmp_path / "world")
     _refused(_populate(http, archive), 400, "x/y")
     assert tree(tmp_path / "world") == world_before
@@ -124,7 +104,7 @@ def test_a_link_through_an_earlier_inside_link_is_judged_where_it_really_leads(w
 def test_a_dangling_link_climbing_below_a_missing_folder_is_not_kept(world, tmp_path):
     http, _ = world
     # On paper ``x/missing/../..`` is the root; once ``missing`` exists it may be anything.
-    archive = tar_gz([_directory("x"), _link("x/later", "missing/../..")])
+    archive = tar_gz([_directory("x"), link_member("x/later", "missing/../..")])
     world_before = tree(tmp_path / "world")
     _refused(_populate(http, archive), 400, "x/later")
     assert tree(tmp_path / "world") == world_before
@@ -135,10 +115,10 @@ def test_links_that_stay_inside_through_other_links_are_kept(world):
     archive = tar_gz(
         [
             ("docs/report.txt", b"numbers"),
-            _link("docs/up", ".."),
-            _link("latest", "docs/up/docs/report.txt"),
-            _link("copy", "docs/up/docs/report.txt", tarfile.LNKTYPE),
-            _link("later", "not-yet/file.txt"),
+            link_member("docs/up", ".."),
+            link_member("latest", "docs/up/docs/report.txt"),
+            link_member("copy", "docs/up/docs/report.txt", tarfile.LNKTYPE),
+            link_member("later", "not-yet/file.txt"),
         ]
     )
     reply = _populate(http, archive)
@@ -176,7 +156,9 @@ def test_a_local_folder_with_an_escaping_chain_is_refused(world, tmp_path):
 
 def _local_record(name: bytes, data: bytes) -> bytes:
     crc = zlib.crc32(data)
-    header = struct.pack("<4sHHHHHIIIHH", b"PK\x03\x04", 20, 0, 0, 0, 0, crc, len(data), len(data), len(name), 0)
+    header = struct.pack(
+        "<4sHHHHHIIIHH", b"PK\x03\x04", 20, 0, 0, 0, 0, crc, len(data), len(data), len(name), 0
+    )
     return header + name + data
 
 
@@ -184,11 +166,32 @@ def _zip_of(records: list[tuple[bytes, bytes, int]], body: bytes) -> bytes:
     """A stored zip: ``body`` (local records), then a central directory of (name, data, offset)."""
     central = b""
     for name, data, offset in records:
-        central += struct.pack(
-            "<4sHHHHHHIIIHHHHHII", b"PK\x01\x02", 20, 20, 0, 0, 0, 0, zlib.crc32(data),
-            len(data), len(data), len(name), 0, 0, 0, 0, 0, offset,
-        ) + name
-    end = struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, len(records), len(records), len(central), len(body), 0)
+        central += (
+            struct.pack(
+                "<4sHHHHHHIIIHHHHHII",
+                b"PK\x01\x02",
+                20,
+                20,
+                0,
+                0,
+                0,
+                0,
+                zlib.crc32(data),
+                len(data),
+                len(data),
+                len(name),
+                0,
+                0,
+                0,
+                0,
+                0,
+                offset,
+            )
+            + name
+        )
+    end = struct.pack(
+        "<4sHHHHIIH", b"PK\x05\x06", 0, 0, len(records), len(records), len(central), len(body), 0
+    )
     return body + central + end
 
 
@@ -357,13 +360,22 @@ def test_a_folder_swapped_for_a_link_out_during_the_merge_is_never_written_throu
     outside_before = tree(outside)
     statuses: list[int] = []
     swapper = subprocess.Popen(
-        [sys.executable, "-c", _SWAPPER, str(settings.fs_root / "docs"), str(settings.fs_root / "swap"), str(outside)],
+        [
+            sys.executable,
+            "-c",
+            _SWAPPER,
+            str(settings.fs_root / "docs"),
+            str(settings.fs_root / "swap"),
+            str(outside),
+        ],
         stdout=subprocess.PIPE,
     )
     try:
         assert swapper.stdout is not None and swapper.stdout.readline() == b"ready\n"
         for round_ in range(40):
-            archive = tar_gz([(f"docs/deep/payload-{round_}.txt", b"x"), (f"docs/payload-{round_}.txt", b"x")])
+            archive = tar_gz(
+                [(f"docs/deep/payload-{round_}.txt", b"x"), (f"docs/payload-{round_}.txt", b"x")]
+            )
             statuses.append(_populate(http, archive).status_code)
     finally:
         swapper.kill()

@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from environment import EnvironmentServer, EnvironmentSettings
-from tests.environment.factories import make_test_server, tar_gz, tree
+from environment import EnvironmentSettings
+from tests.environment.factories import guarded_world, link_member, tar_gz, tree
 
 
 @pytest.fixture
@@ -29,30 +29,10 @@ def outside(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def strict(tmp_path: Path, outside: Path) -> Iterator[tuple[httpx.Client, EnvironmentSettings]]:
-    settings = EnvironmentSettings(
-        fs_root=tmp_path / "world" / "filesystem",
-        apps_data_root=tmp_path / "world" / ".apps_data",
-        max_archive_bytes=2 * 1024**2,
-        max_archive_members=50,
-        max_compression_ratio=50,
-        ratio_check_floor_bytes=256 * 1024,
-        json_logs=False,
-        log_level="WARNING",
-    )
-    settings.fs_root.mkdir(parents=True)
-    (settings.fs_root / "existing.txt").write_text("before")
-    with (
-        EnvironmentServer(settings, server_factory=make_test_server) as env,
-        httpx.Client(base_url=env.url, timeout=60) as http,
-    ):
-        yield http, settings
-
-
-def _link(name: str, target: str, kind: bytes = tarfile.SYMTYPE) -> tarfile.TarInfo:
-    info = tarfile.TarInfo(name)
-    info.type = kind
-    info.linkname = target
-    return info
+    with guarded_world(
+        tmp_path, max_archive_bytes=2 * 1024**2, max_archive_members=50, max_compression_ratio=50
+    ) as served:
+        yield served
 
 
 def _special(name: str, kind: bytes) -> tarfile.TarInfo:
@@ -84,24 +64,24 @@ def _cases(outside: Path) -> dict[str, tuple[bytes, str, int]]:
             "a/../../../outside/p.txt",
             400,
         ),
-        "symlink to an absolute path": (tar_gz([_link("escape", str(outside))]), "escape", 400),
+        "symlink to an absolute path": (tar_gz([link_member("escape", str(outside))]), "escape", 400),
         "symlink climbing out": (
-            tar_gz([("ok.txt", b"1"), _link("docs/up", "../../../outside")]),
+            tar_gz([("ok.txt", b"1"), link_member("docs/up", "../../../outside")]),
             "docs/up",
             400,
         ),
         "symlink then write through it": (
-            tar_gz([_link("escape", str(outside)), ("escape/pwned.txt", b"x")]),
+            tar_gz([link_member("escape", str(outside)), ("escape/pwned.txt", b"x")]),
             "escape",
             400,
         ),
         "hardlink to an absolute path": (
-            tar_gz([_link("copy", f"{outside}/secret.txt", tarfile.LNKTYPE)]),
+            tar_gz([link_member("copy", f"{outside}/secret.txt", tarfile.LNKTYPE)]),
             "copy",
             400,
         ),
         "hardlink climbing out": (
-            tar_gz([_link("copy", "../../outside/secret.txt", tarfile.LNKTYPE)]),
+            tar_gz([link_member("copy", "../../outside/secret.txt", tarfile.LNKTYPE)]),
             "copy",
             400,
         ),
@@ -159,8 +139,8 @@ def test_symlinks_inside_the_world_and_hardlinks_to_earlier_members_are_kept(str
     archive = tar_gz(
         [
             ("data/report.txt", b"numbers"),
-            _link("data/latest.txt", "report.txt"),
-            _link("data/copy.txt", "data/report.txt", tarfile.LNKTYPE),
+            link_member("data/latest.txt", "report.txt"),
+            link_member("data/copy.txt", "data/report.txt", tarfile.LNKTYPE),
         ]
     )
     reply = http.post("/data/populate", files={"archive": ("w.tar.gz", archive)})
