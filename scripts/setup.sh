@@ -49,7 +49,10 @@ python=${PYTHON:-python3}
 # `all`: every service's extra (the images install one each, see docs/deploy.md).
 extras="all"
 [ $dev = 1 ] && extras="all,dev"
-.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[${extras}]"
+# Pinned by constraints.txt (scripts/lock.sh writes it): without the pins, pip's resolver can
+# backtrack over the boto3/botocore/aiobotocore releases for an hour and then give up
+# (resolution-too-deep); with them the install takes about a minute.
+.venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[${extras}]"
 
 if [ $dev = 1 ]; then
   # The store tests need a PostgreSQL server on 127.0.0.1:5432 (user postgres, trust auth).
@@ -63,7 +66,7 @@ if [ $dev = 1 ]; then
   # The MCP TypeScript SDK client test (tests/mcp_clients) runs under Node >= 20, its packages
   # pinned by the committed lockfile.
   if command -v node >/dev/null && command -v npm >/dev/null \
-    && node -e 'process.exit(Number(process.versions.node.split(".")[0]) < 20)'; then
+    && node -e 'process.exit(Number(process.versions.node.split(".")[0]) < 20 ? 1 : 0)'; then
     npm ci --prefix tests/mcp_clients/ts --no-audit --no-fund --loglevel=error
   else
     echo "setup: warning: Node >= 20 with npm is needed for the TypeScript MCP client test" >&2
