@@ -15,6 +15,7 @@ logger = logging.getLogger("environment.preload")
 _preload_lock = threading.Lock()
 _preloaded = False
 _preload_finished = threading.Event()
+_preloaded_servers: list[str] = []
 
 
 def app_servers_preloaded() -> bool:
@@ -22,8 +23,14 @@ def app_servers_preloaded() -> bool:
     return _preload_finished.is_set()
 
 
+def preloaded_servers() -> tuple[str, ...]:
+    """The servers :func:`preload_app_servers` built (so far) in this process."""
+    return tuple(_preloaded_servers)
+
+
 def preload_app_servers() -> None:
-    """Import every app server and build each once over an empty world (blocking; run in a thread).
+    """Import every app server, the optional ones included, and build each once over an empty
+    world (blocking; run in a thread).
 
     Most of an in-process server's cold start is importing its libraries (PyMuPDF, openpyxl,
     python-pptx...); doing it while the environment waits for its world makes ``POST /apps``
@@ -36,15 +43,18 @@ def preload_app_servers() -> None:
         _preloaded = True
         started = time.perf_counter()
         try:
-            from mcp_servers import SERVER_NAMES, create_server
+            from mcp_servers import OPTIONAL_SERVER_NAMES, SERVER_NAMES, create_server
         except ImportError as exc:
             logger.warning("app servers not importable", extra={"error": describe_error(exc)})
             _preload_finished.set()
             return
         with tempfile.TemporaryDirectory(prefix="atoll-preload-") as empty:
-            for name in SERVER_NAMES:
+            # Optional servers too: a world that lists Edgar SEC or FMP would otherwise pay
+            # market_data's cold start on its first POST /apps.
+            for name in (*SERVER_NAMES, *OPTIONAL_SERVER_NAMES):
                 try:
                     create_server(name, fs_root=Path(empty) / "fs", apps_data_root=Path(empty) / "apps")
+                    _preloaded_servers.append(name)
                 except Exception as exc:  # reported again, by name, when /apps asks for it
                     logger.info(
                         "preload of app server failed", extra={"server": name, "error": describe_error(exc)}
