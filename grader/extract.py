@@ -12,7 +12,6 @@ import io
 import os
 import subprocess
 from dataclasses import dataclass, field
-from datetime import date, datetime, time
 
 TEXT_EXTENSIONS = frozenset(
     {
@@ -125,17 +124,15 @@ def extract(path: str, data: bytes, options: ExtractOptions | None = None) -> Ex
 
 
 def _cell_text(value: object) -> str:
-    if value is None:
+    """A cell as the judge reads it: the value the spreadsheet tools show, as text."""
+    from atoll.formats.xlsx import display
+
+    shown = display(value)
+    if shown is None:
         return ""
-    if isinstance(value, datetime):
-        return value.isoformat(sep=" ")
-    if isinstance(value, date | time):
-        return value.isoformat()
-    if isinstance(value, float):
-        return repr(value) if not value.is_integer() else str(int(value))
-    if isinstance(value, bool):
-        return "TRUE" if value else "FALSE"
-    return str(value)
+    if isinstance(shown, bool):
+        return "TRUE" if shown else "FALSE"
+    return str(shown)
 
 
 def _render_cell(value: object, formula: str | None) -> str:
@@ -146,87 +143,35 @@ def _render_cell(value: object, formula: str | None) -> str:
 
 
 def _workbook(data: bytes) -> Extracted:
-    """Sheets as text; the one-pass XML reader first, openpyxl (two loads) if it objects."""
-    try:
-        return _workbook_fast(data)
-    except Exception:  # noqa: BLE001 - unusual packages are left to openpyxl
-        return _workbook_openpyxl(data)
+    """Sheets as text, read by the spreadsheet tools' reader (values and formulas in one pass)."""
+    from atoll.formats.xlsx import XlsxReader, column_letter
 
-
-def _workbook_fast(data: bytes) -> Extracted:
-    from grader.xlsx_reader import iter_cells, read_workbook
-
-    archive, sheets, strings, dates, date1904 = read_workbook(io.BytesIO(data))
     parts: list[Part] = []
-    with archive:
-        for title, path in sheets:
+    with XlsxReader(io.BytesIO(data)) as reader:
+        for sheet in reader.sheets:
             cells: dict[str, str] = {}
             lines: list[str] = []
             row_items: list[str] = []
             current_row = None
             truncated = False
-            with archive.open(path) as handle:
-                for coordinate, row, value, formula in iter_cells(handle, strings, dates, date1904):
-                    if row != current_row and row_items:
-                        lines.append(" | ".join(row_items))
-                        row_items = []
-                    current_row = row
-                    shown = _render_cell(value, formula)
-                    cells[coordinate] = shown
-                    row_items.append(f"{coordinate}: {shown}")
-                    if len(cells) >= MAX_CELLS_PER_SHEET:
-                        truncated = True
-                        break
+            for cell in reader.cells(sheet, 1, 1, None, None):
+                if cell.row != current_row and row_items:
+                    lines.append(" | ".join(row_items))
+                    row_items = []
+                current_row = cell.row
+                coordinate = f"{column_letter(cell.col)}{cell.row}"
+                shown = _render_cell(cell.value, cell.formula)
+                cells[coordinate] = shown
+                row_items.append(f"{coordinate}: {shown}")
+                if len(cells) >= MAX_CELLS_PER_SHEET:
+                    truncated = True
+                    break
             if row_items:
                 lines.append(" | ".join(row_items))
             if truncated:
                 lines.append(f"[sheet truncated after {MAX_CELLS_PER_SHEET} cells]")
-            parts.append(
-                Part(
-                    name=f"sheet '{title}'", text="\n".join(lines) if lines else "[empty sheet]", cells=cells
-                )
-            )
-    return Extracted(kind="xlsx", parts=parts)
-
-
-def _workbook_openpyxl(data: bytes) -> Extracted:
-    from openpyxl import load_workbook
-
-    formulas = load_workbook(io.BytesIO(data), read_only=True, data_only=False)
-    values = load_workbook(io.BytesIO(data), read_only=True, data_only=True)
-    parts: list[Part] = []
-    try:
-        for sheet in formulas.worksheets:
-            cached = values[sheet.title]
-            cells: dict[str, str] = {}
-            lines: list[str] = []
-            truncated = False
-            for formula_row, value_row in zip(sheet.iter_rows(), cached.iter_rows(), strict=False):
-                row_items: list[str] = []
-                for formula_cell, value_cell in zip(formula_row, value_row, strict=False):
-                    raw = getattr(formula_cell, "value", None)
-                    if raw is None:
-                        continue
-                    coordinate = formula_cell.coordinate
-                    if isinstance(raw, str) and raw.startswith("="):
-                        computed = _cell_text(getattr(value_cell, "value", None))
-                        shown = f"{computed} [{raw}]" if computed else f"[{raw}]"
-                    else:
-                        shown = _cell_text(raw)
-                    cells[coordinate] = shown
-                    row_items.append(f"{coordinate}: {shown}")
-                if row_items:
-                    lines.append(" | ".join(row_items))
-                if len(cells) >= MAX_CELLS_PER_SHEET:
-                    truncated = True
-                    break
-            if truncated:
-                lines.append(f"[sheet truncated after {MAX_CELLS_PER_SHEET} cells]")
             text = "\n".join(lines) if lines else "[empty sheet]"
-            parts.append(Part(name=f"sheet '{sheet.title}'", text=text, cells=cells))
-    finally:
-        formulas.close()
-        values.close()
+            parts.append(Part(name=f"sheet '{sheet.name}'", text=text, cells=cells))
     return Extracted(kind="xlsx", parts=parts)
 
 

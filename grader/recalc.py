@@ -75,7 +75,7 @@ def _convert(data: bytes, suffix: str) -> bytes | None:
 
 def with_values(data: bytes) -> bytes:
     """``data`` itself, or its recalculated form when it has formulas without values."""
-    from grader.xlsx_reader import has_uncached_formulas
+    from atoll.formats.xlsx import has_uncached_formulas
 
     try:
         if not has_uncached_formulas(data):

@@ -13,20 +13,16 @@ from __future__ import annotations
 import datetime
 import io
 import math
-import posixpath
 import re
 import zipfile
 from typing import Any
-from xml.etree import ElementTree
 from xml.sax.saxutils import escape, unescape
 
 from openpyxl.utils.datetime import to_excel
 
+from atoll.formats.xlsx import column_number, sheet_parts
 from mcp_servers.spreadsheets.libreoffice import Computed
 
-_MAIN_NS = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
-_REL_NS = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
-_PKG_REL_NS = "{http://schemas.openxmlformats.org/package/2006/relationships}"
 _FORMULA_CELL = re.compile(
     r'<c r="(?P<ref>[A-Z]{1,3}[0-9]{1,7})"(?P<attrs>[^>]*)>'
     r"(?P<formula><f(?:[^>]*/>|[^>]*>[^<]*</f>))"
@@ -35,33 +31,10 @@ _FORMULA_CELL = re.compile(
 _EXCEL_ERRORS = {"#NULL!", "#DIV/0!", "#VALUE!", "#REF!", "#NAME?", "#NUM!", "#N/A", "#GETTING_DATA"}
 
 
-def column_number(letters: str) -> int:
-    number = 0
-    for ch in letters:
-        number = number * 26 + (ord(ch) - 64)
-    return number
-
-
 def _split_ref(ref: str) -> tuple[int, int]:
     match = re.match(r"([A-Z]+)([0-9]+)$", ref)
     assert match is not None
     return int(match.group(2)), column_number(match.group(1))
-
-
-def sheet_parts(archive: zipfile.ZipFile, *, with_names: bool = False) -> list[Any]:
-    """Zip member names of the worksheets, in workbook order ((name, part) pairs with
-    ``with_names``)."""
-    workbook = ElementTree.fromstring(archive.read("xl/workbook.xml"))
-    rels = ElementTree.fromstring(archive.read("xl/_rels/workbook.xml.rels"))
-    targets = {rel.get("Id"): rel.get("Target", "") for rel in rels.iter(f"{_PKG_REL_NS}Relationship")}
-    parts = []
-    for sheet in workbook.iter(f"{_MAIN_NS}sheet"):
-        target = targets.get(sheet.get(f"{_REL_NS}id"), "")
-        part = (
-            target.lstrip("/") if target.startswith("/") else posixpath.normpath(posixpath.join("xl", target))
-        )
-        parts.append((sheet.get("name", ""), part) if with_names else part)
-    return parts
 
 
 _CACHED_FORMULA = re.compile(

@@ -1,7 +1,7 @@
 """How cell values are shown to agents and taken from them.
 
-- dates and times (cells with a date number format, which openpyxl turns into
-  ``datetime``) read as ISO text: ``2024-01-15`` for midnight, else ``2024-01-15T10:30:00``;
+- dates and times read as ISO text (:func:`atoll.formats.xlsx.display`, which the grader
+  uses too);
 - a Google Sheets export formula ``=IFERROR(__xludf.DUMMYFUNCTION("…"), fallback)`` reads
   as its fallback when no computed value exists (Google's own functions do not exist in
   LibreOffice or Excel);
@@ -10,31 +10,12 @@
 
 from __future__ import annotations
 
-import datetime
 import re
-from typing import Any
+
+from atoll.formats.xlsx import Scalar
 
 NOT_COMPUTED = "#NOT_COMPUTED"
 DUMMY_FUNCTION = "__xludf.DUMMYFUNCTION"
-
-Scalar = str | int | float | bool | None
-
-
-def display(value: Any) -> Scalar:
-    """A JSON-friendly form of a value read by openpyxl."""
-    if isinstance(value, datetime.datetime):
-        if value.time() == datetime.time(0, 0):
-            return value.date().isoformat()
-        return value.isoformat()
-    if isinstance(value, datetime.date | datetime.time):
-        return value.isoformat()
-    if isinstance(value, datetime.timedelta):
-        return str(value)
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
-        return int(value)
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return str(value)
 
 
 def not_computed(reason: str) -> str:

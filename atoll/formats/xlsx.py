@@ -1,5 +1,8 @@
 """A fast, streaming reader of xlsx cell data (values, cached formula results, formulas).
 
+The one workbook reader: the spreadsheets server's tools and the grader's extraction both
+read cells through :class:`XlsxReader`, so agent and judge see the same values.
+
 openpyxl's read-only mode builds a cell object per cell and needs ~16 s to reach row
 60,000 of a 5-column sheet here; reads only need (row, col, value, formula), so this
 module streams the sheet XML with lxml, skips rows before the window without building
@@ -10,24 +13,43 @@ dates. Raises ValueError/KeyError/zipfile errors on malformed files (callers map
 from __future__ import annotations
 
 import datetime
+import io
+import posixpath
 import re
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from lxml import etree
-from openpyxl.formula.translate import Translator
-from openpyxl.styles.numbers import BUILTIN_FORMATS, is_date_format
-from openpyxl.utils.datetime import from_excel
-
-from mcp_servers.spreadsheets.cached_values import column_number, sheet_parts
+from typing import IO, Any
 
 NS = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
+_REL_NS = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
+_PKG_REL_NS = "{http://schemas.openxmlformats.org/package/2006/relationships}"
 _REF = re.compile(r"([A-Z]+)([0-9]+)")
 _CELL_TAG = re.compile(rb'<c r="([A-Z]{1,3})([0-9]{1,7})"[^>]*?(/?)>')
 _PARSER_OPTIONS = {"resolve_entities": False, "no_network": True, "huge_tree": True}
+
+
+Scalar = str | int | float | bool | None
+
+
+def display(value: Any) -> Scalar:
+    """The JSON-friendly form in which a cell value is shown (to agents and to the judge):
+    dates and times as ISO text (``2024-01-15`` for midnight, else ``2024-01-15T10:30:00``),
+    integral floats as integers."""
+    if isinstance(value, datetime.datetime):
+        if value.time() == datetime.time(0, 0):
+            return value.date().isoformat()
+        return value.isoformat()
+    if isinstance(value, datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, datetime.timedelta):
+        return str(value)
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return int(value)
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)
 
 
 @dataclass
@@ -48,10 +70,59 @@ class CellData:
     error: bool = False
 
 
+def column_number(letters: str) -> int:
+    """``"A"`` -> 1, ``"AB"`` -> 28."""
+    number = 0
+    for ch in letters:
+        number = number * 26 + (ord(ch) - 64)
+    return number
+
+
+def column_letter(number: int) -> str:
+    """1 -> ``"A"``, 28 -> ``"AB"``."""
+    letters = ""
+    while number > 0:
+        number, rest = divmod(number - 1, 26)
+        letters = chr(65 + rest) + letters
+    return letters
+
+
+def sheet_parts(archive: zipfile.ZipFile, *, with_names: bool = False) -> list[Any]:
+    """Zip member names of the sheets, in workbook order ((name, part) pairs with
+    ``with_names``); found through ``xl/workbook.xml`` and its relationships, so this does not
+    depend on part names."""
+    from xml.etree import ElementTree
+
+    workbook = ElementTree.fromstring(archive.read("xl/workbook.xml"))
+    rels = ElementTree.fromstring(archive.read("xl/_rels/workbook.xml.rels"))
+    targets = {rel.get("Id"): rel.get("Target", "") for rel in rels.iter(f"{_PKG_REL_NS}Relationship")}
+    parts = []
+    for sheet in workbook.iter(f"{NS}sheet"):
+        target = targets.get(sheet.get(f"{_REL_NS}id"), "")
+        part = (
+            target.lstrip("/") if target.startswith("/") else posixpath.normpath(posixpath.join("xl", target))
+        )
+        parts.append((sheet.get("name", ""), part) if with_names else part)
+    return parts
+
+
+def has_uncached_formulas(data: bytes) -> bool:
+    """True when some formula cell of the workbook ``data`` carries no cached value (a file
+    written by openpyxl, e.g. an agent's script). Raises like :class:`XlsxReader`."""
+    with XlsxReader(io.BytesIO(data)) as reader:
+        for sheet in reader.sheets:
+            for cell in reader.cells(sheet, 1, 1, None, None):
+                if cell.formula is not None and cell.value is None:
+                    return True
+    return False
+
+
 class XlsxReader:
     """Opened once per call; cheap to create (workbook.xml, shared strings and styles lazily)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path | IO[bytes]) -> None:
+        from lxml import etree
+
         self.archive = zipfile.ZipFile(path)
         workbook = etree.fromstring(self.archive.read("xl/workbook.xml"), etree.XMLParser(**_PARSER_OPTIONS))
         parts = sheet_parts(self.archive)
@@ -78,6 +149,8 @@ class XlsxReader:
 
     def shared_strings(self) -> list[str]:
         if self._shared is None:
+            from lxml import etree
+
             self._shared = []
             if "xl/sharedStrings.xml" in self.archive.namelist():
                 with self.archive.open("xl/sharedStrings.xml") as handle:
@@ -91,6 +164,9 @@ class XlsxReader:
     def cell_formats(self) -> list[str | None]:
         """Number format code per cell style index."""
         if self._formats is None:
+            from lxml import etree
+            from openpyxl.styles.numbers import BUILTIN_FORMATS
+
             self._formats = []
             if "xl/styles.xml" in self.archive.namelist():
                 styles = etree.fromstring(
@@ -108,6 +184,8 @@ class XlsxReader:
 
     def dimension(self, sheet: SheetInfo) -> tuple[int, int]:
         """(rows, columns) of the used area: the <dimension> element, else a full scan."""
+        from lxml import etree
+
         with self.archive.open(sheet.part) as handle:
             for _, element in etree.iterparse(handle, events=("start",), **_PARSER_OPTIONS):
                 if element.tag == f"{NS}dimension":
@@ -137,6 +215,8 @@ class XlsxReader:
         self, sheet: SheetInfo, min_row: int, min_col: int, max_row: int | None, max_col: int | None
     ) -> Iterator[CellData]:
         """Cells holding a value or formula inside the window, in row order."""
+        from lxml import etree
+
         formats = self.cell_formats()
         shared_formulas: dict[str, tuple[str, str]] = {}
         with self.archive.open(sheet.part) as handle:
@@ -193,6 +273,8 @@ def _formula(element: Any, ref: str, shared: dict[str, tuple[str, str]]) -> str 
             shared[index] = ("=" + text, ref)
         elif index in shared and ref:
             master, origin = shared[index]
+            from openpyxl.formula.translate import Translator
+
             try:
                 return Translator(master, origin=origin).translate_formula(ref)
             except Exception:  # an untranslatable formula still marks the cell as a formula
@@ -222,7 +304,9 @@ def _number(text: str, number_format: str | None, date1904: bool) -> Any:
         return text
     if number.is_integer() and abs(number) < 1e15:
         number = int(number)
-    if number_format and is_date_format(number_format):
+    if number_format and _is_date_format(number_format):
+        from openpyxl.utils.datetime import from_excel
+
         try:
             if date1904:
                 return datetime.datetime(1904, 1, 1) + datetime.timedelta(days=float(number))
@@ -230,3 +314,9 @@ def _number(text: str, number_format: str | None, date1904: bool) -> Any:
         except (ValueError, OverflowError):
             return number
     return number
+
+
+def _is_date_format(number_format: str) -> bool:
+    from openpyxl.styles.numbers import is_date_format
+
+    return is_date_format(number_format)

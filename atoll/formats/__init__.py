@@ -1,0 +1,12 @@
+"""How the world's files are read: one reader per format for the app servers and the grader.
+
+The agent reads a file through an app server's tools and the judge reads the same file
+through the grader; both go through these modules, so they see the same values, the same
+formulas and the same element ids (sheet, slide, page, paragraph, message, event).
+
+This package depends on neither ``mcp_servers`` nor ``grader`` (both import it). Importing
+it is cheap: the heavy libraries (lxml, openpyxl, python-docx, python-pptx, pymupdf,
+icalendar) are imported inside the functions that need them.
+
+- :mod:`atoll.formats.xlsx`: workbook cells (value and formula in one pass), sheet parts.
+"""

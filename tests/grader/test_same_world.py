@@ -1,0 +1,81 @@
+"""The judge reads the world the agent read: for each format, what the grader extracts from a
+file equals what the app servers' reading tools return for the same file.
+
+Both sides go through ``atoll.formats``; these tests fail when one side grows its own reading
+(a different date form, a sheet the tools do not list, a value the tools do not show).
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import zipfile
+
+from openpyxl.utils import column_index_from_string, get_column_letter
+
+from grader.extract import ExtractOptions, extract
+from tests.grader import factories as f
+from tests.mcp_servers.helpers import make_world, open_session
+
+
+def _tool_cells(mcp, virtual: str) -> dict[str, dict[str, object]]:
+    """{tab name: {A1: (shown value, formula)}} as the spreadsheet tools return them."""
+    tabs = mcp.ok("list_tabs_in_spreadsheet", {"file_path": virtual})["tabs"]
+    sheets: dict[str, dict[str, object]] = {}
+    for tab in tabs:
+        read = mcp.ok("read_tab", {"file_path": virtual, "tab_index": tab["index"], "include_formulas": True})
+        cells: dict[str, object] = {}
+        top = read["range"].split(":")[0]
+        letters = top.rstrip("0123456789")
+        first_row, first_col = int(top[len(letters) :]), column_index_from_string(letters)
+        for r, row in enumerate(read["rows"]):
+            for c, value in enumerate(row):
+                ref = f"{get_column_letter(first_col + c)}{first_row + r}"
+                formula = (read.get("formulas") or {}).get(ref)
+                if value is not None or formula is not None:
+                    cells[ref] = (value, formula)
+        sheets[tab["name"]] = cells
+    return sheets
+
+
+def _as_judge_text(value: object, formula: str | None) -> str:
+    text = "" if value is None else ("TRUE" if value is True else "FALSE" if value is False else str(value))
+    if formula:
+        return f"{text} [{formula}]" if text else f"[{formula}]"
+    return text
+
+
+def test_xlsx_judge_cells_equal_what_read_tab_returns(tmp_path):
+    data = f.xlsx(
+        {
+            "Model": [
+                ["Revenue", 100, 2.5, datetime.datetime(2024, 3, 1, 12), datetime.datetime(2024, 3, 2)],
+                ["Costs", "=B1*0.6", "yes", None, "=C1*2"],
+            ],
+            "Empty": [],
+        }
+    )
+    # Give one formula a cached value, as a spreadsheet app would; leave the other without.
+    source = zipfile.ZipFile(io.BytesIO(data))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as target:
+        for item in source.infolist():
+            body = source.read(item)
+            if item.filename == "xl/worksheets/sheet1.xml":
+                body = body.replace(b"<f>B1*0.6</f><v></v>", b"<f>B1*0.6</f><v>60</v>")
+            target.writestr(item, body)
+    world = make_world(tmp_path)
+    world.file("/Reports/model.xlsx", out.getvalue())
+
+    judged = extract("Reports/model.xlsx", out.getvalue(), ExtractOptions(recalculate=True))
+    with open_session("spreadsheets", world) as mcp:
+        shown = _tool_cells(mcp, "/Reports/model.xlsx")
+
+    assert [p.name for p in judged.parts] == [f"sheet '{name}'" for name in shown]
+    for part, (name, cells) in zip(judged.parts, shown.items(), strict=True):
+        assert part.cells == {ref: _as_judge_text(v, formula) for ref, (v, formula) in cells.items()}, name
+    model = judged.parts[0].cells
+    assert model["D1"] == "2024-03-01T12:00:00" and model["E1"] == "2024-03-02"
+    assert model["B2"] == "60 [=B1*0.6]"  # the cached value, as stored
+    assert model["E2"] == "5 [=C1*2]"  # computed by LibreOffice for both
+
