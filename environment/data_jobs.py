@@ -5,7 +5,10 @@
 /data/snapshot/s3/status/{job_id}`` answer ``{"status": "running" | "done" | "error",
 "result", "error"}``. Request and result shapes are Archipelago's (its
 ``environment/runner/data``), so its clients work unchanged; the work itself is the same as
-the synchronous routes' (same lock, limits, staging and deterministic archive).
+the synchronous routes' (same lock, limits, staging and deterministic archive). The
+synchronous ``POST /data/snapshot/s3`` is routed here too: a body in Archipelago's form gets
+the job's result directly, one with atoll's ``url``/``storage_options`` goes to atoll's form
+(:func:`environment.data_routes.snapshot_to_url`).
 
 Problems a client can fix (a lifecycle hook, no snapshot destination configured, a bad
 subsystem) are refused when the job is started, with a 4xx; failures while the job runs
@@ -16,27 +19,32 @@ one-line ``error`` naming the URL or member.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import shutil
 import tarfile
 import uuid
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Literal
+from typing import Any, BinaryIO, Literal, TypeVar
 
 import fsspec
 from fastapi import APIRouter, HTTPException, Request
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from atoll.errors import AtollError
 from environment.archipelago import S3Credentials, refuse_hooks, storage_options_for
 from environment.data_routes import (
+    SnapshotUploadRequest,
     SourceSpec,
     _build_snapshot,
     _http_error,
     _run_populate,
     _url_sources,
     run_in_data_thread,
+    snapshot_to_url,
 )
 from environment.snapshot import SnapshotInfo
 from environment.url_policy import check_url
@@ -51,6 +59,7 @@ PRESIGN_SECONDS = 7 * 24 * 3600
 _SNAPSHOT_ID = r"^[A-Za-z0-9_-]{1,128}$"
 
 JobState = Literal["running", "done", "error"]
+_Model = TypeVar("_Model", bound=BaseModel)
 
 
 class HookTiming(BaseModel):
@@ -215,10 +224,9 @@ async def populate_status(request: Request, job_id: str) -> JobStatus:
     return _jobs(request).status("populate", job_id)
 
 
-@router.post("/snapshot/s3/start", response_model=JobStarted)
-async def start_snapshot(request: Request, body: SnapshotJobRequest | None = None) -> JobStarted:
-    """Start a snapshot to ``ATOLL_SNAPSHOT_URL_PREFIX``; poll ``/data/snapshot/s3/status/{job_id}``."""
-    body = body or SnapshotJobRequest()
+def _snapshot_work(request: Request, body: SnapshotJobRequest) -> tuple[str, Callable[[], Awaitable[BaseModel]]]:
+    """The snapshot ``body`` asks for, checked now (hooks, destination, allow-list: 4xx), as
+    ``(snapshot_id, work)``; ``work()`` builds, uploads and returns Archipelago's result."""
     refuse_hooks(body.pre_snapshot_hooks, "pre_snapshot_hooks")
     settings = request.app.state.settings
     if not settings.snapshot_url_prefix:
@@ -262,9 +270,80 @@ async def start_snapshot(request: Request, body: SnapshotJobRequest | None = Non
             snapshot_id=snapshot_id, files_uploaded=files, total_bytes=total_bytes, s3_uri=f"{url}/"
         )
 
+    return snapshot_id, work
+
+
+@router.post("/snapshot/s3/start", response_model=JobStarted)
+async def start_snapshot(request: Request, body: SnapshotJobRequest | None = None) -> JobStarted:
+    """Start a snapshot to ``ATOLL_SNAPSHOT_URL_PREFIX``; poll ``/data/snapshot/s3/status/{job_id}``."""
+    snapshot_id, work = _snapshot_work(request, body or SnapshotJobRequest())
     job_id = _jobs(request).start("snapshot", work)
     logger.info("snapshot job started", extra={"job_id": job_id, "snapshot_id": snapshot_id})
     return JobStarted(job_id=job_id)
+
+
+#: ``POST /data/snapshot/s3`` fields only atoll's form has, and those only Archipelago's has.
+ATOLL_SNAPSHOT_FIELDS = frozenset({"url", "storage_options"})
+ARCHIPELAGO_SNAPSHOT_FIELDS = frozenset({"format", "s3_credentials", "pre_snapshot_hooks", "snapshot_zip_enabled"})
+
+
+@router.post("/snapshot/s3")
+async def snapshot_s3(request: Request) -> Any:
+    """The synchronous snapshot upload, in either of two forms told apart by their fields.
+
+    With atoll's ``url`` or ``storage_options``: one tar.gz at that URL, atoll's reply
+    (``url``, ``sha256``, ``files``…). Otherwise the body is Archipelago's ``SnapshotRequest``
+    (an empty or absent body included, as its clients send) and the reply is Archipelago's:
+    the same result as the ``/start`` job's, returned when the upload is done.
+    """
+    fields = await _json_object(request)
+    refuse_hooks(fields.get("pre_snapshot_hooks"), "pre_snapshot_hooks")
+    if ATOLL_SNAPSHOT_FIELDS & fields.keys():
+        mixed = sorted(ARCHIPELAGO_SNAPSHOT_FIELDS & fields.keys())
+        if mixed:
+            raise HTTPException(
+                422,
+                {
+                    "error": f"{', '.join(mixed)} belong to Archipelago's snapshot request and "
+                    f"{', '.join(sorted(ATOLL_SNAPSHOT_FIELDS & fields.keys()))} to atoll's: give one form",
+                    "code": "mixed_snapshot_request",
+                },
+            )
+        return await snapshot_to_url(request, _validated(SnapshotUploadRequest, fields))
+    snapshot_id, work = _snapshot_work(request, _validated(SnapshotJobRequest, fields))
+    try:
+        result = await work()
+    except AtollError as exc:
+        raise _http_error(exc) from exc
+    logger.info("snapshot uploaded", extra={"snapshot_id": snapshot_id, "form": "archipelago"})
+    return result.model_dump(mode="json")
+
+
+async def _json_object(request: Request) -> dict[str, Any]:
+    """The request's JSON object; ``{}`` for an empty body; 422 for anything else."""
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RequestValidationError(
+            [{"type": "json_invalid", "loc": ("body",), "msg": f"JSON decode error: {exc}", "input": {}}]
+        ) from None
+    if not isinstance(value, dict):
+        raise RequestValidationError(
+            [{"type": "dict_type", "loc": ("body",), "msg": "Input should be a JSON object", "input": value}]
+        )
+    return value
+
+
+def _validated(model: type[_Model], fields: dict[str, Any]) -> _Model:
+    try:
+        return model.model_validate(fields)
+    except ValidationError as exc:
+        raise RequestValidationError(
+            [{**error, "loc": ("body", *error["loc"])} for error in exc.errors(include_url=False)]
+        ) from None
 
 
 @router.get("/snapshot/s3/status/{job_id}", response_model=JobStatus)

@@ -127,14 +127,15 @@ def _limits(settings: EnvironmentSettings) -> ArchiveLimits:
     )
 
 
-#: Status of populate errors other than 400: too big, a URL outside ATOLL_URL_ALLOW, and an
-#: object store that failed or refused (missing credentials, access denied, unreachable). A
-#: missing source is a 400.
+#: Status of populate and snapshot errors other than 400: too big, a URL outside ATOLL_URL_ALLOW,
+#: and an object store that failed or refused (missing credentials, access denied, unreachable).
+#: A missing source is a 400.
 _ERROR_STATUS = {
     "archive_too_large": 413,
     "url_not_allowed": 403,
     "world_changed": 409,
     "source_unavailable": 502,
+    "upload_failed": 502,  # the snapshot destination's store failed or refused
 }
 
 
@@ -406,9 +407,11 @@ async def snapshot(request: Request) -> StreamingResponse:
     )
 
 
-@router.post("/snapshot/s3")
 async def snapshot_to_url(request: Request, body: SnapshotUploadRequest | None = None) -> dict[str, Any]:
-    """Write the snapshot to an fsspec URL (S3 in production); returns URL, size and sha256."""
+    """Write the snapshot to an fsspec URL (S3 in production); returns URL, size and sha256.
+
+    atoll's form of ``POST /data/snapshot/s3``; the route (``environment.data_jobs``) sends a
+    request here when it carries atoll's fields, else answers in Archipelago's shape."""
     settings = _settings(request)
     body = body or SnapshotUploadRequest()
     snapshot_id = body.snapshot_id or f"snap_{uuid.uuid4().hex[:16]}"

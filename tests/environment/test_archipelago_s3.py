@@ -289,3 +289,98 @@ def test_lifecycle_hooks_are_refused_on_every_populate_form(env):
         data={"post_populate_hooks": json.dumps(hook)},
     )
     assert multipart.status_code == 400 and multipart.json()["detail"]["code"] == "hooks_unsupported"
+
+
+# Archipelago's reply models for POST /data/snapshot/s3 (its environment/runner/data/snapshot/
+# models.py): SnapshotResult for format "tar.gz", SnapshotFilesResult for "files" (its default).
+ARCHIPELAGO_ARCHIVE_RESULT = {"snapshot_id", "s3_uri", "presigned_url", "size_bytes", "hook_timings"}
+ARCHIPELAGO_FILES_RESULT = {"snapshot_id", "files_uploaded", "total_bytes", "hook_timings"}
+
+
+def _small_world(settings: EnvironmentSettings) -> None:
+    settings.fs_root.joinpath("Reports").mkdir(parents=True)
+    settings.fs_root.joinpath("Reports/q3.txt").write_text("q3")
+    settings.apps_data_root.joinpath("mail").mkdir(parents=True)
+    settings.apps_data_root.joinpath("mail/inbox.mbox").write_text("From x\n")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        None,  # no body at all, as Archipelago's own endpoint test posts
+        {},
+        {"format": "files", "snapshot_id": "snap_sync", "pre_snapshot_hooks": [], "snapshot_zip_enabled": True},
+    ],
+    ids=["no-body", "empty", "files"],
+)
+def test_sync_snapshot_answers_archipelagos_files_result(env, bucket, body):
+    url, settings = env
+    fs, name = bucket
+    _small_world(settings)
+    reply = requests.post(f"{url}/data/snapshot/s3", json=body) if body is not None else requests.post(
+        f"{url}/data/snapshot/s3"
+    )
+    assert reply.status_code == 200, reply.text
+    result = reply.json()
+    assert result.keys() >= ARCHIPELAGO_FILES_RESULT and "url" not in result and "sha256" not in result
+    assert result["files_uploaded"] == 2 and result["total_bytes"] == len("q3") + len("From x\n")
+    assert result["hook_timings"] == []
+    snapshot_id = result["snapshot_id"]
+    assert snapshot_id == (body or {}).get("snapshot_id", snapshot_id) and snapshot_id.startswith("snap_")
+    assert fs.cat(f"{name}/snaps/{snapshot_id}/filesystem/Reports/q3.txt") == b"q3"
+    assert fs.cat(f"{name}/snaps/{snapshot_id}/.apps_data/mail/inbox.mbox") == b"From x\n"
+
+
+def test_sync_snapshot_answers_archipelagos_archive_result(env, bucket):
+    url, settings = env
+    fs, name = bucket
+    _small_world(settings)
+    streamed = requests.post(f"{url}/data/snapshot").content
+    reply = requests.post(f"{url}/data/snapshot/s3", json={"format": "tar.gz", "snapshot_id": "snap_tgz"})
+    assert reply.status_code == 200, reply.text
+    result = reply.json()
+    assert result.keys() >= ARCHIPELAGO_ARCHIVE_RESULT
+    assert result["snapshot_id"] == "snap_tgz" and result["s3_uri"] == f"s3://{name}/snaps/snap_tgz.tar.gz"
+    assert fs.cat(result["s3_uri"]) == streamed and result["size_bytes"] == len(streamed)
+    assert httpx.get(result["presigned_url"]).content == streamed
+
+
+def test_sync_snapshot_keeps_atolls_form_and_refuses_a_mix(env, bucket):
+    url, _ = env
+    fs, name = bucket
+    target = f"s3://{name}/mine/after.tar.gz"
+    atoll = requests.post(f"{url}/data/snapshot/s3", json={"url": target, "snapshot_id": "t1"})
+    assert atoll.status_code == 200, atoll.text
+    assert {"url", "s3_uri", "sha256", "files", "size_bytes"} <= atoll.json().keys() and fs.exists(target)
+    mixed = requests.post(f"{url}/data/snapshot/s3", json={"url": target, "format": "files"})
+    assert mixed.status_code == 422 and mixed.json()["detail"]["code"] == "mixed_snapshot_request"
+    assert "format" in mixed.json()["detail"]["error"] and "url" in mixed.json()["detail"]["error"]
+    hooks = requests.post(f"{url}/data/snapshot/s3", json={"pre_snapshot_hooks": [{"name": "db", "command": "x"}]})
+    assert hooks.status_code == 400 and hooks.json()["detail"]["code"] == "hooks_unsupported"
+    for bad in ("[1, 2]", "{not json"):
+        refused = requests.post(f"{url}/data/snapshot/s3", data=bad, headers={"Content-Type": "application/json"})
+        assert refused.status_code == 422, bad
+
+
+def test_sync_snapshot_uses_request_credentials_and_names_a_failing_store(
+    tmp_path: Path, s3: SeaweedS3, bucket, monkeypatch
+):
+    _no_ambient_aws_credentials(monkeypatch, tmp_path)
+    fs, name = bucket
+    endpoint_only = {
+        "client_kwargs": {"endpoint_url": s3.endpoint_url},
+        "config_kwargs": {"retries": {"max_attempts": 1}, "connect_timeout": 2},
+    }
+    settings = _settings(tmp_path, storage_options=endpoint_only, snapshot_url_prefix=f"s3://{name}/creds")
+    with EnvironmentServer(settings, server_factory=make_test_server) as server:
+        settings.fs_root.joinpath("a.txt").write_text("a")
+        credentials = {"access_key_id": "any", "secret_access_key": "any", "region": "us-east-1"}
+        done = requests.post(
+            f"{server.url}/data/snapshot/s3", json={"snapshot_id": "snap_c", "s3_credentials": credentials}
+        )
+        assert done.status_code == 200, done.text
+        assert fs.cat(f"{name}/creds/snap_c/filesystem/a.txt") == b"a"
+        failed = requests.post(f"{server.url}/data/snapshot/s3", json={"format": "tar.gz", "snapshot_id": "snap_x"})
+    assert failed.status_code == 502, failed.text  # no credentials of its own
+    detail = failed.json()["detail"]
+    assert detail["code"] == "upload_failed" and f"s3://{name}/creds/snap_x.tar.gz" in detail["error"]
