@@ -125,10 +125,10 @@ def main() -> None:
             timed(lambda: baseline_workbook(workbook), repeat),
         )
     )
-    from grader import recalc
+    from atoll.formats.libreoffice import with_computed_values
 
     start = time.perf_counter()
-    recalc.recalculated(workbook)
+    with_computed_values(workbook)
     rows.append(
         (
             "  + LibreOffice recalculation of uncached formulas (once, memoised)",

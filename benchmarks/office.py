@@ -109,7 +109,7 @@ def main() -> None:
     parser.add_argument("--cold-runs", type=int, default=3)
     args = parser.parse_args()
 
-    from mcp_servers.spreadsheets.libreoffice import LibreOffice, shared_engine
+    from atoll.formats.libreoffice import LibreOffice, shared_engine
 
     with tempfile.TemporaryDirectory(prefix="atoll-bench-office-") as temp:
         fs_root = Path(temp) / "filesystem"

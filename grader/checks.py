@@ -160,7 +160,7 @@ def _normalise_cell(value: object) -> str:
 def cell_value(check: CellValueCheck, world: WorldDiff, options: ExtractOptions) -> CheckResult:
     from openpyxl import load_workbook
 
-    from grader.recalc import with_values
+    from atoll.formats.libreoffice import with_computed_values
 
     paths = [p for p in _matching_files(world, check.path, None) if extension(p) in ("xlsx", "xlsm")]
     if not paths:
@@ -170,7 +170,7 @@ def cell_value(check: CellValueCheck, world: WorldDiff, options: ExtractOptions)
     failures: list[str] = []
     for path in paths:
         try:
-            data = with_values(contents[path]) if options.recalculate else contents[path]
+            data = with_computed_values(contents[path]) if options.recalculate else contents[path]
             workbook = load_workbook(io.BytesIO(data), data_only=True, read_only=True)
         except Exception as exc:  # noqa: BLE001 - untrusted workbook
             failures.append(f"{virtual_path(path)}: {type(exc).__name__}: {exc}")

@@ -104,9 +104,9 @@ def extract(path: str, data: bytes, options: ExtractOptions | None = None) -> Ex
     try:
         if ext in WORKBOOK_EXTENSIONS:
             if options.recalculate:
-                from grader.recalc import with_values
+                from atoll.formats.libreoffice import with_computed_values
 
-                data = with_values(data)
+                data = with_computed_values(data)
             return _workbook(data)
         if ext in DOCUMENT_EXTENSIONS:
             return _document(data)

@@ -23,10 +23,10 @@ from openpyxl.styles.numbers import is_date_format
 from openpyxl.utils import get_column_letter
 from openpyxl.utils.datetime import from_excel
 
+from atoll.formats.libreoffice import RecalcError
 from atoll.formats.xlsx import XlsxReader, display
 from mcp_servers._core import ToolError, WorldPath
 from mcp_servers.spreadsheets.cells import parse_range
-from mcp_servers.spreadsheets.libreoffice import RecalcError
 from mcp_servers.spreadsheets.values import dummy_function_fallback, not_computed
 from mcp_servers.spreadsheets.workbook import SheetsState, WorkbookFile, sheet_position
 

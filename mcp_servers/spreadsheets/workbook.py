@@ -28,9 +28,9 @@ from typing import Any
 from openpyxl import Workbook, load_workbook
 from openpyxl.worksheet.worksheet import Worksheet
 
+from atoll.formats.libreoffice import ComputedSheets, LibreOffice, RecalcError, shared_engine
+from atoll.formats.xlsx_values import cached_formula_values, computed_of, fill_cached_values
 from mcp_servers._core import FileStamp, ServerContext, ToolError, WorldPath
-from mcp_servers.spreadsheets.cached_values import cached_formula_values, computed_of, fill_cached_values
-from mcp_servers.spreadsheets.libreoffice import ComputedSheets, LibreOffice, RecalcError, shared_engine
 from mcp_servers.spreadsheets.values import DUMMY_FUNCTION, dummy_function_fallback
 
 WORKBOOK_SUFFIXES = (".xlsx", ".xlsm")

@@ -333,21 +333,15 @@ def test_files_over_the_size_cap_are_listed_not_read(tmp_path):
     assert {c.path for c in world.changes.files} == {"filesystem/huge.csv", "filesystem/s.txt"}
 
 
-def test_concurrent_recalculations_of_one_workbook_share_one_libreoffice_run(monkeypatch):
+def test_concurrent_recalculations_of_one_workbook_share_one_libreoffice_run():
     from concurrent.futures import ThreadPoolExecutor
 
-    from grader import recalc
+    from atoll.formats.libreoffice import GRADER_TIMEOUT_S, shared_engine, with_computed_values
 
-    runs = []
-    real = recalc._convert
-
-    def counted(data: bytes, suffix: str) -> bytes | None:
-        runs.append(1)
-        return real(data, suffix)
-
-    monkeypatch.setattr(recalc, "_convert", counted)
+    engine = shared_engine(timeout_s=GRADER_TIMEOUT_S)
+    calls = engine.stats.calls
     data = f.xlsx({"S": [[7, "=A1*3", "concurrency"]]})
     with ThreadPoolExecutor(3) as pool:
-        results = list(pool.map(lambda _: recalc.recalculated(data), range(3)))
-    assert len(runs) == 1 and results[0] and len(set(results)) == 1
+        results = list(pool.map(lambda _: with_computed_values(data), range(3)))
+    assert engine.stats.calls == calls + 1 and results[0] != data and len(set(results)) == 1
     assert "B1: 21 [=A1*3]" in extract("w.xlsx", data).text()

@@ -50,7 +50,7 @@ def test_xlsx_judge_cells_equal_what_read_tab_returns(tmp_path):
         {
             "Model": [
                 ["Revenue", 100, 2.5, datetime.datetime(2024, 3, 1, 12), datetime.datetime(2024, 3, 2)],
-                ["Costs", "=B1*0.6", "yes", None, "=C1*2"],
+                ["Costs", "=B1*0.6", True, None, "=C1*2"],
             ],
             "Empty": [],
         }
@@ -78,4 +78,5 @@ def test_xlsx_judge_cells_equal_what_read_tab_returns(tmp_path):
     assert model["D1"] == "2024-03-01T12:00:00" and model["E1"] == "2024-03-02"
     assert model["B2"] == "60 [=B1*0.6]"  # the cached value, as stored
     assert model["E2"] == "5 [=C1*2]"  # computed by LibreOffice for both
+    assert model["C2"] == "TRUE"  # the rest of the file is read as stored, not as LibreOffice rewrote it
 

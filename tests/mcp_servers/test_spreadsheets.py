@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from openpyxl import Workbook, load_workbook
 
-from mcp_servers.spreadsheets.cached_values import fill_cached_values
-from mcp_servers.spreadsheets.libreoffice import shared_engine
+from atoll.formats.libreoffice import shared_engine
+from atoll.formats.xlsx_values import fill_cached_values
 from tests.mcp_servers.helpers import make_world, text_of
 from tests.mcp_servers.test_spreadsheets_support import mode_session
 

@@ -4,7 +4,7 @@ Two ways to compute the values of a workbook's formulas:
 
 - **warm** (default when a Python with LibreOffice's ``uno`` module exists, e.g. Debian
   ``python3-uno``): one long-lived ``soffice --headless --accept=pipe,…`` per process and a
-  small worker (:mod:`mcp_servers.spreadsheets._uno_worker`, run by that Python) that
+  small worker (:mod:`atoll.formats._uno_worker`, run by that Python) that
   loads the workbook over UNO, recalculates everything and returns the computed value of
   every formula cell. A write then costs ~0.1–0.3 s of LibreOffice instead of a ~4 s cold
   start.
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import io
 import json
 import os
@@ -36,6 +37,7 @@ import tempfile
 import threading
 import uuid
 import zipfile
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -433,3 +435,54 @@ def shared_engine(*, soffice: str = "soffice", timeout_s: float = 30.0, mode: st
 def _close_shared() -> None:
     for engine in list(_shared.values()):
         engine.close()
+
+
+# What the grader computes, by content hash: extraction and checks read one workbook several
+# times; a long-running service must not keep every workbook it ever saw.
+_computed: OrderedDict[str, bytes] = OrderedDict()
+_COMPUTED_KEPT = 32
+_computed_lock = threading.Lock()
+_in_flight: dict[str, threading.Lock] = {}
+#: The grader's limit per recalculation: a judge can wait longer than an agent's tool call.
+GRADER_TIMEOUT_S = 90.0
+
+
+def with_computed_values(data: bytes, *, engine: LibreOffice | None = None) -> bytes:
+    """The workbook ``data`` with a computed value in every formula cell that has none.
+
+    ``data`` itself when every formula carries a cached value, when it is not a readable
+    workbook (its reader reports that) or when LibreOffice cannot compute it (not installed,
+    timeout, a WEBSERVICE formula); otherwise the same bytes with those cells' values filled
+    in (:func:`atoll.formats.xlsx_values.fill_cached_values`), exactly what the spreadsheet
+    tools show for them. ``engine`` defaults to the process-wide warm one
+    (:func:`shared_engine`). Concurrent calls on one workbook share one recalculation.
+    """
+    from atoll.formats.xlsx import has_uncached_formulas
+    from atoll.formats.xlsx_values import fill_cached_values
+
+    try:
+        if not has_uncached_formulas(data):
+            return data
+    except Exception:  # noqa: BLE001 - unreadable workbooks are reported by their reader
+        return data
+    key = hashlib.sha256(data).hexdigest()
+    with _computed_lock:
+        if key in _computed:
+            _computed.move_to_end(key)
+            return _computed[key]
+        in_flight = _in_flight.setdefault(key, threading.Lock())
+    with in_flight:
+        with _computed_lock:
+            if key in _computed:
+                return _computed[key]
+        try:
+            computed = (engine or shared_engine(timeout_s=GRADER_TIMEOUT_S)).compute(data)
+            result = fill_cached_values(data, computed)
+        except (RecalcError, OSError, ValueError, KeyError, zipfile.BadZipFile):
+            result = data
+        with _computed_lock:
+            _computed[key] = result
+            _in_flight.pop(key, None)
+            while len(_computed) > _COMPUTED_KEPT:
+                _computed.popitem(last=False)
+    return result

@@ -3,7 +3,7 @@
 openpyxl writes a formula cell as ``<c r="B2" s="1"><f>A2*2</f><v></v></c>`` (no cached
 value). We fill the ``<v>`` element (and the ``t`` type attribute) of each formula cell
 with its computed value, so every reader (openpyxl ``data_only``, pandas, Excel before it
-recalculates, graders) sees numbers instead of blanks, while the rest of the file stays
+recalculates, the grader) sees numbers instead of blanks, while the rest of the file stays
 byte-for-byte what openpyxl wrote. Sheets are found through ``xl/workbook.xml`` and its
 relationships, so this does not depend on part names.
 """
@@ -18,10 +18,8 @@ import zipfile
 from typing import Any
 from xml.sax.saxutils import escape, unescape
 
-from openpyxl.utils.datetime import to_excel
-
+from atoll.formats.libreoffice import Computed
 from atoll.formats.xlsx import column_number, sheet_parts
-from mcp_servers.spreadsheets.libreoffice import Computed
 
 _FORMULA_CELL = re.compile(
     r'<c r="(?P<ref>[A-Z]{1,3}[0-9]{1,7})"(?P<attrs>[^>]*)>'
@@ -128,5 +126,7 @@ def computed_of(value: Any, *, is_error: bool = False) -> Computed:
     if isinstance(value, int | float):
         return ("n", float(value))
     if isinstance(value, datetime.datetime | datetime.date | datetime.time | datetime.timedelta):
+        from openpyxl.utils.datetime import to_excel
+
         return ("n", float(to_excel(value)))
     return ("s", "" if value is None else str(value))
