@@ -3,14 +3,21 @@
 Each check returns a ``CheckResult``: ``passed`` True/False with a reason, or ``passed`` None
 when the check could not be evaluated (a workbook that cannot be opened), which makes the
 criterion ungradeable rather than failed.
+
+Every kind of the ``atoll.benchmark.Check`` union has exactly one evaluator, registered with
+``@check("kind")``; adding a check kind is its model in ``atoll/benchmark.py`` (a member of the
+union) plus one decorated function here (tests/grader/test_check_registry.py fails otherwise).
+An evaluator takes ``(check, inputs: CheckInputs)``.
 """
 
 from __future__ import annotations
 
 import io
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from email.utils import parseaddr
+from typing import Any, TypeVar
 
 from atoll.benchmark import (
     AnswerNumberCheck,
@@ -21,6 +28,7 @@ from atoll.benchmark import (
     EventCreatedCheck,
     FileExistsCheck,
 )
+from atoll.errors import AtollError
 from grader.diff import WorldDiff
 from grader.extract import ExtractOptions, extension, extract
 from grader.snapshot import FS_PREFIX, virtual_path
@@ -30,6 +38,46 @@ from grader.snapshot import FS_PREFIX, virtual_path
 class CheckResult:
     passed: bool | None
     reason: str
+
+
+@dataclass(frozen=True)
+class CheckInputs:
+    """What an evaluator may look at: the agent's final answer and the world's diff."""
+
+    answer: str
+    world: WorldDiff
+    options: ExtractOptions = field(default_factory=ExtractOptions)
+
+
+class UnknownCheckKind(AtollError):
+    """A check whose kind has no evaluator: a bug in atoll (a ``Check`` member without its
+    ``@check`` function), reported as an error rather than an ungradeable criterion."""
+
+    def __init__(self, kind: str) -> None:
+        known = ", ".join(sorted(_EVALUATORS))
+        super().__init__("unknown_check_kind", f"no evaluator for check kind {kind!r} (known: {known})")
+
+
+Evaluator = Callable[[Any, CheckInputs], CheckResult]
+_E = TypeVar("_E", bound=Evaluator)
+_EVALUATORS: dict[str, Evaluator] = {}
+
+
+def check(kind: str) -> Callable[[_E], _E]:
+    """Register the decorated function as the evaluator of check kind ``kind``."""
+
+    def register(evaluator: _E) -> _E:
+        if kind in _EVALUATORS:
+            raise ValueError(f"check kind {kind!r} has two evaluators")
+        _EVALUATORS[kind] = evaluator
+        return evaluator
+
+    return register
+
+
+def evaluator_kinds() -> frozenset[str]:
+    """The check kinds that have an evaluator."""
+    return frozenset(_EVALUATORS)
 
 
 # --- numbers -------------------------------------------------------------------------------
@@ -68,7 +116,9 @@ def _close(actual: float, expected: float, tolerance: float, rel_tolerance: floa
     return abs(actual - expected) <= allowed
 
 
-def answer_number(check: AnswerNumberCheck, answer: str) -> CheckResult:
+@check("answer_number")
+def answer_number(check: AnswerNumberCheck, inputs: CheckInputs) -> CheckResult:
+    answer = inputs.answer
     candidates = numbers_in(answer)
     for number in candidates:
         if _close(number, check.value, check.tolerance, check.rel_tolerance):
@@ -78,7 +128,9 @@ def answer_number(check: AnswerNumberCheck, answer: str) -> CheckResult:
     return CheckResult(False, f"no number in the answer is within tolerance of {check.value:g}")
 
 
-def answer_regex(check: AnswerRegexCheck, answer: str) -> CheckResult:
+@check("answer_regex")
+def answer_regex(check: AnswerRegexCheck, inputs: CheckInputs) -> CheckResult:
+    answer = inputs.answer
     flags = 0 if check.case_sensitive else re.IGNORECASE
     try:
         pattern = re.compile(check.pattern, flags)
@@ -127,7 +179,9 @@ def _matching_files(world: WorldDiff, pattern: str, file_type: str | None) -> li
     ]
 
 
-def file_exists(check: FileExistsCheck, world: WorldDiff, options: ExtractOptions) -> CheckResult:
+@check("file_exists")
+def file_exists(check: FileExistsCheck, inputs: CheckInputs) -> CheckResult:
+    world, options = inputs.world, inputs.options
     paths = _matching_files(world, check.path, check.file_type)
     if check.changed:
         touched = {c.path for c in world.changes.files if c.change in ("created", "modified")}
@@ -157,7 +211,9 @@ def _normalise_cell(value: object) -> str:
     return str(value).strip().lower()
 
 
-def cell_value(check: CellValueCheck, world: WorldDiff, options: ExtractOptions) -> CheckResult:
+@check("cell_value")
+def cell_value(check: CellValueCheck, inputs: CheckInputs) -> CheckResult:
+    world, options = inputs.world, inputs.options
     from openpyxl import load_workbook
 
     from atoll.formats.libreoffice import with_computed_values
@@ -218,7 +274,9 @@ def _address(value: str) -> str:
     return parseaddr(value)[1].lower() or value.strip().lower()
 
 
-def email_sent(check: EmailSentCheck, world: WorldDiff) -> CheckResult:
+@check("email_sent")
+def email_sent(check: EmailSentCheck, inputs: CheckInputs) -> CheckResult:
+    world = inputs.world
     wanted = {_address(a) for a in check.to}
     if not world.changes.mails_sent:
         return CheckResult(False, "no mail was sent")
@@ -239,7 +297,9 @@ def email_sent(check: EmailSentCheck, world: WorldDiff) -> CheckResult:
     return CheckResult(False, f"none of {len(world.changes.mails_sent)} mail(s) sent matches the check")
 
 
-def event_created(check: EventCreatedCheck, world: WorldDiff) -> CheckResult:
+@check("event_created")
+def event_created(check: EventCreatedCheck, inputs: CheckInputs) -> CheckResult:
+    world = inputs.world
     created = [e for e in world.changes.events if e.change == "created"]
     if not created:
         return CheckResult(False, "no calendar event was created")
@@ -255,7 +315,9 @@ def event_created(check: EventCreatedCheck, world: WorldDiff) -> CheckResult:
     return CheckResult(False, f"none of {len(created)} created event(s) matches the check")
 
 
-def chat_posted(check: ChatPostedCheck, world: WorldDiff) -> CheckResult:
+@check("chat_posted")
+def chat_posted(check: ChatPostedCheck, inputs: CheckInputs) -> CheckResult:
+    world = inputs.world
     posts = [c for c in world.changes.chat if c.change in ("posted", "replied")]
     if not posts:
         return CheckResult(False, "no chat message was posted")
@@ -275,28 +337,26 @@ def chat_posted(check: ChatPostedCheck, world: WorldDiff) -> CheckResult:
     return CheckResult(False, f"none of {len(posts)} chat message(s) matches the check")
 
 
-def run_check(check, answer: str, world: WorldDiff, options: ExtractOptions | None = None) -> CheckResult:
-    """Evaluate one check; an unexpected failure becomes an unevaluable result, never an exception."""
-    options = options or ExtractOptions()
+def run_check(spec: Any, answer: str, world: WorldDiff, options: ExtractOptions | None = None) -> CheckResult:
+    """Evaluate one check; a failure inside an evaluator becomes an unevaluable result, never an
+    exception. Raises :class:`UnknownCheckKind` for a kind without an evaluator."""
+    evaluator = _EVALUATORS.get(getattr(spec, "kind", None))  # type: ignore[arg-type]
+    if evaluator is None:
+        raise UnknownCheckKind(str(getattr(spec, "kind", spec)))
     try:
-        match check:
-            case AnswerNumberCheck():
-                return answer_number(check, answer)
-            case AnswerRegexCheck():
-                return answer_regex(check, answer)
-            case CellValueCheck():
-                return cell_value(check, world, options)
-            case FileExistsCheck():
-                return file_exists(check, world, options)
-            case EmailSentCheck():
-                return email_sent(check, world)
-            case EventCreatedCheck():
-                return event_created(check, world)
-            case ChatPostedCheck():
-                return chat_posted(check, world)
+        return evaluator(spec, CheckInputs(answer, world, options or ExtractOptions()))
     except Exception as exc:  # noqa: BLE001 - a check must never abort the grade
-        return CheckResult(None, f"check {check.kind} failed: {type(exc).__name__}: {exc}")
-    return CheckResult(None, f"unknown check kind {getattr(check, 'kind', check)!r}")
+        return CheckResult(None, f"check {spec.kind} failed: {type(exc).__name__}: {exc}")
 
 
-__all__ = ["FS_PREFIX", "CheckResult", "glob_regex", "numbers_in", "run_check"]
+__all__ = [
+    "FS_PREFIX",
+    "CheckInputs",
+    "CheckResult",
+    "UnknownCheckKind",
+    "check",
+    "evaluator_kinds",
+    "glob_regex",
+    "numbers_in",
+    "run_check",
+]
