@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from atoll.experiment import ExperimentSpec  # noqa: E402
-from orchestrator.executors.base import InstantExecutor  # noqa: E402
+from orchestrator.executors.instant import InstantExecutor  # noqa: E402
 from orchestrator.runner import run_experiment  # noqa: E402
 from tests.atoll.factories import make_task, write_benchmark  # noqa: E402
 

@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from atoll.benchmark import Benchmark
 from atoll.errors import AtollError
 from atoll.experiment import ExperimentSpec
 from atoll.loader import load_benchmark
 from atoll.trial import TrialSpec
-from orchestrator.executors.base import Executor, InstantExecutor
+from orchestrator.executors import ExecutorFactory, get_executor
+from orchestrator.executors.base import Executor
 from orchestrator.fingerprint import fingerprint, identity_document, incompatible_changes
 from orchestrator.planner import plan_trials, unavailable_app_exclusions
 from orchestrator.policy import RunPolicy, stored_spec
@@ -30,28 +29,11 @@ from orchestrator.scheduler import Scheduler, SchedulerSummary
 from orchestrator.spool import spool_for
 from orchestrator.store import TrialStore, worker_identity
 
-ExecutorFactory = Callable[[Benchmark, ExperimentSpec], Executor]
-
 # How long a lease lasts without a heartbeat; a worker that dies costs at most this.
 # (ATOLL_LEASE_S overrides it, for tests and for clusters that want faster takeover.)
 LEASE_S = float(os.environ.get("ATOLL_LEASE_S", 120.0))
 # How often a worker re-reads a run's policy from the store.
 POLICY_REFRESH_S = 30.0
-
-
-def default_executor(name: str) -> ExecutorFactory:
-    """The executor factory for ``spec.executor`` (or ``instant``, for dry runs)."""
-    if name == "local":
-        from orchestrator.executors.local import LocalExecutor
-
-        return LocalExecutor
-    if name == "instant":
-        return InstantExecutor
-    if name == "kubernetes":
-        from orchestrator.executors.kubernetes import KubernetesExecutor
-
-        return KubernetesExecutor
-    raise AtollError("bad_experiment", f"unknown executor {name!r} (local, kubernetes, instant)")
 
 
 @dataclass
@@ -120,7 +102,7 @@ async def run_experiment(
     benchmark = load_benchmark(spec.benchmark)
     trials = plan_trials(benchmark, spec)
     # The executor checks the agents' options before anything is written to the store.
-    executor = None if enqueue_only else (executor_factory or default_executor(spec.executor))(benchmark, spec)
+    executor = None if enqueue_only else (executor_factory or get_executor(spec.executor))(benchmark, spec)
     store = TrialStore(spec.store)
     try:
         # Skipped tasks travel with the stored spec so every report states them and why.
@@ -221,7 +203,7 @@ async def run_worker(
     def executor_for(name: str) -> Executor:
         if name not in executors:
             spec = spec_of(name)
-            executors[name] = default_executor(executor_name or spec.executor)(load_benchmark(spec.benchmark), spec)
+            executors[name] = get_executor(executor_name or spec.executor)(load_benchmark(spec.benchmark), spec)
         return executors[name]
 
     def policy_for(name: str) -> RunPolicy:

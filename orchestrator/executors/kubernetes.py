@@ -30,7 +30,7 @@ from atoll.benchmark import Benchmark
 from atoll.experiment import ExperimentSpec
 from atoll.trial import TrialResult, TrialSpec
 from orchestrator.artifacts import ArtifactStore
-from orchestrator.executors import steps
+from orchestrator.executors import executor, steps
 from orchestrator.executors.base import InfraError
 from orchestrator.executors.kubernetes_api import ApiError, ApiPolicy, KubernetesCluster, ResilientApi
 from orchestrator.executors.kubernetes_job import (
@@ -91,6 +91,7 @@ class KubernetesSettings(BaseSettings):
         return "atoll"
 
 
+@executor("kubernetes")
 class KubernetesExecutor:
     def __init__(self, benchmark: Benchmark, spec: ExperimentSpec, settings: KubernetesSettings | None = None,
                  cluster: Any = None) -> None:

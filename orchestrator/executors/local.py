@@ -35,7 +35,7 @@ from atoll.grade import Grade
 from atoll.trajectory import Trajectory
 from atoll.trial import TrialResult, TrialSpec
 from orchestrator.artifacts import ArtifactStore, trial_prefix
-from orchestrator.executors import steps
+from orchestrator.executors import executor, steps
 from orchestrator.executors.base import InfraError
 from orchestrator.executors.steps import EnvironmentEndpoint, trial_outcome
 
@@ -162,6 +162,7 @@ class _RemotePool:
         return None
 
 
+@executor("local")
 class LocalExecutor:
     def __init__(self, benchmark: Benchmark, spec: ExperimentSpec,
                  services: ServiceSettings | None = None) -> None:

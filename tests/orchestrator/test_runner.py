@@ -12,7 +12,8 @@ import yaml
 from atoll.errors import AtollError
 from atoll.experiment import ExperimentSpec
 from atoll.trial import Outcome, TrialResult
-from orchestrator.executors.base import InfraError, InstantExecutor
+from orchestrator.executors.base import InfraError
+from orchestrator.executors.instant import InstantExecutor
 from orchestrator.runner import run_experiment
 from orchestrator.store import TrialStore
 from tests.atoll.factories import make_task, write_benchmark

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from atoll.experiment import ExperimentSpec
-from orchestrator.executors.base import InstantExecutor
+from orchestrator.executors.instant import InstantExecutor
 from orchestrator.runner import run_experiment
 from tests.atoll import apex_replica as replica
 
