@@ -25,7 +25,12 @@ class AgentSpec:
     name: str
     run: AgentFunction
     description: str
+    #: False for an agent that calls no model (the replay oracle): no model client is built
+    #: for it and the run's preflight does not probe its model.
     uses_model: bool = True
+    #: True for an agent that replays the task's reference solution: a run without one is
+    #: refused before it starts.
+    needs_reference_solution: bool = False
 
 
 _AGENTS: dict[str, AgentSpec] = {}
@@ -33,14 +38,20 @@ _loaded = False
 
 
 def register_agent(
-    name: str, *, description: str, uses_model: bool = True
+    name: str, *, description: str, uses_model: bool = True, needs_reference_solution: bool = False
 ) -> Callable[[AgentFunction], AgentFunction]:
-    """Decorator registering ``function`` as agent ``name``."""
+    """Decorator registering ``function`` as agent ``name`` (see :class:`AgentSpec` for the flags)."""
 
     def decorate(function: AgentFunction) -> AgentFunction:
         if name in _AGENTS and _AGENTS[name].run is not function:
             raise ValueError(f"agent {name!r} is registered twice")
-        _AGENTS[name] = AgentSpec(name=name, run=function, description=description, uses_model=uses_model)
+        _AGENTS[name] = AgentSpec(
+            name=name,
+            run=function,
+            description=description,
+            uses_model=uses_model,
+            needs_reference_solution=needs_reference_solution,
+        )
         return function
 
     return decorate

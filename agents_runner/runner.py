@@ -54,9 +54,10 @@ def prepare_run(
         raise AtollError(
             "no_prompt", "the run has no task: give a prompt or initial messages with a user message"
         )
-    if spec.name == "replay" and reference_solution is None:
+    if spec.needs_reference_solution and reference_solution is None:
         raise AtollError(
-            "no_reference_solution", f"task {task_id or '(prompt)'} has no reference_solution to replay"
+            "no_reference_solution",
+            f"agent {spec.name} replays a reference solution; task {task_id or '(prompt)'} has no reference_solution",
         )
     run = AgentRun(
         agent=spec.name,

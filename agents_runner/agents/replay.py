@@ -19,7 +19,12 @@ from atoll.errors import AtollError
 from atoll.trajectory import AgentReportedStatus, ErrorKind, RunStatus
 
 
-@register_agent("replay", description="Oracle: replays the task's reference solution", uses_model=False)
+@register_agent(
+    "replay",
+    description="Oracle: replays the task's reference solution",
+    uses_model=False,
+    needs_reference_solution=True,
+)
 async def replay(run: AgentRun) -> RunStatus:
     solution = run.reference_solution
     if solution is None:

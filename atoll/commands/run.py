@@ -176,9 +176,12 @@ def preflight_models(specs: list[Any], *, quiet: bool) -> None:
     for spec in specs:
         if spec.executor != "local":
             continue
-        # Every agent but replay calls its model; the registry is not imported for that
-        # (loading every agent module costs seconds, and this is the fail-fast path).
-        for probe in experiment_probes(spec, agents=not services.agents_runner_url, judge=not services.grader_url):
+        # The agents' registry flags say which call a model; with in-process agents the run
+        # loads them next anyway, so asking the registry costs nothing extra.
+        probes_of = experiment_probes(
+            spec, uses_model=_agent_uses_model, agents=not services.agents_runner_url, judge=not services.grader_url
+        )
+        for probe in probes_of:
             known = probes.setdefault((probe.model, probe.api_base), probe)
             if known is not probe:
                 known.used_by.extend(probe.used_by)
@@ -187,6 +190,12 @@ def preflight_models(specs: list[Any], *, quiet: bool) -> None:
     checked = asyncio.run(preflight(probes.values()))
     if not quiet:
         typer.echo(f"preflight: {checked} model endpoint(s) answered", err=True)
+
+
+def _agent_uses_model(name: str) -> bool:
+    from agents_runner.registry import get_agent
+
+    return get_agent(name).uses_model
 
 
 def _experiments_with_work(store_url: str, only: str | None, executor: str | None) -> list[Any]:

@@ -33,18 +33,14 @@ class Probe:
     api_key: str | None = field(default=None, repr=False)
 
 
-def _default_uses_model(agent: str) -> bool:
-    return agent != "replay"
-
-
 def experiment_probes(
-    spec: ExperimentSpec, *, uses_model: Callable[[str], bool] = _default_uses_model,
+    spec: ExperimentSpec, *, uses_model: Callable[[str], bool],
     agents: bool = True, judge: bool = True,
 ) -> list[Probe]:
     """The distinct (model, api_base) pairs of ``spec``'s agents and judge.
 
-    ``uses_model(agent_name)`` tells whether an agent implementation calls a model (the
-    replay agent does not); ``agents``/``judge`` False leave those out (their calls are made
+    ``uses_model(agent_name)`` tells whether an agent implementation calls a model (its
+    registry flag: the replay agent does not); ``agents``/``judge`` False leave those out (their calls are made
     by a remote service that holds its own credentials)."""
     probes: dict[tuple[str, str | None], Probe] = {}
 
