@@ -20,13 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mcp_servers import create_server
+from mcp_servers import OPTIONAL_SERVER_NAMES, SERVER_NAMES, create_server
 from tests.mcp_servers.helpers import McpSession, make_world
 from tests.mcp_servers.traversal import TraversalCase
 from tests.mcp_servers.traversal_table import TRAVERSAL_CASES
 
-# code_exec takes code, not paths; its containment is the sandbox's (tests/mcp_servers/test_code.py).
-SERVERS = ("filesystem", "pdfs", "documents", "spreadsheets", "presentations", "mail", "calendar", "chat")
+# Every server of the one table (atoll.apps, re-exported by mcp_servers): a new server is
+# walked the day it is added. (code_exec takes code, not paths: its containment is the
+# sandbox's, tests/mcp_servers/test_code.py.)
+SERVERS = (*SERVER_NAMES, *OPTIONAL_SERVER_NAMES)
 PATH_NAME = re.compile(
     r"^(path|paths|file|files|folder|directory|dir|file_name|filename|attachments|save_attachments_to)$"
     r"|_(path|paths|file|folder|directory|dir)$"

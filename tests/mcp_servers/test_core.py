@@ -4,6 +4,7 @@ errors, results, registry, path resolver, id validator, file cache, locks."""
 from __future__ import annotations
 
 import os
+import pkgutil
 import threading
 import time
 from typing import Annotated
@@ -13,7 +14,7 @@ from pydantic import BaseModel, Field
 
 import mcp_servers
 from atoll.errors import AtollError
-from mcp_servers import create_server, register_server, unregister_server
+from mcp_servers import create_server, get_definition, register_server, unregister_server
 from mcp_servers._core import (
     FileCache,
     ImageBlock,
@@ -115,18 +116,17 @@ def session(world, mode="individual", options=None) -> McpSession:
 # --- registry ------------------------------------------------------------------------
 
 
-def test_server_names_are_the_nine_apps():
-    assert mcp_servers.SERVER_NAMES == (
-        "mail",
-        "calendar",
-        "chat",
-        "filesystem",
-        "code",
-        "spreadsheets",
-        "documents",
-        "pdfs",
-        "presentations",
-    )
+def test_the_server_table_and_the_server_packages_agree():
+    """atoll.apps is the one table: each name is a package whose SERVER carries that name, and
+    each server package is in the table (adding a server is its package plus one row)."""
+    table = (*mcp_servers.SERVER_NAMES, *mcp_servers.OPTIONAL_SERVER_NAMES)
+    assert len(set(table)) == len(table) and "mail" in mcp_servers.SERVER_NAMES
+    packages = {
+        module.name for module in pkgutil.iter_modules(mcp_servers.__path__) if not module.name.startswith("_")
+    }
+    assert packages == set(table)
+    for name in table:
+        assert get_definition(name).name == name
 
 
 def test_unknown_server_and_mode_are_clear_errors(world):
