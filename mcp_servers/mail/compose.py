@@ -19,9 +19,9 @@ from email.message import EmailMessage
 from email.policy import default as default_policy
 from email.utils import format_datetime, getaddresses, make_msgid
 
+from atoll.formats.mail.headers import display_address
+from atoll.formats.mail.text import html_to_text
 from mcp_servers._core import ServerContext, ToolError
-from mcp_servers.mail.headers import display_address
-from mcp_servers.mail.text import html_to_text
 
 BCC_HEADER = "X-Atoll-Bcc"
 MAX_ATTACHMENT_BYTES = 25 * 1024 * 1024

@@ -8,12 +8,12 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from atoll.formats.mail.headers import normalize_id
+from atoll.formats.mail.text import attachments_of, message_text
 from mcp_servers._core import ToolError, ToolOutput, WorldPath
-from mcp_servers.mail.headers import normalize_id
 from mcp_servers.mail.results import MailMessage, MailPage
 from mcp_servers.mail.server import SERVER
 from mcp_servers.mail.store import MailStore
-from mcp_servers.mail.text import attachments_of, message_text
 from mcp_servers.mail.views import iso, page_text, summary
 
 MAX_BODY_CHARS = 100_000

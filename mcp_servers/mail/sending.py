@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from typing import Literal
 
+from atoll.formats.mail.headers import addresses, all_ids, normalize_id, parse_header_block, split_header
+from atoll.formats.mail.index import MailEntry
+from atoll.formats.mail.text import attachments_of, message_text
 from mcp_servers._core import ToolError, ToolOutput
 from mcp_servers.mail.compose import (
     Outgoing,
@@ -20,12 +23,9 @@ from mcp_servers.mail.compose import (
     resolve_sender,
     without,
 )
-from mcp_servers.mail.headers import addresses, all_ids, normalize_id, parse_header_block, split_header
-from mcp_servers.mail.index import MailEntry
 from mcp_servers.mail.results import SentMail
 from mcp_servers.mail.server import SERVER
 from mcp_servers.mail.store import MailStore, MailView
-from mcp_servers.mail.text import attachments_of, message_text
 from mcp_servers.mail.views import iso, summary
 
 BodyFormat = Literal["plain", "html"]

@@ -17,10 +17,8 @@ from email.message import Message
 from functools import cached_property
 from pathlib import Path
 
-from mcp_servers._core import FileCache, FileStamp, OutsideRoot, ServerContext, ToolError, file_lock
-from mcp_servers._core.app_data import AppData
-from mcp_servers.mail.headers import bare_addresses, normalize_id, parse_header_block, split_header
-from mcp_servers.mail.index import (
+from atoll.formats.mail.headers import bare_addresses, normalize_id, parse_header_block, split_header
+from atoll.formats.mail.index import (
     MailEntry,
     MailIndex,
     Problem,
@@ -29,8 +27,10 @@ from mcp_servers.mail.index import (
     make_entry,
     synthetic_id,
 )
-from mcp_servers.mail.mbox import StaleSpan, append_message, message_bytes, read_span, render_message
-from mcp_servers.mail.text import search_text
+from atoll.formats.mail.mbox import StaleSpan, append_message, message_bytes, read_span, render_message
+from atoll.formats.mail.text import search_text
+from mcp_servers._core import FileCache, FileStamp, OutsideRoot, ServerContext, ToolError, file_lock
+from mcp_servers._core.app_data import AppData
 
 logger = logging.getLogger("mcp_servers.mail")
 

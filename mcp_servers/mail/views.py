@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcp_servers.mail.index import MailEntry
+from atoll.formats.mail.index import MailEntry
 from mcp_servers.mail.store import MailStore
 
 

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import BinaryIO
 
-from mcp_servers.mail.headers import (
+from atoll.formats.mail.headers import (
     addresses,
     all_ids,
     bare_addresses,
@@ -26,7 +26,7 @@ from mcp_servers.mail.headers import (
     parse_header_block,
     split_header,
 )
-from mcp_servers.mail.mbox import Span, message_bytes, split_spans
+from atoll.formats.mail.mbox import Span, message_bytes, split_spans
 
 BCC_HEADER = "x-atoll-bcc"
 #: The header fields the index keeps (others are skipped undecoded).

@@ -9,7 +9,7 @@ from email.message import Message
 from email.policy import compat32
 from html.parser import HTMLParser
 
-from mcp_servers.mail.headers import decode_bytes, decode_value
+from atoll.formats.mail.headers import decode_bytes, decode_value
 
 
 class _TextExtractor(HTMLParser):
@@ -157,7 +157,7 @@ def search_text(raw: bytes) -> str:
     their headers; anything else goes through the full parser (:func:`message_text`)."""
     from html import unescape
 
-    from mcp_servers.mail.headers import parse_header_block, split_header
+    from atoll.formats.mail.headers import parse_header_block, split_header
 
     header, body_start = split_header(raw)
     fields, _ = parse_header_block(header)
