@@ -13,7 +13,8 @@ from atoll.costs import cost_known
 from atoll.errors import AtollError
 from atoll.trial import Outcome, TrialResult, TrialSpec
 from orchestrator.stats import MIN_TASKS_FOR_CI, TrialRecord, compute_metrics
-from orchestrator.store import TrialRow, TrialStore
+from orchestrator.store import TrialStore
+from orchestrator.store_runs import is_finished, one_per_key
 
 
 def collect(store: TrialStore, experiment: str) -> tuple[list[TrialRecord], dict[str, Any], dict[str, Any]]:
@@ -24,28 +25,19 @@ def collect(store: TrialStore, experiment: str) -> tuple[list[TrialRecord], dict
     archives = store.archives(experiment)
     if not rows and not archives:
         raise AtollError("unknown_run", f"no trials recorded for run {experiment!r} in {store.display_url}")
-    # One row per (agent, task, run): a finished one before an unfinished one, then the latest.
-    chosen: dict[tuple[str, str, int], TrialRow] = {}
-    duplicates = 0
-    for row in rows:
-        key = (row.spec.agent_name, row.spec.task_id, row.spec.run_index)
-        if key in chosen:
-            duplicates += 1
-            if (_finished(row), row.updated_at) < (_finished(chosen[key]), chosen[key].updated_at):
-                continue
-        chosen[key] = row
+    chosen, duplicates = one_per_key(rows)
     records: list[TrialRecord] = []
     usage: dict[str, dict[str, Any]] = defaultdict(
         lambda: {"model": "", "trials": 0, "finished": 0, "steps": 0, "tool_calls": 0, "prompt_tokens": 0,
                  "completion_tokens": 0, "agent_cost_usd": 0.0, "judge_cost_usd": 0.0, "duration_s": 0.0,
                  "outcomes": defaultdict(int), "exclusion_reasons": defaultdict(int)}
     )
-    for row in chosen.values():
+    for row in chosen:
         spec, result = row.spec, row.result
         entry = usage[spec.agent_name]
         entry["model"] = spec.model
         entry["trials"] += 1
-        if not _finished(row):
+        if not is_finished(row):
             entry["outcomes"]["unfinished"] += 1
             entry["exclusion_reasons"][f"unfinished: {row.state}"] += 1
             continue
@@ -70,10 +62,6 @@ def collect(store: TrialStore, experiment: str) -> tuple[list[TrialRecord], dict
     left_out = {"duplicate_trials": duplicates, "archives": archives,
                 "archived_trials": sum(archive["trials"] for archive in archives)}
     return records, dict(usage), left_out
-
-
-def _finished(row: TrialRow) -> bool:
-    return row.result is not None and row.state in ("done", "infra_error")
 
 
 def _reason(error: str | None) -> str:

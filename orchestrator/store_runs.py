@@ -40,6 +40,27 @@ class TrialRow:
     updated_at: float
 
 
+def is_finished(row: TrialRow) -> bool:
+    """A row with its final result (done, or out of infrastructure retries)."""
+    return row.result is not None and row.state in ("done", "infra_error")
+
+
+def one_per_key(rows: list[TrialRow]) -> tuple[list[TrialRow], int]:
+    """One row per (agent, task, run index) — a finished one before an unfinished one, then
+    the latest — and how many were dropped. Reports, the viewer and comparisons count a trial
+    recorded twice for one key (stores written before runs had fingerprints) once, so."""
+    chosen: dict[tuple[str, str, int], TrialRow] = {}
+    duplicates = 0
+    for row in rows:
+        key = (row.spec.agent_name, row.spec.task_id, row.spec.run_index)
+        if key in chosen:
+            duplicates += 1
+            if (is_finished(row), row.updated_at) < (is_finished(chosen[key]), chosen[key].updated_at):
+                continue
+        chosen[key] = row
+    return list(chosen.values()), duplicates
+
+
 @dataclass(frozen=True)
 class Outstanding:
     """Trials of one run that are not finished: waiting, running, or held by a lease that
@@ -271,6 +292,51 @@ class RunRecords:
                      state, attempt_count, updated_at)
             for spec_json, result_json, state, attempt_count, updated_at in rows
         ]
+
+    @retried
+    def change_marker(self, experiment: str) -> tuple[int, float, int, str | None]:
+        """What changes whenever a trial of the run is enqueued, leased, finished, regraded or
+        archived, or the run is saved with another configuration: (trials, latest update,
+        archived trials, fingerprint). Cheap (three small queries), so a reader can cache what
+        it computed from the run until the marker moves."""
+        with self.engine.connect() as connection:
+            count, latest = connection.execute(
+                select(func.count(), func.max(trials.c.updated_at)).where(trials.c.experiment == experiment)
+            ).one()
+            archived = connection.execute(
+                select(func.count()).select_from(archived_trials).where(archived_trials.c.experiment == experiment)
+            ).scalar_one()
+            fingerprint = connection.execute(
+                select(experiments.c.fingerprint).where(experiments.c.name == experiment)
+            ).scalar()
+        return int(count), float(latest or 0.0), int(archived), fingerprint
+
+    @retried
+    def runs_holding(self, trial_id: str) -> list[str]:
+        """The runs holding a trial id, oldest run first (an indexed lookup, not a scan)."""
+        with self.engine.connect() as connection:
+            return list(connection.execute(
+                select(trials.c.experiment)
+                .join(experiments, experiments.c.name == trials.c.experiment)
+                .where(trials.c.trial_id == trial_id)
+                .order_by(experiments.c.created_at)
+            ).scalars())
+
+    @retried
+    def trial_row(self, experiment: str, trial_id: str) -> TrialRow | None:
+        """One trial of a run by its id, or None."""
+        with self.engine.connect() as connection:
+            row = connection.execute(
+                select(trials.c.spec_json, trials.c.result_json, trials.c.state, trials.c.attempts,
+                       trials.c.updated_at)
+                .where(and_(trials.c.experiment == experiment, trials.c.trial_id == trial_id))
+            ).first()
+        if row is None:
+            return None
+        spec_json, result_json, state, attempt_count, updated_at = row
+        return TrialRow(TrialSpec.model_validate_json(spec_json),
+                        TrialResult.model_validate_json(result_json) if result_json else None,
+                        state, attempt_count, updated_at)
 
     @retried
     def attempt_history(self, experiment: str, trial_id: str | None = None) -> list[dict[str, Any]]:

@@ -50,6 +50,7 @@ trials = Table(
     *_trial_columns(),
     Index("ix_trials_queue", "experiment", "state", "run_index", "trial_id"),
     Index("ix_trials_state", "state"),
+    Index("ix_trials_trial_id", "trial_id"),  # the viewer finds a trial by id across runs
 )
 
 # Columns the archive copies from ``trials`` (everything but the key, which it extends).
@@ -96,6 +97,9 @@ _ADDED_COLUMNS = (
 def create_schema(engine: Engine) -> None:
     """Create missing tables and add the columns an older store lacks."""
     metadata.create_all(engine)
+    # create_all skips the indexes of a table that exists: a store made before this index gets it here.
+    for index in trials.indexes:
+        index.create(engine, checkfirst=True)
     existing = {table: {column["name"] for column in inspect(engine).get_columns(table)}
                 for table in {table for table, _, _ in _ADDED_COLUMNS}}
     missing = [(table, column, kind) for table, column, kind in _ADDED_COLUMNS if column not in existing[table]]

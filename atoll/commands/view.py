@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import errno
 import os
-import socket
 from pathlib import Path
 
 import typer
@@ -46,22 +44,6 @@ def resolve_store(run_dir: Path | None, store: str | None, environ: dict[str, st
                      "or pass RUN_DIR or --store URL")
 
 
-def bind(host: str, port: int) -> socket.socket:
-    """A listening socket on (host, port); a port in use is one clear AtollError."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        if exc.errno == errno.EADDRINUSE:
-            raise AtollError("port_in_use", f"port {port} on {host} is already in use; pick another with --port") from None
-        raise AtollError("bad_bind", f"cannot listen on {host}:{port}: {exc.strerror}") from None
-    sock.listen(128)
-    return sock
-
-
 def view(
     run_dir: Path = typer.Argument(None, help="output folder holding atoll.db (e.g. atoll-out/demo), or a .db file"),
     store: str = typer.Option(None, "--store", help="trial store URL (sqlite path or postgresql://…)"),
@@ -71,25 +53,18 @@ def view(
                               help="required beyond loopback; browsers open /?token=… once"),
 ) -> None:
     """Browse runs, trials, transcripts, verdicts and world diffs in a web browser."""
-    import uvicorn
-
     from atoll.http_guard import check_bind, guarded_protocol
+    from atoll.serving import serve_app
     from orchestrator.store import TrialStore
     from orchestrator.viewer import create_app
     from orchestrator.viewer.data import shown_url
 
-    if not 0 < port < 65536:
-        raise AtollError("bad_port", f"--port {port} must be between 1 and 65535")
     check_bind(host, token, "ATOLL_VIEW_TOKEN")
     url = resolve_store(run_dir, store)
     trial_store = TrialStore(url)
-    sock = bind(host, port)
-    shown = f"[{host}]" if ":" in host else host
-    typer.echo(f"atoll view: listening on http://{shown}:{sock.getsockname()[1]}/ (store {shown_url(trial_store)})")
-    config = uvicorn.Config(create_app(trial_store, bind_host=host, token=token), log_level="warning",
-                            http=guarded_protocol(10.0), lifespan="on")
     try:
-        uvicorn.Server(config).run(sockets=[sock])
+        # One line once it accepts connections: "atoll view (store …) listening on http://…".
+        serve_app(create_app(trial_store, bind_host=host, token=token), service=f"atoll view (store {shown_url(trial_store)})",
+                  host=host, port=port, log_level="warning", http=guarded_protocol(10.0), lifespan="on")
     finally:
         trial_store.dispose()
-        sock.close()

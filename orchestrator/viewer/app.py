@@ -5,12 +5,14 @@
 | ``GET /api/runs`` | every run: status, counts, outcomes, cost, started/ended, spec summary |
 | ``GET /api/runs/{name}`` | one run: the above plus leaderboard, agents × tasks matrix, failures |
 | ``GET /api/runs/{name}/trials`` | the run's trial table |
+| ``GET /api/compare?a=RUN&b=RUN`` | run b against run a: metric deltas, McNemar, per-task changes |
 | ``GET /api/trials/{trial_id}[?run=NAME]`` | one trial: transcript, verdicts, world diff, attempts |
 | ``GET /api/trials/{trial_id}/download/{what}`` | trajectory, grade, before or after (snapshot) |
 | ``GET /api/trials/{trial_id}/file/{before|after}?path=filesystem/…`` | one file of a snapshot |
-| ``GET /``, ``/runs/{name}``, ``/trials/{trial_id}`` | the pages (static HTML + JS over the API) |
+| ``GET /``, ``/runs/{name}``, ``/trials/{trial_id}``, ``/compare?a=&b=`` | the pages (static HTML + JS over the API) |
 
-Errors are ``{"error": {"code", "message"}}`` (404 for an unknown run, trial or file).
+Errors are ``{"error": {"code", "message"}}`` (404 for an unknown run, trial or file). A page
+of an unknown run or trial is a 404 too, whose HTML says what is missing (and JS or not).
 Trial content is untrusted: pages build the DOM with ``textContent`` only, every response
 carries a Content-Security-Policy that allows no inline script, and files from snapshots are
 served as downloads (``application/octet-stream``, ``attachment``), never rendered.
@@ -19,6 +21,7 @@ served as downloads (``application/octet-stream``, ``attachment``), never render
 from __future__ import annotations
 
 import asyncio
+import html
 from importlib import resources
 from pathlib import PurePosixPath
 from typing import Any
@@ -32,11 +35,12 @@ from atoll.http import add_error_handler, bearer_matches
 from atoll.http_guard import guard
 from orchestrator.store import TrialStore
 from orchestrator.viewer import data
+from orchestrator.viewer.compare import compare_runs
 from orchestrator.viewer.trial import trial_detail
 from orchestrator.viewer.worlddiff import SnapshotCache, snapshot_member
 
 _STATUS_OF_CODE = {"unknown_run": 404, "unknown_trial": 404, "unknown_file": 404, "artifact_unreadable": 502,
-                   "unauthorized": 401}
+                   "unauthorized": 401, "bad_compare": 400}
 _CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
         "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 _COOKIE = "atoll_view_token"
@@ -57,8 +61,8 @@ def create_app(store: TrialStore, *, bind_host: str | None = None, token: str | 
     """The viewer over ``store``. With ``token``, every request needs ``Authorization: Bearer``
     or the cookie that ``/?token=…`` sets (for a browser)."""
     app = FastAPI(title="atoll view", docs_url=None, redoc_url=None, openapi_url="/api/openapi.json")
-    snapshots = SnapshotCache()
-    app.state.store, app.state.snapshots = store, snapshots
+    snapshots, cache = SnapshotCache(), data.RunCache()
+    app.state.store, app.state.snapshots, app.state.cache = store, snapshots, cache
     app.router.add_event_handler("shutdown", snapshots.close)
     add_error_handler(app, _STATUS_OF_CODE)
     app.add_middleware(_Headers)
@@ -84,15 +88,19 @@ def create_app(store: TrialStore, *, bind_host: str | None = None, token: str | 
 
     @app.get("/api/runs")
     async def runs() -> dict[str, Any]:
-        return {"store": data.shown_url(store), "runs": await run_off_loop(data.list_runs, store)}
+        return {"store": data.shown_url(store), "runs": await run_off_loop(data.list_runs, store, cache=cache)}
 
     @app.get("/api/runs/{name}")
     async def run(name: str) -> dict[str, Any]:
-        return await run_off_loop(data.run_detail, store, name)
+        return await run_off_loop(data.run_detail, store, name, cache=cache)
 
     @app.get("/api/runs/{name}/trials")
     async def trials(name: str) -> dict[str, Any]:
-        return {"run": name, "trials": await run_off_loop(data.run_trials, store, name)}
+        return {"run": name, "trials": await run_off_loop(data.run_trials, store, name, cache=cache)}
+
+    @app.get("/api/compare")
+    async def compare(a: str = Query(...), b: str = Query(...)) -> dict[str, Any]:
+        return await run_off_loop(compare_runs, store, a, b, cache=cache)
 
     @app.get("/api/trials/{trial_id}")
     async def trial(trial_id: str, run: str | None = None) -> dict[str, Any]:
@@ -147,8 +155,29 @@ def create_app(store: TrialStore, *, bind_host: str | None = None, token: str | 
             raise AtollError("unknown_file", f"no static file {name!r}")
         return Response(resource.read_bytes(), media_type=types[suffix], headers={"Cache-Control": "no-cache"})
 
-    def page() -> Response:
-        return Response((_STATIC / "page.html").read_bytes(), media_type="text/html; charset=utf-8")
+    def page(error: AtollError | None = None) -> Response:
+        body = (_STATIC / "page.html").read_bytes()
+        if error is None:
+            return Response(body, media_type="text/html; charset=utf-8")
+        # Readable without the script too: the message is in the HTML (escaped: it can name
+        # what the URL said).
+        shown = (f'<div class="error-box" id="error"><strong>{html.escape(error.code, quote=False)}</strong>: '
+                 f'{html.escape(error.message, quote=False)} · <a href="/">all runs</a></div>')
+        body = body.replace(b'<p class="muted">loading\xe2\x80\xa6</p>', shown.encode())
+        return Response(body, status_code=_STATUS_OF_CODE.get(error.code, 404), media_type="text/html; charset=utf-8")
+
+    async def checked(function: Any, *args: Any) -> AtollError | None:
+        try:
+            await run_off_loop(function, *args)
+        except AtollError as exc:
+            if exc.code not in ("unknown_run", "unknown_trial", "bad_compare"):
+                raise
+            return exc
+        return None
+
+    def require_run(name: str) -> None:
+        if store.experiment_spec(name) is None:
+            raise data.unknown_run(store, name)
 
     @app.get("/")
     async def index_page() -> Response:
@@ -156,11 +185,17 @@ def create_app(store: TrialStore, *, bind_host: str | None = None, token: str | 
 
     @app.get("/runs/{name}")
     async def run_page(name: str) -> Response:
-        return page()
+        return page(await checked(require_run, name))
 
     @app.get("/trials/{trial_id}")
-    async def trial_page(trial_id: str) -> Response:
-        return page()
+    async def trial_page(trial_id: str, run: str | None = None) -> Response:
+        return page(await checked(data.find_trial, store, trial_id, run))
+
+    @app.get("/compare")
+    async def compare_page(a: str = "", b: str = "") -> Response:
+        if not a or not b:
+            return page(AtollError("bad_compare", "pick two runs to compare on the runs page (/compare?a=RUN&b=RUN)"))
+        return page(await checked(require_run, a) or await checked(require_run, b))
 
     return app
 

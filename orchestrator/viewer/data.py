@@ -8,7 +8,9 @@ Errors are ``AtollError`` with the codes ``unknown_run`` and ``unknown_trial``.
 from __future__ import annotations
 
 import json
+import threading
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,8 +19,45 @@ import fsspec
 from atoll.errors import AtollError
 from atoll.trial import TrialResult, TrialSpec
 from orchestrator.store import TrialStore
+from orchestrator.store_runs import one_per_key
 
 Row = tuple[TrialSpec, TrialResult | None, str, int]
+
+
+class RunCache:
+    """What the viewer computed from a run (summary, trial table, leaderboard), kept until the
+    store's change marker for that run moves (``TrialStore.change_marker``: trial count,
+    latest update, archived trials). A refresh of an unchanged run costs two small queries;
+    a run in progress changes its marker with every lease, heartbeat and result, so pages stay
+    live. Thread-safe (routes compute off the event loop)."""
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, store: TrialStore, name: str, what: str, compute: Callable[[], Any]) -> Any:
+        # The marker is read before computing: a change during the computation moves it again,
+        # so a value is never kept under a marker newer than what it saw.
+        marker = store.change_marker(name)
+        with self._lock:
+            hit = self._entries.get((name, what))
+        if hit is not None and hit[0] == marker:
+            return hit[1]
+        value = compute()
+        with self._lock:
+            self._entries[(name, what)] = (marker, value)
+        return value
+
+
+def _uncached() -> RunCache:
+    return RunCache()
+
+
+def run_rows(store: TrialStore, name: str) -> tuple[list[Row], int]:
+    """The run's trials, one per (agent, task, run index) by the report's rule
+    (``orchestrator.store_runs.one_per_key``), and how many duplicates were left out."""
+    chosen, duplicates = one_per_key(store.trial_rows(name))
+    return [(row.spec, row.result, row.state, row.attempts) for row in chosen], duplicates
 
 
 def read_artifact(uri: str) -> bytes:
@@ -100,9 +139,12 @@ def _run_summary(store: TrialStore, name: str, spec: dict[str, Any], rows: list[
             "fingerprint": record.fingerprint if record else None, "spec": _spec_summary(spec)}
 
 
-def list_runs(store: TrialStore) -> list[dict[str, Any]]:
+def list_runs(store: TrialStore, *, cache: RunCache | None = None) -> list[dict[str, Any]]:
     """Every run in the store, newest last, with status, counts, cost and times."""
-    return [_run_summary(store, name, store.experiment_spec(name) or {}, store.results(name))
+    cache = cache or _uncached()
+    return [cache.get(store, name, "summary",
+                      lambda name=name: _run_summary(store, name, store.experiment_spec(name) or {},
+                                                     run_rows(store, name)[0]))
             for name in _known_runs(store)]
 
 
@@ -134,11 +176,12 @@ def trial_row(spec: TrialSpec, result: TrialResult | None, state: str, attempts:
     return row
 
 
-def run_trials(store: TrialStore, name: str) -> list[dict[str, Any]]:
-    """The trial table of a run (every trial, finished or not)."""
+def run_trials(store: TrialStore, name: str, *, cache: RunCache | None = None) -> list[dict[str, Any]]:
+    """The trial table of a run (every trial, finished or not; one per agent, task and run)."""
     if store.experiment_spec(name) is None:
         raise unknown_run(store, name)
-    return [trial_row(*row) for row in store.results(name)]
+    return (cache or _uncached()).get(store, name, "trials",
+                                      lambda: [trial_row(*row) for row in run_rows(store, name)[0]])
 
 
 def _failure_key(row: dict[str, Any]) -> str | None:
@@ -195,40 +238,42 @@ def _leaderboard(store: TrialStore, name: str, spec: dict[str, Any]) -> list[dic
     return leaderboard_rows(report)
 
 
-def run_detail(store: TrialStore, name: str) -> dict[str, Any]:
-    """The run page: summary, leaderboard, matrix and failures (the trial table is separate)."""
+def run_detail(store: TrialStore, name: str, *, cache: RunCache | None = None) -> dict[str, Any]:
+    """The run page: summary, leaderboard, matrix and failures (the trial table is separate).
+    With ``cache``, computed once per change of the run in the store."""
     spec = store.experiment_spec(name)
     if spec is None:
         raise unknown_run(store, name)
-    rows = store.results(name)
-    table = [trial_row(*row) for row in rows]
-    summary = _run_summary(store, name, spec, rows)
-    summary["leaderboard"] = _leaderboard(store, name, spec) if rows else []
-    summary["matrix"] = matrix(table)
-    summary["failures"] = failure_groups(table)
-    summary["excluded_tasks"] = dict(spec.get("excluded_tasks") or {})
-    return summary
+
+    def compute() -> dict[str, Any]:
+        rows, duplicates = run_rows(store, name)
+        table = [trial_row(*row) for row in rows]
+        summary = _run_summary(store, name, spec, rows)
+        summary["leaderboard"] = _leaderboard(store, name, spec) if rows else []
+        summary["matrix"] = matrix(table)
+        summary["failures"] = failure_groups(table)
+        summary["excluded_tasks"] = dict(spec.get("excluded_tasks") or {})
+        summary["duplicate_trials"] = duplicates
+        return summary
+
+    return (cache or _uncached()).get(store, name, "detail", compute)
 
 
 def find_trial(store: TrialStore, trial_id: str, run: str | None = None) -> tuple[Row, list[str]]:
     """The stored row of a trial (in ``run`` when given), and every run that holds this id.
 
     The same identity can appear in several runs (same tasks and agents); without ``run``
-    the most recently created run wins.
+    the most recently created run wins. Both are indexed lookups by trial id.
     """
-    holders = []
-    found: Row | None = None
-    names = [run] if run else list(reversed(_known_runs(store)))
-    for name in names:
-        for row in store.results(name):
-            if row[0].trial_id == trial_id:
-                holders.append(name)
-                found = found or row
-                break
-    if found is None:
-        where = f"run {run!r}" if run else shown_url(store)
-        raise AtollError("unknown_trial", f"no trial {trial_id!r} in {where}")
-    return found, holders
+    holders = store.runs_holding(trial_id)
+    if run is not None and run not in holders:
+        raise AtollError("unknown_trial", f"no trial {trial_id!r} in run {run!r}")
+    if not holders:
+        raise AtollError("unknown_trial", f"no trial {trial_id!r} in {shown_url(store)}")
+    found = store.trial_row(run or holders[-1], trial_id)
+    if found is None:  # archived between the two reads
+        raise AtollError("unknown_trial", f"no trial {trial_id!r} in run {run or holders[-1]!r}")
+    return (found.spec, found.result, found.state, found.attempts), list(reversed(holders))
 
 
 def load_json_artifact(uri: str | None) -> dict[str, Any] | None:

@@ -69,7 +69,21 @@ function table(headers, rows, attrs) {
 async function runsPage() {
   crumbs();
   const body = await api("/api/runs");
+  const picked = new Set([...document.querySelectorAll("#runs-table input.pick:checked")].map((box) => box.value));
+  const button = el("button", { id: "compare-button", type: "button", disabled: true, text: "Compare the two picked runs",
+    onclick: () => {
+      const [a, b] = [...document.querySelectorAll("#runs-table input.pick:checked")].map((box) => box.value);
+      location.href = compareHref(a, b);
+    } });
+  const onPick = () => {
+    const boxes = [...document.querySelectorAll("#runs-table input.pick")];
+    const checked = boxes.filter((box) => box.checked).length;
+    button.disabled = checked !== 2;
+    for (const box of boxes) box.disabled = checked >= 2 && !box.checked;  // two at most
+  };
   const rows = body.runs.map((run) => el("tr", { "data-run": run.name },
+    el("td", {}, el("input", { type: "checkbox", class: "pick", value: run.name, checked: picked.has(run.name),
+      "aria-label": "pick " + run.name + " to compare", onchange: onPick })),
     el("td", {}, el("a", { href: runHref(run.name), text: run.name })),
     el("td", {}, badge(run.status)),
     el("td", { text: run.spec.agents.map((a) => a.name + " (" + a.model + ")").join(", ") }),
@@ -79,10 +93,78 @@ async function runsPage() {
     el("td", { class: "num", text: fmtCost(run.cost_usd) }),
     el("td", { text: fmtTime(run.started_at) }), el("td", { text: fmtTime(run.ended_at) })));
   show(el("h1", { text: "Runs" }), el("p", { class: "muted", text: "store: " + body.store }),
-    rows.length ? table(["Run", "Status", "Agents", "Benchmark", "Done / total", "Outcomes", "Cost", "Started",
-      "Ended"], rows, { id: "runs-table" }) : el("p", { text: "No runs in this store yet." }));
+    rows.length ? table(["Compare", "Run", "Status", "Agents", "Benchmark", "Done / total", "Outcomes", "Cost", "Started",
+      "Ended"], rows, { id: "runs-table" }) : el("p", { text: "No runs in this store yet." }),
+    rows.length > 1 ? el("div", { class: "toolbar" }, button, el("span", { class: "muted", text: "pick two runs" })) : null);
+  onPick();
   stamp();
   return body.runs.some((run) => run.status === "running" || run.status === "incomplete");
+}
+
+// --- compare -----------------------------------------------------------------------------
+
+const compareHref = (a, b) => "/compare?a=" + enc(a) + "&b=" + enc(b);
+const fmtDelta = (v, pct) => (v === null || v === undefined ? "—" :
+  (v > 0 ? "+" : v < 0 ? "−" : "±") + (pct ? (100 * Math.abs(v)).toFixed(1) + " pp" : "$" + Math.abs(v).toFixed(4)));
+const fmtP = (v) => (v === null || v === undefined ? "—" : v < 0.001 ? v.toExponential(1) : v.toFixed(3));
+const CHANGE_ORDER = ["worse", "better", "not comparable", "only in a", "only in b", "same"];
+
+function sideText(side) {
+  if (!side.runs) return "—";
+  return side.passes + "/" + side.graded + " (" + side.outcomes.join(", ") + ")";
+}
+
+function comparePair(pair, a, b) {
+  const label = pair.agent_a === pair.agent_b ? pair.agent_a : pair.agent_a + " → " + pair.agent_b;
+  const metricRow = (key, name, pct) => {
+    const m = pair.metrics[key];
+    return el("tr", { "data-metric": key }, el("td", { text: name }),
+      el("td", { class: "num", text: pct ? fmtPct(m.a) : fmtCost(m.a) }),
+      el("td", { class: "num", text: pct ? fmtPct(m.b) : fmtCost(m.b) }),
+      el("td", { class: "num delta", text: fmtDelta(m.delta, pct) }));
+  };
+  const test = pair.mcnemar;
+  const verdict = test.pairs === 0 ? "no paired graded runs" :
+    (test.significant ? "significant" : "not significant") + " at FDR 5%";
+  const tasks = [...pair.tasks].sort((x, y) => CHANGE_ORDER.indexOf(x.change) - CHANGE_ORDER.indexOf(y.change) ||
+    x.task_id.localeCompare(y.task_id));
+  const taskRows = tasks.map((t) => el("tr", { "data-task": t.task_id, "data-change": t.change,
+    class: "change-" + t.change.replace(/ /g, "-") },
+    el("td", { text: t.task_id }), el("td", { text: t.domain }),
+    el("td", { text: sideText(t.a) }), el("td", { text: sideText(t.b) }), el("td", {}, badge(t.change))));
+  const onlyChanged = el("input", { type: "checkbox", id: "only-changed-" + label, class: "only-changed",
+    onchange: (event) => {
+      for (const row of event.target.closest("section").querySelectorAll("tbody tr[data-change]")) {
+        row.hidden = event.target.checked && row.dataset.change === "same";
+      }
+    } });
+  return el("section", { class: "compare-pair", "data-agent": label },
+    el("h2", { text: label }),
+    table(["Metric", a, b, "Δ (b − a)"], [metricRow("pass_at_1", "Pass@1", true),
+      metricRow("mean_score", "Mean score", true), metricRow("checks_pass", "Checks pass", true),
+      metricRow("cost_usd", "Cost", false)], { class: "metrics" }),
+    el("p", { class: "mcnemar" }, "McNemar exact test on " + test.pairs + " paired (task, run) outcomes: " +
+      test.a_only + " passed only in " + a + ", " + test.b_only + " passed only in " + b +
+      "; p = " + fmtP(test.p_value) + ", q = " + fmtP(test.q_value) + " — " + verdict + "."),
+    el("p", { class: "muted", text: Object.entries(pair.changes).map(([k, n]) => n + " " + k).join(" · ") }),
+    el("label", {}, onlyChanged, " changed tasks only"),
+    table(["Task", "Domain", a + " (passes/graded)", b + " (passes/graded)", "Change"], taskRows,
+      { class: "task-changes" }));
+}
+
+async function comparePage(a, b) {
+  crumbs(el("a", { href: runHref(a), text: a }), el("span", { text: "vs" }), el("a", { href: runHref(b), text: b }));
+  const body = await api("/api/compare?a=" + enc(a) + "&b=" + enc(b));
+  const summary = (run) => el("dd", {}, el("a", { href: runHref(run.name), text: run.name }), " ", badge(run.status),
+    " · " + run.counts.done + "/" + run.counts.total + " done · " +
+    (Object.entries(run.outcomes).map(([k, n]) => n + " " + k).join(", ") || "no outcomes") + " · " + fmtCost(run.cost_usd));
+  show(el("h1", { text: "Compare " + a + " and " + b }),
+    el("dl", { class: "kv", id: "compare-summary" }, el("dt", { text: "a" }), summary(body.a),
+      el("dt", { text: "b" }), summary(body.b)),
+    body.notes.map((note) => el("p", { class: "error-box", text: note })),
+    el("div", { id: "compare" }, body.pairs.map((pair) => comparePair(pair, a, b))));
+  stamp();
+  return [body.a, body.b].some((run) => run.status === "running" || run.status === "incomplete");
 }
 
 // --- run ---------------------------------------------------------------------------------
@@ -393,6 +475,10 @@ async function route() {
   try {
     if (path.startsWith("/runs/")) again = await runPage(path.slice("/runs/".length));
     else if (path.startsWith("/trials/")) again = await trialPage(path.slice("/trials/".length), run);
+    else if (path === "/compare") {
+      const query = new URLSearchParams(location.search);
+      again = await comparePage(query.get("a") || "", query.get("b") || "");
+    }
     else again = await runsPage();
   } catch (error) {
     showError(error);

@@ -1,6 +1,8 @@
-"""A finished run for the viewer tests, built once: the replay agent on two sample tasks, one
-of which replays a wrong reference solution (a sheet cell set to the wrong value, and a final
-answer carrying HTML that must never run in the viewer)."""
+"""Two finished runs for the viewer tests, built once in one store: ``viewdemo``, the replay
+agent on two sample tasks, one of which replays a wrong reference solution (a sheet cell set
+to the wrong value, and a final answer carrying HTML that must never run in the viewer); and
+``viewfixed``, made first, the same agent and tasks replaying the right solutions (so the same
+trial ids are in both runs, and comparing the two shows the failed task fixed)."""
 
 import asyncio
 import json
@@ -28,6 +30,7 @@ class FinishedRun:
     root: Path
     store_url: str
     name: str = "viewdemo"
+    fixed: str = "viewfixed"
     passing: str = PASSING
     failing: str = FAILING
     hostile_answer: str = HOSTILE_ANSWER
@@ -36,6 +39,16 @@ class FinishedRun:
 @pytest.fixture(scope="session")
 def finished_run(tmp_path_factory) -> FinishedRun:
     root = tmp_path_factory.mktemp("viewer-run")
+
+    def run(name: str, benchmark: Path) -> None:
+        spec = ExperimentSpec.model_validate({
+            "name": name, "benchmark": str(benchmark), "tasks": {"ids": [PASSING, FAILING]},
+            "agents": [{"name": "oracle", "agent": "replay", "model": "replay"}],
+            "store": str(root / "atoll.db"), "artifacts": (root / "artifacts").as_uri(), "output_dir": str(root),
+        })
+        asyncio.run(run_experiment(spec, quiet=True))
+
+    run("viewfixed", generate_sample_benchmark(root / "bench-fixed"))
     benchmark = generate_sample_benchmark(root / "bench")
     tasks = json.loads((benchmark / "tasks_and_rubrics.json").read_text())
     for task in tasks:
@@ -45,12 +58,7 @@ def finished_run(tmp_path_factory) -> FinishedRun:
             operations[2]["value"] = 0.07  # the rubric wants 0.08
             task["reference_solution"]["final_answer"] = HOSTILE_ANSWER
     (benchmark / "tasks_and_rubrics.json").write_text(json.dumps(tasks))
-    spec = ExperimentSpec.model_validate({
-        "name": "viewdemo", "benchmark": str(benchmark), "tasks": {"ids": [PASSING, FAILING]},
-        "agents": [{"name": "oracle", "agent": "replay", "model": "replay"}],
-        "store": str(root / "atoll.db"), "artifacts": (root / "artifacts").as_uri(), "output_dir": str(root),
-    })
-    asyncio.run(run_experiment(spec, quiet=True))
+    run("viewdemo", benchmark)
     return FinishedRun(root=root, store_url=str(root / "atoll.db"))
 
 

@@ -28,8 +28,9 @@ def _trial_id(viewer_url, task_id):
 
 def test_runs_list_names_status_counts_and_times(viewer_url):
     body = httpx.get(f"{viewer_url}/api/runs").json()
-    [run] = body["runs"]
-    assert run["name"] == "viewdemo" and run["status"] == "finished"
+    assert [run["name"] for run in body["runs"]] == ["viewfixed", "viewdemo"]  # oldest first
+    run = body["runs"][1]
+    assert run["status"] == "finished"
     assert run["counts"]["done"] == run["counts"]["total"] == 2
     assert run["outcomes"] == {"pass": 1, "fail": 1} and run["cost_usd"] == 0.0
     assert run["created_at"] <= run["started_at"] <= run["ended_at"] and run["fingerprint"]
@@ -97,7 +98,8 @@ def test_downloads_are_the_recorded_artifacts_and_snapshot_files_are_opaque(view
 def test_unknown_run_and_trial_are_404_in_the_error_shape_and_name_the_runs_known(viewer_url):
     missing = httpx.get(f"{viewer_url}/api/runs/nope")
     assert missing.status_code == 404
-    assert missing.json()["error"]["code"] == "unknown_run" and "runs known: viewdemo" in missing.json()["error"]["message"]
+    assert missing.json()["error"]["code"] == "unknown_run"
+    assert "runs known: viewfixed, viewdemo" in missing.json()["error"]["message"]
     assert httpx.get(f"{viewer_url}/api/runs/nope/trials").status_code == 404
     trial = httpx.get(f"{viewer_url}/api/trials/{'0' * 64}")
     assert trial.status_code == 404 and trial.json()["error"]["code"] == "unknown_trial"
@@ -151,16 +153,18 @@ def test_view_prints_one_listening_line_and_a_port_in_use_is_one_line_and_exit_2
                              capture_output=True, text=True, timeout=120)
     busy.close()
     assert refused.returncode == 2
-    assert refused.stderr.strip() == f"error: port {port} on 127.0.0.1 is already in use; pick another with --port"
+    assert refused.stderr.strip() == (f"error: port {port} on 127.0.0.1 is already in use; "
+                                      "stop that process or pick --port")
     server = subprocess.Popen([sys.executable, "-m", "atoll.cli", "view", str(finished_run.root), "--port", str(port)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        line = server.stdout.readline()
-        assert line.startswith(f"atoll view: listening on http://127.0.0.1:{port}/")
-        assert httpx.get(f"http://127.0.0.1:{port}/api/runs", timeout=30).json()["runs"][0]["name"] == "viewdemo"
+        line = server.stderr.readline()
+        assert line.startswith("atoll view (store ") and line.rstrip().endswith(f" listening on http://127.0.0.1:{port}")
+        assert httpx.get(f"http://127.0.0.1:{port}/api/runs", timeout=30).json()["runs"][1]["name"] == "viewdemo"
     finally:
         server.terminate()
-        server.wait(30)
+        _out, rest = server.communicate(timeout=30)
+    assert "listening on" not in rest  # the line came once
     beyond = subprocess.run([sys.executable, "-m", "atoll.cli", "view", str(finished_run.root), "--host", "0.0.0.0"],
                             capture_output=True, text=True, timeout=120, env=_without_token())
     assert beyond.returncode == 2 and "ATOLL_VIEW_TOKEN" in beyond.stderr
@@ -184,3 +188,39 @@ def test_a_store_password_never_reaches_a_page_or_a_message(postgres_url):
     assert missing.status_code == 404 and "***" in missing.json()["error"]["message"]
     assert "hunter2" not in listing.text + missing.text + client.get("/api/trials/abc").text
     store.dispose()
+
+
+def test_compare_gives_per_task_changes_metric_deltas_and_the_paired_test(viewer_url):
+    body = httpx.get(f"{viewer_url}/api/compare", params={"a": "viewdemo", "b": "viewfixed"}).json()
+    assert body["a"]["name"] == "viewdemo" and body["b"]["name"] == "viewfixed" and body["notes"] == []
+    [pair] = body["pairs"]
+    assert pair["agent_a"] == pair["agent_b"] == "oracle"
+    changes = {task["task_id"]: task["change"] for task in pair["tasks"]}
+    # The right solution meets every check, but one criterion needs a judge (none here): the
+    # trial is ungradeable, so it cannot be paired with the failed one.
+    assert changes == {FAILING: "not comparable", PASSING: "same"}
+    failing = next(task for task in pair["tasks"] if task["task_id"] == FAILING)
+    assert failing["a"] == {"passes": 0, "graded": 1, "runs": 1, "outcomes": ["fail"]}
+    assert failing["b"] == {"passes": 0, "graded": 0, "runs": 1, "outcomes": ["ungradeable"]}
+    assert pair["metrics"]["pass_at_1"] == {"a": 0.5, "b": 1.0, "delta": 0.5}
+    assert pair["metrics"]["cost_usd"] == {"a": 0.0, "b": 0.0, "delta": 0.0}
+    # One paired graded (task, run) outcome, concordant: McNemar has nothing to count.
+    assert {k: pair["mcnemar"][k] for k in ("pairs", "a_only", "b_only")} == {"pairs": 1, "a_only": 0, "b_only": 0}
+    assert pair["mcnemar"]["p_value"] == 1.0 and pair["mcnemar"]["significant"] is False
+    reverse = httpx.get(f"{viewer_url}/api/compare", params={"a": "viewfixed", "b": "viewdemo"}).json()
+    assert reverse["pairs"][0]["metrics"]["pass_at_1"]["delta"] == -0.5
+    missing = httpx.get(f"{viewer_url}/api/compare", params={"a": "viewdemo", "b": "nope"})
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "unknown_run"
+
+
+def test_pages_of_an_unknown_run_or_trial_are_404_and_say_what_is_missing(viewer_url):
+    for path, says in (("/runs/nope", "no run named 'nope'"), (f"/trials/{'0' * 64}", "no trial '000"),
+                       (f"/trials/{_trial_id(viewer_url, PASSING)}?run=nope", "in run 'nope'"),
+                       ("/compare?a=viewdemo&b=nope", "no run named 'nope'")):
+        page = httpx.get(viewer_url + path)
+        assert page.status_code == 404, path
+        assert says in page.text and "/static/app.js" in page.text, path
+    hostile = httpx.get(viewer_url + "/runs/%3Cscript%3Ealert(1)")
+    assert hostile.status_code == 404 and "<script>alert" not in hostile.text and "&lt;script&gt;alert" in hostile.text
+    assert httpx.get(viewer_url + "/compare").status_code == 400
+    assert httpx.get(viewer_url + "/compare?a=viewdemo&b=viewfixed").status_code == 200

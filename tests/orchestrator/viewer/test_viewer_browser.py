@@ -1,6 +1,6 @@
 """The viewer's pages in a real headless Chromium (Debian's /usr/bin/chromium, driven by
 Playwright; no browser download): run page, trial table filter, a failed trial's transcript,
-verdict rationale and sheet cell change — and the agent's HTML never runs.
+verdict rationale and sheet cell change — and the agent's HTML never runs; two runs compared.
 
 ATOLL_VIEWER_SCREENSHOTS=DIR also writes the screenshots there (docs/images is made that way).
 """
@@ -93,4 +93,35 @@ def test_run_page_filter_then_a_failed_trial_with_its_transcript_verdicts_and_ce
 def test_an_unknown_run_page_says_so_and_names_the_runs_known(page, viewer_url):
     page.goto(viewer_url + "/runs/missing-run")
     message = page.locator("#error").inner_text()
-    assert "unknown_run" in message and "runs known: viewdemo" in message
+    assert "unknown_run" in message and "runs known: viewfixed, viewdemo" in message
+
+
+def test_pick_two_runs_and_compare_them(page, viewer_url, finished_run, tmp_path):
+    started = time.monotonic()
+    page.goto(viewer_url + "/")
+    page.wait_for_selector("#runs-table tr[data-run='viewdemo']")
+    button = page.locator("#compare-button")
+    page.check("#runs-table tr[data-run='viewdemo'] input.pick")
+    assert button.is_disabled()  # one run picked is not a comparison
+    page.check("#runs-table tr[data-run='viewfixed'] input.pick")
+    assert button.is_enabled()
+    button.click()
+
+    page.wait_for_selector("#compare .compare-pair")
+    assert page.url.endswith("/compare?a=viewfixed&b=viewdemo")  # in the runs page's order
+    pair = page.locator(".compare-pair[data-agent='oracle']")
+    failing = pair.locator(f"tr[data-task='{finished_run.failing}']")
+    # Ungradeable in viewfixed (a judge-only criterion, no judge), failed in viewdemo.
+    assert failing.get_attribute("data-change") == "not comparable"
+    assert "0/0 (ungradeable)" in failing.inner_text() and "0/1 (fail)" in failing.inner_text()
+    assert pair.locator("tr[data-metric='pass_at_1'] td.delta").inner_text() == "−50.0 pp"
+    assert "on 1 paired (task, run) outcomes: 0 passed only in viewfixed, 0 passed only in viewdemo; p = 1.000" in (
+        pair.locator(".mcnemar").inner_text())
+    _shot(page, tmp_path, "compare")
+    passing = pair.locator(f"tr[data-task='{finished_run.passing}']")
+    pair.locator("input.only-changed").check()  # unchanged tasks hide
+    assert passing.is_hidden() and failing.is_visible()
+    pair.locator("input.only-changed").uncheck()
+    assert passing.is_visible()
+    assert page.errors == []
+    assert time.monotonic() - started < 120

@@ -1,0 +1,145 @@
+"""The viewer's data over stores written directly (no sandbox): one record per (agent, task,
+run) as the report counts, the per-run cache that a change in the store invalidates, the
+indexed trial lookup, and the comparison of two runs."""
+
+import sqlite3
+
+import pytest
+from sqlalchemy import inspect
+
+from atoll.errors import AtollError
+from atoll.trial import Outcome, TrialResult, TrialSpec
+from orchestrator.report import collect
+from orchestrator.stats import mcnemar_exact
+from orchestrator.store import TrialStore
+from orchestrator.viewer import data
+from orchestrator.viewer.compare import compare_runs
+
+
+def _spec(run: str, agent: str, task: str, index: int, steps: int = 10) -> TrialSpec:
+    return TrialSpec(experiment=run, task_id=task, world_id="w", world_digest="d", agent_name=agent, agent="replay",
+                     model="m", agent_config={"max_steps": steps}, run_index=index, domain="Law")
+
+
+def _finish(store: TrialStore, specs: list[TrialSpec], passed) -> None:
+    """Enqueue ``specs`` and record each with outcome pass when ``passed(spec)``."""
+    store.enqueue(specs)
+    by_id = {spec.trial_id: spec for spec in specs}
+    for lease in store.lease("w", limit=len(specs), lease_s=60, experiment=specs[0].experiment):
+        ok = passed(by_id[lease.trial_id])
+        store.complete(lease, "w", TrialResult(trial_id=lease.trial_id, outcome=Outcome.passed if ok else Outcome.failed,
+                                               score=float(ok)))
+
+
+def _run(store: TrialStore, name: str, agents: list[str]) -> None:
+    store.save_experiment(name, {"name": name, "benchmark": "b", "agents": [{"name": a} for a in agents]},
+                          fingerprint=f"fp-{name}", identity={"name": name})
+
+
+@pytest.fixture
+def store(tmp_path):
+    store = TrialStore(str(tmp_path / "atoll.db"))
+    yield store
+    store.dispose()
+
+
+def test_the_viewer_counts_one_trial_per_agent_task_and_run_as_the_report_does(store):
+    # A store written before fingerprints: two configurations of each (agent, task, run).
+    _run(store, "legacy", ["a"])
+    _finish(store, [_spec("legacy", "a", f"t{i}", 0, steps=10) for i in range(3)], lambda s: False)
+    _finish(store, [_spec("legacy", "a", f"t{i}", 0, steps=20) for i in range(3)], lambda s: True)
+    trials = data.run_trials(store, "legacy")
+    assert len(trials) == 3 and {t["outcome"] for t in trials} == {"pass"}  # the later one, once
+    detail = data.run_detail(store, "legacy")
+    assert detail["duplicate_trials"] == 3
+    assert detail["outcomes"] == {"pass": 3} and detail["matrix"]["cells"]["a"]["t0"]["runs"] == 1
+    assert detail["failures"] == []  # the earlier, failed configuration is not counted
+    # The same choice as the report's, trial for trial.
+    records = collect(store, "legacy")[0]
+    assert sorted((r.task_id, r.outcome.value) for r in records) == sorted((t["task_id"], t["outcome"]) for t in trials)
+
+
+def test_a_cached_run_is_reused_until_the_store_changes_then_recomputed(store):
+    _run(store, "r", ["a"])
+    specs = [_spec("r", "a", f"t{i}", 0) for i in range(2)]
+    _finish(store, specs, lambda s: s.task_id == "t0")
+    cache = data.RunCache()
+    first = data.run_detail(store, "r", cache=cache)
+    assert data.run_detail(store, "r", cache=cache) is first  # unchanged store: not recomputed
+    assert first["leaderboard"][0]["pass_at_1"]["value"] == 0.5
+    # A regrade changes an outcome: the next read shows it.
+    store.replace_result("r", specs[1].trial_id, TrialResult(trial_id=specs[1].trial_id, outcome=Outcome.passed,
+                                                             score=1.0), note="regrade")
+    second = data.run_detail(store, "r", cache=cache)
+    assert second is not first and second["leaderboard"][0]["pass_at_1"]["value"] == 1.0
+    # A run in progress: a new trial enqueued and leased shows as running at once.
+    store.enqueue([_spec("r", "a", "t2", 0)])
+    assert data.run_detail(store, "r", cache=cache)["status"] == "incomplete"
+    store.lease("w", limit=1, lease_s=60, experiment="r")
+    assert data.run_detail(store, "r", cache=cache)["status"] == "running"
+    assert [t["state"] for t in data.run_trials(store, "r", cache=cache) if t["task_id"] == "t2"] == ["leased"]
+    assert data.list_runs(store, cache=cache)[0]["counts"]["leased"] == 1
+
+
+def test_a_trial_is_found_by_id_through_an_index_in_every_run_holding_it(store, tmp_path):
+    for name in ("older", "newer"):
+        _run(store, name, ["a"])
+        _finish(store, [_spec(name, "a", "t0", 0)], lambda s, name=name: name == "newer")
+    trial_id = _spec("x", "a", "t0", 0).trial_id  # the identity does not include the run
+    (spec, result, _state, _attempts), holders = data.find_trial(store, trial_id)
+    assert holders == ["newer", "older"] and spec.experiment == "newer" and result.outcome is Outcome.passed
+    (spec, result, _state, _attempts), _ = data.find_trial(store, trial_id, "older")
+    assert spec.experiment == "older" and result.outcome is Outcome.failed
+    with pytest.raises(AtollError, match="in run 'nope'"):
+        data.find_trial(store, trial_id, "nope")
+    with pytest.raises(AtollError, match="no trial 'ffff'"):
+        data.find_trial(store, "ffff")
+    assert "ix_trials_trial_id" in {ix["name"] for ix in inspect(store.engine).get_indexes("trials")}
+
+
+def test_a_store_made_before_the_trial_id_index_gets_it_when_opened(tmp_path):
+    path = tmp_path / "old.db"
+    TrialStore(str(path)).dispose()
+    with sqlite3.connect(path) as connection:
+        connection.execute("DROP INDEX ix_trials_trial_id")
+    store = TrialStore(str(path))
+    try:
+        assert "ix_trials_trial_id" in {ix["name"] for ix in inspect(store.engine).get_indexes("trials")}
+    finally:
+        store.dispose()
+
+
+def test_compare_matches_agents_pairs_runs_and_tests_them(store):
+    tasks = [f"t{i}" for i in range(8)]
+    _run(store, "base", ["a", "b"])
+    _run(store, "next", ["a", "b", "c"])
+    # Agent a: passes t0..t1 in base; passes t0..t6 in next (5 fixed, none broken).
+    _finish(store, [_spec("base", agent, t, 0) for agent in "ab" for t in tasks],
+            lambda s: s.agent_name == "a" and s.task_id in ("t0", "t1") or s.agent_name == "b")
+    _finish(store, [_spec("next", agent, t, 0) for agent in "abc" for t in tasks + ["t8"]],
+            lambda s: s.agent_name == "a" and s.task_id < "t7" or s.agent_name == "b" and s.task_id != "t3")
+    result = compare_runs(store, "base", "next")
+    assert [(p["agent_a"], p["agent_b"]) for p in result["pairs"]] == [("a", "a"), ("b", "b")]  # c is in one run
+    a, b = result["pairs"]
+    assert {k: a["mcnemar"][k] for k in ("pairs", "a_only", "b_only")} == {"pairs": 8, "a_only": 0, "b_only": 5}
+    assert a["mcnemar"]["p_value"] == pytest.approx(mcnemar_exact(0, 5))
+    assert b["mcnemar"]["b_only"] == 0 and b["mcnemar"]["a_only"] == 1
+    assert a["mcnemar"]["q_value"] >= a["mcnemar"]["p_value"]  # Benjamini–Hochberg across the two pairs
+    assert a["changes"] == {"same": 3, "better": 5, "only in b": 1}
+    assert {t["task_id"]: t["change"] for t in b["tasks"]}["t3"] == "worse"
+    assert a["metrics"]["pass_at_1"]["a"] == pytest.approx(2 / 8)
+    assert a["metrics"]["pass_at_1"]["delta"] == pytest.approx(7 / 9 - 2 / 8)  # t8 counts in next's own Pass@1
+    with pytest.raises(AtollError) as missing:
+        compare_runs(store, "base", "nope")
+    assert missing.value.code == "unknown_run"
+
+
+def test_compare_two_single_agent_runs_whatever_their_agent_names(store):
+    _run(store, "gpt", ["gpt"])
+    _run(store, "claude", ["claude"])
+    _finish(store, [_spec("gpt", "gpt", "t0", 0)], lambda s: False)
+    _finish(store, [_spec("claude", "claude", "t0", 0)], lambda s: True)
+    [pair] = compare_runs(store, "gpt", "claude")["pairs"]
+    assert (pair["agent_a"], pair["agent_b"]) == ("gpt", "claude") and pair["mcnemar"]["b_only"] == 1
+    _run(store, "two", ["x", "y"])
+    assert compare_runs(store, "gpt", "two")["notes"][0].startswith("no agent to compare")
