@@ -7,7 +7,10 @@ retried, and every attempt stays in the history.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
+import sys
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -32,6 +35,8 @@ from orchestrator.store import TrialStore, worker_identity
 # How long a lease lasts without a heartbeat; a worker that dies costs at most this.
 # (ATOLL_LEASE_S overrides it, for tests and for clusters that want faster takeover.)
 LEASE_S = float(os.environ.get("ATOLL_LEASE_S", 120.0))
+# How long Ctrl-C during `atoll run` waits for running trials before abandoning them.
+INTERRUPT_GRACE_S = float(os.environ.get("ATOLL_INTERRUPT_GRACE_S", 5.0))
 # How often a worker re-reads a run's policy from the store.
 POLICY_REFRESH_S = 30.0
 
@@ -90,6 +95,7 @@ async def run_experiment(
     progress_out: Any = None,
     enqueue_only: bool = False,
     replace: bool = False,
+    interruptible: bool = False,
 ) -> RunOutcome:
     """Plan, enqueue, execute and report one experiment (or resume it).
 
@@ -98,6 +104,11 @@ async def run_experiment(
     (the report is written first), and AtollError("fingerprint_changed") when the run
     exists with another configuration and ``replace`` is not set. With ``enqueue_only`` it
     plans and enqueues, then returns without executing (``atoll worker`` processes do the work).
+
+    With ``interruptible`` (``atoll run``), SIGINT (Ctrl-C) while trials run stops scheduling
+    at once, waits a few seconds for the running trials (a second Ctrl-C abandons them), gives
+    the leases of the unfinished ones back, writes the report so far and returns with
+    ``summary.stopped_reason == "interrupted"``.
     """
     benchmark = load_benchmark(spec.benchmark)
     trials = plan_trials(benchmark, spec)
@@ -127,9 +138,10 @@ async def run_experiment(
             policy=RunPolicy.of(spec),
             on_event=view.event,
             spool=spool,
+            interrupt_grace_s=INTERRUPT_GRACE_S,
         )
         try:
-            with view:
+            with view, _interrupts_stop(scheduler, enabled=interruptible):
                 summary = await scheduler.run()
         finally:
             await executor.aclose()
@@ -154,6 +166,37 @@ async def run_experiment(
             "attempt history; fix the cause and run again to resume",
         )
     return outcome
+
+
+class _interrupts_stop:  # noqa: N801 - used as a context manager, like contextlib's
+    """SIGINT on the running loop interrupts ``scheduler`` (and says so on stderr) instead of
+    raising KeyboardInterrupt somewhere in a trial."""
+
+    def __init__(self, scheduler: Scheduler, *, enabled: bool) -> None:
+        self.scheduler, self.enabled, self.loop = scheduler, enabled, None
+
+    def _on_sigint(self) -> None:
+        first = not self.scheduler.interrupts
+        self.scheduler.interrupt()
+        running = self.scheduler.running
+        if first:
+            print(f"\ninterrupting: no new trials; waiting up to {self.scheduler.interrupt_grace_s:.0f} s for "
+                  f"{running} running (Ctrl-C again abandons them)", file=sys.stderr, flush=True)
+        else:
+            print(f"abandoning {running} running trials", file=sys.stderr, flush=True)
+
+    def __enter__(self) -> _interrupts_stop:
+        if self.enabled:
+            self.loop = asyncio.get_running_loop()
+            try:
+                self.loop.add_signal_handler(signal.SIGINT, self._on_sigint)
+            except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
+                self.loop = None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.loop is not None:
+            self.loop.remove_signal_handler(signal.SIGINT)
 
 
 def failure_sides(summary: SchedulerSummary) -> str:

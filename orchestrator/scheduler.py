@@ -9,7 +9,10 @@ Database faults do not stop it: store operations retry (orchestrator.store_retry
 that still cannot be written is kept in memory and in the worker's spool file
 (orchestrator.spool) and written when the database answers again. It exits only when no
 trial in its scope is pending or leased — leases of dead workers are taken over when they
-expire — or, with ``forever``, never.
+expire — or, with ``forever``, never — or when interrupted (:meth:`Scheduler.interrupt`):
+then it leases nothing more, gives the running trials ``interrupt_grace_s`` to finish (a
+second interrupt abandons them at once), cancels the rest and gives their leases back to the
+store (``TrialStore.release``) so they are pending again, not held until the lease expires.
 """
 
 from __future__ import annotations
@@ -34,6 +37,10 @@ log = logging.getLogger("atoll.orchestrator")
 
 # Configuration errors of a model endpoint are deterministic: a few of them say enough.
 MIN_CONFIGURATION_ERRORS_FOR_ABORT = 3
+# How long an interrupted scheduler waits for its running trials before it abandons them.
+INTERRUPT_GRACE_S = 5.0
+# How long abandoned trials get to unwind (their cleanup) once cancelled.
+CANCEL_WAIT_S = 10.0
 
 
 @dataclass
@@ -43,7 +50,8 @@ class SchedulerSummary:
     lost_leases: int = 0
     attempts: int = 0
     cost_usd: float = 0.0
-    stopped_reason: str | None = None  # "cost_ceiling" | "infra_error_rate" | "model_configuration" | None (the last stop)
+    # "cost_ceiling" | "infra_error_rate" | "model_configuration" | "interrupted" | None (the last stop)
+    stopped_reason: str | None = None
     stopped: dict[str, str] = field(default_factory=dict)  # run -> why this worker stopped it
     spooled: int = 0  # writes that had to wait in the spool for the database
     outcomes: dict[str, int] = field(default_factory=dict)
@@ -52,6 +60,9 @@ class SchedulerSummary:
     model_endpoint_errors: int = 0
     configuration_errors: int = 0
     last_model_endpoint_error: str | None = None
+    # After an interrupt: trials cancelled before they finished, and of them the leases given back.
+    abandoned: int = 0
+    released: int = 0
 
 
 EventSink = Callable[[str, Lease, TrialResult | None], None]
@@ -78,6 +89,7 @@ class Scheduler:
         spool: ResultSpool | None = None,
         healthy_interval_s: float | None = None,
         give_up_after_s: float | None = 600.0,
+        interrupt_grace_s: float = INTERRUPT_GRACE_S,
     ) -> None:
         self.store = store
         self.executor_for = executor_for
@@ -92,7 +104,9 @@ class Scheduler:
         self.spool = spool
         self.healthy_interval_s = healthy_interval_s
         self.give_up_after_s = give_up_after_s
+        self.interrupt_grace_s = interrupt_grace_s
         self.summary = SchedulerSummary()
+        self._interrupts = 0
         self._running: dict[asyncio.Task, Lease] = {}
         self._health: dict[str, InfraHealth] = {}
         self._exhausted: set[str] = set()  # runs whose cost ceiling is reached
@@ -167,6 +181,50 @@ class Scheduler:
         self.summary.stopped[experiment] = reason
         self.summary.stopped_reason = reason
 
+    # --- interruption -----------------------------------------------------------------------
+
+    @property
+    def running(self) -> int:
+        """Trials this scheduler is running now."""
+        return len(self._running)
+
+    @property
+    def interrupts(self) -> int:
+        """How many times :meth:`interrupt` was called."""
+        return self._interrupts
+
+    def interrupt(self) -> None:
+        """Stop scheduling (call it from a signal handler on the scheduler's loop). The first
+        call: lease nothing more, wait up to ``interrupt_grace_s`` for the running trials; a
+        second call: abandon them now. Abandoned trials are cancelled and their leases released."""
+        self._interrupts += 1
+        self.summary.stopped_reason = "interrupted"
+
+    async def _wind_down(self) -> None:
+        deadline = time.monotonic() + self.interrupt_grace_s
+        while self._running and self._interrupts < 2 and (left := deadline - time.monotonic()) > 0:
+            done, _ = await asyncio.wait(list(self._running), timeout=min(left, 0.2),
+                                         return_when=asyncio.FIRST_COMPLETED)
+            for finished in done:
+                lease = self._running.pop(finished)
+                if not finished.cancelled() and finished.exception() is not None:
+                    log.error("trial %s failed while stopping: %s", lease.trial_id[:12], finished.exception())
+        abandoned = list(self._running.items())
+        self._running.clear()
+        for task, _lease in abandoned:
+            task.cancel()
+        if abandoned:
+            await asyncio.wait([task for task, _ in abandoned], timeout=CANCEL_WAIT_S)
+        if self._writer is not None and not self._writer.done():  # results already finished: let them land
+            await asyncio.wait([self._writer], timeout=CANCEL_WAIT_S)
+        self.summary.abandoned = len(abandoned)
+        if abandoned:
+            try:
+                self.summary.released = await asyncio.to_thread(self.store.release, [lease for _, lease in abandoned])
+            except Exception as exc:  # they expire by themselves; a resume on this host takes them at once
+                log.warning("could not give back %d leases (they expire in %.0f s): %s", len(abandoned),
+                            self.lease_s, exc)
+
     # --- loop -------------------------------------------------------------------------------
 
     async def _outstanding(self, *, max_age_s: float = 0.0) -> dict[str, Outstanding]:
@@ -224,6 +282,9 @@ class Scheduler:
             self.spool.adopt_orphans()
         try:
             while True:
+                if self._interrupts:
+                    await self._wind_down()
+                    break
                 try:
                     await self._flush_spool()
                     free = self.concurrency - len(self._running)

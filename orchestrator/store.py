@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import and_, bindparam, create_engine, event, or_, select, update
+from sqlalchemy import and_, bindparam, case, create_engine, event, or_, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import OperationalError
 
@@ -333,6 +333,25 @@ class TrialStore(RunRecords):
                 )
                 held += result.rowcount
         return held
+
+    @retried
+    def release(self, leases: Iterable[Lease]) -> int:
+        """Give back leases this process will not finish (an interrupted run, a draining
+        worker): each trial still held by its lease goes back to pending at once — not after
+        the lease expires — and the attempt it was given does not count against its infra
+        retries. A lease lost or finished meanwhile is left alone. Returns how many were given back."""
+        released = 0
+        with self._tx() as tx:
+            for lease in leases:
+                result = tx.execute(
+                    update(trials).where(_held(lease)).values(
+                        state=TrialState.pending.value, lease_owner=None, lease_token=None, lease_expires=None,
+                        attempts=case((trials.c.attempts > 0, trials.c.attempts - 1), else_=0),
+                        updated_at=time.time(),
+                    )
+                )
+                released += result.rowcount
+        return released
 
     @staticmethod
     def _written(tx: Connection, write_ids: Sequence[str]) -> dict[str, bool]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,9 @@ def run(
     no_preflight: bool = typer.Option(False, "--no-preflight", help=NO_PREFLIGHT_HELP),
 ) -> None:
     """Run an experiment, or resume it: finished trials are never re-run. A run whose
-    configuration changed is refused unless --new-run NAME or --replace is given."""
+    configuration changed is refused unless --new-run NAME or --replace is given.
+    Ctrl-C stops scheduling, waits a few seconds for running trials (again: abandons them)
+    and gives their leases back; running the same command resumes."""
     from atoll.errors import AtollError
     from atoll.experiment import load_experiment
     from orchestrator.runner import run_experiment
@@ -55,7 +58,7 @@ def run(
     if not (no_preflight or enqueue_only):  # an enqueue-only run calls no model; its workers check
         preflight_models([spec], quiet=quiet)
     outcome = asyncio.run(run_experiment(spec, quiet=quiet, json_events=json_logs, enqueue_only=enqueue_only,
-                                         replace=replace))
+                                         replace=replace, interruptible=True))
     if outcome.archived:
         typer.echo(f"{outcome.experiment}: archived {outcome.archived} trials of the earlier configuration "
                    "(kept under the run; the report lists them)")
@@ -63,6 +66,13 @@ def run(
         typer.echo(f"{outcome.experiment}: {outcome.planned} trials planned, {outcome.newly_enqueued} new, "
                    f"{outcome.counts['done']} already done; store {spec.store}")
         return
+    if outcome.summary.stopped_reason == "interrupted":
+        resume = " ".join(["atoll run", shlex.quote(str(experiment)),
+                           *(f"{flag} {shlex.quote(value)}" for flag, value in
+                             (("--new-run", new_run), ("--store", store), ("--executor", executor)) if value)])
+        typer.echo(f"interrupted: {outcome.counts['done']}/{outcome.counts['total']} done; `{resume}` resumes",
+                   err=True)
+        raise typer.Exit(130)
     print_leaderboard(outcome.report_paths["md"])
     typer.echo(f"{outcome.experiment}: {resume_summary(outcome)}; report: {outcome.report_paths['html']}")
     if outcome.summary.stopped_reason == "cost_ceiling":
