@@ -7,18 +7,16 @@ the returned error list instead of raising, so one corrupt export never hides th
 
 from __future__ import annotations
 
-import email.policy
 import json
-import mailbox
-import os
-import tempfile
 from datetime import date, datetime
-from email.message import EmailMessage, Message
 from email.utils import getaddresses
 from hashlib import sha256
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from atoll.grade import ChatChange, EventChange, MailSent
+
+if TYPE_CHECKING:
+    from atoll.formats.mail.index import MailEntry
 
 MAIL_PREFIX = ".apps_data/mail/"
 CALENDAR_PREFIX = ".apps_data/calendar/"
@@ -44,95 +42,63 @@ def is_chat_group_info(path: str) -> bool:
 # --- mail ----------------------------------------------------------------------------------
 
 
-def _mbox_messages(data: bytes) -> list[Message]:
-    # mailbox.mbox needs a file name; the snapshot is in memory.
-    handle, name = tempfile.mkstemp(suffix=".mbox")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-        box = mailbox.mbox(name, create=False)
-        try:
-            return [
-                email.message_from_bytes(box.get_bytes(key), policy=email.policy.default)
-                for key in box.iterkeys()
-            ]
-        finally:
-            box.close()
-    finally:
-        os.unlink(name)
+def _mbox_messages(path: str, data: bytes) -> list[tuple[MailEntry, bytes]]:
+    """Every message of an mbox as the mail tools index it: (entry, message bytes)."""
+    from atoll.formats.mail.index import read_index
+    from atoll.formats.mail.mbox import message_bytes
+
+    return [
+        (entry, message_bytes(data[entry.span.start : entry.span.end]))
+        for entry in read_index(data, path).entries
+    ]
 
 
-def _message_key(message: Message) -> str:
-    message_id = (message.get("Message-ID") or "").strip()
-    if message_id:
-        return message_id
-    return "sha256:" + sha256(message.as_bytes()).hexdigest()
+def _bare(values: list[str]) -> list[str]:
+    return [address for _, address in getaddresses(values) if address]
 
 
-def _addresses(message: Message, header: str) -> list[str]:
-    values = message.get_all(header) or []
-    return [address for _, address in getaddresses([str(v) for v in values]) if address]
+def mail_sent(entry: MailEntry, raw: bytes) -> MailSent:
+    """A message as the judge reads it: the mail tools' index entry, body and attachments."""
+    from atoll.formats.mail.headers import addresses, parse_header_block, split_header
+    from atoll.formats.mail.text import attachments_of, message_text
 
-
-def _body_text(message: Message) -> str:
-    if isinstance(message, EmailMessage):
-        part = message.get_body(preferencelist=("plain", "html"))
-        if part is not None:
-            try:
-                return str(part.get_content()).strip()
-            except (LookupError, ValueError):
-                pass
-    payload = message.get_payload(decode=True)
-    if isinstance(payload, bytes):
-        return payload.decode("utf-8", "replace").strip()
-    return ""
-
-
-def _attachments(message: Message) -> list[str]:
-    names: list[str] = []
-    for part in message.walk():
-        filename = part.get_filename()
-        if filename and part.get_content_disposition() in ("attachment", "inline", None):
-            names.append(filename)
-    return names
-
-
-def mail_from_message(message: Message) -> MailSent:
+    # The mail server keeps Bcc recipients out of the visible headers (X-Atoll-Bcc, which the
+    # index reads); other writers leave a Bcc header.
+    fields, _ = parse_header_block(split_header(raw)[0], frozenset({"bcc"}))
     return MailSent(
-        message_id=(message.get("Message-ID") or "").strip() or None,
-        **{"from": str(message.get("From") or "")},
-        to=_addresses(message, "To"),
-        cc=_addresses(message, "Cc"),
-        # The mail server keeps Bcc recipients out of the visible headers (X-Atoll-Bcc).
-        bcc=_addresses(message, "Bcc") or _addresses(message, "X-Atoll-Bcc"),
-        subject=str(message.get("Subject") or ""),
-        body=_body_text(message),
-        attachments=_attachments(message),
-        in_reply_to=(message.get("In-Reply-To") or "").strip() or None,
+        message_id=entry.mail_id,
+        **{"from": entry.sender},
+        to=_bare(entry.to),
+        cc=_bare(entry.cc),
+        bcc=_bare(addresses(fields.get("bcc"))) or _bare(entry.bcc),
+        subject=entry.subject,
+        body=message_text(raw)[0],
+        attachments=[attachment.filename for attachment in attachments_of(raw)],
+        in_reply_to=f"<{entry.in_reply_to}>" if entry.in_reply_to else None,
     )
 
 
 def diff_mail(before: dict[str, bytes], after: dict[str, bytes]) -> tuple[list[MailSent], list[str]]:
-    """Messages present after but not before (by Message-ID) across all mbox files = mails sent."""
+    """Messages present after but not before (by Message-ID, else the id the mail tools give a
+    message without one) across all mbox files = mails sent."""
     errors: list[str] = []
     known: set[str] = set()
     for path, data in before.items():
         try:
-            known.update(_message_key(m) for m in _mbox_messages(data))
+            known.update(entry.key for entry, _ in _mbox_messages(path, data))
         except Exception as exc:  # noqa: BLE001 - corrupt exports
             errors.append(f"{path}: cannot parse mbox: {exc}")
     sent: list[MailSent] = []
     for path in sorted(after):
         try:
-            messages = _mbox_messages(after[path])
+            messages = _mbox_messages(path, after[path])
         except Exception as exc:  # noqa: BLE001
             errors.append(f"{path}: cannot parse mbox: {exc}")
             continue
-        for message in messages:
-            key = _message_key(message)
-            if key not in known:
-                known.add(key)
-                sent.append(mail_from_message(message))
+        for entry, raw in messages:
+            if entry.key not in known:
+                known.add(entry.key)
+                sent.append(mail_sent(entry, raw))
     return sent, errors
 
 

@@ -80,3 +80,46 @@ def test_xlsx_judge_cells_equal_what_read_tab_returns(tmp_path):
     assert model["E2"] == "5 [=C1*2]"  # computed by LibreOffice for both
     assert model["C2"] == "TRUE"  # the rest of the file is read as stored, not as LibreOffice rewrote it
 
+
+
+def test_mail_the_judge_reads_equals_what_read_mail_returns(tmp_path):
+    from grader.appdata import diff_mail
+
+    world = make_world(tmp_path)
+    inbox = f.mbox(
+        [
+            {
+                "from": "Boss <boss@acme.com>",
+                "to": "me@acme.com",
+                "cc": "Finance <fin@acme.com>",
+                "subject": "Need Q3",
+                "body": "Please send the numbers.\nFrom now on weekly.",
+                "id": "<1@acme>",
+                "attachment": ("brief.pdf", b"%PDF-1.4 tiny"),
+            }
+        ]
+    )
+    world.app_file("mail/Inbox.mbox", inbox)
+    html_only = (
+        b"From x@acme.com Mon Mar  3 11:00:00 2025\n"
+        b"From: x@acme.com\nTo: me@acme.com\nSubject: Html\nDate: Mon, 03 Mar 2025 11:00:00 +0000\n"
+        b"Content-Type: text/html; charset=utf-8\n\n<p>Hello <b>there</b></p><p>Second</p>\n\n"
+    )
+    world.app_file("mail/Archive.mbox", html_only)
+
+    judged, errors = diff_mail(
+        {}, {".apps_data/mail/Inbox.mbox": inbox, ".apps_data/mail/Archive.mbox": html_only}
+    )
+    assert not errors
+    with open_session("mail", world, options={"user_email": "me@acme.com"}) as mcp:
+        for sent in judged:
+            read = mcp.ok("read_mail", {"mail_id": sent.message_id})
+            assert (sent.from_, sent.subject, sent.body) == (read["from"], read["subject"], read["body"])
+            assert sent.to == [a.split("<")[-1].rstrip(">") for a in read["to"]]
+            assert sent.cc == [a.split("<")[-1].rstrip(">") for a in read["cc"]]
+            assert sent.attachments == [a["filename"] for a in read["attachments"]]
+            assert sent.in_reply_to == read["in_reply_to"]
+    by_subject = {m.subject: m for m in judged}
+    assert by_subject["Html"].message_id.endswith("@atoll.invalid>")  # the id the tools list it by
+    assert "Hello there" in by_subject["Html"].body and "<b>" not in by_subject["Html"].body
+    assert by_subject["Need Q3"].attachments == ["brief.pdf"]

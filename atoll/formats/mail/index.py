@@ -119,6 +119,12 @@ def build_index(handle: BinaryIO, path: Path, display_name: str) -> MailIndex:
                 data.close()
 
 
+def read_index(data: bytes, name: str) -> MailIndex:
+    """Index the bytes of an mbox file (``name`` is how it is named in the index and its
+    problems); what :func:`build_index` gives for the same file."""
+    return _index_bytes(Path(name), name, data)
+
+
 def _index_bytes(path: Path, display_name: str, data: bytes | mmap.mmap) -> MailIndex:
     spans, preamble = split_spans(data)
     entries: list[MailEntry] = []
