@@ -428,7 +428,7 @@ def bench_calendar(workdir: Path, args: argparse.Namespace) -> list[Row]:
 
 def generate_chat_group(folder: Path, count: int, *, seed: int = 13) -> None:
     """Write one Takeout space of ``count`` messages (1 in 4 a reply) with group_info.json."""
-    from mcp_servers.chat.timestamps import format_takeout_date
+    from atoll.formats.chat.timestamps import format_takeout_date
 
     rng = random.Random(seed)
     people = [{"name": name, "email": address, "user_type": "Human"} for name, address in _PEOPLE]
@@ -460,7 +460,7 @@ def generate_chat_group(folder: Path, count: int, *, seed: int = 13) -> None:
 
 def baseline_chat_history(messages_path: Path, limit: int = 30) -> list[dict[str, Any]]:
     """Reference-style history: load the whole messages.json, parse dates, sort roots, slice."""
-    from mcp_servers.chat.timestamps import parse_takeout_date
+    from atoll.formats.chat.timestamps import parse_takeout_date
 
     records = json.loads(messages_path.read_bytes())["messages"]
     roots = [r for r in records if r["message_id"].rsplit("/", 1)[-1] == r["topic_id"]]

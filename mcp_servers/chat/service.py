@@ -15,14 +15,15 @@ from typing import Any
 
 import orjson
 
+from atoll.formats.chat.messages import GroupMessages, Message, index_messages
+from atoll.formats.chat.timestamps import format_takeout_date
 from mcp_servers._core.beneath import OutsideRoot
 from mcp_servers._core.context import ServerContext
 from mcp_servers._core.errors import ToolError
 from mcp_servers._core.paths import validate_id
 from mcp_servers._core.store import file_lock
-from mcp_servers.chat.index import ChatIndex, GroupFolder, GroupMessages, Message, index_messages
+from mcp_servers.chat.index import ChatIndex, GroupFolder
 from mcp_servers.chat.people import current_user, everyone
-from mcp_servers.chat.timestamps import format_takeout_date
 from mcp_servers.chat.views import EMOJI_NAMES, emoji_of, person, post_view
 
 _ID_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"

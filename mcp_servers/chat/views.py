@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcp_servers.chat.index import Message
+from atoll.formats.chat.messages import Message
 
 #: Short names agents use for reactions, mapped to the emoji Takeout stores.
 EMOJI_NAMES = {

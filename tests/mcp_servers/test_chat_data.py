@@ -10,10 +10,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from atoll.formats.chat.timestamps import format_takeout_date, parse_takeout_date
 from mcp_servers._core.context import ServerContext
 from mcp_servers._core.errors import ToolError
 from mcp_servers.chat.service import ChatService
-from mcp_servers.chat.timestamps import format_takeout_date, parse_takeout_date
 from tests.mcp_servers.helpers import open_session
 from tests.mcp_servers.test_chat_tools import DM, GENERAL, USER, chat_world, messages_path, records
 

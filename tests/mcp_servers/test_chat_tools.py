@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from atoll.formats.chat.timestamps import format_takeout_date, parse_takeout_date
 from mcp_servers import get_definition
-from mcp_servers.chat.timestamps import format_takeout_date, parse_takeout_date
 from tests.mcp_servers.helpers import McpSession, World, make_world, open_session
 
 ME = {"name": "Mia Example", "email": "me@example.com"}
