@@ -64,8 +64,13 @@ class SessionRegistry(Middleware):
     """Remembers the MCP connections that sent a message, to notify them when the tools change.
 
     Connections are held weakly: one that ended is forgotten with its transport. (Reaching the
-    connection goes through the SDK's private ``ServerSession._connection``; fastmcp and mcp
-    are pinned, and tests/environment/test_archipelago_clients.py fails if it moves.)
+    connection goes through the SDK's private ``ServerSession._connection``, as fastmcp itself
+    does: mcp's public API offers no accessor, and its public alternatives either ride the
+    current request's response or hold the connection alive with no way to tell whether it
+    has a GET stream; docs/environment.md, "Why ServerSession._connection". fastmcp and mcp
+    are pinned, and tests/environment/test_archipelago_clients.py fails if it moves.) A
+    session without a standalone GET stream cannot be notified at all; it sees the new tools
+    on its next ``tools/list``.
     """
 
     def __init__(self) -> None:
