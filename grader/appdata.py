@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from atoll.grade import ChatChange, EventChange, MailSent
 
 if TYPE_CHECKING:
+    from atoll.formats.chat.messages import Message
     from atoll.formats.mail.index import MailEntry
 
 MAIL_PREFIX = ".apps_data/mail/"
@@ -201,34 +202,27 @@ def _group_id(messages_path: str) -> str:
     return messages_path.rsplit("/", 2)[-2]
 
 
-def _messages(data: bytes) -> list[dict[str, Any]]:
-    parsed = json.loads(data)
-    messages = parsed.get("messages", []) if isinstance(parsed, dict) else parsed
-    return [m for m in messages if isinstance(m, dict)]
+def _messages(path: str, data: bytes) -> dict[str, Message]:
+    """A group's messages as the chat tools index them, by message id (a record without one
+    by its content hash). Raises ValueError on a file the tools cannot read either."""
+    from atoll.formats.chat.messages import index_messages
+
+    parsed = index_messages(json.loads(data), label=path)
+    if parsed.error:
+        raise ValueError(parsed.error)
+    return {
+        message.message_id
+        or str(
+            message.record.get("id") or sha256(json.dumps(message.record, sort_keys=True).encode()).hexdigest()
+        ): message
+        for message in parsed.messages
+    }
 
 
-def _message_id(message: dict[str, Any]) -> str:
-    return str(
-        message.get("message_id")
-        or message.get("id")
-        or sha256(json.dumps(message, sort_keys=True).encode()).hexdigest()
-    )
+def _reactions(message: Message) -> set[tuple[str, str]]:
+    from atoll.formats.chat.messages import reactions
 
-
-def _is_root(message: dict[str, Any]) -> bool:
-    message_id = str(message.get("message_id") or "")
-    topic = str(message.get("topic_id") or "")
-    return not topic or message_id.rsplit("/", 1)[-1] == topic
-
-
-def _reactions(message: dict[str, Any]) -> set[tuple[str, str]]:
-    pairs: set[tuple[str, str]] = set()
-    for reaction in message.get("reactions") or []:
-        emoji = reaction.get("emoji") or {}
-        symbol = str(emoji.get("unicode") or emoji.get("custom_emoji", {}).get("name") or emoji)
-        for reactor in reaction.get("reactor_emails") or [""]:
-            pairs.add((symbol, reactor))
-    return pairs
+    return {(label, reactor) for label, users in reactions(message.record) for reactor in users or [""]}
 
 
 def diff_chat(
@@ -240,8 +234,8 @@ def diff_chat(
     for path in sorted(after):
         group = _group_id(path)
         try:
-            new = {_message_id(m): m for m in _messages(after[path])}
-            old = {_message_id(m): m for m in _messages(before[path])} if path in before else {}
+            new = _messages(path, after[path])
+            old = _messages(path, before[path]) if path in before else {}
         except Exception as exc:  # noqa: BLE001
             errors.append(f"{path}: cannot parse chat messages: {exc}")
             continue
@@ -250,31 +244,30 @@ def diff_chat(
         def make(
             kind: str,
             message_id: str,
-            message: dict[str, Any],
+            message: Message,
             emoji: str | None = None,
             group: str = group,
             name: str = name,
         ) -> ChatChange:
-            creator = message.get("creator") or {}
             return ChatChange(
                 change=kind,  # type: ignore[arg-type]
                 channel_id=group,
                 channel_name=name,
                 message_id=message_id,
-                text=str(message.get("text") or ""),
+                text=message.text,
                 emoji=emoji,
-                author=creator.get("email") or creator.get("name"),
+                author=message.author_email or message.author_name or None,
             )
 
         for message_id, message in new.items():
             previous = old.get(message_id)
             if previous is None:
-                changes.append(make("posted" if _is_root(message) else "replied", message_id, message))
+                changes.append(make("posted" if message.is_root else "replied", message_id, message))
                 continue
-            if message.get("message_state") == "DELETED" and previous.get("message_state") != "DELETED":
+            if message.deleted and not previous.deleted:
                 changes.append(make("deleted", message_id, previous))
                 continue
-            if (message.get("text") or "") != (previous.get("text") or ""):
+            if message.text != previous.text:
                 changes.append(make("edited", message_id, message))
             for symbol, reactor in sorted(_reactions(message) - _reactions(previous)):
                 change = make("reacted", message_id, message, emoji=symbol)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from atoll.formats.chat.messages import Message
+from atoll.formats.chat.messages import Message, reactions
 
 #: Short names agents use for reactions, mapped to the emoji Takeout stores.
 EMOJI_NAMES = {
@@ -66,15 +66,7 @@ def emoji_of(name: str) -> str | None:
 
 
 def reactions_view(record: dict[str, Any]) -> list[dict[str, Any]]:
-    out = []
-    for reaction in record.get("reactions") or []:
-        if not isinstance(reaction, dict):
-            continue
-        emoji = reaction.get("emoji") if isinstance(reaction.get("emoji"), dict) else {}
-        label = emoji.get("unicode") or (emoji.get("custom_emoji") or {}).get("name") or "?"
-        users = [str(e) for e in reaction.get("reactor_emails") or []]
-        out.append({"emoji": label, "count": len(users), "users": users})
-    return out
+    return [{"emoji": label, "count": len(users), "users": users} for label, users in reactions(record)]
 
 
 def post_view(channel_id: str, message: Message, *, reply_count: int | None = None) -> dict[str, Any]:

@@ -123,3 +123,44 @@ def test_mail_the_judge_reads_equals_what_read_mail_returns(tmp_path):
     assert by_subject["Html"].message_id.endswith("@atoll.invalid>")  # the id the tools list it by
     assert "Hello there" in by_subject["Html"].body and "<b>" not in by_subject["Html"].body
     assert by_subject["Need Q3"].attachments == ["brief.pdf"]
+
+
+def _chat_files(world) -> dict[str, bytes]:
+    return {
+        ".apps_data/" + path.relative_to(world.apps_root).as_posix(): path.read_bytes()
+        for path in sorted(world.apps_root.rglob("*.json"))
+    }
+
+
+def test_chat_changes_the_judge_reads_equal_what_the_chat_tools_return(tmp_path):
+    from grader.appdata import diff_chat, group_names, is_chat_group_info, is_chat_messages
+    from tests.mcp_servers.test_chat_tools import GENERAL, chat_world
+
+    world = chat_world(tmp_path)
+    before = _chat_files(world)
+    with open_session("chat", world) as mcp:
+        history = mcp.ok("get_channel_history", {"channel_id": GENERAL})["posts"]
+        mcp.ok("post_message", {"channel_id": GENERAL, "message": "Numbers are in"})
+        mcp.ok("reply_to_thread", {"channel_id": GENERAL, "post_id": history[-1]["post_id"], "message": "On it"})
+        mcp.ok("add_reaction", {"channel_id": GENERAL, "post_id": history[-1]["post_id"], "emoji_name": "tada"})
+        after = _chat_files(world)
+        changes, errors = diff_chat(
+            {p: d for p, d in before.items() if is_chat_messages(p)},
+            {p: d for p, d in after.items() if is_chat_messages(p)},
+            group_names({p: d for p, d in after.items() if is_chat_group_info(p)}),
+        )
+        assert not errors and sorted(c.change for c in changes) == ["posted", "reacted", "replied"]
+        shown = {post["post_id"]: post for post in mcp.ok("get_channel_history", {"channel_id": GENERAL})["posts"]}
+        for post in list(shown.values()):
+            replies = mcp.ok("get_thread_replies", {"channel_id": GENERAL, "post_id": post["post_id"]})["replies"]
+            shown.update({reply["post_id"]: reply for reply in replies})
+    for change in changes:
+        post = shown[change.message_id]  # the judge names a post by the id the tools show
+        assert change.channel_id == post["channel_id"] == GENERAL
+        assert change.text == post["text"]
+        if change.change == "reacted":
+            reaction = next(r for r in post["reactions"] if r["emoji"] == change.emoji)
+            assert change.author in reaction["users"]
+        else:
+            assert change.author == post["author"]["email"]
+            assert (change.change == "replied") == post["is_reply"]

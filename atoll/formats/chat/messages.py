@@ -103,3 +103,16 @@ def index_messages(raw: Any, *, label: str) -> GroupMessages:
     for positions in parsed.replies.values():
         positions.sort(key=lambda i: (messages[i].sort_time, messages[i].position))
     return parsed
+
+
+def reactions(record: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """``(emoji, reactor emails)`` per reaction of a raw record: the emoji's unicode, else a
+    custom emoji's name, else ``?``."""
+    out = []
+    for reaction in record.get("reactions") or []:
+        if not isinstance(reaction, dict):
+            continue
+        emoji = reaction.get("emoji") if isinstance(reaction.get("emoji"), dict) else {}
+        label = emoji.get("unicode") or (emoji.get("custom_emoji") or {}).get("name") or "?"
+        out.append((str(label), [str(e) for e in reaction.get("reactor_emails") or []]))
+    return out
