@@ -15,10 +15,12 @@ import io
 import os
 from typing import Annotated, Any, Literal
 
-import pymupdf
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcp_servers._core import ToolError, WorldPath
+from mcp_servers._core.lazy import lazy_module
+
+pymupdf = lazy_module("pymupdf")  # ~0.8 s of CPU: imported on the first call that reads a PDF
 
 FONT_DIRS = ("/usr/share/fonts/truetype/dejavu", "/usr/share/fonts/truetype/noto")
 PAGE_SIZES = {"A4": "a4", "Letter": "letter", "Legal": "legal", "A3": "a3", "A5": "a5"}

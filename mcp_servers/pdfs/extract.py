@@ -19,9 +19,10 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
-import pymupdf
-
 from mcp_servers._core import FileStamp, ToolError
+from mcp_servers._core.lazy import lazy_module
+
+pymupdf = lazy_module("pymupdf")  # ~0.8 s of CPU: imported on the first call that reads a PDF
 
 OCR_DPI = 300
 MAX_IMAGES_LISTED = 50
