@@ -73,9 +73,13 @@ class ToolNameCollision(AtollError):
 
 
 def _default_server_factory(name: str, **kwargs: Any) -> FastMCP:
-    # Imported lazily: the app servers are heavy and only needed for in-process entries.
+    # Imported lazily: the app servers are only needed for in-process entries.
+    from environment.preload import wait_for_preload
     from mcp_servers import create_server
 
+    # A background preload under way is importing these same modules: let it finish rather
+    # than import them from a second thread at once (POST /apps' ready timeout still applies).
+    wait_for_preload()
     return create_server(name, **kwargs)
 
 

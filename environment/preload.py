@@ -13,7 +13,7 @@ from environment.gateway import describe_error
 logger = logging.getLogger("environment.preload")
 
 _preload_lock = threading.Lock()
-_preloaded = False
+_preloaded = False  # a preload has started in this process
 _preload_finished = threading.Event()
 _preloaded_servers: list[str] = []
 
@@ -21,6 +21,19 @@ _preloaded_servers: list[str] = []
 def app_servers_preloaded() -> bool:
     """True once :func:`preload_app_servers` has finished in this process."""
     return _preload_finished.is_set()
+
+
+def wait_for_preload(timeout_s: float | None = None) -> bool:
+    """If a preload is running, wait (up to ``timeout_s``) until it has finished.
+
+    ``POST /apps`` building our servers calls this first: a preload under way is already
+    importing and building them, and a second thread doing the same at the same time only
+    contends with it for the GIL and the import locks (one import path, not two). Returns
+    False only when the wait timed out; True at once when no preload was started.
+    """
+    if not _preloaded:
+        return True
+    return _preload_finished.wait(timeout_s)
 
 
 def preloaded_servers() -> tuple[str, ...]:

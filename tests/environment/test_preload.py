@@ -42,3 +42,65 @@ def test_preload_builds_every_server_including_market_data() -> None:
     assert "market_data" in OPTIONAL_SERVER_NAMES
     assert report["servers"] == [*SERVER_NAMES, *OPTIONAL_SERVER_NAMES]
     assert report["market_data_imported"] is True
+
+
+# The preload is held on its first server; a build for POST /apps starts meanwhile. It must
+# wait for the preload (one import path) instead of importing the same modules beside it.
+_WAIT_PROBE = """
+import json, sys, tempfile, threading, time
+from pathlib import Path
+import mcp_servers
+from environment import gateway, preload
+
+gate = threading.Event()
+log = []
+real = mcp_servers.create_server
+
+def create_server(name, **kwargs):
+    if threading.current_thread().name == "preload" and not gate.is_set():
+        gate.wait()
+    log.append((threading.current_thread().name, name))
+    return real(name, **kwargs)
+
+mcp_servers.create_server = create_server
+before = preload.wait_for_preload(0)  # no preload started: nothing to wait for
+worker = threading.Thread(target=preload.preload_app_servers, name="preload")
+worker.start()
+while not preload._preloaded:
+    time.sleep(0.01)
+root = Path(tempfile.mkdtemp())
+apps = threading.Thread(
+    target=gateway._default_server_factory,
+    args=("mail",),
+    kwargs={"fs_root": root / "fs", "apps_data_root": root / "apps"},
+    name="apps",
+)
+apps.start()
+apps.join(1.0)
+waited = apps.is_alive()
+timed_out = preload.wait_for_preload(0.01)
+gate.set()
+worker.join()
+apps.join()
+print(json.dumps({"before": before, "waited": waited, "timed_out": timed_out, "log": log}))
+"""
+
+
+def test_apps_build_waits_for_a_running_preload() -> None:
+    completed = subprocess.run(
+        [sys.executable, "-c", _WAIT_PROBE],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    report = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert report["before"] is True
+    assert report["waited"] is True  # still blocked while the preload was held
+    assert report["timed_out"] is False
+    threads = [thread for thread, _ in report["log"]]
+    # every preload build happened before the /apps build, none beside it
+    assert threads[-1] == "apps" and "apps" not in threads[:-1]
+    assert threads.count("preload") == len(SERVER_NAMES) + len(OPTIONAL_SERVER_NAMES)
