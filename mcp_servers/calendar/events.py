@@ -10,11 +10,12 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from typing import Any
 
-from icalendar import Alarm, Event, vCalAddress, vText
-
 from mcp_servers._core.errors import ToolError
+from mcp_servers._core.lazy import lazy_module
 from mcp_servers.calendar.models import Attendee, Reminders
 from mcp_servers.calendar.times import When, instant, stamp_view, when_view
+
+icalendar = lazy_module("icalendar")
 
 #: Where Google's ``colorId`` lives in the .ics (no standard property carries it).
 COLOR_PROPERTY = "X-GOOGLE-COLOR-ID"
@@ -28,7 +29,7 @@ _PARTSTAT_TO_STATUS = {
 _STATUS_TO_PARTSTAT = {value: key for key, value in _PARTSTAT_TO_STATUS.items()}
 
 
-def _text(event: Event, name: str) -> str | None:
+def _text(event: icalendar.Event, name: str) -> str | None:
     value = event.get(name)
     if value is None:
         return None
@@ -37,7 +38,7 @@ def _text(event: Event, name: str) -> str | None:
     return str(value)
 
 
-def start_end(event: Event) -> tuple[When, When]:
+def start_end(event: icalendar.Event) -> tuple[When, When]:
     """DTSTART and the effective end (DTEND, or DTSTART + DURATION, or the RFC default).
 
     Raises ValueError when DTSTART is missing or unreadable.
@@ -57,7 +58,7 @@ def start_end(event: Event) -> tuple[When, When]:
     return start, end
 
 
-def _when_value(event: Event, name: str) -> When:
+def _when_value(event: icalendar.Event, name: str) -> When:
     try:
         value = event.decoded(name)
     except (ValueError, TypeError):
@@ -83,7 +84,7 @@ def _person(address: Any) -> dict[str, Any]:
     return view
 
 
-def _attendees(event: Event) -> list[dict[str, Any]]:
+def _attendees(event: icalendar.Event) -> list[dict[str, Any]]:
     values = event.get("ATTENDEE")
     if values is None:
         return []
@@ -92,7 +93,7 @@ def _attendees(event: Event) -> list[dict[str, Any]]:
     return [_person(value) for value in values]
 
 
-def reminders_view(event: Event, start: When) -> dict[str, Any]:
+def reminders_view(event: icalendar.Event, start: When) -> dict[str, Any]:
     """``{"useDefault", "overrides": [{"method", "minutes"}]}`` from the VALARMs."""
     overrides = []
     for alarm in event.walk("VALARM"):
@@ -112,19 +113,19 @@ def reminders_view(event: Event, start: When) -> dict[str, Any]:
     return {"useDefault": not overrides, "overrides": overrides}
 
 
-def recurrence_lines(event: Event) -> list[str]:
+def recurrence_lines(event: icalendar.Event) -> list[str]:
     """The RRULE/RDATE/EXDATE/EXRULE lines exactly as iCalendar writes them (unfolded)."""
     present = [name for name in RECURRENCE_PROPERTIES if name in event]
     if not present:
         return []
-    probe = Event()
+    probe = icalendar.Event()
     for name in present:
         probe[name] = event[name]
     text = probe.to_ical().decode("utf-8").replace("\r\n ", "").replace("\r\n\t", "")
     return [line for line in text.split("\r\n") if line.split(";")[0].split(":")[0] in RECURRENCE_PROPERTIES]
 
 
-def event_view(event: Event, *, calendar_file: str, default_tz: tzinfo) -> dict[str, Any]:
+def event_view(event: icalendar.Event, *, calendar_file: str, default_tz: tzinfo) -> dict[str, Any]:
     """The API view of one VEVENT.
 
     Raises ValueError when the VEVENT has no UID or no readable DTSTART.
@@ -168,7 +169,7 @@ def event_view(event: Event, *, calendar_file: str, default_tz: tzinfo) -> dict[
 # ---- applying input --------------------------------------------------------------------
 
 
-def set_text(event: Event, name: str, value: str | None) -> None:
+def set_text(event: icalendar.Event, name: str, value: str | None) -> None:
     """Replace a text property; an empty string removes it; None leaves it alone."""
     if value is None:
         return
@@ -177,19 +178,19 @@ def set_text(event: Event, name: str, value: str | None) -> None:
         event.add(name, value)
 
 
-def set_when(event: Event, name: str, value: When) -> None:
+def set_when(event: icalendar.Event, name: str, value: When) -> None:
     event.pop(name, None)
     event.add(name, value)
 
 
-def person_address(email: str, name: str | None = None) -> vCalAddress:
-    address = vCalAddress(f"mailto:{email}")
+def person_address(email: str, name: str | None = None) -> icalendar.vCalAddress:
+    address = icalendar.vCalAddress(f"mailto:{email}")
     if name:
-        address.params["CN"] = vText(name)
+        address.params["CN"] = icalendar.vText(name)
     return address
 
 
-def set_attendees(event: Event, attendees: list[Attendee]) -> None:
+def set_attendees(event: icalendar.Event, attendees: list[Attendee]) -> None:
     """Replace ATTENDEE lines, keeping unknown parameters of attendees that stay."""
     old: dict[str, Any] = {}
     current = event.get("ATTENDEE")
@@ -204,7 +205,7 @@ def set_attendees(event: Event, attendees: list[Attendee]) -> None:
             )
         address = old.get(email.lower()) or person_address(email)
         if attendee.displayName is not None:
-            address.params["CN"] = vText(attendee.displayName)
+            address.params["CN"] = icalendar.vText(attendee.displayName)
         address.params.setdefault("ROLE", "REQ-PARTICIPANT")
         if attendee.optional is not None:
             address.params["ROLE"] = "OPT-PARTICIPANT" if attendee.optional else "REQ-PARTICIPANT"
@@ -214,11 +215,13 @@ def set_attendees(event: Event, attendees: list[Attendee]) -> None:
         event.add("ATTENDEE", address)
 
 
-def set_reminders(event: Event, reminders: Reminders, *, summary: str, user_email: str | None) -> None:
+def set_reminders(
+    event: icalendar.Event, reminders: Reminders, *, summary: str, user_email: str | None
+) -> None:
     """Replace the VALARMs with ``reminders.overrides`` (none for ``useDefault`` alone)."""
     event.subcomponents = [c for c in event.subcomponents if c.name != "VALARM"]
     for override in reminders.overrides:
-        alarm = Alarm()
+        alarm = icalendar.Alarm()
         if override.method == "email":
             alarm.add("ACTION", "EMAIL")
             alarm.add("SUMMARY", summary or "Reminder")
@@ -232,12 +235,12 @@ def set_reminders(event: Event, reminders: Reminders, *, summary: str, user_emai
         event.add_component(alarm)
 
 
-def set_recurrence(event: Event, lines: list[str]) -> None:
+def set_recurrence(event: icalendar.Event, lines: list[str]) -> None:
     """Replace RRULE/RDATE/EXDATE/EXRULE with ``lines`` (``[]`` makes the event single).
 
     Raises ToolError ``invalid_argument`` naming the bad line.
     """
-    parsed = Event()
+    parsed = icalendar.Event()
     for index, raw in enumerate(lines):
         line = raw.strip()
         name = line.split(";")[0].split(":")[0].upper()
@@ -248,7 +251,7 @@ def set_recurrence(event: Event, lines: list[str]) -> None:
                 argument="recurrence",
             )
         try:
-            probe = Event.from_ical(f"BEGIN:VEVENT\r\n{line}\r\nEND:VEVENT\r\n")
+            probe = icalendar.Event.from_ical(f"BEGIN:VEVENT\r\n{line}\r\nEND:VEVENT\r\n")
             for key in probe:
                 probe.decoded(key)
         except (ValueError, KeyError, TypeError) as exc:
@@ -266,7 +269,7 @@ def set_recurrence(event: Event, lines: list[str]) -> None:
         event[key] = value
 
 
-def _append(target: Event, key: str, item: Any) -> None:
+def _append(target: icalendar.Event, key: str, item: Any) -> None:
     existing = target.get(key)
     if existing is None:
         target[key] = item

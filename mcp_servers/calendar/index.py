@@ -17,10 +17,8 @@ from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
-from icalendar import Event, Timezone
-from icalendar.timezone import tzp
-
 from mcp_servers._core.app_data import AppData
+from mcp_servers._core.lazy import lazy_module
 from mcp_servers._core.problems import ProblemLog
 from mcp_servers._core.store import FileCache, FileStamp
 from mcp_servers.calendar.blocks import IcsSyntaxError, split_blocks
@@ -28,6 +26,9 @@ from mcp_servers.calendar.events import event_view, start_end
 from mcp_servers.calendar.recurrence import Series, series_of
 from mcp_servers.calendar.scan import scan_block
 from mcp_servers.calendar.times import When, instant, when_view
+
+_icalendar_timezone = lazy_module("icalendar.timezone")
+icalendar = lazy_module("icalendar")
 
 logger = logging.getLogger("mcp_servers.calendar")
 
@@ -60,7 +61,9 @@ class Record:
         if self.cached_view is None:
             try:
                 self.cached_view = event_view(
-                    Event.from_ical(self.block or ""), calendar_file=self.file, default_tz=self.default_tz
+                    icalendar.Event.from_ical(self.block or ""),
+                    calendar_file=self.file,
+                    default_tz=self.default_tz,
                 )
             except Exception as exc:  # noqa: BLE001 - shown with what the scan read, and reported
                 self.problem = f"calendar file {self.file}: event {self.uid!r} is partly unreadable: {exc}"
@@ -106,14 +109,14 @@ def _register_custom_zone(block: str) -> None:
     if not match:
         return
     try:
-        tzp.cache_timezone_component(Timezone.from_ical(block))
+        _icalendar_timezone.tzp.cache_timezone_component(icalendar.Timezone.from_ical(block))
     except Exception:  # noqa: BLE001 - an unreadable zone leaves its times floating
         logger.debug("cannot read VTIMEZONE %s", match.group(1))
 
 
 def parse_record(block: str, *, rel: str, default_tz: tzinfo) -> Record:
     """Parse one VEVENT block. Raises ValueError (or icalendar's errors) when unreadable."""
-    event = Event.from_ical(block)
+    event = icalendar.Event.from_ical(block)
     start, end = start_end(event)
     view = event_view(event, calendar_file=rel, default_tz=default_tz)
     recurrence_id = instant(event.decoded("RECURRENCE-ID"), default_tz) if "RECURRENCE-ID" in event else None

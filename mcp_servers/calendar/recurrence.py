@@ -12,10 +12,11 @@ from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from functools import lru_cache
 from typing import Any
 
-from dateutil.rrule import rruleset, rrulestr
-from icalendar import Event, vRecur
-
+from mcp_servers._core.lazy import lazy_module
 from mcp_servers.calendar.times import When, instant
+
+_dateutil_rrule = lazy_module("dateutil.rrule")
+icalendar = lazy_module("icalendar")
 
 #: Most occurrences produced for one series in one call (guards against FREQ=SECONDLY).
 MAX_OCCURRENCES = 2000
@@ -48,7 +49,7 @@ def _local(value: Any, zone: tzinfo | None, start_time: time) -> datetime | None
     return None
 
 
-def _values(event: Event, name: str) -> list[Any]:
+def _values(event: icalendar.Event, name: str) -> list[Any]:
     prop = event.get(name)
     if prop is None:
         return []
@@ -59,7 +60,7 @@ def _values(event: Event, name: str) -> list[Any]:
     return out
 
 
-def series_of(event: Event, start: When, end: When) -> Series | None:
+def series_of(event: icalendar.Event, start: When, end: When) -> Series | None:
     """The recurrence of ``event`` or None when it has no RRULE/RDATE."""
     if "RRULE" not in event and "RDATE" not in event:
         return None
@@ -68,7 +69,7 @@ def series_of(event: Event, start: When, end: When) -> Series | None:
     rules = []
     rrules = event.get("RRULE")
     for rule in rrules if isinstance(rrules, list) else ([rrules] if rrules is not None else []):
-        rule = vRecur(rule)
+        rule = icalendar.vRecur(rule)
         if "UNTIL" in rule:
             until = rule["UNTIL"][0] if isinstance(rule["UNTIL"], list) else rule["UNTIL"]
             local = _local(until, zone, time(23, 59, 59) if not isinstance(until, datetime) else start_time)
@@ -82,15 +83,15 @@ def series_of(event: Event, start: When, end: When) -> Series | None:
 
 
 @lru_cache(maxsize=4096)
-def _rule_set(series: Series, zone: tzinfo) -> tuple[rruleset, datetime]:
+def _rule_set(series: Series, zone: tzinfo) -> tuple[_dateutil_rrule.rruleset, datetime]:
     """The dateutil rule set of a series (cached: range listings expand the same series often)."""
     first = series.start if isinstance(series.start, datetime) else datetime.combine(series.start, time())
     first = (
         first.replace(tzinfo=None) if first.tzinfo is None else first.astimezone(zone).replace(tzinfo=None)
     )
-    rules = rruleset()
+    rules = _dateutil_rrule.rruleset()
     for text in series.rules:
-        rules.rrule(rrulestr(text, dtstart=first, ignoretz=True))
+        rules.rrule(_dateutil_rrule.rrulestr(text, dtstart=first, ignoretz=True))
     rules.rdate(first)  # DTSTART is always the first occurrence
     for value in series.rdates:
         rules.rdate(value)

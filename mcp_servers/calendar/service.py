@@ -13,10 +13,9 @@ from datetime import UTC, date, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any
 
-from icalendar import Event
-
 from mcp_servers._core.context import ServerContext
 from mcp_servers._core.errors import ToolError
+from mcp_servers._core.lazy import lazy_module
 from mcp_servers._core.paths import validate_id
 from mcp_servers.calendar import events as ev
 from mcp_servers.calendar import splice
@@ -36,6 +35,8 @@ from mcp_servers.calendar.times import (
     when_view,
     zone,
 )
+
+icalendar = lazy_module("icalendar")
 
 #: Range listing without ``time_max`` expands recurring events this far past ``time_min``.
 OPEN_RANGE = timedelta(days=366)
@@ -195,7 +196,7 @@ class CalendarService:
         begin_value = self._when(start, "start")
         end_value = self._when(end, "end")
         ev.check_order(begin_value, end_value, self.default_tz)
-        event = Event()
+        event = icalendar.Event()
         event.add("UID", f"{uuid.uuid4()}@atoll")
         stamp = now_utc()
         for name in ("DTSTAMP", "CREATED", "LAST-MODIFIED"):
@@ -223,7 +224,7 @@ class CalendarService:
         record = self._master(event_id)
         path = self.root / record.file
 
-        def change(event: Event) -> None:
+        def change(event: icalendar.Event) -> None:
             begin_value = (
                 self._when(changes["start"], "start") if changes.get("start") else event.decoded("DTSTART")
             )
@@ -293,7 +294,7 @@ class CalendarService:
                 datetime.fromisoformat(original["dateTime"]).astimezone(self.default_tz).replace(tzinfo=None)
             )
 
-        def change(event: Event) -> None:
+        def change(event: icalendar.Event) -> None:
             event.add("EXDATE", value)
             event.pop("LAST-MODIFIED", None)
             event.add("LAST-MODIFIED", now_utc())

@@ -13,20 +13,21 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from icalendar import Calendar, Event
-
 from mcp_servers._core.beneath import OutsideRoot
 from mcp_servers._core.errors import ToolError
+from mcp_servers._core.lazy import lazy_module
 from mcp_servers._core.store import FileStamp, file_lock
 from mcp_servers.calendar.blocks import IcsLayout, IcsSyntaxError, split_blocks, with_newline
 from mcp_servers.calendar.index import TZID_LINE, CalendarIndex, ParsedFile, Record, parse_record, read_text
 from mcp_servers.calendar.times import instant
 
+icalendar = lazy_module("icalendar")
+
 PRODID = "-//atoll//calendar server//EN"
 _FOLD = re.compile(r"\r?\n[ \t]")
 
 
-def insert_event(index: CalendarIndex, path: Path, event: Event) -> dict[str, Any]:
+def insert_event(index: CalendarIndex, path: Path, event: icalendar.Event) -> dict[str, Any]:
     """Add ``event`` to the calendar file ``path`` (created when absent); returns its view.
     Raises ToolError ``bad_data`` when the file (or a folder on its way) links out of the
     app data: every read and write goes beneath the app-data root's descriptor."""
@@ -38,11 +39,11 @@ def insert_event(index: CalendarIndex, path: Path, event: Event) -> dict[str, An
         ) from None
 
 
-def _insert_event(index: CalendarIndex, path: Path, event: Event) -> dict[str, Any]:
+def _insert_event(index: CalendarIndex, path: Path, event: icalendar.Event) -> dict[str, Any]:
     with file_lock(path):
         before = index.data.stamp(path)
         if before is None:
-            calendar = Calendar()
+            calendar = icalendar.Calendar()
             calendar.add("PRODID", PRODID)
             calendar.add("VERSION", "2.0")
             calendar.add("CALSCALE", "GREGORIAN")
@@ -93,9 +94,9 @@ def _file_zones(source: str, layout: IcsLayout) -> set[str]:
     return zones
 
 
-def _zone_blocks(event: Event, have: set[str]) -> tuple[str, frozenset[str]]:
+def _zone_blocks(event: icalendar.Event, have: set[str]) -> tuple[str, frozenset[str]]:
     """VTIMEZONE text for the zones ``event`` uses that are not in ``have``, and those zones."""
-    probe = Calendar()
+    probe = icalendar.Calendar()
     probe.add_component(event)
     probe.add_missing_timezones()
     zones = [z for z in probe.walk("VTIMEZONE") if str(z.get("TZID")) not in have]
@@ -135,7 +136,7 @@ def rewrite_event(
             if event_id not in _FOLD.sub("", text):  # cheap pre-filter before parsing
                 continue
             try:
-                event = Event.from_ical(text)
+                event = icalendar.Event.from_ical(text)
             except Exception:  # noqa: BLE001 - unreadable blocks are not ours to touch
                 continue
             if str(event.get("UID", "")) != event_id:

@@ -12,9 +12,10 @@ from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from icalendar.timezone import tzid_from_dt
-
 from mcp_servers._core.errors import ToolError
+from mcp_servers._core.lazy import lazy_module
+
+_icalendar_timezone = lazy_module("icalendar.timezone")
 
 When = date | datetime  # a DTSTART/DTEND value: a date (all-day) or a datetime
 
@@ -43,7 +44,7 @@ def zone_name(value: datetime) -> str | None:
         return None
     if value.utcoffset() == timedelta(0) and value.tzinfo in (UTC,):
         return "UTC"
-    name = tzid_from_dt(value)
+    name = _icalendar_timezone.tzid_from_dt(value)
     return name or None
 
 
