@@ -14,24 +14,32 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from pptx.opc.constants import RELATIONSHIP_TYPE as RT
-from pptx.parts.chart import ChartPart
-from pptx.parts.embeddedpackage import EmbeddedXlsxPart
+from mcp_servers._core.lazy import lazy_module
+
+# python-pptx is imported on the first copy, not when the server is built.
+_constants = lazy_module("pptx.opc.constants")
+_chart = lazy_module("pptx.parts.chart")
+_embedded = lazy_module("pptx.parts.embeddedpackage")
 
 _R_NS = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
-_SKIP = {RT.SLIDE_LAYOUT, RT.NOTES_SLIDE}
+#: RELATIONSHIP_TYPE.SLIDE_LAYOUT and .NOTES_SLIDE, spelled out (tests/mcp_servers/test_presentations.py
+#: checks them against python-pptx)
+_SKIP = {f"{_R_NS}/slideLayout", f"{_R_NS}/notesSlide"}
 
 
 def _copy_chart_part(chart_part: Any, package: Any) -> Any:
-    clone = ChartPart.load(
-        package.next_partname(ChartPart.partname_template), chart_part.content_type, package, chart_part.blob
+    clone = _chart.ChartPart.load(
+        package.next_partname(_chart.ChartPart.partname_template),
+        chart_part.content_type,
+        package,
+        chart_part.blob,
     )
     mapping: dict[str, str] = {}
     for rel_id, rel in list(chart_part.rels.items()):
         if rel.is_external:
             mapping[rel_id] = clone.relate_to(rel.target_ref, rel.reltype, is_external=True)
-        elif rel.reltype == RT.PACKAGE:
-            workbook = EmbeddedXlsxPart.new(rel.target_part.blob, package)
+        elif rel.reltype == _constants.RELATIONSHIP_TYPE.PACKAGE:
+            workbook = _embedded.EmbeddedXlsxPart.new(rel.target_part.blob, package)
             mapping[rel_id] = clone.relate_to(workbook, rel.reltype)
         else:
             mapping[rel_id] = clone.relate_to(rel.target_part, rel.reltype)
@@ -71,7 +79,7 @@ def clone_slide(deck: Any, source: Any) -> Any:
             continue
         if rel.is_external:
             mapping[rel_id] = target.part.relate_to(rel.target_ref, rel.reltype, is_external=True)
-        elif rel.reltype == RT.CHART:
+        elif rel.reltype == _constants.RELATIONSHIP_TYPE.CHART:
             mapping[rel_id] = target.part.relate_to(_copy_chart_part(rel.target_part, package), rel.reltype)
         else:
             mapping[rel_id] = target.part.relate_to(rel.target_part, rel.reltype)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pptx.oxml.ns import qn
-
 from mcp_servers._core.errors import ToolError
+from mcp_servers._core.lazy import lazy_module
 from mcp_servers.presentations.models import SlideOperation
 from mcp_servers.presentations.reading import iter_shapes
 from mcp_servers.presentations.shape_ops import apply_shape_operation, placeholder_shape
@@ -22,6 +21,8 @@ from mcp_servers.presentations.slides import (
     write_bullets,
 )
 
+_pptx_oxml_ns = lazy_module("pptx.oxml.ns")
+
 
 def _text_frames(slide: Any) -> list[Any]:
     frames = []
@@ -35,7 +36,9 @@ def _text_frames(slide: Any) -> list[Any]:
 
 def _text_runs(paragraph: Any) -> list[Any]:
     """The ``a:r`` and ``a:fld`` elements of a paragraph (both hold an ``a:t``)."""
-    return [child for child in paragraph._p if child.tag in (qn("a:r"), qn("a:fld"))]
+    return [
+        child for child in paragraph._p if child.tag in (_pptx_oxml_ns.qn("a:r"), _pptx_oxml_ns.qn("a:fld"))
+    ]
 
 
 def replace_in_paragraph(paragraph: Any, search: str, replace: str, match_case: bool) -> int:
@@ -44,7 +47,7 @@ def replace_in_paragraph(paragraph: Any, search: str, replace: str, match_case: 
     the replacement in the first of them and removes the matched text from the others.
     Returns the number of replacements."""
     runs = _text_runs(paragraph)
-    pieces = [(run, run.find(qn("a:t"))) for run in runs]
+    pieces = [(run, run.find(_pptx_oxml_ns.qn("a:t"))) for run in runs]
     texts = [(t.text or "") if t is not None else "" for _run, t in pieces]
     full = "".join(texts)
     haystack, needle = (full, search) if match_case else (full.lower(), search.lower())

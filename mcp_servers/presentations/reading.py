@@ -6,13 +6,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from pptx.enum.shapes import MSO_SHAPE_TYPE, PP_PLACEHOLDER
-
 from mcp_servers._core.errors import ToolError
+from mcp_servers._core.lazy import lazy_module
+from mcp_servers.presentations.slides import TITLE_TYPES
+
+_pptx_enum_shapes = lazy_module("pptx.enum.shapes")
 
 _EMU_PER_INCH = 914400
-_TITLES = (PP_PLACEHOLDER.TITLE, PP_PLACEHOLDER.CENTER_TITLE, PP_PLACEHOLDER.VERTICAL_TITLE)
-_CHROME = (PP_PLACEHOLDER.DATE, PP_PLACEHOLDER.FOOTER, PP_PLACEHOLDER.SLIDE_NUMBER)
+# PP_PLACEHOLDER values as ints (see slides.TITLE_TYPES): python-pptx loads on first use.
+_TITLES = TITLE_TYPES
+#: PP_PLACEHOLDER.DATE, FOOTER, SLIDE_NUMBER
+CHROME_TYPES = (16, 15, 13)
+_CHROME = CHROME_TYPES
 
 
 def inches(value: Any) -> float | None:
@@ -23,12 +28,12 @@ def iter_shapes(shapes: Any) -> Iterator[Any]:
     """Every shape in z-order, the members of groups included (after the group)."""
     for shape in shapes:
         yield shape
-        if shape.shape_type == MSO_SHAPE_TYPE.GROUP:
+        if shape.shape_type == _pptx_enum_shapes.MSO_SHAPE_TYPE.GROUP:
             yield from iter_shapes(shape.shapes)
 
 
 def is_picture(shape: Any) -> bool:
-    if shape.shape_type == MSO_SHAPE_TYPE.PICTURE:
+    if shape.shape_type == _pptx_enum_shapes.MSO_SHAPE_TYPE.PICTURE:
         return True
     return bool(getattr(shape, "is_placeholder", False) and hasattr(shape, "image") and _has_image(shape))
 
@@ -152,7 +157,7 @@ def shape_info(
     elif id(shape._element) in picture_names:
         info["kind"] = "image"
         info["annotation"] = picture_names[id(shape._element)]
-    elif shape.shape_type == MSO_SHAPE_TYPE.GROUP:
+    elif shape.shape_type == _pptx_enum_shapes.MSO_SHAPE_TYPE.GROUP:
         info["kind"] = "group"
     return info
 

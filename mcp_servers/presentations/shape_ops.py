@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pptx.util import Pt
-
 from mcp_servers._core.errors import ToolError
+from mcp_servers._core.lazy import lazy_module
 from mcp_servers.presentations.models import SlideOperation, TableSpec
 from mcp_servers.presentations.reading import iter_shapes
 from mcp_servers.presentations.shapes import parse_color
@@ -19,6 +18,8 @@ from mcp_servers.presentations.slides import (
     subtitle_shape,
     title_shape,
 )
+
+_pptx_util = lazy_module("pptx.util")
 
 PLACEHOLDERS = ("title", "subtitle", "body", "left", "right")
 
@@ -93,7 +94,7 @@ def _format_runs(runs: list[Any], operation: SlideOperation) -> None:
         if operation.underline is not None:
             font.underline = operation.underline
         if operation.font_size is not None:
-            font.size = Pt(operation.font_size)
+            font.size = _pptx_util.Pt(operation.font_size)
         if operation.font_color is not None:
             font.color.rgb = parse_color(operation.font_color, "font_color")
 

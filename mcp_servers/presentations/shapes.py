@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from pptx.dml.color import RGBColor
-from pptx.enum.shapes import MSO_SHAPE
-from pptx.util import Pt
-
 from mcp_servers._core.errors import ToolError
+from mcp_servers._core.lazy import lazy_module
 from mcp_servers._office.colors import parse_color as office_color
 
+_pptx_dml_color = lazy_module("pptx.dml.color")
+_pptx_enum_shapes = lazy_module("pptx.enum.shapes")
+_pptx_util = lazy_module("pptx.util")
 
-def parse_color(value: str, argument: str) -> RGBColor:
+
+def parse_color(value: str, argument: str) -> _pptx_dml_color.RGBColor:
     """``#1F4E79`` / ``1F4E79`` / a basic colour name as python-pptx's RGBColor (ToolError otherwise)."""
-    return office_color(value, argument, RGBColor.from_string)
+    return office_color(value, argument, _pptx_dml_color.RGBColor.from_string)
 
 
 def shape_kind(name: str) -> Any:
@@ -30,7 +31,7 @@ def shape_kind(name: str) -> Any:
         "ARROW_LEFT": "LEFT_ARROW",
     }
     key = aliases.get(key, key)
-    member = getattr(MSO_SHAPE, key, None)
+    member = getattr(_pptx_enum_shapes.MSO_SHAPE, key, None)
     if member is None:
         raise ToolError(
             "invalid_argument",
@@ -65,13 +66,13 @@ def add_autoshape(
     if line_color:
         shape.line.color.rgb = parse_color(line_color, "line_color")
     if line_width is not None:
-        shape.line.width = Pt(line_width)
+        shape.line.width = _pptx_util.Pt(line_width)
     if text is not None:
         shape.text_frame.text = text
         for paragraph in shape.text_frame.paragraphs:
             for run in paragraph.runs:
                 if font_size is not None:
-                    run.font.size = Pt(font_size)
+                    run.font.size = _pptx_util.Pt(font_size)
                 if font_color is not None:
                     run.font.color.rgb = parse_color(font_color, "font_color")
                 if bold is not None:

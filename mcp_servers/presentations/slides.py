@@ -5,12 +5,13 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from pptx.enum.shapes import PP_PLACEHOLDER
-from pptx.oxml.ns import qn
-from pptx.util import Inches, Pt
-
 from mcp_servers._core.errors import ToolError
+from mcp_servers._core.lazy import lazy_module
 from mcp_servers.presentations.models import BulletItem, SlideSpec, TableSpec
+
+_pptx_enum_shapes = lazy_module("pptx.enum.shapes")
+_pptx_oxml_ns = lazy_module("pptx.oxml.ns")
+_pptx_util = lazy_module("pptx.util")
 
 #: Layout names of the issue -> layout names to look for (first found wins) and the index
 #: of that layout in the default template (used when a deck names its layouts otherwise).
@@ -22,8 +23,12 @@ LAYOUTS: dict[str, tuple[tuple[str, ...], int]] = {
     "title_only": (("Title Only",), 5),
     "blank": (("Blank",), 6),
 }
-TITLE_TYPES = (PP_PLACEHOLDER.TITLE, PP_PLACEHOLDER.CENTER_TITLE, PP_PLACEHOLDER.VERTICAL_TITLE)
-BODY_TYPES = (PP_PLACEHOLDER.BODY, PP_PLACEHOLDER.OBJECT, PP_PLACEHOLDER.VERTICAL_BODY)
+# PP_PLACEHOLDER values as the ints they are (the enum is an int enum and compares equal), so
+# that building the server does not import python-pptx; tests check them against the enum.
+#: PP_PLACEHOLDER.TITLE, CENTER_TITLE, VERTICAL_TITLE
+TITLE_TYPES = (1, 3, 5)
+#: PP_PLACEHOLDER.BODY, OBJECT, VERTICAL_BODY
+BODY_TYPES = (2, 7, 6)
 _EMU_PER_INCH = 914400
 
 
@@ -67,7 +72,7 @@ def title_shape(slide: Any) -> Any | None:
 
 
 def subtitle_shape(slide: Any) -> Any | None:
-    found = placeholder(slide, (PP_PLACEHOLDER.SUBTITLE,))
+    found = placeholder(slide, (_pptx_enum_shapes.PP_PLACEHOLDER.SUBTITLE,))
     if found is None and slide.slide_layout.name.lower().startswith("section"):
         found = placeholder(slide, BODY_TYPES)
     return found
@@ -97,19 +102,19 @@ def set_paragraph_text(paragraph: Any, text: str) -> None:
     runs[0].text = text
     for run in runs[1:]:
         run._r.getparent().remove(run._r)
-    for br in paragraph._p.findall(qn("a:br")):
+    for br in paragraph._p.findall(_pptx_oxml_ns.qn("a:br")):
         paragraph._p.remove(br)
 
 
 def _copy_end_props(paragraph: Any) -> None:
     """A run added to an empty paragraph takes the paragraph's end-of-paragraph formatting."""
-    end = paragraph._p.find(qn("a:endParaRPr"))
+    end = paragraph._p.find(_pptx_oxml_ns.qn("a:endParaRPr"))
     if end is None:
         return
     run = paragraph.runs[-1]._r
     properties = copy.deepcopy(end)
-    properties.tag = qn("a:rPr")
-    existing = run.find(qn("a:rPr"))
+    properties.tag = _pptx_oxml_ns.qn("a:rPr")
+    existing = run.find(_pptx_oxml_ns.qn("a:rPr"))
     if existing is not None:
         run.remove(existing)
     run.insert(0, properties)
@@ -162,7 +167,12 @@ def body_frame(slide: Any, *, create: bool) -> Any | None:
         if shape.name == "Bullets" and shape.has_text_frame:
             return shape.text_frame
     deck_width = slide.part.package.presentation_part.presentation.slide_width
-    box = slide.shapes.add_textbox(Inches(0.6), Inches(1.6), deck_width - Inches(1.2), Inches(4.5))
+    box = slide.shapes.add_textbox(
+        _pptx_util.Inches(0.6),
+        _pptx_util.Inches(1.6),
+        deck_width - _pptx_util.Inches(1.2),
+        _pptx_util.Inches(4.5),
+    )
     box.name = "Bullets"
     box.text_frame.word_wrap = True
     return box.text_frame
@@ -186,10 +196,10 @@ def add_table(
     shape = slide.shapes.add_table(
         len(rows),
         n_cols,
-        Inches(0.5 if left is None else left),
-        Inches(1.6 if top is None else top),
-        Inches(width) if width else deck_width - Inches(1.0),
-        Inches(height) if height else Inches(0.4) * len(rows),
+        _pptx_util.Inches(0.5 if left is None else left),
+        _pptx_util.Inches(1.6 if top is None else top),
+        _pptx_util.Inches(width) if width else deck_width - _pptx_util.Inches(1.0),
+        _pptx_util.Inches(height) if height else _pptx_util.Inches(0.4) * len(rows),
     )
     table = shape.table
     table.first_row = bool(spec.header)
@@ -200,7 +210,7 @@ def add_table(
             cell.text = "" if value is None else str(value)
             for paragraph in cell.text_frame.paragraphs:
                 for run in paragraph.runs:
-                    run.font.size = Pt(spec.font_size or 14)
+                    run.font.size = _pptx_util.Pt(spec.font_size or 14)
                     if r == 0 and spec.header:
                         run.font.bold = True
     return shape
@@ -212,7 +222,12 @@ def fill_slide(slide: Any, spec: SlideSpec) -> None:
         shape = title_shape(slide)
         if shape is None:
             deck_width = slide.part.package.presentation_part.presentation.slide_width
-            shape = slide.shapes.add_textbox(Inches(0.5), Inches(0.3), deck_width - Inches(1.0), Inches(1.0))
+            shape = slide.shapes.add_textbox(
+                _pptx_util.Inches(0.5),
+                _pptx_util.Inches(0.3),
+                deck_width - _pptx_util.Inches(1.0),
+                _pptx_util.Inches(1.0),
+            )
             shape.name = "Title"
         shape.text_frame.text = spec.title
     if spec.subtitle is not None:

@@ -735,3 +735,20 @@ def test_slide_specs_accept_loose_shapes(env):
     assert deck.slides[0].notes_slide.notes_text_frame.text == "n"
     assert next(s for s in deck.slides[1].shapes if s.has_table).table.cell(1, 0).text == "v"
     assert "r" in all_text(deck)
+
+
+def test_placeholder_and_relationship_constants_match_python_pptx() -> None:
+    # The server spells these out so that building it does not import python-pptx.
+    from pptx.enum.shapes import PP_PLACEHOLDER
+    from pptx.opc.constants import RELATIONSHIP_TYPE
+
+    from mcp_servers.presentations import cloning, reading, slides
+
+    assert slides.TITLE_TYPES == (
+        PP_PLACEHOLDER.TITLE,
+        PP_PLACEHOLDER.CENTER_TITLE,
+        PP_PLACEHOLDER.VERTICAL_TITLE,
+    )
+    assert slides.BODY_TYPES == (PP_PLACEHOLDER.BODY, PP_PLACEHOLDER.OBJECT, PP_PLACEHOLDER.VERTICAL_BODY)
+    assert reading.CHROME_TYPES == (PP_PLACEHOLDER.DATE, PP_PLACEHOLDER.FOOTER, PP_PLACEHOLDER.SLIDE_NUMBER)
+    assert cloning._SKIP == {RELATIONSHIP_TYPE.SLIDE_LAYOUT, RELATIONSHIP_TYPE.NOTES_SLIDE}
