@@ -1,0 +1,92 @@
+"""Start-up imports no document library: each server imports its own on its first call.
+
+Importing the environment, building all nine app servers (POST /apps) and listing their
+tools over MCP must not load PyMuPDF, python-pptx or icalendar (most of a cold start's CPU
+used to be these imports); the first call that reads a PDF does load PyMuPDF. A fresh
+interpreter each time: this test process has imported them for other tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+LAZY_LIBRARIES = ("pymupdf", "fitz", "pptx", "icalendar", "dateutil.rrule")
+
+_PROBE = """
+import asyncio, json, sys, tempfile
+from pathlib import Path
+
+import httpx
+from fastmcp import Client
+
+from environment import EnvironmentServer, EnvironmentSettings
+from mcp_servers import SERVER_NAMES
+
+LAZY = %(lazy)r
+root = Path(tempfile.mkdtemp())
+(root / "fs").mkdir()
+settings = EnvironmentSettings(fs_root=root / "fs", apps_data_root=root / "apps", preload_servers=%(preload)r)
+report = {}
+with EnvironmentServer(settings) as env:
+    report["after_start"] = [m for m in LAZY if m in sys.modules]
+    if %(preload)r:
+        import time
+        while not httpx.get(env.url + "/health").json()["servers_preloaded"]:
+            time.sleep(0.05)
+    config = {"mcpServers": {name: {"transport": "inprocess", "server": name} for name in SERVER_NAMES}}
+    reply = httpx.post(env.url + "/apps", json=config, timeout=300)
+    reply.raise_for_status()
+
+    async def talk():
+        async with Client(env.mcp_url) as mcp:
+            tools = await mcp.list_tools()
+            report["tools"] = len(tools)
+            report["after_list"] = [m for m in LAZY if m in sys.modules]
+            import pymupdf  # only to write the file; dropped from sys.modules again below
+
+            document = pymupdf.open()
+            document.new_page().insert_text((72, 72), "hello")
+            document.save(root / "fs" / "a.pdf")
+            for name in [m for m in sys.modules if m == "pymupdf" or m.startswith("pymupdf.")]:
+                del sys.modules[name]
+            result = await mcp.call_tool("pdfs_read_pdf_pages", {"file_path": "/a.pdf"})
+            report["pdf_text"] = "hello" in str(result.content)
+            report["after_pdf_call"] = "pymupdf" in sys.modules
+
+    asyncio.run(talk())
+print(json.dumps(report))
+"""
+
+
+def _probe(preload: bool) -> dict:
+    completed = subprocess.run(
+        [sys.executable, "-c", _PROBE % {"lazy": LAZY_LIBRARIES, "preload": preload}],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "ATOLL_LOG_LEVEL": "WARNING"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def test_building_and_listing_every_server_imports_no_document_library() -> None:
+    report = _probe(preload=False)
+    assert report["after_start"] == []
+    assert report["tools"] > 50
+    assert report["after_list"] == []
+    # the first call that needs the library imports it, and works
+    assert report["pdf_text"] is True
+    assert report["after_pdf_call"] is True
+
+
+def test_the_background_preload_imports_no_document_library_either() -> None:
+    report = _probe(preload=True)
+    assert report["after_list"] == []
