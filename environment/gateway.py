@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
@@ -81,6 +82,30 @@ def _default_server_factory(name: str, **kwargs: Any) -> FastMCP:
     # than import them from a second thread at once (POST /apps' ready timeout still applies).
     wait_for_preload()
     return create_server(name, **kwargs)
+
+
+def _server_warmer(server: FastMCP) -> Callable[[], Any] | None:
+    from mcp_servers import server_warmer
+
+    return server_warmer(server)
+
+
+def _warm_gateway(manager: GatewayManager, gateway: Gateway) -> None:
+    started = time.perf_counter()
+    for name, warm in gateway.warmers.items():
+        if manager.current is not gateway:  # replaced meanwhile: its servers are retiring
+            return
+        try:
+            warm()
+        except Exception as exc:  # the first call will meet (and report) the same problem
+            logger.info("building indexes failed", extra={"server": name, "error": describe_error(exc)})
+    logger.info(
+        "app-data indexes built",
+        extra={
+            "servers": list(gateway.warmers),
+            "duration_ms": round((time.perf_counter() - started) * 1000),
+        },
+    )
 
 
 class GatewayTool(Tool):
@@ -152,6 +177,8 @@ class Gateway:
     in_flight: int = 0
     idle: anyio.Event = field(default_factory=anyio.Event)
     clients: dict[str, Client] = field(default_factory=dict)
+    #: server name -> what builds that in-process server's indexes ahead of its first call
+    warmers: dict[str, Callable[[], Any]] = field(default_factory=dict)
     world_replaced: bool = False
     _close_requested: anyio.Event = field(default_factory=anyio.Event)
     _closed: anyio.Event = field(default_factory=anyio.Event)
@@ -206,6 +233,7 @@ class _OpenedServer:
     tools: list[Tool]
     #: tool name → the server's own tool object, for tools the gateway may call directly
     direct: dict[str, Tool] = field(default_factory=dict)
+    warm: Callable[[], Any] | None = None
 
 
 class GatewayManager:
@@ -261,6 +289,25 @@ class GatewayManager:
         server state (caches, sessions) carries over from one world to the next."""
         self.current.world_replaced = True
 
+    def warm(self) -> threading.Thread | None:
+        """Build the live gateway's app-data indexes (mail, calendar, chat) in the background.
+
+        Called after every swap and after every populate, so that an agent's first call finds
+        them built. One daemon thread runs the servers' ``warm()`` one after the other, and
+        stops early once another gateway has become live. A tool call that arrives while an
+        index is being built waits for that build rather than starting a second (each file
+        version is parsed once). Returns the thread (tests join it), or None when no server
+        of the gateway has anything to build.
+        """
+        gateway = self.current
+        if not gateway.warmers:
+            return None
+        thread = threading.Thread(
+            target=_warm_gateway, args=(self, gateway), name="atoll-warm-indexes", daemon=True
+        )
+        thread.start()
+        return thread
+
     async def apply(self, config: AppsConfig) -> bool:
         """Make ``config`` live. Returns False when it already was (a no-op).
 
@@ -279,6 +326,7 @@ class GatewayManager:
                 raise RuntimeError("GatewayManager used outside its 'async with' block")
             new = await self._task_group.start(self._run_gateway, config)
             old, self.current = self.current, new
+            self.warm()
         if self.metrics is not None:
             self.metrics.gateway_servers.set(len(config.mcpServers))
             self.metrics.gateway_tools.set(len(new.tools))
@@ -306,6 +354,8 @@ class GatewayManager:
                             wrapped.name, (clash._server_name, clash._tool_name), (server.name, tool.name)
                         )
                     gateway.tools[wrapped.name] = wrapped
+                if server.warm is not None:
+                    gateway.warmers[server.name] = server.warm
             task_status.started(gateway)
             await gateway._close_requested.wait()
         gateway._closed.set()
@@ -376,7 +426,7 @@ class GatewayManager:
             except Exception as exc:
                 failures[name] = describe_error(exc)
                 continue
-            opened[name] = _OpenedServer(name, list(tools), direct)
+            opened[name] = _OpenedServer(name, list(tools), direct, _server_warmer(server))
 
         if failures:
             raise GatewayNotReady(failures)

@@ -106,4 +106,12 @@ def create_server(
     return build_server(definition, context, mode=mode)
 
 
-__all__ = ["MODES", "OPTIONAL_SERVER_NAMES", "SERVER_NAMES", "create_server", "get_definition", "register_server", "unregister_server"]
+def server_warmer(server: FastMCP) -> Any:
+    """``warm()`` of a server made by :func:`create_server` (builds its indexes ahead of the
+    first call; mail, calendar and chat have one), or None."""
+    from mcp_servers._core.build import server_warmer as warmer
+
+    return warmer(server)
+
+
+__all__ = ["MODES", "OPTIONAL_SERVER_NAMES", "SERVER_NAMES", "create_server", "get_definition", "register_server", "server_warmer", "unregister_server"]

@@ -12,6 +12,7 @@ A tool argument literally named ``action`` is exposed in consolidated mode as
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, Literal
 
@@ -31,6 +32,9 @@ from mcp_servers._core.results import encode_image
 Mode = Literal["individual", "consolidated"]
 MODES: tuple[str, ...] = ("individual", "consolidated")
 HELP_ACTION = "help"
+
+#: server -> its state's ``warm`` (see :func:`server_warmer`)
+_WARMERS: weakref.WeakKeyDictionary[FastMCP, Callable[[], Any]] = weakref.WeakKeyDictionary()
 
 
 class _DefinedTool(Tool):
@@ -109,7 +113,22 @@ def build_server(
     else:
         for tool in _consolidated_tools(definition, state):
             server.add_tool(tool)
+    warm = getattr(state, "warm", None)
+    if callable(warm):
+        _WARMERS[server] = warm
     return server
+
+
+def server_warmer(server: FastMCP) -> Callable[[], Any] | None:
+    """What builds ``server``'s indexes ahead of its first call, or None when it has none.
+
+    A server's state may define ``warm()``: read the world's data files the way a first call
+    would (the app-data servers build their per-file indexes), so that a host can run it in the
+    background after a populate. It must be safe beside tool calls: a call that needs a file
+    being indexed waits for that build (:class:`~mcp_servers._core.store.FileCache` parses one
+    file version once) instead of starting its own.
+    """
+    return _WARMERS.get(server)
 
 
 def _individual_tool(tool: ToolDef, state: Any) -> Tool:

@@ -51,6 +51,10 @@ class CalendarService:
         self.default_tz: tzinfo = zone(str(context.option("time_zone", "UTC")), argument="option time_zone")
         self.index = CalendarIndex(self.root, context.apps_data_root, self.default_tz)
 
+    def warm(self) -> None:
+        """Index every calendar file now (run in the background after a populate)."""
+        self.index.snapshot()
+
     # ---- reading ---------------------------------------------------------------------
 
     def list_events(

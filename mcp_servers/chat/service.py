@@ -62,6 +62,11 @@ class ChatService:
         self.root = context.app_dir("chat")
         self.index = ChatIndex(self.root, context.apps_data_root)
 
+    def warm(self) -> None:
+        """Parse every space's messages now (run in the background after a populate)."""
+        for group in self.index.groups():
+            self.index.group_messages(group)
+
     # ---- lookups ---------------------------------------------------------------------
 
     def group(self, channel_id: str) -> GroupFolder:

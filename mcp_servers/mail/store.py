@@ -147,6 +147,11 @@ class MailStore:
         (the mail folder itself included) are ignored."""
         return self.data.files(".mbox")
 
+    def warm(self) -> None:
+        """Index every mailbox now (run in the background after a populate; see
+        :func:`mcp_servers._core.build.server_warmer`)."""
+        self.view()
+
     def view(self) -> MailView:
         """The current merged view (rebuilt only when some file changed)."""
         indexes = []
