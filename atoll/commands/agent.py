@@ -65,9 +65,8 @@ def run(
 
     Exit status: 0 when the trajectory was written and the run did not end with status error,
     1 when it did, 2 for bad input."""
-    from agents_runner import AgentConfig, prepare_run
-    from agents_runner.archipelago import load_agent_config_file, load_initial_messages
-
+    # The task is checked before the agents runner is imported (litellm and the MCP client:
+    # seconds of CPU), so that a wrong --benchmark or --task-id fails at once.
     task_prompt, reference_solution = prompt, None
     if benchmark or task_id:
         if not (benchmark and task_id):
@@ -78,6 +77,9 @@ def run(
 
         task = load_task(benchmark, task_id)
         task_prompt, reference_solution = task.prompt, task.reference_solution  # never the rubric
+    from agents_runner import AgentConfig, prepare_run
+    from agents_runner.archipelago import load_agent_config_file, load_initial_messages
+
     messages = load_initial_messages(initial_messages) if initial_messages else None
     if not task_prompt and not messages:
         raise AtollError(
