@@ -16,8 +16,9 @@ from docx.oxml import OxmlElement
 from docx.oxml.ns import qn
 from docx.shared import Inches, Pt
 
+from atoll.formats.docx.elements import W_P, W_TBL
 from mcp_servers._core.errors import ToolError
-from mcp_servers.documents.body import W_P, W_TBL, Target
+from mcp_servers.documents.body import Target
 from mcp_servers.documents.models import ContentBlock, ListItem
 
 ALIGNMENTS = {

@@ -1,110 +1,13 @@
-"""Document order and stable element identifiers of a .docx.
-
-Identifiers address elements by position, counted in document order inside their
-container (content controls ``w:sdt`` and ``w:customXml`` wrappers are looked through):
-
-- ``body`` — the document body (a container);
-- ``body.p.{i}`` — the i-th paragraph of the body; ``body.p.{i}.r.{j}`` — its j-th run;
-- ``body.tbl.{t}`` — the t-th table; ``.r.{row}`` a row; ``.r.{row}.c.{col}`` a cell
-  (a container again: ``….c.{col}.p.{k}[.r.{j}]`` and nested ``….c.{col}.tbl.{u}…``);
-- ``header.s.{sec}`` / ``footer.s.{sec}`` — the default header/footer of section ``sec``
-  (containers: ``header.s.0.p.0``, ``footer.s.1.tbl.0.r.0.c.1``).
-
-Paragraph and table counters are separate (``body.p.3`` is the fourth paragraph whatever
-the tables before it). Runs are the ``w:r`` elements of the paragraph, including those
-inside hyperlinks and tracked insertions/deletions, in order. Cells are counted
-physically (a horizontally merged cell is one cell).
-"""
+"""Resolving the element identifiers of a .docx (:mod:`atoll.formats.docx.elements`
+defines them) to the elements the editing tools change."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from docx.oxml.ns import qn
-
+from atoll.formats.docx.elements import cells_of, paragraphs_of, rows_of, runs_of, tables_of
 from mcp_servers._core.errors import ToolError
-
-W_P, W_TBL, W_TR, W_TC, W_R = qn("w:p"), qn("w:tbl"), qn("w:tr"), qn("w:tc"), qn("w:r")
-W_SDT, W_SDT_CONTENT, W_CUSTOM_XML = qn("w:sdt"), qn("w:sdtContent"), qn("w:customXml")
-W_DEL, W_MOVE_FROM = qn("w:del"), qn("w:moveFrom")
-# Elements inside a paragraph that may hold runs (looked through when listing runs).
-_RUN_CONTAINERS = {
-    qn(tag)
-    for tag in (
-        "w:hyperlink",
-        "w:ins",
-        "w:del",
-        "w:moveTo",
-        "w:moveFrom",
-        "w:smartTag",
-        "w:customXml",
-        "w:fldSimple",
-        "w:sdt",
-        "w:sdtContent",
-        "w:dir",
-        "w:bdo",
-    )
-}
-_WRAPPERS = {W_SDT, W_SDT_CONTENT, W_CUSTOM_XML}
-
-
-def block_elements(container: Any) -> Iterator[Any]:
-    """The ``w:p`` and ``w:tbl`` children of a container, in order, wrappers looked through."""
-    for child in container.iterchildren():
-        tag = child.tag
-        if tag in (W_P, W_TBL):
-            yield child
-        elif tag in _WRAPPERS:
-            yield from block_elements(child)
-
-
-def paragraphs_of(container: Any) -> list[Any]:
-    return [el for el in block_elements(container) if el.tag == W_P]
-
-
-def tables_of(container: Any) -> list[Any]:
-    return [el for el in block_elements(container) if el.tag == W_TBL]
-
-
-def runs_of(paragraph: Any) -> list[Any]:
-    """The runs of a paragraph in order (hyperlinks, insertions and deletions looked through)."""
-    found: list[Any] = []
-
-    def walk(node: Any) -> None:
-        for child in node.iterchildren():
-            if child.tag == W_R:
-                found.append(child)
-            elif child.tag in _RUN_CONTAINERS:
-                walk(child)
-
-    walk(paragraph)
-    return found
-
-
-def is_deleted(run: Any, paragraph: Any) -> bool:
-    """Whether the run sits inside a tracked deletion (``w:del``/``w:moveFrom``)."""
-    node = run.getparent()
-    while node is not None and node is not paragraph:
-        if node.tag in (W_DEL, W_MOVE_FROM):
-            return True
-        node = node.getparent()
-    return False
-
-
-def rows_of(table: Any) -> list[Any]:
-    return [child for child in table.iterchildren() if child.tag == W_TR]
-
-
-def cells_of(row: Any) -> list[Any]:
-    cells: list[Any] = []
-    for child in row.iterchildren():
-        if child.tag == W_TC:
-            cells.append(child)
-        elif child.tag in _WRAPPERS:
-            cells.extend(cells_of(child))
-    return cells
 
 
 @dataclass

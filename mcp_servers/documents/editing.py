@@ -13,20 +13,23 @@ from docx.shared import Pt, RGBColor
 from docx.text.paragraph import Paragraph
 from docx.text.run import Run
 
+from atoll.formats.docx.elements import (
+    W_P,
+    W_RPR,
+    W_TBL,
+    block_elements,
+    live_runs,
+    paragraph_text,
+    paragraphs_of,
+    run_text,
+    runs_of,
+)
+from atoll.formats.docx.reading import StyleNames, paragraph_kind
 from mcp_servers._core.errors import ToolError
 from mcp_servers._office.colors import parse_color
 from mcp_servers.documents.blocks import ALIGNMENTS, paragraph_style, place
-from mcp_servers.documents.body import W_P, W_TBL, Target, block_elements, paragraphs_of, runs_of
-from mcp_servers.documents.reading import StyleNames, paragraph_kind
-from mcp_servers.documents.text_edit import (
-    W_RPR,
-    live_runs,
-    new_paragraph_like,
-    paragraph_text,
-    run_text,
-    set_paragraph_text,
-    set_run_text,
-)
+from mcp_servers.documents.body import Target
+from mcp_servers.documents.text_edit import new_paragraph_like, set_paragraph_text, set_run_text
 
 POSITIONS = ("before", "after", "start", "end")
 _SECT_PR = qn("w:sectPr")

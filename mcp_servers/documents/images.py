@@ -6,8 +6,8 @@ from typing import Any, BinaryIO
 
 from docx.oxml.ns import qn
 
+from atoll.formats.docx.reading import A_BLIP, R_EMBED, ImageRef, collect_images
 from mcp_servers._core.errors import ToolError
-from mcp_servers.documents.reading import A_BLIP, R_EMBED, ImageRef, collect_images
 
 _EMU_PER_INCH = 914400
 #: Largest image returned by read_image (bytes).

@@ -6,11 +6,10 @@ from typing import Any
 
 from docx.shared import Inches
 
+from atoll.formats.docx.elements import W_P, block_elements, paragraph_text, paragraphs_of
 from mcp_servers._core.errors import ToolError
 from mcp_servers.documents.blocks import set_orientation
-from mcp_servers.documents.body import W_P, block_elements, paragraphs_of
 from mcp_servers.documents.editing import _set_cell_text
-from mcp_servers.documents.text_edit import paragraph_text
 
 _EMU_PER_INCH = 914400
 MARGINS = ("top", "bottom", "left", "right")

@@ -6,14 +6,14 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from atoll.formats.docx.comments import read_comments
+from atoll.formats.docx.reading import collect_images, read_blocks, render_block
 from mcp_servers._core.definition import ServerDefinition
 from mcp_servers._core.errors import ToolError
 from mcp_servers._core.results import ImageBlock, ToolOutput
-from mcp_servers.documents.comments import read_comments
 from mcp_servers.documents.files import DocumentFiles
 from mcp_servers.documents.layout import page_setup, read_header_footer
 from mcp_servers.documents.models import ContentBlock
-from mcp_servers.documents.reading import collect_images, read_blocks, render_block
 from mcp_servers.documents.results import Comments, DocumentContent, DocumentOverview, HeaderFooter, ImageRead
 
 SERVER = ServerDefinition(

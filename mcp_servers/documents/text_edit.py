@@ -13,62 +13,22 @@ from __future__ import annotations
 import copy
 import difflib
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from docx.oxml import OxmlElement
 from docx.oxml.ns import qn
 
-from mcp_servers.documents.body import W_R, is_deleted, runs_of
+from atoll.formats.docx.elements import (
+    W_PPR,
+    W_R,
+    W_RPR,
+    W_T,
+    Atom,
+    atoms_of_runs,
+    live_runs,
+)
 
-W_T, W_TAB, W_BR, W_CR, W_RPR = qn("w:t"), qn("w:tab"), qn("w:br"), qn("w:cr"), qn("w:rPr")
-W_DEL_TEXT, W_PPR = qn("w:delText"), qn("w:pPr")
 _XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
-
-
-@dataclass
-class Atom:
-    """One piece of text: a ``w:t`` (editable) or a tab/break (a fixed one-character piece)."""
-
-    run: Any
-    element: Any
-    editable: bool
-    text: str
-
-
-def atoms_of_runs(runs: list[Any]) -> list[Atom]:
-    atoms: list[Atom] = []
-    for run in runs:
-        for child in run.iterchildren():
-            if child.tag == W_T:
-                atoms.append(Atom(run, child, True, child.text or ""))
-            elif child.tag == W_TAB:
-                atoms.append(Atom(run, child, False, "\t"))
-            elif child.tag in (W_BR, W_CR) and child.get(qn("w:type")) in (None, "textWrapping"):
-                atoms.append(Atom(run, child, False, "\n"))
-    return atoms
-
-
-def live_runs(paragraph: Any) -> list[Any]:
-    """The paragraph's runs that are not tracked deletions."""
-    return [run for run in runs_of(paragraph) if not is_deleted(run, paragraph)]
-
-
-def paragraph_text(paragraph: Any) -> str:
-    return "".join(atom.text for atom in atoms_of_runs(live_runs(paragraph)))
-
-
-def run_text(run: Any) -> str:
-    """A run's text (deleted text of a tracked deletion included)."""
-    parts = []
-    for child in run.iterchildren():
-        if child.tag in (W_T, W_DEL_TEXT):
-            parts.append(child.text or "")
-        elif child.tag == W_TAB:
-            parts.append("\t")
-        elif child.tag in (W_BR, W_CR) and child.get(qn("w:type")) in (None, "textWrapping"):
-            parts.append("\n")
-    return "".join(parts)
 
 
 def _text_elements(text: str) -> list[Any]:

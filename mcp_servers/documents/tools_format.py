@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from atoll.formats.docx.reading import collect_images
 from mcp_servers._core.errors import ToolError
 from mcp_servers._office.pixels import CropEdge, Factor, FlipAxis, PixelEdit, PixelOperation, Rotation
 from mcp_servers.documents.blocks import build_blocks, place
@@ -14,7 +15,6 @@ from mcp_servers.documents.body import resolve
 from mcp_servers.documents.editing import apply_formatting as format_target
 from mcp_servers.documents.files import DocumentFiles
 from mcp_servers.documents.models import Alignment, ContentBlock
-from mcp_servers.documents.reading import collect_images
 from mcp_servers.documents.results import FormattingApplied, ImageAdded, ImageInfo, PageLayout
 from mcp_servers.documents.server import SERVER, FilePath, Identifier
 from mcp_servers.documents.tools_write import Inches, Position

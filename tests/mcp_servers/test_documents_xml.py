@@ -7,10 +7,11 @@ import pytest
 from docx.oxml import parse_xml
 from docx.oxml.ns import nsdecls, qn
 
+from atoll.formats.docx.elements import paragraph_text, runs_of
+from atoll.formats.docx.reading import read_blocks
 from mcp_servers._core.errors import ToolError
-from mcp_servers.documents.body import resolve, runs_of
-from mcp_servers.documents.reading import read_blocks
-from mcp_servers.documents.text_edit import paragraph_text, set_paragraph_text
+from mcp_servers.documents.body import resolve
+from mcp_servers.documents.text_edit import set_paragraph_text
 
 W = nsdecls("w")
 
@@ -165,7 +166,7 @@ def test_concurrent_edits_of_one_document_lose_nothing(tmp_path):
 def test_reads_show_hyperlink_targets():
     from docx.opc.constants import RELATIONSHIP_TYPE as RT
 
-    from mcp_servers.documents.reading import render_block
+    from atoll.formats.docx.reading import render_block
 
     document = docx.Document()
     rel_id = document.part.relate_to("https://example.com/report", RT.HYPERLINK, is_external=True)
@@ -180,7 +181,7 @@ def test_reads_show_hyperlink_targets():
 
 
 def test_text_boxes_are_read_once():
-    from mcp_servers.documents.reading import render_block
+    from atoll.formats.docx.reading import render_block
 
     document = docx.Document()
     p = document.add_paragraph("Anchor")
@@ -198,7 +199,7 @@ def test_text_boxes_are_read_once():
 
 
 def test_tracked_changes_inside_table_cells_are_read():
-    from mcp_servers.documents.reading import render_block
+    from atoll.formats.docx.reading import render_block
 
     document = docx.Document()
     table = document.add_table(rows=1, cols=1)

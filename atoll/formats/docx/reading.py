@@ -12,19 +12,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from docx.oxml.ns import qn
-
-from mcp_servers.documents.body import (
+from atoll.formats.docx.elements import (
+    W_BR,
     W_P,
     W_TBL,
     block_elements,
     cells_of,
     is_deleted,
+    paragraph_text,
     paragraphs_of,
     rows_of,
+    run_text,
     runs_of,
 )
-from mcp_servers.documents.text_edit import W_BR, paragraph_text, run_text
+from atoll.formats.docx.names import qn
 
 _EMU_PER_INCH = 914400
 A_BLIP = qn("a:blip")
