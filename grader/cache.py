@@ -3,7 +3,7 @@
 Keyed by everything that can change a verdict: the criterion (text, grading target, check),
 the evidence digest, the prompt version and the judge's verdict settings — model, api_base,
 temperature, top_p, seed, extra args, samples, quorum and verdict format
-(:meth:`grader.judge.JudgeConfig.verdict_settings`), so the same model name pointed at
+(:func:`grader.judge.verdict_settings`), so the same model name pointed at
 another endpoint or sampled differently is a different judge.  Stored in a
 SQLite file (``*.sqlite``/``*.db`` or any existing file) or a directory of JSON files (one
 per key, written atomically).  Only real verdicts (met / not met) are cached, so a

@@ -21,7 +21,7 @@ from grader.checks import run_check
 from grader.diff import WorldDiff, diff_snapshots
 from grader.evidence import build_blocks, evidence_digest, fit, route, truncate
 from grader.extract import ExtractOptions
-from grader.judge import PROMPT_VERSION, JudgeConfig, context_shrink_factor, judge
+from grader.judge import PROMPT_VERSION, JudgeConfig, context_shrink_factor, judge, verdict_settings
 from grader.snapshot import Snapshot
 
 
@@ -112,7 +112,7 @@ async def _decide(context: _Context, criterion: Criterion) -> CriterionVerdict:
     # files is shown (Archipelago's "Final Answer Only (No Files)").
     change_log = "" if routed.target.kind == "final_answer" else context.change_log
     digest = evidence_digest(context.task.prompt, answer, change_log, routed, config)
-    key = cache_key(criterion, digest, config.verdict_settings(), PROMPT_VERSION)
+    key = cache_key(criterion, digest, verdict_settings(config), PROMPT_VERSION)
     common = {"judge_model": config.model, "prompt_version": PROMPT_VERSION, "evidence_digest": digest}
     if context.cache is not None:
         record = await asyncio.to_thread(context.cache.get, key)

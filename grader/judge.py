@@ -12,18 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import secrets
 from dataclasses import dataclass, field
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from typing import Any
 
 from atoll.grade import Verdict
+from atoll.judge import JudgeConfig
 from grader.verdict import (
     MalformedOutput,
-    VerdictFormat,
     parse_verdict,
     reply_text,
     request_arguments,
@@ -31,7 +28,6 @@ from grader.verdict import (
 )
 
 PROMPT_VERSION = "judge-v2"
-DEFAULT_BUDGET_CHARS = 400_000
 
 SYSTEM_PROMPT = """You are a strict, careful grader of work done by an AI agent on a professional task.
 You decide whether ONE rubric criterion is met, using only the evidence provided.
@@ -59,91 +55,19 @@ criterion, most relevant first. Reply with exactly one JSON object and nothing e
 {{"artifact_ids": ["<id>", ...]}}"""
 
 
-class JudgeConfig(BaseModel):
-    """How to reach and use the judge model.
-
-    ``model`` is a litellm model string (``openai/<name>`` with ``api_base`` for any
-    OpenAI-compatible server).  The key comes from ``api_key`` or the environment variable
-    named by ``api_key_env`` (else litellm's provider defaults).  ``samples`` verdicts are
-    asked per criterion; at least ``quorum`` of them (default: all) must come back, else the
-    criterion is ungradeable.  ``verdict_format`` is how the verdict is asked for (see
-    :mod:`grader.verdict`; ``auto`` picks the strongest the model supports).  ``max_retries``
-    bounds the re-asks after a malformed reply; ``transient_retries`` the retries of one call
-    after 429/5xx/timeouts, all calls of one grading drawing on ``retry_budget``;
-    ``timeout_s`` bounds one attempt and ``deadline_s`` one call with its retries.
-    ``context_budget_chars`` caps the evidence text of one prompt (None: from the model's
-    context window when litellm knows it, else 400,000); beyond it the ``selector``
-    (``rank`` or ``llm``) chooses artifacts.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    model: str
-    api_base: str | None = None
-    api_key_env: str | None = None
-    api_key: SecretStr | None = Field(default=None, exclude=True)
-    samples: int = Field(default=1, ge=1, le=15)
-    quorum: int | None = Field(default=None, ge=1, description="verdicts needed of the samples; None = all")
-    extra_args: dict[str, Any] = Field(default_factory=dict)
-    max_retries: int = Field(default=2, ge=0)
-    transient_retries: int = Field(default=3, ge=0)
-    retry_budget: int = Field(default=24, ge=0)
-    retry_wait_s: float = Field(default=1.0, ge=0)
-    retry_max_wait_s: float = Field(default=30.0, ge=0)
-    timeout_s: float = Field(default=60.0, gt=0)
-    deadline_s: float = Field(default=180.0, gt=0)
-    temperature: float | None = 0.0
-    top_p: float | None = None
-    seed: int | None = None
-    verdict_format: VerdictFormat = "auto"
-    context_budget_chars: int | None = Field(default=None, ge=1_000)
-    selector: Literal["rank", "llm"] = "rank"
-    concurrency: int = Field(default=8, ge=1)
-
-    @model_validator(mode="after")
-    def _quorum_within_samples(self) -> JudgeConfig:
-        if self.quorum is not None and self.quorum > self.samples:
-            raise ValueError(f"quorum {self.quorum} is more than samples {self.samples}")
-        return self
-
-    @property
-    def needed_votes(self) -> int:
-        return self.quorum or self.samples
-
-    def budget_chars(self) -> int:
-        """The evidence budget in characters (about 3 characters per token, minus room to reply)."""
-        if self.context_budget_chars is not None:
-            return self.context_budget_chars
-        try:
-            import litellm
-
-            window = litellm.get_model_info(self.model).get("max_input_tokens")
-        except Exception:  # noqa: BLE001 - unknown models have no info
-            window = None
-        if not window:
-            return DEFAULT_BUDGET_CHARS
-        return max(4_000, min(DEFAULT_BUDGET_CHARS, int(window) * 3 - 8_000))
-
-    def resolved_api_key(self) -> str | None:
-        if self.api_key is not None:
-            return self.api_key.get_secret_value()
-        if self.api_key_env:
-            return os.environ.get(self.api_key_env)
-        return None
-
-    def verdict_settings(self) -> dict[str, Any]:
-        """Everything of this judge that can change a verdict (the verdict cache key holds it)."""
-        return {
-            "model": self.model,
-            "api_base": self.api_base,
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "seed": self.seed,
-            "extra_args": self.extra_args,
-            "samples": self.samples,
-            "quorum": self.needed_votes,
-            "verdict_format": resolve_format(self.verdict_format, self.model),
-        }
+def verdict_settings(config: JudgeConfig) -> dict[str, Any]:
+    """Everything of ``config`` that can change a verdict (the verdict cache key holds it)."""
+    return {
+        "model": config.model,
+        "api_base": config.api_base,
+        "temperature": config.temperature,
+        "top_p": config.top_p,
+        "seed": config.seed,
+        "extra_args": config.extra_args,
+        "samples": config.samples,
+        "quorum": config.needed_votes,
+        "verdict_format": resolve_format(config.verdict_format, config.model),
+    }
 
 
 @dataclass

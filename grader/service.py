@@ -22,10 +22,10 @@ from atoll.benchmark import Task
 from atoll.errors import AtollError
 from atoll.http import add_error_handler
 from atoll.http_guard import guard
+from atoll.judge import JudgeConfig, judge_from_request
 from grader.cache import VerdictCache
 from grader.grading import grade_trial
 from grader.inputs import trajectory_from_data
-from grader.judge import JudgeConfig
 
 _CHUNK = 1 << 20
 
@@ -37,25 +37,6 @@ def _json_field(text: str | None, name: str) -> Any:
         return json.loads(text)
     except ValueError as exc:
         raise AtollError("bad_input", f"field {name}: not valid JSON: {exc}") from None
-
-
-def _judge_for(request_judge: Any, default: JudgeConfig | None) -> JudgeConfig | None:
-    if request_judge is None:
-        return default
-    if not isinstance(request_judge, dict):
-        raise AtollError("bad_input", "field judge: expected a JSON object")
-    if request_judge.get("none"):
-        return None
-    overrides = {k: v for k, v in request_judge.items() if k not in ("api_key", "api_key_env")}
-    base = default.model_dump() if default else {}
-    try:
-        merged = JudgeConfig.model_validate({**base, **overrides})
-    except ValidationError as exc:
-        raise AtollError("bad_input", f"field judge: {exc.errors()[0]['msg']}") from None
-    if default is not None:
-        merged.api_key = default.api_key
-        merged.api_key_env = default.api_key_env
-    return merged
 
 
 async def _save(upload: UploadFile, target: Path) -> Path:
@@ -94,7 +75,7 @@ def create_app(judge: JudgeConfig | None = None, cache: VerdictCache | None = No
             parsed_trajectory = trajectory_from_data(
                 _json_field(trajectory, "trajectory"), "field trajectory"
             )
-        chosen = _judge_for(_json_field(judge_config, "judge"), judge)
+        chosen = judge_from_request(_json_field(judge_config, "judge"), judge)
         with tempfile.TemporaryDirectory(prefix="atoll-grade-") as scratch:
             before_path = await _save(before, Path(scratch) / "before")
             after_path = await _save(after, Path(scratch) / "after")

@@ -22,8 +22,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, StrictStr, ValidationError
 
 from atoll.grade import Verdict
+from atoll.judge import VerdictFormat
 
-VerdictFormat = Literal["auto", "json_schema", "tool", "prompt"]
 TOOL_NAME = "submit_verdict"
 
 

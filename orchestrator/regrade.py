@@ -17,6 +17,7 @@ from typing import Any
 
 from atoll.errors import AtollError
 from atoll.grade import Grade
+from atoll.judge import JudgeConfig
 from atoll.loader import load_benchmark
 from atoll.trajectory import Trajectory
 from atoll.trial import Outcome
@@ -29,7 +30,7 @@ from orchestrator.store import TrialStore
 async def regrade_run(store: TrialStore, experiment: str, *, judge_model: str | None = None,
                       api_base: str | None = None, output_dir: Path | None = None) -> dict[str, Any]:
     """Regrade every finished trial of ``experiment``; returns the provenance summary."""
-    from grader import JudgeConfig, VerdictCache, regrade
+    from grader import VerdictCache, regrade
 
     raw = store.experiment_spec(experiment)
     if raw is None:
@@ -38,10 +39,7 @@ async def regrade_run(store: TrialStore, experiment: str, *, judge_model: str | 
     benchmark = load_benchmark(spec.benchmark)
     tasks = {task.task_id: task for task in benchmark.tasks}
     artifacts = ArtifactStore(spec.artifacts)
-    model = judge_model or spec.judge.model
-    judge = JudgeConfig(model=model, api_base=api_base or spec.judge.api_base, samples=spec.judge.samples,
-                        quorum=spec.judge.quorum,
-                        extra_args=spec.judge.extra_args) if model else None
+    judge = JudgeConfig.for_experiment(spec, model=judge_model, api_base=api_base)
     output = output_dir or Path(spec.output_dir) / experiment
     cache = VerdictCache(Path(spec.output_dir) / ".cache" / "verdicts.sqlite")
     stamp = time.strftime("%Y%m%dT%H%M%S")
@@ -79,7 +77,7 @@ async def regrade_run(store: TrialStore, experiment: str, *, judge_model: str | 
     summary = {
         "experiment": experiment,
         "regraded_at": stamp,
-        "judge_model": model,
+        "judge_model": judge.model if judge else None,
         "trials_regraded": regraded,
         "outcomes_changed": sum(m["old_outcome"] != m["new_outcome"] for m in movements),
         "verdicts_changed": sum(m["changed"] for m in movements),

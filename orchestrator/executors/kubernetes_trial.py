@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 
 from atoll.benchmark import Task
 from atoll.errors import AtollError
+from atoll.judge import CHECKS_ONLY, judge_from_request
 from atoll.trial import TrialResult, TrialSpec
 from orchestrator.artifacts import ArtifactStore, trial_prefix
 from orchestrator.executors import steps
@@ -43,8 +44,8 @@ class PodTrialInput(BaseModel):
     seed_digest: str
     artifacts: str = Field(description="artifact store root URL")
     grade_incomplete: bool = False
-    judge: dict[str, Any] = Field(default_factory=lambda: {"none": True},
-                                  description="judge request for the grading service ({'none': true} = checks only)")
+    judge: dict[str, Any] = Field(default_factory=lambda: dict(CHECKS_ONLY),
+                                  description="the judge's wire form (atoll.judge; {'model': null} = checks only)")
 
 
 class PodTrialOutcome(BaseModel):
@@ -131,9 +132,9 @@ async def _grade(trial_input: PodTrialInput, before: Path, after: Path, trajecto
     if grader_url:
         return await steps.grade_with_service(grader_url, trial_input.task, before, after, trajectory,
                                               trial_input.judge)
-    from grader import JudgeConfig, grade_trial
+    from grader import grade_trial
 
-    judge = None if trial_input.judge.get("none") else JudgeConfig.model_validate(trial_input.judge)
+    judge = judge_from_request(trial_input.judge)
     try:
         return await grade_trial(trial_input.task, before, after, trajectory, judge, None,
                                  trial_id=trial_input.spec.trial_id)

@@ -32,6 +32,8 @@ from atoll.benchmark import Benchmark, Task
 from atoll.errors import AtollError
 from atoll.experiment import ExperimentSpec
 from atoll.grade import Grade
+from atoll.judge import JudgeConfig
+from atoll.judge import judge_request as wire_judge
 from atoll.trajectory import Trajectory
 from atoll.trial import TrialResult, TrialSpec
 from orchestrator.artifacts import ArtifactStore, trial_prefix
@@ -186,18 +188,9 @@ class LocalExecutor:
         from atoll.llm import configure_limits
 
         configure_limits(spec.concurrency.per_provider, default=spec.concurrency.default_per_provider)
-        self._judge = self._judge_config()
+        self._judge = JudgeConfig.for_experiment(spec)
         self._cache = None if self.services.grader_url else self._verdict_cache(output)
         self._http = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0))
-
-    def _judge_config(self) -> Any:
-        if not self.spec.judge.model:
-            return None
-        from grader import JudgeConfig
-
-        return JudgeConfig(model=self.spec.judge.model, api_base=self.spec.judge.api_base,
-                           samples=self.spec.judge.samples, quorum=self.spec.judge.quorum,
-                           extra_args=self.spec.judge.extra_args, concurrency=self.spec.concurrency.judge)
 
     @staticmethod
     def _verdict_cache(output: Path) -> Any:
@@ -280,11 +273,7 @@ class LocalExecutor:
 def judge_request(spec: ExperimentSpec) -> dict[str, Any]:
     """The experiment's judge as the grading service takes it (never a key: the service holds
     the judge's credentials). A null judge model asks for programmatic checks only."""
-    judge = spec.judge
-    if not judge.model:
-        return {"none": True}
-    return {"model": judge.model, "api_base": judge.api_base, "samples": judge.samples, "quorum": judge.quorum,
-            "extra_args": judge.extra_args, "concurrency": spec.concurrency.judge}
+    return wire_judge(JudgeConfig.for_experiment(spec))
 
 
 __all__ = ["LocalExecutor", "SeedCache", "ServiceSettings", "judge_request", "trial_outcome"]

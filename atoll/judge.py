@@ -1,0 +1,155 @@
+"""The judge's configuration: the contract the orchestrator, the grading service and a
+trial pod share (one model, built from an experiment in one place, sent in one wire form).
+
+The wire form (``judge`` of ``POST /grade``, a pod's trial input) is :meth:`JudgeConfig.request`:
+the fields the sender set, never a key, or ``{"model": null}`` for programmatic checks only;
+:func:`judge_from_request` reads it back. The older ``{"none": true}`` is still read.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+
+from atoll.errors import AtollError, describe_validation
+
+if TYPE_CHECKING:
+    from atoll.experiment import ExperimentSpec
+
+VerdictFormat = Literal["auto", "json_schema", "tool", "prompt"]
+DEFAULT_BUDGET_CHARS = 400_000
+# The wire form of "no judge": the criteria are decided by their programmatic checks alone.
+CHECKS_ONLY: dict[str, Any] = {"model": None}
+_SECRETS = ("api_key", "api_key_env")
+
+
+class JudgeConfig(BaseModel):
+    """How to reach and use the judge model.
+
+    ``model`` is a litellm model string (``openai/<name>`` with ``api_base`` for any
+    OpenAI-compatible server).  The key comes from ``api_key`` or the environment variable
+    named by ``api_key_env`` (else litellm's provider defaults).  ``samples`` verdicts are
+    asked per criterion; at least ``quorum`` of them (default: all) must come back, else the
+    criterion is ungradeable.  ``verdict_format`` is how the verdict is asked for (see
+    :mod:`grader.verdict`; ``auto`` picks the strongest the model supports).  ``max_retries``
+    bounds the re-asks after a malformed reply; ``transient_retries`` the retries of one call
+    after 429/5xx/timeouts, all calls of one grading drawing on ``retry_budget``;
+    ``timeout_s`` bounds one attempt and ``deadline_s`` one call with its retries.
+    ``context_budget_chars`` caps the evidence text of one prompt (None: from the model's
+    context window when litellm knows it, else 400,000); beyond it the ``selector``
+    (``rank`` or ``llm``) chooses artifacts.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    api_base: str | None = None
+    api_key_env: str | None = None
+    api_key: SecretStr | None = Field(default=None, exclude=True)
+    samples: int = Field(default=1, ge=1, le=15)
+    quorum: int | None = Field(default=None, ge=1, description="verdicts needed of the samples; None = all")
+    extra_args: dict[str, Any] = Field(default_factory=dict)
+    max_retries: int = Field(default=2, ge=0)
+    transient_retries: int = Field(default=3, ge=0)
+    retry_budget: int = Field(default=24, ge=0)
+    retry_wait_s: float = Field(default=1.0, ge=0)
+    retry_max_wait_s: float = Field(default=30.0, ge=0)
+    timeout_s: float = Field(default=60.0, gt=0)
+    deadline_s: float = Field(default=180.0, gt=0)
+    temperature: float | None = 0.0
+    top_p: float | None = None
+    seed: int | None = None
+    verdict_format: VerdictFormat = "auto"
+    context_budget_chars: int | None = Field(default=None, ge=1_000)
+    selector: Literal["rank", "llm"] = "rank"
+    concurrency: int = Field(default=8, ge=1)
+
+    @model_validator(mode="after")
+    def _quorum_within_samples(self) -> JudgeConfig:
+        if self.quorum is not None and self.quorum > self.samples:
+            raise ValueError(f"quorum {self.quorum} is more than samples {self.samples}")
+        return self
+
+    @property
+    def needed_votes(self) -> int:
+        return self.quorum or self.samples
+
+    def budget_chars(self) -> int:
+        """The evidence budget in characters (about 3 characters per token, minus room to reply)."""
+        if self.context_budget_chars is not None:
+            return self.context_budget_chars
+        try:
+            import litellm
+
+            window = litellm.get_model_info(self.model).get("max_input_tokens")
+        except Exception:  # noqa: BLE001 - unknown models have no info
+            window = None
+        if not window:
+            return DEFAULT_BUDGET_CHARS
+        return max(4_000, min(DEFAULT_BUDGET_CHARS, int(window) * 3 - 8_000))
+
+    def resolved_api_key(self) -> str | None:
+        if self.api_key is not None:
+            return self.api_key.get_secret_value()
+        if self.api_key_env:
+            return os.environ.get(self.api_key_env)
+        return None
+
+    @classmethod
+    def for_experiment(
+        cls, spec: ExperimentSpec, *, model: str | None = None, api_base: str | None = None
+    ) -> JudgeConfig | None:
+        """The judge of ``spec`` (``model``/``api_base`` override its own, as a regrade does);
+        None when it has no judge model (programmatic checks only)."""
+        model = model or spec.judge.model
+        if not model:
+            return None
+        return cls(
+            model=model,
+            api_base=api_base or spec.judge.api_base,
+            samples=spec.judge.samples,
+            quorum=spec.judge.quorum,
+            extra_args=spec.judge.extra_args,
+            concurrency=spec.concurrency.judge,
+        )
+
+    def request(self) -> dict[str, Any]:
+        """The wire form: the fields set on this config (they override the grading service's
+        defaults, the others keep them), never a key."""
+        return self.model_dump(mode="json", exclude_unset=True, exclude=set(_SECRETS))
+
+
+def judge_request(config: JudgeConfig | None) -> dict[str, Any]:
+    """The wire form of ``config``; ``{"model": null}`` (checks only) for None."""
+    return dict(CHECKS_ONLY) if config is None else config.request()
+
+
+def judge_from_request(request: Any, default: JudgeConfig | None = None) -> JudgeConfig | None:
+    """The judge a wire-form ``request`` asks for, over the receiver's ``default``.
+
+    None (no request) keeps ``default``; ``{"model": null}`` or the older ``{"none": true}``
+    means no judge; other fields override ``default``'s, whose key (``api_key``,
+    ``api_key_env``) is kept and never taken from the request. Raises AtollError(bad_input)
+    naming the field for a request that is not an object or has an invalid field."""
+    if request is None:
+        return default
+    if not isinstance(request, Mapping):
+        raise AtollError("bad_input", "field judge: expected a JSON object")
+    if request.get("none") is True or ("model" in request and request["model"] is None):
+        return None
+    overrides = {key: value for key, value in request.items() if key not in _SECRETS}
+    base = default.model_dump(exclude=set(_SECRETS)) if default else {}
+    try:
+        merged = JudgeConfig.model_validate({**base, **overrides})
+    except ValidationError as exc:
+        raise AtollError("bad_input", f"field judge: {describe_validation(exc)}") from None
+    if default is not None:
+        merged.api_key = default.api_key
+        merged.api_key_env = default.api_key_env
+    return merged
+
+
+__all__ = ["CHECKS_ONLY", "JudgeConfig", "VerdictFormat", "judge_from_request", "judge_request"]
