@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from atoll.agent_config import AgentConfig
 from atoll.benchmark import Task
 from atoll.errors import AtollError, describe_validation
 from atoll.grade import Grade
@@ -26,9 +27,12 @@ from atoll.trajectory import ErrorKind, RunStatus, Trajectory
 from atoll.trial import Outcome, TrialResult, TrialSpec
 from orchestrator.artifacts import ArtifactStore
 from orchestrator.executors.base import InfraError, ModelEndpointError
+from orchestrator.executors.instant import InstantOptions
 
-# Keys of a trial's agent config that are the orchestrator's, not the agent's.
-ORCHESTRATOR_KEYS = frozenset({"api_base", "api_key_env"})
+# Keys of a trial's agent config that are not the agent's: the orchestrator's endpoint keys
+# and the instant executor's declared dry-run knobs. Everything else must be an AgentConfig
+# field (validate_agents rejects a typo before anything runs).
+ORCHESTRATOR_KEYS = frozenset({"api_base", "api_key_env"}) | frozenset(InstantOptions.model_fields)
 INCOMPLETE = (RunStatus.max_steps, RunStatus.timeout, RunStatus.budget_exhausted)
 
 
@@ -122,8 +126,7 @@ def agent_config(spec: TrialSpec) -> dict[str, Any]:
 
 
 def _agent_options(config: dict[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in config.items()
-            if key not in ORCHESTRATOR_KEYS and not key.startswith("instant_")}
+    return {key: value for key, value in config.items() if key not in ORCHESTRATOR_KEYS}
 
 
 def validate_agents(experiment: Any) -> None:
@@ -131,7 +134,6 @@ def validate_agents(experiment: Any) -> None:
     options the agent accepts. Raises AtollError naming the field (``agents.0.config: …``)."""
     from pydantic import ValidationError
 
-    from agents_runner.config import load_agent_config
     from agents_runner.registry import get_agent
     from orchestrator.planner import agent_config as planned_config
 
@@ -141,7 +143,7 @@ def validate_agents(experiment: Any) -> None:
         except AtollError:
             raise AtollError("bad_experiment", f"agents.{index}.agent: unknown agent {agent.agent!r}") from None
         try:
-            load_agent_config(_agent_options(planned_config(agent, experiment)))
+            AgentConfig.model_validate(_agent_options(planned_config(agent, experiment)))
         except ValidationError as exc:
             raise AtollError("bad_experiment", f"agents.{index}.config: {describe_validation(exc)}") from None
 
