@@ -9,6 +9,7 @@ sent, event change and chat change becomes its own artifact.
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 
 from atoll.grade import Changes, ChatChange, EventChange, FileChange, MailSent
@@ -82,9 +83,11 @@ def _format_part_diff(before: Extracted, after: Extracted) -> tuple[list[str], s
             if len(changed) > MAX_CELL_CHANGES:
                 lines.append(f"[{len(changed) - MAX_CELL_CHANGES} more changed cells not listed]")
         else:
+            # Lines are compared without a leading element identifier ([body.p.7]): inserting
+            # one paragraph renumbers every later one, which is not a change of theirs.
             diff = list(
                 difflib.unified_diff(
-                    previous.text.splitlines(), part.text.splitlines(), "before", "after", lineterm="", n=1
+                    _without_ids(previous.text), _without_ids(part.text), "before", "after", lineterm="", n=1
                 )
             )[2:]
             lines.append(f"### {name}: changed lines")
@@ -94,6 +97,13 @@ def _format_part_diff(before: Extracted, after: Extracted) -> tuple[list[str], s
     for name in old.keys() - new.keys():
         sub_items.append(f"{name} (removed)")
     return sub_items, "\n".join(lines)
+
+
+_ELEMENT_ID = re.compile(r"^\[(?:body|header|footer)\.[^\]\s]*\] ?")
+
+
+def _without_ids(text: str) -> list[str]:
+    return [_ELEMENT_ID.sub("", line) for line in text.splitlines()]
 
 
 def _cell_order(coordinate: str) -> tuple[int, int, str]:

@@ -177,89 +177,41 @@ def _workbook(data: bytes) -> Extracted:
 
 # --- documents -----------------------------------------------------------------------------
 
-_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
-
-
-def _run_text(element) -> str:
-    pieces: list[str] = []
-    for node in element.iter():
-        tag = node.tag
-        if tag in (f"{_W}t", f"{_W}delText"):
-            pieces.append(node.text or "")
-        elif tag == f"{_W}tab":
-            pieces.append("\t")
-        elif tag in (f"{_W}br", f"{_W}cr"):
-            pieces.append("\n")
-    return "".join(pieces)
-
-
-def _paragraph_text(paragraph_element) -> str:
-    """Paragraph text with tracked insertions as ``[+…+]`` and deletions as ``[-…-]``."""
-    pieces: list[str] = []
-    for child in paragraph_element:
-        tag = child.tag
-        if tag == f"{_W}ins":
-            text = _run_text(child)
-            if text:
-                pieces.append(f"[+{text}+]")
-        elif tag == f"{_W}del":
-            text = _run_text(child)
-            if text:
-                pieces.append(f"[-{text}-]")
-        elif tag in (f"{_W}r", f"{_W}hyperlink", f"{_W}smartTag", f"{_W}fldSimple", f"{_W}sdt"):
-            pieces.append(_run_text(child))
-    return "".join(pieces)
-
-
-def _heading_prefix(paragraph) -> str:
-    style = (paragraph.style.name if paragraph.style is not None else "") or ""
-    if style.lower().startswith("heading"):
-        level = style.split()[-1]
-        return "#" * int(level) + " " if level.isdigit() else "# "
-    if style.lower() == "title":
-        return "# "
-    if "list" in style.lower():
-        return "- "
-    return ""
-
 
 def _document(data: bytes) -> Extracted:
+    """The body as read_document_content shows it (each block with its identifier, tracked
+    changes as ``{++inserted++}`` / ``{--deleted--}``), then headers/footers and comments."""
     import docx
-    from docx.table import Table
-    from docx.text.paragraph import Paragraph
+
+    from atoll.formats.docx.comments import read_comments
+    from atoll.formats.docx.elements import paragraph_text, paragraphs_of
+    from atoll.formats.docx.reading import read_blocks, render_block
 
     document = docx.Document(io.BytesIO(data))
-    blocks: list[str] = []
-    table_index = 0
-    for block in document.iter_inner_content():
-        if isinstance(block, Paragraph):
-            text = _paragraph_text(block._p)
-            if text.strip():
-                blocks.append(_heading_prefix(block) + text)
-        elif isinstance(block, Table):
-            table_index += 1
-            rows = []
-            for row in block._tbl.tr_lst:
-                cells = []
-                for cell in row.tc_lst:
-                    cells.append(" ".join(_paragraph_text(p) for p in cell.p_lst).strip())
-                rows.append("| " + " | ".join(cells) + " |")
-            blocks.append(f"[table {table_index}]\n" + "\n".join(rows))
+    # Empty paragraphs (spacing) keep their place in the numbering but add nothing to read.
+    blocks = [
+        render_block(block)
+        for block in read_blocks(document)
+        if block["type"] == "table"
+        or block["text"].strip()
+        or any(block.get(key) for key in ("tracked_changes", "images", "text_boxes"))
+    ]
     parts = [Part(name="body", text="\n".join(blocks) if blocks else "[empty document]")]
     extras: list[str] = []
-    for section_index, section in enumerate(document.sections, start=1):
+    for section_index, section in enumerate(document.sections):
         for label, story in (("header", section.header), ("footer", section.footer)):
-            if story.is_linked_to_previous and section_index > 1:
+            if story.is_linked_to_previous and section_index > 0:
                 continue
-            text = "\n".join(_paragraph_text(p._p) for p in story.paragraphs).strip()
+            text = "\n".join(paragraph_text(p) for p in paragraphs_of(story._element)).strip()
             if text:
-                extras.append(f"{label} (section {section_index}): {text}")
+                extras.append(f"[{label}.s.{section_index}] {text}")
     if extras:
         parts.append(Part(name="headers and footers", text="\n".join(extras)))
     comments = []
-    for comment in document.comments:
-        body = "\n".join(_paragraph_text(p._p) for p in comment.paragraphs).strip()
-        comments.append(f"comment by {comment.author or 'unknown'}: {body}")
+    for comment in read_comments(document):
+        anchor = f" on {comment['anchor']}" if comment["anchor"] else ""
+        quoted = f" ({comment['anchored_text']!r})" if comment["anchored_text"] else ""
+        comments.append(f"comment by {comment['author'] or 'unknown'}{anchor}{quoted}: {comment['text']}")
     if comments:
         parts.append(Part(name="comments", text="\n".join(comments)))
     return Extracted(kind="docx", parts=parts)

@@ -151,8 +151,10 @@ def test_docx_in_order_with_tables_and_comments():
         "d.docx", f.docx(["Intro text", "Closing"], table=[["h1", "h2"], ["1", "2"]], comment="Fix")
     )
     body = content.parts[0].text
-    assert body.index("# Memo") < body.index("Intro text") < body.index("| h1 | h2 |")
-    assert "comment by Reviewer: Fix" in content.text()
+    # Blocks carry the identifiers the documents tools show (read_document_content).
+    assert body.index("[body.p.0] (Heading 1) # Memo") < body.index("[body.p.1] Intro text")
+    assert body.index("[body.p.1] Intro text") < body.index("[body.tbl.0]") < body.index("| h1 | h2 |")
+    assert "comment by Reviewer on body.p.1 ('Intro text'): Fix" in content.text()
 
 
 def test_docx_tracked_changes_are_marked():
@@ -168,7 +170,7 @@ def test_docx_tracked_changes_are_marked():
     paragraph._p.append(parse_xml(f'<w:ins {w} w:id="2" w:author="a"><w:r><w:t>120</w:t></w:r></w:ins>'))
     buffer = io.BytesIO()
     document.save(buffer)
-    assert "Total is [-100-][+120+]" in extract("t.docx", buffer.getvalue()).text()
+    assert "Total is {--100--}{++120++}" in extract("t.docx", buffer.getvalue()).text()
 
 
 def test_pptx_per_slide_with_notes():

@@ -164,3 +164,42 @@ def test_chat_changes_the_judge_reads_equal_what_the_chat_tools_return(tmp_path)
         else:
             assert change.author == post["author"]["email"]
             assert (change.change == "replied") == post["is_reply"]
+
+
+def test_docx_body_the_judge_reads_is_what_read_document_content_shows(tmp_path):
+    import docx as python_docx
+    from docx.oxml import parse_xml
+
+    document = python_docx.Document()
+    document.add_heading("Memo", level=1)
+    document.add_paragraph("")  # spacing: numbered by the tools, nothing for the judge to read
+    paragraph = document.add_paragraph("Total is ")
+    w = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+    paragraph._p.append(
+        parse_xml(f'<w:del {w} w:id="1" w:author="a"><w:r><w:delText>100</w:delText></w:r></w:del>')
+    )
+    paragraph._p.append(parse_xml(f'<w:ins {w} w:id="2" w:author="a"><w:r><w:t>120</w:t></w:r></w:ins>'))
+    document.add_paragraph("First point", style="List Bullet")
+    table = document.add_table(rows=2, cols=2)
+    for r, row in enumerate([["Region", "Sales"], ["North", "10"]]):
+        for c, text in enumerate(row):
+            table.cell(r, c).text = text
+    document.add_paragraph("Closing")
+    buffer = io.BytesIO()
+    document.save(buffer)
+    world = make_world(tmp_path)
+    world.file("/Memo.docx", buffer.getvalue())
+
+    judged = extract("Memo.docx", buffer.getvalue())
+    with open_session("documents", world) as mcp:
+        result = mcp.call("read_document_content", {"file_path": "/Memo.docx"})
+        data = result.structured_content
+    tool_lines = "\n".join(getattr(block, "text", "") for block in result.content).splitlines()
+    body = judged.parts[0].text.splitlines()
+    # Every line the judge reads is a line the agent was shown, in the same order...
+    positions = [tool_lines.index(line) for line in body]
+    assert positions == sorted(positions)
+    # ...and the judge names the same blocks, by the same identifiers.
+    shown_ids = [b["id"] for b in data["blocks"] if b["type"] == "table" or b["text"]]
+    assert [line.split("]")[0][1:] for line in body if line.startswith("[")] == shown_ids
+    assert "[body.p.2] Total is {--100--}{++120++}" in body and "[body.p.1]" not in judged.text()
