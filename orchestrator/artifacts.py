@@ -1,18 +1,36 @@
 """Where trial artifacts go: a local directory or any fsspec URL (s3://bucket/prefix …).
 
-Layout: ``<root>/<experiment>/<trial_id>/attempt-<n>/{trajectory.json,grade.json,
-before.tar.gz,after.tar.gz}``. Writes go to a temporary name first, then are moved into
-place, so a crash never leaves a half-written artifact under its final name.
+Layout: ``<root>/<experiment>/<task>/<agent>/run-<n>/attempt-<k>/{trial.json,
+trajectory.json,grade.json,after.tar.gz}`` (the initial snapshot is the seed's, stored once
+under ``seeds/``). Each name is made a safe, readable path segment (:func:`path_segment`);
+``trial.json`` names the trial the folder belongs to, and a folder already claimed by another
+trial (an earlier configuration of the run, archived by ``--replace``) is never reused: the
+new trial's folder gets its id appended (:func:`claim_trial_folder`). Runs recorded before
+this layout have ``<experiment>/<trial_id>/attempt-<n>/``; every reader goes through the
+artifact URIs recorded in the store, so both layouts read alike.
+
+Writes go to a temporary name first, then are moved into place, so a crash never leaves a
+half-written artifact under its final name.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import fsspec
 
 from atoll.errors import AtollError
+
+if TYPE_CHECKING:
+    from atoll.trial import TrialSpec
+
+TRIAL_FILE = "trial.json"
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 class ArtifactStore:
@@ -53,6 +71,11 @@ class ArtifactStore:
         self.fs.mv(path + ".partial", path)
         return self.uri(key)
 
+    def key_of(self, uri: str) -> str | None:
+        """The key of ``uri`` in this store, or None when the URI lies outside it."""
+        prefix = self.uri("")
+        return uri[len(prefix):] if uri.startswith(prefix) and len(uri) > len(prefix) else None
+
     def get_bytes(self, key_or_uri: str) -> bytes:
         """The bytes of an artifact given by key (relative to this store) or full URI."""
         uri = key_or_uri if "://" in key_or_uri else self.uri(key_or_uri)
@@ -66,5 +89,46 @@ class ArtifactStore:
         return Path(local_path)
 
 
-def trial_prefix(experiment: str, trial_id: str, attempt: int) -> str:
-    return f"{experiment}/{trial_id}/attempt-{attempt}"
+def path_segment(name: str) -> str:
+    """``name`` as one readable path segment: runs of anything but letters, digits, ``.``,
+    ``_`` and ``-`` become ``_`` and leading/trailing dots, dashes and underscores go (so no
+    ``..``, no ``/``, no hidden file). A name that had to change gets the first 8 hex digits
+    of its sha256 appended, so two names that clean up alike ("a/b", "a b") stay apart."""
+    cleaned = _UNSAFE.sub("_", name).strip("._-")[:80]
+    if cleaned == name and cleaned:
+        return cleaned
+    return f"{cleaned or 'x'}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+
+
+def trial_prefix(spec: TrialSpec, attempt: int) -> str:
+    """The readable folder of a trial's attempt: ``<experiment>/<task>/<agent>/run-<n>/attempt-<k>``."""
+    parts = (spec.experiment, spec.task_id, spec.agent_name)
+    return "/".join(path_segment(part) for part in parts) + f"/run-{spec.run_index}/attempt-{attempt}"
+
+
+def claim_trial_folder(artifacts: ArtifactStore, spec: TrialSpec, attempt: int) -> str:
+    """The folder (key prefix) this attempt's artifacts go to, with its ``trial.json``
+    written: :func:`trial_prefix`, unless another trial already holds that folder, then the
+    same with ``-<trial id>`` appended. Idempotent: the same trial and attempt get the same
+    folder every time (the Kubernetes executor and its pod both ask)."""
+    from atoll.trial import identity_config
+
+    trial_id = spec.trial_id
+    base = trial_prefix(spec, attempt)
+    for prefix in (base, f"{base}-{trial_id[:12]}", f"{base}-{trial_id}"):
+        key = f"{prefix}/{TRIAL_FILE}"
+        if artifacts.exists(key):
+            try:
+                holder = json.loads(artifacts.get_bytes(key)).get("trial_id")
+            except (OSError, ValueError):
+                holder = None
+            if holder == trial_id:
+                return prefix
+            continue
+        record = {"trial_id": trial_id, "experiment": spec.experiment, "task_id": spec.task_id,
+                  "agent": spec.agent_name, "model": spec.model, "run_index": spec.run_index, "attempt": attempt,
+                  # The spec without keys, endpoints or headers (artifact stores are shared more widely).
+                  "spec": {**spec.model_dump(mode="json"), "agent_config": identity_config(spec.agent_config)}}
+        artifacts.put_bytes(key, (json.dumps(record, indent=2) + "\n").encode())
+        return prefix
+    raise AtollError("artifact_folder_taken", f"artifact folder {base} and its fallbacks are held by other trials")

@@ -20,8 +20,8 @@ from atoll.grade import Grade
 from atoll.judge import JudgeConfig
 from atoll.loader import load_benchmark
 from atoll.trajectory import Trajectory
-from atoll.trial import Outcome
-from orchestrator.artifacts import ArtifactStore
+from atoll.trial import Outcome, TrialResult, TrialSpec
+from orchestrator.artifacts import ArtifactStore, trial_prefix
 from orchestrator.executors.local import trial_outcome
 from orchestrator.policy import stored_spec
 from orchestrator.store import TrialStore
@@ -57,9 +57,8 @@ async def regrade_run(store: TrialStore, experiment: str, *, judge_model: str | 
             trajectory = Trajectory.model_validate_json(artifacts.get_bytes(result.trajectory_uri))
             old = Grade.model_validate_json(artifacts.get_bytes(result.grade_uri)) if result.grade_uri else None
             grade, provenance = await regrade(task, before, after, trajectory, old, judge, cache)
-        grade_uri = artifacts.put_bytes(
-            f"{experiment}/{trial_spec.trial_id}/regrade-{stamp}/grade.json", grade.model_dump_json(indent=2).encode()
-        )
+        grade_uri = artifacts.put_bytes(f"{_trial_folder(artifacts, trial_spec, result)}/regrade-{stamp}/grade.json",
+                                        grade.model_dump_json(indent=2).encode())
         outcome = result.outcome if result.outcome is Outcome.infra_error else trial_outcome(trajectory, grade)
         checked = {c.verifier_id for c in task.rubric if c.check is not None}
         updated = result.model_copy(update={
@@ -87,3 +86,10 @@ async def regrade_run(store: TrialStore, experiment: str, *, judge_model: str | 
     output.mkdir(parents=True, exist_ok=True)
     (output / f"regrade-{stamp}.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return summary
+
+
+def _trial_folder(artifacts: ArtifactStore, spec: TrialSpec, result: TrialResult) -> str:
+    """The folder the trial's recorded trajectory is in (either layout, read from the URI the
+    store holds), or its readable folder when that URI lies outside this artifact store."""
+    key = artifacts.key_of(result.trajectory_uri or "")
+    return key.rsplit("/", 1)[0] if key and "/" in key else trial_prefix(spec, result.attempt)

@@ -221,7 +221,7 @@ class KubernetesExecutor:
                 self.artifacts.put_file(seed_key, archive)
 
         def write_input() -> str:
-            return self.artifacts.put_bytes(input_key(spec, attempt),
+            return self.artifacts.put_bytes(input_key(self.artifacts, spec, attempt),
                                             trial_input.model_dump_json(by_alias=True).encode())
 
         try:
@@ -316,8 +316,9 @@ class KubernetesExecutor:
             await asyncio.sleep(self.settings.poll_s)
 
     def _read_outcome(self, spec: TrialSpec, attempt: int, name: str) -> TrialResult:
-        key = outcome_key(spec, attempt)
+        key = f"the artifact folder of attempt {attempt}"
         try:
+            key = outcome_key(self.artifacts, spec, attempt)
             outcome = PodTrialOutcome.model_validate_json(self.artifacts.get_bytes(key))
         except (OSError, ValueError) as exc:
             raise InfraError(f"trial Job {name} succeeded but left no readable outcome at {key}: "

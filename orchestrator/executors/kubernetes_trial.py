@@ -1,7 +1,8 @@
 """One trial inside its own pod (``atoll trial run``): the other half of the Kubernetes executor.
 
-The executor writes a :class:`PodTrialInput` to ``<artifacts>/<experiment>/<trial>/attempt-<n>/
-input.json`` and starts a Job whose pod holds an environment container and this command, which
+The executor writes a :class:`PodTrialInput` to the attempt's artifact folder
+(``<artifacts>/<experiment>/<task>/<agent>/run-<n>/attempt-<k>/input.json``, see
+``orchestrator.artifacts``) and starts a Job whose pod holds an environment container and this command, which
 share localhost. The command downloads the seed snapshot, populates the environment at
 ``--environment-url`` (upload, so the environment needs no network), checks freshness, runs
 the agent in this process over MCP, takes the final snapshot, grades (grading service, or in
@@ -24,7 +25,7 @@ from atoll.benchmark import Task
 from atoll.errors import AtollError
 from atoll.judge import CHECKS_ONLY, judge_from_request
 from atoll.trial import TrialResult, TrialSpec
-from orchestrator.artifacts import ArtifactStore, trial_prefix
+from orchestrator.artifacts import ArtifactStore, claim_trial_folder
 from orchestrator.executors import steps
 from orchestrator.executors.base import InfraError
 
@@ -53,12 +54,14 @@ class PodTrialOutcome(BaseModel):
     infra_error: str | None = None
 
 
-def input_key(spec: TrialSpec, attempt: int) -> str:
-    return f"{trial_prefix(spec.experiment, spec.trial_id, attempt)}/{INPUT_NAME}"
+def input_key(artifacts: ArtifactStore, spec: TrialSpec, attempt: int) -> str:
+    """Where the executor writes the attempt's input (claiming its artifact folder)."""
+    return f"{claim_trial_folder(artifacts, spec, attempt)}/{INPUT_NAME}"
 
 
-def outcome_key(spec: TrialSpec, attempt: int) -> str:
-    return f"{trial_prefix(spec.experiment, spec.trial_id, attempt)}/{OUTCOME_NAME}"
+def outcome_key(artifacts: ArtifactStore, spec: TrialSpec, attempt: int) -> str:
+    """Where the pod writes the attempt's outcome: beside its input."""
+    return f"{claim_trial_folder(artifacts, spec, attempt)}/{OUTCOME_NAME}"
 
 
 def load_input(uri: str) -> tuple[PodTrialInput, ArtifactStore]:
@@ -88,7 +91,7 @@ async def run_pod_trial(input_uri: str, *, environment_url: str, grader_url: str
         outcome = PodTrialOutcome(result=result)
     except InfraError as exc:
         outcome = PodTrialOutcome(infra_error=str(exc))
-    artifacts.put_bytes(outcome_key(spec, attempt), outcome.model_dump_json(indent=2).encode())
+    artifacts.put_bytes(outcome_key(artifacts, spec, attempt), outcome.model_dump_json(indent=2).encode())
     return outcome
 
 
@@ -118,7 +121,7 @@ async def _run(trial_input: PodTrialInput, artifacts: ArtifactStore, environment
         grade = None
         if steps.should_grade(trajectory, trial_input.grade_incomplete):
             grade = await _grade(trial_input, before, after, trajectory, grader_url)
-        prefix = trial_prefix(spec.experiment, spec.trial_id, trial_input.attempt)
+        prefix = claim_trial_folder(artifacts, spec, trial_input.attempt)
         uris = steps.store_artifacts(artifacts, prefix, trajectory, grade, before, after,
                                      seed_key=trial_input.seed_key)
     finally:

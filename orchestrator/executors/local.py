@@ -36,7 +36,7 @@ from atoll.judge import JudgeConfig
 from atoll.judge import judge_request as wire_judge
 from atoll.trajectory import Trajectory
 from atoll.trial import TrialResult, TrialSpec
-from orchestrator.artifacts import ArtifactStore, trial_prefix
+from orchestrator.artifacts import ArtifactStore, claim_trial_folder
 from orchestrator.executors import executor, steps
 from orchestrator.executors.base import InfraError
 from orchestrator.executors.steps import EnvironmentEndpoint, trial_outcome
@@ -235,7 +235,7 @@ class LocalExecutor:
             self.pool.release(environment, healthy=healthy)
 
         steps.raise_for_infrastructure(trajectory)
-        prefix = trial_prefix(spec.experiment, spec.trial_id, attempt)
+        prefix = await asyncio.to_thread(claim_trial_folder, self.artifacts, spec, attempt)
         scratch = Path(tempfile.mkdtemp(prefix="grade-"))
         try:
             after_path = scratch / "after.tar.gz"

@@ -29,6 +29,11 @@ def test_regrade_with_a_judge_turns_ungradeable_into_graded_without_rerunning(tm
     first = asyncio.run(run_experiment(spec, quiet=True))
     store = TrialStore(spec.store)
     assert {r.outcome.value for _s, r, _st, _a in store.results("re")} == {"ungradeable"}
+    # Artifacts sit in readable folders, each naming its trial in trial.json.
+    for trial_spec, result, _state, _attempts in store.results("re"):
+        folder = tmp_path / "artifacts" / "re" / trial_spec.task_id / "oracle" / "run-0" / "attempt-1"
+        assert result.trajectory_uri == (folder / "trajectory.json").as_uri()
+        assert json.loads((folder / "trial.json").read_text())["trial_id"] == trial_spec.trial_id
     attempts = len(store.attempt_history("re"))
 
     with ScriptedLLM(lambda request: MET) as judge:
@@ -42,6 +47,10 @@ def test_regrade_with_a_judge_turns_ungradeable_into_graded_without_rerunning(tm
         history = store.attempt_history("re")
         assert len(history) == attempts + 2 and all(h["worker"].startswith("regrade") for h in history[attempts:])
         assert (tmp_path / "out" / "re" / f"regrade-{summary['regraded_at']}.json").exists()
+        # The new grade is stored beside the trial's other artifacts.
+        for trial_spec, result, _state, _attempts in store.results("re"):
+            assert result.grade_uri == (tmp_path / "artifacts" / "re" / trial_spec.task_id / "oracle" / "run-0"
+                                        / "attempt-1" / f"regrade-{summary['regraded_at']}" / "grade.json").as_uri()
         assert first.counts["done"] == 2
 
         # Regrading the same evidence with the same judge (same model at the same endpoint)
