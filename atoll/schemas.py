@@ -15,6 +15,7 @@ from pydantic import BaseModel, TypeAdapter
 from atoll.benchmark import Benchmark, Check, Criterion, GoldOutput, ReferenceSolution, Task, World
 from atoll.experiment import ExperimentSpec
 from atoll.grade import Changes, CriterionVerdict, Grade
+from atoll.report_rows import ReportTrial
 from atoll.trajectory import ToolCall, Trajectory, Usage
 from atoll.trial import TrialResult, TrialSpec
 
@@ -35,6 +36,7 @@ SCHEMA_MODELS: dict[str, type[BaseModel] | object] = {
     "trial_spec": TrialSpec,
     "trial_result": TrialResult,
     "experiment": ExperimentSpec,
+    "report_trial": ReportTrial,
 }
 
 

@@ -8,12 +8,24 @@ from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from atoll.costs import cost_known
 from atoll.errors import AtollError
 from atoll.trial import Outcome, TrialResult, TrialSpec
+from orchestrator.report_trials import (
+    GROUP_LISTED,
+    banner,
+    cost_summary,
+    cost_words,
+    failure_groups,
+    matrix,
+    outcome_line,
+    short_reason,
+    trial_rows,
+)
 from orchestrator.stats import MIN_TASKS_FOR_CI, TrialRecord, compute_metrics
-from orchestrator.store import TrialStore
+from orchestrator.store import TrialRow, TrialStore
 from orchestrator.store_runs import is_finished, one_per_key
 
 
@@ -21,16 +33,28 @@ def collect(store: TrialStore, experiment: str) -> tuple[list[TrialRecord], dict
     """Trial records for the statistics, per-agent usage and outcome counts, and what was
     left out before any metric: trials recorded twice for one (agent, task, run) (stores
     written before runs had fingerprints), unfinished trials, and archived configurations."""
+    chosen, duplicates, archives = _chosen_rows(store, experiment)
+    return _collect(chosen, duplicates, archives)
+
+
+def _chosen_rows(store: TrialStore, experiment: str) -> tuple[list[TrialRow], int, list[dict[str, Any]]]:
+    """One row per (agent, task, run): a finished one before an unfinished one, then the
+    latest; how many repeats were left out; the run's archives."""
     rows = store.trial_rows(experiment)
     archives = store.archives(experiment)
     if not rows and not archives:
         raise AtollError("unknown_run", f"no trials recorded for run {experiment!r} in {store.display_url}")
     chosen, duplicates = one_per_key(rows)
+    return chosen, duplicates, archives
+
+
+def _collect(chosen: list[TrialRow], duplicates: int,
+             archives: list[dict[str, Any]]) -> tuple[list[TrialRecord], dict[str, Any], dict[str, Any]]:
     records: list[TrialRecord] = []
     usage: dict[str, dict[str, Any]] = defaultdict(
         lambda: {"model": "", "trials": 0, "finished": 0, "steps": 0, "tool_calls": 0, "prompt_tokens": 0,
                  "completion_tokens": 0, "agent_cost_usd": 0.0, "judge_cost_usd": 0.0, "duration_s": 0.0,
-                 "outcomes": defaultdict(int), "exclusion_reasons": defaultdict(int)}
+                 "unpriced_trials": 0, "outcomes": defaultdict(int), "exclusion_reasons": defaultdict(int)}
     )
     for row in chosen:
         spec, result = row.spec, row.result
@@ -48,6 +72,7 @@ def collect(store: TrialStore, experiment: str) -> tuple[list[TrialRecord], dict
         for key in ("steps", "tool_calls", "prompt_tokens", "completion_tokens", "agent_cost_usd",
                     "judge_cost_usd", "duration_s"):
             entry[key] += getattr(result, key)
+        entry["unpriced_trials"] += not cost_known(result.agent_cost_usd, result.prompt_tokens + result.completion_tokens)
         records.append(_record(spec, result))
     for entry in usage.values():
         entry["outcomes"] = dict(sorted(entry["outcomes"].items()))
@@ -55,10 +80,11 @@ def collect(store: TrialStore, experiment: str) -> tuple[list[TrialRecord], dict
         finished = max(entry["finished"], 1)
         entry["mean_steps"] = entry["steps"] / finished
         entry["mean_tool_calls"] = entry["tool_calls"] / finished
-        entry["mean_cost_usd"] = (entry["agent_cost_usd"] + entry["judge_cost_usd"]) / finished
-        # Tokens without a price (a model litellm cannot price): the report says "unknown", not $0.
-        entry["agent_cost_known"] = cost_known(entry["agent_cost_usd"],
-                                               entry["prompt_tokens"] + entry["completion_tokens"])
+        # Tokens without a price (a model litellm cannot price): the report says "unknown", not $0;
+        # the mean is over the priced trials only (None when none was priced).
+        entry["agent_cost_known"] = entry["unpriced_trials"] == 0
+        priced = entry["finished"] - entry["unpriced_trials"]
+        entry["mean_cost_usd"] = (entry["agent_cost_usd"] + entry["judge_cost_usd"]) / priced if priced else None
     left_out = {"duplicate_trials": duplicates, "archives": archives,
                 "archived_trials": sum(archive["trials"] for archive in archives)}
     return records, dict(usage), left_out
@@ -66,10 +92,7 @@ def collect(store: TrialStore, experiment: str) -> tuple[list[TrialRecord], dict
 
 def _reason(error: str | None) -> str:
     """A trial's exclusion reason without its per-criterion prefix, short enough to group."""
-    if not error:
-        return "no reason recorded"
-    first = error.split("; ")[0]
-    return (first.split(": ", 1)[1] if ": " in first else first)[:160]
+    return short_reason(error)
 
 
 def _record(spec: TrialSpec, result: TrialResult) -> TrialRecord:
@@ -106,8 +129,24 @@ def _warnings(metrics: dict[str, Any], left_out: dict[str, Any], usage: dict[str
     return warnings
 
 
-def build_report(store: TrialStore, experiment: str, *, seed: int = 0) -> dict[str, Any]:
-    records, usage, left_out = collect(store, experiment)
+def task_names(benchmark: str | None) -> dict[str, str]:
+    """Task id -> task name from the run's benchmark, or {} when it cannot be read now."""
+    if not benchmark:
+        return {}
+    from atoll.loader import load_benchmark
+
+    try:
+        return {task.task_id: task.task_name for task in load_benchmark(benchmark).tasks if task.task_name}
+    except (AtollError, OSError, ValueError):
+        return {}
+
+
+def build_report(store: TrialStore, experiment: str, *, seed: int = 0, viewer_url: str | None = None,
+                 names: dict[str, str] | None = None) -> dict[str, Any]:
+    """Everything a report shows, as JSON. ``viewer_url`` (an `atoll view` address) makes each
+    trial link to its viewer page; ``names`` maps task ids to task names for the trial rows."""
+    chosen, duplicates, archives = _chosen_rows(store, experiment)
+    records, usage, left_out = _collect(chosen, duplicates, archives)
     record = store.run_record(experiment)
     spec = record.spec if record else {}
     runs = int(spec.get("runs", 1) or 1)
@@ -115,13 +154,21 @@ def build_report(store: TrialStore, experiment: str, *, seed: int = 0) -> dict[s
     counts = store.counts(experiment)
     failed_with = sum(m["failed_trials_with_ungradeable_criteria"] for m in metrics["overall"].values())
     criteria_in = sum(m["ungradeable_criteria_in_failed_trials"] for m in metrics["overall"].values())
-    return {
+    rows = trial_rows(chosen, task_names=names or {}, viewer_url=viewer_url)
+    report = {
         "experiment": experiment,
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "benchmark": spec.get("benchmark"),
         "fingerprint": record.fingerprint if record else None,
         "runs_per_task": runs,
         "trials": counts,
+        "outcome": "",
+        "banner": banner(record.stop if record else None, counts),
+        "cost": cost_summary(rows),
+        "viewer_url": viewer_url,
+        "failures": failure_groups(rows),
+        "matrix": matrix(rows),
+        "trial_rows": [row.model_dump(mode="json") for row in rows],
         "agents": usage,
         "metrics": metrics,
         "excluded_tasks": dict(spec.get("excluded_tasks") or {}),
@@ -145,16 +192,34 @@ def build_report(store: TrialStore, experiment: str, *, seed: int = 0) -> dict[s
             "the pairs overall, and separately across the pairs within each domain.",
             "Checks pass: share of finished trials (ungradeable ones included) in which every criterion "
             "that carries a programmatic check was met; criteria only a judge can decide are not in it.",
+            "Cost: \"unknown\" where a model spent tokens without a price (litellm has none for it and none was "
+            "configured); sums over priced trials say \"+ unknown\" when some were not priced.",
         ],
     }
+    report["outcome"] = outcome_line(report)
+    return report
 
 
 def _pct(value: float) -> str:
     return "—" if value != value else f"{100 * value:.1f}%"  # NaN-safe
 
 
-def _cost(usd: float, known: bool) -> str:
-    return f"${usd:.4f}" if known else "unknown"
+def _cost(usd: float, unpriced: int, finished: int) -> str:
+    return cost_words(usd, unpriced, finished)
+
+
+def _cell(text: Any) -> str:
+    """Text safe inside a Markdown table cell."""
+    return str(text).replace("|", "¦").replace("\n", " ")
+
+
+def _href(url: str) -> str:
+    return quote(url, safe=":/?&=#%@+,;~")
+
+
+def _link(text: str, url: str | None) -> str:
+    label = _cell(text).replace("[", "(").replace("]", ")")
+    return f"[{label}]({_href(url)})" if url else label
 
 
 def _ci(entry: dict[str, Any]) -> str:
@@ -185,6 +250,8 @@ def leaderboard_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
             "excluded": metrics["excluded_trials"],
             "cost_usd": usage["agent_cost_usd"] + usage["judge_cost_usd"],
             "cost_known": usage.get("agent_cost_known", True),
+            "unpriced_trials": usage.get("unpriced_trials", 0),
+            "finished": usage["finished"],
         })
     rows.sort(key=lambda row: (-(row["pass_at_1"]["value"] if row["pass_at_1"]["tasks"] else -1), row["agent"]))
     return rows
@@ -253,11 +320,95 @@ def _left_out_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _banner_lines(report: dict[str, Any]) -> list[str]:
+    """A run that stopped early says so first, with its cause."""
+    shown = report.get("banner")
+    if not shown:
+        return []
+    when = (f" (at {datetime.fromtimestamp(shown['at'], UTC).isoformat(timespec='seconds')})"
+            if shown.get("at") else "")
+    resume = " Fix the cause, then run the experiment again to resume: finished trials are kept." \
+        if shown["kind"] == "aborted" else " Running the experiment again resumes it: finished trials are kept."
+    left = (f" {shown['unfinished']} trial(s) not finished." if shown["kind"] != "not finished" and shown["unfinished"]
+            else "")
+    return [f"> **{shown['kind'].upper()}**{when}: {shown['detail']}.{left}{resume}", ""]
+
+
+def _trial_label(trial: dict[str, Any]) -> str:
+    return f"{trial['task_id']} · {trial['agent']} · run {trial['run_index']}"
+
+
+def _failure_lines(report: dict[str, Any]) -> list[str]:
+    """Trials that did not pass, grouped by end reason / error kind, each trial linked."""
+    groups = report["failures"]
+    by_id = {trial["trial_id"]: trial for trial in report["trial_rows"]}
+    lines = ["", "## Failures", ""]
+    if not groups:
+        return lines + ["Every finished trial passed."]
+    lines += ["| Why | Trials | Which (linked to " + ("the viewer" if report.get("viewer_url") else "the artifacts")
+              + ") |", "|---|---|---|"]
+    for group in groups:
+        members = [by_id[trial_id] for trial_id in group["trials"]]
+        shown = ", ".join(_link(_trial_label(m), m["link"]) for m in members[:GROUP_LISTED])
+        more = f", … and {len(members) - GROUP_LISTED} more (see Trials)" if len(members) > GROUP_LISTED else ""
+        kind = f" ({group['error_kind']})" if group["error_kind"] and group["error_kind"] not in group["reason"] else ""
+        lines.append(f"| {_cell(group['reason'])}{_cell(kind)} | {group['count']} | {shown}{more} |")
+    return lines
+
+
+def _matrix_lines(report: dict[str, Any]) -> list[str]:
+    """Agents × tasks: passes of graded runs per cell, and what else the cell holds."""
+    grid = report["matrix"]
+    if not grid["agents"]:
+        return []
+    lines = ["", "## Agents × tasks", "", "Passes / graded runs per task and agent (excluded and unfinished runs "
+             "named beside).", "",
+             "| Task | Domain | " + " | ".join(_cell(a) for a in grid["agents"]) + " |",
+             "|---|---|" + "---|" * len(grid["agents"])]
+    for task in grid["tasks"]:
+        cells = []
+        for agent in grid["agents"]:
+            cell = grid["cells"][agent].get(task["task_id"])
+            if cell is None:
+                cells.append("—")
+                continue
+            extra = [f"{cell[key]} {key}" for key in ("excluded", "unfinished") if cell[key]]
+            cells.append(f"{cell['passes']}/{cell['graded']}" + (f" · {', '.join(extra)}" if extra else ""))
+        name = f"{task['task_id']} ({task['task_name']})" if task.get("task_name") else task["task_id"]
+        lines.append(f"| {_cell(name)} | {_cell(task['domain'] or '—')} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _trial_table_lines(report: dict[str, Any]) -> list[str]:
+    """Every trial, one line each, linked to its viewer page or artifact folder."""
+    lines = ["", "## Trials", "",
+             "| Task | Agent | Run | Outcome | Score | End reason | Steps | Tool calls | Tokens | Cost | Duration | "
+             + ("Viewer" if report.get("viewer_url") else "Artifacts") + " |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for trial in report["trial_rows"]:
+        finished = trial["outcome"] is not None
+        tokens = (trial["prompt_tokens"] or 0) + (trial["completion_tokens"] or 0)
+        cost = ("unknown" if trial["cost_usd"] is None else f"${trial['cost_usd']:.4f}") if finished else "—"
+        score = "—" if trial["score"] is None else f"{trial['score']:.2f}"
+        duration = f"{trial['duration_s']:.1f} s" if finished else "—"
+        lines.append(
+            f"| {_cell(trial['task_id'])} | {_cell(trial['agent'])} | {trial['run_index']} | "
+            f"{trial['outcome'] or 'unfinished: ' + trial['state']} | "
+            f"{score} | {_cell(trial['end_reason'] or '—')} | "
+            f"{trial['steps'] if finished else '—'} | {trial['tool_calls'] if finished else '—'} | "
+            f"{tokens if finished else '—'} | {cost} | "
+            f"{duration} | {_link('open', trial['link']) if trial['link'] else '—'} |"
+        )
+    return lines
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     k = report["runs_per_task"]
     trials = report["trials"]
-    lines = [
-        f"# {report['experiment']}",
+    lines = [f"# {report['experiment']}", ""]
+    lines += _banner_lines(report)
+    lines += [
+        f"**Outcome:** {report['outcome']}",
         "",
         f"Benchmark: `{report['benchmark']}` · runs per task: {k} · trials: {trials['total']} "
         f"(done {trials['done']}, infra_error {trials['infra_error']}, pending {trials['pending']}, "
@@ -266,6 +417,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
     ]
     lines += [f"- Warning: {warning}" for warning in report["warnings"]]
+    lines += _failure_lines(report)
+    lines += _matrix_lines(report)
     lines += ["", "## Leaderboard", ""]
     # With one run per task, Pass@k and Pass^k equal Pass@1: no columns for them then.
     at_k = f" Pass@{k} | Pass^{k} |" if k > 1 else ""
@@ -281,20 +434,21 @@ def render_markdown(report: dict[str, Any]) -> str:
             + (f"{_ci(row['pass_at_k'])} | {_ci(row['pass_hat_k'])} | " if k > 1 else "")
             + f"{_ci(row['mean_score'])} | {_ci(row['checks_pass'])} | "
             f"{row['tasks_graded']} of {row['tasks_total']} | {row['graded']} / {row['trials']} | "
-            f"{excluded} | {_cost(row['cost_usd'], row['cost_known'])} |"
+            f"{excluded} | {_cost(row['cost_usd'], row['unpriced_trials'], row['finished'])} |"
         )
     if report.get("excluded_tasks"):
         lines += ["", f"Tasks not run ({len(report['excluded_tasks'])}, skip_unavailable_apps):", ""]
         lines += [f"- `{task_id}`: {why}" for task_id, why in sorted(report["excluded_tasks"].items())]
-    lines += ["", "## Pass@k and Pass^k", "",
-              "| Agent | k | Pass@k | Pass^k | tasks counted of all | left out: no graded run, fewer than k |",
-              "|---|---|---|---|---|---|"]
-    for agent, metrics in report["metrics"]["overall"].items():
-        no_graded = len(metrics["tasks_without_graded_runs"])
-        for key, at_k in metrics["pass_at_k"].items():
-            hat_k = metrics["pass_hat_k"][key]
-            lines.append(f"| {agent} | {key} | {_ci(at_k)} | {_ci(hat_k)} | {at_k['tasks']} of "
-                         f"{metrics['tasks_total']} | {no_graded}, {at_k['excluded_tasks']} |")
+    if k > 1:  # with one run per task, Pass@1 is all there is
+        lines += ["", "## Pass@k and Pass^k", "",
+                  "| Agent | k | Pass@k | Pass^k | tasks counted of all | left out: no graded run, fewer than k |",
+                  "|---|---|---|---|---|---|"]
+        for agent, metrics in report["metrics"]["overall"].items():
+            no_graded = len(metrics["tasks_without_graded_runs"])
+            for key, at_k in metrics["pass_at_k"].items():
+                hat_k = metrics["pass_hat_k"][key]
+                lines.append(f"| {agent} | {key} | {_ci(at_k)} | {_ci(hat_k)} | {at_k['tasks']} of "
+                             f"{metrics['tasks_total']} | {no_graded}, {at_k['excluded_tasks']} |")
     lines += ["", "## Per domain", "", "| Domain | Agent | Pass@1 [95% CI] | Mean score | Tasks graded of all |",
               "|---|---|---|---|---|"]
     for domain, agents in report["metrics"]["by_domain"].items():
@@ -318,20 +472,25 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines.append(
             f"| {agent} | {usage['finished']} / {usage['trials']} | {outcomes} | {usage['mean_steps']:.1f} | "
             f"{usage['mean_tool_calls']:.1f} | {usage['prompt_tokens']} | {usage['completion_tokens']} | "
-            f"{_cost(usage['agent_cost_usd'], usage.get('agent_cost_known', True))} | "
+            f"{_cost(usage['agent_cost_usd'], usage.get('unpriced_trials', 0), usage['finished'])} | "
             f"${usage['judge_cost_usd']:.4f} |"
         )
+    lines += _trial_table_lines(report)
     lines += _exclusion_lines(report)
     lines += _left_out_lines(report)
     lines += ["", "## How to read this", ""] + [f"- {note}" for note in report["notes"]]
     return "\n".join(lines) + "\n"
 
 
-def write_report(store: TrialStore, experiment: str, output_dir: str | Path, *, seed: int = 0) -> dict[str, Path]:
-    """Write report.json, report.md and report.html into ``output_dir``; returns their paths."""
+def write_report(store: TrialStore, experiment: str, output_dir: str | Path, *, seed: int = 0,
+                 viewer_url: str | None = None) -> dict[str, Path]:
+    """Write report.json, report.md and report.html into ``output_dir``; returns their paths.
+    With ``viewer_url`` (where `atoll view` serves the store) trials link to their viewer pages."""
     from orchestrator.report_html import render_html
 
-    report = build_report(store, experiment, seed=seed)
+    record = store.run_record(experiment)
+    names = task_names((record.spec if record else {}).get("benchmark"))
+    report = build_report(store, experiment, seed=seed, viewer_url=viewer_url, names=names)
     output = Path(output_dir)
     output.mkdir(parents=True, exist_ok=True)
     paths = {"json": output / "report.json", "md": output / "report.md", "html": output / "report.html"}

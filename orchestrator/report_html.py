@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import io
+import re
 from typing import Any
 
 import matplotlib
@@ -53,25 +54,66 @@ def _k_plot(report: dict[str, Any]) -> str:
     return _svg(figure)
 
 
-def _usage_plot(report: dict[str, Any]) -> str:
+def _usage_panels(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """(key, title) of the usage panels that carry information: a cost panel only when some
+    agent has a known, non-zero cost; steps and tool calls only when some are non-zero."""
+    agents = report["agents"].values()
+    panels = []
+    if any((entry["mean_cost_usd"] or 0) > 0 for entry in agents):
+        panels.append(("mean_cost_usd", "mean cost per priced trial ($)"))
+    panels += [(key, title) for key, title in (("mean_steps", "mean steps"), ("mean_tool_calls", "mean tool calls"))
+               if any(entry[key] > 0 for entry in agents)]
+    return panels
+
+
+def _usage_plot(report: dict[str, Any], panels: list[tuple[str, str]]) -> str:
     agents = list(report["agents"])
-    figure, axes = plt.subplots(1, 3, figsize=(10, 3))
-    for axis, key, title in (
-        (axes[0], "mean_cost_usd", "mean cost per trial ($)"),
-        (axes[1], "mean_steps", "mean steps"),
-        (axes[2], "mean_tool_calls", "mean tool calls"),
-    ):
-        axis.bar(agents, [report["agents"][agent][key] for agent in agents], color="#7a9e5b")
+    figure, axes = plt.subplots(1, len(panels), figsize=(3.4 * len(panels), 3), squeeze=False)
+    for axis, (key, title) in zip(axes[0], panels, strict=True):
+        values = [report["agents"][agent][key] for agent in agents]
+        axis.bar(agents, [value or 0.0 for value in values], color="#7a9e5b")
+        for index, value in enumerate(values):
+            if value is None:  # no priced trial: say so instead of drawing a zero
+                axis.annotate("unknown", (index, 0), ha="center", va="bottom", fontsize="small", color="#a33")
         axis.set_ylim(bottom=0)
         axis.set_title(title)
         axis.tick_params(axis="x", labelrotation=30)
     return _svg(figure)
 
 
+_LINK = re.compile(r"\[([^\]]*)\]\(([^)\s]+)\)")
+_BOLD = re.compile(r"\*\*([^*]+)\*\*")
+_RATIO = re.compile(r"^(\d+)/(\d+)\b")
+
+
 def _inline(text: str) -> str:
-    """Escaped text with Markdown `code` spans as <code>."""
-    parts = html.escape(text).split("`")
-    return "".join(f"<code>{part}</code>" if index % 2 else part for index, part in enumerate(parts))
+    """Escaped text with Markdown `code` spans as <code>, [links](url) as <a>, **bold** as <b>."""
+    parts = html.escape(text, quote=True).split("`")
+    out = []
+    for index, part in enumerate(parts):
+        if index % 2:
+            out.append(f"<code>{part}</code>")
+            continue
+        part = _LINK.sub(_anchor, part)
+        out.append(_BOLD.sub(r"<b>\1</b>", part))
+    return "".join(out)
+
+
+def _anchor(match: re.Match[str]) -> str:
+    text, url = match.group(1), match.group(2)
+    if not url.startswith(("http://", "https://", "file://")):  # never javascript: or data:
+        return f"{text} ({url})"
+    return f'<a href="{url}">{text}</a>'
+
+
+def _cell_html(cell: str) -> str:
+    """A table cell; a matrix cell ("passes/graded") is coloured by its pass share."""
+    match = _RATIO.match(cell)
+    if not match or int(match.group(2)) == 0:
+        return f"<td>{cell}</td>"
+    share = int(match.group(1)) / int(match.group(2))
+    hue = round(120 * share)  # red (0) to green (120)
+    return f"<td class='cell' style='background:hsl({hue},60%,85%)'>{cell}</td>"
 
 
 def _markdown_tables_to_html(markdown: str) -> str:
@@ -84,7 +126,7 @@ def _markdown_tables_to_html(markdown: str) -> str:
             return
         head, *body = table
         out.append("<table><thead><tr>" + "".join(f"<th>{c}</th>" for c in head) + "</tr></thead><tbody>")
-        out.extend("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in body)
+        out.extend("<tr>" + "".join(_cell_html(c) for c in row) + "</tr>" for row in body)
         out.append("</tbody></table>")
         table.clear()
 
@@ -95,7 +137,9 @@ def _markdown_tables_to_html(markdown: str) -> str:
                 table.append(cells)
             continue
         flush_table()
-        if line.startswith("### "):
+        if line.startswith("> "):
+            out.append(f"<div class='banner'>{_inline(line[2:])}</div>")
+        elif line.startswith("### "):
             out.append(f"<h3>{html.escape(line[4:])}</h3>")
         elif line.startswith("## "):
             out.append(f"<h2>{html.escape(line[3:])}</h2>")
@@ -113,22 +157,38 @@ _STYLE = """
 body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}
 table{border-collapse:collapse;margin:1em 0;font-size:.9em}td,th{border:1px solid #ccc;padding:4px 8px}
 th{background:#f2f2f2}h2{margin-top:1.6em}.note{color:#555;margin:.2em 0}figure{margin:1em 0}
+.banner{background:#fde2e1;border:2px solid #c0392b;padding:.8em 1em;margin:1em 0;font-size:1.05em}
+a{color:#1f5fa8}
 """
 
 
-def render_html(report: dict[str, Any], markdown: str) -> str:
+def plots(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """(caption, SVG) of the charts that carry information: no Pass@k chart with a single k,
+    no cost panel when every cost is zero or unknown, no usage chart when all of it is zero."""
     rows = leaderboard_rows(report)
-    plots = [
-        ("Leaderboard (Pass@1 with 95% CI)", _leaderboard_plot(rows)),
-        ("Pass@k and Pass^k against k", _k_plot(report)),
-        ("Cost, steps and tool calls", _usage_plot(report)),
-    ]
-    figures = "\n".join(f"<figure><figcaption>{html.escape(title)}</figcaption>{svg}</figure>" for title, svg in plots)
-    # Title and summary line first, then the plots, then the tables.
-    head, _, tables = markdown.partition("## Leaderboard")
+    drawn = []
+    if rows:
+        drawn.append(("Leaderboard (Pass@1 with 95% CI)", _leaderboard_plot(rows)))
+    if int(report["runs_per_task"]) > 1 and report["metrics"]["overall"]:
+        drawn.append(("Pass@k and Pass^k against k", _k_plot(report)))
+    panels = _usage_panels(report)
+    if panels:
+        titles = ", ".join(title.split(" (")[0] for _key, title in panels)
+        drawn.append((titles[0].upper() + titles[1:], _usage_plot(report, panels)))
+    return drawn
+
+
+def render_html(report: dict[str, Any], markdown: str) -> str:
+    figures = "\n".join(f"<figure><figcaption>{html.escape(title)}</figcaption>{svg}</figure>"
+                        for title, svg in plots(report))
+    # The outcome, the failures and the matrix first; then the leaderboard and its charts;
+    # then the other statistics and tables.
+    head, _, rest = markdown.partition("\n## Leaderboard\n")
+    board, marker, tail = rest.partition("\n## ")
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>{html.escape(report['experiment'])} — atoll report</title><style>{_STYLE}</style></head><body>"
-        f"{_markdown_tables_to_html(head)}\n{figures}\n{_markdown_tables_to_html('## Leaderboard' + tables)}"
+        f"{_markdown_tables_to_html(head)}\n{_markdown_tables_to_html('## Leaderboard' + chr(10) + board)}\n"
+        f"{figures}\n{_markdown_tables_to_html(marker.lstrip() + tail)}"
         "</body></html>\n"
     )

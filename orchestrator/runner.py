@@ -8,10 +8,12 @@ retried, and every attempt stays in the history.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,6 +33,8 @@ from orchestrator.report import write_report
 from orchestrator.scheduler import Scheduler, SchedulerSummary
 from orchestrator.spool import spool_for
 from orchestrator.store import TrialStore, worker_identity
+
+log = logging.getLogger(__name__)
 
 # How long a lease lasts without a heartbeat; a worker that dies costs at most this.
 # (ATOLL_LEASE_S overrides it, for tests and for clusters that want faster takeover.)
@@ -96,6 +100,7 @@ async def run_experiment(
     enqueue_only: bool = False,
     replace: bool = False,
     interruptible: bool = False,
+    viewer_url: str | None = None,
 ) -> RunOutcome:
     """Plan, enqueue, execute and report one experiment (or resume it).
 
@@ -109,6 +114,9 @@ async def run_experiment(
     at once, waits a few seconds for the running trials (a second Ctrl-C abandons them), gives
     the leases of the unfinished ones back, writes the report so far and returns with
     ``summary.stopped_reason == "interrupted"``.
+
+    Why the run stopped early (abort, cost ceiling, interrupt) is recorded in the store, and
+    the report opens with it. ``viewer_url`` makes the report link each trial to the viewer.
     """
     benchmark = load_benchmark(spec.benchmark)
     trials = plan_trials(benchmark, spec)
@@ -143,11 +151,20 @@ async def run_experiment(
         try:
             with view, _interrupts_stop(scheduler, enabled=interruptible):
                 summary = await scheduler.run()
+        except BaseException as exc:
+            if isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError)):  # cancelled from outside
+                _record_interrupt(store, spec.name)
+            raise
         finally:
             await executor.aclose()
             spool.close()
         counts = store.counts(spec.name)
-        paths = write_report(store, spec.name, Path(spec.output_dir) / spec.name, seed=spec.seed)
+        if summary.stopped_reason == "interrupted":
+            _record_interrupt(store, spec.name)
+        else:
+            record_stops(store, summary, spec)
+        paths = write_report(store, spec.name, Path(spec.output_dir) / spec.name, seed=spec.seed,
+                             viewer_url=viewer_url)
     finally:
         store.dispose()
     outcome = RunOutcome(spec.name, len(trials), added, reclaimed, archived, summary, counts, paths)
@@ -197,6 +214,45 @@ class _interrupts_stop:  # noqa: N801 - used as a context manager, like contextl
     def __exit__(self, *exc: object) -> None:
         if self.loop is not None:
             self.loop.remove_signal_handler(signal.SIGINT)
+
+
+def stop_detail(reason: str, summary: SchedulerSummary, policy: RunPolicy) -> str:
+    """Why a run stopped scheduling, as the store records it (the report's banner says
+    whether it was aborted or stopped)."""
+    if reason == "infra_error_rate":
+        return (f"{summary.infra_errors} of {summary.attempts} attempts failed {failure_sides(summary)} "
+                f"(threshold {policy.infra_abort_rate:.0%})")
+    if reason == "model_configuration":
+        return (f"{summary.configuration_errors} of {summary.attempts} attempts met a model endpoint "
+                f"configuration error; last: {summary.last_model_endpoint_error}")
+    if reason == "cost_ceiling":
+        ceiling = f"${policy.cost_ceiling_usd:.4f}" if policy.cost_ceiling_usd is not None else "its cost ceiling"
+        return f"the run's cost ceiling ({ceiling}) would have been passed"
+    return reason
+
+
+def record_stops(store: TrialStore, summary: SchedulerSummary, spec: ExperimentSpec | None = None,
+                 policy_for: Callable[[str], RunPolicy] | None = None) -> None:
+    """Record in the store why each run this scheduler stopped was stopped (best effort: a
+    store that is away loses only the banner, never a result)."""
+    for name, reason in summary.stopped.items():
+        if reason == "interrupted":
+            _record_interrupt(store, name)
+            continue
+        policy = RunPolicy.of(spec) if spec is not None else (policy_for(name) if policy_for else RunPolicy())
+        try:
+            store.record_stop(name, reason, stop_detail(reason, summary, policy))
+        except AtollError as exc:
+            log.warning("run %s: could not record why it stopped: %s", name, exc)
+
+
+def _record_interrupt(store: TrialStore, name: str) -> None:
+    try:
+        counts = store.counts(name)
+        left = counts["pending"] + counts["leased"]
+        store.record_stop(name, "interrupted", f"{left} of {counts['total']} trials were not finished")
+    except Exception as exc:  # noqa: BLE001 (already unwinding from an interrupt: never mask it)
+        log.warning("run %s: could not record the interrupt: %s", name, exc)
 
 
 def failure_sides(summary: SchedulerSummary) -> str:
@@ -268,7 +324,9 @@ async def run_worker(
                           healthy_interval_s=None if exit_when_idle else healthy_interval_s,
                           give_up_after_s=give_up_after_s)
     try:
-        return await scheduler.run(forever=not exit_when_idle)
+        summary = await scheduler.run(forever=not exit_when_idle)
+        record_stops(store, summary, policy_for=policy_for)
+        return summary
     finally:
         for executor in executors.values():
             await executor.aclose()

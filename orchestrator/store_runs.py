@@ -29,6 +29,8 @@ class RunRecord:
     fingerprint: str | None  # None: recorded before runs had fingerprints
     identity: dict[str, Any] | None
     created_at: float
+    # Why the run last stopped early: {"reason", "detail", "at"}; None while it runs or ran to the end.
+    stop: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -81,8 +83,9 @@ class RunRecords:
     @retried
     def save_experiment(self, name: str, spec: dict[str, Any], *, fingerprint: str | None = None,
                         identity: dict[str, Any] | None = None) -> None:
-        """Create or update a run's record: its spec (and so its policy), and its fingerprint."""
-        values: dict[str, Any] = {"spec_json": json.dumps(spec)}
+        """Create or update a run's record: its spec (and so its policy), and its fingerprint.
+        A recorded stop is cleared: the run is being started again."""
+        values: dict[str, Any] = {"spec_json": json.dumps(spec), "stop_json": None}
         if fingerprint is not None:
             values.update(fingerprint=fingerprint, identity_json=json.dumps(identity, sort_keys=True))
         with self._tx() as tx:
@@ -93,17 +96,25 @@ class RunRecords:
                 tx.execute(update(experiments).where(experiments.c.name == name).values(**values))
 
     @retried
+    def record_stop(self, name: str, reason: str, detail: str) -> None:
+        """Record why the run stopped before its trials were done (``infra_error_rate``,
+        ``model_configuration``, ``cost_ceiling``, ``interrupted``); reports show it first."""
+        stop = {"reason": reason, "detail": detail, "at": time.time()}
+        with self._tx() as tx:
+            tx.execute(update(experiments).where(experiments.c.name == name).values(stop_json=json.dumps(stop)))
+
+    @retried
     def run_record(self, name: str) -> RunRecord | None:
         with self.engine.connect() as connection:
             row = connection.execute(
                 select(experiments.c.spec_json, experiments.c.fingerprint, experiments.c.identity_json,
-                       experiments.c.created_at).where(experiments.c.name == name)
+                       experiments.c.created_at, experiments.c.stop_json).where(experiments.c.name == name)
             ).first()
         if row is None:
             return None
-        spec_json, fingerprint, identity_json, created_at = row
+        spec_json, fingerprint, identity_json, created_at, stop_json = row
         return RunRecord(name, json.loads(spec_json), fingerprint, json.loads(identity_json) if identity_json else None,
-                         created_at)
+                         created_at, json.loads(stop_json) if stop_json else None)
 
     @retried
     def trial_ids(self, experiment: str) -> set[str]:

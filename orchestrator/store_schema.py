@@ -2,7 +2,7 @@
 
 ``experiments`` holds each run's spec (its policy: cost ceiling, infra retries, backoff,
 abort rate — every worker reads it from here), its fingerprint and the identity document
-the fingerprint is taken of. ``trials`` is the queue; ``archived_trials`` keeps the trials
+the fingerprint is taken of, and why it last stopped early (reports show it as a banner). ``trials`` is the queue; ``archived_trials`` keeps the trials
 that ``atoll run --replace`` took out of a run; ``attempts`` is the history of every
 attempt, with its cost and the write id that makes a retried write land once.
 """
@@ -22,6 +22,9 @@ experiments = Table(
     Column("created_at", Float, nullable=False),
     Column("fingerprint", String(64)),
     Column("identity_json", Text),
+    # Why the run last stopped before its trials were done (abort, cost ceiling, interrupt);
+    # NULL while it runs or once `atoll run` starts it again.
+    Column("stop_json", Text),
 )
 
 
@@ -89,6 +92,7 @@ attempts = Table(
 _ADDED_COLUMNS = (
     ("experiments", "fingerprint", "VARCHAR(64)"),
     ("experiments", "identity_json", "TEXT"),
+    ("experiments", "stop_json", "TEXT"),
     ("attempts", "cost_usd", "FLOAT"),
     ("attempts", "write_id", "VARCHAR(64)"),
 )

@@ -10,6 +10,8 @@ from typing import Any
 import typer
 
 NO_PREFLIGHT_HELP = "skip the one-token check of every model endpoint (agents and judge) before scheduling"
+VIEWER_URL_HELP = ("link each trial in the report to its page in `atoll view` served at this URL (e.g. "
+                   "http://127.0.0.1:8090); without it trials link to their artifact folders")
 
 
 def register(app: typer.Typer) -> None:
@@ -37,6 +39,7 @@ def run(
              "deleted) and run this one under the same name",
     ),
     no_preflight: bool = typer.Option(False, "--no-preflight", help=NO_PREFLIGHT_HELP),
+    viewer_url: str = typer.Option(None, "--viewer-url", metavar="URL", help=VIEWER_URL_HELP),
 ) -> None:
     """Run an experiment, or resume it: finished trials are never re-run. A run whose
     configuration changed is refused unless --new-run NAME or --replace is given.
@@ -55,10 +58,11 @@ def run(
                if value}
     if updates:
         spec = spec.model_copy(update=updates)
+    viewer = _viewer_url(viewer_url)
     if not (no_preflight or enqueue_only):  # an enqueue-only run calls no model; its workers check
         preflight_models([spec], quiet=quiet)
     outcome = asyncio.run(run_experiment(spec, quiet=quiet, json_events=json_logs, enqueue_only=enqueue_only,
-                                         replace=replace, interruptible=True))
+                                         replace=replace, interruptible=True, viewer_url=viewer))
     if outcome.archived:
         typer.echo(f"{outcome.experiment}: archived {outcome.archived} trials of the earlier configuration "
                    "(kept under the run; the report lists them)")
@@ -79,6 +83,21 @@ def run(
         typer.echo("stopped scheduling: the experiment's cost ceiling would have been passed", err=True)
 
 
+def _viewer_url(url: str | None) -> str | None:
+    """``--viewer-url`` checked: an http(s) URL, or AtollError(bad_option) naming the problem."""
+    if url is None:
+        return None
+    from urllib.parse import urlsplit
+
+    from atoll.errors import AtollError
+
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise AtollError("bad_option", f"--viewer-url {url!r}: give the http(s) URL `atoll view` serves, e.g. "
+                                       "http://127.0.0.1:8090")
+    return url.strip().rstrip("/")
+
+
 def resume_summary(outcome) -> str:
     """'64 of 64 trials done: 57 run now (2 left unfinished by an earlier run), 7 already done'."""
     done, ran = outcome.counts["done"], outcome.summary.completed
@@ -92,6 +111,7 @@ def report(
     store: str = typer.Option("sqlite:///atoll-out/atoll.db", help="store URL"),
     output: Path = typer.Option(None, help="output directory (default atoll-out/RUN)"),
     seed: int = typer.Option(0, help="bootstrap seed"),
+    viewer_url: str = typer.Option(None, "--viewer-url", metavar="URL", help=VIEWER_URL_HELP),
 ) -> None:
     """Compute metrics of a run and write report.json, report.md and report.html."""
     from atoll.commands.known_runs import require_known_run
@@ -101,7 +121,8 @@ def report(
     trial_store = TrialStore(store)
     try:
         require_known_run(trial_store, run_name)
-        paths = write_report(trial_store, run_name, output or Path("atoll-out") / run_name, seed=seed)
+        paths = write_report(trial_store, run_name, output or Path("atoll-out") / run_name, seed=seed,
+                             viewer_url=_viewer_url(viewer_url))
     finally:
         trial_store.dispose()
     print_leaderboard(paths["md"])
@@ -150,6 +171,7 @@ def regrade(
     store: str = typer.Option("sqlite:///atoll-out/atoll.db", help="store URL"),
     judge_model: str = typer.Option(None, help="judge model (default: the experiment's)"),
     api_base: str = typer.Option(None, help="OpenAI-compatible endpoint of the judge"),
+    viewer_url: str = typer.Option(None, "--viewer-url", metavar="URL", help=VIEWER_URL_HELP),
 ) -> None:
     """Re-judge recorded trajectories and snapshots without re-running agents."""
     from atoll.commands.known_runs import require_known_run
@@ -162,7 +184,8 @@ def regrade(
         require_known_run(trial_store, run_name)
         summary = asyncio.run(regrade_run(trial_store, run_name, judge_model=judge_model, api_base=api_base))
         spec = trial_store.experiment_spec(run_name) or {}
-        paths = write_report(trial_store, run_name, Path(spec.get("output_dir", "atoll-out")) / run_name)
+        paths = write_report(trial_store, run_name, Path(spec.get("output_dir", "atoll-out")) / run_name,
+                             viewer_url=_viewer_url(viewer_url))
     finally:
         trial_store.dispose()
     print_leaderboard(paths["md"])

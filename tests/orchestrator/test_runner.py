@@ -107,7 +107,43 @@ def test_high_infra_error_rate_aborts_with_a_clear_report(tmp_path, benchmark_di
 
     with pytest.raises(AtollError, match=r"aborted: \d+ of \d+ attempts failed in atoll's own infrastructure"):
         asyncio.run(run_experiment(spec, executor_factory=lambda b, s: Broken(), quiet=True))
-    assert (tmp_path / "out" / "exp" / "report.md").exists()
+    # The report opens with the cause, recorded in the store for any later `atoll report`.
+    lines = (tmp_path / "out" / "exp" / "report.md").read_text().splitlines()
+    assert lines[2].startswith("> **ABORTED**") and "attempts failed in atoll's own infrastructure" in lines[2]
+    store = TrialStore(spec.store)
+    try:
+        assert store.run_record("exp").stop["reason"] == "infra_error_rate"
+    finally:
+        store.dispose()
+
+
+def test_an_interrupted_run_records_the_interrupt_for_its_report(tmp_path, benchmark_dir):
+    from orchestrator.report import build_report
+
+    spec = _spec(tmp_path, benchmark_dir, concurrency={"trials": 1})
+
+    class Slow(InstantExecutor):
+        started = asyncio.Event()
+
+        async def run(self, spec, *, attempt):
+            self.started.set()
+            await asyncio.sleep(60)
+
+    async def interrupt() -> None:
+        task = asyncio.create_task(run_experiment(spec, executor_factory=lambda b, s: Slow(), quiet=True))
+        await Slow.started.wait()
+        task.cancel()  # what Ctrl-C does to the running coroutine
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(interrupt())
+    store = TrialStore(spec.store)
+    try:
+        report = build_report(store, "exp")
+    finally:
+        store.dispose()
+    assert report["banner"]["kind"] == "interrupted"
+    assert report["banner"]["detail"] == "8 of 8 trials were not finished"
 
 
 def test_cost_ceiling_stops_scheduling_before_it_is_passed(tmp_path, benchmark_dir):
@@ -118,6 +154,8 @@ def test_cost_ceiling_stops_scheduling_before_it_is_passed(tmp_path, benchmark_d
     outcome = asyncio.run(run_experiment(spec, quiet=True))
     assert outcome.summary.stopped_reason == "cost_ceiling"
     assert outcome.counts["done"] == 3 and outcome.summary.cost_usd == pytest.approx(0.3)
+    banner = outcome.report_paths["md"].read_text().splitlines()[2]
+    assert banner.startswith("> **STOPPED**") and "the run's cost ceiling ($0.3500) would have been passed" in banner
 
 
 def test_kill_9_then_resume_gives_exactly_one_result_per_trial(tmp_path, benchmark_dir):

@@ -1,0 +1,55 @@
+"""The per-trial rows of ``report.json`` (``trial_rows``): what a user needs to find and open
+each trial of a run. The JSON Schema is ``docs/schemas/report_trial.schema.json``."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class ReportArtifacts(BaseModel):
+    """Where a trial's recorded artifacts are (URIs as the store recorded them)."""
+
+    folder: str | None = Field(default=None, description="the attempt's artifact folder (parent of the trajectory)")
+    trajectory: str | None = None
+    grade: str | None = None
+    snapshot_before: str | None = Field(default=None, description="the initial world (the seed's snapshot)")
+    snapshot_after: str | None = Field(default=None, description="the world the agent left")
+
+
+class ReportTrial(BaseModel):
+    """One trial of a run: one (agent, task, run index), with its latest recorded result."""
+
+    trial_id: str
+    run: str = Field(description="the run (experiment) name")
+    task_id: str
+    task_name: str | None = Field(default=None, description="from the benchmark, when it could be read")
+    domain: str = ""
+    agent: str
+    model: str
+    run_index: int
+    state: str = Field(description="pending | leased | done | infra_error")
+    attempt: int | None = Field(default=None, description="the attempt the result is from (None: no result yet)")
+    attempts: int = Field(default=0, description="attempts made so far")
+    outcome: str | None = Field(default=None, description="pass | fail | ungradeable | infra_error; None: unfinished")
+    score: float | None = None
+    end_reason: str | None = Field(default=None, description="how the agent's run ended (completed, max_steps, …)")
+    error: str | None = None
+    error_kind: str | None = Field(default=None, description="the error's recorded kind (infrastructure, …)")
+    failure: str | None = Field(default=None, description="the failure group this trial is listed under")
+    checks_met: int | None = None
+    checks_total: int | None = None
+    steps: int | None = None
+    tool_calls: int | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    agent_cost_usd: float | None = Field(default=None, description="None: unknown (tokens without a price)")
+    judge_cost_usd: float | None = None
+    cost_usd: float | None = Field(default=None, description="agent + judge; None when the agent's cost is unknown")
+    duration_s: float | None = None
+    finished_at: str | None = None
+    artifacts: ReportArtifacts = Field(default_factory=ReportArtifacts)
+    viewer_url: str | None = Field(default=None, description="the trial's page in `atoll view` (with --viewer-url)")
+    link: str | None = Field(default=None, description="where the report links the trial: viewer page, else folder")
+
+
+__all__ = ["ReportArtifacts", "ReportTrial"]

@@ -1,0 +1,181 @@
+"""The parts of a report a user acts on: one row per trial (with links to its artifacts or
+its viewer page), the failures grouped by why, the agents × tasks matrix, the one-line
+outcome and the banner of a run that stopped early."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+from urllib.parse import quote
+
+from atoll.costs import cost_known
+from atoll.report_rows import ReportArtifacts, ReportTrial
+from orchestrator.store import TrialRow
+
+# A failure group lists this many trials in report.md / .html; report.json has them all.
+GROUP_LISTED = 20
+
+
+def viewer_trial_url(viewer_url: str, run: str, trial_id: str) -> str:
+    """The trial's page in `atoll view` (``/trials/{id}?run=NAME``, as the viewer serves it)."""
+    return f"{viewer_url.rstrip('/')}/trials/{quote(trial_id, safe='')}?run={quote(run, safe='')}"
+
+
+def error_kind(error: str | None, outcome: str | None = None) -> str | None:
+    """The error's kind as recorded (``infrastructure: …``, ``model_provider: …``; for an
+    ungradeable trial, whose error starts with a criterion id, the code after it), or None."""
+    if not error:
+        return None
+    text = short_reason(error) if outcome == "ungradeable" else error
+    head = text.split(":", 1)[0].strip() if ":" in text else ""
+    return head if head and " " not in head and len(head) < 40 else None
+
+
+def short_reason(error: str | None) -> str:
+    """An error without its per-criterion prefix, short enough to group by."""
+    if not error:
+        return "no reason recorded"
+    first = error.split("; ")[0]
+    return (first.split(": ", 1)[1] if ": " in first else first)[:160]
+
+
+def failure_key(row: ReportTrial) -> str | None:
+    """The group a trial that did not pass is listed under; None for a pass."""
+    if row.outcome == "pass":
+        return None
+    if row.outcome is None:
+        return f"not finished: {row.state}"
+    if row.outcome == "fail":
+        if row.error:
+            return f"fail: {short_reason(row.error)}"
+        if row.end_reason in (None, "completed"):
+            return "fail: criteria not met"
+        return f"fail: run ended {row.end_reason}"
+    return f"{row.outcome}: {short_reason(row.error)}"
+
+
+def _folder(uri: str | None) -> str | None:
+    return uri.rsplit("/", 1)[0] + "/" if uri and "/" in uri else None
+
+
+def trial_rows(rows: list[TrialRow], *, task_names: dict[str, str], viewer_url: str | None) -> list[ReportTrial]:
+    """One ReportTrial per stored row, in (task, agent, run) order."""
+    out = []
+    for row in sorted(rows, key=lambda r: (r.spec.task_id, r.spec.agent_name, r.spec.run_index)):
+        spec, result = row.spec, row.result
+        trial = ReportTrial(trial_id=spec.trial_id, run=spec.experiment, task_id=spec.task_id,
+                            task_name=task_names.get(spec.task_id) or None, domain=spec.domain,
+                            agent=spec.agent_name, model=spec.model, run_index=spec.run_index, state=row.state,
+                            attempts=row.attempts)
+        if result is not None:
+            tokens = result.prompt_tokens + result.completion_tokens
+            priced = cost_known(result.agent_cost_usd, tokens)
+            trial = trial.model_copy(update={
+                "attempt": result.attempt, "outcome": result.outcome.value, "score": result.score,
+                "end_reason": result.run_status, "error": result.error, "error_kind": error_kind(result.error, result.outcome.value),
+                "checks_met": result.checks_met, "checks_total": result.checks_total, "steps": result.steps,
+                "tool_calls": result.tool_calls, "prompt_tokens": result.prompt_tokens,
+                "completion_tokens": result.completion_tokens,
+                "agent_cost_usd": result.agent_cost_usd if priced else None,
+                "judge_cost_usd": result.judge_cost_usd,
+                "cost_usd": result.agent_cost_usd + result.judge_cost_usd if priced else None,
+                "duration_s": result.duration_s,
+                "finished_at": result.finished_at.isoformat(timespec="seconds") if result.finished_at else None,
+                "artifacts": ReportArtifacts(
+                    folder=_folder(result.trajectory_uri or result.grade_uri or result.snapshot_after_uri),
+                    trajectory=result.trajectory_uri, grade=result.grade_uri,
+                    snapshot_before=result.snapshot_before_uri, snapshot_after=result.snapshot_after_uri),
+            })
+        viewer = viewer_trial_url(viewer_url, spec.experiment, spec.trial_id) if viewer_url else None
+        trial.viewer_url = viewer
+        trial.link = viewer or trial.artifacts.folder
+        trial.failure = failure_key(trial)
+        out.append(trial)
+    return out
+
+
+def failure_groups(trials: list[ReportTrial]) -> list[dict[str, Any]]:
+    """Trials that did not pass, grouped by end reason / error (largest group first)."""
+    groups: dict[str, list[ReportTrial]] = defaultdict(list)
+    for trial in trials:
+        if trial.failure is not None:
+            groups[trial.failure].append(trial)
+    return [
+        {"reason": key, "count": len(members), "outcome": members[0].outcome or "unfinished",
+         "error_kind": members[0].error_kind, "trials": [m.trial_id for m in members]}
+        for key, members in sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
+    ]
+
+
+def matrix(trials: list[ReportTrial]) -> dict[str, Any]:
+    """Agents × tasks: passes of graded runs per cell; excluded and unfinished counted apart."""
+    agents = sorted({t.agent for t in trials})
+    tasks = sorted({(t.task_id, t.domain, t.task_name or "") for t in trials})
+    cells: dict[str, dict[str, dict[str, int]]] = {agent: {} for agent in agents}
+    for trial in trials:
+        cell = cells[trial.agent].setdefault(trial.task_id,
+                                             {"passes": 0, "graded": 0, "runs": 0, "excluded": 0, "unfinished": 0})
+        cell["runs"] += 1
+        if trial.outcome is None:
+            cell["unfinished"] += 1
+        elif trial.outcome in ("pass", "fail"):
+            cell["graded"] += 1
+            cell["passes"] += trial.outcome == "pass"
+        else:
+            cell["excluded"] += 1
+    return {"agents": agents, "tasks": [{"task_id": t, "domain": d, "task_name": n or None} for t, d, n in tasks],
+            "cells": cells}
+
+
+def cost_summary(trials: list[ReportTrial]) -> dict[str, Any]:
+    """Total cost of the finished trials, and how many of them had no price."""
+    finished = [t for t in trials if t.outcome is not None]
+    unpriced = sum(t.cost_usd is None for t in finished)
+    return {"known_usd": sum(t.cost_usd or 0.0 for t in finished), "unpriced_trials": unpriced,
+            "finished_trials": len(finished)}
+
+
+def cost_words(known_usd: float, unpriced: int, finished: int) -> str:
+    """``$0.1234``; ``unknown`` when nothing was priced; ``$0.1234 + unknown (3 unpriced trials)``."""
+    if unpriced and unpriced == finished:
+        return "unknown"
+    text = f"${known_usd:.4f}"
+    return f"{text} + unknown ({unpriced} unpriced trial{'s' * (unpriced != 1)})" if unpriced else text
+
+
+def banner(stop: dict[str, Any] | None, counts: dict[str, int]) -> dict[str, Any] | None:
+    """Why the run is not complete, or None when every trial is finished and nothing stopped it."""
+    unfinished = counts.get("pending", 0) + counts.get("leased", 0)
+    if stop is not None:
+        kind = "aborted" if stop.get("reason") in ("infra_error_rate", "model_configuration") else "stopped"
+        if stop.get("reason") == "interrupted":
+            kind = "interrupted"
+        return {"kind": kind, "reason": stop.get("reason"), "detail": stop.get("detail"), "at": stop.get("at"),
+                "unfinished": unfinished}
+    if unfinished:
+        return {"kind": "not finished", "reason": None, "unfinished": unfinished, "at": None,
+                "detail": f"{unfinished} of {counts.get('total', 0)} trials are not finished "
+                          f"({counts.get('pending', 0)} pending, {counts.get('leased', 0)} running or held by a "
+                          "lease): the run was interrupted, or is still running"}
+    return None
+
+
+def outcome_line(report: dict[str, Any]) -> str:
+    """What ran, its pass rate, its cost and whether it stopped early, in one line."""
+    trials = report["trial_rows"]
+    agents = sorted({t["agent"] for t in trials})
+    tasks = {t["task_id"] for t in trials}
+    graded = [t for t in trials if t["outcome"] in ("pass", "fail")]
+    passes = sum(t["outcome"] == "pass" for t in graded)
+    finished = sum(t["outcome"] is not None for t in trials)
+    rate = f"{100 * passes / len(graded):.1f}% ({passes} of {len(graded)} graded)" if graded else "— (none graded)"
+    cost = report["cost"]
+    state = report["banner"]["kind"] if report["banner"] else "complete"
+    return (f"{len(agents)} agent{'s' * (len(agents) != 1)} × {len(tasks)} task{'s' * (len(tasks) != 1)} × "
+            f"{report['runs_per_task']} run{'s' * (report['runs_per_task'] != 1)}: {finished} of {len(trials)} "
+            f"trials finished · pass rate {rate} · cost "
+            f"{cost_words(cost['known_usd'], cost['unpriced_trials'], cost['finished_trials'])} · {state}")
+
+
+__all__ = ["GROUP_LISTED", "banner", "cost_summary", "cost_words", "error_kind", "failure_groups", "failure_key",
+           "matrix", "outcome_line", "short_reason", "trial_rows", "viewer_trial_url"]
