@@ -159,8 +159,12 @@ def test_ctrl_c_during_atoll_run_releases_leases_says_how_to_resume_and_resume_c
         assert err.rstrip().splitlines()[-1] == f"interrupted: 1/3 done; `atoll run {experiment}` resumes"
         counts = TrialStore(str(store_path)).counts("interrupt")
         assert (counts["done"], counts["pending"], counts["leased"]) == (1, 2, 0)
+        # The report so far opens with the interrupt (recorded in the store for later reports too).
+        banner = (tmp_path / "out" / "interrupt" / "report.md").read_text().splitlines()[2]
+        assert banner.startswith("> **INTERRUPTED**") and "2 of 3 trials were not finished" in banner
 
         replies_slowly.clear()
         resumed = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     assert "3 of 3 trials done: 2 run now, 1 already done" in resumed.stdout
+    assert "> **" not in (tmp_path / "out" / "interrupt" / "report.md").read_text()  # complete now: no banner
