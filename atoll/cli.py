@@ -22,6 +22,7 @@ import typer  # noqa: E402
 
 from atoll.commands import agent, bench, demo, env, grade, mcp, orchestrator, run, view  # noqa: E402
 from atoll.errors import AtollError  # noqa: E402
+from atoll.logs import configure_logging  # noqa: E402
 
 app = typer.Typer(
     name="atoll",
@@ -42,7 +43,10 @@ view.register(app)
 
 
 def main() -> None:
-    """Console entry point: user errors are one line on stderr and exit status 2."""
+    """Console entry point: user errors are one line on stderr and exit status 2. Logs are
+    readable lines on a terminal, JSON lines when stderr is not one (atoll.logs; a command's
+    --json-logs forces JSON)."""
+    configure_logging("WARNING")
     try:
         app()
     except AtollError as exc:

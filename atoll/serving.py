@@ -18,6 +18,7 @@ from typing import Any
 import uvicorn
 
 from atoll.errors import AtollError
+from atoll.logs import UVICORN_LOGGERS, configure_logging
 
 
 def bind_listening_socket(host: str, port: int) -> socket.socket:
@@ -68,14 +69,21 @@ class _AnnouncingServer(uvicorn.Server):
             print(self._announcement, file=sys.stderr, flush=True)
 
 
-def serve_app(app: Any, *, service: str, host: str, port: int, **uvicorn_options: Any) -> None:
+def serve_app(app: Any, *, service: str, host: str, port: int, json_logs: bool | None = None,
+              **uvicorn_options: Any) -> None:
     """Serve ``app`` on host:port until interrupted (blocking).
 
-    ``uvicorn_options`` go to :class:`uvicorn.Config` (log_level, log_config, http, lifespan…).
+    Logs go through :func:`atoll.logs.configure_logging`: readable on a terminal, JSON lines
+    with ``json_logs`` or when stderr is not a terminal (uvicorn's own log config is not used).
+    ``uvicorn_options`` go to :class:`uvicorn.Config` (log_level, http, lifespan…).
     Raises AtollError (``port_in_use``, ``port_denied``, ``bad_host``, ``bad_port``) before
     anything is served; exits with status 3, as uvicorn does, when the app's startup fails.
     """
     sock = bind_listening_socket(host, port)
+    # uvicorn's loggers at the service's level (warning unless given: no startup chatter before
+    # the listening line); atoll's own keep what the service set.
+    configure_logging(str(uvicorn_options.get("log_level") or "warning"), json_logs=json_logs, loggers=UVICORN_LOGGERS)
+    uvicorn_options["log_config"] = None
     config = uvicorn.Config(app, host=host, port=sock.getsockname()[1], **uvicorn_options)
     server = _AnnouncingServer(config, service, url_of(sock))
     try:

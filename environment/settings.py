@@ -84,7 +84,10 @@ class EnvironmentSettings(BaseSettings):
         "server exposes its tools unprefixed (list_files), as Archipelago does",
     )
     log_level: str = Field("INFO", description="root log level of the service")
-    json_logs: bool = Field(True, description="structured JSON logs on stderr")
+    json_logs: bool | None = Field(
+        None, description="JSON log lines on stderr (true), readable lines (false); unset: JSON unless stderr is a "
+        "terminal"
+    )
 
     @field_validator("env_token")
     @classmethod

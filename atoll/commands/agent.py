@@ -10,6 +10,7 @@ from typing import Any
 import typer
 
 from atoll.errors import AtollError
+from atoll.logs import JSON_LOGS_HELP
 
 app = typer.Typer(help="The agents runner: one trajectory, or the HTTP service.", no_args_is_help=True)
 
@@ -201,6 +202,7 @@ def serve(
         None, "--host", help="bind address (default $ATOLL_AGENT_HOST or 127.0.0.1)"
     ),
     port: int | None = typer.Option(None, "--port", help="TCP port (default $ATOLL_AGENT_PORT or 8081)"),
+    json_logs: bool = typer.Option(False, "--json-logs", help=JSON_LOGS_HELP),
 ) -> None:
     """Serve the agents runner HTTP API (start a run, poll it, fetch its trajectory, cancel it)."""
     from pydantic import ValidationError
@@ -216,4 +218,4 @@ def serve(
         error = exc.errors()[0]
         raise AtollError("bad_settings", f"{error['loc'][0]}: {error['msg']}") from None
     serve_app(create_app(settings), service="agent runner", host=settings.host, port=settings.port,
-              log_level="warning")
+              json_logs=json_logs or None, log_level="warning")

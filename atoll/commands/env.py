@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from atoll.errors import AtollError
+from atoll.logs import JSON_LOGS_HELP
 
 app = typer.Typer(
     help="The environment service: a world, its MCP gateway, populate and snapshot.", no_args_is_help=True
@@ -23,6 +24,7 @@ def serve(
     apps_data_root: Path | None = typer.Option(
         None, "--apps-data-root", help="app data (default $ATOLL_APPS_DATA_ROOT or /.apps_data)"
     ),
+    json_logs: bool = typer.Option(False, "--json-logs", help=JSON_LOGS_HELP),
 ) -> None:
     """Serve /health, /apps, /mcp, /data/* and /metrics until interrupted.
 
@@ -35,7 +37,7 @@ def serve(
 
     overrides = {
         key: value
-        for key, value in (("fs_root", fs_root), ("apps_data_root", apps_data_root))
+        for key, value in (("fs_root", fs_root), ("apps_data_root", apps_data_root), ("json_logs", json_logs or None))
         if value is not None
     }
     try:

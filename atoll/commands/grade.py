@@ -10,6 +10,7 @@ from typing import Any
 import typer
 
 from atoll.errors import AtollError
+from atoll.logs import JSON_LOGS_HELP
 
 app = typer.Typer(
     help="Grade a trial (files in, GRADE.json out); `serve` runs the grading service; `validate` measures a judge.",
@@ -174,6 +175,7 @@ def serve(
     cache: Path | None = typer.Option(
         None, help="Verdict cache: .sqlite file or directory (env ATOLL_GRADER_CACHE)."
     ),
+    json_logs: bool = typer.Option(False, "--json-logs", help=JSON_LOGS_HELP),
 ) -> None:
     """Run the grading service (POST /grade, GET /health)."""
     from atoll.serving import serve_app
@@ -192,7 +194,7 @@ def serve(
     cache = cache or settings.cache
     app_ = create_app(judge, VerdictCache(cache) if cache else None)
     serve_app(app_, service="grader", host=host or settings.host,
-              port=port if port is not None else settings.port, log_level="warning")
+              port=port if port is not None else settings.port, log_level="warning", json_logs=json_logs or None)
 
 
 @app.command()

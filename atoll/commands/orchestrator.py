@@ -8,6 +8,7 @@ import asyncio
 import typer
 
 from atoll.errors import AtollError
+from atoll.logs import JSON_LOGS_HELP
 
 orchestrator_app = typer.Typer(help="The orchestrator's HTTP API.", no_args_is_help=True)
 trial_app = typer.Typer(help="One trial, as a Kubernetes trial pod runs it.", no_args_is_help=True)
@@ -24,6 +25,7 @@ def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="bind address (0.0.0.0 in a container)"),
     port: int = typer.Option(8000, "--port", help="TCP port"),
     store: str = typer.Option(None, "--store", help="trial store URL (default $ATOLL_STORE)"),
+    json_logs: bool = typer.Option(False, "--json-logs", help=JSON_LOGS_HELP),
 ) -> None:
     """Serve /health and /runs (POST an experiment to enqueue it; workers execute it)."""
     from atoll.serving import serve_app
@@ -32,7 +34,8 @@ def serve(
     if not 0 < port < 65536:
         raise AtollError("bad_port", f"--port {port} must be between 1 and 65535")
     settings = ApiSettings(**({"store": store} if store else {}))
-    serve_app(create_app(settings), service="orchestrator", host=host, port=port, log_level="warning")
+    serve_app(create_app(settings), service="orchestrator", host=host, port=port, log_level="warning",
+              json_logs=json_logs or None)
 
 
 @trial_app.command("run")

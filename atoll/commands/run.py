@@ -9,6 +9,8 @@ from typing import Any
 
 import typer
 
+from atoll.logs import JSON_LOGS_HELP
+
 NO_PREFLIGHT_HELP = "skip the one-token check of every model endpoint (agents and judge) before scheduling"
 VIEWER_URL_HELP = ("link each trial in the report to its page in `atoll view` served at this URL (e.g. "
                    "http://127.0.0.1:8090); without it trials link to their artifact folders")
@@ -27,7 +29,8 @@ def run(
     executor: str = typer.Option(None, help="local | kubernetes | instant (dry run); default: the file's"),
     store: str = typer.Option(None, help="override the store URL (sqlite path or postgresql://…)"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress display"),
-    json_logs: bool = typer.Option(False, "--json-logs", help="one JSON line per trial event on stderr"),
+    json_logs: bool = typer.Option(False, "--json-logs",
+                                   help="one JSON line per trial event on stderr, and logs as JSON lines"),
     enqueue_only: bool = typer.Option(
         False, "--enqueue-only", help="plan and enqueue, then exit; `atoll worker` processes execute"
     ),
@@ -47,8 +50,10 @@ def run(
     and gives their leases back; running the same command resumes."""
     from atoll.errors import AtollError
     from atoll.experiment import load_experiment
+    from atoll.logs import configure_logging
     from orchestrator.runner import run_experiment
 
+    configure_logging("WARNING", json_logs=json_logs or None)
     spec = load_experiment(experiment)
     if new_run is not None and replace:
         raise AtollError("bad_option", "--new-run and --replace exclude each other: pick one")
@@ -146,11 +151,14 @@ def worker(
                            "error rate is tried again",
     ),
     no_preflight: bool = typer.Option(False, "--no-preflight", help=NO_PREFLIGHT_HELP),
+    json_logs: bool = typer.Option(False, "--json-logs", help=JSON_LOGS_HELP),
 ) -> None:
     """Lease and execute trials from a shared store (run any number of these). Each run's
     cost ceiling, infra retries, backoff and abort rate are read from the store."""
+    from atoll.logs import configure_logging
     from orchestrator.runner import run_worker
 
+    configure_logging("WARNING", json_logs=json_logs or None)
     if not no_preflight:
         preflight_models(_experiments_with_work(store, experiment, executor), quiet=False)
 

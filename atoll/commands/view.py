@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from atoll.errors import AtollError
+from atoll.logs import JSON_LOGS_HELP
 
 STORE_NAME = "atoll.db"
 # Where `atoll run` (examples, defaults) and `atoll demo` put their stores, in that order.
@@ -51,6 +52,7 @@ def view(
     port: int = typer.Option(8090, "--port", help="TCP port"),
     token: str = typer.Option(None, "--token", envvar="ATOLL_VIEW_TOKEN",
                               help="required beyond loopback; browsers open /?token=… once"),
+    json_logs: bool = typer.Option(False, "--json-logs", help=JSON_LOGS_HELP),
 ) -> None:
     """Browse runs, trials, transcripts, verdicts and world diffs in a web browser."""
     from atoll.http_guard import check_bind, guarded_protocol
@@ -65,6 +67,7 @@ def view(
     try:
         # One line once it accepts connections: "atoll view (store …) listening on http://…".
         serve_app(create_app(trial_store, bind_host=host, token=token), service=f"atoll view (store {shown_url(trial_store)})",
-                  host=host, port=port, log_level="warning", http=guarded_protocol(10.0), lifespan="on")
+                  host=host, port=port, log_level="warning", http=guarded_protocol(10.0), lifespan="on",
+                  json_logs=json_logs or None)
     finally:
         trial_store.dispose()
