@@ -27,8 +27,9 @@ Row = tuple[TrialSpec, TrialResult | None, str, int]
 class RunCache:
     """What the viewer computed from a run (summary, trial table, leaderboard), kept until the
     store's change marker for that run moves (``TrialStore.change_marker``: trial count,
-    latest update, archived trials). A refresh of an unchanged run costs two small queries;
-    a run in progress changes its marker with every lease, heartbeat and result, so pages stay
+    latest update, archived trials, fingerprint). A refresh of an unchanged run costs three
+    small queries;
+    a run in progress changes its marker with every enqueue, lease and result, so pages stay
     live. Thread-safe (routes compute off the event loop)."""
 
     def __init__(self) -> None:
