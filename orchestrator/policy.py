@@ -14,7 +14,7 @@ from orchestrator.store import Budget
 MIN_ATTEMPTS_FOR_ABORT = 6
 
 # Keys the stored spec carries for reports beside the experiment's own fields.
-_REPORT_KEYS = ("excluded_tasks",)
+_REPORT_KEYS = ("excluded_tasks", "task_names")
 
 
 def stored_spec(raw: dict[str, Any]) -> ExperimentSpec:

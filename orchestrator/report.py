@@ -129,9 +129,14 @@ def _warnings(metrics: dict[str, Any], left_out: dict[str, Any], usage: dict[str
     return warnings
 
 
-def task_names(benchmark: str | None) -> dict[str, str]:
-    """Task id -> task name from the run's benchmark, or {} when it cannot be read now."""
-    if not benchmark:
+def task_names(spec: dict[str, Any]) -> dict[str, str]:
+    """Task id -> task name: as `atoll run` stored them with the run; for runs stored before
+    that, from the benchmark when it is a local folder that can be read now (a report never
+    downloads a benchmark); else {}."""
+    if spec.get("task_names"):
+        return dict(spec["task_names"])
+    benchmark = spec.get("benchmark")
+    if not benchmark or str(benchmark).startswith("hf://"):
         return {}
     from atoll.loader import load_benchmark
 
@@ -489,7 +494,7 @@ def write_report(store: TrialStore, experiment: str, output_dir: str | Path, *, 
     from orchestrator.report_html import render_html
 
     record = store.run_record(experiment)
-    names = task_names((record.spec if record else {}).get("benchmark"))
+    names = task_names(record.spec if record else {})
     report = build_report(store, experiment, seed=seed, viewer_url=viewer_url, names=names)
     output = Path(output_dir)
     output.mkdir(parents=True, exist_ok=True)

@@ -126,7 +126,11 @@ async def run_experiment(
     try:
         # Skipped tasks travel with the stored spec so every report states them and why.
         excluded = unavailable_app_exclusions(benchmark, spec)
-        archived = register_run(store, spec, trials, replace=replace, stored_extra={"excluded_tasks": excluded})
+        # Task names too, so reports name tasks without reading the benchmark again.
+        planned = {trial.task_id for trial in trials}
+        names = {task.task_id: task.task_name for task in benchmark.tasks if task.task_name and task.task_id in planned}
+        archived = register_run(store, spec, trials, replace=replace,
+                                stored_extra={"excluded_tasks": excluded, "task_names": names})
         added = store.enqueue(trials)
         reclaimed = store.reclaim(spec.name)
         if executor is None:

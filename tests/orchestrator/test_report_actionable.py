@@ -127,6 +127,17 @@ def test_failures_are_grouped_by_why_with_each_trial_linked(store, tmp_path):
     assert f"[t1 · alpha · run 1]({folder}/)" in line
 
 
+def test_a_run_recorded_without_task_names_reads_them_from_a_local_benchmark_only(tmp_path):
+    from orchestrator.report import task_names
+    from tests.atoll.factories import make_task, write_benchmark
+
+    benchmark = write_benchmark(tmp_path / "bench", tasks=[make_task("t1")])
+    assert task_names({"task_names": {"t1": "Stored name"}, "benchmark": str(benchmark)}) == {"t1": "Stored name"}
+    assert task_names({"benchmark": str(benchmark)}) == {"t1": "Task t1"}
+    assert task_names({"benchmark": "hf://org/never-downloaded"}) == {}  # a report downloads nothing
+    assert task_names({"benchmark": str(tmp_path / "gone")}) == {}
+
+
 def test_matrix_counts_passes_over_graded_runs_per_agent_and_task(store):
     report = build_report(store, "exp")
     cells = report["matrix"]["cells"]

@@ -59,6 +59,9 @@ def test_run_then_resume_runs_nothing_twice(tmp_path, benchmark_dir):
     assert report["metrics"]["overall"]["alpha"]["trials_graded"] == 8
     assert "## Leaderboard" in outcome.report_paths["md"].read_text()
     assert "<svg" in outcome.report_paths["html"].read_text()
+    # Trials are named as the benchmark names their tasks (stored with the run, not re-read).
+    assert {row["task_id"]: row["task_name"] for row in report["trial_rows"]} == {f"t{i}": f"Task t{i}"
+                                                                                  for i in range(4)}
 
     second = CountingExecutor()
     again = asyncio.run(run_experiment(spec, executor_factory=lambda b, s: second, quiet=True))
