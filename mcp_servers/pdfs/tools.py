@@ -9,6 +9,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from atoll.formats import pdf as pdf_format
+from atoll.formats.pdf import Extractor, PageText, PdfSource
 from mcp_servers._core import (
     FileStamp,
     ImageBlock,
@@ -19,7 +21,7 @@ from mcp_servers._core import (
 )
 from mcp_servers._core.lazy import lazy_module
 from mcp_servers.pdfs.create import Block, output_path, render_pdf
-from mcp_servers.pdfs.extract import Extractor, PageText, PdfSource, open_pdf, parse_pages, usable
+from mcp_servers.pdfs.extract import open_pdf, parse_pages
 from mcp_servers.pdfs.results import PagesRead, PdfCreated, PdfImage, PdfSearch
 
 pymupdf = lazy_module("pymupdf")  # ~0.8 s of CPU: imported on the first call that reads a PDF
@@ -71,12 +73,6 @@ SERVER = ServerDefinition(
 )
 
 
-def _needs_ocr(document: pymupdf.Document, number: int) -> bool:
-    """Whether reading the page will (probably) run OCR (used to budget OCR per call)."""
-    page = document[number - 1]
-    return not usable(page.get_text("text")) and bool(page.get_images())
-
-
 def _render_page(entry: PageText) -> str:
     lines = [f"--- page {entry.page} ({entry.engine}) ---", entry.text.rstrip()]
     if entry.images:
@@ -120,7 +116,7 @@ def read_pdf_pages(
         stop_at: int | None = None
         cut_page = False
         for number in wanted:
-            needs_ocr = _needs_ocr(document, number) and state.extractor.cached_ocr(path, number) is None
+            needs_ocr = pdf_format.needs_ocr(document, number) and state.extractor.cached_ocr(path, number) is None
             if needs_ocr and ocr_done >= state.max_ocr_pages:
                 stop_at = number
                 break
@@ -319,7 +315,7 @@ def search_pdf(
     ocr_done = 0
     try:
         for number in range(1, document.page_count + 1):
-            needs_ocr = _needs_ocr(document, number) and state.extractor.cached_ocr(path, number) is None
+            needs_ocr = pdf_format.needs_ocr(document, number) and state.extractor.cached_ocr(path, number) is None
             allow = not needs_ocr or ocr_done < state.max_ocr_pages
             entry = state.extractor.page_text(document, path, number, allow_ocr=allow, details=False)
             ocr_done += needs_ocr and allow

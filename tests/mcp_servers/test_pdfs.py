@@ -86,7 +86,7 @@ def test_scanned_page_is_read_with_ocr_and_struck_text_reported(world, mode):
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("first_engine_text", ["", " \n", "\ufffd" * 12 + " ab"])
 def test_text_layer_falls_back_to_pypdf(world, mode, first_engine_text, monkeypatch):
-    from mcp_servers.pdfs import extract
+    from atoll.formats import pdf as extract
 
     _text_pdf(world.fs_root / "t.pdf", ["Fallback engine text"])
     # PyMuPDF finds nothing, or only glyphs it cannot map to Unicode.
