@@ -123,11 +123,12 @@ def report(
     from orchestrator.report import write_report
     from orchestrator.store import TrialStore
 
+    viewer = _viewer_url(viewer_url)  # a bad URL is refused before anything is read
     trial_store = TrialStore(store)
     try:
         require_known_run(trial_store, run_name)
         paths = write_report(trial_store, run_name, output or Path("atoll-out") / run_name, seed=seed,
-                             viewer_url=_viewer_url(viewer_url))
+                             viewer_url=viewer)
     finally:
         trial_store.dispose()
     print_leaderboard(paths["md"])
@@ -187,13 +188,14 @@ def regrade(
     from orchestrator.report import write_report
     from orchestrator.store import TrialStore
 
+    viewer = _viewer_url(viewer_url)  # a bad URL is refused before anything is read
     trial_store = TrialStore(store)
     try:
         require_known_run(trial_store, run_name)
         summary = asyncio.run(regrade_run(trial_store, run_name, judge_model=judge_model, api_base=api_base))
         spec = trial_store.experiment_spec(run_name) or {}
         paths = write_report(trial_store, run_name, Path(spec.get("output_dir", "atoll-out")) / run_name,
-                             viewer_url=_viewer_url(viewer_url))
+                             viewer_url=viewer)
     finally:
         trial_store.dispose()
     print_leaderboard(paths["md"])

@@ -281,3 +281,23 @@ def test_cli_refuses_a_viewer_url_that_is_not_http(tmp_path):
     assert _viewer_url("http://127.0.0.1:8090/") == "http://127.0.0.1:8090"
     with pytest.raises(AtollError, match=r"--viewer-url '127.0.0.1:8090': give the http\(s\) URL"):
         _viewer_url("127.0.0.1:8090")
+
+
+def test_atoll_report_with_a_viewer_url_links_trials_and_refuses_a_bad_url(store, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    def atoll(*args):
+        return subprocess.run([sys.executable, "-m", "atoll.cli", "report", "exp", "--store", store.url,
+                               "--output", str(tmp_path / "out"), *args], capture_output=True, text=True,
+                              timeout=180, env={**os.environ, "PYTHONPATH": os.getcwd()})
+
+    done = atoll("--viewer-url", "http://127.0.0.1:8090/")
+    assert done.returncode == 0, done.stderr
+    trial_id = _spec("t1", "alpha", 1).trial_id
+    assert f"(http://127.0.0.1:8090/trials/{trial_id}?run=exp)" in (tmp_path / "out" / "report.md").read_text()
+    refused = atoll("--viewer-url", "127.0.0.1:8090")
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines() == [
+        "error: --viewer-url '127.0.0.1:8090': give the http(s) URL `atoll view` serves, e.g. http://127.0.0.1:8090"]
