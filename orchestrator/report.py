@@ -339,8 +339,14 @@ def _banner_lines(report: dict[str, Any]) -> list[str]:
     return [f"> **{shown['kind'].upper()}**{when}: {shown['detail']}.{left}{resume}", ""]
 
 
-def _trial_label(trial: dict[str, Any]) -> str:
-    return f"{trial['task_id']} · {trial['agent']} · run {trial['run_index']}"
+def _trial_label(trial: dict[str, Any], report: dict[str, Any]) -> str:
+    """The task, with the agent when the run has several and the run index when tasks ran more than once."""
+    parts = [trial["task_id"]]
+    if len(report["matrix"]["agents"]) > 1:
+        parts.append(trial["agent"])
+    if report["runs_per_task"] > 1:
+        parts.append(f"run {trial['run_index']}")
+    return " · ".join(parts)
 
 
 def _failure_lines(report: dict[str, Any]) -> list[str]:
@@ -354,7 +360,7 @@ def _failure_lines(report: dict[str, Any]) -> list[str]:
               + ") |", "|---|---|---|"]
     for group in groups:
         members = [by_id[trial_id] for trial_id in group["trials"]]
-        shown = ", ".join(_link(_trial_label(m), m["link"]) for m in members[:GROUP_LISTED])
+        shown = ", ".join(_link(_trial_label(m, report), m["link"]) for m in members[:GROUP_LISTED])
         more = f", … and {len(members) - GROUP_LISTED} more (see Trials)" if len(members) > GROUP_LISTED else ""
         kind = f" ({group['error_kind']})" if group["error_kind"] and group["error_kind"] not in group["reason"] else ""
         lines.append(f"| {_cell(group['reason'])}{_cell(kind)} | {group['count']} | {shown}{more} |")

@@ -301,3 +301,15 @@ def test_atoll_report_with_a_viewer_url_links_trials_and_refuses_a_bad_url(store
     assert refused.returncode == 2
     assert refused.stderr.strip().splitlines() == [
         "error: --viewer-url '127.0.0.1:8090': give the http(s) URL `atoll view` serves, e.g. http://127.0.0.1:8090"]
+
+
+def test_failed_trials_are_named_by_task_alone_when_one_agent_ran_each_task_once(tmp_path):
+    plan = {("t1", "alpha", 0): (Outcome.failed, "completed", None, 10, 0.01),
+            ("t2", "alpha", 0): (Outcome.passed, "completed", None, 10, 0.01)}
+    store = _store(tmp_path, plan, runs=1)
+    try:
+        section = render_markdown(build_report(store, "exp")).split("## Failures", 1)[1].split("\n## ", 1)[0]
+    finally:
+        store.dispose()
+    folder = (tmp_path / "artifacts" / "exp" / "t1" / "alpha" / "run-0" / "attempt-1").as_uri()
+    assert f"| fail: criteria not met | 1 | [t1]({folder}/) |" in section
