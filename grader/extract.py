@@ -9,9 +9,8 @@ diffed cell by cell.  Extraction never raises: a file that cannot be read comes 
 from __future__ import annotations
 
 import io
-import os
-import subprocess
 from dataclasses import dataclass, field
+from typing import Any
 
 TEXT_EXTENSIONS = frozenset(
     {
@@ -88,7 +87,6 @@ class ExtractOptions:
     recalculate: bool = True  # compute formulas that have no cached value (LibreOffice)
     max_file_bytes: int = 200 << 20  # larger changed files are listed, not extracted
     ocr_max_pages: int = 3
-    ocr_dpi: int = 200
     ocr_timeout_s: float = 30.0
 
 
@@ -274,42 +272,46 @@ def _deck(data: bytes) -> Extracted:
 # --- PDFs ----------------------------------------------------------------------------------
 
 
-def _ocr_page(page, options: ExtractOptions) -> str:
-    """OCR one page with tesseract (single-threaded: measured 2.5x faster on 2 cores)."""
-    pixmap = page.get_pixmap(dpi=options.ocr_dpi, colorspace="gray")
-    environment = dict(os.environ, OMP_THREAD_LIMIT="1")
-    completed = subprocess.run(
-        ["tesseract", "stdin", "stdout"],
-        input=pixmap.tobytes("png"),
-        capture_output=True,
-        timeout=options.ocr_timeout_s,
-        env=environment,
-        check=True,
-    )
-    return completed.stdout.decode("utf-8", "replace").strip()
+_pdf_readers: dict[float, Any] = {}
+
+
+def _pdf_reader(timeout_s: float) -> Any:
+    """One page reader per OCR timeout (it caches OCR results by content hash and page)."""
+    from atoll.formats.pdf import Extractor
+
+    return _pdf_readers.setdefault(timeout_s, Extractor(ocr_timeout_s=timeout_s))
 
 
 def _pdf(data: bytes, options: ExtractOptions) -> Extracted:
+    """Pages as read_pdf_pages reads them (text layer, then pypdf, then OCR for image-only
+    pages: the same reader), OCR capped at ``options.ocr_max_pages`` per document."""
+    import hashlib
+
     import pymupdf
 
+    from atoll.formats.pdf import PdfSource, needs_ocr
+
+    reader = _pdf_reader(options.ocr_timeout_s)
+    source = PdfSource("sha256:" + hashlib.sha256(data).hexdigest(), None, data)
     parts: list[Part] = []
     ocr_done = 0
     notes: list[str] = []
     with pymupdf.open(stream=data, filetype="pdf") as document:
-        for index, page in enumerate(document, start=1):
-            text = page.get_text("text").strip()
-            if not text and page.get_images():
-                if options.ocr and ocr_done < options.ocr_max_pages:
-                    try:
-                        text = _ocr_page(page, options)
-                        ocr_done += 1
-                        text = f"[OCR] {text}" if text else "[scanned page: OCR found no text]"
-                    except (OSError, subprocess.SubprocessError) as exc:
-                        text = f"[scanned page: OCR failed: {type(exc).__name__}]"
+        for number in range(1, document.page_count + 1):
+            scanned = needs_ocr(document, number)
+            allow = options.ocr and ocr_done < options.ocr_max_pages
+            page = reader.page_text(document, source, number, allow_ocr=allow, details=False)
+            text = page.text.strip()
+            if page.engine == "ocr":
+                ocr_done += 1
+                text = f"[OCR] {text}" if text else "[scanned page: OCR found no text]"
+            elif scanned and not text:
+                if allow:
+                    text = f"[scanned page: {page.note}]"
                 else:
                     text = "[scanned page without a text layer; OCR page cap reached]"
-                    notes.append(f"page {index} not OCR'd")
-            parts.append(Part(name=f"page {index}", text=text or "[empty page]"))
+                    notes.append(f"page {number} not OCR'd")
+            parts.append(Part(name=f"page {number}", text=text or "[empty page]"))
     return Extracted(kind="pdf", parts=parts, note="; ".join(notes) or None)
 
 

@@ -203,3 +203,26 @@ def test_docx_body_the_judge_reads_is_what_read_document_content_shows(tmp_path)
     shown_ids = [b["id"] for b in data["blocks"] if b["type"] == "table" or b["text"]]
     assert [line.split("]")[0][1:] for line in body if line.startswith("[")] == shown_ids
     assert "[body.p.2] Total is {--100--}{++120++}" in body and "[body.p.1]" not in judged.text()
+
+
+def test_pdf_pages_the_judge_reads_equal_what_read_pdf_pages_returns(tmp_path):
+    import pymupdf
+
+    document = pymupdf.open(stream=f.pdf(["Revenue: 120", "Costs: 60"]), filetype="pdf")
+    text_pdf = pymupdf.open(stream=f.pdf(["INVOICE TOTAL 4521"]), filetype="pdf")
+    pixmap = text_pdf[0].get_pixmap(dpi=150, clip=pymupdf.Rect(0, 0, 400, 120))
+    page = document.new_page(width=400, height=120)  # a scanned page: an image, no text layer
+    page.insert_image(page.rect, pixmap=pixmap)
+    data = document.tobytes()
+    world = make_world(tmp_path)
+    world.file("/r.pdf", data)
+
+    judged = extract("r.pdf", data)
+    with open_session("pdfs", world) as mcp:
+        pages = mcp.ok("read_pdf_pages", {"file_path": "/r.pdf"})["pages"]
+    assert [p.name for p in judged.parts] == [f"page {p['page']}" for p in pages]
+    for part, page in zip(judged.parts, pages, strict=True):
+        expected = page["text"].strip()
+        assert part.text == (f"[OCR] {expected}" if page["engine"] == "ocr" else expected)
+    assert judged.parts[0].text == "Revenue: 120"
+    assert "4521" in judged.parts[2].text
