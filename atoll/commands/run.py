@@ -211,14 +211,15 @@ def preflight_models(specs: list[Any], *, quiet: bool) -> None:
     Calls made elsewhere are not checked here: nothing under the instant executor, the
     agents when ATOLL_AGENTS_RUNNER_URL and the judge when ATOLL_GRADER_URL name services
     (they hold their own keys), everything under the kubernetes executor (its pods do)."""
+    specs = [spec for spec in specs if spec.executor == "local"]
+    if not specs:  # decided before importing the model client (litellm: seconds of CPU)
+        return
     from atoll.llm.preflight import experiment_probes, preflight
     from orchestrator.executors.local import ServiceSettings
 
     services = ServiceSettings()
     probes: dict[tuple[str, str | None], Any] = {}
     for spec in specs:
-        if spec.executor != "local":
-            continue
         # The agents' registry flags say which call a model; with in-process agents the run
         # loads them next anyway, so asking the registry costs nothing extra.
         probes_of = experiment_probes(

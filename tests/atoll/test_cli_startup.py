@@ -30,13 +30,13 @@ except SystemExit as exc:
 else:
     code = 0
 sys.stdout.flush()
-print("\\n" + json.dumps({"code": code, "imported": [m for m in %(heavy)r if m in sys.modules]}))
+print("\\n" + json.dumps({"code": code, "imported": [m for m in %(watch)r if m in sys.modules]}))
 """
 
 
-def _run(args: list[str]) -> dict:
+def _run(args: list[str], watch: tuple[str, ...] = HEAVY) -> dict:
     completed = subprocess.run(
-        [sys.executable, "-c", _PROBE % {"heavy": HEAVY}, json.dumps(args)],
+        [sys.executable, "-c", _PROBE % {"watch": watch}, json.dumps(args)],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         capture_output=True,
@@ -44,7 +44,7 @@ def _run(args: list[str]) -> dict:
         timeout=120,
     )
     report = json.loads(completed.stdout.strip().splitlines()[-1])
-    report["stderr"] = completed.stderr
+    report["stderr"], report["stdout"] = completed.stderr, completed.stdout
     return report
 
 
@@ -84,3 +84,27 @@ def test_agent_run_with_a_wrong_task_id_fails_before_importing_the_runner(tmp_pa
     assert "no-such-task" in report["stderr"] and "no such task" in report["stderr"]
     assert report["imported"] == []
     assert not (tmp_path / "t.json").exists()
+
+
+def test_a_dry_run_and_its_resume_import_neither_litellm_nor_scipy(tmp_path: Path) -> None:
+    # The instant executor calls no model: no preflight, so no model client; the report's
+    # McNemar test is computed without scipy.stats.
+    import yaml
+
+    from tests.atoll.factories import make_task, write_benchmark
+
+    benchmark = write_benchmark(tmp_path / "bench", tasks=[make_task("t1"), make_task("t2")])
+    spec = {
+        "name": "dry", "benchmark": str(benchmark), "executor": "instant",
+        "agents": [{"name": "a", "agent": "react_toolbelt", "model": "openai/x"},
+                   {"name": "b", "agent": "react_toolbelt", "model": "openai/y"}],
+        "store": str(tmp_path / "store.db"), "output_dir": str(tmp_path / "out"),
+        "artifacts": (tmp_path / "artifacts").as_uri(),
+    }  # fmt: skip
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    for expected in ("4 run now", "0 run now"):  # the run, then a resume with nothing left to do
+        report = _run(["run", str(path), "--quiet"], watch=("litellm", "scipy.stats"))
+        assert report["code"] == 0, report["stderr"]
+        assert expected in report["stdout"]
+        assert report["imported"] == []

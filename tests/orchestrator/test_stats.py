@@ -140,3 +140,21 @@ def test_intervals_over_few_tasks_carry_a_warning_and_a_subset_series_uses_its_o
     at_2 = a["pass_at_k"]["2"]
     assert (at_2["tasks"], at_2["excluded_task_ids"], at_2["value"]) == (2, ["t3"], 0.5)
     assert 0.0 <= at_2["ci_low"] <= at_2["value"] <= at_2["ci_high"] <= 1.0
+
+
+def test_mcnemar_exact_is_scipys_two_sided_binomial_test() -> None:
+    # Computed without scipy (its import is most of a resumed run's CPU); must agree with it.
+    from scipy.stats import binomtest
+
+    from orchestrator.stats import mcnemar_exact
+
+    for a_wins in range(0, 41):
+        for b_wins in range(0, 41):
+            if a_wins + b_wins == 0:
+                assert mcnemar_exact(0, 0) == 1.0
+                continue
+            expected = binomtest(min(a_wins, b_wins), a_wins + b_wins, 0.5).pvalue
+            assert mcnemar_exact(a_wins, b_wins) == pytest.approx(expected, rel=1e-12, abs=1e-300)
+    for a_wins, b_wins in [(3, 480), (200, 260), (0, 1000)]:
+        expected = binomtest(min(a_wins, b_wins), a_wins + b_wins, 0.5).pvalue
+        assert mcnemar_exact(a_wins, b_wins) == pytest.approx(expected, rel=1e-9, abs=1e-300)
