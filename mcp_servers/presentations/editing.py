@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from atoll.formats.pptx import iter_shapes
 from mcp_servers._core.errors import ToolError
 from mcp_servers._core.lazy import lazy_module
 from mcp_servers.presentations.models import SlideOperation
-from mcp_servers.presentations.reading import iter_shapes
 from mcp_servers.presentations.shape_ops import apply_shape_operation, placeholder_shape
 from mcp_servers.presentations.slides import (
     body_frame,

@@ -6,11 +6,12 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from atoll.formats.pptx import deck_markdown, public, render_slide, slide_info
 from mcp_servers._core.definition import ServerDefinition
 from mcp_servers._core.errors import ToolError
 from mcp_servers._core.results import ImageBlock, ToolOutput
 from mcp_servers.presentations.files import DeckFiles
-from mcp_servers.presentations.reading import deck_markdown, find_picture, public, render_slide, slide_info
+from mcp_servers.presentations.pictures import find_picture
 from mcp_servers.presentations.results import Deck, DeckImage, SlideRead, SlidesText
 from mcp_servers.presentations.slides import get_slide
 

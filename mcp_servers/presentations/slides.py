@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from atoll.formats.pptx import TITLE_TYPES
 from mcp_servers._core.errors import ToolError
 from mcp_servers._core.lazy import lazy_module
 from mcp_servers.presentations.models import BulletItem, SlideSpec, TableSpec
@@ -24,9 +25,8 @@ LAYOUTS: dict[str, tuple[tuple[str, ...], int]] = {
     "blank": (("Blank",), 6),
 }
 # PP_PLACEHOLDER values as the ints they are (the enum is an int enum and compares equal), so
-# that building the server does not import python-pptx; tests check them against the enum.
-#: PP_PLACEHOLDER.TITLE, CENTER_TITLE, VERTICAL_TITLE
-TITLE_TYPES = (1, 3, 5)
+# that building the server does not import python-pptx; tests check them against the enum
+# (TITLE_TYPES comes from atoll.formats.pptx, which reads titles with them).
 #: PP_PLACEHOLDER.BODY, OBJECT, VERTICAL_BODY
 BODY_TYPES = (2, 7, 6)
 _EMU_PER_INCH = 914400

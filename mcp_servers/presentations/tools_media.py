@@ -7,11 +7,12 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from atoll.formats.pptx import pictures
 from mcp_servers._core.errors import ToolError
 from mcp_servers._office.pixels import CropEdge, Factor, FlipAxis, PixelEdit, PixelOperation, Rotation, apply
 from mcp_servers.presentations.files import SHEET_SUFFIXES, DeckFiles
 from mcp_servers.presentations.models import TableSpec
-from mcp_servers.presentations.reading import find_picture, pictures
+from mcp_servers.presentations.pictures import find_picture
 from mcp_servers.presentations.results import (
     ChartInserted,
     ImageChanged,

@@ -742,13 +742,14 @@ def test_placeholder_and_relationship_constants_match_python_pptx() -> None:
     from pptx.enum.shapes import PP_PLACEHOLDER
     from pptx.opc.constants import RELATIONSHIP_TYPE
 
-    from mcp_servers.presentations import cloning, reading, slides
+    from atoll.formats import pptx as reading
+    from mcp_servers.presentations import cloning, slides
 
-    assert slides.TITLE_TYPES == (
+    assert reading.TITLE_TYPES == (
         PP_PLACEHOLDER.TITLE,
         PP_PLACEHOLDER.CENTER_TITLE,
         PP_PLACEHOLDER.VERTICAL_TITLE,
     )
     assert slides.BODY_TYPES == (PP_PLACEHOLDER.BODY, PP_PLACEHOLDER.OBJECT, PP_PLACEHOLDER.VERTICAL_BODY)
     assert reading.CHROME_TYPES == (PP_PLACEHOLDER.DATE, PP_PLACEHOLDER.FOOTER, PP_PLACEHOLDER.SLIDE_NUMBER)
-    assert cloning._SKIP == {RELATIONSHIP_TYPE.SLIDE_LAYOUT, RELATIONSHIP_TYPE.NOTES_SLIDE}
+    assert {RELATIONSHIP_TYPE.SLIDE_LAYOUT, RELATIONSHIP_TYPE.NOTES_SLIDE} == cloning._SKIP

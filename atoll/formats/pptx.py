@@ -6,14 +6,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from mcp_servers._core.errors import ToolError
-from mcp_servers._core.lazy import lazy_module
-from mcp_servers.presentations.slides import TITLE_TYPES
 
-_pptx_enum_shapes = lazy_module("pptx.enum.shapes")
+def _shape_types() -> Any:
+    """``pptx.enum.shapes`` (python-pptx is imported on the first read, not with this module)."""
+    from pptx.enum import shapes
+
+    return shapes
+
 
 _EMU_PER_INCH = 914400
-# PP_PLACEHOLDER values as ints (see slides.TITLE_TYPES): python-pptx loads on first use.
+# PP_PLACEHOLDER values as ints, so that importing this does not import python-pptx (tests
+# check them against the enum).
+#: PP_PLACEHOLDER.TITLE, CENTER_TITLE, VERTICAL_TITLE
+TITLE_TYPES = (1, 3, 5)
 _TITLES = TITLE_TYPES
 #: PP_PLACEHOLDER.DATE, FOOTER, SLIDE_NUMBER
 CHROME_TYPES = (16, 15, 13)
@@ -28,12 +33,12 @@ def iter_shapes(shapes: Any) -> Iterator[Any]:
     """Every shape in z-order, the members of groups included (after the group)."""
     for shape in shapes:
         yield shape
-        if shape.shape_type == _pptx_enum_shapes.MSO_SHAPE_TYPE.GROUP:
+        if shape.shape_type == _shape_types().MSO_SHAPE_TYPE.GROUP:
             yield from iter_shapes(shape.shapes)
 
 
 def is_picture(shape: Any) -> bool:
-    if shape.shape_type == _pptx_enum_shapes.MSO_SHAPE_TYPE.PICTURE:
+    if shape.shape_type == _shape_types().MSO_SHAPE_TYPE.PICTURE:
         return True
     return bool(getattr(shape, "is_placeholder", False) and hasattr(shape, "image") and _has_image(shape))
 
@@ -50,39 +55,6 @@ def pictures(slide: Any, slide_index: int) -> list[tuple[str, Any]]:
     """(annotation, shape) of every picture on the slide."""
     found = [shape for shape in iter_shapes(slide.shapes) if is_picture(shape)]
     return [(f"slide.{slide_index}.image.{k}", shape) for k, shape in enumerate(found)]
-
-
-def find_picture(deck: Any, annotation: object) -> tuple[int, str, Any]:
-    """(slide index, annotation, shape) for ``slide.{i}.image.{k}``; ToolError otherwise."""
-    text = str(annotation).strip()
-    parts = text.split(".")
-    if (
-        len(parts) != 4
-        or parts[0] != "slide"
-        or parts[2] != "image"
-        or not (parts[1].isdigit() and parts[3].isdigit())
-    ):
-        raise ToolError(
-            "invalid_argument",
-            f"annotation: expected 'slide.<i>.image.<k>' as reads show, got {text!r}",
-            argument="annotation",
-        )
-    slide_index = int(parts[1])
-    if slide_index >= len(deck.slides):
-        raise ToolError(
-            "not_found",
-            f"annotation: the deck has {len(deck.slides)} slide(s), no slide {slide_index}",
-            argument="annotation",
-        )
-    found = pictures(deck.slides[slide_index], slide_index)
-    for name, shape in found:
-        if name == text:
-            return slide_index, name, shape
-    raise ToolError(
-        "not_found",
-        f"annotation: slide {slide_index} has {len(found)} picture(s), no {text!r}",
-        argument="annotation",
-    )
 
 
 def _paragraph_lines(text_frame: Any) -> list[dict[str, Any]]:
@@ -157,7 +129,7 @@ def shape_info(
     elif id(shape._element) in picture_names:
         info["kind"] = "image"
         info["annotation"] = picture_names[id(shape._element)]
-    elif shape.shape_type == _pptx_enum_shapes.MSO_SHAPE_TYPE.GROUP:
+    elif shape.shape_type == _shape_types().MSO_SHAPE_TYPE.GROUP:
         info["kind"] = "group"
     return info
 
