@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from atoll.errors import AtollError
+
 Transport = Literal["stdio", "http", "streamable-http", "sse", "inprocess"]
 
 _SERVER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
@@ -56,7 +58,26 @@ class ServerConfig(BaseModel):
         required = {"stdio": "command", "http": "url", "sse": "url", "inprocess": "server"}[self.transport]
         if not getattr(self, required):
             raise ValueError(f"transport {self.transport!r} needs {required!r}")
+        if self.transport == "inprocess":
+            self.options = _validated_options(self.server, self.options)
         return self
+
+
+def _validated_options(server: str, options: dict[str, Any]) -> dict[str, Any]:
+    """An in-process server's options checked against the options it declares, so ``/apps``
+    rejects an unknown or mistyped one (422 naming it) before any server starts. An unknown
+    server is left to the gateway, which names it (and the known ones) when it starts."""
+    from mcp_servers import get_definition
+    from mcp_servers._core.options import InvalidOption, validate_options
+
+    try:
+        definition = get_definition(server)
+    except AtollError:
+        return options
+    try:
+        return validate_options(server, definition.options, options)
+    except InvalidOption as exc:
+        raise ValueError(exc.message) from None
 
 
 class AppsConfig(BaseModel):

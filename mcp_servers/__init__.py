@@ -94,14 +94,18 @@ def create_server(
     ``consolidated`` (``NAME(action=…)`` plus ``NAME_schema``). ``options`` are per-server
     knobs; ``user_email``/``user_name`` are the world's user.
 
-    Raises AtollError ``unknown_server``, ``server_unavailable`` or ``invalid_mode``.
+    Raises AtollError ``unknown_server``, ``server_unavailable`` or ``invalid_mode``, and
+    ``invalid_option`` (:class:`~mcp_servers._core.options.InvalidOption`) naming an option the
+    server does not take or a value of the wrong type.
     """
     if mode not in MODES:
         raise AtollError("invalid_mode", f"MCP server mode must be one of {', '.join(MODES)}, got {mode!r}")
     definition = get_definition(name)
     from mcp_servers._core.build import build_server
     from mcp_servers._core.context import ServerContext
+    from mcp_servers._core.options import validate_options
 
+    options = validate_options(name, definition.options, options)
     context = ServerContext.create(fs_root, apps_data_root, options)
     return build_server(definition, context, mode=mode)
 

@@ -9,6 +9,7 @@ from mcp_servers._core.beneath import OutsideRoot, Root
 from mcp_servers._core.context import ServerContext
 from mcp_servers._core.definition import ServerDefinition, ToolDef
 from mcp_servers._core.errors import ERROR_CODES, ToolError
+from mcp_servers._core.options import InvalidOption, ServerOptions, validate_options
 from mcp_servers._core.paths import MAX_NAME_BYTES, MAX_PATH_CHARS, PathResolver, validate_id
 from mcp_servers._core.results import ImageBlock, ToolOutput
 from mcp_servers._core.store import FileCache, FileStamp, file_lock
@@ -22,11 +23,13 @@ __all__ = [
     "FileCache",
     "FileStamp",
     "ImageBlock",
+    "InvalidOption",
     "OutsideRoot",
     "PathResolver",
     "Root",
     "ServerContext",
     "ServerDefinition",
+    "ServerOptions",
     "ToolDef",
     "ToolError",
     "ToolOutput",
@@ -34,4 +37,5 @@ __all__ = [
     "file_lock",
     "WorldPath",
     "validate_id",
+    "validate_options",
 ]

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.fields import FieldInfo
 
 from mcp_servers._core.context import ServerContext
+from mcp_servers._core.options import ServerOptions
 from mcp_servers._core.outputs import model_schema, output_schema, portable, result_model_of, value_schema
 
 _SECTION = re.compile(r"^\s*(Args|Arguments|Parameters|Returns|Raises|Errors|Example|Examples):\s*$")
@@ -129,6 +130,8 @@ class ServerDefinition:
     description: str = ""
     state: Callable[[ServerContext], Any] | None = None
     tools: list[ToolDef] = field(default_factory=list)
+    #: the options this server takes (validated by create_server and POST /apps)
+    options: type[ServerOptions] = ServerOptions
 
     def tool(
         self,

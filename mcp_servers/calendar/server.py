@@ -9,9 +9,17 @@ from pydantic import Field, ValidationError
 
 from mcp_servers._core.definition import ServerDefinition
 from mcp_servers._core.errors import ToolError
+from mcp_servers._core.options import ServerOptions
 from mcp_servers.calendar.models import Attendee, EventTime, Reminders
 from mcp_servers.calendar.results import Event, EventDeleted, EventPage
 from mcp_servers.calendar.service import CalendarService
+
+
+class CalendarOptions(ServerOptions):
+    """Options of the calendar server."""
+
+    time_zone: str | None = Field(None, description="IANA zone of times given without one (default UTC)")
+    calendar_file: str | None = Field(None, description=".ics file new events go to (default calendar.ics)")
 
 SERVER = ServerDefinition(
     "calendar",
@@ -21,6 +29,7 @@ SERVER = ServerDefinition(
         "(recurring events expanded), read, create, update and delete events."
     ),
     state=CalendarService,
+    options=CalendarOptions,
 )
 
 Limit = Annotated[int, Field(ge=1, le=100, description="events per page (at most 100)")]

@@ -20,6 +20,7 @@ from mcp_servers._core import (
     ToolOutput,
 )
 from mcp_servers._core.lazy import lazy_module
+from mcp_servers._core.options import ServerOptions
 from mcp_servers.pdfs.create import Block, output_path, render_pdf
 from mcp_servers.pdfs.extract import open_pdf, parse_pages
 from mcp_servers.pdfs.results import PagesRead, PdfCreated, PdfImage, PdfSearch
@@ -41,14 +42,14 @@ class PdfState:
         return cls(
             ctx=ctx,
             extractor=Extractor(
-                tesseract=str(ctx.option("tesseract", "tesseract")),
-                ocr_timeout_s=float(ctx.option("ocr_timeout_s", 120.0)),
+                tesseract=ctx.option("tesseract", "tesseract"),
+                ocr_timeout_s=ctx.option("ocr_timeout_s", 120.0),
             ),
         )
 
     @property
     def max_ocr_pages(self) -> int:
-        return int(self.ctx.option("max_ocr_pages", DEFAULT_MAX_OCR_PAGES))
+        return self.ctx.option("max_ocr_pages", DEFAULT_MAX_OCR_PAGES)  # typed by PdfsOptions
 
     def pdf(self, file_path: str, *, argument: str = "file_path") -> tuple[PdfSource, str, pymupdf.Document]:
         """(the bytes read through the root's descriptor, virtual path, open document)."""
@@ -62,6 +63,13 @@ class PdfState:
         return source, virtual, open_pdf(source, virtual, argument=argument)
 
 
+class PdfsOptions(ServerOptions):
+    """Options of the pdfs server."""
+
+    tesseract: str | None = Field(None, description="tesseract executable (default: tesseract on PATH)")
+    ocr_timeout_s: float | None = Field(None, gt=0, description="limit of one page's OCR (default 120)")
+    max_ocr_pages: int | None = Field(None, ge=0, description="pages OCR'd per call")
+
 SERVER = ServerDefinition(
     "pdfs",
     consolidated_name="pdf",
@@ -70,6 +78,7 @@ SERVER = ServerDefinition(
         "and create PDFs. Paths are virtual ('/Reports/q3.pdf')."
     ),
     state=PdfState.create,
+    options=PdfsOptions,
 )
 
 

@@ -10,6 +10,7 @@ from openpyxl import Workbook
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcp_servers._core import ServerDefinition, ToolError, file_lock, validate_id
+from mcp_servers._core.options import ServerOptions
 from mcp_servers.spreadsheets.cells import check_cell, check_value
 from mcp_servers.spreadsheets.charts import add_chart
 from mcp_servers.spreadsheets.operations import VALUE_OPERATIONS, Operation, apply_operations
@@ -34,6 +35,18 @@ from mcp_servers.spreadsheets.workbook import (
     sheet_of,
 )
 
+
+class SpreadsheetsOptions(ServerOptions):
+    """Options of the spreadsheets server."""
+
+    recalc: Literal["auto", "warm", "cold", "off"] | None = Field(
+        None, description="formula recalculation: auto (warm if possible), warm, cold or off"
+    )
+    prestart: bool | None = Field(None, description="start the warm LibreOffice with the server")
+    max_file_mb: float | None = Field(None, gt=0, description="largest workbook opened")
+    soffice: str | None = Field(None, description="LibreOffice executable (default: soffice on PATH)")
+    recalc_timeout_s: float | None = Field(None, gt=0, description="limit of one recalculation (default 30)")
+
 SERVER = ServerDefinition(
     "spreadsheets",
     consolidated_name="sheets",
@@ -42,6 +55,7 @@ SERVER = ServerDefinition(
         "Formulas are recomputed after every write, so reads show computed values."
     ),
     state=SheetsState.create,
+    options=SpreadsheetsOptions,
 )
 
 CellValue = str | int | float | bool | None

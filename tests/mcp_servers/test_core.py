@@ -22,6 +22,7 @@ from mcp_servers._core import (
     Root,
     ServerContext,
     ServerDefinition,
+    ServerOptions,
     ToolError,
     ToolOutput,
     file_lock,
@@ -30,8 +31,13 @@ from mcp_servers._core import (
 from tests.mcp_servers.helpers import McpSession, make_world, text_of
 from tests.mcp_servers.traversal import TraversalCase, make_traversal_world, run_case
 
+
+class NotesOptions(ServerOptions):
+    knob: int | None = None
+
+
 NOTES = ServerDefinition(
-    "notes_test", consolidated_name="notes", description="A tiny notes server for tests."
+    "notes_test", consolidated_name="notes", description="A tiny notes server for tests.", options=NotesOptions
 )
 
 
@@ -249,11 +255,18 @@ def test_async_tool_and_image_content(world):
 
 
 def test_options_reach_the_tools(world):
-    mcp = session(world, options={"user_email": "me@example.com", "user_name": "Me", "knob": 3})
+    mcp = session(world, options={"user_email": "me@example.com", "user_name": "Me", "knob": "3"})
     try:
         assert mcp.ok("whoami") == {"email": "me@example.com", "name": "Me", "knob": 3}
     finally:
         mcp.close()
+
+
+def test_an_option_the_server_does_not_declare_is_an_error_naming_it(world):
+    with pytest.raises(AtollError) as info:
+        session(world, options={"knbo": 3})
+    assert info.value.code == "invalid_option"
+    assert "server notes_test: option knbo: unknown option" in info.value.message and "knob" in info.value.message
 
 
 # --- consolidated mode ---------------------------------------------------------------
