@@ -15,9 +15,13 @@ from typing import Any
 
 from fastmcp import Client
 
+from atoll.errors import CodedError
 
-class GatewayUnavailable(Exception):
+
+class GatewayUnavailable(CodedError):
     """The MCP gateway could not be reached or broke the protocol."""
+
+    code = "gateway_unavailable"
 
 
 @dataclass(frozen=True)

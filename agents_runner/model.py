@@ -16,24 +16,29 @@ from typing import Any
 import litellm
 
 from agents_runner.config import AgentConfig
+from atoll.errors import AtollError, CodedError
 from atoll.llm import Endpoint, ModelError, ModelErrorKind, RetryBudget, RetryPolicy, complete, response_cost
 from atoll.trajectory import ModelCall, Usage
 
 
-class ModelProviderError(Exception):
+class ModelProviderError(AtollError):
     """The model provider failed deterministically or past all retries; ``kind`` says how."""
 
     def __init__(self, message: str, kind: ModelErrorKind) -> None:
-        super().__init__(message)
+        super().__init__("model_provider", message)
         self.kind = kind
 
 
-class ContextWindowExceeded(Exception):
+class ContextWindowExceeded(CodedError):
     """The prompt did not fit the model's context window."""
 
+    code = "context_window_exceeded"
 
-class BudgetExhausted(Exception):
+
+class BudgetExhausted(CodedError):
     """The run's token or USD budget is spent."""
+
+    code = "budget_exhausted"
 
 
 @dataclass

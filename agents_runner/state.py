@@ -16,6 +16,7 @@ from agents_runner.config import AgentConfig
 from agents_runner.gateway import Gateway
 from agents_runner.model import ModelClient
 from atoll.benchmark import ReferenceSolution
+from atoll.errors import AtollError
 from atoll.trajectory import (
     AgentReportedStatus,
     ErrorKind,
@@ -27,7 +28,7 @@ from atoll.trajectory import (
 )
 
 
-class RunEnded(Exception):
+class RunEnded(AtollError):
     """Raised inside an agent to end the run with ``status`` (and an error for ``error``)."""
 
     def __init__(
@@ -38,10 +39,13 @@ class RunEnded(Exception):
         kind: ErrorKind | None = None,
         detail: str | None = None,
     ) -> None:
-        super().__init__(message or status.value)
+        super().__init__(f"run_{status.value}", message or status.value)
         self.status = status
         self.error = TrajectoryError(kind=kind, message=message, detail=detail) if kind and message else None
-        self.message = message
+        self.message = message  # type: ignore[assignment] - None: the status says it all
+
+    def __str__(self) -> str:
+        return self.message or self.status.value
 
 
 @dataclass

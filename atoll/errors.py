@@ -21,6 +21,16 @@ class AtollError(Exception):
         return self.message
 
 
+class CodedError(AtollError):
+    """An AtollError whose code is fixed by its class (``code`` below): raised with a message
+    only, ``raise InfraError("the environment did not start")``."""
+
+    code = "error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(type(self).code, message)
+
+
 def describe_validation(errors: Any) -> str:
     """A pydantic ValidationError as one line: ``field.path: message; …``."""
     return "; ".join(

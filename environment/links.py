@@ -18,13 +18,17 @@ import os
 import stat
 from collections import deque
 
+from atoll.errors import CodedError
+
 #: Symlinks followed while resolving one target before it counts as a loop (Linux's limit).
 MAX_HOPS = 40
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-class LinkEscape(Exception):
+class LinkEscape(CodedError):
     """The link leads outside the root (``reason`` says how)."""
+
+    code = "link_escape"
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)

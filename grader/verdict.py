@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, StrictStr, ValidationError
 
+from atoll.errors import CodedError
 from atoll.grade import Verdict
 from atoll.judge import VerdictFormat
 
@@ -47,8 +48,10 @@ VERDICT_SCHEMA: dict[str, Any] = {
 }
 
 
-class MalformedOutput(ValueError):
+class MalformedOutput(CodedError, ValueError):
     """The judge's reply is not exactly the verdict object asked for."""
+
+    code = "malformed_verdict"
 
 
 def resolve_format(requested: VerdictFormat, model: str) -> VerdictFormat:

@@ -42,6 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from atoll.errors import CodedError
+
 #: (kind, value) with kind "n" number, "s" text, "b" boolean, "e" error text.
 Computed = tuple[str, Any]
 #: Per sheet name: {(row, col): Computed} for formula cells (1-based). By name, not position,
@@ -65,8 +67,10 @@ _UNO_PATHS = ("/usr/lib/python3/dist-packages", "/usr/lib/libreoffice/program")
 _WORKER = Path(__file__).with_name("_uno_worker.py")
 
 
-class RecalcError(Exception):
+class RecalcError(CodedError):
     """Formulas could not be computed; ``str()`` is the reason shown to agents."""
+
+    code = "recalc_failed"
 
 
 def find_uno_python() -> tuple[str, dict[str, str]] | None:

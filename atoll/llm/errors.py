@@ -28,6 +28,8 @@ import socket
 from enum import StrEnum
 from typing import Any
 
+from atoll.errors import AtollError
+
 
 class ModelErrorKind(StrEnum):
     transient = "transient"
@@ -41,7 +43,7 @@ class ModelErrorKind(StrEnum):
 RETRIED = frozenset({ModelErrorKind.transient, ModelErrorKind.rate_limited})
 
 
-class ModelError(Exception):
+class ModelError(AtollError):
     """A model call failed; ``str()`` is one line naming the model, the URL and the
     provider's message (``configuration error from model endpoint openai/x at
     http://…/v1: HTTP 401: Incorrect API key``). ``retries`` counts the retries spent."""
@@ -64,7 +66,8 @@ class ModelError(Exception):
         self.status = status
         self.retry_after_s = retry_after_s
         self.retries = retries
-        super().__init__(self.line())
+        Exception.__init__(self, self.line())
+        self.code = f"model_{kind.value}"  # message stays the provider's; str() is the whole line
 
     @property
     def retryable(self) -> bool:

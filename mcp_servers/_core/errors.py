@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from atoll.errors import AtollError
+
 #: Codes in use. Servers may add their own, but prefer one of these.
 ERROR_CODES: dict[str, str] = {
     "invalid_argument": "an argument is missing, of the wrong type or out of range",
@@ -30,7 +32,7 @@ ERROR_CODES: dict[str, str] = {
 }
 
 
-class ToolError(Exception):
+class ToolError(AtollError):
     """A tool call failed for a reason the caller can act on.
 
     ``argument`` names the offending argument when there is one (path resolvers and
@@ -38,9 +40,7 @@ class ToolError(Exception):
     """
 
     def __init__(self, code: str, message: str, *, argument: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+        super().__init__(code, message)
         self.argument = argument
 
     def __str__(self) -> str:

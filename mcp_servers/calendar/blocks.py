@@ -13,11 +13,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from atoll.errors import CodedError
+
 _BOUNDARY = re.compile(r"^(BEGIN|END):([A-Za-z0-9-]+)[ \t]*\r?$", re.IGNORECASE | re.MULTILINE)
 
 
-class IcsSyntaxError(ValueError):
+class IcsSyntaxError(CodedError, ValueError):
     """The file is not an iCalendar stream (unbalanced or missing BEGIN/END lines)."""
+
+    code = "ics_syntax"
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from atoll.errors import CodedError
 from mcp_servers.code.config import setting
 
 DEFAULT_USER = "atoll-sandbox"
@@ -37,8 +38,10 @@ _SYS_KEYCTL = {"x86_64": 250, "aarch64": 219, "arm64": 219}.get(platform.machine
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
 
-class IdentityError(Exception):
+class IdentityError(CodedError):
     """The sandbox user cannot be determined (the message says what to configure)."""
+
+    code = "sandbox_identity"
 
 
 @dataclass(frozen=True)

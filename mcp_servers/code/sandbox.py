@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from atoll.errors import CodedError
 from mcp_servers.code import seccomp, worldtree
 from mcp_servers.code.bwrap import SANDBOX_ROOT, bwrap_argv, probe, python_prefixes, sandbox_environment
 from mcp_servers.code.cgroup import CgroupLimits, RunCgroup, available_controllers
@@ -97,8 +98,10 @@ class SandboxStatus:
                 "user": self.user, "cgroup": list(self.cgroup)}  # fmt: skip
 
 
-class SandboxUnavailable(Exception):
+class SandboxUnavailable(CodedError):
     """bubblewrap is missing or cannot build a sandbox here, or no sandbox user is set."""
+
+    code = "sandbox_unavailable"
 
 
 @dataclass

@@ -29,14 +29,18 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from atoll.errors import CodedError
+
 MAX_DEPTH = 400
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _SETID = stat.S_ISUID | stat.S_ISGID
 _CAPABILITY = "security.capability"
 
 
-class TreeTooDeep(Exception):
+class TreeTooDeep(CodedError):
     """The tree nests directories deeper than :data:`MAX_DEPTH`."""
+
+    code = "tree_too_deep"
 
 
 @dataclass

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from atoll.errors import CodedError
 from atoll.trial import TrialResult, TrialSpec
 
 
-class InfraError(Exception):
+class InfraError(CodedError):
     """A failure of our own machinery (environment, storage, grader crash): retried, and
     reported as ``infra_error`` if it persists — never scored as the agent's failure."""
+
+    code = "infra_error"
 
 
 class ModelEndpointError(InfraError):

@@ -20,6 +20,8 @@ from email.message import Message
 from io import BytesIO
 from typing import BinaryIO
 
+from atoll.errors import CodedError
+
 # A separator line is "From <sender> <asctime date>"; requiring the time of day keeps an
 # unquoted body line such as "From now on ..." (common in real exports) inside its message.
 _FROM_LINE = re.compile(rb"^From \S+ [^\n]*?\d{1,2}:\d{2}", re.MULTILINE)
@@ -55,8 +57,10 @@ def message_bytes(raw: bytes) -> bytes:
     return body
 
 
-class StaleSpan(Exception):
+class StaleSpan(CodedError):
     """The file no longer has a message where the index says (it was replaced meanwhile)."""
+
+    code = "stale_mail_span"
 
 
 def read_span(handle: BinaryIO, span: Span, name: str) -> bytes:
