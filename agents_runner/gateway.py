@@ -7,7 +7,6 @@ back as results (``is_error``) for the model to read; a gateway that cannot be r
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 from dataclasses import dataclass, field
@@ -149,7 +148,3 @@ def _describe(exc: BaseException) -> str:
         exc = exc.exceptions[0]
     text = str(exc).strip().replace("\n", " ")
     return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
-
-
-def decode_image(part: ImagePart) -> bytes:
-    return base64.b64decode(part.data_base64)

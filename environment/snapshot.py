@@ -33,9 +33,7 @@ import stat
 import tarfile
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import BinaryIO
 
 from atoll.errors import AtollError
@@ -375,10 +373,3 @@ class _Deadline:
     def readinto(self, buffer: bytearray | memoryview) -> int:
         self.budget.check_time()
         return self.raw.readinto(buffer)  # type: ignore[attr-defined]
-
-
-def iter_file(path: Path, chunk_size: int = _CHUNK) -> Iterator[bytes]:
-    """The bytes of ``path`` in chunks (used to stream a finished snapshot)."""
-    with open(path, "rb") as source:
-        while chunk := source.read(chunk_size):
-            yield chunk
