@@ -109,7 +109,7 @@ async def execute(
             status, error = RunStatus.timeout, None
             reason = f"wall-clock limit of {run.config.timeout_s:g} s reached"
     trajectory = run.trajectory(status, error)
-    trajectory.end_reason = reason  # type: ignore[attr-defined]  (extra field, allowed by the contract)
+    trajectory.end_reason = reason
     return trajectory
 
 

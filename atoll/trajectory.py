@@ -121,6 +121,9 @@ class Trajectory(BaseModel):
     started_at: datetime
     ended_at: datetime
     error: TrajectoryError | None = None
+    end_reason: str | None = Field(
+        default=None, description="how the run ended, in words (max_steps=250 reached, final_answer called, …)"
+    )
 
     @property
     def duration_s(self) -> float:

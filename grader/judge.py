@@ -15,7 +15,7 @@ import json
 import re
 import secrets
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from atoll.grade import Verdict
 from atoll.judge import JudgeConfig
@@ -26,6 +26,9 @@ from grader.verdict import (
     request_arguments,
     resolve_format,
 )
+
+if TYPE_CHECKING:
+    from atoll.llm import Completion, RetryBudget
 
 PROMPT_VERSION = "judge-v2"
 
@@ -134,7 +137,7 @@ def context_shrink_factor(error: str | None) -> float:
 
 
 async def ask(config: JudgeConfig, messages: list[dict[str, Any]], arguments: dict[str, Any],
-              budget: Any = None) -> Any:
+              budget: RetryBudget | None = None) -> Completion:
     """One judge call through :func:`atoll.llm.complete` (the shared client, limiter and
     ledger); returns the :class:`atoll.llm.Completion`. Raises :class:`atoll.llm.ModelError`."""
     from atoll.llm import Endpoint, RetryBudget, RetryPolicy, complete

@@ -21,7 +21,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from pydantic import Field
@@ -41,6 +41,9 @@ from orchestrator.executors import executor, steps
 from orchestrator.executors.base import InfraError
 from orchestrator.executors.steps import EnvironmentEndpoint, trial_outcome
 
+if TYPE_CHECKING:
+    from environment import EnvironmentServer
+    from grader import VerdictCache
 
 class ServiceSettings(BaseSettings):
     """Where the services are when they are not in this process (``ATOLL_*`` variables)."""
@@ -111,23 +114,23 @@ class _EnvironmentPool:
 
     def __init__(self, size: int, scratch: Path) -> None:
         self._free: asyncio.Queue = asyncio.Queue()
-        self._all: list[Any] = []
+        self._all: list[EnvironmentServer] = []
         self._size = size
         self._scratch = scratch
 
-    async def acquire(self) -> Any:
+    async def acquire(self) -> EnvironmentServer:
         if self._free.empty() and len(self._all) < self._size:
             self._free.put_nowait(await asyncio.to_thread(self._start))
         return await self._free.get()
 
-    def release(self, environment: Any, *, healthy: bool) -> None:
+    def release(self, environment: EnvironmentServer, *, healthy: bool) -> None:
         if healthy:
             self._free.put_nowait(environment)
             return
         self._all.remove(environment)
         environment.stop()
 
-    def _start(self) -> Any:
+    def _start(self) -> EnvironmentServer:
         from environment import EnvironmentServer, EnvironmentSettings
 
         root = Path(tempfile.mkdtemp(prefix="env-", dir=self._scratch))
@@ -193,7 +196,7 @@ class LocalExecutor:
         self._http = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0))
 
     @staticmethod
-    def _verdict_cache(output: Path) -> Any:
+    def _verdict_cache(output: Path) -> VerdictCache:
         from grader import VerdictCache
 
         return VerdictCache(output / ".cache" / "verdicts.sqlite")
