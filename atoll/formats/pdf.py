@@ -23,6 +23,8 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from atoll.errors import AtollError
+
 if TYPE_CHECKING:
     import pymupdf  # imported by the functions that use it (~0.8 s of CPU)
 
@@ -68,12 +70,8 @@ class PdfSource:
     data: bytes
 
 
-class OcrError(Exception):
+class OcrError(AtollError):
     """tesseract is missing, failed or timed out; ``code`` is a stable error code."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code, self.message = code, message
 
 
 def needs_ocr(document: pymupdf.Document, number: int) -> bool:
