@@ -48,7 +48,7 @@ class CalendarService:
     def __init__(self, context: ServerContext) -> None:
         self.context = context
         self.root = context.app_dir("calendar")
-        self.default_tz: tzinfo = zone(str(context.option("time_zone", "UTC")), argument="option time_zone")
+        self.default_tz: tzinfo = zone(context.option("time_zone", "UTC"), argument="option time_zone")
         self.index = CalendarIndex(self.root, context.apps_data_root, self.default_tz)
 
     def warm(self) -> None:
@@ -180,7 +180,7 @@ class CalendarService:
         if email:
             validate_id(email, argument="option user_email")
             return self.root / f"{email}.ics"
-        name = str(self.context.option("calendar_file", "calendar.ics"))
+        name = self.context.option("calendar_file", "calendar.ics")
         validate_id(name, argument="option calendar_file")
         return self.root / name
 

@@ -115,7 +115,7 @@ class SheetsState:
         starts now, in the background, so the first write does not wait ~3 s; off by default
         so processes that never compute a formula never start soffice."""
         state = cls(ctx=ctx)
-        if state.recalc_mode in ("auto", "warm") and bool(ctx.option("prestart", False)):
+        if state.recalc_mode in ("auto", "warm") and ctx.option("prestart", False):
             try:
                 engine = state.engine()
             except ToolError:  # reported on first use, with the tool call that needs it
@@ -127,19 +127,19 @@ class SheetsState:
     @property
     def recalc_mode(self) -> str:
         """Option ``recalc``: auto (warm if possible), warm, cold, or off."""
-        return str(self.ctx.option("recalc", "auto"))
+        return self.ctx.option("recalc", "auto")
 
     @property
     def max_file_bytes(self) -> int:
-        return int(float(self.ctx.option("max_file_mb", DEFAULT_MAX_FILE_MB)) * 1024 * 1024)
+        return int(self.ctx.option("max_file_mb", DEFAULT_MAX_FILE_MB) * 1024 * 1024)
 
     def engine(self) -> LibreOffice | None:
         if self.recalc_mode == "off":
             return None
         if self._engine is None:
             self._engine = shared_engine(
-                soffice=str(self.ctx.option("soffice", "soffice")),
-                timeout_s=float(self.ctx.option("recalc_timeout_s", 30.0)),
+                soffice=self.ctx.option("soffice", "soffice"),
+                timeout_s=self.ctx.option("recalc_timeout_s", 30.0),
                 mode=self.recalc_mode,
             )
             if _inside(self._engine.scratch, self.ctx.fs_root):
