@@ -218,54 +218,24 @@ def _document(data: bytes) -> Extracted:
 # --- decks ---------------------------------------------------------------------------------
 
 
-def _shape_lines(shape) -> list[str]:
-    from pptx.enum.shapes import MSO_SHAPE_TYPE
-
-    lines: list[str] = []
-    if shape.shape_type == MSO_SHAPE_TYPE.GROUP:
-        for inner in shape.shapes:
-            lines.extend(_shape_lines(inner))
-        return lines
-    if getattr(shape, "has_table", False) and shape.has_table:
-        for row in shape.table.rows:
-            lines.append("| " + " | ".join(cell.text.strip() for cell in row.cells) + " |")
-        return lines
-    if getattr(shape, "has_chart", False) and shape.has_chart:
-        chart = shape.chart
-        title = chart.chart_title.text_frame.text if chart.has_title else ""
-        lines.append(f"[chart{': ' + title if title else ''}]")
-        return lines
-    if getattr(shape, "has_text_frame", False) and shape.has_text_frame:
-        for paragraph in shape.text_frame.paragraphs:
-            text = paragraph.text
-            if text.strip():
-                lines.append(("  " * paragraph.level + "- " + text) if paragraph.level else text)
-    elif shape.shape_type == MSO_SHAPE_TYPE.PICTURE:
-        lines.append(f"[picture: {shape.name}]")
-    return lines
-
-
 def _deck(data: bytes) -> Extracted:
+    """Slides as read_slides shows them (title, shapes in order, tables, charts with their data,
+    pictures by their ``slide.{i}.image.{k}`` annotation, notes). Parts are numbered from 1, as
+    people count slides; the tools' 0-based ``slide_index`` is given in each part."""
     from pptx import Presentation
+
+    from atoll.formats.pptx import render_slide, slide_info
 
     deck = Presentation(io.BytesIO(data))
     parts: list[Part] = []
-    for index, slide in enumerate(deck.slides, start=1):
-        lines: list[str] = []
-        title_shape = slide.shapes.title
-        if title_shape is not None and title_shape.has_text_frame and title_shape.text_frame.text.strip():
-            lines.append("Title: " + title_shape.text_frame.text.strip())
-        others = [s for s in slide.shapes if title_shape is None or s.shape_id != title_shape.shape_id]
-        others.sort(key=lambda s: ((s.top or 0), (s.left or 0)))
-        for shape in others:
-            lines.extend(_shape_lines(shape))
-        if slide.has_notes_slide:
-            notes = (
-                slide.notes_slide.notes_text_frame.text.strip() if slide.notes_slide.notes_text_frame else ""
-            )
-            if notes:
-                lines.append("Notes: " + notes)
-        parts.append(Part(name=f"slide {index}", text="\n".join(lines) if lines else "[empty slide]"))
+    cache: dict = {}
+    for index, slide in enumerate(deck.slides):
+        info = slide_info(slide, index, cache)
+        heading, *lines = render_slide(info).splitlines()
+        hidden = ", hidden" if info["hidden"] else ""
+        lines.insert(0, f"[slide_index {index}, layout: {info['layout']}{hidden}]")
+        text = "\n".join(lines) if len(lines) > 1 else lines[0] + "\n[empty slide]"
+        parts.append(Part(name=f"slide {index + 1}", text=text))
     return Extracted(kind="pptx", parts=parts)
 
 

@@ -12,6 +12,7 @@ icalendar) are imported inside the functions that need them.
 - :mod:`atoll.formats.libreoffice`: formula recalculation (one warm soffice per process).
 - :mod:`atoll.formats.xlsx_values`: computed values written into a workbook's formula cells.
 - :mod:`atoll.formats.docx`: Word documents (element identifiers, blocks, comments).
+- :mod:`atoll.formats.pptx`: PowerPoint decks (shapes in order, slide markdown, pictures).
 - :mod:`atoll.formats.pdf`: PDF pages (text engines, OCR and its cache).
 - :mod:`atoll.formats.mail`: mbox files (index, headers, body text, attachments).
 - :mod:`atoll.formats.chat`: Google Chat Takeout messages (index, timestamps, reactions).

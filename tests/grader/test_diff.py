@@ -176,7 +176,8 @@ def test_docx_tracked_changes_are_marked():
 def test_pptx_per_slide_with_notes():
     content = extract("d.pptx", f.pptx([("Intro", ["a", "b"], "speaker note"), ("End", ["c"], None)]))
     assert [p.name for p in content.parts] == ["slide 1", "slide 2"]
-    assert "Title: Intro" in content.parts[0].text and "Notes: speaker note" in content.parts[0].text
+    assert "# Intro" in content.parts[0].text and "Notes: speaker note" in content.parts[0].text
+    assert content.parts[1].text.startswith("[slide_index 1, layout: Title and Content]")
 
 
 def test_pdf_per_page():

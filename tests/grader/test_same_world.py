@@ -226,3 +226,21 @@ def test_pdf_pages_the_judge_reads_equal_what_read_pdf_pages_returns(tmp_path):
         assert part.text == (f"[OCR] {expected}" if page["engine"] == "ocr" else expected)
     assert judged.parts[0].text == "Revenue: 120"
     assert "4521" in judged.parts[2].text
+
+
+def test_pptx_slides_the_judge_reads_are_what_read_completedeck_shows(tmp_path):
+    data = f.pptx([("Intro", ["Revenue up", "Costs down"], "speaker note"), ("End", ["Questions"], None)])
+    world = make_world(tmp_path)
+    world.file("/d.pptx", data)
+
+    judged = extract("d.pptx", data)
+    with open_session("presentations", world) as mcp:
+        result = mcp.call("read_completedeck", {"file_path": "/d.pptx"})
+    shown = "\n".join(getattr(block, "text", "") for block in result.content).split("\n\n")[1:]
+    assert len(judged.parts) == len(shown) == 2
+    for number, (part, slide) in enumerate(zip(judged.parts, shown, strict=True)):
+        heading, *lines = slide.splitlines()
+        assert heading.startswith(f"## Slide {number} ")  # the tools' 0-based slide_index...
+        assert part.name == f"slide {number + 1}"  # ...and the judge's part, counted as people do
+        assert part.text.splitlines()[1:] == lines  # the same lines, shape by shape
+    assert "- Costs down" in judged.parts[0].text and "Notes: speaker note" in judged.parts[0].text
