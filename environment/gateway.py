@@ -145,16 +145,13 @@ class GatewayTool(Tool):
         return tool
 
     async def run(self, arguments: dict[str, Any]) -> ToolResult:
-        return await self._run(arguments)
-
-    async def _run(self, arguments: dict[str, Any]) -> ToolResult:
         gateway: Gateway = self._gateway
         metrics = gateway.metrics
         gateway.in_flight += 1
         started = time.perf_counter()
         outcome = "exception"
         try:
-            result = await self._inner._run(arguments)
+            result = await self._inner.run(arguments)
             outcome = "error" if result.is_error else "ok"
             return result
         finally:
@@ -422,7 +419,7 @@ class GatewayManager:
             try:
                 await stack.enter_async_context(provider.lifespan())
                 tools = await asyncio.wait_for(provider.list_tools(), self.ready_timeout_s)
-                direct = await _self_contained_tools(server, tools)
+                direct = _direct_tools(server, tools)
             except Exception as exc:
                 failures[name] = describe_error(exc)
                 continue
@@ -433,19 +430,14 @@ class GatewayManager:
         return [opened[name] for name in config.mcpServers]
 
 
-async def _self_contained_tools(server: FastMCP, listed: Sequence[Tool]) -> dict[str, Tool]:
-    """The in-process server's tools that may skip its ``call_tool`` (our app servers' tools).
+def _direct_tools(server: FastMCP, listed: Sequence[Tool]) -> dict[str, Tool]:
+    """The listed tools of an in-process server that may skip its ``call_tool``: our app
+    servers' tools (``mcp_servers.direct_tools``), called with their public ``run()``; any
+    other tool is still called through its server (FastMCPProvider's tool)."""
+    from mcp_servers import direct_tools
 
-    Going through the server costs a second pass of FastMCP's request machinery (middleware,
-    context, an aggregate tool lookup): about a third of a call's CPU. Tools marked
-    ``self_contained`` need none of it; any other tool is still called through its server.
-    """
-    direct = {}
-    for tool in listed:
-        own = await server.get_tool(tool.name)
-        if own is not None and getattr(own, "self_contained", False):
-            direct[tool.name] = own
-    return direct
+    own = direct_tools(server)
+    return {tool.name: own[tool.name] for tool in listed if tool.name in own}
 
 
 def _client_transport(server_config: ServerConfig) -> Any:

@@ -110,6 +110,15 @@ def create_server(
     return build_server(definition, context, mode=mode)
 
 
+def direct_tools(server: FastMCP) -> dict[str, Any]:
+    """The tools of a server made by :func:`create_server`, by name, each callable in-process
+    with fastmcp's public ``Tool.run(arguments)`` (they need no request context or server
+    middleware); the environment's gateway calls them so. Empty for any other server."""
+    from mcp_servers._core.build import direct_tools as tools_of
+
+    return tools_of(server)
+
+
 def server_warmer(server: FastMCP) -> Any:
     """``warm()`` of a server made by :func:`create_server` (builds its indexes ahead of the
     first call; mail, calendar and chat have one), or None."""
@@ -118,4 +127,4 @@ def server_warmer(server: FastMCP) -> Any:
     return warmer(server)
 
 
-__all__ = ["MODES", "OPTIONAL_SERVER_NAMES", "SERVER_NAMES", "create_server", "get_definition", "register_server", "server_warmer", "unregister_server"]
+__all__ = ["MODES", "OPTIONAL_SERVER_NAMES", "SERVER_NAMES", "create_server", "direct_tools", "get_definition", "register_server", "server_warmer", "unregister_server"]

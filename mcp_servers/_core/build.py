@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import mcp_types
 from fastmcp import FastMCP
@@ -35,14 +35,15 @@ HELP_ACTION = "help"
 
 #: server -> its state's ``warm`` (see :func:`server_warmer`)
 _WARMERS: weakref.WeakKeyDictionary[FastMCP, Callable[[], Any]] = weakref.WeakKeyDictionary()
+#: server -> its tools by name (see :func:`direct_tools`)
+_DIRECT: weakref.WeakKeyDictionary[FastMCP, dict[str, Tool]] = weakref.WeakKeyDictionary()
 
 
 class _DefinedTool(Tool):
-    """A FastMCP tool whose body is one of our invokers (raw arguments in, Outcome out)."""
+    """A FastMCP tool whose body is one of our invokers (raw arguments in, Outcome out).
 
-    #: Needs neither a FastMCP request context nor its server's middleware, so a host serving
-    #: the server in-process (the environment's gateway) may call it directly.
-    self_contained: ClassVar[bool] = True
+    It needs neither a FastMCP request context nor its server's middleware, so a host serving
+    the server in-process may call its public ``run()`` directly (:func:`direct_tools`)."""
 
     _invoke: Callable[[dict[str, Any]], Awaitable[Outcome]] = PrivateAttr()
 
@@ -107,16 +108,26 @@ def build_server(
         instructions=definition.description or None,
         on_duplicate="error",
     )
-    if mode == "individual":
-        for tool in definition.tools:
-            server.add_tool(_individual_tool(tool, state))
-    else:
-        for tool in _consolidated_tools(definition, state):
-            server.add_tool(tool)
+    tools = (
+        [_individual_tool(tool, state) for tool in definition.tools]
+        if mode == "individual"
+        else list(_consolidated_tools(definition, state))
+    )
+    for tool in tools:
+        server.add_tool(tool)
+    _DIRECT[server] = {tool.name: tool for tool in tools}
     warm = getattr(state, "warm", None)
     if callable(warm):
         _WARMERS[server] = warm
     return server
+
+
+def direct_tools(server: FastMCP) -> dict[str, Tool]:
+    """The tools of ``server`` (made by :func:`build_server`) by name, each callable in-process
+    with its public ``run(arguments)``: no FastMCP request context nor the server's middleware
+    is needed, so a host skips a second pass of FastMCP's request machinery (about a third of
+    a call's CPU). Empty for a server built otherwise."""
+    return dict(_DIRECT.get(server, {}))
 
 
 def server_warmer(server: FastMCP) -> Callable[[], Any] | None:

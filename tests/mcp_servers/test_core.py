@@ -10,6 +10,7 @@ import time
 from typing import Annotated
 
 import pytest
+from fastmcp import FastMCP
 from pydantic import BaseModel, Field
 
 import mcp_servers
@@ -590,3 +591,18 @@ def test_nested_model_arguments_are_inlined_and_validated(world):
                 mcp.close()
     finally:
         unregister_server(SHAPES.name)
+
+
+@pytest.mark.parametrize("mode", ["individual", "consolidated"])
+async def test_direct_tools_are_every_tool_and_answer_without_the_server(world, mode):
+    """The in-process interface the environment's gateway uses instead of the server's call_tool."""
+    server = create_server(
+        "notes_test", fs_root=world.fs_root, apps_data_root=world.apps_root, mode=mode,
+        options={"user_email": "me@example.com"},
+    )
+    direct = mcp_servers.direct_tools(server)
+    assert set(direct) == {tool.name for tool in await server.list_tools()}
+    name, arguments = ("whoami", {}) if mode == "individual" else ("notes", {"action": "whoami"})
+    result = await direct[name].run(arguments)
+    assert result.structured_content["email"] == "me@example.com" and not result.is_error
+    assert mcp_servers.direct_tools(FastMCP("other")) == {}
