@@ -17,11 +17,11 @@ from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
+from atoll.formats.ics import IcsSyntaxError, read_text, split_blocks
 from mcp_servers._core.app_data import AppData
 from mcp_servers._core.lazy import lazy_module
 from mcp_servers._core.problems import ProblemLog
 from mcp_servers._core.store import FileCache, FileStamp
-from mcp_servers.calendar.blocks import IcsSyntaxError, split_blocks
 from mcp_servers.calendar.events import event_view, start_end
 from mcp_servers.calendar.recurrence import Series, series_of
 from mcp_servers.calendar.scan import scan_block
@@ -93,14 +93,6 @@ class Snapshot:
     events: list[Record]  # series masters and single events (no overrides), by start then id
     by_uid: dict[str, list[Record]]  # every record of a UID, master first
     problems: list[str]
-
-
-def read_text(data: bytes) -> str:
-    """The text of a calendar file's bytes."""
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError:  # old exports in Latin-1 still carry readable events
-        return data.decode("latin-1")
 
 
 def _register_custom_zone(block: str) -> None:

@@ -1,4 +1,4 @@
-"""Writing .ics files by splicing VEVENT blocks (see :mod:`mcp_servers.calendar.blocks`).
+"""Writing .ics files by splicing VEVENT blocks (see :mod:`atoll.formats.ics`).
 
 Every write holds the foundation's per-file lock, re-reads the file under it, changes only
 the blocks concerned, replaces the file atomically and hands the updated parsed entry to the
@@ -13,12 +13,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from atoll.formats.ics import IcsLayout, IcsSyntaxError, read_text, split_blocks, with_newline
 from mcp_servers._core.beneath import OutsideRoot
 from mcp_servers._core.errors import ToolError
 from mcp_servers._core.lazy import lazy_module
 from mcp_servers._core.store import FileStamp, file_lock
-from mcp_servers.calendar.blocks import IcsLayout, IcsSyntaxError, split_blocks, with_newline
-from mcp_servers.calendar.index import TZID_LINE, CalendarIndex, ParsedFile, Record, parse_record, read_text
+from mcp_servers.calendar.index import TZID_LINE, CalendarIndex, ParsedFile, Record, parse_record
 from mcp_servers.calendar.times import instant
 
 icalendar = lazy_module("icalendar")

@@ -10,9 +10,9 @@ from datetime import UTC
 import pytest
 from icalendar import Calendar
 
+from atoll.formats.ics import IcsSyntaxError, split_blocks
 from mcp_servers._core.context import ServerContext
 from mcp_servers._core.errors import ToolError
-from mcp_servers.calendar.blocks import IcsSyntaxError, split_blocks
 from mcp_servers.calendar.models import EventTime
 from mcp_servers.calendar.service import CalendarService
 from tests.mcp_servers.helpers import make_world, open_session

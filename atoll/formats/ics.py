@@ -1,5 +1,8 @@
 """Split an .ics file into its top-level component blocks without parsing them.
 
+The calendar server's tools and the grader read calendar files this way (then parse each
+VEVENT block on its own), so one broken event hides no other from either of them.
+
 Writes splice one VEVENT block in or out of the file text, so every other byte of the
 file (other events, time zones, unknown components, the producer's formatting) stays
 exactly as it was. Parsing is then needed only for the block being changed.
@@ -80,6 +83,14 @@ def split_blocks(source: str) -> IcsLayout:
         raise IcsSyntaxError("no BEGIN:VCALENDAR ... END:VCALENDAR found")
     newline = "\r\n" if "\r\n" in source[:4096] else "\n"
     return IcsLayout(blocks=blocks, insert_at=insert_at, newline=newline)
+
+
+def read_text(data: bytes) -> str:
+    """The text of a calendar file's bytes."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:  # old exports in Latin-1 still carry readable events
+        return data.decode("latin-1")
 
 
 def with_newline(text: str, newline: str) -> str:
