@@ -4,10 +4,20 @@ Per trial: the world's seed snapshot and a trial input go to the artifact store;
 made from the template (``ATOLL_K8S_JOB_TEMPLATE``, shipped as ``k8s/base/trial-job.yaml``)
 — an environment sidecar and the ``atoll trial run`` container sharing localhost — labelled
 with the run and trial; admission waits while ``max_pending`` trial pods are pending; the
-Job is polled until it succeeds or fails; the outcome is read back from the artifact store;
+Job is followed until it succeeds or fails; the outcome is read back from the artifact store;
 the Job is deleted (``ttlSecondsAfterFinished`` is the safety net). Pod failures become
-InfraError with the pod's reason (OOMKilled, image pull, unschedulable, deadline). On start,
-Jobs whose owner stopped heart-beating (an earlier, dead run) are reaped.
+InfraError with the pod's real reason (see :mod:`kubernetes_state`).
+
+Following costs the API server little: one list-and-watch of the run's Jobs and one of its
+Pods per executor (:mod:`kubernetes_watch`), not a GET and a LIST per trial per poll.
+
+Ownership: every executor holds a Lease (coordination.k8s.io) named after its owner id and
+renews it; each Job it creates is labelled with that owner when it is created (after
+admission, never before). A reaper in every executor deletes Jobs whose owner's Lease has
+expired (or vanished) for ``orphan_after_s``; a trial re-leased from the store whose Job is
+still alive (its worker died or drained) is adopted — relabelled and followed — instead of
+started twice. A cancelled trial (a drain, Ctrl-C) leaves its Job for adoption; the reaper
+removes it when nobody does.
 
 The API calls go through :mod:`kubernetes_api` (timeouts, retries, a rate limit). Only a
 terminal Job or pod state fails a trial: while the API cannot be reached the trial waits
@@ -17,8 +27,13 @@ terminal Job or pod state fails a trial: while the API cannot be reached the tri
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import re
+import secrets
+import socket
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,20 +49,49 @@ from orchestrator.executors import executor, steps
 from orchestrator.executors.base import InfraError
 from orchestrator.executors.kubernetes_api import ApiError, ApiPolicy, KubernetesCluster, ResilientApi
 from orchestrator.executors.kubernetes_job import (
+    ANNOTATION_CREATED,
     ANNOTATION_HEARTBEAT,
+    ANNOTATION_TRIAL_ID,
+    LABEL_ATTEMPT,
     LABEL_MANAGED_BY,
+    LABEL_OWNER,
+    LABEL_RUN,
     MANAGED_BY,
     JobOptions,
     build_job,
     load_template,
+    run_label,
 )
-from orchestrator.executors.kubernetes_state import needs_events, read_state
+from orchestrator.executors.kubernetes_state import is_terminal, needs_events, read_state
 from orchestrator.executors.kubernetes_trial import PodTrialInput, PodTrialOutcome, input_key, outcome_key
+from orchestrator.executors.kubernetes_watch import Informer
 from orchestrator.executors.local import SeedCache, judge_request
 
 log = logging.getLogger("atoll.orchestrator.kubernetes")
 
 _SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+LEASE_PREFIX = "atoll-worker-"
+JOB_SETTLE_S = 30.0  # a failed pod's Job not marked failed after this: fail with the pod's reason
+
+
+def default_owner() -> str:
+    """This process's owner id: the host (the pod's name) and a random suffix, as a label value
+    (a restarted worker is a new owner; its predecessor's Jobs are adopted or reaped)."""
+    host = re.sub(r"[^a-z0-9-]+", "-", socket.gethostname().lower()).strip("-")[:50] or "worker"
+    return f"{host}-{secrets.token_hex(3)}"
+
+
+def _micro_time(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _parse_time(value: Any) -> float | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 class KubernetesSettings(BaseSettings):
@@ -60,16 +104,29 @@ class KubernetesSettings(BaseSettings):
     trial_image: str | None = Field(None, description="override the template's trial container image")
     environment_image: str | None = Field(None, description="override the template's environment image")
     runtime_class: str | None = Field(None, description="e.g. gvisor: the pod is the sandbox")
+    priority_class: str | None = Field(None, description="priorityClassName of trial pods")
     max_pending: int = Field(8, ge=1, description="most trial pods pending at once (capacity-aware admission)")
-    poll_s: float = Field(5.0, gt=0, description="seconds between Job status reads")
+    poll_s: float = Field(5.0, gt=0, description="how often a waiting trial re-checks its timers and admission "
+                                                 "re-counts pending pods (the Job's state comes from the watch)")
+    watch_timeout_s: float = Field(300.0, gt=0, description="one watch stream's length before it is resumed")
+    events_s: float = Field(15.0, gt=0, description="least seconds between Event reads of one unexplained pending "
+                                                   "pod")
     ttl_s: int = Field(600, ge=0, description="ttlSecondsAfterFinished of trial Jobs")
-    deadline_grace_s: int = Field(900, ge=0, description="added to limits.timeout_s for activeDeadlineSeconds")
+    deadline_grace_s: int = Field(900, ge=0, description="added to limits.timeout_s for the pod's "
+                                                         "activeDeadlineSeconds (the trial's run time)")
+    schedule_grace_s: int = Field(1800, ge=0, description="added to the pod's deadline for the Job's: time to be "
+                                                          "scheduled and started (keep it above "
+                                                          "unschedulable_timeout_s)")
     image_pull_timeout_s: float = Field(300.0, ge=0, description="a pod failing to pull its image longer fails")
     unschedulable_timeout_s: float = Field(1800.0, ge=0, description="an unschedulable pod longer than this fails")
     start_timeout_s: float = Field(300.0, ge=0, description="a pod not created (FailedCreate) or not starting "
                                                             "(FailedMount, config errors) longer than this fails")
-    heartbeat_s: float = Field(60.0, gt=0, description="how often a watched Job's heartbeat annotation is renewed")
-    orphan_after_s: float = Field(300.0, gt=0, description="a Job without heartbeat this long is an orphan")
+    owner: str | None = Field(None, description="owner id of this executor's Lease and Jobs (default: host name "
+                                                "and a random suffix)")
+    lease_s: int = Field(60, ge=3, description="leaseDurationSeconds of the executor's Lease (renewed every third)")
+    reap_s: float = Field(60.0, gt=0, description="how often Jobs of expired owners are looked for")
+    orphan_after_s: float = Field(300.0, gt=0, description="a Job whose owner's Lease expired this long ago is an "
+                                                           "orphan (time for a re-leased trial to adopt it first)")
     keep_failed_jobs: bool = Field(False, description="leave failed Jobs for inspection (their TTL still applies)")
     api_url: str | None = Field(None, description="API server URL (e.g. kubectl proxy); default in-cluster/kubeconfig")
     api_timeout_s: float = Field(30.0, gt=0, description="read timeout of one API call (connect: 5 s at most)")
@@ -106,50 +163,158 @@ class KubernetesExecutor:
         self.artifacts = ArtifactStore(spec.artifacts)
         self.cluster = cluster or KubernetesCluster(self.settings.api_url, self.settings.api_policy())
         self.api = ResilientApi(self.cluster, self.settings.api_policy())
+        self.owner = self.settings.owner or default_owner()
+        self.lease_name = f"{LEASE_PREFIX}{self.owner}"
         self.options = JobOptions(
             namespace=self.namespace, ttl_s=self.settings.ttl_s,
             deadline_s=int(spec.limits.timeout_s) + self.settings.deadline_grace_s,
             trial_image=self.settings.trial_image, environment_image=self.settings.environment_image,
-            runtime_class=self.settings.runtime_class,
+            runtime_class=self.settings.runtime_class, priority_class=self.settings.priority_class,
+            schedule_s=self.settings.schedule_grace_s,
         )
         self._admission = asyncio.Lock()
         self._unobserved: set[str] = set()  # created Jobs whose pod has not been seen running yet
+        self._following: set[str] = set()  # Jobs a trial of this process is following
         self._start_lock = asyncio.Lock()
         self._seed_lock = asyncio.Lock()
         self._uploaded_seeds: set[str] = set()
         self._started = False
+        self._closed = False
+        self._tick = asyncio.Event()
+        self._background: list[asyncio.Task] = []
+        self._missing_leases: dict[str, float] = {}  # owner -> when its Lease was first seen missing
         self.reaped: list[str] = []
+        self.adopted: list[str] = []
         self._events_warned = False
+        selector = f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_RUN}={run_label(spec.name)}"
+        self.jobs = Informer(self.api, self.cluster, "Job", self.namespace, selector,
+                             watch_timeout_s=self.settings.watch_timeout_s, on_change=self._changed)
+        self.pods = Informer(self.api, self.cluster, "Pod", self.namespace, selector,
+                             watch_timeout_s=self.settings.watch_timeout_s, on_change=self._changed)
+
+    def _changed(self) -> None:
+        tick, self._tick = self._tick, asyncio.Event()
+        tick.set()
+
+    async def _wait_change(self, timeout_s: float) -> None:
+        tick = self._tick
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(tick.wait(), timeout_s)
 
     async def aclose(self) -> None:
-        return None
+        """Stop watching, renewing and reaping, and release the Lease (Jobs still running
+        are left for a re-leased trial to adopt, or for another executor's reaper)."""
+        if self._closed or not self._started:
+            self._closed = True
+            return
+        self._closed = True
+        for task in self._background:
+            task.cancel()
+        for task in self._background:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await self.jobs.stop()
+        await self.pods.stop()
+        try:
+            await self.api(self.cluster.delete_lease, self.namespace, self.lease_name)
+        except ApiError as exc:
+            log.warning("Lease %s not released (it expires in %d s): %s", self.lease_name, self.settings.lease_s, exc)
 
     # --- lifecycle -----------------------------------------------------------------------
 
     async def _ensure_started(self) -> None:
         async with self._start_lock:
-            if not self._started:
-                self.reaped = await self.reap_orphans()
-                self._started = True
+            if self._closed:
+                raise InfraError("the Kubernetes executor is closed (draining)")
+            if self._started:
+                return
+            await self._hold_lease()
+            self.jobs.start()
+            self.pods.start()
+            self._background = [asyncio.create_task(self._renew_loop(), name="lease-renewal"),
+                                asyncio.create_task(self._reap_loop(), name="reaper")]
+            self._started = True
+        budget = self.settings.api_retry_budget_s + self.settings.api_timeout_s
+        await self.jobs.synced(budget)
+        await self.pods.synced(budget)
+
+    def _lease_spec(self, now: float) -> dict[str, Any]:
+        return {"holderIdentity": self.owner, "leaseDurationSeconds": self.settings.lease_s,
+                "renewTime": _micro_time(now)}
+
+    async def _hold_lease(self) -> None:
+        """Create this owner's Lease before any Job: without it every other executor's reaper
+        would take this one's Jobs for orphans. Failing that, no trial starts."""
+        now = time.time()
+        lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                 "metadata": {"name": self.lease_name, "namespace": self.namespace,
+                              "labels": {LABEL_MANAGED_BY: MANAGED_BY}},
+                 "spec": {**self._lease_spec(now), "acquireTime": _micro_time(now)}}
+        try:
+            await self.api(self.cluster.create_lease, self.namespace, lease, conflict_ok_on_retry=True)
+        except ApiError as exc:
+            raise InfraError(f"cannot hold the executor's Lease {self.lease_name} (coordination.k8s.io leases: "
+                             f"create/get/patch/delete in namespace {self.namespace}): {exc}") from exc
+
+    async def _renew_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.lease_s / 3)
+            try:
+                if not await self.api(self.cluster.renew_lease, self.namespace, self.lease_name,
+                                      self._lease_spec(time.time())):
+                    log.warning("Lease %s vanished; holding it again", self.lease_name)
+                    await self._hold_lease()
+            except (ApiError, InfraError) as exc:  # the next renewal tries again, well within the duration
+                log.warning("Lease %s not renewed: %s", self.lease_name, exc)
+
+    async def _reap_loop(self) -> None:
+        while True:
+            self.reaped += await self.reap_orphans()
+            await asyncio.sleep(self.settings.reap_s)
+
+    async def _owner_expired_since(self, owner: str, now: float) -> float | None:
+        """When ``owner``'s Lease expired (or was first seen missing); None while it is held."""
+        try:
+            lease = await self.api(self.cluster.lease, self.namespace, f"{LEASE_PREFIX}{owner}")
+        except ApiError:
+            return None  # cannot tell: keep the Job
+        if lease is None:
+            return self._missing_leases.setdefault(owner, now)
+        self._missing_leases.pop(owner, None)
+        spec = lease.get("spec") or {}
+        renewed = _parse_time(spec.get("renewTime")) or _parse_time(spec.get("acquireTime")) or 0.0
+        expires = renewed + float(spec.get("leaseDurationSeconds") or 0)
+        return expires if expires < now else None
 
     async def reap_orphans(self) -> list[str]:
-        """Delete atoll trial Jobs of this namespace whose heartbeat is older than
-        ``orphan_after_s``: their orchestrator is gone (an earlier run, a killed worker)."""
+        """Delete atoll trial Jobs of this namespace (any run) whose owner's Lease expired or
+        vanished more than ``orphan_after_s`` ago: nobody follows them, nobody adopted them.
+        Jobs without an owner label (an older atoll) go by their heartbeat annotation."""
         try:
             jobs = await self.api(self.cluster.jobs, self.namespace, f"{LABEL_MANAGED_BY}={MANAGED_BY}")
-        except ApiError as exc:  # housekeeping: the next executor start tries again
+        except ApiError as exc:  # housekeeping: the next round tries again
             log.warning("could not list trial Jobs to reap orphans: %s", exc)
             return []
         now = time.time()
+        expired: dict[str, float | None] = {}
         reaped = []
         for job in jobs:
             metadata = job.get("metadata") or {}
-            beat = (metadata.get("annotations") or {}).get(ANNOTATION_HEARTBEAT)
-            try:
-                age = now - float(beat)
-            except (TypeError, ValueError):
-                age = float("inf")
-            if age > self.settings.orphan_after_s and await self._delete(metadata["name"]):
+            owner = (metadata.get("labels") or {}).get(LABEL_OWNER)
+            if owner == self.owner or metadata.get("name") in self._following:
+                continue
+            if owner:
+                if owner not in expired:
+                    expired[owner] = await self._owner_expired_since(owner, now)
+                since = expired[owner]
+            else:
+                beat = (metadata.get("annotations") or {}).get(ANNOTATION_HEARTBEAT)
+                try:
+                    since = float(beat)
+                except (TypeError, ValueError):
+                    since = _parse_time(metadata.get("creationTimestamp"))
+            if since is not None and now - since > self.settings.orphan_after_s \
+                    and await self._delete(metadata["name"]):
                 reaped.append(metadata["name"])
         if reaped:
             log.warning("reaped %d orphaned trial Jobs: %s", len(reaped), ", ".join(reaped))
@@ -177,23 +342,72 @@ class KubernetesExecutor:
 
     # --- one trial ------------------------------------------------------------------------
 
+    def _adoptable(self, spec: TrialSpec) -> dict[str, Any] | None:
+        """A live Job of this trial that no trial of this process follows (its worker died or
+        drained, and the store leased the trial again)."""
+        for job in list(self.jobs.items.values()):
+            metadata = job.get("metadata") or {}
+            if ((metadata.get("annotations") or {}).get(ANNOTATION_TRIAL_ID) == spec.trial_id
+                    and metadata.get("name") not in self._following and not metadata.get("deletionTimestamp")
+                    and not (is_terminal(job) and read_state(job, self._pods_of(metadata.get("name"))).phase
+                             == "failed")):
+                return job
+        return None
+
+    async def _adopt(self, job: dict[str, Any]) -> bool:
+        name = job["metadata"]["name"]
+        try:
+            found = await self.api(self.cluster.label_job, self.namespace, name, {LABEL_OWNER: self.owner},
+                                   {ANNOTATION_CREATED: str(int(time.time()))})
+        except ApiError as exc:
+            log.warning("trial Job %s not adopted: %s", name, exc)
+            return False
+        return bool(found)
+
     async def run(self, spec: TrialSpec, *, attempt: int) -> TrialResult:
         await self._ensure_started()
+        adopted = self._adoptable(spec)
+        if adopted is not None and await self._adopt(adopted):
+            name = adopted["metadata"]["name"]
+            job_attempt = int((adopted["metadata"].get("labels") or {}).get(LABEL_ATTEMPT) or attempt)
+            self.adopted.append(name)
+            log.warning("trial %s attempt %d: adopted the still-live Job %s of attempt %d",
+                        spec.trial_id[:12], attempt, name, job_attempt)
+            result = await self._follow_to_end(spec, job_attempt, name, created=False)
+            return result.model_copy(update={"attempt": attempt})
         input_uri = await self._write_input(spec, attempt)
-        manifest = build_job(self.template, spec, attempt, input_uri, self.options, now=time.time())
+        manifest = build_job(self.template, spec, attempt, input_uri, self.options)
         name = manifest["metadata"]["name"]
         await self._admit(name)
-        failed = True
+        # Stamped now, after admission: the owner's Lease, not the manifest's age, says it is alive.
+        manifest["metadata"]["labels"][LABEL_OWNER] = self.owner
+        manifest["metadata"]["annotations"][ANNOTATION_CREATED] = str(int(time.time()))
+        self._following.add(name)
         try:
             # A create whose answer was lost and that is retried meets its own Job: 409 is fine
             # (the name carries a random suffix, so no other Job has it).
             await self.api(self.cluster.create_job, self.namespace, manifest, conflict_ok_on_retry=True)
-            log.info("trial %s attempt %d: Job %s created", spec.trial_id[:12], attempt, name)
-            await self._watch(name)
+        except BaseException:
+            self._following.discard(name)
+            self._unobserved.discard(name)
+            raise
+        log.info("trial %s attempt %d: Job %s created", spec.trial_id[:12], attempt, name)
+        return await self._follow_to_end(spec, attempt, name, created=True)
+
+    async def _follow_to_end(self, spec: TrialSpec, attempt: int, name: str, *, created: bool) -> TrialResult:
+        self._following.add(name)
+        failed = True
+        abandoned = False
+        try:
+            await self._follow(name)
             failed = False
+        except asyncio.CancelledError:
+            abandoned = True  # drained or interrupted: the Job is left to be adopted (or reaped)
+            raise
         finally:
             self._unobserved.discard(name)
-            if not (failed and self.settings.keep_failed_jobs):
+            self._following.discard(name)
+            if not abandoned and not (failed and self.settings.keep_failed_jobs):
                 await self._delete(name)
         return await asyncio.to_thread(self._read_outcome, spec, attempt, name)
 
@@ -243,18 +457,9 @@ class KubernetesExecutor:
             log.warning("trial Job %s not deleted (its TTL will): %s", name, exc)
             return False
 
-    async def _observe(self, name: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]] | None:
-        """The Job and its pods, or None when the API cannot tell now (transient failures
-        past their retry budget): not knowing is not a failure of the trial."""
-        try:
-            job = await self.api(self.cluster.job, self.namespace, name)
-            pods = [] if job is None else await self.api(self.cluster.pods, self.namespace, f"job-name={name}")
-        except ApiError as exc:
-            if not exc.transient:
-                raise
-            log.warning("trial Job %s: state unknown for now: %s", name, exc)
-            return None
-        return job, pods
+    def _pods_of(self, name: str | None) -> list[dict[str, Any]]:
+        return [pod for pod in list(self.pods.items.values())
+                if ((pod.get("metadata") or {}).get("labels") or {}).get("job-name") == name]
 
     async def _events(self, name: str, pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Events of the Job and its pods, to explain a pod that is not starting (best
@@ -270,27 +475,56 @@ class KubernetesExecutor:
                 self._events_warned = True
         return events
 
-    async def _watch(self, name: str) -> None:
-        last_seen = last_beat = time.time()
+    async def _follow(self, name: str) -> None:
+        """Wait for the Job's end, reading its state from the watch caches (no API call per
+        trial, except Events of a pod that does not start and one read of a Job the watch has
+        not shown for a while)."""
+        started = time.time()
+        seen = False
+        checked = False
         stuck_seen: dict[str, float] = {}
-        # Past this the Job's own activeDeadlineSeconds has ended it in any case.
+        events: list[dict[str, Any]] = []
+        events_read = 0.0
+        # Past this the pod's own activeDeadlineSeconds has ended it in any case.
         blind_limit = self.options.deadline_s + self.settings.api_retry_budget_s
+        settle_s = max(2.0, 4 * self.settings.poll_s)
         while True:
-            observed = await self._observe(name)
             now = time.time()
-            if observed is None:
-                if now - last_seen > blind_limit:
-                    raise InfraError(f"trial Job {name}: Kubernetes API unreachable for {now - last_seen:.0f} s "
+            stale = [informer.stale_since for informer in (self.jobs, self.pods) if informer.stale_since is not None]
+            if stale:
+                if now - min(stale) > blind_limit:
+                    raise InfraError(f"trial Job {name}: Kubernetes API unreachable for {now - min(stale):.0f} s "
                                      f"(past the Job's deadline)")
-                await asyncio.sleep(self.settings.poll_s)
+                await self._wait_change(self.settings.poll_s)
                 continue
-            last_seen = now
-            job, pods = observed
+            job = self.jobs.items.get(name)
             if job is None:
-                raise InfraError(f"trial Job {name} disappeared (deleted outside atoll)")
+                if seen:
+                    raise InfraError(f"trial Job {name} disappeared (deleted outside atoll)")
+                if now - started > settle_s and not checked:
+                    checked = True  # the watch should have shown it by now: ask once
+                    try:
+                        found = await self.api(self.cluster.job, self.namespace, name)
+                    except ApiError as exc:
+                        if not exc.transient:
+                            raise
+                        found = {}
+                    if found is None:
+                        raise InfraError(f"trial Job {name} disappeared (deleted outside atoll)")
+                await self._wait_change(self.settings.poll_s)
+                continue
+            seen = True
+            pods = self._pods_of(name)
+            if is_terminal(job):
+                # The two watches are not ordered with each other: the Job's end can come
+                # before its pod's last change. Read the pods once, for the real reason.
+                with contextlib.suppress(ApiError):
+                    pods = await self.api(self.cluster.pods, self.namespace, f"job-name={name}")
             state = read_state(job, pods)
             if needs_events(state):
-                state = read_state(job, pods, await self._events(name, pods))
+                if now - events_read >= self.settings.events_s:
+                    events, events_read = await self._events(name, pods), now
+                state = read_state(job, pods, events)
             if state.phase != "pending":
                 self._unobserved.discard(name)
             if state.phase == "succeeded":
@@ -302,18 +536,13 @@ class KubernetesExecutor:
                 # one-second resolution and say when the pod started, not when it got stuck.
                 since = stuck_seen.setdefault(state.stuck_kind, now)
                 limit = {"unschedulable": self.settings.unschedulable_timeout_s,
-                         "image_pull": self.settings.image_pull_timeout_s}.get(state.stuck_kind,
-                                                                               self.settings.start_timeout_s)
+                         "image_pull": self.settings.image_pull_timeout_s,
+                         "finishing": JOB_SETTLE_S}.get(state.stuck_kind, self.settings.start_timeout_s)
                 if now - since >= limit:
+                    if needs_events(state):  # the freshest explanation, not one from events_s ago
+                        state = read_state(job, pods, await self._events(name, pods))
                     raise InfraError(f"trial Job {name}: {state.reason} (for {now - since:.0f} s)")
-            if now - last_beat >= self.settings.heartbeat_s:
-                try:
-                    await self.api(self.cluster.annotate_job, self.namespace, name,
-                                   {ANNOTATION_HEARTBEAT: str(int(now))})
-                    last_beat = now
-                except ApiError as exc:  # a late beat is renewed on the next round
-                    log.warning("trial Job %s: heartbeat not renewed: %s", name, exc)
-            await asyncio.sleep(self.settings.poll_s)
+            await self._wait_change(self.settings.poll_s)
 
     def _read_outcome(self, spec: TrialSpec, attempt: int, name: str) -> TrialResult:
         key = f"the artifact folder of attempt {attempt}"

@@ -9,11 +9,15 @@ blocking calls in threads under a token-bucket rate limit and retries transient 
 with jittered exponential backoff that honours ``Retry-After`` up to a bound, within a time
 budget per call. The waiting happens on the event loop, never in a worker thread, so a
 throttled or failing API server cannot starve the threads the store's heartbeats need.
+
+:meth:`KubernetesCluster.stream` is the blocking half of a watch (``?watch=true`` from a
+resourceVersion, with bookmarks); :mod:`kubernetes_watch` runs it in a thread of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 import time
@@ -88,12 +92,13 @@ class KubernetesCluster:
         self._api = client.ApiClient(configuration)
         self._batch = client.BatchV1Api(self._api)
         self._core = client.CoreV1Api(self._api)
+        self._coordination = client.CoordinationV1Api(self._api)
 
     def _call(self, what: str, function: Any, *args: Any, missing_ok: bool = False, **kwargs: Any) -> Any:
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
 
-        kwargs["_request_timeout"] = (self.policy.connect_timeout_s, self.policy.read_timeout_s)
+        kwargs.setdefault("_request_timeout", (self.policy.connect_timeout_s, self.policy.read_timeout_s))
         try:
             return function(*args, **kwargs)
         except ApiException as exc:
@@ -131,13 +136,75 @@ class KubernetesCluster:
                            field_selector=f"involvedObject.name={object_name}")
         return self._plain(found.items)
 
+    def list(self, kind: str, namespace: str, selector: str) -> tuple[list[dict[str, Any]], str]:
+        """Jobs or Pods under ``selector`` and the list's resourceVersion (to watch from)."""
+        function = self._batch.list_namespaced_job if kind == "Job" else self._core.list_namespaced_pod
+        found = self._call(f"list {kind.lower()}s", function, namespace, label_selector=selector)
+        return self._plain(found.items), found.metadata.resource_version
+
+    def stream(self, kind: str, namespace: str, selector: str, resource_version: str, timeout_s: float,
+               on_event: Callable[[str, dict[str, Any]], None], opened: Callable[[Any], None]) -> None:
+        """Watch Jobs or Pods from ``resource_version`` until the server ends the stream
+        (``timeout_s``), calling ``on_event(type, object)`` for each change and bookmark.
+        An ERROR event raises :class:`ApiError` with its code (410: the version is too old,
+        list again). Blocking; ``opened`` gets the response, so another thread can close it."""
+        from kubernetes.watch.watch import iter_resp_lines
+
+        function = self._batch.list_namespaced_job if kind == "Job" else self._core.list_namespaced_pod
+        what = f"watch {kind.lower()}s"
+        # The server ends the stream after timeout_s; the read timeout only catches a dead socket.
+        response = self._call(what, function, namespace, label_selector=selector, watch=True,
+                              resource_version=resource_version, allow_watch_bookmarks=True,
+                              timeout_seconds=max(1, int(timeout_s)), _preload_content=False,
+                              _request_timeout=(self.policy.connect_timeout_s, timeout_s + self.policy.read_timeout_s))
+        opened(response)
+        try:
+            from urllib3.exceptions import HTTPError
+
+            try:
+                for line in iter_resp_lines(response):
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    kind_of = event.get("type")
+                    obj = event.get("object") or {}
+                    if kind_of == "ERROR":
+                        code = obj.get("code")
+                        raise ApiError(f"Kubernetes API {what}: {code} {obj.get('reason')}: {obj.get('message')}",
+                                       status=code, transient=code in TRANSIENT_STATUSES)
+                    on_event(kind_of, obj)
+            except (HTTPError, OSError, ValueError) as exc:
+                raise ApiError(f"Kubernetes API {what}: {type(exc).__name__}: {str(exc)[:200]}",
+                               transient=True) from exc
+        finally:
+            response.release_conn()
+
+    def lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        found = self._call("read lease", self._coordination.read_namespaced_lease, name, namespace, missing_ok=True)
+        return None if found is None else self._plain(found)
+
+    def create_lease(self, namespace: str, lease: dict[str, Any]) -> None:
+        self._call("create lease", self._coordination.create_namespaced_lease, namespace, lease)
+
+    def renew_lease(self, namespace: str, name: str, spec: dict[str, Any]) -> bool:
+        """Patch the Lease's spec; False when it no longer exists."""
+        found = self._call("renew lease", self._coordination.patch_namespaced_lease, name, namespace,
+                           {"spec": spec}, missing_ok=True)
+        return found is not None
+
+    def delete_lease(self, namespace: str, name: str) -> None:
+        self._call("delete lease", self._coordination.delete_namespaced_lease, name, namespace, missing_ok=True)
+
+    def label_job(self, namespace: str, name: str, labels: dict[str, str], annotations: dict[str, str]) -> bool:
+        """Merge labels and annotations into a Job; False when it no longer exists."""
+        found = self._call("label job", self._batch.patch_namespaced_job, name, namespace,
+                           {"metadata": {"labels": labels, "annotations": annotations}}, missing_ok=True)
+        return found is not None
+
     def delete_job(self, namespace: str, name: str) -> None:
         self._call("delete job", self._batch.delete_namespaced_job, name, namespace,
                    propagation_policy="Background", missing_ok=True)
 
-    def annotate_job(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
-        self._call("annotate job", self._batch.patch_namespaced_job, name, namespace,
-                   {"metadata": {"annotations": annotations}}, missing_ok=True)
 
 
 class RateLimiter:

@@ -29,7 +29,13 @@ LABEL_ATTEMPT = "atoll.dev/attempt"
 ANNOTATION_EXPERIMENT = "atoll.dev/experiment"
 ANNOTATION_TRIAL_ID = "atoll.dev/trial-id"
 ANNOTATION_INPUT = "atoll.dev/input"
-ANNOTATION_HEARTBEAT = "atoll.dev/heartbeat"
+ANNOTATION_HEARTBEAT = "atoll.dev/heartbeat"  # Jobs of atoll before owner Leases: reaped by its age
+ANNOTATION_CREATED = "atoll.dev/created-at"  # stamped when the Job is created (or adopted)
+LABEL_OWNER = "atoll.dev/owner"  # the executor whose Lease keeps the Job alive
+# The exit codes of `atoll trial run` itself (2: a bad input, 1: a crash): another pod would
+# fail the same way, so the Job fails at once. Infrastructure failures it can name are in
+# outcome.json with exit 0; a disrupted pod (eviction, preemption, drain) is replaced.
+TRIAL_EXIT_CODES = [1, 2]
 TRIAL_CONTAINER = "trial"
 ENVIRONMENT_CONTAINER = "environment"
 
@@ -73,12 +79,21 @@ class JobOptions:
     trial_image: str | None = None
     environment_image: str | None = None
     runtime_class: str | None = None
+    priority_class: str | None = None
+    # Seconds the pod may take to be scheduled and started before the Job-level deadline
+    # (a backstop; the executor's own unschedulable/start/image timeouts fire first).
+    schedule_s: int = 1800
 
 
 def build_job(template: dict[str, Any], spec: TrialSpec, attempt: int, input_uri: str, options: JobOptions,
-              *, now: float, name: str | None = None) -> dict[str, Any]:
+              *, name: str | None = None) -> dict[str, Any]:
     """The Job manifest of one trial attempt: the template with a unique name, the run and
-    trial labels on the Job and its pod, the trial command, deadline and TTL."""
+    trial labels on the Job and its pod, the trial command, deadlines, failure policy and
+    TTL. The owner label and creation stamp are the executor's, added when it creates it.
+
+    Two deadlines: the pod's ``activeDeadlineSeconds`` bounds the trial's run time (counted
+    from the pod's start on its node); the Job's adds ``schedule_s`` for scheduling, so a
+    pod waiting for a node is never cut by the run-time deadline."""
     job = copy.deepcopy(template)
     name = name or f"atoll-{spec.trial_id[:12]}-{attempt}-{secrets.token_hex(3)}"
     labels = {
@@ -91,7 +106,6 @@ def build_job(template: dict[str, Any], spec: TrialSpec, attempt: int, input_uri
         ANNOTATION_EXPERIMENT: spec.experiment,
         ANNOTATION_TRIAL_ID: spec.trial_id,
         ANNOTATION_INPUT: input_uri,
-        ANNOTATION_HEARTBEAT: str(int(now)),
     }
     metadata = job.setdefault("metadata", {})
     metadata["name"] = name
@@ -101,14 +115,29 @@ def build_job(template: dict[str, Any], spec: TrialSpec, attempt: int, input_uri
     job_spec = job["spec"]
     job_spec["backoffLimit"] = 0  # the orchestrator retries infra errors itself, with history
     job_spec["ttlSecondsAfterFinished"] = options.ttl_s
-    job_spec["activeDeadlineSeconds"] = options.deadline_s
+    job_spec["activeDeadlineSeconds"] = options.deadline_s + options.schedule_s
+    job_spec["podFailurePolicy"] = {"rules": [
+        # Evicted, preempted, drained, node lost: not the trial's doing; the Job makes a new pod
+        # without spending backoffLimit (nor a retry of the store).
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+        {"action": "FailJob", "onExitCodes": {"containerName": TRIAL_CONTAINER, "operator": "In",
+                                              "values": TRIAL_EXIT_CODES}},
+    ]}
     pod_template = job_spec["template"]
     pod_meta = pod_template.setdefault("metadata", {})
     pod_meta.setdefault("labels", {}).update(labels)
-    pod_meta.setdefault("annotations", {}).update({ANNOTATION_TRIAL_ID: spec.trial_id})
+    pod_meta.setdefault("annotations", {}).update({
+        ANNOTATION_TRIAL_ID: spec.trial_id,
+        # A running trial costs model money; moving it loses that work. Autoscalers keep it.
+        "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
+        "karpenter.sh/do-not-disrupt": "true",
+    })
     pod = pod_template["spec"]
+    pod["activeDeadlineSeconds"] = options.deadline_s
     if options.runtime_class:
         pod["runtimeClassName"] = options.runtime_class
+    if options.priority_class:
+        pod["priorityClassName"] = options.priority_class
     for container in pod["containers"]:
         if container["name"] == TRIAL_CONTAINER:
             container["args"] = ["atoll", "trial", "run", "--input", input_uri]

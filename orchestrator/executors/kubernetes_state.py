@@ -6,7 +6,9 @@ code its killed containers report; a Job that failed because its pod was deleted
 environment sidecar that crash-loops or restarted while the trial ran fails the trial as an
 infrastructure error (its world is gone) even when the trial container exited 0; a pod that
 cannot be created (FailedCreate) or started (FailedMount, sandbox errors) is reported with
-the Event's message instead of "pending".
+the Event's message instead of "pending". A pod disrupted (DisruptionTarget) under a Job whose
+``podFailurePolicy`` ignores disruptions is not a failure: the Job makes another pod, and the
+trial waits for it.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ class JobState:
 
     phase: str
     reason: str = ""
-    # waiting on something that may never resolve: image_pull | unschedulable | start
+    # waiting on something that may never resolve: image_pull | unschedulable | start |
+    # finishing (a failed pod whose Job is not marked failed yet)
     stuck_kind: str = ""
 
 
@@ -132,26 +135,53 @@ def _warning(events: list[dict[str, Any]], name: str, reasons: frozenset[str]) -
     return max(found, key=lambda event: event.get("lastTimestamp") or "", default=None)
 
 
+def ignores_disruptions(job: dict[str, Any]) -> bool:
+    """Whether the Job's podFailurePolicy replaces a disrupted pod instead of failing."""
+    rules = ((job.get("spec") or {}).get("podFailurePolicy") or {}).get("rules") or []
+    return any(rule.get("action") == "Ignore"
+               and any(c.get("type") == "DisruptionTarget" for c in rule.get("onPodConditions") or [])
+               for rule in rules)
+
+
+def is_terminal(job: dict[str, Any]) -> bool:
+    status = job.get("status") or {}
+    conditions = status.get("conditions")
+    return bool(status.get("succeeded") or status.get("failed") or _condition(conditions, "Complete")
+                or _condition(conditions, "Failed"))
+
+
 def read_state(job: dict[str, Any], pods: list[dict[str, Any]], events: list[dict[str, Any]] | None = None) -> JobState:
     """Interpret a Job, its pods and Events (API dicts). Never raises on missing fields."""
     events = events or []
     status = job.get("status") or {}
     conditions = status.get("conditions")
+    failed = _condition(conditions, "Failed")
+    replaced = ""
+    if ignores_disruptions(job) and not (failed or status.get("failed")):
+        # Disrupted pods are being replaced by the Job: read the others (or wait for one).
+        gone = [pod for pod in pods if _condition((pod.get("status") or {}).get("conditions"), "DisruptionTarget")]
+        if gone:
+            replaced = disruption(gone[0])
+            pods = [pod for pod in pods if pod not in gone]
     restarted = next((text for pod in pods if (text := environment_restart(pod))), "")
     if status.get("succeeded") or _condition(conditions, "Complete"):
         return JobState("failed", restarted) if restarted else JobState("succeeded")
     disrupted = next((text for pod in pods if (text := disruption(pod))), "")
-    failed = _condition(conditions, "Failed")
     if failed or status.get("failed"):
         reason = (failed or {}).get("reason") or "Failed"
         message = (failed or {}).get("message") or ""
         if disrupted or restarted:
             return JobState("failed", disrupted or restarted)
         failure = next((text for pod in pods if (text := _container_failure(pod))), "")
+        timed_out = next((pod for pod in pods if (pod.get("status") or {}).get("reason") == "DeadlineExceeded"), None)
+        if timed_out is not None:  # the pod's own deadline: the trial's run time
+            seconds = (timed_out.get("spec") or {}).get("activeDeadlineSeconds")
+            return JobState("failed", "DeadlineExceeded: the trial ran past the pod's activeDeadlineSeconds"
+                                      + (f" {seconds}" if seconds else "") + " (limits.timeout_s + deadline_grace_s)")
         if reason == "DeadlineExceeded":
-            return JobState("failed", f"DeadlineExceeded: trial pod ran past activeDeadlineSeconds "
-                                      f"{job.get('spec', {}).get('activeDeadlineSeconds')}"
-                                      + (f"; {failure}" if failure else ""))
+            return JobState("failed", f"DeadlineExceeded: trial Job ran past activeDeadlineSeconds "
+                                      f"{job.get('spec', {}).get('activeDeadlineSeconds')} (scheduling, start "
+                                      f"and run time)" + (f"; {failure}" if failure else ""))
         if not failure and (not pods or any((pod.get("metadata") or {}).get("deletionTimestamp") for pod in pods)):
             return JobState("failed", f"trial pod was deleted before it finished (drain, preemption or node loss; "
                                       f"the Job reports {reason})")
@@ -162,6 +192,8 @@ def read_state(job: dict[str, Any], pods: list[dict[str, Any]], events: list[dic
         event = _warning(events, (job.get("metadata") or {}).get("name") or "", JOB_CREATE_EVENTS)
         if event:
             return JobState("pending", f"{event.get('reason')}: {_short(event.get('message'))}", "start")
+        if replaced:
+            return JobState("pending", f"{replaced}; waiting for the Job's replacement pod", "start")
         return JobState("pending", "no pod created for the Job yet", "start")
     for pod in pods:
         pod_status = pod.get("status") or {}
@@ -173,7 +205,10 @@ def read_state(job: dict[str, Any], pods: list[dict[str, Any]], events: list[dic
         if pod_status.get("phase") == "Running":
             return JobState("running")
         if pod_status.get("phase") == "Failed":
-            return JobState("failed", _container_failure(pod) or pod_status.get("reason") or "pod failed")
+            # The Job controller marks the Job failed next (its condition carries the reason
+            # that matters: a deadline, the failure policy): wait for it, a little.
+            return JobState("pending", _container_failure(pod) or pod_status.get("reason") or "pod failed",
+                            "finishing")
         event = _warning(events, (pod.get("metadata") or {}).get("name") or "", POD_START_EVENTS)
         if event:
             return JobState("pending", f"{event.get('reason')}: {_short(event.get('message'))}", "start")
@@ -185,4 +220,5 @@ def needs_events(state: JobState) -> bool:
     return state.phase == "pending" and state.stuck_kind in ("", "start")
 
 
-__all__ = ["JobState", "disruption", "environment_restart", "needs_events", "read_state"]
+__all__ = ["JobState", "disruption", "environment_restart", "ignores_disruptions", "is_terminal", "needs_events",
+           "read_state"]

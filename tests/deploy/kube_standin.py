@@ -11,6 +11,13 @@ An API server under load misbehaves; :meth:`StandInCluster.fault` makes chosen r
 429/503 with ``Retry-After``, stall, reset the connection, or be applied and then lose their
 answer, and ``error_rate`` fails that share of all requests with 503. Every request is logged
 in ``requests`` (monotonic time, method, path, status answered).
+
+Every change of a Job, Pod or Lease gets the next ``resourceVersion`` and goes to a change
+log, which ``?watch=true`` streams from the version asked for (with BOOKMARK events when
+``allowWatchBookmarks`` is set, ending after ``timeoutSeconds``). :meth:`compact` forgets the
+log, so a watch from an older version is answered with the API server's 410 Gone ERROR
+event; :meth:`drop_watches` cuts every open watch (an API server restarting). Leases
+(coordination.k8s.io/v1) can be created, read, patched, replaced and deleted.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from urllib.parse import parse_qs, urlparse
 _JOBS = re.compile(r"^/apis/batch/v1/namespaces/([^/]+)/jobs(?:/([^/]+))?(/status)?$")
 _PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods$")
 _EVENTS = re.compile(r"^/api/v1/namespaces/([^/]+)/events$")
+_LEASES = re.compile(r"^/apis/coordination.k8s.io/v1/namespaces/([^/]+)/leases(?:/([^/]+))?$")
 
 
 def _now() -> str:
@@ -98,6 +106,14 @@ class StandInCluster:
         self.deleted: list[str] = []
         self.patches: list[tuple[str, dict[str, Any]]] = []
         self.events: list[dict[str, Any]] = []
+        self.leases: dict[str, dict[str, Any]] = {}
+        self.retired: list[dict[str, Any]] = []  # pods a Job replaced (they stay listed, like failed pods)
+        self.version = 0  # the last resourceVersion given
+        self.changes: list[tuple[int, str, str, dict[str, Any]]] = []  # (version, kind, type, object)
+        self.compacted = 0  # watches from a version below this are told 410 Gone
+        self.bookmark_s = 0.2
+        self.watches: list[tuple[float, str, str]] = []  # (monotonic time, kind, resourceVersion asked)
+        self._watch_epoch = 0  # drop_watches() ends streams opened in an earlier epoch
         self.on_create: Callable[[StandInCluster, dict[str, Any]], None] | None = None
         self.create_pods = True  # False: the job controller never makes a pod (add one with make_pod)
         self.faults: list[Fault] = []
@@ -105,7 +121,9 @@ class StandInCluster:
         self.random = random.Random(20)
         self.requests: list[tuple[float, str, str, int | None]] = []
         self.lock = threading.RLock()
+        self.changed = threading.Condition(self.lock)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.block_on_close = False  # open watch streams must not hold the test's end
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -114,8 +132,39 @@ class StandInCluster:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.drop_watches()
         self._server.shutdown()
         self._server.server_close()
+
+    # --- the change log (for watches) ----------------------------------------------------
+
+    def _record(self, kind: str, type_: str, obj: dict[str, Any]) -> None:
+        """Give ``obj`` the next resourceVersion and log the change (caller holds the lock)."""
+        self.version += 1
+        obj.setdefault("metadata", {})["resourceVersion"] = str(self.version)
+        self.changes.append((self.version, kind, type_, copy.deepcopy(obj)))
+        self.changed.notify_all()
+
+    def touch_job(self, job_name: str) -> None:
+        with self.lock:
+            if job_name in self.jobs:
+                self._record("Job", "MODIFIED", self.jobs[job_name])
+
+    def touch_pod(self, job_name: str) -> None:
+        with self.lock:
+            if job_name in self.pods:
+                self._record("Pod", "MODIFIED", self.pods[job_name])
+
+    def compact(self) -> None:
+        """Forget the change log (etcd compaction): older watches get 410 Gone."""
+        with self.lock:
+            self.changes.clear()
+            self.compacted = self.version + 1
+
+    def drop_watches(self) -> None:
+        with self.lock:
+            self._watch_epoch += 1
+            self.changed.notify_all()
 
     # --- what a test (the "kubelet") does ------------------------------------------------
 
@@ -141,6 +190,7 @@ class StandInCluster:
                          "namespace": self.namespace})
             job["status"] = {}
             self.jobs[meta["name"]] = job
+            self._record("Job", "ADDED", job)
             if self.create_pods:
                 self.make_pod(meta["name"])
             return job
@@ -151,15 +201,29 @@ class StandInCluster:
             meta = job["metadata"]
             labels = {**((job.get("spec", {}).get("template", {}).get("metadata") or {}).get("labels") or {}),
                       "job-name": meta["name"], "batch.kubernetes.io/job-name": meta["name"]}
+            earlier = sum(1 for pod in self.retired if pod["metadata"]["labels"]["job-name"] == job_name)
             self.pods[meta["name"]] = {
-                "metadata": {"name": f"{meta['name']}-pod", "namespace": self.namespace, "labels": labels,
+                "metadata": {"name": f"{meta['name']}-pod" + (f"-{earlier + 1}" if earlier else ""),
+                             "namespace": self.namespace, "labels": labels,
                              "creationTimestamp": _now()},
+                "spec": copy.deepcopy((job.get("spec") or {}).get("template", {}).get("spec") or {}),
                 "status": {"phase": "Pending", "startTime": _now()},
             }
+            self._record("Pod", "ADDED", self.pods[meta["name"]])
+
+    def replace_pod(self, job_name: str) -> None:
+        """The job controller under ``podFailurePolicy`` Ignore: the current (disrupted) pod
+        stays as it is, listed, and a new pod is made for the Job."""
+        with self.lock:
+            if job_name in self.pods and job_name in self.jobs:
+                self.retired.append(self.pods.pop(job_name))
+                self.make_pod(job_name)
 
     def delete_pod(self, job_name: str) -> None:
         with self.lock:
-            self.pods.pop(job_name, None)
+            pod = self.pods.pop(job_name, None)
+            if pod is not None:
+                self._record("Pod", "DELETED", pod)
 
     def set_pod(self, job_name: str, *, phase: str | None = None, containers: list[dict[str, Any]] | None = None,
                 conditions: list[dict[str, Any]] | None = None, sidecars: list[dict[str, Any]] | None = None,
@@ -180,6 +244,7 @@ class StandInCluster:
                 status["containerStatuses"] = containers
             if conditions is not None:
                 status["conditions"] = conditions
+            self._record("Pod", "MODIFIED", self.pods[job_name])
 
     def finish(self, job_name: str, *, succeeded: bool, reason: str = "", message: str = "") -> None:
         with self.lock:
@@ -197,6 +262,18 @@ class StandInCluster:
                      "message": message, "lastTransitionTime": _now()}]})
                 if job_name in self.pods:
                     self.pods[job_name]["status"]["phase"] = "Failed"
+            if job_name in self.pods:
+                self._record("Pod", "MODIFIED", self.pods[job_name])
+            self._record("Job", "MODIFIED", self.jobs[job_name])
+
+    def add_lease(self, name: str, *, holder: str, renewed_s_ago: float = 0.0, duration_s: int = 60) -> None:
+        renewed = datetime.fromtimestamp(time.time() - renewed_s_ago, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        with self.lock:
+            self.leases[name] = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                 "metadata": {"name": name, "namespace": self.namespace},
+                                 "spec": {"holderIdentity": holder, "leaseDurationSeconds": duration_s,
+                                          "acquireTime": renewed, "renewTime": renewed}}
+            self._record("Lease", "ADDED", self.leases[name])
 
     # --- the API --------------------------------------------------------------------------
 
@@ -269,9 +346,25 @@ class StandInCluster:
                 self._send(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
                                  "code": 404})
 
+            def _lease(self) -> tuple[re.Match | None, str | None]:
+                match = _LEASES.match(urlparse(self.path).path)
+                return match, (match.group(2) if match else None)
+
             def do_POST(self) -> None:  # noqa: N802
                 if self._intercept():
                     return None
+                lease_match, _ = self._lease()
+                if lease_match:
+                    lease = self._body()
+                    with cluster.lock:
+                        name = lease["metadata"]["name"]
+                        if name in cluster.leases:
+                            return self._send(409, {"kind": "Status", "status": "Failure",
+                                                    "reason": "AlreadyExists", "code": 409})
+                        lease["metadata"]["namespace"] = cluster.namespace
+                        cluster.leases[name] = lease
+                        cluster._record("Lease", "ADDED", lease)
+                        return self._send(201, lease)
                 match = _JOBS.match(urlparse(self.path).path)
                 if not match or match.group(2):
                     return self._not_found()
@@ -286,57 +379,147 @@ class StandInCluster:
                     cluster.on_create(cluster, job)
                 self._send(201, job)
 
+            def _watch(self, kind: str, query: dict[str, str]) -> None:
+                """Stream changes of ``kind`` after ``resourceVersion`` as JSON lines until
+                ``timeoutSeconds`` (HTTP/1.0: the end of the answer is the end of the stream)."""
+                selector = query.get("labelSelector")
+                since = int(query.get("resourceVersion") or 0)
+                ends = time.monotonic() + float(query.get("timeoutSeconds") or 30)
+                bookmarks = query.get("allowWatchBookmarks") == "true"
+                with cluster.lock:
+                    cluster.watches.append((time.monotonic(), kind, str(since)))
+                    cluster.requests.append((time.monotonic(), "WATCH", urlparse(self.path).path, 200))
+                    epoch = cluster._watch_epoch
+                # Chunked, as the API server streams a watch (one event, one chunk).
+                self.protocol_version = "HTTP/1.1"
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                self.close_connection = True
+
+                def write(event: dict[str, Any] | None) -> bool:
+                    data = b"" if event is None else json.dumps(event).encode() + b"\n"
+                    try:
+                        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                        self.wfile.flush()
+                        return True
+                    except OSError:
+                        return False
+
+                if since and since < cluster.compacted:
+                    write({"type": "ERROR", "object": {
+                        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                        "message": f"too old resource version: {since} ({cluster.compacted})",
+                        "reason": "Expired", "code": 410}})
+                    write(None)
+                    return
+                sent, last_bookmark = since, time.monotonic()
+                while time.monotonic() < ends:
+                    with cluster.lock:
+                        if epoch != cluster._watch_epoch:
+                            return self._drop()
+                        pending = [(version, type_, obj) for version, k, type_, obj in cluster.changes
+                                   if version > sent and k == kind
+                                   and _matches((obj.get("metadata") or {}).get("labels") or {}, selector)]
+                        sent = max([sent, cluster.version])
+                        if not pending:
+                            cluster.changed.wait(min(0.05, max(0.0, ends - time.monotonic())))
+                    for _version, type_, obj in pending:
+                        if not write({"type": type_, "object": obj}):
+                            return None
+                    if bookmarks and time.monotonic() - last_bookmark >= cluster.bookmark_s:
+                        last_bookmark = time.monotonic()
+                        if not write({"type": "BOOKMARK", "object": {
+                                "kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": str(sent)}}}):
+                            return None
+                write(None)  # the last chunk: the server ended the watch (timeoutSeconds)
+                return None
+
             def do_GET(self) -> None:  # noqa: N802
                 if self._intercept():
                     return None
                 url = urlparse(self.path)
                 query = {key: values[0] for key, values in parse_qs(url.query).items()}
+                watch = query.get("watch") in ("true", "1")
                 with cluster.lock:
+                    version = str(cluster.version)
                     if match := _JOBS.match(url.path):
                         if match.group(2):
                             job = cluster.jobs.get(match.group(2))
                             return self._send(200, job) if job else self._not_found()
-                        items = [job for job in cluster.jobs.values()
-                                 if _matches(job["metadata"].get("labels") or {}, query.get("labelSelector"))]
-                        return self._send(200, {"kind": "JobList", "apiVersion": "batch/v1", "metadata": {},
-                                                "items": items})
-                    if _PODS.match(url.path):
-                        phase = (query.get("fieldSelector") or "").removeprefix("status.phase=") or None
-                        items = [pod for pod in cluster.pods.values()
-                                 if _matches(pod["metadata"]["labels"], query.get("labelSelector"))
-                                 and (phase is None or pod["status"].get("phase") == phase)]
-                        return self._send(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {},
-                                                "items": items})
-                    if _EVENTS.match(url.path):
+                        if not watch:
+                            items = [job for job in cluster.jobs.values()
+                                     if _matches(job["metadata"].get("labels") or {}, query.get("labelSelector"))]
+                            return self._send(200, {"kind": "JobList", "apiVersion": "batch/v1",
+                                                    "metadata": {"resourceVersion": version}, "items": items})
+                    elif _PODS.match(url.path):
+                        if not watch:
+                            phase = (query.get("fieldSelector") or "").removeprefix("status.phase=") or None
+                            items = [pod for pod in [*cluster.retired, *cluster.pods.values()]
+                                     if _matches(pod["metadata"]["labels"], query.get("labelSelector"))
+                                     and (phase is None or pod["status"].get("phase") == phase)]
+                            return self._send(200, {"kind": "PodList", "apiVersion": "v1",
+                                                    "metadata": {"resourceVersion": version}, "items": items})
+                    elif _EVENTS.match(url.path):
                         name = (query.get("fieldSelector") or "").removeprefix("involvedObject.name=")
                         items = [event for event in cluster.events if event["involvedObject"]["name"] == name]
                         return self._send(200, {"kind": "EventList", "apiVersion": "v1", "metadata": {},
                                                 "items": items})
-                self._not_found()
+                    elif (lease_match := _LEASES.match(url.path)) and lease_match.group(2):
+                        lease = cluster.leases.get(lease_match.group(2))
+                        return self._send(200, lease) if lease else self._not_found()
+                    else:
+                        return self._not_found()
+                return self._watch("Job" if _JOBS.match(url.path) else "Pod", query)
 
             def do_PATCH(self) -> None:  # noqa: N802
                 if self._intercept():
                     return None
-                match = _JOBS.match(urlparse(self.path).path)
                 patch = self._body()
+                lease_match, lease_name = self._lease()
                 with cluster.lock:
+                    if lease_match:
+                        lease = cluster.leases.get(lease_name or "")
+                        if lease is None:
+                            return self._not_found()
+                        lease["spec"].update(patch.get("spec") or {})
+                        cluster._record("Lease", "MODIFIED", lease)
+                        return self._send(200, lease)
+                    match = _JOBS.match(urlparse(self.path).path)
                     job = cluster.jobs.get(match.group(2)) if match else None
                     if job is None:
                         return self._not_found()
-                    annotations = (patch.get("metadata") or {}).get("annotations") or {}
-                    job["metadata"].setdefault("annotations", {}).update(annotations)
+                    for field in ("annotations", "labels"):
+                        values = (patch.get("metadata") or {}).get(field) or {}
+                        job["metadata"].setdefault(field, {}).update(values)
                     cluster.patches.append((match.group(2), patch))
+                    cluster._record("Job", "MODIFIED", job)
                     self._send(200, job)
 
             def do_DELETE(self) -> None:  # noqa: N802
                 if self._intercept():
                     return None
-                match = _JOBS.match(urlparse(self.path).path)
+                lease_match, lease_name = self._lease()
                 with cluster.lock:
+                    if lease_match:
+                        lease = cluster.leases.pop(lease_name or "", None)
+                        if lease is None:
+                            return self._not_found()
+                        cluster._record("Lease", "DELETED", lease)
+                        return self._send(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
+                    match = _JOBS.match(urlparse(self.path).path)
                     if not match or match.group(2) not in cluster.jobs:
                         return self._not_found()
-                    del cluster.jobs[match.group(2)]
-                    cluster.pods.pop(match.group(2), None)
+                    job = cluster.jobs.pop(match.group(2))
+                    cluster._record("Job", "DELETED", job)
+                    for retired in [pod for pod in cluster.retired
+                                    if pod["metadata"]["labels"].get("job-name") == match.group(2)]:
+                        cluster.retired.remove(retired)
+                        cluster._record("Pod", "DELETED", retired)
+                    pod = cluster.pods.pop(match.group(2), None)
+                    if pod is not None:
+                        cluster._record("Pod", "DELETED", pod)
                     cluster.deleted.append(match.group(2))
                 self._send(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
 

@@ -82,7 +82,9 @@ def test_the_orchestrator_may_manage_jobs_and_pods_in_its_namespace_only():
     assert not [doc for doc in documents if doc["kind"] in ("ClusterRole", "ClusterRoleBinding")]
     role = next(doc for doc in documents if doc["kind"] == "Role")
     resources = {resource for rule in role["rules"] for resource in rule["resources"]}
-    assert resources == {"jobs", "jobs/status", "pods", "pods/log", "events"}
+    assert resources == {"jobs", "jobs/status", "pods", "pods/log", "events", "leases"}
+    leases_rule = next(rule for rule in role["rules"] if rule["resources"] == ["leases"])
+    assert leases_rule["apiGroups"] == ["coordination.k8s.io"] and "list" not in leases_rule["verbs"]
     events_rule = next(rule for rule in role["rules"] if rule["resources"] == ["events"])
     assert set(events_rule["verbs"]) == {"get", "list", "watch"}  # read only
     jobs_rule = next(rule for rule in role["rules"] if rule["resources"] == ["jobs"])
@@ -111,9 +113,16 @@ def test_trial_pods_accept_no_connections_and_reach_only_dns_grader_model_proxy_
 def test_generated_jobs_validate_and_carry_limits_labels_and_the_sandbox_choice():
     template = load_template(BASE / "trial-job.yaml")
     spec = _trial_spec()
-    job = build_job(template, spec, 2, "s3://bucket/runs/x/input.json", JobOptions(namespace="atoll"), now=1e9)
+    job = build_job(template, spec, 2, "s3://bucket/runs/x/input.json", JobOptions(namespace="atoll"))
     _validate(job)
     assert len(job["metadata"]["name"]) <= 63 and job["metadata"]["labels"]["atoll.dev/attempt"] == "2"
+    # Disruptions are replaced by the Job; the trial command's own failures end it at once.
+    rules = job["spec"]["podFailurePolicy"]["rules"]
+    assert rules[0] == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+    assert rules[1]["action"] == "FailJob" and rules[1]["onExitCodes"]["containerName"] == "trial"
+    assert job["spec"]["template"]["metadata"]["annotations"]["cluster-autoscaler.kubernetes.io/safe-to-evict"] \
+        == "false"
+    assert "priorityClassName" not in job["spec"]["template"]["spec"]
     pod = job["spec"]["template"]["spec"]
     assert pod["restartPolicy"] == "Never" and pod["automountServiceAccountToken"] is False
     containers = pod["containers"] + pod["initContainers"]
@@ -133,10 +142,10 @@ def test_generated_jobs_validate_and_carry_limits_labels_and_the_sandbox_choice(
 
     gvisor = build_job(template, spec, 1, "s3://b/i.json",
                        JobOptions(namespace="atoll", runtime_class="gvisor", trial_image="r/o:1",
-                                  environment_image="r/e:1"), now=1e9)
+                                  environment_image="r/e:1", priority_class="atoll-trials"))
     _validate(gvisor)
     pod = gvisor["spec"]["template"]["spec"]
-    assert pod["runtimeClassName"] == "gvisor"
+    assert pod["runtimeClassName"] == "gvisor" and pod["priorityClassName"] == "atoll-trials"
     environment = pod["initContainers"][0]
     assert environment["image"] == "r/e:1" and pod["containers"][0]["image"] == "r/o:1"
     assert environment["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"

@@ -59,7 +59,8 @@ def _spec(tmp_path, benchmark_dir, **overrides) -> ExperimentSpec:
 
 def _settings(cluster, **overrides) -> KubernetesSettings:
     values = {"namespace": "atoll", "job_template": TEMPLATE, "api_url": cluster.url, "poll_s": 0.05,
-              "image_pull_timeout_s": 0.4, "unschedulable_timeout_s": 0.4, "heartbeat_s": 0.1}
+              "image_pull_timeout_s": 0.4, "unschedulable_timeout_s": 0.4,
+              "events_s": 0.05, "lease_s": 3, "reap_s": 0.2}
     values.update(overrides)
     return KubernetesSettings(**values)
 
@@ -129,7 +130,8 @@ def test_one_job_per_trial_runs_the_trial_in_its_pod_and_the_result_is_collected
     assert job["spec"]["template"]["metadata"]["labels"]["atoll.dev/run"] == labels["atoll.dev/run"]
     assert job["metadata"]["annotations"]["atoll.dev/trial-id"] == trial.trial_id
     assert job["spec"]["template"]["spec"]["containers"][0]["args"][:3] == ["atoll", "trial", "run"]
-    assert job["spec"]["activeDeadlineSeconds"] == 120 + settings.deadline_grace_s
+    assert job["spec"]["template"]["spec"]["activeDeadlineSeconds"] == 120 + settings.deadline_grace_s
+    assert job["spec"]["activeDeadlineSeconds"] == 120 + settings.deadline_grace_s + settings.schedule_grace_s
     assert job["spec"]["ttlSecondsAfterFinished"] == settings.ttl_s and job["spec"]["backoffLimit"] == 0
     assert cluster.deleted == [job["metadata"]["name"]] and not cluster.jobs
 
@@ -192,13 +194,32 @@ def test_oom_killed_pod_is_an_infra_error_with_the_reason(tmp_path, benchmark_di
     assert not cluster.jobs  # failed Jobs are deleted too (unless keep_failed_jobs)
 
 
-def test_deadline_exceeded_is_an_infra_error_naming_the_deadline(tmp_path, benchmark_dir, cluster):
+def test_a_job_past_its_deadline_is_an_infra_error_naming_the_deadline(tmp_path, benchmark_dir, cluster):
     cluster.on_create = _fail_with(lambda standin, name: standin.finish(
         name, succeeded=False, reason="DeadlineExceeded", message="Job was active longer than specified deadline"))
     executor, trial = _executor(tmp_path, benchmark_dir, cluster, keep_failed_jobs=True)
-    with pytest.raises(InfraError, match=r"DeadlineExceeded: trial pod ran past activeDeadlineSeconds 1020"):
+    # timeout_s 120 + deadline_grace_s 900 + the scheduling allowance (unschedulable_timeout_s 1800)
+    with pytest.raises(InfraError, match=r"DeadlineExceeded: trial Job ran past activeDeadlineSeconds 2820 "
+                                         r"\(scheduling, start and run time\)"):
         _run_one(executor, trial)
     assert list(cluster.jobs) == [cluster.created[0]["metadata"]["name"]]  # kept for inspection
+
+
+def test_a_trial_past_its_run_time_is_cut_by_the_pods_own_deadline(tmp_path, benchmark_dir, cluster):
+    def too_long(standin, name):
+        standin.set_pod(name, phase="Failed", reason="DeadlineExceeded",
+                        message="Pod was active on the node longer than the specified deadline")
+        standin.finish(name, succeeded=False, reason="BackoffLimitExceeded")
+
+    cluster.on_create = _fail_with(too_long)
+    executor, trial = _executor(tmp_path, benchmark_dir, cluster)
+    with pytest.raises(InfraError, match=r"DeadlineExceeded: the trial ran past the pod's activeDeadlineSeconds 1020 "
+                                         r"\(limits.timeout_s \+ deadline_grace_s\)"):
+        _run_one(executor, trial)
+    job = cluster.created[0]["spec"]
+    # The run-time deadline is the pod's; the Job's adds time to be scheduled and started.
+    assert job["template"]["spec"]["activeDeadlineSeconds"] == 1020
+    assert job["activeDeadlineSeconds"] == 1020 + 1800
 
 
 def test_image_pull_failure_fails_the_trial_after_the_grace_period(tmp_path, benchmark_dir, cluster):
@@ -238,7 +259,8 @@ def test_infra_error_reported_by_the_pod_is_raised(tmp_path, benchmark_dir, clus
         _run_one(executor, trial)
 
 
-def test_pending_pods_are_capped_and_watched_jobs_keep_a_heartbeat(tmp_path, benchmark_dir, cluster):
+def test_pending_pods_are_capped_and_jobs_are_stamped_with_their_owner_when_created(
+        tmp_path, benchmark_dir, cluster):
     spec = _spec(tmp_path, benchmark_dir, runs=2)
     benchmark = load_benchmark(spec.benchmark)
     first, second = plan_trials(benchmark, spec)
@@ -257,32 +279,23 @@ def test_pending_pods_are_capped_and_watched_jobs_keep_a_heartbeat(tmp_path, ben
     cluster.on_create = on_create
 
     async def both():
-        return await asyncio.gather(executor.run(first, attempt=1), executor.run(second, attempt=1),
-                                    return_exceptions=True)
+        try:
+            return await asyncio.gather(executor.run(first, attempt=1), executor.run(second, attempt=1),
+                                        return_exceptions=True)
+        finally:
+            await executor.aclose()
 
+    started = time.time()
     results = asyncio.run(both())
     assert all(isinstance(result, InfraError) for result in results), results
     starts = sorted(created_at.values())
     assert starts[1] - starts[0] >= 0.5  # the second Job waited for the first pod to leave Pending
-    assert cluster.patches and all("atoll.dev/heartbeat" in p["metadata"]["annotations"] for _n, p in cluster.patches)
-
-
-def test_orphans_of_earlier_runs_are_reaped_on_start_and_live_jobs_are_kept(tmp_path, benchmark_dir, cluster):
-    def job(name, heartbeat):
-        return {"apiVersion": "batch/v1", "kind": "Job",
-                "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "atoll-orchestrator"},
-                             "annotations": {"atoll.dev/heartbeat": str(int(heartbeat))}},
-                "spec": {"template": {"metadata": {"labels": {}}, "spec": {"containers": []}}}}
-
-    cluster.add_job(job("atoll-dead-run", time.time() - 3600))
-    cluster.add_job(job("atoll-live-run", time.time()))
-    cluster.add_job({**job("someone-else", 0), "metadata": {"name": "someone-else", "labels": {}}})
-    cluster.on_create = _fail_with(lambda standin, name: standin.finish(name, succeeded=False))
-    executor, trial = _executor(tmp_path, benchmark_dir, cluster)
-    with pytest.raises(InfraError):
-        _run_one(executor, trial)
-    assert executor.reaped == ["atoll-dead-run"]
-    assert "atoll-live-run" in cluster.jobs and "someone-else" in cluster.jobs
+    for job in cluster.created:
+        assert job["metadata"]["labels"]["atoll.dev/owner"] == executor.owner
+        assert int(job["metadata"]["annotations"]["atoll.dev/created-at"]) >= int(started)
+    # The owner's Lease was held while it ran and released at the end.
+    lease_calls = [method for _at, method, path, _s in cluster.requests if "/leases" in path]
+    assert lease_calls[0] == "POST" and lease_calls[-1] == "DELETE" and not cluster.leases
 
 
 def test_a_missing_job_template_is_a_one_line_error_naming_the_setting(tmp_path, benchmark_dir, cluster):

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from atoll.trial import Outcome
 from orchestrator.executors.base import InfraError
 from orchestrator.executors.kubernetes_state import environment_restart
 from tests.deploy.kube_standin import container_status, later
@@ -50,13 +51,44 @@ def test_an_evicted_pod_is_an_infra_error_naming_the_eviction(tmp_path, benchmar
     assert "137" not in str(caught.value)
 
 
-def test_a_pod_marked_for_disruption_fails_fast_with_the_disruption(tmp_path, benchmark_dir, cluster):
-    cluster.on_create = _after(0.1, lambda standin, name: standin.set_pod(name, phase="Running", conditions=[
-        {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
-         "message": "Preempted in order to admit critical pod"}]))
+def test_a_disrupted_pod_is_replaced_and_the_trial_ends_in_the_new_pod_without_a_retry(
+        tmp_path, benchmark_dir, cluster):
+    healthy = _healthy_kubelet(run_s=0.4)
+
+    def on_create(standin, job):
+        name = job["metadata"]["name"]
+
+        def preempt():  # the scheduler preempts the pod; podFailurePolicy Ignore: a new pod
+            standin.set_pod(name, phase="Failed", conditions=[
+                {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+                 "message": "Preempted in order to admit critical pod"}],
+                containers=[container_status("trial", terminated=(137, "Error"))])
+            later(0.2, lambda: (standin.replace_pod(name), healthy(standin, job)))
+
+        standin.set_pod(name, phase="Running")
+        later(0.2, preempt)
+
+    cluster.on_create = on_create
     executor, trial = _executor(tmp_path, benchmark_dir, cluster)
-    with pytest.raises(InfraError, match=r"pod disrupted \(PreemptionByScheduler\): Preempted in order"):
-        _run_within(executor, trial)
+    result = _run_within(executor, trial)
+    assert result.outcome is Outcome.passed and result.attempt == 1
+    [job] = cluster.created
+    assert {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]} \
+        in job["spec"]["podFailurePolicy"]["rules"]
+    assert len(cluster.retired) == 0 and not cluster.jobs  # both pods went with the Job
+
+
+def test_without_a_failure_policy_a_disrupted_pod_fails_fast_with_the_disruption():
+    from orchestrator.executors.kubernetes_state import read_state
+
+    pod = {"status": {"phase": "Running", "conditions": [
+        {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI", "message": "drain"}]}}
+    state = read_state({"spec": {}, "status": {}}, [pod])
+    assert (state.phase, state.reason) == ("failed", "pod disrupted (EvictionByEvictionAPI): drain")
+    ignoring = {"spec": {"podFailurePolicy": {"rules": [
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]}}, "status": {}}
+    waiting = read_state(ignoring, [pod])
+    assert waiting.phase == "pending" and "waiting for the Job's replacement pod" in waiting.reason
 
 
 def test_a_job_failed_because_its_pod_was_deleted_says_so(tmp_path, benchmark_dir, cluster):

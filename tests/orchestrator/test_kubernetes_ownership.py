@@ -1,0 +1,136 @@
+"""Who owns a trial Job: the executor's Lease, a reaper for Jobs of owners that are gone, and
+adoption of a still-running Job when its trial is leased again (a worker restarted) — so no
+trial runs twice and no Job is left behind. Through the real ``kubernetes`` client over
+HTTP to the stand-in (no cluster is available here)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+from atoll.loader import load_benchmark
+from atoll.trial import Outcome
+from orchestrator.executors.kubernetes import KubernetesExecutor
+from orchestrator.planner import plan_trials
+from tests.deploy.kube_standin import later
+from tests.orchestrator import test_kubernetes_executor as base
+from tests.orchestrator.test_kubernetes_api import _healthy_kubelet
+from tests.orchestrator.test_kubernetes_executor import _settings, _spec
+
+benchmark_dir, cluster = base.benchmark_dir, base.cluster  # the same fixtures
+
+MANAGED = {"app.kubernetes.io/managed-by": "atoll-orchestrator"}
+
+
+def _two_workers(tmp_path, benchmark_dir, cluster, **settings):
+    spec = _spec(tmp_path, benchmark_dir)
+    benchmark = load_benchmark(spec.benchmark)
+    [trial] = plan_trials(benchmark, spec)
+    first = KubernetesExecutor(benchmark, spec, _settings(cluster, owner="worker-a", **settings))
+    second = KubernetesExecutor(benchmark, spec, _settings(cluster, owner="worker-b", **settings))
+    return first, second, trial
+
+
+async def _crash(executor: KubernetesExecutor) -> None:
+    """What a killed worker leaves: no more renewals, watches or reaping; its Lease is not
+    released (it expires)."""
+    for task in executor._background:
+        task.cancel()
+    await executor.jobs.stop()
+    await executor.pods.stop()
+    executor._closed = True
+
+
+async def _until(condition, timeout_s: float = 10.0) -> None:
+    ends = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < ends, "condition not reached"
+        await asyncio.sleep(0.02)
+
+
+def test_a_restarted_worker_adopts_the_running_job_instead_of_starting_a_duplicate(tmp_path, benchmark_dir, cluster):
+    old, new, trial = _two_workers(tmp_path, benchmark_dir, cluster, orphan_after_s=30)
+    release = threading.Event()
+    healthy = _healthy_kubelet(run_s=0.1)
+    # The pod runs until the test lets it finish (after the new worker adopted it).
+    cluster.on_create = lambda standin, job: (standin.set_pod(job["metadata"]["name"], phase="Running"),
+                                              later(0, lambda: (release.wait(30), healthy(standin, job))))
+
+    async def scenario():
+        running = asyncio.create_task(old.run(trial, attempt=1))
+        await _until(lambda: any(pod["status"].get("phase") == "Running" for pod in cluster.pods.values()))
+        running.cancel()  # the worker is killed mid-trial …
+        await asyncio.gather(running, return_exceptions=True)
+        await _crash(old)
+        assert len(cluster.jobs) == 1  # … and its Job keeps running
+        adopting = asyncio.create_task(new.run(trial, attempt=2))  # the store leased the trial again
+        try:
+            await _until(lambda: new.adopted)
+            release.set()
+            return await adopting
+        finally:
+            await new.aclose()
+
+    result = asyncio.run(scenario())
+    assert result.outcome is Outcome.passed and result.attempt == 2
+    [job] = cluster.created
+    assert len(cluster.created) == 1, "a second Job was started for the same trial"
+    assert new.adopted == [job["metadata"]["name"]]
+    assert (job["metadata"]["name"], {"metadata": {"labels": {"atoll.dev/owner": "worker-b"}}}) \
+        in [(name, {"metadata": {"labels": patch["metadata"]["labels"]}}) for name, patch in cluster.patches]
+    assert not cluster.jobs, "the adopted Job was left behind"
+
+
+def test_jobs_of_owners_whose_lease_expired_are_reaped_and_live_ones_kept(tmp_path, benchmark_dir, cluster):
+    def job(name, labels=None, annotations=None):
+        return {"apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": name, "labels": {**MANAGED, **(labels or {})}, "annotations": annotations or {}},
+                "spec": {"template": {"metadata": {"labels": {}}, "spec": {"containers": []}}}}
+
+    cluster.create_pods = False
+    cluster.add_lease("atoll-worker-dead", holder="dead", renewed_s_ago=3600, duration_s=60)
+    cluster.add_lease("atoll-worker-live", holder="live", renewed_s_ago=1, duration_s=60)
+    cluster.add_job(job("of-a-dead-owner", {"atoll.dev/owner": "dead"}))
+    cluster.add_job(job("of-a-live-owner", {"atoll.dev/owner": "live"}))  # e.g. waiting for a node
+    cluster.add_job(job("of-an-owner-without-lease", {"atoll.dev/owner": "gone"}))
+    cluster.add_job(job("older-atoll-stale", annotations={"atoll.dev/heartbeat": str(int(time.time() - 3600))}))
+    cluster.add_job({**job("someone-else"), "metadata": {"name": "someone-else", "labels": {}}})
+    cluster.create_pods = True
+    spec = _spec(tmp_path, benchmark_dir)
+    benchmark = load_benchmark(spec.benchmark)
+    [trial] = plan_trials(benchmark, spec)
+    executor = KubernetesExecutor(benchmark, spec, _settings(cluster, orphan_after_s=0.5, reap_s=0.1))
+    cluster.on_create = _healthy_kubelet(run_s=1.5)  # the reaper makes several rounds meanwhile
+
+    async def go():
+        try:
+            return await executor.run(trial, attempt=1)
+        finally:
+            await executor.aclose()
+
+    assert asyncio.run(go()).outcome is Outcome.passed
+    assert sorted(executor.reaped) == ["of-a-dead-owner", "of-an-owner-without-lease", "older-atoll-stale"]
+    assert {"of-a-live-owner", "someone-else"} <= set(cluster.jobs)
+
+
+def test_a_live_job_waiting_in_admission_is_not_reaped_by_another_worker(tmp_path, benchmark_dir, cluster):
+    worker, other, trial = _two_workers(tmp_path, benchmark_dir, cluster, orphan_after_s=0.05, reap_s=0.05)
+    healthy = _healthy_kubelet(run_s=1.5)
+
+    def slow_to_schedule(standin, job):  # Pending for a second (a node scaling up), then runs
+        later(1.0, lambda: healthy(standin, job))
+
+    cluster.on_create = slow_to_schedule
+
+    async def scenario():
+        await other._ensure_started()  # another worker, reaping all the while
+        try:
+            return await worker.run(trial, attempt=1)
+        finally:
+            await worker.aclose()
+            await other.aclose()
+
+    assert asyncio.run(scenario()).outcome is Outcome.passed
+    assert other.reaped == [] and len(cluster.created) == 1
+    assert cluster.deleted == [cluster.created[0]["metadata"]["name"]]  # by its owner, once finished
