@@ -130,25 +130,44 @@ def _ical_value(value: Any) -> Any:
     return str(value)
 
 
-def _events(data: bytes) -> dict[str, dict[str, Any]]:
+def _events(path: str, data: bytes, errors: list[str]) -> dict[str, dict[str, Any]]:
+    """The VEVENTs of one .ics file by UID (+RECURRENCE-ID), read as the calendar tools read
+    them: the file split into blocks (:mod:`atoll.formats.ics`), each event parsed on its own,
+    so a broken event is reported in ``errors`` and skipped while the others are kept.
+    Raises IcsSyntaxError when the file is not an iCalendar stream at all."""
     from icalendar import Calendar
 
-    calendar = Calendar.from_ical(data)
+    from atoll.formats.ics import read_text, split_blocks
+
+    source = read_text(data)
+    layout = split_blocks(source)
+    # Each event is parsed with the file's time zones around it (TZIDs refer to them).
+    zones = "".join(block.text(source) for block in layout.blocks if block.name == "VTIMEZONE")
     events: dict[str, dict[str, Any]] = {}
-    for component in calendar.walk("VEVENT"):
-        uid = str(component.get("UID") or "")
-        recurrence = component.get("RECURRENCE-ID")
-        key = uid + (f"#{_ical_value(recurrence)}" if recurrence is not None else "")
-        fields = {
-            name: _ical_value(component.get(name))
-            for name in _EVENT_FIELDS
-            if component.get(name) is not None
-        }
+    for block in layout.blocks:
+        if block.name != "VEVENT":
+            continue
+        try:
+            (component,) = Calendar.from_ical(
+                f"BEGIN:VCALENDAR\r\n{zones}{block.text(source)}END:VCALENDAR\r\n"
+            ).walk("VEVENT")
+            uid = str(component.get("UID") or "")
+            recurrence = component.get("RECURRENCE-ID")
+            key = uid + (f"#{_ical_value(recurrence)}" if recurrence is not None else "")
+            fields = {
+                name: _ical_value(component.get(name))
+                for name in _EVENT_FIELDS
+                if component.get(name) is not None
+            }
+        except Exception as exc:  # noqa: BLE001 - any unreadable event is skipped and reported
+            line = source.count("\n", 0, block.start) + 1
+            errors.append(f"{path}: event at line {line} skipped: {exc}")
+            continue
         attendees = fields.get("attendee", [])
         if not isinstance(attendees, list):
             attendees = [attendees]
         fields["attendee"] = sorted(str(a).removeprefix("mailto:").removeprefix("MAILTO:") for a in attendees)
-        events[key or f"sha256:{sha256(component.to_ical()).hexdigest()}"] = fields
+        events[key or f"sha256:{sha256(block.text(source).encode()).hexdigest()}"] = fields
     return events
 
 
@@ -172,7 +191,7 @@ def diff_calendar(before: dict[str, bytes], after: dict[str, bytes]) -> tuple[li
         events: dict[str, dict[str, Any]] = {}
         for path in sorted(files):
             try:
-                events.update(_events(files[path]))
+                events.update(_events(path, files[path], errors))
             except Exception as exc:  # noqa: BLE001
                 errors.append(f"{path}: cannot parse calendar: {exc}")
         return events

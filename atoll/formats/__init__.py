@@ -15,5 +15,6 @@ icalendar) are imported inside the functions that need them.
 - :mod:`atoll.formats.pptx`: PowerPoint decks (shapes in order, slide markdown, pictures).
 - :mod:`atoll.formats.pdf`: PDF pages (text engines, OCR and its cache).
 - :mod:`atoll.formats.mail`: mbox files (index, headers, body text, attachments).
+- :mod:`atoll.formats.ics`: calendar files split into component blocks.
 - :mod:`atoll.formats.chat`: Google Chat Takeout messages (index, timestamps, reactions).
 """

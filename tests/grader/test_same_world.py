@@ -244,3 +244,32 @@ def test_pptx_slides_the_judge_reads_are_what_read_completedeck_shows(tmp_path):
         assert part.name == f"slide {number + 1}"  # ...and the judge's part, counted as people do
         assert part.text.splitlines()[1:] == lines  # the same lines, shape by shape
     assert "- Costs down" in judged.parts[0].text and "Notes: speaker note" in judged.parts[0].text
+
+
+def test_calendar_events_the_judge_reads_are_the_events_list_events_shows(tmp_path):
+    from grader.appdata import diff_calendar
+
+    good = f.ics(
+        [
+            {"uid": "standup", "summary": "Standup", "start": "20250303T100000Z", "end": "20250303T103000Z",
+             "attendees": ["bo@acme.com", "ana@acme.com"]},
+            {"uid": "review", "summary": "Q3 review", "start": "20250304T140000Z", "end": "20250304T150000Z",
+             "location": "Room 2"},
+        ]
+    ).decode()
+    # One broken event (a DTSTART that is no date): both sides skip it and keep the others.
+    broken = "BEGIN:VEVENT\r\nUID:broken\r\nSUMMARY:Broken\r\nDTSTART:tomorrow-ish\r\nEND:VEVENT\r\n"
+    data = good.replace("END:VCALENDAR", broken + "END:VCALENDAR").encode()
+    world = make_world(tmp_path)
+    world.app_file("calendar/me@acme.com.ics", data)
+
+    changes, errors = diff_calendar({}, {".apps_data/calendar/me@acme.com.ics": data})
+    with open_session("calendar", world) as mcp:
+        listed = mcp.ok("list_events", {})
+    shown = {event["id"]: event for event in listed["events"]}
+    assert {change.uid for change in changes} == set(shown) == {"standup", "review"}
+    for change in changes:
+        event = shown[change.uid]
+        assert change.summary == event["summary"]
+        assert change.attendees == sorted(a["email"] for a in event.get("attendees") or [])
+    assert listed["problems"] and any("broken" in e or "line" in e for e in errors)
