@@ -321,6 +321,16 @@ def test_workbook_extraction_agrees_with_openpyxl_including_shared_formulas_and_
     assert cells["C2"] == "TRUE" and cells["C3"] == "text"
 
 
+def test_large_sheets_are_streamed_with_the_same_result(monkeypatch):
+    from atoll.formats import xlsx
+
+    data = f.xlsx({"Big": [[i, f"row {i}", f"=A{i + 1}*2"] for i in range(300)]})
+    whole = extract("b.xlsx", data, ExtractOptions(recalculate=False)).text()
+    monkeypatch.setattr(xlsx, "_WHOLE_SHEET_LIMIT", 100)  # every sheet is now "large": streamed
+    assert extract("b.xlsx", data, ExtractOptions(recalculate=False)).text() == whole
+    assert "C300: [=A300*2]" in whole and "B1: row 0" in whole
+
+
 def test_files_over_the_size_cap_are_listed_not_read(tmp_path):
     before = Snapshot(f.write_snapshot(tmp_path / "b.tar.gz", {}))
     after = Snapshot(
