@@ -108,3 +108,20 @@ def test_a_dry_run_and_its_resume_import_neither_litellm_nor_scipy(tmp_path: Pat
         assert report["code"] == 0, report["stderr"]
         assert expected in report["stdout"]
         assert report["imported"] == []
+
+
+def test_importing_atoll_loads_a_contract_only_when_it_is_used() -> None:
+    code = (
+        "import json, sys, atoll\n"
+        "before = [m for m in ('atoll.benchmark', 'atoll.experiment', 'yaml') if m in sys.modules]\n"
+        "from atoll import Benchmark, TrialSpec, trial_id, __version__\n"
+        "from atoll.benchmark import Benchmark as Same\n"
+        "print(json.dumps({'before': before, 'same': Benchmark is Same, 'all': sorted(atoll.__all__) == "
+        "sorted(n for n in atoll.__all__ if getattr(atoll, n, None) is not None)}))\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    report = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert report == {"before": [], "same": True, "all": True}
