@@ -214,40 +214,46 @@ def _normalise_cell(value: object) -> str:
 @check("cell_value")
 def cell_value(check: CellValueCheck, inputs: CheckInputs) -> CheckResult:
     world, options = inputs.world, inputs.options
-    from openpyxl import load_workbook
-
     from atoll.formats.libreoffice import with_computed_values
+    from atoll.formats.xlsx import XlsxReader, column_number
 
     paths = [p for p in _matching_files(world, check.path, None) if extension(p) in ("xlsx", "xlsm")]
     if not paths:
         return CheckResult(False, f"no workbook matches {check.path}")
+    reference = re.fullmatch(r"\$?([A-Za-z]{1,3})\$?([0-9]{1,7})", check.cell.strip())
+    if reference is None:
+        return CheckResult(None, f"cell: {check.cell!r} is not a cell reference like B7")
+    row, col = int(reference.group(2)), column_number(reference.group(1).upper())
     contents = world.after.read_many(paths)
     seen: list[str] = []
     failures: list[str] = []
     for path in paths:
+        # The spreadsheet tools' reader: the check sees the value read_tab shows.
         try:
             data = with_computed_values(contents[path]) if options.recalculate else contents[path]
-            workbook = load_workbook(io.BytesIO(data), data_only=True, read_only=True)
+            with XlsxReader(io.BytesIO(data)) as reader:
+                names = [sheet.name for sheet in reader.sheets]
+                if not names:
+                    seen.append(f"{virtual_path(path)} has no sheet")
+                    continue
+                if check.sheet is None:
+                    sheet = reader.sheets[0]
+                elif check.sheet in names:
+                    sheet = reader.sheets[names.index(check.sheet)]
+                else:
+                    lowered = [name.lower() for name in names]
+                    if check.sheet.lower() not in lowered:
+                        seen.append(f"{virtual_path(path)} has no sheet {check.sheet!r}")
+                        continue
+                    sheet = reader.sheets[lowered.index(check.sheet.lower())]
+                found = next(iter(reader.cells(sheet, row, col, row, col)), None)
         except Exception as exc:  # noqa: BLE001 - untrusted workbook
             failures.append(f"{virtual_path(path)}: {type(exc).__name__}: {exc}")
             continue
-        try:
-            if check.sheet is None:
-                sheet = workbook.worksheets[0]
-            elif check.sheet in workbook.sheetnames:
-                sheet = workbook[check.sheet]
-            else:
-                lowered = {name.lower(): name for name in workbook.sheetnames}
-                if check.sheet.lower() not in lowered:
-                    seen.append(f"{virtual_path(path)} has no sheet {check.sheet!r}")
-                    continue
-                sheet = workbook[lowered[check.sheet.lower()]]
-            actual = sheet[check.cell].value
-        finally:
-            workbook.close()
+        actual = found.value if found is not None else None
         if _cell_matches(actual, check):
-            return CheckResult(True, f"{virtual_path(path)} {sheet.title}!{check.cell} = {actual!r}")
-        seen.append(f"{virtual_path(path)} {sheet.title}!{check.cell} = {actual!r}")
+            return CheckResult(True, f"{virtual_path(path)} {sheet.name}!{check.cell} = {actual!r}")
+        seen.append(f"{virtual_path(path)} {sheet.name}!{check.cell} = {actual!r}")
     if failures and not seen:
         return CheckResult(None, "could not open: " + "; ".join(failures))
     return CheckResult(False, f"expected {check.value!r}; found " + "; ".join(seen or failures))
