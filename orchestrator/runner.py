@@ -41,6 +41,30 @@ log = logging.getLogger(__name__)
 LEASE_S = float(os.environ.get("ATOLL_LEASE_S", 120.0))
 # How long Ctrl-C during `atoll run` waits for running trials before abandoning them.
 INTERRUPT_GRACE_S = float(os.environ.get("ATOLL_INTERRUPT_GRACE_S", 5.0))
+# How long a worker told to stop (SIGTERM: a pod being deleted, a rollout) keeps following its
+# running trials before it abandons them; keep it below the pod's terminationGracePeriodSeconds.
+DRAIN_GRACE_S = float(os.environ.get("ATOLL_DRAIN_GRACE_S", 20.0))
+# A worker touches this file (when set) every few seconds while its scheduling loop turns:
+# what a liveness probe checks (k8s/base/worker.yaml).
+ALIVE_FILE_ENV = "ATOLL_WORKER_ALIVE_FILE"
+ALIVE_EVERY_S = 5.0
+
+
+def _alive_file_toucher() -> Callable[[], None] | None:
+    path = os.environ.get(ALIVE_FILE_ENV)
+    if not path:
+        return None
+    target, last = Path(path), [0.0]
+
+    def touch() -> None:
+        if time.monotonic() - last[0] >= ALIVE_EVERY_S:
+            last[0] = time.monotonic()
+            try:
+                target.touch()
+            except OSError as exc:  # the probe will say so; never stop scheduling for it
+                log.warning("cannot touch %s: %s", target, exc)
+
+    return touch
 # How often a worker re-reads a run's policy from the store.
 POLICY_REFRESH_S = 30.0
 
@@ -193,8 +217,9 @@ class _interrupts_stop:  # noqa: N801 - used as a context manager, like contextl
     """SIGINT on the running loop interrupts ``scheduler`` (and says so on stderr) instead of
     raising KeyboardInterrupt somewhere in a trial."""
 
-    def __init__(self, scheduler: Scheduler, *, enabled: bool) -> None:
-        self.scheduler, self.enabled, self.loop = scheduler, enabled, None
+    def __init__(self, scheduler: Scheduler, *, enabled: bool,
+                 signals: tuple[signal.Signals, ...] = (signal.SIGINT,)) -> None:
+        self.scheduler, self.enabled, self.loop, self.signals = scheduler, enabled, None, signals
 
     def _on_sigint(self) -> None:
         first = not self.scheduler.interrupts
@@ -210,14 +235,16 @@ class _interrupts_stop:  # noqa: N801 - used as a context manager, like contextl
         if self.enabled:
             self.loop = asyncio.get_running_loop()
             try:
-                self.loop.add_signal_handler(signal.SIGINT, self._on_sigint)
+                for number in self.signals:
+                    self.loop.add_signal_handler(number, self._on_sigint)
             except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
                 self.loop = None
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self.loop is not None:
-            self.loop.remove_signal_handler(signal.SIGINT)
+            for number in self.signals:
+                self.loop.remove_signal_handler(number)
 
 
 def stop_detail(reason: str, summary: SchedulerSummary, policy: RunPolicy) -> str:
@@ -292,7 +319,12 @@ async def run_worker(
     taken over first); with ``exit_when_idle=False`` it keeps polling, and a run stopped for
     its infrastructure error rate is tried again after ``healthy_interval_s`` without one.
     Raises AtollError("store_unavailable") after ``give_up_after_s`` of unreachable store
-    with nothing left running (results not yet written stay in the spool)."""
+    with nothing left running (results not yet written stay in the spool).
+
+    SIGTERM (or SIGINT) drains it: nothing more is leased, running trials are followed for
+    ``ATOLL_DRAIN_GRACE_S``, then abandoned — their leases go back to the store at once,
+    without counting an attempt, and the Kubernetes executor leaves their Jobs running for the
+    worker that leases them next to adopt; then the executors close (releasing their Leases)."""
     store = TrialStore(store_url, wait=True)
     executors: dict[str, Executor] = {}
     policies: dict[str, tuple[float, RunPolicy]] = {}
@@ -326,9 +358,11 @@ async def run_worker(
     scheduler = Scheduler(store, executor_for, worker_id=worker_id, concurrency=concurrency,
                           experiment=experiment, lease_s=LEASE_S, policy_for=policy_for, spool=spool,
                           healthy_interval_s=None if exit_when_idle else healthy_interval_s,
-                          give_up_after_s=give_up_after_s)
+                          give_up_after_s=give_up_after_s, interrupt_grace_s=DRAIN_GRACE_S,
+                          on_tick=_alive_file_toucher())
     try:
-        summary = await scheduler.run(forever=not exit_when_idle)
+        with _interrupts_stop(scheduler, enabled=True, signals=(signal.SIGTERM, signal.SIGINT)):
+            summary = await scheduler.run(forever=not exit_when_idle)
         record_stops(store, summary, policy_for=policy_for)
         return summary
     finally:

@@ -89,6 +89,7 @@ class Scheduler:
         spool: ResultSpool | None = None,
         healthy_interval_s: float | None = None,
         give_up_after_s: float | None = 600.0,
+        on_tick: Callable[[], None] | None = None,
         interrupt_grace_s: float = INTERRUPT_GRACE_S,
     ) -> None:
         self.store = store
@@ -104,6 +105,7 @@ class Scheduler:
         self.spool = spool
         self.healthy_interval_s = healthy_interval_s
         self.give_up_after_s = give_up_after_s
+        self.on_tick = on_tick or (lambda: None)  # each round of the loop (a worker's liveness file)
         self.interrupt_grace_s = interrupt_grace_s
         self.summary = SchedulerSummary()
         self._interrupts = 0
@@ -282,6 +284,7 @@ class Scheduler:
             self.spool.adopt_orphans()
         try:
             while True:
+                self.on_tick()
                 if self._interrupts:
                     await self._wind_down()
                     break

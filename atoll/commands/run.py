@@ -136,7 +136,7 @@ def report(
 
 
 def worker(
-    store: str = typer.Option(..., help="shared store URL, e.g. postgresql://user@host/db"),
+    store: str = typer.Option(..., envvar="ATOLL_STORE", help="shared store URL, e.g. postgresql://user@host/db"),
     experiment: str = typer.Option(None, help="only this experiment"),
     concurrency: int = typer.Option(2, min=1, help="trials at once"),
     executor: str = typer.Option(None, help="override the experiments' executor"),

@@ -163,3 +163,20 @@ def test_a_template_without_the_trial_and_environment_containers_is_refused(tmp_
                                       "spec": {"template": {"spec": {"containers": [{"name": "x"}]}}}}))
     with pytest.raises(AtollError, match="needs a container 'trial' and an initContainer 'environment'"):
         load_template(broken)
+
+
+def test_workers_drain_within_their_grace_have_probes_on_their_alive_file_and_no_secret_in_args():
+    documents = _base_documents()
+    worker = next(doc for doc in documents if doc["kind"] == "Deployment" and doc["metadata"]["name"] == "worker")
+    pod = worker["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    env = {item["name"]: item.get("value") for item in container.get("env", [])}
+    # SIGTERM drains for ATOLL_DRAIN_GRACE_S, which must end before the kubelet's SIGKILL.
+    assert float(env["ATOLL_DRAIN_GRACE_S"]) + 10 <= pod["terminationGracePeriodSeconds"]
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert env["ATOLL_WORKER_ALIVE_FILE"] in " ".join(container[probe]["exec"]["command"])
+    # No variable (the store URL carries the database password) expanded into a command line.
+    for doc in documents:
+        spec = (doc.get("spec") or {}).get("template", {}).get("spec") or {}
+        for each in spec.get("containers", []) + spec.get("initContainers", []):
+            assert not [arg for arg in each.get("args", []) + each.get("command", []) if "$(" in arg], each["name"]
