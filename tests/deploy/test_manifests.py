@@ -58,8 +58,24 @@ def test_every_base_file_is_a_listed_resource_and_validates():
     kinds = {(doc["kind"], doc["metadata"]["name"]) for doc in documents}
     for expected in [("Namespace", "atoll"), ("Role", "atoll-trial-manager"), ("Deployment", "grader"),
                      ("Service", "grader"), ("Deployment", "orchestrator"), ("Deployment", "worker"),
-                     ("StatefulSet", "postgres"), ("Secret", "atoll-model-keys"), ("NetworkPolicy", "atoll-trial")]:
+                     ("StatefulSet", "postgres"), ("NetworkPolicy", "atoll-trial")]:
         assert expected in kinds
+
+
+def test_the_base_holds_no_secret_and_denies_all_traffic_by_default():
+    documents = _base_documents()
+    # A placeholder Secret in the base would overwrite the real one on every `apply -k`.
+    assert not [doc["metadata"]["name"] for doc in documents if doc["kind"] == "Secret"]
+    policies = [doc for doc in documents if doc["kind"] == "NetworkPolicy"]
+    [deny] = [doc for doc in policies if doc["spec"]["podSelector"] == {}]
+    assert set(deny["spec"]["policyTypes"]) == {"Ingress", "Egress"}
+    assert "ingress" not in deny["spec"] and "egress" not in deny["spec"]
+    # Every workload is selected by an allowing policy (else it would be cut off entirely).
+    selectors = [doc["spec"]["podSelector"].get("matchLabels") for doc in policies if doc is not deny]
+    for doc in documents:
+        if doc["kind"] in ("Deployment", "StatefulSet"):
+            labels = doc["spec"]["template"]["metadata"]["labels"]
+            assert any(s and s.items() <= labels.items() for s in selectors), doc["metadata"]["name"]
 
 
 @pytest.mark.parametrize("directory", [BASE, OVERLAY], ids=["base", "example-overlay"])
