@@ -186,12 +186,13 @@ class LibreOffice:
         """Whether the soffice binary exists at all."""
         return shutil.which(self.soffice) is not None
 
-    def compute(self, workbook: bytes) -> ComputedSheets:
+    def compute(self, workbook: bytes, *, timeout_s: float | None = None) -> ComputedSheets:
         """The computed values of every formula cell of ``workbook`` (the bytes of an xlsx).
 
         The bytes are written to a private copy in the scratch folder (outside the world:
-        LibreOffice only ever opens paths there). Raises RecalcError (not installed,
-        timeout, crash, unreadable workbook).
+        LibreOffice only ever opens paths there). ``timeout_s`` overrides the engine's limit
+        for this call (the grader waits longer than a tool call on the same warm soffice).
+        Raises RecalcError (not installed, timeout, crash, unreadable workbook).
         """
         if not self.available():
             raise RecalcError(f"LibreOffice ({self.soffice}) is not installed")
@@ -205,9 +206,10 @@ class LibreOffice:
             try:
                 copy = job / "workbook.xlsx"
                 copy.write_bytes(workbook)
+                limit = self.timeout_s if timeout_s is None else timeout_s
                 if self.mode == "warm":
-                    return self._compute_warm(copy)
-                return self._compute_cold(copy, job)
+                    return self._compute_warm(copy, limit)
+                return self._compute_cold(copy, job, limit)
             finally:
                 shutil.rmtree(job, ignore_errors=True)
 
@@ -306,7 +308,7 @@ class LibreOffice:
             raise RecalcError(f"LibreOffice stopped unexpectedly ({what}); it will be restarted")
         return json.loads(line)
 
-    def _compute_warm(self, copy: Path) -> ComputedSheets:
+    def _compute_warm(self, copy: Path, timeout_s: float) -> ComputedSheets:
         self._ensure_warm()
         assert self._worker is not None and self._worker.stdin is not None
         self._next_id += 1
@@ -318,7 +320,7 @@ class LibreOffice:
         except OSError:
             self._stop_warm()
             raise RecalcError("LibreOffice stopped unexpectedly; it will be restarted") from None
-        reply = self._read_reply(self.timeout_s, "recalculation")
+        reply = self._read_reply(timeout_s, "recalculation")
         if reply.get("id") != request_id:  # a late answer to an abandoned request: start over
             self._stop_warm()
             raise RecalcError("LibreOffice answered out of order; it was restarted")
@@ -339,7 +341,7 @@ class LibreOffice:
 
     # -- cold -------------------------------------------------------------------------
 
-    def _compute_cold(self, copy: Path, job: Path) -> ComputedSheets:
+    def _compute_cold(self, copy: Path, job: Path, timeout_s: float) -> ComputedSheets:
         profile = write_profile(job / "profile")
         out = job / "out"
         out.mkdir()
@@ -366,11 +368,11 @@ class LibreOffice:
             start_new_session=True,
         )
         try:
-            process.wait(timeout=self.timeout_s)
+            process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             self.stats.timeouts += 1
             _kill_group(process)
-            raise RecalcError(f"LibreOffice timed out after {self.timeout_s:g} s") from None
+            raise RecalcError(f"LibreOffice timed out after {timeout_s:g} s") from None
         converted = out / copy.name
         if process.returncode != 0 or not converted.exists():
             raise RecalcError(f"LibreOffice could not convert the workbook (exit {process.returncode})")
@@ -480,7 +482,9 @@ def with_computed_values(data: bytes, *, engine: LibreOffice | None = None) -> b
             if key in _computed:
                 return _computed[key]
         try:
-            computed = (engine or shared_engine(timeout_s=GRADER_TIMEOUT_S)).compute(data)
+            # The default engine is the one the spreadsheet tools use (one warm soffice per
+            # process, also when the grader runs embedded beside the environment).
+            computed = (engine or shared_engine()).compute(data, timeout_s=GRADER_TIMEOUT_S)
             result = fill_cached_values(data, computed)
         except (RecalcError, OSError, ValueError, KeyError, zipfile.BadZipFile):
             result = data

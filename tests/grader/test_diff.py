@@ -349,9 +349,9 @@ def test_files_over_the_size_cap_are_listed_not_read(tmp_path):
 def test_concurrent_recalculations_of_one_workbook_share_one_libreoffice_run():
     from concurrent.futures import ThreadPoolExecutor
 
-    from atoll.formats.libreoffice import GRADER_TIMEOUT_S, shared_engine, with_computed_values
+    from atoll.formats.libreoffice import shared_engine, with_computed_values
 
-    engine = shared_engine(timeout_s=GRADER_TIMEOUT_S)
+    engine = shared_engine()  # the spreadsheet tools' engine: one warm soffice for both
     calls = engine.stats.calls
     data = f.xlsx({"S": [[7, "=A1*3", "concurrency"]]})
     with ThreadPoolExecutor(3) as pool:
