@@ -53,3 +53,18 @@ def serve(
     if not 0 < port < 65536:
         raise AtollError("bad_port", f"--port {port} must be between 1 and 65535")
     serve_environment(settings, host=host, port=port)
+
+
+@app.command("sandbox-check")
+def sandbox_check() -> None:
+    """Exit 0 when code_exec can run here (bubblewrap, or a trusted outer sandbox), else exit 3
+    with the reason: the first init container of a trial pod, so a node that cannot host the
+    sandbox fails the pod at once, saying why, instead of every code_exec failing closed."""
+    from mcp_servers.code.sandbox import sandbox_status
+
+    status = sandbox_status()
+    if status.available:
+        typer.echo(f"code_exec sandbox: {status.mode} (as {status.user})")
+        return
+    typer.echo(f"code_exec sandbox unavailable: {status.reason}", err=True)
+    raise typer.Exit(3)

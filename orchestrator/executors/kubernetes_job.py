@@ -38,6 +38,7 @@ LABEL_OWNER = "atoll.dev/owner"  # the executor whose Lease keeps the Job alive
 TRIAL_EXIT_CODES = [1, 2]
 TRIAL_CONTAINER = "trial"
 ENVIRONMENT_CONTAINER = "environment"
+SANDBOX_CHECK_CONTAINER = "sandbox-check"  # optional init container: the sandbox's start-up self-test
 
 
 def run_label(experiment: str) -> str:
@@ -144,9 +145,12 @@ def build_job(template: dict[str, Any], spec: TrialSpec, attempt: int, input_uri
             if options.trial_image:
                 container["image"] = options.trial_image
     for container in pod["initContainers"]:
-        if container["name"] == ENVIRONMENT_CONTAINER and options.environment_image:
+        # The self-test runs the environment's image with its security settings: what it checks.
+        if container["name"] not in (ENVIRONMENT_CONTAINER, SANDBOX_CHECK_CONTAINER):
+            continue
+        if options.environment_image:
             container["image"] = options.environment_image
-        if container["name"] == ENVIRONMENT_CONTAINER and options.runtime_class:
+        if options.runtime_class:
             # Inside gVisor/Kata the pod is the sandbox: code_exec runs without bubblewrap,
             # which needed the Unconfined seccomp and AppArmor profiles; the defaults are enough.
             security = container.setdefault("securityContext", {})

@@ -145,8 +145,11 @@ def test_generated_jobs_validate_and_carry_limits_labels_and_the_sandbox_choice(
     for container in containers:
         assert container["resources"]["requests"]["cpu"] and container["resources"]["limits"]["memory"]
         assert container["securityContext"]["allowPrivilegeEscalation"] is False
-    environment = pod["initContainers"][0]
+    check, environment = pod["initContainers"]
     assert environment["restartPolicy"] == "Always"  # a native sidecar: the Job ends with the trial
+    # The sandbox self-test runs first, with the environment's image and security settings.
+    assert check["name"] == "sandbox-check" and "restartPolicy" not in check
+    assert check["image"] == environment["image"] and check["securityContext"] == environment["securityContext"]
     # bubblewrap's user namespaces and its mounts in them: what compose's security_opt allows.
     assert environment["securityContext"]["seccompProfile"]["type"] == "Unconfined"
     assert environment["securityContext"]["appArmorProfile"]["type"] == "Unconfined"
@@ -162,8 +165,10 @@ def test_generated_jobs_validate_and_carry_limits_labels_and_the_sandbox_choice(
     _validate(gvisor)
     pod = gvisor["spec"]["template"]["spec"]
     assert pod["runtimeClassName"] == "gvisor" and pod["priorityClassName"] == "atoll-trials"
-    environment = pod["initContainers"][0]
+    check, environment = pod["initContainers"]
     assert environment["image"] == "r/e:1" and pod["containers"][0]["image"] == "r/o:1"
+    assert check["image"] == "r/e:1" and check["securityContext"] == environment["securityContext"]
+    assert {"name": "ATOLL_CODE_TRUST_OUTER_SANDBOX", "value": "1"} in check["env"]
     assert environment["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
     assert environment["securityContext"]["appArmorProfile"]["type"] == "RuntimeDefault"
     assert {"name": "ATOLL_CODE_TRUST_OUTER_SANDBOX", "value": "1"} in environment["env"]

@@ -181,3 +181,31 @@ def test_an_environment_restart_before_the_trial_started_costs_nothing():
     assert environment_restart(pod(None)) == ""
     assert environment_restart(pod("2026-01-01T10:00:30Z")) == ""  # restarted, then the trial began
     assert environment_restart(pod("2026-01-01T09:59:00Z")).startswith("environment sidecar restarted")
+
+
+def test_a_node_that_cannot_host_the_sandbox_fails_the_pod_at_once_saying_why(tmp_path, benchmark_dir, cluster):
+    reason = "code_exec sandbox unavailable: bubblewrap cannot create a user namespace: Operation not permitted"
+
+    def refused(standin, name):
+        standin.set_pod(name, phase="Failed", sidecars=[
+            container_status("sandbox-check", terminated=(3, "Error"), message=reason)])
+        standin.finish(name, succeeded=False, reason="BackoffLimitExceeded")
+
+    cluster.on_create = _after(0.05, refused)
+    executor, trial = _executor(tmp_path, benchmark_dir, cluster)
+    with pytest.raises(InfraError, match=r"container sandbox-check exited 3 \(Error\): code_exec sandbox unavailable: "
+                                         r"bubblewrap cannot create a user namespace"):
+        _run_within(executor, trial)
+    init = cluster.created[0]["spec"]["template"]["spec"]["initContainers"]
+    assert [container["name"] for container in init] == ["sandbox-check", "environment"]  # the check comes first
+
+
+def test_the_sandbox_self_test_exits_3_with_the_reason_when_no_sandbox_can_be_built(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "atoll.cli", "env", "sandbox-check"], capture_output=True,
+                            text=True, timeout=120, env={**os.environ, "ATOLL_CODE_BWRAP_PATH": "/nonexistent/bwrap"})
+    assert result.returncode == 3
+    assert result.stderr.strip().startswith("code_exec sandbox unavailable: bubblewrap not found")
