@@ -201,3 +201,27 @@ def test_workers_drain_within_their_grace_have_probes_on_their_alive_file_and_no
         spec = (doc.get("spec") or {}).get("template", {}).get("spec") or {}
         for each in spec.get("containers", []) + spec.get("initContainers", []):
             assert not [arg for arg in each.get("args", []) + each.get("command", []) if "$(" in arg], each["name"]
+
+
+def test_trial_pods_have_a_working_egress_path_to_the_shipped_model_proxy():
+    documents = _base_documents()
+    policies = {doc["metadata"]["name"]: doc for doc in documents if doc["kind"] == "NetworkPolicy"}
+    service = next(doc for doc in documents if doc["kind"] == "Service" and doc["metadata"]["name"] == "model-proxy")
+    proxy = next(doc for doc in documents if doc["kind"] == "Deployment" and doc["metadata"]["name"] == "model-proxy")
+    proxy_labels = proxy["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= proxy_labels.items() and service["spec"]["ports"][0]["port"] == 4000
+    # The trial pods' policy lets them out to exactly those pods on that port …
+    [rule] = [rule for rule in policies["atoll-trial"]["spec"]["egress"]
+              if any(peer["podSelector"]["matchLabels"].get("app.kubernetes.io/name") == "model-proxy"
+                     for peer in rule["to"])]
+    assert rule["to"][0]["podSelector"]["matchLabels"].items() <= proxy_labels.items()
+    assert rule["ports"] == [{"protocol": "TCP", "port": 4000}]
+    # … the proxy's policy lets them in, and the proxy out to DNS and HTTPS only.
+    proxy_policy = policies["atoll-model-proxy"]["spec"]
+    assert {"app.kubernetes.io/name": "atoll-trial"} in [peer["podSelector"]["matchLabels"]
+                                                         for peer in proxy_policy["ingress"][0]["from"]]
+    assert proxy_policy["egress"][-1] == {"ports": [{"protocol": "TCP", "port": 443}]}
+    # Its provider keys come from a Secret you create; none is in the base or on its command line.
+    [container] = proxy["spec"]["template"]["spec"]["containers"]
+    assert container["envFrom"] == [{"secretRef": {"name": "atoll-model-proxy"}}]
+    assert not any("KEY" in arg for arg in container["args"])
