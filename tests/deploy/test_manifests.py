@@ -91,6 +91,12 @@ def test_kustomize_output_validates(directory):
         assert env["ATOLL_K8S_RUNTIME_CLASS"] == "gvisor" and env["ATOLL_K8S_MAX_PENDING"] == "64"
         namespace = next(doc for doc in documents if doc["kind"] == "Namespace")
         assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
+        # Its cloud bucket is reachable from trial pods (the base's in-cluster rule cannot be),
+        # through one private endpoint on 443, not the internet.
+        trial = next(doc for doc in documents if doc["kind"] == "NetworkPolicy"
+                     and doc["metadata"]["name"] == "atoll-trial")
+        blocks = [peer["ipBlock"] for rule in trial["spec"]["egress"] for peer in rule.get("to", []) if "ipBlock" in peer]
+        assert blocks == [{"cidr": "10.0.64.0/24"}]
 
 
 def test_the_orchestrator_may_manage_jobs_and_pods_in_its_namespace_only():
