@@ -130,9 +130,16 @@ class ModelClient:
 
         try:
             done = await complete(
-                self._endpoint, messages, role="agent", tools=tools, arguments=self._arguments(),
-                timeout_s=self.config.llm_timeout_s, retry=self._policy, stream=self.config.stream,
-                cost=self._cost, on_retry=on_retry,
+                self._endpoint,
+                messages,
+                role="agent",
+                tools=tools,
+                arguments=self._arguments(),
+                timeout_s=self.config.llm_timeout_s,
+                retry=self._policy,
+                stream=self.config.stream,
+                cost=self._cost,
+                on_retry=on_retry,
             )
         except ModelError as error:
             record.error = _short(str(error))

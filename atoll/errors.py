@@ -34,5 +34,6 @@ class CodedError(AtollError):
 def describe_validation(errors: Any) -> str:
     """A pydantic ValidationError as one line: ``field.path: message; …``."""
     return "; ".join(
-        f"{'.'.join(str(part) for part in error['loc']) or '(top)'}: {error['msg']}" for error in errors.errors()
+        f"{'.'.join(str(part) for part in error['loc']) or '(top)'}: {error['msg']}"
+        for error in errors.errors()
     )

@@ -81,7 +81,9 @@ class ExperimentSpec(_Spec):
     artifacts: str = Field(default="file://atoll-out/artifacts")
     output_dir: str = "atoll-out"
     max_infra_retries: int = Field(default=2, ge=0)
-    infra_retry_backoff_s: float = Field(default=2.0, ge=0, description="first retry delay; doubles per attempt")
+    infra_retry_backoff_s: float = Field(
+        default=2.0, ge=0, description="first retry delay; doubles per attempt"
+    )
     infra_error_abort_rate: float = Field(default=0.5, gt=0, le=1)
     seed: int = 0
     skip_unavailable_apps: bool = Field(

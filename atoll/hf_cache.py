@@ -44,7 +44,9 @@ def resolve_blob(link: Path, repo_root: Path) -> Path:
         try:
             info = current.lstat()
         except OSError:
-            raise AtollError("bad_benchmark", f"{link}: symlink leads nowhere ({current} is missing)") from None
+            raise AtollError(
+                "bad_benchmark", f"{link}: symlink leads nowhere ({current} is missing)"
+            ) from None
         if not stat.S_ISLNK(info.st_mode):
             if current.parent == blobs and stat.S_ISREG(info.st_mode):
                 return current
@@ -70,7 +72,9 @@ def readable_path(path: Path, repo_root: Path | None) -> Path:
     if not path.is_symlink():
         return path
     if repo_root is None:
-        raise AtollError("bad_benchmark", f"{path}: is a symbolic link (only the Hugging Face cache's are followed)")
+        raise AtollError(
+            "bad_benchmark", f"{path}: is a symbolic link (only the Hugging Face cache's are followed)"
+        )
     return resolve_blob(path, repo_root)
 
 

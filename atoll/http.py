@@ -35,5 +35,6 @@ def add_error_handler(app: FastAPI, status_of_code: Mapping[str, int] | None = N
     @app.exception_handler(AtollError)
     async def _atoll_error(_request: Request, exc: AtollError) -> JSONResponse:
         return JSONResponse(
-            status_code=statuses.get(exc.code, 400), content={"error": {"code": exc.code, "message": exc.message}}
+            status_code=statuses.get(exc.code, 400),
+            content={"error": {"code": exc.code, "message": exc.message}},
         )

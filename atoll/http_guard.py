@@ -123,7 +123,9 @@ class GuardMiddleware:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope.get("headers", [])}
+        headers = {
+            name.decode("latin-1"): value.decode("latin-1") for name, value in scope.get("headers", [])
+        }
         host = headers.get("host")
         if not self.policy.allows(host):
             await _reply(

@@ -126,7 +126,9 @@ def _gold(root: Path, reader: _Reader, tests: Path, task_id: str) -> GoldOutput 
             relative = (response or {}).get("golden_files_path")
             if relative:
                 if str(relative).startswith("/") or ".." in Path(str(relative)).parts:
-                    raise _fail(f"{responses_path}: golden_files_path {relative!r} is not a safe relative path")
+                    raise _fail(
+                        f"{responses_path}: golden_files_path {relative!r} is not a safe relative path"
+                    )
                 folders.append(root / str(relative))
     folders.append(root / "gold_files" / task_id)
     files: list[GoldFile] = []
@@ -137,7 +139,11 @@ def _gold(root: Path, reader: _Reader, tests: Path, task_id: str) -> GoldOutput 
         for path in sorted(tree.rglob("*")):
             if path.is_file() or path.is_symlink():
                 source = readable_path(path, reader.repo_root)
-                files.append(GoldFile.model_validate({"path": "/" + path.relative_to(tree).as_posix(), "source": str(source)}))
+                files.append(
+                    GoldFile.model_validate(
+                        {"path": "/" + path.relative_to(tree).as_posix(), "source": str(source)}
+                    )
+                )
         break
     if answer is None and not files:
         return None
@@ -239,7 +245,8 @@ def _world(root: Path, reader: _Reader, world_id: str, *, verify: bool) -> tuple
             if subsystem == ".apps_data":
                 with tarfile.open(seeds[subsystem], "r:gz") as archive:
                     market_files = sum(
-                        member.isfile() and member.name.lstrip("./").startswith("market_data/") for member in archive
+                        member.isfile() and member.name.lstrip("./").startswith("market_data/")
+                        for member in archive
                     )
     if "filesystem" not in seeds:
         raise _fail(f"{folder}: filesystem.tar.gz missing (a world needs its files)")

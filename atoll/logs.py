@@ -22,7 +22,15 @@ from typing import IO
 _STANDARD_ATTRS = frozenset(vars(logging.makeLogRecord({})).keys()) | {"message", "asctime"}
 HANDLER_NAME = "atoll-logs"
 UVICORN_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access")
-OWN_LOGGERS = ("atoll", "orchestrator", "grader", "agents_runner", "environment", "mcp_servers", *UVICORN_LOGGERS)
+OWN_LOGGERS = (
+    "atoll",
+    "orchestrator",
+    "grader",
+    "agents_runner",
+    "environment",
+    "mcp_servers",
+    *UVICORN_LOGGERS,
+)
 
 
 class JsonFormatter(logging.Formatter):
@@ -43,7 +51,9 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str, ensure_ascii=False)
 
 
-JSON_LOGS_HELP = "log JSON lines on stderr (the default when stderr is not a terminal, or with ATOLL_JSON_LOGS=1)"
+JSON_LOGS_HELP = (
+    "log JSON lines on stderr (the default when stderr is not a terminal, or with ATOLL_JSON_LOGS=1)"
+)
 READABLE = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
 
 
@@ -59,8 +69,13 @@ def wants_json(json_logs: bool | None, stream: IO[str] | None = None) -> bool:
     return not (hasattr(stream, "isatty") and stream.isatty())
 
 
-def configure_logging(level: str = "INFO", *, json_logs: bool | None = None, stream: IO[str] | None = None,
-                      loggers: tuple[str, ...] = OWN_LOGGERS) -> bool:
+def configure_logging(
+    level: str = "INFO",
+    *,
+    json_logs: bool | None = None,
+    stream: IO[str] | None = None,
+    loggers: tuple[str, ...] = OWN_LOGGERS,
+) -> bool:
     """Install one stderr handler (readable or JSON, see :func:`wants_json`) and set
     ``loggers`` to ``level``; returns whether it writes JSON. Idempotent: calling it again
     replaces the handler it installed before."""

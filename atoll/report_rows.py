@@ -9,7 +9,9 @@ from pydantic import BaseModel, Field
 class ReportArtifacts(BaseModel):
     """Where a trial's recorded artifacts are (URIs as the store recorded them)."""
 
-    folder: str | None = Field(default=None, description="the attempt's artifact folder (parent of the trajectory)")
+    folder: str | None = Field(
+        default=None, description="the attempt's artifact folder (parent of the trajectory)"
+    )
     trajectory: str | None = None
     grade: str | None = None
     snapshot_before: str | None = Field(default=None, description="the initial world (the seed's snapshot)")
@@ -28,11 +30,17 @@ class ReportTrial(BaseModel):
     model: str
     run_index: int
     state: str = Field(description="pending | leased | done | infra_error")
-    attempt: int | None = Field(default=None, description="the attempt the result is from (None: no result yet)")
+    attempt: int | None = Field(
+        default=None, description="the attempt the result is from (None: no result yet)"
+    )
     attempts: int = Field(default=0, description="attempts made so far")
-    outcome: str | None = Field(default=None, description="pass | fail | ungradeable | infra_error; None: unfinished")
+    outcome: str | None = Field(
+        default=None, description="pass | fail | ungradeable | infra_error; None: unfinished"
+    )
     score: float | None = None
-    end_reason: str | None = Field(default=None, description="how the agent's run ended (completed, max_steps, …)")
+    end_reason: str | None = Field(
+        default=None, description="how the agent's run ended (completed, max_steps, …)"
+    )
     error: str | None = None
     error_kind: str | None = Field(default=None, description="the error's recorded kind (infrastructure, …)")
     failure: str | None = Field(default=None, description="the failure group this trial is listed under")
@@ -44,12 +52,18 @@ class ReportTrial(BaseModel):
     completion_tokens: int | None = None
     agent_cost_usd: float | None = Field(default=None, description="None: unknown (tokens without a price)")
     judge_cost_usd: float | None = None
-    cost_usd: float | None = Field(default=None, description="agent + judge; None when the agent's cost is unknown")
+    cost_usd: float | None = Field(
+        default=None, description="agent + judge; None when the agent's cost is unknown"
+    )
     duration_s: float | None = None
     finished_at: str | None = None
     artifacts: ReportArtifacts = Field(default_factory=ReportArtifacts)
-    viewer_url: str | None = Field(default=None, description="the trial's page in `atoll view` (with --viewer-url)")
-    link: str | None = Field(default=None, description="where the report links the trial: viewer page, else folder")
+    viewer_url: str | None = Field(
+        default=None, description="the trial's page in `atoll view` (with --viewer-url)"
+    )
+    link: str | None = Field(
+        default=None, description="where the report links the trial: viewer page, else folder"
+    )
 
 
 __all__ = ["ReportArtifacts", "ReportTrial"]

@@ -44,7 +44,9 @@ def bind_listening_socket(host: str, port: int) -> socket.socket:
                 "port_in_use", f"port {port} on {host} is already in use; stop that process or pick --port"
             ) from None
         if exc.errno == errno.EACCES:
-            raise AtollError("port_denied", f"port {port} on {host} needs privileges; pick --port above 1023") from None
+            raise AtollError(
+                "port_denied", f"port {port} on {host} needs privileges; pick --port above 1023"
+            ) from None
         raise AtollError("bad_host", f"cannot listen on {host}:{port}: {exc.strerror}") from None
     sock.set_inheritable(True)
     return sock
@@ -69,8 +71,9 @@ class _AnnouncingServer(uvicorn.Server):
             print(self._announcement, file=sys.stderr, flush=True)
 
 
-def serve_app(app: Any, *, service: str, host: str, port: int, json_logs: bool | None = None,
-              **uvicorn_options: Any) -> None:
+def serve_app(
+    app: Any, *, service: str, host: str, port: int, json_logs: bool | None = None, **uvicorn_options: Any
+) -> None:
     """Serve ``app`` on host:port until interrupted (blocking).
 
     Logs go through :func:`atoll.logs.configure_logging`: readable on a terminal, JSON lines
@@ -82,7 +85,9 @@ def serve_app(app: Any, *, service: str, host: str, port: int, json_logs: bool |
     sock = bind_listening_socket(host, port)
     # uvicorn's loggers at the service's level (warning unless given: no startup chatter before
     # the listening line); atoll's own keep what the service set.
-    configure_logging(str(uvicorn_options.get("log_level") or "warning"), json_logs=json_logs, loggers=UVICORN_LOGGERS)
+    configure_logging(
+        str(uvicorn_options.get("log_level") or "warning"), json_logs=json_logs, loggers=UVICORN_LOGGERS
+    )
     uvicorn_options["log_config"] = None
     config = uvicorn.Config(app, host=host, port=sock.getsockname()[1], **uvicorn_options)
     server = _AnnouncingServer(config, service, url_of(sock))

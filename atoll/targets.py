@@ -88,9 +88,15 @@ _PLAIN: dict[str, GradingTarget] = {
 }
 
 # Extensions a plain string may name on its own ("xlsx", ".docx").
-_KNOWN_EXTENSIONS = frozenset(
-    t for target in ARCHIPELAGO_FILE_TYPES.values() for t in target.file_types
-) | {"csv", "html", "htm", "rtf", "eml", "ics", "mbox"}
+_KNOWN_EXTENSIONS = frozenset(t for target in ARCHIPELAGO_FILE_TYPES.values() for t in target.file_types) | {
+    "csv",
+    "html",
+    "htm",
+    "rtf",
+    "eml",
+    "ics",
+    "mbox",
+}
 
 # expected_output -> the office file types a correct answer leaves (Archipelago's categories).
 _OUTPUT_FILE_TYPES: dict[str, tuple[str, ...]] = {

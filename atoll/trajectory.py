@@ -122,7 +122,8 @@ class Trajectory(BaseModel):
     ended_at: datetime
     error: TrajectoryError | None = None
     end_reason: str | None = Field(
-        default=None, description="how the run ended, in words (max_steps=250 reached, final_answer called, …)"
+        default=None,
+        description="how the run ended, in words (max_steps=250 reached, final_answer called, …)",
     )
 
     @property

@@ -87,11 +87,14 @@ class TrialResult(BaseModel):
     trial_id: str
     outcome: Outcome
     score: float | None = None
-    checks_met: int | None = Field(default=None, description="criteria with a programmatic check that were met")
+    checks_met: int | None = Field(
+        default=None, description="criteria with a programmatic check that were met"
+    )
     checks_total: int | None = Field(default=None, description="criteria with a programmatic check")
     criteria_total: int | None = Field(default=None, description="criteria in the grade")
     criteria_ungradeable: int | None = Field(
-        default=None, description="criteria the grade could not decide (in a failed trial they count as not met)"
+        default=None,
+        description="criteria the grade could not decide (in a failed trial they count as not met)",
     )
     run_status: str | None = None
     error: str | None = None

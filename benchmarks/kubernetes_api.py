@@ -36,7 +36,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--trials", type=int, default=32)
     parser.add_argument("--run-s", type=float, default=3.0)
-    parser.add_argument("--poll-s", type=float, default=0.5, help="ATOLL_K8S_POLL_S (timers only, no API call)")
+    parser.add_argument(
+        "--poll-s", type=float, default=0.5, help="ATOLL_K8S_POLL_S (timers only, no API call)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, StandInCluster() as cluster:
         tmp_path = Path(tmp)
@@ -45,8 +47,11 @@ def main() -> None:
         benchmark = load_benchmark(spec.benchmark)
         trials = plan_trials(benchmark, spec)
         # Production cadences for Events and the reaper (the tests' settings make them fast).
-        executor = KubernetesExecutor(benchmark, spec, _settings(cluster, poll_s=args.poll_s, events_s=15.0,
-                                                                 reap_s=60.0, max_pending=args.trials + 1))
+        executor = KubernetesExecutor(
+            benchmark,
+            spec,
+            _settings(cluster, poll_s=args.poll_s, events_s=15.0, reap_s=60.0, max_pending=args.trials + 1),
+        )
         cluster.on_create = _healthy_kubelet(run_s=args.run_s)
 
         async def run_all():
@@ -58,16 +63,23 @@ def main() -> None:
         started = time.monotonic()
         results = asyncio.run(run_all())
         elapsed = time.monotonic() - started
+
         def kind(path: str) -> str:
             return next((name for name in ("leases", "events", "pods", "jobs") if f"/{name}" in path), path)
 
-        kinds = collections.Counter(f"{method} {kind(path)}" for _at, method, path, _status in cluster.requests)
-        print(f"{len(results)} trials of {args.run_s:.1f} s in {elapsed:.1f} s: {len(cluster.requests)} API requests "
-              f"({len(cluster.requests) / len(results):.1f} per trial, {len(cluster.requests) / elapsed:.1f}/s)")
+        kinds = collections.Counter(
+            f"{method} {kind(path)}" for _at, method, path, _status in cluster.requests
+        )
+        print(
+            f"{len(results)} trials of {args.run_s:.1f} s in {elapsed:.1f} s: {len(cluster.requests)} API requests "
+            f"({len(cluster.requests) / len(results):.1f} per trial, {len(cluster.requests) / elapsed:.1f}/s)"
+        )
         for kind, count in kinds.most_common():
             print(f"  {count:5d}  {kind}")
-        print(f"per-trial polling (a Job GET and a pod LIST every 5 s) would add {2 * len(results) / 5.0:.1f} "
-              f"requests/s for as long as these trials run; the watches add none")
+        print(
+            f"per-trial polling (a Job GET and a pod LIST every 5 s) would add {2 * len(results) / 5.0:.1f} "
+            f"requests/s for as long as these trials run; the watches add none"
+        )
 
 
 if __name__ == "__main__":

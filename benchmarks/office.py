@@ -45,7 +45,9 @@ def build_workbook(path: Path, sheets: int, rows: int) -> int:
         ws = workbook.create_sheet(f"S{index}")
         ws.append(["id", "price", "qty", "label", "amount", "share"])
         for r in range(2, rows + 2):
-            ws.append([r, r * 1.5, r % 7, f"item {r}", f"=B{r}*C{r}", f"=IF($E${rows + 2}=0,0,E{r}/$E${rows + 2})"])
+            ws.append(
+                [r, r * 1.5, r % 7, f"item {r}", f"=B{r}*C{r}", f"=IF($E${rows + 2}=0,0,E{r}/$E${rows + 2})"]
+            )
             formulas += 2
         ws[f"E{rows + 2}"] = f"=SUM(E2:E{rows + 1})"
         ws["H1"] = f"=S{index - 1}!H1+E{rows + 2}" if index else f"=E{rows + 2}"
@@ -62,7 +64,9 @@ class Session:
 
         from mcp_servers import create_server
 
-        server = create_server("spreadsheets", fs_root=fs_root, apps_data_root=fs_root.parent / "apps", options=options)
+        server = create_server(
+            "spreadsheets", fs_root=fs_root, apps_data_root=fs_root.parent / "apps", options=options
+        )
         self.loop = asyncio.new_event_loop()
         self.client = Client(server)
         self.loop.run_until_complete(self.client.__aenter__())
@@ -84,13 +88,17 @@ def timed_writes(session: Session, runs: int, start_value: int) -> tuple[list[fl
     for i in range(runs):
         value = start_value + i
         began = time.perf_counter()
-        result = session.call("add_content_text", {"file_path": "/bench.xlsx", "tab_index": 0, "cell": "C2", "value": value})
+        result = session.call(
+            "add_content_text", {"file_path": "/bench.xlsx", "tab_index": 0, "cell": "C2", "value": value}
+        )
         totals.append(time.perf_counter() - began)
         recalculation = result["recalculation"]
         if recalculation["status"] != "computed":
             raise RuntimeError(f"recalculation did not run: {recalculation}")
         engine.append(recalculation["seconds"])
-        amount = session.call("read_tab", {"file_path": "/bench.xlsx", "tab_index": 0, "cell_range": "E2"})["rows"][0][0]
+        amount = session.call("read_tab", {"file_path": "/bench.xlsx", "tab_index": 0, "cell_range": "E2"})[
+            "rows"
+        ][0][0]
         if amount != 3 * value:  # B2 = 3.0
             raise RuntimeError(f"E2 read back {amount!r}, expected {3 * value}")
     return totals, engine
@@ -102,7 +110,9 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sheets", type=int, default=10)
     parser.add_argument("--rows", type=int, default=300)
     parser.add_argument("--runs", type=int, default=20)
@@ -115,7 +125,9 @@ def main() -> None:
         fs_root = Path(temp) / "filesystem"
         fs_root.mkdir()
         formulas = build_workbook(fs_root / "bench.xlsx", args.sheets, args.rows)
-        print(f"workbook: {args.sheets} sheets, {formulas} formulas, {(fs_root / 'bench.xlsx').stat().st_size // 1024} KiB")
+        print(
+            f"workbook: {args.sheets} sheets, {formulas} formulas, {(fs_root / 'bench.xlsx').stat().st_size // 1024} KiB"
+        )
 
         probe = LibreOffice(mode="warm")
         began = time.perf_counter()
@@ -126,13 +138,20 @@ def main() -> None:
         engine = shared_engine()
         engine.start()
         warm = Session(fs_root, {})
-        warm.call("add_content_text", {"file_path": "/bench.xlsx", "tab_index": 0, "cell": "C2", "value": 1})  # first load
+        warm.call(
+            "add_content_text", {"file_path": "/bench.xlsx", "tab_index": 0, "cell": "C2", "value": 1}
+        )  # first load
         warm_totals, warm_engine = timed_writes(warm, args.runs, 10)
         began = time.perf_counter()
         fmt = [
             warm.call(
                 "edit_spreadsheet",
-                {"file_path": "/bench.xlsx", "operations": [{"type": "set_column_width", "sheet": "S0", "column": "D", "width": 12 + i}]},
+                {
+                    "file_path": "/bench.xlsx",
+                    "operations": [
+                        {"type": "set_column_width", "sheet": "S0", "column": "D", "width": 12 + i}
+                    ],
+                },
             )
             for i in range(5)
         ]
@@ -146,13 +165,21 @@ def main() -> None:
 
     warm_p50, cold_p50 = statistics.median(warm_totals), statistics.median(cold_totals)
     print()
-    print(f"{'write (set one input cell, all formulas recomputed)':<56}{'p50 s':>8}{'p90 s':>8}{'LibreOffice p50 s':>19}")
-    print(f"{'warm soffice over UNO (' + str(args.runs) + ' writes)':<56}{warm_p50:>8.3f}{percentile(warm_totals, 0.9):>8.3f}{statistics.median(warm_engine):>19.3f}")
-    print(f"{'cold soffice --convert-to per write (' + str(args.cold_runs) + ' writes)':<56}{cold_p50:>8.3f}{percentile(cold_totals, 0.9):>8.3f}{statistics.median(cold_engine):>19.3f}")
+    print(
+        f"{'write (set one input cell, all formulas recomputed)':<56}{'p50 s':>8}{'p90 s':>8}{'LibreOffice p50 s':>19}"
+    )
+    print(
+        f"{'warm soffice over UNO (' + str(args.runs) + ' writes)':<56}{warm_p50:>8.3f}{percentile(warm_totals, 0.9):>8.3f}{statistics.median(warm_engine):>19.3f}"
+    )
+    print(
+        f"{'cold soffice --convert-to per write (' + str(args.cold_runs) + ' writes)':<56}{cold_p50:>8.3f}{percentile(cold_totals, 0.9):>8.3f}{statistics.median(cold_engine):>19.3f}"
+    )
     print(f"{'formatting-only edit (cached values carried over)':<56}{format_s:>8.3f}{'':>8}{0:>19.3f}")
     print(f"{'warm soffice + UNO worker start (once per process)':<56}{start_s:>8.3f}")
     print()
-    print(f"warm vs cold: {cold_p50 / warm_p50:.1f}x faster; vs reference set_cell {REFERENCE_SET_CELL_S} s: {REFERENCE_SET_CELL_S / warm_p50:.1f}x")
+    print(
+        f"warm vs cold: {cold_p50 / warm_p50:.1f}x faster; vs reference set_cell {REFERENCE_SET_CELL_S} s: {REFERENCE_SET_CELL_S / warm_p50:.1f}x"
+    )
     print(f"target p50 <= 1.5 s: {'met' if warm_p50 <= 1.5 else 'NOT met'} ({warm_p50:.3f} s)")
 
 

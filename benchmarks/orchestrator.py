@@ -42,23 +42,27 @@ def _peak_rss_mb() -> float:
 
 def queue_at_scale(store_url: str, root: Path, tasks: int, label: str) -> None:
     benchmark = write_benchmark(root / f"bench-{label}", tasks=[make_task(f"t{i:03d}") for i in range(tasks)])
-    spec = ExperimentSpec.model_validate({
-        "name": f"scale-{label}",
-        "benchmark": str(benchmark),
-        "agents": [{"name": f"agent{i}", "agent": "replay", "model": f"m{i}"} for i in range(8)],
-        "runs": 8,
-        "executor": "instant",
-        "store": store_url,
-        "output_dir": str(root / f"out-{label}"),
-        "concurrency": {"trials": 256},
-    })
+    spec = ExperimentSpec.model_validate(
+        {
+            "name": f"scale-{label}",
+            "benchmark": str(benchmark),
+            "agents": [{"name": f"agent{i}", "agent": "replay", "model": f"m{i}"} for i in range(8)],
+            "runs": 8,
+            "executor": "instant",
+            "store": store_url,
+            "output_dir": str(root / f"out-{label}"),
+            "concurrency": {"trials": 256},
+        }
+    )
     started = time.perf_counter()
     outcome = asyncio.run(run_experiment(spec, executor_factory=lambda b, s: InstantExecutor(), quiet=True))
     elapsed = time.perf_counter() - started
     done = outcome.counts["done"]
-    print(f"queue {label:10s}: {done} trials planned+leased+completed+reported in {elapsed:6.1f} s "
-          f"({done / elapsed:,.0f} trials/s; target <= 60 s: {'met' if elapsed <= 60 else 'MISSED'}); "
-          f"peak RSS {_peak_rss_mb():.0f} MB")
+    print(
+        f"queue {label:10s}: {done} trials planned+leased+completed+reported in {elapsed:6.1f} s "
+        f"({done / elapsed:,.0f} trials/s; target <= 60 s: {'met' if elapsed <= 60 else 'MISSED'}); "
+        f"peak RSS {_peak_rss_mb():.0f} MB"
+    )
 
 
 def overhead(root: Path, trials: int) -> None:
@@ -79,19 +83,27 @@ def overhead(root: Path, trials: int) -> None:
 
     answer = {"tool_calls": [{"name": "final_answer", "arguments": {"answer": "42", "status": "completed"}}]}
     with ScriptedLLM(lambda request: answer) as llm:
-        spec = ExperimentSpec.model_validate({
-            "name": "overhead",
-            "benchmark": str(bench),
-            "tasks": {"limit": trials},
-            "agents": [{"name": "scripted", "agent": "react_toolbelt", "model": "openai/zero-latency",
-                        "api_base": llm.api_base}],
-            "runs": 1,
-            "executor": "local",
-            "store": str(root / "overhead.db"),
-            "artifacts": (root / "artifacts").as_uri(),
-            "output_dir": str(root / "out-overhead"),
-            "concurrency": {"trials": 1},
-        })
+        spec = ExperimentSpec.model_validate(
+            {
+                "name": "overhead",
+                "benchmark": str(bench),
+                "tasks": {"limit": trials},
+                "agents": [
+                    {
+                        "name": "scripted",
+                        "agent": "react_toolbelt",
+                        "model": "openai/zero-latency",
+                        "api_base": llm.api_base,
+                    }
+                ],
+                "runs": 1,
+                "executor": "local",
+                "store": str(root / "overhead.db"),
+                "artifacts": (root / "artifacts").as_uri(),
+                "output_dir": str(root / "out-overhead"),
+                "concurrency": {"trials": 1},
+            }
+        )
         started = time.perf_counter()
         asyncio.run(run_experiment(spec, executor_factory=Timed, quiet=True))
         wall = time.perf_counter() - started
@@ -102,10 +114,12 @@ def overhead(root: Path, trials: int) -> None:
     trial_time = sum(end - begin for begin, end in inside)
     between = (last - first) - trial_time
     per_trial = between / max(len(inside) - 1, 1)
-    print(f"overhead: {len(inside)} trials (concurrency 1), mean trial {trial_time / len(inside):.2f} s; "
-          f"orchestrator between trials {1000 * per_trial:.1f} ms/trial = "
-          f"{100 * per_trial / (per_trial + trial_time / len(inside)):.2f}% of trial wall time (target < 1%); "
-          f"one-time per run (load, plan, executor start, report) {wall - (last - first):.2f} s")
+    print(
+        f"overhead: {len(inside)} trials (concurrency 1), mean trial {trial_time / len(inside):.2f} s; "
+        f"orchestrator between trials {1000 * per_trial:.1f} ms/trial = "
+        f"{100 * per_trial / (per_trial + trial_time / len(inside)):.2f}% of trial wall time (target < 1%); "
+        f"one-time per run (load, plan, executor start, report) {wall - (last - first):.2f} s"
+    )
 
 
 def _paper_scale_records(excluded_share: float, tasks: int = 480, agents: int = 8, runs: int = 8) -> list:
@@ -126,11 +140,20 @@ def _paper_scale_records(excluded_share: float, tasks: int = 480, agents: int = 
                     outcome = rng.choice([Outcome.ungradeable, Outcome.infra_error])
                 else:
                     outcome = Outcome.passed if rng.random() < skill * (1.5 - difficulty) else Outcome.failed
-                records.append(TrialRecord(
-                    agent=f"agent{agent}", task_id=f"t{task:03d}", run_index=run, outcome=outcome,
-                    score=1.0 if outcome is Outcome.passed else rng.random(), domain=domains[task % 3],
-                    checks_passed=outcome is Outcome.passed, reason="judge failed" if outcome in (Outcome.ungradeable, Outcome.infra_error) else "",
-                ))
+                records.append(
+                    TrialRecord(
+                        agent=f"agent{agent}",
+                        task_id=f"t{task:03d}",
+                        run_index=run,
+                        outcome=outcome,
+                        score=1.0 if outcome is Outcome.passed else rng.random(),
+                        domain=domains[task % 3],
+                        checks_passed=outcome is Outcome.passed,
+                        reason="judge failed"
+                        if outcome in (Outcome.ungradeable, Outcome.infra_error)
+                        else "",
+                    )
+                )
     return records
 
 
@@ -151,12 +174,18 @@ def metrics_at_scale() -> None:
     import subprocess
 
     for share in (0.0, 0.03):
-        child = subprocess.run([sys.executable, __file__, "--metrics-child", str(share)], capture_output=True,
-                               text=True, check=True)
+        child = subprocess.run(
+            [sys.executable, __file__, "--metrics-child", str(share)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         elapsed, peak, before = child.stdout.split()
         met = float(elapsed) <= 5 and float(peak) <= 300
-        print(f"metrics 8 agents x 480 tasks x 8 runs, {share:.0%} excluded: {float(elapsed):.2f} s, peak RSS "
-              f"{peak} MB ({before} MB before computing; target <= 5 s, <= 300 MB: {'met' if met else 'MISSED'})")
+        print(
+            f"metrics 8 agents x 480 tasks x 8 runs, {share:.0%} excluded: {float(elapsed):.2f} s, peak RSS "
+            f"{peak} MB ({before} MB before computing; target <= 5 s, <= 300 MB: {'met' if met else 'MISSED'})"
+        )
 
 
 def main() -> None:

@@ -79,11 +79,16 @@ def _size(path: Path) -> int:
 
 def main(argv: list[str]) -> int:
     requirements_file = Path(argv[0] if argv else "requirements.txt")
-    roots = [line.strip() for line in requirements_file.read_text().splitlines()
-             if line.strip() and not line.startswith("#")]
+    roots = [
+        line.strip()
+        for line in requirements_file.read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
     site = Path(sysconfig.get_paths()["purelib"])
     before = _size(site)
-    installed = {canonicalize_name(dist.metadata["Name"]): dist for dist in metadata.distributions(path=[str(site)])}
+    installed = {
+        canonicalize_name(dist.metadata["Name"]): dist for dist in metadata.distributions(path=[str(site)])
+    }
     keep = needed(roots, installed) | BUILD_TOOLS
     unused = sorted(set(installed) - keep)
     if unused:
@@ -93,7 +98,9 @@ def main(argv: list[str]) -> int:
         if (site / tree).is_dir():
             shutil.rmtree(site / tree)
             print(f"slim: removed {tree}")
-    suites = [path for path in site.glob("*/**/tests") if path.is_dir() and (path.parent / "__init__.py").exists()]
+    suites = [
+        path for path in site.glob("*/**/tests") if path.is_dir() and (path.parent / "__init__.py").exists()
+    ]
     for suite in suites:
         shutil.rmtree(suite, ignore_errors=True)
     print(f"slim: removed {len(suites)} test suites shipped inside packages")

@@ -251,7 +251,9 @@ class SafeExtractor:
         except beneath.OutsideRoot:
             raise UnsafeArchive(name, f"hardlink points outside the world ({link_target!r})") from None
         except FileNotFoundError:
-            raise UnsafeArchive(name, f"hardlink to a member not extracted before ({link_target!r})") from None
+            raise UnsafeArchive(
+                name, f"hardlink to a member not extracted before ({link_target!r})"
+            ) from None
         except OSError as exc:  # ELOOP: the source is itself a symlink; ENOTDIR: a file on the way
             raise UnsafeArchive(
                 name, f"hardlink to something that is not a regular file ({link_target!r}: {exc.strerror})"
@@ -285,7 +287,9 @@ class SafeExtractor:
             self._make_parents(name, root, relative)
             self._clear(name, root, relative, path)
             descriptor = os.open(
-                path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, info.st_mode & 0o755
+                path,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                info.st_mode & 0o755,
             )
             with os.fdopen(descriptor, "wb", buffering=0) as sink:
                 while chunk := source.read(_CHUNK):
@@ -293,4 +297,3 @@ class SafeExtractor:
                     self.bytes_written += len(chunk)
         self.check_ratio(name)  # many hardlinks to one big member are a bomb too
         self.files += 1
-

@@ -175,11 +175,15 @@ def _check_zip_layout(archive: zipfile.ZipFile, infos: list[zipfile.ZipInfo]) ->
         archive.fp.seek(info.header_offset)
         header = archive.fp.read(_LOCAL_HEADER.size)
         if len(header) < _LOCAL_HEADER.size or header[:4] != _LOCAL_SIGNATURE:
-            raise UnsafeArchive(info.filename, "corrupt zip entry (no local header where it should be)", "bad_archive")
+            raise UnsafeArchive(
+                info.filename, "corrupt zip entry (no local header where it should be)", "bad_archive"
+            )
         _, name_length, extra_length = _LOCAL_HEADER.unpack(header)
         end = info.header_offset + _LOCAL_HEADER.size + name_length + extra_length + info.compress_size
         if end > size:
-            raise UnsafeArchive(info.filename, "corrupt zip entry (its data runs past the end of the file)", "bad_archive")
+            raise UnsafeArchive(
+                info.filename, "corrupt zip entry (its data runs past the end of the file)", "bad_archive"
+            )
         spans.append((info.header_offset, end, info.filename))
     spans.sort()
     for (_, previous_end, previous), (start, _, name) in zip(spans, spans[1:], strict=False):

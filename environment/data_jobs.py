@@ -224,7 +224,9 @@ async def populate_status(request: Request, job_id: str) -> JobStatus:
     return _jobs(request).status("populate", job_id)
 
 
-def _snapshot_work(request: Request, body: SnapshotJobRequest) -> tuple[str, Callable[[], Awaitable[BaseModel]]]:
+def _snapshot_work(
+    request: Request, body: SnapshotJobRequest
+) -> tuple[str, Callable[[], Awaitable[BaseModel]]]:
     """The snapshot ``body`` asks for, checked now (hooks, destination, allow-list: 4xx), as
     ``(snapshot_id, work)``; ``work()`` builds, uploads and returns Archipelago's result."""
     refuse_hooks(body.pre_snapshot_hooks, "pre_snapshot_hooks")
@@ -284,7 +286,9 @@ async def start_snapshot(request: Request, body: SnapshotJobRequest | None = Non
 
 #: ``POST /data/snapshot/s3`` fields only atoll's form has, and those only Archipelago's has.
 ATOLL_SNAPSHOT_FIELDS = frozenset({"url", "storage_options"})
-ARCHIPELAGO_SNAPSHOT_FIELDS = frozenset({"format", "s3_credentials", "pre_snapshot_hooks", "snapshot_zip_enabled"})
+ARCHIPELAGO_SNAPSHOT_FIELDS = frozenset(
+    {"format", "s3_credentials", "pre_snapshot_hooks", "snapshot_zip_enabled"}
+)
 
 
 @router.post("/snapshot/s3")

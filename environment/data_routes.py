@@ -426,7 +426,9 @@ async def snapshot_to_url(request: Request, body: SnapshotUploadRequest | None =
         check_url(url, settings.url_prefixes, "snapshot destination")
         if settings.url_prefixes and body.storage_options:
             # Request options could point the URL's scheme at another endpoint.
-            raise AtollError("url_not_allowed", "request storage_options are refused while ATOLL_URL_ALLOW is set")
+            raise AtollError(
+                "url_not_allowed", "request storage_options are refused while ATOLL_URL_ALLOW is set"
+            )
     except AtollError as exc:
         raise _http_error(exc) from exc
     storage_options = {**settings.storage_options, **(body.storage_options or {})}

@@ -105,4 +105,3 @@ def _walk(stack: list[int], names: list[str], pending: deque[str]) -> None:
             continue
         stack.append(descriptor)
         names.append(part)
-

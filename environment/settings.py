@@ -85,8 +85,9 @@ class EnvironmentSettings(BaseSettings):
     )
     log_level: str = Field("INFO", description="root log level of the service")
     json_logs: bool | None = Field(
-        None, description="JSON log lines on stderr (true), readable lines (false); unset: JSON unless stderr is a "
-        "terminal"
+        None,
+        description="JSON log lines on stderr (true), readable lines (false); unset: JSON unless stderr is a "
+        "terminal",
     )
 
     @field_validator("env_token")

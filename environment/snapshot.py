@@ -248,7 +248,13 @@ def write_snapshot(roots: WorldRoots, sink: BinaryIO, limits: SnapshotLimits | N
     tar.close()
     gz.close()
     return SnapshotInfo(
-        hashing.size, hashing.digest.hexdigest(), files, directories, skipped, budget.apparent, budget.allocated
+        hashing.size,
+        hashing.digest.hexdigest(),
+        files,
+        directories,
+        skipped,
+        budget.apparent,
+        budget.allocated,
     )
 
 

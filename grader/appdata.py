@@ -232,7 +232,8 @@ def _messages(path: str, data: bytes) -> dict[str, Message]:
     return {
         message.message_id
         or str(
-            message.record.get("id") or sha256(json.dumps(message.record, sort_keys=True).encode()).hexdigest()
+            message.record.get("id")
+            or sha256(json.dumps(message.record, sort_keys=True).encode()).hexdigest()
         ): message
         for message in parsed.messages
     }

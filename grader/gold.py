@@ -86,7 +86,9 @@ def _gold_source(benchmark: Benchmark, task: Task, gold: Any) -> Path:
     candidates = []
     if source:
         candidates += [Path(source), Path(benchmark.root) / source]
-    candidates.append(Path(benchmark.root) / "gold_files" / task.task_id / "filesystem" / gold.path.lstrip("/"))
+    candidates.append(
+        Path(benchmark.root) / "gold_files" / task.task_id / "filesystem" / gold.path.lstrip("/")
+    )
     for candidate in candidates:
         if candidate.is_absolute() and candidate.is_file():
             return candidate

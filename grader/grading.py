@@ -93,7 +93,11 @@ async def _decide(context: _Context, criterion: Criterion) -> CriterionVerdict:
 
     config = context.judge
     routed = await asyncio.to_thread(
-        route, criterion, context.answer, context.world, context.options,
+        route,
+        criterion,
+        context.answer,
+        context.world,
+        context.options,
         context.task.grading_target_for(criterion),
     )
     if routed.not_met_reason:

@@ -136,8 +136,12 @@ def context_shrink_factor(error: str | None) -> float:
 # --- transport -----------------------------------------------------------------------------
 
 
-async def ask(config: JudgeConfig, messages: list[dict[str, Any]], arguments: dict[str, Any],
-              budget: RetryBudget | None = None) -> Completion:
+async def ask(
+    config: JudgeConfig,
+    messages: list[dict[str, Any]],
+    arguments: dict[str, Any],
+    budget: RetryBudget | None = None,
+) -> Completion:
     """One judge call through :func:`atoll.llm.complete` (the shared client, limiter and
     ledger); returns the :class:`atoll.llm.Completion`. Raises :class:`atoll.llm.ModelError`."""
     from atoll.llm import Endpoint, RetryBudget, RetryPolicy, complete
@@ -149,11 +153,21 @@ async def ask(config: JudgeConfig, messages: list[dict[str, Any]], arguments: di
             call_arguments[name] = value
     call_arguments.update(config.extra_args)
     call_arguments.update(arguments)
-    policy = RetryPolicy(max_retries=config.transient_retries, initial_wait_s=config.retry_wait_s,
-                         max_wait_s=config.retry_max_wait_s, deadline_s=config.deadline_s,
-                         budget=budget if budget is not None else RetryBudget(config.retry_budget))
-    return await complete(Endpoint(config.model, config.api_base, config.resolved_api_key()), messages,
-                          role="judge", arguments=call_arguments, timeout_s=config.timeout_s, retry=policy)
+    policy = RetryPolicy(
+        max_retries=config.transient_retries,
+        initial_wait_s=config.retry_wait_s,
+        max_wait_s=config.retry_max_wait_s,
+        deadline_s=config.deadline_s,
+        budget=budget if budget is not None else RetryBudget(config.retry_budget),
+    )
+    return await complete(
+        Endpoint(config.model, config.api_base, config.resolved_api_key()),
+        messages,
+        role="judge",
+        arguments=call_arguments,
+        timeout_s=config.timeout_s,
+        retry=policy,
+    )
 
 
 async def _one_sample(config: JudgeConfig, messages: list[dict[str, str]], budget: Any) -> JudgeResult:
@@ -212,8 +226,10 @@ async def judge(config: JudgeConfig, blocks: list[Block], *, budget: Any = None)
         if config.samples == 1:
             total.error = first or "the judge returned no verdict"
         else:
-            total.error = (f"only {len(votes)} of {config.samples} judge samples returned a verdict "
-                           f"(quorum {config.needed_votes}): {first or 'no verdict'}")
+            total.error = (
+                f"only {len(votes)} of {config.samples} judge samples returned a verdict "
+                f"(quorum {config.needed_votes}): {first or 'no verdict'}"
+            )
         return total
     met = sum(r.verdict is Verdict.met for r in votes)
     total.verdict = Verdict.met if met > len(votes) - met else Verdict.not_met

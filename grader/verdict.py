@@ -74,11 +74,21 @@ def resolve_format(requested: VerdictFormat, model: str) -> VerdictFormat:
 def request_arguments(form: VerdictFormat) -> dict[str, Any]:
     """The litellm arguments that ask for a verdict in ``form``."""
     if form == "json_schema":
-        return {"response_format": {"type": "json_schema",
-                                    "json_schema": {"name": "verdict", "strict": True, "schema": VERDICT_SCHEMA}}}
+        return {
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "verdict", "strict": True, "schema": VERDICT_SCHEMA},
+            }
+        }
     if form == "tool":
-        tool = {"type": "function", "function": {
-            "name": TOOL_NAME, "description": "Submit the verdict on the criterion.", "parameters": VERDICT_SCHEMA}}
+        tool = {
+            "type": "function",
+            "function": {
+                "name": TOOL_NAME,
+                "description": "Submit the verdict on the criterion.",
+                "parameters": VERDICT_SCHEMA,
+            },
+        }
         return {"tools": [tool], "tool_choice": {"type": "function", "function": {"name": TOOL_NAME}}}
     return {}
 

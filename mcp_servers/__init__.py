@@ -127,4 +127,14 @@ def server_warmer(server: FastMCP) -> Any:
     return warmer(server)
 
 
-__all__ = ["MODES", "OPTIONAL_SERVER_NAMES", "SERVER_NAMES", "create_server", "direct_tools", "get_definition", "register_server", "server_warmer", "unregister_server"]
+__all__ = [
+    "MODES",
+    "OPTIONAL_SERVER_NAMES",
+    "SERVER_NAMES",
+    "create_server",
+    "direct_tools",
+    "get_definition",
+    "register_server",
+    "server_warmer",
+    "unregister_server",
+]

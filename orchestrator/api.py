@@ -82,10 +82,16 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         spec = spec.model_copy(update=updates)
         # Loading a benchmark and planning thousands of trials is blocking work: keep the
         # event loop (and /health) answering meanwhile.
-        outcome = await asyncio.to_thread(asyncio.run, run_experiment(spec, quiet=True, enqueue_only=True,
-                                                                       replace=replace))
-        return {"name": outcome.experiment, "planned": outcome.planned, "enqueued": outcome.newly_enqueued,
-                "archived": outcome.archived, "counts": outcome.counts}
+        outcome = await asyncio.to_thread(
+            asyncio.run, run_experiment(spec, quiet=True, enqueue_only=True, replace=replace)
+        )
+        return {
+            "name": outcome.experiment,
+            "planned": outcome.planned,
+            "enqueued": outcome.newly_enqueued,
+            "archived": outcome.archived,
+            "counts": outcome.counts,
+        }
 
     @app.get("/runs", dependencies=[Depends(authorize)])
     async def list_runs() -> dict[str, Any]:
@@ -97,8 +103,12 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     @app.get("/runs/{name}", dependencies=[Depends(authorize)])
     async def run_counts(name: str) -> dict[str, Any]:
         spec = known(name)
-        return {"name": name, "counts": await asyncio.to_thread(store.counts, name),
-                "executor": spec.get("executor"), "artifacts": spec.get("artifacts")}
+        return {
+            "name": name,
+            "counts": await asyncio.to_thread(store.counts, name),
+            "executor": spec.get("executor"),
+            "artifacts": spec.get("artifacts"),
+        }
 
     @app.get("/runs/{name}/report", dependencies=[Depends(authorize)])
     async def run_report(name: str) -> Response:

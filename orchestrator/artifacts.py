@@ -74,7 +74,7 @@ class ArtifactStore:
     def key_of(self, uri: str) -> str | None:
         """The key of ``uri`` in this store, or None when the URI lies outside it."""
         prefix = self.uri("")
-        return uri[len(prefix):] if uri.startswith(prefix) and len(uri) > len(prefix) else None
+        return uri[len(prefix) :] if uri.startswith(prefix) and len(uri) > len(prefix) else None
 
     def get_bytes(self, key_or_uri: str) -> bytes:
         """The bytes of an artifact given by key (relative to this store) or full URI."""
@@ -125,10 +125,19 @@ def claim_trial_folder(artifacts: ArtifactStore, spec: TrialSpec, attempt: int) 
             if holder == trial_id:
                 return prefix
             continue
-        record = {"trial_id": trial_id, "experiment": spec.experiment, "task_id": spec.task_id,
-                  "agent": spec.agent_name, "model": spec.model, "run_index": spec.run_index, "attempt": attempt,
-                  # The spec without keys, endpoints or headers (artifact stores are shared more widely).
-                  "spec": {**spec.model_dump(mode="json"), "agent_config": identity_config(spec.agent_config)}}
+        record = {
+            "trial_id": trial_id,
+            "experiment": spec.experiment,
+            "task_id": spec.task_id,
+            "agent": spec.agent_name,
+            "model": spec.model,
+            "run_index": spec.run_index,
+            "attempt": attempt,
+            # The spec without keys, endpoints or headers (artifact stores are shared more widely).
+            "spec": {**spec.model_dump(mode="json"), "agent_config": identity_config(spec.agent_config)},
+        }
         artifacts.put_bytes(key, (json.dumps(record, indent=2) + "\n").encode())
         return prefix
-    raise AtollError("artifact_folder_taken", f"artifact folder {base} and its fallbacks are held by other trials")
+    raise AtollError(
+        "artifact_folder_taken", f"artifact folder {base} and its fallbacks are held by other trials"
+    )

@@ -89,8 +89,11 @@ def bootstrap_series(
         value = float(weighted[:, index].sum() / counts[index])
         # Sums of equal values can land an ulp away from the value; an interval always
         # brackets its own point value.
-        intervals.append(Interval(value, float(min(lows[index], value)), float(max(highs[index], value)),
-                                  int(counts[index])))
+        intervals.append(
+            Interval(
+                value, float(min(lows[index], value)), float(max(highs[index], value)), int(counts[index])
+            )
+        )
     return intervals
 
 

@@ -35,15 +35,24 @@ def configured_model(environ: dict[str, str] | None = None) -> str | None:
     return None
 
 
-def demo_experiment(output_dir: Path, *, runs: int = 1, environ: dict[str, str] | None = None) -> ExperimentSpec:
+def demo_experiment(
+    output_dir: Path, *, runs: int = 1, environ: dict[str, str] | None = None
+) -> ExperimentSpec:
     """The demo's experiment spec: oracle always, ReAct when a model is configured."""
     environ = dict(os.environ if environ is None else environ)
     model = configured_model(environ)
     api_base = environ.get("ATOLL_API_BASE") or None
     agents = [{"name": "oracle", "agent": "replay", "model": "replay"}]
     if model:
-        agents.append({"name": "react", "agent": "react_toolbelt", "model": model, "api_base": api_base,
-                       "config": {"max_steps": 60}})
+        agents.append(
+            {
+                "name": "react",
+                "agent": "react_toolbelt",
+                "model": model,
+                "api_base": api_base,
+                "config": {"max_steps": 60},
+            }
+        )
     judge_model = environ.get("ATOLL_JUDGE_MODEL") or model
     output_dir = output_dir.resolve()
     return ExperimentSpec.model_validate(

@@ -28,9 +28,13 @@ def identity_document(spec: ExperimentSpec, trials: list[TrialSpec]) -> dict[str
     agents: dict[str, Any] = {}
     tasks: dict[str, Any] = {}
     for trial in trials:
-        agents.setdefault(trial.agent_name, {"agent": trial.agent, "model": trial.model,
-                                             "config": identity_config(trial.agent_config)})
-        tasks.setdefault(trial.task_id, {"world_digest": trial.world_digest, "overlay_digest": trial.overlay_digest})
+        agents.setdefault(
+            trial.agent_name,
+            {"agent": trial.agent, "model": trial.model, "config": identity_config(trial.agent_config)},
+        )
+        tasks.setdefault(
+            trial.task_id, {"world_digest": trial.world_digest, "overlay_digest": trial.overlay_digest}
+        )
     return {"agents": agents, "tasks": tasks, "runs": spec.runs}
 
 
@@ -59,17 +63,26 @@ def incompatible_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         flat_before, flat_after = _flat(before), _flat(after)
         for key in sorted(flat_before.keys() | flat_after.keys()):
             if flat_before.get(key) != flat_after.get(key):
-                changes.append(f"agent {name} {key}: {flat_before.get(key, '(unset)')!r} → "
-                               f"{flat_after.get(key, '(unset)')!r}")
+                changes.append(
+                    f"agent {name} {key}: {flat_before.get(key, '(unset)')!r} → "
+                    f"{flat_after.get(key, '(unset)')!r}"
+                )
     removed = sorted(set(old.get("tasks", {})) - set(new["tasks"]))
     if removed:
-        changes.append(f"{len(removed)} task(s) no longer selected ({', '.join(removed[:5])}"
-                       f"{', …' if len(removed) > 5 else ''})")
-    edited = sorted(task for task, digests in old.get("tasks", {}).items()
-                    if task in new["tasks"] and new["tasks"][task] != digests)
+        changes.append(
+            f"{len(removed)} task(s) no longer selected ({', '.join(removed[:5])}"
+            f"{', …' if len(removed) > 5 else ''})"
+        )
+    edited = sorted(
+        task
+        for task, digests in old.get("tasks", {}).items()
+        if task in new["tasks"] and new["tasks"][task] != digests
+    )
     if edited:
-        changes.append(f"world or task files changed for {len(edited)} task(s) ({', '.join(edited[:5])}"
-                       f"{', …' if len(edited) > 5 else ''})")
+        changes.append(
+            f"world or task files changed for {len(edited)} task(s) ({', '.join(edited[:5])}"
+            f"{', …' if len(edited) > 5 else ''})"
+        )
     if new["runs"] < old.get("runs", 0):
         changes.append(f"runs {old['runs']} → {new['runs']}")
     return changes

@@ -32,7 +32,9 @@ def tree_digest(folder: str | Path) -> str:
     folder = Path(folder)
     digest = hashlib.sha256()
     for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
-        digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + file_digest(path).encode() + b"\n")
+        digest.update(
+            path.relative_to(folder).as_posix().encode() + b"\0" + file_digest(path).encode() + b"\n"
+        )
     return digest.hexdigest()
 
 
@@ -93,9 +95,7 @@ def agent_config(agent: AgentSpec, spec: ExperimentSpec) -> dict:
 def plan_trials(benchmark: Benchmark, spec: ExperimentSpec) -> list[TrialSpec]:
     """Every (agent, task, run) of the experiment as a TrialSpec with a stable id."""
     tasks = select_tasks(benchmark, spec)
-    world_digests = {
-        world_id: file_digest(archive) for world_id, archive in benchmark.world_archives.items()
-    }
+    world_digests = {world_id: file_digest(archive) for world_id, archive in benchmark.world_archives.items()}
     for world_id, seeds in benchmark.world_seeds.items():  # v1.1: one archive per subsystem
         world_digests[world_id] = hashlib.sha256(
             "".join(f"{name}:{file_digest(path)}\n" for name, path in sorted(seeds.items())).encode()

@@ -19,7 +19,9 @@ _REPORT_KEYS = ("excluded_tasks", "task_names")
 
 def stored_spec(raw: dict[str, Any]) -> ExperimentSpec:
     """The ExperimentSpec of a spec as saved with a run (report-only keys set aside)."""
-    return ExperimentSpec.model_validate({key: value for key, value in raw.items() if key not in _REPORT_KEYS})
+    return ExperimentSpec.model_validate(
+        {key: value for key, value in raw.items() if key not in _REPORT_KEYS}
+    )
 
 
 @dataclass(frozen=True)
@@ -38,9 +40,13 @@ class RunPolicy:
         """The policy an experiment spec (as saved in the store) sets."""
         if isinstance(spec, dict):
             spec = stored_spec(spec)
-        return cls(max_attempts=1 + spec.max_infra_retries, retry_backoff_s=spec.infra_retry_backoff_s,
-                   infra_abort_rate=spec.infra_error_abort_rate, cost_ceiling_usd=spec.max_total_cost_usd,
-                   unpriced_in_flight=spec.concurrency.trials)
+        return cls(
+            max_attempts=1 + spec.max_infra_retries,
+            retry_backoff_s=spec.infra_retry_backoff_s,
+            infra_abort_rate=spec.infra_error_abort_rate,
+            cost_ceiling_usd=spec.max_total_cost_usd,
+            unpriced_in_flight=spec.concurrency.trials,
+        )
 
     @property
     def budget(self) -> Budget | None:

@@ -22,8 +22,17 @@ class ProgressView:
     """Receives scheduler events; renders trials done / running / failed of total, the pass
     rate so far with its 95% CI, cost so far and an ETA."""
 
-    def __init__(self, experiment: str, store: TrialStore, *, quiet: bool = False, json_events: bool = False,
-                 out: Any = None, runs: int = 1, seed: int = 0) -> None:
+    def __init__(
+        self,
+        experiment: str,
+        store: TrialStore,
+        *,
+        quiet: bool = False,
+        json_events: bool = False,
+        out: Any = None,
+        runs: int = 1,
+        seed: int = 0,
+    ) -> None:
         self.experiment = experiment
         counts = store.counts(experiment)
         self.total = counts["total"]
@@ -62,8 +71,9 @@ class ProgressView:
             self.running -= 1
             if result is not None:
                 self.cost += result.agent_cost_usd + result.judge_cost_usd
-                self.unpriced += not cost_known(result.agent_cost_usd,
-                                                result.prompt_tokens + result.completion_tokens)
+                self.unpriced += not cost_known(
+                    result.agent_cost_usd, result.prompt_tokens + result.completion_tokens
+                )
             if kind == "finished" and result is not None:
                 self.finished += 1
                 if result.outcome in (Outcome.passed, Outcome.failed):
@@ -73,9 +83,15 @@ class ProgressView:
             if kind == "infra_error":
                 self.infra_errors += 1
         if self.json_events:
-            record = {"event": kind, "experiment": self.experiment, "trial_id": lease.trial_id,
-                      "task_id": lease.spec.task_id, "agent": lease.spec.agent_name, "run": lease.spec.run_index,
-                      "attempt": lease.attempt}
+            record = {
+                "event": kind,
+                "experiment": self.experiment,
+                "trial_id": lease.trial_id,
+                "task_id": lease.spec.task_id,
+                "agent": lease.spec.agent_name,
+                "run": lease.spec.run_index,
+                "attempt": lease.attempt,
+            }
             if result is not None:
                 record.update(outcome=result.outcome.value, score=result.score, error=result.error)
             print(json.dumps(record), file=self.out, flush=True)
@@ -87,7 +103,9 @@ class ProgressView:
         rates = [sum(runs) / len(runs) for runs in self.per_task.values()]
         interval = bootstrap_mean(rates, seed=self.seed, resamples=1000)
         rate = (
-            f"pass {interval.value:.0%} [{interval.low:.0%}, {interval.high:.0%}]" if interval.tasks else "pass —"
+            f"pass {interval.value:.0%} [{interval.low:.0%}, {interval.high:.0%}]"
+            if interval.tasks
+            else "pass —"
         )
         elapsed = time.monotonic() - self.started
         cost = f"${self.cost:.4f}" + (" + unknown" if self.unpriced else "")

@@ -27,8 +27,14 @@ from orchestrator.policy import stored_spec
 from orchestrator.store import TrialStore
 
 
-async def regrade_run(store: TrialStore, experiment: str, *, judge_model: str | None = None,
-                      api_base: str | None = None, output_dir: Path | None = None) -> dict[str, Any]:
+async def regrade_run(
+    store: TrialStore,
+    experiment: str,
+    *,
+    judge_model: str | None = None,
+    api_base: str | None = None,
+    output_dir: Path | None = None,
+) -> dict[str, Any]:
     """Regrade every finished trial of ``experiment``; returns the provenance summary."""
     from grader import VerdictCache, regrade
 
@@ -55,24 +61,46 @@ async def regrade_run(store: TrialStore, experiment: str, *, judge_model: str | 
             before = artifacts.get_file(result.snapshot_before_uri, Path(scratch) / "before.tar.gz")
             after = artifacts.get_file(result.snapshot_after_uri, Path(scratch) / "after.tar.gz")
             trajectory = Trajectory.model_validate_json(artifacts.get_bytes(result.trajectory_uri))
-            old = Grade.model_validate_json(artifacts.get_bytes(result.grade_uri)) if result.grade_uri else None
+            old = (
+                Grade.model_validate_json(artifacts.get_bytes(result.grade_uri)) if result.grade_uri else None
+            )
             grade, provenance = await regrade(task, before, after, trajectory, old, judge, cache)
-        grade_uri = artifacts.put_bytes(f"{_trial_folder(artifacts, trial_spec, result)}/regrade-{stamp}/grade.json",
-                                        grade.model_dump_json(indent=2).encode())
-        outcome = result.outcome if result.outcome is Outcome.infra_error else trial_outcome(trajectory, grade)
+        grade_uri = artifacts.put_bytes(
+            f"{_trial_folder(artifacts, trial_spec, result)}/regrade-{stamp}/grade.json",
+            grade.model_dump_json(indent=2).encode(),
+        )
+        outcome = (
+            result.outcome if result.outcome is Outcome.infra_error else trial_outcome(trajectory, grade)
+        )
         checked = {c.verifier_id for c in task.rubric if c.check is not None}
-        updated = result.model_copy(update={
-            "outcome": outcome, "score": grade.score, "grade_uri": grade_uri,
-            "judge_cost_usd": result.judge_cost_usd + grade.judge_cost_usd,
-            "checks_met": sum(v.verifier_id in checked and v.verdict.value == "met" for v in grade.criteria)
-            if checked else None,
-            "checks_total": len(checked) if checked else None,
-            "criteria_total": len(grade.criteria), "criteria_ungradeable": grade.ungradeable,
-        })
-        await asyncio.to_thread(store.replace_result, experiment, trial_spec.trial_id, updated, note=f"regrade {stamp}")
+        updated = result.model_copy(
+            update={
+                "outcome": outcome,
+                "score": grade.score,
+                "grade_uri": grade_uri,
+                "judge_cost_usd": result.judge_cost_usd + grade.judge_cost_usd,
+                "checks_met": sum(
+                    v.verifier_id in checked and v.verdict.value == "met" for v in grade.criteria
+                )
+                if checked
+                else None,
+                "checks_total": len(checked) if checked else None,
+                "criteria_total": len(grade.criteria),
+                "criteria_ungradeable": grade.ungradeable,
+            }
+        )
+        await asyncio.to_thread(
+            store.replace_result, experiment, trial_spec.trial_id, updated, note=f"regrade {stamp}"
+        )
         regraded += 1
-        movements.append({**provenance.model_dump(mode="json"), "old_outcome": result.outcome.value,
-                          "new_outcome": outcome.value, "grade_uri": grade_uri})
+        movements.append(
+            {
+                **provenance.model_dump(mode="json"),
+                "old_outcome": result.outcome.value,
+                "new_outcome": outcome.value,
+                "grade_uri": grade_uri,
+            }
+        )
     summary = {
         "experiment": experiment,
         "regraded_at": stamp,

@@ -48,13 +48,26 @@ def _chosen_rows(store: TrialStore, experiment: str) -> tuple[list[TrialRow], in
     return chosen, duplicates, archives
 
 
-def _collect(chosen: list[TrialRow], duplicates: int,
-             archives: list[dict[str, Any]]) -> tuple[list[TrialRecord], dict[str, Any], dict[str, Any]]:
+def _collect(
+    chosen: list[TrialRow], duplicates: int, archives: list[dict[str, Any]]
+) -> tuple[list[TrialRecord], dict[str, Any], dict[str, Any]]:
     records: list[TrialRecord] = []
     usage: dict[str, dict[str, Any]] = defaultdict(
-        lambda: {"model": "", "trials": 0, "finished": 0, "steps": 0, "tool_calls": 0, "prompt_tokens": 0,
-                 "completion_tokens": 0, "agent_cost_usd": 0.0, "judge_cost_usd": 0.0, "duration_s": 0.0,
-                 "unpriced_trials": 0, "outcomes": defaultdict(int), "exclusion_reasons": defaultdict(int)}
+        lambda: {
+            "model": "",
+            "trials": 0,
+            "finished": 0,
+            "steps": 0,
+            "tool_calls": 0,
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "agent_cost_usd": 0.0,
+            "judge_cost_usd": 0.0,
+            "duration_s": 0.0,
+            "unpriced_trials": 0,
+            "outcomes": defaultdict(int),
+            "exclusion_reasons": defaultdict(int),
+        }
     )
     for row in chosen:
         spec, result = row.spec, row.result
@@ -69,10 +82,19 @@ def _collect(chosen: list[TrialRow], duplicates: int,
         entry["outcomes"][result.outcome.value] += 1
         if result.outcome in (Outcome.ungradeable, Outcome.infra_error):
             entry["exclusion_reasons"][f"{result.outcome.value}: {_reason(result.error)}"] += 1
-        for key in ("steps", "tool_calls", "prompt_tokens", "completion_tokens", "agent_cost_usd",
-                    "judge_cost_usd", "duration_s"):
+        for key in (
+            "steps",
+            "tool_calls",
+            "prompt_tokens",
+            "completion_tokens",
+            "agent_cost_usd",
+            "judge_cost_usd",
+            "duration_s",
+        ):
             entry[key] += getattr(result, key)
-        entry["unpriced_trials"] += not cost_known(result.agent_cost_usd, result.prompt_tokens + result.completion_tokens)
+        entry["unpriced_trials"] += not cost_known(
+            result.agent_cost_usd, result.prompt_tokens + result.completion_tokens
+        )
         records.append(_record(spec, result))
     for entry in usage.values():
         entry["outcomes"] = dict(sorted(entry["outcomes"].items()))
@@ -84,9 +106,14 @@ def _collect(chosen: list[TrialRow], duplicates: int,
         # the mean is over the priced trials only (None when none was priced).
         entry["agent_cost_known"] = entry["unpriced_trials"] == 0
         priced = entry["finished"] - entry["unpriced_trials"]
-        entry["mean_cost_usd"] = (entry["agent_cost_usd"] + entry["judge_cost_usd"]) / priced if priced else None
-    left_out = {"duplicate_trials": duplicates, "archives": archives,
-                "archived_trials": sum(archive["trials"] for archive in archives)}
+        entry["mean_cost_usd"] = (
+            (entry["agent_cost_usd"] + entry["judge_cost_usd"]) / priced if priced else None
+        )
+    left_out = {
+        "duplicate_trials": duplicates,
+        "archives": archives,
+        "archived_trials": sum(archive["trials"] for archive in archives),
+    }
     return records, dict(usage), left_out
 
 
@@ -98,8 +125,12 @@ def _reason(error: str | None) -> str:
 def _record(spec: TrialSpec, result: TrialResult) -> TrialRecord:
     excluded = result.outcome in (Outcome.ungradeable, Outcome.infra_error)
     return TrialRecord(
-        agent=spec.agent_name, task_id=spec.task_id, run_index=spec.run_index, outcome=result.outcome,
-        score=result.score, domain=spec.domain,
+        agent=spec.agent_name,
+        task_id=spec.task_id,
+        run_index=spec.run_index,
+        outcome=result.outcome,
+        score=result.score,
+        domain=spec.domain,
         checks_passed=(result.checks_met == result.checks_total) if result.checks_total else None,
         ungradeable_criteria=result.criteria_ungradeable or 0,
         reason=_reason(result.error) if excluded else "",
@@ -111,21 +142,29 @@ def _warnings(metrics: dict[str, Any], left_out: dict[str, Any], usage: dict[str
     for agent, entry in metrics["overall"].items():
         tasks = entry["pass_at_1"]["tasks"]
         if tasks < MIN_TASKS_FOR_CI:
-            warnings.append(f"{agent}: only {tasks} task(s) back its intervals (fewer than {MIN_TASKS_FOR_CI}); "
-                            "the CIs say little")
+            warnings.append(
+                f"{agent}: only {tasks} task(s) back its intervals (fewer than {MIN_TASKS_FOR_CI}); "
+                "the CIs say little"
+            )
         if entry["tasks_without_graded_runs"]:
-            warnings.append(f"{agent}: {len(entry['tasks_without_graded_runs'])} of {entry['tasks_total']} tasks "
-                            "have no graded run and are in no denominator (see Exclusions)")
+            warnings.append(
+                f"{agent}: {len(entry['tasks_without_graded_runs'])} of {entry['tasks_total']} tasks "
+                "have no graded run and are in no denominator (see Exclusions)"
+            )
     for agent, entry in usage.items():
         unfinished = entry["outcomes"].get("unfinished", 0)
         if unfinished:
             warnings.append(f"{agent}: {unfinished} of {entry['trials']} trials are not finished yet")
     if left_out["duplicate_trials"]:
-        warnings.append(f"{left_out['duplicate_trials']} trial(s) repeat an (agent, task, run) already counted "
-                        "(recorded under an earlier configuration) and are left out")
+        warnings.append(
+            f"{left_out['duplicate_trials']} trial(s) repeat an (agent, task, run) already counted "
+            "(recorded under an earlier configuration) and are left out"
+        )
     if left_out["archived_trials"]:
-        warnings.append(f"{left_out['archived_trials']} trial(s) of earlier configurations are archived under this "
-                        "run and left out (see Left out of this report)")
+        warnings.append(
+            f"{left_out['archived_trials']} trial(s) of earlier configurations are archived under this "
+            "run and left out (see Left out of this report)"
+        )
     return warnings
 
 
@@ -146,8 +185,14 @@ def task_names(spec: dict[str, Any]) -> dict[str, str]:
         return {}
 
 
-def build_report(store: TrialStore, experiment: str, *, seed: int = 0, viewer_url: str | None = None,
-                 names: dict[str, str] | None = None) -> dict[str, Any]:
+def build_report(
+    store: TrialStore,
+    experiment: str,
+    *,
+    seed: int = 0,
+    viewer_url: str | None = None,
+    names: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """Everything a report shows, as JSON. ``viewer_url`` (an `atoll view` address) makes each
     trial link to its viewer page; ``names`` maps task ids to task names for the trial rows."""
     chosen, duplicates, archives = _chosen_rows(store, experiment)
@@ -197,8 +242,8 @@ def build_report(store: TrialStore, experiment: str, *, seed: int = 0, viewer_ur
             "the pairs overall, and separately across the pairs within each domain.",
             "Checks pass: share of finished trials (ungradeable ones included) in which every criterion "
             "that carries a programmatic check was met; criteria only a judge can decide are not in it.",
-            "Cost: \"unknown\" where a model spent tokens without a price (litellm has none for it and none was "
-            "configured); sums over priced trials say \"+ unknown\" when some were not priced.",
+            'Cost: "unknown" where a model spent tokens without a price (litellm has none for it and none was '
+            'configured); sums over priced trials say "+ unknown" when some were not priced.',
         ],
     }
     report["outcome"] = outcome_line(report)
@@ -240,30 +285,37 @@ def leaderboard_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for agent, metrics in overall.items():
         usage = report["agents"][agent]
-        rows.append({
-            "agent": agent,
-            "model": usage["model"],
-            "pass_at_1": metrics["pass_at_1"],
-            "pass_at_k": metrics["pass_at_k"][k],
-            "pass_hat_k": metrics["pass_hat_k"][k],
-            "mean_score": metrics["mean_score"],
-            "checks_pass": metrics["checks_pass"],
-            "graded": metrics["trials_graded"],
-            "tasks_graded": metrics["tasks_graded"],
-            "tasks_total": metrics["tasks_total"],
-            "trials": usage["trials"],
-            "excluded": metrics["excluded_trials"],
-            "cost_usd": usage["agent_cost_usd"] + usage["judge_cost_usd"],
-            "cost_known": usage.get("agent_cost_known", True),
-            "unpriced_trials": usage.get("unpriced_trials", 0),
-            "finished": usage["finished"],
-        })
-    rows.sort(key=lambda row: (-(row["pass_at_1"]["value"] if row["pass_at_1"]["tasks"] else -1), row["agent"]))
+        rows.append(
+            {
+                "agent": agent,
+                "model": usage["model"],
+                "pass_at_1": metrics["pass_at_1"],
+                "pass_at_k": metrics["pass_at_k"][k],
+                "pass_hat_k": metrics["pass_hat_k"][k],
+                "mean_score": metrics["mean_score"],
+                "checks_pass": metrics["checks_pass"],
+                "graded": metrics["trials_graded"],
+                "tasks_graded": metrics["tasks_graded"],
+                "tasks_total": metrics["tasks_total"],
+                "trials": usage["trials"],
+                "excluded": metrics["excluded_trials"],
+                "cost_usd": usage["agent_cost_usd"] + usage["judge_cost_usd"],
+                "cost_known": usage.get("agent_cost_known", True),
+                "unpriced_trials": usage.get("unpriced_trials", 0),
+                "finished": usage["finished"],
+            }
+        )
+    rows.sort(
+        key=lambda row: (-(row["pass_at_1"]["value"] if row["pass_at_1"]["tasks"] else -1), row["agent"])
+    )
     return rows
 
 
 def _pairwise_table(pairs: list[dict[str, Any]]) -> list[str]:
-    lines = ["| A | B | paired runs | A only | B only | p | q | significant |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| A | B | paired runs | A only | B only | p | q | significant |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for pair in pairs:
         lines.append(
             f"| {pair['a']} | {pair['b']} | {pair['pairs']} | {pair['a_only']} | {pair['b_only']} | "
@@ -275,8 +327,11 @@ def _pairwise_table(pairs: list[dict[str, Any]]) -> list[str]:
 def _exclusion_lines(report: dict[str, Any]) -> list[str]:
     """Every exclusion, with counts and reasons: trials, whole tasks, and tasks per k."""
     lines = ["", "## Exclusions", ""]
-    trial_rows = [(agent, why, n) for agent, usage in report["agents"].items()
-                  for why, n in usage["exclusion_reasons"].items()]
+    trial_rows = [
+        (agent, why, n)
+        for agent, usage in report["agents"].items()
+        for why, n in usage["exclusion_reasons"].items()
+    ]
     if trial_rows:
         lines += ["Trials not in any denominator:", "", "| Agent | Trials | Reason |", "|---|---|---|"]
         lines += [f"| {agent} | {n} | {why} |" for agent, why, n in trial_rows]
@@ -285,12 +340,18 @@ def _exclusion_lines(report: dict[str, Any]) -> list[str]:
     task_rows = []
     for agent, metrics in report["metrics"]["overall"].items():
         for task_id, reasons in metrics["tasks_without_graded_runs"].items():
-            task_rows.append(f"| {agent} | {task_id} | " + ", ".join(f"{n} {why}" for why, n in reasons.items())
-                             + " |")
+            task_rows.append(
+                f"| {agent} | {task_id} | " + ", ".join(f"{n} {why}" for why, n in reasons.items()) + " |"
+            )
     lines += [""]
     if task_rows:
-        lines += ["Tasks with no graded run (in no denominator):", "", "| Agent | Task | Its trials |",
-                  "|---|---|---|", *task_rows]
+        lines += [
+            "Tasks with no graded run (in no denominator):",
+            "",
+            "| Agent | Task | Its trials |",
+            "|---|---|---|",
+            *task_rows,
+        ]
     else:
         lines.append("Every task has at least one graded run for every agent.")
     short_rows = []
@@ -298,11 +359,19 @@ def _exclusion_lines(report: dict[str, Any]) -> list[str]:
         for key, entry in metrics["pass_at_k"].items():
             if entry["excluded_tasks"]:
                 ids = entry["excluded_task_ids"]
-                short_rows.append(f"| {agent} | {key} | {entry['excluded_tasks']} | {', '.join(ids[:8])}"
-                                  f"{', …' if len(ids) > 8 else ''} |")
+                short_rows.append(
+                    f"| {agent} | {key} | {entry['excluded_tasks']} | {', '.join(ids[:8])}"
+                    f"{', …' if len(ids) > 8 else ''} |"
+                )
     if short_rows:
-        lines += ["", "Tasks with fewer than k graded runs (left out of Pass@k and Pass^k for that k):", "",
-                  "| Agent | k | Tasks | Which |", "|---|---|---|---|", *short_rows]
+        lines += [
+            "",
+            "Tasks with fewer than k graded runs (left out of Pass@k and Pass^k for that k):",
+            "",
+            "| Agent | k | Tasks | Which |",
+            "|---|---|---|---|",
+            *short_rows,
+        ]
     return lines
 
 
@@ -312,16 +381,24 @@ def _left_out_lines(report: dict[str, Any]) -> list[str]:
         return []
     lines = ["", "## Left out of this report", ""]
     if left_out["archives"]:
-        lines += ["| Archive | Archived at | Configuration (fingerprint) | Trials | By outcome |", "|---|---|---|---|---|"]
+        lines += [
+            "| Archive | Archived at | Configuration (fingerprint) | Trials | By outcome |",
+            "|---|---|---|---|---|",
+        ]
         for archive in left_out["archives"]:
             when = datetime.fromtimestamp(archive["archived_at"], UTC).isoformat(timespec="seconds")
             outcomes = ", ".join(f"{n} {why}" for why, n in sorted(archive["by_outcome"].items()))
-            lines.append(f"| {archive['archive']} | {when} | `{(archive['fingerprint'] or 'none')[:12]}` | "
-                         f"{archive['trials']} | {outcomes} |")
+            lines.append(
+                f"| {archive['archive']} | {when} | `{(archive['fingerprint'] or 'none')[:12]}` | "
+                f"{archive['trials']} | {outcomes} |"
+            )
     if left_out["duplicate_trials"]:
-        lines += ["", f"- {left_out['duplicate_trials']} trial(s) repeat an (agent, task, run) that is already "
-                  "counted once (recorded under an earlier configuration, before runs had fingerprints); "
-                  "only the latest finished one counts."]
+        lines += [
+            "",
+            f"- {left_out['duplicate_trials']} trial(s) repeat an (agent, task, run) that is already "
+            "counted once (recorded under an earlier configuration, before runs had fingerprints); "
+            "only the latest finished one counts.",
+        ]
     return lines
 
 
@@ -330,12 +407,21 @@ def _banner_lines(report: dict[str, Any]) -> list[str]:
     shown = report.get("banner")
     if not shown:
         return []
-    when = (f" (at {datetime.fromtimestamp(shown['at'], UTC).isoformat(timespec='seconds')})"
-            if shown.get("at") else "")
-    resume = " Fix the cause, then run the experiment again to resume: finished trials are kept." \
-        if shown["kind"] == "aborted" else " Running the experiment again resumes it: finished trials are kept."
-    left = (f" {shown['unfinished']} trial(s) not finished." if shown["kind"] != "not finished" and shown["unfinished"]
-            else "")
+    when = (
+        f" (at {datetime.fromtimestamp(shown['at'], UTC).isoformat(timespec='seconds')})"
+        if shown.get("at")
+        else ""
+    )
+    resume = (
+        " Fix the cause, then run the experiment again to resume: finished trials are kept."
+        if shown["kind"] == "aborted"
+        else " Running the experiment again resumes it: finished trials are kept."
+    )
+    left = (
+        f" {shown['unfinished']} trial(s) not finished."
+        if shown["kind"] != "not finished" and shown["unfinished"]
+        else ""
+    )
     return [f"> **{shown['kind'].upper()}**{when}: {shown['detail']}.{left}{resume}", ""]
 
 
@@ -356,13 +442,23 @@ def _failure_lines(report: dict[str, Any]) -> list[str]:
     lines = ["", "## Failures", ""]
     if not groups:
         return lines + ["Every finished trial passed."]
-    lines += ["| Why | Trials | Which (linked to " + ("the viewer" if report.get("viewer_url") else "the artifacts")
-              + ") |", "|---|---|---|"]
+    lines += [
+        "| Why | Trials | Which (linked to "
+        + ("the viewer" if report.get("viewer_url") else "the artifacts")
+        + ") |",
+        "|---|---|---|",
+    ]
     for group in groups:
         members = [by_id[trial_id] for trial_id in group["trials"]]
         shown = ", ".join(_link(_trial_label(m, report), m["link"]) for m in members[:GROUP_LISTED])
-        more = f", … and {len(members) - GROUP_LISTED} more (see Trials)" if len(members) > GROUP_LISTED else ""
-        kind = f" ({group['error_kind']})" if group["error_kind"] and group["error_kind"] not in group["reason"] else ""
+        more = (
+            f", … and {len(members) - GROUP_LISTED} more (see Trials)" if len(members) > GROUP_LISTED else ""
+        )
+        kind = (
+            f" ({group['error_kind']})"
+            if group["error_kind"] and group["error_kind"] not in group["reason"]
+            else ""
+        )
         lines.append(f"| {_cell(group['reason'])}{_cell(kind)} | {group['count']} | {shown}{more} |")
     return lines
 
@@ -372,10 +468,15 @@ def _matrix_lines(report: dict[str, Any]) -> list[str]:
     grid = report["matrix"]
     if not grid["agents"]:
         return []
-    lines = ["", "## Agents × tasks", "", "Passes / graded runs per task and agent (excluded and unfinished runs "
-             "named beside).", "",
-             "| Task | Domain | " + " | ".join(_cell(a) for a in grid["agents"]) + " |",
-             "|---|---|" + "---|" * len(grid["agents"])]
+    lines = [
+        "",
+        "## Agents × tasks",
+        "",
+        "Passes / graded runs per task and agent (excluded and unfinished runs named beside).",
+        "",
+        "| Task | Domain | " + " | ".join(_cell(a) for a in grid["agents"]) + " |",
+        "|---|---|" + "---|" * len(grid["agents"]),
+    ]
     for task in grid["tasks"]:
         cells = []
         for agent in grid["agents"]:
@@ -392,10 +493,15 @@ def _matrix_lines(report: dict[str, Any]) -> list[str]:
 
 def _trial_table_lines(report: dict[str, Any]) -> list[str]:
     """Every trial, one line each, linked to its viewer page or artifact folder."""
-    lines = ["", "## Trials", "",
-             "| Task | Agent | Run | Outcome | Score | End reason | Steps | Tool calls | Tokens | Cost | Duration | "
-             + ("Viewer" if report.get("viewer_url") else "Artifacts") + " |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "",
+        "## Trials",
+        "",
+        "| Task | Agent | Run | Outcome | Score | End reason | Steps | Tool calls | Tokens | Cost | Duration | "
+        + ("Viewer" if report.get("viewer_url") else "Artifacts")
+        + " |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for trial in report["trial_rows"]:
         finished = trial["outcome"] is not None
         tokens = (trial["prompt_tokens"] or 0) + (trial["completion_tokens"] or 0)
@@ -451,17 +557,28 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines += ["", f"Tasks not run ({len(report['excluded_tasks'])}, skip_unavailable_apps):", ""]
         lines += [f"- `{task_id}`: {why}" for task_id, why in sorted(report["excluded_tasks"].items())]
     if k > 1:  # with one run per task, Pass@1 is all there is
-        lines += ["", "## Pass@k and Pass^k", "",
-                  "| Agent | k | Pass@k | Pass^k | tasks counted of all | left out: no graded run, fewer than k |",
-                  "|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "## Pass@k and Pass^k",
+            "",
+            "| Agent | k | Pass@k | Pass^k | tasks counted of all | left out: no graded run, fewer than k |",
+            "|---|---|---|---|---|---|",
+        ]
         for agent, metrics in report["metrics"]["overall"].items():
             no_graded = len(metrics["tasks_without_graded_runs"])
             for key, at_k in metrics["pass_at_k"].items():
                 hat_k = metrics["pass_hat_k"][key]
-                lines.append(f"| {agent} | {key} | {_ci(at_k)} | {_ci(hat_k)} | {at_k['tasks']} of "
-                             f"{metrics['tasks_total']} | {no_graded}, {at_k['excluded_tasks']} |")
-    lines += ["", "## Per domain", "", "| Domain | Agent | Pass@1 [95% CI] | Mean score | Tasks graded of all |",
-              "|---|---|---|---|---|"]
+                lines.append(
+                    f"| {agent} | {key} | {_ci(at_k)} | {_ci(hat_k)} | {at_k['tasks']} of "
+                    f"{metrics['tasks_total']} | {no_graded}, {at_k['excluded_tasks']} |"
+                )
+    lines += [
+        "",
+        "## Per domain",
+        "",
+        "| Domain | Agent | Pass@1 [95% CI] | Mean score | Tasks graded of all |",
+        "|---|---|---|---|---|",
+    ]
     for domain, agents in report["metrics"]["by_domain"].items():
         for agent, metrics in agents.items():
             lines.append(
@@ -474,10 +591,14 @@ def render_markdown(report: dict[str, Any]) -> str:
         for domain, pairs in report["metrics"]["pairwise_by_domain"].items():
             if pairs:
                 lines += ["", f"### {domain}", "", *_pairwise_table(pairs)]
-    lines += ["", "## Usage and cost", "",
-              "| Agent | Finished | Outcomes | Mean steps | Mean tool calls | Prompt tokens | Completion tokens | "
-              "Agent $ | Judge $ |",
-              "|---|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "## Usage and cost",
+        "",
+        "| Agent | Finished | Outcomes | Mean steps | Mean tool calls | Prompt tokens | Completion tokens | "
+        "Agent $ | Judge $ |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for agent, usage in report["agents"].items():
         outcomes = ", ".join(f"{n} {why}" for why, n in usage["outcomes"].items())
         lines.append(
@@ -493,8 +614,14 @@ def render_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_report(store: TrialStore, experiment: str, output_dir: str | Path, *, seed: int = 0,
-                 viewer_url: str | None = None) -> dict[str, Path]:
+def write_report(
+    store: TrialStore,
+    experiment: str,
+    output_dir: str | Path,
+    *,
+    seed: int = 0,
+    viewer_url: str | None = None,
+) -> dict[str, Path]:
     """Write report.json, report.md and report.html into ``output_dir``; returns their paths.
     With ``viewer_url`` (where `atoll view` serves the store) trials link to their viewer pages."""
     from orchestrator.report_html import render_html

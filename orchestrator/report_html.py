@@ -29,7 +29,10 @@ def _leaderboard_plot(rows: list[dict[str, Any]]) -> str:
     values = [100 * row["pass_at_1"]["value"] if row["pass_at_1"]["tasks"] else 0.0 for row in rows][::-1]
     lows = [100 * row["pass_at_1"]["ci_low"] if row["pass_at_1"]["tasks"] else 0.0 for row in rows][::-1]
     highs = [100 * row["pass_at_1"]["ci_high"] if row["pass_at_1"]["tasks"] else 0.0 for row in rows][::-1]
-    errors = [[v - lo for v, lo in zip(values, lows, strict=True)], [hi - v for v, hi in zip(values, highs, strict=True)]]
+    errors = [
+        [v - lo for v, lo in zip(values, lows, strict=True)],
+        [hi - v for v, hi in zip(values, highs, strict=True)],
+    ]
     axis.barh(names, values, xerr=errors, color="#3b6ea8", capsize=4)
     axis.set_xlabel("Pass@1 (%) with 95% bootstrap CI")
     axis.set_xlim(0, 100)
@@ -61,8 +64,11 @@ def _usage_panels(report: dict[str, Any]) -> list[tuple[str, str]]:
     panels = []
     if any((entry["mean_cost_usd"] or 0) > 0 for entry in agents):
         panels.append(("mean_cost_usd", "mean cost per priced trial ($)"))
-    panels += [(key, title) for key, title in (("mean_steps", "mean steps"), ("mean_tool_calls", "mean tool calls"))
-               if any(entry[key] > 0 for entry in agents)]
+    panels += [
+        (key, title)
+        for key, title in (("mean_steps", "mean steps"), ("mean_tool_calls", "mean tool calls"))
+        if any(entry[key] > 0 for entry in agents)
+    ]
     return panels
 
 
@@ -179,8 +185,9 @@ def plots(report: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def render_html(report: dict[str, Any], markdown: str) -> str:
-    figures = "\n".join(f"<figure><figcaption>{html.escape(title)}</figcaption>{svg}</figure>"
-                        for title, svg in plots(report))
+    figures = "\n".join(
+        f"<figure><figcaption>{html.escape(title)}</figcaption>{svg}</figure>" for title, svg in plots(report)
+    )
     # The outcome, the failures and the matrix first; then the leaderboard and its charts;
     # then the other statistics and tables.
     head, _, rest = markdown.partition("\n## Leaderboard\n")

@@ -58,34 +58,60 @@ def _folder(uri: str | None) -> str | None:
     return uri.rsplit("/", 1)[0] + "/" if uri and "/" in uri else None
 
 
-def trial_rows(rows: list[TrialRow], *, task_names: dict[str, str], viewer_url: str | None) -> list[ReportTrial]:
+def trial_rows(
+    rows: list[TrialRow], *, task_names: dict[str, str], viewer_url: str | None
+) -> list[ReportTrial]:
     """One ReportTrial per stored row, in (task, agent, run) order."""
     out = []
     for row in sorted(rows, key=lambda r: (r.spec.task_id, r.spec.agent_name, r.spec.run_index)):
         spec, result = row.spec, row.result
-        trial = ReportTrial(trial_id=spec.trial_id, run=spec.experiment, task_id=spec.task_id,
-                            task_name=task_names.get(spec.task_id) or None, domain=spec.domain,
-                            agent=spec.agent_name, model=spec.model, run_index=spec.run_index, state=row.state,
-                            attempts=row.attempts)
+        trial = ReportTrial(
+            trial_id=spec.trial_id,
+            run=spec.experiment,
+            task_id=spec.task_id,
+            task_name=task_names.get(spec.task_id) or None,
+            domain=spec.domain,
+            agent=spec.agent_name,
+            model=spec.model,
+            run_index=spec.run_index,
+            state=row.state,
+            attempts=row.attempts,
+        )
         if result is not None:
             tokens = result.prompt_tokens + result.completion_tokens
             priced = cost_known(result.agent_cost_usd, tokens)
-            trial = trial.model_copy(update={
-                "attempt": result.attempt, "outcome": result.outcome.value, "score": result.score,
-                "end_reason": result.run_status, "error": result.error, "error_kind": error_kind(result.error, result.outcome.value),
-                "checks_met": result.checks_met, "checks_total": result.checks_total, "steps": result.steps,
-                "tool_calls": result.tool_calls, "prompt_tokens": result.prompt_tokens,
-                "completion_tokens": result.completion_tokens,
-                "agent_cost_usd": result.agent_cost_usd if priced else None,
-                "judge_cost_usd": result.judge_cost_usd,
-                "cost_usd": result.agent_cost_usd + result.judge_cost_usd if priced else None,
-                "duration_s": result.duration_s,
-                "finished_at": result.finished_at.isoformat(timespec="seconds") if result.finished_at else None,
-                "artifacts": ReportArtifacts(
-                    folder=_folder(result.trajectory_uri or result.grade_uri or result.snapshot_after_uri),
-                    trajectory=result.trajectory_uri, grade=result.grade_uri,
-                    snapshot_before=result.snapshot_before_uri, snapshot_after=result.snapshot_after_uri),
-            })
+            trial = trial.model_copy(
+                update={
+                    "attempt": result.attempt,
+                    "outcome": result.outcome.value,
+                    "score": result.score,
+                    "end_reason": result.run_status,
+                    "error": result.error,
+                    "error_kind": error_kind(result.error, result.outcome.value),
+                    "checks_met": result.checks_met,
+                    "checks_total": result.checks_total,
+                    "steps": result.steps,
+                    "tool_calls": result.tool_calls,
+                    "prompt_tokens": result.prompt_tokens,
+                    "completion_tokens": result.completion_tokens,
+                    "agent_cost_usd": result.agent_cost_usd if priced else None,
+                    "judge_cost_usd": result.judge_cost_usd,
+                    "cost_usd": result.agent_cost_usd + result.judge_cost_usd if priced else None,
+                    "duration_s": result.duration_s,
+                    "finished_at": result.finished_at.isoformat(timespec="seconds")
+                    if result.finished_at
+                    else None,
+                    "artifacts": ReportArtifacts(
+                        folder=_folder(
+                            result.trajectory_uri or result.grade_uri or result.snapshot_after_uri
+                        ),
+                        trajectory=result.trajectory_uri,
+                        grade=result.grade_uri,
+                        snapshot_before=result.snapshot_before_uri,
+                        snapshot_after=result.snapshot_after_uri,
+                    ),
+                }
+            )
         viewer = viewer_trial_url(viewer_url, spec.experiment, spec.trial_id) if viewer_url else None
         trial.viewer_url = viewer
         trial.link = viewer or trial.artifacts.folder
@@ -101,8 +127,13 @@ def failure_groups(trials: list[ReportTrial]) -> list[dict[str, Any]]:
         if trial.failure is not None:
             groups[trial.failure].append(trial)
     return [
-        {"reason": key, "count": len(members), "outcome": members[0].outcome or "unfinished",
-         "error_kind": members[0].error_kind, "trials": [m.trial_id for m in members]}
+        {
+            "reason": key,
+            "count": len(members),
+            "outcome": members[0].outcome or "unfinished",
+            "error_kind": members[0].error_kind,
+            "trials": [m.trial_id for m in members],
+        }
         for key, members in sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
     ]
 
@@ -113,8 +144,9 @@ def matrix(trials: list[ReportTrial]) -> dict[str, Any]:
     tasks = sorted({(t.task_id, t.domain, t.task_name or "") for t in trials})
     cells: dict[str, dict[str, dict[str, int]]] = {agent: {} for agent in agents}
     for trial in trials:
-        cell = cells[trial.agent].setdefault(trial.task_id,
-                                             {"passes": 0, "graded": 0, "runs": 0, "excluded": 0, "unfinished": 0})
+        cell = cells[trial.agent].setdefault(
+            trial.task_id, {"passes": 0, "graded": 0, "runs": 0, "excluded": 0, "unfinished": 0}
+        )
         cell["runs"] += 1
         if trial.outcome is None:
             cell["unfinished"] += 1
@@ -123,16 +155,22 @@ def matrix(trials: list[ReportTrial]) -> dict[str, Any]:
             cell["passes"] += trial.outcome == "pass"
         else:
             cell["excluded"] += 1
-    return {"agents": agents, "tasks": [{"task_id": t, "domain": d, "task_name": n or None} for t, d, n in tasks],
-            "cells": cells}
+    return {
+        "agents": agents,
+        "tasks": [{"task_id": t, "domain": d, "task_name": n or None} for t, d, n in tasks],
+        "cells": cells,
+    }
 
 
 def cost_summary(trials: list[ReportTrial]) -> dict[str, Any]:
     """Total cost of the finished trials, and how many of them had no price."""
     finished = [t for t in trials if t.outcome is not None]
     unpriced = sum(t.cost_usd is None for t in finished)
-    return {"known_usd": sum(t.cost_usd or 0.0 for t in finished), "unpriced_trials": unpriced,
-            "finished_trials": len(finished)}
+    return {
+        "known_usd": sum(t.cost_usd or 0.0 for t in finished),
+        "unpriced_trials": unpriced,
+        "finished_trials": len(finished),
+    }
 
 
 def cost_words(known_usd: float, unpriced: int, finished: int) -> str:
@@ -150,13 +188,23 @@ def banner(stop: dict[str, Any] | None, counts: dict[str, int]) -> dict[str, Any
         kind = "aborted" if stop.get("reason") in ("infra_error_rate", "model_configuration") else "stopped"
         if stop.get("reason") == "interrupted":
             kind = "interrupted"
-        return {"kind": kind, "reason": stop.get("reason"), "detail": stop.get("detail"), "at": stop.get("at"),
-                "unfinished": unfinished}
+        return {
+            "kind": kind,
+            "reason": stop.get("reason"),
+            "detail": stop.get("detail"),
+            "at": stop.get("at"),
+            "unfinished": unfinished,
+        }
     if unfinished:
-        return {"kind": "not finished", "reason": None, "unfinished": unfinished, "at": None,
-                "detail": f"{unfinished} of {counts.get('total', 0)} trials are not finished "
-                          f"({counts.get('pending', 0)} pending, {counts.get('leased', 0)} running or held by a "
-                          "lease): the run was interrupted, or is still running"}
+        return {
+            "kind": "not finished",
+            "reason": None,
+            "unfinished": unfinished,
+            "at": None,
+            "detail": f"{unfinished} of {counts.get('total', 0)} trials are not finished "
+            f"({counts.get('pending', 0)} pending, {counts.get('leased', 0)} running or held by a "
+            "lease): the run was interrupted, or is still running",
+        }
     return None
 
 
@@ -168,14 +216,32 @@ def outcome_line(report: dict[str, Any]) -> str:
     graded = [t for t in trials if t["outcome"] in ("pass", "fail")]
     passes = sum(t["outcome"] == "pass" for t in graded)
     finished = sum(t["outcome"] is not None for t in trials)
-    rate = f"{100 * passes / len(graded):.1f}% ({passes} of {len(graded)} graded)" if graded else "— (none graded)"
+    rate = (
+        f"{100 * passes / len(graded):.1f}% ({passes} of {len(graded)} graded)"
+        if graded
+        else "— (none graded)"
+    )
     cost = report["cost"]
     state = report["banner"]["kind"] if report["banner"] else "complete"
-    return (f"{len(agents)} agent{'s' * (len(agents) != 1)} × {len(tasks)} task{'s' * (len(tasks) != 1)} × "
-            f"{report['runs_per_task']} run{'s' * (report['runs_per_task'] != 1)}: {finished} of {len(trials)} "
-            f"trials finished · pass rate {rate} · cost "
-            f"{cost_words(cost['known_usd'], cost['unpriced_trials'], cost['finished_trials'])} · {state}")
+    return (
+        f"{len(agents)} agent{'s' * (len(agents) != 1)} × {len(tasks)} task{'s' * (len(tasks) != 1)} × "
+        f"{report['runs_per_task']} run{'s' * (report['runs_per_task'] != 1)}: {finished} of {len(trials)} "
+        f"trials finished · pass rate {rate} · cost "
+        f"{cost_words(cost['known_usd'], cost['unpriced_trials'], cost['finished_trials'])} · {state}"
+    )
 
 
-__all__ = ["GROUP_LISTED", "banner", "cost_summary", "cost_words", "error_kind", "failure_groups", "failure_key",
-           "matrix", "outcome_line", "short_reason", "trial_rows", "viewer_trial_url"]
+__all__ = [
+    "GROUP_LISTED",
+    "banner",
+    "cost_summary",
+    "cost_words",
+    "error_kind",
+    "failure_groups",
+    "failure_key",
+    "matrix",
+    "outcome_line",
+    "short_reason",
+    "trial_rows",
+    "viewer_trial_url",
+]

@@ -65,6 +65,8 @@ def _alive_file_toucher() -> Callable[[], None] | None:
                 log.warning("cannot touch %s: %s", target, exc)
 
     return touch
+
+
 # How often a worker re-reads a run's policy from the store.
 POLICY_REFRESH_S = 30.0
 
@@ -81,8 +83,14 @@ class RunOutcome:
     report_paths: dict[str, Path]
 
 
-def register_run(store: TrialStore, spec: ExperimentSpec, trials: list[TrialSpec], *, replace: bool = False,
-                 stored_extra: dict[str, Any] | None = None) -> int:
+def register_run(
+    store: TrialStore,
+    spec: ExperimentSpec,
+    trials: list[TrialSpec],
+    *,
+    replace: bool = False,
+    stored_extra: dict[str, Any] | None = None,
+) -> int:
     """Save the run's spec and fingerprint, refusing a changed configuration unless
     ``replace``; with ``replace``, archive the recorded trials outside the new plan.
     Returns how many trials were archived (see orchestrator.fingerprint)."""
@@ -98,7 +106,9 @@ def register_run(store: TrialStore, spec: ExperimentSpec, trials: list[TrialSpec
             stray = len(store.trial_ids(spec.name) - planned)
             changes = [f"{stray} recorded trial(s) are not in this experiment's plan"] if stray else []
         if changes and not replace:
-            recorded = sum(store.counts(spec.name)[state] for state in ("done", "infra_error", "pending", "leased"))
+            recorded = sum(
+                store.counts(spec.name)[state] for state in ("done", "infra_error", "pending", "leased")
+            )
             shown = "; ".join(changes[:6]) + ("; …" if len(changes) > 6 else "")
             raise AtollError(
                 "fingerprint_changed",
@@ -107,10 +117,18 @@ def register_run(store: TrialStore, spec: ExperimentSpec, trials: list[TrialSpec
                 f"or archive the recorded trials that no longer fit (kept under the run, not deleted) with --replace",
             )
         if changes:
-            archived = store.archive_trials(spec.name, planned, fingerprint=record.fingerprint,
-                                            archive=f"replaced-{datetime.now(UTC):%Y%m%dT%H%M%S.%fZ}")
-    store.save_experiment(spec.name, {**spec.model_dump(mode="json"), **(stored_extra or {})},
-                          fingerprint=new_fingerprint, identity=document)
+            archived = store.archive_trials(
+                spec.name,
+                planned,
+                fingerprint=record.fingerprint,
+                archive=f"replaced-{datetime.now(UTC):%Y%m%dT%H%M%S.%fZ}",
+            )
+    store.save_experiment(
+        spec.name,
+        {**spec.model_dump(mode="json"), **(stored_extra or {})},
+        fingerprint=new_fingerprint,
+        identity=document,
+    )
     return archived
 
 
@@ -152,16 +170,40 @@ async def run_experiment(
         excluded = unavailable_app_exclusions(benchmark, spec)
         # Task names too, so reports name tasks without reading the benchmark again.
         planned = {trial.task_id for trial in trials}
-        names = {task.task_id: task.task_name for task in benchmark.tasks if task.task_name and task.task_id in planned}
-        archived = register_run(store, spec, trials, replace=replace,
-                                stored_extra={"excluded_tasks": excluded, "task_names": names})
+        names = {
+            task.task_id: task.task_name
+            for task in benchmark.tasks
+            if task.task_name and task.task_id in planned
+        }
+        archived = register_run(
+            store,
+            spec,
+            trials,
+            replace=replace,
+            stored_extra={"excluded_tasks": excluded, "task_names": names},
+        )
         added = store.enqueue(trials)
         reclaimed = store.reclaim(spec.name)
         if executor is None:
-            return RunOutcome(spec.name, len(trials), added, reclaimed, archived, SchedulerSummary(),
-                              store.counts(spec.name), {})
-        view = ProgressView(spec.name, store, quiet=quiet, json_events=json_events, out=progress_out,
-                            runs=spec.runs, seed=spec.seed)
+            return RunOutcome(
+                spec.name,
+                len(trials),
+                added,
+                reclaimed,
+                archived,
+                SchedulerSummary(),
+                store.counts(spec.name),
+                {},
+            )
+        view = ProgressView(
+            spec.name,
+            store,
+            quiet=quiet,
+            json_events=json_events,
+            out=progress_out,
+            runs=spec.runs,
+            seed=spec.seed,
+        )
         worker_id = worker_identity()
         spool = spool_for(spec.store, worker_id)
         scheduler = Scheduler(
@@ -191,8 +233,9 @@ async def run_experiment(
             _record_interrupt(store, spec.name)
         else:
             record_stops(store, summary, spec)
-        paths = write_report(store, spec.name, Path(spec.output_dir) / spec.name, seed=spec.seed,
-                             viewer_url=viewer_url)
+        paths = write_report(
+            store, spec.name, Path(spec.output_dir) / spec.name, seed=spec.seed, viewer_url=viewer_url
+        )
     finally:
         store.dispose()
     outcome = RunOutcome(spec.name, len(trials), added, reclaimed, archived, summary, counts, paths)
@@ -217,8 +260,9 @@ class _interrupts_stop:  # noqa: N801 - used as a context manager, like contextl
     """SIGINT on the running loop interrupts ``scheduler`` (and says so on stderr) instead of
     raising KeyboardInterrupt somewhere in a trial."""
 
-    def __init__(self, scheduler: Scheduler, *, enabled: bool,
-                 signals: tuple[signal.Signals, ...] = (signal.SIGINT,)) -> None:
+    def __init__(
+        self, scheduler: Scheduler, *, enabled: bool, signals: tuple[signal.Signals, ...] = (signal.SIGINT,)
+    ) -> None:
         self.scheduler, self.enabled, self.loop, self.signals = scheduler, enabled, None, signals
 
     def _on_sigint(self) -> None:
@@ -226,8 +270,12 @@ class _interrupts_stop:  # noqa: N801 - used as a context manager, like contextl
         self.scheduler.interrupt()
         running = self.scheduler.running
         if first:
-            print(f"\ninterrupting: no new trials; waiting up to {self.scheduler.interrupt_grace_s:.0f} s for "
-                  f"{running} running (Ctrl-C again abandons them)", file=sys.stderr, flush=True)
+            print(
+                f"\ninterrupting: no new trials; waiting up to {self.scheduler.interrupt_grace_s:.0f} s for "
+                f"{running} running (Ctrl-C again abandons them)",
+                file=sys.stderr,
+                flush=True,
+            )
         else:
             print(f"abandoning {running} running trials", file=sys.stderr, flush=True)
 
@@ -251,19 +299,29 @@ def stop_detail(reason: str, summary: SchedulerSummary, policy: RunPolicy) -> st
     """Why a run stopped scheduling, as the store records it (the report's banner says
     whether it was aborted or stopped)."""
     if reason == "infra_error_rate":
-        return (f"{summary.infra_errors} of {summary.attempts} attempts failed {failure_sides(summary)} "
-                f"(threshold {policy.infra_abort_rate:.0%})")
+        return (
+            f"{summary.infra_errors} of {summary.attempts} attempts failed {failure_sides(summary)} "
+            f"(threshold {policy.infra_abort_rate:.0%})"
+        )
     if reason == "model_configuration":
-        return (f"{summary.configuration_errors} of {summary.attempts} attempts met a model endpoint "
-                f"configuration error; last: {summary.last_model_endpoint_error}")
+        return (
+            f"{summary.configuration_errors} of {summary.attempts} attempts met a model endpoint "
+            f"configuration error; last: {summary.last_model_endpoint_error}"
+        )
     if reason == "cost_ceiling":
-        ceiling = f"${policy.cost_ceiling_usd:.4f}" if policy.cost_ceiling_usd is not None else "its cost ceiling"
+        ceiling = (
+            f"${policy.cost_ceiling_usd:.4f}" if policy.cost_ceiling_usd is not None else "its cost ceiling"
+        )
         return f"the run's cost ceiling ({ceiling}) would have been passed"
     return reason
 
 
-def record_stops(store: TrialStore, summary: SchedulerSummary, spec: ExperimentSpec | None = None,
-                 policy_for: Callable[[str], RunPolicy] | None = None) -> None:
+def record_stops(
+    store: TrialStore,
+    summary: SchedulerSummary,
+    spec: ExperimentSpec | None = None,
+    policy_for: Callable[[str], RunPolicy] | None = None,
+) -> None:
     """Record in the store why each run this scheduler stopped was stopped (best effort: a
     store that is away loses only the banner, never a result)."""
     for name, reason in summary.stopped.items():
@@ -338,7 +396,9 @@ async def run_worker(
     def executor_for(name: str) -> Executor:
         if name not in executors:
             spec = spec_of(name)
-            executors[name] = get_executor(executor_name or spec.executor)(load_benchmark(spec.benchmark), spec)
+            executors[name] = get_executor(executor_name or spec.executor)(
+                load_benchmark(spec.benchmark), spec
+            )
         return executors[name]
 
     def policy_for(name: str) -> RunPolicy:
@@ -355,11 +415,20 @@ async def run_worker(
 
     worker_id = worker_identity()
     spool = spool_for(store_url, worker_id, spool_dir)
-    scheduler = Scheduler(store, executor_for, worker_id=worker_id, concurrency=concurrency,
-                          experiment=experiment, lease_s=LEASE_S, policy_for=policy_for, spool=spool,
-                          healthy_interval_s=None if exit_when_idle else healthy_interval_s,
-                          give_up_after_s=give_up_after_s, interrupt_grace_s=DRAIN_GRACE_S,
-                          on_tick=_alive_file_toucher())
+    scheduler = Scheduler(
+        store,
+        executor_for,
+        worker_id=worker_id,
+        concurrency=concurrency,
+        experiment=experiment,
+        lease_s=LEASE_S,
+        policy_for=policy_for,
+        spool=spool,
+        healthy_interval_s=None if exit_when_idle else healthy_interval_s,
+        give_up_after_s=give_up_after_s,
+        interrupt_grace_s=DRAIN_GRACE_S,
+        on_tick=_alive_file_toucher(),
+    )
     try:
         with _interrupts_stop(scheduler, enabled=True, signals=(signal.SIGTERM, signal.SIGINT)):
             summary = await scheduler.run(forever=not exit_when_idle)

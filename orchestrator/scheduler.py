@@ -133,7 +133,9 @@ class Scheduler:
         while self._unwritten:
             batch, self._unwritten = self._unwritten, []
             try:
-                flags = await asyncio.to_thread(self.store.complete_many, [completion for completion, _ in batch])
+                flags = await asyncio.to_thread(
+                    self.store.complete_many, [completion for completion, _ in batch]
+                )
             except Exception as exc:
                 if self.spool is None or not _unavailable(exc):
                     for _, done in batch:
@@ -150,9 +152,12 @@ class Scheduler:
         assert self.spool is not None
         self.spool.add(entry)
         self.summary.spooled += 1
-        log.warning("trial store unreachable: %s of trial %s kept in %s until it answers",
-                    "result" if entry.kind == "complete" else "infra failure", entry.completion.lease.trial_id[:12],
-                    self.spool.path)
+        log.warning(
+            "trial store unreachable: %s of trial %s kept in %s until it answers",
+            "result" if entry.kind == "complete" else "infra failure",
+            entry.completion.lease.trial_id[:12],
+            self.spool.path,
+        )
 
     async def _flush_spool(self) -> None:
         if self.spool is not None and len(self.spool):
@@ -174,8 +179,11 @@ class Scheduler:
         if self._health_of(experiment).allows():
             if self.summary.stopped.get(experiment) == "infra_error_rate":
                 del self.summary.stopped[experiment]
-                log.warning("run %s: no infrastructure failure for %.0f s; starting its trials again", experiment,
-                            self.healthy_interval_s or 0)
+                log.warning(
+                    "run %s: no infrastructure failure for %.0f s; starting its trials again",
+                    experiment,
+                    self.healthy_interval_s or 0,
+                )
             return True
         return False
 
@@ -205,8 +213,9 @@ class Scheduler:
     async def _wind_down(self) -> None:
         deadline = time.monotonic() + self.interrupt_grace_s
         while self._running and self._interrupts < 2 and (left := deadline - time.monotonic()) > 0:
-            done, _ = await asyncio.wait(list(self._running), timeout=min(left, 0.2),
-                                         return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(
+                list(self._running), timeout=min(left, 0.2), return_when=asyncio.FIRST_COMPLETED
+            )
             for finished in done:
                 lease = self._running.pop(finished)
                 if not finished.cancelled() and finished.exception() is not None:
@@ -222,10 +231,16 @@ class Scheduler:
         self.summary.abandoned = len(abandoned)
         if abandoned:
             try:
-                self.summary.released = await asyncio.to_thread(self.store.release, [lease for _, lease in abandoned])
+                self.summary.released = await asyncio.to_thread(
+                    self.store.release, [lease for _, lease in abandoned]
+                )
             except Exception as exc:  # they expire by themselves; a resume on this host takes them at once
-                log.warning("could not give back %d leases (they expire in %.0f s): %s", len(abandoned),
-                            self.lease_s, exc)
+                log.warning(
+                    "could not give back %d leases (they expire in %.0f s): %s",
+                    len(abandoned),
+                    self.lease_s,
+                    exc,
+                )
 
     # --- loop -------------------------------------------------------------------------------
 
@@ -249,8 +264,12 @@ class Scheduler:
             if not self._may_start(experiment):
                 continue
             leases, exhausted = await asyncio.to_thread(
-                self.store.lease_within_budget, self.worker_id, limit=free, lease_s=self.lease_s,
-                experiment=experiment, budget=self.policy_for(experiment).budget,
+                self.store.lease_within_budget,
+                self.worker_id,
+                limit=free,
+                lease_s=self.lease_s,
+                experiment=experiment,
+                budget=self.policy_for(experiment).budget,
             )
             if exhausted:
                 self._exhausted.add(experiment)
@@ -301,9 +320,17 @@ class Scheduler:
                     outage_since = outage_since or time.monotonic()
                     idle_and_done = False
                     log.warning("%s", exc.message)
-                    if (not forever and not self._running and self.give_up_after_s is not None
-                            and time.monotonic() - outage_since > self.give_up_after_s):
-                        kept = f"; {len(self.spool)} unwritten results kept in {self.spool.path}" if self.spool else ""
+                    if (
+                        not forever
+                        and not self._running
+                        and self.give_up_after_s is not None
+                        and time.monotonic() - outage_since > self.give_up_after_s
+                    ):
+                        kept = (
+                            f"; {len(self.spool)} unwritten results kept in {self.spool.path}"
+                            if self.spool
+                            else ""
+                        )
                         raise AtollError("store_unavailable", f"{exc.message}{kept}") from None
                 if not self._running:
                     if idle_and_done and not (self.spool and len(self.spool)) and not forever:
@@ -373,14 +400,21 @@ class Scheduler:
             return
         summary.configuration_errors += 1
         rate = self.policy_for(experiment).infra_abort_rate
-        if (summary.configuration_errors >= MIN_CONFIGURATION_ERRORS_FOR_ABORT
-                and summary.configuration_errors / summary.attempts > rate
-                and self.summary.stopped.get(experiment) != "model_configuration"):
+        if (
+            summary.configuration_errors >= MIN_CONFIGURATION_ERRORS_FOR_ABORT
+            and summary.configuration_errors / summary.attempts > rate
+            and self.summary.stopped.get(experiment) != "model_configuration"
+        ):
             # No more trials of this run from this worker: the endpoint will not fix itself.
             self._exhausted.add(experiment)
             self._stop(experiment, "model_configuration")
-            log.error("run %s: stopping: %d of %d attempts met a model endpoint configuration error; last: %s",
-                      experiment, summary.configuration_errors, summary.attempts, exc)
+            log.error(
+                "run %s: stopping: %d of %d attempts met a model endpoint configuration error; last: %s",
+                experiment,
+                summary.configuration_errors,
+                summary.attempts,
+                exc,
+            )
 
     async def _infra_failure(self, lease: Lease, error: str, result: TrialResult | None = None) -> None:
         self.summary.infra_errors += 1
@@ -390,14 +424,22 @@ class Scheduler:
             await asyncio.sleep(min(policy.retry_backoff_s * 2 ** (lease.attempt - 1), 60.0))
         if result is None:
             result = TrialResult(
-                trial_id=lease.trial_id, outcome=Outcome.infra_error, error=error, attempt=lease.attempt,
+                trial_id=lease.trial_id,
+                outcome=Outcome.infra_error,
+                error=error,
+                attempt=lease.attempt,
                 finished_at=datetime.now(UTC),
             )
         write = SpooledWrite("infra", Completion(lease, self.worker_id, result), error, policy.max_attempts)
         try:
             state = await asyncio.to_thread(
-                self.store.fail_infra, lease, self.worker_id, error, max_attempts=policy.max_attempts,
-                result=result, write_id=write.completion.write_id,
+                self.store.fail_infra,
+                lease,
+                self.worker_id,
+                error,
+                max_attempts=policy.max_attempts,
+                result=result,
+                write_id=write.completion.write_id,
             )
         except AtollError as exc:
             if self.spool is None or not _unavailable(exc):
@@ -409,5 +451,10 @@ class Scheduler:
         health.record(failed=True)
         if not health.allows() and self.summary.stopped.get(lease.experiment) != "infra_error_rate":
             self._stop(lease.experiment, "infra_error_rate")
-            log.error("run %s: stopping: %d of %d attempts failed (%d of this worker's on the model endpoint)",
-                      lease.experiment, health.failures, health.attempts, self.summary.model_endpoint_errors)
+            log.error(
+                "run %s: stopping: %d of %d attempts failed (%d of this worker's on the model endpoint)",
+                lease.experiment,
+                health.failures,
+                health.attempts,
+                self.summary.model_endpoint_errors,
+            )

@@ -54,20 +54,35 @@ class SpooledWrite:
 
     def to_json(self) -> str:
         lease = self.completion.lease
-        return json.dumps({
-            "kind": self.kind, "write_id": self.completion.write_id, "worker": self.completion.worker,
-            "experiment": lease.experiment, "trial_id": lease.trial_id, "token": lease.token,
-            "attempt": lease.attempt, "spec": lease.spec.model_dump(mode="json"),
-            "result": self.completion.result.model_dump(mode="json"), "error": self.error,
-            "max_attempts": self.max_attempts,
-        })
+        return json.dumps(
+            {
+                "kind": self.kind,
+                "write_id": self.completion.write_id,
+                "worker": self.completion.worker,
+                "experiment": lease.experiment,
+                "trial_id": lease.trial_id,
+                "token": lease.token,
+                "attempt": lease.attempt,
+                "spec": lease.spec.model_dump(mode="json"),
+                "result": self.completion.result.model_dump(mode="json"),
+                "error": self.error,
+                "max_attempts": self.max_attempts,
+            }
+        )
 
     @classmethod
     def from_json(cls, line: str) -> SpooledWrite:
         raw: dict[str, Any] = json.loads(line)
-        lease = Lease(raw["experiment"], raw["trial_id"], raw["token"], raw["attempt"],
-                      TrialSpec.model_validate(raw["spec"]))
-        completion = Completion(lease, raw["worker"], TrialResult.model_validate(raw["result"]), raw["write_id"])
+        lease = Lease(
+            raw["experiment"],
+            raw["trial_id"],
+            raw["token"],
+            raw["attempt"],
+            TrialSpec.model_validate(raw["spec"]),
+        )
+        completion = Completion(
+            lease, raw["worker"], TrialResult.model_validate(raw["result"]), raw["write_id"]
+        )
         return cls(raw["kind"], completion, raw.get("error"), raw.get("max_attempts", 1))
 
     def write(self, store: TrialStore) -> None:
@@ -75,9 +90,14 @@ class SpooledWrite:
         if self.kind == "complete":
             store.complete_many([self.completion])
         else:
-            store.fail_infra(self.completion.lease, self.completion.worker, self.error or "infrastructure error",
-                             max_attempts=self.max_attempts, result=self.completion.result,
-                             write_id=self.completion.write_id)
+            store.fail_infra(
+                self.completion.lease,
+                self.completion.worker,
+                self.error or "infrastructure error",
+                max_attempts=self.max_attempts,
+                result=self.completion.result,
+                write_id=self.completion.write_id,
+            )
 
 
 class ResultSpool:
@@ -144,7 +164,9 @@ class ResultSpool:
             self.path.unlink(missing_ok=True)
             return
         scratch = self.path.with_suffix(".tmp")
-        scratch.write_text("".join(entry.to_json() + "\n" for entry in self.entries.values()), encoding="utf-8")
+        scratch.write_text(
+            "".join(entry.to_json() + "\n" for entry in self.entries.values()), encoding="utf-8"
+        )
         os.replace(scratch, self.path)
 
     def close(self) -> None:

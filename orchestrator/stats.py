@@ -31,9 +31,21 @@ from orchestrator.bootstrap import BOOTSTRAP_RESAMPLES, Interval, bootstrap_mean
 # Fewer tasks than this behind an interval: the report warns that the CI means little.
 MIN_TASKS_FOR_CI = 10
 
-__all__ = ["BOOTSTRAP_RESAMPLES", "Interval", "MIN_TASKS_FOR_CI", "TrialRecord", "benjamini_hochberg",
-           "bootstrap_mean", "compute_metrics", "mcnemar_exact", "pairwise_mcnemar", "pass_at_k", "pass_hat_k",
-           "tally", "unique_records"]
+__all__ = [
+    "BOOTSTRAP_RESAMPLES",
+    "Interval",
+    "MIN_TASKS_FOR_CI",
+    "TrialRecord",
+    "benjamini_hochberg",
+    "bootstrap_mean",
+    "compute_metrics",
+    "mcnemar_exact",
+    "pairwise_mcnemar",
+    "pass_at_k",
+    "pass_hat_k",
+    "tally",
+    "unique_records",
+]
 
 
 @dataclass(frozen=True)
@@ -96,7 +108,9 @@ def tally(records: Iterable[TrialRecord]) -> dict[str, dict[str, TaskTally]]:
         if record.outcome in (Outcome.passed, Outcome.failed):
             entry.graded += 1
             entry.passed += record.outcome is Outcome.passed
-            entry.scores.append(record.score if record.score is not None else float(record.outcome is Outcome.passed))
+            entry.scores.append(
+                record.score if record.score is not None else float(record.outcome is Outcome.passed)
+            )
             if record.outcome is Outcome.failed and record.ungradeable_criteria:
                 entry.failed_with_ungradeable += 1
                 entry.ungradeable_criteria_in_failed += record.ungradeable_criteria
@@ -118,18 +132,25 @@ def _series(tasks: dict[str, TaskTally], max_k: int) -> dict[str, dict[str, floa
     }
     for k in range(1, max_k + 1):
         eligible = {task_id: t for task_id, t in graded.items() if t.graded >= k}
-        series[f"pass_at_k/{k}"] = {task_id: pass_at_k(t.graded, t.passed, k) for task_id, t in eligible.items()}
-        series[f"pass_hat_k/{k}"] = {task_id: pass_hat_k(t.graded, t.passed, k) for task_id, t in eligible.items()}
+        series[f"pass_at_k/{k}"] = {
+            task_id: pass_at_k(t.graded, t.passed, k) for task_id, t in eligible.items()
+        }
+        series[f"pass_hat_k/{k}"] = {
+            task_id: pass_hat_k(t.graded, t.passed, k) for task_id, t in eligible.items()
+        }
     return series
 
 
-def _scope_intervals(tallies: dict[str, dict[str, TaskTally]], *, max_k: int,
-                     seed: int) -> dict[str, dict[str, Interval]]:
+def _scope_intervals(
+    tallies: dict[str, dict[str, TaskTally]], *, max_k: int, seed: int
+) -> dict[str, dict[str, Interval]]:
     """agent -> series -> Interval, every series of the scope bootstrapped over one set of draws."""
     universe = sorted({task_id for tasks in tallies.values() for task_id in tasks})
     position = {task_id: i for i, task_id in enumerate(universe)}
     columns: list[tuple[str, str, dict[str, float]]] = [
-        (agent, name, values) for agent, tasks in tallies.items() for name, values in _series(tasks, max_k).items()
+        (agent, name, values)
+        for agent, tasks in tallies.items()
+        for name, values in _series(tasks, max_k).items()
     ]
     matrix = np.zeros((len(universe), len(columns)))
     members = np.zeros((len(universe), len(columns)))
@@ -157,7 +178,8 @@ def agent_metrics(tasks: dict[str, TaskTally], intervals: dict[str, Interval], *
     graded = [task_id for task_id, t in tasks.items() if t.graded > 0]
     ungraded = {
         task_id: dict(sorted(t.reasons.items(), key=lambda kv: -kv[1]))
-        for task_id, t in sorted(tasks.items()) if t.graded == 0
+        for task_id, t in sorted(tasks.items())
+        if t.graded == 0
     }
     result: dict = {
         "tasks_total": len(tasks),
@@ -169,7 +191,9 @@ def agent_metrics(tasks: dict[str, TaskTally], intervals: dict[str, Interval], *
         # Tasks with no graded run are out of every denominator; each with why.
         "tasks_without_graded_runs": ungraded,
         "failed_trials_with_ungradeable_criteria": sum(t.failed_with_ungradeable for t in tasks.values()),
-        "ungradeable_criteria_in_failed_trials": sum(t.ungradeable_criteria_in_failed for t in tasks.values()),
+        "ungradeable_criteria_in_failed_trials": sum(
+            t.ungradeable_criteria_in_failed for t in tasks.values()
+        ),
         "pass_at_1": _with_warning(intervals["pass_at_1"]),
         "mean_score": _with_warning(intervals["mean_score"]),
         "checks_pass": _with_warning(intervals["checks_pass"]),
@@ -240,8 +264,16 @@ def pairwise_mcnemar(records: list[TrialRecord], agents: list[str]) -> list[dict
             paired = (a >= 0) & (b >= 0)
             a_wins = int(np.count_nonzero(paired & (a == 1) & (b == 0)))
             b_wins = int(np.count_nonzero(paired & (b == 1) & (a == 0)))
-            pairs.append({"a": first, "b": agents[j], "pairs": int(np.count_nonzero(paired)), "a_only": a_wins,
-                          "b_only": b_wins, "p_value": mcnemar_exact(a_wins, b_wins)})
+            pairs.append(
+                {
+                    "a": first,
+                    "b": agents[j],
+                    "pairs": int(np.count_nonzero(paired)),
+                    "a_only": a_wins,
+                    "b_only": b_wins,
+                    "p_value": mcnemar_exact(a_wins, b_wins),
+                }
+            )
     q_values, significant = benjamini_hochberg([pair["p_value"] for pair in pairs])
     for pair, q, flag in zip(pairs, q_values, significant, strict=True):
         pair["q_value"] = q
@@ -252,7 +284,9 @@ def pairwise_mcnemar(records: list[TrialRecord], agents: list[str]) -> list[dict
 def _scope_metrics(records: list[TrialRecord], *, max_k: int, seed: int) -> dict[str, dict]:
     tallies = tally(records)
     intervals = _scope_intervals(tallies, max_k=max_k, seed=seed)
-    return {agent: agent_metrics(tasks, intervals[agent], max_k=max_k) for agent, tasks in sorted(tallies.items())}
+    return {
+        agent: agent_metrics(tasks, intervals[agent], max_k=max_k) for agent, tasks in sorted(tallies.items())
+    }
 
 
 def compute_metrics(records: list[TrialRecord], *, max_k: int, seed: int = 0) -> dict:
@@ -275,6 +309,10 @@ def compute_metrics(records: list[TrialRecord], *, max_k: int, seed: int = 0) ->
         "pairwise": pairwise_mcnemar(records, agents),
         "pairwise_by_domain": pairwise_by_domain,
         "duplicates_dropped": duplicates,
-        "bootstrap": {"resamples": BOOTSTRAP_RESAMPLES, "seed": seed, "interval": "percentile 95%",
-                      "min_tasks_for_ci": MIN_TASKS_FOR_CI},
+        "bootstrap": {
+            "resamples": BOOTSTRAP_RESAMPLES,
+            "seed": seed,
+            "interval": "percentile 95%",
+            "min_tasks_for_ci": MIN_TASKS_FOR_CI,
+        },
     }

@@ -28,7 +28,15 @@ from orchestrator.store_retry import StoreRetry, retried
 from orchestrator.store_runs import RunRecords, TrialRow
 from orchestrator.store_schema import attempts, create_schema, trials
 
-__all__ = ["Budget", "Completion", "Lease", "TrialRow", "TrialStore", "normalise_store_url", "worker_identity"]
+__all__ = [
+    "Budget",
+    "Completion",
+    "Lease",
+    "TrialRow",
+    "TrialStore",
+    "normalise_store_url",
+    "worker_identity",
+]
 
 
 @dataclass(frozen=True)
@@ -74,14 +82,29 @@ def _held(lease: Lease, *, leased_only: bool = True) -> Any:
     return and_(condition, trials.c.state == TrialState.leased.value) if leased_only else condition
 
 
-def _attempt_row(lease: Lease, worker: str, outcome: str, accepted: bool, error: str | None,
-                 result: TrialResult | None, now: float, write_id: str) -> dict[str, Any]:
+def _attempt_row(
+    lease: Lease,
+    worker: str,
+    outcome: str,
+    accepted: bool,
+    error: str | None,
+    result: TrialResult | None,
+    now: float,
+    write_id: str,
+) -> dict[str, Any]:
     return {
-        "experiment": lease.experiment, "trial_id": lease.trial_id, "attempt": lease.attempt, "worker": worker,
-        "outcome": outcome, "accepted": int(accepted), "error": error,
-        "result_json": result.model_dump_json() if result else None, "finished_at": now,
+        "experiment": lease.experiment,
+        "trial_id": lease.trial_id,
+        "attempt": lease.attempt,
+        "worker": worker,
+        "outcome": outcome,
+        "accepted": int(accepted),
+        "error": error,
+        "result_json": result.model_dump_json() if result else None,
+        "finished_at": now,
         # What the attempt cost, paid whether or not its result was accepted.
-        "cost_usd": (result.agent_cost_usd + result.judge_cost_usd) if result else 0.0, "write_id": write_id,
+        "cost_usd": (result.agent_cost_usd + result.judge_cost_usd) if result else 0.0,
+        "write_id": write_id,
     }
 
 
@@ -159,9 +182,17 @@ class TrialStore(RunRecords):
         # A dead server or a dropped route is noticed in seconds, not at the kernel's TCP
         # timeout; pre-ping replaces connections that died while idle in the pool.
         return create_engine(
-            self.url, pool_pre_ping=True, pool_size=5, max_overflow=5,
-            connect_args={"connect_timeout": 10, "keepalives": 1, "keepalives_idle": 10,
-                          "keepalives_interval": 5, "keepalives_count": 3},
+            self.url,
+            pool_pre_ping=True,
+            pool_size=5,
+            max_overflow=5,
+            connect_args={
+                "connect_timeout": 10,
+                "keepalives": 1,
+                "keepalives_idle": 10,
+                "keepalives_interval": 5,
+                "keepalives_count": 3,
+            },
         )
 
     @property
@@ -260,7 +291,12 @@ class TrialStore(RunRecords):
         return self.lease_within_budget(worker, limit=limit, lease_s=lease_s, experiment=experiment)[0]
 
     def lease_within_budget(
-        self, worker: str, *, limit: int, lease_s: float, experiment: str | None = None,
+        self,
+        worker: str,
+        *,
+        limit: int,
+        lease_s: float,
+        experiment: str | None = None,
         budget: Budget | None = None,
     ) -> tuple[list[Lease], bool]:
         """``lease``, within ``budget`` (which needs ``experiment``). Returns the leases and
@@ -272,18 +308,31 @@ class TrialStore(RunRecords):
         return self._lease(worker, limit, lease_s, experiment, budget, uuid.uuid4().hex, [])
 
     @retried
-    def _lease(self, worker: str, limit: int, lease_s: float, experiment: str | None, budget: Budget | None,
-               token: str, tries: list[int]) -> tuple[list[Lease], bool]:
+    def _lease(
+        self,
+        worker: str,
+        limit: int,
+        lease_s: float,
+        experiment: str | None,
+        budget: Budget | None,
+        token: str,
+        tries: list[int],
+    ) -> tuple[list[Lease], bool]:
         now = time.time()
         columns = (trials.c.experiment, trials.c.trial_id, trials.c.spec_json, trials.c.attempts)
         scope = [trials.c.experiment == experiment] if experiment is not None else []
         tries.append(1)
         with self._tx() as tx:
             if len(tries) > 1:  # a retry: did an earlier try of this very call commit?
-                landed = tx.execute(select(*columns).where(
-                    and_(*scope, trials.c.lease_token == token, trials.c.state == TrialState.leased.value))).all()
+                landed = tx.execute(
+                    select(*columns).where(
+                        and_(*scope, trials.c.lease_token == token, trials.c.state == TrialState.leased.value)
+                    )
+                ).all()
                 if landed:
-                    return [Lease(e, t, token, a, TrialSpec.model_validate_json(j)) for e, t, j, a in landed], False
+                    return [
+                        Lease(e, t, token, a, TrialSpec.model_validate_json(j)) for e, t, j, a in landed
+                    ], False
             exhausted = False
             if budget is not None:
                 limit, exhausted = self._budget_room(tx, experiment or "", budget, limit, now)
@@ -311,14 +360,26 @@ class TrialStore(RunRecords):
                 return [], exhausted
             tx.execute(
                 update(trials)
-                .where(and_(trials.c.experiment == bindparam("b_experiment"),
-                            trials.c.trial_id == bindparam("b_trial_id")))
-                .values(state=TrialState.leased.value, lease_owner=worker, lease_token=token,
-                        lease_expires=now + lease_s, attempts=bindparam("b_attempts"), updated_at=now),
+                .where(
+                    and_(
+                        trials.c.experiment == bindparam("b_experiment"),
+                        trials.c.trial_id == bindparam("b_trial_id"),
+                    )
+                )
+                .values(
+                    state=TrialState.leased.value,
+                    lease_owner=worker,
+                    lease_token=token,
+                    lease_expires=now + lease_s,
+                    attempts=bindparam("b_attempts"),
+                    updated_at=now,
+                ),
                 [{"b_experiment": e, "b_trial_id": t, "b_attempts": a + 1} for e, t, _spec, a in rows],
             )
         return [
-            Lease(experiment_name, trial_id, token, attempt_count + 1, TrialSpec.model_validate_json(spec_json))
+            Lease(
+                experiment_name, trial_id, token, attempt_count + 1, TrialSpec.model_validate_json(spec_json)
+            )
             for experiment_name, trial_id, spec_json, attempt_count in rows
         ], False
 
@@ -344,8 +405,13 @@ class TrialStore(RunRecords):
         with self._tx() as tx:
             for lease in leases:
                 result = tx.execute(
-                    update(trials).where(_held(lease)).values(
-                        state=TrialState.pending.value, lease_owner=None, lease_token=None, lease_expires=None,
+                    update(trials)
+                    .where(_held(lease))
+                    .values(
+                        state=TrialState.pending.value,
+                        lease_owner=None,
+                        lease_token=None,
+                        lease_expires=None,
                         attempts=case((trials.c.attempts > 0, trials.c.attempts - 1), else_=0),
                         updated_at=time.time(),
                     )
@@ -358,7 +424,9 @@ class TrialStore(RunRecords):
         """Which of these writes already landed (an earlier try committed), and accepted or not."""
         if not write_ids:
             return {}
-        rows = tx.execute(select(attempts.c.write_id, attempts.c.accepted).where(attempts.c.write_id.in_(write_ids)))
+        rows = tx.execute(
+            select(attempts.c.write_id, attempts.c.accepted).where(attempts.c.write_id.in_(write_ids))
+        )
         return {write_id: bool(accepted) for write_id, accepted in rows}
 
     def complete(self, lease: Lease, worker: str, result: TrialResult) -> bool:
@@ -385,38 +453,77 @@ class TrialStore(RunRecords):
             for experiment in {item.lease.experiment for item in fresh}:
                 ids = [item.lease.trial_id for item in fresh if item.lease.experiment == experiment]
                 query = select(trials.c.trial_id, trials.c.lease_token).where(
-                    and_(trials.c.experiment == experiment, trials.c.trial_id.in_(ids),
-                         trials.c.state == TrialState.leased.value)
+                    and_(
+                        trials.c.experiment == experiment,
+                        trials.c.trial_id.in_(ids),
+                        trials.c.state == TrialState.leased.value,
+                    )
                 )
                 if not self.is_sqlite:
                     query = query.with_for_update()
                 held.update((experiment, trial_id, token) for trial_id, token in tx.execute(query).all())
             for item in fresh:
-                written[item.write_id] = (item.lease.experiment, item.lease.trial_id, item.lease.token) in held
+                written[item.write_id] = (
+                    item.lease.experiment,
+                    item.lease.trial_id,
+                    item.lease.token,
+                ) in held
             finished = [
-                {"b_experiment": item.lease.experiment, "b_trial_id": item.lease.trial_id,
-                 "b_outcome": item.result.outcome.value, "b_result": item.result.model_dump_json()}
-                for item in fresh if written[item.write_id]
+                {
+                    "b_experiment": item.lease.experiment,
+                    "b_trial_id": item.lease.trial_id,
+                    "b_outcome": item.result.outcome.value,
+                    "b_result": item.result.model_dump_json(),
+                }
+                for item in fresh
+                if written[item.write_id]
             ]
             if finished:
                 tx.execute(
                     update(trials)
-                    .where(and_(trials.c.experiment == bindparam("b_experiment"),
-                                trials.c.trial_id == bindparam("b_trial_id")))
-                    .values(state=TrialState.done.value, outcome=bindparam("b_outcome"),
-                            result_json=bindparam("b_result"), lease_owner=None, lease_token=None, updated_at=now),
+                    .where(
+                        and_(
+                            trials.c.experiment == bindparam("b_experiment"),
+                            trials.c.trial_id == bindparam("b_trial_id"),
+                        )
+                    )
+                    .values(
+                        state=TrialState.done.value,
+                        outcome=bindparam("b_outcome"),
+                        result_json=bindparam("b_result"),
+                        lease_owner=None,
+                        lease_token=None,
+                        updated_at=now,
+                    ),
                     finished,
                 )
             if fresh:
-                tx.execute(attempts.insert(), [
-                    _attempt_row(item.lease, item.worker, item.result.outcome.value, written[item.write_id],
-                                 item.result.error, item.result, now, item.write_id)
-                    for item in fresh
-                ])
+                tx.execute(
+                    attempts.insert(),
+                    [
+                        _attempt_row(
+                            item.lease,
+                            item.worker,
+                            item.result.outcome.value,
+                            written[item.write_id],
+                            item.result.error,
+                            item.result,
+                            now,
+                            item.write_id,
+                        )
+                        for item in fresh
+                    ],
+                )
         return [written[item.write_id] for item in items]
 
     def fail_infra(
-        self, lease: Lease, worker: str, error: str, *, max_attempts: int, result: TrialResult | None = None,
+        self,
+        lease: Lease,
+        worker: str,
+        error: str,
+        *,
+        max_attempts: int,
+        result: TrialResult | None = None,
         write_id: str | None = None,
     ) -> str:
         """Record an infrastructure failure: back to pending while attempts remain, else
@@ -425,8 +532,15 @@ class TrialStore(RunRecords):
         return self._fail_infra(lease, worker, error, max_attempts, result, write_id or uuid.uuid4().hex)
 
     @retried
-    def _fail_infra(self, lease: Lease, worker: str, error: str, max_attempts: int, result: TrialResult | None,
-                    write_id: str) -> str:
+    def _fail_infra(
+        self,
+        lease: Lease,
+        worker: str,
+        error: str,
+        max_attempts: int,
+        result: TrialResult | None,
+        write_id: str,
+    ) -> str:
         exhausted = lease.attempt >= max_attempts
         state = TrialState.infra_error if exhausted else TrialState.pending
         values: dict[str, Any] = {
@@ -445,8 +559,13 @@ class TrialStore(RunRecords):
                 tx.execute(update(trials).where(_held(lease, leased_only=False)).values(**values)).rowcount
                 == 1
             )
-            tx.execute(attempts.insert().values(
-                **_attempt_row(lease, worker, "infra_error", accepted, error, result, time.time(), write_id)))
+            tx.execute(
+                attempts.insert().values(
+                    **_attempt_row(
+                        lease, worker, "infra_error", accepted, error, result, time.time(), write_id
+                    )
+                )
+            )
         return state.value
 
     def dispose(self) -> None:

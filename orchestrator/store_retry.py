@@ -44,10 +44,14 @@ class StoreRetry:
     @classmethod
     def from_env(cls) -> StoreRetry:
         try:
-            return cls(total_s=float(os.environ.get("ATOLL_STORE_RETRY_S", 120.0)),
-                       max_backoff_s=float(os.environ.get("ATOLL_STORE_RETRY_MAX_BACKOFF_S", 5.0)))
+            return cls(
+                total_s=float(os.environ.get("ATOLL_STORE_RETRY_S", 120.0)),
+                max_backoff_s=float(os.environ.get("ATOLL_STORE_RETRY_MAX_BACKOFF_S", 5.0)),
+            )
         except ValueError as exc:
-            raise AtollError("bad_setting", f"ATOLL_STORE_RETRY_S / ATOLL_STORE_RETRY_MAX_BACKOFF_S: {exc}") from None
+            raise AtollError(
+                "bad_setting", f"ATOLL_STORE_RETRY_S / ATOLL_STORE_RETRY_MAX_BACKOFF_S: {exc}"
+            ) from None
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -60,8 +64,12 @@ def is_transient(exc: BaseException) -> bool:
 
 def _log_retry(state: RetryCallState) -> None:
     exc = state.outcome.exception() if state.outcome else None
-    log.warning("trial store: %s failed (%s); retrying (try %d)", state.fn.__name__ if state.fn else "operation",
-                str(exc).splitlines()[0] if exc else "?", state.attempt_number)
+    log.warning(
+        "trial store: %s failed (%s); retrying (try %d)",
+        state.fn.__name__ if state.fn else "operation",
+        str(exc).splitlines()[0] if exc else "?",
+        state.attempt_number,
+    )
 
 
 def retried(method: F) -> F:

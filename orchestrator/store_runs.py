@@ -81,8 +81,14 @@ class RunRecords:
     """Mixin of TrialStore; uses its ``engine``, ``_tx`` and ``retry``."""
 
     @retried
-    def save_experiment(self, name: str, spec: dict[str, Any], *, fingerprint: str | None = None,
-                        identity: dict[str, Any] | None = None) -> None:
+    def save_experiment(
+        self,
+        name: str,
+        spec: dict[str, Any],
+        *,
+        fingerprint: str | None = None,
+        identity: dict[str, Any] | None = None,
+    ) -> None:
         """Create or update a run's record: its spec (and so its policy), and its fingerprint.
         A recorded stop is cleared: the run is being started again."""
         values: dict[str, Any] = {"spec_json": json.dumps(spec), "stop_json": None}
@@ -101,44 +107,71 @@ class RunRecords:
         ``model_configuration``, ``cost_ceiling``, ``interrupted``); reports show it first."""
         stop = {"reason": reason, "detail": detail, "at": time.time()}
         with self._tx() as tx:
-            tx.execute(update(experiments).where(experiments.c.name == name).values(stop_json=json.dumps(stop)))
+            tx.execute(
+                update(experiments).where(experiments.c.name == name).values(stop_json=json.dumps(stop))
+            )
 
     @retried
     def run_record(self, name: str) -> RunRecord | None:
         with self.engine.connect() as connection:
             row = connection.execute(
-                select(experiments.c.spec_json, experiments.c.fingerprint, experiments.c.identity_json,
-                       experiments.c.created_at, experiments.c.stop_json).where(experiments.c.name == name)
+                select(
+                    experiments.c.spec_json,
+                    experiments.c.fingerprint,
+                    experiments.c.identity_json,
+                    experiments.c.created_at,
+                    experiments.c.stop_json,
+                ).where(experiments.c.name == name)
             ).first()
         if row is None:
             return None
         spec_json, fingerprint, identity_json, created_at, stop_json = row
-        return RunRecord(name, json.loads(spec_json), fingerprint, json.loads(identity_json) if identity_json else None,
-                         created_at, json.loads(stop_json) if stop_json else None)
+        return RunRecord(
+            name,
+            json.loads(spec_json),
+            fingerprint,
+            json.loads(identity_json) if identity_json else None,
+            created_at,
+            json.loads(stop_json) if stop_json else None,
+        )
 
     @retried
     def trial_ids(self, experiment: str) -> set[str]:
         with self.engine.connect() as connection:
-            return set(connection.execute(select(trials.c.trial_id).where(trials.c.experiment == experiment))
-                       .scalars())
+            return set(
+                connection.execute(
+                    select(trials.c.trial_id).where(trials.c.experiment == experiment)
+                ).scalars()
+            )
 
     @retried
-    def archive_trials(self, experiment: str, keep: set[str], *, archive: str, fingerprint: str | None) -> int:
+    def archive_trials(
+        self, experiment: str, keep: set[str], *, archive: str, fingerprint: str | None
+    ) -> int:
         """Move the run's trials whose id is not in ``keep`` to ``archived_trials`` under the
         label ``archive`` (their rows and attempt history are kept, never deleted). Returns
         how many moved. A worker still running one of them cannot complete it any more."""
         now = time.time()
         with self._tx() as tx:
-            ids = [trial_id for trial_id in tx.execute(
-                select(trials.c.trial_id).where(trials.c.experiment == experiment)).scalars() if trial_id not in keep]
+            ids = [
+                trial_id
+                for trial_id in tx.execute(
+                    select(trials.c.trial_id).where(trials.c.experiment == experiment)
+                ).scalars()
+                if trial_id not in keep
+            ]
             for start in range(0, len(ids), 500):
                 chunk = ids[start : start + 500]
                 where = and_(trials.c.experiment == experiment, trials.c.trial_id.in_(chunk))
                 source = select(*[trials.c[name] for name in TRIAL_FIELDS]).where(where)
                 rows = [dict(row._mapping) for row in tx.execute(source)]
-                tx.execute(insert(archived_trials),
-                           [{**row, "archive": archive, "archived_at": now, "archived_fingerprint": fingerprint}
-                            for row in rows])
+                tx.execute(
+                    insert(archived_trials),
+                    [
+                        {**row, "archive": archive, "archived_at": now, "archived_fingerprint": fingerprint}
+                        for row in rows
+                    ],
+                )
                 tx.execute(delete(trials).where(where))
         return len(ids)
 
@@ -148,24 +181,47 @@ class RunRecords:
         under, and their trials by state and outcome."""
         with self.engine.connect() as connection:
             rows = connection.execute(
-                select(archived_trials.c.archive, archived_trials.c.archived_at,
-                       archived_trials.c.archived_fingerprint, archived_trials.c.state, archived_trials.c.outcome,
-                       func.count())
+                select(
+                    archived_trials.c.archive,
+                    archived_trials.c.archived_at,
+                    archived_trials.c.archived_fingerprint,
+                    archived_trials.c.state,
+                    archived_trials.c.outcome,
+                    func.count(),
+                )
                 .where(archived_trials.c.experiment == experiment)
-                .group_by(archived_trials.c.archive, archived_trials.c.archived_at,
-                          archived_trials.c.archived_fingerprint, archived_trials.c.state, archived_trials.c.outcome)
+                .group_by(
+                    archived_trials.c.archive,
+                    archived_trials.c.archived_at,
+                    archived_trials.c.archived_fingerprint,
+                    archived_trials.c.state,
+                    archived_trials.c.outcome,
+                )
             ).all()
         found: dict[str, dict[str, Any]] = {}
         for archive, archived_at, fingerprint, state, outcome, count in rows:
-            entry = found.setdefault(archive, {"archive": archive, "archived_at": archived_at,
-                                               "fingerprint": fingerprint, "trials": 0, "by_outcome": {}})
+            entry = found.setdefault(
+                archive,
+                {
+                    "archive": archive,
+                    "archived_at": archived_at,
+                    "fingerprint": fingerprint,
+                    "trials": 0,
+                    "by_outcome": {},
+                },
+            )
             entry["trials"] += count
-            key = outcome if state in (TrialState.done.value, TrialState.infra_error.value) and outcome else state
+            key = (
+                outcome
+                if state in (TrialState.done.value, TrialState.infra_error.value) and outcome
+                else state
+            )
             entry["by_outcome"][key] = entry["by_outcome"].get(key, 0) + count
         return sorted(found.values(), key=lambda entry: entry["archived_at"])
 
-    def _budget_room(self, tx: Connection, experiment: str, budget: Budget, limit: int,
-                     now: float) -> tuple[int, bool]:
+    def _budget_room(
+        self, tx: Connection, experiment: str, budget: Budget, limit: int, now: float
+    ) -> tuple[int, bool]:
         """How many trials ``budget`` lets start now, and whether it is spent for good. Runs
         inside the lease transaction with the run's row locked, so workers take turns."""
         lock = select(experiments.c.name).where(experiments.c.name == experiment)
@@ -175,14 +231,21 @@ class RunRecords:
         spent = self.spent_in(tx, experiment)
         priced = tx.execute(
             select(func.count(), func.avg(attempts.c.cost_usd)).where(
-                and_(attempts.c.experiment == experiment, attempts.c.cost_usd.is_not(None),
-                     attempts.c.outcome != TrialState.infra_error.value)
+                and_(
+                    attempts.c.experiment == experiment,
+                    attempts.c.cost_usd.is_not(None),
+                    attempts.c.outcome != TrialState.infra_error.value,
+                )
             )
         ).one()
         in_flight = tx.execute(
-            select(func.count()).where(and_(trials.c.experiment == experiment,
-                                            trials.c.state == TrialState.leased.value,
-                                            trials.c.lease_expires >= now))
+            select(func.count()).where(
+                and_(
+                    trials.c.experiment == experiment,
+                    trials.c.state == TrialState.leased.value,
+                    trials.c.lease_expires >= now,
+                )
+            )
         ).scalar_one()
         if spent >= budget.ceiling_usd:
             return 0, True
@@ -235,8 +298,9 @@ class RunRecords:
         """Money spent on the run's current trials: every attempt, accepted or not."""
         current = select(trials.c.trial_id).where(trials.c.experiment == experiment)
         spent = tx.execute(
-            select(func.coalesce(func.sum(attempts.c.cost_usd), 0.0))
-            .where(and_(attempts.c.experiment == experiment, attempts.c.trial_id.in_(current)))
+            select(func.coalesce(func.sum(attempts.c.cost_usd), 0.0)).where(
+                and_(attempts.c.experiment == experiment, attempts.c.trial_id.in_(current))
+            )
         ).scalar_one()
         return float(spent)
 
@@ -251,8 +315,7 @@ class RunRecords:
         now = time.time()
         expired = and_(trials.c.state == TrialState.leased.value, trials.c.lease_expires < now)
         query = (
-            select(trials.c.experiment, trials.c.state, func.count(),
-                   func.sum(case((expired, 1), else_=0)))
+            select(trials.c.experiment, trials.c.state, func.count(), func.sum(case((expired, 1), else_=0)))
             .where(trials.c.state.in_([TrialState.pending.value, TrialState.leased.value]))
             .group_by(trials.c.experiment, trials.c.state)
         )
@@ -292,15 +355,24 @@ class RunRecords:
         """Every (current, not archived) trial of the experiment, ordered by agent, task, run."""
         with self.engine.connect() as connection:
             rows = connection.execute(
-                select(trials.c.spec_json, trials.c.result_json, trials.c.state, trials.c.attempts,
-                       trials.c.updated_at)
+                select(
+                    trials.c.spec_json,
+                    trials.c.result_json,
+                    trials.c.state,
+                    trials.c.attempts,
+                    trials.c.updated_at,
+                )
                 .where(trials.c.experiment == experiment)
                 .order_by(trials.c.agent_name, trials.c.task_id, trials.c.run_index, trials.c.updated_at)
             ).all()
         return [
-            TrialRow(TrialSpec.model_validate_json(spec_json),
-                     TrialResult.model_validate_json(result_json) if result_json else None,
-                     state, attempt_count, updated_at)
+            TrialRow(
+                TrialSpec.model_validate_json(spec_json),
+                TrialResult.model_validate_json(result_json) if result_json else None,
+                state,
+                attempt_count,
+                updated_at,
+            )
             for spec_json, result_json, state, attempt_count, updated_at in rows
         ]
 
@@ -315,7 +387,9 @@ class RunRecords:
                 select(func.count(), func.max(trials.c.updated_at)).where(trials.c.experiment == experiment)
             ).one()
             archived = connection.execute(
-                select(func.count()).select_from(archived_trials).where(archived_trials.c.experiment == experiment)
+                select(func.count())
+                .select_from(archived_trials)
+                .where(archived_trials.c.experiment == experiment)
             ).scalar_one()
             fingerprint = connection.execute(
                 select(experiments.c.fingerprint).where(experiments.c.name == experiment)
@@ -326,28 +400,38 @@ class RunRecords:
     def runs_holding(self, trial_id: str) -> list[str]:
         """The runs holding a trial id, oldest run first (an indexed lookup, not a scan)."""
         with self.engine.connect() as connection:
-            return list(connection.execute(
-                select(trials.c.experiment)
-                .join(experiments, experiments.c.name == trials.c.experiment)
-                .where(trials.c.trial_id == trial_id)
-                .order_by(experiments.c.created_at)
-            ).scalars())
+            return list(
+                connection.execute(
+                    select(trials.c.experiment)
+                    .join(experiments, experiments.c.name == trials.c.experiment)
+                    .where(trials.c.trial_id == trial_id)
+                    .order_by(experiments.c.created_at)
+                ).scalars()
+            )
 
     @retried
     def trial_row(self, experiment: str, trial_id: str) -> TrialRow | None:
         """One trial of a run by its id, or None."""
         with self.engine.connect() as connection:
             row = connection.execute(
-                select(trials.c.spec_json, trials.c.result_json, trials.c.state, trials.c.attempts,
-                       trials.c.updated_at)
-                .where(and_(trials.c.experiment == experiment, trials.c.trial_id == trial_id))
+                select(
+                    trials.c.spec_json,
+                    trials.c.result_json,
+                    trials.c.state,
+                    trials.c.attempts,
+                    trials.c.updated_at,
+                ).where(and_(trials.c.experiment == experiment, trials.c.trial_id == trial_id))
             ).first()
         if row is None:
             return None
         spec_json, result_json, state, attempt_count, updated_at = row
-        return TrialRow(TrialSpec.model_validate_json(spec_json),
-                        TrialResult.model_validate_json(result_json) if result_json else None,
-                        state, attempt_count, updated_at)
+        return TrialRow(
+            TrialSpec.model_validate_json(spec_json),
+            TrialResult.model_validate_json(result_json) if result_json else None,
+            state,
+            attempt_count,
+            updated_at,
+        )
 
     @retried
     def attempt_history(self, experiment: str, trial_id: str | None = None) -> list[dict[str, Any]]:

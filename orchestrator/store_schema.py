@@ -104,14 +104,19 @@ def create_schema(engine: Engine) -> None:
     # create_all skips the indexes of a table that exists: a store made before this index gets it here.
     for index in trials.indexes:
         index.create(engine, checkfirst=True)
-    existing = {table: {column["name"] for column in inspect(engine).get_columns(table)}
-                for table in {table for table, _, _ in _ADDED_COLUMNS}}
-    missing = [(table, column, kind) for table, column, kind in _ADDED_COLUMNS if column not in existing[table]]
+    existing = {
+        table: {column["name"] for column in inspect(engine).get_columns(table)}
+        for table in {table for table, _, _ in _ADDED_COLUMNS}
+    }
+    missing = [
+        (table, column, kind) for table, column, kind in _ADDED_COLUMNS if column not in existing[table]
+    ]
     if not missing:
         return
     with engine.begin() as connection:
         for table, column, kind in missing:
             connection.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
             if column == "write_id":
-                connection.execute(text("CREATE UNIQUE INDEX IF NOT EXISTS ix_attempts_write_id "
-                                        "ON attempts (write_id)"))
+                connection.execute(
+                    text("CREATE UNIQUE INDEX IF NOT EXISTS ix_attempts_write_id ON attempts (write_id)")
+                )

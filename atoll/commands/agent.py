@@ -217,5 +217,11 @@ def serve(
     except ValidationError as exc:
         error = exc.errors()[0]
         raise AtollError("bad_settings", f"{error['loc'][0]}: {error['msg']}") from None
-    serve_app(create_app(settings), service="agent runner", host=settings.host, port=settings.port,
-              json_logs=json_logs or None, log_level="warning")
+    serve_app(
+        create_app(settings),
+        service="agent runner",
+        host=settings.host,
+        port=settings.port,
+        json_logs=json_logs or None,
+        log_level="warning",
+    )

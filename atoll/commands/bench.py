@@ -14,7 +14,9 @@ app = typer.Typer(help="Benchmark directories (APEX-Agents v1 or v1.1 layout).",
 
 @app.command("load")
 def load(
-    path: str = typer.Argument(..., help="benchmark directory (v1 or v1.1 layout, detected), or hf://ORG/DATASET"),
+    path: str = typer.Argument(
+        ..., help="benchmark directory (v1 or v1.1 layout, detected), or hf://ORG/DATASET"
+    ),
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
     verify: bool = typer.Option(True, help="check every archive member's CRC"),
 ) -> None:

@@ -18,7 +18,9 @@ def demo(
     output: Path = typer.Option(Path("atoll-out/demo"), help="where the benchmark, store and reports go"),
     runs: int = typer.Option(1, min=1, help="runs per task and agent"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress display"),
-    no_preflight: bool = typer.Option(False, "--no-preflight", help="skip the one-token check of the model endpoints"),
+    no_preflight: bool = typer.Option(
+        False, "--no-preflight", help="skip the one-token check of the model endpoints"
+    ),
 ) -> None:
     """Generate the sample benchmark, run the oracle (and a configured model), grade, report."""
     from atoll.commands.run import preflight_models, print_leaderboard
@@ -34,7 +36,9 @@ def demo(
         f"agents: {', '.join(a.name for a in spec.agents)}"
         + ("" if model else " (set ATOLL_MODEL, optionally ATOLL_API_BASE, to add a ReAct agent)")
     )
-    typer.echo(f"grading: programmatic checks{' + LLM judge ' + spec.judge.model if spec.judge.model else ' only'}")
+    typer.echo(
+        f"grading: programmatic checks{' + LLM judge ' + spec.judge.model if spec.judge.model else ' only'}"
+    )
     if not no_preflight:
         preflight_models([spec], quiet=quiet)
     # The demo's run is the demo: a changed model or sample replaces the earlier trials
@@ -63,8 +67,12 @@ def _validate_gold(spec, *, quiet: bool) -> None:
     from grader.judge import PROMPT_VERSION
     from grader.validate import ValidationReport, validate_gold
 
-    judge = JudgeConfig(model=spec.judge.model, api_base=spec.judge.api_base, samples=spec.judge.samples,
-                        extra_args=spec.judge.extra_args)
+    judge = JudgeConfig(
+        model=spec.judge.model,
+        api_base=spec.judge.api_base,
+        samples=spec.judge.samples,
+        extra_args=spec.judge.extra_args,
+    )
     report = ValidationReport(judge_model=judge.model, prompt_version=PROMPT_VERSION)
     typer.echo(f"validating the judge on the gold outputs ({judge.model})")
     asyncio.run(validate_gold(load_benchmark(spec.benchmark), judge, report))
@@ -72,4 +80,3 @@ def _validate_gold(spec, *, quiet: bool) -> None:
     path = Path(spec.output_dir) / "gold-validation.json"
     path.write_text(json.dumps(report.model_dump(mode="json"), indent=2), encoding="utf-8")
     typer.echo(f"gold validation: {path}")
-

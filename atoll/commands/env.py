@@ -37,7 +37,11 @@ def serve(
 
     overrides = {
         key: value
-        for key, value in (("fs_root", fs_root), ("apps_data_root", apps_data_root), ("json_logs", json_logs or None))
+        for key, value in (
+            ("fs_root", fs_root),
+            ("apps_data_root", apps_data_root),
+            ("json_logs", json_logs or None),
+        )
         if value is not None
     }
     try:

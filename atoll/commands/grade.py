@@ -193,8 +193,14 @@ def serve(
             )
     cache = cache or settings.cache
     app_ = create_app(judge, VerdictCache(cache) if cache else None)
-    serve_app(app_, service="grader", host=host or settings.host,
-              port=port if port is not None else settings.port, log_level="warning", json_logs=json_logs or None)
+    serve_app(
+        app_,
+        service="grader",
+        host=host or settings.host,
+        port=port if port is not None else settings.port,
+        log_level="warning",
+        json_logs=json_logs or None,
+    )
 
 
 @app.command()
@@ -283,7 +289,9 @@ def _print_gold_results(report: Any) -> None:
         table.add_column(column)
     for result in report.gold_results:
         gold = ", ".join(
-            part for part in ("answer" if result.answer else "", f"{result.files} files" if result.files else "") if part
+            part
+            for part in ("answer" if result.answer else "", f"{result.files} files" if result.files else "")
+            if part
         )
         for index, criterion in enumerate(result.criteria):
             first = index == 0

@@ -34,27 +34,50 @@ def serve(
     if not 0 < port < 65536:
         raise AtollError("bad_port", f"--port {port} must be between 1 and 65535")
     settings = ApiSettings(**({"store": store} if store else {}))
-    serve_app(create_app(settings), service="orchestrator", host=host, port=port, log_level="warning",
-              json_logs=json_logs or None)
+    serve_app(
+        create_app(settings),
+        service="orchestrator",
+        host=host,
+        port=port,
+        log_level="warning",
+        json_logs=json_logs or None,
+    )
 
 
 @trial_app.command("run")
 def run(
     input_uri: str = typer.Option(..., "--input", help="trial input written by the executor (fsspec URL)"),
     environment_url: str = typer.Option(
-        "http://127.0.0.1:8080", "--environment-url", envvar="ATOLL_ENVIRONMENT_URL", help="the pod's environment"
+        "http://127.0.0.1:8080",
+        "--environment-url",
+        envvar="ATOLL_ENVIRONMENT_URL",
+        help="the pod's environment",
     ),
     grader_url: str = typer.Option(
-        None, "--grader-url", envvar="ATOLL_GRADER_URL", help="grading service (default: grade in this process)"
+        None,
+        "--grader-url",
+        envvar="ATOLL_GRADER_URL",
+        help="grading service (default: grade in this process)",
     ),
-    env_token: str = typer.Option(None, "--env-token", envvar="ATOLL_ENV_TOKEN", help="environment control token"),
-    mcp_token: str = typer.Option(None, "--mcp-token", envvar="ATOLL_MCP_TOKEN", help="environment /mcp token"),
+    env_token: str = typer.Option(
+        None, "--env-token", envvar="ATOLL_ENV_TOKEN", help="environment control token"
+    ),
+    mcp_token: str = typer.Option(
+        None, "--mcp-token", envvar="ATOLL_MCP_TOKEN", help="environment /mcp token"
+    ),
 ) -> None:
     """Run one trial against the environment and write outcome.json beside the input."""
     from orchestrator.executors.kubernetes_trial import run_pod_trial
 
-    outcome = asyncio.run(run_pod_trial(input_uri, environment_url=environment_url, grader_url=grader_url,
-                                        env_token=env_token, mcp_token=mcp_token))
+    outcome = asyncio.run(
+        run_pod_trial(
+            input_uri,
+            environment_url=environment_url,
+            grader_url=grader_url,
+            env_token=env_token,
+            mcp_token=mcp_token,
+        )
+    )
     if outcome.result is not None:
         typer.echo(f"trial {outcome.result.trial_id[:12]}: {outcome.result.outcome.value}")
     else:

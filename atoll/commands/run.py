@@ -12,8 +12,10 @@ import typer
 from atoll.logs import JSON_LOGS_HELP
 
 NO_PREFLIGHT_HELP = "skip the one-token check of every model endpoint (agents and judge) before scheduling"
-VIEWER_URL_HELP = ("link each trial in the report to its page in `atoll view` served at this URL (e.g. "
-                   "http://127.0.0.1:8090); without it trials link to their artifact folders")
+VIEWER_URL_HELP = (
+    "link each trial in the report to its page in `atoll view` served at this URL (e.g. "
+    "http://127.0.0.1:8090); without it trials link to their artifact folders"
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -29,17 +31,20 @@ def run(
     executor: str = typer.Option(None, help="local | kubernetes | instant (dry run); default: the file's"),
     store: str = typer.Option(None, help="override the store URL (sqlite path or postgresql://…)"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress display"),
-    json_logs: bool = typer.Option(False, "--json-logs",
-                                   help="one JSON line per trial event on stderr, and logs as JSON lines"),
+    json_logs: bool = typer.Option(
+        False, "--json-logs", help="one JSON line per trial event on stderr, and logs as JSON lines"
+    ),
     enqueue_only: bool = typer.Option(
         False, "--enqueue-only", help="plan and enqueue, then exit; `atoll worker` processes execute"
     ),
-    new_run: str = typer.Option(None, "--new-run", metavar="NAME",
-                                help="run the experiment under this run name instead of its own"),
+    new_run: str = typer.Option(
+        None, "--new-run", metavar="NAME", help="run the experiment under this run name instead of its own"
+    ),
     replace: bool = typer.Option(
-        False, "--replace",
+        False,
+        "--replace",
         help="the run exists with another configuration: archive its trials that no longer fit (kept, not "
-             "deleted) and run this one under the same name",
+        "deleted) and run this one under the same name",
     ),
     no_preflight: bool = typer.Option(False, "--no-preflight", help=NO_PREFLIGHT_HELP),
     viewer_url: str = typer.Option(None, "--viewer-url", metavar="URL", help=VIEWER_URL_HELP),
@@ -59,28 +64,52 @@ def run(
         raise AtollError("bad_option", "--new-run and --replace exclude each other: pick one")
     if new_run is not None and not new_run.strip():
         raise AtollError("bad_option", "--new-run needs a run name")
-    updates = {key: value for key, value in {"executor": executor, "store": store, "name": new_run}.items()
-               if value}
+    updates = {
+        key: value for key, value in {"executor": executor, "store": store, "name": new_run}.items() if value
+    }
     if updates:
         spec = spec.model_copy(update=updates)
     viewer = _viewer_url(viewer_url)
     if not (no_preflight or enqueue_only):  # an enqueue-only run calls no model; its workers check
         preflight_models([spec], quiet=quiet)
-    outcome = asyncio.run(run_experiment(spec, quiet=quiet, json_events=json_logs, enqueue_only=enqueue_only,
-                                         replace=replace, interruptible=True, viewer_url=viewer))
+    outcome = asyncio.run(
+        run_experiment(
+            spec,
+            quiet=quiet,
+            json_events=json_logs,
+            enqueue_only=enqueue_only,
+            replace=replace,
+            interruptible=True,
+            viewer_url=viewer,
+        )
+    )
     if outcome.archived:
-        typer.echo(f"{outcome.experiment}: archived {outcome.archived} trials of the earlier configuration "
-                   "(kept under the run; the report lists them)")
+        typer.echo(
+            f"{outcome.experiment}: archived {outcome.archived} trials of the earlier configuration "
+            "(kept under the run; the report lists them)"
+        )
     if enqueue_only:
-        typer.echo(f"{outcome.experiment}: {outcome.planned} trials planned, {outcome.newly_enqueued} new, "
-                   f"{outcome.counts['done']} already done; store {spec.store}")
+        typer.echo(
+            f"{outcome.experiment}: {outcome.planned} trials planned, {outcome.newly_enqueued} new, "
+            f"{outcome.counts['done']} already done; store {spec.store}"
+        )
         return
     if outcome.summary.stopped_reason == "interrupted":
-        resume = " ".join(["atoll run", shlex.quote(str(experiment)),
-                           *(f"{flag} {shlex.quote(value)}" for flag, value in
-                             (("--new-run", new_run), ("--store", store), ("--executor", executor)) if value)])
-        typer.echo(f"interrupted: {outcome.counts['done']}/{outcome.counts['total']} done; `{resume}` resumes",
-                   err=True)
+        resume = " ".join(
+            [
+                "atoll run",
+                shlex.quote(str(experiment)),
+                *(
+                    f"{flag} {shlex.quote(value)}"
+                    for flag, value in (("--new-run", new_run), ("--store", store), ("--executor", executor))
+                    if value
+                ),
+            ]
+        )
+        typer.echo(
+            f"interrupted: {outcome.counts['done']}/{outcome.counts['total']} done; `{resume}` resumes",
+            err=True,
+        )
         raise typer.Exit(130)
     print_leaderboard(outcome.report_paths["md"])
     typer.echo(f"{outcome.experiment}: {resume_summary(outcome)}; report: {outcome.report_paths['html']}")
@@ -98,8 +127,10 @@ def _viewer_url(url: str | None) -> str | None:
 
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise AtollError("bad_option", f"--viewer-url {url!r}: give the http(s) URL `atoll view` serves, e.g. "
-                                       "http://127.0.0.1:8090")
+        raise AtollError(
+            "bad_option",
+            f"--viewer-url {url!r}: give the http(s) URL `atoll view` serves, e.g. http://127.0.0.1:8090",
+        )
     return url.strip().rstrip("/")
 
 
@@ -107,8 +138,10 @@ def resume_summary(outcome) -> str:
     """'64 of 64 trials done: 57 run now (2 left unfinished by an earlier run), 7 already done'."""
     done, ran = outcome.counts["done"], outcome.summary.completed
     taken_up = f" ({outcome.reclaimed} left unfinished by an earlier run)" if outcome.reclaimed else ""
-    return (f"{done} of {outcome.counts['total']} trials done: {ran} run now{taken_up}, "
-            f"{max(done - ran, 0)} already done")
+    return (
+        f"{done} of {outcome.counts['total']} trials done: {ran} run now{taken_up}, "
+        f"{max(done - ran, 0)} already done"
+    )
 
 
 def report(
@@ -127,8 +160,9 @@ def report(
     trial_store = TrialStore(store)
     try:
         require_known_run(trial_store, run_name)
-        paths = write_report(trial_store, run_name, output or Path("atoll-out") / run_name, seed=seed,
-                             viewer_url=viewer)
+        paths = write_report(
+            trial_store, run_name, output or Path("atoll-out") / run_name, seed=seed, viewer_url=viewer
+        )
     finally:
         trial_store.dispose()
     print_leaderboard(paths["md"])
@@ -136,7 +170,9 @@ def report(
 
 
 def worker(
-    store: str = typer.Option(..., envvar="ATOLL_STORE", help="shared store URL, e.g. postgresql://user@host/db"),
+    store: str = typer.Option(
+        ..., envvar="ATOLL_STORE", help="shared store URL, e.g. postgresql://user@host/db"
+    ),
     experiment: str = typer.Option(None, help="only this experiment"),
     concurrency: int = typer.Option(2, min=1, help="trials at once"),
     executor: str = typer.Option(None, help="override the experiments' executor"),
@@ -144,12 +180,15 @@ def worker(
         False, help="keep polling for new trials instead of exiting when nothing is pending or leased"
     ),
     spool_dir: Path = typer.Option(
-        None, envvar="ATOLL_SPOOL_DIR",
+        None,
+        envvar="ATOLL_SPOOL_DIR",
         help="where results wait while the database is unreachable (default ~/.cache/atoll/spool)",
     ),
     healthy_interval: float = typer.Option(
-        300.0, min=0, help="with --forever: seconds without an infra failure after which a run stopped for its "
-                           "error rate is tried again",
+        300.0,
+        min=0,
+        help="with --forever: seconds without an infra failure after which a run stopped for its "
+        "error rate is tried again",
     ),
     no_preflight: bool = typer.Option(False, "--no-preflight", help=NO_PREFLIGHT_HELP),
     json_logs: bool = typer.Option(False, "--json-logs", help=JSON_LOGS_HELP),
@@ -163,15 +202,26 @@ def worker(
     if not no_preflight:
         preflight_models(_experiments_with_work(store, experiment, executor), quiet=False)
 
-    summary = asyncio.run(run_worker(store, experiment=experiment, concurrency=concurrency,
-                                     executor_name=executor, exit_when_idle=not forever, spool_dir=spool_dir,
-                                     healthy_interval_s=healthy_interval))
-    typer.echo(f"worker finished: {summary.completed} trials completed, {summary.infra_errors} infra errors, "
-               f"{summary.lost_leases} lost leases, {summary.spooled} results spooled during store outages")
+    summary = asyncio.run(
+        run_worker(
+            store,
+            experiment=experiment,
+            concurrency=concurrency,
+            executor_name=executor,
+            exit_when_idle=not forever,
+            spool_dir=spool_dir,
+            healthy_interval_s=healthy_interval,
+        )
+    )
+    typer.echo(
+        f"worker finished: {summary.completed} trials completed, {summary.infra_errors} infra errors, "
+        f"{summary.lost_leases} lost leases, {summary.spooled} results spooled during store outages"
+    )
     for run_name, reason in sorted(summary.stopped.items()):
-        why = {"cost_ceiling": "its cost ceiling would have been passed",
-               "model_configuration": "its model endpoint is misconfigured (see the log for the endpoint)",
-               }.get(reason, "its infrastructure error rate passed the threshold")
+        why = {
+            "cost_ceiling": "its cost ceiling would have been passed",
+            "model_configuration": "its model endpoint is misconfigured (see the log for the endpoint)",
+        }.get(reason, "its infrastructure error rate passed the threshold")
         typer.echo(f"run {run_name}: stopped scheduling: {why}", err=True)
 
 
@@ -194,14 +244,17 @@ def regrade(
         require_known_run(trial_store, run_name)
         summary = asyncio.run(regrade_run(trial_store, run_name, judge_model=judge_model, api_base=api_base))
         spec = trial_store.experiment_spec(run_name) or {}
-        paths = write_report(trial_store, run_name, Path(spec.get("output_dir", "atoll-out")) / run_name,
-                             viewer_url=viewer)
+        paths = write_report(
+            trial_store, run_name, Path(spec.get("output_dir", "atoll-out")) / run_name, viewer_url=viewer
+        )
     finally:
         trial_store.dispose()
     print_leaderboard(paths["md"])
-    typer.echo(f"regraded {summary['trials_regraded']} trials: {summary['verdicts_changed']} verdicts and "
-               f"{summary['outcomes_changed']} outcomes changed, {summary['cache_hits']} cached verdicts; "
-               f"provenance in {paths['md'].parent}/regrade-{summary['regraded_at']}.json")
+    typer.echo(
+        f"regraded {summary['trials_regraded']} trials: {summary['verdicts_changed']} verdicts and "
+        f"{summary['outcomes_changed']} outcomes changed, {summary['cache_hits']} cached verdicts; "
+        f"provenance in {paths['md'].parent}/regrade-{summary['regraded_at']}.json"
+    )
 
 
 def preflight_models(specs: list[Any], *, quiet: bool) -> None:
@@ -223,7 +276,10 @@ def preflight_models(specs: list[Any], *, quiet: bool) -> None:
         # The agents' registry flags say which call a model; with in-process agents the run
         # loads them next anyway, so asking the registry costs nothing extra.
         probes_of = experiment_probes(
-            spec, uses_model=_agent_uses_model, agents=not services.agents_runner_url, judge=not services.grader_url
+            spec,
+            uses_model=_agent_uses_model,
+            agents=not services.agents_runner_url,
+            judge=not services.grader_url,
         )
         for probe in probes_of:
             known = probes.setdefault((probe.model, probe.api_base), probe)

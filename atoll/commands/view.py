@@ -33,25 +33,37 @@ def resolve_store(run_dir: Path | None, store: str | None, environ: dict[str, st
         for candidate in candidates:
             if candidate.is_file():
                 return str(candidate.resolve())
-        raise AtollError("no_store", f"{run_dir}: no trial store found (looked for "
-                         f"{', '.join(str(c) for c in candidates)}); pass --store URL for PostgreSQL")
+        raise AtollError(
+            "no_store",
+            f"{run_dir}: no trial store found (looked for "
+            f"{', '.join(str(c) for c in candidates)}); pass --store URL for PostgreSQL",
+        )
     if environ.get("ATOLL_STORE"):
         return environ["ATOLL_STORE"]
     for candidate in DEFAULT_STORES:
         if candidate.is_file():
             return str(candidate.resolve())
-    raise AtollError("no_store", "no trial store here (looked for "
-                     f"{', '.join(str(c) for c in DEFAULT_STORES)} and $ATOLL_STORE); run `atoll demo` first, "
-                     "or pass RUN_DIR or --store URL")
+    raise AtollError(
+        "no_store",
+        "no trial store here (looked for "
+        f"{', '.join(str(c) for c in DEFAULT_STORES)} and $ATOLL_STORE); run `atoll demo` first, "
+        "or pass RUN_DIR or --store URL",
+    )
 
 
 def view(
-    run_dir: Path = typer.Argument(None, help="output folder holding atoll.db (e.g. atoll-out/demo), or a .db file"),
+    run_dir: Path = typer.Argument(
+        None, help="output folder holding atoll.db (e.g. atoll-out/demo), or a .db file"
+    ),
     store: str = typer.Option(None, "--store", help="trial store URL (sqlite path or postgresql://…)"),
     host: str = typer.Option("127.0.0.1", "--host", help="bind address"),
     port: int = typer.Option(8090, "--port", help="TCP port"),
-    token: str = typer.Option(None, "--token", envvar="ATOLL_VIEW_TOKEN",
-                              help="required beyond loopback; browsers open /?token=… once"),
+    token: str = typer.Option(
+        None,
+        "--token",
+        envvar="ATOLL_VIEW_TOKEN",
+        help="required beyond loopback; browsers open /?token=… once",
+    ),
     json_logs: bool = typer.Option(False, "--json-logs", help=JSON_LOGS_HELP),
 ) -> None:
     """Browse runs, trials, transcripts, verdicts and world diffs in a web browser."""
@@ -66,8 +78,15 @@ def view(
     trial_store = TrialStore(url)
     try:
         # One line once it accepts connections: "atoll view (store …) listening on http://…".
-        serve_app(create_app(trial_store, bind_host=host, token=token), service=f"atoll view (store {shown_url(trial_store)})",
-                  host=host, port=port, log_level="warning", http=guarded_protocol(10.0), lifespan="on",
-                  json_logs=json_logs or None)
+        serve_app(
+            create_app(trial_store, bind_host=host, token=token),
+            service=f"atoll view (store {shown_url(trial_store)})",
+            host=host,
+            port=port,
+            log_level="warning",
+            http=guarded_protocol(10.0),
+            lifespan="on",
+            json_logs=json_logs or None,
+        )
     finally:
         trial_store.dispose()

@@ -114,18 +114,30 @@ async def complete(
     attempt = 0
     while True:
         if ledger.exhausted():
-            raise ModelError(ModelErrorKind.cost_ceiling, model=endpoint.model, api_base=endpoint.api_base,
-                             message=f"the cost ceiling of ${ledger.ceiling_usd:g} is reached; call not sent",
-                             retries=attempt)
-        attempt_timeout = timeout_s if deadline is None else max(0.001, min(timeout_s, deadline - time.monotonic()))
+            raise ModelError(
+                ModelErrorKind.cost_ceiling,
+                model=endpoint.model,
+                api_base=endpoint.api_base,
+                message=f"the cost ceiling of ${ledger.ceiling_usd:g} is reached; call not sent",
+                retries=attempt,
+            )
+        attempt_timeout = (
+            timeout_s if deadline is None else max(0.001, min(timeout_s, deadline - time.monotonic()))
+        )
         try:
             async with limiter.slot(provider):
                 try:
                     async with asyncio.timeout(attempt_timeout):
-                        response = await _call(endpoint, messages, tools, arguments or {}, attempt_timeout, stream)
+                        response = await _call(
+                            endpoint, messages, tools, arguments or {}, attempt_timeout, stream
+                        )
                 except TimeoutError:
-                    raise ModelError(ModelErrorKind.transient, model=endpoint.model, api_base=endpoint.api_base,
-                                     message=f"no answer within {attempt_timeout:g} s") from None
+                    raise ModelError(
+                        ModelErrorKind.transient,
+                        model=endpoint.model,
+                        api_base=endpoint.api_base,
+                        message=f"no answer within {attempt_timeout:g} s",
+                    ) from None
         except Exception as exc:  # noqa: BLE001 - every failure is classified, none escapes raw
             error = classify(exc, model=endpoint.model, api_base=endpoint.api_base)
             if error.kind is ModelErrorKind.rate_limited:
@@ -149,12 +161,23 @@ async def complete(
         await limiter.report(provider, rate_limited=False)
         spent = cost(response) if cost is not None else response_cost(response, endpoint.model)
         ledger.record(role, spent)
-        return Completion(response=response, cost_usd=spent, retries=attempt,
-                          duration_s=time.monotonic() - started, recovered_from=recovered)
+        return Completion(
+            response=response,
+            cost_usd=spent,
+            retries=attempt,
+            duration_s=time.monotonic() - started,
+            recovered_from=recovered,
+        )
 
 
-async def _call(endpoint: Endpoint, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-                extra: dict[str, Any], timeout_s: float, stream: bool) -> Any:
+async def _call(
+    endpoint: Endpoint,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    extra: dict[str, Any],
+    timeout_s: float,
+    stream: bool,
+) -> Any:
     call: dict[str, Any] = {
         "model": endpoint.model,
         "messages": [dict(message) for message in messages],  # providers' adapters may edit them

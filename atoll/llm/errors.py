@@ -199,9 +199,14 @@ def classify(exc: BaseException, *, model: str, api_base: str | None) -> ModelEr
     answered = "HTTPStatusError" in names
 
     def error(kind: ModelErrorKind) -> ModelError:
-        return ModelError(kind, model=model, api_base=api_base, message=message,
-                          status=status if answered else None,
-                          retry_after_s=retry_after_s(exc) if kind is ModelErrorKind.rate_limited else None)
+        return ModelError(
+            kind,
+            model=model,
+            api_base=api_base,
+            message=message,
+            status=status if answered else None,
+            retry_after_s=retry_after_s(exc) if kind is ModelErrorKind.rate_limited else None,
+        )
 
     if "ContextWindowExceededError" in names or "context_length_exceeded" in text:
         return error(ModelErrorKind.context_window)
@@ -215,7 +220,12 @@ def classify(exc: BaseException, *, model: str, api_base: str | None) -> ModelEr
         return error(ModelErrorKind.configuration)
     if status == 429 or "RateLimitError" in names:
         return error(ModelErrorKind.rate_limited)
-    if isinstance(exc, TimeoutError) or names & {"Timeout", "APITimeoutError", "ReadTimeout", "ConnectTimeout"}:
+    if isinstance(exc, TimeoutError) or names & {
+        "Timeout",
+        "APITimeoutError",
+        "ReadTimeout",
+        "ConnectTimeout",
+    }:
         return error(ModelErrorKind.transient)
     if "ContentPolicyViolationError" in names:
         return error(ModelErrorKind.content)
@@ -223,7 +233,13 @@ def classify(exc: BaseException, *, model: str, api_base: str | None) -> ModelEr
         return error(ModelErrorKind.transient)
     if status is not None and 400 <= status < 500:
         return error(ModelErrorKind.content)
-    if names & {"APIConnectionError", "ConnectError", "RemoteProtocolError", "ReadError", "ConnectionResetError"}:
+    if names & {
+        "APIConnectionError",
+        "ConnectError",
+        "RemoteProtocolError",
+        "ReadError",
+        "ConnectionResetError",
+    }:
         return error(ModelErrorKind.transient)
     if isinstance(exc, OSError):
         return error(ModelErrorKind.transient)

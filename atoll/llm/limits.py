@@ -45,7 +45,9 @@ class ProviderLimiter:
         self._limits = dict(limits or {})
         self._default = default
         self._windows: dict[str, _Window] = {}
-        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Waiters] = weakref.WeakKeyDictionary()
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Waiters] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def configure(self, limits: dict[str, int] | None = None, *, default: int | None = None) -> None:
         """Set the maximum per provider (windows start again from the new maxima)."""
@@ -140,8 +142,12 @@ def shared_ledger() -> CostLedger:
     return _LEDGER
 
 
-def configure_limits(per_provider: dict[str, int] | None = None, *, default: int | None = None,
-                     cost_ceiling_usd: float | None = None) -> None:
+def configure_limits(
+    per_provider: dict[str, int] | None = None,
+    *,
+    default: int | None = None,
+    cost_ceiling_usd: float | None = None,
+) -> None:
     """Set this process's per-provider maxima and the ledger's ceiling (None = no ceiling)."""
     _LIMITER.configure(per_provider, default=default)
     _LEDGER.ceiling_usd = cost_ceiling_usd

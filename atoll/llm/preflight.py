@@ -34,8 +34,11 @@ class Probe:
 
 
 def experiment_probes(
-    spec: ExperimentSpec, *, uses_model: Callable[[str], bool],
-    agents: bool = True, judge: bool = True,
+    spec: ExperimentSpec,
+    *,
+    uses_model: Callable[[str], bool],
+    agents: bool = True,
+    judge: bool = True,
 ) -> list[Probe]:
     """The distinct (model, api_base) pairs of ``spec``'s agents and judge.
 
@@ -52,8 +55,12 @@ def experiment_probes(
         for agent in spec.agents:
             if agent.model == "replay" or not uses_model(agent.agent):
                 continue
-            add(agent.model, agent.api_base or agent.config.get("api_base"), f"agent {agent.name}",
-                agent.extra_args)
+            add(
+                agent.model,
+                agent.api_base or agent.config.get("api_base"),
+                f"agent {agent.name}",
+                agent.extra_args,
+            )
     if judge and spec.judge.model:
         add(spec.judge.model, spec.judge.api_base, "judge", spec.judge.extra_args)
     return list(probes.values())
@@ -69,12 +76,20 @@ async def check(probe: Probe, *, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> str 
     arguments = {**probe.arguments, "max_tokens": 1}
     # One quick retry for a blip; a private limiter and ledger, so a probe never waits
     # behind or counts against the run's own calls.
-    policy = RetryPolicy(max_retries=1, initial_wait_s=0.5, max_wait_s=2.0, deadline_s=timeout_s,
-                         budget=RetryBudget(1))
+    policy = RetryPolicy(
+        max_retries=1, initial_wait_s=0.5, max_wait_s=2.0, deadline_s=timeout_s, budget=RetryBudget(1)
+    )
     try:
-        await complete(Endpoint(probe.model, probe.api_base, probe.api_key), _PROBE, role="preflight",
-                       arguments=arguments, timeout_s=timeout_s, retry=policy,
-                       limiter=ProviderLimiter(), ledger=CostLedger())
+        await complete(
+            Endpoint(probe.model, probe.api_base, probe.api_key),
+            _PROBE,
+            role="preflight",
+            arguments=arguments,
+            timeout_s=timeout_s,
+            retry=policy,
+            limiter=ProviderLimiter(),
+            ledger=CostLedger(),
+        )
     except ModelError as error:
         if error.kind in (ModelErrorKind.rate_limited, ModelErrorKind.content, ModelErrorKind.context_window):
             return None  # it answered: reachable, and the key was accepted

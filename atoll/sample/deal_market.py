@@ -41,7 +41,9 @@ def build_files(draft: WorldDraft) -> None:
         price = round(max(10.0, price * (1 + rng.uniform(-0.025, 0.025))), 2)
         high = round(max(opening, price) * (1 + rng.uniform(0, 0.01)), 2)
         low = round(min(opening, price) * (1 - rng.uniform(0, 0.01)), 2)
-        writer.writerow([SYMBOL, day.isoformat(), opening, high, low, price, rng.randrange(200_000, 900_000), "USD"])
+        writer.writerow(
+            [SYMBOL, day.isoformat(), opening, high, low, price, rng.randrange(200_000, 900_000), "USD"]
+        )
     draft.facts["crvn_close"] = price
     draft.apps("market_data/quotes.csv").write_text(quotes.getvalue(), encoding="utf-8")
     draft.apps("market_data/profiles.csv").write_text(
@@ -50,7 +52,12 @@ def build_files(draft: WorldDraft) -> None:
         encoding="utf-8",
     )
     rates = [
-        {"series": "UST10Y", "date": day.isoformat(), "value": round(4.1 + rng.uniform(-0.15, 0.15), 3), "unit": "percent"}
+        {
+            "series": "UST10Y",
+            "date": day.isoformat(),
+            "value": round(4.1 + rng.uniform(-0.15, 0.15), 3),
+            "unit": "percent",
+        }
         for day in _trading_days(LAST_CLOSE_DAY, 5)
     ]
     draft.apps("market_data/rates.json").write_text(json.dumps(rates, indent=2) + "\n", encoding="utf-8")

@@ -35,7 +35,9 @@ class InvalidOption(AtollError):
         self.option = option
 
 
-def validate_options(server: str, model: type[ServerOptions], options: Mapping[str, Any] | None) -> dict[str, Any]:
+def validate_options(
+    server: str, model: type[ServerOptions], options: Mapping[str, Any] | None
+) -> dict[str, Any]:
     """``options`` checked against ``model``: the given values, converted to their types.
 
     Raises :class:`InvalidOption` naming the first unknown or invalid option."""

@@ -21,6 +21,7 @@ class CalendarOptions(ServerOptions):
     time_zone: str | None = Field(None, description="IANA zone of times given without one (default UTC)")
     calendar_file: str | None = Field(None, description=".ics file new events go to (default calendar.ics)")
 
+
 SERVER = ServerDefinition(
     "calendar",
     consolidated_name="calendar",

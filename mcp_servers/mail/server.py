@@ -10,7 +10,10 @@ from mcp_servers.mail.store import MailStore
 class MailOptions(ServerOptions):
     """Options of the mail server."""
 
-    sent_mbox: str | None = Field(None, description="mbox file (under .apps_data/mail/) that sent mail goes to")
+    sent_mbox: str | None = Field(
+        None, description="mbox file (under .apps_data/mail/) that sent mail goes to"
+    )
+
 
 SERVER = ServerDefinition(
     "mail",

@@ -51,7 +51,9 @@ def _read_plain(path: Path) -> bytes:
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError as exc:
-        raise ToolError("bad_data", f"market data file {path.name}: cannot be read ({exc.strerror})") from None
+        raise ToolError(
+            "bad_data", f"market data file {path.name}: cannot be read ({exc.strerror})"
+        ) from None
     with os.fdopen(descriptor, "rb") as handle:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FIXTURE_BYTES:
@@ -150,7 +152,9 @@ class MarketData:
         if not name:
             return ""
         if "/" in str(name) or "\\" in str(name) or str(name).startswith("."):
-            raise ToolError("bad_data", f"filing {filing.get('filing_id')}: text_file {name!r} must be a plain file name")
+            raise ToolError(
+                "bad_data", f"filing {filing.get('filing_id')}: text_file {name!r} must be a plain file name"
+            )
         return _read_plain(self.folder / str(name)).decode("utf-8", "replace")
 
     def available(self) -> bool:

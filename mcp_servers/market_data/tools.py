@@ -95,7 +95,9 @@ def _date_argument(value: str | None, argument: str) -> str | None:
     try:
         return date.fromisoformat(value.strip()[:10]).isoformat()
     except ValueError:
-        raise ToolError("invalid_argument", f"{argument}: {value!r} is not a YYYY-MM-DD date", argument=argument) from None
+        raise ToolError(
+            "invalid_argument", f"{argument}: {value!r} is not a YYYY-MM-DD date", argument=argument
+        ) from None
 
 
 def _quotes_of(data: MarketData, symbol: str) -> list[dict[str, Any]]:
@@ -103,7 +105,9 @@ def _quotes_of(data: MarketData, symbol: str) -> list[dict[str, Any]]:
     if not rows:
         known = sorted({row["symbol"] for row in data.rows("quotes")})
         raise ToolError(
-            "not_found", f"symbol: no quotes for {symbol!r} (covered: {', '.join(known) or 'none'})", argument="symbol"
+            "not_found",
+            f"symbol: no quotes for {symbol!r} (covered: {', '.join(known) or 'none'})",
+            argument="symbol",
         )
     return sorted(rows, key=lambda row: row["date"])
 
@@ -146,7 +150,11 @@ def get_price_history(
     """
     symbol = _symbol(symbol)
     start, end = _date_argument(start_date, "start_date"), _date_argument(end_date, "end_date")
-    rows = [r for r in _quotes_of(data, symbol) if (start is None or r["date"] >= start) and (end is None or r["date"] <= end)]
+    rows = [
+        r
+        for r in _quotes_of(data, symbol)
+        if (start is None or r["date"] >= start) and (end is None or r["date"] <= end)
+    ]
     return PriceHistory(symbol=symbol, quotes=[_quote(r) for r in rows[-limit:]], total=len(rows))
 
 
@@ -159,10 +167,14 @@ def get_rate(data: MarketData, series: str, date: str | None = None) -> Rate:
         date: YYYY-MM-DD; the value of that day or the last one before it.
     """
     when = _date_argument(date, "date")
-    rows = sorted((r for r in data.rows("rates") if str(r["series"]).casefold() == series.strip().casefold()),
-                  key=lambda r: r["date"])
+    rows = sorted(
+        (r for r in data.rows("rates") if str(r["series"]).casefold() == series.strip().casefold()),
+        key=lambda r: r["date"],
+    )
     if not rows:
-        raise ToolError("not_found", f"series: no rate series {series!r}; see list_rate_series", argument="series")
+        raise ToolError(
+            "not_found", f"series: no rate series {series!r}; see list_rate_series", argument="series"
+        )
     rows = _on_or_before(rows, when)
     if not rows:
         raise ToolError("not_found", f"date: no {series} value on or before {when}", argument="date")
@@ -267,7 +279,9 @@ def read_filing(
                 next_offset=end if end < len(text) else None,
                 financials=financials,
             )
-    raise ToolError("not_found", f"filing_id: no filing {filing_id!r}; see search_filings", argument="filing_id")
+    raise ToolError(
+        "not_found", f"filing_id: no filing {filing_id!r}; see search_filings", argument="filing_id"
+    )
 
 
 @SERVER.tool(action="coverage", read_only=True)

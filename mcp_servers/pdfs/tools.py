@@ -70,6 +70,7 @@ class PdfsOptions(ServerOptions):
     ocr_timeout_s: float | None = Field(None, gt=0, description="limit of one page's OCR (default 120)")
     max_ocr_pages: int | None = Field(None, ge=0, description="pages OCR'd per call")
 
+
 SERVER = ServerDefinition(
     "pdfs",
     consolidated_name="pdf",
@@ -125,7 +126,9 @@ def read_pdf_pages(
         stop_at: int | None = None
         cut_page = False
         for number in wanted:
-            needs_ocr = pdf_format.needs_ocr(document, number) and state.extractor.cached_ocr(path, number) is None
+            needs_ocr = (
+                pdf_format.needs_ocr(document, number) and state.extractor.cached_ocr(path, number) is None
+            )
             if needs_ocr and ocr_done >= state.max_ocr_pages:
                 stop_at = number
                 break
@@ -324,7 +327,9 @@ def search_pdf(
     ocr_done = 0
     try:
         for number in range(1, document.page_count + 1):
-            needs_ocr = pdf_format.needs_ocr(document, number) and state.extractor.cached_ocr(path, number) is None
+            needs_ocr = (
+                pdf_format.needs_ocr(document, number) and state.extractor.cached_ocr(path, number) is None
+            )
             allow = not needs_ocr or ocr_done < state.max_ocr_pages
             entry = state.extractor.page_text(document, path, number, allow_ocr=allow, details=False)
             ocr_done += needs_ocr and allow

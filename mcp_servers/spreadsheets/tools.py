@@ -47,6 +47,7 @@ class SpreadsheetsOptions(ServerOptions):
     soffice: str | None = Field(None, description="LibreOffice executable (default: soffice on PATH)")
     recalc_timeout_s: float | None = Field(None, gt=0, description="limit of one recalculation (default 30)")
 
+
 SERVER = ServerDefinition(
     "spreadsheets",
     consolidated_name="sheets",

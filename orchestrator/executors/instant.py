@@ -27,9 +27,15 @@ class InstantOptions(BaseModel):
     instant_slow_attempts: int | None = Field(None, ge=0, description="sleep only in the first N attempts")
     instant_cost_usd: float = Field(0.0, ge=0, description="agent cost each trial reports")
     instant_pass_rate: float | None = Field(None, ge=0, le=1, description="share of trials that pass")
-    instant_ungradeable_tasks: list[str] = Field(default_factory=list, description="task ids graded ungradeable")
-    instant_infra_error_tasks: list[str] = Field(default_factory=list, description="task ids failing as infra")
-    instant_ungradeable_criteria: int = Field(0, ge=0, le=4, description="undecided criteria of a failed trial")
+    instant_ungradeable_tasks: list[str] = Field(
+        default_factory=list, description="task ids graded ungradeable"
+    )
+    instant_infra_error_tasks: list[str] = Field(
+        default_factory=list, description="task ids failing as infra"
+    )
+    instant_ungradeable_criteria: int = Field(
+        0, ge=0, le=4, description="undecided criteria of a failed trial"
+    )
 
 
 @executor("instant")
@@ -44,15 +50,23 @@ class InstantExecutor:
     gives every failed trial that many undecidable criteria (of 4); ``instant_slow_attempts``
     delays only the first that many attempts of a trial (a trial that hangs once)."""
 
-    def __init__(self, benchmark: Benchmark | None = None, experiment: ExperimentSpec | None = None,
-                 *, pass_rate: float = 0.5, infra_error_rate: float = 0.0) -> None:
+    def __init__(
+        self,
+        benchmark: Benchmark | None = None,
+        experiment: ExperimentSpec | None = None,
+        *,
+        pass_rate: float = 0.5,
+        infra_error_rate: float = 0.0,
+    ) -> None:
         self.pass_rate = pass_rate
         self.infra_error_rate = infra_error_rate
         for index, agent in enumerate(experiment.agents if experiment else ()):
             try:
                 InstantOptions.model_validate(agent.config)
             except ValidationError as exc:
-                raise AtollError("bad_experiment", f"agents.{index}.config: {describe_validation(exc)}") from None
+                raise AtollError(
+                    "bad_experiment", f"agents.{index}.config: {describe_validation(exc)}"
+                ) from None
 
     @staticmethod
     def _fraction(trial_id: str, salt: str) -> float:
@@ -66,8 +80,10 @@ class InstantExecutor:
         if options.instant_delay_s and (slow_attempts is None or attempt <= slow_attempts):
             await asyncio.sleep(options.instant_delay_s)
         trial_id = spec.trial_id
-        if (self._fraction(trial_id, f"infra{attempt}") < self.infra_error_rate
-                or spec.task_id in options.instant_infra_error_tasks):
+        if (
+            self._fraction(trial_id, f"infra{attempt}") < self.infra_error_rate
+            or spec.task_id in options.instant_infra_error_tasks
+        ):
             raise InfraError("simulated infrastructure failure")
         pass_rate = self.pass_rate if options.instant_pass_rate is None else options.instant_pass_rate
         passed = self._fraction(trial_id, "pass") < pass_rate

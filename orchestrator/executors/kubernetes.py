@@ -99,46 +99,89 @@ class KubernetesSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="ATOLL_K8S_", extra="ignore")
 
-    namespace: str | None = Field(None, description="namespace of trial Jobs (default: the pod's own, else 'atoll')")
+    namespace: str | None = Field(
+        None, description="namespace of trial Jobs (default: the pod's own, else 'atoll')"
+    )
     job_template: Path = Field(Path("/etc/atoll/trial-job.yaml"), description="trial Job template")
     trial_image: str | None = Field(None, description="override the template's trial container image")
     environment_image: str | None = Field(None, description="override the template's environment image")
     runtime_class: str | None = Field(None, description="e.g. gvisor: the pod is the sandbox")
     priority_class: str | None = Field(None, description="priorityClassName of trial pods")
-    max_pending: int = Field(8, ge=1, description="most trial pods pending at once (capacity-aware admission)")
-    poll_s: float = Field(5.0, gt=0, description="how often a waiting trial re-checks its timers and admission "
-                                                 "re-counts pending pods (the Job's state comes from the watch)")
+    max_pending: int = Field(
+        8, ge=1, description="most trial pods pending at once (capacity-aware admission)"
+    )
+    poll_s: float = Field(
+        5.0,
+        gt=0,
+        description="how often a waiting trial re-checks its timers and admission "
+        "re-counts pending pods (the Job's state comes from the watch)",
+    )
     watch_timeout_s: float = Field(300.0, gt=0, description="one watch stream's length before it is resumed")
-    events_s: float = Field(15.0, gt=0, description="least seconds between Event reads of one unexplained pending "
-                                                   "pod")
+    events_s: float = Field(
+        15.0, gt=0, description="least seconds between Event reads of one unexplained pending pod"
+    )
     ttl_s: int = Field(600, ge=0, description="ttlSecondsAfterFinished of trial Jobs")
-    deadline_grace_s: int = Field(900, ge=0, description="added to limits.timeout_s for the pod's "
-                                                         "activeDeadlineSeconds (the trial's run time)")
-    schedule_grace_s: int = Field(1800, ge=0, description="added to the pod's deadline for the Job's: time to be "
-                                                          "scheduled and started (keep it above "
-                                                          "unschedulable_timeout_s)")
-    image_pull_timeout_s: float = Field(300.0, ge=0, description="a pod failing to pull its image longer fails")
-    unschedulable_timeout_s: float = Field(1800.0, ge=0, description="an unschedulable pod longer than this fails")
-    start_timeout_s: float = Field(300.0, ge=0, description="a pod not created (FailedCreate) or not starting "
-                                                            "(FailedMount, config errors) longer than this fails")
-    owner: str | None = Field(None, description="owner id of this executor's Lease and Jobs (default: host name "
-                                                "and a random suffix)")
-    lease_s: int = Field(60, ge=3, description="leaseDurationSeconds of the executor's Lease (renewed every third)")
+    deadline_grace_s: int = Field(
+        900,
+        ge=0,
+        description="added to limits.timeout_s for the pod's activeDeadlineSeconds (the trial's run time)",
+    )
+    schedule_grace_s: int = Field(
+        1800,
+        ge=0,
+        description="added to the pod's deadline for the Job's: time to be "
+        "scheduled and started (keep it above "
+        "unschedulable_timeout_s)",
+    )
+    image_pull_timeout_s: float = Field(
+        300.0, ge=0, description="a pod failing to pull its image longer fails"
+    )
+    unschedulable_timeout_s: float = Field(
+        1800.0, ge=0, description="an unschedulable pod longer than this fails"
+    )
+    start_timeout_s: float = Field(
+        300.0,
+        ge=0,
+        description="a pod not created (FailedCreate) or not starting "
+        "(FailedMount, config errors) longer than this fails",
+    )
+    owner: str | None = Field(
+        None,
+        description="owner id of this executor's Lease and Jobs (default: host name and a random suffix)",
+    )
+    lease_s: int = Field(
+        60, ge=3, description="leaseDurationSeconds of the executor's Lease (renewed every third)"
+    )
     reap_s: float = Field(60.0, gt=0, description="how often Jobs of expired owners are looked for")
-    orphan_after_s: float = Field(300.0, gt=0, description="a Job whose owner's Lease expired this long ago is an "
-                                                           "orphan (time for a re-leased trial to adopt it first)")
-    keep_failed_jobs: bool = Field(False, description="leave failed Jobs for inspection (their TTL still applies)")
-    api_url: str | None = Field(None, description="API server URL (e.g. kubectl proxy); default in-cluster/kubeconfig")
-    api_timeout_s: float = Field(30.0, gt=0, description="read timeout of one API call (connect: 5 s at most)")
+    orphan_after_s: float = Field(
+        300.0,
+        gt=0,
+        description="a Job whose owner's Lease expired this long ago is an "
+        "orphan (time for a re-leased trial to adopt it first)",
+    )
+    keep_failed_jobs: bool = Field(
+        False, description="leave failed Jobs for inspection (their TTL still applies)"
+    )
+    api_url: str | None = Field(
+        None, description="API server URL (e.g. kubectl proxy); default in-cluster/kubeconfig"
+    )
+    api_timeout_s: float = Field(
+        30.0, gt=0, description="read timeout of one API call (connect: 5 s at most)"
+    )
     api_retry_budget_s: float = Field(60.0, ge=0, description="how long one API call retries 429/5xx/resets")
     api_retry_after_max_s: float = Field(30.0, ge=0, description="a longer Retry-After is cut to this")
     api_qps: float = Field(50.0, gt=0, description="client-side rate limit of API calls per executor")
     api_burst: int = Field(100, ge=1, description="API calls allowed at once above api_qps")
 
     def api_policy(self) -> ApiPolicy:
-        return ApiPolicy(connect_timeout_s=min(5.0, self.api_timeout_s), read_timeout_s=self.api_timeout_s,
-                         retry_budget_s=self.api_retry_budget_s, retry_after_max_s=self.api_retry_after_max_s,
-                         qps=self.api_qps, burst=self.api_burst)
+        return ApiPolicy(
+            connect_timeout_s=min(5.0, self.api_timeout_s),
+            read_timeout_s=self.api_timeout_s,
+            retry_budget_s=self.api_retry_budget_s,
+            retry_after_max_s=self.api_retry_after_max_s,
+            qps=self.api_qps,
+            burst=self.api_burst,
+        )
 
     def resolved_namespace(self) -> str:
         if self.namespace:
@@ -150,8 +193,13 @@ class KubernetesSettings(BaseSettings):
 
 @executor("kubernetes")
 class KubernetesExecutor:
-    def __init__(self, benchmark: Benchmark, spec: ExperimentSpec, settings: KubernetesSettings | None = None,
-                 cluster: Any = None) -> None:
+    def __init__(
+        self,
+        benchmark: Benchmark,
+        spec: ExperimentSpec,
+        settings: KubernetesSettings | None = None,
+        cluster: Any = None,
+    ) -> None:
         steps.validate_agents(spec)
         self.benchmark = benchmark
         self.spec = spec
@@ -166,10 +214,13 @@ class KubernetesExecutor:
         self.owner = self.settings.owner or default_owner()
         self.lease_name = f"{LEASE_PREFIX}{self.owner}"
         self.options = JobOptions(
-            namespace=self.namespace, ttl_s=self.settings.ttl_s,
+            namespace=self.namespace,
+            ttl_s=self.settings.ttl_s,
             deadline_s=int(spec.limits.timeout_s) + self.settings.deadline_grace_s,
-            trial_image=self.settings.trial_image, environment_image=self.settings.environment_image,
-            runtime_class=self.settings.runtime_class, priority_class=self.settings.priority_class,
+            trial_image=self.settings.trial_image,
+            environment_image=self.settings.environment_image,
+            runtime_class=self.settings.runtime_class,
+            priority_class=self.settings.priority_class,
             schedule_s=self.settings.schedule_grace_s,
         )
         self._admission = asyncio.Lock()
@@ -187,10 +238,24 @@ class KubernetesExecutor:
         self.adopted: list[str] = []
         self._events_warned = False
         selector = f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_RUN}={run_label(spec.name)}"
-        self.jobs = Informer(self.api, self.cluster, "Job", self.namespace, selector,
-                             watch_timeout_s=self.settings.watch_timeout_s, on_change=self._changed)
-        self.pods = Informer(self.api, self.cluster, "Pod", self.namespace, selector,
-                             watch_timeout_s=self.settings.watch_timeout_s, on_change=self._changed)
+        self.jobs = Informer(
+            self.api,
+            self.cluster,
+            "Job",
+            self.namespace,
+            selector,
+            watch_timeout_s=self.settings.watch_timeout_s,
+            on_change=self._changed,
+        )
+        self.pods = Informer(
+            self.api,
+            self.cluster,
+            "Pod",
+            self.namespace,
+            selector,
+            watch_timeout_s=self.settings.watch_timeout_s,
+            on_change=self._changed,
+        )
 
     def _changed(self) -> None:
         tick, self._tick = self._tick, asyncio.Event()
@@ -218,7 +283,9 @@ class KubernetesExecutor:
         try:
             await self.api(self.cluster.delete_lease, self.namespace, self.lease_name)
         except ApiError as exc:
-            log.warning("Lease %s not released (it expires in %d s): %s", self.lease_name, self.settings.lease_s, exc)
+            log.warning(
+                "Lease %s not released (it expires in %d s): %s", self.lease_name, self.settings.lease_s, exc
+            )
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -231,37 +298,51 @@ class KubernetesExecutor:
             await self._hold_lease()
             self.jobs.start()
             self.pods.start()
-            self._background = [asyncio.create_task(self._renew_loop(), name="lease-renewal"),
-                                asyncio.create_task(self._reap_loop(), name="reaper")]
+            self._background = [
+                asyncio.create_task(self._renew_loop(), name="lease-renewal"),
+                asyncio.create_task(self._reap_loop(), name="reaper"),
+            ]
             self._started = True
         budget = self.settings.api_retry_budget_s + self.settings.api_timeout_s
         await self.jobs.synced(budget)
         await self.pods.synced(budget)
 
     def _lease_spec(self, now: float) -> dict[str, Any]:
-        return {"holderIdentity": self.owner, "leaseDurationSeconds": self.settings.lease_s,
-                "renewTime": _micro_time(now)}
+        return {
+            "holderIdentity": self.owner,
+            "leaseDurationSeconds": self.settings.lease_s,
+            "renewTime": _micro_time(now),
+        }
 
     async def _hold_lease(self) -> None:
         """Create this owner's Lease before any Job: without it every other executor's reaper
         would take this one's Jobs for orphans. Failing that, no trial starts."""
         now = time.time()
-        lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                 "metadata": {"name": self.lease_name, "namespace": self.namespace,
-                              "labels": {LABEL_MANAGED_BY: MANAGED_BY}},
-                 "spec": {**self._lease_spec(now), "acquireTime": _micro_time(now)}}
+        lease = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {
+                "name": self.lease_name,
+                "namespace": self.namespace,
+                "labels": {LABEL_MANAGED_BY: MANAGED_BY},
+            },
+            "spec": {**self._lease_spec(now), "acquireTime": _micro_time(now)},
+        }
         try:
             await self.api(self.cluster.create_lease, self.namespace, lease, conflict_ok_on_retry=True)
         except ApiError as exc:
-            raise InfraError(f"cannot hold the executor's Lease {self.lease_name} (coordination.k8s.io leases: "
-                             f"create/get/patch/delete in namespace {self.namespace}): {exc}") from exc
+            raise InfraError(
+                f"cannot hold the executor's Lease {self.lease_name} (coordination.k8s.io leases: "
+                f"create/get/patch/delete in namespace {self.namespace}): {exc}"
+            ) from exc
 
     async def _renew_loop(self) -> None:
         while True:
             await asyncio.sleep(self.settings.lease_s / 3)
             try:
-                if not await self.api(self.cluster.renew_lease, self.namespace, self.lease_name,
-                                      self._lease_spec(time.time())):
+                if not await self.api(
+                    self.cluster.renew_lease, self.namespace, self.lease_name, self._lease_spec(time.time())
+                ):
                     log.warning("Lease %s vanished; holding it again", self.lease_name)
                     await self._hold_lease()
             except (ApiError, InfraError) as exc:  # the next renewal tries again, well within the duration
@@ -313,8 +394,11 @@ class KubernetesExecutor:
                     since = float(beat)
                 except (TypeError, ValueError):
                     since = _parse_time(metadata.get("creationTimestamp"))
-            if since is not None and now - since > self.settings.orphan_after_s \
-                    and await self._delete(metadata["name"]):
+            if (
+                since is not None
+                and now - since > self.settings.orphan_after_s
+                and await self._delete(metadata["name"])
+            ):
                 reaped.append(metadata["name"])
         if reaped:
             log.warning("reaped %d orphaned trial Jobs: %s", len(reaped), ", ".join(reaped))
@@ -326,15 +410,21 @@ class KubernetesExecutor:
         async with self._admission:
             while True:
                 try:
-                    pending_pods = await self.api(self.cluster.pods, self.namespace,
-                                                  f"{LABEL_MANAGED_BY}={MANAGED_BY}", "status.phase=Pending")
+                    pending_pods = await self.api(
+                        self.cluster.pods,
+                        self.namespace,
+                        f"{LABEL_MANAGED_BY}={MANAGED_BY}",
+                        "status.phase=Pending",
+                    )
                 except ApiError as exc:
                     if not exc.transient:
                         raise
                     log.warning("admission waits for the API: %s", exc)
                     await asyncio.sleep(self.settings.poll_s)
                     continue
-                pending = {(pod.get("metadata") or {}).get("labels", {}).get("job-name") for pod in pending_pods}
+                pending = {
+                    (pod.get("metadata") or {}).get("labels", {}).get("job-name") for pod in pending_pods
+                }
                 if len(pending | self._unobserved) < self.settings.max_pending:
                     self._unobserved.add(name)
                     return
@@ -347,18 +437,28 @@ class KubernetesExecutor:
         drained, and the store leased the trial again)."""
         for job in list(self.jobs.items.values()):
             metadata = job.get("metadata") or {}
-            if ((metadata.get("annotations") or {}).get(ANNOTATION_TRIAL_ID) == spec.trial_id
-                    and metadata.get("name") not in self._following and not metadata.get("deletionTimestamp")
-                    and not (is_terminal(job) and read_state(job, self._pods_of(metadata.get("name"))).phase
-                             == "failed")):
+            if (
+                (metadata.get("annotations") or {}).get(ANNOTATION_TRIAL_ID) == spec.trial_id
+                and metadata.get("name") not in self._following
+                and not metadata.get("deletionTimestamp")
+                and not (
+                    is_terminal(job)
+                    and read_state(job, self._pods_of(metadata.get("name"))).phase == "failed"
+                )
+            ):
                 return job
         return None
 
     async def _adopt(self, job: dict[str, Any]) -> bool:
         name = job["metadata"]["name"]
         try:
-            found = await self.api(self.cluster.label_job, self.namespace, name, {LABEL_OWNER: self.owner},
-                                   {ANNOTATION_CREATED: str(int(time.time()))})
+            found = await self.api(
+                self.cluster.label_job,
+                self.namespace,
+                name,
+                {LABEL_OWNER: self.owner},
+                {ANNOTATION_CREATED: str(int(time.time()))},
+            )
         except ApiError as exc:
             log.warning("trial Job %s not adopted: %s", name, exc)
             return False
@@ -371,8 +471,13 @@ class KubernetesExecutor:
             name = adopted["metadata"]["name"]
             job_attempt = int((adopted["metadata"].get("labels") or {}).get(LABEL_ATTEMPT) or attempt)
             self.adopted.append(name)
-            log.warning("trial %s attempt %d: adopted the still-live Job %s of attempt %d",
-                        spec.trial_id[:12], attempt, name, job_attempt)
+            log.warning(
+                "trial %s attempt %d: adopted the still-live Job %s of attempt %d",
+                spec.trial_id[:12],
+                attempt,
+                name,
+                job_attempt,
+            )
             result = await self._follow_to_end(spec, job_attempt, name, created=False)
             return result.model_copy(update={"attempt": attempt})
         input_uri = await self._write_input(spec, attempt)
@@ -423,11 +528,16 @@ class KubernetesExecutor:
         archive = self.seeds.snapshot_path(seed)
         seed_key = f"seeds/{archive.name}"
         trial_input = PodTrialInput(
-            spec=spec, attempt=attempt, task=self.tasks[spec.task_id],
+            spec=spec,
+            attempt=attempt,
+            task=self.tasks[spec.task_id],
             world_options=steps.world_options(self.benchmark.world(spec.world_id)),
             servers=list(servers_for_world(self.benchmark.world(spec.world_id))),
-            seed_key=seed_key, seed_digest=seed_digest, artifacts=self.artifacts.url,
-            grade_incomplete=self.spec.limits.grade_incomplete, judge=judge_request(self.spec),
+            seed_key=seed_key,
+            seed_digest=seed_digest,
+            artifacts=self.artifacts.url,
+            grade_incomplete=self.spec.limits.grade_incomplete,
+            judge=judge_request(self.spec),
         )
 
         def upload_seed() -> None:
@@ -435,8 +545,9 @@ class KubernetesExecutor:
                 self.artifacts.put_file(seed_key, archive)
 
         def write_input() -> str:
-            return self.artifacts.put_bytes(input_key(self.artifacts, spec, attempt),
-                                            trial_input.model_dump_json(by_alias=True).encode())
+            return self.artifacts.put_bytes(
+                input_key(self.artifacts, spec, attempt), trial_input.model_dump_json(by_alias=True).encode()
+            )
 
         try:
             async with self._seed_lock:  # concurrent trials of one world upload its seed once
@@ -458,8 +569,11 @@ class KubernetesExecutor:
             return False
 
     def _pods_of(self, name: str | None) -> list[dict[str, Any]]:
-        return [pod for pod in list(self.pods.items.values())
-                if ((pod.get("metadata") or {}).get("labels") or {}).get("job-name") == name]
+        return [
+            pod
+            for pod in list(self.pods.items.values())
+            if ((pod.get("metadata") or {}).get("labels") or {}).get("job-name") == name
+        ]
 
     async def _events(self, name: str, pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Events of the Job and its pods, to explain a pod that is not starting (best
@@ -471,7 +585,9 @@ class KubernetesExecutor:
                 events += await self.api(self.cluster.events, self.namespace, object_name)
         except ApiError as exc:
             if not self._events_warned:
-                log.warning("cannot read Events (pods that cannot start are reported less precisely): %s", exc)
+                log.warning(
+                    "cannot read Events (pods that cannot start are reported less precisely): %s", exc
+                )
                 self._events_warned = True
         return events
 
@@ -490,11 +606,17 @@ class KubernetesExecutor:
         settle_s = max(2.0, 4 * self.settings.poll_s)
         while True:
             now = time.time()
-            stale = [informer.stale_since for informer in (self.jobs, self.pods) if informer.stale_since is not None]
+            stale = [
+                informer.stale_since
+                for informer in (self.jobs, self.pods)
+                if informer.stale_since is not None
+            ]
             if stale:
                 if now - min(stale) > blind_limit:
-                    raise InfraError(f"trial Job {name}: Kubernetes API unreachable for {now - min(stale):.0f} s "
-                                     f"(past the Job's deadline)")
+                    raise InfraError(
+                        f"trial Job {name}: Kubernetes API unreachable for {now - min(stale):.0f} s "
+                        f"(past the Job's deadline)"
+                    )
                 await self._wait_change(self.settings.poll_s)
                 continue
             job = self.jobs.items.get(name)
@@ -535,9 +657,11 @@ class KubernetesExecutor:
                 # Measured from when this process first saw it: the API's timestamps have
                 # one-second resolution and say when the pod started, not when it got stuck.
                 since = stuck_seen.setdefault(state.stuck_kind, now)
-                limit = {"unschedulable": self.settings.unschedulable_timeout_s,
-                         "image_pull": self.settings.image_pull_timeout_s,
-                         "finishing": JOB_SETTLE_S}.get(state.stuck_kind, self.settings.start_timeout_s)
+                limit = {
+                    "unschedulable": self.settings.unschedulable_timeout_s,
+                    "image_pull": self.settings.image_pull_timeout_s,
+                    "finishing": JOB_SETTLE_S,
+                }.get(state.stuck_kind, self.settings.start_timeout_s)
                 if now - since >= limit:
                     if needs_events(state):  # the freshest explanation, not one from events_s ago
                         state = read_state(job, pods, await self._events(name, pods))
@@ -550,8 +674,10 @@ class KubernetesExecutor:
             key = outcome_key(self.artifacts, spec, attempt)
             outcome = PodTrialOutcome.model_validate_json(self.artifacts.get_bytes(key))
         except (OSError, ValueError) as exc:
-            raise InfraError(f"trial Job {name} succeeded but left no readable outcome at {key}: "
-                             f"{str(exc).splitlines()[0]}") from exc
+            raise InfraError(
+                f"trial Job {name} succeeded but left no readable outcome at {key}: "
+                f"{str(exc).splitlines()[0]}"
+            ) from exc
         if outcome.infra_error or outcome.result is None:
             raise InfraError(f"trial Job {name}: {outcome.infra_error or 'no result'}")
         return outcome.result

@@ -37,8 +37,14 @@ TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 class ApiError(InfraError):
     """A Kubernetes API call that failed. ``transient`` failures may succeed when retried."""
 
-    def __init__(self, message: str, *, status: int | None = None, transient: bool = False,
-                 retry_after_s: float | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        transient: bool = False,
+        retry_after_s: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.transient = transient
@@ -85,8 +91,9 @@ class KubernetesCluster:
                 try:
                     config.load_kube_config()
                 except (config.ConfigException, OSError) as exc:
-                    raise AtollError("no_cluster", f"no Kubernetes configuration (in-cluster or kubeconfig): {exc}") \
-                        from None
+                    raise AtollError(
+                        "no_cluster", f"no Kubernetes configuration (in-cluster or kubeconfig): {exc}"
+                    ) from None
             configuration = client.Configuration.get_default_copy()
         configuration.retries = False  # retries are ResilientApi's, with backoff and a budget
         self._api = client.ApiClient(configuration)
@@ -104,11 +111,16 @@ class KubernetesCluster:
         except ApiException as exc:
             if missing_ok and exc.status == 404:
                 return None
-            raise ApiError(f"Kubernetes API {what}: HTTP {exc.status} {exc.reason}", status=exc.status,
-                           transient=exc.status in TRANSIENT_STATUSES or not exc.status,
-                           retry_after_s=_retry_after(exc.headers)) from exc
+            raise ApiError(
+                f"Kubernetes API {what}: HTTP {exc.status} {exc.reason}",
+                status=exc.status,
+                transient=exc.status in TRANSIENT_STATUSES or not exc.status,
+                retry_after_s=_retry_after(exc.headers),
+            ) from exc
         except (HTTPError, OSError) as exc:  # timeouts, refused and reset connections
-            raise ApiError(f"Kubernetes API {what}: {type(exc).__name__}: {str(exc)[:200]}", transient=True) from exc
+            raise ApiError(
+                f"Kubernetes API {what}: {type(exc).__name__}: {str(exc)[:200]}", transient=True
+            ) from exc
 
     def _plain(self, value: Any) -> Any:
         return self._api.sanitize_for_serialization(value)
@@ -117,7 +129,9 @@ class KubernetesCluster:
         self._call("create job", self._batch.create_namespaced_job, namespace, manifest)
 
     def job(self, namespace: str, name: str) -> dict[str, Any] | None:
-        found = self._call("read job", self._batch.read_namespaced_job_status, name, namespace, missing_ok=True)
+        found = self._call(
+            "read job", self._batch.read_namespaced_job_status, name, namespace, missing_ok=True
+        )
         return None if found is None else self._plain(found)
 
     def jobs(self, namespace: str, selector: str) -> list[dict[str, Any]]:
@@ -132,8 +146,12 @@ class KubernetesCluster:
         return self._plain(found.items)
 
     def events(self, namespace: str, object_name: str) -> list[dict[str, Any]]:
-        found = self._call("list events", self._core.list_namespaced_event, namespace,
-                           field_selector=f"involvedObject.name={object_name}")
+        found = self._call(
+            "list events",
+            self._core.list_namespaced_event,
+            namespace,
+            field_selector=f"involvedObject.name={object_name}",
+        )
         return self._plain(found.items)
 
     def list(self, kind: str, namespace: str, selector: str) -> tuple[list[dict[str, Any]], str]:
@@ -142,8 +160,16 @@ class KubernetesCluster:
         found = self._call(f"list {kind.lower()}s", function, namespace, label_selector=selector)
         return self._plain(found.items), found.metadata.resource_version
 
-    def stream(self, kind: str, namespace: str, selector: str, resource_version: str, timeout_s: float,
-               on_event: Callable[[str, dict[str, Any]], None], opened: Callable[[Any], None]) -> None:
+    def stream(
+        self,
+        kind: str,
+        namespace: str,
+        selector: str,
+        resource_version: str,
+        timeout_s: float,
+        on_event: Callable[[str, dict[str, Any]], None],
+        opened: Callable[[Any], None],
+    ) -> None:
         """Watch Jobs or Pods from ``resource_version`` until the server ends the stream
         (``timeout_s``), calling ``on_event(type, object)`` for each change and bookmark.
         An ERROR event raises :class:`ApiError` with its code (410: the version is too old,
@@ -153,10 +179,18 @@ class KubernetesCluster:
         function = self._batch.list_namespaced_job if kind == "Job" else self._core.list_namespaced_pod
         what = f"watch {kind.lower()}s"
         # The server ends the stream after timeout_s; the read timeout only catches a dead socket.
-        response = self._call(what, function, namespace, label_selector=selector, watch=True,
-                              resource_version=resource_version, allow_watch_bookmarks=True,
-                              timeout_seconds=max(1, int(timeout_s)), _preload_content=False,
-                              _request_timeout=(self.policy.connect_timeout_s, timeout_s + self.policy.read_timeout_s))
+        response = self._call(
+            what,
+            function,
+            namespace,
+            label_selector=selector,
+            watch=True,
+            resource_version=resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=max(1, int(timeout_s)),
+            _preload_content=False,
+            _request_timeout=(self.policy.connect_timeout_s, timeout_s + self.policy.read_timeout_s),
+        )
         opened(response)
         try:
             from urllib3.exceptions import HTTPError
@@ -170,17 +204,23 @@ class KubernetesCluster:
                     obj = event.get("object") or {}
                     if kind_of == "ERROR":
                         code = obj.get("code")
-                        raise ApiError(f"Kubernetes API {what}: {code} {obj.get('reason')}: {obj.get('message')}",
-                                       status=code, transient=code in TRANSIENT_STATUSES)
+                        raise ApiError(
+                            f"Kubernetes API {what}: {code} {obj.get('reason')}: {obj.get('message')}",
+                            status=code,
+                            transient=code in TRANSIENT_STATUSES,
+                        )
                     on_event(kind_of, obj)
             except (HTTPError, OSError, ValueError) as exc:
-                raise ApiError(f"Kubernetes API {what}: {type(exc).__name__}: {str(exc)[:200]}",
-                               transient=True) from exc
+                raise ApiError(
+                    f"Kubernetes API {what}: {type(exc).__name__}: {str(exc)[:200]}", transient=True
+                ) from exc
         finally:
             response.release_conn()
 
     def lease(self, namespace: str, name: str) -> dict[str, Any] | None:
-        found = self._call("read lease", self._coordination.read_namespaced_lease, name, namespace, missing_ok=True)
+        found = self._call(
+            "read lease", self._coordination.read_namespaced_lease, name, namespace, missing_ok=True
+        )
         return None if found is None else self._plain(found)
 
     def create_lease(self, namespace: str, lease: dict[str, Any]) -> None:
@@ -188,23 +228,44 @@ class KubernetesCluster:
 
     def renew_lease(self, namespace: str, name: str, spec: dict[str, Any]) -> bool:
         """Patch the Lease's spec; False when it no longer exists."""
-        found = self._call("renew lease", self._coordination.patch_namespaced_lease, name, namespace,
-                           {"spec": spec}, missing_ok=True)
+        found = self._call(
+            "renew lease",
+            self._coordination.patch_namespaced_lease,
+            name,
+            namespace,
+            {"spec": spec},
+            missing_ok=True,
+        )
         return found is not None
 
     def delete_lease(self, namespace: str, name: str) -> None:
-        self._call("delete lease", self._coordination.delete_namespaced_lease, name, namespace, missing_ok=True)
+        self._call(
+            "delete lease", self._coordination.delete_namespaced_lease, name, namespace, missing_ok=True
+        )
 
-    def label_job(self, namespace: str, name: str, labels: dict[str, str], annotations: dict[str, str]) -> bool:
+    def label_job(
+        self, namespace: str, name: str, labels: dict[str, str], annotations: dict[str, str]
+    ) -> bool:
         """Merge labels and annotations into a Job; False when it no longer exists."""
-        found = self._call("label job", self._batch.patch_namespaced_job, name, namespace,
-                           {"metadata": {"labels": labels, "annotations": annotations}}, missing_ok=True)
+        found = self._call(
+            "label job",
+            self._batch.patch_namespaced_job,
+            name,
+            namespace,
+            {"metadata": {"labels": labels, "annotations": annotations}},
+            missing_ok=True,
+        )
         return found is not None
 
     def delete_job(self, namespace: str, name: str) -> None:
-        self._call("delete job", self._batch.delete_namespaced_job, name, namespace,
-                   propagation_policy="Background", missing_ok=True)
-
+        self._call(
+            "delete job",
+            self._batch.delete_namespaced_job,
+            name,
+            namespace,
+            propagation_policy="Background",
+            missing_ok=True,
+        )
 
 
 class RateLimiter:
@@ -247,8 +308,9 @@ class ResilientApi:
             delay = max(delay, min(error.retry_after_s, self.policy.retry_after_max_s))
         return delay
 
-    async def __call__(self, function: Callable[..., Any], *args: Any, conflict_ok_on_retry: bool = False,
-                       **kwargs: Any) -> Any:
+    async def __call__(
+        self, function: Callable[..., Any], *args: Any, conflict_ok_on_retry: bool = False, **kwargs: Any
+    ) -> Any:
         deadline = time.monotonic() + self.policy.retry_budget_s
         failures = 0
         while True:

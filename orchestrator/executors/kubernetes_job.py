@@ -57,8 +57,11 @@ def load_template(path: Path) -> dict[str, Any]:
     try:
         template = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise AtollError("bad_job_template", f"trial Job template {path}: no such file; set ATOLL_K8S_JOB_TEMPLATE "
-                                             "(k8s/base/trial-job.yaml in the repository)") from None
+        raise AtollError(
+            "bad_job_template",
+            f"trial Job template {path}: no such file; set ATOLL_K8S_JOB_TEMPLATE "
+            "(k8s/base/trial-job.yaml in the repository)",
+        ) from None
     except (OSError, yaml.YAMLError) as exc:
         raise AtollError("bad_job_template", f"trial Job template {path}: {exc}") from None
     if not isinstance(template, dict) or template.get("kind") != "Job":
@@ -67,8 +70,10 @@ def load_template(path: Path) -> dict[str, Any]:
     names = [c.get("name") for c in pod.get("containers", [])]
     sidecars = [c.get("name") for c in pod.get("initContainers", [])]
     if TRIAL_CONTAINER not in names or ENVIRONMENT_CONTAINER not in sidecars:
-        raise AtollError("bad_job_template",
-                         f"trial Job template {path}: needs a container 'trial' and an initContainer 'environment'")
+        raise AtollError(
+            "bad_job_template",
+            f"trial Job template {path}: needs a container 'trial' and an initContainer 'environment'",
+        )
     return template
 
 
@@ -86,8 +91,15 @@ class JobOptions:
     schedule_s: int = 1800
 
 
-def build_job(template: dict[str, Any], spec: TrialSpec, attempt: int, input_uri: str, options: JobOptions,
-              *, name: str | None = None) -> dict[str, Any]:
+def build_job(
+    template: dict[str, Any],
+    spec: TrialSpec,
+    attempt: int,
+    input_uri: str,
+    options: JobOptions,
+    *,
+    name: str | None = None,
+) -> dict[str, Any]:
     """The Job manifest of one trial attempt: the template with a unique name, the run and
     trial labels on the Job and its pod, the trial command, deadlines, failure policy and
     TTL. The owner label and creation stamp are the executor's, added when it creates it.
@@ -117,22 +129,32 @@ def build_job(template: dict[str, Any], spec: TrialSpec, attempt: int, input_uri
     job_spec["backoffLimit"] = 0  # the orchestrator retries infra errors itself, with history
     job_spec["ttlSecondsAfterFinished"] = options.ttl_s
     job_spec["activeDeadlineSeconds"] = options.deadline_s + options.schedule_s
-    job_spec["podFailurePolicy"] = {"rules": [
-        # Evicted, preempted, drained, node lost: not the trial's doing; the Job makes a new pod
-        # without spending backoffLimit (nor a retry of the store).
-        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
-        {"action": "FailJob", "onExitCodes": {"containerName": TRIAL_CONTAINER, "operator": "In",
-                                              "values": TRIAL_EXIT_CODES}},
-    ]}
+    job_spec["podFailurePolicy"] = {
+        "rules": [
+            # Evicted, preempted, drained, node lost: not the trial's doing; the Job makes a new pod
+            # without spending backoffLimit (nor a retry of the store).
+            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+            {
+                "action": "FailJob",
+                "onExitCodes": {
+                    "containerName": TRIAL_CONTAINER,
+                    "operator": "In",
+                    "values": TRIAL_EXIT_CODES,
+                },
+            },
+        ]
+    }
     pod_template = job_spec["template"]
     pod_meta = pod_template.setdefault("metadata", {})
     pod_meta.setdefault("labels", {}).update(labels)
-    pod_meta.setdefault("annotations", {}).update({
-        ANNOTATION_TRIAL_ID: spec.trial_id,
-        # A running trial costs model money; moving it loses that work. Autoscalers keep it.
-        "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
-        "karpenter.sh/do-not-disrupt": "true",
-    })
+    pod_meta.setdefault("annotations", {}).update(
+        {
+            ANNOTATION_TRIAL_ID: spec.trial_id,
+            # A running trial costs model money; moving it loses that work. Autoscalers keep it.
+            "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
+            "karpenter.sh/do-not-disrupt": "true",
+        }
+    )
     pod = pod_template["spec"]
     pod["activeDeadlineSeconds"] = options.deadline_s
     if options.runtime_class:

@@ -26,8 +26,17 @@ CONFIG_REASONS = frozenset({"CreateContainerConfigError", "CreateContainerError"
 POD_START_EVENTS = frozenset({"FailedMount", "FailedAttachVolume", "FailedCreatePodSandBox"})
 JOB_CREATE_EVENTS = frozenset({"FailedCreate"})
 # Pod-level reasons (status.reason) of a pod the node or the control plane took away.
-DISRUPTION_REASONS = frozenset({"Evicted", "Preempting", "NodeLost", "Shutdown", "NodeShutdown", "Terminated",
-                                "UnexpectedAdmissionError"})
+DISRUPTION_REASONS = frozenset(
+    {
+        "Evicted",
+        "Preempting",
+        "NodeLost",
+        "Shutdown",
+        "NodeShutdown",
+        "Terminated",
+        "UnexpectedAdmissionError",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -65,15 +74,19 @@ def _exit(terminated: dict[str, Any]) -> str:
 def _container_failure(pod: dict[str, Any]) -> str:
     statuses = _statuses(pod)
     for status in statuses:
-        terminated = (status.get("state") or {}).get("terminated") or (status.get("lastState") or {}).get("terminated")
+        terminated = (status.get("state") or {}).get("terminated") or (status.get("lastState") or {}).get(
+            "terminated"
+        )
         if terminated and terminated.get("reason") == "OOMKilled":
             return f"container {status.get('name')} OOMKilled (exit {terminated.get('exitCode')})"
     for status in statuses:
         terminated = (status.get("state") or {}).get("terminated")
         if terminated and terminated.get("exitCode", 0) != 0:
             message = _short(terminated.get("message"))
-            return (f"container {status.get('name')} exited {terminated.get('exitCode')} "
-                    f"({terminated.get('reason') or 'Error'}){': ' + message if message else ''}")
+            return (
+                f"container {status.get('name')} exited {terminated.get('exitCode')} "
+                f"({terminated.get('reason') or 'Error'}){': ' + message if message else ''}"
+            )
     return ""
 
 
@@ -83,11 +96,13 @@ def disruption(pod: dict[str, Any]) -> str:
     status = pod.get("status") or {}
     target = _condition(status.get("conditions"), "DisruptionTarget")
     if target:
-        return (f"pod disrupted ({target.get('reason') or 'DisruptionTarget'})"
-                + (f": {_short(target.get('message'))}" if target.get("message") else ""))
+        return f"pod disrupted ({target.get('reason') or 'DisruptionTarget'})" + (
+            f": {_short(target.get('message'))}" if target.get("message") else ""
+        )
     if status.get("reason") in DISRUPTION_REASONS:
-        return f"pod {status['reason'].lower()}" + (f": {_short(status.get('message'))}" if status.get("message")
-                                                    else "")
+        return f"pod {status['reason'].lower()}" + (
+            f": {_short(status.get('message'))}" if status.get("message") else ""
+        )
     return ""
 
 
@@ -99,7 +114,7 @@ def environment_restart(pod: dict[str, Any]) -> str:
     if not environment or not environment.get("restartCount") or not trial:
         return ""
     trial_state = trial.get("state") or {}
-    trial_started = ((trial_state.get("running") or trial_state.get("terminated") or {}).get("startedAt"))
+    trial_started = (trial_state.get("running") or trial_state.get("terminated") or {}).get("startedAt")
     if not trial_started and not trial_state.get("terminated"):
         return ""  # a restart before the trial began costs nothing: the trial waits for health
     last = (environment.get("lastState") or {}).get("terminated") or {}
@@ -107,9 +122,12 @@ def environment_restart(pod: dict[str, Any]) -> str:
     # RFC 3339 UTC timestamps of one format compare as strings; a same-second restart counts.
     if trial_started and finished and finished < trial_started:
         return ""
-    return (f"environment sidecar restarted during the trial ({environment['restartCount']} "
-            f"restart{'s' if environment['restartCount'] != 1 else ''}"
-            + (f"; last: {_exit(last)}" if last else "") + ")")
+    return (
+        f"environment sidecar restarted during the trial ({environment['restartCount']} "
+        f"restart{'s' if environment['restartCount'] != 1 else ''}"
+        + (f"; last: {_exit(last)}" if last else "")
+        + ")"
+    )
 
 
 def _waiting(pod: dict[str, Any]) -> JobState | None:
@@ -118,9 +136,12 @@ def _waiting(pod: dict[str, Any]) -> JobState | None:
         why, name, message = waiting.get("reason"), container.get("name"), _short(waiting.get("message"))
         if why == "CrashLoopBackOff":
             last = (container.get("lastState") or {}).get("terminated")
-            return JobState("failed", f"CrashLoopBackOff: container {name} keeps crashing"
-                                      + (f" (last: {_exit(last)})" if last else "")
-                                      + (f": {message}" if message else ""))
+            return JobState(
+                "failed",
+                f"CrashLoopBackOff: container {name} keeps crashing"
+                + (f" (last: {_exit(last)})" if last else "")
+                + (f": {message}" if message else ""),
+            )
         if why in BAD_IMAGE_REASONS:
             return JobState("failed", f"{why}: container {name}: {message}".rstrip(": "))
         if why in IMAGE_PULL_REASONS or why in CONFIG_REASONS:
@@ -130,27 +151,38 @@ def _waiting(pod: dict[str, Any]) -> JobState | None:
 
 
 def _warning(events: list[dict[str, Any]], name: str, reasons: frozenset[str]) -> dict[str, Any] | None:
-    found = [event for event in events
-             if (event.get("involvedObject") or {}).get("name") == name and event.get("reason") in reasons]
+    found = [
+        event
+        for event in events
+        if (event.get("involvedObject") or {}).get("name") == name and event.get("reason") in reasons
+    ]
     return max(found, key=lambda event: event.get("lastTimestamp") or "", default=None)
 
 
 def ignores_disruptions(job: dict[str, Any]) -> bool:
     """Whether the Job's podFailurePolicy replaces a disrupted pod instead of failing."""
     rules = ((job.get("spec") or {}).get("podFailurePolicy") or {}).get("rules") or []
-    return any(rule.get("action") == "Ignore"
-               and any(c.get("type") == "DisruptionTarget" for c in rule.get("onPodConditions") or [])
-               for rule in rules)
+    return any(
+        rule.get("action") == "Ignore"
+        and any(c.get("type") == "DisruptionTarget" for c in rule.get("onPodConditions") or [])
+        for rule in rules
+    )
 
 
 def is_terminal(job: dict[str, Any]) -> bool:
     status = job.get("status") or {}
     conditions = status.get("conditions")
-    return bool(status.get("succeeded") or status.get("failed") or _condition(conditions, "Complete")
-                or _condition(conditions, "Failed"))
+    return bool(
+        status.get("succeeded")
+        or status.get("failed")
+        or _condition(conditions, "Complete")
+        or _condition(conditions, "Failed")
+    )
 
 
-def read_state(job: dict[str, Any], pods: list[dict[str, Any]], events: list[dict[str, Any]] | None = None) -> JobState:
+def read_state(
+    job: dict[str, Any], pods: list[dict[str, Any]], events: list[dict[str, Any]] | None = None
+) -> JobState:
     """Interpret a Job, its pods and Events (API dicts). Never raises on missing fields."""
     events = events or []
     status = job.get("status") or {}
@@ -159,7 +191,9 @@ def read_state(job: dict[str, Any], pods: list[dict[str, Any]], events: list[dic
     replaced = ""
     if ignores_disruptions(job) and not (failed or status.get("failed")):
         # Disrupted pods are being replaced by the Job: read the others (or wait for one).
-        gone = [pod for pod in pods if _condition((pod.get("status") or {}).get("conditions"), "DisruptionTarget")]
+        gone = [
+            pod for pod in pods if _condition((pod.get("status") or {}).get("conditions"), "DisruptionTarget")
+        ]
         if gone:
             replaced = disruption(gone[0])
             pods = [pod for pod in pods if pod not in gone]
@@ -173,18 +207,32 @@ def read_state(job: dict[str, Any], pods: list[dict[str, Any]], events: list[dic
         if disrupted or restarted:
             return JobState("failed", disrupted or restarted)
         failure = next((text for pod in pods if (text := _container_failure(pod))), "")
-        timed_out = next((pod for pod in pods if (pod.get("status") or {}).get("reason") == "DeadlineExceeded"), None)
+        timed_out = next(
+            (pod for pod in pods if (pod.get("status") or {}).get("reason") == "DeadlineExceeded"), None
+        )
         if timed_out is not None:  # the pod's own deadline: the trial's run time
             seconds = (timed_out.get("spec") or {}).get("activeDeadlineSeconds")
-            return JobState("failed", "DeadlineExceeded: the trial ran past the pod's activeDeadlineSeconds"
-                                      + (f" {seconds}" if seconds else "") + " (limits.timeout_s + deadline_grace_s)")
+            return JobState(
+                "failed",
+                "DeadlineExceeded: the trial ran past the pod's activeDeadlineSeconds"
+                + (f" {seconds}" if seconds else "")
+                + " (limits.timeout_s + deadline_grace_s)",
+            )
         if reason == "DeadlineExceeded":
-            return JobState("failed", f"DeadlineExceeded: trial Job ran past activeDeadlineSeconds "
-                                      f"{job.get('spec', {}).get('activeDeadlineSeconds')} (scheduling, start "
-                                      f"and run time)" + (f"; {failure}" if failure else ""))
-        if not failure and (not pods or any((pod.get("metadata") or {}).get("deletionTimestamp") for pod in pods)):
-            return JobState("failed", f"trial pod was deleted before it finished (drain, preemption or node loss; "
-                                      f"the Job reports {reason})")
+            return JobState(
+                "failed",
+                f"DeadlineExceeded: trial Job ran past activeDeadlineSeconds "
+                f"{job.get('spec', {}).get('activeDeadlineSeconds')} (scheduling, start "
+                f"and run time)" + (f"; {failure}" if failure else ""),
+            )
+        if not failure and (
+            not pods or any((pod.get("metadata") or {}).get("deletionTimestamp") for pod in pods)
+        ):
+            return JobState(
+                "failed",
+                f"trial pod was deleted before it finished (drain, preemption or node loss; "
+                f"the Job reports {reason})",
+            )
         return JobState("failed", failure or f"{reason}: {message}".strip(": "))
     if disrupted or restarted:  # with backoffLimit 0 the Job fails next; no need to wait for it
         return JobState("failed", disrupted or restarted)
@@ -199,7 +247,9 @@ def read_state(job: dict[str, Any], pods: list[dict[str, Any]], events: list[dic
         pod_status = pod.get("status") or {}
         if stuck := _waiting(pod):
             return stuck
-        scheduled = next((c for c in pod_status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
+        scheduled = next(
+            (c for c in pod_status.get("conditions") or [] if c.get("type") == "PodScheduled"), None
+        )
         if scheduled and scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
             return JobState("pending", f"Unschedulable: {_short(scheduled.get('message'))}", "unschedulable")
         if pod_status.get("phase") == "Running":
@@ -207,8 +257,9 @@ def read_state(job: dict[str, Any], pods: list[dict[str, Any]], events: list[dic
         if pod_status.get("phase") == "Failed":
             # The Job controller marks the Job failed next (its condition carries the reason
             # that matters: a deadline, the failure policy): wait for it, a little.
-            return JobState("pending", _container_failure(pod) or pod_status.get("reason") or "pod failed",
-                            "finishing")
+            return JobState(
+                "pending", _container_failure(pod) or pod_status.get("reason") or "pod failed", "finishing"
+            )
         event = _warning(events, (pod.get("metadata") or {}).get("name") or "", POD_START_EVENTS)
         if event:
             return JobState("pending", f"{event.get('reason')}: {_short(event.get('message'))}", "start")
@@ -220,5 +271,12 @@ def needs_events(state: JobState) -> bool:
     return state.phase == "pending" and state.stuck_kind in ("", "start")
 
 
-__all__ = ["JobState", "disruption", "environment_restart", "ignores_disruptions", "is_terminal", "needs_events",
-           "read_state"]
+__all__ = [
+    "JobState",
+    "disruption",
+    "environment_restart",
+    "ignores_disruptions",
+    "is_terminal",
+    "needs_events",
+    "read_state",
+]

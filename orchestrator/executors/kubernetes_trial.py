@@ -45,8 +45,10 @@ class PodTrialInput(BaseModel):
     seed_digest: str
     artifacts: str = Field(description="artifact store root URL")
     grade_incomplete: bool = False
-    judge: dict[str, Any] = Field(default_factory=lambda: dict(CHECKS_ONLY),
-                                  description="the judge's wire form (atoll.judge; {'model': null} = checks only)")
+    judge: dict[str, Any] = Field(
+        default_factory=lambda: dict(CHECKS_ONLY),
+        description="the judge's wire form (atoll.judge; {'model': null} = checks only)",
+    )
 
 
 class PodTrialOutcome(BaseModel):
@@ -76,9 +78,15 @@ def load_input(uri: str) -> tuple[PodTrialInput, ArtifactStore]:
     return trial_input, ArtifactStore(trial_input.artifacts)
 
 
-async def run_pod_trial(input_uri: str, *, environment_url: str, grader_url: str | None = None,
-                        env_token: str | None = None, mcp_token: str | None = None,
-                        health_timeout_s: float = 180.0) -> PodTrialOutcome:
+async def run_pod_trial(
+    input_uri: str,
+    *,
+    environment_url: str,
+    grader_url: str | None = None,
+    env_token: str | None = None,
+    mcp_token: str | None = None,
+    health_timeout_s: float = 180.0,
+) -> PodTrialOutcome:
     """Run the trial described at ``input_uri`` and write its outcome beside it.
 
     Infrastructure failures are recorded as ``infra_error`` in the outcome (and returned);
@@ -86,8 +94,9 @@ async def run_pod_trial(input_uri: str, *, environment_url: str, grader_url: str
     trial_input, artifacts = load_input(input_uri)
     spec, attempt = trial_input.spec, trial_input.attempt
     try:
-        result = await _run(trial_input, artifacts, environment_url, grader_url, env_token, mcp_token,
-                            health_timeout_s)
+        result = await _run(
+            trial_input, artifacts, environment_url, grader_url, env_token, mcp_token, health_timeout_s
+        )
         outcome = PodTrialOutcome(result=result)
     except InfraError as exc:
         outcome = PodTrialOutcome(infra_error=str(exc))
@@ -95,9 +104,15 @@ async def run_pod_trial(input_uri: str, *, environment_url: str, grader_url: str
     return outcome
 
 
-async def _run(trial_input: PodTrialInput, artifacts: ArtifactStore, environment_url: str,
-               grader_url: str | None, env_token: str | None, mcp_token: str | None,
-               health_timeout_s: float) -> TrialResult:
+async def _run(
+    trial_input: PodTrialInput,
+    artifacts: ArtifactStore,
+    environment_url: str,
+    grader_url: str | None,
+    env_token: str | None,
+    mcp_token: str | None,
+    health_timeout_s: float,
+) -> TrialResult:
     spec, task = trial_input.spec, trial_input.task
     started = time.perf_counter()
     environment = steps.EnvironmentEndpoint(environment_url, env_token, mcp_token)
@@ -111,9 +126,15 @@ async def _run(trial_input: PodTrialInput, artifacts: ArtifactStore, environment
         async with httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0)) as http:
             # The environment container starts beside this one; wait for it.
             await steps.wait_until_healthy(http, environment_url, timeout_s=health_timeout_s)
-            await steps.prepare_world(http, environment, seed_digest=trial_input.seed_digest,
-                                      world_id=spec.world_id, world_options=trial_input.world_options,
-                                      servers=tuple(trial_input.servers) or None, seed_archive=before)
+            await steps.prepare_world(
+                http,
+                environment,
+                seed_digest=trial_input.seed_digest,
+                world_id=spec.world_id,
+                world_options=trial_input.world_options,
+                servers=tuple(trial_input.servers) or None,
+                seed_archive=before,
+            )
             trajectory = await steps.run_agent_in_process(environment, task, spec)
             after = scratch / "after.tar.gz"
             after.write_bytes(await steps.take_snapshot(http, environment))
@@ -122,25 +143,36 @@ async def _run(trial_input: PodTrialInput, artifacts: ArtifactStore, environment
         if steps.should_grade(trajectory, trial_input.grade_incomplete):
             grade = await _grade(trial_input, before, after, trajectory, grader_url)
         prefix = claim_trial_folder(artifacts, spec, trial_input.attempt)
-        uris = steps.store_artifacts(artifacts, prefix, trajectory, grade, before, after,
-                                     seed_key=trial_input.seed_key)
+        uris = steps.store_artifacts(
+            artifacts, prefix, trajectory, grade, before, after, seed_key=trial_input.seed_key
+        )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    return steps.build_result(spec, task, trajectory, grade, attempt=trial_input.attempt,
-                              duration_s=time.perf_counter() - started, uris=uris)
+    return steps.build_result(
+        spec,
+        task,
+        trajectory,
+        grade,
+        attempt=trial_input.attempt,
+        duration_s=time.perf_counter() - started,
+        uris=uris,
+    )
 
 
-async def _grade(trial_input: PodTrialInput, before: Path, after: Path, trajectory: Any,
-                 grader_url: str | None) -> Any:
+async def _grade(
+    trial_input: PodTrialInput, before: Path, after: Path, trajectory: Any, grader_url: str | None
+) -> Any:
     if grader_url:
-        return await steps.grade_with_service(grader_url, trial_input.task, before, after, trajectory,
-                                              trial_input.judge)
+        return await steps.grade_with_service(
+            grader_url, trial_input.task, before, after, trajectory, trial_input.judge
+        )
     from grader import grade_trial
 
     judge = judge_from_request(trial_input.judge)
     try:
-        return await grade_trial(trial_input.task, before, after, trajectory, judge, None,
-                                 trial_id=trial_input.spec.trial_id)
+        return await grade_trial(
+            trial_input.task, before, after, trajectory, judge, None, trial_id=trial_input.spec.trial_id
+        )
     except AtollError as exc:
         raise steps.grader_failure(exc) from exc
 

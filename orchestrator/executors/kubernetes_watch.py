@@ -30,8 +30,17 @@ log = logging.getLogger("atoll.orchestrator.kubernetes")
 
 
 class Informer:
-    def __init__(self, api: ResilientApi, cluster: Any, kind: str, namespace: str, selector: str, *,
-                 watch_timeout_s: float = 300.0, on_change: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self,
+        api: ResilientApi,
+        cluster: Any,
+        kind: str,
+        namespace: str,
+        selector: str,
+        *,
+        watch_timeout_s: float = 300.0,
+        on_change: Callable[[], None] = lambda: None,
+    ) -> None:
         self.api = api
         self.cluster = cluster
         self.kind = kind
@@ -75,7 +84,9 @@ class Informer:
         while not self._stopped:
             if self.resource_version is None:
                 try:
-                    items, version = await self.api(self.cluster.list, self.kind, self.namespace, self.selector)
+                    items, version = await self.api(
+                        self.cluster.list, self.kind, self.namespace, self.selector
+                    )
                 except ApiError as exc:
                     failures += 1
                     log.warning("%s informer: list failed (retrying): %s", self.kind, exc)
@@ -100,7 +111,9 @@ class Informer:
                 failures += 1
                 if self.stale_since is None:
                     self.stale_since = time.time()
-                log.warning("%s informer: watch failed (resuming from %s): %s", self.kind, self.resource_version, exc)
+                log.warning(
+                    "%s informer: watch failed (resuming from %s): %s", self.kind, self.resource_version, exc
+                )
                 await asyncio.sleep(self._backoff(failures))
 
     @staticmethod
@@ -132,8 +145,15 @@ class Informer:
         def run() -> None:
             error: BaseException | None = None
             try:
-                self.cluster.stream(self.kind, self.namespace, self.selector, self.resource_version or "",
-                                    self.watch_timeout_s, on_event, opened)
+                self.cluster.stream(
+                    self.kind,
+                    self.namespace,
+                    self.selector,
+                    self.resource_version or "",
+                    self.watch_timeout_s,
+                    on_event,
+                    opened,
+                )
             except BaseException as exc:  # noqa: BLE001 — handed to the event loop
                 error = exc
             finally:

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from environment import EnvironmentServer
     from grader import VerdictCache
 
+
 class ServiceSettings(BaseSettings):
     """Where the services are when they are not in this process (``ATOLL_*`` variables)."""
 
@@ -58,8 +59,11 @@ class ServiceSettings(BaseSettings):
     agent_token: str | None = Field(None, description="bearer token of the agents runner")
 
     def environments(self) -> list[EnvironmentEndpoint]:
-        return [EnvironmentEndpoint(url.strip(), self.env_token, self.mcp_token)
-                for url in self.environment_urls.split(",") if url.strip()]
+        return [
+            EnvironmentEndpoint(url.strip(), self.env_token, self.mcp_token)
+            for url in self.environment_urls.split(",")
+            if url.strip()
+        ]
 
 
 class SeedCache:
@@ -136,8 +140,12 @@ class _EnvironmentPool:
         root = Path(tempfile.mkdtemp(prefix="env-", dir=self._scratch))
         (root / "filesystem").mkdir()
         (root / ".apps_data").mkdir()
-        settings = EnvironmentSettings(fs_root=root / "filesystem", apps_data_root=root / ".apps_data",
-                                       json_logs=False, log_level="WARNING")
+        settings = EnvironmentSettings(
+            fs_root=root / "filesystem",
+            apps_data_root=root / ".apps_data",
+            json_logs=False,
+            log_level="WARNING",
+        )
         server = EnvironmentServer(settings).start()
         self._all.append(server)
         return server
@@ -169,8 +177,9 @@ class _RemotePool:
 
 @executor("local")
 class LocalExecutor:
-    def __init__(self, benchmark: Benchmark, spec: ExperimentSpec,
-                 services: ServiceSettings | None = None) -> None:
+    def __init__(
+        self, benchmark: Benchmark, spec: ExperimentSpec, services: ServiceSettings | None = None
+    ) -> None:
         steps.validate_agents(spec)
         self.benchmark = benchmark
         self.spec = spec
@@ -220,12 +229,18 @@ class LocalExecutor:
         seed, seed_digest = await self.seeds.get(spec, self.benchmark)
         before = self.seeds.snapshot_path(seed)
         environment = await self.pool.acquire()
-        endpoint = environment if isinstance(environment, EnvironmentEndpoint) else EnvironmentEndpoint(
-            environment.url)
+        endpoint = (
+            environment
+            if isinstance(environment, EnvironmentEndpoint)
+            else EnvironmentEndpoint(environment.url)
+        )
         healthy = False
         try:
             await steps.prepare_world(
-                self._http, endpoint, seed_digest=seed_digest, world_id=spec.world_id,
+                self._http,
+                endpoint,
+                seed_digest=seed_digest,
+                world_id=spec.world_id,
                 world_options=steps.world_options(self.benchmark.world(spec.world_id)),
                 servers=servers_for_world(self.benchmark.world(spec.world_id)),
                 seed_archive=before if self._remote_environments else None,
@@ -246,29 +261,53 @@ class LocalExecutor:
             grade = None
             if steps.should_grade(trajectory, self.spec.limits.grade_incomplete):
                 grade = await self._grade(task, before, after_path, trajectory, spec)
-            uris = await asyncio.to_thread(steps.store_artifacts, self.artifacts, prefix, trajectory, grade,
-                                           before, after_path, seed_key=f"seeds/{before.name}")
+            uris = await asyncio.to_thread(
+                steps.store_artifacts,
+                self.artifacts,
+                prefix,
+                trajectory,
+                grade,
+                before,
+                after_path,
+                seed_key=f"seeds/{before.name}",
+            )
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-        return steps.build_result(spec, task, trajectory, grade, attempt=attempt,
-                                  duration_s=time.perf_counter() - started, uris=uris)
+        return steps.build_result(
+            spec,
+            task,
+            trajectory,
+            grade,
+            attempt=attempt,
+            duration_s=time.perf_counter() - started,
+            uris=uris,
+        )
 
     async def _run_agent(self, environment: EnvironmentEndpoint, task: Task, spec: TrialSpec) -> Trajectory:
         if self.services.agents_runner_url:
-            return await steps.run_agent_remote(self._http, self.services.agents_runner_url, environment, task,
-                                                spec, token=self.services.agent_token)
+            return await steps.run_agent_remote(
+                self._http,
+                self.services.agents_runner_url,
+                environment,
+                task,
+                spec,
+                token=self.services.agent_token,
+            )
         return await steps.run_agent_in_process(environment, task, spec)
 
-    async def _grade(self, task: Task, before: Path, after: Path, trajectory: Trajectory,
-                     spec: TrialSpec) -> Grade:
+    async def _grade(
+        self, task: Task, before: Path, after: Path, trajectory: Trajectory, spec: TrialSpec
+    ) -> Grade:
         if self.services.grader_url:
-            return await steps.grade_with_service(self.services.grader_url, task, before, after, trajectory,
-                                                  judge_request(self.spec))
+            return await steps.grade_with_service(
+                self.services.grader_url, task, before, after, trajectory, judge_request(self.spec)
+            )
         from grader import grade_trial
 
         try:
-            return await grade_trial(task, before, after, trajectory, self._judge, self._cache,
-                                     trial_id=spec.trial_id)
+            return await grade_trial(
+                task, before, after, trajectory, self._judge, self._cache, trial_id=spec.trial_id
+            )
         except AtollError as exc:
             raise steps.grader_failure(exc) from exc
 

@@ -53,11 +53,14 @@ class EnvironmentEndpoint:
         return {"Authorization": f"Bearer {self.env_token}"} if self.env_token else {}
 
 
-async def environment_post(http: httpx.AsyncClient, environment: EnvironmentEndpoint, path: str,
-                           **kwargs: Any) -> httpx.Response:
+async def environment_post(
+    http: httpx.AsyncClient, environment: EnvironmentEndpoint, path: str, **kwargs: Any
+) -> httpx.Response:
     """POST to the environment; transport failures and HTTP errors raise InfraError."""
     try:
-        response = await http.post(f"{environment.url.rstrip('/')}{path}", headers=environment.headers(), **kwargs)
+        response = await http.post(
+            f"{environment.url.rstrip('/')}{path}", headers=environment.headers(), **kwargs
+        )
     except httpx.HTTPError as exc:
         raise InfraError(f"environment {path}: {type(exc).__name__}: {exc}") from exc
     if response.status_code >= 400:
@@ -65,8 +68,9 @@ async def environment_post(http: httpx.AsyncClient, environment: EnvironmentEndp
     return response
 
 
-async def wait_until_healthy(http: httpx.AsyncClient, url: str, *, timeout_s: float = 120.0,
-                             what: str = "environment") -> None:
+async def wait_until_healthy(
+    http: httpx.AsyncClient, url: str, *, timeout_s: float = 120.0, what: str = "environment"
+) -> None:
     """Poll ``GET url/health`` until it answers 200; InfraError after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     last = "no answer"
@@ -82,10 +86,17 @@ async def wait_until_healthy(http: httpx.AsyncClient, url: str, *, timeout_s: fl
     raise InfraError(f"{what} at {url} not healthy after {timeout_s:.0f} s ({last})")
 
 
-async def prepare_world(http: httpx.AsyncClient, environment: EnvironmentEndpoint, *, seed_digest: str,
-                        world_id: str, world_options: dict[str, Any], servers: tuple[str, ...] | None = None,
-                        seed_folder: Path | None = None,
-                        seed_archive: Path | None = None) -> None:
+async def prepare_world(
+    http: httpx.AsyncClient,
+    environment: EnvironmentEndpoint,
+    *,
+    seed_digest: str,
+    world_id: str,
+    world_options: dict[str, Any],
+    servers: tuple[str, ...] | None = None,
+    seed_folder: Path | None = None,
+    seed_archive: Path | None = None,
+) -> None:
     """Replace the environment's world with the seed, check it is fresh, configure the apps.
 
     The seed is given either as an extracted folder the environment can read
@@ -93,14 +104,21 @@ async def prepare_world(http: httpx.AsyncClient, environment: EnvironmentEndpoin
     (``seed_archive``, any machine). Raises InfraError when the initial snapshot's sha256
     differs from ``seed_digest``."""
     if seed_folder is not None:
-        await environment_post(http, environment, "/data/populate",
-                               json={"sources": [{"url": seed_folder.as_uri(), "subsystem": "world"}],
-                                     "mode": "replace"})
+        await environment_post(
+            http,
+            environment,
+            "/data/populate",
+            json={"sources": [{"url": seed_folder.as_uri(), "subsystem": "world"}], "mode": "replace"},
+        )
     elif seed_archive is not None:
         with seed_archive.open("rb") as archive:
-            await environment_post(http, environment, "/data/populate",
-                                   params={"subsystem": "world", "mode": "replace"},
-                                   files={"archive": ("seed.tar.gz", archive, "application/gzip")})
+            await environment_post(
+                http,
+                environment,
+                "/data/populate",
+                params={"subsystem": "world", "mode": "replace"},
+                files={"archive": ("seed.tar.gz", archive, "application/gzip")},
+            )
     else:  # pragma: no cover - a programming error
         raise ValueError("prepare_world needs seed_folder or seed_archive")
     snapshot = await environment_post(http, environment, "/data/snapshot")
@@ -141,7 +159,9 @@ def validate_agents(experiment: Any) -> None:
         try:
             get_agent(agent.agent)
         except AtollError:
-            raise AtollError("bad_experiment", f"agents.{index}.agent: unknown agent {agent.agent!r}") from None
+            raise AtollError(
+                "bad_experiment", f"agents.{index}.agent: unknown agent {agent.agent!r}"
+            ) from None
         try:
             AgentConfig.model_validate(_agent_options(planned_config(agent, experiment)))
         except ValidationError as exc:
@@ -166,17 +186,32 @@ async def run_agent_in_process(environment: EnvironmentEndpoint, task: Task, spe
     )
 
 
-async def run_agent_remote(http: httpx.AsyncClient, agents_url: str, environment: EnvironmentEndpoint,
-                           task: Task, spec: TrialSpec, *, token: str | None = None,
-                           poll_s: float = 1.0) -> Trajectory:
+async def run_agent_remote(
+    http: httpx.AsyncClient,
+    agents_url: str,
+    environment: EnvironmentEndpoint,
+    task: Task,
+    spec: TrialSpec,
+    *,
+    token: str | None = None,
+    poll_s: float = 1.0,
+) -> Trajectory:
     """The agent runs in the agents runner service (``POST /runs``, poll, fetch the trajectory)."""
     base = agents_url.rstrip("/")
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     body = {
-        "model": spec.model, "gateway_url": environment.mcp_url, "gateway_token": environment.mcp_token,
-        "prompt": task.prompt, "agent": spec.agent, "config": agent_config(spec) or None,
-        "api_base": spec.agent_config.get("api_base"), "task_id": task.task_id, "trial_id": spec.trial_id,
-        "reference_solution": task.reference_solution.model_dump(mode="json") if task.reference_solution else None,
+        "model": spec.model,
+        "gateway_url": environment.mcp_url,
+        "gateway_token": environment.mcp_token,
+        "prompt": task.prompt,
+        "agent": spec.agent,
+        "config": agent_config(spec) or None,
+        "api_base": spec.agent_config.get("api_base"),
+        "task_id": task.task_id,
+        "trial_id": spec.trial_id,
+        "reference_solution": task.reference_solution.model_dump(mode="json")
+        if task.reference_solution
+        else None,
     }
     try:
         started = await http.post(f"{base}/runs", json=body, headers=headers)
@@ -206,8 +241,9 @@ def raise_for_infrastructure(trajectory: Trajectory) -> None:
         return
     error = trajectory.error
     if error.kind is ErrorKind.model_provider:
-        raise ModelEndpointError(f"agent: {error.message}",
-                                 configuration=error.model_error == "configuration")
+        raise ModelEndpointError(
+            f"agent: {error.message}", configuration=error.model_error == "configuration"
+        )
     if error.kind is ErrorKind.infrastructure:
         raise InfraError(f"{error.kind.value}: {error.message}")
 
@@ -216,8 +252,14 @@ def should_grade(trajectory: Trajectory, grade_incomplete: bool) -> bool:
     return trajectory.status not in INCOMPLETE or grade_incomplete
 
 
-async def grade_with_service(grader_url: str, task: Task, before: Path, after: Path, trajectory: Trajectory,
-                             judge: dict[str, Any] | None) -> Grade:
+async def grade_with_service(
+    grader_url: str,
+    task: Task,
+    before: Path,
+    after: Path,
+    trajectory: Trajectory,
+    judge: dict[str, Any] | None,
+) -> Grade:
     """Grade through the grading service; its failures are InfraError."""
     from grader.client import grade_remote
 
@@ -235,8 +277,16 @@ def grader_failure(exc: AtollError) -> InfraError:
     return InfraError(f"grader: {exc.message}")
 
 
-def store_artifacts(artifacts: ArtifactStore, prefix: str, trajectory: Trajectory, grade: Grade | None,
-                    before: Path, after: Path, *, seed_key: str) -> dict[str, str | None]:
+def store_artifacts(
+    artifacts: ArtifactStore,
+    prefix: str,
+    trajectory: Trajectory,
+    grade: Grade | None,
+    before: Path,
+    after: Path,
+    *,
+    seed_key: str,
+) -> dict[str, str | None]:
     """Trajectory, grade and final snapshot under ``prefix``; the initial snapshot is the
     seed's and is stored once, under ``seed_key``."""
     before_uri = artifacts.uri(seed_key)
@@ -248,10 +298,12 @@ def store_artifacts(artifacts: ArtifactStore, prefix: str, trajectory: Trajector
             if not artifacts.exists(seed_key):
                 raise
     return {
-        "trajectory_uri": artifacts.put_bytes(f"{prefix}/trajectory.json",
-                                              trajectory.model_dump_json(indent=2).encode()),
-        "grade_uri": artifacts.put_bytes(f"{prefix}/grade.json",
-                                         grade.model_dump_json(indent=2).encode()) if grade else None,
+        "trajectory_uri": artifacts.put_bytes(
+            f"{prefix}/trajectory.json", trajectory.model_dump_json(indent=2).encode()
+        ),
+        "grade_uri": artifacts.put_bytes(f"{prefix}/grade.json", grade.model_dump_json(indent=2).encode())
+        if grade
+        else None,
         "snapshot_before_uri": before_uri,
         "snapshot_after_uri": artifacts.put_file(f"{prefix}/after.tar.gz", after),
     }
@@ -269,12 +321,22 @@ def trial_outcome(trajectory: Trajectory, grade: Grade | None) -> Outcome:
     return Outcome.ungradeable
 
 
-def build_result(spec: TrialSpec, task: Task, trajectory: Trajectory, grade: Grade | None, *, attempt: int,
-                 duration_s: float, uris: dict[str, str | None]) -> TrialResult:
+def build_result(
+    spec: TrialSpec,
+    task: Task,
+    trajectory: Trajectory,
+    grade: Grade | None,
+    *,
+    attempt: int,
+    duration_s: float,
+    uris: dict[str, str | None],
+) -> TrialResult:
     """The TrialResult of a finished trial (outcome, usage, checks, artifact URIs)."""
     outcome = trial_outcome(trajectory, grade)
     checked = {c.verifier_id for c in task.rubric if c.check is not None}
-    checks_met = sum(v.verifier_id in checked and v.verdict.value == "met" for v in grade.criteria) if grade else 0
+    checks_met = (
+        sum(v.verifier_id in checked and v.verdict.value == "met" for v in grade.criteria) if grade else 0
+    )
     return TrialResult(
         checks_met=checks_met if checked else None,
         checks_total=len(checked) if checked else None,
@@ -284,9 +346,9 @@ def build_result(spec: TrialSpec, task: Task, trajectory: Trajectory, grade: Gra
         outcome=outcome,
         score=grade.score if grade else 0.0,
         run_status=trajectory.status.value,
-        error=trajectory.error.message if trajectory.error else (
-            "; ".join(grade.ungradeable_reasons) if grade and outcome is Outcome.ungradeable else None
-        ),
+        error=trajectory.error.message
+        if trajectory.error
+        else ("; ".join(grade.ungradeable_reasons) if grade and outcome is Outcome.ungradeable else None),
         attempt=attempt,
         steps=trajectory.steps,
         tool_calls=len(trajectory.tool_calls),
@@ -307,8 +369,21 @@ def world_options(world: Any) -> dict[str, Any]:
 
 
 __all__ = [
-    "EnvironmentEndpoint", "agent_config", "build_result", "environment_post", "grade_with_service", "grader_failure",
-    "prepare_world", "raise_for_infrastructure", "run_agent_in_process", "run_agent_remote",
-    "should_grade", "store_artifacts", "take_snapshot", "trial_outcome", "validate_agents", "wait_until_healthy",
+    "EnvironmentEndpoint",
+    "agent_config",
+    "build_result",
+    "environment_post",
+    "grade_with_service",
+    "grader_failure",
+    "prepare_world",
+    "raise_for_infrastructure",
+    "run_agent_in_process",
+    "run_agent_remote",
+    "should_grade",
+    "store_artifacts",
+    "take_snapshot",
+    "trial_outcome",
+    "validate_agents",
+    "wait_until_healthy",
     "world_options",
 ]

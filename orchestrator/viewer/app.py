@@ -39,10 +39,18 @@ from orchestrator.viewer.compare import compare_runs
 from orchestrator.viewer.trial import trial_detail
 from orchestrator.viewer.worlddiff import SnapshotCache, snapshot_member
 
-_STATUS_OF_CODE = {"unknown_run": 404, "unknown_trial": 404, "unknown_file": 404, "artifact_unreadable": 502,
-                   "unauthorized": 401, "bad_compare": 400}
-_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+_STATUS_OF_CODE = {
+    "unknown_run": 404,
+    "unknown_trial": 404,
+    "unknown_file": 404,
+    "artifact_unreadable": 502,
+    "unauthorized": 401,
+    "bad_compare": 400,
+}
+_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
 _COOKIE = "atoll_view_token"
 _STATIC = resources.files("orchestrator.viewer") / "static"
 
@@ -69,6 +77,7 @@ def create_app(store: TrialStore, *, bind_host: str | None = None, token: str | 
     guard(app, bind_host=bind_host)  # Host allow-list ($ATOLL_ALLOWED_HOSTS) and cross-site refusal
 
     if token is not None:
+
         @app.middleware("http")
         async def authorize(request: Request, call_next: Any) -> Response:
             given = request.query_params.get("token")
@@ -78,17 +87,24 @@ def create_app(store: TrialStore, *, bind_host: str | None = None, token: str | 
                 return response
             cookie = request.cookies.get(_COOKIE)
             if bearer_matches(request.headers.get("authorization"), token) or (
-                    cookie is not None and bearer_matches(f"Bearer {cookie}", token)):
+                cookie is not None and bearer_matches(f"Bearer {cookie}", token)
+            ):
                 return await call_next(request)
-            return Response('{"error": {"code": "unauthorized", "message": "missing or wrong viewer token"}}',
-                            status_code=401, media_type="application/json")
+            return Response(
+                '{"error": {"code": "unauthorized", "message": "missing or wrong viewer token"}}',
+                status_code=401,
+                media_type="application/json",
+            )
 
     def run_off_loop(function: Any, *args: Any, **kwargs: Any) -> Any:
         return asyncio.to_thread(function, *args, **kwargs)
 
     @app.get("/api/runs")
     async def runs() -> dict[str, Any]:
-        return {"store": data.shown_url(store), "runs": await run_off_loop(data.list_runs, store, cache=cache)}
+        return {
+            "store": data.shown_url(store),
+            "runs": await run_off_loop(data.list_runs, store, cache=cache),
+        }
 
     @app.get("/api/runs/{name}")
     async def run(name: str) -> dict[str, Any]:
@@ -114,10 +130,12 @@ def create_app(store: TrialStore, *, bind_host: str | None = None, token: str | 
 
     @app.get("/api/trials/{trial_id}/download/{what}")
     async def download(trial_id: str, what: str, run: str | None = None) -> Response:
-        names = {"trajectory": ("trajectory_uri", "trajectory.json", "application/json"),
-                 "grade": ("grade_uri", "grade.json", "application/json"),
-                 "before": ("snapshot_before_uri", "before.tar.gz", "application/gzip"),
-                 "after": ("snapshot_after_uri", "after.tar.gz", "application/gzip")}
+        names = {
+            "trajectory": ("trajectory_uri", "trajectory.json", "application/json"),
+            "grade": ("grade_uri", "grade.json", "application/json"),
+            "before": ("snapshot_before_uri", "before.tar.gz", "application/gzip"),
+            "after": ("snapshot_after_uri", "after.tar.gz", "application/gzip"),
+        }
         if what not in names:
             raise AtollError("unknown_file", f"no download {what!r} (trajectory, grade, before, after)")
         field, filename, media_type = names[what]
@@ -129,11 +147,14 @@ def create_app(store: TrialStore, *, bind_host: str | None = None, token: str | 
             path = await run_off_loop(snapshots.local, uri)
             return FileResponse(path, media_type=media_type, filename=f"{spec.task_id}-{filename}")
         body = await run_off_loop(data.read_artifact, uri)
-        return Response(body, media_type=media_type,
-                        headers={"Content-Disposition": f'attachment; filename="{filename}"'})
+        return Response(
+            body, media_type=media_type, headers={"Content-Disposition": f'attachment; filename="{filename}"'}
+        )
 
     @app.get("/api/trials/{trial_id}/file/{side}")
-    async def snapshot_file(trial_id: str, side: str, path: str = Query(...), run: str | None = None) -> Response:
+    async def snapshot_file(
+        trial_id: str, side: str, path: str = Query(...), run: str | None = None
+    ) -> Response:
         if side not in ("before", "after"):
             raise AtollError("unknown_file", f"no snapshot {side!r} (before, after)")
         _spec, result = await run_off_loop(result_of, trial_id, run)
@@ -143,8 +164,11 @@ def create_app(store: TrialStore, *, bind_host: str | None = None, token: str | 
         body = await run_off_loop(snapshot_member, snapshots, uri, path)
         # Served as an opaque download: an HTML file the agent wrote must never run as this site.
         name = "".join(c for c in PurePosixPath(path).name if c.isalnum() or c in "._- ") or "file"
-        return Response(body, media_type="application/octet-stream",
-                        headers={"Content-Disposition": f'attachment; filename="{name}"'})
+        return Response(
+            body,
+            media_type="application/octet-stream",
+            headers={"Content-Disposition": f'attachment; filename="{name}"'},
+        )
 
     @app.get("/static/{name}")
     async def static(name: str) -> Response:
@@ -153,7 +177,9 @@ def create_app(store: TrialStore, *, bind_host: str | None = None, token: str | 
         suffix = PurePosixPath(name).suffix
         if "/" in name or suffix not in types or not resource.is_file():
             raise AtollError("unknown_file", f"no static file {name!r}")
-        return Response(resource.read_bytes(), media_type=types[suffix], headers={"Cache-Control": "no-cache"})
+        return Response(
+            resource.read_bytes(), media_type=types[suffix], headers={"Cache-Control": "no-cache"}
+        )
 
     def page(error: AtollError | None = None) -> Response:
         body = (_STATIC / "page.html").read_bytes()
@@ -161,10 +187,14 @@ def create_app(store: TrialStore, *, bind_host: str | None = None, token: str | 
             return Response(body, media_type="text/html; charset=utf-8")
         # Readable without the script too: the message is in the HTML (escaped: it can name
         # what the URL said).
-        shown = (f'<div class="error-box" id="error"><strong>{html.escape(error.code, quote=False)}</strong>: '
-                 f'{html.escape(error.message, quote=False)} · <a href="/">all runs</a></div>')
+        shown = (
+            f'<div class="error-box" id="error"><strong>{html.escape(error.code, quote=False)}</strong>: '
+            f'{html.escape(error.message, quote=False)} · <a href="/">all runs</a></div>'
+        )
         body = body.replace(b'<p class="muted">loading\xe2\x80\xa6</p>', shown.encode())
-        return Response(body, status_code=_STATUS_OF_CODE.get(error.code, 404), media_type="text/html; charset=utf-8")
+        return Response(
+            body, status_code=_STATUS_OF_CODE.get(error.code, 404), media_type="text/html; charset=utf-8"
+        )
 
     async def checked(function: Any, *args: Any) -> AtollError | None:
         try:
@@ -194,7 +224,9 @@ def create_app(store: TrialStore, *, bind_host: str | None = None, token: str | 
     @app.get("/compare")
     async def compare_page(a: str = "", b: str = "") -> Response:
         if not a or not b:
-            return page(AtollError("bad_compare", "pick two runs to compare on the runs page (/compare?a=RUN&b=RUN)"))
+            return page(
+                AtollError("bad_compare", "pick two runs to compare on the runs page (/compare?a=RUN&b=RUN)")
+            )
         return page(await checked(require_run, a) or await checked(require_run, b))
 
     return app

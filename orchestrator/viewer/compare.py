@@ -47,8 +47,12 @@ def _agent_pairs(agents_a: list[str], agents_b: list[str]) -> list[tuple[str, st
 
 def _side(records: list[TrialRecord]) -> dict[str, Any]:
     graded = [r for r in records if r.outcome in _GRADED]
-    return {"passes": sum(r.outcome is Outcome.passed for r in graded), "graded": len(graded),
-            "runs": len(records), "outcomes": [r.outcome.value for r in sorted(records, key=lambda r: r.run_index)]}
+    return {
+        "passes": sum(r.outcome is Outcome.passed for r in graded),
+        "graded": len(graded),
+        "runs": len(records),
+        "outcomes": [r.outcome.value for r in sorted(records, key=lambda r: r.run_index)],
+    }
 
 
 def _change(a: dict[str, Any], b: dict[str, Any]) -> str:
@@ -69,17 +73,29 @@ def _metric_deltas(row_a: dict[str, Any] | None, row_b: dict[str, Any] | None) -
         entry_b = (row_b or {}).get(key) or {}
         value_a = entry_a.get("value") if entry_a.get("tasks") else None
         value_b = entry_b.get("value") if entry_b.get("tasks") else None
-        deltas[key] = {"a": value_a, "b": value_b,
-                       "delta": None if value_a is None or value_b is None else value_b - value_a}
+        deltas[key] = {
+            "a": value_a,
+            "b": value_b,
+            "delta": None if value_a is None or value_b is None else value_b - value_a,
+        }
     cost_a, cost_b = (row_a or {}).get("cost_usd"), (row_b or {}).get("cost_usd")
     known = (row_a or {}).get("cost_known", True) and (row_b or {}).get("cost_known", True)
-    deltas["cost_usd"] = {"a": cost_a, "b": cost_b,
-                          "delta": cost_b - cost_a if known and cost_a is not None and cost_b is not None else None}
+    deltas["cost_usd"] = {
+        "a": cost_a,
+        "b": cost_b,
+        "delta": cost_b - cost_a if known and cost_a is not None and cost_b is not None else None,
+    }
     return deltas
 
 
-def _compare_agents(agent_a: str, agent_b: str, records_a: list[TrialRecord], records_b: list[TrialRecord],
-                    row_a: dict[str, Any] | None, row_b: dict[str, Any] | None) -> dict[str, Any]:
+def _compare_agents(
+    agent_a: str,
+    agent_b: str,
+    records_a: list[TrialRecord],
+    records_b: list[TrialRecord],
+    row_a: dict[str, Any] | None,
+    row_b: dict[str, Any] | None,
+) -> dict[str, Any]:
     by_task_a: dict[str, list[TrialRecord]] = defaultdict(list)
     by_task_b: dict[str, list[TrialRecord]] = defaultdict(list)
     for record in records_a:
@@ -88,10 +104,18 @@ def _compare_agents(agent_a: str, agent_b: str, records_a: list[TrialRecord], re
     for record in records_b:
         if record.agent == agent_b:
             by_task_b[record.task_id].append(record)
-    graded_a = {(r.task_id, r.run_index): r.outcome is Outcome.passed
-                for records in by_task_a.values() for r in records if r.outcome in _GRADED}
-    graded_b = {(r.task_id, r.run_index): r.outcome is Outcome.passed
-                for records in by_task_b.values() for r in records if r.outcome in _GRADED}
+    graded_a = {
+        (r.task_id, r.run_index): r.outcome is Outcome.passed
+        for records in by_task_a.values()
+        for r in records
+        if r.outcome in _GRADED
+    }
+    graded_b = {
+        (r.task_id, r.run_index): r.outcome is Outcome.passed
+        for records in by_task_b.values()
+        for r in records
+        if r.outcome in _GRADED
+    }
     paired = sorted(set(graded_a) & set(graded_b))
     a_only = sum(graded_a[key] and not graded_b[key] for key in paired)
     b_only = sum(graded_b[key] and not graded_a[key] for key in paired)
@@ -99,15 +123,31 @@ def _compare_agents(agent_a: str, agent_b: str, records_a: list[TrialRecord], re
     for task_id in sorted(set(by_task_a) | set(by_task_b)):
         side_a, side_b = _side(by_task_a.get(task_id, [])), _side(by_task_b.get(task_id, []))
         domain = next((r.domain for r in by_task_a.get(task_id, []) + by_task_b.get(task_id, [])), "")
-        tasks.append({"task_id": task_id, "domain": domain, "a": side_a, "b": side_b,
-                      "change": _change(side_a, side_b)})
+        tasks.append(
+            {
+                "task_id": task_id,
+                "domain": domain,
+                "a": side_a,
+                "b": side_b,
+                "change": _change(side_a, side_b),
+            }
+        )
     changes: dict[str, int] = defaultdict(int)
     for task in tasks:
         changes[task["change"]] += 1
-    return {"agent_a": agent_a, "agent_b": agent_b, "metrics": _metric_deltas(row_a, row_b),
-            "mcnemar": {"pairs": len(paired), "a_only": a_only, "b_only": b_only,
-                        "p_value": mcnemar_exact(a_only, b_only)},
-            "changes": dict(changes), "tasks": tasks}
+    return {
+        "agent_a": agent_a,
+        "agent_b": agent_b,
+        "metrics": _metric_deltas(row_a, row_b),
+        "mcnemar": {
+            "pairs": len(paired),
+            "a_only": a_only,
+            "b_only": b_only,
+            "p_value": mcnemar_exact(a_only, b_only),
+        },
+        "changes": dict(changes),
+        "tasks": tasks,
+    }
 
 
 def compare_runs(store: TrialStore, a: str, b: str, *, cache: RunCache | None = None) -> dict[str, Any]:
@@ -122,18 +162,36 @@ def compare_runs(store: TrialStore, a: str, b: str, *, cache: RunCache | None = 
     agents_b = [agent["name"] for agent in detail_b["spec"]["agents"]] or sorted({r.agent for r in records_b})
     board_a = {row["agent"]: row for row in detail_a["leaderboard"]}
     board_b = {row["agent"]: row for row in detail_b["leaderboard"]}
-    pairs = [_compare_agents(x, y, records_a, records_b, board_a.get(x), board_b.get(y))
-             for x, y in _agent_pairs(agents_a, agents_b)]
+    pairs = [
+        _compare_agents(x, y, records_a, records_b, board_a.get(x), board_b.get(y))
+        for x, y in _agent_pairs(agents_a, agents_b)
+    ]
     q_values, significant = benjamini_hochberg([pair["mcnemar"]["p_value"] for pair in pairs])
     for pair, q_value, flag in zip(pairs, q_values, significant, strict=True):
         pair["mcnemar"].update(q_value=q_value, significant=flag)
-    keep = ("name", "status", "counts", "outcomes", "cost_usd", "started_at", "ended_at", "fingerprint", "spec")
+    keep = (
+        "name",
+        "status",
+        "counts",
+        "outcomes",
+        "cost_usd",
+        "started_at",
+        "ended_at",
+        "fingerprint",
+        "spec",
+    )
     notes = []
     if not pairs:
-        notes.append(f"no agent to compare: {a} has {', '.join(agents_a) or 'none'}, "
-                     f"{b} has {', '.join(agents_b) or 'none'} (agents are matched by name)")
-    return {"a": {key: detail_a[key] for key in keep}, "b": {key: detail_b[key] for key in keep},
-            "pairs": pairs, "notes": notes}
+        notes.append(
+            f"no agent to compare: {a} has {', '.join(agents_a) or 'none'}, "
+            f"{b} has {', '.join(agents_b) or 'none'} (agents are matched by name)"
+        )
+    return {
+        "a": {key: detail_a[key] for key in keep},
+        "b": {key: detail_b[key] for key in keep},
+        "pairs": pairs,
+        "notes": notes,
+    }
 
 
 __all__ = ["compare_runs"]

@@ -115,8 +115,10 @@ def _times(rows: list[Row]) -> tuple[str | None, str | None]:
 def _spec_summary(spec: dict[str, Any]) -> dict[str, Any]:
     return {
         "benchmark": spec.get("benchmark"),
-        "agents": [{"name": a.get("name"), "agent": a.get("agent"), "model": a.get("model")}
-                   for a in spec.get("agents") or []],
+        "agents": [
+            {"name": a.get("name"), "agent": a.get("agent"), "model": a.get("model")}
+            for a in spec.get("agents") or []
+        ],
         "runs": spec.get("runs", 1),
         "judge_model": (spec.get("judge") or {}).get("model"),
         "executor": spec.get("executor"),
@@ -135,18 +137,34 @@ def _run_summary(store: TrialStore, name: str, spec: dict[str, Any], rows: list[
             cost += result.agent_cost_usd + result.judge_cost_usd
     record = store.run_record(name)
     created = datetime.fromtimestamp(record.created_at, UTC).isoformat(timespec="seconds") if record else None
-    return {"name": name, "status": _status(counts), "counts": counts, "outcomes": dict(outcomes),
-            "cost_usd": cost, "created_at": created, "started_at": started, "ended_at": ended,
-            "fingerprint": record.fingerprint if record else None, "spec": _spec_summary(spec)}
+    return {
+        "name": name,
+        "status": _status(counts),
+        "counts": counts,
+        "outcomes": dict(outcomes),
+        "cost_usd": cost,
+        "created_at": created,
+        "started_at": started,
+        "ended_at": ended,
+        "fingerprint": record.fingerprint if record else None,
+        "spec": _spec_summary(spec),
+    }
 
 
 def list_runs(store: TrialStore, *, cache: RunCache | None = None) -> list[dict[str, Any]]:
     """Every run in the store, newest last, with status, counts, cost and times."""
     cache = cache or _uncached()
-    return [cache.get(store, name, "summary",
-                      lambda name=name: _run_summary(store, name, store.experiment_spec(name) or {},
-                                                     run_rows(store, name)[0]))
-            for name in _known_runs(store)]
+    return [
+        cache.get(
+            store,
+            name,
+            "summary",
+            lambda name=name: _run_summary(
+                store, name, store.experiment_spec(name) or {}, run_rows(store, name)[0]
+            ),
+        )
+        for name in _known_runs(store)
+    ]
 
 
 def _error_kind(result: TrialResult) -> str | None:
@@ -160,18 +178,39 @@ def _error_kind(result: TrialResult) -> str | None:
 def trial_row(spec: TrialSpec, result: TrialResult | None, state: str, attempts: int) -> dict[str, Any]:
     """One line of the trial table."""
     row: dict[str, Any] = {
-        "trial_id": spec.trial_id, "run": spec.experiment, "task_id": spec.task_id, "domain": spec.domain,
-        "agent": spec.agent_name, "model": spec.model, "run_index": spec.run_index, "state": state,
-        "attempts": attempts, "outcome": None, "score": None, "end_reason": None, "error": None,
-        "error_kind": None, "steps": None, "tool_calls": None, "tokens": None, "cost_usd": None,
-        "duration_s": None, "finished_at": None,
+        "trial_id": spec.trial_id,
+        "run": spec.experiment,
+        "task_id": spec.task_id,
+        "domain": spec.domain,
+        "agent": spec.agent_name,
+        "model": spec.model,
+        "run_index": spec.run_index,
+        "state": state,
+        "attempts": attempts,
+        "outcome": None,
+        "score": None,
+        "end_reason": None,
+        "error": None,
+        "error_kind": None,
+        "steps": None,
+        "tool_calls": None,
+        "tokens": None,
+        "cost_usd": None,
+        "duration_s": None,
+        "finished_at": None,
     }
     if result is not None:
         row.update(
-            outcome=result.outcome.value, score=result.score, end_reason=result.run_status, error=result.error,
-            error_kind=_error_kind(result), steps=result.steps, tool_calls=result.tool_calls,
+            outcome=result.outcome.value,
+            score=result.score,
+            end_reason=result.run_status,
+            error=result.error,
+            error_kind=_error_kind(result),
+            steps=result.steps,
+            tool_calls=result.tool_calls,
             tokens=result.prompt_tokens + result.completion_tokens,
-            cost_usd=result.agent_cost_usd + result.judge_cost_usd, duration_s=result.duration_s,
+            cost_usd=result.agent_cost_usd + result.judge_cost_usd,
+            duration_s=result.duration_s,
             finished_at=result.finished_at.isoformat(timespec="seconds") if result.finished_at else None,
         )
     return row
@@ -181,8 +220,9 @@ def run_trials(store: TrialStore, name: str, *, cache: RunCache | None = None) -
     """The trial table of a run (every trial, finished or not; one per agent, task and run)."""
     if store.experiment_spec(name) is None:
         raise unknown_run(store, name)
-    return (cache or _uncached()).get(store, name, "trials",
-                                      lambda: [trial_row(*row) for row in run_rows(store, name)[0]])
+    return (cache or _uncached()).get(
+        store, name, "trials", lambda: [trial_row(*row) for row in run_rows(store, name)[0]]
+    )
 
 
 def _failure_key(row: dict[str, Any]) -> str | None:
@@ -204,10 +244,21 @@ def failure_groups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if key is not None:
             groups[key].append(row)
     return [
-        {"reason": key, "count": len(members), "outcome": members[0]["outcome"],
-         "error_kind": members[0]["error_kind"],
-         "trials": [{"trial_id": m["trial_id"], "task_id": m["task_id"], "agent": m["agent"],
-                     "run_index": m["run_index"]} for m in members]}
+        {
+            "reason": key,
+            "count": len(members),
+            "outcome": members[0]["outcome"],
+            "error_kind": members[0]["error_kind"],
+            "trials": [
+                {
+                    "trial_id": m["trial_id"],
+                    "task_id": m["task_id"],
+                    "agent": m["agent"],
+                    "run_index": m["run_index"],
+                }
+                for m in members
+            ],
+        }
         for key, members in sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
     ]
 

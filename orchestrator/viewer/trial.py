@@ -16,7 +16,9 @@ MAX_TEXT = 100_000  # characters of one message or tool result sent to the page
 
 def _clip(text: Any) -> str:
     text = text if isinstance(text, str) else json.dumps(text, ensure_ascii=False, default=str)
-    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + f"\n[… {len(text) - MAX_TEXT} more characters]"
+    return (
+        text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + f"\n[… {len(text) - MAX_TEXT} more characters]"
+    )
 
 
 def _content_text(content: Any) -> tuple[str, list[str]]:
@@ -54,9 +56,14 @@ def transcript(trajectory: dict[str, Any]) -> dict[str, Any]:
         elif role == "user" and not steps and not prompt:
             prompt = text
         elif role == "assistant":
-            step = {"index": len(steps) + 1, "kind": "assistant", "text": _clip(text), "images": images,
-                    "reasoning": _clip(message.get("reasoning_content") or message.get("reasoning") or ""),
-                    "tool_calls": []}
+            step = {
+                "index": len(steps) + 1,
+                "kind": "assistant",
+                "text": _clip(text),
+                "images": images,
+                "reasoning": _clip(message.get("reasoning_content") or message.get("reasoning") or ""),
+                "tool_calls": [],
+            }
             for requested in message.get("tool_calls") or []:
                 function = requested.get("function") or {}
                 recorded = calls.get(requested.get("id"), {})
@@ -64,10 +71,17 @@ def transcript(trajectory: dict[str, Any]) -> dict[str, Any]:
                 if isinstance(arguments, str):
                     with contextlib.suppress(ValueError):  # malformed JSON from the model: shown as it came
                         arguments = json.loads(arguments)
-                entry = {"id": requested.get("id"), "name": function.get("name") or recorded.get("name"),
-                         "arguments": arguments, "result": _clip(recorded.get("result", "")), "images": [],
-                         "is_error": bool(recorded.get("is_error")), "error": recorded.get("error"),
-                         "truncated": bool(recorded.get("truncated")), "duration_s": recorded.get("duration_s")}
+                entry = {
+                    "id": requested.get("id"),
+                    "name": function.get("name") or recorded.get("name"),
+                    "arguments": arguments,
+                    "result": _clip(recorded.get("result", "")),
+                    "images": [],
+                    "is_error": bool(recorded.get("is_error")),
+                    "error": recorded.get("error"),
+                    "truncated": bool(recorded.get("truncated")),
+                    "duration_s": recorded.get("duration_s"),
+                }
                 step["tool_calls"].append(entry)
                 answered[str(requested.get("id"))] = entry
             steps.append(step)
@@ -78,24 +92,41 @@ def transcript(trajectory: dict[str, Any]) -> dict[str, Any]:
                     entry["result"] = _clip(text)
                 entry["images"] = images
         else:
-            steps.append({"index": len(steps) + 1, "kind": role or "message", "text": _clip(text),
-                          "images": images, "reasoning": "", "tool_calls": []})
+            steps.append(
+                {
+                    "index": len(steps) + 1,
+                    "kind": role or "message",
+                    "text": _clip(text),
+                    "images": images,
+                    "reasoning": "",
+                    "tool_calls": [],
+                }
+            )
     # Model calls are numbered by step; attach tokens and latency to the assistant turns.
     assistant_steps = [s for s in steps if s["kind"] == "assistant"]
     for position, step in enumerate(assistant_steps):
         call = model_calls[position] if position < len(model_calls) else None
-        step["model_call"] = call and {"duration_s": call.get("duration_s"), "usage": call.get("usage"),
-                                       "retries": call.get("retries"), "error": call.get("error")}
+        step["model_call"] = call and {
+            "duration_s": call.get("duration_s"),
+            "usage": call.get("usage"),
+            "retries": call.get("retries"),
+            "error": call.get("error"),
+        }
     return {"system": _clip(system), "prompt": _clip(prompt), "steps": steps}
 
 
-def trial_detail(store: TrialStore, trial_id: str, *, run: str | None = None,
-                 snapshots: SnapshotCache | None = None) -> dict[str, Any]:
+def trial_detail(
+    store: TrialStore, trial_id: str, *, run: str | None = None, snapshots: SnapshotCache | None = None
+) -> dict[str, Any]:
     """Everything the trial page shows. Artifacts that cannot be read are named in ``problems``."""
     (spec, result, state, attempts), runs = find_trial(store, trial_id, run)
-    detail: dict[str, Any] = {"trial": trial_row(spec, result, state, attempts), "runs": runs,
-                              "spec": spec.model_dump(mode="json"), "problems": [],
-                              "attempts": [_attempt(a) for a in store.attempt_history(spec.experiment, trial_id)]}
+    detail: dict[str, Any] = {
+        "trial": trial_row(spec, result, state, attempts),
+        "runs": runs,
+        "spec": spec.model_dump(mode="json"),
+        "problems": [],
+        "attempts": [_attempt(a) for a in store.attempt_history(spec.experiment, trial_id)],
+    }
     detail["trial"]["checks_met"] = result.checks_met if result else None
     detail["trial"]["checks_total"] = result.checks_total if result else None
     trajectory = grade = None
@@ -111,8 +142,10 @@ def trial_detail(store: TrialStore, trial_id: str, *, run: str | None = None,
             else:
                 grade = loaded
     detail["downloads"] = {
-        "trajectory": bool(result and result.trajectory_uri), "grade": bool(result and result.grade_uri),
-        "before": bool(result and result.snapshot_before_uri), "after": bool(result and result.snapshot_after_uri),
+        "trajectory": bool(result and result.trajectory_uri),
+        "grade": bool(result and result.grade_uri),
+        "before": bool(result and result.snapshot_before_uri),
+        "after": bool(result and result.snapshot_after_uri),
     }
     if trajectory is not None:
         detail["transcript"] = transcript(trajectory)
@@ -123,22 +156,51 @@ def trial_detail(store: TrialStore, trial_id: str, *, run: str | None = None,
         detail["usage"] = trajectory.get("usage")
         detail["started_at"], detail["ended_at"] = trajectory.get("started_at"), trajectory.get("ended_at")
     detail["criteria"] = [_criterion(c) for c in (grade or {}).get("criteria") or []]
-    detail["grade"] = None if grade is None else {
-        "passed": grade.get("passed"), "score": grade.get("score"), "ungradeable": grade.get("ungradeable"),
-        "ungradeable_reasons": grade.get("ungradeable_reasons") or [], "judge_cost_usd": grade.get("judge_cost_usd")}
+    detail["grade"] = (
+        None
+        if grade is None
+        else {
+            "passed": grade.get("passed"),
+            "score": grade.get("score"),
+            "ungradeable": grade.get("ungradeable"),
+            "ungradeable_reasons": grade.get("ungradeable_reasons") or [],
+            "judge_cost_usd": grade.get("judge_cost_usd"),
+        }
+    )
     detail["world_diff"] = None
-    if result is not None and result.snapshot_before_uri and result.snapshot_after_uri and snapshots is not None:
+    if (
+        result is not None
+        and result.snapshot_before_uri
+        and result.snapshot_after_uri
+        and snapshots is not None
+    ):
         try:
-            detail["world_diff"] = world_diff(snapshots, result.snapshot_before_uri, result.snapshot_after_uri)
+            detail["world_diff"] = world_diff(
+                snapshots, result.snapshot_before_uri, result.snapshot_after_uri
+            )
         except AtollError as exc:
             detail["problems"].append(f"world diff: {exc.message}")
     return detail
 
 
 def _criterion(criterion: dict[str, Any]) -> dict[str, Any]:
-    return {key: criterion.get(key) for key in (
-        "verifier_id", "criterion", "verdict", "rationale", "evidence", "decided_by", "judge_model",
-        "prompt_version", "samples", "ungradeable_reason", "cached", "evidence_note")}
+    return {
+        key: criterion.get(key)
+        for key in (
+            "verifier_id",
+            "criterion",
+            "verdict",
+            "rationale",
+            "evidence",
+            "decided_by",
+            "judge_model",
+            "prompt_version",
+            "samples",
+            "ungradeable_reason",
+            "cached",
+            "evidence_note",
+        )
+    }
 
 
 def _attempt(row: dict[str, Any]) -> dict[str, Any]:

@@ -74,7 +74,9 @@ class SnapshotCache:
         shutil.rmtree(self._folder, ignore_errors=True)
 
 
-def _cell_changes(before_bytes: bytes | None, after_bytes: bytes | None, path: str, options) -> list[dict[str, Any]]:
+def _cell_changes(
+    before_bytes: bytes | None, after_bytes: bytes | None, path: str, options
+) -> list[dict[str, Any]]:
     from grader.extract import extract
 
     old = extract(path, before_bytes, options) if before_bytes is not None else None
@@ -117,8 +119,9 @@ def world_diff(cache: SnapshotCache, before_uri: str, after_uri: str) -> dict[st
     before, after = cache.snapshot(before_uri), cache.snapshot(after_uri)
     diff = diff_snapshots(before, after, options)
     texts = {artifact.path: artifact for artifact in diff.artifacts if artifact.kind == "file"}
-    sheets = [c for c in diff.changes.files
-              if c.path.startswith("filesystem/") and extension(c.path) in _SHEETS]
+    sheets = [
+        c for c in diff.changes.files if c.path.startswith("filesystem/") and extension(c.path) in _SHEETS
+    ]
     old_bytes = before.read_many({c.path for c in sheets if c.change != "created"})
     new_bytes = after.read_many({c.path for c in sheets if c.change != "deleted"})
     files = []
@@ -126,16 +129,24 @@ def world_diff(cache: SnapshotCache, before_uri: str, after_uri: str) -> dict[st
         shown = virtual_path(change.path) if change.path.startswith("filesystem/") else change.path
         artifact = texts.get(shown)
         text = artifact.text if artifact else ""
-        files.append({
-            "path": change.path, "display_path": shown, "change": change.change,
-            "size_before": change.size_before, "size_after": change.size_after,
-            "sub_items": change.sub_items,
-            "text": text[:MAX_FILE_TEXT] + (f"\n[… {len(text) - MAX_FILE_TEXT} more characters]"
-                                            if len(text) > MAX_FILE_TEXT else ""),
-            "extract_error": artifact.error if artifact else None,
-            "cell_changes": _cell_changes(old_bytes.get(change.path), new_bytes.get(change.path),
-                                          change.path, options) if change in sheets else [],
-        })
+        files.append(
+            {
+                "path": change.path,
+                "display_path": shown,
+                "change": change.change,
+                "size_before": change.size_before,
+                "size_after": change.size_after,
+                "sub_items": change.sub_items,
+                "text": text[:MAX_FILE_TEXT]
+                + (f"\n[… {len(text) - MAX_FILE_TEXT} more characters]" if len(text) > MAX_FILE_TEXT else ""),
+                "extract_error": artifact.error if artifact else None,
+                "cell_changes": _cell_changes(
+                    old_bytes.get(change.path), new_bytes.get(change.path), change.path, options
+                )
+                if change in sheets
+                else [],
+            }
+        )
     result = {
         "files": files,
         "mails_sent": [m.model_dump(mode="json", by_alias=True) for m in diff.changes.mails_sent],

@@ -126,7 +126,9 @@ def _server_of(tool: str) -> str:
     """The server a gateway tool name belongs to ({server}_{tool}; server names may hold '_')."""
     from mcp_servers import OPTIONAL_SERVER_NAMES, SERVER_NAMES
 
-    return max((name for name in SERVER_NAMES + OPTIONAL_SERVER_NAMES if tool.startswith(name + "_")), key=len)
+    return max(
+        (name for name in SERVER_NAMES + OPTIONAL_SERVER_NAMES if tool.startswith(name + "_")), key=len
+    )
 
 
 @pytest.mark.slow

@@ -44,7 +44,12 @@ def test_the_preflight_probes_only_agents_whose_registry_flag_says_they_call_a_m
         benchmark="b",
         agents=[
             {"name": "oracle", "agent": oracle_agent, "model": "openai/unused"},
-            {"name": "react", "agent": "react_toolbelt", "model": "openai/m", "api_base": "http://127.0.0.1:9"},
+            {
+                "name": "react",
+                "agent": "react_toolbelt",
+                "model": "openai/m",
+                "api_base": "http://127.0.0.1:9",
+            },
         ],
     )
     probes = experiment_probes(spec, uses_model=lambda name: get_agent(name).uses_model)

@@ -81,7 +81,10 @@ def tasks() -> list[dict[str, Any]]:
             "gold_response": "The liability cap is $2,500,000 (Section 9.2).",
             "gold_response_type": "text",
             "rubric": [
-                {"verifier_id": "ver_5b1d0c3e9a7f4e2b8c6d1a0f3e5b7c9d", "criteria": "States the cap is $2,500,000"},
+                {
+                    "verifier_id": "ver_5b1d0c3e9a7f4e2b8c6d1a0f3e5b7c9d",
+                    "criteria": "States the cap is $2,500,000",
+                },
                 {"verifier_id": "ver_6c2e1d4f0b8a4f3c9d7e2b1a4f6c8d0e", "criteria": "Cites Section 9.2"},
             ],
         },
@@ -96,7 +99,10 @@ def tasks() -> list[dict[str, Any]]:
             "gold_response": "snap_0e1d2c3b4a5948372615f4e3d2c1b0a9",
             "gold_response_type": "file",
             "rubric": [
-                {"verifier_id": "ver_7d3f2e5a1c9b4a4d0e8f3c2b5a7d9e1f", "criteria": "Canada's rate reads 25%"},
+                {
+                    "verifier_id": "ver_7d3f2e5a1c9b4a4d0e8f3c2b5a7d9e1f",
+                    "criteria": "Canada's rate reads 25%",
+                },
             ],
         },
         {
@@ -110,7 +116,10 @@ def tasks() -> list[dict[str, Any]]:
             "gold_response": "Trailing twelve-month revenue is $412.0m.",
             "gold_response_type": "text",
             "rubric": [
-                {"verifier_id": "ver_8e4a3f6b2d0c4b5e1f9a4d3c6b8e0f2a", "criteria": "States revenue of $412.0m"},
+                {
+                    "verifier_id": "ver_8e4a3f6b2d0c4b5e1f9a4d3c6b8e0f2a",
+                    "criteria": "States revenue of $412.0m",
+                },
             ],
         },
         {
@@ -176,9 +185,7 @@ def write_directory(root: Path) -> Path:
     return root
 
 
-def write_hf_cache(
-    cache: Path, repo_id: str = "mercor/apex-agents", revision: str = "a" * 40
-) -> Path:
+def write_hf_cache(cache: Path, repo_id: str = "mercor/apex-agents", revision: str = "a" * 40) -> Path:
     """The dataset as the Hugging Face cache keeps it: ``datasets--ORG--NAME/blobs/<sha256>``
     and ``snapshots/<revision>/<path>`` relative symlinks to them, ``refs/main``.  Returns the
     snapshot folder."""
@@ -208,9 +215,17 @@ V11_PREAMBLE = (
 
 # Archipelago's server names in a v1.1 world's mcp_config.json, by service name.
 V11_SERVERS = {
-    "Calendar": "calendar_server", "Chat": "chat_server", "Code Execution": "code_execution_server",
-    "Excel": "sheets_server", "Filesystem": "filesystem_server", "Mail": "mail_server", "PDFs": "pdf_server",
-    "Powerpoint": "slides_server", "Word": "docs_server", "Edgar SEC": "edgar_sec", "FMP": "fmp_server",
+    "Calendar": "calendar_server",
+    "Chat": "chat_server",
+    "Code Execution": "code_execution_server",
+    "Excel": "sheets_server",
+    "Filesystem": "filesystem_server",
+    "Mail": "mail_server",
+    "PDFs": "pdf_server",
+    "Powerpoint": "slides_server",
+    "Word": "docs_server",
+    "Edgar SEC": "edgar_sec",
+    "FMP": "fmp_server",
 }
 
 
@@ -243,7 +258,9 @@ def v11_files() -> dict[str, bytes]:
             part = {k.split("/", 1)[1]: v for k, v in members.items() if k.startswith(subsystem + "/")}
             if part:
                 out[f"worlds/{world_id}/{name}"] = _tar(part)
-        servers = {V11_SERVERS[app["service_name"]]: {"transport": "stdio", "command": "uv"} for app in world["apps"]}
+        servers = {
+            V11_SERVERS[app["service_name"]]: {"transport": "stdio", "command": "uv"} for app in world["apps"]
+        }
         out[f"worlds/{world_id}/mcp_config.json"] = json.dumps({"mcpServers": servers}, indent=2).encode()
     for task in tasks():
         folder = f"tasks/{task_dir_name(task)}"
@@ -255,22 +272,33 @@ def v11_files() -> dict[str, bytes]:
             f'name = "mercor/{task_dir_name(task)}"\ndescription = {json.dumps(task["prompt"][:180])}\n'
             'keywords = ["agents", "mcp"]\n\n[metadata]\n'
             f'task_id = "{task["task_id"]}"\nworld_id = "{task["world_id"]}"\n'
-            f'domain = {json.dumps(task["domain"])}\nexpected_output = {json.dumps(task["expected_output"] or "")}\n\n'
+            f"domain = {json.dumps(task['domain'])}\nexpected_output = {json.dumps(task['expected_output'] or '')}\n\n"
             '[agent]\ntimeout_sec = 3600\n\n[verifier]\nenvironment_mode = "separate"\n'
         ).encode()
         out[f"{folder}/environment/docker-compose.yaml"] = (
             f'services:\n  world:\n    volumes:\n      - "../../../worlds/{task["world_id"]}:/world:ro"\n'
         ).encode()
         verifiers = [
-            {"verifier_id": c["verifier_id"], "verifier_version": 1, "world_id": task["world_id"],
-             "task_id": task["task_id"], "eval_config_id": "ec_output_llm",
-             "verifier_values": {"criteria": c["criteria"], "is_primary_objective": i == 0},
-             "verifier_index": i, "verifier_dependencies": None}
+            {
+                "verifier_id": c["verifier_id"],
+                "verifier_version": 1,
+                "world_id": task["world_id"],
+                "task_id": task["task_id"],
+                "eval_config_id": "ec_output_llm",
+                "verifier_values": {"criteria": c["criteria"], "is_primary_objective": i == 0},
+                "verifier_index": i,
+                "verifier_dependencies": None,
+            }
             for i, c in enumerate(task["rubric"])
         ]
         grading = {
-            "metadata": {"task_id": task["task_id"], "task_name": task["task_name"], "world_id": task["world_id"],
-                         "domain": task["domain"], "expected_output": task["expected_output"]},
+            "metadata": {
+                "task_id": task["task_id"],
+                "task_name": task["task_name"],
+                "world_id": task["world_id"],
+                "domain": task["domain"],
+                "expected_output": task["expected_output"],
+            },
             "grading_settings": {"llm_judge_model": "openai/gpt-5.2", "llm_judge_extra_args": None},
             "verifiers": verifiers,
             "eval_configs": [{"eval_config_id": "ec_output_llm", "eval_defn_id": "output_llm"}],
@@ -282,8 +310,13 @@ def v11_files() -> dict[str, bytes]:
         gold_files_prefix = f"gold_files/{task['task_id']}/"
         has_files = any(name.startswith(gold_files_prefix) for name in v1)
         out[f"{folder}/tests/golden_responses.json"] = json.dumps(
-            [{"golden_text_response": text, "golden_file_responses": None if text else task["gold_response"],
-              "golden_files_path": gold_files_prefix.rstrip("/") if has_files else None}]
+            [
+                {
+                    "golden_text_response": text,
+                    "golden_file_responses": None if text else task["gold_response"],
+                    "golden_files_path": gold_files_prefix.rstrip("/") if has_files else None,
+                }
+            ]
         ).encode()
         if text:
             out[f"{folder}/tests/golden_reference.txt"] = (text + "\n").encode()

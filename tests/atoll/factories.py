@@ -26,10 +26,14 @@ def make_task(task_id: str = "task-1", world_id: str = "world-a", **fields: Any)
 
 
 def world_zip_bytes(members: dict[str, bytes] | None = None, symlinks: dict[str, str] | None = None) -> bytes:
-    members = members if members is not None else {
-        "filesystem/Engagement/letter.txt": b"Fee cap: $250,000",
-        ".apps_data/mail/inbox.mbox": b"",
-    }
+    members = (
+        members
+        if members is not None
+        else {
+            "filesystem/Engagement/letter.txt": b"Fee cap: $250,000",
+            ".apps_data/mail/inbox.mbox": b"",
+        }
+    )
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         for name, content in members.items():

@@ -38,9 +38,9 @@ def test_every_published_field_is_kept(v1_dir):
         for key, value in record.items():
             if key != "rubric":
                 assert dumped[key] == value, key
-        assert [{"verifier_id": c["verifier_id"], "criteria": c["criteria"]} for c in dumped["rubric"]] == record[
-            "rubric"
-        ]
+        assert [
+            {"verifier_id": c["verifier_id"], "criteria": c["criteria"]} for c in dumped["rubric"]
+        ] == record["rubric"]
     ib = benchmark.world(replica.IB_WORLD)
     assert ib.model_extra["apps"] == replica.worlds()[1]["apps"]
     assert ib.model_extra["world_description"].startswith("Pro forma")
@@ -54,9 +54,10 @@ def test_gold_responses_and_gold_files_become_gold_outputs(v1_dir):
     assert files.answer is None  # the response is a snapshot id, not an answer
     assert files.model_extra["snapshot_id"] == "snap_0e1d2c3b4a5948372615f4e3d2c1b0a9"
     assert [gold.path for gold in files.files] == ["/Trackers/tariffs.xlsx"]
-    assert Path(files.files[0].model_extra["source"]).read_bytes() == replica.files()[
-        f"gold_files/{replica.FILE_TASK}/filesystem/Trackers/tariffs.xlsx"
-    ]
+    assert (
+        Path(files.files[0].model_extra["source"]).read_bytes()
+        == replica.files()[f"gold_files/{replica.FILE_TASK}/filesystem/Trackers/tariffs.xlsx"]
+    )
     summary = summarize(benchmark)
     assert summary["tasks_with_gold_output"] == 4
     assert (summary["gold_text_answers"], summary["gold_files"]) == (3, 1)
@@ -110,7 +111,9 @@ def test_market_data_fixtures_make_edgar_and_fmp_available(v1_dir):
 
 def test_an_app_atoll_does_not_serve_is_named(v1_dir):
     worlds = json.loads((v1_dir / "world_descriptions.json").read_text())
-    worlds[0]["apps"].append({"service_id": "svc_00000000000000000000000000000000", "service_name": "Bloomberg"})
+    worlds[0]["apps"].append(
+        {"service_id": "svc_00000000000000000000000000000000", "service_name": "Bloomberg"}
+    )
     (v1_dir / "world_descriptions.json").write_text(json.dumps(worlds))
     entry = next(e for e in summarize(load_benchmark(v1_dir))["unavailable_apps"] if e["app"] == "Bloomberg")
     assert entry["reason"] == "atoll has no server for this app"

@@ -29,9 +29,15 @@ def test_tasks_worlds_rubrics_and_gold_load_like_v1(v11_dir, tmp_path):
     assert [t.task_id for t in benchmark.tasks] == [t.task_id for t in v1.tasks]
     for task in v1.tasks:
         loaded = benchmark.task(task.task_id)
-        assert (loaded.task_name, loaded.domain, loaded.world_id) == (task.task_name, task.domain, task.world_id)
+        assert (loaded.task_name, loaded.domain, loaded.world_id) == (
+            task.task_name,
+            task.domain,
+            task.world_id,
+        )
         assert loaded.prompt == task.prompt  # Harbor's environment preamble removed
-        assert [(c.verifier_id, c.criteria) for c in loaded.rubric] == [(c.verifier_id, c.criteria) for c in task.rubric]
+        assert [(c.verifier_id, c.criteria) for c in loaded.rubric] == [
+            (c.verifier_id, c.criteria) for c in task.rubric
+        ]
         assert loaded.grading_target_for(loaded.rubric[0]) == task.grading_target_for(task.rubric[0])
         assert (loaded.gold_output.answer, [f.path for f in loaded.gold_output.files]) == (
             task.gold_output.answer,
@@ -80,10 +86,15 @@ def _without_ids(folder: Path) -> None:
     ("damage", "message"),
     [
         (lambda d, t: (d / t / "tests" / "grading_config.json").unlink(), "grading_config.json: missing"),
-        (lambda d, t: (d / t / "tests" / "grading_config.json").write_text('{"verifiers": []}'), "'verifiers' must be"),
+        (
+            lambda d, t: (d / t / "tests" / "grading_config.json").write_text('{"verifiers": []}'),
+            "'verifiers' must be",
+        ),
         (lambda d, t: _without_ids(d / t), "[metadata] needs task_id and world_id"),
         (
-            lambda d, t: (d / t / "tests" / "grading_config.json").write_text('{"verifiers": [{"verifier_id": "v"}]}'),
+            lambda d, t: (d / t / "tests" / "grading_config.json").write_text(
+                '{"verifiers": [{"verifier_id": "v"}]}'
+            ),
             "verifiers[0] has no verifier_id or verifier_values.criteria",
         ),
         (lambda d, t: (d / t / "instruction.md").unlink(), "instruction.md: missing"),

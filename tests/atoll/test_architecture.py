@@ -31,7 +31,9 @@ def _imports(path: Path) -> list[tuple[str, bool]]:
             names = [node.module]
         else:
             continue
-        found += [(name.split(".")[0], id(node) in top_level) for name in names if name.split(".")[0] in PARTS]
+        found += [
+            (name.split(".")[0], id(node) in top_level) for name in names if name.split(".")[0] in PARTS
+        ]
     return found
 
 

@@ -11,8 +11,9 @@ import pytest
 
 
 def _python(code: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
-                          env=env)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env
+    )
 
 
 def test_the_cli_never_fetches_litellms_price_map_from_the_internet():
@@ -38,8 +39,12 @@ SERVICES = {  # command, the name its listening line starts with
 
 
 def _service_env(tmp_path) -> dict:
-    return {**os.environ, "ATOLL_FS_ROOT": str(tmp_path / "fs"), "ATOLL_APPS_DATA_ROOT": str(tmp_path / "apps"),
-            "ATOLL_STORE": f"sqlite:///{tmp_path / 'store.db'}"}
+    return {
+        **os.environ,
+        "ATOLL_FS_ROOT": str(tmp_path / "fs"),
+        "ATOLL_APPS_DATA_ROOT": str(tmp_path / "apps"),
+        "ATOLL_STORE": f"sqlite:///{tmp_path / 'store.db'}",
+    }
 
 
 @pytest.mark.parametrize("service", sorted(SERVICES))
@@ -49,10 +54,18 @@ def test_a_service_on_a_port_in_use_says_so_in_one_line_and_exits_2(service, tmp
         taken.listen()
         port = taken.getsockname()[1]
         command, _ = SERVICES[service]
-        result = subprocess.run([sys.executable, "-m", "atoll.cli", *command, "--port", str(port)],
-                                capture_output=True, text=True, timeout=120, env=_service_env(tmp_path))
+        result = subprocess.run(
+            [sys.executable, "-m", "atoll.cli", *command, "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=_service_env(tmp_path),
+        )
     assert result.returncode == 2, result.stderr
-    assert result.stderr == f"error: port {port} on 127.0.0.1 is already in use; stop that process or pick --port\n"
+    assert (
+        result.stderr
+        == f"error: port {port} on 127.0.0.1 is already in use; stop that process or pick --port\n"
+    )
 
 
 @pytest.mark.parametrize("service", sorted(SERVICES))
@@ -61,9 +74,13 @@ def test_a_service_prints_one_listening_line_with_its_url_once_it_serves(service
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     command, name = SERVICES[service]
-    process = subprocess.Popen([sys.executable, "-m", "atoll.cli", *command, "--port", str(port)],
-                               stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-                               env=_service_env(tmp_path))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "atoll.cli", *command, "--port", str(port)],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=_service_env(tmp_path),
+    )
     try:
         ready, _, _ = select.select([process.stderr], [], [], 90)  # no line at all fails, not hangs
         line = process.stderr.readline() if ready else ""
@@ -76,8 +93,14 @@ def test_a_service_prints_one_listening_line_with_its_url_once_it_serves(service
 
 
 def _atoll_in(cwd, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "atoll.cli", *args], capture_output=True, text=True,
-                          timeout=180, cwd=cwd, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    return subprocess.run(
+        [sys.executable, "-m", "atoll.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
 
 
 def _store_with(path, *runs):
@@ -101,7 +124,10 @@ def test_a_run_not_found_lists_the_stores_runs_and_points_at_the_demos_store(com
         "atoll-out/demo/atoll.db: add --store sqlite:///atoll-out/demo/atoll.db\n"
     )
     empty = _atoll_in(tmp_path, command, "demo")  # the default store, never written
-    assert empty.returncode == 2 and "in sqlite:///atoll-out/atoll.db; it has no runs; `atoll demo`" in empty.stderr
+    assert (
+        empty.returncode == 2
+        and "in sqlite:///atoll-out/atoll.db; it has no runs; `atoll demo`" in empty.stderr
+    )
     in_demo_store = _atoll_in(tmp_path, command, "nope", "--store", "atoll-out/demo/atoll.db")
     assert in_demo_store.stderr == "error: no run 'nope' in atoll-out/demo/atoll.db; runs there: demo\n"
 
@@ -112,8 +138,17 @@ def _report_output(tmp_path, *, terminal: bool) -> str:
     from tests.orchestrator.test_unknown_cost import _store
 
     _store(tmp_path).dispose()
-    command = [sys.executable, "-m", "atoll.cli", "report", "exp", "--store", f"sqlite:///{tmp_path / 'atoll.db'}",
-               "--output", str(tmp_path / "out")]
+    command = [
+        sys.executable,
+        "-m",
+        "atoll.cli",
+        "report",
+        "exp",
+        "--store",
+        f"sqlite:///{tmp_path / 'atoll.db'}",
+        "--output",
+        str(tmp_path / "out"),
+    ]
     env = {**os.environ, "COLUMNS": "200"}
     if not terminal:
         return subprocess.run(command, capture_output=True, text=True, timeout=120, env=env).stdout

@@ -5,8 +5,15 @@ from atoll import AtollError, CriterionVerdict, Grade, TrialSpec, Usage, Verdict
 
 def _spec(**overrides) -> TrialSpec:
     fields = dict(
-        experiment="exp", task_id="t1", world_id="w1", world_digest="abc", agent_name="a",
-        agent="react_toolbelt", model="openai/gpt", agent_config={"temperature": 0}, run_index=0,
+        experiment="exp",
+        task_id="t1",
+        world_id="w1",
+        world_digest="abc",
+        agent_name="a",
+        agent="react_toolbelt",
+        model="openai/gpt",
+        agent_config={"temperature": 0},
+        run_index=0,
     )
     fields.update(overrides)
     return TrialSpec(**fields)
@@ -31,8 +38,12 @@ def test_grade_pass_score_and_ungradeable():
     verdicts = [
         CriterionVerdict(verifier_id="a", criterion="x", verdict=Verdict.met),
         CriterionVerdict(verifier_id="b", criterion="y", verdict=Verdict.not_met),
-        CriterionVerdict(verifier_id="c", criterion="z", verdict=Verdict.ungradeable,
-                         ungradeable_reason="judge returned malformed output 3 times"),
+        CriterionVerdict(
+            verifier_id="c",
+            criterion="z",
+            verdict=Verdict.ungradeable,
+            ungradeable_reason="judge returned malformed output 3 times",
+        ),
     ]
     grade = Grade.from_verdicts("t1", verdicts)
     assert grade.passed is False

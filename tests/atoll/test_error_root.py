@@ -11,7 +11,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("atoll", "environment", "agents_runner", "grader", "mcp_servers", "orchestrator")
 BUILTIN_EXCEPTIONS = {
-    name for name, value in vars(builtins).items() if isinstance(value, type) and issubclass(value, BaseException)
+    name
+    for name, value in vars(builtins).items()
+    if isinstance(value, type) and issubclass(value, BaseException)
 }
 # Must stay a bare OSError: the beneath walk's callers treat it as the failed system call it replaces.
 EXEMPT = {"mcp_servers/_core/beneath/_resolve.py:OutsideRoot"}
@@ -55,6 +57,10 @@ def test_a_model_error_keeps_its_line_and_the_providers_message():
     from atoll.errors import AtollError
     from atoll.llm.errors import ModelError, ModelErrorKind
 
-    error = ModelError(ModelErrorKind.configuration, model="openai/x", api_base="http://h/v1", message="bad key")
-    assert isinstance(error, AtollError) and error.code == "model_configuration" and error.message == "bad key"
+    error = ModelError(
+        ModelErrorKind.configuration, model="openai/x", api_base="http://h/v1", message="bad key"
+    )
+    assert (
+        isinstance(error, AtollError) and error.code == "model_configuration" and error.message == "bad key"
+    )
     assert str(error) == "configuration error from model endpoint openai/x at http://h/v1: bad key"

@@ -18,7 +18,11 @@ def _spec(**judge) -> ExperimentSpec:
 def test_an_experiment_judge_carries_its_model_samples_quorum_and_concurrency():
     judge = JudgeConfig.for_experiment(_spec(model="openai/j", api_base="http://j", samples=3, quorum=2))
     assert (judge.model, judge.api_base, judge.samples, judge.quorum, judge.concurrency) == (
-        "openai/j", "http://j", 3, 2, 3
+        "openai/j",
+        "http://j",
+        3,
+        2,
+        3,
     )
     regrade = JudgeConfig.for_experiment(_spec(model="openai/j"), model="openai/other", api_base="http://o")
     assert (regrade.model, regrade.api_base) == ("openai/other", "http://o")

@@ -45,8 +45,10 @@ async def test_a_401_is_a_configuration_error_sent_once_naming_model_and_url():
         api_base = llm.api_base
     error = raised.value
     assert error.kind is ModelErrorKind.configuration and error.retries == 0
-    assert str(error) == (f"configuration error from model endpoint openai/judge at {api_base}: "
-                          "HTTP 401: Incorrect API key provided")
+    assert str(error) == (
+        f"configuration error from model endpoint openai/judge at {api_base}: "
+        "HTTP 401: Incorrect API key provided"
+    )
 
 
 async def test_a_missing_key_is_a_configuration_error_at_once(monkeypatch):
@@ -61,10 +63,14 @@ async def test_a_missing_key_is_a_configuration_error_at_once(monkeypatch):
 
 # The refused address is made when the test runs: a port found free at collection time may be
 # taken by then, and pytest-xdist needs the same test ids on every worker.
-@pytest.mark.parametrize("api_base, reason", [
-    (None, "connection refused"),
-    ("http://atoll-no-such-host.invalid/v1", "host name does not resolve"),
-], ids=["refused", "unresolvable"])
+@pytest.mark.parametrize(
+    "api_base, reason",
+    [
+        (None, "connection refused"),
+        ("http://atoll-no-such-host.invalid/v1", "host name does not resolve"),
+    ],
+    ids=["refused", "unresolvable"],
+)
 async def test_an_api_base_with_nothing_behind_it_is_a_configuration_error(api_base, reason):
     api_base = api_base or refused_api_base()
     with pytest.raises(ModelError) as raised:
@@ -103,8 +109,11 @@ async def test_the_deadline_bounds_a_call_and_its_retries_together():
     with ScriptedLLM(lambda request: {"hang": True}) as llm:
         started = time.monotonic()
         with pytest.raises(ModelError) as raised:
-            await call(Endpoint("openai/x", llm.api_base, "k"), timeout_s=1.0,
-                       retry=fast(max_retries=50, deadline_s=2.5))
+            await call(
+                Endpoint("openai/x", llm.api_base, "k"),
+                timeout_s=1.0,
+                retry=fast(max_retries=50, deadline_s=2.5),
+            )
         elapsed = time.monotonic() - started
     assert elapsed < 4.5 and raised.value.kind is ModelErrorKind.transient
     assert "deadline of 2.5 s" in str(raised.value)
@@ -123,7 +132,9 @@ async def test_the_retry_budget_is_shared_by_the_calls_that_hold_it():
 async def test_the_cost_ledger_records_every_call_and_its_ceiling_stops_new_ones():
     ledger = CostLedger(ceiling_usd=0.01)
     with ScriptedLLM([OK, OK]) as llm:
-        await call(Endpoint("openai/x", llm.api_base, "k"), ledger=ledger, cost=lambda response: 0.02, role="judge")
+        await call(
+            Endpoint("openai/x", llm.api_base, "k"), ledger=ledger, cost=lambda response: 0.02, role="judge"
+        )
         with pytest.raises(ModelError) as raised:
             await call(Endpoint("openai/x", llm.api_base, "k"), ledger=ledger, cost=lambda response: 0.02)
         assert len(llm.requests) == 1

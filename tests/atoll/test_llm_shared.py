@@ -17,7 +17,9 @@ VERDICT = json.dumps({"rationale": "shown", "verdict": "met"})
 
 async def test_agent_and_judge_calls_share_the_providers_window_and_the_ledger():
     def slow(request: dict) -> dict:
-        is_judge = request["messages"][0]["role"] == "system" and "grader" in request["messages"][0]["content"]
+        is_judge = (
+            request["messages"][0]["role"] == "system" and "grader" in request["messages"][0]["content"]
+        )
         return {"content": VERDICT if is_judge else "working", "delay_s": 0.3}
 
     configure_limits({"openai": 1})

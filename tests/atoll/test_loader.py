@@ -1,4 +1,3 @@
-
 import pytest
 
 from atoll.errors import AtollError
@@ -34,9 +33,16 @@ def test_loads_tasks_worlds_and_keeps_unknown_fields(tmp_path):
 def test_summary_counts(tmp_path):
     tasks = [
         make_task("t1", domain="Law"),
-        make_task("t2", domain="Investment Banking", expected_output="make_new_sheet",
-                  rubric=[{"verifier_id": "a", "criteria": "x"}, {"verifier_id": "b", "criteria": "y"},
-                          {"verifier_id": "c", "criteria": "z"}]),
+        make_task(
+            "t2",
+            domain="Investment Banking",
+            expected_output="make_new_sheet",
+            rubric=[
+                {"verifier_id": "a", "criteria": "x"},
+                {"verifier_id": "b", "criteria": "y"},
+                {"verifier_id": "c", "criteria": "z"},
+            ],
+        ),
     ]
     root = write_benchmark(tmp_path, tasks=tasks)
     summary = summarize(load_benchmark(root))
@@ -45,7 +51,11 @@ def test_summary_counts(tmp_path):
     assert summary["expected_outputs"] == {"make_new_sheet": 1, "message_in_console": 1}
     assert summary["criteria_per_task"] == {"total": 4, "mean": 2.0, "min": 1, "max": 3}
     assert summary["worlds"][0] == {
-        "world_id": "world-a", "world_name": "Alpha matter", "tasks": 2, "files": 1, "app_data_files": 1,
+        "world_id": "world-a",
+        "world_name": "Alpha matter",
+        "tasks": 2,
+        "files": 1,
+        "app_data_files": 1,
         "skipped_members": 0,
     }
 
@@ -159,7 +169,6 @@ def test_hf_offline_gives_clear_message(tmp_path, monkeypatch):
     assert message.startswith("hf://example-org/no-such-dataset: could not find the dataset in the cache")
 
 
-
 def test_load_task_finds_a_task_or_names_the_missing_one(tmp_path):
     root = write_benchmark(tmp_path / "bench", tasks=[make_task()])
     assert load_task(root, "task-1").task_id == "task-1"
@@ -168,7 +177,16 @@ def test_load_task_finds_a_task_or_names_the_missing_one(tmp_path):
     assert caught.value.code == "bad_input"
 
 
-AGENT_RUN = ["agent", "run", "--output", "o.json", "--gateway-url", "http://127.0.0.1:9/mcp", "--model", "openai/x"]
+AGENT_RUN = [
+    "agent",
+    "run",
+    "--output",
+    "o.json",
+    "--gateway-url",
+    "http://127.0.0.1:9/mcp",
+    "--model",
+    "openai/x",
+]
 GRADE = ["grade", "--before", "b.tar.gz", "--after", "a.tar.gz", "--output", "g.json"]
 
 

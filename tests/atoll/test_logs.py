@@ -81,8 +81,13 @@ SERVICE = textwrap.dedent("""
 
 
 def _serve(json_logs, stderr):
-    return subprocess.Popen([sys.executable, "-c", SERVICE.replace("{json_logs}", json_logs)], stderr=stderr,
-                            stdout=subprocess.DEVNULL, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    return subprocess.Popen(
+        [sys.executable, "-c", SERVICE.replace("{json_logs}", json_logs)],
+        stderr=stderr,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
 
 
 def _work_then_stop(server, read_line):
@@ -109,7 +114,8 @@ def test_a_service_logs_json_lines_to_a_pipe_uvicorns_too():
     assert listening.startswith("demo listening on http://127.0.0.1:")
     entries = [json.loads(line) for line in lines if line.strip()]
     assert {"logger": "orchestrator.demo", "message": "worked", "items": 3}.items() <= next(
-        e for e in entries if e["logger"] == "orchestrator.demo").items()
+        e for e in entries if e["logger"] == "orchestrator.demo"
+    ).items()
     assert any(e["logger"] == "uvicorn.access" and "/work" in e["message"] for e in entries)
 
 

@@ -30,9 +30,17 @@ def test_task_schema_accepts_an_apex_task():
 
     schema = json.loads(render_schemas()["task.schema.json"])
     task = {
-        "task_id": "t1", "world_id": "w1", "prompt": "Do it", "extra_field": 1,
-        "rubric": [{"verifier_id": "v1", "criteria": "Mentions X",
-                    "check": {"kind": "answer_number", "value": 3.5, "tolerance": 0.1}}],
+        "task_id": "t1",
+        "world_id": "w1",
+        "prompt": "Do it",
+        "extra_field": 1,
+        "rubric": [
+            {
+                "verifier_id": "v1",
+                "criteria": "Mentions X",
+                "check": {"kind": "answer_number", "value": 3.5, "tolerance": 0.1},
+            }
+        ],
     }
     jsonschema.validate(task, schema)
     task["rubric"][0]["check"] = {"kind": "answer_number"}

@@ -39,10 +39,16 @@ async def main() -> None:
     canary = f"APPS-DATA-CANARY-{uuid.uuid4().hex}"
     (FS_ROOT / marker).write_text("hello from the world\n")
     (APPS_ROOT / "ci-canary.txt").write_text(canary + "\n")
-    server = create_server("code", fs_root=str(FS_ROOT), apps_data_root=str(APPS_ROOT),
-                           mode="individual", options={"timeout_s": 60})
+    server = create_server(
+        "code",
+        fs_root=str(FS_ROOT),
+        apps_data_root=str(APPS_ROOT),
+        mode="individual",
+        options={"timeout_s": 60},
+    )
     try:
         async with Client(server) as client:
+
             async def run(command: str) -> dict:
                 result = await client.call_tool("code_exec", {"code": command}, raise_on_error=False)
                 if result.is_error:

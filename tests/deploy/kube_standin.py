@@ -78,10 +78,17 @@ class Fault:
         return method == self.method and re.search(self.path, path) is not None
 
 
-def container_status(name: str, *, waiting: str | None = None, running: bool = False,
-                     terminated: tuple[int, str] | None = None, message: str = "", restart_count: int = 0,
-                     last_terminated: tuple[int, str] | None = None,
-                     finished_at: str | None = None) -> dict[str, Any]:
+def container_status(
+    name: str,
+    *,
+    waiting: str | None = None,
+    running: bool = False,
+    terminated: tuple[int, str] | None = None,
+    message: str = "",
+    restart_count: int = 0,
+    last_terminated: tuple[int, str] | None = None,
+    finished_at: str | None = None,
+) -> dict[str, Any]:
     state: dict[str, Any] = {}
     if waiting:
         state["waiting"] = {"reason": waiting, "message": message}
@@ -89,11 +96,22 @@ def container_status(name: str, *, waiting: str | None = None, running: bool = F
         state["running"] = {"startedAt": _now()}
     elif terminated:
         state["terminated"] = {"exitCode": terminated[0], "reason": terminated[1], "message": message}
-    status = {"name": name, "image": f"example/{name}:1", "imageID": "", "ready": running,
-              "restartCount": restart_count, "state": state}
+    status = {
+        "name": name,
+        "image": f"example/{name}:1",
+        "imageID": "",
+        "ready": running,
+        "restartCount": restart_count,
+        "state": state,
+    }
     if last_terminated:
-        status["lastState"] = {"terminated": {"exitCode": last_terminated[0], "reason": last_terminated[1],
-                                              "finishedAt": finished_at or _now()}}
+        status["lastState"] = {
+            "terminated": {
+                "exitCode": last_terminated[0],
+                "reason": last_terminated[1],
+                "finishedAt": finished_at or _now(),
+            }
+        }
     return status
 
 
@@ -173,21 +191,30 @@ class StandInCluster:
             self.faults.append(fault := Fault(method, path, **how))
         return fault
 
-    def add_event(self, object_name: str, reason: str, message: str, *, kind: str = "Job",
-                  type_: str = "Warning") -> None:
+    def add_event(
+        self, object_name: str, reason: str, message: str, *, kind: str = "Job", type_: str = "Warning"
+    ) -> None:
         with self.lock:
-            self.events.append({
-                "metadata": {"name": f"{object_name}.{len(self.events)}", "namespace": self.namespace},
-                "involvedObject": {"kind": kind, "name": object_name, "namespace": self.namespace},
-                "reason": reason, "message": message, "type": type_, "count": 1,
-                "firstTimestamp": _now(), "lastTimestamp": _now()})
+            self.events.append(
+                {
+                    "metadata": {"name": f"{object_name}.{len(self.events)}", "namespace": self.namespace},
+                    "involvedObject": {"kind": kind, "name": object_name, "namespace": self.namespace},
+                    "reason": reason,
+                    "message": message,
+                    "type": type_,
+                    "count": 1,
+                    "firstTimestamp": _now(),
+                    "lastTimestamp": _now(),
+                }
+            )
 
     def add_job(self, manifest: dict[str, Any]) -> dict[str, Any]:
         with self.lock:
             job = copy.deepcopy(manifest)
             meta = job.setdefault("metadata", {})
-            meta.update({"uid": f"uid-{len(self.jobs)}", "creationTimestamp": _now(),
-                         "namespace": self.namespace})
+            meta.update(
+                {"uid": f"uid-{len(self.jobs)}", "creationTimestamp": _now(), "namespace": self.namespace}
+            )
             job["status"] = {}
             self.jobs[meta["name"]] = job
             self._record("Job", "ADDED", job)
@@ -199,13 +226,19 @@ class StandInCluster:
         with self.lock:
             job = self.jobs[job_name]
             meta = job["metadata"]
-            labels = {**((job.get("spec", {}).get("template", {}).get("metadata") or {}).get("labels") or {}),
-                      "job-name": meta["name"], "batch.kubernetes.io/job-name": meta["name"]}
+            labels = {
+                **((job.get("spec", {}).get("template", {}).get("metadata") or {}).get("labels") or {}),
+                "job-name": meta["name"],
+                "batch.kubernetes.io/job-name": meta["name"],
+            }
             earlier = sum(1 for pod in self.retired if pod["metadata"]["labels"]["job-name"] == job_name)
             self.pods[meta["name"]] = {
-                "metadata": {"name": f"{meta['name']}-pod" + (f"-{earlier + 1}" if earlier else ""),
-                             "namespace": self.namespace, "labels": labels,
-                             "creationTimestamp": _now()},
+                "metadata": {
+                    "name": f"{meta['name']}-pod" + (f"-{earlier + 1}" if earlier else ""),
+                    "namespace": self.namespace,
+                    "labels": labels,
+                    "creationTimestamp": _now(),
+                },
                 "spec": copy.deepcopy((job.get("spec") or {}).get("template", {}).get("spec") or {}),
                 "status": {"phase": "Pending", "startTime": _now()},
             }
@@ -225,9 +258,17 @@ class StandInCluster:
             if pod is not None:
                 self._record("Pod", "DELETED", pod)
 
-    def set_pod(self, job_name: str, *, phase: str | None = None, containers: list[dict[str, Any]] | None = None,
-                conditions: list[dict[str, Any]] | None = None, sidecars: list[dict[str, Any]] | None = None,
-                reason: str | None = None, message: str | None = None) -> None:
+    def set_pod(
+        self,
+        job_name: str,
+        *,
+        phase: str | None = None,
+        containers: list[dict[str, Any]] | None = None,
+        conditions: list[dict[str, Any]] | None = None,
+        sidecars: list[dict[str, Any]] | None = None,
+        reason: str | None = None,
+        message: str | None = None,
+    ) -> None:
         with self.lock:
             if job_name not in self.pods:
                 return
@@ -252,14 +293,29 @@ class StandInCluster:
                 return  # deleted meanwhile (the executor gave up on it)
             status = self.jobs[job_name]["status"]
             if succeeded:
-                status.update({"succeeded": 1, "conditions": [
-                    {"type": "Complete", "status": "True", "lastTransitionTime": _now()}]})
+                status.update(
+                    {
+                        "succeeded": 1,
+                        "conditions": [{"type": "Complete", "status": "True", "lastTransitionTime": _now()}],
+                    }
+                )
                 if job_name in self.pods:
                     self.pods[job_name]["status"]["phase"] = "Succeeded"
             else:
-                status.update({"failed": 1, "conditions": [
-                    {"type": "Failed", "status": "True", "reason": reason or "BackoffLimitExceeded",
-                     "message": message, "lastTransitionTime": _now()}]})
+                status.update(
+                    {
+                        "failed": 1,
+                        "conditions": [
+                            {
+                                "type": "Failed",
+                                "status": "True",
+                                "reason": reason or "BackoffLimitExceeded",
+                                "message": message,
+                                "lastTransitionTime": _now(),
+                            }
+                        ],
+                    }
+                )
                 if job_name in self.pods:
                     self.pods[job_name]["status"]["phase"] = "Failed"
             if job_name in self.pods:
@@ -269,10 +325,17 @@ class StandInCluster:
     def add_lease(self, name: str, *, holder: str, renewed_s_ago: float = 0.0, duration_s: int = 60) -> None:
         renewed = datetime.fromtimestamp(time.time() - renewed_s_ago, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         with self.lock:
-            self.leases[name] = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                                 "metadata": {"name": name, "namespace": self.namespace},
-                                 "spec": {"holderIdentity": holder, "leaseDurationSeconds": duration_s,
-                                          "acquireTime": renewed, "renewTime": renewed}}
+            self.leases[name] = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": name, "namespace": self.namespace},
+                "spec": {
+                    "holderIdentity": holder,
+                    "leaseDurationSeconds": duration_s,
+                    "acquireTime": renewed,
+                    "renewTime": renewed,
+                },
+            }
             self._record("Lease", "ADDED", self.leases[name])
 
     # --- the API --------------------------------------------------------------------------
@@ -299,7 +362,9 @@ class StandInCluster:
                     fault = next((f for f in cluster.faults if f.applies(method, path)), None)
                     if fault and fault.times is not None:
                         fault.times -= 1
-                    random_error = fault is None and cluster.error_rate and cluster.random.random() < cluster.error_rate
+                    random_error = (
+                        fault is None and cluster.error_rate and cluster.random.random() < cluster.error_rate
+                    )
                 if random_error:
                     fault = Fault(method, path, status=503)  # as a load balancer says it: no Retry-After
                 if fault is None:
@@ -318,14 +383,29 @@ class StandInCluster:
                     return True
                 if fault.status:
                     headers = {"Retry-After": fault.retry_after} if fault.retry_after is not None else {}
-                    self._send(fault.status, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                                              "code": fault.status, "reason": "Injected"}, headers)
+                    self._send(
+                        fault.status,
+                        {
+                            "kind": "Status",
+                            "apiVersion": "v1",
+                            "status": "Failure",
+                            "code": fault.status,
+                            "reason": "Injected",
+                        },
+                        headers,
+                    )
                     return True
                 return False
 
             def _send(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-                cluster.requests.append((time.monotonic(), self.command, urlparse(self.path).path,
-                                         None if self.lose_answer else status))
+                cluster.requests.append(
+                    (
+                        time.monotonic(),
+                        self.command,
+                        urlparse(self.path).path,
+                        None if self.lose_answer else status,
+                    )
+                )
                 if self.lose_answer:
                     return self._drop()
                 data = json.dumps(body).encode()
@@ -343,8 +423,16 @@ class StandInCluster:
                 return json.loads(self.rfile.read(length) or b"{}")
 
             def _not_found(self) -> None:
-                self._send(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
-                                 "code": 404})
+                self._send(
+                    404,
+                    {
+                        "kind": "Status",
+                        "apiVersion": "v1",
+                        "status": "Failure",
+                        "reason": "NotFound",
+                        "code": 404,
+                    },
+                )
 
             def _lease(self) -> tuple[re.Match | None, str | None]:
                 match = _LEASES.match(urlparse(self.path).path)
@@ -359,8 +447,15 @@ class StandInCluster:
                     with cluster.lock:
                         name = lease["metadata"]["name"]
                         if name in cluster.leases:
-                            return self._send(409, {"kind": "Status", "status": "Failure",
-                                                    "reason": "AlreadyExists", "code": 409})
+                            return self._send(
+                                409,
+                                {
+                                    "kind": "Status",
+                                    "status": "Failure",
+                                    "reason": "AlreadyExists",
+                                    "code": 409,
+                                },
+                            )
                         lease["metadata"]["namespace"] = cluster.namespace
                         cluster.leases[name] = lease
                         cluster._record("Lease", "ADDED", lease)
@@ -371,8 +466,10 @@ class StandInCluster:
                 manifest = self._body()
                 with cluster.lock:
                     if manifest["metadata"]["name"] in cluster.jobs:
-                        return self._send(409, {"kind": "Status", "status": "Failure", "reason": "AlreadyExists",
-                                                "code": 409})
+                        return self._send(
+                            409,
+                            {"kind": "Status", "status": "Failure", "reason": "AlreadyExists", "code": 409},
+                        )
                     job = cluster.add_job(manifest)
                     cluster.created.append(copy.deepcopy(manifest))
                 if cluster.on_create:
@@ -408,10 +505,20 @@ class StandInCluster:
                         return False
 
                 if since and since < cluster.compacted:
-                    write({"type": "ERROR", "object": {
-                        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                        "message": f"too old resource version: {since} ({cluster.compacted})",
-                        "reason": "Expired", "code": 410}})
+                    write(
+                        {
+                            "type": "ERROR",
+                            "object": {
+                                "kind": "Status",
+                                "apiVersion": "v1",
+                                "metadata": {},
+                                "status": "Failure",
+                                "message": f"too old resource version: {since} ({cluster.compacted})",
+                                "reason": "Expired",
+                                "code": 410,
+                            },
+                        }
+                    )
                     write(None)
                     return
                 sent, last_bookmark = since, time.monotonic()
@@ -419,9 +526,13 @@ class StandInCluster:
                     with cluster.lock:
                         if epoch != cluster._watch_epoch:
                             return self._drop()
-                        pending = [(version, type_, obj) for version, k, type_, obj in cluster.changes
-                                   if version > sent and k == kind
-                                   and _matches((obj.get("metadata") or {}).get("labels") or {}, selector)]
+                        pending = [
+                            (version, type_, obj)
+                            for version, k, type_, obj in cluster.changes
+                            if version > sent
+                            and k == kind
+                            and _matches((obj.get("metadata") or {}).get("labels") or {}, selector)
+                        ]
                         sent = max([sent, cluster.version])
                         if not pending:
                             cluster.changed.wait(min(0.05, max(0.0, ends - time.monotonic())))
@@ -430,8 +541,16 @@ class StandInCluster:
                             return None
                     if bookmarks and time.monotonic() - last_bookmark >= cluster.bookmark_s:
                         last_bookmark = time.monotonic()
-                        if not write({"type": "BOOKMARK", "object": {
-                                "kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": str(sent)}}}):
+                        if not write(
+                            {
+                                "type": "BOOKMARK",
+                                "object": {
+                                    "kind": kind,
+                                    "apiVersion": "v1",
+                                    "metadata": {"resourceVersion": str(sent)},
+                                },
+                            }
+                        ):
                             return None
                 write(None)  # the last chunk: the server ended the watch (timeoutSeconds)
                 return None
@@ -449,23 +568,44 @@ class StandInCluster:
                             job = cluster.jobs.get(match.group(2))
                             return self._send(200, job) if job else self._not_found()
                         if not watch:
-                            items = [job for job in cluster.jobs.values()
-                                     if _matches(job["metadata"].get("labels") or {}, query.get("labelSelector"))]
-                            return self._send(200, {"kind": "JobList", "apiVersion": "batch/v1",
-                                                    "metadata": {"resourceVersion": version}, "items": items})
+                            items = [
+                                job
+                                for job in cluster.jobs.values()
+                                if _matches(job["metadata"].get("labels") or {}, query.get("labelSelector"))
+                            ]
+                            return self._send(
+                                200,
+                                {
+                                    "kind": "JobList",
+                                    "apiVersion": "batch/v1",
+                                    "metadata": {"resourceVersion": version},
+                                    "items": items,
+                                },
+                            )
                     elif _PODS.match(url.path):
                         if not watch:
                             phase = (query.get("fieldSelector") or "").removeprefix("status.phase=") or None
-                            items = [pod for pod in [*cluster.retired, *cluster.pods.values()]
-                                     if _matches(pod["metadata"]["labels"], query.get("labelSelector"))
-                                     and (phase is None or pod["status"].get("phase") == phase)]
-                            return self._send(200, {"kind": "PodList", "apiVersion": "v1",
-                                                    "metadata": {"resourceVersion": version}, "items": items})
+                            items = [
+                                pod
+                                for pod in [*cluster.retired, *cluster.pods.values()]
+                                if _matches(pod["metadata"]["labels"], query.get("labelSelector"))
+                                and (phase is None or pod["status"].get("phase") == phase)
+                            ]
+                            return self._send(
+                                200,
+                                {
+                                    "kind": "PodList",
+                                    "apiVersion": "v1",
+                                    "metadata": {"resourceVersion": version},
+                                    "items": items,
+                                },
+                            )
                     elif _EVENTS.match(url.path):
                         name = (query.get("fieldSelector") or "").removeprefix("involvedObject.name=")
                         items = [event for event in cluster.events if event["involvedObject"]["name"] == name]
-                        return self._send(200, {"kind": "EventList", "apiVersion": "v1", "metadata": {},
-                                                "items": items})
+                        return self._send(
+                            200, {"kind": "EventList", "apiVersion": "v1", "metadata": {}, "items": items}
+                        )
                     elif (lease_match := _LEASES.match(url.path)) and lease_match.group(2):
                         lease = cluster.leases.get(lease_match.group(2))
                         return self._send(200, lease) if lease else self._not_found()
@@ -513,8 +653,11 @@ class StandInCluster:
                         return self._not_found()
                     job = cluster.jobs.pop(match.group(2))
                     cluster._record("Job", "DELETED", job)
-                    for retired in [pod for pod in cluster.retired
-                                    if pod["metadata"]["labels"].get("job-name") == match.group(2)]:
+                    for retired in [
+                        pod
+                        for pod in cluster.retired
+                        if pod["metadata"]["labels"].get("job-name") == match.group(2)
+                    ]:
                         cluster.retired.remove(retired)
                         cluster._record("Pod", "DELETED", retired)
                     pod = cluster.pods.pop(match.group(2), None)
@@ -528,6 +671,7 @@ class StandInCluster:
 
 def later(delay_s: float, action: Callable[[], None]) -> None:
     """Run ``action`` after ``delay_s`` in a daemon thread (a state change of the cluster)."""
+
     def run() -> None:
         time.sleep(delay_s)
         action()

@@ -12,7 +12,11 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-STEPS = {"setup": "scripts/setup.sh", "unit": ".venv/bin/pytest", "containers": "tests/deploy/container_test.sh"}
+STEPS = {
+    "setup": "scripts/setup.sh",
+    "unit": ".venv/bin/pytest",
+    "containers": "tests/deploy/container_test.sh",
+}
 
 
 def _ci(tmp_path: Path, **statuses: int) -> tuple[subprocess.CompletedProcess, list[str]]:
@@ -22,7 +26,9 @@ def _ci(tmp_path: Path, **statuses: int) -> tuple[subprocess.CompletedProcess, l
     for name, path in STEPS.items():
         script = tmp_path / path
         script.parent.mkdir(parents=True, exist_ok=True)
-        script.write_text(f"#!/bin/sh\necho \"$0 $*\" >> {ran}\necho '{name} output'\nexit {statuses.get(name, 0)}\n")
+        script.write_text(
+            f"#!/bin/sh\necho \"$0 $*\" >> {ran}\necho '{name} output'\nexit {statuses.get(name, 0)}\n"
+        )
         script.chmod(0o755)
     result = subprocess.run([str(tmp_path / ".ci" / "run")], capture_output=True, text=True, timeout=60)
     return result, ran.read_text().splitlines() if ran.exists() else []
@@ -32,7 +38,10 @@ def test_all_steps_run_in_order_and_ci_passes(tmp_path):
     result, ran = _ci(tmp_path)
     assert result.returncode == 0, result.stderr
     assert [line.split()[0].removeprefix(str(tmp_path) + "/") for line in ran] == [
-        "scripts/setup.sh", ".venv/bin/pytest", "tests/deploy/container_test.sh"]
+        "scripts/setup.sh",
+        ".venv/bin/pytest",
+        "tests/deploy/container_test.sh",
+    ]
     assert ran[0].endswith("--dev") and ran[1].endswith("-q")
     for label in ("setup", "unit suite", "container test"):
         assert f"ci: === {label} PASSED" in result.stdout
@@ -83,8 +92,23 @@ def _fake_bin(tmp_path: Path, *tools: str) -> Path:
     bin_dir.mkdir()
     (bin_dir / "docker").write_text("#!/bin/sh\necho 'Cannot connect to the Docker daemon' >&2\nexit 1\n")
     (bin_dir / "docker").chmod(0o755)
-    for tool in ("docker-compose", "curl", "python3", "timeout", "dirname", "date", "mktemp", "rm",
-                 "id", "cat", "mkdir", "tail", "seq", "sleep", *tools):
+    for tool in (
+        "docker-compose",
+        "curl",
+        "python3",
+        "timeout",
+        "dirname",
+        "date",
+        "mktemp",
+        "rm",
+        "id",
+        "cat",
+        "mkdir",
+        "tail",
+        "seq",
+        "sleep",
+        *tools,
+    ):
         found = shutil.which(tool)
         if found:
             (bin_dir / tool).symlink_to(found)
@@ -93,10 +117,20 @@ def _fake_bin(tmp_path: Path, *tools: str) -> Path:
 
 def test_the_container_test_fails_saying_why_when_no_engine_can_start(tmp_path):
     bin_dir = _fake_bin(tmp_path)
-    env = {"PATH": str(bin_dir), "HOME": str(tmp_path), "DOCKER_HOST": f"unix://{tmp_path}/none.sock",
-           "ATOLL_CI_DOCKER_RUN": str(tmp_path / "run"), "ATOLL_CI_DOCKER_ROOT": str(tmp_path / "root")}
-    result = subprocess.run(["/bin/bash", str(ROOT / "tests" / "deploy" / "container_test.sh")],
-                            capture_output=True, text=True, env=env, timeout=120)
+    env = {
+        "PATH": str(bin_dir),
+        "HOME": str(tmp_path),
+        "DOCKER_HOST": f"unix://{tmp_path}/none.sock",
+        "ATOLL_CI_DOCKER_RUN": str(tmp_path / "run"),
+        "ATOLL_CI_DOCKER_ROOT": str(tmp_path / "root"),
+    }
+    result = subprocess.run(
+        ["/bin/bash", str(ROOT / "tests" / "deploy" / "container_test.sh")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert result.returncode != 0
     assert "container-test: FAILED" in result.stderr
     assert "no Docker engine answers and dockerd is not installed" in result.stderr

@@ -58,8 +58,13 @@ def test_every_image_requirement_is_pinned_inside_its_range():
 
 
 def _requirements(*extras: str) -> set[str]:
-    output = subprocess.run([sys.executable, str(ROOT / "docker" / "requirements.py"), *extras],
-                            capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    output = subprocess.run(
+        [sys.executable, str(ROOT / "docker" / "requirements.py"), *extras],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    ).stdout
     return {canonicalize_name(Requirement(line).name) for line in output.splitlines()}
 
 
@@ -77,14 +82,24 @@ def test_each_image_gets_only_its_service_libraries():
 
 
 def test_an_unknown_extra_is_refused_by_name():
-    result = subprocess.run([sys.executable, str(ROOT / "docker" / "requirements.py"), "nope"],
-                            capture_output=True, text=True, cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "docker" / "requirements.py"), "nope"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert result.returncode != 0 and "pyproject.toml has no extra 'nope'" in result.stderr
 
 
-@pytest.mark.parametrize("dockerfile,extras", [
-    ("environment/Dockerfile", "environment"), ("agents_runner/Dockerfile", "agent"),
-    ("grader/Dockerfile", "grader"), ("orchestrator/Dockerfile", "orchestrator kubernetes")])
+@pytest.mark.parametrize(
+    "dockerfile,extras",
+    [
+        ("environment/Dockerfile", "environment"),
+        ("agents_runner/Dockerfile", "agent"),
+        ("grader/Dockerfile", "grader"),
+        ("orchestrator/Dockerfile", "orchestrator kubernetes"),
+    ],
+)
 def test_each_dockerfile_installs_its_extras_under_the_constraints(dockerfile, extras):
     text = (ROOT / dockerfile).read_text()
     assert f"python requirements.py {extras} > requirements.txt" in text

@@ -22,13 +22,19 @@ def _service_settings():
     return [EnvironmentSettings, AgentRunnerSettings, GraderSettings]
 
 
-@pytest.mark.parametrize("settings", [ServiceSettings, ApiSettings, KubernetesSettings, *_service_settings()],
-                         ids=lambda settings: settings.__name__)
+@pytest.mark.parametrize(
+    "settings",
+    [ServiceSettings, ApiSettings, KubernetesSettings, *_service_settings()],
+    ids=lambda settings: settings.__name__,
+)
 def test_every_setting_is_in_the_environment_variable_table(settings):
     prefix = settings.model_config["env_prefix"]
-    table = DOC[DOC.index("## Environment variables"):]
-    missing = [f"{prefix}{name.upper()}" for name in settings.model_fields
-               if f"| `{prefix}{name.upper()}` |" not in table]
+    table = DOC[DOC.index("## Environment variables") :]
+    missing = [
+        f"{prefix}{name.upper()}"
+        for name in settings.model_fields
+        if f"| `{prefix}{name.upper()}` |" not in table
+    ]
     assert not missing, f"add to docs/deploy.md's table: {missing}"
 
 
@@ -39,8 +45,8 @@ def test_the_doc_says_plainly_what_ran_for_real_and_what_did_not():
 
 
 def test_the_doc_gives_each_image_a_measured_size_and_build_time():
-    table = DOC[DOC.index("| image | size |"):]
-    table = table[:table.index("\n\n")]
+    table = DOC[DOC.index("| image | size |") :]
+    table = table[: table.index("\n\n")]
     rows = {line.split("|")[1].strip(): line for line in table.splitlines()[2:]}
     assert set(rows) == {"atoll-environment", "atoll-agents-runner", "atoll-grader", "atoll-orchestrator"}
     for row in rows.values():

@@ -55,8 +55,12 @@ def test_dockerfile_lints_clean_and_builds_a_small_non_root_image(dockerfile):
     instructions = _instructions(ROOT / dockerfile)
     bases = [argument.split()[0] for op, argument in instructions if op == "FROM"]
     assert len(bases) >= 2, "multi-stage: dependencies are installed in a build stage"
-    stages = {argument.split()[-1] for op, argument in instructions if op == "FROM" and " AS " in argument.upper()}
-    assert all(re.fullmatch(r"python:3\.11\.\d+-slim-bookworm", base) or base in stages for base in bases), bases
+    stages = {
+        argument.split()[-1] for op, argument in instructions if op == "FROM" and " AS " in argument.upper()
+    }
+    assert all(re.fullmatch(r"python:3\.11\.\d+-slim-bookworm", base) or base in stages for base in bases), (
+        bases
+    )
     final = _final_stage(instructions)
     assert any(op == "COPY" and "--from=build" in argument for op, argument in final)
     run = " ".join(argument for op, argument in final if op == "RUN")
@@ -77,14 +81,23 @@ def test_dockerignore_keeps_the_build_context_small():
 def test_environment_image_has_the_world_tools_and_roots():
     final = _final_stage(_instructions(ROOT / "environment/Dockerfile"))
     run = " ".join(argument for op, argument in final if op == "RUN")
-    for package in ("libreoffice-calc-nogui", "libreoffice-writer-nogui", "libreoffice-impress-nogui",
-                    "tesseract-ocr", "bubblewrap", "fonts-dejavu-core"):
+    for package in (
+        "libreoffice-calc-nogui",
+        "libreoffice-writer-nogui",
+        "libreoffice-impress-nogui",
+        "tesseract-ocr",
+        "bubblewrap",
+        "fonts-dejavu-core",
+    ):
         assert package in run
     env = _env(final)
     assert env["ATOLL_FS_ROOT"] == "/filesystem" and env["ATOLL_APPS_DATA_ROOT"] == "/.apps_data"
     # The unprivileged user code_exec drops to when the server runs as root (mcp_servers/code).
-    assert re.search(r"useradd --system --no-create-home --uid \d+ --user-group --shell /usr/sbin/nologin "
-                     r"atoll-sandbox", run)
+    assert re.search(
+        r"useradd --system --no-create-home --uid \d+ --user-group --shell /usr/sbin/nologin "
+        r"atoll-sandbox",
+        run,
+    )
 
 
 def _compose() -> dict:
@@ -94,17 +107,27 @@ def _compose() -> dict:
 def test_compose_file_validates_offline_and_wires_services_by_name():
     compose_binary = shutil.which("docker-compose")
     assert compose_binary, "Debian's docker-compose validates compose files without an engine"
-    result = subprocess.run([compose_binary, "-f", str(ROOT / "docker-compose.yml"), "config", "-q"],
-                            capture_output=True, text=True, timeout=60, cwd=ROOT)
+    result = subprocess.run(
+        [compose_binary, "-f", str(ROOT / "docker-compose.yml"), "config", "-q"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert result.returncode == 0, result.stderr
     compose = _compose()
     assert "name" not in compose  # docker-compose 1.29 rejects a top-level name
     services = compose["services"]
-    assert {"environment", "agents-runner", "grader", "orchestrator", "worker", "postgres", "s3"} <= set(services)
+    assert {"environment", "agents-runner", "grader", "orchestrator", "worker", "postgres", "s3"} <= set(
+        services
+    )
     worker = services["worker"]["environment"]
     ports = {"environment": 8080, "agents-runner": 8081, "grader": 8082}
-    for variable, service in (("ATOLL_ENVIRONMENT_URLS", "environment"), ("ATOLL_AGENTS_RUNNER_URL", "agents-runner"),
-                              ("ATOLL_GRADER_URL", "grader")):
+    for variable, service in (
+        ("ATOLL_ENVIRONMENT_URLS", "environment"),
+        ("ATOLL_AGENTS_RUNNER_URL", "agents-runner"),
+        ("ATOLL_GRADER_URL", "grader"),
+    ):
         assert worker[variable] == f"http://{service}:{ports[service]}"
     # Services built from the Dockerfiles this test suite lints.
     built = {service["build"]["dockerfile"] for service in services.values() if "build" in service}
@@ -137,15 +160,20 @@ def _entrypoint(dockerfile: str, port: int, tmp_path: Path) -> tuple[list[str], 
         if flag in command:
             command[command.index(flag) + 1] = value
     env = {key: value for key, value in _env(final).items() if key != "PATH"}
-    env = {key: (str(port) if key.endswith("_PORT") else "127.0.0.1" if key.endswith("_HOST") else value)
-           for key, value in env.items()}
+    env = {
+        key: (str(port) if key.endswith("_PORT") else "127.0.0.1" if key.endswith("_HOST") else value)
+        for key, value in env.items()
+    }
     for key, value in list(env.items()):
         if value.startswith("/") and key.startswith("ATOLL_"):  # roots and caches → a temporary folder
             env[key] = str(tmp_path / value.strip("/").replace("/", "_"))
     env["ATOLL_STORE"] = f"sqlite:///{tmp_path / 'store.db'}"
     bin_dir = str(Path(sys.executable).parent)
-    return [str(Path(bin_dir) / command[0]), *command[1:]], {**os.environ, **env,
-                                                             "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    return [str(Path(bin_dir) / command[0]), *command[1:]], {
+        **os.environ,
+        **env,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+    }
 
 
 @pytest.mark.slow
@@ -157,8 +185,14 @@ def test_each_image_entrypoint_starts_and_answers_health(tmp_path):
             command, env = _entrypoint(dockerfile, port, tmp_path / Path(dockerfile).parent.name)
             (tmp_path / Path(dockerfile).parent.name).mkdir()
             log = open(tmp_path / f"{Path(dockerfile).parent.name}.log", "wb")  # noqa: SIM115
-            processes.append((dockerfile, port, log, subprocess.Popen(
-                command, env=env, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)))
+            processes.append(
+                (
+                    dockerfile,
+                    port,
+                    log,
+                    subprocess.Popen(command, env=env, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT),
+                )
+            )
         deadline = time.monotonic() + 90
         for dockerfile, port, log, process in processes:
             while True:
@@ -168,7 +202,8 @@ def test_each_image_entrypoint_starts_and_answers_health(tmp_path):
                 except httpx.HTTPError:
                     pass
                 assert process.poll() is None, (
-                    f"{dockerfile}: entrypoint exited: {Path(log.name).read_text()[-2000:]}")
+                    f"{dockerfile}: entrypoint exited: {Path(log.name).read_text()[-2000:]}"
+                )
                 assert time.monotonic() < deadline, f"{dockerfile}: no /health answer"
                 time.sleep(0.3)
     finally:

@@ -36,14 +36,24 @@ def _render(directory: Path) -> list[dict]:
     kubectl = shutil.which("kubectl")
     if kubectl is None:  # without kustomize, the base files themselves are what we can check
         return _base_documents()
-    rendered = subprocess.run([kubectl, "kustomize", str(directory)], capture_output=True, text=True, timeout=60)
+    rendered = subprocess.run(
+        [kubectl, "kustomize", str(directory)], capture_output=True, text=True, timeout=60
+    )
     assert rendered.returncode == 0, rendered.stderr
     return [doc for doc in yaml.safe_load_all(rendered.stdout) if doc]
 
 
 def _trial_spec(**fields) -> TrialSpec:
-    values = {"experiment": "Quarterly eval #3", "task_id": "t1", "world_id": "w1", "world_digest": "d" * 64,
-              "agent_name": "react", "agent": "react_toolbelt", "model": "openai/gpt-4o", "run_index": 0}
+    values = {
+        "experiment": "Quarterly eval #3",
+        "task_id": "t1",
+        "world_id": "w1",
+        "world_digest": "d" * 64,
+        "agent_name": "react",
+        "agent": "react_toolbelt",
+        "model": "openai/gpt-4o",
+        "run_index": 0,
+    }
     values.update(fields)
     return TrialSpec(**values)
 
@@ -56,9 +66,16 @@ def test_every_base_file_is_a_listed_resource_and_validates():
     for document in documents:
         _validate(document)
     kinds = {(doc["kind"], doc["metadata"]["name"]) for doc in documents}
-    for expected in [("Namespace", "atoll"), ("Role", "atoll-trial-manager"), ("Deployment", "grader"),
-                     ("Service", "grader"), ("Deployment", "orchestrator"), ("Deployment", "worker"),
-                     ("StatefulSet", "postgres"), ("NetworkPolicy", "atoll-trial")]:
+    for expected in [
+        ("Namespace", "atoll"),
+        ("Role", "atoll-trial-manager"),
+        ("Deployment", "grader"),
+        ("Service", "grader"),
+        ("Deployment", "orchestrator"),
+        ("Deployment", "worker"),
+        ("StatefulSet", "postgres"),
+        ("NetworkPolicy", "atoll-trial"),
+    ]:
         assert expected in kinds
 
 
@@ -85,17 +102,32 @@ def test_kustomize_output_validates(directory):
     for document in documents:
         _validate(document)
     if directory == OVERLAY and shutil.which("kubectl"):
-        assert {doc["metadata"].get("namespace") for doc in documents if doc["kind"] != "Namespace"} == {"atoll-prod"}
-        worker = next(doc for doc in documents if doc["kind"] == "Deployment" and doc["metadata"]["name"] == "worker")
-        env = {item["name"]: item.get("value") for item in worker["spec"]["template"]["spec"]["containers"][0]["env"]}
+        assert {doc["metadata"].get("namespace") for doc in documents if doc["kind"] != "Namespace"} == {
+            "atoll-prod"
+        }
+        worker = next(
+            doc for doc in documents if doc["kind"] == "Deployment" and doc["metadata"]["name"] == "worker"
+        )
+        env = {
+            item["name"]: item.get("value")
+            for item in worker["spec"]["template"]["spec"]["containers"][0]["env"]
+        }
         assert env["ATOLL_K8S_RUNTIME_CLASS"] == "gvisor" and env["ATOLL_K8S_MAX_PENDING"] == "64"
         namespace = next(doc for doc in documents if doc["kind"] == "Namespace")
         assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
         # Its cloud bucket is reachable from trial pods (the base's in-cluster rule cannot be),
         # through one private endpoint on 443, not the internet.
-        trial = next(doc for doc in documents if doc["kind"] == "NetworkPolicy"
-                     and doc["metadata"]["name"] == "atoll-trial")
-        blocks = [peer["ipBlock"] for rule in trial["spec"]["egress"] for peer in rule.get("to", []) if "ipBlock" in peer]
+        trial = next(
+            doc
+            for doc in documents
+            if doc["kind"] == "NetworkPolicy" and doc["metadata"]["name"] == "atoll-trial"
+        )
+        blocks = [
+            peer["ipBlock"]
+            for rule in trial["spec"]["egress"]
+            for peer in rule.get("to", [])
+            if "ipBlock" in peer
+        ]
         assert blocks == [{"cidr": "10.0.64.0/24"}]
 
 
@@ -113,22 +145,32 @@ def test_the_orchestrator_may_manage_jobs_and_pods_in_its_namespace_only():
     assert {"create", "delete", "list", "watch"} <= set(jobs_rule["verbs"])
     binding = next(doc for doc in documents if doc["kind"] == "RoleBinding")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "atoll-orchestrator"}]
-    workers = [doc for doc in documents if doc["kind"] == "Deployment" and doc["metadata"]["name"] in
-               ("orchestrator", "worker")]
-    assert all(doc["spec"]["template"]["spec"]["serviceAccountName"] == "atoll-orchestrator" for doc in workers)
+    workers = [
+        doc
+        for doc in documents
+        if doc["kind"] == "Deployment" and doc["metadata"]["name"] in ("orchestrator", "worker")
+    ]
+    assert all(
+        doc["spec"]["template"]["spec"]["serviceAccountName"] == "atoll-orchestrator" for doc in workers
+    )
 
 
 def test_trial_pods_accept_no_connections_and_reach_only_dns_grader_model_proxy_and_store():
-    policy = next(doc for doc in _base_documents() if doc["kind"] == "NetworkPolicy"
-                  and doc["metadata"]["name"] == "atoll-trial")
+    policy = next(
+        doc
+        for doc in _base_documents()
+        if doc["kind"] == "NetworkPolicy" and doc["metadata"]["name"] == "atoll-trial"
+    )
     assert policy["spec"]["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "atoll-trial"}
     assert policy["spec"]["ingress"] == [] and set(policy["spec"]["policyTypes"]) == {"Ingress", "Egress"}
     destinations = set()
     for rule in policy["spec"]["egress"]:
         for peer in rule["to"]:
             assert "ipBlock" not in peer  # no open-ended CIDR
-            destinations.add(peer["podSelector"]["matchLabels"].get("app.kubernetes.io/name")
-                             or peer["podSelector"]["matchLabels"].get("k8s-app"))
+            destinations.add(
+                peer["podSelector"]["matchLabels"].get("app.kubernetes.io/name")
+                or peer["podSelector"]["matchLabels"].get("k8s-app")
+            )
     assert destinations == {"kube-dns", "grader", "model-proxy", "object-store"}
 
 
@@ -140,10 +182,15 @@ def test_generated_jobs_validate_and_carry_limits_labels_and_the_sandbox_choice(
     assert len(job["metadata"]["name"]) <= 63 and job["metadata"]["labels"]["atoll.dev/attempt"] == "2"
     # Disruptions are replaced by the Job; the trial command's own failures end it at once.
     rules = job["spec"]["podFailurePolicy"]["rules"]
-    assert rules[0] == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+    assert rules[0] == {
+        "action": "Ignore",
+        "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+    }
     assert rules[1]["action"] == "FailJob" and rules[1]["onExitCodes"]["containerName"] == "trial"
-    assert job["spec"]["template"]["metadata"]["annotations"]["cluster-autoscaler.kubernetes.io/safe-to-evict"] \
+    assert (
+        job["spec"]["template"]["metadata"]["annotations"]["cluster-autoscaler.kubernetes.io/safe-to-evict"]
         == "false"
+    )
     assert "priorityClassName" not in job["spec"]["template"]["spec"]
     pod = job["spec"]["template"]["spec"]
     assert pod["restartPolicy"] == "Never" and pod["automountServiceAccountToken"] is False
@@ -155,7 +202,9 @@ def test_generated_jobs_validate_and_carry_limits_labels_and_the_sandbox_choice(
     assert environment["restartPolicy"] == "Always"  # a native sidecar: the Job ends with the trial
     # The sandbox self-test runs first, with the environment's image and security settings.
     assert check["name"] == "sandbox-check" and "restartPolicy" not in check
-    assert check["image"] == environment["image"] and check["securityContext"] == environment["securityContext"]
+    assert (
+        check["image"] == environment["image"] and check["securityContext"] == environment["securityContext"]
+    )
     # bubblewrap's user namespaces and its mounts in them: what compose's security_opt allows.
     assert environment["securityContext"]["seccompProfile"]["type"] == "Unconfined"
     assert environment["securityContext"]["appArmorProfile"]["type"] == "Unconfined"
@@ -165,9 +214,19 @@ def test_generated_jobs_validate_and_carry_limits_labels_and_the_sandbox_choice(
     assert set(compose["security_opt"]) == {"seccomp=unconfined", "apparmor=unconfined"}
     assert not compose.get("privileged") and not compose.get("cap_add")
 
-    gvisor = build_job(template, spec, 1, "s3://b/i.json",
-                       JobOptions(namespace="atoll", runtime_class="gvisor", trial_image="r/o:1",
-                                  environment_image="r/e:1", priority_class="atoll-trials"))
+    gvisor = build_job(
+        template,
+        spec,
+        1,
+        "s3://b/i.json",
+        JobOptions(
+            namespace="atoll",
+            runtime_class="gvisor",
+            trial_image="r/o:1",
+            environment_image="r/e:1",
+            priority_class="atoll-trials",
+        ),
+    )
     _validate(gvisor)
     pod = gvisor["spec"]["template"]["spec"]
     assert pod["runtimeClassName"] == "gvisor" and pod["priorityClassName"] == "atoll-trials"
@@ -186,15 +245,24 @@ def test_a_template_without_the_trial_and_environment_containers_is_refused(tmp_
     from atoll.errors import AtollError
 
     broken = tmp_path / "job.yaml"
-    broken.write_text(yaml.safe_dump({"apiVersion": "batch/v1", "kind": "Job",
-                                      "spec": {"template": {"spec": {"containers": [{"name": "x"}]}}}}))
+    broken.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "spec": {"template": {"spec": {"containers": [{"name": "x"}]}}},
+            }
+        )
+    )
     with pytest.raises(AtollError, match="needs a container 'trial' and an initContainer 'environment'"):
         load_template(broken)
 
 
 def test_workers_drain_within_their_grace_have_probes_on_their_alive_file_and_no_secret_in_args():
     documents = _base_documents()
-    worker = next(doc for doc in documents if doc["kind"] == "Deployment" and doc["metadata"]["name"] == "worker")
+    worker = next(
+        doc for doc in documents if doc["kind"] == "Deployment" and doc["metadata"]["name"] == "worker"
+    )
     pod = worker["spec"]["template"]["spec"]
     [container] = pod["containers"]
     env = {item["name"]: item.get("value") for item in container.get("env", [])}
@@ -206,26 +274,41 @@ def test_workers_drain_within_their_grace_have_probes_on_their_alive_file_and_no
     for doc in documents:
         spec = (doc.get("spec") or {}).get("template", {}).get("spec") or {}
         for each in spec.get("containers", []) + spec.get("initContainers", []):
-            assert not [arg for arg in each.get("args", []) + each.get("command", []) if "$(" in arg], each["name"]
+            assert not [arg for arg in each.get("args", []) + each.get("command", []) if "$(" in arg], each[
+                "name"
+            ]
 
 
 def test_trial_pods_have_a_working_egress_path_to_the_shipped_model_proxy():
     documents = _base_documents()
     policies = {doc["metadata"]["name"]: doc for doc in documents if doc["kind"] == "NetworkPolicy"}
-    service = next(doc for doc in documents if doc["kind"] == "Service" and doc["metadata"]["name"] == "model-proxy")
-    proxy = next(doc for doc in documents if doc["kind"] == "Deployment" and doc["metadata"]["name"] == "model-proxy")
+    service = next(
+        doc for doc in documents if doc["kind"] == "Service" and doc["metadata"]["name"] == "model-proxy"
+    )
+    proxy = next(
+        doc for doc in documents if doc["kind"] == "Deployment" and doc["metadata"]["name"] == "model-proxy"
+    )
     proxy_labels = proxy["spec"]["template"]["metadata"]["labels"]
-    assert service["spec"]["selector"].items() <= proxy_labels.items() and service["spec"]["ports"][0]["port"] == 4000
+    assert (
+        service["spec"]["selector"].items() <= proxy_labels.items()
+        and service["spec"]["ports"][0]["port"] == 4000
+    )
     # The trial pods' policy lets them out to exactly those pods on that port …
-    [rule] = [rule for rule in policies["atoll-trial"]["spec"]["egress"]
-              if any(peer["podSelector"]["matchLabels"].get("app.kubernetes.io/name") == "model-proxy"
-                     for peer in rule["to"])]
+    [rule] = [
+        rule
+        for rule in policies["atoll-trial"]["spec"]["egress"]
+        if any(
+            peer["podSelector"]["matchLabels"].get("app.kubernetes.io/name") == "model-proxy"
+            for peer in rule["to"]
+        )
+    ]
     assert rule["to"][0]["podSelector"]["matchLabels"].items() <= proxy_labels.items()
     assert rule["ports"] == [{"protocol": "TCP", "port": 4000}]
     # … the proxy's policy lets them in, and the proxy out to DNS and HTTPS only.
     proxy_policy = policies["atoll-model-proxy"]["spec"]
-    assert {"app.kubernetes.io/name": "atoll-trial"} in [peer["podSelector"]["matchLabels"]
-                                                         for peer in proxy_policy["ingress"][0]["from"]]
+    assert {"app.kubernetes.io/name": "atoll-trial"} in [
+        peer["podSelector"]["matchLabels"] for peer in proxy_policy["ingress"][0]["from"]
+    ]
     assert proxy_policy["egress"][-1] == {"ports": [{"protocol": "TCP", "port": 443}]}
     # Its provider keys come from a Secret you create; none is in the base or on its command line.
     [container] = proxy["spec"]["template"]["spec"]["containers"]

@@ -27,7 +27,9 @@ class _Served:
             sock.bind(("127.0.0.1", 0))
             self.port = sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self.server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def __enter__(self):
@@ -45,18 +47,35 @@ class _Served:
 
 @pytest.fixture
 def benchmark_dir(tmp_path):
-    tasks = [make_task(f"t{i}", rubric=[{"verifier_id": f"t{i}-v1", "criteria": "States the fee cap of $250,000",
-                                         "check": {"kind": "answer_regex", "pattern": r"250,000"}}],
-                       reference_solution={"steps": [{"tool": "filesystem_read_text_file",
-                                                      "arguments": {"file_path": "/Engagement/letter.txt"}}],
-                                           "final_answer": "The fee cap is $250,000."})
-             for i in range(2)]
+    tasks = [
+        make_task(
+            f"t{i}",
+            rubric=[
+                {
+                    "verifier_id": f"t{i}-v1",
+                    "criteria": "States the fee cap of $250,000",
+                    "check": {"kind": "answer_regex", "pattern": r"250,000"},
+                }
+            ],
+            reference_solution={
+                "steps": [
+                    {
+                        "tool": "filesystem_read_text_file",
+                        "arguments": {"file_path": "/Engagement/letter.txt"},
+                    }
+                ],
+                "final_answer": "The fee cap is $250,000.",
+            },
+        )
+        for i in range(2)
+    ]
     return write_benchmark(tmp_path / "bench", tasks=tasks)
 
 
 @pytest.mark.slow
 def test_api_enqueues_and_a_worker_runs_trials_against_the_services_over_http(
-        tmp_path, benchmark_dir, monkeypatch):
+    tmp_path, benchmark_dir, monkeypatch
+):
     from agents_runner.service import create_app as agents_app
     from environment import EnvironmentServer, EnvironmentSettings
     from grader.service import create_app as grader_app
@@ -64,9 +83,15 @@ def test_api_enqueues_and_a_worker_runs_trials_against_the_services_over_http(
     roots = tmp_path / "environment"
     (roots / "filesystem").mkdir(parents=True)
     (roots / ".apps_data").mkdir()
-    environment = EnvironmentServer(EnvironmentSettings(
-        fs_root=roots / "filesystem", apps_data_root=roots / ".apps_data", env_token="env-secret",
-        json_logs=False, log_level="WARNING")).start()
+    environment = EnvironmentServer(
+        EnvironmentSettings(
+            fs_root=roots / "filesystem",
+            apps_data_root=roots / ".apps_data",
+            env_token="env-secret",
+            json_logs=False,
+            log_level="WARNING",
+        )
+    ).start()
     calls: list[str] = []
 
     async def record(request, call_next):
@@ -84,11 +109,20 @@ def test_api_enqueues_and_a_worker_runs_trials_against_the_services_over_http(
             monkeypatch.setenv("ATOLL_AGENTS_RUNNER_URL", agents_runner.url)
             monkeypatch.setenv("ATOLL_AGENT_TOKEN", "agent-secret")
             monkeypatch.setenv("ATOLL_GRADER_URL", grader.url)
-            settings = ApiSettings(store=f"sqlite:///{tmp_path / 'store.db'}", output_dir=str(tmp_path / "out"),
-                                   artifacts=(tmp_path / "artifacts").as_uri())
-            experiment = {"name": "sample-compose", "benchmark": str(benchmark_dir), "runs": 1,
-                          "agents": [{"name": "oracle", "agent": "replay", "model": "replay"}],
-                          "judge": {"model": None}, "concurrency": {"trials": 1}, "executor": "local"}
+            settings = ApiSettings(
+                store=f"sqlite:///{tmp_path / 'store.db'}",
+                output_dir=str(tmp_path / "out"),
+                artifacts=(tmp_path / "artifacts").as_uri(),
+            )
+            experiment = {
+                "name": "sample-compose",
+                "benchmark": str(benchmark_dir),
+                "runs": 1,
+                "agents": [{"name": "oracle", "agent": "replay", "model": "replay"}],
+                "judge": {"model": None},
+                "concurrency": {"trials": 1},
+                "executor": "local",
+            }
             with TestClient(create_app(settings)) as api:
                 posted = api.post("/runs", content=yaml.safe_dump(experiment))
                 assert posted.status_code == 202 and posted.json()["enqueued"] == 2

@@ -19,8 +19,13 @@ INSTALLED = {canonicalize_name(dist.metadata["Name"]): dist for dist in metadata
 
 
 def _requirements(*extras: str) -> list[str]:
-    output = subprocess.run([sys.executable, str(ROOT / "docker" / "requirements.py"), *extras],
-                            capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    output = subprocess.run(
+        [sys.executable, str(ROOT / "docker" / "requirements.py"), *extras],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    ).stdout
     return [line for line in output.splitlines() if line]
 
 
@@ -35,8 +40,18 @@ def test_everything_else_a_requirement_reaches_is_kept():
         roots = _requirements(*extras)
         keep = slim.needed(roots, INSTALLED)
         uncut = slim.needed(roots, INSTALLED, cut=set())
-        assert uncut - keep <= {"onnxruntime", "networkx", "pymupdf-layout", "pymupdf4llm", "flatbuffers",
-                                "protobuf", "coloredlogs", "humanfriendly", "sympy", "mpmath"}, extras
+        assert uncut - keep <= {
+            "onnxruntime",
+            "networkx",
+            "pymupdf-layout",
+            "pymupdf4llm",
+            "flatbuffers",
+            "protobuf",
+            "coloredlogs",
+            "humanfriendly",
+            "sympy",
+            "mpmath",
+        }, extras
         # A root's extras are followed (psycopg[binary] brings psycopg-binary).
         if "orchestrator" in extras:
             assert {"psycopg", "psycopg-binary", "sqlalchemy", "kubernetes"} <= keep
@@ -74,9 +89,14 @@ def test_pdfs_read_the_same_without_the_layout_analyzer(tmp_path):
     document.save(pdf)
     outputs = {}
     for mode in ("with", "without"):
-        result = subprocess.run([sys.executable, "-c", _READ_PDF, mode, str(pdf)], capture_output=True,
-                                text=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-                                timeout=300)
+        result = subprocess.run(
+            [sys.executable, "-c", _READ_PDF, mode, str(pdf)],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+            timeout=300,
+        )
         assert result.returncode == 0, result.stderr
         outputs[mode] = result.stdout
     assert "Revenue grew 12%" in outputs["with"]

@@ -53,8 +53,14 @@ def test_the_runners_tool_listing_and_calls_work(world_env: EnvironmentServer):
         async with Client(_gateway_config(world_env.url + "/mcp/", TOKEN)) as client:
             listed = await client.list_tools()
             functions = [
-                {"type": "function", "function": {"name": t.name, "description": t.description or "",
-                                                  "parameters": t.inputSchema}}
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description or "",
+                        "parameters": t.inputSchema,
+                    },
+                }
                 for t in listed
             ]
             # What the loop agent does with every tool it may call without arguments, and with one
@@ -93,9 +99,20 @@ def test_the_runner_without_the_right_token_is_refused(world_env: EnvironmentSer
     with pytest.raises(Exception, match="error response"):  # the client's words for the 401 below
         asyncio.run(connect())
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                  "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                             "clientInfo": {"name": "archipelago-runner", "version": "0"}}}
-    reply = httpx.post(world_env.url + "/mcp/", json=initialize, timeout=30,
-                       headers={**headers, "Accept": "application/json, text/event-stream"})
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "archipelago-runner", "version": "0"},
+        },
+    }
+    reply = httpx.post(
+        world_env.url + "/mcp/",
+        json=initialize,
+        timeout=30,
+        headers={**headers, "Accept": "application/json, text/event-stream"},
+    )
     assert reply.status_code == 401

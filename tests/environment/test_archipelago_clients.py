@@ -204,15 +204,32 @@ def test_a_session_without_the_get_stream_sees_the_new_tools_on_its_next_list(
     assert client.post("/apps", json={"mcpServers": {"a": {"server": "a"}}}).status_code == 200
     headers = {"Accept": "application/json, text/event-stream"}
     with httpx.Client(base_url=env_server.mcp_url, headers=headers, timeout=30) as mcp:
-        init = mcp.post("", json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "plain", "version": "0"}}})
+        init = mcp.post(
+            "",
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "plain", "version": "0"},
+                },
+            },
+        )
         assert init.status_code == 200, init.text
         session = {"mcp-session-id": init.headers["mcp-session-id"]}
-        assert mcp.post("", json={"jsonrpc": "2.0", "method": "notifications/initialized"},
-                        headers=session).status_code == 202
+        assert (
+            mcp.post(
+                "", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session
+            ).status_code
+            == 202
+        )
 
         def tool_names(request_id: int) -> list[str]:
-            reply = mcp.post("", json={"jsonrpc": "2.0", "id": request_id, "method": "tools/list"}, headers=session)
+            reply = mcp.post(
+                "", json={"jsonrpc": "2.0", "id": request_id, "method": "tools/list"}, headers=session
+            )
             assert reply.status_code == 200 and reply.headers["content-type"].startswith("application/json")
             return sorted(tool["name"] for tool in reply.json()["result"]["tools"])
 

@@ -309,7 +309,12 @@ def _small_world(settings: EnvironmentSettings) -> None:
     [
         None,  # no body at all, as Archipelago's own endpoint test posts
         {},
-        {"format": "files", "snapshot_id": "snap_sync", "pre_snapshot_hooks": [], "snapshot_zip_enabled": True},
+        {
+            "format": "files",
+            "snapshot_id": "snap_sync",
+            "pre_snapshot_hooks": [],
+            "snapshot_zip_enabled": True,
+        },
     ],
     ids=["no-body", "empty", "files"],
 )
@@ -317,8 +322,10 @@ def test_sync_snapshot_answers_archipelagos_files_result(env, bucket, body):
     url, settings = env
     fs, name = bucket
     _small_world(settings)
-    reply = requests.post(f"{url}/data/snapshot/s3", json=body) if body is not None else requests.post(
-        f"{url}/data/snapshot/s3"
+    reply = (
+        requests.post(f"{url}/data/snapshot/s3", json=body)
+        if body is not None
+        else requests.post(f"{url}/data/snapshot/s3")
     )
     assert reply.status_code == 200, reply.text
     result = reply.json()
@@ -355,10 +362,14 @@ def test_sync_snapshot_keeps_atolls_form_and_refuses_a_mix(env, bucket):
     mixed = requests.post(f"{url}/data/snapshot/s3", json={"url": target, "format": "files"})
     assert mixed.status_code == 422 and mixed.json()["detail"]["code"] == "mixed_snapshot_request"
     assert "format" in mixed.json()["detail"]["error"] and "url" in mixed.json()["detail"]["error"]
-    hooks = requests.post(f"{url}/data/snapshot/s3", json={"pre_snapshot_hooks": [{"name": "db", "command": "x"}]})
+    hooks = requests.post(
+        f"{url}/data/snapshot/s3", json={"pre_snapshot_hooks": [{"name": "db", "command": "x"}]}
+    )
     assert hooks.status_code == 400 and hooks.json()["detail"]["code"] == "hooks_unsupported"
     for bad in ("[1, 2]", "{not json"):
-        refused = requests.post(f"{url}/data/snapshot/s3", data=bad, headers={"Content-Type": "application/json"})
+        refused = requests.post(
+            f"{url}/data/snapshot/s3", data=bad, headers={"Content-Type": "application/json"}
+        )
         assert refused.status_code == 422, bad
 
 
@@ -380,7 +391,9 @@ def test_sync_snapshot_uses_request_credentials_and_names_a_failing_store(
         )
         assert done.status_code == 200, done.text
         assert fs.cat(f"{name}/creds/snap_c/filesystem/a.txt") == b"a"
-        failed = requests.post(f"{server.url}/data/snapshot/s3", json={"format": "tar.gz", "snapshot_id": "snap_x"})
+        failed = requests.post(
+            f"{server.url}/data/snapshot/s3", json={"format": "tar.gz", "snapshot_id": "snap_x"}
+        )
     assert failed.status_code == 502, failed.text  # no credentials of its own
     detail = failed.json()["detail"]
     assert detail["code"] == "upload_failed" and f"s3://{name}/creds/snap_x.tar.gz" in detail["error"]

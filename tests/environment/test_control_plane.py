@@ -150,7 +150,9 @@ def test_url_sources_and_snapshot_destinations_obey_the_allow_list(serve, tmp_pa
             json={"url": "s3://my-bucket/s.tar.gz", "storage_options": {"endpoint_url": "http://x"}},
         )
         assert sneaky.status_code == 403
-        assert http.post("/data/snapshot/s3", json={"url": f"file://{allowed}/snap.tar.gz"}).status_code == 200
+        assert (
+            http.post("/data/snapshot/s3", json={"url": f"file://{allowed}/snap.tar.gz"}).status_code == 200
+        )
         assert (allowed / "snap.tar.gz").exists()
 
 
@@ -171,9 +173,10 @@ def _closed_within(sock: socket.socket, seconds: float) -> tuple[bool, bytes]:
 @pytest.mark.serial
 def test_a_client_that_never_finishes_its_headers_is_dropped(serve):
     env = serve(header_timeout_s=1)
-    with socket.create_connection(("127.0.0.1", env.port)) as silent, socket.create_connection(
-        ("127.0.0.1", env.port)
-    ) as slow:
+    with (
+        socket.create_connection(("127.0.0.1", env.port)) as silent,
+        socket.create_connection(("127.0.0.1", env.port)) as slow,
+    ):
         slow.sendall(b"GET /health HTTP/1.1\r\nHost: localhost\r\nX-Slow: ")
         started = time.monotonic()
         assert _closed_within(silent, 5)[0]

@@ -21,7 +21,9 @@ def test_every_check_kind_has_an_evaluator_and_every_evaluator_a_kind():
     declared = _declared_kinds()
     assert len(declared) >= 7
     assert declared - evaluator_kinds() == set(), "add a @check(kind) evaluator in grader/checks.py"
-    assert evaluator_kinds() - declared == set(), "add the check model to the Check union in atoll/benchmark.py"
+    assert evaluator_kinds() - declared == set(), (
+        "add the check model to the Check union in atoll/benchmark.py"
+    )
 
 
 def test_a_kind_without_an_evaluator_is_an_error_not_an_ungradeable_result():

@@ -132,7 +132,9 @@ def test_cell_value_reads_dates_as_stored_and_names_a_bad_reference(tmp_path):
         Snapshot(f.write_snapshot(tmp_path / "b.tar.gz", {})),
         Snapshot(f.write_snapshot(tmp_path / "a.tar.gz", {"filesystem/d.xlsx": book})),
     )
-    found = run_check(check({"kind": "cell_value", "path": "**", "cell": "$B$1", "value": "2025-03-31 00:00:00"}), "", world)
+    found = run_check(
+        check({"kind": "cell_value", "path": "**", "cell": "$B$1", "value": "2025-03-31 00:00:00"}), "", world
+    )
     assert found.passed is True and "S!$B$1" in found.reason
     bad = run_check(check({"kind": "cell_value", "path": "**", "cell": "B", "value": 1}), "", world)
     assert bad.passed is None and "'B' is not a cell reference" in bad.reason

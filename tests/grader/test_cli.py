@@ -355,16 +355,25 @@ async def test_client_grades_through_the_service(grader_server, tmp_path):
     assert error.value.code == "grader_rejected"
 
 
-@pytest.mark.parametrize("checks_only", [{"model": None}, {"none": True}], ids=["wire-form", "older-wire-form"])
-def test_serve_grades_by_checks_alone_when_the_judge_request_has_no_model(grader_server, tmp_path, checks_only):
+@pytest.mark.parametrize(
+    "checks_only", [{"model": None}, {"none": True}], ids=["wire-form", "older-wire-form"]
+)
+def test_serve_grades_by_checks_alone_when_the_judge_request_has_no_model(
+    grader_server, tmp_path, checks_only
+):
     url, llm = grader_server
     snapshot = f.write_snapshot(tmp_path / "s.tar.gz", {"filesystem/a.txt": "a"})
-    task = f.task([
-        {"verifier_id": "v1", "criteria": "judged"},
-        {"verifier_id": "v2", "criteria": "c", "check": {"kind": "answer_regex", "pattern": "done"}},
-    ])
-    data = {"task": task.model_dump_json(), "trajectory": f.trajectory("done").model_dump_json(),
-            "judge": json.dumps(checks_only)}
+    task = f.task(
+        [
+            {"verifier_id": "v1", "criteria": "judged"},
+            {"verifier_id": "v2", "criteria": "c", "check": {"kind": "answer_regex", "pattern": "done"}},
+        ]
+    )
+    data = {
+        "task": task.model_dump_json(),
+        "trajectory": f.trajectory("done").model_dump_json(),
+        "judge": json.dumps(checks_only),
+    }
     with snapshot.open("rb") as b, snapshot.open("rb") as a:
         response = httpx.post(f"{url}/grade", data=data, files={"before": b, "after": a}, timeout=60)
     assert response.status_code == 200, response.text

@@ -230,7 +230,9 @@ async def test_only_the_exact_schema_is_a_verdict(world_pair):
         {"content": '{"rationale": "ok", "verdict": "met", "confidence": 1}'},
         {"content": '{"rationale": "ok", "verdict": "met"} I am sure.'},
     ]
-    grade, requests = await grade_one(world_pair, {"verifier_id": "v1", "criteria": "x"}, replies, max_retries=3)
+    grade, requests = await grade_one(
+        world_pair, {"verifier_id": "v1", "criteria": "x"}, replies, max_retries=3
+    )
     assert len(requests) == 4 and grade.criteria[0].verdict is Verdict.ungradeable
 
 
@@ -272,7 +274,9 @@ async def test_a_judge_endpoint_that_refuses_connections_is_a_model_endpoint_err
     api_base = refused_api_base()
     judge = JudgeConfig(model="openai/judge", api_base=api_base, api_key="x", retry_wait_s=0.0, timeout_s=2)
     with pytest.raises(AtollError) as raised:
-        await grade_trial(f.task([{"verifier_id": "v1", "criteria": "x"}]), before, after, f.trajectory("a"), judge)
+        await grade_trial(
+            f.task([{"verifier_id": "v1", "criteria": "x"}]), before, after, f.trajectory("a"), judge
+        )
     assert raised.value.code == "model_endpoint"
     assert api_base in raised.value.message and "connection refused" in raised.value.message
 

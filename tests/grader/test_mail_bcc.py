@@ -10,8 +10,16 @@ def test_bcc_of_sent_mail_reaches_the_grader(tmp_path):
     world = make_world(tmp_path)
     world.app_file("mail/Sent.mbox", "")
     with open_session("mail", world, options={"user_email": "ana@example.com"}) as mail:
-        mail.ok("send_mail", {"from_email": "ana@example.com", "to_email": "bo@example.com",
-                              "bcc": ["counsel@example.com"], "subject": "Offer", "body": "See attached."})
+        mail.ok(
+            "send_mail",
+            {
+                "from_email": "ana@example.com",
+                "to_email": "bo@example.com",
+                "bcc": ["counsel@example.com"],
+                "subject": "Offer",
+                "body": "See attached.",
+            },
+        )
     sent_mbox = world.apps_root / "mail" / "Sent.mbox"
     (message,) = list(mailbox.mbox(str(sent_mbox)))
     assert message.get("Bcc") is None  # not visible to the other recipients

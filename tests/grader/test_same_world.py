@@ -81,7 +81,6 @@ def test_xlsx_judge_cells_equal_what_read_tab_returns(tmp_path):
     assert model["C2"] == "TRUE"  # the rest of the file is read as stored, not as LibreOffice rewrote it
 
 
-
 def test_mail_the_judge_reads_equals_what_read_mail_returns(tmp_path):
     from grader.appdata import diff_mail
 
@@ -141,8 +140,12 @@ def test_chat_changes_the_judge_reads_equal_what_the_chat_tools_return(tmp_path)
     with open_session("chat", world) as mcp:
         history = mcp.ok("get_channel_history", {"channel_id": GENERAL})["posts"]
         mcp.ok("post_message", {"channel_id": GENERAL, "message": "Numbers are in"})
-        mcp.ok("reply_to_thread", {"channel_id": GENERAL, "post_id": history[-1]["post_id"], "message": "On it"})
-        mcp.ok("add_reaction", {"channel_id": GENERAL, "post_id": history[-1]["post_id"], "emoji_name": "tada"})
+        mcp.ok(
+            "reply_to_thread", {"channel_id": GENERAL, "post_id": history[-1]["post_id"], "message": "On it"}
+        )
+        mcp.ok(
+            "add_reaction", {"channel_id": GENERAL, "post_id": history[-1]["post_id"], "emoji_name": "tada"}
+        )
         after = _chat_files(world)
         changes, errors = diff_chat(
             {p: d for p, d in before.items() if is_chat_messages(p)},
@@ -150,9 +153,13 @@ def test_chat_changes_the_judge_reads_equal_what_the_chat_tools_return(tmp_path)
             group_names({p: d for p, d in after.items() if is_chat_group_info(p)}),
         )
         assert not errors and sorted(c.change for c in changes) == ["posted", "reacted", "replied"]
-        shown = {post["post_id"]: post for post in mcp.ok("get_channel_history", {"channel_id": GENERAL})["posts"]}
+        shown = {
+            post["post_id"]: post for post in mcp.ok("get_channel_history", {"channel_id": GENERAL})["posts"]
+        }
         for post in list(shown.values()):
-            replies = mcp.ok("get_thread_replies", {"channel_id": GENERAL, "post_id": post["post_id"]})["replies"]
+            replies = mcp.ok("get_thread_replies", {"channel_id": GENERAL, "post_id": post["post_id"]})[
+                "replies"
+            ]
             shown.update({reply["post_id"]: reply for reply in replies})
     for change in changes:
         post = shown[change.message_id]  # the judge names a post by the id the tools show
@@ -251,10 +258,20 @@ def test_calendar_events_the_judge_reads_are_the_events_list_events_shows(tmp_pa
 
     good = f.ics(
         [
-            {"uid": "standup", "summary": "Standup", "start": "20250303T100000Z", "end": "20250303T103000Z",
-             "attendees": ["bo@acme.com", "ana@acme.com"]},
-            {"uid": "review", "summary": "Q3 review", "start": "20250304T140000Z", "end": "20250304T150000Z",
-             "location": "Room 2"},
+            {
+                "uid": "standup",
+                "summary": "Standup",
+                "start": "20250303T100000Z",
+                "end": "20250303T103000Z",
+                "attendees": ["bo@acme.com", "ana@acme.com"],
+            },
+            {
+                "uid": "review",
+                "summary": "Q3 review",
+                "start": "20250304T140000Z",
+                "end": "20250304T150000Z",
+                "location": "Room 2",
+            },
         ]
     ).decode()
     # One broken event (a DTSTART that is no date): both sides skip it and keep the others.

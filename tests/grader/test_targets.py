@@ -72,7 +72,9 @@ def test_plain_strings_and_objects(spelling, kind, extra):
 
 
 def test_an_unknown_string_names_the_criterion():
-    with pytest.raises(ValidationError, match="criterion 'ver_1': grading_target: grading target 'Spreadsheet'"):
+    with pytest.raises(
+        ValidationError, match="criterion 'ver_1': grading_target: grading target 'Spreadsheet'"
+    ):
         Criterion.model_validate({"verifier_id": "ver_1", "criteria": "x", "grading_target": "Spreadsheet"})
 
 
@@ -92,8 +94,10 @@ async def _grade(world_pair, task: Task, answer: str = "Profit was 40."):
     with ScriptedLLM([MET] * len(task.rubric)) as llm:
         judge = JudgeConfig(model="openai/judge", api_base=llm.api_base, api_key="x", retry_wait_s=0.0)
         grade = await grade_trial(task, before, after, f.trajectory(answer), judge)
-        prompts = ["\n".join(m["content"] for m in r["messages"] if isinstance(m.get("content"), str))
-                   for r in llm.requests]
+        prompts = [
+            "\n".join(m["content"] for m in r["messages"] if isinstance(m.get("content"), str))
+            for r in llm.requests
+        ]
     return grade, prompts
 
 
@@ -121,8 +125,15 @@ async def test_verifiers_json_final_answer_only_hides_every_changed_file(world_p
 
 
 async def test_a_spreadsheet_category_shows_only_spreadsheets_and_no_answer(world_pair):
-    task = f.task([{"verifier_id": "v1", "criteria": "Has profit", "expected_file_type":
-                    "Spreadsheets (.xlsx, .xls, .xlsm, .ods)"}])
+    task = f.task(
+        [
+            {
+                "verifier_id": "v1",
+                "criteria": "Has profit",
+                "expected_file_type": "Spreadsheets (.xlsx, .xls, .xlsm, .ods)",
+            }
+        ]
+    )
     grade, prompts = await _grade(world_pair, task)
     assert sorted(grade.criteria[0].evidence) == ["file:/Reports/model.xlsx", "file:/Reports/summary.xlsx"]
     assert "Profit was 40." not in prompts[0]

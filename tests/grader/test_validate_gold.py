@@ -20,8 +20,21 @@ MET = {"content": json.dumps({"rationale": "the gold shows it", "verdict": "met"
 def _validate(benchmark: Path, llm: ScriptedLLM, output: Path, *extra: str):
     return CliRunner().invoke(
         app,
-        ["grade", "validate", "--benchmark", str(benchmark), "--judge-model", "openai/judge",
-         "--api-base", llm.api_base, "--api-key-env", "JUDGE_KEY", "--output", str(output), *extra],
+        [
+            "grade",
+            "validate",
+            "--benchmark",
+            str(benchmark),
+            "--judge-model",
+            "openai/judge",
+            "--api-base",
+            llm.api_base,
+            "--api-key-env",
+            "JUDGE_KEY",
+            "--output",
+            str(output),
+            *extra,
+        ],
         env={"JUDGE_KEY": "x"},
     )
 
@@ -31,7 +44,9 @@ def test_every_v1_gold_output_is_graded_per_task_and_criterion(tmp_path):
     prompts: list[str] = []
 
     def judge(request: dict) -> dict:
-        prompts.append("\n".join(m["content"] for m in request["messages"] if isinstance(m.get("content"), str)))
+        prompts.append(
+            "\n".join(m["content"] for m in request["messages"] if isinstance(m.get("content"), str))
+        )
         return MET
 
     with ScriptedLLM(judge) as llm:
@@ -43,7 +58,9 @@ def test_every_v1_gold_output_is_graded_per_task_and_criterion(tmp_path):
     assert report["gold_tasks"] == 4 and report["gold"]["total"] == 5 and report["gold"]["recall"] == 1.0
     text = results[replica.TEXT_TASK]
     assert text["answer"] and text["passed"]
-    assert [c["verifier_id"] for c in text["criteria"]] == [c["verifier_id"] for c in replica.tasks()[0]["rubric"]]
+    assert [c["verifier_id"] for c in text["criteria"]] == [
+        c["verifier_id"] for c in replica.tasks()[0]["rubric"]
+    ]
     assert results[replica.FILE_TASK]["files"] == 1
     # The text gold reached the judge as the answer, the gold workbook as the changed file.
     assert any("The liability cap is $2,500,000" in p for p in prompts)

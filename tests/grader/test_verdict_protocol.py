@@ -32,8 +32,9 @@ def judge_config(llm: ScriptedLLM, **overrides) -> JudgeConfig:
 async def grade(world_pair, script, *, answer=INJECTION, cache=None, **overrides):
     before, after = world_pair
     with ScriptedLLM(script) as llm:
-        result = await grade_trial(f.task([CRITERION]), before, after, f.trajectory(answer),
-                                   judge_config(llm, **overrides), cache)
+        result = await grade_trial(
+            f.task([CRITERION]), before, after, f.trajectory(answer), judge_config(llm, **overrides), cache
+        )
         return result.criteria[0], list(llm.requests)
 
 
@@ -43,7 +44,7 @@ async def grade(world_pair, script, *, answer=INJECTION, cache=None, **overrides
 async def test_prose_quoting_the_agents_injected_verdict_is_never_met(world_pair):
     # The judge explains itself and quotes the agent's JSON: that is not a verdict, however
     # often it happens.
-    prose = {"content": f'The agent wrote {INJECTION.split(". ", 1)[1]} but states no profit.'}
+    prose = {"content": f"The agent wrote {INJECTION.split('. ', 1)[1]} but states no profit."}
     verdict, requests = await grade(world_pair, [prose] * 3, max_retries=2)
     assert len(requests) == 3 and verdict.verdict is Verdict.ungradeable
     assert "malformed after 3 attempt" in verdict.ungradeable_reason
@@ -60,7 +61,9 @@ async def test_a_json_schema_capable_judge_is_asked_with_the_schema(world_pair):
 
 
 async def test_a_tool_judge_must_call_submit_verdict_with_the_schema(world_pair):
-    tool_reply = {"tool_calls": [{"name": "submit_verdict", "arguments": {"rationale": "no", "verdict": "not_met"}}]}
+    tool_reply = {
+        "tool_calls": [{"name": "submit_verdict", "arguments": {"rationale": "no", "verdict": "not_met"}}]
+    }
     # Text beside no tool call is not accepted in tool form, even when it is valid JSON.
     verdict, requests = await grade(world_pair, [MET, tool_reply], verdict_format="tool")
     assert requests[0]["tool_choice"] == {"type": "function", "function": {"name": "submit_verdict"}}
@@ -102,7 +105,9 @@ def test_a_quorum_above_the_samples_is_refused():
 # --- the cache key -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("change", [{"temperature": 0.7}, {"top_p": 0.5}, {"seed": 7}, {"extra_args": {"max_tokens": 50}}])
+@pytest.mark.parametrize(
+    "change", [{"temperature": 0.7}, {"top_p": 0.5}, {"seed": 7}, {"extra_args": {"max_tokens": 50}}]
+)
 async def test_a_changed_sampling_setting_misses_the_cache(world_pair, tmp_path, change):
     cache = VerdictCache(tmp_path / "verdicts.sqlite")
     with ScriptedLLM(lambda request: MET) as llm:
@@ -148,8 +153,14 @@ async def test_the_judge_honours_retry_after(world_pair):
 
 async def test_a_hung_judge_is_bounded_by_its_timeout_and_deadline(world_pair):
     started = time.monotonic()
-    verdict, requests = await grade(world_pair, lambda request: {"hang": True}, timeout_s=1.0, deadline_s=2.5,
-                                    transient_retries=20, answer="Profit was 40.")
+    verdict, requests = await grade(
+        world_pair,
+        lambda request: {"hang": True},
+        timeout_s=1.0,
+        deadline_s=2.5,
+        transient_retries=20,
+        answer="Profit was 40.",
+    )
     assert time.monotonic() - started < 6
     assert verdict.verdict is Verdict.ungradeable and "no answer within" in verdict.ungradeable_reason
     assert 2 <= len(requests) <= 3

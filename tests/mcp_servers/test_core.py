@@ -38,7 +38,10 @@ class NotesOptions(ServerOptions):
 
 
 NOTES = ServerDefinition(
-    "notes_test", consolidated_name="notes", description="A tiny notes server for tests.", options=NotesOptions
+    "notes_test",
+    consolidated_name="notes",
+    description="A tiny notes server for tests.",
+    options=NotesOptions,
 )
 
 
@@ -129,7 +132,9 @@ def test_the_server_table_and_the_server_packages_agree():
     table = (*mcp_servers.SERVER_NAMES, *mcp_servers.OPTIONAL_SERVER_NAMES)
     assert len(set(table)) == len(table) and "mail" in mcp_servers.SERVER_NAMES
     packages = {
-        module.name for module in pkgutil.iter_modules(mcp_servers.__path__) if not module.name.startswith("_")
+        module.name
+        for module in pkgutil.iter_modules(mcp_servers.__path__)
+        if not module.name.startswith("_")
     }
     assert packages == set(table)
     for name in table:
@@ -267,7 +272,10 @@ def test_an_option_the_server_does_not_declare_is_an_error_naming_it(world):
     with pytest.raises(AtollError) as info:
         session(world, options={"knbo": 3})
     assert info.value.code == "invalid_option"
-    assert "server notes_test: option knbo: unknown option" in info.value.message and "knob" in info.value.message
+    assert (
+        "server notes_test: option knbo: unknown option" in info.value.message
+        and "knob" in info.value.message
+    )
 
 
 # --- consolidated mode ---------------------------------------------------------------
@@ -597,7 +605,10 @@ def test_nested_model_arguments_are_inlined_and_validated(world):
 async def test_direct_tools_are_every_tool_and_answer_without_the_server(world, mode):
     """The in-process interface the environment's gateway uses instead of the server's call_tool."""
     server = create_server(
-        "notes_test", fs_root=world.fs_root, apps_data_root=world.apps_root, mode=mode,
+        "notes_test",
+        fs_root=world.fs_root,
+        apps_data_root=world.apps_root,
+        mode=mode,
         options={"user_email": "me@example.com"},
     )
     direct = mcp_servers.direct_tools(server)

@@ -23,10 +23,23 @@ RATES = [
     {"series": "EURUSD", "date": "2024-02-29", "value": 1.08},
 ]
 FILINGS = [
-    {"filing_id": "0001-24-000012", "symbol": "LUMN", "form": "10-K", "filed": "2024-02-20",
-     "period": "2023-12-31", "title": "Annual report 2023", "text": "Revenue was $412.0 million. " * 3,
-     "financials": {"revenue": 412.0, "ebitda": 61.8}},
-    {"symbol": "LUMN", "form": "8-K", "filed": "2024-03-01", "title": "CEO transition", "text_file": "lumn-8k.txt"},
+    {
+        "filing_id": "0001-24-000012",
+        "symbol": "LUMN",
+        "form": "10-K",
+        "filed": "2024-02-20",
+        "period": "2023-12-31",
+        "title": "Annual report 2023",
+        "text": "Revenue was $412.0 million. " * 3,
+        "financials": {"revenue": 412.0, "ebitda": 61.8},
+    },
+    {
+        "symbol": "LUMN",
+        "form": "8-K",
+        "filed": "2024-03-01",
+        "title": "CEO transition",
+        "text_file": "lumn-8k.txt",
+    },
 ]
 
 
@@ -35,7 +48,10 @@ def world(tmp_path):
     world = make_world(tmp_path)
     world.app_file("market_data/quotes.csv", QUOTES)
     world.app_file("market_data/rates.json", json.dumps(RATES))
-    world.app_file("market_data/profiles.csv", "symbol,name,sector,shares_outstanding\nLUMN,Lumen Sensors,Tech,48000000\n")
+    world.app_file(
+        "market_data/profiles.csv",
+        "symbol,name,sector,shares_outstanding\nLUMN,Lumen Sensors,Tech,48000000\n",
+    )
     world.app_file("market_data/filings.json", json.dumps(FILINGS))
     world.app_file("market_data/lumn-8k.txt", "The board appointed a new chief executive.")
     return world
@@ -45,7 +61,9 @@ def test_quote_on_or_before_a_date(world):
     with open_session("market_data", world) as mcp:
         latest = mcp.call("get_quote", {"symbol": "lumn"}).structured_content
         weekend = mcp.call("get_quote", {"symbol": "LUMN", "date": "2024-03-02"}).structured_content
-        history = mcp.call("get_price_history", {"symbol": "LUMN", "start_date": "2024-02-29"}).structured_content
+        history = mcp.call(
+            "get_price_history", {"symbol": "LUMN", "start_date": "2024-02-29"}
+        ).structured_content
     assert (latest["date"], latest["close"]) == ("2024-03-04", 12.1)
     assert (weekend["date"], weekend["close"]) == ("2024-02-29", 12.5)
     assert [q["date"] for q in history["quotes"]] == ["2024-02-29", "2024-03-04"]
@@ -83,7 +101,9 @@ def test_unknown_items_and_bad_rows_are_named(world):
         missing = mcp.call("get_quote", {"symbol": "NOPE"})
         bad = mcp.call("get_rate", {"series": "X"})
     assert missing.is_error and "no quotes for 'NOPE' (covered: CRVN, LUMN)" in missing.content[0].text
-    assert bad.is_error and "rates.json row 1 date: 'yesterday' is not a YYYY-MM-DD date" in bad.content[0].text
+    assert (
+        bad.is_error and "rates.json row 1 date: 'yesterday' is not a YYYY-MM-DD date" in bad.content[0].text
+    )
 
 
 def test_fixture_symlinks_are_not_followed(world, tmp_path):

@@ -347,7 +347,10 @@ SPREADSHEETS_CASES = [
             ("list_tabs_in_spreadsheet", {}),
             ("add_tab", {"tab_name": "New"}),
             ("delete_tab", {"tab_index": 0}),
-            ("edit_spreadsheet", {"operations": [{"type": "set_cell", "sheet": "Data", "cell": "C1", "value": 3}]}),
+            (
+                "edit_spreadsheet",
+                {"operations": [{"type": "set_cell", "sheet": "Data", "cell": "C1", "value": 3}]},
+            ),
             ("add_content_text", {"tab_index": 0, "cell": "C1", "value": "x"}),
             ("delete_content_cell", {"tab_index": 0, "cell": "A1"}),
             ("create_chart", {"sheet": "Data", "data_range": "A1:B3"}),
@@ -392,6 +395,7 @@ PDFS_CASES = [
     ),
 ]
 
+
 def _seed_mail(world) -> None:
     from tests.mcp_servers.mail_world import build_mail_world
 
@@ -412,7 +416,9 @@ MAIL_CASES = [
         base={"original_mail_id": "q3@corp.com", "to_email": "x@corp.com"},
         **_MAIL,
     ),
-    TraversalCase("mail", "read_mail", path_arguments=("save_attachments_to",), base={"mail_id": "q3@corp.com"}, **_MAIL),
+    TraversalCase(
+        "mail", "read_mail", path_arguments=("save_attachments_to",), base={"mail_id": "q3@corp.com"}, **_MAIL
+    ),
 ]
 
 

@@ -17,7 +17,14 @@ def _experiment(config: dict) -> ExperimentSpec:
 
 def test_the_agent_gets_its_options_without_the_orchestrators_keys_or_dry_run_knobs():
     trial = TrialSpec(
-        experiment="e", task_id="t", world_id="w", world_digest="d", agent_name="a", agent="loop", model="m", run_index=0,
+        experiment="e",
+        task_id="t",
+        world_id="w",
+        world_digest="d",
+        agent_name="a",
+        agent="loop",
+        model="m",
+        run_index=0,
         agent_config={"max_steps": 5, "api_base": "http://x", "instant_pass_rate": 1.0, "toolbelt_size": 3},
     )
     assert steps.agent_config(trial) == {"max_steps": 5, "toolbelt_size": 3}

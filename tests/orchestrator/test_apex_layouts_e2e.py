@@ -46,11 +46,25 @@ def _agent(request: dict[str, Any]) -> dict[str, Any]:
         return {"content": TASKS[replica.TEXT_TASK]["gold_response"], "usage": usage}
     assert TASKS[replica.FILE_TASK]["prompt"] in prompt, prompt
     if not any(m["role"] == "tool" for m in request["messages"]):
-        tool = next(t["function"]["name"] for t in request["tools"]
-                    if t["function"]["name"].endswith("add_content_text"))
-        return {"tool_calls": [{"name": tool, "arguments": {
-            "file_path": "/Trackers/tariffs.xlsx", "tab_index": "Rates", "cell": "B2", "value": "25%"}}],
-            "usage": usage}
+        tool = next(
+            t["function"]["name"]
+            for t in request["tools"]
+            if t["function"]["name"].endswith("add_content_text")
+        )
+        return {
+            "tool_calls": [
+                {
+                    "name": tool,
+                    "arguments": {
+                        "file_path": "/Trackers/tariffs.xlsx",
+                        "tab_index": "Rates",
+                        "cell": "B2",
+                        "value": "25%",
+                    },
+                }
+            ],
+            "usage": usage,
+        }
     return {"content": "Updated the tariff tracker.", "usage": usage}
 
 
@@ -64,12 +78,17 @@ def _judge(request: dict[str, Any]) -> dict[str, Any]:
     text = _judge_text(request)
     if text == PREFLIGHT:
         return {"content": "ok"}
-    evidence = {"States the cap is $2,500,000": "$2,500,000", "Cites Section 9.2": "9.2",
-                "Canada's rate reads 25%": "25%"}
+    evidence = {
+        "States the cap is $2,500,000": "$2,500,000",
+        "Cites Section 9.2": "9.2",
+        "Canada's rate reads 25%": "25%",
+    }
     criterion = next(c for c in evidence if c in text)
     met = evidence[criterion] in text.replace(criterion, "")
-    return {"content": json.dumps({"rationale": f"checked {criterion}", "verdict": "met" if met else "not_met"}),
-            "usage": {"prompt_tokens": 800, "completion_tokens": 20}}
+    return {
+        "content": json.dumps({"rationale": f"checked {criterion}", "verdict": "met" if met else "not_met"}),
+        "usage": {"prompt_tokens": 800, "completion_tokens": 20},
+    }
 
 
 def _write_layout(layout: str, root: Path) -> Path:
@@ -82,18 +101,33 @@ def test_atoll_run_on_the_published_layout(layout, tmp_path):
     benchmark = _write_layout(layout, tmp_path / f"apex-{layout}")
     with ScriptedLLM(_agent) as model, ScriptedLLM(_judge) as judge:
         spec = {
-            "name": "apex-e2e", "benchmark": str(benchmark), "skip_unavailable_apps": True,
-            "agents": [{"name": "loop", "agent": "loop", "model": "openai/scripted",
-                        "api_base": model.api_base, "config": {"max_steps": 6}}],
+            "name": "apex-e2e",
+            "benchmark": str(benchmark),
+            "skip_unavailable_apps": True,
+            "agents": [
+                {
+                    "name": "loop",
+                    "agent": "loop",
+                    "model": "openai/scripted",
+                    "api_base": model.api_base,
+                    "config": {"max_steps": 6},
+                }
+            ],
             "judge": {"model": "openai/judge", "api_base": judge.api_base},
-            "store": str(tmp_path / "store.db"), "artifacts": (tmp_path / "artifacts").as_uri(),
-            "output_dir": str(tmp_path / "out"), "executor": "local",
+            "store": str(tmp_path / "store.db"),
+            "artifacts": (tmp_path / "artifacts").as_uri(),
+            "output_dir": str(tmp_path / "out"),
+            "executor": "local",
         }
         path = tmp_path / "exp.yaml"
         path.write_text(yaml.safe_dump(spec))
-        result = subprocess.run([sys.executable, "-m", "atoll.cli", "run", str(path), "--quiet"],
-                                capture_output=True, text=True, timeout=600,
-                                env={**os.environ, "OPENAI_API_KEY": "x"})
+        result = subprocess.run(
+            [sys.executable, "-m", "atoll.cli", "run", str(path), "--quiet"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, "OPENAI_API_KEY": "x"},
+        )
         assert result.returncode == 0, result.stderr
         judged = [_judge_text(r) for r in judge.requests]
     results = {s.task_id: r for s, r, _state, _a in TrialStore(spec["store"]).results("apex-e2e")}
@@ -101,7 +135,9 @@ def test_atoll_run_on_the_published_layout(layout, tmp_path):
     assert {task: r.outcome.value for task, r in results.items()} == dict.fromkeys(LAW_TASKS, "pass")
     assert results[replica.FILE_TASK].steps >= 2  # the edit, then the answer
     # The judge saw the agent's changed workbook (the world's own tracker, from the task files).
-    assert any("tariffs.xlsx" in text and "25%" in text.replace("Canada's rate reads 25%", "") for text in judged)
+    assert any(
+        "tariffs.xlsx" in text and "25%" in text.replace("Canada's rate reads 25%", "") for text in judged
+    )
 
     report = json.loads((tmp_path / "out" / "apex-e2e" / "report.json").read_text())
     assert set(report["excluded_tasks"]) == set(UNAVAILABLE)
@@ -113,8 +149,21 @@ def test_grade_validate_grades_the_v11_gold_outputs_and_gold_files(tmp_path):
     benchmark = replica.write_v11_directory(tmp_path / "apex-v1.1")
     with ScriptedLLM(_judge) as judge:
         result = CliRunner().invoke(
-            app, ["grade", "validate", "--benchmark", str(benchmark), "--judge-model", "openai/judge",
-                  "--api-base", judge.api_base, "--api-key-env", "JUDGE_KEY", "--output", str(tmp_path / "r.json")],
+            app,
+            [
+                "grade",
+                "validate",
+                "--benchmark",
+                str(benchmark),
+                "--judge-model",
+                "openai/judge",
+                "--api-base",
+                judge.api_base,
+                "--api-key-env",
+                "JUDGE_KEY",
+                "--output",
+                str(tmp_path / "r.json"),
+            ],
             env={"JUDGE_KEY": "x"},
         )
         judged = [_judge_text(r) for r in judge.requests]
@@ -125,4 +174,6 @@ def test_grade_validate_grades_the_v11_gold_outputs_and_gold_files(tmp_path):
     assert report["gold_tasks"] == 4 and report["gold"]["recall"] == 1.0
     assert results[replica.FILE_TASK]["files"] == 1 and results[replica.FILE_TASK]["passed"]
     # The gold workbook from gold_files/ reached the judge as the changed file, 25% in it.
-    assert any("tariffs.xlsx" in text and "25%" in text.replace("Canada's rate reads 25%", "") for text in judged)
+    assert any(
+        "tariffs.xlsx" in text and "25%" in text.replace("Canada's rate reads 25%", "") for text in judged
+    )

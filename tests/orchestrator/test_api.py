@@ -20,13 +20,21 @@ def benchmark_dir(tmp_path):
 
 @pytest.fixture
 def settings(tmp_path):
-    return ApiSettings(store=f"sqlite:///{tmp_path / 'api.db'}", output_dir=str(tmp_path / "out"),
-                       artifacts=(tmp_path / "artifacts").as_uri())
+    return ApiSettings(
+        store=f"sqlite:///{tmp_path / 'api.db'}",
+        output_dir=str(tmp_path / "out"),
+        artifacts=(tmp_path / "artifacts").as_uri(),
+    )
 
 
 def _experiment(benchmark_dir, **overrides) -> str:
-    fields = {"name": "api-run", "benchmark": str(benchmark_dir), "runs": 2, "executor": "instant",
-              "agents": [{"name": "oracle", "agent": "replay", "model": "replay"}]}
+    fields = {
+        "name": "api-run",
+        "benchmark": str(benchmark_dir),
+        "runs": 2,
+        "executor": "instant",
+        "agents": [{"name": "oracle", "agent": "replay", "model": "replay"}],
+    }
     fields.update(overrides)
     return yaml.safe_dump(fields)
 
@@ -34,7 +42,9 @@ def _experiment(benchmark_dir, **overrides) -> str:
 def test_post_enqueues_then_workers_execute_and_the_report_is_built_on_demand(settings, benchmark_dir):
     with TestClient(create_app(settings)) as client:
         assert client.get("/health").json() == {"status": "ok"}
-        posted = client.post("/runs", content=_experiment(benchmark_dir), headers={"Content-Type": "application/yaml"})
+        posted = client.post(
+            "/runs", content=_experiment(benchmark_dir), headers={"Content-Type": "application/yaml"}
+        )
         assert posted.status_code == 202, posted.text
         assert posted.json()["planned"] == 6 and posted.json()["enqueued"] == 6
         assert posted.json()["counts"]["pending"] == 6
@@ -79,8 +89,10 @@ def test_token_protects_everything_but_health(tmp_path, benchmark_dir):
 def test_a_changed_configuration_is_a_conflict_unless_replace_is_asked(settings, benchmark_dir):
     with TestClient(create_app(settings)) as client:
         assert client.post("/runs", content=_experiment(benchmark_dir)).status_code == 202
-        edited = _experiment(benchmark_dir, agents=[{"name": "oracle", "agent": "replay", "model": "replay",
-                                                     "config": {"max_steps": 7}}])
+        edited = _experiment(
+            benchmark_dir,
+            agents=[{"name": "oracle", "agent": "replay", "model": "replay", "config": {"max_steps": 7}}],
+        )
         refused = client.post("/runs", content=edited)
         assert refused.status_code == 409
         assert "already exists with another configuration" in refused.json()["error"]["message"]

@@ -12,9 +12,17 @@ from orchestrator.regrade import _trial_folder
 
 
 def _spec(**overrides) -> TrialSpec:
-    fields = {"experiment": "exp", "task_id": "find-revenue", "world_id": "w", "world_digest": "d",
-              "agent_name": "alpha", "agent": "react", "model": "openai/m", "run_index": 2,
-              "agent_config": {"max_steps": 5, "api_key": "sk-secret"}}
+    fields = {
+        "experiment": "exp",
+        "task_id": "find-revenue",
+        "world_id": "w",
+        "world_digest": "d",
+        "agent_name": "alpha",
+        "agent": "react",
+        "model": "openai/m",
+        "run_index": 2,
+        "agent_config": {"max_steps": 5, "api_key": "sk-secret"},
+    }
     fields.update(overrides)
     return TrialSpec(**fields)
 
@@ -52,8 +60,13 @@ def test_the_folder_names_its_trial_without_secrets_and_is_claimed_once(tmp_path
     prefix = claim_trial_folder(store, spec, 1)
     assert prefix == "exp/find-revenue/alpha/run-2/attempt-1"
     record = json.loads((tmp_path / "artifacts" / prefix / "trial.json").read_text())
-    assert (record["trial_id"], record["task_id"], record["agent"], record["run_index"], record["attempt"]) == (
-        spec.trial_id, "find-revenue", "alpha", 2, 1)
+    assert (
+        record["trial_id"],
+        record["task_id"],
+        record["agent"],
+        record["run_index"],
+        record["attempt"],
+    ) == (spec.trial_id, "find-revenue", "alpha", 2, 1)
     assert "sk-secret" not in json.dumps(record) and record["spec"]["agent_config"] == {"max_steps": 5}
     assert claim_trial_folder(store, spec, 1) == prefix  # the executor and its pod agree
     assert claim_trial_folder(store, spec, 2) == "exp/find-revenue/alpha/run-2/attempt-2"
@@ -68,7 +81,9 @@ def test_another_configuration_of_the_same_names_never_overwrites_the_first(tmp_
     second = claim_trial_folder(store, new, 1)
     assert second == f"{first}-{new.trial_id[:12]}"
     assert json.loads((tmp_path / "artifacts" / first / "trial.json").read_text())["trial_id"] == old.trial_id
-    assert json.loads((tmp_path / "artifacts" / second / "trial.json").read_text())["trial_id"] == new.trial_id
+    assert (
+        json.loads((tmp_path / "artifacts" / second / "trial.json").read_text())["trial_id"] == new.trial_id
+    )
     assert claim_trial_folder(store, new, 1) == second
 
 
@@ -78,7 +93,9 @@ def test_regrade_writes_beside_the_recorded_artifacts_in_either_layout(tmp_path)
     old_layout = store.uri(f"exp/{spec.trial_id}/attempt-1/trajectory.json")
     result = TrialResult(trial_id=spec.trial_id, outcome=Outcome.passed, trajectory_uri=old_layout)
     assert _trial_folder(store, spec, result) == f"exp/{spec.trial_id}/attempt-1"
-    new_layout = result.model_copy(update={"trajectory_uri": store.uri(f"{trial_prefix(spec, 1)}/trajectory.json")})
+    new_layout = result.model_copy(
+        update={"trajectory_uri": store.uri(f"{trial_prefix(spec, 1)}/trajectory.json")}
+    )
     assert _trial_folder(store, spec, new_layout) == trial_prefix(spec, 1)
     elsewhere = result.model_copy(update={"trajectory_uri": Path("/somewhere/else/trajectory.json").as_uri()})
     assert _trial_folder(store, spec, elsewhere) == trial_prefix(spec, 1)

@@ -15,7 +15,9 @@ def test_demo_end_to_end(tmp_path):
     output = tmp_path / "demo"
     result = subprocess.run(
         [sys.executable, "-m", "atoll.cli", "demo", "--output", str(output), "--quiet"],
-        capture_output=True, text=True, timeout=900,
+        capture_output=True,
+        text=True,
+        timeout=900,
         env={**_clean_environment(), "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -35,7 +37,10 @@ def test_demo_end_to_end(tmp_path):
     attempts = len(store.attempt_history("demo"))
     again = subprocess.run(
         [sys.executable, "-m", "atoll.cli", "demo", "--output", str(output), "--quiet"],
-        capture_output=True, text=True, timeout=300, env={**_clean_environment(), "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**_clean_environment(), "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
     )
     assert again.returncode == 0, again.stderr[-2000:]
     assert len(store.attempt_history("demo")) == attempts == 17
@@ -45,12 +50,18 @@ def test_demo_end_to_end(tmp_path):
 def _clean_environment():
     import os
 
-    return {k: v for k, v in os.environ.items()
-            if k not in {"ATOLL_MODEL", "ATOLL_JUDGE_MODEL", "ATOLL_API_BASE", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"}}
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in {"ATOLL_MODEL", "ATOLL_JUDGE_MODEL", "ATOLL_API_BASE", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"}
+    }
 
 
 def test_demo_adds_a_react_agent_and_judge_when_a_model_is_configured(tmp_path):
-    spec = demo_experiment(tmp_path, environ={"ATOLL_MODEL": "openai/local", "ATOLL_API_BASE": "http://127.0.0.1:9/v1"})
+    spec = demo_experiment(
+        tmp_path, environ={"ATOLL_MODEL": "openai/local", "ATOLL_API_BASE": "http://127.0.0.1:9/v1"}
+    )
     assert [a.name for a in spec.agents] == ["oracle", "react"]
     assert spec.agents[1].model == "openai/local" and spec.agents[1].api_base == "http://127.0.0.1:9/v1"
     assert spec.judge.model == "openai/local" and spec.judge.api_base == "http://127.0.0.1:9/v1"
@@ -67,11 +78,23 @@ def test_the_sample_experiment_file_runs_as_documented(tmp_path):
 
     example = Path(__file__).resolve().parents[2] / "examples" / "sample-experiment.yaml"
     env = {**_clean_environment(), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    sample = subprocess.run([sys.executable, "-m", "atoll.cli", "bench", "sample", "atoll-out/sample-benchmark"],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    sample = subprocess.run(
+        [sys.executable, "-m", "atoll.cli", "bench", "sample", "atoll-out/sample-benchmark"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert sample.returncode == 0, sample.stderr
-    run = subprocess.run([sys.executable, "-m", "atoll.cli", "run", str(example), "--quiet"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=900, env=env)
+    run = subprocess.run(
+        [sys.executable, "-m", "atoll.cli", "run", str(example), "--quiet"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     import json
 
@@ -90,12 +113,16 @@ def test_demo_validates_the_judge_on_every_gold_output_when_one_is_configured(tm
     met = {"content": json.dumps({"rationale": "the gold output shows it", "verdict": "met"})}
     monkeypatch.setenv("OPENAI_API_KEY", "x")
     with ScriptedLLM(lambda request: met) as judge:
-        spec = demo_experiment(tmp_path / "demo", environ={"ATOLL_MODEL": "openai/judge", "ATOLL_API_BASE": judge.api_base})
+        spec = demo_experiment(
+            tmp_path / "demo", environ={"ATOLL_MODEL": "openai/judge", "ATOLL_API_BASE": judge.api_base}
+        )
         fresh_sample_benchmark(tmp_path / "demo" / "sample-benchmark")
         _validate_gold(spec, quiet=True)
         assert judge.requests  # the judge itself was asked, not only the checks
     report = json.loads((tmp_path / "demo" / "gold-validation.json").read_text())
     tasks = json.loads((tmp_path / "demo" / "sample-benchmark" / "tasks_and_rubrics.json").read_text())
     assert {r["task_id"] for r in report["gold_results"]} == {t["task_id"] for t in tasks}
-    assert all(r["passed"] for r in report["gold_results"]), [r for r in report["gold_results"] if not r["passed"]]
+    assert all(r["passed"] for r in report["gold_results"]), [
+        r for r in report["gold_results"] if not r["passed"]
+    ]
     assert "17 of 17 tasks fully met" in capsys.readouterr().out

@@ -13,14 +13,17 @@ from tests.atoll.factories import make_task, write_benchmark
 
 
 def _atoll(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "atoll.cli", *args], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "atoll.cli", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def _experiment(tmp_path, store_url, *, tasks=3, runs=2, max_steps=10, agents=None, **fields) -> dict:
     benchmark = tmp_path / "bench"
     if not benchmark.exists():
-        write_benchmark(benchmark, tasks=[make_task(f"t{i}", domain=["Law", "Banking"][i % 2]) for i in range(tasks)])
+        write_benchmark(
+            benchmark, tasks=[make_task(f"t{i}", domain=["Law", "Banking"][i % 2]) for i in range(tasks)]
+        )
     experiment = {
         "name": "exp",
         "benchmark": str(benchmark),
@@ -45,7 +48,9 @@ def _report(tmp_path, run: str) -> dict:
     return json.loads((tmp_path / "out" / run / "report.json").read_text())
 
 
-def test_edited_experiment_is_refused_and_new_run_or_replace_keep_configurations_apart(tmp_path, postgres_url):
+def test_edited_experiment_is_refused_and_new_run_or_replace_keep_configurations_apart(
+    tmp_path, postgres_url
+):
     path = _write(tmp_path, _experiment(tmp_path, postgres_url, max_steps=10))
     first = _atoll("run", str(path), "-q")
     assert first.returncode == 0, first.stderr
@@ -54,7 +59,10 @@ def test_edited_experiment_is_refused_and_new_run_or_replace_keep_configurations
     more = _write(tmp_path, _experiment(tmp_path, postgres_url, max_steps=10, runs=3))
     extended = _atoll("run", str(more), "-q")
     assert extended.returncode == 0, extended.stderr
-    assert "3 run now" in extended.stdout and _report(tmp_path, "exp")["metrics"]["overall"]["alpha"]["trials_graded"] == 9
+    assert (
+        "3 run now" in extended.stdout
+        and _report(tmp_path, "exp")["metrics"]["overall"]["alpha"]["trials_graded"] == 9
+    )
 
     edited = _write(tmp_path, _experiment(tmp_path, postgres_url, max_steps=20, runs=2))
     refused = _atoll("run", str(edited), "-q")
@@ -100,13 +108,24 @@ def test_report_counts_one_outcome_per_agent_task_and_run(tmp_path, postgres_url
     run); the report counts one of them, in every metric, and says what it left out."""
     store = TrialStore(postgres_url)
     try:
-        store.save_experiment("legacy", {"name": "legacy", "benchmark": "b", "runs": 2,
-                                         "agents": [{"name": "a"}, {"name": "b"}]})
+        store.save_experiment(
+            "legacy",
+            {"name": "legacy", "benchmark": "b", "runs": 2, "agents": [{"name": "a"}, {"name": "b"}]},
+        )
 
         def spec(agent: str, task: str, run: int, steps: int) -> TrialSpec:
-            return TrialSpec(experiment="legacy", task_id=task, world_id="w", world_digest="d", agent_name=agent,
-                             agent="replay", model="m", agent_config={"max_steps": steps}, run_index=run,
-                             domain="Law")
+            return TrialSpec(
+                experiment="legacy",
+                task_id=task,
+                world_id="w",
+                world_digest="d",
+                agent_name=agent,
+                agent="replay",
+                model="m",
+                agent_config={"max_steps": steps},
+                run_index=run,
+                domain="Law",
+            )
 
         old = [spec(agent, f"t{i}", run, 10) for agent in "ab" for i in range(4) for run in range(2)]
         new = [spec(agent, f"t{i}", run, 20) for agent in "ab" for i in range(4) for run in range(2)]
@@ -114,8 +133,15 @@ def test_report_counts_one_outcome_per_agent_task_and_run(tmp_path, postgres_url
             store.enqueue(batch)
             for lease in store.lease("w", limit=100, lease_s=60):
                 passed = outcome is Outcome.passed and lease.spec.agent_name == "a"
-                store.complete(lease, "w", TrialResult(trial_id=lease.trial_id, outcome=Outcome.passed if passed
-                                                       else Outcome.failed, score=float(passed)))
+                store.complete(
+                    lease,
+                    "w",
+                    TrialResult(
+                        trial_id=lease.trial_id,
+                        outcome=Outcome.passed if passed else Outcome.failed,
+                        score=float(passed),
+                    ),
+                )
     finally:
         store.dispose()
     result = _atoll("report", "legacy", "--store", postgres_url, "--output", str(tmp_path / "out" / "legacy"))
@@ -132,21 +158,41 @@ def test_report_counts_one_outcome_per_agent_task_and_run(tmp_path, postgres_url
 
 def test_report_states_every_exclusion_and_tests_pairs_per_domain(tmp_path, postgres_url):
     agents = [
-        {"name": "alpha", "agent": "replay", "model": "replay",
-         "config": {"instant_pass_rate": 1.0, "instant_ungradeable_tasks": ["t0", "t1"]}},
-        {"name": "beta", "agent": "replay", "model": "other",
-         "config": {"instant_pass_rate": 0.0, "instant_infra_error_tasks": ["t2"],
-                    "instant_ungradeable_criteria": 1}},
+        {
+            "name": "alpha",
+            "agent": "replay",
+            "model": "replay",
+            "config": {"instant_pass_rate": 1.0, "instant_ungradeable_tasks": ["t0", "t1"]},
+        },
+        {
+            "name": "beta",
+            "agent": "replay",
+            "model": "other",
+            "config": {
+                "instant_pass_rate": 0.0,
+                "instant_infra_error_tasks": ["t2"],
+                "instant_ungradeable_criteria": 1,
+            },
+        },
     ]
-    experiment = _experiment(tmp_path, postgres_url, tasks=6, runs=2, agents=agents, max_infra_retries=0,
-                             infra_error_abort_rate=1.0)
+    experiment = _experiment(
+        tmp_path,
+        postgres_url,
+        tasks=6,
+        runs=2,
+        agents=agents,
+        max_infra_retries=0,
+        infra_error_abort_rate=1.0,
+    )
     result = _atoll("run", str(_write(tmp_path, experiment)), "-q")
     assert result.returncode == 0, result.stderr
     report = _report(tmp_path, "exp")
     alpha, beta = report["metrics"]["overall"]["alpha"], report["metrics"]["overall"]["beta"]
     assert alpha["tasks_graded"] == 4 and alpha["tasks_total"] == 6
-    assert alpha["tasks_without_graded_runs"] == {"t0": {"ungradeable: simulated judge failure": 2},
-                                                  "t1": {"ungradeable: simulated judge failure": 2}}
+    assert alpha["tasks_without_graded_runs"] == {
+        "t0": {"ungradeable: simulated judge failure": 2},
+        "t1": {"ungradeable: simulated judge failure": 2},
+    }
     assert beta["tasks_without_graded_runs"] == {"t2": {"infra_error: simulated infrastructure failure": 2}}
     assert alpha["excluded_trials"] == {"ungradeable": 4} and beta["excluded_trials"] == {"infra_error": 2}
     # Fewer than 10 tasks behind an interval: flagged.

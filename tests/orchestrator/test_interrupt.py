@@ -22,8 +22,16 @@ from tests.shared_sample import fresh_sample_benchmark
 
 
 def _spec(task: str) -> TrialSpec:
-    return TrialSpec(experiment="r", task_id=task, world_id="w", world_digest="d", agent_name="a", agent="replay",
-                     model="m", run_index=0)
+    return TrialSpec(
+        experiment="r",
+        task_id=task,
+        world_id="w",
+        world_digest="d",
+        agent_name="a",
+        agent="replay",
+        model="m",
+        run_index=0,
+    )
 
 
 class _GatedExecutor:
@@ -41,8 +49,13 @@ class _GatedExecutor:
         except asyncio.CancelledError:
             self.cancelled.append(spec.task_id)
             raise
-        return TrialResult(trial_id=spec.trial_id, outcome=Outcome.passed, score=1.0, attempt=attempt,
-                           finished_at=datetime.now(UTC))
+        return TrialResult(
+            trial_id=spec.trial_id,
+            outcome=Outcome.passed,
+            score=1.0,
+            attempt=attempt,
+            finished_at=datetime.now(UTC),
+        )
 
     async def aclose(self) -> None:
         pass
@@ -68,8 +81,15 @@ def test_an_interrupt_lets_running_trials_finish_and_a_second_abandons_the_rest(
     executor = _GatedExecutor({"quick"})
 
     async def scenario():
-        scheduler = Scheduler(store, lambda _run: executor, worker_id="here:1:x", concurrency=3, experiment="r",
-                              poll_s=0.02, interrupt_grace_s=600)
+        scheduler = Scheduler(
+            store,
+            lambda _run: executor,
+            worker_id="here:1:x",
+            concurrency=3,
+            experiment="r",
+            poll_s=0.02,
+            interrupt_grace_s=600,
+        )
         running = asyncio.create_task(scheduler.run())
         await _until(lambda: scheduler.running == 3)
         scheduler.interrupt()  # no new trials; the running ones may finish
@@ -81,20 +101,33 @@ def test_an_interrupt_lets_running_trials_finish_and_a_second_abandons_the_rest(
 
     summary = asyncio.run(scenario())
     assert summary.stopped_reason == "interrupted" and summary.completed == 1
-    assert (summary.abandoned, summary.released) == (2, 2) and sorted(executor.cancelled) == ["slow1", "slow2"]
+    assert (summary.abandoned, summary.released) == (2, 2) and sorted(executor.cancelled) == [
+        "slow1",
+        "slow2",
+    ]
     counts = store.counts("r")
     assert (counts["done"], counts["pending"], counts["leased"]) == (1, 2, 0)
     # An interrupted attempt does not count against the trial's infra retries.
     assert {spec.task_id: attempts for spec, _r, _s, attempts in store.results("r")} == {
-        "quick": 1, "slow1": 0, "slow2": 0}
+        "quick": 1,
+        "slow1": 0,
+        "slow2": 0,
+    }
 
 
 def test_an_interrupt_abandons_what_is_still_running_when_the_grace_ends(store):
     executor = _GatedExecutor(set())
 
     async def scenario():
-        scheduler = Scheduler(store, lambda _run: executor, worker_id="here:1:x", concurrency=2, experiment="r",
-                              poll_s=0.02, interrupt_grace_s=0.2)
+        scheduler = Scheduler(
+            store,
+            lambda _run: executor,
+            worker_id="here:1:x",
+            concurrency=2,
+            experiment="r",
+            poll_s=0.02,
+            interrupt_grace_s=0.2,
+        )
         running = asyncio.create_task(scheduler.run())
         await _until(lambda: scheduler.running == 2)
         scheduler.interrupt()
@@ -108,7 +141,9 @@ def test_an_interrupt_abandons_what_is_still_running_when_the_grace_ends(store):
 
 def test_release_gives_back_only_leases_still_held(store):
     leases = store.lease("w", limit=3, lease_s=60, experiment="r")
-    store.complete(leases[0], "w", TrialResult(trial_id=leases[0].trial_id, outcome=Outcome.failed, score=0.0))
+    store.complete(
+        leases[0], "w", TrialResult(trial_id=leases[0].trial_id, outcome=Outcome.failed, score=0.0)
+    )
     assert store.release(leases) == 2  # the finished one is left alone
     assert store.counts("r")["done"] == 1 and store.counts("r")["pending"] == 2
 
@@ -117,14 +152,20 @@ def test_release_gives_back_only_leases_still_held(store):
 def test_ctrl_c_during_atoll_run_releases_leases_says_how_to_resume_and_resume_completes(tmp_path):
     benchmark = fresh_sample_benchmark(tmp_path / "bench")
     tasks = {t["task_id"]: t for t in json.loads((benchmark / "tasks_and_rubrics.json").read_text())}
-    quick, *slow = ["keystone-01-packaging-baseline", "keystone-02-update-targets", "atlas-01-comps-implied-ev"]
+    quick, *slow = [
+        "keystone-01-packaging-baseline",
+        "keystone-02-update-targets",
+        "atlas-01-comps-implied-ev",
+    ]
     replies_slowly = threading.Event()
     replies_slowly.set()
 
     def model(request):
         prompt = str(next(m["content"] for m in request["messages"] if m["role"] == "user"))
         task = next(t for t in [quick, *slow] if tasks[t]["prompt"][:200] in prompt)
-        answer = {"tool_calls": [{"name": "final_answer", "arguments": {"answer": "done", "status": "completed"}}]}
+        answer = {
+            "tool_calls": [{"name": "final_answer", "arguments": {"answer": "done", "status": "completed"}}]
+        }
         if task != quick and replies_slowly.is_set():
             return {**answer, "delay_s": 120}  # a model that takes its time: the trial is in flight
         return answer
@@ -132,13 +173,28 @@ def test_ctrl_c_during_atoll_run_releases_leases_says_how_to_resume_and_resume_c
     with ScriptedLLM(model) as llm:
         experiment = tmp_path / "interrupt.yaml"
         store_path = tmp_path / "atoll.db"
-        experiment.write_text(json.dumps({
-            "name": "interrupt", "benchmark": str(benchmark), "tasks": {"ids": [quick, *slow]},
-            "agents": [{"name": "react", "agent": "react_toolbelt", "model": "openai/scripted",
-                        "api_base": llm.api_base, "config": {"max_steps": 3}}],
-            "concurrency": {"trials": 3}, "store": str(store_path),
-            "artifacts": (tmp_path / "artifacts").as_uri(), "output_dir": str(tmp_path / "out"),
-        }))
+        experiment.write_text(
+            json.dumps(
+                {
+                    "name": "interrupt",
+                    "benchmark": str(benchmark),
+                    "tasks": {"ids": [quick, *slow]},
+                    "agents": [
+                        {
+                            "name": "react",
+                            "agent": "react_toolbelt",
+                            "model": "openai/scripted",
+                            "api_base": llm.api_base,
+                            "config": {"max_steps": 3},
+                        }
+                    ],
+                    "concurrency": {"trials": 3},
+                    "store": str(store_path),
+                    "artifacts": (tmp_path / "artifacts").as_uri(),
+                    "output_dir": str(tmp_path / "out"),
+                }
+            )
+        )
         command = [sys.executable, "-m", "atoll.cli", "run", str(experiment), "--no-preflight"]
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:

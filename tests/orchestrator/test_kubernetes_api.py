@@ -27,13 +27,16 @@ JOB_PATH = r"/jobs$"  # the list and the watch of the run's Jobs
 
 def _healthy_kubelet(run_s: float = 0.3):
     """on_create: the pod runs for ``run_s``, writes a passed outcome, and the Job completes."""
+
     def on_create(standin, job):
         name = job["metadata"]["name"]
         directory = _input_uri(job).rsplit("/", 1)[0]
         trial_id = job["metadata"]["annotations"]["atoll.dev/trial-id"]
 
         def finish():
-            outcome = PodTrialOutcome(result=TrialResult(trial_id=trial_id, outcome=Outcome.passed, score=1.0))
+            outcome = PodTrialOutcome(
+                result=TrialResult(trial_id=trial_id, outcome=Outcome.passed, score=1.0)
+            )
             ArtifactStore(directory).put_bytes("outcome.json", outcome.model_dump_json().encode())
             with standin.lock:
                 finished_at[name] = time.monotonic()
@@ -49,8 +52,11 @@ def _healthy_kubelet(run_s: float = 0.3):
 
 def _deleted_while_running(standin, kubelet) -> list[str]:
     """Names of Jobs whose DELETE came before the Job had finished."""
-    deletes = {path.rsplit("/", 1)[1]: at for at, method, path, _status in standin.requests
-               if method == "DELETE" and "/jobs/" in path}
+    deletes = {
+        path.rsplit("/", 1)[1]: at
+        for at, method, path, _status in standin.requests
+        if method == "DELETE" and "/jobs/" in path
+    }
     return [name for name, at in deletes.items() if at < kubelet.finished_at.get(name, float("inf"))]
 
 
@@ -65,7 +71,9 @@ def test_a_few_percent_of_failing_api_calls_fail_no_trial(tmp_path, benchmark_di
     cluster.error_rate = 0.2
 
     async def all_of_them():
-        return await asyncio.gather(*(executor.run(trial, attempt=1) for trial in trials), return_exceptions=True)
+        return await asyncio.gather(
+            *(executor.run(trial, attempt=1) for trial in trials), return_exceptions=True
+        )
 
     results = asyncio.run(all_of_them())
     assert [getattr(result, "outcome", result) for result in results] == [Outcome.passed] * 4
@@ -82,14 +90,21 @@ def test_retry_after_is_honoured(tmp_path, benchmark_dir, cluster):
     # first list: no other call lists pods before it has answered.)
     cluster.fault("GET", r"/pods$", status=429, retry_after="1", times=4)
     assert _run_one(executor, trial).outcome is Outcome.passed
-    reads = [(at, status) for at, method, path, status in cluster.requests
-             if method == "GET" and path.endswith("/pods")]
+    reads = [
+        (at, status)
+        for at, method, path, status in cluster.requests
+        if method == "GET" and path.endswith("/pods")
+    ]
     assert [status for _at, status in reads[:5]] == [429, 429, 429, 429, 200]
-    assert all(later - earlier >= 0.95 for (earlier, _s), (later, _t) in zip(reads[:4], reads[1:5], strict=True))
+    assert all(
+        later - earlier >= 0.95 for (earlier, _s), (later, _t) in zip(reads[:4], reads[1:5], strict=True)
+    )
 
 
 def test_a_long_retry_after_is_cut_to_its_bound(tmp_path, benchmark_dir, cluster):
-    executor, trial = _executor(tmp_path, benchmark_dir, cluster, api_retry_budget_s=10, api_retry_after_max_s=0.2)
+    executor, trial = _executor(
+        tmp_path, benchmark_dir, cluster, api_retry_budget_s=10, api_retry_after_max_s=0.2
+    )
     cluster.on_create = _healthy_kubelet()
     cluster.fault("GET", JOB_PATH, status=503, retry_after="3600")
     started = time.monotonic()
@@ -114,12 +129,17 @@ def test_reset_connections_and_a_lost_create_answer_make_one_job(tmp_path, bench
     cluster.fault("GET", r"/pods$", reset=True)
     assert _run_one(executor, trial).outcome is Outcome.passed
     assert len(cluster.created) == 1
-    posts = [status for _at, method, path, status in cluster.requests if method == "POST" and path.endswith("/jobs")]
+    posts = [
+        status
+        for _at, method, path, status in cluster.requests
+        if method == "POST" and path.endswith("/jobs")
+    ]
     assert posts == [None, 409]  # the retry met its own Job
 
 
 def test_an_api_outage_longer_than_a_calls_budget_neither_fails_nor_deletes_a_running_job(
-        tmp_path, benchmark_dir, cluster):
+    tmp_path, benchmark_dir, cluster
+):
     executor, trial = _executor(tmp_path, benchmark_dir, cluster, api_retry_budget_s=0.2, poll_s=0.02)
     cluster.on_create = kubelet = _healthy_kubelet(run_s=1.5)
     # Once the Job exists, every read fails for a second (a control-plane upgrade).
@@ -151,8 +171,11 @@ def test_a_forbidden_call_is_not_retried(tmp_path, benchmark_dir, cluster):
     cluster.fault("POST", r"/jobs$", status=403, times=None)
     with pytest.raises(InfraError, match=r"create job: HTTP 403"):
         _run_one(executor, trial)
-    assert [status for _at, method, path, status in cluster.requests
-            if method == "POST" and path.endswith("/jobs")] == [403]
+    assert [
+        status
+        for _at, method, path, status in cluster.requests
+        if method == "POST" and path.endswith("/jobs")
+    ] == [403]
 
 
 def test_api_calls_are_rate_limited_on_the_client(tmp_path, benchmark_dir, cluster):

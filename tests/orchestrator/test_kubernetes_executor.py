@@ -29,9 +29,17 @@ TEMPLATE = Path(__file__).resolve().parents[2] / "k8s" / "base" / "trial-job.yam
 
 @pytest.fixture
 def benchmark_dir(tmp_path):
-    task = make_task("t1", rubric=[{"verifier_id": "v1", "criteria": "States the fee cap of $250,000",
-                                    "check": {"kind": "answer_regex", "pattern": r"250,000"}}],
-                     reference_solution={"steps": [], "final_answer": "The fee cap is $250,000."})
+    task = make_task(
+        "t1",
+        rubric=[
+            {
+                "verifier_id": "v1",
+                "criteria": "States the fee cap of $250,000",
+                "check": {"kind": "answer_regex", "pattern": r"250,000"},
+            }
+        ],
+        reference_solution={"steps": [], "final_answer": "The fee cap is $250,000."},
+    )
     return write_benchmark(tmp_path / "bench", tasks=[task])
 
 
@@ -58,9 +66,17 @@ def _spec(tmp_path, benchmark_dir, **overrides) -> ExperimentSpec:
 
 
 def _settings(cluster, **overrides) -> KubernetesSettings:
-    values = {"namespace": "atoll", "job_template": TEMPLATE, "api_url": cluster.url, "poll_s": 0.05,
-              "image_pull_timeout_s": 0.4, "unschedulable_timeout_s": 0.4,
-              "events_s": 0.05, "lease_s": 3, "reap_s": 0.2}
+    values = {
+        "namespace": "atoll",
+        "job_template": TEMPLATE,
+        "api_url": cluster.url,
+        "poll_s": 0.05,
+        "image_pull_timeout_s": 0.4,
+        "unschedulable_timeout_s": 0.4,
+        "events_s": 0.05,
+        "lease_s": 3,
+        "reap_s": 0.2,
+    }
     values.update(overrides)
     return KubernetesSettings(**values)
 
@@ -68,7 +84,9 @@ def _settings(cluster, **overrides) -> KubernetesSettings:
 def _executor(tmp_path, benchmark_dir, cluster, **settings):
     spec = _spec(tmp_path, benchmark_dir)
     benchmark = load_benchmark(spec.benchmark)
-    return KubernetesExecutor(benchmark, spec, _settings(cluster, **settings)), plan_trials(benchmark, spec)[0]
+    return KubernetesExecutor(benchmark, spec, _settings(cluster, **settings)), plan_trials(benchmark, spec)[
+        0
+    ]
 
 
 @pytest.fixture
@@ -76,8 +94,12 @@ def environment(tmp_path):
     from environment import EnvironmentServer, EnvironmentSettings
 
     roots = tmp_path / "pod-world"
-    settings = EnvironmentSettings(fs_root=roots / "filesystem", apps_data_root=roots / ".apps_data",
-                                   json_logs=False, log_level="WARNING")
+    settings = EnvironmentSettings(
+        fs_root=roots / "filesystem",
+        apps_data_root=roots / ".apps_data",
+        json_logs=False,
+        log_level="WARNING",
+    )
     (roots / "filesystem").mkdir(parents=True)
     (roots / ".apps_data").mkdir(parents=True)
     server = EnvironmentServer(settings).start()
@@ -104,8 +126,11 @@ def _run_end_to_end(tmp_path, benchmark_dir, cluster, environment, artifacts: st
     cluster.on_create = kubelet
     spec = _spec(tmp_path, benchmark_dir, artifacts=artifacts)
     settings = _settings(cluster)
-    outcome = asyncio.run(run_experiment(
-        spec, quiet=True, executor_factory=lambda benchmark, s: KubernetesExecutor(benchmark, s, settings)))
+    outcome = asyncio.run(
+        run_experiment(
+            spec, quiet=True, executor_factory=lambda benchmark, s: KubernetesExecutor(benchmark, s, settings)
+        )
+    )
     assert outcome.counts["done"] == 1
     store = TrialStore(spec.store)
     [(trial, result, _state, _attempts)] = store.results(spec.name)
@@ -115,9 +140,11 @@ def _run_end_to_end(tmp_path, benchmark_dir, cluster, environment, artifacts: st
 
 @pytest.mark.slow
 def test_one_job_per_trial_runs_the_trial_in_its_pod_and_the_result_is_collected(
-        tmp_path, benchmark_dir, cluster, environment):
-    spec, settings, trial, result = _run_end_to_end(tmp_path, benchmark_dir, cluster, environment,
-                                                    (tmp_path / "artifacts").as_uri())
+    tmp_path, benchmark_dir, cluster, environment
+):
+    spec, settings, trial, result = _run_end_to_end(
+        tmp_path, benchmark_dir, cluster, environment, (tmp_path / "artifacts").as_uri()
+    )
     assert result.outcome is Outcome.passed and result.checks_met == 1
     # Artifacts written by the pod are where the result says.
     assert json.loads(Path(result.trajectory_uri.removeprefix("file://")).read_text())["final_answer"]
@@ -137,8 +164,9 @@ def test_one_job_per_trial_runs_the_trial_in_its_pod_and_the_result_is_collected
 
 
 @pytest.mark.slow
-def test_trial_pods_exchange_inputs_and_results_through_s3(tmp_path, benchmark_dir, cluster, environment,
-                                                           monkeypatch):
+def test_trial_pods_exchange_inputs_and_results_through_s3(
+    tmp_path, benchmark_dir, cluster, environment, monkeypatch
+):
     """The production wiring: an S3 artifact store configured by environment variables only
     (FSSPEC_S3_ENDPOINT_URL and AWS keys, as the k8s Secret atoll-artifact-store gives them)."""
     import fsspec.config
@@ -155,21 +183,28 @@ def test_trial_pods_exchange_inputs_and_results_through_s3(tmp_path, benchmark_d
         fsspec.config.set_conf_env(fsspec.config.conf)  # what a fresh process does at import
         s3fs.S3FileSystem.clear_instance_cache()
         s3fs.S3FileSystem(endpoint_url=s3.endpoint_url, key="any", secret="any").mkdir("atoll")
-        _spec_, _settings_, trial, result = _run_end_to_end(tmp_path, benchmark_dir, cluster, environment,
-                                                             "s3://atoll/runs")
+        _spec_, _settings_, trial, result = _run_end_to_end(
+            tmp_path, benchmark_dir, cluster, environment, "s3://atoll/runs"
+        )
         assert result.outcome is Outcome.passed
         assert result.trajectory_uri.startswith("s3://atoll/runs/")
         fs = s3fs.S3FileSystem()
         assert fs.exists(result.snapshot_after_uri) and fs.exists(result.snapshot_before_uri)
-        [input_uri] = [job["spec"]["template"]["spec"]["containers"][0]["args"][-1] for job in cluster.created]
-        assert input_uri.startswith("s3://atoll/runs/") and fs.exists(input_uri.rsplit("/", 1)[0] + "/outcome.json")
+        [input_uri] = [
+            job["spec"]["template"]["spec"]["containers"][0]["args"][-1] for job in cluster.created
+        ]
+        assert input_uri.startswith("s3://atoll/runs/") and fs.exists(
+            input_uri.rsplit("/", 1)[0] + "/outcome.json"
+        )
     s3fs.S3FileSystem.clear_instance_cache()
 
 
 def _fail_with(scenario):
     """on_create that drives the Job into a failure state after a short pending phase."""
+
     def on_create(standin, job):
         later(0.1, lambda: scenario(standin, job["metadata"]["name"]))
+
     return on_create
 
 
@@ -179,13 +214,16 @@ def _run_one(executor, trial):
             return await executor.run(trial, attempt=1)
         finally:
             await executor.aclose()
+
     return asyncio.run(go())
 
 
 def test_oom_killed_pod_is_an_infra_error_with_the_reason(tmp_path, benchmark_dir, cluster):
     def oom(standin, name):
         standin.set_pod(name, containers=[container_status("trial", terminated=(137, "OOMKilled"))])
-        standin.finish(name, succeeded=False, reason="BackoffLimitExceeded", message="Job has reached the limit")
+        standin.finish(
+            name, succeeded=False, reason="BackoffLimitExceeded", message="Job has reached the limit"
+        )
 
     cluster.on_create = _fail_with(oom)
     executor, trial = _executor(tmp_path, benchmark_dir, cluster)
@@ -195,26 +233,42 @@ def test_oom_killed_pod_is_an_infra_error_with_the_reason(tmp_path, benchmark_di
 
 
 def test_a_job_past_its_deadline_is_an_infra_error_naming_the_deadline(tmp_path, benchmark_dir, cluster):
-    cluster.on_create = _fail_with(lambda standin, name: standin.finish(
-        name, succeeded=False, reason="DeadlineExceeded", message="Job was active longer than specified deadline"))
+    cluster.on_create = _fail_with(
+        lambda standin, name: standin.finish(
+            name,
+            succeeded=False,
+            reason="DeadlineExceeded",
+            message="Job was active longer than specified deadline",
+        )
+    )
     executor, trial = _executor(tmp_path, benchmark_dir, cluster, keep_failed_jobs=True)
     # timeout_s 120 + deadline_grace_s 900 + the scheduling allowance (unschedulable_timeout_s 1800)
-    with pytest.raises(InfraError, match=r"DeadlineExceeded: trial Job ran past activeDeadlineSeconds 2820 "
-                                         r"\(scheduling, start and run time\)"):
+    with pytest.raises(
+        InfraError,
+        match=r"DeadlineExceeded: trial Job ran past activeDeadlineSeconds 2820 "
+        r"\(scheduling, start and run time\)",
+    ):
         _run_one(executor, trial)
     assert list(cluster.jobs) == [cluster.created[0]["metadata"]["name"]]  # kept for inspection
 
 
 def test_a_trial_past_its_run_time_is_cut_by_the_pods_own_deadline(tmp_path, benchmark_dir, cluster):
     def too_long(standin, name):
-        standin.set_pod(name, phase="Failed", reason="DeadlineExceeded",
-                        message="Pod was active on the node longer than the specified deadline")
+        standin.set_pod(
+            name,
+            phase="Failed",
+            reason="DeadlineExceeded",
+            message="Pod was active on the node longer than the specified deadline",
+        )
         standin.finish(name, succeeded=False, reason="BackoffLimitExceeded")
 
     cluster.on_create = _fail_with(too_long)
     executor, trial = _executor(tmp_path, benchmark_dir, cluster)
-    with pytest.raises(InfraError, match=r"DeadlineExceeded: the trial ran past the pod's activeDeadlineSeconds 1020 "
-                                         r"\(limits.timeout_s \+ deadline_grace_s\)"):
+    with pytest.raises(
+        InfraError,
+        match=r"DeadlineExceeded: the trial ran past the pod's activeDeadlineSeconds 1020 "
+        r"\(limits.timeout_s \+ deadline_grace_s\)",
+    ):
         _run_one(executor, trial)
     job = cluster.created[0]["spec"]
     # The run-time deadline is the pod's; the Job's adds time to be scheduled and started.
@@ -223,11 +277,21 @@ def test_a_trial_past_its_run_time_is_cut_by_the_pods_own_deadline(tmp_path, ben
 
 
 def test_image_pull_failure_fails_the_trial_after_the_grace_period(tmp_path, benchmark_dir, cluster):
-    cluster.on_create = _fail_with(lambda standin, name: standin.set_pod(name, containers=[
-        container_status("trial", waiting="ImagePullBackOff", message='Back-off pulling image "atoll:nope"')]))
+    cluster.on_create = _fail_with(
+        lambda standin, name: standin.set_pod(
+            name,
+            containers=[
+                container_status(
+                    "trial", waiting="ImagePullBackOff", message='Back-off pulling image "atoll:nope"'
+                )
+            ],
+        )
+    )
     executor, trial = _executor(tmp_path, benchmark_dir, cluster)
     started = time.monotonic()
-    with pytest.raises(InfraError, match=r'ImagePullBackOff: container trial: Back-off pulling image "atoll:nope"'):
+    with pytest.raises(
+        InfraError, match=r'ImagePullBackOff: container trial: Back-off pulling image "atoll:nope"'
+    ):
         _run_one(executor, trial)
     assert time.monotonic() - started >= 0.4
     assert not cluster.jobs
@@ -235,8 +299,14 @@ def test_image_pull_failure_fails_the_trial_after_the_grace_period(tmp_path, ben
 
 def test_unschedulable_pod_fails_the_trial_with_the_scheduler_message(tmp_path, benchmark_dir, cluster):
     message = "0/3 nodes are available: 3 Insufficient memory."
-    cluster.on_create = _fail_with(lambda standin, name: standin.set_pod(name, conditions=[
-        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}]))
+    cluster.on_create = _fail_with(
+        lambda standin, name: standin.set_pod(
+            name,
+            conditions=[
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+            ],
+        )
+    )
     executor, trial = _executor(tmp_path, benchmark_dir, cluster)
     with pytest.raises(InfraError, match=r"Unschedulable: 0/3 nodes are available: 3 Insufficient memory"):
         _run_one(executor, trial)
@@ -249,7 +319,9 @@ def test_infra_error_reported_by_the_pod_is_raised(tmp_path, benchmark_dir, clus
         uri = _input_uri(job)
         outcome_uri = uri.rsplit("/", 1)[0] + "/outcome.json"
         ArtifactStore(uri.rsplit("/", 1)[0]).put_bytes(
-            "outcome.json", json.dumps({"result": None, "infra_error": "environment /apps: HTTP 500"}).encode())
+            "outcome.json",
+            json.dumps({"result": None, "infra_error": "environment /apps: HTTP 500"}).encode(),
+        )
         assert Path(outcome_uri.removeprefix("file://")).exists()
         later(0.05, lambda: standin.finish(job["metadata"]["name"], succeeded=True))
 
@@ -260,7 +332,8 @@ def test_infra_error_reported_by_the_pod_is_raised(tmp_path, benchmark_dir, clus
 
 
 def test_pending_pods_are_capped_and_jobs_are_stamped_with_their_owner_when_created(
-        tmp_path, benchmark_dir, cluster):
+    tmp_path, benchmark_dir, cluster
+):
     spec = _spec(tmp_path, benchmark_dir, runs=2)
     benchmark = load_benchmark(spec.benchmark)
     first, second = plan_trials(benchmark, spec)
@@ -280,8 +353,9 @@ def test_pending_pods_are_capped_and_jobs_are_stamped_with_their_owner_when_crea
 
     async def both():
         try:
-            return await asyncio.gather(executor.run(first, attempt=1), executor.run(second, attempt=1),
-                                        return_exceptions=True)
+            return await asyncio.gather(
+                executor.run(first, attempt=1), executor.run(second, attempt=1), return_exceptions=True
+            )
         finally:
             await executor.aclose()
 
@@ -301,19 +375,29 @@ def test_pending_pods_are_capped_and_jobs_are_stamped_with_their_owner_when_crea
 def test_a_missing_job_template_is_a_one_line_error_naming_the_setting(tmp_path, benchmark_dir, cluster):
     from atoll.errors import AtollError
 
-    with pytest.raises(AtollError, match=r"trial Job template .*no-such.yaml: no such file; set ATOLL_K8S_JOB_TEMPLATE"):
+    with pytest.raises(
+        AtollError, match=r"trial Job template .*no-such.yaml: no such file; set ATOLL_K8S_JOB_TEMPLATE"
+    ):
         _executor(tmp_path, benchmark_dir, cluster, job_template=tmp_path / "no-such.yaml")
 
 
 def test_a_crashed_trial_container_reports_its_exit_and_message(tmp_path, benchmark_dir, cluster):
     def crash(standin, name):
-        standin.set_pod(name, containers=[container_status(
-            "trial", terminated=(2, "Error"), message="error: trial input s3://b/i.json: NoSuchKey")])
+        standin.set_pod(
+            name,
+            containers=[
+                container_status(
+                    "trial", terminated=(2, "Error"), message="error: trial input s3://b/i.json: NoSuchKey"
+                )
+            ],
+        )
         standin.finish(name, succeeded=False)
 
     cluster.on_create = _fail_with(crash)
     executor, trial = _executor(tmp_path, benchmark_dir, cluster)
-    with pytest.raises(InfraError, match=r"container trial exited 2 \(Error\): error: trial input s3://b/i.json"):
+    with pytest.raises(
+        InfraError, match=r"container trial exited 2 \(Error\): error: trial input s3://b/i.json"
+    ):
         _run_one(executor, trial)
 
 
@@ -322,7 +406,13 @@ def test_trial_command_with_a_missing_input_fails_in_one_line(tmp_path):
     import sys
 
     missing = (tmp_path / "nope" / "input.json").as_uri()
-    result = subprocess.run([sys.executable, "-m", "atoll.cli", "trial", "run", "--input", missing],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "atoll.cli", "trial", "run", "--input", missing],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2
-    assert result.stderr.startswith(f"error: trial input {missing}: ") and len(result.stderr.splitlines()) == 1
+    assert (
+        result.stderr.startswith(f"error: trial input {missing}: ") and len(result.stderr.splitlines()) == 1
+    )

@@ -23,25 +23,32 @@ benchmark_dir, cluster = base.benchmark_dir, base.cluster  # the same fixtures
 
 def _run_within(executor, trial, seconds: float = 10.0):
     """Run one trial, failing the test if it is still "pending" after ``seconds``."""
+
     async def go():
         try:
             return await asyncio.wait_for(executor.run(trial, attempt=1), seconds)
         finally:
             await executor.aclose()
+
     return asyncio.run(go())
 
 
 def _after(delay_s, scenario):
     def on_create(standin, job):
         later(delay_s, lambda: scenario(standin, job["metadata"]["name"]))
+
     return on_create
 
 
 def test_an_evicted_pod_is_an_infra_error_naming_the_eviction(tmp_path, benchmark_dir, cluster):
     def evict(standin, name):
-        standin.set_pod(name, phase="Failed", reason="Evicted",
-                        message="The node was low on resource: memory. Threshold quantity: 100Mi.",
-                        containers=[container_status("trial", terminated=(137, "ContainerStatusUnknown"))])
+        standin.set_pod(
+            name,
+            phase="Failed",
+            reason="Evicted",
+            message="The node was low on resource: memory. Threshold quantity: 100Mi.",
+            containers=[container_status("trial", terminated=(137, "ContainerStatusUnknown"))],
+        )
         standin.finish(name, succeeded=False, reason="BackoffLimitExceeded")
 
     cluster.on_create = _after(0.1, evict)
@@ -52,17 +59,27 @@ def test_an_evicted_pod_is_an_infra_error_naming_the_eviction(tmp_path, benchmar
 
 
 def test_a_disrupted_pod_is_replaced_and_the_trial_ends_in_the_new_pod_without_a_retry(
-        tmp_path, benchmark_dir, cluster):
+    tmp_path, benchmark_dir, cluster
+):
     healthy = _healthy_kubelet(run_s=0.4)
 
     def on_create(standin, job):
         name = job["metadata"]["name"]
 
         def preempt():  # the scheduler preempts the pod; podFailurePolicy Ignore: a new pod
-            standin.set_pod(name, phase="Failed", conditions=[
-                {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
-                 "message": "Preempted in order to admit critical pod"}],
-                containers=[container_status("trial", terminated=(137, "Error"))])
+            standin.set_pod(
+                name,
+                phase="Failed",
+                conditions=[
+                    {
+                        "type": "DisruptionTarget",
+                        "status": "True",
+                        "reason": "PreemptionByScheduler",
+                        "message": "Preempted in order to admit critical pod",
+                    }
+                ],
+                containers=[container_status("trial", terminated=(137, "Error"))],
+            )
             later(0.2, lambda: (standin.replace_pod(name), healthy(standin, job)))
 
         standin.set_pod(name, phase="Running")
@@ -73,20 +90,38 @@ def test_a_disrupted_pod_is_replaced_and_the_trial_ends_in_the_new_pod_without_a
     result = _run_within(executor, trial)
     assert result.outcome is Outcome.passed and result.attempt == 1
     [job] = cluster.created
-    assert {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]} \
-        in job["spec"]["podFailurePolicy"]["rules"]
+    assert {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]} in job[
+        "spec"
+    ]["podFailurePolicy"]["rules"]
     assert len(cluster.retired) == 0 and not cluster.jobs  # both pods went with the Job
 
 
 def test_without_a_failure_policy_a_disrupted_pod_fails_fast_with_the_disruption():
     from orchestrator.executors.kubernetes_state import read_state
 
-    pod = {"status": {"phase": "Running", "conditions": [
-        {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI", "message": "drain"}]}}
+    pod = {
+        "status": {
+            "phase": "Running",
+            "conditions": [
+                {
+                    "type": "DisruptionTarget",
+                    "status": "True",
+                    "reason": "EvictionByEvictionAPI",
+                    "message": "drain",
+                }
+            ],
+        }
+    }
     state = read_state({"spec": {}, "status": {}}, [pod])
     assert (state.phase, state.reason) == ("failed", "pod disrupted (EvictionByEvictionAPI): drain")
-    ignoring = {"spec": {"podFailurePolicy": {"rules": [
-        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]}}, "status": {}}
+    ignoring = {
+        "spec": {
+            "podFailurePolicy": {
+                "rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]
+            }
+        },
+        "status": {},
+    }
     waiting = read_state(ignoring, [pod])
     assert waiting.phase == "pending" and "waiting for the Job's replacement pod" in waiting.reason
 
@@ -98,24 +133,44 @@ def test_a_job_failed_because_its_pod_was_deleted_says_so(tmp_path, benchmark_di
 
     cluster.on_create = _after(0.05, drain)
     executor, trial = _executor(tmp_path, benchmark_dir, cluster)
-    with pytest.raises(InfraError, match=r"trial pod was deleted before it finished \(drain, preemption or node loss; "
-                                         r"the Job reports BackoffLimitExceeded\)"):
+    with pytest.raises(
+        InfraError,
+        match=r"trial pod was deleted before it finished \(drain, preemption or node loss; "
+        r"the Job reports BackoffLimitExceeded\)",
+    ):
         _run_within(executor, trial)
 
 
 def test_a_crash_looping_environment_sidecar_fails_the_trial_at_once(tmp_path, benchmark_dir, cluster):
-    cluster.on_create = _after(0.1, lambda standin, name: standin.set_pod(name, sidecars=[container_status(
-        "environment", waiting="CrashLoopBackOff", message="back-off 40s restarting failed container=environment",
-        restart_count=3, last_terminated=(1, "Error"))], containers=[
-        container_status("trial", waiting="PodInitializing")]))
+    cluster.on_create = _after(
+        0.1,
+        lambda standin, name: standin.set_pod(
+            name,
+            sidecars=[
+                container_status(
+                    "environment",
+                    waiting="CrashLoopBackOff",
+                    message="back-off 40s restarting failed container=environment",
+                    restart_count=3,
+                    last_terminated=(1, "Error"),
+                )
+            ],
+            containers=[container_status("trial", waiting="PodInitializing")],
+        ),
+    )
     executor, trial = _executor(tmp_path, benchmark_dir, cluster)
-    with pytest.raises(InfraError, match=r"CrashLoopBackOff: container environment keeps crashing "
-                                         r"\(last: Error, exit 1\): back-off 40s"):
+    with pytest.raises(
+        InfraError,
+        match=r"CrashLoopBackOff: container environment keeps crashing "
+        r"\(last: Error, exit 1\): back-off 40s",
+    ):
         _run_within(executor, trial)
     assert not cluster.jobs
 
 
-def test_a_pod_that_cannot_mount_fails_with_the_event_after_the_start_timeout(tmp_path, benchmark_dir, cluster):
+def test_a_pod_that_cannot_mount_fails_with_the_event_after_the_start_timeout(
+    tmp_path, benchmark_dir, cluster
+):
     message = 'MountVolume.SetUp failed for volume "store" : secret "atoll-artifact-store" not found'
 
     def stuck(standin, name):
@@ -124,25 +179,44 @@ def test_a_pod_that_cannot_mount_fails_with_the_event_after_the_start_timeout(tm
 
     cluster.on_create = _after(0.05, stuck)
     executor, trial = _executor(tmp_path, benchmark_dir, cluster, start_timeout_s=0.3)
-    with pytest.raises(InfraError, match=r'FailedMount: MountVolume.SetUp failed for volume "store" : secret'):
+    with pytest.raises(
+        InfraError, match=r'FailedMount: MountVolume.SetUp failed for volume "store" : secret'
+    ):
         _run_within(executor, trial)
     assert not cluster.jobs
 
 
-def test_a_job_whose_pod_is_never_created_fails_with_the_failed_create_event(tmp_path, benchmark_dir, cluster):
-    message = ('Error creating: pods "x" is forbidden: violates PodSecurity "restricted:latest": '
-               'runAsNonRoot != true')
+def test_a_job_whose_pod_is_never_created_fails_with_the_failed_create_event(
+    tmp_path, benchmark_dir, cluster
+):
+    message = (
+        'Error creating: pods "x" is forbidden: violates PodSecurity "restricted:latest": '
+        "runAsNonRoot != true"
+    )
     cluster.create_pods = False
     cluster.on_create = _after(0.05, lambda standin, name: standin.add_event(name, "FailedCreate", message))
     executor, trial = _executor(tmp_path, benchmark_dir, cluster, start_timeout_s=0.3)
-    with pytest.raises(InfraError, match=r'FailedCreate: Error creating: pods "x" is forbidden: violates PodSecurity'):
+    with pytest.raises(
+        InfraError, match=r'FailedCreate: Error creating: pods "x" is forbidden: violates PodSecurity'
+    ):
         _run_within(executor, trial)
     assert not cluster.jobs
 
 
 def test_an_invalid_image_fails_without_waiting_for_the_pull_grace(tmp_path, benchmark_dir, cluster):
-    cluster.on_create = _after(0.05, lambda standin, name: standin.set_pod(name, sidecars=[container_status(
-        "environment", waiting="InvalidImageName", message='Failed to apply default image tag "atoll:Bad:tag"')]))
+    cluster.on_create = _after(
+        0.05,
+        lambda standin, name: standin.set_pod(
+            name,
+            sidecars=[
+                container_status(
+                    "environment",
+                    waiting="InvalidImageName",
+                    message='Failed to apply default image tag "atoll:Bad:tag"',
+                )
+            ],
+        ),
+    )
     executor, trial = _executor(tmp_path, benchmark_dir, cluster, image_pull_timeout_s=60)
     started = time.monotonic()
     with pytest.raises(InfraError, match=r"InvalidImageName: container environment: Failed to apply"):
@@ -150,22 +224,44 @@ def test_an_invalid_image_fails_without_waiting_for_the_pull_grace(tmp_path, ben
     assert time.monotonic() - started < 5
 
 
-def test_an_environment_restarted_during_the_trial_is_an_infra_error_not_a_result(tmp_path, benchmark_dir, cluster):
+def test_an_environment_restarted_during_the_trial_is_an_infra_error_not_a_result(
+    tmp_path, benchmark_dir, cluster
+):
     healthy = _healthy_kubelet(run_s=0.4)
 
     def on_create(standin, job):
         name = job["metadata"]["name"]
         healthy(standin, job)
         trial_started = "2026-01-01T10:00:00Z"
-        later(0.15, lambda: standin.set_pod(name, containers=[
-            {**container_status("trial", running=True), "state": {"running": {"startedAt": trial_started}}}],
-            sidecars=[container_status("environment", running=True, restart_count=1,
-                                       last_terminated=(137, "OOMKilled"), finished_at="2026-01-01T10:05:00Z")]))
+        later(
+            0.15,
+            lambda: standin.set_pod(
+                name,
+                containers=[
+                    {
+                        **container_status("trial", running=True),
+                        "state": {"running": {"startedAt": trial_started}},
+                    }
+                ],
+                sidecars=[
+                    container_status(
+                        "environment",
+                        running=True,
+                        restart_count=1,
+                        last_terminated=(137, "OOMKilled"),
+                        finished_at="2026-01-01T10:05:00Z",
+                    )
+                ],
+            ),
+        )
 
     cluster.on_create = on_create
     executor, trial = _executor(tmp_path, benchmark_dir, cluster)
-    with pytest.raises(InfraError, match=r"environment sidecar restarted during the trial \(1 restart; "
-                                         r"last: OOMKilled, exit 137\)"):
+    with pytest.raises(
+        InfraError,
+        match=r"environment sidecar restarted during the trial \(1 restart; "
+        r"last: OOMKilled, exit 137\)",
+    ):
         _run_within(executor, trial)
 
 
@@ -174,8 +270,13 @@ def test_an_environment_restart_before_the_trial_started_costs_nothing():
         trial = container_status("trial", waiting="PodInitializing")
         if trial_started:
             trial["state"] = {"running": {"startedAt": trial_started}}
-        environment = container_status("environment", running=True, restart_count=1,
-                                       last_terminated=(1, "Error"), finished_at="2026-01-01T10:00:00Z")
+        environment = container_status(
+            "environment",
+            running=True,
+            restart_count=1,
+            last_terminated=(1, "Error"),
+            finished_at="2026-01-01T10:00:00Z",
+        )
         return {"status": {"containerStatuses": [trial], "initContainerStatuses": [environment]}}
 
     assert environment_restart(pod(None)) == ""
@@ -183,21 +284,34 @@ def test_an_environment_restart_before_the_trial_started_costs_nothing():
     assert environment_restart(pod("2026-01-01T09:59:00Z")).startswith("environment sidecar restarted")
 
 
-def test_a_node_that_cannot_host_the_sandbox_fails_the_pod_at_once_saying_why(tmp_path, benchmark_dir, cluster):
-    reason = "code_exec sandbox unavailable: bubblewrap cannot create a user namespace: Operation not permitted"
+def test_a_node_that_cannot_host_the_sandbox_fails_the_pod_at_once_saying_why(
+    tmp_path, benchmark_dir, cluster
+):
+    reason = (
+        "code_exec sandbox unavailable: bubblewrap cannot create a user namespace: Operation not permitted"
+    )
 
     def refused(standin, name):
-        standin.set_pod(name, phase="Failed", sidecars=[
-            container_status("sandbox-check", terminated=(3, "Error"), message=reason)])
+        standin.set_pod(
+            name,
+            phase="Failed",
+            sidecars=[container_status("sandbox-check", terminated=(3, "Error"), message=reason)],
+        )
         standin.finish(name, succeeded=False, reason="BackoffLimitExceeded")
 
     cluster.on_create = _after(0.05, refused)
     executor, trial = _executor(tmp_path, benchmark_dir, cluster)
-    with pytest.raises(InfraError, match=r"container sandbox-check exited 3 \(Error\): code_exec sandbox unavailable: "
-                                         r"bubblewrap cannot create a user namespace"):
+    with pytest.raises(
+        InfraError,
+        match=r"container sandbox-check exited 3 \(Error\): code_exec sandbox unavailable: "
+        r"bubblewrap cannot create a user namespace",
+    ):
         _run_within(executor, trial)
     init = cluster.created[0]["spec"]["template"]["spec"]["initContainers"]
-    assert [container["name"] for container in init] == ["sandbox-check", "environment"]  # the check comes first
+    assert [container["name"] for container in init] == [
+        "sandbox-check",
+        "environment",
+    ]  # the check comes first
 
 
 def test_the_sandbox_self_test_exits_3_with_the_reason_when_no_sandbox_can_be_built(tmp_path):
@@ -205,7 +319,12 @@ def test_the_sandbox_self_test_exits_3_with_the_reason_when_no_sandbox_can_be_bu
     import subprocess
     import sys
 
-    result = subprocess.run([sys.executable, "-m", "atoll.cli", "env", "sandbox-check"], capture_output=True,
-                            text=True, timeout=120, env={**os.environ, "ATOLL_CODE_BWRAP_PATH": "/nonexistent/bwrap"})
+    result = subprocess.run(
+        [sys.executable, "-m", "atoll.cli", "env", "sandbox-check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "ATOLL_CODE_BWRAP_PATH": "/nonexistent/bwrap"},
+    )
     assert result.returncode == 3
     assert result.stderr.strip().startswith("code_exec sandbox unavailable: bubblewrap not found")

@@ -49,13 +49,17 @@ async def _until(condition, timeout_s: float = 10.0) -> None:
         await asyncio.sleep(0.02)
 
 
-def test_a_restarted_worker_adopts_the_running_job_instead_of_starting_a_duplicate(tmp_path, benchmark_dir, cluster):
+def test_a_restarted_worker_adopts_the_running_job_instead_of_starting_a_duplicate(
+    tmp_path, benchmark_dir, cluster
+):
     old, new, trial = _two_workers(tmp_path, benchmark_dir, cluster, orphan_after_s=30)
     release = threading.Event()
     healthy = _healthy_kubelet(run_s=0.1)
     # The pod runs until the test lets it finish (after the new worker adopted it).
-    cluster.on_create = lambda standin, job: (standin.set_pod(job["metadata"]["name"], phase="Running"),
-                                              later(0, lambda: (release.wait(30), healthy(standin, job))))
+    cluster.on_create = lambda standin, job: (
+        standin.set_pod(job["metadata"]["name"], phase="Running"),
+        later(0, lambda: (release.wait(30), healthy(standin, job))),
+    )
 
     async def scenario():
         running = asyncio.create_task(old.run(trial, attempt=1))
@@ -77,16 +81,24 @@ def test_a_restarted_worker_adopts_the_running_job_instead_of_starting_a_duplica
     [job] = cluster.created
     assert len(cluster.created) == 1, "a second Job was started for the same trial"
     assert new.adopted == [job["metadata"]["name"]]
-    assert (job["metadata"]["name"], {"metadata": {"labels": {"atoll.dev/owner": "worker-b"}}}) \
-        in [(name, {"metadata": {"labels": patch["metadata"]["labels"]}}) for name, patch in cluster.patches]
+    assert (job["metadata"]["name"], {"metadata": {"labels": {"atoll.dev/owner": "worker-b"}}}) in [
+        (name, {"metadata": {"labels": patch["metadata"]["labels"]}}) for name, patch in cluster.patches
+    ]
     assert not cluster.jobs, "the adopted Job was left behind"
 
 
 def test_jobs_of_owners_whose_lease_expired_are_reaped_and_live_ones_kept(tmp_path, benchmark_dir, cluster):
     def job(name, labels=None, annotations=None):
-        return {"apiVersion": "batch/v1", "kind": "Job",
-                "metadata": {"name": name, "labels": {**MANAGED, **(labels or {})}, "annotations": annotations or {}},
-                "spec": {"template": {"metadata": {"labels": {}}, "spec": {"containers": []}}}}
+        return {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": name,
+                "labels": {**MANAGED, **(labels or {})},
+                "annotations": annotations or {},
+            },
+            "spec": {"template": {"metadata": {"labels": {}}, "spec": {"containers": []}}},
+        }
 
     cluster.create_pods = False
     cluster.add_lease("atoll-worker-dead", holder="dead", renewed_s_ago=3600, duration_s=60)
@@ -94,7 +106,9 @@ def test_jobs_of_owners_whose_lease_expired_are_reaped_and_live_ones_kept(tmp_pa
     cluster.add_job(job("of-a-dead-owner", {"atoll.dev/owner": "dead"}))
     cluster.add_job(job("of-a-live-owner", {"atoll.dev/owner": "live"}))  # e.g. waiting for a node
     cluster.add_job(job("of-an-owner-without-lease", {"atoll.dev/owner": "gone"}))
-    cluster.add_job(job("older-atoll-stale", annotations={"atoll.dev/heartbeat": str(int(time.time() - 3600))}))
+    cluster.add_job(
+        job("older-atoll-stale", annotations={"atoll.dev/heartbeat": str(int(time.time() - 3600))})
+    )
     cluster.add_job({**job("someone-else"), "metadata": {"name": "someone-else", "labels": {}}})
     cluster.create_pods = True
     spec = _spec(tmp_path, benchmark_dir)

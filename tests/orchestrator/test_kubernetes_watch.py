@@ -45,13 +45,16 @@ def test_many_trials_share_one_watch_of_jobs_and_one_of_pods(tmp_path, benchmark
 
 
 def test_an_ended_watch_resumes_from_the_last_resource_version_without_listing_again(
-        tmp_path, benchmark_dir, cluster):
+    tmp_path, benchmark_dir, cluster
+):
     executor, trial = _executor(tmp_path, benchmark_dir, cluster, watch_timeout_s=1)  # the server ends it
     cluster.on_create = _healthy_kubelet(run_s=2.6)
     assert _run_one(executor, trial).outcome is Outcome.passed
     job_watches = [version for _at, kind, version in cluster.watches if kind == "Job"]
     assert len(job_watches) >= 2
-    assert all(int(later_) >= int(earlier) for earlier, later_ in zip(job_watches, job_watches[1:], strict=False))
+    assert all(
+        int(later_) >= int(earlier) for earlier, later_ in zip(job_watches, job_watches[1:], strict=False)
+    )
     assert int(job_watches[-1]) > int(job_watches[0])  # the changes seen moved it on
     assert executor.jobs.lists == 1 and executor.pods.lists == 1
 

@@ -19,14 +19,27 @@ from atoll.testing.scripted_llm import ScriptedLLM, refused_api_base
 from orchestrator.runner import run_experiment
 from tests.atoll.factories import make_task, write_benchmark
 
-WRONG_KEY = {"status": 401, "body": {"error": {"message": "Incorrect API key provided: sk-wr***ng",
-                                               "type": "invalid_request_error", "code": "invalid_api_key"}}}
+WRONG_KEY = {
+    "status": 401,
+    "body": {
+        "error": {
+            "message": "Incorrect API key provided: sk-wr***ng",
+            "type": "invalid_request_error",
+            "code": "invalid_api_key",
+        }
+    },
+}
 
 
 def _atoll(*args: str, env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, float]:
     started = time.monotonic()
-    result = subprocess.run([sys.executable, "-m", "atoll.cli", *args], capture_output=True, text=True, timeout=300,
-                            env={**os.environ, **(env or {})})
+    result = subprocess.run(
+        [sys.executable, "-m", "atoll.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **(env or {})},
+    )
     return result, time.monotonic() - started
 
 
@@ -43,8 +56,11 @@ def cli_start_s() -> float:
 async def test_the_check_itself_takes_seconds_for_a_refused_a_401_and_a_missing_key(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with ScriptedLLM(lambda request: WRONG_KEY) as server:
-        probes = [Probe("openai/x", refused_api_base(), ["agent a"]), Probe("openai/y", server.api_base, ["judge"]),
-                  Probe("openai/gpt-4o-mini", None, ["agent b"])]
+        probes = [
+            Probe("openai/x", refused_api_base(), ["agent a"]),
+            Probe("openai/y", server.api_base, ["judge"]),
+            Probe("openai/gpt-4o-mini", None, ["agent b"]),
+        ]
         for probe in probes:
             started = time.monotonic()
             with pytest.raises(AtollError, match="configuration error"):
@@ -56,12 +72,17 @@ async def test_the_check_itself_takes_seconds_for_a_refused_a_401_and_a_missing_
 def _experiment(tmp_path, *, agent_base: str | None, judge_base: str | None = None, **fields) -> str:
     benchmark = write_benchmark(tmp_path / "bench", tasks=[make_task("t1")])
     spec = {
-        "name": "checked", "benchmark": str(benchmark),
-        "agents": [{"name": "oracle", "agent": "replay", "model": "replay"},
-                   {"name": "react", "agent": "react_toolbelt", "model": "openai/x", "api_base": agent_base}],
+        "name": "checked",
+        "benchmark": str(benchmark),
+        "agents": [
+            {"name": "oracle", "agent": "replay", "model": "replay"},
+            {"name": "react", "agent": "react_toolbelt", "model": "openai/x", "api_base": agent_base},
+        ],
         "judge": {"model": "openai/judge", "api_base": judge_base} if judge_base else {},
-        "store": str(tmp_path / "store.db"), "output_dir": str(tmp_path / "out"),
-        "artifacts": (tmp_path / "artifacts").as_uri(), **fields,
+        "store": str(tmp_path / "store.db"),
+        "output_dir": str(tmp_path / "out"),
+        "artifacts": (tmp_path / "artifacts").as_uri(),
+        **fields,
     }
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump(spec))
@@ -87,8 +108,10 @@ def test_run_with_a_wrong_key_stops_after_one_request_with_the_providers_message
         assert len(judge.requests) == 1 and len(agent.requests) == 1  # one probe each, no retries
         judge_base = judge.api_base
     assert result.returncode == 2, result.stderr
-    assert (f"openai/judge at {judge_base} (judge): configuration error: HTTP 401: Incorrect API key provided"
-            in result.stderr)
+    assert (
+        f"openai/judge at {judge_base} (judge): configuration error: HTTP 401: Incorrect API key provided"
+        in result.stderr
+    )
     assert judge.requests[0]["max_tokens"] == 1
     assert elapsed < 15 + cli_start_s
 
@@ -114,8 +137,13 @@ def test_worker_checks_the_endpoints_of_the_work_it_would_lease(tmp_path):
 
 def test_demo_checks_the_configured_model(tmp_path):
     api_base = refused_api_base()
-    result, _ = _atoll("demo", "--output", str(tmp_path / "demo"), "--quiet",
-                       env={"ATOLL_MODEL": "openai/local", "ATOLL_API_BASE": api_base})
+    result, _ = _atoll(
+        "demo",
+        "--output",
+        str(tmp_path / "demo"),
+        "--quiet",
+        env={"ATOLL_MODEL": "openai/local", "ATOLL_API_BASE": api_base},
+    )
     assert result.returncode == 2
     assert f"openai/local at {api_base} (agent react, judge)" in result.stderr
 
@@ -126,14 +154,20 @@ def test_a_judge_key_revoked_midway_aborts_the_run_as_a_model_endpoint_error(tmp
     tasks = json.loads((benchmark / "tasks_and_rubrics.json").read_text())
     judge_only = next(t["task_id"] for t in tasks if any(c.get("check") is None for c in t["rubric"]))
     with ScriptedLLM(lambda request: WRONG_KEY) as judge:
-        spec = ExperimentSpec.model_validate({
-            "name": "revoked", "benchmark": str(benchmark), "tasks": {"ids": [judge_only]},
-            "agents": [{"name": "oracle", "agent": "replay", "model": "replay"}],
-            "judge": {"model": "openai/judge", "api_base": judge.api_base},
-            "max_infra_retries": 2, "infra_retry_backoff_s": 0,
-            "store": str(tmp_path / "store.db"), "artifacts": (tmp_path / "artifacts").as_uri(),
-            "output_dir": str(tmp_path / "out"),
-        })
+        spec = ExperimentSpec.model_validate(
+            {
+                "name": "revoked",
+                "benchmark": str(benchmark),
+                "tasks": {"ids": [judge_only]},
+                "agents": [{"name": "oracle", "agent": "replay", "model": "replay"}],
+                "judge": {"model": "openai/judge", "api_base": judge.api_base},
+                "max_infra_retries": 2,
+                "infra_retry_backoff_s": 0,
+                "store": str(tmp_path / "store.db"),
+                "artifacts": (tmp_path / "artifacts").as_uri(),
+                "output_dir": str(tmp_path / "out"),
+            }
+        )
         with pytest.raises(AtollError) as raised:
             asyncio.run(run_experiment(spec, quiet=True))
         judge_base = judge.api_base

@@ -24,16 +24,27 @@ def test_importing_the_package_loads_none_of_the_machinery():
 async def test_an_experiment_runs_and_reports_through_the_package_api(tmp_path):
     benchmark = generate_sample_benchmark(tmp_path / "bench")
     experiment = tmp_path / "exp.yaml"
-    experiment.write_text(yaml.safe_dump({
-        "name": "api",
-        "benchmark": str(benchmark),
-        "agents": [{"name": "dry", "agent": "replay", "model": "replay", "config": {"instant_pass_rate": 1.0}}],
-        "runs": 2,
-        "executor": "instant",
-        "store": f"sqlite:///{tmp_path / 'atoll.db'}",
-        "artifacts": (tmp_path / "artifacts").as_uri(),
-        "output_dir": str(tmp_path / "out"),
-    }))
+    experiment.write_text(
+        yaml.safe_dump(
+            {
+                "name": "api",
+                "benchmark": str(benchmark),
+                "agents": [
+                    {
+                        "name": "dry",
+                        "agent": "replay",
+                        "model": "replay",
+                        "config": {"instant_pass_rate": 1.0},
+                    }
+                ],
+                "runs": 2,
+                "executor": "instant",
+                "store": f"sqlite:///{tmp_path / 'atoll.db'}",
+                "artifacts": (tmp_path / "artifacts").as_uri(),
+                "output_dir": str(tmp_path / "out"),
+            }
+        )
+    )
     spec = orchestrator.load_experiment(experiment)
     outcome = await orchestrator.run_experiment(spec, quiet=True)
     assert isinstance(outcome, orchestrator.RunOutcome) and outcome.counts["done"] == outcome.planned > 0

@@ -20,12 +20,17 @@ def test_regrade_with_a_judge_turns_ungradeable_into_graded_without_rerunning(tm
     benchmark = fresh_sample_benchmark(tmp_path / "bench")
     tasks = json.loads((benchmark / "tasks_and_rubrics.json").read_text())
     judge_only = [t["task_id"] for t in tasks if any(c.get("check") is None for c in t["rubric"])][:2]
-    spec = ExperimentSpec.model_validate({
-        "name": "re", "benchmark": str(benchmark), "tasks": {"ids": judge_only},
-        "agents": [{"name": "oracle", "agent": "replay", "model": "replay"}],
-        "store": str(tmp_path / "store.db"), "artifacts": (tmp_path / "artifacts").as_uri(),
-        "output_dir": str(tmp_path / "out"),
-    })
+    spec = ExperimentSpec.model_validate(
+        {
+            "name": "re",
+            "benchmark": str(benchmark),
+            "tasks": {"ids": judge_only},
+            "agents": [{"name": "oracle", "agent": "replay", "model": "replay"}],
+            "store": str(tmp_path / "store.db"),
+            "artifacts": (tmp_path / "artifacts").as_uri(),
+            "output_dir": str(tmp_path / "out"),
+        }
+    )
     first = asyncio.run(run_experiment(spec, quiet=True))
     store = TrialStore(spec.store)
     assert {r.outcome.value for _s, r, _st, _a in store.results("re")} == {"ungradeable"}
@@ -45,12 +50,26 @@ def test_regrade_with_a_judge_turns_ungradeable_into_graded_without_rerunning(tm
         assert moved and all(c["old_verdict"] == "ungradeable" and c["new_verdict"] == "met" for c in moved)
         # No agent ran again: the only new history rows are the regrade records, old results kept.
         history = store.attempt_history("re")
-        assert len(history) == attempts + 2 and all(h["worker"].startswith("regrade") for h in history[attempts:])
+        assert len(history) == attempts + 2 and all(
+            h["worker"].startswith("regrade") for h in history[attempts:]
+        )
         assert (tmp_path / "out" / "re" / f"regrade-{summary['regraded_at']}.json").exists()
         # The new grade is stored beside the trial's other artifacts.
         for trial_spec, result, _state, _attempts in store.results("re"):
-            assert result.grade_uri == (tmp_path / "artifacts" / "re" / trial_spec.task_id / "oracle" / "run-0"
-                                        / "attempt-1" / f"regrade-{summary['regraded_at']}" / "grade.json").as_uri()
+            assert (
+                result.grade_uri
+                == (
+                    tmp_path
+                    / "artifacts"
+                    / "re"
+                    / trial_spec.task_id
+                    / "oracle"
+                    / "run-0"
+                    / "attempt-1"
+                    / f"regrade-{summary['regraded_at']}"
+                    / "grade.json"
+                ).as_uri()
+            )
         assert first.counts["done"] == 2
 
         # Regrading the same evidence with the same judge (same model at the same endpoint)

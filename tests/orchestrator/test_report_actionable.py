@@ -20,15 +20,30 @@ PLAN = {
     ("t2", "alpha", 0): (Outcome.failed, "max_steps", None, 100, 0.01),
     ("t2", "alpha", 1): (Outcome.infra_error, None, "infrastructure: environment /apps: HTTP 500", 0, 0.0),
     ("t1", "beta", 0): (Outcome.passed, "completed", None, 50, 0.0),  # beta's model has no price
-    ("t1", "beta", 1): (Outcome.ungradeable, "completed", "c2: judge_unavailable: judge answered 503", 50, 0.0),
+    ("t1", "beta", 1): (
+        Outcome.ungradeable,
+        "completed",
+        "c2: judge_unavailable: judge answered 503",
+        50,
+        0.0,
+    ),
     ("t2", "beta", 0): (Outcome.passed, "completed", None, 50, 0.0),
     ("t2", "beta", 1): None,
 }
 
 
 def _spec(task, agent, run) -> TrialSpec:
-    return TrialSpec(experiment="exp", task_id=task, world_id="w", world_digest="d", agent_name=agent,
-                     agent="react", model=f"m-{agent}", run_index=run, domain="Law")
+    return TrialSpec(
+        experiment="exp",
+        task_id=task,
+        world_id="w",
+        world_digest="d",
+        agent_name=agent,
+        agent="react",
+        model=f"m-{agent}",
+        run_index=run,
+        domain="Law",
+    )
 
 
 def _store(tmp_path, plan=PLAN, runs=2) -> TrialStore:
@@ -41,11 +56,21 @@ def _store(tmp_path, plan=PLAN, runs=2) -> TrialStore:
         key = by_id[lease.trial_id]
         outcome, status, error, tokens, cost = plan[key]
         folder = (tmp_path / "artifacts" / "exp" / key[0] / key[1] / f"run-{key[2]}" / "attempt-1").as_uri()
-        result = TrialResult(trial_id=lease.trial_id, outcome=outcome, score=1.0 if outcome is Outcome.passed else 0.5,
-                             run_status=status, error=error, steps=4, tool_calls=3, prompt_tokens=tokens,
-                             completion_tokens=tokens // 10, agent_cost_usd=cost, duration_s=2.5,
-                             trajectory_uri=None if outcome is Outcome.infra_error else f"{folder}/trajectory.json",
-                             grade_uri=None if outcome is Outcome.infra_error else f"{folder}/grade.json")
+        result = TrialResult(
+            trial_id=lease.trial_id,
+            outcome=outcome,
+            score=1.0 if outcome is Outcome.passed else 0.5,
+            run_status=status,
+            error=error,
+            steps=4,
+            tool_calls=3,
+            prompt_tokens=tokens,
+            completion_tokens=tokens // 10,
+            agent_cost_usd=cost,
+            duration_s=2.5,
+            trajectory_uri=None if outcome is Outcome.infra_error else f"{folder}/trajectory.json",
+            grade_uri=None if outcome is Outcome.infra_error else f"{folder}/grade.json",
+        )
         if outcome is Outcome.infra_error:
             store.fail_infra(lease, "w", error, max_attempts=1, result=result)
         else:
@@ -71,8 +96,13 @@ def test_report_json_has_one_row_per_trial_with_ids_outcome_and_artifact_links(s
     assert set(rows) == set(PLAN)
     failed = rows[("t1", "alpha", 1)]
     assert failed["trial_id"] == _spec("t1", "alpha", 1).trial_id
-    assert (failed["outcome"], failed["end_reason"], failed["attempt"], failed["steps"], failed["tool_calls"]) == (
-        "fail", "completed", 1, 4, 3)
+    assert (
+        failed["outcome"],
+        failed["end_reason"],
+        failed["attempt"],
+        failed["steps"],
+        failed["tool_calls"],
+    ) == ("fail", "completed", 1, 4, 3)
     assert failed["prompt_tokens"] == 100 and failed["cost_usd"] == pytest.approx(0.01)
     folder = (tmp_path / "artifacts" / "exp" / "t1" / "alpha" / "run-1" / "attempt-1").as_uri()
     assert failed["artifacts"]["folder"] == folder + "/"
@@ -90,7 +120,9 @@ def test_unpriced_trials_have_unknown_cost_everywhere(store):
     rows = _rows(report)
     assert rows[("t1", "beta", 0)]["cost_usd"] is None and rows[("t1", "beta", 0)]["agent_cost_usd"] is None
     assert rows[("t2", "alpha", 1)]["cost_usd"] == 0.0  # an infra error spent nothing: that is known
-    assert report["agents"]["beta"]["mean_cost_usd"] is None and report["agents"]["beta"]["unpriced_trials"] == 3
+    assert (
+        report["agents"]["beta"]["mean_cost_usd"] is None and report["agents"]["beta"]["unpriced_trials"] == 3
+    )
     assert report["cost"] == {"known_usd": pytest.approx(0.03), "unpriced_trials": 3, "finished_trials": 7}
     markdown = render_markdown(report)
     assert "cost $0.0300 + unknown (3 unpriced trials)" in markdown.split("\n## ")[0]
@@ -104,20 +136,36 @@ def test_markdown_opens_with_outcome_then_failures_then_matrix_then_statistics(s
     lines = markdown.splitlines()
     assert lines[0] == "# exp"
     outcome = next(line for line in lines if line.startswith("**Outcome:**"))
-    assert outcome == ("**Outcome:** 2 agents × 2 tasks × 2 runs: 7 of 8 trials finished · pass rate 60.0% "
-                       "(3 of 5 graded) · cost $0.0300 + unknown (3 unpriced trials) · not finished")
-    order = [markdown.index(heading) for heading in (
-        "**Outcome:**", "## Failures", "## Agents × tasks", "## Leaderboard", "## Pass@k and Pass^k", "## Per domain",
-        "## Trials", "## Exclusions")]
+    assert outcome == (
+        "**Outcome:** 2 agents × 2 tasks × 2 runs: 7 of 8 trials finished · pass rate 60.0% "
+        "(3 of 5 graded) · cost $0.0300 + unknown (3 unpriced trials) · not finished"
+    )
+    order = [
+        markdown.index(heading)
+        for heading in (
+            "**Outcome:**",
+            "## Failures",
+            "## Agents × tasks",
+            "## Leaderboard",
+            "## Pass@k and Pass^k",
+            "## Per domain",
+            "## Trials",
+            "## Exclusions",
+        )
+    ]
     assert order == sorted(order)
 
 
 def test_failures_are_grouped_by_why_with_each_trial_linked(store, tmp_path):
     report = build_report(store, "exp")
     groups = {group["reason"]: group for group in report["failures"]}
-    assert set(groups) == {"fail: criteria not met", "fail: run ended max_steps",
-                           "infra_error: environment /apps: HTTP 500", "ungradeable: judge_unavailable: judge answered 503",
-                           "not finished: pending"}
+    assert set(groups) == {
+        "fail: criteria not met",
+        "fail: run ended max_steps",
+        "infra_error: environment /apps: HTTP 500",
+        "ungradeable: judge_unavailable: judge answered 503",
+        "not finished: pending",
+    }
     assert groups["infra_error: environment /apps: HTTP 500"]["error_kind"] == "infrastructure"
     assert groups["ungradeable: judge_unavailable: judge answered 503"]["error_kind"] == "judge_unavailable"
     assert groups["fail: criteria not met"]["trials"] == [_spec("t1", "alpha", 1).trial_id]
@@ -132,7 +180,9 @@ def test_a_run_recorded_without_task_names_reads_them_from_a_local_benchmark_onl
     from tests.atoll.factories import make_task, write_benchmark
 
     benchmark = write_benchmark(tmp_path / "bench", tasks=[make_task("t1")])
-    assert task_names({"task_names": {"t1": "Stored name"}, "benchmark": str(benchmark)}) == {"t1": "Stored name"}
+    assert task_names({"task_names": {"t1": "Stored name"}, "benchmark": str(benchmark)}) == {
+        "t1": "Stored name"
+    }
     assert task_names({"benchmark": str(benchmark)}) == {"t1": "Task t1"}
     assert task_names({"benchmark": "hf://org/never-downloaded"}) == {}  # a report downloads nothing
     assert task_names({"benchmark": str(tmp_path / "gone")}) == {}
@@ -168,12 +218,17 @@ def test_with_a_viewer_url_trials_link_to_pages_the_viewer_serves(store, tmp_pat
 
 
 def test_an_aborted_run_opens_with_a_banner_naming_the_cause(store):
-    store.record_stop("exp", "infra_error_rate", "5 of 6 attempts failed in atoll's own infrastructure (threshold 50%)")
+    store.record_stop(
+        "exp", "infra_error_rate", "5 of 6 attempts failed in atoll's own infrastructure (threshold 50%)"
+    )
     report = build_report(store, "exp")
     assert report["banner"]["kind"] == "aborted" and report["banner"]["reason"] == "infra_error_rate"
     lines = render_markdown(report).splitlines()
-    assert re.match(r"> \*\*ABORTED\*\* \(at [0-9T:+-]+\): 5 of 6 attempts failed in atoll's own infrastructure "
-                    r"\(threshold 50%\)\. 1 trial\(s\) not finished\.", lines[2]), lines[2]
+    assert re.match(
+        r"> \*\*ABORTED\*\* \(at [0-9T:+-]+\): 5 of 6 attempts failed in atoll's own infrastructure "
+        r"\(threshold 50%\)\. 1 trial\(s\) not finished\.",
+        lines[2],
+    ), lines[2]
     assert "1 trial(s) not finished" in lines[2] and "resume" in lines[2]
     assert report["outcome"].endswith("· aborted")
     html = render_html(report, render_markdown(report))
@@ -223,8 +278,10 @@ def _captions(report) -> list[str]:
 
 def test_charts_without_information_are_not_drawn(tmp_path):
     # One run per task, nothing priced, no steps: only the leaderboard chart carries anything.
-    plan = {("t1", "alpha", 0): (Outcome.passed, "completed", None, 0, 0.0),
-            ("t2", "alpha", 0): (Outcome.failed, "completed", None, 0, 0.0)}
+    plan = {
+        ("t1", "alpha", 0): (Outcome.passed, "completed", None, 0, 0.0),
+        ("t2", "alpha", 0): (Outcome.failed, "completed", None, 0, 0.0),
+    }
     store = _store(tmp_path, plan, runs=1)
     try:
         report = build_report(store, "exp")
@@ -289,23 +346,43 @@ def test_atoll_report_with_a_viewer_url_links_trials_and_refuses_a_bad_url(store
     import sys
 
     def atoll(*args):
-        return subprocess.run([sys.executable, "-m", "atoll.cli", "report", "exp", "--store", store.url,
-                               "--output", str(tmp_path / "out"), *args], capture_output=True, text=True,
-                              timeout=180, env={**os.environ, "PYTHONPATH": os.getcwd()})
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "atoll.cli",
+                "report",
+                "exp",
+                "--store",
+                store.url,
+                "--output",
+                str(tmp_path / "out"),
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env={**os.environ, "PYTHONPATH": os.getcwd()},
+        )
 
     done = atoll("--viewer-url", "http://127.0.0.1:8090/")
     assert done.returncode == 0, done.stderr
     trial_id = _spec("t1", "alpha", 1).trial_id
-    assert f"(http://127.0.0.1:8090/trials/{trial_id}?run=exp)" in (tmp_path / "out" / "report.md").read_text()
+    assert (
+        f"(http://127.0.0.1:8090/trials/{trial_id}?run=exp)" in (tmp_path / "out" / "report.md").read_text()
+    )
     refused = atoll("--viewer-url", "127.0.0.1:8090")
     assert refused.returncode == 2
     assert refused.stderr.strip().splitlines() == [
-        "error: --viewer-url '127.0.0.1:8090': give the http(s) URL `atoll view` serves, e.g. http://127.0.0.1:8090"]
+        "error: --viewer-url '127.0.0.1:8090': give the http(s) URL `atoll view` serves, e.g. http://127.0.0.1:8090"
+    ]
 
 
 def test_failed_trials_are_named_by_task_alone_when_one_agent_ran_each_task_once(tmp_path):
-    plan = {("t1", "alpha", 0): (Outcome.failed, "completed", None, 10, 0.01),
-            ("t2", "alpha", 0): (Outcome.passed, "completed", None, 10, 0.01)}
+    plan = {
+        ("t1", "alpha", 0): (Outcome.failed, "completed", None, 10, 0.01),
+        ("t2", "alpha", 0): (Outcome.passed, "completed", None, 10, 0.01),
+    }
     store = _store(tmp_path, plan, runs=1)
     try:
         section = render_markdown(build_report(store, "exp")).split("## Failures", 1)[1].split("\n## ", 1)[0]

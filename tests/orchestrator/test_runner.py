@@ -60,8 +60,9 @@ def test_run_then_resume_runs_nothing_twice(tmp_path, benchmark_dir):
     assert "## Leaderboard" in outcome.report_paths["md"].read_text()
     assert "<svg" in outcome.report_paths["html"].read_text()
     # Trials are named as the benchmark names their tasks (stored with the run, not re-read).
-    assert {row["task_id"]: row["task_name"] for row in report["trial_rows"]} == {f"t{i}": f"Task t{i}"
-                                                                                  for i in range(4)}
+    assert {row["task_id"]: row["task_name"] for row in report["trial_rows"]} == {
+        f"t{i}": f"Task t{i}" for i in range(4)
+    }
 
     second = CountingExecutor()
     again = asyncio.run(run_experiment(spec, executor_factory=lambda b, s: second, quiet=True))
@@ -87,8 +88,9 @@ class FlakyExecutor(InstantExecutor):
 
 
 def test_infra_errors_are_retried_then_reported_not_failed(tmp_path, benchmark_dir):
-    spec = _spec(tmp_path, benchmark_dir, max_infra_retries=1, infra_error_abort_rate=0.9,
-                 infra_retry_backoff_s=0.01)
+    spec = _spec(
+        tmp_path, benchmark_dir, max_infra_retries=1, infra_error_abort_rate=0.9, infra_retry_backoff_s=0.01
+    )
     outcome = asyncio.run(run_experiment(spec, executor_factory=lambda b, s: FlakyExecutor(), quiet=True))
     assert outcome.counts["infra_error"] == 2 and outcome.counts["done"] == 6
     store = TrialStore(spec.store)
@@ -108,11 +110,15 @@ def test_high_infra_error_rate_aborts_with_a_clear_report(tmp_path, benchmark_di
         async def run(self, spec, *, attempt):
             raise InfraError("gateway refused connection")
 
-    with pytest.raises(AtollError, match=r"aborted: \d+ of \d+ attempts failed in atoll's own infrastructure"):
+    with pytest.raises(
+        AtollError, match=r"aborted: \d+ of \d+ attempts failed in atoll's own infrastructure"
+    ):
         asyncio.run(run_experiment(spec, executor_factory=lambda b, s: Broken(), quiet=True))
     # The report opens with the cause, recorded in the store for any later `atoll report`.
     lines = (tmp_path / "out" / "exp" / "report.md").read_text().splitlines()
-    assert lines[2].startswith("> **ABORTED**") and "attempts failed in atoll's own infrastructure" in lines[2]
+    assert (
+        lines[2].startswith("> **ABORTED**") and "attempts failed in atoll's own infrastructure" in lines[2]
+    )
     store = TrialStore(spec.store)
     try:
         assert store.run_record("exp").stop["reason"] == "infra_error_rate"
@@ -151,19 +157,28 @@ def test_an_interrupted_run_records_the_interrupt_for_its_report(tmp_path, bench
 
 def test_cost_ceiling_stops_scheduling_before_it_is_passed(tmp_path, benchmark_dir):
     spec = _spec(
-        tmp_path, benchmark_dir, max_total_cost_usd=0.35, concurrency={"trials": 1},
+        tmp_path,
+        benchmark_dir,
+        max_total_cost_usd=0.35,
+        concurrency={"trials": 1},
         agents=[{"name": "alpha", "agent": "replay", "model": "replay", "config": {"instant_cost_usd": 0.1}}],
     )
     outcome = asyncio.run(run_experiment(spec, quiet=True))
     assert outcome.summary.stopped_reason == "cost_ceiling"
     assert outcome.counts["done"] == 3 and outcome.summary.cost_usd == pytest.approx(0.3)
     banner = outcome.report_paths["md"].read_text().splitlines()[2]
-    assert banner.startswith("> **STOPPED**") and "the run's cost ceiling ($0.3500) would have been passed" in banner
+    assert (
+        banner.startswith("> **STOPPED**")
+        and "the run's cost ceiling ($0.3500) would have been passed" in banner
+    )
 
 
 def test_kill_9_then_resume_gives_exactly_one_result_per_trial(tmp_path, benchmark_dir):
     spec = _spec(
-        tmp_path, benchmark_dir, runs=5, concurrency={"trials": 2},
+        tmp_path,
+        benchmark_dir,
+        runs=5,
+        concurrency={"trials": 2},
         agents=[{"name": "alpha", "agent": "replay", "model": "replay", "config": {"instant_delay_s": 0.3}}],
     )
     path = tmp_path / "exp.yaml"
@@ -192,8 +207,10 @@ def test_kill_9_then_resume_gives_exactly_one_result_per_trial(tmp_path, benchma
     accepted = [h["trial_id"] for h in store.attempt_history("exp") if h["accepted"]]
     assert len(accepted) == 20 and len(set(accepted)) == 20
     ran_now, taken_up = 20 - interrupted["done"], interrupted["leased"]
-    assert (f"20 of 20 trials done: {ran_now} run now ({taken_up} left unfinished by an earlier run), "
-            f"{interrupted['done']} already done") in resumed.stdout
+    assert (
+        f"20 of 20 trials done: {ran_now} run now ({taken_up} left unfinished by an earlier run), "
+        f"{interrupted['done']} already done"
+    ) in resumed.stdout
     again = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert "20 of 20 trials done: 0 run now, 20 already done" in again.stdout
 
@@ -201,18 +218,28 @@ def test_kill_9_then_resume_gives_exactly_one_result_per_trial(tmp_path, benchma
 def test_cli_errors_are_one_line(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nbenchmark: /nope\nagents: []\n")
-    result = subprocess.run([sys.executable, "-m", "atoll.cli", "run", str(bad)], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "atoll.cli", "run", str(bad)], capture_output=True, text=True
+    )
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0 and "agents" in result.stderr
     assert "Traceback" not in result.stderr
 
 
 def test_bad_agent_config_fails_before_any_trial(tmp_path, benchmark_dir):
-    spec = _spec(tmp_path, benchmark_dir, executor="local",
-                 agents=[{"name": "a", "agent": "react_toolbelt", "model": "openai/x", "config": {"max_stepz": 3}}])
+    spec = _spec(
+        tmp_path,
+        benchmark_dir,
+        executor="local",
+        agents=[{"name": "a", "agent": "react_toolbelt", "model": "openai/x", "config": {"max_stepz": 3}}],
+    )
     with pytest.raises(AtollError, match=r"agents.0.config: max_stepz: Extra inputs are not permitted"):
         asyncio.run(run_experiment(spec, quiet=True))
-    unknown = _spec(tmp_path, benchmark_dir, executor="local",
-                    agents=[{"name": "a", "agent": "reactt", "model": "openai/x"}])
+    unknown = _spec(
+        tmp_path,
+        benchmark_dir,
+        executor="local",
+        agents=[{"name": "a", "agent": "reactt", "model": "openai/x"}],
+    )
     with pytest.raises(AtollError, match=r"agents.0.agent: unknown agent 'reactt'"):
         asyncio.run(run_experiment(unknown, quiet=True))

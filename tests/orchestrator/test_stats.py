@@ -14,10 +14,18 @@ from orchestrator.stats import (
 P, F, U, IE = Outcome.passed, Outcome.failed, Outcome.ungradeable, Outcome.infra_error
 
 
-def _records(agent: str, outcomes_by_task: dict[str, list[Outcome]], domain: str = "Law") -> list[TrialRecord]:
+def _records(
+    agent: str, outcomes_by_task: dict[str, list[Outcome]], domain: str = "Law"
+) -> list[TrialRecord]:
     return [
-        TrialRecord(agent=agent, task_id=task, run_index=run, outcome=outcome, domain=domain,
-                    score=1.0 if outcome is P else 0.25)
+        TrialRecord(
+            agent=agent,
+            task_id=task,
+            run_index=run,
+            outcome=outcome,
+            domain=domain,
+            score=1.0 if outcome is P else 0.25,
+        )
         for task, outcomes in outcomes_by_task.items()
         for run, outcome in enumerate(outcomes)
     ]
@@ -49,7 +57,12 @@ def test_bootstrap_is_seeded_and_brackets_the_mean():
     assert (first.low, first.high) == (second.low, second.high)
     assert first.value == pytest.approx(0.4583333)
     assert first.low < first.value < first.high
-    assert bootstrap_mean([1.0] * 5, seed=0).as_dict() == {"value": 1.0, "ci_low": 1.0, "ci_high": 1.0, "tasks": 5}
+    assert bootstrap_mean([1.0] * 5, seed=0).as_dict() == {
+        "value": 1.0,
+        "ci_low": 1.0,
+        "ci_high": 1.0,
+        "tasks": 5,
+    }
 
 
 def test_metrics_per_agent_with_exclusions_and_n_below_k():
@@ -103,7 +116,9 @@ def test_pairwise_uses_paired_runs_only():
 
 
 def test_per_domain_split():
-    records = _records("a", {"t1": [P]}, domain="Law") + _records("a", {"t2": [F]}, domain="Investment Banking")
+    records = _records("a", {"t1": [P]}, domain="Law") + _records(
+        "a", {"t2": [F]}, domain="Investment Banking"
+    )
     by_domain = compute_metrics(records, max_k=1)["by_domain"]
     assert by_domain["Law"]["a"]["pass_at_1"]["value"] == 1.0
     assert by_domain["Investment Banking"]["a"]["pass_at_1"]["value"] == 0.0
@@ -123,8 +138,9 @@ def test_a_repeated_agent_task_run_counts_once_in_every_metric():
 
 def test_pairwise_tests_per_domain_are_their_own_bh_family():
     law = _records("a", {f"t{i}": [P] for i in range(6)}) + _records("b", {f"t{i}": [F] for i in range(6)})
-    banking = (_records("a", {f"u{i}": [P] for i in range(2)}, domain="Banking")
-               + _records("b", {f"u{i}": [P] for i in range(2)}, domain="Banking"))
+    banking = _records("a", {f"u{i}": [P] for i in range(2)}, domain="Banking") + _records(
+        "b", {f"u{i}": [P] for i in range(2)}, domain="Banking"
+    )
     metrics = compute_metrics(law + banking, max_k=1)
     (in_law,) = metrics["pairwise_by_domain"]["Law"]
     (in_banking,) = metrics["pairwise_by_domain"]["Banking"]

@@ -10,8 +10,16 @@ from orchestrator.store import TrialStore
 
 def _specs(n: int, experiment: str = "exp") -> list[TrialSpec]:
     return [
-        TrialSpec(experiment=experiment, task_id=f"t{i % 7}", world_id="w", world_digest="d", agent_name="a",
-                  agent="replay", model="replay", run_index=i // 7)
+        TrialSpec(
+            experiment=experiment,
+            task_id=f"t{i % 7}",
+            world_id="w",
+            world_digest="d",
+            agent_name="a",
+            agent="replay",
+            model="replay",
+            run_index=i // 7,
+        )
         for i in range(n)
     ]
 
@@ -77,6 +85,7 @@ def test_reclaim_takes_back_leases_of_dead_local_processes(store):
     store.enqueue(_specs(2))
     store.lease("host-that-is-not-this-one:1:x", limit=1, lease_s=600)
     import socket
+
     store.lease(f"{socket.gethostname()}:999999999:dead", limit=1, lease_s=600)
     assert store.reclaim("exp", retry_infra_errors=False) == 1  # only the dead local one
     assert len(store.lease("w", limit=5, lease_s=60)) == 1

@@ -41,8 +41,12 @@ async def test_skipped_tasks_are_reported_as_excluded_with_the_reason(tmp_path):
 async def test_without_skipping_they_fail_as_infra_error_naming_the_app(tmp_path):
     benchmark = replica.write_directory(tmp_path / "apex")
     spec = _spec(
-        tmp_path, benchmark, tasks={"ids": [replica.IB_TASK]}, max_infra_retries=0, infra_error_abort_rate=1.0,
-        infra_retry_backoff_s=0
+        tmp_path,
+        benchmark,
+        tasks={"ids": [replica.IB_TASK]},
+        max_infra_retries=0,
+        infra_error_abort_rate=1.0,
+        infra_retry_backoff_s=0,
     )
     outcome = await run_experiment(spec, quiet=True)
     assert outcome.counts["infra_error"] == 1
@@ -65,7 +69,9 @@ async def test_the_kubernetes_executor_fails_them_before_creating_a_job(tmp_path
     benchmark = load_benchmark(benchmark_dir)
     template = Path(__file__).resolve().parents[2] / "k8s" / "base" / "trial-job.yaml"
     with StandInCluster() as cluster:
-        settings = KubernetesSettings(namespace="atoll", job_template=template, api_url=cluster.url, poll_s=0.05)
+        settings = KubernetesSettings(
+            namespace="atoll", job_template=template, api_url=cluster.url, poll_s=0.05
+        )
         executor = KubernetesExecutor(benchmark, spec, settings)
         (trial,) = plan_trials(benchmark, spec)
         try:

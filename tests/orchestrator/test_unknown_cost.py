@@ -15,14 +15,36 @@ USAGE = {  # agent: (prompt tokens, agent cost)
 def _store(tmp_path) -> TrialStore:
     store = TrialStore(f"sqlite:///{tmp_path / 'atoll.db'}")
     store.save_experiment("exp", {"name": "exp"})
-    store.enqueue([TrialSpec(experiment="exp", task_id=f"t{i}", world_id="w", world_digest="d", agent_name=agent,
-                             agent="replay", model=f"m-{agent}", run_index=0)
-                   for agent in USAGE for i in range(2)])
+    store.enqueue(
+        [
+            TrialSpec(
+                experiment="exp",
+                task_id=f"t{i}",
+                world_id="w",
+                world_digest="d",
+                agent_name=agent,
+                agent="replay",
+                model=f"m-{agent}",
+                run_index=0,
+            )
+            for agent in USAGE
+            for i in range(2)
+        ]
+    )
     for lease in store.lease("w", limit=100, lease_s=60):
         tokens, cost = USAGE[lease.spec.agent_name]
-        store.complete(lease, "w", TrialResult(trial_id=lease.trial_id, outcome=Outcome.passed, score=1.0,
-                                               prompt_tokens=tokens, completion_tokens=tokens // 10,
-                                               agent_cost_usd=cost))
+        store.complete(
+            lease,
+            "w",
+            TrialResult(
+                trial_id=lease.trial_id,
+                outcome=Outcome.passed,
+                score=1.0,
+                prompt_tokens=tokens,
+                completion_tokens=tokens // 10,
+                agent_cost_usd=cost,
+            ),
+        )
     return store
 
 

@@ -12,8 +12,12 @@ from tests.atoll import apex_replica as replica
 async def test_per_subsystem_seeds_populate_the_trial_world(tmp_path):
     benchmark = load_benchmark(replica.write_v11_directory(tmp_path / "v11"))
     spec = ExperimentSpec.model_validate(
-        {"name": "v11", "benchmark": benchmark.root, "tasks": {"ids": [replica.FILE_TASK]},
-         "agents": [{"name": "oracle", "agent": "replay", "model": "replay"}]}
+        {
+            "name": "v11",
+            "benchmark": benchmark.root,
+            "tasks": {"ids": [replica.FILE_TASK]},
+            "agents": [{"name": "oracle", "agent": "replay", "model": "replay"}],
+        }
     )
     (trial,) = plan_trials(benchmark, spec)
     assert len(trial.world_digest) == 64 and trial.overlay_digest

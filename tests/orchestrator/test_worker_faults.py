@@ -37,15 +37,24 @@ def _enqueue(tmp_path, store_url, *, tasks=6, runs=2, config=None, **fields) -> 
     experiment.update(fields)
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump(experiment))
-    planned = subprocess.run([sys.executable, "-m", "atoll.cli", "run", str(path), "--enqueue-only"],
-                             capture_output=True, text=True, timeout=120)
+    planned = subprocess.run(
+        [sys.executable, "-m", "atoll.cli", "run", str(path), "--enqueue-only"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert planned.returncode == 0, planned.stderr
 
 
 def _worker(store_url, tmp_path, *extra: str, **env: str) -> subprocess.Popen:
     environment = {**os.environ, "ATOLL_SPOOL_DIR": str(tmp_path / "spool"), **env}
-    return subprocess.Popen([sys.executable, "-m", "atoll.cli", "worker", "--store", store_url, *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
+    return subprocess.Popen(
+        [sys.executable, "-m", "atoll.cli", "worker", "--store", store_url, *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment,
+    )
 
 
 def _wait_for(condition, timeout: float = 90.0) -> None:
@@ -65,13 +74,21 @@ def _assert_exactly_once(store: TrialStore, total: int) -> None:
     assert len(history) == total  # no second write of any result, accepted or not
 
 
-def test_worker_survives_a_database_outage_without_losing_or_duplicating_results(tmp_path, postgres_url, proxy):
+def test_worker_survives_a_database_outage_without_losing_or_duplicating_results(
+    tmp_path, postgres_url, proxy
+):
     _enqueue(tmp_path, postgres_url, config={"instant_delay_s": 1.0})
     store = TrialStore(postgres_url)
     try:
         # A short retry window, so that results finished during the outage go through the spool.
-        worker = _worker(proxy.url(postgres_url.rsplit("/", 1)[1]), tmp_path, "--concurrency", "3",
-                         ATOLL_STORE_RETRY_S="1.5", ATOLL_STORE_RETRY_MAX_BACKOFF_S="0.5")
+        worker = _worker(
+            proxy.url(postgres_url.rsplit("/", 1)[1]),
+            tmp_path,
+            "--concurrency",
+            "3",
+            ATOLL_STORE_RETRY_S="1.5",
+            ATOLL_STORE_RETRY_MAX_BACKOFF_S="0.5",
+        )
         # Cut at the first recorded result, while most trials are still to finish (on an idle
         # machine the whole run takes a few seconds).
         _wait_for(lambda: store.counts("shared")["done"] >= 1)
@@ -110,7 +127,9 @@ def test_worker_survives_connections_terminated_while_it_completes_trials(tmp_pa
 
 def test_idle_worker_takes_over_a_dead_workers_leases_and_finishes_the_run(tmp_path, postgres_url):
     # First attempts hang for a minute; the worker that takes them dies holding the leases.
-    _enqueue(tmp_path, postgres_url, tasks=2, runs=2, config={"instant_delay_s": 60, "instant_slow_attempts": 1})
+    _enqueue(
+        tmp_path, postgres_url, tasks=2, runs=2, config={"instant_delay_s": 60, "instant_slow_attempts": 1}
+    )
     store = TrialStore(postgres_url)
     try:
         doomed = _worker(postgres_url, tmp_path, "--concurrency", "4", ATOLL_LEASE_S="4")
@@ -123,8 +142,13 @@ def test_idle_worker_takes_over_a_dead_workers_leases_and_finishes_the_run(tmp_p
         out, err = survivor.communicate(timeout=120)
         assert survivor.returncode == 0, err
         assert "4 trials completed" in out
-        assert store.counts("shared") | {"total": 4} == {"pending": 0, "leased": 0, "done": 4, "infra_error": 0,
-                                                          "total": 4}
+        assert store.counts("shared") | {"total": 4} == {
+            "pending": 0,
+            "leased": 0,
+            "done": 4,
+            "infra_error": 0,
+            "total": 4,
+        }
         history = store.attempt_history("shared")
         assert len(history) == 4 and all(h["accepted"] and h["attempt"] == 2 for h in history)
     finally:
@@ -132,8 +156,15 @@ def test_idle_worker_takes_over_a_dead_workers_leases_and_finishes_the_run(tmp_p
 
 
 def test_two_workers_enforce_the_stored_cost_ceiling_together(tmp_path, postgres_url):
-    _enqueue(tmp_path, postgres_url, tasks=10, runs=2, config={"instant_cost_usd": 0.02, "instant_delay_s": 0.2},
-             max_total_cost_usd=0.05, concurrency={"trials": 1})
+    _enqueue(
+        tmp_path,
+        postgres_url,
+        tasks=10,
+        runs=2,
+        config={"instant_cost_usd": 0.02, "instant_delay_s": 0.2},
+        max_total_cost_usd=0.05,
+        concurrency={"trials": 1},
+    )
     workers = [_worker(postgres_url, tmp_path, "--concurrency", "3") for _ in range(2)]
     outputs = [worker.communicate(timeout=120) for worker in workers]
     assert all(worker.returncode == 0 for worker in workers), outputs
@@ -162,8 +193,15 @@ def test_a_stopped_run_is_tried_again_after_a_healthy_interval():
 
 
 def test_worker_follows_the_stored_infra_retry_policy(tmp_path, postgres_url):
-    _enqueue(tmp_path, postgres_url, tasks=2, runs=1, config={"instant_infra_error_tasks": ["t0"]},
-             max_infra_retries=0, infra_error_abort_rate=1.0)
+    _enqueue(
+        tmp_path,
+        postgres_url,
+        tasks=2,
+        runs=1,
+        config={"instant_infra_error_tasks": ["t0"]},
+        max_infra_retries=0,
+        infra_error_abort_rate=1.0,
+    )
     worker = _worker(postgres_url, tmp_path)
     out, err = worker.communicate(timeout=120)
     assert worker.returncode == 0, err
@@ -184,8 +222,21 @@ def test_a_dead_workers_spool_is_written_once_by_the_next_worker(tmp_path, postg
 
     store = TrialStore(postgres_url)
     try:
-        store.enqueue([TrialSpec(experiment="shared", task_id=f"t{i}", world_id="w", world_digest="d",
-                                 agent_name="a", agent="replay", model="m", run_index=0) for i in range(2)])
+        store.enqueue(
+            [
+                TrialSpec(
+                    experiment="shared",
+                    task_id=f"t{i}",
+                    world_id="w",
+                    world_digest="d",
+                    agent_name="a",
+                    agent="replay",
+                    model="m",
+                    run_index=0,
+                )
+                for i in range(2)
+            ]
+        )
         leases = store.lease("dead:1:x", limit=2, lease_s=60)
         dead = spool_for(postgres_url, "dead:1:x", tmp_path / "spool")
         for lease in leases:

@@ -10,8 +10,9 @@ from tests.atoll.factories import make_task, write_benchmark
 
 
 def _atoll(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "atoll.cli", *args], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "atoll.cli", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_two_workers_on_postgresql_complete_every_trial_exactly_once(tmp_path, postgres_url):
@@ -19,8 +20,10 @@ def test_two_workers_on_postgresql_complete_every_trial_exactly_once(tmp_path, p
     experiment = {
         "name": "shared",
         "benchmark": str(benchmark),
-        "agents": [{"name": "a", "agent": "replay", "model": "replay", "config": {"instant_delay_s": 0.05}},
-                   {"name": "b", "agent": "replay", "model": "other", "config": {"instant_delay_s": 0.05}}],
+        "agents": [
+            {"name": "a", "agent": "replay", "model": "replay", "config": {"instant_delay_s": 0.05}},
+            {"name": "b", "agent": "replay", "model": "other", "config": {"instant_delay_s": 0.05}},
+        ],
         "runs": 3,
         "executor": "instant",
         "store": postgres_url,
@@ -33,8 +36,12 @@ def test_two_workers_on_postgresql_complete_every_trial_exactly_once(tmp_path, p
     assert "36 trials planned, 36 new" in planned.stdout
 
     workers = [
-        subprocess.Popen([sys.executable, "-m", "atoll.cli", "worker", "--store", postgres_url, "--concurrency", "3"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-m", "atoll.cli", "worker", "--store", postgres_url, "--concurrency", "3"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(2)
     ]
     outputs = [worker.communicate(timeout=120) for worker in workers]
@@ -62,18 +69,32 @@ def test_sigterm_drains_a_worker_and_gives_its_running_trials_back_without_spend
 
     benchmark = write_benchmark(tmp_path / "bench", tasks=[make_task("t0"), make_task("t1")])
     store_url = str(tmp_path / "store.db")
-    experiment = {"name": "drained", "benchmark": str(benchmark), "runs": 1, "executor": "instant",
-                  "agents": [{"name": "a", "agent": "replay", "model": "replay", "config": {"instant_delay_s": 600}}],
-                  "store": store_url, "output_dir": str(tmp_path / "out")}
+    experiment = {
+        "name": "drained",
+        "benchmark": str(benchmark),
+        "runs": 1,
+        "executor": "instant",
+        "agents": [{"name": "a", "agent": "replay", "model": "replay", "config": {"instant_delay_s": 600}}],
+        "store": store_url,
+        "output_dir": str(tmp_path / "out"),
+    }
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump(experiment))
     assert _atoll("run", str(path), "--enqueue-only").returncode == 0
     alive = tmp_path / "worker.alive"
     # The store URL from the environment, as the Deployment gives it (never on a command line).
-    worker = subprocess.Popen([sys.executable, "-m", "atoll.cli", "worker", "--concurrency", "2", "--forever",
-                               "--no-preflight"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env={**os.environ, "ATOLL_DRAIN_GRACE_S": "1", "ATOLL_STORE": store_url,
-                                   "ATOLL_WORKER_ALIVE_FILE": str(alive)})
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "atoll.cli", "worker", "--concurrency", "2", "--forever", "--no-preflight"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={
+            **os.environ,
+            "ATOLL_DRAIN_GRACE_S": "1",
+            "ATOLL_STORE": store_url,
+            "ATOLL_WORKER_ALIVE_FILE": str(alive),
+        },
+    )
     store = TrialStore(store_url)
     try:
         ends = time.monotonic() + 60

@@ -119,7 +119,9 @@ def test_tasks_use_the_published_v1_fields(tasks):
             assert re.fullmatch(r"snap_[0-9a-f]{32}", task["gold_response"]), task["task_id"]
         else:
             assert task["gold_response"] == task["reference_solution"]["final_answer"]
-        assert task["task_input_files"] is None or re.fullmatch(r"snap_[0-9a-f]{32}", task["task_input_files"])
+        assert task["task_input_files"] is None or re.fullmatch(
+            r"snap_[0-9a-f]{32}", task["task_input_files"]
+        )
 
 
 def test_file_tasks_have_gold_files_on_disk(sample_dir, tasks):
@@ -131,7 +133,9 @@ def test_file_tasks_have_gold_files_on_disk(sample_dir, tasks):
         for file in gold.files:
             source = Path(file.model_extra["source"])
             assert source.is_file() and source.stat().st_size > 0, file
-            assert source == sample_dir / "gold_files" / task["task_id"] / "filesystem" / file.path.lstrip("/")
+            assert source == sample_dir / "gold_files" / task["task_id"] / "filesystem" / file.path.lstrip(
+                "/"
+            )
 
 
 def test_edit_tasks_target_files_that_exist_in_the_world(sample_dir, tasks, worlds):

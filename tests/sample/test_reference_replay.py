@@ -49,7 +49,9 @@ async def _replay(task: dict, base: Path, user: dict) -> list[str]:
     try:
         for step in task["reference_solution"]["steps"]:
             # Gateway names are {server}_{tool}, and a server name may itself hold "_".
-            server_name = next(n for n in (*SERVER_NAMES, *OPTIONAL_SERVER_NAMES) if step["tool"].startswith(n + "_"))
+            server_name = next(
+                n for n in (*SERVER_NAMES, *OPTIONAL_SERVER_NAMES) if step["tool"].startswith(n + "_")
+            )
             tool = step["tool"].removeprefix(server_name + "_")
             if server_name not in clients:
                 server = create_server(

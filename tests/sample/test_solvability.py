@@ -441,6 +441,9 @@ def test_atlas_offer_vs_market_cap_from_the_market_data(tasks, worlds):
         shares = float(next(csv.DictReader(handle))["shares_outstanding"])
     market_cap_m = close * shares / 1e6
     values = [c["value"] for c in checks(task, "answer_number")]
-    assert values == [pytest.approx(close), pytest.approx(market_cap_m, abs=0.01),
-                      pytest.approx(435 / market_cap_m * 100, abs=0.01)]
+    assert values == [
+        pytest.approx(close),
+        pytest.approx(market_cap_m, abs=0.01),
+        pytest.approx(435 / market_cap_m * 100, abs=0.01),
+    ]
     _reference_answer_meets_answer_checks(task)

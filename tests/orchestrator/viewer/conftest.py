@@ -41,11 +41,17 @@ def finished_run(tmp_path_factory) -> FinishedRun:
     root = tmp_path_factory.mktemp("viewer-run")
 
     def run(name: str, benchmark: Path) -> None:
-        spec = ExperimentSpec.model_validate({
-            "name": name, "benchmark": str(benchmark), "tasks": {"ids": [PASSING, FAILING]},
-            "agents": [{"name": "oracle", "agent": "replay", "model": "replay"}],
-            "store": str(root / "atoll.db"), "artifacts": (root / "artifacts").as_uri(), "output_dir": str(root),
-        })
+        spec = ExperimentSpec.model_validate(
+            {
+                "name": name,
+                "benchmark": str(benchmark),
+                "tasks": {"ids": [PASSING, FAILING]},
+                "agents": [{"name": "oracle", "agent": "replay", "model": "replay"}],
+                "store": str(root / "atoll.db"),
+                "artifacts": (root / "artifacts").as_uri(),
+                "output_dir": str(root),
+            }
+        )
         asyncio.run(run_experiment(spec, quiet=True))
 
     run("viewfixed", generate_sample_benchmark(root / "bench-fixed"))

@@ -62,8 +62,12 @@ def test_trial_shows_transcript_verdicts_and_the_sheet_cells_changed(viewer_url)
     assert trial["transcript"]["prompt"].startswith("Dmitri emailed revised category savings targets")
     calls = [call for step in trial["transcript"]["steps"] for call in step["tool_calls"]]
     assert [c["name"] for c in calls] == ["mail_search_mail", "spreadsheets_edit_spreadsheet"]
-    assert calls[1]["arguments"]["operations"][2] == {"type": "set_cell", "sheet": "Assumptions", "cell": "B6",
-                                                       "value": 0.07}
+    assert calls[1]["arguments"]["operations"][2] == {
+        "type": "set_cell",
+        "sheet": "Assumptions",
+        "cell": "B6",
+        "value": 0.07,
+    }
     assert calls[0]["result"] and calls[0]["duration_s"] is not None
     # The answer is data in the JSON, exactly as the agent wrote it; the page must escape it.
     assert trial["final_answer"] == HOSTILE_ANSWER
@@ -83,7 +87,10 @@ def test_downloads_are_the_recorded_artifacts_and_snapshot_files_are_opaque(view
     trial_id = _trial_id(viewer_url, FAILING)
     after = httpx.get(f"{viewer_url}/api/trials/{trial_id}/download/after")
     assert after.status_code == 200 and gzip.decompress(after.content)
-    assert httpx.get(f"{viewer_url}/api/trials/{trial_id}/download/trajectory").json()["final_answer"] == HOSTILE_ANSWER
+    assert (
+        httpx.get(f"{viewer_url}/api/trials/{trial_id}/download/trajectory").json()["final_answer"]
+        == HOSTILE_ANSWER
+    )
     sheet = httpx.get(f"{viewer_url}/api/trials/{trial_id}/file/after", params={"path": SHEET})
     assert sheet.status_code == 200 and zipfile.is_zipfile(io.BytesIO(sheet.content))
     # Whatever the agent wrote is a download, never a page of this site.
@@ -149,24 +156,42 @@ def test_view_prints_one_listening_line_and_a_port_in_use_is_one_line_and_exit_2
     busy.bind(("127.0.0.1", 0))
     busy.listen(1)
     port = busy.getsockname()[1]
-    refused = subprocess.run([sys.executable, "-m", "atoll.cli", "view", str(finished_run.root), "--port", str(port)],
-                             capture_output=True, text=True, timeout=120)
+    refused = subprocess.run(
+        [sys.executable, "-m", "atoll.cli", "view", str(finished_run.root), "--port", str(port)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     busy.close()
     assert refused.returncode == 2
-    assert refused.stderr.strip() == (f"error: port {port} on 127.0.0.1 is already in use; "
-                                      "stop that process or pick --port")
-    server = subprocess.Popen([sys.executable, "-m", "atoll.cli", "view", str(finished_run.root), "--port", str(port)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert refused.stderr.strip() == (
+        f"error: port {port} on 127.0.0.1 is already in use; stop that process or pick --port"
+    )
+    server = subprocess.Popen(
+        [sys.executable, "-m", "atoll.cli", "view", str(finished_run.root), "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = server.stderr.readline()
-        assert line.startswith("atoll view (store ") and line.rstrip().endswith(f" listening on http://127.0.0.1:{port}")
-        assert httpx.get(f"http://127.0.0.1:{port}/api/runs", timeout=30).json()["runs"][1]["name"] == "viewdemo"
+        assert line.startswith("atoll view (store ") and line.rstrip().endswith(
+            f" listening on http://127.0.0.1:{port}"
+        )
+        assert (
+            httpx.get(f"http://127.0.0.1:{port}/api/runs", timeout=30).json()["runs"][1]["name"] == "viewdemo"
+        )
     finally:
         server.terminate()
         _out, rest = server.communicate(timeout=30)
     assert "listening on" not in rest  # the line came once
-    beyond = subprocess.run([sys.executable, "-m", "atoll.cli", "view", str(finished_run.root), "--host", "0.0.0.0"],
-                            capture_output=True, text=True, timeout=120, env=_without_token())
+    beyond = subprocess.run(
+        [sys.executable, "-m", "atoll.cli", "view", str(finished_run.root), "--host", "0.0.0.0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_without_token(),
+    )
     assert beyond.returncode == 2 and "ATOLL_VIEW_TOKEN" in beyond.stderr
 
 
@@ -205,7 +230,11 @@ def test_compare_gives_per_task_changes_metric_deltas_and_the_paired_test(viewer
     assert pair["metrics"]["pass_at_1"] == {"a": 0.5, "b": 1.0, "delta": 0.5}
     assert pair["metrics"]["cost_usd"] == {"a": 0.0, "b": 0.0, "delta": 0.0}
     # One paired graded (task, run) outcome, concordant: McNemar has nothing to count.
-    assert {k: pair["mcnemar"][k] for k in ("pairs", "a_only", "b_only")} == {"pairs": 1, "a_only": 0, "b_only": 0}
+    assert {k: pair["mcnemar"][k] for k in ("pairs", "a_only", "b_only")} == {
+        "pairs": 1,
+        "a_only": 0,
+        "b_only": 0,
+    }
     assert pair["mcnemar"]["p_value"] == 1.0 and pair["mcnemar"]["significant"] is False
     reverse = httpx.get(f"{viewer_url}/api/compare", params={"a": "viewfixed", "b": "viewdemo"}).json()
     assert reverse["pairs"][0]["metrics"]["pass_at_1"]["delta"] == -0.5
@@ -214,13 +243,20 @@ def test_compare_gives_per_task_changes_metric_deltas_and_the_paired_test(viewer
 
 
 def test_pages_of_an_unknown_run_or_trial_are_404_and_say_what_is_missing(viewer_url):
-    for path, says in (("/runs/nope", "no run named 'nope'"), (f"/trials/{'0' * 64}", "no trial '000"),
-                       (f"/trials/{_trial_id(viewer_url, PASSING)}?run=nope", "in run 'nope'"),
-                       ("/compare?a=viewdemo&b=nope", "no run named 'nope'")):
+    for path, says in (
+        ("/runs/nope", "no run named 'nope'"),
+        (f"/trials/{'0' * 64}", "no trial '000"),
+        (f"/trials/{_trial_id(viewer_url, PASSING)}?run=nope", "in run 'nope'"),
+        ("/compare?a=viewdemo&b=nope", "no run named 'nope'"),
+    ):
         page = httpx.get(viewer_url + path)
         assert page.status_code == 404, path
         assert says in page.text and "/static/app.js" in page.text, path
     hostile = httpx.get(viewer_url + "/runs/%3Cscript%3Ealert(1)")
-    assert hostile.status_code == 404 and "<script>alert" not in hostile.text and "&lt;script&gt;alert" in hostile.text
+    assert (
+        hostile.status_code == 404
+        and "<script>alert" not in hostile.text
+        and "&lt;script&gt;alert" in hostile.text
+    )
     assert httpx.get(viewer_url + "/compare").status_code == 400
     assert httpx.get(viewer_url + "/compare?a=viewdemo&b=viewfixed").status_code == 200

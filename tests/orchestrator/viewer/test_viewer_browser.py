@@ -15,8 +15,15 @@ from playwright.sync_api import sync_playwright
 
 pytestmark = pytest.mark.slow
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @pytest.fixture
@@ -42,7 +49,8 @@ def _shot(page, tmp_path, name):
 
 
 def test_run_page_filter_then_a_failed_trial_with_its_transcript_verdicts_and_cell_change(
-        page, viewer_url, finished_run, tmp_path):
+    page, viewer_url, finished_run, tmp_path
+):
     started = time.monotonic()
     page.goto(viewer_url + "/")
     page.wait_for_selector("#runs-table tr[data-run='viewdemo']")
@@ -115,8 +123,10 @@ def test_pick_two_runs_and_compare_them(page, viewer_url, finished_run, tmp_path
     assert failing.get_attribute("data-change") == "not comparable"
     assert "0/0 (ungradeable)" in failing.inner_text() and "0/1 (fail)" in failing.inner_text()
     assert pair.locator("tr[data-metric='pass_at_1'] td.delta").inner_text() == "−50.0 pp"
-    assert "on 1 paired (task, run) outcomes: 0 passed only in viewfixed, 0 passed only in viewdemo; p = 1.000" in (
-        pair.locator(".mcnemar").inner_text())
+    assert (
+        "on 1 paired (task, run) outcomes: 0 passed only in viewfixed, 0 passed only in viewdemo; p = 1.000"
+        in (pair.locator(".mcnemar").inner_text())
+    )
     _shot(page, tmp_path, "compare")
     passing = pair.locator(f"tr[data-task='{finished_run.passing}']")
     pair.locator("input.only-changed").check()  # unchanged tasks hide

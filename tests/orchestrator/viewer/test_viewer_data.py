@@ -17,8 +17,18 @@ from orchestrator.viewer.compare import compare_runs
 
 
 def _spec(run: str, agent: str, task: str, index: int, steps: int = 10) -> TrialSpec:
-    return TrialSpec(experiment=run, task_id=task, world_id="w", world_digest="d", agent_name=agent, agent="replay",
-                     model="m", agent_config={"max_steps": steps}, run_index=index, domain="Law")
+    return TrialSpec(
+        experiment=run,
+        task_id=task,
+        world_id="w",
+        world_digest="d",
+        agent_name=agent,
+        agent="replay",
+        model="m",
+        agent_config={"max_steps": steps},
+        run_index=index,
+        domain="Law",
+    )
 
 
 def _finish(store: TrialStore, specs: list[TrialSpec], passed) -> None:
@@ -27,13 +37,22 @@ def _finish(store: TrialStore, specs: list[TrialSpec], passed) -> None:
     by_id = {spec.trial_id: spec for spec in specs}
     for lease in store.lease("w", limit=len(specs), lease_s=60, experiment=specs[0].experiment):
         ok = passed(by_id[lease.trial_id])
-        store.complete(lease, "w", TrialResult(trial_id=lease.trial_id, outcome=Outcome.passed if ok else Outcome.failed,
-                                               score=float(ok)))
+        store.complete(
+            lease,
+            "w",
+            TrialResult(
+                trial_id=lease.trial_id, outcome=Outcome.passed if ok else Outcome.failed, score=float(ok)
+            ),
+        )
 
 
 def _run(store: TrialStore, name: str, agents: list[str]) -> None:
-    store.save_experiment(name, {"name": name, "benchmark": "b", "agents": [{"name": a} for a in agents]},
-                          fingerprint=f"fp-{name}", identity={"name": name})
+    store.save_experiment(
+        name,
+        {"name": name, "benchmark": "b", "agents": [{"name": a} for a in agents]},
+        fingerprint=f"fp-{name}",
+        identity={"name": name},
+    )
 
 
 @pytest.fixture
@@ -56,7 +75,9 @@ def test_the_viewer_counts_one_trial_per_agent_task_and_run_as_the_report_does(s
     assert detail["failures"] == []  # the earlier, failed configuration is not counted
     # The same choice as the report's, trial for trial.
     records = collect(store, "legacy")[0]
-    assert sorted((r.task_id, r.outcome.value) for r in records) == sorted((t["task_id"], t["outcome"]) for t in trials)
+    assert sorted((r.task_id, r.outcome.value) for r in records) == sorted(
+        (t["task_id"], t["outcome"]) for t in trials
+    )
 
 
 def test_a_cached_run_is_reused_until_the_store_changes_then_recomputed(store):
@@ -68,8 +89,12 @@ def test_a_cached_run_is_reused_until_the_store_changes_then_recomputed(store):
     assert data.run_detail(store, "r", cache=cache) is first  # unchanged store: not recomputed
     assert first["leaderboard"][0]["pass_at_1"]["value"] == 0.5
     # A regrade changes an outcome: the next read shows it.
-    store.replace_result("r", specs[1].trial_id, TrialResult(trial_id=specs[1].trial_id, outcome=Outcome.passed,
-                                                             score=1.0), note="regrade")
+    store.replace_result(
+        "r",
+        specs[1].trial_id,
+        TrialResult(trial_id=specs[1].trial_id, outcome=Outcome.passed, score=1.0),
+        note="regrade",
+    )
     second = data.run_detail(store, "r", cache=cache)
     assert second is not first and second["leaderboard"][0]["pass_at_1"]["value"] == 1.0
     # A run in progress: a new trial enqueued and leased shows as running at once.
@@ -77,7 +102,9 @@ def test_a_cached_run_is_reused_until_the_store_changes_then_recomputed(store):
     assert data.run_detail(store, "r", cache=cache)["status"] == "incomplete"
     store.lease("w", limit=1, lease_s=60, experiment="r")
     assert data.run_detail(store, "r", cache=cache)["status"] == "running"
-    assert [t["state"] for t in data.run_trials(store, "r", cache=cache) if t["task_id"] == "t2"] == ["leased"]
+    assert [t["state"] for t in data.run_trials(store, "r", cache=cache) if t["task_id"] == "t2"] == [
+        "leased"
+    ]
     assert data.list_runs(store, cache=cache)[0]["counts"]["leased"] == 1
 
 
@@ -114,21 +141,36 @@ def test_compare_matches_agents_pairs_runs_and_tests_them(store):
     _run(store, "base", ["a", "b"])
     _run(store, "next", ["a", "b", "c"])
     # Agent a: passes t0..t1 in base; passes t0..t6 in next (5 fixed, none broken).
-    _finish(store, [_spec("base", agent, t, 0) for agent in "ab" for t in tasks],
-            lambda s: s.agent_name == "a" and s.task_id in ("t0", "t1") or s.agent_name == "b")
-    _finish(store, [_spec("next", agent, t, 0) for agent in "abc" for t in tasks + ["t8"]],
-            lambda s: s.agent_name == "a" and s.task_id < "t7" or s.agent_name == "b" and s.task_id != "t3")
+    _finish(
+        store,
+        [_spec("base", agent, t, 0) for agent in "ab" for t in tasks],
+        lambda s: s.agent_name == "a" and s.task_id in ("t0", "t1") or s.agent_name == "b",
+    )
+    _finish(
+        store,
+        [_spec("next", agent, t, 0) for agent in "abc" for t in tasks + ["t8"]],
+        lambda s: s.agent_name == "a" and s.task_id < "t7" or s.agent_name == "b" and s.task_id != "t3",
+    )
     result = compare_runs(store, "base", "next")
-    assert [(p["agent_a"], p["agent_b"]) for p in result["pairs"]] == [("a", "a"), ("b", "b")]  # c is in one run
+    assert [(p["agent_a"], p["agent_b"]) for p in result["pairs"]] == [
+        ("a", "a"),
+        ("b", "b"),
+    ]  # c is in one run
     a, b = result["pairs"]
-    assert {k: a["mcnemar"][k] for k in ("pairs", "a_only", "b_only")} == {"pairs": 8, "a_only": 0, "b_only": 5}
+    assert {k: a["mcnemar"][k] for k in ("pairs", "a_only", "b_only")} == {
+        "pairs": 8,
+        "a_only": 0,
+        "b_only": 5,
+    }
     assert a["mcnemar"]["p_value"] == pytest.approx(mcnemar_exact(0, 5))
     assert b["mcnemar"]["b_only"] == 0 and b["mcnemar"]["a_only"] == 1
     assert a["mcnemar"]["q_value"] >= a["mcnemar"]["p_value"]  # Benjamini–Hochberg across the two pairs
     assert a["changes"] == {"same": 3, "better": 5, "only in b": 1}
     assert {t["task_id"]: t["change"] for t in b["tasks"]}["t3"] == "worse"
     assert a["metrics"]["pass_at_1"]["a"] == pytest.approx(2 / 8)
-    assert a["metrics"]["pass_at_1"]["delta"] == pytest.approx(7 / 9 - 2 / 8)  # t8 counts in next's own Pass@1
+    assert a["metrics"]["pass_at_1"]["delta"] == pytest.approx(
+        7 / 9 - 2 / 8
+    )  # t8 counts in next's own Pass@1
     with pytest.raises(AtollError) as missing:
         compare_runs(store, "base", "nope")
     assert missing.value.code == "unknown_run"
