@@ -407,22 +407,7 @@ def _banner_lines(report: dict[str, Any]) -> list[str]:
     shown = report.get("banner")
     if not shown:
         return []
-    when = (
-        f" (at {datetime.fromtimestamp(shown['at'], UTC).isoformat(timespec='seconds')})"
-        if shown.get("at")
-        else ""
-    )
-    resume = (
-        " Fix the cause, then run the experiment again to resume: finished trials are kept."
-        if shown["kind"] == "aborted"
-        else " Running the experiment again resumes it: finished trials are kept."
-    )
-    left = (
-        f" {shown['unfinished']} trial(s) not finished."
-        if shown["kind"] != "not finished" and shown["unfinished"]
-        else ""
-    )
-    return [f"> **{shown['kind'].upper()}**{when}: {shown['detail']}.{left}{resume}", ""]
+    return [f"> **{shown['title']}**{shown['message']}", ""]
 
 
 def _trial_label(trial: dict[str, Any], report: dict[str, Any]) -> str:

@@ -5,6 +5,7 @@ outcome and the banner of a run that stopped early."""
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -182,21 +183,24 @@ def cost_words(known_usd: float, unpriced: int, finished: int) -> str:
 
 
 def banner(stop: dict[str, Any] | None, counts: dict[str, int]) -> dict[str, Any] | None:
-    """Why the run is not complete, or None when every trial is finished and nothing stopped it."""
+    """Why the run is not complete, or None when every trial is finished and nothing stopped it.
+
+    ``title`` (the kind in capitals) and ``message`` (when, the cause, what is left, how to
+    resume) are the words report.md, report.html and the viewer's run page all show."""
     unfinished = counts.get("pending", 0) + counts.get("leased", 0)
     if stop is not None:
         kind = "aborted" if stop.get("reason") in ("infra_error_rate", "model_configuration") else "stopped"
         if stop.get("reason") == "interrupted":
             kind = "interrupted"
-        return {
+        shown = {
             "kind": kind,
             "reason": stop.get("reason"),
             "detail": stop.get("detail"),
             "at": stop.get("at"),
             "unfinished": unfinished,
         }
-    if unfinished:
-        return {
+    elif unfinished:
+        shown = {
             "kind": "not finished",
             "reason": None,
             "unfinished": unfinished,
@@ -205,7 +209,28 @@ def banner(stop: dict[str, Any] | None, counts: dict[str, int]) -> dict[str, Any
             f"({counts.get('pending', 0)} pending, {counts.get('leased', 0)} running or held by a "
             "lease): the run was interrupted, or is still running",
         }
-    return None
+    else:
+        return None
+    return {**shown, "title": shown["kind"].upper(), "message": _banner_message(shown)}
+
+
+def _banner_message(shown: dict[str, Any]) -> str:
+    when = (
+        f" (at {datetime.fromtimestamp(shown['at'], UTC).isoformat(timespec='seconds')})"
+        if shown.get("at")
+        else ""
+    )
+    resume = (
+        " Fix the cause, then run the experiment again to resume: finished trials are kept."
+        if shown["kind"] == "aborted"
+        else " Running the experiment again resumes it: finished trials are kept."
+    )
+    left = (
+        f" {shown['unfinished']} trial(s) not finished."
+        if shown["kind"] != "not finished" and shown["unfinished"]
+        else ""
+    )
+    return f"{when}: {shown['detail']}.{left}{resume}"
 
 
 def outcome_line(report: dict[str, Any]) -> str:

@@ -18,8 +18,9 @@ import fsspec
 
 from atoll.errors import AtollError
 from atoll.trial import TrialResult, TrialSpec
+from orchestrator import report_trials
 from orchestrator.store import TrialStore
-from orchestrator.store_runs import one_per_key
+from orchestrator.store_runs import TrialRow, one_per_key
 
 Row = tuple[TrialSpec, TrialResult | None, str, int]
 
@@ -225,41 +226,26 @@ def run_trials(store: TrialStore, name: str, *, cache: RunCache | None = None) -
     )
 
 
-def _failure_key(row: dict[str, Any]) -> str | None:
-    outcome = row["outcome"]
-    if outcome in (None, "pass"):
-        return None
-    if outcome == "fail" and row["end_reason"] == "completed" and not row["error"]:
-        return "fail: criteria not met"
-    detail = row["error"] or f"run ended {row['end_reason'] or 'without a status'}"
-    first = detail.split("; ")[0][:160]
-    return f"{outcome}: {first}"
-
-
-def failure_groups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Trials that did not pass, grouped by end reason / error (largest group first)."""
-    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in rows:
-        key = _failure_key(row)
-        if key is not None:
-            groups[key].append(row)
+def failure_groups(chosen: list[TrialRow]) -> list[dict[str, Any]]:
+    """Trials that did not pass, grouped exactly as report.json groups them (the report's
+    :func:`orchestrator.report_trials.failure_groups` over its trial rows), each trial with
+    its task, agent and run index for the page's links."""
+    rows = report_trials.trial_rows(chosen, task_names={}, viewer_url=None)
+    by_id = {row.trial_id: row for row in rows}
     return [
         {
-            "reason": key,
-            "count": len(members),
-            "outcome": members[0]["outcome"],
-            "error_kind": members[0]["error_kind"],
+            **group,
             "trials": [
                 {
-                    "trial_id": m["trial_id"],
-                    "task_id": m["task_id"],
-                    "agent": m["agent"],
-                    "run_index": m["run_index"],
+                    "trial_id": trial_id,
+                    "task_id": by_id[trial_id].task_id,
+                    "agent": by_id[trial_id].agent,
+                    "run_index": by_id[trial_id].run_index,
                 }
-                for m in members
+                for trial_id in group["trials"]
             ],
         }
-        for key, members in sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
+        for group in report_trials.failure_groups(rows)
     ]
 
 
@@ -298,12 +284,15 @@ def run_detail(store: TrialStore, name: str, *, cache: RunCache | None = None) -
         raise unknown_run(store, name)
 
     def compute() -> dict[str, Any]:
-        rows, duplicates = run_rows(store, name)
+        chosen, duplicates = one_per_key(store.trial_rows(name))
+        rows = [(row.spec, row.result, row.state, row.attempts) for row in chosen]
         table = [trial_row(*row) for row in rows]
         summary = _run_summary(store, name, spec, rows)
         summary["leaderboard"] = _leaderboard(store, name, spec) if rows else []
         summary["matrix"] = matrix(table)
-        summary["failures"] = failure_groups(table)
+        summary["failures"] = failure_groups(chosen)
+        record = store.run_record(name)
+        summary["banner"] = report_trials.banner(record.stop if record else None, summary["counts"])
         summary["excluded_tasks"] = dict(spec.get("excluded_tasks") or {})
         summary["duplicate_trials"] = duplicates
         return summary

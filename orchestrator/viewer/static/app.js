@@ -293,7 +293,7 @@ function failureList(groups) {
   if (!groups.length) return el("p", { class: "muted", text: "No failures." });
   return el("ul", { id: "failures" }, groups.map((g) => el("li", {},
     el("a", { href: "#trial-table", text: g.count + " × " + g.reason,
-      onclick: (event) => { event.preventDefault(); filterTo({ outcome: g.outcome }); } }),
+      onclick: (event) => { event.preventDefault(); filterTo(g.outcome === "unfinished" ? {} : { outcome: g.outcome }); } }),
     " — ", g.trials.slice(0, 8).map((t, i) => [i ? ", " : "",
       el("a", { href: trialHref(t.trial_id, runState.name), text: t.task_id + " / " + t.agent + " #" + t.run_index })]),
     g.trials.length > 8 ? " …" : "")));
@@ -315,13 +315,16 @@ async function runPage(name) {
     el("dt", { text: "cost" }), el("dd", { text: fmtCost(run.cost_usd) }),
     el("dt", { text: "started / ended" }), el("dd", { text: fmtTime(run.started_at) + " → " + fmtTime(run.ended_at) }),
     el("dt", { text: "created / fingerprint" }), el("dd", { text: fmtTime(run.created_at) + " · " + (run.fingerprint || "—") }));
+  // Why the run stopped early (aborted, cost ceiling, interrupted), in the report's words.
+  const banner = run.banner && el("div", { class: "banner", id: "run-banner" },
+    el("strong", { text: run.banner.title }), run.banner.message);
   const sections = [
-    el("h1", { text: name }), summary,
+    el("h1", { text: name }), banner, summary,
     el("h2", { text: "Leaderboard" }), run.leaderboard.length ? leaderboard(run.leaderboard) : el("p", { class: "muted", text: "No finished trials yet." }),
     el("h2", { text: "Agents × tasks (passes / graded runs)" }), matrixTable(run.matrix),
     el("h2", { text: "Failures by end reason" }), failureList(run.failures),
     el("h2", { text: "Trials" }),
-  ];
+  ].filter(Boolean);
   if (first) {
     show(...sections, filterControls(trials.trials), trialTable());
   } else {  // a refresh keeps the filters, the search text and the sort the user chose

@@ -5,6 +5,7 @@ to the wrong value, and a final answer carrying HTML that must never run in the 
 trial ids are in both runs, and comparing the two shows the failed task fixed)."""
 
 import asyncio
+import contextlib
 import json
 import socket
 import threading
@@ -17,6 +18,7 @@ import uvicorn
 
 from atoll.experiment import ExperimentSpec
 from atoll.sample import generate_sample_benchmark
+from atoll.trial import Outcome, TrialResult, TrialSpec
 from orchestrator.runner import run_experiment
 from orchestrator.store import TrialStore
 from orchestrator.viewer import create_app
@@ -68,10 +70,9 @@ def finished_run(tmp_path_factory) -> FinishedRun:
     return FinishedRun(root=root, store_url=str(root / "atoll.db"))
 
 
-@pytest.fixture(scope="session")
-def viewer_url(finished_run):
-    """The viewer over the finished run, served by uvicorn on a free loopback port."""
-    store = TrialStore(finished_run.store_url)
+@contextlib.contextmanager
+def serve(store: TrialStore):
+    """The viewer over ``store``, served by uvicorn on a free loopback port: its base URL."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
@@ -82,7 +83,50 @@ def viewer_url(finished_run):
     while not server.started and time.monotonic() < deadline:
         time.sleep(0.05)
     assert server.started
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    server.should_exit = True
-    thread.join(10)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+@pytest.fixture(scope="session")
+def viewer_url(finished_run):
+    """The viewer over the finished run."""
+    store = TrialStore(finished_run.store_url)
+    with serve(store) as url:
+        yield url
+    store.dispose()
+
+
+STOPPED_RUN = "halted"
+STOP_DETAIL = "4 of 5 trials ended in infrastructure errors (limit 50%)"
+
+
+@pytest.fixture
+def stopped_run(tmp_path):
+    """A run the scheduler aborted (``record_stop``): one trial done, one never run."""
+    store = TrialStore(str(tmp_path / "atoll.db"))
+    store.save_experiment(STOPPED_RUN, {"name": STOPPED_RUN, "benchmark": "b", "agents": [{"name": "a"}]})
+    store.enqueue(
+        [
+            TrialSpec(
+                experiment=STOPPED_RUN,
+                task_id=f"t{i}",
+                world_id="w",
+                world_digest="d",
+                agent_name="a",
+                agent="replay",
+                model="m",
+                run_index=0,
+            )
+            for i in range(2)
+        ]
+    )
+    lease = store.lease("w", limit=1, lease_s=60)[0]
+    store.complete(
+        lease, "w", TrialResult(trial_id=lease.trial_id, outcome=Outcome.infra_error, error="boom")
+    )
+    store.record_stop(STOPPED_RUN, "infra_error_rate", STOP_DETAIL)
+    yield store
     store.dispose()

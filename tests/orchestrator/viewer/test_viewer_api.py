@@ -260,3 +260,23 @@ def test_pages_of_an_unknown_run_or_trial_are_404_and_say_what_is_missing(viewer
     )
     assert httpx.get(viewer_url + "/compare").status_code == 400
     assert httpx.get(viewer_url + "/compare?a=viewdemo&b=viewfixed").status_code == 200
+
+
+def test_a_stopped_run_carries_the_reports_banner(stopped_run):
+    from orchestrator.report import build_report, render_markdown
+
+    from .conftest import STOP_DETAIL, STOPPED_RUN, serve
+
+    with serve(stopped_run) as url:
+        run = httpx.get(f"{url}/api/runs/{STOPPED_RUN}").json()
+    banner = run["banner"]
+    assert banner["kind"] == "aborted" and banner["title"] == "ABORTED" and banner["unfinished"] == 1
+    assert STOP_DETAIL in banner["message"] and "run the experiment again to resume" in banner["message"]
+    # The words report.md opens with, from the same function.
+    report = build_report(stopped_run, STOPPED_RUN)
+    assert report["banner"] == banner
+    assert f"> **ABORTED**{banner['message']}" in render_markdown(report)
+
+
+def test_a_finished_run_has_no_banner(viewer_url):
+    assert httpx.get(f"{viewer_url}/api/runs/viewdemo").json()["banner"] is None

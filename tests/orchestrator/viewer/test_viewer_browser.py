@@ -98,6 +98,17 @@ def test_run_page_filter_then_a_failed_trial_with_its_transcript_verdicts_and_ce
     assert time.monotonic() - started < 120
 
 
+def test_a_stopped_run_page_opens_with_its_banner(page, stopped_run, tmp_path):
+    from .conftest import STOP_DETAIL, STOPPED_RUN, serve
+
+    with serve(stopped_run) as url:
+        page.goto(f"{url}/runs/{STOPPED_RUN}")
+        banner = page.locator("#run-banner").inner_text()
+        assert banner.startswith("ABORTED") and STOP_DETAIL in banner and "1 trial(s) not finished" in banner
+        assert page.locator("#run-banner + #run-summary").count() == 1  # first, above the summary
+        assert page.errors == []
+
+
 def test_an_unknown_run_page_says_so_and_names_the_runs_known(page, viewer_url):
     page.goto(viewer_url + "/runs/missing-run")
     message = page.locator("#error").inner_text()

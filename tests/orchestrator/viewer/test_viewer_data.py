@@ -185,3 +185,36 @@ def test_compare_two_single_agent_runs_whatever_their_agent_names(store):
     assert (pair["agent_a"], pair["agent_b"]) == ("gpt", "claude") and pair["mcnemar"]["b_only"] == 1
     _run(store, "two", ["x", "y"])
     assert compare_runs(store, "gpt", "two")["notes"][0].startswith("no agent to compare")
+
+
+def test_the_viewer_groups_failures_exactly_as_report_json_does(store):
+    from orchestrator.report import build_report
+
+    _run(store, "mixed", ["a", "b"])
+    specs = [_spec("mixed", agent, f"t{i}", 0) for agent in ("a", "b") for i in range(5)]
+    store.enqueue(specs + [_spec("mixed", "a", "t9", 0)])  # t9 is leased and never finishes
+    results = [
+        {"outcome": Outcome.passed, "score": 1.0, "run_status": "completed"},
+        {"outcome": Outcome.failed, "run_status": "completed"},
+        {"outcome": Outcome.failed, "run_status": "max_steps"},
+        {"outcome": Outcome.ungradeable, "error": "c2: judge call failed: no answer within 60 s"},
+        {"outcome": Outcome.infra_error, "error": "infrastructure: sandbox did not start"},
+    ]
+    leases = store.lease("w", limit=100, lease_s=60, experiment="mixed")
+    by_id = {spec.trial_id: spec for spec in specs}
+    for lease in (lease for lease in leases if lease.trial_id in by_id):
+        index = int(by_id[lease.trial_id].task_id[1:])
+        store.complete(lease, "w", TrialResult(trial_id=lease.trial_id, **results[index]))
+    viewer = data.run_detail(store, "mixed")["failures"]
+    report = build_report(store, "mixed")["failures"]
+    assert [{**g, "trials": [t["trial_id"] for t in g["trials"]]} for g in viewer] == report
+    reasons = {g["reason"]: g["count"] for g in report}
+    assert reasons == {
+        "fail: criteria not met": 2,
+        "fail: run ended max_steps": 2,
+        "ungradeable: judge call failed: no answer within 60 s": 2,
+        "infra_error: sandbox did not start": 2,
+        "not finished: leased": 1,
+    }
+    named = {t["task_id"] for g in viewer for t in g["trials"]}
+    assert named == {"t1", "t2", "t3", "t4", "t9"}
