@@ -159,6 +159,9 @@ def build_job(
     pod["activeDeadlineSeconds"] = options.deadline_s
     if options.runtime_class:
         pod["runtimeClassName"] = options.runtime_class
+        # The pod is the sandbox: no user namespace of its own is needed (nor supported by
+        # every sandboxing runtime), and without one an unmasked /proc is not allowed.
+        pod.pop("hostUsers", None)
     if options.priority_class:
         pod["priorityClassName"] = options.priority_class
     for container in pod["containers"]:
@@ -174,10 +177,12 @@ def build_job(
             container["image"] = options.environment_image
         if options.runtime_class:
             # Inside gVisor/Kata the pod is the sandbox: code_exec runs without bubblewrap,
-            # which needed the Unconfined seccomp and AppArmor profiles; the defaults are enough.
+            # which needed the Localhost seccomp profile, AppArmor off and an unmasked /proc;
+            # the runtime's defaults are enough.
             security = container.setdefault("securityContext", {})
             security["seccompProfile"] = {"type": "RuntimeDefault"}
             security["appArmorProfile"] = {"type": "RuntimeDefault"}
+            security.pop("procMount", None)
             env = container.setdefault("env", [])
             env[:] = [item for item in env if item.get("name") != "ATOLL_CODE_TRUST_OUTER_SANDBOX"]
             env.append({"name": "ATOLL_CODE_TRUST_OUTER_SANDBOX", "value": "1"})

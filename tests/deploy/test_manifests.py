@@ -3,8 +3,10 @@ design asks: namespaced RBAC, a locked-down trial pod, generated Jobs that valid
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import kubernetes_validate
@@ -205,8 +207,9 @@ def test_generated_jobs_validate_and_carry_limits_labels_and_the_sandbox_choice(
     assert (
         check["image"] == environment["image"] and check["securityContext"] == environment["securityContext"]
     )
-    # bubblewrap's user namespaces and its mounts in them: what compose's security_opt allows.
-    assert environment["securityContext"]["seccompProfile"]["type"] == "Unconfined"
+    # bubblewrap's user namespaces and its mounts in them: what compose's security_opt allows
+    # (compose: seccomp off; the pod: the shipped Localhost profile, see the tests below).
+    assert environment["securityContext"]["seccompProfile"]["type"] == "Localhost"
     assert environment["securityContext"]["appArmorProfile"]["type"] == "Unconfined"
     assert environment["securityContext"]["capabilities"]["drop"] == ["ALL"]
     assert "privileged" not in environment["securityContext"]
@@ -314,3 +317,161 @@ def test_trial_pods_have_a_working_egress_path_to_the_shipped_model_proxy():
     [container] = proxy["spec"]["template"]["spec"]["containers"]
     assert container["envFrom"] == [{"secretRef": {"name": "atoll-model-proxy"}}]
     assert not any("KEY" in arg for arg in container["args"])
+
+
+NODE_SETUP = ROOT / "k8s" / "node-setup"
+PROFILE = NODE_SETUP / "atoll-environment.json"
+SANDBOX_SYSCALLS = ["clone", "unshare", "mount", "umount2", "pivot_root", "sethostname", "keyctl"]
+
+
+def _documented_shape() -> dict:
+    text = (ROOT / "docs" / "deploy.md").read_text()
+    block = text.split("<!-- trial-pod-shape -->", 1)[1].split("<!-- /trial-pod-shape -->", 1)[0]
+    return yaml.safe_load(block.split("```yaml", 1)[1].split("```", 1)[0])
+
+
+def _shape_of(job: dict) -> dict:
+    pod = job["spec"]["template"]["spec"]
+    init = {c["name"]: c for c in pod["initContainers"]}
+    [trial] = [c for c in pod["containers"] if c["name"] == "trial"]
+    # The self-test checks the sandbox with the environment's own settings: always the same.
+    assert init["sandbox-check"]["securityContext"] == init["environment"]["securityContext"]
+    shape = {
+        "pod": {"securityContext": pod["securityContext"]},
+        "environment": {"securityContext": init["environment"]["securityContext"]},
+        "trial": {"securityContext": trial["securityContext"]},
+    }
+    if "hostUsers" in pod:
+        shape["pod"]["hostUsers"] = pod["hostUsers"]
+    return shape
+
+
+def test_the_trial_pod_has_the_shape_docs_deploy_md_documents():
+    documented = _documented_shape()
+    assert documented["pod"]["hostUsers"] is False
+    assert documented["environment"]["securityContext"]["procMount"] == "Unmasked"
+    template = load_template(BASE / "trial-job.yaml")
+    assert _shape_of(template) == documented
+    # What the executor sends, and what the workers read from the rendered ConfigMap.
+    job = build_job(template, _trial_spec(), 1, "s3://b/i.json", JobOptions(namespace="atoll"))
+    _validate(job)
+    assert _shape_of(job) == documented
+    rendered = next(
+        doc
+        for doc in _render(BASE)
+        if doc["kind"] == "ConfigMap" and doc["metadata"]["name"].startswith("atoll-trial-job")
+    )
+    if "data" in rendered:  # kustomize's output (the base files hold the generator only)
+        assert _shape_of(yaml.safe_load(rendered["data"]["trial-job.yaml"])) == documented
+    # The shape needs the privileged level (AppArmor Unconfined), as documented: not enforced
+    # beyond it, warned at baseline, audited at restricted.
+    [namespace] = [doc for doc in _base_documents() if doc["kind"] == "Namespace"]
+    assert {k: v for k, v in namespace["metadata"]["labels"].items() if k.startswith("pod-security")} == {
+        "pod-security.kubernetes.io/enforce": "privileged",
+        "pod-security.kubernetes.io/warn": "baseline",
+        "pod-security.kubernetes.io/audit": "restricted",
+    }
+    # No container is privileged or gains a capability.
+    pod = job["spec"]["template"]["spec"]
+    for container in pod["containers"] + pod["initContainers"]:
+        assert "privileged" not in container["securityContext"]
+        assert "add" not in container["securityContext"]["capabilities"]
+
+
+def test_under_a_sandboxing_runtime_the_pod_gets_the_runtime_defaults_back():
+    template = load_template(BASE / "trial-job.yaml")
+    job = build_job(
+        template, _trial_spec(), 1, "s3://b/i.json", JobOptions(namespace="atoll", runtime_class="gvisor")
+    )
+    _validate(job)
+    pod = job["spec"]["template"]["spec"]
+    assert "hostUsers" not in pod
+    for container in pod["initContainers"]:
+        security = container["securityContext"]
+        assert "procMount" not in security
+        assert security["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert security["appArmorProfile"] == {"type": "RuntimeDefault"}
+    assert template["spec"]["template"]["spec"]["hostUsers"] is False  # the template is untouched
+
+
+def test_the_node_setup_installs_the_profile_the_trial_pod_names():
+    documents = _render(NODE_SETUP) if shutil.which("kubectl") else []
+    if not documents:  # without kustomize, the files themselves
+        documents = [
+            doc
+            for name in ("namespace.yaml", "seccomp-installer.yaml")
+            for doc in yaml.safe_load_all((NODE_SETUP / name).read_text())
+        ]
+    for document in documents:
+        _validate(document)
+    [daemonset] = [doc for doc in documents if doc["kind"] == "DaemonSet"]
+    [namespace] = [doc for doc in documents if doc["kind"] == "Namespace"]
+    assert namespace["metadata"]["name"] == "atoll-node-setup"  # never atoll's own namespace
+    pod = daemonset["spec"]["template"]["spec"]
+    volumes = {volume["name"]: volume for volume in pod["volumes"]}
+    assert volumes["host-seccomp"]["hostPath"]["path"] == "/var/lib/kubelet/seccomp"
+    [container] = pod["containers"]
+    mounts = {mount["name"]: mount["mountPath"] for mount in container["volumeMounts"]}
+    assert "/host-seccomp/profiles" in container["command"][-1] and mounts["host-seccomp"] == "/host-seccomp"
+    assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    assert pod["automountServiceAccountToken"] is False
+    # The installed file is the trial pod's Localhost profile, byte for byte.
+    named = _documented_shape()["environment"]["securityContext"]["seccompProfile"]["localhostProfile"]
+    assert named == f"profiles/{PROFILE.name}"
+    configmaps = [doc for doc in documents if doc["kind"] == "ConfigMap"]
+    if configmaps:
+        assert configmaps[0]["data"][PROFILE.name] == PROFILE.read_text()
+        assert volumes["profiles"]["configMap"]["name"] == configmaps[0]["metadata"]["name"]
+
+
+def _sandbox_under_profile(*, without: str | None = None) -> subprocess.CompletedProcess:
+    probe = (
+        "import json, pathlib, tempfile\n"
+        "from mcp_servers.code.sandbox import SandboxLimits, run_command, sandbox_status\n"
+        "status = sandbox_status()\n"
+        "out = {'available': status.available, 'mode': status.mode, 'reason': status.reason}\n"
+        "if status.available:\n"
+        "    root = pathlib.Path(tempfile.mkdtemp())\n"
+        "    (root / 'notes.txt').write_text('world file')\n"
+        "    result = run_command('cat notes.txt; python3 -c \"print(6*7)\"', root, SandboxLimits())\n"
+        "    out['output'] = result.output\n"
+        "print(json.dumps(out))\n"
+    )
+    command = [sys.executable, str(Path(__file__).with_name("seccomp_loader.py")), str(PROFILE)]
+    if without:
+        command += ["--without", without]
+    command += ["--", sys.executable, "-c", probe]
+    return subprocess.run(command, capture_output=True, text=True, timeout=180, cwd=ROOT)
+
+
+def test_the_sandbox_builds_and_runs_code_under_the_shipped_seccomp_profile():
+    profile = json.loads(PROFILE.read_text())
+    assert profile["defaultAction"] == "SCMP_ACT_ERRNO"  # an allow list, not Unconfined
+    allowed = {
+        name for rule in profile["syscalls"] if rule["action"] == "SCMP_ACT_ALLOW" for name in rule["names"]
+    }
+    for dangerous in [
+        "bpf",
+        "setns",
+        "ptrace",
+        "init_module",
+        "kexec_load",
+        "open_tree",
+        "add_key",
+        "userfaultfd",
+    ]:
+        assert dangerous not in allowed
+    assert set(SANDBOX_SYSCALLS) <= allowed
+    done = _sandbox_under_profile()
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["available"] and result["mode"] == "procfs", result
+    assert result["output"] == "world file42\n"
+
+
+@pytest.mark.parametrize("syscall", SANDBOX_SYSCALLS)
+def test_each_system_call_the_profile_adds_is_one_bubblewrap_needs(syscall):
+    done = _sandbox_under_profile(without=syscall)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert not result["available"] and "bubblewrap" in result["reason"], result
