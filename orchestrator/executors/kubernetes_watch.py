@@ -89,6 +89,7 @@ class Informer:
                     )
                 except ApiError as exc:
                     failures += 1
+                    self._stale()
                     log.warning("%s informer: list failed (retrying): %s", self.kind, exc)
                     await asyncio.sleep(self._backoff(failures))
                     continue
@@ -106,11 +107,11 @@ class Informer:
             except ApiError as exc:
                 if exc.status == 410:
                     log.info("%s informer: %s; listing again", self.kind, exc)
+                    self._stale()  # changes were missed: out of date until a list succeeds
                     self.resource_version = None
                     continue
                 failures += 1
-                if self.stale_since is None:
-                    self.stale_since = time.time()
+                self._stale()
                 log.warning(
                     "%s informer: watch failed (resuming from %s): %s", self.kind, self.resource_version, exc
                 )
@@ -134,9 +135,9 @@ class Informer:
             loop.call_soon_threadsafe(self._apply, type_, obj)
 
         def opened(response: Any) -> None:
+            # Not yet caught up: an open stream can still answer 410 Gone, or replay the
+            # changes missed. The first event or bookmark marks the cache fresh (_apply).
             self._response = response
-            # The server replays every change since the version asked for: caught up.
-            loop.call_soon_threadsafe(self._fresh)
 
         def finish(error: BaseException | None) -> None:
             if not done.done():
@@ -164,8 +165,9 @@ class Informer:
         threading.Thread(target=run, name=f"watch-{self.kind}", daemon=True).start()
         await done
 
-    def _fresh(self) -> None:
-        self.stale_since = None
+    def _stale(self) -> None:
+        if self.stale_since is None:
+            self.stale_since = time.time()
 
     def _apply(self, type_: str, obj: dict[str, Any]) -> None:
         version = (obj.get("metadata") or {}).get("resourceVersion")

@@ -69,11 +69,14 @@ class Fault:
     lose_answer: bool = False  # handle, then close the connection without an answer
     times: int | None = 1
     until_s: float | None = None
+    watch: bool | None = None  # True: only watch requests; False: only plain reads; None: both
 
-    def applies(self, method: str, path: str) -> bool:
+    def applies(self, method: str, path: str, watch: bool = False) -> bool:
         if self.times is not None and self.times <= 0:
             return False
         if self.until_s is not None and time.monotonic() >= self.until_s:
+            return False
+        if self.watch is not None and self.watch != watch:
             return False
         return method == self.method and re.search(self.path, path) is not None
 
@@ -358,8 +361,9 @@ class StandInCluster:
                 """Apply the first matching fault (or the random error rate): True when
                 the request is answered (or dropped) without being handled."""
                 method, path = self.command, urlparse(self.path).path
+                watch = parse_qs(urlparse(self.path).query).get("watch", [""])[0] in ("true", "1")
                 with cluster.lock:
-                    fault = next((f for f in cluster.faults if f.applies(method, path)), None)
+                    fault = next((f for f in cluster.faults if f.applies(method, path, watch)), None)
                     if fault and fault.times is not None:
                         fault.times -= 1
                     random_error = (

@@ -79,3 +79,34 @@ def test_a_410_gone_lists_again_and_misses_no_change(tmp_path, benchmark_dir, cl
     assert _run_one(executor, trial).outcome is Outcome.passed
     assert executor.jobs.lists >= 2, "the 410 should have made the Job informer list again"
     assert not cluster.jobs
+
+
+async def _until(condition, timeout_s: float = 10.0) -> None:
+    ends = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < ends, "condition not reached"
+        await asyncio.sleep(0.02)
+
+
+def test_after_a_410_the_cache_stays_stale_until_a_list_succeeds(tmp_path, benchmark_dir, cluster):
+    # The resumed stream opens, then answers 410 Gone; the list that follows fails. The
+    # cache missed changes meanwhile: trials must not read it as fresh.
+    executor, _trial = _executor(tmp_path, benchmark_dir, cluster, watch_timeout_s=1)
+
+    async def scenario():
+        await executor._ensure_started()
+        try:
+            assert executor.jobs.stale_since is None
+            lists = cluster.fault("GET", r"/jobs$", status=503, times=None, watch=False)
+            cluster.compact()  # the stream ends at its timeout and resumes from a compacted version
+            await _until(lambda: executor.jobs.resource_version is None)  # the 410 arrived
+            await _until(lambda: _calls(cluster, "GET", "/jobs") >= 1)  # a list failed
+            await asyncio.sleep(0.3)
+            assert executor.jobs.stale_since is not None, "a failed re-list left the cache marked fresh"
+            lists.times = 0  # the API recovers: the next list makes the cache fresh again
+            await _until(lambda: executor.jobs.stale_since is None)
+            assert executor.jobs.resource_version is not None
+        finally:
+            await executor.aclose()
+
+    asyncio.run(scenario())
