@@ -127,7 +127,10 @@ class Scheduler:
         self._unwritten.append((completion, done))
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write_results())
-        return await done
+        # Shielded: a trial cancelled while its result waits (Ctrl-C, SIGTERM drain) must not
+        # cancel the future the writer will resolve; the result is still committed, and the
+        # writer goes on with the results queued behind it.
+        return await asyncio.shield(done)
 
     async def _write_results(self) -> None:
         while self._unwritten:
@@ -139,14 +142,17 @@ class Scheduler:
             except Exception as exc:
                 if self.spool is None or not _unavailable(exc):
                     for _, done in batch:
-                        done.set_exception(exc)
+                        if not done.done():
+                            done.set_exception(exc)
                     continue
                 for completion, done in batch:
                     self._spool(SpooledWrite("complete", completion))
-                    done.set_result(None)
+                    if not done.done():
+                        done.set_result(None)
                 continue
             for (_, done), accepted in zip(batch, flags, strict=True):
-                done.set_result(accepted)
+                if not done.done():
+                    done.set_result(accepted)
 
     def _spool(self, entry: SpooledWrite) -> None:
         assert self.spool is not None

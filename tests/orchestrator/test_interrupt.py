@@ -17,7 +17,7 @@ import pytest
 from atoll.testing.scripted_llm import ScriptedLLM
 from atoll.trial import Outcome, TrialResult, TrialSpec
 from orchestrator.scheduler import Scheduler
-from orchestrator.store import TrialStore
+from orchestrator.store import Completion, TrialStore
 from tests.shared_sample import fresh_sample_benchmark
 
 
@@ -224,3 +224,44 @@ def test_ctrl_c_during_atoll_run_releases_leases_says_how_to_resume_and_resume_c
     assert resumed.returncode == 0, resumed.stderr
     assert "3 of 3 trials done: 2 run now, 1 already done" in resumed.stdout
     assert "> **" not in (tmp_path / "out" / "interrupt" / "report.md").read_text()  # complete now: no banner
+
+
+def test_results_queued_behind_a_commit_are_written_when_their_trials_are_cancelled(store):
+    """Two trials finish while the store is slow to commit and both are then cancelled (the
+    end of a drain): both results are still recorded, so neither trial is run or paid twice."""
+    leases = store.lease("here:1:x", limit=2, lease_s=120)
+    commit_started = threading.Event()
+    real_complete_many = store.complete_many
+
+    def slow_complete_many(completions):
+        commit_started.set()
+        time.sleep(0.5)
+        return real_complete_many(completions)
+
+    store.complete_many = slow_complete_many
+
+    async def scenario():
+        scheduler = Scheduler(store, lambda _run: None, worker_id="here:1:x", concurrency=2, experiment="r")
+
+        def completion(lease):
+            result = TrialResult(
+                trial_id=lease.trial_id,
+                outcome=Outcome.passed,
+                score=1.0,
+                attempt=lease.attempt,
+                finished_at=datetime.now(UTC),
+            )
+            return Completion(lease=lease, worker="here:1:x", result=result)
+
+        first = asyncio.create_task(scheduler._record(completion(leases[0])))
+        await _until(commit_started.is_set)
+        second = asyncio.create_task(scheduler._record(completion(leases[1])))
+        await asyncio.sleep(0.05)  # queued behind the commit in flight
+        first.cancel()
+        second.cancel()
+        await asyncio.gather(first, second, return_exceptions=True)
+        await asyncio.wait_for(scheduler._writer, 30)
+        assert scheduler._writer.exception() is None
+
+    asyncio.run(scenario())
+    assert store.counts("r")["done"] == 2
