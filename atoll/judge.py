@@ -9,7 +9,7 @@ the fields the sender set, never a key, or ``{"model": null}`` for programmatic 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
@@ -127,19 +127,35 @@ def judge_request(config: JudgeConfig | None) -> dict[str, Any]:
     return dict(CHECKS_ONLY) if config is None else config.request()
 
 
-def judge_from_request(request: Any, default: JudgeConfig | None = None) -> JudgeConfig | None:
+# extra_args a request may not carry: they would move the call to another endpoint or key.
+_ENDPOINT_ARGS = frozenset({"api_base", "base_url", "api_key", "api_version", "organization"})
+
+
+def judge_from_request(
+    request: Any,
+    default: JudgeConfig | None = None,
+    *,
+    allowed_api_bases: Collection[str] | None = None,
+) -> JudgeConfig | None:
     """The judge a wire-form ``request`` asks for, over the receiver's ``default``.
 
     None (no request) keeps ``default``; ``{"model": null}`` or the older ``{"none": true}``
     means no judge; other fields override ``default``'s, whose key (``api_key``,
     ``api_key_env``) is kept and never taken from the request. Raises AtollError(bad_input)
-    naming the field for a request that is not an object or has an invalid field."""
+    naming the field for a request that is not an object or has an invalid field.
+
+    ``allowed_api_bases`` (a service's setting; None: not checked) guards the receiver's keys:
+    the call goes only to the default's ``api_base`` or one of these, and ``extra_args`` may not
+    name an endpoint or key, so a caller cannot have the service's key (or the provider keys in
+    its environment, which litellm falls back to) sent to an endpoint of its choosing."""
     if request is None:
         return default
     if not isinstance(request, Mapping):
         raise AtollError("bad_input", "field judge: expected a JSON object")
     if request.get("none") is True or ("model" in request and request["model"] is None):
         return None
+    if allowed_api_bases is not None:
+        _check_endpoint(request, default, allowed_api_bases)
     overrides = {key: value for key, value in request.items() if key not in _SECRETS}
     base = default.model_dump(exclude=set(_SECRETS)) if default else {}
     try:
@@ -150,6 +166,30 @@ def judge_from_request(request: Any, default: JudgeConfig | None = None) -> Judg
         merged.api_key = default.api_key
         merged.api_key_env = default.api_key_env
     return merged
+
+
+def _check_endpoint(request: Mapping, default: JudgeConfig | None, allowed: Collection[str]) -> None:
+    extra = request.get("extra_args")
+    if isinstance(extra, Mapping):
+        named = sorted(_ENDPOINT_ARGS.intersection(extra))
+        if named:
+            raise AtollError(
+                "bad_input",
+                f"field judge.extra_args.{named[0]}: a request may not set the judge's endpoint or key "
+                "there (use judge.api_base, which the grading service checks)",
+            )
+    if "api_base" not in request:
+        return
+    wanted = request["api_base"]
+    own = default.api_base if default is not None else None
+    permitted = {None, own, *allowed}  # None: the provider's own endpoint
+    if wanted not in permitted:
+        choices = ", ".join(sorted(base for base in permitted if base)) or "none"
+        raise AtollError(
+            "bad_input",
+            f"field judge.api_base: this grading service does not send judge calls to {wanted!r} "
+            f"(allowed: {choices}; an operator adds endpoints with ATOLL_GRADER_ALLOWED_API_BASES)",
+        )
 
 
 __all__ = ["CHECKS_ONLY", "JudgeConfig", "VerdictFormat", "judge_from_request", "judge_request"]

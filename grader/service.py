@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +47,15 @@ async def _save(upload: UploadFile, target: Path) -> Path:
     return target
 
 
-def create_app(judge: JudgeConfig | None = None, cache: VerdictCache | None = None) -> FastAPI:
-    """The grading service; ``judge`` is the default judge (None = programmatic checks only)."""
+def create_app(
+    judge: JudgeConfig | None = None,
+    cache: VerdictCache | None = None,
+    *,
+    allowed_api_bases: Collection[str] = (),
+) -> FastAPI:
+    """The grading service; ``judge`` is the default judge (None = programmatic checks only).
+    A request's judge may point only at the default's endpoint or one of ``allowed_api_bases``."""
+    allowed = frozenset(allowed_api_bases)
     app = FastAPI(title="atoll grader", version="1")
     guard(app)  # Host allow-list and cross-site refusal (atoll.http_guard)
 
@@ -75,7 +83,7 @@ def create_app(judge: JudgeConfig | None = None, cache: VerdictCache | None = No
             parsed_trajectory = trajectory_from_data(
                 _json_field(trajectory, "trajectory"), "field trajectory"
             )
-        chosen = judge_from_request(_json_field(judge_config, "judge"), judge)
+        chosen = judge_from_request(_json_field(judge_config, "judge"), judge, allowed_api_bases=allowed)
         with tempfile.TemporaryDirectory(prefix="atoll-grade-") as scratch:
             before_path = await _save(before, Path(scratch) / "before")
             after_path = await _save(after, Path(scratch) / "after")

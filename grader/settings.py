@@ -13,7 +13,8 @@ from grader.judge import JudgeConfig
 class GraderSettings(BaseSettings):
     """The service's defaults: ``ATOLL_GRADER_JUDGE_MODEL``, ``ATOLL_GRADER_API_BASE``,
     ``ATOLL_GRADER_API_KEY_ENV``, ``ATOLL_GRADER_CACHE``, ``ATOLL_GRADER_HOST``,
-    ``ATOLL_GRADER_PORT``, ``ATOLL_GRADER_SAMPLES``, ``ATOLL_GRADER_CONTEXT_BUDGET_CHARS``.
+    ``ATOLL_GRADER_PORT``, ``ATOLL_GRADER_SAMPLES``, ``ATOLL_GRADER_CONTEXT_BUDGET_CHARS``,
+    ``ATOLL_GRADER_ALLOWED_API_BASES``.
     Command-line options override them."""
 
     model_config = SettingsConfigDict(env_prefix="ATOLL_GRADER_", extra="ignore")
@@ -27,9 +28,17 @@ class GraderSettings(BaseSettings):
     context_budget_chars: int | None = Field(
         None, ge=1_000, description="evidence characters per prompt (default: from the model's window)"
     )
+    allowed_api_bases: str = Field(
+        "",
+        description="comma-separated judge endpoints a /grade request may choose besides api_base "
+        "(any other is refused: the service's keys go nowhere a caller picks)",
+    )
     cache: Path | None = Field(None, description="verdict cache: .sqlite file or directory")
     host: str = "127.0.0.1"
     port: int = 8082
+
+    def allowed_judge_endpoints(self) -> frozenset[str]:
+        return frozenset(base.strip() for base in self.allowed_api_bases.split(",") if base.strip())
 
     def judge(self) -> JudgeConfig | None:
         if not self.judge_model:

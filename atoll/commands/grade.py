@@ -192,7 +192,9 @@ def serve(
                 update={k: v for k, v in (("api_base", api_base), ("api_key_env", api_key_env)) if v}
             )
     cache = cache or settings.cache
-    app_ = create_app(judge, VerdictCache(cache) if cache else None)
+    app_ = create_app(
+        judge, VerdictCache(cache) if cache else None, allowed_api_bases=settings.allowed_judge_endpoints()
+    )
     serve_app(
         app_,
         service="grader",

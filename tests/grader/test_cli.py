@@ -14,6 +14,7 @@ import httpx
 import pytest
 import uvicorn
 
+from atoll.errors import AtollError
 from atoll.loader import load_benchmark
 from atoll.testing.scripted_llm import ScriptedLLM
 from grader import JudgeConfig
@@ -393,3 +394,49 @@ def test_serve_rejects_a_mistyped_judge_field_naming_it(grader_server, tmp_path)
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "bad_input"
     assert "field judge: samples" in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    "judge_request",
+    [
+        lambda elsewhere: {"api_base": elsewhere},
+        lambda elsewhere: {"extra_args": {"api_base": elsewhere}},
+        lambda elsewhere: {"extra_args": {"base_url": elsewhere}},
+    ],
+    ids=["api_base", "extra_args.api_base", "extra_args.base_url"],
+)
+def test_serve_refuses_to_send_its_judge_key_to_an_endpoint_the_caller_picks(
+    grader_server, tmp_path, judge_request
+):
+    url, llm = grader_server
+    elsewhere = ScriptedLLM([MET]).start()  # the caller's endpoint, which would receive the key
+    try:
+        task = f.task([{"verifier_id": "v1", "criteria": "c"}])
+        before = f.write_snapshot(tmp_path / "b.tar.gz", {"filesystem/a.txt": "a"})
+        after = f.write_snapshot(tmp_path / "a.tar.gz", {"filesystem/a.txt": "b"})
+        with before.open("rb") as b, after.open("rb") as a:
+            response = httpx.post(
+                f"{url}/grade",
+                data={"task": task.model_dump_json(), "judge": json.dumps(judge_request(elsewhere.api_base))},
+                files={"before": b, "after": a},
+                timeout=60,
+            )
+        assert response.status_code == 400, response.text
+        assert response.json()["error"]["code"] == "bad_input"
+        assert "field judge." in response.json()["error"]["message"]
+        assert elsewhere.requests == [] and llm.requests == []
+    finally:
+        elsewhere.stop()
+
+
+def test_an_operator_allows_further_judge_endpoints():
+    from atoll.judge import judge_from_request
+
+    default = JudgeConfig(model="openai/judge", api_base="http://proxy:4000/v1", api_key="k")
+    allowed = {"http://vllm:8000/v1"}
+    chosen = judge_from_request({"api_base": "http://vllm:8000/v1"}, default, allowed_api_bases=allowed)
+    assert chosen.api_base == "http://vllm:8000/v1"
+    same = judge_from_request({"api_base": "http://proxy:4000/v1"}, default, allowed_api_bases=allowed)
+    assert same.api_base == "http://proxy:4000/v1"
+    with pytest.raises(AtollError, match="ATOLL_GRADER_ALLOWED_API_BASES"):
+        judge_from_request({"api_base": "http://evil:1/v1"}, default, allowed_api_bases=allowed)
