@@ -16,19 +16,56 @@ When ``ATOLL_AGENT_TOKEN`` is set, every endpoint but ``/health`` requires
 from __future__ import annotations
 
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import Depends, FastAPI
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
 
 from agents_runner.config import AgentConfig
 from agents_runner.manager import RunManager, RunRequest
 from agents_runner.registry import agents
 from agents_runner.settings import AgentRunnerSettings
-from atoll.http import add_error_handler, bearer_guard
+from atoll.http import ERROR_RESPONSES, Health, add_error_handler, bearer_guard
 from atoll.http_guard import guard
+from atoll.trajectory import RunStatus, Trajectory, Usage
 
 _STATUS_OF_CODE = {"unknown_run": 404, "run_running": 409}
+
+
+class AgentInfo(BaseModel):
+    name: str
+    description: str
+    uses_model: bool = Field(description="false for agents that call no model (replay)")
+
+
+class AgentList(BaseModel):
+    """``GET /agents``."""
+
+    agents: list[AgentInfo]
+    config_schema: dict[str, Any] = Field(description="JSON Schema of the agent config")
+
+
+class RunStarted(BaseModel):
+    """``POST /runs`` and ``POST /runs/{id}/cancel``."""
+
+    run_id: str
+    state: Literal["running", "cancelling"]
+
+
+class RunState(BaseModel):
+    """``GET /runs/{id}``."""
+
+    run_id: str
+    agent: str
+    model: str
+    task_id: str | None
+    trial_id: str | None
+    state: Literal["running", "finished"]
+    status: RunStatus | None = Field(description="how the run ended; null while running")
+    steps: int
+    elapsed_s: float
+    usage: Usage | None
 
 
 def create_app(settings: AgentRunnerSettings | None = None, *, token: str | None = None) -> FastAPI:
@@ -50,35 +87,43 @@ def create_app(settings: AgentRunnerSettings | None = None, *, token: str | None
     authorize = bearer_guard(token)
     add_error_handler(app, _STATUS_OF_CODE)
 
-    @app.get("/health")
-    async def health() -> dict[str, str]:
-        return {"status": "ok"}
+    guarded: dict[str, Any] = {"dependencies": [Depends(authorize)], "responses": ERROR_RESPONSES}
 
-    @app.get("/agents", dependencies=[Depends(authorize)])
-    async def list_agents() -> dict[str, Any]:
-        return {
-            "agents": [
-                {"name": spec.name, "description": spec.description, "uses_model": spec.uses_model}
+    @app.get("/health", responses=ERROR_RESPONSES)
+    async def health() -> Health:
+        return Health(status="ok")
+
+    @app.get("/agents", **guarded)
+    async def list_agents() -> AgentList:
+        return AgentList(
+            agents=[
+                AgentInfo(name=spec.name, description=spec.description, uses_model=spec.uses_model)
                 for spec in agents()
             ],
-            "config_schema": AgentConfig.model_json_schema(),
-        }
+            config_schema=AgentConfig.model_json_schema(),
+        )
 
-    @app.post("/runs", status_code=202, dependencies=[Depends(authorize)])
-    async def start_run(body: RunRequest) -> dict[str, str]:
-        return {"run_id": manager.start(body), "state": "running"}
+    @app.post("/runs", status_code=202, **guarded)
+    async def start_run(body: RunRequest) -> RunStarted:
+        return RunStarted(run_id=manager.start(body), state="running")
 
-    @app.get("/runs/{run_id}", dependencies=[Depends(authorize)])
-    async def run_status(run_id: str) -> dict[str, Any]:
-        return manager.status(run_id)
+    @app.get("/runs/{run_id}", **guarded)
+    async def run_status(run_id: str) -> RunState:
+        return RunState.model_validate(manager.status(run_id))
 
-    @app.get("/runs/{run_id}/trajectory", dependencies=[Depends(authorize)])
+    @app.get(
+        "/runs/{run_id}/trajectory",
+        dependencies=[Depends(authorize)],
+        response_class=JSONResponse,
+        responses={200: {"model": Trajectory}, **ERROR_RESPONSES},
+    )
     async def run_trajectory(run_id: str) -> JSONResponse:
+        # Dumped as the trajectory file is (no aliases), not through FastAPI's response_model.
         return JSONResponse(manager.trajectory(run_id).model_dump(mode="json"))
 
-    @app.post("/runs/{run_id}/cancel", status_code=202, dependencies=[Depends(authorize)])
-    async def cancel_run(run_id: str) -> dict[str, str]:
+    @app.post("/runs/{run_id}/cancel", status_code=202, **guarded)
+    async def cancel_run(run_id: str) -> RunStarted:
         manager.cancel(run_id)
-        return {"run_id": run_id, "state": "cancelling"}
+        return RunStarted(run_id=run_id, state="cancelling")
 
     return app

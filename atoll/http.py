@@ -1,14 +1,93 @@
-"""HTTP-layer helpers shared by the services' FastAPI apps (never imported by domain code)."""
+"""HTTP-layer helpers shared by the services' FastAPI apps (never imported by domain code).
+
+Every service answers an error with one body, :class:`ErrorBody`:
+``{"error": {"code": "...", "message": "...", ...details}}`` (see docs/architecture.md,
+Contracts), installed by :func:`add_error_handler`; every bearer token is checked by
+:func:`bearer_guard`.
+"""
 
 from __future__ import annotations
 
 import hmac
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from http import HTTPStatus
+from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from atoll.errors import AtollError
+
+
+class Health(BaseModel):
+    """``GET /health`` of a service."""
+
+    status: str = Field(description='"ok" when serving')
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong: a stable ``code``, a sentence for people, and details per code."""
+
+    model_config = ConfigDict(extra="allow")
+
+    code: str = Field(description="stable, machine-readable: unknown_run, bad_input, unauthorized, …")
+    message: str = Field(description="what went wrong, naming the offending input")
+
+
+class ErrorBody(BaseModel):
+    """The one error body of every atoll service."""
+
+    error: ErrorDetail
+
+
+#: Declared on routes (``responses=ERROR_RESPONSES``) so OpenAPI shows the error body.
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    "4XX": {"model": ErrorBody, "description": "the request was refused"},
+    "5XX": {"model": ErrorBody, "description": "the service or what it depends on failed"},
+}
+
+#: The code of an HTTP error raised without one (a missing route, a refused token, …).
+_CODE_OF_STATUS = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "too_large",
+    415: "unsupported_media_type",
+    422: "invalid_request",
+    503: "unavailable",
+}
+
+
+def error_body(code: str, message: str, **details: Any) -> dict[str, Any]:
+    """``{"error": {"code", "message", **details}}`` as JSON-ready data."""
+    return {"error": {"code": code, "message": message, **jsonable_encoder(details)}}
+
+
+def _http_error_body(status: int, detail: Any) -> dict[str, Any]:
+    fallback = _CODE_OF_STATUS.get(status) or f"http_{status}"
+    if isinstance(detail, Mapping):
+        details = dict(detail)
+        message = details.pop("message", None) or details.pop("error", None)
+        code = details.pop("code", None) or fallback
+        return error_body(str(code), str(message or HTTPStatus(status).phrase), **details)
+    message = str(detail) if detail else HTTPStatus(status).phrase
+    return error_body(fallback, message)
+
+
+def _validation_message(errors: list[Any]) -> str:
+    parts = []
+    for error in errors[:3]:
+        where = ".".join(str(part) for part in error.get("loc", ()) if part != "body") or "body"
+        parts.append(f"{where}: {error.get('msg', 'invalid')}")
+    more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+    return "; ".join(parts) + more
 
 
 def bearer_matches(header: str | None, token: str) -> bool:
@@ -18,23 +97,53 @@ def bearer_matches(header: str | None, token: str) -> bool:
     return hmac.compare_digest(header[len("Bearer ") :].strip().encode(), token.encode())
 
 
-def bearer_guard(token: str | None) -> Callable[[Request], None]:
-    """A FastAPI dependency: 401 unless the request carries ``Bearer <token>`` (no-op when None)."""
+def bearer_guard(token: str | None) -> Callable[[Request], Awaitable[None]]:
+    """The one bearer guard of every service: a FastAPI dependency that answers 401 (with
+    ``WWW-Authenticate: Bearer``) unless the request carries ``Bearer <token>``; no-op when None.
 
-    def authorize(request: Request) -> None:
+    ``async`` on purpose: FastAPI runs a plain ``def`` dependency on the shared thread pool,
+    which a flood of long synchronous tool calls can exhaust.
+    """
+
+    async def authorize(request: Request) -> None:
         if token is not None and not bearer_matches(request.headers.get("authorization"), token):
-            raise HTTPException(status_code=401, detail="missing or wrong bearer token")
+            raise HTTPException(
+                status_code=401,
+                detail="missing or wrong bearer token",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
 
     return authorize
 
 
 def add_error_handler(app: FastAPI, status_of_code: Mapping[str, int] | None = None) -> None:
-    """Answer AtollError as ``{"error": {"code", "message"}}`` with a status per code (default 400)."""
+    """Answer every error in the one shape :class:`ErrorBody`.
+
+    AtollError with a status per code (default 400); an
+    HTTPException with a code for its status (a dict detail may carry ``code`` and more); a
+    request that fails validation as 422 ``invalid_request`` listing its ``errors``.
+    """
     statuses = dict(status_of_code or {})
 
     @app.exception_handler(AtollError)
     async def _atoll_error(_request: Request, exc: AtollError) -> JSONResponse:
         return JSONResponse(
             status_code=statuses.get(exc.code, 400),
-            content={"error": {"code": exc.code, "message": exc.message}},
+            content=error_body(exc.code, exc.message),
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse(
+            status_code=exc.status_code,
+            content=_http_error_body(exc.status_code, exc.detail),
+            headers=getattr(exc, "headers", None),
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = jsonable_encoder(exc.errors())
+        return JSONResponse(
+            status_code=422,
+            content=error_body("invalid_request", _validation_message(errors), errors=errors),
         )

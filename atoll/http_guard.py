@@ -114,10 +114,20 @@ class HostPolicy:
 class GuardMiddleware:
     """ASGI middleware applying the Host policy, the cross-site rule and the body timeout."""
 
-    def __init__(self, app: ASGIApp, policy: HostPolicy, *, body_timeout_s: float | None = 30.0) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        policy: HostPolicy,
+        *,
+        body_timeout_s: float | None = 30.0,
+        detail_errors: bool = False,
+    ) -> None:
         self.app = app
         self.policy = policy
         self.body_timeout_s = body_timeout_s
+        # Refusals in atoll's one error body (atoll.http.ErrorBody), or in FastAPI's
+        # ``{"detail": text}`` where a service keeps Archipelago's shapes (the environment).
+        self.detail_errors = detail_errors
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -128,17 +138,29 @@ class GuardMiddleware:
         }
         host = headers.get("host")
         if not self.policy.allows(host):
-            await _reply(
-                send, 421, f"Host {host!r} is not served here; add it to ATOLL_ALLOWED_HOSTS if it should be"
+            await self._reply(
+                send,
+                421,
+                "host_not_allowed",
+                f"Host {host!r} is not served here; add it to ATOLL_ALLOWED_HOSTS if it should be",
             )
             return
         if scope["type"] == "http" and scope.get("method") in _UNSAFE_METHODS and _cross_site(headers, host):
-            await _reply(send, 403, "cross-site request refused (Origin / Sec-Fetch-Site of another site)")
+            await self._reply(
+                send,
+                403,
+                "cross_site",
+                "cross-site request refused (Origin / Sec-Fetch-Site of another site)",
+            )
             return
         if scope["type"] != "http" or not self.body_timeout_s:
             await self.app(scope, receive, send)
             return
         await self._with_body_timeout(scope, receive, send)
+
+    async def _reply(self, send: Send, status: int, code: str, message: str) -> None:
+        body = {"detail": message} if self.detail_errors else {"error": {"code": code, "message": message}}
+        await _reply(send, status, body)
 
     async def _with_body_timeout(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer 408 (and end the request for the app as a disconnect) when the client takes
@@ -157,7 +179,9 @@ class GuardMiddleware:
                 return message
             if not started and not dropped:
                 dropped = True
-                await _reply(send, 408, f"request body stalled for more than {timeout:g} s")
+                await self._reply(
+                    send, 408, "body_timeout", f"request body stalled for more than {timeout:g} s"
+                )
             return {"type": "http.disconnect"}
 
         async def tracking_send(message: Message) -> None:
@@ -184,8 +208,8 @@ def _cross_site(headers: dict[str, str], host: str | None) -> bool:
     return not host or parts.netloc.lower() != host.strip().lower()
 
 
-async def _reply(send: Send, status: int, detail: str) -> None:
-    body = json.dumps({"detail": detail}).encode()
+async def _reply(send: Send, status: int, content: dict[str, Any]) -> None:
+    body = json.dumps(content).encode()
     await send(
         {
             "type": "http.response.start",

@@ -16,7 +16,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from atoll import __version__
 from atoll.errors import AtollError
-from atoll.http import bearer_matches
+from atoll.http import bearer_guard
 from atoll.http_guard import GuardMiddleware, HostPolicy
 from atoll.runtime import freeze_startup_heap
 from environment.config import AppsConfig
@@ -38,18 +38,6 @@ from environment.settings import EnvironmentSettings
 logger = logging.getLogger("environment.app")
 
 MCP_PATH = "/mcp"
-
-
-async def require_env_token(request: Request) -> None:
-    """Control-plane guard: 401 unless ``Authorization: Bearer $ATOLL_ENV_TOKEN`` (when set).
-
-    ``async`` on purpose: FastAPI runs a plain ``def`` dependency on the shared thread pool.
-    """
-    token = request.app.state.settings.env_token
-    if token is not None and not bearer_matches(
-        request.headers.get("authorization"), token.get_secret_value()
-    ):
-        raise HTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
 
 
 class _McpOnly:
@@ -138,7 +126,11 @@ def create_app(
         GuardMiddleware,
         policy=HostPolicy(settings.allowed_host_list, bind_host),
         body_timeout_s=settings.body_timeout_s,
+        detail_errors=True,  # Archipelago's clients get FastAPI's {"detail": …} (docs/environment.md)
     )
+
+    env_token = settings.env_token.get_secret_value() if settings.env_token else None
+    require_env_token = bearer_guard(env_token)  # control plane: /metrics, /apps, /data/*
 
     @app.exception_handler(AtollError)
     async def _atoll_error(request: Request, exc: AtollError) -> JSONResponse:

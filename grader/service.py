@@ -4,7 +4,7 @@
 atoll or Archipelago JSON), ``judge`` (optional JudgeConfig JSON without secrets; fields
 override the server's default judge) and the files ``before`` and ``after`` (snapshot tar.gz
 or world zip); it answers with the Grade JSON.  User errors are 400 with
-``{"error": {"code", "message"}}``.  The API key is never taken from a request.
+``{"error": {"code", "message"}}`` (atoll.http.ErrorBody), as is every other error.  The API key is never taken from a request.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from pydantic import ValidationError
 
 from atoll.benchmark import Task
 from atoll.errors import AtollError
-from atoll.http import add_error_handler
+from atoll.grade import Grade
+from atoll.http import ERROR_RESPONSES, Health, add_error_handler
 from atoll.http_guard import guard
 from atoll.judge import JudgeConfig, judge_from_request
 from grader.cache import VerdictCache
@@ -62,11 +63,15 @@ def create_app(
     # A misconfigured judge endpoint is an upstream failure, not the caller's bad request.
     add_error_handler(app, {"model_endpoint": 502})
 
-    @app.get("/health")
-    async def health() -> dict[str, str]:
-        return {"status": "ok"}
+    @app.get("/health", responses=ERROR_RESPONSES)
+    async def health() -> Health:
+        return Health(status="ok")
 
-    @app.post("/grade")
+    @app.post(
+        "/grade",
+        response_class=JSONResponse,
+        responses={200: {"model": Grade, "description": "the Grade JSON"}, **ERROR_RESPONSES},
+    )
     async def grade(
         task: str = Form(...),
         before: UploadFile = File(...),

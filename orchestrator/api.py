@@ -21,12 +21,12 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import Response
-from pydantic import Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from atoll.errors import AtollError
 from atoll.experiment import parse_experiment
-from atoll.http import add_error_handler, bearer_guard
+from atoll.http import ERROR_RESPONSES, Health, add_error_handler, bearer_guard
 from atoll.http_guard import guard
 
 _STATUS_OF_CODE = {"unknown_run": 404, "fingerprint_changed": 409}
@@ -41,6 +41,65 @@ class ApiSettings(BaseSettings):
     artifacts: str | None = Field(None, description="artifact store URL imposed on posted experiments")
     output_dir: str | None = Field(None, description="reports and caches, imposed on posted experiments")
     api_token: SecretStr | None = Field(None, description="bearer token of the API")
+
+
+Counts = dict[str, int]
+_COUNTS = "trials per state (pending, leased, done, infra_error, …) and total"
+
+
+class RunEnqueued(BaseModel):
+    """``POST /runs``: what was planned and enqueued."""
+
+    name: str = Field(description="the experiment's name, the run's key in the store")
+    planned: int = Field(description="trials the experiment plans")
+    enqueued: int = Field(description="trials newly enqueued by this request")
+    archived: int = Field(description="trials archived by ?replace=true")
+    counts: Counts = Field(description=_COUNTS)
+
+
+class RunSummary(BaseModel):
+    """One run of ``GET /runs``."""
+
+    name: str
+    counts: Counts = Field(description=_COUNTS)
+
+
+class RunList(BaseModel):
+    """``GET /runs``."""
+
+    runs: list[RunSummary]
+
+
+class RunInfo(BaseModel):
+    """``GET /runs/{name}``."""
+
+    name: str
+    counts: Counts = Field(description=_COUNTS)
+    executor: str | None = Field(description="local, kubernetes or instant")
+    artifacts: str | None = Field(description="artifact store URL of the run")
+
+
+class ReportDocument(BaseModel):
+    """``GET /runs/{name}/report``: report.json as written (docs/orchestrator.md), served as is."""
+
+    model_config = ConfigDict(extra="allow")
+
+    experiment: str
+    generated_at: str
+    benchmark: Any
+    fingerprint: str | None
+    runs_per_task: int
+    trials: Counts
+    outcome: str
+    banner: Any
+    cost: Any
+    failures: Any
+    matrix: Any
+    trial_rows: list[dict[str, Any]]
+    agents: dict[str, Any]
+    metrics: Any
+    warnings: list[Any]
+    notes: list[str]
 
 
 def create_app(settings: ApiSettings | None = None) -> FastAPI:
@@ -64,13 +123,13 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
             raise AtollError("unknown_run", f"no run named {name!r} in the store")
         return spec
 
-    @app.get("/health")
-    async def health() -> dict[str, str]:
+    @app.get("/health", responses=ERROR_RESPONSES)
+    async def health() -> Health:
         await asyncio.to_thread(store.experiments)
-        return {"status": "ok"}
+        return Health(status="ok")
 
-    @app.post("/runs", status_code=202, dependencies=[Depends(authorize)])
-    async def create_run(request: Request, replace: bool = False) -> dict[str, Any]:
+    @app.post("/runs", status_code=202, dependencies=[Depends(authorize)], responses=ERROR_RESPONSES)
+    async def create_run(request: Request, replace: bool = False) -> RunEnqueued:
         from orchestrator.runner import run_experiment
 
         spec = parse_experiment((await request.body()).decode("utf-8", errors="replace"))
@@ -85,32 +144,37 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         outcome = await asyncio.to_thread(
             asyncio.run, run_experiment(spec, quiet=True, enqueue_only=True, replace=replace)
         )
-        return {
-            "name": outcome.experiment,
-            "planned": outcome.planned,
-            "enqueued": outcome.newly_enqueued,
-            "archived": outcome.archived,
-            "counts": outcome.counts,
-        }
+        return RunEnqueued(
+            name=outcome.experiment,
+            planned=outcome.planned,
+            enqueued=outcome.newly_enqueued,
+            archived=outcome.archived,
+            counts=outcome.counts,
+        )
 
-    @app.get("/runs", dependencies=[Depends(authorize)])
-    async def list_runs() -> dict[str, Any]:
-        def runs() -> list[dict[str, Any]]:
-            return [{"name": name, "counts": store.counts(name)} for name in store.experiments()]
+    @app.get("/runs", dependencies=[Depends(authorize)], responses=ERROR_RESPONSES)
+    async def list_runs() -> RunList:
+        def runs() -> list[RunSummary]:
+            return [RunSummary(name=name, counts=store.counts(name)) for name in store.experiments()]
 
-        return {"runs": await asyncio.to_thread(runs)}
+        return RunList(runs=await asyncio.to_thread(runs))
 
-    @app.get("/runs/{name}", dependencies=[Depends(authorize)])
-    async def run_counts(name: str) -> dict[str, Any]:
+    @app.get("/runs/{name}", dependencies=[Depends(authorize)], responses=ERROR_RESPONSES)
+    async def run_counts(name: str) -> RunInfo:
         spec = known(name)
-        return {
-            "name": name,
-            "counts": await asyncio.to_thread(store.counts, name),
-            "executor": spec.get("executor"),
-            "artifacts": spec.get("artifacts"),
-        }
+        return RunInfo(
+            name=name,
+            counts=await asyncio.to_thread(store.counts, name),
+            executor=spec.get("executor"),
+            artifacts=spec.get("artifacts"),
+        )
 
-    @app.get("/runs/{name}/report", dependencies=[Depends(authorize)])
+    @app.get(
+        "/runs/{name}/report",
+        dependencies=[Depends(authorize)],
+        response_class=Response,
+        responses={200: {"model": ReportDocument, "content": {"application/json": {}}}, **ERROR_RESPONSES},
+    )
     async def run_report(name: str) -> Response:
         from orchestrator.report import write_report
 
@@ -123,4 +187,4 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     return app
 
 
-__all__ = ["ApiSettings", "create_app"]
+__all__ = ["ApiSettings", "ReportDocument", "RunEnqueued", "RunInfo", "RunList", "RunSummary", "create_app"]

@@ -1,0 +1,88 @@
+"""The services' HTTP contract: every route declares its reply (OpenAPI never shows a bare
+"object"), every error comes in one body ``{"error": {"code", "message", ...}}``, and one
+bearer guard protects every service."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from agents_runner.service import create_app as agents_app
+from grader.service import create_app as grader_app
+from orchestrator.api import ApiSettings
+from orchestrator.api import create_app as orchestrator_app
+
+
+def _apps(tmp_path) -> dict[str, FastAPI]:
+    return {
+        "orchestrator": orchestrator_app(
+            ApiSettings(store=f"sqlite:///{tmp_path / 'api.db'}", api_token="secret")
+        ),
+        "grader": grader_app(),
+        "agents": agents_app(token="secret"),
+    }
+
+
+def _bare(schema: dict[str, Any]) -> bool:
+    """A schema that says nothing of its fields: ``{}`` or ``{"type": "object"}`` alone."""
+    return "$ref" not in schema and not schema.get("properties") and not schema.get("anyOf")
+
+
+@pytest.mark.parametrize("service", ["orchestrator", "grader", "agents"])
+def test_every_route_declares_its_reply_and_the_error_body(tmp_path, service):
+    spec = _apps(tmp_path)[service].openapi()
+    routes = [(path, method, op) for path, ops in spec["paths"].items() for method, op in ops.items()]
+    assert routes
+    for path, method, operation in routes:
+        replies = operation["responses"]
+        success = next(code for code in replies if code.startswith("2"))
+        schema = replies[success]["content"]["application/json"]["schema"]
+        assert not _bare(schema), f"{method.upper()} {path} answers a bare object: {schema}"
+        for errors in ("4XX", "5XX"):
+            error_schema = replies[errors]["content"]["application/json"]["schema"]
+            assert error_schema == {"$ref": "#/components/schemas/ErrorBody"}, (method, path)
+        assert "422" not in replies, f"{method.upper()} {path} documents FastAPI's own 422 body"
+
+
+def _error(reply) -> dict[str, Any]:
+    body = reply.json()
+    assert set(body) == {"error"}, body
+    assert isinstance(body["error"]["code"], str) and isinstance(body["error"]["message"], str), body
+    return body["error"]
+
+
+def test_errors_of_every_kind_come_in_the_one_body(tmp_path):
+    apps = _apps(tmp_path)
+    auth = {"Authorization": "Bearer secret"}
+    with TestClient(apps["orchestrator"]) as orchestrator, TestClient(apps["agents"]) as agents:
+        for client, path in ((orchestrator, "/runs"), (agents, "/agents")):
+            refused = client.get(path, headers={"Authorization": "Bearer wrong"})
+            assert refused.status_code == 401
+            assert refused.headers["www-authenticate"] == "Bearer"
+            assert _error(refused) == {"code": "unauthorized", "message": "missing or wrong bearer token"}
+
+        missing = orchestrator.get("/runs/nope", headers=auth)
+        assert missing.status_code == 404 and _error(missing)["code"] == "unknown_run"
+        no_route = agents.get("/no/such/route", headers=auth)
+        assert no_route.status_code == 404 and _error(no_route)["code"] == "not_found"
+
+        invalid = agents.post("/runs", json={"agent": "react_toolbelt"}, headers=auth)
+        assert invalid.status_code == 422
+        error = _error(invalid)
+        assert error["code"] == "invalid_request"
+        assert "model: Field required" in error["message"]  # names the missing field
+        assert {tuple(item["loc"]) for item in error["errors"]} >= {("body", "model")}
+
+    with TestClient(apps["grader"]) as grader:
+        # The Host guard (a middleware, before any route) answers in the same body.
+        foreign = grader.get("/health", headers={"Host": "evil.example"})
+        assert foreign.status_code == 421 and _error(foreign)["code"] == "host_not_allowed"
+        cross_site = grader.post("/grade", headers={"Origin": "https://evil.example"})
+        assert cross_site.status_code == 403 and _error(cross_site)["code"] == "cross_site"
+
+        no_files = grader.post("/grade", data={"task": "{}"})
+        assert no_files.status_code == 422
+        assert "before: Field required" in _error(no_files)["message"]
