@@ -324,8 +324,8 @@ def test_trial_pods_have_a_working_egress_path_to_the_shipped_model_proxy():
     assert not any("KEY" in arg for arg in container["args"])
 
 
-NODE_SETUP = ROOT / "k8s" / "node-setup"
-PROFILE = NODE_SETUP / "atoll-environment.json"
+CLUSTER_SETUP = ROOT / "k8s" / "cluster-setup"
+PROFILE = CLUSTER_SETUP / "atoll-environment.json"
 SANDBOX_SYSCALLS = ["clone", "unshare", "mount", "umount2", "pivot_root", "sethostname", "keyctl"]
 
 
@@ -400,12 +400,12 @@ def test_under_a_sandboxing_runtime_the_pod_gets_the_runtime_defaults_back():
 
 
 def test_the_node_setup_installs_the_profile_the_trial_pod_names():
-    documents = _render(NODE_SETUP) if shutil.which("kubectl") else []
+    documents = _render(CLUSTER_SETUP) if shutil.which("kubectl") else []
     if not documents:  # without kustomize, the files themselves
         documents = [
             doc
-            for name in ("namespace.yaml", "seccomp-installer.yaml")
-            for doc in yaml.safe_load_all((NODE_SETUP / name).read_text())
+            for name in ("namespace.yaml", "seccomp-installer.yaml", "admission-policy.yaml")
+            for doc in yaml.safe_load_all((CLUSTER_SETUP / name).read_text())
         ]
     for document in documents:
         _validate(document)
@@ -427,6 +427,20 @@ def test_the_node_setup_installs_the_profile_the_trial_pod_names():
     if configmaps:
         assert configmaps[0]["data"][PROFILE.name] == PROFILE.read_text()
         assert volumes["profiles"]["configMap"]["name"] == configmaps[0]["metadata"]["name"]
+        assert (
+            daemonset["metadata"]["namespace"] == configmaps[0]["metadata"]["namespace"] == "atoll-node-setup"
+        )
+    # The admission policy (its CEL: tests/deploy/check_admission_policy.py) is cluster-scoped,
+    # denies, matches the orchestrators' Jobs and allows the environment's profile by that name.
+    [policy] = [doc for doc in documents if doc["kind"] == "ValidatingAdmissionPolicy"]
+    [binding] = [doc for doc in documents if doc["kind"] == "ValidatingAdmissionPolicyBinding"]
+    assert "namespace" not in policy["metadata"] and "namespace" not in binding["metadata"]
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    [rule] = policy["spec"]["matchConstraints"]["resourceRules"]
+    assert rule["resources"] == ["jobs"] and "CREATE" in rule["operations"]
+    assert ":atoll-orchestrator" in policy["spec"]["matchConditions"][0]["expression"]
+    assert any(named in v["expression"] for v in policy["spec"]["validations"])
 
 
 def _sandbox_under_profile(*, without: str | None = None) -> subprocess.CompletedProcess:
