@@ -105,7 +105,13 @@ class Grade(BaseModel):
     ungradeable: int = Field(default=0, description="number of ungradeable criteria")
     ungradeable_reasons: list[str] = Field(default_factory=list)
     changes: Changes = Field(default_factory=Changes)
-    judge_cost_usd: float = 0.0
+    judge_cost_usd: float = Field(
+        default=0.0,
+        description="USD of the judge's calls from litellm's price map; 0 with judge tokens = unknown "
+        "(an unpriced model, see atoll.costs)",
+    )
+    judge_prompt_tokens: int = Field(default=0, description="prompt tokens of the judge's calls")
+    judge_completion_tokens: int = Field(default=0, description="completion tokens of the judge's calls")
 
     @classmethod
     def from_verdicts(cls, task_id: str, verdicts: list[CriterionVerdict], **fields: Any) -> Grade:

@@ -51,9 +51,13 @@ class ReportTrial(BaseModel):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     agent_cost_usd: float | None = Field(default=None, description="None: unknown (tokens without a price)")
-    judge_cost_usd: float | None = None
+    judge_prompt_tokens: int | None = None
+    judge_completion_tokens: int | None = None
+    judge_cost_usd: float | None = Field(
+        default=None, description="None: unknown (judge tokens without a price)"
+    )
     cost_usd: float | None = Field(
-        default=None, description="agent + judge; None when the agent's cost is unknown"
+        default=None, description="agent + judge; None when the agent's or the judge's cost is unknown"
     )
     duration_s: float | None = None
     finished_at: str | None = None

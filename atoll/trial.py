@@ -105,6 +105,8 @@ class TrialResult(BaseModel):
     completion_tokens: int = 0
     agent_cost_usd: float = 0.0
     judge_cost_usd: float = 0.0
+    judge_prompt_tokens: int = 0
+    judge_completion_tokens: int = 0
     duration_s: float = 0.0
     trajectory_uri: str | None = None
     grade_uri: str | None = None

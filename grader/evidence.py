@@ -14,6 +14,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from atoll.benchmark import Criterion, GradingTarget
 from grader.diff import Artifact, WorldDiff, file_artifact_for_unchanged
@@ -201,6 +202,8 @@ class Fitted:
     shown: list[tuple[Artifact, str]]
     note: str
     cost_usd: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
 
 def _fill(ordered: list[Artifact], budget: int) -> list[tuple[Artifact, str]]:
@@ -216,17 +219,24 @@ def _fill(ordered: list[Artifact], budget: int) -> list[tuple[Artifact, str]]:
     return shown
 
 
+def _fitted(shown: list[tuple[Artifact, str]], note: str, call: Any) -> Fitted:
+    """A Fitted carrying the selector call's cost and tokens (none without a call)."""
+    if call is None:
+        return Fitted(shown, note)
+    return Fitted(shown, note, call.cost_usd, call.prompt_tokens, call.completion_tokens)
+
+
 async def fit(criterion: str, artifacts: list[Artifact], budget: int, config: JudgeConfig) -> Fitted:
     """Choose and truncate artifacts to ``budget`` characters; never returns an empty selection
     when there are artifacts."""
     total = sum(len(a.text) + 80 + len(a.id) + len(a.title) for a in artifacts)
     if total <= budget:
         return Fitted([(a, a.text) for a in artifacts], "all")
-    cost = 0.0
+    call = None
     try:
         if config.selector == "llm":
             catalogue = [(a.id, f"{a.title}: {a.text[:300]!r}") for a in artifacts]
-            ids, cost = await select(config, criterion, catalogue)
+            ids, call = await select(config, criterion, catalogue)
             by_id = {a.id: a for a in artifacts}
             ordered = [by_id[i] for i in ids]
             method = "llm-selected"
@@ -239,8 +249,8 @@ async def fit(criterion: str, artifacts: list[Artifact], budget: int, config: Ju
     except Exception as exc:  # noqa: BLE001 - a failed selection falls back, never to "no files"
         shares = _fair_shares([len(a.text) for a in artifacts], max(budget - 200 * len(artifacts), 1000))
         shown = [(a, truncate(a.text, max(share, 200))) for a, share in zip(artifacts, shares, strict=True)]
-        return Fitted(
-            shown, f"selection failed ({type(exc).__name__}: {str(exc)[:200]}); all truncated", cost
+        return _fitted(
+            shown, f"selection failed ({type(exc).__name__}: {str(exc)[:200]}); all truncated", call
         )
     omitted = [a.id for a in artifacts if a.id not in {s.id for s, _ in shown}]
     note = f"{method}: {len(shown)} of {len(artifacts)} shown"
@@ -248,7 +258,7 @@ async def fit(criterion: str, artifacts: list[Artifact], budget: int, config: Ju
         note += f"; omitted for the context budget: {', '.join(omitted[:20])}" + (
             " …" if len(omitted) > 20 else ""
         )
-    return Fitted(shown, note, cost)
+    return _fitted(shown, note, call)
 
 
 def build_blocks(

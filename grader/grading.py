@@ -52,6 +52,8 @@ class _Context:
     change_log: str
     retry_budget: RetryBudget | None = None
     cost_usd: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
     configuration_error: str | None = None
 
 
@@ -147,9 +149,13 @@ async def _decide(context: _Context, criterion: Criterion) -> CriterionVerdict:
         artifact_budget = max(budget - fixed, budget // 4)
         fitted = await fit(criterion.criteria, routed.artifacts, artifact_budget, config)
         context.cost_usd += fitted.cost_usd
+        context.prompt_tokens += fitted.prompt_tokens
+        context.completion_tokens += fitted.completion_tokens
         blocks = build_blocks(context.task.prompt, answer, change_log, fitted, criterion, budget)
         result = await judge(config, blocks, budget=context.retry_budget)
         context.cost_usd += result.cost_usd
+        context.prompt_tokens += result.prompt_tokens
+        context.completion_tokens += result.completion_tokens
         if result.configuration_error:
             context.configuration_error = result.configuration_error
         if not result.context_exceeded or budget <= 4000:
@@ -264,6 +270,8 @@ async def grade_trial(
         trial_id=trial_id or (trajectory.trial_id if trajectory else None),
         changes=world.changes,
         judge_cost_usd=round(context.cost_usd, 6),
+        judge_prompt_tokens=context.prompt_tokens,
+        judge_completion_tokens=context.completion_tokens,
         **({"diff_errors": list(world.errors)} if world.errors else {}),
     )
     return grade

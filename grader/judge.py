@@ -92,6 +92,8 @@ class JudgeResult:
     rationale: str = ""
     samples: list[Verdict] = field(default_factory=list)
     cost_usd: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
     error: str | None = None
     calls: int = 0
     context_exceeded: bool = False
@@ -188,6 +190,8 @@ async def _one_sample(config: JudgeConfig, messages: list[dict[str, str]], budge
             return result
         result.calls += 1
         result.cost_usd += done.cost_usd
+        result.prompt_tokens += done.prompt_tokens
+        result.completion_tokens += done.completion_tokens
         message = done.response.choices[0].message
         try:
             result.verdict, result.rationale = parse_verdict(reply_text(message, form))
@@ -214,7 +218,11 @@ async def judge(config: JudgeConfig, blocks: list[Block], *, budget: Any = None)
     messages = build_messages(blocks, token)
     runs = await asyncio.gather(*(_one_sample(config, messages, budget) for _ in range(config.samples)))
     total = JudgeResult(
-        verdict=None, cost_usd=sum(r.cost_usd for r in runs), calls=sum(r.calls for r in runs)
+        verdict=None,
+        cost_usd=sum(r.cost_usd for r in runs),
+        prompt_tokens=sum(r.prompt_tokens for r in runs),
+        completion_tokens=sum(r.completion_tokens for r in runs),
+        calls=sum(r.calls for r in runs),
     )
     votes = [r for r in runs if r.verdict is not None]
     total.samples = [r.verdict for r in votes]  # type: ignore[misc]
@@ -243,8 +251,9 @@ async def judge(config: JudgeConfig, blocks: list[Block], *, budget: Any = None)
 
 async def select(
     config: JudgeConfig, criterion: str, catalogue: list[tuple[str, str]], *, budget: Any = None
-) -> tuple[list[str], float]:
-    """Ask the judge model which artifacts matter: ``(ids, cost)``; raises on any failure.
+) -> tuple[list[str], Completion]:
+    """Ask the judge model which artifacts matter: ``(ids, the call)`` (its cost and tokens
+    count towards the grade's judge usage); raises on any failure.
 
     ``catalogue`` holds ``(id, preview)`` pairs; the reply must be the JSON object as a whole,
     and unknown ids in it are an error."""
@@ -267,4 +276,4 @@ async def select(
     known = {ident for ident, _ in catalogue}
     if not isinstance(ids, list) or not ids or not all(isinstance(i, str) and i in known for i in ids):
         raise MalformedOutput(f"selector reply lists no known artifact ids: {str(ids)[:200]}")
-    return list(dict.fromkeys(ids)), done.cost_usd
+    return list(dict.fromkeys(ids)), done

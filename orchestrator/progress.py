@@ -12,8 +12,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from atoll.costs import cost_known
 from atoll.trial import Outcome, TrialResult
+from orchestrator.report_trials import costs_known
 from orchestrator.stats import bootstrap_mean
 from orchestrator.store import Lease, TrialStore
 
@@ -71,9 +71,7 @@ class ProgressView:
             self.running -= 1
             if result is not None:
                 self.cost += result.agent_cost_usd + result.judge_cost_usd
-                self.unpriced += not cost_known(
-                    result.agent_cost_usd, result.prompt_tokens + result.completion_tokens
-                )
+                self.unpriced += not all(costs_known(result))
             if kind == "finished" and result is not None:
                 self.finished += 1
                 if result.outcome in (Outcome.passed, Outcome.failed):

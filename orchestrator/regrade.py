@@ -79,6 +79,8 @@ async def regrade_run(
                 "score": grade.score,
                 "grade_uri": grade_uri,
                 "judge_cost_usd": result.judge_cost_usd + grade.judge_cost_usd,
+                "judge_prompt_tokens": result.judge_prompt_tokens + grade.judge_prompt_tokens,
+                "judge_completion_tokens": result.judge_completion_tokens + grade.judge_completion_tokens,
                 "checks_met": sum(
                     v.verifier_id in checked and v.verdict.value == "met" for v in grade.criteria
                 )

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from atoll.costs import cost_known
 from atoll.errors import AtollError
 from atoll.trial import Outcome, TrialResult, TrialSpec
 from orchestrator.report_trials import (
@@ -18,6 +17,7 @@ from orchestrator.report_trials import (
     banner,
     cost_summary,
     cost_words,
+    costs_known,
     failure_groups,
     matrix,
     outcome_line,
@@ -63,8 +63,13 @@ def _collect(
             "completion_tokens": 0,
             "agent_cost_usd": 0.0,
             "judge_cost_usd": 0.0,
+            "judge_prompt_tokens": 0,
+            "judge_completion_tokens": 0,
             "duration_s": 0.0,
             "unpriced_trials": 0,
+            "judge_unpriced_trials": 0,
+            "priced_trials": 0,
+            "priced_cost_usd": 0.0,
             "outcomes": defaultdict(int),
             "exclusion_reasons": defaultdict(int),
         }
@@ -89,12 +94,17 @@ def _collect(
             "completion_tokens",
             "agent_cost_usd",
             "judge_cost_usd",
+            "judge_prompt_tokens",
+            "judge_completion_tokens",
             "duration_s",
         ):
             entry[key] += getattr(result, key)
-        entry["unpriced_trials"] += not cost_known(
-            result.agent_cost_usd, result.prompt_tokens + result.completion_tokens
-        )
+        agent_priced, judge_priced = costs_known(result)
+        entry["unpriced_trials"] += not agent_priced
+        entry["judge_unpriced_trials"] += not judge_priced
+        if agent_priced and judge_priced:
+            entry["priced_trials"] += 1
+            entry["priced_cost_usd"] += result.agent_cost_usd + result.judge_cost_usd
         records.append(_record(spec, result))
     for entry in usage.values():
         entry["outcomes"] = dict(sorted(entry["outcomes"].items()))
@@ -104,11 +114,12 @@ def _collect(
         entry["mean_tool_calls"] = entry["tool_calls"] / finished
         # Tokens without a price (a model litellm cannot price): the report says "unknown", not $0;
         # the mean is over the priced trials only (None when none was priced).
+        # The same for the judge's tokens; the mean is over trials whose both costs are known.
         entry["agent_cost_known"] = entry["unpriced_trials"] == 0
-        priced = entry["finished"] - entry["unpriced_trials"]
-        entry["mean_cost_usd"] = (
-            (entry["agent_cost_usd"] + entry["judge_cost_usd"]) / priced if priced else None
-        )
+        entry["judge_cost_known"] = entry["judge_unpriced_trials"] == 0
+        priced = entry.pop("priced_trials")
+        entry["mean_cost_usd"] = entry.pop("priced_cost_usd") / priced if priced else None
+        entry["cost_unpriced_trials"] = entry["finished"] - priced
     left_out = {
         "duplicate_trials": duplicates,
         "archives": archives,
@@ -300,9 +311,14 @@ def leaderboard_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
                 "trials": usage["trials"],
                 "excluded": metrics["excluded_trials"],
                 "cost_usd": usage["agent_cost_usd"] + usage["judge_cost_usd"],
-                "cost_known": usage.get("agent_cost_known", True),
-                "unpriced_trials": usage.get("unpriced_trials", 0),
+                "cost_known": usage.get("cost_unpriced_trials", 0) == 0,
+                "unpriced_trials": usage.get("cost_unpriced_trials", 0),
                 "finished": usage["finished"],
+                "cost": cost_words(
+                    usage["agent_cost_usd"] + usage["judge_cost_usd"],
+                    usage.get("cost_unpriced_trials", 0),
+                    usage["finished"],
+                ),
             }
         )
     rows.sort(
@@ -590,7 +606,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"| {agent} | {usage['finished']} / {usage['trials']} | {outcomes} | {usage['mean_steps']:.1f} | "
             f"{usage['mean_tool_calls']:.1f} | {usage['prompt_tokens']} | {usage['completion_tokens']} | "
             f"{_cost(usage['agent_cost_usd'], usage.get('unpriced_trials', 0), usage['finished'])} | "
-            f"${usage['judge_cost_usd']:.4f} |"
+            f"{_cost(usage['judge_cost_usd'], usage.get('judge_unpriced_trials', 0), usage['finished'])} |"
         )
     lines += _trial_table_lines(report)
     lines += _exclusion_lines(report)

@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 from atoll.costs import cost_known
 from atoll.report_rows import ReportArtifacts, ReportTrial
+from atoll.trial import TrialResult
 from orchestrator.store import TrialRow
 
 # A failure group lists this many trials in report.md / .html; report.json has them all.
@@ -55,6 +56,15 @@ def failure_key(row: ReportTrial) -> str | None:
     return f"{row.outcome}: {short_reason(row.error)}"
 
 
+def costs_known(result: TrialResult) -> tuple[bool, bool]:
+    """Whether the agent's and the judge's costs of a trial are known (``atoll.costs``'s rule:
+    tokens spent with no price make a cost unknown, not zero)."""
+    return (
+        cost_known(result.agent_cost_usd, result.prompt_tokens + result.completion_tokens),
+        cost_known(result.judge_cost_usd, result.judge_prompt_tokens + result.judge_completion_tokens),
+    )
+
+
 def _folder(uri: str | None) -> str | None:
     return uri.rsplit("/", 1)[0] + "/" if uri and "/" in uri else None
 
@@ -79,8 +89,7 @@ def trial_rows(
             attempts=row.attempts,
         )
         if result is not None:
-            tokens = result.prompt_tokens + result.completion_tokens
-            priced = cost_known(result.agent_cost_usd, tokens)
+            priced, judge_priced = costs_known(result)
             trial = trial.model_copy(
                 update={
                     "attempt": result.attempt,
@@ -96,8 +105,12 @@ def trial_rows(
                     "prompt_tokens": result.prompt_tokens,
                     "completion_tokens": result.completion_tokens,
                     "agent_cost_usd": result.agent_cost_usd if priced else None,
-                    "judge_cost_usd": result.judge_cost_usd,
-                    "cost_usd": result.agent_cost_usd + result.judge_cost_usd if priced else None,
+                    "judge_prompt_tokens": result.judge_prompt_tokens,
+                    "judge_completion_tokens": result.judge_completion_tokens,
+                    "judge_cost_usd": result.judge_cost_usd if judge_priced else None,
+                    "cost_usd": result.agent_cost_usd + result.judge_cost_usd
+                    if priced and judge_priced
+                    else None,
                     "duration_s": result.duration_s,
                     "finished_at": result.finished_at.isoformat(timespec="seconds")
                     if result.finished_at
@@ -168,7 +181,8 @@ def cost_summary(trials: list[ReportTrial]) -> dict[str, Any]:
     finished = [t for t in trials if t.outcome is not None]
     unpriced = sum(t.cost_usd is None for t in finished)
     return {
-        "known_usd": sum(t.cost_usd or 0.0 for t in finished),
+        # What was priced: a trial whose judge had no price still adds its agent's cost.
+        "known_usd": sum((t.agent_cost_usd or 0.0) + (t.judge_cost_usd or 0.0) for t in finished),
         "unpriced_trials": unpriced,
         "finished_trials": len(finished),
     }
@@ -261,6 +275,7 @@ __all__ = [
     "banner",
     "cost_summary",
     "cost_words",
+    "costs_known",
     "error_kind",
     "failure_groups",
     "failure_key",

@@ -69,6 +69,15 @@ class Completion:
     def text(self) -> str:
         return self.response.choices[0].message.content or ""
 
+    @property
+    def prompt_tokens(self) -> int:
+        """Prompt tokens of the response's ``usage`` (0 when the server reported none)."""
+        return int(getattr(getattr(self.response, "usage", None), "prompt_tokens", 0) or 0)
+
+    @property
+    def completion_tokens(self) -> int:
+        return int(getattr(getattr(self.response, "usage", None), "completion_tokens", 0) or 0)
+
 
 def response_cost(response: Any, model: str) -> float:
     """USD of a response from litellm's price map; 0 for models it does not price."""

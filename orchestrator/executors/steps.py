@@ -356,6 +356,8 @@ def build_result(
         completion_tokens=trajectory.usage.completion_tokens,
         agent_cost_usd=trajectory.usage.cost_usd,
         judge_cost_usd=grade.judge_cost_usd if grade else 0.0,
+        judge_prompt_tokens=grade.judge_prompt_tokens if grade else 0,
+        judge_completion_tokens=grade.judge_completion_tokens if grade else 0,
         duration_s=duration_s,
         finished_at=datetime.now(UTC),
         **uris,

@@ -16,6 +16,7 @@ from typing import Any
 
 import fsspec
 
+from atoll.costs import cost_text
 from atoll.errors import AtollError
 from atoll.trial import TrialResult, TrialSpec
 from orchestrator import report_trials
@@ -131,11 +132,12 @@ def _run_summary(store: TrialStore, name: str, spec: dict[str, Any], rows: list[
     counts = store.counts(name)
     started, ended = _times(rows)
     outcomes: dict[str, int] = defaultdict(int)
-    cost = 0.0
+    cost, unpriced = 0.0, 0
     for _spec, result, _state, _attempts in rows:
         if result is not None:
             outcomes[result.outcome.value] += 1
             cost += result.agent_cost_usd + result.judge_cost_usd
+            unpriced += not all(report_trials.costs_known(result))
     record = store.run_record(name)
     created = datetime.fromtimestamp(record.created_at, UTC).isoformat(timespec="seconds") if record else None
     return {
@@ -144,6 +146,8 @@ def _run_summary(store: TrialStore, name: str, spec: dict[str, Any], rows: list[
         "counts": counts,
         "outcomes": dict(outcomes),
         "cost_usd": cost,
+        "unpriced_trials": unpriced,
+        "cost": report_trials.cost_words(cost, unpriced, sum(outcomes.values())),
         "created_at": created,
         "started_at": started,
         "ended_at": ended,
@@ -197,10 +201,12 @@ def trial_row(spec: TrialSpec, result: TrialResult | None, state: str, attempts:
         "tool_calls": None,
         "tokens": None,
         "cost_usd": None,
+        "cost": None,
         "duration_s": None,
         "finished_at": None,
     }
     if result is not None:
+        known = report_trials.costs_known(result)
         row.update(
             outcome=result.outcome.value,
             score=result.score,
@@ -210,7 +216,8 @@ def trial_row(spec: TrialSpec, result: TrialResult | None, state: str, attempts:
             steps=result.steps,
             tool_calls=result.tool_calls,
             tokens=result.prompt_tokens + result.completion_tokens,
-            cost_usd=result.agent_cost_usd + result.judge_cost_usd,
+            cost_usd=result.agent_cost_usd + result.judge_cost_usd if all(known) else None,
+            cost=cost_text(result.agent_cost_usd + result.judge_cost_usd, 0) if all(known) else "unknown",
             duration_s=result.duration_s,
             finished_at=result.finished_at.isoformat(timespec="seconds") if result.finished_at else None,
         )

@@ -6,6 +6,7 @@ import contextlib
 import json
 from typing import Any
 
+from atoll.costs import cost_text
 from atoll.errors import AtollError
 from orchestrator.store import TrialStore
 from orchestrator.viewer.data import find_trial, load_json_artifact, trial_row
@@ -156,6 +157,9 @@ def trial_detail(
         detail["usage"] = trajectory.get("usage")
         detail["started_at"], detail["ended_at"] = trajectory.get("started_at"), trajectory.get("ended_at")
     detail["criteria"] = [_criterion(c) for c in (grade or {}).get("criteria") or []]
+    judge_tokens = int((grade or {}).get("judge_prompt_tokens") or 0) + int(
+        (grade or {}).get("judge_completion_tokens") or 0
+    )
     detail["grade"] = (
         None
         if grade is None
@@ -165,6 +169,8 @@ def trial_detail(
             "ungradeable": grade.get("ungradeable"),
             "ungradeable_reasons": grade.get("ungradeable_reasons") or [],
             "judge_cost_usd": grade.get("judge_cost_usd"),
+            "judge_tokens": judge_tokens,
+            "judge_cost": cost_text(grade.get("judge_cost_usd") or 0.0, judge_tokens),
         }
     )
     detail["world_diff"] = None

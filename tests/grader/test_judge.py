@@ -436,3 +436,36 @@ def test_budget_follows_the_models_context_window():
     assert JudgeConfig(model="gpt-4o-mini").budget_chars() == min(400_000, window * 3 - 8_000)
     assert JudgeConfig(model="openai/some-local-model").budget_chars() == 400_000
     assert JudgeConfig(model="gpt-4o-mini", context_budget_chars=5_000).budget_chars() == 5_000
+
+
+# --- judge usage -----------------------------------------------------------------------------
+
+
+async def test_the_grade_records_the_judges_tokens_and_no_cost_for_an_unpriced_model(world_pair):
+    before, after = world_pair
+    task = f.task([{"verifier_id": "v1", "criteria": "x"}, {"verifier_id": "v2", "criteria": "y"}])
+    met = {**MET, "usage": {"prompt_tokens": 700, "completion_tokens": 30}}
+    with ScriptedLLM([met, met]) as llm:
+        grade = await grade_trial(
+            task, before, after, f.trajectory("a"), config(llm, model="openai/atoll-unpriced-judge")
+        )
+    assert (grade.judge_prompt_tokens, grade.judge_completion_tokens) == (1400, 60)
+    assert grade.judge_cost_usd == 0.0  # litellm has no price: atoll.costs reads it as unknown
+    from atoll.costs import cost_text
+
+    assert (
+        cost_text(grade.judge_cost_usd, grade.judge_prompt_tokens + grade.judge_completion_tokens)
+        == "unknown"
+    )
+
+
+async def test_a_priced_judge_model_has_its_cost_and_tokens_recorded(world_pair):
+    before, after = world_pair
+    task = f.task([{"verifier_id": "v1", "criteria": "x"}])
+    met = {**MET, "usage": {"prompt_tokens": 1_000_000, "completion_tokens": 0}}
+    with ScriptedLLM([met], model_name="gpt-4o-mini") as llm:
+        grade = await grade_trial(
+            task, before, after, f.trajectory("a"), config(llm, model="openai/gpt-4o-mini")
+        )
+    assert grade.judge_prompt_tokens == 1_000_000
+    assert grade.judge_cost_usd > 0.01  # gpt-4o-mini is in litellm's local price map

@@ -1,5 +1,7 @@
 """A model that spent tokens without a price shows "unknown" cost, never "$0.0000"."""
 
+import pytest
+
 from atoll.trial import Outcome, TrialResult, TrialSpec
 from orchestrator.progress import ProgressView
 from orchestrator.report import build_report, render_markdown
@@ -83,3 +85,80 @@ def test_the_progress_line_says_cost_unknown_once_unpriced_tokens_were_spent(tmp
     assert "· cost unknown ·" in view._render().plain
     view.event("finished", leases["priced"], rows["priced"].result)
     assert "· $0.0100 + unknown ·" in view._render().plain
+
+
+def _judged_store(tmp_path) -> TrialStore:
+    """Agent "judged" is priced ($0.01 a trial) and its judge spent tokens with no price;
+    agent "free-judge" has a priced judge ($0.002 a trial)."""
+    store = TrialStore(f"sqlite:///{tmp_path / 'judged.db'}")
+    store.save_experiment("judged", {"name": "judged"})
+    agents = {"judged": 0.0, "free-judge": 0.002}
+    store.enqueue(
+        [
+            TrialSpec(
+                experiment="judged",
+                task_id=f"t{i}",
+                world_id="w",
+                world_digest="d",
+                agent_name=agent,
+                agent="replay",
+                model="m",
+                run_index=0,
+            )
+            for agent in agents
+            for i in range(2)
+        ]
+    )
+    for lease in store.lease("w", limit=100, lease_s=60):
+        store.complete(
+            lease,
+            "w",
+            TrialResult(
+                trial_id=lease.trial_id,
+                outcome=Outcome.passed,
+                score=1.0,
+                prompt_tokens=1000,
+                completion_tokens=100,
+                agent_cost_usd=0.01,
+                judge_prompt_tokens=800,
+                judge_completion_tokens=20,
+                judge_cost_usd=agents[lease.spec.agent_name],
+            ),
+        )
+    return store
+
+
+def test_an_unpriced_judge_is_unknown_cost_in_the_report_and_the_viewer(tmp_path):
+    from orchestrator.viewer import data
+
+    store = _judged_store(tmp_path)
+    try:
+        report = build_report(store, "judged")
+        trials = data.run_trials(store, "judged")
+        detail = data.run_detail(store, "judged")
+    finally:
+        store.dispose()
+    markdown = render_markdown(report)
+    usage = markdown.split("## Usage and cost", 1)[1].split("\n## ", 1)[0]
+    assert _row(usage, "judged").endswith("| $0.0200 | unknown |")
+    assert _row(usage, "free-judge").endswith("| $0.0200 | $0.0040 |")
+    leaderboard = markdown.split("## Leaderboard", 1)[1].split("\n## ", 1)[0]
+    assert _row(leaderboard, "judged").endswith("| unknown |")  # every trial has an unknown part
+    assert _row(leaderboard, "free-judge").endswith("| $0.0240 |")
+    assert report["agents"]["judged"]["judge_cost_known"] is False
+    assert report["agents"]["judged"]["judge_prompt_tokens"] == 1600
+    assert report["agents"]["free-judge"]["mean_cost_usd"] == pytest.approx(0.012)
+    rows = {row["agent"]: row for row in report["trial_rows"]}
+    assert rows["judged"]["judge_cost_usd"] is None and rows["judged"]["cost_usd"] is None
+    assert rows["judged"]["agent_cost_usd"] == 0.01 and rows["judged"]["judge_prompt_tokens"] == 800
+    assert rows["free-judge"]["cost_usd"] == pytest.approx(0.012)
+    assert "unknown" in report["outcome"]
+    # The viewer says the same, by the same rule.
+    viewer = {row["agent"]: row for row in trials}
+    assert viewer["judged"]["cost"] == "unknown" and viewer["judged"]["cost_usd"] is None
+    assert viewer["free-judge"]["cost"] == "$0.0120"
+    board = {row["agent"]: row for row in detail["leaderboard"]}
+    assert board["judged"]["cost"] == "unknown" and board["free-judge"]["cost"] == "$0.0240"
+    # Sums are of what was priced (the judged agent's own cost included), "+ unknown" beside it.
+    assert detail["cost"] == "$0.0440 + unknown (2 unpriced trials)"
+    assert report["cost"] == {"known_usd": pytest.approx(0.044), "unpriced_trials": 2, "finished_trials": 4}

@@ -90,7 +90,7 @@ async function runsPage() {
     el("td", { text: run.spec.benchmark || "—" }),
     el("td", { class: "num", text: run.counts.done + " / " + run.counts.total }),
     el("td", { text: Object.entries(run.outcomes).map(([k, n]) => n + " " + k).join(", ") || "—" }),
-    el("td", { class: "num", text: fmtCost(run.cost_usd) }),
+    el("td", { class: "num", text: (run.cost || fmtCost(run.cost_usd)) }),
     el("td", { text: fmtTime(run.started_at) }), el("td", { text: fmtTime(run.ended_at) })));
   show(el("h1", { text: "Runs" }), el("p", { class: "muted", text: "store: " + body.store }),
     rows.length ? table(["Compare", "Run", "Status", "Agents", "Benchmark", "Done / total", "Outcomes", "Cost", "Started",
@@ -157,7 +157,7 @@ async function comparePage(a, b) {
   const body = await api("/api/compare?a=" + enc(a) + "&b=" + enc(b));
   const summary = (run) => el("dd", {}, el("a", { href: runHref(run.name), text: run.name }), " ", badge(run.status),
     " · " + run.counts.done + "/" + run.counts.total + " done · " +
-    (Object.entries(run.outcomes).map(([k, n]) => n + " " + k).join(", ") || "no outcomes") + " · " + fmtCost(run.cost_usd));
+    (Object.entries(run.outcomes).map(([k, n]) => n + " " + k).join(", ") || "no outcomes") + " · " + (run.cost || fmtCost(run.cost_usd)));
   show(el("h1", { text: "Compare " + a + " and " + b }),
     el("dl", { class: "kv", id: "compare-summary" }, el("dt", { text: "a" }), summary(body.a),
       el("dt", { text: "b" }), summary(body.b)),
@@ -218,7 +218,7 @@ function renderTrials() {
     el("td", { class: "num", text: fmtPct(t.score) }),
     el("td", { text: t.end_reason || "—", title: t.error || null }),
     el("td", { class: "num", text: fmtNum(t.steps) }), el("td", { class: "num", text: fmtNum(t.tool_calls) }),
-    el("td", { class: "num", text: fmtNum(t.tokens) }), el("td", { class: "num", text: fmtCost(t.cost_usd) }),
+    el("td", { class: "num", text: fmtNum(t.tokens) }), el("td", { class: "num", text: t.cost || "—" }),
     el("td", { class: "num", text: fmtNum(t.duration_s, 1) })));
   document.querySelector("#trial-table tbody").replaceChildren(...rows);
   document.getElementById("trial-count").textContent = trials.length + " of " + runState.trials.length + " trials";
@@ -261,7 +261,7 @@ function leaderboard(rows) {
       el("td", { class: "num", text: i + 1 }), el("td", { text: row.agent }), el("td", { text: row.model }),
       el("td", { text: ci(row.pass_at_1) }), el("td", { text: ci(row.mean_score) }),
       el("td", { text: ci(row.checks_pass) }), el("td", { class: "num", text: row.graded + " / " + row.trials }),
-      el("td", { class: "num", text: fmtCost(row.cost_usd) }))), { id: "leaderboard" });
+      el("td", { class: "num", text: row.cost || fmtCost(row.cost_usd) }))), { id: "leaderboard" });
 }
 
 function ci(entry) {
@@ -312,7 +312,7 @@ async function runPage(name) {
     el("dt", { text: "judge" }), el("dd", { text: run.spec.judge_model || "programmatic checks only" }),
     el("dt", { text: "trials" }), el("dd", { text: Object.entries(run.counts).map(([k, n]) => k + " " + n).join(" · ") }),
     el("dt", { text: "outcomes" }), el("dd", { text: Object.entries(run.outcomes).map(([k, n]) => n + " " + k).join(", ") || "—" }),
-    el("dt", { text: "cost" }), el("dd", { text: fmtCost(run.cost_usd) }),
+    el("dt", { text: "cost" }), el("dd", { text: (run.cost || fmtCost(run.cost_usd)) }),
     el("dt", { text: "started / ended" }), el("dd", { text: fmtTime(run.started_at) + " → " + fmtTime(run.ended_at) }),
     el("dt", { text: "created / fingerprint" }), el("dd", { text: fmtTime(run.created_at) + " · " + (run.fingerprint || "—") }));
   // Why the run stopped early (aborted, cost ceiling, interrupted), in the report's words.
@@ -445,7 +445,9 @@ async function trialPage(id, run) {
       el("dt", { text: "score" }), el("dd", { text: fmtPct(row.score) + (row.checks_total ? " · checks " + row.checks_met + "/" + row.checks_total : "") }),
       el("dt", { text: "end reason" }), el("dd", { text: (row.end_reason || "—") + (t.agent_reported_status ? " (agent says " + t.agent_reported_status + ")" : "") }),
       el("dt", { text: "steps / tool calls" }), el("dd", { text: fmtNum(row.steps) + " / " + fmtNum(row.tool_calls) }),
-      el("dt", { text: "tokens / cost" }), el("dd", { text: fmtNum(row.tokens) + " / " + fmtCost(row.cost_usd) }),
+      el("dt", { text: "tokens / cost" }), el("dd", { id: "trial-cost", text: fmtNum(row.tokens) + " / " + (row.cost || "—") }),
+      t.grade && el("dt", { text: "judge tokens / cost" }),
+      t.grade && el("dd", { id: "judge-cost", text: fmtNum(t.grade.judge_tokens) + " / " + t.grade.judge_cost }),
       el("dt", { text: "duration" }), el("dd", { text: fmtNum(row.duration_s, 1) + " s (" + fmtTime(t.started_at) + " → " + fmtTime(t.ended_at) + ")" }),
       el("dt", { text: "trial id" }), el("dd", { text: row.trial_id }),
       el("dt", { text: "downloads" }), el("dd", {}, [download("trajectory", "trajectory.json"), download("grade", "grade.json"),
