@@ -162,3 +162,19 @@ def test_an_unpriced_judge_is_unknown_cost_in_the_report_and_the_viewer(tmp_path
     # Sums are of what was priced (the judged agent's own cost included), "+ unknown" beside it.
     assert detail["cost"] == "$0.0440 + unknown (2 unpriced trials)"
     assert report["cost"] == {"known_usd": pytest.approx(0.044), "unpriced_trials": 2, "finished_trials": 4}
+
+
+def test_the_progress_line_counts_an_unpriced_judge_as_unknown_cost(tmp_path):
+    store = _judged_store(tmp_path)
+    try:
+        view = ProgressView("judged", store, quiet=True)
+        rows = {row.spec.agent_name: row for row in store.trial_rows("judged")}
+    finally:
+        store.dispose()
+    leases = {
+        agent: Lease("judged", row.result.trial_id, "token", 1, row.spec) for agent, row in rows.items()
+    }
+    view.event("finished", leases["free-judge"], rows["free-judge"].result)
+    assert "· $0.0120 ·" in view._render().plain
+    view.event("finished", leases["judged"], rows["judged"].result)
+    assert "· $0.0220 + unknown ·" in view._render().plain
