@@ -56,6 +56,7 @@ from orchestrator.executors.kubernetes_job import (
     LABEL_MANAGED_BY,
     LABEL_OWNER,
     LABEL_RUN,
+    LABEL_TRIAL,
     MANAGED_BY,
     JobOptions,
     build_job,
@@ -432,10 +433,21 @@ class KubernetesExecutor:
 
     # --- one trial ------------------------------------------------------------------------
 
-    def _adoptable(self, spec: TrialSpec) -> dict[str, Any] | None:
+    async def _adoptable(self, spec: TrialSpec) -> dict[str, Any] | None:
         """A live Job of this trial that no trial of this process follows (its worker died or
-        drained, and the store leased the trial again)."""
-        for job in list(self.jobs.items.values()):
+        drained, and the store leased the trial again). Asked of the API, not the watch's
+        cache: a cache not yet listed (or stale) would show none, and the trial would get a
+        second Job writing into the same attempt's folder. When the API cannot say, the trial
+        fails as an infrastructure error (retried) rather than risk that."""
+        selector = f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_TRIAL}={spec.trial_id[:40]}"
+        try:
+            jobs = await self.api(self.cluster.jobs, self.namespace, selector)
+        except ApiError as exc:
+            raise InfraError(
+                f"trial {spec.trial_id[:12]}: cannot tell whether a Job of it is still running "
+                f"(not starting another): {exc}"
+            ) from exc
+        for job in jobs:
             metadata = job.get("metadata") or {}
             if (
                 (metadata.get("annotations") or {}).get(ANNOTATION_TRIAL_ID) == spec.trial_id
@@ -466,7 +478,7 @@ class KubernetesExecutor:
 
     async def run(self, spec: TrialSpec, *, attempt: int) -> TrialResult:
         await self._ensure_started()
-        adopted = self._adoptable(spec)
+        adopted = await self._adoptable(spec)
         if adopted is not None and await self._adopt(adopted):
             name = adopted["metadata"]["name"]
             job_attempt = int((adopted["metadata"].get("labels") or {}).get(LABEL_ATTEMPT) or attempt)

@@ -11,6 +11,7 @@ import time
 
 from atoll.loader import load_benchmark
 from atoll.trial import Outcome
+from orchestrator.executors.base import InfraError
 from orchestrator.executors.kubernetes import KubernetesExecutor
 from orchestrator.planner import plan_trials
 from tests.deploy.kube_standin import later
@@ -148,3 +149,48 @@ def test_a_live_job_waiting_in_admission_is_not_reaped_by_another_worker(tmp_pat
     assert asyncio.run(scenario()).outcome is Outcome.passed
     assert other.reaped == [] and len(cluster.created) == 1
     assert cluster.deleted == [cluster.created[0]["metadata"]["name"]]  # by its owner, once finished
+
+
+def test_a_re_leased_trial_whose_worker_cannot_list_jobs_yet_starts_no_second_job(
+    tmp_path, benchmark_dir, cluster
+):
+    # The new worker's watch has not listed the Jobs yet (the API fails its LISTs): an empty
+    # cache must not read as "no live Job of this trial".
+    old, new, trial = _two_workers(
+        tmp_path, benchmark_dir, cluster, orphan_after_s=30, api_retry_budget_s=0.3, api_timeout_s=1
+    )
+    release = threading.Event()
+    healthy = _healthy_kubelet(run_s=0.1)
+    cluster.on_create = lambda standin, job: (
+        standin.set_pod(job["metadata"]["name"], phase="Running"),
+        later(0, lambda: (release.wait(30), healthy(standin, job))),
+    )
+
+    async def scenario():
+        running = asyncio.create_task(old.run(trial, attempt=1))
+        await _until(lambda: any(pod["status"].get("phase") == "Running" for pod in cluster.pods.values()))
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+        await _crash(old)
+        lists = cluster.fault("GET", r"/jobs$", status=503, times=None, watch=False)
+        try:
+            try:  # (bounded: a second Job would wait for the watch as long as the API fails)
+                await asyncio.wait_for(new.run(trial, attempt=2), 20)
+            except InfraError as exc:
+                assert "cannot tell whether a Job of it is still running" in str(exc)
+            except TimeoutError:
+                pass
+            else:
+                raise AssertionError("the trial ran without knowing whether its Job was alive")
+            assert len(cluster.created) == 1, "a second Job was started for the same trial"
+            lists.times = 0  # the API answers again: the retried trial adopts the live Job
+            adopting = asyncio.create_task(new.run(trial, attempt=3))
+            await _until(lambda: new.adopted)
+            release.set()
+            return await adopting
+        finally:
+            await new.aclose()
+
+    result = asyncio.run(scenario())
+    assert result.outcome is Outcome.passed and result.attempt == 3
+    assert len(cluster.created) == 1
