@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import logging
-import os
 import tempfile
 import time
 import uuid
@@ -24,7 +21,8 @@ from starlette.types import Message
 from atoll.errors import AtollError
 from environment.archipelago import S3Credentials, refuse_hooks, storage_options_for
 from environment.archive import ArchiveLimits, UnsafeArchive
-from environment.populate import PopulateSource, Subsystem, WorldRoots, populate
+from environment.pipes import consume_piped
+from environment.populate import Mode, PopulateSource, Subsystem, WorldRoots, populate
 from environment.settings import EnvironmentSettings
 from environment.snapshot import (
     SnapshotInfo,
@@ -48,7 +46,7 @@ class SourceSpec(BaseModel):
 
 class PopulateRequest(BaseModel):
     sources: list[SourceSpec] = Field(min_length=1)
-    mode: str | None = None
+    mode: Mode | None = None
     # Archipelago's fields: credentials for this request; hooks are refused (environment.archipelago).
     s3_credentials: S3Credentials | None = None
     post_populate_hooks: list[dict[str, Any]] = Field(default_factory=list)
@@ -160,7 +158,7 @@ async def populate_world(
     subsystem: str = Query(
         "filesystem", description="filesystem | .apps_data | <one of them>/<folder> | world"
     ),
-    mode: str = Query("merge", description="merge (archive wins) or replace (target emptied first)"),
+    mode: Mode = Query("merge", description="merge (archive wins) or replace (target emptied first)"),
 ) -> dict[str, Any]:
     """Multipart field ``archive`` (Archipelago's shape), or JSON ``{"sources": [{url, subsystem}]}``."""
     content_type = request.headers.get("content-type", "")
@@ -225,64 +223,21 @@ RAW_ARCHIVE_TYPES = frozenset(
 )
 
 
-_PIPE_BATCH = 1 << 20
-
-
-def _write_all(descriptor: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(descriptor, view) :]
-
-
 async def _populate_from_body(
-    request: Request, subsystem: Subsystem, mode: str, label: str
+    request: Request, subsystem: Subsystem, mode: Mode, label: str
 ) -> dict[str, Any]:
-    """Extract the request body while it arrives: no spool file, one pass over the archive.
+    """Extract the request body while it arrives (:func:`environment.pipes.consume_piped`)."""
 
-    The body is fed through a pipe to the extraction thread. If extraction stops early (a
-    refused member), closing the pipe's read end makes the feeder stop too.
-    """
-    read_fd, write_fd = os.pipe()
-    with contextlib.suppress(OSError):  # a bigger pipe means fewer wake-ups (Linux only)
-        fcntl.fcntl(write_fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), _PIPE_BATCH)
-    reader = os.fdopen(read_fd, "rb", buffering=_PIPE_BATCH)
+    async def extract(reader: BinaryIO) -> dict[str, Any]:
+        return await _run_populate(request, [PopulateSource(subsystem, file=reader)], mode, label)
 
-    async def feed() -> None:
-        try:
-            batch: list[bytes] = []
-            size = 0
-            async for chunk in request.stream():
-                batch.append(chunk)
-                size += len(chunk)
-                if size >= _PIPE_BATCH:  # one thread hop per MiB, not per network chunk
-                    await run_in_data_thread(request, _write_all, write_fd, b"".join(batch))
-                    batch, size = [], 0
-            if batch:
-                await run_in_data_thread(request, _write_all, write_fd, b"".join(batch))
-        except OSError:
-            pass  # extraction ended first (broken pipe); its result or error is the answer
-        finally:
-            os.close(write_fd)
-
-    result: dict[str, Any] = {}
-    failure: Exception | None = None
-    async with anyio.create_task_group() as group:
-        group.start_soon(feed)
-        try:
-            result = await _run_populate(request, [PopulateSource(subsystem, file=reader)], mode, label)
-        except Exception as exc:  # re-raised below, outside the task group (no exception group)
-            failure = exc
-        finally:
-            reader.close()
-    if failure is not None:
-        raise failure
-    return result
+    return await consume_piped(request.stream(), extract, partial(run_in_data_thread, request))
 
 
 async def _run_populate(
     request: Request,
     sources: list[PopulateSource],
-    mode: str,
+    mode: Mode,
     subsystem: str | None,
     *,
     storage_options: dict[str, Any] | None = None,
@@ -301,7 +256,7 @@ async def _run_populate(
                     populate,
                     sources,
                     _roots(settings),
-                    mode=mode,  # type: ignore[arg-type]
+                    mode=mode,
                     limits=limits,
                     storage_options=settings.storage_options if storage_options is None else storage_options,
                 ),

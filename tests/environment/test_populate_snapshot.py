@@ -169,6 +169,25 @@ def test_merge_keeps_other_files_and_replace_empties_the_target(client, settings
     assert os.listdir(settings.fs_root) == ["only.txt"]
 
 
+def test_an_unknown_mode_is_refused_before_anything_is_extracted(client, settings, tmp_path):
+    settings.fs_root.mkdir(parents=True, exist_ok=True)
+    (settings.fs_root / "kept.txt").write_text("kept")
+    archive = tar_gz([("new.txt", b"new")])
+    for reply in (
+        client.post("/data/populate", params={"mode": "wipe"}, files={"archive": ("a.tar.gz", archive)}),
+        client.post(
+            "/data/populate",
+            params={"mode": "wipe"},
+            content=archive,
+            headers={"content-type": "application/gzip"},
+        ),
+        client.post("/data/populate/s3", json={"sources": [{"url": "file:///x.tar.gz"}], "mode": "wipe"}),
+    ):
+        assert reply.status_code == 422, reply.text
+        assert "mode" in reply.text and "'merge' or 'replace'" in reply.text
+    assert os.listdir(settings.fs_root) == ["kept.txt"]
+
+
 def test_missing_source_and_wrong_content_type_are_clear_errors(client, tmp_path):
     reply = client.post("/data/populate", json={"sources": [{"url": (tmp_path / "nope.tar.gz").as_uri()}]})
     assert reply.status_code == 400 and "nope.tar.gz" in reply.json()["detail"]["error"]
