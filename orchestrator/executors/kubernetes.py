@@ -398,7 +398,8 @@ class KubernetesExecutor:
             if (
                 since is not None
                 and now - since > self.settings.orphan_after_s
-                and await self._delete(metadata["name"])
+                # Only the version listed: a Job adopted (relabelled) since is not reaped.
+                and await self._delete(metadata["name"], metadata.get("resourceVersion"))
             ):
                 reaped.append(metadata["name"])
         if reaped:
@@ -570,14 +571,18 @@ class KubernetesExecutor:
         except OSError as exc:
             raise InfraError(f"artifact store {self.artifacts.url}: {exc}") from exc
 
-    async def _delete(self, name: str) -> bool:
+    async def _delete(self, name: str, resource_version: str | None = None) -> bool:
         """Delete a Job, best effort: an API that cannot be reached now must not turn a
-        finished trial into a failure (the Job's TTL and the reaper remove it later)."""
+        finished trial into a failure (the Job's TTL and the reaper remove it later). With
+        ``resource_version`` only the version read: one changed since is left (409)."""
         try:
-            await self.api(self.cluster.delete_job, self.namespace, name)
+            await self.api(self.cluster.delete_job, self.namespace, name, resource_version)
             return True
         except ApiError as exc:
-            log.warning("trial Job %s not deleted (its TTL will): %s", name, exc)
+            if exc.status == 409 and resource_version:
+                log.info("trial Job %s changed since it was listed (adopted?): not deleted", name)
+            else:
+                log.warning("trial Job %s not deleted (its TTL will): %s", name, exc)
             return False
 
     def _pods_of(self, name: str | None) -> list[dict[str, Any]]:

@@ -257,12 +257,16 @@ class KubernetesCluster:
         )
         return found is not None
 
-    def delete_job(self, namespace: str, name: str) -> None:
+    def delete_job(self, namespace: str, name: str, resource_version: str | None = None) -> None:
+        """Delete a Job (gone already is fine). With ``resource_version``, only that version of
+        it: a Job changed since it was read (e.g. adopted: relabelled) answers 409 Conflict."""
+        body = {"preconditions": {"resourceVersion": resource_version}} if resource_version else None
         self._call(
             "delete job",
             self._batch.delete_namespaced_job,
             name,
             namespace,
+            body=body,
             propagation_policy="Background",
             missing_ok=True,
         )

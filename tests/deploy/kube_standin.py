@@ -655,6 +655,21 @@ class StandInCluster:
                     match = _JOBS.match(urlparse(self.path).path)
                     if not match or match.group(2) not in cluster.jobs:
                         return self._not_found()
+                    preconditions = (self._body() or {}).get("preconditions") or {}
+                    metadata = cluster.jobs[match.group(2)]["metadata"]
+                    for field in ("resourceVersion", "uid"):
+                        if preconditions.get(field) and preconditions[field] != metadata.get(field):
+                            return self._send(
+                                409,
+                                {
+                                    "kind": "Status",
+                                    "apiVersion": "v1",
+                                    "status": "Failure",
+                                    "reason": "Conflict",
+                                    "message": f"Precondition failed: {field} in precondition differs",
+                                    "code": 409,
+                                },
+                            )
                     job = cluster.jobs.pop(match.group(2))
                     cluster._record("Job", "DELETED", job)
                     for retired in [

@@ -194,3 +194,34 @@ def test_a_re_leased_trial_whose_worker_cannot_list_jobs_yet_starts_no_second_jo
     result = asyncio.run(scenario())
     assert result.outcome is Outcome.passed and result.attempt == 3
     assert len(cluster.created) == 1
+
+
+def test_the_reaper_does_not_delete_a_job_adopted_after_it_listed_it(tmp_path, benchmark_dir, cluster):
+    cluster.create_pods = False
+    cluster.add_lease("atoll-worker-dead", holder="dead", renewed_s_ago=3600, duration_s=60)
+    cluster.add_job(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "orphan-or-not", "labels": {**MANAGED, "atoll.dev/owner": "dead"}},
+            "spec": {"template": {"metadata": {"labels": {}}, "spec": {"containers": []}}},
+        }
+    )
+    reaper, _adopter, _trial = _two_workers(tmp_path, benchmark_dir, cluster, orphan_after_s=0.5)
+
+    def adopt_meanwhile():  # another worker relabels the Job between the reaper's list and delete
+        while stalled.times:  # until the reaper's DELETE has arrived (it is held for a second)
+            time.sleep(0.01)
+        with cluster.lock:
+            job = cluster.jobs["orphan-or-not"]
+            job["metadata"]["labels"]["atoll.dev/owner"] = "worker-b"
+            cluster._record("Job", "MODIFIED", job)
+
+    stalled = cluster.fault("DELETE", r"/jobs/orphan-or-not$", stall_s=1.0)
+    later(0, adopt_meanwhile)
+    assert asyncio.run(reaper.reap_orphans()) == []
+    assert "orphan-or-not" in cluster.jobs, "the reaper deleted a Job adopted after it listed it"
+    # Still an orphan when listed again (the adoption undone): then it is reaped.
+    with cluster.lock:
+        cluster.jobs["orphan-or-not"]["metadata"]["labels"]["atoll.dev/owner"] = "dead"
+    assert asyncio.run(reaper.reap_orphans()) == ["orphan-or-not"]
