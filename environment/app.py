@@ -33,6 +33,7 @@ from environment.mcp_front import BearerTokenGuard, SessionRegistry, create_fron
 from environment.metrics import EnvironmentMetrics
 from environment.populate import STAGING_PREFIX
 from environment.preload import app_servers_preloaded, preload_app_servers
+from environment.replies import AppsApplied, AppsShown, EnvironmentHealth, Root
 from environment.settings import EnvironmentSettings
 
 logger = logging.getLogger("environment.app")
@@ -137,26 +138,31 @@ def create_app(
         return JSONResponse({"detail": exc.message, "code": exc.code}, status_code=400)
 
     @app.get("/")
-    async def root() -> dict[str, Any]:
+    async def root() -> Root:
         # Archipelago answers GET / (a liveness probe some clients use); never needs a token.
-        return {"service": "atoll environment", "version": __version__, "health": "/health", "mcp": MCP_PATH}
+        return Root(service="atoll environment", version=__version__, health="/health", mcp=MCP_PATH)
 
     @app.get("/health")
-    async def health() -> dict[str, Any]:
+    async def health() -> EnvironmentHealth:
         from mcp_servers.code.sandbox import sandbox_report  # lazily: the code server's imports
 
-        return {
-            "status": "ok",
-            "servers_preloaded": app_servers_preloaded(),
-            "code_sandbox": sandbox_report(),  # whether code_exec can run here, how, or why not
-        }
+        return EnvironmentHealth(
+            status="ok",
+            servers_preloaded=app_servers_preloaded(),
+            code_sandbox=sandbox_report(),  # whether code_exec can run here, how, or why not
+        )
 
-    @app.get("/metrics", dependencies=[Depends(require_env_token)])
+    @app.get(
+        "/metrics",
+        dependencies=[Depends(require_env_token)],
+        response_class=Response,
+        responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+    )
     async def prometheus_metrics() -> Response:
         return Response(metrics.render(), media_type="text/plain; version=0.0.4")
 
     @app.post("/apps", dependencies=[Depends(require_env_token)])
-    async def set_apps(config: AppsConfig) -> dict[str, Any]:
+    async def set_apps(config: AppsConfig) -> AppsApplied:
         started = time.perf_counter()
         try:
             changed = await manager.apply(config)
@@ -189,21 +195,23 @@ def create_app(
                 "duration_ms": round(duration_ms, 1),
             },
         )
-        return {
-            "servers": list(config.mcpServers),
-            "duration_ms": duration_ms,
-            "changed": changed,
-            "tools": sorted(gateway.tools),
-        }
+        return AppsApplied(
+            servers=list(config.mcpServers),
+            duration_ms=duration_ms,
+            changed=changed,
+            tools=sorted(gateway.tools),
+        )
 
     @app.get("/apps", dependencies=[Depends(require_env_token)])
-    async def get_apps() -> dict[str, Any]:
+    async def get_apps() -> AppsShown:
         gateway = manager.current
-        return {
-            "mcpServers": {name: _redacted(server) for name, server in gateway.config.mcpServers.items()},
-            "servers": list(gateway.config.mcpServers),
-            "tools": gateway.tool_table(),
-        }
+        return AppsShown.model_validate(
+            {
+                "mcpServers": {name: _redacted(server) for name, server in gateway.config.mcpServers.items()},
+                "servers": list(gateway.config.mcpServers),
+                "tools": gateway.tool_table(),
+            }
+        )
 
     app.include_router(data_router, prefix="/data", dependencies=[Depends(require_env_token)])
     app.include_router(data_jobs_router, prefix="/data", dependencies=[Depends(require_env_token)])

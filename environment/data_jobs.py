@@ -46,6 +46,7 @@ from environment.data_routes import (
     run_in_data_thread,
     snapshot_to_url,
 )
+from environment.replies import SnapshotUploaded
 from environment.snapshot import SnapshotInfo
 from environment.url_policy import check_url
 
@@ -291,7 +292,11 @@ ARCHIPELAGO_SNAPSHOT_FIELDS = frozenset(
 )
 
 
-@router.post("/snapshot/s3")
+@router.post(
+    "/snapshot/s3",
+    response_model=None,
+    responses={200: {"model": SnapshotUploaded | SnapshotArchiveResult | SnapshotFilesResult}},
+)
 async def snapshot_s3(request: Request) -> Any:
     """The synchronous snapshot upload, in either of two forms told apart by their fields.
 

@@ -23,6 +23,7 @@ from environment.archipelago import S3Credentials, refuse_hooks, storage_options
 from environment.archive import ArchiveLimits, UnsafeArchive
 from environment.pipes import consume_piped
 from environment.populate import Mode, PopulateSource, Subsystem, WorldRoots, populate
+from environment.replies import Populated
 from environment.settings import EnvironmentSettings
 from environment.snapshot import (
     SnapshotInfo,
@@ -159,7 +160,7 @@ async def populate_world(
         "filesystem", description="filesystem | .apps_data | <one of them>/<folder> | world"
     ),
     mode: Mode = Query("merge", description="merge (archive wins) or replace (target emptied first)"),
-) -> dict[str, Any]:
+) -> Populated:
     """Multipart field ``archive`` (Archipelago's shape), or JSON ``{"sources": [{url, subsystem}]}``."""
     content_type = request.headers.get("content-type", "")
     form = None
@@ -201,7 +202,7 @@ async def populate_world(
 
 
 @router.post("/populate/s3")
-async def populate_from_urls(request: Request, body: PopulateRequest) -> dict[str, Any]:
+async def populate_from_urls(request: Request, body: PopulateRequest) -> Populated:
     """Archipelago's URL form of populate (any fsspec URL, not only S3)."""
     refuse_hooks(body.post_populate_hooks, "post_populate_hooks")
     try:
@@ -343,7 +344,11 @@ async def _chunks(request: Request, spool: BinaryIO, size: int) -> AsyncIterator
         spool.close()
 
 
-@router.post("/snapshot")
+@router.post(
+    "/snapshot",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"application/gzip": {"schema": {"type": "string", "format": "binary"}}}}},
+)
 async def snapshot(request: Request) -> StreamingResponse:
     """The world as a deterministic tar.gz; header ``X-Snapshot-SHA256`` carries its sha256."""
     spool, info = await _build_snapshot(request)

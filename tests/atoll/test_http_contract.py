@@ -86,3 +86,29 @@ def test_errors_of_every_kind_come_in_the_one_body(tmp_path):
         no_files = grader.post("/grade", data={"task": "{}"})
         assert no_files.status_code == 422
         assert "before: Field required" in _error(no_files)["message"]
+
+
+def test_every_environment_route_declares_its_reply(tmp_path):
+    """The environment keeps Archipelago's error shapes, but its replies are typed too."""
+    from environment.app import create_app as environment_app
+    from environment.settings import EnvironmentSettings
+
+    settings = EnvironmentSettings(
+        fs_root=tmp_path / "world" / "filesystem",
+        apps_data_root=tmp_path / "world" / ".apps_data",
+        json_logs=False,
+        log_level="WARNING",
+        preload_servers=False,
+    )
+    spec = environment_app(settings).openapi()
+    routes = [(path, method, op) for path, ops in spec["paths"].items() for method, op in ops.items()]
+    assert {path for path, _, _ in routes} >= {"/apps", "/health", "/data/populate", "/data/snapshot/s3"}
+    for path, method, operation in routes:
+        replies = operation["responses"]
+        success = next(code for code in replies if code.startswith("2"))
+        content = replies[success]["content"]
+        if "application/json" in content:
+            schema = content["application/json"]["schema"]
+            assert not _bare(schema), f"{method.upper()} {path} answers a bare object: {schema}"
+        else:  # the snapshot archive, the Prometheus text
+            assert content and all(media["schema"]["type"] == "string" for media in content.values())
