@@ -516,8 +516,9 @@ class KubernetesExecutor:
         self._following.add(name)
         failed = True
         abandoned = False
+        vanished = False
         try:
-            await self._follow(name)
+            vanished = await self._follow(name)
             failed = False
         except asyncio.CancelledError:
             abandoned = True  # drained or interrupted: the Job is left to be adopted (or reaped)
@@ -527,7 +528,7 @@ class KubernetesExecutor:
             self._following.discard(name)
             if not abandoned and not (failed and self.settings.keep_failed_jobs):
                 await self._delete(name)
-        return await asyncio.to_thread(self._read_outcome, spec, attempt, name)
+        return await asyncio.to_thread(self._read_outcome, spec, attempt, name, vanished=vanished)
 
     async def _write_input(self, spec: TrialSpec, attempt: int) -> str:
         missing = self.benchmark.unavailable_for(self.tasks[spec.task_id])
@@ -608,10 +609,12 @@ class KubernetesExecutor:
                 self._events_warned = True
         return events
 
-    async def _follow(self, name: str) -> None:
+    async def _follow(self, name: str) -> bool:
         """Wait for the Job's end, reading its state from the watch caches (no API call per
         trial, except Events of a pod that does not start and one read of a Job the watch has
-        not shown for a while)."""
+        not shown for a while). True when the Job vanished instead: another worker following
+        it too (its store lease expired meanwhile, and the trial was adopted) may have
+        finished and deleted it, so the caller looks for the outcome before failing."""
         started = time.time()
         seen = False
         checked = False
@@ -639,7 +642,7 @@ class KubernetesExecutor:
             job = self.jobs.items.get(name)
             if job is None:
                 if seen:
-                    raise InfraError(f"trial Job {name} disappeared (deleted outside atoll)")
+                    return True
                 if now - started > settle_s and not checked:
                     checked = True  # the watch should have shown it by now: ask once
                     try:
@@ -649,7 +652,7 @@ class KubernetesExecutor:
                             raise
                         found = {}
                     if found is None:
-                        raise InfraError(f"trial Job {name} disappeared (deleted outside atoll)")
+                        return True
                 await self._wait_change(self.settings.poll_s)
                 continue
             seen = True
@@ -667,7 +670,7 @@ class KubernetesExecutor:
             if state.phase != "pending":
                 self._unobserved.discard(name)
             if state.phase == "succeeded":
-                return
+                return False
             if state.phase == "failed":
                 raise InfraError(f"trial Job {name}: {state.reason}")
             if state.stuck_kind:
@@ -685,15 +688,17 @@ class KubernetesExecutor:
                     raise InfraError(f"trial Job {name}: {state.reason} (for {now - since:.0f} s)")
             await self._wait_change(self.settings.poll_s)
 
-    def _read_outcome(self, spec: TrialSpec, attempt: int, name: str) -> TrialResult:
+    def _read_outcome(
+        self, spec: TrialSpec, attempt: int, name: str, *, vanished: bool = False
+    ) -> TrialResult:
         key = f"the artifact folder of attempt {attempt}"
         try:
             key = outcome_key(self.artifacts, spec, attempt)
             outcome = PodTrialOutcome.model_validate_json(self.artifacts.get_bytes(key))
         except (OSError, ValueError) as exc:
+            what = "disappeared (deleted outside atoll) and" if vanished else "succeeded but"
             raise InfraError(
-                f"trial Job {name} succeeded but left no readable outcome at {key}: "
-                f"{str(exc).splitlines()[0]}"
+                f"trial Job {name} {what} left no readable outcome at {key}: {str(exc).splitlines()[0]}"
             ) from exc
         if outcome.infra_error or outcome.result is None:
             raise InfraError(f"trial Job {name}: {outcome.infra_error or 'no result'}")

@@ -10,9 +10,11 @@ import time
 
 import pytest
 
-from atoll.trial import Outcome
+from atoll.trial import Outcome, TrialResult
+from orchestrator.artifacts import ArtifactStore
 from orchestrator.executors.base import InfraError
 from orchestrator.executors.kubernetes_state import environment_restart
+from orchestrator.executors.kubernetes_trial import PodTrialOutcome
 from tests.deploy.kube_standin import container_status, later
 from tests.orchestrator import test_kubernetes_executor as base
 from tests.orchestrator.test_kubernetes_api import _healthy_kubelet
@@ -328,3 +330,47 @@ def test_the_sandbox_self_test_exits_3_with_the_reason_when_no_sandbox_can_be_bu
     )
     assert result.returncode == 3
     assert result.stderr.strip().startswith("code_exec sandbox unavailable: bubblewrap not found")
+
+
+def _deleted_by_another_follower(*, outcome: bool):
+    """on_create: the pod runs, (maybe) writes its outcome, and the Job is deleted before this
+    worker's watch shows it succeeded — as another worker following the same Job (it adopted
+    the trial while this one's store lease had expired) does when it finishes first."""
+
+    def on_create(standin, job):
+        name = job["metadata"]["name"]
+
+        def finish_and_delete():
+            if outcome:
+                directory = base._input_uri(job).rsplit("/", 1)[0]
+                trial_id = job["metadata"]["annotations"]["atoll.dev/trial-id"]
+                result = TrialResult(trial_id=trial_id, outcome=Outcome.passed, score=1.0)
+                ArtifactStore(directory).put_bytes(
+                    "outcome.json", PodTrialOutcome(result=result).model_dump_json().encode()
+                )
+            with standin.lock:
+                standin._record("Job", "DELETED", standin.jobs.pop(name))
+                if (pod := standin.pods.pop(name, None)) is not None:
+                    standin._record("Pod", "DELETED", pod)
+
+        later(0.05, lambda: standin.set_pod(name, phase="Running"))
+        later(0.5, finish_and_delete)
+
+    return on_create
+
+
+def test_a_job_deleted_by_another_follower_after_it_finished_gives_its_outcome(
+    tmp_path, benchmark_dir, cluster
+):
+    executor, trial = _executor(tmp_path, benchmark_dir, cluster)
+    cluster.on_create = _deleted_by_another_follower(outcome=True)
+    assert _run_within(executor, trial).outcome is Outcome.passed
+
+
+def test_a_job_deleted_before_it_left_an_outcome_is_an_infra_error(tmp_path, benchmark_dir, cluster):
+    executor, trial = _executor(tmp_path, benchmark_dir, cluster)
+    cluster.on_create = _deleted_by_another_follower(outcome=False)
+    with pytest.raises(
+        InfraError, match=r"disappeared \(deleted outside atoll\) and left no readable outcome"
+    ):
+        _run_within(executor, trial)
