@@ -84,6 +84,9 @@ def _metric_deltas(row_a: dict[str, Any] | None, row_b: dict[str, Any] | None) -
         "a": cost_a,
         "b": cost_b,
         "delta": cost_b - cost_a if known and cost_a is not None and cost_b is not None else None,
+        # As the leaderboard writes them ("$0.0240", "unknown", "$0.04 + unknown (…)").
+        "a_text": (row_a or {}).get("cost"),
+        "b_text": (row_b or {}).get("cost"),
     }
     return deltas
 

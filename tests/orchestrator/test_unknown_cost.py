@@ -178,3 +178,17 @@ def test_the_progress_line_counts_an_unpriced_judge_as_unknown_cost(tmp_path):
     assert "· $0.0120 ·" in view._render().plain
     view.event("finished", leases["judged"], rows["judged"].result)
     assert "· $0.0220 + unknown ·" in view._render().plain
+
+
+def test_the_compare_page_says_unknown_for_an_unpriced_cost(tmp_path):
+    from orchestrator.viewer.compare import compare_runs
+
+    store = _judged_store(tmp_path)
+    try:
+        pairs = {pair["agent_a"]: pair for pair in compare_runs(store, "judged", "judged")["pairs"]}
+    finally:
+        store.dispose()
+    unpriced = pairs["judged"]["metrics"]["cost_usd"]
+    assert (unpriced["a_text"], unpriced["b_text"], unpriced["delta"]) == ("unknown", "unknown", None)
+    priced = pairs["free-judge"]["metrics"]["cost_usd"]
+    assert (priced["a_text"], priced["delta"]) == ("$0.0240", 0)

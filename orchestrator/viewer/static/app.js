@@ -119,8 +119,8 @@ function comparePair(pair, a, b) {
   const metricRow = (key, name, pct) => {
     const m = pair.metrics[key];
     return el("tr", { "data-metric": key }, el("td", { text: name }),
-      el("td", { class: "num", text: pct ? fmtPct(m.a) : fmtCost(m.a) }),
-      el("td", { class: "num", text: pct ? fmtPct(m.b) : fmtCost(m.b) }),
+      el("td", { class: "num", text: pct ? fmtPct(m.a) : (m.a_text || fmtCost(m.a)) }),
+      el("td", { class: "num", text: pct ? fmtPct(m.b) : (m.b_text || fmtCost(m.b)) }),
       el("td", { class: "num delta", text: fmtDelta(m.delta, pct) }));
   };
   const test = pair.mcnemar;
