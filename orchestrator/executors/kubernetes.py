@@ -450,16 +450,24 @@ class KubernetesExecutor:
             ) from exc
         for job in jobs:
             metadata = job.get("metadata") or {}
+            name = metadata.get("name")
             if (
-                (metadata.get("annotations") or {}).get(ANNOTATION_TRIAL_ID) == spec.trial_id
-                and metadata.get("name") not in self._following
-                and not metadata.get("deletionTimestamp")
-                and not (
-                    is_terminal(job)
-                    and read_state(job, self._pods_of(metadata.get("name"))).phase == "failed"
-                )
+                (metadata.get("annotations") or {}).get(ANNOTATION_TRIAL_ID) != spec.trial_id
+                or name in self._following
+                or metadata.get("deletionTimestamp")
             ):
-                return job
+                continue
+            if is_terminal(job):
+                if read_state(job, self._pods_of(name)).phase == "failed":
+                    continue
+                # Finished (its follower died, or could not delete it): worth adopting only for
+                # a result. An outcome that is an error would fail every retry the same way.
+                job_attempt = int((metadata.get("labels") or {}).get(LABEL_ATTEMPT) or 0)
+                try:
+                    await asyncio.to_thread(self._read_outcome, spec, job_attempt, name)
+                except InfraError:
+                    continue
+            return job
         return None
 
     async def _adopt(self, job: dict[str, Any]) -> bool:

@@ -11,8 +11,10 @@ import time
 
 from atoll.loader import load_benchmark
 from atoll.trial import Outcome
+from orchestrator.artifacts import ArtifactStore
 from orchestrator.executors.base import InfraError
 from orchestrator.executors.kubernetes import KubernetesExecutor
+from orchestrator.executors.kubernetes_trial import PodTrialOutcome
 from orchestrator.planner import plan_trials
 from tests.deploy.kube_standin import later
 from tests.orchestrator import test_kubernetes_executor as base
@@ -225,3 +227,45 @@ def test_the_reaper_does_not_delete_a_job_adopted_after_it_listed_it(tmp_path, b
     with cluster.lock:
         cluster.jobs["orphan-or-not"]["metadata"]["labels"]["atoll.dev/owner"] = "dead"
     assert asyncio.run(reaper.reap_orphans()) == ["orphan-or-not"]
+
+
+def test_a_finished_job_whose_outcome_is_an_error_is_not_adopted_by_the_retry(
+    tmp_path, benchmark_dir, cluster
+):
+    spec = _spec(tmp_path, benchmark_dir)
+    benchmark = load_benchmark(spec.benchmark)
+    [trial] = plan_trials(benchmark, spec)
+    executor = KubernetesExecutor(benchmark, spec, _settings(cluster, owner="worker-a"))
+    healthy = _healthy_kubelet(run_s=0.3)
+
+    def on_create(standin, job):
+        if len(standin.created) > 1:  # the retry's own Job runs fine
+            return healthy(standin, job)
+        name = job["metadata"]["name"]
+        directory = base._input_uri(job).rsplit("/", 1)[0]
+
+        def finish():
+            outcome = PodTrialOutcome(infra_error="environment sidecar crashed")
+            ArtifactStore(directory).put_bytes("outcome.json", outcome.model_dump_json().encode())
+            standin.finish(name, succeeded=True)
+
+        later(0.05, lambda: standin.set_pod(name, phase="Running"))
+        later(0.3, finish)
+
+    cluster.on_create = on_create
+    cluster.fault("DELETE", r"/jobs/", status=403, times=1)  # the failed trial's Job stays (TTL)
+
+    async def scenario():
+        try:
+            try:
+                await executor.run(trial, attempt=1)
+            except InfraError as exc:
+                assert "environment sidecar crashed" in str(exc)
+            else:
+                raise AssertionError("the outcome's infra error was not raised")
+            return await asyncio.wait_for(executor.run(trial, attempt=2), 20)  # the scheduler's retry
+        finally:
+            await executor.aclose()
+
+    assert asyncio.run(scenario()).outcome is Outcome.passed
+    assert executor.adopted == [] and len(cluster.created) == 2  # the retry ran a Job of its own
