@@ -110,7 +110,9 @@ def claim_trial_folder(artifacts: ArtifactStore, spec: TrialSpec, attempt: int) 
     """The folder (key prefix) this attempt's artifacts go to, with its ``trial.json``
     written: :func:`trial_prefix`, unless another trial already holds that folder, then the
     same with ``-<trial id>`` appended. Idempotent: the same trial and attempt get the same
-    folder every time (the Kubernetes executor and its pod both ask)."""
+    folder every time (the Kubernetes executor and its pod both ask). A ``trial.json`` that
+    cannot be read raises (OSError, or AtollError ``artifact_folder_unreadable`` when it is not
+    a trial record) rather than count as another trial's."""
     from atoll.trial import identity_config
 
     trial_id = spec.trial_id
@@ -118,10 +120,17 @@ def claim_trial_folder(artifacts: ArtifactStore, spec: TrialSpec, attempt: int) 
     for prefix in (base, f"{base}-{trial_id[:12]}", f"{base}-{trial_id}"):
         key = f"{prefix}/{TRIAL_FILE}"
         if artifacts.exists(key):
+            # A read that fails (OSError) is raised, not taken for another trial's folder: the
+            # executor and its pod must not pick different folders on a passing error.
+            data = artifacts.get_bytes(key)
             try:
-                holder = json.loads(artifacts.get_bytes(key)).get("trial_id")
-            except (OSError, ValueError):
-                holder = None
+                holder = json.loads(data).get("trial_id")
+            except (ValueError, AttributeError) as exc:
+                raise AtollError(
+                    "artifact_folder_unreadable",
+                    f"{artifacts.uri(key)} is not a trial record ({str(exc).splitlines()[0]}); "
+                    "move it aside to let this trial use the folder",
+                ) from None
             if holder == trial_id:
                 return prefix
             continue

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from atoll.errors import AtollError
 from atoll.trial import Outcome, TrialResult, TrialSpec
 from orchestrator.artifacts import ArtifactStore, claim_trial_folder, path_segment, trial_prefix
 from orchestrator.regrade import _trial_folder
@@ -99,3 +100,19 @@ def test_regrade_writes_beside_the_recorded_artifacts_in_either_layout(tmp_path)
     assert _trial_folder(store, spec, new_layout) == trial_prefix(spec, 1)
     elsewhere = result.model_copy(update={"trajectory_uri": Path("/somewhere/else/trajectory.json").as_uri()})
     assert _trial_folder(store, spec, elsewhere) == trial_prefix(spec, 1)
+
+
+def test_a_trial_record_that_cannot_be_read_is_an_error_not_another_trials_folder(tmp_path):
+    # Taken for "held by another trial", a passing read error would send this trial to the
+    # -<id> fallback folder while its Kubernetes pod (asking again) might pick the first one.
+    store = ArtifactStore(str(tmp_path / "artifacts"))
+    spec = _spec()
+    record = tmp_path / "artifacts" / trial_prefix(spec, 1) / "trial.json"
+    record.mkdir(parents=True)  # exists, but reading it fails (OSError)
+    with pytest.raises(OSError):
+        claim_trial_folder(store, spec, 1)
+    record.rmdir()
+    record.write_text("{not json")
+    with pytest.raises(AtollError, match=r"trial\.json is not a trial record"):
+        claim_trial_folder(store, spec, 1)
+    assert sorted(path.name for path in record.parent.parent.iterdir()) == ["attempt-1"]  # no fallback
