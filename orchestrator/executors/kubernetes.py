@@ -51,6 +51,7 @@ from orchestrator.executors.kubernetes_api import ApiError, ApiPolicy, Kubernete
 from orchestrator.executors.kubernetes_job import (
     ANNOTATION_CREATED,
     ANNOTATION_HEARTBEAT,
+    ANNOTATION_INPUT,
     ANNOTATION_TRIAL_ID,
     LABEL_ATTEMPT,
     LABEL_MANAGED_BY,
@@ -64,7 +65,13 @@ from orchestrator.executors.kubernetes_job import (
     run_label,
 )
 from orchestrator.executors.kubernetes_state import is_terminal, needs_events, read_state
-from orchestrator.executors.kubernetes_trial import PodTrialInput, PodTrialOutcome, input_key, outcome_key
+from orchestrator.executors.kubernetes_trial import (
+    PodTrialInput,
+    PodTrialOutcome,
+    input_key,
+    outcome_key,
+    outcome_uri,
+)
 from orchestrator.executors.kubernetes_watch import Informer
 from orchestrator.executors.local import SeedCache, judge_request
 
@@ -84,6 +91,10 @@ def default_owner() -> str:
 
 def _micro_time(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _input_of(job: dict[str, Any]) -> str | None:
+    return ((job.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_INPUT)
 
 
 def _parse_time(value: Any) -> float | None:
@@ -464,7 +475,9 @@ class KubernetesExecutor:
                 # a result. An outcome that is an error would fail every retry the same way.
                 job_attempt = int((metadata.get("labels") or {}).get(LABEL_ATTEMPT) or 0)
                 try:
-                    await asyncio.to_thread(self._read_outcome, spec, job_attempt, name)
+                    await asyncio.to_thread(
+                        self._read_outcome, spec, job_attempt, name, input_uri=_input_of(job)
+                    )
                 except InfraError:
                     continue
             return job
@@ -499,7 +512,7 @@ class KubernetesExecutor:
                 name,
                 job_attempt,
             )
-            result = await self._follow_to_end(spec, job_attempt, name, created=False)
+            result = await self._follow_to_end(spec, job_attempt, name, _input_of(adopted), created=False)
             return result.model_copy(update={"attempt": attempt})
         input_uri = await self._write_input(spec, attempt)
         manifest = build_job(self.template, spec, attempt, input_uri, self.options)
@@ -518,9 +531,11 @@ class KubernetesExecutor:
             self._unobserved.discard(name)
             raise
         log.info("trial %s attempt %d: Job %s created", spec.trial_id[:12], attempt, name)
-        return await self._follow_to_end(spec, attempt, name, created=True)
+        return await self._follow_to_end(spec, attempt, name, input_uri, created=True)
 
-    async def _follow_to_end(self, spec: TrialSpec, attempt: int, name: str, *, created: bool) -> TrialResult:
+    async def _follow_to_end(
+        self, spec: TrialSpec, attempt: int, name: str, input_uri: str | None, *, created: bool
+    ) -> TrialResult:
         self._following.add(name)
         failed = True
         abandoned = False
@@ -536,7 +551,9 @@ class KubernetesExecutor:
             self._following.discard(name)
             if not abandoned and not (failed and self.settings.keep_failed_jobs):
                 await self._delete(name)
-        return await asyncio.to_thread(self._read_outcome, spec, attempt, name, vanished=vanished)
+        return await asyncio.to_thread(
+            self._read_outcome, spec, attempt, name, input_uri=input_uri, vanished=vanished
+        )
 
     async def _write_input(self, spec: TrialSpec, attempt: int) -> str:
         missing = self.benchmark.unavailable_for(self.tasks[spec.task_id])
@@ -697,11 +714,13 @@ class KubernetesExecutor:
             await self._wait_change(self.settings.poll_s)
 
     def _read_outcome(
-        self, spec: TrialSpec, attempt: int, name: str, *, vanished: bool = False
+        self, spec: TrialSpec, attempt: int, name: str, *, input_uri: str | None, vanished: bool = False
     ) -> TrialResult:
+        """The outcome the Job's pod wrote beside its input (a Job without the input
+        annotation, of an older atoll: in the attempt's claimed folder)."""
         key = f"the artifact folder of attempt {attempt}"
         try:
-            key = outcome_key(self.artifacts, spec, attempt)
+            key = outcome_uri(input_uri) if input_uri else outcome_key(self.artifacts, spec, attempt)
             outcome = PodTrialOutcome.model_validate_json(self.artifacts.get_bytes(key))
         except (OSError, ValueError) as exc:
             what = "disappeared (deleted outside atoll) and" if vanished else "succeeded but"

@@ -66,6 +66,20 @@ def outcome_key(artifacts: ArtifactStore, spec: TrialSpec, attempt: int) -> str:
     return f"{claim_trial_folder(artifacts, spec, attempt)}/{OUTCOME_NAME}"
 
 
+def outcome_uri(input_uri: str) -> str:
+    """Where the outcome of the attempt whose input is at ``input_uri`` goes: beside it. The
+    executor claimed that folder when it wrote the input; the pod never claims one again
+    (a second claim could, on a passing read error, land elsewhere)."""
+    return f"{input_uri.rsplit('/', 1)[0]}/{OUTCOME_NAME}"
+
+
+def _folder_of(artifacts: ArtifactStore, input_uri: str, spec: TrialSpec, attempt: int) -> str:
+    key = artifacts.key_of(input_uri)
+    if key and key.endswith(f"/{INPUT_NAME}"):
+        return key[: -len(INPUT_NAME) - 1]
+    return claim_trial_folder(artifacts, spec, attempt)  # an input outside the store's folders
+
+
 def load_input(uri: str) -> tuple[PodTrialInput, ArtifactStore]:
     """Read the trial input at ``uri``; AtollError(bad_trial_input) when absent or invalid."""
     import fsspec
@@ -92,21 +106,29 @@ async def run_pod_trial(
     Infrastructure failures are recorded as ``infra_error`` in the outcome (and returned);
     a bad input raises AtollError (nothing can be recorded then)."""
     trial_input, artifacts = load_input(input_uri)
-    spec, attempt = trial_input.spec, trial_input.attempt
+    prefix = _folder_of(artifacts, input_uri, trial_input.spec, trial_input.attempt)
     try:
         result = await _run(
-            trial_input, artifacts, environment_url, grader_url, env_token, mcp_token, health_timeout_s
+            trial_input,
+            artifacts,
+            prefix,
+            environment_url,
+            grader_url,
+            env_token,
+            mcp_token,
+            health_timeout_s,
         )
         outcome = PodTrialOutcome(result=result)
     except InfraError as exc:
         outcome = PodTrialOutcome(infra_error=str(exc))
-    artifacts.put_bytes(outcome_key(artifacts, spec, attempt), outcome.model_dump_json(indent=2).encode())
+    artifacts.put_bytes(f"{prefix}/{OUTCOME_NAME}", outcome.model_dump_json(indent=2).encode())
     return outcome
 
 
 async def _run(
     trial_input: PodTrialInput,
     artifacts: ArtifactStore,
+    prefix: str,
     environment_url: str,
     grader_url: str | None,
     env_token: str | None,
@@ -142,7 +164,6 @@ async def _run(
         grade = None
         if steps.should_grade(trajectory, trial_input.grade_incomplete):
             grade = await _grade(trial_input, before, after, trajectory, grader_url)
-        prefix = claim_trial_folder(artifacts, spec, trial_input.attempt)
         uris = steps.store_artifacts(
             artifacts, prefix, trajectory, grade, before, after, seed_key=trial_input.seed_key
         )
@@ -177,4 +198,12 @@ async def _grade(
         raise steps.grader_failure(exc) from exc
 
 
-__all__ = ["PodTrialInput", "PodTrialOutcome", "input_key", "load_input", "outcome_key", "run_pod_trial"]
+__all__ = [
+    "PodTrialInput",
+    "PodTrialOutcome",
+    "input_key",
+    "load_input",
+    "outcome_key",
+    "outcome_uri",
+    "run_pod_trial",
+]

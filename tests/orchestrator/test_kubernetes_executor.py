@@ -416,3 +416,31 @@ def test_trial_command_with_a_missing_input_fails_in_one_line(tmp_path):
     assert (
         result.stderr.startswith(f"error: trial input {missing}: ") and len(result.stderr.splitlines()) == 1
     )
+
+
+def test_the_pod_writes_its_outcome_beside_the_input_it_was_given(tmp_path, benchmark_dir):
+    # The pod must not claim a folder again: a second claim can differ from the executor's
+    # (here the folder's trial.json names another trial, so a claim picks the fallback).
+    from orchestrator.artifacts import ArtifactStore, trial_prefix
+    from orchestrator.executors.kubernetes_trial import PodTrialInput, PodTrialOutcome
+
+    spec = _spec(tmp_path, benchmark_dir)
+    benchmark = load_benchmark(spec.benchmark)
+    [trial] = plan_trials(benchmark, spec)
+    store = ArtifactStore(spec.artifacts)
+    folder = trial_prefix(trial, 1)
+    store.put_bytes(f"{folder}/trial.json", json.dumps({"trial_id": "another-trial"}).encode())
+    trial_input = PodTrialInput(
+        spec=trial,
+        attempt=1,
+        task=benchmark.tasks[0],
+        seed_key="seeds/missing.tar.gz",  # the pod fails early, with an outcome to write
+        seed_digest="0" * 64,
+        artifacts=store.url,
+    )
+    uri = store.put_bytes(f"{folder}/input.json", trial_input.model_dump_json(by_alias=True).encode())
+    outcome = asyncio.run(run_pod_trial(uri, environment_url="http://127.0.0.1:9", health_timeout_s=0.1))
+    assert outcome.infra_error and "seeds/missing.tar.gz" in outcome.infra_error
+    assert PodTrialOutcome.model_validate_json(store.get_bytes(f"{folder}/outcome.json")) == outcome
+    runs = Path(spec.artifacts.removeprefix("file://")) / folder.rsplit("/", 1)[0]
+    assert sorted(path.name for path in runs.iterdir()) == ["attempt-1"]
