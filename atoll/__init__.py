@@ -3,7 +3,9 @@
 This package holds the shared contracts (pydantic models) every service imports.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from atoll._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from atoll.benchmark import (
@@ -73,16 +75,7 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'atoll' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
+__getattr__, __dir__ = lazy_attributes("atoll", _EXPORTS, globals())
 
 __version__ = "0.1.0"
 

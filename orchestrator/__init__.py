@@ -14,8 +14,9 @@ See docs/orchestrator.md ("Python API").
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from atoll._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from atoll.experiment import ExperimentSpec, load_experiment
@@ -45,18 +46,7 @@ _API: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _API.get(name)
-    if module is None:
-        raise AttributeError(f"module 'orchestrator' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_API})
-
+__getattr__, __dir__ = lazy_attributes("orchestrator", _API, globals())
 
 __all__ = [
     "ExperimentSpec",
