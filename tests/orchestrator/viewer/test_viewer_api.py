@@ -228,7 +228,13 @@ def test_compare_gives_per_task_changes_metric_deltas_and_the_paired_test(viewer
     assert failing["a"] == {"passes": 0, "graded": 1, "runs": 1, "outcomes": ["fail"]}
     assert failing["b"] == {"passes": 0, "graded": 0, "runs": 1, "outcomes": ["ungradeable"]}
     assert pair["metrics"]["pass_at_1"] == {"a": 0.5, "b": 1.0, "delta": 0.5}
-    assert pair["metrics"]["cost_usd"] == {"a": 0.0, "b": 0.0, "delta": 0.0}
+    assert pair["metrics"]["cost_usd"] == {
+        "a": 0.0,
+        "b": 0.0,
+        "delta": 0.0,
+        "a_text": "$0.0000",  # as each run's leaderboard writes it (no tokens: a known zero)
+        "b_text": "$0.0000",
+    }
     # One paired graded (task, run) outcome, concordant: McNemar has nothing to count.
     assert {k: pair["mcnemar"][k] for k in ("pairs", "a_only", "b_only")} == {
         "pairs": 1,
