@@ -1,5 +1,5 @@
-""".ci/run: setup, the unit suite, then the container test, each labelled; any failed step fails
-CI and is named as such. The three steps are replaced by scripts that record that they ran and
+""".ci/run: the README quickstart's test command (setup, then the unit suite), then the container
+test, each step labelled; any failed step fails CI and is named as such. The three steps are replaced by scripts that record that they ran and
 exit with a chosen status, in a copy of the repository layout; the logic under test is .ci/run's.
 The container test's own refusal to pass without an engine is checked with a `docker` that never
 answers."""
@@ -43,7 +43,8 @@ def test_all_steps_run_in_order_and_ci_passes(tmp_path):
         "tests/deploy/container_test.sh",
     ]
     assert ran[0].endswith("--dev") and ran[1].endswith("-q")
-    for label in ("setup", "unit suite", "container test"):
+    assert "ci: === quickstart tests: bash -c scripts/setup.sh --dev && .venv/bin/pytest -q ===" in result.stdout
+    for label in ("quickstart tests", "container test"):
         assert f"ci: === {label} PASSED" in result.stdout
     assert result.stdout.rstrip().endswith("ci: PASSED")
 
@@ -52,36 +53,42 @@ def test_a_container_failure_fails_ci_and_is_named(tmp_path):
     result, ran = _ci(tmp_path, containers=1)
     assert result.returncode != 0
     assert "ci: container test: FAILED (exit status 1" in result.stdout
-    assert "ci: unit suite: PASSED" in result.stdout
-    assert "ci: FAILED: the container test (the unit suite passed)" in result.stderr
+    assert "ci: quickstart tests: PASSED" in result.stdout
+    assert "ci: FAILED: the container test (the quickstart's test command passed)" in result.stderr
 
 
 def test_a_unit_failure_fails_ci_and_the_container_test_still_runs(tmp_path):
     result, ran = _ci(tmp_path, unit=3)
     assert result.returncode != 0
     assert len(ran) == 3, "the container test must still run after a unit failure"
-    assert "ci: unit suite: FAILED (exit status 3" in result.stdout
+    assert "ci: quickstart tests: FAILED (exit status 3" in result.stdout
     assert "ci: container test: PASSED" in result.stdout
-    assert "ci: FAILED: the unit suite (the container test passed)" in result.stderr
+    assert "ci: FAILED: the quickstart's test command (setup or unit suite" in result.stderr
 
 
 def test_both_failing_are_both_named(tmp_path):
     result, _ = _ci(tmp_path, unit=1, containers=2)
     assert result.returncode != 0
-    assert "ci: FAILED: the unit suite and the container test" in result.stderr
+    assert "ci: FAILED: the quickstart's test command and the container test" in result.stderr
 
 
-def test_a_setup_failure_stops_ci(tmp_path):
+def test_a_setup_failure_skips_the_unit_suite_and_fails_ci(tmp_path):
     result, ran = _ci(tmp_path, setup=1)
     assert result.returncode != 0
-    assert len(ran) == 1
-    assert "neither the unit suite nor the container test ran" in result.stderr
+    assert [line.split()[0].removeprefix(str(tmp_path) + "/") for line in ran] == [
+        "scripts/setup.sh",
+        "tests/deploy/container_test.sh",
+    ], "no unit suite without setup (&&), the container test still runs"
+    assert "ci: quickstart tests: FAILED (exit status 1" in result.stdout
+    assert "ci: FAILED: the quickstart's test command" in result.stderr
 
 
 def test_the_readme_test_command_is_what_ci_runs():
     readme, ci = (ROOT / "README.md").read_text(), (ROOT / ".ci" / "run").read_text()
     assert "scripts/setup.sh --dev && .venv/bin/pytest -q" in readme
-    assert "step setup scripts/setup.sh --dev" in ci and 'step "unit suite" .venv/bin/pytest -q' in ci
+    command = "scripts/setup.sh --dev && .venv/bin/pytest -q"
+    assert f"quickstart_test_command='{command}'" in ci
+    assert 'step "quickstart tests" bash -c "$quickstart_test_command"' in ci
     assert 'step "container test" tests/deploy/container_test.sh' in ci
 
 
