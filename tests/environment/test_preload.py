@@ -27,9 +27,10 @@ print(json.dumps({
 """
 
 
-def test_preload_builds_every_server_including_market_data() -> None:
+def _run_probe(code: str) -> dict:
+    """Run ``code`` in a fresh interpreter (nothing imported yet) and read the JSON it prints last."""
     completed = subprocess.run(
-        [sys.executable, "-c", _PROBE],
+        [sys.executable, "-c", code],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         capture_output=True,
@@ -37,7 +38,11 @@ def test_preload_builds_every_server_including_market_data() -> None:
         timeout=300,
         check=True,
     )
-    report = json.loads(completed.stdout.strip().splitlines()[-1])
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def test_preload_builds_every_server_including_market_data() -> None:
+    report = _run_probe(_PROBE)
     assert report["finished"] is True
     assert "market_data" in OPTIONAL_SERVER_NAMES
     assert report["servers"] == [*SERVER_NAMES, *OPTIONAL_SERVER_NAMES]
@@ -87,16 +92,7 @@ print(json.dumps({"before": before, "waited": waited, "timed_out": timed_out, "l
 
 
 def test_apps_build_waits_for_a_running_preload() -> None:
-    completed = subprocess.run(
-        [sys.executable, "-c", _WAIT_PROBE],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    report = json.loads(completed.stdout.strip().splitlines()[-1])
+    report = _run_probe(_WAIT_PROBE)
     assert report["before"] is True
     assert report["waited"] is True  # still blocked while the preload was held
     assert report["timed_out"] is False

@@ -14,27 +14,28 @@ USAGE = {  # agent: (prompt tokens, agent cost)
 }
 
 
-def _store(tmp_path) -> TrialStore:
-    store = TrialStore(f"sqlite:///{tmp_path / 'atoll.db'}")
-    store.save_experiment("exp", {"name": "exp"})
+def _completed_store(tmp_path, run: str, agents, result, *, model=lambda agent: "m") -> TrialStore:
+    """Run ``run`` in a fresh SQLite store: two trials per agent, each completed as passed with
+    the fields ``result(agent)`` gives (tokens, costs)."""
+    store = TrialStore(f"sqlite:///{tmp_path / (run + '.db')}")
+    store.save_experiment(run, {"name": run})
     store.enqueue(
         [
             TrialSpec(
-                experiment="exp",
+                experiment=run,
                 task_id=f"t{i}",
                 world_id="w",
                 world_digest="d",
                 agent_name=agent,
                 agent="replay",
-                model=f"m-{agent}",
+                model=model(agent),
                 run_index=0,
             )
-            for agent in USAGE
+            for agent in agents
             for i in range(2)
         ]
     )
     for lease in store.lease("w", limit=100, lease_s=60):
-        tokens, cost = USAGE[lease.spec.agent_name]
         store.complete(
             lease,
             "w",
@@ -42,12 +43,18 @@ def _store(tmp_path) -> TrialStore:
                 trial_id=lease.trial_id,
                 outcome=Outcome.passed,
                 score=1.0,
-                prompt_tokens=tokens,
-                completion_tokens=tokens // 10,
-                agent_cost_usd=cost,
+                **result(lease.spec.agent_name),
             ),
         )
     return store
+
+
+def _store(tmp_path) -> TrialStore:
+    def usage(agent: str) -> dict:
+        tokens, cost = USAGE[agent]
+        return {"prompt_tokens": tokens, "completion_tokens": tokens // 10, "agent_cost_usd": cost}
+
+    return _completed_store(tmp_path, "exp", USAGE, usage, model=lambda agent: f"m-{agent}")
 
 
 def _row(markdown: str, agent: str) -> str:
@@ -90,42 +97,20 @@ def test_the_progress_line_says_cost_unknown_once_unpriced_tokens_were_spent(tmp
 def _judged_store(tmp_path) -> TrialStore:
     """Agent "judged" is priced ($0.01 a trial) and its judge spent tokens with no price;
     agent "free-judge" has a priced judge ($0.002 a trial)."""
-    store = TrialStore(f"sqlite:///{tmp_path / 'judged.db'}")
-    store.save_experiment("judged", {"name": "judged"})
-    agents = {"judged": 0.0, "free-judge": 0.002}
-    store.enqueue(
-        [
-            TrialSpec(
-                experiment="judged",
-                task_id=f"t{i}",
-                world_id="w",
-                world_digest="d",
-                agent_name=agent,
-                agent="replay",
-                model="m",
-                run_index=0,
-            )
-            for agent in agents
-            for i in range(2)
-        ]
+    judge_cost = {"judged": 0.0, "free-judge": 0.002}
+    return _completed_store(
+        tmp_path,
+        "judged",
+        judge_cost,
+        lambda agent: {
+            "prompt_tokens": 1000,
+            "completion_tokens": 100,
+            "agent_cost_usd": 0.01,
+            "judge_prompt_tokens": 800,
+            "judge_completion_tokens": 20,
+            "judge_cost_usd": judge_cost[agent],
+        },
     )
-    for lease in store.lease("w", limit=100, lease_s=60):
-        store.complete(
-            lease,
-            "w",
-            TrialResult(
-                trial_id=lease.trial_id,
-                outcome=Outcome.passed,
-                score=1.0,
-                prompt_tokens=1000,
-                completion_tokens=100,
-                agent_cost_usd=0.01,
-                judge_prompt_tokens=800,
-                judge_completion_tokens=20,
-                judge_cost_usd=agents[lease.spec.agent_name],
-            ),
-        )
-    return store
 
 
 def test_an_unpriced_judge_is_unknown_cost_in_the_report_and_the_viewer(tmp_path):
