@@ -43,7 +43,9 @@ def test_all_steps_run_in_order_and_ci_passes(tmp_path):
         "tests/deploy/container_test.sh",
     ]
     assert ran[0].endswith("--dev") and ran[1].endswith("-q")
-    assert "ci: === quickstart tests: bash -c scripts/setup.sh --dev && .venv/bin/pytest -q ===" in result.stdout
+    assert (
+        "ci: === quickstart tests: bash -c scripts/setup.sh --dev && .venv/bin/pytest -q ===" in result.stdout
+    )
     for label in ("quickstart tests", "container test"):
         assert f"ci: === {label} PASSED" in result.stdout
     assert result.stdout.rstrip().endswith("ci: PASSED")

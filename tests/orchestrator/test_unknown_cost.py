@@ -14,10 +14,10 @@ USAGE = {  # agent: (prompt tokens, agent cost)
 }
 
 
-def _completed_store(tmp_path, run: str, agents, result, *, model=lambda agent: "m") -> TrialStore:
-    """Run ``run`` in a fresh SQLite store: two trials per agent, each completed as passed with
+def _completed_store(tmp_path, db: str, run: str, agents, result, *, model=lambda agent: "m") -> TrialStore:
+    """Run ``run`` in a fresh SQLite store ``tmp_path/db``: two trials per agent, each completed as passed with
     the fields ``result(agent)`` gives (tokens, costs)."""
-    store = TrialStore(f"sqlite:///{tmp_path / (run + '.db')}")
+    store = TrialStore(f"sqlite:///{tmp_path / db}")
     store.save_experiment(run, {"name": run})
     store.enqueue(
         [
@@ -54,7 +54,7 @@ def _store(tmp_path) -> TrialStore:
         tokens, cost = USAGE[agent]
         return {"prompt_tokens": tokens, "completion_tokens": tokens // 10, "agent_cost_usd": cost}
 
-    return _completed_store(tmp_path, "exp", USAGE, usage, model=lambda agent: f"m-{agent}")
+    return _completed_store(tmp_path, "atoll.db", "exp", USAGE, usage, model=lambda agent: f"m-{agent}")
 
 
 def _row(markdown: str, agent: str) -> str:
@@ -100,6 +100,7 @@ def _judged_store(tmp_path) -> TrialStore:
     judge_cost = {"judged": 0.0, "free-judge": 0.002}
     return _completed_store(
         tmp_path,
+        "judged.db",
         "judged",
         judge_cost,
         lambda agent: {
