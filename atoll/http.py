@@ -3,12 +3,14 @@
 Every service answers an error with one body, :class:`ErrorBody`:
 ``{"error": {"code": "...", "message": "...", ...details}}`` (see docs/architecture.md,
 Contracts), installed by :func:`add_error_handler`; every bearer token is checked by
-:func:`bearer_guard`.
+:func:`bearer_guard`. The environment, whose clients are Archipelago's, asks for FastAPI's
+``detail`` field beside it (``detail_field=True``: :class:`DetailedErrorBody`).
 """
 
 from __future__ import annotations
 
 import hmac
+import json
 from collections.abc import Awaitable, Callable, Mapping
 from http import HTTPStatus
 from typing import Any
@@ -44,6 +46,15 @@ class ErrorBody(BaseModel):
     error: ErrorDetail
 
 
+class DetailedErrorBody(ErrorBody):
+    """The one body plus FastAPI's ``detail`` field, for clients that read FastAPI's errors."""
+
+    detail: Any = Field(
+        description="what FastAPI would have answered: the HTTPException's detail (text or "
+        "object), the validation errors, or the message"
+    )
+
+
 #: Declared on routes (``responses=ERROR_RESPONSES``) so OpenAPI shows the error body.
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     "4XX": {"model": ErrorBody, "description": "the request was refused"},
@@ -65,20 +76,34 @@ _CODE_OF_STATUS = {
 }
 
 
-def error_body(code: str, message: str, **details: Any) -> dict[str, Any]:
-    """``{"error": {"code", "message", **details}}`` as JSON-ready data."""
-    return {"error": {"code": code, "message": message, **jsonable_encoder(details)}}
+def error_body(code: str, message: str, *, compat_detail: Any = None, **details: Any) -> dict[str, Any]:
+    """``{"error": {"code", "message", **details}}`` as JSON-ready data; with ``compat_detail``
+    (not None), FastAPI's ``"detail": compat_detail`` beside it (:class:`DetailedErrorBody`)."""
+    body: dict[str, Any] = {"error": {"code": code, "message": message, **jsonable_encoder(details)}}
+    if compat_detail is not None:
+        body["detail"] = jsonable_encoder(compat_detail)
+    return body
 
 
-def _http_error_body(status: int, detail: Any) -> dict[str, Any]:
+def error_bytes(code: str, message: str, *, detail_field: bool = False) -> bytes:
+    """The one body as JSON bytes, for refusals sent below FastAPI (ASGI middleware, a mounted
+    app's guard); ``detail_field`` adds ``"detail": message`` as FastAPI's ``{"detail": text}``."""
+    body = error_body(code, message, compat_detail=message if detail_field else None)
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def _http_error_body(status: int, detail: Any, detail_field: bool) -> dict[str, Any]:
     fallback = _CODE_OF_STATUS.get(status) or f"http_{status}"
+    compat = (detail or HTTPStatus(status).phrase) if detail_field else None
     if isinstance(detail, Mapping):
         details = dict(detail)
         message = details.pop("message", None) or details.pop("error", None)
         code = details.pop("code", None) or fallback
-        return error_body(str(code), str(message or HTTPStatus(status).phrase), **details)
+        return error_body(
+            str(code), str(message or HTTPStatus(status).phrase), compat_detail=compat, **details
+        )
     message = str(detail) if detail else HTTPStatus(status).phrase
-    return error_body(fallback, message)
+    return error_body(fallback, message, compat_detail=compat)
 
 
 def _validation_message(errors: list[Any]) -> str:
@@ -116,27 +141,35 @@ def bearer_guard(token: str | None) -> Callable[[Request], Awaitable[None]]:
     return authorize
 
 
-def add_error_handler(app: FastAPI, status_of_code: Mapping[str, int] | None = None) -> None:
+def add_error_handler(
+    app: FastAPI, status_of_code: Mapping[str, int] | None = None, *, detail_field: bool = False
+) -> None:
     """Answer every error in the one shape :class:`ErrorBody`.
 
     AtollError with a status per code (default 400); an
-    HTTPException with a code for its status (a dict detail may carry ``code`` and more); a
-    request that fails validation as 422 ``invalid_request`` listing its ``errors``.
+    HTTPException with a code for its status (a dict detail may carry ``code``, its message as
+    ``message`` or ``error``, and more details); a request that fails validation as 422
+    ``invalid_request`` listing its ``errors``.
+
+    ``detail_field`` (the environment, for Archipelago's clients) adds FastAPI's own ``detail``
+    beside ``error``: the HTTPException's detail as raised, the validation errors, or the
+    AtollError's message (:class:`DetailedErrorBody`).
     """
     statuses = dict(status_of_code or {})
 
     @app.exception_handler(AtollError)
     async def _atoll_error(_request: Request, exc: AtollError) -> JSONResponse:
+        compat = exc.message if detail_field else None
         return JSONResponse(
             status_code=statuses.get(exc.code, 400),
-            content=error_body(exc.code, exc.message),
+            content=error_body(exc.code, exc.message, compat_detail=compat),
         )
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
         return JSONResponse(
             status_code=exc.status_code,
-            content=_http_error_body(exc.status_code, exc.detail),
+            content=_http_error_body(exc.status_code, exc.detail, detail_field),
             headers=getattr(exc, "headers", None),
         )
 
@@ -145,5 +178,10 @@ def add_error_handler(app: FastAPI, status_of_code: Mapping[str, int] | None = N
         errors = jsonable_encoder(exc.errors())
         return JSONResponse(
             status_code=422,
-            content=error_body("invalid_request", _validation_message(errors), errors=errors),
+            content=error_body(
+                "invalid_request",
+                _validation_message(errors),
+                compat_detail=errors if detail_field else None,
+                errors=errors,
+            ),
         )

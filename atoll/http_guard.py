@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import json
 import os
 from collections.abc import Iterable
 from typing import Any
@@ -35,6 +34,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from atoll.errors import AtollError
+from atoll.http import error_bytes
 
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
 #: Starlette's TestClient sends ``Host: testserver``: a single-label name, which no one on the
@@ -120,14 +120,14 @@ class GuardMiddleware:
         policy: HostPolicy,
         *,
         body_timeout_s: float | None = 30.0,
-        detail_errors: bool = False,
+        detail_field: bool = False,
     ) -> None:
         self.app = app
         self.policy = policy
         self.body_timeout_s = body_timeout_s
-        # Refusals in atoll's one error body (atoll.http.ErrorBody), or in FastAPI's
-        # ``{"detail": text}`` where a service keeps Archipelago's shapes (the environment).
-        self.detail_errors = detail_errors
+        # Refusals in atoll's one error body (atoll.http.ErrorBody), plus FastAPI's
+        # ``"detail": text`` beside it where Archipelago's clients are served (the environment).
+        self.detail_field = detail_field
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -159,8 +159,7 @@ class GuardMiddleware:
         await self._with_body_timeout(scope, receive, send)
 
     async def _reply(self, send: Send, status: int, code: str, message: str) -> None:
-        body = {"detail": message} if self.detail_errors else {"error": {"code": code, "message": message}}
-        await _reply(send, status, body)
+        await _reply(send, status, error_bytes(code, message, detail_field=self.detail_field))
 
     async def _with_body_timeout(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer 408 (and end the request for the app as a disconnect) when the client takes
@@ -208,8 +207,7 @@ def _cross_site(headers: dict[str, str], host: str | None) -> bool:
     return not host or parts.netloc.lower() != host.strip().lower()
 
 
-async def _reply(send: Send, status: int, content: dict[str, Any]) -> None:
-    body = json.dumps(content).encode()
+async def _reply(send: Send, status: int, body: bytes) -> None:
     await send(
         {
             "type": "http.response.start",

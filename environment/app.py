@@ -10,13 +10,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from atoll import __version__
-from atoll.errors import AtollError
-from atoll.http import bearer_guard
+from atoll.http import add_error_handler, bearer_guard, error_body
 from atoll.http_guard import GuardMiddleware, HostPolicy
 from atoll.runtime import freeze_startup_heap
 from environment.config import AppsConfig
@@ -54,8 +53,8 @@ class _McpOnly:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
         if scope["type"] == "http" and path.rstrip("/") != MCP_PATH:
-            response = JSONResponse({"detail": "Not Found"}, status_code=404)
-            await response(scope, receive, send)
+            body = error_body("not_found", "Not Found", compat_detail="Not Found")
+            await JSONResponse(body, status_code=404)(scope, receive, send)
             return
         if path != MCP_PATH and scope["type"] == "http":
             scope = {**scope, "path": MCP_PATH, "raw_path": MCP_PATH.encode()}
@@ -127,15 +126,13 @@ def create_app(
         GuardMiddleware,
         policy=HostPolicy(settings.allowed_host_list, bind_host),
         body_timeout_s=settings.body_timeout_s,
-        detail_errors=True,  # Archipelago's clients get FastAPI's {"detail": …} (docs/environment.md)
+        detail_field=True,  # Archipelago's clients read FastAPI's "detail" (docs/environment.md)
     )
+    # The one error body, plus FastAPI's "detail" beside it for Archipelago's clients.
+    add_error_handler(app, detail_field=True)
 
     env_token = settings.env_token.get_secret_value() if settings.env_token else None
     require_env_token = bearer_guard(env_token)  # control plane: /metrics, /apps, /data/*
-
-    @app.exception_handler(AtollError)
-    async def _atoll_error(request: Request, exc: AtollError) -> JSONResponse:
-        return JSONResponse({"detail": exc.message, "code": exc.code}, status_code=400)
 
     @app.get("/")
     async def root() -> Root:

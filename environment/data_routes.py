@@ -173,14 +173,24 @@ async def populate_world(
             refuse_hooks(form.get("post_populate_hooks") not in (None, "", "[]"), "post_populate_hooks")
             archive = form.get("archive")
             if not isinstance(archive, UploadFile):
-                raise HTTPException(400, "multipart field 'archive' (a tar.gz or zip file) is required")
+                raise HTTPException(
+                    400,
+                    {
+                        "error": "multipart field 'archive' (a tar.gz or zip file) is required",
+                        "code": "missing_archive",
+                    },
+                )
             sources = [PopulateSource(Subsystem.parse(subsystem), file=archive.file)]
         elif content_type.startswith("application/json"):
             try:
                 body = PopulateRequest.model_validate(await request.json())
             except (ValidationError, ValueError) as exc:
                 raise HTTPException(
-                    422, f"populate body must be {{'sources': [{{'url', 'subsystem'}}]}}: {exc}"
+                    422,
+                    {
+                        "error": f"populate body must be {{'sources': [{{'url', 'subsystem'}}]}}: {exc}",
+                        "code": "invalid_request",
+                    },
                 ) from exc
             refuse_hooks(body.post_populate_hooks, "post_populate_hooks")
             mode = body.mode or mode
@@ -191,7 +201,11 @@ async def populate_world(
         else:
             raise HTTPException(
                 415,
-                "send multipart/form-data with an 'archive' file, a raw archive body, or JSON with 'sources'",
+                {
+                    "error": "send multipart/form-data with an 'archive' file, a raw archive body, "
+                    "or JSON with 'sources'",
+                    "code": "unsupported_media_type",
+                },
             )
         return await _run_populate(request, sources, mode, subsystem, storage_options=options)
     except AtollError as exc:
@@ -380,7 +394,13 @@ async def snapshot_to_url(request: Request, body: SnapshotUploadRequest | None =
     url = body.url
     if url is None:
         if not settings.snapshot_url_prefix:
-            raise HTTPException(400, "give 'url', or configure ATOLL_SNAPSHOT_URL_PREFIX")
+            raise HTTPException(
+                400,
+                {
+                    "error": "no snapshot destination: give 'url', or set ATOLL_SNAPSHOT_URL_PREFIX",
+                    "code": "no_snapshot_destination",
+                },
+            )
         url = f"{settings.snapshot_url_prefix.rstrip('/')}/{snapshot_id}.tar.gz"
     try:
         check_url(url, settings.url_prefixes, "snapshot destination")

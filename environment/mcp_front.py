@@ -22,7 +22,7 @@ from fastmcp.tools import Tool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from atoll import __version__
-from atoll.http import bearer_matches
+from atoll.http import bearer_matches, error_bytes
 from environment.gateway import GatewayManager
 
 logger = logging.getLogger("environment.mcp")
@@ -142,7 +142,9 @@ class BearerTokenGuard:
             headers = dict(scope.get("headers") or [])
             raw = headers.get(b"authorization")
             if not bearer_matches(raw.decode("latin-1") if raw else None, self.token):
-                body = b'{"detail":"missing or wrong bearer token for /mcp"}'
+                body = error_bytes(
+                    "unauthorized", "missing or wrong bearer token for /mcp", detail_field=True
+                )
                 await send(
                     {
                         "type": "http.response.start",

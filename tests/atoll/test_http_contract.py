@@ -1,6 +1,7 @@
 """The services' HTTP contract: every route declares its reply (OpenAPI never shows a bare
-"object"), every error comes in one body ``{"error": {"code", "message", ...}}``, and one
-bearer guard protects every service."""
+"object"), every error comes in one body ``{"error": {"code", "message", ...}}`` (the
+environment adds FastAPI's ``detail`` beside it for Archipelago's clients), and one bearer
+guard protects every service."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from agents_runner.service import create_app as agents_app
+from atoll.errors import AtollError
 from grader.service import create_app as grader_app
 from orchestrator.api import ApiSettings
 from orchestrator.api import create_app as orchestrator_app
@@ -88,19 +90,25 @@ def test_errors_of_every_kind_come_in_the_one_body(tmp_path):
         assert "before: Field required" in _error(no_files)["message"]
 
 
-def test_every_environment_route_declares_its_reply(tmp_path):
-    """The environment keeps Archipelago's error shapes, but its replies are typed too."""
+def _environment(tmp_path, **settings: Any) -> FastAPI:
     from environment.app import create_app as environment_app
     from environment.settings import EnvironmentSettings
 
-    settings = EnvironmentSettings(
-        fs_root=tmp_path / "world" / "filesystem",
-        apps_data_root=tmp_path / "world" / ".apps_data",
-        json_logs=False,
-        log_level="WARNING",
-        preload_servers=False,
+    return environment_app(
+        EnvironmentSettings(
+            fs_root=tmp_path / "world" / "filesystem",
+            apps_data_root=tmp_path / "world" / ".apps_data",
+            json_logs=False,
+            log_level="WARNING",
+            preload_servers=False,
+            **settings,
+        )
     )
-    spec = environment_app(settings).openapi()
+
+
+def test_every_environment_route_declares_its_reply(tmp_path):
+    """The environment's replies are typed too."""
+    spec = _environment(tmp_path).openapi()
     routes = [(path, method, op) for path, ops in spec["paths"].items() for method, op in ops.items()]
     assert {path for path, _, _ in routes} >= {"/apps", "/health", "/data/populate", "/data/snapshot/s3"}
     for path, method, operation in routes:
@@ -112,3 +120,90 @@ def test_every_environment_route_declares_its_reply(tmp_path):
             assert not _bare(schema), f"{method.upper()} {path} answers a bare object: {schema}"
         else:  # the snapshot archive, the Prometheus text
             assert content and all(media["schema"]["type"] == "string" for media in content.values())
+
+
+def _detailed_error(reply) -> tuple[dict[str, Any], Any]:
+    """The environment's body: the one ``error`` plus FastAPI's ``detail`` for Archipelago."""
+    body = reply.json()
+    assert set(body) == {"error", "detail"}, body
+    error = body["error"]
+    assert isinstance(error["code"], str) and isinstance(error["message"], str), body
+    return error, body["detail"]
+
+
+def test_environment_errors_come_in_the_one_body_with_fastapis_detail_beside_it(tmp_path):
+    app = _environment(tmp_path, env_token="secret", mcp_token="mcp-secret", max_archive_bytes=1024)
+
+    @app.get("/refuse")
+    async def refuse() -> None:
+        raise AtollError("bad_world", "the world 'w' is not one of this benchmark's")
+
+    app.router.routes.insert(0, app.router.routes.pop())  # before the /mcp mount, which takes "/"
+    auth = {"Authorization": "Bearer secret"}
+    with TestClient(app) as client:
+        refused = client.get("/apps", headers={"Authorization": "Bearer wrong"})
+        assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
+        message = "missing or wrong bearer token"
+        assert _detailed_error(refused) == ({"code": "unauthorized", "message": message}, message)
+
+        # /mcp has its own token, refused below FastAPI (an ASGI guard) in the same body.
+        mcp = client.post("/mcp", json={})
+        assert mcp.status_code == 401 and mcp.headers["www-authenticate"] == "Bearer"
+        error, detail = _detailed_error(mcp)
+        assert error["code"] == "unauthorized" and detail == error["message"] and "/mcp" in detail
+
+        # Every path outside the routes belongs to the /mcp mount, which answers 404 (so a
+        # wrong method on a route is a 404 too, as it was).
+        for path in ("/no/such/route", "/data/populate"):
+            missing = client.get(path, headers=auth)
+            assert missing.status_code == 404, path
+            assert _detailed_error(missing) == ({"code": "not_found", "message": "Not Found"}, "Not Found")
+
+        invalid = client.post("/apps", json={"mcpServers": 5}, headers=auth)
+        assert invalid.status_code == 422
+        error, detail = _detailed_error(invalid)
+        assert error["code"] == "invalid_request" and "mcpServers" in error["message"]
+        assert detail == error["errors"] and detail[0]["loc"] == ["body", "mcpServers"]  # FastAPI's list
+
+        atoll_error = client.get("/refuse")
+        assert atoll_error.status_code == 400
+        message = "the world 'w' is not one of this benchmark's"
+        assert _detailed_error(atoll_error) == ({"code": "bad_world", "message": message}, message)
+
+        # A route's HTTPException with Archipelago's {"error", "code", ...}: its details join
+        # the error, and detail is what FastAPI answered before.
+        bad_subsystem = client.post(
+            "/data/populate?subsystem=../x",
+            content=b"x",
+            headers={**auth, "content-type": "application/gzip"},
+        )
+        assert bad_subsystem.status_code == 400
+        error, detail = _detailed_error(bad_subsystem)
+        assert error["code"] == detail["code"] and error["message"] == detail["error"] and "member" in error
+
+        big = client.post(
+            "/data/populate",
+            content=b"0" * (2 * 1024**2),
+            headers={**auth, "content-type": "multipart/form-data; boundary=x"},
+        )
+        assert big.status_code == 413
+        error, detail = _detailed_error(big)
+        assert error["code"] == "archive_too_large" == detail["code"] and "larger than" in error["message"]
+
+        unsupported = client.post(
+            "/data/populate", content=b"x", headers={**auth, "content-type": "text/plain"}
+        )
+        assert unsupported.status_code == 415
+        error, detail = _detailed_error(unsupported)
+        assert error["code"] == "unsupported_media_type" == detail["code"] and "multipart" in error["message"]
+
+        no_destination = client.post("/data/snapshot/s3", json={"storage_options": {}}, headers=auth)
+        assert no_destination.status_code == 400, no_destination.text
+        error, _ = _detailed_error(no_destination)
+        assert error["code"] == "no_snapshot_destination" and "ATOLL_SNAPSHOT_URL_PREFIX" in error["message"]
+
+        # The Host guard (a middleware, before any route) too.
+        foreign = client.get("/health", headers={"Host": "evil.example"})
+        assert foreign.status_code == 421
+        error, detail = _detailed_error(foreign)
+        assert error["code"] == "host_not_allowed" and detail == error["message"]
