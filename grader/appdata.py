@@ -8,7 +8,6 @@ the returned error list instead of raising, so one corrupt export never hides th
 from __future__ import annotations
 
 import json
-from datetime import date, datetime
 from email.utils import getaddresses
 from hashlib import sha256
 from typing import TYPE_CHECKING, Any
@@ -105,70 +104,15 @@ def diff_mail(before: dict[str, bytes], after: dict[str, bytes]) -> tuple[list[M
 
 # --- calendar ------------------------------------------------------------------------------
 
-_EVENT_FIELDS = (
-    "summary",
-    "dtstart",
-    "dtend",
-    "location",
-    "description",
-    "status",
-    "rrule",
-    "attendee",
-    "organizer",
-)
-
-
-def _ical_value(value: Any) -> Any:
-    if isinstance(value, list):
-        return [_ical_value(v) for v in value]
-    decoded = getattr(value, "dt", None)
-    if isinstance(decoded, datetime | date):
-        return decoded.isoformat()
-    if hasattr(value, "to_ical"):
-        raw = value.to_ical()
-        return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
-    return str(value)
-
 
 def _events(path: str, data: bytes, errors: list[str]) -> dict[str, dict[str, Any]]:
-    """The VEVENTs of one .ics file by UID (+RECURRENCE-ID), read as the calendar tools read
-    them: the file split into blocks (:mod:`atoll.formats.ics`), each event parsed on its own,
-    so a broken event is reported in ``errors`` and skipped while the others are kept.
-    Raises IcsSyntaxError when the file is not an iCalendar stream at all."""
-    from icalendar import Calendar
+    """The VEVENTs of one .ics file by key, read by the calendar format's reader
+    (:func:`atoll.formats.ics.read_events`); skipped events are named in ``errors``."""
+    from atoll.formats.ics import read_events
 
-    from atoll.formats.ics import read_text, split_blocks
-
-    source = read_text(data)
-    layout = split_blocks(source)
-    # Each event is parsed with the file's time zones around it (TZIDs refer to them).
-    zones = "".join(block.text(source) for block in layout.blocks if block.name == "VTIMEZONE")
-    events: dict[str, dict[str, Any]] = {}
-    for block in layout.blocks:
-        if block.name != "VEVENT":
-            continue
-        try:
-            (component,) = Calendar.from_ical(
-                f"BEGIN:VCALENDAR\r\n{zones}{block.text(source)}END:VCALENDAR\r\n"
-            ).walk("VEVENT")
-            uid = str(component.get("UID") or "")
-            recurrence = component.get("RECURRENCE-ID")
-            key = uid + (f"#{_ical_value(recurrence)}" if recurrence is not None else "")
-            fields = {
-                name: _ical_value(component.get(name))
-                for name in _EVENT_FIELDS
-                if component.get(name) is not None
-            }
-        except Exception as exc:  # noqa: BLE001 - any unreadable event is skipped and reported
-            line = source.count("\n", 0, block.start) + 1
-            errors.append(f"{path}: event at line {line} skipped: {exc}")
-            continue
-        attendees = fields.get("attendee", [])
-        if not isinstance(attendees, list):
-            attendees = [attendees]
-        fields["attendee"] = sorted(str(a).removeprefix("mailto:").removeprefix("MAILTO:") for a in attendees)
-        events[key or f"sha256:{sha256(block.text(source).encode()).hexdigest()}"] = fields
-    return events
+    read = read_events(data)
+    errors.extend(f"{path}: {problem}" for problem in read.problems)
+    return {event.key: event.fields for event in read.events}
 
 
 def _event_change(change: str, uid: str, fields: dict[str, Any], changed: dict[str, Any]) -> EventChange:

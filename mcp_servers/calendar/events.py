@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from typing import Any
 
+from atoll.formats.ics import address_email
 from mcp_servers._core.errors import ToolError
 from mcp_servers._core.lazy import lazy_module
 from mcp_servers.calendar.models import Attendee, Reminders
@@ -69,10 +70,7 @@ def _when_value(event: icalendar.Event, name: str) -> When:
 
 
 def _person(address: Any) -> dict[str, Any]:
-    email = str(address)
-    if email.lower().startswith("mailto:"):
-        email = email[7:]
-    view: dict[str, Any] = {"email": email}
+    view: dict[str, Any] = {"email": address_email(address)}
     params = getattr(address, "params", {}) or {}
     if params.get("CN"):
         view["displayName"] = str(params["CN"])

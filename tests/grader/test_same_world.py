@@ -254,6 +254,7 @@ def test_pptx_slides_the_judge_reads_are_what_read_completedeck_shows(tmp_path):
 
 
 def test_calendar_events_the_judge_reads_are_the_events_list_events_shows(tmp_path):
+    from atoll.formats.ics import read_events
     from grader.appdata import diff_calendar
 
     good = f.ics(
@@ -274,9 +275,18 @@ def test_calendar_events_the_judge_reads_are_the_events_list_events_shows(tmp_pa
             },
         ]
     ).decode()
+    # A zoned event with an organizer and a description, and an all-day one.
+    more = (
+        "BEGIN:VEVENT\r\nUID:paris\r\nSUMMARY:Paris sync\r\nDTSTAMP:20250101T000000Z\r\n"
+        "DTSTART;TZID=Europe/Paris:20250305T090000\r\nDTEND;TZID=Europe/Paris:20250305T100000\r\n"
+        "DESCRIPTION:Agenda: budget\r\nORGANIZER;CN=Ana:MAILTO:ana@acme.com\r\n"
+        "ATTENDEE;CN=Bo;PARTSTAT=ACCEPTED:mailto:bo@acme.com\r\nEND:VEVENT\r\n"
+        "BEGIN:VEVENT\r\nUID:offsite\r\nSUMMARY:Offsite\r\nDTSTAMP:20250101T000000Z\r\n"
+        "DTSTART;VALUE=DATE:20250310\r\nDTEND;VALUE=DATE:20250312\r\nEND:VEVENT\r\n"
+    )
     # One broken event (a DTSTART that is no date): both sides skip it and keep the others.
     broken = "BEGIN:VEVENT\r\nUID:broken\r\nSUMMARY:Broken\r\nDTSTART:tomorrow-ish\r\nEND:VEVENT\r\n"
-    data = good.replace("END:VCALENDAR", broken + "END:VCALENDAR").encode()
+    data = good.replace("END:VCALENDAR", more + broken + "END:VCALENDAR").encode()
     world = make_world(tmp_path)
     world.app_file("calendar/me@acme.com.ics", data)
 
@@ -284,9 +294,21 @@ def test_calendar_events_the_judge_reads_are_the_events_list_events_shows(tmp_pa
     with open_session("calendar", world) as mcp:
         listed = mcp.ok("list_events", {})
     shown = {event["id"]: event for event in listed["events"]}
-    assert {change.uid for change in changes} == set(shown) == {"standup", "review"}
+    assert {change.uid for change in changes} == set(shown) == {"standup", "review", "paris", "offsite"}
+    judged = {event.key: event.fields for event in read_events(data).events}
+
+    def when(value: dict[str, str]) -> str:
+        return value.get("dateTime") or value["date"]
+
     for change in changes:
-        event = shown[change.uid]
-        assert change.summary == event["summary"]
+        event, fields = shown[change.uid], judged[change.uid]
+        assert change.summary == event["summary"] == fields["summary"]
         assert change.attendees == sorted(a["email"] for a in event.get("attendees") or [])
+        assert change.start == fields["dtstart"] == when(event["start"]), change.uid
+        assert change.end == fields["dtend"] == when(event["end"]), change.uid
+        for field, key in (("location", "location"), ("description", "description")):
+            assert fields.get(field) == event.get(key), (change.uid, field)
+        assert fields.get("organizer") == (event.get("organizer") or {}).get("email"), change.uid
+    assert judged["paris"]["dtstart"] == "2025-03-05T09:00:00+01:00"  # the zone, as the tools show it
+    assert judged["offsite"]["dtstart"] == "2025-03-10" and judged["paris"]["organizer"] == "ana@acme.com"
     assert listed["problems"] and any("broken" in e or "line" in e for e in errors)
