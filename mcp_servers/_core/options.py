@@ -4,7 +4,9 @@ Options are validated where they enter (``create_server``, and ``POST /apps`` be
 starts): an unknown or mistyped option is an error naming it, never silently ignored. A
 server's model subclasses :class:`ServerOptions` (the world's user, which every server takes)
 and is given to its ``ServerDefinition(options=…)``. Fields default to None: the server's
-code keeps its own defaults (``ctx.option(name, default)``) and sees only what was given.
+code keeps its own defaults (``ctx.option(name, default)``) and sees only what was given —
+or the model holds the defaults and resolves itself, as the code server's ``CodeOptions``
+(options over ``ATOLL_CODE_*`` variables over defaults).
 """
 
 from __future__ import annotations

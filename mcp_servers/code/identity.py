@@ -25,12 +25,13 @@ import errno
 import os
 import platform
 import pwd
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from atoll.errors import CodedError
-from mcp_servers.code.config import setting
+
+if TYPE_CHECKING:
+    from mcp_servers.code.config import CodeOptions
 
 DEFAULT_USER = "atoll-sandbox"
 _KEYCTL_JOIN_SESSION_KEYRING = 1
@@ -62,33 +63,17 @@ class SandboxIdentity:
         return f"{self.name} (uid {self.uid}, gid {self.gid})"
 
 
-def _setting(options: Mapping[str, Any], name: str) -> str | None:
-    text = str(setting(options, name, "")).strip()
-    return text or None
-
-
-def _number(text: str, name: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise IdentityError(f"ATOLL_CODE_{name.upper()}={text!r} is not a number") from None
-    if value <= 0:
-        raise IdentityError(f"ATOLL_CODE_{name.upper()}={value}: the sandbox must not run as uid/gid 0")
-    return value
-
-
-def resolve_identity(options: Mapping[str, Any]) -> SandboxIdentity | None:
+def resolve_identity(options: CodeOptions) -> SandboxIdentity | None:
     """The user to drop to, or None when the server is not root (it then runs the sandbox
     as itself). Raises IdentityError when the server is root and no usable user is set."""
     if os.geteuid() != 0:
         return None
-    uid_text, gid_text = _setting(options, "sandbox_uid"), _setting(options, "sandbox_gid")
-    if uid_text or gid_text:
-        if not (uid_text and gid_text):
+    uid, gid = options.sandbox_uid, options.sandbox_gid  # positive when set (CodeOptions)
+    if uid is not None or gid is not None:
+        if uid is None or gid is None:
             raise IdentityError("set both ATOLL_CODE_SANDBOX_UID and ATOLL_CODE_SANDBOX_GID, or neither")
-        uid, gid = _number(uid_text, "sandbox_uid"), _number(gid_text, "sandbox_gid")
         return SandboxIdentity(uid, gid, f"uid {uid}")
-    name = _setting(options, "sandbox_user") or DEFAULT_USER
+    name = (options.sandbox_user or "").strip() or DEFAULT_USER
     try:
         entry = pwd.getpwnam(name)
     except KeyError:

@@ -40,10 +40,11 @@ from pathlib import Path
 from typing import Any
 
 from atoll.errors import CodedError
+from mcp_servers._core.options import InvalidOption
 from mcp_servers.code import seccomp, worldtree
 from mcp_servers.code.bwrap import SANDBOX_ROOT, bwrap_argv, probe, python_prefixes, sandbox_environment
 from mcp_servers.code.cgroup import CgroupLimits, RunCgroup, available_controllers
-from mcp_servers.code.config import flag, setting
+from mcp_servers.code.config import CodeOptions, SandboxLimits
 from mcp_servers.code.identity import (
     IdentityError,
     SandboxIdentity,
@@ -54,20 +55,6 @@ from mcp_servers.code.staging import Staging, staging_supported
 
 _MB = 1024 * 1024
 _CTIME_SLACK_NS = 2_000_000_000  # file ctimes come from a coarse clock; strip a little early
-
-
-@dataclass(frozen=True)
-class SandboxLimits:
-    timeout_s: float = 300.0
-    cpu_s: int = 600
-    memory_mb: int = 4096
-    max_processes: int = 256
-    max_file_mb: int = 1024
-    max_write_mb: int = 2048
-    max_world_mb: int = 10240
-    tmp_mb: int = 512
-    max_output_chars: int = 100_000
-    cpu_weight: int = 50
 
 
 @dataclass
@@ -150,20 +137,23 @@ class _Launcher:
         return argv, before_exec, clean_up, (() if seccomp_fd is None else (seccomp_fd,))
 
 
-def sandbox_status(options: Mapping[str, Any] | None = None) -> SandboxStatus:
-    """Probe (once per configuration) and report; never raises."""
-    options = options or {}
+def _settings(options: CodeOptions | Mapping[str, Any] | None) -> CodeOptions:
+    return options if isinstance(options, CodeOptions) else CodeOptions.resolve(options)
+
+
+def sandbox_status(options: CodeOptions | Mapping[str, Any] | None = None) -> SandboxStatus:
+    """Probe (once per configuration) and report; never raises (invalid settings are the
+    reason it is unavailable). ``options`` as given to the server, or resolved already."""
     try:
-        identity = resolve_identity(options)
-    except IdentityError as exc:
+        settings = _settings(options)
+        identity = resolve_identity(settings)
+    except (IdentityError, InvalidOption) as exc:
         return SandboxStatus(False, None, str(exc), None)
     user = identity.describe() if identity else f"uid {os.geteuid()} (the server's own)"
     controllers = tuple(available_controllers())
-    bwrap = setting(options, "bwrap_path", "bwrap")
-    mode, reason = probe(
-        bwrap, str(setting(options, "proc_mode", "auto")), _Launcher(bwrap, identity), identity
-    )
-    if mode is None and flag(options, "trust_outer_sandbox"):
+    bwrap = settings.bwrap_path
+    mode, reason = probe(bwrap, settings.proc_mode, _Launcher(bwrap, identity), identity)
+    if mode is None and settings.trust_outer_sandbox:
         return SandboxStatus(True, "outer (trusted)", reason, user, controllers)
     return SandboxStatus(mode is not None, mode, reason, user, controllers)
 
@@ -178,17 +168,18 @@ def _rlimits(limits: SandboxLimits, processes: int) -> None:
 
 
 def run_command(
-    code: str, fs_root: Path, limits: SandboxLimits, options: Mapping[str, Any] | None = None
+    code: str, fs_root: Path, limits: SandboxLimits, options: CodeOptions | Mapping[str, Any] | None = None
 ) -> SandboxResult:
     """Run ``code`` with ``bash -c`` in the sandbox; never raises for what the code does.
 
-    Raises SandboxUnavailable when no sandbox can be built and no outer sandbox is trusted.
+    Raises SandboxUnavailable when no sandbox can be built and no outer sandbox is trusted
+    (or the settings are invalid: the reason names the option or variable).
     """
-    options = options or {}
     status = sandbox_status(options)
     if not status.available:
         raise SandboxUnavailable(status.reason)
-    identity = resolve_identity(options)
+    settings = _settings(options)
+    identity = resolve_identity(settings)
     started = time.monotonic()
     started_ns = time.time_ns()
     try:
@@ -206,7 +197,7 @@ def run_command(
     steps = [functools.partial(_rlimits, limits, processes), functools.partial(os.chdir, str(fs_root))]
     if group is not None:
         steps.append(group.enter)  # while still root: the group's files are root's
-    launcher = _Launcher(setting(options, "bwrap_path", "bwrap"), identity, limits.tmp_mb * _MB, steps)
+    launcher = _Launcher(settings.bwrap_path, identity, limits.tmp_mb * _MB, steps)
     command = ["/bin/bash", "-c", code]
     if status.mode == "outer (trusted)":
         launcher.bwrap = ""

@@ -12,11 +12,11 @@ from anyio import CapacityLimiter
 from pydantic import BaseModel, Field
 
 from mcp_servers._core import ServerContext, ToolError
-from mcp_servers.code.config import setting
-from mcp_servers.code.sandbox import SandboxLimits, SandboxUnavailable, run_command
+from mcp_servers._core.options import InvalidOption
+from mcp_servers.code.config import CodeOptions
+from mcp_servers.code.sandbox import SandboxUnavailable, run_command
 from mcp_servers.code.server import SERVER
 
-DEFAULT_CONCURRENCY = 8
 # Sandbox runs wait in their own queue, so long ones never hold the event loop's shared worker
 # threads (anyio's default 40), which every other tool and /data/* need. One per event loop.
 _POOLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, CapacityLimiter] = weakref.WeakKeyDictionary()
@@ -52,31 +52,19 @@ class ExecResult(BaseModel):
         )
 
 
-def _limits(ctx: ServerContext, timeout_s: float | None) -> SandboxLimits:
-    defaults = SandboxLimits()
-
-    def number(name: str, kind: type = int):  # noqa: ANN202
-        value = setting(ctx.options, name, getattr(defaults, name))
-        try:
-            return kind(value)
-        except (TypeError, ValueError):
-            raise ToolError("unsupported", f"code server setting {name}={value!r} is not a number") from None
-
-    configured_timeout = number("timeout_s", float)
-    return SandboxLimits(
-        timeout_s=min(timeout_s, configured_timeout) if timeout_s else configured_timeout,
-        **{name: number(name) for name in ("cpu_s", "memory_mb", "max_processes", "max_file_mb",
-                                           "max_write_mb", "max_world_mb", "tmp_mb", "max_output_chars", "cpu_weight")},
-    )  # fmt: skip
+def _settings(ctx: ServerContext) -> CodeOptions:
+    """The server's settings (its options over ``ATOLL_CODE_*``); an invalid one is named."""
+    try:
+        return CodeOptions.resolve(ctx.options)
+    except InvalidOption as exc:
+        raise ToolError("unsupported", f"code execution is misconfigured: {exc.message}") from None
 
 
-def _pool(ctx: ServerContext) -> CapacityLimiter:
+def _pool(settings: CodeOptions) -> CapacityLimiter:
     loop = asyncio.get_running_loop()
     pool = _POOLS.get(loop)
     if pool is None:
-        pool = _POOLS[loop] = CapacityLimiter(
-            int(setting(ctx.options, "max_concurrent", DEFAULT_CONCURRENCY))
-        )
+        pool = _POOLS[loop] = CapacityLimiter(settings.max_concurrent)
     return pool
 
 
@@ -101,9 +89,10 @@ async def code_exec(
         raise ToolError(
             "not_found", f"the world's filesystem root {ctx.fs_root} does not exist (populate it first)"
         )
-    run = functools.partial(run_command, code, ctx.fs_root, _limits(ctx, timeout_s), ctx.options)
+    settings = _settings(ctx)
+    run = functools.partial(run_command, code, ctx.fs_root, settings.limits(timeout_s), settings)
     try:
-        result = await anyio.to_thread.run_sync(run, limiter=_pool(ctx))
+        result = await anyio.to_thread.run_sync(run, limiter=_pool(settings))
     except SandboxUnavailable as exc:
         raise ToolError(
             "unsupported",

@@ -19,6 +19,7 @@ import pytest
 from fastmcp import Client
 
 from mcp_servers import create_server
+from mcp_servers.code.config import CodeOptions
 from mcp_servers.code.identity import resolve_identity
 from tests.mcp_servers.helpers import make_world, open_session
 
@@ -47,7 +48,7 @@ def test_the_command_is_never_host_root(code, world):
     for name in ("owned.txt", "made"):
         owner = (world.fs_root / name).stat()
         assert owner.st_uid != 0 and owner.st_gid != 0
-    identity = resolve_identity({})
+    identity = resolve_identity(CodeOptions.resolve())
     if identity is not None:  # a root server drops to the sandbox user
         assert (world.fs_root / "owned.txt").stat().st_uid == identity.uid
 
