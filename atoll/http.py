@@ -61,6 +61,12 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     "5XX": {"model": ErrorBody, "description": "the service or what it depends on failed"},
 }
 
+#: The environment's (``FastAPI(responses=...)``): the one body with FastAPI's ``detail`` beside it.
+DETAILED_ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    "4XX": {"model": DetailedErrorBody, "description": "the request was refused"},
+    "5XX": {"model": DetailedErrorBody, "description": "the service or what it depends on failed"},
+}
+
 #: The code of an HTTP error raised without one (a missing route, a refused token, …).
 _CODE_OF_STATUS = {
     400: "bad_request",

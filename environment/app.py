@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from atoll import __version__
-from atoll.http import add_error_handler, bearer_guard, error_body
+from atoll.http import DETAILED_ERROR_RESPONSES, add_error_handler, bearer_guard, error_body
 from atoll.http_guard import GuardMiddleware, HostPolicy
 from atoll.runtime import freeze_startup_heap
 from environment.config import AppsConfig
@@ -118,7 +118,12 @@ def create_app(
             logger.info("environment ready", extra={"fs_root": str(settings.fs_root)})
             yield
 
-    app = FastAPI(title="atoll environment", version=__version__, lifespan=lifespan)
+    app = FastAPI(
+        title="atoll environment",
+        version=__version__,
+        lifespan=lifespan,
+        responses=DETAILED_ERROR_RESPONSES,  # every route: the error body below
+    )
     app.state.settings = settings
     app.state.metrics = metrics
     app.state.gateway = manager

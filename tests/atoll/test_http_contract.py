@@ -107,7 +107,7 @@ def _environment(tmp_path, **settings: Any) -> FastAPI:
 
 
 def test_every_environment_route_declares_its_reply(tmp_path):
-    """The environment's replies are typed too."""
+    """The environment's replies are typed too, and its errors declared (with ``detail``)."""
     spec = _environment(tmp_path).openapi()
     routes = [(path, method, op) for path, ops in spec["paths"].items() for method, op in ops.items()]
     assert {path for path, _, _ in routes} >= {"/apps", "/health", "/data/populate", "/data/snapshot/s3"}
@@ -120,6 +120,12 @@ def test_every_environment_route_declares_its_reply(tmp_path):
             assert not _bare(schema), f"{method.upper()} {path} answers a bare object: {schema}"
         else:  # the snapshot archive, the Prometheus text
             assert content and all(media["schema"]["type"] == "string" for media in content.values())
+        for errors in ("4XX", "5XX"):
+            error_schema = replies[errors]["content"]["application/json"]["schema"]
+            assert error_schema == {"$ref": "#/components/schemas/DetailedErrorBody"}, (method, path)
+        assert "422" not in replies, f"{method.upper()} {path} documents FastAPI's own 422 body"
+    body = spec["components"]["schemas"]["DetailedErrorBody"]
+    assert set(body["properties"]) == {"error", "detail"}
 
 
 def _detailed_error(reply) -> tuple[dict[str, Any], Any]:
