@@ -9,24 +9,29 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
-from docx.enum.section import WD_ORIENT, WD_SECTION
-from docx.enum.style import WD_STYLE_TYPE
-from docx.enum.text import WD_ALIGN_PARAGRAPH
-from docx.oxml import OxmlElement
-from docx.oxml.ns import qn
-from docx.shared import Inches, Pt
-
 from atoll.formats.docx.elements import W_P, W_TBL
+from atoll.formats.docx.names import qn
 from mcp_servers._core.errors import ToolError
+from mcp_servers._core.lazy import lazy_module
 from mcp_servers.documents.body import Target
 from mcp_servers.documents.models import ContentBlock, ListItem
 
-ALIGNMENTS = {
-    "left": WD_ALIGN_PARAGRAPH.LEFT,
-    "center": WD_ALIGN_PARAGRAPH.CENTER,
-    "right": WD_ALIGN_PARAGRAPH.RIGHT,
-    "justify": WD_ALIGN_PARAGRAPH.JUSTIFY,
-}
+# python-docx is imported on the first call that needs it, not when the server is built.
+_section = lazy_module("docx.enum.section")
+_style = lazy_module("docx.enum.style")
+_oxml = lazy_module("docx.oxml")
+_shared = lazy_module("docx.shared")
+_text = lazy_module("docx.enum.text")
+
+
+ALIGNMENTS = ("left", "center", "right", "justify")
+
+
+def alignment(name: str) -> Any:
+    """python-docx's paragraph alignment for one of :data:`ALIGNMENTS` (``"center"`` -> CENTER)."""
+    return getattr(_text.WD_ALIGN_PARAGRAPH, name.upper())
+
+
 _SECT_PR = qn("w:sectPr")
 
 ImageResolver = Callable[[str, str], BinaryIO]
@@ -36,9 +41,9 @@ def paragraph_style(document: Any, name: str, *, argument: str = "style") -> Any
     """The paragraph style called ``name`` (by name or id), or ToolError listing some."""
     styles = document.styles
     for style in styles:
-        if style.type == WD_STYLE_TYPE.PARAGRAPH and name in (style.name, style.style_id):
+        if style.type == _style.WD_STYLE_TYPE.PARAGRAPH and name in (style.name, style.style_id):
             return style
-    available = sorted(s.name for s in styles if s.type == WD_STYLE_TYPE.PARAGRAPH and s.name)[:25]
+    available = sorted(s.name for s in styles if s.type == _style.WD_STYLE_TYPE.PARAGRAPH and s.name)[:25]
     raise ToolError(
         "invalid_argument",
         f"{argument}: the document has no paragraph style {name!r}; some available: {', '.join(available)}",
@@ -52,10 +57,10 @@ def _ensure_heading_style(document: Any, level: int) -> str:
         paragraph_style(document, name)
     except ToolError:
         # Documents made elsewhere may lack heading styles; make a plain bold one.
-        style = document.styles.add_style(name, WD_STYLE_TYPE.PARAGRAPH)
+        style = document.styles.add_style(name, _style.WD_STYLE_TYPE.PARAGRAPH)
         style.base_style = None
         style.font.bold = True
-        style.font.size = Pt(max(11, 26 - 2 * level) if level else 28)
+        style.font.size = _shared.Pt(max(11, 26 - 2 * level) if level else 28)
     return name
 
 
@@ -91,14 +96,14 @@ def build_blocks(document: Any, blocks: list[ContentBlock], resolve_image: Image
                 run = paragraph.add_run(block.text)
                 run.bold, run.italic = block.bold, block.italic
             if block.alignment:
-                paragraph.alignment = ALIGNMENTS[block.alignment]
+                paragraph.alignment = alignment(block.alignment)
         elif block.type == "heading":
             if block.text is None:
                 raise ToolError("invalid_argument", f"{where}: needs 'text'", argument="content")
             level = 1 if block.level is None else block.level
             paragraph = document.add_paragraph(block.text, style=_ensure_heading_style(document, level))
             if block.alignment:
-                paragraph.alignment = ALIGNMENTS[block.alignment]
+                paragraph.alignment = alignment(block.alignment)
         elif block.type in ("bullet_list", "numbered_list"):
             if not block.items:
                 raise ToolError(
@@ -119,7 +124,7 @@ def build_blocks(document: Any, blocks: list[ContentBlock], resolve_image: Image
         elif block.type == "page_break":
             document.add_page_break()
         elif block.type == "section_break":
-            section = document.add_section(WD_SECTION.NEW_PAGE)
+            section = document.add_section(_section.WD_SECTION.NEW_PAGE)
             if block.orientation:
                 set_orientation(section, block.orientation)
         elif block.type == "image":
@@ -131,7 +136,7 @@ def build_blocks(document: Any, blocks: list[ContentBlock], resolve_image: Image
             paragraph = document.add_paragraph()
             add_picture(paragraph.add_run(), image_path, block.path, block.width_inches, block.height_inches)
             if block.alignment:
-                paragraph.alignment = ALIGNMENTS[block.alignment]
+                paragraph.alignment = alignment(block.alignment)
     has_sect = len(body) and body[-1].tag == _SECT_PR
     start = count_before - (1 if has_sect else 0)
     end = len(body) - (1 if has_sect else 0)
@@ -183,14 +188,14 @@ def _restart_numbering(document: Any, paragraphs: list[Any]) -> None:
         return
     abstract = existing.find(qn("w:abstractNumId")).get(qn("w:val"))
     new_id = str(max(int(n.get(qn("w:numId"))) for n in numbering.findall(qn("w:num"))) + 1)
-    num = OxmlElement("w:num")
+    num = _oxml.OxmlElement("w:num")
     num.set(qn("w:numId"), new_id)
-    abstract_ref = OxmlElement("w:abstractNumId")
+    abstract_ref = _oxml.OxmlElement("w:abstractNumId")
     abstract_ref.set(qn("w:val"), abstract)
     num.append(abstract_ref)
-    override = OxmlElement("w:lvlOverride")
+    override = _oxml.OxmlElement("w:lvlOverride")
     override.set(qn("w:ilvl"), "0")
-    start = OxmlElement("w:startOverride")
+    start = _oxml.OxmlElement("w:startOverride")
     start.set(qn("w:val"), "1")
     override.append(start)
     num.append(override)
@@ -223,22 +228,22 @@ def add_table(document: Any, rows: list[list[Any]], *, header: bool, style: str 
                     run.bold = True
     if header:
         header_row = table.rows[0]._tr.get_or_add_trPr()
-        header_row.append(OxmlElement("w:tblHeader"))
+        header_row.append(_oxml.OxmlElement("w:tblHeader"))
     return table
 
 
 def _has_table_style(document: Any, name: str) -> bool:
-    return any(s.type == WD_STYLE_TYPE.TABLE and name in (s.name, s.style_id) for s in document.styles)
+    return any(s.type == _style.WD_STYLE_TYPE.TABLE and name in (s.name, s.style_id) for s in document.styles)
 
 
 def set_orientation(section: Any, orientation: str) -> None:
     """Set a section's orientation, swapping page width and height when it changes."""
-    wanted = WD_ORIENT.LANDSCAPE if orientation == "landscape" else WD_ORIENT.PORTRAIT
+    wanted = _section.WD_ORIENT.LANDSCAPE if orientation == "landscape" else _section.WD_ORIENT.PORTRAIT
     width, height = section.page_width, section.page_height
     if width is not None and height is not None:
         long_side, short_side = max(width, height), min(width, height)
-        section.page_width = long_side if wanted == WD_ORIENT.LANDSCAPE else short_side
-        section.page_height = short_side if wanted == WD_ORIENT.LANDSCAPE else long_side
+        section.page_width = long_side if wanted == _section.WD_ORIENT.LANDSCAPE else short_side
+        section.page_height = short_side if wanted == _section.WD_ORIENT.LANDSCAPE else long_side
     section.orientation = wanted
 
 
@@ -247,8 +252,8 @@ def add_picture(run: Any, image: BinaryIO, shown: str, width: float | None, heig
     try:
         run.add_picture(
             image,
-            width=Inches(width) if width else None,
-            height=Inches(height) if height else None,
+            width=_shared.Inches(width) if width else None,
+            height=_shared.Inches(height) if height else None,
         )
     except Exception as exc:
         raise ToolError(
@@ -295,6 +300,6 @@ def place(elements: list[Any], target: Target, position: str) -> None:
             else:
                 anchor.append(element)
     if anchor.tag == qn("w:tc") and not any(child.tag in (W_P,) for child in anchor):
-        anchor.append(OxmlElement("w:p"))  # a cell must end with a paragraph
+        anchor.append(_oxml.OxmlElement("w:p"))  # a cell must end with a paragraph
     if anchor.tag == qn("w:tc") and anchor[-1].tag == W_TBL:
-        anchor.append(OxmlElement("w:p"))
+        anchor.append(_oxml.OxmlElement("w:p"))

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from docx.oxml.ns import qn
-from docx.text.run import Run
-
 from atoll.formats.docx.comments import has_comments_part
 from atoll.formats.docx.elements import (
     live_runs,
     paragraphs_of,
     run_text,
 )
+from atoll.formats.docx.names import qn
 from mcp_servers._core.errors import ToolError
+from mcp_servers._core.lazy import lazy_module
 from mcp_servers.documents.body import Target
+
+# python-docx is imported on the first call that needs it, not when the server is built.
+_run = lazy_module("docx.text.run")
+
 
 _ANCHORS = (qn("w:commentRangeStart"), qn("w:commentRangeEnd"), qn("w:commentReference"))
 
@@ -47,7 +50,7 @@ def add_comment(target: Target, text: str, author: str, initials: str | None, do
             "unsupported", "comments can only be anchored in the document body", argument="identifier"
         )
     comment = document.add_comment(
-        [Run(runs[0], None), Run(runs[-1], None)], text=text, author=author, initials=initials
+        [_run.Run(runs[0], None), _run.Run(runs[-1], None)], text=text, author=author, initials=initials
     )
     return comment.comment_id
 

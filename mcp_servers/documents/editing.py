@@ -6,13 +6,6 @@ import copy
 import re
 from typing import Any
 
-from docx.enum.text import WD_COLOR_INDEX
-from docx.oxml import OxmlElement
-from docx.oxml.ns import qn
-from docx.shared import Pt, RGBColor
-from docx.text.paragraph import Paragraph
-from docx.text.run import Run
-
 from atoll.formats.docx.elements import (
     W_P,
     W_RPR,
@@ -24,12 +17,22 @@ from atoll.formats.docx.elements import (
     run_text,
     runs_of,
 )
+from atoll.formats.docx.names import qn
 from atoll.formats.docx.reading import StyleNames, paragraph_kind
 from mcp_servers._core.errors import ToolError
+from mcp_servers._core.lazy import lazy_module
 from mcp_servers._office.colors import parse_color
-from mcp_servers.documents.blocks import ALIGNMENTS, paragraph_style, place
+from mcp_servers.documents.blocks import alignment, paragraph_style, place
 from mcp_servers.documents.body import Target
 from mcp_servers.documents.text_edit import new_paragraph_like, set_paragraph_text, set_run_text
+
+# python-docx is imported on the first call that needs it, not when the server is built.
+_text = lazy_module("docx.enum.text")
+_oxml = lazy_module("docx.oxml")
+_shared = lazy_module("docx.shared")
+_paragraph = lazy_module("docx.text.paragraph")
+_run = lazy_module("docx.text.run")
+
 
 POSITIONS = ("before", "after", "start", "end")
 _SECT_PR = qn("w:sectPr")
@@ -62,7 +65,7 @@ def add_text(document: Any, target: Target, text: str, position: str, style: str
             current = run_text(target.element)
             set_run_text(target.element, text + current if position == "start" else current + text)
             return f"added text at the {position} of {target.identifier}"
-        run = OxmlElement("w:r")
+        run = _oxml.OxmlElement("w:r")
         properties = target.element.find(W_RPR)
         if properties is not None:
             run.append(copy.deepcopy(properties))
@@ -83,7 +86,7 @@ def add_text(document: Any, target: Target, text: str, position: str, style: str
     if style:
         chosen = paragraph_style(document, style)
         for element in new:
-            Paragraph(element, None).style = chosen
+            _paragraph.Paragraph(element, None).style = chosen
     return f"added {len(new)} paragraph(s) {position} {target.identifier}"
 
 
@@ -197,7 +200,7 @@ def _delete(target: Target, scope: str) -> str:
             return f"cleared {target.identifier} (a cell keeps at least one paragraph)"
         parent.remove(element)
         if parent.tag == qn("w:tc") and parent[-1].tag == W_TBL:
-            parent.append(OxmlElement("w:p"))
+            parent.append(_oxml.OxmlElement("w:p"))
         return f"deleted {target.identifier}; later paragraphs moved up one index"
     if target.kind == "row":
         table = element.getparent()
@@ -208,7 +211,7 @@ def _delete(target: Target, scope: str) -> str:
     parent = element.getparent()
     parent.remove(element)
     if target.kind == "table" and parent.tag == qn("w:tc") and not any(c.tag == W_P for c in parent):
-        parent.append(OxmlElement("w:p"))
+        parent.append(_oxml.OxmlElement("w:p"))
     return f"deleted {target.identifier}"
 
 
@@ -233,15 +236,15 @@ def apply_formatting(document: Any, target: Target, formatting: dict[str, Any]) 
     runs, paragraphs = _runs_for_formatting(target)
     applied: list[str] = []
     for run_element in runs:
-        run = Run(run_element, None)
+        run = _run.Run(run_element, None)
         font = run.font
         for flag in ("bold", "italic", "underline", "strikethrough"):
             if formatting.get(flag) is not None:
                 setattr(font, "strike" if flag == "strikethrough" else flag, formatting[flag])
         if formatting.get("font_size") is not None:
-            font.size = Pt(formatting["font_size"])
+            font.size = _shared.Pt(formatting["font_size"])
         if formatting.get("font_color") is not None:
-            font.color.rgb = parse_color(formatting["font_color"], "font_color", RGBColor.from_string)
+            font.color.rgb = parse_color(formatting["font_color"], "font_color", _shared.RGBColor.from_string)
         if formatting.get("font_name") is not None:
             font.name = formatting["font_name"]
             fonts = run_element.get_or_add_rPr().get_or_add_rFonts()
@@ -268,9 +271,9 @@ def apply_formatting(document: Any, target: Target, formatting: dict[str, Any]) 
                 "invalid_argument", f"{key}: applies to paragraphs; {target.identifier!r} is a run"
             )
         for element in paragraphs:
-            paragraph = Paragraph(element, None)
+            paragraph = _paragraph.Paragraph(element, None)
             if key == "alignment":
-                paragraph.alignment = ALIGNMENTS[formatting[key]]
+                paragraph.alignment = alignment(formatting[key])
             else:
                 paragraph.style = paragraph_style(document, formatting[key])
         applied.append(key)
@@ -278,7 +281,7 @@ def apply_formatting(document: Any, target: Target, formatting: dict[str, Any]) 
 
 
 def parse_highlight(value: str) -> Any:
-    names = {member.name.lower(): member for member in WD_COLOR_INDEX if member.name}
+    names = {member.name.lower(): member for member in _text.WD_COLOR_INDEX if member.name}
     key = value.strip().lower().replace(" ", "_")
     if key in ("none", "no_highlight", ""):
         return None

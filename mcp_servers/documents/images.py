@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any, BinaryIO
 
-from docx.oxml.ns import qn
-
+from atoll.formats.docx.names import qn
 from atoll.formats.docx.reading import A_BLIP, R_EMBED, ImageRef, collect_images
 from mcp_servers._core.errors import ToolError
 

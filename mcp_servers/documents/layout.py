@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from docx.shared import Inches
-
 from atoll.formats.docx.elements import W_P, block_elements, paragraph_text, paragraphs_of
 from mcp_servers._core.errors import ToolError
+from mcp_servers._core.lazy import lazy_module
 from mcp_servers.documents.blocks import set_orientation
 from mcp_servers.documents.editing import _set_cell_text
+
+# python-docx is imported on the first call that needs it, not when the server is built.
+_shared = lazy_module("docx.shared")
+
 
 _EMU_PER_INCH = 914400
 MARGINS = ("top", "bottom", "left", "right")
@@ -53,7 +56,7 @@ def set_margins(section: Any, margins: dict[str, float | None]) -> None:
                 f"{name}: margin must be between 0 and 10 inches, got {value}",
                 argument=name,
             )
-        setattr(section, f"{name}_margin", Inches(value))
+        setattr(section, f"{name}_margin", _shared.Inches(value))
 
 
 def apply_orientation(section: Any, orientation: str) -> None:

@@ -15,9 +15,6 @@ import difflib
 import re
 from typing import Any
 
-from docx.oxml import OxmlElement
-from docx.oxml.ns import qn
-
 from atoll.formats.docx.elements import (
     W_PPR,
     W_R,
@@ -27,6 +24,12 @@ from atoll.formats.docx.elements import (
     atoms_of_runs,
     live_runs,
 )
+from atoll.formats.docx.names import qn
+from mcp_servers._core.lazy import lazy_module
+
+# python-docx is imported on the first call that needs it, not when the server is built.
+_oxml = lazy_module("docx.oxml")
+
 
 _XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
 
@@ -39,7 +42,7 @@ def _text_elements(text: str) -> list[Any]:
     def flush() -> None:
         nonlocal buffer
         if buffer:
-            t = OxmlElement("w:t")
+            t = _oxml.OxmlElement("w:t")
             t.text = buffer
             t.set(_XML_SPACE, "preserve")
             elements.append(t)
@@ -48,7 +51,7 @@ def _text_elements(text: str) -> list[Any]:
     for char in text:
         if char in "\t\n":
             flush()
-            elements.append(OxmlElement("w:tab" if char == "\t" else "w:br"))
+            elements.append(_oxml.OxmlElement("w:tab" if char == "\t" else "w:br"))
         elif char != "\r":
             buffer += char
     flush()
@@ -76,7 +79,7 @@ def _splice(atom: Atom, offset: int, insert: str) -> None:
 
 
 def _new_run_like(template: Any | None) -> Any:
-    run = OxmlElement("w:r")
+    run = _oxml.OxmlElement("w:r")
     if template is not None:
         properties = template.find(W_RPR)
         if properties is not None:
@@ -224,8 +227,8 @@ def new_paragraph_like(reference: Any | None, text: str, *, keep_style: bool) ->
     """A new ``w:p`` with ``text``; with ``keep_style`` it copies the reference's paragraph
     properties (style, numbering, alignment) and its paragraph-mark run formatting, as Word
     does when Enter is pressed at the end of that paragraph."""
-    paragraph = OxmlElement("w:p")
-    run = OxmlElement("w:r")
+    paragraph = _oxml.OxmlElement("w:p")
+    run = _oxml.OxmlElement("w:r")
     if reference is not None and keep_style:
         properties = reference.find(W_PPR)
         if properties is not None:

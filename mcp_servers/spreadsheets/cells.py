@@ -6,15 +6,50 @@ import math
 import re
 from typing import Any
 
-from openpyxl.utils import get_column_letter
-from openpyxl.utils.cell import column_index_from_string, range_boundaries
-
+from atoll.formats.xlsx import column_letter, column_number
 from mcp_servers._core import ToolError
 
 MAX_ROW = 1_048_576
 MAX_COL = 16_384
 MAX_TEXT = 32_767  # Excel's limit for one cell
 _CELL = re.compile(r"^\$?([A-Za-z]{1,3})\$?([0-9]{1,7})$")
+_LAST_COLUMN = 18_278  # ZZZ, the largest column three letters name
+
+# openpyxl's column and range helpers, written out so that building the server and reading a
+# workbook import no openpyxl (it loads numpy and PIL); tests/mcp_servers/test_spreadsheets.py
+# checks them against openpyxl's.
+
+
+def get_column_letter(column: int) -> str:
+    """1 -> ``"A"``, 28 -> ``"AB"``; ValueError outside 1..18278 (as openpyxl)."""
+    if not 1 <= column <= _LAST_COLUMN:
+        raise ValueError(f"Invalid column index {column}")
+    return column_letter(column)
+
+
+def column_index_from_string(letters: str) -> int:
+    """``"ab"`` -> 28; ValueError unless one to three letters (as openpyxl)."""
+    upper = letters.upper()
+    if not (1 <= len(upper) <= 3 and upper.isascii() and upper.isalpha()):
+        raise ValueError(f"{letters!r} is not a valid column name. Column names are from A to ZZZ")
+    return column_number(upper)
+
+
+def range_boundaries(text: str) -> tuple[int, int, int, int]:
+    """(min_col, min_row, max_col, max_row) of ``"A1"`` or ``"A1:C9"`` (``$`` allowed), as
+    openpyxl's ``range_boundaries`` gives for these forms; ValueError for anything else."""
+    parts = text.split(":")
+    matches = [_CELL.match(part) for part in parts]
+    if len(parts) > 2 or not all(matches):
+        raise ValueError(f"{text} is not a valid coordinate or range")
+    corners = [(column_index_from_string(m.group(1)), int(m.group(2))) for m in matches if m]
+    (min_col, min_row), (max_col, max_row) = corners[0], corners[-1]
+    return min_col, min_row, max_col, max_row
+
+
+def quote_sheetname(name: str) -> str:
+    """``"Q1 'plan'"`` -> ``"'Q1 ''plan'''"`` (openpyxl's ``quote_sheetname``)."""
+    return "'" + name.replace("'", "''") + "'"
 
 
 def check_cell(cell: str | None, *, argument: str = "cell") -> str:

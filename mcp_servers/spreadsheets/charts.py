@@ -4,12 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from openpyxl.chart import BarChart, LineChart, PieChart, Reference
-
 from mcp_servers._core import ToolError
-from mcp_servers.spreadsheets.cells import check_cell, column_letter_of, parse_range
+from mcp_servers._core.lazy import lazy_module
+from mcp_servers.spreadsheets.cells import (
+    check_cell,
+    column_index_from_string,
+    column_letter_of,
+    get_column_letter,
+    parse_range,
+)
 
-CHART_TYPES = {"bar": BarChart, "line": LineChart, "pie": PieChart}
+# openpyxl is imported on the first chart, not when the server is built.
+_chart = lazy_module("openpyxl.chart")
+
+CHART_TYPES = {"bar": "BarChart", "line": "LineChart", "pie": "PieChart"}
 
 
 def add_chart(
@@ -33,8 +41,6 @@ def add_chart(
             "invalid_argument", "data_range: give a bounded range like 'A1:C10'", argument="data_range"
         )
     if categories_column is not None:
-        from openpyxl.utils.cell import column_index_from_string
-
         category_col = column_index_from_string(
             column_letter_of(categories_column, argument="categories_column")
         )
@@ -52,14 +58,16 @@ def add_chart(
         raise ToolError(
             "invalid_argument", "data_range: no data rows below the header", argument="data_range"
         )
-    chart = CHART_TYPES[chart_type]()
+    chart = getattr(_chart, CHART_TYPES[chart_type])()
     if title:
         chart.title = title
-    data = Reference(ws, min_col=first_series, max_col=max_col, min_row=min_row, max_row=max_row)
+    data = _chart.Reference(ws, min_col=first_series, max_col=max_col, min_row=min_row, max_row=max_row)
     chart.add_data(data, titles_from_data=include_header)
     if category_col is not None:
         chart.set_categories(
-            Reference(ws, min_col=category_col, max_col=category_col, min_row=data_first_row, max_row=max_row)
+            _chart.Reference(
+                ws, min_col=category_col, max_col=category_col, min_row=data_first_row, max_row=max_row
+            )
         )
     anchor = check_cell(position, argument="position") if position else _free_anchor(ws, max_col)
     ws.add_chart(chart, anchor)
@@ -72,6 +80,4 @@ def add_chart(
 
 
 def _free_anchor(ws: Any, max_col: int) -> str:
-    from openpyxl.utils import get_column_letter
-
     return f"{get_column_letter(max(ws.max_column, max_col) + 2)}2"

@@ -10,16 +10,21 @@ cell values, sheet names or defined names and therefore need formulas recomputed
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from openpyxl import Workbook
-from openpyxl.utils import get_column_letter
-from openpyxl.utils.cell import quote_sheetname, range_boundaries
-from openpyxl.workbook.defined_name import DefinedName
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from mcp_servers._core import ToolError
-from mcp_servers.spreadsheets.cells import check_cell, check_range, check_value, column_letter_of
+from mcp_servers._core.lazy import lazy_module
+from mcp_servers.spreadsheets.cells import (
+    check_cell,
+    check_range,
+    check_value,
+    column_letter_of,
+    get_column_letter,
+    quote_sheetname,
+    range_boundaries,
+)
 from mcp_servers.spreadsheets.styling import (
     add_conditional_formatting,
     add_data_validation,
@@ -28,6 +33,12 @@ from mcp_servers.spreadsheets.styling import (
     rename_sheet,
 )
 from mcp_servers.spreadsheets.workbook import sheet_of
+
+if TYPE_CHECKING:
+    from openpyxl import Workbook
+
+# openpyxl is imported on the first edit, not when the server is built.
+_defined_name = lazy_module("openpyxl.workbook.defined_name")
 
 CellValue = str | int | float | bool | None
 # Excel's comparison operators, as data validations and cell_is conditional formats name them.
@@ -341,7 +352,9 @@ def _add_named_range(workbook: Workbook, ws: Any, op: AddNamedRange) -> str:
     ref = f"${get_column_letter(min_col)}${min_row}"
     if (min_col, min_row) != (max_col, max_row):
         ref += f":${get_column_letter(max_col)}${max_row}"
-    workbook.defined_names[op.name] = DefinedName(op.name, attr_text=f"{quote_sheetname(ws.title)}!{ref}")
+    workbook.defined_names[op.name] = _defined_name.DefinedName(
+        op.name, attr_text=f"{quote_sheetname(ws.title)}!{ref}"
+    )
     return f"named range {op.name} = {ws.title}!{ref}"
 
 

@@ -19,16 +19,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from lxml import etree
-from openpyxl.styles.numbers import is_date_format
-from openpyxl.utils import get_column_letter
-from openpyxl.utils.datetime import from_excel
 
 from atoll.formats.libreoffice import RecalcError
 from atoll.formats.xlsx import XlsxReader, display
 from mcp_servers._core import ToolError, WorldPath
-from mcp_servers.spreadsheets.cells import parse_range
+from mcp_servers._core.lazy import lazy_module
+from mcp_servers.spreadsheets.cells import get_column_letter, parse_range
 from mcp_servers.spreadsheets.values import dummy_function_fallback, not_computed
 from mcp_servers.spreadsheets.workbook import SheetsState, WorkbookFile, sheet_position
+
+# openpyxl's date handling is imported on the first numeric cell with a number format.
+_numbers = lazy_module("openpyxl.styles.numbers")
+_datetime = lazy_module("openpyxl.utils.datetime")
 
 MAX_CSV_BYTES = 64 * 1024 * 1024
 
@@ -183,9 +185,9 @@ def _fill_missing(
     for r, c in pending:
         kind, value = sheet.get((min_row + r, min_col + c), ("s", ""))
         number_format = formats.get((min_row + r, min_col + c))
-        if kind == "n" and number_format and is_date_format(number_format):
+        if kind == "n" and number_format and _numbers.is_date_format(number_format):
             with contextlib.suppress(ValueError, OverflowError):
-                value = from_excel(value)
+                value = _datetime.from_excel(value)
         grid[r][c] = value
 
 

@@ -7,14 +7,15 @@ import io
 import re
 from typing import Any
 
-from openpyxl.formatting.rule import CellIsRule, ColorScaleRule, DataBarRule, FormulaRule
-from openpyxl.styles import Alignment, Border, Font, PatternFill, Side
-from openpyxl.utils.cell import quote_sheetname
-from openpyxl.worksheet.datavalidation import DataValidation
-
 from mcp_servers._core import ToolError
+from mcp_servers._core.lazy import lazy_module
 from mcp_servers._office.colors import NAMED_COLORS
-from mcp_servers.spreadsheets.cells import check_cell
+from mcp_servers.spreadsheets.cells import check_cell, quote_sheetname
+
+# openpyxl is imported on the first edit that needs it, not when the server is built.
+_rule = lazy_module("openpyxl.formatting.rule")
+_styles = lazy_module("openpyxl.styles")
+_validation = lazy_module("openpyxl.worksheet.datavalidation")
 
 _INVALID_TITLE = re.compile(r"[\[\]:*?/\\]")
 
@@ -44,7 +45,7 @@ def format_cells(ws: Any, cell_range: str, op: Any) -> int:
     """Apply font/fill/alignment/border/number format to every cell of the range."""
     font_color = color(op.font_color, argument="font_color")
     fill_color = color(op.fill_color, argument="fill_color")
-    side = Side(style=op.border) if op.border and op.border != "none" else Side(style=None)
+    side = _styles.Side(style=op.border) if op.border and op.border != "none" else _styles.Side(style=None)
     cells = _cells(ws, cell_range)
     for cell in cells:
         font = cell.font.copy()
@@ -61,7 +62,7 @@ def format_cells(ws: Any, cell_range: str, op: Any) -> int:
         if font_color is not None:
             changes["color"] = font_color
         if changes:
-            cell.font = Font(
+            cell.font = _styles.Font(
                 name=changes.get("name", font.name),
                 sz=changes.get("sz", font.sz),
                 b=changes.get("b", font.b),
@@ -72,10 +73,10 @@ def format_cells(ws: Any, cell_range: str, op: Any) -> int:
                 vertAlign=font.vertAlign,
             )
         if fill_color is not None:
-            cell.fill = PatternFill(fill_type="solid", start_color=fill_color, end_color=fill_color)
+            cell.fill = _styles.PatternFill(fill_type="solid", start_color=fill_color, end_color=fill_color)
         if op.horizontal_alignment or op.vertical_alignment or op.wrap_text is not None:
             old = cell.alignment
-            cell.alignment = Alignment(
+            cell.alignment = _styles.Alignment(
                 horizontal=op.horizontal_alignment or old.horizontal,
                 vertical=op.vertical_alignment or old.vertical,
                 wrap_text=op.wrap_text if op.wrap_text is not None else old.wrap_text,
@@ -83,7 +84,7 @@ def format_cells(ws: Any, cell_range: str, op: Any) -> int:
                 text_rotation=old.text_rotation,
             )
         if op.border is not None:
-            cell.border = Border(left=side, right=side, top=side, bottom=side)
+            cell.border = _styles.Border(left=side, right=side, top=side, bottom=side)
         if op.number_format is not None:
             cell.number_format = op.number_format
     return len(cells)
@@ -114,7 +115,7 @@ def add_data_validation(ws: Any, cell_range: str, op: Any) -> None:
             raise ToolError(
                 "invalid_argument", f"operator {op.operator or 'between'} needs formula1 and formula2"
             )
-    validation = DataValidation(
+    validation = _validation.DataValidation(
         type=kind,
         operator=op.operator if kind not in ("list", "custom") else None,
         formula1=formula1.lstrip("=") if formula1 and not formula1.startswith('"') else formula1,
@@ -133,9 +134,11 @@ def add_conditional_formatting(ws: Any, cell_range: str, op: Any) -> None:
     fill_color = color(op.fill_color, argument="fill_color")
     font_color = color(op.font_color, argument="font_color")
     fill = (
-        PatternFill(fill_type="solid", start_color=fill_color, end_color=fill_color) if fill_color else None
+        _styles.PatternFill(fill_type="solid", start_color=fill_color, end_color=fill_color)
+        if fill_color
+        else None
     )
-    font = Font(color=font_color, b=op.bold) if (font_color or op.bold is not None) else None
+    font = _styles.Font(color=font_color, b=op.bold) if (font_color or op.bold is not None) else None
     if op.rule_type == "cell_is":
         if not op.operator or not op.values:
             raise ToolError("invalid_argument", "a cell_is rule needs operator and values")
@@ -145,21 +148,21 @@ def add_conditional_formatting(ws: Any, cell_range: str, op: Any) -> None:
         if fill is None and font is None:
             raise ToolError("invalid_argument", "a cell_is rule needs fill_color, font_color or bold")
         formula = [_operand(v) for v in op.values]
-        rule = CellIsRule(operator=op.operator, formula=formula, fill=fill, font=font)
+        rule = _rule.CellIsRule(operator=op.operator, formula=formula, fill=fill, font=font)
     elif op.rule_type == "formula":
         expression = op.formula or (str(op.values[0]) if op.values else None)
         if not expression:
             raise ToolError("invalid_argument", "a formula rule needs formula (e.g. '$B2>100')")
         if fill is None and font is None:
             raise ToolError("invalid_argument", "a formula rule needs fill_color, font_color or bold")
-        rule = FormulaRule(formula=[expression.lstrip("=")], fill=fill, font=font)
+        rule = _rule.FormulaRule(formula=[expression.lstrip("=")], fill=fill, font=font)
     elif op.rule_type == "color_scale":
         start = color(op.start_color or "F8696B", argument="start_color")
         end = color(op.end_color or "63BE7B", argument="end_color")
-        rule = ColorScaleRule(start_type="min", start_color=start, end_type="max", end_color=end)
+        rule = _rule.ColorScaleRule(start_type="min", start_color=start, end_type="max", end_color=end)
     else:
         bar = color(op.color or "638EC6", argument="color")
-        rule = DataBarRule(start_type="min", end_type="max", color=bar)
+        rule = _rule.DataBarRule(start_type="min", end_type="max", color=bar)
     ws.conditional_formatting.add(cell_range, rule)
 
 

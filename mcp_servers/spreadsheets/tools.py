@@ -4,12 +4,12 @@ tools are in :mod:`mcp_servers.spreadsheets.tools_read`."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from openpyxl import Workbook
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcp_servers._core import ServerDefinition, ToolError, file_lock, validate_id
+from mcp_servers._core.lazy import lazy_module
 from mcp_servers._core.options import ServerOptions
 from mcp_servers.spreadsheets.cells import check_cell, check_value
 from mcp_servers.spreadsheets.charts import add_chart
@@ -34,6 +34,12 @@ from mcp_servers.spreadsheets.workbook import (
     save_workbook,
     sheet_of,
 )
+
+if TYPE_CHECKING:
+    from openpyxl import Workbook
+
+# openpyxl is imported on the first call that creates or edits a workbook.
+_openpyxl = lazy_module("openpyxl")
 
 
 class SpreadsheetsOptions(ServerOptions):
@@ -151,7 +157,7 @@ def create_spreadsheet(
     virtual = target.virtual
     if target.exists():
         raise ToolError("already_exists", f"file_name: {virtual} already exists", argument="file_name")
-    workbook = Workbook()
+    workbook = _openpyxl.Workbook()
     workbook.remove(workbook.active)
     specs = sheets or [SheetSpec(name="Sheet1")]
     rows = 0

@@ -6,13 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from openpyxl.utils import get_column_letter
-from openpyxl.utils.cell import column_index_from_string
 from pydantic import BaseModel, ConfigDict, Field
 
 from atoll.formats.xlsx import Scalar
 from mcp_servers._core import ToolError, ToolOutput, WorldPath
-from mcp_servers.spreadsheets.cells import parse_range
+from mcp_servers.spreadsheets.cells import column_index_from_string, get_column_letter, parse_range
 from mcp_servers.spreadsheets.reading import Grid, matches, read_csv_rows, read_grid, tab_names
 from mcp_servers.spreadsheets.results import CsvRead, FilterResult, TabList, TabRead
 from mcp_servers.spreadsheets.tools import SERVER, TabRef, workbook_path

@@ -23,15 +23,21 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from openpyxl import Workbook, load_workbook
-from openpyxl.worksheet.worksheet import Worksheet
+from typing import TYPE_CHECKING, Any
 
 from atoll.formats.libreoffice import ComputedSheets, LibreOffice, RecalcError, shared_engine
 from atoll.formats.xlsx_values import cached_formula_values, computed_of, fill_cached_values
 from mcp_servers._core import FileStamp, ServerContext, ToolError, WorldPath
+from mcp_servers._core.lazy import lazy_module
 from mcp_servers.spreadsheets.values import DUMMY_FUNCTION, dummy_function_fallback
+
+if TYPE_CHECKING:
+    from openpyxl import Workbook
+    from openpyxl.worksheet.worksheet import Worksheet
+
+# openpyxl (and numpy, which it loads) is imported on the first call that opens a workbook
+# with it, not when the server is built.
+_openpyxl = lazy_module("openpyxl")
 
 WORKBOOK_SUFFIXES = (".xlsx", ".xlsm")
 _OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
@@ -241,7 +247,7 @@ def open_workbook(
 ) -> Workbook:
     """Load a workbook, turning library failures into ToolError ``bad_data``."""
     try:
-        return load_workbook(
+        return _openpyxl.load_workbook(
             file.stream(),
             data_only=data_only,
             read_only=read_only,

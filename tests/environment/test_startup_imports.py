@@ -1,9 +1,11 @@
 """Start-up imports no document library: each server imports its own on its first call.
 
 Importing the environment, building all nine app servers (POST /apps) and listing their
-tools over MCP must not load PyMuPDF, python-pptx or icalendar (most of a cold start's CPU
-used to be these imports); the first call that reads a PDF does load PyMuPDF. A fresh
-interpreter each time: this test process has imported them for other tests.
+tools over MCP must not load PyMuPDF, python-pptx, icalendar, openpyxl (nor the numpy it
+loads) or python-docx (most of a cold start's CPU used to be these imports); the first call
+that reads a PDF does load PyMuPDF, the first that writes a workbook openpyxl, the first that
+writes a document python-docx. A fresh interpreter each time: this test process has imported
+them for other tests.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-LAZY_LIBRARIES = ("pymupdf", "fitz", "pptx", "icalendar", "dateutil.rrule")
+LAZY_LIBRARIES = ("pymupdf", "fitz", "pptx", "icalendar", "dateutil.rrule", "openpyxl", "numpy", "docx")
 
 _PROBE = """
 import asyncio, json, sys, tempfile
@@ -58,6 +60,16 @@ with EnvironmentServer(settings) as env:
             result = await mcp.call_tool("pdfs_read_pdf_pages", {"file_path": "/a.pdf"})
             report["pdf_text"] = "hello" in str(result.content)
             report["after_pdf_call"] = "pymupdf" in sys.modules
+            report["before_sheet_call"] = [m for m in ("openpyxl", "docx") if m in sys.modules]  # PyMuPDF loaded numpy
+            created = await mcp.call_tool("spreadsheets_create_spreadsheet", {"directory": "/", "file_name": "a.xlsx"})
+            report["sheet_created"] = (root / "fs" / "a.xlsx").is_file() and not created.is_error
+            report["after_sheet_call"] = [m for m in ("openpyxl", "docx") if m in sys.modules]
+            written = await mcp.call_tool(
+                "documents_create_document",
+                {"directory": "/", "file_name": "a.docx", "content": [{"type": "paragraph", "text": "hi"}]},
+            )
+            report["document_created"] = (root / "fs" / "a.docx").is_file() and not written.is_error
+            report["after_document_call"] = "docx" in sys.modules
 
     asyncio.run(talk())
 print(json.dumps(report))
@@ -85,6 +97,11 @@ def test_building_and_listing_every_server_imports_no_document_library() -> None
     # the first call that needs the library imports it, and works
     assert report["pdf_text"] is True
     assert report["after_pdf_call"] is True
+    assert report["before_sheet_call"] == []
+    assert report["sheet_created"] is True
+    assert report["after_sheet_call"] == ["openpyxl"]
+    assert report["document_created"] is True
+    assert report["after_document_call"] is True
 
 
 def test_the_background_preload_imports_no_document_library_either() -> None:

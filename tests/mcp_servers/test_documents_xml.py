@@ -209,3 +209,29 @@ def test_tracked_changes_inside_table_cells_are_read():
     assert block["rows"] == [["new"]]
     assert block["tracked_changes"][0]["cell"] == "body.tbl.0.r.0.c.0"
     assert "| {++new++} |" in render_block(block)
+
+
+def test_the_spelled_out_tag_names_are_python_docx_s():
+    """The documents server names tags without python-docx (so building it imports none):
+    every ``qn("p:tag")`` in its sources must give what python-docx's ``qn`` gives."""
+    import re
+    from pathlib import Path
+
+    from atoll.formats.docx import names
+    from mcp_servers.documents import blocks
+
+    sources = Path(blocks.__file__).parent.glob("*.py")
+    tags = {tag for source in sources for tag in re.findall(r"qn\([\"']([\w:]+)[\"']\)", source.read_text())}
+    assert len(tags) > 20
+    assert {tag: names.qn(tag) for tag in tags} == {tag: qn(tag) for tag in tags}
+    assert {prefix: names.qn(f"{prefix}:x") for prefix in names._NAMESPACES} == {
+        prefix: qn(f"{prefix}:x") for prefix in names._NAMESPACES
+    }
+    from docx.enum.text import WD_ALIGN_PARAGRAPH
+
+    assert [blocks.alignment(name) for name in blocks.ALIGNMENTS] == [
+        WD_ALIGN_PARAGRAPH.LEFT,
+        WD_ALIGN_PARAGRAPH.CENTER,
+        WD_ALIGN_PARAGRAPH.RIGHT,
+        WD_ALIGN_PARAGRAPH.JUSTIFY,
+    ]

@@ -729,3 +729,52 @@ def test_prestart_starts_libreoffice_in_the_background(world):
             time.sleep(0.1)
         assert engine.stats.starts == 1 and engine._office.poll() is None
     engine.close()
+
+
+def test_the_written_out_column_and_range_helpers_give_what_openpyxl_gives():
+    """cells.py spells out openpyxl's helpers so that building the server imports no openpyxl."""
+    from openpyxl.utils import cell as reference
+
+    from mcp_servers.spreadsheets import cells
+
+    assert [cells.get_column_letter(n) for n in range(1, 18279)] == [
+        reference.get_column_letter(n) for n in range(1, 18279)
+    ]
+    for name in ("A", "z", "Az", "XFD", "zzz", "AAAA", "", "A1", "É", "-"):
+        try:
+            expected = reference.column_index_from_string(name)
+        except ValueError:
+            with pytest.raises(ValueError):
+                cells.column_index_from_string(name)
+        else:
+            assert cells.column_index_from_string(name) == expected
+    for text in (
+        "A1",
+        "$B$3",
+        "B3:D9",
+        "$a$1:$c$2",
+        "D9:B3",
+        "XFD1048576",
+        "A1:B2:C3",
+        "A",
+        "1:2",
+        "A:B",
+        "A1:",
+        "",
+    ):
+        try:
+            expected = reference.range_boundaries(text)
+        except ValueError:
+            with pytest.raises(ValueError):
+                cells.range_boundaries(text)
+        else:
+            if None in expected:  # whole rows or columns: cells.py never passes these here
+                with pytest.raises(ValueError):
+                    cells.range_boundaries(text)
+            else:
+                assert cells.range_boundaries(text) == expected
+    for title in ("Sheet1", "Q1 plan", "it's", "''"):
+        assert cells.quote_sheetname(title) == reference.quote_sheetname(title)
+    for bad in (0, 18279):
+        with pytest.raises(ValueError):
+            cells.get_column_letter(bad)
