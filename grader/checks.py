@@ -24,6 +24,7 @@ from atoll.benchmark import (
     AnswerRegexCheck,
     CellValueCheck,
     ChatPostedCheck,
+    Check,
     EmailSentCheck,
     EventCreatedCheck,
     FileExistsCheck,
@@ -343,7 +344,9 @@ def chat_posted(check: ChatPostedCheck, inputs: CheckInputs) -> CheckResult:
     return CheckResult(False, f"none of {len(posts)} chat message(s) matches the check")
 
 
-def run_check(spec: Any, answer: str, world: WorldDiff, options: ExtractOptions | None = None) -> CheckResult:
+def run_check(
+    spec: Check, answer: str, world: WorldDiff, options: ExtractOptions | None = None
+) -> CheckResult:
     """Evaluate one check; a failure inside an evaluator becomes an unevaluable result, never an
     exception. Raises :class:`UnknownCheckKind` for a kind without an evaluator."""
     evaluator = _EVALUATORS.get(getattr(spec, "kind", None))  # type: ignore[arg-type]

@@ -14,13 +14,16 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from atoll.benchmark import Criterion, GradingTarget
 from grader.diff import Artifact, WorldDiff, file_artifact_for_unchanged
 from grader.extract import ExtractOptions
 from grader.judge import Block, JudgeConfig, select
 from grader.snapshot import member_path
+
+if TYPE_CHECKING:
+    from atoll.llm import Completion
 
 APP_KINDS = ("mail", "event", "chat")
 
@@ -219,7 +222,7 @@ def _fill(ordered: list[Artifact], budget: int) -> list[tuple[Artifact, str]]:
     return shown
 
 
-def _fitted(shown: list[tuple[Artifact, str]], note: str, call: Any) -> Fitted:
+def _fitted(shown: list[tuple[Artifact, str]], note: str, call: Completion | None) -> Fitted:
     """A Fitted carrying the selector call's cost and tokens (none without a call)."""
     if call is None:
         return Fitted(shown, note)

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from atoll.formats.pdf import Extractor
 
 TEXT_EXTENSIONS = frozenset(
     {
@@ -242,10 +245,10 @@ def _deck(data: bytes) -> Extracted:
 # --- PDFs ----------------------------------------------------------------------------------
 
 
-_pdf_readers: dict[float, Any] = {}
+_pdf_readers: dict[float, Extractor] = {}
 
 
-def _pdf_reader(timeout_s: float) -> Any:
+def _pdf_reader(timeout_s: float) -> Extractor:
     """One page reader per OCR timeout (it caches OCR results by content hash and page)."""
     from atoll.formats.pdf import Extractor
 

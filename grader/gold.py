@@ -21,7 +21,7 @@ from email.utils import format_datetime, make_msgid
 from pathlib import Path
 from typing import Any
 
-from atoll.benchmark import Benchmark, Task
+from atoll.benchmark import Benchmark, GoldFile, Task
 from atoll.errors import AtollError
 from atoll.trajectory import AgentReportedStatus, RunStatus, Trajectory
 from grader.snapshot import _clean_name, member_path
@@ -80,7 +80,7 @@ def write_tar(path: Path, members: dict[str, bytes]) -> Path:
     return path
 
 
-def _gold_source(benchmark: Benchmark, task: Task, gold: Any) -> Path:
+def _gold_source(benchmark: Benchmark, task: Task, gold: GoldFile) -> Path:
     extra = gold.model_extra or {}
     source = extra.get("source")
     candidates = []

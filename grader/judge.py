@@ -172,7 +172,9 @@ async def ask(
     )
 
 
-async def _one_sample(config: JudgeConfig, messages: list[dict[str, str]], budget: Any) -> JudgeResult:
+async def _one_sample(
+    config: JudgeConfig, messages: list[dict[str, str]], budget: RetryBudget | None
+) -> JudgeResult:
     from atoll.llm import ModelError, ModelErrorKind
 
     form = resolve_format(config.verdict_format, config.model)
@@ -208,7 +210,9 @@ async def _one_sample(config: JudgeConfig, messages: list[dict[str, str]], budge
     return result
 
 
-async def judge(config: JudgeConfig, blocks: list[Block], *, budget: Any = None) -> JudgeResult:
+async def judge(
+    config: JudgeConfig, blocks: list[Block], *, budget: RetryBudget | None = None
+) -> JudgeResult:
     """Ask the judge ``config.samples`` times and take the majority (ties are not met).
 
     Fewer than ``config.needed_votes`` verdicts make no verdict.  ``budget`` is the
@@ -250,7 +254,11 @@ async def judge(config: JudgeConfig, blocks: list[Block], *, budget: Any = None)
 
 
 async def select(
-    config: JudgeConfig, criterion: str, catalogue: list[tuple[str, str]], *, budget: Any = None
+    config: JudgeConfig,
+    criterion: str,
+    catalogue: list[tuple[str, str]],
+    *,
+    budget: RetryBudget | None = None,
 ) -> tuple[list[str], Completion]:
     """Ask the judge model which artifacts matter: ``(ids, the call)`` (its cost and tokens
     count towards the grade's judge usage); raises on any failure.

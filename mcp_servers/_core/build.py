@@ -142,7 +142,7 @@ def server_warmer(server: FastMCP) -> Callable[[], Any] | None:
     return _WARMERS.get(server)
 
 
-def _individual_tool(tool: ToolDef, state: Any) -> Tool:
+def _individual_tool(tool: ToolDef, state: object) -> Tool:
     declared = set(tool.argument_names)
 
     async def invoke(raw: dict[str, Any]) -> Outcome:
@@ -291,7 +291,7 @@ def _consolidated_description(definition: ServerDefinition) -> str:
     return f"{head}\n\n{body}" if head else body
 
 
-def _consolidated_tools(definition: ServerDefinition, state: Any) -> list[Tool]:
+def _consolidated_tools(definition: ServerDefinition, state: object) -> list[Tool]:
     name = definition.consolidated_name
     schema = consolidated_schema(definition)
     declared = set(schema["properties"])

@@ -98,7 +98,7 @@ def validate_arguments(tool: ToolDef, arguments: dict[str, Any]) -> dict[str, An
     return {name: getattr(model, name) for name in tool.arguments.model_fields}
 
 
-async def call_tool(tool: ToolDef, state: Any, arguments: dict[str, Any]) -> Outcome:
+async def call_tool(tool: ToolDef, state: object, arguments: dict[str, Any]) -> Outcome:
     """Run ``tool`` on already-unwrapped arguments; never raises (errors become outcomes)."""
     try:
         kwargs = validate_arguments(tool, arguments)
