@@ -3,8 +3,10 @@
 N trials run at once, each pod "running" for ``--run-s`` seconds; every request the official
 client sends is counted by kind. Before the shared list-and-watch each trial cost a Job GET
 and a pod LIST every ``ATOLL_K8S_POLL_S`` (at 512 trials and 5 s: ~205 requests/s); now the
-watches are two per executor and the per-trial calls are the create, admission's pending-pod
-count, one pod LIST at the end and the delete.
+watches are two per executor and the per-trial calls are two LISTs of the trial's Jobs (the
+adoption checks, before admission and right before the create), the create, admission's
+pending-pod count, Events reads while a pod is pending, one pod LIST at the end and the delete
+(16 trials of 3 s: 137 requests, 8.6 per trial; docs/deploy.md).
 
     .venv/bin/python benchmarks/kubernetes_api.py [--trials 32] [--run-s 3]
 """

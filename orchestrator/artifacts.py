@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from atoll.trial import TrialSpec
 
 TRIAL_FILE = "trial.json"
+PRESIGN_MAX_S = 7 * 24 * 3600  # the longest a SigV4 presigned URL may live
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -81,6 +82,25 @@ class ArtifactStore:
         uri = key_or_uri if "://" in key_or_uri else self.uri(key_or_uri)
         with fsspec.open(uri, "rb") as handle:
             return handle.read()
+
+    @property
+    def presigns(self) -> bool:
+        """Whether :meth:`presigned_url` can give URLs: the store is S3 (``s3://``)."""
+        return type(self.fs).__name__ == "S3FileSystem"
+
+    def presigned_url(self, key: str, method: str, expires_s: float) -> str:
+        """A SigV4 presigned URL that lets its holder, without credentials, GET or PUT exactly
+        ``key`` for ``expires_s`` seconds (at most 7 days, S3's limit). S3 stores only
+        (:attr:`presigns`); AtollError(no_presigned_urls) for others."""
+        if not self.presigns:
+            raise AtollError("no_presigned_urls", f"artifact store {self.url}: presigned URLs need s3://")
+        client_method = {"GET": "get_object", "PUT": "put_object"}[method]
+        options = dict(self.fs.storage_options)
+        # SigV4 whatever the store's own setting: the legacy signature is refused by most regions.
+        options["config_kwargs"] = {**(options.get("config_kwargs") or {}), "signature_version": "s3v4"}
+        signer = type(self.fs)(**options)
+        expires = max(1, min(int(expires_s), PRESIGN_MAX_S))
+        return signer.url(self._full(key), expires=expires, client_method=client_method)
 
     def get_file(self, uri: str, local_path: str | Path) -> Path:
         with fsspec.open(uri, "rb") as source, open(local_path, "wb") as target:

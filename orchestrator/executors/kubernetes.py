@@ -61,16 +61,19 @@ from orchestrator.executors.kubernetes_job import (
     MANAGED_BY,
     JobOptions,
     build_job,
+    job_name,
     load_template,
     run_label,
 )
 from orchestrator.executors.kubernetes_state import is_terminal, needs_events, read_state
 from orchestrator.executors.kubernetes_trial import (
+    PRESIGN_MARGIN_S,
     PodTrialInput,
     PodTrialOutcome,
     input_key,
     outcome_key,
     outcome_uri,
+    presign_attempt,
 )
 from orchestrator.executors.kubernetes_watch import Informer
 from orchestrator.executors.local import SeedCache, judge_request
@@ -460,28 +463,32 @@ class KubernetesExecutor:
                 f"(not starting another): {exc}"
             ) from exc
         for job in jobs:
-            metadata = job.get("metadata") or {}
-            name = metadata.get("name")
-            if (
-                (metadata.get("annotations") or {}).get(ANNOTATION_TRIAL_ID) != spec.trial_id
-                or name in self._following
-                or metadata.get("deletionTimestamp")
-            ):
-                continue
-            if is_terminal(job):
-                if read_state(job, self._pods_of(name)).phase == "failed":
-                    continue
-                # Finished (its follower died, or could not delete it): worth adopting only for
-                # a result. An outcome that is an error would fail every retry the same way.
-                job_attempt = int((metadata.get("labels") or {}).get(LABEL_ATTEMPT) or 0)
-                try:
-                    await asyncio.to_thread(
-                        self._read_outcome, spec, job_attempt, name, input_uri=_input_of(job)
-                    )
-                except InfraError:
-                    continue
-            return job
+            if await self._worth_adopting(spec, job):
+                return job
         return None
+
+    async def _worth_adopting(self, spec: TrialSpec, job: dict[str, Any]) -> bool:
+        """Whether ``job`` is a Job of this trial to adopt: not followed here, not being
+        deleted, not failed, and — when finished — with a result as its outcome (one whose
+        outcome is an error would fail every retry the same way)."""
+        metadata = job.get("metadata") or {}
+        name = metadata.get("name")
+        if (
+            (metadata.get("annotations") or {}).get(ANNOTATION_TRIAL_ID) != spec.trial_id
+            or name in self._following
+            or metadata.get("deletionTimestamp")
+        ):
+            return False
+        if is_terminal(job):
+            if read_state(job, self._pods_of(name)).phase == "failed":
+                return False
+            # Finished (its follower died, or could not delete it): worth adopting only for a result.
+            job_attempt = int((metadata.get("labels") or {}).get(LABEL_ATTEMPT) or 0)
+            try:
+                await asyncio.to_thread(self._read_outcome, spec, job_attempt, name, input_uri=_input_of(job))
+            except InfraError:
+                return False
+        return True
 
     async def _adopt(self, job: dict[str, Any]) -> bool:
         name = job["metadata"]["name"]
@@ -502,36 +509,91 @@ class KubernetesExecutor:
         await self._ensure_started()
         adopted = await self._adoptable(spec)
         if adopted is not None and await self._adopt(adopted):
-            name = adopted["metadata"]["name"]
-            job_attempt = int((adopted["metadata"].get("labels") or {}).get(LABEL_ATTEMPT) or attempt)
-            self.adopted.append(name)
-            log.warning(
-                "trial %s attempt %d: adopted the still-live Job %s of attempt %d",
-                spec.trial_id[:12],
-                attempt,
-                name,
-                job_attempt,
-            )
-            result = await self._follow_to_end(spec, job_attempt, name, _input_of(adopted), created=False)
-            return result.model_copy(update={"attempt": attempt})
-        input_uri = await self._write_input(spec, attempt)
-        manifest = build_job(self.template, spec, attempt, input_uri, self.options)
-        name = manifest["metadata"]["name"]
+            return await self._follow_adopted(spec, attempt, adopted)
+        name = job_name(spec, attempt)
         await self._admit(name)
-        # Stamped now, after admission: the owner's Lease, not the manifest's age, says it is alive.
-        manifest["metadata"]["labels"][LABEL_OWNER] = self.owner
-        manifest["metadata"]["annotations"][ANNOTATION_CREATED] = str(int(time.time()))
-        self._following.add(name)
         try:
-            # A create whose answer was lost and that is retried meets its own Job: 409 is fine
-            # (the name carries a random suffix, so no other Job has it).
-            await self.api(self.cluster.create_job, self.namespace, manifest, conflict_ok_on_retry=True)
+            # After admission, which can wait long: presigned URLs are valid from now on.
+            input_uri, pod_input = await self._write_input(spec, attempt)
+            # Admission may have waited minutes: another worker may have started the trial
+            # meanwhile (its store lease expired during an outage). Look again, right before.
+            adopted = await self._adoptable(spec)
+            if adopted is None:
+                adopted, name = await self._create(spec, attempt, name, input_uri, pod_input)
         except BaseException:
             self._following.discard(name)
             self._unobserved.discard(name)
             raise
+        if adopted is not None:
+            self._unobserved.discard(name)  # the admission slot taken for a Job not created
+            if not await self._adopt(adopted):
+                raise InfraError(
+                    f"trial {spec.trial_id[:12]}: another worker started its Job "
+                    f"{adopted['metadata']['name']} at the same time and it could not be adopted"
+                )
+            return await self._follow_adopted(spec, attempt, adopted)
         log.info("trial %s attempt %d: Job %s created", spec.trial_id[:12], attempt, name)
         return await self._follow_to_end(spec, attempt, name, input_uri, created=True)
+
+    async def _create(
+        self, spec: TrialSpec, attempt: int, name: str, input_uri: str, pod_input: str | None
+    ) -> tuple[dict[str, Any] | None, str]:
+        """Create the attempt's Job under its shared name; ``(None, name)`` when created, or
+        ``(job, name)`` with the Job another worker created under that name since the last
+        check (409 AlreadyExists), to adopt. A name held by a Job not worth adopting (a failed
+        one kept for inspection) gives way to a unique name."""
+        try:
+            for unique in (False, True):
+                if unique:
+                    self._unobserved.discard(name)
+                    name = job_name(spec, attempt, unique=True)
+                    self._unobserved.add(name)  # the admission slot moves with the name
+                manifest = build_job(
+                    self.template, spec, attempt, input_uri, self.options, name=name, pod_input=pod_input
+                )
+                # Stamped now, after admission: the owner's Lease, not the manifest's age, says it is alive.
+                manifest["metadata"]["labels"][LABEL_OWNER] = self.owner
+                manifest["metadata"]["annotations"][ANNOTATION_CREATED] = str(int(time.time()))
+                self._following.add(name)
+                try:
+                    # A create whose answer was lost and that is retried meets its own Job:
+                    # 409 then counts as created.
+                    await self.api(
+                        self.cluster.create_job, self.namespace, manifest, conflict_ok_on_retry=True
+                    )
+                    return None, name
+                except ApiError as exc:
+                    self._following.discard(name)
+                    if exc.status != 409 or unique:
+                        raise
+                existing = await self.api(self.cluster.job, self.namespace, name)
+                if existing and await self._worth_adopting(spec, existing):
+                    log.warning(
+                        "trial %s attempt %d: Job %s was created by another worker meanwhile",
+                        spec.trial_id[:12],
+                        attempt,
+                        name,
+                    )
+                    return existing, name
+        except BaseException:
+            self._following.discard(name)
+            self._unobserved.discard(name)
+            raise
+        raise AssertionError("the unique-name create either returns or raises")
+
+    async def _follow_adopted(self, spec: TrialSpec, attempt: int, adopted: dict[str, Any]) -> TrialResult:
+        name = adopted["metadata"]["name"]
+        job_attempt = int((adopted["metadata"].get("labels") or {}).get(LABEL_ATTEMPT) or attempt)
+        self.adopted.append(name)
+        log.warning(
+            "trial %s attempt %d: adopted the still-live Job %s of attempt %d",
+            spec.trial_id[:12],
+            attempt,
+            name,
+            job_attempt,
+        )
+        result = await self._follow_to_end(spec, job_attempt, name, _input_of(adopted), created=False)
+        return result.model_copy(update={"attempt": attempt})
 
     async def _follow_to_end(
         self, spec: TrialSpec, attempt: int, name: str, input_uri: str | None, *, created: bool
@@ -555,7 +617,10 @@ class KubernetesExecutor:
             self._read_outcome, spec, attempt, name, input_uri=input_uri, vanished=vanished
         )
 
-    async def _write_input(self, spec: TrialSpec, attempt: int) -> str:
+    async def _write_input(self, spec: TrialSpec, attempt: int) -> tuple[str, str | None]:
+        """Store the seed (once) and the attempt's input; the input's store URI and, with an
+        S3 store, the presigned GET of it the pod is given instead (its input then carries
+        the presigned URLs of the attempt's folder: the pod holds no store credentials)."""
         missing = self.benchmark.unavailable_for(self.tasks[spec.task_id])
         if missing:  # never run a task without an app it needs as if it had it
             raise InfraError(
@@ -583,10 +648,23 @@ class KubernetesExecutor:
             if not self.artifacts.exists(seed_key):
                 self.artifacts.put_file(seed_key, archive)
 
-        def write_input() -> str:
-            return self.artifacts.put_bytes(
-                input_key(self.artifacts, spec, attempt), trial_input.model_dump_json(by_alias=True).encode()
-            )
+        def write_input() -> tuple[str, str | None]:
+            key = input_key(self.artifacts, spec, attempt)
+            pod_input = None
+            if self.artifacts.presigns:
+                # Valid as long as the Job may live (scheduling, then run time), and no longer.
+                expires_s = self.options.deadline_s + self.options.schedule_s + PRESIGN_MARGIN_S
+                folder = key.rsplit("/", 1)[0]
+                try:
+                    pod_input, trial_input.presigned = presign_attempt(
+                        self.artifacts, folder, seed_key, expires_s
+                    )
+                except Exception as exc:  # botocore's credential and configuration errors
+                    raise InfraError(
+                        f"artifact store {self.artifacts.url}: cannot presign the trial pod's URLs: {exc}"
+                    ) from exc
+            data = trial_input.model_dump_json(by_alias=True).encode()
+            return self.artifacts.put_bytes(key, data), pod_input
 
         try:
             async with self._seed_lock:  # concurrent trials of one world upload its seed once

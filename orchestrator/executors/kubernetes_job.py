@@ -91,6 +91,19 @@ class JobOptions:
     schedule_s: int = 1800
 
 
+def job_name(spec: TrialSpec, attempt: int, *, unique: bool = False) -> str:
+    """The Job name of one attempt of a trial: the same for every worker (a hash of trial id
+    and attempt), so that two workers racing to start the same attempt meet at the API
+    server (409 AlreadyExists) instead of starting two Jobs; ``unique`` (a random suffix)
+    for when that name is held by a finished Job of the attempt."""
+    suffix = (
+        secrets.token_hex(3)
+        if unique
+        else hashlib.sha256(f"{spec.trial_id}/{attempt}".encode()).hexdigest()[:6]
+    )
+    return f"atoll-{spec.trial_id[:12]}-{attempt}-{suffix}"
+
+
 def build_job(
     template: dict[str, Any],
     spec: TrialSpec,
@@ -99,16 +112,20 @@ def build_job(
     options: JobOptions,
     *,
     name: str | None = None,
+    pod_input: str | None = None,
 ) -> dict[str, Any]:
     """The Job manifest of one trial attempt: the template with a unique name, the run and
     trial labels on the Job and its pod, the trial command, deadlines, failure policy and
     TTL. The owner label and creation stamp are the executor's, added when it creates it.
 
+    ``input_uri`` (the store's URI of the input, annotated: where the executor finds the
+    outcome) is what the pod reads unless ``pod_input`` (a presigned URL of it) is given.
+
     Two deadlines: the pod's ``activeDeadlineSeconds`` bounds the trial's run time (counted
     from the pod's start on its node); the Job's adds ``schedule_s`` for scheduling, so a
     pod waiting for a node is never cut by the run-time deadline."""
     job = copy.deepcopy(template)
-    name = name or f"atoll-{spec.trial_id[:12]}-{attempt}-{secrets.token_hex(3)}"
+    name = name or job_name(spec, attempt)
     labels = {
         LABEL_MANAGED_BY: MANAGED_BY,
         LABEL_RUN: run_label(spec.experiment),
@@ -166,7 +183,7 @@ def build_job(
         pod["priorityClassName"] = options.priority_class
     for container in pod["containers"]:
         if container["name"] == TRIAL_CONTAINER:
-            container["args"] = ["atoll", "trial", "run", "--input", input_uri]
+            container["args"] = ["atoll", "trial", "run", "--input", pod_input or input_uri]
             if options.trial_image:
                 container["image"] = options.trial_image
     for container in pod["initContainers"]:
@@ -189,4 +206,4 @@ def build_job(
     return job
 
 
-__all__ = ["JobOptions", "build_job", "load_template", "run_label"]
+__all__ = ["JobOptions", "build_job", "job_name", "load_template", "run_label"]

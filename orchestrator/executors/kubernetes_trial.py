@@ -8,22 +8,31 @@ share localhost. The command downloads the seed snapshot, populates the environm
 the agent in this process over MCP, takes the final snapshot, grades (grading service, or in
 process), stores the artifacts and writes ``outcome.json`` beside the input:
 ``{"result": TrialResult | null, "infra_error": str | null}``. The executor reads it back.
+
+With an S3 store the pod holds no store credentials: ``--input`` is a presigned GET of the
+input, and the input carries :class:`PresignedAccess` — a presigned GET of the seed and one
+presigned PUT per file the pod writes (:data:`POD_WRITES`), all of the attempt's own folder,
+expiring with the Job's deadline. Any other store (``file://`` for local and kind use) is
+reached through fsspec as before.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 from pydantic import BaseModel, Field
 
 from atoll.benchmark import Task
 from atoll.errors import AtollError
+from atoll.grade import Grade
 from atoll.judge import CHECKS_ONLY, judge_from_request
+from atoll.trajectory import Trajectory
 from atoll.trial import TrialResult, TrialSpec
 from orchestrator.artifacts import ArtifactStore, claim_trial_folder
 from orchestrator.executors import steps
@@ -31,6 +40,21 @@ from orchestrator.executors.base import InfraError
 
 INPUT_NAME = "input.json"
 OUTCOME_NAME = "outcome.json"
+TRAJECTORY_NAME = "trajectory.json"
+GRADE_NAME = "grade.json"
+AFTER_NAME = "after.tar.gz"
+POD_WRITES = (OUTCOME_NAME, TRAJECTORY_NAME, GRADE_NAME, AFTER_NAME)  # all a trial pod writes
+PRESIGN_MARGIN_S = 300  # presigned URLs outlive the Job's deadline by this much
+
+
+class PresignedAccess(BaseModel):
+    """A trial pod's whole access to an S3 artifact store: presigned URLs of its attempt's own
+    folder (and the seed it starts from), made by the worker, which holds the credentials."""
+
+    folder_uri: str = Field(description="the attempt's folder (s3://…): where the results are recorded")
+    seed_url: str = Field(description="presigned GET of the seed snapshot")
+    put_urls: dict[str, str] = Field(description="file name -> presigned PUT of <folder>/<name>")
+    expires_at: float = Field(description="when the URLs stop working (epoch seconds)")
 
 
 class PodTrialInput(BaseModel):
@@ -48,6 +72,9 @@ class PodTrialInput(BaseModel):
     judge: dict[str, Any] = Field(
         default_factory=lambda: dict(CHECKS_ONLY),
         description="the judge's wire form (atoll.judge; {'model': null} = checks only)",
+    )
+    presigned: PresignedAccess | None = Field(
+        None, description="S3 stores: the only way the pod reaches the store (no credentials)"
     )
 
 
@@ -73,23 +100,149 @@ def outcome_uri(input_uri: str) -> str:
     return f"{input_uri.rsplit('/', 1)[0]}/{OUTCOME_NAME}"
 
 
+def presign_attempt(
+    artifacts: ArtifactStore, folder: str, seed_key: str, expires_s: float
+) -> tuple[str, PresignedAccess]:
+    """The presigned GET of the attempt's input (what the pod is given) and the access the
+    input carries, all valid for ``expires_s`` seconds (the Job's deadlines plus a margin)."""
+    expires_at = time.time() + expires_s
+    access = PresignedAccess(
+        folder_uri=artifacts.uri(folder),
+        seed_url=artifacts.presigned_url(seed_key, "GET", expires_s),
+        put_urls={name: artifacts.presigned_url(f"{folder}/{name}", "PUT", expires_s) for name in POD_WRITES},
+        expires_at=expires_at,
+    )
+    return artifacts.presigned_url(f"{folder}/{INPUT_NAME}", "GET", expires_s), access
+
+
+def _is_http(uri: str) -> bool:
+    return uri.startswith(("http://", "https://"))
+
+
+def _without_query(url: str) -> str:
+    return url.split("?", 1)[0]  # the signature stays out of messages and logs
+
+
+def _refusal(what: str, response: httpx.Response) -> str:
+    """``what``: HTTP status, the S3 error code and message, and what an expiry means."""
+    code = re.search(r"<Code>([^<]*)</Code>", response.text)
+    message = re.search(r"<Message>([^<]*)</Message>", response.text)
+    detail = ": ".join(m.group(1) for m in (code, message) if m) or response.text.strip()[:200]
+    text = f"{what}: HTTP {response.status_code} {detail}".rstrip(": ")
+    if "expired" in response.text.lower():
+        text += " (the attempt's presigned URLs expired: it ran past its Job's deadline)"
+    return text
+
+
+def load_input(uri: str) -> tuple[PodTrialInput, ArtifactStore]:
+    """Read the trial input at ``uri`` (an fsspec URL, or a presigned http(s) URL);
+    AtollError(bad_trial_input) when absent or invalid."""
+    import fsspec
+
+    try:
+        if _is_http(uri):
+            response = httpx.get(uri, timeout=httpx.Timeout(60.0, connect=10.0))
+            if response.status_code != 200:
+                raise AtollError("bad_trial_input", _refusal(f"trial input {_without_query(uri)}", response))
+            trial_input = PodTrialInput.model_validate_json(response.content)
+        else:
+            with fsspec.open(uri, "rb") as handle:
+                trial_input = PodTrialInput.model_validate_json(handle.read())
+    except (OSError, ValueError, httpx.HTTPError) as exc:
+        where = _without_query(uri)
+        raise AtollError("bad_trial_input", f"trial input {where}: {str(exc).splitlines()[0]}") from None
+    return trial_input, ArtifactStore(trial_input.artifacts)
+
+
+class _Folder(Protocol):
+    """Where a trial pod reads its seed from and writes its files to."""
+
+    def get_seed(self, target: Path) -> None: ...
+
+    def store(
+        self, trajectory: Trajectory, grade: Grade | None, before: Path, after: Path
+    ) -> dict[str, str | None]: ...
+
+    def put_outcome(self, data: bytes) -> None: ...
+
+
+class _StoreFolder:
+    """The attempt's folder in an fsspec store, reached with the pod's own credentials."""
+
+    def __init__(self, artifacts: ArtifactStore, prefix: str, seed_key: str) -> None:
+        self.artifacts, self.prefix, self.seed_key = artifacts, prefix, seed_key
+
+    def get_seed(self, target: Path) -> None:
+        try:
+            self.artifacts.get_file(self.artifacts.uri(self.seed_key), target)
+        except OSError as exc:
+            raise InfraError(f"seed {self.seed_key}: {exc}") from exc
+
+    def store(
+        self, trajectory: Trajectory, grade: Grade | None, before: Path, after: Path
+    ) -> dict[str, str | None]:
+        return steps.store_artifacts(
+            self.artifacts, self.prefix, trajectory, grade, before, after, seed_key=self.seed_key
+        )
+
+    def put_outcome(self, data: bytes) -> None:
+        self.artifacts.put_bytes(f"{self.prefix}/{OUTCOME_NAME}", data)
+
+
+class _PresignedFolder:
+    """The attempt's folder through its presigned URLs only (plain HTTP, no credentials)."""
+
+    def __init__(self, access: PresignedAccess, seed_uri: str) -> None:
+        self.access, self.seed_uri = access, seed_uri
+        self.timeout = httpx.Timeout(600.0, connect=10.0)
+
+    def get_seed(self, target: Path) -> None:
+        try:
+            with httpx.stream("GET", self.access.seed_url, timeout=self.timeout) as response:
+                if response.status_code != 200:
+                    response.read()
+                    raise InfraError(_refusal(f"seed {self.seed_uri}", response))
+                with open(target, "wb") as handle:
+                    for block in response.iter_bytes(1 << 20):
+                        handle.write(block)
+        except httpx.HTTPError as exc:
+            raise InfraError(f"seed {self.seed_uri}: {exc}") from exc
+
+    def _put(self, name: str, data: bytes) -> str:
+        url = self.access.put_urls.get(name)
+        if url is None:
+            raise InfraError(f"the trial input has no presigned URL for {name}")
+        try:
+            response = httpx.put(url, content=data, timeout=self.timeout)
+        except httpx.HTTPError as exc:
+            raise InfraError(f"{self.access.folder_uri}/{name}: {exc}") from exc
+        if response.status_code >= 300:
+            raise InfraError(_refusal(f"{self.access.folder_uri}/{name}", response))
+        return f"{self.access.folder_uri}/{name}"
+
+    def store(
+        self, trajectory: Trajectory, grade: Grade | None, before: Path, after: Path
+    ) -> dict[str, str | None]:
+        # The worker stored the seed before presigning its URL: it is the initial snapshot.
+        return {
+            "trajectory_uri": self._put(TRAJECTORY_NAME, trajectory.model_dump_json(indent=2).encode()),
+            "grade_uri": self._put(GRADE_NAME, grade.model_dump_json(indent=2).encode()) if grade else None,
+            "snapshot_before_uri": self.seed_uri,
+            "snapshot_after_uri": self._put(AFTER_NAME, after.read_bytes()),
+        }
+
+    def put_outcome(self, data: bytes) -> None:
+        try:
+            self._put(OUTCOME_NAME, data)
+        except InfraError as exc:  # nothing can be recorded: the pod fails with this line
+            raise AtollError("outcome_not_written", f"outcome not written: {exc}") from None
+
+
 def _folder_of(artifacts: ArtifactStore, input_uri: str, spec: TrialSpec, attempt: int) -> str:
     key = artifacts.key_of(input_uri)
     if key and key.endswith(f"/{INPUT_NAME}"):
         return key[: -len(INPUT_NAME) - 1]
     return claim_trial_folder(artifacts, spec, attempt)  # an input outside the store's folders
-
-
-def load_input(uri: str) -> tuple[PodTrialInput, ArtifactStore]:
-    """Read the trial input at ``uri``; AtollError(bad_trial_input) when absent or invalid."""
-    import fsspec
-
-    try:
-        with fsspec.open(uri, "rb") as handle:
-            trial_input = PodTrialInput.model_validate_json(handle.read())
-    except (OSError, ValueError) as exc:
-        raise AtollError("bad_trial_input", f"trial input {uri}: {str(exc).splitlines()[0]}") from None
-    return trial_input, ArtifactStore(trial_input.artifacts)
 
 
 async def run_pod_trial(
@@ -106,12 +259,16 @@ async def run_pod_trial(
     Infrastructure failures are recorded as ``infra_error`` in the outcome (and returned);
     a bad input raises AtollError (nothing can be recorded then)."""
     trial_input, artifacts = load_input(input_uri)
-    prefix = _folder_of(artifacts, input_uri, trial_input.spec, trial_input.attempt)
+    folder: _Folder
+    if trial_input.presigned is not None:
+        folder = _PresignedFolder(trial_input.presigned, artifacts.uri(trial_input.seed_key))
+    else:
+        prefix = _folder_of(artifacts, input_uri, trial_input.spec, trial_input.attempt)
+        folder = _StoreFolder(artifacts, prefix, trial_input.seed_key)
     try:
         result = await _run(
             trial_input,
-            artifacts,
-            prefix,
+            folder,
             environment_url,
             grader_url,
             env_token,
@@ -121,14 +278,13 @@ async def run_pod_trial(
         outcome = PodTrialOutcome(result=result)
     except InfraError as exc:
         outcome = PodTrialOutcome(infra_error=str(exc))
-    artifacts.put_bytes(f"{prefix}/{OUTCOME_NAME}", outcome.model_dump_json(indent=2).encode())
+    folder.put_outcome(outcome.model_dump_json(indent=2).encode())
     return outcome
 
 
 async def _run(
     trial_input: PodTrialInput,
-    artifacts: ArtifactStore,
-    prefix: str,
+    folder: _Folder,
     environment_url: str,
     grader_url: str | None,
     env_token: str | None,
@@ -141,10 +297,7 @@ async def _run(
     scratch = Path(tempfile.mkdtemp(prefix="atoll-trial-"))
     try:
         before = scratch / "before.tar.gz"
-        try:
-            artifacts.get_file(artifacts.uri(trial_input.seed_key), before)
-        except OSError as exc:
-            raise InfraError(f"seed {trial_input.seed_key}: {exc}") from exc
+        folder.get_seed(before)
         async with httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0)) as http:
             # The environment container starts beside this one; wait for it.
             await steps.wait_until_healthy(http, environment_url, timeout_s=health_timeout_s)
@@ -164,9 +317,7 @@ async def _run(
         grade = None
         if steps.should_grade(trajectory, trial_input.grade_incomplete):
             grade = await _grade(trial_input, before, after, trajectory, grader_url)
-        uris = steps.store_artifacts(
-            artifacts, prefix, trajectory, grade, before, after, seed_key=trial_input.seed_key
-        )
+        uris = folder.store(trajectory, grade, before, after)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return steps.build_result(
@@ -181,8 +332,12 @@ async def _run(
 
 
 async def _grade(
-    trial_input: PodTrialInput, before: Path, after: Path, trajectory: Any, grader_url: str | None
-) -> Any:
+    trial_input: PodTrialInput,
+    before: Path,
+    after: Path,
+    trajectory: Trajectory,
+    grader_url: str | None,
+) -> Grade:
     if grader_url:
         return await steps.grade_with_service(
             grader_url, trial_input.task, before, after, trajectory, trial_input.judge
@@ -199,11 +354,14 @@ async def _grade(
 
 
 __all__ = [
+    "POD_WRITES",
     "PodTrialInput",
+    "PresignedAccess",
     "PodTrialOutcome",
     "input_key",
     "load_input",
     "outcome_key",
     "outcome_uri",
+    "presign_attempt",
     "run_pod_trial",
 ]

@@ -176,6 +176,27 @@ def test_trial_pods_accept_no_connections_and_reach_only_dns_grader_model_proxy_
     assert destinations == {"kube-dns", "grader", "model-proxy", "object-store"}
 
 
+def test_trial_pods_get_no_artifact_store_credentials():
+    """Trial pods reach an S3 store through per-attempt presigned URLs only: no container of
+    the template (nor of a built Job) takes the store's Secret or any AWS_* variable."""
+    template = load_template(BASE / "trial-job.yaml")
+    job = build_job(
+        template,
+        _trial_spec(),
+        1,
+        "s3://bucket/runs/x/input.json",
+        JobOptions(namespace="atoll"),
+        pod_input="https://s3.example/bucket/runs/x/input.json?X-Amz-Signature=abc",
+    )
+    pod = job["spec"]["template"]["spec"]
+    for container in pod["containers"] + pod["initContainers"]:
+        sources = [ref for item in container.get("envFrom", []) for ref in item.values()]
+        assert all(ref["name"] != "atoll-artifact-store" for ref in sources), container["name"]
+        assert not [v for v in container.get("env", []) if v["name"].startswith(("AWS_", "FSSPEC_"))]
+    assert pod["containers"][0]["args"][-1].startswith("https://s3.example/")
+    assert job["metadata"]["annotations"]["atoll.dev/input"] == "s3://bucket/runs/x/input.json"
+
+
 def test_generated_jobs_validate_and_carry_limits_labels_and_the_sandbox_choice():
     template = load_template(BASE / "trial-job.yaml")
     spec = _trial_spec()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -30,8 +31,12 @@ def _free_ports(count: int) -> list[int]:
 class SeaweedS3:
     """``with SeaweedS3(tmp) as s3: s3.endpoint_url`` — stopped with SIGKILL (it ignores SIGTERM)."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, *, credentials: tuple[str, str] | None = None) -> None:
+        """``credentials`` (access key, secret key): the only identity the server accepts
+        (anonymous requests are refused, signatures and presigned URLs are checked);
+        without them any request is allowed."""
         self.data_dir = data_dir
+        self.credentials = credentials
         self.process: subprocess.Popen | None = None
 
     def __enter__(self) -> SeaweedS3:
@@ -43,13 +48,22 @@ class SeaweedS3:
             f"-volume.port={volume}", f"-volume.port.grpc={volume_grpc}", "-volume.max=8",
             "-filer", f"-filer.port={filer}", f"-filer.port.grpc={filer_grpc}",
             "-s3", f"-s3.port={s3}", f"-s3.port.grpc={s3_grpc}", f"-metricsPort={metrics}",
+            # Its Iceberg and Lance servers listen on fixed ports: two servers at once would collide.
+            "-s3.port.iceberg=0", "-s3.port.lance=0",
         ]  # fmt: skip
+        key, secret = self.credentials or ("any", "any")
+        if self.credentials:
+            identity = {"name": "admin", "credentials": [{"accessKey": key, "secretKey": secret}]}
+            identity["actions"] = ["Admin", "Read", "Write", "List", "Tagging"]
+            config = self.data_dir / "s3-identities.json"
+            config.write_text(json.dumps({"identities": [identity]}))
+            command.append(f"-s3.config={config}")
         log = open(self.data_dir / "weed.log", "wb")  # noqa: SIM115 (lives as long as the process)
         self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         self.endpoint_url = f"http://127.0.0.1:{s3}"
         self.storage_options = {
-            "key": "any",
-            "secret": "any",
+            "key": key,
+            "secret": secret,
             "client_kwargs": {"endpoint_url": self.endpoint_url, "region_name": "us-east-1"},
         }
         deadline = time.monotonic() + 60

@@ -163,40 +163,212 @@ def test_one_job_per_trial_runs_the_trial_in_its_pod_and_the_result_is_collected
     assert cluster.deleted == [job["metadata"]["name"]] and not cluster.jobs
 
 
-@pytest.mark.slow
-def test_trial_pods_exchange_inputs_and_results_through_s3(
-    tmp_path, benchmark_dir, cluster, environment, monkeypatch
-):
-    """The production wiring: an S3 artifact store configured by environment variables only
-    (FSSPEC_S3_ENDPOINT_URL and AWS keys, as the k8s Secret atoll-artifact-store gives them)."""
+S3_KEYS = ("worker-key", "worker-secret-0123456789")  # the only identity the store accepts
+
+
+@pytest.fixture
+def s3_store(tmp_path, monkeypatch):
+    """A SeaweedFS S3 server that checks signatures (anonymous requests refused) and a bucket
+    `atoll`; the worker's credentials come from environment variables only (FSSPEC_S3_ENDPOINT_URL
+    and AWS keys, as the k8s Secret atoll-artifact-store gives them to workers)."""
     import fsspec.config
     import s3fs
 
     from tests.environment.seaweed import SeaweedS3
 
-    with SeaweedS3(tmp_path / "seaweed") as s3:
+    with SeaweedS3(tmp_path / "seaweed", credentials=S3_KEYS) as s3:
         monkeypatch.setenv("FSSPEC_S3_ENDPOINT_URL", s3.endpoint_url)
-        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "any")
-        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "any")
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", S3_KEYS[0])
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", S3_KEYS[1])
         monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
         monkeypatch.setattr(fsspec.config, "conf", {})
         fsspec.config.set_conf_env(fsspec.config.conf)  # what a fresh process does at import
         s3fs.S3FileSystem.clear_instance_cache()
-        s3fs.S3FileSystem(endpoint_url=s3.endpoint_url, key="any", secret="any").mkdir("atoll")
-        _spec_, _settings_, trial, result = _run_end_to_end(
-            tmp_path, benchmark_dir, cluster, environment, "s3://atoll/runs"
-        )
-        assert result.outcome is Outcome.passed
-        assert result.trajectory_uri.startswith("s3://atoll/runs/")
-        fs = s3fs.S3FileSystem()
-        assert fs.exists(result.snapshot_after_uri) and fs.exists(result.snapshot_before_uri)
-        [input_uri] = [
-            job["spec"]["template"]["spec"]["containers"][0]["args"][-1] for job in cluster.created
-        ]
-        assert input_uri.startswith("s3://atoll/runs/") and fs.exists(
-            input_uri.rsplit("/", 1)[0] + "/outcome.json"
-        )
+        s3fs.S3FileSystem(endpoint_url=s3.endpoint_url, key=S3_KEYS[0], secret=S3_KEYS[1]).mkdir("atoll")
+        yield s3
     s3fs.S3FileSystem.clear_instance_cache()
+
+
+def _pod_environ() -> dict[str, str]:
+    """A trial pod's environment: no store credentials or endpoint of any kind."""
+    import os
+
+    return {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("AWS_", "FSSPEC_", "BOTO", "S3_"))
+    }
+
+
+@pytest.mark.slow
+def test_trial_pods_hold_no_store_credentials_and_write_through_presigned_urls(
+    tmp_path, benchmark_dir, cluster, environment, s3_store
+):
+    """The production wiring: the pod process runs `atoll trial run` with no AWS_* variable
+    and no endpoint; it reads its input, the seed and writes every artifact and its outcome
+    through the presigned URLs the worker made, and the worker reads the result back."""
+    import subprocess
+    import sys
+
+    import s3fs
+
+    def kubelet(standin, job):
+        name = job["metadata"]["name"]
+
+        def run_pod():
+            standin.set_pod(name, phase="Running", containers=[container_status("trial", running=True)])
+            pod = subprocess.run(
+                [sys.executable, "-m", "atoll.cli", "trial", "run", "--input", _input_uri(job)],
+                env={**_pod_environ(), "ATOLL_ENVIRONMENT_URL": environment.url},
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            assert pod.returncode == 0, pod.stderr
+            standin.finish(name, succeeded=True)
+
+        later(0.1, run_pod)
+
+    cluster.on_create = kubelet
+    spec = _spec(tmp_path, benchmark_dir, artifacts="s3://atoll/runs")
+    settings = _settings(cluster)
+    outcome = asyncio.run(
+        run_experiment(
+            spec, quiet=True, executor_factory=lambda benchmark, s: KubernetesExecutor(benchmark, s, settings)
+        )
+    )
+    assert outcome.counts["done"] == 1
+    store = TrialStore(spec.store)
+    [(_trial, result, _state, _attempts)] = store.results(spec.name)
+    store.dispose()
+    assert result.outcome is Outcome.passed
+    assert result.trajectory_uri.startswith("s3://atoll/runs/")
+    fs = s3fs.S3FileSystem()
+    assert fs.exists(result.snapshot_after_uri) and fs.exists(result.snapshot_before_uri)
+    assert fs.exists(result.grade_uri) and result.snapshot_before_uri.startswith("s3://atoll/runs/seeds/")
+    [job] = cluster.created
+    pod_input = _input_uri(job)
+    # The pod was given a presigned URL; the store URI (where the worker reads) is annotated.
+    assert pod_input.startswith(s3_store.endpoint_url) and "X-Amz-Signature=" in pod_input
+    input_uri = job["metadata"]["annotations"]["atoll.dev/input"]
+    assert input_uri.startswith("s3://atoll/runs/") and fs.exists(
+        input_uri.rsplit("/", 1)[0] + "/outcome.json"
+    )
+    # Nothing in the trial pod's spec names store credentials.
+    trial_container = job["spec"]["template"]["spec"]["containers"][0]
+    assert "AWS_" not in json.dumps(trial_container) and "atoll-artifact-store" not in json.dumps(job)
+    # The URLs expire with the Job: its deadline plus the margin, not the 7-day maximum.
+    presigned = json.loads(fs.cat(input_uri))["presigned"]
+    horizon = job["spec"]["activeDeadlineSeconds"] + 300
+    assert time.time() < presigned["expires_at"] <= time.time() + horizon
+    assert f"X-Amz-Expires={horizon}" in pod_input
+
+
+def _presigned_attempt(s3_store, tmp_path, benchmark_dir, folder: str, *, expires_s: float = 600):
+    """An attempt's input (seed stored) in the S3 store, as the executor writes it, and the
+    presigned GET of that input the pod would be given."""
+    from orchestrator.artifacts import ArtifactStore
+    from orchestrator.executors.kubernetes_trial import PodTrialInput, presign_attempt
+
+    spec = _spec(tmp_path, benchmark_dir, artifacts="s3://atoll/runs")
+    benchmark = load_benchmark(spec.benchmark)
+    [trial] = plan_trials(benchmark, spec)
+    store = ArtifactStore(spec.artifacts)
+    store.put_bytes("seeds/world.tar.gz", b"seed bytes")
+    pod_input, access = presign_attempt(store, folder, "seeds/world.tar.gz", expires_s)
+    trial_input = PodTrialInput(
+        spec=trial,
+        attempt=1,
+        task=benchmark.tasks[0],
+        seed_key="seeds/world.tar.gz",
+        seed_digest="0" * 64,
+        artifacts=store.url,
+        presigned=access,
+    )
+    store.put_bytes(f"{folder}/input.json", trial_input.model_dump_json().encode())
+    return store, pod_input, access
+
+
+@pytest.mark.slow
+def test_an_attempts_presigned_urls_reach_its_own_folder_only(tmp_path, benchmark_dir, s3_store):
+    import httpx
+
+    store, url_a, access_a = _presigned_attempt(s3_store, tmp_path, benchmark_dir, "exp/a/attempt-1")
+    store.put_bytes("exp/b/attempt-1/input.json", b'{"secret": "of trial b"}')
+    store.put_bytes("exp/b/attempt-1/outcome.json", b'{"result": "b"}')
+    assert httpx.get(url_a).status_code == 200 and httpx.get(access_a.seed_url).content == b"seed bytes"
+    put_outcome = access_a.put_urls["outcome.json"]
+    assert httpx.put(put_outcome, content=b"{}").status_code == 200
+    assert store.get_bytes("exp/a/attempt-1/outcome.json") == b"{}"
+    # The same signatures on another attempt's keys: refused, nothing read or written.
+    other_input = httpx.get(url_a.replace("/exp/a/", "/exp/b/"))
+    assert other_input.status_code == 403 and b"of trial b" not in other_input.content
+    for name, put_url in access_a.put_urls.items():
+        forged = httpx.put(put_url.replace("/exp/a/", "/exp/b/"), content=b"forged")
+        assert forged.status_code == 403, name
+    assert store.get_bytes("exp/b/attempt-1/outcome.json") == b'{"result": "b"}'
+    assert not store.exists("exp/b/attempt-1/trajectory.json")
+    # A PUT URL does not read, and a file the pod does not write has no URL at all.
+    assert httpx.get(put_outcome).status_code == 403
+    assert set(access_a.put_urls) == {"outcome.json", "trajectory.json", "grade.json", "after.tar.gz"}
+    # Without a signature the store refuses (the pod has nothing else).
+    endpoint = s3_store.endpoint_url
+    assert httpx.put(f"{endpoint}/atoll/runs/exp/b/attempt-1/outcome.json", content=b"x").status_code == 403
+
+
+@pytest.mark.slow
+def test_a_pod_with_only_presigned_urls_records_its_outcome(tmp_path, benchmark_dir, s3_store, monkeypatch):
+    """In process, with the credentials removed after the worker's part: the seed comes and
+    the outcome goes through the URLs (the seed is not a world, so the trial fails early:
+    an infrastructure error, recorded)."""
+    import fsspec.config
+    import s3fs
+
+    from orchestrator.executors.kubernetes_trial import PodTrialOutcome
+
+    store, pod_input, _access = _presigned_attempt(s3_store, tmp_path, benchmark_dir, "exp/a/attempt-1")
+    with monkeypatch.context() as pod_env:
+        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "FSSPEC_S3_ENDPOINT_URL"):
+            pod_env.delenv(name)
+        pod_env.setattr(fsspec.config, "conf", {})
+        s3fs.S3FileSystem.clear_instance_cache()
+        outcome = asyncio.run(
+            run_pod_trial(pod_input, environment_url="http://127.0.0.1:9", health_timeout_s=0.1)
+        )
+    assert outcome.infra_error and "127.0.0.1:9" in outcome.infra_error
+    assert PodTrialOutcome.model_validate_json(store.get_bytes("exp/a/attempt-1/outcome.json")) == outcome
+
+
+@pytest.mark.slow
+def test_expired_presigned_urls_fail_the_pod_with_a_clear_reason(tmp_path, benchmark_dir, s3_store):
+    from atoll.errors import AtollError
+    from orchestrator.executors.kubernetes_trial import load_input
+
+    store, pod_input, access = _presigned_attempt(
+        s3_store, tmp_path, benchmark_dir, "exp/a/attempt-1", expires_s=1
+    )
+    time.sleep(2.5)
+    with pytest.raises(AtollError) as caught:
+        load_input(pod_input)
+    assert caught.value.code == "bad_trial_input"
+    message = caught.value.message
+    assert message.startswith("trial input http") and "X-Amz-Signature" not in message
+    assert (
+        "HTTP 403 AccessDenied: Request has expired" in message and "ran past its Job's deadline" in message
+    )
+    # The input still readable, its URLs expired: the seed's refusal is the outcome, which
+    # cannot be written either — the pod fails with that line (its termination message).
+    _store, fresh_input, _ = _presigned_attempt(s3_store, tmp_path, benchmark_dir, "exp/c/attempt-1")
+    fresh = load_input(fresh_input)[0]
+    fresh.presigned = access
+    store.put_bytes("exp/c/attempt-1/input.json", fresh.model_dump_json().encode())
+    with pytest.raises(AtollError) as caught:
+        asyncio.run(run_pod_trial(fresh_input, environment_url="http://127.0.0.1:9", health_timeout_s=0.1))
+    assert caught.value.code == "outcome_not_written"
+    assert caught.value.message.startswith(
+        "outcome not written: s3://atoll/runs/exp/a/attempt-1/outcome.json:"
+    )
+    assert "Request has expired" in caught.value.message and not store.exists("exp/a/attempt-1/outcome.json")
 
 
 def _fail_with(scenario):

@@ -6,6 +6,7 @@ HTTP to the stand-in (no cluster is available here)."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import threading
 import time
 
@@ -269,3 +270,114 @@ def test_a_finished_job_whose_outcome_is_an_error_is_not_adopted_by_the_retry(
 
     assert asyncio.run(scenario()).outcome is Outcome.passed
     assert executor.adopted == [] and len(cluster.created) == 2  # the retry ran a Job of its own
+
+
+def _theirs(manifest: dict, owner: str = "worker-a") -> dict:
+    """The same attempt's Job as another worker creates it (its own owner label)."""
+    job = copy.deepcopy(manifest)
+    job["metadata"]["labels"]["atoll.dev/owner"] = owner
+    return job
+
+
+def test_a_job_another_worker_creates_just_before_the_create_is_adopted_not_duplicated(
+    tmp_path, benchmark_dir, cluster
+):
+    """The adoption race: both workers looked, saw no Job, and the other's create lands
+    first. The attempt's Job name is shared, so the API server answers 409 AlreadyExists and
+    the trial adopts that Job instead of starting a second one."""
+    first, second, trial = _two_workers(tmp_path, benchmark_dir, cluster)
+    cluster.on_create = _healthy_kubelet(run_s=0.2)
+    create = second.cluster.create_job
+    conflicts = []
+
+    def racing_create(namespace, manifest):
+        first.cluster.create_job(namespace, _theirs(manifest))  # the other worker's, a moment before
+        second.cluster.create_job = create
+        try:
+            return create(namespace, manifest)
+        except InfraError as exc:
+            conflicts.append(exc)
+            raise
+
+    second.cluster.create_job = racing_create
+
+    async def scenario():
+        try:
+            return await second.run(trial, attempt=1)
+        finally:
+            await second.aclose()
+
+    result = asyncio.run(scenario())
+    assert result.outcome is Outcome.passed
+    [job] = cluster.created
+    assert len(cluster.created) == 1, "a second Job was started for the same attempt"
+    assert [exc.status for exc in conflicts] == [409]
+    assert (
+        second.adopted == [job["metadata"]["name"]]
+        and job["metadata"]["labels"]["atoll.dev/owner"] == "worker-a"
+    )
+    assert not cluster.jobs and not second._unobserved and not second._following
+
+
+def test_a_job_started_by_another_worker_during_admission_is_found_by_the_second_check(
+    tmp_path, benchmark_dir, cluster
+):
+    """Admission (and writing the input) can take minutes; a Job another worker started for
+    the trial meanwhile — another attempt, so another name — is found by the check made right
+    before the create, and adopted."""
+    first, second, trial = _two_workers(tmp_path, benchmark_dir, cluster)
+    cluster.on_create = _healthy_kubelet(run_s=0.2)
+    write_input = second._write_input
+
+    async def slow_admission_then_write(spec, attempt):
+        from orchestrator.executors.kubernetes_job import build_job
+
+        input_uri, _pod_input = await first._write_input(spec, 1)
+        theirs = build_job(first.template, spec, 1, input_uri, first.options)
+        first.cluster.create_job(first.namespace, _theirs(theirs))
+        return await write_input(spec, attempt)
+
+    second._write_input = slow_admission_then_write
+
+    async def scenario():
+        try:
+            return await second.run(trial, attempt=2)
+        finally:
+            await second.aclose()
+            await first.aclose()
+
+    result = asyncio.run(scenario())
+    assert result.outcome is Outcome.passed and result.attempt == 2
+    [job] = cluster.created
+    assert job["metadata"]["labels"]["atoll.dev/attempt"] == "1" and second.adopted == [
+        job["metadata"]["name"]
+    ]
+    assert not cluster.jobs and not second._unobserved
+
+
+def test_a_failed_job_kept_under_the_attempts_name_gives_way_to_a_unique_name(
+    tmp_path, benchmark_dir, cluster
+):
+    """A failed Job of the same attempt kept for inspection (ATOLL_K8S_KEEP_FAILED_JOBS) is not
+    adopted: the attempt's Job is created under a unique name instead."""
+    from orchestrator.executors.kubernetes_job import build_job, job_name
+
+    first, second, trial = _two_workers(tmp_path, benchmark_dir, cluster)
+    kept = build_job(
+        first.template, trial, 1, "file:///nowhere/input.json", first.options, name=job_name(trial, 1)
+    )
+    first.cluster.create_job(first.namespace, _theirs(kept))
+    cluster.finish(kept["metadata"]["name"], succeeded=False, reason="BackoffLimitExceeded", message="kept")
+    cluster.on_create = _healthy_kubelet(run_s=0.2)
+
+    async def scenario():
+        try:
+            return await second.run(trial, attempt=1)
+        finally:
+            await second.aclose()
+
+    assert asyncio.run(scenario()).outcome is Outcome.passed
+    names = [job["metadata"]["name"] for job in cluster.created]
+    assert len(names) == 2 and names[0] == job_name(trial, 1) != names[1]
+    assert names[1].startswith(f"atoll-{trial.trial_id[:12]}-1-") and second.adopted == []
+    assert list(cluster.jobs) == [names[0]]  # the kept one stays; the new one was deleted when done
