@@ -43,7 +43,10 @@ def prepare_run(
 
     Raises AtollError for user mistakes: unknown agent, no prompt, replay without a solution."""
     spec = get_agent(agent)
-    agent_config = load_agent_config(config)
+    # Options given as a mapping are validated with the agent's own options model.
+    agent_config = (
+        spec.options.model_validate(config) if isinstance(config, dict) else load_agent_config(config)
+    )
     overrides = {key: value for key, value in (("max_steps", max_steps), ("timeout_s", timeout_s)) if value}
     if overrides:
         agent_config = agent_config.model_copy(update=overrides)

@@ -11,8 +11,16 @@
    8 runs, with no trial excluded and with 3% excluded (ungradeable / infra_error), each in
    its own process so that its peak RSS is its own (target <= 5 s and <= 300 MB).
 
+4. Resume with nothing left to do (issue 19): ``atoll run`` of an experiment whose store
+   already holds every planned trial's result, in a fresh process as a user runs it, with the
+   instant and the local executor: wall and CPU time (the child's user + system, from
+   rusage), best and median of ``--runs`` (target <= 5 s). ``--tree DIR`` runs the CLI of
+   another checkout (a baseline, e.g. the tree before a change) on the same store, in the
+   same minutes.
+
     python benchmarks/orchestrator.py [--skip-postgres] [--skip-overhead] [--skip-metrics] [--tasks 480]
     python benchmarks/orchestrator.py --metrics-only
+    python benchmarks/orchestrator.py --resume-only [--runs 5] [--tree /path/to/baseline/checkout]
 """
 
 from __future__ import annotations
@@ -188,6 +196,81 @@ def metrics_at_scale() -> None:
         )
 
 
+def _timed_cli(args: list[str], tree: Path, cwd: Path) -> tuple[float, float, str]:
+    """Run ``atoll ARGS`` from ``tree`` in a fresh interpreter: (wall s, CPU s, stdout)."""
+    import subprocess
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    child = subprocess.run(
+        [sys.executable, "-m", "atoll.cli", *args],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(tree)},
+        capture_output=True,
+        text=True,
+    )
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if child.returncode != 0:
+        raise SystemExit(f"atoll {' '.join(args)} failed ({child.returncode}):\n{child.stderr}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, child.stdout
+
+
+def resume_nothing_left(root: Path, runs: int, trees: list[Path]) -> None:
+    """``atoll run`` on a store that holds every trial's result, instant and local executor.
+
+    The store is filled by one dry run (instant executor: the same plan, the same trial ids,
+    the same results table a local run writes); a resume decides what to do from the store
+    alone. The react agent's endpoint is a scripted model server, so a tree that probes it
+    before resuming (the baseline) pays for the probe the way it would against a real one."""
+    import statistics
+
+    import yaml
+
+    from atoll.sample import generate_sample_benchmark
+    from atoll.testing.scripted_llm import ScriptedLLM
+
+    benchmark = generate_sample_benchmark(root / "sample")
+    with ScriptedLLM(lambda request: {"content": "ok"}) as llm:
+        spec = {
+            "name": "resume",
+            "benchmark": str(benchmark),
+            "agents": [
+                {"name": "react", "agent": "react_toolbelt", "model": "openai/m", "api_base": llm.api_base},
+                {"name": "oracle", "agent": "replay", "model": "replay"},
+            ],
+            "executor": "instant",
+            "store": str(root / "resume.db"),
+            "output_dir": str(root / "out-resume"),
+            "artifacts": (root / "artifacts-resume").as_uri(),
+        }
+        path = root / "resume.yaml"
+        path.write_text(yaml.safe_dump(spec))
+        here = Path(__file__).resolve().parents[1]
+        _, _, first = _timed_cli(["run", str(path), "--quiet"], here, root)
+        print(f"resume: store filled by a dry run: {first.strip().splitlines()[-1]}")
+        for executor in ("instant", "local"):
+            samples: dict[Path, list[tuple[float, float]]] = {tree: [] for tree in trees}
+            for _ in range(runs):  # the trees alternate, so a busy minute costs each of them a run
+                for tree in trees:
+                    wall, cpu, out = _timed_cli(
+                        ["run", str(path), "--quiet", "--executor", executor], tree, root
+                    )
+                    assert " 0 run now" in out, out
+                    samples[tree].append((wall, cpu))
+            for tree, timed in samples.items():
+                walls, cpus = [w for w, _ in timed], [c for _, c in timed]
+                label = "this tree" if tree == here else str(tree)
+                print(
+                    f"resume, nothing left, {executor:7s} executor ({label}): wall best {min(walls):.2f} s, "
+                    f"median {statistics.median(walls):.2f} s; CPU best {min(cpus):.2f} s, median "
+                    f"{statistics.median(cpus):.2f} s over {runs} runs (target wall <= 5 s: "
+                    f"{'met' if min(walls) <= 5 else 'MISSED'})"
+                )
+        print(f"resume: model endpoint probes received by the scripted server: {len(llm.requests)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tasks", type=int, default=480)
@@ -196,10 +279,20 @@ def main() -> None:
     parser.add_argument("--skip-metrics", action="store_true")
     parser.add_argument("--metrics-only", action="store_true")
     parser.add_argument("--metrics-child", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--resume-only", action="store_true", help="only the resume with nothing left to do")
+    parser.add_argument("--runs", type=int, default=5, help="runs of each resume case")
+    parser.add_argument(
+        "--tree", type=Path, action="append", default=[], help="also time this checkout's CLI"
+    )
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/postgres")
     args = parser.parse_args()
     if args.metrics_child is not None:
         metrics_child(args.metrics_child)
+        return
+    if args.resume_only:
+        with tempfile.TemporaryDirectory() as scratch:
+            here = Path(__file__).resolve().parents[1]
+            resume_nothing_left(Path(scratch), args.runs, [here, *(tree.resolve() for tree in args.tree)])
         return
     if not args.skip_metrics:
         metrics_at_scale()

@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,7 +32,7 @@ from orchestrator.progress import ProgressView
 from orchestrator.report import write_report
 from orchestrator.scheduler import Scheduler, SchedulerSummary
 from orchestrator.spool import spool_for
-from orchestrator.store import TrialStore, worker_identity
+from orchestrator.store import TrialStore, normalise_store_url, worker_identity
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +143,7 @@ async def run_experiment(
     replace: bool = False,
     interruptible: bool = False,
     viewer_url: str | None = None,
+    preflight: Callable[[ExperimentSpec], Awaitable[object]] | None = None,
 ) -> RunOutcome:
     """Plan, enqueue, execute and report one experiment (or resume it).
 
@@ -159,12 +160,31 @@ async def run_experiment(
 
     Why the run stopped early (abort, cost ceiling, interrupt) is recorded in the store, and
     the report opens with it. ``viewer_url`` makes the report link each trial to the viewer.
+
+    ``preflight`` (``atoll run``'s check of the model endpoints) is awaited after planning and
+    before the store is created, so a failing check leaves no store behind; it is skipped when
+    the store already holds every planned trial with a final result (a resume with nothing
+    left to run calls no model, so it checks none).
     """
     benchmark = load_benchmark(spec.benchmark)
     trials = plan_trials(benchmark, spec)
     # The executor checks the agents' options before anything is written to the store.
     executor = None if enqueue_only else (executor_factory or get_executor(spec.executor))(benchmark, spec)
-    store = TrialStore(spec.store)
+    store = TrialStore(spec.store) if store_exists(spec.store) else None
+    if (
+        preflight is not None
+        and executor is not None
+        and (store is None or work_left(store, spec.name, trials))
+    ):
+        try:
+            await preflight(spec)
+        except BaseException:
+            if store is not None:
+                store.dispose()
+            await executor.aclose()
+            raise
+    if store is None:
+        store = TrialStore(spec.store)
     try:
         # Skipped tasks travel with the stored spec so every report states them and why.
         excluded = unavailable_app_exclusions(benchmark, spec)
@@ -254,6 +274,26 @@ async def run_experiment(
             "attempt history; fix the cause and run again to resume",
         )
     return outcome
+
+
+def store_exists(url: str) -> bool:
+    """Whether opening ``url`` would find a store rather than create one: a SQLite file that
+    exists (a database server is always there; opening it creates at most the empty schema)."""
+    location = normalise_store_url(url)
+    if not location.startswith("sqlite:///"):
+        return True
+    path = location.removeprefix("sqlite:///")
+    return path not in ("", ":memory:") and Path(path).is_file()
+
+
+def work_left(store: TrialStore, name: str, trials: list[TrialSpec]) -> bool:
+    """Whether running ``trials`` as run ``name`` would execute anything: a planned trial not
+    recorded yet, or one pending, leased or in ``infra_error`` (retried on resume)."""
+    counts = store.counts(name)
+    if counts["pending"] + counts["leased"] + counts["infra_error"]:
+        return True
+    recorded = store.trial_ids(name)
+    return any(trial.trial_id not in recorded for trial in trials)
 
 
 class _interrupts_stop:  # noqa: N801 - used as a context manager, like contextlib's

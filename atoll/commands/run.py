@@ -5,11 +5,15 @@ from __future__ import annotations
 import asyncio
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
 
 from atoll.logs import JSON_LOGS_HELP
+
+if TYPE_CHECKING:
+    from atoll.experiment import ExperimentSpec
+    from orchestrator.runner import RunOutcome
 
 NO_PREFLIGHT_HELP = "skip the one-token check of every model endpoint (agents and judge) before scheduling"
 VIEWER_URL_HELP = (
@@ -70,8 +74,12 @@ def run(
     if updates:
         spec = spec.model_copy(update=updates)
     viewer = _viewer_url(viewer_url)
-    if not (no_preflight or enqueue_only):  # an enqueue-only run calls no model; its workers check
-        preflight_models([spec], quiet=quiet)
+
+    async def check_endpoints(planned: ExperimentSpec) -> None:
+        await check_models([planned], quiet=quiet)
+
+    # An enqueue-only run calls no model (its workers check); the run skips the check when the
+    # store already holds every planned trial's final result.
     outcome = asyncio.run(
         run_experiment(
             spec,
@@ -81,6 +89,7 @@ def run(
             replace=replace,
             interruptible=True,
             viewer_url=viewer,
+            preflight=None if no_preflight else check_endpoints,
         )
     )
     if outcome.archived:
@@ -134,7 +143,7 @@ def _viewer_url(url: str | None) -> str | None:
     return url.strip().rstrip("/")
 
 
-def resume_summary(outcome) -> str:
+def resume_summary(outcome: RunOutcome) -> str:
     """'64 of 64 trials done: 57 run now (2 left unfinished by an earlier run), 7 already done'."""
     done, ran = outcome.counts["done"], outcome.summary.completed
     taken_up = f" ({outcome.reclaimed} left unfinished by an earlier run)" if outcome.reclaimed else ""
@@ -257,7 +266,12 @@ def regrade(
     )
 
 
-def preflight_models(specs: list[Any], *, quiet: bool) -> None:
+def preflight_models(specs: list[ExperimentSpec], *, quiet: bool) -> None:
+    """:func:`check_models`, from outside an event loop (``atoll worker``, ``atoll demo``)."""
+    asyncio.run(check_models(specs, quiet=quiet))
+
+
+async def check_models(specs: list[ExperimentSpec], *, quiet: bool) -> None:
     """Send one minimal completion to every distinct (model, api_base) the experiments'
     agents and judges use; AtollError("model_endpoint") naming the first that fails.
 
@@ -267,14 +281,13 @@ def preflight_models(specs: list[Any], *, quiet: bool) -> None:
     specs = [spec for spec in specs if spec.executor == "local"]
     if not specs:  # decided before importing the model client (litellm: seconds of CPU)
         return
-    from atoll.llm.preflight import experiment_probes, preflight
+    from atoll.llm.preflight import Probe, experiment_probes, preflight
     from orchestrator.executors.local import ServiceSettings
 
     services = ServiceSettings()
-    probes: dict[tuple[str, str | None], Any] = {}
+    probes: dict[tuple[str, str | None], Probe] = {}
     for spec in specs:
-        # The agents' registry flags say which call a model; with in-process agents the run
-        # loads them next anyway, so asking the registry costs nothing extra.
+        # The registry's table says which agents call a model, without importing them.
         probes_of = experiment_probes(
             spec,
             uses_model=_agent_uses_model,
@@ -287,18 +300,18 @@ def preflight_models(specs: list[Any], *, quiet: bool) -> None:
                 known.used_by.extend(probe.used_by)
     if not probes:
         return
-    checked = asyncio.run(preflight(probes.values()))
+    checked = await preflight(probes.values())
     if not quiet:
         typer.echo(f"preflight: {checked} model endpoint(s) answered", err=True)
 
 
 def _agent_uses_model(name: str) -> bool:
-    from agents_runner.registry import get_agent
+    from agents_runner.registry import agent_entry
 
-    return get_agent(name).uses_model
+    return agent_entry(name).uses_model
 
 
-def _experiments_with_work(store_url: str, only: str | None, executor: str | None) -> list[Any]:
+def _experiments_with_work(store_url: str, only: str | None, executor: str | None) -> list[ExperimentSpec]:
     """Specs of the experiments in the store with pending or leased trials (or just ``only``)."""
     from orchestrator.policy import stored_spec
     from orchestrator.store import TrialStore

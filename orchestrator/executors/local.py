@@ -196,19 +196,19 @@ class LocalExecutor:
             self.pool = _EnvironmentPool(spec.concurrency.trials, scratch)
         self._remote_environments = bool(remote)
         self.artifacts = ArtifactStore(spec.artifacts)
-        # Every model call of this process (agents and judge) shares these windows.
-        from atoll.llm import configure_limits
-
-        configure_limits(spec.concurrency.per_provider, default=spec.concurrency.default_per_provider)
+        self._limits_set = False  # set on the first trial: importing the model client costs seconds
         self._judge = JudgeConfig.for_experiment(spec)
-        self._cache = None if self.services.grader_url else self._verdict_cache(output)
+        # Opened by the first in-process grading: importing the grader loads the model client.
+        self._output = output
+        self._cache: VerdictCache | None = None
         self._http = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0))
 
-    @staticmethod
-    def _verdict_cache(output: Path) -> VerdictCache:
-        from grader import VerdictCache
+    def _verdicts(self) -> VerdictCache:
+        if self._cache is None:
+            from grader import VerdictCache
 
-        return VerdictCache(output / ".cache" / "verdicts.sqlite")
+            self._cache = VerdictCache(self._output / ".cache" / "verdicts.sqlite")
+        return self._cache
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -216,7 +216,17 @@ class LocalExecutor:
 
     # --- one trial ------------------------------------------------------------------------
 
+    def _configure_limits(self) -> None:
+        """Every model call of this process (agents and judge) shares these windows."""
+        if not self._limits_set:
+            from atoll.llm import configure_limits
+
+            concurrency = self.spec.concurrency
+            configure_limits(concurrency.per_provider, default=concurrency.default_per_provider)
+            self._limits_set = True
+
     async def run(self, spec: TrialSpec, *, attempt: int) -> TrialResult:
+        self._configure_limits()
         task = self.tasks[spec.task_id]
         missing = self.benchmark.unavailable_for(task)
         if missing:  # never run a task without an app it needs as if it had it
@@ -306,7 +316,7 @@ class LocalExecutor:
 
         try:
             return await grade_trial(
-                task, before, after, trajectory, self._judge, self._cache, trial_id=spec.trial_id
+                task, before, after, trajectory, self._judge, self._verdicts(), trial_id=spec.trial_id
             )
         except AtollError as exc:
             raise steps.grader_failure(exc) from exc

@@ -19,9 +19,9 @@ from typing import Any
 
 import httpx
 
-from atoll.agent_config import AgentConfig
 from atoll.benchmark import Task
 from atoll.errors import AtollError, describe_validation
+from atoll.experiment import ExperimentSpec
 from atoll.grade import Grade
 from atoll.trajectory import ErrorKind, RunStatus, Trajectory
 from atoll.trial import Outcome, TrialResult, TrialSpec
@@ -30,8 +30,8 @@ from orchestrator.executors.base import InfraError, ModelEndpointError
 from orchestrator.executors.instant import InstantOptions
 
 # Keys of a trial's agent config that are not the agent's: the orchestrator's endpoint keys
-# and the instant executor's declared dry-run knobs. Everything else must be an AgentConfig
-# field (validate_agents rejects a typo before anything runs).
+# and the instant executor's declared dry-run knobs. Everything else must be a field of
+# the agent's options model (validate_agents rejects a typo before anything runs).
 ORCHESTRATOR_KEYS = frozenset({"api_base", "api_key_env"}) | frozenset(InstantOptions.model_fields)
 INCOMPLETE = (RunStatus.max_steps, RunStatus.timeout, RunStatus.budget_exhausted)
 
@@ -147,23 +147,26 @@ def _agent_options(config: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in config.items() if key not in ORCHESTRATOR_KEYS}
 
 
-def validate_agents(experiment: Any) -> None:
-    """Check every agent of the experiment before anything runs: a registered agent, and
-    options the agent accepts. Raises AtollError naming the field (``agents.0.config: …``)."""
+def validate_agents(experiment: ExperimentSpec) -> None:
+    """Check every agent of the experiment before anything runs: a known agent, and options
+    its options model accepts. Raises AtollError naming the field (``agents.0.config: …``).
+
+    Read from the registry's table, so no agent is imported (an agent's module loads litellm
+    and fastmcp's client): a resume with nothing left to run never imports them."""
     from pydantic import ValidationError
 
-    from agents_runner.registry import get_agent
+    from agents_runner.registry import agent_entry
     from orchestrator.planner import agent_config as planned_config
 
     for index, agent in enumerate(experiment.agents):
         try:
-            get_agent(agent.agent)
+            options = agent_entry(agent.agent).options
         except AtollError:
             raise AtollError(
                 "bad_experiment", f"agents.{index}.agent: unknown agent {agent.agent!r}"
             ) from None
         try:
-            AgentConfig.model_validate(_agent_options(planned_config(agent, experiment)))
+            options.model_validate(_agent_options(planned_config(agent, experiment)))
         except ValidationError as exc:
             raise AtollError("bad_experiment", f"agents.{index}.config: {describe_validation(exc)}") from None
 

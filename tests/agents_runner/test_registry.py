@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from agents_runner import registry
@@ -12,6 +18,8 @@ from atoll.errors import AtollError
 from atoll.experiment import ExperimentSpec
 from atoll.llm.preflight import experiment_probes
 from atoll.trajectory import RunStatus
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -59,3 +67,58 @@ def test_the_preflight_probes_only_agents_whose_registry_flag_says_they_call_a_m
 def test_the_replay_oracle_is_flagged_not_named():
     replay = get_agent("replay")
     assert (replay.uses_model, replay.needs_reference_solution) == (False, True)
+
+
+def test_the_light_table_and_the_registered_agents_agree():
+    registered = {spec.name: spec for spec in registry.agents()}
+    assert set(registry.AGENT_TABLE) == set(registered), "add the agent's row to AGENT_TABLE"
+    for name, entry in registry.AGENT_TABLE.items():
+        spec = registered[name]
+        assert spec.run.__module__ == entry.module, name
+        assert (spec.uses_model, spec.needs_reference_solution, spec.options) == (
+            entry.uses_model,
+            entry.needs_reference_solution,
+            entry.options,
+        ), name
+
+
+def test_an_agent_outside_the_table_is_found_in_the_registry(oracle_agent):
+    entry = registry.agent_entry(oracle_agent)
+    assert (entry.uses_model, entry.needs_reference_solution) == (False, True)
+    assert entry.module == __name__
+    with pytest.raises(AtollError) as info:
+        registry.agent_entry("no_such_agent")
+    assert info.value.code == "unknown_agent"
+    assert "'no_such_agent'" in info.value.message and "react_toolbelt" in info.value.message
+
+
+def test_checking_an_experiments_agents_imports_no_agent():
+    # What `atoll run` checks before anything runs reads the table: no agent module, so
+    # neither litellm nor fastmcp's client, is imported (seconds of CPU for a resume).
+    code = (
+        "import json, sys\n"
+        "from atoll.experiment import ExperimentSpec\n"
+        "from orchestrator.executors.steps import validate_agents\n"
+        "from agents_runner.registry import agent_entry\n"
+        "spec = ExperimentSpec(name='e', benchmark='b', agents=[\n"
+        "    {'name': 'r', 'agent': 'react_toolbelt', 'model': 'openai/m', 'config': {'max_steps': 5}},\n"
+        "    {'name': 'o', 'agent': 'replay', 'model': 'replay'}])\n"
+        "validate_agents(spec)\n"
+        "flags = [agent_entry(a).uses_model for a in ('react_toolbelt', 'replay', 'loop')]\n"
+        "heavy = [m for m in sys.modules if m.split('.')[0] in ('litellm', 'fastmcp', 'mcp')\n"
+        "         or m.startswith(('agents_runner.agents.', 'agents_runner.runner'))]\n"
+        "print(json.dumps({'flags': flags, 'heavy': sorted(heavy)}))\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert json.loads(completed.stdout.strip().splitlines()[-1]) == {
+        "flags": [True, False, True],
+        "heavy": [],
+    }

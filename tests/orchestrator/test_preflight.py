@@ -1,5 +1,6 @@
 """Model endpoints are checked before anything is scheduled, through the real CLI, and a run
-whose endpoint breaks midway stops with a line naming it (scripted server, real litellm)."""
+whose endpoint breaks midway stops with a line naming it (scripted server, real litellm). A
+resume with nothing left to run checks none (and imports no model client)."""
 
 import asyncio
 import json
@@ -14,9 +15,13 @@ import yaml
 from atoll.errors import AtollError
 from atoll.experiment import ExperimentSpec
 from atoll.llm.preflight import Probe, preflight
+from atoll.loader import load_benchmark
 from atoll.sample import generate_sample_benchmark
 from atoll.testing.scripted_llm import ScriptedLLM, refused_api_base
-from orchestrator.runner import run_experiment
+from atoll.trial import Outcome, TrialResult
+from orchestrator.planner import plan_trials
+from orchestrator.runner import run_experiment, work_left
+from orchestrator.store import TrialStore
 from tests.atoll.factories import make_task, write_benchmark
 
 WRONG_KEY = {
@@ -178,3 +183,79 @@ def test_a_judge_key_revoked_midway_aborts_the_run_as_a_model_endpoint_error(tmp
     assert "own infrastructure" not in message
     report = (tmp_path / "out" / "revoked" / "report.md").read_text()
     assert "configuration error from model endpoint openai/judge" in report
+
+
+_RESUME_PROBE = """
+import json, sys
+sys.argv = ["atoll", *json.loads(sys.argv[1])]
+from atoll.cli import main
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code
+else:
+    code = 0
+sys.stdout.flush()
+heavy = ("litellm", "fastmcp", "agents_runner.runner", "agents_runner.agents", "grader", "environment")
+print("\\n" + json.dumps({"code": code, "imported": sorted(m for m in heavy if m in sys.modules)}))
+"""
+
+
+def test_a_local_resume_with_nothing_left_checks_no_endpoint_and_imports_no_model_client(tmp_path):
+    # The trials are recorded by a dry run (same plan, same trial ids); resuming them with the
+    # local executor has nothing to run: no endpoint is probed (this one refuses every
+    # connection) and, in a fresh interpreter, neither litellm nor an agent is imported.
+    api_base = refused_api_base()
+    path = _experiment(tmp_path, agent_base=api_base, executor="instant")
+    done, _ = _atoll("run", path, "--quiet")
+    assert done.returncode == 0, done.stderr
+    completed = subprocess.run(
+        [sys.executable, "-c", _RESUME_PROBE, json.dumps(["run", path, "--quiet", "--executor", "local"])],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    report = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert report == {"code": 0, "imported": []}, completed.stderr
+    assert "2 of 2 trials done: 0 run now, 2 already done" in completed.stdout
+    assert "model endpoint" not in completed.stderr
+
+
+def test_a_resume_with_work_left_still_checks_the_endpoints(tmp_path):
+    api_base = refused_api_base()
+    path = _experiment(tmp_path, agent_base=api_base)
+    planned, _ = _atoll("run", path, "--enqueue-only")
+    assert planned.returncode == 0, planned.stderr
+    result, _ = _atoll("run", path, "--quiet")
+    assert result.returncode == 2, result.stderr
+    assert f"openai/x at {api_base} (agent react)" in result.stderr and "connection refused" in result.stderr
+    store = TrialStore(str(tmp_path / "store.db"))
+    try:
+        assert store.counts("checked")["pending"] == 2 and store.attempt_history("checked") == []
+    finally:
+        store.dispose()
+
+
+def test_work_is_left_while_a_planned_trial_is_unrecorded_pending_leased_or_an_infra_error(tmp_path):
+    trials = plan_trials(
+        load_benchmark(write_benchmark(tmp_path / "bench", tasks=[make_task("t1"), make_task("t2")])),
+        ExperimentSpec(name="e", benchmark="b", agents=[{"name": "o", "agent": "replay", "model": "replay"}]),
+    )
+    store = TrialStore(str(tmp_path / "store.db"))
+    try:
+        assert work_left(store, "e", trials)  # nothing recorded
+        store.enqueue(trials[:1])
+        assert work_left(store, "e", trials)  # one planned trial not recorded
+        store.enqueue(trials)
+        first, second = store.lease("w", limit=2, lease_s=60)
+        store.complete(first, "w", TrialResult(trial_id=first.trial_id, outcome=Outcome.passed, score=1.0))
+        assert work_left(store, "e", trials)  # one leased
+        assert store.fail_infra(second, "w", "environment crashed", max_attempts=1) == "infra_error"
+        assert work_left(store, "e", trials)  # an infra error is retried on resume
+        store.reclaim("e")
+        (again,) = store.lease("w", limit=1, lease_s=60)
+        store.complete(again, "w", TrialResult(trial_id=again.trial_id, outcome=Outcome.failed, score=0.0))
+        assert not work_left(store, "e", trials)
+        assert not work_left(store, "e", trials[:1])
+    finally:
+        store.dispose()
