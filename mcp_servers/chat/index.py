@@ -13,13 +13,16 @@ skipped; every other group keeps being served.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from atoll.formats.chat.messages import GroupMessages, index_messages
+from atoll.formats.chat.messages import GroupMessages, decode_json, index_messages
 from mcp_servers._core.app_data import AppData
 from mcp_servers._core.problems import ProblemLog
 from mcp_servers._core.store import FileCache
@@ -29,16 +32,34 @@ logger = logging.getLogger("mcp_servers.chat")
 PREFIXES = ("Google Chat", "")  # an export with the prefix wins over one without
 
 
+@contextlib.contextmanager
+def cyclic_gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for the block (and on again after, if it was).
+
+    Decoding and indexing a large export allocate some hundred thousand containers, none of
+    them in a cycle; the collector would scan them (and, as the heap grows, the whole
+    process's heap) several times over for nothing: about a fifth of the build.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def load_messages(data: AppData, path: Path, label: str) -> GroupMessages:
     """Parse one messages.json (read beneath the app-data root's descriptor); never raises
     for a broken file (it gives ``error``); FileNotFoundError when it is gone."""
-    try:
-        raw = json.loads(data.read_bytes(path))
-    except FileNotFoundError:
-        raise
-    except (OSError, ValueError) as exc:
-        return GroupMessages(error=f"{label} is not valid JSON ({exc})")
-    return index_messages(raw, label=label)
+    with cyclic_gc_paused():
+        try:
+            raw = decode_json(data.read_bytes(path))
+        except FileNotFoundError:
+            raise
+        except (OSError, ValueError) as exc:
+            return GroupMessages(error=f"{label} is not valid JSON ({exc})")
+        return index_messages(raw, label=label)
 
 
 def load_json_object(data: AppData, path: Path) -> dict[str, Any] | str:

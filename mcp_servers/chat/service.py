@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from atoll.formats.chat.messages import GroupMessages, Message, index_messages
+from atoll.formats.chat.messages import GroupMessages, Message, decode_json, index_messages
 from atoll.formats.chat.timestamps import format_takeout_date
 from mcp_servers._core.beneath import OutsideRoot
 from mcp_servers._core.context import ServerContext
@@ -147,8 +147,7 @@ class ChatService:
                 "last_activity": None,
             }
             if parsed.roots_newest_first or parsed.messages:
-                latest = max((m.created for m in parsed.messages if m.created), default=None)
-                view["last_activity"] = latest.isoformat() if latest else None
+                view["last_activity"] = parsed.latest.isoformat() if parsed.latest else None
             if parsed.error:
                 view["problem"] = parsed.error
                 problems.append(parsed.error)
@@ -232,7 +231,7 @@ class ChatService:
         groups = [self.group(channel_id)] if channel_id else self.index.groups()
         needle = (query or "").strip().lower()
         who = (author or "").strip().lower()
-        hits: list[tuple[datetime, int, str, Message]] = []
+        hits: list[tuple[int, int, str, Message]] = []
         for group in groups:
             parsed = self.parsed(group) if channel_id else self.index.group_messages(group)
             for message in parsed.messages:
@@ -244,9 +243,11 @@ class ChatService:
                     before and (not message.created or message.created >= before)
                 ):
                     continue
-                hits.append((message.sort_time, message.position, group.group_id, message))
-        hits.sort(key=lambda h: (h[0], h[2], h[1]), reverse=True)
-        return page_of([post_view(g, m) for _, _, g, m in hits], limit, page, "posts")
+                hits.append((message.sort_key, message.position, group.group_id, message))
+        hits.sort(key=lambda h: (h[0], h[2], h[1]), reverse=True)  # newest first (sort_key: its time)
+        result = page_of(hits, limit, page, "posts")
+        result["posts"] = [post_view(g, m) for _, _, g, m in result["posts"]]  # the page's only
+        return result
 
     # ---- writing ---------------------------------------------------------------------
 
@@ -271,7 +272,7 @@ class ChatService:
             before = data.stamp(path)
             if before is not None:
                 try:
-                    raw = json.loads(data.read_bytes(path))
+                    raw = decode_json(data.read_bytes(path))
                 except ValueError as exc:
                     raise ToolError(
                         "bad_data", f"{group.label} is not valid JSON ({exc}); not changing it"

@@ -6,7 +6,7 @@ import json
 import logging
 import os
 import threading
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -57,6 +57,97 @@ def test_takeout_dates_are_written_in_utc_and_read_back():
     moment = datetime(2024, 2, 29, 23, 59, 1, tzinfo=UTC)
     assert format_takeout_date(moment) == "Thursday, February 29, 2024 at 11:59:01 PM UTC"
     assert parse_takeout_date(format_takeout_date(moment)) == moment
+
+
+_SORT_KEY_TEXTS = [
+    "Monday, January 8, 2024 at 10:15:32 AM UTC",
+    "Monday, January 8, 2024 at 12:15:32\u202fAM UTC",
+    "Monday, January 8, 2024 at 12:05:00 PM UTC",
+    "Wednesday, December 31, 1969 at 11:59:59 PM UTC",  # before 1970: a negative key
+    "Monday, January 8, 2024 at 10:15:32 AM PST",  # other zones: the general reader
+    "Monday, January 8, 2024 at 0:15:32 AM UTC",  # hour 0 with AM: unreadable
+    "Monday, January 8, 2024 at 13:15:32 PM UTC",
+    "Monday, January 8, 2024 at 10:60:32 AM UTC",
+    "Friday, February 30, 2024 at 10:15:32 AM UTC",
+    "Monday, Smarch 8, 2024 at 10:15:32 AM UTC",
+    "Monday, January 8, 2024\n at 10:15:32 AM UTC",
+    "Monday, January 8, 2024 at 10:15:32 AM UTC\n",
+    "Monday, at 8, 2024 at 10:15:32 AM UTC",
+    "2024-01-08T10:15:32+02:00",
+    "",
+    None,
+    17,
+]
+
+
+@pytest.mark.parametrize("text", _SORT_KEY_TEXTS)
+def test_the_sort_key_is_the_parsed_moment_wherever_it_is_given(text):
+    """The index sorts by takeout_sort_key and reads other forms with parse_takeout_date:
+    where the key is given it must be that moment, and the reader must agree on the rest."""
+    from atoll.formats.chat.timestamps import takeout_sort_key
+
+    for _ in range(2):  # the second time from the caches
+        key = takeout_sort_key(text)
+        try:
+            moment = parse_takeout_date(text)  # type: ignore[arg-type]
+        except ValueError:
+            assert key is None
+            continue
+        if key is not None:
+            assert key == (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+    assert takeout_sort_key(format_takeout_date(datetime(2024, 2, 29, 23, 59, 1, tzinfo=UTC))) is not None
+
+
+def test_the_index_orders_as_sorting_every_parsed_date_would(tmp_path):
+    """Roots newest first (ties: later in the file first), replies oldest first (ties: file
+    order), dates in any form, unreadable ones as oldest; the latest readable date."""
+    from atoll.formats.chat.messages import index_messages
+
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    dates = [
+        "Monday, January 8, 2024 at 10:15:32 AM UTC",
+        "Monday, January 8, 2024 at 2:15:32 AM PST",  # the same moment as the first
+        "2024-01-08T10:15:33+00:00",
+        "sometime",
+        "Monday, January 8, 2024 at 10:15:32 AM UTC",
+        "Tuesday, January 9, 2024 at 9:00:00 AM UTC",
+    ]
+    records = []
+    for number, date in enumerate(dates * 3):
+        topic = f"t{number % 6}" if number < 6 else f"t{number % 3}"
+        unique = topic if number < 6 else f"r{number}"
+        records.append({"message_id": f"AAAA/{topic}/{unique}", "topic_id": topic, "created_date": date})
+    parsed = index_messages({"messages": records}, label="x")
+
+    def moment(index: int) -> datetime:
+        try:
+            return parse_takeout_date(records[index]["created_date"])
+        except ValueError:
+            return epoch
+
+    roots = [i for i, r in enumerate(records) if r["message_id"].rsplit("/", 1)[-1] == r["topic_id"]]
+    assert parsed.roots_newest_first == sorted(roots, key=lambda i: (moment(i), i), reverse=True)
+    for topic, positions in parsed.replies.items():
+        replies = [i for i in range(len(records)) if records[i]["topic_id"] == topic and i not in roots]
+        assert positions == sorted(replies, key=lambda i: (moment(i), i))
+    assert [m.created for m in parsed.messages] == [
+        None if moment(i) == epoch else moment(i) for i in range(18)
+    ]
+    assert parsed.latest == datetime(2024, 1, 9, 9, tzinfo=UTC)
+    assert parsed.problems == ["x: 3 message(s) have unreadable created_date; sorted as oldest"]
+
+
+def test_what_orjson_refuses_is_read_as_json_reads_it():
+    from atoll.formats.chat.messages import decode_json
+
+    assert (
+        decode_json(b'{"messages": [{"n": NaN, "big": 123456789012345678901234567890}]}')["messages"][0][
+            "big"
+        ]
+        == 123456789012345678901234567890
+    )
+    with pytest.raises(json.JSONDecodeError, match="line 1 column"):
+        decode_json(b'{"messages": [}')
 
 
 def test_broken_group_is_reported_once_and_the_rest_served(tmp_path, caplog):
@@ -205,3 +296,21 @@ def test_prefixed_export_wins_when_both_layouts_hold_a_group(tmp_path):
     (world.apps_root / "chat" / "Groups" / "Space ZZZZonly9").mkdir()
     channels = {c["channel_id"]: c for c in service(world).list_channels(50, 0)["channels"]}
     assert channels[GENERAL]["message_count"] == 6 and "Space ZZZZonly9" in channels
+
+
+def test_the_collector_is_paused_for_the_build_only_and_left_as_found():
+    import gc
+
+    from mcp_servers.chat.index import cyclic_gc_paused
+
+    assert gc.isenabled()
+    with cyclic_gc_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with cyclic_gc_paused():
+            pass
+        assert not gc.isenabled()  # someone else's choice stays
+    finally:
+        gc.enable()

@@ -9,7 +9,8 @@ never depends on the weekday name or on the server's local time.
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta, timezone, tzinfo
+from datetime import UTC, date, datetime, timedelta, timezone, tzinfo
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 _TAKEOUT = re.compile(
@@ -150,6 +151,71 @@ def parse_takeout_date(text: str) -> datetime:
     )
     zone = _zone(match.group("zone"))
     return local.replace(tzinfo=zone).astimezone(UTC)
+
+
+# takeout_sort_key's two halves of the Takeout form, split at " at " (what _CANONICAL matches)
+_DAY = re.compile(r"^[A-Za-z]+, ([A-Za-z]+) (\d{1,2}), (\d{4})\Z")
+_CLOCK = re.compile(r"^(\d{1,2}):(\d{2}):(\d{2})[ \u202f](AM|PM) UTC$")
+_EPOCH_DAY = date(1970, 1, 1).toordinal()
+_CACHE_LIMIT = 100_000
+_NOT_SEEN = object()
+_days: dict[str, Any] = {}  # "Monday, January 8, 2024" -> days since 1970, None: not the form
+_clocks: dict[str, Any] = {}  # "10:15:32 AM UTC" -> seconds since midnight
+
+
+def _day(text: str) -> int | None:
+    match = _DAY.match(text)
+    month = _MONTHS.get(match.group(1).lower()) if match else None
+    if match is None or month is None:
+        return None
+    try:
+        return date(int(match.group(3)), month, int(match.group(2))).toordinal() - _EPOCH_DAY
+    except ValueError:
+        return None
+
+
+def _clock(text: str) -> int | None:
+    match = _CLOCK.match(text)
+    if match is None:
+        return None
+    hour, minute, second = int(match.group(1)), int(match.group(2)), int(match.group(3))
+    if not (1 <= hour <= 12 and minute < 60 and second < 60):
+        return None
+    return ((hour % 12 + (12 if match.group(4) == "PM" else 0)) * 60 + minute) * 60 + second
+
+
+def takeout_sort_key(text: Any) -> int | None:
+    """Microseconds since 1970 UTC of a date in the exact Takeout form (``Monday, January 8,
+    2024 at 10:15:32 AM UTC``), without making a ``datetime``; None for any other text (then
+    :func:`parse_takeout_date` reads it, or says why not). Equal to
+    ``(parse_takeout_date(text) - 1970-01-01 UTC) // 1 µs`` wherever it is not None.
+
+    Indexing a space sorts every message by date; the day and clock halves repeat across
+    messages, so each is parsed once (bounded caches).
+    """
+    if type(text) is not str:
+        return None
+    at = text.find(" at ")
+    if at < 0:
+        return None
+    day_text, clock_text = text[:at], text[at + 4 :]
+    day = _days.get(day_text, _NOT_SEEN)
+    if day is _NOT_SEEN:
+        day = _day(day_text)
+        if len(_days) >= _CACHE_LIMIT:
+            _days.clear()
+        _days[day_text] = day
+    if day is None:
+        return None
+    clock = _clocks.get(clock_text, _NOT_SEEN)
+    if clock is _NOT_SEEN:
+        clock = _clock(clock_text)
+        if len(_clocks) >= _CACHE_LIMIT:
+            _clocks.clear()
+        _clocks[clock_text] = clock
+    if clock is None:
+        return None
+    return (day * 86_400 + clock) * 1_000_000
 
 
 def format_takeout_date(moment: datetime) -> str:
