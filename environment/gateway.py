@@ -5,8 +5,13 @@ fixed. :class:`GatewayManager` swaps gateways atomically (``POST /apps``): the n
 opened and checked ready while the old one keeps serving; only then does the manager point
 at it, let the old one's in-flight calls finish, and close it (ending its stdio children).
 
-Each gateway lives inside its own task, so the async contexts it enters (in-process server
-lifespans, client sessions) are entered and exited by the same task, as anyio requires.
+Each gateway lives inside its own task, which closes what the gateway opened (its clients) when
+it retires.
+
+Only fastmcp's public API is used (``tests/environment/test_fastmcp_public_api.py``): our app
+servers' tools (``mcp_servers.direct_tools``) are called with ``Tool.run()``; every other server,
+stdio, HTTP, SSE or an in-process one that is not ours, through a fastmcp ``Client``
+(:class:`ClientTool`, ``Client.call_tool_mcp``).
 """
 
 from __future__ import annotations
@@ -22,11 +27,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
+import mcp_types
 from anyio.abc import TaskGroup, TaskStatus
 from fastmcp import FastMCP
-from fastmcp.server.providers import FastMCPProvider
-from fastmcp.tools import Tool
-from fastmcp.tools.base import ToolResult
+from fastmcp.tools import Tool, ToolResult
 from mcp.shared.exceptions import MCPError as McpError
 
 from atoll.errors import AtollError
@@ -35,12 +39,23 @@ from environment.metrics import EnvironmentMetrics
 
 if TYPE_CHECKING:
     # FastMCP's client side (auth extensions, key-value stores: ~0.3 s of CPU) is imported only
-    # when a config names a stdio or HTTP server.
+    # when a config names a stdio or HTTP server (or an in-process server that is not ours).
     from fastmcp import Client
 
 logger = logging.getLogger("environment.gateway")
 
 _CONNECTION_CLOSED = -32000  # JSON-RPC code the MCP client reports for a dead transport
+
+#: Result ``_meta`` keys that describe the gateway's connection to a server, not the call: they
+#: must not reach the gateway's own clients (the front server stamps its own serverInfo).
+_CONNECTION_META_KEYS = frozenset(
+    {
+        mcp_types.PROTOCOL_VERSION_META_KEY,
+        mcp_types.CLIENT_INFO_META_KEY,
+        mcp_types.CLIENT_CAPABILITIES_META_KEY,
+        mcp_types.SERVER_INFO_META_KEY,
+    }
+)
 
 #: Builds our own server for ``{"transport": "inprocess"}``; tests may swap it.
 ServerFactory = Callable[..., FastMCP]
@@ -162,6 +177,98 @@ class GatewayTool(Tool):
                 elapsed = time.perf_counter() - started
                 metrics.tool_calls.labels(self._server_name, self._tool_name, outcome).inc()
                 metrics.tool_call_seconds.labels(self._server_name, self._tool_name).observe(elapsed)
+
+
+class ClientTool(Tool):
+    """A tool of a server the gateway reaches through an MCP client: a stdio child, an HTTP or
+    SSE server, or an in-process server that is not one of ours (over fastmcp's in-memory
+    transport, so its lifespan, middleware and request context are its own).
+
+    ``run()`` sends ``tools/call`` with the client's public ``call_tool_mcp`` and hands back the
+    server's result as it came (content, structured content, ``isError``, ``_meta``); a
+    transport failure raises, as it did for fastmcp's proxy tools.
+    """
+
+    _client: Any = None
+    _remote_name: str = ""
+    #: the server declared a non-object output schema: results are wrapped under ``result``
+    _wraps_result: bool = False
+
+    @classmethod
+    def listed(cls, client: Client, listed: mcp_types.Tool, described: Tool | None = None) -> ClientTool:
+        """The gateway's view of ``listed`` (from ``tools/list``), called through ``client``.
+        ``described`` is the same tool as an in-process server lists it: its description is
+        kept as the server has it (a wire listing fills in defaults, such as a title)."""
+        output_schema, wraps = _object_output_schema(listed.output_schema)
+        if described is not None and not wraps:
+            tool = cls(
+                name=listed.name,
+                title=described.title,
+                description=described.description,
+                parameters=described.parameters,
+                output_schema=described.output_schema,
+                annotations=described.annotations,
+                tags=described.tags,
+                meta=described.meta,
+                icons=described.icons,
+                execution=described.execution,
+            )
+        else:
+            fastmcp_meta = (listed.meta or {}).get("fastmcp")
+            tags = fastmcp_meta.get("tags", []) if isinstance(fastmcp_meta, dict) else []
+            tool = cls(
+                name=listed.name,
+                title=listed.title,
+                description=listed.description,
+                parameters=listed.input_schema,
+                output_schema=output_schema,
+                annotations=listed.annotations,
+                tags=set(tags),
+                meta=listed.meta,
+                icons=listed.icons,
+                execution=listed.execution,
+            )
+        tool._client, tool._remote_name, tool._wraps_result = client, listed.name, wraps
+        return tool
+
+    async def run(self, arguments: dict[str, Any]) -> ToolResult:
+        client: Client = self._client
+        result = await client.call_tool_mcp(self._remote_name, arguments)
+        return _client_result(result, wrap=self._wraps_result)
+
+
+def _object_output_schema(schema: dict[str, Any] | None) -> tuple[dict[str, Any] | None, bool]:
+    """An output schema a ToolResult can satisfy, and whether results must be wrapped.
+
+    MCP servers on protocols before 2026-07-28 (and FastMCP on every protocol) declare object
+    schemas; a non-object one is presented wrapped under ``result``, as FastMCP presents its
+    own tools that return a number or a list, so every client can validate what it gets."""
+    if schema is None or schema.get("type", "object") == "object":
+        return schema, False
+    wrapped = {
+        "type": "object",
+        "properties": {"result": schema},
+        "required": ["result"],
+        "x-fastmcp-wrap-result": True,
+    }
+    return wrapped, True
+
+
+def _client_result(result: mcp_types.CallToolResult, *, wrap: bool) -> ToolResult:
+    """``result`` as the server sent it, less the ``_meta`` keys of the gateway's connection."""
+    meta = {key: value for key, value in (result.meta or {}).items() if key not in _CONNECTION_META_KEYS}
+    structured = result.structured_content
+    if wrap and structured is not None:
+        structured = {"result": structured}
+        fastmcp_meta = meta.get("fastmcp")
+        meta["fastmcp"] = {**(fastmcp_meta if isinstance(fastmcp_meta, dict) else {}), "wrap_result": True}
+    elif structured is not None and not isinstance(structured, dict):
+        # Only a tool without an output schema gets here: its value still reaches the client,
+        # as text (MCP results carry object structured content).
+        structured = None
+    return ToolResult.from_mcp_result(
+        result.model_copy(update={"meta": meta or None, "structured_content": structured})
+    )
 
 
 @dataclass(eq=False)
@@ -374,22 +481,31 @@ class GatewayManager:
                 failures[name] = describe_error(exc)
             return None
 
-        async def open_remote(name: str, server_config: ServerConfig) -> None:
+        async def open_client(
+            name: str,
+            target: Any,
+            listed: Sequence[Tool] = (),
+            direct: dict[str, Tool] | None = None,
+            warm: Callable[[], Any] | None = None,
+        ) -> None:
+            """Connect a client to ``target`` (a transport, or an in-process FastMCP server) and
+            list its tools. An in-process server's tools are described as it lists them
+            (``listed``); those in ``direct`` are called directly, the others through the client."""
             from fastmcp import Client
-            from fastmcp.server.providers.proxy import ProxyTool
 
-            client = Client(_client_transport(server_config), timeout=None)
+            client = Client(target, timeout=None)
             stack.push_async_callback(_close_quietly, name, client)
             clients[name] = client
+            described = {tool.name: tool for tool in listed}
 
             async def connect_and_list() -> list[Tool]:
                 await client.__aenter__()
-                mcp_tools = await client.list_tools()
-                return [ProxyTool.from_mcp_tool(lambda: client, t) for t in mcp_tools]
+                listed = await client.list_tools()
+                return [ClientTool.listed(client, tool, described.get(tool.name)) for tool in listed]
 
             tools = await attempt(name, connect_and_list())
             if tools is not None:
-                opened[name] = _OpenedServer(name, tools)
+                opened[name] = _OpenedServer(name, tools, direct or {}, warm)
 
         async def build_inprocess(name: str, server_config: ServerConfig) -> None:
             def build() -> FastMCP:
@@ -410,34 +526,37 @@ class GatewayManager:
             if server_config.transport == "inprocess":
                 steps.append(build_inprocess(name, server_config))
             else:
-                steps.append(open_remote(name, server_config))
+                steps.append(open_client(name, _client_transport(server_config)))
         await asyncio.gather(*steps)
 
-        # Lifespans are entered here, in the gateway's own task, which will also exit them.
+        # Our app servers' tools are called directly (they need no lifespan, request context or
+        # middleware); any other in-process server is served by itself, through a client.
+        remaining = []
         for name, server in inprocess.items():
-            provider = FastMCPProvider(server)
             try:
-                await stack.enter_async_context(provider.lifespan())
-                tools = await asyncio.wait_for(provider.list_tools(), self.ready_timeout_s)
-                direct = _direct_tools(server, tools)
+                listed = await asyncio.wait_for(server.list_tools(), self.ready_timeout_s)
             except Exception as exc:
                 failures[name] = describe_error(exc)
                 continue
-            opened[name] = _OpenedServer(name, list(tools), direct, _server_warmer(server))
+            direct = _direct_tools(server)
+            warm = _server_warmer(server)
+            if direct and all(tool.name in direct for tool in listed):
+                opened[name] = _OpenedServer(name, list(listed), direct, warm)
+            else:
+                remaining.append(open_client(name, server, listed, direct, warm))
+        await asyncio.gather(*remaining)
 
         if failures:
             raise GatewayNotReady(failures)
         return [opened[name] for name in config.mcpServers]
 
 
-def _direct_tools(server: FastMCP, listed: Sequence[Tool]) -> dict[str, Tool]:
-    """The listed tools of an in-process server that may skip its ``call_tool``: our app
-    servers' tools (``mcp_servers.direct_tools``), called with their public ``run()``; any
-    other tool is still called through its server (FastMCPProvider's tool)."""
+def _direct_tools(server: FastMCP) -> dict[str, Tool]:
+    """The tools of one of our app servers (``mcp_servers.direct_tools``): callable with their
+    public ``run()``, without their server's request machinery. Empty for any other server."""
     from mcp_servers import direct_tools
 
-    own = direct_tools(server)
-    return {tool.name: own[tool.name] for tool in listed if tool.name in own}
+    return direct_tools(server)
 
 
 def _client_transport(server_config: ServerConfig) -> Any:
