@@ -6,7 +6,7 @@ import json
 import sys
 import time
 from collections import defaultdict
-from typing import Any
+from typing import TextIO
 
 from rich.console import Console
 from rich.live import Live
@@ -29,7 +29,7 @@ class ProgressView:
         *,
         quiet: bool = False,
         json_events: bool = False,
-        out: Any = None,
+        out: TextIO | None = None,
         runs: int = 1,
         seed: int = 0,
     ) -> None:

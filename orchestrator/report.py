@@ -269,7 +269,7 @@ def _cost(usd: float, unpriced: int, finished: int) -> str:
     return cost_words(usd, unpriced, finished)
 
 
-def _cell(text: Any) -> str:
+def _cell(text: object) -> str:
     """Text safe inside a Markdown table cell."""
     return str(text).replace("|", "¦").replace("\n", " ")
 

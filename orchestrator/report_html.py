@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import io
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 
@@ -14,8 +14,11 @@ import matplotlib.pyplot as plt  # noqa: E402  (backend must be chosen first)
 
 from orchestrator.report import leaderboard_rows  # noqa: E402
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
-def _svg(figure: Any) -> str:
+
+def _svg(figure: Figure) -> str:
     buffer = io.StringIO()
     figure.savefig(buffer, format="svg", bbox_inches="tight")
     plt.close(figure)

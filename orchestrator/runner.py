@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from atoll.errors import AtollError
 from atoll.experiment import ExperimentSpec
@@ -138,7 +138,7 @@ async def run_experiment(
     executor_factory: ExecutorFactory | None = None,
     quiet: bool = False,
     json_events: bool = False,
-    progress_out: Any = None,
+    progress_out: TextIO | None = None,
     enqueue_only: bool = False,
     replace: bool = False,
     interruptible: bool = False,

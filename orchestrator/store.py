@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sqlite3
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
@@ -21,6 +22,8 @@ from typing import Any
 from sqlalchemy import and_, bindparam, case, create_engine, event, or_, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.pool import ConnectionPoolEntry
+from sqlalchemy.sql import ColumnElement
 
 from atoll.errors import AtollError
 from atoll.trial import TrialResult, TrialSpec, TrialState
@@ -72,7 +75,7 @@ class Budget:
     unpriced_in_flight: int = 1
 
 
-def _held(lease: Lease, *, leased_only: bool = True) -> Any:
+def _held(lease: Lease, *, leased_only: bool = True) -> ColumnElement[bool]:
     """The row of ``lease``'s trial, only while this lease (its token) still holds it."""
     condition = and_(
         trials.c.experiment == lease.experiment,
@@ -169,7 +172,7 @@ class TrialStore(RunRecords):
             # pysqlite's own transaction handling defers BEGIN; take the write lock up
             # front so two processes never lease the same row.
             @event.listens_for(engine, "connect")
-            def _connect(dbapi_connection: Any, _record: Any) -> None:
+            def _connect(dbapi_connection: sqlite3.Connection, _record: ConnectionPoolEntry) -> None:
                 dbapi_connection.isolation_level = None
                 dbapi_connection.execute("PRAGMA journal_mode=WAL")
                 dbapi_connection.execute("PRAGMA synchronous=NORMAL")

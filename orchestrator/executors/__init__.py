@@ -3,7 +3,9 @@
 An executor lives in ``orchestrator/executors/<name>.py`` and registers its class (or any
 factory ``(benchmark, experiment) -> Executor``) with ``@executor("<name>")``; the module is
 imported the first time :func:`get_executor` asks for the name, so an unused executor costs nothing. Adding
-one is that module plus its name in ``ExperimentSpec.executor`` (atoll/experiment.py);
+one is that module plus its name in ``ExperimentSpec.executor`` (atoll/experiment.py), a
+``Literal`` because the contract cannot import the orchestrator and the experiment's JSON schema
+lists the names (docs/architecture.md, "Extension points");
 tests/orchestrator/test_executor_registry.py fails when the two disagree.
 """
 

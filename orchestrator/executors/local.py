@@ -21,7 +21,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 from pydantic import Field
@@ -113,6 +113,16 @@ class SeedCache:
         return folder.parent / f"{folder.name}.tar.gz"
 
 
+class _Pool(Protocol):
+    """Where trials get their environment: in-process servers, or running services."""
+
+    async def acquire(self) -> EnvironmentServer | EnvironmentEndpoint: ...
+
+    def release(self, environment: EnvironmentServer | EnvironmentEndpoint, *, healthy: bool) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class _EnvironmentPool:
     """Environments on free loopback ports, each with its own temporary roots."""
 
@@ -189,7 +199,7 @@ class LocalExecutor:
         self.seeds = SeedCache(output / ".cache" / "seeds")
         remote = self.services.environments()
         if remote:
-            self.pool: Any = _RemotePool(remote)
+            self.pool: _Pool = _RemotePool(remote)
         else:
             scratch = output / ".cache" / "environments"
             scratch.mkdir(parents=True, exist_ok=True)

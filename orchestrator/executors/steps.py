@@ -19,7 +19,8 @@ from typing import Any
 
 import httpx
 
-from atoll.benchmark import Task
+from atoll.apps import DEFAULT_SERVERS
+from atoll.benchmark import Task, World
 from atoll.errors import AtollError, describe_validation
 from atoll.experiment import ExperimentSpec
 from atoll.grade import Grade
@@ -127,9 +128,8 @@ async def prepare_world(
         raise InfraError(
             f"world {world_id} is not fresh: initial snapshot {digest[:12]} differs from seed {seed_digest[:12]}"
         )
-    from mcp_servers import SERVER_NAMES
-
-    names = servers or SERVER_NAMES  # the world's optional servers (market_data) come in ``servers``
+    # The one server table (atoll/apps.py); the world's optional servers (market_data) come in ``servers``.
+    names = servers or DEFAULT_SERVERS
     config = {name: {"transport": "inprocess", "server": name, "options": world_options} for name in names}
     await environment_post(http, environment, "/apps", json={"mcpServers": config})
 
@@ -367,7 +367,7 @@ def build_result(
     )
 
 
-def world_options(world: Any) -> dict[str, Any]:
+def world_options(world: World) -> dict[str, Any]:
     """The app servers' identity options from a World (its user_name/user_email extras)."""
     extra = world.model_extra or {}
     return {key: extra[key] for key in ("user_email", "user_name") if extra.get(key)}

@@ -28,7 +28,7 @@ from typing import Any
 
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import FileResponse, Response
-from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 
 from atoll.errors import AtollError
 from atoll.http import add_error_handler, bearer_matches
@@ -56,7 +56,7 @@ _STATIC = resources.files("orchestrator.viewer") / "static"
 
 
 class _Headers(BaseHTTPMiddleware):
-    async def dispatch(self, request: Request, call_next: Any) -> Response:
+    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
         response = await call_next(request)
         response.headers["Content-Security-Policy"] = _CSP
         response.headers["X-Content-Type-Options"] = "nosniff"
@@ -79,7 +79,7 @@ def create_app(store: TrialStore, *, bind_host: str | None = None, token: str | 
     if token is not None:
 
         @app.middleware("http")
-        async def authorize(request: Request, call_next: Any) -> Response:
+        async def authorize(request: Request, call_next: RequestResponseEndpoint) -> Response:
             given = request.query_params.get("token")
             if given is not None and bearer_matches(f"Bearer {given}", token):
                 response = await call_next(request)

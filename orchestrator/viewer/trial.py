@@ -15,7 +15,7 @@ from orchestrator.viewer.worlddiff import SnapshotCache, world_diff
 MAX_TEXT = 100_000  # characters of one message or tool result sent to the page
 
 
-def _clip(text: Any) -> str:
+def _clip(text: object) -> str:
     text = text if isinstance(text, str) else json.dumps(text, ensure_ascii=False, default=str)
     return (
         text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + f"\n[… {len(text) - MAX_TEXT} more characters]"
