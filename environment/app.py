@@ -28,6 +28,7 @@ from environment.gateway import (
     ToolNameCollision,
 )
 from environment.logs import configure_logging
+from environment.mcp_fast import FastMcpCalls, McpFastPath
 from environment.mcp_front import BearerTokenGuard, SessionRegistry, create_front_server
 from environment.metrics import EnvironmentMetrics
 from environment.populate import STAGING_PREFIX
@@ -127,6 +128,13 @@ def create_app(
     app.state.settings = settings
     app.state.metrics = metrics
     app.state.gateway = manager
+    token = settings.mcp_token.get_secret_value() if settings.mcp_token else None
+    # Hot /mcp requests (tools/call, tools/list) are answered below fastmcp's machinery; added
+    # before the guard, so the guard runs first (environment/mcp_fast.py).
+    app.state.mcp_fast = McpFastPath(
+        manager, sessions, front, token=token, enabled=settings.mcp_fast_path and settings.mcp_json_response
+    )
+    app.add_middleware(FastMcpCalls, fast_path=app.state.mcp_fast, path=MCP_PATH)
     app.add_middleware(
         GuardMiddleware,
         policy=HostPolicy(settings.allowed_host_list, bind_host),
@@ -217,7 +225,6 @@ def create_app(
 
     app.include_router(data_router, prefix="/data", dependencies=[Depends(require_env_token)])
     app.include_router(data_jobs_router, prefix="/data", dependencies=[Depends(require_env_token)])
-    token = settings.mcp_token.get_secret_value() if settings.mcp_token else None
     app.mount("/", _McpOnly(mcp_app, token))
     return app
 

@@ -130,6 +130,7 @@ class GatewayTool(Tool):
     _gateway: Any = None
     _server_name: str = ""
     _tool_name: str = ""
+    _context_free: bool = False
 
     @classmethod
     def wrap(
@@ -157,7 +158,14 @@ class GatewayTool(Tool):
         )
         tool._inner, tool._gateway = direct or inner, gateway
         tool._server_name, tool._tool_name = server_name, inner.name
+        tool._context_free = direct is not None
         return tool
+
+    @property
+    def context_free(self) -> bool:
+        """True when calling it needs no MCP request context: it calls one of our app servers'
+        tools directly (``mcp_servers.direct_tools``). The ``/mcp`` fast path serves only these."""
+        return self._context_free
 
     async def run(self, arguments: dict[str, Any]) -> ToolResult:
         gateway: Gateway = self._gateway

@@ -75,6 +75,7 @@ class SessionRegistry(Middleware):
 
     def __init__(self) -> None:
         self._sessions: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._by_id: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
 
     async def on_message(self, context: MiddlewareContext, call_next: Any) -> Any:
         fastmcp_context = context.fastmcp_context
@@ -85,10 +86,19 @@ class SessionRegistry(Middleware):
                 connection = getattr(fastmcp_context.session, "_connection", None)
                 if connection is not None and getattr(connection, "has_standalone_channel", False):
                     self._sessions.add(connection)
+                    session_id = getattr(connection, "session_id", None)
+                    if session_id is not None:
+                        self._by_id[session_id] = connection
         return await call_next(context)
 
     def __len__(self) -> int:
         return len(self._sessions)
+
+    def can_notify(self, session_id: str) -> bool:
+        """Whether the session ``session_id`` (its ``Mcp-Session-Id``) is recorded with its
+        standalone GET stream, i.e. would be told when the tools change."""
+        connection = self._by_id.get(session_id)
+        return connection is not None and bool(getattr(connection, "has_standalone_channel", False))
 
     async def notify_tools_changed(self) -> int:
         """Send ``notifications/tools/list_changed`` to every live session; returns how many took it.

@@ -78,6 +78,11 @@ class EnvironmentSettings(BaseSettings):
         description="answer each /mcp request with one JSON body (fast); false streams SSE, which "
         "also forwards progress/log notifications sent while a tool runs",
     )
+    mcp_fast_path: bool = Field(
+        True,
+        description="answer tools/call and tools/list of our in-process tools below fastmcp's server "
+        "machinery (same replies, ~half the CPU); false sends every /mcp request through fastmcp",
+    )
     tool_names: Literal["atoll", "archipelago"] = Field(
         "atoll",
         description="'atoll': tools are always named {server}_{tool}; 'archipelago': a config with one "

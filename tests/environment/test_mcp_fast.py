@@ -1,0 +1,337 @@
+"""The lean /mcp path (environment/mcp_fast.py): taken for hot requests, and indistinguishable
+from fastmcp's own answers — results, errors, refusals — with sessions, swaps and guards intact."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import os
+import time
+from collections.abc import Iterator
+from contextlib import AsyncExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastmcp import Client, FastMCP
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from environment import EnvironmentServer, EnvironmentSettings
+from environment.mcp_fast import _error_reply
+from mcp_servers import create_server
+from mcp_servers._core.context import ServerContext
+from mcp_servers._core.definition import ServerDefinition
+
+HANDSHAKE, MODERN = "2025-11-25", "2026-07-28"
+_ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+SLEEPY = ServerDefinition(name="sleepy", consolidated_name="sleepy")
+
+
+@SLEEPY.tool(read_only=True)
+async def nap(ctx: ServerContext, seconds: float) -> str:
+    """Sleep, then answer (a call still in flight while the gateway is swapped)."""
+    await asyncio.sleep(seconds)
+    return f"slept {seconds}"
+
+
+def _factory(
+    name: str, *, fs_root: Path, apps_data_root: Path, mode: str = "individual", options=None, **_: Any
+):
+    if name == "sleepy":
+        from mcp_servers._core.build import build_server
+
+        return build_server(SLEEPY, ServerContext.create(fs_root, apps_data_root, {}), mode=mode)
+    return create_server(
+        name, fs_root=fs_root, apps_data_root=apps_data_root, mode=mode, options=options or {}
+    )
+
+
+def _png() -> bytes:
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (4, 3), (200, 10, 10)).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def _settings(root: Path, **overrides: Any) -> EnvironmentSettings:
+    fs_root = root / "filesystem"
+    (fs_root / "Reports").mkdir(parents=True, exist_ok=True)
+    (fs_root / "Reports" / "q3.txt").write_text("revenue up\n")
+    (fs_root / "chart.png").write_bytes(_png())
+    for path in (fs_root / "Reports" / "q3.txt", fs_root / "chart.png", fs_root / "Reports"):
+        os.utime(path, (1_700_000_000, 1_700_000_000))  # both environments list the same times
+    return EnvironmentSettings(
+        fs_root=fs_root,
+        apps_data_root=root / ".apps_data",
+        json_logs=False,
+        log_level="WARNING",
+        ready_timeout_s=20,
+        drain_timeout_s=10,
+        preload_servers=False,
+        **overrides,
+    )
+
+
+@contextmanager
+def _environment(
+    root: Path, servers: tuple[str, ...] = ("filesystem",), **overrides: Any
+) -> Iterator[EnvironmentServer]:
+    with EnvironmentServer(_settings(root, **overrides), server_factory=_factory) as env:
+        _apply(env, servers)
+        yield env
+
+
+def _apply(env: EnvironmentServer, servers: tuple[str, ...]) -> None:
+    config = {"mcpServers": {name: {"transport": "inprocess", "server": name} for name in servers}}
+    reply = httpx.post(f"{env.url}/apps", json=config, timeout=60)
+    assert reply.status_code == 200, reply.text
+
+
+def _answered(env: EnvironmentServer) -> dict[str, int]:
+    return dict(env.app.state.mcp_fast.answered)
+
+
+class _RawSession:
+    """A hand-driven MCP client over plain HTTP, to compare replies as they are on the wire.
+
+    ``version`` picks the era: a handshake-era one (``initialize``, then ``Mcp-Session-Id``) or
+    2026-07-28 (no session; each request carries its envelope in ``_meta`` and routing headers),
+    which fastmcp's ``Client`` speaks by default."""
+
+    def __init__(self, http: httpx.Client, url: str, version: str = HANDSHAKE) -> None:
+        self.http, self.url, self.version = http, url, version
+        self.modern = version == MODERN
+        self.next_id = 0
+        self.session_id: str | None = None
+        if not self.modern:
+            init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": _init_params()}
+            reply = self.post(init, session=False)
+            assert reply.status_code == 200, reply.text
+            self.session_id = reply.headers["mcp-session-id"]
+            assert self.post({"jsonrpc": "2.0", "method": "notifications/initialized"}).status_code == 202
+
+    def headers(self, session: bool = True) -> dict[str, str]:
+        headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+        if session:
+            headers["mcp-protocol-version"] = self.version
+            if self.session_id is not None:
+                headers["mcp-session-id"] = self.session_id
+        return headers
+
+    def post(self, message: Any, *, session: bool = True, **extra: str) -> httpx.Response:
+        headers = self.headers(session)
+        if self.modern and isinstance(message, dict) and "method" in message:
+            headers["mcp-method"] = message["method"]
+            name = (message.get("params") or {}).get("name")
+            if message["method"] == "tools/call" and isinstance(name, str):
+                headers["mcp-name"] = name
+        return self.http.post(self.url, json=message, headers={**headers, **extra})
+
+    def request(self, method: str, params: dict | None = None) -> httpx.Response:
+        self.next_id += 1
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
+        if self.modern:
+            params = dict(params or {})
+            params["_meta"] = {**_ENVELOPE, **params.get("_meta", {})}
+        if params is not None:
+            message["params"] = params
+        return self.post(message)
+
+
+def _init_params() -> dict[str, Any]:
+    return {"protocolVersion": HANDSHAKE, "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+
+
+#: Requests whose replies must be the same on both paths: listing, a result with structured
+#: content, one with an image, tool errors (missing file, bad and missing arguments), an unknown
+#: tool, and requests the fast path leaves to fastmcp (a cursor, _meta, malformed params).
+HOT_REQUESTS: list[tuple[str, dict | None]] = [
+    ("tools/list", None),
+    ("tools/list", {}),
+    ("tools/call", {"name": "filesystem_list_files", "arguments": {"path": "/Reports"}}),
+    ("tools/call", {"name": "filesystem_read_text_file", "arguments": {"file_path": "/Reports/q3.txt"}}),
+    ("tools/call", {"name": "filesystem_read_image_file", "arguments": {"file_path": "/chart.png"}}),
+    ("tools/call", {"name": "filesystem_read_text_file", "arguments": {"file_path": "/missing.txt"}}),
+    ("tools/call", {"name": "filesystem_list_files", "arguments": {"path": 7}}),
+    ("tools/call", {"name": "filesystem_read_text_file", "arguments": {}}),
+    ("tools/call", {"name": "filesystem_read_text_file"}),
+    ("tools/call", {"name": "no_such_tool", "arguments": {}}),
+    (
+        "tools/call",
+        {"name": "filesystem_list_files", "arguments": {"path": "/"}, "_meta": {"progressToken": 3}},
+    ),
+    (
+        "tools/call",
+        {
+            "name": "filesystem_list_files",
+            "arguments": {"path": "/"},
+            "_meta": {"traceparent": "00-ab-cd-01"},
+        },
+    ),
+    ("tools/call", {"arguments": {}}),
+    ("tools/list", {"cursor": "nonsense"}),
+]
+
+
+def _replies(env: EnvironmentServer, version: str) -> list[tuple[int, str, Any]]:
+    with httpx.Client(timeout=60) as http:
+        raw = _RawSession(http, env.mcp_url, version)
+        replies = []
+        for method, params in HOT_REQUESTS:
+            reply = raw.request(method, params)
+            replies.append((reply.status_code, reply.headers["content-type"], reply.json()))
+        return replies
+
+
+@pytest.mark.parametrize("version", [HANDSHAKE, MODERN])
+def test_hot_requests_are_answered_exactly_as_fastmcp_answers_them(tmp_path, version):
+    with _environment(tmp_path / "slow", mcp_fast_path=False) as env:
+        slow = _replies(env, version)
+        assert _answered(env) == {"tools/call": 0, "tools/list": 0}
+    with _environment(tmp_path / "fast") as env:
+        fast = _replies(env, version)
+        # the two listings and the eight calls of our tools; the rest went to fastmcp
+        assert _answered(env) == {"tools/call": 8, "tools/list": 2}
+    for (method, params), slow_reply, fast_reply in zip(HOT_REQUESTS, slow, fast, strict=True):
+        assert fast_reply == slow_reply, (method, params)
+    image = fast[4][2]["result"]["content"][1]
+    assert image["type"] == "image" and base64.b64decode(image["data"]).startswith(b"\x89PNG")
+    assert fast[5][2]["result"]["isError"] is True
+
+
+def test_both_sdk_clients_are_served_by_the_fast_path(tmp_path):
+    async def with_fastmcp(url: str) -> list[str]:
+        async with Client(url) as mcp:
+            names = [tool.name for tool in await mcp.list_tools()]
+            texts = [(await mcp.call_tool("filesystem_list_files", {"path": "/Reports"})).content[0].text]
+            for _ in range(9):
+                texts.append(
+                    (await mcp.call_tool("filesystem_list_files", {"path": "/Reports"})).content[0].text
+                )
+            assert len(set(texts)) == 1 and "q3.txt" in texts[0]
+            return names
+
+    async def with_sdk(url: str) -> list[str]:
+        async with AsyncExitStack() as stack:
+            read, write, *_ = await stack.enter_async_context(streamable_http_client(url))
+            session = await stack.enter_async_context(ClientSession(read, write))
+            await session.initialize()
+            names = [tool.name for tool in (await session.list_tools()).tools]
+            for _ in range(10):
+                result = await session.call_tool(
+                    "filesystem_read_text_file", {"file_path": "/Reports/q3.txt"}
+                )
+                assert not result.is_error and "revenue up" in result.content[0].text
+            return names
+
+    with _environment(tmp_path) as env:
+        for client in (with_fastmcp, with_sdk):
+            before = _answered(env)
+            names = asyncio.run(client(env.mcp_url))
+            assert "filesystem_list_files" in names
+            after = _answered(env)
+            # a client that opened its GET stream is passed to fastmcp until the session registry
+            # has seen that stream; after that every call is answered here
+            assert after["tools/call"] - before["tools/call"] >= 8, client.__name__
+
+
+def test_a_session_never_initialised_or_ended_is_refused_as_fastmcp_refuses_it(tmp_path):
+    def refusals(env: EnvironmentServer) -> list[tuple[int, Any]]:
+        with httpx.Client(timeout=60) as http:
+            raw = _RawSession(http, env.mcp_url)
+            call = {"name": "filesystem_list_files", "arguments": {"path": "/"}}
+            assert raw.request("tools/call", call).status_code == 200
+            message = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": call}
+            invented = raw.post(message, **{"mcp-session-id": "0" * 32})
+            assert http.delete(env.mcp_url, headers=raw.headers()).status_code == 200
+            ended = raw.post(message)
+            return [(reply.status_code, reply.json()) for reply in (invented, ended)]
+
+    with _environment(tmp_path / "slow", mcp_fast_path=False) as env:
+        slow = refusals(env)
+    with _environment(tmp_path / "fast") as env:
+        fast = refusals(env)
+        assert _answered(env)["tools/call"] == 1
+    assert fast == slow
+    assert [status for status, _ in fast] == [404, 404]
+
+
+def test_guards_refuse_hot_requests_as_before(tmp_path):
+    def refusals(env: EnvironmentServer) -> list[tuple[int, str]]:
+        with httpx.Client(timeout=60) as http:
+            http.headers["authorization"] = "Bearer secret-token"
+            raw = _RawSession(http, env.mcp_url)
+            call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                    "params": {"name": "filesystem_list_files", "arguments": {"path": "/"}}}  # fmt: skip
+            assert raw.post(call).status_code == 200
+            no_token = raw.post(call, authorization="Bearer wrong")
+            foreign_origin = raw.post(call, origin="http://evil.example")
+            foreign_host = raw.post(call, host="evil.example")
+            return [(reply.status_code, reply.text) for reply in (no_token, foreign_origin, foreign_host)]
+
+    with _environment(tmp_path / "slow", mcp_fast_path=False, mcp_token="secret-token") as env:
+        slow = refusals(env)
+    with _environment(tmp_path / "fast", mcp_token="secret-token") as env:
+        fast = refusals(env)
+        assert _answered(env)["tools/call"] == 1
+    assert fast == slow
+    assert [status for status, _ in fast] == [401, 403, 421]
+
+
+def test_a_hot_swap_lets_fast_calls_in_flight_finish_and_lists_the_new_tools(tmp_path):
+    with _environment(tmp_path, servers=("sleepy",)) as env, httpx.Client(timeout=60) as http:
+        raw = _RawSession(http, env.mcp_url)
+        names = {tool["name"] for tool in raw.request("tools/list").json()["result"]["tools"]}
+        assert names == {"sleepy_nap"}
+
+        async def call_during_swap() -> tuple[httpx.Response, float]:
+            async with httpx.AsyncClient(timeout=60) as async_http:
+                message = {"jsonrpc": "2.0", "id": 50, "method": "tools/call",
+                           "params": {"name": "sleepy_nap", "arguments": {"seconds": 1.0}}}  # fmt: skip
+                call = asyncio.ensure_future(
+                    async_http.post(env.mcp_url, json=message, headers=raw.headers())
+                )
+                await asyncio.sleep(0.3)  # the call is running in the old gateway
+                started = time.monotonic()
+                await asyncio.to_thread(_apply, env, ("filesystem",))
+                return await call, time.monotonic() - started
+
+        reply, swap_s = asyncio.run(call_during_swap())
+        assert reply.status_code == 200
+        assert reply.json()["result"]["content"][0]["text"] == "slept 1.0"
+        assert swap_s >= 0.5  # the swap waited for the call in flight before closing the old gateway
+        names = {tool["name"] for tool in raw.request("tools/list").json()["result"]["tools"]}
+        assert "filesystem_list_files" in names and "sleepy_nap" not in names
+        gone = raw.request("tools/call", {"name": "sleepy_nap", "arguments": {"seconds": 0}}).json()
+        assert gone["result"] == {
+            "content": [{"type": "text", "text": "Unknown tool: 'sleepy_nap'"}],
+            "isError": True,
+        }
+        assert _answered(env) == {"tools/call": 1, "tools/list": 2}
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_a_raising_tool_is_reported_as_fastmcp_reports_it(masked):
+    server = FastMCP("raising", mask_error_details=masked)
+
+    @server.tool
+    def explode() -> str:
+        raise RuntimeError("boom")
+
+    async def via_fastmcp() -> Any:
+        async with Client(server) as mcp:
+            return await mcp.call_tool("explode", {}, raise_on_error=False)
+
+    expected = asyncio.run(via_fastmcp())
+    ours = _error_reply("explode", RuntimeError("boom"), masked)
+    assert ours.is_error and expected.is_error
+    assert ours.content[0].text == expected.content[0].text
