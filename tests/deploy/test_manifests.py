@@ -19,6 +19,8 @@ from orchestrator.executors.kubernetes_job import JobOptions, build_job, load_te
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "k8s" / "base"
 OVERLAY = ROOT / "k8s" / "overlays" / "example"
+TRIALS = ROOT / "k8s" / "trials"
+OVERLAY_TRIALS = OVERLAY / "trials"
 K8S_VERSION = "1.32.0"
 
 
@@ -26,12 +28,16 @@ def _validate(document: dict) -> None:
     kubernetes_validate.validate(document, K8S_VERSION, strict=True)
 
 
-def _base_documents() -> list[dict]:
-    kustomization = yaml.safe_load((BASE / "kustomization.yaml").read_text())
+def _base_documents(directory: Path = BASE) -> list[dict]:
+    kustomization = yaml.safe_load((directory / "kustomization.yaml").read_text())
     documents = []
     for name in kustomization["resources"]:
-        documents += [doc for doc in yaml.safe_load_all((BASE / name).read_text()) if doc]
+        documents += [doc for doc in yaml.safe_load_all((directory / name).read_text()) if doc]
     return documents
+
+
+def _find(documents: list[dict], kind: str, name: str) -> dict:
+    return next(doc for doc in documents if doc["kind"] == kind and doc["metadata"]["name"] == name)
 
 
 def _render(directory: Path) -> list[dict]:
@@ -60,29 +66,40 @@ def _trial_spec(**fields) -> TrialSpec:
     return TrialSpec(**values)
 
 
-def test_every_base_file_is_a_listed_resource_and_validates():
-    listed = set(yaml.safe_load((BASE / "kustomization.yaml").read_text())["resources"])
-    on_disk = {path.name for path in BASE.glob("*.yaml")} - {"kustomization.yaml", "trial-job.yaml"}
+@pytest.mark.parametrize("directory", [BASE, TRIALS], ids=["base", "trials"])
+def test_every_base_file_is_a_listed_resource_and_validates(directory):
+    listed = set(yaml.safe_load((directory / "kustomization.yaml").read_text())["resources"])
+    on_disk = {path.name for path in directory.glob("*.yaml")} - {"kustomization.yaml", "trial-job.yaml"}
     assert on_disk == listed
-    documents = _base_documents()
+    documents = _base_documents(directory)
     for document in documents:
         _validate(document)
     kinds = {(doc["kind"], doc["metadata"]["name"]) for doc in documents}
-    for expected in [
-        ("Namespace", "atoll"),
-        ("Role", "atoll-trial-manager"),
-        ("Deployment", "grader"),
-        ("Service", "grader"),
-        ("Deployment", "orchestrator"),
-        ("Deployment", "worker"),
-        ("StatefulSet", "postgres"),
-        ("NetworkPolicy", "atoll-trial"),
-    ]:
-        assert expected in kinds
+    expected = {
+        BASE: [
+            ("Namespace", "atoll"),
+            ("Deployment", "grader"),
+            ("Service", "grader"),
+            ("Deployment", "orchestrator"),
+            ("Deployment", "worker"),
+            ("StatefulSet", "postgres"),
+            ("NetworkPolicy", "atoll-default-deny"),
+        ],
+        TRIALS: [
+            ("Namespace", "atoll-trials"),
+            ("Role", "atoll-trial-manager"),
+            ("RoleBinding", "atoll-trial-manager"),
+            ("ServiceAccount", "atoll-trial"),
+            ("NetworkPolicy", "atoll-default-deny"),
+            ("NetworkPolicy", "atoll-trial"),
+        ],
+    }[directory]
+    assert set(expected) <= kinds
 
 
-def test_the_base_holds_no_secret_and_denies_all_traffic_by_default():
-    documents = _base_documents()
+@pytest.mark.parametrize("directory", [BASE, TRIALS], ids=["base", "trials"])
+def test_the_base_holds_no_secret_and_denies_all_traffic_by_default(directory):
+    documents = _base_documents(directory)
     # A placeholder Secret in the base would overwrite the real one on every `apply -k`.
     assert not [doc["metadata"]["name"] for doc in documents if doc["kind"] == "Secret"]
     policies = [doc for doc in documents if doc["kind"] == "NetworkPolicy"]
@@ -97,12 +114,47 @@ def test_the_base_holds_no_secret_and_denies_all_traffic_by_default():
             assert any(s and s.items() <= labels.items() for s in selectors), doc["metadata"]["name"]
 
 
-@pytest.mark.parametrize("directory", [BASE, OVERLAY], ids=["base", "example-overlay"])
+@pytest.mark.parametrize(
+    "directory",
+    [BASE, OVERLAY, TRIALS, OVERLAY_TRIALS],
+    ids=["base", "example-overlay", "trials", "example-overlay-trials"],
+)
 def test_kustomize_output_validates(directory):
     documents = _render(directory)
-    assert len(documents) >= 15
+    assert len(documents) >= (15 if directory in (BASE, OVERLAY) else 7)
     for document in documents:
         _validate(document)
+    if directory == OVERLAY_TRIALS and shutil.which("kubectl"):
+        # Everything that names the control namespace follows the overlay's.
+        assert {doc["metadata"].get("namespace") for doc in documents if doc["kind"] != "Namespace"} == {
+            "atoll-prod-trials"
+        }
+        binding = _find(documents, "RoleBinding", "atoll-trial-manager")
+        assert binding["subjects"][0]["namespace"] == "atoll-prod"
+        assert (
+            _find(documents, "Service", "grader")["spec"]["externalName"]
+            == "grader.atoll-prod.svc.cluster.local"
+        )
+        namespace = _find(documents, "Namespace", "atoll-prod-trials")
+        assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"  # gVisor
+        trial = _find(documents, "NetworkPolicy", "atoll-trial")
+        control = {
+            peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
+            for rule in trial["spec"]["egress"]
+            for peer in rule.get("to", [])
+            if peer.get("podSelector", {}).get("matchLabels", {}).get("app.kubernetes.io/name")
+            in ("grader", "model-proxy")
+        }
+        assert control == {"atoll-prod"}
+        # Its cloud bucket is reachable from trial pods (the in-cluster rule cannot be),
+        # through one private endpoint on 443, not the internet.
+        blocks = [
+            peer["ipBlock"]
+            for rule in trial["spec"]["egress"]
+            for peer in rule.get("to", [])
+            if "ipBlock" in peer
+        ]
+        assert blocks == [{"cidr": "10.0.64.0/24"}]
     if directory == OVERLAY and shutil.which("kubectl"):
         assert {doc["metadata"].get("namespace") for doc in documents if doc["kind"] != "Namespace"} == {
             "atoll-prod"
@@ -115,28 +167,22 @@ def test_kustomize_output_validates(directory):
             for item in worker["spec"]["template"]["spec"]["containers"][0]["env"]
         }
         assert env["ATOLL_K8S_RUNTIME_CLASS"] == "gvisor" and env["ATOLL_K8S_MAX_PENDING"] == "64"
-        namespace = next(doc for doc in documents if doc["kind"] == "Namespace")
-        assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
-        # Its cloud bucket is reachable from trial pods (the base's in-cluster rule cannot be),
-        # through one private endpoint on 443, not the internet.
-        trial = next(
-            doc
-            for doc in documents
-            if doc["kind"] == "NetworkPolicy" and doc["metadata"]["name"] == "atoll-trial"
-        )
-        blocks = [
-            peer["ipBlock"]
-            for rule in trial["spec"]["egress"]
-            for peer in rule.get("to", [])
-            if "ipBlock" in peer
-        ]
-        assert blocks == [{"cidr": "10.0.64.0/24"}]
+        assert env["ATOLL_K8S_NAMESPACE"] == "atoll-prod-trials"
+        for name in ("atoll-grader", "atoll-model-proxy"):
+            [peer, *_] = _find(documents, "NetworkPolicy", name)["spec"]["ingress"][0]["from"]
+            assert (
+                peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"] == "atoll-prod-trials"
+            )
 
 
-def test_the_orchestrator_may_manage_jobs_and_pods_in_its_namespace_only():
+def test_the_orchestrator_may_manage_jobs_and_pods_in_the_trial_namespace_only():
     documents = _base_documents()
-    assert not [doc for doc in documents if doc["kind"] in ("ClusterRole", "ClusterRoleBinding")]
-    role = next(doc for doc in documents if doc["kind"] == "Role")
+    trials = _base_documents(TRIALS)
+    kinds = {doc["kind"] for doc in documents + trials}
+    assert not kinds & {"ClusterRole", "ClusterRoleBinding"}
+    # No Role at all in the control namespace: no Job rights there.
+    assert not [doc for doc in documents if doc["kind"] in ("Role", "RoleBinding")]
+    role = next(doc for doc in trials if doc["kind"] == "Role")
     resources = {resource for rule in role["rules"] for resource in rule["resources"]}
     assert resources == {"jobs", "jobs/status", "pods", "pods/log", "events", "leases"}
     leases_rule = next(rule for rule in role["rules"] if rule["resources"] == ["leases"])
@@ -145,8 +191,19 @@ def test_the_orchestrator_may_manage_jobs_and_pods_in_its_namespace_only():
     assert set(events_rule["verbs"]) == {"get", "list", "watch"}  # read only
     jobs_rule = next(rule for rule in role["rules"] if rule["resources"] == ["jobs"])
     assert {"create", "delete", "list", "watch"} <= set(jobs_rule["verbs"])
-    binding = next(doc for doc in documents if doc["kind"] == "RoleBinding")
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "atoll-orchestrator"}]
+    binding = next(doc for doc in trials if doc["kind"] == "RoleBinding")
+    # The workers' service account of the control namespace, bound in the trial namespace.
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "atoll-orchestrator", "namespace": "atoll"}
+    ]
+    worker = _find(documents, "Deployment", "worker")
+    env = {
+        item["name"]: item.get("value") for item in worker["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["ATOLL_K8S_NAMESPACE"] == "atoll-trials"
+    template = load_template(BASE / "trial-job.yaml")
+    assert template["spec"]["template"]["spec"]["serviceAccountName"] == "atoll-trial"
+    assert ("ServiceAccount", "atoll-trial") in {(doc["kind"], doc["metadata"]["name"]) for doc in trials}
     workers = [
         doc
         for doc in documents
@@ -158,11 +215,7 @@ def test_the_orchestrator_may_manage_jobs_and_pods_in_its_namespace_only():
 
 
 def test_trial_pods_accept_no_connections_and_reach_only_dns_grader_model_proxy_and_store():
-    policy = next(
-        doc
-        for doc in _base_documents()
-        if doc["kind"] == "NetworkPolicy" and doc["metadata"]["name"] == "atoll-trial"
-    )
+    policy = _find(_base_documents(TRIALS), "NetworkPolicy", "atoll-trial")
     assert policy["spec"]["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "atoll-trial"}
     assert policy["spec"]["ingress"] == [] and set(policy["spec"]["policyTypes"]) == {"Ingress", "Egress"}
     destinations = set()
@@ -170,10 +223,34 @@ def test_trial_pods_accept_no_connections_and_reach_only_dns_grader_model_proxy_
         for peer in rule["to"]:
             assert "ipBlock" not in peer  # no open-ended CIDR
             destinations.add(
-                peer["podSelector"]["matchLabels"].get("app.kubernetes.io/name")
-                or peer["podSelector"]["matchLabels"].get("k8s-app")
+                (
+                    peer["podSelector"]["matchLabels"].get("app.kubernetes.io/name")
+                    or peer["podSelector"]["matchLabels"].get("k8s-app"),
+                    (peer["namespaceSelector"].get("matchLabels") or {}).get("kubernetes.io/metadata.name"),
+                )
             )
-    assert destinations == {"kube-dns", "grader", "model-proxy", "object-store"}
+    # DNS only from kube-dns; grader and proxy of the control namespace; the store anywhere.
+    assert destinations == {
+        ("kube-dns", "kube-system"),
+        ("grader", "atoll"),
+        ("model-proxy", "atoll"),
+        ("object-store", None),
+    }
+    # The control namespace's grader and model proxy take calls from those pods, by namespace.
+    for name in ("atoll-grader", "atoll-model-proxy"):
+        [peer, *_] = _find(_base_documents(), "NetworkPolicy", name)["spec"]["ingress"][0]["from"]
+        assert peer == {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "atoll-trials"}},
+            "podSelector": {"matchLabels": {"app.kubernetes.io/name": "atoll-trial"}},
+        }
+    # Their short names resolve in the trial namespace (the template's URLs are unchanged).
+    services = {
+        doc["metadata"]["name"]: doc["spec"] for doc in _base_documents(TRIALS) if doc["kind"] == "Service"
+    }
+    assert services == {
+        "grader": {"type": "ExternalName", "externalName": "grader.atoll.svc.cluster.local"},
+        "model-proxy": {"type": "ExternalName", "externalName": "model-proxy.atoll.svc.cluster.local"},
+    }
 
 
 def test_trial_pods_get_no_artifact_store_credentials():
@@ -310,7 +387,11 @@ def test_workers_drain_within_their_grace_have_probes_on_their_alive_file_and_no
 
 def test_trial_pods_have_a_working_egress_path_to_the_shipped_model_proxy():
     documents = _base_documents()
-    policies = {doc["metadata"]["name"]: doc for doc in documents if doc["kind"] == "NetworkPolicy"}
+    policies = {
+        doc["metadata"]["name"]: doc
+        for doc in documents + _base_documents(TRIALS)
+        if doc["kind"] == "NetworkPolicy" and doc["metadata"]["name"] != "atoll-default-deny"
+    }
     service = next(
         doc for doc in documents if doc["kind"] == "Service" and doc["metadata"]["name"] == "model-proxy"
     )
@@ -343,6 +424,63 @@ def test_trial_pods_have_a_working_egress_path_to_the_shipped_model_proxy():
     [container] = proxy["spec"]["template"]["spec"]["containers"]
     assert container["envFrom"] == [{"secretRef": {"name": "atoll-model-proxy"}}]
     assert not any("KEY" in arg for arg in container["args"])
+
+
+BASELINE_CAPABILITIES = {
+    "AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+    "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT",
+}  # fmt: skip
+
+
+def _baseline_violations(pod: dict) -> list[str]:
+    """What the Pod Security "baseline" level refuses in a pod spec (its controls, read from
+    the Pod Security Standards: host namespaces, privileged, added capabilities, hostPath,
+    host ports, AppArmor, SELinux, /proc mount type, seccomp, sysctls)."""
+    found = [key for key in ("hostNetwork", "hostPID", "hostIPC") if pod.get(key)]
+    found += [f"volume {v['name']}: hostPath" for v in pod.get("volumes", []) if "hostPath" in v]
+    contexts = [("pod", pod.get("securityContext") or {})]
+    for container in pod.get("containers", []) + pod.get("initContainers", []):
+        context = container.get("securityContext") or {}
+        contexts.append((container["name"], context))
+        if context.get("privileged"):
+            found.append(f"{container['name']}: privileged")
+        if set((context.get("capabilities") or {}).get("add", [])) - BASELINE_CAPABILITIES:
+            found.append(f"{container['name']}: capabilities")
+        if context.get("procMount", "Default") != "Default":
+            found.append(f"{container['name']}: procMount")
+        found += [
+            f"{container['name']}: hostPort" for port in container.get("ports", []) if port.get("hostPort")
+        ]
+    for name, context in contexts:
+        if (context.get("appArmorProfile") or {}).get("type") == "Unconfined":
+            found.append(f"{name}: AppArmor Unconfined")
+        if (context.get("seccompProfile") or {}).get("type") == "Unconfined":
+            found.append(f"{name}: seccomp Unconfined")
+        if (context.get("seLinuxOptions") or {}).get("type") or (context.get("seLinuxOptions") or {}).get(
+            "user"
+        ):
+            found.append(f"{name}: SELinux options")
+    if (pod.get("securityContext") or {}).get("sysctls"):
+        found.append("sysctls")
+    return found
+
+
+def test_the_control_namespace_enforces_baseline_and_every_pod_in_it_passes():
+    """Only trial pods need more than baseline, and they run in the trial namespace; a pod of
+    the control namespace that baseline refuses would not start."""
+    documents = _base_documents()
+    [namespace] = [doc for doc in documents if doc["kind"] == "Namespace"]
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
+    pods = [
+        doc["spec"]["template"]["spec"] for doc in documents if doc["kind"] in ("Deployment", "StatefulSet")
+    ]
+    assert len(pods) >= 5
+    for pod in pods:
+        assert _baseline_violations(pod) == []
+    # The check does see what the trial pod needs (so it would see it here too).
+    trial = load_template(BASE / "trial-job.yaml")["spec"]["template"]["spec"]
+    assert "environment: procMount" in _baseline_violations(trial)
+    assert "environment: AppArmor Unconfined" in _baseline_violations(trial)
 
 
 CLUSTER_SETUP = ROOT / "k8s" / "cluster-setup"
@@ -389,14 +527,16 @@ def test_the_trial_pod_has_the_shape_docs_deploy_md_documents():
     )
     if "data" in rendered:  # kustomize's output (the base files hold the generator only)
         assert _shape_of(yaml.safe_load(rendered["data"]["trial-job.yaml"])) == documented
-    # The shape needs the privileged level (AppArmor Unconfined), as documented: not enforced
-    # beyond it, warned at baseline, audited at restricted.
-    [namespace] = [doc for doc in _base_documents() if doc["kind"] == "Namespace"]
+    # The shape needs the privileged level (AppArmor Unconfined, procMount Unmasked), as
+    # documented — on the trial namespace only: warned at baseline, audited at restricted.
+    [namespace] = [doc for doc in _base_documents(TRIALS) if doc["kind"] == "Namespace"]
     assert {k: v for k, v in namespace["metadata"]["labels"].items() if k.startswith("pod-security")} == {
         "pod-security.kubernetes.io/enforce": "privileged",
         "pod-security.kubernetes.io/warn": "baseline",
         "pod-security.kubernetes.io/audit": "restricted",
     }
+    [control] = [doc for doc in _base_documents() if doc["kind"] == "Namespace"]
+    assert control["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
     # No container is privileged or gains a capability.
     pod = job["spec"]["template"]["spec"]
     for container in pod["containers"] + pod["initContainers"]:
