@@ -100,7 +100,7 @@ def _input_of(job: dict[str, Any]) -> str | None:
     return ((job.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_INPUT)
 
 
-def _parse_time(value: Any) -> float | None:
+def _parse_time(value: object) -> float | None:
     if not value:
         return None
     try:
@@ -213,7 +213,7 @@ class KubernetesExecutor:
         benchmark: Benchmark,
         spec: ExperimentSpec,
         settings: KubernetesSettings | None = None,
-        cluster: Any = None,
+        cluster: KubernetesCluster | None = None,
     ) -> None:
         steps.validate_agents(spec)
         self.benchmark = benchmark

@@ -21,7 +21,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +51,7 @@ class ApiError(InfraError):
         self.retry_after_s = retry_after_s
 
 
-def _retry_after(headers: Any) -> float | None:
+def _retry_after(headers: Mapping[str, str] | None) -> float | None:
     """Seconds from a ``Retry-After`` header (the API server sends whole seconds)."""
     value = (headers or {}).get("Retry-After") if hasattr(headers or {}, "get") else None
     try:
@@ -299,7 +299,7 @@ class ResilientApi:
     failures. When a call's retry budget is spent the last :class:`ApiError` is raised (still
     marked transient: the caller decides whether the trial can wait)."""
 
-    def __init__(self, cluster: Any, policy: ApiPolicy) -> None:
+    def __init__(self, cluster: KubernetesCluster, policy: ApiPolicy) -> None:
         self.cluster = cluster
         self.policy = policy
         self.limiter = RateLimiter(policy.qps, policy.burst)

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from orchestrator.executors.kubernetes_api import ApiError, ResilientApi
+from orchestrator.executors.kubernetes_api import ApiError, KubernetesCluster, ResilientApi
 
 log = logging.getLogger("atoll.orchestrator.kubernetes")
 
@@ -33,7 +33,7 @@ class Informer:
     def __init__(
         self,
         api: ResilientApi,
-        cluster: Any,
+        cluster: KubernetesCluster,
         kind: str,
         namespace: str,
         selector: str,
