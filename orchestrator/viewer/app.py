@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import html
+from collections.abc import Callable, Coroutine
 from importlib import resources
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import FileResponse, Response
@@ -33,11 +34,15 @@ from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoin
 from atoll.errors import AtollError
 from atoll.http import add_error_handler, bearer_matches
 from atoll.http_guard import guard
+from atoll.trial import TrialResult, TrialSpec
 from orchestrator.store import TrialStore
 from orchestrator.viewer import data
 from orchestrator.viewer.compare import compare_runs
 from orchestrator.viewer.trial import trial_detail
 from orchestrator.viewer.worlddiff import SnapshotCache, snapshot_member
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 _STATUS_OF_CODE = {
     "unknown_run": 404,
@@ -96,7 +101,9 @@ def create_app(store: TrialStore, *, bind_host: str | None = None, token: str | 
                 media_type="application/json",
             )
 
-    def run_off_loop(function: Any, *args: Any, **kwargs: Any) -> Any:
+    def run_off_loop(
+        function: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
+    ) -> Coroutine[Any, Any, T]:
         return asyncio.to_thread(function, *args, **kwargs)
 
     @app.get("/api/runs")
@@ -122,7 +129,7 @@ def create_app(store: TrialStore, *, bind_host: str | None = None, token: str | 
     async def trial(trial_id: str, run: str | None = None) -> dict[str, Any]:
         return await run_off_loop(trial_detail, store, trial_id, run=run, snapshots=snapshots)
 
-    def result_of(trial_id: str, run: str | None) -> Any:
+    def result_of(trial_id: str, run: str | None) -> tuple[TrialSpec, TrialResult]:
         (spec, result, _state, _attempts), _runs = data.find_trial(store, trial_id, run)
         if result is None:
             raise AtollError("unknown_file", f"trial {trial_id} has no recorded result yet")
@@ -196,7 +203,7 @@ def create_app(store: TrialStore, *, bind_host: str | None = None, token: str | 
             body, status_code=_STATUS_OF_CODE.get(error.code, 404), media_type="text/html; charset=utf-8"
         )
 
-    async def checked(function: Any, *args: Any) -> AtollError | None:
+    async def checked(function: Callable[..., object], *args: object) -> AtollError | None:
         try:
             await run_off_loop(function, *args)
         except AtollError as exc:

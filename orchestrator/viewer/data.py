@@ -12,7 +12,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import fsspec
 
@@ -24,6 +24,7 @@ from orchestrator.store import TrialStore
 from orchestrator.store_runs import TrialRow, one_per_key
 
 Row = tuple[TrialSpec, TrialResult | None, str, int]
+T = TypeVar("T")
 
 
 class RunCache:
@@ -35,17 +36,17 @@ class RunCache:
     live. Thread-safe (routes compute off the event loop)."""
 
     def __init__(self) -> None:
-        self._entries: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self._entries: dict[tuple[str, str], tuple[tuple[int, float, int, str | None], object]] = {}
         self._lock = threading.Lock()
 
-    def get(self, store: TrialStore, name: str, what: str, compute: Callable[[], Any]) -> Any:
+    def get(self, store: TrialStore, name: str, what: str, compute: Callable[[], T]) -> T:
         # The marker is read before computing: a change during the computation moves it again,
         # so a value is never kept under a marker newer than what it saw.
         marker = store.change_marker(name)
         with self._lock:
             hit = self._entries.get((name, what))
         if hit is not None and hit[0] == marker:
-            return hit[1]
+            return cast(T, hit[1])  # stored by this method from the same ``compute``
         value = compute()
         with self._lock:
             self._entries[(name, what)] = (marker, value)
