@@ -314,3 +314,36 @@ def test_the_collector_is_paused_for_the_build_only_and_left_as_found():
         assert not gc.isenabled()  # someone else's choice stays
     finally:
         gc.enable()
+
+
+def test_messages_are_made_when_first_looked_at_and_then_kept():
+    from atoll.formats.chat.messages import index_messages
+
+    records = [
+        {
+            "message_id": "AAAA/t1/t1",
+            "topic_id": "t1",
+            "text": "hello",
+            "created_date": "2024-01-08T10:00:00Z",
+        },
+        "not an object",
+        {"message_id": "AAAA/t1/r2", "topic_id": "t1", "text": 7, "message_state": "deleted"},
+    ]
+    parsed = index_messages({"messages": records}, label="x")
+    assert parsed.messages._made == [None, None]  # the index alone made none
+    assert len(parsed.messages) == 2
+    last = parsed.messages[-1]
+    assert (last.position, last.message_id, last.text, last.deleted, last.created) == (
+        2,
+        "AAAA/t1/r2",
+        "7",
+        True,
+        None,
+    )
+    assert parsed.messages[1] is last and parsed.messages._made[0] is None
+    first = parsed.messages[0]
+    assert (
+        first.created == datetime(2024, 1, 8, 10, tzinfo=UTC) and first.text == "hello" and not first.deleted
+    )
+    assert list(parsed.messages) == [first, last] == parsed.messages[:]
+    assert parsed.by_id == {"AAAA/t1/t1": 0, "AAAA/t1/r2": 1} and parsed.replies == {"t1": [1]}

@@ -8,9 +8,10 @@ post has the same id, topic, author and text for the agent and the judge.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, overload
 
 import orjson
 
@@ -23,9 +24,9 @@ _UNREAD = object()  # ``Message._created`` not computed yet
 class Message:
     """One record of messages.json, with what sorting and filtering need.
 
-    Built for every message of a space when the index is built, so it holds only what the
-    index and the searches read on every message (ids, text, deleted, the sort key); the
-    author is read from the raw record and ``created`` made from the sort key on first use.
+    Made on first use (:class:`Messages`); it holds what searches read on every message (ids,
+    text, deleted, the sort key); the author is read from the raw record and ``created`` made
+    from the sort key when asked.
     """
 
     __slots__ = ("_created", "deleted", "message_id", "position", "record", "sort_key", "text", "topic_id")
@@ -35,8 +36,6 @@ class Message:
         position: int,
         message_id: str,
         topic_id: str,
-        text: str,
-        deleted: bool,
         record: dict[str, Any],
         sort_key: int,
         created: Any = _UNREAD,
@@ -44,8 +43,9 @@ class Message:
         self.position = position  # index in the file's "messages" list
         self.message_id = message_id
         self.topic_id = topic_id
-        self.text = text
-        self.deleted = deleted
+        self.text = _text(record.get("text"))
+        state = record.get("message_state", "")
+        self.deleted = state == "DELETED" or str(state).upper() == "DELETED"
         self.record = record  # the raw record (never mutated)
         self.sort_key = sort_key  # microseconds since 1970 UTC; 0 when the date is unreadable
         self._created = created
@@ -78,11 +78,70 @@ class Message:
         return self.created or _EPOCH
 
 
+class Messages(Sequence[Message]):
+    """The messages of a space in file order, each made on first access (then kept).
+
+    Indexing a space needs only each message's id, topic and sort key; the other fields are
+    read from the raw record when a tool or the grader looks at that message.
+    """
+
+    __slots__ = ("_created", "_ids", "_keys", "_made", "_positions", "_records", "_topics")
+
+    def __init__(self) -> None:
+        self._records: list[dict[str, Any]] = []
+        self._positions: list[int] = []
+        self._ids: list[str] = []
+        self._topics: list[str] = []
+        self._keys: list[int] = []
+        self._created: dict[int, datetime | None] = {}  # index -> date read by parse_takeout_date
+        self._made: list[Message | None] = []
+
+    def _add(self, position: int, record: dict[str, Any], message_id: str, topic_id: str, key: int) -> int:
+        self._records.append(record)
+        self._positions.append(position)
+        self._ids.append(message_id)
+        self._topics.append(topic_id)
+        self._keys.append(key)
+        self._made.append(None)
+        return len(self._made) - 1
+
+    def _make(self, index: int) -> Message:
+        message = Message(
+            self._positions[index],
+            self._ids[index],
+            self._topics[index],
+            self._records[index],
+            self._keys[index],
+            self._created.get(index, _UNREAD),
+        )
+        self._made[index] = message  # two threads may both make it: equal messages, one kept
+        return message
+
+    def __len__(self) -> int:
+        return len(self._made)
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Message]: ...
+    def __getitem__(self, index: int | slice) -> Message | list[Message]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self._made)))]
+        message = self._made[index]
+        return message if message is not None else self._make(index % len(self._made))
+
+    def __iter__(self) -> Iterator[Message]:
+        made = self._made
+        for index in range(len(made)):
+            message = made[index]
+            yield message if message is not None else self._make(index)
+
+
 @dataclass
 class GroupMessages:
     """A parsed messages.json (or why it could not be parsed)."""
 
-    messages: list[Message] = field(default_factory=list)
+    messages: Messages = field(default_factory=Messages)
     roots_newest_first: list[int] = field(default_factory=list)  # positions
     replies: dict[str, list[int]] = field(default_factory=dict)  # topic -> positions, oldest first
     by_id: dict[str, int] = field(default_factory=dict)
@@ -110,14 +169,15 @@ def index_messages(raw: Any, *, label: str) -> GroupMessages:
     """Index the decoded content of one messages.json (``label`` names it in problems).
 
     Dates are read into integer sort keys (:func:`takeout_sort_key`); a ``datetime`` is made
-    only for the few that are not in the Takeout form, and for the others when asked.
+    only for the few that are not in the Takeout form, and for the others when asked; the
+    :class:`Message` objects are made when first looked at (:class:`Messages`).
     """
     if not isinstance(raw, dict) or not isinstance(raw.get("messages", []), list):
         return GroupMessages(error=f"{label}: expected an object with a 'messages' list")
     parsed = GroupMessages()
     messages, by_id, replies, problems = parsed.messages, parsed.by_id, parsed.replies, parsed.problems
     roots: list[int] = []
-    keys: list[int] = []
+    keys = messages._keys
     bad_dates = 0
     latest = None
     for position, record in enumerate(raw.get("messages", [])):
@@ -138,21 +198,9 @@ def index_messages(raw: Any, *, label: str) -> GroupMessages:
             latest = key
         message_id = _text(record.get("message_id"))
         topic_id = _text(record.get("topic_id"))
-        state = record.get("message_state", "")
-        index = len(messages)
-        messages.append(
-            Message(
-                position,
-                message_id,
-                topic_id,
-                _text(record.get("text")),
-                state == "DELETED" or str(state).upper() == "DELETED",
-                record,
-                key,
-                created,
-            )
-        )
-        keys.append(key)
+        index = messages._add(position, record, message_id, topic_id, key)
+        if created is not _UNREAD:
+            messages._created[index] = created
         if message_id:
             by_id.setdefault(message_id, index)
             if parsed.code is None and message_id.count("/") >= 2:
