@@ -20,7 +20,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from environment import EnvironmentServer, EnvironmentSettings
-from environment.mcp_fast import _error_reply
+from environment.mcp_wire import error_reply
 from mcp_servers import create_server
 from mcp_servers._core.context import ServerContext
 from mcp_servers._core.definition import ServerDefinition
@@ -332,6 +332,103 @@ def test_a_raising_tool_is_reported_as_fastmcp_reports_it(masked):
             return await mcp.call_tool("explode", {}, raise_on_error=False)
 
     expected = asyncio.run(via_fastmcp())
-    ours = _error_reply("explode", RuntimeError("boom"), masked)
+    ours = error_reply("explode", RuntimeError("boom"), masked)
     assert ours.is_error and expected.is_error
     assert ours.content[0].text == expected.content[0].text
+
+
+def test_a_session_with_a_get_stream_is_still_told_of_a_swap_while_its_calls_are_fast(tmp_path):
+    async def session_sees_swap(env: EnvironmentServer) -> tuple[int, int, list[str]]:
+        changed = asyncio.Event()
+
+        async def on_message(message: object) -> None:
+            if (
+                "tools/list_changed" in repr(message)
+                or type(message).__name__ == "ToolListChangedNotification"
+            ):
+                changed.set()
+
+        async with AsyncExitStack() as stack:
+            read, write, *_ = await stack.enter_async_context(streamable_http_client(env.mcp_url))
+            session = await stack.enter_async_context(ClientSession(read, write, message_handler=on_message))
+            await session.initialize()
+            await asyncio.sleep(0.2)  # the client opens its standalone GET stream
+            for _ in range(5):
+                assert not (await session.call_tool("filesystem_list_files", {"path": "/"})).is_error
+            before_swap = _answered(env)["tools/call"]
+            await asyncio.to_thread(_apply, env, ("sleepy",))
+            await asyncio.wait_for(changed.wait(), 10)
+            names = sorted(tool.name for tool in (await session.list_tools()).tools)
+            assert (await session.call_tool("sleepy_nap", {"seconds": 0})).content[0].text == "slept 0.0"
+            return before_swap, _answered(env)["tools/call"], names
+
+    with _environment(tmp_path) as env:
+        before_swap, after_swap, names = asyncio.run(session_sees_swap(env))
+    assert before_swap >= 3  # the first call after the GET stream may go to fastmcp, the rest not
+    assert after_swap == before_swap + 1
+    assert names == ["sleepy_nap"]
+
+
+def test_a_session_is_passed_to_fastmcp_once_its_refresh_interval_is_over(tmp_path, monkeypatch):
+    import environment.mcp_fast
+
+    with _environment(tmp_path) as env, httpx.Client(timeout=60) as http:
+        raw = _RawSession(http, env.mcp_url)
+        call = {"name": "filesystem_list_files", "arguments": {"path": "/"}}
+        assert raw.request("tools/call", call).status_code == 200
+        assert _answered(env)["tools/call"] == 1
+        monkeypatch.setattr(environment.mcp_fast, "REFRESH_S", 0.0)
+        time.sleep(0.01)
+        assert raw.request("tools/call", call).json()["result"]["isError"] is False
+        assert _answered(env)["tools/call"] == 1  # fastmcp answered (and saw the session)
+        monkeypatch.setattr(environment.mcp_fast, "REFRESH_S", 60.0)
+        assert raw.request("tools/call", call).status_code == 200
+        assert _answered(env)["tools/call"] == 2
+
+
+def test_a_get_stream_opened_after_fast_calls_still_hears_of_a_swap(tmp_path):
+    """The stream is opened only after calls the fast path answered; the session registry
+    recorded the session when fastmcp handled its first messages, so the swap reaches it."""
+
+    async def scenario(env: EnvironmentServer, raw: _RawSession) -> list[str]:
+        call = {"name": "filesystem_list_files", "arguments": {"path": "/"}}
+        heard: list[str] = []
+        async with httpx.AsyncClient(timeout=30) as http:
+            stream_headers = {**raw.headers(), "accept": "text/event-stream"}
+            async with http.stream("GET", env.mcp_url, headers=stream_headers) as stream:
+                assert stream.status_code == 200
+
+                async def listen() -> None:
+                    async for line in stream.aiter_lines():
+                        if "tools/list_changed" in line:
+                            heard.append(line)
+                            return
+
+                listener = asyncio.ensure_future(listen())
+                await asyncio.sleep(0.2)
+                assert (await asyncio.to_thread(raw.request, "tools/call", call)).status_code == 200
+                await asyncio.to_thread(_apply, env, ("sleepy",))
+                await asyncio.wait_for(listener, 10)
+        return heard
+
+    with _environment(tmp_path) as env, httpx.Client(timeout=60) as http:
+        raw = _RawSession(http, env.mcp_url)
+        call = {"name": "filesystem_list_files", "arguments": {"path": "/"}}
+        for _ in range(3):
+            assert raw.request("tools/call", call).status_code == 200
+        assert _answered(env)["tools/call"] == 3
+        heard = asyncio.run(scenario(env, raw))
+        assert heard
+        assert _answered(env)["tools/call"] == 4
+
+
+def test_a_session_the_registry_has_not_recorded_is_left_to_fastmcp(tmp_path, monkeypatch):
+    from environment.mcp_front import SessionRegistry
+
+    monkeypatch.setattr(SessionRegistry, "can_notify", lambda self, session_id: False)
+    with _environment(tmp_path) as env, httpx.Client(timeout=60) as http:
+        raw = _RawSession(http, env.mcp_url)
+        for _ in range(3):
+            reply = raw.request("tools/call", {"name": "filesystem_list_files", "arguments": {"path": "/"}})
+            assert reply.json()["result"]["isError"] is False
+        assert _answered(env)["tools/call"] == 0  # a swap could not reach it: fastmcp serves it
