@@ -432,3 +432,12 @@ def test_a_session_the_registry_has_not_recorded_is_left_to_fastmcp(tmp_path, mo
             reply = raw.request("tools/call", {"name": "filesystem_list_files", "arguments": {"path": "/"}})
             assert reply.json()["result"]["isError"] is False
         assert _answered(env)["tools/call"] == 0  # a swap could not reach it: fastmcp serves it
+
+
+def test_sse_answers_send_every_request_through_fastmcp(tmp_path):
+    """Streamed answers forward a tool's progress notifications; the lean path has none to send."""
+    with _environment(tmp_path, mcp_json_response=False) as env, httpx.Client(timeout=60) as http:
+        raw = _RawSession(http, env.mcp_url)
+        reply = raw.request("tools/call", {"name": "filesystem_list_files", "arguments": {"path": "/"}})
+        assert reply.status_code == 200 and reply.headers["content-type"].startswith("text/event-stream")
+        assert _answered(env) == {"tools/call": 0, "tools/list": 0}
