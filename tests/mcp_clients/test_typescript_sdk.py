@@ -33,6 +33,7 @@ def test_typescript_sdk_lists_and_calls_tools_with_strict_ajv(all_apps_env, tmp_
     calls = sample_calls()
     calls_file = tmp_path / "calls.json"
     calls_file.write_text(json.dumps(calls))
+    answered = dict(all_apps_env.app.state.mcp_fast.answered)
     run = subprocess.run(
         [_node(), str(CLIENT_DIR / "client.mjs"), all_apps_env.mcp_url, str(calls_file)],
         cwd=CLIENT_DIR,
@@ -48,3 +49,7 @@ def test_typescript_sdk_lists_and_calls_tools_with_strict_ajv(all_apps_env, tmp_
     assert [c["name"] for c in report["calls"]] == [c["name"] for c in calls]
     errors = [c for c in report["calls"] if c["is_error"]]
     assert errors and all(c["structured_keys"] == ["error"] for c in errors)
+    # the lean /mcp path served the listing and the calls (environment/mcp_fast.py)
+    served = all_apps_env.app.state.mcp_fast.answered
+    assert served["tools/list"] > answered["tools/list"]
+    assert served["tools/call"] - answered["tools/call"] == len(calls)
