@@ -27,10 +27,8 @@ channel from the start; the registry sees it on the first message fastmcp handle
 
 from __future__ import annotations
 
-import logging
 import time
 import weakref
-from dataclasses import dataclass
 from typing import Any
 
 import fastmcp
@@ -53,20 +51,14 @@ from environment.mcp_wire import (
     wire_result,
 )
 
-logger = logging.getLogger("environment.mcp")
-
 #: A session's requests go through fastmcp at least this often (seconds): its idle clock and
 #: its liveness are fastmcp's.
 REFRESH_S = 60.0
 #: Bodies larger than this go to fastmcp unread beyond this point (a hot request is small).
 MAX_BODY_BYTES = 1 << 20
 
-_FORGET_AFTER_S = 3600.0  # a session silent this long is dropped from the table (re-learned if alive)
-
-
-@dataclass
-class _Session:
-    passed_at: float  # monotonic time fastmcp last answered a request of this session
+#: A session silent this long is dropped from the table (learned again if it is still alive).
+_FORGET_AFTER_S = 3600.0
 
 
 class McpFastPath:
@@ -99,22 +91,19 @@ class McpFastPath:
         )
         #: requests answered here, by method (tests and benchmarks read it)
         self.answered: dict[str, int] = dict.fromkeys(HOT_METHODS, 0)
-        self._sessions: dict[str, _Session] = {}
+        #: session id -> monotonic time fastmcp last answered a request of that session
+        self._sessions: dict[str, float] = {}
         self._tool_lists: weakref.WeakKeyDictionary[Gateway, dict[str, dict[str, Any]]] = (
             weakref.WeakKeyDictionary()
         )
 
     def _learn(self, session_id: str) -> None:
         now = time.monotonic()
-        session = self._sessions.get(session_id)
-        if session is not None:
-            session.passed_at = now
-            return
-        if len(self._sessions) % 256 == 255:  # now and then, drop sessions long silent
-            stale = [sid for sid, known in self._sessions.items() if now - known.passed_at > _FORGET_AFTER_S]
-            for sid in stale:
-                del self._sessions[sid]
-        self._sessions[session_id] = _Session(passed_at=now)
+        if session_id not in self._sessions and len(self._sessions) % 256 == 255:
+            # now and then, drop sessions long silent (one still alive is learned again)
+            for stale in [sid for sid, seen in self._sessions.items() if now - seen > _FORGET_AFTER_S]:
+                del self._sessions[stale]
+        self._sessions[session_id] = now
 
     def _forget(self, session_id: str) -> None:
         self._sessions.pop(session_id, None)
@@ -238,8 +227,8 @@ class FastMcpCalls:
 
     def _session_is_hot(self, session_id: str | None) -> bool:
         """Whether a request of this handshake-era session may be answered here (see the module)."""
-        session = self.fast._sessions.get(session_id) if session_id is not None else None
-        if session is None or time.monotonic() - session.passed_at > REFRESH_S:
+        seen = self.fast._sessions.get(session_id) if session_id is not None else None
+        if seen is None or time.monotonic() - seen > REFRESH_S:
             return False
         assert session_id is not None
         return self.fast.registry.can_notify(session_id)
