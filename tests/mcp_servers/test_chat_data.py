@@ -316,6 +316,39 @@ def test_the_collector_is_paused_for_the_build_only_and_left_as_found():
         gc.enable()
 
 
+def test_overlapping_pauses_on_two_threads_end_with_the_last_one():
+    # A ends its build while B's is still running, then B ends: the collector must be on
+    # again after both (a per-build check-then-disable left it off for good).
+    import gc
+    import threading
+
+    from mcp_servers.chat.index import cyclic_gc_paused
+
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+    seen_during_b: list[bool] = []
+
+    def build_a() -> None:
+        with cyclic_gc_paused():
+            a_in.set()
+            b_in.wait(5)
+        a_out.set()
+
+    def build_b() -> None:
+        a_in.wait(5)
+        with cyclic_gc_paused():
+            b_in.set()
+            a_out.wait(5)
+            seen_during_b.append(gc.isenabled())  # A is done, B still builds
+
+    threads = [threading.Thread(target=build_a), threading.Thread(target=build_b)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert a_out.is_set() and seen_during_b == [False]  # still paused for B
+    assert gc.isenabled()
+
+
 def test_messages_are_made_when_first_looked_at_and_then_kept():
     from atoll.formats.chat.messages import index_messages
 
