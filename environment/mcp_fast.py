@@ -158,6 +158,7 @@ class FastMcpCalls:
             or not (modern or (session_id is not None and version in HANDSHAKE_PROTOCOL_VERSIONS))
             or not headers.json_body
             or not headers.accepts_json
+            or headers.repeated
             or (not modern and not self._session_is_hot(session_id))
         ):
             await self._pass(session_id, scope, receive, send)
@@ -254,6 +255,19 @@ class FastMcpCalls:
         await self.app(scope, receive, watch)
 
 
+_READ_HEADERS = frozenset(
+    (
+        b"host",
+        b"origin",
+        b"mcp-session-id",
+        b"mcp-protocol-version",
+        b"content-type",
+        b"accept",
+        b"authorization",
+    )
+)
+
+
 class _Headers:
     """The request headers this layer reads, from one pass over the ASGI list."""
 
@@ -266,13 +280,22 @@ class _Headers:
         "mcp_param",
         "host",
         "has_origin",
+        "repeated",
     )
 
     def __init__(self, raw: list[tuple[bytes, bytes]]) -> None:
         self.session_id = self.protocol_version = self.authorization = None
         self.host: bytes | None = None
         self.json_body = self.accepts_json = self.mcp_param = self.has_origin = False
+        # A header this layer reads given twice: which copy counts differs between readers
+        # (fastmcp's Host guard reads the first), so such a request is fastmcp's to answer.
+        self.repeated = False
+        seen: set[bytes] = set()
         for name, value in raw:
+            if name in _READ_HEADERS:
+                if name in seen:
+                    self.repeated = True
+                seen.add(name)
             if name == b"host":
                 self.host = value
             elif name == b"origin":

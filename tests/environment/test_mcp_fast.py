@@ -287,6 +287,49 @@ def test_guards_refuse_hot_requests_as_before(tmp_path):
     assert [status for status, _ in fast] == [401, 403, 421]
 
 
+def _raw_post(url: str, message: Any, headers: list[tuple[str, str]]) -> int:
+    """POST ``message`` with exactly these header lines (repeats kept); the reply's status."""
+    import json
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    body = json.dumps(message).encode()
+    lines = [f"POST {parts.path} HTTP/1.1", *(f"{k}: {v}" for k, v in headers)]
+    lines += [f"content-length: {len(body)}", "connection: close", "", ""]
+    with socket.create_connection((parts.hostname, parts.port), timeout=60) as sock:
+        sock.sendall("\r\n".join(lines).encode("latin-1") + body)
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    return int(reply.split(b" ", 2)[1])
+
+
+def test_a_repeated_host_header_is_left_to_fastmcp_and_does_not_open_the_host_check(tmp_path):
+    # fastmcp's Host guard reads the first Host header; a layer reading the last one and
+    # remembering its verdict would later let that other host through on its own.
+    def answers(env: EnvironmentServer) -> list[int]:
+        with httpx.Client(timeout=60) as http:
+            raw = _RawSession(http, env.mcp_url)
+            call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                    "params": {"name": "filesystem_list_files", "arguments": {"path": "/"}}}  # fmt: skip
+            first = [
+                raw.post(call, host="localhost").status_code,
+                raw.post(call, host="192.168.9.9").status_code,
+            ]
+            # httpx refuses to send two Host headers; an attacker's client does not.
+            hosts = [("host", "localhost"), ("host", "192.168.9.9")]
+            two_hosts = _raw_post(env.mcp_url, call, [*raw.headers().items(), *hosts])
+            return [*first, two_hosts, raw.post(call, host="192.168.9.9").status_code]
+
+    with _environment(tmp_path / "slow", mcp_fast_path=False) as env:
+        slow = answers(env)
+    with _environment(tmp_path / "fast") as env:
+        fast = answers(env)
+    assert fast == slow
+    assert fast[1] == fast[3] == 421
+
+
 def test_a_hot_swap_lets_fast_calls_in_flight_finish_and_lists_the_new_tools(tmp_path):
     with _environment(tmp_path, servers=("sleepy",)) as env, httpx.Client(timeout=60) as http:
         raw = _RawSession(http, env.mcp_url)
