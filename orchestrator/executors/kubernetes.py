@@ -96,6 +96,14 @@ def _micro_time(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def _created_by(job: dict[str, Any], owner: str, stamp: str) -> bool:
+    """Whether ``job`` is the one this worker's create (owner label, creation stamp) made."""
+    metadata = job.get("metadata") or {}
+    return (metadata.get("labels") or {}).get(LABEL_OWNER) == owner and (
+        metadata.get("annotations") or {}
+    ).get(ANNOTATION_CREATED) == stamp
+
+
 def _input_of(job: dict[str, Any]) -> str | None:
     return ((job.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_INPUT)
 
@@ -553,20 +561,23 @@ class KubernetesExecutor:
                 )
                 # Stamped now, after admission: the owner's Lease, not the manifest's age, says it is alive.
                 manifest["metadata"]["labels"][LABEL_OWNER] = self.owner
-                manifest["metadata"]["annotations"][ANNOTATION_CREATED] = str(int(time.time()))
+                stamp = manifest["metadata"]["annotations"][ANNOTATION_CREATED] = str(int(time.time()))
                 self._following.add(name)
                 try:
-                    # A create whose answer was lost and that is retried meets its own Job:
-                    # 409 then counts as created.
-                    await self.api(
-                        self.cluster.create_job, self.namespace, manifest, conflict_ok_on_retry=True
-                    )
+                    await self.api(self.cluster.create_job, self.namespace, manifest)
                     return None, name
                 except ApiError as exc:
                     self._following.discard(name)
-                    if exc.status != 409 or unique:
+                    if exc.status != 409:
                         raise
                 existing = await self.api(self.cluster.job, self.namespace, name)
+                if existing and _created_by(existing, self.owner, stamp):
+                    # A retried create whose first answer was lost met the Job it made. (Names
+                    # are shared between workers, so a 409 alone does not say whose Job it is.)
+                    self._following.add(name)
+                    return None, name
+                if unique:
+                    raise ApiError(f"Job {name} already exists and was created by another worker", status=409)
                 if existing and await self._worth_adopting(spec, existing):
                     log.warning(
                         "trial %s attempt %d: Job %s was created by another worker meanwhile",

@@ -319,6 +319,40 @@ def test_a_job_another_worker_creates_just_before_the_create_is_adopted_not_dupl
     assert not cluster.jobs and not second._unobserved and not second._following
 
 
+def test_a_retried_create_that_meets_another_workers_job_adopts_it(tmp_path, benchmark_dir, cluster):
+    """The create's connection is reset (nothing created) and, before the retry, another worker
+    creates the attempt's Job under the shared name: the retry's 409 is not this worker's own
+    Job, so it is adopted (followed, not owned) rather than counted as created."""
+    from orchestrator.executors.kubernetes_api import ApiError
+
+    first, second, trial = _two_workers(tmp_path, benchmark_dir, cluster)
+    cluster.on_create = _healthy_kubelet(run_s=0.2)
+    create = second.cluster.create_job
+    calls = []
+
+    def reset_then_create(namespace, manifest):
+        calls.append(manifest["metadata"]["name"])
+        if len(calls) == 1:
+            first.cluster.create_job(namespace, _theirs(manifest))  # lands while ours is lost
+            raise ApiError("connection reset by peer", transient=True)
+        return create(namespace, manifest)
+
+    second.cluster.create_job = reset_then_create
+
+    async def scenario():
+        try:
+            return await second.run(trial, attempt=1)
+        finally:
+            await second.aclose()
+
+    result = asyncio.run(scenario())
+    assert result.outcome is Outcome.passed
+    assert len(calls) == 2 and len(cluster.created) == 1
+    [job] = cluster.created
+    assert job["metadata"]["labels"]["atoll.dev/owner"] == "worker-a"
+    assert second.adopted == [job["metadata"]["name"]]
+
+
 def test_a_job_started_by_another_worker_during_admission_is_found_by_the_second_check(
     tmp_path, benchmark_dir, cluster
 ):
