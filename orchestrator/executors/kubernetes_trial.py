@@ -129,7 +129,11 @@ def _refusal(what: str, response: httpx.Response) -> str:
     message = re.search(r"<Message>([^<]*)</Message>", response.text)
     detail = ": ".join(m.group(1) for m in (code, message) if m) or response.text.strip()[:200]
     text = f"{what}: HTTP {response.status_code} {detail}".rstrip(": ")
-    if "expired" in response.text.lower():
+    if code and code.group(1) in ("ExpiredToken", "TokenRefreshRequired"):
+        # A URL signed with temporary credentials (STS, IRSA, an instance profile) dies with
+        # them, whatever its own expiry says (docs/deploy.md, "Presigned URLs").
+        text += " (the worker's temporary credentials that signed the attempt's URLs expired)"
+    elif "request has expired" in response.text.lower():
         text += " (the attempt's presigned URLs expired: it ran past its Job's deadline)"
     return text
 
@@ -208,12 +212,18 @@ class _PresignedFolder:
         except httpx.HTTPError as exc:
             raise InfraError(f"seed {self.seed_uri}: {exc}") from exc
 
-    def _put(self, name: str, data: bytes) -> str:
+    def _put(self, name: str, data: bytes | Path) -> str:
+        """PUT ``data`` (bytes, or a file streamed from disk with its Content-Length, which a
+        presigned PUT needs: a snapshot may be larger than the pod's memory)."""
         url = self.access.put_urls.get(name)
         if url is None:
             raise InfraError(f"the trial input has no presigned URL for {name}")
         try:
-            response = httpx.put(url, content=data, timeout=self.timeout)
+            if isinstance(data, Path):
+                with data.open("rb") as handle:
+                    response = httpx.put(url, content=handle, timeout=self.timeout)
+            else:
+                response = httpx.put(url, content=data, timeout=self.timeout)
         except httpx.HTTPError as exc:
             raise InfraError(f"{self.access.folder_uri}/{name}: {exc}") from exc
         if response.status_code >= 300:
@@ -228,7 +238,7 @@ class _PresignedFolder:
             "trajectory_uri": self._put(TRAJECTORY_NAME, trajectory.model_dump_json(indent=2).encode()),
             "grade_uri": self._put(GRADE_NAME, grade.model_dump_json(indent=2).encode()) if grade else None,
             "snapshot_before_uri": self.seed_uri,
-            "snapshot_after_uri": self._put(AFTER_NAME, after.read_bytes()),
+            "snapshot_after_uri": self._put(AFTER_NAME, after),
         }
 
     def put_outcome(self, data: bytes) -> None:

@@ -51,3 +51,20 @@ def test_the_doc_gives_each_image_a_measured_size_and_build_time():
     assert set(rows) == {"atoll-environment", "atoll-agents-runner", "atoll-grader", "atoll-orchestrator"}
     for row in rows.values():
         assert re.search(r"\| \d+ MB \|", row) and re.search(r"\d+ min", row), row
+
+
+def test_every_secret_a_trial_pod_reads_is_created_in_the_trial_namespace_by_the_doc():
+    """A Secret is read in its own namespace only; trial pods run in the trial namespace, so
+    the setup steps must create each Secret the trial template names there (an optional
+    reference that is missing fails silently: the agent's model calls get 401)."""
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    template = yaml.safe_load((root / "k8s" / "base" / "trial-job.yaml").read_text())
+    trials_namespace = yaml.safe_load((root / "k8s" / "trials" / "namespace.yaml").read_text())
+    namespace = trials_namespace["metadata"]["name"]
+    names = set(re.findall(r"secretRef:\s*\n\s*name:\s*(\S+)", yaml.safe_dump(template)))
+    names |= set(re.findall(r"secretKeyRef:\s*\n(?:\s*\w+:.*\n)*?\s*name:\s*(\S+)", yaml.safe_dump(template)))
+    assert names, "the trial template reads no Secret: update this test"
+    for name in names:
+        assert re.search(rf"kubectl -n {namespace} create secret generic {name}\b", DOC), name

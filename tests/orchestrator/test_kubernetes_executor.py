@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from pathlib import Path
 
@@ -314,6 +315,41 @@ def test_an_attempts_presigned_urls_reach_its_own_folder_only(tmp_path, benchmar
     # Without a signature the store refuses (the pod has nothing else).
     endpoint = s3_store.endpoint_url
     assert httpx.put(f"{endpoint}/atoll/runs/exp/b/attempt-1/outcome.json", content=b"x").status_code == 403
+
+
+@pytest.mark.slow
+def test_the_final_snapshot_is_streamed_from_disk_not_read_into_memory(
+    tmp_path, benchmark_dir, s3_store, monkeypatch
+):
+    """A snapshot may be larger than the trial container's memory: the pod's PUT streams the
+    file (with its length, which a presigned PUT needs) instead of reading it whole."""
+    import pathlib
+    from datetime import UTC, datetime
+
+    from atoll.trajectory import RunStatus, Trajectory
+    from orchestrator.executors.kubernetes_trial import _PresignedFolder
+
+    store, _pod_input, access = _presigned_attempt(s3_store, tmp_path, benchmark_dir, "exp/a/attempt-1")
+    after = tmp_path / "after.tar.gz"
+    payload = os.urandom(3 << 20)
+    after.write_bytes(payload)
+    before = tmp_path / "before.tar.gz"
+    before.write_bytes(b"before")
+    read_whole = pathlib.Path.read_bytes
+
+    def refuse_snapshots(self: pathlib.Path) -> bytes:
+        assert self.name != after.name, "the snapshot was read into memory"
+        return read_whole(self)
+
+    now = datetime(2025, 1, 1, tzinfo=UTC)
+    trajectory = Trajectory(agent="a", model="m", status=RunStatus.completed, started_at=now, ended_at=now)
+    with monkeypatch.context() as pod:
+        pod.setattr(pathlib.Path, "read_bytes", refuse_snapshots)
+        uris = _PresignedFolder(access, store.uri("seeds/world.tar.gz")).store(
+            trajectory, None, before, after
+        )
+    assert uris["snapshot_after_uri"].endswith("exp/a/attempt-1/after.tar.gz")
+    assert store.get_bytes("exp/a/attempt-1/after.tar.gz") == payload
 
 
 @pytest.mark.slow
