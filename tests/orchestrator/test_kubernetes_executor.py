@@ -652,3 +652,21 @@ def test_the_pod_writes_its_outcome_beside_the_input_it_was_given(tmp_path, benc
     assert PodTrialOutcome.model_validate_json(store.get_bytes(f"{folder}/outcome.json")) == outcome
     runs = Path(spec.artifacts.removeprefix("file://")) / folder.rsplit("/", 1)[0]
     assert sorted(path.name for path in runs.iterdir()) == ["attempt-1"]
+
+
+def test_a_refusal_names_expired_signing_credentials_apart_from_an_expired_url():
+    import httpx
+
+    from orchestrator.executors.kubernetes_trial import _refusal
+
+    def body(code: str, message: str) -> str:
+        return f"<Error><Code>{code}</Code><Message>{message}</Message></Error>"
+
+    token = _refusal(
+        "s3://b/k", httpx.Response(403, text=body("ExpiredToken", "The provided token has expired."))
+    )
+    assert "temporary credentials" in token and "deadline" not in token
+    url = _refusal("s3://b/k", httpx.Response(403, text=body("AccessDenied", "Request has expired")))
+    assert "ran past its Job's deadline" in url
+    other = _refusal("s3://b/k", httpx.Response(403, text=body("AccessDenied", "Access Denied")))
+    assert other == "s3://b/k: HTTP 403 AccessDenied: Access Denied"
