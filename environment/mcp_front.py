@@ -43,23 +43,6 @@ class _LiveGatewayProvider(Provider):
         return self._manager.current.tools.get(name)
 
 
-class _FrontServer(FastMCP):
-    """FastMCP whose tool lookup goes straight to the live gateway's table.
-
-    FastMCP's aggregate lookup asks every provider concurrently (a task group per call); the
-    front has one provider, so that costs ~10% of a call's CPU for nothing.
-    """
-
-    _gateway_manager: GatewayManager
-
-    async def _get_tool(self, name: str, version: Any = None) -> Tool | None:
-        if version is None:
-            tool = self._gateway_manager.current.tools.get(name)
-            if tool is not None:
-                return tool
-        return await super()._get_tool(name, version)
-
-
 class SessionRegistry(Middleware):
     """Remembers the MCP connections that sent a message, to notify them when the tools change.
 
@@ -130,14 +113,12 @@ def create_front_server(manager: GatewayManager, sessions: SessionRegistry | Non
     Its serverInfo is ``atoll-environment`` with atoll's version; ``sessions`` (when given)
     records the connected sessions so a swap can notify them.
     """
-    server = _FrontServer(
+    return FastMCP(
         "atoll-environment",
         version=__version__,
         providers=[_LiveGatewayProvider(manager)],
         middleware=[sessions] if sessions is not None else None,
     )
-    server._gateway_manager = manager
-    return server
 
 
 class BearerTokenGuard:

@@ -37,6 +37,7 @@ import httpx
 import mcp_types
 import pytest
 from fastmcp import Client, FastMCP
+from fastmcp.server.providers import Provider
 
 from environment import EnvironmentServer
 
@@ -184,9 +185,11 @@ def _override_problems(tree: ast.AST, imported: dict[str, str]) -> list[str]:
                 name = member.target.id
             else:
                 continue
-            if not _is_private(name) or name in PROVIDER_HOOKS:
+            if not _is_private(name):
                 continue
             for base in bases:
+                if name in PROVIDER_HOOKS and issubclass(base, Provider) and not issubclass(base, FastMCP):
+                    continue  # documented for Provider subclasses (FastMCP is one, but its lookup is its own)
                 if hasattr(base, name) or name in getattr(base, "__private_attributes__", {}):
                     problems.append(f"line {member.lineno}: {node.name} overrides {base.__name__}.{name}")
     return problems
@@ -229,6 +232,17 @@ def test_environment_and_app_servers_use_only_public_fastmcp_api() -> None:
 def test_the_check_catches_each_kind_of_private_use(source: str, expected: str) -> None:
     problems = _private_uses(ast.parse(source), "environment/probe.py")
     assert any(expected in problem for problem in problems), problems
+
+
+def test_a_provider_hook_redefined_on_fastmcp_itself_is_caught() -> None:
+    source = (
+        "from fastmcp import FastMCP\n"
+        "class Front(FastMCP):\n"
+        "    async def _get_tool(self, name, version=None): return None\n"
+    )
+    assert _private_uses(ast.parse(source), "environment/probe.py") == [
+        "environment/probe.py line 3: Front overrides FastMCP._get_tool"
+    ]
 
 
 def test_documented_provider_hooks_and_own_private_state_pass() -> None:
