@@ -46,7 +46,11 @@ def serve(
 
 @trial_app.command("run")
 def run(
-    input_uri: str = typer.Option(..., "--input", help="trial input written by the executor (fsspec URL)"),
+    input_uri: str = typer.Option(
+        ...,
+        "--input",
+        help="trial input written by the executor (an fsspec URL, or the presigned https URL of an S3 store)",
+    ),
     environment_url: str = typer.Option(
         "http://127.0.0.1:8080",
         "--environment-url",

@@ -64,7 +64,7 @@ def test_a_few_percent_of_failing_api_calls_fail_no_trial(tmp_path, benchmark_di
     spec = _spec(tmp_path, benchmark_dir, runs=4)
     benchmark = load_benchmark(spec.benchmark)
     trials = plan_trials(benchmark, spec)
-    executor = KubernetesExecutor(benchmark, spec, _settings(cluster, poll_s=0.01, api_retry_budget_s=5))
+    executor = KubernetesExecutor(benchmark, spec, _settings(cluster, poll_s=0.01, api_retry_budget_s=15))
     cluster.on_create = kubelet = _healthy_kubelet(run_s=0.6)
     # Every kind of call: create, list, watch, events, lease, delete. (One watch serves all
     # trials, so there are few calls to hit: a high rate, to hit some.)
