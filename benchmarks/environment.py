@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import importlib.util
 import os
@@ -572,32 +573,41 @@ async def _cpu_per_call_run(
     return timings, cpu / len(timings), wall
 
 
-def bench_cpu_per_call(calls: int, runs: int) -> None:
+def bench_cpu_per_call(calls: int, runs: int, tree: Path | None = None) -> None:
     """Environment CPU per trivial in-process tool call through /mcp, with both Python clients.
 
     Two `atoll env serve` subprocesses run side by side on the same world: one as configured
     (the lean /mcp path, environment/mcp_fast.py) and a baseline with ATOLL_MCP_FAST_PATH=false
-    (every request through fastmcp's server machinery). Their runs alternate, so both see the
-    same machine load. CPU is each process's user + system time (/proc/PID/stat, 10 ms ticks)
-    over the timed calls divided by the calls; best (lowest CPU) of --runs per environment.
+    (every request through fastmcp's server machinery). With ``tree`` (another checkout, e.g.
+    an older commit's), a third runs that tree's code as configured ("before"). Their runs
+    alternate, so all see the same machine load. CPU is each process's user + system time
+    (/proc/PID/stat, 10 ms ticks) over the timed calls divided by the calls; best (lowest CPU)
+    of --runs per environment.
     """
     print("\n## Environment CPU per call (filesystem_list_files, in-process, through /mcp)")
     print("   lean: the /mcp fast path; fastmcp: ATOLL_MCP_FAST_PATH=false (same process build)")
+    if tree is not None:
+        print(f"   before: {tree} as configured (its own code on PYTHONPATH)")
     gc.collect()
     gc.freeze()
     tool, arguments = "filesystem_list_files", {"path": "/Reports"}
     with tempfile.TemporaryDirectory() as tmp:
         world = small_world(Path(tmp))
-        with EnvProcess(world) as lean, EnvProcess(world, {"ATOLL_MCP_FAST_PATH": "false"}) as baseline:
+        with contextlib.ExitStack() as stack:
+            lean = stack.enter_context(EnvProcess(world))
+            baseline = stack.enter_context(EnvProcess(world, {"ATOLL_MCP_FAST_PATH": "false"}))
+            envs = [("lean", lean), ("fastmcp", baseline)]
+            if tree is not None:
+                envs.insert(1, ("before", stack.enter_context(EnvProcess(world, {"PYTHONPATH": str(tree)}))))
             config = apps_config(["filesystem"], "inprocess", world)
-            for env in (lean, baseline):
+            for _, env in envs:
                 assert httpx.post(f"{env.url}/apps", json=config, timeout=120).status_code == 200
                 _wait_preloaded(env.url)
             for kind in ("fastmcp Client", "mcp SDK"):
                 for sessions in (1, 16):
                     best: dict[str, tuple[list[float], float, float]] = {}
                     for _ in range(runs):
-                        for label, env in (("lean", lean), ("fastmcp", baseline)):
+                        for label, env in envs:
                             result = asyncio.run(
                                 _cpu_per_call_run(
                                     kind, f"{env.url}/mcp", env.process.pid, tool, arguments, sessions, calls
@@ -605,7 +615,7 @@ def bench_cpu_per_call(calls: int, runs: int) -> None:
                             )
                             if label not in best or result[1] < best[label][1]:
                                 best[label] = result
-                    for label in ("lean", "fastmcp"):
+                    for label, _ in envs:
                         timings, cpu_per_call, wall = best[label]
                         rate = len(timings) / wall
                         print(
@@ -616,6 +626,8 @@ def bench_cpu_per_call(calls: int, runs: int) -> None:
                         )
                     ratio = best["lean"][1] / best["fastmcp"][1]
                     print(f"    lean / fastmcp CPU per call: {ratio:.2f}")
+                    if tree is not None:
+                        print(f"    lean / before CPU per call: {best['lean'][1] / best['before'][1]:.2f}")
                     if sessions == 16:
                         timings, cpu_per_call, wall = best["lean"]
                         rate = len(timings) / wall
@@ -822,6 +834,9 @@ def main() -> None:
     parser.add_argument(
         "--only", choices=["start", "first", "latency", "cpu", "transfer"], help="run one section"
     )
+    parser.add_argument(
+        "--tree", type=Path, help="cpu section: also run this checkout's environment (A/B against older code)"
+    )
     parser.add_argument("--quiet", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -843,7 +858,7 @@ def main() -> None:
     elif args.only == "latency":
         bench_latency(args.calls, args.runs, args.pace_ms)
     elif args.only == "cpu":
-        bench_cpu_per_call(args.calls, args.runs)
+        bench_cpu_per_call(args.calls, args.runs, args.tree.resolve() if args.tree else None)
     elif args.only == "transfer":
         bench_transfer(args.size_mb, args.runs)
     if args.only is None or not args.quiet:

@@ -62,6 +62,28 @@ class _McpOnly:
         await self.app(scope, receive, send)
 
 
+class _EnvironmentApp(FastAPI):
+    """FastAPI with the environment's front layers ahead of its whole middleware stack.
+
+    HTTP and WebSocket requests enter :attr:`outer` (the Host/cross-site guard, then the lean
+    ``/mcp`` path) before FastAPI's own layers (telemetry, body limit, the 500 handler) and
+    routing, which a hot ``/mcp`` request answered by the lean path never needs; every other
+    request continues into them unchanged. Lifespan events go straight to FastAPI.
+    """
+
+    outer: ASGIApp | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.outer is not None and scope["type"] != "lifespan":
+            await self.outer(scope, receive, send)
+        else:
+            await super().__call__(scope, receive, send)
+
+    async def stack(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """FastAPI's own entry: its middleware stack, then routing (what :attr:`outer` wraps)."""
+        await super().__call__(scope, receive, send)
+
+
 def _preload(freeze_heap: bool) -> None:
     preload_app_servers()
     if freeze_heap:
@@ -119,7 +141,7 @@ def create_app(
             logger.info("environment ready", extra={"fs_root": str(settings.fs_root)})
             yield
 
-    app = FastAPI(
+    app = _EnvironmentApp(
         title="atoll environment",
         version=__version__,
         lifespan=lifespan,
@@ -129,14 +151,14 @@ def create_app(
     app.state.metrics = metrics
     app.state.gateway = manager
     token = settings.mcp_token.get_secret_value() if settings.mcp_token else None
-    # Hot /mcp requests (tools/call, tools/list) are answered below fastmcp's machinery; added
-    # before the guard, so the guard runs first (environment/mcp_fast.py).
+    # Hot /mcp requests (tools/call, tools/list) are answered below fastmcp's machinery
+    # (environment/mcp_fast.py), and ahead of FastAPI's own middleware stack: every request
+    # meets the Host/cross-site guard first, then the lean path, then FastAPI.
     app.state.mcp_fast = McpFastPath(
         manager, sessions, front, token=token, enabled=settings.mcp_fast_path and settings.mcp_json_response
     )
-    app.add_middleware(FastMcpCalls, fast_path=app.state.mcp_fast, path=MCP_PATH)
-    app.add_middleware(
-        GuardMiddleware,
+    app.outer = GuardMiddleware(
+        FastMcpCalls(app.stack, fast_path=app.state.mcp_fast, path=MCP_PATH),
         policy=HostPolicy(settings.allowed_host_list, bind_host),
         body_timeout_s=settings.body_timeout_s,
         detail_field=True,  # Archipelago's clients read FastAPI's "detail" (docs/environment.md)

@@ -35,7 +35,8 @@ import fastmcp
 import pydantic_core
 from fastmcp import FastMCP
 from fastmcp.server.http import HostOriginGuardMiddleware
-from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS, validate_mcp_param_headers
+from fastmcp.tools import Tool
+from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS, X_MCP_HEADER_KEY, validate_mcp_param_headers
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -93,9 +94,10 @@ class McpFastPath:
         self.answered: dict[str, int] = dict.fromkeys(HOT_METHODS, 0)
         #: session id -> monotonic time fastmcp last answered a request of that session
         self._sessions: dict[str, float] = {}
-        self._tool_lists: weakref.WeakKeyDictionary[Gateway, dict[str, dict[str, Any]]] = (
-            weakref.WeakKeyDictionary()
-        )
+        #: gateway -> protocol version -> its tools/list result as JSON, as it goes on the wire
+        self._tool_lists: weakref.WeakKeyDictionary[Gateway, dict[str, bytes]] = weakref.WeakKeyDictionary()
+        #: gateway -> tool name -> whether its input schema may route arguments by header
+        self._header_routed: weakref.WeakKeyDictionary[Gateway, dict[str, bool]] = weakref.WeakKeyDictionary()
 
     def _learn(self, session_id: str) -> None:
         now = time.monotonic()
@@ -108,23 +110,39 @@ class McpFastPath:
     def _forget(self, session_id: str) -> None:
         self._sessions.pop(session_id, None)
 
-    def tool_list(self, gateway: Gateway, version: str) -> dict[str, Any]:
-        """``gateway``'s ``tools/list`` result for ``version``, built once per gateway and version
-        (a gateway's tools never change); callers must not modify it."""
+    def tool_list_json(self, gateway: Gateway, version: str) -> bytes:
+        """``gateway``'s ``tools/list`` result for ``version`` as JSON, exactly as it goes on the
+        wire (sieved, stamped), built once per gateway and version: a gateway's tools never
+        change, and the result does not depend on the request (no cursor is answered here)."""
         by_version = self._tool_lists.get(gateway)
         if by_version is None:
             by_version = self._tool_lists[gateway] = {}
         listed = by_version.get(version)
         if listed is None:
-            listed = by_version[version] = tools_list_result(gateway.tools.values(), version)
+            result = tools_list_result(gateway.tools.values(), version)
+            wired = wire_result("tools/list", version, result, self.server_info)
+            listed = by_version[version] = pydantic_core.to_json(wired)
         return listed
+
+    def routes_by_header(self, gateway: Gateway, tool: Tool) -> bool:
+        """Whether ``tool``'s input schema carries an ``x-mcp-header`` annotation anywhere (then
+        a 2026-era call's arguments are checked against the SDK's header rule on every call);
+        without one the rule has nothing to check. Learned once per gateway and tool."""
+        by_name = self._header_routed.get(gateway)
+        if by_name is None:
+            by_name = self._header_routed[gateway] = {}
+        routed = by_name.get(tool.name)
+        if routed is None:
+            routed = by_name[tool.name] = X_MCP_HEADER_KEY.encode() in pydantic_core.to_json(tool.parameters)
+        return routed
 
 
 class FastMcpCalls:
     """ASGI middleware answering hot ``/mcp`` requests from the live gateway (see the module).
 
-    It sits inside the environment's Host/cross-site guard and before FastAPI's routing; every
-    request it does not answer goes on to ``app`` with its body intact.
+    It sits right behind the environment's Host/cross-site guard, ahead of FastAPI's own
+    middleware stack and routing (``environment.app``); every request it does not answer goes
+    on to ``app`` with its body intact.
     """
 
     def __init__(self, app: ASGIApp, *, fast_path: McpFastPath, path: str = "/mcp") -> None:
@@ -177,13 +195,15 @@ class FastMcpCalls:
         ):
             request = None  # /mcp's own guard answers the 401
         tool = None
+        gateway = fast.manager.current
         if request is not None and request.method == "tools/call":
-            tool = fast.manager.current.tools.get(request.params["name"])
+            tool = gateway.tools.get(request.params["name"])
             if tool is None or not getattr(tool, "context_free", False):
                 request = None  # unknown tools and those needing fastmcp's context: fastmcp's answer
             elif (
                 modern
                 and request.params.get("arguments")
+                and fast.routes_by_header(gateway, tool)
                 and validate_mcp_param_headers(tool.parameters, request.params["arguments"], {}) is not None
             ):
                 request = None  # an argument the schema routes by header: fastmcp's rejection
@@ -193,23 +213,27 @@ class FastMcpCalls:
         if not await self._guard_allows(headers, scope, receive, send):  # it sent the refusal
             return
         fast.answered[request.method] += 1
+        reply_session = None if modern else session_id
         if request.method == "tools/list":
-            result = dict(fast.tool_list(fast.manager.current, version))
-            wired = wire_result(request.method, version, result, fast.server_info)
-            reply = {"jsonrpc": "2.0", "id": request.id, "result": wired}
-        else:
-            assert tool is not None
-            reply = await call_tool_reply(
-                tool,
-                request,
-                version,
-                server_info=fast.server_info,
-                mask_error_details=fast.mask_error_details,
+            # the same bytes as dumping {"jsonrpc", "id", "result"}, the result dumped once
+            listed = fast.tool_list_json(gateway, version)
+            body = (
+                b'{"jsonrpc":"2.0","id":' + pydantic_core.to_json(request.id) + b',"result":' + listed + b"}"
             )
+            await _send_json(send, 200, body, reply_session)
+            return
+        assert tool is not None
+        reply = await call_tool_reply(
+            tool,
+            request,
+            version,
+            server_info=fast.server_info,
+            mask_error_details=fast.mask_error_details,
+        )
         status = 200
         if "error" in reply and modern:
             status = ERROR_CODE_HTTP_STATUS.get(reply["error"]["code"], 200)
-        await _send_json(send, status, pydantic_core.to_json(reply), None if modern else session_id)
+        await _send_json(send, status, pydantic_core.to_json(reply), reply_session)
 
     async def _guard_allows(self, headers: _Headers, scope: Scope, receive: Receive, send: Send) -> bool:
         """Whether fastmcp's Host/Origin guard lets the request through; when not, it has sent

@@ -11,13 +11,14 @@ import time
 from collections.abc import Iterator
 from contextlib import AsyncExitStack, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import httpx
 import pytest
 from fastmcp import Client, FastMCP
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from pydantic import Field
 
 from environment import EnvironmentServer, EnvironmentSettings
 from environment.mcp_wire import error_reply
@@ -42,13 +43,25 @@ async def nap(ctx: ServerContext, seconds: float) -> str:
     return f"slept {seconds}"
 
 
+REGIONAL = ServerDefinition(name="regional", consolidated_name="regional")
+
+
+@REGIONAL.tool(read_only=True)
+async def echo_region(
+    ctx: ServerContext, region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})]
+) -> str:
+    """Answer the region (an argument a 2026-era client also sends as an ``Mcp-Param-Region`` header)."""
+    return region
+
+
 def _factory(
     name: str, *, fs_root: Path, apps_data_root: Path, mode: str = "individual", options=None, **_: Any
 ):
-    if name == "sleepy":
+    if name in ("sleepy", "regional"):
         from mcp_servers._core.build import build_server
 
-        return build_server(SLEEPY, ServerContext.create(fs_root, apps_data_root, {}), mode=mode)
+        definition = SLEEPY if name == "sleepy" else REGIONAL
+        return build_server(definition, ServerContext.create(fs_root, apps_data_root, {}), mode=mode)
     return create_server(
         name, fs_root=fs_root, apps_data_root=apps_data_root, mode=mode, options=options or {}
     )
@@ -285,6 +298,65 @@ def test_guards_refuse_hot_requests_as_before(tmp_path):
         assert _answered(env)["tools/call"] == 1
     assert fast == slow
     assert [status for status, _ in fast] == [401, 403, 421]
+
+
+def test_a_call_whose_header_routed_argument_lacks_its_header_is_left_to_fastmcp(tmp_path):
+    # A tool whose schema routes an argument by header (x-mcp-header): a 2026-era call whose
+    # Mcp-Param header is missing or disagrees is fastmcp's to judge (the SDK's header rule);
+    # only one that agrees is answered here. (fastmcp applies the rule to tools it has listed
+    # itself, so without a listing through it both paths answer the call.)
+    def replies(env: EnvironmentServer) -> list[tuple[int, Any]]:
+        with httpx.Client(timeout=60) as http:
+            raw = _RawSession(http, env.mcp_url, MODERN)
+            answers = []
+            for header in (None, "us", "eu"):
+                raw.next_id += 1
+                message = {"jsonrpc": "2.0", "id": raw.next_id, "method": "tools/call",
+                           "params": {"name": "regional_echo_region", "arguments": {"region": "eu"},
+                                      "_meta": _ENVELOPE}}  # fmt: skip
+                reply = raw.post(message, **({"mcp-param-region": header} if header else {}))
+                answers.append((reply.status_code, reply.json()))
+            return answers
+
+    with _environment(tmp_path / "slow", servers=("regional",), mcp_fast_path=False) as env:
+        slow = replies(env)
+    with _environment(tmp_path / "fast", servers=("regional",)) as env:
+        fast = replies(env)
+        assert _answered(env)["tools/call"] == 0  # a Mcp-Param header always goes to fastmcp
+        with httpx.Client(timeout=60) as http:
+            raw = _RawSession(http, env.mcp_url, MODERN)
+            call = {"name": "regional_echo_region", "arguments": {"region": "eu"}}
+            assert raw.request("tools/call", call).status_code == 200
+        assert _answered(env)["tools/call"] == 0  # missing header: not answered here either
+    assert fast == slow
+    assert fast[2][0] == 200 and fast[2][1]["result"]["content"][0]["text"] == "eu"
+
+
+def test_hot_requests_skip_fastapis_middleware_stack_and_the_rest_still_enter_it(tmp_path):
+    # The lean path sits ahead of FastAPI's own layers (telemetry, body limit, 500 handler):
+    # a hot call never enters them, anything else (fastmcp's requests, the routes) still does.
+    with _environment(tmp_path) as env, httpx.Client(timeout=60) as http:
+        assert http.get(f"{env.url}/health").status_code == 200  # FastAPI's stack is built
+        entered: list[str] = []
+        stack = env.app.middleware_stack
+
+        async def counting(scope, receive, send):
+            entered.append(f"{scope.get('method')} {scope['path']}")
+            await stack(scope, receive, send)
+
+        env.app.middleware_stack = counting
+        raw = _RawSession(http, env.mcp_url)
+        assert len(entered) == 2  # initialize and its notification: fastmcp's
+        reply = raw.request(
+            "tools/call", {"name": "filesystem_list_files", "arguments": {"path": "/Reports"}}
+        )
+        assert reply.status_code == 200 and not reply.json()["result"]["isError"]
+        assert raw.request("tools/list").status_code == 200
+        assert _answered(env) == {"tools/call": 1, "tools/list": 1}
+        assert len(entered) == 2
+        assert http.get(f"{env.url}/health").status_code == 200
+        assert http.get(f"{env.url}/", headers={"host": "evil.example"}).status_code == 421  # guard first
+        assert entered[2:] == ["GET /health"]
 
 
 def _raw_post(url: str, message: Any, headers: list[tuple[str, str]]) -> int:
