@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +14,7 @@ from atoll.errors import AtollError
 from atoll.experiment import ExperimentSpec
 from atoll.llm.preflight import experiment_probes
 from atoll.trajectory import RunStatus
+from tests.fresh_interpreter import run_fresh
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -109,16 +106,5 @@ def test_checking_an_experiments_agents_imports_no_agent():
         "         or m.startswith(('agents_runner.agents.', 'agents_runner.runner'))]\n"
         "print(json.dumps({'flags': flags, 'heavy': sorted(heavy)}))\n"
     )
-    completed = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    assert json.loads(completed.stdout.strip().splitlines()[-1]) == {
-        "flags": [True, False, True],
-        "heavy": [],
-    }
+    report, _ = run_fresh(code, timeout=120)
+    assert report == {"flags": [True, False, True], "heavy": []}

@@ -16,36 +16,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.fresh_interpreter import run_cli
+
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("litellm", "fastmcp", "mcp", "sqlalchemy", "pandas", "agents_runner", "environment", "orchestrator")
 
-_PROBE = """
-import json, sys
-sys.argv = ["atoll", *json.loads(sys.argv[1])]
-from atoll.cli import main
-try:
-    main()
-except SystemExit as exc:
-    code = exc.code
-else:
-    code = 0
-sys.stdout.flush()
-print("\\n" + json.dumps({"code": code, "imported": [m for m in %(watch)r if m in sys.modules]}))
-"""
-
 
 def _run(args: list[str], watch: tuple[str, ...] = HEAVY) -> dict:
-    completed = subprocess.run(
-        [sys.executable, "-c", _PROBE % {"watch": watch}, json.dumps(args)],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    report = json.loads(completed.stdout.strip().splitlines()[-1])
-    report["stderr"], report["stdout"] = completed.stderr, completed.stdout
-    return report
+    return run_cli(args, watch, timeout=120)
 
 
 @pytest.mark.parametrize(

@@ -24,11 +24,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import importlib
-import json
-import os
 import re
-import subprocess
-import sys
 from contextlib import asynccontextmanager
 from functools import cache
 from pathlib import Path
@@ -40,6 +36,7 @@ from fastmcp import Client, FastMCP
 from fastmcp.server.providers import Provider
 
 from environment import EnvironmentServer
+from tests.fresh_interpreter import run_fresh
 
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("environment", "mcp_servers")
@@ -287,16 +284,7 @@ with EnvironmentServer(settings) as env, httpx.Client(base_url=env.url, timeout=
 
 
 def test_our_in_process_servers_are_served_without_fastmcps_client_side() -> None:
-    completed = subprocess.run(
-        [sys.executable, "-c", _PROBE],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "ATOLL_LOG_LEVEL": "WARNING"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    report = json.loads(completed.stdout.strip().splitlines()[-1])
+    report, _ = run_fresh(_PROBE, env={"ATOLL_LOG_LEVEL": "WARNING"})
     assert report == {"is_error": False, "client_modules": []}
 
 

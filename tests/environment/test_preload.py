@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from mcp_servers import OPTIONAL_SERVER_NAMES, SERVER_NAMES
+from tests.fresh_interpreter import run_fresh
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,16 +26,7 @@ print(json.dumps({
 
 def _run_probe(code: str) -> dict:
     """Run ``code`` in a fresh interpreter (nothing imported yet) and read the JSON it prints last."""
-    completed = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    return json.loads(completed.stdout.strip().splitlines()[-1])
+    return run_fresh(code)[0]
 
 
 def test_preload_builds_every_server_including_market_data() -> None:

@@ -10,11 +10,9 @@ them for other tests.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.fresh_interpreter import run_fresh
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -77,16 +75,9 @@ print(json.dumps(report))
 
 
 def _probe(preload: bool) -> dict:
-    completed = subprocess.run(
-        [sys.executable, "-c", _PROBE % {"lazy": LAZY_LIBRARIES, "preload": preload}],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "ATOLL_LOG_LEVEL": "WARNING"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    return json.loads(completed.stdout.strip().splitlines()[-1])
+    return run_fresh(
+        _PROBE % {"lazy": LAZY_LIBRARIES, "preload": preload}, env={"ATOLL_LOG_LEVEL": "WARNING"}
+    )[0]
 
 
 def test_building_and_listing_every_server_imports_no_document_library() -> None:

@@ -23,6 +23,7 @@ from orchestrator.planner import plan_trials
 from orchestrator.runner import run_experiment, work_left
 from orchestrator.store import TrialStore
 from tests.atoll.factories import make_task, write_benchmark
+from tests.fresh_interpreter import run_cli
 
 WRONG_KEY = {
     "status": 401,
@@ -185,20 +186,14 @@ def test_a_judge_key_revoked_midway_aborts_the_run_as_a_model_endpoint_error(tmp
     assert "configuration error from model endpoint openai/judge" in report
 
 
-_RESUME_PROBE = """
-import json, sys
-sys.argv = ["atoll", *json.loads(sys.argv[1])]
-from atoll.cli import main
-try:
-    main()
-except SystemExit as exc:
-    code = exc.code
-else:
-    code = 0
-sys.stdout.flush()
-heavy = ("litellm", "fastmcp", "agents_runner.runner", "agents_runner.agents", "grader", "environment")
-print("\\n" + json.dumps({"code": code, "imported": sorted(m for m in heavy if m in sys.modules)}))
-"""
+_RESUME_WATCH = (
+    "litellm",
+    "fastmcp",
+    "agents_runner.runner",
+    "agents_runner.agents",
+    "grader",
+    "environment",
+)
 
 
 def test_a_local_resume_with_nothing_left_checks_no_endpoint_and_imports_no_model_client(tmp_path):
@@ -209,16 +204,10 @@ def test_a_local_resume_with_nothing_left_checks_no_endpoint_and_imports_no_mode
     path = _experiment(tmp_path, agent_base=api_base, executor="instant")
     done, _ = _atoll("run", path, "--quiet")
     assert done.returncode == 0, done.stderr
-    completed = subprocess.run(
-        [sys.executable, "-c", _RESUME_PROBE, json.dumps(["run", path, "--quiet", "--executor", "local"])],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    report = json.loads(completed.stdout.strip().splitlines()[-1])
-    assert report == {"code": 0, "imported": []}, completed.stderr
-    assert "2 of 2 trials done: 0 run now, 2 already done" in completed.stdout
-    assert "model endpoint" not in completed.stderr
+    report = run_cli(["run", path, "--quiet", "--executor", "local"], _RESUME_WATCH)
+    assert (report["code"], report["imported"]) == (0, []), report["stderr"]
+    assert "2 of 2 trials done: 0 run now, 2 already done" in report["stdout"]
+    assert "model endpoint" not in report["stderr"]
 
 
 def test_a_resume_with_work_left_still_checks_the_endpoints(tmp_path):
