@@ -272,6 +272,18 @@ def test_a_finished_job_whose_outcome_is_an_error_is_not_adopted_by_the_retry(
     assert executor.adopted == [] and len(cluster.created) == 2  # the retry ran a Job of its own
 
 
+def _run_and_close(executor: KubernetesExecutor, trial) -> object:
+    """Run attempt 1 of ``trial`` on ``executor`` and close it; the result."""
+
+    async def scenario():
+        try:
+            return await executor.run(trial, attempt=1)
+        finally:
+            await executor.aclose()
+
+    return asyncio.run(scenario())
+
+
 def _theirs(manifest: dict, owner: str = "worker-a") -> dict:
     """The same attempt's Job as another worker creates it (its own owner label)."""
     job = copy.deepcopy(manifest)
@@ -301,13 +313,7 @@ def test_a_job_another_worker_creates_just_before_the_create_is_adopted_not_dupl
 
     second.cluster.create_job = racing_create
 
-    async def scenario():
-        try:
-            return await second.run(trial, attempt=1)
-        finally:
-            await second.aclose()
-
-    result = asyncio.run(scenario())
+    result = _run_and_close(second, trial)
     assert result.outcome is Outcome.passed
     [job] = cluster.created
     assert len(cluster.created) == 1, "a second Job was started for the same attempt"
@@ -339,13 +345,7 @@ def test_a_retried_create_that_meets_another_workers_job_adopts_it(tmp_path, ben
 
     second.cluster.create_job = reset_then_create
 
-    async def scenario():
-        try:
-            return await second.run(trial, attempt=1)
-        finally:
-            await second.aclose()
-
-    result = asyncio.run(scenario())
+    result = _run_and_close(second, trial)
     assert result.outcome is Outcome.passed
     assert len(calls) == 2 and len(cluster.created) == 1
     [job] = cluster.created
