@@ -591,7 +591,7 @@ def test_the_node_setup_installs_the_profile_the_trial_pod_names():
         assert (
             daemonset["metadata"]["namespace"] == configmaps[0]["metadata"]["namespace"] == "atoll-node-setup"
         )
-    # The admission policy (its CEL: tests/deploy/check_admission_policy.py) is cluster-scoped,
+    # The admission policy (its CEL: tests/deploy/test_admission_policy.py) is cluster-scoped,
     # denies, matches the orchestrators' Jobs and allows the environment's profile by that name.
     [policy] = [doc for doc in documents if doc["kind"] == "ValidatingAdmissionPolicy"]
     [binding] = [doc for doc in documents if doc["kind"] == "ValidatingAdmissionPolicyBinding"]
