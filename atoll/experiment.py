@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -74,8 +74,13 @@ class ExperimentSpec(_Spec):
     limits: Limits = Field(default_factory=Limits)
     concurrency: Concurrency = Field(default_factory=Concurrency)
     max_total_cost_usd: float | None = Field(default=None, gt=0)
-    executor: Literal["local", "kubernetes", "instant"] = Field(
-        default="local", description="local, kubernetes, or instant (dry run: nothing executed)"
+    executor: str = Field(
+        default="local",
+        pattern=r"^[a-z][a-z0-9_]*$",
+        description="a registered executor (orchestrator/executors/<name>.py): local, kubernetes, "
+        "or instant (dry run: nothing executed); an unknown name is refused before anything is "
+        "stored, naming the known ones",
+        examples=["local", "kubernetes", "instant"],
     )
     store: str = Field(default="sqlite:///atoll-out/atoll.db")
     artifacts: str = Field(default="file://atoll-out/artifacts")

@@ -168,8 +168,10 @@ async def run_experiment(
     """
     benchmark = load_benchmark(spec.benchmark)
     trials = plan_trials(benchmark, spec)
-    # The executor checks the agents' options before anything is written to the store.
-    executor = None if enqueue_only else (executor_factory or get_executor(spec.executor))(benchmark, spec)
+    # The executor is resolved even when only enqueuing: an unknown name is refused before
+    # the store is touched. Built, it checks the agents' options, also before anything is stored.
+    factory = executor_factory or get_executor(spec.executor)
+    executor = None if enqueue_only else factory(benchmark, spec)
     store = TrialStore(spec.store) if store_exists(spec.store) else None
     if (
         preflight is not None

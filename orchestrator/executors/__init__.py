@@ -1,19 +1,17 @@
 """Executors turn one TrialSpec into one TrialResult; they register themselves by name.
 
 An executor lives in ``orchestrator/executors/<name>.py`` and registers its class (or any
-factory ``(benchmark, experiment) -> Executor``) with ``@executor("<name>")``; the module is
-imported the first time :func:`get_executor` asks for the name, so an unused executor costs nothing. Adding
-one is that module plus its name in ``ExperimentSpec.executor`` (atoll/experiment.py), a
-``Literal`` because the contract cannot import the orchestrator and the experiment's JSON schema
-lists the names (docs/architecture.md, "Extension points");
-tests/orchestrator/test_executor_registry.py fails when the two disagree.
+factory ``(benchmark, experiment) -> Executor``) with ``@executor("<name>")``: that module is
+all there is to adding one. It is imported the first time :func:`get_executor` asks for the
+name, so an unused executor costs nothing; an unknown name is refused naming the known ones
+(:func:`known_executors`), before a run stores anything (docs/architecture.md, "Extension points").
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar, get_args
+from typing import TYPE_CHECKING, TypeVar
 
 from atoll.errors import AtollError
 
@@ -54,10 +52,18 @@ def get_executor(name: str) -> ExecutorFactory:
     try:
         return _EXECUTORS[name]
     except KeyError:
-        from atoll.experiment import ExperimentSpec
-
-        known = ", ".join(get_args(ExperimentSpec.model_fields["executor"].annotation))
-        raise AtollError("bad_experiment", f"unknown executor {name!r} ({known})") from None
+        known = ", ".join(known_executors())
+        raise AtollError("bad_experiment", f"unknown executor {name!r} (known: {known})") from None
 
 
-__all__ = ["ExecutorFactory", "executor", "get_executor"]
+def known_executors() -> list[str]:
+    """The names of every executor this package holds (each module imported to learn them)."""
+    import pkgutil
+
+    for module in pkgutil.iter_modules(__path__):
+        if not module.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{module.name}")
+    return sorted(_EXECUTORS)
+
+
+__all__ = ["ExecutorFactory", "executor", "get_executor", "known_executors"]

@@ -72,6 +72,9 @@ def test_bad_experiment_and_unknown_run_are_clear_errors(settings, benchmark_dir
         message = bad.json()["error"]["message"]
         assert "runs: " in message and "colour: Extra inputs are not permitted" in message
         assert client.post("/runs", content="[1, 2").status_code == 400
+        slurm = client.post("/runs", content=_experiment(benchmark_dir, executor="slurm"))
+        assert slurm.status_code == 400 and "unknown executor 'slurm'" in slurm.json()["error"]["message"]
+        assert client.get("/runs").json()["runs"] == []  # nothing was stored for it
         missing = client.get("/runs/nope")
         assert missing.status_code == 404 and "no run named 'nope'" in missing.json()["error"]["message"]
         assert client.get("/runs/nope/report").status_code == 404
