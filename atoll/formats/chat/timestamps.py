@@ -8,6 +8,7 @@ never depends on the weekday name or on the server's local time.
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import UTC, date, datetime, timedelta, timezone, tzinfo
 from typing import Any
@@ -157,12 +158,10 @@ def parse_takeout_date(text: str) -> datetime:
 _DAY = re.compile(r"^[A-Za-z]+, ([A-Za-z]+) (\d{1,2}), (\d{4})\Z")
 _CLOCK = re.compile(r"^(\d{1,2}):(\d{2}):(\d{2})[ \u202f](AM|PM) UTC$")
 _EPOCH_DAY = date(1970, 1, 1).toordinal()
-_CACHE_LIMIT = 100_000
-_NOT_SEEN = object()
-_days: dict[str, Any] = {}  # "Monday, January 8, 2024" -> days since 1970, None: not the form
-_clocks: dict[str, Any] = {}  # "10:15:32 AM UTC" -> seconds since midnight
+_CACHE_LIMIT = 100_000  # distinct day and clock texts remembered (an export repeats them)
 
 
+@functools.lru_cache(maxsize=_CACHE_LIMIT)
 def _day(text: str) -> int | None:
     match = _DAY.match(text)
     month = _MONTHS.get(match.group(1).lower()) if match else None
@@ -174,6 +173,7 @@ def _day(text: str) -> int | None:
         return None
 
 
+@functools.lru_cache(maxsize=_CACHE_LIMIT)
 def _clock(text: str) -> int | None:
     match = _CLOCK.match(text)
     if match is None:
@@ -199,20 +199,10 @@ def takeout_sort_key(text: Any) -> int | None:
     if at < 0:
         return None
     day_text, clock_text = text[:at], text[at + 4 :]
-    day = _days.get(day_text, _NOT_SEEN)
-    if day is _NOT_SEEN:
-        day = _day(day_text)
-        if len(_days) >= _CACHE_LIMIT:
-            _days.clear()
-        _days[day_text] = day
+    day = _day(day_text)
     if day is None:
         return None
-    clock = _clocks.get(clock_text, _NOT_SEEN)
-    if clock is _NOT_SEEN:
-        clock = _clock(clock_text)
-        if len(_clocks) >= _CACHE_LIMIT:
-            _clocks.clear()
-        _clocks[clock_text] = clock
+    clock = _clock(clock_text)
     if clock is None:
         return None
     return (day * 86_400 + clock) * 1_000_000
