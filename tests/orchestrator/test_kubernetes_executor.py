@@ -126,6 +126,13 @@ def _run_end_to_end(tmp_path, benchmark_dir, cluster, environment, artifacts: st
 
     cluster.on_create = kubelet
     spec = _spec(tmp_path, benchmark_dir, artifacts=artifacts)
+    settings, trial, result = _run_one_trial(spec, cluster)
+    return spec, settings, trial, result
+
+
+def _run_one_trial(spec: ExperimentSpec, cluster):
+    """Run the experiment's one trial through a KubernetesExecutor on ``cluster``; its
+    settings, trial and recorded result."""
     settings = _settings(cluster)
     outcome = asyncio.run(
         run_experiment(
@@ -136,7 +143,7 @@ def _run_end_to_end(tmp_path, benchmark_dir, cluster, environment, artifacts: st
     store = TrialStore(spec.store)
     [(trial, result, _state, _attempts)] = store.results(spec.name)
     store.dispose()
-    return spec, settings, trial, result
+    return settings, trial, result
 
 
 @pytest.mark.slow
@@ -232,16 +239,7 @@ def test_trial_pods_hold_no_store_credentials_and_write_through_presigned_urls(
 
     cluster.on_create = kubelet
     spec = _spec(tmp_path, benchmark_dir, artifacts="s3://atoll/runs")
-    settings = _settings(cluster)
-    outcome = asyncio.run(
-        run_experiment(
-            spec, quiet=True, executor_factory=lambda benchmark, s: KubernetesExecutor(benchmark, s, settings)
-        )
-    )
-    assert outcome.counts["done"] == 1
-    store = TrialStore(spec.store)
-    [(_trial, result, _state, _attempts)] = store.results(spec.name)
-    store.dispose()
+    _settings_used, _trial, result = _run_one_trial(spec, cluster)
     assert result.outcome is Outcome.passed
     assert result.trajectory_uri.startswith("s3://atoll/runs/")
     fs = s3fs.S3FileSystem()

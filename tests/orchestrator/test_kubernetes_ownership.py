@@ -46,6 +46,24 @@ async def _crash(executor: KubernetesExecutor) -> None:
     executor._closed = True
 
 
+def _kubelet_held_until(release: threading.Event):
+    """A kubelet whose pod runs until ``release`` is set, then succeeds."""
+    healthy = _healthy_kubelet(run_s=0.1)
+    return lambda standin, job: (
+        standin.set_pod(job["metadata"]["name"], phase="Running"),
+        later(0, lambda: (release.wait(30), healthy(standin, job))),
+    )
+
+
+async def _killed_mid_trial(old: KubernetesExecutor, trial, cluster) -> None:
+    """``old`` starts the trial's attempt 1 and is killed once its pod runs (its Job stays)."""
+    running = asyncio.create_task(old.run(trial, attempt=1))
+    await _until(lambda: any(pod["status"].get("phase") == "Running" for pod in cluster.pods.values()))
+    running.cancel()
+    await asyncio.gather(running, return_exceptions=True)
+    await _crash(old)
+
+
 async def _until(condition, timeout_s: float = 10.0) -> None:
     ends = time.monotonic() + timeout_s
     while not condition():
@@ -58,19 +76,11 @@ def test_a_restarted_worker_adopts_the_running_job_instead_of_starting_a_duplica
 ):
     old, new, trial = _two_workers(tmp_path, benchmark_dir, cluster, orphan_after_s=30)
     release = threading.Event()
-    healthy = _healthy_kubelet(run_s=0.1)
     # The pod runs until the test lets it finish (after the new worker adopted it).
-    cluster.on_create = lambda standin, job: (
-        standin.set_pod(job["metadata"]["name"], phase="Running"),
-        later(0, lambda: (release.wait(30), healthy(standin, job))),
-    )
+    cluster.on_create = _kubelet_held_until(release)
 
     async def scenario():
-        running = asyncio.create_task(old.run(trial, attempt=1))
-        await _until(lambda: any(pod["status"].get("phase") == "Running" for pod in cluster.pods.values()))
-        running.cancel()  # the worker is killed mid-trial …
-        await asyncio.gather(running, return_exceptions=True)
-        await _crash(old)
+        await _killed_mid_trial(old, trial, cluster)  # the worker is killed mid-trial …
         assert len(cluster.jobs) == 1  # … and its Job keeps running
         adopting = asyncio.create_task(new.run(trial, attempt=2))  # the store leased the trial again
         try:
@@ -163,18 +173,10 @@ def test_a_re_leased_trial_whose_worker_cannot_list_jobs_yet_starts_no_second_jo
         tmp_path, benchmark_dir, cluster, orphan_after_s=30, api_retry_budget_s=0.3, api_timeout_s=1
     )
     release = threading.Event()
-    healthy = _healthy_kubelet(run_s=0.1)
-    cluster.on_create = lambda standin, job: (
-        standin.set_pod(job["metadata"]["name"], phase="Running"),
-        later(0, lambda: (release.wait(30), healthy(standin, job))),
-    )
+    cluster.on_create = _kubelet_held_until(release)
 
     async def scenario():
-        running = asyncio.create_task(old.run(trial, attempt=1))
-        await _until(lambda: any(pod["status"].get("phase") == "Running" for pod in cluster.pods.values()))
-        running.cancel()
-        await asyncio.gather(running, return_exceptions=True)
-        await _crash(old)
+        await _killed_mid_trial(old, trial, cluster)
         lists = cluster.fault("GET", r"/jobs$", status=503, times=None, watch=False)
         try:
             try:  # (bounded: a second Job would wait for the watch as long as the API fails)
