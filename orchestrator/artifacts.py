@@ -15,6 +15,7 @@ half-written artifact under its final name.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -95,12 +96,16 @@ class ArtifactStore:
         if not self.presigns:
             raise AtollError("no_presigned_urls", f"artifact store {self.url}: presigned URLs need s3://")
         client_method = {"GET": "get_object", "PUT": "put_object"}[method]
-        options = dict(self.fs.storage_options)
-        # SigV4 whatever the store's own setting: the legacy signature is refused by most regions.
-        options["config_kwargs"] = {**(options.get("config_kwargs") or {}), "signature_version": "s3v4"}
-        signer = type(self.fs)(**options)
         expires = max(1, min(int(expires_s), PRESIGN_MAX_S))
-        return signer.url(self._full(key), expires=expires, client_method=client_method)
+        return self._signer.url(self._full(key), expires=expires, client_method=client_method)
+
+    @functools.cached_property
+    def _signer(self) -> fsspec.AbstractFileSystem:
+        """The store's filesystem configured to sign with SigV4 whatever the store's own
+        setting (the legacy signature is refused by most regions); made once per store."""
+        options = dict(self.fs.storage_options)
+        options["config_kwargs"] = {**(options.get("config_kwargs") or {}), "signature_version": "s3v4"}
+        return type(self.fs)(**options)
 
     def get_file(self, uri: str, local_path: str | Path) -> Path:
         with fsspec.open(uri, "rb") as source, open(local_path, "wb") as target:
