@@ -7,7 +7,10 @@
    --pace-ms), vs the same server served on its own by FastMCP (no gateway) and vs a stdio child
    behind the gateway.
 2b. Environment CPU per trivial tool call through /mcp (its process's /proc/PID/stat over the
-   timed calls), with fastmcp's Client and the official MCP SDK client, at 1 and 16 sessions.
+   timed calls), with fastmcp's Client and the official MCP SDK client, at 1 and 16 sessions;
+   then the environment's own capacity at 16 sessions under a lean load generator (raw
+   Streamable-HTTP sessions on asyncio streams, every reply checked, its own CPU printed), since
+   the Python clients cost more CPU per call than the environment on the same 2 cores.
 3. Populate and snapshot MB/s vs `tar xzf` / `tar czf` on the same tree, for the domain
    functions and end to end over HTTP.
 
@@ -15,12 +18,14 @@ Targets (issue 3; the 16-session one restated in docs/performance.md): ready <= 
 in-process; p50 <= 3 ms and p99 <= 15 ms at 1 session; 16 sessions at agent pace: p99 <= 15 ms
 (p50 printed next to the machine's own floor); 16 sessions back to back: the gateway serves
 >= 0.8x the calls/s of the server alone, p99 <= 4x p50; populate and snapshot >= 0.8x tar.
-Issue 19 (2b): <= 0.6 ms environment CPU per call; >= 1,500 calls/s, p99 <= 25 ms at 16 sessions.
+Issue 19 (2b): <= 0.6 ms environment CPU per call; >= 1,500 calls/s, p99 <= 25 ms at 16 sessions
+(printed for the Python clients' rows and for the lean generator's).
 Each measurement is repeated (--runs) and the best run is kept; the latency rows are measured
 in rounds (every row once per round), so a slow minute on the shared machine costs one
 repetition of each row, not every repetition of one.
 
     .venv/bin/python benchmarks/environment.py [--runs 3] [--size-mb 100] [--calls 800] [--pace-ms 50]
+        [--load-calls 8000] [--only start|first|latency|cpu|load|transfer] [--tree DIR]
 """
 
 from __future__ import annotations
@@ -40,12 +45,14 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 from fastmcp import Client
 
 # This file is named like the package it measures: keep its own folder off the import path so
@@ -573,7 +580,288 @@ async def _cpu_per_call_run(
     return timings, cpu / len(timings), wall
 
 
-def bench_cpu_per_call(calls: int, runs: int, tree: Path | None = None) -> None:
+# The environment's own capacity: a lean load generator (raw Streamable-HTTP sessions), so that
+# the clients' CPU does not set the 16-session figure.
+
+#: The handshake-era protocol version the lean generator asks for in ``initialize``.
+LOAD_HANDSHAKE_VERSION = "2025-11-25"
+#: The session-less protocol version (each request carries its envelope in ``_meta``).
+LOAD_MODERN_VERSION = "2026-07-28"
+_LOAD_ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": LOAD_MODERN_VERSION,
+    "io.modelcontextprotocol/clientInfo": {"name": "atoll-load", "version": "0"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+class LoadError(RuntimeError):
+    """A reply the load generator refuses: its HTTP status or framing, or a JSON-RPC reply that
+    is not the successful result of the request sent (wrong id, an error, ``isError``)."""
+
+
+class RawMcpSession:
+    """One MCP session over one keep-alive HTTP/1.1 connection, written in raw bytes on asyncio
+    streams, so that the client costs little next to the environment it loads.
+
+    Handshake era (``modern=False``): ``open()`` POSTs ``initialize`` (and keeps the
+    ``Mcp-Session-Id`` and the negotiated protocol version it answers), then
+    ``notifications/initialized``; every ``tools/call`` carries both headers. ``modern=True``:
+    2026-07-28, no session; each call carries the envelope in ``_meta`` and the ``Mcp-Method`` /
+    ``Mcp-Name`` routing headers. Replies must be JSON with a Content-Length (what the
+    environment answers with ``mcp_json_response`` on); anything else — chunked or SSE bodies,
+    a closed connection, another status — raises LoadError, as does any reply that is not the
+    successful result of the call sent.
+    """
+
+    def __init__(self, url: str, *, modern: bool = False) -> None:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme != "http" or parts.hostname is None or parts.port is None:
+            raise ValueError(f"{url!r}: the load generator speaks plain http://HOST:PORT/PATH only")
+        self.host, self.port, self.path = parts.hostname, parts.port, parts.path or "/"
+        self.modern = modern
+        self.protocol_version = LOAD_MODERN_VERSION if modern else LOAD_HANDSHAKE_VERSION
+        self.session_id: str | None = None
+        self._next_id = 0
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._heads: dict[str, bytes] = {}
+
+    async def __aenter__(self) -> RawMcpSession:
+        self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+        if not self.modern:
+            await self._handshake()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            with contextlib.suppress(OSError):
+                await self._writer.wait_closed()
+
+    def _head(self, session: bool, method: str | None = None, name: str | None = None) -> bytes:
+        lines = [
+            f"POST {self.path} HTTP/1.1",
+            f"Host: {self.host}:{self.port}",
+            "Accept: application/json, text/event-stream",
+            "Content-Type: application/json",
+        ]
+        if session:
+            lines.append(f"MCP-Protocol-Version: {self.protocol_version}")
+            if self.session_id is not None:
+                lines.append(f"Mcp-Session-Id: {self.session_id}")
+        if self.modern and method is not None:
+            lines.append(f"Mcp-Method: {method}")
+            if name is not None:
+                lines.append(f"Mcp-Name: {name}")
+        return ("\r\n".join(lines) + "\r\n").encode("ascii")
+
+    async def _post(self, head: bytes, body: bytes) -> tuple[int, dict[bytes, bytes], bytes]:
+        """Send one request on the connection and read its response (status, headers, body)."""
+        assert self._reader is not None and self._writer is not None
+        self._writer.write(b"%sContent-Length: %d\r\n\r\n%s" % (head, len(body), body))
+        try:
+            raw = await self._reader.readuntil(b"\r\n\r\n")
+        except asyncio.IncompleteReadError as exc:
+            raise LoadError("the environment closed the connection before answering") from exc
+        lines = raw[:-4].split(b"\r\n")
+        version, _, rest = lines[0].partition(b" ")
+        if version != b"HTTP/1.1" or not rest[:3].isdigit():
+            raise LoadError(f"not an HTTP/1.1 status line: {lines[0]!r}")
+        headers: dict[bytes, bytes] = {}
+        for line in lines[1:]:
+            name, colon, value = line.partition(b":")
+            if not colon:
+                raise LoadError(f"malformed response header: {line!r}")
+            headers[name.strip().lower()] = value.strip()
+        if b"transfer-encoding" in headers:
+            raise LoadError(
+                f"Transfer-Encoding {headers[b'transfer-encoding']!r}: only Content-Length bodies are read"
+            )
+        if b"content-length" not in headers:
+            raise LoadError("a response without Content-Length (the generator needs JSON responses)")
+        try:
+            body = await self._reader.readexactly(int(headers[b"content-length"]))
+        except asyncio.IncompleteReadError as exc:
+            raise LoadError("the environment closed the connection mid-body") from exc
+        if headers.get(b"connection", b"").lower() == b"close":
+            raise LoadError("the environment closed the keep-alive connection")
+        return int(rest[:3]), headers, body
+
+    def _reply(self, status: int, headers: dict[bytes, bytes], body: bytes, request_id: int) -> dict:
+        """The ``result`` of the reply to request ``request_id``; LoadError for anything else."""
+        if status != 200:
+            raise LoadError(f"HTTP {status} to request {request_id}: {body[:200]!r}")
+        content_type = headers.get(b"content-type", b"")
+        if not content_type.startswith(b"application/json"):
+            raise LoadError(f"content-type {content_type!r} to request {request_id}: JSON responses only")
+        try:
+            reply = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise LoadError(f"reply to request {request_id} is not JSON: {body[:200]!r}") from exc
+        if not isinstance(reply, dict) or reply.get("id") != request_id:
+            raise LoadError(f"reply {body[:200]!r} is not the one to request {request_id}")
+        result = reply.get("result")
+        if "error" in reply or not isinstance(result, dict):
+            raise LoadError(f"request {request_id} failed: {body[:300]!r}")
+        return result
+
+    async def _handshake(self) -> None:
+        self._next_id += 1
+        params = {"protocolVersion": LOAD_HANDSHAKE_VERSION, "capabilities": {},
+                  "clientInfo": {"name": "atoll-load", "version": "0"}}  # fmt: skip
+        body = orjson.dumps({"jsonrpc": "2.0", "id": self._next_id, "method": "initialize", "params": params})
+        status, headers, answer = await self._post(self._head(session=False), body)
+        result = self._reply(status, headers, answer, self._next_id)
+        session_id, version = headers.get(b"mcp-session-id"), result.get("protocolVersion")
+        if not session_id or not isinstance(version, str):
+            raise LoadError(f"initialize answered no Mcp-Session-Id or protocol version: {answer[:300]!r}")
+        self.session_id, self.protocol_version = session_id.decode("ascii"), version
+        body = orjson.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        status, _, answer = await self._post(self._head(session=True), body)
+        if status != 202:
+            raise LoadError(f"notifications/initialized answered HTTP {status}: {answer[:200]!r}")
+
+    async def call_tool(self, name: str, arguments: dict) -> dict:
+        """Call tool ``name``; its result. LoadError unless it is a result and not ``isError``."""
+        head = self._heads.get(name)
+        if head is None:
+            head = self._heads[name] = self._head(session=True, method="tools/call", name=name)
+        self._next_id += 1
+        params: dict[str, Any] = {"name": name, "arguments": arguments}
+        if self.modern:
+            params["_meta"] = _LOAD_ENVELOPE
+        body = orjson.dumps({"jsonrpc": "2.0", "id": self._next_id, "method": "tools/call", "params": params})
+        status, headers, answer = await self._post(head, body)
+        result = self._reply(status, headers, answer, self._next_id)
+        if result.get("isError", False) is not False:
+            raise LoadError(f"{name} answered isError: {answer[:300]!r}")
+        return result
+
+
+class LoadRun:
+    """What one run of :func:`lean_load` measured: every timed call succeeded (a failed call
+    raises instead), ``timings`` holds one round trip (s) per timed call."""
+
+    def __init__(
+        self, timings: list[float], wall_s: float, client_cpu_s: float, env_cpu_s: float | None
+    ) -> None:
+        self.timings, self.wall_s = timings, wall_s
+        self.client_cpu_s, self.env_cpu_s = client_cpu_s, env_cpu_s
+
+    @property
+    def calls(self) -> int:
+        return len(self.timings)
+
+    @property
+    def rate(self) -> float:
+        return self.calls / self.wall_s
+
+
+async def lean_load(
+    url: str, tool: str, arguments: dict, *, sessions: int, calls: int, warmup: int = 20,
+    pid: int | None = None, modern: bool = False,
+) -> LoadRun:  # fmt: skip
+    """``sessions`` concurrent raw MCP sessions (:class:`RawMcpSession`) each calling ``tool``
+    ``warmup`` times, then, all together, ``calls // sessions`` more back to back, timed.
+
+    The generator's CPU (``time.process_time``) and, given ``pid``, that process's CPU
+    (/proc/PID/stat) are read around the timed calls only. Raises LoadError on the first reply
+    that is not a successful result (the other sessions are cancelled): no figure is reported
+    for a run with a failed call.
+    """
+    per_session = max(calls // sessions, 1)
+    warmed = 0
+    warm_done, start = asyncio.Event(), asyncio.Event()
+
+    async def one() -> list[float]:
+        nonlocal warmed
+        async with RawMcpSession(url, modern=modern) as session:
+            for _ in range(warmup):
+                await session.call_tool(tool, arguments)
+            warmed += 1
+            if warmed == sessions:
+                warm_done.set()
+            await start.wait()
+            timings = []
+            clock = time.perf_counter
+            for _ in range(per_session):
+                started = clock()
+                await session.call_tool(tool, arguments)
+                timings.append(clock() - started)
+            return timings
+
+    tasks = [asyncio.ensure_future(one()) for _ in range(sessions)]
+    try:
+        waiter = asyncio.ensure_future(warm_done.wait())
+        done, _ = await asyncio.wait([waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
+        if waiter not in done:  # a session ended (failed) before all were warm
+            waiter.cancel()
+            for task in done:
+                task.result()
+        env_before = _process_cpu_s(pid) if pid is not None else 0.0
+        client_before, wall_before = time.process_time(), time.perf_counter()
+        start.set()
+        groups = await asyncio.gather(*tasks)
+        wall = time.perf_counter() - wall_before
+        client_cpu = time.process_time() - client_before
+        env_cpu = _process_cpu_s(pid) - env_before if pid is not None else None
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return LoadRun([t for group in groups for t in group], wall, client_cpu, env_cpu)
+
+
+def _lean_load_rows(
+    envs: list[tuple[str, EnvProcess]], tool: str, arguments: dict, calls: int, runs: int
+) -> None:
+    """The environment's own capacity at 16 sessions: :func:`lean_load` against each of ``envs``
+    (runs alternating between them), handshake-era sessions and 2026-07-28 session-less calls;
+    best (most calls/s) of ``runs`` per environment and form, and issue 19's target for "lean"."""
+    print(
+        f"  lean load generator: 16 raw MCP sessions, one keep-alive HTTP/1.1 connection each, every"
+        f" reply parsed and checked; {calls} timed calls per run, generator in 1 process (this one)"
+    )
+    for modern, form in ((False, "handshake"), (True, "2026-07-28")):
+        every: dict[str, list[LoadRun]] = {label: [] for label, _ in envs}
+        for _ in range(runs):
+            for label, env in envs:
+                every[label].append(asyncio.run(
+                    lean_load(f"{env.url}/mcp", tool, arguments, sessions=16, calls=calls, pid=env.process.pid,
+                              modern=modern)
+                ))  # fmt: skip
+        best = {label: max(results, key=lambda run: run.rate) for label, results in every.items()}
+        for label, _ in envs:
+            run = best[label]
+            env_ms, client_ms = run.env_cpu_s * 1000 / run.calls, run.client_cpu_s * 1000 / run.calls
+            print(
+                f"  lean generator  16 sessions {form:10} {label:7}: environment CPU {env_ms:5.2f} ms/call"
+                f" ({env_ms / 0.6:.2f}x of 0.6 ms)   {run.rate:5.0f} calls/s   p50 {_pct(run.timings, 0.5):6.2f} ms"
+                f"   p99 {_pct(run.timings, 0.99):6.2f} ms   generator CPU {client_ms:4.2f} ms/call"
+                f" ({run.client_cpu_s / run.wall_s:.2f} of a core)"
+            )
+            if len(every[label]) > 1:
+                print(
+                    "      every run: "
+                    + ", ".join(f"{r.rate:.0f}/s {r.env_cpu_s * 1000 / r.calls:.2f} ms p99 {_pct(r.timings, 0.99):.0f}"
+                                for r in every[label])
+                )  # fmt: skip
+            if run.client_cpu_s / run.wall_s > 0.8:
+                print("      the generator used most of a core: it may be what limits this row")
+        run = best["lean"]
+        env_ms, p99 = run.env_cpu_s * 1000 / run.calls, _pct(run.timings, 0.99)
+        ok = env_ms <= 0.6 and run.rate >= 1500 and p99 <= 25
+        print(
+            f"    target (issue 19, the environment's own capacity, {form}): <= 0.6 ms CPU/call, >= 1,500"
+            f" calls/s, p99 <= 25 ms at 16 sessions -> {'met' if ok else 'NOT met'} (CPU {env_ms / 0.6:.2f}x of"
+            f" 0.6 ms, {run.rate / 1500:.2f}x of 1,500 calls/s, p99 {p99 / 25:.2f}x of 25 ms;"
+            f" {os.cpu_count()} CPUs shared with the generator; load average {os.getloadavg()[0]:.1f})"
+        )
+
+
+def bench_cpu_per_call(
+    calls: int, runs: int, tree: Path | None = None, load_calls: int = 8000, clients: bool = True
+) -> None:
     """Environment CPU per trivial in-process tool call through /mcp, with both Python clients.
 
     Two `atoll env serve` subprocesses run side by side on the same world: one as configured
@@ -582,7 +870,9 @@ def bench_cpu_per_call(calls: int, runs: int, tree: Path | None = None) -> None:
     an older commit's), a third runs that tree's code as configured ("before"). Their runs
     alternate, so all see the same machine load. CPU is each process's user + system time
     (/proc/PID/stat, 10 ms ticks) over the timed calls divided by the calls; best (lowest CPU)
-    of --runs per environment.
+    of --runs per environment. Then the same environments under the lean load generator
+    (:func:`_lean_load_rows`: what the environment itself serves, without the Python clients'
+    CPU); ``clients=False`` runs only those rows.
     """
     print("\n## Environment CPU per call (filesystem_list_files, in-process, through /mcp)")
     print("   lean: the /mcp fast path; fastmcp: ATOLL_MCP_FAST_PATH=false (same process build)")
@@ -603,7 +893,7 @@ def bench_cpu_per_call(calls: int, runs: int, tree: Path | None = None) -> None:
             for _, env in envs:
                 assert httpx.post(f"{env.url}/apps", json=config, timeout=120).status_code == 200
                 _wait_preloaded(env.url)
-            for kind in ("fastmcp Client", "mcp SDK"):
+            for kind in ("fastmcp Client", "mcp SDK") if clients else ():
                 for sessions in (1, 16):
                     best: dict[str, tuple[list[float], float, float]] = {}
                     for _ in range(runs):
@@ -637,6 +927,7 @@ def bench_cpu_per_call(calls: int, runs: int, tree: Path | None = None) -> None:
                             f" sessions -> {'met' if ok else 'NOT met'} (client and environment share the"
                             f" {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f})"
                         )
+            _lean_load_rows(envs, tool, arguments, load_calls, runs)
 
 
 # -- 3. populate / snapshot throughput --------------------------------------------------------
@@ -832,7 +1123,12 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=800, help="timed tool calls per latency measurement")
     parser.add_argument("--pace-ms", type=float, default=50, help="paced sessions: one call every N ms each")
     parser.add_argument(
-        "--only", choices=["start", "first", "latency", "cpu", "transfer"], help="run one section"
+        "--only",
+        choices=["start", "first", "latency", "cpu", "load", "transfer"],
+        help="run one section (load: only the cpu section's lean-load-generator rows)",
+    )
+    parser.add_argument(
+        "--load-calls", type=int, default=8000, help="timed calls per run of the lean load generator"
     )
     parser.add_argument(
         "--tree", type=Path, help="cpu section: also run this checkout's environment (A/B against older code)"
@@ -849,7 +1145,7 @@ def main() -> None:
         # Each section in a fresh process: threads and caches left by one must not slow the next.
         for section in ("start", "first", "latency", "cpu", "transfer"):
             forwarded = ["--runs", str(args.runs), "--size-mb", str(args.size_mb), "--calls", str(args.calls),
-                         "--pace-ms", str(args.pace_ms)]  # fmt: skip
+                         "--pace-ms", str(args.pace_ms), "--load-calls", str(args.load_calls)]  # fmt: skip
             subprocess.run([sys.executable, __file__, "--only", section, "--quiet", *forwarded], check=True)
     elif args.only == "start":
         bench_cold_start(servers, args.runs)
@@ -858,7 +1154,10 @@ def main() -> None:
     elif args.only == "latency":
         bench_latency(args.calls, args.runs, args.pace_ms)
     elif args.only == "cpu":
-        bench_cpu_per_call(args.calls, args.runs, args.tree.resolve() if args.tree else None)
+        bench_cpu_per_call(args.calls, args.runs, args.tree.resolve() if args.tree else None, args.load_calls)
+    elif args.only == "load":
+        tree = args.tree.resolve() if args.tree else None
+        bench_cpu_per_call(args.calls, args.runs, tree, args.load_calls, clients=False)
     elif args.only == "transfer":
         bench_transfer(args.size_mb, args.runs)
     if args.only is None or not args.quiet:
