@@ -57,9 +57,9 @@ def list_files(
         offset: number of entries to skip (for the next page).
         limit: maximum entries to return (1-1000).
     """
-    directory = ctx.files.at(path, argument="path").require("dir")
+    directory = ctx.files.at(path, argument="path")
     virtual = directory.virtual
-    entries = scan(directory, virtual)
+    entries = scan(directory, virtual)  # not_found / not_a_directory, from the one open
     page = entries[offset : offset + limit]
     more = offset + len(page) < len(entries)
     return Listing(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import stat
 from datetime import UTC, datetime
 from typing import Literal
@@ -24,7 +25,9 @@ class Entry(BaseModel):
     note: str | None = None
 
 
+@functools.lru_cache(maxsize=4096)
 def iso_time(timestamp: float) -> str:
+    # Memoised: listings show the same few modification times again and again.
     return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
@@ -72,9 +75,10 @@ def child_virtual(parent_virtual: str, name: str) -> str:
 
 
 def scan(directory: WorldPath, virtual: str) -> list[Entry]:
-    """The sorted entries of a folder, listed through its descriptor (ToolError when unreadable)."""
-    entries = [
-        describe(directory, found, child_virtual(virtual, found.name)) for found in directory.entries()
-    ]
+    """The sorted entries of a folder, listed through its descriptor: ToolError when unreadable,
+    ``not_found`` when absent, ``not_a_directory`` when it is a file (so a caller needs no
+    ``require("dir")`` first, and the folder is opened once)."""
+    prefix = virtual.rstrip("/") + "/"  # child_virtual(), once per folder
+    entries = [describe(directory, found, prefix + found.name) for found in directory.entries()]
     entries.sort(key=sort_key)
     return entries

@@ -177,6 +177,65 @@ def test_a_fifo_is_refused_without_blocking(world):
         tree.read_bytes("pipe")
 
 
+def test_a_root_replaced_on_disk_is_the_one_the_next_call_sees(world, tmp_path):
+    """The root is opened by its path at every call, never kept: a root moved away and
+    made again (or removed) is seen at once, and nothing is served from the old one."""
+    tree, root, _ = world
+    assert tree.read_bytes("a/b/note.txt") == b"inside"
+    assert {entry.name for entry in tree.entries("")} == {"a"}
+    root.rename(tmp_path / "old_world")
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "a" / "b" / "note.txt").write_text("new world")
+    (root / "fresh.txt").write_text("x")
+    assert tree.read_bytes("a/b/note.txt") == b"new world"
+    assert {entry.name for entry in tree.entries("")} == {"a", "fresh.txt"}
+    assert tree.stat("fresh.txt").st_size == 1
+    for path in (root / "a" / "b" / "note.txt", root / "fresh.txt"):
+        path.unlink()
+    for path in (root / "a" / "b", root / "a", root):
+        path.rmdir()
+    with pytest.raises(FileNotFoundError):
+        tree.entries("")
+    with pytest.raises(FileNotFoundError):
+        tree.read_bytes("a/b/note.txt")
+
+
+def test_a_folder_swapped_for_an_outward_link_after_a_listing_is_refused(world):
+    tree, root, host = world
+    assert {entry.name for entry in tree.entries("a/b")} == {"note.txt"}
+    assert tree.read_bytes("a/b/note.txt") == b"inside"
+    (root / "a" / "b" / "note.txt").unlink()
+    (root / "a" / "b").rmdir()
+    (root / "a" / "b").symlink_to(host)  # what a code_exec program can do between two calls
+    with pytest.raises(OutsideRoot):
+        tree.entries("a/b")
+    with pytest.raises(OutsideRoot):
+        tree.stat("a/b")
+    with pytest.raises(OutsideRoot):
+        tree.read_bytes("a/b/secret.txt")
+
+
+def test_each_open_gets_its_own_flags_and_mode(world):
+    """The kernel's open_how is made once per (flags, mode): a second mode, or the same flags
+    without O_CREAT, must not get the first one's."""
+    tree, root, _ = world
+    previous = os.umask(0o022)
+    try:
+        for name, mode in (("p600", 0o600), ("p640", 0o640), ("p600b", 0o600), ("p644", 0o644)):
+            os.close(tree.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode))
+            assert stat.S_IMODE((root / name).stat().st_mode) == mode
+    finally:
+        os.umask(previous)
+    with pytest.raises(FileExistsError):
+        os.close(tree.open("p600", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    fd = tree.open("p640", os.O_RDONLY)
+    try:
+        with pytest.raises(OSError):
+            os.write(fd, b"x")  # read-only, whatever the creating calls asked for
+    finally:
+        os.close(fd)
+
+
 _RENAME_EXCHANGE = 2
 
 

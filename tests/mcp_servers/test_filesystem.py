@@ -67,10 +67,25 @@ def test_list_files_paginates(fs):
     assert [e["name"] for e in second["entries"]] == ["zeta.bin"] and not second["has_more"]
 
 
-def test_list_files_errors(fs):
+def test_list_files_errors(fs, world, tmp_path):
     assert fs.error("list_files", {"path": "/nope"})["code"] == "not_found"
     assert fs.error("list_files", {"path": "/Alpha.md"})["code"] == "not_a_directory"
     assert fs.error("list_files", {"limit": 0})["code"] == "invalid_argument"
+    # The folder is opened once, as a folder: each refusal names the argument and the path.
+    os.mkfifo(world.fs_root / "pipe")
+    (tmp_path / "outside").mkdir()
+    os.symlink(tmp_path / "outside", world.fs_root / "out")
+    os.symlink("Alpha.md", world.fs_root / "alpha_link")
+    cases = {
+        "/nope/deeper": ("not_found", "path: /nope/deeper does not exist"),
+        "/Alpha.md/x": ("not_a_directory", "path: /Alpha.md/x is not a directory"),
+        "/alpha_link": ("not_a_directory", "path: /alpha_link is not a directory"),
+        "/pipe": ("not_a_directory", "path: /pipe is not a directory"),
+        "/out": ("path_outside_root", "path: '/out' resolves outside the root (through a link)"),
+    }
+    for path, (code, message) in cases.items():
+        error = fs.error("list_files", {"path": path})
+        assert (error["code"], message in error["message"]) == (code, True), (path, error)
 
 
 def test_read_text_file_whole_and_by_lines(fs):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import io
 import os
 import stat as stat_module
 from collections.abc import Callable, Iterator
@@ -35,16 +36,18 @@ def open_file(dir_fd: int, path: PathLike) -> BinaryIO:
     """
     fd = open_beneath(dir_fd, path, os.O_RDONLY | os.O_NONBLOCK)
     try:
-        mode = os.fstat(fd).st_mode
-        if stat_module.S_ISDIR(mode):
+        info = os.fstat(fd)
+        if stat_module.S_ISDIR(info.st_mode):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), _text(path))
-        if not stat_module.S_ISREG(mode):
+        if not stat_module.S_ISREG(info.st_mode):
             raise PermissionError(errno.EACCES, "not a regular file", _text(path))
         # O_NONBLOCK stays set: it changes nothing for a regular file (and saves two fcntl).
-        return os.fdopen(fd, "rb")
+        raw = io.FileIO(fd, "rb")
     except BaseException:
         os.close(fd)
         raise
+    # What os.fdopen(fd, "rb") builds, less its isatty() probe (a regular file is no tty).
+    return io.BufferedReader(raw, info.st_blksize if info.st_blksize > 1 else io.DEFAULT_BUFFER_SIZE)
 
 
 def read_bytes(dir_fd: int, path: PathLike) -> bytes:
@@ -58,8 +61,11 @@ def stat(dir_fd: int, path: PathLike, *, follow_symlinks: bool = True) -> os.sta
     if not _parts(path):
         return os.fstat(dir_fd)
     if follow_symlinks:
-        with _closing(open_beneath(dir_fd, path, os.O_PATH)) as fd:
+        fd = open_beneath(dir_fd, path, os.O_PATH)
+        try:
             return os.fstat(fd)
+        finally:
+            os.close(fd)
     parent, name = parent_of(dir_fd, path)
     with _closing(parent):
         return os.stat(name, dir_fd=parent, follow_symlinks=False)
@@ -85,12 +91,21 @@ class Entry:
 def entries(dir_fd: int, path: PathLike = "") -> list[Entry]:
     """The entries of directory ``path`` (unsorted, without ``.``/``..``), each ``lstat``-ed
     through the directory's descriptor; an entry gone meanwhile is left out."""
-    with _closing(open_dir(dir_fd, path)) as fd:
-        found = []
-        for name in os.listdir(fd):
-            with suppress(FileNotFoundError):
-                found.append(Entry(name, os.stat(name, dir_fd=fd, follow_symlinks=False)))
-        return found
+    fd = open_dir(dir_fd, path)
+    try:
+        return _lstat_all(fd, os.listdir(fd))
+    finally:
+        os.close(fd)
+
+
+def _lstat_all(fd: int, names: list[str]) -> list[Entry]:
+    found = []
+    for name in names:
+        try:
+            found.append(Entry(name, os.stat(name, dir_fd=fd, follow_symlinks=False)))
+        except FileNotFoundError:  # removed since the listing
+            continue
+    return found
 
 
 def walk(dir_fd: int, path: PathLike = "") -> Iterator[tuple[tuple[str, ...], list[Entry]]]:
@@ -105,10 +120,7 @@ def walk(dir_fd: int, path: PathLike = "") -> Iterator[tuple[tuple[str, ...], li
 
 
 def _walk_fd(fd: int, parts: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], list[Entry]]]:
-    found = []
-    for name in sorted(os.listdir(fd)):
-        with suppress(FileNotFoundError):
-            found.append(Entry(name, os.stat(name, dir_fd=fd, follow_symlinks=False)))
+    found = _lstat_all(fd, sorted(os.listdir(fd)))
     yield parts, found
     for entry in found:
         if not entry.is_dir():

@@ -34,7 +34,15 @@ class _OpenHow(ctypes.Structure):
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
-_libc.syscall.restype = ctypes.c_long
+# Our own handle on syscall(2) (``_libc["syscall"]`` is a new function object, not the
+# shared attribute), typed once so that a call converts no argument objects.
+_syscall = _libc["syscall"]
+_syscall.restype = ctypes.c_long
+_syscall.argtypes = (ctypes.c_long, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t)
+_HOW_SIZE = ctypes.sizeof(_OpenHow)
+# (flags, mode) -> (the open_how the kernel reads, its address); the kernel only reads it,
+# so threads share one. A handful of flag sets are used; the bound is a safety net.
+_hows: dict[tuple[int, int], tuple[_OpenHow, int]] = {}
 _use_openat2: bool | None = None  # probed once; use_walk() forces the walk
 
 
@@ -59,19 +67,22 @@ def openat2_available() -> bool:
     return _use_openat2
 
 
+def _new_how(flags: int, mode: int) -> tuple[_OpenHow, int]:
+    how = _OpenHow(flags | os.O_CLOEXEC, mode, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS)
+    found = (how, ctypes.addressof(how))
+    if len(_hows) < 256:
+        _hows[(flags, mode)] = found
+    return found
+
+
 def _openat2(dir_fd: int, path: str, flags: int, mode: int) -> int:
     # openat2 refuses a mode unless the call may create (O_TMPFILE includes O_DIRECTORY's bit).
-    creates = flags & os.O_CREAT or flags & os.O_TMPFILE == os.O_TMPFILE
-    how = _OpenHow(flags | os.O_CLOEXEC, mode if creates else 0, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS)
+    if not (flags & os.O_CREAT or flags & os.O_TMPFILE == os.O_TMPFILE):
+        mode = 0
+    how = _hows.get((flags, mode)) or _new_how(flags, mode)  # held until the call returns
     encoded = os.fsencode(path)
     for _ in range(_EAGAIN_RETRIES):
-        fd = _libc.syscall(
-            ctypes.c_long(_SYS_OPENAT2),
-            ctypes.c_int(dir_fd),
-            ctypes.c_char_p(encoded),
-            ctypes.byref(how),
-            ctypes.c_size_t(ctypes.sizeof(how)),
-        )
+        fd = _syscall(_SYS_OPENAT2, dir_fd, encoded, how[1], _HOW_SIZE)
         if fd >= 0:
             return fd
         code = ctypes.get_errno()
@@ -156,7 +167,7 @@ def open_beneath(dir_fd: int, path: PathLike, flags: int = os.O_RDONLY, mode: in
     ``O_NOFOLLOW`` or ``O_EXCL``. Raises OutsideRoot or the OSError of the open.
     """
     text = _text(path)
-    if openat2_available():
+    if _use_openat2 or (_use_openat2 is None and openat2_available()):
         try:
             return _openat2(dir_fd, text or ".", flags, mode)
         except OutsideRoot:
@@ -175,11 +186,16 @@ def anchored(root_fd: int, anchors: Sequence[str]) -> Iterator[None]:
     (the root's own path, as the host or a sandbox spells it) continues from ``root_fd``
     instead of being refused: ``/srv/world/filesystem/a`` or ``/filesystem/a`` is the
     root's ``a``. Any other absolute target stays refused."""
-    token = _anchor.set((root_fd, tuple(anchor.rstrip("/") for anchor in anchors if anchor)))
+    token = _anchor.set((root_fd, anchor_names(anchors)))
     try:
         yield
     finally:
         _anchor.reset(token)
+
+
+def anchor_names(anchors: Sequence[str]) -> tuple[str, ...]:
+    """``anchors`` as :func:`anchored` compares them (no trailing ``/``, no empty one)."""
+    return tuple(anchor.rstrip("/") for anchor in anchors if anchor)
 
 
 def _anchored(target: str) -> str | None:

@@ -12,8 +12,9 @@ from mcp_servers._core.beneath import _ops
 from mcp_servers._core.beneath._resolve import (
     _DIR_FLAGS,
     PathLike,
+    _anchor,
     _closing,
-    anchored,
+    anchor_names,
     open_beneath,
     open_dir,
 )
@@ -24,23 +25,40 @@ class Root:
 
     ``Root(path).read_bytes("a/b.txt")`` is ``read_bytes(<fd of path>, "a/b.txt")``.
     :meth:`fd` yields the root's descriptor for callers that chain several operations.
+    The root is opened by its path at every call, never kept open: a root made, removed or
+    replaced meanwhile (populate creates it; a test replaces it) is the one the call sees.
     """
+
+    __slots__ = ("_anchor_value", "_open_path", "anchors", "path")
 
     def __init__(self, path: str | os.PathLike[str], *, aliases: Sequence[str] = ()) -> None:
         self.path = Path(path).absolute()
+        self._open_path = str(self.path)
         # Absolute link targets that mean the root itself (see beneath.anchored).
-        self.anchors = (str(self.path), os.path.realpath(self.path), *aliases)
+        self.anchors = (self._open_path, os.path.realpath(self.path), *aliases)
+        self._anchor_value = anchor_names(self.anchors)
 
     @contextmanager
     def fd(self) -> Iterator[int]:
         """The root's descriptor (FileNotFoundError when the root does not exist); links
         to the root's own absolute path are followed inside it while the block runs."""
-        with _closing(os.open(self.path, _DIR_FLAGS)) as fd, anchored(fd, self.anchors):
+        fd = os.open(self._open_path, _DIR_FLAGS)
+        token = _anchor.set((fd, self._anchor_value))  # what anchored(fd, self.anchors) sets
+        try:
             yield fd
+        finally:
+            _anchor.reset(token)
+            os.close(fd)
 
     def _call(self, function: Callable, *args: object, **kwargs: object):
-        with self.fd() as fd:
+        # fd() without its context manager: this runs once per file operation.
+        fd = os.open(self._open_path, _DIR_FLAGS)
+        token = _anchor.set((fd, self._anchor_value))
+        try:
             return function(fd, *args, **kwargs)
+        finally:
+            _anchor.reset(token)
+            os.close(fd)
 
     def open(self, path: PathLike, flags: int = os.O_RDONLY, mode: int = 0o666) -> int:
         return self._call(open_beneath, path, flags, mode)
@@ -63,8 +81,7 @@ class Root:
     def walk(self, path: PathLike = "") -> Iterator[tuple[tuple[str, ...], list[_ops.Entry]]]:
         # Only the top is resolved (links followed, anchored); the walk itself never follows
         # a link, so no anchor stays set in the caller's context between yields.
-        with _closing(os.open(self.path, _DIR_FLAGS)) as root, anchored(root, self.anchors):
-            top = open_dir(root, path)
+        top = self._call(open_dir, path)
         with _closing(top):
             yield from _ops.walk(top)
 
