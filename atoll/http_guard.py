@@ -124,6 +124,8 @@ class GuardMiddleware:
     ) -> None:
         self.app = app
         self.policy = policy
+        #: Host header -> the policy's verdict (a policy never changes; a few names per service)
+        self._host_verdicts: dict[str | None, bool] = {}
         self.body_timeout_s = body_timeout_s
         # Refusals in atoll's one error body (atoll.http.ErrorBody), plus FastAPI's
         # ``"detail": text`` beside it where Archipelago's clients are served (the environment).
@@ -133,11 +135,18 @@ class GuardMiddleware:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        headers = {
-            name.decode("latin-1"): value.decode("latin-1") for name, value in scope.get("headers", [])
-        }
-        host = headers.get("host")
-        if not self.policy.allows(host):
+        # The three headers read here, each as its last copy (as a dict of all of them keeps it).
+        host = origin = fetch_site = None
+        for name, value in scope.get("headers", ()):
+            if name == b"host":
+                host = value
+            elif name == b"origin":
+                origin = value
+            elif name == b"sec-fetch-site":
+                fetch_site = value
+        if host is not None:
+            host = host.decode("latin-1")
+        if not self._host_allowed(host):
             await self._reply(
                 send,
                 421,
@@ -145,7 +154,16 @@ class GuardMiddleware:
                 f"Host {host!r} is not served here; add it to ATOLL_ALLOWED_HOSTS if it should be",
             )
             return
-        if scope["type"] == "http" and scope.get("method") in _UNSAFE_METHODS and _cross_site(headers, host):
+        if (
+            scope["type"] == "http"
+            and scope.get("method") in _UNSAFE_METHODS
+            and (origin is not None or fetch_site is not None)
+            and _cross_site(
+                None if fetch_site is None else fetch_site.decode("latin-1"),
+                None if origin is None else origin.decode("latin-1"),
+                host,
+            )
+        ):
             await self._reply(
                 send,
                 403,
@@ -157,6 +175,15 @@ class GuardMiddleware:
             await self.app(scope, receive, send)
             return
         await self._with_body_timeout(scope, receive, send)
+
+    def _host_allowed(self, host: str | None) -> bool:
+        verdict = self._host_verdicts.get(host)
+        if verdict is None:
+            verdict = self.policy.allows(host)
+            if len(self._host_verdicts) >= 256:  # many names: start over rather than grow
+                self._host_verdicts.clear()
+            self._host_verdicts[host] = verdict
+        return verdict
 
     async def _reply(self, send: Send, status: int, code: str, message: str) -> None:
         await _reply(send, status, error_bytes(code, message, detail_field=self.detail_field))
@@ -194,11 +221,9 @@ class GuardMiddleware:
         await self.app(scope, timed_receive, tracking_send)
 
 
-def _cross_site(headers: dict[str, str], host: str | None) -> bool:
-    fetch_site = headers.get("sec-fetch-site")
+def _cross_site(fetch_site: str | None, origin: str | None, host: str | None) -> bool:
     if fetch_site is not None and fetch_site.lower() not in _SAME_SITE:
         return True
-    origin = headers.get("origin")
     if origin is None:
         return False
     if origin == "null":  # sandboxed frames, file:// pages, some redirects

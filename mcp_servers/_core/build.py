@@ -12,12 +12,15 @@ A tool argument literally named ``action`` is exposed in consolidated mode as
 from __future__ import annotations
 
 import json
+import math
 import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 import mcp_types
+import pydantic_core
 from fastmcp import FastMCP
+from fastmcp.exceptions import ToolError as FastMcpToolError
 from fastmcp.tools import Tool, ToolResult
 from pydantic import PrivateAttr
 
@@ -56,13 +59,46 @@ class _DefinedTool(Tool):
 
 
 def to_tool_result(outcome: Outcome) -> ToolResult:
-    """The MCP result for an outcome: text first, then images; structured content always."""
+    """The MCP result for an outcome: text first, then images; structured content always.
+
+    The same result as ``ToolResult(content=..., structured_content=..., is_error=...)``, built
+    without its validating ``__init__`` (≈ 50 µs a call: a JSON round trip of the structured
+    content and a validation of the blocks, docs/performance.md "Per-call cost"): an outcome's
+    structured content is already JSON values (``results.to_structured``), so the round trip
+    gives back an equal dict; what it also checks, no NaN or infinity anywhere (JSON has none),
+    is checked here with the same error (``tests/mcp_servers/test_tool_results.py``)."""
     content: list[Any] = [mcp_types.TextContent(type="text", text=outcome.text)]
     for image in outcome.images:
         content.append(
             mcp_types.ImageContent(type="image", data=encode_image(image), mime_type=image.mime_type)
         )
-    return ToolResult(content=content, structured_content=outcome.structured, is_error=outcome.is_error)
+    structured = outcome.structured
+    reject_non_finite(structured)
+    return ToolResult.model_construct(
+        content=content, structured_content=structured, meta=None, is_error=outcome.is_error
+    )
+
+
+def reject_non_finite(value: Any) -> None:
+    """Raise fastmcp's ToolError, as ``ToolResult`` does, when a float in ``value`` is NaN or
+    infinite; one JSON encoding tells whether there is any (the walk runs only then)."""
+    payload = pydantic_core.to_json(value, inf_nan_mode="constants")
+    if b"NaN" in payload or b"Infinity" in payload:
+        _walk_non_finite(value, "$")
+
+
+def _walk_non_finite(value: Any, path: str) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise FastMcpToolError(
+            f"Tool result contains a non-finite float ({value!r}) at {path}; "
+            "JSON cannot represent NaN or Infinity"
+        )
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _walk_non_finite(item, f"{path}.{key}")
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            _walk_non_finite(item, f"{path}[{index}]")
 
 
 def _make_tool(

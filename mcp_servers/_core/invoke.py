@@ -13,12 +13,12 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio.to_thread
 from pydantic import ValidationError
 
 from mcp_servers._core.definition import ToolDef
 from mcp_servers._core.errors import ToolError
 from mcp_servers._core.results import ImageBlock, images_of, to_structured, to_text
+from mcp_servers._core.workers import run_sync
 
 logger = logging.getLogger("mcp_servers")
 
@@ -105,8 +105,9 @@ async def call_tool(tool: ToolDef, state: object, arguments: dict[str, Any]) -> 
         if inspect.iscoroutinefunction(tool.function):
             value = await tool.function(state, **kwargs)
         else:
-            # Sync tools do file work; keep the event loop free for other calls.
-            value = await anyio.to_thread.run_sync(lambda: tool.function(state, **kwargs))
+            # Sync tools do file work; keep the event loop free for other calls (the body has
+            # returned before a cancellation of this call goes on: mcp_servers._core.workers).
+            value = await run_sync(lambda: tool.function(state, **kwargs))
         structured = to_structured(value, tool.result_model)
         return Outcome(structured=structured, text=to_text(value, structured), images=images_of(value))
     except ToolError as exc:
