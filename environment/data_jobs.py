@@ -29,7 +29,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Literal, TypeVar
 
-import fsspec
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -365,7 +364,9 @@ async def _upload(request: Request, url: str, options: dict[str, Any], put: Any)
     cannot sign). Store failures become one line naming ``url``."""
 
     def run() -> str:
-        fs, path = fsspec.core.url_to_fs(url, **options)
+        from fsspec.core import url_to_fs  # on the first upload: not part of the start-up
+
+        fs, path = url_to_fs(url, **options)
         put(fs, path)
         try:
             return str(fs.sign(path, expiration=PRESIGN_SECONDS))

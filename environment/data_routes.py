@@ -11,7 +11,6 @@ from functools import partial
 from typing import Any, BinaryIO
 
 import anyio
-import fsspec
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field, ValidationError
@@ -415,8 +414,10 @@ async def snapshot_to_url(request: Request, body: SnapshotUploadRequest | None =
     spool, info = await _build_snapshot(request)
 
     def upload() -> None:
+        from fsspec.core import url_to_fs  # on the first upload: not part of the start-up
+
         with spool:
-            fs, path = fsspec.core.url_to_fs(url, **storage_options)
+            fs, path = url_to_fs(url, **storage_options)
             # put_file completes the object only at the end (S3: one PUT or a completed multipart
             # upload), so a failed upload never leaves an archive that looks whole.
             fs.put_file(spool.name, path)

@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
-import fsspec
-
 from atoll.errors import AtollError
 from atoll.members import APPS_DATA, FILESYSTEM, RESERVED_PREFIX, split_world_member
 from environment.archive import ArchiveLimits, SafeExtractor, UnsafeArchive, clean_member_name, copy_capped
@@ -296,8 +294,10 @@ def _read_source(source: PopulateSource, extractor: SafeExtractor, storage_optio
         return
     url = source.url
     assert url is not None
+    from fsspec.core import url_to_fs  # on the first URL source: not part of the start-up
+
     try:
-        fs, path = fsspec.core.url_to_fs(url, **storage_options)
+        fs, path = url_to_fs(url, **storage_options)
     except (ValueError, ImportError) as exc:  # unknown protocol, or its library is not installed
         raise AtollError("bad_source_url", f"populate source {url!r}: {exc}") from exc
     protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)

@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from filelock import FileLock, Timeout
-
 from mcp_servers._core.errors import ToolError
 
 T = TypeVar("T")
@@ -161,6 +159,8 @@ def file_lock(
     new parsed form never leaves a stale one. Raises ToolError ``conflict`` when the lock
     is not obtained within ``timeout`` seconds.
     """
+    from filelock import FileLock, Timeout  # on the first write (~30 ms): not at start-up
+
     lock = FileLock(_lock_path(path), timeout=timeout)
     try:
         lock.acquire()
