@@ -17,7 +17,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from atoll import __version__
 from atoll.http import DETAILED_ERROR_RESPONSES, add_error_handler, bearer_guard, error_body
 from atoll.http_guard import GuardMiddleware, HostPolicy
-from atoll.runtime import freeze_startup_heap
+from atoll.runtime import defer_full_collections, freeze_startup_heap
 from environment.config import AppsConfig
 from environment.data_jobs import router as data_jobs_router
 from environment.data_routes import router as data_router
@@ -85,9 +85,11 @@ class _EnvironmentApp(FastAPI):
 
 
 def _preload(freeze_heap: bool) -> None:
-    preload_app_servers()
-    if freeze_heap:
-        freeze_startup_heap()
+    try:
+        preload_app_servers()
+    finally:
+        if freeze_heap:
+            freeze_startup_heap()
 
 
 def create_app(
@@ -132,9 +134,14 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with manager, mcp_app.lifespan(app):
-            if freeze_heap:
+            preload = settings.preload_servers and server_factory is None
+            if freeze_heap and preload:
+                # The preload freezes the heap once the servers are built, in one collection
+                # of the whole start-up heap; full collections wait for it (atoll.runtime).
+                defer_full_collections()
+            elif freeze_heap:
                 freeze_startup_heap()
-            if settings.preload_servers and server_factory is None:
+            if preload:
                 threading.Thread(
                     target=_preload, args=(freeze_heap,), name="atoll-preload", daemon=True
                 ).start()

@@ -30,6 +30,11 @@ def serve(
 
     Beyond loopback (--host 0.0.0.0) ATOLL_ENV_TOKEN is required.
     """
+    from atoll.runtime import defer_full_collections
+
+    # Until the served app freezes its start-up heap (it is made with freeze_heap): what the
+    # imports below and the app's build make lives as long as the process.
+    defer_full_collections()
     from pydantic import ValidationError
 
     from environment import EnvironmentSettings

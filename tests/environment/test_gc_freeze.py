@@ -20,3 +20,22 @@ def test_freeze_heap_exempts_the_startup_heap_and_plain_apps_leave_gc_alone(sett
             assert gc.get_freeze_count() > 10_000
     finally:
         gc.unfreeze()
+
+
+def test_full_collections_deferred_for_the_start_resume_when_the_app_freezes_its_heap(settings):
+    # `atoll env serve` defers them before importing the environment; the served app's startup
+    # freeze must bring them back, with the threshold as it was (a second deferral included).
+    from atoll.runtime import defer_full_collections
+
+    gc.unfreeze()
+    threshold = gc.get_threshold()
+    try:
+        defer_full_collections()
+        defer_full_collections()
+        assert gc.get_threshold()[:2] == threshold[:2]  # young generations still collected
+        assert gc.get_threshold()[2] > 1_000_000
+        with TestClient(create_app(settings, freeze_heap=True)):
+            assert gc.get_threshold() == threshold
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
