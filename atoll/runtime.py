@@ -48,9 +48,15 @@ def freeze_startup_heap() -> None:
     counting; only cycles among them would outlive their use, which long-lived startup
     objects do not form in meaningful numbers.
     """
-    global _deferred_threshold
     gc.collect()
     gc.freeze()
+    resume_full_collections()
+
+
+def resume_full_collections() -> None:
+    """End a :func:`defer_full_collections` (no-op when none is on): the generation-2 threshold
+    is as it was. :func:`freeze_startup_heap` calls it; so does a start that fails before it."""
+    global _deferred_threshold
     with _lock:
         if _deferred_threshold is not None:
             young, middle, _ = gc.get_threshold()

@@ -30,11 +30,18 @@ def serve(
 
     Beyond loopback (--host 0.0.0.0) ATOLL_ENV_TOKEN is required.
     """
-    from atoll.runtime import defer_full_collections
+    from atoll.runtime import defer_full_collections, resume_full_collections
 
     # Until the served app freezes its start-up heap (it is made with freeze_heap): what the
     # imports below and the app's build make lives as long as the process.
     defer_full_collections()
+    try:
+        _serve(host, port, fs_root, apps_data_root, json_logs)
+    finally:  # the app froze its heap (and ended the deferral) unless it failed to start
+        resume_full_collections()
+
+
+def _serve(host: str, port: int, fs_root: Path | None, apps_data_root: Path | None, json_logs: bool) -> None:
     from pydantic import ValidationError
 
     from environment import EnvironmentSettings

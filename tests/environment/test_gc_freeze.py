@@ -39,3 +39,17 @@ def test_full_collections_deferred_for_the_start_resume_when_the_app_freezes_its
     finally:
         gc.unfreeze()
         gc.set_threshold(*threshold)
+
+
+def test_a_serve_that_fails_before_starting_leaves_full_collections_on(tmp_path):
+    # In-process (the CLI's function, as an embedding program may call it): a bad port stops
+    # `atoll env serve` before any app froze the heap; the deferral must not outlive it.
+    from typer.testing import CliRunner
+
+    from atoll.cli import app
+
+    threshold = gc.get_threshold()
+    arguments = ["env", "serve", "--port", "70000", "--fs-root", str(tmp_path / "f")]
+    result = CliRunner().invoke(app, [*arguments, "--apps-data-root", str(tmp_path / "a")])
+    assert result.exit_code != 0 and "70000" in str(result.exception)
+    assert gc.get_threshold() == threshold
