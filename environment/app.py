@@ -17,7 +17,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from atoll import __version__
 from atoll.http import DETAILED_ERROR_RESPONSES, add_error_handler, bearer_guard, error_body
 from atoll.http_guard import GuardMiddleware, HostPolicy
-from atoll.runtime import defer_full_collections, freeze_startup_heap
+from atoll.runtime import freeze_startup_heap
 from environment.config import AppsConfig
 from environment.data_jobs import router as data_jobs_router
 from environment.data_routes import router as data_router
@@ -134,14 +134,9 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with manager, mcp_app.lifespan(app):
-            preload = settings.preload_servers and server_factory is None
-            if freeze_heap and preload:
-                # The preload freezes the heap once the servers are built, in one collection
-                # of the whole start-up heap; full collections wait for it (atoll.runtime).
-                defer_full_collections()
-            elif freeze_heap:
-                freeze_startup_heap()
-            if preload:
+            if freeze_heap:
+                freeze_startup_heap()  # also ends atoll env serve's deferral of full collections
+            if settings.preload_servers and server_factory is None:
                 threading.Thread(
                     target=_preload, args=(freeze_heap,), name="atoll-preload", daemon=True
                 ).start()
