@@ -11,6 +11,12 @@ bounded set of daemon threads, the result handed back with ``loop.call_soon_thre
   scope, a timeout, ``task.cancel()``), the cancellation propagates only once the body has
   returned, as with anyio's default ``abandon_on_cancel=False``: the gateway's in-flight count
   and a hot swap's drain count a call as finished only when its body is.
+- **A body cancelled before it started never runs**, as with anyio (which gives up a call still
+  waiting for a thread): a write queued behind a full pool and cancelled by its client does not
+  happen after the client was told it was cancelled; the cancellation propagates at once.
+- **Exit waits for running bodies** (up to :data:`EXIT_WAIT_S`): the threads are daemons, so an
+  idle one never holds the process up, but a body still writing when the interpreter exits is
+  waited for at ``atexit``, as anyio's non-daemon workers were, rather than cut off mid-write.
 - **Bounded threads**: at most :data:`MAX_THREADS` (anyio's default limiter has 40 tokens);
   more calls than that queue in order.
 - **Context**: the body runs in a copy of the caller's ``contextvars`` context.
@@ -23,6 +29,7 @@ It needs an asyncio event loop (the environment and every server here run on one
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import contextvars
 import os
@@ -37,12 +44,17 @@ T = TypeVar("T")
 
 #: the most threads running tool bodies at once (anyio's default thread limiter: 40 tokens)
 MAX_THREADS = 40
+#: how long the interpreter's exit waits for bodies still running (seconds)
+EXIT_WAIT_S = 30.0
+
+
+_QUEUED, _STARTED, _DROPPED = range(3)
 
 
 class _Job:
     """One body to run, and how its caller learns that it finished."""
 
-    __slots__ = ("call", "context", "future", "loop", "result", "error", "finished", "waiter")
+    __slots__ = ("call", "context", "future", "loop", "result", "error", "finished", "waiter", "state")
 
     def __init__(self, call: Callable[[], Any], loop: asyncio.AbstractEventLoop) -> None:
         self.call = call
@@ -54,6 +66,9 @@ class _Job:
         self.finished = False
         #: set only when the caller was cancelled while the body ran: what it then waits on
         self.waiter: asyncio.Future[None] | None = None
+        #: _QUEUED, then _STARTED (a worker took it) or _DROPPED (its caller was cancelled
+        #: first); changed only under the pool's lock
+        self.state = _QUEUED
 
     def report(self) -> None:
         """On the loop's thread: hand the outcome to the caller."""
@@ -79,6 +94,9 @@ class _Workers:
         self._threads = 0
         #: jobs queued or running
         self._outstanding = 0
+        #: bodies running now, and the condition exit waits on for it to reach 0
+        self._running = 0
+        self._idle = threading.Condition(self._lock)
 
     def submit(self, job: _Job) -> None:
         with self._lock:
@@ -100,6 +118,13 @@ class _Workers:
         jobs = self._jobs
         while True:
             job = jobs.get()
+            with self._lock:
+                if job.state == _DROPPED:  # its caller was cancelled before it started
+                    self._outstanding -= 1
+                    del job
+                    continue
+                job.state = _STARTED
+                self._running += 1
             try:
                 job.result = job.context.run(job.call)
             except StopIteration as exc:
@@ -110,9 +135,25 @@ class _Workers:
                 job.error = exc
             with self._lock:
                 self._outstanding -= 1
+                self._running -= 1
+                if self._running == 0:
+                    self._idle.notify_all()
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
                 job.loop.call_soon_threadsafe(job.report)
             del job
+
+    def drop(self, job: _Job) -> bool:
+        """Drop ``job`` if no worker has started it (True: it will never run)."""
+        with self._lock:
+            if job.state != _QUEUED:
+                return False
+            job.state = _DROPPED
+            return True
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Wait until no body is running (False: still running after ``timeout_s``)."""
+        with self._lock:
+            return self._idle.wait_for(lambda: self._running == 0, timeout_s)
 
     def threads(self) -> int:
         """How many worker threads exist (tests check the bound)."""
@@ -128,6 +169,8 @@ def _reset_after_fork() -> None:
 
 
 os.register_at_fork(after_in_child=_reset_after_fork)
+# atexit runs before daemon threads are stopped: a body still running gets to finish.
+atexit.register(lambda: _workers.wait_idle(EXIT_WAIT_S))
 
 
 def worker_threads() -> int:
@@ -142,7 +185,7 @@ async def run_sync(call: Callable[[], T]) -> T:
     try:
         return await job.future
     except asyncio.CancelledError:
-        if not job.finished:
+        if not job.finished and not _workers.drop(job):
             await _wait_finished(job)
         raise
 

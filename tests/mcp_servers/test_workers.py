@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -17,7 +19,7 @@ from environment.config import AppsConfig
 from environment.gateway import Gateway, GatewayTool
 from mcp_servers._core import ServerContext, ServerDefinition
 from mcp_servers._core.build import build_server, direct_tools
-from mcp_servers._core.workers import MAX_THREADS, run_sync, worker_threads
+from mcp_servers._core.workers import MAX_THREADS, run_sync
 
 _REQUEST = contextvars.ContextVar("request", default="none")
 
@@ -134,7 +136,57 @@ def test_threads_are_bounded_and_extra_calls_queue() -> None:
 
     assert asyncio.run(main()) == MAX_THREADS + 15  # every call ran...
     assert most <= MAX_THREADS  # ...never more than the bound at once
-    assert worker_threads() <= MAX_THREADS
+
+
+def test_a_call_cancelled_before_its_body_started_never_runs_it() -> None:
+    """A write queued behind a full pool and cancelled by its client must not happen later."""
+    release = threading.Event()
+    ran: list[str] = []
+
+    async def main() -> float:
+        blockers = [asyncio.ensure_future(run_sync(lambda: release.wait(10))) for _ in range(MAX_THREADS)]
+        await asyncio.sleep(0.2)  # every thread is busy
+        started = time.monotonic()
+        with anyio.move_on_after(0.1) as scope:
+            await run_sync(lambda: ran.append("queued, then cancelled"))
+        cancelled_after = time.monotonic() - started
+        assert scope.cancelled_caught
+        release.set()
+        await asyncio.gather(*blockers)
+        await run_sync(lambda: ran.append("a later call"))  # the pool still serves
+        return cancelled_after
+
+    cancelled_after = asyncio.run(main())
+    assert ran == ["a later call"]  # the dropped body never ran...
+    assert cancelled_after < 2  # ...and its cancellation did not wait for the blockers
+
+
+def test_the_exit_waits_for_a_body_still_running(tmp_path: Path) -> None:
+    """The worker threads are daemons, but an interpreter leaving while a body writes lets it finish."""
+    marker = tmp_path / "written"
+    script = f"""
+import asyncio, threading, time
+from mcp_servers._core.workers import run_sync
+
+started = threading.Event()
+
+def body():
+    started.set()
+    time.sleep(0.5)
+    open({str(marker)!r}, "w").write("done")
+
+async def start():
+    asyncio.ensure_future(run_sync(body))
+    await asyncio.to_thread(started.wait, 10)
+
+# The loop is closed with the call still pending (nothing awaits it, nothing cancels it), as
+# when a server's shutdown gives up on a drain: only the exit is left to wait for the body.
+loop = asyncio.new_event_loop()
+loop.run_until_complete(start())
+loop.close()
+"""
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60, cwd=Path(__file__).parents[2])
+    assert marker.read_text() == "done"
 
 
 def test_a_cancelled_call_stays_in_flight_on_the_gateway_until_its_body_returns(tmp_path: Path) -> None:
