@@ -40,15 +40,18 @@ def defer_full_collections() -> None:
 
 
 def freeze_startup_heap() -> None:
-    """Collect once, then exempt every object alive now from later cyclic collections; full
-    collections deferred by :func:`defer_full_collections` resume.
+    """Collect the young generations, then exempt every object alive now from later cyclic
+    collections; full collections deferred by :func:`defer_full_collections` resume.
 
     Call it when startup (imports, caches built at start) is over; calling it again later
     freezes what has been added since. Objects frozen here are still freed by reference
     counting; only cycles among them would outlive their use, which long-lived startup
-    objects do not form in meaningful numbers.
+    objects do not form in meaningful numbers. The old generation is therefore not walked
+    first: on the environment's start-up heap (≈ 150,000 objects) a full collection cost
+    ≈ 0.1 s of CPU to find ≈ 260 objects of garbage, which the freeze now keeps (tens of KB,
+    once per process) instead.
     """
-    gc.collect()
+    gc.collect(1)
     gc.freeze()
     resume_full_collections()
 

@@ -145,8 +145,29 @@ def _process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def compile_sources() -> list[Path]:
+    """Write the compiled caches (``.pyc``) of the code an environment process imports, as an
+    installed package or image has them (``pip install`` writes them): a shell with
+    ``PYTHONDONTWRITEBYTECODE=1`` and a fresh checkout have none, and compiling ~170 modules
+    at every start costs ≈ 0.25 s of CPU that no deployment pays. Returns the trees compiled:
+    each ``PYTHONPATH`` entry and this checkout."""
+    import compileall
+
+    trees = [Path(entry) for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    trees.append(_HERE.parent)
+    for tree in trees:
+        for package in ("atoll", "environment", "mcp_servers"):
+            if (tree / package).is_dir():
+                compileall.compile_dir(tree / package, quiet=1)
+    return trees
+
+
 def bench_cold_start(servers: list[str], runs: int) -> None:
     print(f"\n## Cold start to ready ({len(servers)} servers: {', '.join(servers)})")
+    compiled = compile_sources()
+    print(
+        f"   compiled caches written first, as an installed image has them: {', '.join(map(str, compiled))}"
+    )
     variants = {
         # What the orchestrator sees: /apps comes after populate, by which time the environment
         # has imported the app servers in the background (GET /health says so).

@@ -53,3 +53,20 @@ def test_a_serve_that_fails_before_starting_leaves_full_collections_on(tmp_path)
     result = CliRunner().invoke(app, [*arguments, "--apps-data-root", str(tmp_path / "a")])
     assert result.exit_code != 0 and "70000" in str(result.exception)
     assert gc.get_threshold() == threshold
+
+
+def test_the_startup_freeze_walks_only_the_young_generations():
+    # A full collection of the start-up heap (~150,000 objects) cost ~0.1 s of the start's CPU
+    # to find a few hundred objects of garbage; the freeze collects generations 0 and 1 only.
+    from atoll.runtime import freeze_startup_heap
+
+    gc.unfreeze()
+    try:
+        before = [generation["collections"] for generation in gc.get_stats()]
+        freeze_startup_heap()
+        after = [generation["collections"] for generation in gc.get_stats()]
+        assert after[1] == before[1] + 1  # the young generations were collected...
+        assert after[2] == before[2]  # ...and the old one was not walked
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
