@@ -72,6 +72,10 @@ def preload_app_servers() -> None:
                     logger.info(
                         "preload of app server failed", extra={"server": name, "error": describe_error(exc)}
                     )
+        # The next start reads the tools' schemas instead of computing them again.
+        from mcp_servers._core import schema_cache
+
+        schema_cache.save()
         _preload_finished.set()
         logger.info(
             "app servers preloaded", extra={"duration_ms": round((time.perf_counter() - started) * 1000)}

@@ -35,6 +35,7 @@ from pydantic.fields import FieldInfo
 from mcp_servers._core.context import ServerContext
 from mcp_servers._core.options import ServerOptions
 from mcp_servers._core.outputs import model_schema, output_schema, portable, result_model_of, value_schema
+from mcp_servers._core.schema_cache import cached_schema
 
 _SECTION = re.compile(r"^\s*(Args|Arguments|Parameters|Returns|Raises|Errors|Example|Examples):\s*$")
 _ARG_LINE = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
@@ -71,6 +72,9 @@ class ToolDef:
     @cached_property
     def result_schema(self) -> dict[str, Any]:
         """The JSON schema of a successful call's structured content."""
+        return cached_schema(self.function, self.name, "result", self._result_schema)
+
+    def _result_schema(self) -> dict[str, Any]:
         if self.result_model is not None:
             return model_schema(self.result_model)
         return portable(value_schema(self.returns))
@@ -82,7 +86,11 @@ class ToolDef:
 
     @cached_property
     def input_schema(self) -> dict[str, Any]:
-        """The JSON schema of the arguments (``$defs`` inlined, portable to strict validators)."""
+        """The JSON schema of the arguments (``$defs`` inlined, portable to strict validators);
+        read from :mod:`mcp_servers._core.schema_cache` when it holds it."""
+        return cached_schema(self.function, self.name, "input", self._input_schema)
+
+    def _input_schema(self) -> dict[str, Any]:
         schema = portable(self.arguments.model_json_schema())
         schema.pop("title", None)
         schema.setdefault("properties", {})

@@ -211,3 +211,16 @@ crashes=$(compose logs --no-color worker 2>/dev/null | grep -c -E 'crashed|Trace
 say "code_exec inside the environment container"
 timeout 180 docker-compose -p "$project" -f docker-compose.yml exec -T environment python - \
   <tests/deploy/code_exec_check.py || fail "code_exec did not run sandboxed in the environment container"
+
+# --- 8. the environment image reads its tools' schemas, computed when it was built ------------
+say "the environment image reads its tools' schemas from the cache built into it"
+timeout 120 docker-compose -p "$project" -f docker-compose.yml exec -T environment python -c '
+import pathlib, tempfile
+from mcp_servers import SERVER_NAMES, create_server
+from mcp_servers._core import schema_cache
+root = pathlib.Path(tempfile.mkdtemp())
+for name in SERVER_NAMES:
+    create_server(name, fs_root=root / "fs", apps_data_root=root / "apps")
+print("container-test:   tool schemas:", schema_cache.counts)
+assert schema_cache.counts["computed"] == 0 and schema_cache.counts["read"] > 100, schema_cache.counts
+' || fail "the environment image computed its tools' schemas instead of reading them"
