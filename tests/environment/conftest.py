@@ -9,20 +9,12 @@ import httpx
 import pytest
 
 from environment import EnvironmentServer, EnvironmentSettings
-from tests.environment.factories import make_test_server
+from tests.environment.factories import make_test_server, world_settings
 
 
 @pytest.fixture
 def settings(tmp_path: Path) -> EnvironmentSettings:
-    return EnvironmentSettings(
-        fs_root=tmp_path / "world" / "filesystem",
-        apps_data_root=tmp_path / "world" / ".apps_data",
-        json_logs=False,
-        log_level="WARNING",
-        ready_timeout_s=20,
-        drain_timeout_s=10,
-        preload_servers=False,
-    )
+    return world_settings(tmp_path / "world")
 
 
 @pytest.fixture

@@ -17,7 +17,26 @@ from typing import Any
 import uvicorn
 from fastmcp import FastMCP
 
+from environment import EnvironmentSettings
+
 HERE = Path(__file__).parent
+
+
+def world_settings(world: Path, **overrides: Any) -> EnvironmentSettings:
+    """EnvironmentSettings for tests over ``world`` (its ``filesystem`` and ``.apps_data``):
+    readable logs, short timeouts, no background preload; ``overrides`` win."""
+    values: dict[str, Any] = {
+        "fs_root": world / "filesystem",
+        "apps_data_root": world / ".apps_data",
+        "json_logs": False,
+        "log_level": "WARNING",
+        "ready_timeout_s": 20,
+        "drain_timeout_s": 10,
+        "preload_servers": False,
+    }
+    return EnvironmentSettings(**{**values, **overrides})
+
+
 STDIO_SERVER = HERE / "stdio_server.py"
 
 

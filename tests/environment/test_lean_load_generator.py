@@ -5,37 +5,19 @@ refuse every other reply, so it cannot report throughput for failed calls."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import sys
 from collections.abc import Iterator
-from pathlib import Path
-from types import ModuleType
 
 import httpx
 import pytest
 
-from environment import EnvironmentServer, EnvironmentSettings
+from environment import EnvironmentServer
+from tests.benchmark_scripts import load_benchmark
+from tests.environment.factories import world_settings
 
-ROOT = Path(__file__).resolve().parents[2]
 LIST_REPORTS = ("filesystem_list_files", {"path": "/Reports"})
 
 
-def _load_benchmark() -> ModuleType:
-    # The script is named like the package it measures and edits sys.path when imported: load it
-    # under another name and leave the path as it was.
-    saved = list(sys.path)
-    try:
-        spec = importlib.util.spec_from_file_location(
-            "environment_benchmark", ROOT / "benchmarks" / "environment.py"
-        )
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path[:] = saved
-    return module
-
-
-bench = _load_benchmark()
+bench = load_benchmark("environment")
 
 
 @pytest.fixture(scope="module")
@@ -43,15 +25,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EnvironmentServer]
     root = tmp_path_factory.mktemp("world")
     (root / "filesystem" / "Reports").mkdir(parents=True)
     (root / "filesystem" / "Reports" / "q3.txt").write_text("Q3 revenue: 4.2M\n")
-    settings = EnvironmentSettings(
-        fs_root=root / "filesystem",
-        apps_data_root=root / ".apps_data",
-        json_logs=False,
-        log_level="WARNING",
-        ready_timeout_s=20,
-        drain_timeout_s=10,
-        preload_servers=False,
-    )
+    settings = world_settings(root)
     with EnvironmentServer(settings) as server:
         config = {"mcpServers": {"filesystem": {"transport": "inprocess", "server": "filesystem"}}}
         assert httpx.post(f"{server.url}/apps", json=config, timeout=60).status_code == 200

@@ -25,6 +25,7 @@ from environment.mcp_wire import error_reply
 from mcp_servers import create_server
 from mcp_servers._core.context import ServerContext
 from mcp_servers._core.definition import ServerDefinition
+from tests.environment.factories import world_settings
 
 HANDSHAKE, MODERN = "2025-11-25", "2026-07-28"
 _ENVELOPE = {
@@ -82,16 +83,7 @@ def _settings(root: Path, **overrides: Any) -> EnvironmentSettings:
     (fs_root / "chart.png").write_bytes(_png())
     for path in (fs_root / "Reports" / "q3.txt", fs_root / "chart.png", fs_root / "Reports"):
         os.utime(path, (1_700_000_000, 1_700_000_000))  # both environments list the same times
-    return EnvironmentSettings(
-        fs_root=fs_root,
-        apps_data_root=root / ".apps_data",
-        json_logs=False,
-        log_level="WARNING",
-        ready_timeout_s=20,
-        drain_timeout_s=10,
-        preload_servers=False,
-        **overrides,
-    )
+    return world_settings(root, **overrides)
 
 
 @contextmanager

@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.benchmark_scripts import load_benchmark
 
 
 def test_tool_bodies_runs_each_operation_and_its_floor(capsys):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import tool_bodies
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    tool_bodies = load_benchmark("tool_bodies")
     assert tool_bodies.main(["--calls", "3", "--rounds", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
     for operation in ("list_files", "read_text_file", "resolve+read"):

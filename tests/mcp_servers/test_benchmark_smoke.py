@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 import mailbox
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.benchmark_scripts import load_benchmark
 
 
 def test_generated_mbox_is_standard(tmp_path):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import apps
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    apps = load_benchmark("apps")
     path = tmp_path / "x.mbox"
     apps.generate_mbox(path, 120)
     box = mailbox.mbox(path)
@@ -23,11 +17,7 @@ def test_generated_mbox_is_standard(tmp_path):
 
 
 def test_mail_section_runs(tmp_path, capsys):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import apps
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    apps = load_benchmark("apps")
     assert apps.main(["--only", "mail", "--mail-messages", "150", "--runs", "2"]) == 0
     out = capsys.readouterr().out
     assert "list_mails(limit=50)" in out and "search_mail(subject=...)" in out
