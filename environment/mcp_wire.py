@@ -105,6 +105,7 @@ _VERDICTS: dict[tuple[str, str, str, bytes], bool] = {}
 _MAX_VERDICTS = 1024
 #: params larger than this (beyond ``arguments``) are validated every time, not remembered
 _MAX_KEY_BYTES = 4096
+_ABSENT = object()  # no "arguments" key
 
 
 def request_is_valid(method: str, version: str, params: dict[str, Any]) -> bool:
@@ -133,9 +134,6 @@ def request_is_valid(method: str, version: str, params: dict[str, Any]) -> bool:
             _VERDICTS.clear()
         _VERDICTS[key] = verdict
     return verdict
-
-
-_ABSENT = object()
 
 
 def _validates(method: str, version: str, params: dict[str, Any]) -> bool:
@@ -186,10 +184,10 @@ def wired_call_result(
     key order, written here as it dumps it. Anything else takes the general way;
     ``tests/mcp_servers/test_tool_results.py`` checks, for every protocol version, that both
     give the same JSON bytes."""
-    wired = _direct_wire(tool, result, version in MODERN_PROTOCOL_VERSIONS, server_info)
+    modern = version in MODERN_PROTOCOL_VERSIONS
+    wired = _direct_wire(tool, result, modern, server_info)
     if wired is not None:
         return wired
-    modern = version in MODERN_PROTOCOL_VERSIONS
     dumped = _wire_result(tool, result, modern).model_dump(by_alias=True, mode="json", exclude_none=True)
     return wire_result("tools/call", version, dumped, server_info)
 

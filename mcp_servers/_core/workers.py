@@ -155,10 +155,6 @@ class _Workers:
         with self._lock:
             return self._idle.wait_for(lambda: self._running == 0, timeout_s)
 
-    def threads(self) -> int:
-        """How many worker threads exist (tests check the bound)."""
-        return self._threads
-
 
 _workers = _Workers(MAX_THREADS)
 
@@ -171,11 +167,6 @@ def _reset_after_fork() -> None:
 os.register_at_fork(after_in_child=_reset_after_fork)
 # atexit runs before daemon threads are stopped: a body still running gets to finish.
 atexit.register(lambda: _workers.wait_idle(EXIT_WAIT_S))
-
-
-def worker_threads() -> int:
-    """How many threads :func:`run_sync` has started in this process (at most MAX_THREADS)."""
-    return _workers.threads()
 
 
 async def run_sync(call: Callable[[], T]) -> T:

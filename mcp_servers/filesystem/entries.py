@@ -78,7 +78,8 @@ def scan(directory: WorldPath, virtual: str) -> list[Entry]:
     """The sorted entries of a folder, listed through its descriptor: ToolError when unreadable,
     ``not_found`` when absent, ``not_a_directory`` when it is a file (so a caller needs no
     ``require("dir")`` first, and the folder is opened once)."""
-    prefix = virtual.rstrip("/") + "/"  # child_virtual(), once per folder
-    entries = [describe(directory, found, prefix + found.name) for found in directory.entries()]
+    entries = [
+        describe(directory, found, child_virtual(virtual, found.name)) for found in directory.entries()
+    ]
     entries.sort(key=sort_key)
     return entries
