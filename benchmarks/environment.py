@@ -162,12 +162,47 @@ def compile_sources() -> list[Path]:
     return trees
 
 
+#: Prints the CPU seconds its imports took in a fresh interpreter (after ``import environment``
+#: for the plane: what its build imports on the lifespan's worker thread).
+_IMPORT_PROBES = {
+    "import environment": "import time; t = time.process_time(); import environment; print(time.process_time() - t)",
+    "the MCP plane's imports (built in the background)": (
+        "import environment, time; t = time.process_time();"
+        " import environment.gateway, environment.mcp_fast, environment.mcp_front;"
+        " print(time.process_time() - t)"
+    ),
+}
+
+
+def _fresh_import_cpu_s(code: str) -> float:
+    """CPU seconds that ``code`` (an import probe of :data:`_IMPORT_PROBES`) reports."""
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=_HERE.parent, capture_output=True, text=True, check=True
+    )
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+def bench_imports(runs: int) -> None:
+    """``import environment`` in a fresh interpreter (issue 19: <= 0.4 s CPU), best of ``runs``
+    (at least 5), and the imports the MCP plane's build adds later, for the whole picture."""
+    best = {
+        label: min(_fresh_import_cpu_s(code) for _ in range(max(runs, 5)))
+        for label, code in _IMPORT_PROBES.items()
+    }
+    for label, cpu_s in best.items():
+        print(f"  {label:50} {cpu_s:5.2f} s CPU (fresh interpreter, best of {max(runs, 5)})")
+    own = best["import environment"]
+    print(f"  target (issue 19): the environment's own import <= 0.4 s CPU: {own:.2f} s ({own / 0.4:.2f}x)"
+          f" -> {'met' if own <= 0.4 else 'NOT met'}")  # fmt: skip
+
+
 def bench_cold_start(servers: list[str], runs: int) -> None:
     print(f"\n## Cold start to ready ({len(servers)} servers: {', '.join(servers)})")
     compiled = compile_sources()
     print(
         f"   compiled caches written first, as an installed image has them: {', '.join(map(str, compiled))}"
     )
+    bench_imports(runs)
     variants = {
         # What the orchestrator sees: /apps comes after populate, by which time the environment
         # has imported the app servers in the background (GET /health says so).
@@ -177,6 +212,7 @@ def bench_cold_start(servers: list[str], runs: int) -> None:
     }
     # (POST /apps s, process start -> /apps answered s, the environment process's CPU s by then)
     results: dict[str, list[tuple[float, float, float]]] = {label: [] for label in variants}
+    healthy: list[float] = []  # process start -> first 200 from /health, in-process variants
     for _ in range(runs):
         for label, (transport, wait_preload) in variants.items():
             with tempfile.TemporaryDirectory() as tmp:
@@ -195,16 +231,20 @@ def bench_cold_start(servers: list[str], runs: int) -> None:
                     cpu_s = _process_cpu_s(env.process.pid)  # stdio: the children's CPU is not in it
                     if reply.status_code != 200:
                         raise RuntimeError(f"/apps failed for {label}: {reply.text[:500]}")
-                    total_s = (
-                        (time.perf_counter() - env.started) if not wait_preload else env.healthy_s + apps_s
-                    )
+                    # after the preload: start -> /apps answered includes the wait for it (polled
+                    # every 50 ms), since /health now answers before the MCP plane is built
+                    total_s = time.perf_counter() - env.started
                     results[label].append((apps_s, total_s, cpu_s))
+                    if transport == "inprocess":
+                        healthy.append(env.healthy_s)
     best = {label: min(values) for label, values in results.items()}
     for label, values in results.items():
         apps_s, total_s = min(v[0] for v in values), min(v[1] for v in values)
         cpu_s = min(v[2] for v in values)
         print(f"  {label:40} POST /apps {apps_s:6.2f} s   process start -> ready {total_s:6.2f} s"
               f"   environment CPU {cpu_s:5.2f} s")  # fmt: skip
+    print(f"  process start -> GET /health answers 200: {min(healthy):.2f} s (the MCP plane is still"
+          " being built then; /apps and /mcp wait for it)")  # fmt: skip
     inprocess = best["in-process (after preload)"][0]
     print(f"  stdio / in-process POST /apps = {best['stdio children (baseline)'][0] / inprocess:.1f}x")
     print(f"  target: POST /apps in-process <= 1.5 s -> {'met' if inprocess <= 1.5 else 'NOT met'}")

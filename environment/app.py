@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import logging
 import shutil
-import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import JSONResponse, Response
@@ -17,39 +16,33 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from atoll import __version__
 from atoll.http import DETAILED_ERROR_RESPONSES, add_error_handler, bearer_guard, error_body
 from atoll.http_guard import GuardMiddleware, HostPolicy
-from atoll.runtime import freeze_startup_heap
 from environment.config import AppsConfig
 from environment.data_jobs import router as data_jobs_router
 from environment.data_routes import router as data_router
-from environment.gateway import (
-    GatewayManager,
-    GatewayNotReady,
-    ServerFactory,
-    ToolNameCollision,
-)
+from environment.gateway_errors import GatewayNotReady, ToolNameCollision
 from environment.logs import configure_logging
-from environment.mcp_fast import FastMcpCalls, McpFastPath
-from environment.mcp_front import BearerTokenGuard, SessionRegistry, create_front_server
 from environment.metrics import EnvironmentMetrics
+from environment.plane import MCP_PATH, McpPlane, McpPlaneUnavailable
 from environment.populate import STAGING_PREFIX
-from environment.preload import app_servers_preloaded, preload_app_servers
+from environment.preload import app_servers_preloaded
 from environment.replies import AppsApplied, AppsShown, EnvironmentHealth, Root
 from environment.settings import EnvironmentSettings
 
-logger = logging.getLogger("environment.app")
+if TYPE_CHECKING:
+    from environment.gateway import GatewayManager, ServerFactory
 
-MCP_PATH = "/mcp"
+logger = logging.getLogger("environment.app")
 
 
 class _McpOnly:
-    """Routes ``/mcp`` and ``/mcp/`` to the MCP app (behind its own token); 404 elsewhere.
+    """Routes ``/mcp`` and ``/mcp/`` to the MCP plane's app (behind its own token); 404 elsewhere.
 
     ``/mcp/`` is served directly rather than redirected: Archipelago's clients use that URL and
     some MCP clients do not follow a redirect on POST.
     """
 
-    def __init__(self, mcp_app: ASGIApp, token: str | None) -> None:
-        self.app = BearerTokenGuard(mcp_app, token) if token else mcp_app
+    def __init__(self, plane: McpPlane) -> None:
+        self.plane = plane
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
@@ -59,7 +52,7 @@ class _McpOnly:
             return
         if path != MCP_PATH and scope["type"] == "http":
             scope = {**scope, "path": MCP_PATH, "raw_path": MCP_PATH.encode()}
-        await self.app(scope, receive, send)
+        await self.plane.mcp_app(scope, receive, send)
 
 
 class _EnvironmentApp(FastAPI):
@@ -84,14 +77,6 @@ class _EnvironmentApp(FastAPI):
         await super().__call__(scope, receive, send)
 
 
-def _preload(freeze_heap: bool) -> None:
-    try:
-        preload_app_servers()
-    finally:
-        if freeze_heap:
-            freeze_startup_heap()
-
-
 def create_app(
     settings: EnvironmentSettings | None = None,
     *,
@@ -104,7 +89,9 @@ def create_app(
     ``settings`` default to the ``ATOLL_*`` environment; ``server_factory`` replaces
     ``mcp_servers.create_server`` for ``"inprocess"`` entries (tests, custom servers).
     ``freeze_heap`` (for a process that serves nothing else) exempts the startup heap from
-    the garbage collector once started and again once the app servers are preloaded.
+    the garbage collector once the MCP plane is built and the app servers preloaded.
+    Neither this nor importing the module imports the MCP machinery (fastmcp, the MCP SDK):
+    the app's lifespan builds it in the background (:mod:`environment.plane`).
     ``bind_host`` (the address served) is answered as a Host name besides ``localhost``, IP
     literals and ``ATOLL_ALLOWED_HOSTS`` (:mod:`atoll.http_guard`).
     """
@@ -115,32 +102,13 @@ def create_app(
         for leftover in root.glob(f"{STAGING_PREFIX}*"):  # from a populate cut short by a crash
             shutil.rmtree(leftover, ignore_errors=True)
     metrics = EnvironmentMetrics()
-    sessions = SessionRegistry()
-    manager = GatewayManager(
-        fs_root=settings.fs_root.resolve(),
-        apps_data_root=settings.apps_data_root.resolve(),
-        ready_timeout_s=settings.ready_timeout_s,
-        drain_timeout_s=settings.drain_timeout_s,
-        metrics=metrics,
-        server_factory=server_factory,
-        tool_names=settings.tool_names,
-        on_swap=sessions.notify_tools_changed,
-    )
-    front = create_front_server(manager, sessions)
-    mcp_app = front.http_app(
-        path=MCP_PATH, host_origin_protection="auto", json_response=settings.mcp_json_response
-    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with manager, mcp_app.lifespan(app):
-            if freeze_heap:
-                freeze_startup_heap()  # also ends atoll env serve's deferral of full collections
-            if settings.preload_servers and server_factory is None:
-                threading.Thread(
-                    target=_preload, args=(freeze_heap,), name="atoll-preload", daemon=True
-                ).start()
-            logger.info("environment ready", extra={"fs_root": str(settings.fs_root)})
+        # The MCP plane (gateway, /mcp, the app servers' preload) is built in the background:
+        # /health and the data plane answer meanwhile; /apps and /mcp wait for it.
+        async with plane.running(app):
+            logger.info("environment serving", extra={"fs_root": str(settings.fs_root)})
             yield
 
     app = _EnvironmentApp(
@@ -149,18 +117,23 @@ def create_app(
         lifespan=lifespan,
         responses=DETAILED_ERROR_RESPONSES,  # every route: the error body below
     )
+    token = settings.mcp_token.get_secret_value() if settings.mcp_token else None
+    plane = McpPlane(
+        settings,
+        metrics,
+        app.stack,
+        server_factory=server_factory,
+        token=token,
+        preload=settings.preload_servers and server_factory is None,
+        freeze_heap=freeze_heap,
+    )
     app.state.settings = settings
     app.state.metrics = metrics
-    app.state.gateway = manager
-    token = settings.mcp_token.get_secret_value() if settings.mcp_token else None
-    # Hot /mcp requests (tools/call, tools/list) are answered below fastmcp's machinery
-    # (environment/mcp_fast.py), and ahead of FastAPI's own middleware stack: every request
-    # meets the Host/cross-site guard first, then the lean path, then FastAPI.
-    app.state.mcp_fast = McpFastPath(
-        manager, sessions, front, token=token, enabled=settings.mcp_fast_path and settings.mcp_json_response
-    )
+    app.state.plane = plane
+    # Every request meets the Host/cross-site guard first, then the lean /mcp path (once the
+    # plane is up), then FastAPI.
     app.outer = GuardMiddleware(
-        FastMcpCalls(app.stack, fast_path=app.state.mcp_fast, path=MCP_PATH),
+        plane.front_door,
         policy=HostPolicy(settings.allowed_host_list, bind_host),
         body_timeout_s=settings.body_timeout_s,
         detail_field=True,  # Archipelago's clients read FastAPI's "detail" (docs/environment.md)
@@ -176,12 +149,24 @@ def create_app(
         # Archipelago answers GET / (a liveness probe some clients use); never needs a token.
         return Root(service="atoll environment", version=__version__, health="/health", mcp=MCP_PATH)
 
-    @app.get("/health")
+    async def live_manager() -> GatewayManager:
+        """The gateway manager, once the MCP plane is up (waiting for it); 503 when it is not."""
+        try:
+            return await plane.require()
+        except McpPlaneUnavailable as exc:
+            raise HTTPException(503, {"error": exc.message, "code": exc.code}) from exc
+
+    @app.get("/health", responses={503: {"description": "the MCP gateway failed to start"}})
     async def health() -> EnvironmentHealth:
         from mcp_servers.code.sandbox import sandbox_report  # lazily: the code server's imports
 
+        if plane.error is not None:  # a service that cannot serve MCP is not healthy
+            raise HTTPException(
+                503, {"error": f"the MCP gateway failed to start: {plane.error}", "code": "mcp_unavailable"}
+            )
         return EnvironmentHealth(
             status="ok",
+            mcp_ready=plane.ready,
             servers_preloaded=app_servers_preloaded(),
             code_sandbox=sandbox_report(),  # whether code_exec can run here, how, or why not
         )
@@ -198,6 +183,7 @@ def create_app(
     @app.post("/apps", dependencies=[Depends(require_env_token)])
     async def set_apps(config: AppsConfig) -> AppsApplied:
         started = time.perf_counter()
+        manager = await live_manager()
         try:
             changed = await manager.apply(config)
         except ToolNameCollision as exc:
@@ -238,7 +224,7 @@ def create_app(
 
     @app.get("/apps", dependencies=[Depends(require_env_token)])
     async def get_apps() -> AppsShown:
-        gateway = manager.current
+        gateway = (await live_manager()).current
         return AppsShown.model_validate(
             {
                 "mcpServers": {name: _redacted(server) for name, server in gateway.config.mcpServers.items()},
@@ -249,7 +235,7 @@ def create_app(
 
     app.include_router(data_router, prefix="/data", dependencies=[Depends(require_env_token)])
     app.include_router(data_jobs_router, prefix="/data", dependencies=[Depends(require_env_token)])
-    app.mount("/", _McpOnly(mcp_app, token))
+    app.mount("/", _McpOnly(plane))
     return app
 
 

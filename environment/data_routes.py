@@ -277,9 +277,9 @@ async def _run_populate(
             )
         outcome = "ok"
         if result.mode == "replace":
-            request.app.state.gateway.world_replaced()
+            request.app.state.plane.world_replaced()
         # The live servers' mail, calendar and chat indexes are built now, not on the first call.
-        request.app.state.gateway.warm()
+        request.app.state.plane.warm()
     except UnsafeArchive as exc:
         outcome = "rejected"
         logger.warning("populate rejected", extra={"error": exc.message, "member": exc.member})

@@ -33,8 +33,8 @@ from fastmcp import FastMCP
 from fastmcp.tools import Tool, ToolResult
 from mcp.shared.exceptions import MCPError as McpError
 
-from atoll.errors import AtollError
 from environment.config import AppsConfig, ServerConfig
+from environment.gateway_errors import GatewayNotReady, ToolNameCollision, describe_error
 from environment.metrics import EnvironmentMetrics
 
 if TYPE_CHECKING:
@@ -63,29 +63,6 @@ ServerFactory = Callable[..., FastMCP]
 #: How gateway tools are named: ``atoll`` always ``{server}_{tool}``; ``archipelago`` leaves the
 #: tools of a one-server config unprefixed, as Archipelago (FastMCP's proxy) does.
 ToolNames = Literal["atoll", "archipelago"]
-
-
-class GatewayNotReady(AtollError):
-    """One or more servers failed to start or list their tools; ``failures`` maps name → error."""
-
-    def __init__(self, failures: dict[str, str]) -> None:
-        names = ", ".join(sorted(failures))
-        first = next(iter(sorted(failures.items())))
-        super().__init__("gateway_not_ready", f"MCP server(s) not ready: {names} ({first[0]}: {first[1]})")
-        self.failures = failures
-
-
-class ToolNameCollision(AtollError):
-    """Two servers produce the same ``{server}_{tool}`` name."""
-
-    def __init__(self, name: str, first: tuple[str, str], second: tuple[str, str]) -> None:
-        super().__init__(
-            "tool_name_collision",
-            f"tool name {name!r} is produced by server {first[0]!r} (tool {first[1]!r}) "
-            f"and by server {second[0]!r} (tool {second[1]!r})",
-        )
-        self.name = name
-        self.servers = (first[0], second[0])
 
 
 def _default_server_factory(name: str, **kwargs: Any) -> FastMCP:
@@ -619,11 +596,3 @@ async def _close_quietly(name: str, client: Client) -> None:
             await client.close()
     except Exception as exc:  # closing a dead server must not hide the real outcome
         logger.debug("closing MCP server failed", extra={"server": name, "error": describe_error(exc)})
-
-
-def describe_error(exc: BaseException) -> str:
-    """One line for people: the innermost useful message of ``exc``."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__

@@ -8,7 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-from environment.gateway import describe_error
+from environment.gateway_errors import describe_error
 
 logger = logging.getLogger("environment.preload")
 

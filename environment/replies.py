@@ -21,6 +21,9 @@ class EnvironmentHealth(BaseModel):
     """``GET /health``."""
 
     status: str
+    mcp_ready: bool = Field(
+        description="whether the MCP gateway (/mcp, /apps) is up; until then those requests wait for it"
+    )
     servers_preloaded: bool
     code_sandbox: dict[str, Any] = Field(description="whether code_exec can run here, how, or why not")
 

@@ -5,14 +5,17 @@ from __future__ import annotations
 import threading
 import time
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 import uvicorn
 
 from atoll.http_guard import check_bind, guarded_protocol
 from atoll.serving import serve_app
 from environment.app import create_app
-from environment.gateway import ServerFactory
 from environment.settings import EnvironmentSettings
+
+if TYPE_CHECKING:
+    from environment.gateway import ServerFactory
 
 
 def _check_bind(settings: EnvironmentSettings, host: str) -> None:
@@ -43,7 +46,8 @@ def serve(settings: EnvironmentSettings, host: str = "127.0.0.1", port: int = 80
 class EnvironmentServer:
     """An environment on a free loopback port, served by uvicorn in a daemon thread.
 
-    ``with EnvironmentServer(settings) as env: env.url, env.mcp_url``. Startup failures raise
+    ``with EnvironmentServer(settings) as env: env.url, env.mcp_url``; entering returns once
+    ``/mcp`` and ``/apps`` are served (the MCP plane built). Startup failures raise
     RuntimeError; leaving the block stops the server (and every MCP child process). A
     non-loopback ``host`` without ATOLL_ENV_TOKEN raises AtollError(``insecure_bind``).
     """
@@ -92,6 +96,13 @@ class EnvironmentServer:
                 raise RuntimeError("environment server did not start")
             time.sleep(0.01)
         self.port = self._server.servers[0].sockets[0].getsockname()[1]
+        # Embedded, the caller talks MCP next: wait for the plane the lifespan builds in the
+        # background (a served process answers /health meanwhile; environment.plane).
+        plane = self.app.state.plane
+        if not plane.wait_ready(max(0.0, deadline - time.monotonic())):
+            self.stop()
+            why = plane.error or f"not ready within {self._startup_timeout_s:g} s"
+            raise RuntimeError(f"environment MCP gateway did not start: {why}")
         return self
 
     def stop(self) -> None:

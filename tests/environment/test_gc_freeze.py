@@ -4,17 +4,26 @@ from __future__ import annotations
 
 import gc
 
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from environment.app import create_app
 
 
+def _started(app: FastAPI) -> FastAPI:
+    """``app`` once its MCP plane (built in the background by the lifespan) is up."""
+    assert app.state.plane.wait_ready(30), app.state.plane.error
+    return app
+
+
 def test_freeze_heap_exempts_the_startup_heap_and_plain_apps_leave_gc_alone(settings):
     gc.unfreeze()
     try:
-        with TestClient(create_app(settings)):
+        with TestClient(app := create_app(settings)):
+            _started(app)
             assert gc.get_freeze_count() == 0  # a library user's process is not touched
-        with TestClient(create_app(settings, freeze_heap=True)):
+        with TestClient(app := create_app(settings, freeze_heap=True)):
+            _started(app)
             # Everything alive after startup (FastAPI, FastMCP, pydantic models...) is frozen:
             # full collections no longer walk it, which is what kept p99 latency at ~140 ms.
             assert gc.get_freeze_count() > 10_000
@@ -34,7 +43,9 @@ def test_full_collections_deferred_for_the_start_resume_when_the_app_freezes_its
         defer_full_collections()
         assert gc.get_threshold()[:2] == threshold[:2]  # young generations still collected
         assert gc.get_threshold()[2] > 1_000_000
-        with TestClient(create_app(settings, freeze_heap=True)):
+        with TestClient(app := create_app(settings, freeze_heap=True)):
+            # deferred until the MCP plane is built (in the background), then resumed
+            _started(app)
             assert gc.get_threshold() == threshold
     finally:
         gc.unfreeze()

@@ -102,7 +102,7 @@ def _apply(env: EnvironmentServer, servers: tuple[str, ...]) -> None:
 
 
 def _answered(env: EnvironmentServer) -> dict[str, int]:
-    return dict(env.app.state.mcp_fast.answered)
+    return dict(env.app.state.plane.fast_path.answered)
 
 
 class _RawSession:

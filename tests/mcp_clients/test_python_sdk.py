@@ -59,7 +59,7 @@ def test_every_tool_declares_a_portable_output_schema(all_apps_env):
 
 def test_every_result_validates_against_its_output_schema(all_apps_env):
     calls = sample_calls()
-    answered = dict(all_apps_env.app.state.mcp_fast.answered)
+    answered = dict(all_apps_env.app.state.plane.fast_path.answered)
 
     async def work(session: ClientSession, init: Any) -> list[tuple[dict, Any, dict]]:
         schemas = {tool.name: tool.output_schema for tool in (await session.list_tools()).tools}
@@ -77,6 +77,6 @@ def test_every_result_validates_against_its_output_schema(all_apps_env):
         if result.is_error:
             assert set(result.structured_content["error"]) >= {"code", "message"}
     # the lean /mcp path served the listing and the calls (environment/mcp_fast.py)
-    served = all_apps_env.app.state.mcp_fast.answered
+    served = all_apps_env.app.state.plane.fast_path.answered
     assert served["tools/list"] > answered["tools/list"]
     assert served["tools/call"] - answered["tools/call"] == len(calls)

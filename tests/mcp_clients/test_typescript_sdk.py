@@ -33,7 +33,7 @@ def test_typescript_sdk_lists_and_calls_tools_with_strict_ajv(all_apps_env, tmp_
     calls = sample_calls()
     calls_file = tmp_path / "calls.json"
     calls_file.write_text(json.dumps(calls))
-    answered = dict(all_apps_env.app.state.mcp_fast.answered)
+    answered = dict(all_apps_env.app.state.plane.fast_path.answered)
     run = subprocess.run(
         [_node(), str(CLIENT_DIR / "client.mjs"), all_apps_env.mcp_url, str(calls_file)],
         cwd=CLIENT_DIR,
@@ -50,6 +50,6 @@ def test_typescript_sdk_lists_and_calls_tools_with_strict_ajv(all_apps_env, tmp_
     errors = [c for c in report["calls"] if c["is_error"]]
     assert errors and all(c["structured_keys"] == ["error"] for c in errors)
     # the lean /mcp path served the listing and the calls (environment/mcp_fast.py)
-    served = all_apps_env.app.state.mcp_fast.answered
+    served = all_apps_env.app.state.plane.fast_path.answered
     assert served["tools/list"] > answered["tools/list"]
     assert served["tools/call"] - answered["tools/call"] == len(calls)

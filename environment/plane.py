@@ -1,0 +1,304 @@
+"""The environment's MCP plane, built in the background once the service is up.
+
+The MCP plane is what serves ``/mcp`` and ``POST /apps``: the gateway manager, the front
+server behind ``/mcp`` (fastmcp), the lean ``/mcp`` path, and the app servers' preload. Its
+imports (fastmcp's server and the MCP SDK's generated models) are most of the environment's
+start: about 0.5 s of the ~0.9 s that ``import environment`` used to cost on the 2-vCPU
+machine. So neither ``import environment`` nor :func:`environment.create_app` imports them:
+the app's lifespan starts building the plane on a worker thread and the service answers
+meanwhile. What needs it waits for it:
+
+- ``/mcp`` requests and ``POST``/``GET /apps`` wait until the plane is ready (at most the
+  settings' ``ready_timeout_s``), then go on as before; they never see a half-built plane;
+- ``GET /health`` answers at once, with ``mcp_ready`` telling whether the plane is up
+  (``servers_preloaded`` still tells whether the app servers are), and 503 naming the error
+  when the plane failed to build: a service that cannot serve MCP is not healthy;
+- the data plane (``/data/populate``, ``/data/snapshot``) does not need it at all, so a
+  world is populated while the plane is still being built.
+
+The worker thread builds the plane and then runs the preload of the app servers (one thread
+importing, never two at once); the event loop then starts the gateway manager and the front
+server's session manager, freezes the start-up heap when asked to, and marks the plane ready.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from atoll.errors import AtollError
+from atoll.http import error_bytes
+from atoll.runtime import freeze_startup_heap, resume_full_collections
+from environment.gateway_errors import describe_error
+from environment.metrics import EnvironmentMetrics
+from environment.settings import EnvironmentSettings
+
+if TYPE_CHECKING:
+    from environment.gateway import GatewayManager, ServerFactory
+    from environment.mcp_fast import McpFastPath
+
+logger = logging.getLogger("environment.plane")
+
+#: The paths the MCP plane serves (``/mcp/`` is served as ``/mcp``; see environment.app).
+MCP_PATH = "/mcp"
+MCP_PATHS = (MCP_PATH, MCP_PATH + "/")
+
+
+class McpPlaneUnavailable(AtollError):
+    """The MCP plane is not there to serve a request: it failed to build, is not running (the
+    app's lifespan never started), or was not ready within the ready timeout."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("mcp_unavailable", message)
+
+
+@dataclass(frozen=True)
+class _Built:
+    """The plane as the worker thread built it, before the event loop starts it."""
+
+    manager: GatewayManager
+    fast_path: McpFastPath
+    http_app: Any  # fastmcp's Starlette app for /mcp; its lifespan runs the sessions
+    mcp_app: ASGIApp  # the same behind the /mcp token guard
+    front_door: ASGIApp  # the lean /mcp path, then FastAPI's stack
+
+
+class McpPlane:
+    """Builds and holds the environment's MCP plane (see the module).
+
+    ``stack`` is the app's own entry below the front layers (FastAPI's middleware stack and
+    routing), where requests the lean ``/mcp`` path does not answer go on to. ``preload``
+    runs the app servers' preload after the build (on the same thread); ``freeze_heap``
+    freezes the start-up heap once everything is built.
+    """
+
+    def __init__(
+        self,
+        settings: EnvironmentSettings,
+        metrics: EnvironmentMetrics,
+        stack: ASGIApp,
+        *,
+        server_factory: ServerFactory | None = None,
+        token: str | None = None,
+        preload: bool = False,
+        freeze_heap: bool = False,
+    ) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self.server_factory = server_factory
+        self.token = token
+        self.preload = preload
+        self.freeze_heap = freeze_heap
+        self._stack = stack
+        #: the gateway manager, the lean path's state (tests read its counts): set once built
+        self.manager: GatewayManager | None = None
+        self.fast_path: McpFastPath | None = None
+        #: why the plane is not there, once it failed (None while building and once ready)
+        self.error: str | None = None
+        #: seconds from the start of the build to ready (None until then)
+        self.build_seconds: float | None = None
+        self._front_door: ASGIApp | None = None  # the lean path, then FastAPI's stack
+        self._mcp_app: ASGIApp | None = None  # fastmcp's /mcp app behind its token guard
+        self._settled = threading.Event()  # ready or failed
+        self._settled_async: anyio.Event | None = None  # the same, for the event loop
+        self._ready = False
+
+    # -- state ---------------------------------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        """Whether ``/mcp`` and ``/apps`` are served without waiting."""
+        return self._ready
+
+    def wait_ready(self, timeout_s: float | None = None) -> bool:
+        """Block (another thread than the event loop's) until the plane is ready; False when it
+        failed or ``timeout_s`` passed first."""
+        self._settled.wait(timeout_s)
+        return self._ready
+
+    async def require(self) -> GatewayManager:
+        """The gateway manager once the plane is ready (waiting for it, up to the settings'
+        ``ready_timeout_s``). Raises McpPlaneUnavailable when it failed, is not running or
+        did not become ready in time."""
+        if not self._ready:
+            await self._wait()
+        assert self.manager is not None
+        return self.manager
+
+    async def _wait(self) -> None:
+        if self.error is None and self._settled_async is not None:
+            with anyio.move_on_after(self.settings.ready_timeout_s):
+                await self._settled_async.wait()
+        if self._ready:
+            return
+        if self.error is not None:
+            raise McpPlaneUnavailable(f"the MCP gateway failed to start: {self.error}")
+        if self._settled_async is None:
+            raise McpPlaneUnavailable("the MCP gateway is not running (the app's lifespan has not started)")
+        raise McpPlaneUnavailable(
+            f"the MCP gateway was not ready within {self.settings.ready_timeout_s:g} s of waiting"
+        )
+
+    def world_replaced(self) -> None:
+        """Tell the gateway the world was replaced (nothing to tell before it is built: the
+        first ``POST /apps`` builds its servers over the world as it is then)."""
+        if self.manager is not None:
+            self.manager.world_replaced()
+
+    def warm(self) -> threading.Thread | None:
+        """Build the live gateway's app-data indexes in the background (none before it is built)."""
+        return self.manager.warm() if self.manager is not None else None
+
+    # -- ASGI entries ----------------------------------------------------------------------
+
+    async def front_door(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Ahead of FastAPI's stack: ``/mcp`` requests go to the lean path (waiting for the
+        plane first), everything else straight on to the stack."""
+        front = self._front_door
+        if front is None:
+            if scope["type"] == "lifespan" or scope.get("path") not in MCP_PATHS:
+                await self._stack(scope, receive, send)
+                return
+            if not await self._await_for(scope, send):
+                return
+            front = self._front_door
+            assert front is not None
+        await front(scope, receive, send)
+
+    async def mcp_app(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """fastmcp's ``/mcp`` app behind its token guard (once the plane is ready)."""
+        app = self._mcp_app
+        if app is None:
+            if not await self._await_for(scope, send):
+                return
+            app = self._mcp_app
+            assert app is not None
+        await app(scope, receive, send)
+
+    async def _await_for(self, scope: Scope, send: Send) -> bool:
+        """Wait for the plane on behalf of a request; when it is not there, answer 503 (naming
+        why) and return False."""
+        try:
+            await self.require()
+        except McpPlaneUnavailable as exc:
+            if scope["type"] == "http":
+                body = error_bytes(exc.code, exc.message, detail_field=True)
+                headers = [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                ]
+                await send({"type": "http.response.start", "status": 503, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+            else:
+                await send({"type": "websocket.close", "code": 1013})  # try again later
+            return False
+        return True
+
+    # -- bring-up --------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def running(self, app: Any) -> AsyncIterator[None]:
+        """For the app's lifespan: build the plane in the background and serve meanwhile; on
+        exit, stop what it started (the gateways and their child processes, fastmcp's
+        sessions)."""
+        stop = anyio.Event()
+        # (a lifespan run again, as a test client may, builds a plane of its own)
+        self._ready, self.error, self.build_seconds = False, None, None
+        self._front_door = self._mcp_app = None
+        self.manager = self.fast_path = None
+        self._settled.clear()
+        self._settled_async = anyio.Event()
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._run, app, stop)
+            try:
+                yield
+            finally:
+                stop.set()
+
+    async def _run(self, app: Any, stop: anyio.Event) -> None:
+        started = time.perf_counter()
+        try:
+            built = await anyio.to_thread.run_sync(self._build)
+        except Exception as exc:
+            self._failed(exc)
+            return
+        try:
+            async with built.manager, built.http_app.lifespan(app):
+                if self.freeze_heap:
+                    freeze_startup_heap()  # also ends atoll env serve's deferral of full collections
+                self.build_seconds = time.perf_counter() - started
+                self.manager, self.fast_path = built.manager, built.fast_path
+                self._mcp_app, self._front_door = built.mcp_app, built.front_door
+                self._ready = True
+                self._settle()
+                logger.info("MCP gateway ready", extra={"duration_ms": round(self.build_seconds * 1000)})
+                await stop.wait()
+        except Exception as exc:
+            if self._ready:
+                raise
+            self._failed(exc)
+
+    def _failed(self, exc: BaseException) -> None:
+        self.error = describe_error(exc)
+        logger.error("the MCP gateway failed to start", extra={"error": self.error}, exc_info=exc)
+        if self.freeze_heap:
+            resume_full_collections()  # no start-up freeze is coming to end the deferral
+        self._settle()
+
+    def _settle(self) -> None:
+        self._settled.set()
+        if self._settled_async is not None:
+            self._settled_async.set()
+
+    def _build(self) -> _Built:
+        """Import and build the plane (a worker thread), then preload the app servers; nothing
+        is served from it until :meth:`_run` has started it."""
+        from environment.gateway import GatewayManager
+        from environment.mcp_fast import FastMcpCalls, McpFastPath
+        from environment.mcp_front import BearerTokenGuard, SessionRegistry, create_front_server
+
+        settings = self.settings
+        sessions = SessionRegistry()
+        manager = GatewayManager(
+            fs_root=settings.fs_root.resolve(),
+            apps_data_root=settings.apps_data_root.resolve(),
+            ready_timeout_s=settings.ready_timeout_s,
+            drain_timeout_s=settings.drain_timeout_s,
+            metrics=self.metrics,
+            server_factory=self.server_factory,
+            tool_names=settings.tool_names,
+            on_swap=sessions.notify_tools_changed,
+        )
+        front = create_front_server(manager, sessions)
+        http_app = front.http_app(
+            path=MCP_PATH, host_origin_protection="auto", json_response=settings.mcp_json_response
+        )
+        # Hot /mcp requests (tools/call, tools/list) are answered below fastmcp's machinery
+        # (environment/mcp_fast.py), ahead of FastAPI's own middleware stack.
+        fast_path = McpFastPath(
+            manager,
+            sessions,
+            front,
+            token=self.token,
+            enabled=settings.mcp_fast_path and settings.mcp_json_response,
+        )
+        built = _Built(
+            manager=manager,
+            fast_path=fast_path,
+            http_app=http_app,
+            mcp_app=BearerTokenGuard(http_app, self.token) if self.token else http_app,
+            front_door=FastMcpCalls(self._stack, fast_path=fast_path, path=MCP_PATH),
+        )
+        if self.preload:
+            from environment.preload import preload_app_servers
+
+            preload_app_servers()
+        return built
