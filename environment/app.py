@@ -180,7 +180,14 @@ def create_app(
     async def prometheus_metrics() -> Response:
         return Response(metrics.render(), media_type="text/plain; version=0.0.4")
 
-    @app.post("/apps", dependencies=[Depends(require_env_token)])
+    async def plane_up() -> None:
+        await live_manager()
+
+    # plane_up is solved before the body is validated (FastAPI solves a route's dependencies
+    # first): validating an in-process server's options imports its module, which the plane's
+    # preload does on its own thread; waiting for the plane first means one import, not two at
+    # once (and none on the event loop while the preload runs).
+    @app.post("/apps", dependencies=[Depends(require_env_token), Depends(plane_up)])
     async def set_apps(config: AppsConfig) -> AppsApplied:
         started = time.perf_counter()
         manager = await live_manager()

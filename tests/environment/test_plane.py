@@ -126,6 +126,33 @@ def test_health_and_populate_answer_while_the_plane_is_built_and_apps_and_mcp_wa
         assert "Reports" in asyncio.run(call())  # the world populated before the plane was up
 
 
+def test_apps_validates_server_options_only_once_the_plane_and_its_preload_are_up(
+    tmp_path: Path, held_build: threading.Event, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Checking an in-process server's options imports its module: done while the plane's
+    # preload imports the same modules on its own thread, that was two imports at once, the
+    # one on the event loop. /apps waits for the plane before its body is validated.
+    import environment.config as config_module
+
+    app = create_app(world_settings(tmp_path / "world"), server_factory=make_test_server)
+    validated_when_ready: list[bool] = []
+    validate = config_module._validated_options
+
+    def recording(server: str, options: dict) -> dict:
+        validated_when_ready.append(app.state.plane.ready)
+        return validate(server, options)
+
+    monkeypatch.setattr(config_module, "_validated_options", recording)
+    with serving(app) as url:
+        apps, reply = _in_thread(lambda: httpx.post(f"{url}/apps", json=ECHO_APPS, timeout=60))
+        time.sleep(0.5)
+        assert validated_when_ready == []  # the body waits with the request
+        held_build.set()
+        apps.join(60)
+        assert reply[0].status_code == 200, reply[0].text
+        assert validated_when_ready == [True]
+
+
 def test_a_plane_that_fails_to_build_makes_health_apps_and_mcp_answer_503_naming_why(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
