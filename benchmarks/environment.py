@@ -1,7 +1,10 @@
 """Environment service performance, each figure next to a baseline measured in the same run.
 
 1. Cold start to ready: a fresh `atoll env serve` process, then POST /apps with the app servers
-   in-process vs the same servers as stdio children (`atoll mcp NAME --transport stdio`).
+   in-process vs the same servers as stdio children (`atoll mcp NAME --transport stdio`); the
+   CPU of `import environment` and of the MCP plane's imports, each in a fresh interpreter.
+1a. Trial start: process start -> /health -> populate a ~20 MB world -> POST /apps answered,
+   as the orchestrator starts a trial; with --tree, another checkout's code alternating.
 2. Tool-call round trip (p50/p99) through the gateway at 1 session and at 16 concurrent sessions,
    both back to back (saturating the machine) and at agent pace (each session one call every
    --pace-ms), vs the same server served on its own by FastMCP (no gateway) and vs a stdio child
@@ -25,7 +28,7 @@ in rounds (every row once per round), so a slow minute on the shared machine cos
 repetition of each row, not every repetition of one.
 
     .venv/bin/python benchmarks/environment.py [--runs 3] [--size-mb 100] [--calls 800] [--pace-ms 50]
-        [--load-calls 8000] [--only start|first|latency|cpu|load|transfer] [--tree DIR]
+        [--load-calls 8000] [--only start|trial|first|latency|cpu|load|transfer] [--tree DIR]
 """
 
 from __future__ import annotations
@@ -253,6 +256,65 @@ def bench_cold_start(servers: list[str], runs: int) -> None:
     print(f"  target (issue 19): process start -> POST /apps answered <= 1.5 s wall, <= 1.2 s CPU:"
           f" {wall:.2f} s ({wall / 1.5:.2f}x of target), {cpu:.2f} s CPU ({cpu / 1.2:.2f}x) -> "
           f"{'met' if wall <= 1.5 and cpu <= 1.2 else 'NOT met'}")  # fmt: skip
+
+
+def bench_trial_start(servers: list[str], runs: int, tree: Path | None, size_mb: int = 20) -> None:
+    """What starting a trial's environment costs the orchestrator: process start, GET /health
+    answers, POST /data/populate of a world archive (``size_mb``), POST /apps of the nine
+    answered; wall and the environment's CPU, best and median of ``runs``. With ``tree``, the
+    same for that checkout's code ("before"), alternating in the same minutes."""
+    print(
+        f"\n## Trial start: process start -> /health -> populate (~{size_mb} MB world) -> POST /apps answered"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp) / "source"
+        make_tree(source, size_mb)
+        archive = Path(tmp) / "world.tar.gz"
+        subprocess.run(["tar", "czf", str(archive), "-C", str(source), "."], check=True)
+        forms: list[tuple[str, dict[str, str]]] = [("now", {})]
+        if tree is not None:
+            compile_sources_of(tree)
+            forms.append(("before", {"PYTHONPATH": str(tree)}))
+            print(f"   before: {tree} (its own code on PYTHONPATH, compiled)")
+        results: dict[str, list[tuple[float, float, float, float]]] = {label: [] for label, _ in forms}
+        for _ in range(runs):
+            for label, extra in forms:
+                world = small_world(Path(tmp) / f"world-{label}")
+                with EnvProcess(world, extra) as env, httpx.Client(base_url=env.url, timeout=300) as http:
+                    healthy_s = env.healthy_s
+                    with archive.open("rb") as upload:
+                        http.post(
+                            "/data/populate",
+                            params={"subsystem": "world", "mode": "replace"},
+                            files={"archive": ("w.tar.gz", upload)},
+                        ).raise_for_status()
+                    populated_s = time.perf_counter() - env.started
+                    reply = http.post("/apps", json=apps_config(servers, "inprocess", world))
+                    if reply.status_code != 200:
+                        raise RuntimeError(f"/apps failed ({label}): {reply.text[:500]}")
+                    total_s = time.perf_counter() - env.started
+                    results[label].append((healthy_s, populated_s, total_s, _process_cpu_s(env.process.pid)))
+                shutil.rmtree(world, ignore_errors=True)
+    for label, values in results.items():
+        columns = list(zip(*values, strict=True))
+        best = [min(column) for column in columns]
+        median = [statistics.median(column) for column in columns]
+        print(
+            f"  {label:7} /health {best[0]:5.2f} s   populated {best[1]:5.2f} s   /apps answered"
+            f" {best[2]:5.2f} s (median {median[2]:5.2f})   environment CPU {best[3]:5.2f} s (median {median[3]:5.2f})"
+        )
+    if tree is not None:
+        now, before = (statistics.median(v[2] for v in results[label]) for label in ("now", "before"))
+        print(f"  before / now, process start -> /apps answered (medians): {before / now:.2f}x")
+
+
+def compile_sources_of(tree: Path) -> None:
+    """Write the compiled caches of another checkout's packages (see :func:`compile_sources`)."""
+    import compileall
+
+    for package in ("atoll", "environment", "mcp_servers"):
+        if (tree / package).is_dir():
+            compileall.compile_dir(tree / package, quiet=1)
 
 
 # -- 1b. first call of each server vs its warm calls -----------------------------------------
@@ -1185,14 +1247,17 @@ def main() -> None:
     parser.add_argument("--pace-ms", type=float, default=50, help="paced sessions: one call every N ms each")
     parser.add_argument(
         "--only",
-        choices=["start", "first", "latency", "cpu", "load", "transfer"],
-        help="run one section (load: only the cpu section's lean-load-generator rows)",
+        choices=["start", "trial", "first", "latency", "cpu", "load", "transfer"],
+        help="run one section (load: only the cpu section's lean-load-generator rows; trial: process"
+        " start -> populate -> /apps, with --tree as before/now)",
     )
     parser.add_argument(
         "--load-calls", type=int, default=8000, help="timed calls per run of the lean load generator"
     )
     parser.add_argument(
-        "--tree", type=Path, help="cpu section: also run this checkout's environment (A/B against older code)"
+        "--tree",
+        type=Path,
+        help="cpu and trial sections: also run this checkout's environment (A/B against older code)",
     )
     parser.add_argument("--quiet", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -1204,12 +1269,14 @@ def main() -> None:
             print(f"  note: servers not available yet, left out: {', '.join(missing)}", flush=True)
     if args.only is None:
         # Each section in a fresh process: threads and caches left by one must not slow the next.
-        for section in ("start", "first", "latency", "cpu", "transfer"):
+        for section in ("start", "trial", "first", "latency", "cpu", "transfer"):
             forwarded = ["--runs", str(args.runs), "--size-mb", str(args.size_mb), "--calls", str(args.calls),
                          "--pace-ms", str(args.pace_ms), "--load-calls", str(args.load_calls)]  # fmt: skip
             subprocess.run([sys.executable, __file__, "--only", section, "--quiet", *forwarded], check=True)
     elif args.only == "start":
         bench_cold_start(servers, args.runs)
+    elif args.only == "trial":
+        bench_trial_start(servers, args.runs, args.tree.resolve() if args.tree else None)
     elif args.only == "first":
         bench_first_calls(args.runs)
     elif args.only == "latency":
