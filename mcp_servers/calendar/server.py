@@ -12,7 +12,7 @@ from mcp_servers._core.errors import ToolError
 from mcp_servers._core.options import ServerOptions
 from mcp_servers.calendar.models import Attendee, EventTime, Reminders
 from mcp_servers.calendar.results import Event, EventDeleted, EventPage
-from mcp_servers.calendar.service import CalendarService
+from mcp_servers.calendar.service import DEFAULT_PAGE, CalendarService
 
 
 class CalendarOptions(ServerOptions):
@@ -79,7 +79,7 @@ def _event_id(value: str) -> str:
 @SERVER.tool(action="list", read_only=True)
 def list_events(
     calendar: CalendarService,
-    limit: Limit = 50,
+    limit: Limit = DEFAULT_PAGE,
     offset: Offset = 0,
     time_min: str | None = None,
     time_max: str | None = None,

@@ -358,3 +358,31 @@ def _block_of(world, record) -> str:
     source = (world.apps_root / "calendar" / record.file).read_text()
     layout = split_blocks(source)
     return next(b.text(source) for b in layout.blocks if f"UID:{record.uid}" in b.text(source))
+
+
+def test_warm_reads_the_first_page_so_the_first_listing_parses_nothing(tmp_path, monkeypatch):
+    # warm() runs in the background after a populate: the agent's first list_events (no
+    # arguments) must find its events' views built, not parse them with icalendar then.
+    from mcp_servers.calendar import index as index_module
+    from mcp_servers.calendar.service import DEFAULT_PAGE
+
+    world = make_world(tmp_path)
+    world.app_file(
+        "calendar/team.ics",
+        ics(
+            *(
+                vevent(f"e{n:03}@team", f"2025031{n % 10}T{9 + n // 10 % 8:02}0000Z", "20250320T100000Z")
+                for n in range(80)
+            )
+        ),
+    )
+    calendar = service(world)
+    calendar.warm()
+    parsed = []
+    event_view = index_module.event_view
+    monkeypatch.setattr(index_module, "event_view", lambda *a, **k: parsed.append(1) or event_view(*a, **k))
+    first = calendar.list_events(limit=DEFAULT_PAGE, offset=0)
+    assert len(first["events"]) == DEFAULT_PAGE and first["total"] == 80
+    assert parsed == []  # every view of the first page was built by warm()
+    calendar.list_events(limit=DEFAULT_PAGE, offset=DEFAULT_PAGE)
+    assert len(parsed) == 80 - DEFAULT_PAGE  # the next page is parsed when shown
