@@ -630,10 +630,11 @@ def bench_paths(workdir: Path, args: argparse.Namespace) -> list[Row]:
 
 def bench_warm(workdir: Path, args: argparse.Namespace) -> list[Row]:
     """The background index build the environment runs after populate and /apps, then the
-    agent's first call: the build's CPU (its own thread's time) and the first call's latency."""
+    agent's first call: the build's CPU (its own thread's time) and the first call's latency,
+    as the environment spends it (the target) and as an in-memory MCP client sees it."""
     import threading
 
-    from mcp_servers import create_server, server_warmer
+    from mcp_servers import create_server, direct_tools, server_warmer
 
     fs_root, apps_root = workdir / "filesystem", workdir / ".apps_data"
     fs_root.mkdir()
@@ -668,13 +669,25 @@ def bench_warm(workdir: Path, args: argparse.Namespace) -> list[Row]:
         thread = threading.Thread(target=build)
         thread.start()
         thread.join()
+        # The environment's first call: the tool run as the gateway runs it (direct_tools), in
+        # this process with nothing else; then the same through an MCP client, whose SDK also
+        # compiles the tool's output-schema validator on its first result (the agent's CPU).
+        run = direct_tools(server)[tool].run
+        loop = asyncio.new_event_loop()
+        try:
+            started, started_cpu = time.perf_counter(), time.process_time()
+            if loop.run_until_complete(run(arguments)).structured_content is None:
+                raise RuntimeError(f"{tool} gave no structured content")
+            first_ms = (time.perf_counter() - started) * 1000
+            first_cpu_ms = (time.process_time() - started_cpu) * 1000
+        finally:
+            loop.close()
         caller = McpCaller(server)
         try:
             caller._loop.run_until_complete(caller._client.list_tools())  # the client's own first listing
-            started, started_cpu = time.perf_counter(), time.process_time()
+            started = time.perf_counter()
             caller(tool, arguments)
-            first_ms = (time.perf_counter() - started) * 1000
-            first_cpu_ms = (time.process_time() - started_cpu) * 1000
+            client_first_ms = (time.perf_counter() - started) * 1000
             warm_calls = measure(partial(caller, tool, arguments), args.runs)
         finally:
             caller.close()
@@ -685,8 +698,8 @@ def bench_warm(workdir: Path, args: argparse.Namespace) -> list[Row]:
             )
         print(
             f"  {server_name:9} {size:>16}: build {spent['wall'] * 1000:7.0f} ms wall, {spent['cpu'] * 1000:6.0f} ms CPU;"
-            f" first call {first_ms:6.1f} ms, {first_cpu_ms:5.1f} ms CPU (target <= 50 ms: {'met' if first_ms <= 50 else 'NOT met'};"
-            f" in CPU {'met' if first_cpu_ms <= 50 else 'NOT met'}),"
+            f" the environment's first call {first_ms:6.1f} ms, {first_cpu_ms:5.1f} ms CPU (target <= 50 ms: {'met' if first_ms <= 50 else 'NOT met'};"
+            f" in CPU {'met' if first_cpu_ms <= 50 else 'NOT met'}); through an MCP client: first {client_first_ms:6.1f} ms,"
             f" warm p50 {statistics.median(warm_calls):6.2f} ms{verdict}",
             file=sys.stderr,
         )  # fmt: skip
