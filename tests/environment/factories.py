@@ -22,6 +22,20 @@ from environment import EnvironmentSettings
 HERE = Path(__file__).parent
 
 
+def initialize_message(client: str = "t", version: str = "2025-06-18") -> dict[str, Any]:
+    """A JSON-RPC ``initialize`` request from a client named ``client`` (``id`` 1)."""
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": version,
+            "capabilities": {},
+            "clientInfo": {"name": client, "version": "0"},
+        },
+    }
+
+
 def world_settings(world: Path, **overrides: Any) -> EnvironmentSettings:
     """EnvironmentSettings for tests over ``world`` (its ``filesystem`` and ``.apps_data``):
     readable logs, short timeouts, no background preload; ``overrides`` win."""

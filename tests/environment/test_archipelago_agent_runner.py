@@ -20,6 +20,7 @@ import pytest
 from fastmcp import Client
 
 from environment import EnvironmentServer, EnvironmentSettings
+from tests.environment.factories import initialize_message
 
 TOKEN = "runner-secret"
 SERVERS = ("filesystem", "mail", "calendar", "chat")
@@ -99,16 +100,7 @@ def test_the_runner_without_the_right_token_is_refused(world_env: EnvironmentSer
     with pytest.raises(Exception, match="error response"):  # the client's words for the 401 below
         asyncio.run(connect())
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "archipelago-runner", "version": "0"},
-        },
-    }
+    initialize = initialize_message("archipelago-runner")
     reply = httpx.post(
         world_env.url + "/mcp/",
         json=initialize,

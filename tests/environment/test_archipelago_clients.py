@@ -24,7 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from atoll import __version__
 from environment import EnvironmentServer, EnvironmentSettings
-from tests.environment.factories import make_test_server, stdio_entry, tar_gz
+from tests.environment.factories import initialize_message, make_test_server, stdio_entry, tar_gz
 
 
 def _zip_to_tar_gz(zip_bytes: bytes, strip_prefix: str = "filesystem/") -> bytes:
@@ -206,16 +206,7 @@ def test_a_session_without_the_get_stream_sees_the_new_tools_on_its_next_list(
     with httpx.Client(base_url=env_server.mcp_url, headers=headers, timeout=30) as mcp:
         init = mcp.post(
             "",
-            json={
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "plain", "version": "0"},
-                },
-            },
+            json=initialize_message("plain"),
         )
         assert init.status_code == 200, init.text
         session = {"mcp-session-id": init.headers["mcp-session-id"]}

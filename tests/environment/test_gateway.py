@@ -15,7 +15,7 @@ from fastmcp.exceptions import ToolError
 from fastmcp.server.middleware import Middleware
 
 from environment import EnvironmentServer
-from tests.environment.factories import RemoteMcpServer, make_test_server, stdio_entry
+from tests.environment.factories import RemoteMcpServer, initialize_message, make_test_server, stdio_entry
 
 pytestmark = pytest.mark.slow  # stdio children import fastmcp (~1-2 s each)
 
@@ -167,16 +167,7 @@ def test_in_flight_calls_finish_and_sessions_see_the_new_tools(client, env_serve
 def test_mcp_answers_one_json_body_by_default_and_sse_when_configured(settings, json_response, content_type):
     settings.mcp_json_response = json_response
     headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18"}
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
+    initialize = initialize_message()
     call = {
         "jsonrpc": "2.0",
         "id": 2,

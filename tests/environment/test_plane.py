@@ -16,7 +16,7 @@ from fastmcp import Client
 
 from environment import EnvironmentServer, create_app
 from environment.plane import McpPlane
-from tests.environment.factories import make_test_server, tar_gz, world_settings
+from tests.environment.factories import initialize_message, make_test_server, tar_gz, world_settings
 from tests.fresh_interpreter import run_fresh
 
 ECHO_APPS = {"mcpServers": {"files": {"transport": "inprocess", "server": "files"}}}
@@ -91,16 +91,7 @@ def test_health_and_populate_answer_while_the_plane_is_built_and_apps_and_mcp_wa
         listed, listed_reply = _in_thread(
             lambda: httpx.post(
                 f"{url}/mcp",
-                json={
-                    "jsonrpc": "2.0",
-                    "id": 1,
-                    "method": "initialize",
-                    "params": {
-                        "protocolVersion": "2025-06-18",
-                        "capabilities": {},
-                        "clientInfo": {"name": "t", "version": "1"},
-                    },
-                },
+                json=initialize_message(),
                 headers={"accept": "application/json, text/event-stream"},
                 timeout=60,
             )
