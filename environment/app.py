@@ -161,9 +161,7 @@ def create_app(
         from mcp_servers.code.sandbox import sandbox_report  # lazily: the code server's imports
 
         if plane.error is not None:  # a service that cannot serve MCP is not healthy
-            raise HTTPException(
-                503, {"error": f"the MCP gateway failed to start: {plane.error}", "code": "mcp_unavailable"}
-            )
+            raise HTTPException(503, {"error": plane.error, "code": "mcp_unavailable"})
         return EnvironmentHealth(
             status="ok",
             mcp_ready=plane.ready,
@@ -182,11 +180,12 @@ def create_app(
 
     async def plane_up() -> None:
         await live_manager()
+        await plane.preloaded()
 
     # plane_up is solved before the body is validated (FastAPI solves a route's dependencies
-    # first): validating an in-process server's options imports its module, which the plane's
-    # preload does on its own thread; waiting for the plane first means one import, not two at
-    # once (and none on the event loop while the preload runs).
+    # first, after the token): validating an in-process server's options imports its module,
+    # which the preload does on its own thread; waiting for the plane and the preload first
+    # means one import, not two at once (and none on the event loop while the preload runs).
     @app.post("/apps", dependencies=[Depends(require_env_token), Depends(plane_up)])
     async def set_apps(config: AppsConfig) -> AppsApplied:
         started = time.perf_counter()

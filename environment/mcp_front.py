@@ -19,10 +19,8 @@ from fastmcp import FastMCP
 from fastmcp.server.middleware import Middleware, MiddlewareContext
 from fastmcp.server.providers import Provider
 from fastmcp.tools import Tool
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from atoll import __version__
-from atoll.http import bearer_matches, error_bytes
 from environment.gateway import GatewayManager
 
 logger = logging.getLogger("environment.mcp")
@@ -119,34 +117,3 @@ def create_front_server(manager: GatewayManager, sessions: SessionRegistry | Non
         providers=[_LiveGatewayProvider(manager)],
         middleware=[sessions] if sessions is not None else None,
     )
-
-
-class BearerTokenGuard:
-    """ASGI wrapper answering 401 unless the request carries ``Authorization: Bearer <token>``."""
-
-    def __init__(self, app: ASGIApp, token: str) -> None:
-        self.app = app
-        self.token = token
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            headers = dict(scope.get("headers") or [])
-            raw = headers.get(b"authorization")
-            if not bearer_matches(raw.decode("latin-1") if raw else None, self.token):
-                body = error_bytes(
-                    "unauthorized", "missing or wrong bearer token for /mcp", detail_field=True
-                )
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 401,
-                        "headers": [
-                            (b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode()),
-                            (b"www-authenticate", b"Bearer"),
-                        ],
-                    }
-                )
-                await send({"type": "http.response.body", "body": body})
-                return
-        await self.app(scope, receive, send)

@@ -9,16 +9,19 @@ the app's lifespan starts building the plane on a worker thread and the service 
 meanwhile. What needs it waits for it:
 
 - ``/mcp`` requests and ``POST``/``GET /apps`` wait until the plane is ready (at most the
-  settings' ``ready_timeout_s``), then go on as before; they never see a half-built plane;
+  settings' ``ready_timeout_s``), then go on as before; they never see a half-built plane.
+  A request to ``/mcp`` without the bearer token it needs is refused (401) before it waits;
 - ``GET /health`` answers at once, with ``mcp_ready`` telling whether the plane is up
-  (``servers_preloaded`` still tells whether the app servers are), and 503 naming the error
-  when the plane failed to build: a service that cannot serve MCP is not healthy;
+  (``servers_preloaded`` whether the app servers are), and 503 naming the error when the
+  plane failed to build: a service that cannot serve MCP is not healthy;
 - the data plane (``/data/populate``, ``/data/snapshot``) does not need it at all, so a
   world is populated while the plane is still being built.
 
-The worker thread builds the plane and then runs the preload of the app servers (one thread
-importing, never two at once); the event loop then starts the gateway manager and the front
-server's session manager, freezes the start-up heap when asked to, and marks the plane ready.
+The worker thread imports and builds the plane; the event loop then starts the gateway manager
+and the front server's session manager and marks the plane ready. Then the app servers'
+preload runs on a thread of its own (``POST /apps`` waits for it before it validates its body,
+since both import the servers' modules; nothing else does), and the start-up heap is frozen
+after it when asked to. A plane that stops (the lifespan ends) or fails later answers 503 too.
 """
 
 from __future__ import annotations
@@ -35,10 +38,11 @@ import anyio
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from atoll.errors import AtollError
-from atoll.http import error_bytes
+from atoll.http import bearer_matches, error_bytes
 from atoll.runtime import freeze_startup_heap, resume_full_collections
 from environment.gateway_errors import describe_error
 from environment.metrics import EnvironmentMetrics
+from environment.preload import app_servers_preloaded, start_preload, wait_for_preload
 from environment.settings import EnvironmentSettings
 
 if TYPE_CHECKING:
@@ -54,10 +58,41 @@ MCP_PATHS = (MCP_PATH, MCP_PATH + "/")
 
 class McpPlaneUnavailable(AtollError):
     """The MCP plane is not there to serve a request: it failed to build, is not running (the
-    app's lifespan never started), or was not ready within the ready timeout."""
+    app's lifespan never started, or has ended), or was not ready within the ready timeout."""
 
     def __init__(self, message: str) -> None:
         super().__init__("mcp_unavailable", message)
+
+
+class BearerTokenGuard:
+    """ASGI wrapper answering 401 unless the request carries ``Authorization: Bearer <token>``."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.token = token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope.get("headers") or [])
+            raw = headers.get(b"authorization")
+            if not bearer_matches(raw.decode("latin-1") if raw else None, self.token):
+                body = error_bytes(
+                    "unauthorized", "missing or wrong bearer token for /mcp", detail_field=True
+                )
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()),
+                            (b"www-authenticate", b"Bearer"),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
 
 
 @dataclass(frozen=True)
@@ -75,9 +110,10 @@ class McpPlane:
     """Builds and holds the environment's MCP plane (see the module).
 
     ``stack`` is the app's own entry below the front layers (FastAPI's middleware stack and
-    routing), where requests the lean ``/mcp`` path does not answer go on to. ``preload``
-    runs the app servers' preload after the build (on the same thread); ``freeze_heap``
-    freezes the start-up heap once everything is built.
+    routing), where requests the lean ``/mcp`` path does not answer go on to. ``token`` is the
+    bearer token ``/mcp`` requires (checked before a request waits for the plane, too).
+    ``preload`` starts the app servers' preload once the plane is ready; ``freeze_heap``
+    freezes the start-up heap once everything is built (after the preload, when there is one).
     """
 
     def __init__(
@@ -98,18 +134,21 @@ class McpPlane:
         self.preload = preload
         self.freeze_heap = freeze_heap
         self._stack = stack
-        #: the gateway manager, the lean path's state (tests read its counts): set once built
+        #: the gateway manager, the lean path's state (tests read its counts): set while ready
         self.manager: GatewayManager | None = None
         self.fast_path: McpFastPath | None = None
-        #: why the plane is not there, once it failed (None while building and once ready)
+        #: why the plane is not there, once it failed or stopped (None while building and ready)
         self.error: str | None = None
         #: seconds from the start of the build to ready (None until then)
         self.build_seconds: float | None = None
         self._front_door: ASGIApp | None = None  # the lean path, then FastAPI's stack
         self._mcp_app: ASGIApp | None = None  # fastmcp's /mcp app behind its token guard
-        self._settled = threading.Event()  # ready or failed
+        self._settled = threading.Event()  # ready, failed or stopped
         self._settled_async: anyio.Event | None = None  # the same, for the event loop
         self._ready = False
+        self._frozen = False  # the start-up heap was frozen (full collections resumed)
+        # a request for /mcp before the plane is ready: the token first, then the wait
+        self._unready: ASGIApp = BearerTokenGuard(self._when_ready, token) if token else self._when_ready
 
     # -- state ---------------------------------------------------------------------------
 
@@ -120,14 +159,14 @@ class McpPlane:
 
     def wait_ready(self, timeout_s: float | None = None) -> bool:
         """Block (another thread than the event loop's) until the plane is ready; False when it
-        failed or ``timeout_s`` passed first."""
+        failed, stopped or ``timeout_s`` passed first."""
         self._settled.wait(timeout_s)
         return self._ready
 
     async def require(self) -> GatewayManager:
         """The gateway manager once the plane is ready (waiting for it, up to the settings'
-        ``ready_timeout_s``). Raises McpPlaneUnavailable when it failed, is not running or
-        did not become ready in time."""
+        ``ready_timeout_s``). Raises McpPlaneUnavailable when it failed or stopped, is not
+        running or did not become ready in time."""
         if not self._ready:
             await self._wait()
         assert self.manager is not None
@@ -140,12 +179,19 @@ class McpPlane:
         if self._ready:
             return
         if self.error is not None:
-            raise McpPlaneUnavailable(f"the MCP gateway failed to start: {self.error}")
+            raise McpPlaneUnavailable(self.error)
         if self._settled_async is None:
             raise McpPlaneUnavailable("the MCP gateway is not running (the app's lifespan has not started)")
         raise McpPlaneUnavailable(
             f"the MCP gateway was not ready within {self.settings.ready_timeout_s:g} s of waiting"
         )
+
+    async def preloaded(self) -> None:
+        """Wait for the app servers' preload when one is running (no time limit, as building
+        the servers for ``POST /apps`` never had one): it imports the servers' modules, which
+        ``/apps`` would otherwise import beside it."""
+        if not app_servers_preloaded():
+            await anyio.to_thread.run_sync(wait_for_preload)
 
     def world_replaced(self) -> None:
         """Tell the gateway the world was replaced (nothing to tell before it is built: the
@@ -160,18 +206,22 @@ class McpPlane:
     # -- ASGI entries ----------------------------------------------------------------------
 
     async def front_door(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Ahead of FastAPI's stack: ``/mcp`` requests go to the lean path (waiting for the
-        plane first), everything else straight on to the stack."""
+        """Ahead of FastAPI's stack: ``/mcp`` requests go to the lean path (checking the token,
+        then waiting for the plane first when it is not ready), everything else straight on to
+        the stack."""
         front = self._front_door
-        if front is None:
-            if scope["type"] == "lifespan" or scope.get("path") not in MCP_PATHS:
-                await self._stack(scope, receive, send)
-                return
-            if not await self._await_for(scope, send):
-                return
+        if front is not None:
+            await front(scope, receive, send)
+        elif scope["type"] == "lifespan" or scope.get("path") not in MCP_PATHS:
+            await self._stack(scope, receive, send)
+        else:
+            await self._unready(scope, receive, send)
+
+    async def _when_ready(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if await self._await_for(scope, send):
             front = self._front_door
             assert front is not None
-        await front(scope, receive, send)
+            await front(scope, receive, send)
 
     async def mcp_app(self, scope: Scope, receive: Receive, send: Send) -> None:
         """fastmcp's ``/mcp`` app behind its token guard (once the plane is ready)."""
@@ -208,7 +258,7 @@ class McpPlane:
     async def running(self, app: Any) -> AsyncIterator[None]:
         """For the app's lifespan: build the plane in the background and serve meanwhile; on
         exit, stop what it started (the gateways and their child processes, fastmcp's
-        sessions)."""
+        sessions) and answer later requests for it with 503."""
         stop = anyio.Event()
         # (a lifespan run again, as a test client may, builds a plane of its own)
         self._ready, self.error, self.build_seconds = False, None, None
@@ -228,28 +278,52 @@ class McpPlane:
         try:
             built = await anyio.to_thread.run_sync(self._build)
         except Exception as exc:
-            self._failed(exc)
+            self._failed("the MCP gateway failed to start", exc)
+            return
+        if stop.is_set():  # shut down while it was built: start nothing
+            self._end("the MCP gateway has stopped (the environment is shutting down)")
             return
         try:
             async with built.manager, built.http_app.lifespan(app):
-                if self.freeze_heap:
-                    freeze_startup_heap()  # also ends atoll env serve's deferral of full collections
                 self.build_seconds = time.perf_counter() - started
                 self.manager, self.fast_path = built.manager, built.fast_path
                 self._mcp_app, self._front_door = built.mcp_app, built.front_door
                 self._ready = True
+                self._after_ready()  # (without a preload the heap is frozen before anyone is told)
                 self._settle()
                 logger.info("MCP gateway ready", extra={"duration_ms": round(self.build_seconds * 1000)})
                 await stop.wait()
         except Exception as exc:
-            if self._ready:
-                raise
-            self._failed(exc)
+            self._failed(
+                "the MCP gateway failed to start" if not self._ready else "the MCP gateway stopped", exc
+            )
+        finally:
+            self._end("the MCP gateway has stopped (the environment is shutting down)")
 
-    def _failed(self, exc: BaseException) -> None:
-        self.error = describe_error(exc)
-        logger.error("the MCP gateway failed to start", extra={"error": self.error}, exc_info=exc)
-        if self.freeze_heap:
+    def _after_ready(self) -> None:
+        """Preload the app servers (a thread) and freeze the start-up heap after it, or now."""
+        if self.preload and start_preload(then=self._freeze) is not None:
+            return
+        self._freeze()
+
+    def _freeze(self) -> None:
+        if self.freeze_heap and not self._frozen:
+            self._frozen = True
+            freeze_startup_heap()  # also ends atoll env serve's deferral of full collections
+
+    def _failed(self, what: str, exc: BaseException) -> None:
+        message = f"{what}: {describe_error(exc)}"
+        logger.error(what, extra={"error": describe_error(exc)}, exc_info=exc)
+        self._end(message)
+
+    def _end(self, message: str) -> None:
+        """The plane is not (or no longer) there: say why to every request that needs it."""
+        if self.error is None:
+            self.error = message
+        self._ready = False
+        self._front_door = self._mcp_app = None
+        self.manager = self.fast_path = None
+        if self.freeze_heap and not self._frozen:
             resume_full_collections()  # no start-up freeze is coming to end the deferral
         self._settle()
 
@@ -259,11 +333,11 @@ class McpPlane:
             self._settled_async.set()
 
     def _build(self) -> _Built:
-        """Import and build the plane (a worker thread), then preload the app servers; nothing
-        is served from it until :meth:`_run` has started it."""
+        """Import and build the plane (a worker thread); nothing is served from it until
+        :meth:`_run` has started it."""
         from environment.gateway import GatewayManager
         from environment.mcp_fast import FastMcpCalls, McpFastPath
-        from environment.mcp_front import BearerTokenGuard, SessionRegistry, create_front_server
+        from environment.mcp_front import SessionRegistry, create_front_server
 
         settings = self.settings
         sessions = SessionRegistry()
@@ -290,15 +364,10 @@ class McpPlane:
             token=self.token,
             enabled=settings.mcp_fast_path and settings.mcp_json_response,
         )
-        built = _Built(
+        return _Built(
             manager=manager,
             fast_path=fast_path,
             http_app=http_app,
             mcp_app=BearerTokenGuard(http_app, self.token) if self.token else http_app,
             front_door=FastMcpCalls(self._stack, fast_path=fast_path, path=MCP_PATH),
         )
-        if self.preload:
-            from environment.preload import preload_app_servers
-
-            preload_app_servers()
-        return built

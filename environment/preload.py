@@ -6,6 +6,7 @@ import logging
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from environment.gateway_errors import describe_error
@@ -43,24 +44,52 @@ def preloaded_servers() -> tuple[str, ...]:
 
 def preload_app_servers() -> None:
     """Import every app server, the optional ones included, and build each once over an empty
-    world (blocking; run in a thread).
+    world (blocking; run in a thread). Does nothing when a preload has already started.
 
     Most of an in-process server's cold start is importing its libraries (PyMuPDF, openpyxl,
     python-pptx...); doing it while the environment waits for its world makes ``POST /apps``
-    fast. Failures are only logged: ``/apps`` reports them properly if that server is asked for.
+    fast. Failures are only logged: ``/apps`` reports them properly if that server is asked for,
+    and a preload that fails still counts as finished (nothing waits on it for ever).
     """
+    if _claim():
+        _preload()
+
+
+def start_preload(then: Callable[[], object] | None = None) -> threading.Thread | None:
+    """:func:`preload_app_servers` in a daemon thread, then ``then`` (whatever the preload's
+    outcome). The preload counts as started when this returns, so a :func:`wait_for_preload`
+    from then on waits for it. None when a preload had already started."""
+    if not _claim():
+        return None
+
+    def run() -> None:
+        try:
+            _preload()
+        finally:
+            if then is not None:
+                then()
+
+    thread = threading.Thread(target=run, name="atoll-preload", daemon=True)
+    thread.start()
+    return thread
+
+
+def _claim() -> bool:
+    """Mark the preload as started; False when it already was."""
     global _preloaded
     with _preload_lock:
         if _preloaded:
-            return
+            return False
         _preloaded = True
-        started = time.perf_counter()
-        try:
-            from mcp_servers import OPTIONAL_SERVER_NAMES, SERVER_NAMES, create_server
-        except ImportError as exc:
-            logger.warning("app servers not importable", extra={"error": describe_error(exc)})
-            _preload_finished.set()
-            return
+        return True
+
+
+def _preload() -> None:
+    started = time.perf_counter()
+    try:
+        from mcp_servers import OPTIONAL_SERVER_NAMES, SERVER_NAMES, create_server
+        from mcp_servers._core import schema_cache
+
         with tempfile.TemporaryDirectory(prefix="atoll-preload-") as empty:
             # Optional servers too: a world that lists Edgar SEC or FMP would otherwise pay
             # market_data's cold start on its first POST /apps.
@@ -73,10 +102,9 @@ def preload_app_servers() -> None:
                         "preload of app server failed", extra={"server": name, "error": describe_error(exc)}
                     )
         # The next start reads the tools' schemas instead of computing them again.
-        from mcp_servers._core import schema_cache
-
         schema_cache.save()
+    except Exception as exc:  # a speed-up only: /apps builds (and reports) what it needs
+        logger.warning("preload of the app servers failed", extra={"error": describe_error(exc)})
+    finally:
         _preload_finished.set()
-        logger.info(
-            "app servers preloaded", extra={"duration_ms": round((time.perf_counter() - started) * 1000)}
-        )
+    logger.info("app servers preloaded", extra={"duration_ms": round((time.perf_counter() - started) * 1000)})

@@ -101,8 +101,8 @@ class EnvironmentServer:
         plane = self.app.state.plane
         if not plane.wait_ready(max(0.0, deadline - time.monotonic())):
             self.stop()
-            why = plane.error or f"not ready within {self._startup_timeout_s:g} s"
-            raise RuntimeError(f"environment MCP gateway did not start: {why}")
+            why = plane.error or f"the MCP gateway was not ready within {self._startup_timeout_s:g} s"
+            raise RuntimeError(f"environment did not start: {why}")
         return self
 
     def stop(self) -> None:

@@ -168,7 +168,9 @@ def test_an_embedded_environment_whose_plane_fails_raises_naming_why(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _failing_build(monkeypatch)
-    with pytest.raises(RuntimeError, match="MCP gateway did not start: RuntimeError: fastmcp is broken"):
+    with pytest.raises(
+        RuntimeError, match="the MCP gateway failed to start: RuntimeError: fastmcp is broken"
+    ):
         EnvironmentServer(world_settings(tmp_path / "world"), server_factory=make_test_server).start()
 
 
@@ -233,3 +235,131 @@ def test_importing_the_environment_and_building_its_app_import_no_mcp_machinery(
     assert report["after_create_app"] == []
     assert report["apps"] == 200
     assert report["after_serving"] == list(MACHINERY)
+
+
+def test_a_request_to_mcp_without_its_token_is_refused_at_once_while_the_plane_is_built(
+    tmp_path: Path, held_build: threading.Event
+) -> None:
+    settings = world_settings(tmp_path / "world", mcp_token="mcp-secret")
+    app = create_app(settings, server_factory=make_test_server)
+    with serving(app) as url:
+        started = time.monotonic()
+        reply = httpx.post(f"{url}/mcp", json=initialize_message(), timeout=30)
+        assert reply.status_code == 401 and reply.json()["error"]["code"] == "unauthorized"
+        assert time.monotonic() - started < 5  # not held until the plane is up
+        assert app.state.plane.ready is False
+        held_build.set()
+        assert app.state.plane.wait_ready(30)
+        assert httpx.post(f"{url}/mcp", json=initialize_message(), timeout=30).status_code == 401
+
+
+def test_a_shutdown_while_the_plane_is_built_starts_nothing_and_later_requests_get_503(
+    tmp_path: Path, held_build: threading.Event, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from environment.gateway import GatewayManager
+
+    entered: list[bool] = []
+    enter = GatewayManager.__aenter__
+
+    async def counted(self: GatewayManager) -> GatewayManager:
+        entered.append(True)
+        return await enter(self)
+
+    monkeypatch.setattr(GatewayManager, "__aenter__", counted)
+    app = create_app(world_settings(tmp_path / "world"), server_factory=make_test_server)
+    with serving(app):
+        threading.Timer(0.3, held_build.set).start()  # the build ends after the shutdown began
+    plane = app.state.plane
+    assert entered == [] and plane.ready is False
+    assert "shutting down" in (plane.error or "")
+
+    async def after() -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
+            return [await client.post("/mcp", json=initialize_message()), await client.get("/apps")]
+
+    import asyncio
+
+    for reply in asyncio.run(after()):
+        assert reply.status_code == 503 and reply.json()["error"]["code"] == "mcp_unavailable"
+
+
+def test_a_plane_that_stopped_answers_503_not_a_stale_gateway(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    app = create_app(world_settings(tmp_path / "world"), server_factory=make_test_server)
+    with TestClient(app) as client:
+        assert app.state.plane.wait_ready(30)
+        assert client.post("/apps", json=ECHO_APPS).status_code == 200
+    # the lifespan has ended: the gateway it served is closed
+    import asyncio
+
+    async def after() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
+            return await client.get("/apps")
+
+    reply = asyncio.run(after())
+    assert reply.status_code == 503 and "has stopped" in reply.json()["error"]["message"]
+
+
+def test_a_failed_build_ends_the_deferral_of_full_collections(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # atoll env serve defers full collections until the start-up freeze; a plane that fails to
+    # build never freezes, so it must bring them back itself
+    import gc
+
+    from fastapi.testclient import TestClient
+
+    from atoll.runtime import defer_full_collections
+
+    _failing_build(monkeypatch)
+    threshold = gc.get_threshold()
+    try:
+        defer_full_collections()
+        assert gc.get_threshold()[2] > 1_000_000
+        app = create_app(
+            world_settings(tmp_path / "world"), server_factory=make_test_server, freeze_heap=True
+        )
+        with TestClient(app):
+            assert app.state.plane.wait_ready(30) is False
+            assert gc.get_threshold() == threshold
+    finally:
+        gc.set_threshold(*threshold)
+
+
+_FAILED_PRELOAD_PROBE = """
+import json, tempfile
+from pathlib import Path
+
+import httpx
+
+def no_scratch(*args, **kwargs):
+    raise OSError(28, "No space left on device")
+
+tempfile.TemporaryDirectory = no_scratch  # the preload's scratch world cannot be made
+from environment import EnvironmentServer, EnvironmentSettings
+
+root = Path(tempfile.mkdtemp())
+settings = EnvironmentSettings(fs_root=root / "fs", apps_data_root=root / "apps", preload_servers=True)
+report = {}
+with EnvironmentServer(settings) as env:
+    import time
+
+    deadline = time.monotonic() + 120
+    while not httpx.get(env.url + "/health").json()["servers_preloaded"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    health = httpx.get(env.url + "/health")
+    report["health"] = [health.status_code, health.json().get("mcp_ready")]
+    config = {"mcpServers": {"filesystem": {"transport": "inprocess", "server": "filesystem"}}}
+    report["apps"] = httpx.post(env.url + "/apps", json=config, timeout=120).status_code
+print(json.dumps(report))
+"""
+
+
+def test_a_preload_that_fails_is_only_a_lost_speed_up() -> None:
+    # a preload is a speed-up: /health stays 200, /apps builds its servers itself (and does not
+    # wait for ever on a preload that never finished)
+    report, _ = run_fresh(_FAILED_PRELOAD_PROBE, env={"ATOLL_LOG_LEVEL": "ERROR"})
+    assert report == {"health": [200, True], "apps": 200}
