@@ -72,7 +72,9 @@ async def environment_post(
 async def wait_until_healthy(
     http: httpx.AsyncClient, url: str, *, timeout_s: float = 120.0, what: str = "environment"
 ) -> None:
-    """Poll ``GET url/health`` until it answers 200; InfraError after ``timeout_s``."""
+    """Poll ``GET url/health`` until it answers 200; InfraError after ``timeout_s``, with the
+    last answer's reason. An environment whose MCP gateway failed to start (503
+    ``mcp_unavailable``) will not recover: that is an InfraError at once, naming the cause."""
     deadline = time.monotonic() + timeout_s
     last = "no answer"
     while time.monotonic() < deadline:
@@ -80,11 +82,27 @@ async def wait_until_healthy(
             response = await http.get(f"{url.rstrip('/')}/health", timeout=5.0)
             if response.status_code == 200:
                 return
-            last = f"HTTP {response.status_code}"
+            code, message = _error_of(response)
+            last = f"HTTP {response.status_code}" + (f": {message}" if message else "")
+            if code == "mcp_unavailable":
+                raise InfraError(f"{what} at {url} is not healthy ({last})")
         except httpx.HTTPError as exc:
             last = type(exc).__name__
         await asyncio.sleep(0.5)
     raise InfraError(f"{what} at {url} not healthy after {timeout_s:.0f} s ({last})")
+
+
+def _error_of(response: httpx.Response) -> tuple[str | None, str | None]:
+    """The code and message of an error reply in atoll's one error body, when it is one."""
+    try:
+        body = response.json()
+    except ValueError:
+        return None, None
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return None, None
+    code, message = error.get("code"), error.get("message")
+    return (code if isinstance(code, str) else None), (message if isinstance(message, str) else None)
 
 
 async def prepare_world(

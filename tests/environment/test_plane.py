@@ -363,3 +363,30 @@ def test_a_preload_that_fails_is_only_a_lost_speed_up() -> None:
     # wait for ever on a preload that never finished)
     report, _ = run_fresh(_FAILED_PRELOAD_PROBE, env={"ATOLL_LOG_LEVEL": "ERROR"})
     assert report == {"health": [200, True], "apps": 200}
+
+
+def test_the_orchestrator_stops_waiting_at_once_for_an_environment_whose_gateway_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # its /health answers 503 mcp_unavailable for good: polling on for minutes helps nobody,
+    # and the trial's infra error names the cause
+    import asyncio
+
+    from orchestrator.executors.base import InfraError
+    from orchestrator.executors.steps import wait_until_healthy
+
+    _failing_build(monkeypatch)
+    app = create_app(world_settings(tmp_path / "world"), server_factory=make_test_server)
+    with serving(app) as url:
+        assert app.state.plane.wait_ready(30) is False
+
+        async def wait() -> None:
+            async with httpx.AsyncClient() as http:
+                await wait_until_healthy(http, url, timeout_s=60)
+
+        started = time.monotonic()
+        with pytest.raises(
+            InfraError, match="HTTP 503: the MCP gateway failed to start: RuntimeError: fastmcp is broken"
+        ):
+            asyncio.run(wait())
+        assert time.monotonic() - started < 10
