@@ -217,6 +217,8 @@ from environment import EnvironmentServer, EnvironmentSettings, create_app
 root = Path(tempfile.mkdtemp())
 settings = EnvironmentSettings(fs_root=root / "fs", apps_data_root=root / "apps", preload_servers=False)
 report = {"after_import": [m for m in machinery if m in sys.modules]}
+# populate and snapshot need only the descriptor layer of the servers' foundation
+report["definitions_after_import"] = [m for m in ("mcp_servers._core.definition", "mcp_servers._core.results") if m in sys.modules]
 create_app(settings)
 report["after_create_app"] = [m for m in machinery if m in sys.modules]
 import httpx
@@ -232,6 +234,7 @@ def test_importing_the_environment_and_building_its_app_import_no_mcp_machinery(
     # fastmcp's server and the MCP SDK are ~0.5 s of CPU: they come with the plane's build
     report, _ = run_fresh(_PROBE % {"machinery": MACHINERY}, env={"ATOLL_LOG_LEVEL": "WARNING"})
     assert report["after_import"] == []
+    assert report["definitions_after_import"] == []
     assert report["after_create_app"] == []
     assert report["apps"] == 200
     assert report["after_serving"] == list(MACHINERY)
