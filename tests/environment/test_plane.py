@@ -66,6 +66,16 @@ def _failing_build(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(McpPlane, "_build", broken)
 
 
+@contextmanager
+def failed_plane(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[object, str]]:
+    """An environment served whose MCP plane failed to build: (its app, its base URL)."""
+    _failing_build(monkeypatch)
+    app = create_app(world_settings(tmp_path / "world"), server_factory=make_test_server)
+    with serving(app) as url:
+        assert app.state.plane.wait_ready(30) is False
+        yield app, url
+
+
 def _in_thread(call: Callable[[], httpx.Response]) -> tuple[threading.Thread, list[httpx.Response]]:
     replies: list[httpx.Response] = []
     thread = threading.Thread(target=lambda: replies.append(call()), daemon=True)
@@ -147,10 +157,7 @@ def test_apps_validates_server_options_only_once_the_plane_and_its_preload_are_u
 def test_a_plane_that_fails_to_build_makes_health_apps_and_mcp_answer_503_naming_why(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _failing_build(monkeypatch)
-    app = create_app(world_settings(tmp_path / "world"), server_factory=make_test_server)
-    with serving(app) as url:
-        assert app.state.plane.wait_ready(30) is False
+    with failed_plane(tmp_path, monkeypatch) as (app, url):
         for reply in (
             httpx.get(f"{url}/health"),
             httpx.post(f"{url}/apps", json=ECHO_APPS),
@@ -378,10 +385,7 @@ def test_the_orchestrator_stops_waiting_at_once_for_an_environment_whose_gateway
     from orchestrator.executors.base import InfraError
     from orchestrator.executors.steps import wait_until_healthy
 
-    _failing_build(monkeypatch)
-    app = create_app(world_settings(tmp_path / "world"), server_factory=make_test_server)
-    with serving(app) as url:
-        assert app.state.plane.wait_ready(30) is False
+    with failed_plane(tmp_path, monkeypatch) as (_, url):
 
         async def wait() -> None:
             async with httpx.AsyncClient() as http:
