@@ -29,7 +29,7 @@ from environment.replies import AppsApplied, AppsShown, EnvironmentHealth, Root
 from environment.settings import EnvironmentSettings
 
 if TYPE_CHECKING:
-    from environment.gateway import GatewayManager, ServerFactory
+    from environment.gateway import ServerFactory
 
 logger = logging.getLogger("environment.app")
 
@@ -138,8 +138,9 @@ def create_app(
         body_timeout_s=settings.body_timeout_s,
         detail_field=True,  # Archipelago's clients read FastAPI's "detail" (docs/environment.md)
     )
-    # The one error body, plus FastAPI's "detail" beside it for Archipelago's clients.
-    add_error_handler(app, detail_field=True)
+    # The one error body, plus FastAPI's "detail" beside it for Archipelago's clients; the MCP
+    # plane not being there (McpPlaneUnavailable, from plane.require()) is a 503.
+    add_error_handler(app, {"mcp_unavailable": 503}, detail_field=True)
 
     env_token = settings.env_token.get_secret_value() if settings.env_token else None
     require_env_token = bearer_guard(env_token)  # control plane: /metrics, /apps, /data/*
@@ -149,19 +150,12 @@ def create_app(
         # Archipelago answers GET / (a liveness probe some clients use); never needs a token.
         return Root(service="atoll environment", version=__version__, health="/health", mcp=MCP_PATH)
 
-    async def live_manager() -> GatewayManager:
-        """The gateway manager, once the MCP plane is up (waiting for it); 503 when it is not."""
-        try:
-            return await plane.require()
-        except McpPlaneUnavailable as exc:
-            raise HTTPException(503, {"error": exc.message, "code": exc.code}) from exc
-
     @app.get("/health", responses={503: {"description": "the MCP gateway failed to start"}})
     async def health() -> EnvironmentHealth:
         from mcp_servers.code.sandbox import sandbox_report  # lazily: the code server's imports
 
         if plane.error is not None:  # a service that cannot serve MCP is not healthy
-            raise HTTPException(503, {"error": plane.error, "code": "mcp_unavailable"})
+            raise McpPlaneUnavailable(plane.error)
         return EnvironmentHealth(
             status="ok",
             mcp_ready=plane.ready,
@@ -179,7 +173,7 @@ def create_app(
         return Response(metrics.render(), media_type="text/plain; version=0.0.4")
 
     async def plane_up() -> None:
-        await live_manager()
+        await plane.require()
         await plane.preloaded()
 
     # plane_up is solved before the body is validated (FastAPI solves a route's dependencies
@@ -189,7 +183,7 @@ def create_app(
     @app.post("/apps", dependencies=[Depends(require_env_token), Depends(plane_up)])
     async def set_apps(config: AppsConfig) -> AppsApplied:
         started = time.perf_counter()
-        manager = await live_manager()
+        manager = await plane.require()
         try:
             changed = await manager.apply(config)
         except ToolNameCollision as exc:
@@ -230,7 +224,7 @@ def create_app(
 
     @app.get("/apps", dependencies=[Depends(require_env_token)])
     async def get_apps() -> AppsShown:
-        gateway = (await live_manager()).current
+        gateway = (await plane.require()).current
         return AppsShown.model_validate(
             {
                 "mcpServers": {name: _redacted(server) for name, server in gateway.config.mcpServers.items()},

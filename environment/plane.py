@@ -35,10 +35,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from atoll.errors import AtollError
-from atoll.http import bearer_matches, error_bytes
+from atoll.http import bearer_matches, error_body, error_bytes
 from atoll.runtime import freeze_startup_heap, resume_full_collections
 from environment.gateway_errors import describe_error
 from environment.metrics import EnvironmentMetrics
@@ -218,7 +219,7 @@ class McpPlane:
             await self._unready(scope, receive, send)
 
     async def _when_ready(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if await self._await_for(scope, send):
+        if await self._await_for(scope, receive, send):
             front = self._front_door
             assert front is not None
             await front(scope, receive, send)
@@ -227,26 +228,21 @@ class McpPlane:
         """fastmcp's ``/mcp`` app behind its token guard (once the plane is ready)."""
         app = self._mcp_app
         if app is None:
-            if not await self._await_for(scope, send):
+            if not await self._await_for(scope, receive, send):
                 return
             app = self._mcp_app
             assert app is not None
         await app(scope, receive, send)
 
-    async def _await_for(self, scope: Scope, send: Send) -> bool:
+    async def _await_for(self, scope: Scope, receive: Receive, send: Send) -> bool:
         """Wait for the plane on behalf of a request; when it is not there, answer 503 (naming
-        why) and return False."""
+        why, in the body every route gives) and return False."""
         try:
             await self.require()
         except McpPlaneUnavailable as exc:
             if scope["type"] == "http":
-                body = error_bytes(exc.code, exc.message, detail_field=True)
-                headers = [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                ]
-                await send({"type": "http.response.start", "status": 503, "headers": headers})
-                await send({"type": "http.response.body", "body": body})
+                body = error_body(exc.code, exc.message, compat_detail=exc.message)
+                await JSONResponse(body, status_code=503)(scope, receive, send)
             else:
                 await send({"type": "websocket.close", "code": 1013})  # try again later
             return False
