@@ -154,14 +154,10 @@ def compile_sources() -> list[Path]:
     ``PYTHONDONTWRITEBYTECODE=1`` and a fresh checkout have none, and compiling ~170 modules
     at every start costs ≈ 0.25 s of CPU that no deployment pays. Returns the trees compiled:
     each ``PYTHONPATH`` entry and this checkout."""
-    import compileall
-
     trees = [Path(entry) for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
     trees.append(_HERE.parent)
     for tree in trees:
-        for package in ("atoll", "environment", "mcp_servers"):
-            if (tree / package).is_dir():
-                compileall.compile_dir(tree / package, quiet=1)
+        compile_sources_of(tree)
     return trees
 
 
@@ -271,6 +267,7 @@ def bench_trial_start(servers: list[str], runs: int, tree: Path | None, size_mb:
         make_tree(source, size_mb)
         archive = Path(tmp) / "world.tar.gz"
         subprocess.run(["tar", "czf", str(archive), "-C", str(source), "."], check=True)
+        compile_sources()
         forms: list[tuple[str, dict[str, str]]] = [("now", {})]
         if tree is not None:
             compile_sources_of(tree)
