@@ -78,7 +78,15 @@ CONTEXT_LENGTH_EXCEEDED: dict[str, Any] = {
 }
 """Body of the error OpenAI returns when a prompt exceeds the model's context window."""
 
-__all__ = ["CONTEXT_LENGTH_EXCEEDED", "Script", "ScriptItem", "ScriptedLLM", "refused_api_base"]
+__all__ = [
+    "CONTEXT_LENGTH_EXCEEDED",
+    "LoopbackHTTPServer",
+    "Script",
+    "ScriptItem",
+    "ScriptedLLM",
+    "refused_api_base",
+    "serve_on_loopback",
+]
 
 
 def refused_api_base() -> str:
@@ -117,12 +125,7 @@ class ScriptedLLM:
         """Bind 127.0.0.1 on a free port and serve from a daemon thread."""
         self._stopped.clear()
         handler = type("_BoundHandler", (_Handler,), {"llm": self})
-        self._server = _Server(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, args=(0.05,), name="scripted-llm", daemon=True
-        )
-        self._thread.start()
+        self._server, self._thread = serve_on_loopback(handler, "scripted-llm")
         return self
 
     def stop(self) -> None:
@@ -181,12 +184,29 @@ class ScriptedLLM:
             return index, item
 
 
-class _Server(ThreadingHTTPServer):
+class LoopbackHTTPServer(ThreadingHTTPServer):
+    """A threading HTTP server that keeps quiet about clients hanging up mid-answer."""
+
+    daemon_threads = True
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that gave up (timeout, cancelled run) closes the socket mid-answer; that is
         # the test's business, not an error worth a traceback on stderr.
         if not isinstance(sys.exc_info()[1], ConnectionError):
             super().handle_error(request, client_address)
+
+
+def serve_on_loopback(
+    handler: type[BaseHTTPRequestHandler], thread_name: str
+) -> tuple[LoopbackHTTPServer, threading.Thread]:
+    """Bind ``handler`` on 127.0.0.1 at a free port and serve it from a started daemon thread.
+
+    Stop it with ``server.shutdown(); server.server_close(); thread.join()``.
+    """
+    server = LoopbackHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), name=thread_name, daemon=True)
+    thread.start()
+    return server, thread
 
 
 _CALL: ScriptItem = {}  # sentinel: ask the callable (outside the lock, so it may be slow)
