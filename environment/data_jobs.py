@@ -47,7 +47,7 @@ from environment.data_routes import (
 )
 from environment.replies import SnapshotUploaded
 from environment.snapshot import SnapshotInfo
-from environment.url_policy import check_url
+from environment.url_policy import check_url, opener_options, refusal_in, resolve_url
 
 logger = logging.getLogger("environment.jobs")
 router = APIRouter()
@@ -363,10 +363,13 @@ async def _upload(request: Request, url: str, options: dict[str, Any], put: Any)
     """Run ``put(fs, path)`` in a thread; returns a presigned URL (or ``url`` where the store
     cannot sign). Store failures become one line naming ``url``."""
 
+    prefixes = request.app.state.settings.url_prefixes
+    target = resolve_url(url, prefixes, "snapshot destination")  # written where it was checked
+
     def run() -> str:
         from fsspec.core import url_to_fs  # on the first upload: not part of the start-up
 
-        fs, path = url_to_fs(url, **options)
+        fs, path = url_to_fs(target, **opener_options(target, prefixes, "snapshot destination", options))
         put(fs, path)
         try:
             return str(fs.sign(path, expiration=PRESIGN_SECONDS))
@@ -376,6 +379,8 @@ async def _upload(request: Request, url: str, options: dict[str, Any], put: Any)
     try:
         return await run_in_data_thread(request, run)
     except Exception as exc:  # the object store's error, reported with the URL
+        if (refusal := refusal_in(exc)) is not None:
+            raise refusal from exc
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise AtollError("upload_failed", f"cannot write snapshot to {url!r}: {reason}") from exc
 

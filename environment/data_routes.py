@@ -31,7 +31,7 @@ from environment.snapshot import (
     SnapshotTooLarge,
     write_snapshot,
 )
-from environment.url_policy import check_url
+from environment.url_policy import check_url, opener_options, refusal_in, resolve_url
 
 logger = logging.getLogger("environment.data")
 router = APIRouter()
@@ -273,6 +273,7 @@ async def _run_populate(
                     mode=mode,
                     limits=limits,
                     storage_options=settings.storage_options if storage_options is None else storage_options,
+                    url_prefixes=settings.url_prefixes,
                 ),
             )
         outcome = "ok"
@@ -402,7 +403,9 @@ async def snapshot_to_url(request: Request, body: SnapshotUploadRequest | None =
             )
         url = f"{settings.snapshot_url_prefix.rstrip('/')}/{snapshot_id}.tar.gz"
     try:
-        check_url(url, settings.url_prefixes, "snapshot destination")
+        # Written where it was checked: a local destination by its real path, an HTTP one
+        # following only allowed redirects.
+        target = resolve_url(url, settings.url_prefixes, "snapshot destination")
         if settings.url_prefixes and body.storage_options:
             # Request options could point the URL's scheme at another endpoint.
             raise AtollError(
@@ -410,14 +413,19 @@ async def snapshot_to_url(request: Request, body: SnapshotUploadRequest | None =
             )
     except AtollError as exc:
         raise _http_error(exc) from exc
-    storage_options = {**settings.storage_options, **(body.storage_options or {})}
+    storage_options = opener_options(
+        target,
+        settings.url_prefixes,
+        "snapshot destination",
+        {**settings.storage_options, **(body.storage_options or {})},
+    )
     spool, info = await _build_snapshot(request)
 
     def upload() -> None:
         from fsspec.core import url_to_fs  # on the first upload: not part of the start-up
 
         with spool:
-            fs, path = url_to_fs(url, **storage_options)
+            fs, path = url_to_fs(target, **storage_options)
             # put_file completes the object only at the end (S3: one PUT or a completed multipart
             # upload), so a failed upload never leaves an archive that looks whole.
             fs.put_file(spool.name, path)
@@ -425,6 +433,8 @@ async def snapshot_to_url(request: Request, body: SnapshotUploadRequest | None =
     try:
         await run_in_data_thread(request, upload)
     except Exception as exc:  # the object store's error, reported with the URL
+        if (refusal := refusal_in(exc)) is not None:
+            raise _http_error(refusal) from exc
         logger.error("snapshot upload failed", extra={"url": url, "error": str(exc)})
         raise HTTPException(
             502, {"error": f"cannot write snapshot to {url!r}: {exc}", "code": "upload_failed"}

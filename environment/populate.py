@@ -26,6 +26,7 @@ from atoll.errors import AtollError
 from atoll.members import APPS_DATA, FILESYSTEM, RESERVED_PREFIX, split_world_member
 from environment.archive import ArchiveLimits, SafeExtractor, UnsafeArchive, clean_member_name, copy_capped
 from environment.archive_readers import copy_local_folder, extract_tar, extract_zip
+from environment.url_policy import check_url, opener_options, refusal_in, resolve_url
 from mcp_servers._core import beneath
 
 logger = logging.getLogger("environment.populate")
@@ -110,8 +111,12 @@ def populate(
     mode: Mode = "merge",
     limits: ArchiveLimits | None = None,
     storage_options: dict[str, Any] | None = None,
+    url_prefixes: list[str] | None = None,
 ) -> PopulateResult:
     """Extract every source, then commit them together. Blocking: call from a worker thread.
+
+    URL sources are opened as ``environment.url_policy`` resolves them under ``url_prefixes``
+    (``ATOLL_URL_ALLOW``; redirects and listed files re-checked).
 
     Raises UnsafeArchive (4xx: names the member), AtollError for unreadable sources or bad
     subsystems; in these cases the world is unchanged. AtollError(``world_changed``) when the
@@ -125,7 +130,7 @@ def populate(
         for source in sources:
             staging.current = source.subsystem
             try:
-                _read_source(source, extractor, storage_options or {})
+                _read_source(source, extractor, storage_options or {}, url_prefixes or [])
             except UnsafeArchive:
                 raise
             except AtollError:
@@ -288,7 +293,9 @@ def _kind(head: bytes) -> tuple[str, str] | None:
     return None
 
 
-def _read_source(source: PopulateSource, extractor: SafeExtractor, storage_options: dict[str, Any]) -> None:
+def _read_source(
+    source: PopulateSource, extractor: SafeExtractor, storage_options: dict[str, Any], prefixes: list[str]
+) -> None:
     if source.file is not None:
         _read_archive(source.file, source.label, extractor)
         return
@@ -296,8 +303,10 @@ def _read_source(source: PopulateSource, extractor: SafeExtractor, storage_optio
     assert url is not None
     from fsspec.core import url_to_fs  # on the first URL source: not part of the start-up
 
+    # Opened as checked: a local source by the real path the allow-list saw.
+    target = resolve_url(url, prefixes, "populate source")
     try:
-        fs, path = url_to_fs(url, **storage_options)
+        fs, path = url_to_fs(target, **opener_options(target, prefixes, "populate source", storage_options))
     except (ValueError, ImportError) as exc:  # unknown protocol, or its library is not installed
         raise AtollError("bad_source_url", f"populate source {url!r}: {exc}") from exc
     protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
@@ -314,7 +323,7 @@ def _read_source(source: PopulateSource, extractor: SafeExtractor, storage_optio
     # the URL, answered 502; our extraction errors pass through untouched.
     is_archive = path.endswith((".gz", ".tgz", ".tar", ".zip", ".bz2", ".xz"))
     if not is_archive and _store(url, fs.isdir, path):
-        _copy_remote_folder(fs, path, extractor, url)
+        _copy_remote_folder(fs, path, extractor, url, prefixes)
         return
     with _store(url, fs.open, path, "rb") as stream:
         _read_archive(_StoreStream(stream, url), url, extractor)
@@ -336,9 +345,12 @@ def _store(url: str, call: Any, *args: Any, **kwargs: Any) -> Any:
         return call(*args, **kwargs)
     except (AtollError, UnsafeArchive):
         raise
-    except FileNotFoundError as exc:
-        raise AtollError("source_not_found", f"populate source {url!r} not found ({exc})") from exc
-    except Exception as exc:  # the store library's own error types are many and unrelated
+    except Exception as exc:
+        if (refusal := refusal_in(exc)) is not None:  # a redirect out of ATOLL_URL_ALLOW
+            raise refusal from exc
+        if isinstance(exc, FileNotFoundError):
+            raise AtollError("source_not_found", f"populate source {url!r} not found ({exc})") from exc
+        # the store library's own error types are many and unrelated
         raise SourceUnavailable(url, exc) from exc
 
 
@@ -383,12 +395,15 @@ def _read_archive(stream: BinaryIO, label: str, extractor: SafeExtractor) -> Non
         extract_zip(spooled, extractor)
 
 
-def _copy_remote_folder(fs: Any, path: str, extractor: SafeExtractor, url: str) -> None:
+def _copy_remote_folder(fs: Any, path: str, extractor: SafeExtractor, url: str, prefixes: list[str]) -> None:
     base = path.rstrip("/")
     extractor.begin_source(lambda: 1 << 62)
     for name, info in sorted(_store(url, fs.find, base, detail=True).items()):
         if info.get("type") != "file":
             continue
+        # A listing names its own URLs (an HTTP index page's links may climb out with '..'):
+        # each is checked as the source was.
+        check_url(fs.unstrip_protocol(name), prefixes, f"populate source {url!r}: listed file")
         relative = name[len(base) :].lstrip("/")
         with _store(url, fs.open, name, "rb") as source:
             extractor.add_file(relative, _StoreStream(source, url), int(info.get("size") or 0), False, None)
