@@ -321,6 +321,8 @@ async def _build_snapshot(request: Request) -> tuple[BinaryIO, SnapshotInfo]:
         max_bytes=settings.snapshot_max_bytes,
         max_allocated_bytes=settings.snapshot_max_allocated_bytes,
         timeout_s=settings.snapshot_timeout_s,
+        max_file_bytes=settings.snapshot_max_file_bytes,
+        max_sparse_bytes=settings.snapshot_max_sparse_bytes,
     )
     try:
         async with _world_lock(request):

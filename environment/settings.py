@@ -64,6 +64,14 @@ class EnvironmentSettings(BaseSettings):
     snapshot_max_allocated_bytes: int = Field(
         8 * 1024**3, description="most allocated bytes (on disk) of the files one snapshot reads"
     )
+    snapshot_max_file_bytes: int = Field(
+        2 * 1024**3, gt=0, description="most apparent bytes of one file a snapshot takes"
+    )
+    snapshot_max_sparse_bytes: int = Field(
+        64 * 1024**2,
+        ge=0,
+        description="most bytes in holes (sparse files) one snapshot stores as zeros; past it 413",
+    )
     snapshot_timeout_s: float = Field(
         300.0, gt=0, description="longest a snapshot may take (it holds the world lock meanwhile)"
     )

@@ -11,10 +11,15 @@ The world is untrusted while it is read (``code_exec`` may still be writing), so
 
 - the trees are walked and files opened by directory descriptors beneath each root
   (:mod:`mcp_servers._core.beneath`); a symlink is followed only while it stays inside;
-- apparent sizes (``st_size``) and allocated sizes (``st_blocks``) are summed and capped
-  (:class:`SnapshotLimits`) before anything is read, and the bytes actually read count
-  against the apparent cap, so neither sparse files (1 GiB of nothing on disk) nor a file
-  that grows while it is read can make a snapshot unbounded;
+- apparent sizes (``st_size``, also per file) and allocated sizes (``st_blocks``) are summed
+  and capped (:class:`SnapshotLimits`) before anything is read, and the bytes actually read
+  count against the apparent cap, so a file that grows while it is read cannot make a
+  snapshot unbounded;
+- holes are found with ``SEEK_DATA``/``SEEK_HOLE`` and never read, but the archive stores
+  them as zeros that gzip must compress (six 1 GiB sparse files: about a minute): their
+  total is capped (``max_sparse_bytes``) and a file past it is refused at once, naming it.
+  The disk cap bounds the data a world holds, this cap the holes, so the time a snapshot
+  takes is bounded by what the world really occupies;
 - the whole build has a deadline, checked between reads: a snapshot never holds the world
   lock longer than ``timeout_s``;
 - each file is copied (to memory when small, else to a temp file) and archived from that
@@ -59,6 +64,8 @@ class SnapshotLimits:
     max_bytes: int = 8 * 1024**3
     max_allocated_bytes: int = 8 * 1024**3
     timeout_s: float = 300.0
+    max_file_bytes: int = 2 * 1024**3
+    max_sparse_bytes: int = 64 * 1024**2
 
 
 class SnapshotTooLarge(AtollError):
@@ -106,12 +113,18 @@ class _Budget:
         self.apparent = 0
         self.allocated = 0
         self.read = 0
+        self.holes = 0
 
     def check_time(self) -> None:
         if time.monotonic() > self.deadline:
             raise SnapshotTimeout(self.limits.timeout_s)
 
     def count(self, member: str, info: os.stat_result) -> None:
+        if info.st_size > self.limits.max_file_bytes:
+            raise SnapshotTooLarge(
+                f"{member!r} is {info.st_size} bytes, more than the {self.limits.max_file_bytes} "
+                "a snapshot takes of one file (ATOLL_SNAPSHOT_MAX_FILE_BYTES)"
+            )
         self.apparent += info.st_size
         self.allocated += info.st_blocks * 512
         if self.apparent > self.limits.max_bytes:
@@ -123,6 +136,14 @@ class _Budget:
             raise SnapshotTooLarge(
                 f"the world holds more than {self.limits.max_allocated_bytes} bytes on disk "
                 f"(reached at {member!r})"
+            )
+
+    def count_holes(self, member: str, size: int) -> None:
+        self.holes += max(size, 0)
+        if self.holes > self.limits.max_sparse_bytes:
+            raise SnapshotTooLarge(
+                f"{member!r} is sparse: the world's files hold more than {self.limits.max_sparse_bytes} "
+                "bytes of holes (ATOLL_SNAPSHOT_MAX_SPARSE_BYTES), which a snapshot would store as zeros"
             )
 
     def count_read(self, member: str, size: int) -> None:
@@ -306,31 +327,43 @@ def _copy(root_fd: int, entry: _Entry, budget: _Budget) -> BinaryIO | None:
         if not stat.S_ISREG(before.st_mode):
             return None
         copy: BinaryIO | None = None
+        holes = 0
         for _ in range(COPY_ATTEMPTS):
             if copy is not None:
                 copy.close()
             copy = _spool(before.st_size)
-            copied = _copy_data(descriptor, copy, entry.member, budget)
+            copied, holes = _copy_data(descriptor, copy, entry.member, budget)
             after = os.fstat(descriptor)
             if _same(before, after) and copied == after.st_size:
                 break
             before = after
         assert copy is not None
+        try:
+            budget.count_holes(entry.member, holes)  # before tarfile reads the holes as zeros
+        except SnapshotTooLarge:
+            copy.close()
+            raise
         copy.seek(0)
         return copy
 
 
-def _copy_data(descriptor: int, copy: BinaryIO, member: str, budget: _Budget) -> int:
+def _copy_data(descriptor: int, copy: BinaryIO, member: str, budget: _Budget) -> tuple[int, int]:
     """Copy the file's data regions to ``copy`` at their offsets; holes stay holes (a sparse
-    file's copy takes no disk). Returns the size copied (the end of the file as read)."""
-    offset = 0
+    file's copy takes no disk). Returns the size copied (the end of the file as read) and the
+    bytes in holes. A file with more holes than the snapshot's whole budget stops here, before
+    any of its data is read."""
+    offset = holes = 0
     while True:
         try:
             data = os.lseek(descriptor, offset, os.SEEK_DATA)
             hole = os.lseek(descriptor, data, os.SEEK_HOLE)
         except OSError:  # ENXIO: only a hole (or nothing) from ``offset`` to the end
             end = os.lseek(descriptor, 0, os.SEEK_END)
+            holes += max(end - offset, 0)
             break
+        holes += data - offset
+        if budget.holes + holes > budget.limits.max_sparse_bytes:
+            budget.count_holes(member, holes)
         position = data
         while position < hole:
             budget.check_time()
@@ -348,7 +381,7 @@ def _copy_data(descriptor: int, copy: BinaryIO, member: str, budget: _Budget) ->
         copy.write(b"\0")
     elif current > end:  # shrank since a region was read: the fstat check copies it again
         copy.truncate(end)
-    return end
+    return end, holes
 
 
 def _same(first: os.stat_result, second: os.stat_result) -> bool:

@@ -79,8 +79,48 @@ def test_a_sparse_file_within_the_caps_is_archived_whole_and_counted(start):
     assert int(reply.headers["X-Snapshot-Allocated-Bytes"]) < MiB
 
 
+def test_sparse_files_are_refused_at_once_with_the_default_caps(start):
+    # Six 1 GiB holes are within the default apparent cap (8 GiB) and take no disk, but a
+    # snapshot would compress 6 GiB of zeros: about a minute. The deadline here only bounds
+    # the test: without the sparse cap the reply is a 503 after 20 s.
+    http, settings = start(snapshot_timeout_s=20)
+    (settings.fs_root / "a-real.txt").write_bytes(b"data")
+    for index in range(6):
+        _sparse(settings.fs_root / f"hole{index}.bin", GiB, b"head")
+    started = time.monotonic()
+    reply = http.post("/data/snapshot")
+    assert reply.status_code == 413, reply.text
+    assert time.monotonic() - started < 5
+    error = reply.json()["detail"]["error"]
+    assert "'filesystem/hole0.bin' is sparse" in error and "ATOLL_SNAPSHOT_MAX_SPARSE_BYTES" in error
+
+
+def test_holes_count_across_files_and_up_to_the_cap_are_stored(start):
+    http, settings = start(snapshot_max_sparse_bytes=10 * MiB)
+    _sparse(settings.fs_root / "one.bin", 6 * MiB, b"x")
+    reply = http.post("/data/snapshot")
+    assert reply.status_code == 200, reply.text
+    assert len(_members(reply.content)["filesystem/one.bin"]) == 6 * MiB
+    _sparse(settings.fs_root / "two.bin", 6 * MiB, b"x")  # 12 MiB of holes together
+    reply = http.post("/data/snapshot")
+    assert reply.status_code == 413, reply.text
+    assert "'filesystem/two.bin' is sparse" in reply.json()["detail"]["error"]
+
+
+def test_one_file_past_the_per_file_cap_is_refused_before_anything_is_read(start):
+    http, settings = start(snapshot_max_file_bytes=2 * MiB)
+    (settings.fs_root / "small.txt").write_bytes(b"ok")
+    (settings.fs_root / "big.bin").write_bytes(os.urandom(3 * MiB))
+    reply = http.post("/data/snapshot")
+    assert reply.status_code == 413, reply.text
+    error = reply.json()["detail"]["error"]
+    assert "'filesystem/big.bin' is 3145728 bytes" in error and "ATOLL_SNAPSHOT_MAX_FILE_BYTES" in error
+
+
 def test_the_deadline_releases_the_world_lock(start):
-    http, settings = start(snapshot_timeout_s=1)
+    http, settings = start(
+        snapshot_timeout_s=1, snapshot_max_sparse_bytes=8 * GiB, snapshot_max_file_bytes=8 * GiB
+    )
     _sparse(settings.fs_root / "huge.bin", 4 * GiB)  # minutes of zeros to compress
     started = time.monotonic()
     reply = http.post("/data/snapshot")
