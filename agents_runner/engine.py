@@ -51,10 +51,7 @@ async def model_turn(run: AgentRun, tools: list[dict[str, Any]] | None, *, finis
                 f"prompt exceeds the model's context window even after summarisation: {again}",
                 kind=ErrorKind.model_provider,
             ) from again
-    record = dict(reply.message)
-    if reply.reasoning:
-        record["reasoning_content"] = reply.reasoning
-    run.add(reply.message, record=record)
+    run.add(reply.message, record=reply.record)
     return reply
 
 

@@ -9,6 +9,7 @@ retries) or :class:`BudgetExhausted`.
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import litellm
 
 from agents_runner.config import AgentConfig
+from agents_runner.conversation import assistant_turn
 from atoll.errors import AtollError, CodedError
 from atoll.llm import Endpoint, ModelError, ModelErrorKind, RetryBudget, RetryPolicy, complete, response_cost
 from atoll.trajectory import ModelCall, Usage
@@ -43,12 +45,15 @@ class BudgetExhausted(CodedError):
 
 @dataclass
 class ModelReply:
-    """One assistant turn: the message as sent back to the model, and what it cost."""
+    """One assistant turn and what it cost: ``message`` is sent back to the model as litellm
+    returned it (thinking blocks, signatures, reasoning items: :mod:`agents_runner.conversation`),
+    ``record`` is its transcript form, ``tool_calls`` the calls in OpenAI form."""
 
     message: dict[str, Any]
+    record: dict[str, Any] = field(default_factory=dict)
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
-    reasoning: str | None = None  # kept in the trajectory, not sent back to the model
+    reasoning: str | None = None  # the reasoning text the provider returned, if any
 
 
 class ModelClient:
@@ -131,7 +136,9 @@ class ModelClient:
         try:
             done = await complete(
                 self._endpoint,
-                messages,
+                # litellm's provider adapters may edit nested parts of what they are given; the
+                # run's context (signed thinking blocks included) must stay exactly as it was.
+                copy.deepcopy(messages),
                 role="agent",
                 tools=tools,
                 arguments=self._arguments(),
@@ -203,28 +210,14 @@ def _model_info(model: str) -> dict[str, Any]:
 
 
 def _reply(response: Any, usage: Usage, seen_ids: set[str]) -> ModelReply:
-    choice = response.choices[0]
-    raw_message = choice.message
-    message: dict[str, Any] = {"role": "assistant", "content": raw_message.content or ""}
-    tool_calls = []
-    for call in raw_message.tool_calls or []:
-        # Some local servers send empty or repeated ids; every call needs its own answer, so
-        # ids are made unique for the run (the model gets them back in the same message).
-        call_id = call.id or f"call_{len(seen_ids)}"
-        while call_id in seen_ids:
-            call_id = f"{call.id or 'call'}_{len(seen_ids)}"
-        seen_ids.add(call_id)
-        tool_calls.append(
-            {
-                "id": call_id,
-                "type": "function",
-                "function": {"name": call.function.name or "", "arguments": call.function.arguments or ""},
-            }
-        )
-    if tool_calls:
-        message["tool_calls"] = tool_calls
-    reasoning = getattr(raw_message, "reasoning_content", None)
-    return ModelReply(message=message, tool_calls=tool_calls, usage=usage, reasoning=reasoning or None)
+    turn = assistant_turn(response.choices[0].message, seen_ids)
+    return ModelReply(
+        message=turn.message,
+        record=turn.record,
+        tool_calls=turn.tool_calls,
+        usage=usage,
+        reasoning=turn.reasoning,
+    )
 
 
 def _short(exc: BaseException, limit: int = 500) -> str:

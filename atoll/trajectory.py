@@ -113,7 +113,15 @@ class Trajectory(BaseModel):
     status: RunStatus
     agent_reported_status: AgentReportedStatus | None = None
     final_answer: str | None = None
-    messages: list[dict[str, Any]] = Field(default_factory=list)
+    messages: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="OpenAI chat messages, every tool_calls[].id answered by one role: tool message. "
+        "An assistant turn may also carry reasoning_content (the reasoning text the provider returned) "
+        "and provider_fields: the provider state litellm returned with it (thinking_blocks with their "
+        "signatures, reasoning_items, provider_specific_fields, and per tool call, aligned with "
+        "tool_calls, its own provider fields such as a Gemini thought_signature), which a run seeded "
+        "with these messages sends back unchanged",
+    )
     tool_calls: list[ToolCall] = Field(default_factory=list)
     model_calls: list[ModelCall] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+from agents_runner.conversation import restore
 from agents_runner.engine import answer, run_gateway_call
 from agents_runner.gateway import ImagePart
 from agents_runner.registry import register_agent
@@ -32,7 +33,8 @@ async def replay(run: AgentRun) -> RunStatus:
             "no_reference_solution", f"task {run.task_id or '(prompt)'} has no reference_solution to replay"
         )
     for message in run.initial_messages:
-        run.add(dict(message))
+        context_message, record = restore(message)
+        run.add(context_message, record=record)
     for index, step in enumerate(solution.steps):
         if run.steps >= run.config.max_steps:
             raise RunEnded(

@@ -24,6 +24,8 @@ The script
 
 An item is a dict with any of
     ``content``      the assistant text (``None``/absent = no text).
+    ``reasoning_content`` the reasoning text, sent as OpenAI-compatible reasoning servers
+                     (vLLM, Kimi K2 Thinking) send it: a ``reasoning_content`` message field.
     ``tool_calls``   ``[{"name": str, "arguments": dict | str, "id": str (optional)}]``;
                      a dict is JSON-encoded, a str is sent verbatim (so malformed JSON can be
                      scripted).  Ids default to ``call_<request>_<index>``.
@@ -319,6 +321,8 @@ def _model_entry(name: str) -> dict[str, Any]:
 def _completion(item: ScriptItem, request: dict[str, Any], index: int, default_model: str) -> dict[str, Any]:
     content = item.get("content")
     message: dict[str, Any] = {"role": "assistant", "content": content}
+    if item.get("reasoning_content"):
+        message["reasoning_content"] = item["reasoning_content"]
     tool_calls = []
     for position, call in enumerate(item.get("tool_calls") or []):
         arguments = call.get("arguments", {})
@@ -362,12 +366,16 @@ def _stream_chunks(completion: dict[str, Any]) -> list[dict[str, Any]]:
     base["object"] = "chat.completion.chunk"
     choice = completion["choices"][0]
     message = choice["message"]
-    chunks = [
+    chunks = []
+    if message.get("reasoning_content"):
+        delta = {"role": "assistant", "reasoning_content": message["reasoning_content"]}
+        chunks.append({**base, "choices": [{"index": 0, "delta": delta}]})
+    chunks.append(
         {
             **base,
             "choices": [{"index": 0, "delta": {"role": "assistant", "content": message["content"] or ""}}],
         }
-    ]
+    )
     for position, call in enumerate(message.get("tool_calls") or []):
         delta = {"tool_calls": [{"index": position, **call}]}
         chunks.append({**base, "choices": [{"index": 0, "delta": delta}]})
