@@ -1,0 +1,286 @@
+"""The agents against the provider emulators (tests/providers/), thinking on: each provider gets
+its conversation state back as it requires, through every path that rewrites the context
+(summarisation, tool-result truncation, toolbelt changes, a run seeded with a saved trajectory).
+
+The emulators verify what they get (signed thinking blocks, thought signatures, reasoning items)
+and record every refusal in ``emu.rejections``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from fastmcp import FastMCP
+
+from agents_runner import run_agent
+from agents_runner.conversation import PROVIDER_FIELDS
+from atoll.trajectory import RunStatus, Trajectory
+from tests.providers.anthropic import AnthropicEmulator
+from tests.providers.gemini import GeminiEmulator
+
+from .conftest import TOKEN, FakeWorld, Gateway, ServedApp, _BearerAuth, assert_every_call_answered_once, call
+
+CLAUDE = "anthropic/claude-opus-4-5-20251101"
+GEMINI = "gemini/gemini-3-pro-preview"
+# litellm's two places for a Gemini thought signature: inside the tool-call id (its default), or
+# only in the tool call's provider_specific_fields
+SIGNATURE_MODES = {"in_id": {}, "in_fields": {"extra_args": {"thought_signature_in_tool_call_id": False}}}
+TASK = "Read /notes/todo.txt and report what it says."
+
+
+@pytest.fixture(scope="module")
+def anthropic() -> Iterator[AnthropicEmulator]:
+    with AnthropicEmulator([]) as emu:
+        yield emu
+
+
+@pytest.fixture(scope="module")
+def small_gateway() -> Iterator[Gateway]:
+    """Two tools, both with arguments: the shared fake gateway has a tool without any, whose empty
+    object schema Gemini refuses (a portable-schema matter, not this file's), and the loop agent
+    offers every tool."""
+    mcp = FastMCP("small-gateway")
+
+    @mcp.tool(name="filesystem_list_files")
+    def list_files(path: str) -> list[str]:
+        """List files under a folder."""
+        return ["/notes/todo.txt"]
+
+    @mcp.tool(name="filesystem_read_text_file")
+    def read_text_file(file_path: str) -> str:
+        """Read a text file."""
+        return "call the bank"
+
+    with ServedApp(_BearerAuth(mcp.http_app(path="/mcp"), TOKEN)) as served:
+        yield Gateway(url=f"http://127.0.0.1:{served.port}/mcp", token=TOKEN, world=FakeWorld())
+
+
+@pytest.fixture(scope="module")
+def gemini() -> Iterator[GeminiEmulator]:
+    with GeminiEmulator([]) as emu:
+        yield emu
+
+
+def _toolbelt_script() -> list[dict]:
+    return [
+        {
+            "thinking": "I need the file tool.",
+            "tool_calls": [call("toolbelt_add_tool", tool_name="filesystem_read_text_file")],
+        },
+        {
+            "thinking": "Plan first.",
+            "tool_calls": [
+                call("todo_write", todos=[{"id": "1", "content": "read", "status": "in_progress"}])
+            ],
+        },
+        {
+            "thinking": "Now read it.",
+            "content": "Reading.",
+            "tool_calls": [call("filesystem_read_text_file", file_path="/notes/todo.txt")],
+        },
+        {
+            "thinking": "Done; close the todo.",
+            "tool_calls": [call("todo_write", todos=[{"id": "1", "status": "completed"}], merge=True)],
+        },
+        {"thinking": "Answer.", "tool_calls": [call("final_answer", answer="call the bank")]},
+    ]
+
+
+async def _run(emu, gateway, *, agent="react_toolbelt", config=None, model=CLAUDE, **kwargs) -> Trajectory:
+    return await run_agent(
+        model=model,
+        api_base=emu.api_base,
+        api_key="test",
+        gateway_url=gateway.url,
+        gateway_token=gateway.token,
+        agent=agent,
+        config={"reasoning_effort": "high", **(config or {})},
+        **({"prompt": TASK} if "initial_messages" not in kwargs else {}),
+        **kwargs,
+    )
+
+
+def _thinking_sent(emu) -> list[list[dict]]:
+    """The thinking blocks of each assistant turn in the last request, as the emulator got them."""
+    turns = []
+    for message in emu.requests[-1]["messages"]:
+        if message["role"] == "assistant" and isinstance(message["content"], list):
+            turns.append([b for b in message["content"] if b["type"] in ("thinking", "redacted_thinking")])
+    return turns
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_claude_with_thinking_completes_a_toolbelt_task(anthropic, gateway, stream):
+    anthropic.reset()
+    anthropic.load(_toolbelt_script())
+    trajectory = await _run(anthropic, gateway, config={"stream": stream})
+    assert anthropic.rejections == []
+    assert trajectory.status == RunStatus.completed, trajectory.error
+    assert trajectory.final_answer == "call the bank"
+    assert len(anthropic.requests) == 5
+    # every earlier turn went back with its own signed thinking block, first, unchanged
+    sent = _thinking_sent(anthropic)
+    assert [[b["thinking"] for b in blocks] for blocks in sent] == [
+        ["I need the file tool."],
+        ["Plan first."],
+        ["Now read it."],
+        ["Done; close the todo."],
+    ]
+    assert all(anthropic.verify("thinking", b["thinking"], b["signature"]) for blocks in sent for b in blocks)
+    recorded = [m for m in trajectory.messages if m["role"] == "assistant"]
+    assert [m["reasoning_content"] for m in recorded][:2] == ["I need the file tool.", "Plan first."]
+    assert all(m[PROVIDER_FIELDS]["thinking_blocks"][0]["signature"] for m in recorded)
+    assert_every_call_answered_once(trajectory)
+
+
+async def test_the_loop_agent_with_thinking_completes(anthropic, gateway):
+    anthropic.reset()
+    anthropic.load(
+        [
+            {"thinking": "List first.", "tool_calls": [call("filesystem_list_files", path="/")]},
+            {
+                "thinking": "Then read.",
+                "tool_calls": [call("filesystem_read_text_file", file_path="/notes/todo.txt")],
+            },
+            {"thinking": "Answer.", "content": "It says: call the bank."},
+        ]
+    )
+    trajectory = await _run(anthropic, gateway, agent="loop")
+    assert anthropic.rejections == []
+    assert trajectory.status == RunStatus.completed, trajectory.error
+    assert [[b["thinking"] for b in blocks] for blocks in _thinking_sent(anthropic)] == [
+        ["List first."],
+        ["Then read."],
+    ]
+
+
+async def test_truncated_tool_results_and_compaction_keep_the_signed_turns(anthropic, gateway):
+    """A long tool result is cut and the context is compacted mid-loop; the turns that stay are
+    sent unchanged (the emulator verifies each signature), the compacted ones leave whole."""
+    turns = iter(
+        [
+            {
+                "thinking": "Add the tools.",
+                "tool_calls": [call("toolbelt_add_tool", tool_name="filesystem_read_big_file")],
+            },
+            *[
+                {
+                    "thinking": f"Read it again ({n}).",
+                    "content": "x " * 200,
+                    "tool_calls": [call("filesystem_read_big_file")],
+                }
+                for n in range(6)
+            ],
+            {"thinking": "Answer.", "tool_calls": [call("final_answer", answer="5000 lines")]},
+        ]
+    )
+
+    def script(body):
+        if "compress the working history" in json.dumps(body.get("system")):
+            return {"content": "I read the big file several times."}
+        return next(turns)
+
+    anthropic.reset()
+    anthropic.load(script)
+    trajectory = await _run(
+        anthropic,
+        gateway,
+        config={"context_window": 9000, "keep_last_messages": 4, "tool_result_max_chars": 3000},
+    )
+    assert anthropic.rejections == []
+    assert trajectory.status == RunStatus.completed, trajectory.error
+    assert trajectory.compactions >= 1
+    assert any(c.truncated for c in trajectory.tool_calls)
+    last = anthropic.requests[-1]["messages"]
+    assistant = [m for m in last if m["role"] == "assistant"]
+    assert assistant and all(m["content"][0]["type"] == "thinking" for m in assistant)
+    assert len(assistant) < 7  # some turns were compacted away, with their blocks
+    assert_every_call_answered_once(trajectory)
+
+
+async def test_a_run_seeded_with_a_saved_trajectory_continues_the_signed_tool_loop(anthropic, gateway):
+    """A run stopped mid-loop (max_steps) is saved as JSON; a new run seeded with its messages
+    sends the last assistant turn back with its signed thinking block."""
+    anthropic.reset()
+    anthropic.load(_toolbelt_script()[:2])
+    first = await _run(anthropic, gateway, config={"max_steps": 2})
+    assert first.status == RunStatus.max_steps and anthropic.rejections == []
+    saved = json.loads(first.model_dump_json())
+    seed = [m for m in saved["messages"] if m["role"] != "system"]
+
+    anthropic.reset()
+    anthropic.load(_toolbelt_script()[2:])
+    second = await _run(anthropic, gateway, initial_messages=seed)
+    assert anthropic.rejections == []
+    assert second.status == RunStatus.completed, second.error
+    first_request = anthropic.requests[0]["messages"]
+    blocks = [m["content"][0] for m in first_request if m["role"] == "assistant"]
+    assert [b["thinking"] for b in blocks] == ["I need the file tool.", "Plan first."]
+
+
+def _signatures_sent(emu) -> list[str]:
+    """The thought signatures on the function-call parts of the last request."""
+    return [
+        part["thoughtSignature"]
+        for content in emu.requests[-1]["contents"]
+        for part in content["parts"]
+        if "thoughtSignature" in part and ("function_call" in part or "functionCall" in part)
+    ]
+
+
+@pytest.mark.parametrize("mode", list(SIGNATURE_MODES))
+@pytest.mark.parametrize("stream", [False, True])
+async def test_gemini_3_gets_its_thought_signatures_back(gemini, gateway, mode, stream):
+    gemini.reset()
+    gemini.load(_toolbelt_script())
+    config = {"stream": stream, **SIGNATURE_MODES[mode]}
+    trajectory = await _run(gemini, gateway, model=GEMINI, config=config)
+    assert gemini.rejections == []
+    assert gemini.placeholder_signatures == []  # no skip-validation placeholder stood in for one
+    assert trajectory.status == RunStatus.completed, trajectory.error
+    assert len(_signatures_sent(gemini)) == 4  # one per earlier function-call turn, all real
+    ids = [c["id"] for m in trajectory.messages for c in m.get("tool_calls") or []]
+    assert all(("__thought__" in call_id) == (mode == "in_id") for call_id in ids)
+    assert_every_call_answered_once(trajectory)
+
+
+async def test_the_loop_agent_on_gemini_3_with_signatures_outside_the_id(gemini, small_gateway):
+    gemini.reset()
+    gemini.load(
+        [
+            {"thinking": "List first.", "tool_calls": [call("filesystem_list_files", path="/")]},
+            {
+                "thinking": "Then read.",
+                "tool_calls": [call("filesystem_read_text_file", file_path="/notes/todo.txt")],
+            },
+            {"thinking": "Answer.", "content": "It says: call the bank."},
+        ]
+    )
+    trajectory = await _run(
+        gemini, small_gateway, agent="loop", model=GEMINI, config=SIGNATURE_MODES["in_fields"]
+    )
+    assert gemini.rejections == [] and gemini.placeholder_signatures == []
+    assert trajectory.status == RunStatus.completed, trajectory.error
+    assert len(_signatures_sent(gemini)) == 2
+
+
+async def test_a_gemini_run_seeded_with_a_saved_trajectory_sends_the_signatures_back(gemini, gateway):
+    """Signatures outside the id live only in provider fields: they survive the JSON round trip."""
+    gemini.reset()
+    gemini.load(_toolbelt_script()[:2])
+    first = await _run(gemini, gateway, model=GEMINI, config={"max_steps": 2, **SIGNATURE_MODES["in_fields"]})
+    assert first.status == RunStatus.max_steps and gemini.rejections == []
+    seed = [m for m in json.loads(first.model_dump_json())["messages"] if m["role"] != "system"]
+    recorded = [m for m in seed if m["role"] == "assistant"]
+    assert all(
+        m[PROVIDER_FIELDS]["tool_calls"][0]["provider_specific_fields"]["thought_signature"] for m in recorded
+    )
+
+    gemini.reset()
+    gemini.load(_toolbelt_script()[2:])
+    second = await _run(
+        gemini, gateway, model=GEMINI, config=SIGNATURE_MODES["in_fields"], initial_messages=seed
+    )
+    assert gemini.rejections == [] and gemini.placeholder_signatures == []
+    assert second.status == RunStatus.completed, second.error
