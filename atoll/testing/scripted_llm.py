@@ -86,6 +86,8 @@ __all__ = [
     "Script",
     "ScriptItem",
     "ScriptedLLM",
+    "chat_completion",
+    "chat_completion_chunks",
     "refused_api_base",
     "serve_on_loopback",
 ]
@@ -270,7 +272,7 @@ class _Handler(BaseHTTPRequestHandler):
         if item.get("status") and int(item["status"]) >= 300:
             self._send_scripted_error(item)
             return
-        completion = _completion(item, body, index, self.llm.model_name)
+        completion = chat_completion(item, body, index, self.llm.model_name)
         if body.get("stream"):
             self._send_stream(completion)
         else:
@@ -307,7 +309,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Connection", "close")
         self.end_headers()
-        for chunk in _stream_chunks(completion):
+        for chunk in chat_completion_chunks(completion):
             self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
@@ -318,7 +320,10 @@ def _model_entry(name: str) -> dict[str, Any]:
     return {"id": name, "object": "model", "created": 0, "owned_by": "atoll-scripted"}
 
 
-def _completion(item: ScriptItem, request: dict[str, Any], index: int, default_model: str) -> dict[str, Any]:
+def chat_completion(
+    item: ScriptItem, request: dict[str, Any], index: int, default_model: str
+) -> dict[str, Any]:
+    """The OpenAI ``chat.completion`` answering ``request`` (the ``index``-th) with script ``item``."""
     content = item.get("content")
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if item.get("reasoning_content"):
@@ -361,7 +366,8 @@ def _completion(item: ScriptItem, request: dict[str, Any], index: int, default_m
     }
 
 
-def _stream_chunks(completion: dict[str, Any]) -> list[dict[str, Any]]:
+def chat_completion_chunks(completion: dict[str, Any]) -> list[dict[str, Any]]:
+    """``completion`` as the ``chat.completion.chunk`` objects of a stream (usage chunk last)."""
     base = {key: completion[key] for key in ("id", "created", "model")}
     base["object"] = "chat.completion.chunk"
     choice = completion["choices"][0]

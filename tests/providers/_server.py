@@ -50,13 +50,17 @@ DEFAULT_THINKING = "Let me work out which step comes next."
 
 class Rejected(Exception):
     """A request broke a documented rule: ``rule`` is the emulator's rule id, ``message`` the
-    provider's own wording, answered with ``status`` in the provider's error format."""
+    provider's own wording, answered with ``status`` in the provider's error format; ``fields``
+    are merged into the error object (e.g. OpenAI's ``param`` and ``code``)."""
 
-    def __init__(self, rule: str, message: str, status: int = 400) -> None:
+    def __init__(
+        self, rule: str, message: str, status: int = 400, fields: dict[str, Any] | None = None
+    ) -> None:
         super().__init__(f"{rule}: {message}")
         self.rule = rule
         self.message = message
         self.status = status
+        self.fields = fields or {}
 
 
 @dataclass
@@ -218,7 +222,9 @@ class ProviderEmulator:
         except Rejected as rejection:
             with self._lock:
                 self.rejections.append((rejection.rule, rejection.message))
-            return Reply(rejection.status, self.error_body(rejection.status, rejection.message))
+            payload = self.error_body(rejection.status, rejection.message)
+            payload["error"].update(rejection.fields)
+            return Reply(rejection.status, payload)
         try:
             item = self._pick(request.body)
         except Exception as exc:  # a broken test script must surface, not hang
