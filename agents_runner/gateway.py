@@ -15,6 +15,7 @@ from typing import Any
 from fastmcp import Client
 
 from atoll.errors import CodedError
+from atoll.tool_schemas import fit_description, portable_schema
 
 
 class GatewayUnavailable(CodedError):
@@ -38,14 +39,16 @@ class ToolSpec:
         return first[:200]
 
     def as_openai_tool(self) -> dict[str, Any]:
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description[:4000],
-                "parameters": self.input_schema or {"type": "object", "properties": {}},
-            },
-        }
+        """The tool as litellm takes it, within every provider's rules (atoll.tool_schemas):
+        the description fits 1024 characters, the parameters are made portable (our servers
+        publish them so already; another MCP server's may not be), and a tool without arguments
+        has none, since Gemini refuses an OBJECT without properties and OpenAI documents an
+        omitted ``parameters`` as an empty parameter list. A new dict every call."""
+        function: dict[str, Any] = {"name": self.name, "description": fit_description(self.description)}
+        parameters = portable_schema(self.input_schema) if self.input_schema else {}
+        if parameters.get("properties") or parameters.get("anyOf"):
+            function["parameters"] = {**parameters, "type": "object"}
+        return {"type": "function", "function": function}
 
 
 @dataclass

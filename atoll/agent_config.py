@@ -78,7 +78,11 @@ class AgentConfig(BaseModel):
     tool_result_max_chars: int = Field(
         20_000, ge=200, description="Longer tool results are cut; the omitted span is stated"
     )
-    toolbelt_size: int = Field(30, ge=1, description="react_toolbelt: most gateway tools held at once")
+    # react_toolbelt sends its 6 meta-tools and the toolbelt: 122 keeps a request within
+    # OpenAI's 128 tools (atoll.tool_schemas.MAX_TOOLS; tests/agents_runner/test_react_toolbelt.py).
+    toolbelt_size: int = Field(
+        30, ge=1, le=122, description="react_toolbelt: most gateway tools held at once (at most 122)"
+    )
     initial_toolbelt: list[str] = Field(default_factory=list, description="Tools in the toolbelt at start")
     system_prompt: str | None = Field(None, description="Replaces the agent's default system prompt")
     system_prompt_suffix: str | None = Field(None, description="Appended to the system prompt")

@@ -18,6 +18,8 @@ from agents_runner.gateway import ImagePart
 from agents_runner.prompts import start_context
 from agents_runner.registry import register_agent
 from agents_runner.state import AgentRun, RunEnded
+from atoll.errors import AtollError
+from atoll.tool_schemas import MAX_TOOLS
 from atoll.trajectory import AgentReportedStatus, ErrorKind, RunStatus
 
 SYSTEM_PROMPT = """You are an autonomous agent completing a professional task inside a sandboxed workspace \
@@ -34,6 +36,13 @@ FINISH_HINT = "Wrap up now: reply without a tool call to give your final answer 
 async def loop(run: AgentRun) -> RunStatus:
     assert run.gateway is not None
     available = await run.gateway.list_tools()
+    if len(available) > MAX_TOOLS:
+        # Every tool goes into every request, and OpenAI refuses more than MAX_TOOLS.
+        raise AtollError(
+            "bad_config",
+            f"the loop agent sends every gateway tool, and the gateway has {len(available)} "
+            f"(at most {MAX_TOOLS} per request): use react_toolbelt or consolidated servers",
+        )
     names = {tool.name for tool in available}
     tools = [tool.as_openai_tool() for tool in available]
     start_context(run, SYSTEM_PROMPT)

@@ -25,6 +25,7 @@ from fastmcp.tools import Tool, ToolResult
 from pydantic import PrivateAttr
 
 from atoll import __version__
+from atoll.tool_schemas import MAX_DESCRIPTION, fit_description
 from mcp_servers._core.context import ServerContext
 from mcp_servers._core.definition import ServerDefinition, ToolDef
 from mcp_servers._core.errors import ToolError
@@ -186,8 +187,8 @@ def _individual_tool(tool: ToolDef, state: object) -> Tool:
 
     return _make_tool(
         tool.name,
-        tool.description,
-        tool.input_schema,
+        tool.published_description,
+        tool.published_schema,
         invoke,
         outputs=tool.output_schema,
         read_only=tool.read_only,
@@ -215,7 +216,7 @@ def consolidated_schema(definition: ServerDefinition) -> dict[str, Any]:
     variants: dict[str, list[dict[str, Any]]] = {}
     defs: dict[str, Any] = {}
     for tool in definition.tools:
-        schema = tool.input_schema
+        schema = tool.published_schema
         defs.update(schema.get("$defs", {}))
         for argument, prop in schema["properties"].items():
             name = exposed_name(tool, argument)
@@ -322,9 +323,23 @@ def _help_text(data: dict[str, Any]) -> str:
 
 
 def _consolidated_description(definition: ServerDefinition) -> str:
+    """The server's description and its actions with their arguments; when that is longer
+    than a provider accepts (:data:`atoll.tool_schemas.MAX_DESCRIPTION`), the actions without
+    their arguments, which ``NAME(action="help")`` and ``NAME_schema`` still give in full."""
     head = definition.description.strip()
-    body = _help_text(help_data(definition))
-    return f"{head}\n\n{body}" if head else body
+    data = help_data(definition)
+    body = _help_text(data)
+    full = f"{head}\n\n{body}" if head else body
+    if len(full) <= MAX_DESCRIPTION:
+        return full
+    tool = data["tool"]
+    lines = [f"{tool} actions (call {tool}(action=ACTION, ...)):"]
+    lines += [f"- {entry['action']}: {entry['summary']}" for entry in data["actions"]]
+    more = f"Arguments of each action: {tool}(action='help'); one action's schema: {data['schema_tool']}(model=ACTION)."
+    short = "\n".join([*lines, more])
+    if head:
+        short = f"{head}\n\n{short}"
+    return short if len(short) <= MAX_DESCRIPTION else fit_description(short, more=more)
 
 
 def _consolidated_tools(definition: ServerDefinition, state: object) -> list[Tool]:

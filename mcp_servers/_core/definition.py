@@ -27,11 +27,12 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, get_type_hints
+from typing import Annotated, Any, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model
 from pydantic.fields import FieldInfo
 
+from atoll.tool_schemas import fit_description, portable_schema
 from mcp_servers._core.context import ServerContext
 from mcp_servers._core.options import ServerOptions
 from mcp_servers._core.outputs import model_schema, output_schema, portable, result_model_of, value_schema
@@ -40,6 +41,12 @@ from mcp_servers._core.schema_cache import cached_schema
 _SECTION = re.compile(r"^\s*(Args|Arguments|Parameters|Returns|Raises|Errors|Example|Examples):\s*$")
 _ARG_LINE = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+#: A table cell as an argument: any value is accepted (and written as text), but the schema
+#: says "text, number or boolean", since an untyped value is refused by Gemini
+#: (atoll.tool_schemas, "typed array items").
+TABLE_CELL_SCHEMA = {"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}]}
+TableCell = Annotated[Any, WithJsonSchema(TABLE_CELL_SCHEMA)]
 
 
 class ArgumentsBase(BaseModel):
@@ -95,6 +102,25 @@ class ToolDef:
         schema.pop("title", None)
         schema.setdefault("properties", {})
         return schema
+
+    @cached_property
+    def published_schema(self) -> dict[str, Any]:
+        """The arguments' schema as ``tools/list`` publishes it: :attr:`input_schema` within the
+        subset every model provider accepts (:func:`atoll.tool_schemas.portable_schema`: no
+        ``null`` branches, ``additionalProperties``, titles…). Validation still follows
+        :attr:`input_schema` (the pydantic model), which ``NAME_schema`` shows in full."""
+        return cached_schema(self.function, self.name, "published", self._published_schema)
+
+    def _published_schema(self) -> dict[str, Any]:
+        schema = portable_schema(self.input_schema)
+        schema["type"] = "object"
+        schema.setdefault("properties", {})
+        return schema
+
+    @property
+    def published_description(self) -> str:
+        """The description within every provider's limit (the full text: ``NAME_schema``)."""
+        return fit_description(self.description)
 
     @cached_property
     def json_arguments(self) -> frozenset[str]:

@@ -23,6 +23,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
 
+from atoll.tool_schemas import inline_refs
+
 #: Formats ajv-formats and jsonschema understand; any other is dropped (it only annotates).
 KNOWN_FORMATS = frozenset(
     {
@@ -133,56 +135,3 @@ def _strip(node: Any) -> Any:
     if isinstance(node, list):
         return [_strip(item) for item in node]
     return node
-
-
-def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
-    """Return ``schema`` with local ``#/$defs/…`` references replaced by their targets.
-
-    Recursive models keep their reference (and the needed ``$defs``) at the point where
-    they recur, so the result is always finite.
-    """
-    defs = schema.get("$defs", {})
-    used: set[str] = set()
-
-    def walk(node: Any, stack: tuple[str, ...]) -> Any:
-        if isinstance(node, dict):
-            ref = node.get("$ref")
-            if isinstance(ref, str) and ref.startswith("#/$defs/"):
-                key = ref.split("/")[-1]
-                if key in stack or key not in defs:
-                    used.add(key)
-                    return node
-                target = walk(defs[key], (*stack, key))
-                siblings = {k: walk(v, stack) for k, v in node.items() if k != "$ref"}
-                return {**target, **siblings}
-            return {k: walk(v, stack) for k, v in node.items() if k != "$defs"}
-        if isinstance(node, list):
-            return [walk(item, stack) for item in node]
-        return node
-
-    result = walk(schema, ())
-    if used:
-        # A kept $def may itself refer to others: keep their closure, refs intact.
-        pending, kept = list(used), {}
-        while pending:
-            key = pending.pop()
-            if key in kept or key not in defs:
-                continue
-            kept[key] = defs[key]
-            pending.extend(_refs_in(defs[key]))
-        result["$defs"] = kept
-    return result
-
-
-def _refs_in(node: Any) -> list[str]:
-    if isinstance(node, dict):
-        found = []
-        ref = node.get("$ref")
-        if isinstance(ref, str) and ref.startswith("#/$defs/"):
-            found.append(ref.split("/")[-1])
-        for value in node.values():
-            found.extend(_refs_in(value))
-        return found
-    if isinstance(node, list):
-        return [ref for item in node for ref in _refs_in(item)]
-    return []

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from mcp_servers._core.definition import TableCell
 from mcp_servers._office.properties import CoreProperties
 
 BlockType = Literal[
@@ -48,7 +49,7 @@ class ContentBlock(BaseModel):
     runs: list[RunSpec] | None = None
     level: int | None = Field(None, ge=0, le=9)
     items: list[str | ListItem] | None = None
-    rows: list[list[Any]] | None = None
+    rows: list[list[TableCell]] | None = None
     header: bool = True
     style: str | None = None
     alignment: Alignment | None = None

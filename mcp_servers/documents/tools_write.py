@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
+from mcp_servers._core.definition import TableCell
 from mcp_servers._core.errors import ToolError
 from mcp_servers._office.package import save_package
 from mcp_servers._office.properties import write_core_properties
@@ -143,7 +144,7 @@ def insert_content(
 def add_table(
     files: DocumentFiles,
     file_path: FilePath,
-    rows: list[list[Any]],
+    rows: list[list[TableCell]],
     identifier: Identifier = "body",
     position: Position = "end",
     header: bool = True,

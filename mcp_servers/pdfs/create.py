@@ -125,6 +125,10 @@ def blocks_html(blocks: list[Any]) -> str:
     return "\n".join(parts)
 
 
+#: The metadata keys written into a PDF (others are ignored).
+METADATA_KEYS = ("title", "author", "subject", "keywords", "creator")
+
+
 def render_pdf(blocks: list[Any], *, page_size: str, metadata: dict[str, str] | None) -> bytes:
     """The bytes of a PDF showing ``blocks``. Raises ToolError for bad sizes or too many blocks."""
     if len(blocks) > MAX_BLOCKS:
@@ -167,8 +171,7 @@ def render_pdf(blocks: list[Any], *, page_size: str, metadata: dict[str, str] | 
     try:
         document.subset_fonts()
         if metadata:
-            keys = ("title", "author", "subject", "keywords", "creator")
-            document.set_metadata({k: str(v) for k, v in metadata.items() if k in keys})
+            document.set_metadata({k: str(v) for k, v in metadata.items() if k in METADATA_KEYS})
         return document.tobytes(garbage=3, deflate=True)
     finally:
         document.close()

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 
 from atoll.formats import pdf as pdf_format
 from atoll.formats.pdf import Extractor, PageText, PdfSource
@@ -21,7 +21,7 @@ from mcp_servers._core import (
 )
 from mcp_servers._core.lazy import lazy_module
 from mcp_servers._core.options import ServerOptions
-from mcp_servers.pdfs.create import Block, output_path, render_pdf
+from mcp_servers.pdfs.create import METADATA_KEYS, Block, output_path, render_pdf
 from mcp_servers.pdfs.extract import open_pdf, parse_pages
 from mcp_servers.pdfs.results import PagesRead, PdfCreated, PdfImage, PdfSearch
 
@@ -381,13 +381,21 @@ def _line_of(starts: list[int], offset: int) -> int:
     return bisect.bisect_right(starts, offset) - 1
 
 
+#: The keys render_pdf writes (others are ignored), named so that the schema is an object with
+#: properties (an open map is refused by Gemini: atoll.tool_schemas).
+_METADATA_SCHEMA = {
+    "type": "object",
+    "properties": {key: {"type": "string"} for key in METADATA_KEYS},
+}
+
+
 @SERVER.tool(action="create")
 def create_pdf(
     state: PdfState,
     directory: str,
     file_name: str,
     content: list[Block],
-    metadata: dict[str, str] | None = None,
+    metadata: Annotated[dict[str, str] | None, WithJsonSchema(_METADATA_SCHEMA)] = None,
     page_size: str = "A4",
 ) -> PdfCreated:
     """Create a PDF from content blocks; any script (Greek, Cyrillic, Arabic, CJK, ...) is embedded.

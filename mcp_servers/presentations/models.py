@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from mcp_servers._core.definition import TableCell
 from mcp_servers._office.properties import CoreProperties
 
 
@@ -21,7 +22,7 @@ class TableSpec(BaseModel):
     """A table: rows of cell values; the first row is a bold header unless header=false."""
 
     model_config = ConfigDict(extra="forbid")
-    rows: list[list[Any]]
+    rows: list[list[TableCell]]
     header: bool = True
     font_size: float | None = Field(None, gt=0, le=100)
 
@@ -123,7 +124,7 @@ class SlideOperation(BaseModel):
     to_index: int | None = None
     position: int | None = None
     placeholder: str | None = None
-    rows: list[list[Any]] | None = None
+    rows: list[list[TableCell]] | None = None
     header: bool = True
     table_idx: int = 0
     row: int | None = None

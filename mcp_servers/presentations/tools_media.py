@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from atoll.formats.pptx import pictures
+from mcp_servers._core.definition import TableCell
 from mcp_servers._core.errors import ToolError
 from mcp_servers._office.pixels import CropEdge, Factor, FlipAxis, PixelEdit, PixelOperation, Rotation, apply
 from mcp_servers.presentations.files import SHEET_SUFFIXES, DeckFiles
@@ -239,7 +240,7 @@ def insert_table(
     files: DeckFiles,
     file_path: FilePath,
     slide_index: SlideIndex,
-    rows: list[list[Any]],
+    rows: list[list[TableCell]],
     header: bool = True,
     x: Inches = None,
     y: Inches = None,

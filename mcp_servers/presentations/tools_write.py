@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, WithJsonSchema
 
+from mcp_servers._core.definition import TABLE_CELL_SCHEMA
 from mcp_servers._core.errors import ToolError
 from mcp_servers._office.package import save_package
 from mcp_servers._office.properties import write_core_properties
@@ -81,6 +82,28 @@ def delete_deck(files: DeckFiles, file_path: FilePath) -> DeckDeleted:
     return {"file_path": virtual, "deleted": True}
 
 
+_TEXT = {"type": "string"}
+#: What add_slide's ``content`` may hold (it is validated as a SlideSpec), spelled out so that
+#: the schema is an object with properties (an open map is refused by Gemini: atoll.tool_schemas).
+_CONTENT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "title": _TEXT,
+        "subtitle": _TEXT,
+        "bullets": {"type": "array", "items": _TEXT},
+        "table": {
+            "type": "object",
+            "properties": {
+                "rows": {"type": "array", "items": {"type": "array", "items": TABLE_CELL_SCHEMA}},
+                "header": {"type": "boolean"},
+            },
+        },
+        "columns": {"type": "array", "items": {"type": "array", "items": _TEXT}},
+        "notes": _TEXT,
+    },
+}
+
+
 @SERVER.tool(action="add_slide")
 def add_slide(
     files: DeckFiles,
@@ -100,6 +123,7 @@ def add_slide(
     ] = None,
     content: Annotated[
         dict[str, Any] | None,
+        WithJsonSchema(_CONTENT_SCHEMA),
         Field(description="{title, subtitle, bullets, table, columns, notes} instead of flat arguments"),
     ] = None,
 ) -> SlideAdded:
@@ -170,7 +194,7 @@ def edit_slides(
     duplicate_slide {slide_index, position} (images and charts kept); move_slide
     {slide_index, to_index}. The reference's names (index, items, update_slide_title,
     set_bullets, append_bullets, ...) are accepted. Indices refer to the deck as left by
-    the previous operation.
+    the previous one.
 
     Args:
         metadata: core properties to update (title, author, subject, ...).

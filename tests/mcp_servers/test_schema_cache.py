@@ -44,7 +44,10 @@ def test_a_start_reads_the_schemas_an_earlier_one_computed_and_they_are_the_same
     assert computed["counts"]["read"] == 0 and computed["saved"] is None
     assert first["counts"]["read"] == 0 and first["counts"]["computed"] > 100
     assert first["saved"] is not None and Path(first["saved"]).parent == tmp_path
-    assert second["counts"] == {"read": first["counts"]["computed"], "computed": 0}  # nothing recomputed
+    assert second["counts"]["computed"] == 0  # nothing recomputed
+    # A build reads only what tools/list serves: a tool's published schema is stored whole, so
+    # the full input schema it was made from (for validating calls) is read on a first call.
+    assert 100 < second["counts"]["read"] <= first["counts"]["computed"]
     assert second["saved"] is None  # nothing new to write
     assert second["listed"] == computed["listed"] == first["listed"]  # what clients see is unchanged
 

@@ -1,0 +1,150 @@
+"""Every tool our servers publish passes the strictest documented rules of OpenAI, Anthropic and
+Google (atoll/tool_schemas.py cites each rule): as published over MCP, in both modes, named as
+the gateway names them; as the agent hands them to litellm; and as litellm sends them to each
+provider (captured from litellm's real provider code by a server on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agents_runner.gateway import ToolSpec
+from atoll.tool_schemas import (
+    MAX_TOOLS,
+    anthropic_tools_problems,
+    gemini_tools_problems,
+    openai_tools_problems,
+    responses_tools_problems,
+    tool_problems,
+)
+from mcp_servers import OPTIONAL_SERVER_NAMES, SERVER_NAMES, create_server
+
+SERVERS = (*SERVER_NAMES, *OPTIONAL_SERVER_NAMES)
+MODES = ("individual", "consolidated")
+
+
+def _published(root: Path, mode: str) -> list[ToolSpec]:
+    """Every tool of every server in ``mode``, named ``{server}_{tool}`` as the gateway does."""
+
+    async def listing() -> list[ToolSpec]:
+        specs = []
+        for server in SERVERS:
+            built = create_server(server, fs_root=root, apps_data_root=root, mode=mode)
+            for tool in await built.list_tools():
+                spec = ToolSpec(f"{server}_{tool.name}", tool.description or "", tool.parameters)
+                specs.append(spec)
+        return specs
+
+    return asyncio.run(listing())
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[ToolSpec]]:
+    root = tmp_path_factory.mktemp("world")
+    return {mode: _published(root, mode) for mode in MODES}
+
+
+def test_every_published_tool_passes_every_rule(published):
+    every = published["individual"] + published["consolidated"]
+    assert {spec.name.split("_")[0] for spec in every} >= {"mail", "chat", "calendar", "pdfs", "market"}
+    assert sum(spec.name.endswith("_schema") for spec in published["consolidated"]) == len(SERVERS)
+    problems = [
+        str(p) for spec in every for p in tool_problems(spec.name, spec.description, spec.input_schema)
+    ]
+    assert problems == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_what_the_agent_hands_to_litellm_passes_every_rule(published, mode):
+    tools = [spec.as_openai_tool() for spec in published[mode]]
+    assert len(tools) <= MAX_TOOLS  # the loop agent sends them all in one request
+    assert [str(p) for p in openai_tools_problems(tools)] == []
+    no_arguments = [t["function"]["name"] for t in tools if "parameters" not in t["function"]]
+    assert no_arguments == (
+        ["market_data_list_rate_series", "market_data_list_coverage"] if mode == "individual" else []
+    )
+
+
+# --- what litellm sends to each provider -------------------------------------------------------
+
+
+class _Capture(BaseHTTPRequestHandler):
+    """Records each request body and answers 400, so litellm raises after sending it."""
+
+    bodies: list[tuple[str, dict[str, Any]]]
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        body = self.rfile.read(int(self.headers.get("content-length") or 0))
+        self.server.bodies.append((self.path, json.loads(body)))  # type: ignore[attr-defined]
+        reply = json.dumps({"error": {"message": "captured", "type": "invalid_request_error", "code": 400}})
+        self.send_response(400)
+        self.send_header("content-type", "application/json")
+        self.end_headers()
+        self.wfile.write(reply.encode())
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def capture() -> Iterator[ThreadingHTTPServer]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Capture)
+    server.bodies = []  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def _sent(
+    capture: ThreadingHTTPServer, model: str, api_base: str, tools: list[dict[str, Any]]
+) -> dict[str, Any]:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    capture.bodies.clear()  # type: ignore[attr-defined]
+    with pytest.raises(Exception, match="captured"):
+        litellm.completion(
+            model=model,
+            api_base=api_base,
+            api_key="test-key",
+            messages=[{"role": "user", "content": "Find the Q3 report."}],
+            tools=tools,
+            num_retries=0,
+            max_retries=0,
+            timeout=30,
+        )
+    ((_, body),) = capture.bodies  # type: ignore[attr-defined]
+    return body
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_what_litellm_sends_each_provider_passes_its_rules(published, capture, mode):
+    tools = [spec.as_openai_tool() for spec in published[mode]]
+    base = f"http://127.0.0.1:{capture.server_port}"
+    # OpenAI Chat Completions: the tools as given.
+    sent = _sent(capture, "openai/gpt-5.2", f"{base}/v1", tools)
+    assert len(sent["tools"]) == len(tools)
+    assert [str(p) for p in openai_tools_problems(sent["tools"])] == []
+    # OpenAI Responses API (how litellm reaches gpt-5.2-pro): {type, name, description, parameters}.
+    sent = _sent(capture, "openai/responses/gpt-5.2-pro", f"{base}/v1", tools)
+    assert len(sent["tools"]) == len(tools)
+    assert [str(p) for p in responses_tools_problems(sent["tools"])] == []
+    # Anthropic Messages: input_schema.
+    sent = _sent(capture, "anthropic/claude-opus-4-5", base, tools)
+    assert len(sent["tools"]) == len(tools)
+    assert [str(p) for p in anthropic_tools_problems(sent["tools"])] == []
+    # Gemini generateContent: functionDeclarations in Gemini's Schema form.
+    sent = _sent(capture, "gemini/gemini-3-flash-preview", f"{base}/v1beta", tools)
+    declarations = [d for tool in sent["tools"] for d in tool["function_declarations"]]
+    assert len(declarations) == len(tools)
+    assert [str(p) for p in gemini_tools_problems(sent["tools"])] == []
