@@ -9,7 +9,9 @@ secret, so a block that comes back edited, reordered away or re-signed is refuse
 Anthropic refuses it.  ``usage`` in a script item is merged over the native usage object
 (``input_tokens``, ``output_tokens``, ``cache_creation_input_tokens``,
 ``cache_read_input_tokens``).  ``stop_reason`` in an item overrides the default
-(``tool_use`` when there are tool calls, else ``end_turn``).
+(``tool_use`` when there are tool calls, else ``end_turn``).  ``redacted_thinking: True`` in an
+item adds a ``redacted_thinking`` block (opaque ``data`` the emulator verifies) after the thinking
+block, as Claude returns when its safety systems flag reasoning.
 
 Each rule below is checked in :meth:`AnthropicEmulator.check` next to the documentation that
 states it; a broken rule is answered 400 ``invalid_request_error`` in Anthropic's error
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 from typing import Any
 
 from tests.providers._server import (
@@ -192,13 +195,22 @@ class AnthropicEmulator(ProviderEmulator):
                         "anthropic.thinking_signature",
                         f"messages.{position}.content.{index}: Invalid `signature` in `thinking` block",
                     )
-                if block.get("type") == "redacted_thinking" and not self.verify(
-                    "redacted_thinking", "", block.get("data")
+                if block.get("type") == "redacted_thinking" and not self._redacted_data_is_ours(
+                    block.get("data")
                 ):
                     raise Rejected(
                         "anthropic.thinking_signature",
                         f"messages.{position}.content.{index}: Invalid `data` in `redacted_thinking` block",
                     )
+
+    def _redacted_data(self) -> str:
+        """Opaque ``redacted_thinking`` data: a nonce and its HMAC, so the emulator can verify it."""
+        nonce = secrets.token_hex(8)
+        return f"{nonce}.{self.sign('redacted_thinking', nonce)}"
+
+    def _redacted_data_is_ours(self, data: object) -> bool:
+        nonce, _, mac = str(data).partition(".")
+        return self.verify("redacted_thinking", nonce, mac)
 
     def _check_thinking_parameters(self, body: dict[str, Any], headers: dict[str, str]) -> None:
         budget = body["thinking"].get("budget_tokens")
@@ -283,6 +295,8 @@ class AnthropicEmulator(ProviderEmulator):
             content.append(
                 {"type": "thinking", "thinking": thought, "signature": self.sign("thinking", thought)}
             )
+            if item.get("redacted_thinking"):
+                content.append({"type": "redacted_thinking", "data": self._redacted_data()})
         if item.get("content"):
             content.append({"type": "text", "text": str(item["content"])})
         for position, call in enumerate(item.get("tool_calls") or []):
@@ -332,7 +346,9 @@ def _stream_events(message: dict[str, Any]) -> list[tuple[str | None, Any]]:
     ]
     for index, block in enumerate(message["content"]):
         kind = block["type"]
-        if kind == "thinking":
+        if kind == "redacted_thinking":
+            opening, deltas = block, []  # sent whole in content_block_start, as the API does
+        elif kind == "thinking":
             opening = {"type": "thinking", "thinking": "", "signature": ""}
             deltas = [{"type": "thinking_delta", "thinking": part} for part in _halves(block["thinking"])]
             deltas.append({"type": "signature_delta", "signature": block["signature"]})

@@ -294,3 +294,29 @@ def test_streamed_answer_uses_anthropic_event_sequence(emu):
     assert events[:3] == ["message_start", "ping", "content_block_start"]
     assert "signature_delta" in text and "thinking_delta" in text and "text_delta" in text
     assert events[-2:] == ["message_delta", "message_stop"]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_litellm_replays_redacted_thinking_unchanged(emu, stream):
+    emu.load(
+        [
+            {
+                "thinking": "Plan.",
+                "redacted_thinking": True,
+                "tool_calls": [{"name": "get_weather", "arguments": {}}],
+            },
+            {"content": "Done."},
+        ]
+    )
+    messages: list[Any] = [{"role": "user", "content": "Weather?"}]
+    first = _complete(emu, messages, stream, reasoning_effort="high").choices[0].message
+    assert [block["type"] for block in first.thinking_blocks] == ["thinking", "redacted_thinking"]
+    messages += [first, {"role": "tool", "tool_call_id": first.tool_calls[0].id, "content": "sunny"}]
+    _complete(emu, messages, stream, reasoning_effort="high")
+    assert emu.rejections == []
+    replayed = emu.requests[1]["messages"][1]["content"]
+    assert [block["type"] for block in replayed] == ["thinking", "redacted_thinking", "tool_use"]
+    forged = copy.deepcopy(emu.requests[1])
+    forged["messages"][1]["content"][1]["data"] = "0.forged"
+    assert post_json(emu.url + "/v1/messages", forged)[0] == 400
+    assert [rule for rule, _ in emu.rejections] == ["anthropic.thinking_signature"]
