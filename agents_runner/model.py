@@ -175,31 +175,59 @@ class ModelClient:
         return arguments
 
     def _usage(self, response: Any, cost_usd: float) -> Usage:
-        raw = getattr(response, "usage", None)
-        prompt = int(getattr(raw, "prompt_tokens", 0) or 0)
-        completion = int(getattr(raw, "completion_tokens", 0) or 0)
-        details = getattr(raw, "completion_tokens_details", None)
-        reasoning = int(getattr(details, "reasoning_tokens", 0) or 0)
-        prompt_details = getattr(raw, "prompt_tokens_details", None)
-        cached = int(getattr(prompt_details, "cached_tokens", 0) or 0)
-        cached = cached or int(getattr(raw, "cache_read_input_tokens", 0) or 0)
-        return Usage(
-            prompt_tokens=prompt,
-            completion_tokens=completion,
-            reasoning_tokens=reasoning,
-            cached_tokens=cached,
-            cost_usd=cost_usd,
-        )
+        return Usage(**token_counts(response), cost_usd=cost_usd)
 
     def _cost(self, response: Any) -> float:
-        raw = getattr(response, "usage", None)
-        prompt = int(getattr(raw, "prompt_tokens", 0) or 0)
-        completion = int(getattr(raw, "completion_tokens", 0) or 0)
-        if self.config.input_cost_per_token is not None or self.config.output_cost_per_token is not None:
-            return prompt * (self.config.input_cost_per_token or 0.0) + completion * (
-                self.config.output_cost_per_token or 0.0
-            )
-        return response_cost(response, self.model)
+        """USD of a response: the configured per-token prices when any is set, else litellm's."""
+        config = self.config
+        if config.input_cost_per_token is None and config.output_cost_per_token is None:
+            return response_cost(response, self.model)
+        tokens = token_counts(response)
+        input_price = config.input_cost_per_token or 0.0
+        read_price = (
+            input_price if config.cache_read_cost_per_token is None else config.cache_read_cost_per_token
+        )
+        write_price = (
+            input_price if config.cache_write_cost_per_token is None else config.cache_write_cost_per_token
+        )
+        uncached = max(0, tokens["prompt_tokens"] - tokens["cached_tokens"] - tokens["cache_write_tokens"])
+        return (
+            uncached * input_price
+            + tokens["cached_tokens"] * read_price
+            + tokens["cache_write_tokens"] * write_price
+            + tokens["completion_tokens"] * (config.output_cost_per_token or 0.0)
+        )
+
+
+def token_counts(response: Any) -> dict[str, int]:
+    """The billed token counts of a litellm response, as litellm maps each provider's usage.
+
+    ``prompt_tokens`` includes cached and cache-write tokens and ``completion_tokens`` includes
+    reasoning tokens, for every provider: OpenAI's ``prompt_tokens_details.cached_tokens`` and
+    ``completion_tokens_details.reasoning_tokens``; Anthropic's ``cache_read_input_tokens`` and
+    ``cache_creation_input_tokens`` (litellm adds both to the prompt, and estimates reasoning from
+    the thinking text); Gemini's ``cachedContentTokenCount`` and ``thoughtsTokenCount``."""
+    raw = getattr(response, "usage", None)
+    details = getattr(raw, "completion_tokens_details", None)
+    prompt_details = getattr(raw, "prompt_tokens_details", None)
+    cached = _count(prompt_details, "cached_tokens") or _count(raw, "cache_read_input_tokens")
+    written = (
+        _count(prompt_details, "cache_creation_tokens")
+        or _count(prompt_details, "cache_write_tokens")
+        or _count(raw, "cache_creation_input_tokens")
+    )
+    return {
+        "prompt_tokens": _count(raw, "prompt_tokens"),
+        "completion_tokens": _count(raw, "completion_tokens"),
+        "reasoning_tokens": _count(details, "reasoning_tokens"),
+        "cached_tokens": cached,
+        "cache_write_tokens": written,
+    }
+
+
+def _count(holder: Any, name: str) -> int:
+    value = holder.get(name) if isinstance(holder, dict) else getattr(holder, name, None)
+    return int(value or 0)
 
 
 def _model_info(model: str) -> dict[str, Any]:

@@ -67,6 +67,14 @@ class AgentConfig(BaseModel):
     )
     input_cost_per_token: float | None = Field(None, ge=0, description="Price override for unmapped models")
     output_cost_per_token: float | None = Field(None, ge=0)
+    cache_read_cost_per_token: float | None = Field(
+        None, ge=0, description="Price of a cached prompt token with the override (None: the input price)"
+    )
+    cache_write_cost_per_token: float | None = Field(
+        None,
+        ge=0,
+        description="Price of a prompt token written to the cache with the override (None: the input price)",
+    )
 
     # --- retries (model calls only) -----------------------------------------------------
     max_retries: int = Field(6, ge=0, description="Retries of one model call on transient errors")

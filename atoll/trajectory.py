@@ -49,12 +49,24 @@ class TrajectoryError(BaseModel):
 
 
 class Usage(BaseModel):
-    """Token usage and cost; adds up with ``+``."""
+    """Token usage and cost, as the provider bills them; adds up with ``+``."""
 
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    reasoning_tokens: int = 0
-    cached_tokens: int = 0
+    prompt_tokens: int = Field(default=0, description="input tokens, cached and cache-write tokens included")
+    completion_tokens: int = Field(default=0, description="output tokens, reasoning tokens included")
+    reasoning_tokens: int = Field(
+        default=0,
+        description="of completion_tokens, the reasoning (OpenAI reasoning_tokens, Gemini thoughtsTokenCount, "
+        "Anthropic: litellm's count of the thinking text)",
+    )
+    cached_tokens: int = Field(
+        default=0,
+        description="of prompt_tokens, those read from the provider's prompt cache (OpenAI cached_tokens, "
+        "Anthropic cache_read_input_tokens, Gemini cachedContentTokenCount)",
+    )
+    cache_write_tokens: int = Field(
+        default=0,
+        description="of prompt_tokens, those written to the prompt cache (Anthropic cache_creation_input_tokens)",
+    )
     cost_usd: float = 0.0
 
     def __add__(self, other: Usage) -> Usage:
@@ -63,6 +75,7 @@ class Usage(BaseModel):
             completion_tokens=self.completion_tokens + other.completion_tokens,
             reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
             cached_tokens=self.cached_tokens + other.cached_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
             cost_usd=self.cost_usd + other.cost_usd,
         )
 
