@@ -20,6 +20,7 @@ from agents_runner.config import AgentConfig
 from agents_runner.conversation import assistant_turn
 from atoll.errors import AtollError, CodedError
 from atoll.llm import Endpoint, ModelError, ModelErrorKind, RetryBudget, RetryPolicy, complete, response_cost
+from atoll.llm.profiles import ProfileError, agent_arguments
 from atoll.trajectory import ModelCall, Usage
 
 
@@ -127,6 +128,11 @@ class ModelClient:
         self.check_budget()
         record = ModelCall(step=step, model=self.model)
         self.calls.append(record)
+        try:
+            arguments = self._arguments()
+        except ProfileError as error:
+            record.error = _short(str(error))
+            raise ModelProviderError(str(error), ModelErrorKind.configuration) from error
         started = time.monotonic()
 
         def on_retry(error: ModelError) -> None:
@@ -141,7 +147,7 @@ class ModelClient:
                 copy.deepcopy(messages),
                 role="agent",
                 tools=tools,
-                arguments=self._arguments(),
+                arguments=arguments,
                 timeout_s=self.config.llm_timeout_s,
                 retry=self._policy,
                 stream=self.config.stream,
@@ -164,15 +170,10 @@ class ModelClient:
         return _reply(done.response, usage, self._seen_call_ids)
 
     def _arguments(self) -> dict[str, Any]:
-        arguments: dict[str, Any] = {}
-        if self.config.reasoning_effort:
-            arguments["reasoning_effort"] = self.config.reasoning_effort
-        if self.config.temperature is not None:
-            arguments["temperature"] = self.config.temperature
-        if self.config.max_completion_tokens:
-            arguments["max_completion_tokens"] = self.config.max_completion_tokens
-        arguments.update(self.config.extra_args)
-        return arguments
+        """The litellm arguments of every call: the agent's configuration through the model's
+        parameter profile (thinking mapped per provider; refused parameters raise
+        :class:`~atoll.llm.profiles.ProfileError`, which loading the experiment reports first)."""
+        return agent_arguments(self.model, self.config)
 
     def _usage(self, response: Any, cost_usd: float) -> Usage:
         return Usage(**token_counts(response), cost_usd=cost_usd)

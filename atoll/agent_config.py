@@ -9,7 +9,7 @@ the gateway token is a separate argument.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
@@ -51,7 +51,12 @@ class AgentConfig(BaseModel):
 
     # --- model --------------------------------------------------------------------------
     api_base: str | None = Field(None, description="OpenAI-compatible endpoint (run_agent's api_base wins)")
-    reasoning_effort: str | None = Field(None, description="Passed to litellm (low|medium|high)")
+    thinking: Literal["off", "low", "medium", "high"] | None = Field(
+        None, description="How hard the model thinks, mapped for its provider (docs/models.md)"
+    )
+    reasoning_effort: str | None = Field(
+        None, description="Passed to litellm as is (prefer thinking, which is mapped per provider)"
+    )
     stream: bool = Field(False, description="Stream responses (keeps long generations' connections busy)")
     temperature: float | None = None
     max_completion_tokens: int | None = Field(None, ge=1)

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
 
 from atoll.errors import AtollError, describe_validation
+
+Thinking = Literal["off", "low", "medium", "high"]
+_THINKING = (
+    "how hard the model thinks (off|low|medium|high), mapped for its provider (docs/models.md); "
+    "None = the model's default"
+)
 
 
 class _Spec(BaseModel):
@@ -29,6 +36,7 @@ class AgentSpec(_Spec):
     agent: str = "react_toolbelt"
     model: str = "replay"
     api_base: str | None = None
+    thinking: Thinking | None = Field(default=None, description=_THINKING)
     extra_args: dict[str, Any] = Field(default_factory=dict, description="passed to litellm")
     config: dict[str, Any] = Field(default_factory=dict, description="agent options")
 
@@ -38,6 +46,7 @@ class JudgeSpec(_Spec):
     api_base: str | None = None
     samples: int = Field(default=1, ge=1)
     quorum: int | None = Field(default=None, ge=1, description="verdicts needed of the samples; None = all")
+    thinking: Thinking | None = Field(default=None, description=_THINKING)
     extra_args: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -105,6 +114,17 @@ class ExperimentSpec(_Spec):
             raise ValueError(f"agent names must be unique; repeated: {', '.join(duplicates)}")
         if not self.agents:
             raise ValueError("agents: at least one agent is required")
+        return self
+
+    @model_validator(mode="after")
+    def _parameters_accepted(self) -> ExperimentSpec:
+        """Each model is asked only for parameters it accepts (atoll.llm.profiles)."""
+        from atoll.llm.profiles import ProfileError, check_experiment
+
+        try:
+            check_experiment(self)
+        except ProfileError as exc:
+            raise PydanticCustomError("model_parameters", "{message}", {"message": exc.message}) from None
         return self
 
 

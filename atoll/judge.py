@@ -19,7 +19,7 @@ from atoll.errors import AtollError, describe_validation
 if TYPE_CHECKING:
     from atoll.experiment import ExperimentSpec
 
-VerdictFormat = Literal["auto", "json_schema", "tool", "prompt"]
+VerdictFormat = Literal["auto", "json_schema", "json_object", "tool", "prompt"]
 DEFAULT_BUDGET_CHARS = 400_000
 # The wire form of "no judge": the criteria are decided by their programmatic checks alone.
 CHECKS_ONLY: dict[str, Any] = {"model": None}
@@ -38,7 +38,10 @@ class JudgeConfig(BaseModel):
     bounds the re-asks after a malformed reply; ``transient_retries`` the retries of one call
     after 429/5xx/timeouts, all calls of one grading drawing on ``retry_budget``;
     ``timeout_s`` bounds one attempt and ``deadline_s`` one call with its retries.
-    ``context_budget_chars`` caps the evidence text of one prompt (None: from the model's
+    ``thinking`` (off|low|medium|high) is mapped for the model's provider and ``temperature``
+    None means 0 where the model accepts it, else the provider's default
+    (:mod:`atoll.llm.profiles`); a parameter the model refuses is refused when the config is
+    made.  ``context_budget_chars`` caps the evidence text of one prompt (None: from the model's
     context window when litellm knows it, else 400,000); beyond it the ``selector``
     (``rank`` or ``llm``) chooses artifacts.
     """
@@ -59,7 +62,8 @@ class JudgeConfig(BaseModel):
     retry_max_wait_s: float = Field(default=30.0, ge=0)
     timeout_s: float = Field(default=60.0, gt=0)
     deadline_s: float = Field(default=180.0, gt=0)
-    temperature: float | None = 0.0
+    thinking: Literal["off", "low", "medium", "high"] | None = None
+    temperature: float | None = None
     top_p: float | None = None
     seed: int | None = None
     verdict_format: VerdictFormat = "auto"
@@ -72,6 +76,25 @@ class JudgeConfig(BaseModel):
         if self.quorum is not None and self.quorum > self.samples:
             raise ValueError(f"quorum {self.quorum} is more than samples {self.samples}")
         return self
+
+    @model_validator(mode="after")
+    def _parameters_accepted(self) -> JudgeConfig:
+        if self.thinking is None and self.temperature is None and self.top_p is None and not self.extra_args:
+            return self  # nothing asked that a model could refuse (and litellm stays unimported)
+        from atoll.llm.profiles import ProfileError, judge_arguments
+
+        try:
+            judge_arguments(self)
+        except ProfileError as exc:
+            raise ValueError(exc.message) from None
+        return self
+
+    def call_arguments(self) -> dict[str, Any]:
+        """The litellm arguments of every judge call (before the verdict form's), through the
+        model's parameter profile."""
+        from atoll.llm.profiles import judge_arguments
+
+        return judge_arguments(self)
 
     @property
     def needed_votes(self) -> int:
@@ -113,6 +136,7 @@ class JudgeConfig(BaseModel):
             samples=spec.judge.samples,
             quorum=spec.judge.quorum,
             extra_args=spec.judge.extra_args,
+            **({"thinking": spec.judge.thinking} if spec.judge.thinking is not None else {}),
             concurrency=spec.concurrency.judge,
         )
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from atoll.grade import Verdict
-from atoll.judge import JudgeConfig
+from atoll.judge import JudgeConfig, VerdictFormat
 from grader.verdict import (
     MalformedOutput,
     parse_verdict,
@@ -60,17 +60,28 @@ criterion, most relevant first. Reply with exactly one JSON object and nothing e
 
 def verdict_settings(config: JudgeConfig) -> dict[str, Any]:
     """Everything of ``config`` that can change a verdict (the verdict cache key holds it)."""
-    return {
+    arguments = config.call_arguments()
+    settings = {
         "model": config.model,
         "api_base": config.api_base,
-        "temperature": config.temperature,
-        "top_p": config.top_p,
-        "seed": config.seed,
+        # What is sent, after the model's profile (atoll.llm.profiles): temperature 0 where
+        # the model takes it, none where it refuses it.
+        "temperature": arguments.pop("temperature", None),
+        "top_p": arguments.pop("top_p", None),
+        "seed": arguments.pop("seed", None),
         "extra_args": config.extra_args,
         "samples": config.samples,
         "quorum": config.needed_votes,
-        "verdict_format": resolve_format(config.verdict_format, config.model),
+        "verdict_format": verdict_form(config),
     }
+    if config.thinking is not None:
+        settings["thinking"] = config.thinking
+    return settings
+
+
+def verdict_form(config: JudgeConfig) -> VerdictFormat:
+    """The form the verdict is asked in for ``config`` (its model, and its thinking level)."""
+    return resolve_format(config.verdict_format, config.model, config.thinking)
 
 
 @dataclass
@@ -148,13 +159,7 @@ async def ask(
     ledger); returns the :class:`atoll.llm.Completion`. Raises :class:`atoll.llm.ModelError`."""
     from atoll.llm import Endpoint, RetryBudget, RetryPolicy, complete
 
-    call_arguments: dict[str, Any] = {}
-    for name in ("temperature", "top_p", "seed"):
-        value = getattr(config, name)
-        if value is not None:
-            call_arguments[name] = value
-    call_arguments.update(config.extra_args)
-    call_arguments.update(arguments)
+    call_arguments = {**config.call_arguments(), **arguments}
     policy = RetryPolicy(
         max_retries=config.transient_retries,
         initial_wait_s=config.retry_wait_s,
@@ -177,7 +182,7 @@ async def _one_sample(
 ) -> JudgeResult:
     from atoll.llm import ModelError, ModelErrorKind
 
-    form = resolve_format(config.verdict_format, config.model)
+    form = verdict_form(config)
     arguments = request_arguments(form)
     result = JudgeResult(verdict=None)
     conversation = list(messages)

@@ -5,6 +5,8 @@ form the model supports:
 
 - ``json_schema``: ``response_format`` with the JSON schema (strict), when litellm says the
   model supports response schemas;
+- ``json_object``: ``response_format`` ``{"type": "json_object"}`` (JSON mode), for models
+  whose provider has no schema form (Kimi K2, most gpt-oss hosts);
 - ``tool``: a forced call of the ``submit_verdict`` tool whose parameters are the schema, when
   it supports function calling but not response schemas;
 - ``prompt``: the system prompt alone asks for the JSON object (every other model).
@@ -54,21 +56,19 @@ class MalformedOutput(CodedError, ValueError):
     code = "malformed_verdict"
 
 
-def resolve_format(requested: VerdictFormat, model: str) -> VerdictFormat:
-    """The form to ask in: ``requested``, or for ``auto`` the strongest litellm knows the
-    model supports (unknown models, e.g. most self-hosted ones, get ``prompt``)."""
+def resolve_format(requested: VerdictFormat, model: str, thinking: str | None = None) -> VerdictFormat:
+    """The form to ask in: ``requested``, or for ``auto`` the strongest the model supports
+    with ``thinking`` (:func:`atoll.llm.profiles.structured_output`: atoll's table for the
+    models it knows, litellm's model information for the others; unknown models, e.g. most
+    self-hosted ones, get ``prompt``)."""
     if requested != "auto":
         return requested
-    import litellm
+    from atoll.llm.profiles import structured_output
 
     try:
-        if litellm.supports_response_schema(model=model):
-            return "json_schema"
-        if litellm.supports_function_calling(model=model):
-            return "tool"
-    except Exception:  # noqa: BLE001 - litellm raises for models it has never heard of
-        pass
-    return "prompt"
+        return structured_output(model, thinking)
+    except Exception:  # noqa: BLE001 - a model nothing is known about is asked in the prompt
+        return "prompt"
 
 
 def request_arguments(form: VerdictFormat) -> dict[str, Any]:
@@ -80,6 +80,10 @@ def request_arguments(form: VerdictFormat) -> dict[str, Any]:
                 "json_schema": {"name": "verdict", "strict": True, "schema": VERDICT_SCHEMA},
             }
         }
+    if form == "json_object":
+        # JSON mode: the reply is some JSON object (the system prompt gives its shape, and
+        # says "JSON", which OpenAI-compatible JSON modes require); parsed whole as below.
+        return {"response_format": {"type": "json_object"}}
     if form == "tool":
         tool = {
             "type": "function",

@@ -87,6 +87,8 @@ def agent_config(agent: AgentSpec, spec: ExperimentSpec) -> dict:
         config.setdefault("cost_budget_usd", spec.limits.max_cost_usd)
     if agent.extra_args:
         config["extra_args"] = dict(agent.extra_args)
+    if agent.thinking is not None:
+        config["thinking"] = agent.thinking
     if agent.api_base:
         config["api_base"] = agent.api_base  # not part of the identity (see atoll.trial)
     return config

@@ -72,6 +72,7 @@ def _validate_gold(spec, *, quiet: bool) -> None:
         api_base=spec.judge.api_base,
         samples=spec.judge.samples,
         extra_args=spec.judge.extra_args,
+        thinking=spec.judge.thinking,
     )
     report = ValidationReport(judge_model=judge.model, prompt_version=PROMPT_VERSION)
     typer.echo(f"validating the judge on the gold outputs ({judge.model})")

@@ -10,17 +10,52 @@ per-provider concurrency window and one cost ledger per process. See docs/agents
 ("Model calls").
 """
 
-from atoll.llm.client import Completion, Endpoint, complete, resolve_api_key, response_cost
-from atoll.llm.errors import ModelError, ModelErrorKind, classify, provider_message
-from atoll.llm.limits import (
-    CostLedger,
-    ProviderLimiter,
-    configure_limits,
-    provider_of,
-    shared_ledger,
-    shared_limiter,
-)
-from atoll.llm.retry import RetryBudget, RetryPolicy, retry_after_s
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from atoll.llm.client import Completion, Endpoint, complete, resolve_api_key, response_cost
+    from atoll.llm.errors import ModelError, ModelErrorKind, classify, provider_message
+    from atoll.llm.limits import (
+        CostLedger,
+        ProviderLimiter,
+        configure_limits,
+        provider_of,
+        shared_ledger,
+        shared_limiter,
+    )
+    from atoll.llm.retry import RetryBudget, RetryPolicy, retry_after_s
+
+# Exported lazily (PEP 562): importing a light submodule (atoll.llm.profiles, which experiment
+# loading uses) must not import litellm through the client.
+_HOMES = {
+    "Completion": "client",
+    "Endpoint": "client",
+    "complete": "client",
+    "resolve_api_key": "client",
+    "response_cost": "client",
+    "ModelError": "errors",
+    "ModelErrorKind": "errors",
+    "classify": "errors",
+    "provider_message": "errors",
+    "CostLedger": "limits",
+    "ProviderLimiter": "limits",
+    "configure_limits": "limits",
+    "provider_of": "limits",
+    "shared_ledger": "limits",
+    "shared_limiter": "limits",
+    "RetryBudget": "retry",
+    "RetryPolicy": "retry",
+    "retry_after_s": "retry",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'atoll.llm' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"atoll.llm.{home}"), name)
+
 
 __all__ = [
     "Completion",

@@ -119,6 +119,34 @@ _CONFIGURATION_TEXT = (
 )
 
 
+# A provider's 400 that refuses a parameter rather than this request's content (OpenAI's
+# "Unsupported parameter"/"Unsupported value", Anthropic's thinking rules, Gemini's unknown field).
+_PARAMETER_TEXT = (
+    "unsupported parameter",
+    "unsupported value",
+    "unsupported_parameter",
+    "unsupported_value",
+    "is not supported with this model",
+    "budget_tokens",
+    "thinking is enabled",
+    "thinking_level",
+    "thinking level",
+    "invalid json payload received. unknown name",
+)
+PARAMETER_ADVICE = (
+    "change or remove that parameter in the experiment (extra_args, config, thinking) or the judge "
+    "settings; docs/models.md lists what each model accepts"
+)
+_LITELLM_ADVICE = re.compile(
+    r"\s*(to drop (these|unsupported params)|if you want to use these params).*$", re.I | re.S
+)
+
+
+def unsupported_parameter_message(text: str) -> str:
+    """litellm's refusal of a parameter without its advice to change a litellm setting."""
+    return _LITELLM_ADVICE.sub("", text).rstrip(" .,;") or text
+
+
 def provider_message(exc: BaseException, limit: int = 300) -> str:
     """The provider's own words: the ``error.message`` of an HTTP error body, the OS error of
     a failed connection, else the exception text without litellm's class-name prefixes."""
@@ -210,11 +238,23 @@ def classify(exc: BaseException, *, model: str, api_base: str | None) -> ModelEr
 
     if "ContextWindowExceededError" in names or "context_length_exceeded" in text:
         return error(ModelErrorKind.context_window)
+    if "UnsupportedParamsError" in names:
+        # litellm refused to send a parameter the model does not take; its advice (a litellm
+        # setting) is not one an atoll user can follow, so the line says what they can do.
+        return ModelError(
+            ModelErrorKind.configuration,
+            model=model,
+            api_base=api_base,
+            message=f"{unsupported_parameter_message(message)}; {PARAMETER_ADVICE}",
+        )
     if any(isinstance(link, (ConnectionRefusedError, socket.gaierror)) for link in chain):
         # A configured endpoint that is not there will not appear by retrying; the provider's
         # own default endpoint failing to resolve is more likely a network blip.
         return error(ModelErrorKind.configuration if api_base else ModelErrorKind.transient)
     if any(marker in text for marker in _CONFIGURATION_TEXT):
+        return error(ModelErrorKind.configuration)
+    if status == 400 and any(marker in text for marker in _PARAMETER_TEXT):
+        # The provider refused a parameter: every call of this configuration fails the same way.
         return error(ModelErrorKind.configuration)
     if status in (401, 403, 404) or names & {"AuthenticationError", "PermissionDeniedError", "NotFoundError"}:
         return error(ModelErrorKind.configuration)

@@ -1,0 +1,101 @@
+"""The judge asks each model only for what it accepts, and a misconfigured judge stops
+`atoll grade` with the reason instead of making every criterion "ungradeable" (real CLI,
+real litellm, a scripted OpenAI-compatible server)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from atoll.testing.scripted_llm import ScriptedLLM
+from tests.grader import factories as f
+
+MET = {"content": json.dumps({"rationale": "the report states 42", "verdict": "met"})}
+# OpenAI's answer to a temperature a reasoning model does not take (platform.openai.com,
+# "Reasoning models": only the default temperature is supported).
+UNSUPPORTED_TEMPERATURE = {
+    "status": 400,
+    "body": {
+        "error": {
+            "message": "Unsupported value: 'temperature' does not support 0.0 with this model. Only the "
+            "default (1) value is supported.",
+            "type": "invalid_request_error",
+            "param": "temperature",
+            "code": "unsupported_value",
+        }
+    },
+}
+
+
+def _atoll(*args: str) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "OPENAI_API_KEY": "sk-test"}
+    return subprocess.run(
+        [sys.executable, "-m", "atoll.cli", *args],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=300,
+    )
+
+
+def _grade(tmp_path, *judge: str) -> subprocess.CompletedProcess:
+    before = f.write_zip(tmp_path / "before.zip", {"filesystem/report.txt": "draft"})
+    after = f.write_zip(tmp_path / "after.zip", {"filesystem/report.txt": "final figures: 42"})
+    rubric = tmp_path / "rubric.json"
+    rubric.write_text(json.dumps([{"verifier_id": "v1", "criteria": "The report states 42"}]))
+    return _atoll(
+        "grade",
+        "--rubric",
+        str(rubric),
+        "--prompt",
+        "Update the report",
+        "--answer",
+        "Updated the report: 42.",
+        "--before",
+        str(before),
+        "--after",
+        str(after),
+        *judge,
+        "--output",
+        str(tmp_path / "grade.json"),
+    )
+
+
+def test_a_gpt5_judge_with_the_defaults_gives_verdicts(tmp_path):
+    # gpt-5 refuses any temperature but 1: the judge's default used to be 0, litellm refused
+    # every call and every criterion came out "ungradeable".
+    with ScriptedLLM([MET]) as llm:
+        result = _grade(tmp_path, "--judge-model", "openai/gpt-5", "--api-base", llm.api_base)
+        requests = list(llm.requests)
+    assert result.returncode == 0, result.stderr
+    grade = json.loads((tmp_path / "grade.json").read_text())
+    assert [c["verdict"] for c in grade["criteria"]] == ["met"]
+    (request,) = requests
+    assert "temperature" not in request and "max_tokens" not in request
+    assert request["response_format"]["type"] == "json_schema"
+
+
+def test_a_judge_the_provider_refuses_a_parameter_of_fails_grade_with_the_providers_words(tmp_path):
+    # A model atoll knows nothing about gets temperature 0; the provider refuses it. That is the
+    # configuration, not the criterion: `atoll grade` exits non-zero, naming it.
+    with ScriptedLLM(lambda request: UNSUPPORTED_TEMPERATURE) as llm:
+        result = _grade(tmp_path, "--judge-model", "openai/house-reasoner", "--api-base", llm.api_base)
+        api_base = llm.api_base
+    assert result.returncode != 0
+    line = result.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in result.stderr
+    assert f"openai/house-reasoner at {api_base}" in line
+    assert "Unsupported value: 'temperature' does not support 0.0 with this model" in line
+    assert not (tmp_path / "grade.json").exists()
+
+
+def test_a_judge_config_asking_a_refused_parameter_fails_grade_naming_it(tmp_path):
+    config = tmp_path / "judge.json"
+    config.write_text(json.dumps({"model": "openai/gpt-5", "temperature": 0.0}))
+    result = _grade(tmp_path, "--judge-config", str(config))
+    assert result.returncode == 2
+    line = result.stderr.strip().splitlines()[-1]
+    assert "model openai/gpt-5 does not accept temperature: 0.0" in line and "drop_params" not in line
+    assert not (tmp_path / "grade.json").exists()
