@@ -90,7 +90,15 @@ FAMILIES: tuple[Family, ...] = (
         "Anthropic: with extended thinking, temperature may only be 1 and top_p only 0.95 to 1",
     ),
     Family(
-        r"gemini-3(\.\d+)?-pro",
+        r"gemini-3\.\d+-pro",
+        "effort",
+        EFFORT3,
+        "advised",
+        "json_schema",
+        "Google: Gemini 3.1 Pro thinks at level low, medium or high; thinking cannot be turned off",
+    ),
+    Family(
+        r"gemini-3-pro",
         "effort",
         {"low": "low", "high": "high"},
         "advised",

@@ -193,7 +193,9 @@ def call_arguments(
         if thinking not in profile.levels:
             accepted = ", ".join(level for level in THINKING_LEVELS if level in profile.levels)
             raise refuse(f"thinking: {thinking}", f"accepted levels are {accepted}")
-    thinking_on = _thinking_on(profile, thinking, arguments.get("reasoning_effort"))
+    thinking_on = _thinking_on(
+        profile, thinking, arguments.get("reasoning_effort"), arguments.get("thinking")
+    )
 
     limits = [name for name in _OUTPUT_LIMITS if arguments.get(name) is not None]
     if len(limits) > 1:
@@ -246,13 +248,15 @@ def call_arguments(
     return arguments
 
 
-def _thinking_on(profile: Profile, thinking: str | None, effort: Any) -> bool:
+def _thinking_on(profile: Profile, thinking: str | None, effort: Any, raw: Any) -> bool:
     if profile.thinking in ("always",):
         return True
     if profile.thinking == "none":
         return False
     if thinking is not None:
         return thinking != "off"
+    if isinstance(raw, Mapping):  # Anthropic's own parameter, given verbatim in extra_args
+        return raw.get("type") in ("enabled", "adaptive")
     if effort is not None:
         return str(effort) not in ("none", "minimal", "disable", "disabled")
     return profile.thinking == "effort" and not profile.default_off

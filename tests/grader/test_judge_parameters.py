@@ -9,6 +9,10 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+from atoll.grade import Verdict
+from atoll.judge import JudgeConfig
 from atoll.testing.scripted_llm import ScriptedLLM
 from tests.grader import factories as f
 
@@ -99,3 +103,60 @@ def test_a_judge_config_asking_a_refused_parameter_fails_grade_naming_it(tmp_pat
     line = result.stderr.strip().splitlines()[-1]
     assert "model openai/gpt-5 does not accept temperature: 0.0" in line and "drop_params" not in line
     assert not (tmp_path / "grade.json").exists()
+
+
+# --- against the provider emulators (tests/providers/): thinking on, the providers' rules held ---
+
+VERDICT = {
+    "thinking": "The report says 42.",
+    "content": json.dumps({"rationale": "it says 42", "verdict": "met"}),
+}
+
+
+def _blocks():
+    from grader.judge import Block
+
+    return [
+        Block("TASK", "Update the report"),
+        Block("FINAL_ANSWER", "Updated the report: 42."),
+        Block("CRITERION", "The report states 42"),
+    ]
+
+
+async def test_a_claude_judge_with_thinking_high_gives_verdicts():
+    from grader.judge import judge
+    from tests.providers.anthropic import AnthropicEmulator
+
+    with AnthropicEmulator([VERDICT]) as emu:
+        config = JudgeConfig(
+            model="anthropic/claude-opus-4-5-20251101", api_base=emu.api_base, api_key="test", thinking="high"
+        )
+        result = await judge(config, _blocks())
+        assert emu.rejections == []
+        (sent,) = emu.requests
+    assert result.verdict is Verdict.met, result.error
+    assert (
+        sent["thinking"]["type"] == "enabled"
+        and 1024 <= sent["thinking"]["budget_tokens"] < sent["max_tokens"]
+    )
+    assert "temperature" not in sent  # the judge's temperature 0 is refused with thinking on
+    assert (sent.get("tool_choice") or {}).get("type") not in ("any", "tool")  # no forced tool either
+
+
+@pytest.mark.parametrize("thinking", [None, "high"])
+async def test_the_papers_judge_gemini_3_flash_gives_verdicts(thinking):
+    from grader.judge import judge
+    from tests.providers.gemini import GeminiEmulator
+
+    with GeminiEmulator([VERDICT]) as emu:
+        config = JudgeConfig(
+            model="gemini/gemini-3-flash-preview", api_base=emu.api_base, api_key="test", thinking=thinking
+        )
+        result = await judge(config, _blocks())
+        assert emu.rejections == []
+        (sent,) = emu.requests
+    assert result.verdict is Verdict.met, result.error
+    generation = sent.get("generationConfig") or {}
+    assert "temperature" not in generation  # Google advises Gemini 3's default
+    if thinking:
+        assert generation["thinkingConfig"]["thinkingLevel"].lower() == "high"
