@@ -16,6 +16,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from atoll import __version__
+from atoll.tool_schemas import tool_problems
 from mcp_servers import SERVER_NAMES, get_definition
 from tests.mcp_clients.conftest import sample_calls
 
@@ -55,6 +56,11 @@ def test_every_tool_declares_a_portable_output_schema(all_apps_env):
                     f"{tool.name}: dangling {ref}"
                 )
         assert tool.output_schema["type"] == "object"
+    # as the gateway names and serves them, every input passes every model provider's rules
+    problems = [
+        str(p) for tool in tools for p in tool_problems(tool.name, tool.description, tool.input_schema)
+    ]
+    assert problems == []
 
 
 def test_every_result_validates_against_its_output_schema(all_apps_env):

@@ -1,16 +1,13 @@
 """Every tool our servers publish passes the strictest documented rules of OpenAI, Anthropic and
 Google (atoll/tool_schemas.py cites each rule): as published over MCP, in both modes, named as
 the gateway names them; as the agent hands them to litellm; and as litellm sends them to each
-provider (captured from litellm's real provider code by a server on 127.0.0.1)."""
+provider (litellm's real provider code against the emulators of tests/providers)."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -74,77 +71,58 @@ def test_what_the_agent_hands_to_litellm_passes_every_rule(published, mode):
 
 
 # --- what litellm sends to each provider -------------------------------------------------------
-
-
-class _Capture(BaseHTTPRequestHandler):
-    """Records each request body and answers 400, so litellm raises after sending it."""
-
-    bodies: list[tuple[str, dict[str, Any]]]
-
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-        body = self.rfile.read(int(self.headers.get("content-length") or 0))
-        self.server.bodies.append((self.path, json.loads(body)))  # type: ignore[attr-defined]
-        reply = json.dumps({"error": {"message": "captured", "type": "invalid_request_error", "code": 400}})
-        self.send_response(400)
-        self.send_header("content-type", "application/json")
-        self.end_headers()
-        self.wfile.write(reply.encode())
-
-    def log_message(self, *args: Any) -> None:
-        pass
+# litellm's real provider code reaches the emulators of tests/providers (each enforcing its
+# provider's documented request rules); the bodies they received are checked against ours too.
 
 
 @pytest.fixture(scope="module")
-def capture() -> Iterator[ThreadingHTTPServer]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Capture)
-    server.bodies = []  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+def emulators() -> Iterator[dict[str, Any]]:
+    from tests.providers.anthropic import AnthropicEmulator
+    from tests.providers.gemini import GeminiEmulator
+    from tests.providers.openai import OpenAIEmulator
+
+    with AnthropicEmulator([]) as anthropic, GeminiEmulator([]) as gemini, OpenAIEmulator([]) as openai:
+        yield {"anthropic": anthropic, "gemini": gemini, "openai": openai}
 
 
-def _sent(
-    capture: ThreadingHTTPServer, model: str, api_base: str, tools: list[dict[str, Any]]
-) -> dict[str, Any]:
+def _sent(emulator: Any, model: str, tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """The body litellm sent ``emulator`` for one turn offering ``tools`` (the turn must pass)."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 
-    capture.bodies.clear()  # type: ignore[attr-defined]
-    with pytest.raises(Exception, match="captured"):
-        litellm.completion(
-            model=model,
-            api_base=api_base,
-            api_key="test-key",
-            messages=[{"role": "user", "content": "Find the Q3 report."}],
-            tools=tools,
-            num_retries=0,
-            max_retries=0,
-            timeout=30,
-        )
-    ((_, body),) = capture.bodies  # type: ignore[attr-defined]
+    emulator.reset()
+    emulator.load([{"content": "Done."}])
+    litellm.completion(
+        model=model,
+        api_base=emulator.api_base,
+        api_key="test-key",
+        messages=[{"role": "user", "content": "Find the Q3 report."}],
+        tools=tools,
+        num_retries=0,
+        timeout=30,
+    )
+    assert emulator.rejections == []
+    (body,) = emulator.requests
     return body
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_what_litellm_sends_each_provider_passes_its_rules(published, capture, mode):
+def test_what_litellm_sends_each_provider_passes_its_rules(published, emulators, mode):
     tools = [spec.as_openai_tool() for spec in published[mode]]
-    base = f"http://127.0.0.1:{capture.server_port}"
     # OpenAI Chat Completions: the tools as given.
-    sent = _sent(capture, "openai/gpt-5.2", f"{base}/v1", tools)
+    sent = _sent(emulators["openai"], "openai/gpt-5.2", tools)
     assert len(sent["tools"]) == len(tools)
     assert [str(p) for p in openai_tools_problems(sent["tools"])] == []
     # OpenAI Responses API (how litellm reaches gpt-5.2-pro): {type, name, description, parameters}.
-    sent = _sent(capture, "openai/responses/gpt-5.2-pro", f"{base}/v1", tools)
+    sent = _sent(emulators["openai"], "openai/gpt-5.2-pro", tools)
     assert len(sent["tools"]) == len(tools)
     assert [str(p) for p in responses_tools_problems(sent["tools"])] == []
     # Anthropic Messages: input_schema.
-    sent = _sent(capture, "anthropic/claude-opus-4-5", base, tools)
+    sent = _sent(emulators["anthropic"], "anthropic/claude-opus-4-5-20251101", tools)
     assert len(sent["tools"]) == len(tools)
     assert [str(p) for p in anthropic_tools_problems(sent["tools"])] == []
-    # Gemini generateContent: functionDeclarations in Gemini's Schema form.
-    sent = _sent(capture, "gemini/gemini-3-flash-preview", f"{base}/v1beta", tools)
+    # Gemini generateContent: function_declarations in Gemini's Schema form.
+    sent = _sent(emulators["gemini"], "gemini/gemini-3-flash-preview", tools)
     declarations = [d for tool in sent["tools"] for d in tool["function_declarations"]]
     assert len(declarations) == len(tools)
     assert [str(p) for p in gemini_tools_problems(sent["tools"])] == []
