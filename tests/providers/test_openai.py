@@ -197,6 +197,11 @@ def test_chat_rule_refuses_a_request_that_breaks_it_and_accepts_one_that_keeps_i
 
 def _first_turn(emu: OpenAIEmulator, **extra: Any) -> list[dict[str, Any]]:
     """Ask for a tool call; return the output items (a reasoning item, then the function call)."""
+    return _first_response(emu, **extra)["output"]
+
+
+def _first_response(emu: OpenAIEmulator, **extra: Any) -> dict[str, Any]:
+    """The response object asking for a tool call."""
     request = {
         "model": "gpt-5.2-pro",
         "input": "Weather?",
@@ -208,7 +213,7 @@ def _first_turn(emu: OpenAIEmulator, **extra: Any) -> list[dict[str, Any]]:
     }
     status, body = post_json(emu.api_base + "/responses", request)
     assert status == 200, body
-    return body["output"]
+    return body
 
 
 def _second_turn(output: list[dict[str, Any]]) -> dict[str, Any]:
@@ -409,3 +414,13 @@ def test_litellm_sees_tampered_encrypted_reasoning_refused(emu):
     with pytest.raises(litellm.BadRequestError, match="could not be verified"):
         _complete(emu, "openai/responses/gpt-5.2", messages, False, reasoning_effort="high", **params)
     assert [rule for rule, _ in emu.rejections] == ["openai.responses.reasoning_unchanged"]
+
+
+def test_previous_response_id_brings_the_stored_calls_into_context(emu):
+    response = _first_response(emu, store=True)
+    output, response_id = response["output"], response["id"]
+    answer = {"type": "function_call_output", "call_id": output[1]["call_id"], "output": "sunny"}
+    alone = {"model": "gpt-5.2-pro", "input": [answer]}
+    assert post_json(emu.api_base + "/responses", alone)[0] == 400
+    assert [rule for rule, _ in emu.rejections] == ["openai.responses.function_call_output"]
+    assert post_json(emu.api_base + "/responses", {**alone, "previous_response_id": response_id})[0] == 200
