@@ -18,11 +18,15 @@ from agents_runner.conversation import PROVIDER_FIELDS
 from atoll.trajectory import RunStatus, Trajectory
 from tests.providers.anthropic import AnthropicEmulator
 from tests.providers.gemini import GeminiEmulator
+from tests.providers.openai import OpenAIEmulator
 
 from .conftest import TOKEN, FakeWorld, Gateway, ServedApp, _BearerAuth, assert_every_call_answered_once, call
 
 CLAUDE = "anthropic/claude-opus-4-5-20251101"
 GEMINI = "gemini/gemini-3-pro-preview"
+GPT_PRO = "openai/gpt-5.2-pro"  # litellm sends it to the Responses API
+# stateless Responses calls: the reasoning items come back with their encrypted content
+STATELESS = {"extra_args": {"store": False, "include": ["reasoning.encrypted_content"]}}
 # litellm's two places for a Gemini thought signature: inside the tool-call id (its default), or
 # only in the tool call's provider_specific_fields
 SIGNATURE_MODES = {"in_id": {}, "in_fields": {"extra_args": {"thought_signature_in_tool_call_id": False}}}
@@ -54,6 +58,12 @@ def small_gateway() -> Iterator[Gateway]:
 
     with ServedApp(_BearerAuth(mcp.http_app(path="/mcp"), TOKEN)) as served:
         yield Gateway(url=f"http://127.0.0.1:{served.port}/mcp", token=TOKEN, world=FakeWorld())
+
+
+@pytest.fixture(scope="module")
+def openai() -> Iterator[OpenAIEmulator]:
+    with OpenAIEmulator([]) as emu:
+        yield emu
 
 
 @pytest.fixture(scope="module")
@@ -284,3 +294,46 @@ async def test_a_gemini_run_seeded_with_a_saved_trajectory_sends_the_signatures_
     )
     assert gemini.rejections == [] and gemini.placeholder_signatures == []
     assert second.status == RunStatus.completed, second.error
+
+
+def _reasoning_items_sent(emu) -> list[dict]:
+    return [item for item in emu.requests[-1]["input"] if item.get("type") == "reasoning"]
+
+
+@pytest.mark.parametrize("stateless", [False, True])
+@pytest.mark.parametrize("stream", [False, True])
+async def test_responses_api_reasoning_items_go_back_with_their_calls(openai, gateway, stream, stateless):
+    openai.reset()
+    openai.load(_toolbelt_script())
+    config = {"stream": stream, **(STATELESS if stateless else {})}
+    trajectory = await _run(openai, gateway, model=GPT_PRO, config=config)
+    assert openai.rejections == []
+    assert openai.dropped_reasoning == []  # no turn started cold
+    assert trajectory.status == RunStatus.completed, trajectory.error
+    assert all(path.endswith("/responses") for path in openai.request_paths)
+    items = _reasoning_items_sent(openai)
+    assert len(items) == 4  # one per earlier turn, before its function call
+    assert all(item["id"].startswith("rs_") for item in items)
+    if stateless:
+        assert all(item.get("encrypted_content") for item in items)
+    recorded = [m for m in trajectory.messages if m["role"] == "assistant"]
+    assert all(m[PROVIDER_FIELDS]["reasoning_items"][0]["id"].startswith("rs_") for m in recorded)
+    assert_every_call_answered_once(trajectory)
+
+
+async def test_the_loop_agent_on_the_responses_api(openai, small_gateway):
+    openai.reset()
+    openai.load(
+        [
+            {"thinking": "List first.", "tool_calls": [call("filesystem_list_files", path="/")]},
+            {
+                "thinking": "Then read.",
+                "tool_calls": [call("filesystem_read_text_file", file_path="/notes/todo.txt")],
+            },
+            {"thinking": "Answer.", "content": "It says: call the bank."},
+        ]
+    )
+    trajectory = await _run(openai, small_gateway, agent="loop", model=GPT_PRO, config=STATELESS)
+    assert openai.rejections == [] and openai.dropped_reasoning == []
+    assert trajectory.status == RunStatus.completed, trajectory.error
+    assert len(_reasoning_items_sent(openai)) == 2

@@ -16,6 +16,7 @@ from atoll.testing.scripted_llm import ScriptedLLM
 from atoll.trajectory import RunStatus, Usage
 from tests.providers.anthropic import AnthropicEmulator
 from tests.providers.gemini import GeminiEmulator
+from tests.providers.openai import OpenAIEmulator
 
 from .conftest import call
 
@@ -129,6 +130,26 @@ async def test_openai_reasoning_and_cached_tokens_are_counted_and_priced(stream)
         + 900 * _price("gpt-5", "output_cost_per_token")
     )
     assert usage.cost_usd == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_responses_api_reasoning_and_cached_tokens_are_counted_and_priced(stream):
+    usage = {
+        "input_tokens": 5000,
+        "input_tokens_details": {"cached_tokens": 4096},
+        "output_tokens": 700,
+        "output_tokens_details": {"reasoning_tokens": 600},
+    }
+    with OpenAIEmulator([{"thinking": "Greet.", "content": "Hello.", "usage": usage}]) as emu:
+        recorded = await _one_call("openai/gpt-5.2-pro", emu.api_base, stream, reasoning_effort="high")
+        assert emu.rejections == [] and emu.request_paths == ["/v1/responses"]
+    assert (recorded.prompt_tokens, recorded.cached_tokens) == (5000, 4096)
+    assert (recorded.completion_tokens, recorded.reasoning_tokens) == (700, 600)
+    # litellm has no cache-read price for gpt-5.2-pro: every input token at the input price
+    expected = 5000 * _price("gpt-5.2-pro", "input_cost_per_token") + 700 * _price(
+        "gpt-5.2-pro", "output_cost_per_token"
+    )
+    assert recorded.cost_usd == pytest.approx(expected)
 
 
 async def test_configured_prices_charge_cache_reads_at_their_own_price(anthropic):
