@@ -146,6 +146,18 @@ def context_shrink_factor(error: str | None) -> float:
     return 0.5
 
 
+def preflight_call(config: JudgeConfig) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The messages and litellm arguments of one real verdict call of ``config`` (fenced
+    prompt, the verdict form, the model's profiled parameters): what preflight tries."""
+    blocks = [
+        Block("TASK", "Answer the question: what is 2 + 2?"),
+        Block("FINAL_ANSWER", "4"),
+        Block("CRITERION", "The final answer states that 2 + 2 is 4."),
+    ]
+    messages = build_messages(blocks, new_token([block.text for block in blocks]))
+    return messages, {**config.call_arguments(), **request_arguments(verdict_form(config))}
+
+
 # --- transport -----------------------------------------------------------------------------
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -272,8 +272,9 @@ def preflight_models(specs: list[ExperimentSpec], *, quiet: bool) -> None:
 
 
 async def check_models(specs: list[ExperimentSpec], *, quiet: bool) -> None:
-    """Send one minimal completion to every distinct (model, api_base) the experiments'
-    agents and judges use; AtollError("model_endpoint") naming the first that fails.
+    """Try the exact call of every distinct agent and judge call the experiments make (one
+    tool-calling turn, one verdict; :mod:`atoll.llm.preflight`); AtollError("model_endpoint")
+    naming the first that fails.
 
     Calls made elsewhere are not checked here: nothing under the instant executor, the
     agents when ATOLL_AGENTS_RUNNER_URL and the judge when ATOLL_GRADER_URL name services
@@ -285,7 +286,7 @@ async def check_models(specs: list[ExperimentSpec], *, quiet: bool) -> None:
     from orchestrator.executors.local import ServiceSettings
 
     services = ServiceSettings()
-    probes: dict[tuple[str, str | None], Probe] = {}
+    probes: dict[tuple, Probe] = {}
     for spec in specs:
         # The registry's table says which agents call a model, without importing them.
         probes_of = experiment_probes(
@@ -293,9 +294,10 @@ async def check_models(specs: list[ExperimentSpec], *, quiet: bool) -> None:
             uses_model=_agent_uses_model,
             agents=not services.agents_runner_url,
             judge=not services.grader_url,
+            judge_call=_judge_call,
         )
         for probe in probes_of:
-            known = probes.setdefault((probe.model, probe.api_base), probe)
+            known = probes.setdefault(probe.key, probe)
             if known is not probe:
                 known.used_by.extend(probe.used_by)
     if not probes:
@@ -303,6 +305,12 @@ async def check_models(specs: list[ExperimentSpec], *, quiet: bool) -> None:
     checked = await preflight(probes.values())
     if not quiet:
         typer.echo(f"preflight: {checked} model endpoint(s) answered", err=True)
+
+
+def _judge_call(config: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    from grader.judge import preflight_call
+
+    return preflight_call(config)
 
 
 def _agent_uses_model(name: str) -> bool:

@@ -118,7 +118,10 @@ def test_run_with_a_wrong_key_stops_after_one_request_with_the_providers_message
         f"openai/judge at {judge_base} (judge): configuration error: HTTP 401: Incorrect API key provided"
         in result.stderr
     )
-    assert judge.requests[0]["max_tokens"] == 1
+    # The exact calls: the judge's verdict prompt with its parameters, the agent's tool turn.
+    assert "max_tokens" not in judge.requests[0] and judge.requests[0]["temperature"] == 0.0
+    assert "CRITERION" in judge.requests[0]["messages"][-1]["content"]
+    assert [tool["function"]["name"] for tool in agent.requests[0]["tools"]] == ["filesystem_read_text_file"]
     assert elapsed < 15 + cli_start_s
 
 
