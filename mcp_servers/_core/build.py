@@ -324,22 +324,25 @@ def _help_text(data: dict[str, Any]) -> str:
 
 def _consolidated_description(definition: ServerDefinition) -> str:
     """The server's description and its actions with their arguments; when that is longer
-    than a provider accepts (:data:`atoll.tool_schemas.MAX_DESCRIPTION`), the actions without
-    their arguments, which ``NAME(action="help")`` and ``NAME_schema`` still give in full."""
+    than a provider accepts (:data:`atoll.tool_schemas.MAX_DESCRIPTION`), the actions with their
+    summaries, else their names alone: ``NAME(action="help")`` and ``NAME_schema`` still give
+    every action's arguments in full."""
     head = definition.description.strip()
     data = help_data(definition)
-    body = _help_text(data)
-    full = f"{head}\n\n{body}" if head else body
-    if len(full) <= MAX_DESCRIPTION:
-        return full
     tool = data["tool"]
-    lines = [f"{tool} actions (call {tool}(action=ACTION, ...)):"]
-    lines += [f"- {entry['action']}: {entry['summary']}" for entry in data["actions"]]
     more = f"Arguments of each action: {tool}(action='help'); one action's schema: {data['schema_tool']}(model=ACTION)."
-    short = "\n".join([*lines, more])
-    if head:
-        short = f"{head}\n\n{short}"
-    return short if len(short) <= MAX_DESCRIPTION else fit_description(short, more=more)
+    summaries = [f"{tool} actions (call {tool}(action=ACTION, ...)):"]
+    summaries += [f"- {entry['action']}: {entry['summary']}" for entry in data["actions"]]
+    names = ", ".join(entry["action"] for entry in data["actions"])
+    for body in (
+        _help_text(data),
+        "\n".join([*summaries, more]),
+        f"{tool} actions (call {tool}(action=ACTION, ...)): {names}.\n{more}",
+    ):
+        text = f"{head}\n\n{body}" if head else body
+        if len(text) <= MAX_DESCRIPTION:
+            return text
+    return fit_description(text, more=more)
 
 
 def _consolidated_tools(definition: ServerDefinition, state: object) -> list[Tool]:

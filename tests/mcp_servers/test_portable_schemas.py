@@ -126,3 +126,16 @@ def test_what_litellm_sends_each_provider_passes_its_rules(published, emulators,
     declarations = [d for tool in sent["tools"] for d in tool["function_declarations"]]
     assert len(declarations) == len(tools)
     assert [str(p) for p in gemini_tools_problems(sent["tools"])] == []
+
+
+def test_a_consolidated_description_cut_to_fit_still_names_every_action(published):
+    from mcp_servers import get_definition
+
+    descriptions = {spec.name: spec.description for spec in published["consolidated"]}
+    for server in SERVERS:
+        definition = get_definition(server)
+        text = descriptions[f"{server}_{definition.consolidated_name}"]
+        missing = [tool.action for tool in definition.tools if tool.action not in text]
+        assert missing == [], f"{server}: {missing}"
+        if len(definition.tools) > 8:  # too long in full: the full help is pointed at
+            assert f"{definition.consolidated_name}(action='help')" in text
