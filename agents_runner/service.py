@@ -10,7 +10,8 @@
 | ``POST /runs/{id}/cancel`` | stop the run; its trajectory ends ``cancelled`` |
 
 When ``ATOLL_AGENT_TOKEN`` is set, every endpoint but ``/health`` requires
-``Authorization: Bearer $ATOLL_AGENT_TOKEN``.
+``Authorization: Bearer $ATOLL_AGENT_TOKEN``; ``atoll agent serve`` refuses to listen beyond
+loopback without it. Request bodies are bounded (``ATOLL_AGENT_MAX_BODY_BYTES``).
 """
 
 from __future__ import annotations
@@ -81,7 +82,8 @@ def create_app(settings: AgentRunnerSettings | None = None, *, token: str | None
         await manager.shutdown()
 
     app = FastAPI(title="atoll agents runner", lifespan=lifespan)
-    guard(app)  # Host allow-list and cross-site refusal (atoll.http_guard)
+    # Host allow-list, cross-site refusal and the body limit (atoll.http_guard)
+    guard(app, max_body_bytes=settings.max_body_bytes)
     app.state.manager = manager
 
     authorize = bearer_guard(token)

@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from atoll.http_guard import require_non_empty
 
 
 class AgentRunnerSettings(BaseSettings):
-    """``ATOLL_AGENT_HOST``, ``ATOLL_AGENT_PORT``, ``ATOLL_AGENT_TOKEN``, ``ATOLL_AGENT_KEEP_RUNS``."""
+    """``ATOLL_AGENT_HOST``, ``ATOLL_AGENT_PORT``, ``ATOLL_AGENT_TOKEN``, ``ATOLL_AGENT_KEEP_RUNS``,
+    ``ATOLL_AGENT_MAX_BODY_BYTES``."""
 
     model_config = SettingsConfigDict(env_prefix="ATOLL_AGENT_", extra="ignore")
 
     host: str = Field("127.0.0.1", description="bind address (0.0.0.0 in a container)")
     port: int = Field(8081, gt=0, lt=65536)
-    token: SecretStr | None = Field(None, description="bearer token every endpoint but /health requires")
+    token: SecretStr | None = Field(
+        None, description="bearer token every endpoint but /health requires; required beyond loopback"
+    )
     keep_runs: int = Field(1000, ge=1, description="finished runs kept in memory for polling")
+    max_body_bytes: int = Field(
+        16 * 1024**2, ge=1024, description="largest request body (a run request: task, messages, config)"
+    )
+
+    @field_validator("token")
+    @classmethod
+    def _token_not_empty(cls, value: SecretStr | None) -> SecretStr | None:
+        return require_non_empty(value, "ATOLL_AGENT_TOKEN")

@@ -47,6 +47,10 @@ def main() -> None:
     readable lines on a terminal, JSON lines when stderr is not one (atoll.logs; a command's
     --json-logs forces JSON)."""
     configure_logging("WARNING")
+    if os.environ.get("ATOLL_TOKEN_DIR"):  # tokens a deployment generated (atoll.service_tokens)
+        from atoll.service_tokens import load_token_dir
+
+        load_token_dir(os.environ["ATOLL_TOKEN_DIR"])
     try:
         app()
     except AtollError as exc:

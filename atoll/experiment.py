@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from atoll.bounded_yaml import load_bounded_yaml
 from atoll.errors import AtollError, describe_validation
 
 Thinking = Literal["off", "low", "medium", "high"]
@@ -16,6 +17,29 @@ _THINKING = (
     "how hard the model thinks (off|low|medium|high), mapped for its provider (docs/models.md); "
     "None = the model's default"
 )
+
+#: A run name is a folder name in every output folder and a key in the store: letters, digits,
+#: ``.``, ``_`` and ``-``, starting with a letter or digit (no separators, no leading dot, no
+#: ``..``), at most 128 characters.
+_RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+RUN_NAME_RULE = (
+    "letters, digits, '.', '_' and '-', starting with a letter or digit, no '..', at most 128 characters"
+)
+
+
+def run_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a run (None when it can): see :data:`RUN_NAME_RULE`."""
+    if not isinstance(name, str) or not _RUN_NAME.fullmatch(name) or ".." in name:
+        return f"{name!r} is not a valid run name: {RUN_NAME_RULE}"
+    return None
+
+
+def check_run_name(name: str) -> str:
+    """``name`` when it can name a run; AtollError(``bad_run_name``) saying why not."""
+    problem = run_name_problem(name)
+    if problem:
+        raise AtollError("bad_run_name", problem)
+    return name
 
 
 class _Spec(BaseModel):
@@ -74,7 +98,7 @@ class Concurrency(_Spec):
 
 
 class ExperimentSpec(_Spec):
-    name: str
+    name: str = Field(description=f"the run's name: {RUN_NAME_RULE}")
     benchmark: str = Field(description="benchmark directory, or hf://ORG/DATASET")
     tasks: TaskFilter = Field(default_factory=TaskFilter)
     agents: list[AgentSpec]
@@ -105,6 +129,14 @@ class ExperimentSpec(_Spec):
         description="skip tasks whose world lists an app atoll cannot serve (reported as excluded, with "
         "the reason); when false they run and fail as infra_error naming the app",
     )
+
+    @field_validator("name")
+    @classmethod
+    def _valid_run_name(cls, name: str) -> str:
+        problem = run_name_problem(name)
+        if problem:
+            raise ValueError(problem)
+        return name
 
     @model_validator(mode="after")
     def _unique_agent_names(self) -> ExperimentSpec:
@@ -143,11 +175,9 @@ def load_experiment(path: str | Path) -> ExperimentSpec:
 
 def parse_experiment(text: str, *, source: str = "request body") -> ExperimentSpec:
     """An experiment from YAML (or JSON) text; AtollError(code="bad_experiment") naming
-    ``source`` and each invalid field."""
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise AtollError("bad_experiment", f"{source}: not valid YAML: {exc}") from None
+    ``source`` and each invalid field, or saying the YAML is invalid or expands too far
+    (:func:`atoll.bounded_yaml.load_bounded_yaml`). CPU-bound: servers call it in a thread."""
+    raw = load_bounded_yaml(text, source=source, code="bad_experiment")
     if not isinstance(raw, dict):
         raise AtollError("bad_experiment", f"{source}: expected a mapping at the top level")
     try:

@@ -18,6 +18,10 @@ Host header and needs a token when bound beyond loopback").
   have not all arrived ``header_timeout_s`` after it opened (or after its previous response);
   the middleware answers 408 when the app waits longer than ``body_timeout_s`` for the next
   piece of a request body.
+- **Big bodies**: with ``max_body_bytes``, a request whose ``Content-Length`` is larger is
+  answered 413 ``too_large`` before the app runs, and one that sends more (chunked, or lying
+  about its length) is answered 413 as soon as the bytes received pass the limit: the app
+  sees the request end there and its own answer is dropped.
 """
 
 from __future__ import annotations
@@ -120,6 +124,7 @@ class GuardMiddleware:
         policy: HostPolicy,
         *,
         body_timeout_s: float | None = 30.0,
+        max_body_bytes: int | None = None,
         detail_field: bool = False,
     ) -> None:
         self.app = app
@@ -127,6 +132,7 @@ class GuardMiddleware:
         #: Host header -> the policy's verdict (a policy never changes; a few names per service)
         self._host_verdicts: dict[str | None, bool] = {}
         self.body_timeout_s = body_timeout_s
+        self.max_body_bytes = max_body_bytes
         # Refusals in atoll's one error body (atoll.http.ErrorBody), plus FastAPI's
         # ``"detail": text`` beside it where Archipelago's clients are served (the environment).
         self.detail_field = detail_field
@@ -136,7 +142,7 @@ class GuardMiddleware:
             await self.app(scope, receive, send)
             return
         # The three headers read here, each as its last copy (as a dict of all of them keeps it).
-        host = origin = fetch_site = None
+        host = origin = fetch_site = length = None
         for name, value in scope.get("headers", ()):
             if name == b"host":
                 host = value
@@ -144,6 +150,8 @@ class GuardMiddleware:
                 origin = value
             elif name == b"sec-fetch-site":
                 fetch_site = value
+            elif name == b"content-length":
+                length = value
         if host is not None:
             host = host.decode("latin-1")
         if not self._host_allowed(host):
@@ -171,10 +179,15 @@ class GuardMiddleware:
                 "cross-site request refused (Origin / Sec-Fetch-Site of another site)",
             )
             return
-        if scope["type"] != "http" or not self.body_timeout_s:
+        if scope["type"] != "http" or not (self.body_timeout_s or self.max_body_bytes):
             await self.app(scope, receive, send)
             return
-        await self._with_body_timeout(scope, receive, send)
+        limit = self.max_body_bytes
+        if limit is not None and length is not None and length.isdigit() and int(length) > limit:
+            # Refused before a byte of it is read (uvicorn's parsers reject a malformed length).
+            await self._reply(send, 413, "too_large", _too_large(limit, length.decode("latin-1")))
+            return
+        await self._guarded_body(scope, receive, send)
 
     def _host_allowed(self, host: str | None) -> bool:
         verdict = self._host_verdicts.get(host)
@@ -188,37 +201,52 @@ class GuardMiddleware:
     async def _reply(self, send: Send, status: int, code: str, message: str) -> None:
         await _reply(send, status, error_bytes(code, message, detail_field=self.detail_field))
 
-    async def _with_body_timeout(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Answer 408 (and end the request for the app as a disconnect) when the client takes
-        longer than ``body_timeout_s`` to send the next piece of the body the app waits for."""
+    async def _guarded_body(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer 408 when the client takes longer than ``body_timeout_s`` to send the next
+        piece of the body the app waits for, and 413 once the body received passes
+        ``max_body_bytes``; either way the request ends for the app as a disconnect."""
         started = dropped = body_complete = False
-        timeout = self.body_timeout_s
+        timeout = self.body_timeout_s or None  # None: anyio waits for ever
+        limit = self.max_body_bytes
+        received = 0
+
+        async def refuse(status: int, code: str, message: str) -> Message:
+            nonlocal dropped
+            if not started and not dropped:
+                dropped = True
+                await self._reply(send, status, code, message)
+            return {"type": "http.disconnect"}
 
         async def timed_receive() -> Message:
-            nonlocal dropped, body_complete
+            nonlocal body_complete, received
+            if dropped:  # refused: the rest of the body is never handed to the app
+                return {"type": "http.disconnect"}
             if body_complete:  # later receives wait for a disconnect, as long as a response runs
                 return await receive()
             with anyio.move_on_after(timeout):
                 message = await receive()
                 if message["type"] != "http.request" or not message.get("more_body", False):
                     body_complete = True
+                received += len(message.get("body", b""))
+                if limit is not None and received > limit:
+                    return await refuse(413, "too_large", _too_large(limit, None))
                 return message
-            if not started and not dropped:
-                dropped = True
-                await self._reply(
-                    send, 408, "body_timeout", f"request body stalled for more than {timeout:g} s"
-                )
-            return {"type": "http.disconnect"}
+            return await refuse(408, "body_timeout", f"request body stalled for more than {timeout:g} s")
 
         async def tracking_send(message: Message) -> None:
             nonlocal started
             if dropped:
-                return  # the 408 went out; the app's own answer has nowhere to go
+                return  # the 408 or 413 went out; the app's own answer has nowhere to go
             if message["type"] == "http.response.start":
                 started = True
             await send(message)
 
         await self.app(scope, timed_receive, tracking_send)
+
+
+def _too_large(limit: int, declared: str | None) -> str:
+    size = f"of {declared} bytes " if declared else ""
+    return f"request body {size}is larger than this service's limit of {limit} bytes"
 
 
 def _cross_site(fetch_site: str | None, origin: str | None, host: str | None) -> bool:
@@ -297,8 +325,17 @@ def guarded_protocol(header_timeout_s: float) -> type[GuardedHttpProtocol]:
     return type("GuardedHttpProtocol", (GuardedHttpProtocol,), {"header_timeout_s": header_timeout_s})
 
 
-def guard(app: Any, *, bind_host: str | None = None, body_timeout_s: float | None = 30.0) -> None:
+def guard(
+    app: Any,
+    *,
+    bind_host: str | None = None,
+    body_timeout_s: float | None = 30.0,
+    max_body_bytes: int | None = None,
+) -> None:
     """Add :class:`GuardMiddleware` to a FastAPI/Starlette ``app``, with the Host names of
-    ``$ATOLL_ALLOWED_HOSTS`` (how the agents runner, grader and orchestrator use it)."""
+    ``$ATOLL_ALLOWED_HOSTS`` (how the agents runner, grader and orchestrator use it) and, with
+    ``max_body_bytes``, the 413 of a bigger request body."""
     policy = HostPolicy(parse_list(os.environ.get("ATOLL_ALLOWED_HOSTS")), bind_host)
-    app.add_middleware(GuardMiddleware, policy=policy, body_timeout_s=body_timeout_s)
+    app.add_middleware(
+        GuardMiddleware, policy=policy, body_timeout_s=body_timeout_s, max_body_bytes=max_body_bytes
+    )

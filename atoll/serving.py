@@ -4,8 +4,11 @@ The socket is bound here, before uvicorn starts, so a port in use (or a host tha
 bound) is one AtollError line and exit status 2 instead of uvicorn's log record and exit 3;
 and once uvicorn accepts connections one line says where: ``<service> listening on URL``.
 Binding first also means ``port=0`` works (the line names the port the kernel chose).
+It is also where every service's token rule is kept (DESIGN §8): a service is not served
+beyond loopback without its token (:func:`atoll.http_guard.check_bind`).
 
-    serve_app(app, service="viewer", host=host, port=port, log_level="warning")
+    serve_app(app, service="viewer", host=host, port=port, token=token,
+              token_variable="ATOLL_VIEW_TOKEN", log_level="warning")
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 import uvicorn
 
 from atoll.errors import AtollError
+from atoll.http_guard import check_bind
 from atoll.logs import UVICORN_LOGGERS, configure_logging
 
 
@@ -72,16 +76,29 @@ class _AnnouncingServer(uvicorn.Server):
 
 
 def serve_app(
-    app: Any, *, service: str, host: str, port: int, json_logs: bool | None = None, **uvicorn_options: Any
+    app: Any,
+    *,
+    service: str,
+    host: str,
+    port: int,
+    token: str | None = None,
+    token_variable: str | None = None,
+    json_logs: bool | None = None,
+    **uvicorn_options: Any,
 ) -> None:
     """Serve ``app`` on host:port until interrupted (blocking).
+
+    Beyond loopback the service must have a ``token`` (the bearer token its app checks; its
+    setting is named by ``token_variable`` in the refusal): without one this raises AtollError
+    ``insecure_bind`` before anything is bound.
 
     Logs go through :func:`atoll.logs.configure_logging`: readable on a terminal, JSON lines
     with ``json_logs`` or when stderr is not a terminal (uvicorn's own log config is not used).
     ``uvicorn_options`` go to :class:`uvicorn.Config` (log_level, http, lifespan…).
-    Raises AtollError (``port_in_use``, ``port_denied``, ``bad_host``, ``bad_port``) before
-    anything is served; exits with status 3, as uvicorn does, when the app's startup fails.
+    Raises AtollError (``insecure_bind``, ``port_in_use``, ``port_denied``, ``bad_host``,
+    ``bad_port``) before anything is served; exits with status 3, as uvicorn does, when the app's startup fails.
     """
+    check_bind(host, token, token_variable or "a token")
     sock = bind_listening_socket(host, port)
     # uvicorn's loggers at the service's level (warning unless given: no startup chatter before
     # the listening line); atoll's own keep what the service set.

@@ -18,9 +18,12 @@ if TYPE_CHECKING:
     from environment.gateway import ServerFactory
 
 
+def _token(settings: EnvironmentSettings) -> str | None:
+    return settings.env_token.get_secret_value() if settings.env_token else None
+
+
 def _check_bind(settings: EnvironmentSettings, host: str) -> None:
-    token = settings.env_token.get_secret_value() if settings.env_token else None
-    check_bind(host, token, "ATOLL_ENV_TOKEN")
+    check_bind(host, _token(settings), "ATOLL_ENV_TOKEN")
 
 
 def serve(settings: EnvironmentSettings, host: str = "127.0.0.1", port: int = 8080) -> None:
@@ -35,6 +38,8 @@ def serve(settings: EnvironmentSettings, host: str = "127.0.0.1", port: int = 80
         service="environment",
         host=host,
         port=port,
+        token=_token(settings),
+        token_variable="ATOLL_ENV_TOKEN",
         json_logs=settings.json_logs,
         log_level=settings.log_level.lower(),
         access_log=False,

@@ -5,6 +5,8 @@ atoll or Archipelago JSON), ``judge`` (optional JudgeConfig JSON without secrets
 override the server's default judge) and the files ``before`` and ``after`` (snapshot tar.gz
 or world zip); it answers with the Grade JSON.  User errors are 400 with
 ``{"error": {"code", "message"}}`` (atoll.http.ErrorBody), as is every other error.  The API key is never taken from a request.
+With a token (``ATOLL_GRADER_TOKEN``; required to listen beyond loopback) ``POST /grade`` needs
+``Authorization: Bearer …``; bodies are bounded (``ATOLL_GRADER_MAX_BODY_BYTES``, 413).
 """
 
 from __future__ import annotations
@@ -15,14 +17,14 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, File, Form, UploadFile
+from fastapi import Depends, FastAPI, File, Form, UploadFile
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from atoll.benchmark import Task
 from atoll.errors import AtollError
 from atoll.grade import Grade
-from atoll.http import ERROR_RESPONSES, Health, add_error_handler
+from atoll.http import ERROR_RESPONSES, Health, add_error_handler, bearer_guard
 from atoll.http_guard import guard
 from atoll.judge import JudgeConfig, judge_from_request
 from grader.cache import VerdictCache
@@ -53,12 +55,17 @@ def create_app(
     cache: VerdictCache | None = None,
     *,
     allowed_api_bases: Collection[str] = (),
+    token: str | None = None,
+    max_body_bytes: int | None = None,
 ) -> FastAPI:
     """The grading service; ``judge`` is the default judge (None = programmatic checks only).
-    A request's judge may point only at the default's endpoint or one of ``allowed_api_bases``."""
+    A request's judge may point only at the default's endpoint or one of ``allowed_api_bases``.
+    With ``token``, ``POST /grade`` needs ``Bearer <token>``; ``max_body_bytes`` bounds a body."""
     allowed = frozenset(allowed_api_bases)
     app = FastAPI(title="atoll grader", version="1")
-    guard(app)  # Host allow-list and cross-site refusal (atoll.http_guard)
+    # Host allow-list, cross-site refusal and the body limit (atoll.http_guard)
+    guard(app, max_body_bytes=max_body_bytes)
+    authorize = bearer_guard(token)
 
     # A misconfigured judge endpoint is an upstream failure, not the caller's bad request.
     add_error_handler(app, {"model_endpoint": 502})
@@ -69,6 +76,7 @@ def create_app(
 
     @app.post(
         "/grade",
+        dependencies=[Depends(authorize)],
         response_class=JSONResponse,
         responses={200: {"model": Grade, "description": "the Grade JSON"}, **ERROR_RESPONSES},
     )

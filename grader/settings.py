@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from atoll.http_guard import require_non_empty
 from grader.judge import JudgeConfig
 
 
@@ -14,7 +15,7 @@ class GraderSettings(BaseSettings):
     """The service's defaults: ``ATOLL_GRADER_JUDGE_MODEL``, ``ATOLL_GRADER_API_BASE``,
     ``ATOLL_GRADER_API_KEY_ENV``, ``ATOLL_GRADER_CACHE``, ``ATOLL_GRADER_HOST``,
     ``ATOLL_GRADER_PORT``, ``ATOLL_GRADER_SAMPLES``, ``ATOLL_GRADER_CONTEXT_BUDGET_CHARS``,
-    ``ATOLL_GRADER_ALLOWED_API_BASES``.
+    ``ATOLL_GRADER_ALLOWED_API_BASES``, ``ATOLL_GRADER_TOKEN``, ``ATOLL_GRADER_MAX_BODY_BYTES``.
     Command-line options override them."""
 
     model_config = SettingsConfigDict(env_prefix="ATOLL_GRADER_", extra="ignore")
@@ -36,6 +37,23 @@ class GraderSettings(BaseSettings):
     cache: Path | None = Field(None, description="verdict cache: .sqlite file or directory")
     host: str = "127.0.0.1"
     port: int = 8082
+    token: SecretStr | None = Field(
+        None, description="bearer token POST /grade requires; required beyond loopback"
+    )
+    max_body_bytes: int = Field(
+        4 * 1024**3,
+        ge=1024,
+        description="largest POST /grade body (both snapshots and the JSON fields)",
+    )
+
+    @field_validator("token")
+    @classmethod
+    def _token_not_empty(cls, value: SecretStr | None) -> SecretStr | None:
+        return require_non_empty(value, "ATOLL_GRADER_TOKEN")
+
+    def token_text(self) -> str | None:
+        """The token as text (None: no token, which only loopback allows)."""
+        return self.token.get_secret_value() if self.token else None
 
     def allowed_judge_endpoints(self) -> frozenset[str]:
         return frozenset(base.strip() for base in self.allowed_api_bases.split(",") if base.strip())

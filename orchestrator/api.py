@@ -10,37 +10,65 @@ share the store; the API plans, enqueues and reports.
 | ``GET /runs/{name}`` | the run's counts (pending, leased, done, infra_error, total) |
 | ``GET /runs/{name}/report`` | report.json, built on demand (report.md/html written beside it) |
 
-With ``ATOLL_API_TOKEN`` set, every route but ``/health`` needs ``Authorization: Bearer …``.
+With ``ATOLL_API_TOKEN`` set, every route but ``/health`` needs ``Authorization: Bearer …``
+(and ``atoll orchestrator serve`` refuses to listen beyond loopback without it). A submitted
+experiment never chooses where the service writes, and its benchmark must lie under the
+operator's roots (:mod:`orchestrator.submission`); bodies are bounded
+(``ATOLL_MAX_BODY_BYTES``) and parsed off the event loop with YAML aliases bounded.
 """
 
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from atoll.errors import AtollError
-from atoll.experiment import parse_experiment
+from atoll.experiment import ExperimentSpec, check_run_name, parse_experiment
 from atoll.http import ERROR_RESPONSES, Health, add_error_handler, bearer_guard
-from atoll.http_guard import guard
+from atoll.http_guard import guard, require_non_empty
+from orchestrator.submission import benchmark_roots, submitted_experiment
 
+# bad_experiment, bad_run_name, operator_setting and benchmark_not_allowed are 400s.
 _STATUS_OF_CODE = {"unknown_run": 404, "fingerprint_changed": 409}
+_DEFAULTS = ExperimentSpec.model_fields
 
 
 class ApiSettings(BaseSettings):
-    """``ATOLL_STORE``, ``ATOLL_ARTIFACTS``, ``ATOLL_OUTPUT_DIR``, ``ATOLL_API_TOKEN``."""
+    """``ATOLL_STORE``, ``ATOLL_ARTIFACTS``, ``ATOLL_OUTPUT_DIR``, ``ATOLL_BENCHMARK_ROOTS``,
+    ``ATOLL_API_TOKEN``, ``ATOLL_MAX_BODY_BYTES``."""
 
     model_config = SettingsConfigDict(env_prefix="ATOLL_", extra="ignore")
 
-    store: str = Field("sqlite:///atoll-out/atoll.db", description="trial store every worker shares")
-    artifacts: str | None = Field(None, description="artifact store URL imposed on posted experiments")
-    output_dir: str | None = Field(None, description="reports and caches, imposed on posted experiments")
+    store: str = Field(_DEFAULTS["store"].default, description="trial store every worker shares")
+    artifacts: str = Field(
+        _DEFAULTS["artifacts"].default, description="artifact store URL of every posted experiment"
+    )
+    output_dir: str = Field(
+        _DEFAULTS["output_dir"].default, description="reports and caches of every posted experiment"
+    )
+    benchmark_roots: str = Field(
+        "",
+        description="comma-separated folders a posted experiment's local benchmark must lie under "
+        "(none: hf:// benchmarks only)",
+    )
     api_token: SecretStr | None = Field(None, description="bearer token of the API")
+    max_body_bytes: int = Field(1024**2, ge=1024, description="largest request body (an experiment)")
+
+    @field_validator("api_token")
+    @classmethod
+    def _token_not_empty(cls, value: SecretStr | None) -> SecretStr | None:
+        return require_non_empty(value, "ATOLL_API_TOKEN")
+
+    def token(self) -> str | None:
+        """The API token as text (None: no token, which only loopback allows)."""
+        return self.api_token.get_secret_value() if self.api_token else None
 
 
 Counts = dict[str, int]
@@ -108,16 +136,24 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
 
     settings = settings or ApiSettings()
     store = TrialStore(settings.store)
-    token = settings.api_token.get_secret_value() if settings.api_token else None
+    token = settings.token()
+    imposed = {"store": settings.store, "artifacts": settings.artifacts, "output_dir": settings.output_dir}
+    roots = benchmark_roots(settings.benchmark_roots)
     app = FastAPI(title="atoll orchestrator")
-    guard(app)  # Host allow-list and cross-site refusal (atoll.http_guard)
+    # Host allow-list, cross-site refusal and the body limit (atoll.http_guard)
+    guard(app, max_body_bytes=settings.max_body_bytes)
     app.state.store = store
     app.router.add_event_handler("shutdown", store.dispose)
+    # Submissions (parse, check, plan) get threads of their own: a flood of them queues here
+    # and never takes the default pool's threads, which /health's store check uses.
+    submissions = ThreadPoolExecutor(max_workers=2, thread_name_prefix="atoll-submission")
+    app.router.add_event_handler("shutdown", lambda: submissions.shutdown(wait=False, cancel_futures=True))
 
     authorize = bearer_guard(token)
     add_error_handler(app, _STATUS_OF_CODE)
 
     def known(name: str) -> dict[str, Any]:
+        check_run_name(name)  # before the store or a folder sees it
         spec = store.experiment_spec(name)
         if spec is None:
             raise AtollError("unknown_run", f"no run named {name!r} in the store")
@@ -132,17 +168,15 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     async def create_run(request: Request, replace: bool = False) -> RunEnqueued:
         from orchestrator.runner import run_experiment
 
-        spec = parse_experiment((await request.body()).decode("utf-8", errors="replace"))
-        updates: dict[str, Any] = {"store": settings.store}
-        if settings.artifacts:
-            updates["artifacts"] = settings.artifacts
-        if settings.output_dir:
-            updates["output_dir"] = settings.output_dir
-        spec = spec.model_copy(update=updates)
-        # Loading a benchmark and planning thousands of trials is blocking work: keep the
-        # event loop (and /health) answering meanwhile.
-        outcome = await asyncio.to_thread(
-            asyncio.run, run_experiment(spec, quiet=True, enqueue_only=True, replace=replace)
+        text = (await request.body()).decode("utf-8", errors="replace")
+        # Parsing (YAML, bounded: atoll.bounded_yaml), checking the benchmark path, loading a
+        # benchmark and planning thousands of trials are blocking work: keep the event loop
+        # (and /health) answering meanwhile.
+        loop = asyncio.get_running_loop()
+        parsed = await loop.run_in_executor(submissions, parse_experiment, text)
+        spec = await loop.run_in_executor(submissions, submitted_experiment, parsed, imposed, roots)
+        outcome = await loop.run_in_executor(
+            submissions, asyncio.run, run_experiment(spec, quiet=True, enqueue_only=True, replace=replace)
         )
         return RunEnqueued(
             name=outcome.experiment,
@@ -179,7 +213,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         from orchestrator.report import write_report
 
         spec = known(name)
-        output = Path(settings.output_dir or spec.get("output_dir") or "atoll-out") / name
+        output = Path(settings.output_dir) / name
         paths = await asyncio.to_thread(write_report, store, name, output, seed=int(spec.get("seed", 0) or 0))
         # Served as written: report.json may hold NaN for undefined metrics (as Python writes it).
         return Response(content=paths["json"].read_bytes(), media_type="application/json")

@@ -222,6 +222,8 @@ def serve(
         service="agent runner",
         host=settings.host,
         port=settings.port,
+        token=settings.token.get_secret_value() if settings.token else None,
+        token_variable="ATOLL_AGENT_TOKEN",
         json_logs=json_logs or None,
         log_level="warning",
     )

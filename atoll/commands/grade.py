@@ -178,12 +178,18 @@ def serve(
     json_logs: bool = typer.Option(False, "--json-logs", help=JSON_LOGS_HELP),
 ) -> None:
     """Run the grading service (POST /grade, GET /health)."""
+    from pydantic import ValidationError
+
     from atoll.serving import serve_app
     from grader.cache import VerdictCache
     from grader.service import create_app
     from grader.settings import GraderSettings
 
-    settings = GraderSettings()
+    try:
+        settings = GraderSettings()
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise AtollError("bad_settings", f"{error['loc'][0]}: {error['msg']}") from None
     judge = _judge(judge_model, api_base, api_key_env, judge_config, None, None, None)
     if judge is None:
         judge = settings.judge()
@@ -193,13 +199,19 @@ def serve(
             )
     cache = cache or settings.cache
     app_ = create_app(
-        judge, VerdictCache(cache) if cache else None, allowed_api_bases=settings.allowed_judge_endpoints()
+        judge,
+        VerdictCache(cache) if cache else None,
+        allowed_api_bases=settings.allowed_judge_endpoints(),
+        token=settings.token_text(),
+        max_body_bytes=settings.max_body_bytes,
     )
     serve_app(
         app_,
         service="grader",
         host=host or settings.host,
         port=port if port is not None else settings.port,
+        token=settings.token_text(),
+        token_variable="ATOLL_GRADER_TOKEN",
         log_level="warning",
         json_logs=json_logs or None,
     )

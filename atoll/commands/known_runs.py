@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from atoll.errors import AtollError
+from atoll.experiment import check_run_name
 
 # `atoll demo`'s default --output; its store is atoll.db inside it.
 DEMO_STORE = Path("atoll-out/demo/atoll.db")
@@ -16,7 +17,9 @@ DEMO_STORE = Path("atoll-out/demo/atoll.db")
 
 def require_known_run(store, run_name: str, *, demo_store: Path = DEMO_STORE) -> None:
     """AtollError(``unknown_run``) naming the store's runs (and the demo's store when a demo
-    ran here) unless ``store`` (a TrialStore) has a run ``run_name``."""
+    ran here) unless ``store`` (a TrialStore) has a run ``run_name``; AtollError
+    (``bad_run_name``) when ``run_name`` cannot name a run (a separator, ``..``, a leading dot)."""
+    check_run_name(run_name)  # before it reaches the store or a folder name
     known = store.experiments()
     if run_name in known:
         return

@@ -28,17 +28,25 @@ def serve(
     json_logs: bool = typer.Option(False, "--json-logs", help=JSON_LOGS_HELP),
 ) -> None:
     """Serve /health and /runs (POST an experiment to enqueue it; workers execute it)."""
+    from pydantic import ValidationError
+
     from atoll.serving import serve_app
     from orchestrator.api import ApiSettings, create_app
 
     if not 0 < port < 65536:
         raise AtollError("bad_port", f"--port {port} must be between 1 and 65535")
-    settings = ApiSettings(**({"store": store} if store else {}))
+    try:
+        settings = ApiSettings(**({"store": store} if store else {}))
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise AtollError("bad_settings", f"{error['loc'][0]}: {error['msg']}") from None
     serve_app(
         create_app(settings),
         service="orchestrator",
         host=host,
         port=port,
+        token=settings.token(),
+        token_variable="ATOLL_API_TOKEN",
         log_level="warning",
         json_logs=json_logs or None,
     )
@@ -69,6 +77,9 @@ def run(
     mcp_token: str = typer.Option(
         None, "--mcp-token", envvar="ATOLL_MCP_TOKEN", help="environment /mcp token"
     ),
+    grader_token: str = typer.Option(
+        None, "--grader-token", envvar="ATOLL_GRADER_TOKEN", help="grading service token"
+    ),
 ) -> None:
     """Run one trial against the environment and write outcome.json beside the input."""
     from orchestrator.executors.kubernetes_trial import run_pod_trial
@@ -80,6 +91,7 @@ def run(
             grader_url=grader_url,
             env_token=env_token,
             mcp_token=mcp_token,
+            grader_token=grader_token,
         )
     )
     if outcome.result is not None:

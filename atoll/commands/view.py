@@ -83,6 +83,8 @@ def view(
             service=f"atoll view (store {shown_url(trial_store)})",
             host=host,
             port=port,
+            token=token,
+            token_variable="ATOLL_VIEW_TOKEN",
             log_level="warning",
             http=guarded_protocol(10.0),
             lifespan="on",

@@ -263,6 +263,7 @@ async def run_pod_trial(
     env_token: str | None = None,
     mcp_token: str | None = None,
     health_timeout_s: float = 180.0,
+    grader_token: str | None = None,
 ) -> PodTrialOutcome:
     """Run the trial described at ``input_uri`` and write its outcome beside it.
 
@@ -284,6 +285,7 @@ async def run_pod_trial(
             env_token,
             mcp_token,
             health_timeout_s,
+            grader_token,
         )
         outcome = PodTrialOutcome(result=result)
     except InfraError as exc:
@@ -300,6 +302,7 @@ async def _run(
     env_token: str | None,
     mcp_token: str | None,
     health_timeout_s: float,
+    grader_token: str | None,
 ) -> TrialResult:
     spec, task = trial_input.spec, trial_input.task
     started = time.perf_counter()
@@ -326,7 +329,7 @@ async def _run(
         steps.raise_for_infrastructure(trajectory)
         grade = None
         if steps.should_grade(trajectory, trial_input.grade_incomplete):
-            grade = await _grade(trial_input, before, after, trajectory, grader_url)
+            grade = await _grade(trial_input, before, after, trajectory, grader_url, grader_token)
         uris = folder.store(trajectory, grade, before, after)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -347,10 +350,11 @@ async def _grade(
     after: Path,
     trajectory: Trajectory,
     grader_url: str | None,
+    grader_token: str | None,
 ) -> Grade:
     if grader_url:
         return await steps.grade_with_service(
-            grader_url, trial_input.task, before, after, trajectory, trial_input.judge
+            grader_url, trial_input.task, before, after, trajectory, trial_input.judge, token=grader_token
         )
     from grader import grade_trial
 

@@ -57,6 +57,7 @@ class ServiceSettings(BaseSettings):
     env_token: str | None = Field(None, description="bearer token of the environments' /apps and /data/*")
     mcp_token: str | None = Field(None, description="bearer token of the environments' /mcp")
     agent_token: str | None = Field(None, description="bearer token of the agents runner")
+    grader_token: str | None = Field(None, description="bearer token of the grading service")
 
     def environments(self) -> list[EnvironmentEndpoint]:
         return [
@@ -320,7 +321,13 @@ class LocalExecutor:
     ) -> Grade:
         if self.services.grader_url:
             return await steps.grade_with_service(
-                self.services.grader_url, task, before, after, trajectory, judge_request(self.spec)
+                self.services.grader_url,
+                task,
+                before,
+                after,
+                trajectory,
+                judge_request(self.spec),
+                token=self.services.grader_token,
             )
         from grader import grade_trial
 

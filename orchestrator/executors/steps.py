@@ -280,12 +280,16 @@ async def grade_with_service(
     after: Path,
     trajectory: Trajectory,
     judge: dict[str, Any] | None,
+    *,
+    token: str | None = None,
 ) -> Grade:
-    """Grade through the grading service; its failures are InfraError."""
+    """Grade through the grading service (with its bearer ``token`` when it has one); its
+    failures are InfraError."""
     from grader.client import grade_remote
 
+    headers = {"Authorization": f"Bearer {token}"} if token else None
     try:
-        return await grade_remote(grader_url, task, before, after, trajectory, judge)
+        return await grade_remote(grader_url, task, before, after, trajectory, judge, headers=headers)
     except AtollError as exc:
         raise grader_failure(exc) from exc
 

@@ -132,8 +132,24 @@ def test_compose_file_validates_offline_and_wires_services_by_name():
     # Services built from the Dockerfiles this test suite lints.
     built = {service["build"]["dockerfile"] for service in services.values() if "build" in service}
     assert built == set(IMAGES)
-    # The environment and the worker agree on the control-plane token; only the API is published.
-    assert services["environment"]["environment"]["ATOLL_ENV_TOKEN"] == worker["ATOLL_ENV_TOKEN"]
+    # No token is written in the file: the one-shot tokens service generates each into a volume
+    # of its own, which only its users mount (the environment and the worker share the env's).
+    text = (ROOT / "docker-compose.yml").read_text()
+    assert "compose-env-token" not in text and "compose-agent-token" not in text
+    token_volumes = {
+        name: {volume.split(":")[0] for volume in service.get("volumes", ()) if volume.startswith("token-")}
+        for name, service in services.items()
+    }
+    assert token_volumes["environment"] == {"token-env"} and token_volumes["orchestrator"] == {"token-api"}
+    assert token_volumes["agents-runner"] == {"token-agent"} and token_volumes["grader"] == {"token-grader"}
+    assert token_volumes["worker"] == {"token-env", "token-agent", "token-grader"}
+    for name in ("environment", "agents-runner", "grader", "orchestrator", "worker"):
+        variables = services[name]["environment"]
+        assert variables["ATOLL_TOKEN_DIR"] == "/run/atoll-tokens", name
+        assert not [key for key in variables if key.endswith("_TOKEN")], name
+    tokens = services["tokens"]
+    assert tokens["command"][:3] == ["python", "-m", "atoll.service_tokens"] and tokens["restart"] == "no"
+    assert all(tokens["environment"][key] == f"${{{key}:-}}" for key in tokens["environment"])
     assert [name for name, service in services.items() if service.get("ports")] == ["orchestrator"]
     assert "seccomp=unconfined" in services["environment"]["security_opt"]
 

@@ -113,6 +113,7 @@ def test_api_enqueues_and_a_worker_runs_trials_against_the_services_over_http(
                 store=f"sqlite:///{tmp_path / 'store.db'}",
                 output_dir=str(tmp_path / "out"),
                 artifacts=(tmp_path / "artifacts").as_uri(),
+                benchmark_roots=str(tmp_path),
             )
             experiment = {
                 "name": "sample-compose",

@@ -24,6 +24,7 @@ def settings(tmp_path):
         store=f"sqlite:///{tmp_path / 'api.db'}",
         output_dir=str(tmp_path / "out"),
         artifacts=(tmp_path / "artifacts").as_uri(),
+        benchmark_roots=str(tmp_path),
     )
 
 

@@ -52,7 +52,7 @@ def cluster():
 
 def _spec(tmp_path, benchmark_dir, **overrides) -> ExperimentSpec:
     fields = {
-        "name": "K8s Sample/1",  # not a valid label value: the executor must derive one
+        "name": "K8s_Sample.1",  # not a valid DNS label: the executor must derive one
         "benchmark": str(benchmark_dir),
         "agents": [{"name": "oracle", "agent": "replay", "model": "replay"}],
         "runs": 1,

@@ -1,0 +1,274 @@
+"""A submitter of ``POST /runs`` chooses what runs, never where the service writes or reads:
+locations are the operator's, run names cannot climb out of a folder, benchmark paths stay
+under the operator's roots without telling what exists, and hostile bodies are bounded."""
+
+from __future__ import annotations
+
+import os
+import select
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from fastapi.testclient import TestClient
+
+from atoll.errors import AtollError
+from orchestrator.api import ApiSettings, create_app
+from orchestrator.submission import resolve_submitted_benchmark
+from tests.atoll.factories import make_task, write_benchmark
+from tests.atoll.test_bounded_yaml import billion_laughs
+
+
+@pytest.fixture
+def roots(tmp_path):
+    root = tmp_path / "benchmarks"
+    write_benchmark(root / "bench", tasks=[make_task("t0")])
+    return root
+
+
+@pytest.fixture
+def settings(tmp_path, roots):
+    return ApiSettings(
+        store=f"sqlite:///{tmp_path / 'api.db'}",
+        output_dir=str(tmp_path / "out"),
+        artifacts=(tmp_path / "artifacts").as_uri(),
+        benchmark_roots=str(roots),
+    )
+
+
+def _experiment(benchmark, **overrides) -> str:
+    fields = {
+        "name": "run-1",
+        "benchmark": str(benchmark),
+        "executor": "instant",
+        "agents": [{"name": "oracle", "agent": "replay", "model": "replay"}],
+    }
+    fields.update(overrides)
+    return yaml.safe_dump(fields)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("output_dir", "{elsewhere}"),
+        ("artifacts", "file://{elsewhere}"),
+        ("store", "sqlite:///{elsewhere}/x.db"),
+    ],
+)
+def test_an_experiment_choosing_where_the_service_writes_is_refused_naming_the_field(
+    settings, roots, tmp_path, field, value
+):
+    elsewhere = tmp_path / "elsewhere"
+    value = value.format(elsewhere=elsewhere)
+    with TestClient(create_app(settings)) as client:
+        refused = client.post("/runs", content=_experiment(roots / "bench", **{field: value}))
+        assert refused.status_code == 400
+        assert refused.json()["error"]["code"] == "operator_setting"
+        assert refused.json()["error"]["message"].startswith(f"field {field}: set by the service's operator")
+        assert client.get("/runs").json()["runs"] == []
+    assert not elsewhere.exists()
+
+
+def test_the_operators_own_values_are_accepted_and_used(settings, roots):
+    with TestClient(create_app(settings)) as client:
+        posted = client.post("/runs", content=_experiment(roots / "bench", output_dir=settings.output_dir))
+        assert posted.status_code == 202, posted.text
+        run = client.get("/runs/run-1").json()
+        assert run["artifacts"] == settings.artifacts
+        report = client.get("/runs/run-1/report")
+        assert report.status_code == 200
+    assert (Path(settings.output_dir) / "run-1" / "report.json").is_file()
+
+
+@pytest.mark.parametrize("name", ["..", "a/b", ".hidden", "a\\b", "a..b", "", "x" * 129, "ü"])
+def test_a_run_name_that_could_leave_a_folder_is_refused(settings, roots, tmp_path, name):
+    with TestClient(create_app(settings)) as client:
+        refused = client.post("/runs", content=_experiment(roots / "bench", name=name))
+        assert refused.status_code == 400
+        message = refused.json()["error"]["message"]
+        assert "name: " in message and "is not a valid run name" in message
+    assert not (tmp_path / "report.json").exists()
+
+
+@pytest.mark.parametrize("path", ["%2E%2E", "..%2Freport", ".hidden", "a%5Cb"])
+def test_a_run_name_in_the_path_is_checked_before_the_store_or_a_folder_sees_it(settings, path):
+    with TestClient(create_app(settings)) as client:
+        for route in (f"/runs/{path}", f"/runs/{path}/report"):
+            answer = client.get(route)
+            assert answer.status_code in (400, 404), route
+            if answer.status_code == 400:
+                assert answer.json()["error"]["code"] == "bad_run_name"
+        dots = client.get("/runs/%2E%2E/report")
+        assert dots.status_code == 400 and dots.json()["error"]["code"] == "bad_run_name"
+
+
+def test_the_cli_refuses_the_same_run_names(tmp_path, roots):
+    for name in ("..", "a/b"):
+        experiment = tmp_path / "exp.yaml"
+        experiment.write_text(_experiment(roots / "bench", name=name, output_dir=str(tmp_path / "out")))
+        result = subprocess.run(
+            [sys.executable, "-m", "atoll.cli", "run", str(experiment)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": os.getcwd()},
+        )
+        assert result.returncode == 2, result.stderr
+        assert f"{name!r} is not a valid run name" in result.stderr
+        assert not (tmp_path / "out").exists()
+
+
+def test_benchmark_paths_outside_the_roots_or_missing_get_one_answer(settings, roots, tmp_path):
+    outside = write_benchmark(tmp_path / "private", tasks=[make_task("secret")])
+    (roots / "link").symlink_to(outside)  # a link inside the roots to a folder outside them
+    (roots / "file.txt").write_text("not a folder")
+    candidates = {
+        "outside": str(outside),
+        "outside, missing": str(tmp_path / "nothing-here"),
+        "inside, missing": str(roots / "nothing-here"),
+        "a link out": str(roots / "link"),
+        "a file": str(roots / "file.txt"),
+        "climbing": str(roots / ".." / "private"),
+        "host folder": "/etc",
+        "home": "~",
+    }
+    with TestClient(create_app(settings)) as client:
+        answers = {}
+        for label, path in candidates.items():
+            refused = client.post("/runs", content=_experiment(path))
+            assert refused.status_code == 400, label
+            error = refused.json()["error"]
+            answers[label] = (error["code"], error["message"].replace(repr(path), "PATH"))
+        assert set(answers.values()) == {
+            (
+                "benchmark_not_allowed",
+                "benchmark PATH is not a benchmark folder under the service's benchmark roots "
+                "(ATOLL_BENCHMARK_ROOTS); use one of those or an hf:// dataset",
+            )
+        }, answers
+        assert client.get("/runs").json()["runs"] == []
+
+
+def test_without_roots_only_hf_benchmarks_are_accepted(roots):
+    with pytest.raises(AtollError) as refused:
+        resolve_submitted_benchmark(str(roots / "bench"), [])
+    assert refused.value.code == "benchmark_not_allowed"
+    assert resolve_submitted_benchmark("hf://org/dataset@v1", []) == "hf://org/dataset@v1"
+    # Under a root, what is loaded is the real path that was checked.
+    assert resolve_submitted_benchmark(str(roots / "x" / ".." / "bench"), [roots.resolve()]) == str(
+        (roots / "bench").resolve()
+    )
+
+
+# --- a real service over loopback HTTP: body limits, and /health while bombs are refused ---
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """``atoll orchestrator serve`` in its own process (its own GIL, as deployed)."""
+    folder = tmp_path_factory.mktemp("served")
+    write_benchmark(folder / "benchmarks" / "bench", tasks=[make_task("t0")])
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {
+        **os.environ,
+        "ATOLL_STORE": f"sqlite:///{folder / 'api.db'}",
+        "ATOLL_OUTPUT_DIR": str(folder / "out"),
+        "ATOLL_MAX_BODY_BYTES": str(64 * 1024),
+        "ATOLL_BENCHMARK_ROOTS": str(folder / "benchmarks"),
+        "PYTHONPATH": os.getcwd(),
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "atoll.cli", "orchestrator", "serve", "--port", str(port)],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    try:
+        ready, _, _ = select.select([process.stderr], [], [], 90)
+        assert ready and "listening on" in process.stderr.readline()
+        yield f"http://127.0.0.1:{port}", folder / "benchmarks" / "bench"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def test_a_body_larger_than_the_limit_is_413_by_its_length(served):
+    served, _ = served
+    body = b"name: x\n" + b"#" * (64 * 1024)
+    answer = httpx.post(f"{served}/runs", content=body, timeout=30)
+    assert answer.status_code == 413
+    assert answer.json()["error"] == {
+        "code": "too_large",
+        "message": f"request body of {len(body)} bytes is larger than this service's limit of 65536 bytes",
+    }
+
+
+def test_a_streamed_body_is_counted_and_cut_at_the_limit(served):
+    served, _ = served
+    sent = 0
+
+    def chunks():  # no Content-Length: chunked transfer encoding
+        nonlocal sent
+        for _ in range(4096):
+            sent += 16 * 1024
+            yield b"#" * (16 * 1024)
+
+    answer = httpx.post(f"{served}/runs", content=chunks(), timeout=30)
+    assert answer.status_code == 413
+    assert answer.json()["error"]["code"] == "too_large"
+    assert sent < 4096 * 16 * 1024  # refused while it arrived, not after 64 MiB
+    assert httpx.get(f"{served}/health", timeout=10).status_code == 200
+
+
+@pytest.mark.serial
+def test_health_answers_fast_while_alias_bombs_are_refused(served):
+    served, benchmark = served
+    # The bomb sits where an experiment takes any data (an agent's config), in an experiment
+    # that is otherwise valid: unbounded, the service expands it while planning the run.
+    bomb = (
+        f"name: bomb\nbenchmark: {benchmark}\nexecutor: instant\n"
+        "agents:\n  - name: a\n    agent: replay\n    model: replay\n    config:\n"
+        + billion_laughs(indent="      ")
+    )
+    answers: list[httpx.Response] = []
+    stop = threading.Event()
+
+    def post_bombs() -> None:
+        with httpx.Client(timeout=60) as client:
+            while not stop.is_set():
+                answers.append(client.post(f"{served}/runs", content=bomb))
+
+    posters = [threading.Thread(target=post_bombs) for _ in range(3)]
+    for poster in posters:
+        poster.start()
+    latencies = []
+    try:
+        with httpx.Client(timeout=10) as client:
+            deadline = time.monotonic() + 3.0
+            while time.monotonic() < deadline:
+                started = time.perf_counter()
+                assert client.get(f"{served}/health").status_code == 200
+                latencies.append(time.perf_counter() - started)
+                time.sleep(0.02)
+    finally:
+        stop.set()
+        for poster in posters:
+            poster.join(timeout=60)
+    assert len(answers) >= 3
+    assert all(answer.status_code == 400 for answer in answers)
+    assert "expands to more than" in answers[0].json()["error"]["message"]
+    latencies.sort()
+    # Bounded generously for a loaded shared machine: most probes well under 100 ms and none
+    # stalled (unbounded, one bomb holds the service for 10-18 s).
+    assert latencies[len(latencies) * 9 // 10] < 0.1, latencies
+    assert latencies[-1] < 1.0, latencies
