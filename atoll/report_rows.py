@@ -50,6 +50,13 @@ class ReportTrial(BaseModel):
     tool_calls: int | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    reasoning_tokens: int | None = Field(default=None, description="of completion_tokens, the reasoning")
+    cached_tokens: int | None = Field(
+        default=None, description="of prompt_tokens, read from the prompt cache"
+    )
+    cache_write_tokens: int | None = Field(
+        default=None, description="of prompt_tokens, written to the prompt cache"
+    )
     agent_cost_usd: float | None = Field(default=None, description="None: unknown (tokens without a price)")
     judge_prompt_tokens: int | None = None
     judge_completion_tokens: int | None = None

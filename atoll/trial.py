@@ -103,6 +103,13 @@ class TrialResult(BaseModel):
     tool_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    reasoning_tokens: int = Field(default=0, description="the agent's: of completion_tokens, the reasoning")
+    cached_tokens: int = Field(
+        default=0, description="the agent's: of prompt_tokens, those read from the prompt cache"
+    )
+    cache_write_tokens: int = Field(
+        default=0, description="the agent's: of prompt_tokens, those written to the prompt cache"
+    )
     agent_cost_usd: float = 0.0
     judge_cost_usd: float = 0.0
     judge_prompt_tokens: int = 0

@@ -61,6 +61,9 @@ def _collect(
             "tool_calls": 0,
             "prompt_tokens": 0,
             "completion_tokens": 0,
+            "reasoning_tokens": 0,
+            "cached_tokens": 0,
+            "cache_write_tokens": 0,
             "agent_cost_usd": 0.0,
             "judge_cost_usd": 0.0,
             "judge_prompt_tokens": 0,
@@ -92,6 +95,9 @@ def _collect(
             "tool_calls",
             "prompt_tokens",
             "completion_tokens",
+            "reasoning_tokens",
+            "cached_tokens",
+            "cache_write_tokens",
             "agent_cost_usd",
             "judge_cost_usd",
             "judge_prompt_tokens",
@@ -290,6 +296,11 @@ def _ci(entry: dict[str, Any]) -> str:
     return f"{_pct(entry['value'])} [{_pct(entry['ci_low'])}, {_pct(entry['ci_high'])}]{flag}"
 
 
+TOKEN_KEYS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens", "cache_write_tokens")
+"""The agent's token counts a report adds up per agent (reasoning and cached ones are among the
+prompt and completion tokens, as providers bill them)."""
+
+
 def leaderboard_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
     overall = report["metrics"]["overall"]
     k = str(report["runs_per_task"])
@@ -310,6 +321,7 @@ def leaderboard_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
                 "tasks_total": metrics["tasks_total"],
                 "trials": usage["trials"],
                 "excluded": metrics["excluded_trials"],
+                "tokens": {key: usage.get(key, 0) for key in TOKEN_KEYS},
                 "cost_usd": usage["agent_cost_usd"] + usage["judge_cost_usd"],
                 "cost_known": usage.get("cost_unpriced_trials", 0) == 0,
                 "unpriced_trials": usage.get("cost_unpriced_trials", 0),
@@ -492,6 +504,17 @@ def _matrix_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _tokens_text(trial: dict[str, Any]) -> str:
+    """A trial's tokens, with the reasoning and cached ones among them when there are any."""
+    total = (trial["prompt_tokens"] or 0) + (trial["completion_tokens"] or 0)
+    parts = [
+        f"{trial.get(key) or 0} {label}"
+        for key, label in (("reasoning_tokens", "reasoning"), ("cached_tokens", "cached"))
+        if trial.get(key)
+    ]
+    return f"{total} ({', '.join(parts)})" if parts else str(total)
+
+
 def _trial_table_lines(report: dict[str, Any]) -> list[str]:
     """Every trial, one line each, linked to its viewer page or artifact folder."""
     lines = [
@@ -505,7 +528,7 @@ def _trial_table_lines(report: dict[str, Any]) -> list[str]:
     ]
     for trial in report["trial_rows"]:
         finished = trial["outcome"] is not None
-        tokens = (trial["prompt_tokens"] or 0) + (trial["completion_tokens"] or 0)
+        tokens = _tokens_text(trial)
         cost = ("unknown" if trial["cost_usd"] is None else f"${trial['cost_usd']:.4f}") if finished else "—"
         score = "—" if trial["score"] is None else f"{trial['score']:.2f}"
         duration = f"{trial['duration_s']:.1f} s" if finished else "—"
@@ -596,15 +619,16 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         "## Usage and cost",
         "",
-        "| Agent | Finished | Outcomes | Mean steps | Mean tool calls | Prompt tokens | Completion tokens | "
-        "Agent $ | Judge $ |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| Agent | Finished | Outcomes | Mean steps | Mean tool calls | Prompt tokens | Cached | Cache writes | "
+        "Completion tokens | Reasoning | Agent $ | Judge $ |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for agent, usage in report["agents"].items():
         outcomes = ", ".join(f"{n} {why}" for why, n in usage["outcomes"].items())
         lines.append(
             f"| {agent} | {usage['finished']} / {usage['trials']} | {outcomes} | {usage['mean_steps']:.1f} | "
-            f"{usage['mean_tool_calls']:.1f} | {usage['prompt_tokens']} | {usage['completion_tokens']} | "
+            f"{usage['mean_tool_calls']:.1f} | {usage['prompt_tokens']} | {usage.get('cached_tokens', 0)} | "
+            f"{usage.get('cache_write_tokens', 0)} | {usage['completion_tokens']} | {usage.get('reasoning_tokens', 0)} | "
             f"{_cost(usage['agent_cost_usd'], usage.get('unpriced_trials', 0), usage['finished'])} | "
             f"{_cost(usage['judge_cost_usd'], usage.get('judge_unpriced_trials', 0), usage['finished'])} |"
         )

@@ -30,7 +30,12 @@ def test_react_agent_and_judge_via_litellm_pass_console_tasks(tmp_path):
         answer = task["gold_response"]
         return {
             "tool_calls": [{"name": "final_answer", "arguments": {"answer": answer, "status": "completed"}}],
-            "usage": {"prompt_tokens": 1500, "completion_tokens": 60},
+            "usage": {
+                "prompt_tokens": 1500,
+                "completion_tokens": 60,
+                "prompt_tokens_details": {"cached_tokens": 1024},
+                "completion_tokens_details": {"reasoning_tokens": 40},
+            },
         }
 
     with ScriptedLLM(agent_model) as model, ScriptedLLM(lambda request: MET) as judge:
@@ -61,6 +66,12 @@ def test_react_agent_and_judge_via_litellm_pass_console_tasks(tmp_path):
     assert all(
         r.run_status == "completed" and r.prompt_tokens == 1500 and r.steps == 1 for r in results.values()
     )
+    # the reasoning and cached tokens the provider billed reach the trial results and the report
+    assert all((r.reasoning_tokens, r.cached_tokens) == (40, 1024) for r in results.values())
     report = json.loads(outcome.report_paths["json"].read_text())
     assert report["agents"]["react"]["prompt_tokens"] == 3000
+    assert (report["agents"]["react"]["reasoning_tokens"], report["agents"]["react"]["cached_tokens"]) == (
+        80,
+        2048,
+    )
     assert report["metrics"]["overall"]["react"]["pass_at_1"]["value"] == 1.0

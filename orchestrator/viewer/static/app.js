@@ -172,7 +172,8 @@ async function comparePage(a, b) {
 const TRIAL_COLUMNS = [
   ["task_id", "Task"], ["domain", "Domain"], ["agent", "Agent"], ["run_index", "Run"], ["outcome", "Outcome"],
   ["score", "Score"], ["end_reason", "End reason"], ["steps", "Steps"], ["tool_calls", "Tool calls"],
-  ["tokens", "Tokens"], ["cost_usd", "Cost"], ["duration_s", "Duration s"],
+  ["tokens", "Tokens"], ["reasoning_tokens", "Reasoning"], ["cached_tokens", "Cached"], ["cost_usd", "Cost"],
+  ["duration_s", "Duration s"],
 ];
 const runState = { sort: "task_id", descending: false, trials: [], name: null };
 
@@ -218,7 +219,8 @@ function renderTrials() {
     el("td", { class: "num", text: fmtPct(t.score) }),
     el("td", { text: t.end_reason || "—", title: t.error || null }),
     el("td", { class: "num", text: fmtNum(t.steps) }), el("td", { class: "num", text: fmtNum(t.tool_calls) }),
-    el("td", { class: "num", text: fmtNum(t.tokens) }), el("td", { class: "num", text: t.cost || "—" }),
+    el("td", { class: "num", text: fmtNum(t.tokens) }), el("td", { class: "num", text: fmtNum(t.reasoning_tokens) }),
+    el("td", { class: "num", text: fmtNum(t.cached_tokens) }), el("td", { class: "num", text: t.cost || "—" }),
     el("td", { class: "num", text: fmtNum(t.duration_s, 1) })));
   document.querySelector("#trial-table tbody").replaceChildren(...rows);
   document.getElementById("trial-count").textContent = trials.length + " of " + runState.trials.length + " trials";
@@ -255,12 +257,24 @@ function filterTo(values) {
   document.getElementById("trial-table").scrollIntoView();
 }
 
+function tokensText(tokens) {
+  // Total tokens, and the reasoning and cached ones among them (as providers bill them).
+  if (!tokens) return "—";
+  const total = (tokens.prompt_tokens || 0) + (tokens.completion_tokens || 0);
+  const parts = [];
+  if (tokens.reasoning_tokens) parts.push(fmtNum(tokens.reasoning_tokens) + " reasoning");
+  if (tokens.cached_tokens) parts.push(fmtNum(tokens.cached_tokens) + " cached");
+  if (tokens.cache_write_tokens) parts.push(fmtNum(tokens.cache_write_tokens) + " cache writes");
+  return fmtNum(total) + (parts.length ? " (" + parts.join(", ") + ")" : "");
+}
+
 function leaderboard(rows) {
-  return table(["#", "Agent", "Model", "Pass@1 [95% CI]", "Mean score", "Checks pass", "Graded / trials", "Cost"],
+  return table(["#", "Agent", "Model", "Pass@1 [95% CI]", "Mean score", "Checks pass", "Graded / trials", "Tokens", "Cost"],
     rows.map((row, i) => el("tr", {},
       el("td", { class: "num", text: i + 1 }), el("td", { text: row.agent }), el("td", { text: row.model }),
       el("td", { text: ci(row.pass_at_1) }), el("td", { text: ci(row.mean_score) }),
       el("td", { text: ci(row.checks_pass) }), el("td", { class: "num", text: row.graded + " / " + row.trials }),
+      el("td", { class: "num", text: tokensText(row.tokens) }),
       el("td", { class: "num", text: row.cost || fmtCost(row.cost_usd) }))), { id: "leaderboard" });
 }
 
@@ -345,7 +359,10 @@ function pre(text, attrs) {
 
 function usageText(usage) {
   if (!usage) return "";
-  return (usage.prompt_tokens || 0) + " prompt + " + (usage.completion_tokens || 0) + " completion tokens" +
+  const cached = [usage.cached_tokens ? usage.cached_tokens + " cached" : "",
+    usage.cache_write_tokens ? usage.cache_write_tokens + " cache writes" : ""].filter(Boolean).join(", ");
+  return (usage.prompt_tokens || 0) + " prompt" + (cached ? " (" + cached + ")" : "") + " + " +
+    (usage.completion_tokens || 0) + " completion tokens" +
     (usage.reasoning_tokens ? " (" + usage.reasoning_tokens + " reasoning)" : "") +
     (usage.cost_usd ? ", " + fmtCost(usage.cost_usd) : "");
 }
@@ -445,7 +462,7 @@ async function trialPage(id, run) {
       el("dt", { text: "score" }), el("dd", { text: fmtPct(row.score) + (row.checks_total ? " · checks " + row.checks_met + "/" + row.checks_total : "") }),
       el("dt", { text: "end reason" }), el("dd", { text: (row.end_reason || "—") + (t.agent_reported_status ? " (agent says " + t.agent_reported_status + ")" : "") }),
       el("dt", { text: "steps / tool calls" }), el("dd", { text: fmtNum(row.steps) + " / " + fmtNum(row.tool_calls) }),
-      el("dt", { text: "tokens / cost" }), el("dd", { id: "trial-cost", text: fmtNum(row.tokens) + " / " + (row.cost || "—") }),
+      el("dt", { text: "tokens / cost" }), el("dd", { id: "trial-cost", text: (t.usage ? tokensText(t.usage) : fmtNum(row.tokens)) + " / " + (row.cost || "—") }),
       t.grade && el("dt", { text: "judge tokens / cost" }),
       t.grade && el("dd", { id: "judge-cost", text: fmtNum(t.grade.judge_tokens) + " / " + t.grade.judge_cost }),
       el("dt", { text: "duration" }), el("dd", { text: fmtNum(row.duration_s, 1) + " s (" + fmtTime(t.started_at) + " → " + fmtTime(t.ended_at) + ")" }),
