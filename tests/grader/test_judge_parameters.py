@@ -160,3 +160,46 @@ async def test_the_papers_judge_gemini_3_flash_gives_verdicts(thinking):
     assert "temperature" not in generation  # Google advises Gemini 3's default
     if thinking:
         assert generation["thinkingConfig"]["thinkingLevel"].lower() == "high"
+
+
+@pytest.mark.parametrize(
+    ("model", "thinking", "path"),
+    [
+        ("openai/gpt-5", None, "/v1/chat/completions"),
+        ("openai/gpt-5.2", "high", "/v1/chat/completions"),
+        ("openai/gpt-5.2-pro", "high", "/v1/responses"),
+    ],
+)
+async def test_openai_reasoning_judges_give_verdicts_against_the_openai_emulator(model, thinking, path):
+    # The emulator refuses what OpenAI refuses (temperature other than 1 on gpt-5 and pro models,
+    # or on gpt-5.2 at an effort other than none; max_tokens; a non-strict schema).
+    from grader.judge import judge
+    from tests.providers.openai import OpenAIChatEmulator
+
+    with OpenAIChatEmulator([VERDICT]) as emu:
+        config = JudgeConfig(model=model, api_base=emu.api_base, api_key="test", thinking=thinking)
+        result = await judge(config, _blocks())
+        assert emu.rejections == []
+        (sent,) = emu.requests
+        assert emu.request_paths == [path]
+    assert result.verdict is Verdict.met, result.error
+    assert "temperature" not in sent and "max_tokens" not in sent
+    if thinking:
+        effort = sent.get("reasoning_effort") or (sent.get("reasoning") or {}).get("effort")
+        assert effort == "high"
+
+
+def test_grade_with_a_judge_openai_refuses_exits_non_zero_with_openais_words(tmp_path):
+    # An o-series model neither atoll's table nor litellm knows gets the judge's temperature 0;
+    # OpenAI refuses it for every criterion alike: a configuration error, not "ungradeable".
+    from tests.providers.openai import OpenAIChatEmulator
+
+    with OpenAIChatEmulator(lambda request: VERDICT) as emu:
+        result = _grade(tmp_path, "--judge-model", "openai/o4-house", "--api-base", emu.api_base)
+        rules = [rule for rule, _ in emu.rejections]
+    assert rules == ["openai.reasoning_sampling"]
+    assert result.returncode == 2, result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert "openai/o4-house at " in line and "configuration error" in line
+    assert "Unsupported value: 'temperature' does not support 0.0 with this model" in line
+    assert not (tmp_path / "grade.json").exists()
