@@ -42,7 +42,7 @@ _DEFAULTS = ExperimentSpec.model_fields
 
 class ApiSettings(BaseSettings):
     """``ATOLL_STORE``, ``ATOLL_ARTIFACTS``, ``ATOLL_OUTPUT_DIR``, ``ATOLL_BENCHMARK_ROOTS``,
-    ``ATOLL_API_TOKEN``, ``ATOLL_MAX_BODY_BYTES``."""
+    ``ATOLL_API_TOKEN``, ``ATOLL_MAX_BODY_BYTES``, ``ATOLL_MAX_TRIALS``."""
 
     model_config = SettingsConfigDict(env_prefix="ATOLL_", extra="ignore")
 
@@ -60,6 +60,7 @@ class ApiSettings(BaseSettings):
     )
     api_token: SecretStr | None = Field(None, description="bearer token of the API")
     max_body_bytes: int = Field(1024**2, ge=1024, description="largest request body (an experiment)")
+    max_trials: int = Field(100_000, ge=1, description="most trials one posted experiment may plan")
 
     @field_validator("api_token")
     @classmethod
@@ -176,7 +177,11 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         parsed = await loop.run_in_executor(submissions, parse_experiment, text)
         spec = await loop.run_in_executor(submissions, submitted_experiment, parsed, imposed, roots)
         outcome = await loop.run_in_executor(
-            submissions, asyncio.run, run_experiment(spec, quiet=True, enqueue_only=True, replace=replace)
+            submissions,
+            asyncio.run,
+            run_experiment(
+                spec, quiet=True, enqueue_only=True, replace=replace, max_trials=settings.max_trials
+            ),
         )
         return RunEnqueued(
             name=outcome.experiment,

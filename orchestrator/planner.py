@@ -94,9 +94,21 @@ def agent_config(agent: AgentSpec, spec: ExperimentSpec) -> dict:
     return config
 
 
-def plan_trials(benchmark: Benchmark, spec: ExperimentSpec) -> list[TrialSpec]:
-    """Every (agent, task, run) of the experiment as a TrialSpec with a stable id."""
+def plan_trials(
+    benchmark: Benchmark, spec: ExperimentSpec, *, max_trials: int | None = None
+) -> list[TrialSpec]:
+    """Every (agent, task, run) of the experiment as a TrialSpec with a stable id.
+
+    With ``max_trials`` (the API's ``ATOLL_MAX_TRIALS``), an experiment that would plan more
+    is refused (AtollError ``too_many_trials``) before a single trial is built."""
     tasks = select_tasks(benchmark, spec)
+    planned = len(spec.agents) * len(tasks) * spec.runs
+    if max_trials is not None and planned > max_trials:
+        raise AtollError(
+            "too_many_trials",
+            f"experiment {spec.name!r} plans {planned} trials ({len(spec.agents)} agents x "
+            f"{len(tasks)} tasks x {spec.runs} runs); this service takes at most {max_trials} per run",
+        )
     world_digests = {world_id: file_digest(archive) for world_id, archive in benchmark.world_archives.items()}
     for world_id, seeds in benchmark.world_seeds.items():  # v1.1: one archive per subsystem
         world_digests[world_id] = hashlib.sha256(

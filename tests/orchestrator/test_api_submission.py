@@ -86,6 +86,24 @@ def test_the_operators_own_values_are_accepted_and_used(settings, roots):
     assert (Path(settings.output_dir) / "run-1" / "report.json").is_file()
 
 
+def test_a_plan_larger_than_the_operators_bound_is_refused_before_it_is_built(settings, roots):
+    settings = settings.model_copy(update={"max_trials": 4})
+    with TestClient(create_app(settings)) as client:
+        assert client.post("/runs", content=_experiment(roots / "bench", runs=4)).status_code == 202
+        started = time.perf_counter()
+        refused = client.post("/runs", content=_experiment(roots / "bench", name="huge", runs=10**12))
+        assert time.perf_counter() - started < 10  # not a trillion TrialSpecs first
+        assert refused.status_code == 400 and refused.json()["error"]["code"] == "too_many_trials"
+        assert refused.json()["error"]["message"] == (
+            "experiment 'huge' plans 1000000000000 trials (1 agents x 1 tasks x 1000000000000 runs); "
+            "this service takes at most 4 per run"
+        )
+        assert (
+            client.post("/runs", content=_experiment(roots / "bench", name="five", runs=5)).status_code == 400
+        )
+        assert [run["name"] for run in client.get("/runs").json()["runs"]] == ["run-1"]
+
+
 @pytest.mark.parametrize("name", ["..", "a/b", ".hidden", "a\\b", "a..b", "", "x" * 129, "ü"])
 def test_a_run_name_that_could_leave_a_folder_is_refused(settings, roots, tmp_path, name):
     with TestClient(create_app(settings)) as client:
