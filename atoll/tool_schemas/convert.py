@@ -20,7 +20,7 @@ def fit_description(text: str, *, limit: int = MAX_DESCRIPTION, more: str = "") 
     return (cut[:end] if end > room // 2 else cut).rstrip() + tail
 
 
-def portable_schema(schema: dict[str, Any]) -> dict[str, Any]:
+def portable_schema(schema: dict[str, Any], *, keep_extensions: bool = False) -> dict[str, Any]:
     """``schema`` (a JSON Schema of a tool's parameters) within the portable subset.
 
     References are inlined; ``oneOf`` becomes ``anyOf`` and ``const`` a one-value ``enum``;
@@ -32,11 +32,15 @@ def portable_schema(schema: dict[str, Any]) -> dict[str, Any]:
     ``date-time``, …) is dropped: the server validates the arguments itself. What cannot be
     expressed (an untyped value, an object without properties) is left for
     :func:`tool_problems` to report. The input is not modified.
+
+    ``keep_extensions`` keeps ``x-…`` keys (MCP's own annotations, such as ``x-mcp-header``,
+    which route an argument to an HTTP header): a server publishing its tools keeps them; what
+    goes to a model provider drops them.
     """
-    return _portable(inline_refs(schema))
+    return _portable(inline_refs(schema), keep_extensions)
 
 
-def _portable(node: Any) -> Any:
+def _portable(node: Any, extensions: bool) -> Any:
     if not isinstance(node, dict):
         return node
     node = dict(node)
@@ -58,7 +62,7 @@ def _portable(node: Any) -> Any:
             del node["type"]
             node["anyOf"] = [{"type": k} for k in kinds]
     if "anyOf" in node:
-        node = _portable_union(node)
+        node = _portable_union(node, extensions)
     if "enum" in node:
         node = _portable_enum(node)
     if node.get("type") == "integer":
@@ -70,28 +74,32 @@ def _portable(node: Any) -> Any:
     result: dict[str, Any] = {}
     for key, value in node.items():
         if key == "properties" and isinstance(value, dict):
-            result[key] = {name: _portable(sub) for name, sub in value.items()}
+            result[key] = {name: _portable(sub, extensions) for name, sub in value.items()}
         elif key in ("items", "anyOf", "allOf"):
-            result[key] = [_portable(sub) for sub in value] if isinstance(value, list) else _portable(value)
+            result[key] = (
+                [_portable(sub, extensions) for sub in value]
+                if isinstance(value, list)
+                else _portable(value, extensions)
+            )
         elif key == "format":
             if value == "date-time":
                 result[key] = value
         elif key == "default":
             if value is not None:
                 result[key] = value
-        elif key in KEYWORDS or key == "allOf":
+        elif key in KEYWORDS or key == "allOf" or (extensions and key.startswith("x-")):
             result[key] = value
     if isinstance(result.get("required"), list) and isinstance(result.get("properties"), dict):
         result["required"] = [name for name in result["required"] if name in result["properties"]]
     return result
 
 
-def _portable_union(node: dict[str, Any]) -> dict[str, Any]:
+def _portable_union(node: dict[str, Any], extensions: bool) -> dict[str, Any]:
     """``anyOf`` without ``null`` branches, nested unions flattened, duplicates removed; one
     branch left is merged into ``node`` (whose own description and default win)."""
     branches: list[Any] = []
     for branch in node.pop("anyOf"):
-        branch = _portable(branch)
+        branch = _portable(branch, extensions)
         nested = isinstance(branch, dict) and list(branch) == ["anyOf"]
         candidates = branch["anyOf"] if nested else [branch]
         for candidate in candidates:

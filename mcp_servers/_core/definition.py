@@ -112,7 +112,7 @@ class ToolDef:
         return cached_schema(self.function, self.name, "published", self._published_schema)
 
     def _published_schema(self) -> dict[str, Any]:
-        schema = portable_schema(self.input_schema)
+        schema = portable_schema(self.input_schema, keep_extensions=True)  # x-mcp-header stays
         schema["type"] = "object"
         schema.setdefault("properties", {})
         return schema

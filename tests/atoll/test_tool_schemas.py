@@ -156,3 +156,9 @@ def test_fit_description_cuts_at_a_sentence_and_says_where_the_rest_is():
     short = fit_description(text, more="See docs.")
     assert len(short) <= MAX_DESCRIPTION and short.endswith("sentence. See docs.")
     assert fit_description("short") == "short"
+
+
+def test_mcp_annotations_stay_when_publishing_and_go_when_sent_to_a_model():
+    routed = _with({"type": "string", "x-mcp-header": "Region"})
+    assert portable_schema(routed, keep_extensions=True)["properties"]["value"]["x-mcp-header"] == "Region"
+    assert portable_schema(routed)["properties"]["value"] == {"type": "string"}
