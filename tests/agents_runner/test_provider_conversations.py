@@ -11,7 +11,6 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from fastmcp import FastMCP
 
 from agents_runner import run_agent
 from agents_runner.conversation import PROVIDER_FIELDS
@@ -20,7 +19,7 @@ from tests.providers.anthropic import AnthropicEmulator
 from tests.providers.gemini import GeminiEmulator
 from tests.providers.openai import OpenAIEmulator
 
-from .conftest import TOKEN, FakeWorld, Gateway, ServedApp, _BearerAuth, assert_every_call_answered_once, call
+from .conftest import assert_every_call_answered_once, call
 
 CLAUDE = "anthropic/claude-opus-4-5-20251101"
 GEMINI = "gemini/gemini-3-pro-preview"
@@ -37,27 +36,6 @@ TASK = "Read /notes/todo.txt and report what it says."
 def anthropic() -> Iterator[AnthropicEmulator]:
     with AnthropicEmulator([]) as emu:
         yield emu
-
-
-@pytest.fixture(scope="module")
-def small_gateway() -> Iterator[Gateway]:
-    """Two tools, both with arguments: the shared fake gateway has a tool without any, whose empty
-    object schema Gemini refuses (a portable-schema matter, not this file's), and the loop agent
-    offers every tool."""
-    mcp = FastMCP("small-gateway")
-
-    @mcp.tool(name="filesystem_list_files")
-    def list_files(path: str) -> list[str]:
-        """List files under a folder."""
-        return ["/notes/todo.txt"]
-
-    @mcp.tool(name="filesystem_read_text_file")
-    def read_text_file(file_path: str) -> str:
-        """Read a text file."""
-        return "call the bank"
-
-    with ServedApp(_BearerAuth(mcp.http_app(path="/mcp"), TOKEN)) as served:
-        yield Gateway(url=f"http://127.0.0.1:{served.port}/mcp", token=TOKEN, world=FakeWorld())
 
 
 @pytest.fixture(scope="module")
@@ -165,13 +143,31 @@ async def test_the_loop_agent_with_thinking_completes(anthropic, gateway):
     ]
 
 
-async def test_truncated_tool_results_and_compaction_keep_the_signed_turns(anthropic, gateway):
-    """A long tool result is cut and the context is compacted mid-loop; the turns that stay are
-    sent unchanged (the emulator verifies each signature), the compacted ones leave whole."""
+def _assistant_turns_sent(emu, model: str) -> list[object]:
+    """The assistant turns of the last request, in the provider's own form."""
+    body = emu.requests[-1]
+    if model == CLAUDE:
+        return [m for m in body["messages"] if m["role"] == "assistant"]
+    if model == GEMINI:
+        return [c for c in body["contents"] if c["role"] == "model"]
+    return [item for item in body["input"] if item.get("type") == "reasoning"]
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "gemini", "openai"])
+async def test_truncated_tool_results_and_compaction_keep_the_provider_state(provider, request, gateway):
+    """A long tool result is cut and the context is compacted mid-loop; the turns that stay go
+    back unchanged (the emulators verify each signature and reasoning item), the compacted ones
+    leave whole."""
+    emu = request.getfixturevalue(provider)
+    model, extra = {
+        "anthropic": (CLAUDE, {}),
+        "gemini": (GEMINI, SIGNATURE_MODES["in_fields"]),
+        "openai": (GPT_PRO, STATELESS),
+    }[provider]
     turns = iter(
         [
             {
-                "thinking": "Add the tools.",
+                "thinking": "Add the tool.",
                 "tool_calls": [call("toolbelt_add_tool", tool_name="filesystem_read_big_file")],
             },
             *[
@@ -187,25 +183,27 @@ async def test_truncated_tool_results_and_compaction_keep_the_signed_turns(anthr
     )
 
     def script(body):
-        if "compress the working history" in json.dumps(body.get("system")):
+        if "compress the working history" in json.dumps(body):
             return {"content": "I read the big file several times."}
         return next(turns)
 
-    anthropic.reset()
-    anthropic.load(script)
+    emu.reset()
+    emu.load(script)
     trajectory = await _run(
-        anthropic,
+        emu,
         gateway,
-        config={"context_window": 9000, "keep_last_messages": 4, "tool_result_max_chars": 3000},
+        model=model,
+        config={"context_window": 9000, "keep_last_messages": 4, "tool_result_max_chars": 3000, **extra},
     )
-    assert anthropic.rejections == []
+    assert emu.rejections == []
+    assert getattr(emu, "placeholder_signatures", []) == [] and getattr(emu, "dropped_reasoning", []) == []
     assert trajectory.status == RunStatus.completed, trajectory.error
     assert trajectory.compactions >= 1
     assert any(c.truncated for c in trajectory.tool_calls)
-    last = anthropic.requests[-1]["messages"]
-    assistant = [m for m in last if m["role"] == "assistant"]
-    assert assistant and all(m["content"][0]["type"] == "thinking" for m in assistant)
-    assert len(assistant) < 7  # some turns were compacted away, with their blocks
+    kept = _assistant_turns_sent(emu, model)
+    assert 0 < len(kept) < 7  # some turns were compacted away, with their provider state
+    if model == CLAUDE:
+        assert all(m["content"][0]["type"] == "thinking" for m in kept)
     assert_every_call_answered_once(trajectory)
 
 
@@ -255,7 +253,7 @@ async def test_gemini_3_gets_its_thought_signatures_back(gemini, gateway, mode, 
     assert_every_call_answered_once(trajectory)
 
 
-async def test_the_loop_agent_on_gemini_3_with_signatures_outside_the_id(gemini, small_gateway):
+async def test_the_loop_agent_on_gemini_3_with_signatures_outside_the_id(gemini, gateway):
     gemini.reset()
     gemini.load(
         [
@@ -267,9 +265,7 @@ async def test_the_loop_agent_on_gemini_3_with_signatures_outside_the_id(gemini,
             {"thinking": "Answer.", "content": "It says: call the bank."},
         ]
     )
-    trajectory = await _run(
-        gemini, small_gateway, agent="loop", model=GEMINI, config=SIGNATURE_MODES["in_fields"]
-    )
+    trajectory = await _run(gemini, gateway, agent="loop", model=GEMINI, config=SIGNATURE_MODES["in_fields"])
     assert gemini.rejections == [] and gemini.placeholder_signatures == []
     assert trajectory.status == RunStatus.completed, trajectory.error
     assert len(_signatures_sent(gemini)) == 2
@@ -321,7 +317,7 @@ async def test_responses_api_reasoning_items_go_back_with_their_calls(openai, ga
     assert_every_call_answered_once(trajectory)
 
 
-async def test_the_loop_agent_on_the_responses_api(openai, small_gateway):
+async def test_the_loop_agent_on_the_responses_api(openai, gateway):
     openai.reset()
     openai.load(
         [
@@ -333,7 +329,7 @@ async def test_the_loop_agent_on_the_responses_api(openai, small_gateway):
             {"thinking": "Answer.", "content": "It says: call the bank."},
         ]
     )
-    trajectory = await _run(openai, small_gateway, agent="loop", model=GPT_PRO, config=STATELESS)
+    trajectory = await _run(openai, gateway, agent="loop", model=GPT_PRO, config=STATELESS)
     assert openai.rejections == [] and openai.dropped_reasoning == []
     assert trajectory.status == RunStatus.completed, trajectory.error
     assert len(_reasoning_items_sent(openai)) == 2
