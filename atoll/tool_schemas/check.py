@@ -55,16 +55,21 @@ def tool_problems(
     means the tool takes no arguments; ``dialect`` "gemini" checks Gemini's wire form
     (upper-case types, ``nullable``) instead of JSON Schema."""
     found = []
+    # OpenAI tools[].function.name and Anthropic tools[].name: [a-zA-Z0-9_-]{1,64}; Google
+    # FunctionDeclaration.name: "Must start with a letter or an underscore".
     if not isinstance(name, str) or not NAME.match(name):
         found.append(
             Problem(str(name), "name", "name", f"{name!r} is not 1-64 of [A-Za-z0-9_-] from a letter or _")
         )
+    # Azure OpenAI refuses function descriptions over 1024 characters (providers.md).
     if description is not None and len(description) > MAX_DESCRIPTION:
         found.append(
             Problem(name, "description", "description", f"{len(description)} characters > {MAX_DESCRIPTION}")
         )
     if parameters is not None:
         kind = parameters.get("type") if isinstance(parameters, dict) else type(parameters).__name__
+        # Anthropic Messages tools[].input_schema: "type: 'object'"; Google
+        # FunctionDeclaration.parameters "must describe an object".
         if _type_of(kind, dialect) != "object":
             found.append(Problem(name, "parameters-object", "parameters", f"type is {kind!r}, not 'object'"))
         if isinstance(parameters, dict):
@@ -99,12 +104,16 @@ def _check(
     if not isinstance(node, dict):
         found.append(("schema", where, f"a schema must be an object, got {type(node).__name__}"))
         return
+    # Gemini v1beta Schema (ai.google.dev/api/caching#Schema): its fields only; "$ref"/"$defs"
+    # are JSON Schema's, unknown to it ("Unknown name ... Cannot find field").
     allowed = GEMINI_KEYWORDS if gemini else KEYWORDS
     for key in node:
         if key in ("$ref", "$defs", "definitions"):
             found.append(("ref", where, f"{key} (references must be inlined)"))
         elif key not in allowed:
             found.append(("keyword", where, f"{key!r} is outside Gemini's Schema subset"))
+    # Gemini Schema.type is one Type (STRING, NUMBER, INTEGER, BOOLEAN, ARRAY, OBJECT; Vertex's
+    # enum has no NULL): never a list, never "null".
     written = node.get("type")
     kind = _type_of(written, dialect)
     if isinstance(written, list):
@@ -112,22 +121,31 @@ def _check(
     elif written is not None and kind not in TYPES:
         rule = "null-type" if str(written).lower() == "null" else "type"
         found.append((rule, where, f"type {written!r} (one of {', '.join(sorted(TYPES))})"))
+    # An untyped schema: Gemini's items is "Schema of the elements of Type.ARRAY" (a type is
+    # needed; litellm replaces an empty one with OBJECT, which is then refused as empty).
     branches = node.get("anyOf")
     if kind is None and not branches and "properties" not in node:
         rule = "untyped-items" if items else "untyped"
         found.append((rule, where, "no type (say what the value is)"))
+    # Gemini Schema.enum: "Possible values of the element of Type.STRING with enum format";
+    # litellm turns an empty string into null, which Google refuses.
     if "enum" in node:
         values = node["enum"]
         strings = isinstance(values, list) and all(isinstance(v, str) and v for v in values)
         if kind != "string" or not strings:
             found.append(("enum", where, f"enum {values!r} on type {kind!r} (only non-empty strings)"))
+    # Gemini Developer API: format "must be either 'enum' or 'date-time', otherwise requests will
+    # fail" (Firebase AI Logic SchemaShared.format).
     if "format" in node and gemini and node["format"] not in FORMATS:
         found.append(("format", where, f"format {node['format']!r} (Gemini API: enum or date-time)"))
+    # Gemini, 2025: "properties: should be non-empty for OBJECT type" (providers.md).
     properties = node.get("properties")
     if (kind == "object" or properties is not None) and not properties and not empty_ok:
         found.append(("empty-object", where, "an object without properties"))
     if isinstance(properties, dict):
         for name, sub in properties.items():
+            # Google FunctionDeclaration: "Parameter names must start with a letter or an
+            # underscore and must only contain chars a-z, A-Z, 0-9, or underscores ... 64".
             if not PROPERTY_NAME.match(name):
                 found.append(
                     (
@@ -137,6 +155,7 @@ def _check(
                     )
                 )
             _check(sub, f"{where}/properties/{name}", dialect, found, items=False)
+        # Schema.required names properties of this object.
         for name in node.get("required") or []:
             if name not in properties:
                 found.append(("required", where, f"required {name!r} is not a property"))
@@ -167,7 +186,7 @@ def openai_tools_problems(tools: Iterable[dict[str, Any]]) -> list[Problem]:
     found = [_too_many(len(tools))] if len(tools) > MAX_TOOLS else []
     for index, tool in enumerate(tools):
         function = tool.get("function") if isinstance(tool, dict) else None
-        if tool.get("type") != "function" or not isinstance(function, dict):
+        if not isinstance(function, dict) or tool.get("type") != "function":
             found.append(
                 Problem(f"tools[{index}]", "tool", "", "not a {type: function, function: {...}} tool")
             )
@@ -218,4 +237,5 @@ def gemini_tools_problems(tools: Iterable[dict[str, Any]]) -> list[Problem]:
 
 
 def _too_many(count: int) -> Problem:
+    # OpenAI Chat Completions tools: "A max of 128 functions are supported".
     return Problem("tools", "tool-count", "tools", f"{count} tools > {MAX_TOOLS} in one request")

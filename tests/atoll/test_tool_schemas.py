@@ -37,21 +37,23 @@ BROKEN = [
     ("name", "9lives", "d", GOOD),  # Google: starts with a letter or an underscore
     ("description", "t", "d" * (MAX_DESCRIPTION + 1), GOOD),  # Azure OpenAI: 1024 characters
     ("parameters-object", "t", "d", {"type": "array", "items": {"type": "string"}}),  # Anthropic
+    # Gemini v1beta Schema (ai.google.dev/api/caching#Schema) has none of these fields:
     ("ref", "t", "d", {"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "$defs": {"A": GOOD}}),
     ("keyword", "t", "d", {**GOOD, "additionalProperties": False}),  # not in Gemini's Schema
     ("keyword", "t", "d", _with({"oneOf": [{"type": "string"}, {"type": "integer"}]})),
     ("keyword", "t", "d", _with({"type": "string", "const": "x"})),
-    ("type-list", "t", "d", _with({"type": ["string", "null"]})),
-    ("null-type", "t", "d", _with({"anyOf": [{"type": "string"}, {"type": "null"}]})),
-    ("enum", "t", "d", _with({"type": "integer", "enum": [1, 2]})),  # enum only on strings
+    ("type-list", "t", "d", _with({"type": ["string", "null"]})),  # Schema.type: one Type
+    ("null-type", "t", "d", _with({"anyOf": [{"type": "string"}, {"type": "null"}]})),  # Vertex Type: no NULL
+    ("enum", "t", "d", _with({"type": "integer", "enum": [1, 2]})),  # Schema.enum: of Type.STRING
     ("enum", "t", "d", _with({"type": "string", "enum": ["a", ""]})),  # no empty strings
     ("empty-object", "t", "d", _with({"type": "object"})),  # Gemini: properties non-empty
     ("empty-object", "t", "d", _with({"type": "object", "properties": {}})),
-    ("untyped-items", "t", "d", _with({"type": "array"})),
+    ("untyped-items", "t", "d", _with({"type": "array"})),  # Schema.items: the elements' Schema
     ("untyped-items", "t", "d", _with({"type": "array", "items": {}})),
-    ("untyped", "t", "d", _with({"description": "anything"})),
+    ("untyped", "t", "d", _with({"description": "anything"})),  # a value needs a type
+    # Google FunctionDeclaration: parameter names [A-Za-z_][A-Za-z0-9_]*, at most 64
     ("property-name", "t", "d", {"type": "object", "properties": {"file-path": {"type": "string"}}}),
-    ("required", "t", "d", {**GOOD, "required": ["path", "mode"]}),
+    ("required", "t", "d", {**GOOD, "required": ["path", "mode"]}),  # required names properties
 ]
 
 
