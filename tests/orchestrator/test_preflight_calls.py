@@ -182,3 +182,40 @@ async def test_agents_and_judge_with_thinking_pass_preflight_against_their_provi
         await _check(spec)
         assert claude.rejections == [] and gemini.rejections == []
         assert len(claude.requests) == 1 and len(gemini.requests) == 2  # one call per distinct call
+
+
+@pytest.mark.slow
+def test_a_run_whose_judge_openai_refuses_stops_with_openais_words(tmp_path):
+    # Without the preflight, the grading of the first trial meets the refusal: a configuration
+    # error, so the run stops naming it instead of recording every criterion "ungradeable".
+    import asyncio
+
+    from atoll.sample import generate_sample_benchmark
+    from orchestrator.runner import run_experiment
+    from tests.providers.openai import OpenAIChatEmulator
+
+    benchmark = generate_sample_benchmark(tmp_path / "bench")
+    tasks = json.loads((benchmark / "tasks_and_rubrics.json").read_text())
+    judge_only = next(t["task_id"] for t in tasks if any(c.get("check") is None for c in t["rubric"]))
+    with OpenAIChatEmulator(lambda request: MET) as emu:
+        spec = ExperimentSpec.model_validate(
+            {
+                "name": "refused",
+                "benchmark": str(benchmark),
+                "tasks": {"ids": [judge_only]},
+                "agents": [{"name": "oracle", "agent": "replay", "model": "replay"}],
+                "judge": {"model": "openai/o4-house", "api_base": emu.api_base},
+                "max_infra_retries": 2,
+                "infra_retry_backoff_s": 0,
+                "store": str(tmp_path / "store.db"),
+                "artifacts": (tmp_path / "artifacts").as_uri(),
+                "output_dir": str(tmp_path / "out"),
+            }
+        )
+        with pytest.raises(AtollError) as raised:
+            asyncio.run(run_experiment(spec, quiet=True))
+        assert {rule for rule, _ in emu.rejections} == {"openai.reasoning_sampling"}
+    assert raised.value.code == "model_endpoint"
+    assert "3 of 3 attempts met a model endpoint configuration error" in raised.value.message
+    assert "openai/o4-house at " in raised.value.message
+    assert "Unsupported value: 'temperature' does not support 0.0 with this model" in raised.value.message
