@@ -33,8 +33,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
-# code_exec never runs its sandbox as host root: a root server drops to this unprivileged
-# user first (ATOLL_CODE_SANDBOX_USER / _UID / _GID choose another; see docs/security.md).
+# code_exec never runs its sandbox as host root: a root server gives each run a host uid of its
+# own (ATOLL_CODE_SANDBOX_UIDS); this user is the fixed, shared alternative, used only when
+# ATOLL_CODE_SANDBOX_USER names it (see docs/security.md).
 if [ "$(id -u)" = 0 ] && ! getent passwd atoll-sandbox >/dev/null; then
   echo "setup: creating the unprivileged code_exec sandbox user atoll-sandbox"
   useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin atoll-sandbox

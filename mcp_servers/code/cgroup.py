@@ -1,10 +1,12 @@
-"""One cgroup per sandbox run: memory, process count and CPU weight for the run as a whole.
+"""Cgroups for the sandbox: one per run (one world), and inside it one per ``code_exec`` call.
 
 Rlimits bind one process at a time (three processes of 1.5 GiB each pass a 2 GiB
-``RLIMIT_AS``), and ``RLIMIT_NPROC`` counts every process of the sandbox's host uid, across
-all runs. A group per run caps what all of the run's processes use together —
+``RLIMIT_AS``). A call's group caps what all of the call's processes use together —
 ``memory.max`` with no swap, ``pids.max``, a CPU weight below the server's — and lets the
-server list and kill every process of the run when it ends, then remove the group.
+server list and kill every process of the call when it ends, then remove the group. The
+run's group (:meth:`RunCgroup.create_parent`, ``atoll-run-*``) holds every call group of
+that run and carries the same limits, so several concurrent calls of one run share one
+memory and one process budget, and CPU is shared fairly between runs, not between calls.
 
 Both cgroup versions are used as the host mounts them, controller by controller: a cgroup
 v1 hierarchy holding the controller (the server's own group in it must be writable), or the
@@ -25,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CONTROLLERS = ("memory", "pids", "cpu")
-_PREFIX = "atoll-sandbox-"
+_PREFIX = "atoll-sandbox-"  # a call's group
+_RUN_PREFIX = "atoll-run-"  # a run's group, parent of its calls' groups
 
 
 @dataclass(frozen=True)
@@ -150,20 +153,40 @@ def _apply(group: Path, hierarchy: _Hierarchy, limits: CgroupLimits) -> None:
 
 
 class RunCgroup:
-    """One run's groups (one per hierarchy), limits set; the child enters before exec."""
+    """One call's (or one run's) groups, one per hierarchy, limits set; the call's child
+    enters its call groups before exec."""
 
-    def __init__(self, groups: list[Path], controllers: list[str]) -> None:
+    def __init__(
+        self, groups: list[Path], controllers: list[str], hierarchies: list[_Hierarchy] | None = None
+    ) -> None:
         self.groups = groups
         self.controllers = controllers
+        self.hierarchies = hierarchies or []  # as children see them: the group as parent
         self._procs = [str(group / "cgroup.procs") for group in groups]
 
     @classmethod
-    def create(cls, limits: CgroupLimits) -> RunCgroup | None:
-        """Fresh groups with ``limits``, or None where no controller can be had."""
-        name = _PREFIX + uuid.uuid4().hex[:12]
+    def create(cls, limits: CgroupLimits, parent: RunCgroup | None = None) -> RunCgroup | None:
+        """A call's fresh groups with ``limits``, inside ``parent`` (the run's groups) when
+        given, else in the server's own; None where no controller can be had."""
+        hierarchies = parent.hierarchies if parent is not None else _hierarchies()
+        return cls._make(_PREFIX, limits, hierarchies)
+
+    @classmethod
+    def create_parent(cls, limits: CgroupLimits) -> RunCgroup | None:
+        """A run's groups, parents of its calls' groups; None where none can be made. Named
+        after this process, so that :func:`remove_stale_run_groups` knows whose they are."""
+        return cls._make(f"{_RUN_PREFIX}{os.getpid()}-", limits, _hierarchies())
+
+    def exists(self) -> bool:
+        return all(group.is_dir() for group in self.groups)
+
+    @classmethod
+    def _make(cls, prefix: str, limits: CgroupLimits, hierarchies: list[_Hierarchy]) -> RunCgroup | None:
+        name = prefix + uuid.uuid4().hex[:12]
         groups: list[Path] = []
         controllers: list[str] = []
-        for hierarchy in _hierarchies():
+        children: list[_Hierarchy] = []
+        for hierarchy in hierarchies:
             group = hierarchy.parent / name
             try:
                 group.mkdir()
@@ -172,10 +195,18 @@ class RunCgroup:
             except OSError:
                 continue  # this hierarchy stays unused; the group is removed with the rest
             controllers += [f"{c} (cgroup v{hierarchy.version})" for c in hierarchy.controllers]
+            # v2 groups pass a controller on only where their subtree_control enables it.
+            passed = (
+                hierarchy.controllers
+                if hierarchy.version == 1
+                else _v2_delegates(group, list(hierarchy.controllers))
+            )
+            if passed:
+                children.append(_Hierarchy(group, hierarchy.version, tuple(passed)))
         if not controllers:
             cls(groups, []).kill_and_remove()
             return None
-        return cls(groups, controllers)
+        return cls(groups, controllers, children)
 
     def enter(self) -> None:
         """Move the calling process into every group (call it in the child, before exec)."""
@@ -194,7 +225,11 @@ class RunCgroup:
         return sorted(pids)
 
     def kill_and_remove(self, timeout_s: float = 10.0) -> None:
-        """SIGKILL every process left in the groups, wait for them to go, remove the groups."""
+        """SIGKILL every process left in the groups, wait for them to go, remove the groups
+        (a run's groups: the call groups left inside them first)."""
+        for group in self.groups:
+            for child in group.glob(_PREFIX + "*"):
+                RunCgroup([child], []).kill_and_remove(timeout_s)
         for group in self.groups:
             kill_file = group / "cgroup.kill"  # cgroup v2, Linux >= 5.14: one write kills all
             if kill_file.exists():
@@ -223,5 +258,27 @@ class RunCgroup:
 
 
 def leftover_groups() -> list[Path]:
-    """Run groups still present under this process's hierarchies (for tests and health)."""
-    return [path for h in _hierarchies() for path in h.parent.glob(_PREFIX + "*")]
+    """Call groups still present under this process's hierarchies (for tests and health)."""
+    return [
+        path
+        for h in _hierarchies()
+        for pattern in (_PREFIX + "*", f"{_RUN_PREFIX}*/{_PREFIX}*")
+        for path in h.parent.glob(pattern)
+    ]
+
+
+def remove_stale_run_groups() -> int:
+    """Remove run groups whose server process is gone (killed before it could remove them);
+    how many. Only empty groups can be removed, so a live run's calls are never touched."""
+    removed = 0
+    for hierarchy in _hierarchies():
+        for group in hierarchy.parent.glob(_RUN_PREFIX + "*"):
+            owner = group.name[len(_RUN_PREFIX) :].split("-", 1)[0]
+            if not owner.isdigit() or int(owner) == os.getpid() or Path(f"/proc/{owner}").exists():
+                continue
+            with contextlib.suppress(OSError):
+                for child in group.glob(_PREFIX + "*"):
+                    child.rmdir()
+                group.rmdir()
+                removed += 1
+    return removed

@@ -65,6 +65,12 @@ class CodeOptions(ServerOptions):
     sandbox_user: str | None = Field(None, min_length=1, description="host user a root server drops to")
     sandbox_uid: int | None = Field(None, ge=1, description="with sandbox_gid: host ids instead of a user")
     sandbox_gid: int | None = Field(None, ge=1)
+    sandbox_uids: str | None = Field(
+        None, min_length=3, description="FIRST-LAST: host uids a root server gives one to each run"
+    )
+    sandbox_state_dir: str = Field(
+        "/run/atoll-sandbox-uids", min_length=1, description="root-only folder of the uid leases' locks"
+    )
 
     @classmethod
     def resolve(

@@ -5,11 +5,14 @@ What the command sees is set in :mod:`mcp_servers.code.bwrap` (the world's files
 minimal one, no network, no app data, no inherited environment). Who it is on the host is
 set in :mod:`mcp_servers.code.identity` (never root; a fresh session keyring).
 
-Limits of one call:
-- memory, processes and CPU share for the run as a whole: a cgroup per call
-  (:mod:`mcp_servers.code.cgroup`), removed afterwards, and per process the rlimits (CPU
-  seconds, address space, process count, file size, no core files) where no cgroup can be
-  made;
+Limits of one call, counted per run (one world: :mod:`mcp_servers.code.runs`) so that one
+trial cannot starve another:
+- a host uid of the run's own when the server is root, so the process-count rlimit binds the
+  run alone;
+- memory, processes and CPU share: a cgroup per call (:mod:`mcp_servers.code.cgroup`),
+  removed afterwards, inside the run's cgroup, which holds the same limits for all the
+  run's calls together; per process the rlimits (CPU seconds, address space, process count,
+  file size, no core files) where no cgroup can be made;
 - a wall-clock timeout that kills the whole process tree (the sandbox's PID namespace dies
   with its init, the cgroup is emptied);
 - bytes added under the world root, across every process of the run: a watchdog walks the
@@ -48,10 +51,14 @@ from mcp_servers.code.config import CodeOptions, SandboxLimits
 from mcp_servers.code.identity import (
     IdentityError,
     SandboxIdentity,
+    UidRange,
+    describe_isolation,
     join_new_session_keyring,
     resolve_identity,
 )
+from mcp_servers.code.runs import Run, run_for
 from mcp_servers.code.staging import Staging, staging_supported
+from mcp_servers.code.uids import UidPoolError
 
 _MB = 1024 * 1024
 _CTIME_SLACK_NS = 2_000_000_000  # file ctimes come from a coarse clock; strip a little early
@@ -79,10 +86,11 @@ class SandboxStatus:
     reason: str | None
     user: str | None
     cgroup: tuple[str, ...] = ()
+    isolation: str | None = None  # how runs are kept apart, or why they may not be
 
     def as_dict(self) -> dict[str, Any]:
         return {"available": self.available, "mode": self.mode, "reason": self.reason,
-                "user": self.user, "cgroup": list(self.cgroup)}  # fmt: skip
+                "user": self.user, "cgroup": list(self.cgroup), "isolation": self.isolation}  # fmt: skip
 
 
 class SandboxUnavailable(CodedError):
@@ -141,21 +149,36 @@ def _settings(options: CodeOptions | Mapping[str, Any] | None) -> CodeOptions:
     return options if isinstance(options, CodeOptions) else CodeOptions.resolve(options)
 
 
-def sandbox_status(options: CodeOptions | Mapping[str, Any] | None = None) -> SandboxStatus:
-    """Probe (once per configuration) and report; never raises (invalid settings are the
-    reason it is unavailable). ``options`` as given to the server, or resolved already."""
+def sandbox_status(
+    options: CodeOptions | Mapping[str, Any] | None = None, identity: SandboxIdentity | None = None
+) -> SandboxStatus:
+    """Probe (once per configuration) and report; never raises (invalid settings, or no uid
+    to lease, are the reason it is unavailable). ``options`` as given to the server, or
+    resolved already; ``identity``: a run's own, to probe with instead of leasing one."""
     try:
         settings = _settings(options)
-        identity = resolve_identity(settings)
+        plan = resolve_identity(settings)
     except (IdentityError, InvalidOption) as exc:
         return SandboxStatus(False, None, str(exc), None)
-    user = identity.describe() if identity else f"uid {os.geteuid()} (the server's own)"
+    user = plan.describe() if plan else f"uid {os.geteuid()} (the server's own)"
     controllers = tuple(available_controllers())
+    isolation = describe_isolation(plan, bool(controllers))
     bwrap = settings.bwrap_path
-    mode, reason = probe(bwrap, settings.proc_mode, _Launcher(bwrap, identity), identity)
+    lease = None
+    try:
+        if isinstance(plan, UidRange) and identity is None:
+            identity, lease = plan.lease()  # proves the range and the state folder work
+        elif not isinstance(plan, UidRange):
+            identity = plan
+        mode, reason = probe(bwrap, settings.proc_mode, _Launcher(bwrap, identity), plan)
+    except UidPoolError as exc:
+        return SandboxStatus(False, None, exc.message, user, controllers, isolation)
+    finally:
+        if lease is not None:
+            lease.release()
     if mode is None and settings.trust_outer_sandbox:
-        return SandboxStatus(True, "outer (trusted)", reason, user, controllers)
-    return SandboxStatus(mode is not None, mode, reason, user, controllers)
+        return SandboxStatus(True, "outer (trusted)", reason, user, controllers, isolation)
+    return SandboxStatus(mode is not None, mode, reason, user, controllers, isolation)
 
 
 def _rlimits(limits: SandboxLimits, processes: int) -> None:
@@ -175,11 +198,23 @@ def run_command(
     Raises SandboxUnavailable when no sandbox can be built and no outer sandbox is trusted
     (or the settings are invalid: the reason names the option or variable).
     """
-    status = sandbox_status(options)
+    try:
+        settings = _settings(options)
+        plan = resolve_identity(settings)
+        run_limits = CgroupLimits(limits.memory_mb * _MB, limits.max_processes, limits.cpu_weight)
+        with run_for(fs_root, plan, run_limits) as run:
+            return _run_in(run, code, fs_root, limits, settings)
+    except (IdentityError, InvalidOption, UidPoolError) as exc:
+        raise SandboxUnavailable(exc.message) from None
+
+
+def _run_in(
+    run: Run, code: str, fs_root: Path, limits: SandboxLimits, settings: CodeOptions
+) -> SandboxResult:
+    status = sandbox_status(settings, run.identity)
     if not status.available:
         raise SandboxUnavailable(status.reason)
-    settings = _settings(options)
-    identity = resolve_identity(settings)
+    identity = run.identity
     started = time.monotonic()
     started_ns = time.time_ns()
     try:
@@ -190,10 +225,14 @@ def run_command(
             "", None, killed_reason=f"not started: {exc} under {SANDBOX_ROOT}", sandbox=status.mode or ""
         )
     cap = _DiskCap.for_run(limits, baseline.allocated_bytes)
-    group = RunCgroup.create(CgroupLimits(limits.memory_mb * _MB, limits.max_processes, limits.cpu_weight))
-    # RLIMIT_NPROC counts every process of the sandbox user, across runs: where the cgroup
-    # caps this run's processes, the rlimit only guards the user as a whole.
-    processes = limits.max_processes * (8 if group is not None and identity is not None else 1)
+    group = RunCgroup.create(
+        CgroupLimits(limits.memory_mb * _MB, limits.max_processes, limits.cpu_weight), parent=run.group
+    )
+    # RLIMIT_NPROC counts every process of a host uid. A run's own uid: the run's processes,
+    # exactly. A user shared by every run: where the cgroup caps this run's processes, the
+    # rlimit only guards the user as a whole.
+    shared = identity is not None and not identity.per_run
+    processes = limits.max_processes * (8 if group is not None and shared else 1)
     steps = [functools.partial(_rlimits, limits, processes), functools.partial(os.chdir, str(fs_root))]
     if group is not None:
         steps.append(group.enter)  # while still root: the group's files are root's

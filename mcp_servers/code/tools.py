@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import weakref
+from pathlib import Path
 from typing import Annotated
 
 import anyio.to_thread
@@ -18,8 +20,11 @@ from mcp_servers.code.sandbox import SandboxUnavailable, run_command
 from mcp_servers.code.server import SERVER
 
 # Sandbox runs wait in their own queue, so long ones never hold the event loop's shared worker
-# threads (anyio's default 40), which every other tool and /data/* need. One per event loop.
-_POOLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, CapacityLimiter] = weakref.WeakKeyDictionary()
+# threads (anyio's default 40), which every other tool and /data/* need. One per event loop
+# and world: one run's long calls never make another run's calls wait.
+_POOLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, CapacityLimiter]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 class ExecResult(BaseModel):
@@ -60,11 +65,12 @@ def _settings(ctx: ServerContext) -> CodeOptions:
         raise ToolError("unsupported", f"code execution is misconfigured: {exc.message}") from None
 
 
-def _pool(settings: CodeOptions) -> CapacityLimiter:
-    loop = asyncio.get_running_loop()
-    pool = _POOLS.get(loop)
+def _pool(settings: CodeOptions, fs_root: Path) -> CapacityLimiter:
+    pools = _POOLS.setdefault(asyncio.get_running_loop(), {})
+    key = os.path.realpath(fs_root)
+    pool = pools.get(key)
     if pool is None:
-        pool = _POOLS[loop] = CapacityLimiter(settings.max_concurrent)
+        pool = pools[key] = CapacityLimiter(settings.max_concurrent)
     return pool
 
 
@@ -92,7 +98,7 @@ async def code_exec(
     settings = _settings(ctx)
     run = functools.partial(run_command, code, ctx.fs_root, settings.limits(timeout_s), settings)
     try:
-        result = await anyio.to_thread.run_sync(run, limiter=_pool(settings))
+        result = await anyio.to_thread.run_sync(run, limiter=_pool(settings, ctx.fs_root))
     except SandboxUnavailable as exc:
         raise ToolError(
             "unsupported",

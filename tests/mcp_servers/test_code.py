@@ -138,8 +138,8 @@ def test_the_process_ceiling_holds_even_when_the_server_runs_as_root(code, monke
     made = []  # this run's groups: other test processes (pytest-xdist workers) have their own
     create = RunCgroup.create
 
-    def recording_create(limits):
-        made.append(create(limits))
+    def recording_create(limits, parent=None):
+        made.append(create(limits, parent))
         return made[-1]
 
     monkeypatch.setattr(RunCgroup, "create", recording_create)

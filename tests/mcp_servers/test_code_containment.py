@@ -20,7 +20,8 @@ from fastmcp import Client
 
 from mcp_servers import create_server
 from mcp_servers.code.config import CodeOptions
-from mcp_servers.code.identity import resolve_identity
+from mcp_servers.code.identity import UidRange, resolve_identity
+from mcp_servers.code.uids import parse_range
 from tests.mcp_servers.helpers import make_world, open_session
 
 FAST = {"timeout_s": 30, "max_write_mb": 20, "max_file_mb": 10, "memory_mb": 1024, "max_processes": 64}
@@ -48,9 +49,12 @@ def test_the_command_is_never_host_root(code, world):
     for name in ("owned.txt", "made"):
         owner = (world.fs_root / name).stat()
         assert owner.st_uid != 0 and owner.st_gid != 0
-    identity = resolve_identity(CodeOptions.resolve())
-    if identity is not None:  # a root server drops to the sandbox user
-        assert (world.fs_root / "owned.txt").stat().st_uid == identity.uid
+    plan = resolve_identity(CodeOptions.resolve())
+    if isinstance(plan, UidRange):  # a root server drops to a uid of the run's own
+        first, last = parse_range(plan.uids)
+        assert first <= (world.fs_root / "owned.txt").stat().st_uid <= last
+    elif plan is not None:  # or to the configured user
+        assert (world.fs_root / "owned.txt").stat().st_uid == plan.uid
 
 
 @as_root
@@ -240,7 +244,8 @@ def test_a_deleted_file_held_open_counts_against_the_cap(world):
 @pytest.mark.serial
 def test_long_code_calls_do_not_starve_other_tools(world):
     world.file("/note.txt", "still answering\n")
-    options = {**FAST, "max_concurrent": 22}
+    # The process and memory limits hold for the run's calls together: room for 22 sleepers.
+    options = {**FAST, "max_concurrent": 22, "max_processes": 256, "memory_mb": 4096}
 
     async def scenario() -> list[float]:
         code_server = create_server(
