@@ -58,6 +58,7 @@ def _toolbelt_script() -> list[dict]:
         },
         {
             "thinking": "Plan first.",
+            "redacted_thinking": True,  # Anthropic only: an opaque block after the thinking one
             "tool_calls": [
                 call("todo_write", todos=[{"id": "1", "content": "read", "status": "in_progress"}])
             ],
@@ -109,13 +110,16 @@ async def test_claude_with_thinking_completes_a_toolbelt_task(anthropic, gateway
     assert len(anthropic.requests) == 5
     # every earlier turn went back with its own signed thinking block, first, unchanged
     sent = _thinking_sent(anthropic)
-    assert [[b["thinking"] for b in blocks] for blocks in sent] == [
+    assert [[b["thinking"] for b in blocks[:1]] for blocks in sent] == [
         ["I need the file tool."],
         ["Plan first."],
         ["Now read it."],
         ["Done; close the todo."],
     ]
-    assert all(anthropic.verify("thinking", b["thinking"], b["signature"]) for blocks in sent for b in blocks)
+    assert all(
+        anthropic.verify("thinking", b["thinking"], b["signature"]) for blocks in sent for b in blocks[:1]
+    )
+    assert [b["type"] for b in sent[1]] == ["thinking", "redacted_thinking"]  # in order, data unchanged
     recorded = [m for m in trajectory.messages if m["role"] == "assistant"]
     assert [m["reasoning_content"] for m in recorded][:2] == ["I need the file tool.", "Plan first."]
     assert all(m[PROVIDER_FIELDS]["thinking_blocks"][0]["signature"] for m in recorded)
