@@ -15,6 +15,7 @@ from agents_runner.runner import execute, prepare_run
 from agents_runner.state import AgentRun
 from atoll.benchmark import ReferenceSolution
 from atoll.errors import AtollError
+from atoll.llm.admission import check_agent_request
 from atoll.trajectory import Trajectory
 
 
@@ -31,7 +32,12 @@ class RunRequest(BaseModel):
     agent: str = "react_toolbelt"
     config: AgentConfig | None = None
     api_base: str | None = None
-    api_key: str | None = Field(None, description="Provider key for this run (never recorded)")
+    api_key: str | None = Field(
+        None, description="refused: a key is never sent in a request (name a secret in api_key_secret)"
+    )
+    api_key_secret: str | None = Field(
+        None, description="name of a secret provisioned on this service for api_base (docs/security.md)"
+    )
     task_id: str | None = None
     trial_id: str | None = None
     reference_solution: ReferenceSolution | None = None
@@ -56,7 +62,16 @@ class RunManager:
         self._keep = keep
 
     def start(self, request: RunRequest) -> str:
-        """Start a run in the background; returns its id. Raises AtollError for bad input."""
+        """Start a run in the background; returns its id. Raises AtollError for bad input,
+        and for a request that would send this service's key elsewhere (naming the field)."""
+        check_agent_request(
+            model=request.model,
+            api_base=request.api_base,
+            config_api_base=request.config.api_base if request.config else None,
+            api_key=request.api_key,
+            api_key_secret=request.api_key_secret,
+            extra_args=request.config.extra_args if request.config else {},
+        )
         spec, run = prepare_run(
             model=request.model,
             prompt=request.prompt,
@@ -64,7 +79,7 @@ class RunManager:
             agent=request.agent,
             config=request.config,
             api_base=request.api_base,
-            api_key=request.api_key,
+            api_key_secret=request.api_key_secret,
             task_id=request.task_id,
             trial_id=request.trial_id,
             reference_solution=request.reference_solution,

@@ -61,7 +61,13 @@ class ModelClient:
     """Calls one model for one run, recording every call and enforcing the run's budgets."""
 
     def __init__(
-        self, model: str, config: AgentConfig, *, api_base: str | None = None, api_key: str | None = None
+        self,
+        model: str,
+        config: AgentConfig,
+        *,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        api_key_secret: str | None = None,
     ):
         self.model = model
         self.config = config
@@ -76,7 +82,7 @@ class ModelClient:
             initial_wait_s=config.retry_initial_wait_s,
             max_wait_s=config.retry_max_wait_s,
         )
-        self._endpoint = Endpoint(model, api_base, api_key)
+        self._endpoint = Endpoint(model, api_base, api_key, secret=api_key_secret)
         self._info = _model_info(model)
         self._seen_call_ids: set[str] = set()
 

@@ -33,6 +33,7 @@ def prepare_run(
     config: AgentConfig | dict[str, Any] | None = None,
     api_base: str | None = None,
     api_key: str | None = None,
+    api_key_secret: str | None = None,
     task_id: str | None = None,
     trial_id: str | None = None,
     reference_solution: ReferenceSolution | None = None,
@@ -73,7 +74,9 @@ def prepare_run(
     )
     if spec.uses_model:
         endpoint = api_base or agent_config.api_base
-        run.model_client = ModelClient(model, agent_config, api_base=endpoint, api_key=api_key)
+        run.model_client = ModelClient(
+            model, agent_config, api_base=endpoint, api_key=api_key, api_key_secret=api_key_secret
+        )
     return spec, run
 
 
@@ -125,6 +128,7 @@ async def run_agent(
     gateway_token: str | None = None,
     api_base: str | None = None,
     api_key: str | None = None,
+    api_key_secret: str | None = None,
     agent: str = "react_toolbelt",
     config: AgentConfig | dict[str, Any] | None = None,
     task_id: str | None = None,
@@ -137,6 +141,8 @@ async def run_agent(
     """Run ``agent`` with ``model`` on the task (``prompt`` and/or ``initial_messages``) against the
     MCP gateway at ``gateway_url`` and return the trajectory (never raises for run failures).
 
+    ``api_key`` is the caller's own key for the endpoint; ``api_key_secret`` names a secret
+    the operator provisioned for it (atoll.llm.endpoints decides what each call sends).
     ``max_steps``/``timeout_s`` override the config's limits.  ``reference_solution`` is what the
     ``replay`` agent replays.  Raises :class:`AtollError` only for invalid inputs (unknown agent,
     no task, replay without a reference solution) and ``pydantic.ValidationError`` for a bad config."""
@@ -148,6 +154,7 @@ async def run_agent(
         config=config,
         api_base=api_base,
         api_key=api_key,
+        api_key_secret=api_key_secret,
         task_id=task_id,
         trial_id=trial_id,
         reference_solution=reference_solution,

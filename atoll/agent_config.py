@@ -3,15 +3,19 @@
 The contract between the orchestrator (an experiment's ``agents[].config`` plus its limits)
 and the agents runner (in-process or ``POST /runs``): one pydantic model shared by every
 agent; an agent ignores what it does not use.  The trajectory records it (``agent_config``),
-so it never holds secrets: API keys come from the provider's usual environment variables,
-the gateway token is a separate argument.
+so it never holds secrets: API keys come from the provider's usual environment variables or
+an operator-provisioned secret named apart from it (``api_key_secret``), ``extra_args`` holds
+generation parameters only (:mod:`atoll.llm.arguments`), the gateway token is a separate
+argument.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+
+from atoll.llm.arguments import check_arguments
 
 
 class AgentConfig(BaseModel):
@@ -61,7 +65,9 @@ class AgentConfig(BaseModel):
     temperature: float | None = None
     max_completion_tokens: int | None = Field(None, ge=1)
     extra_args: dict[str, Any] = Field(
-        default_factory=dict, description="Passed through to litellm.acompletion verbatim"
+        default_factory=dict,
+        description="Generation parameters passed to litellm.acompletion (temperature, top_p, …; "
+        "never endpoints, keys, fallbacks or headers)",
     )
     context_window: int | None = Field(
         None, ge=256, description="Model window in tokens; default from litellm's model map"
@@ -111,6 +117,11 @@ class AgentConfig(BaseModel):
 
     # --- replay -------------------------------------------------------------------------
     replay_stop_on_error: bool = Field(True, description="replay: a failing reference step fails the run")
+
+    @field_validator("extra_args")
+    @classmethod
+    def _generation_arguments_only(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return dict(check_arguments(value, "extra_args"))
 
 
 def load_agent_config(value: AgentConfig | dict[str, Any] | None) -> AgentConfig:

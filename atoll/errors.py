@@ -34,6 +34,9 @@ class CodedError(AtollError):
 def describe_validation(errors: Any) -> str:
     """A pydantic ValidationError as one line: ``field.path: message; …``."""
     return "; ".join(
-        f"{'.'.join(str(part) for part in error['loc']) or '(top)'}: {error['msg']}"
+        # A refused_field error's message names its field itself (``agents[0].extra_args.x: …``).
+        error["msg"]
+        if error["type"] == "refused_field"
+        else f"{'.'.join(str(part) for part in error['loc']) or '(top)'}: {error['msg']}"
         for error in errors.errors()
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -11,6 +12,9 @@ from pydantic_core import PydanticCustomError
 
 from atoll.bounded_yaml import load_bounded_yaml
 from atoll.errors import AtollError, describe_validation
+from atoll.llm.arguments import INLINE_KEY_HELP, argument_problem, key_like_fields
+
+_SECRET_HELP = "name of a secret the operator provisioned for api_base (never the key itself)"
 
 Thinking = Literal["off", "low", "medium", "high"]
 _THINKING = (
@@ -61,13 +65,17 @@ class AgentSpec(_Spec):
     model: str = "replay"
     api_base: str | None = None
     thinking: Thinking | None = Field(default=None, description=_THINKING)
-    extra_args: dict[str, Any] = Field(default_factory=dict, description="passed to litellm")
+    api_key_secret: str | None = Field(default=None, description=_SECRET_HELP)
+    extra_args: dict[str, Any] = Field(
+        default_factory=dict, description="generation parameters passed to litellm (temperature, …)"
+    )
     config: dict[str, Any] = Field(default_factory=dict, description="agent options")
 
 
 class JudgeSpec(_Spec):
     model: str | None = Field(default=None, description="None = programmatic checks only")
     api_base: str | None = None
+    api_key_secret: str | None = Field(default=None, description=_SECRET_HELP)
     samples: int = Field(default=1, ge=1)
     quorum: int | None = Field(default=None, ge=1, description="verdicts needed of the samples; None = all")
     thinking: Thinking | None = Field(default=None, description=_THINKING)
@@ -149,6 +157,14 @@ class ExperimentSpec(_Spec):
         return self
 
     @model_validator(mode="after")
+    def _no_keys_or_routing(self) -> ExperimentSpec:
+        """Keys are never written in an experiment, and extra_args hold generation parameters
+        only (atoll.llm.arguments): nothing in it can move a call or carry a credential."""
+        for problem in _key_problems(self):
+            raise PydanticCustomError("refused_field", "{problem}", {"problem": problem})
+        return self
+
+    @model_validator(mode="after")
     def _parameters_accepted(self) -> ExperimentSpec:
         """Each model is asked only for parameters it accepts (atoll.llm.profiles)."""
         from atoll.llm.profiles import ProfileError, check_experiment
@@ -158,6 +174,27 @@ class ExperimentSpec(_Spec):
         except ProfileError as exc:
             raise PydanticCustomError("model_parameters", "{message}", {"message": exc.message}) from None
         return self
+
+
+def _key_problems(spec: ExperimentSpec) -> Iterator[str]:
+    for index, agent in enumerate(spec.agents):
+        path = f"agents[{index}]"
+        for field in key_like_fields(agent.config, f"{path}.config"):
+            yield f"{field}: {INLINE_KEY_HELP}"
+        for where, arguments in (
+            ("extra_args", agent.extra_args),
+            ("config.extra_args", agent.config.get("extra_args")),
+        ):
+            if isinstance(arguments, dict) and (problem := argument_problem(arguments, f"{path}.{where}")):
+                yield problem
+    if problem := argument_problem(spec.judge.extra_args, "judge.extra_args"):
+        yield problem
+
+
+def experiment_endpoints(spec: ExperimentSpec) -> list[str]:
+    """Every endpoint ``spec``'s agents and judge name."""
+    named = [agent.api_base or agent.config.get("api_base") for agent in spec.agents]
+    return [url for url in [*named, spec.judge.api_base] if isinstance(url, str) and url]
 
 
 def load_experiment(path: str | Path) -> ExperimentSpec:

@@ -12,9 +12,18 @@ import os
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from atoll.errors import AtollError, describe_validation
+from atoll.llm.arguments import check_arguments
 
 if TYPE_CHECKING:
     from atoll.experiment import ExperimentSpec
@@ -31,7 +40,10 @@ class JudgeConfig(BaseModel):
 
     ``model`` is a litellm model string (``openai/<name>`` with ``api_base`` for any
     OpenAI-compatible server).  The key comes from ``api_key`` or the environment variable
-    named by ``api_key_env`` (else litellm's provider defaults).  ``samples`` verdicts are
+    named by ``api_key_env`` (else litellm's provider defaults), or, for a submitter's own
+    endpoint, the operator-provisioned secret named by ``api_key_secret``; where each may be
+    sent is :mod:`atoll.llm.endpoints`'s rule.  ``extra_args`` are generation parameters
+    only (:mod:`atoll.llm.arguments`).  ``samples`` verdicts are
     asked per criterion; at least ``quorum`` of them (default: all) must come back, else the
     criterion is ungradeable.  ``verdict_format`` is how the verdict is asked for (see
     :mod:`grader.verdict`; ``auto`` picks the strongest the model supports).  ``max_retries``
@@ -52,6 +64,7 @@ class JudgeConfig(BaseModel):
     api_base: str | None = None
     api_key_env: str | None = None
     api_key: SecretStr | None = Field(default=None, exclude=True)
+    api_key_secret: str | None = Field(default=None, description="name of an operator-provisioned secret")
     samples: int = Field(default=1, ge=1, le=15)
     quorum: int | None = Field(default=None, ge=1, description="verdicts needed of the samples; None = all")
     extra_args: dict[str, Any] = Field(default_factory=dict)
@@ -76,6 +89,11 @@ class JudgeConfig(BaseModel):
         if self.quorum is not None and self.quorum > self.samples:
             raise ValueError(f"quorum {self.quorum} is more than samples {self.samples}")
         return self
+
+    @field_validator("extra_args")
+    @classmethod
+    def _generation_arguments_only(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return dict(check_arguments(value, "extra_args"))
 
     @model_validator(mode="after")
     def _parameters_accepted(self) -> JudgeConfig:
@@ -133,6 +151,7 @@ class JudgeConfig(BaseModel):
         return cls(
             model=model,
             api_base=api_base or spec.judge.api_base,
+            api_key_secret=spec.judge.api_key_secret if api_base is None else None,
             samples=spec.judge.samples,
             quorum=spec.judge.quorum,
             extra_args=spec.judge.extra_args,
@@ -151,10 +170,6 @@ def judge_request(config: JudgeConfig | None) -> dict[str, Any]:
     return dict(CHECKS_ONLY) if config is None else config.request()
 
 
-# extra_args a request may not carry: they would move the call to another endpoint or key.
-_ENDPOINT_ARGS = frozenset({"api_base", "base_url", "api_key", "api_version", "organization"})
-
-
 def judge_from_request(
     request: Any,
     default: JudgeConfig | None = None,
@@ -168,10 +183,11 @@ def judge_from_request(
     ``api_key_env``) is kept and never taken from the request. Raises AtollError(bad_input)
     naming the field for a request that is not an object or has an invalid field.
 
-    ``allowed_api_bases`` (a service's setting; None: not checked) guards the receiver's keys:
-    the call goes only to the default's ``api_base`` or one of these, and ``extra_args`` may not
-    name an endpoint or key, so a caller cannot have the service's key (or the provider keys in
-    its environment, which litellm falls back to) sent to an endpoint of its choosing."""
+    ``allowed_api_bases`` (a service's setting; None: not checked) guards the receiver's keys
+    (:func:`atoll.llm.admission.check_judge_request`): the call goes only to the default's
+    ``api_base``, one of these, an endpoint on the service's key allow-list or one a named
+    secret is provisioned for; the request carries no key and ``extra_args`` only generation
+    parameters, so a caller cannot have the service's key sent to an endpoint of its choosing."""
     if request is None:
         return default
     if not isinstance(request, Mapping):
@@ -179,9 +195,16 @@ def judge_from_request(
     if request.get("none") is True or ("model" in request and request["model"] is None):
         return None
     if allowed_api_bases is not None:
-        _check_endpoint(request, default, allowed_api_bases)
+        from atoll.llm.admission import check_judge_request
+
+        own = [default.api_base] if default is not None and default.api_base else []
+        check_judge_request(
+            request, default.model if default else None, also_allowed=[*own, *allowed_api_bases]
+        )
     overrides = {key: value for key, value in request.items() if key not in _SECRETS}
     base = default.model_dump(exclude=set(_SECRETS)) if default else {}
+    if "api_base" in overrides and "api_key_secret" not in overrides:
+        base.pop("api_key_secret", None)  # a secret is bound to its endpoint, not to a new one
     try:
         merged = JudgeConfig.model_validate({**base, **overrides})
     except ValidationError as exc:
@@ -190,30 +213,6 @@ def judge_from_request(
         merged.api_key = default.api_key
         merged.api_key_env = default.api_key_env
     return merged
-
-
-def _check_endpoint(request: Mapping, default: JudgeConfig | None, allowed: Collection[str]) -> None:
-    extra = request.get("extra_args")
-    if isinstance(extra, Mapping):
-        named = sorted(_ENDPOINT_ARGS.intersection(extra))
-        if named:
-            raise AtollError(
-                "bad_input",
-                f"field judge.extra_args.{named[0]}: a request may not set the judge's endpoint or key "
-                "there (use judge.api_base, which the grading service checks)",
-            )
-    if "api_base" not in request:
-        return
-    wanted = request["api_base"]
-    own = default.api_base if default is not None else None
-    permitted = {None, own, *allowed}  # None: the provider's own endpoint
-    if wanted not in permitted:
-        choices = ", ".join(sorted(base for base in permitted if base)) or "none"
-        raise AtollError(
-            "bad_input",
-            f"field judge.api_base: this grading service does not send judge calls to {wanted!r} "
-            f"(allowed: {choices}; an operator adds endpoints with ATOLL_GRADER_ALLOWED_API_BASES)",
-        )
 
 
 __all__ = ["CHECKS_ONLY", "JudgeConfig", "VerdictFormat", "judge_from_request", "judge_request"]

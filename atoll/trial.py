@@ -13,7 +13,17 @@ from pydantic import BaseModel, Field
 # Agent-config keys that never enter a trial's identity: secrets, endpoints and concurrency
 # knobs change how a trial is run, not what it measures.
 _NON_IDENTITY_KEYS = frozenset(
-    {"api_key", "api_base", "base_url", "headers", "timeout", "concurrency", "max_concurrency", "token"}
+    {
+        "api_key",
+        "api_key_secret",
+        "api_base",
+        "base_url",
+        "headers",
+        "timeout",
+        "concurrency",
+        "max_concurrency",
+        "token",
+    }
 )
 
 

@@ -180,7 +180,13 @@ async def ask(
         budget=budget if budget is not None else RetryBudget(config.retry_budget),
     )
     return await complete(
-        Endpoint(config.model, config.api_base, config.resolved_api_key()),
+        Endpoint(
+            config.model,
+            config.api_base,
+            config.api_key.get_secret_value() if config.api_key is not None else None,
+            secret=config.api_key_secret,
+            key_env=config.api_key_env,  # read only where atoll.llm.endpoints lets the key go
+        ),
         messages,
         role="judge",
         arguments=call_arguments,

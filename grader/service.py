@@ -2,7 +2,8 @@
 
 ``POST /grade`` takes multipart fields ``task`` (APEX task JSON), ``trajectory`` (optional,
 atoll or Archipelago JSON), ``judge`` (optional JudgeConfig JSON without secrets; fields
-override the server's default judge) and the files ``before`` and ``after`` (snapshot tar.gz
+override the server's default judge; never a key, at most ``api_key_secret``, the name of a
+secret provisioned on the service) and the files ``before`` and ``after`` (snapshot tar.gz
 or world zip); it answers with the Grade JSON.  User errors are 400 with
 ``{"error": {"code", "message"}}`` (atoll.http.ErrorBody), as is every other error.  The API key is never taken from a request.
 With a token (``ATOLL_GRADER_TOKEN``; required to listen beyond loopback) ``POST /grade`` needs
@@ -27,6 +28,7 @@ from atoll.grade import Grade
 from atoll.http import ERROR_RESPONSES, Health, add_error_handler, bearer_guard
 from atoll.http_guard import guard
 from atoll.judge import JudgeConfig, judge_from_request
+from atoll.llm.endpoints import trust_endpoints
 from grader.cache import VerdictCache
 from grader.grading import grade_trial
 from grader.inputs import trajectory_from_data
@@ -59,9 +61,12 @@ def create_app(
     max_body_bytes: int | None = None,
 ) -> FastAPI:
     """The grading service; ``judge`` is the default judge (None = programmatic checks only).
-    A request's judge may point only at the default's endpoint or one of ``allowed_api_bases``.
+    A request's judge may point only at the default's endpoint, one of ``allowed_api_bases`` or
+    an endpoint on the key allow-list (atoll.llm.endpoints), and carries no key of its own.
     With ``token``, ``POST /grade`` needs ``Bearer <token>``; ``max_body_bytes`` bounds a body."""
     allowed = frozenset(allowed_api_bases)
+    # The operator's own endpoints: the service's keys may be sent there (atoll.llm.endpoints).
+    trust_endpoints([judge.api_base if judge else None, *allowed])
     app = FastAPI(title="atoll grader", version="1")
     # Host allow-list, cross-site refusal and the body limit (atoll.http_guard)
     guard(app, max_body_bytes=max_body_bytes)

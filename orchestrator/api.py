@@ -33,6 +33,7 @@ from atoll.errors import AtollError
 from atoll.experiment import ExperimentSpec, check_run_name, parse_experiment
 from atoll.http import ERROR_RESPONSES, Health, add_error_handler, bearer_guard
 from atoll.http_guard import guard, require_non_empty
+from atoll.llm.admission import check_experiment
 from orchestrator.submission import benchmark_roots, submitted_experiment
 
 # bad_experiment, bad_run_name, operator_setting and benchmark_not_allowed are 400s.
@@ -175,6 +176,8 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         # (and /health) answering meanwhile.
         loop = asyncio.get_running_loop()
         parsed = await loop.run_in_executor(submissions, parse_experiment, text)
+        # No endpoint off the key allow-list (atoll.llm.admission); litellm may load: a thread.
+        await loop.run_in_executor(submissions, check_experiment, parsed)
         spec = await loop.run_in_executor(submissions, submitted_experiment, parsed, imposed, roots)
         outcome = await loop.run_in_executor(
             submissions,

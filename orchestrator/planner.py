@@ -91,6 +91,8 @@ def agent_config(agent: AgentSpec, spec: ExperimentSpec) -> dict:
         config["thinking"] = agent.thinking
     if agent.api_base:
         config["api_base"] = agent.api_base  # not part of the identity (see atoll.trial)
+    if agent.api_key_secret:
+        config["api_key_secret"] = agent.api_key_secret  # a secret's name, not the secret; not identity
     return config
 
 

@@ -98,6 +98,9 @@ def run(
     for name in ignored:
         typer.secho(f"note: agent config value {name!r} has no atoll equivalent and is ignored", err=True)
 
+    from atoll.llm.endpoints import trust_endpoints
+
+    trust_endpoints([api_base, agent_settings.api_base])  # the operator's own options and file
     spec, agent_run = prepare_run(
         model=model,
         prompt=task_prompt,

@@ -48,9 +48,13 @@ def _judge(
         if value is not None:
             values[key] = value
     try:
-        return JudgeConfig.model_validate(values)
+        judge = JudgeConfig.model_validate(values)
     except ValueError as exc:
         raise AtollError("bad_input", f"judge settings: {exc}") from None
+    from atoll.llm.endpoints import trust_endpoints
+
+    trust_endpoints([judge.api_base])  # the operator's own option or file (docs/security.md)
+    return judge
 
 
 def _load_task(

@@ -58,12 +58,16 @@ def run(
     Ctrl-C stops scheduling, waits a few seconds for running trials (again: abandons them)
     and gives their leases back; running the same command resumes."""
     from atoll.errors import AtollError
-    from atoll.experiment import load_experiment
+    from atoll.experiment import experiment_endpoints, load_experiment
+    from atoll.llm.endpoints import trust_endpoints
     from atoll.logs import configure_logging
     from orchestrator.runner import run_experiment
 
     configure_logging("WARNING", json_logs=json_logs or None)
     spec = load_experiment(experiment)
+    # The operator's own file: this process may send its provider keys to the endpoints the
+    # file names (a worker leasing work from a shared store trusts only its settings).
+    trust_endpoints(experiment_endpoints(spec))
     if new_run is not None and replace:
         raise AtollError("bad_option", "--new-run and --replace exclude each other: pick one")
     if new_run is not None and not new_run.strip():

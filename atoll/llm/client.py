@@ -22,6 +22,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the
 
 import litellm  # noqa: E402
 
+from atoll.llm.arguments import argument_problem  # noqa: E402
+from atoll.llm.endpoints import KeyRefused, call_key, redact  # noqa: E402
 from atoll.llm.errors import ModelError, ModelErrorKind, classify  # noqa: E402
 from atoll.llm.limits import CostLedger, ProviderLimiter, provider_of, shared_ledger, shared_limiter  # noqa: E402
 from atoll.llm.retry import RetryPolicy  # noqa: E402
@@ -30,24 +32,28 @@ litellm.suppress_debug_info = True
 
 
 def resolve_api_key(model: str, api_base: str | None, api_key: str | None) -> str | None:
-    """The key to send: ``api_key`` when given; a placeholder for an OpenAI-compatible
-    ``api_base`` when no OpenAI key is set (local servers such as vLLM, llama.cpp and Ollama
-    take any key, but the openai client refuses to send a request without one); else None,
-    and litellm reads the provider's usual environment variable."""
-    if api_key:
-        return api_key
-    if api_base and model.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
-        return "none"
-    return None
+    """The key to send to ``api_base`` for ``model`` (:func:`atoll.llm.endpoints.call_key`):
+    ``api_key`` when given; None when the provider's environment key may go there (litellm reads
+    it); a placeholder for an OpenAI-compatible endpoint off the allow-list, or a listed one while
+    no key is set (local servers such as vLLM, llama.cpp and Ollama take any key, but the openai
+    client refuses to send a request without one). Raises KeyRefused."""
+    return call_key(model, api_base, api_key=api_key)
 
 
 @dataclass(frozen=True)
 class Endpoint:
-    """A model and where it answers; the key never shows in ``repr``."""
+    """A model, where it answers and which key goes with it; the key never shows in ``repr``.
+
+    ``api_key`` is the caller's own key for this endpoint; ``secret`` names an
+    operator-provisioned secret bound to it; ``key_env`` a variable of the service's settings.
+    Which of them (or the provider's environment key) is sent is decided by
+    :func:`atoll.llm.endpoints.call_key` on every call."""
 
     model: str
     api_base: str | None = None
     api_key: str | None = field(default=None, repr=False, compare=False)
+    secret: str | None = None
+    key_env: str | None = None
 
     @property
     def url(self) -> str:
@@ -121,6 +127,7 @@ async def complete(
     deadline = started + policy.deadline_s if policy.deadline_s else None
     recovered: list[str] = []
     attempt = 0
+    key = _checked_key(endpoint, arguments or {})
     while True:
         if ledger.exhausted():
             raise ModelError(
@@ -138,7 +145,7 @@ async def complete(
                 try:
                     async with asyncio.timeout(attempt_timeout):
                         response = await _call(
-                            endpoint, messages, tools, arguments or {}, attempt_timeout, stream
+                            endpoint, key, messages, tools, arguments or {}, attempt_timeout, stream
                         )
                 except TimeoutError:
                     raise ModelError(
@@ -149,6 +156,7 @@ async def complete(
                     ) from None
         except Exception as exc:  # noqa: BLE001 - every failure is classified, none escapes raw
             error = classify(exc, model=endpoint.model, api_base=endpoint.api_base)
+            error.message = redact(error.message)  # a provider may echo the key it was sent
             if error.kind is ModelErrorKind.rate_limited:
                 await limiter.report(provider, rate_limited=True)
             wait = policy.wait_s(attempt + 1, error.retry_after_s)
@@ -179,8 +187,32 @@ async def complete(
         )
 
 
+def _checked_key(endpoint: Endpoint, arguments: dict[str, Any]) -> str | None:
+    """The key for this call; ModelError(configuration), nothing sent, when the arguments or
+    the endpoint would carry a key where it may not go."""
+    problem = argument_problem(arguments, "arguments")
+    try:
+        if problem:
+            raise KeyRefused(problem)
+        return call_key(
+            endpoint.model,
+            endpoint.api_base,
+            api_key=endpoint.api_key,
+            secret=endpoint.secret,
+            key_env=endpoint.key_env,
+        )
+    except KeyRefused as refused:
+        raise ModelError(
+            ModelErrorKind.configuration,
+            model=endpoint.model,
+            api_base=endpoint.api_base,
+            message=refused.message,
+        ) from None
+
+
 async def _call(
     endpoint: Endpoint,
+    key: str | None,
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]] | None,
     extra: dict[str, Any],
@@ -196,12 +228,11 @@ async def _call(
     }
     if tools:
         call["tools"] = tools
+    call.update(extra)  # generation parameters only (checked): never an endpoint or a key
     if endpoint.api_base:
         call["api_base"] = endpoint.api_base
-    key = resolve_api_key(endpoint.model, endpoint.api_base, endpoint.api_key)
     if key:
         call["api_key"] = key
-    call.update(extra)
     if not stream:
         return await litellm.acompletion(**call)
     # Streaming keeps the connection busy during long generations (proxies drop idle

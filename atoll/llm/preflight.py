@@ -69,6 +69,7 @@ class Probe:
     used_by: list[str] = field(default_factory=list)
     arguments: dict[str, Any] = field(default_factory=dict)
     api_key: str | None = field(default=None, repr=False)
+    secret: str | None = None  # name of an operator-provisioned secret (atoll.llm.endpoints)
     messages: list[dict[str, Any]] = field(default_factory=lambda: list(_PROBE))
     tools: list[dict[str, Any]] | None = None
     stream: bool = False
@@ -80,6 +81,7 @@ class Probe:
         return (
             self.model,
             self.api_base,
+            self.secret,
             json.dumps(self.arguments, sort_keys=True, default=str),
             json.dumps(self.tools, sort_keys=True),
             self.stream,
@@ -131,6 +133,7 @@ def experiment_probes(
             probe = Probe(
                 agent.model,
                 agent.api_base or config.api_base,
+                secret=agent.api_key_secret,
                 arguments=agent_arguments(agent.model, config, where=who),
                 messages=list(AGENT_MESSAGES),
                 tools=[PROBE_TOOL],
@@ -147,6 +150,7 @@ def experiment_probes(
         probe = Probe(
             judge_config.model,
             judge_config.api_base,
+            secret=judge_config.api_key_secret,
             arguments=arguments,
             messages=messages,
             tries="a verdict",
@@ -183,7 +187,7 @@ async def _failure(probe: Probe, *, timeout_s: float) -> Any:
     )
     try:
         await complete(
-            Endpoint(probe.model, probe.api_base, probe.api_key),
+            Endpoint(probe.model, probe.api_base, probe.api_key, secret=probe.secret),
             probe.messages,
             role="preflight",
             tools=probe.tools,

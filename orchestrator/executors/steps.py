@@ -33,7 +33,9 @@ from orchestrator.executors.instant import InstantOptions
 # Keys of a trial's agent config that are not the agent's: the orchestrator's endpoint keys
 # and the instant executor's declared dry-run knobs. Everything else must be a field of
 # the agent's options model (validate_agents rejects a typo before anything runs).
-ORCHESTRATOR_KEYS = frozenset({"api_base", "api_key_env"}) | frozenset(InstantOptions.model_fields)
+ORCHESTRATOR_KEYS = frozenset({"api_base", "api_key_env", "api_key_secret"}) | frozenset(
+    InstantOptions.model_fields
+)
 INCOMPLETE = (RunStatus.max_steps, RunStatus.timeout, RunStatus.budget_exhausted)
 
 
@@ -199,6 +201,7 @@ async def run_agent_in_process(environment: EnvironmentEndpoint, task: Task, spe
         gateway_token=environment.mcp_token,
         prompt=task.prompt,
         api_base=spec.agent_config.get("api_base"),
+        api_key_secret=spec.agent_config.get("api_key_secret"),
         agent=spec.agent,
         config=agent_config(spec),
         task_id=task.task_id,
@@ -228,6 +231,7 @@ async def run_agent_remote(
         "agent": spec.agent,
         "config": agent_config(spec) or None,
         "api_base": spec.agent_config.get("api_base"),
+        "api_key_secret": spec.agent_config.get("api_key_secret"),
         "task_id": task.task_id,
         "trial_id": spec.trial_id,
         "reference_solution": task.reference_solution.model_dump(mode="json")

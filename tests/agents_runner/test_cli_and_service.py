@@ -121,7 +121,7 @@ def test_archipelago_config_mapping_reports_ignored_values(tmp_path: Path):
     assert ignored == ["jev_finish_gate"]
 
 
-async def test_service_start_poll_fetch_and_cancel(gateway):
+async def test_service_start_poll_fetch_and_cancel(gateway, monkeypatch):
     script = [
         {"tool_calls": [call("toolbelt_list_tools")]},
         {"tool_calls": [call("final_answer", answer="42")]},
@@ -129,9 +129,10 @@ async def test_service_start_poll_fetch_and_cancel(gateway):
         {"content": "slow", "delay_s": 5},
     ]
     with ScriptedLLM(script) as llm, ServedApp(create_app(token="svc")) as served:
+        monkeypatch.setenv("ATOLL_KEY_ENDPOINTS", f"openai={llm.api_base}")  # the operator's endpoint
         base = f"http://127.0.0.1:{served.port}"
         headers = {"Authorization": "Bearer svc"}
-        body = {"model": "openai/x", "api_base": llm.api_base, "api_key": "x", "gateway_url": gateway.url,
+        body = {"model": "openai/x", "api_base": llm.api_base, "gateway_url": gateway.url,
                 "gateway_token": gateway.token, "prompt": "What is it?", "task_id": "t1"}  # fmt: skip
         async with httpx.AsyncClient(base_url=base, headers=headers, timeout=10) as client:
             assert (await client.get("/health")).status_code == 200

@@ -388,7 +388,7 @@ def test_serve_rejects_a_mistyped_judge_field_naming_it(grader_server, tmp_path)
     task = f.task([{"verifier_id": "v1", "criteria": "c"}])
     response = httpx.post(
         f"{url}/grade",
-        data={"task": task.model_dump_json(), "judge": json.dumps({"samples": "many", "api_key": "stolen"})},
+        data={"task": task.model_dump_json(), "judge": json.dumps({"samples": "many"})},
         files={"before": b"x", "after": b"x"},
     )
     assert response.status_code == 400
@@ -402,8 +402,30 @@ def test_serve_rejects_a_mistyped_judge_field_naming_it(grader_server, tmp_path)
         lambda elsewhere: {"api_base": elsewhere},
         lambda elsewhere: {"extra_args": {"api_base": elsewhere}},
         lambda elsewhere: {"extra_args": {"base_url": elsewhere}},
+        lambda elsewhere: {"extra_args": {"fallbacks": [{"model": "openai/x", "api_base": elsewhere}]}},
+        lambda elsewhere: {"extra_args": {"context_window_fallbacks": [{"api_base": elsewhere}]}},
+        lambda elsewhere: {"extra_args": {"model_list": [{"litellm_params": {"api_base": elsewhere}}]}},
+        lambda elsewhere: {"extra_args": {"extra_headers": {"X-Forward-To": elsewhere}}},
+        lambda elsewhere: {"extra_args": {"http_proxy": elsewhere}},
+        lambda elsewhere: {"api_base": elsewhere, "api_key_secret": "NOT_PROVISIONED"},
+        lambda elsewhere: {"api_base": elsewhere, "api_key": "sk-caller"},
+        lambda elsewhere: {"api_base": elsewhere, "model": "azure/gpt-4o"},
+        lambda elsewhere: {"api_base": elsewhere.replace("http://", "http://127.0.0.1@")},
     ],
-    ids=["api_base", "extra_args.api_base", "extra_args.base_url"],
+    ids=[
+        "api_base",
+        "extra_args.api_base",
+        "extra_args.base_url",
+        "fallbacks",
+        "context_window_fallbacks",
+        "model_list",
+        "extra_headers",
+        "http_proxy",
+        "unknown secret",
+        "inline key",
+        "other provider",
+        "userinfo",
+    ],
 )
 def test_serve_refuses_to_send_its_judge_key_to_an_endpoint_the_caller_picks(
     grader_server, tmp_path, judge_request
