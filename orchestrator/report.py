@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from atoll.costs import tokens_text
 from atoll.errors import AtollError
 from atoll.trial import Outcome, TrialResult, TrialSpec
 from orchestrator.report_trials import (
@@ -507,12 +508,7 @@ def _matrix_lines(report: dict[str, Any]) -> list[str]:
 def _tokens_text(trial: dict[str, Any]) -> str:
     """A trial's tokens, with the reasoning and cached ones among them when there are any."""
     total = (trial["prompt_tokens"] or 0) + (trial["completion_tokens"] or 0)
-    parts = [
-        f"{trial.get(key) or 0} {label}"
-        for key, label in (("reasoning_tokens", "reasoning"), ("cached_tokens", "cached"))
-        if trial.get(key)
-    ]
-    return f"{total} ({', '.join(parts)})" if parts else str(total)
+    return tokens_text(total, trial.get("reasoning_tokens") or 0, trial.get("cached_tokens") or 0)
 
 
 def _trial_table_lines(report: dict[str, Any]) -> list[str]:

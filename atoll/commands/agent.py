@@ -120,14 +120,15 @@ def run(
         raise AtollError(
             "bad_output", f"--output {output}: cannot create its folder ({exc.strerror})"
         ) from exc
-    from atoll.costs import cost_text
+    from atoll.costs import cost_text, tokens_text
 
     trajectory = asyncio.run(_run_with_progress(spec, agent_run, gateway_url, gateway_token, quiet))
     output.write_text(trajectory.model_dump_json(indent=2), encoding="utf-8")
     usage = trajectory.usage
     typer.echo(
         f"{trajectory.status.value}: {trajectory.steps} steps, {trajectory.duration_s:.1f} s, "
-        f"{usage.total_tokens} tokens, {cost_text(usage.cost_usd, usage.total_tokens)} cost -> {output}"
+        f"{tokens_text(usage.total_tokens, usage.reasoning_tokens, usage.cached_tokens)} tokens, "
+        f"{cost_text(usage.cost_usd, usage.total_tokens)} cost -> {output}"
     )
     if trajectory.error:
         typer.echo(f"error ({trajectory.error.kind.value}): {trajectory.error.message}", err=True)

@@ -50,7 +50,16 @@ def test_cli_takes_archipelagos_inputs_and_flags_and_writes_the_trajectory(gatew
         )
     )
     (tmp_path / "extra_args.json").write_text(json.dumps({"temperature": 0.3}))
-    script = [{"tool_calls": [call("mail_search_mail", query="Halvorsen")]}, {"content": "HX-40917-Q"}]
+    usage = {
+        "prompt_tokens": 100,
+        "completion_tokens": 30,
+        "prompt_tokens_details": {"cached_tokens": 64},
+        "completion_tokens_details": {"reasoning_tokens": 20},
+    }
+    script = [
+        {"tool_calls": [call("mail_search_mail", query="Halvorsen")], "usage": usage},
+        {"content": "HX-40917-Q", "usage": usage},
+    ]
     out = tmp_path / "out" / "trajectory.json"
     with ScriptedLLM(script) as llm:
         result = _atoll(
@@ -65,6 +74,7 @@ def test_cli_takes_archipelagos_inputs_and_flags_and_writes_the_trajectory(gatew
         assert llm.requests[0]["temperature"] == 0.3
     assert result.returncode == 0, result.stderr
     assert "completed: 2 steps" in result.stdout and "final answer: HX-40917-Q" in result.stdout
+    assert "260 (40 reasoning, 128 cached) tokens" in result.stdout
     trajectory = Trajectory.model_validate_json(out.read_text())
     assert trajectory.agent == "loop" and trajectory.status == RunStatus.completed
     assert trajectory.trial_id == "traj-1" and trajectory.agent_config["extra_args"] == {"temperature": 0.3}
