@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import zipfile
 from pathlib import Path
@@ -34,6 +35,10 @@ TASK_FILES_DIR = "task_files"
 WORLD_SUBTREES = ("filesystem", ".apps_data")
 
 HF_PREFIX = "hf://"
+#: A revision as a Git ref or commit names it: ``main``, ``v1.0``, ``refs/pr/1``, a hash. It is
+#: joined to a cache folder by huggingface_hub (``refs/<revision>``, read offline), so ``..``,
+#: an absolute path or an empty component would read (and, online, write) outside the cache.
+_HF_REVISION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*)*")
 
 
 def _fail(message: str) -> AtollError:
@@ -57,10 +62,20 @@ def resolve_benchmark_path(location: str | Path) -> Path:
     repo_id, _, revision = text.removeprefix(HF_PREFIX).partition("@")
     try:
         from huggingface_hub import snapshot_download
+        from huggingface_hub.utils import HFValidationError, validate_repo_id
     except ImportError:
         raise _fail(
             f"{text}: downloading from Hugging Face needs huggingface_hub (pip install 'atoll[hf]')"
         ) from None
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as exc:
+        raise _fail(f"{text}: not a dataset id ({exc})") from None
+    if revision and (len(revision) > 256 or ".." in revision or not _HF_REVISION.fullmatch(revision)):
+        raise _fail(
+            f"{text}: revision {revision!r} is not a branch, tag or commit name (letters, digits, "
+            "'.', '_', '-' and '/' between names; no '..', no leading '/')"
+        )
     # huggingface_hub reads HF_HUB_OFFLINE and the cache location once, at import; honour
     # them as they are set now.
     offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")

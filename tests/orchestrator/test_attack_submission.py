@@ -1,0 +1,83 @@
+"""Hostile submitters against the orchestrator API (issue #26): what a ``POST /runs`` body can
+make the service read, tell or write beyond what the operator allows."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from fastapi.testclient import TestClient
+
+from orchestrator.api import ApiSettings, create_app
+from tests.atoll.factories import make_task, write_benchmark
+
+_UP = "../" * 12
+
+
+@pytest.fixture
+def hf_cache(tmp_path, monkeypatch):
+    """An offline Hugging Face cache holding one dataset (any dataset the service once loaded)."""
+    repo = tmp_path / "hub" / "datasets--org--bench"
+    commit = "a" * 40
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    write_benchmark(repo / "snapshots" / commit, tasks=[make_task("t0")])
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    return repo
+
+
+@pytest.fixture
+def client(tmp_path):
+    settings = ApiSettings(
+        store=f"sqlite:///{tmp_path / 'api.db'}",
+        output_dir=str(tmp_path / "out"),
+        artifacts=(tmp_path / "artifacts").as_uri(),
+        benchmark_roots=str(tmp_path / "roots"),
+    )
+    with TestClient(create_app(settings)) as client:
+        yield client
+
+
+def _post(client, benchmark: str, name: str = "probe"):
+    body = {
+        "name": name,
+        "benchmark": benchmark,
+        "executor": "instant",
+        "agents": [{"name": "a", "agent": "replay", "model": "replay"}],
+    }
+    return client.post("/runs", content=yaml.safe_dump(body))
+
+
+@pytest.mark.parametrize("form", ["{up}{path}", "{path}", "{path}/"])
+def test_an_hf_revision_is_no_oracle_for_host_folders(client, hf_cache, tmp_path, form):
+    """huggingface_hub joins the revision to ``<cache>/datasets--ORG--NAME/refs/`` and reads that
+    file offline: ``@../../etc`` (or ``@/etc``) answered "Is a directory" for a host folder and
+    "not in the cache" for a missing one, past the benchmark roots' one answer for both."""
+    (tmp_path / "host-folder").mkdir()
+    answers = []
+    for target in (tmp_path / "host-folder", tmp_path / "no-such-folder"):
+        revision = form.format(up=_UP, path=str(target).lstrip("/") if form.startswith("{up}") else target)
+        answer = _post(client, f"hf://org/bench@{revision}")
+        assert answer.status_code == 400
+        answers.append(answer.json()["error"]["message"].replace(str(target), "PATH"))
+    assert answers[0] == answers[1]
+    assert "Is a directory" not in answers[0] and "revision" in answers[0]
+    assert client.get("/runs").json()["runs"] == []
+
+
+def test_an_hf_revision_cannot_load_a_benchmark_outside_the_roots(client, hf_cache, tmp_path):
+    """Offline, the file the revision names is read as the commit, and the commit is joined to
+    ``snapshots/``: a file holding an absolute path made the service load that folder."""
+    write_benchmark(tmp_path / "outside", tasks=[make_task("secret-task")])
+    pointer = tmp_path / "pointer"
+    pointer.write_text(str(tmp_path / "outside"))
+    answer = _post(client, f"hf://org/bench@{_UP}{str(pointer).lstrip('/')}")
+    assert answer.status_code == 400, answer.text
+    assert client.get("/runs").json()["runs"] == []
+
+
+def test_a_plain_hf_revision_still_loads(client, hf_cache):
+    for index, revision in enumerate(("", "@main", "@" + "a" * 40)):
+        answer = _post(client, f"hf://org/bench{revision}", name=f"run-{index}")
+        assert answer.status_code == 202, answer.text
+        assert answer.json()["planned"] == 1
