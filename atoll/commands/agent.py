@@ -213,6 +213,7 @@ def serve(
 
     from agents_runner.service import create_app
     from agents_runner.settings import AgentRunnerSettings
+    from atoll.http_guard import guarded_protocol
     from atoll.serving import serve_app
 
     overrides = {key: value for key, value in (("host", host), ("port", port)) if value is not None}
@@ -228,6 +229,7 @@ def serve(
         port=settings.port,
         token=settings.token.get_secret_value() if settings.token else None,
         token_variable="ATOLL_AGENT_TOKEN",
+        http=guarded_protocol(10.0),  # a client gets 10 s for its headers (atoll.http_guard)
         json_logs=json_logs or None,
         log_level="warning",
     )

@@ -184,6 +184,7 @@ def serve(
     """Run the grading service (POST /grade, GET /health)."""
     from pydantic import ValidationError
 
+    from atoll.http_guard import guarded_protocol
     from atoll.serving import serve_app
     from grader.cache import VerdictCache
     from grader.service import create_app
@@ -216,6 +217,7 @@ def serve(
         port=port if port is not None else settings.port,
         token=settings.token_text(),
         token_variable="ATOLL_GRADER_TOKEN",
+        http=guarded_protocol(10.0),  # a client gets 10 s for its headers (atoll.http_guard)
         log_level="warning",
         json_logs=json_logs or None,
     )

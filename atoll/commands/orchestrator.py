@@ -30,6 +30,7 @@ def serve(
     """Serve /health and /runs (POST an experiment to enqueue it; workers execute it)."""
     from pydantic import ValidationError
 
+    from atoll.http_guard import guarded_protocol
     from atoll.serving import serve_app
     from orchestrator.api import ApiSettings, create_app
 
@@ -47,6 +48,7 @@ def serve(
         port=port,
         token=settings.token(),
         token_variable="ATOLL_API_TOKEN",
+        http=guarded_protocol(10.0),  # a client gets 10 s for its headers (atoll.http_guard)
         log_level="warning",
         json_logs=json_logs or None,
     )

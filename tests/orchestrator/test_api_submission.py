@@ -248,6 +248,17 @@ def test_a_streamed_body_is_counted_and_cut_at_the_limit(served):
     assert httpx.get(f"{served}/health", timeout=10).status_code == 200
 
 
+@pytest.mark.slow
+def test_a_client_that_never_finishes_its_headers_is_dropped(served):
+    served, _ = served
+    port = int(served.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as slow:
+        slow.sendall(b"POST /runs HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # and nothing more
+        started = time.monotonic()
+        assert slow.recv(1024) == b""  # closed by the service, not by this timeout
+        assert time.monotonic() - started < 20
+
+
 @pytest.mark.serial
 def test_health_answers_fast_while_alias_bombs_are_refused(served):
     served, benchmark = served
