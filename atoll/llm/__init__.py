@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         shared_limiter,
     )
     from atoll.llm.retry import RetryBudget, RetryPolicy, retry_after_s
+    from atoll.llm.usage import token_counts
 
 # Exported lazily (PEP 562): importing a light submodule (atoll.llm.profiles, which experiment
 # loading uses) must not import litellm through the client.
@@ -47,6 +48,7 @@ _HOMES = {
     "RetryBudget": "retry",
     "RetryPolicy": "retry",
     "retry_after_s": "retry",
+    "token_counts": "usage",
 }
 
 
@@ -76,4 +78,5 @@ __all__ = [
     "retry_after_s",
     "shared_ledger",
     "shared_limiter",
+    "token_counts",
 ]
