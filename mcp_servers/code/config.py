@@ -32,6 +32,7 @@ class SandboxLimits:
     max_file_mb: int = 1024
     max_write_mb: int = 2048
     max_world_mb: int = 10240
+    max_world_entries: int = 200_000
     tmp_mb: int = 512
     max_output_chars: int = 100_000
     cpu_weight: int = 50
@@ -40,7 +41,7 @@ class SandboxLimits:
 _LIMITS = SandboxLimits()
 #: The fields of :class:`SandboxLimits` other than the timeout, all integers.
 _INT_LIMITS = ("cpu_s", "memory_mb", "max_processes", "max_file_mb", "max_write_mb", "max_world_mb",
-               "tmp_mb", "max_output_chars", "cpu_weight")  # fmt: skip
+               "max_world_entries", "tmp_mb", "max_output_chars", "cpu_weight")  # fmt: skip
 
 
 class CodeOptions(ServerOptions):
@@ -55,6 +56,9 @@ class CodeOptions(ServerOptions):
     max_file_mb: int = Field(_LIMITS.max_file_mb, ge=1)
     max_write_mb: int = Field(_LIMITS.max_write_mb, ge=1, description="bytes one call may add to the world")
     max_world_mb: int = Field(_LIMITS.max_world_mb, ge=1)
+    max_world_entries: int = Field(
+        _LIMITS.max_world_entries, ge=1, description="files, folders and links the world may hold"
+    )
     tmp_mb: int = Field(_LIMITS.tmp_mb, ge=1)
     max_output_chars: int = Field(_LIMITS.max_output_chars, ge=1)
     cpu_weight: int = Field(_LIMITS.cpu_weight, ge=1)

@@ -48,6 +48,7 @@ from mcp_servers.code import seccomp, worldtree
 from mcp_servers.code.bwrap import SANDBOX_ROOT, bwrap_argv, probe, python_prefixes, sandbox_environment
 from mcp_servers.code.cgroup import CgroupLimits, RunCgroup, available_controllers
 from mcp_servers.code.config import CodeOptions, SandboxLimits
+from mcp_servers.code.diskcap import DiskCap, after_run
 from mcp_servers.code.identity import (
     IdentityError,
     SandboxIdentity,
@@ -61,7 +62,6 @@ from mcp_servers.code.staging import Staging, staging_supported
 from mcp_servers.code.uids import UidPoolError
 
 _MB = 1024 * 1024
-_CTIME_SLACK_NS = 2_000_000_000  # file ctimes come from a coarse clock; strip a little early
 
 
 @dataclass
@@ -224,7 +224,7 @@ def _run_in(
         return SandboxResult(
             "", None, killed_reason=f"not started: {exc} under {SANDBOX_ROOT}", sandbox=status.mode or ""
         )
-    cap = _DiskCap.for_run(limits, baseline.allocated_bytes)
+    cap = DiskCap.for_run(limits, baseline)
     group = RunCgroup.create(
         CgroupLimits(limits.memory_mb * _MB, limits.max_processes, limits.cpu_weight), parent=run.group
     )
@@ -260,7 +260,7 @@ def _run_in(
     if status.mode == "minimal-proc":
         result.sandbox = "bubblewrap (minimal /proc)"
     try:
-        captured = _supervise(process, group, fs_root, baseline.allocated_bytes, cap, limits, started, result)
+        captured = _supervise(process, group, fs_root, baseline, cap, limits, started, result)
     finally:
         _kill_tree(process)
         if group is not None:  # anything that left the process group (setsid) goes too
@@ -268,7 +268,9 @@ def _run_in(
         assert process.stdout is not None
         process.stdout.close()
         clean_up()
-    _after_run(fs_root, baseline, started_ns, cap, result)
+    killed, notes = after_run(fs_root, baseline, started_ns, cap)
+    result.killed_reason = result.killed_reason or killed
+    result.notes += notes
     result.exit_code = process.returncode if result.killed_reason is None else None
     result.duration_s = round(time.monotonic() - started, 3)
     text = captured.decode("utf-8", errors="replace")
@@ -281,31 +283,9 @@ def _run_in(
     return result
 
 
-@dataclass(frozen=True)
-class _DiskCap:
-    """What one call may add under the root: ``max_write_mb``, and no more than keeps the
-    whole world under ``max_world_mb`` (so many calls cannot add up to a full disk)."""
-
-    allowed_bytes: int
-    reason: str
-
-    @classmethod
-    def for_run(cls, limits: SandboxLimits, baseline: int) -> _DiskCap:
-        per_call, world = limits.max_write_mb * _MB, limits.max_world_mb * _MB
-        if world - baseline < per_call:
-            return cls(max(0, world - baseline), f"the world's files passed {limits.max_world_mb} MB")
-        return cls(per_call, f"wrote more than {limits.max_write_mb} MB under {SANDBOX_ROOT}")
-
-
-def _written(fs_root: Path, baseline: int, process: subprocess.Popen, group: RunCgroup | None) -> int:
-    """Bytes the run added: the tree's growth plus deleted files its processes hold."""
-    members = group.members() if group is not None else worldtree.descendants(process.pid)
-    return worldtree.measure(fs_root).allocated_bytes + worldtree.unlinked_open_bytes(members) - baseline
-
-
 def _supervise(
-    process: subprocess.Popen, group: RunCgroup | None, fs_root: Path, baseline: int,
-    cap: _DiskCap, limits: SandboxLimits, started: float, result: SandboxResult,
+    process: subprocess.Popen, group: RunCgroup | None, fs_root: Path, baseline: worldtree.TreeUsage,
+    cap: DiskCap, limits: SandboxLimits, started: float, result: SandboxResult,
 ) -> bytearray:  # fmt: skip
     """Read output until the run ends, times out or passes the disk cap."""
     captured = bytearray()
@@ -323,15 +303,16 @@ def _supervise(
                 result.killed_reason = f"wall-clock timeout after {limits.timeout_s:g} s"
                 break
             if now >= next_disk_check:
+                members = group.members() if group is not None else worldtree.descendants(process.pid)
                 try:
-                    over = _written(fs_root, baseline, process, group) > cap.allowed_bytes
+                    over = cap.passed(fs_root, baseline, members)
                 except worldtree.TreeTooDeep as exc:
                     result.killed_reason = f"{exc} under {SANDBOX_ROOT}"
                     break
                 # A walk of a big tree takes a while: look again after a few of its durations.
                 next_disk_check = time.monotonic() + max(0.2, 3 * (time.monotonic() - now))
                 if over:
-                    result.killed_reason = cap.reason
+                    result.killed_reason = over
                     break
             if not selector.select(timeout=min(0.25, max(deadline - now, 0.01))):
                 if process.poll() is not None:
@@ -347,30 +328,6 @@ def _supervise(
     finally:
         selector.close()
     return captured
-
-
-def _after_run(fs_root: Path, baseline: worldtree.TreeUsage, started_ns: int, cap: _DiskCap,
-               result: SandboxResult) -> None:  # fmt: skip
-    """Strip set-id bits and capabilities; take back what the run wrote past its cap."""
-    try:
-        finished = worldtree.finish(fs_root, started_ns - _CTIME_SLACK_NS, baseline.inodes)
-    except worldtree.TreeTooDeep as exc:
-        result.killed_reason = result.killed_reason or f"{exc} under {SANDBOX_ROOT}"
-        return
-    if finished.too_deep_removed:
-        result.killed_reason = result.killed_reason or (
-            f"directories nested deeper than {worldtree.MAX_DEPTH} levels under {SANDBOX_ROOT}"
-        )
-        result.notes.append(f"removed {finished.too_deep_removed} folders below level {worldtree.MAX_DEPTH}")
-    if finished.stripped:
-        result.notes.append(
-            f"removed set-uid/set-gid bits or file capabilities from {finished.stripped} entries"
-        )
-    excess = finished.usage.allocated_bytes - baseline.allocated_bytes - cap.allowed_bytes
-    if excess > 0:
-        removed = worldtree.trim(fs_root, finished.new_files, excess)
-        result.killed_reason = result.killed_reason or cap.reason
-        result.notes.append(f"removed the {removed} newest files the run created, to keep it under the cap")
 
 
 def _kill_tree(process: subprocess.Popen) -> None:

@@ -64,6 +64,7 @@ class Finish:
     stripped: int = 0
     new_files: list[NewFile] = field(default_factory=list)
     too_deep_removed: int = 0
+    new_entries: list[tuple[tuple[str, ...], int]] = field(default_factory=list)  # (parts, inode)
 
 
 Visit = Callable[[int, str, os.stat_result, tuple[str, ...]], None]
@@ -124,7 +125,7 @@ def measure(root: Path, *, keep_inodes: bool = False) -> TreeUsage:
     usage = TreeUsage()
 
     def visit(fd: int, name: str, info: os.stat_result, parts: tuple[str, ...]) -> None:
-        if keep_inodes and stat.S_ISREG(info.st_mode):
+        if keep_inodes:
             usage.inodes.add(info.st_ino)
 
     _walk(root, visit, usage)
@@ -144,8 +145,7 @@ def prepare(root: Path, uid: int, gid: int) -> TreeUsage:
 
     def visit(fd: int, name: str, info: os.stat_result, parts: tuple[str, ...]) -> None:
         mode = info.st_mode
-        if stat.S_ISREG(mode):
-            usage.inodes.add(info.st_ino)
+        usage.inodes.add(info.st_ino)
         if (info.st_uid, info.st_gid) == (uid, gid):
             return
         if stat.S_ISDIR(mode) or stat.S_ISLNK(mode) or (stat.S_ISREG(mode) and info.st_nlink == 1):
@@ -194,7 +194,10 @@ def finish(root: Path, since_ns: int, baseline_inodes: set[int]) -> Finish:
             return
         if _strip(fd, name, info):
             result.stripped += 1
-        if stat.S_ISREG(info.st_mode) and info.st_ino not in baseline_inodes:
+        if info.st_ino in baseline_inodes:
+            return
+        result.new_entries.append(((*parts, name), info.st_ino))
+        if stat.S_ISREG(info.st_mode):
             result.new_files.append(
                 NewFile((*parts, name), info.st_ino, info.st_mtime_ns, info.st_blocks * 512)
             )
@@ -309,6 +312,33 @@ def trim(root: Path, new_files: list[NewFile], excess_bytes: int) -> int:
             if info.st_ino == new.inode:
                 os.unlink(new.parts[-1], dir_fd=fd)
                 excess_bytes -= info.st_blocks * 512
+                removed += 1
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return removed
+
+
+def trim_entries(root: Path, new_entries: list[tuple[tuple[str, ...], int]], excess: int) -> int:
+    """Remove ``excess`` of the entries the run created (files, links, folders), deepest
+    first, so a folder is empty when its turn comes; returns how many went. A folder that
+    still holds something older is left."""
+    removed = 0
+    for parts, inode in sorted(new_entries, key=lambda item: len(item[0]), reverse=True):
+        if removed >= excess:
+            break
+        try:
+            fd = _open_parent(root, parts)
+        except OSError:
+            continue
+        try:
+            info = os.stat(parts[-1], dir_fd=fd, follow_symlinks=False)
+            if info.st_ino == inode:
+                if stat.S_ISDIR(info.st_mode):
+                    os.rmdir(parts[-1], dir_fd=fd)
+                else:
+                    os.unlink(parts[-1], dir_fd=fd)
                 removed += 1
         except OSError:
             pass

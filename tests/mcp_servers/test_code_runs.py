@@ -160,3 +160,24 @@ def test_run_groups_of_a_killed_server_are_swept():
     assert groups and all(group.is_dir() for group in groups)  # SIGKILL: nobody removed them
     assert remove_stale_run_groups() >= 1
     assert not any(group.exists() for group in groups)
+
+
+def test_entries_count_against_the_world_cap_and_the_overshoot_is_taken_back(tmp_path):
+    from tests.mcp_servers.helpers import open_session
+
+    world = make_world(tmp_path)
+    for index in range(50):  # the world's own entries stay whatever the run does
+        (world.fs_root / f"kept{index}.txt").write_text("kept")
+    options = {"timeout_s": 60, "max_world_entries": 600, "max_processes": 64, "memory_mb": 1024}
+    make_many = "for d in $(seq 1 40); do mkdir -p d$d; for f in $(seq 1 50); do : > d$d/f$f; ln -s x d$d/l$f; done; done"
+    with open_session("code", world, options=options) as session:
+        result = session.ok("code_exec", {"code": make_many})
+        assert result["killed_reason"] and "600 entries" in result["killed_reason"], result
+        assert sum(1 for _ in world.fs_root.rglob("*")) <= 600
+        assert all((world.fs_root / f"kept{index}.txt").exists() for index in range(50))
+        again = session.ok(
+            "code_exec", {"code": "mkdir more && for f in $(seq 1 2000); do : > more/$f; done"}
+        )
+        assert again["killed_reason"], again
+        assert sum(1 for _ in world.fs_root.rglob("*")) <= 600
+        assert session.ok("code_exec", {"code": "echo still-runs"})["output"] == "still-runs\n"
