@@ -86,7 +86,8 @@ def resolve_url(url: str, prefixes: list[str], purpose: str) -> str:
         if "::" in url:
             raise AtollError("url_not_allowed", f"{purpose} {url!r}: chained fsspec URLs are not allowed")
         if real is None:
-            segments = unquote(urlsplit(url).path).split("/")
+            # A backslash is a separator to some servers and stores: split on it too.
+            segments = unquote(urlsplit(url).path).replace("\\", "/").split("/")
             if "." in segments or ".." in segments:
                 raise AtollError(
                     "url_not_allowed", f"{purpose} {url!r}: '.' and '..' segments are not allowed"

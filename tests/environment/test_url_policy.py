@@ -176,5 +176,8 @@ def test_a_local_source_is_opened_by_the_real_path_that_was_checked(tmp_path):
     assert resolve_url(f"{allowed}/../allowed/w.tar.gz", [], "source") == f"file://{allowed}/w.tar.gz"
     assert resolve_url(f"file://{allowed}/link/x", [], "source") == f"file://{tmp_path}/x"
     assert resolve_url("s3://bucket/a/b", ["s3://bucket/"], "source") == "s3://bucket/a/b"
+    for climbing in ("s3://bucket/a/..\\..\\other/x", "s3://bucket/a/%5C..%5Cx"):
+        with pytest.raises(Exception, match="segments are not allowed"):
+            resolve_url(climbing, ["s3://bucket/"], "source")
     with pytest.raises(Exception, match="absolute"):
         resolve_url("a/b.tar.gz", [], "source")
