@@ -26,7 +26,6 @@ import contextlib
 import os
 import threading
 import time
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,13 +99,13 @@ def _start(root: str, plan: SandboxIdentity | UidRange | None, limits: CgroupLim
     identity: SandboxIdentity | None = plan if isinstance(plan, SandboxIdentity) else None
     lease = None
     if isinstance(plan, UidRange):
-        hint = zlib.crc32(root.encode()) ^ os.getpid()  # spread servers over the range
+        # The lowest free uid: lock files stay as many as runs held at once (never the range).
         try:
-            identity, lease = plan.lease(hint)
+            identity, lease = plan.lease()
         except UidPoolError:
             if not _give_up_idle(only_gone=False):
                 raise
-            identity, lease = plan.lease(hint)
+            identity, lease = plan.lease()
     return Run(root, identity, lease, RunCgroup.create_parent(limits))
 
 
