@@ -42,6 +42,7 @@ class Family:
     why: str
     default_off: bool = False
     max_output_tokens: int | None = None
+    refused: tuple[str, ...] = ()  # parameters the provider refuses for the model outright
 
 
 EFFORT3 = {"low": "low", "medium": "medium", "high": "high"}
@@ -119,7 +120,8 @@ FAMILIES: tuple[Family, ...] = (
         {},
         "free",
         "json_schema",
-        "xAI: Grok 4 always reasons and refuses reasoning_effort",
+        "xAI: Grok 4 always reasons; it refuses reasoning_effort, presence_penalty, frequency_penalty and stop",
+        refused=("presence_penalty", "frequency_penalty", "stop"),
     ),
     Family(
         r"kimi-k2-thinking",

@@ -65,6 +65,7 @@ class Profile:
     structured: StructuredOutput = "prompt"
     source: str = "atoll"
     why: str = ""  # the provider's rule, quoted in refusals
+    refused: tuple[str, ...] = ()
 
     def output_limit(self) -> int | None:
         """The most output tokens the model produces (ours, else litellm's; None: unknown).
@@ -98,6 +99,7 @@ def profile_of(model: str) -> Profile:
                 max_output_tokens=family.max_output_tokens,
                 structured=family.structured,
                 why=family.why,
+                refused=family.refused,
             )
     return _from_litellm(model)
 
@@ -179,6 +181,16 @@ def call_arguments(
     def refuse(parameter: str, problem: str) -> ProfileError:
         return ProfileError(f"{prefix}model {model} does not accept {parameter}: {problem} ({profile.why})")
 
+    for name in profile.refused:
+        if arguments.get(name) is not None:
+            raise refuse(f"{name}: {arguments[name]}", "the provider refuses it for this model")
+    if profile.thinking in ("always", "none") and arguments.get("reasoning_effort") is not None:
+        what = (
+            "it always reasons and takes no effort"
+            if profile.thinking == "always"
+            else "it is not a reasoning model"
+        )
+        raise refuse(f"reasoning_effort: {arguments['reasoning_effort']}", what)
     if thinking is not None and "reasoning_effort" in arguments:
         raise ProfileError(f"{prefix}give thinking or reasoning_effort for model {model}, not both")
     if thinking is not None:
@@ -314,7 +326,19 @@ def judge_arguments(config: Any) -> dict[str, Any]:
     )
 
 
-_CHECKED_KEYS = frozenset({"temperature", "top_p", "max_tokens", "max_completion_tokens", "reasoning_effort"})
+_CHECKED_KEYS = frozenset(
+    {
+        "temperature",
+        "top_p",
+        "max_tokens",
+        "max_completion_tokens",
+        "reasoning_effort",
+        "thinking",
+        "presence_penalty",
+        "frequency_penalty",
+        "stop",
+    }
+)
 
 
 def check_experiment(spec: Any) -> None:

@@ -106,6 +106,10 @@ def test_max_tokens_becomes_max_completion_tokens_for_openai_reasoning_models():
         ("moonshot/kimi-k2-thinking", {}, "low", "thinking: low"),
         ("openai/gpt-4o-mini", {}, "high", "thinking: high"),
         ("openai/gpt-5", {"max_completion_tokens": 500_000}, None, "max_completion_tokens: 500000"),
+        ("xai/grok-4", {"presence_penalty": 0.5}, None, "presence_penalty: 0.5"),
+        ("xai/grok-4", {"reasoning_effort": "high"}, None, "reasoning_effort: high"),
+        ("moonshot/kimi-k2-thinking", {"reasoning_effort": "low"}, None, "reasoning_effort: low"),
+        ("openai/gpt-4o-mini", {"reasoning_effort": "low"}, None, "reasoning_effort: low"),
     ],
 )
 def test_a_refused_parameter_is_named_with_the_model(model, asked, thinking, named):
