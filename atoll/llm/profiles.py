@@ -191,6 +191,8 @@ def call_arguments(
             else "it is not a reasoning model"
         )
         raise refuse(f"reasoning_effort: {arguments['reasoning_effort']}", what)
+    if thinking is not None and isinstance(arguments.get("thinking"), Mapping):
+        raise ProfileError(f"{prefix}give thinking as a level or in extra_args for model {model}, not both")
     if thinking is not None and "reasoning_effort" in arguments:
         raise ProfileError(f"{prefix}give thinking or reasoning_effort for model {model}, not both")
     if thinking is not None:
@@ -248,9 +250,13 @@ def call_arguments(
             )
         arguments["thinking"] = {"type": "enabled", "budget_tokens": budget}
     if limit is not None:
-        # litellm sends max_completion_tokens as each provider names it (max_tokens for
-        # Anthropic, maxOutputTokens for Gemini); OpenAI reasoning models refuse max_tokens.
-        arguments["max_tokens" if profile.thinking == "anthropic" else "max_completion_tokens"] = limit
+        # OpenAI reasoning models refuse max_tokens (max_completion_tokens instead); Anthropic
+        # names it max_tokens; any other model gets the name the user wrote.
+        if profile.thinking == "anthropic":
+            limit_name = "max_tokens"
+        elif profile.thinking == "effort" and profile.sampling in ("default", "when_off"):
+            limit_name = "max_completion_tokens"
+        arguments[limit_name] = limit
     for name, value in (preferred or {}).items():
         if name in arguments or value is None:
             continue

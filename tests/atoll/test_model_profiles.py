@@ -188,3 +188,23 @@ def test_litellms_refusal_is_a_configuration_error_in_atolls_words():
     assert error.kind is ModelErrorKind.configuration
     assert "temperature" in error.message and "drop_params" not in error.message
     assert "docs/models.md" in error.message
+
+
+def test_an_output_limit_keeps_its_name_except_where_the_provider_renames_it():
+    assert call_arguments("openai/gpt-4o-mini", {"max_tokens": 300}) == {"max_tokens": 300}
+    assert call_arguments("openai/gpt-5.2", {"max_tokens": 300}) == {"max_completion_tokens": 300}
+    claude = call_arguments(
+        "anthropic/claude-opus-4-5-20251101", {"max_completion_tokens": 30_000}, thinking="low"
+    )
+    assert claude["max_tokens"] == 30_000 and "max_completion_tokens" not in claude
+
+
+def test_a_thinking_level_and_a_hand_written_thinking_parameter_are_not_both_taken():
+    with pytest.raises(ProfileError, match="not both"):
+        call_arguments(
+            "anthropic/claude-opus-4-5-20251101",
+            {"thinking": {"type": "enabled", "budget_tokens": 2048}},
+            thinking="high",
+        )
+    with pytest.raises(ProfileError, match="not both"):
+        call_arguments("openai/gpt-5", {"reasoning_effort": "low"}, thinking="high")
