@@ -144,10 +144,18 @@ class JudgeConfig(BaseModel):
         cls, spec: ExperimentSpec, *, model: str | None = None, api_base: str | None = None
     ) -> JudgeConfig | None:
         """The judge of ``spec`` (``model``/``api_base`` override its own, as a regrade does);
-        None when it has no judge model (programmatic checks only)."""
+        None when it has no judge model (programmatic checks only). Raises
+        AtollError("bad_input") naming the model and the parameter it refuses."""
         model = model or spec.judge.model
         if not model:
             return None
+        try:
+            return cls._from_spec(spec, model, api_base)
+        except ValidationError as exc:  # e.g. a regrade's model that refuses the spec's thinking
+            raise AtollError("bad_input", f"judge {model}: {describe_validation(exc)}") from None
+
+    @classmethod
+    def _from_spec(cls, spec: ExperimentSpec, model: str, api_base: str | None) -> JudgeConfig:
         return cls(
             model=model,
             api_base=api_base or spec.judge.api_base,

@@ -208,3 +208,17 @@ def test_a_thinking_level_and_a_hand_written_thinking_parameter_are_not_both_tak
         )
     with pytest.raises(ProfileError, match="not both"):
         call_arguments("openai/gpt-5", {"reasoning_effort": "low"}, thinking="high")
+
+
+def test_a_regrade_judge_that_refuses_the_experiments_thinking_is_one_line():
+    spec = parse_experiment(
+        _experiment(
+            {"model": "replay", "agent": "replay"},
+            {"model": "gemini/gemini-3-flash-preview", "thinking": "medium"},
+        )
+    )
+    with pytest.raises(AtollError) as raised:
+        JudgeConfig.for_experiment(spec, model="gemini/gemini-3-pro-preview")
+    assert raised.value.code == "bad_input"
+    assert "model gemini/gemini-3-pro-preview does not accept thinking: medium" in raised.value.message
+    assert "\n" not in raised.value.message
