@@ -457,19 +457,30 @@ def with_computed_values(data: bytes, *, engine: LibreOffice | None = None) -> b
     """The workbook ``data`` with a computed value in every formula cell that has none.
 
     ``data`` itself when every formula carries a cached value, when it is not a readable
-    workbook (its reader reports that) or when LibreOffice cannot compute it (not installed,
-    timeout, a WEBSERVICE formula); otherwise the same bytes with those cells' values filled
+    workbook (its reader reports that), when it holds more XML than a library loading it
+    whole may (:func:`atoll.formats.bounds.check_package`) or when LibreOffice cannot compute
+    it (not installed, timeout, a WEBSERVICE formula); raises
+    :class:`~atoll.formats.bounds.InputTooLarge` past a reading bound; otherwise the same bytes with those cells' values filled
     in (:func:`atoll.formats.xlsx_values.fill_cached_values`), exactly what the spreadsheet
     tools show for them. ``engine`` defaults to the process-wide warm one
     (:func:`shared_engine`). Concurrent calls on one workbook share one recalculation.
     """
+    from atoll.formats import bounds
     from atoll.formats.xlsx import has_uncached_formulas
     from atoll.formats.xlsx_values import fill_cached_values
 
     try:
-        if not has_uncached_formulas(data):
+        # The rows the grader extracts; a workbook past a reading bound raises InputTooLarge
+        # here, as its reader would next.
+        if not has_uncached_formulas(data, stop_row=bounds.LIMITS.max_extracted_rows):
             return data
+    except bounds.InputTooLarge:
+        raise
     except Exception:  # noqa: BLE001 - unreadable workbooks are reported by their reader
+        return data
+    try:  # LibreOffice loads the whole workbook: only what a library loading whole may
+        bounds.check_package(data, "workbook", tree=True)
+    except (bounds.InputTooLarge, zipfile.BadZipFile):
         return data
     key = hashlib.sha256(data).hexdigest()
     with _computed_lock:

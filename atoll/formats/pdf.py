@@ -172,6 +172,16 @@ class Extractor:
         with self._lock:
             if key in self._ocr_cache:
                 return self._ocr_cache[key]
+        from atoll.formats import bounds
+
+        scale = OCR_DPI / 72
+        pixels = int(page.rect.width * scale * page.rect.height * scale)
+        if pixels > bounds.LIMITS.max_pdf_image_pixels:
+            raise OcrError(
+                "too_large",
+                f"page {number} renders to {pixels} pixels at {OCR_DPI} dpi "
+                f"(limit {bounds.LIMITS.max_pdf_image_pixels})",
+            )
         if shutil.which(self.tesseract) is None:
             raise OcrError("unsupported", "OCR needs tesseract, which is not installed")
         png = page.get_pixmap(dpi=OCR_DPI, colorspace=pymupdf.csGRAY).tobytes("png")

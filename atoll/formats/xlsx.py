@@ -22,29 +22,40 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from atoll.formats import bounds
+from atoll.formats.bounds import XML_PARSER_OPTIONS as _PARSER_OPTIONS
+from atoll.formats.bounds import InputTooLarge, MemberReader
+
 NS = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
 _REL_NS = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
 _PKG_REL_NS = "{http://schemas.openxmlformats.org/package/2006/relationships}"
 _REF = re.compile(r"([A-Z]+)([0-9]+)")
 _CELL_TAG = re.compile(rb'<c r="([A-Z]{1,3})([0-9]{1,7})"[^>]*?(/?)>')
-_PARSER_OPTIONS = {"resolve_entities": False, "no_network": True, "huge_tree": True}
-_WHOLE_SHEET_LIMIT = 64 << 20
+# A read to a sheet's end parses a sheet of up to this size as one tree (~20x its size in
+# memory); larger sheets stream.
+_WHOLE_SHEET_LIMIT = 8 << 20
+_MAX_COLUMNS = 16_384
+_T = f"{NS}t"
 
 
 class _Chain:
-    """A file-like object reading ``head`` then the rest of ``tail``."""
+    """A file-like object reading ``head`` then the rest of ``tail``. Reads slice a
+    memoryview, so the head is never copied again (iterparse reads it in small pieces)."""
 
-    def __init__(self, head: bytes, tail: IO[bytes]) -> None:
-        self._head, self._tail = head, tail
+    def __init__(self, head: bytes, tail: IO[bytes] | MemberReader) -> None:
+        self._head, self._at, self._tail = memoryview(head), 0, tail
 
     def read(self, size: int = -1) -> bytes:
-        if self._head:
-            if size < 0 or size >= len(self._head):
-                chunk, self._head = self._head, b""
-                return chunk + (self._tail.read(size - len(chunk)) if size > 0 else self._tail.read())
-            chunk, self._head = self._head[:size], self._head[size:]
-            return chunk
-        return self._tail.read(size)
+        left = len(self._head) - self._at
+        if left <= 0:
+            return self._tail.read(size)
+        if size < 0:
+            chunk = self._head[self._at :].tobytes()
+            self._at = len(self._head)
+            return chunk + self._tail.read()
+        chunk = self._head[self._at : self._at + size].tobytes()
+        self._at += len(chunk)
+        return chunk
 
 
 Scalar = str | int | float | bool | None
@@ -104,14 +115,26 @@ def column_letter(number: int) -> str:
     return letters
 
 
-def sheet_parts(archive: zipfile.ZipFile, *, with_names: bool = False) -> list[Any]:
+def read_part(archive: zipfile.ZipFile, part: str, name: str) -> bytes:
+    """The unpacked bytes of member ``part`` of the workbook ``name``, counted while
+    inflating; :class:`~atoll.formats.bounds.InputTooLarge` past the XML part limit."""
+    with MemberReader(archive, part, name, bounds.LIMITS.max_xml_part_bytes) as handle:
+        return handle.read()
+
+
+def parse_part(archive: zipfile.ZipFile, part: str, name: str) -> Any:
+    """Member ``part`` parsed as one tree (no entities, no DTD, libxml2's default caps)."""
+    from lxml import etree
+
+    return etree.fromstring(read_part(archive, part, name), etree.XMLParser(**_PARSER_OPTIONS))
+
+
+def sheet_parts(archive: zipfile.ZipFile, *, with_names: bool = False, name: str = "workbook") -> list[Any]:
     """Zip member names of the sheets, in workbook order ((name, part) pairs with
     ``with_names``); found through ``xl/workbook.xml`` and its relationships, so this does not
-    depend on part names."""
-    from xml.etree import ElementTree
-
-    workbook = ElementTree.fromstring(archive.read("xl/workbook.xml"))
-    rels = ElementTree.fromstring(archive.read("xl/_rels/workbook.xml.rels"))
+    depend on part names. ``name`` names the file in errors."""
+    workbook = parse_part(archive, "xl/workbook.xml", name)
+    rels = parse_part(archive, "xl/_rels/workbook.xml.rels", name)
     targets = {rel.get("Id"): rel.get("Target", "") for rel in rels.iter(f"{_PKG_REL_NS}Relationship")}
     parts = []
     for sheet in workbook.iter(f"{NS}sheet"):
@@ -123,26 +146,31 @@ def sheet_parts(archive: zipfile.ZipFile, *, with_names: bool = False) -> list[A
     return parts
 
 
-def has_uncached_formulas(data: bytes) -> bool:
+def has_uncached_formulas(data: bytes, name: str = "workbook", *, stop_row: int | None = None) -> bool:
     """True when some formula cell of the workbook ``data`` carries no cached value (a file
-    written by openpyxl, e.g. an agent's script). Raises like :class:`XlsxReader`."""
-    with XlsxReader(io.BytesIO(data)) as reader:
+    written by openpyxl, e.g. an agent's script), looking at rows up to ``stop_row`` of each
+    sheet. Raises like :class:`XlsxReader`."""
+    with XlsxReader(io.BytesIO(data), name=name) as reader:
         for sheet in reader.sheets:
-            for cell in reader.cells(sheet, 1, 1, None, None):
+            for cell in reader.cells(sheet, 1, 1, None, None, stop_row=stop_row):
                 if cell.formula is not None and cell.value is None:
                     return True
     return False
 
 
 class XlsxReader:
-    """Opened once per call; cheap to create (workbook.xml, shared strings and styles lazily)."""
+    """Opened once per call; cheap to create (workbook.xml, shared strings and styles lazily).
 
-    def __init__(self, path: Path | IO[bytes]) -> None:
-        from lxml import etree
+    Every part is read through a byte count and parsed without entities or ``huge_tree``;
+    a sheet's rows and cells and the shared strings stop at :data:`atoll.formats.bounds.LIMITS`.
+    Crossing one raises :class:`~atoll.formats.bounds.InputTooLarge` naming ``name``.
+    """
 
+    def __init__(self, path: Path | IO[bytes], *, name: str | None = None) -> None:
+        self.name = name or (str(path) if isinstance(path, str | Path) else "workbook")
         self.archive = zipfile.ZipFile(path)
-        workbook = etree.fromstring(self.archive.read("xl/workbook.xml"), etree.XMLParser(**_PARSER_OPTIONS))
-        parts = sheet_parts(self.archive)
+        workbook = parse_part(self.archive, "xl/workbook.xml", self.name)
+        parts = sheet_parts(self.archive, name=self.name)
         # Worksheets only: chart sheets hold no cells, and openpyxl (used for edits) does
         # not count them either, so tab indexes agree across tools.
         listed = [
@@ -154,6 +182,9 @@ class XlsxReader:
         self.date1904 = any(el.get("date1904") in ("1", "true") for el in workbook.iter(f"{NS}workbookPr"))
         self._shared: list[str] | None = None
         self._formats: list[str | None] | None = None
+        self._rows_walked = 0
+        #: Whether the last :meth:`cells` walk ended at its ``stop_row`` with rows left.
+        self.stopped = False
 
     def close(self) -> None:
         self.archive.close()
@@ -169,26 +200,32 @@ class XlsxReader:
             from lxml import etree
 
             self._shared = []
+            limit = bounds.LIMITS.max_shared_strings
             if "xl/sharedStrings.xml" in self.archive.namelist():
-                with self.archive.open("xl/sharedStrings.xml") as handle:
+                with self._member("xl/sharedStrings.xml") as handle:
                     for _, item in etree.iterparse(handle, tag=f"{NS}si", **_PARSER_OPTIONS):
-                        self._shared.append(
-                            "".join(t.text or "" for t in item.iter(f"{NS}t") if _not_phonetic(t))
-                        )
-                        item.clear()
+                        if len(self._shared) >= limit:
+                            raise InputTooLarge(
+                                f"{self.name}: more than {limit} shared strings (limit {limit})"
+                            )
+                        first = item[0] if len(item) == 1 else None
+                        if first is not None and first.tag == _T:  # plain text: most entries
+                            self._shared.append(first.text or "")
+                        else:
+                            self._shared.append(
+                                "".join(t.text or "" for t in item.iter(_T) if _not_phonetic(t))
+                            )
+                        _drop(item)
         return self._shared
 
     def cell_formats(self) -> list[str | None]:
         """Number format code per cell style index."""
         if self._formats is None:
-            from lxml import etree
             from openpyxl.styles.numbers import BUILTIN_FORMATS
 
             self._formats = []
             if "xl/styles.xml" in self.archive.namelist():
-                styles = etree.fromstring(
-                    self.archive.read("xl/styles.xml"), etree.XMLParser(**_PARSER_OPTIONS)
-                )
+                styles = parse_part(self.archive, "xl/styles.xml", self.name)
                 custom = {
                     int(el.get("numFmtId", "0")): el.get("formatCode", "")
                     for el in styles.iter(f"{NS}numFmt")
@@ -199,11 +236,15 @@ class XlsxReader:
                     self._formats.append(custom.get(number) or BUILTIN_FORMATS.get(number))
         return self._formats
 
+    def _member(self, part: str) -> MemberReader:
+        """Member ``part`` for streaming, its unpacked bytes counted against the part limit."""
+        return MemberReader(self.archive, part, self.name, bounds.LIMITS.max_xml_part_bytes)
+
     def dimension(self, sheet: SheetInfo) -> tuple[int, int]:
         """(rows, columns) of the used area: the <dimension> element, else a full scan."""
         from lxml import etree
 
-        with self.archive.open(sheet.part) as handle:
+        with self._member(sheet.part) as handle:
             for _, element in etree.iterparse(handle, events=("start",), **_PARSER_OPTIONS):
                 if element.tag == f"{NS}dimension":
                     last = element.get("ref", "A1").split(":")[-1]
@@ -217,7 +258,7 @@ class XlsxReader:
         # XML (5x faster than parsing); self-closed <c .../> cells hold no value.
         rows = cols = 0
         tail = b""
-        with self.archive.open(sheet.part) as handle:
+        with self._member(sheet.part) as handle:
             while chunk := handle.read(1 << 20):
                 data = tail + chunk
                 end = data.rfind(b"<")
@@ -229,14 +270,28 @@ class XlsxReader:
         return rows, cols
 
     def cells(
-        self, sheet: SheetInfo, min_row: int, min_col: int, max_row: int | None, max_col: int | None
+        self,
+        sheet: SheetInfo,
+        min_row: int,
+        min_col: int,
+        max_row: int | None,
+        max_col: int | None,
+        *,
+        stop_row: int | None = None,
     ) -> Iterator[CellData]:
-        """Cells holding a value or formula inside the window, in row order."""
+        """Cells holding a value or formula inside the window, in row order.
+
+        ``stop_row`` ends the walk after that row like ``max_row`` does, but keeps the
+        one-tree parse of a small sheet (:attr:`stopped` then says whether rows were left).
+        Row numbers only go up (a repeated or smaller ``r`` counts as the next row), so a
+        window's walk ends at its last row; every row walked in one reader counts against
+        ``max_sheet_rows`` (InputTooLarge past it).
+        """
         from lxml import etree
 
         formats = self.cell_formats()
         shared_formulas: dict[str, tuple[str, str]] = {}
-        with self.archive.open(sheet.part) as handle:
+        with self._member(sheet.part) as handle:
             row_number = 0
             rows: Iterator[Any]
             data = handle.read(_WHOLE_SHEET_LIMIT + 1) if max_row is None else b""
@@ -248,8 +303,18 @@ class XlsxReader:
             else:
                 source = _Chain(data, handle) if data else handle
                 rows = (row for _, row in etree.iterparse(source, tag=f"{NS}row", **_PARSER_OPTIONS))
+            row_limit = bounds.LIMITS.max_sheet_rows
             for row in rows:
-                row_number = int(row.get("r") or row_number + 1)
+                self._rows_walked += 1
+                if self._rows_walked > row_limit:
+                    raise InputTooLarge(
+                        f"{self.name}: more than {row_limit} rows to read (limit {row_limit} per read)"
+                    )
+                number = row.get("r")
+                row_number = max(int(number), row_number + 1) if number else row_number + 1
+                if stop_row is not None and row_number > stop_row:
+                    self.stopped = True
+                    break
                 if row_number < min_row:
                     if not whole:
                         _drop(row)
@@ -257,6 +322,11 @@ class XlsxReader:
                 if max_row is not None and row_number > max_row:
                     break
                 col_number = 0
+                if len(row) > _MAX_COLUMNS:
+                    raise InputTooLarge(
+                        f"{self.name}: sheet {sheet.name!r} row {row_number} has {len(row)} cells "
+                        f"(limit {_MAX_COLUMNS}, Excel's column count)"
+                    )
                 for c in row.iterchildren(f"{NS}c"):
                     ref = c.get("r")
                     match = _REF.fullmatch(ref) if ref else None

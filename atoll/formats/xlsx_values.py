@@ -19,7 +19,7 @@ from typing import Any
 from xml.sax.saxutils import escape, unescape
 
 from atoll.formats.libreoffice import Computed
-from atoll.formats.xlsx import column_number, sheet_parts
+from atoll.formats.xlsx import column_number, read_part, sheet_parts
 
 _FORMULA_CELL = re.compile(
     r'<c r="(?P<ref>[A-Z]{1,3}[0-9]{1,7})"(?P<attrs>[^>]*)>'
@@ -49,7 +49,7 @@ def cached_formula_values(path: Any) -> dict[tuple[str, int, int], Computed]:
     values: dict[tuple[str, int, int], Computed] = {}
     with zipfile.ZipFile(path) as archive:
         for title, part in sheet_parts(archive, with_names=True):
-            for match in _CACHED_FORMULA.finditer(archive.read(part)):
+            for match in _CACHED_FORMULA.finditer(read_part(archive, part, "workbook")):
                 kind = re.search(rb'\bt="([a-z]+)"', match.group(3))
                 text = unescape(match.group(4).decode("utf-8"))
                 row, col = int(match.group(2)), column_number(match.group(1).decode())

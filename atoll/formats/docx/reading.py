@@ -16,6 +16,7 @@ from atoll.formats.docx.elements import (
     W_BR,
     W_P,
     W_TBL,
+    W_TC,
     block_elements,
     cells_of,
     is_deleted,
@@ -203,8 +204,13 @@ def _page_breaks(paragraph: Any) -> tuple[bool, bool]:
     return before, after
 
 
-def read_blocks(document: Any, *, include_runs: bool = False) -> list[dict[str, Any]]:
-    """Every body block in document order with its identifier, kind, style, text and page."""
+def read_blocks(document: Any, *, include_runs: bool = False, name: str = "document") -> list[dict[str, Any]]:
+    """Every body block in document order with its identifier, kind, style, text and page.
+
+    Raises :class:`~atoll.formats.bounds.InputTooLarge` naming ``name`` when the body holds
+    more paragraphs and table cells than ``max_blocks`` (checked before any is rendered).
+    """
+    check_block_count(document, name)
     styles = StyleNames(document)
     images_by_paragraph: dict[str, list[str]] = {}
     for image in collect_images(document):
@@ -241,6 +247,19 @@ def read_blocks(document: Any, *, include_runs: bool = False) -> list[dict[str, 
             block["section"] = section
             blocks.append(block)
     return blocks
+
+
+def check_block_count(document: Any, name: str) -> None:
+    """Refuse a body of more than ``max_blocks`` paragraphs and table cells (counted by lxml,
+    without building proxies): rendering one costs ~0.1 ms, so the cap bounds the time."""
+    from atoll.formats import bounds
+
+    limit = bounds.LIMITS.max_blocks
+    for count, _ in enumerate(document.element.body.iter(W_P, W_TC), start=1):
+        if count > limit:
+            raise bounds.InputTooLarge(
+                f"{name}: has more than {limit} paragraphs and table cells (limit {limit})"
+            )
 
 
 def _paragraph_block(
