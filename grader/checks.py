@@ -195,7 +195,7 @@ def file_exists(check: FileExistsCheck, inputs: CheckInputs) -> CheckResult:
     contents = world.after.read_many(paths)
     failures: list[str] = []
     for path in paths:
-        extracted = extract(path, contents.get(path, b""), options)
+        extracted = extract(virtual_path(path), contents.get(path, b""), options)
         if extracted.error:
             failures.append(f"{virtual_path(path)}: {extracted.error}")
             continue
@@ -232,7 +232,7 @@ def cell_value(check: CellValueCheck, inputs: CheckInputs) -> CheckResult:
         # The spreadsheet tools' reader: the check sees the value read_tab shows.
         try:
             data = with_computed_values(contents[path]) if options.recalculate else contents[path]
-            with XlsxReader(io.BytesIO(data)) as reader:
+            with XlsxReader(io.BytesIO(data), name=virtual_path(path)) as reader:
                 names = [sheet.name for sheet in reader.sheets]
                 if not names:
                     seen.append(f"{virtual_path(path)} has no sheet")

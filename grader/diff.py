@@ -213,9 +213,9 @@ def diff_snapshots(before: Snapshot, after: Snapshot, options: ExtractOptions | 
             note = f"not extracted: {change.size_after or change.size_before} bytes exceeds the {options.max_file_bytes}-byte cap"
             new_content = Extracted(kind=extension(change.path) or "file", note=note)
         elif change.change != "deleted":
-            new_content = extract(change.path, after_bytes.get(change.path, b""), options)
+            new_content = extract(virtual_path(change.path), after_bytes.get(change.path, b""), options)
         if change.change == "modified" and change.path not in too_large:
-            old_content = extract(change.path, before_bytes.get(change.path, b""), options)
+            old_content = extract(virtual_path(change.path), before_bytes.get(change.path, b""), options)
             if not old_content.error and not new_content.error:  # type: ignore[union-attr]
                 change.sub_items, _ = _format_part_diff(old_content, new_content)  # type: ignore[arg-type]
         result.artifacts.append(_file_artifact(change, old_content, new_content))

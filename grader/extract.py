@@ -4,6 +4,11 @@ A part is what a person would point at: a sheet, a slide, a PDF page, a document
 Workbooks also keep their cells (value and formula) so that modified workbooks can be
 diffed cell by cell.  Extraction never raises: a file that cannot be read comes back with
 ``error`` set, and the caller decides what that means for grading.
+
+Reading is bounded (:mod:`atoll.formats.bounds`): an Office package is scanned before a
+library opens it (real unpacked bytes, parts, XML tags, no DTD), and the readers stop at
+the caps on blocks, slides, rows and pages; a file past one is recorded with an error like
+``too_large: /Reports/q3.docx: unpacks to more than 536870912 bytes (limit ...)``.
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from atoll.errors import AtollError
 
 if TYPE_CHECKING:
     from atoll.formats.pdf import Extractor
@@ -103,19 +110,27 @@ def extract(path: str, data: bytes, options: ExtractOptions | None = None) -> Ex
     options = options or ExtractOptions()
     ext = extension(path)
     try:
+        if ext in WORKBOOK_EXTENSIONS | DOCUMENT_EXTENSIONS | DECK_EXTENSIONS:
+            from atoll.formats.bounds import check_package
+
+            # Workbooks are streamed (rows and cells capped), documents and decks are
+            # loaded whole: only those count their XML tags.
+            check_package(data, path, tree=ext not in WORKBOOK_EXTENSIONS)
         if ext in WORKBOOK_EXTENSIONS:
             if options.recalculate:
                 from atoll.formats.libreoffice import with_computed_values
 
                 data = with_computed_values(data)
-            return _workbook(data)
+            return _workbook(path, data)
         if ext in DOCUMENT_EXTENSIONS:
-            return _document(data)
+            return _document(path, data)
         if ext in DECK_EXTENSIONS:
-            return _deck(data)
+            return _deck(path, data)
         if ext in PDF_EXTENSIONS:
-            return _pdf(data, options)
+            return _pdf(path, data, options)
         return _text(ext, data)
+    except AtollError as exc:  # a reading bound: its code and the line naming file and limit
+        return Extracted(kind=ext or "file", error=f"{exc.code}: {exc.message[:300]}")
     except Exception as exc:  # noqa: BLE001 - untrusted files fail in many library-specific ways
         kind = ext or "file"
         return Extracted(kind=kind, error=f"{type(exc).__name__}: {str(exc)[:300]}")
@@ -143,19 +158,21 @@ def _render_cell(value: object, formula: str | None) -> str:
     return _cell_text(value)
 
 
-def _workbook(data: bytes) -> Extracted:
+def _workbook(path: str, data: bytes) -> Extracted:
     """Sheets as text, read by the spreadsheet tools' reader (values and formulas in one pass)."""
+    from atoll.formats import bounds
     from atoll.formats.xlsx import XlsxReader, column_letter
 
+    row_limit = bounds.LIMITS.max_extracted_rows
     parts: list[Part] = []
-    with XlsxReader(io.BytesIO(data)) as reader:
+    with XlsxReader(io.BytesIO(data), name=path) as reader:
         for sheet in reader.sheets:
             cells: dict[str, str] = {}
             lines: list[str] = []
             row_items: list[str] = []
             current_row = None
             truncated = False
-            for cell in reader.cells(sheet, 1, 1, None, None):
+            for cell in reader.cells(sheet, 1, 1, None, None, stop_row=row_limit):
                 if cell.row != current_row and row_items:
                     lines.append(" | ".join(row_items))
                     row_items = []
@@ -171,6 +188,8 @@ def _workbook(data: bytes) -> Extracted:
                 lines.append(" | ".join(row_items))
             if truncated:
                 lines.append(f"[sheet truncated after {MAX_CELLS_PER_SHEET} cells]")
+            elif reader.stopped:
+                lines.append(f"[sheet truncated after row {row_limit}]")
             text = "\n".join(lines) if lines else "[empty sheet]"
             parts.append(Part(name=f"sheet '{sheet.name}'", text=text, cells=cells))
     return Extracted(kind="xlsx", parts=parts)
@@ -179,7 +198,7 @@ def _workbook(data: bytes) -> Extracted:
 # --- documents -----------------------------------------------------------------------------
 
 
-def _document(data: bytes) -> Extracted:
+def _document(path: str, data: bytes) -> Extracted:
     """The body as read_document_content shows it (each block with its identifier, tracked
     changes as ``{++inserted++}`` / ``{--deleted--}``), then headers/footers and comments."""
     import docx
@@ -192,7 +211,7 @@ def _document(data: bytes) -> Extracted:
     # Empty paragraphs (spacing) keep their place in the numbering but add nothing to read.
     blocks = [
         render_block(block)
-        for block in read_blocks(document)
+        for block in read_blocks(document, name=path)
         if block["type"] == "table"
         or block["text"].strip()
         or any(block.get(key) for key in ("tracked_changes", "images", "text_boxes"))
@@ -221,15 +240,18 @@ def _document(data: bytes) -> Extracted:
 # --- decks ---------------------------------------------------------------------------------
 
 
-def _deck(data: bytes) -> Extracted:
+def _deck(path: str, data: bytes) -> Extracted:
     """Slides as read_slides shows them (title, shapes in order, tables, charts with their data,
     pictures by their ``slide.{i}.image.{k}`` annotation, notes). Parts are numbered from 1, as
     people count slides; the tools' 0-based ``slide_index`` is given in each part."""
     from pptx import Presentation
 
+    from atoll.formats.bounds import LIMITS, InputTooLarge
     from atoll.formats.pptx import render_slide, slide_info
 
     deck = Presentation(io.BytesIO(data))
+    if len(deck.slides) > LIMITS.max_slides:
+        raise InputTooLarge(f"{path}: has {len(deck.slides)} slides (limit {LIMITS.max_slides})")
     parts: list[Part] = []
     cache: dict = {}
     for index, slide in enumerate(deck.slides):
@@ -255,13 +277,14 @@ def _pdf_reader(timeout_s: float) -> Extractor:
     return _pdf_readers.setdefault(timeout_s, Extractor(ocr_timeout_s=timeout_s))
 
 
-def _pdf(data: bytes, options: ExtractOptions) -> Extracted:
+def _pdf(path: str, data: bytes, options: ExtractOptions) -> Extracted:
     """Pages as read_pdf_pages reads them (text layer, then pypdf, then OCR for image-only
     pages: the same reader), OCR capped at ``options.ocr_max_pages`` per document."""
     import hashlib
 
     import pymupdf
 
+    from atoll.formats import bounds
     from atoll.formats.pdf import PdfSource, needs_ocr
 
     reader = _pdf_reader(options.ocr_timeout_s)
@@ -270,7 +293,11 @@ def _pdf(data: bytes, options: ExtractOptions) -> Extracted:
     ocr_done = 0
     notes: list[str] = []
     with pymupdf.open(stream=data, filetype="pdf") as document:
-        for number in range(1, document.page_count + 1):
+        bounds.check_pdf(document, path, key=source.key)
+        limit = bounds.LIMITS.max_pdf_pages
+        if document.page_count > limit:
+            notes.append(f"only the first {limit} of {document.page_count} pages read (limit per file)")
+        for number in range(1, min(document.page_count, limit) + 1):
             scanned = needs_ocr(document, number)
             allow = options.ocr and ocr_done < options.ocr_max_pages
             page = reader.page_text(document, source, number, allow_ocr=allow, details=False)

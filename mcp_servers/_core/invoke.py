@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from atoll.errors import AtollError
 from mcp_servers._core.definition import ToolDef
 from mcp_servers._core.errors import ToolError
 from mcp_servers._core.results import ImageBlock, images_of, to_structured, to_text
@@ -112,6 +113,8 @@ async def call_tool(tool: ToolDef, state: object, arguments: dict[str, Any]) -> 
         return Outcome(structured=structured, text=to_text(value, structured), images=images_of(value))
     except ToolError as exc:
         return error_outcome(exc)
+    except AtollError as exc:  # a shared reader's coded error (atoll.formats.bounds: too_large)
+        return error_outcome(ToolError(exc.code, f"{tool.name}: {exc.message}"))
     except Exception as exc:  # our own bug: report it, keep serving
         logger.exception("tool %s failed", tool.name)
         return error_outcome(

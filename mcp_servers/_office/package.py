@@ -5,6 +5,8 @@ encrypted (password-protected) file, a legacy binary file, a truncated zip or a 
 the wrong type is reported the same way everywhere: one ``ToolError`` naming the file.
 Writes are atomic: the package is serialised in memory first, then written with the
 foundation's descriptor-based atomic write (a failed save never leaves a half-written document).
+Before a library sees a package it is scanned by :func:`atoll.formats.bounds.check_package`
+(real unpacked bytes, parts, XML tags, no DTD): a bomb is ``too_large``, never loaded.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import zipfile
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from atoll.formats import bounds
 from mcp_servers._core.errors import ToolError
 from mcp_servers._core.world_path import WorldPath
 
@@ -23,19 +26,26 @@ _CFB_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 _ZIP_MAGIC = b"PK"
 #: Largest package opened (bytes); bigger files are refused with ``too_large``.
 MAX_PACKAGE_BYTES = 200 * 1024 * 1024
-#: Largest total uncompressed size of a package's members (a zip bomb is refused unopened).
-MAX_UNPACKED_BYTES = 1024 * 1024 * 1024
 
 T = TypeVar("T")
 
 
-def read_package(path: WorldPath, *, virtual: str, kind: str, argument: str) -> bytes:
-    """The bytes of what must be an openable ``kind`` package (``"docx"``/``"pptx"``/...),
-    read once through the root's descriptor (the libraries get these bytes, never a path).
+def bound_error(error: bounds.InputTooLarge, argument: str) -> ToolError:
+    """A reading bound crossed (:class:`atoll.formats.bounds.InputTooLarge`) as the servers'
+    error: code ``too_large``, the line naming the file and the limit, the argument."""
+    return ToolError(error.code, f"{argument}: {error.message}", argument=argument)
 
-    Raises ToolError ``not_found`` (absent), ``not_a_file`` (a folder), ``too_large``,
-    ``unsupported`` (password-protected or legacy binary file), ``bad_data`` (not a zip
-    or a damaged one), ``path_outside_root`` (a link out).
+
+def read_package(path: WorldPath, *, virtual: str, kind: str, argument: str, tree: bool = True) -> bytes:
+    """The bytes of what must be an openable ``kind`` package (``"docx"``/``"pptx"``/...),
+    read once through the root's descriptor (the libraries get these bytes, never a path),
+    and scanned by :func:`atoll.formats.bounds.check_package` (``tree``: the library loads
+    all its XML at once, so XML tags count).
+
+    Raises ToolError ``not_found`` (absent), ``not_a_file`` (a folder), ``too_large`` (the
+    file, or a reading bound: unpacked bytes, parts, XML tags, a DTD), ``unsupported``
+    (password-protected or legacy binary file), ``bad_data`` (not a zip or a damaged one,
+    a member longer than its header says), ``path_outside_root`` (a link out).
     """
     with path.open() as handle:
         size = os.fstat(handle.fileno()).st_size
@@ -60,34 +70,39 @@ def read_package(path: WorldPath, *, virtual: str, kind: str, argument: str) -> 
             argument=argument,
         )
     try:
-        with zipfile.ZipFile(io.BytesIO(data)) as package:
-            unpacked = sum(info.file_size for info in package.infolist())
-    except (zipfile.BadZipFile, OSError) as exc:
+        bounds.check_package(data, virtual, tree=tree)
+    except bounds.InputTooLarge as exc:
+        raise bound_error(exc, argument) from None
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as exc:
         raise ToolError(
             "bad_data",
             f"{argument}: {virtual} is not a valid .{kind} file (damaged zip: {exc})",
             argument=argument,
-        ) from exc
-    if unpacked > MAX_UNPACKED_BYTES:
-        raise ToolError(
-            "too_large",
-            f"{argument}: {virtual} unpacks to {unpacked} bytes (limit {MAX_UNPACKED_BYTES})",
-            argument=argument,
-        )
+        ) from None
     return data
 
 
-def open_package(path: WorldPath, loader: Callable[[Any], T], *, virtual: str, kind: str, argument: str) -> T:
+def open_package(
+    path: WorldPath,
+    loader: Callable[[Any], T],
+    *,
+    virtual: str,
+    kind: str,
+    argument: str,
+    tree: bool = True,
+) -> T:
     """Load ``path`` with ``loader`` (``docx.Document`` / ``pptx.Presentation``) from its bytes.
 
     Raises the errors of :func:`read_package`, and ``bad_data`` when the library cannot
     parse the package (missing main part, broken XML, wrong content type).
     """
-    data = read_package(path, virtual=virtual, kind=kind, argument=argument)
+    data = read_package(path, virtual=virtual, kind=kind, argument=argument, tree=tree)
     try:
         return loader(io.BytesIO(data))
     except ToolError:
         raise
+    except bounds.InputTooLarge as exc:  # a loader's own cap (slides): it names no file
+        raise ToolError(exc.code, f"{argument}: {virtual} {exc.message}", argument=argument) from None
     except Exception as exc:  # python-docx/pptx raise many types for broken packages
         reason = " ".join(str(exc).split())[:160] or type(exc).__name__
         raise ToolError(

@@ -62,7 +62,7 @@ def get_document_overview(files: DocumentFiles, file_path: FilePath) -> ToolOutp
         file_path: the .docx file.
     """
     document, virtual = files.open(file_path)
-    blocks = read_blocks(document)
+    blocks = read_blocks(document, name=virtual)
     headings = [
         {"id": b["id"], "level": b.get("level"), "text": b["text"]} for b in blocks if b["type"] == "heading"
     ]
@@ -122,7 +122,7 @@ def read_document_content(
         include_runs: also list each paragraph's runs with their identifiers and formatting.
     """
     document, virtual = files.open(file_path)
-    blocks = read_blocks(document, include_runs=include_runs)
+    blocks = read_blocks(document, include_runs=include_runs, name=virtual)
     sections = len(document.sections)
     if section_index is not None:
         if section_index >= sections:

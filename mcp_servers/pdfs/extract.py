@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from atoll.formats import bounds
 from atoll.formats.pdf import PdfSource
 from mcp_servers._core import ToolError
 from mcp_servers._core.lazy import lazy_module
@@ -13,9 +14,12 @@ pymupdf = lazy_module("pymupdf")  # ~0.8 s of CPU: imported on the first call th
 
 
 def open_pdf(source: PdfSource, virtual: str, *, argument: str = "file_path") -> pymupdf.Document:
-    """Open a PDF from its bytes; ToolError for corrupt or password-protected files."""
+    """Open a PDF from its bytes; ToolError for corrupt or password-protected files, and
+    ``too_large`` when :func:`atoll.formats.bounds.check_pdf` refuses it (a stream or image
+    bomb; a file version that passed is not scanned again)."""
     try:
         document = pymupdf.open(stream=source.data, filetype="pdf")
+        document.page_count  # noqa: B018 - a damaged page tree raises here, not later
     except Exception as exc:
         raise ToolError(
             "bad_data",
@@ -32,6 +36,11 @@ def open_pdf(source: PdfSource, virtual: str, *, argument: str = "file_path") ->
     if document.page_count == 0:
         document.close()
         raise ToolError("bad_data", f"{argument}: {virtual} has no pages", argument=argument)
+    try:
+        bounds.check_pdf(document, virtual, key=(source.key, source.stamp))
+    except bounds.InputTooLarge as exc:
+        document.close()
+        raise ToolError(exc.code, f"{argument}: {exc.message}", argument=argument) from None
     return document
 
 

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, WithJsonSchema
 
+from atoll.formats import bounds
 from atoll.formats import pdf as pdf_format
 from atoll.formats.pdf import Extractor, PageText, PdfSource
 from mcp_servers._core import (
@@ -125,7 +126,10 @@ def read_pdf_pages(
         ocr_done = 0
         stop_at: int | None = None
         cut_page = False
-        for number in wanted:
+        for position, number in enumerate(wanted):
+            if position >= bounds.LIMITS.max_pdf_pages:  # pages without text never fill max_chars
+                stop_at = number
+                break
             needs_ocr = (
                 pdf_format.needs_ocr(document, number) and state.extractor.cached_ocr(path, number) is None
             )
@@ -325,8 +329,9 @@ def search_pdf(
     total = 0
     skipped: list[int] = []
     ocr_done = 0
+    limit = bounds.LIMITS.max_pdf_pages
     try:
-        for number in range(1, document.page_count + 1):
+        for number in range(1, min(document.page_count, limit) + 1):
             needs_ocr = (
                 pdf_format.needs_ocr(document, number) and state.extractor.cached_ocr(path, number) is None
             )
@@ -367,11 +372,17 @@ def search_pdf(
     if total > len(results):
         data["truncated"] = True
         data["continuation"] = f"{total - len(results)} more matches; raise max_results (max 1000)"
+    notes = []
     if skipped:
         data["pages_not_searched"] = skipped
-        data["note"] = (
+        notes.append(
             f"image-only pages beyond the OCR limit ({state.max_ocr_pages} per call) were not searched; read them with read_pdf_pages first"
         )
+    if count > limit:
+        data["truncated"] = True
+        notes.append(f"only the first {limit} of {count} pages were searched (limit per call)")
+    if notes:
+        data["note"] = "; ".join(notes)
     return data
 
 

@@ -58,6 +58,7 @@ def read_range(
         virtual=virtual,
         kind="xlsx",
         argument="spreadsheet_path",
+        tree=False,  # read_only: openpyxl streams the sheets
     )
     try:
         if sheet_name not in workbook.sheetnames:

@@ -18,6 +18,13 @@ class DeckFiles(OfficeFiles):
 
     @staticmethod
     def load(stream: Any) -> Any:
+        """The deck; InputTooLarge past ``max_slides`` (every tool may render all slides)."""
         from pptx import Presentation
 
-        return Presentation(stream)
+        from atoll.formats import bounds
+
+        deck = Presentation(stream)
+        limit = bounds.LIMITS.max_slides
+        if len(deck.slides) > limit:
+            raise bounds.InputTooLarge(f"has {len(deck.slides)} slides (limit {limit})")
+        return deck

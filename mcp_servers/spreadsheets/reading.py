@@ -20,10 +20,12 @@ from typing import Any
 
 from lxml import etree
 
+from atoll.formats.bounds import InputTooLarge
 from atoll.formats.libreoffice import RecalcError
 from atoll.formats.xlsx import XlsxReader, display
 from mcp_servers._core import ToolError, WorldPath
 from mcp_servers._core.lazy import lazy_module
+from mcp_servers._office.package import bound_error
 from mcp_servers.spreadsheets.cells import get_column_letter, parse_range
 from mcp_servers.spreadsheets.values import dummy_function_fallback, not_computed
 from mcp_servers.spreadsheets.workbook import SheetsState, WorkbookFile, sheet_position
@@ -68,7 +70,9 @@ def _reader(path: WorkbookFile, virtual: str) -> Iterator[XlsxReader]:
     """An :class:`XlsxReader` over the bytes read through the root's descriptor; malformed
     files become ToolError ``bad_data``."""
     try:
-        reader = XlsxReader(path.stream())
+        reader = XlsxReader(path.stream(), name=virtual)
+    except InputTooLarge as exc:
+        raise bound_error(exc, "file_path") from None
     except zipfile.BadZipFile:
         raise ToolError(
             "bad_data",
@@ -83,6 +87,8 @@ def _reader(path: WorkbookFile, virtual: str) -> Iterator[XlsxReader]:
         ) from None
     try:
         yield reader
+    except InputTooLarge as exc:
+        raise bound_error(exc, "file_path") from None
     except (etree.LxmlError, KeyError, ValueError, IndexError, zipfile.BadZipFile, EOFError) as exc:
         raise ToolError(
             "bad_data",

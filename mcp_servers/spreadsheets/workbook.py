@@ -25,10 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from atoll.formats import bounds
 from atoll.formats.libreoffice import ComputedSheets, LibreOffice, RecalcError, shared_engine
 from atoll.formats.xlsx_values import cached_formula_values, computed_of, fill_cached_values
 from mcp_servers._core import FileStamp, ServerContext, ToolError, WorldPath
 from mcp_servers._core.lazy import lazy_module
+from mcp_servers._office.package import bound_error
 from mcp_servers.spreadsheets.values import DUMMY_FUNCTION, dummy_function_fallback
 
 if TYPE_CHECKING:
@@ -245,8 +247,11 @@ def open_workbook(
     data_only: bool = False,
     read_only: bool = False,
 ) -> Workbook:
-    """Load a workbook, turning library failures into ToolError ``bad_data``."""
+    """Load a workbook, turning library failures into ToolError ``bad_data``; a full
+    (not ``read_only``) load first passes :func:`atoll.formats.bounds.check_package`
+    (``too_large`` for a bomb: openpyxl builds every cell in memory)."""
     try:
+        bounds.check_package(file.data, virtual, tree=not read_only)
         return _openpyxl.load_workbook(
             file.stream(),
             data_only=data_only,
@@ -260,6 +265,8 @@ def open_workbook(
             f"{argument}: {virtual} is not a readable .xlsx workbook (not a zip archive)",
             argument=argument,
         ) from None
+    except bounds.InputTooLarge as exc:
+        raise bound_error(exc, argument) from None
     except Exception as exc:  # openpyxl raises many kinds on corrupt parts; messages may hold host paths
         raise ToolError(
             "bad_data",

@@ -547,9 +547,11 @@ def test_image_paths_inside_content_blocks_stay_in_the_root(env, hostile):
 
 def test_zip_bomb_is_refused_unopened(env, monkeypatch):
     docs, world = env
-    from mcp_servers._office import package as office
+    import dataclasses
 
-    monkeypatch.setattr(office, "MAX_UNPACKED_BYTES", 10_000)
+    from atoll.formats import bounds
+
+    monkeypatch.setattr(bounds, "LIMITS", dataclasses.replace(bounds.LIMITS, max_unpacked_bytes=10_000))
     error = docs.error("read_document_content", file_path="/memo.docx")
     assert error["code"] == "too_large" and "/memo.docx" in error["message"] and "unpacks" in error["message"]
 
