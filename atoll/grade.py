@@ -112,6 +112,10 @@ class Grade(BaseModel):
     )
     judge_prompt_tokens: int = Field(default=0, description="prompt tokens of the judge's calls")
     judge_completion_tokens: int = Field(default=0, description="completion tokens of the judge's calls")
+    judge_reasoning_tokens: int = Field(default=0, description="of judge_completion_tokens, the reasoning")
+    judge_cached_tokens: int = Field(
+        default=0, description="of judge_prompt_tokens, those read from the provider's prompt cache"
+    )
 
     @classmethod
     def from_verdicts(cls, task_id: str, verdicts: list[CriterionVerdict], **fields: Any) -> Grade:

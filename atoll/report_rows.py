@@ -60,6 +60,12 @@ class ReportTrial(BaseModel):
     agent_cost_usd: float | None = Field(default=None, description="None: unknown (tokens without a price)")
     judge_prompt_tokens: int | None = None
     judge_completion_tokens: int | None = None
+    judge_reasoning_tokens: int | None = Field(
+        default=None, description="of judge_completion_tokens, the reasoning"
+    )
+    judge_cached_tokens: int | None = Field(
+        default=None, description="of judge_prompt_tokens, read from the prompt cache"
+    )
     judge_cost_usd: float | None = Field(
         default=None, description="None: unknown (judge tokens without a price)"
     )

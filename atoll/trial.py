@@ -124,6 +124,10 @@ class TrialResult(BaseModel):
     judge_cost_usd: float = 0.0
     judge_prompt_tokens: int = 0
     judge_completion_tokens: int = 0
+    judge_reasoning_tokens: int = Field(default=0, description="of judge_completion_tokens, the reasoning")
+    judge_cached_tokens: int = Field(
+        default=0, description="of judge_prompt_tokens, read from the prompt cache"
+    )
     duration_s: float = 0.0
     trajectory_uri: str | None = None
     grade_uri: str | None = None

@@ -207,6 +207,8 @@ class Fitted:
     cost_usd: float = 0.0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    cached_tokens: int = 0
 
 
 def _fill(ordered: list[Artifact], budget: int) -> list[tuple[Artifact, str]]:
@@ -226,7 +228,15 @@ def _fitted(shown: list[tuple[Artifact, str]], note: str, call: Completion | Non
     """A Fitted carrying the selector call's cost and tokens (none without a call)."""
     if call is None:
         return Fitted(shown, note)
-    return Fitted(shown, note, call.cost_usd, call.prompt_tokens, call.completion_tokens)
+    return Fitted(
+        shown,
+        note,
+        call.cost_usd,
+        call.prompt_tokens,
+        call.completion_tokens,
+        call.reasoning_tokens,
+        call.cached_tokens,
+    )
 
 
 async def fit(criterion: str, artifacts: list[Artifact], budget: int, config: JudgeConfig) -> Fitted:

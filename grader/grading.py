@@ -54,6 +54,8 @@ class _Context:
     cost_usd: float = 0.0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    cached_tokens: int = 0
     configuration_error: str | None = None
 
 
@@ -151,11 +153,15 @@ async def _decide(context: _Context, criterion: Criterion) -> CriterionVerdict:
         context.cost_usd += fitted.cost_usd
         context.prompt_tokens += fitted.prompt_tokens
         context.completion_tokens += fitted.completion_tokens
+        context.reasoning_tokens += fitted.reasoning_tokens
+        context.cached_tokens += fitted.cached_tokens
         blocks = build_blocks(context.task.prompt, answer, change_log, fitted, criterion, budget)
         result = await judge(config, blocks, budget=context.retry_budget)
         context.cost_usd += result.cost_usd
         context.prompt_tokens += result.prompt_tokens
         context.completion_tokens += result.completion_tokens
+        context.reasoning_tokens += result.reasoning_tokens
+        context.cached_tokens += result.cached_tokens
         if result.configuration_error:
             context.configuration_error = result.configuration_error
         if not result.context_exceeded or budget <= 4000:
@@ -272,6 +278,8 @@ async def grade_trial(
         judge_cost_usd=round(context.cost_usd, 6),
         judge_prompt_tokens=context.prompt_tokens,
         judge_completion_tokens=context.completion_tokens,
+        judge_reasoning_tokens=context.reasoning_tokens,
+        judge_cached_tokens=context.cached_tokens,
         **({"diff_errors": list(world.errors)} if world.errors else {}),
     )
     return grade

@@ -105,6 +105,8 @@ class JudgeResult:
     cost_usd: float = 0.0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    cached_tokens: int = 0
     error: str | None = None
     calls: int = 0
     context_exceeded: bool = False
@@ -217,6 +219,8 @@ async def _one_sample(
         result.cost_usd += done.cost_usd
         result.prompt_tokens += done.prompt_tokens
         result.completion_tokens += done.completion_tokens
+        result.reasoning_tokens += done.reasoning_tokens
+        result.cached_tokens += done.cached_tokens
         message = done.response.choices[0].message
         try:
             result.verdict, result.rationale = parse_verdict(reply_text(message, form))
@@ -249,6 +253,8 @@ async def judge(
         cost_usd=sum(r.cost_usd for r in runs),
         prompt_tokens=sum(r.prompt_tokens for r in runs),
         completion_tokens=sum(r.completion_tokens for r in runs),
+        reasoning_tokens=sum(r.reasoning_tokens for r in runs),
+        cached_tokens=sum(r.cached_tokens for r in runs),
         calls=sum(r.calls for r in runs),
     )
     votes = [r for r in runs if r.verdict is not None]

@@ -81,6 +81,8 @@ async def regrade_run(
                 "judge_cost_usd": result.judge_cost_usd + grade.judge_cost_usd,
                 "judge_prompt_tokens": result.judge_prompt_tokens + grade.judge_prompt_tokens,
                 "judge_completion_tokens": result.judge_completion_tokens + grade.judge_completion_tokens,
+                "judge_reasoning_tokens": result.judge_reasoning_tokens + grade.judge_reasoning_tokens,
+                "judge_cached_tokens": result.judge_cached_tokens + grade.judge_cached_tokens,
                 "checks_met": sum(
                     v.verifier_id in checked and v.verdict.value == "met" for v in grade.criteria
                 )

@@ -69,6 +69,8 @@ def _collect(
             "judge_cost_usd": 0.0,
             "judge_prompt_tokens": 0,
             "judge_completion_tokens": 0,
+            "judge_reasoning_tokens": 0,
+            "judge_cached_tokens": 0,
             "duration_s": 0.0,
             "unpriced_trials": 0,
             "judge_unpriced_trials": 0,
@@ -103,6 +105,8 @@ def _collect(
             "judge_cost_usd",
             "judge_prompt_tokens",
             "judge_completion_tokens",
+            "judge_reasoning_tokens",
+            "judge_cached_tokens",
             "duration_s",
         ):
             entry[key] += getattr(result, key)

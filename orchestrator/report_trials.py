@@ -110,6 +110,8 @@ def trial_rows(
                     "agent_cost_usd": result.agent_cost_usd if priced else None,
                     "judge_prompt_tokens": result.judge_prompt_tokens,
                     "judge_completion_tokens": result.judge_completion_tokens,
+                    "judge_reasoning_tokens": result.judge_reasoning_tokens,
+                    "judge_cached_tokens": result.judge_cached_tokens,
                     "judge_cost_usd": result.judge_cost_usd if judge_priced else None,
                     "cost_usd": result.agent_cost_usd + result.judge_cost_usd
                     if priced and judge_priced

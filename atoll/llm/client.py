@@ -27,6 +27,7 @@ from atoll.llm.endpoints import KeyRefused, call_key, redact  # noqa: E402
 from atoll.llm.errors import ModelError, ModelErrorKind, classify  # noqa: E402
 from atoll.llm.limits import CostLedger, ProviderLimiter, provider_of, shared_ledger, shared_limiter  # noqa: E402
 from atoll.llm.retry import RetryPolicy  # noqa: E402
+from atoll.llm.usage import token_counts  # noqa: E402
 
 litellm.suppress_debug_info = True
 
@@ -83,6 +84,16 @@ class Completion:
     @property
     def completion_tokens(self) -> int:
         return int(getattr(getattr(self.response, "usage", None), "completion_tokens", 0) or 0)
+
+    @property
+    def reasoning_tokens(self) -> int:
+        """Of the completion tokens, the reasoning (see :func:`atoll.llm.usage.token_counts`)."""
+        return token_counts(self.response)["reasoning_tokens"]
+
+    @property
+    def cached_tokens(self) -> int:
+        """Of the prompt tokens, those read from the provider's prompt cache."""
+        return token_counts(self.response)["cached_tokens"]
 
 
 def response_cost(response: Any, model: str) -> float:

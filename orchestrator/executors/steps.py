@@ -390,6 +390,8 @@ def build_result(
         judge_cost_usd=grade.judge_cost_usd if grade else 0.0,
         judge_prompt_tokens=grade.judge_prompt_tokens if grade else 0,
         judge_completion_tokens=grade.judge_completion_tokens if grade else 0,
+        judge_reasoning_tokens=grade.judge_reasoning_tokens if grade else 0,
+        judge_cached_tokens=grade.judge_cached_tokens if grade else 0,
         duration_s=duration_s,
         finished_at=datetime.now(UTC),
         **uris,

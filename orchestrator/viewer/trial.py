@@ -6,7 +6,7 @@ import contextlib
 import json
 from typing import Any
 
-from atoll.costs import cost_text
+from atoll.costs import cost_text, tokens_text
 from atoll.errors import AtollError
 from orchestrator.store import TrialStore
 from orchestrator.viewer.data import find_trial, load_json_artifact, trial_row
@@ -170,6 +170,11 @@ def trial_detail(
             "ungradeable_reasons": grade.get("ungradeable_reasons") or [],
             "judge_cost_usd": grade.get("judge_cost_usd"),
             "judge_tokens": judge_tokens,
+            "judge_tokens_text": tokens_text(
+                judge_tokens,
+                int(grade.get("judge_reasoning_tokens") or 0),
+                int(grade.get("judge_cached_tokens") or 0),
+            ),
             "judge_cost": cost_text(grade.get("judge_cost_usd") or 0.0, judge_tokens),
         }
     )

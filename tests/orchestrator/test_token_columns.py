@@ -1,9 +1,13 @@
 """Reasoning and cached tokens reach the trial results, the report (per trial and per agent) and the
 viewer (trial rows, leaderboard), added up as providers bill them."""
 
+import json
+
 from atoll.trajectory import Usage
 from orchestrator.report import build_report, leaderboard_rows, render_markdown
+from orchestrator.store import TrialStore
 from orchestrator.viewer import data
+from orchestrator.viewer.trial import trial_detail
 
 from .test_unknown_cost import _completed_store, _row
 
@@ -21,9 +25,32 @@ TOKENS = {  # agent: its usage in each of its two trials
 
 
 def _store(tmp_path):
+    grade = tmp_path / "grade.json"
+    grade.write_text(
+        json.dumps(
+            {
+                "task_id": "t0",
+                "criteria": [],
+                "passed": True,
+                "score": 1.0,
+                "judge_cost_usd": 0.003,
+                "judge_prompt_tokens": 3000,
+                "judge_completion_tokens": 300,
+                "judge_reasoning_tokens": 250,
+                "judge_cached_tokens": 2048,
+            }
+        )
+    )
+
     def result(agent: str) -> dict:
         usage = TOKENS[agent]
         return {
+            "grade_uri": grade.as_uri(),
+            "judge_cost_usd": 0.003,
+            "judge_prompt_tokens": 3000,
+            "judge_completion_tokens": 300,
+            "judge_reasoning_tokens": 250,
+            "judge_cached_tokens": 2048,
             "prompt_tokens": usage.prompt_tokens,
             "completion_tokens": usage.completion_tokens,
             "reasoning_tokens": usage.reasoning_tokens,
@@ -65,6 +92,11 @@ def test_the_report_shows_reasoning_and_cached_tokens_per_agent_and_per_trial(tm
     }
     trial_rows = [row for row in report["trial_rows"] if row["agent"] == "thinker"]
     assert all(row["reasoning_tokens"] == 600 and row["cached_tokens"] == 4096 for row in trial_rows)
+    # the judge's, per agent and per trial
+    assert (thinker["judge_reasoning_tokens"], thinker["judge_cached_tokens"]) == (500, 4096)
+    assert all(
+        row["judge_reasoning_tokens"] == 250 and row["judge_cached_tokens"] == 2048 for row in trial_rows
+    )
 
 
 def test_the_viewer_rows_carry_reasoning_and_cached_tokens(tmp_path):
@@ -78,6 +110,12 @@ def test_the_viewer_rows_carry_reasoning_and_cached_tokens(tmp_path):
     assert all(
         (row["tokens"], row["reasoning_tokens"], row["cached_tokens"]) == (5800, 600, 4096) for row in thinker
     )
+    store = TrialStore(f"sqlite:///{tmp_path / 'atoll.db'}")
+    try:
+        trial = trial_detail(store, thinker[0]["trial_id"])
+    finally:
+        store.dispose()
+    assert trial["grade"]["judge_tokens_text"] == "3300 (250 reasoning, 2048 cached)"
     board = {row["agent"]: row for row in detail["leaderboard"]}
     assert board["thinker"]["tokens"]["reasoning_tokens"] == 1200
     assert board["plain"]["tokens"]["cached_tokens"] == 0

@@ -464,7 +464,7 @@ async function trialPage(id, run) {
       el("dt", { text: "steps / tool calls" }), el("dd", { text: fmtNum(row.steps) + " / " + fmtNum(row.tool_calls) }),
       el("dt", { text: "tokens / cost" }), el("dd", { id: "trial-cost", text: (t.usage ? tokensText(t.usage) : fmtNum(row.tokens)) + " / " + (row.cost || "—") }),
       t.grade && el("dt", { text: "judge tokens / cost" }),
-      t.grade && el("dd", { id: "judge-cost", text: fmtNum(t.grade.judge_tokens) + " / " + t.grade.judge_cost }),
+      t.grade && el("dd", { id: "judge-cost", text: (t.grade.judge_tokens_text || fmtNum(t.grade.judge_tokens)) + " / " + t.grade.judge_cost }),
       el("dt", { text: "duration" }), el("dd", { text: fmtNum(row.duration_s, 1) + " s (" + fmtTime(t.started_at) + " → " + fmtTime(t.ended_at) + ")" }),
       el("dt", { text: "trial id" }), el("dd", { text: row.trial_id }),
       el("dt", { text: "downloads" }), el("dd", {}, [download("trajectory", "trajectory.json"), download("grade", "grade.json"),
