@@ -24,6 +24,7 @@ from pydantic import (
 
 from atoll.errors import AtollError, describe_validation
 from atoll.llm.arguments import check_arguments
+from atoll.llm.endpoints import same_endpoint
 
 if TYPE_CHECKING:
     from atoll.experiment import ExperimentSpec
@@ -217,7 +218,10 @@ def judge_from_request(
         merged = JudgeConfig.model_validate({**base, **overrides})
     except ValidationError as exc:
         raise AtollError("bad_input", f"field judge: {describe_validation(exc)}") from None
-    if default is not None:
+    if default is not None and same_endpoint(merged.api_base, default.api_base):
+        # The operator's judge key is for the operator's judge endpoint: a request that picks
+        # another endpoint (one of allowed_api_bases) gets the key that endpoint's provider
+        # may receive there (atoll.llm.endpoints.call_key), never this one.
         merged.api_key = default.api_key
         merged.api_key_env = default.api_key_env
     return merged

@@ -110,6 +110,19 @@ def parse_endpoint(url: str) -> _Url | None:
     return _Url(scheme, host, port or (443 if scheme == "https" else 80), parts.path or "/")
 
 
+def same_endpoint(first: str | None, second: str | None) -> bool:
+    """True when both are None (the provider's own endpoint) or name the same endpoint
+    (scheme, host, port and path, a trailing ``/`` aside)."""
+    if first is None or second is None:
+        return first is second
+    one, other = parse_endpoint(first), parse_endpoint(second)
+    if one is None or other is None:
+        return first == second
+    return one == _Url(other.scheme, other.host, other.port, one.path) and (
+        one.path.rstrip("/") == other.path.rstrip("/")
+    )
+
+
 def _urls(text: str | Iterable[str] | None) -> list[str]:
     if text is None:
         return []
@@ -306,5 +319,6 @@ __all__ = [
     "parse_endpoint",
     "provider_of_call",
     "redact",
+    "same_endpoint",
     "trust_endpoints",
 ]
