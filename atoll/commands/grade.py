@@ -27,6 +27,7 @@ def _judge(
     samples: int | None,
     selector: str | None,
     context_budget: int | None,
+    thinking: str | None = None,
 ) -> Any:
     from grader.inputs import load_judge_config
     from grader.judge import JudgeConfig
@@ -44,13 +45,18 @@ def _judge(
         ("samples", samples),
         ("selector", selector),
         ("context_budget_chars", context_budget),
+        ("thinking", thinking),
     ):
         if value is not None:
             values[key] = value
+    from pydantic import ValidationError
+
+    from atoll.errors import describe_validation
+
     try:
         judge = JudgeConfig.model_validate(values)
-    except ValueError as exc:
-        raise AtollError("bad_input", f"judge settings: {exc}") from None
+    except ValidationError as exc:  # one line naming the field (and the model, for a refused parameter)
+        raise AtollError("bad_input", f"judge settings: {describe_validation(exc)}") from None
     from atoll.llm.endpoints import trust_endpoints
 
     trust_endpoints([judge.api_base])  # the operator's own option or file (docs/security.md)
@@ -116,6 +122,10 @@ def grade(
     ),
     samples: int | None = typer.Option(None, help="Judge samples per criterion (majority vote)."),
     selector: str | None = typer.Option(None, help="Evidence selector over the context budget: rank or llm."),
+    thinking: str | None = typer.Option(
+        None,
+        help="How hard the judge thinks: off, low, medium or high, mapped for its provider (docs/models.md).",
+    ),
     context_budget: int | None = typer.Option(None, help="Characters of evidence per judge prompt."),
     cache: Path | None = typer.Option(None, help="Verdict cache: a .sqlite file or a directory."),
     output: Path | None = typer.Option(None, help="Where to write GRADE.json."),
@@ -136,7 +146,9 @@ def grade(
     if before is None or after is None or output is None:
         raise AtollError("bad_input", "atoll grade needs --before, --after and --output")
     task = _load_task(benchmark, task_id, task_file, rubric, prompt)
-    judge = _judge(judge_model, api_base, api_key_env, judge_config, samples, selector, context_budget)
+    judge = _judge(
+        judge_model, api_base, api_key_env, judge_config, samples, selector, context_budget, thinking
+    )
     loaded_trajectory = load_trajectory(trajectory) if trajectory else None
     if loaded_trajectory is None and answer is not None:
         from grader.inputs import trajectory_from_data

@@ -34,7 +34,12 @@ UNSUPPORTED_TEMPERATURE = {
 
 
 def _atoll(*args: str) -> subprocess.CompletedProcess:
-    environment = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "OPENAI_API_KEY": "sk-test"}
+    environment = {
+        **os.environ,
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "OPENAI_API_KEY": "sk-test",
+        "ANTHROPIC_API_KEY": "test",
+    }
     return subprocess.run(
         [sys.executable, "-m", "atoll.cli", *args],
         capture_output=True,
@@ -100,7 +105,7 @@ def test_a_judge_config_asking_a_refused_parameter_fails_grade_naming_it(tmp_pat
     config.write_text(json.dumps({"model": "openai/gpt-5", "temperature": 0.0}))
     result = _grade(tmp_path, "--judge-config", str(config))
     assert result.returncode == 2
-    line = result.stderr.strip().splitlines()[-1]
+    (line,) = result.stderr.strip().splitlines()  # one line
     assert "model openai/gpt-5 does not accept temperature: 0.0" in line and "drop_params" not in line
     assert not (tmp_path / "grade.json").exists()
 
@@ -203,3 +208,24 @@ def test_grade_with_a_judge_openai_refuses_exits_non_zero_with_openais_words(tmp
     assert "openai/o4-house at " in line and "configuration error" in line
     assert "Unsupported value: 'temperature' does not support 0.0 with this model" in line
     assert not (tmp_path / "grade.json").exists()
+
+
+def test_grade_takes_the_judges_thinking_level(tmp_path):
+    from tests.providers.anthropic import AnthropicEmulator
+
+    with AnthropicEmulator([VERDICT]) as emu:
+        result = _grade(
+            tmp_path,
+            "--judge-model",
+            "anthropic/claude-opus-4-5-20251101",
+            "--api-base",
+            emu.api_base,
+            "--thinking",
+            "high",
+        )
+        assert emu.rejections == []
+        (sent,) = emu.requests
+    assert result.returncode == 0, result.stderr
+    assert sent["thinking"]["type"] == "enabled" and "temperature" not in sent
+    grade = json.loads((tmp_path / "grade.json").read_text())
+    assert [c["verdict"] for c in grade["criteria"]] == ["met"]
