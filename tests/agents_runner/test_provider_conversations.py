@@ -337,3 +337,18 @@ async def test_the_loop_agent_on_the_responses_api(openai, gateway):
     assert openai.rejections == [] and openai.dropped_reasoning == []
     assert trajectory.status == RunStatus.completed, trajectory.error
     assert len(_reasoning_items_sent(openai)) == 2
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_gpt_5_on_chat_completions_gets_back_only_what_openai_accepts(openai, gateway, stream):
+    """Chat Completions returns no reasoning to give back: the turns go back in OpenAI's own
+    form, with nothing litellm-only (provider fields, thinking blocks) a strict server refuses."""
+    openai.reset()
+    openai.load(_toolbelt_script())
+    trajectory = await _run(openai, gateway, model="openai/gpt-5", config={"stream": stream})
+    assert openai.rejections == []
+    assert trajectory.status == RunStatus.completed, trajectory.error
+    assert all(path.endswith("/chat/completions") for path in openai.request_paths)
+    sent = [m for m in openai.requests[-1]["messages"] if m["role"] == "assistant"]
+    assert len(sent) == 4 and {key for m in sent for key in m} <= {"role", "content", "tool_calls"}
+    assert all(set(c) == {"id", "type", "function"} for m in sent for c in m["tool_calls"])
