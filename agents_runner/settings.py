@@ -20,8 +20,10 @@ class AgentRunnerSettings(BaseSettings):
         None, description="bearer token every endpoint but /health requires; required beyond loopback"
     )
     keep_runs: int = Field(1000, ge=1, description="finished runs kept in memory for polling")
+    # Parsing JSON holds the interpreter (about 0.1 s per MiB on a busy machine, /health waits):
+    # keep it to what a run request needs.
     max_body_bytes: int = Field(
-        16 * 1024**2, ge=1024, description="largest request body (a run request: task, messages, config)"
+        1024**2, ge=1024, description="largest request body (a run request: task, messages, config)"
     )
 
     @field_validator("token")

@@ -8,7 +8,9 @@ gigabytes. :func:`load_bounded_yaml` composes the node graph first (libyaml when
 counts the nodes it would expand to (each shared node's size computed once, so the count
 itself is linear in the document), and refuses a document that expands to more than
 ``max_nodes`` nodes, nests deeper than ``max_depth`` or refers to itself, before anything
-is constructed.
+is constructed. libyaml's scanner holds the interpreter while it runs: a server parses in a
+child process (:class:`orchestrator.submission.ExperimentParser` uses
+:func:`load_bounded_yaml_outcome`).
 """
 
 from __future__ import annotations
@@ -88,8 +90,8 @@ def _check_expansion(root: yaml.Node, source: str, code: str, max_nodes: int, ma
             if sizes[key] > max_nodes:
                 raise AtollError(
                     code,
-                    f"{source}: the YAML expands to more than {max_nodes} nodes through its aliases "
-                    "(&anchor / *alias); write the values out or use fewer aliases",
+                    f"{source}: the YAML has more than {max_nodes} nodes, counting each alias "
+                    "(*name) as a copy of what it names; send a smaller document or fewer aliases",
                 )
             if depths[key] > max_depth:
                 raise AtollError(code, f"{source}: the YAML nests deeper than {max_depth} levels")
@@ -106,3 +108,12 @@ def _check_expansion(root: yaml.Node, source: str, code: str, max_nodes: int, ma
                 raise AtollError(code, f"{source}: the YAML refers to itself through an alias (a cycle)")
             if child_key not in sizes:
                 stack.append((child, False))
+
+
+def load_bounded_yaml_outcome(text: str, source: str, code: str) -> tuple[str, Any]:
+    """:func:`load_bounded_yaml` for a child process: ``("ok", data)`` or ``("error", (code,
+    message))`` (AtollError does not pickle), so a caller can keep parsing off its interpreter."""
+    try:
+        return "ok", load_bounded_yaml(text, source=source, code=code)
+    except AtollError as exc:
+        return "error", (exc.code, exc.message)

@@ -214,7 +214,12 @@ def parse_experiment(text: str, *, source: str = "request body") -> ExperimentSp
     """An experiment from YAML (or JSON) text; AtollError(code="bad_experiment") naming
     ``source`` and each invalid field, or saying the YAML is invalid or expands too far
     (:func:`atoll.bounded_yaml.load_bounded_yaml`). CPU-bound: servers call it in a thread."""
-    raw = load_bounded_yaml(text, source=source, code="bad_experiment")
+    return experiment_from_data(load_bounded_yaml(text, source=source, code="bad_experiment"), source=source)
+
+
+def experiment_from_data(raw: Any, *, source: str = "request body") -> ExperimentSpec:
+    """An experiment from loaded YAML/JSON data; AtollError(code="bad_experiment") naming
+    ``source`` and each invalid field."""
     if not isinstance(raw, dict):
         raise AtollError("bad_experiment", f"{source}: expected a mapping at the top level")
     try:

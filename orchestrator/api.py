@@ -30,11 +30,11 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from atoll.errors import AtollError
-from atoll.experiment import ExperimentSpec, check_run_name, parse_experiment
+from atoll.experiment import ExperimentSpec, check_run_name
 from atoll.http import ERROR_RESPONSES, Health, add_error_handler, bearer_guard
 from atoll.http_guard import guard, require_non_empty
 from atoll.llm.admission import check_experiment
-from orchestrator.submission import benchmark_roots, submitted_experiment
+from orchestrator.submission import ExperimentParser, benchmark_roots, submitted_experiment
 
 # bad_experiment, bad_run_name, operator_setting and benchmark_not_allowed are 400s.
 _STATUS_OF_CODE = {"unknown_run": 404, "fingerprint_changed": 409}
@@ -150,6 +150,8 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     # and never takes the default pool's threads, which /health's store check uses.
     submissions = ThreadPoolExecutor(max_workers=2, thread_name_prefix="atoll-submission")
     app.router.add_event_handler("shutdown", lambda: submissions.shutdown(wait=False, cancel_futures=True))
+    parser = ExperimentParser()  # YAML in a child process: it never holds this interpreter
+    app.router.add_event_handler("shutdown", parser.close)
 
     authorize = bearer_guard(token)
     add_error_handler(app, _STATUS_OF_CODE)
@@ -175,7 +177,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         # benchmark and planning thousands of trials are blocking work: keep the event loop
         # (and /health) answering meanwhile.
         loop = asyncio.get_running_loop()
-        parsed = await loop.run_in_executor(submissions, parse_experiment, text)
+        parsed = await loop.run_in_executor(submissions, parser.parse, text)
         # No endpoint off the key allow-list (atoll.llm.admission); litellm may load: a thread.
         await loop.run_in_executor(submissions, check_experiment, parsed)
         spec = await loop.run_in_executor(submissions, submitted_experiment, parsed, imposed, roots)

@@ -12,14 +12,22 @@ nothing about the host's folders. ``hf://`` benchmarks are always accepted.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import threading
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
+from atoll.bounded_yaml import load_bounded_yaml_outcome
 from atoll.errors import AtollError
-from atoll.experiment import ExperimentSpec
+from atoll.experiment import ExperimentSpec, experiment_from_data
 from atoll.loader import HF_PREFIX
+
+#: Address space of the parsing process: a bounded document needs far less.
+_PARSER_MEMORY_BYTES = 2 * 1024**3
 
 #: The fields an experiment may not choose on the API path, with the operator's variable.
 OPERATOR_FIELDS = {"store": "ATOLL_STORE", "artifacts": "ATOLL_ARTIFACTS", "output_dir": "ATOLL_OUTPUT_DIR"}
@@ -82,3 +90,56 @@ def submitted_experiment(
     benchmark = resolve_submitted_benchmark(spec.benchmark, roots)
     updates: dict[str, Any] = {"benchmark": benchmark}
     return spec.model_copy(update=updates)
+
+
+def _limit_parser_memory() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (_PARSER_MEMORY_BYTES, _PARSER_MEMORY_BYTES))
+
+
+class ExperimentParser:
+    """Parses posted experiments in a child process of its own.
+
+    Parsing YAML holds the interpreter for long stretches (libyaml's scanner runs without
+    giving the GIL back), so even in a thread a large document would stall ``/health``; in a
+    child process it cannot, and the child's memory is capped. The document is bounded
+    anyway (:mod:`atoll.bounded_yaml`). Call :meth:`parse` from a thread; :meth:`close` at
+    shutdown.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pool: ProcessPoolExecutor | None = None
+
+    def _executor(self) -> ProcessPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                # spawn: a fork of a threaded server could inherit a held lock.
+                self._pool = ProcessPoolExecutor(
+                    max_workers=1,
+                    mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_limit_parser_memory,
+                )
+            return self._pool
+
+    def parse(self, text: str, *, source: str = "request body") -> ExperimentSpec:
+        """The experiment of ``text``; AtollError(``bad_experiment``) as
+        :func:`atoll.experiment.parse_experiment` raises it (blocking: call it in a thread)."""
+        pool = self._executor()
+        try:
+            status, value = pool.submit(load_bounded_yaml_outcome, text, source, "bad_experiment").result()
+        except BrokenProcessPool:
+            with self._lock:
+                if self._pool is pool:
+                    self._pool = None  # the next request gets a fresh process
+            raise AtollError("bad_experiment", f"{source}: the YAML parser ran out of resources") from None
+        if status == "error":
+            raise AtollError(*value)
+        return experiment_from_data(value, source=source)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._pool is not None:
+                self._pool.shutdown(wait=False, cancel_futures=True)
+                self._pool = None

@@ -190,5 +190,5 @@ def test_the_default_limits_are_set():
     from orchestrator.api import ApiSettings
 
     assert ApiSettings().max_body_bytes == 1024**2
-    assert AgentRunnerSettings().max_body_bytes == 16 * 1024**2
+    assert AgentRunnerSettings().max_body_bytes == 1024**2
     assert GraderSettings().max_body_bytes == 4 * 1024**3
