@@ -218,13 +218,26 @@ def judge_from_request(
         merged = JudgeConfig.model_validate({**base, **overrides})
     except ValidationError as exc:
         raise AtollError("bad_input", f"field judge: {describe_validation(exc)}") from None
-    if default is not None and same_endpoint(merged.api_base, default.api_base):
-        # The operator's judge key is for the operator's judge endpoint: a request that picks
-        # another endpoint (one of allowed_api_bases) gets the key that endpoint's provider
-        # may receive there (atoll.llm.endpoints.call_key), never this one.
+    if (
+        default is not None
+        and same_endpoint(merged.api_base, default.api_base)
+        and _same_provider(merged.model, default.model)
+    ):
+        # The operator's judge key is for the operator's judge endpoint and its provider: a
+        # request that picks another endpoint (one of allowed_api_bases) or another provider's
+        # model gets the key that provider may receive there (atoll.llm.endpoints.call_key),
+        # never this one.
         merged.api_key = default.api_key
         merged.api_key_env = default.api_key_env
     return merged
+
+
+def _same_provider(model: str, other: str) -> bool:
+    if model == other:
+        return True
+    from atoll.llm.endpoints import provider_of_call
+
+    return provider_of_call(model) == provider_of_call(other)
 
 
 __all__ = ["CHECKS_ONLY", "JudgeConfig", "VerdictFormat", "judge_from_request", "judge_request"]

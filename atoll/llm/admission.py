@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from atoll.errors import AtollError
 from atoll.llm.arguments import INLINE_KEY_HELP, argument_problem
-from atoll.llm.endpoints import KeyPolicy, parse_endpoint, provider_of_call
+from atoll.llm.endpoints import KeyPolicy, model_problem, parse_endpoint, provider_of_call
 
 if TYPE_CHECKING:
     from atoll.experiment import ExperimentSpec
@@ -35,6 +35,8 @@ def endpoint_problem(
     """None when a call of ``model`` to ``api_base`` with ``secret`` (a secret's name) keeps
     every key where it belongs; else one line naming the field under ``path``."""
     base_field = f"{path}.{api_base_field}"
+    if problem := model_problem(model):
+        return f"{path}.model: {problem}"
     if api_base is not None and (not isinstance(api_base, str) or parse_endpoint(api_base) is None):
         return f"{base_field}: {api_base!r} is not an http(s) URL"
     if secret is not None:

@@ -217,6 +217,14 @@ def _read_secret_files(folder: Path, name: str) -> tuple[str | None, str | None]
     return read(folder / name), read(folder / f"{name}.endpoints")
 
 
+def model_problem(model: str) -> str | None:
+    """None for a plain model name; else why it may not be called: some litellm providers
+    (huggingface/https://…) take a URL in the model name as the endpoint, with the key."""
+    if not isinstance(model, str) or "://" in model or any(ord(char) < 33 for char in model):
+        return f"model {model!r} is not a plain model name (an endpoint goes in api_base, never in the model)"
+    return None
+
+
 def provider_of_call(model: str, api_base: str | None = None) -> str:
     """The provider litellm will use for ``model`` (its prefix when litellm cannot tell)."""
     from atoll.llm.limits import provider_of
@@ -251,6 +259,8 @@ def call_key(
     Raises KeyRefused (one line naming model, endpoint and the setting) for everything else."""
     policy = policy or KeyPolicy.current()
     where = f"{model} at {api_base}"
+    if problem := model_problem(model):
+        raise KeyRefused(problem)
     if secret:
         provisioned = policy.secret(secret)
         if provisioned is None:
@@ -316,6 +326,7 @@ __all__ = [
     "Secret",
     "call_key",
     "forget_trusted_endpoints",
+    "model_problem",
     "parse_endpoint",
     "provider_of_call",
     "redact",

@@ -52,3 +52,15 @@ def test_a_bad_request_is_an_error_naming_the_field(request_, named):
     with pytest.raises(AtollError) as info:
         judge_from_request(request_, JudgeConfig(model="openai/j"))
     assert info.value.code == "bad_input" and named in info.value.message
+
+
+def test_a_request_for_another_providers_model_does_not_get_the_services_key():
+    default = JudgeConfig(model="openai/j", api_key="sk-service", api_key_env="JUDGE_KEY")
+    other = judge_from_request({"model": "anthropic/claude-opus-4-5"}, default, allowed_api_bases=())
+    assert (other.api_key, other.api_key_env) == (None, None)
+    same = judge_from_request({"model": "openai/gpt-5"}, default, allowed_api_bases=())
+    assert (same.resolved_api_key(), same.api_key_env) == ("sk-service", "JUDGE_KEY")
+    with pytest.raises(
+        AtollError, match="field judge.model: model 'huggingface/https://evil/v1' is not a plain"
+    ):
+        judge_from_request({"model": "huggingface/https://evil/v1"}, default, allowed_api_bases=())

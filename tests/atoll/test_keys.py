@@ -254,3 +254,14 @@ async def test_a_malformed_setting_is_one_clear_error(monkeypatch):
     monkeypatch.setenv("ATOLL_KEY_ENDPOINTS", "openai:https://proxy")
     with pytest.raises(ModelError, match="ATOLL_KEY_ENDPOINTS: 'openai:https://proxy' is not PROVIDER="):
         await call(Endpoint("openai/x", refused_api_base()))
+
+
+async def test_a_url_in_the_model_name_is_never_called(monkeypatch):
+    # litellm's huggingface provider takes "huggingface/https://…" as the endpoint, with the key.
+    monkeypatch.setenv("HUGGINGFACE_API_KEY", ENV_KEY)
+    monkeypatch.setenv("HF_TOKEN", ENV_KEY)
+    with CatchAll() as submitter:
+        with pytest.raises(ModelError) as raised:
+            await call(Endpoint(f"huggingface/{submitter.url}/v1"))
+        assert submitter.seen == []
+    assert raised.value.kind is ModelErrorKind.configuration and "not a plain model name" in str(raised.value)

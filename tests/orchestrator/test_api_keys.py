@@ -66,6 +66,7 @@ def post(client, agent: dict | None = None, judge: dict | None = None):
             "judge.extra_args",
         ),
         ({"extra_args": {"api_key": "sk-inline"}}, None, "agents[0].extra_args.api_key"),
+        ({"model": "huggingface/https://127.0.0.1:9/v1"}, None, "agents[0].model"),
     ],
 )
 def test_a_submitted_endpoint_off_the_list_is_refused_naming_the_field(
