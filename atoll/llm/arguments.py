@@ -50,6 +50,7 @@ GENERATION_ARGUMENTS = frozenset(
         "previous_response_id",
         "truncation",
         "max_output_tokens",
+        "api_version",  # Azure's API version (a query parameter; Azure is called only on listed endpoints)
         "verbosity",
         "drop_params",
         "user",
