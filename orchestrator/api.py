@@ -151,6 +151,10 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     submissions = ThreadPoolExecutor(max_workers=2, thread_name_prefix="atoll-submission")
     app.router.add_event_handler("shutdown", lambda: submissions.shutdown(wait=False, cancel_futures=True))
     parser = ExperimentParser()  # YAML in a child process: it never holds this interpreter
+    # /health's store check has a thread of its own: reports and run lists being built on the
+    # shared pool (one per request, as many as clients ask) never make it wait.
+    health_check = ThreadPoolExecutor(max_workers=1, thread_name_prefix="atoll-health")
+    app.router.add_event_handler("shutdown", lambda: health_check.shutdown(wait=False, cancel_futures=True))
     app.router.add_event_handler("shutdown", parser.close)
 
     authorize = bearer_guard(token)
@@ -165,7 +169,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
 
     @app.get("/health", responses=ERROR_RESPONSES)
     async def health() -> Health:
-        await asyncio.to_thread(store.experiments)
+        await asyncio.get_running_loop().run_in_executor(health_check, store.experiments)
         return Health(status="ok")
 
     @app.post("/runs", status_code=202, dependencies=[Depends(authorize)], responses=ERROR_RESPONSES)

@@ -185,6 +185,31 @@ def test_without_roots_only_hf_benchmarks_are_accepted(roots):
     )
 
 
+def test_health_does_not_wait_for_a_busy_shared_thread_pool(settings):
+    """Reports and run lists are built on the event loop's shared pool, one per request;
+    however many a client asks for at once, /health answers."""
+    release = threading.Event()
+
+    async def fill_the_shared_pool() -> None:
+        import asyncio
+
+        for _ in range(64):  # more than the pool's threads (min(32, cores + 4))
+            asyncio.get_running_loop().run_in_executor(None, release.wait, 30)
+
+    answered: list[int] = []
+    with TestClient(create_app(settings)) as client:
+        probe = threading.Thread(target=lambda: answered.append(client.get("/health").status_code))
+        try:
+            client.portal.call(fill_the_shared_pool)
+            probe.start()
+            probe.join(timeout=10)
+            assert answered == [200]
+        finally:
+            release.set()
+            if probe.is_alive():
+                probe.join(timeout=30)
+
+
 # --- a real service over loopback HTTP: body limits, and /health while bombs are refused ---
 
 
