@@ -48,22 +48,39 @@ class RunRequest(BaseModel):
 @dataclass
 class _Entry:
     run_id: str
-    spec: AgentSpec
-    run: AgentRun
+    spec: AgentSpec | None  # None once finished: only the trajectory is kept
+    run: AgentRun | None
     task: asyncio.Task[Trajectory]
     cancel: asyncio.Event = field(default_factory=asyncio.Event)
+    kept_bytes: int = 0  # the finished trajectory's JSON size
 
 
 class RunManager:
-    """Keeps the runs of one service process (in memory; finished ones up to ``keep``)."""
+    """Keeps the runs of one service process in memory: at most ``max_running`` running, and
+    of the finished ones only their trajectories, the newest ``keep`` within ``keep_bytes``.
 
-    def __init__(self, keep: int = 1000) -> None:
+    A finished run's inputs (its request, context and agent state) are let go at once: a
+    caller posting many large requests holds at most ``max_running`` of them plus the kept
+    trajectories, never one copy per request it ever made.
+    """
+
+    def __init__(self, keep: int = 1000, *, max_running: int = 64, keep_bytes: int = 512 * 1024**2) -> None:
         self._runs: dict[str, _Entry] = {}
         self._keep = keep
+        self._max_running = max_running
+        self._keep_bytes = keep_bytes
 
     def start(self, request: RunRequest) -> str:
         """Start a run in the background; returns its id. Raises AtollError for bad input,
-        and for a request that would send this service's key elsewhere (naming the field)."""
+        for a request that would send this service's key elsewhere (naming the field), and
+        (``too_many_runs``) while ``max_running`` runs are running."""
+        running = sum(1 for entry in self._runs.values() if not entry.task.done())
+        if running >= self._max_running:
+            raise AtollError(
+                "too_many_runs",
+                f"{running} runs are running, this service's limit (ATOLL_AGENT_MAX_RUNNING); "
+                "retry when one has finished",
+            )
         check_agent_request(
             model=request.model,
             api_base=request.api_base,
@@ -93,9 +110,18 @@ class RunManager:
                 spec, run, gateway_url=request.gateway_url, gateway_token=request.gateway_token, cancel=cancel
             )
         )
-        self._runs[run_id] = _Entry(run_id=run_id, spec=spec, run=run, task=task, cancel=cancel)
+        entry = _Entry(run_id=run_id, spec=spec, run=run, task=task, cancel=cancel)
+        self._runs[run_id] = entry
+        task.add_done_callback(lambda _task: self._finished(entry))
         self._forget_old()
         return run_id
+
+    def _finished(self, entry: _Entry) -> None:
+        """Let go of a finished run's inputs and state, keep its trajectory (sized once)."""
+        entry.spec = entry.run = None
+        if not entry.task.cancelled() and entry.task.exception() is None:
+            entry.kept_bytes = len(entry.task.result().model_dump_json())
+        self._forget_old()
 
     def _entry(self, run_id: str) -> _Entry:
         try:
@@ -107,23 +133,33 @@ class RunManager:
         """State (running|finished), run status when finished, steps, elapsed time, usage."""
         entry = self._entry(run_id)
         run = entry.run
+        if entry.task.done() or run is None:
+            trajectory = entry.task.result()
+            return {
+                "run_id": run_id,
+                "agent": trajectory.agent,
+                "model": trajectory.model,
+                "task_id": trajectory.task_id,
+                "trial_id": trajectory.trial_id,
+                "state": "finished",
+                "status": trajectory.status,
+                "steps": trajectory.steps,
+                "elapsed_s": trajectory.duration_s,
+                "usage": trajectory.usage,
+            }
         client = run.model_client
-        body: dict[str, Any] = {
+        return {
             "run_id": run_id,
             "agent": run.agent,
             "model": run.model,
             "task_id": run.task_id,
             "trial_id": run.trial_id,
-            "state": "finished" if entry.task.done() else "running",
+            "state": "running",
             "status": None,
             "steps": run.steps,
             "elapsed_s": round(run.elapsed_s, 3),
             "usage": (client.usage if client else None),
         }
-        if entry.task.done():
-            trajectory = entry.task.result()
-            body.update(status=trajectory.status, elapsed_s=trajectory.duration_s, usage=trajectory.usage)
-        return body
 
     def trajectory(self, run_id: str) -> Trajectory:
         """The finished run's trajectory; raises AtollError(run_running) while it runs."""
@@ -145,6 +181,10 @@ class RunManager:
         await asyncio.gather(*(entry.task for entry in self._runs.values()), return_exceptions=True)
 
     def _forget_old(self) -> None:
+        """Drop the oldest finished runs past ``keep`` runs or ``keep_bytes`` of trajectories."""
         finished = [run_id for run_id, entry in self._runs.items() if entry.task.done()]
-        for run_id in finished[: max(0, len(self._runs) - self._keep)]:
-            del self._runs[run_id]
+        kept_bytes = sum(self._runs[run_id].kept_bytes for run_id in finished)
+        for run_id in finished:
+            if len(self._runs) <= self._keep and kept_bytes <= self._keep_bytes:
+                break
+            kept_bytes -= self._runs.pop(run_id).kept_bytes

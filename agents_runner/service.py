@@ -11,7 +11,9 @@
 
 When ``ATOLL_AGENT_TOKEN`` is set, every endpoint but ``/health`` requires
 ``Authorization: Bearer $ATOLL_AGENT_TOKEN``; ``atoll agent serve`` refuses to listen beyond
-loopback without it. Request bodies are bounded (``ATOLL_AGENT_MAX_BODY_BYTES``).
+loopback without it. Request bodies are bounded (``ATOLL_AGENT_MAX_BODY_BYTES``), so are the
+runs running at once (``ATOLL_AGENT_MAX_RUNNING``, else 429) and the finished trajectories kept
+(``ATOLL_AGENT_KEEP_RUNS``, ``ATOLL_AGENT_KEEP_BYTES``).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from atoll.http import ERROR_RESPONSES, Health, add_error_handler, bearer_guard
 from atoll.http_guard import guard
 from atoll.trajectory import RunStatus, Trajectory, Usage
 
-_STATUS_OF_CODE = {"unknown_run": 404, "run_running": 409}
+_STATUS_OF_CODE = {"unknown_run": 404, "run_running": 409, "too_many_runs": 429}
 
 
 class AgentInfo(BaseModel):
@@ -74,7 +76,9 @@ def create_app(settings: AgentRunnerSettings | None = None, *, token: str | None
     settings = settings or AgentRunnerSettings()
     if token is None and settings.token is not None:
         token = settings.token.get_secret_value() or None
-    manager = RunManager(keep=settings.keep_runs)
+    manager = RunManager(
+        keep=settings.keep_runs, max_running=settings.max_running, keep_bytes=settings.keep_bytes
+    )
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):

@@ -10,7 +10,7 @@ from atoll.http_guard import require_non_empty
 
 class AgentRunnerSettings(BaseSettings):
     """``ATOLL_AGENT_HOST``, ``ATOLL_AGENT_PORT``, ``ATOLL_AGENT_TOKEN``, ``ATOLL_AGENT_KEEP_RUNS``,
-    ``ATOLL_AGENT_MAX_BODY_BYTES``."""
+    ``ATOLL_AGENT_KEEP_BYTES``, ``ATOLL_AGENT_MAX_RUNNING``, ``ATOLL_AGENT_MAX_BODY_BYTES``."""
 
     model_config = SettingsConfigDict(env_prefix="ATOLL_AGENT_", extra="ignore")
 
@@ -20,6 +20,14 @@ class AgentRunnerSettings(BaseSettings):
         None, description="bearer token every endpoint but /health requires; required beyond loopback"
     )
     keep_runs: int = Field(1000, ge=1, description="finished runs kept in memory for polling")
+    keep_bytes: int = Field(
+        512 * 1024**2,
+        ge=1024**2,
+        description="finished runs' trajectories kept in memory, in bytes of JSON (oldest dropped first)",
+    )
+    max_running: int = Field(
+        64, ge=1, description="runs running at once; POST /runs beyond it is 429 too_many_runs"
+    )
     # Parsing JSON holds the interpreter (about 0.1 s per MiB on a busy machine, /health waits):
     # keep it to what a run request needs.
     max_body_bytes: int = Field(

@@ -1,0 +1,93 @@
+"""Hostile callers of the agents runner service (issue #26): however many runs a caller posts,
+and however big, the service holds a bounded number of them and keeps answering."""
+
+from __future__ import annotations
+
+import gc
+import socket
+import time
+import tracemalloc
+
+import httpx
+import pytest
+
+from agents_runner.service import create_app
+from agents_runner.settings import AgentRunnerSettings
+
+from .conftest import ServedApp
+
+HEADERS = {"Authorization": "Bearer svc"}
+
+
+def _wait_finished(client: httpx.Client, run_ids: list[str], timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    for run_id in run_ids:
+        while client.get(f"/runs/{run_id}").json()["state"] != "finished":
+            assert time.monotonic() < deadline, f"run {run_id} did not finish"
+            time.sleep(0.05)
+
+
+@pytest.fixture
+def refusing_gateway():
+    """A loopback port nothing listens on: a run fails at once, after parsing its request."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return f"http://127.0.0.1:{port}/mcp"
+
+
+def test_finished_runs_do_not_keep_their_requests(refusing_gateway):
+    """Each finished run used to keep its whole request (context, agent state) for as long as
+    it was kept (1,000 runs by default): 16 posts of 0.9 MiB messages held ~20 MiB, 1,000
+    posts ~1.3 GiB. Only the trajectory is kept now."""
+    message = "x" * (900 * 1024)  # within the 1 MiB body limit
+    served = ServedApp(create_app(AgentRunnerSettings(), token="svc"))
+    base = f"http://127.0.0.1:{served.port}"
+    with served, httpx.Client(base_url=base, headers=HEADERS, timeout=30) as client:
+        body = {"model": "openai/x", "gateway_url": refusing_gateway, "prompt": "warm up"}
+        _wait_finished(client, [client.post("/runs", json=body).json()["run_id"]])  # warm up
+        gc.collect()
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            run_ids = []
+            for index in range(16):
+                body = {"model": "openai/x", "gateway_url": refusing_gateway}
+                body["initial_messages"] = [{"role": "user", "content": f"{index}{message}"}]
+                answer = client.post("/runs", json=body)
+                assert answer.status_code == 202, answer.text
+                run_ids.append(answer.json()["run_id"])
+            _wait_finished(client, run_ids)
+            gc.collect()
+            held = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+        assert client.get(f"/runs/{run_ids[0]}").json()["status"] == "error"
+        assert client.get(f"/runs/{run_ids[-1]}/trajectory").status_code == 200
+    assert held < 8 * 1024**2, f"{held / 1024**2:.0f} MiB held after 16 finished runs of 0.9 MiB"
+
+
+def test_running_runs_are_bounded_and_health_answers():
+    """Runs whose gateway never answers stay running: without a limit every post added one."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(64)  # accepts connections, never answers
+    gateway = f"http://127.0.0.1:{silent.getsockname()[1]}/mcp"
+    settings = AgentRunnerSettings(max_running=2)
+    try:
+        with ServedApp(create_app(settings, token="svc")) as served:
+            base = f"http://127.0.0.1:{served.port}"
+            with httpx.Client(base_url=base, headers=HEADERS, timeout=30) as client:
+                body = {"model": "openai/x", "gateway_url": gateway, "prompt": "hi", "timeout_s": 3}
+                first = [client.post("/runs", json=body) for _ in range(2)]
+                assert [answer.status_code for answer in first] == [202, 202]
+                refused = client.post("/runs", json=body)
+                assert refused.status_code == 429, refused.text
+                assert refused.json()["error"]["code"] == "too_many_runs"
+                assert "ATOLL_AGENT_MAX_RUNNING" in refused.json()["error"]["message"]
+                assert httpx.get(f"{base}/health", timeout=1).status_code == 200
+                _wait_finished(client, [answer.json()["run_id"] for answer in first])
+                assert client.post("/runs", json=body).status_code == 202  # room again
+    finally:
+        silent.close()
