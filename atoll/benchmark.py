@@ -27,6 +27,28 @@ class OutputType(StrEnum):
     edit_existing_slide_deck = "edit_existing_slide_deck"
 
 
+def path_segment_problem(value: str) -> str | None:
+    """Why ``value`` cannot name one folder or file of a benchmark (None when it can).
+
+    Task and world ids name ``task_files/<task_id>/``, ``gold_files/<task_id>/``,
+    ``world_files_zipped/<world_id>.zip`` and ``worlds/<world_id>/``. A benchmark is not
+    always the operator's (``hf://`` takes any published dataset), so an id that climbs
+    (``../../etc``) or names a subfolder would make a world, an overlay or a gold output of a
+    host folder or archive."""
+    if not value or value in (".", "..") or any(char in value for char in "/\\\0"):
+        return f"{value!r} must be one file name (not empty, '.' or '..'; no '/', '\\' or NUL)"
+    if len(value.encode("utf-8", "surrogatepass")) > 200:
+        return f"{value[:40]!r}… is longer than 200 bytes"
+    return None
+
+
+def _segment(value: str) -> str:
+    problem = path_segment_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
 class _Open(BaseModel):
     """Base for APEX records: unknown fields are kept, never rejected."""
 
@@ -230,12 +252,22 @@ class Task(_Open):
             raise ValueError("rubric is empty: a task needs at least one criterion")
         return value
 
+    @field_validator("task_id", "world_id")
+    @classmethod
+    def _ids_are_file_names(cls, value: str) -> str:
+        return _segment(value)
+
 
 class World(_Open):
     """One world (an element of ``world_descriptions.json``)."""
 
     world_id: str
     world_name: str = ""
+
+    @field_validator("world_id")
+    @classmethod
+    def _id_is_a_file_name(cls, value: str) -> str:
+        return _segment(value)
 
 
 class Benchmark(BaseModel):

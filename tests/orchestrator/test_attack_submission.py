@@ -8,7 +8,7 @@ import yaml
 from fastapi.testclient import TestClient
 
 from orchestrator.api import ApiSettings, create_app
-from tests.atoll.factories import make_task, write_benchmark
+from tests.atoll.factories import make_task, world_zip_bytes, write_benchmark
 
 _UP = "../" * 12
 
@@ -81,3 +81,34 @@ def test_a_plain_hf_revision_still_loads(client, hf_cache):
         answer = _post(client, f"hf://org/bench{revision}", name=f"run-{index}")
         assert answer.status_code == 202, answer.text
         assert answer.json()["planned"] == 1
+
+
+@pytest.mark.parametrize("climbing", ["world_id", "task_id"])
+def test_a_published_dataset_cannot_make_a_world_of_host_files(client, tmp_path, monkeypatch, climbing):
+    """``hf://`` takes any dataset anyone published. Its ids name files and folders:
+    ``world_files_zipped/<world_id>.zip`` and ``task_files/<task_id>/`` (the overlay copied into
+    the world). Ids that climb made a host archive the world, or a host folder the overlay,
+    that the submitter's agent then read."""
+    host = tmp_path / "host"
+    (host / "secrets").mkdir(parents=True)
+    (host / "secrets" / "id_rsa").write_text("PRIVATE KEY")
+    (host / "loot.zip").write_bytes(world_zip_bytes({"filesystem/stolen.txt": b"HOST"}))
+    climb = "../" * 20
+    world_id = f"{climb}{str(host / 'loot').lstrip('/')}" if climbing == "world_id" else "world-a"
+    task_id = f"{climb}{str(host / 'secrets').lstrip('/')}" if climbing == "task_id" else "t0"
+    commit = "b" * 40
+    repo = tmp_path / "hub" / "datasets--someone--published"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    snapshot = repo / "snapshots" / commit
+    zips = {} if climbing == "world_id" else {"world-a": world_zip_bytes()}
+    task = make_task(task_id, world_id=world_id, task_input_files="notes")
+    write_benchmark(snapshot, tasks=[task], worlds=[{"world_id": world_id}], zips=zips)
+    (snapshot / "task_files").mkdir()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    answer = _post(client, "hf://someone/published")
+    assert answer.status_code == 400, answer.text
+    assert f"{climbing}: Value error" in answer.json()["error"]["message"]
+    assert "must be one file name" in answer.json()["error"]["message"]
+    assert client.get("/runs").json()["runs"] == []
