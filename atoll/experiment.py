@@ -76,7 +76,8 @@ class JudgeSpec(_Spec):
     model: str | None = Field(default=None, description="None = programmatic checks only")
     api_base: str | None = None
     api_key_secret: str | None = Field(default=None, description=_SECRET_HELP)
-    samples: int = Field(default=1, ge=1)
+    # At most atoll.judge.JudgeConfig's 15: more was accepted here and failed every trial later.
+    samples: int = Field(default=1, ge=1, le=15)
     quorum: int | None = Field(default=None, ge=1, description="verdicts needed of the samples; None = all")
     thinking: Thinking | None = Field(default=None, description=_THINKING)
     extra_args: dict[str, Any] = Field(default_factory=dict)

@@ -112,3 +112,20 @@ def test_a_published_dataset_cannot_make_a_world_of_host_files(client, tmp_path,
     assert f"{climbing}: Value error" in answer.json()["error"]["message"]
     assert "must be one file name" in answer.json()["error"]["message"]
     assert client.get("/runs").json()["runs"] == []
+
+
+def test_judge_samples_are_bounded_when_the_experiment_is_accepted(client, tmp_path):
+    """``judge.samples: 1000`` was accepted (202) and then failed every trial on the workers,
+    whose judge takes at most 15; it is refused naming the field now."""
+    write_benchmark(tmp_path / "roots" / "bench", tasks=[make_task("t0")])
+    body = {
+        "name": "samples",
+        "benchmark": str(tmp_path / "roots" / "bench"),
+        "executor": "instant",
+        "agents": [{"name": "a", "agent": "replay", "model": "replay"}],
+        "judge": {"model": "openai/gpt-4o", "samples": 1000},
+    }
+    answer = client.post("/runs", content=yaml.safe_dump(body))
+    assert answer.status_code == 400, answer.text
+    assert "judge.samples" in answer.json()["error"]["message"]
+    assert client.get("/runs").json()["runs"] == []
