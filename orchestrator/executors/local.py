@@ -67,6 +67,17 @@ class ServiceSettings(BaseSettings):
         ]
 
 
+def _endpoint_of(environment: EnvironmentServer) -> EnvironmentEndpoint:
+    """An in-process environment's endpoint, with the tokens its own settings require (an
+    operator who sets ``ATOLL_ENV_TOKEN``/``ATOLL_MCP_TOKEN`` protects these too)."""
+    settings = environment.settings
+
+    def secret(value: Any) -> str | None:
+        return value.get_secret_value() if value is not None else None
+
+    return EnvironmentEndpoint(environment.url, secret(settings.env_token), secret(settings.mcp_token))
+
+
 class SeedCache:
     """Extracted world seeds (world zip + task overlay), one per (world, overlay) digest,
     with the sha256 of the snapshot a freshly populated environment must reproduce."""
@@ -250,11 +261,7 @@ class LocalExecutor:
         seed, seed_digest = await self.seeds.get(spec, self.benchmark)
         before = self.seeds.snapshot_path(seed)
         environment = await self.pool.acquire()
-        endpoint = (
-            environment
-            if isinstance(environment, EnvironmentEndpoint)
-            else EnvironmentEndpoint(environment.url)
-        )
+        endpoint = environment if isinstance(environment, EnvironmentEndpoint) else _endpoint_of(environment)
         healthy = False
         try:
             await steps.prepare_world(
