@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from atoll.errors import AtollError
 
@@ -93,9 +93,21 @@ class _Url:
         return not prefix or other.path.rstrip("/") == prefix or other.path.startswith(prefix + "/")
 
 
+def _climbs(path: str) -> bool:
+    """True when ``path`` has a ``.`` or ``..`` segment (also percent-encoded) or an encoded
+    separator: the HTTP client removes dot segments before sending (``/team-a/../team-b`` is
+    sent as ``/team-b``) and servers decode ``%2e``/``%2f``, so a path-prefix match on the
+    written form would not hold for where the request goes."""
+    lowered = path.lower()
+    if "%2f" in lowered or "%5c" in lowered:
+        return True
+    return any(unquote(segment) in (".", "..") for segment in path.split("/"))
+
+
 def parse_endpoint(url: str) -> _Url | None:
     """The parts of an http(s) endpoint URL that decide where a request goes; None for
-    anything else (another scheme, user info, no host, a bad port, control characters)."""
+    anything else (another scheme, user info, no host, a bad port, control characters, a
+    path with dot segments or encoded separators)."""
     if not isinstance(url, str) or any(ord(char) < 33 or char == "\\" for char in url):
         return None
     try:
@@ -105,6 +117,8 @@ def parse_endpoint(url: str) -> _Url | None:
         return None
     scheme = parts.scheme.lower()
     if scheme not in ("http", "https") or not parts.hostname or "@" in parts.netloc:
+        return None
+    if _climbs(parts.path):
         return None
     host = parts.hostname.lower().rstrip(".")
     return _Url(scheme, host, port or (443 if scheme == "https" else 80), parts.path or "/")
