@@ -180,6 +180,27 @@ def _matching_files(world: WorldDiff, pattern: str, file_type: str | None) -> li
     ]
 
 
+def _read_bounded(
+    world: WorldDiff, paths: list[str], options: ExtractOptions
+) -> tuple[dict[str, bytes], list[str]]:
+    """The contents of ``paths`` within the extraction caps (each file at most
+    ``max_file_bytes``, all together ``max_total_bytes``), and one line per file left unread:
+    the files a check matches are the agent's, and would otherwise all be held at once."""
+    wanted: list[str] = []
+    unread: list[str] = []
+    total = 0
+    for path in paths:
+        size = world.after.entries[path].size if path in world.after.entries else 0
+        if size > options.max_file_bytes:
+            unread.append(f"{virtual_path(path)}: {size} bytes exceeds the {options.max_file_bytes}-byte cap")
+        elif total + size > options.max_total_bytes:
+            unread.append(f"{virtual_path(path)}: past the {options.max_total_bytes}-byte total cap")
+        else:
+            total += size
+            wanted.append(path)
+    return world.after.read_many(wanted), unread
+
+
 @check("file_exists")
 def file_exists(check: FileExistsCheck, inputs: CheckInputs) -> CheckResult:
     world, options = inputs.world, inputs.options
@@ -192,9 +213,10 @@ def file_exists(check: FileExistsCheck, inputs: CheckInputs) -> CheckResult:
         return CheckResult(False, f"no {what}")
     if not check.contains:
         return CheckResult(True, f"found {virtual_path(paths[0])}")
-    contents = world.after.read_many(paths)
-    failures: list[str] = []
+    contents, failures = _read_bounded(world, paths, options)
     for path in paths:
+        if path not in contents:
+            continue
         extracted = extract(virtual_path(path), contents.get(path, b""), options)
         if extracted.error:
             failures.append(f"{virtual_path(path)}: {extracted.error}")
@@ -225,10 +247,11 @@ def cell_value(check: CellValueCheck, inputs: CheckInputs) -> CheckResult:
     if reference is None:
         return CheckResult(None, f"cell: {check.cell!r} is not a cell reference like B7")
     row, col = int(reference.group(2)), column_number(reference.group(1).upper())
-    contents = world.after.read_many(paths)
+    contents, failures = _read_bounded(world, paths, options)
     seen: list[str] = []
-    failures: list[str] = []
     for path in paths:
+        if path not in contents:
+            continue
         # The spreadsheet tools' reader: the check sees the value read_tab shows.
         try:
             data = with_computed_values(contents[path]) if options.recalculate else contents[path]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from atoll.grade import Changes, ChatChange, EventChange, FileChange, MailSent
 from grader import appdata
 from grader.extract import Extracted, ExtractOptions, extension, extract
-from grader.snapshot import FS_PREFIX, Snapshot, virtual_path
+from grader.snapshot import FS_PREFIX, Snapshot, SnapshotEntry, virtual_path
 
 MAX_CELL_CHANGES = 300
 MAX_DIFF_LINES = 300
@@ -196,11 +196,13 @@ def diff_snapshots(before: Snapshot, after: Snapshot, options: ExtractOptions | 
     }
     # Names of chat groups come from group_info.json whether or not it changed.
     info_paths = {p for p in new if appdata.is_chat_group_info(p)}
-    # A file beyond the cap (a decompression bomb, a huge dataset) is named, not read.
-    too_large = {
-        c.path for c in fs_changed if max(c.size_before or 0, c.size_after or 0) > options.max_file_bytes
-    }
-    readable = [c for c in fs_changed if c.path not in too_large]
+    # A file beyond the cap (a decompression bomb, a huge dataset) is named, not read; so are
+    # the files past the total the diff reads into memory (app data first: it is parsed).
+    too_large, over_total = _over_budget(fs_changed, apps_wanted | info_paths, old, new, options)
+    skipped_apps = (apps_wanted | info_paths) & (too_large | over_total)
+    apps_wanted -= too_large | over_total
+    info_paths -= too_large | over_total
+    readable = [c for c in fs_changed if c.path not in too_large and c.path not in over_total]
     before_bytes = before.read_many({c.path for c in readable if c.change == "modified"} | apps_wanted)
     after_bytes = after.read_many(
         {c.path for c in readable if c.change != "deleted"} | apps_wanted | info_paths
@@ -212,9 +214,12 @@ def diff_snapshots(before: Snapshot, after: Snapshot, options: ExtractOptions | 
         if change.path in too_large:
             note = f"not extracted: {change.size_after or change.size_before} bytes exceeds the {options.max_file_bytes}-byte cap"
             new_content = Extracted(kind=extension(change.path) or "file", note=note)
+        elif change.path in over_total:
+            note = f"not extracted: the changed files read reach the {options.max_total_bytes}-byte total cap"
+            new_content = Extracted(kind=extension(change.path) or "file", note=note)
         elif change.change != "deleted":
             new_content = extract(virtual_path(change.path), after_bytes.get(change.path, b""), options)
-        if change.change == "modified" and change.path not in too_large:
+        if change.change == "modified" and change.path not in too_large | over_total:
             old_content = extract(virtual_path(change.path), before_bytes.get(change.path, b""), options)
             if not old_content.error and not new_content.error:  # type: ignore[union-attr]
                 change.sub_items, _ = _format_part_diff(old_content, new_content)  # type: ignore[arg-type]
@@ -235,11 +240,51 @@ def diff_snapshots(before: Snapshot, after: Snapshot, options: ExtractOptions | 
         appdata.group_names(pick(after_bytes, appdata.is_chat_group_info)),
     )
     result.errors.extend(errors)
+    result.errors.extend(
+        f"{virtual_path(path)}: app data not read: past the {options.max_file_bytes}-byte file cap "
+        f"or the {options.max_total_bytes}-byte total cap"
+        for path in sorted(skipped_apps)
+    )
     result.changes.mails_sent, result.changes.events, result.changes.chat = mails, events, chat
     result.artifacts.extend(_mail_artifact(m, i) for i, m in enumerate(mails))
     result.artifacts.extend(_event_artifact(e) for e in events)
     result.artifacts.extend(_chat_artifact(c) for c in chat)
     return result
+
+
+def _over_budget(
+    fs_changed: list[FileChange],
+    app_paths: set[str],
+    old: dict[str, SnapshotEntry],
+    new: dict[str, SnapshotEntry],
+    options: ExtractOptions,
+) -> tuple[set[str], set[str]]:
+    """(paths over the per-file cap, paths past the total cap) of what the diff would read:
+    app data (before and after) first, then the changed files in path order."""
+    too_large: set[str] = set()
+    over_total: set[str] = set()
+    total = 0
+
+    def take(path: str, sizes: list[int]) -> None:
+        nonlocal total
+        if max(sizes, default=0) > options.max_file_bytes:
+            too_large.add(path)
+        elif total + sum(sizes) > options.max_total_bytes:
+            over_total.add(path)
+        else:
+            total += sum(sizes)
+
+    for path in sorted(app_paths):
+        take(path, [entry.size for entry in (old.get(path), new.get(path)) if entry is not None])
+    for change in fs_changed:
+        sizes = [change.size_after or 0] if change.change != "deleted" else []
+        if change.change == "modified":
+            sizes.append(change.size_before or 0)
+        if change.change == "deleted" and (change.size_before or 0) > options.max_file_bytes:
+            too_large.add(change.path)  # named as before, nothing read
+            continue
+        take(change.path, sizes)
+    return too_large, over_total
 
 
 def _mail_artifact(mail: MailSent, index: int) -> Artifact:

@@ -96,6 +96,9 @@ class ExtractOptions:
     ocr: bool = True
     recalculate: bool = True  # compute formulas that have no cached value (LibreOffice)
     max_file_bytes: int = 200 << 20  # larger changed files are listed, not extracted
+    # Changed files are read into memory together: past this total the rest are listed, not
+    # read (twenty 199 MiB files of zeros compress to a few MB and would take 4 GiB).
+    max_total_bytes: int = 512 << 20
     ocr_max_pages: int = 3
     ocr_timeout_s: float = 30.0
 
