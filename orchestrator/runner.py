@@ -19,7 +19,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from atoll.errors import AtollError
+from pydantic import ValidationError
+
+from atoll.errors import AtollError, describe_validation
 from atoll.experiment import ExperimentSpec
 from atoll.loader import load_benchmark
 from atoll.trial import TrialSpec
@@ -372,11 +374,18 @@ def record_stops(
         if reason == "interrupted":
             _record_interrupt(store, name)
             continue
+        if reason == "bad_spec":  # it has no usable policy: its words are the detail
+            _record_stop(store, name, reason, summary.stop_details.get(name, reason))
+            continue
         policy = RunPolicy.of(spec) if spec is not None else (policy_for(name) if policy_for else RunPolicy())
-        try:
-            store.record_stop(name, reason, stop_detail(reason, summary, policy))
-        except AtollError as exc:
-            log.warning("run %s: could not record why it stopped: %s", name, exc)
+        _record_stop(store, name, reason, stop_detail(reason, summary, policy))
+
+
+def _record_stop(store: TrialStore, name: str, reason: str, detail: str) -> None:
+    try:
+        store.record_stop(name, reason, detail)
+    except AtollError as exc:
+        log.warning("run %s: could not record why it stopped: %s", name, exc)
 
 
 def _record_interrupt(store: TrialStore, name: str) -> None:
@@ -435,7 +444,13 @@ async def run_worker(
         raw = store.experiment_spec(name)
         if raw is None:
             raise AtollError("unknown_run", f"experiment {name!r} has no spec in the store")
-        return stored_spec(raw)
+        try:
+            return stored_spec(raw)
+        except ValidationError as exc:
+            raise AtollError(
+                "bad_stored_spec",
+                f"run {name!r}: its stored experiment is refused by this atoll: {describe_validation(exc)}",
+            ) from None
 
     def executor_for(name: str) -> Executor:
         if name not in executors:

@@ -50,9 +50,11 @@ class SchedulerSummary:
     lost_leases: int = 0
     attempts: int = 0
     cost_usd: float = 0.0
-    # "cost_ceiling" | "infra_error_rate" | "model_configuration" | "interrupted" | None (the last stop)
+    # "cost_ceiling" | "infra_error_rate" | "model_configuration" | "bad_spec" | "interrupted" | None
+    # (the last stop)
     stopped_reason: str | None = None
     stopped: dict[str, str] = field(default_factory=dict)  # run -> why this worker stopped it
+    stop_details: dict[str, str] = field(default_factory=dict)  # run -> the words of a "bad_spec" stop
     spooled: int = 0  # writes that had to wait in the spool for the database
     outcomes: dict[str, int] = field(default_factory=dict)
     # Of infra_errors, those on the model side (agent or judge endpoint), and of those the
@@ -267,6 +269,20 @@ class Scheduler:
         for experiment in candidates:
             if free <= 0:
                 break
+            if experiment in self._exhausted:
+                continue
+            try:
+                budget = self.policy_for(experiment).budget
+            except AtollError as exc:
+                if _unavailable(exc):
+                    raise
+                # A run whose stored spec cannot be used (one saved by an older atoll that
+                # today's rules refuse) is stopped for this worker; the others go on.
+                self._exhausted.add(experiment)
+                self._stop(experiment, "bad_spec")
+                self.summary.stop_details[experiment] = exc.message
+                log.error("run %s: not running its trials: %s", experiment, exc.message)
+                continue
             if not self._may_start(experiment):
                 continue
             leases, exhausted = await asyncio.to_thread(
@@ -275,7 +291,7 @@ class Scheduler:
                 limit=free,
                 lease_s=self.lease_s,
                 experiment=experiment,
-                budget=self.policy_for(experiment).budget,
+                budget=budget,
             )
             if exhausted:
                 self._exhausted.add(experiment)
