@@ -111,6 +111,19 @@ def _has(message: dict[str, Any], name: str) -> bool:
     return _get(message, name) is not None
 
 
+def _current_turn_start(contents: list[dict[str, Any]]) -> int:
+    """Where the current turn starts (DOCS_SIGNATURES, Validation): the latest user content with
+    standard content, not only functionResponse parts."""
+    start = 0
+    for position, content in enumerate(contents):
+        parts = content.get("parts") or []
+        if content.get("role", "user") == "user" and any(
+            not _has(part, "functionResponse") for part in parts
+        ):
+            start = position
+    return start
+
+
 def _call_text(call: dict[str, Any]) -> str:
     """What a signature binds: the call's name and arguments (canonical JSON)."""
     return json.dumps([call.get("name"), call.get("args") or {}], sort_keys=True)
@@ -195,9 +208,18 @@ class GeminiEmulator(ProviderEmulator):
                 )
 
     def _check_signatures(self, request: Request, model: str, contents: list[dict[str, Any]]) -> None:
-        for content in contents:
+        start = _current_turn_start(contents)
+        for position, content in enumerate(contents):
             for part in content.get("parts") or []:
                 signature = _get(part, "thoughtSignature")
+                if signature in PLACEHOLDER_SIGNATURES and position < start and _has(part, "functionCall"):
+                    # Outside the current turn nothing is validated, but a placeholder there still
+                    # stands for a signature the caller lost (DOCS_SIGNATURES: placeholders skip
+                    # validation and degrade quality): recorded like one in the current turn.
+                    with self._lock:
+                        self.placeholder_signatures.append(
+                            (request.index, str(_get(part, "functionCall").get("name")))
+                        )
                 if signature is None or signature in PLACEHOLDER_SIGNATURES:
                     continue
                 # DOCS_SIGNATURES: "pass it back exactly as received"; an altered one is refused
@@ -212,13 +234,6 @@ class GeminiEmulator(ProviderEmulator):
         # at the latest user content with standard content (not a functionResponse); in it, "the
         # first functionCall part in each step of the current turn must include its
         # thought_signature", else a 4xx.
-        start = 0
-        for position, content in enumerate(contents):
-            parts = content.get("parts") or []
-            if content.get("role", "user") == "user" and any(
-                not _has(part, "functionResponse") for part in parts
-            ):
-                start = position
         for position in range(start, len(contents)):
             calls = [part for part in contents[position].get("parts") or [] if _has(part, "functionCall")]
             if not calls:

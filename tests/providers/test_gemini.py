@@ -223,6 +223,19 @@ def test_placeholder_signature_is_accepted_but_recorded(emu):
     assert emu.placeholder_signatures == [(0, "get_weather")]
 
 
+def test_a_placeholder_in_an_earlier_turn_is_recorded_too(emu):
+    # Nothing before the current turn is validated, but a placeholder there still replaces a
+    # signature the caller lost (a tool loop whose user turns carry text, e.g. a step notice).
+    body = _tool_loop(emu)
+    body["contents"][1]["parts"][0]["thoughtSignature"] = "skip_thought_signature_validator"
+    body["contents"] += [
+        {"role": "model", "parts": [{"text": "Sunny."}]},
+        {"role": "user", "parts": [{"text": "And Oslo?"}]},
+    ]
+    assert post_json(_url(emu), body)[0] == 200
+    assert emu.rejections == [] and emu.placeholder_signatures == [(0, "get_weather")]
+
+
 # --- litellm's real provider code against the emulator ----------------------------------------
 
 
