@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -305,7 +306,8 @@ def test_gemini_3_flash_with_thinking_runs_and_judges_in_both_signature_modes(
     gemini.load(_script(gold, NATIVE_USAGE["gemini"], steps=2))
     outside = {"thought_signature_in_tool_call_id": False}
     agents = [
-        _agent("flash", GEMINI_FLASH, gemini.api_base, extra_args=outside),
+        # the agent's extra_args, as docs/models.md shows it, and the config's
+        {**_agent("flash", GEMINI_FLASH, gemini.api_base), "extra_args": outside},
         _agent("flash-stream", GEMINI_FLASH, gemini.api_base, stream=True, extra_args=outside),
         _agent("flash-in-id", GEMINI_FLASH, gemini.api_base),
     ]
@@ -314,7 +316,12 @@ def test_gemini_3_flash_with_thinking_runs_and_judges_in_both_signature_modes(
     code, _out, err, _ = _atoll(capsys, "run", str(path), "--quiet")
     assert code == 0, err
     assert gemini.rejections == [] and gemini.placeholder_signatures == []
-    _assert_completed_and_graded(tmp_path, "gemini", [a["name"] for a in agents])
+    results = _assert_completed_and_graded(tmp_path, "gemini", [a["name"] for a in agents])
+    # the mode each agent asked for: the signature in the tool-call id only for flash-in-id
+    for name, result in results.items():
+        trajectory = json.loads(Path(urlsplit(result.trajectory_uri).path).read_text())
+        ids = [c["id"] for m in trajectory["messages"] for c in m.get("tool_calls") or []]
+        assert ids and all(("__thought__" in i) == (name == "flash-in-id") for i in ids), (name, ids)
     bodies = gemini.requests
     # the agent's turns went back with their signed function calls (the emulator verified each)
     signed = [
@@ -500,3 +507,22 @@ def test_an_interrupted_responses_trial_is_run_again_on_resume(tmp_path, bench, 
     assert "2 of 2 trials done: 1 run now, 1 already done" in out
     assert openai.rejections == [] and openai.dropped_reasoning == []
     _assert_completed_and_graded(tmp_path, "resume", ["pro", "pro-stream"])
+
+
+def test_the_paper_agents_reach_a_gateway_named_by_the_providers_base_variable(
+    tmp_path, bench, gold, gemini, monkeypatch, capsys
+):
+    """docs/models.md: the paper's experiment runs against a gateway without editing its agents,
+    by the provider's base-URL variable litellm reads (here GEMINI_API_BASE), judge included."""
+    paper = yaml.safe_load((Path(__file__).parents[2] / "examples" / "apex-agents-paper.yaml").read_text())
+    flash = next(a for a in paper["agents"] if a["model"] == GEMINI_FLASH)
+    assert "api_base" not in flash and "api_base" not in paper["judge"]
+    monkeypatch.setenv("GEMINI_API_BASE", gemini.api_base)
+    gemini.reset()
+    gemini.load(_script(gold, NATIVE_USAGE["gemini"]))
+    agent = {**flash, "config": {"initial_toolbelt": ["filesystem_list_files"]}}
+    path = _experiment(tmp_path, bench, "paper-flash", [agent], paper["judge"])
+    code, _out, err, _ = _atoll(capsys, "run", str(path), "--quiet")
+    assert code == 0, err
+    assert gemini.rejections == [] and gemini.placeholder_signatures == []
+    _assert_completed_and_graded(tmp_path, "paper-flash", [flash["name"]])
