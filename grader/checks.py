@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import io
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.utils import parseaddr
 from typing import Any, TypeVar
+
+import regex
 
 from atoll.benchmark import (
     AnswerNumberCheck,
@@ -129,15 +132,28 @@ def answer_number(check: AnswerNumberCheck, inputs: CheckInputs) -> CheckResult:
     return CheckResult(False, f"no number in the answer is within tolerance of {check.value:g}")
 
 
+#: Longest a task's pattern may take on an answer or on a check's file paths. The pattern is
+#: the task's (any published dataset, any /grade caller) and the text the agent's: a pattern
+#: that backtracks catastrophically (``^(a|aa)+$`` on forty ``a``) would hold a grading thread
+#: for ever. The ``regex`` module takes a timeout (and releases the GIL while it matches).
+PATTERN_TIMEOUT_S = 1.0
+
+
 @check("answer_regex")
 def answer_regex(check: AnswerRegexCheck, inputs: CheckInputs) -> CheckResult:
     answer = inputs.answer
-    flags = 0 if check.case_sensitive else re.IGNORECASE
+    flags = 0 if check.case_sensitive else regex.IGNORECASE
     try:
-        pattern = re.compile(check.pattern, flags)
-    except re.error as exc:
+        pattern = regex.compile(check.pattern, flags)
+    except regex.error as exc:
         return CheckResult(None, f"invalid pattern {check.pattern!r}: {exc}")
-    if pattern.search(answer):
+    try:
+        found = pattern.search(answer, timeout=PATTERN_TIMEOUT_S, concurrent=True)
+    except TimeoutError:
+        return CheckResult(
+            None, f"pattern {check.pattern!r} took more than {PATTERN_TIMEOUT_S:g} s on the final answer"
+        )
+    if found:
         return CheckResult(True, f"the final answer matches /{check.pattern}/")
     return CheckResult(False, f"the final answer does not match /{check.pattern}/")
 
@@ -145,7 +161,7 @@ def answer_regex(check: AnswerRegexCheck, inputs: CheckInputs) -> CheckResult:
 # --- files ---------------------------------------------------------------------------------
 
 
-def glob_regex(pattern: str) -> re.Pattern[str]:
+def glob_regex(pattern: str) -> regex.Pattern[str]:
     """``**`` matches across folders, ``*`` and ``?`` within one; patterns are anchored at ``/``."""
     if not pattern.startswith("/"):
         pattern = "/" + pattern
@@ -167,17 +183,23 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
         else:
             out.append(re.escape(pattern[index]))
             index += 1
-    return re.compile("^" + "".join(out) + "$", re.IGNORECASE)
+    return regex.compile("^" + "".join(out) + "$", regex.IGNORECASE)
 
 
 def _matching_files(world: WorldDiff, pattern: str, file_type: str | None) -> list[str]:
-    regex = glob_regex(pattern)
+    """The final world's files matching the glob ``pattern`` (and ``file_type``); raises
+    TimeoutError (the check is then unevaluable) when matching takes over PATTERN_TIMEOUT_S."""
+    compiled = glob_regex(pattern)
     wanted = (file_type or "").lower().lstrip(".")
-    return [
-        path
-        for path in world.after.filesystem_paths()
-        if regex.match(virtual_path(path)) and (not wanted or extension(path) == wanted)
-    ]
+    deadline = time.monotonic() + PATTERN_TIMEOUT_S
+    found = []
+    for path in world.after.filesystem_paths():
+        if wanted and extension(path) != wanted:
+            continue
+        left = max(deadline - time.monotonic(), 0.001)
+        if compiled.match(virtual_path(path), timeout=left, concurrent=True):
+            found.append(path)
+    return found
 
 
 def _read_bounded(
