@@ -43,6 +43,8 @@ def _json_field(text: str | None, name: str) -> Any:
         return json.loads(text)
     except ValueError as exc:
         raise AtollError("bad_input", f"field {name}: not valid JSON: {exc}") from None
+    except RecursionError:  # json's parser recurses per level: [[[[…]]]] of a megabyte
+        raise AtollError("bad_input", f"field {name}: JSON nested too deeply") from None
 
 
 async def _save(upload: UploadFile, target: Path) -> Path:

@@ -77,3 +77,16 @@ def test_the_grading_service_answers_a_backtracking_task(grader_url, tmp_path):
     verdict = json.dumps(answer.json())
     assert "took more than" in verdict
     assert httpx.get(f"{grader_url}/health", timeout=1).status_code == 200
+
+
+@pytest.mark.parametrize("field", ["task", "trajectory", "judge"])
+def test_deeply_nested_json_fields_are_a_bad_request(grader_url, tmp_path, field):
+    """``[[[[…]]]]`` in a form field made json's recursive parser raise RecursionError: a 500
+    with a traceback in the log instead of one line naming the field."""
+    snapshot = f.write_snapshot(tmp_path / "s.tar.gz", {"filesystem/a.txt": "a"})
+    data = {"task": f.task([{"verifier_id": "v1", "criteria": "c"}]).model_dump_json()}
+    data[field] = "[" * 200_000 + "]" * 200_000
+    with snapshot.open("rb") as b, snapshot.open("rb") as a:
+        answer = httpx.post(f"{grader_url}/grade", data=data, files={"before": b, "after": a}, timeout=20)
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["message"] == f"field {field}: JSON nested too deeply"
