@@ -12,6 +12,7 @@ With a token (``ATOLL_GRADER_TOKEN``; required to listen beyond loopback) ``POST
 
 from __future__ import annotations
 
+import asyncio
 import json
 import tempfile
 from collections.abc import Collection
@@ -61,11 +62,14 @@ def create_app(
     allowed_api_bases: Collection[str] = (),
     token: str | None = None,
     max_body_bytes: int | None = None,
+    max_concurrent: int = 2,
 ) -> FastAPI:
     """The grading service; ``judge`` is the default judge (None = programmatic checks only).
     A request's judge may point only at the default's endpoint, one of ``allowed_api_bases`` or
     an endpoint on the key allow-list (atoll.llm.endpoints), and carries no key of its own.
-    With ``token``, ``POST /grade`` needs ``Bearer <token>``; ``max_body_bytes`` bounds a body."""
+    With ``token``, ``POST /grade`` needs ``Bearer <token>``; ``max_body_bytes`` bounds a body;
+    at most ``max_concurrent`` grades are worked on at once (the others wait their turn), so
+    the memory they take is bounded by the service, not by how many callers post at once."""
     allowed = frozenset(allowed_api_bases)
     # The operator's own endpoints: the service's keys may be sent there (atoll.llm.endpoints).
     trust_endpoints([judge.api_base if judge else None, *allowed])
@@ -73,6 +77,7 @@ def create_app(
     # Host allow-list, cross-site refusal and the body limit (atoll.http_guard)
     guard(app, max_body_bytes=max_body_bytes)
     authorize = bearer_guard(token)
+    grading = asyncio.Semaphore(max_concurrent)
 
     # A misconfigured judge endpoint is an upstream failure, not the caller's bad request.
     add_error_handler(app, {"model_endpoint": 502})
@@ -107,7 +112,10 @@ def create_app(
         with tempfile.TemporaryDirectory(prefix="atoll-grade-") as scratch:
             before_path = await _save(before, Path(scratch) / "before")
             after_path = await _save(after, Path(scratch) / "after")
-            result = await grade_trial(parsed_task, before_path, after_path, parsed_trajectory, chosen, cache)
+            async with grading:
+                result = await grade_trial(
+                    parsed_task, before_path, after_path, parsed_trajectory, chosen, cache
+                )
         return JSONResponse(json.loads(result.model_dump_json(by_alias=True)))
 
     return app

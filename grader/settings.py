@@ -15,7 +15,7 @@ class GraderSettings(BaseSettings):
     """The service's defaults: ``ATOLL_GRADER_JUDGE_MODEL``, ``ATOLL_GRADER_API_BASE``,
     ``ATOLL_GRADER_API_KEY_ENV``, ``ATOLL_GRADER_CACHE``, ``ATOLL_GRADER_HOST``,
     ``ATOLL_GRADER_PORT``, ``ATOLL_GRADER_SAMPLES``, ``ATOLL_GRADER_CONTEXT_BUDGET_CHARS``,
-    ``ATOLL_GRADER_ALLOWED_API_BASES``, ``ATOLL_GRADER_TOKEN``, ``ATOLL_GRADER_MAX_BODY_BYTES``.
+    ``ATOLL_GRADER_ALLOWED_API_BASES``, ``ATOLL_GRADER_TOKEN``, ``ATOLL_GRADER_MAX_BODY_BYTES``, ``ATOLL_GRADER_MAX_CONCURRENT``.
     Command-line options override them."""
 
     model_config = SettingsConfigDict(env_prefix="ATOLL_GRADER_", extra="ignore")
@@ -44,6 +44,12 @@ class GraderSettings(BaseSettings):
         4 * 1024**3,
         ge=1024,
         description="largest POST /grade body (both snapshots and the JSON fields)",
+    )
+    max_concurrent: int = Field(
+        2,
+        ge=1,
+        description="grades worked on at once (each reads up to 512 MiB of changed files); "
+        "more wait their turn",
     )
 
     @field_validator("token")

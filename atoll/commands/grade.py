@@ -221,6 +221,7 @@ def serve(
         allowed_api_bases=settings.allowed_judge_endpoints(),
         token=settings.token_text(),
         max_body_bytes=settings.max_body_bytes,
+        max_concurrent=settings.max_concurrent,
     )
     serve_app(
         app_,
