@@ -116,11 +116,12 @@ NATIVE_USAGE = {
 
 
 def _script(
-    gold: str, usage: dict[str, Any], *, steps: int = 1
+    gold: str, usage: dict[str, Any], *, steps: int = 1, **turn: Any
 ) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """The model of a whole run: a verdict for the judge, a summary when asked to compact, and
-    for the agent ``steps`` tool calls on the sample world (listing the files of the task's
-    folder) before the gold answer."""
+    for the agent ``steps`` tool calls on the sample world (listing its files; each with
+    ``turn``'s extra script keys) before the gold answer: react_toolbelt's final_answer call, or
+    the loop agent's plain reply."""
 
     def answer(body: dict[str, Any]) -> dict[str, Any]:
         text = json.dumps(body)
@@ -137,7 +138,10 @@ def _script(
                 "content": "Listing the files.",
                 "tool_calls": [{"name": "filesystem_list_files", "arguments": {"path": "/"}}],
                 "usage": usage,
+                **turn,
             }
+        if '"final_answer"' not in json.dumps(body.get("tools")):  # the loop agent
+            return {"thinking": "I have what I need.", "content": gold, "usage": usage}
         return {
             "thinking": "I have what I need.",
             "tool_calls": [{"name": "final_answer", "arguments": {"answer": gold, "status": "completed"}}],
@@ -241,12 +245,14 @@ def test_claude_opus_with_thinking_runs_and_judges_against_anthropic(
     tmp_path, bench, gold, anthropic, capsys
 ):
     anthropic.reset()
-    anthropic.load(_script(gold, NATIVE_USAGE["anthropic"], steps=3))
+    # an opaque redacted_thinking block after the thinking one: it goes back too, data unchanged
+    anthropic.load(_script(gold, NATIVE_USAGE["anthropic"], steps=3, redacted_thinking=True))
     agents = [
         _agent("claude", CLAUDE, anthropic.api_base),
         _agent("claude-stream", CLAUDE, anthropic.api_base, stream=True),
         # a tiny window: the context passes it after the first tool results and is summarised
         _agent("claude-compact", CLAUDE, anthropic.api_base, context_window=1000, keep_last_messages=2),
+        {**_agent("claude-loop", CLAUDE, anthropic.api_base, stream=True), "agent": "loop"},
     ]
     judge = {"model": CLAUDE, "api_base": anthropic.api_base, "thinking": "high"}
     path = _experiment(tmp_path, bench, "claude", agents, judge)
@@ -255,6 +261,7 @@ def test_claude_opus_with_thinking_runs_and_judges_against_anthropic(
     assert anthropic.rejections == []
     results = _assert_completed_and_graded(tmp_path, "claude", [a["name"] for a in agents])
     assert results["claude-compact"].steps >= 2
+    assert results["claude-loop"].tool_calls == 3  # the loop agent used the world's tool too
     bodies = anthropic.requests
     # every agent turn after the first went back with its signed thinking block first
     for body in bodies:
@@ -264,11 +271,18 @@ def test_claude_opus_with_thinking_runs_and_judges_against_anthropic(
     _assert_summarised_mid_run(bodies)
     # the preflight tried the run's exact calls: thinking budget, max_tokens, streaming
     _assert_preflight_exact(bodies, 3, ("messages", "tools", "system"))
+    assert any(
+        block["type"] == "redacted_thinking"
+        for body in bodies
+        for message in body["messages"]
+        if message["role"] == "assistant" and isinstance(message["content"], list)
+        for block in message["content"]
+    )
     # running it again resumes: every trial is done, so no model is called, preflight included
     anthropic.reset()
     code, out, err, _ = _atoll(capsys, "run", str(path), "--quiet")
     assert code == 0, err
-    assert "3 of 3 trials done: 0 run now, 3 already done" in out
+    assert "4 of 4 trials done: 0 run now, 4 already done" in out
     assert anthropic.requests == []
 
 
@@ -310,6 +324,7 @@ def test_gemini_3_flash_with_thinking_runs_and_judges_in_both_signature_modes(
         {**_agent("flash", GEMINI_FLASH, gemini.api_base), "extra_args": outside},
         _agent("flash-stream", GEMINI_FLASH, gemini.api_base, stream=True, extra_args=outside),
         _agent("flash-in-id", GEMINI_FLASH, gemini.api_base),
+        {**_agent("flash-loop", GEMINI_FLASH, gemini.api_base, extra_args=outside), "agent": "loop"},
     ]
     judge = {"model": GEMINI_FLASH, "api_base": gemini.api_base, "thinking": "high"}
     path = _experiment(tmp_path, bench, "gemini", agents, judge)
@@ -374,6 +389,7 @@ def test_gpt_5_2_pro_on_the_responses_api_gets_its_reasoning_items_back(
         _agent("pro", GPT_52_PRO, openai.api_base),
         _agent("pro-stream", GPT_52_PRO, openai.api_base, stream=True),
         _agent("pro-stateless", GPT_52_PRO, openai.api_base, extra_args=stateless),
+        {**_agent("pro-loop", GPT_52_PRO, openai.api_base), "agent": "loop"},
     ]
     judge = {"model": GPT_52_PRO, "api_base": openai.api_base, "thinking": "high"}
     path = _experiment(tmp_path, bench, "responses", agents, judge)
