@@ -289,6 +289,7 @@ def _pdf(path: str, data: bytes, options: ExtractOptions) -> Extracted:
 
     from atoll.formats import bounds
     from atoll.formats.pdf import PdfSource, needs_ocr
+    from atoll.formats.pdf_bounds import check_pdf
 
     reader = _pdf_reader(options.ocr_timeout_s)
     source = PdfSource("sha256:" + hashlib.sha256(data).hexdigest(), None, data)
@@ -296,7 +297,7 @@ def _pdf(path: str, data: bytes, options: ExtractOptions) -> Extracted:
     ocr_done = 0
     notes: list[str] = []
     with pymupdf.open(stream=data, filetype="pdf") as document:
-        bounds.check_pdf(document, path, key=source.key)
+        check_pdf(document, path, key=source.key)
         limit = bounds.LIMITS.max_pdf_pages
         if document.page_count > limit:
             notes.append(f"only the first {limit} of {document.page_count} pages read (limit per file)")

@@ -27,13 +27,13 @@ from __future__ import annotations
 import dataclasses
 import io
 import os
+import re
 import threading
 import zipfile
-import zlib
 from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO
 
 from atoll.errors import CodedError
 
@@ -104,10 +104,6 @@ LIMITS = ReadLimits.from_environment()
 #: is loaded, nothing is fetched, and libxml2's default depth/text caps stay on.
 XML_PARSER_OPTIONS = {"resolve_entities": False, "load_dtd": False, "no_network": True, "huge_tree": False}
 
-# A document type declaration in any encoding an XML parser detects on its own.
-_DOCTYPE = tuple(
-    "<!DOCTYPE".encode(encoding) for encoding in ("utf-8", "utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be")
-)
 _XML_SUFFIXES = (".xml", ".rels", ".vml")
 _CHUNK = 1 << 20
 
@@ -120,15 +116,101 @@ def _looks_like_xml(name: str, head: bytes) -> bool:
     return stripped[:1] == b"<"
 
 
-def check_package(data: bytes | IO[bytes], name: str, *, tree: bool = True) -> None:
+# How an XML parser reads the first bytes of a document (XML 1.0, appendix F).
+_BYTE_ORDER = (
+    (b"\x00\x00\xfe\xff", "utf-32-be"),
+    (b"\xff\xfe\x00\x00", "utf-32-le"),
+    (b"\x00\x00\x00<", "utf-32-be"),
+    (b"<\x00\x00\x00", "utf-32-le"),
+    (b"\xfe\xff", "utf-16-be"),
+    (b"\xff\xfe", "utf-16-le"),
+    (b"\x00<", "utf-16-be"),
+    (b"<\x00", "utf-16-le"),
+    (b"\x4c\x6f\xa7\x94", "cp500"),  # EBCDIC
+)
+_ENCODING = re.compile(r"""^\s*<\?xml[^>]*?\bencoding\s*=\s*["']([A-Za-z0-9._-]+)["']""")
+#: Encodings an Office part may declare (writers use UTF-8 or UTF-16); others (UTF-7, EBCDIC,
+#: ...) would let markup hide from a byte-level look.
+_ENCODINGS = {"utf-8", "utf8", "utf-16", "utf-16le", "utf-16be", "utf-32", "utf-32le", "utf-32be"}
+_ENCODINGS |= {"us-ascii", "ascii", "iso-8859-1", "latin1", "latin-1", "windows-1252", "cp1252"}
+
+
+def _prolog(head: bytes, part: str, name: str) -> None:
+    """Refuse an XML part whose prolog (what comes before the root element, read from
+    ``head``) holds a document type declaration, declares an encoding outside
+    :data:`_ENCODINGS`, or does not end within ``head``. Only the prolog can hold a DTD, so
+    the rest of the part is never searched."""
+    encoding = next((codec for mark, codec in _BYTE_ORDER if head.startswith(mark)), "latin-1")
+    text = head.decode(encoding, "replace").lstrip("\ufeff")
+    declared = _ENCODING.match(text)
+    if declared and declared.group(1).lower() not in _ENCODINGS:
+        raise InputTooLarge(
+            f"{name}: part {part} declares encoding {declared.group(1)!r} "
+            "(refused: Office files are UTF-8 or UTF-16)"
+        )
+    if encoding == "cp500":
+        raise InputTooLarge(f"{name}: part {part} is EBCDIC (refused: Office files are UTF-8 or UTF-16)")
+    at = 0
+    while (at := text.find("<", at)) >= 0:
+        if text.startswith("<?", at):
+            at = text.find("?>", at + 2)
+        elif text.startswith("<!--", at):
+            at = text.find("-->", at + 4)
+        elif text.startswith("<!", at):
+            raise InputTooLarge(
+                f"{name}: part {part} declares a DTD (entity declarations are refused; "
+                "Office files never carry one)"
+            )
+        else:
+            return  # the root element: no declaration can follow
+        if at < 0:
+            break
+    if text.find("<") >= 0 or len(head) >= _CHUNK:
+        raise InputTooLarge(
+            f"{name}: part {part} has an XML prolog longer than {_CHUNK} bytes (limit {_CHUNK})"
+        )
+
+
+_passed: OrderedDict[Hashable, None] = OrderedDict()
+_passed_lock = threading.Lock()
+
+
+def remembered(key: Hashable | None) -> bool:
+    """Whether the file version ``key`` passed a scan before (never for None)."""
+    if key is None:
+        return False
+    with _passed_lock:
+        if key in _passed:
+            _passed.move_to_end(key)
+            return True
+    return False
+
+
+def remember(key: Hashable | None) -> None:
+    """Note that the file version ``key`` passed (the last 512 are kept)."""
+    if key is not None:
+        with _passed_lock:
+            _passed[key] = None
+            while len(_passed) > 512:
+                _passed.popitem(last=False)
+
+
+def check_package(
+    data: bytes | IO[bytes], name: str, *, tree: bool = True, key: Hashable | None = None
+) -> None:
     """Refuse the Office package ``data`` (the file ``name``) before a library opens it.
 
-    Every member is inflated once and its real bytes counted. With ``tree`` (the package
-    goes to a library that loads all its XML at once) the tags of all XML parts count too.
-    Raises :class:`InputTooLarge` naming ``name`` and the limit crossed, and
-    ``zipfile.BadZipFile`` for a damaged package (a member longer than its header says
-    fails its CRC check: zipfile stops at the declared size).
+    Every member is inflated once, 1 MiB at a time, and its real bytes counted; each XML
+    part's prolog is read for a DTD or a foreign encoding. With ``tree`` (the package goes
+    to a library that loads all its XML at once) the tags of all XML parts count too.
+    ``key`` (what identifies this version of the file, which its writer cannot forge:
+    content digest, or inode with mtime and ctime) remembers a package that passed, so a
+    warm tool call does not scan it again. Raises :class:`InputTooLarge` naming ``name`` and
+    the limit crossed, and ``zipfile.BadZipFile`` for a damaged package (a member longer
+    than its header says fails its CRC check: zipfile stops at the declared size).
     """
+    if remembered(key):
+        return
     bound = LIMITS
     source = io.BytesIO(data) if isinstance(data, bytes | bytearray) else data
     with zipfile.ZipFile(source) as archive:
@@ -147,8 +229,9 @@ def check_package(data: bytes | IO[bytes], name: str, *, tree: bool = True) -> N
             with archive.open(member) as handle:
                 chunk = handle.read(_CHUNK)
                 xml = _looks_like_xml(member.filename, chunk[:64])
+                if xml:
+                    _prolog(chunk, member.filename, name)
                 part = 0
-                tail = b""
                 while chunk:
                     total += len(chunk)
                     part += len(chunk)
@@ -163,13 +246,6 @@ def check_package(data: bytes | IO[bytes], name: str, *, tree: bool = True) -> N
                                 f"{name}: part {member.filename} unpacks to more than "
                                 f"{bound.max_xml_part_bytes} bytes (limit {bound.max_xml_part_bytes} per XML part)"
                             )
-                        edge = tail + chunk[:40]  # a declaration split between two chunks
-                        if any(needle in chunk or needle in edge for needle in _DOCTYPE):
-                            raise InputTooLarge(
-                                f"{name}: part {member.filename} declares a DTD (entity declarations "
-                                "are refused; Office files never carry one)"
-                            )
-                        tail = chunk[-40:]
                         tags += chunk.count(b"<")
                         if tree and tags > bound.max_xml_tags:
                             raise InputTooLarge(
@@ -177,6 +253,7 @@ def check_package(data: bytes | IO[bytes], name: str, *, tree: bool = True) -> N
                                 f"(limit {bound.max_xml_tags} tags per file)"
                             )
                     chunk = handle.read(_CHUNK)
+    remember(key)
 
 
 class MemberReader:
@@ -221,161 +298,3 @@ class MemberReader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-# -- PDF ------------------------------------------------------------------------------------
-
-_FLATE = ("/FlateDecode", "/Fl")
-_LZW = ("/LZWDecode", "/LZW")
-_RUN_LENGTH = ("/RunLengthDecode", "/RL")
-_checked_pdfs: OrderedDict[Hashable, None] = OrderedDict()
-_checked_lock = threading.Lock()
-
-
-def check_pdf(document: Any, name: str, key: Hashable | None = None) -> None:
-    """Refuse the open pymupdf ``document`` (the file ``name``) before its pages are read.
-
-    Every stream that a decoder amplifies (Flate, LZW, RunLength, in any chain) is decoded
-    with its output counted and cut at the limit, never held whole beyond it; images are
-    checked by their declared dimensions (they are decoded only when a page is rendered).
-    ``key`` (a content hash, or a file's identity and stamp) remembers a document that
-    passed, so a warm tool call does not scan again. Raises :class:`InputTooLarge`.
-    """
-    if key is not None:
-        with _checked_lock:
-            if key in _checked_pdfs:
-                _checked_pdfs.move_to_end(key)
-                return
-    bound = LIMITS
-    objects = document.xref_length()
-    if objects > bound.max_pdf_objects:
-        raise InputTooLarge(f"{name}: has {objects} objects (limit {bound.max_pdf_objects})")
-    total = 0
-    for xref in range(1, objects):
-        if not document.xref_is_stream(xref):
-            continue
-        if document.xref_get_key(xref, "Subtype")[1] == "/Image":
-            width, height = _integer(document, xref, "Width"), _integer(document, xref, "Height")
-            if width * height > bound.max_pdf_image_pixels:
-                raise InputTooLarge(
-                    f"{name}: object {xref} is a {width}x{height} image "
-                    f"(limit {bound.max_pdf_image_pixels} pixels)"
-                )
-            continue
-        filters = _filters(document.xref_get_key(xref, "Filter"))
-        if not any(f in _FLATE + _LZW + _RUN_LENGTH for f in filters):
-            continue
-        size = _decoded_size(document.xref_stream_raw(xref), filters, bound.max_pdf_stream_bytes)
-        if size > bound.max_pdf_stream_bytes:
-            raise InputTooLarge(
-                f"{name}: stream {xref} decodes to more than {bound.max_pdf_stream_bytes} bytes "
-                f"(limit {bound.max_pdf_stream_bytes} per stream)"
-            )
-        total += size
-        if total > bound.max_pdf_unpacked_bytes:
-            raise InputTooLarge(
-                f"{name}: its streams decode to more than {bound.max_pdf_unpacked_bytes} bytes "
-                f"(limit {bound.max_pdf_unpacked_bytes} per file)"
-            )
-    if key is not None:
-        with _checked_lock:
-            _checked_pdfs[key] = None
-            while len(_checked_pdfs) > 256:
-                _checked_pdfs.popitem(last=False)
-
-
-def _integer(document: Any, xref: int, key: str) -> int:
-    """An integer entry of a stream's dictionary, direct or indirect (0 when unreadable)."""
-    kind, value = document.xref_get_key(xref, key)
-    if kind == "xref":  # "12 0 R"
-        value = document.xref_object(int(value.split()[0]), compressed=True)
-    try:
-        return int(float(value))
-    except (TypeError, ValueError):
-        return 0
-
-
-def _filters(entry: tuple[str, str]) -> list[str]:
-    kind, value = entry
-    if kind == "name":
-        return [value]
-    if kind == "array":
-        return [part for part in value.strip("[]").replace("/", " /").split() if part.startswith("/")]
-    return []
-
-
-def _decoded_size(raw: bytes, filters: list[str], limit: int) -> int:
-    """Bytes the filter chain produces from ``raw``, counted up to just past ``limit``; every
-    stage runs for real (the amplifying ones cut at ``limit``) up to the last amplifying one."""
-    from pypdf.errors import LimitReachedError, PdfStreamError
-    from pypdf.filters import ASCII85Decode, ASCIIHexDecode, RunLengthDecode
-
-    last = max(i for i, name in enumerate(filters) if name in _FLATE + _LZW + _RUN_LENGTH)
-    data = raw
-    try:
-        for index, name in enumerate(filters[: last + 1]):
-            keep = index < last
-            if name in _FLATE:
-                data, size = _inflate(data, limit, keep=keep)
-                if size > limit or not keep:
-                    return size
-            elif name in _LZW:
-                from pypdf._codecs._codecs import LzwCodec
-
-                data = LzwCodec(max_output_length=limit).decode(data)
-            elif name in _RUN_LENGTH:
-                size = _run_length_size(data, limit)
-                if size > limit or not keep:
-                    return size
-                data = RunLengthDecode.decode(data)
-            elif name in ("/ASCIIHexDecode", "/AHx"):
-                data = ASCIIHexDecode.decode(data)
-            elif name in ("/ASCII85Decode", "/A85"):
-                data = ASCII85Decode.decode(data)
-            else:
-                return len(data)  # an image codec or an unknown filter: mupdf does not amplify it
-    except LimitReachedError:
-        return limit + 1
-    except (PdfStreamError, ValueError):
-        return len(data)  # a broken stream: mupdf reports it (or reads what it can)
-    return len(data)
-
-
-def _inflate(data: bytes, limit: int, *, keep: bool) -> tuple[bytes, int]:
-    """(output if ``keep``, its size) of zlib-inflating ``data``, stopped past ``limit``."""
-    inflater = zlib.decompressobj()
-    kept: list[bytes] = []
-    size = 0
-    pending = data
-    while pending and not inflater.eof:
-        try:
-            chunk = inflater.decompress(pending, _CHUNK)
-        except zlib.error:  # damaged data: mupdf stops where zlib does
-            break
-        pending = inflater.unconsumed_tail
-        size += len(chunk)
-        if size > limit:
-            return b"", size
-        if keep:
-            kept.append(chunk)
-        if not chunk and not pending:
-            break
-    return b"".join(kept), size
-
-
-def _run_length_size(data: bytes, limit: int) -> int:
-    """Output length of RunLengthDecode over ``data`` without producing it."""
-    if len(data) * 128 <= limit:
-        return len(data) * 128 // 2  # cannot reach the limit; an estimate is enough
-    size = index = 0
-    while index < len(data) and size <= limit:
-        length = data[index]
-        if length == 128:
-            break
-        if length < 128:
-            size += length + 1
-            index += length + 2
-        else:
-            size += 257 - length
-            index += 2
-    return size

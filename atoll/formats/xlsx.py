@@ -16,6 +16,7 @@ import datetime
 import io
 import posixpath
 import re
+import threading
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -122,18 +123,34 @@ def read_part(archive: zipfile.ZipFile, part: str, name: str) -> bytes:
         return handle.read()
 
 
+_parsers = threading.local()  # lxml parsers may not be shared between threads
+
+
+def _parser() -> Any:
+    parser = getattr(_parsers, "parser", None)
+    if parser is None:
+        from lxml import etree
+
+        parser = _parsers.parser = etree.XMLParser(**_PARSER_OPTIONS)
+    return parser
+
+
 def parse_part(archive: zipfile.ZipFile, part: str, name: str) -> Any:
     """Member ``part`` parsed as one tree (no entities, no DTD, libxml2's default caps)."""
     from lxml import etree
 
-    return etree.fromstring(read_part(archive, part, name), etree.XMLParser(**_PARSER_OPTIONS))
+    return etree.fromstring(read_part(archive, part, name), _parser())
 
 
-def sheet_parts(archive: zipfile.ZipFile, *, with_names: bool = False, name: str = "workbook") -> list[Any]:
+def sheet_parts(
+    archive: zipfile.ZipFile, *, with_names: bool = False, name: str = "workbook", workbook: Any = None
+) -> list[Any]:
     """Zip member names of the sheets, in workbook order ((name, part) pairs with
-    ``with_names``); found through ``xl/workbook.xml`` and its relationships, so this does not
-    depend on part names. ``name`` names the file in errors."""
-    workbook = parse_part(archive, "xl/workbook.xml", name)
+    ``with_names``); found through ``xl/workbook.xml`` (``workbook``: that part already
+    parsed) and its relationships, so this does not depend on part names. ``name`` names the
+    file in errors."""
+    if workbook is None:
+        workbook = parse_part(archive, "xl/workbook.xml", name)
     rels = parse_part(archive, "xl/_rels/workbook.xml.rels", name)
     targets = {rel.get("Id"): rel.get("Target", "") for rel in rels.iter(f"{_PKG_REL_NS}Relationship")}
     parts = []
@@ -170,7 +187,7 @@ class XlsxReader:
         self.name = name or (str(path) if isinstance(path, str | Path) else "workbook")
         self.archive = zipfile.ZipFile(path)
         workbook = parse_part(self.archive, "xl/workbook.xml", self.name)
-        parts = sheet_parts(self.archive, name=self.name)
+        parts = sheet_parts(self.archive, name=self.name, workbook=workbook)
         # Worksheets only: chart sheets hold no cells, and openpyxl (used for edits) does
         # not count them either, so tab indexes agree across tools.
         listed = [
@@ -299,7 +316,7 @@ class XlsxReader:
             # one C-level call, ~3x faster than iterparse; windows and larger sheets stream.
             whole = max_row is None and len(data) <= _WHOLE_SHEET_LIMIT
             if whole:
-                rows = etree.fromstring(data, etree.XMLParser(**_PARSER_OPTIONS)).iter(f"{NS}row")
+                rows = etree.fromstring(data, _parser()).iter(f"{NS}row")
             else:
                 source = _Chain(data, handle) if data else handle
                 rows = (row for _, row in etree.iterparse(source, tag=f"{NS}row", **_PARSER_OPTIONS))

@@ -48,7 +48,8 @@ def read_package(path: WorldPath, *, virtual: str, kind: str, argument: str, tre
     a member longer than its header says), ``path_outside_root`` (a link out).
     """
     with path.open() as handle:
-        size = os.fstat(handle.fileno()).st_size
+        info = os.fstat(handle.fileno())
+        size = info.st_size
         if size > MAX_PACKAGE_BYTES:
             raise ToolError(
                 "too_large",
@@ -70,7 +71,18 @@ def read_package(path: WorldPath, *, virtual: str, kind: str, argument: str, tre
             argument=argument,
         )
     try:
-        bounds.check_package(data, virtual, tree=tree)
+        # A version that passed is not scanned again; ctime is in its key because a writer
+        # can set mtime back (utime), never ctime.
+        version = (
+            "package",
+            path.lock_key,
+            info.st_ino,
+            info.st_size,
+            info.st_mtime_ns,
+            info.st_ctime_ns,
+            tree,
+        )
+        bounds.check_package(data, virtual, tree=tree, key=version)
     except bounds.InputTooLarge as exc:
         raise bound_error(exc, argument) from None
     except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as exc:

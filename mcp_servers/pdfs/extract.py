@@ -7,6 +7,7 @@ import re
 
 from atoll.formats import bounds
 from atoll.formats.pdf import PdfSource
+from atoll.formats.pdf_bounds import check_pdf
 from mcp_servers._core import ToolError
 from mcp_servers._core.lazy import lazy_module
 
@@ -15,7 +16,7 @@ pymupdf = lazy_module("pymupdf")  # ~0.8 s of CPU: imported on the first call th
 
 def open_pdf(source: PdfSource, virtual: str, *, argument: str = "file_path") -> pymupdf.Document:
     """Open a PDF from its bytes; ToolError for corrupt or password-protected files, and
-    ``too_large`` when :func:`atoll.formats.bounds.check_pdf` refuses it (a stream or image
+    ``too_large`` when :func:`atoll.formats.pdf_bounds.check_pdf` refuses it (a stream or image
     bomb; a file version that passed is not scanned again)."""
     try:
         document = pymupdf.open(stream=source.data, filetype="pdf")
@@ -37,7 +38,7 @@ def open_pdf(source: PdfSource, virtual: str, *, argument: str = "file_path") ->
         document.close()
         raise ToolError("bad_data", f"{argument}: {virtual} has no pages", argument=argument)
     try:
-        bounds.check_pdf(document, virtual, key=(source.key, source.stamp))
+        check_pdf(document, virtual, key=("pdf", source.key, source.stamp))
     except bounds.InputTooLarge as exc:
         document.close()
         raise ToolError(exc.code, f"{argument}: {exc.message}", argument=argument) from None

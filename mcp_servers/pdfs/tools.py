@@ -59,7 +59,10 @@ class PdfState:
         if target.suffix.lower() != ".pdf":
             raise ToolError("unsupported", f"{argument}: {virtual} is not a .pdf file", argument=argument)
         with target.open() as handle:
-            stamp = FileStamp.from_stat(os.fstat(handle.fileno()))
+            info = os.fstat(handle.fileno())
+            # With the ctime, which no writer can set back (utime sets mtime, not ctime): the
+            # stream scan and the OCR cache remember versions by it.
+            stamp = (FileStamp.from_stat(info), info.st_ctime_ns)
             source = PdfSource(target.lock_key, stamp, handle.read())
         return source, virtual, open_pdf(source, virtual, argument=argument)
 

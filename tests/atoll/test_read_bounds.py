@@ -15,7 +15,8 @@ import zipfile
 import pytest
 
 from atoll.formats import bounds
-from atoll.formats.bounds import InputTooLarge, check_package, check_pdf
+from atoll.formats.bounds import InputTooLarge, check_package
+from atoll.formats.pdf_bounds import check_pdf
 from atoll.formats.xlsx import XlsxReader
 from atoll.testing import bombs
 from tests.grader.factories import docx, pdf, xlsx
@@ -135,6 +136,48 @@ def test_a_dtd_in_utf16_is_refused_too():
             archive.writestr(name, content)
     with pytest.raises(InputTooLarge, match="declares a DTD"):
         check_package(out.getvalue(), "utf16.docx")
+
+
+def _docx_with_document_xml(xml: bytes) -> bytes:
+    source = zipfile.ZipFile(io.BytesIO(bombs.docx_with_body(b"")))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for info in source.infolist():
+            archive.writestr(
+                info.filename, xml if info.filename == "word/document.xml" else source.read(info)
+            )
+    return out.getvalue()
+
+
+def test_a_dtd_after_comments_and_instructions_is_found():
+    xml = (
+        b'<?xml version="1.0"?><!-- <w:document> in a comment --><?pi x?>\n<!DOCTYPE w [<!ENTITY a "b">]><w/>'
+    )
+    with pytest.raises(InputTooLarge, match="declares a DTD"):
+        check_package(_docx_with_document_xml(xml), "late.docx")
+    check_package(_docx_with_document_xml(b'<?xml version="1.0"?><!-- a comment --><w:document/>'), "ok.docx")
+
+
+def test_a_foreign_encoding_is_refused():
+    """UTF-7 would spell ``<!DOCTYPE`` as ``+ADw-!DOCTYPE``."""
+    xml = b'<?xml version="1.0" encoding="UTF-7"?>+ADw-!DOCTYPE w +AFs-+ADw-!ENTITY a "b"+AD4-+AF0-+AD4-<w/>'
+    with pytest.raises(InputTooLarge, match="declares encoding 'UTF-7'"):
+        check_package(_docx_with_document_xml(xml), "utf7.docx")
+
+
+def test_a_prolog_longer_than_its_first_mebibyte_is_refused():
+    xml = b"<!--" + b" " * (2 << 20) + b"--><!DOCTYPE w [<!ENTITY a 'b'>]><w/>"
+    with pytest.raises(InputTooLarge, match="has an XML prolog longer than 1048576 bytes"):
+        check_package(_docx_with_document_xml(xml), "long-prolog.docx")
+
+
+def test_a_package_that_passed_is_not_scanned_again(limits):
+    data = bombs.docx_paragraph_bomb(1_000)
+    check_package(data, "ok.docx", key=("ok.docx", 1))
+    limits(max_xml_tags=100)
+    check_package(data, "ok.docx", key=("ok.docx", 1))  # remembered
+    with pytest.raises(InputTooLarge):
+        check_package(data, "ok.docx", key=("ok.docx", 2))  # another version
 
 
 def test_too_many_parts_are_refused(limits):

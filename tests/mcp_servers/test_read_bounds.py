@@ -165,3 +165,57 @@ def test_an_800_kib_docx_bomb_through_the_tool_stays_small_in_memory():
     )
     assert result["outcome"].startswith("file_path: /bomb.docx: its XML holds more than")
     assert result["peak_mib"] < 200 and result["seconds"] < 20
+
+
+def test_a_bomb_written_in_place_with_its_mtime_set_back_is_scanned_again(world, limits):
+    """The servers remember packages and PDFs that passed by file version. An agent can
+    rewrite a file in place at the same size and put its mtime back with utime; the ctime
+    in the version key moves anyway, so the bomb is scanned."""
+    import os
+    import zipfile
+
+    limits(max_xml_tags=50_000)
+    benign, bomb = f.docx(["Revenue grew 12%."]), bombs.docx_paragraph_bomb(20_000)
+    small, large = sorted((benign, bomb), key=len)
+    padded = _with_zip_comment(small, len(large) - len(small))
+    benign, bomb = (padded, large) if small is benign else (large, padded)
+    assert len(benign) == len(bomb)
+    path = world.file("/memo.docx", benign)
+    with open_session("documents", world) as docs:
+        docs.ok("read_document_content", {"file_path": "/memo.docx"})
+        before = os.stat(path)
+        with open(path, "r+b") as handle:  # same inode, same size
+            handle.write(bomb)
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+        assert (os.stat(path).st_mtime_ns, os.stat(path).st_ino) == (before.st_mtime_ns, before.st_ino)
+        error = docs.error("read_document_content", {"file_path": "/memo.docx"})
+    assert error["code"] == "too_large" and "its XML holds more than 50000 tags" in error["message"]
+    assert zipfile.is_zipfile(path)
+
+
+def _with_zip_comment(data: bytes, length: int) -> bytes:
+    """``data`` (a zip without a comment) grown by exactly ``length`` bytes of archive comment."""
+    import struct
+
+    assert 0 <= length <= 65_535 and data[-22:-18] == b"PK\x05\x06"
+    return data[:-2] + struct.pack("<H", length) + b"x" * length
+
+
+def test_a_pdf_rewritten_in_place_with_its_mtime_set_back_is_scanned_again(world, limits):
+    import os
+
+    limits(max_pdf_stream_bytes=1 << 20)
+    benign, bomb = f.pdf(["Revenue grew 12%."]), bombs.pdf_stream_bomb(4 << 20)
+    size = max(len(benign), len(bomb))
+    benign, bomb = (
+        data + b"\n%" + b"x" * (size - len(data)) for data in (benign, bomb)
+    )  # a trailing comment
+    path = world.file("/report.pdf", benign)
+    with open_session("pdfs", world) as pdfs:
+        pdfs.ok("read_pdf_pages", {"file_path": "/report.pdf"})
+        before = os.stat(path)
+        with open(path, "r+b") as handle:
+            handle.write(bomb)
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+        error = pdfs.error("read_pdf_pages", {"file_path": "/report.pdf"})
+    assert error["code"] == "too_large" and "decodes to more than 1048576 bytes" in error["message"]
