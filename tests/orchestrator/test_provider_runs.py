@@ -325,6 +325,14 @@ def test_gemini_3_flash_with_thinking_runs_and_judges_in_both_signature_modes(
         _agent("flash-stream", GEMINI_FLASH, gemini.api_base, stream=True, extra_args=outside),
         _agent("flash-in-id", GEMINI_FLASH, gemini.api_base),
         {**_agent("flash-loop", GEMINI_FLASH, gemini.api_base, extra_args=outside), "agent": "loop"},
+        _agent(
+            "flash-compact",
+            GEMINI_FLASH,
+            gemini.api_base,
+            context_window=1000,
+            keep_last_messages=2,
+            extra_args=outside,
+        ),
     ]
     judge = {"model": GEMINI_FLASH, "api_base": gemini.api_base, "thinking": "high"}
     path = _experiment(tmp_path, bench, "gemini", agents, judge)
@@ -350,6 +358,7 @@ def test_gemini_3_flash_with_thinking_runs_and_judges_in_both_signature_modes(
     assert signed and all(part.get("thoughtSignature") or part.get("thought_signature") for part in signed)
     assert all(b["generationConfig"]["thinkingConfig"]["thinkingLevel"] == "high" for b in bodies)
     # one call per distinct agent arguments (the signature mode is one), one verdict
+    _assert_summarised_mid_run(bodies)
     _assert_preflight_exact(bodies, 4, ("contents", "tools", "system_instruction", "systemInstruction"))
 
 
@@ -390,6 +399,7 @@ def test_gpt_5_2_pro_on_the_responses_api_gets_its_reasoning_items_back(
         _agent("pro-stream", GPT_52_PRO, openai.api_base, stream=True),
         _agent("pro-stateless", GPT_52_PRO, openai.api_base, extra_args=stateless),
         {**_agent("pro-loop", GPT_52_PRO, openai.api_base), "agent": "loop"},
+        _agent("pro-compact", GPT_52_PRO, openai.api_base, context_window=1000, keep_last_messages=2),
     ]
     judge = {"model": GPT_52_PRO, "api_base": openai.api_base, "thinking": "high"}
     path = _experiment(tmp_path, bench, "responses", agents, judge)
@@ -410,6 +420,7 @@ def test_gpt_5_2_pro_on_the_responses_api_gets_its_reasoning_items_back(
         if item.get("type") == "reasoning"
     )
     assert all(b["reasoning"]["effort"] == "high" for b in bodies)
+    _assert_summarised_mid_run(bodies)
     _assert_preflight_exact(bodies, 4, ("input", "tools", "instructions"))
 
 
