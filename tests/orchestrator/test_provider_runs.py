@@ -386,6 +386,15 @@ def test_gpt_5_2_on_chat_completions_with_a_gpt_5_judge_at_its_defaults(
     assert verdicts and all("temperature" not in b and "max_tokens" not in b for b in verdicts)
     assert all(b["response_format"]["json_schema"]["name"] == "verdict" for b in verdicts)
     _assert_preflight_exact(bodies, 3, ("messages", "tools"))
+    # re-judged by gpt-5.2-pro (litellm's Responses route) without re-running the agents
+    openai.reset()
+    store = f"sqlite:///{tmp_path / 'store.db'}"
+    argv = ["regrade", "chat", "--store", store, "--judge-model", GPT_52_PRO, "--api-base", openai.api_base]
+    code, _out, err, _ = _atoll(capsys, *argv)
+    assert code == 0, err
+    assert openai.rejections == [] and set(openai.request_paths) == {"/v1/responses"}
+    assert openai.requests and all(JUDGE_MARK in json.dumps(b) for b in openai.requests)
+    _assert_completed_and_graded(tmp_path, "chat", [a["name"] for a in agents])
 
 
 def test_gpt_5_2_pro_on_the_responses_api_gets_its_reasoning_items_back(
