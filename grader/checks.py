@@ -276,7 +276,11 @@ def cell_value(check: CellValueCheck, inputs: CheckInputs) -> CheckResult:
             continue
         # The spreadsheet tools' reader: the check sees the value read_tab shows.
         try:
-            data = with_computed_values(contents[path]) if options.recalculate else contents[path]
+            data = (
+                with_computed_values(contents[path], name=virtual_path(path))
+                if options.recalculate
+                else contents[path]
+            )
             with XlsxReader(io.BytesIO(data), name=virtual_path(path)) as reader:
                 names = [sheet.name for sheet in reader.sheets]
                 if not names:

@@ -123,7 +123,7 @@ def extract(path: str, data: bytes, options: ExtractOptions | None = None) -> Ex
             if options.recalculate:
                 from atoll.formats.libreoffice import with_computed_values
 
-                data = with_computed_values(data)
+                data = with_computed_values(data, name=path)
             return _workbook(path, data)
         if ext in DOCUMENT_EXTENSIONS:
             return _document(path, data)

@@ -71,6 +71,9 @@ class ReadLimits:
     max_extracted_rows: int = 100_000
     #: Entries of a workbook's shared-strings table.
     max_shared_strings: int = 1_000_000
+    #: Pixels of one raster image decoded by Pillow (an image file sent to the model: ~4 bytes
+    #: each decoded, while the file may be a few KiB).
+    max_image_pixels: int = 64_000_000
     #: Pages of a PDF read in one extraction or tool call.
     max_pdf_pages: int = 2_000
     #: Objects in one PDF (each is looked at once by the stream scan).
@@ -81,7 +84,7 @@ class ReadLimits:
     #: All non-image streams of one PDF, decoded.
     max_pdf_unpacked_bytes: int = 256 << 20
     #: Pixels of one PDF image (decoded in full when a page is rendered: OCR, page images).
-    max_pdf_image_pixels: int = 100_000_000
+    max_pdf_image_pixels: int = 64_000_000
 
     @classmethod
     def from_environment(cls) -> ReadLimits:

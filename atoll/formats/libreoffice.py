@@ -453,7 +453,7 @@ _in_flight: dict[str, threading.Lock] = {}
 GRADER_TIMEOUT_S = 90.0
 
 
-def with_computed_values(data: bytes, *, engine: LibreOffice | None = None) -> bytes:
+def with_computed_values(data: bytes, *, engine: LibreOffice | None = None, name: str = "workbook") -> bytes:
     """The workbook ``data`` with a computed value in every formula cell that has none.
 
     ``data`` itself when every formula carries a cached value, when it is not a readable
@@ -464,6 +464,7 @@ def with_computed_values(data: bytes, *, engine: LibreOffice | None = None) -> b
     in (:func:`atoll.formats.xlsx_values.fill_cached_values`), exactly what the spreadsheet
     tools show for them. ``engine`` defaults to the process-wide warm one
     (:func:`shared_engine`). Concurrent calls on one workbook share one recalculation.
+    ``name`` names the file in errors.
     """
     from atoll.formats import bounds
     from atoll.formats.xlsx import has_uncached_formulas
@@ -472,14 +473,14 @@ def with_computed_values(data: bytes, *, engine: LibreOffice | None = None) -> b
     try:
         # The rows the grader extracts; a workbook past a reading bound raises InputTooLarge
         # here, as its reader would next.
-        if not has_uncached_formulas(data, stop_row=bounds.LIMITS.max_extracted_rows):
+        if not has_uncached_formulas(data, name, stop_row=bounds.LIMITS.max_extracted_rows):
             return data
     except bounds.InputTooLarge:
         raise
     except Exception:  # noqa: BLE001 - unreadable workbooks are reported by their reader
         return data
     try:  # LibreOffice loads the whole workbook: only what a library loading whole may
-        bounds.check_package(data, "workbook", tree=True)
+        bounds.check_package(data, name, tree=True)
     except (bounds.InputTooLarge, zipfile.BadZipFile):
         return data
     key = hashlib.sha256(data).hexdigest()

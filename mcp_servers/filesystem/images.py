@@ -47,14 +47,23 @@ def prepare_for_model(data: bytes, mime: str) -> tuple[bytes, str, bool]:
     """Bytes to send as MCP image content: the original, or a downscaled JPEG/PNG when too big.
 
     Returns (bytes, mime, downscaled). TIFF and BMP are converted to PNG (models accept
-    PNG, JPEG, GIF and WebP).
+    PNG, JPEG, GIF and WebP). Raises :class:`atoll.formats.bounds.InputTooLarge` before
+    decoding an image of more than ``max_image_pixels`` (a few KiB of PNG or TIFF can
+    declare a 20,000 x 20,000 canvas: 1.6 GB decoded).
     """
     convert = mime in ("image/tiff", "image/bmp")
     if len(data) <= MAX_SEND_BYTES and not convert:
         return data, mime, False
     from PIL import Image
 
+    from atoll.formats import bounds
+
     with Image.open(io.BytesIO(data)) as image:
+        width, height = image.size
+        if width * height > bounds.LIMITS.max_image_pixels:
+            raise bounds.InputTooLarge(
+                f"is a {width}x{height} image (limit {bounds.LIMITS.max_image_pixels} pixels)"
+            )
         image.load()
         resized = max(image.size) > MAX_SEND_SIDE
         if resized:

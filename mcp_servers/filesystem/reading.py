@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
+from atoll.errors import AtollError
 from mcp_servers._core import ImageBlock, ServerContext, ToolError, ToolOutput
 from mcp_servers.filesystem.images import MAX_FILE_BYTES, image_size, prepare_for_model, sniff_image
 from mcp_servers.filesystem.server import SERVER
@@ -318,6 +319,8 @@ def read_image_file(ctx: ServerContext, file_path: str) -> ToolOutput[ImageInfo]
         raise ToolError("unsupported", f"file_path: {virtual} is {kind}", argument="file_path")
     try:
         sent, sent_mime, downscaled = prepare_for_model(data, mime)
+    except AtollError as exc:  # a reading bound (atoll.formats.bounds.InputTooLarge)
+        raise ToolError(exc.code, f"file_path: {virtual} {exc.message}", argument="file_path") from None
     except Exception as exc:
         raise ToolError(
             "bad_data", f"file_path: {virtual} is a damaged {mime} file ({exc})", argument="file_path"

@@ -164,8 +164,10 @@ def test_a_bound_crossed_while_looking_for_formulas_is_reported_once(limits):
     from atoll.formats.libreoffice import with_computed_values
 
     limits(max_shared_strings=1_000)
-    with pytest.raises(InputTooLarge, match="more than 1000 shared strings"):
-        with_computed_values(bombs.xlsx_shared_strings_bomb(2_000))
+    with pytest.raises(InputTooLarge, match=r"^/s\.xlsx: more than 1000 shared strings"):
+        with_computed_values(bombs.xlsx_shared_strings_bomb(2_000), name="/s.xlsx")
+    result = extract("/strings.xlsx", bombs.xlsx_shared_strings_bomb(2_000))
+    assert result.error == "too_large: /strings.xlsx: more than 1000 shared strings (limit 1000)"
 
 
 @pytest.mark.slow

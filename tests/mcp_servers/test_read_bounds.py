@@ -219,3 +219,27 @@ def test_a_pdf_rewritten_in_place_with_its_mtime_set_back_is_scanned_again(world
         os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
         error = pdfs.error("read_pdf_pages", {"file_path": "/report.pdf"})
     assert error["code"] == "too_large" and "decodes to more than 1048576 bytes" in error["message"]
+
+
+def test_an_image_canvas_too_large_to_decode_is_refused(world, limits):
+    """A few KiB of TIFF can declare a canvas that decodes to hundreds of MB; TIFF is
+    converted (decoded) before sending, so its size is checked first."""
+    import io
+
+    from PIL import Image
+
+    limits(max_image_pixels=1_000_000)
+    buffer = io.BytesIO()
+    Image.new("RGB", (2000, 2000)).save(buffer, "TIFF", compression="tiff_deflate")
+    world.file("/scan.tif", buffer.getvalue())
+    small = io.BytesIO()
+    Image.new("RGB", (900, 900)).save(small, "TIFF", compression="tiff_deflate")
+    world.file("/small.tif", small.getvalue())
+    with open_session("filesystem", world) as fs:
+        error = fs.error("read_image_file", {"file_path": "/scan.tif"})
+        assert fs.ok("read_image_file", {"file_path": "/small.tif"})["width"] == 900
+    assert error == {
+        "code": "too_large",
+        "message": "file_path: /scan.tif is a 2000x2000 image (limit 1000000 pixels)",
+        "argument": "file_path",
+    }
