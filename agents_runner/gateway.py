@@ -83,7 +83,9 @@ class Gateway:
         try:
             await self._client.__aenter__()
         except Exception as exc:
-            raise GatewayUnavailable(f"cannot connect to MCP gateway {self.url}: {_describe(exc)}") from exc
+            raise GatewayUnavailable(
+                f"cannot connect to MCP gateway {self.url}: {_describe(exc, quote_reply=False)}"
+            ) from exc
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -145,9 +147,18 @@ def _flatten(result: Any) -> ToolOutcome:
     return ToolOutcome(text="\n".join(texts), is_error=bool(result.is_error), images=images)
 
 
-def _describe(exc: BaseException) -> str:
+def _describe(exc: BaseException, *, quote_reply: bool = True) -> str:
+    """``Type: message`` of the innermost exception, in one line of at most 300 characters.
+
+    ``quote_reply=False`` keeps the message only up to its first ``": "``: before the MCP
+    handshake succeeds, whatever answered is not known to be a gateway, and the parse errors
+    of its reply quote it (``input_value={…}``). The caller chooses the URL (the agents
+    runner's ``gateway_url``), so quoting would hand it the body of any internal HTTP service
+    the runner can reach."""
     # ExceptionGroups from anyio task groups hide the cause; show the innermost one.
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     text = str(exc).strip().replace("\n", " ")
+    if not quote_reply:
+        text = text.split(": ", 1)[0]
     return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__

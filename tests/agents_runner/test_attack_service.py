@@ -4,9 +4,12 @@ and however big, the service holds a bounded number of them and keeps answering.
 from __future__ import annotations
 
 import gc
+import json
 import socket
+import threading
 import time
 import tracemalloc
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
@@ -91,3 +94,43 @@ def test_running_runs_are_bounded_and_health_answers():
                 assert client.post("/runs", json=body).status_code == 202  # room again
     finally:
         silent.close()
+
+
+@pytest.mark.parametrize("content_type", ["application/json", "text/plain", "text/event-stream"])
+def test_a_gateway_url_is_no_window_on_internal_services(content_type):
+    """``gateway_url`` is the caller's: pointed at an internal HTTP service, the runner's error
+    quoted its reply (pydantic's ``input_value={…}``) in the trajectory the caller reads."""
+    secret = "ASIA7CANARY31"  # short: pydantic quotes short values whole, long ones cut
+
+    class Internal(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            body = json.dumps({"AccessKeyId": secret}).encode()
+            if content_type == "text/event-stream":
+                body = b"event: message\ndata: " + body + b"\n\n"
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST
+
+    internal = ThreadingHTTPServer(("127.0.0.1", 0), Internal)
+    threading.Thread(target=internal.serve_forever, daemon=True).start()
+    try:
+        served = ServedApp(create_app(AgentRunnerSettings(), token="svc"))
+        base = f"http://127.0.0.1:{served.port}"
+        with served, httpx.Client(base_url=base, headers=HEADERS, timeout=30) as client:
+            gateway = f"http://127.0.0.1:{internal.server_port}/latest/meta-data/credentials"
+            started = client.post("/runs", json={"model": "openai/x", "gateway_url": gateway, "prompt": "hi"})
+            run_id = started.json()["run_id"]
+            _wait_finished(client, [run_id])
+            seen = client.get(f"/runs/{run_id}/trajectory").text + client.get(f"/runs/{run_id}").text
+    finally:
+        internal.shutdown()
+    assert "cannot connect to MCP gateway" in seen
+    assert secret not in seen
