@@ -20,6 +20,7 @@ Nothing here imports litellm unless a model is missing from the table.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -235,6 +236,8 @@ def call_arguments(
         ):
             raise refuse(f"{name}: {value}", "not while thinking is on (set thinking: off to use it)")
 
+    if profile.thinking == "anthropic" and thinking_on:
+        _check_anthropic_thinking(arguments, refuse)
     if thinking is not None and profile.thinking == "effort":
         arguments["reasoning_effort"] = profile.levels[thinking]
     if profile.thinking == "anthropic" and thinking not in (None, "off"):
@@ -285,6 +288,19 @@ def _sampling_allowed_with_thinking(profile: Profile, name: str, value: Any) -> 
     if profile.thinking == "anthropic":
         return (name == "temperature" and value == 1) or (name == "top_p" and 0.95 <= value <= 1)
     return value == 1
+
+
+def _check_anthropic_thinking(arguments: Mapping[str, Any], refuse: Any) -> None:
+    """Anthropic's extended thinking "isn't compatible with temperature or top_k modifications
+    as well as forced tool use": tool_choice may only be auto or none
+    (docs.claude.com/en/docs/build-with-claude/extended-thinking, "Feature compatibility")."""
+    off = "not while thinking is on (set thinking: off to use it)"
+    if arguments.get("top_k") is not None:
+        raise refuse(f"top_k: {arguments['top_k']}", off)
+    choice = arguments.get("tool_choice")
+    kind = choice.get("type") if isinstance(choice, Mapping) else choice
+    if choice is not None and kind not in ("auto", "none"):
+        raise refuse(f"tool_choice: {json.dumps(choice)}", f"only auto or none; {off}")
 
 
 def _sampling_preferred(profile: Profile, thinking_on: bool) -> bool:

@@ -110,12 +110,27 @@ def test_max_tokens_becomes_max_completion_tokens_for_openai_reasoning_models():
         ("xai/grok-4", {"reasoning_effort": "high"}, None, "reasoning_effort: high"),
         ("moonshot/kimi-k2-thinking", {"reasoning_effort": "low"}, None, "reasoning_effort: low"),
         ("openai/gpt-4o-mini", {"reasoning_effort": "low"}, None, "reasoning_effort: low"),
+        # Anthropic's extended thinking refuses top_k and forced tool use (Feature compatibility)
+        ("anthropic/claude-opus-4-5-20251101", {"top_k": 5}, "high", "top_k: 5"),
+        ("anthropic/claude-opus-4-5-20251101", {"tool_choice": "required"}, "low", 'tool_choice: "required"'),
+        (
+            "anthropic/claude-opus-4-5-20251101",
+            {"tool_choice": {"type": "function", "function": {"name": "f"}}, "reasoning_effort": "high"},
+            None,
+            "tool_choice: ",
+        ),
     ],
 )
 def test_a_refused_parameter_is_named_with_the_model(model, asked, thinking, named):
     with pytest.raises(ProfileError) as raised:
         call_arguments(model, asked, thinking=thinking)
     assert f"model {model} does not accept {named}" in raised.value.message
+
+
+def test_claude_takes_top_k_and_a_forced_tool_without_thinking_and_auto_with_it():
+    claude = "anthropic/claude-opus-4-5-20251101"
+    assert call_arguments(claude, {"top_k": 5, "tool_choice": "required"}, thinking="off")["top_k"] == 5
+    assert call_arguments(claude, {"tool_choice": "auto"}, thinking="high")["tool_choice"] == "auto"
 
 
 def _experiment(agent: dict, judge: dict | None = None) -> str:

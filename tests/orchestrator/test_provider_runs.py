@@ -482,17 +482,26 @@ def test_a_claude_judge_anthropic_refuses_stops_atoll_run_with_anthropics_words(
     assert not _results(tmp_path, "bad-judge")
 
 
-def test_a_gpt_5_agent_with_temperature_0_is_refused_when_the_experiment_loads(
-    tmp_path, bench, openai, capsys
+@pytest.mark.parametrize(
+    ("model", "extra_args", "refused"),
+    [
+        ("openai/gpt-5", {"temperature": 0}, "temperature: 0"),
+        # Anthropic's extended thinking refuses top_k and a forced tool (Feature compatibility)
+        (CLAUDE, {"top_k": 5}, "top_k: 5"),
+        (CLAUDE, {"tool_choice": "required"}, 'tool_choice: "required"'),
+    ],
+)
+def test_a_parameter_the_model_refuses_stops_atoll_run_when_the_experiment_loads(
+    tmp_path, bench, openai, capsys, model, extra_args, refused
 ):
     openai.reset()
-    agent = _agent("gpt5", "openai/gpt-5", openai.api_base, extra_args={"temperature": 0})
+    agent = _agent("agent", model, openai.api_base, extra_args=extra_args)
     path = _experiment(
-        tmp_path, bench, "bad-temp", [agent], {"model": "openai/gpt-5", "api_base": openai.api_base}
+        tmp_path, bench, "refused", [agent], {"model": "openai/gpt-5", "api_base": openai.api_base}
     )
     code, _out, err, seconds = _atoll(capsys, "run", str(path), "--quiet")
     assert code == 2 and seconds < 15, (code, seconds, err)
-    assert "agent gpt5: model openai/gpt-5 does not accept temperature: 0" in err
+    assert f"agent agent: model {model} does not accept {refused}" in err
     assert openai.requests == []  # refused before any call
 
 
