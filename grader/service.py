@@ -80,7 +80,7 @@ def create_app(
     grading = asyncio.Semaphore(max_concurrent)
 
     # A misconfigured judge endpoint is an upstream failure, not the caller's bad request.
-    add_error_handler(app, {"model_endpoint": 502})
+    add_error_handler(app, {"model_endpoint": 502, "snapshot_too_large": 413})
 
     @app.get("/health", responses=ERROR_RESPONSES)
     async def health() -> Health:

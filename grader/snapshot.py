@@ -23,6 +23,12 @@ from atoll.members import UnsafeArchive, clean_member_name, is_junk, world_membe
 FS_PREFIX = "filesystem/"
 APPS_PREFIX = ".apps_data/"
 _CHUNK = 1 << 20
+#: Most bytes a snapshot may hold once decompressed, and most members: what the environment
+#: writes at most (ATOLL_SNAPSHOT_MAX_BYTES, 8 GiB). Every member is hashed when a snapshot is
+#: indexed, so a gzip of terabytes of zeros (a few hundred MB) would hold a grading slot for
+#: hours; past these the snapshot is refused while it is read.
+MAX_BYTES = 8 * 1024**3
+MAX_MEMBERS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,7 @@ class Snapshot:
         self.entries: dict[str, SnapshotEntry] = {}
         #: Files left out: names the member rules refuse, and desktop-archiver litter.
         self.skipped = 0
+        self._members = self._bytes = 0
         try:
             self._index()
         except (tarfile.TarError, zipfile.BadZipFile, OSError, EOFError) as exc:
@@ -98,14 +105,20 @@ class Snapshot:
                     path = self._member_path(name)
                     if path is None:
                         continue
+                    self._count(info.filename, info.file_size)
                     digest = hashlib.sha256()
+                    read = 0
                     with archive.open(info) as handle:
                         while chunk := handle.read(_CHUNK):
+                            read += len(chunk)
+                            if read > info.file_size:  # a size that lies: count what is read
+                                self._count(info.filename, len(chunk))
                             digest.update(chunk)
                     self.entries[path] = SnapshotEntry(path, info.file_size, digest.hexdigest())
         else:
             with tarfile.open(self.location, "r:*") as archive:
                 for member in archive:
+                    self._count(member.name, member.size if member.isreg() else 0)
                     if not member.isreg():
                         continue
                     name = _clean_name(member.name)
@@ -122,6 +135,18 @@ class Snapshot:
                     while chunk := handle.read(_CHUNK):
                         digest.update(chunk)
                     self.entries[path] = SnapshotEntry(path, member.size, digest.hexdigest())
+
+    def _count(self, name: str, size: int) -> None:
+        """Add one member of ``size`` bytes to the totals; AtollError(``snapshot_too_large``)
+        past :data:`MAX_BYTES` or :data:`MAX_MEMBERS`, naming the member."""
+        self._members += 1
+        self._bytes += size
+        if self._bytes > MAX_BYTES or self._members > MAX_MEMBERS:
+            raise AtollError(
+                "snapshot_too_large",
+                f"snapshot {self.location}: more than {MAX_BYTES} bytes or {MAX_MEMBERS} members "
+                f"once decompressed (at member {name!r}); a world snapshot holds at most that",
+            )
 
     def _member_path(self, name: str) -> str | None:
         if self._zip_prefixless:

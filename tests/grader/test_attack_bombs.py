@@ -78,3 +78,51 @@ def test_a_check_matching_many_files_reads_within_the_caps(bomb, spec):
     assert peak < 24 * MiB, f"the check held {peak / MiB:.0f} MiB"
     assert result.passed is not True
     assert "total cap" in result.reason
+
+
+@pytest.mark.parametrize("bomb_kind", ["bytes", "members"])
+def test_the_grading_service_refuses_a_snapshot_past_what_a_world_holds(tmp_path, monkeypatch, bomb_kind):
+    """Every member is hashed when a snapshot is opened: a gzip of terabytes of zeros (a few
+    hundred MB, under the body limit) held a grading slot for hours. The caps (8 GiB, a
+    million members: what the environment writes at most) are lowered here to keep it small."""
+    import json
+    import socket
+    import threading
+    import time
+
+    import httpx
+    import uvicorn
+
+    from grader import snapshot
+    from grader.service import create_app
+
+    monkeypatch.setattr(snapshot, "MAX_BYTES", 1 * MiB, raising=False)
+    monkeypatch.setattr(snapshot, "MAX_MEMBERS", 100, raising=False)
+    members: dict[str, bytes | str] = (
+        {"filesystem/zeros.bin": bytes(4 * MiB)}
+        if bomb_kind == "bytes"
+        else {f"filesystem/f{i:03}.txt": "" for i in range(200)}
+    )
+    before = f.write_snapshot(tmp_path / "b.tar.gz", {"filesystem/a.txt": "a"})
+    after = f.write_snapshot(tmp_path / "a.tar.gz", members)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(create_app(None), log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.02)
+    try:
+        task = f.task([{"verifier_id": "v1", "criteria": "c"}])
+        with before.open("rb") as b, after.open("rb") as a:
+            answer = httpx.post(
+                f"http://127.0.0.1:{sock.getsockname()[1]}/grade",
+                data={"task": task.model_dump_json(), "judge": json.dumps({"model": None})},
+                files={"before": b, "after": a},
+                timeout=30,
+            )
+    finally:
+        server.should_exit = True
+        thread.join(10)
+    assert answer.status_code == 413, answer.text[:300]
+    assert answer.json()["error"]["code"] == "snapshot_too_large"
