@@ -109,6 +109,9 @@ XML_PARSER_OPTIONS = {"resolve_entities": False, "load_dtd": False, "no_network"
 
 _XML_SUFFIXES = (".xml", ".rels", ".vml")
 _CHUNK = 1 << 20
+# A central directory entry is 46 bytes plus its name and extra fields; Office part names
+# are short. Directories larger than this per allowed part are refused unparsed.
+_DIRECTORY_ENTRY_BYTES = 256
 
 
 def _looks_like_xml(name: str, head: bytes) -> bool:
@@ -198,6 +201,22 @@ def remember(key: Hashable | None) -> None:
                 _passed.popitem(last=False)
 
 
+def open_zip(source: IO[bytes], name: str) -> zipfile.ZipFile:
+    """``zipfile.ZipFile(source)``, refused before the central directory is parsed when it
+    holds more entries than ``max_members`` could need (zipfile builds an object per entry,
+    reading the directory by its size: 200 MB of directory is millions of entries)."""
+    bound = LIMITS
+    end = zipfile._EndRecData(source)  # the end record zipfile itself reads (zip64 included)
+    if end is not None:
+        entries, size = end[zipfile._ECD_ENTRIES_TOTAL], end[zipfile._ECD_SIZE]
+        if entries > bound.max_members or size > bound.max_members * _DIRECTORY_ENTRY_BYTES:
+            raise InputTooLarge(
+                f"{name}: its zip directory holds {entries} entries in {size} bytes (limit {bound.max_members} parts)"
+            )
+    source.seek(0)
+    return zipfile.ZipFile(source)
+
+
 def check_package(
     data: bytes | IO[bytes], name: str, *, tree: bool = True, key: Hashable | None = None
 ) -> None:
@@ -216,7 +235,7 @@ def check_package(
         return
     bound = LIMITS
     source = io.BytesIO(data) if isinstance(data, bytes | bytearray) else data
-    with zipfile.ZipFile(source) as archive:
+    with open_zip(source, name) as archive:
         members = archive.infolist()
         if len(members) > bound.max_members:
             raise InputTooLarge(f"{name}: has {len(members)} parts (limit {bound.max_members})")

@@ -185,7 +185,19 @@ class XlsxReader:
 
     def __init__(self, path: Path | IO[bytes], *, name: str | None = None) -> None:
         self.name = name or (str(path) if isinstance(path, str | Path) else "workbook")
-        self.archive = zipfile.ZipFile(path)
+        if isinstance(path, str | Path):
+            with open(path, "rb") as handle:
+                self.archive = bounds.open_zip(io.BytesIO(handle.read()), self.name)
+        else:
+            self.archive = bounds.open_zip(path, self.name)
+        # Parts are read lazily, each under the part limit; all of them together stay under
+        # the package limit (zipfile stops every member at its declared size).
+        declared = sum(info.file_size for info in self.archive.infolist())
+        if declared > bounds.LIMITS.max_unpacked_bytes:
+            self.archive.close()
+            raise InputTooLarge(
+                f"{self.name}: unpacks to {declared} bytes (limit {bounds.LIMITS.max_unpacked_bytes} bytes unpacked)"
+            )
         workbook = parse_part(self.archive, "xl/workbook.xml", self.name)
         parts = sheet_parts(self.archive, name=self.name, workbook=workbook)
         # Worksheets only: chart sheets hold no cells, and openpyxl (used for edits) does

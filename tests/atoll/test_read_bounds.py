@@ -180,14 +180,45 @@ def test_a_package_that_passed_is_not_scanned_again(limits):
         check_package(data, "ok.docx", key=("ok.docx", 2))  # another version
 
 
+def test_a_zip_directory_of_too_many_entries_is_refused_before_it_is_parsed(limits):
+    """zipfile builds an object per directory entry before anyone can count them: 50,000
+    entries are refused from the end record, with a few MiB traced."""
+    limits(max_members=1_000)
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as archive:
+        for index in range(50_000):
+            archive.writestr(zipfile.ZipInfo(f"p/{index}.xml"), b"")
+    data = out.getvalue()
+    tracemalloc.start()
+    try:
+        with pytest.raises(InputTooLarge, match=r"^many\.docx: its zip directory holds 50000 entries"):
+            check_package(data, "many.docx")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20
+    with pytest.raises(InputTooLarge, match="its zip directory holds 50000 entries"):
+        XlsxReader(io.BytesIO(data), name="/many.xlsx")
+
+
 def test_too_many_parts_are_refused(limits):
+    import struct
+
     limits(max_members=10)
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w") as archive:
         for index in range(11):
             archive.writestr(f"customXml/item{index}.xml", "<a/>")
+    data = out.getvalue()
+    with pytest.raises(
+        InputTooLarge, match=r"its zip directory holds 11 entries in \d+ bytes \(limit 10 parts\)"
+    ):
+        check_package(data, "many.docx")
+    # An end record that says 1 entry: zipfile reads the directory by its size, and counts 11.
+    lying = data[:-14] + struct.pack("<HH", 1, 1) + data[-10:]
+    assert len(zipfile.ZipFile(io.BytesIO(lying)).infolist()) == 11
     with pytest.raises(InputTooLarge, match=r"has 11 parts \(limit 10\)"):
-        check_package(out.getvalue(), "many.docx")
+        check_package(lying, "many.docx")
 
 
 # -- the streamed xlsx reader ---------------------------------------------------------------
@@ -224,6 +255,23 @@ def test_a_sheet_past_the_part_limit_is_refused_while_streaming(limits):
         ),
     ):
         list(reader.cells(reader.sheets[0], 1, 1, None, None))
+
+
+def test_a_workbook_of_many_parts_each_under_the_part_limit_is_refused(limits):
+    """Parts are read lazily (dimensions scan whole sheets); their sum is capped up front."""
+    limits(max_unpacked_bytes=4 << 20, max_xml_part_bytes=2 << 20)
+    sheet = bombs.xlsx_row_bomb(60_000)  # ~1.6 MiB sheet
+    source = zipfile.ZipFile(io.BytesIO(sheet))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for info in source.infolist():
+            archive.writestr(info.filename, source.read(info))
+        for copy in range(3):
+            archive.writestr(f"xl/worksheets/copy{copy}.xml", source.read("xl/worksheets/sheet1.xml"))
+    with pytest.raises(
+        InputTooLarge, match=r"^/many\.xlsx: unpacks to \d+ bytes \(limit 4194304 bytes unpacked\)"
+    ):
+        XlsxReader(io.BytesIO(out.getvalue()), name="/many.xlsx")
 
 
 def test_rows_walked_in_one_read_are_capped(limits):
