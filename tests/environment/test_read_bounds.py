@@ -53,7 +53,7 @@ def test_health_answers_while_documents_are_read_and_a_bomb_is_refused(documents
             began = time.perf_counter()
             assert http.get("/health").status_code == 200
             latencies.append(time.perf_counter() - began)
-            time.sleep(0.05)
+            time.sleep(0.02)
     reader.join()
     assert outcome["long"][0] is False and "body.p.0" in outcome["long"][1]
     assert len(latencies) >= 5 and max(latencies) < 0.1, latencies
