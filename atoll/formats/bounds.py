@@ -54,7 +54,7 @@ class ReadLimits:
     #: Parts (zip members) in one Office package.
     max_members: int = 10_000
     #: All members of a package together, unpacked (counted while inflating).
-    max_unpacked_bytes: int = 512 << 20
+    max_unpacked_bytes: int = 256 << 20
     #: One XML part, unpacked (a worksheet streamed by the xlsx reader included).
     max_xml_part_bytes: int = 128 << 20
     #: Tags (``<``) in the XML parts of a package that a library loads as one tree
