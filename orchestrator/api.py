@@ -43,7 +43,7 @@ _DEFAULTS = ExperimentSpec.model_fields
 
 class ApiSettings(BaseSettings):
     """``ATOLL_STORE``, ``ATOLL_ARTIFACTS``, ``ATOLL_OUTPUT_DIR``, ``ATOLL_BENCHMARK_ROOTS``,
-    ``ATOLL_API_TOKEN``, ``ATOLL_MAX_BODY_BYTES``, ``ATOLL_MAX_TRIALS``."""
+    ``ATOLL_API_TOKEN``, ``ATOLL_MAX_BODY_BYTES``, ``ATOLL_MAX_TRIALS``, ``ATOLL_MAX_PLAN_BYTES``."""
 
     model_config = SettingsConfigDict(env_prefix="ATOLL_", extra="ignore")
 
@@ -62,6 +62,12 @@ class ApiSettings(BaseSettings):
     api_token: SecretStr | None = Field(None, description="bearer token of the API")
     max_body_bytes: int = Field(1024**2, ge=1024, description="largest request body (an experiment)")
     max_trials: int = Field(100_000, ge=1, description="most trials one posted experiment may plan")
+    max_plan_bytes: int = Field(
+        256 * 1024**2,
+        ge=1024,
+        description="most bytes of agent configuration one posted experiment may store (its size "
+        "times the trials that copy it)",
+    )
 
     @field_validator("api_token")
     @classmethod
@@ -189,7 +195,12 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
             submissions,
             asyncio.run,
             run_experiment(
-                spec, quiet=True, enqueue_only=True, replace=replace, max_trials=settings.max_trials
+                spec,
+                quiet=True,
+                enqueue_only=True,
+                replace=replace,
+                max_trials=settings.max_trials,
+                max_plan_bytes=settings.max_plan_bytes,
             ),
         )
         return RunEnqueued(

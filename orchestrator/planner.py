@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from functools import lru_cache
 from pathlib import Path
 
@@ -97,12 +98,19 @@ def agent_config(agent: AgentSpec, spec: ExperimentSpec) -> dict:
 
 
 def plan_trials(
-    benchmark: Benchmark, spec: ExperimentSpec, *, max_trials: int | None = None
+    benchmark: Benchmark,
+    spec: ExperimentSpec,
+    *,
+    max_trials: int | None = None,
+    max_plan_bytes: int | None = None,
 ) -> list[TrialSpec]:
     """Every (agent, task, run) of the experiment as a TrialSpec with a stable id.
 
     With ``max_trials`` (the API's ``ATOLL_MAX_TRIALS``), an experiment that would plan more
-    is refused (AtollError ``too_many_trials``) before a single trial is built."""
+    is refused (AtollError ``too_many_trials``) before a single trial is built. With
+    ``max_plan_bytes`` (``ATOLL_MAX_PLAN_BYTES``), so is one whose agent configurations,
+    copied into every trial the store keeps, would add up to more: a 1 MiB body with a
+    0.5 MiB system prompt and 200 runs wrote 100 MB to the store."""
     tasks = select_tasks(benchmark, spec)
     planned = len(spec.agents) * len(tasks) * spec.runs
     if max_trials is not None and planned > max_trials:
@@ -111,6 +119,17 @@ def plan_trials(
             f"experiment {spec.name!r} plans {planned} trials ({len(spec.agents)} agents x "
             f"{len(tasks)} tasks x {spec.runs} runs); this service takes at most {max_trials} per run",
         )
+    if max_plan_bytes is not None:
+        per_trial = sum(len(json.dumps(agent_config(agent, spec), default=str)) for agent in spec.agents)
+        stored = per_trial * len(tasks) * spec.runs
+        if stored > max_plan_bytes:
+            raise AtollError(
+                "too_many_trials",
+                f"experiment {spec.name!r} would store {stored} bytes of agent configuration "
+                f"({per_trial} bytes per task and run, copied into each of {planned} trials); "
+                f"this service takes at most {max_plan_bytes} (shorten agents[].config or plan "
+                "fewer runs)",
+            )
     world_digests = {world_id: file_digest(archive) for world_id, archive in benchmark.world_archives.items()}
     for world_id, seeds in benchmark.world_seeds.items():  # v1.1: one archive per subsystem
         world_digests[world_id] = hashlib.sha256(

@@ -147,6 +147,7 @@ async def run_experiment(
     viewer_url: str | None = None,
     preflight: Callable[[ExperimentSpec], Awaitable[object]] | None = None,
     max_trials: int | None = None,
+    max_plan_bytes: int | None = None,
 ) -> RunOutcome:
     """Plan, enqueue, execute and report one experiment (or resume it).
 
@@ -167,11 +168,12 @@ async def run_experiment(
     ``preflight`` (``atoll run``'s check of the model endpoints) is awaited after planning and
     before the store is created, so a failing check leaves no store behind; it is skipped when
     the store already holds every planned trial with a final result (a resume with nothing
-    left to run calls no model, so it checks none). ``max_trials`` bounds the plan
-    (AtollError ``too_many_trials``; the API's ``ATOLL_MAX_TRIALS``).
+    left to run calls no model, so it checks none). ``max_trials`` and ``max_plan_bytes`` bound
+    the plan (AtollError ``too_many_trials``; the API's ``ATOLL_MAX_TRIALS`` and
+    ``ATOLL_MAX_PLAN_BYTES``).
     """
     benchmark = load_benchmark(spec.benchmark)
-    trials = plan_trials(benchmark, spec, max_trials=max_trials)
+    trials = plan_trials(benchmark, spec, max_trials=max_trials, max_plan_bytes=max_plan_bytes)
     # The executor is resolved even when only enqueuing: an unknown name is refused before
     # the store is touched. Built, it checks the agents' options, also before anything is stored.
     factory = executor_factory or get_executor(spec.executor)

@@ -129,3 +129,34 @@ def test_judge_samples_are_bounded_when_the_experiment_is_accepted(client, tmp_p
     assert answer.status_code == 400, answer.text
     assert "judge.samples" in answer.json()["error"]["message"]
     assert client.get("/runs").json()["runs"] == []
+
+
+def test_a_small_body_cannot_write_a_large_store(tmp_path):
+    """Each trial the store keeps carries its agent's configuration: 0.5 MiB of system prompt
+    in a 1 MiB body with 200 runs wrote 100 MB, and 100,000 trials (ATOLL_MAX_TRIALS) would
+    write 50 GB. What a plan would store is bounded (ATOLL_MAX_PLAN_BYTES; 10 MiB here)."""
+    write_benchmark(tmp_path / "roots" / "bench", tasks=[make_task("t0")])
+    database = tmp_path / "api.db"
+    settings = ApiSettings(
+        store=f"sqlite:///{database}",
+        output_dir=str(tmp_path / "out"),
+        artifacts=(tmp_path / "artifacts").as_uri(),
+        benchmark_roots=str(tmp_path / "roots"),
+        max_plan_bytes=10 * 1024**2,
+    )
+    body = {
+        "name": "amplified",
+        "benchmark": str(tmp_path / "roots" / "bench"),
+        "executor": "instant",
+        "runs": 100,
+        "agents": [
+            {"name": "a", "agent": "replay", "model": "replay", "config": {"system_prompt": "x" * 200_000}}
+        ],
+    }
+    with TestClient(create_app(settings)) as client:
+        answer = client.post("/runs", content=yaml.safe_dump(body, width=10**9))
+        assert answer.status_code == 400, answer.text[:300]
+        assert answer.json()["error"]["code"] == "too_many_trials"
+        assert "agent configuration" in answer.json()["error"]["message"]
+        assert client.get("/runs").json()["runs"] == []
+    assert not database.exists() or database.stat().st_size < 1024**2
