@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -218,11 +219,35 @@ def parse_experiment(text: str, *, source: str = "request body") -> ExperimentSp
     return experiment_from_data(load_bounded_yaml(text, source=source, code="bad_experiment"), source=source)
 
 
+def _not_json(value: Any, path: str) -> str | None:
+    """The first place below ``path`` holding what JSON cannot (a YAML date, set, binary, a
+    non-string key, NaN or infinity), as one line; None when there is none. Experiments are
+    stored, fingerprinted and sent as JSON: such a value failed later, as a 500."""
+    if value is None or isinstance(value, bool | int | str):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{path}: {value} is not a JSON number"
+    if isinstance(value, list):
+        return next((p for i, item in enumerate(value) if (p := _not_json(item, f"{path}[{i}]"))), None)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"{path}: key {key!r} is a YAML {type(key).__name__}, not text (quote it)"
+            problem = _not_json(item, f"{path}.{key}" if path else key)
+            if problem:
+                return problem
+        return None
+    return f"{path}: a YAML {type(value).__name__} is not a JSON value (quote it)"
+
+
 def experiment_from_data(raw: Any, *, source: str = "request body") -> ExperimentSpec:
     """An experiment from loaded YAML/JSON data; AtollError(code="bad_experiment") naming
     ``source`` and each invalid field."""
     if not isinstance(raw, dict):
         raise AtollError("bad_experiment", f"{source}: expected a mapping at the top level")
+    problem = _not_json(raw, "")
+    if problem:
+        raise AtollError("bad_experiment", f"{source}: {problem}")
     try:
         return ExperimentSpec.model_validate(raw)
     except ValidationError as exc:

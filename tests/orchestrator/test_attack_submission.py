@@ -160,3 +160,38 @@ def test_a_small_body_cannot_write_a_large_store(tmp_path):
         assert "agent configuration" in answer.json()["error"]["message"]
         assert client.get("/runs").json()["runs"] == []
     assert not database.exists() or database.stat().st_size < 1024**2
+
+
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [
+        ("!!set {a: null}", "a YAML set"),
+        ("!!binary aGk=", "a YAML bytes"),
+        ("2001-12-14", "a YAML date"),
+        ("2001-12-14T21:59:43Z", "a YAML datetime"),
+        (".nan", "nan is not a JSON number"),
+        ("{1: a}", "key 1 is a YAML int"),
+    ],
+)
+def test_yaml_values_json_cannot_hold_are_a_bad_request(tmp_path, value, named):
+    """YAML types JSON has no form for were accepted and failed later (a 500 while storing or
+    fingerprinting the experiment); NaN was stored, which PostgreSQL's JSON refuses."""
+    write_benchmark(tmp_path / "roots" / "bench", tasks=[make_task("t0")])
+    settings = ApiSettings(
+        store=f"sqlite:///{tmp_path / 'api.db'}",
+        output_dir=str(tmp_path / "out"),
+        artifacts=(tmp_path / "artifacts").as_uri(),
+        benchmark_roots=str(tmp_path / "roots"),
+    )
+    body = (
+        f"name: typed\nbenchmark: {tmp_path / 'roots' / 'bench'}\nexecutor: instant\n"
+        f"agents:\n  - name: a\n    agent: replay\n    model: replay\n    config: {{system_prompt_suffix: {value}}}\n"
+    )
+    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+        answer = client.post("/runs", content=body)
+        assert answer.status_code == 400, answer.text[:300]
+        assert answer.json()["error"]["message"].startswith(
+            "request body: agents[0].config.system_prompt_suffix"
+        )
+        assert named in answer.json()["error"]["message"]
+        assert client.get("/runs").json()["runs"] == []
