@@ -219,8 +219,11 @@ async def run_agent_remote(
     *,
     token: str | None = None,
     poll_s: float = 1.0,
+    busy_wait_s: float = 600.0,
 ) -> Trajectory:
-    """The agent runs in the agents runner service (``POST /runs``, poll, fetch the trajectory)."""
+    """The agent runs in the agents runner service (``POST /runs``, poll, fetch the trajectory).
+    A runner at its limit of running runs (429) is asked again every ``poll_s`` for up to
+    ``busy_wait_s`` before the trial counts it as an infrastructure error."""
     base = agents_url.rstrip("/")
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     body = {
@@ -240,6 +243,11 @@ async def run_agent_remote(
     }
     try:
         started = await http.post(f"{base}/runs", json=body, headers=headers)
+        busy_until = time.monotonic() + busy_wait_s
+        # 429 too_many_runs: the runner is at ATOLL_AGENT_MAX_RUNNING; wait for a free slot.
+        while started.status_code == 429 and time.monotonic() < busy_until:
+            await asyncio.sleep(poll_s)
+            started = await http.post(f"{base}/runs", json=body, headers=headers)
         if started.status_code >= 400:
             raise InfraError(f"agents runner /runs: HTTP {started.status_code}: {started.text[:300]}")
         run_id = started.json()["run_id"]

@@ -134,3 +134,40 @@ def test_a_gateway_url_is_no_window_on_internal_services(content_type):
         internal.shutdown()
     assert "cannot connect to MCP gateway" in seen
     assert secret not in seen
+
+
+async def test_the_orchestrator_waits_for_a_runner_at_its_limit(gateway):
+    """A runner at ATOLL_AGENT_MAX_RUNNING answers 429; the orchestrator's remote agent step
+    asks again until a slot is free instead of failing the trial as an infrastructure error."""
+    from atoll.benchmark import ReferenceSolution, Task
+    from atoll.trial import TrialSpec
+    from orchestrator.executors.steps import EnvironmentEndpoint, run_agent_remote
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    served = ServedApp(create_app(AgentRunnerSettings(max_running=1), token="svc"))
+    base = f"http://127.0.0.1:{served.port}"
+    task = Task.model_validate(
+        {"task_id": "t1", "world_id": "w", "prompt": "p", "rubric": [{"verifier_id": "v", "criteria": "c"}]}
+    ).model_copy(update={"reference_solution": ReferenceSolution(final_answer="done")})
+    spec = TrialSpec(experiment="e", task_id="t1", world_id="w", world_digest="d", agent_name="oracle",
+                     agent="replay", model="replay", run_index=0)  # fmt: skip
+    try:
+        with served:
+            async with httpx.AsyncClient(timeout=30) as http:
+                busy = {"model": "openai/x", "prompt": "hi", "timeout_s": 2,
+                        "gateway_url": f"http://127.0.0.1:{silent.getsockname()[1]}/mcp"}  # fmt: skip
+                held = await http.post(f"{base}/runs", json=busy, headers=HEADERS)
+                assert held.status_code == 202
+                environment = EnvironmentEndpoint(
+                    url=gateway.url.removesuffix("/mcp"), mcp_token=gateway.token
+                )
+                started = time.monotonic()
+                trajectory = await run_agent_remote(
+                    http, base, environment, task, spec, token="svc", poll_s=0.2, busy_wait_s=30
+                )
+        assert trajectory.final_answer == "done"
+        assert time.monotonic() - started > 1  # it waited for the held slot
+    finally:
+        silent.close()
