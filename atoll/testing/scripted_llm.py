@@ -64,7 +64,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 ScriptItem = dict[str, Any]
 Script = Iterable[ScriptItem] | Callable[[dict[str, Any]], ScriptItem]
@@ -83,6 +83,7 @@ CONTEXT_LENGTH_EXCEEDED: dict[str, Any] = {
 __all__ = [
     "CONTEXT_LENGTH_EXCEEDED",
     "LoopbackHTTPServer",
+    "LoopbackService",
     "Script",
     "ScriptItem",
     "ScriptedLLM",
@@ -90,6 +91,7 @@ __all__ = [
     "chat_completion_chunks",
     "refused_api_base",
     "serve_on_loopback",
+    "split_script",
 ]
 
 
@@ -102,39 +104,33 @@ def refused_api_base() -> str:
     return f"http://127.0.0.1:{port}/v1"
 
 
-class ScriptedLLM:
-    """A context manager running the scripted server; see the module docstring."""
+class LoopbackService:
+    """What every scripted test server shares: a context manager serving :meth:`handler` on
+    127.0.0.1 at a free port from a daemon thread (:func:`serve_on_loopback`), and its script
+    (a list consumed in order, or a callable; see :func:`split_script`)."""
 
-    def __init__(self, script: Script, *, model_name: str = "scripted") -> None:
-        if callable(script):
-            self._callable: Callable[[dict[str, Any]], ScriptItem] | None = script
-            self._items: list[ScriptItem] = []
-        else:
-            self._callable = None
-            self._items = list(script)
-        self.model_name = model_name
-        self.requests: list[dict[str, Any]] = []
-        self.request_headers: list[dict[str, str]] = []
+    thread_name = "loopback-service"
+
+    def __init__(self, script: Script) -> None:
+        self._callable, self._items = split_script(script)
         self._lock = threading.Lock()
-        self._stopped = threading.Event()
-        self.in_flight = 0
-        self.max_in_flight = 0
         self._next = 0
-        self._server: ThreadingHTTPServer | None = None
+        self._server: LoopbackHTTPServer | None = None
         self._thread: threading.Thread | None = None
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        """The request handler class, bound to this server."""
+        raise NotImplementedError
 
     # --- lifecycle ----------------------------------------------------------------------
 
-    def start(self) -> ScriptedLLM:
+    def start(self) -> Self:
         """Bind 127.0.0.1 on a free port and serve from a daemon thread."""
-        self._stopped.clear()
-        handler = type("_BoundHandler", (_Handler,), {"llm": self})
-        self._server, self._thread = serve_on_loopback(handler, "scripted-llm")
+        self._server, self._thread = serve_on_loopback(self.handler(), self.thread_name)
         return self
 
     def stop(self) -> None:
-        """Stop serving and close the socket (idempotent); hung requests are released."""
-        self._stopped.set()
+        """Stop serving and close the socket (idempotent)."""
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -143,7 +139,7 @@ class ScriptedLLM:
             self._thread.join(timeout=5)
             self._thread = None
 
-    def __enter__(self) -> ScriptedLLM:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -152,12 +148,47 @@ class ScriptedLLM:
     @property
     def port(self) -> int:
         if self._server is None:
-            raise RuntimeError("ScriptedLLM is not running")
+            raise RuntimeError(f"{type(self).__name__} is not running")
         return int(self._server.server_address[1])
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+
+def split_script(script: Script) -> tuple[Callable[[dict[str, Any]], ScriptItem] | None, list[ScriptItem]]:
+    """``(callable, [])`` for a callable script, ``(None, items)`` for an iterable one."""
+    if callable(script):
+        return script, []
+    return None, list(script)
+
+
+class ScriptedLLM(LoopbackService):
+    """A context manager running the scripted server; see the module docstring."""
+
+    thread_name = "scripted-llm"
+
+    def __init__(self, script: Script, *, model_name: str = "scripted") -> None:
+        super().__init__(script)
+        self.model_name = model_name
+        self.requests: list[dict[str, Any]] = []
+        self.request_headers: list[dict[str, str]] = []
+        self._stopped = threading.Event()
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        return type("_BoundHandler", (_Handler,), {"llm": self})
+
+    def start(self) -> Self:
+        """Bind 127.0.0.1 on a free port and serve from a daemon thread."""
+        self._stopped.clear()
+        return super().start()
+
+    def stop(self) -> None:
+        """Stop serving and close the socket (idempotent); hung requests are released."""
+        self._stopped.set()
+        super().stop()
 
     @property
     def api_base(self) -> str:

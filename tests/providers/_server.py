@@ -5,7 +5,7 @@ routes requests (:meth:`ProviderEmulator.endpoint`), which documented request ru
 enforces (:meth:`ProviderEmulator.check`, raising :class:`Rejected`), how its native error
 body looks (:meth:`ProviderEmulator.error_body`) and how it answers a script item in its
 native JSON and SSE forms (:meth:`ProviderEmulator.answer`).  The server itself is
-:func:`atoll.testing.scripted_llm.serve_on_loopback`, the one ``ScriptedLLM`` runs on.
+:class:`atoll.testing.scripted_llm.LoopbackService`, the one ``ScriptedLLM`` runs on.
 
 Script items (a list consumed in order, or a callable ``script(request_body) -> item``)
 are those of ``ScriptedLLM`` plus ``thinking``; every emulator understands
@@ -29,9 +29,8 @@ import hashlib
 import hmac
 import json
 import secrets
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -39,10 +38,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from atoll.testing.scripted_llm import LoopbackHTTPServer, serve_on_loopback
-
-ScriptItem = dict[str, Any]
-Script = Iterable[ScriptItem] | Callable[[dict[str, Any]], ScriptItem]
+from atoll.testing.scripted_llm import LoopbackService, Script, ScriptItem, split_script
 
 DEFAULT_THINKING = "Let me work out which step comes next."
 """The thinking text emitted when a request enables thinking and its script item has none."""
@@ -84,7 +80,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-class ProviderEmulator:
+class ProviderEmulator(LoopbackService):
     """A context manager serving one provider's wire protocol on 127.0.0.1 (see module doc).
 
     Attributes after requests: ``requests`` (every received JSON body, in order),
@@ -96,51 +92,15 @@ class ProviderEmulator:
     thread_name = "provider-emulator"
 
     def __init__(self, script: Script, *, secret: bytes | None = None) -> None:
-        if callable(script):
-            self._callable: Callable[[dict[str, Any]], ScriptItem] | None = script
-            self._items: list[ScriptItem] = []
-        else:
-            self._callable = None
-            self._items = list(script)
+        super().__init__(script)
         self._secret = secret or secrets.token_bytes(32)
         self.requests: list[dict[str, Any]] = []
         self.request_paths: list[str] = []
         self.request_headers: list[dict[str, str]] = []
         self.rejections: list[tuple[str, str]] = []
-        self._lock = threading.Lock()
-        self._next = 0
-        self._server: LoopbackHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
-    # --- lifecycle ----------------------------------------------------------------------
-
-    def start(self) -> ProviderEmulator:
-        """Serve on a free loopback port from a daemon thread."""
-        handler = type("_BoundHandler", (_Handler,), {"emulator": self})
-        self._server, self._thread = serve_on_loopback(handler, self.thread_name)
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and close the socket (idempotent)."""
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def __enter__(self) -> ProviderEmulator:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def url(self) -> str:
-        if self._server is None:
-            raise RuntimeError(f"{type(self).__name__} is not running")
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        return type("_BoundHandler", (_Handler,), {"emulator": self})
 
     @property
     def api_base(self) -> str:
@@ -158,10 +118,7 @@ class ProviderEmulator:
     def load(self, script: Script) -> None:
         """Replace the script (a module-scoped emulator serving several tests)."""
         with self._lock:
-            if callable(script):
-                self._callable, self._items = script, []
-            else:
-                self._callable, self._items = None, list(script)
+            self._callable, self._items = split_script(script)
             self._next = 0
 
     # --- signing: opaque tokens the emulator can verify when they come back --------------
