@@ -4,46 +4,24 @@ accepts one that keeps it, and litellm's real Anthropic code completes a thinkin
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import litellm
 import pytest
 
+from tests.providers._litellm import WEATHER_TOOLS, complete
 from tests.providers._server import post_json
 from tests.providers.anthropic import AnthropicEmulator
 
 litellm.suppress_debug_info = True
 
 MODEL = "anthropic/claude-opus-4-5-20251101"
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "The weather in a city.",
-            "parameters": {
-                "type": "object",
-                "properties": {"city": {"type": "string"}},
-                "required": ["city"],
-            },
-        },
-    }
-]
 
 
-@pytest.fixture(scope="module")
-def module_emulator() -> Iterator[AnthropicEmulator]:
-    with AnthropicEmulator([]) as emulator:
-        yield emulator
-
-
-@pytest.fixture
-def emu(module_emulator: AnthropicEmulator) -> AnthropicEmulator:
-    module_emulator.reset()
-    module_emulator.load([{"content": "ok"}] * 4)
-    return module_emulator
+EMULATOR = AnthropicEmulator
+SCRIPT = [{"content": "ok"}] * 4
 
 
 # --- raw requests: one rule broken, then kept ------------------------------------------------
@@ -205,7 +183,7 @@ def test_bare_assistant_turn_without_thinking_is_refused_with_anthropic_words(em
             api_base=emu.api_base,
             api_key="test",
             messages=messages,
-            tools=TOOLS,
+            tools=WEATHER_TOOLS,
             reasoning_effort="high",
             max_retries=0,
         )
@@ -213,22 +191,6 @@ def test_bare_assistant_turn_without_thinking_is_refused_with_anthropic_words(em
 
 
 # --- litellm's real provider code against the emulator ----------------------------------------
-
-
-def _complete(emu: AnthropicEmulator, messages: list[Any], stream: bool, **params: Any) -> Any:
-    response = litellm.completion(
-        model=MODEL,
-        api_base=emu.api_base,
-        api_key="test",
-        messages=messages,
-        tools=TOOLS,
-        stream=stream,
-        max_retries=0,
-        **params,
-    )
-    if stream:
-        response = litellm.stream_chunk_builder(list(response), messages=messages)
-    return response
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
@@ -248,13 +210,13 @@ def test_litellm_completes_a_tool_loop_when_the_message_is_sent_back_as_returned
         ]
     )
     messages: list[Any] = [{"role": "user", "content": "Weather in Paris?"}]
-    first = _complete(emu, messages, stream, **thinking).choices[0].message
+    first = complete(emu, MODEL, messages, stream, **thinking).choices[0].message
     assert first.tool_calls[0].function.name == "get_weather"
     if thinking:
         assert first.thinking_blocks[0]["thinking"] == "Call the weather tool."
         assert first.reasoning_content == "Call the weather tool."
     messages += [first, {"role": "tool", "tool_call_id": first.tool_calls[0].id, "content": "sunny"}]
-    second = _complete(emu, messages, stream, **thinking)
+    second = complete(emu, MODEL, messages, stream, **thinking)
 
     assert second.choices[0].message.content == "Sunny in Paris."
     assert emu.rejections == []
@@ -271,12 +233,12 @@ def test_litellm_completes_a_tool_loop_when_the_message_is_sent_back_as_returned
 def test_litellm_sees_a_tampered_thinking_block_refused(emu):
     emu.load([{"thinking": "Plan.", "tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}]}])
     messages: list[Any] = [{"role": "user", "content": "Weather in Oslo?"}]
-    first = _complete(emu, messages, False, reasoning_effort="high").choices[0].message
+    first = complete(emu, MODEL, messages, False, reasoning_effort="high").choices[0].message
     tampered = copy.deepcopy(first.model_dump())
     tampered["thinking_blocks"][0]["thinking"] = "A different plan."
     messages += [tampered, {"role": "tool", "tool_call_id": first.tool_calls[0].id, "content": "cold"}]
     with pytest.raises(litellm.BadRequestError, match="Invalid `signature`"):
-        _complete(emu, messages, False, reasoning_effort="high")
+        complete(emu, MODEL, messages, False, reasoning_effort="high")
     assert [rule for rule, _ in emu.rejections] == ["anthropic.thinking_signature"]
 
 
@@ -309,10 +271,10 @@ def test_litellm_replays_redacted_thinking_unchanged(emu, stream):
         ]
     )
     messages: list[Any] = [{"role": "user", "content": "Weather?"}]
-    first = _complete(emu, messages, stream, reasoning_effort="high").choices[0].message
+    first = complete(emu, MODEL, messages, stream, reasoning_effort="high").choices[0].message
     assert [block["type"] for block in first.thinking_blocks] == ["thinking", "redacted_thinking"]
     messages += [first, {"role": "tool", "tool_call_id": first.tool_calls[0].id, "content": "sunny"}]
-    _complete(emu, messages, stream, reasoning_effort="high")
+    complete(emu, MODEL, messages, stream, reasoning_effort="high")
     assert emu.rejections == []
     replayed = emu.requests[1]["messages"][1]["content"]
     assert [block["type"] for block in replayed] == ["thinking", "redacted_thinking", "tool_use"]

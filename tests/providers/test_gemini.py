@@ -5,46 +5,24 @@ thought-signature modes."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import litellm
 import pytest
 
+from tests.providers._litellm import complete, rebuilt_without_provider_fields
 from tests.providers._server import post_json
 from tests.providers.gemini import PLACEHOLDER_SIGNATURES, GeminiEmulator
 
 litellm.suppress_debug_info = True
 
 GEMINI_3 = "gemini/gemini-3-pro-preview"
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "The weather in a city.",
-            "parameters": {
-                "type": "object",
-                "properties": {"city": {"type": "string"}},
-                "required": ["city"],
-            },
-        },
-    }
-]
 
 
-@pytest.fixture(scope="module")
-def module_emulator() -> Iterator[GeminiEmulator]:
-    with GeminiEmulator([]) as emulator:
-        yield emulator
-
-
-@pytest.fixture
-def emu(module_emulator: GeminiEmulator) -> GeminiEmulator:
-    module_emulator.reset()
-    module_emulator.load([{"content": "ok"}] * 4)
-    return module_emulator
+EMULATOR = GeminiEmulator
+SCRIPT = [{"content": "ok"}] * 4
 
 
 def _url(emu: GeminiEmulator, model: str = "gemini-3-pro-preview") -> str:
@@ -239,22 +217,6 @@ def test_a_placeholder_in_an_earlier_turn_is_recorded_too(emu):
 # --- litellm's real provider code against the emulator ----------------------------------------
 
 
-def _complete(emu: GeminiEmulator, model: str, messages: list[Any], stream: bool, **params: Any) -> Any:
-    response = litellm.completion(
-        model=model,
-        api_base=emu.api_base,
-        api_key="test",
-        messages=messages,
-        tools=TOOLS,
-        stream=stream,
-        max_retries=0,
-        **params,
-    )
-    if stream:
-        response = litellm.stream_chunk_builder(list(response), messages=messages)
-    return response
-
-
 SCRIPT = [
     {
         "thinking": "Call the weather tool.",
@@ -270,13 +232,13 @@ def test_litellm_completes_a_gemini_3_tool_loop_in_both_signature_modes(emu, str
     emu.load(SCRIPT)
     params = {"reasoning_effort": "high", "thought_signature_in_tool_call_id": in_id}
     messages: list[Any] = [{"role": "user", "content": "Weather in Paris?"}]
-    first = _complete(emu, GEMINI_3, messages, stream, **params).choices[0].message
+    first = complete(emu, GEMINI_3, messages, stream, **params).choices[0].message
     call = first.tool_calls[0]
     assert call.function.name == "get_weather"
     assert ("__thought__" in call.id) is in_id
     assert first.reasoning_content == "Call the weather tool."
     messages += [first, {"role": "tool", "tool_call_id": call.id, "content": "sunny"}]
-    second = _complete(emu, GEMINI_3, messages, stream, **params)
+    second = complete(emu, GEMINI_3, messages, stream, **params)
 
     assert second.choices[0].message.content == "Sunny in Paris."
     assert emu.rejections == [] and emu.placeholder_signatures == []
@@ -288,10 +250,10 @@ def test_litellm_completes_a_gemini_3_tool_loop_in_both_signature_modes(emu, str
 def test_litellm_without_thinking_on_gemini_2_5(emu):
     emu.load(SCRIPT)
     messages: list[Any] = [{"role": "user", "content": "Weather in Paris?"}]
-    first = _complete(emu, "gemini/gemini-2.5-flash", messages, False).choices[0].message
+    first = complete(emu, "gemini/gemini-2.5-flash", messages, False).choices[0].message
     messages += [first, {"role": "tool", "tool_call_id": first.tool_calls[0].id, "content": "sunny"}]
     assert (
-        _complete(emu, "gemini/gemini-2.5-flash", messages, False).choices[0].message.content
+        complete(emu, "gemini/gemini-2.5-flash", messages, False).choices[0].message.content
         == "Sunny in Paris."
     )
     assert "thoughtSignature" not in json.dumps(emu.requests)
@@ -304,14 +266,10 @@ def test_a_dropped_signature_makes_litellm_send_the_placeholder_which_is_recorde
     emu.load(SCRIPT)
     params = {"reasoning_effort": "high", "thought_signature_in_tool_call_id": False}
     messages: list[Any] = [{"role": "user", "content": "Weather in Paris?"}]
-    call = _complete(emu, GEMINI_3, messages, False, **params).choices[0].message.tool_calls[0]
-    rebuilt = {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [{"id": call.id, "type": "function", "function": call.function.model_dump()}],
-    }
+    call = complete(emu, GEMINI_3, messages, False, **params).choices[0].message.tool_calls[0]
+    rebuilt = rebuilt_without_provider_fields(call)
     messages += [rebuilt, {"role": "tool", "tool_call_id": call.id, "content": "sunny"}]
-    _complete(emu, GEMINI_3, messages, False, **params)
+    complete(emu, GEMINI_3, messages, False, **params)
     assert emu.placeholder_signatures == [(1, "get_weather")]
 
 

@@ -6,25 +6,20 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import litellm
 import pytest
 
+from tests.providers._litellm import WEATHER_TOOLS, complete, rebuilt_without_provider_fields
 from tests.providers._server import post_json
 from tests.providers.openai import OpenAIEmulator
 
 litellm.suppress_debug_info = True
 
 PARAMETERS = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
-TOOLS = [
-    {
-        "type": "function",
-        "function": {"name": "get_weather", "description": "Weather.", "parameters": PARAMETERS},
-    }
-]
 CALL = {"name": "get_weather", "arguments": {"city": "Paris"}}
 
 
@@ -34,17 +29,8 @@ def _script(body: dict[str, Any]) -> dict[str, Any]:
     return {"thinking": "Call the tool.", "tool_calls": [CALL]} if fresh else {"content": "ok"}
 
 
-@pytest.fixture(scope="module")
-def module_emulator() -> Iterator[OpenAIEmulator]:
-    with OpenAIEmulator(_script) as emulator:
-        yield emulator
-
-
-@pytest.fixture
-def emu(module_emulator: OpenAIEmulator) -> OpenAIEmulator:
-    module_emulator.reset()
-    module_emulator.load(_script)
-    return module_emulator
+EMULATOR = OpenAIEmulator
+SCRIPT = _script
 
 
 # --- Chat Completions: raw requests, one rule broken, then kept --------------------------------
@@ -53,7 +39,7 @@ def emu(module_emulator: OpenAIEmulator) -> OpenAIEmulator:
 def _chat(emu: OpenAIEmulator) -> dict[str, Any]:
     return {
         "model": "gpt-5.2",
-        "tools": copy.deepcopy(TOOLS),
+        "tools": copy.deepcopy(WEATHER_TOOLS),
         "messages": [
             {"role": "user", "content": "Weather in Paris?"},
             {
@@ -310,28 +296,12 @@ def test_responses_stream_uses_openai_event_sequence(emu):
 # --- litellm's real provider code against the emulator ----------------------------------------
 
 
-def _complete(emu: OpenAIEmulator, model: str, messages: list[Any], stream: bool, **params: Any) -> Any:
-    response = litellm.completion(
-        model=model,
-        api_base=emu.api_base,
-        api_key="test",
-        messages=messages,
-        tools=TOOLS,
-        stream=stream,
-        max_retries=0,
-        **params,
-    )
-    if stream:
-        response = litellm.stream_chunk_builder(list(response), messages=messages)
-    return response
-
-
 def _loop(emu: OpenAIEmulator, model: str, stream: bool, **params: Any) -> tuple[Any, Any]:
     messages: list[Any] = [{"role": "user", "content": "Weather in Paris?"}]
-    first = _complete(emu, model, messages, stream, **params).choices[0].message
+    first = complete(emu, model, messages, stream, **params).choices[0].message
     assert first.tool_calls[0].function.name == "get_weather"
     messages += [first, {"role": "tool", "tool_call_id": first.tool_calls[0].id, "content": "sunny"}]
-    return first, _complete(emu, model, messages, stream, **params)
+    return first, complete(emu, model, messages, stream, **params)
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
@@ -387,15 +357,11 @@ def test_a_message_rebuilt_without_reasoning_items_is_recorded_as_a_cold_turn(em
     """What issue #27 saw: gpt-5.2-pro never got its reasoning items back."""
     emu.load([{"tool_calls": [CALL]}, {"content": "Sunny."}])
     messages: list[Any] = [{"role": "user", "content": "Weather in Paris?"}]
-    first = _complete(emu, "openai/gpt-5.2-pro", messages, False).choices[0].message
+    first = complete(emu, "openai/gpt-5.2-pro", messages, False).choices[0].message
     call = first.tool_calls[0]
-    rebuilt = {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [{"id": call.id, "type": "function", "function": call.function.model_dump()}],
-    }
+    rebuilt = rebuilt_without_provider_fields(call)
     messages += [rebuilt, {"role": "tool", "tool_call_id": call.id, "content": "sunny"}]
-    _complete(emu, "openai/gpt-5.2-pro", messages, False)
+    complete(emu, "openai/gpt-5.2-pro", messages, False)
     assert emu.dropped_reasoning == [(1, call.id)]
 
 
@@ -404,7 +370,7 @@ def test_litellm_sees_tampered_encrypted_reasoning_refused(emu):
     params = {"store": False, "include": ["reasoning.encrypted_content"]}
     messages: list[Any] = [{"role": "user", "content": "Weather in Paris?"}]
     first = (
-        _complete(emu, "openai/responses/gpt-5.2", messages, False, reasoning_effort="high", **params)
+        complete(emu, "openai/responses/gpt-5.2", messages, False, reasoning_effort="high", **params)
         .choices[0]
         .message
     )
@@ -412,7 +378,7 @@ def test_litellm_sees_tampered_encrypted_reasoning_refused(emu):
     tampered["reasoning_items"][0]["encrypted_content"] = "gAAAAforged"
     messages += [tampered, {"role": "tool", "tool_call_id": first.tool_calls[0].id, "content": "sunny"}]
     with pytest.raises(litellm.BadRequestError, match="could not be verified"):
-        _complete(emu, "openai/responses/gpt-5.2", messages, False, reasoning_effort="high", **params)
+        complete(emu, "openai/responses/gpt-5.2", messages, False, reasoning_effort="high", **params)
     assert [rule for rule, _ in emu.rejections] == ["openai.responses.reasoning_unchanged"]
 
 
