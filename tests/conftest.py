@@ -6,4 +6,4 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("ATOLL_LOG_LEVEL", "WARNING")
 
-pytest_plugins = ["tests.serial_plugin"]
+pytest_plugins = ["tests.serial_plugin", "tests.providers.fixtures"]

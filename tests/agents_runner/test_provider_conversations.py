@@ -8,16 +8,12 @@ and record every refusal in ``emu.rejections``."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 
 from agents_runner import run_agent
 from agents_runner.conversation import PROVIDER_FIELDS
 from atoll.trajectory import RunStatus, Trajectory
-from tests.providers.anthropic import AnthropicEmulator
-from tests.providers.gemini import GeminiEmulator
-from tests.providers.openai import OpenAIEmulator
 
 from .conftest import assert_every_call_answered_once, call
 
@@ -30,24 +26,6 @@ STATELESS = {"extra_args": {"store": False, "include": ["reasoning.encrypted_con
 # only in the tool call's provider_specific_fields
 SIGNATURE_MODES = {"in_id": {}, "in_fields": {"extra_args": {"thought_signature_in_tool_call_id": False}}}
 TASK = "Read /notes/todo.txt and report what it says."
-
-
-@pytest.fixture(scope="module")
-def anthropic() -> Iterator[AnthropicEmulator]:
-    with AnthropicEmulator([]) as emu:
-        yield emu
-
-
-@pytest.fixture(scope="module")
-def openai() -> Iterator[OpenAIEmulator]:
-    with OpenAIEmulator([]) as emu:
-        yield emu
-
-
-@pytest.fixture(scope="module")
-def gemini() -> Iterator[GeminiEmulator]:
-    with GeminiEmulator([]) as emu:
-        yield emu
 
 
 def _toolbelt_script() -> list[dict]:

@@ -5,15 +5,11 @@ Gemini 3's thinking level, OpenAI's reasoning effort."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from agents_runner.model import ModelClient, ModelProviderError
 from atoll.agent_config import AgentConfig
 from atoll.llm import ModelErrorKind
-from tests.providers.anthropic import AnthropicEmulator
-from tests.providers.gemini import GeminiEmulator
 
 TOOL = {
     "type": "function",
@@ -35,18 +31,6 @@ READ = {
     "thinking": "I should read the file.",
     "tool_calls": [{"name": "filesystem_read_text_file", "arguments": {"file_path": "/notes/todo.txt"}}],
 }
-
-
-@pytest.fixture(scope="module")
-def anthropic() -> Iterator[AnthropicEmulator]:
-    with AnthropicEmulator([]) as emu:
-        yield emu
-
-
-@pytest.fixture(scope="module")
-def gemini() -> Iterator[GeminiEmulator]:
-    with GeminiEmulator([]) as emu:
-        yield emu
 
 
 def _client(model: str, emu, **config) -> ModelClient:

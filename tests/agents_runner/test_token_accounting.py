@@ -4,8 +4,6 @@ emulators), priced by litellm's price map or by the configured per-token prices.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import litellm
 import pytest
 
@@ -14,8 +12,6 @@ from agents_runner.config import AgentConfig
 from agents_runner.model import ModelClient
 from atoll.testing.scripted_llm import ScriptedLLM
 from atoll.trajectory import RunStatus, Usage
-from tests.providers.anthropic import AnthropicEmulator
-from tests.providers.gemini import GeminiEmulator
 from tests.providers.openai import OpenAIEmulator
 
 from .conftest import call
@@ -25,18 +21,6 @@ MESSAGES = [{"role": "user", "content": "Say hello."}]
 
 def _price(model: str, key: str) -> float:
     return float(litellm.model_cost[model][key])
-
-
-@pytest.fixture(scope="module")
-def anthropic() -> Iterator[AnthropicEmulator]:
-    with AnthropicEmulator([]) as emu:
-        yield emu
-
-
-@pytest.fixture(scope="module")
-def gemini() -> Iterator[GeminiEmulator]:
-    with GeminiEmulator([]) as emu:
-        yield emu
 
 
 async def _one_call(model: str, api_base: str, stream: bool, **config) -> Usage:

@@ -22,7 +22,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -31,9 +31,6 @@ import pytest
 import yaml
 
 from orchestrator.store import TrialStore
-from tests.providers.anthropic import AnthropicEmulator
-from tests.providers.gemini import GeminiEmulator
-from tests.providers.openai import OpenAIEmulator
 from tests.shared_sample import fresh_sample_benchmark
 
 pytestmark = pytest.mark.slow
@@ -60,24 +57,6 @@ def bench(tmp_path_factory) -> Path:
 def gold(bench) -> str:
     tasks = json.loads((bench / "tasks_and_rubrics.json").read_text())
     return next(t["gold_response"] for t in tasks if t["task_id"] == TASK)
-
-
-@pytest.fixture(scope="module")
-def anthropic() -> Iterator[AnthropicEmulator]:
-    with AnthropicEmulator([]) as emu:
-        yield emu
-
-
-@pytest.fixture(scope="module")
-def gemini() -> Iterator[GeminiEmulator]:
-    with GeminiEmulator([]) as emu:
-        yield emu
-
-
-@pytest.fixture(scope="module")
-def openai() -> Iterator[OpenAIEmulator]:
-    with OpenAIEmulator([]) as emu:
-        yield emu
 
 
 @pytest.fixture(autouse=True)
