@@ -3,7 +3,6 @@ whose endpoint breaks midway stops with a line naming it (scripted server, real 
 resume with nothing left to run checks none (and imports no model client)."""
 
 import asyncio
-import json
 import os
 import subprocess
 import sys
@@ -16,7 +15,6 @@ from atoll.errors import AtollError
 from atoll.experiment import ExperimentSpec
 from atoll.llm.preflight import Probe, preflight
 from atoll.loader import load_benchmark
-from atoll.sample import generate_sample_benchmark
 from atoll.testing.scripted_llm import ScriptedLLM, refused_api_base
 from atoll.trial import Outcome, TrialResult
 from orchestrator.planner import plan_trials
@@ -24,6 +22,7 @@ from orchestrator.runner import run_experiment, work_left
 from orchestrator.store import TrialStore
 from tests.atoll.factories import make_task, write_benchmark
 from tests.fresh_interpreter import run_cli
+from tests.orchestrator.judge_only import judge_only_experiment
 
 WRONG_KEY = {
     "status": 401,
@@ -159,23 +158,13 @@ def test_demo_checks_the_configured_model(tmp_path):
 
 @pytest.mark.slow
 def test_a_judge_key_revoked_midway_aborts_the_run_as_a_model_endpoint_error(tmp_path):
-    benchmark = generate_sample_benchmark(tmp_path / "bench")
-    tasks = json.loads((benchmark / "tasks_and_rubrics.json").read_text())
-    judge_only = next(t["task_id"] for t in tasks if any(c.get("check") is None for c in t["rubric"]))
     with ScriptedLLM(lambda request: WRONG_KEY) as judge:
-        spec = ExperimentSpec.model_validate(
-            {
-                "name": "revoked",
-                "benchmark": str(benchmark),
-                "tasks": {"ids": [judge_only]},
-                "agents": [{"name": "oracle", "agent": "replay", "model": "replay"}],
-                "judge": {"model": "openai/judge", "api_base": judge.api_base},
-                "max_infra_retries": 2,
-                "infra_retry_backoff_s": 0,
-                "store": str(tmp_path / "store.db"),
-                "artifacts": (tmp_path / "artifacts").as_uri(),
-                "output_dir": str(tmp_path / "out"),
-            }
+        spec = judge_only_experiment(
+            tmp_path,
+            "revoked",
+            {"model": "openai/judge", "api_base": judge.api_base},
+            max_infra_retries=2,
+            infra_retry_backoff_s=0,
         )
         with pytest.raises(AtollError) as raised:
             asyncio.run(run_experiment(spec, quiet=True))

@@ -14,6 +14,7 @@ from atoll.commands.run import check_models
 from atoll.errors import AtollError
 from atoll.experiment import ExperimentSpec
 from atoll.testing.scripted_llm import ScriptedLLM
+from tests.orchestrator.judge_only import judge_only_experiment
 from tests.providers.anthropic import AnthropicEmulator
 from tests.providers.gemini import GeminiEmulator
 
@@ -190,27 +191,16 @@ def test_a_run_whose_judge_openai_refuses_stops_with_openais_words(tmp_path):
     # error, so the run stops naming it instead of recording every criterion "ungradeable".
     import asyncio
 
-    from atoll.sample import generate_sample_benchmark
     from orchestrator.runner import run_experiment
     from tests.providers.openai import OpenAIChatEmulator
 
-    benchmark = generate_sample_benchmark(tmp_path / "bench")
-    tasks = json.loads((benchmark / "tasks_and_rubrics.json").read_text())
-    judge_only = next(t["task_id"] for t in tasks if any(c.get("check") is None for c in t["rubric"]))
     with OpenAIChatEmulator(lambda request: MET) as emu:
-        spec = ExperimentSpec.model_validate(
-            {
-                "name": "refused",
-                "benchmark": str(benchmark),
-                "tasks": {"ids": [judge_only]},
-                "agents": [{"name": "oracle", "agent": "replay", "model": "replay"}],
-                "judge": {"model": "openai/o4-house", "api_base": emu.api_base},
-                "max_infra_retries": 2,
-                "infra_retry_backoff_s": 0,
-                "store": str(tmp_path / "store.db"),
-                "artifacts": (tmp_path / "artifacts").as_uri(),
-                "output_dir": str(tmp_path / "out"),
-            }
+        spec = judge_only_experiment(
+            tmp_path,
+            "refused",
+            {"model": "openai/o4-house", "api_base": emu.api_base},
+            max_infra_retries=2,
+            infra_retry_backoff_s=0,
         )
         with pytest.raises(AtollError) as raised:
             asyncio.run(run_experiment(spec, quiet=True))
