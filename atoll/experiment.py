@@ -193,10 +193,11 @@ def _key_problems(spec: ExperimentSpec) -> Iterator[str]:
         yield problem
 
 
-def experiment_endpoints(spec: ExperimentSpec) -> list[str]:
-    """Every endpoint ``spec``'s agents and judge name."""
-    named = [agent.api_base or agent.config.get("api_base") for agent in spec.agents]
-    return [url for url in [*named, spec.judge.api_base] if isinstance(url, str) and url]
+def experiment_endpoints(spec: ExperimentSpec) -> list[tuple[str, str]]:
+    """Every (model, endpoint) pair ``spec``'s agents and judge name."""
+    named = [(agent.model, agent.api_base or agent.config.get("api_base")) for agent in spec.agents]
+    pairs = [*named, (spec.judge.model, spec.judge.api_base)]
+    return [(model, url) for model, url in pairs if model and isinstance(url, str) and url]
 
 
 def load_experiment(path: str | Path) -> ExperimentSpec:

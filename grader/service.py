@@ -72,7 +72,10 @@ def create_app(
     the memory they take is bounded by the service, not by how many callers post at once."""
     allowed = frozenset(allowed_api_bases)
     # The operator's own endpoints: the service's keys may be sent there (atoll.llm.endpoints).
-    trust_endpoints([judge.api_base if judge else None, *allowed])
+    # The operator's own endpoints, for its judge model's provider: the service's key of that
+    # provider may be sent there, no other key (atoll.llm.endpoints).
+    if judge is not None:
+        trust_endpoints([(judge.model, judge.api_base), *((judge.model, url) for url in allowed)])
     app = FastAPI(title="atoll grader", version="1")
     # Host allow-list, cross-site refusal and the body limit (atoll.http_guard)
     guard(app, max_body_bytes=max_body_bytes)

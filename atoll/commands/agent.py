@@ -100,7 +100,8 @@ def run(
 
     from atoll.llm.endpoints import trust_endpoints
 
-    trust_endpoints([api_base, agent_settings.api_base])  # the operator's own options and file
+    # The operator's own options and file, for the model they run (docs/security.md)
+    trust_endpoints([(model, api_base), (model, agent_settings.api_base)])
     spec, agent_run = prepare_run(
         model=model,
         prompt=task_prompt,

@@ -59,7 +59,7 @@ def _judge(
         raise AtollError("bad_input", f"judge settings: {describe_validation(exc)}") from None
     from atoll.llm.endpoints import trust_endpoints
 
-    trust_endpoints([judge.api_base])  # the operator's own option or file (docs/security.md)
+    trust_endpoints([(judge.model, judge.api_base)])  # the operator's own option or file (docs/security.md)
     return judge
 
 

@@ -7,10 +7,14 @@ allow-list:
 - the provider's public endpoint(s) (:data:`PUBLIC_ENDPOINTS`), unless the operator's
   ``ATOLL_KEY_ENDPOINTS`` names the provider (``openai=https://proxy.corp/v1,anthropic=…``;
   ``*=URL`` for every provider), which then replaces them;
-- the endpoints the service's own settings set (``ATOLL_API_BASE``, the grading service's
-  judge ``api_base`` and ``ATOLL_GRADER_ALLOWED_API_BASES``, an operator's command-line
-  ``--api-base``, the endpoints of an experiment file the operator runs with ``atoll run``),
-  which the process registers with :func:`trust_endpoints`.
+- the endpoints the service's own settings set for a model of that provider
+  (``ATOLL_API_BASE`` for ``ATOLL_MODEL``/``ATOLL_JUDGE_MODEL``, the grading service's judge
+  ``api_base`` and ``ATOLL_GRADER_ALLOWED_API_BASES`` for its judge model, an operator's
+  command-line ``--api-base`` for its ``--model``, each agent's and the judge's endpoint of an
+  experiment file the operator runs with ``atoll run``), which the process registers with
+  :func:`trust_endpoints`. An operator's endpoint is trusted with the key of the provider it
+  was set for, never with every key the service holds: a vLLM box set for ``openai/…`` never
+  receives the Anthropic key.
 
 A submitter brings a key only as the name of a secret the operator provisioned
 (``api_key_secret: NAME``): ``ATOLL_SECRET_<NAME>`` holds it and
@@ -68,7 +72,8 @@ KEY_ONLY_PROVIDERS = frozenset(
 )
 PLACEHOLDER_KEY = "none"  # local servers take any key; the openai client refuses to send none
 _SECRET_NAME = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
-_TRUSTED: set[str] = set()  # this process's operator-set endpoints (trust_endpoints)
+# This process's operator-set endpoints (trust_endpoints), each with the provider it was set for.
+_TRUSTED: set[tuple[str, str]] = set()
 
 
 class KeyRefused(AtollError):
@@ -159,10 +164,15 @@ class Secret:
         )
 
 
-def trust_endpoints(urls: Iterable[str | None]) -> None:
-    """Register endpoints set by this process's operator (service settings, command-line
-    options, an experiment file run with ``atoll run``): a provider key may go to them."""
-    _TRUSTED.update(url for url in urls if url)
+def trust_endpoints(calls: Iterable[tuple[str | None, str | None]]) -> None:
+    """Register the (model, endpoint) pairs this process's operator set (service settings,
+    command-line options, an experiment file run with ``atoll run``): the key of that model's
+    provider may go to that endpoint. A pair missing either half is skipped."""
+    _TRUSTED.update(_trusted_pairs(calls))
+
+
+def _trusted_pairs(calls: Iterable[tuple[str | None, str | None]]) -> list[tuple[str, str]]:
+    return [(provider_of_call(model, url), url) for model, url in calls if model and url]
 
 
 def forget_trusted_endpoints() -> None:
@@ -175,7 +185,7 @@ class KeyPolicy:
     """The allow-lists of one process, read from its environment (see the module docstring)."""
 
     endpoints: dict[str, tuple[str, ...]]
-    trusted: tuple[str, ...]
+    trusted: tuple[tuple[str, str], ...]  # (provider, endpoint) the operator set
     environ: Mapping[str, str]
 
     @classmethod
@@ -193,12 +203,18 @@ class KeyPolicy:
                 )
             configured.setdefault(provider.strip(), []).append(url)
         endpoints.update({provider: tuple(urls) for provider, urls in configured.items()})
-        trusted = (*_TRUSTED, *_urls(environ.get("ATOLL_API_BASE")))
+        settings = [
+            (environ.get(model_variable), url)
+            for model_variable in ("ATOLL_MODEL", "ATOLL_JUDGE_MODEL")
+            for url in _urls(environ.get("ATOLL_API_BASE"))
+        ]
+        trusted = (*_TRUSTED, *_trusted_pairs(settings))
         return cls(endpoints=endpoints, trusted=tuple(trusted), environ=environ)
 
     def allowed(self, provider: str) -> list[str]:
         """The endpoints a key of ``provider`` may be sent to."""
-        return [*self.endpoints.get(provider, ()), *self.endpoints.get("*", ()), *self.trusted]
+        own = [url for trusted_for, url in self.trusted if trusted_for == provider]
+        return [*self.endpoints.get(provider, ()), *self.endpoints.get("*", ()), *own]
 
     def allows(self, provider: str, api_base: str) -> bool:
         target = parse_endpoint(api_base)

@@ -102,6 +102,31 @@ async def test_a_listed_endpoint_is_listed_for_its_provider_only(monkeypatch):
     assert authorizations(proxy) == ["Bearer none"]
 
 
+async def test_the_operators_api_base_gets_the_key_of_its_models_provider_only(monkeypatch):
+    """ATOLL_API_BASE set for ATOLL_MODEL (a vLLM box serving openai/…) is trusted with the
+    OpenAI key, never with the Anthropic key the same service holds."""
+    with CatchAll() as vllm:
+        monkeypatch.setenv("ATOLL_MODEL", "openai/local")
+        monkeypatch.setenv("ATOLL_API_BASE", vllm.url)
+        with pytest.raises(ModelError):
+            await call(Endpoint("anthropic/claude-opus-4-5", vllm.url))
+    assert vllm.seen and not vllm.leaked()
+    with ScriptedLLM([OK]) as vllm:
+        monkeypatch.setenv("ATOLL_API_BASE", vllm.api_base)
+        await call(Endpoint("openai/local", vllm.api_base))
+    assert authorizations(vllm) == [f"Bearer {ENV_KEY}"]
+
+
+async def test_an_endpoint_trusted_for_one_model_is_not_trusted_for_another_provider():
+    from atoll.llm.endpoints import trust_endpoints
+
+    with CatchAll() as judge_box:
+        trust_endpoints([("openai/judge", judge_box.url)])  # the grading service's own judge
+        with pytest.raises(ModelError):
+            await call(Endpoint("anthropic/claude-opus-4-5", judge_box.url))
+    assert judge_box.seen and not judge_box.leaked()
+
+
 @pytest.mark.parametrize(
     "model, path",
     [("anthropic/claude-opus-4-5", "/v1/messages"), ("gemini/gemini-3-flash", "generateContent")],
