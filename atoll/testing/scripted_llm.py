@@ -37,7 +37,8 @@ An item is a dict with any of
     ``status``       an HTTP error status (429, 500, 400, ...); with optional ``headers``
                      (e.g. ``{"Retry-After": "1"}``) and ``body`` (dict sent as JSON, or str).
                      The default body is an OpenAI-style ``{"error": {...}}``.  A context
-                     window error is ``{"status": 400, "body": CONTEXT_LENGTH_EXCEEDED}``.
+                     window error is ``{"status": 400, "body": CONTEXT_LENGTH_EXCEEDED}``
+                     (a reasoning model's refused temperature: ``TEMPERATURE_UNSUPPORTED``).
     ``delay_s``      seconds to sleep before answering (slow responses, timeouts).
     ``hang``         True: accept the request and never answer (until the server stops), like a
                      wedged model server; the client's own timeout must end the call.
@@ -80,6 +81,18 @@ CONTEXT_LENGTH_EXCEEDED: dict[str, Any] = {
 }
 """Body of the error OpenAI returns when a prompt exceeds the model's context window."""
 
+TEMPERATURE_UNSUPPORTED: dict[str, Any] = {
+    "error": {
+        "message": "Unsupported value: 'temperature' does not support 0.0 with this model. Only the "
+        "default (1) value is supported.",
+        "type": "invalid_request_error",
+        "param": "temperature",
+        "code": "unsupported_value",
+    }
+}
+"""Body of the error OpenAI returns when a reasoning model is sent ``temperature: 0.0``
+(platform.openai.com, "Reasoning models": only the default temperature is supported)."""
+
 __all__ = [
     "CONTEXT_LENGTH_EXCEEDED",
     "LoopbackHTTPServer",
@@ -87,6 +100,7 @@ __all__ = [
     "Script",
     "ScriptItem",
     "ScriptedLLM",
+    "TEMPERATURE_UNSUPPORTED",
     "chat_completion",
     "chat_completion_chunks",
     "refused_api_base",

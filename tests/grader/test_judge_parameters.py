@@ -13,24 +13,11 @@ import pytest
 
 from atoll.grade import Verdict
 from atoll.judge import JudgeConfig
-from atoll.testing.scripted_llm import ScriptedLLM
+from atoll.testing.scripted_llm import TEMPERATURE_UNSUPPORTED, ScriptedLLM
 from tests.grader import factories as f
 
 MET = {"content": json.dumps({"rationale": "the report states 42", "verdict": "met"})}
-# OpenAI's answer to a temperature a reasoning model does not take (platform.openai.com,
-# "Reasoning models": only the default temperature is supported).
-UNSUPPORTED_TEMPERATURE = {
-    "status": 400,
-    "body": {
-        "error": {
-            "message": "Unsupported value: 'temperature' does not support 0.0 with this model. Only the "
-            "default (1) value is supported.",
-            "type": "invalid_request_error",
-            "param": "temperature",
-            "code": "unsupported_value",
-        }
-    },
-}
+UNSUPPORTED_TEMPERATURE = {"status": 400, "body": TEMPERATURE_UNSUPPORTED}
 
 
 def _atoll(*args: str) -> subprocess.CompletedProcess:

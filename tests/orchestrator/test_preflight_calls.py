@@ -13,25 +13,13 @@ import pytest
 from atoll.commands.run import check_models
 from atoll.errors import AtollError
 from atoll.experiment import ExperimentSpec
-from atoll.testing.scripted_llm import ScriptedLLM
+from atoll.testing.scripted_llm import TEMPERATURE_UNSUPPORTED, ScriptedLLM
 from tests.orchestrator.judge_only import judge_only_experiment
 from tests.providers.anthropic import AnthropicEmulator
 from tests.providers.gemini import GeminiEmulator
 
 MET = {"content": json.dumps({"rationale": "2 + 2 is 4", "verdict": "met"})}
-# OpenAI's words for a temperature a reasoning model does not take.
-UNSUPPORTED_TEMPERATURE = {
-    "status": 400,
-    "body": {
-        "error": {
-            "message": "Unsupported value: 'temperature' does not support 0.0 with this model. Only the "
-            "default (1) value is supported.",
-            "type": "invalid_request_error",
-            "param": "temperature",
-            "code": "unsupported_value",
-        }
-    },
-}
+UNSUPPORTED_TEMPERATURE = {"status": 400, "body": TEMPERATURE_UNSUPPORTED}
 
 
 def _spec(agents: list[dict], judge: dict | None = None) -> ExperimentSpec:
