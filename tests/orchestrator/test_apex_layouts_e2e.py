@@ -18,6 +18,7 @@ import yaml
 from typer.testing import CliRunner
 
 from atoll.cli import app
+from atoll.llm.preflight import AGENT_MESSAGES
 from atoll.testing.scripted_llm import ScriptedLLM
 from orchestrator.store import TrialStore
 from tests.atoll import apex_replica as replica
@@ -27,7 +28,10 @@ LAW_TASKS = [replica.TEXT_TASK, replica.FILE_TASK]
 UNAVAILABLE = [replica.IB_TASK, replica.NULL_OUTPUT_TASK]  # their world lists Edgar SEC and FMP
 
 
-PREFLIGHT = "Reply with the word ok."  # `atoll run` checks each endpoint before scheduling
+# `atoll run` first tries each endpoint with the run's own kind of call (atoll.llm.preflight):
+# a tool-calling turn for the agent, a verdict on a fixed criterion for the judge.
+AGENT_PREFLIGHT = AGENT_MESSAGES[-1]["content"]
+JUDGE_PREFLIGHT = "The final answer states that 2 + 2 is 4."
 
 
 def _user_prompt(request: dict[str, Any]) -> str:
@@ -39,7 +43,7 @@ def _agent(request: dict[str, Any]) -> dict[str, Any]:
     spreadsheets server first (the loop agent shows the gateway's tools; the model picks one).
     A reply without tool calls is the final answer."""
     prompt = _user_prompt(request)
-    if prompt == PREFLIGHT:
+    if prompt == AGENT_PREFLIGHT:
         return {"content": "ok"}
     usage = {"prompt_tokens": 1000, "completion_tokens": 40}
     if TASKS[replica.TEXT_TASK]["prompt"] in prompt:
@@ -76,8 +80,8 @@ def _judge(request: dict[str, Any]) -> dict[str, Any]:
     """Met only when the evidence shows it: the figure in the answer, or the new rate in the
     changed workbook (the criterion's own wording is taken out before looking)."""
     text = _judge_text(request)
-    if text == PREFLIGHT:
-        return {"content": "ok"}
+    if JUDGE_PREFLIGHT in text:
+        return {"content": json.dumps({"rationale": "2 + 2 is 4", "verdict": "met"})}
     evidence = {
         "States the cap is $2,500,000": "$2,500,000",
         "Cites Section 9.2": "9.2",
