@@ -303,20 +303,10 @@ def trim(root: Path, new_files: list[NewFile], excess_bytes: int) -> int:
     for new in sorted(new_files, key=lambda item: item.mtime_ns, reverse=True):
         if excess_bytes <= 0:
             break
-        try:
-            fd = _open_parent(root, new.parts)
-        except OSError:
-            continue
-        try:
-            info = os.stat(new.parts[-1], dir_fd=fd, follow_symlinks=False)
-            if info.st_ino == new.inode:
-                os.unlink(new.parts[-1], dir_fd=fd)
-                excess_bytes -= info.st_blocks * 512
-                removed += 1
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
+        info = _remove_if_same(root, new.parts, new.inode)
+        if info is not None:
+            excess_bytes -= info.st_blocks * 512
+            removed += 1
     return removed
 
 
@@ -328,23 +318,31 @@ def trim_entries(root: Path, new_entries: list[tuple[tuple[str, ...], int]], exc
     for parts, inode in sorted(new_entries, key=lambda item: len(item[0]), reverse=True):
         if removed >= excess:
             break
-        try:
-            fd = _open_parent(root, parts)
-        except OSError:
-            continue
-        try:
-            info = os.stat(parts[-1], dir_fd=fd, follow_symlinks=False)
-            if info.st_ino == inode:
-                if stat.S_ISDIR(info.st_mode):
-                    os.rmdir(parts[-1], dir_fd=fd)
-                else:
-                    os.unlink(parts[-1], dir_fd=fd)
-                removed += 1
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
+        if _remove_if_same(root, parts, inode) is not None:
+            removed += 1
     return removed
+
+
+def _remove_if_same(root: Path, parts: tuple[str, ...], inode: int) -> os.stat_result | None:
+    """Remove the entry at ``parts`` below ``root`` if it is still inode ``inode`` (a folder
+    only when empty), never following a link; its stat when it went, else None."""
+    try:
+        fd = _open_parent(root, parts)
+    except OSError:
+        return None
+    try:
+        info = os.stat(parts[-1], dir_fd=fd, follow_symlinks=False)
+        if info.st_ino != inode:
+            return None
+        if stat.S_ISDIR(info.st_mode):
+            os.rmdir(parts[-1], dir_fd=fd)
+        else:
+            os.unlink(parts[-1], dir_fd=fd)
+        return info
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def unlinked_open_bytes(pids: Iterable[int]) -> int:
