@@ -12,6 +12,7 @@ import litellm
 import pytest
 
 from tests.providers._litellm import WEATHER_TOOLS, complete
+from tests.providers._rules import assert_refused_then_kept
 from tests.providers._server import post_json
 from tests.providers.anthropic import AnthropicEmulator
 
@@ -145,19 +146,9 @@ RULES: list[tuple[str, Callable[[dict[str, Any]], None], Callable[[dict[str, Any
 def test_rule_refuses_a_request_that_breaks_it_and_accepts_one_that_keeps_it(
     emu, rule, break_rule, keep_rule
 ):
-    broken = _tool_loop(emu)
-    break_rule(broken)
-    status, body = post_json(emu.url + "/v1/messages", broken)
-    assert status == 400, body
+    url = emu.url + "/v1/messages"
+    body = assert_refused_then_kept(emu, url, rule, lambda: _tool_loop(emu), break_rule, keep_rule)
     assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
-    assert [rejected_rule for rejected_rule, _ in emu.rejections] == [rule]
-    assert emu.rejections[0][1] == body["error"]["message"]
-
-    kept = _tool_loop(emu)
-    keep_rule(kept)
-    status, body = post_json(emu.url + "/v1/messages", kept)
-    assert status == 200, body
-    assert len(emu.rejections) == 1
 
 
 def test_bare_assistant_turn_without_thinking_is_refused_with_anthropic_words(emu):

@@ -13,6 +13,7 @@ import litellm
 import pytest
 
 from tests.providers._litellm import complete, rebuilt_without_provider_fields
+from tests.providers._rules import assert_refused_then_kept
 from tests.providers._server import post_json
 from tests.providers.gemini import PLACEHOLDER_SIGNATURES, GeminiEmulator
 
@@ -157,19 +158,8 @@ RULES: list[tuple[str, Callable[[dict[str, Any]], None], Callable[[dict[str, Any
 def test_rule_refuses_a_request_that_breaks_it_and_accepts_one_that_keeps_it(
     emu, rule, break_rule, keep_rule
 ):
-    broken = _tool_loop(emu)
-    break_rule(broken)
-    status, body = post_json(_url(emu), broken)
-    assert status == 400, body
+    body = assert_refused_then_kept(emu, _url(emu), rule, lambda: _tool_loop(emu), break_rule, keep_rule)
     assert body["error"]["status"] == "INVALID_ARGUMENT" and body["error"]["code"] == 400
-    assert [rejected_rule for rejected_rule, _ in emu.rejections] == [rule]
-    assert emu.rejections[0][1] == body["error"]["message"]
-
-    kept = _tool_loop(emu)
-    keep_rule(kept)
-    status, body = post_json(_url(emu), kept)
-    assert status == 200, body
-    assert len(emu.rejections) == 1
 
 
 def test_only_the_current_turn_needs_signatures_and_only_on_gemini_3(emu):

@@ -14,6 +14,7 @@ import litellm
 import pytest
 
 from tests.providers._litellm import WEATHER_TOOLS, complete, rebuilt_without_provider_fields
+from tests.providers._rules import assert_refused_then_kept
 from tests.providers._server import post_json
 from tests.providers.openai import OpenAIEmulator
 
@@ -163,19 +164,9 @@ CHAT_RULES: list[tuple[str, Callable[[dict[str, Any]], None], Callable[[dict[str
 def test_chat_rule_refuses_a_request_that_breaks_it_and_accepts_one_that_keeps_it(
     emu, rule, break_rule, keep_rule
 ):
-    broken = _chat(emu)
-    break_rule(broken)
-    status, body = post_json(emu.api_base + "/chat/completions", broken)
-    assert status == 400, body
+    url = emu.api_base + "/chat/completions"
+    body = assert_refused_then_kept(emu, url, rule, lambda: _chat(emu), break_rule, keep_rule)
     assert body["error"]["type"] == "invalid_request_error" and "param" in body["error"]
-    assert [rejected_rule for rejected_rule, _ in emu.rejections] == [rule]
-    assert emu.rejections[0][1] == body["error"]["message"]
-
-    kept = _chat(emu)
-    keep_rule(kept)
-    status, body = post_json(emu.api_base + "/chat/completions", kept)
-    assert status == 200, body
-    assert len(emu.rejections) == 1
 
 
 # --- Responses: raw requests replaying what the emulator returned ------------------------------
@@ -267,18 +258,9 @@ def test_responses_rule_refuses_a_request_that_breaks_it_and_accepts_one_that_ke
     assert [item["type"] for item in output] == ["reasoning", "function_call"]
     assert output[0]["id"].startswith("rs_") and output[1]["id"].startswith("fc_")
 
-    broken = _second_turn(output)
-    break_rule(broken)
-    status, body = post_json(emu.api_base + "/responses", broken)
-    assert status == 400, body
-    assert [rejected_rule for rejected_rule, _ in emu.rejections] == [rule]
-    assert body["error"]["message"] == emu.rejections[0][1]
-
-    kept = _second_turn(output)
-    keep_rule(kept)
-    status, body = post_json(emu.api_base + "/responses", kept)
-    assert status == 200, body
-    assert len(emu.rejections) == 1
+    assert_refused_then_kept(
+        emu, emu.api_base + "/responses", rule, lambda: _second_turn(output), break_rule, keep_rule
+    )
 
 
 def test_responses_stream_uses_openai_event_sequence(emu):
