@@ -54,6 +54,18 @@ def _toolbelt_script() -> list[dict]:
     ]
 
 
+def _loop_script() -> list[dict]:
+    """The loop agent's run: list, read, answer, thinking before each."""
+    return [
+        {"thinking": "List first.", "tool_calls": [call("filesystem_list_files", path="/")]},
+        {
+            "thinking": "Then read.",
+            "tool_calls": [call("filesystem_read_text_file", file_path="/notes/todo.txt")],
+        },
+        {"thinking": "Answer.", "content": "It says: call the bank."},
+    ]
+
+
 async def _run(emu, gateway, *, agent="react_toolbelt", config=None, model=CLAUDE, **kwargs) -> Trajectory:
     return await run_agent(
         model=model,
@@ -106,16 +118,7 @@ async def test_claude_with_thinking_completes_a_toolbelt_task(anthropic, gateway
 
 async def test_the_loop_agent_with_thinking_completes(anthropic, gateway):
     anthropic.reset()
-    anthropic.load(
-        [
-            {"thinking": "List first.", "tool_calls": [call("filesystem_list_files", path="/")]},
-            {
-                "thinking": "Then read.",
-                "tool_calls": [call("filesystem_read_text_file", file_path="/notes/todo.txt")],
-            },
-            {"thinking": "Answer.", "content": "It says: call the bank."},
-        ]
-    )
+    anthropic.load(_loop_script())
     trajectory = await _run(anthropic, gateway, agent="loop")
     assert anthropic.rejections == []
     assert trajectory.status == RunStatus.completed, trajectory.error
@@ -237,16 +240,7 @@ async def test_gemini_3_gets_its_thought_signatures_back(gemini, gateway, mode, 
 
 async def test_the_loop_agent_on_gemini_3_with_signatures_outside_the_id(gemini, gateway):
     gemini.reset()
-    gemini.load(
-        [
-            {"thinking": "List first.", "tool_calls": [call("filesystem_list_files", path="/")]},
-            {
-                "thinking": "Then read.",
-                "tool_calls": [call("filesystem_read_text_file", file_path="/notes/todo.txt")],
-            },
-            {"thinking": "Answer.", "content": "It says: call the bank."},
-        ]
-    )
+    gemini.load(_loop_script())
     trajectory = await _run(gemini, gateway, agent="loop", model=GEMINI, config=SIGNATURE_MODES["in_fields"])
     assert gemini.rejections == [] and gemini.placeholder_signatures == []
     assert trajectory.status == RunStatus.completed, trajectory.error
@@ -301,16 +295,7 @@ async def test_responses_api_reasoning_items_go_back_with_their_calls(openai, ga
 
 async def test_the_loop_agent_on_the_responses_api(openai, gateway):
     openai.reset()
-    openai.load(
-        [
-            {"thinking": "List first.", "tool_calls": [call("filesystem_list_files", path="/")]},
-            {
-                "thinking": "Then read.",
-                "tool_calls": [call("filesystem_read_text_file", file_path="/notes/todo.txt")],
-            },
-            {"thinking": "Answer.", "content": "It says: call the bank."},
-        ]
-    )
+    openai.load(_loop_script())
     trajectory = await _run(openai, gateway, agent="loop", model=GPT_PRO, config=STATELESS)
     assert openai.rejections == [] and openai.dropped_reasoning == []
     assert trajectory.status == RunStatus.completed, trajectory.error
