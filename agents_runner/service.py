@@ -29,11 +29,13 @@ from agents_runner.config import AgentConfig
 from agents_runner.manager import RunManager, RunRequest
 from agents_runner.registry import agents
 from agents_runner.settings import AgentRunnerSettings
+from atoll.errors import AtollError
 from atoll.http import ERROR_RESPONSES, Health, add_error_handler, bearer_guard
 from atoll.http_guard import guard
+from atoll.llm.endpoints import within
 from atoll.trajectory import RunStatus, Trajectory, Usage
 
-_STATUS_OF_CODE = {"unknown_run": 404, "run_running": 409, "too_many_runs": 429}
+_STATUS_OF_CODE = {"unknown_run": 404, "run_running": 409, "too_many_runs": 429, "gateway_not_allowed": 400}
 
 
 class AgentInfo(BaseModel):
@@ -109,8 +111,15 @@ def create_app(settings: AgentRunnerSettings | None = None, *, token: str | None
             config_schema=AgentConfig.model_json_schema(),
         )
 
+    gateways = [url.strip() for url in settings.gateway_allow.split(",") if url.strip()]
+
     @app.post("/runs", status_code=202, **guarded)
     async def start_run(body: RunRequest) -> RunStarted:
+        if gateways and not within(body.gateway_url, gateways):
+            # The same answer whatever is there: the runner is no probe of the network.
+            raise AtollError(
+                "gateway_not_allowed", "gateway_url is not under this runner's ATOLL_AGENT_GATEWAY_ALLOW"
+            )
         return RunStarted(run_id=manager.start(body), state="running")
 
     @app.get("/runs/{run_id}", **guarded)

@@ -10,7 +10,8 @@ from atoll.http_guard import require_non_empty
 
 class AgentRunnerSettings(BaseSettings):
     """``ATOLL_AGENT_HOST``, ``ATOLL_AGENT_PORT``, ``ATOLL_AGENT_TOKEN``, ``ATOLL_AGENT_KEEP_RUNS``,
-    ``ATOLL_AGENT_KEEP_BYTES``, ``ATOLL_AGENT_MAX_RUNNING``, ``ATOLL_AGENT_MAX_BODY_BYTES``."""
+    ``ATOLL_AGENT_KEEP_BYTES``, ``ATOLL_AGENT_MAX_RUNNING``, ``ATOLL_AGENT_MAX_BODY_BYTES``,
+    ``ATOLL_AGENT_GATEWAY_ALLOW``."""
 
     model_config = SettingsConfigDict(env_prefix="ATOLL_AGENT_", extra="ignore")
 
@@ -27,6 +28,12 @@ class AgentRunnerSettings(BaseSettings):
     )
     max_running: int = Field(
         64, ge=1, description="runs running at once; POST /runs beyond it is 429 too_many_runs"
+    )
+    gateway_allow: str = Field(
+        "",
+        description="comma-separated URLs a run's gateway_url must be at or below (scheme, host and "
+        "port exact, path prefix); empty = any http(s) URL. Set it on a shared runner: the runner "
+        "connects to whatever gateway_url names, so a submitter could point it at internal services",
     )
     # Parsing JSON holds the interpreter (about 0.1 s per MiB on a busy machine, /health waits):
     # keep it to what a run request needs.

@@ -129,6 +129,16 @@ def parse_endpoint(url: str) -> _Url | None:
     return _Url(scheme, host, port or (443 if scheme == "https" else 80), parts.path or "/")
 
 
+def within(url: str | None, prefixes: Iterable[str]) -> bool:
+    """True when ``url`` is one of ``prefixes`` or below one (same scheme, host and port;
+    path prefix on a ``/`` boundary), judged on where a request to it really goes
+    (:func:`parse_endpoint`: user info, dot segments and encoded separators never match)."""
+    target = parse_endpoint(url) if url else None
+    return target is not None and any(
+        (listed := parse_endpoint(prefix)) is not None and listed.covers(target) for prefix in prefixes
+    )
+
+
 def same_endpoint(first: str | None, second: str | None) -> bool:
     """True when both are None (the provider's own endpoint) or name the same endpoint
     (scheme, host, port and path, a trailing ``/`` aside)."""
@@ -158,10 +168,7 @@ class Secret:
     endpoints: tuple[str, ...] = ()
 
     def allows(self, api_base: str | None) -> bool:
-        target = parse_endpoint(api_base) if api_base else None
-        return target is not None and any(
-            (bound := parse_endpoint(url)) is not None and bound.covers(target) for url in self.endpoints
-        )
+        return within(api_base, self.endpoints)
 
 
 def trust_endpoints(calls: Iterable[tuple[str | None, str | None]]) -> None:
@@ -217,11 +224,7 @@ class KeyPolicy:
         return [*self.endpoints.get(provider, ()), *self.endpoints.get("*", ()), *own]
 
     def allows(self, provider: str, api_base: str) -> bool:
-        target = parse_endpoint(api_base)
-        return target is not None and any(
-            (listed := parse_endpoint(url)) is not None and listed.covers(target)
-            for url in self.allowed(provider)
-        )
+        return within(api_base, self.allowed(provider))
 
     def secret(self, name: str) -> Secret | None:
         """The provisioned secret ``name``; None when there is none (or the name is invalid)."""
@@ -362,4 +365,5 @@ __all__ = [
     "redact",
     "same_endpoint",
     "trust_endpoints",
+    "within",
 ]

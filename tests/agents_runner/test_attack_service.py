@@ -171,3 +171,54 @@ async def test_the_orchestrator_waits_for_a_runner_at_its_limit(gateway):
         assert time.monotonic() - started > 1  # it waited for the held slot
     finally:
         silent.close()
+
+
+def test_a_runner_with_a_gateway_allow_list_never_connects_elsewhere():
+    """With ATOLL_AGENT_GATEWAY_ALLOW set (compose sets its environment's /mcp), a run whose
+    gateway_url is anywhere else — another host, another port, a path beside it, a look-alike
+    with user info or dot segments — is refused before anything connects; one under it runs."""
+    hits: list[str] = []
+
+    class Internal(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            hits.append(self.path)
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_POST
+
+    internal = ThreadingHTTPServer(("127.0.0.1", 0), Internal)
+    threading.Thread(target=internal.serve_forever, daemon=True).start()
+    port = internal.server_port
+    try:
+        settings = AgentRunnerSettings(gateway_allow=f"http://127.0.0.1:{port}/world")
+        served = ServedApp(create_app(settings, token="svc"))
+        base = f"http://127.0.0.1:{served.port}"
+        refused = [
+            f"http://127.0.0.1:{port}/latest/meta-data/credentials",
+            f"http://127.0.0.1:{port}/worldly/mcp",
+            f"http://127.0.0.1:{port}/world/../admin",
+            f"http://127.0.0.1:{port}/world/%2e%2e/admin",
+            f"http://127.0.0.1@127.0.0.1:{port}/world/mcp",
+            f"http://localhost:{port}/world/mcp",
+            f"https://127.0.0.1:{port}/world/mcp",
+        ]
+        with served, httpx.Client(base_url=base, headers=HEADERS, timeout=30) as client:
+            for gateway in refused:
+                answer = client.post(
+                    "/runs", json={"model": "openai/x", "gateway_url": gateway, "prompt": "hi"}
+                )
+                assert answer.status_code == 400, (gateway, answer.text)
+                assert answer.json()["error"]["code"] == "gateway_not_allowed"
+            assert hits == []  # nothing was connected to
+            allowed = f"http://127.0.0.1:{port}/world/mcp"
+            started = client.post("/runs", json={"model": "openai/x", "gateway_url": allowed, "prompt": "hi"})
+            assert started.status_code == 202, started.text
+            _wait_finished(client, [started.json()["run_id"]])
+    finally:
+        internal.shutdown()
+    assert hits and all(path.startswith("/world/mcp") for path in hits)
