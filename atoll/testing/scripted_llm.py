@@ -96,6 +96,7 @@ TEMPERATURE_UNSUPPORTED: dict[str, Any] = {
 __all__ = [
     "CONTEXT_LENGTH_EXCEEDED",
     "LoopbackHTTPServer",
+    "LoopbackHandler",
     "LoopbackService",
     "Script",
     "ScriptItem",
@@ -261,12 +262,45 @@ def serve_on_loopback(
 _CALL: ScriptItem = {}  # sentinel: ask the callable (outside the lock, so it may be slow)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    llm: ScriptedLLM
+class LoopbackHandler(BaseHTTPRequestHandler):
+    """What the scripted servers' request handlers share: HTTP/1.1, quiet logs, the raw request
+    body, and JSON and Server-Sent Events answers."""
+
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         pass  # keep test output clean
+
+    def read_body(self) -> bytes:
+        """The request body (Content-Length bytes; empty without one)."""
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def send_bytes(self, status: int, data: bytes, content_type: str, headers: dict[str, str]) -> None:
+        """Answer ``status`` with ``data`` and ``headers`` (after Content-Type and -Length)."""
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in headers.items():
+            self.send_header(name, str(value))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def send_events(self, status: int, chunks: Iterable[bytes]) -> None:
+        """Answer ``status`` as an event stream of the encoded ``chunks``, then close the connection."""
+        self.send_response(status)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        for chunk in chunks:
+            self.wfile.write(chunk)
+        self.wfile.flush()
+        self.close_connection = True
+
+
+class _Handler(LoopbackHandler):
+    llm: ScriptedLLM
 
     def do_GET(self) -> None:
         if self.path.rstrip("/").endswith("/models"):
@@ -277,8 +311,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(404, f"no route GET {self.path}", "not_found")
 
     def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
+        raw = self.read_body()
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self._send_error(404, f"no route POST {self.path}", "not_found")
             return
@@ -331,34 +364,17 @@ class _Handler(BaseHTTPRequestHandler):
         if payload is None:
             payload = {"error": {"message": f"scripted error {status}", "type": "scripted", "code": status}}
         data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
-        self._send_bytes(status, data, "application/json", item.get("headers") or {})
+        self.send_bytes(status, data, "application/json", item.get("headers") or {})
 
     def _send_error(self, status: int, message: str, code: str) -> None:
         self._send_json(status, {"error": {"message": message, "type": "scripted_llm", "code": code}})
 
     def _send_json(self, status: int, payload: Any) -> None:
-        self._send_bytes(status, json.dumps(payload).encode(), "application/json", {})
-
-    def _send_bytes(self, status: int, data: bytes, content_type: str, headers: dict[str, str]) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in headers.items():
-            self.send_header(name, str(value))
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_bytes(status, json.dumps(payload).encode(), "application/json", {})
 
     def _send_stream(self, completion: dict[str, Any]) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Connection", "close")
-        self.end_headers()
-        for chunk in chat_completion_chunks(completion):
-            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-        self.wfile.write(b"data: [DONE]\n\n")
-        self.wfile.flush()
-        self.close_connection = True
+        chunks = [f"data: {json.dumps(chunk)}\n\n".encode() for chunk in chat_completion_chunks(completion)]
+        self.send_events(200, [*chunks, b"data: [DONE]\n\n"])
 
 
 def _model_entry(name: str) -> dict[str, Any]:

@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from atoll.testing.scripted_llm import LoopbackService, Script, ScriptItem, split_script
+from atoll.testing.scripted_llm import LoopbackHandler, LoopbackService, Script, ScriptItem, split_script
 
 DEFAULT_THINKING = "Let me work out which step comes next."
 """The thinking text emitted when a request enables thinking and its script item has none."""
@@ -199,16 +199,11 @@ class ProviderEmulator(LoopbackService):
         return self.answer(endpoint, request, item)
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(LoopbackHandler):
     emulator: ProviderEmulator
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        pass  # keep test output clean
 
     def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
+        raw = self.read_body()
         url = urlsplit(self.path)
         headers = {name.lower(): value for name, value in self.headers.items()}
         try:
@@ -222,23 +217,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _send(self, reply: Reply) -> None:
         if reply.events is None:
             data = reply.payload if isinstance(reply.payload, str) else json.dumps(reply.payload)
-            self.send_response(reply.status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data.encode())))
-            for name, value in reply.headers.items():
-                self.send_header(name, str(value))
-            self.end_headers()
-            self.wfile.write(data.encode())
-            return
-        self.send_response(reply.status)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Connection", "close")
-        self.end_headers()
-        for chunk in _sse(reply.events):
-            self.wfile.write(chunk)
-        self.wfile.flush()
-        self.close_connection = True
+            self.send_bytes(reply.status, data.encode(), "application/json", reply.headers)
+        else:
+            self.send_events(reply.status, _sse(reply.events))
 
 
 def _sse(events: list[tuple[str | None, Any]]) -> Iterator[bytes]:
