@@ -140,9 +140,10 @@ def test_compose_file_validates_offline_and_wires_services_by_name():
         name: {volume.split(":")[0] for volume in service.get("volumes", ()) if volume.startswith("token-")}
         for name, service in services.items()
     }
-    assert token_volumes["environment"] == {"token-env"} and token_volumes["orchestrator"] == {"token-api"}
+    assert token_volumes["environment"] == {"token-env", "token-mcp"}
+    assert token_volumes["orchestrator"] == {"token-api"}
     assert token_volumes["agents-runner"] == {"token-agent"} and token_volumes["grader"] == {"token-grader"}
-    assert token_volumes["worker"] == {"token-env", "token-agent", "token-grader"}
+    assert token_volumes["worker"] == {"token-env", "token-mcp", "token-agent", "token-grader"}
     for name in ("environment", "agents-runner", "grader", "orchestrator", "worker"):
         variables = services[name]["environment"]
         assert variables["ATOLL_TOKEN_DIR"] == "/run/atoll-tokens", name
