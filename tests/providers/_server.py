@@ -5,7 +5,7 @@ routes requests (:meth:`ProviderEmulator.endpoint`), which documented request ru
 enforces (:meth:`ProviderEmulator.check`, raising :class:`Rejected`), how its native error
 body looks (:meth:`ProviderEmulator.error_body`) and how it answers a script item in its
 native JSON and SSE forms (:meth:`ProviderEmulator.answer`).  The server itself is
-:class:`atoll.testing.scripted_llm.LoopbackService`, the one ``ScriptedLLM`` runs on.
+:class:`atoll.testing.loopback.LoopbackService`, the one ``ScriptedLLM`` runs on.
 
 Script items (a list consumed in order, or a callable ``script(request_body) -> item``)
 are those of ``ScriptedLLM`` plus ``thinking``; every emulator understands
@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from atoll.testing.scripted_llm import LoopbackHandler, LoopbackService, Script, ScriptItem, split_script
+from atoll.testing.loopback import LoopbackHandler, LoopbackService, Script, ScriptItem, split_script
 
 DEFAULT_THINKING = "Let me work out which step comes next."
 """The thinking text emitted when a request enables thinking and its script item has none."""
