@@ -8,7 +8,7 @@ share the store; the API plans, enqueues and reports.
 | ``POST /runs`` | body: an experiment (JSON or YAML) → validate, plan, enqueue; 202 with counts; 409 when the run exists with another configuration (``?replace=true`` archives its trials, as ``atoll run --replace``) |
 | ``GET /runs`` | every run in the store with its counts |
 | ``GET /runs/{name}`` | the run's counts (pending, leased, done, infra_error, total) |
-| ``GET /runs/{name}/report`` | report.json, built on demand (report.md/html written beside it) |
+| ``GET /runs/{name}/report`` | report.json, built on demand (report.md/html written beside it); one build at a time, requests waiting together share the next |
 
 With ``ATOLL_API_TOKEN`` set, every route but ``/health`` needs ``Authorization: Bearer …``
 (and ``atoll orchestrator serve`` refuses to listen beyond loopback without it). A submitted
@@ -20,6 +20,8 @@ operator's roots (:mod:`orchestrator.submission`); bodies are bounded
 from __future__ import annotations
 
 import asyncio
+import time
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,11 @@ from atoll.llm.admission import check_experiment
 from orchestrator.submission import ExperimentParser, benchmark_roots, submitted_experiment
 
 # bad_experiment, bad_run_name, operator_setting and benchmark_not_allowed are 400s.
+# A report is seconds of CPU on a large run (a 10,000-resample bootstrap per metric): they are
+# built one at a time, and a request is answered by a build that began after it arrived, so a
+# flood of requests costs a build or two, never one each, and no answer is older than its request.
+_REPORTS_KEPT = 16
+
 _STATUS_OF_CODE = {"unknown_run": 404, "fingerprint_changed": 409}
 _DEFAULTS = ExperimentSpec.model_fields
 
@@ -165,6 +172,8 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
 
     authorize = bearer_guard(token)
     add_error_handler(app, _STATUS_OF_CODE)
+    report_builds = asyncio.Lock()
+    recent_reports: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
 
     def known(name: str) -> dict[str, Any]:
         check_run_name(name)  # before the store or a folder sees it
@@ -235,13 +244,23 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         responses={200: {"model": ReportDocument, "content": {"application/json": {}}}, **ERROR_RESPONSES},
     )
     async def run_report(name: str) -> Response:
-        from orchestrator.report import write_report
+        from orchestrator import report
 
         spec = known(name)
-        output = Path(settings.output_dir) / name
-        paths = await asyncio.to_thread(write_report, store, name, output, seed=int(spec.get("seed", 0) or 0))
+        asked = time.monotonic()
+        async with report_builds:
+            built = recent_reports.get(name)
+            if built is None or built[0] < asked:  # none begun since this request came
+                began = time.monotonic()
+                output = Path(settings.output_dir) / name
+                seed = int(spec.get("seed", 0) or 0)
+                paths = await asyncio.to_thread(report.write_report, store, name, output, seed=seed)
+                built = recent_reports[name] = (began, paths["json"].read_bytes())
+                while len(recent_reports) > _REPORTS_KEPT:
+                    recent_reports.popitem(last=False)
+            recent_reports.move_to_end(name)
         # Served as written: report.json may hold NaN for undefined metrics (as Python writes it).
-        return Response(content=paths["json"].read_bytes(), media_type="application/json")
+        return Response(content=built[1], media_type="application/json")
 
     return app
 

@@ -103,3 +103,40 @@ def test_a_changed_configuration_is_a_conflict_unless_replace_is_asked(settings,
         replaced = client.post("/runs?replace=true", content=edited)
         assert replaced.status_code == 202 and replaced.json()["archived"] == 6
         assert replaced.json()["counts"]["pending"] == 6 and replaced.json()["counts"]["total"] == 6
+
+
+def test_a_flood_of_report_requests_costs_a_build_or_two_and_none_is_stale(
+    settings, benchmark_dir, monkeypatch
+):
+    """A report is seconds of CPU on a large run; twelve clients asking at once used to start
+    twelve builds side by side. Now builds go one at a time and a request is answered by a build
+    that began after it arrived: a build or two for the flood, and a later request sees the
+    trials finished since."""
+    import httpx
+
+    from orchestrator import report
+
+    builds = []
+    real_write_report = report.write_report
+
+    def counted(*args, **kwargs):
+        builds.append(args[1])
+        return real_write_report(*args, **kwargs)
+
+    monkeypatch.setattr(report, "write_report", counted)
+    app = create_app(settings)
+
+    async def scenario() -> None:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+            posted = await client.post("/runs", content=_experiment(benchmark_dir, runs=1))
+            assert posted.status_code == 202, posted.text
+            first = await client.get("/runs/api-run/report")
+            assert first.json()["agents"]["oracle"]["finished"] == 0
+            await run_worker(settings.store, executor_name="instant", quiet=True)
+            flood = await asyncio.gather(*(client.get("/runs/api-run/report") for _ in range(12)))
+            assert {answer.status_code for answer in flood} == {200}
+            assert {answer.json()["agents"]["oracle"]["finished"] for answer in flood} == {3}
+
+    asyncio.run(scenario())
+    assert 2 <= len(builds) <= 3  # the first request's, then one or two for the twelve
