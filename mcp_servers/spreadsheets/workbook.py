@@ -198,7 +198,12 @@ class SheetsState:
                 raise RecalcError(cached[1])
             return cached[1]
         try:
+            # LibreOffice loads the whole workbook: only what a library loading it whole may
+            # (a read streams the sheet, so its own check counted no tags).
+            bounds.check_package(file.data, file.virtual, tree=True)
             result: ComputedSheets | str = engine.compute(file.data)
+        except (bounds.InputTooLarge, zipfile.BadZipFile) as exc:
+            result = f"not recalculated: {exc}"
         except RecalcError as exc:
             result = str(exc)
         with self._lock:

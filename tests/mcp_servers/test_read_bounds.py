@@ -243,3 +243,24 @@ def test_an_image_canvas_too_large_to_decode_is_refused(world, limits):
         "message": "file_path: /scan.tif is a 2000x2000 image (limit 1000000 pixels)",
         "argument": "file_path",
     }
+
+
+def test_a_formula_in_a_huge_workbook_is_not_handed_to_libreoffice(world, limits):
+    """Reading streams a sheet, so a read counts no tags; a formula without a cached value used
+    to send the whole workbook to LibreOffice, which loads all of it. Past the tag limit the
+    cell says why it was not computed, naming the file and the limit, in seconds."""
+    import time
+
+    from atoll.testing.bombs import _S, _repeat, xlsx_with_sheet
+
+    limits(max_xml_tags=20_000)
+    head = f'<worksheet xmlns="{_S}"><sheetData><row r="1"><c r="A1"><f>1+1</f></c></row>'.encode()
+    world.file("/formula.xlsx", xlsx_with_sheet(_repeat(b"<row><c><v>1</v></c></row>", 10_000, head=head,
+                                                        tail=b"</sheetData></worksheet>")))  # fmt: skip
+    with open_session("spreadsheets", world, options={"recalc": "cold"}) as sheets:
+        started = time.monotonic()
+        rows = sheets.ok("read_tab", {"file_path": "/formula.xlsx", "cell_range": "A1:A1"})["rows"]
+        took = time.monotonic() - started
+    assert rows[0][0].startswith("#NOT_COMPUTED: not recalculated:"), rows
+    assert "/formula.xlsx" in rows[0][0] and "limit 20000 tags" in rows[0][0], rows
+    assert took < 3.0  # a cold LibreOffice alone takes 4 s here
