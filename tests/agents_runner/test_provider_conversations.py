@@ -315,3 +315,46 @@ async def test_gpt_5_on_chat_completions_gets_back_only_what_openai_accepts(open
     sent = [m for m in openai.requests[-1]["messages"] if m["role"] == "assistant"]
     assert len(sent) == 4 and {key for m in sent for key in m} <= {"role", "content", "tool_calls"}
     assert all(set(c) == {"id", "type", "function"} for m in sent for c in m["tool_calls"])
+
+
+# thinking off, as each model spells it: Claude without a thinking block, Gemini 3 Flash at level
+# minimal (Gemini 3 Pro and gpt-5.2-pro cannot turn it off: refused, tests/atoll/test_model_profiles.py),
+# gpt-5.2 at reasoning effort none
+OFF = {
+    CLAUDE: ("anthropic", lambda body: "thinking" not in body),
+    "gemini/gemini-3-flash-preview": (
+        "gemini",
+        lambda body: body["generationConfig"]["thinkingConfig"]["thinkingLevel"].lower() == "minimal",
+    ),
+    "openai/gpt-5.2": ("openai", lambda body: body.get("reasoning_effort") == "none"),
+}
+
+
+@pytest.mark.parametrize("model", list(OFF))
+@pytest.mark.parametrize("agent", ["react_toolbelt", "loop"])
+async def test_thinking_off_completes_against_each_provider(model, agent, request, gateway):
+    """``thinking: off`` goes out as each provider spells it, and the tool loop completes with
+    nothing refused (a Gemini 3 model still signs its calls: the signatures go back)."""
+    fixture, sent_off = OFF[model]
+    emu = request.getfixturevalue(fixture)
+    script = (
+        [
+            {"tool_calls": [call("toolbelt_add_tool", tool_name="filesystem_read_text_file")]},
+            {"tool_calls": [call("filesystem_read_text_file", file_path="/notes/todo.txt")]},
+            {"tool_calls": [call("final_answer", answer="call the bank")]},
+        ]
+        if agent == "react_toolbelt"
+        else [
+            {"tool_calls": [call("filesystem_read_text_file", file_path="/notes/todo.txt")]},
+            {"content": "It says: call the bank."},
+        ]
+    )
+    emu.reset()
+    emu.load(script)
+    config = {"reasoning_effort": None, "thinking": "off"}
+    trajectory = await _run(emu, gateway, model=model, agent=agent, config=config)
+    assert emu.rejections == []
+    assert getattr(emu, "placeholder_signatures", []) == [] and getattr(emu, "dropped_reasoning", []) == []
+    assert trajectory.status == RunStatus.completed, trajectory.error
+    assert all(sent_off(body) for body in emu.requests), emu.requests[0]
+    assert_every_call_answered_once(trajectory)
