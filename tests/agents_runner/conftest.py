@@ -7,18 +7,16 @@ exercised in test_environment_integration.py.
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from fastmcp import FastMCP
 from fastmcp.utilities.types import Image
+
+from tests.served_app import ServedApp
 
 TOKEN = "test-gateway-token"
 FACT = "The wire reference for the Halvorsen settlement is HX-40917-Q and the amount is $48,213.07."
@@ -102,33 +100,6 @@ class _BearerAuth:
                 await send({"type": "http.response.body", "body": b"unauthorized"})
                 return
         await self.app(scope, receive, send)
-
-
-class ServedApp:
-    """An ASGI app served by uvicorn on 127.0.0.1 (free port) from a thread."""
-
-    def __init__(self, app: Any) -> None:
-        self._socket = socket.socket()
-        self._socket.bind(("127.0.0.1", 0))
-        self.port = self._socket.getsockname()[1]
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-        self._thread = threading.Thread(
-            target=self.server.run, kwargs={"sockets": [self._socket]}, daemon=True
-        )
-
-    def __enter__(self) -> ServedApp:
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            if time.monotonic() > deadline:
-                raise RuntimeError("test server did not start")
-            time.sleep(0.01)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self._thread.join(timeout=10)
-        self._socket.close()
 
 
 @dataclass

@@ -5,13 +5,10 @@ text they run on is the agent's. A backtracking pattern held a grading thread fo
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
 
 import httpx
 import pytest
-import uvicorn
 
 from atoll.benchmark import AnswerRegexCheck, FileExistsCheck
 from grader.checks import run_check
@@ -19,6 +16,7 @@ from grader.diff import diff_snapshots
 from grader.service import create_app
 from grader.snapshot import Snapshot
 from tests.grader import factories as f
+from tests.served_app import ServedApp
 
 BACKTRACKING = r"^(a|aa)+$"  # ~1.6**n steps on n "a" and a "!" with Python's re
 ANSWER = "a" * 60 + "!"
@@ -46,17 +44,8 @@ def test_a_backtracking_file_glob_is_cut_short(tmp_path):
 
 @pytest.fixture
 def grader_url():
-    app = create_app(None)  # checks only: no judge, no key
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    server.should_exit = True
-    thread.join(10)
+    with ServedApp(create_app(None)) as served:  # checks only: no judge, no key
+        yield served.url
 
 
 def test_the_grading_service_answers_a_backtracking_task(grader_url, tmp_path):

@@ -5,19 +5,16 @@ once are bounded by the service, so its memory is (each grade reads up to
 from __future__ import annotations
 
 import json
-import socket
-import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
-import uvicorn
 
 from atoll.llm.endpoints import forget_trusted_endpoints
 from atoll.testing.scripted_llm import ScriptedLLM
 from grader import JudgeConfig
 from grader.service import create_app
 from tests.grader import factories as f
+from tests.served_app import ServedApp
 
 SLOW_MET = {"content": json.dumps({"rationale": "ok", "verdict": "met"}), "delay_s": 0.8}
 
@@ -26,15 +23,8 @@ def test_concurrent_grades_are_bounded_and_all_answered(tmp_path):
     forget_trusted_endpoints()
     with ScriptedLLM([SLOW_MET] * 6) as judge_llm:
         judge = JudgeConfig(model="openai/judge", api_base=judge_llm.api_base, api_key="x")
-        app = create_app(judge, max_concurrent=2)
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-        thread.start()
-        while not server.started:
-            time.sleep(0.02)
-        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        served = ServedApp(create_app(judge, max_concurrent=2))
+        url = served.url
         before = f.write_snapshot(tmp_path / "b.tar.gz", {"filesystem/a.txt": "a"})
         after = f.write_snapshot(tmp_path / "a.tar.gz", {"filesystem/a.txt": "b"})
 
@@ -48,13 +38,10 @@ def test_concurrent_grades_are_bounded_and_all_answered(tmp_path):
                     timeout=60,
                 ).status_code
 
-        try:
+        with served:
             with ThreadPoolExecutor(6) as pool:
                 statuses = list(pool.map(grade, range(6)))
             assert httpx.get(f"{url}/health", timeout=1).status_code == 200
-        finally:
-            server.should_exit = True
-            thread.join(10)
     assert statuses == [200] * 6
     assert len(judge_llm.requests) == 6
     assert judge_llm.max_in_flight <= 2, f"{judge_llm.max_in_flight} grades were worked on at once"

@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import threading
-import time
 
 import httpx
 import pytest
-import uvicorn
 
 from atoll.errors import AtollError
 from atoll.loader import load_benchmark
@@ -21,6 +17,7 @@ from grader import JudgeConfig
 from grader.gold import build_gold_world
 from grader.service import create_app
 from tests.grader import factories as f
+from tests.served_app import ServedApp
 from tests.shared_sample import fresh_sample_benchmark
 
 ATOLL = [sys.executable, "-m", "atoll.cli"]
@@ -256,16 +253,8 @@ def grader_server():
     """The grading service on a free loopback port; yields (base url, scripted judge)."""
     llm = ScriptedLLM([MET]).start()
     app = create_app(JudgeConfig(model="openai/judge", api_base=llm.api_base, api_key="x"))
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}", llm
-    server.should_exit = True
-    thread.join(10)
+    with ServedApp(app) as served:
+        yield served.url, llm
     llm.stop()
 
 
