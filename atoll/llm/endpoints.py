@@ -72,7 +72,8 @@ KEY_ONLY_PROVIDERS = frozenset(
 )
 PLACEHOLDER_KEY = "none"  # local servers take any key; the openai client refuses to send none
 _SECRET_NAME = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
-# This process's operator-set endpoints (trust_endpoints), each with the provider it was set for.
+# This process's operator-set endpoints (trust_endpoints), each with the model it was set for
+# (its provider is looked up when a policy is made: registering one imports no litellm).
 _TRUSTED: set[tuple[str, str]] = set()
 
 
@@ -175,10 +176,11 @@ def trust_endpoints(calls: Iterable[tuple[str | None, str | None]]) -> None:
     """Register the (model, endpoint) pairs this process's operator set (service settings,
     command-line options, an experiment file run with ``atoll run``): the key of that model's
     provider may go to that endpoint. A pair missing either half is skipped."""
-    _TRUSTED.update(_trusted_pairs(calls))
+    _TRUSTED.update((model, url) for model, url in calls if model and url)
 
 
 def _trusted_pairs(calls: Iterable[tuple[str | None, str | None]]) -> list[tuple[str, str]]:
+    """(provider, endpoint) of each (model, endpoint) pair with both halves."""
     return [(provider_of_call(model, url), url) for model, url in calls if model and url]
 
 
@@ -215,7 +217,7 @@ class KeyPolicy:
             for model_variable in ("ATOLL_MODEL", "ATOLL_JUDGE_MODEL")
             for url in _urls(environ.get("ATOLL_API_BASE"))
         ]
-        trusted = (*_TRUSTED, *_trusted_pairs(settings))
+        trusted = _trusted_pairs([*_TRUSTED, *settings])
         return cls(endpoints=endpoints, trusted=tuple(trusted), environ=environ)
 
     def allowed(self, provider: str) -> list[str]:

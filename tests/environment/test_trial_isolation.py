@@ -189,7 +189,9 @@ def test_memory_counts_per_run_and_one_run_at_its_limit_leaves_the_other_free(tr
         return await hogs, await b.calls([HOLD_MEMORY])
 
     hogs, beside = asyncio.run(scenario())
-    assert sum(r["output"].count("held") for r in hogs) <= 1, hogs
+    # Both never hold at once: one is killed, even if it had printed "held" before the other
+    # allocated (a busy machine starts them apart); with per-call limits both ended holding.
+    assert sum(r["exit_code"] == 0 and "held" in r["output"] for r in hogs) <= 1, hogs
     assert beside[0]["output"].count("held") == 1, beside
 
 
