@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from atoll.errors import AtollError
 from atoll.llm.arguments import INLINE_KEY_HELP, argument_problem
-from atoll.llm.endpoints import KeyPolicy, model_problem, parse_endpoint, provider_of_call
+from atoll.llm.endpoints import KeyPolicy, model_problem, parse_endpoint, provider_of_call, within
 
 if TYPE_CHECKING:
     from atoll.experiment import ExperimentSpec
@@ -51,8 +51,7 @@ def endpoint_problem(
         return None
     if api_base is None:
         return None  # the provider's own endpoint (or the one the operator's environment sets)
-    target = parse_endpoint(api_base)
-    if any((listed := parse_endpoint(url)) is not None and listed.covers(target) for url in also_allowed):
+    if within(api_base, also_allowed):
         return None
     provider = provider_of_call(model, api_base)
     if policy.allows(provider, api_base):
