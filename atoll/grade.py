@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from atoll.judge import JudgeIdentity
+
 
 class Verdict(StrEnum):
     met = "met"
@@ -82,6 +84,15 @@ class CriterionVerdict(BaseModel):
     judge_model: str | None = Field(default=None, description="None when a program decided")
     prompt_version: str | None = None
     decided_by: Literal["check", "judge", "rule"] = "judge"
+    check_verdict: Verdict | None = Field(
+        default=None,
+        description="the programmatic check's own verdict where the criterion has one (ungradeable: "
+        "it could not run), whoever decided `verdict`; None: no check",
+    )
+    check_agrees: bool | None = Field(
+        default=None,
+        description="where both a check and the judge spoke: whether the judge's verdict is the check's",
+    )
     samples: list[Verdict] = Field(default_factory=list, description="votes when N-sample majority")
     ungradeable_reason: str | None = None
     cached: bool = False
@@ -104,6 +115,11 @@ class Grade(BaseModel):
     score: float = Field(ge=0.0, le=1.0, description="share of criteria met")
     ungradeable: int = Field(default=0, description="number of ungradeable criteria")
     ungradeable_reasons: list[str] = Field(default_factory=list)
+    judge: JudgeIdentity | None = Field(
+        default=None,
+        description="the identity of the grading that decided these verdicts (model None: checks "
+        "only); None in grades recorded before atoll recorded it",
+    )
     changes: Changes = Field(default_factory=Changes)
     judge_cost_usd: float = Field(
         default=0.0,

@@ -8,6 +8,7 @@ the fields the sender set, never a key, or ``{"model": null}`` for programmatic 
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any, Literal
@@ -31,6 +32,24 @@ if TYPE_CHECKING:
 
 VerdictFormat = Literal["auto", "json_schema", "json_object", "tool", "prompt"]
 DEFAULT_BUDGET_CHARS = 400_000
+#: The version of the judge's prompt (system prompt, blocks, instruction); a change that can
+#: move a verdict bumps it.
+PROMPT_VERSION = "judge-v2"
+#: The version of the grading rules around the judge (evidence routing and selection, the
+#: rules that decide without a judge, checks); a change that can move a verdict bumps it.
+GRADER_VERSION = "grader-3"
+#: The judge settings that decide what a verdict means (its identity): everything else
+#: (endpoint, key, retries, timeouts, concurrency) only decides whether and how fast it comes.
+_IDENTITY_PARAMETERS = (
+    "thinking",
+    "temperature",
+    "top_p",
+    "seed",
+    "extra_args",
+    "verdict_format",
+    "selector",
+    "context_budget_chars",
+)
 # The wire form of "no judge": the criteria are decided by their programmatic checks alone.
 CHECKS_ONLY: dict[str, Any] = {"model": None}
 _SECRETS = ("api_key", "api_key_env")
@@ -108,6 +127,21 @@ class JudgeConfig(BaseModel):
             raise ValueError(exc.message) from None
         return self
 
+    def identity(self) -> JudgeIdentity:
+        """Who decides this config's verdicts (:class:`JudgeIdentity`)."""
+        parameters = {
+            name: value
+            for name in _IDENTITY_PARAMETERS
+            if (value := getattr(self, name)) is not None and value != {}
+        }
+        return JudgeIdentity(
+            model=self.model,
+            parameters=parameters,
+            samples=self.samples,
+            quorum=self.needed_votes,
+            prompt_version=PROMPT_VERSION,
+        )
+
     def call_arguments(self) -> dict[str, Any]:
         """The litellm arguments of every judge call (before the verdict form's), through the
         model's parameter profile."""
@@ -172,6 +206,54 @@ class JudgeConfig(BaseModel):
         """The wire form: the fields set on this config (they override the grading service's
         defaults, the others keep them), never a key."""
         return self.model_dump(mode="json", exclude_unset=True, exclude=set(_SECRETS))
+
+
+class JudgeIdentity(BaseModel):
+    """What a grading's verdicts mean: the judge model with every setting that can move a
+    verdict (parameters, verdict form, samples and quorum), its prompt version and the
+    grader's version. ``model`` None: programmatic checks alone decided (no prompt).
+
+    Endpoints, keys, retries and concurrency are not part of it (as a trial's identity leaves
+    out endpoints): the same model served elsewhere is the same judge. Two gradings with
+    different identities are never counted as one; :attr:`id` is what runs, trial results,
+    grades and calibration records carry.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str | None
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    samples: int = 1
+    quorum: int = 1
+    prompt_version: str | None = None
+    grader_version: str = GRADER_VERSION
+
+    @property
+    def id(self) -> str:
+        """16 hex digits of the sha256 of the canonical JSON of this identity."""
+        from atoll.trial import canonical_json
+
+        return hashlib.sha256(canonical_json(self.model_dump(mode="json")).encode()).hexdigest()[:16]
+
+    def describe(self) -> str:
+        """One line for people: ``openai/gpt-5 (judge-v2, 3 samples quorum 2, thinking=low, grader-3)``."""
+        if self.model is None:
+            return f"programmatic checks only ({self.grader_version})"
+        details = [self.prompt_version or "no prompt version"]
+        if self.samples > 1:
+            details.append(f"{self.samples} samples quorum {self.quorum}")
+        details.extend(f"{name}={value}" for name, value in sorted(self.parameters.items()))
+        details.append(self.grader_version)
+        return f"{self.model} ({', '.join(details)})"
+
+
+#: The identity of a grading with no judge: programmatic checks and rules alone.
+CHECKS_ONLY_IDENTITY = JudgeIdentity(model=None, samples=0, quorum=0)
+
+
+def judge_identity(config: JudgeConfig | None) -> JudgeIdentity:
+    """The identity of ``config``'s gradings; :data:`CHECKS_ONLY_IDENTITY` for None."""
+    return CHECKS_ONLY_IDENTITY if config is None else config.identity()
 
 
 def judge_request(config: JudgeConfig | None) -> dict[str, Any]:
@@ -240,4 +322,15 @@ def _same_provider(model: str, other: str) -> bool:
     return provider_of_call(model) == provider_of_call(other)
 
 
-__all__ = ["CHECKS_ONLY", "JudgeConfig", "VerdictFormat", "judge_from_request", "judge_request"]
+__all__ = [
+    "CHECKS_ONLY",
+    "CHECKS_ONLY_IDENTITY",
+    "GRADER_VERSION",
+    "PROMPT_VERSION",
+    "JudgeConfig",
+    "JudgeIdentity",
+    "VerdictFormat",
+    "judge_from_request",
+    "judge_identity",
+    "judge_request",
+]

@@ -101,6 +101,14 @@ class TrialResult(BaseModel):
         default=None, description="criteria with a programmatic check that were met"
     )
     checks_total: int | None = Field(default=None, description="criteria with a programmatic check")
+    check_disagreements: int | None = Field(
+        default=None, description="criteria where the judge's verdict differs from its check's"
+    )
+    judge_id: str | None = Field(
+        default=None,
+        description="JudgeIdentity.id of the grading whose verdicts this result counts (None: "
+        "recorded before atoll recorded it, or never graded)",
+    )
     criteria_total: int | None = Field(default=None, description="criteria in the grade")
     criteria_ungradeable: int | None = Field(
         default=None,

@@ -8,11 +8,12 @@ Public API::
 See docs/grader.md.
 """
 
+from atoll.judge import PROMPT_VERSION
 from grader.cache import VerdictCache
 from grader.diff import Artifact, WorldDiff, diff_snapshots
 from grader.extract import Extracted, ExtractOptions, extract
 from grader.grading import final_answer, grade_trial, grade_trial_sync, open_world
-from grader.judge import PROMPT_VERSION, JudgeConfig
+from grader.judge import JudgeConfig
 from grader.regrade import RegradeReport, regrade
 from grader.snapshot import Snapshot
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from atoll.benchmark import Criterion, Task
 from atoll.errors import AtollError
 from atoll.grade import CriterionVerdict, Grade, Verdict
+from atoll.judge import PROMPT_VERSION, judge_identity
 from atoll.llm import RetryBudget
 from atoll.trajectory import Trajectory
 from grader.cache import VerdictCache, cache_key
@@ -21,7 +22,7 @@ from grader.checks import run_check
 from grader.diff import WorldDiff, diff_snapshots
 from grader.evidence import build_blocks, evidence_digest, fit, route, truncate
 from grader.extract import ExtractOptions
-from grader.judge import PROMPT_VERSION, JudgeConfig, context_shrink_factor, judge, verdict_settings
+from grader.judge import JudgeConfig, context_shrink_factor, judge, verdict_settings
 from grader.snapshot import Snapshot
 
 
@@ -274,6 +275,7 @@ async def grade_trial(
         task.task_id,
         list(verdicts),
         trial_id=trial_id or (trajectory.trial_id if trajectory else None),
+        judge=judge_identity(judge),
         changes=world.changes,
         judge_cost_usd=round(context.cost_usd, 6),
         judge_prompt_tokens=context.prompt_tokens,

@@ -30,8 +30,6 @@ from grader.verdict import (
 if TYPE_CHECKING:
     from atoll.llm import Completion, RetryBudget
 
-PROMPT_VERSION = "judge-v2"
-
 SYSTEM_PROMPT = """You are a strict, careful grader of work done by an AI agent on a professional task.
 You decide whether ONE rubric criterion is met, using only the evidence provided.
 

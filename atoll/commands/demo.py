@@ -62,9 +62,9 @@ def _validate_gold(spec, *, quiet: bool) -> None:
     """Grade every gold output of the sample benchmark with the configured judge: the judge
     should accept them all, and the report says where it does not."""
     from atoll.commands.grade import _print_gold_results
+    from atoll.judge import PROMPT_VERSION
     from atoll.loader import load_benchmark
     from grader import JudgeConfig
-    from grader.judge import PROMPT_VERSION
     from grader.validate import ValidationReport, validate_gold
 
     judge = JudgeConfig(

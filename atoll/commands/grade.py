@@ -259,8 +259,8 @@ def validate(
     from rich.console import Console
     from rich.table import Table
 
+    from atoll.judge import PROMPT_VERSION
     from grader.cache import VerdictCache
-    from grader.judge import PROMPT_VERSION
     from grader.validate import ValidationReport, validate_gold, validate_labelled
 
     if benchmark is None and labelled is None:
