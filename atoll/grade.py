@@ -103,6 +103,14 @@ class CriterionVerdict(BaseModel):
         default=None, description="How evidence was chosen when it exceeded the judge's context"
     )
 
+    def known_check_verdict(self) -> Verdict | None:
+        """The programmatic check's own verdict: ``check_verdict``; in a grade recorded before
+        atoll recorded it, the verdict where the check decided (``decided_by`` "check"), else
+        None (no check, or not known)."""
+        if self.check_verdict is not None:
+            return self.check_verdict
+        return self.verdict if self.decided_by == "check" else None
+
 
 class Grade(BaseModel):
     model_config = ConfigDict(extra="allow")

@@ -61,35 +61,63 @@ class _Context:
 
 
 def _verdict(
-    criterion: Criterion, verdict: Verdict, decided_by: str, rationale: str, **fields
+    criterion: Criterion,
+    verdict: Verdict,
+    decided_by: str,
+    rationale: str,
+    *,
+    check_verdict: Verdict | None = None,
+    **fields,
 ) -> CriterionVerdict:
+    # Agreement is recorded only where both spoke: a judge asked after a passing check that
+    # returned a verdict (an ungradeable judge said nothing to agree or disagree with).
+    both_spoke = decided_by == "judge" and check_verdict is not None and verdict is not Verdict.ungradeable
     return CriterionVerdict(
         verifier_id=criterion.verifier_id,
         criterion=criterion.criteria,
         verdict=verdict,
         decided_by=decided_by,
         rationale=rationale,
+        check_verdict=check_verdict,
+        check_agrees=verdict is check_verdict if both_spoke else None,
         **fields,  # type: ignore[arg-type]
     )
 
 
 async def _decide(context: _Context, criterion: Criterion) -> CriterionVerdict:
     check_note = ""
+    # The check's own verdict, recorded on every verdict of this criterion whoever decides it:
+    # "Checks pass" counts it, never the judge's.
+    checked: Verdict | None = None
     if criterion.check is not None:
         result = await asyncio.to_thread(
             run_check, criterion.check, context.answer, context.world, context.options
         )
         if result.passed is None:
             return _verdict(
-                criterion, Verdict.ungradeable, "check", result.reason, ungradeable_reason=result.reason
+                criterion,
+                Verdict.ungradeable,
+                "check",
+                result.reason,
+                check_verdict=Verdict.ungradeable,
+                ungradeable_reason=result.reason,
             )
         if result.passed is False:
             return _verdict(
-                criterion, Verdict.not_met, "check", f"check {criterion.check.kind} failed: {result.reason}"
+                criterion,
+                Verdict.not_met,
+                "check",
+                f"check {criterion.check.kind} failed: {result.reason}",
+                check_verdict=Verdict.not_met,
             )
+        checked = Verdict.met
         if criterion.check_only or context.judge is None:
             return _verdict(
-                criterion, Verdict.met, "check", f"check {criterion.check.kind} passed: {result.reason}"
+                criterion,
+                Verdict.met,
+                "check",
+                f"check {criterion.check.kind} passed: {result.reason}",
+                check_verdict=checked,
             )
         check_note = f"check {criterion.check.kind} passed ({result.reason}); "
     if context.judge is None:
@@ -106,13 +134,16 @@ async def _decide(context: _Context, criterion: Criterion) -> CriterionVerdict:
         context.task.grading_target_for(criterion),
     )
     if routed.not_met_reason:
-        return _verdict(criterion, Verdict.not_met, "rule", check_note + routed.not_met_reason)
+        return _verdict(
+            criterion, Verdict.not_met, "rule", check_note + routed.not_met_reason, check_verdict=checked
+        )
     if routed.ungradeable_reason:
         return _verdict(
             criterion,
             Verdict.ungradeable,
             "rule",
             routed.ungradeable_reason,
+            check_verdict=checked,
             ungradeable_reason=routed.ungradeable_reason,
             evidence=[a.id for a in routed.artifacts],
         )
@@ -122,7 +153,12 @@ async def _decide(context: _Context, criterion: Criterion) -> CriterionVerdict:
     change_log = "" if routed.target.kind == "final_answer" else context.change_log
     digest = evidence_digest(context.task.prompt, answer, change_log, routed, config)
     key = cache_key(criterion, digest, verdict_settings(config), PROMPT_VERSION)
-    common = {"judge_model": config.model, "prompt_version": PROMPT_VERSION, "evidence_digest": digest}
+    common = {
+        "judge_model": config.model,
+        "prompt_version": PROMPT_VERSION,
+        "evidence_digest": digest,
+        "check_verdict": checked,
+    }
     if context.cache is not None:
         record = await asyncio.to_thread(context.cache.get, key)
         if record is not None:

@@ -23,6 +23,7 @@ from atoll.trajectory import Trajectory
 from atoll.trial import Outcome, TrialResult, TrialSpec
 from orchestrator.artifacts import ArtifactStore, trial_prefix
 from orchestrator.executors.local import trial_outcome
+from orchestrator.executors.steps import check_columns
 from orchestrator.policy import stored_spec
 from orchestrator.store import TrialStore
 
@@ -72,7 +73,6 @@ async def regrade_run(
         outcome = (
             result.outcome if result.outcome is Outcome.infra_error else trial_outcome(trajectory, grade)
         )
-        checked = {c.verifier_id for c in task.rubric if c.check is not None}
         updated = result.model_copy(
             update={
                 "outcome": outcome,
@@ -83,12 +83,7 @@ async def regrade_run(
                 "judge_completion_tokens": result.judge_completion_tokens + grade.judge_completion_tokens,
                 "judge_reasoning_tokens": result.judge_reasoning_tokens + grade.judge_reasoning_tokens,
                 "judge_cached_tokens": result.judge_cached_tokens + grade.judge_cached_tokens,
-                "checks_met": sum(
-                    v.verifier_id in checked and v.verdict.value == "met" for v in grade.criteria
-                )
-                if checked
-                else None,
-                "checks_total": len(checked) if checked else None,
+                **check_columns(task, grade),
                 "criteria_total": len(grade.criteria),
                 "criteria_ungradeable": grade.ungradeable,
             }

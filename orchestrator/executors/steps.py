@@ -23,7 +23,7 @@ from atoll.apps import DEFAULT_SERVERS
 from atoll.benchmark import Task, World
 from atoll.errors import AtollError, describe_validation
 from atoll.experiment import ExperimentSpec
-from atoll.grade import Grade
+from atoll.grade import Grade, Verdict
 from atoll.trajectory import ErrorKind, RunStatus, Trajectory
 from atoll.trial import Outcome, TrialResult, TrialSpec
 from orchestrator.artifacts import ArtifactStore
@@ -358,6 +358,23 @@ def trial_outcome(trajectory: Trajectory, grade: Grade | None) -> Outcome:
     return Outcome.ungradeable
 
 
+def check_columns(task: Task, grade: Grade | None) -> dict[str, int | None]:
+    """A TrialResult's check columns from ``grade``: ``checks_total``, the criteria of ``task``
+    that carry a programmatic check; ``checks_met``, those whose check passed (the check's own
+    verdict whoever decided the criterion, so no judge moves it); ``check_disagreements``,
+    those where the judge also decided and its verdict differs from the check's. All None when
+    no criterion has a check; with no grade, none met and disagreements None."""
+    checked = {c.verifier_id for c in task.rubric if c.check is not None}
+    if not checked:
+        return dict.fromkeys(("checks_met", "checks_total", "check_disagreements"))
+    verdicts = [v for v in grade.criteria if v.verifier_id in checked] if grade else []
+    return {
+        "checks_met": sum(v.known_check_verdict() is Verdict.met for v in verdicts),
+        "checks_total": len(checked),
+        "check_disagreements": sum(v.check_agrees is False for v in verdicts) if grade else None,
+    }
+
+
 def build_result(
     spec: TrialSpec,
     task: Task,
@@ -370,13 +387,8 @@ def build_result(
 ) -> TrialResult:
     """The TrialResult of a finished trial (outcome, usage, checks, artifact URIs)."""
     outcome = trial_outcome(trajectory, grade)
-    checked = {c.verifier_id for c in task.rubric if c.check is not None}
-    checks_met = (
-        sum(v.verifier_id in checked and v.verdict.value == "met" for v in grade.criteria) if grade else 0
-    )
     return TrialResult(
-        checks_met=checks_met if checked else None,
-        checks_total=len(checked) if checked else None,
+        **check_columns(task, grade),
         criteria_total=len(grade.criteria) if grade else None,
         criteria_ungradeable=grade.ungradeable if grade else None,
         trial_id=spec.trial_id,
@@ -416,6 +428,7 @@ __all__ = [
     "EnvironmentEndpoint",
     "agent_config",
     "build_result",
+    "check_columns",
     "environment_post",
     "grade_with_service",
     "grader_failure",

@@ -9,7 +9,7 @@ import pytest
 from atoll.benchmark import Criterion
 from atoll.grade import Verdict
 from atoll.testing.scripted_llm import ScriptedLLM
-from grader import JudgeConfig, Snapshot, diff_snapshots, grade_trial
+from grader import JudgeConfig, Snapshot, VerdictCache, diff_snapshots, grade_trial
 from grader.checks import glob_regex, numbers_in, run_check
 from tests.grader import factories as f
 from tests.grader.conftest import AFTER, BEFORE
@@ -288,3 +288,57 @@ async def test_check_before_the_judge(tmp_path):
     assert by_id["pass"].rationale.startswith("check file_exists passed")
     assert by_id["fail"].decided_by == "check" and by_id["fail"].verdict is Verdict.not_met
     assert by_id["only"].decided_by == "check" and by_id["only"].verdict is Verdict.met
+
+
+NOT_MET = {"content": json.dumps({"rationale": "the deck is about Q2", "verdict": "not_met"})}
+
+
+async def test_the_checks_own_verdict_is_recorded_whoever_decides(tmp_path):
+    """A judge that says not_met to everything decides the criteria it is asked about, but each
+    keeps its check's own verdict, and where both spoke whether they agree; a cached verdict
+    too, and an ungradeable judge agrees with nothing."""
+    before, after = (
+        f.write_snapshot(tmp_path / "b.tar.gz", BEFORE),
+        f.write_snapshot(tmp_path / "a.tar.gz", AFTER),
+    )
+    task = f.task(
+        [
+            {
+                "verifier_id": "pass",
+                "criteria": "deck",
+                "check": {"kind": "file_exists", "file_type": "pptx"},
+            },
+            {
+                "verifier_id": "fail",
+                "criteria": "memo",
+                "check": {"kind": "file_exists", "file_type": "docx"},
+            },
+            {
+                "verifier_id": "only",
+                "criteria": "sheet",
+                "check": {"kind": "file_exists", "file_type": "xlsx"},
+                "check_only": True,
+            },
+            {"verifier_id": "plain", "criteria": "prose quality"},
+        ]
+    )
+    cache = VerdictCache(tmp_path / "verdicts.sqlite")
+    with ScriptedLLM(lambda request: NOT_MET) as llm:
+        judge = JudgeConfig(model="openai/j", api_base=llm.api_base, api_key="x")
+        first = await grade_trial(task, before, after, f.trajectory("done"), judge, cache)
+        again = await grade_trial(task, before, after, f.trajectory("done"), judge, cache)
+    for grade in (first, again):
+        by_id = {v.verifier_id: v for v in grade.criteria}
+        assert (by_id["pass"].decided_by, by_id["pass"].verdict) == ("judge", Verdict.not_met)
+        assert by_id["pass"].check_verdict is Verdict.met and by_id["pass"].check_agrees is False
+        assert by_id["fail"].check_verdict is Verdict.not_met and by_id["fail"].check_agrees is None
+        assert by_id["only"].check_verdict is Verdict.met and by_id["only"].check_agrees is None
+        assert by_id["plain"].check_verdict is None and by_id["plain"].check_agrees is None
+    assert {v.verifier_id for v in again.criteria if v.cached} == {"pass", "plain"}
+
+    with ScriptedLLM(lambda request: {"status": 500}) as llm:
+        judge = JudgeConfig(model="openai/j", api_base=llm.api_base, api_key="x", transient_retries=0)
+        grade = await grade_trial(task, before, after, f.trajectory("done"), judge)
+    silent = next(v for v in grade.criteria if v.verifier_id == "pass")
+    assert silent.verdict is Verdict.ungradeable and silent.decided_by == "judge"
+    assert silent.check_verdict is Verdict.met and silent.check_agrees is None

@@ -8,6 +8,7 @@ import pytest
 from atoll.experiment import ExperimentSpec
 from atoll.testing.scripted_llm import ScriptedLLM
 from orchestrator.regrade import regrade_run
+from orchestrator.report import build_report
 from orchestrator.runner import run_experiment
 from orchestrator.store import TrialStore
 from tests.shared_sample import fresh_sample_benchmark
@@ -77,4 +78,41 @@ def test_regrade_with_a_judge_turns_ungradeable_into_graded_without_rerunning(tm
         again = asyncio.run(regrade_run(store, "re", judge_model="openai/judge", api_base=judge.api_base))
         assert len(judge.requests) == judged
     assert again["cache_hits"] >= len(moved) and again["outcomes_changed"] == 0
+    store.dispose()
+
+
+NOT_MET = {"content": json.dumps({"rationale": "I see no baseline in the answer", "verdict": "not_met"})}
+
+
+@pytest.mark.slow
+def test_checks_pass_is_unchanged_by_a_judge_that_says_not_met_to_everything(tmp_path):
+    """Regrading with a judge changes outcomes, never "Checks pass": it counts the checks' own
+    verdicts; each criterion where the judge overruled its check is a disagreement."""
+    benchmark = fresh_sample_benchmark(tmp_path / "bench")
+    task_id = "keystone-01-packaging-baseline"  # two criteria, both with checks, not check_only
+    spec = ExperimentSpec.model_validate(
+        {
+            "name": "cols",
+            "benchmark": str(benchmark),
+            "tasks": {"ids": [task_id]},
+            "agents": [{"name": "oracle", "agent": "replay", "model": "replay"}],
+            "store": str(tmp_path / "store.db"),
+            "artifacts": (tmp_path / "artifacts").as_uri(),
+            "output_dir": str(tmp_path / "out"),
+        }
+    )
+    asyncio.run(run_experiment(spec, quiet=True))
+    store = TrialStore(spec.store)
+    [(_spec, before, _state, _attempts)] = store.results("cols")
+    assert before.outcome.value == "pass" and (before.checks_met, before.checks_total) == (2, 2)
+    assert before.check_disagreements == 0
+    checks_before = build_report(store, "cols")["metrics"]["overall"]["oracle"]["checks_pass"]["value"]
+
+    with ScriptedLLM(lambda request: NOT_MET) as judge:
+        asyncio.run(regrade_run(store, "cols", judge_model="openai/judge", api_base=judge.api_base))
+    [(_spec, after, _state, _attempts)] = store.results("cols")
+    assert after.outcome.value == "fail" and (after.checks_met, after.checks_total) == (2, 2)
+    assert after.check_disagreements == 2
+    report = build_report(store, "cols")
+    assert report["metrics"]["overall"]["oracle"]["checks_pass"]["value"] == checks_before == 1.0
     store.dispose()
