@@ -21,6 +21,7 @@ from atoll.errors import AtollError
 from atoll.grade import Verdict
 from atoll.trajectory import RunStatus, Trajectory
 from grader.cache import VerdictCache
+from grader.calibration import confusion, statistics
 from grader.diff import diff_snapshots
 from grader.gold import build_gold_world, write_tar
 from grader.grading import grade_trial
@@ -44,45 +45,34 @@ class Metrics(BaseModel):
     precision: float | None = None
     recall: float | None = None
     f1: float | None = None
+    cohen_kappa: float | None = None
     false_positive_rate: float | None = None
     false_negative_rate: float | None = None
 
 
-def _ratio(numerator: int, denominator: int) -> float | None:
-    return numerator / denominator if denominator else None
-
-
 def compute_metrics(pairs: list[tuple[Verdict, bool]]) -> Metrics:
-    """Metrics from ``(judge verdict, human label is met)`` pairs."""
-    metrics = Metrics(total=len(pairs))
-    for verdict, label in pairs:
-        if verdict is Verdict.ungradeable:
-            metrics.ungradeable += 1
-            continue
-        predicted = verdict is Verdict.met
-        if predicted and label:
-            metrics.true_positive += 1
-        elif predicted:
-            metrics.false_positive += 1
-        elif label:
-            metrics.false_negative += 1
-        else:
-            metrics.true_negative += 1
-    tp, fp, tn, fn = (
-        metrics.true_positive,
-        metrics.false_positive,
-        metrics.true_negative,
-        metrics.false_negative,
+    """Metrics from ``(judge verdict, human label is met)`` pairs: the confusion matrix and
+    statistics of :mod:`grader.calibration` (the one home of the formulas), plus the false
+    positive and false negative rates."""
+    counts, ungradeable = confusion(pairs)
+    values, _reasons = statistics(counts)
+    tp, fp, tn, fn = counts.tp, counts.fp, counts.tn, counts.fn
+    return Metrics(
+        total=len(pairs),
+        graded=counts.n,
+        ungradeable=ungradeable,
+        true_positive=tp,
+        false_positive=fp,
+        true_negative=tn,
+        false_negative=fn,
+        accuracy=values["accuracy"],
+        precision=values["precision"],
+        recall=values["recall"],
+        f1=values["f1"],
+        cohen_kappa=values["cohen_kappa"],
+        false_positive_rate=fp / (fp + tn) if fp + tn else None,
+        false_negative_rate=fn / (fn + tp) if fn + tp else None,
     )
-    metrics.graded = tp + fp + tn + fn
-    metrics.accuracy = _ratio(tp + tn, metrics.graded)
-    metrics.precision = _ratio(tp, tp + fp)
-    metrics.recall = _ratio(tp, tp + fn)
-    if metrics.precision is not None and metrics.recall is not None and metrics.precision + metrics.recall:
-        metrics.f1 = 2 * metrics.precision * metrics.recall / (metrics.precision + metrics.recall)
-    metrics.false_positive_rate = _ratio(fp, fp + tn)
-    metrics.false_negative_rate = _ratio(fn, fn + tp)
-    return metrics
 
 
 class Disagreement(BaseModel):
