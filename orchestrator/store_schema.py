@@ -5,6 +5,8 @@ abort rate — every worker reads it from here), its fingerprint and the identit
 the fingerprint is taken of, and why it last stopped early (reports show it as a banner). ``trials`` is the queue; ``archived_trials`` keeps the trials
 that ``atoll run --replace`` took out of a run; ``attempts`` is the history of every
 attempt, with its cost and the write id that makes a retried write land once.
+``judge_calibrations`` keeps every calibration of a judge against human labels, keyed by the
+judge's identity id (:mod:`orchestrator.calibrations`).
 """
 
 from __future__ import annotations
@@ -85,6 +87,18 @@ attempts = Table(
     Column("finished_at", Float, nullable=False),
     Column("cost_usd", Float),
     Column("write_id", String(64), unique=True),
+)
+
+judge_calibrations = Table(
+    "judge_calibrations",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("judge_id", String(64), nullable=False, index=True),
+    Column("judge_model", String(300)),
+    Column("n", Integer, nullable=False),
+    Column("accuracy", Float),
+    Column("created_at", Float, nullable=False),
+    Column("summary_json", Text, nullable=False),
 )
 
 # Columns added after the first release: (table, column, SQL type). A store created before

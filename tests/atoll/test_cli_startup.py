@@ -34,8 +34,9 @@ def _run(args: list[str], watch: tuple[str, ...] = HEAVY) -> dict:
         ["agent", "run", "--help"],
         ["env", "serve", "--help"],
         ["grade", "--help"],
+        ["judge", "calibrate", "--help"],
     ],
-    ids=["root", "run", "agent-run", "env-serve", "grade"],
+    ids=["root", "run", "agent-run", "env-serve", "grade", "judge-calibrate"],
 )
 def test_help_imports_no_service_library(args: list[str]) -> None:
     report = _run(args)

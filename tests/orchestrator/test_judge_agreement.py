@@ -1,0 +1,171 @@
+"""`atoll judge agreement` and `atoll judge self-preference` over a recorded run."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from atoll.cli import app
+from atoll.errors import AtollError
+from atoll.testing.scripted_llm import ScriptedLLM
+from orchestrator.judge_agreement import recorded_trials
+from orchestrator.runner import run_experiment
+from orchestrator.store import TrialStore
+from tests.orchestrator.judge_only import judge_only_experiment
+
+MET = {"content": json.dumps({"rationale": "the deliverable states it", "verdict": "met"})}
+NOT_MET = {"content": json.dumps({"rationale": "nothing shows it", "verdict": "not_met"})}
+
+
+@pytest.fixture(scope="module")
+def recorded_run(tmp_path_factory):
+    """A run of two replay agents on one judge-graded sample task, every criterion judged met."""
+    tmp_path = tmp_path_factory.mktemp("run")
+    with ScriptedLLM(lambda request: MET) as judge:
+        spec = judge_only_experiment(
+            tmp_path,
+            "judged",
+            {"model": "openai/judge", "api_base": judge.api_base},
+            agents=[
+                {"name": "oracle", "agent": "replay", "model": "replay"},
+                {"name": "oracle-2", "agent": "replay", "model": "replay"},
+            ],
+        )
+        asyncio.run(run_experiment(spec, quiet=True))
+    store = TrialStore(spec.store)
+    trials, _artifacts = recorded_trials(store, "judged")
+    store.dispose()
+    assert len(trials) == 2
+    return tmp_path, spec.store, trials
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app, list(args), env={"JUDGE_KEY": "x"})
+
+
+def test_agreement_scores_the_recorded_verdicts_against_labels(recorded_run, tmp_path):
+    _run_dir, store, trials = recorded_run
+    rows, expected = [], {"tp": 0, "fp": 0, "tn": 0, "fn": 0}
+    for trial in trials:
+        for index, verdict in enumerate(trial.grade.criteria):
+            recorded_met = verdict.verdict.value == "met"
+            label = recorded_met if index % 2 == 0 else not recorded_met  # every other one flipped
+            rows.append(
+                {
+                    "trial_id": trial.spec.trial_id,
+                    "verifier_id": verdict.verifier_id,
+                    "label": "met" if label else "not_met",
+                }
+            )
+            cell = ("tp" if label else "fp") if recorded_met else ("fn" if label else "tn")
+            expected[cell] += 1
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    result = invoke(
+        "judge",
+        "agreement",
+        "judged",
+        "--labels",
+        str(labels),
+        "--store",
+        store,
+        "--output",
+        str(tmp_path / "a.json"),
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "a.json").read_text())
+    assert report["confusion"] == expected and report["n"] == len(rows)
+    flipped = sum(1 for t in trials for i, _ in enumerate(t.grade.criteria) if i % 2)
+    assert report["accuracy"] == pytest.approx((len(rows) - flipped) / len(rows))
+    assert len(report["disagreements"]) == flipped
+    assert {d["agent"] for d in report["disagreements"]} == {"oracle", "oracle-2"}
+    assert report["judges"][0]["model"] == "openai/judge" and report["missing"] == []
+    assert "accuracy" in result.stdout
+
+
+def test_a_label_row_the_run_lacks_is_an_error_or_counted_missing(recorded_run, tmp_path):
+    _run_dir, store, trials = recorded_run
+    known = trials[0]
+    rows = [
+        {"trial_id": known.spec.trial_id, "verifier_id": known.grade.criteria[0].verifier_id, "label": "met"},
+        {"trial_id": "f" * 64, "verifier_id": "v1", "label": "met"},
+        {"trial_id": known.spec.trial_id, "verifier_id": "nope", "label": "not_met"},
+    ]
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    result = invoke("judge", "agreement", "judged", "--labels", str(labels), "--store", store)
+    assert isinstance(result.exception, AtollError)
+    assert str(result.exception).startswith(f"{labels}:2: run 'judged' has no trial 'fff")
+    result = invoke(
+        "judge",
+        "agreement",
+        "judged",
+        "--labels",
+        str(labels),
+        "--store",
+        store,
+        "--allow-missing",
+        "--output",
+        str(tmp_path / "a.json"),
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "a.json").read_text())
+    assert report["n"] == 1 and [m["line"] for m in report["missing"]] == [2, 3]
+    assert "has no criterion 'nope'" in report["missing"][1]["reason"]
+    assert "2 label rows missing" in result.stdout
+    unknown = invoke("judge", "agreement", "nope", "--labels", str(labels), "--store", store)
+    assert isinstance(unknown.exception, AtollError) and "no run 'nope'" in str(unknown.exception)
+
+
+def test_self_preference_reports_per_agent_agreement_with_a_second_judge(recorded_run, tmp_path):
+    _run_dir, store, trials = recorded_run
+    judged = sum(v.decided_by == "judge" for v in trials[0].grade.criteria)
+    assert judged > 0
+    with ScriptedLLM(lambda request: MET) as same, ScriptedLLM(lambda request: NOT_MET) as other:
+        agreeing = invoke(
+            "judge",
+            "self-preference",
+            "judged",
+            "--judge-model",
+            "openai/judge",
+            "--api-base",
+            same.api_base,
+            "--api-key-env",
+            "JUDGE_KEY",
+            "--store",
+            store,
+            "--output",
+            str(tmp_path / "same.json"),
+        )
+        differing = invoke(
+            "judge",
+            "self-preference",
+            "judged",
+            "--judge-model",
+            "openai/other",
+            "--api-base",
+            other.api_base,
+            "--api-key-env",
+            "JUDGE_KEY",
+            "--store",
+            store,
+            "--output",
+            str(tmp_path / "other.json"),
+        )
+    assert agreeing.exit_code == 0, agreeing.output
+    assert differing.exit_code == 0, differing.output
+    same_report = json.loads((tmp_path / "same.json").read_text())
+    other_report = json.loads((tmp_path / "other.json").read_text())
+    assert set(same_report["agents"]) == set(other_report["agents"]) == {"oracle", "oracle-2"}
+    for agent in ("oracle", "oracle-2"):
+        assert same_report["agents"][agent]["agreement_rate"] == 1.0
+        stats = other_report["agents"][agent]
+        # Every criterion the first judge decided met, the second says not met.
+        assert stats["confusion"]["fn"] == judged and stats["confusion"]["fp"] == 0
+        assert stats["agreement_rate"] == pytest.approx(1 - judged / stats["n"])
+    assert other_report["second_judge"]["model"] == "openai/other"
+    assert other_report["run_judges"][0]["model"] == "openai/judge"
+    assert "oracle-2" in differing.stdout
