@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 
+from atoll.commands.completeness import exit_if_incomplete
 from atoll.errors import AtollError
 from atoll.logs import JSON_LOGS_HELP
 
@@ -129,11 +130,16 @@ def grade(
     context_budget: int | None = typer.Option(None, help="Characters of evidence per judge prompt."),
     cache: Path | None = typer.Option(None, help="Verdict cache: a .sqlite file or a directory."),
     output: Path | None = typer.Option(None, help="Where to write GRADE.json."),
+    allow_incomplete: bool = typer.Option(
+        False,
+        "--allow-incomplete",
+        help="exit 0 even when criteria are ungradeable (default: exit status 4, named on the last line)",
+    ),
 ) -> None:
     """Grade one trial: diff the snapshots, run checks, ask the judge, write GRADE.json.
 
     Without --judge-model/--judge-config only programmatic checks run (criteria without one
-    are ungradeable).
+    are ungradeable). Exit status 4 when a criterion is ungradeable (--allow-incomplete: 0).
     """
     if ctx.invoked_subcommand is not None:
         return
@@ -170,6 +176,10 @@ def grade(
         f"({met}/{len(result.criteria)} met, {result.ungradeable} ungradeable)  -> {output}",
         soft_wrap=True,
     )
+    # Ungradeable as a trial is: nothing decided not met, something left undecided (a failed
+    # criterion already decides the outcome, whatever the others are).
+    undecided = result.ungradeable > 0 and not any(v.verdict.value == "not_met" for v in result.criteria)
+    exit_if_incomplete(f"grade {task.task_id}", 0, int(undecided), allow=allow_incomplete)
 
 
 @app.command()

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from atoll.commands.completeness import ALLOW_INCOMPLETE_HELP, exit_if_run_incomplete
 from atoll.logs import JSON_LOGS_HELP
 
 if TYPE_CHECKING:
@@ -52,11 +53,13 @@ def run(
     ),
     no_preflight: bool = typer.Option(False, "--no-preflight", help=NO_PREFLIGHT_HELP),
     viewer_url: str = typer.Option(None, "--viewer-url", metavar="URL", help=VIEWER_URL_HELP),
+    allow_incomplete: bool = typer.Option(False, "--allow-incomplete", help=ALLOW_INCOMPLETE_HELP),
 ) -> None:
     """Run an experiment, or resume it: finished trials are never re-run. A run whose
     configuration changed is refused unless --new-run NAME or --replace is given.
     Ctrl-C stops scheduling, waits a few seconds for running trials (again: abandons them)
-    and gives their leases back; running the same command resumes."""
+    and gives their leases back; running the same command resumes. Exit status 4 when
+    trials ended in an infra error or ungradeable (--allow-incomplete: 0)."""
     from atoll.errors import AtollError
     from atoll.experiment import experiment_endpoints, load_experiment
     from atoll.llm.endpoints import trust_endpoints
@@ -128,6 +131,7 @@ def run(
     typer.echo(f"{outcome.experiment}: {resume_summary(outcome)}; report: {outcome.report_paths['html']}")
     if outcome.summary.stopped_reason == "cost_ceiling":
         typer.echo("stopped scheduling: the experiment's cost ceiling would have been passed", err=True)
+    exit_if_run_incomplete(outcome.report_paths["json"], f"run {outcome.experiment}", allow=allow_incomplete)
 
 
 def _viewer_url(url: str | None) -> str | None:
@@ -244,8 +248,10 @@ def regrade(
     judge_model: str = typer.Option(None, help="judge model (default: the experiment's)"),
     api_base: str = typer.Option(None, help="OpenAI-compatible endpoint of the judge"),
     viewer_url: str = typer.Option(None, "--viewer-url", metavar="URL", help=VIEWER_URL_HELP),
+    allow_incomplete: bool = typer.Option(False, "--allow-incomplete", help=ALLOW_INCOMPLETE_HELP),
 ) -> None:
-    """Re-judge recorded trajectories and snapshots without re-running agents."""
+    """Re-judge recorded trajectories and snapshots without re-running agents. Exit status 4
+    when trials are left in an infra error or ungradeable (--allow-incomplete: 0)."""
     from atoll.commands.known_runs import require_known_run
     from orchestrator.regrade import regrade_run
     from orchestrator.report import write_report
@@ -268,6 +274,7 @@ def regrade(
         f"{summary['outcomes_changed']} outcomes changed, {summary['cache_hits']} cached verdicts; "
         f"provenance in {paths['md'].parent}/regrade-{summary['regraded_at']}.json"
     )
+    exit_if_run_incomplete(paths["json"], f"run {run_name}", allow=allow_incomplete)
 
 
 def preflight_models(specs: list[ExperimentSpec], *, quiet: bool) -> None:

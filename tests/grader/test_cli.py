@@ -153,6 +153,24 @@ def test_grade_command_accepts_archipelago_shapes(tmp_path):
     assert grade["changes"]["files"][0]["path"] == "filesystem/Reports/a.txt"
 
 
+def test_grade_command_exits_4_naming_an_ungradeable_grade(tmp_path):
+    """A grade that leaves its outcome undecided (no judge for a criterion only a judge can
+    decide) is written, and the exit status tells a pipeline it is not a verdict."""
+    before = f.write_zip(tmp_path / "before.zip", {"Reports/a.txt": "draft"})
+    after = f.write_zip(tmp_path / "after.zip", {"Reports/a.txt": "final figures: 42"})
+    rubric = tmp_path / "rubric.json"
+    rubric.write_text(json.dumps([{"verifier_id": "v1", "criteria": "The report states 42"}]))
+    common = ("grade", "--rubric", str(rubric), "--before", str(before), "--after", str(after))
+    result = atoll_in_process(*common, "--answer", "done", "--output", str(tmp_path / "grade.json"))
+    assert result.returncode == 4, result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("grade task: incomplete: 1 trial is ungradeable")
+    assert json.loads((tmp_path / "grade.json").read_text())["criteria"][0]["verdict"] == "ungradeable"
+    relaxed = atoll_in_process(
+        *common, "--answer", "done", "--output", str(tmp_path / "again.json"), "--allow-incomplete"
+    )
+    assert relaxed.returncode == 0 and "--allow-incomplete: exit status 0" in relaxed.stderr
+
+
 def test_grade_command_user_errors_are_one_line(tmp_path):
     task = tmp_path / "task.json"
     task.write_text(

@@ -185,7 +185,14 @@ def test_report_states_every_exclusion_and_tests_pairs_per_domain(tmp_path, post
         infra_error_abort_rate=1.0,
     )
     result = _atoll("run", str(_write(tmp_path, experiment)), "-q")
-    assert result.returncode == 0, result.stderr
+    # Infra errors and ungradeable trials: the run is reported whole, and exits 4 saying why.
+    assert result.returncode == 4, result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        "run exp: incomplete: 2 trials ended in an infra error, 4 trials are ungradeable; exit status 4"
+    )
+    relaxed = _atoll("run", str(_write(tmp_path, experiment)), "-q", "--allow-incomplete")
+    assert relaxed.returncode == 0, relaxed.stderr
+    assert "(--allow-incomplete: exit status 0)" in relaxed.stderr
     report = _report(tmp_path, "exp")
     alpha, beta = report["metrics"]["overall"]["alpha"], report["metrics"]["overall"]["beta"]
     assert alpha["tasks_graded"] == 4 and alpha["tasks_total"] == 6
