@@ -3,7 +3,10 @@
 Files are compared by sha256, so an edit that keeps the size is still a modification.
 Each changed document becomes one artifact (its extracted text, and for a modification the
 sub-items that changed: sheets with their changed cells, slides, pages, lines); each mail
-sent, event change and chat change becomes its own artifact.
+sent, event change and chat change becomes its own artifact.  Changes to what existed before
+the agent ran (deleted or modified files, updated or deleted events, deleted or edited chat
+messages) are the ones a flood of new things must never hide: the change log lists them
+first (grader/changelog.py), and evidence selection always shows them (grader/evidence.py).
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from dataclasses import dataclass, field
 
 from atoll.grade import Changes, ChatChange, EventChange, FileChange, MailSent
 from grader import appdata
+from grader.budget import printable
+from grader.changelog import ALTERS_EXISTING, ChangeLog, change_kind
 from grader.extract import Extracted, ExtractOptions, extension, extract
 from grader.snapshot import FS_PREFIX, Snapshot, SnapshotEntry, virtual_path
 
@@ -39,6 +44,16 @@ class Artifact:
     change: str | None = None
     error: str | None = None
 
+    @property
+    def alters_existing(self) -> bool:
+        """Whether it shows a change to something that existed before (never left out)."""
+        return (self.kind, self.change) in ALTERS_EXISTING
+
+    @property
+    def change_kind(self) -> str:
+        """Its kind of change (``created file``): each kind has its own evidence budget."""
+        return change_kind(self.kind, self.change)
+
 
 @dataclass
 class WorldDiff:
@@ -50,9 +65,9 @@ class WorldDiff:
     artifacts: list[Artifact] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
-    def change_log(self) -> str:
-        """A short, one-line-per-change summary of the diff."""
-        return change_log(self.changes)
+    def change_log(self) -> ChangeLog:
+        """A short, one-line-per-change summary of the diff (see :class:`ChangeLog`)."""
+        return ChangeLog(self.changes)
 
 
 def _format_part_diff(before: Extracted, after: Extracted) -> tuple[list[str], str]:
@@ -118,12 +133,12 @@ def _cell_order(coordinate: str) -> tuple[int, int, str]:
 def _file_artifact(change: FileChange, old: Extracted | None, new: Extracted | None) -> Artifact:
     path = virtual_path(change.path)
     file_type = extension(path)
-    header = f"File {path} ({change.change}"
+    header = f"File {printable(path)} ({change.change}"
     if change.change == "deleted":
         return Artifact(
             id=f"file:{path}",
             kind="file",
-            title=f"{path} (deleted)",
+            title=f"{printable(path)} (deleted)",
             text=header + "; the file no longer exists)",
             path=path,
             file_type=file_type,
@@ -142,7 +157,7 @@ def _file_artifact(change: FileChange, old: Extracted | None, new: Extracted | N
     return Artifact(
         id=f"file:{path}",
         kind="file",
-        title=f"{path} ({change.change})",
+        title=f"{printable(path)} ({change.change})",
         text="\n".join(body),
         path=path,
         file_type=file_type,
@@ -158,7 +173,7 @@ def file_artifact_for_unchanged(path_in_snapshot: str, data: bytes, options: Ext
     return Artifact(
         id=f"file:{path}",
         kind="file",
-        title=f"{path} (unchanged)",
+        title=f"{printable(path)} (unchanged)",
         text=f"File {path} (unchanged by the agent, {len(data)} bytes)\n{content.text()}",
         path=path,
         file_type=extension(path),
@@ -342,20 +357,3 @@ def _chat_artifact(change: ChatChange) -> Artifact:
         text="\n".join(lines),
         change=change.change,
     )
-
-
-def change_log(changes: Changes) -> str:
-    """One line per change; what the judge reads first."""
-    lines: list[str] = []
-    for change in changes.files:
-        where = virtual_path(change.path)
-        detail = f" [{', '.join(change.sub_items)}]" if change.sub_items else ""
-        lines.append(f"file {change.change}: {where}{detail}")
-    for mail in changes.mails_sent:
-        lines.append(f"mail sent to {', '.join(mail.to + mail.cc)}: {mail.subject!r}")
-    for event in changes.events:
-        fields = f" (fields: {', '.join(event.changed_fields)})" if event.changed_fields else ""
-        lines.append(f"event {event.change}: {event.summary!r} at {event.start}{fields}")
-    for chat in changes.chat:
-        lines.append(f"chat {chat.change} in {chat.channel_name or chat.channel_id}")
-    return "\n".join(lines) if lines else "(no changes to the world)"

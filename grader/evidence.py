@@ -2,9 +2,11 @@
 
 Routing decides which artifacts a criterion is judged on; when a required target has
 nothing to show, the criterion is not met without a judge call.  Fitting keeps the prompt
-under ``JudgeConfig.context_budget_chars``: a selector (deterministic ranking, or the judge
-model itself) picks artifacts; if the selector fails, every artifact is shown truncated
-(never "no files").
+under ``JudgeConfig.context_budget_chars``: each kind of change gets its fair share of the
+budget; changes to what existed before are always shown, and within the other kinds a
+selector (deterministic ranking, or the judge model itself) picks artifacts; what is left
+out is counted per kind in the note the judge reads.  If the selector fails, every artifact
+is shown truncated (never "no files").
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from atoll.benchmark import Criterion, GradingTarget
-from grader.diff import Artifact, WorldDiff, file_artifact_for_unchanged
+from atoll.judge import GRADER_VERSION
+from grader.budget import by_folder, counted, fair_shares, printable, size, truncate
+from grader.diff import Artifact, ChangeLog, WorldDiff, file_artifact_for_unchanged
 from grader.extract import ExtractOptions
 from grader.judge import Block, JudgeConfig, select
 from grader.snapshot import member_path
@@ -120,38 +124,14 @@ def evidence_digest(
         "artifacts": [[a.id, a.text] for a in routed.artifacts],
         "budget": config.budget_chars() if config else None,
         "selector": config.selector if config else None,
+        # How selection works is part of what the judge is shown: a new grader misses the
+        # verdicts an old one cached for the same evidence.
+        "grader_version": GRADER_VERSION,
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
 # --- fitting -------------------------------------------------------------------------------
-
-
-def truncate(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    marker = f"\n[... truncated: {limit} of {len(text)} characters shown]"
-    return text[: max(0, limit - len(marker))] + marker
-
-
-def _fair_shares(lengths: list[int], budget: int) -> list[int]:
-    """Split ``budget`` so small items keep everything and large ones share the rest equally."""
-    shares = [0] * len(lengths)
-    remaining = list(range(len(lengths)))
-    left = budget
-    while remaining:
-        share = left // len(remaining)
-        small = [i for i in remaining if lengths[i] <= share]
-        if not small:
-            for i in remaining:
-                shares[i] = share
-            break
-        for i in small:
-            shares[i] = lengths[i]
-            left -= lengths[i]
-        remaining = [i for i in remaining if i not in small]
-    return shares
-
 
 _WORD = re.compile(r"[a-z0-9][a-z0-9_.\-]{2,}")
 _STOP = frozenset(
@@ -180,7 +160,7 @@ _STOP = frozenset(
 
 def rank(criterion: str, artifacts: list[Artifact]) -> list[Artifact]:
     """Deterministic relevance order: criterion words in the title weigh most, then in the text;
-    changed files before app data of no mention, failed extractions and deletions last."""
+    new work before app data of no mention, failed extractions last."""
     words = {w for w in _WORD.findall(criterion.lower()) if w not in _STOP}
 
     def score(item: tuple[int, Artifact]) -> tuple[float, int]:
@@ -191,7 +171,7 @@ def rank(criterion: str, artifacts: list[Artifact]) -> list[Artifact]:
         value += sum(math.log1p(text.count(w)) for w in words)
         if artifact.change in ("created", "modified", "sent", "posted", "replied"):
             value += 1.0
-        if artifact.change == "deleted" or artifact.error:
+        if artifact.error:
             value -= 2.0
         return (-value, index)
 
@@ -211,12 +191,17 @@ class Fitted:
     cached_tokens: int = 0
 
 
+def _cost(artifact: Artifact, text: str | None = None) -> int:
+    """Characters an artifact takes in the prompt: its text plus its block's fence and header."""
+    return 80 + len(artifact.id) + len(artifact.title) + len(artifact.text if text is None else text)
+
+
 def _fill(ordered: list[Artifact], budget: int) -> list[tuple[Artifact, str]]:
     shown: list[tuple[Artifact, str]] = []
     left = budget
     for artifact in ordered:
-        overhead = 80 + len(artifact.id) + len(artifact.title)
-        if left <= overhead + 200:
+        overhead = _cost(artifact, "")
+        if left < overhead + min(len(artifact.text), 200):
             break
         text = truncate(artifact.text, left - overhead)
         shown.append((artifact, text))
@@ -239,38 +224,111 @@ def _fitted(shown: list[tuple[Artifact, str]], note: str, call: Completion | Non
     )
 
 
+def _show_every(kind: str, artifacts: list[Artifact], budget: int) -> list[tuple[Artifact, str]]:
+    """Every one of ``artifacts`` (changes to what existed) within ``budget`` where possible:
+    whole, else each cut to a fair share, else one listing that names them all, content cut."""
+    if sum(_cost(a) for a in artifacts) <= budget:
+        return [(a, a.text) for a in artifacts]
+    overheads = sum(_cost(a, "") for a in artifacts)
+    floors = [min(len(a.text), 200) for a in artifacts]
+    if overheads + sum(floors) <= budget:
+        shares = fair_shares([len(a.text) for a in artifacts], budget - overheads)
+        return [
+            (a, truncate(a.text, max(share, floor)))
+            for a, share, floor in zip(artifacts, shares, floors, strict=True)
+        ]
+    head = f"{counted(len(artifacts), kind)}, listed without their content (too many for the context budget):"
+    lines = [printable(a.title) for a in artifacts]
+    if size([head, *lines]) > budget:
+        lines = by_folder([(kind, a.path) for a in artifacts])
+    listing = Artifact(
+        id=f"listing:{kind}", kind="listing", title=f"{kind} listing", text="\n".join([head, *lines])
+    )
+    return [(listing, listing.text)]
+
+
+def _short(name: str, limit: int = 80) -> str:
+    return name if len(name) <= limit else name[: limit - 1] + "…"
+
+
+def _by_kind(artifacts: list[Artifact]) -> dict[str, list[Artifact]]:
+    """Artifacts per kind of change: kinds that alter what existed first, then in order."""
+    kinds: dict[str, list[Artifact]] = {}
+    for artifact in sorted(artifacts, key=lambda a: not a.alters_existing):
+        kinds.setdefault(artifact.change_kind, []).append(artifact)
+    return kinds
+
+
+def _per_kind(
+    artifacts: list[Artifact], ordered: list[Artifact], budget: int
+) -> tuple[list[tuple[Artifact, str]], list[str]]:
+    """Fit ``artifacts`` into ``budget``, each kind of change within its fair share: changes to
+    what existed are all shown, the others in ``ordered`` order while their share lasts.
+    Returns what is shown and, per kind, what was left out (``312 created files (…)``)."""
+    kinds = _by_kind(artifacts)
+    shares = fair_shares([sum(_cost(a) for a in group) for group in kinds.values()], budget)
+    shown: list[tuple[Artifact, str]] = []
+    omitted: list[str] = []
+    for (kind, group), share in zip(kinds.items(), shares, strict=True):
+        always = [a for a in group if a.alters_existing]
+        if always:
+            shown.extend(_show_every(kind, always, share))
+            continue
+        members = {id(a) for a in group}
+        chosen = _fill([a for a in ordered if id(a) in members], share)
+        shown.extend(chosen)
+        picked = {id(a) for a, _ in chosen}
+        left_out = [a for a in group if id(a) not in picked]
+        if left_out:
+            examples = ", ".join(_short(printable(a.path or a.title)) for a in left_out[:3])
+            more = f", … {len(left_out) - 3} more" if len(left_out) > 3 else ""
+            omitted.append(f"{counted(len(left_out), kind)} not shown ({examples}{more})")
+    return shown, omitted
+
+
 async def fit(criterion: str, artifacts: list[Artifact], budget: int, config: JudgeConfig) -> Fitted:
     """Choose and truncate artifacts to ``budget`` characters; never returns an empty selection
-    when there are artifacts."""
-    total = sum(len(a.text) + 80 + len(a.id) + len(a.title) for a in artifacts)
+    when there are artifacts.
+
+    Each kind of change (deleted, modified, created files; sent mails; created, updated,
+    deleted events; chat messages by change) gets a fair share of the budget, so one kind
+    cannot crowd out the others.  Changes to what existed before are always shown (cut, or
+    listed without content, when their share is too small); the other kinds are chosen by the
+    selector within their share.  The note says how, and counts what was left out per kind."""
+    total = sum(_cost(a) for a in artifacts)
     if total <= budget:
         return Fitted([(a, a.text) for a in artifacts], "all")
+    choosable = [a for a in artifacts if not a.alters_existing]
     call = None
     try:
-        if config.selector == "llm":
-            catalogue = [(a.id, f"{a.title}: {a.text[:300]!r}") for a in artifacts]
+        if config.selector == "llm" and choosable:
+            catalogue = [(a.id, f"{a.title}: {a.text[:300]!r}") for a in choosable]
             ids, call = await select(config, criterion, catalogue)
-            by_id = {a.id: a for a in artifacts}
+            by_id = {a.id: a for a in choosable}
             ordered = [by_id[i] for i in ids]
             method = "llm-selected"
         else:
-            ordered = rank(criterion, artifacts)
+            ordered = rank(criterion, choosable)
             method = "ranked"
-        shown = _fill(ordered, budget)
+        shown, omitted = _per_kind(artifacts, ordered, budget)
         if not shown:
             raise ValueError("selection left nothing to show")
     except Exception as exc:  # noqa: BLE001 - a failed selection falls back, never to "no files"
-        shares = _fair_shares([len(a.text) for a in artifacts], max(budget - 200 * len(artifacts), 1000))
+        shares = fair_shares([len(a.text) for a in artifacts], max(budget - 200 * len(artifacts), 1000))
         shown = [(a, truncate(a.text, max(share, 200))) for a, share in zip(artifacts, shares, strict=True)]
         return _fitted(
             shown, f"selection failed ({type(exc).__name__}: {str(exc)[:200]}); all truncated", call
         )
-    omitted = [a.id for a in artifacts if a.id not in {s.id for s, _ in shown}]
-    note = f"{method}: {len(shown)} of {len(artifacts)} shown"
+    existing = [a for a in artifacts if a.alters_existing]
+    shown_ids = {a.id for a, _ in shown}
+    note = f"{method}, each kind of change within its share of the budget: "
+    note += f"{sum(a.id in shown_ids for a in artifacts)} of {len(artifacts)} shown"
+    if existing:
+        listed = [a for a, _ in shown if a.kind == "listing"]
+        note += f"; every change to what existed before is shown ({len(existing)}"
+        note += f", {len(listed)} kind(s) listed without content)" if listed else ")"
     if omitted:
-        note += f"; omitted for the context budget: {', '.join(omitted[:20])}" + (
-            " …" if len(omitted) > 20 else ""
-        )
+        note += "; " + "; ".join(omitted)
     return _fitted(shown, note, call)
 
 
@@ -280,7 +338,10 @@ def build_blocks(
     """The fenced sections of a judge prompt, in reading order (criterion last)."""
     blocks = [Block("TASK", truncate(task_prompt, budget // 8))]
     if change_log:
-        blocks.append(Block("CHANGES", truncate(change_log, budget // 8)))
+        limit = budget // 8
+        # A ChangeLog fits itself: changes to what existed are kept, additions counted.
+        text = change_log.within(limit) if isinstance(change_log, ChangeLog) else truncate(change_log, limit)
+        blocks.append(Block("CHANGES", text))
     if answer is not None:
         blocks.append(
             Block("FINAL_ANSWER", truncate(answer, budget // 4) if answer.strip() else "(no final answer)")
