@@ -19,7 +19,7 @@ import asyncio
 import hashlib
 import json
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -170,18 +170,20 @@ def _row_trajectory(row: LabelRow) -> Trajectory:
 
 async def judge_rows(
     rows: list[LabelRow],
-    benchmark: Benchmark,
+    tasks: Mapping[str, Task],
     judge: JudgeConfig,
     *,
     cache: VerdictCache | None = None,
+    concurrency: int = 1,
     on_row: Callable[[], None] | None = None,
 ) -> tuple[list[CriterionVerdict], float]:
-    """The judge's verdict on each row (in order) and what the judge's calls cost (USD).
+    """The judge's verdict on each row (in order) and what the judge's calls cost (USD);
+    ``tasks`` maps each row's ``task_id`` to its task (a benchmark's tasks by id).
 
-    Rows run ``judge.concurrency`` at a time. Raises AtollError("model_endpoint") when the
+    Rows are judged ``concurrency`` at a time; with 1 (the default) one after another in
+    file order, so the same labels make the same calls in the same order. Raises AtollError("model_endpoint") when the
     judge's endpoint cannot work as configured, and AtollError("snapshot_unreadable")."""
-    tasks = {task.task_id: task for task in benchmark.tasks}
-    limit = asyncio.Semaphore(judge.concurrency)
+    limit = asyncio.Semaphore(max(1, concurrency))
     cost = 0.0
     with tempfile.TemporaryDirectory(prefix="atoll-calibrate-") as scratch:
         empty = Snapshot(write_tar(Path(scratch) / "empty.tar.gz", {}))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import tempfile
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +18,12 @@ from pydantic import BaseModel, Field
 from atoll.benchmark import Benchmark, Criterion, GradingTarget, Task
 from atoll.errors import AtollError
 from atoll.grade import Verdict
-from atoll.trajectory import RunStatus, Trajectory
 from grader.cache import VerdictCache
+from grader.calibrate import LabelRow, judge_rows
 from grader.calibration import confusion, statistics
-from grader.diff import diff_snapshots
-from grader.gold import build_gold_world, write_tar
+from grader.gold import build_gold_world
 from grader.grading import grade_trial
 from grader.judge import JudgeConfig
-from grader.snapshot import Snapshot
-
-_EPOCH = datetime(2024, 1, 1, tzinfo=UTC)
 
 
 class Metrics(BaseModel):
@@ -219,45 +214,42 @@ def read_labelled(path: Path) -> list[dict[str, Any]]:
 async def validate_labelled(
     path: Path, judge: JudgeConfig, report: ValidationReport, cache: VerdictCache | None = None
 ) -> None:
-    """Judge each labelled output against its criterion (final-answer evidence) and score agreement."""
+    """Judge each labelled output against its criterion (final-answer evidence, the rows one
+    after another through :func:`grader.calibrate.judge_rows`) and score agreement."""
     records = read_labelled(path)
-    pairs: list[tuple[Verdict, bool]] = []
-    with tempfile.TemporaryDirectory(prefix="atoll-labelled-") as scratch:
-        empty = Snapshot(write_tar(Path(scratch) / "empty.tar.gz", {}))
-        world = diff_snapshots(empty, empty)
-        for record in records:
-            task = Task(
-                task_id=str(record["id"]),
-                world_id="labelled",
-                prompt=str(record.get("task_prompt") or record.get("prompt") or "(task prompt not given)"),
-                rubric=[
-                    Criterion(
-                        verifier_id=str(record["id"]),
-                        criteria=record["criterion"],
-                        grading_target=GradingTarget(kind="final_answer"),
-                    )
-                ],
-            )
-            trajectory = Trajectory(
-                agent="labelled",
-                model="labelled",
-                status=RunStatus.completed,
-                final_answer=str(record.get("output") or ""),
-                started_at=_EPOCH,
-                ended_at=_EPOCH,
-            )
-            grade = await grade_trial(task, empty, empty, trajectory, judge, cache, world=world)
-            report.judge_cost_usd += grade.judge_cost_usd
-            verdict = grade.criteria[0]
-            pairs.append((verdict.verdict, record["label"]))
-            expected = "met" if record["label"] else "not_met"
-            if verdict.verdict.value != expected:
-                report.disagreements.append(
-                    Disagreement(
-                        item=f"labelled {record['id']}",
-                        expected=expected,
-                        verdict=verdict.verdict,
-                        rationale=verdict.ungradeable_reason or verdict.rationale,
-                    )
+    tasks: dict[str, Task] = {}
+    rows: list[LabelRow] = []
+    for index, record in enumerate(records):
+        # Each row is a task of one criterion of its own; ids given by the user may repeat.
+        key = f"row-{index}"
+        tasks[key] = Task(
+            task_id=str(record["id"]),
+            world_id="labelled",
+            prompt=str(record.get("task_prompt") or record.get("prompt") or "(task prompt not given)"),
+            rubric=[
+                Criterion(
+                    verifier_id=str(record["id"]),
+                    criteria=record["criterion"],
+                    grading_target=GradingTarget(kind="final_answer"),
                 )
+            ],
+        )
+        rows.append(
+            LabelRow(index + 1, key, str(record["id"]), record["label"], str(record.get("output") or ""))
+        )
+    verdicts, cost = await judge_rows(rows, tasks, judge, cache=cache)
+    report.judge_cost_usd += cost
+    pairs: list[tuple[Verdict, bool]] = []
+    for record, verdict in zip(records, verdicts, strict=True):
+        pairs.append((verdict.verdict, record["label"]))
+        expected = "met" if record["label"] else "not_met"
+        if verdict.verdict.value != expected:
+            report.disagreements.append(
+                Disagreement(
+                    item=f"labelled {record['id']}",
+                    expected=expected,
+                    verdict=verdict.verdict,
+                    rationale=verdict.ungradeable_reason or verdict.rationale,
+                )
+            )
     report.labelled = compute_metrics(pairs)

@@ -100,6 +100,11 @@ def calibrate(
     store: str = typer.Option(DEFAULT_STORE, help="Trial store that keeps the calibration record."),
     no_record: bool = typer.Option(False, "--no-record", help="Do not keep a record in the store."),
     seed: int = typer.Option(0, help=_SEED_HELP),
+    concurrency: int = typer.Option(
+        1,
+        min=1,
+        help="Rows judged at once (1: one after another, in file order, reproducible call for call).",
+    ),
     cache: Path | None = typer.Option(None, help="Verdict cache: a .sqlite file or a directory."),
 ) -> None:
     """The judge against human labels: each row is graded as in grading (the label never shown),
@@ -123,9 +128,10 @@ def calibrate(
         verdicts, cost = asyncio.run(
             judge_rows(
                 rows,
-                loaded,
+                {task.task_id: task for task in loaded.tasks},
                 judge,
                 cache=VerdictCache(cache) if cache else None,
+                concurrency=concurrency,
                 on_row=lambda: progress.advance(bar),
             )
         )

@@ -307,3 +307,15 @@ def test_gold_lists_each_failing_gold_output_with_criterion_and_rationale(tmp_pa
             "JUDGE_KEY",
         )
     assert result.exit_code == 0 and "gold outputs: 4/4 pass" in result.stdout
+
+
+def test_rows_are_judged_one_after_another_in_file_order(tmp_path):
+    bench, labels = benchmark(tmp_path / "bench"), labels_file(tmp_path / "labels.jsonl", ROWS[:4])
+    with ScriptedLLM([NOT_MET, MET, MET, NOT_MET]) as llm:
+        result = calibrate(bench, labels, llm, tmp_path / "out.json", "--no-record")
+        answers = [json.dumps(r["messages"]) for r in llm.requests]
+    assert result.exit_code == 0, result.output
+    assert [f"({index})" in answer for index, answer in enumerate(answers)] == [True] * 4
+    report = json.loads((tmp_path / "out.json").read_text())
+    assert [r["verdict"] for r in report["rows_judged"]] == ["not_met", "met", "met", "not_met"]
+    assert report["confusion"] == {"tp": 2, "fp": 0, "tn": 1, "fn": 1}  # labels: met ×3, then not_met
