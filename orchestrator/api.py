@@ -9,6 +9,7 @@ share the store; the API plans, enqueues and reports.
 | ``GET /runs`` | every run in the store with its counts |
 | ``GET /runs/{name}`` | the run's counts (pending, leased, done, infra_error, total) |
 | ``GET /runs/{name}/report`` | report.json, built on demand (report.md/html written beside it); one build at a time, requests waiting together share the next |
+| ``GET /runs/{name}/events``, ``/runs/{name}/webhooks…`` | the run's events and webhooks (:mod:`orchestrator.api_events`) |
 
 With ``ATOLL_API_TOKEN`` set, every route but ``/health`` needs ``Authorization: Bearer …``
 (and ``atoll orchestrator serve`` refuses to listen beyond loopback without it). A submitted
@@ -29,13 +30,15 @@ from typing import Any
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from atoll.errors import AtollError
 from atoll.experiment import ExperimentSpec, check_run_name
 from atoll.http import ERROR_RESPONSES, Health, add_error_handler, bearer_guard
 from atoll.http_guard import guard, require_non_empty
 from atoll.llm.admission import check_experiment
+from orchestrator.api_events import install_events
+from orchestrator.events import EventSettings
 from orchestrator.submission import ExperimentParser, benchmark_roots, submitted_experiment
 
 # bad_experiment, bad_run_name, operator_setting and benchmark_not_allowed are 400s.
@@ -48,9 +51,10 @@ _STATUS_OF_CODE = {"unknown_run": 404, "fingerprint_changed": 409}
 _DEFAULTS = ExperimentSpec.model_fields
 
 
-class ApiSettings(BaseSettings):
+class ApiSettings(EventSettings):
     """``ATOLL_STORE``, ``ATOLL_ARTIFACTS``, ``ATOLL_OUTPUT_DIR``, ``ATOLL_BENCHMARK_ROOTS``,
-    ``ATOLL_API_TOKEN``, ``ATOLL_MAX_BODY_BYTES``, ``ATOLL_MAX_TRIALS``, ``ATOLL_MAX_PLAN_BYTES``."""
+    ``ATOLL_API_TOKEN``, ``ATOLL_MAX_BODY_BYTES``, ``ATOLL_MAX_TRIALS``, ``ATOLL_MAX_PLAN_BYTES``,
+    and the events' and webhooks' (:class:`orchestrator.events.EventSettings`)."""
 
     model_config = SettingsConfigDict(env_prefix="ATOLL_", extra="ignore")
 
@@ -262,6 +266,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         # Served as written: report.json may hold NaN for undefined metrics (as Python writes it).
         return Response(content=built[1], media_type="application/json")
 
+    install_events(app, settings, authorize, known)
     return app
 
 

@@ -27,6 +27,7 @@ from sqlalchemy.sql import ColumnElement
 
 from atoll.errors import AtollError
 from atoll.trial import TrialResult, TrialSpec, TrialState
+from orchestrator.store_events import RunEvents
 from orchestrator.store_retry import StoreRetry, retried
 from orchestrator.store_runs import RunRecords, TrialRow
 from orchestrator.store_schema import attempts, create_schema, trials
@@ -111,6 +112,27 @@ def _attempt_row(
     }
 
 
+def _trial_event(lease: Lease) -> dict[str, Any]:
+    """What every trial event says of its trial."""
+    return {
+        "trial_id": lease.trial_id,
+        "agent": lease.spec.agent_name,
+        "task": lease.spec.task_id,
+        "run_index": lease.spec.run_index,
+        "attempt": lease.attempt,
+    }
+
+
+def _finished_event(
+    lease: Lease, result: TrialResult | None, outcome: str
+) -> tuple[str, str, dict[str, Any]]:
+    return (
+        lease.experiment,
+        "trial.finished",
+        {**_trial_event(lease), "outcome": outcome, "score": result.score if result else None},
+    )
+
+
 def worker_identity() -> str:
     """host:pid:random — the pid lets a restarted run on the same host reclaim its leases."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -135,9 +157,10 @@ def normalise_store_url(url: str) -> str:
     return url
 
 
-class TrialStore(RunRecords):
+class TrialStore(RunRecords, RunEvents):
     """Experiments, trials and attempts in one database. Every operation retries database
-    errors for a bounded time (``retry``; see orchestrator.store_retry)."""
+    errors for a bounded time (``retry``; see orchestrator.store_retry). Every change to a run
+    appends its event to the run's event log in the same transaction (orchestrator.store_events)."""
 
     def __init__(self, url: str, *, retry: StoreRetry | None = None, wait: bool = False) -> None:
         """Open (and create or upgrade) the store. An unreachable database is an error at
@@ -248,6 +271,12 @@ class TrialStore(RunRecords):
             for start in range(0, len(rows), 1000):
                 tx.execute(trials.insert(), rows[start : start + 1000])
                 added += len(rows[start : start + 1000])
+            new: dict[str, int] = {}
+            for row in rows:
+                new[row["experiment"]] = new.get(row["experiment"], 0) + 1
+            self._append_events(
+                tx, [(name, "run.enqueued", {"trials": count}) for name, count in new.items()]
+            )
         return added
 
     @retried
@@ -284,6 +313,8 @@ class TrialStore(RunRecords):
                     )
                 )
                 reclaimed = result.rowcount
+                if reclaimed:
+                    self._append_events(tx, [(experiment, "run.requeued", {"trials": reclaimed})])
         return reclaimed
 
     # --- leasing ----------------------------------------------------------------------------
@@ -379,12 +410,24 @@ class TrialStore(RunRecords):
                 ),
                 [{"b_experiment": e, "b_trial_id": t, "b_attempts": a + 1} for e, t, _spec, a in rows],
             )
-        return [
-            Lease(
-                experiment_name, trial_id, token, attempt_count + 1, TrialSpec.model_validate_json(spec_json)
+            leases = [
+                Lease(
+                    experiment_name,
+                    trial_id,
+                    token,
+                    attempt_count + 1,
+                    TrialSpec.model_validate_json(spec_json),
+                )
+                for experiment_name, trial_id, spec_json, attempt_count in rows
+            ]
+            self._append_events(
+                tx,
+                [
+                    (lease.experiment, "trial.leased", {**_trial_event(lease), "worker": worker})
+                    for lease in leases
+                ],
             )
-            for experiment_name, trial_id, spec_json, attempt_count in rows
-        ], False
+        return leases, False
 
     @retried
     def heartbeat(self, leases: Iterable[Lease], *, lease_s: float) -> int:
@@ -406,6 +449,7 @@ class TrialStore(RunRecords):
         retries. A lease lost or finished meanwhile is left alone. Returns how many were given back."""
         released = 0
         with self._tx() as tx:
+            given_back = []
             for lease in leases:
                 result = tx.execute(
                     update(trials)
@@ -420,6 +464,9 @@ class TrialStore(RunRecords):
                     )
                 )
                 released += result.rowcount
+                if result.rowcount:
+                    given_back.append((lease.experiment, "trial.released", _trial_event(lease)))
+            self._append_events(tx, given_back)
         return released
 
     @staticmethod
@@ -517,6 +564,12 @@ class TrialStore(RunRecords):
                         for item in fresh
                     ],
                 )
+            accepted = [item for item in fresh if written[item.write_id]]
+            self._append_events(
+                tx,
+                [_finished_event(item.lease, item.result, item.result.outcome.value) for item in accepted],
+                finished=[item.lease.experiment for item in accepted],
+            )
         return [written[item.write_id] for item in items]
 
     def fail_infra(
@@ -569,6 +622,13 @@ class TrialStore(RunRecords):
                     )
                 )
             )
+            if accepted and exhausted:
+                self._append_events(
+                    tx, [_finished_event(lease, result, "infra_error")], finished=[lease.experiment]
+                )
+            elif accepted:
+                retrying = {**_trial_event(lease), "error": error[:500]}
+                self._append_events(tx, [(lease.experiment, "trial.retrying", retrying)])
         return state.value
 
     def dispose(self) -> None:

@@ -78,7 +78,7 @@ class Outstanding:
 
 
 class RunRecords:
-    """Mixin of TrialStore; uses its ``engine``, ``_tx`` and ``retry``."""
+    """Mixin of TrialStore; uses its ``engine``, ``_tx``, ``retry`` and ``_append_events``."""
 
     @retried
     def save_experiment(
@@ -110,6 +110,7 @@ class RunRecords:
             tx.execute(
                 update(experiments).where(experiments.c.name == name).values(stop_json=json.dumps(stop))
             )
+            self._append_events(tx, [(name, "run.aborted", {"reason": reason, "detail": detail})])
 
     @retried
     def run_record(self, name: str) -> RunRecord | None:
@@ -292,6 +293,8 @@ class RunRecords:
                     cost_usd=None,  # a regrade is not part of the run's budget
                 )
             )
+            regraded = {"trial_id": trial_id, "outcome": result.outcome.value, "score": result.score}
+            self._append_events(tx, [(experiment, "trial.regraded", regraded)])
 
     @staticmethod
     def spent_in(tx: Connection, experiment: str) -> float:

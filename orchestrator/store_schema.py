@@ -7,11 +7,31 @@ that ``atoll run --replace`` took out of a run; ``attempts`` is the history of e
 attempt, with its cost and the write id that makes a retried write land once.
 ``judge_calibrations`` keeps every calibration of a judge against human labels, keyed by the
 judge's identity id (:mod:`orchestrator.calibrations`).
+
+``run_events`` is the run's event log (orchestrator.store_events): one row per change, its
+id allocated from the one row of ``event_sequence`` inside the transaction that makes the
+change, so ids grow in commit order. ``webhooks``, ``webhook_cursors`` and
+``webhook_deliveries`` are the webhooks a run registered, how far each target was sent, and
+every delivery attempt (orchestrator.webhooks).
 """
 
 from __future__ import annotations
 
-from sqlalchemy import Column, Float, Index, Integer, MetaData, String, Table, Text, inspect, text
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    insert,
+    inspect,
+    select,
+    text,
+)
 from sqlalchemy.engine import Engine
 
 metadata = MetaData()
@@ -101,6 +121,57 @@ judge_calibrations = Table(
     Column("summary_json", Text, nullable=False),
 )
 
+run_events = Table(
+    "run_events",
+    metadata,
+    # Allocated from event_sequence, never by the database: ids must grow in commit order.
+    Column("id", BigInteger, primary_key=True, autoincrement=False),
+    Column("experiment", String(200), nullable=False),
+    Column("type", String(40), nullable=False),
+    Column("at", Float, nullable=False),
+    Column("payload_json", Text, nullable=False),
+    Index("ix_run_events_experiment", "experiment", "id"),
+)
+
+# One row ("events", last id given out). Its row lock, taken last in a writing transaction and
+# held to the commit, is what orders event ids by commit on PostgreSQL.
+event_sequence = Table(
+    "event_sequence",
+    metadata,
+    Column("name", String(20), primary_key=True),
+    Column("last_id", BigInteger, nullable=False),
+)
+
+webhooks = Table(
+    "webhooks",
+    metadata,
+    Column("experiment", String(200), primary_key=True),
+    Column("url", String(2000), primary_key=True),
+    Column("created_at", Float, nullable=False),
+)
+
+webhook_cursors = Table(
+    "webhook_cursors",
+    metadata,
+    # "<run> <url>" for a run's webhook, "* <url>" for the operator's
+    Column("target", String(2300), primary_key=True),
+    Column("last_event_id", BigInteger, nullable=False),
+)
+
+webhook_deliveries = Table(
+    "webhook_deliveries",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("event_id", BigInteger, nullable=False),
+    Column("experiment", String(200), nullable=False),
+    Column("url", String(2000), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("status_code", Integer),
+    Column("error", Text),
+    Column("at", Float, nullable=False),
+    Index("ix_webhook_deliveries_experiment", "experiment", "id"),
+)
+
 # Columns added after the first release: (table, column, SQL type). A store created before
 # them gets them on open; nothing is dropped or rewritten.
 _ADDED_COLUMNS = (
@@ -115,6 +186,7 @@ _ADDED_COLUMNS = (
 def create_schema(engine: Engine) -> None:
     """Create missing tables and add the columns an older store lacks."""
     metadata.create_all(engine)
+    _create_event_sequence(engine)
     # create_all skips the indexes of a table that exists: a store made before this index gets it here.
     for index in trials.indexes:
         index.create(engine, checkfirst=True)
@@ -134,3 +206,21 @@ def create_schema(engine: Engine) -> None:
                 connection.execute(
                     text("CREATE UNIQUE INDEX IF NOT EXISTS ix_attempts_write_id ON attempts (write_id)")
                 )
+
+
+def _create_event_sequence(engine: Engine) -> None:
+    """The sequence's one row, once (two processes opening a new store at once: one inserts)."""
+    with engine.begin() as connection:
+        if connection.execute(select(event_sequence.c.name)).first() is not None:
+            return
+        dialect = engine.dialect.name
+        if dialect == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as dialect_insert
+        elif dialect == "sqlite":
+            from sqlalchemy.dialects.sqlite import insert as dialect_insert
+        else:  # pragma: no cover - the store speaks SQLite and PostgreSQL only
+            connection.execute(insert(event_sequence).values(name="events", last_id=0))
+            return
+        connection.execute(
+            dialect_insert(event_sequence).values(name="events", last_id=0).on_conflict_do_nothing()
+        )

@@ -1,0 +1,132 @@
+"""The run event log: every change the store makes appends its event in the same transaction,
+nothing for a change that did not happen, and ids that a reader can resume from."""
+
+from __future__ import annotations
+
+import threading
+
+from atoll.trial import Outcome, TrialResult, TrialSpec
+
+
+def _specs(n: int, experiment: str = "exp") -> list[TrialSpec]:
+    return [
+        TrialSpec(
+            experiment=experiment,
+            task_id=f"t{i}",
+            world_id="w",
+            world_digest="d",
+            agent_name="a",
+            agent="replay",
+            model="replay",
+            run_index=0,
+        )
+        for i in range(n)
+    ]
+
+
+def _result(lease, outcome=Outcome.passed, score=1.0) -> TrialResult:
+    return TrialResult(trial_id=lease.trial_id, outcome=outcome, score=score, attempt=lease.attempt)
+
+
+def _types(store, run="exp"):
+    return [event.type for event in store.events(run)]
+
+
+def test_a_run_logs_enqueue_leases_finishes_and_its_end(store):
+    store.enqueue(_specs(2))
+    leases = store.lease("w1", limit=2, lease_s=60)
+    store.complete(leases[0], "w1", _result(leases[0]))
+    assert _types(store) == ["run.enqueued", "trial.leased", "trial.leased", "trial.finished"]
+    store.complete(leases[1], "w1", _result(leases[1], Outcome.failed, float("nan")))
+    events = store.events("exp")
+    assert [event.type for event in events][-2:] == ["trial.finished", "run.finished"]
+    leased = events[1].payload
+    assert leased == {
+        "trial_id": leases[0].trial_id,
+        "agent": "a",
+        "task": leases[0].spec.task_id,
+        "run_index": 0,
+        "attempt": 1,
+        "worker": "w1",
+    }
+    # NaN is no JSON: an undefined score is null.
+    assert events[-2].payload["outcome"] == "fail" and events[-2].payload["score"] is None
+    assert events[-1].payload == {"outcomes": {"pass": 1, "fail": 1}}
+    ids = [event.id for event in events]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    assert [event.type for event in store.events("exp", after=ids[2])] == [
+        "trial.finished",
+        "trial.finished",
+        "run.finished",
+    ]
+    assert store.last_event_id() == ids[-1]
+
+
+def test_a_refused_result_logs_nothing_and_a_replayed_write_logs_once(store):
+    from orchestrator.store import Completion
+
+    store.enqueue(_specs(1))
+    (first,) = store.lease("w1", limit=1, lease_s=0.01)
+    import time
+
+    time.sleep(0.05)
+    (second,) = store.lease("w2", limit=1, lease_s=60)
+    assert store.complete(first, "w1", _result(first)) is False  # lost lease: no event
+    completion = Completion(second, "w2", _result(second))
+    assert store.complete_many([completion]) == [True]
+    assert store.complete_many([completion]) == [True]  # the same write again: recorded once
+    assert _types(store) == ["run.enqueued", "trial.leased", "trial.leased", "trial.finished", "run.finished"]
+
+
+def test_infra_retries_stops_releases_and_requeues_are_logged(store):
+    store.enqueue(_specs(2))
+    first, second = store.lease("w1", limit=2, lease_s=60)
+    assert store.release([second]) == 1
+    assert store.fail_infra(first, "w1", "environment crashed", max_attempts=2) == "pending"
+    store.record_stop("exp", "infra_error_rate", "2 of 2 attempts failed")
+    events = store.events("exp")
+    assert [event.type for event in events][-3:] == ["trial.released", "trial.retrying", "run.aborted"]
+    assert events[-2].payload["error"] == "environment crashed"
+    assert events[-1].payload == {"reason": "infra_error_rate", "detail": "2 of 2 attempts failed"}
+    leases = store.lease("w1", limit=2, lease_s=60)
+    again = next(lease for lease in leases if lease.trial_id == first.trial_id)
+    assert store.fail_infra(again, "w1", "environment crashed", max_attempts=2) == "infra_error"
+    other = next(lease for lease in leases if lease.trial_id != first.trial_id)
+    store.complete(other, "w1", _result(other))
+    tail = store.events("exp")[-3:]
+    assert [event.type for event in tail] == ["trial.finished", "trial.finished", "run.finished"]
+    assert tail[0].payload["outcome"] == "infra_error" and tail[0].payload["score"] is None
+    assert tail[2].payload == {"outcomes": {"infra_error": 1, "pass": 1}}
+    assert store.reclaim("exp") == 1
+    assert store.events("exp")[-1].type == "run.requeued"
+
+
+def test_concurrent_finishes_log_run_finished_exactly_once(store):
+    """Two workers completing the last two trials at once: each transaction alone sees the
+    other's trial still leased, so without the sequence lock neither would say the run ended."""
+    for round_ in range(8):
+        run = f"race{round_}"
+        store.enqueue(_specs(2, experiment=run))
+        leases = store.lease("w", limit=2, lease_s=60, experiment=run)
+        barrier = threading.Barrier(2)
+
+        def finish(lease, barrier=barrier):
+            barrier.wait()
+            store.complete(lease, "w", _result(lease))
+
+        threads = [threading.Thread(target=finish, args=(lease,)) for lease in leases]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert _types(store, run).count("run.finished") == 1
+
+
+def test_events_of_one_run_and_pruning(store):
+    store.enqueue(_specs(1, experiment="one") + _specs(1, experiment="two"))
+    assert [event.run for event in store.events()] == ["one", "two"] or [
+        event.run for event in store.events()
+    ] == ["two", "one"]
+    assert [event.run for event in store.events("two")] == ["two"]
+    assert store.prune_events("one") == 1
+    assert store.events("one") == [] and len(store.events("two")) == 1
