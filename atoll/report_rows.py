@@ -44,8 +44,13 @@ class ReportTrial(BaseModel):
     error: str | None = None
     error_kind: str | None = Field(default=None, description="the error's recorded kind (infrastructure, …)")
     failure: str | None = Field(default=None, description="the failure group this trial is listed under")
-    checks_met: int | None = None
-    checks_total: int | None = None
+    checks_met: int | None = Field(
+        default=None, description="criteria whose programmatic check passed (no judge moves it)"
+    )
+    checks_total: int | None = Field(default=None, description="criteria with a programmatic check")
+    check_disagreements: int | None = Field(
+        default=None, description="criteria where the judge's verdict differs from its check's"
+    )
     steps: int | None = None
     tool_calls: int | None = None
     prompt_tokens: int | None = None

@@ -35,6 +35,16 @@ PRESIGN_MAX_S = 7 * 24 * 3600  # the longest a SigV4 presigned URL may live
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
+def read_artifact(uri: str) -> bytes:
+    """The bytes of an artifact URI recorded in the store (file://, s3:// or any fsspec URL);
+    AtollError("artifact_unreadable") naming the URI when it cannot be read."""
+    try:
+        with fsspec.open(uri, "rb") as handle:
+            return handle.read()
+    except (OSError, ValueError) as exc:
+        raise AtollError("artifact_unreadable", f"artifact {uri}: {exc}") from None
+
+
 class ArtifactStore:
     def __init__(self, url: str, *, storage_options: dict | None = None) -> None:
         if "://" not in url:

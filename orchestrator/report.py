@@ -14,8 +14,10 @@ from atoll.costs import tokens_text
 from atoll.errors import AtollError
 from atoll.trial import Outcome, TrialResult, TrialSpec
 from orchestrator.report_trials import (
+    DISAGREEMENTS_LISTED,
     GROUP_LISTED,
     banner,
+    check_disagreements,
     cost_summary,
     cost_words,
     costs_known,
@@ -78,6 +80,7 @@ def _collect(
             "priced_cost_usd": 0.0,
             "outcomes": defaultdict(int),
             "exclusion_reasons": defaultdict(int),
+            "check_disagreements": None,
         }
     )
     for row in chosen:
@@ -110,6 +113,8 @@ def _collect(
             "duration_s",
         ):
             entry[key] += getattr(result, key)
+        if result.check_disagreements is not None:  # None: no check, or recorded before atoll counted them
+            entry["check_disagreements"] = (entry["check_disagreements"] or 0) + result.check_disagreements
         agent_priced, judge_priced = costs_known(result)
         entry["unpriced_trials"] += not agent_priced
         entry["judge_unpriced_trials"] += not judge_priced
@@ -239,6 +244,7 @@ def build_report(
         "cost": cost_summary(rows),
         "viewer_url": viewer_url,
         "failures": failure_groups(rows),
+        "check_disagreements": check_disagreements(rows),
         "matrix": matrix(rows),
         "trial_rows": [row.model_dump(mode="json") for row in rows],
         "agents": usage,
@@ -263,7 +269,11 @@ def build_report(
             "Pairwise: McNemar exact test on paired (task, run) outcomes, Benjamini-Hochberg at FDR 5% across "
             "the pairs overall, and separately across the pairs within each domain.",
             "Checks pass: share of finished trials (ungradeable ones included) in which every criterion "
-            "that carries a programmatic check was met; criteria only a judge can decide are not in it.",
+            "that carries a programmatic check passed it, by the checks' own verdicts alone: a judge that "
+            "also decided such a criterion never changes it; criteria only a judge can decide are not in it.",
+            "Disagreements: criteria whose check passed and the judge, asked next, said otherwise (the "
+            "judge's verdict counts in pass rates and scores); counted per agent and listed under "
+            "Check/judge disagreements.",
             'Cost: "unknown" where a model spent tokens without a price (litellm has none for it and none was '
             'configured); sums over priced trials say "+ unknown" when some were not priced.',
         ],
@@ -321,6 +331,7 @@ def leaderboard_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
                 "pass_hat_k": metrics["pass_hat_k"][k],
                 "mean_score": metrics["mean_score"],
                 "checks_pass": metrics["checks_pass"],
+                "check_disagreements": usage["check_disagreements"],
                 "graded": metrics["trials_graded"],
                 "tasks_graded": metrics["tasks_graded"],
                 "tasks_total": metrics["tasks_total"],
@@ -453,6 +464,38 @@ def _trial_label(trial: dict[str, Any], report: dict[str, Any]) -> str:
     return " · ".join(parts)
 
 
+def _disagreement_lines(report: dict[str, Any]) -> list[str]:
+    """Criteria where the judge overruled a passing check, each with its trial linked; nothing
+    when there are none."""
+    found = report["check_disagreements"]
+    if not found["count"]:
+        return []
+    lines = [
+        "",
+        "## Check/judge disagreements",
+        "",
+        f"{found['count']} criteria in {found['trials']} trial{'s' * (found['trials'] != 1)}: the "
+        "programmatic check passed, the judge said otherwise (the judge's verdict is the criterion's).",
+        "",
+        "| Trial | Criterion | Check | Judge | Judge's rationale |",
+        "|---|---|---|---|---|",
+    ]
+    for row in found["rows"][:DISAGREEMENTS_LISTED]:
+        lines.append(
+            f"| {_link(_trial_label(row, report), row['link'])} | {_cell(row['verifier_id'])}: "
+            f"{_cell(row['criterion'])} | {row['check_verdict']} | {row['judge_verdict']} | "
+            f"{_cell(row['rationale'])} |"
+        )
+    if len(found["rows"]) > DISAGREEMENTS_LISTED:
+        lines += ["", f"… and {len(found['rows']) - DISAGREEMENTS_LISTED} more (report.json lists all)."]
+    lines += [""] * bool(found["unreadable"]) + [
+        f"- {item['trial_id']}: grade not readable ({_cell(item['problem'])}); its disagreements are "
+        "counted, not listed"
+        for item in found["unreadable"]
+    ]
+    return lines
+
+
 def _failure_lines(report: dict[str, Any]) -> list[str]:
     """Trials that did not pass, grouped by end reason / error kind, each trial linked."""
     groups = report["failures"]
@@ -564,9 +607,9 @@ def render_markdown(report: dict[str, Any]) -> str:
     # With one run per task, Pass@k and Pass^k equal Pass@1: no columns for them then.
     at_k = f" Pass@{k} | Pass^{k} |" if k > 1 else ""
     lines += [
-        f"| # | Agent | Model | Pass@1 [95% CI] |{at_k} Mean score | Checks pass | Tasks | Graded / trials | "
-        "Excluded | Cost |",
-        "|---|---|---|---|" + ("---|---|" if k > 1 else "") + "---|---|---|---|---|---|",
+        f"| # | Agent | Model | Pass@1 [95% CI] |{at_k} Mean score | Checks pass | Disagreements | Tasks | "
+        "Graded / trials | Excluded | Cost |",
+        "|---|---|---|---|" + ("---|---|" if k > 1 else "") + "---|---|---|---|---|---|---|",
     ]
     for rank, row in enumerate(leaderboard_rows(report), 1):
         excluded = ", ".join(f"{n} {why}" for why, n in row["excluded"].items()) or "none"
@@ -574,12 +617,14 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"| {rank} | {row['agent']} | `{row['model']}` | {_ci(row['pass_at_1'])} | "
             + (f"{_ci(row['pass_at_k'])} | {_ci(row['pass_hat_k'])} | " if k > 1 else "")
             + f"{_ci(row['mean_score'])} | {_ci(row['checks_pass'])} | "
+            f"{'—' if row['check_disagreements'] is None else row['check_disagreements']} | "
             f"{row['tasks_graded']} of {row['tasks_total']} | {row['graded']} / {row['trials']} | "
             f"{excluded} | {_cost(row['cost_usd'], row['unpriced_trials'], row['finished'])} |"
         )
     if report.get("excluded_tasks"):
         lines += ["", f"Tasks not run ({len(report['excluded_tasks'])}, skip_unavailable_apps):", ""]
         lines += [f"- `{task_id}`: {why}" for task_id, why in sorted(report["excluded_tasks"].items())]
+    lines += _disagreement_lines(report)
     if k > 1:  # with one run per task, Pass@1 is all there is
         lines += [
             "",

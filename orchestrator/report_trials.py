@@ -10,12 +10,19 @@ from typing import Any
 from urllib.parse import quote
 
 from atoll.costs import cost_known
+from atoll.errors import AtollError
+from atoll.grade import Grade
 from atoll.report_rows import ReportArtifacts, ReportTrial
 from atoll.trial import TrialResult
+from orchestrator.artifacts import read_artifact
 from orchestrator.store import TrialRow
 
 # A failure group lists this many trials in report.md / .html; report.json has them all.
 GROUP_LISTED = 20
+# report.md / .html list this many check/judge disagreements; report.json has them all.
+DISAGREEMENTS_LISTED = 50
+# Characters of the judge's rationale a listed disagreement shows.
+RATIONALE_SHOWN = 200
 
 
 def viewer_trial_url(viewer_url: str, run: str, trial_id: str) -> str:
@@ -100,6 +107,7 @@ def trial_rows(
                     "error_kind": error_kind(result.error, result.outcome.value),
                     "checks_met": result.checks_met,
                     "checks_total": result.checks_total,
+                    "check_disagreements": result.check_disagreements,
                     "steps": result.steps,
                     "tool_calls": result.tool_calls,
                     "prompt_tokens": result.prompt_tokens,
@@ -137,6 +145,52 @@ def trial_rows(
         trial.failure = failure_key(trial)
         out.append(trial)
     return out
+
+
+def check_disagreements(trials: list[ReportTrial]) -> dict[str, Any]:
+    """The criteria where the judge's verdict differs from its programmatic check's: ``count``
+    (as the trials' results recorded it), ``trials`` (how many have one), ``rows`` (one per
+    criterion, read from the trial's grade: trial, task, agent, run index, link, verifier id,
+    criterion, the check's and the judge's verdicts, the judge's rationale cut to
+    RATIONALE_SHOWN characters) and ``unreadable`` (``{trial_id, problem}`` where a grade could
+    not be read: its disagreements are counted, not listed)."""
+    rows: list[dict[str, Any]] = []
+    unreadable: list[dict[str, str]] = []
+    disagreeing = [trial for trial in trials if trial.check_disagreements]
+    for trial in disagreeing:
+        try:
+            if not trial.artifacts.grade:
+                raise AtollError("artifact_unreadable", "no grade recorded")
+            grade = Grade.model_validate_json(read_artifact(trial.artifacts.grade))
+        except (AtollError, ValueError) as exc:
+            unreadable.append({"trial_id": trial.trial_id, "problem": getattr(exc, "message", str(exc))})
+            continue
+        for verdict in grade.criteria:
+            if verdict.check_agrees is not False:
+                continue
+            rationale, check = verdict.rationale, verdict.known_check_verdict()
+            rows.append(
+                {
+                    "trial_id": trial.trial_id,
+                    "task_id": trial.task_id,
+                    "agent": trial.agent,
+                    "run_index": trial.run_index,
+                    "link": trial.link,
+                    "verifier_id": verdict.verifier_id,
+                    "criterion": verdict.criterion,
+                    "check_verdict": check.value if check else None,
+                    "judge_verdict": verdict.verdict.value,
+                    "rationale": rationale
+                    if len(rationale) <= RATIONALE_SHOWN
+                    else rationale[:RATIONALE_SHOWN] + "…",
+                }
+            )
+    return {
+        "count": sum(trial.check_disagreements or 0 for trial in disagreeing),
+        "trials": len(disagreeing),
+        "rows": rows,
+        "unreadable": unreadable,
+    }
 
 
 def failure_groups(trials: list[ReportTrial]) -> list[dict[str, Any]]:
@@ -276,8 +330,10 @@ def outcome_line(report: dict[str, Any]) -> str:
 
 
 __all__ = [
+    "DISAGREEMENTS_LISTED",
     "GROUP_LISTED",
     "banner",
+    "check_disagreements",
     "cost_summary",
     "cost_words",
     "costs_known",

@@ -14,12 +14,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar, cast
 
-import fsspec
-
 from atoll.costs import cost_text
 from atoll.errors import AtollError
 from atoll.trial import TrialResult, TrialSpec
 from orchestrator import report_trials
+from orchestrator.artifacts import read_artifact
 from orchestrator.store import TrialStore
 from orchestrator.store_runs import TrialRow, one_per_key
 
@@ -62,15 +61,6 @@ def run_rows(store: TrialStore, name: str) -> tuple[list[Row], int]:
     (``orchestrator.store_runs.one_per_key``), and how many duplicates were left out."""
     chosen, duplicates = one_per_key(store.trial_rows(name))
     return [(row.spec, row.result, row.state, row.attempts) for row in chosen], duplicates
-
-
-def read_artifact(uri: str) -> bytes:
-    """The bytes of an artifact URI recorded in the store (file://, s3:// or any fsspec URL)."""
-    try:
-        with fsspec.open(uri, "rb") as handle:
-            return handle.read()
-    except (OSError, ValueError) as exc:
-        raise AtollError("artifact_unreadable", f"artifact {uri}: {exc}") from None
 
 
 def shown_url(store: TrialStore) -> str:

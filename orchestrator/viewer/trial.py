@@ -130,6 +130,7 @@ def trial_detail(
     }
     detail["trial"]["checks_met"] = result.checks_met if result else None
     detail["trial"]["checks_total"] = result.checks_total if result else None
+    detail["trial"]["check_disagreements"] = result.check_disagreements if result else None
     trajectory = grade = None
     if result is not None:
         for name, uri in (("trajectory", result.trajectory_uri), ("grade", result.grade_uri)):
@@ -204,6 +205,8 @@ def _criterion(criterion: dict[str, Any]) -> dict[str, Any]:
             "rationale",
             "evidence",
             "decided_by",
+            "check_verdict",
+            "check_agrees",
             "judge_model",
             "prompt_version",
             "samples",

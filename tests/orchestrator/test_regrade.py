@@ -8,9 +8,11 @@ import pytest
 from atoll.experiment import ExperimentSpec
 from atoll.testing.scripted_llm import ScriptedLLM
 from orchestrator.regrade import regrade_run
-from orchestrator.report import build_report
+from orchestrator.report import build_report, leaderboard_rows, render_markdown
+from orchestrator.report_html import render_html
 from orchestrator.runner import run_experiment
 from orchestrator.store import TrialStore
+from orchestrator.viewer import trial_detail
 from tests.shared_sample import fresh_sample_benchmark
 
 MET = {"content": json.dumps({"rationale": "the deliverable states it", "verdict": "met"})}
@@ -115,4 +117,30 @@ def test_checks_pass_is_unchanged_by_a_judge_that_says_not_met_to_everything(tmp
     assert after.check_disagreements == 2
     report = build_report(store, "cols")
     assert report["metrics"]["overall"]["oracle"]["checks_pass"]["value"] == checks_before == 1.0
+
+    # Disagreements are counted per run and per agent, and listed with the judge's words.
+    found = report["check_disagreements"]
+    assert (found["count"], found["trials"], found["unreadable"]) == (2, 1, [])
+    assert {row["verifier_id"] for row in found["rows"]} == {f"{task_id}-c1", f"{task_id}-c2"}
+    assert all(
+        row["check_verdict"] == "met"
+        and row["judge_verdict"] == "not_met"
+        and "I see no baseline" in row["rationale"]
+        and row["trial_id"] == after.trial_id
+        for row in found["rows"]
+    )
+    assert report["agents"]["oracle"]["check_disagreements"] == 2
+    [row] = leaderboard_rows(report)
+    assert row["check_disagreements"] == 2 and row["checks_pass"]["value"] == 1.0
+    markdown = render_markdown(report)
+    assert "| Checks pass | Disagreements |" in markdown
+    listed = markdown.split("## Check/judge disagreements", 1)[1]
+    assert f"{task_id}-c1" in listed and "| met | not_met | check answer_number passed" in listed
+    assert "Check/judge disagreements</h2>" in render_html(report, markdown)
+
+    # The viewer's trial data says who decided each criterion and whether check and judge agree.
+    criteria = trial_detail(store, after.trial_id)["criteria"]
+    assert [(c["decided_by"], c["check_verdict"], c["check_agrees"]) for c in criteria] == [
+        ("judge", "met", False)
+    ] * 2
     store.dispose()

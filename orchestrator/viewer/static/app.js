@@ -390,11 +390,20 @@ function stepView(step) {
       images(c.images), c.error ? el("div", { class: "error-box", text: c.error }) : null)));
 }
 
+// Who decided beside the check: where both spoke, whether the judge agrees with it.
+function checkNote(c) {
+  if (c.check_agrees === true || c.check_agrees === false)
+    return " · check " + c.check_verdict + ", judge " + (c.check_agrees ? "agrees" : "disagrees");
+  return c.check_verdict && c.decided_by !== "check" ? " · check " + c.check_verdict : "";
+}
+
 function criterionView(c) {
-  return el("div", { class: "criterion", "data-verifier": c.verifier_id },
-    el("div", {}, badge(c.verdict, "v-" + c.verdict), " ", el("strong", { text: c.criterion })),
-    el("div", { class: "muted", text: "decided by " + (c.decided_by || "?") + (c.judge_model ? " (" + c.judge_model + ")" : "") +
-      " · " + c.verifier_id + (c.cached ? " · cached verdict" : "") }),
+  const agreement = c.check_agrees === true ? "agree" : c.check_agrees === false ? "disagree" : "";
+  return el("div", { class: "criterion", "data-verifier": c.verifier_id, "data-agreement": agreement || null },
+    el("div", {}, badge(c.verdict, "v-" + c.verdict), " ",
+      agreement === "disagree" ? [badge("check/judge disagree", "o-fail"), " "] : null, el("strong", { text: c.criterion })),
+    el("div", { class: "muted decided", text: "decided by " + (c.decided_by || "?") + (c.judge_model ? " (" + c.judge_model + ")" : "") +
+      checkNote(c) + " · " + c.verifier_id + (c.cached ? " · cached verdict" : "") }),
     el("div", { class: "rationale", text: c.rationale || "(no rationale recorded)" }),
     c.ungradeable_reason && c.ungradeable_reason !== c.rationale ? el("div", { class: "muted", text: "ungradeable: " + c.ungradeable_reason }) : null,
     c.evidence && c.evidence.length ? el("div", { class: "muted" }, "evidence shown: ", c.evidence.join(", ")) : null,
@@ -459,7 +468,8 @@ async function trialPage(id, run) {
     el("dl", { class: "kv", id: "trial-summary" },
       el("dt", { text: "agent" }), el("dd", { text: row.agent + " (" + row.model + "), run " + row.run_index }),
       el("dt", { text: "domain" }), el("dd", { text: row.domain || "—" }),
-      el("dt", { text: "score" }), el("dd", { text: fmtPct(row.score) + (row.checks_total ? " · checks " + row.checks_met + "/" + row.checks_total : "") }),
+      el("dt", { text: "score" }), el("dd", { text: fmtPct(row.score) + (row.checks_total ? " · checks " + row.checks_met + "/" + row.checks_total : "") +
+        (row.check_disagreements ? " · " + row.check_disagreements + " check/judge disagreement" + (row.check_disagreements > 1 ? "s" : "") : "") }),
       el("dt", { text: "end reason" }), el("dd", { text: (row.end_reason || "—") + (t.agent_reported_status ? " (agent says " + t.agent_reported_status + ")" : "") }),
       el("dt", { text: "steps / tool calls" }), el("dd", { text: fmtNum(row.steps) + " / " + fmtNum(row.tool_calls) }),
       el("dt", { text: "tokens / cost" }), el("dd", { id: "trial-cost", text: (t.usage ? tokensText(t.usage) : fmtNum(row.tokens)) + " / " + (row.cost || "—") }),

@@ -146,3 +146,57 @@ def test_pick_two_runs_and_compare_them(page, viewer_url, finished_run, tmp_path
     assert passing.is_visible()
     assert page.errors == []
     assert time.monotonic() - started < 120
+
+
+@pytest.fixture
+def judged_run(tmp_path):
+    """The replay oracle on a task whose two criteria both have checks, judged by a judge that
+    says not_met to everything (built before the browser starts its event loop): the store and
+    the trial id."""
+    import asyncio
+    import json
+
+    from atoll.experiment import ExperimentSpec
+    from atoll.testing.scripted_llm import ScriptedLLM
+    from orchestrator.runner import run_experiment
+    from orchestrator.store import TrialStore
+    from tests.shared_sample import fresh_sample_benchmark
+
+    from .conftest import PASSING
+
+    not_met = {"content": json.dumps({"rationale": "no baseline stated", "verdict": "not_met"})}
+    with ScriptedLLM(lambda request: not_met) as judge:
+        spec = ExperimentSpec.model_validate(
+            {
+                "name": "judged",
+                "benchmark": str(fresh_sample_benchmark(tmp_path / "bench")),
+                "tasks": {"ids": [PASSING]},
+                "agents": [{"name": "oracle", "agent": "replay", "model": "replay"}],
+                "judge": {"model": "openai/judge", "api_base": judge.api_base},
+                "store": str(tmp_path / "atoll.db"),
+                "artifacts": (tmp_path / "artifacts").as_uri(),
+                "output_dir": str(tmp_path / "out"),
+            }
+        )
+        asyncio.run(run_experiment(spec, quiet=True))
+    store = TrialStore(spec.store)
+    [(trial, _result, _state, _attempts)] = store.results("judged")
+    yield store, trial.trial_id
+    store.dispose()
+
+
+def test_a_trial_page_says_who_decided_each_criterion_and_where_check_and_judge_disagree(judged_run, page):
+    """A judge that says not_met to everything overrules two passing checks: the trial page says
+    each was decided by the judge, that its check passed, and that the two disagree."""
+    from .conftest import PASSING, serve
+
+    store, trial_id = judged_run
+    with serve(store) as url:
+        page.goto(f"{url}/trials/{trial_id}?run=judged")
+        page.wait_for_selector("#criteria .criterion")
+        criterion = page.locator(f"#criteria .criterion[data-verifier='{PASSING}-c1']")
+        assert criterion.get_attribute("data-agreement") == "disagree"
+        decided = criterion.locator(".decided").inner_text()
+        assert "decided by judge (openai/judge)" in decided and "check met, judge disagrees" in decided
+        assert "2 check/judge disagreements" in page.locator("#trial-summary").inner_text()
+        assert page.errors == []
