@@ -164,6 +164,7 @@ def install_events(
             follow=follow,
             poll_s=settings.events_poll_s,
             heartbeat_s=settings.events_heartbeat_s,
+            max_s=settings.events_max_stream_s,
         )
         return _Stream(frames, release)
 

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 EVENT_TYPES: dict[str, str] = {
     "run.enqueued": "trials: how many trials were newly enqueued",
     "run.requeued": "trials: how many unfinished or errored trials went back to pending",
+    "run.trials_archived": "archive, trials: trials moved out of the run (a replacement, ?replace=true)",
     "trial.leased": "trial_id, agent, task, run_index, attempt, worker",
     "trial.retrying": "trial_id, agent, task, run_index, attempt, error: an infrastructure failure, retried",
     "trial.released": "trial_id, agent, task, run_index, attempt: an interrupted worker gave the trial back",
@@ -49,6 +50,9 @@ class EventSettings(BaseSettings):
         15.0, gt=0, description="a comment line on a quiet stream this often, so proxies keep it open"
     )
     events_max_streams: int = Field(64, ge=1, description="event streams open at once; beyond: 429")
+    events_max_stream_s: float = Field(
+        3600.0, gt=0, description="a stream ends after this long; the client resumes with Last-Event-ID"
+    )
     webhook_urls: str = Field(
         "", description="comma-separated webhook URLs of the operator, sent every run's events"
     )
@@ -121,13 +125,16 @@ async def event_stream(
     follow: bool = False,
     poll_s: float = 0.5,
     heartbeat_s: float = 15.0,
+    max_s: float | None = None,
     page: int = 500,
 ) -> AsyncIterator[bytes]:
     """SSE frames of ``run``'s events with an id above ``after``, as they are committed.
     Without ``follow`` it ends once every event is sent and the run's latest event is
     terminal (run.finished, run.aborted, run.cancelled), or the run has no event at all and
     no trial pending or leased (recorded before the event log); a comment line goes out after
-    ``heartbeat_s`` without an event."""
+    ``heartbeat_s`` without an event. Whatever else, it ends after ``max_s`` (the client
+    resumes where it was)."""
+    deadline = None if max_s is None else time.monotonic() + max_s
     yield f"retry: {int(max(poll_s, 1.0) * 1000)}\n\n".encode()
     latest = await asyncio.to_thread(store.events, run, after=after, limit=page)
     written = time.monotonic()
@@ -148,6 +155,8 @@ async def event_stream(
             return
         if not follow and last_type is None and not await asyncio.to_thread(_outstanding, store, run):
             return  # no event at all (a run recorded before the log) and nothing left to run
+        if deadline is not None and time.monotonic() >= deadline:
+            return
         await asyncio.sleep(poll_s)
         if time.monotonic() - written >= heartbeat_s:
             yield b": keep-alive\n\n"

@@ -174,6 +174,9 @@ class RunRecords:
                     ],
                 )
                 tx.execute(delete(trials).where(where))
+            if ids:
+                moved = {"archive": archive, "trials": len(ids)}
+                self._append_events(tx, [(experiment, "run.trials_archived", moved)])
         return len(ids)
 
     @retried

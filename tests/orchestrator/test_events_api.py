@@ -187,6 +187,23 @@ def test_follow_keeps_the_stream_open_with_heartbeats_and_new_events(tmp_path):
                 seen.append(next(lines))
 
 
+def test_a_stream_ends_after_its_longest_time_and_resumes_where_it_was(tmp_path):
+    settings = _settings(tmp_path, events_max_stream_s=0.3)
+    with ServedApp(create_app(settings)) as served, httpx.Client(base_url=served.url, timeout=60) as client:
+        assert client.post("/runs", content=_instant_run(tmp_path, tasks=1)).status_code == 202
+        started = time.monotonic()
+        with client.stream("GET", "/runs/events-run/events?follow=true") as response:
+            first = _events(_frames(response))  # ends by itself: nothing ran yet
+        assert time.monotonic() - started < 10
+        assert [event["event"] for event in first] == ["run.enqueued"]
+        _work(settings.store, "instant").join(timeout=60)
+        with client.stream(
+            "GET", "/runs/events-run/events", headers={"Last-Event-ID": first[-1]["id"]}
+        ) as response:
+            rest = _events(_frames(response))
+        assert rest[0]["event"] == "trial.leased" and rest[-1]["event"] == "run.finished"
+
+
 def test_streams_beyond_the_limit_are_refused_and_a_closed_one_frees_its_slot(tmp_path):
     settings = _settings(tmp_path, events_max_streams=1, api_token="s3cret")
     auth = {"Authorization": "Bearer s3cret"}

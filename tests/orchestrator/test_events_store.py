@@ -130,3 +130,10 @@ def test_events_of_one_run_and_pruning(store):
     assert [event.run for event in store.events("two")] == ["two"]
     assert store.prune_events("one") == 1
     assert store.events("one") == [] and len(store.events("two")) == 1
+
+
+def test_archiving_a_runs_trials_is_logged(store):
+    store.enqueue(_specs(3))
+    assert store.archive_trials("exp", set(), archive="replaced-1", fingerprint=None) == 3
+    assert store.events("exp")[-1].payload == {"archive": "replaced-1", "trials": 3}
+    assert store.events("exp")[-1].type == "run.trials_archived"
