@@ -37,6 +37,7 @@ EVENT_TYPES: dict[str, str] = {
     "trial.regraded": "trial_id, outcome, score",
     "run.finished": "outcomes: trials per outcome; no trial of the run is pending or leased",
     "run.aborted": "reason, detail: why the run stopped before its trials were done",
+    "run.cancelled": "reason, detail: the run was cancelled (its running trials may still finish)",
 }
 
 

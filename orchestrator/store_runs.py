@@ -104,13 +104,16 @@ class RunRecords:
     @retried
     def record_stop(self, name: str, reason: str, detail: str) -> None:
         """Record why the run stopped before its trials were done (``infra_error_rate``,
-        ``model_configuration``, ``cost_ceiling``, ``interrupted``); reports show it first."""
+        ``model_configuration``, ``cost_ceiling``, ``interrupted``, ``cancelled``); reports show
+        it first. Logged as ``run.cancelled`` for ``cancelled``, else ``run.aborted``."""
         stop = {"reason": reason, "detail": detail, "at": time.time()}
         with self._tx() as tx:
             tx.execute(
                 update(experiments).where(experiments.c.name == name).values(stop_json=json.dumps(stop))
             )
-            self._append_events(tx, [(name, "run.aborted", {"reason": reason, "detail": detail})])
+            # A cancel is the user's stop (orchestrator.lifecycle); every other reason is an abort.
+            kind = "run.cancelled" if reason == "cancelled" else "run.aborted"
+            self._append_events(tx, [(name, kind, {"reason": reason, "detail": detail})])
 
     @retried
     def run_record(self, name: str) -> RunRecord | None:

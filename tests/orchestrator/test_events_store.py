@@ -137,3 +137,10 @@ def test_archiving_a_runs_trials_is_logged(store):
     assert store.archive_trials("exp", set(), archive="replaced-1", fingerprint=None) == 3
     assert store.events("exp")[-1].payload == {"archive": "replaced-1", "trials": 3}
     assert store.events("exp")[-1].type == "run.trials_archived"
+
+
+def test_a_cancel_is_logged_as_run_cancelled_not_as_an_abort(store):
+    store.enqueue(_specs(1))
+    store.record_stop("exp", "cancelled", "cancelled: 1 trials not run")
+    assert store.events("exp")[-1].type == "run.cancelled"
+    assert store.events("exp")[-1].payload == {"reason": "cancelled", "detail": "cancelled: 1 trials not run"}
