@@ -10,7 +10,7 @@ With tp, fp, tn, fn the confusion counts and n = tp + fp + tn + fn (docs/grader.
 - accuracy = (tp + tn) / n
 - precision = tp / (tp + fp)
 - recall = tp / (tp + fn)
-- f1 = 2·p·r / (p + r); 0 when p = r = 0 (no true positive); undefined with p or r
+- f1 = 2·p·r / (p + r) = 2tp / (2tp + fp + fn); 0 when p = r = 0; undefined with p or r
 - cohen_kappa = (po − pe) / (1 − pe), po = accuracy,
   pe = ((tp + fp)(tp + fn) + (fn + tn)(fp + tn)) / n²; undefined when pe = 1 (judge and
   reference both put every row in the same single class: agreement by chance is certain)
@@ -125,10 +125,10 @@ def _vectorised(counts: np.ndarray) -> dict[str, np.ndarray]:
         accuracy = np.where(n > 0, (tp + tn) / n, np.nan)
         precision = np.where(tp + fp > 0, tp / (tp + fp), np.nan)
         recall = np.where(tp + fn > 0, tp / (tp + fn), np.nan)
-        # 2pr/(p+r), which is 0 when both are 0 (no true positive) and NaN when either is.
+        # 2pr/(p+r) where both are defined, computed as 2tp/(2tp + fp + fn) (the same number,
+        # exact in the counts; 0 when p = r = 0).
         both = ~np.isnan(precision) & ~np.isnan(recall)
-        f1 = np.where(both & (precision + recall > 0), 2 * precision * recall / (precision + recall), np.nan)
-        f1 = np.where(both & (precision + recall == 0), 0.0, f1)
+        f1 = np.where(both, 2 * tp / (2 * tp + fp + fn), np.nan)
         # Integers first (exact), one division last: pe == 1 is decided exactly.
         chance = (tp + fp) * (tp + fn) + (fn + tn) * (fp + tn)
         squared = n * n
