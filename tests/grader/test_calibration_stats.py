@@ -123,3 +123,29 @@ def test_grade_validate_metrics_are_the_same_numbers():
     metrics = compute_metrics(pairs(tp=8, fp=2, tn=9, fn=1, ungradeable=1))
     assert (metrics.total, metrics.graded, metrics.ungradeable) == (21, 20, 1)
     assert metrics.cohen_kappa == pytest.approx(0.7) and metrics.f1 == pytest.approx(16 / 19)
+
+
+def test_the_bootstrap_is_the_plain_row_resampling_it_is_documented_to_be():
+    import numpy as np
+
+    from grader.calibration import bootstrap_intervals
+
+    rows = pairs(tp=5, fp=2, tn=6, fn=3, ungradeable=2)
+    decided = [pair for pair in rows if pair[0] is not UNGRADEABLE]
+    rng = np.random.default_rng(11)
+    draws = rng.integers(0, len(decided), size=(300, len(decided)))  # one block: 300 resamples
+    accuracies, kappas = [], []
+    for draw in draws:
+        sample = [decided[i] for i in draw]
+        tp = sum(v is MET and label for v, label in sample)
+        fp = sum(v is MET and not label for v, label in sample)
+        tn = sum(v is NOT_MET and not label for v, label in sample)
+        fn = sum(v is NOT_MET and label for v, label in sample)
+        n = len(sample)
+        accuracies.append((tp + tn) / n)
+        pe = ((tp + fp) * (tp + fn) + (fn + tn) * (fp + tn)) / n**2
+        if pe < 1:
+            kappas.append(((tp + tn) / n - pe) / (1 - pe))
+    intervals = bootstrap_intervals(rows, seed=11, resamples=300)
+    assert intervals["accuracy"] == pytest.approx(list(np.percentile(accuracies, [2.5, 97.5])), abs=1e-12)
+    assert intervals["cohen_kappa"] == pytest.approx(list(np.percentile(kappas, [2.5, 97.5])), abs=1e-12)
