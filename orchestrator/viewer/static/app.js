@@ -269,11 +269,13 @@ function tokensText(tokens) {
 }
 
 function leaderboard(rows) {
-  return table(["#", "Agent", "Model", "Pass@1 [95% CI]", "Mean score", "Checks pass", "Graded / trials", "Tokens", "Cost"],
+  return table(["#", "Agent", "Model", "Pass@1 [95% CI]", "Mean score", "Checks pass", "Disagreements", "Graded / trials", "Tokens", "Cost"],
     rows.map((row, i) => el("tr", {},
       el("td", { class: "num", text: i + 1 }), el("td", { text: row.agent }), el("td", { text: row.model }),
       el("td", { text: ci(row.pass_at_1) }), el("td", { text: ci(row.mean_score) }),
-      el("td", { text: ci(row.checks_pass) }), el("td", { class: "num", text: row.graded + " / " + row.trials }),
+      el("td", { text: ci(row.checks_pass) }),
+      el("td", { class: "num disagreements", text: row.check_disagreements === null || row.check_disagreements === undefined ? "—" : row.check_disagreements }),
+      el("td", { class: "num", text: row.graded + " / " + row.trials }),
       el("td", { class: "num", text: tokensText(row.tokens) }),
       el("td", { class: "num", text: row.cost || fmtCost(row.cost_usd) }))), { id: "leaderboard" });
 }

@@ -199,4 +199,6 @@ def test_a_trial_page_says_who_decided_each_criterion_and_where_check_and_judge_
         decided = criterion.locator(".decided").inner_text()
         assert "decided by judge (openai/judge)" in decided and "check met, judge disagrees" in decided
         assert "2 check/judge disagreements" in page.locator("#trial-summary").inner_text()
+        page.goto(f"{url}/runs/judged")  # and per agent on the run's leaderboard
+        assert page.locator("#leaderboard td.disagreements").inner_text() == "2"
         assert page.errors == []
