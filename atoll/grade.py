@@ -71,6 +71,12 @@ class Changes(BaseModel):
 
     files: list[FileChange] = Field(default_factory=list)
     mails_sent: list[MailSent] = Field(default_factory=list)
+    mails_deleted: list[MailSent] = Field(
+        default_factory=list, description="Messages there before and in no mbox after (as they were)"
+    )
+    mails_edited: list[MailSent] = Field(
+        default_factory=list, description="Messages there before whose content changed (as they are now)"
+    )
     events: list[EventChange] = Field(default_factory=list)
     chat: list[ChatChange] = Field(default_factory=list)
 

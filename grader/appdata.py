@@ -8,6 +8,7 @@ the returned error list instead of raising, so one corrupt export never hides th
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from email.utils import getaddresses
 from hashlib import sha256
 from typing import TYPE_CHECKING, Any
@@ -81,25 +82,48 @@ def mail_sent(entry: MailEntry, raw: bytes) -> MailSent:
 def diff_mail(before: dict[str, bytes], after: dict[str, bytes]) -> tuple[list[MailSent], list[str]]:
     """Messages present after but not before (by Message-ID, else the id the mail tools give a
     message without one) across all mbox files = mails sent."""
-    errors: list[str] = []
-    known: set[str] = set()
-    for path, data in before.items():
+    changes = mail_changes(before, after)
+    return changes.sent, changes.errors
+
+
+@dataclass
+class MailChanges:
+    """What became of the mail between two snapshots."""
+
+    sent: list[MailSent] = field(default_factory=list)
+    deleted: list[MailSent] = field(default_factory=list)
+    edited: list[MailSent] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def _mail_by_key(files: dict[str, bytes], errors: list[str]) -> dict[str, tuple[MailEntry, bytes]]:
+    """Every message of ``files`` by key, the first of a key kept, in path order."""
+    messages: dict[str, tuple[MailEntry, bytes]] = {}
+    for path in sorted(files):
         try:
-            known.update(entry.key for entry, _ in _mbox_messages(path, data))
+            for entry, raw in _mbox_messages(path, files[path]):
+                messages.setdefault(entry.key, (entry, raw))
         except Exception as exc:  # noqa: BLE001 - corrupt exports
             errors.append(f"{path}: cannot parse mbox: {exc}")
-    sent: list[MailSent] = []
-    for path in sorted(after):
-        try:
-            messages = _mbox_messages(path, after[path])
-        except Exception as exc:  # noqa: BLE001
-            errors.append(f"{path}: cannot parse mbox: {exc}")
-            continue
-        for entry, raw in messages:
-            if entry.key not in known:
-                known.add(entry.key)
-                sent.append(mail_sent(entry, raw))
-    return sent, errors
+    return messages
+
+
+def mail_changes(before: dict[str, bytes], after: dict[str, bytes]) -> MailChanges:
+    """Mails sent (messages new after, by key), deleted (there before, in no mbox after) and
+    edited (there before and after with other content) across the changed mbox files."""
+    changes = MailChanges()
+    old, new = _mail_by_key(before, changes.errors), _mail_by_key(after, changes.errors)
+    for key, (entry, raw) in new.items():
+        if key not in old:
+            changes.sent.append(mail_sent(entry, raw))
+        elif old[key][1].rstrip() != raw.rstrip():
+            # Separators may move when a message is appended after it: compared as parsed too.
+            was, now = mail_sent(*old[key]), mail_sent(entry, raw)
+            if was != now:
+                changes.edited.append(now)
+    # A message the mail tools can no longer read (its mbox gone or mangled) is deleted.
+    changes.deleted = [mail_sent(entry, raw) for key, (entry, raw) in old.items() if key not in new]
+    return changes
 
 
 # --- calendar ------------------------------------------------------------------------------

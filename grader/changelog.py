@@ -1,7 +1,7 @@
 """The change log: one line per change between two snapshots, what the judge reads first.
 
-Changes to what existed before the agent ran (deleted or modified files, updated or deleted
-events, deleted or edited chat messages) are the ones a flood of new things must never hide:
+Changes to what existed before the agent ran (deleted or modified files, deleted or edited
+mails, updated or deleted events, deleted or edited chat messages) are the ones a flood of new things must never hide:
 they come first and are never left out.  Within a character limit the additions share what
 is left, each kind of change its fair share, and what does not fit is counted.
 """
@@ -19,6 +19,8 @@ ALTERS_EXISTING = frozenset(
     {
         ("file", "deleted"),
         ("file", "modified"),
+        ("mail", "deleted"),
+        ("mail", "edited"),
         ("event", "updated"),
         ("event", "deleted"),
         ("chat", "deleted"),
@@ -56,6 +58,10 @@ def _entries(changes: Changes) -> list[_Entry]:
     for mail in changes.mails_sent:
         line = f"mail sent to {printable(', '.join(mail.to + mail.cc))}: {mail.subject!r}"
         entries.append(_Entry(change_kind("mail", "sent"), False, line, line))
+    for change, mails in (("deleted", changes.mails_deleted), ("edited", changes.mails_edited)):
+        for mail in mails:
+            line = f"mail {change}: {mail.subject!r} from {printable(mail.from_)}"
+            entries.append(_Entry(change_kind("mail", change), True, line, line))
     for event in changes.events:
         fields = f" (fields: {', '.join(event.changed_fields)})" if event.changed_fields else ""
         line = f"event {event.change}: {event.summary!r} at {event.start}"
@@ -89,8 +95,8 @@ class ChangeLog(str):
 def change_log(changes: Changes, limit: int | None = None) -> str:
     """One line per change; what the judge reads first.
 
-    Changes to what existed before (deleted and modified files, updated or deleted events,
-    deleted or edited chat messages) come first and are never left out: past ``limit`` they
+    Changes to what existed before (deleted and modified files, deleted or edited mails,
+    updated or deleted events, deleted or edited chat messages) come first and are never left out: past ``limit`` they
     lose their detail (changed sheets, fields), then are counted per folder.  The additions
     share what is left, each kind of change (created files, sent mails, …) its fair share, so
     one kind cannot crowd out the others; what does not fit is counted

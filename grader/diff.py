@@ -4,8 +4,8 @@ Files are compared by sha256, so an edit that keeps the size is still a modifica
 Each changed document becomes one artifact (its extracted text, and for a modification the
 sub-items that changed: sheets with their changed cells, slides, pages, lines); each mail
 sent, event change and chat change becomes its own artifact.  Changes to what existed before
-the agent ran (deleted or modified files, updated or deleted events, deleted or edited chat
-messages) are the ones a flood of new things must never hide: the change log lists them
+the agent ran (deleted or modified files, deleted or edited mails, updated or deleted events,
+deleted or edited chat messages) are the ones a flood of new things must never hide: the change log lists them
 first (grader/changelog.py), and evidence selection always shows them (grader/evidence.py).
 """
 
@@ -243,8 +243,8 @@ def diff_snapshots(before: Snapshot, after: Snapshot, options: ExtractOptions | 
     def pick(source: dict[str, bytes], test) -> dict[str, bytes]:
         return {p: d for p, d in source.items() if test(p)}
 
-    mails, errors = appdata.diff_mail(pick(before_bytes, appdata.is_mail), pick(after_bytes, appdata.is_mail))
-    result.errors.extend(errors)
+    mail = appdata.mail_changes(pick(before_bytes, appdata.is_mail), pick(after_bytes, appdata.is_mail))
+    result.errors.extend(mail.errors)
     events, errors = appdata.diff_calendar(
         pick(before_bytes, appdata.is_calendar), pick(after_bytes, appdata.is_calendar)
     )
@@ -260,8 +260,11 @@ def diff_snapshots(before: Snapshot, after: Snapshot, options: ExtractOptions | 
         f"or the {options.max_total_bytes}-byte total cap"
         for path in sorted(skipped_apps)
     )
-    result.changes.mails_sent, result.changes.events, result.changes.chat = mails, events, chat
-    result.artifacts.extend(_mail_artifact(m, i) for i, m in enumerate(mails))
+    result.changes.mails_sent, result.changes.events, result.changes.chat = mail.sent, events, chat
+    result.changes.mails_deleted, result.changes.mails_edited = mail.deleted, mail.edited
+    result.artifacts.extend(_mail_artifact(m, i) for i, m in enumerate(mail.sent))
+    result.artifacts.extend(_mail_artifact(m, i, "deleted") for i, m in enumerate(mail.deleted))
+    result.artifacts.extend(_mail_artifact(m, i, "edited") for i, m in enumerate(mail.edited))
     result.artifacts.extend(_event_artifact(e) for e in events)
     result.artifacts.extend(_chat_artifact(c) for c in chat)
     return result
@@ -302,7 +305,7 @@ def _over_budget(
     return too_large, over_total
 
 
-def _mail_artifact(mail: MailSent, index: int) -> Artifact:
+def _mail_artifact(mail: MailSent, index: int, change: str = "sent") -> Artifact:
     lines = [
         f"From: {mail.from_}",
         f"To: {', '.join(mail.to)}",
@@ -315,12 +318,17 @@ def _mail_artifact(mail: MailSent, index: int) -> Artifact:
         mail.body,
     ]
     ident = mail.message_id or f"#{index + 1}"
+    heading = {
+        "sent": "Mail sent",
+        "deleted": "Mail deleted (it was there before; as it was)",
+        "edited": "Mail edited (it was there before; as it is now)",
+    }[change]
     return Artifact(
-        id=f"mail:{ident}",
+        id=f"mail:{ident}" if change == "sent" else f"mail:{ident}:{change}",
         kind="mail",
-        title=f"mail sent: {mail.subject}",
-        text="Mail sent\n" + "\n".join(lines),
-        change="sent",
+        title=f"mail {change}: {mail.subject}",
+        text=f"{heading}\n" + "\n".join(lines),
+        change=change,
     )
 
 

@@ -290,8 +290,8 @@ async def fit(criterion: str, artifacts: list[Artifact], budget: int, config: Ju
     """Choose and truncate artifacts to ``budget`` characters; never returns an empty selection
     when there are artifacts.
 
-    Each kind of change (deleted, modified, created files; sent mails; created, updated,
-    deleted events; chat messages by change) gets a fair share of the budget, so one kind
+    Each kind of change (deleted, modified, created files; sent, deleted, edited mails;
+    created, updated, deleted events; chat messages by change) gets a fair share of the budget, so one kind
     cannot crowd out the others.  Changes to what existed before are always shown (cut, or
     listed without content, when their share is too small); the other kinds are chosen by the
     selector within their share.  The note says how, and counts what was left out per kind."""

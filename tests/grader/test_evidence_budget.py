@@ -186,3 +186,55 @@ def _criterion():
     from atoll.benchmark import Criterion
 
     return Criterion(verifier_id="v1", criteria="The contract is kept")
+
+
+# --- app data that existed -------------------------------------------------------------------
+
+
+def test_deleted_and_edited_mails_are_changes_to_what_existed(tmp_path):
+    from grader import Snapshot, diff_snapshots
+    from tests.grader import factories as f
+
+    def message(ident: str, body: str) -> dict:
+        return {
+            "from": "boss@acme.com",
+            "to": "me@acme.com",
+            "subject": f"S{ident}",
+            "body": body,
+            "id": f"<{ident}@a>",
+        }
+
+    inbox = ".apps_data/mail/Inbox.mbox"
+    before = {inbox: f.mbox([message("1", "keep"), message("2", "delete me"), message("3", "old terms")])}
+    after = {inbox: f.mbox([message("1", "keep"), message("3", "new terms"), message("4", "new")])}
+    world = diff_snapshots(
+        Snapshot(f.write_snapshot(tmp_path / "b.tar.gz", before)),
+        Snapshot(f.write_snapshot(tmp_path / "a.tar.gz", after)),
+    )
+    assert [m.message_id for m in world.changes.mails_deleted] == ["<2@a>"]
+    assert [(m.message_id, m.body.strip()) for m in world.changes.mails_edited] == [("<3@a>", "new terms")]
+    assert [m.message_id for m in world.changes.mails_sent] == ["<4@a>"]
+    by_id = {a.id: a for a in world.artifacts}
+    assert by_id["mail:<2@a>:deleted"].alters_existing and "delete me" in by_id["mail:<2@a>:deleted"].text
+    assert by_id["mail:<3@a>:edited"].alters_existing and not by_id["mail:<4@a>"].alters_existing
+    lines = world.change_log().splitlines()
+    assert lines[:3] == [
+        "file modified: .apps_data/mail/Inbox.mbox",
+        "mail deleted: 'S2' from boss@acme.com",
+        "mail edited: 'S3' from boss@acme.com",
+    ]
+
+
+def test_appending_a_mail_edits_none_of_the_others(tmp_path):
+    from grader.appdata import mail_changes
+    from tests.grader import factories as f
+
+    first = {"from": "a@a.com", "to": "b@a.com", "subject": "one", "body": "hello", "id": "<1@a>"}
+    second = {"from": "b@a.com", "to": "a@a.com", "subject": "two", "body": "reply", "id": "<2@a>"}
+    path = ".apps_data/mail/Sent.mbox"
+    changes = mail_changes({path: f.mbox([first])}, {path: f.mbox([first, second])})
+    assert [m.message_id for m in changes.sent] == ["<2@a>"]
+    assert changes.deleted == changes.edited == []
+    # An mbox mangled into something the mail tools cannot read deleted what it held.
+    mangled = mail_changes({path: f.mbox([first])}, {path: b"\x00not an mbox"})
+    assert [m.message_id for m in mangled.deleted] == ["<1@a>"]
