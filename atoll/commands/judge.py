@@ -105,6 +105,11 @@ def calibrate(
         min=1,
         help="Rows judged at once (1: one after another, in file order, reproducible call for call).",
     ),
+    check_gold: bool = typer.Option(
+        False,
+        "--gold",
+        help="Also grade every gold output (as `atoll judge gold`): OUT.json gets 'gold'; exit 1 if one fails.",
+    ),
     cache: Path | None = typer.Option(None, help="Verdict cache: a .sqlite file or a directory."),
 ) -> None:
     """The judge against human labels: each row is graded as in grading (the label never shown),
@@ -145,6 +150,8 @@ def calibrate(
         benchmark=str(benchmark),
         judge_cost_usd=round(cost, 6),
     )
+    if check_gold:
+        report["gold"] = _gold_check(loaded, judge, None, cache)
     _write(output, report)
     print_summary(report, f"judge {report['judge']['describe']} against {len(rows)} labels")
     if not no_record:
@@ -158,6 +165,8 @@ def calibrate(
             trial_store.dispose()
         console.print(f"calibration recorded for judge {report['judge']['id']} in {store}", soft_wrap=True)
     console.print(f"calibration: {output}", soft_wrap=True)
+    if check_gold and report["gold"]["failing"]:
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -195,37 +204,22 @@ def agreement(
         typer.echo(f"agreement: {output}", err=True)
 
 
-@app.command()
-def gold(
-    benchmark: Path = typer.Option(..., help="Benchmark whose gold outputs are graded."),
-    judge_model: str | None = typer.Option(None, help="litellm model of the judge."),
-    api_base: str | None = typer.Option(None, help="Base URL of an OpenAI-compatible judge endpoint."),
-    api_key_env: str | None = typer.Option(None, help="Environment variable holding the judge's key."),
-    judge_config: Path | None = typer.Option(None, help="JudgeConfig JSON or grading_settings.json."),
-    task_id: list[str] = typer.Option([], help="Only these tasks (repeatable)."),
-    output: Path | None = typer.Option(None, help="Write the JSON here."),
-    cache: Path | None = typer.Option(None, help="Verdict cache: a .sqlite file or a directory."),
-) -> None:
-    """Grade every gold output through the judge path: each should pass (the paper's bar is
-    480/480). Lists each failing gold output with its criterion and rationale; exit 1 if any fails."""
+def _gold_check(benchmark: Any, judge: Any, task_ids: list[str] | None, cache: Path | None) -> dict[str, Any]:
+    """Grade every gold output of ``benchmark`` (loaded) through the judge path
+    (:func:`grader.validate.validate_gold`), print each failing one with its criterion and
+    rationale and the count that pass; returns the JSON document (``passed``, ``total``,
+    ``failing`` task ids, the validation report)."""
     from rich.console import Console
 
     from atoll.judge import PROMPT_VERSION
-    from atoll.loader import load_benchmark
     from grader.cache import VerdictCache
     from grader.validate import ValidationReport, validate_gold
 
-    judge = _judge_config(judge_model, api_base, api_key_env, judge_config)
     report = ValidationReport(judge_model=judge.model, prompt_version=PROMPT_VERSION)
-    console = Console(stderr=True)
-    with console.status("grading gold outputs"):
+    with Console(stderr=True).status("grading gold outputs"):
         asyncio.run(
             validate_gold(
-                load_benchmark(benchmark),
-                judge,
-                report,
-                task_ids=task_id or None,
-                cache=VerdictCache(cache) if cache else None,
+                benchmark, judge, report, task_ids=task_ids, cache=VerdictCache(cache) if cache else None
             )
         )
     identity = judge.identity()
@@ -242,15 +236,35 @@ def gold(
         f"gold outputs: {total - len(failing)}/{total} pass with judge {identity.describe()}"
         + (f"; failing: {', '.join(r.task_id for r in failing)}" if failing else "")
     )
+    return {
+        "judge": {**identity.model_dump(mode="json"), "id": identity.id, "describe": identity.describe()},
+        "passed": total - len(failing),
+        "total": total,
+        "failing": [result.task_id for result in failing],
+        **report.model_dump(mode="json"),
+    }
+
+
+@app.command()
+def gold(
+    benchmark: Path = typer.Option(..., help="Benchmark whose gold outputs are graded."),
+    judge_model: str | None = typer.Option(None, help="litellm model of the judge."),
+    api_base: str | None = typer.Option(None, help="Base URL of an OpenAI-compatible judge endpoint."),
+    api_key_env: str | None = typer.Option(None, help="Environment variable holding the judge's key."),
+    judge_config: Path | None = typer.Option(None, help="JudgeConfig JSON or grading_settings.json."),
+    task_id: list[str] = typer.Option([], help="Only these tasks (repeatable)."),
+    output: Path | None = typer.Option(None, help="Write the JSON here."),
+    cache: Path | None = typer.Option(None, help="Verdict cache: a .sqlite file or a directory."),
+) -> None:
+    """Grade every gold output through the judge path: each should pass (the paper's bar is
+    480/480). Lists each failing gold output with its criterion and rationale; exit 1 if any fails."""
+    from atoll.loader import load_benchmark
+
+    judge = _judge_config(judge_model, api_base, api_key_env, judge_config)
+    document = _gold_check(load_benchmark(benchmark), judge, task_id or None, cache)
     if output is not None:
-        document = {
-            "judge": {**identity.model_dump(mode="json"), "id": identity.id, "describe": identity.describe()},
-            "passed": total - len(failing),
-            "total": total,
-            **report.model_dump(mode="json"),
-        }
         _write(output, document)
-    if failing:
+    if document["failing"]:
         raise typer.Exit(1)
 
 

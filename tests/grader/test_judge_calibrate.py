@@ -319,3 +319,32 @@ def test_rows_are_judged_one_after_another_in_file_order(tmp_path):
     report = json.loads((tmp_path / "out.json").read_text())
     assert [r["verdict"] for r in report["rows_judged"]] == ["not_met", "met", "met", "not_met"]
     assert report["confusion"] == {"tp": 2, "fp": 0, "tn": 1, "fn": 1}  # labels: met ×3, then not_met
+
+
+def test_calibrate_with_gold_also_grades_every_gold_output(tmp_path):
+    bench = replica.write_directory(tmp_path / "apex")
+    text_task = replica.tasks()[0]
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text(
+        json.dumps(
+            {
+                "task_id": text_task["task_id"],
+                "verifier_id": text_task["rubric"][0]["verifier_id"],
+                "answer": "The liability cap is $2,500,000.",
+                "label": "met",
+            }
+        )
+        + "\n"
+    )
+
+    def judge(request: dict) -> dict:
+        prompt = json.dumps(request["messages"])
+        return NOT_MET if "tariffs.xlsx" in prompt else MET
+
+    with ScriptedLLM(judge) as llm:
+        result = calibrate(bench, labels, llm, tmp_path / "out.json", "--no-record", "--gold")
+    assert result.exit_code == 1, result.output
+    report = json.loads((tmp_path / "out.json").read_text())
+    assert report["confusion"] == {"tp": 1, "fp": 0, "tn": 0, "fn": 0}
+    assert report["gold"]["failing"] == [replica.FILE_TASK] and report["gold"]["total"] == 4
+    assert f"FAIL {replica.FILE_TASK}" in result.stdout
