@@ -185,6 +185,16 @@ def install_events(
             url = check_webhook_url(webhook.url, prefixes)
         except AtollError as exc:
             raise HTTPException(403, detail={"code": exc.code, "message": exc.message}) from None
+        registered = [known_url for _, known_url in await anyio.to_thread.run_sync(store.webhooks, name)]
+        if url not in registered and len(registered) >= settings.webhook_max_per_run:
+            raise HTTPException(
+                409,
+                detail={
+                    "code": "too_many_webhooks",
+                    "message": f"run {name!r} has {len(registered)} webhooks, the most a run may register "
+                    "(ATOLL_WEBHOOK_MAX_PER_RUN)",
+                },
+            )
         await anyio.to_thread.run_sync(store.add_webhook, name, url)
         return await list_webhooks(name)
 

@@ -62,6 +62,7 @@ class EventSettings(BaseSettings):
         description="comma-separated URL prefixes a run's webhook may be registered under "
         "(none: runs register no webhook)",
     )
+    webhook_max_per_run: int = Field(8, ge=1, le=100, description="webhooks one run may register")
     webhook_secret: SecretStr | None = Field(
         None, description="HMAC-SHA256 key of X-Atoll-Signature (needed with webhooks)"
     )

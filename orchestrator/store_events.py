@@ -173,6 +173,17 @@ class RunEvents:
             return [_event(row) for row in connection.execute(query)]
 
     @retried
+    def runs_with_events_after(self, after: int) -> dict[str, int]:
+        """Runs with an event above ``after``, each with its latest event id."""
+        query = (
+            select(run_events.c.experiment, func.max(run_events.c.id))
+            .where(run_events.c.id > after)
+            .group_by(run_events.c.experiment)
+        )
+        with self.engine.connect() as connection:
+            return {run: int(latest) for run, latest in connection.execute(query)}
+
+    @retried
     def latest_event(self, run: str) -> RunEvent | None:
         """The run's most recent event, or None."""
         query = (

@@ -9,8 +9,9 @@ service sends things (docs/security.md). Redirects are not followed: a webhook t
 Signature: ``X-Atoll-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>." + body>`` keyed
 by ``ATOLL_WEBHOOK_SECRET``; :func:`verify_signature` is the receiver's check.
 
-Delivery: one task per webhook (a slow or dead receiver delays only its own events) reads the
-event log after the webhook's cursor, POSTs each event in order and retries with exponential
+Delivery: one task per webhook (a slow or dead receiver delays only its own events), woken
+when its run has new events (one query per poll reads which runs have; an idle webhook costs no
+query), reads the event log after the webhook's cursor, POSTs each event in order and retries with exponential
 backoff (tenacity) on a connection error, a timeout, 408, 429 or 5xx, up to
 ``ATOLL_WEBHOOK_MAX_ATTEMPTS`` tries; another 4xx is not retried. Every try is written to the
 delivery log. The cursor moves past an event once it is delivered or given up, and is stored:
@@ -112,6 +113,7 @@ class WebhookDispatcher:
         self.settings = settings
         self.secret = settings.webhook_secret.get_secret_value()
         self._followers: dict[str, asyncio.Task] = {}
+        self._wake: dict[str, tuple[Target, asyncio.Event]] = {}
         self._supervisor: asyncio.Task | None = None
         self._client: httpx.AsyncClient | None = None
 
@@ -128,21 +130,38 @@ class WebhookDispatcher:
             await self._client.aclose()
 
     async def _supervise(self) -> None:
+        """Start a follower per webhook, and wake the followers whose runs have new events:
+        one query per poll whatever the number of webhooks (an idle follower reads nothing)."""
+        seen = await asyncio.to_thread(self.store.last_event_id)
+        targets_read = 0.0
         while True:
             try:
-                registered = await asyncio.to_thread(self.store.webhooks)
-                targets = [Target(url, None) for url in self.settings.operator_webhooks()]
-                targets += [Target(url, run) for run, url in registered]
-                for target in targets:
-                    if target.key not in self._followers:
-                        self._followers[target.key] = asyncio.create_task(self._follow(target))
+                if time.monotonic() - targets_read >= _TARGETS_EVERY_S:
+                    self._start_followers(await asyncio.to_thread(self.store.webhooks))
+                    targets_read = time.monotonic()
+                changed = await asyncio.to_thread(self.store.runs_with_events_after, seen)
+                if changed:
+                    seen = max(changed.values())
+                    for target, wake in self._wake.values():
+                        if target.run is None or target.run in changed:
+                            wake.set()
             except Exception as exc:  # the store is down: try again next round
-                log.warning("webhooks: could not read the registered webhooks: %s", exc)
-            await asyncio.sleep(_TARGETS_EVERY_S)
+                log.warning("webhooks: could not read the event log: %s", exc)
+            await asyncio.sleep(self.settings.events_poll_s)
+
+    def _start_followers(self, registered: list[tuple[str, str]]) -> None:
+        targets = [Target(url, None) for url in self.settings.operator_webhooks()]
+        targets += [Target(url, run) for run, url in registered]
+        for target in targets:
+            if target.key not in self._followers:
+                self._wake[target.key] = (target, asyncio.Event())
+                self._followers[target.key] = asyncio.create_task(self._follow(target))
 
     async def _follow(self, target: Target) -> None:
+        wake = self._wake[target.key][1]
         cursor: int | None = None
         while True:
+            wake.clear()  # before reading: an event committed after this read wakes us again
             try:
                 if cursor is None:
                     cursor = await asyncio.to_thread(self.store.webhook_cursor, target.key)
@@ -156,6 +175,8 @@ class WebhookDispatcher:
                     await asyncio.to_thread(self.store.set_webhook_cursor, target.key, cursor)
                 if events:
                     continue
+                await wake.wait()
+                continue
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the store is down: the cursor is where it was

@@ -251,6 +251,19 @@ class _Receiver:
         self.served.__exit__(*exc)
 
 
+def _count_reads(store) -> list[str | None]:
+    """Record every read of the event log (the run read, None for every run)."""
+    reads: list[str | None] = []
+    events = store.events
+
+    def counted(run=None, **kwargs):
+        reads.append(run)
+        return events(run, **kwargs)
+
+    store.events = counted
+    return reads
+
+
 def _wait_for(condition, timeout_s=30.0):
     deadline = time.monotonic() + timeout_s
     while not condition():
@@ -267,10 +280,9 @@ def test_webhooks_are_signed_retried_after_a_500_and_logged(tmp_path):
             webhook_backoff_s=0.05,
         )
         hook = f"{receiver.served.url}/hooks/team-a"
-        with (
-            ServedApp(create_app(settings)) as served,
-            httpx.Client(base_url=served.url, timeout=60) as client,
-        ):
+        app = create_app(settings)
+        reads = _count_reads(app.state.store)
+        with ServedApp(app) as served, httpx.Client(base_url=served.url, timeout=60) as client:
             assert client.post("/runs", content=_instant_run(tmp_path, tasks=2)).status_code == 202
             registered = client.post("/runs/events-run/webhooks", json={"url": hook})
             assert registered.status_code == 201 and registered.json()["webhooks"] == [hook]
@@ -278,6 +290,11 @@ def test_webhooks_are_signed_retried_after_a_500_and_logged(tmp_path):
             _work(settings.store, "instant").join(timeout=60)
             _wait_for(lambda: any(body["type"] == "run.finished" for body, _ in receiver.received))
             deliveries = client.get("/runs/events-run/webhooks/deliveries").json()["deliveries"]
+            # Idle, the webhook's task reads nothing (it is woken when its run has new events).
+            time.sleep(0.3)
+            reads.clear()
+            time.sleep(1.0)
+            assert reads == []
     bodies = [body for body, _ in receiver.received]
     assert all(signed for _, signed in receiver.received)
     # The first event was refused with a 500, then delivered again: at least once, in order.
@@ -331,6 +348,16 @@ def test_a_webhook_off_the_allow_list_is_refused(tmp_path):
             "/runs/events-run/webhooks", json={"url": "https://hooks.example.org/atoll/team"}
         )
         assert allowed.status_code == 201
+        # A run registers a bounded number of them (each is a delivery task of the API).
+        for index in range(7):
+            extra = client.post(
+                "/runs/events-run/webhooks", json={"url": f"https://hooks.example.org/atoll/{index}"}
+            )
+            assert extra.status_code == 201
+        again = client.post("/runs/events-run/webhooks", json={"url": "https://hooks.example.org/atoll/team"})
+        assert again.status_code == 201 and len(again.json()["webhooks"]) == 8  # the same one: no new entry
+        ninth = client.post("/runs/events-run/webhooks", json={"url": "https://hooks.example.org/atoll/9"})
+        assert ninth.status_code == 409 and ninth.json()["error"]["code"] == "too_many_webhooks"
     # With no allow-list a run registers nothing at all.
     with ServedApp(create_app(_settings(tmp_path))) as served, httpx.Client(base_url=served.url) as client:
         refused = client.post(
