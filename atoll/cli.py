@@ -20,7 +20,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import typer  # noqa: E402
 
-from atoll.commands import agent, bench, demo, env, grade, judge, mcp, orchestrator, run, view  # noqa: E402
+from atoll.commands import agent, bench, demo, env, grade, judge, lifecycle, mcp, orchestrator, run, view  # noqa: E402
 from atoll.errors import AtollError  # noqa: E402
 from atoll.logs import configure_logging  # noqa: E402
 
@@ -38,6 +38,7 @@ app.add_typer(grade.app, name="grade")
 app.add_typer(judge.app, name="judge")
 app.command(name="mcp")(mcp.mcp)
 run.register(app)
+lifecycle.register(app)
 demo.register(app)
 orchestrator.register(app)
 view.register(app)

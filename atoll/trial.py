@@ -41,6 +41,7 @@ class TrialState(StrEnum):
     leased = "leased"
     done = "done"  # a final result exists (pass, fail or ungradeable)
     infra_error = "infra_error"  # retries exhausted; resume tries again
+    cancelled = "cancelled"  # its run was cancelled before it finished; never leased again
 
 
 class TrialSpec(BaseModel):

@@ -1,15 +1,28 @@
-"""The orchestrator's HTTP API (``atoll orchestrator serve``, port 8000): thin routes over the
+r"""The orchestrator's HTTP API (``atoll orchestrator serve``, port 8000): thin routes over the
 runner, store and report functions. Trials are executed by ``atoll worker`` processes that
 share the store; the API plans, enqueues and reports.
 
 | method path | does |
 |---|---|
 | ``GET /health`` | 200 when serving and the store answers |
-| ``POST /runs`` | body: an experiment (JSON or YAML) → validate, plan, enqueue; 202 with counts; 409 when the run exists with another configuration (``?replace=true`` archives its trials, as ``atoll run --replace``) |
-| ``GET /runs`` | every run in the store with its counts |
-| ``GET /runs/{name}`` | the run's counts (pending, leased, done, infra_error, total) |
+| ``POST /runs`` | body: an experiment (JSON or YAML) → validate, plan, enqueue; 202 with counts; 409 when the run exists with another configuration (``?replace=true`` archives its trials, as ``atoll run --replace``). With ``Idempotency-Key: K``: the same key and request again get the first reply (nothing planned or enqueued again); the key with another request is 409 ``idempotency_conflict`` |
+| ``GET /runs`` | runs, oldest first, with state and counts; ``?state=``, ``?prefix=``, ``?include_archived=true``; pages of ``?limit=`` (100, at most 500) from ``?offset=`` (the reply's ``next_offset``, null on the last page) |
+| ``GET /runs/{name}`` | the run's state, counts, progress, elapsed time, ETA (null with its reason when unknown), cost so far, concurrency cap, judge, fingerprint |
+| ``GET /runs/{name}/trials`` | its trials, paged as above; ``?state=``, ``?outcome=``, ``?agent=``, ``?task=`` |
+| ``GET /runs/{name}/trials/{trial_id}`` | one trial: outcome, score, how it ended, the grade's verdicts, its artifacts' URIs |
+| ``POST /runs/{name}/cancel`` | body ``{"in_flight": "finish" \| "stop"}`` (default finish): pending trials cancelled, running ones finish or are stopped (their leases taken back) |
+| ``POST /runs/{name}/pause`` / ``/resume`` | workers lease nothing of a paused run / it is leasable again (a cancelled run too, its cancelled trials pending again) |
+| ``POST /runs/{name}/requeue`` | trials in ``infra_error`` pending again; the reply counts them |
+| ``PATCH /runs/{name}`` | body ``{"concurrency": N \| null}``: cap on the run's trials in flight across every worker, from the next lease |
+| ``POST /runs/{name}/archive`` | hide a run that is not running from the default list (its data kept) |
 | ``GET /runs/{name}/report`` | report.json, built on demand (report.md/html written beside it); one build at a time, requests waiting together share the next |
 | ``GET /runs/{name}/events``, ``/runs/{name}/webhooks…`` | the run's events and webhooks (:mod:`orchestrator.api_events`) |
+
+Unknown runs and trials are 404 (``unknown_run``, ``unknown_trial``); a verb that does not
+apply to the run as it stands (cancel a finished run, archive a running one) is 409
+``run_not_active``. The lifecycle is :mod:`orchestrator.lifecycle` (the CLI's ``atoll runs``,
+``cancel``, ``pause``, ``resume``, ``requeue``, ``resize``, ``archive`` call the same functions);
+its routes are in :mod:`orchestrator.api_lifecycle`.
 
 With ``ATOLL_API_TOKEN`` set, every route but ``/health`` needs ``Authorization: Bearer …``
 (and ``atoll orchestrator serve`` refuses to listen beyond loopback without it). A submitted
@@ -27,17 +40,18 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, Header, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 
-from atoll.errors import AtollError
-from atoll.experiment import ExperimentSpec, check_run_name
+from atoll.experiment import ExperimentSpec
 from atoll.http import ERROR_RESPONSES, Health, add_error_handler, bearer_guard
 from atoll.http_guard import guard, require_non_empty
 from atoll.llm.admission import check_experiment
+from orchestrator import idempotency, lifecycle
 from orchestrator.api_events import install_events
+from orchestrator.api_lifecycle import STATUS_OF_CODE, lifecycle_router
 from orchestrator.events import EventSettings
 from orchestrator.submission import ExperimentParser, benchmark_roots, submitted_experiment
 
@@ -47,7 +61,7 @@ from orchestrator.submission import ExperimentParser, benchmark_roots, submitted
 # flood of requests costs a build or two, never one each, and no answer is older than its request.
 _REPORTS_KEPT = 16
 
-_STATUS_OF_CODE = {"unknown_run": 404, "fingerprint_changed": 409}
+_STATUS_OF_CODE = {"unknown_run": 404, "fingerprint_changed": 409, **STATUS_OF_CODE}
 _DEFAULTS = ExperimentSpec.model_fields
 
 
@@ -91,7 +105,7 @@ class ApiSettings(EventSettings):
 
 
 Counts = dict[str, int]
-_COUNTS = "trials per state (pending, leased, done, infra_error, …) and total"
+_COUNTS = "trials per state (pending, leased, done, infra_error, cancelled) and total"
 
 
 class RunEnqueued(BaseModel):
@@ -102,28 +116,6 @@ class RunEnqueued(BaseModel):
     enqueued: int = Field(description="trials newly enqueued by this request")
     archived: int = Field(description="trials archived by ?replace=true")
     counts: Counts = Field(description=_COUNTS)
-
-
-class RunSummary(BaseModel):
-    """One run of ``GET /runs``."""
-
-    name: str
-    counts: Counts = Field(description=_COUNTS)
-
-
-class RunList(BaseModel):
-    """``GET /runs``."""
-
-    runs: list[RunSummary]
-
-
-class RunInfo(BaseModel):
-    """``GET /runs/{name}``."""
-
-    name: str
-    counts: Counts = Field(description=_COUNTS)
-    executor: str | None = Field(description="local, kubernetes or instant")
-    artifacts: str | None = Field(description="artifact store URL of the run")
 
 
 class ReportDocument(BaseModel):
@@ -180,11 +172,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     recent_reports: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
 
     def known(name: str) -> dict[str, Any]:
-        check_run_name(name)  # before the store or a folder sees it
-        spec = store.experiment_spec(name)
-        if spec is None:
-            raise AtollError("unknown_run", f"no run named {name!r} in the store")
-        return spec
+        return lifecycle.require_run(store, name).spec  # the name checked before a folder sees it
 
     @app.get("/health", responses=ERROR_RESPONSES)
     async def health() -> Health:
@@ -192,10 +180,30 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         return Health(status="ok")
 
     @app.post("/runs", status_code=202, dependencies=[Depends(authorize)], responses=ERROR_RESPONSES)
-    async def create_run(request: Request, replace: bool = False) -> RunEnqueued:
+    async def create_run(
+        request: Request,
+        replace: bool = False,
+        idempotency_key: str | None = Header(
+            None,
+            max_length=200,
+            description="the same key and request again get the first reply; another request with it is a 409",
+        ),
+    ) -> RunEnqueued:
+        body = await request.body()
+
+        async def submit() -> RunEnqueued:
+            return await _submit(body.decode("utf-8", errors="replace"), replace)
+
+        if idempotency_key is None:
+            return await submit()
+        digest = idempotency.request_digest(body, f"replace={replace}")
+        return await idempotency.submit_once(
+            store, idempotency_key, digest, submit, RunEnqueued, call=asyncio.to_thread
+        )
+
+    async def _submit(text: str, replace: bool) -> RunEnqueued:
         from orchestrator.runner import run_experiment
 
-        text = (await request.body()).decode("utf-8", errors="replace")
         # Parsing (YAML, bounded: atoll.bounded_yaml), checking the benchmark path, loading a
         # benchmark and planning thousands of trials are blocking work: keep the event loop
         # (and /health) answering meanwhile.
@@ -224,22 +232,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
             counts=outcome.counts,
         )
 
-    @app.get("/runs", dependencies=[Depends(authorize)], responses=ERROR_RESPONSES)
-    async def list_runs() -> RunList:
-        def runs() -> list[RunSummary]:
-            return [RunSummary(name=name, counts=store.counts(name)) for name in store.experiments()]
-
-        return RunList(runs=await asyncio.to_thread(runs))
-
-    @app.get("/runs/{name}", dependencies=[Depends(authorize)], responses=ERROR_RESPONSES)
-    async def run_counts(name: str) -> RunInfo:
-        spec = known(name)
-        return RunInfo(
-            name=name,
-            counts=await asyncio.to_thread(store.counts, name),
-            executor=spec.get("executor"),
-            artifacts=spec.get("artifacts"),
-        )
+    app.include_router(lifecycle_router(store, authorize))
 
     @app.get(
         "/runs/{name}/report",
@@ -270,4 +263,4 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     return app
 
 
-__all__ = ["ApiSettings", "ReportDocument", "RunEnqueued", "RunInfo", "RunList", "RunSummary", "create_app"]
+__all__ = ["ApiSettings", "ReportDocument", "RunEnqueued", "create_app"]

@@ -37,7 +37,11 @@ EVENT_TYPES: dict[str, str] = {
     "trial.regraded": "trial_id, outcome, score",
     "run.finished": "outcomes: trials per outcome; no trial of the run is pending or leased",
     "run.aborted": "reason, detail: why the run stopped before its trials were done",
-    "run.cancelled": "reason, detail: the run was cancelled (its running trials may still finish)",
+    "run.cancelled": "reason, detail, cancelled, stopped: the run was cancelled (trials cancelled before "
+    "they ran, running ones stopped; the others may still finish)",
+    "run.paused": "trials (0): no trial of the run is leased until it is resumed",
+    "run.resumed": "trials: the run is leasable again (trials: cancelled trials pending again)",
+    "run.resized": "concurrency: the run's cap on trials in flight across every worker (null: none)",
 }
 
 

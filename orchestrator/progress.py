@@ -67,7 +67,7 @@ class ProgressView:
     def event(self, kind: str, lease: Lease, result: TrialResult | None) -> None:
         if kind == "started":
             self.running += 1
-        elif kind in ("finished", "lost", "infra_error", "retry"):
+        elif kind in ("finished", "lost", "infra_error", "retry", "cancelled"):
             self.running -= 1
             if result is not None:
                 self.cost += result.agent_cost_usd + result.judge_cost_usd

@@ -13,6 +13,10 @@ expire — or, with ``forever``, never — or when interrupted (:meth:`Scheduler
 then it leases nothing more, gives the running trials ``interrupt_grace_s`` to finish (a
 second interrupt abandons them at once), cancels the rest and gives their leases back to the
 store (``TrialStore.release``) so they are pending again, not held until the lease expires.
+
+It obeys what clients ask of a run (orchestrator.lifecycle): the store leases nothing of a
+paused or cancelled run and no more than a run's concurrency cap; a trial whose run was
+cancelled with its running trials stopped is cancelled here within ``CANCEL_CHECK_S``.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ MIN_CONFIGURATION_ERRORS_FOR_ABORT = 3
 INTERRUPT_GRACE_S = 5.0
 # How long abandoned trials get to unwind (their cleanup) once cancelled.
 CANCEL_WAIT_S = 10.0
+# How often running trials are checked for a cancel of their run that stops them.
+CANCEL_CHECK_S = 1.0
 
 
 @dataclass
@@ -65,6 +71,8 @@ class SchedulerSummary:
     # After an interrupt: trials cancelled before they finished, and of them the leases given back.
     abandoned: int = 0
     released: int = 0
+    # Running trials stopped because their run was cancelled (``in_flight: stop``).
+    cancelled: int = 0
 
 
 EventSink = Callable[[str, Lease, TrialResult | None], None]
@@ -118,6 +126,7 @@ class Scheduler:
         # Results waiting to be written; one writer commits them in batches.
         self._unwritten: list[tuple[Completion, asyncio.Future]] = []
         self._writer: asyncio.Task | None = None
+        self._cancel_checked = 0.0
 
     # --- writing results --------------------------------------------------------------------
 
@@ -250,6 +259,23 @@ class Scheduler:
                     exc,
                 )
 
+    async def _stop_cancelled(self) -> None:
+        """Cancel the running trials whose run was cancelled with its trials stopped (the store
+        already took their leases back); at most every ``CANCEL_CHECK_S``."""
+        if not self._running or time.monotonic() - self._cancel_checked < CANCEL_CHECK_S:
+            return
+        self._cancel_checked = time.monotonic()
+        running = list(self._running.items())
+        found = await asyncio.to_thread(self.store.cancelled_leases, [lease for _, lease in running])
+        for task, lease in running:
+            if (lease.experiment, lease.trial_id) in found and not task.done():
+                task.cancel()
+                self.summary.cancelled += 1
+                log.warning(
+                    "trial %s: its run %s was cancelled; stopping it", lease.trial_id[:12], lease.experiment
+                )
+                self.on_event("cancelled", lease, None)
+
     # --- loop -------------------------------------------------------------------------------
 
     async def _outstanding(self, *, max_age_s: float = 0.0) -> dict[str, Outstanding]:
@@ -331,6 +357,7 @@ class Scheduler:
                     break
                 try:
                     await self._flush_spool()
+                    await self._stop_cancelled()
                     free = self.concurrency - len(self._running)
                     if free > 0:
                         await self._lease_more(free)
@@ -364,7 +391,8 @@ class Scheduler:
                 )
                 for finished in done:
                     self._running.pop(finished)
-                    finished.result()
+                    if not finished.cancelled():  # cancelled: its run was cancelled (above)
+                        finished.result()
         finally:
             heartbeat.cancel()
             for task in self._running:

@@ -1,7 +1,7 @@
 """The durable trial queue: SQLAlchemy over SQLite (one machine) or PostgreSQL (many workers).
 
 A trial row moves ``pending → leased → done`` (or ``infra_error`` once its infra retries
-are spent).  A lease carries a random token and an expiry that the holder's heartbeat
+are spent; ``cancelled`` when its run is cancelled first).  A lease carries a random token and an expiry that the holder's heartbeat
 extends; a result is accepted only with the current token while the row is still leased,
 so a worker that lost its lease (it stalled, the lease expired, another worker took the
 trial) cannot complete the trial a second time.  Every attempt is kept as history.
@@ -27,6 +27,7 @@ from sqlalchemy.sql import ColumnElement
 
 from atoll.errors import AtollError
 from atoll.trial import TrialResult, TrialSpec, TrialState
+from orchestrator.store_control import RunControls
 from orchestrator.store_events import RunEvents
 from orchestrator.store_retry import StoreRetry, retried
 from orchestrator.store_runs import RunRecords, TrialRow
@@ -157,7 +158,7 @@ def normalise_store_url(url: str) -> str:
     return url
 
 
-class TrialStore(RunRecords, RunEvents):
+class TrialStore(RunRecords, RunEvents, RunControls):
     """Experiments, trials and attempts in one database. Every operation retries database
     errors for a bounded time (``retry``; see orchestrator.store_retry). Every change to a run
     appends its event to the run's event log in the same transaction (orchestrator.store_events)."""
@@ -354,7 +355,12 @@ class TrialStore(RunRecords, RunEvents):
     ) -> tuple[list[Lease], bool]:
         now = time.time()
         columns = (trials.c.experiment, trials.c.trial_id, trials.c.spec_json, trials.c.attempts)
-        scope = [trials.c.experiment == experiment] if experiment is not None else []
+        # One run, or every run that is neither paused nor cancelled (orchestrator.store_control).
+        scope = (
+            [trials.c.experiment == experiment]
+            if experiment is not None
+            else [trials.c.experiment.not_in(self.held_back())]
+        )
         tries.append(1)
         with self._tx() as tx:
             if len(tries) > 1:  # a retry: did an earlier try of this very call commit?
@@ -368,6 +374,10 @@ class TrialStore(RunRecords, RunEvents):
                         Lease(e, t, token, a, TrialSpec.model_validate_json(j)) for e, t, j, a in landed
                     ], False
             exhausted = False
+            if experiment is not None:  # paused, cancelled, or at its run-wide cap: fewer or none
+                limit = self.lease_room(tx, experiment, limit, now)
+                if limit <= 0:
+                    return [], False
             if budget is not None:
                 limit, exhausted = self._budget_room(tx, experiment or "", budget, limit, now)
                 if limit <= 0:

@@ -2,9 +2,11 @@
 
 ``experiments`` holds each run's spec (its policy: cost ceiling, infra retries, backoff,
 abort rate — every worker reads it from here), its fingerprint and the identity document
-the fingerprint is taken of, and why it last stopped early (reports show it as a banner). ``trials`` is the queue; ``archived_trials`` keeps the trials
+the fingerprint is taken of, why it last stopped early (reports show it as a banner), and what
+a client asked of it (paused, cancelled, a concurrency cap, archived). ``trials`` is the queue; ``archived_trials`` keeps the trials
 that ``atoll run --replace`` took out of a run; ``attempts`` is the history of every
-attempt, with its cost and the write id that makes a retried write land once.
+attempt, with its cost and the write id that makes a retried write land once;
+``submissions`` holds the idempotency keys of ``POST /runs``.
 ``judge_calibrations`` keeps every calibration of a judge against human labels, keyed by the
 judge's identity id (:mod:`orchestrator.calibrations`).
 
@@ -47,6 +49,25 @@ experiments = Table(
     # Why the run last stopped before its trials were done (abort, cost ceiling, interrupt);
     # NULL while it runs or once `atoll run` starts it again.
     Column("stop_json", Text),
+    # What a client asked of the run (orchestrator.lifecycle): NULL or "running", "paused",
+    # "cancelled"; workers lease nothing of a paused or cancelled run.
+    Column("control", String(20)),
+    # Most trials of the run in flight at once across every worker (NULL: no run-wide cap).
+    Column("max_in_flight", Integer),
+    # When the run was archived (hidden from the default run list; its data kept).
+    Column("archived_at", Float),
+)
+
+# Idempotency keys of ``POST /runs``: the request they were first used with (its digest) and
+# the reply it got, so the same key with the same request gets the same reply.
+submissions = Table(
+    "submissions",
+    metadata,
+    Column("key", String(200), primary_key=True),
+    Column("request_digest", String(64), nullable=False),
+    Column("holder", String(32), nullable=False),
+    Column("reply_json", Text),  # NULL while the first request is still being answered
+    Column("created_at", Float, nullable=False),
 )
 
 
@@ -178,6 +199,9 @@ _ADDED_COLUMNS = (
     ("experiments", "fingerprint", "VARCHAR(64)"),
     ("experiments", "identity_json", "TEXT"),
     ("experiments", "stop_json", "TEXT"),
+    ("experiments", "control", "VARCHAR(20)"),
+    ("experiments", "max_in_flight", "INTEGER"),
+    ("experiments", "archived_at", "FLOAT"),
     ("attempts", "cost_usd", "FLOAT"),
     ("attempts", "write_id", "VARCHAR(64)"),
 )

@@ -147,6 +147,7 @@ def test_idle_worker_takes_over_a_dead_workers_leases_and_finishes_the_run(tmp_p
             "leased": 0,
             "done": 4,
             "infra_error": 0,
+            "cancelled": 0,
             "total": 4,
         }
         history = store.attempt_history("shared")

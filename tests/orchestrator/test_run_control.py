@@ -1,0 +1,77 @@
+"""What a client asks of a run is obeyed inside the lease transaction, on SQLite and
+PostgreSQL alike: a paused or cancelled run gives no trial to any worker, a concurrency cap
+holds across workers, a cancelled run's expired leases are cancelled rather than taken over,
+and idempotency keys are claimed once."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from atoll.errors import AtollError
+from atoll.trial import TrialSpec
+from orchestrator.store_control import PAUSED, RUNNING
+
+
+def _specs(run: str, count: int) -> list[TrialSpec]:
+    return [
+        TrialSpec(
+            experiment=run,
+            task_id=f"t{index}",
+            world_id="w",
+            world_digest="d",
+            agent_name="a",
+            agent="replay",
+            model="m",
+            run_index=0,
+        )
+        for index in range(count)
+    ]
+
+
+@pytest.fixture
+def runs(store):
+    for run in ("one", "two"):
+        store.save_experiment(run, {"name": run})
+        store.enqueue(_specs(run, 4))
+    return store
+
+
+def test_a_paused_run_is_skipped_by_every_lease_and_a_resumed_one_is_not(runs):
+    runs.set_control("one", PAUSED)
+    assert runs.lease("w", limit=4, lease_s=60, experiment="one") == []
+    assert {lease.experiment for lease in runs.lease("w", limit=8, lease_s=60)} == {"two"}
+    runs.set_control("one", RUNNING)
+    assert len(runs.lease("w", limit=8, lease_s=60)) == 4
+
+
+def test_a_cap_holds_across_workers_and_expired_leases_of_a_cancelled_run_are_cancelled(runs):
+    runs.set_max_in_flight("one", 3)
+    assert len(runs.lease("w1", limit=2, lease_s=60, experiment="one")) == 2
+    assert len(runs.lease("w2", limit=4, lease_s=60, experiment="one")) == 1
+    assert runs.lease("w3", limit=4, lease_s=60, experiment="one") == []
+    # A short lease that expires: its worker is gone. Cancelled, it is not taken over.
+    short = runs.lease("w", limit=1, lease_s=0.01, experiment="two")
+    time.sleep(0.05)
+    assert runs.cancel_run("two", stop_in_flight=False) == (4, 0)  # 3 pending + the expired one
+    assert runs.lease("w", limit=4, lease_s=60, experiment="two") == []
+    assert runs.counts("two")["cancelled"] == 4
+    assert runs.cancelled_leases(short) == {("two", short[0].trial_id)}
+    assert runs.uncancel_run("two") == 4
+
+
+def test_an_idempotency_key_is_claimed_once(store):
+    holder, stored = store.reserve_submission("key", "digest-a")
+    assert holder and stored is None
+    with pytest.raises(AtollError) as busy:
+        store.reserve_submission("key", "digest-a")
+    assert busy.value.code == "idempotency_in_progress"
+    store.record_submission("key", holder, '{"name": "r"}')
+    assert store.reserve_submission("key", "digest-a") == ("", '{"name": "r"}')
+    with pytest.raises(AtollError) as conflict:
+        store.reserve_submission("key", "digest-b")
+    assert conflict.value.code == "idempotency_conflict"
+    other, _ = store.reserve_submission("other", "digest-a")
+    store.drop_submission("other", other)
+    assert store.reserve_submission("other", "digest-b")[1] is None  # free again
