@@ -10,7 +10,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import and_, case, delete, func, insert, select, update
+from sqlalchemy import and_, case, delete, func, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
 from atoll.errors import AtollError
@@ -320,12 +320,23 @@ class RunRecords:
 
     @retried
     def outstanding(self, experiment: str | None = None) -> dict[str, Outstanding]:
-        """Unfinished trials per run (of one run, or of every run), runs with none left out."""
+        """Unfinished trials per run (of one run, or of every run), runs with none left out.
+        A cancelled run's pending trials (enqueued or requeued after the cancel) are not: no
+        worker will lease them until the run is resumed (orchestrator.store_control)."""
         now = time.time()
         expired = and_(trials.c.state == TrialState.leased.value, trials.c.lease_expires < now)
+        cancelled_runs = select(experiments.c.name).where(experiments.c.control == "cancelled")
         query = (
             select(trials.c.experiment, trials.c.state, func.count(), func.sum(case((expired, 1), else_=0)))
-            .where(trials.c.state.in_([TrialState.pending.value, TrialState.leased.value]))
+            .where(
+                or_(
+                    trials.c.state == TrialState.leased.value,
+                    and_(
+                        trials.c.state == TrialState.pending.value,
+                        trials.c.experiment.not_in(cancelled_runs),
+                    ),
+                )
+            )
             .group_by(trials.c.experiment, trials.c.state)
         )
         if experiment is not None:

@@ -75,3 +75,31 @@ def test_an_idempotency_key_is_claimed_once(store):
     other, _ = store.reserve_submission("other", "digest-a")
     store.drop_submission("other", other)
     assert store.reserve_submission("other", "digest-b")[1] is None  # free again
+
+
+def test_every_verb_is_logged_in_the_runs_event_log(runs):
+    runs.set_control("one", PAUSED)
+    runs.set_control("one", RUNNING)
+    runs.set_max_in_flight("one", 2)
+    runs.cancel_run("one", stop_in_flight=True)
+    runs.uncancel_run("one")
+    kinds = [(event.type, event.payload) for event in runs.events("one")][-5:]
+    assert [kind for kind, _ in kinds] == [
+        "run.paused",
+        "run.resumed",
+        "run.resized",
+        "run.cancelled",
+        "run.resumed",
+    ]
+    assert kinds[2][1] == {"concurrency": 2}
+    assert kinds[3][1]["cancelled"] == 4 and kinds[3][1]["reason"] == "cancelled"
+    assert kinds[4][1] == {"trials": 4}
+
+
+def test_pending_trials_of_a_cancelled_run_keep_no_worker_waiting(runs):
+    runs.cancel_run("one", stop_in_flight=False)
+    runs.enqueue(_specs("one", 6))  # two more, enqueued after the cancel (a resubmission)
+    assert runs.counts("one")["pending"] == 2
+    assert "one" not in runs.outstanding() and runs.outstanding("one") == {}
+    runs.uncancel_run("one")
+    assert runs.outstanding("one")["one"].pending == 6
