@@ -115,8 +115,12 @@ class RedirectNotAllowed(AtollError):
 def opener_options(url: str, prefixes: list[str], purpose: str, options: dict[str, Any]) -> dict[str, Any]:
     """fsspec storage options for opening ``url``: ``options``, plus, for an HTTP(S) URL while
     an allow-list is set, a hook that checks every redirect's target before it is requested
-    and raises :class:`RedirectNotAllowed` (which fsspec may wrap: see :func:`refusal_in`)."""
+    and raises :class:`RedirectNotAllowed` (which fsspec may wrap: see :func:`refusal_in`);
+    for a local one, folders made as files are written beneath them, as an object store needs
+    none (a snapshot to ``file://…/snap_1`` writes ``snap_1/filesystem/…``)."""
     scheme, _ = _split(url)
+    if scheme in (None, "file", "local"):
+        return {"auto_mkdir": True, **options}
     if not prefixes or scheme not in ("http", "https"):
         return options
     client_kwargs = dict(options.get("client_kwargs") or {})

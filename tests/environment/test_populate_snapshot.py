@@ -357,3 +357,28 @@ def test_staging_left_by_a_crash_is_removed_at_start(settings):
     (settings.fs_root / "kept.txt").write_text("world file")
     with EnvironmentServer(settings, server_factory=make_test_server):
         assert sorted(os.listdir(settings.fs_root)) == ["kept.txt"]
+
+
+@pytest.mark.parametrize("snapshot_format", ["files", "tar.gz"])
+def test_a_snapshot_to_a_local_prefix_makes_the_folders_it_writes_beneath(tmp_path, snapshot_format):
+    """Found by the property tests: Archipelago's "files" form (its default) wrote
+    ``<prefix>/<id>/filesystem/…`` into folders that a local destination does not have (an
+    object store needs none), so every such snapshot failed 502; the tar.gz form too when the
+    prefix folder was not made beforehand."""
+    from fastapi.testclient import TestClient
+
+    from environment.app import create_app
+    from tests.environment.factories import world_settings
+
+    prefix = tmp_path / "snapshots" / "not-made-yet"
+    settings = world_settings(tmp_path / "world", snapshot_url_prefix=prefix.as_uri())
+    (settings.fs_root / "Reports").mkdir(parents=True)
+    (settings.fs_root / "Reports" / "q3.txt").write_text("revenue up 4%")
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
+        reply = client.post("/data/snapshot/s3", json={"format": snapshot_format, "snapshot_id": "snap_1"})
+    assert reply.status_code == 200, reply.text
+    if snapshot_format == "files":
+        assert reply.json()["files_uploaded"] == 1
+        assert (prefix / "snap_1" / "filesystem" / "Reports" / "q3.txt").read_text() == "revenue up 4%"
+    else:
+        assert (prefix / "snap_1.tar.gz").stat().st_size == reply.json()["size_bytes"]
