@@ -30,7 +30,7 @@ from agents_runner.manager import RunManager, RunRequest
 from agents_runner.registry import agents
 from agents_runner.settings import AgentRunnerSettings
 from atoll.errors import AtollError
-from atoll.http import ERROR_RESPONSES, Health, add_error_handler, bearer_guard
+from atoll.http import ERROR_RESPONSES, Health, add_error_handler, bearer_guard, strict_json
 from atoll.http_guard import guard
 from atoll.llm.endpoints import within
 from atoll.trajectory import RunStatus, Trajectory, Usage
@@ -113,7 +113,12 @@ def create_app(settings: AgentRunnerSettings | None = None, *, token: str | None
 
     gateways = [url.strip() for url in settings.gateway_allow.split(",") if url.strip()]
 
-    @app.post("/runs", status_code=202, **guarded)
+    @app.post(
+        "/runs",
+        status_code=202,
+        dependencies=[Depends(authorize), Depends(strict_json(RunRequest))],
+        responses=ERROR_RESPONSES,
+    )
     async def start_run(body: RunRequest) -> RunStarted:
         if gateways and not within(body.gateway_url, gateways):
             # The same answer whatever is there: the runner is no probe of the network.

@@ -19,7 +19,7 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from atoll.errors import AtollError
@@ -145,6 +145,54 @@ def bearer_guard(token: str | None) -> Callable[[Request], Awaitable[None]]:
             )
 
     return authorize
+
+
+def document_models(app: FastAPI, *models: type[BaseModel]) -> None:
+    """Add ``models`` (and the models they use) to ``app``'s OpenAPI components, for routes that
+    read their body themselves and name it in ``openapi_extra`` as
+    ``{"$ref": "#/components/schemas/<Model>"}``; a component FastAPI already made is kept."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            document = build()
+            components = document.setdefault("components", {}).setdefault("schemas", {})
+            for model in models:
+                schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+                for name, definition in schema.pop("$defs", {}).items():
+                    components.setdefault(name, definition)
+                components.setdefault(model.__name__, schema)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def strict_json(model: type[BaseModel]) -> Callable[[Request], Awaitable[None]]:
+    """A FastAPI dependency that refuses, as 422 ``invalid_request``, a JSON body ``model``
+    would accept only by coercion (``"1"`` for 1, ``0`` for false, …): the body is validated in
+    pydantic's strict JSON mode, nested models included, so what the service accepts is what its
+    OpenAPI document declares. The route still takes ``model`` as its body (which documents it);
+    an empty body is left to the route.
+
+    ``async`` and on the event loop: bodies are bounded (atoll.http_guard) and pydantic-core
+    validates JSON bytes without building Python objects first.
+    """
+
+    async def refuse_coercions(request: Request) -> None:
+        body = await request.body()
+        if not body.strip():
+            return
+        try:
+            model.model_validate_json(body, strict=True)
+        except ValidationError as exc:
+            errors = exc.errors(include_url=False)
+            if any(error["type"] == "json_invalid" for error in errors):
+                return  # not JSON: the route's own parsing answers it, as it would have
+            raise RequestValidationError(
+                [{**error, "loc": ("body", *error["loc"])} for error in errors]
+            ) from None
+
+    return refuse_coercions
 
 
 def add_error_handler(

@@ -1,7 +1,8 @@
 """JSON Schemas of the shared contracts, generated from the pydantic models.
 
-Regenerate with ``python -m atoll.schemas docs/schemas``; a test fails when the committed
-files differ from what the models produce.
+Regenerate with ``python -m atoll.schemas docs/schemas``, which also writes the services'
+OpenAPI documents to ``docs/schemas/openapi/`` (:mod:`atoll.commands.openapi`); a test fails
+when the committed files differ from what the models and apps produce.
 """
 
 from __future__ import annotations
@@ -66,5 +67,7 @@ def write_schemas(directory: Path) -> list[Path]:
 
 if __name__ == "__main__":
     target = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/schemas")
-    for path in write_schemas(target):
+    from atoll.commands.openapi import write_openapi  # the services' apps: only for this command
+
+    for path in [*write_schemas(target), *write_openapi(target)]:
         print(path)

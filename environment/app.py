@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from atoll import __version__
-from atoll.http import DETAILED_ERROR_RESPONSES, add_error_handler, bearer_guard, error_body
+from atoll.http import DETAILED_ERROR_RESPONSES, add_error_handler, bearer_guard, error_body, strict_json
 from atoll.http_guard import GuardMiddleware, HostPolicy
 from environment.config import AppsConfig
 from environment.data_jobs import router as data_jobs_router
@@ -180,7 +180,10 @@ def create_app(
     # first, after the token): validating an in-process server's options imports its module,
     # which the preload does on its own thread; waiting for the plane and the preload first
     # means one import, not two at once (and none on the event loop while the preload runs).
-    @app.post("/apps", dependencies=[Depends(require_env_token), Depends(plane_up)])
+    @app.post(
+        "/apps",
+        dependencies=[Depends(require_env_token), Depends(plane_up), Depends(strict_json(AppsConfig))],
+    )
     async def set_apps(config: AppsConfig) -> AppsApplied:
         started = time.perf_counter()
         manager = await plane.require()
@@ -222,7 +225,8 @@ def create_app(
             tools=sorted(gateway.tools),
         )
 
-    @app.get("/apps", dependencies=[Depends(require_env_token)])
+    # Unset fields left out: a server's configuration is shown as it was given (_redacted).
+    @app.get("/apps", dependencies=[Depends(require_env_token)], response_model_exclude_unset=True)
     async def get_apps() -> AppsShown:
         gateway = (await plane.require()).current
         return AppsShown.model_validate(

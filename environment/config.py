@@ -85,7 +85,9 @@ class AppsConfig(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    mcpServers: dict[str, ServerConfig] = Field(default_factory=dict)  # noqa: N815 (Archipelago's name)
+    mcpServers: dict[str, ServerConfig] = Field(  # noqa: N815 (Archipelago's name)
+        default_factory=dict, json_schema_extra={"propertyNames": {"pattern": _SERVER_NAME.pattern}}
+    )
 
     @field_validator("mcpServers")
     @classmethod

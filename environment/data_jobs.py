@@ -29,11 +29,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Literal, TypeVar
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from atoll.errors import AtollError
+from atoll.http import strict_json
 from environment.archipelago import S3Credentials, refuse_hooks, storage_options_for
 from environment.data_routes import (
     SnapshotUploadRequest,
@@ -196,7 +197,9 @@ def _detail_line(detail: Any) -> str:
     return str(detail)
 
 
-@router.post("/populate/s3/start", response_model=JobStarted)
+@router.post(
+    "/populate/s3/start", response_model=JobStarted, dependencies=[Depends(strict_json(PopulateJobRequest))]
+)
 async def start_populate(request: Request, body: PopulateJobRequest) -> JobStarted:
     """Start populating from URLs (any fsspec URL); poll ``/data/populate/s3/status/{job_id}``."""
     refuse_hooks(body.post_populate_hooks, "post_populate_hooks")
@@ -275,7 +278,9 @@ def _snapshot_work(
     return snapshot_id, work
 
 
-@router.post("/snapshot/s3/start", response_model=JobStarted)
+@router.post(
+    "/snapshot/s3/start", response_model=JobStarted, dependencies=[Depends(strict_json(SnapshotJobRequest))]
+)
 async def start_snapshot(request: Request, body: SnapshotJobRequest | None = None) -> JobStarted:
     """Start a snapshot to ``ATOLL_SNAPSHOT_URL_PREFIX``; poll ``/data/snapshot/s3/status/{job_id}``."""
     snapshot_id, work = _snapshot_work(request, body or SnapshotJobRequest())
@@ -347,7 +352,7 @@ async def _json_object(request: Request) -> dict[str, Any]:
 
 def _validated(model: type[_Model], fields: dict[str, Any]) -> _Model:
     try:
-        return model.model_validate(fields)
+        return model.model_validate(fields, strict=True)  # as the document declares: no coercion
     except ValidationError as exc:
         raise RequestValidationError(
             [{**error, "loc": ("body", *error["loc"])} for error in exc.errors(include_url=False)]

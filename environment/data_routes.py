@@ -11,13 +11,14 @@ from functools import partial
 from typing import Any, BinaryIO
 
 import anyio
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field, ValidationError
 from starlette.datastructures import UploadFile
 from starlette.types import Message
 
 from atoll.errors import AtollError
+from atoll.http import strict_json
 from environment.archipelago import S3Credentials, refuse_hooks, storage_options_for
 from environment.archive import ArchiveLimits, UnsafeArchive
 from environment.pipes import consume_piped
@@ -152,7 +153,24 @@ def _http_error(exc: AtollError) -> HTTPException:
     )
 
 
-@router.post("/populate")
+_ARCHIVE = {"type": "string", "format": "binary"}
+# /data/populate reads its body itself (three forms, told apart by Content-Type): declared here.
+_POPULATE_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {"type": "object", "properties": {"archive": _ARCHIVE}, "required": ["archive"]}
+            },
+            "application/json": {"schema": {"$ref": "#/components/schemas/PopulateRequest"}},
+            "application/gzip": {"schema": _ARCHIVE},
+            "application/zip": {"schema": _ARCHIVE},
+        },
+    }
+}
+
+
+@router.post("/populate", openapi_extra=_POPULATE_BODY)
 async def populate_world(
     request: Request,
     subsystem: str = Query(
@@ -182,7 +200,7 @@ async def populate_world(
             sources = [PopulateSource(Subsystem.parse(subsystem), file=archive.file)]
         elif content_type.startswith("application/json"):
             try:
-                body = PopulateRequest.model_validate(await request.json())
+                body = PopulateRequest.model_validate_json(await request.body(), strict=True)
             except (ValidationError, ValueError) as exc:
                 raise HTTPException(
                     422,
@@ -214,7 +232,7 @@ async def populate_world(
             await form.close()
 
 
-@router.post("/populate/s3")
+@router.post("/populate/s3", dependencies=[Depends(strict_json(PopulateRequest))])
 async def populate_from_urls(request: Request, body: PopulateRequest) -> Populated:
     """Archipelago's URL form of populate (any fsspec URL, not only S3)."""
     refuse_hooks(body.post_populate_hooks, "post_populate_hooks")

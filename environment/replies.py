@@ -17,6 +17,17 @@ class Root(BaseModel):
     mcp: str = Field(description="path of the MCP endpoint")
 
 
+class CodeSandbox(BaseModel):
+    """Whether ``code_exec`` can run here, how and as whom (``mcp_servers.code.sandbox``)."""
+
+    available: bool | None = Field(description="null while the first probe runs")
+    mode: str | None
+    reason: str | None = Field(description="why not, or what is being done")
+    user: str | None
+    cgroup: list[str]
+    isolation: str | None = Field(None, description="how runs are kept apart, or why they may not be")
+
+
 class EnvironmentHealth(BaseModel):
     """``GET /health``."""
 
@@ -25,7 +36,7 @@ class EnvironmentHealth(BaseModel):
         description="whether the MCP gateway (/mcp, /apps) is up; until then those requests wait for it"
     )
     servers_preloaded: bool
-    code_sandbox: dict[str, Any] = Field(description="whether code_exec can run here, how, or why not")
+    code_sandbox: CodeSandbox = Field(description="whether code_exec can run here, how, or why not")
 
 
 class AppsApplied(BaseModel):
@@ -44,10 +55,26 @@ class ToolRow(BaseModel):
     description: str | None
 
 
+class ServerShown(BaseModel):
+    """One server of ``GET /apps``: its configuration as given, ``env`` and ``headers`` values
+    shown as ``***``; fields that were not set are left out."""
+
+    transport: str
+    command: str | None = None
+    args: list[str] | None = None
+    env: dict[str, str] | None = None
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] | None = None
+    server: str | None = None
+    mode: str | None = None
+    options: dict[str, Any] | None = Field(None, description="the in-process server's options")
+
+
 class AppsShown(BaseModel):
     """``GET /apps``: the live configuration, env and header values hidden."""
 
-    mcpServers: dict[str, dict[str, Any]]  # noqa: N815 (Archipelago's name)
+    mcpServers: dict[str, ServerShown]  # noqa: N815 (Archipelago's name)
     servers: list[str]
     tools: list[ToolRow]
 

@@ -46,7 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from atoll.experiment import ExperimentSpec
-from atoll.http import ERROR_RESPONSES, Health, add_error_handler, bearer_guard
+from atoll.http import ERROR_RESPONSES, Health, add_error_handler, bearer_guard, document_models
 from atoll.http_guard import guard, require_non_empty
 from atoll.llm.admission import check_experiment
 from orchestrator import idempotency, lifecycle
@@ -62,6 +62,17 @@ from orchestrator.submission import ExperimentParser, benchmark_roots, submitted
 _REPORTS_KEPT = 16
 
 _STATUS_OF_CODE = {"unknown_run": 404, "fingerprint_changed": 409, **STATUS_OF_CODE}
+# POST /runs reads its body itself (YAML or JSON, parsed off the event loop): declared here.
+_EXPERIMENT_BODY = {
+    "requestBody": {
+        "required": True,
+        "description": "the experiment (docs/schemas/experiment.schema.json), as JSON or YAML",
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/ExperimentSpec"}},
+            "application/yaml": {"schema": {"type": "string"}},
+        },
+    }
+}
 _DEFAULTS = ExperimentSpec.model_fields
 
 
@@ -168,6 +179,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
 
     authorize = bearer_guard(token)
     add_error_handler(app, _STATUS_OF_CODE)
+    document_models(app, ExperimentSpec)
     report_builds = asyncio.Lock()
     recent_reports: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
 
@@ -179,7 +191,13 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         await asyncio.get_running_loop().run_in_executor(health_check, store.experiments)
         return Health(status="ok")
 
-    @app.post("/runs", status_code=202, dependencies=[Depends(authorize)], responses=ERROR_RESPONSES)
+    @app.post(
+        "/runs",
+        status_code=202,
+        dependencies=[Depends(authorize)],
+        responses=ERROR_RESPONSES,
+        openapi_extra=_EXPERIMENT_BODY,
+    )
     async def create_run(
         request: Request,
         replace: bool = False,

@@ -213,3 +213,23 @@ def test_environment_errors_come_in_the_one_body_with_fastapis_detail_beside_it(
         assert foreign.status_code == 421
         error, detail = _detailed_error(foreign)
         assert error["code"] == "host_not_allowed" and detail == error["message"]
+
+
+def test_a_body_accepted_only_by_coercion_is_refused_as_its_document_forbids(tmp_path):
+    """Found by the property tests: pydantic's lax mode took ``0`` for false and ``"5"`` for 5,
+    bodies the OpenAPI documents forbid; the services validate JSON bodies strictly."""
+    auth = {"Authorization": "Bearer secret"}
+    environment = _environment(tmp_path, env_token="secret", snapshot_url_prefix=(tmp_path / "s").as_uri())
+    with TestClient(environment, base_url="http://127.0.0.1") as client:
+        for path in ("/data/snapshot/s3/start", "/data/snapshot/s3"):
+            coerced = client.post(path, json={"snapshot_zip_enabled": 0}, headers=auth)
+            assert coerced.status_code == 422, (path, coerced.text)
+            assert coerced.json()["error"]["errors"][0]["loc"] == ["body", "snapshot_zip_enabled"]
+        started = client.post("/data/snapshot/s3/start", json={"snapshot_zip_enabled": False}, headers=auth)
+        assert started.status_code == 200, started.text
+    with TestClient(_apps(tmp_path)["agents"]) as agents:
+        run = {"model": "replay", "gateway_url": "http://127.0.0.1:9/mcp", "agent": "replay"}
+        for coerced in ({"max_steps": "5"}, {"config": {"stream": 0}}):
+            refused = agents.post("/runs", json={**run, **coerced}, headers=auth)
+            assert refused.status_code == 422, (coerced, refused.text)
+            assert refused.json()["error"]["code"] == "invalid_request"

@@ -1,0 +1,55 @@
+"""The orchestrator's HTTP API against its published OpenAPI document, by schemathesis
+(tests/api_properties.py): no 5xx, replies as declared, forbidden requests refused. A temporary
+SQLite store holding one finished run, so the run routes have something to answer with."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import yaml
+
+from orchestrator.api import ApiSettings, create_app
+from orchestrator.runner import run_worker
+from tests.api_properties import CHECKS, SETTINGS, bearer, published_schema
+from tests.atoll.factories import make_task, write_benchmark
+from tests.served_app import ServedApp
+
+TOKEN = "orchestrator-property-token"
+
+
+@pytest.fixture(scope="module")
+def served_orchestrator(tmp_path_factory):
+    root = tmp_path_factory.mktemp("orchestrator-api")
+    benchmark = write_benchmark(root / "bench", tasks=[make_task("t1"), make_task("t2")])
+    settings = ApiSettings(
+        store=f"sqlite:///{root / 'api.db'}",
+        output_dir=str(root / "out"),
+        artifacts=(root / "artifacts").as_uri(),
+        benchmark_roots=str(root),
+        api_token=TOKEN,
+    )
+    experiment = {
+        "name": "demo",
+        "benchmark": str(benchmark),
+        "executor": "instant",
+        "agents": [{"name": "oracle", "agent": "replay", "model": "replay"}],
+    }
+    with ServedApp(create_app(settings)) as served:
+        import httpx
+
+        posted = httpx.post(
+            f"{served.url}/runs", content=yaml.safe_dump(experiment), headers=bearer(TOKEN), timeout=60
+        )
+        assert posted.status_code == 202, posted.text
+        asyncio.run(run_worker(settings.store, executor_name="instant", quiet=True))
+        yield served
+
+
+schema = published_schema("orchestrator")
+
+
+@schema.parametrize()
+@SETTINGS
+def test_the_orchestrator_keeps_its_published_contract(case, served_orchestrator):
+    case.call_and_validate(base_url=served_orchestrator.url, headers=bearer(TOKEN), checks=CHECKS)
