@@ -38,6 +38,16 @@ class ReportTrial(BaseModel):
         default=None, description="pass | fail | ungradeable | infra_error; None: unfinished"
     )
     score: float | None = None
+    judge_id: str | None = Field(
+        default=None,
+        description="JudgeIdentity.id of the grading the result counts (None: never graded, or "
+        "recorded before atoll recorded judges)",
+    )
+    left_out: str | None = Field(
+        default=None,
+        description="why this finished trial is in no metric: graded by another judge than the run's "
+        "(a regrade not finished); None: counted as its outcome says",
+    )
     end_reason: str | None = Field(
         default=None, description="how the agent's run ended (completed, max_steps, …)"
     )

@@ -2,7 +2,9 @@
 
 The identity document lists, for every agent, what enters its trials' identities (agent
 implementation, model, config without secrets, endpoints or concurrency — limits included),
-for every selected task its world and overlay digests, and the number of runs. The
+for every selected task its world and overlay digests, the number of runs, and the judge
+(its :class:`~atoll.judge.JudgeIdentity`: model, the parameters that move a verdict,
+samples and quorum, prompt and grader versions; not its endpoint, key or concurrency). The
 fingerprint is the sha256 of its canonical JSON and is stored with the run.
 
 Running a run name again compares the new document with the stored one:
@@ -11,7 +13,11 @@ Running a run name again compares the new document with the stored one:
   trial keeps its meaning, the new ones are added;
 - anything else (an agent's config, model or limits changed, a world or overlay changed,
   fewer runs, a task or agent dropped): refused unless the user asks for ``--new-run NAME``
-  or ``--replace`` (the trials outside the new plan are archived under the run, not deleted).
+  or ``--replace`` (the trials outside the new plan are archived under the run, not deleted);
+- another judge: refused too (the recorded verdicts are the old judge's), the way out being
+  ``atoll regrade RUN --judge-model MODEL`` (which records the new judge, so the run then
+  resumes) or ``--new-run NAME``. A document recorded before runs had a judge names none:
+  no judge change is seen, and the judge is recorded from then on.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import Any
 
 from atoll.experiment import ExperimentSpec
 from atoll.trial import TrialSpec, canonical_json, identity_config
+from orchestrator.judging import judge_change, spec_judge
 
 
 def identity_document(spec: ExperimentSpec, trials: list[TrialSpec]) -> dict[str, Any]:
@@ -35,7 +42,12 @@ def identity_document(spec: ExperimentSpec, trials: list[TrialSpec]) -> dict[str
         tasks.setdefault(
             trial.task_id, {"world_digest": trial.world_digest, "overlay_digest": trial.overlay_digest}
         )
-    return {"agents": agents, "tasks": tasks, "runs": spec.runs}
+    return {
+        "agents": agents,
+        "tasks": tasks,
+        "runs": spec.runs,
+        "judge": spec_judge(spec).model_dump(mode="json"),
+    }
 
 
 def fingerprint(document: dict[str, Any]) -> str:
@@ -85,4 +97,6 @@ def incompatible_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         )
     if new["runs"] < old.get("runs", 0):
         changes.append(f"runs {old['runs']} → {new['runs']}")
+    if judged := judge_change(old, new):
+        changes.append(judged)
     return changes

@@ -8,13 +8,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from atoll.experiment import ExperimentSpec
+from orchestrator.judging import JUDGES_KEY
 from orchestrator.store import Budget
 
 # Abort only once enough attempts were seen for the rate to mean something.
 MIN_ATTEMPTS_FOR_ABORT = 6
 
 # Keys the stored spec carries for reports beside the experiment's own fields.
-_REPORT_KEYS = ("excluded_tasks", "task_names")
+_REPORT_KEYS = ("excluded_tasks", "task_names", JUDGES_KEY)
 
 
 def stored_spec(raw: dict[str, Any]) -> ExperimentSpec:

@@ -1,9 +1,15 @@
 """``atoll regrade RUN``: judge recorded trials again without re-running any agent.
 
-For every finished trial with stored artifacts, the grader grades the stored trajectory and
-snapshots again (with the experiment's judge, or another one), the new grade is stored next
-to the old one, the trial's result is updated, and a provenance file lists every verdict
-that moved. With the verdict cache, unchanged evidence costs no judge call.
+A regrade is a new grading of the run, with provenance. It first records the run's new judge
+(the experiment's, or ``--judge-model``/``--api-base``): the identity document and fingerprint
+and the stored spec's judge (:mod:`orchestrator.judging`), so the run's report from then on
+counts only this judge's verdicts and ``atoll run`` of the experiment updated to this judge
+resumes the run instead of refusing it. Then, for every finished trial with stored artifacts
+that this judge has not graded yet (so an interrupted regrade resumes where it stopped), the
+grader grades the stored trajectory and snapshots again, the new grade is stored next to the
+old one, the trial's result is updated (with the new judge's id), and a provenance file lists
+every verdict that moved. With the verdict cache, unchanged evidence costs no judge call.
+Trials never graded (a run that ended early, unless the experiment grades those) stay so.
 """
 
 from __future__ import annotations
@@ -17,13 +23,15 @@ from typing import Any
 
 from atoll.errors import AtollError
 from atoll.grade import Grade
-from atoll.judge import JudgeConfig
+from atoll.judge import JudgeConfig, JudgeIdentity, judge_identity
 from atoll.loader import load_benchmark
 from atoll.trajectory import Trajectory
 from atoll.trial import Outcome, TrialResult, TrialSpec
 from orchestrator.artifacts import ArtifactStore, trial_prefix
 from orchestrator.executors.local import trial_outcome
-from orchestrator.executors.steps import check_columns
+from orchestrator.executors.steps import check_columns, should_grade
+from orchestrator.fingerprint import fingerprint
+from orchestrator.judging import JUDGES_KEY, known_judges
 from orchestrator.policy import stored_spec
 from orchestrator.store import TrialStore
 
@@ -36,7 +44,10 @@ async def regrade_run(
     api_base: str | None = None,
     output_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """Regrade every finished trial of ``experiment``; returns the provenance summary."""
+    """Record ``experiment``'s judge (the stored experiment's, ``judge_model``/``api_base``
+    overriding it), then regrade every finished trial that judge has not graded; returns the
+    provenance summary. Raises AtollError(unknown_run) for a run the store does not hold, and
+    AtollError(bad_input) for a judge model that refuses the experiment's judge settings."""
     from grader import VerdictCache, regrade
 
     raw = store.experiment_spec(experiment)
@@ -47,13 +58,18 @@ async def regrade_run(
     tasks = {task.task_id: task for task in benchmark.tasks}
     artifacts = ArtifactStore(spec.artifacts)
     judge = JudgeConfig.for_experiment(spec, model=judge_model, api_base=api_base)
+    identity = judge_identity(judge)
+    _record_judge(store, experiment, raw, identity, judge_model=judge_model, api_base=api_base)
     output = output_dir or Path(spec.output_dir) / experiment
     cache = VerdictCache(Path(spec.output_dir) / ".cache" / "verdicts.sqlite")
     stamp = time.strftime("%Y%m%dT%H%M%S")
     movements: list[dict[str, Any]] = []
-    regraded = 0
+    regraded = already = 0
     for trial_spec, result, state, _attempts in store.results(experiment):
         if result is None or state != "done" or not (result.trajectory_uri and result.snapshot_after_uri):
+            continue
+        if result.judge_id == identity.id:
+            already += 1  # graded by this judge already (an interrupted regrade resumes here)
             continue
         task = tasks.get(trial_spec.task_id)
         if task is None:
@@ -62,6 +78,8 @@ async def regrade_run(
             before = artifacts.get_file(result.snapshot_before_uri, Path(scratch) / "before.tar.gz")
             after = artifacts.get_file(result.snapshot_after_uri, Path(scratch) / "after.tar.gz")
             trajectory = Trajectory.model_validate_json(artifacts.get_bytes(result.trajectory_uri))
+            if not should_grade(trajectory, spec.limits.grade_incomplete):
+                continue  # never graded: its outcome is no judge's
             old = (
                 Grade.model_validate_json(artifacts.get_bytes(result.grade_uri)) if result.grade_uri else None
             )
@@ -78,6 +96,7 @@ async def regrade_run(
                 "outcome": outcome,
                 "score": grade.score,
                 "grade_uri": grade_uri,
+                "judge_id": grade.judge.id if grade.judge is not None else identity.id,
                 "judge_cost_usd": result.judge_cost_usd + grade.judge_cost_usd,
                 "judge_prompt_tokens": result.judge_prompt_tokens + grade.judge_prompt_tokens,
                 "judge_completion_tokens": result.judge_completion_tokens + grade.judge_completion_tokens,
@@ -104,7 +123,9 @@ async def regrade_run(
         "experiment": experiment,
         "regraded_at": stamp,
         "judge_model": judge.model if judge else None,
+        "judge": {"id": identity.id, "describe": identity.describe(), **identity.model_dump(mode="json")},
         "trials_regraded": regraded,
+        "trials_already_graded": already,
         "outcomes_changed": sum(m["old_outcome"] != m["new_outcome"] for m in movements),
         "verdicts_changed": sum(m["changed"] for m in movements),
         "cache_hits": cache.hits,
@@ -113,6 +134,34 @@ async def regrade_run(
     output.mkdir(parents=True, exist_ok=True)
     (output / f"regrade-{stamp}.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return summary
+
+
+def _record_judge(
+    store: TrialStore,
+    experiment: str,
+    raw: dict[str, Any],
+    identity: JudgeIdentity,
+    *,
+    judge_model: str | None,
+    api_base: str | None,
+) -> None:
+    """Make ``identity`` the run's judge: in its identity document (a run recorded before runs
+    had one gets a document naming only the judge) and fingerprint, and in the stored spec's
+    judge model and endpoint (a new endpoint's secret is not carried over, as
+    :meth:`JudgeConfig.for_experiment` does), keeping why the run last stopped."""
+    record = store.run_record(experiment)
+    document = dict(record.identity) if record is not None and record.identity else {}
+    document["judge"] = identity.model_dump(mode="json")
+    judge_section = dict(raw.get("judge") or {})
+    if judge_model:
+        judge_section["model"] = judge_model
+    if api_base:
+        judge_section.update(api_base=api_base, api_key_secret=None)
+    updated = {**raw, "judge": judge_section, JUDGES_KEY: known_judges(record, identity)}
+    stored_spec(updated)  # still a valid experiment
+    store.save_experiment(
+        experiment, updated, fingerprint=fingerprint(document), identity=document, keep_stop=True
+    )
 
 
 def _trial_folder(artifacts: ArtifactStore, spec: TrialSpec, result: TrialResult) -> str:

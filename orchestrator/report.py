@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from urllib.parse import quote
 from atoll.costs import tokens_text
 from atoll.errors import AtollError
 from atoll.trial import Outcome, TrialResult, TrialSpec
+from orchestrator.judging import NOT_RECORDED, judge_summary, judged_elsewhere
 from orchestrator.report_trials import (
     DISAGREEMENTS_LISTED,
     GROUP_LISTED,
@@ -31,13 +33,17 @@ from orchestrator.stats import MIN_TASKS_FOR_CI, TrialRecord, compute_metrics
 from orchestrator.store import TrialRow, TrialStore
 from orchestrator.store_runs import is_finished, one_per_key
 
+# The outcome count of finished trials graded by another judge than the run's (left out).
+OTHER_JUDGE = "graded by another judge"
+
 
 def collect(store: TrialStore, experiment: str) -> tuple[list[TrialRecord], dict[str, Any], dict[str, Any]]:
     """Trial records for the statistics, per-agent usage and outcome counts, and what was
     left out before any metric: trials recorded twice for one (agent, task, run) (stores
-    written before runs had fingerprints), unfinished trials, and archived configurations."""
+    written before runs had fingerprints), unfinished trials, trials graded by another judge
+    than the run's (``orchestrator.judging``), and archived configurations."""
     chosen, duplicates, archives = _chosen_rows(store, experiment)
-    return _collect(chosen, duplicates, archives)
+    return _collect(chosen, duplicates, archives, judged_elsewhere(store.run_record(experiment), experiment))
 
 
 def _chosen_rows(store: TrialStore, experiment: str) -> tuple[list[TrialRow], int, list[dict[str, Any]]]:
@@ -52,7 +58,10 @@ def _chosen_rows(store: TrialStore, experiment: str) -> tuple[list[TrialRow], in
 
 
 def _collect(
-    chosen: list[TrialRow], duplicates: int, archives: list[dict[str, Any]]
+    chosen: list[TrialRow],
+    duplicates: int,
+    archives: list[dict[str, Any]],
+    judged_elsewhere: Callable[[TrialResult], str | None] = lambda _result: None,
 ) -> tuple[list[TrialRecord], dict[str, Any], dict[str, Any]]:
     records: list[TrialRecord] = []
     usage: dict[str, dict[str, Any]] = defaultdict(
@@ -91,6 +100,11 @@ def _collect(
         if not is_finished(row):
             entry["outcomes"]["unfinished"] += 1
             entry["exclusion_reasons"][f"unfinished: {row.state}"] += 1
+            continue
+        if (elsewhere := judged_elsewhere(result)) is not None:
+            # Another judge's verdicts are never counted as the run's judge's.
+            entry["outcomes"][OTHER_JUDGE] += 1
+            entry["exclusion_reasons"][elsewhere] += 1
             continue
         entry["finished"] += 1
         entry["outcomes"][result.outcome.value] += 1
@@ -182,6 +196,11 @@ def _warnings(metrics: dict[str, Any], left_out: dict[str, Any], usage: dict[str
         unfinished = entry["outcomes"].get("unfinished", 0)
         if unfinished:
             warnings.append(f"{agent}: {unfinished} of {entry['trials']} trials are not finished yet")
+        if elsewhere := entry["outcomes"].get(OTHER_JUDGE, 0):
+            warnings.append(
+                f"{agent}: {elsewhere} of {entry['trials']} trials were graded by another judge than the "
+                "run's and are left out (see Judge)"
+            )
     if left_out["duplicate_trials"]:
         warnings.append(
             f"{left_out['duplicate_trials']} trial(s) repeat an (agent, task, run) already counted "
@@ -223,20 +242,22 @@ def build_report(
     """Everything a report shows, as JSON. ``viewer_url`` (an `atoll view` address) makes each
     trial link to its viewer page; ``names`` maps task ids to task names for the trial rows."""
     chosen, duplicates, archives = _chosen_rows(store, experiment)
-    records, usage, left_out = _collect(chosen, duplicates, archives)
     record = store.run_record(experiment)
+    elsewhere = judged_elsewhere(record, experiment)
+    records, usage, left_out = _collect(chosen, duplicates, archives, elsewhere)
     spec = record.spec if record else {}
     runs = int(spec.get("runs", 1) or 1)
     metrics = compute_metrics(records, max_k=runs, seed=seed)
     counts = store.counts(experiment)
     failed_with = sum(m["failed_trials_with_ungradeable_criteria"] for m in metrics["overall"].values())
     criteria_in = sum(m["ungradeable_criteria_in_failed_trials"] for m in metrics["overall"].values())
-    rows = trial_rows(chosen, task_names=names or {}, viewer_url=viewer_url)
+    rows = trial_rows(chosen, task_names=names or {}, viewer_url=viewer_url, judged_elsewhere=elsewhere)
     report = {
         "experiment": experiment,
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "benchmark": spec.get("benchmark"),
         "fingerprint": record.fingerprint if record else None,
+        "judge": judge_summary(store, record, (row.result for row in chosen if is_finished(row)), experiment),
         "runs_per_task": runs,
         "trials": counts,
         "outcome": "",
@@ -268,6 +289,10 @@ def build_report(
             f"Intervals over fewer than {MIN_TASKS_FOR_CI} tasks carry a warning.",
             "Pairwise: McNemar exact test on paired (task, run) outcomes, Benjamini-Hochberg at FDR 5% across "
             "the pairs overall, and separately across the pairs within each domain.",
+            "Judge: the verdicts counted are those of the run's judge (model, parameters, samples and quorum, "
+            "prompt and grader versions; see Judge); a trial graded by another judge (a regrade not finished) "
+            "is left out and counted under its reason, and results recorded before atoll recorded judges "
+            "count as before, as 'judge not recorded'.",
             "Checks pass: share of finished trials (ungradeable ones included) in which every criterion "
             "that carries a programmatic check passed it, by the checks' own verdicts alone: a judge that "
             "also decided such a criterion never changes it; criteria only a judge can decide are not in it.",
@@ -577,13 +602,34 @@ def _trial_table_lines(report: dict[str, Any]) -> list[str]:
         duration = f"{trial['duration_s']:.1f} s" if finished else "—"
         lines.append(
             f"| {_cell(trial['task_id'])} | {_cell(trial['agent'])} | {trial['run_index']} | "
-            f"{trial['outcome'] or 'unfinished: ' + trial['state']} | "
+            f"{trial['outcome'] or 'unfinished: ' + trial['state']}"
+            f"{' (left out: graded by another judge)' if trial.get('left_out') else ''} | "
             f"{score} | {_cell(trial['end_reason'] or '—')} | "
             f"{trial['steps'] if finished else '—'} | {trial['tool_calls'] if finished else '—'} | "
             f"{tokens if finished else '—'} | {cost} | "
             f"{duration} | {_link('open', trial['link']) if trial['link'] else '—'} |"
         )
     return lines
+
+
+def _judge_lines(report: dict[str, Any]) -> list[str]:
+    """Whose verdicts the report shows, its calibration, and the gradings left out."""
+    judge = report.get("judge")
+    if not judge:
+        return []
+    gradings = judge["gradings"]
+    name = f"`{_cell(judge['describe'])}`" + (f" (id `{judge['id']}`)" if judge["id"] else "")
+    lines = [f"**Judge:** {name} · {judge['calibration']}", ""]
+    if gradings["not_recorded"]:
+        lines.append(
+            f"- {gradings['not_recorded']} graded trial(s): {NOT_RECORDED} (graded before atoll recorded "
+            "judges; counted)"
+        )
+    for other in gradings["other_judges"]:
+        lines.append(f"- Left out: {other['trials']} trial(s) {other['reason']}")
+    for seen in gradings["judges_seen"]:
+        lines.append(f"- {seen['trials']} trial(s) graded by `{_cell(seen['describe'])}`")
+    return lines + ([""] if len(lines) > 2 else [])
 
 
 def render_markdown(report: dict[str, Any]) -> str:
@@ -600,6 +646,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"generated {report['generated_at']}",
         "",
     ]
+    lines += _judge_lines(report)
     lines += [f"- Warning: {warning}" for warning in report["warnings"]]
     lines += _failure_lines(report)
     lines += _matrix_lines(report)

@@ -5,6 +5,7 @@ outcome and the banner of a run that stopped early."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
@@ -54,6 +55,8 @@ def failure_key(row: ReportTrial) -> str | None:
         return None
     if row.outcome is None:
         return f"not finished: {row.state}"
+    if row.left_out:
+        return f"left out: {row.left_out}"
     if row.outcome == "fail":
         if row.error:
             return f"fail: {short_reason(row.error)}"
@@ -77,9 +80,14 @@ def _folder(uri: str | None) -> str | None:
 
 
 def trial_rows(
-    rows: list[TrialRow], *, task_names: dict[str, str], viewer_url: str | None
+    rows: list[TrialRow],
+    *,
+    task_names: dict[str, str],
+    viewer_url: str | None,
+    judged_elsewhere: Callable[[TrialResult], str | None] | None = None,
 ) -> list[ReportTrial]:
-    """One ReportTrial per stored row, in (task, agent, run) order."""
+    """One ReportTrial per stored row, in (task, agent, run) order; ``judged_elsewhere`` says
+    why a finished trial is left out of the metrics for its judge (``left_out``)."""
     out = []
     for row in sorted(rows, key=lambda r: (r.spec.task_id, r.spec.agent_name, r.spec.run_index)):
         spec, result = row.spec, row.result
@@ -101,6 +109,8 @@ def trial_rows(
                 update={
                     "attempt": result.attempt,
                     "outcome": result.outcome.value,
+                    "judge_id": result.judge_id,
+                    "left_out": judged_elsewhere(result) if judged_elsewhere else None,
                     "score": result.score,
                     "end_reason": result.run_status,
                     "error": result.error,
@@ -223,7 +233,7 @@ def matrix(trials: list[ReportTrial]) -> dict[str, Any]:
         cell["runs"] += 1
         if trial.outcome is None:
             cell["unfinished"] += 1
-        elif trial.outcome in ("pass", "fail"):
+        elif trial.outcome in ("pass", "fail") and not trial.left_out:
             cell["graded"] += 1
             cell["passes"] += trial.outcome == "pass"
         else:
@@ -311,7 +321,7 @@ def outcome_line(report: dict[str, Any]) -> str:
     trials = report["trial_rows"]
     agents = sorted({t["agent"] for t in trials})
     tasks = {t["task_id"] for t in trials}
-    graded = [t for t in trials if t["outcome"] in ("pass", "fail")]
+    graded = [t for t in trials if t["outcome"] in ("pass", "fail") and not t.get("left_out")]
     passes = sum(t["outcome"] == "pass" for t in graded)
     finished = sum(t["outcome"] is not None for t in trials)
     rate = (

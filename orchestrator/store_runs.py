@@ -88,10 +88,14 @@ class RunRecords:
         *,
         fingerprint: str | None = None,
         identity: dict[str, Any] | None = None,
+        keep_stop: bool = False,
     ) -> None:
         """Create or update a run's record: its spec (and so its policy), and its fingerprint.
-        A recorded stop is cleared: the run is being started again."""
-        values: dict[str, Any] = {"spec_json": json.dumps(spec), "stop_json": None}
+        A recorded stop is cleared (the run is being started again) unless ``keep_stop`` (a
+        regrade records a new judge without running anything)."""
+        values: dict[str, Any] = {"spec_json": json.dumps(spec)}
+        if not keep_stop:
+            values["stop_json"] = None
         if fingerprint is not None:
             values.update(fingerprint=fingerprint, identity_json=json.dumps(identity, sort_keys=True))
         with self._tx() as tx:

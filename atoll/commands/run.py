@@ -251,7 +251,11 @@ def regrade(
     allow_incomplete: bool = typer.Option(False, "--allow-incomplete", help=ALLOW_INCOMPLETE_HELP),
 ) -> None:
     """Re-judge recorded trajectories and snapshots without re-running agents. Exit status 4
-    when trials are left in an infra error or ungradeable (--allow-incomplete: 0)."""
+    when trials are left in an infra error or ungradeable (--allow-incomplete: 0).
+
+    --judge-model / --api-base first become the run's judge (so the experiment updated to
+    that judge resumes the run); only trials that judge has not graded are judged, so a
+    regrade that was interrupted is finished by running it again."""
     from atoll.commands.known_runs import require_known_run
     from orchestrator.regrade import regrade_run
     from orchestrator.report import write_report
@@ -270,7 +274,8 @@ def regrade(
         trial_store.dispose()
     print_leaderboard(paths["md"])
     typer.echo(
-        f"regraded {summary['trials_regraded']} trials: {summary['verdicts_changed']} verdicts and "
+        f"regraded {summary['trials_regraded']} trials under judge {summary['judge']['describe']} "
+        f"({summary['trials_already_graded']} already graded by it): {summary['verdicts_changed']} verdicts and "
         f"{summary['outcomes_changed']} outcomes changed, {summary['cache_hits']} cached verdicts; "
         f"provenance in {paths['md'].parent}/regrade-{summary['regraded_at']}.json"
     )

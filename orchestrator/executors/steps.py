@@ -385,12 +385,14 @@ def build_result(
     duration_s: float,
     uris: dict[str, str | None],
 ) -> TrialResult:
-    """The TrialResult of a finished trial (outcome, usage, checks, artifact URIs)."""
+    """The TrialResult of a finished trial (outcome, usage, checks, artifact URIs, and the id of
+    the judge whose grading it counts: None for a trial that was never graded)."""
     outcome = trial_outcome(trajectory, grade)
     return TrialResult(
         **check_columns(task, grade),
         criteria_total=len(grade.criteria) if grade else None,
         criteria_ungradeable=grade.ungradeable if grade else None,
+        judge_id=grade.judge.id if grade is not None and grade.judge is not None else None,
         trial_id=spec.trial_id,
         outcome=outcome,
         score=grade.score if grade else 0.0,

@@ -19,10 +19,12 @@ from atoll.errors import AtollError
 from atoll.trial import TrialResult, TrialSpec
 from orchestrator import report_trials
 from orchestrator.artifacts import read_artifact
+from orchestrator.judging import judge_summary, judged_elsewhere
 from orchestrator.store import TrialStore
 from orchestrator.store_runs import TrialRow, one_per_key
 
 Row = tuple[TrialSpec, TrialResult | None, str, int]
+FINISHED = ("done", "infra_error")
 T = TypeVar("T")
 
 
@@ -120,6 +122,7 @@ def _spec_summary(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _run_summary(store: TrialStore, name: str, spec: dict[str, Any], rows: list[Row]) -> dict[str, Any]:
+    record = store.run_record(name)
     counts = store.counts(name)
     started, ended = _times(rows)
     outcomes: dict[str, int] = defaultdict(int)
@@ -129,7 +132,6 @@ def _run_summary(store: TrialStore, name: str, spec: dict[str, Any], rows: list[
             outcomes[result.outcome.value] += 1
             cost += result.agent_cost_usd + result.judge_cost_usd
             unpriced += not all(report_trials.costs_known(result))
-    record = store.run_record(name)
     created = datetime.fromtimestamp(record.created_at, UTC).isoformat(timespec="seconds") if record else None
     return {
         "name": name,
@@ -143,6 +145,10 @@ def _run_summary(store: TrialStore, name: str, spec: dict[str, Any], rows: list[
         "started_at": started,
         "ended_at": ended,
         "fingerprint": record.fingerprint if record else None,
+        # Named from the run's record and its gradings, never from the spec's judge model.
+        "judge": judge_summary(
+            store, record, (result for _s, result, state, _a in rows if state in FINISHED), name
+        ),
         "spec": _spec_summary(spec),
     }
 
@@ -171,8 +177,15 @@ def _error_kind(result: TrialResult) -> str | None:
     return head if head and " " not in head and len(head) < 40 else None
 
 
-def trial_row(spec: TrialSpec, result: TrialResult | None, state: str, attempts: int) -> dict[str, Any]:
-    """One line of the trial table."""
+def trial_row(
+    spec: TrialSpec,
+    result: TrialResult | None,
+    state: str,
+    attempts: int,
+    judged_elsewhere: Callable[[TrialResult], str | None] | None = None,
+) -> dict[str, Any]:
+    """One line of the trial table; ``judged_elsewhere`` (:func:`orchestrator.judging.judged_elsewhere`)
+    says why a finished trial is left out of the run's metrics for its judge (``left_out``)."""
     row: dict[str, Any] = {
         "trial_id": spec.trial_id,
         "run": spec.experiment,
@@ -185,6 +198,8 @@ def trial_row(spec: TrialSpec, result: TrialResult | None, state: str, attempts:
         "attempts": attempts,
         "outcome": None,
         "score": None,
+        "judge_id": None,
+        "left_out": None,
         "end_reason": None,
         "error": None,
         "error_kind": None,
@@ -203,6 +218,8 @@ def trial_row(spec: TrialSpec, result: TrialResult | None, state: str, attempts:
         row.update(
             outcome=result.outcome.value,
             score=result.score,
+            judge_id=result.judge_id,
+            left_out=judged_elsewhere(result) if judged_elsewhere else None,
             end_reason=result.run_status,
             error=result.error,
             error_kind=_error_kind(result),
@@ -224,8 +241,13 @@ def run_trials(store: TrialStore, name: str, *, cache: RunCache | None = None) -
     if store.experiment_spec(name) is None:
         raise unknown_run(store, name)
     return (cache or _uncached()).get(
-        store, name, "trials", lambda: [trial_row(*row) for row in run_rows(store, name)[0]]
+        store, name, "trials", lambda: _trial_table(store, name, run_rows(store, name)[0])
     )
+
+
+def _trial_table(store: TrialStore, name: str, rows: list[Row]) -> list[dict[str, Any]]:
+    elsewhere = judged_elsewhere(store.run_record(name), name)
+    return [trial_row(*row, judged_elsewhere=elsewhere) for row in rows]
 
 
 def failure_groups(chosen: list[TrialRow]) -> list[dict[str, Any]]:
@@ -263,7 +285,7 @@ def matrix(rows: list[dict[str, Any]]) -> dict[str, Any]:
         cell["runs"] += 1
         if row["outcome"] is None:
             cell["unfinished"] += 1
-        elif row["outcome"] in ("pass", "fail"):
+        elif row["outcome"] in ("pass", "fail") and not row.get("left_out"):
             cell["graded"] += 1
             cell["passes"] += row["outcome"] == "pass"
         else:
@@ -288,7 +310,7 @@ def run_detail(store: TrialStore, name: str, *, cache: RunCache | None = None) -
     def compute() -> dict[str, Any]:
         chosen, duplicates = one_per_key(store.trial_rows(name))
         rows = [(row.spec, row.result, row.state, row.attempts) for row in chosen]
-        table = [trial_row(*row) for row in rows]
+        table = _trial_table(store, name, rows)
         summary = _run_summary(store, name, spec, rows)
         summary["leaderboard"] = _leaderboard(store, name, spec) if rows else []
         summary["matrix"] = matrix(table)

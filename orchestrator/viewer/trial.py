@@ -8,7 +8,11 @@ from typing import Any
 
 from atoll.costs import cost_text, tokens_text
 from atoll.errors import AtollError
+from atoll.judge import JudgeIdentity
+from atoll.trial import TrialResult
+from orchestrator.judging import describe_judge, judged_elsewhere, known_judges, recorded_judge
 from orchestrator.store import TrialStore
+from orchestrator.store_runs import RunRecord
 from orchestrator.viewer.data import find_trial, load_json_artifact, trial_row
 from orchestrator.viewer.worlddiff import SnapshotCache, world_diff
 
@@ -121,8 +125,11 @@ def trial_detail(
 ) -> dict[str, Any]:
     """Everything the trial page shows. Artifacts that cannot be read are named in ``problems``."""
     (spec, result, state, attempts), runs = find_trial(store, trial_id, run)
+    record = store.run_record(spec.experiment)
     detail: dict[str, Any] = {
-        "trial": trial_row(spec, result, state, attempts),
+        "trial": trial_row(
+            spec, result, state, attempts, judged_elsewhere=judged_elsewhere(record, spec.experiment)
+        ),
         "runs": runs,
         "spec": spec.model_dump(mode="json"),
         "problems": [],
@@ -158,6 +165,7 @@ def trial_detail(
         detail["usage"] = trajectory.get("usage")
         detail["started_at"], detail["ended_at"] = trajectory.get("started_at"), trajectory.get("ended_at")
     detail["criteria"] = [_criterion(c) for c in (grade or {}).get("criteria") or []]
+    detail["judge"] = _judges(record, result, grade)
     judge_tokens = int((grade or {}).get("judge_prompt_tokens") or 0) + int(
         (grade or {}).get("judge_completion_tokens") or 0
     )
@@ -193,6 +201,32 @@ def trial_detail(
         except AtollError as exc:
             detail["problems"].append(f"world diff: {exc.message}")
     return detail
+
+
+def _judges(
+    record: RunRecord | None, result: TrialResult | None, grade: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The run's judge and the judge of this trial's grading (from the grade it counts;
+    ``same`` False when they differ: the page then names each verdict's judge)."""
+    run_judge = recorded_judge(record)
+    grading = (grade or {}).get("judge")
+    grading_id = result.judge_id if result is not None else None
+    if grading is not None:
+        identity = JudgeIdentity.model_validate(grading)
+        shown = {"id": identity.id, "describe": identity.describe(), "model": identity.model}
+    else:
+        shown = {
+            "id": grading_id,
+            "describe": describe_judge(grading_id, known_judges(record)),
+            "model": None,
+        }
+    return {
+        "run": None
+        if run_judge is None
+        else {"id": run_judge.id, "describe": run_judge.describe(), "model": run_judge.model},
+        "grading": shown if grade is not None else None,
+        "same": grade is None or run_judge is None or shown["id"] in (None, run_judge.id),
+    }
 
 
 def _criterion(criterion: dict[str, Any]) -> dict[str, Any]:

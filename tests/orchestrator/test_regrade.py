@@ -75,11 +75,12 @@ def test_regrade_with_a_judge_turns_ungradeable_into_graded_without_rerunning(tm
             )
         assert first.counts["done"] == 2
 
-        # Regrading the same evidence with the same judge (same model at the same endpoint)
-        # again costs no judge call: the verdict cache answers.
+        # Regrading with the same judge again regrades nothing: every trial is already graded
+        # by it (its results carry the judge's id), so no judge is called.
         again = asyncio.run(regrade_run(store, "re", judge_model="openai/judge", api_base=judge.api_base))
         assert len(judge.requests) == judged
-    assert again["cache_hits"] >= len(moved) and again["outcomes_changed"] == 0
+    assert again["trials_regraded"] == 0 and again["trials_already_graded"] == 2
+    assert again["outcomes_changed"] == 0
     store.dispose()
 
 

@@ -215,7 +215,7 @@ function renderTrials() {
   const rows = trials.map((t) => el("tr", { "data-trial": t.trial_id, "data-outcome": t.outcome || "" },
     el("td", {}, el("a", { href: trialHref(t.trial_id, runState.name), text: t.task_id })),
     el("td", { text: t.domain }), el("td", { text: t.agent }), el("td", { class: "num", text: t.run_index }),
-    el("td", {}, badge(t.outcome || t.state, "o-" + (t.outcome || ""))),
+    el("td", { title: t.left_out || "" }, badge(t.outcome || t.state, "o-" + (t.outcome || "")), t.left_out ? [" ", badge("other judge")] : null),
     el("td", { class: "num", text: fmtPct(t.score) }),
     el("td", { text: t.end_reason || "—", title: t.error || null }),
     el("td", { class: "num", text: fmtNum(t.steps) }), el("td", { class: "num", text: fmtNum(t.tool_calls) }),
@@ -325,7 +325,8 @@ async function runPage(name) {
     el("dt", { text: "status" }), el("dd", {}, badge(run.status)),
     el("dt", { text: "benchmark" }), el("dd", { text: run.spec.benchmark || "—" }),
     el("dt", { text: "agents" }), el("dd", { text: run.spec.agents.map((a) => a.name + " (" + a.agent + ", " + a.model + ")").join("; ") }),
-    el("dt", { text: "judge" }), el("dd", { text: run.spec.judge_model || "programmatic checks only" }),
+    // The judge of the run's gradings (its record), never the spec's judge model.
+    el("dt", { text: "judge" }), el("dd", { id: "run-judge", text: run.judge.label + " · " + run.judge.calibration }),
     el("dt", { text: "trials" }), el("dd", { text: Object.entries(run.counts).map(([k, n]) => k + " " + n).join(" · ") }),
     el("dt", { text: "outcomes" }), el("dd", { text: Object.entries(run.outcomes).map(([k, n]) => n + " " + k).join(", ") || "—" }),
     el("dt", { text: "cost" }), el("dd", { text: (run.cost || fmtCost(run.cost_usd)) }),
@@ -399,12 +400,14 @@ function checkNote(c) {
   return c.check_verdict && c.decided_by !== "check" ? " · check " + c.check_verdict : "";
 }
 
-function criterionView(c) {
+function criterionView(c, judgeDiffers) {
   const agreement = c.check_agrees === true ? "agree" : c.check_agrees === false ? "disagree" : "";
+  // Where the trial's grading is not the run's judge's, each verdict names its judge's prompt version too.
+  const judge = c.judge_model ? " (" + c.judge_model + (judgeDiffers && c.prompt_version ? ", " + c.prompt_version : "") + ")" : "";
   return el("div", { class: "criterion", "data-verifier": c.verifier_id, "data-agreement": agreement || null },
     el("div", {}, badge(c.verdict, "v-" + c.verdict), " ",
       agreement === "disagree" ? [badge("check/judge disagree", "o-fail"), " "] : null, el("strong", { text: c.criterion })),
-    el("div", { class: "muted decided", text: "decided by " + (c.decided_by || "?") + (c.judge_model ? " (" + c.judge_model + ")" : "") +
+    el("div", { class: "muted decided", text: "decided by " + (c.decided_by || "?") + judge +
       checkNote(c) + " · " + c.verifier_id + (c.cached ? " · cached verdict" : "") }),
     el("div", { class: "rationale", text: c.rationale || "(no rationale recorded)" }),
     c.ungradeable_reason && c.ungradeable_reason !== c.rationale ? el("div", { class: "muted", text: "ungradeable: " + c.ungradeable_reason }) : null,
@@ -475,6 +478,9 @@ async function trialPage(id, run) {
       el("dt", { text: "end reason" }), el("dd", { text: (row.end_reason || "—") + (t.agent_reported_status ? " (agent says " + t.agent_reported_status + ")" : "") }),
       el("dt", { text: "steps / tool calls" }), el("dd", { text: fmtNum(row.steps) + " / " + fmtNum(row.tool_calls) }),
       el("dt", { text: "tokens / cost" }), el("dd", { id: "trial-cost", text: (t.usage ? tokensText(t.usage) : fmtNum(row.tokens)) + " / " + (row.cost || "—") }),
+      t.judge.grading && el("dt", { text: "judge" }),
+      t.judge.grading && el("dd", { id: "trial-judge", text: t.judge.grading.describe +
+        (t.judge.same ? "" : " — not the run's judge " + (t.judge.run ? t.judge.run.describe : "") + "; left out of the run's metrics") }),
       t.grade && el("dt", { text: "judge tokens / cost" }),
       t.grade && el("dd", { id: "judge-cost", text: (t.grade.judge_tokens_text || fmtNum(t.grade.judge_tokens)) + " / " + t.grade.judge_cost }),
       el("dt", { text: "duration" }), el("dd", { text: fmtNum(row.duration_s, 1) + " s (" + fmtTime(t.started_at) + " → " + fmtTime(t.ended_at) + ")" }),
@@ -489,7 +495,7 @@ async function trialPage(id, run) {
     el("div", { id: "transcript" }, transcript ? transcript.steps.map(stepView) : el("p", { class: "muted", text: "No trajectory recorded." })),
     el("h2", { text: "Final answer" }), pre(t.final_answer || "(none)", { id: "final-answer" }),
     el("h2", { text: "Rubric" }),
-    el("div", { id: "criteria" }, t.criteria.length ? t.criteria.map(criterionView) : el("p", { class: "muted", text: "Not graded." })),
+    el("div", { id: "criteria" }, t.criteria.length ? t.criteria.map((c) => criterionView(c, !t.judge.same)) : el("p", { class: "muted", text: "Not graded." })),
     el("h2", { text: "World diff" }), worldDiffView(t.world_diff, id, run),
     el("h2", { text: "Attempts" }),
     table(["Attempt", "Worker", "Outcome", "Accepted", "Error"], t.attempts.map((a) => el("tr", {},
