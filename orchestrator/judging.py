@@ -99,13 +99,15 @@ def judged_elsewhere(record: RunRecord | None, run: str) -> Callable[[TrialResul
 
 
 def calibration_line(store: TrialStore | None, judge_id: str | None) -> str:
-    """``judge calibrated: accuracy X on N labels (date)`` for a judge with a calibration record
-    in ``store``, else ``uncalibrated``.
+    """``judge calibrated: accuracy X on N labels (date)`` from the newest calibration record of
+    the judge ``judge_id`` in ``store`` (:mod:`orchestrator.calibrations`, kept by ``atoll judge
+    calibrate``), else ``uncalibrated`` (no store, no recorded judge, or no record)."""
+    from orchestrator.calibrations import calibration_line as line
+    from orchestrator.calibrations import latest_calibration
 
-    The one place reports and the viewer get this line from: calibration records (``atoll judge
-    calibrate``) are keyed by :attr:`JudgeIdentity.id`; until the store keeps them, every judge
-    is uncalibrated."""
-    return "uncalibrated"
+    if store is None or judge_id is None:
+        return line(None)
+    return line(latest_calibration(store, judge_id))
 
 
 def judge_summary(

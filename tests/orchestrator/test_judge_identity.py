@@ -15,6 +15,7 @@ import pytest
 from atoll.errors import AtollError
 from atoll.experiment import ExperimentSpec
 from atoll.testing.scripted_llm import ScriptedLLM
+from orchestrator.calibrations import record_calibration
 from orchestrator.judging import spec_judge
 from orchestrator.regrade import regrade_run
 from orchestrator.report import build_report, render_markdown, write_report
@@ -164,8 +165,15 @@ def test_an_interrupted_regrade_never_reports_two_judges_as_one_and_a_second_one
         finished = asyncio.run(regrade_run(store, "jr"))
         assert finished["trials_regraded"] == 1 and finished["trials_already_graded"] == 1
         assert {r.judge_id for _s, r, _st, _a in store.results("jr")} == {judge_b.id}
+        # A calibration of judge B (atoll judge calibrate's record) is what the report says of it.
+        record_calibration(
+            store, {"judge": {"id": judge_b.id, "model": JUDGE_B}, "n": 747, "accuracy": 0.985}
+        )
         paths = write_report(store, "jr", tmp_path / "report")
         done = json.loads(paths["json"].read_text())
+        assert done["judge"]["calibration"].startswith("judge calibrated: accuracy 0.985 on 747 labels (")
+        assert done["judge"]["calibration"] in paths["md"].read_text()
+        assert run_detail(store, "jr")["judge"]["calibration"] == done["judge"]["calibration"]
         assert done["judge"]["gradings"] == {
             "counted": 2,
             "not_recorded": 0,
