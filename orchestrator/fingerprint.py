@@ -25,9 +25,13 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from pydantic import ValidationError
+
+from atoll.errors import AtollError
 from atoll.experiment import ExperimentSpec
 from atoll.trial import TrialSpec, canonical_json, identity_config
 from orchestrator.judging import judge_change, spec_judge
+from orchestrator.policy import stored_spec
 
 
 def identity_document(spec: ExperimentSpec, trials: list[TrialSpec]) -> dict[str, Any]:
@@ -100,3 +104,51 @@ def incompatible_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     if judged := judge_change(old, new):
         changes.append(judged)
     return changes
+
+
+def configuration_changed(
+    spec: ExperimentSpec, recorded_spec: dict[str, Any], changes: list[str], recorded: int
+) -> AtollError:
+    """The refusal of a changed configuration, naming the changes and the ways out. Another
+    judge points to ``atoll regrade RUN --judge-model M`` when the model or endpoint is all that
+    changed of it (a regrade overrides only those), else to ``--replace`` then ``atoll regrade
+    RUN`` (the new judge recorded first, the recorded trials judged under it after)."""
+    shown = "; ".join(changes[:6]) + ("; …" if len(changes) > 6 else "")
+    judge_changed = any(change.startswith("judge: ") for change in changes)
+    if judge_changed and len(changes) == 1:
+        if spec.judge.model and _regrade_reaches(spec, recorded_spec):
+            regrade = f"atoll regrade {spec.name} --judge-model {spec.judge.model}"
+            if spec.judge.api_base:
+                regrade += f" --api-base {spec.judge.api_base}"
+            way = f"with `{regrade}` (then this experiment resumes)"
+        else:
+            way = (
+                f"by recording the new judge with --replace, then `atoll regrade {spec.name}` (until "
+                "then reports leave the old judge's verdicts out)"
+            )
+        return AtollError(
+            "fingerprint_changed",
+            f"run {spec.name!r} was judged by another judge ({shown}); its {recorded} recorded trials "
+            f"carry the old judge's verdicts and would be reported as the new one's. Judge the recorded "
+            f"trajectories again under the new judge {way}, or run it under a new name with --new-run NAME",
+        )
+    return AtollError(
+        "fingerprint_changed",
+        f"run {spec.name!r} already exists with another configuration ({shown}); its {recorded} recorded "
+        f"trials would mix with the new ones in one report. Run it under a new name with --new-run NAME, "
+        f"or archive the recorded trials that no longer fit (kept under the run, not deleted) with --replace"
+        + (
+            f" (then `atoll regrade {spec.name}` judges the recorded trials under the new judge)"
+            if judge_changed
+            else ""
+        ),
+    )
+
+
+def _regrade_reaches(spec: ExperimentSpec, recorded_spec: dict[str, Any]) -> bool:
+    """Whether ``atoll regrade --judge-model/--api-base`` over the recorded spec makes ``spec``'s judge."""
+    try:
+        before = stored_spec(recorded_spec)
+        return spec_judge(before, model=spec.judge.model, api_base=spec.judge.api_base) == spec_judge(spec)
+    except (AtollError, ValidationError):
+        return False

@@ -156,12 +156,43 @@ def judge_summary(
     }
 
 
+def judge_markdown(summary: dict[str, Any] | None) -> list[str]:
+    """report.md's lines of :func:`judge_summary`: whose verdicts the report shows (description
+    and id), its calibration, gradings whose judge was not recorded, and the trials left out
+    because another judge graded them, with count and reason."""
+    if not summary:
+        return []
+    gradings = summary["gradings"]
+    name = f"`{_cell(summary['describe'])}`" + (f" (id `{summary['id']}`)" if summary["id"] else "")
+    lines = [f"**Judge:** {name} · {summary['calibration']}", ""]
+    if gradings["not_recorded"]:
+        lines.append(
+            f"- {gradings['not_recorded']} graded trial(s): {NOT_RECORDED} (graded before atoll recorded "
+            "judges; counted)"
+        )
+    lines += [
+        f"- Left out: {other['trials']} trial(s) {_cell(other['reason'])}"
+        for other in gradings["other_judges"]
+    ]
+    lines += [
+        f"- {seen['trials']} trial(s) graded by `{_cell(seen['describe'])}`"
+        for seen in gradings["judges_seen"]
+    ]
+    return lines + ([""] if len(lines) > 2 else [])
+
+
+def _cell(text: object) -> str:
+    """Text safe inside a Markdown table cell or list item."""
+    return str(text).replace("|", "¦").replace("\n", " ")
+
+
 __all__ = [
     "JUDGES_KEY",
     "NOT_RECORDED",
     "calibration_line",
     "describe_judge",
     "judge_change",
+    "judge_markdown",
     "judge_summary",
     "judged_elsewhere",
     "known_judges",

@@ -14,7 +14,7 @@ from urllib.parse import quote
 from atoll.costs import tokens_text
 from atoll.errors import AtollError
 from atoll.trial import Outcome, TrialResult, TrialSpec
-from orchestrator.judging import NOT_RECORDED, judge_summary, judged_elsewhere
+from orchestrator.judging import judge_markdown, judge_summary, judged_elsewhere
 from orchestrator.report_trials import (
     DISAGREEMENTS_LISTED,
     GROUP_LISTED,
@@ -612,26 +612,6 @@ def _trial_table_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _judge_lines(report: dict[str, Any]) -> list[str]:
-    """Whose verdicts the report shows, its calibration, and the gradings left out."""
-    judge = report.get("judge")
-    if not judge:
-        return []
-    gradings = judge["gradings"]
-    name = f"`{_cell(judge['describe'])}`" + (f" (id `{judge['id']}`)" if judge["id"] else "")
-    lines = [f"**Judge:** {name} · {judge['calibration']}", ""]
-    if gradings["not_recorded"]:
-        lines.append(
-            f"- {gradings['not_recorded']} graded trial(s): {NOT_RECORDED} (graded before atoll recorded "
-            "judges; counted)"
-        )
-    for other in gradings["other_judges"]:
-        lines.append(f"- Left out: {other['trials']} trial(s) {other['reason']}")
-    for seen in gradings["judges_seen"]:
-        lines.append(f"- {seen['trials']} trial(s) graded by `{_cell(seen['describe'])}`")
-    return lines + ([""] if len(lines) > 2 else [])
-
-
 def render_markdown(report: dict[str, Any]) -> str:
     k = report["runs_per_task"]
     trials = report["trials"]
@@ -646,7 +626,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"generated {report['generated_at']}",
         "",
     ]
-    lines += _judge_lines(report)
+    lines += judge_markdown(report.get("judge"))
     lines += [f"- Warning: {warning}" for warning in report["warnings"]]
     lines += _failure_lines(report)
     lines += _matrix_lines(report)

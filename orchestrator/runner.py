@@ -28,7 +28,12 @@ from atoll.loader import load_benchmark
 from atoll.trial import TrialSpec
 from orchestrator.executors import ExecutorFactory, get_executor
 from orchestrator.executors.base import Executor
-from orchestrator.fingerprint import fingerprint, identity_document, incompatible_changes
+from orchestrator.fingerprint import (
+    configuration_changed,
+    fingerprint,
+    identity_document,
+    incompatible_changes,
+)
 from orchestrator.judging import JUDGES_KEY, known_judges
 from orchestrator.planner import plan_trials, unavailable_app_exclusions
 from orchestrator.policy import RunPolicy, stored_spec
@@ -113,7 +118,7 @@ def register_run(
             recorded = sum(
                 store.counts(spec.name)[state] for state in ("done", "infra_error", "pending", "leased")
             )
-            raise _configuration_changed(spec, changes, recorded)
+            raise configuration_changed(spec, record.spec, changes, recorded)
         if changes:
             archived = store.archive_trials(
                 spec.name,
@@ -129,36 +134,6 @@ def register_run(
         identity=document,
     )
     return archived
-
-
-def _configuration_changed(spec: ExperimentSpec, changes: list[str], recorded: int) -> AtollError:
-    """The refusal of a changed configuration, naming the changes and the ways out; a judge
-    change points to ``atoll regrade`` (the recorded trajectories judged again)."""
-    shown = "; ".join(changes[:6]) + ("; …" if len(changes) > 6 else "")
-    judge_changed = any(change.startswith("judge: ") for change in changes)
-    if judge_changed and len(changes) == 1:
-        model = spec.judge.model
-        regrade = f"atoll regrade {spec.name}" + (f" --judge-model {model}" if model else "")
-        if spec.judge.api_base:
-            regrade += f" --api-base {spec.judge.api_base}"
-        return AtollError(
-            "fingerprint_changed",
-            f"run {spec.name!r} was judged by another judge ({shown}); its {recorded} recorded trials "
-            f"carry the old judge's verdicts and would be reported as the new one's. Judge the recorded "
-            f"trajectories again under the new judge with `{regrade}` (then this experiment resumes), "
-            f"or run it under a new name with --new-run NAME",
-        )
-    return AtollError(
-        "fingerprint_changed",
-        f"run {spec.name!r} already exists with another configuration ({shown}); its {recorded} recorded "
-        f"trials would mix with the new ones in one report. Run it under a new name with --new-run NAME, "
-        f"or archive the recorded trials that no longer fit (kept under the run, not deleted) with --replace"
-        + (
-            f" (a judge change: `atoll regrade {spec.name}` judges recorded trials again)"
-            if judge_changed
-            else ""
-        ),
-    )
 
 
 async def run_experiment(

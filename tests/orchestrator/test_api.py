@@ -8,6 +8,7 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 
+from atoll.judge import CHECKS_ONLY_IDENTITY, PROMPT_VERSION
 from orchestrator.api import ApiSettings, create_app
 from orchestrator.runner import run_worker
 from tests.atoll.factories import make_task, write_benchmark
@@ -104,6 +105,17 @@ def test_a_changed_configuration_is_a_conflict_unless_replace_is_asked(settings,
         replaced = client.post("/runs?replace=true", content=edited)
         assert replaced.status_code == 202 and replaced.json()["archived"] == 6
         assert replaced.json()["counts"]["pending"] == 6 and replaced.json()["counts"]["total"] == 6
+
+
+def test_another_judge_is_a_conflict_naming_the_judge_change_and_regrade(settings, benchmark_dir):
+    with TestClient(create_app(settings)) as client:
+        assert client.post("/runs", content=_experiment(benchmark_dir)).status_code == 202
+        refused = client.post("/runs", content=_experiment(benchmark_dir, judge={"model": "openai/judge-b"}))
+        assert refused.status_code == 409
+        message = refused.json()["error"]["message"]
+        checks_only = CHECKS_ONLY_IDENTITY.describe()
+        assert f"judge: {checks_only} → openai/judge-b ({PROMPT_VERSION}" in message
+        assert "atoll regrade api-run --judge-model openai/judge-b" in message and "--new-run NAME" in message
 
 
 def test_a_flood_of_report_requests_costs_a_build_or_two_and_none_is_stale(

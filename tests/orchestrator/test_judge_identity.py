@@ -83,6 +83,14 @@ def test_a_run_rerun_with_another_judge_is_refused_naming_the_change(tmp_path):
         assert "--new-run NAME" in message
         assert len(server.requests) == calls  # nothing judged
 
+        # Another parameter than the model: a regrade (which overrides only the model and the
+        # endpoint) cannot reach it, so the way out is to record the new judge, then regrade.
+        sampled = _experiment(tmp_path, {"model": JUDGE_A, "api_base": server.api_base, "samples": 3})
+        with pytest.raises(AtollError) as refused:
+            asyncio.run(run_experiment(sampled, quiet=True))
+        assert "3 samples quorum 3" in refused.value.message
+        assert "with --replace, then `atoll regrade jr`" in refused.value.message
+
         # The same judge elsewhere, with other concurrency: not another judge, the run resumes.
         moved = _experiment(
             tmp_path, {"model": JUDGE_A, "api_base": "http://127.0.0.1:9/v1"}, concurrency={"judge": 2}
