@@ -126,9 +126,14 @@ def _eta(state: RunState, done: int, total: int, elapsed_s: float, stop: StopRec
     return Eta(seconds=round((total - done) * elapsed_s / done, 1), reason=None)
 
 
-def _judge(spec: dict[str, Any]) -> JudgeIdentity | None:
+def _judge(record: RunRecord) -> JudgeIdentity | None:
+    """The run's recorded judge (orchestrator.judging), else its stored spec's; None: checks only."""
+    from orchestrator.judging import recorded_judge
     from orchestrator.policy import stored_spec
 
+    if (recorded := recorded_judge(record)) is not None:
+        return recorded if recorded.model is not None else None
+    spec = record.spec
     try:
         config = JudgeConfig.for_experiment(stored_spec(spec))
     except (ValidationError, AtollError):  # a spec this atoll refuses: no judge to show
@@ -148,7 +153,7 @@ def run_status(store: TrialStore, name: str, *, now: float | None = None) -> Run
     end = last if state is RunState.finished and last else (now or time.time())
     elapsed = max(0.0, end - record.created_at)
     stop = _stop_record(record.stop)
-    judge = _judge(record.spec)
+    judge = _judge(record)
     return RunStatus(
         name=name,
         state=state,

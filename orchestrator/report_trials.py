@@ -163,10 +163,12 @@ def check_disagreements(trials: list[ReportTrial]) -> dict[str, Any]:
     criterion, read from the trial's grade: trial, task, agent, run index, link, verifier id,
     criterion, the check's and the judge's verdicts, the judge's rationale cut to
     RATIONALE_SHOWN characters) and ``unreadable`` (``{trial_id, problem}`` where a grade could
-    not be read: its disagreements are counted, not listed)."""
+    not be read: its disagreements are counted, not listed). Trials left out for their judge
+    are not among them."""
     rows: list[dict[str, Any]] = []
     unreadable: list[dict[str, str]] = []
-    disagreeing = [trial for trial in trials if trial.check_disagreements]
+    # A trial graded by another judge than the run's (left_out) speaks for that judge, not this run's.
+    disagreeing = [trial for trial in trials if trial.check_disagreements and not trial.left_out]
     for trial in disagreeing:
         try:
             if not trial.artifacts.grade:
