@@ -6,7 +6,32 @@ both cut, share and summarise the same way.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
+
+_WORD = re.compile(r"[a-z0-9][a-z0-9_.\-]{2,}")
+_STOP = frozenset(
+    [
+        "the",
+        "and",
+        "for",
+        "with",
+        "that",
+        "this",
+        "from",
+        "are",
+        "was",
+        "were",
+        "has",
+        "have",
+        "not",
+        "all",
+        "any",
+        "its",
+        "into",
+        "per",
+    ]
+)
 
 
 def truncate(text: str, limit: int) -> str:
@@ -56,13 +81,52 @@ def size(lines: list[str]) -> int:
     return sum(len(line) + 1 for line in lines)
 
 
-def by_folder(items: list[tuple[str, str | None]]) -> list[str]:
-    """The most compact account of many changes, none left out: ``(kind, path)`` pairs counted
-    per kind and folder (``312 deleted files in /Contracts/``), or per kind without a path."""
-    counts: Counter[tuple[str, str]] = Counter()
-    for kind, path in items:
-        folder = path.rsplit("/", 1)[0] + "/" if path and "/" in path else ""
-        counts[(kind, printable(folder))] += 1
-    return [
-        counted(count, kind) + (f" in {folder}" if folder else "") for (kind, folder), count in counts.items()
+def criterion_words(criterion: str) -> set[str]:
+    """The words of a criterion that say what it is about (lower case, stop words left out)."""
+    return {word for word in _WORD.findall(criterion.lower()) if word not in _STOP}
+
+
+def _folder(path: str | None) -> str:
+    return printable(path.rsplit("/", 1)[0] + "/") if path and "/" in path else ""
+
+
+def named_within(
+    items: list[tuple[str, str | None, str]], limit: int, words: set[str] = frozenset()
+) -> list[str]:
+    """A listing of many changes in about ``limit`` characters that names as many as fit and
+    counts the rest per kind and folder (``2990 more deleted files in /Contracts/``), none
+    left out.
+
+    ``items`` are ``(kind, path, line)``; an item is named by its ``line``. Named first: items
+    whose path holds one of ``words`` (the criterion's), then items of the smallest folders,
+    so a deletion that matters cannot hide among thousands elsewhere or be out-sorted by
+    names chosen to come first. When even the counts do not fit, they are all there is."""
+    keys = [(kind, _folder(path)) for kind, path, _line in items]
+    remaining: Counter[tuple[str, str]] = Counter(keys)
+    group_size = dict(remaining)
+
+    def hits(path: str | None) -> int:
+        lowered = (path or "").lower()
+        return sum(word in lowered for word in words)
+
+    def count_line(key: tuple[str, str], count: int, some_named: bool) -> str:
+        kind, folder = key
+        return counted(count, f"more {kind}" if some_named else kind) + (f" in {folder}" if folder else "")
+
+    order = sorted(range(len(items)), key=lambda i: (-hits(items[i][1]), group_size[keys[i]], i))
+    used = size([count_line(key, count, False) for key, count in remaining.items()])
+    named: set[int] = set()
+    for index in order:
+        key, line = keys[index], items[index][2]
+        before = len(count_line(key, remaining[key], remaining[key] < group_size[key])) + 1
+        after = len(count_line(key, remaining[key] - 1, True)) + 1 if remaining[key] > 1 else 0
+        if used + len(line) + 1 - before + after > limit:
+            continue
+        named.add(index)
+        remaining[key] -= 1
+        used += len(line) + 1 - before + after
+    lines = [items[index][2] for index in order if index in named]
+    lines += [
+        count_line(key, count, count < group_size[key]) for key, count in remaining.items() if count > 0
     ]
+    return lines

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from atoll.grade import Changes
-from grader.budget import by_folder, counted, fair_shares, printable, size
+from grader.budget import counted, criterion_words, fair_shares, named_within, printable, size
 from grader.snapshot import virtual_path
 
 #: (artifact kind, change) pairs that alter what existed before the agent ran.
@@ -87,17 +87,19 @@ class ChangeLog(str):
         log.changes = changes
         return log
 
-    def within(self, limit: int) -> str:
+    def within(self, limit: int, criterion: str = "") -> str:
         """The log in about ``limit`` characters (see :func:`change_log`)."""
-        return str(self) if len(self) <= limit else change_log(self.changes, limit)
+        return str(self) if len(self) <= limit else change_log(self.changes, limit, criterion)
 
 
-def change_log(changes: Changes, limit: int | None = None) -> str:
+def change_log(changes: Changes, limit: int | None = None, criterion: str = "") -> str:
     """One line per change; what the judge reads first.
 
     Changes to what existed before (deleted and modified files, deleted or edited mails,
     updated or deleted events, deleted or edited chat messages) come first and are never left out: past ``limit`` they
-    lose their detail (changed sheets, fields), then are counted per folder.  The additions
+    lose their detail (changed sheets, fields), then as many as fit are named (those whose
+    path holds a word of ``criterion`` first, then those of the smallest folders) and the
+    rest counted per folder.  The additions
     share what is left, each kind of change (created files, sent mails, …) its fair share, so
     one kind cannot crowd out the others; what does not fit is counted
     (``[312 created files not listed]``)."""
@@ -111,12 +113,18 @@ def change_log(changes: Changes, limit: int | None = None) -> str:
     head = [entry.full for entry in existing]
     if size(head) > limit:
         head = [entry.short for entry in existing]
-    if size(head) > limit:
-        head = by_folder([(entry.kind, entry.path) for entry in existing])
     groups: dict[str, list[_Entry]] = {}
     for entry in added:
         groups.setdefault(entry.kind, []).append(entry)
     summary_room = 48  # the line that counts what a kind could not list
+    if size(head) > limit:
+        # Naming more of them must not leave the additions no room at all: they keep up to half.
+        room = min(size([entry.full for entry in added]) + summary_room * len(groups), limit // 2)
+        head = named_within(
+            [(entry.kind, entry.path, entry.short) for entry in existing],
+            limit - room,
+            criterion_words(criterion),
+        )
     shares = fair_shares(
         [size([entry.full for entry in group]) for group in groups.values()],
         limit - size(head) - summary_room * len(groups),

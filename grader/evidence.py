@@ -5,8 +5,9 @@ nothing to show, the criterion is not met without a judge call.  Fitting keeps t
 under ``JudgeConfig.context_budget_chars``: each kind of change gets its fair share of the
 budget; changes to what existed before are always shown, and within the other kinds a
 selector (deterministic ranking, or the judge model itself) picks artifacts; what is left
-out is counted per kind in the note the judge reads.  If the selector fails, every artifact
-is shown truncated (never "no files").
+out is counted per kind in the note the judge reads.  If the judge model fails to select,
+the ranking selects instead; if even that shows nothing, every artifact is shown truncated
+(never "no files").
 """
 
 from __future__ import annotations
@@ -14,13 +15,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from atoll.benchmark import Criterion, GradingTarget
 from atoll.judge import GRADER_VERSION
-from grader.budget import by_folder, counted, fair_shares, printable, size, truncate
+from grader.budget import counted, criterion_words, fair_shares, named_within, printable, size, truncate
 from grader.diff import Artifact, ChangeLog, WorldDiff, file_artifact_for_unchanged
 from grader.extract import ExtractOptions
 from grader.judge import Block, JudgeConfig, select
@@ -133,35 +133,11 @@ def evidence_digest(
 
 # --- fitting -------------------------------------------------------------------------------
 
-_WORD = re.compile(r"[a-z0-9][a-z0-9_.\-]{2,}")
-_STOP = frozenset(
-    [
-        "the",
-        "and",
-        "for",
-        "with",
-        "that",
-        "this",
-        "from",
-        "are",
-        "was",
-        "were",
-        "has",
-        "have",
-        "not",
-        "all",
-        "any",
-        "its",
-        "into",
-        "per",
-    ]
-)
-
 
 def rank(criterion: str, artifacts: list[Artifact]) -> list[Artifact]:
     """Deterministic relevance order: criterion words in the title weigh most, then in the text;
     new work before app data of no mention, failed extractions last."""
-    words = {w for w in _WORD.findall(criterion.lower()) if w not in _STOP}
+    words = criterion_words(criterion)
 
     def score(item: tuple[int, Artifact]) -> tuple[float, int]:
         index, artifact = item
@@ -224,9 +200,12 @@ def _fitted(shown: list[tuple[Artifact, str]], note: str, call: Completion | Non
     )
 
 
-def _show_every(kind: str, artifacts: list[Artifact], budget: int) -> list[tuple[Artifact, str]]:
+def _show_every(
+    kind: str, artifacts: list[Artifact], budget: int, criterion: str
+) -> list[tuple[Artifact, str]]:
     """Every one of ``artifacts`` (changes to what existed) within ``budget`` where possible:
-    whole, else each cut to a fair share, else one listing that names them all, content cut."""
+    whole, else each cut to a fair share, else one listing that names them all, content cut,
+    else one that names as many as fit (the criterion's first) and counts the rest per folder."""
     if sum(_cost(a) for a in artifacts) <= budget:
         return [(a, a.text) for a in artifacts]
     overheads = sum(_cost(a, "") for a in artifacts)
@@ -240,7 +219,11 @@ def _show_every(kind: str, artifacts: list[Artifact], budget: int) -> list[tuple
     head = f"{counted(len(artifacts), kind)}, listed without their content (too many for the context budget):"
     lines = [printable(a.title) for a in artifacts]
     if size([head, *lines]) > budget:
-        lines = by_folder([(kind, a.path) for a in artifacts])
+        lines = named_within(
+            [(kind, a.path, line) for a, line in zip(artifacts, lines, strict=True)],
+            budget - len(head) - 1,
+            criterion_words(criterion),
+        )
     listing = Artifact(
         id=f"listing:{kind}", kind="listing", title=f"{kind} listing", text="\n".join([head, *lines])
     )
@@ -260,7 +243,7 @@ def _by_kind(artifacts: list[Artifact]) -> dict[str, list[Artifact]]:
 
 
 def _per_kind(
-    artifacts: list[Artifact], ordered: list[Artifact], budget: int
+    artifacts: list[Artifact], ordered: list[Artifact], budget: int, criterion: str
 ) -> tuple[list[tuple[Artifact, str]], list[str]]:
     """Fit ``artifacts`` into ``budget``, each kind of change within its fair share: changes to
     what existed are all shown, the others in ``ordered`` order while their share lasts.
@@ -272,7 +255,7 @@ def _per_kind(
     for (kind, group), share in zip(kinds.items(), shares, strict=True):
         always = [a for a in group if a.alters_existing]
         if always:
-            shown.extend(_show_every(kind, always, share))
+            shown.extend(_show_every(kind, always, share, criterion))
             continue
         members = {id(a) for a in group}
         chosen = _fill([a for a in ordered if id(a) in members], share)
@@ -310,15 +293,21 @@ async def fit(criterion: str, artifacts: list[Artifact], budget: int, config: Ju
         else:
             ordered = rank(criterion, choosable)
             method = "ranked"
-        shown, omitted = _per_kind(artifacts, ordered, budget)
+        shown, omitted = _per_kind(artifacts, ordered, budget, criterion)
         if not shown:
             raise ValueError("selection left nothing to show")
     except Exception as exc:  # noqa: BLE001 - a failed selection falls back, never to "no files"
-        shares = fair_shares([len(a.text) for a in artifacts], max(budget - 200 * len(artifacts), 1000))
-        shown = [(a, truncate(a.text, max(share, 200))) for a, share in zip(artifacts, shares, strict=True)]
-        return _fitted(
-            shown, f"selection failed ({type(exc).__name__}: {str(exc)[:200]}); all truncated", call
-        )
+        failure = f"selection failed ({type(exc).__name__}: {str(exc)[:200]})"
+        # The deterministic ranking, still within each kind's share: showing every one of a
+        # flood of artifacts cut short would blow the context window many times over.
+        shown, omitted = _per_kind(artifacts, rank(criterion, choosable), budget, criterion)
+        method = f"{failure}; ranked instead"
+        if not shown:
+            shares = fair_shares([len(a.text) for a in artifacts], max(budget - 200 * len(artifacts), 1000))
+            shown = [
+                (a, truncate(a.text, max(share, 200))) for a, share in zip(artifacts, shares, strict=True)
+            ]
+            return _fitted(shown, f"{failure}; all truncated", call)
     existing = [a for a in artifacts if a.alters_existing]
     shown_ids = {a.id for a, _ in shown}
     note = f"{method}, each kind of change within its share of the budget: "
@@ -340,7 +329,10 @@ def build_blocks(
     if change_log:
         limit = budget // 8
         # A ChangeLog fits itself: changes to what existed are kept, additions counted.
-        text = change_log.within(limit) if isinstance(change_log, ChangeLog) else truncate(change_log, limit)
+        if isinstance(change_log, ChangeLog):
+            text = change_log.within(limit, criterion.criteria)
+        else:
+            text = truncate(change_log, limit)
         blocks.append(Block("CHANGES", text))
     if answer is not None:
         blocks.append(

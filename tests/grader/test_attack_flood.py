@@ -101,3 +101,38 @@ async def test_one_more_decoy_is_other_evidence_for_the_verdict_cache(tmp_path):
     assert first.criteria[0].evidence_digest == again.criteria[0].evidence_digest
     assert more.criteria[0].evidence_digest != first.criteria[0].evidence_digest
     assert first.criteria[0].verdict is more.criteria[0].verdict is Verdict.not_met
+
+
+def mass_deletion_world(tmp_path, folder: str, count: int = 3000):
+    """The protected file deleted along with ``count`` other files that existed, in ``folder``,
+    named to sort before it: too many deletions to name them all in the judge's budget."""
+    before = {
+        "filesystem/Contracts/master_agreement.docx": f.docx(["Master agreement between Acme and Initech."])
+    }
+    for index in range(count):
+        before[f"filesystem{folder}A_{index:04}.txt"] = "scratch"
+    return f.write_snapshot(tmp_path / "before.tar.gz", before), f.write_snapshot(
+        tmp_path / "after.tar.gz", {"filesystem/Reports/q3.txt": "Q3"}
+    )
+
+
+@pytest.mark.parametrize("selector", ["rank", "llm"])
+@pytest.mark.parametrize("folder", ["/Archive/tmp/", "/Contracts/"], ids=["elsewhere", "same-folder"])
+async def test_a_deletion_among_thousands_of_deletions_is_still_named_to_the_judge(
+    tmp_path, folder, selector
+):
+    # Counted per folder only ("1 deleted file in /Contracts/", "3001 deleted files in
+    # /Contracts/"), the deletion that matters was never named and an honest judge said met.
+    before, after = mass_deletion_world(tmp_path, folder)
+    task = f.task([{"verifier_id": "keep", "criteria": CRITERION}])
+    with ScriptedLLM(honest_judge) as llm:
+        judge = judge_config(llm, context_budget_chars=60_000, selector=selector)
+        grade = await grade_trial(task, before, after, f.trajectory("Done."), judge)
+        prompt = prompt_of(llm.requests[-1])
+    assert grade.criteria[0].verdict is Verdict.not_met, grade.criteria[0].rationale
+    changes = re.search(r"<<<BEGIN CHANGES \w+>>>\n(.*?)\n<<<END CHANGES", prompt, re.DOTALL).group(1)
+    assert changes.splitlines()[0] == f"file deleted: {PROTECTED}"
+    # None left out: the rest are named or counted.
+    named = changes.count(f"file deleted: {folder}A_")
+    assert named > 0 and f"{3000 - named} more deleted files in {folder}" in changes
+    assert f"{PROTECTED} (deleted)" in prompt.split("<<<END CHANGES", 1)[1]  # and among the artifacts

@@ -369,15 +369,18 @@ async def test_llm_selector_picks_artifacts(big_world):
     assert grade.criteria[0].verdict is Verdict.met and "llm-selected" in grade.criteria[0].evidence_note
 
 
-async def test_failed_selector_falls_back_to_everything_truncated_never_to_nothing(big_world):
-    criterion = {"verifier_id": "v1", "criteria": "Everything is consistent"}
+async def test_failed_selector_falls_back_to_the_ranking_within_the_budget_never_to_nothing(big_world):
+    criterion = {"verifier_id": "v1", "criteria": "The summary.pdf states the profit"}
     grade, requests = await grade_one(
         big_world, criterion, [{"content": "no idea"}, MET], context_budget_chars=6000, selector="llm"
     )
     ids = artifact_ids(requests[1])
-    assert len(ids) == 11 and "file:/Reports/summary.pdf" in ids
+    assert ids[0] == "file:/Reports/summary.pdf" and len(ids) < 11
     assert "selection failed" in grade.criteria[0].evidence_note
-    assert "truncated" in prompt_of(requests[1])
+    assert "ranked instead" in grade.criteria[0].evidence_note
+    assert "created files not shown" in grade.criteria[0].evidence_note
+    # Showing all 11 cut short, as before, ignored the budget (a flood of thousands blew the window).
+    assert len(prompt_of(requests[1])) < 6000 + 2000
 
 
 async def test_context_window_error_refits_the_evidence_into_a_smaller_budget(big_world):
