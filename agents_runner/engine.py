@@ -17,6 +17,7 @@ from agents_runner.model import ContextWindowExceeded, ModelReply
 from agents_runner.state import AgentRun, RunEnded
 from agents_runner.summarize import compact, needs_compaction
 from agents_runner.text import truncate
+from atoll.jsonio import loads_strict
 from atoll.trajectory import ErrorKind, RunStatus, ToolCall
 
 
@@ -80,9 +81,11 @@ def parse_arguments(raw: str) -> tuple[dict[str, Any] | None, str | None]:
     if raw is None or not str(raw).strip():
         return {}, None
     try:
-        value = json.loads(raw)
+        value = loads_strict(raw)
     except json.JSONDecodeError as exc:
         return None, f"arguments are not valid JSON ({exc.msg} at position {exc.pos})"
+    except ValueError as exc:  # NaN or Infinity: no tool takes it, and no trajectory can hold it
+        return None, f"arguments are not valid JSON ({exc})"
     if not isinstance(value, dict):
         return None, f"arguments must be a JSON object, got {type(value).__name__}"
     return value, None

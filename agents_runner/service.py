@@ -22,7 +22,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 from fastapi import Depends, FastAPI
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 
 from agents_runner.config import AgentConfig
@@ -30,7 +30,7 @@ from agents_runner.manager import RunManager, RunRequest
 from agents_runner.registry import agents
 from agents_runner.settings import AgentRunnerSettings
 from atoll.errors import AtollError
-from atoll.http import ERROR_RESPONSES, Health, add_error_handler, bearer_guard, strict_json
+from atoll.http import ERROR_RESPONSES, Health, add_error_handler, bearer_guard, model_reply, strict_json
 from atoll.http_guard import guard
 from atoll.llm.endpoints import within
 from atoll.trajectory import RunStatus, Trajectory, Usage
@@ -137,9 +137,9 @@ def create_app(settings: AgentRunnerSettings | None = None, *, token: str | None
         response_class=JSONResponse,
         responses={200: {"model": Trajectory}, **ERROR_RESPONSES},
     )
-    async def run_trajectory(run_id: str) -> JSONResponse:
-        # Dumped as the trajectory file is (no aliases), not through FastAPI's response_model.
-        return JSONResponse(manager.trajectory(run_id).model_dump(mode="json"))
+    async def run_trajectory(run_id: str) -> Response:
+        # Written as the trajectory file is (no aliases), not through FastAPI's response_model.
+        return model_reply(manager.trajectory(run_id))
 
     @app.post("/runs/{run_id}/cancel", status_code=202, **guarded)
     async def cancel_run(run_id: str) -> RunStarted:

@@ -1,6 +1,8 @@
 """HTTP-layer helpers shared by the services' FastAPI apps (never imported by domain code).
 
-Every service answers an error with one body, :class:`ErrorBody`:
+Replies are strict JSON (docs/orchestrator.md, "Strict JSON"): typed routes are written by
+pydantic, which never writes NaN; a route answering with a contract as its file is written
+uses :func:`model_reply`. Every service answers an error with one body, :class:`ErrorBody`:
 ``{"error": {"code": "...", "message": "...", ...details}}`` (see docs/architecture.md,
 Contracts), installed by :func:`add_error_handler`; every bearer token is checked by
 :func:`bearer_guard`. The environment, whose clients are Archipelago's, asks for FastAPI's
@@ -10,7 +12,6 @@ Contracts), installed by :func:`add_error_handler`; every bearer token is checke
 from __future__ import annotations
 
 import hmac
-import json
 from collections.abc import Awaitable, Callable, Mapping
 from http import HTTPStatus
 from typing import Any
@@ -18,11 +19,12 @@ from typing import Any
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from atoll.errors import AtollError
+from atoll.jsonio import dumps_strict, model_json
 
 
 class Health(BaseModel):
@@ -95,7 +97,14 @@ def error_bytes(code: str, message: str, *, detail_field: bool = False) -> bytes
     """The one body as JSON bytes, for refusals sent below FastAPI (ASGI middleware, a mounted
     app's guard); ``detail_field`` adds ``"detail": message`` as FastAPI's ``{"detail": text}``."""
     body = error_body(code, message, compat_detail=message if detail_field else None)
-    return json.dumps(body, separators=(",", ":")).encode()
+    return dumps_strict(body, separators=(",", ":")).encode()
+
+
+def model_reply(model: BaseModel, *, by_alias: bool = False) -> Response:
+    """``model`` as a 200 ``application/json`` reply written by :func:`atoll.jsonio.model_json`:
+    for routes that answer with a contract as its file is written rather than through FastAPI's
+    response model. A NaN or Infinity in it raises (a 500 naming where), never goes out."""
+    return Response(model_json(model, by_alias=by_alias), media_type="application/json")
 
 
 def _http_error_body(status: int, detail: Any, detail_field: bool) -> dict[str, Any]:

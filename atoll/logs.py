@@ -11,12 +11,14 @@ warnings and worse through the same handler.
 
 from __future__ import annotations
 
-import json
 import logging
+import math
 import os
 import sys
 from datetime import UTC, datetime
 from typing import IO
+
+from atoll.jsonio import NonFiniteNumber, dumps_strict
 
 # Attributes every LogRecord has; anything else passed via ``extra=`` becomes a JSON field.
 _STANDARD_ATTRS = frozenset(vars(logging.makeLogRecord({})).keys()) | {"message", "asctime"}
@@ -48,7 +50,20 @@ class JsonFormatter(logging.Formatter):
                 entry[key] = value
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str, ensure_ascii=False)
+        try:
+            return dumps_strict(entry, default=str, ensure_ascii=False)
+        except NonFiniteNumber:  # a log line still goes out: such a number as text ("nan")
+            return dumps_strict(_finite_or_text(entry), default=str, ensure_ascii=False)
+
+
+def _finite_or_text(value: object) -> object:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {key: _finite_or_text(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite_or_text(item) for item in value]
+    return value
 
 
 JSON_LOGS_HELP = (

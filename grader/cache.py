@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from atoll.benchmark import Criterion
+from atoll.jsonio import dumps_strict
 
 
 def cache_key(
@@ -86,7 +87,7 @@ class VerdictCache:
             return None
 
     def put(self, key: str, record: dict[str, Any]) -> None:
-        text = json.dumps(record, sort_keys=True)
+        text = dumps_strict(record, sort_keys=True)
         with self._lock:
             if self._sqlite:
                 self._connection.execute(

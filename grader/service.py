@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import Depends, FastAPI, File, Form, UploadFile
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
 from atoll.benchmark import Task
 from atoll.errors import AtollError
 from atoll.grade import Grade
-from atoll.http import ERROR_RESPONSES, Health, add_error_handler, bearer_guard
+from atoll.http import ERROR_RESPONSES, Health, add_error_handler, bearer_guard, model_reply
 from atoll.http_guard import guard
 from atoll.judge import JudgeConfig, judge_from_request
 from atoll.llm.endpoints import trust_endpoints
@@ -101,7 +101,7 @@ def create_app(
         after: UploadFile = File(...),
         trajectory: str | None = Form(None),
         judge_config: str | None = Form(None, alias="judge"),
-    ) -> JSONResponse:
+    ) -> Response:
         try:
             parsed_task = Task.model_validate(_json_field(task, "task"))
         except ValidationError as exc:
@@ -119,6 +119,6 @@ def create_app(
                 result = await grade_trial(
                     parsed_task, before_path, after_path, parsed_trajectory, chosen, cache
                 )
-        return JSONResponse(json.loads(result.model_dump_json(by_alias=True)))
+        return model_reply(result, by_alias=True)
 
     return app

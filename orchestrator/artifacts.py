@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import fsspec
 
 from atoll.errors import AtollError
+from atoll.jsonio import dumps_strict
 
 if TYPE_CHECKING:
     from atoll.trial import TrialSpec
@@ -180,7 +181,7 @@ def claim_trial_folder(artifacts: ArtifactStore, spec: TrialSpec, attempt: int) 
             # The spec without keys, endpoints or headers (artifact stores are shared more widely).
             "spec": {**spec.model_dump(mode="json"), "agent_config": identity_config(spec.agent_config)},
         }
-        artifacts.put_bytes(key, (json.dumps(record, indent=2) + "\n").encode())
+        artifacts.put_bytes(key, (dumps_strict(record, indent=2) + "\n").encode())
         return prefix
     raise AtollError(
         "artifact_folder_taken", f"artifact folder {base} and its fallbacks are held by other trials"

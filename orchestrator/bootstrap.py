@@ -14,6 +14,7 @@ mean over those tasks.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -25,16 +26,17 @@ BOOTSTRAP_RESAMPLES = 10_000
 
 @dataclass
 class Interval:
-    value: float
-    low: float
-    high: float
+    value: float | None  # None: no task in the denominator (the mean is undefined)
+    low: float | None
+    high: float | None
     tasks: int  # tasks in the denominator
 
-    def as_dict(self) -> dict[str, float | int]:
+    def as_dict(self) -> dict[str, float | int | None]:
         return {"value": self.value, "ci_low": self.low, "ci_high": self.high, "tasks": self.tasks}
 
 
-NAN_INTERVAL = Interval(float("nan"), float("nan"), float("nan"), 0)
+# A mean over no task is undefined: None, never NaN (which is not JSON; docs/orchestrator.md).
+UNDEFINED_INTERVAL = Interval(None, None, None, 0)
 
 
 # Resamples are drawn and multiplied in blocks of this many rows: the draws of a 480-task
@@ -62,11 +64,12 @@ def bootstrap_series(
     ``values`` and ``members`` are tasks × series: a series' value on a task, and whether the
     task belongs to that series (1) or not (0; its value is then ignored). Returns one
     Interval per series: the mean over its member tasks and the 2.5–97.5 percentiles of the
-    resampled means (resamples that drew none of its tasks are left out of the percentiles).
+    resampled means (resamples that drew none of its tasks are left out of the percentiles);
+    a series with no member task gets :data:`UNDEFINED_INTERVAL`.
     """
     tasks, series = values.shape
     if tasks == 0 or series == 0:
-        return [NAN_INTERVAL] * series
+        return [UNDEFINED_INTERVAL] * series
     members = members.astype(np.float64)
     weighted = np.where(members > 0, values, 0.0)
     blocks = []
@@ -84,16 +87,15 @@ def bootstrap_series(
     intervals = []
     for index in range(series):
         if counts[index] == 0:
-            intervals.append(NAN_INTERVAL)
+            intervals.append(UNDEFINED_INTERVAL)
             continue
         value = float(weighted[:, index].sum() / counts[index])
+        low, high = float(lows[index]), float(highs[index])
+        if not (math.isfinite(low) and math.isfinite(high)):  # no resample drew any of its tasks
+            low = high = value
         # Sums of equal values can land an ulp away from the value; an interval always
         # brackets its own point value.
-        intervals.append(
-            Interval(
-                value, float(min(lows[index], value)), float(max(highs[index], value)), int(counts[index])
-            )
-        )
+        intervals.append(Interval(value, min(low, value), max(high, value), int(counts[index])))
     return intervals
 
 
@@ -101,6 +103,6 @@ def bootstrap_mean(values: Iterable[float], *, seed: int, resamples: int = BOOTS
     """Mean of per-task values with a task-level percentile bootstrap 95% interval."""
     array = np.asarray(list(values), dtype=float)
     if array.size == 0:
-        return NAN_INTERVAL
+        return UNDEFINED_INTERVAL
     (interval,) = bootstrap_series(array[:, None], np.ones((array.size, 1)), seed=seed, resamples=resamples)
     return interval

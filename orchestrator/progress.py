@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections import defaultdict
@@ -12,6 +11,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from atoll.jsonio import dumps_strict
 from atoll.trial import Outcome, TrialResult
 from orchestrator.report_trials import costs_known
 from orchestrator.stats import bootstrap_mean
@@ -92,7 +92,7 @@ class ProgressView:
             }
             if result is not None:
                 record.update(outcome=result.outcome.value, score=result.score, error=result.error)
-            print(json.dumps(record), file=self.out, flush=True)
+            print(dumps_strict(record), file=self.out, flush=True)
         elif self._live is not None:
             self._live.update(self._render())
 

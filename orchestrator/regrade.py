@@ -15,7 +15,6 @@ Trials never graded (a run that ended early, unless the experiment grades those)
 from __future__ import annotations
 
 import asyncio
-import json
 import tempfile
 import time
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 
 from atoll.errors import AtollError
 from atoll.grade import Grade
+from atoll.jsonio import dumps_strict, model_json
 from atoll.judge import JudgeConfig, JudgeIdentity, judge_identity
 from atoll.loader import load_benchmark
 from atoll.trajectory import Trajectory
@@ -86,7 +86,7 @@ async def regrade_run(
             grade, provenance = await regrade(task, before, after, trajectory, old, judge, cache)
         grade_uri = artifacts.put_bytes(
             f"{_trial_folder(artifacts, trial_spec, result)}/regrade-{stamp}/grade.json",
-            grade.model_dump_json(indent=2).encode(),
+            model_json(grade, indent=2).encode(),
         )
         outcome = (
             result.outcome if result.outcome is Outcome.infra_error else trial_outcome(trajectory, grade)
@@ -132,7 +132,7 @@ async def regrade_run(
         "trials": movements,
     }
     output.mkdir(parents=True, exist_ok=True)
-    (output / f"regrade-{stamp}.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    (output / f"regrade-{stamp}.json").write_text(dumps_strict(summary, indent=2) + "\n", encoding="utf-8")
     return summary
 
 

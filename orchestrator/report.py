@@ -3,7 +3,6 @@ self-contained report.html with plots. Denominators and exclusions are always st
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -13,6 +12,7 @@ from urllib.parse import quote
 
 from atoll.costs import tokens_text
 from atoll.errors import AtollError
+from atoll.jsonio import dumps_strict
 from atoll.trial import Outcome, TrialResult, TrialSpec
 from orchestrator.judging import judge_markdown, judge_summary, judged_elsewhere
 from orchestrator.report_trials import (
@@ -307,8 +307,8 @@ def build_report(
     return report
 
 
-def _pct(value: float) -> str:
-    return "—" if value != value else f"{100 * value:.1f}%"  # NaN-safe
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.1f}%"
 
 
 def _cost(usd: float, unpriced: int, finished: int) -> str:
@@ -330,8 +330,8 @@ def _link(text: str, url: str | None) -> str:
 
 
 def _ci(entry: dict[str, Any]) -> str:
-    if entry["tasks"] == 0:
-        return "—"
+    if entry["tasks"] == 0:  # undefined: a dash and why (report.json has null and the reason)
+        return f"— ({_cell(entry.get('undefined', {}).get('value', 'no task'))})"
     flag = " ⚠" if entry.get("warning") else ""  # fewer tasks than MIN_TASKS_FOR_CI behind it
     return f"{_pct(entry['value'])} [{_pct(entry['ci_low'])}, {_pct(entry['ci_high'])}]{flag}"
 
@@ -729,7 +729,7 @@ def write_report(
     output = Path(output_dir)
     output.mkdir(parents=True, exist_ok=True)
     paths = {"json": output / "report.json", "md": output / "report.md", "html": output / "report.html"}
-    paths["json"].write_text(json.dumps(report, indent=2, default=str) + "\n", encoding="utf-8")
+    paths["json"].write_text(dumps_strict(report, indent=2, default=str) + "\n", encoding="utf-8")
     paths["md"].write_text(render_markdown(report), encoding="utf-8")
     paths["html"].write_text(render_html(report, render_markdown(report)), encoding="utf-8")
     return paths

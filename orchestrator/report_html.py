@@ -42,12 +42,17 @@ def _leaderboard_plot(rows: list[dict[str, Any]]) -> str:
     return _svg(figure)
 
 
+def _plotted(entry: dict[str, Any]) -> float:
+    """A metric in percent; an undefined one (null in report.json) is a gap in the line."""
+    return float("nan") if entry["value"] is None else 100 * entry["value"]
+
+
 def _k_plot(report: dict[str, Any]) -> str:
     figure, (left, right) = plt.subplots(1, 2, figsize=(9, 3.2))
     for agent, metrics in report["metrics"]["overall"].items():
         ks = [int(k) for k in metrics["pass_at_k"]]
-        left.plot(ks, [100 * metrics["pass_at_k"][str(k)]["value"] for k in ks], marker="o", label=agent)
-        right.plot(ks, [100 * metrics["pass_hat_k"][str(k)]["value"] for k in ks], marker="o", label=agent)
+        left.plot(ks, [_plotted(metrics["pass_at_k"][str(k)]) for k in ks], marker="o", label=agent)
+        right.plot(ks, [_plotted(metrics["pass_hat_k"][str(k)]) for k in ks], marker="o", label=agent)
     ks = list(range(1, int(report["runs_per_task"]) + 1))
     for axis, title in ((left, "Pass@k"), (right, "Pass^k")):
         axis.set_title(title)

@@ -26,6 +26,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from atoll.jsonio import dumps_strict
 from atoll.trial import TrialResult, TrialSpec
 from orchestrator.store import Completion, Lease, TrialStore, normalise_store_url
 
@@ -54,7 +55,7 @@ class SpooledWrite:
 
     def to_json(self) -> str:
         lease = self.completion.lease
-        return json.dumps(
+        return dumps_strict(
             {
                 "kind": self.kind,
                 "write_id": self.completion.write_id,

@@ -165,17 +165,23 @@ def _scope_intervals(
     return result
 
 
-def _with_warning(interval: Interval) -> dict:
+def _interval_entry(interval: Interval, undefined_because: str) -> dict:
+    """The interval as report JSON: a warning when few tasks back it; when no task does, its
+    value and bounds are null and ``undefined`` says why (never NaN: docs/orchestrator.md)."""
     entry = interval.as_dict()
-    if 0 < interval.tasks < MIN_TASKS_FOR_CI:
+    if interval.tasks == 0:
+        entry["undefined"] = {key: undefined_because for key in ("value", "ci_low", "ci_high")}
+    elif interval.tasks < MIN_TASKS_FOR_CI:
         entry["warning"] = f"only {interval.tasks} task(s) back this interval; it says little"
     return entry
 
 
 def agent_metrics(tasks: dict[str, TaskTally], intervals: dict[str, Interval], *, max_k: int) -> dict:
-    """Pass@1, Pass@k and Pass^k for k = 1..max_k, and mean score, each with its CI, and
-    every exclusion with its count and reason."""
+    """Pass@1, Pass@k and Pass^k for k = 1..max_k, and mean score, each with its CI (null
+    values and an ``undefined`` reason where no task backs it), and every exclusion with its
+    count and reason."""
     graded = [task_id for task_id, t in tasks.items() if t.graded > 0]
+    no_graded = f"no graded trial (pass or fail) on any of its {len(tasks)} task(s)"
     ungraded = {
         task_id: dict(sorted(t.reasons.items(), key=lambda kv: -kv[1]))
         for task_id, t in sorted(tasks.items())
@@ -194,17 +200,21 @@ def agent_metrics(tasks: dict[str, TaskTally], intervals: dict[str, Interval], *
         "ungradeable_criteria_in_failed_trials": sum(
             t.ungradeable_criteria_in_failed for t in tasks.values()
         ),
-        "pass_at_1": _with_warning(intervals["pass_at_1"]),
-        "mean_score": _with_warning(intervals["mean_score"]),
-        "checks_pass": _with_warning(intervals["checks_pass"]),
+        "pass_at_1": _interval_entry(intervals["pass_at_1"], no_graded),
+        "mean_score": _interval_entry(intervals["mean_score"], no_graded),
+        "checks_pass": _interval_entry(
+            intervals["checks_pass"], "no finished trial has a criterion with a programmatic check"
+        ),
         "pass_at_k": {},
         "pass_hat_k": {},
     }
+    most = max((t.graded for t in tasks.values()), default=0)
     for k in range(1, max_k + 1):
         short = sorted(task_id for task_id in graded if tasks[task_id].graded < k)
         extra = {"excluded_tasks": len(short), "excluded_task_ids": short}
-        result["pass_at_k"][str(k)] = {**_with_warning(intervals[f"pass_at_k/{k}"]), **extra}
-        result["pass_hat_k"][str(k)] = {**_with_warning(intervals[f"pass_hat_k/{k}"]), **extra}
+        why = no_graded if not graded else f"no task has {k} graded runs (the most any has: {most})"
+        result["pass_at_k"][str(k)] = {**_interval_entry(intervals[f"pass_at_k/{k}"], why), **extra}
+        result["pass_hat_k"][str(k)] = {**_interval_entry(intervals[f"pass_hat_k/{k}"], why), **extra}
     return result
 
 

@@ -14,6 +14,7 @@ from sqlalchemy import and_, case, delete, func, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
 from atoll.errors import AtollError
+from atoll.jsonio import dumps_strict, model_json
 from atoll.trial import TrialResult, TrialSpec, TrialState
 from orchestrator.store_retry import retried
 from orchestrator.store_schema import TRIAL_FIELDS, archived_trials, attempts, experiments, trials
@@ -93,11 +94,11 @@ class RunRecords:
         """Create or update a run's record: its spec (and so its policy), and its fingerprint.
         A recorded stop is cleared (the run is being started again) unless ``keep_stop`` (a
         regrade records a new judge without running anything)."""
-        values: dict[str, Any] = {"spec_json": json.dumps(spec)}
+        values: dict[str, Any] = {"spec_json": dumps_strict(spec)}
         if not keep_stop:
             values["stop_json"] = None
         if fingerprint is not None:
-            values.update(fingerprint=fingerprint, identity_json=json.dumps(identity, sort_keys=True))
+            values.update(fingerprint=fingerprint, identity_json=dumps_strict(identity, sort_keys=True))
         with self._tx() as tx:
             row = tx.execute(select(experiments.c.name).where(experiments.c.name == name)).first()
             if row is None:
@@ -113,7 +114,7 @@ class RunRecords:
         stop = {"reason": reason, "detail": detail, "at": time.time()}
         with self._tx() as tx:
             tx.execute(
-                update(experiments).where(experiments.c.name == name).values(stop_json=json.dumps(stop))
+                update(experiments).where(experiments.c.name == name).values(stop_json=dumps_strict(stop))
             )
             # A cancel is the user's stop (orchestrator.lifecycle); every other reason is an abort.
             kind = "run.cancelled" if reason == "cancelled" else "run.aborted"
@@ -285,9 +286,7 @@ class RunRecords:
             tx.execute(
                 update(trials)
                 .where(and_(trials.c.experiment == experiment, trials.c.trial_id == trial_id))
-                .values(
-                    outcome=result.outcome.value, result_json=result.model_dump_json(), updated_at=time.time()
-                )
+                .values(outcome=result.outcome.value, result_json=model_json(result), updated_at=time.time())
             )
             tx.execute(
                 attempts.insert().values(

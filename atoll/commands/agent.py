@@ -10,6 +10,7 @@ from typing import Any
 import typer
 
 from atoll.errors import AtollError
+from atoll.jsonio import model_json
 from atoll.logs import JSON_LOGS_HELP
 
 app = typer.Typer(help="The agents runner: one trajectory, or the HTTP service.", no_args_is_help=True)
@@ -124,7 +125,7 @@ def run(
     from atoll.costs import cost_text, tokens_text
 
     trajectory = asyncio.run(_run_with_progress(spec, agent_run, gateway_url, gateway_token, quiet))
-    output.write_text(trajectory.model_dump_json(indent=2), encoding="utf-8")
+    output.write_text(model_json(trajectory, indent=2), encoding="utf-8")
     usage = trajectory.usage
     typer.echo(
         f"{trajectory.status.value}: {trajectory.steps} steps, {trajectory.duration_s:.1f} s, "

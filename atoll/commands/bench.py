@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.table import Table
+
+from atoll.jsonio import dumps_strict
 
 app = typer.Typer(help="Benchmark directories (APEX-Agents v1 or v1.1 layout).", no_args_is_help=True)
 
@@ -25,7 +26,7 @@ def load(
 
     summary = summarize(load_benchmark(path, verify_archives=verify))
     if as_json:
-        typer.echo(json.dumps(summary, indent=2))
+        typer.echo(dumps_strict(summary, indent=2))
         return
     _print_summary(summary)
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import typer
 
+from atoll.jsonio import model_json
+
 
 def register(app: typer.Typer) -> None:
     """Add `atoll demo` to the root app."""
@@ -79,5 +81,5 @@ def _validate_gold(spec, *, quiet: bool) -> None:
     asyncio.run(validate_gold(load_benchmark(spec.benchmark), judge, report))
     _print_gold_results(report)
     path = Path(spec.output_dir) / "gold-validation.json"
-    path.write_text(json.dumps(report.model_dump(mode="json"), indent=2), encoding="utf-8")
+    path.write_text(model_json(report, indent=2), encoding="utf-8")
     typer.echo(f"gold validation: {path}")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +10,7 @@ import typer
 
 from atoll.commands.completeness import exit_if_incomplete
 from atoll.errors import AtollError
+from atoll.jsonio import model_json
 from atoll.logs import JSON_LOGS_HELP
 
 app = typer.Typer(
@@ -169,7 +169,7 @@ def grade(
     with console.status(f"grading {task.task_id}: {len(task.rubric)} criteria"):
         result = asyncio.run(grade_trial(task, before, after, loaded_trajectory, judge, verdict_cache))
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(result.model_dump_json(by_alias=True, indent=2))
+    output.write_text(model_json(result, by_alias=True, indent=2))
     met = sum(v.verdict.value == "met" for v in result.criteria)
     console.print(
         f"{task.task_id}: {'PASS' if result.passed else 'FAIL'}  score {result.score:.2f} "
@@ -319,7 +319,7 @@ def validate(
     if report.gold_results:
         _print_gold_results(report)
     if output is not None:
-        output.write_text(json.dumps(report.model_dump(mode="json"), indent=2))
+        output.write_text(model_json(report, indent=2))
 
 
 def _print_gold_results(report: Any) -> None:

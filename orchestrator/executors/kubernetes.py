@@ -43,6 +43,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from atoll.apps import servers_for_world
 from atoll.benchmark import Benchmark
 from atoll.experiment import ExperimentSpec
+from atoll.jsonio import model_json
 from atoll.trial import TrialResult, TrialSpec
 from orchestrator.artifacts import ArtifactStore
 from orchestrator.executors import executor, steps
@@ -674,7 +675,7 @@ class KubernetesExecutor:
                     raise InfraError(
                         f"artifact store {self.artifacts.url}: cannot presign the trial pod's URLs: {exc}"
                     ) from exc
-            data = trial_input.model_dump_json(by_alias=True).encode()
+            data = model_json(trial_input, by_alias=True).encode()
             return self.artifacts.put_bytes(key, data), pod_input
 
         try:

@@ -31,6 +31,7 @@ from pydantic import BaseModel, Field
 from atoll.benchmark import Task
 from atoll.errors import AtollError
 from atoll.grade import Grade
+from atoll.jsonio import model_json
 from atoll.judge import CHECKS_ONLY, judge_from_request
 from atoll.trajectory import Trajectory
 from atoll.trial import TrialResult, TrialSpec
@@ -235,8 +236,8 @@ class _PresignedFolder:
     ) -> dict[str, str | None]:
         # The worker stored the seed before presigning its URL: it is the initial snapshot.
         return {
-            "trajectory_uri": self._put(TRAJECTORY_NAME, trajectory.model_dump_json(indent=2).encode()),
-            "grade_uri": self._put(GRADE_NAME, grade.model_dump_json(indent=2).encode()) if grade else None,
+            "trajectory_uri": self._put(TRAJECTORY_NAME, model_json(trajectory, indent=2).encode()),
+            "grade_uri": self._put(GRADE_NAME, model_json(grade, indent=2).encode()) if grade else None,
             "snapshot_before_uri": self.seed_uri,
             "snapshot_after_uri": self._put(AFTER_NAME, after),
         }
@@ -290,7 +291,7 @@ async def run_pod_trial(
         outcome = PodTrialOutcome(result=result)
     except InfraError as exc:
         outcome = PodTrialOutcome(infra_error=str(exc))
-    folder.put_outcome(outcome.model_dump_json(indent=2).encode())
+    folder.put_outcome(model_json(outcome, indent=2).encode())
     return outcome
 
 

@@ -24,6 +24,7 @@ from atoll.benchmark import Task, World
 from atoll.errors import AtollError, describe_validation
 from atoll.experiment import ExperimentSpec
 from atoll.grade import Grade, Verdict
+from atoll.jsonio import model_json
 from atoll.trajectory import ErrorKind, RunStatus, Trajectory
 from atoll.trial import Outcome, TrialResult, TrialSpec
 from orchestrator.artifacts import ArtifactStore
@@ -336,9 +337,9 @@ def store_artifacts(
                 raise
     return {
         "trajectory_uri": artifacts.put_bytes(
-            f"{prefix}/trajectory.json", trajectory.model_dump_json(indent=2).encode()
+            f"{prefix}/trajectory.json", model_json(trajectory, indent=2).encode()
         ),
-        "grade_uri": artifacts.put_bytes(f"{prefix}/grade.json", grade.model_dump_json(indent=2).encode())
+        "grade_uri": artifacts.put_bytes(f"{prefix}/grade.json", model_json(grade, indent=2).encode())
         if grade
         else None,
         "snapshot_before_uri": before_uri,

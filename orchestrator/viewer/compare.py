@@ -73,22 +73,46 @@ def _metric_deltas(row_a: dict[str, Any] | None, row_b: dict[str, Any] | None) -
         entry_b = (row_b or {}).get(key) or {}
         value_a = entry_a.get("value") if entry_a.get("tasks") else None
         value_b = entry_b.get("value") if entry_b.get("tasks") else None
-        deltas[key] = {
-            "a": value_a,
-            "b": value_b,
-            "delta": None if value_a is None or value_b is None else value_b - value_a,
-        }
+        deltas[key] = _with_reasons(
+            {
+                "a": value_a,
+                "b": value_b,
+                "delta": None if value_a is None or value_b is None else value_b - value_a,
+            },
+            a=_undefined_because(row_a, entry_a, "a"),
+            b=_undefined_because(row_b, entry_b, "b"),
+        )
     cost_a, cost_b = (row_a or {}).get("cost_usd"), (row_b or {}).get("cost_usd")
     known = (row_a or {}).get("cost_known", True) and (row_b or {}).get("cost_known", True)
-    deltas["cost_usd"] = {
-        "a": cost_a,
-        "b": cost_b,
-        "delta": cost_b - cost_a if known and cost_a is not None and cost_b is not None else None,
-        # As the leaderboard writes them ("$0.0240", "unknown", "$0.04 + unknown (…)").
-        "a_text": (row_a or {}).get("cost"),
-        "b_text": (row_b or {}).get("cost"),
-    }
+    deltas["cost_usd"] = _with_reasons(
+        {
+            "a": cost_a,
+            "b": cost_b,
+            "delta": cost_b - cost_a if known and cost_a is not None and cost_b is not None else None,
+            # As the leaderboard writes them ("$0.0240", "unknown", "$0.04 + unknown (…)").
+            "a_text": (row_a or {}).get("cost"),
+            "b_text": (row_b or {}).get("cost"),
+        },
+        a="the agent is not in run a",
+        b="the agent is not in run b",
+        delta="some tokens have no price (cost unknown)",
+    )
     return deltas
+
+
+def _undefined_because(row: dict[str, Any] | None, entry: dict[str, Any], side: str) -> str:
+    if row is None:
+        return f"the agent is not in run {side}"
+    return (entry.get("undefined") or {}).get("value", f"undefined in run {side}")
+
+
+def _with_reasons(values: dict[str, Any], **reasons: str) -> dict[str, Any]:
+    """``values`` with ``undefined``: {field: reason} for each of a, b and delta that is null
+    (docs/orchestrator.md, "Strict JSON")."""
+    why = {side: reasons[side] for side in ("a", "b") if values[side] is None}
+    if values["delta"] is None:
+        why["delta"] = "; ".join(f"{side}: {reason}" for side, reason in why.items()) or reasons["delta"]
+    return {**values, "undefined": why} if why else values
 
 
 def _compare_agents(

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from agents_runner import run_agent
+from atoll.jsonio import loads_strict, model_json
 from atoll.testing.scripted_llm import CONTEXT_LENGTH_EXCEEDED, ScriptedLLM
 from atoll.trajectory import ErrorKind, RunStatus
 
@@ -181,6 +182,20 @@ async def test_malformed_tool_call_json_gets_an_error_result_then_error_agent(ga
     first = trajectory.tool_calls[0]
     assert first.arguments == '{"tool_name": "mail_'  # the raw string is kept
     assert first.is_error and "not valid JSON" in first.result
+    assert_every_call_answered_once(trajectory)
+
+
+async def test_tool_call_arguments_with_nan_are_not_json_and_the_trajectory_stays_strict(gateway):
+    """Python's json reads NaN; JSON has none, no tool takes it, and a trajectory holding it could
+    not be written strictly (atoll.jsonio): the model is told, as for any malformed arguments."""
+    nan = {"tool_calls": [{"name": "toolbelt_add_tool", "arguments": '{"tool_name": NaN}'}]}
+    done = {"tool_calls": [call("final_answer", answer="done", status="completed")]}
+    with ScriptedLLM([nan, done]) as llm:
+        trajectory = await _run(llm, gateway)
+    first = trajectory.tool_calls[0]
+    assert first.arguments == '{"tool_name": NaN}'  # the raw string is kept
+    assert first.is_error and "not valid JSON (NaN is not JSON" in first.result
+    loads_strict(model_json(trajectory))
     assert_every_call_answered_once(trajectory)
 
 

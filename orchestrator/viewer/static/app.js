@@ -281,7 +281,8 @@ function leaderboard(rows) {
 }
 
 function ci(entry) {
-  if (!entry || !entry.tasks) return "—";
+  // Undefined (no task backs it): null in the JSON, with why in entry.undefined.
+  if (!entry || !entry.tasks) return entry && entry.undefined ? "— (" + entry.undefined.value + ")" : "—";
   return fmtPct(entry.value) + " [" + fmtPct(entry.ci_low) + ", " + fmtPct(entry.ci_high) + "]";
 }
 
