@@ -274,7 +274,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
                 while len(recent_reports) > _REPORTS_KEPT:
                     recent_reports.popitem(last=False)
             recent_reports.move_to_end(name)
-        # Served as written: report.json may hold NaN for undefined metrics (as Python writes it).
+        # Served as written: strict JSON (undefined metrics are null with a reason: atoll.jsonio).
         return Response(content=built[1], media_type="application/json")
 
     install_events(app, settings, authorize, known)

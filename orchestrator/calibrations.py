@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import insert, select
 
+from atoll.jsonio import dumps_strict
 from orchestrator.store import TrialStore
 from orchestrator.store_schema import judge_calibrations
 
@@ -48,7 +49,7 @@ def record_calibration(store: TrialStore, summary: dict[str, Any]) -> Calibratio
                 n=record.n,
                 accuracy=record.accuracy,
                 created_at=record.created_at,
-                summary_json=json.dumps(summary),
+                summary_json=dumps_strict(summary),
             )
         )
     return record

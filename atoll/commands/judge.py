@@ -4,13 +4,13 @@ gold outputs (`gold`), against another judge (`compare`, `self-preference`)."""
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
 import typer
 
 from atoll.errors import AtollError
+from atoll.jsonio import dumps_strict
 
 app = typer.Typer(
     help="Measure the judge: against human labels, on the gold outputs, against another judge.",
@@ -79,7 +79,7 @@ def print_summary(report: dict[str, Any], title: str) -> None:
 
 def _write(output: Path, report: dict[str, Any]) -> None:
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(report, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    output.write_text(dumps_strict(report, indent=2) + "\n", encoding="utf-8")
 
 
 @app.command()

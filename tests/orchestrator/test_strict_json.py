@@ -125,9 +125,17 @@ def _api_replies(root: Path, store: str) -> dict[str, bytes]:
     with TestClient(create_api(settings)) as client:
         paths = ["/health", "/runs"]
         for name in ("demo-like", "faulty"):
-            paths += [f"/runs/{name}", f"/runs/{name}/report"]
+            paths += [f"/runs/{name}", f"/runs/{name}/report", f"/runs/{name}/events?format=json"]
+            paths += [f"/runs/{name}/webhooks", f"/runs/{name}/webhooks/deliveries"]
         for path in paths:
             replies[f"api {path}"] = _ok(client.get(path))
+        # The event stream of a finished run ends (the regraded run's latest event is a regrade:
+        # its stream stays open, so its events are read as pages above).
+        stream = _ok(client.get("/runs/faulty/events")).decode()
+        data = [line[len("data: ") :] for line in stream.splitlines() if line.startswith("data: ")]
+        assert len(data) > 24
+        for index, line in enumerate(data):
+            replies[f"api /runs/faulty/events data {index}"] = line.encode()
     opened = TrialStore(store)
     try:
         with TestClient(create_viewer(opened)) as client:
