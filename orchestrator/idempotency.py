@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from atoll.errors import AtollError
+from atoll.jsonio import model_json
 from orchestrator.store import TrialStore
 
 Reply = TypeVar("Reply", bound=BaseModel)
@@ -54,5 +55,5 @@ async def submit_once(
     except BaseException:
         await call(store.drop_submission, key, holder)
         raise
-    await call(store.record_submission, key, holder, reply.model_dump_json())
+    await call(store.record_submission, key, holder, model_json(reply))
     return reply

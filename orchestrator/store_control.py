@@ -22,6 +22,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from atoll.errors import AtollError
+from atoll.jsonio import dumps_strict
 from atoll.trial import TrialResult, TrialSpec, TrialState
 from orchestrator.store_retry import retried
 from orchestrator.store_runs import TrialRow
@@ -124,7 +125,7 @@ class RunControls:
             )
             stop = {"reason": "cancelled", "detail": detail, "at": now}
             tx.execute(
-                update(experiments).where(experiments.c.name == name).values(stop_json=json.dumps(stop))
+                update(experiments).where(experiments.c.name == name).values(stop_json=dumps_strict(stop))
             )
             payload = {"reason": "cancelled", "detail": detail, "cancelled": waiting, "stopped": stopped}
             self._append_events(tx, [(name, "run.cancelled", payload)])

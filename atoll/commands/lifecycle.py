@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from atoll.errors import AtollError
+from atoll.jsonio import model_json
 
 if TYPE_CHECKING:
     from orchestrator.lifecycle_models import RunChange
@@ -95,7 +96,7 @@ def runs(
             trial_store, state=wanted, prefix=prefix, include_archived=archived, limit=limit, offset=offset
         )
     if json_output:
-        typer.echo(page.model_dump_json(indent=2))
+        typer.echo(model_json(page, indent=2))
         return
     if not page.runs:
         typer.echo("no runs" + (" match" if state or prefix else ""))
