@@ -43,6 +43,9 @@ class Metrics(BaseModel):
     cohen_kappa: float | None = None
     false_positive_rate: float | None = None
     false_negative_rate: float | None = None
+    undefined: dict[str, str] = Field(
+        default_factory=dict, description="statistic -> why it is undefined (its value is null)"
+    )
 
 
 def compute_metrics(pairs: list[tuple[Verdict, bool]]) -> Metrics:
@@ -50,8 +53,12 @@ def compute_metrics(pairs: list[tuple[Verdict, bool]]) -> Metrics:
     statistics of :mod:`grader.calibration` (the one home of the formulas), plus the false
     positive and false negative rates."""
     counts, ungradeable = confusion(pairs)
-    values, _reasons = statistics(counts)
+    values, reasons = statistics(counts)
     tp, fp, tn, fn = counts.tp, counts.fp, counts.tn, counts.fn
+    if not fp + tn:
+        reasons["false_positive_rate"] = "no decided row's reference is not met (fp + tn = 0)"
+    if not fn + tp:
+        reasons["false_negative_rate"] = "no decided row's reference is met (fn + tp = 0)"
     return Metrics(
         total=len(pairs),
         graded=counts.n,
@@ -67,6 +74,7 @@ def compute_metrics(pairs: list[tuple[Verdict, bool]]) -> Metrics:
         cohen_kappa=values["cohen_kappa"],
         false_positive_rate=fp / (fp + tn) if fp + tn else None,
         false_negative_rate=fn / (fn + tp) if fn + tp else None,
+        undefined=reasons,
     )
 
 

@@ -344,6 +344,24 @@ def test_labelled_metrics_arithmetic():
     assert metrics.false_positive_rate == pytest.approx(
         2 / 11
     ) and metrics.false_negative_rate == pytest.approx(1 / 9)
+    assert metrics.undefined == {}
+
+
+def test_undefined_labelled_metrics_are_null_with_their_reasons():
+    """Strict JSON (docs/orchestrator.md): what cannot be computed is null and says why."""
+    from atoll.grade import Verdict
+    from atoll.jsonio import loads_strict, model_json
+    from grader.validate import compute_metrics
+
+    metrics = compute_metrics([(Verdict.not_met, False)] * 3)
+    written = loads_strict(model_json(metrics))
+    assert written["precision"] is None and written["false_negative_rate"] is None
+    assert written["accuracy"] == 1.0 and written["false_positive_rate"] == 0.0
+    assert written["undefined"]["precision"] == "the judge said met on no row (tp + fp = 0)"
+    assert written["undefined"]["false_negative_rate"] == "no decided row's reference is met (fn + tp = 0)"
+    assert {name for name, value in written.items() if value is None} == set(written["undefined"])
+    nothing = loads_strict(model_json(compute_metrics([(Verdict.ungradeable, True)])))
+    assert nothing["accuracy"] is None and nothing["undefined"]["accuracy"] == "no decided rows"
 
 
 async def test_client_grades_through_the_service(grader_server, tmp_path):
