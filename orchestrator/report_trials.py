@@ -277,6 +277,9 @@ def banner(stop: dict[str, Any] | None, counts: dict[str, int]) -> dict[str, Any
         kind = "aborted" if stop.get("reason") in ("infra_error_rate", "model_configuration") else "stopped"
         if stop.get("reason") == "interrupted":
             kind = "interrupted"
+        if stop.get("reason") == "cancelled":  # orchestrator.lifecycle: its trials were cancelled
+            kind = "cancelled"
+            unfinished += counts.get("cancelled", 0)
         shown = {
             "kind": kind,
             "reason": stop.get("reason"),
@@ -305,11 +308,11 @@ def _banner_message(shown: dict[str, Any]) -> str:
         if shown.get("at")
         else ""
     )
-    resume = (
-        " Fix the cause, then run the experiment again to resume: finished trials are kept."
-        if shown["kind"] == "aborted"
-        else " Running the experiment again resumes it: finished trials are kept."
-    )
+    resume = {
+        "aborted": " Fix the cause, then run the experiment again to resume: finished trials are kept.",
+        "cancelled": " `atoll resume RUN` (POST /runs/RUN/resume) makes its cancelled trials pending "
+        "again: finished trials are kept.",
+    }.get(shown["kind"], " Running the experiment again resumes it: finished trials are kept.")
     left = (
         f" {shown['unfinished']} trial(s) not finished."
         if shown["kind"] != "not finished" and shown["unfinished"]

@@ -89,6 +89,8 @@ def _status(counts: dict[str, int]) -> str:
         return "running"
     if counts["pending"]:
         return "incomplete"
+    if counts.get("cancelled"):
+        return "cancelled"
     if counts["infra_error"]:
         return "finished with infra errors"
     return "finished"

@@ -245,6 +245,9 @@ def test_cancel_with_stop_ends_the_running_trial_and_cancels_the_pending_ones(se
         assert status["state"] == "cancelled" and status["counts"]["cancelled"] == 6
         assert status["stop"]["reason"] == "cancelled"
         assert status["eta"] == {"seconds": None, "reason": "the run is cancelled"}
+        banner = (await client.get("/runs/life/report")).json()["banner"]
+        assert banner["title"] == "CANCELLED" and banner["unfinished"] == 6
+        assert "`atoll resume RUN`" in banner["message"]
         # Resume undoes it: the cancelled trials are pending again.
         resumed = (await client.post("/runs/life/resume")).json()
         assert resumed["trials_changed"] == 6 and resumed["counts"]["pending"] == 6
@@ -328,5 +331,32 @@ def test_an_archived_run_leaves_the_default_list_and_keeps_its_data(settings, be
         status = (await client.get("/runs/life")).json()
         assert status["archived"] is True and status["counts"]["done"] == 6
         assert (await client.get("/runs/life/trials")).json()["total"] == 6
+
+    _scenario(settings, body)
+
+
+def test_every_lifecycle_route_needs_the_token_when_one_is_set(tmp_path, benchmark_dir):
+    settings = ApiSettings(
+        store=f"sqlite:///{tmp_path / 'api.db'}", benchmark_roots=str(tmp_path), api_token="s3cret"
+    )
+
+    async def body(client):
+        routes = [
+            ("GET", "/runs"),
+            ("GET", "/runs/life"),
+            ("GET", "/runs/life/trials"),
+            ("GET", "/runs/life/trials/abc"),
+            ("POST", "/runs/life/cancel"),
+            ("POST", "/runs/life/pause"),
+            ("POST", "/runs/life/resume"),
+            ("POST", "/runs/life/requeue"),
+            ("POST", "/runs/life/archive"),
+            ("PATCH", "/runs/life"),
+        ]
+        for method, path in routes:
+            refused = await client.request(method, path, json={"concurrency": 2})
+            assert refused.status_code == 401, (method, path)
+        allowed = await client.post("/runs/life/pause", headers={"Authorization": "Bearer s3cret"})
+        assert allowed.status_code == 404  # past the token: no such run
 
     _scenario(settings, body)
