@@ -265,3 +265,20 @@ def test_records_written_with_nan_before_still_read(tmp_path):
         TrialResult.model_validate_json('{"trial_id": "t", "outcome": "fail", "score": NaN}').score
     )
     store.dispose()
+
+
+def test_the_viewer_comparison_says_why_a_delta_is_undefined(finished_runs):
+    _root, store = finished_runs
+    opened = TrialStore(store)
+    try:
+        with TestClient(create_viewer(opened)) as client:
+            compared = loads_strict(_ok(client.get("/api/compare?a=faulty&b=faulty")))
+    finally:
+        opened.dispose()
+    (broken,) = (pair for pair in compared["pairs"] if pair["agent_a"] == "broken")
+    delta = broken["metrics"]["pass_at_1"]
+    assert delta["a"] is None and delta["b"] is None and delta["delta"] is None
+    assert delta["undefined"]["a"] == "no graded trial (pass or fail) on any of its 4 task(s)"
+    assert delta["undefined"]["delta"].startswith("a: no graded trial")
+    (flaky,) = (pair for pair in compared["pairs"] if pair["agent_a"] == "flaky")
+    assert flaky["metrics"]["pass_at_1"]["delta"] == 0.0 and "undefined" not in flaky["metrics"]["pass_at_1"]
