@@ -47,6 +47,8 @@ INTERRUPT_GRACE_S = 5.0
 CANCEL_WAIT_S = 10.0
 # How often running trials are checked for a cancel of their run that stops them.
 CANCEL_CHECK_S = 1.0
+# How often an idle scheduler of one paused run says that it waits.
+PAUSED_NOTICE_S = 60.0
 
 
 @dataclass
@@ -127,6 +129,7 @@ class Scheduler:
         self._unwritten: list[tuple[Completion, asyncio.Future]] = []
         self._writer: asyncio.Task | None = None
         self._cancel_checked = 0.0
+        self._paused_said = self._paused_checked = -PAUSED_NOTICE_S
 
     # --- writing results --------------------------------------------------------------------
 
@@ -276,6 +279,28 @@ class Scheduler:
                 )
                 self.on_event("cancelled", lease, None)
 
+    async def _say_if_paused(self) -> None:
+        """An idle scheduler of one run that is paused says so (looked up every few seconds,
+        said at most every ``PAUSED_NOTICE_S``): it waits for ``atoll resume`` rather than exiting."""
+        now = time.monotonic()
+        if (
+            self.experiment is None
+            or now - self._paused_checked < 5.0
+            or now - self._paused_said < PAUSED_NOTICE_S
+        ):
+            return
+        self._paused_checked = now
+        controls = await asyncio.to_thread(self.store.run_controls, self.experiment)
+        control = controls.get(self.experiment)
+        if control is not None and control.control == "paused":
+            self._paused_said = time.monotonic()
+            log.warning(
+                "run %s is paused: waiting for `atoll resume %s` (or POST /runs/%s/resume)",
+                self.experiment,
+                self.experiment,
+                self.experiment,
+            )
+
     # --- loop -------------------------------------------------------------------------------
 
     async def _outstanding(self, *, max_age_s: float = 0.0) -> dict[str, Outstanding]:
@@ -362,6 +387,8 @@ class Scheduler:
                     if free > 0:
                         await self._lease_more(free)
                     idle_and_done = not self._running and not self._left_to_do(await self._outstanding())
+                    if not self._running and not idle_and_done:
+                        await self._say_if_paused()
                     outage_since = None
                 except AtollError as exc:
                     if not _unavailable(exc):

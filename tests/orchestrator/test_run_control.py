@@ -5,12 +5,16 @@ and idempotency keys are claimed once."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
+from datetime import UTC, datetime
 
 import pytest
 
 from atoll.errors import AtollError
-from atoll.trial import TrialSpec
+from atoll.trial import Outcome, TrialResult, TrialSpec
+from orchestrator.scheduler import Scheduler
 from orchestrator.store_control import PAUSED, RUNNING
 
 
@@ -103,3 +107,44 @@ def test_pending_trials_of_a_cancelled_run_keep_no_worker_waiting(runs):
     assert "one" not in runs.outstanding() and runs.outstanding("one") == {}
     runs.uncancel_run("one")
     assert runs.outstanding("one")["one"].pending == 6
+
+
+class _QuickExecutor:
+    """Every trial passes at once; remembers which ran."""
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+
+    async def run(self, spec: TrialSpec, *, attempt: int) -> TrialResult:
+        self.ran.append(spec.task_id)
+        return TrialResult(
+            trial_id=spec.trial_id,
+            outcome=Outcome.passed,
+            score=1.0,
+            attempt=attempt,
+            finished_at=datetime.now(UTC),
+        )
+
+    async def aclose(self) -> None:
+        pass
+
+
+def test_a_running_scheduler_waits_on_a_paused_run_says_so_and_finishes_it_once_resumed(runs, caplog):
+    runs.set_control("one", PAUSED)
+    executor = _QuickExecutor()
+    scheduler = Scheduler(
+        runs, lambda _run: executor, worker_id="w", concurrency=2, experiment="one", poll_s=0.02
+    )
+
+    async def scenario() -> None:
+        running = asyncio.create_task(scheduler.run())
+        await asyncio.sleep(1.0)
+        assert executor.ran == [] and not running.done()  # paused: nothing leased, still waiting
+        await asyncio.to_thread(runs.set_control, "one", RUNNING)
+        summary = await asyncio.wait_for(running, timeout=30)
+        assert summary.completed == 4
+
+    with caplog.at_level(logging.WARNING, logger="atoll.orchestrator"):
+        asyncio.run(scenario())
+    assert sorted(executor.ran) == ["t0", "t1", "t2", "t3"]
+    assert "run one is paused: waiting for `atoll resume one`" in caplog.text
