@@ -45,8 +45,8 @@ async def regrade_run(
     output_dir: Path | None = None,
 ) -> dict[str, Any]:
     """Record ``experiment``'s judge (the stored experiment's, ``judge_model``/``api_base``
-    overriding it), then regrade every finished trial that judge has not graded; returns the
-    provenance summary. Raises AtollError(unknown_run) for a run the store does not hold, and
+    overriding it), then regrade every finished trial that judge has not graded, or graded
+    with ungradeable criteria; returns the provenance summary. Raises AtollError(unknown_run) for a run the store does not hold, and
     AtollError(bad_input) for a judge model that refuses the experiment's judge settings."""
     from grader import VerdictCache, regrade
 
@@ -68,8 +68,12 @@ async def regrade_run(
     for trial_spec, result, state, _attempts in store.results(experiment):
         if result is None or state != "done" or not (result.trajectory_uri and result.snapshot_after_uri):
             continue
-        if result.judge_id == identity.id:
-            already += 1  # graded by this judge already (an interrupted regrade resumes here)
+        if result.judge_id == identity.id and not result.criteria_ungradeable:
+            # Graded by this judge already (an interrupted regrade resumes here). A grade of
+            # it with ungradeable criteria is judged again: a judge that failed (an endpoint
+            # down part-way) must not leave the trial ungradeable for good; its decided
+            # verdicts come from the verdict cache.
+            already += 1
             continue
         task = tasks.get(trial_spec.task_id)
         if task is None:
