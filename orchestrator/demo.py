@@ -8,6 +8,8 @@ Model configuration (environment variables):
   ATOLL_MODEL        litellm model string for the ReAct agent (e.g. openai/gpt-4o-mini)
   ATOLL_API_BASE     OpenAI-compatible endpoint (vLLM, llama.cpp, Ollama …), optional
   ATOLL_JUDGE_MODEL  judge model (defaults to ATOLL_MODEL when that is set)
+  ATOLL_JUDGE_API_BASE  the judge's OpenAI-compatible endpoint (defaults to ATOLL_API_BASE when
+                     the judge is ATOLL_MODEL)
 Without ATOLL_MODEL, a provider key picks a default: OPENAI_API_KEY → openai/gpt-4o-mini,
 ANTHROPIC_API_KEY → anthropic/claude-3-5-haiku-latest.
 """
@@ -54,6 +56,7 @@ def demo_experiment(
             }
         )
     judge_model = environ.get("ATOLL_JUDGE_MODEL") or model
+    judge_api_base = environ.get("ATOLL_JUDGE_API_BASE") or (api_base if judge_model == model else None)
     output_dir = output_dir.resolve()
     return ExperimentSpec.model_validate(
         {
@@ -61,7 +64,7 @@ def demo_experiment(
             "benchmark": str(output_dir / "sample-benchmark"),
             "agents": agents,
             "runs": runs,
-            "judge": {"model": judge_model, "api_base": api_base if judge_model == model else None},
+            "judge": {"model": judge_model, "api_base": judge_api_base},
             "limits": {"max_steps": 60, "timeout_s": 900},
             "concurrency": {"trials": 2},
             "executor": "local",
@@ -70,3 +73,28 @@ def demo_experiment(
             "output_dir": str(output_dir),
         }
     )
+
+
+async def judge_every_trial(spec: ExperimentSpec) -> int:
+    """Have the demo run's judge grade every finished trial it has not graded: trials kept from an
+    earlier demo with another judge (or none, checks only) would otherwise be left out of the
+    report. Returns how many were regraded (:func:`orchestrator.regrade.regrade_run`; nothing is
+    called when the judge graded them all)."""
+    from orchestrator.judging import recorded_judge
+    from orchestrator.regrade import regrade_run
+    from orchestrator.store import TrialStore
+
+    store = TrialStore(spec.store)
+    try:
+        judge = recorded_judge(store.run_record(spec.name))
+        stale = [
+            result
+            for _spec, result, state, _attempts in store.results(spec.name)
+            if state == "done" and result is not None and judge is not None and result.judge_id != judge.id
+        ]
+        if not stale:
+            return 0
+        summary = await regrade_run(store, spec.name)
+        return int(summary["trials_regraded"])
+    finally:
+        store.dispose()

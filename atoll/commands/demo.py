@@ -27,8 +27,10 @@ def demo(
     """Generate the sample benchmark, run the oracle (and a configured model), grade, report."""
     from atoll.commands.run import preflight_models, print_leaderboard
     from atoll.sample import generate_sample_benchmark
-    from orchestrator.demo import configured_model, demo_experiment
+    from orchestrator.demo import configured_model, demo_experiment, judge_every_trial
+    from orchestrator.report import write_report
     from orchestrator.runner import run_experiment
+    from orchestrator.store import TrialStore
 
     spec = demo_experiment(output, runs=runs)
     generate_sample_benchmark(Path(spec.benchmark))
@@ -46,6 +48,17 @@ def demo(
     # The demo's run is the demo: a changed model or sample replaces the earlier trials
     # (archived under the run) instead of refusing.
     outcome = asyncio.run(run_experiment(spec, quiet=quiet, replace=True))
+    if spec.judge.model:
+        # Trials kept from an earlier demo graded by another judge (or by the checks alone) are
+        # judged too, so the report counts every trial under this judge.
+        regraded = asyncio.run(judge_every_trial(spec))
+        if regraded:
+            typer.echo(f"judged {regraded} trials kept from an earlier demo with {spec.judge.model}")
+            store = TrialStore(spec.store)
+            try:
+                write_report(store, spec.name, Path(spec.output_dir) / spec.name, seed=spec.seed)
+            finally:
+                store.dispose()
     print_leaderboard(outcome.report_paths["md"])
     report = json.loads(outcome.report_paths["json"].read_text(encoding="utf-8"))
     ungradeable = sum(agent["outcomes"].get("ungradeable", 0) for agent in report["agents"].values())

@@ -8,7 +8,8 @@ allow-list:
   ``ATOLL_KEY_ENDPOINTS`` names the provider (``openai=https://proxy.corp/v1,anthropic=…``;
   ``*=URL`` for every provider), which then replaces them;
 - the endpoints the service's own settings set for a model of that provider
-  (``ATOLL_API_BASE`` for ``ATOLL_MODEL``/``ATOLL_JUDGE_MODEL``, the grading service's judge
+  (``ATOLL_API_BASE`` for ``ATOLL_MODEL``/``ATOLL_JUDGE_MODEL``, ``ATOLL_JUDGE_API_BASE`` for
+  ``ATOLL_JUDGE_MODEL``, the grading service's judge
   ``api_base`` and ``ATOLL_GRADER_ALLOWED_API_BASES`` for its judge model, an operator's
   command-line ``--api-base`` for its ``--model``, each agent's and the judge's endpoint of an
   experiment file the operator runs with ``atoll run``), which the process registers with
@@ -214,8 +215,12 @@ class KeyPolicy:
         endpoints.update({provider: tuple(urls) for provider, urls in configured.items()})
         settings = [
             (environ.get(model_variable), url)
-            for model_variable in ("ATOLL_MODEL", "ATOLL_JUDGE_MODEL")
-            for url in _urls(environ.get("ATOLL_API_BASE"))
+            for model_variable, base_variable in (
+                ("ATOLL_MODEL", "ATOLL_API_BASE"),
+                ("ATOLL_JUDGE_MODEL", "ATOLL_API_BASE"),
+                ("ATOLL_JUDGE_MODEL", "ATOLL_JUDGE_API_BASE"),
+            )
+            for url in _urls(environ.get(base_variable))
         ]
         trusted = _trusted_pairs([*_TRUSTED, *settings])
         return cls(endpoints=endpoints, trusted=tuple(trusted), environ=environ)

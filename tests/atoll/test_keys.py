@@ -26,7 +26,14 @@ def service_keys(monkeypatch):
     forget_trusted_endpoints()
     for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "XAI_API_KEY", "MOONSHOT_API_KEY"):
         monkeypatch.setenv(name, ENV_KEY)
-    for name in ("ATOLL_KEY_ENDPOINTS", "ATOLL_API_BASE", "ATOLL_SECRETS_DIR"):
+    for name in (
+        "ATOLL_KEY_ENDPOINTS",
+        "ATOLL_API_BASE",
+        "ATOLL_JUDGE_API_BASE",
+        "ATOLL_MODEL",
+        "ATOLL_JUDGE_MODEL",
+        "ATOLL_SECRETS_DIR",
+    ):
         monkeypatch.delenv(name, raising=False)
     yield
     forget_trusted_endpoints()
@@ -115,6 +122,25 @@ async def test_the_operators_api_base_gets_the_key_of_its_models_provider_only(m
         monkeypatch.setenv("ATOLL_API_BASE", vllm.api_base)
         await call(Endpoint("openai/local", vllm.api_base))
     assert authorizations(vllm) == [f"Bearer {ENV_KEY}"]
+
+
+async def test_the_demos_judge_endpoint_gets_the_key_of_the_judges_provider_only(monkeypatch):
+    """ATOLL_JUDGE_API_BASE, set for ATOLL_JUDGE_MODEL, is trusted with that model's provider's
+    key and no other; without ATOLL_JUDGE_MODEL it is trusted with nothing."""
+    with ScriptedLLM([OK]) as judge_box:
+        monkeypatch.setenv("ATOLL_JUDGE_API_BASE", judge_box.api_base)
+        await call(Endpoint("openai/judge", judge_box.api_base))
+    assert authorizations(judge_box) == ["Bearer none"]  # no judge model named: the URL alone trusts nothing
+    with CatchAll() as judge_box:
+        monkeypatch.setenv("ATOLL_JUDGE_MODEL", "openai/judge")
+        monkeypatch.setenv("ATOLL_JUDGE_API_BASE", judge_box.url)
+        with pytest.raises(ModelError):
+            await call(Endpoint("anthropic/claude-opus-4-5", judge_box.url))
+    assert judge_box.seen and not judge_box.leaked()
+    with ScriptedLLM([OK]) as judge_box:
+        monkeypatch.setenv("ATOLL_JUDGE_API_BASE", judge_box.api_base)
+        await call(Endpoint("openai/judge", judge_box.api_base))
+    assert authorizations(judge_box) == [f"Bearer {ENV_KEY}"]
 
 
 async def test_an_endpoint_trusted_for_one_model_is_not_trusted_for_another_provider():

@@ -44,7 +44,34 @@ def test_demo_end_to_end(tmp_path):
     )
     assert again.returncode == 0, again.stderr[-2000:]
     assert len(store.attempt_history("demo")) == attempts == 17
+    # With a judge configured, the trials kept from the checks-only demo are judged too (never
+    # reported as "ungradeable: no judge configured"), without running any agent again.
+    from atoll.testing.scripted_llm import ScriptedLLM
+
+    met = {"content": json.dumps({"rationale": "the work shows it", "verdict": "met"})}
+    with ScriptedLLM(lambda request: met) as judge:
+        judged = subprocess.run(
+            [sys.executable, "-m", "atoll.cli", "demo", "--output", str(output), "--quiet"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={
+                **_clean_environment(),
+                "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+                "ATOLL_JUDGE_MODEL": "hosted_vllm/judge",
+                "ATOLL_JUDGE_API_BASE": judge.api_base,
+            },
+        )
+        assert judged.returncode == 0, judged.stderr[-3000:]
+        assert judge.requests
+    assert "judged 17 trials kept from an earlier demo with hosted_vllm/judge" in judged.stdout
+    history = store.attempt_history("demo")
+    runs = [entry for entry in history if not str(entry["worker"]).startswith("regrade")]
+    assert len(runs) == 17 and len(history) == 34  # no agent ran again; each old grade kept
     store.dispose()
+    report = json.loads((output / "demo" / "report.json").read_text())
+    assert report["agents"]["oracle"]["outcomes"] == {"pass": 17}
+    assert report["judge"]["model"] == "hosted_vllm/judge"
 
 
 def _clean_environment():
