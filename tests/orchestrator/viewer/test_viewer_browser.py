@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import sync_playwright
 
+from atoll.judge import CHECKS_ONLY_IDENTITY
+
 pytestmark = pytest.mark.slow
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
@@ -60,6 +62,8 @@ def test_run_page_filter_then_a_failed_trial_with_its_transcript_verdicts_and_ce
     rows = page.locator("#trial-table tbody tr")
     rows.first.wait_for()
     assert rows.count() == 2
+    # The run is labelled with the judge recorded for its gradings (here none: checks only).
+    assert page.locator("#run-judge").inner_text() == f"{CHECKS_ONLY_IDENTITY.describe()} · uncalibrated"
     assert page.locator("#leaderboard").inner_text().count("oracle") == 1
     assert page.locator(f"#matrix td.cell[data-task='{finished_run.failing}']").inner_text() == "0/1"
     assert "criteria not met" in page.locator("#failures").inner_text()
@@ -79,6 +83,7 @@ def test_run_page_filter_then_a_failed_trial_with_its_transcript_verdicts_and_ce
 
     rows.first.locator("a").click()
     page.wait_for_selector("#transcript .step")
+    assert page.locator("#trial-judge").inner_text() == CHECKS_ONLY_IDENTITY.describe()
     assert "Dmitri emailed revised category savings targets" in page.locator("#prompt").inner_text()
     transcript = page.locator("#transcript").inner_text()
     assert "spreadsheets_edit_spreadsheet" in transcript and '"cell": "B6"' in transcript
