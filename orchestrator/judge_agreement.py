@@ -27,6 +27,7 @@ from atoll.trial import TrialResult, TrialSpec
 from grader.calibrate import file_digest, parse_label, read_jsonl
 from grader.calibration import DEFAULT_SEED, RESAMPLES, agreement, summary
 from orchestrator.artifacts import ArtifactStore
+from orchestrator.judging import judged_elsewhere
 from orchestrator.policy import stored_spec
 from orchestrator.stats import mcnemar_exact
 from orchestrator.store import TrialStore
@@ -41,17 +42,31 @@ class RecordedTrial:
     grade: Grade
 
 
+def judged_by_another(store: TrialStore, run: str) -> dict[str, str]:
+    """Trial id → why it is left out, for the run's finished trials graded by another judge
+    than the run's (a regrade under way), as reports leave them out
+    (:func:`orchestrator.judging.other_judge`)."""
+    elsewhere = judged_elsewhere(store.run_record(run), run)
+    return {
+        spec.trial_id: reason
+        for spec, result, state, _attempts in store.results(run)
+        if result is not None and state == "done" and (reason := elsewhere(result)) is not None
+    }
+
+
 def recorded_trials(store: TrialStore, run: str) -> tuple[list[RecordedTrial], ArtifactStore]:
-    """The run's finished trials that have a recorded grade (each trial's current grade,
-    after any regrade), and the artifact store they are in. Raises
-    AtollError("unknown_run")."""
+    """The run's finished trials that have a recorded grade by the run's judge (each trial's
+    current grade, after any regrade; one graded by another judge, a regrade under way, is
+    left out as reports leave it out, so two judges' verdicts are never counted as one), and
+    the artifact store they are in. Raises AtollError("unknown_run")."""
     raw = store.experiment_spec(run)
     if raw is None:
         raise AtollError("unknown_run", f"no run {run!r} in {store.display_url}")
     artifacts = ArtifactStore(stored_spec(raw).artifacts)
+    elsewhere = judged_elsewhere(store.run_record(run), run)
     trials = []
     for spec, result, state, _attempts in store.results(run):
-        if result is None or state != "done" or not result.grade_uri:
+        if result is None or state != "done" or not result.grade_uri or elsewhere(result) is not None:
             continue
         grade = Grade.model_validate_json(artifacts.get_bytes(result.grade_uri))
         trials.append(RecordedTrial(spec, result, grade))
@@ -91,6 +106,7 @@ def run_agreement(
         for verdict in trial.grade.criteria
     }
     graded = {trial.spec.trial_id for trial in trials}
+    left_out = judged_by_another(store, run)
     pairs: list[tuple[Verdict, bool]] = []
     domains: list[str] = []
     judged: list[tuple[int, RecordedTrial, CriterionVerdict, bool]] = []
@@ -107,6 +123,8 @@ def run_agreement(
         if found is None:
             if trial_id not in known:
                 reason = f"run {run!r} has no trial {trial_id!r}"
+            elif trial_id in left_out:
+                reason = f"trial {trial_id!r} is {left_out[trial_id]}"
             elif trial_id not in graded:
                 reason = f"trial {trial_id!r} has no recorded grade"
             else:
@@ -160,13 +178,15 @@ async def self_preference(
     """Per agent of ``run``: how far the run's recorded verdicts agree with ``second``'s on
     that agent's trials (the recorded verdict is the reference, the second judge's the
     judged one). Every trial with a recorded grade and stored artifacts is graded again by
-    ``second``; nothing is stored. Criteria ungradeable in the run are left out (counted
+    ``second``; nothing is stored. Trials graded by another judge than the run's are left out
+    (``trials_left_out``, with why). Criteria ungradeable in the run are left out (counted
     under ``recorded_ungradeable``); ungradeable second verdicts are counted as the
     statistics count them. Raises AtollError("unknown_run") and AtollError("model_endpoint")."""
     from atoll.loader import load_benchmark
     from grader.grading import grade_trial
 
     trials, artifacts = recorded_trials(store, run)
+    left_out = judged_by_another(store, run)
     raw = store.experiment_spec(run)
     assert raw is not None
     tasks = {task.task_id: task for task in load_benchmark(stored_spec(raw).benchmark).tasks}
@@ -219,6 +239,10 @@ async def self_preference(
             "describe": identity.describe(),
         },
         "trials_skipped": skipped,
+        # Graded by another judge than the run's (a regrade under way): not the run's verdicts.
+        "trials_left_out": [
+            {"trial_id": trial_id, "reason": reason} for trial_id, reason in left_out.items()
+        ],
         "agents": agents,
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
@@ -298,6 +322,7 @@ def compare_calibrations(first: dict[str, Any], second: dict[str, Any]) -> dict[
 __all__ = [
     "RecordedTrial",
     "compare_calibrations",
+    "judged_by_another",
     "read_calibration",
     "recorded_trials",
     "run_agreement",

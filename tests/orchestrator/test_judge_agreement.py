@@ -169,3 +169,78 @@ def test_self_preference_reports_per_agent_agreement_with_a_second_judge(recorde
     assert other_report["second_judge"]["model"] == "openai/other"
     assert other_report["run_judges"][0]["model"] == "openai/judge"
     assert "oracle-2" in differing.stdout
+
+
+class _Interrupted(Exception):
+    pass
+
+
+@pytest.mark.slow
+def test_a_regrade_under_way_never_mixes_two_judges_in_the_agreement(tmp_path, monkeypatch):
+    from orchestrator.regrade import regrade_run
+
+    def verdicts(request: dict) -> dict:  # judge A: every criterion met; judge B: none
+        return NOT_MET if "judge-b" in str(request.get("model")) else MET
+
+    with ScriptedLLM(verdicts) as judge:
+        spec = judge_only_experiment(
+            tmp_path,
+            "mixed",
+            {"model": "openai/judge-a", "api_base": judge.api_base},
+            agents=[
+                {"name": "oracle", "agent": "replay", "model": "replay"},
+                {"name": "oracle-2", "agent": "replay", "model": "replay"},
+            ],
+        )
+        asyncio.run(run_experiment(spec, quiet=True))
+        store = TrialStore(spec.store)
+        trials, _artifacts = recorded_trials(store, "mixed")
+        # Judge B's regrade stops after one trial is written: the other keeps judge A's grade.
+        real, written = store.replace_result, []
+
+        def stop_after_one(experiment, trial_id, *args, **kwargs):
+            if written:
+                raise _Interrupted
+            written.append(trial_id)
+            return real(experiment, trial_id, *args, **kwargs)
+
+        monkeypatch.setattr(store, "replace_result", stop_after_one)
+        with pytest.raises(_Interrupted):
+            asyncio.run(regrade_run(store, "mixed", judge_model="openai/judge-b", api_base=judge.api_base))
+        monkeypatch.undo()
+        store.dispose()
+    # Every criterion labelled met: judge A's grades would agree, judge B's disagree.
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text(
+        "\n".join(
+            json.dumps({"trial_id": t.spec.trial_id, "verifier_id": v.verifier_id, "label": "met"})
+            for t in trials
+            for v in t.grade.criteria
+        )
+        + "\n"
+    )
+    stale = next(t for t in trials if t.spec.trial_id not in written)
+    refused = invoke("judge", "agreement", "mixed", "--labels", str(labels), "--store", spec.store)
+    assert isinstance(refused.exception, AtollError)
+    assert f"trial {stale.spec.trial_id!r} is graded by judge openai/judge-a" in str(refused.exception)
+    assert "`atoll regrade mixed` finishes the regrade" in str(refused.exception)
+    result = invoke(
+        "judge",
+        "agreement",
+        "mixed",
+        "--labels",
+        str(labels),
+        "--store",
+        spec.store,
+        "--allow-missing",
+        "--output",
+        str(tmp_path / "a.json"),
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "a.json").read_text())
+    # Only judge B's trial counts; judge A's rows are missing, with the reason.
+    assert [j["model"] for j in report["judges"]] == ["openai/judge-b"]
+    assert {m["trial_id"] for m in report["missing"]} == {stale.spec.trial_id}
+    regraded = next(t for t in trials if t.spec.trial_id == written[0])
+    assert report["n"] + report["ungradeable"] == len(regraded.grade.criteria)
+    assert report["confusion"]["tp"] < report["n"]  # judge B said not met where A said met
