@@ -6,6 +6,7 @@ and bad label rows as one line naming file:line with exit status 2."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -328,3 +329,44 @@ def test_the_console_says_it_in_one_line_on_stderr_with_exit_status_2(tmp_path):
         completed.stderr.strip()
     ] and completed.stderr.startswith(f"error: {labels}:4: not JSON"), completed.stderr
     assert not (tmp_path / "out.json").exists()
+
+
+def _mcnemar(only_a: int, only_b: int) -> float:
+    """Two-sided exact McNemar: twice the smaller binomial tail at p = ½, at most 1."""
+    n = only_a + only_b
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, k) for k in range(min(only_a, only_b) + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+@pytest.mark.parametrize(
+    ("only_a", "only_b", "both_right", "both_wrong"), [(9, 2, 4, 1), (3, 3, 2, 0), (0, 7, 1, 1), (0, 0, 5, 0)]
+)
+def test_compare_is_the_exact_mcnemar_test_on_the_discordant_rows(
+    tmp_path, only_a, only_b, both_right, both_wrong
+):
+    # Rows: label met everywhere; a judge is right when it says met. Two ungradeable rows left out.
+    cells = [("met", "not_met")] * only_a + [("not_met", "met")] * only_b
+    cells += [("met", "met")] * both_right + [("not_met", "not_met")] * both_wrong
+    cells += [("ungradeable", "met"), ("met", "ungradeable")]
+    documents = []
+    for side in (0, 1):
+        rows = [
+            {"line": line, "task_id": "t", "verifier_id": "v", "label": "met", "verdict": pair[side]}
+            for line, pair in enumerate(cells, start=1)
+        ]
+        path = tmp_path / f"{side}.json"
+        judge = {"id": f"{side}" * 16, "describe": f"judge {side}"}
+        path.write_text(json.dumps({"labels_sha256": "same", "judge": judge, "rows_judged": rows}))
+        documents.append(str(path))
+    result = CliRunner().invoke(app, ["judge", "compare", *documents, "--output", str(tmp_path / "c.json")])
+    assert result.exit_code == 0, result.output
+    comparison = json.loads((tmp_path / "c.json").read_text())
+    n = only_a + only_b + both_right + both_wrong
+    assert (comparison["n"], comparison["left_out"]) == (n, 2)
+    assert (comparison["only_a_right"], comparison["only_b_right"]) == (only_a, only_b)
+    assert (comparison["both_right"], comparison["both_wrong"]) == (both_right, both_wrong)
+    assert comparison["p_value"] == pytest.approx(_mcnemar(only_a, only_b), abs=1e-12)
+    assert comparison["a"]["accuracy"] == pytest.approx((only_a + both_right) / n, abs=TOLERANCE)
+    assert comparison["b"]["accuracy"] == pytest.approx((only_b + both_right) / n, abs=TOLERANCE)
