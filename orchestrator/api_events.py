@@ -2,7 +2,7 @@
 
 | method path | does |
 |---|---|
-| ``GET /runs/{name}/events`` | Server-Sent Events of the run (``id:`` event id, ``event:`` type, ``data:`` strict JSON); resumes after ``Last-Event-ID`` or ``?after=``; ends after the run's latest event is run.finished, run.aborted or run.cancelled unless ``?follow=true``; ``?format=json``: one page of events instead |
+| ``GET /runs/{name}/events`` | Server-Sent Events of the run (``id:`` event id, ``event:`` type, ``data:`` strict JSON); resumes after ``Last-Event-ID`` or ``?after=``; ends after the run's latest event is run.finished, run.aborted or run.cancelled (a regrade's trial.regraded, a pause or a new cap after it do not reopen the run) unless ``?follow=true``; ``?format=json``: one page of events instead |
 | ``POST /runs/{name}/webhooks`` | register a webhook for the run's events (only under ``ATOLL_WEBHOOK_ALLOW``); 201 |
 | ``GET /runs/{name}/webhooks`` | the run's registered webhooks |
 | ``GET /runs/{name}/webhooks/deliveries`` | the delivery log of the run's events (every try), paged by ``?after=`` |
@@ -22,7 +22,7 @@ from starlette.types import Receive, Scope, Send
 from atoll.errors import AtollError
 from atoll.http import ERROR_RESPONSES
 from orchestrator.events import EventModel, EventSettings, event_stream
-from orchestrator.store_events import TERMINAL_EVENTS
+from orchestrator.store_events import AFTERMATH_EVENTS, TERMINAL_EVENTS
 from orchestrator.webhooks import WebhookDispatcher, check_webhook_url
 
 _MEDIA_TYPE = "text/event-stream"
@@ -139,7 +139,7 @@ def install_events(
         after = _resume_point(after, last_event_id)
         if format == "json":
             events = await anyio.to_thread.run_sync(lambda: store.events(name, after=after, limit=limit))
-            latest = events[-1] if events else await anyio.to_thread.run_sync(store.latest_event, name)
+            latest = await anyio.to_thread.run_sync(lambda: store.latest_event(name, ignore=AFTERMATH_EVENTS))
             ended = latest is not None and latest.type in TERMINAL_EVENTS and len(events) < limit
             return EventPage(
                 events=[EventModel.of(event) for event in events],

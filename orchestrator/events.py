@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from atoll.http_guard import parse_list, require_non_empty
-from orchestrator.store_events import TERMINAL_EVENTS, RunEvent
+from orchestrator.store_events import AFTERMATH_EVENTS, TERMINAL_EVENTS, RunEvent
 
 if TYPE_CHECKING:
     from orchestrator.store import TrialStore
@@ -136,7 +136,8 @@ async def event_stream(
 ) -> AsyncIterator[bytes]:
     """SSE frames of ``run``'s events with an id above ``after``, as they are committed.
     Without ``follow`` it ends once every event is sent and the run's latest event is
-    terminal (run.finished, run.aborted, run.cancelled), or the run has no event at all and
+    terminal (run.finished, run.aborted, run.cancelled; events that change no trial's state,
+    such as a regrade's trial.regraded, do not reopen it), or the run has no event at all and
     no trial pending or leased (recorded before the event log); a comment line goes out after
     ``heartbeat_s`` without an event. Whatever else, it ends after ``max_s`` (the client
     resumes where it was)."""
@@ -146,12 +147,14 @@ async def event_stream(
     written = time.monotonic()
     last_type = None
     if not latest and after:  # resumed at the end: what was the last event?
-        before = await asyncio.to_thread(store.latest_event, run)
+        before = await asyncio.to_thread(store.latest_event, run, ignore=AFTERMATH_EVENTS)
         last_type = before.type if before is not None else None
     while True:
         for event in latest:
             yield sse_frame(event)
-            after, last_type = event.id, event.type
+            after = event.id
+            if event.type not in AFTERMATH_EVENTS:
+                last_type = event.type
         if latest:
             written = time.monotonic()
             if len(latest) == page:  # more waiting: no pause

@@ -38,6 +38,9 @@ from orchestrator.store_schema import (
 
 #: Event types after which a run has nothing more running (until it is started again).
 TERMINAL_EVENTS = frozenset({"run.finished", "run.aborted", "run.cancelled"})
+#: Event types that change no trial's state: after a terminal event they leave the run ended
+#: (a regrade of a finished run, a new cap or a pause of a run with nothing left to run).
+AFTERMATH_EVENTS = frozenset({"trial.regraded", "run.resized", "run.paused"})
 
 
 @dataclass(frozen=True)
@@ -184,10 +187,13 @@ class RunEvents:
             return {run: int(latest) for run, latest in connection.execute(query)}
 
     @retried
-    def latest_event(self, run: str) -> RunEvent | None:
-        """The run's most recent event, or None."""
+    def latest_event(self, run: str, *, ignore: frozenset[str] = frozenset()) -> RunEvent | None:
+        """The run's most recent event whose type is not in ``ignore``, or None."""
         query = (
-            select(run_events).where(run_events.c.experiment == run).order_by(run_events.c.id.desc()).limit(1)
+            select(run_events)
+            .where(run_events.c.experiment == run, run_events.c.type.not_in(sorted(ignore)))
+            .order_by(run_events.c.id.desc())
+            .limit(1)
         )
         with self.engine.connect() as connection:
             row = connection.execute(query).first()

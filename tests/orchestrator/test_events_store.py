@@ -37,7 +37,7 @@ def test_a_run_logs_enqueue_leases_finishes_and_its_end(store):
     leases = store.lease("w1", limit=2, lease_s=60)
     store.complete(leases[0], "w1", _result(leases[0]))
     assert _types(store) == ["run.enqueued", "trial.leased", "trial.leased", "trial.finished"]
-    store.complete(leases[1], "w1", _result(leases[1], Outcome.failed, float("nan")))
+    store.complete(leases[1], "w1", _result(leases[1], Outcome.failed, None))
     events = store.events("exp")
     assert [event.type for event in events][-2:] == ["trial.finished", "run.finished"]
     leased = events[1].payload
@@ -49,7 +49,7 @@ def test_a_run_logs_enqueue_leases_finishes_and_its_end(store):
         "attempt": 1,
         "worker": "w1",
     }
-    # NaN is no JSON: an undefined score is null.
+    # An undefined score is null.
     assert events[-2].payload["outcome"] == "fail" and events[-2].payload["score"] is None
     assert events[-1].payload == {"outcomes": {"pass": 1, "fail": 1}}
     ids = [event.id for event in events]
@@ -144,3 +144,26 @@ def test_a_cancel_is_logged_as_run_cancelled_not_as_an_abort(store):
     store.record_stop("exp", "cancelled", "cancelled: 1 trials not run")
     assert store.events("exp")[-1].type == "run.cancelled"
     assert store.events("exp")[-1].payload == {"reason": "cancelled", "detail": "cancelled: 1 trials not run"}
+
+
+def test_a_finished_runs_stream_ends_after_a_regrade_too(store):
+    """A regrade of a finished run logs trial.regraded after run.finished; the run has still
+    nothing left to run, so a stream without follow ends, from the start or resumed at the end."""
+    import asyncio
+
+    from orchestrator.events import event_stream
+
+    store.enqueue(_specs(1))
+    (lease,) = store.lease("w1", limit=1, lease_s=60)
+    store.complete(lease, "w1", _result(lease))
+    store.replace_result("exp", lease.trial_id, _result(lease, Outcome.failed, 0.0), note="regrade x")
+    assert _types(store)[-2:] == ["run.finished", "trial.regraded"]
+
+    async def frames(after: int) -> list[bytes]:
+        stream = event_stream(store, "exp", after=after, poll_s=0.01, max_s=5)
+        return [frame async for frame in stream]
+
+    start = asyncio.run(asyncio.wait_for(frames(0), 4))
+    assert any(b"event: trial.regraded" in frame for frame in start)
+    resumed = asyncio.run(asyncio.wait_for(frames(store.last_event_id()), 4))
+    assert resumed and not any(b"event:" in frame for frame in resumed)
