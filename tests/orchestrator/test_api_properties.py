@@ -28,6 +28,9 @@ def served_orchestrator(tmp_path_factory):
         artifacts=(root / "artifacts").as_uri(),
         benchmark_roots=str(root),
         api_token=TOKEN,
+        # A generated ?follow=true stream of the run would otherwise stay open for an hour.
+        events_max_stream_s=2.0,
+        events_poll_s=0.1,
     )
     experiment = {
         "name": "demo",
