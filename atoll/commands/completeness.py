@@ -1,5 +1,6 @@
 """The exit status a pipeline can trust: a command that finished but left trials it could not
-measure (an infrastructure error, an ungradeable grade) says so on its last line and exits
+measure (an infrastructure error, an ungradeable grade, a grade by another judge than the
+run's that a regrade has not replaced yet) says so on its last line and exits
 with :data:`INCOMPLETE_EXIT`, unless the user relaxed it with ``--allow-incomplete``."""
 
 from __future__ import annotations
@@ -19,17 +20,20 @@ ALLOW_INCOMPLETE_HELP = (
 )
 
 
-def report_incomplete(report: dict[str, Any]) -> tuple[int, int]:
-    """(trials in infra_error, ungradeable trials) of a report.json document."""
+def report_incomplete(report: dict[str, Any]) -> tuple[int, int, int]:
+    """(trials in infra_error, ungradeable trials, trials graded by another judge than the
+    run's, so left out of it: an unfinished regrade) of a report.json document."""
     infra = int((report.get("trials") or {}).get("infra_error", 0))
     ungradeable = sum(
         int((agent.get("outcomes") or {}).get("ungradeable", 0))
         for agent in (report.get("agents") or {}).values()
     )
-    return infra, ungradeable
+    gradings = (report.get("judge") or {}).get("gradings") or {}
+    other_judges = sum(int(other.get("trials", 0)) for other in gradings.get("other_judges") or [])
+    return infra, ungradeable, other_judges
 
 
-def incomplete_line(subject: str, infra: int, ungradeable: int) -> str | None:
+def incomplete_line(subject: str, infra: int, ungradeable: int, other_judges: int = 0) -> str | None:
     """'run demo: incomplete: 2 trials ended in an infra error, 11 trials are ungradeable', or
     None when nothing is missing."""
     parts = []
@@ -37,13 +41,20 @@ def incomplete_line(subject: str, infra: int, ungradeable: int) -> str | None:
         parts.append(f"{infra} trial{'s' if infra != 1 else ''} ended in an infra error")
     if ungradeable:
         parts.append(f"{ungradeable} trial{'s are' if ungradeable != 1 else ' is'} ungradeable")
+    if other_judges:
+        parts.append(
+            f"{other_judges} trial{'s are' if other_judges != 1 else ' is'} graded by another judge "
+            "than the run's (an unfinished regrade)"
+        )
     return f"{subject}: incomplete: {', '.join(parts)}" if parts else None
 
 
-def exit_if_incomplete(subject: str, infra: int, ungradeable: int, *, allow: bool) -> None:
+def exit_if_incomplete(
+    subject: str, infra: int, ungradeable: int, other_judges: int = 0, *, allow: bool
+) -> None:
     """Print the incomplete line last (stderr) and exit :data:`INCOMPLETE_EXIT`, or, with
     ``allow``, print it and return."""
-    line = incomplete_line(subject, infra, ungradeable)
+    line = incomplete_line(subject, infra, ungradeable, other_judges)
     if line is None:
         return
     if allow:

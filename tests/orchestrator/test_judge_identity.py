@@ -151,6 +151,13 @@ def test_an_interrupted_regrade_never_reports_two_judges_as_one_and_a_second_one
         markdown = render_markdown(report)
         assert f"**Judge:** `{judge_b.describe()}` (id `{judge_b.id}`) · uncalibrated" in markdown
         assert f"Left out: 1 trial(s) {reason}" in markdown
+        # atoll run / atoll regrade would exit 4 naming the unfinished regrade.
+        from atoll.commands.completeness import incomplete_line, report_incomplete
+
+        assert report_incomplete(report) == (0, 0, 1)
+        assert incomplete_line("run jr", *report_incomplete(report)) == (
+            "run jr: incomplete: 1 trial is graded by another judge than the run's (an unfinished regrade)"
+        )
 
         # The viewer labels the run with its recorded judge and what is left out, the trial
         # graded by judge A with its own judge.
