@@ -179,8 +179,9 @@ async def self_preference(
     that agent's trials (the recorded verdict is the reference, the second judge's the
     judged one). Every trial with a recorded grade and stored artifacts is graded again by
     ``second``; nothing is stored. Trials graded by another judge than the run's are left out
-    (``trials_left_out``, with why). Criteria ungradeable in the run are left out (counted
-    under ``recorded_ungradeable``); ungradeable second verdicts are counted as the
+    (``trials_left_out``, with why). Only criteria the run's judge decided are compared:
+    those a check or a rule decided are left out (counted under ``not_judged``), and so are
+    those the judge left ungradeable in the run (``recorded_ungradeable``); ungradeable second verdicts are counted as the
     statistics count them. Raises AtollError("unknown_run") and AtollError("model_endpoint")."""
     from atoll.loader import load_benchmark
     from grader.grading import grade_trial
@@ -192,6 +193,7 @@ async def self_preference(
     tasks = {task.task_id: task for task in load_benchmark(stored_spec(raw).benchmark).tasks}
     per_agent: dict[str, list[tuple[Verdict, bool]]] = {}
     recorded_ungradeable: dict[str, int] = {}
+    not_judged: dict[str, int] = {}
     skipped = 0
     for trial in trials:
         task = tasks.get(trial.spec.task_id)
@@ -210,6 +212,11 @@ async def self_preference(
         agent = trial.spec.agent_name
         rows = per_agent.setdefault(agent, [])
         for verdict in trial.grade.criteria:
+            if verdict.decided_by != "judge":
+                # A check or a rule decided it, as it decides it for the second judge: counting
+                # it would be agreement no judge made, pulling every agent towards 1.
+                not_judged[agent] = not_judged.get(agent, 0) + 1
+                continue
             if verdict.verdict is Verdict.ungradeable:
                 recorded_ungradeable[agent] = recorded_ungradeable.get(agent, 0) + 1
                 continue
@@ -228,6 +235,7 @@ async def self_preference(
             # verdict as the reference.
             "agreement_rate": stats.accuracy,
             "recorded_ungradeable": recorded_ungradeable.get(agent, 0),
+            "not_judged": not_judged.get(agent, 0),
             **stats.model_dump(mode="json"),
         }
     return {

@@ -163,9 +163,11 @@ def test_self_preference_reports_per_agent_agreement_with_a_second_judge(recorde
     for agent in ("oracle", "oracle-2"):
         assert same_report["agents"][agent]["agreement_rate"] == 1.0
         stats = other_report["agents"][agent]
-        # Every criterion the first judge decided met, the second says not met.
-        assert stats["confusion"]["fn"] == judged and stats["confusion"]["fp"] == 0
-        assert stats["agreement_rate"] == pytest.approx(1 - judged / stats["n"])
+        # Every criterion the first judge decided met, the second says not met; the criteria
+        # a check decided (for both alike) are not counted as the judges' agreement.
+        assert stats["confusion"] == {"tp": 0, "fp": 0, "tn": 0, "fn": judged}
+        assert stats["agreement_rate"] == 0.0 and stats["n"] == judged
+        assert stats["not_judged"] == len(trials[0].grade.criteria) - judged
     assert other_report["second_judge"]["model"] == "openai/other"
     assert other_report["run_judges"][0]["model"] == "openai/judge"
     assert "oracle-2" in differing.stdout
@@ -244,3 +246,52 @@ def test_a_regrade_under_way_never_mixes_two_judges_in_the_agreement(tmp_path, m
     regraded = next(t for t in trials if t.spec.trial_id == written[0])
     assert report["n"] + report["ungradeable"] == len(regraded.grade.criteria)
     assert report["confusion"]["tp"] < report["n"]  # judge B said not met where A said met
+
+
+@pytest.mark.slow
+def test_self_preference_compares_only_what_the_judge_decided(tmp_path):
+    """An agent that does nothing fails its checks: both judges' grades say not met there
+    without either judge deciding it, which is no agreement between judges."""
+
+    def endpoint(request: dict) -> dict:
+        model = str(request.get("model"))
+        if "lazy" in model:  # the agent: answers at once, touches nothing
+            return {"content": "Done."}
+        return NOT_MET if "other" in model else MET
+
+    with ScriptedLLM(endpoint) as server:
+        spec = judge_only_experiment(
+            tmp_path,
+            "lazy",
+            {"model": "openai/judge", "api_base": server.api_base},
+            agents=[{"name": "lazy", "agent": "loop", "model": "openai/lazy", "api_base": server.api_base}],
+        )
+        asyncio.run(run_experiment(spec, quiet=True))
+        store = TrialStore(spec.store)
+        [trial], _artifacts = recorded_trials(store, "lazy")
+        store.dispose()
+        by_check = sum(v.decided_by != "judge" for v in trial.grade.criteria)
+        by_judge = sum(
+            v.decided_by == "judge" and v.verdict.value != "ungradeable" for v in trial.grade.criteria
+        )
+        assert by_check > 0 and by_judge > 0
+        result = invoke(
+            "judge",
+            "self-preference",
+            "lazy",
+            "--judge-model",
+            "openai/other",
+            "--api-base",
+            server.api_base,
+            "--api-key-env",
+            "JUDGE_KEY",
+            "--store",
+            spec.store,
+            "--output",
+            str(tmp_path / "sp.json"),
+        )
+    assert result.exit_code == 0, result.output
+    stats = json.loads((tmp_path / "sp.json").read_text())["agents"]["lazy"]
+    # Before: the check-decided criteria counted as agreement (tn), agreement_rate above 0.
+    assert stats["not_judged"] == by_check and stats["n"] == by_judge
+    assert stats["agreement_rate"] == 0.0 and stats["confusion"]["tn"] == 0
