@@ -42,7 +42,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Header, Request
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from atoll.experiment import ExperimentSpec
@@ -53,6 +53,7 @@ from orchestrator import idempotency, lifecycle
 from orchestrator.api_events import install_events
 from orchestrator.api_lifecycle import STATUS_OF_CODE, lifecycle_router
 from orchestrator.events import EventSettings
+from orchestrator.report_document import ReportDocument
 from orchestrator.submission import ExperimentParser, benchmark_roots, submitted_experiment
 
 # bad_experiment, bad_run_name, operator_setting and benchmark_not_allowed are 400s.
@@ -127,29 +128,6 @@ class RunEnqueued(BaseModel):
     enqueued: int = Field(description="trials newly enqueued by this request")
     archived: int = Field(description="trials archived by ?replace=true")
     counts: Counts = Field(description=_COUNTS)
-
-
-class ReportDocument(BaseModel):
-    """``GET /runs/{name}/report``: report.json as written (docs/orchestrator.md), served as is."""
-
-    model_config = ConfigDict(extra="allow")
-
-    experiment: str
-    generated_at: str
-    benchmark: Any
-    fingerprint: str | None
-    runs_per_task: int
-    trials: Counts
-    outcome: str
-    banner: Any
-    cost: Any
-    failures: Any
-    matrix: Any
-    trial_rows: list[dict[str, Any]]
-    agents: dict[str, Any]
-    metrics: Any
-    warnings: list[Any]
-    notes: list[str]
 
 
 def create_app(settings: ApiSettings | None = None) -> FastAPI:
