@@ -8,7 +8,7 @@ criterion makes that criterion ungradeable; it never aborts the others.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from atoll.benchmark import Criterion, Task
@@ -58,6 +58,9 @@ class _Context:
     reasoning_tokens: int = 0
     cached_tokens: int = 0
     configuration_error: str | None = None
+    #: verifier_id → the check's own verdict, once known: a failure after it (in routing or
+    #: the judge) must not lose it, or "Checks pass" would move with the judge path.
+    checked: dict[str, Verdict] = field(default_factory=dict)
 
 
 def _verdict(
@@ -110,7 +113,7 @@ async def _decide(context: _Context, criterion: Criterion) -> CriterionVerdict:
                 f"check {criterion.check.kind} failed: {result.reason}",
                 check_verdict=Verdict.not_met,
             )
-        checked = Verdict.met
+        checked = context.checked[criterion.verifier_id] = Verdict.met
         if criterion.check_only or context.judge is None:
             return _verdict(
                 criterion,
@@ -256,7 +259,14 @@ async def _decide_safely(
             return await _decide(context, criterion)
         except Exception as exc:  # noqa: BLE001 - one criterion's failure never aborts the grade
             reason = f"grader error: {type(exc).__name__}: {truncate(str(exc), 300)}"
-            return _verdict(criterion, Verdict.ungradeable, "rule", reason, ungradeable_reason=reason)
+            return _verdict(
+                criterion,
+                Verdict.ungradeable,
+                "rule",
+                reason,
+                check_verdict=context.checked.get(criterion.verifier_id),
+                ungradeable_reason=reason,
+            )
 
 
 def open_world(

@@ -342,3 +342,36 @@ async def test_the_checks_own_verdict_is_recorded_whoever_decides(tmp_path):
     silent = next(v for v in grade.criteria if v.verifier_id == "pass")
     assert silent.verdict is Verdict.ungradeable and silent.decided_by == "judge"
     assert silent.check_verdict is Verdict.met and silent.check_agrees is None
+
+
+async def test_a_grader_error_after_a_passing_check_keeps_the_checks_verdict(tmp_path, monkeypatch):
+    # A failure in the judge path (here routing the evidence) made the criterion ungradeable and
+    # lost the check's own verdict, so "Checks pass" moved with the judge path.
+    from grader import grading
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("an extractor bug")
+
+    monkeypatch.setattr(grading, "route", broken)
+    before, after = (
+        f.write_snapshot(tmp_path / "b.tar.gz", BEFORE),
+        f.write_snapshot(tmp_path / "a.tar.gz", AFTER),
+    )
+    task = f.task(
+        [
+            {
+                "verifier_id": "pass",
+                "criteria": "deck",
+                "check": {"kind": "file_exists", "file_type": "pptx"},
+            },
+            {"verifier_id": "plain", "criteria": "prose quality"},
+        ]
+    )
+    with ScriptedLLM(lambda request: NOT_MET) as llm:
+        judge = JudgeConfig(model="openai/j", api_base=llm.api_base, api_key="x")
+        grade = await grade_trial(task, before, after, f.trajectory("done"), judge)
+        assert llm.requests == []
+    by_id = {v.verifier_id: v for v in grade.criteria}
+    assert by_id["pass"].verdict is Verdict.ungradeable and "an extractor bug" in by_id["pass"].rationale
+    assert by_id["pass"].check_verdict is Verdict.met and by_id["pass"].check_agrees is None
+    assert by_id["plain"].check_verdict is None
