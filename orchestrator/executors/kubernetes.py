@@ -77,7 +77,8 @@ from orchestrator.executors.kubernetes_trial import (
     presign_attempt,
 )
 from orchestrator.executors.kubernetes_watch import Informer
-from orchestrator.executors.local import SeedCache, judge_request
+from orchestrator.executors.local import judge_request
+from orchestrator.executors.seeds import SeedCache
 
 log = logging.getLogger("atoll.orchestrator.kubernetes")
 

@@ -16,7 +16,6 @@ grading service. The steps themselves live in :mod:`orchestrator.executors.steps
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import shutil
 import tempfile
 import time
@@ -39,6 +38,7 @@ from atoll.trial import TrialResult, TrialSpec
 from orchestrator.artifacts import ArtifactStore, claim_trial_folder
 from orchestrator.executors import executor, steps
 from orchestrator.executors.base import InfraError
+from orchestrator.executors.seeds import SeedCache
 from orchestrator.executors.steps import EnvironmentEndpoint, trial_outcome
 
 if TYPE_CHECKING:
@@ -76,53 +76,6 @@ def _endpoint_of(environment: EnvironmentServer) -> EnvironmentEndpoint:
         return value.get_secret_value() if value is not None else None
 
     return EnvironmentEndpoint(environment.url, secret(settings.env_token), secret(settings.mcp_token))
-
-
-class SeedCache:
-    """Extracted world seeds (world zip + task overlay), one per (world, overlay) digest,
-    with the sha256 of the snapshot a freshly populated environment must reproduce."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self._locks: dict[str, asyncio.Lock] = {}
-        self._digests: dict[str, str] = {}
-
-    async def get(self, spec: TrialSpec, benchmark: Benchmark) -> tuple[Path, str]:
-        key = hashlib.sha256(f"{spec.world_digest}:{spec.overlay_digest}".encode()).hexdigest()[:24]
-        lock = self._locks.setdefault(key, asyncio.Lock())
-        async with lock:
-            if key not in self._digests:
-                self._digests[key] = await asyncio.to_thread(self._build, key, spec, benchmark)
-        return self.root / key, self._digests[key]
-
-    def _build(self, key: str, spec: TrialSpec, benchmark: Benchmark) -> str:
-        from environment.populate import PopulateSource, Subsystem, WorldRoots, populate
-        from environment.snapshot import write_snapshot
-
-        folder = self.root / key
-        roots = WorldRoots(folder / "filesystem", folder / ".apps_data")
-        digest_file = self.root / f"{key}.sha256"
-        if folder.is_dir() and digest_file.is_file():
-            return digest_file.read_text().strip()
-        shutil.rmtree(folder, ignore_errors=True)
-        roots.fs_root.mkdir(parents=True)
-        roots.apps_data_root.mkdir(parents=True)
-        world = Subsystem.parse("world")
-        sources = [
-            PopulateSource(Subsystem.parse(subsystem), url=Path(path).as_uri())
-            for subsystem, path in benchmark.world_sources(spec.world_id)
-        ]
-        overlay = benchmark.task_overlays.get(spec.task_id)
-        if overlay:
-            sources.append(PopulateSource(world, url=Path(overlay).as_uri()))
-        populate(sources, roots, mode="merge")
-        with open(self.root / f"{key}.tar.gz", "wb") as sink:
-            info = write_snapshot(roots, sink)
-        digest_file.write_text(info.sha256)
-        return info.sha256
-
-    def snapshot_path(self, folder: Path) -> Path:
-        return folder.parent / f"{folder.name}.tar.gz"
 
 
 class _Pool(Protocol):
