@@ -10,7 +10,8 @@ With tp, fp, tn, fn the confusion counts and n = tp + fp + tn + fn (docs/grader.
 - accuracy = (tp + tn) / n
 - precision = tp / (tp + fp)
 - recall = tp / (tp + fn)
-- f1 = 2·p·r / (p + r) = 2tp / (2tp + fp + fn); 0 when p = r = 0; undefined with p or r
+- f1 = 2tp / (2tp + fp + fn) (= 2·p·r / (p + r) where both are defined; 0 when there is no
+  true positive); undefined only when 2tp + fp + fn = 0 (every decided row a true negative)
 - cohen_kappa = (po − pe) / (1 − pe), po = accuracy,
   pe = ((tp + fp)(tp + fn) + (fn + tn)(fp + tn)) / n²; undefined when pe = 1 (judge and
   reference both put every row in the same single class: agreement by chance is certain)
@@ -109,7 +110,7 @@ def statistics(counts: Confusion) -> tuple[dict[str, float | None], dict[str, st
     if counts.tp + counts.fn == 0:
         reasons["recall"] = "no row's reference is met (tp + fn = 0)"
     if result["f1"] is None:
-        reasons["f1"] = "precision or recall is undefined"
+        reasons["f1"] = "no row is met by the judge or the reference (2tp + fp + fn = 0)"
     if result["cohen_kappa"] is None:
         reasons["cohen_kappa"] = (
             "chance agreement pe = 1: the judge and the reference put every row in the same one class"
@@ -125,10 +126,11 @@ def _vectorised(counts: np.ndarray) -> dict[str, np.ndarray]:
         accuracy = np.where(n > 0, (tp + tn) / n, np.nan)
         precision = np.where(tp + fp > 0, tp / (tp + fp), np.nan)
         recall = np.where(tp + fn > 0, tp / (tp + fn), np.nan)
-        # 2pr/(p+r) where both are defined, computed as 2tp/(2tp + fp + fn) (the same number,
-        # exact in the counts; 0 when p = r = 0).
-        both = ~np.isnan(precision) & ~np.isnan(recall)
-        f1 = np.where(both, 2 * tp / (2 * tp + fp + fn), np.nan)
+        # 2tp/(2tp + fp + fn): the harmonic mean of p and r where both are defined, exact in the
+        # counts, and 0 where either is undefined but a positive exists (no true positive), as
+        # scikit-learn's f1_score gives; undefined only with no positive anywhere.
+        positives = 2 * tp + fp + fn
+        f1 = np.where(positives > 0, 2 * tp / positives, np.nan)
         # Integers first (exact), one division last: pe == 1 is decided exactly.
         chance = (tp + fp) * (tp + fn) + (fn + tn) * (fp + tn)
         squared = n * n

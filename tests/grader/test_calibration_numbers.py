@@ -51,12 +51,11 @@ def expected(tp: int, fp: int, tn: int, fn: int) -> dict[str, float | None]:
     accuracy = Fraction(tp + tn, n)
     precision = Fraction(tp, tp + fp) if tp + fp else None
     recall = Fraction(tp, tp + fn) if tp + fn else None
-    if precision is None or recall is None:
-        f1 = None
-    elif precision + recall == 0:
-        f1 = Fraction(0)
-    else:
-        f1 = 2 * precision * recall / (precision + recall)
+    # F1 from the counts (2tp / (2tp + fp + fn)): the harmonic mean of precision and recall
+    # where both exist, 0 without a true positive, undefined with no positive anywhere.
+    f1 = Fraction(2 * tp, 2 * tp + fp + fn) if 2 * tp + fp + fn else None
+    if precision is not None and recall is not None and precision + recall:
+        assert f1 == 2 * precision * recall / (precision + recall)
     # Chance agreement: both say met by chance + both say not met by chance.
     judge_met, label_met = Fraction(tp + fp, n), Fraction(tp + fn, n)
     chance = judge_met * label_met + (1 - judge_met) * (1 - label_met)
@@ -196,14 +195,14 @@ def test_every_number_matches_a_known_confusion_matrix_overall_and_per_domain(tm
         ({"tp": 4}, {"cohen_kappa"}),
         # All labelled and judged not met: no positive anywhere.
         ({"tn": 3}, {"precision", "recall", "f1", "cohen_kappa"}),
-        # The judge never says met: precision (and so F1) undefined, kappa defined (0).
-        ({"tn": 2, "fn": 3}, {"precision", "f1"}),
-        # No label is met: recall undefined.
-        ({"fp": 2, "tn": 1}, {"recall", "f1"}),
+        # The judge never says met: precision undefined, F1 0 (no true positive), kappa 0.
+        ({"tn": 2, "fn": 3}, {"precision"}),
+        # No label is met: recall undefined, F1 0.
+        ({"fp": 2, "tn": 1}, {"recall"}),
         # Precision = recall = 0 (both defined): F1 is 0.
         ({"fp": 1, "fn": 2, "tn": 1}, set()),
         # One row: pe = 0·1 + 1·0 = 0, so kappa = po = 0.
-        ({"fn": 1}, {"precision", "f1"}),
+        ({"fn": 1}, {"precision"}),
         # Every row ungradeable: nothing decided, every statistic undefined.
         ({"ungradeable": 2}, {"accuracy", "precision", "recall", "f1", "cohen_kappa"}),
     ],

@@ -75,12 +75,12 @@ def test_a_single_class_everywhere_leaves_kappa_precision_recall_and_f1_undefine
     assert list(result.undefined) == ["cohen_kappa"]
 
 
-def test_the_judge_never_saying_met_leaves_precision_and_f1_undefined():
+def test_the_judge_never_saying_met_leaves_precision_undefined_and_f1_zero():
     values, reasons = statistics(Confusion(tn=3, fn=2))
-    assert values["precision"] is None and values["f1"] is None and values["recall"] == 0.0
+    assert values["precision"] is None and values["f1"] == 0.0 and values["recall"] == 0.0
     assert values["accuracy"] == pytest.approx(0.6)
     assert values["cohen_kappa"] == pytest.approx(0.0)  # pe = (0 + 5·3)/25 = 0.6 = po
-    assert set(reasons) == {"precision", "f1"} and "tp + fp = 0" in reasons["precision"]
+    assert set(reasons) == {"precision"} and "tp + fp = 0" in reasons["precision"]
 
 
 def test_no_decided_row_is_all_null_with_reasons_never_nan():
