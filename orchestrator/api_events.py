@@ -22,6 +22,7 @@ from starlette.types import Receive, Scope, Send
 from atoll.errors import AtollError
 from atoll.http import ERROR_RESPONSES
 from orchestrator.events import EventModel, EventSettings, event_stream
+from orchestrator.lifecycle import MAX_POSITION
 from orchestrator.store_events import AFTERMATH_EVENTS, TERMINAL_EVENTS
 from orchestrator.webhooks import WebhookDispatcher, check_webhook_url
 
@@ -84,7 +85,8 @@ class _Stream(StreamingResponse):
 def _resume_point(after: int, last_event_id: str | None) -> int:
     if last_event_id is None or not last_event_id.strip():
         return after
-    if not last_event_id.strip().isdigit():
+    text = last_event_id.strip()
+    if not (len(text) <= 19 and text.isascii() and text.isdigit() and int(text) <= MAX_POSITION):
         raise HTTPException(
             400,
             detail={
@@ -92,7 +94,7 @@ def _resume_point(after: int, last_event_id: str | None) -> int:
                 "message": f"Last-Event-ID {last_event_id[:40]!r} is not an event id",
             },
         )
-    return max(after, int(last_event_id.strip()))
+    return max(after, int(text))
 
 
 def install_events(
@@ -129,7 +131,7 @@ def install_events(
     )
     async def run_events(
         name: str,
-        after: int = Query(0, ge=0, description="only events with a larger id"),
+        after: int = Query(0, ge=0, le=MAX_POSITION, description="only events with a larger id"),
         follow: bool = Query(False, description="stay open after the run ends"),
         format: Literal["sse", "json"] = Query("sse", description="json: one page of events"),  # noqa: A002
         limit: int = Query(500, ge=1, le=1000, description="events per page (format=json)"),
@@ -207,7 +209,7 @@ def install_events(
     @app.get("/runs/{name}/webhooks/deliveries", dependencies=[Depends(authorize)], responses=ERROR_RESPONSES)
     async def webhook_deliveries(
         name: str,
-        after: int = Query(0, ge=0, description="only deliveries with a larger id"),
+        after: int = Query(0, ge=0, le=MAX_POSITION, description="only deliveries with a larger id"),
         limit: int = Query(100, ge=1, le=1000),
     ) -> DeliveryPage:
         await anyio.to_thread.run_sync(known, name)

@@ -34,7 +34,12 @@ STATUS_OF_CODE = {
 }
 
 _LIMIT = Query(100, ge=1, le=lifecycle.MAX_PAGE, description="most items on the page")
-_OFFSET = Query(0, ge=0, description="items skipped before the page (the previous reply's next_offset)")
+_OFFSET = Query(
+    0,
+    ge=0,
+    le=lifecycle.MAX_POSITION,
+    description="items skipped before the page (the previous reply's next_offset)",
+)
 
 
 def lifecycle_router(store: TrialStore, authorize: Callable[..., Awaitable[None]]) -> APIRouter:

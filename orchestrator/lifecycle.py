@@ -52,6 +52,9 @@ RunChangeListener = Callable[[RunChange], None]
 _listeners: list[RunChangeListener] = []
 
 MAX_PAGE = 500
+#: The largest offset or id a client may name: the store's SQL takes signed 64-bit integers
+#: (a larger one was a 500 from the database driver, not a page).
+MAX_POSITION = 2**63 - 1
 
 
 def on_run_change(listener: RunChangeListener) -> Callable[[], None]:
@@ -177,8 +180,8 @@ def run_status(store: TrialStore, name: str, *, now: float | None = None) -> Run
 def _page_bounds(limit: int, offset: int) -> None:
     if not 1 <= limit <= MAX_PAGE:
         raise AtollError("bad_input", f"limit {limit}: must be 1 to {MAX_PAGE}")
-    if offset < 0:
-        raise AtollError("bad_input", f"offset {offset}: must be 0 or more")
+    if not 0 <= offset <= MAX_POSITION:
+        raise AtollError("bad_input", f"offset {offset}: must be 0 to {MAX_POSITION}")
 
 
 def list_runs(

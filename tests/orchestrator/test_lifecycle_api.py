@@ -360,3 +360,53 @@ def test_every_lifecycle_route_needs_the_token_when_one_is_set(tmp_path, benchma
         assert allowed.status_code == 404  # past the token: no such run
 
     _scenario(settings, body)
+
+
+def test_offsets_and_event_ids_beyond_the_stores_integers_are_refused_not_a_500(settings, benchmark_dir):
+    huge = 10**30
+
+    async def body(client):
+        assert (await _post(client, _experiment(benchmark_dir))).status_code == 202
+        for path in (
+            f"/runs?offset={huge}",
+            f"/runs/life/trials?offset={huge}",
+            f"/runs/life/trials?offset={2**63}",
+            f"/runs/life/events?format=json&after={huge}",
+            f"/runs/life/webhooks/deliveries?after={huge}",
+        ):
+            refused = await client.get(path)
+            assert refused.status_code == 422, path
+        for header in ("9" * 40, "9" * 5000, "\u00b2"):
+            refused = await client.get(
+                "/runs/life/events?format=json", headers=[(b"Last-Event-ID", header.encode())]
+            )
+            assert refused.status_code == 400, header[:10]
+            assert refused.json()["error"]["code"] == "bad_last_event_id"
+        # The largest position the store takes is still a (last, empty) page.
+        last = await client.get(f"/runs/life/trials?offset={2**63 - 1}")
+        assert last.status_code == 200 and last.json()["trials"] == []
+
+    _scenario(settings, body)
+
+
+def test_every_route_but_health_needs_the_token_when_one_is_set(tmp_path):
+    """Read from the served OpenAPI document, so a route added later is covered too."""
+    settings = ApiSettings(
+        store=f"sqlite:///{tmp_path / 'api.db'}", benchmark_roots=str(tmp_path), api_token="s3cret"
+    )
+
+    async def body(client):
+        paths = (await client.get("/openapi.json")).json()["paths"]
+        asked = 0
+        for template, operations in paths.items():
+            path = template.replace("{name}", "life").replace("{trial_id}", "abc")
+            for method in operations:
+                answer = await client.request(method.upper(), path + "?format=json", json={"url": "x"})
+                if template == "/health":
+                    assert answer.status_code == 200
+                    continue
+                assert answer.status_code == 401, (method, template)
+                asked += 1
+        assert asked >= 16  # runs, status, trials, verbs, report, events, webhooks, deliveries
+
+    _scenario(settings, body)
