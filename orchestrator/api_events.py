@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 from starlette.types import Receive, Scope, Send
 
 from atoll.errors import AtollError
-from atoll.http import ERROR_RESPONSES
+from atoll.http import ERROR_RESPONSES, strict_json
 from orchestrator.events import EventModel, EventSettings, event_stream
 from orchestrator.lifecycle import MAX_POSITION
 from orchestrator.store_events import AFTERMATH_EVENTS, TERMINAL_EVENTS
@@ -171,7 +171,10 @@ def install_events(
         return _Stream(frames, release)
 
     @app.post(
-        "/runs/{name}/webhooks", status_code=201, dependencies=[Depends(authorize)], responses=ERROR_RESPONSES
+        "/runs/{name}/webhooks",
+        status_code=201,
+        dependencies=[Depends(authorize), Depends(strict_json(WebhookRequest))],
+        responses=ERROR_RESPONSES,
     )
     async def add_webhook(name: str, webhook: WebhookRequest) -> WebhookList:
         await anyio.to_thread.run_sync(known, name)

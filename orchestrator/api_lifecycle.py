@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 
 from fastapi import APIRouter, Body, Depends, Query
 
-from atoll.http import ERROR_RESPONSES
+from atoll.http import ERROR_RESPONSES, strict_json
 from atoll.trial import Outcome, TrialState
 from orchestrator import lifecycle
 from orchestrator.lifecycle_models import (
@@ -90,7 +90,7 @@ def lifecycle_router(store: TrialStore, authorize: Callable[..., Awaitable[None]
     async def run_trial(name: str, trial_id: str) -> TrialDetail:
         return await asyncio.to_thread(lifecycle.trial_detail, store, name, trial_id)
 
-    @router.post("/runs/{name}/cancel")
+    @router.post("/runs/{name}/cancel", dependencies=[Depends(strict_json(CancelRequest))])
     async def cancel(name: str, request: CancelRequest | None = Body(None)) -> RunChange:
         in_flight = (request or CancelRequest()).in_flight
         return await asyncio.to_thread(lifecycle.cancel_run, store, name, in_flight)
@@ -107,7 +107,7 @@ def lifecycle_router(store: TrialStore, authorize: Callable[..., Awaitable[None]
     async def requeue(name: str) -> RunChange:
         return await asyncio.to_thread(lifecycle.requeue_run, store, name)
 
-    @router.patch("/runs/{name}")
+    @router.patch("/runs/{name}", dependencies=[Depends(strict_json(RunPatch))])
     async def patch(name: str, change: RunPatch) -> RunChange:
         return await asyncio.to_thread(lifecycle.set_concurrency, store, name, change.concurrency)
 

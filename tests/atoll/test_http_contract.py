@@ -233,3 +233,21 @@ def test_a_body_accepted_only_by_coercion_is_refused_as_its_document_forbids(tmp
             refused = agents.post("/runs", json={**run, **coerced}, headers=auth)
             assert refused.status_code == 422, (coerced, refused.text)
             assert refused.json()["error"]["code"] == "invalid_request"
+
+
+def test_the_orchestrators_json_bodies_are_strict_too(tmp_path):
+    """PATCH /runs/{name} took ``"4"`` for a concurrency of 4, cancel and webhooks the like:
+    refused as the document says, before the run is looked up."""
+    auth = {"Authorization": "Bearer secret"}
+    with TestClient(_apps(tmp_path)["orchestrator"]) as orchestrator:
+        for method, path, body in (
+            ("PATCH", "/runs/any", {"concurrency": "4"}),
+            ("PATCH", "/runs/any", {"concurrency": 4.0}),
+            ("POST", "/runs/any/cancel", {"in_flight": 1}),
+            ("POST", "/runs/any/webhooks", {"url": 5}),
+        ):
+            refused = orchestrator.request(method, path, json=body, headers=auth)
+            assert refused.status_code == 422, (path, body, refused.text)
+            assert refused.json()["error"]["code"] == "invalid_request"
+        # A well-typed body goes on to the route, which does not know the run.
+        assert orchestrator.patch("/runs/any", json={"concurrency": 4}, headers=auth).status_code == 404
