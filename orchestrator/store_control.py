@@ -100,6 +100,12 @@ class RunControls:
         stopped)."""
         now = time.time()
         with self._tx() as tx:
+            control, stop_json = tx.execute(
+                select(experiments.c.control, experiments.c.stop_json).where(experiments.c.name == name)
+            ).one()
+            # Cancelled again (a client retrying, or stopping what it first let finish): what the
+            # first cancel did stays counted, and a cancel that changes nothing is not logged.
+            earlier = json.loads(stop_json) if control == CANCELLED and stop_json else {}
             tx.execute(update(experiments).where(experiments.c.name == name).values(control=CANCELLED))
             waiting = self._cancel_where(
                 tx,
@@ -113,17 +119,27 @@ class RunControls:
                 if stop_in_flight
                 else 0
             )
+            if control == CANCELLED and not waiting and not stopped:
+                return 0, 0
+            total_waiting = waiting + int(earlier.get("cancelled", 0))
+            total_stopped = stopped + int(earlier.get("stopped", 0))
             running = tx.execute(
                 select(func.count()).where(
                     and_(trials.c.experiment == name, trials.c.state == TrialState.leased.value)
                 )
             ).scalar_one()
             detail = (
-                f"cancelled: {waiting} trials not run"
-                + (f", {stopped} running trials stopped" if stopped else "")
+                f"cancelled: {total_waiting} trials not run"
+                + (f", {total_stopped} running trials stopped" if total_stopped else "")
                 + (f", {running} running trials left to finish" if running else "")
             )
-            stop = {"reason": "cancelled", "detail": detail, "at": now}
+            stop = {
+                "reason": "cancelled",
+                "detail": detail,
+                "at": earlier.get("at", now),
+                "cancelled": total_waiting,
+                "stopped": total_stopped,
+            }
             tx.execute(
                 update(experiments).where(experiments.c.name == name).values(stop_json=dumps_strict(stop))
             )

@@ -280,6 +280,38 @@ def test_cancel_lets_running_trials_finish_by_default(settings, benchmark_dir):
     _scenario(settings, body)
 
 
+def test_cancelling_again_keeps_what_the_first_cancel_did_and_a_retry_logs_nothing(settings, benchmark_dir):
+    async def body(client):
+        text = _experiment(benchmark_dir, config={"instant_delay_s": 600})
+        assert (await _post(client, text)).status_code == 202
+        worker = asyncio.create_task(run_worker(settings.store, executor_name="instant", concurrency=1))
+
+        async def one_running():
+            return (await client.get("/runs/life")).json()["counts"]["leased"] == 1
+
+        await _until(one_running)
+        first = (await client.post("/runs/life/cancel")).json()
+        assert first["trials_changed"] == 5
+        stop = (await client.get("/runs/life")).json()["stop"]
+        assert stop["detail"] == "cancelled: 5 trials not run, 1 running trials left to finish"
+        # A client retrying its cancel changes nothing: the stop and the event log stay.
+        again = (await client.post("/runs/life/cancel")).json()
+        assert again["state"] == "cancelled" and again["trials_changed"] == 0
+        assert (await client.get("/runs/life")).json()["stop"] == stop
+        # Then stopping the trial it let finish: both cancels counted.
+        stopped = (await client.post("/runs/life/cancel", json={"in_flight": "stop"})).json()
+        assert stopped["stopped"] == 1
+        await asyncio.wait_for(worker, timeout=30)
+        after = (await client.get("/runs/life")).json()["stop"]
+        assert after["detail"] == "cancelled: 5 trials not run, 1 running trials stopped"
+        assert after["at"] == stop["at"]
+        events = (await client.get("/runs/life/events?format=json")).json()["events"]
+        cancels = [event["payload"] for event in events if event["type"] == "run.cancelled"]
+        assert [(item["cancelled"], item["stopped"]) for item in cancels] == [(5, 0), (0, 1)]
+
+    _scenario(settings, body)
+
+
 def test_requeue_makes_errored_trials_pending_again(settings, benchmark_dir):
     async def body(client):
         text = _experiment(benchmark_dir, config={"instant_infra_error_tasks": ["t0"]}, max_infra_retries=0)
