@@ -57,6 +57,7 @@ def _ready_benchmark(where: Path, *, worlds: int, tasks: int, seed: int) -> Path
     wanted = {"worlds": worlds, "tasks": tasks, "seed": seed}
     if marker.is_file() and json.loads(marker.read_text()) == wanted:
         return where
+    marker.unlink(missing_ok=True)  # an interrupted generation is never taken for a finished one
     started = time.perf_counter()
     generate_paper_benchmark(where, worlds=worlds, tasks=tasks, seed=seed)
     marker.write_text(json.dumps(wanted) + "\n")

@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from atoll.sample import generate_sample_benchmark  # noqa: E402
 from atoll.sample._files import zip_tree  # noqa: E402
 from atoll.sample.documents import write_document  # noqa: E402
+from atoll.sample.generator import OUTPUTS  # noqa: E402
 from atoll.sample.pdfs import write_pdf  # noqa: E402
 from atoll.sample.sheets import Sheet, write_workbook  # noqa: E402
 from atoll.sample.slides import write_deck  # noqa: E402
@@ -99,13 +100,19 @@ _USERS = ["a.moreau", "b.tanaka", "c.oyelaran", "d.fischer", "e.novak", "f.almei
 
 
 def generate_paper_benchmark(out_dir: Path, *, worlds: int = 33, tasks: int = 480, seed: int = 0) -> Path:
-    """Write the paper-sized benchmark into ``out_dir`` (replacing it) and return it.
+    """Write the paper-sized benchmark into ``out_dir`` and return it.
 
     ``worlds`` worlds (only those that get a task) and ``tasks`` tasks; the same arguments
-    give byte-identical files."""
+    give byte-identical files. Replaces what the sample generator writes (its ``OUTPUTS``)
+    and nothing else in ``out_dir``."""
     out_dir = Path(out_dir)
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in OUTPUTS:
+        target = out_dir / name
+        if target.is_dir():
+            shutil.rmtree(target)
+        elif target.exists():
+            target.unlink()
     with tempfile.TemporaryDirectory(prefix="atoll-paper-") as scratch:
         sample = generate_sample_benchmark(Path(scratch) / "sample", seed=seed)
         sample_tasks = json.loads((sample / "tasks_and_rubrics.json").read_text(encoding="utf-8"))

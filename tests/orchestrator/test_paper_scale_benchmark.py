@@ -41,9 +41,14 @@ def test_worlds_are_padded_to_the_paper_size_and_tasks_pass_by_checks(paper):
     assert all(criterion.check is not None for task in tasks for criterion in task.rubric)
 
 
-def test_generation_is_deterministic(paper, tmp_path):
+def test_generation_is_deterministic_and_leaves_other_files_alone(paper, tmp_path):
     world = load_benchmark("paper_world")
+    (tmp_path / "again" / "world_files_zipped").mkdir(parents=True)
+    (tmp_path / "again" / "world_files_zipped" / "stale.zip").write_bytes(b"old")
+    (tmp_path / "again" / "notes.txt").write_text("mine")
     again = world.generate_paper_benchmark(tmp_path / "again", worlds=2, tasks=2, seed=0)
+    assert (again / "notes.txt").read_text() == "mine"
+    assert not (again / "world_files_zipped" / "stale.zip").exists()
     for name in ("world_keystone_consulting_00.zip", "world_atlas_mna_01.zip"):
         assert (again / "world_files_zipped" / name).read_bytes() == (
             paper / "world_files_zipped" / name
