@@ -59,7 +59,8 @@ def run(
     configuration changed is refused unless --new-run NAME or --replace is given.
     Ctrl-C stops scheduling, waits a few seconds for running trials (again: abandons them)
     and gives their leases back; running the same command resumes. Exit status 4 when
-    trials ended in an infra error or ungradeable (--allow-incomplete: 0)."""
+    trials ended in an infra error or ungradeable, or were cancelled with the run (`atoll
+    cancel`, POST /runs/RUN/cancel) (--allow-incomplete: 0)."""
     from atoll.errors import AtollError
     from atoll.experiment import experiment_endpoints, load_experiment
     from atoll.llm.endpoints import trust_endpoints

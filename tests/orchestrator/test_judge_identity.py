@@ -154,7 +154,7 @@ def test_an_interrupted_regrade_never_reports_two_judges_as_one_and_a_second_one
         # atoll run / atoll regrade would exit 4 naming the unfinished regrade.
         from atoll.commands.completeness import incomplete_line, report_incomplete
 
-        assert report_incomplete(report) == (0, 0, 1)
+        assert report_incomplete(report) == (0, 0, 1, 0)
         assert incomplete_line("run jr", *report_incomplete(report)) == (
             "run jr: incomplete: 1 trial is graded by another judge than the run's (an unfinished regrade)"
         )

@@ -93,3 +93,61 @@ def test_mistakes_are_one_line_errors(tmp_path):
     ]
     for verb in ("runs", "cancel", "pause", "resume", "requeue", "resize", "archive"):
         assert _atoll(verb, "--help").exit_code == 0
+
+
+def test_atoll_run_cancelled_from_outside_stops_cleanly_and_exits_4_saying_so(tmp_path):
+    """A pipeline running `atoll run` must not read a run cancelled under it as complete."""
+    import time
+
+    import yaml
+
+    benchmark = write_benchmark(tmp_path / "bench", tasks=[make_task(f"t{i}") for i in range(3)])
+    store = f"sqlite:///{tmp_path / 'atoll.db'}"
+    experiment = tmp_path / "exp.yaml"
+    experiment.write_text(
+        yaml.safe_dump(
+            {
+                "name": "cancelled-run",
+                "benchmark": str(benchmark),
+                "runs": 2,
+                "executor": "instant",
+                "concurrency": {"trials": 1},
+                "agents": [
+                    {"name": "oracle", "agent": "replay", "model": "replay", "config": {"instant_delay_s": 2}}
+                ],
+                "store": store,
+                "output_dir": str(tmp_path / "out"),
+            }
+        )
+    )
+    running = subprocess.Popen(
+        [sys.executable, "-m", "atoll.cli", "run", str(experiment), "-q"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # cancel once the run is under way (one trial leased)
+            assert running.poll() is None and time.monotonic() < deadline
+            if (tmp_path / "atoll.db").exists():
+                trial_store = TrialStore(store)
+                try:
+                    leased = (
+                        "cancelled-run" in trial_store.experiments()
+                        and trial_store.counts("cancelled-run")["leased"]
+                    )
+                finally:
+                    trial_store.dispose()
+                if leased:
+                    break
+            time.sleep(0.1)
+        assert _atoll("cancel", "cancelled-run", "--store", store).exit_code == 0
+        stdout, stderr = running.communicate(timeout=60)
+    finally:
+        running.kill()
+    assert running.returncode == 4, stderr
+    assert "trials were cancelled with the run" in stderr.strip().splitlines()[-1]
+    report = json.loads((tmp_path / "out" / "cancelled-run" / "report.json").read_text())
+    assert report["banner"]["title"] == "CANCELLED"
+    assert report["trials"]["cancelled"] >= 4 and report["trials"]["done"] >= 1
