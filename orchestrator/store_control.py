@@ -33,6 +33,11 @@ if TYPE_CHECKING:
 
 RUNNING, PAUSED, CANCELLED = "running", "paused", "cancelled"
 
+#: An idempotency key claimed this long ago whose request never got its reply (the API that
+#: was answering it stopped) may be claimed again: otherwise the key answered "still being
+#: answered; retry" for ever and the client's retries could never succeed.
+ABANDONED_SUBMISSION_S = 900.0
+
 
 @dataclass(frozen=True)
 class RunControl:
@@ -274,7 +279,8 @@ class RunControls:
         key is new (answer the request, then :meth:`record_submission` or
         :meth:`drop_submission`), or ("", reply) when the same request was answered before.
         Raises AtollError ``idempotency_conflict`` when the key was used with another request,
-        ``idempotency_in_progress`` while its first request is still being answered."""
+        ``idempotency_in_progress`` while its first request is still being answered (for at
+        most :data:`ABANDONED_SUBMISSION_S`: then the key is claimed again)."""
         return self._reserve_submission(key, digest, uuid.uuid4().hex)
 
     @retried
@@ -291,13 +297,16 @@ class RunControls:
             pass
         with self.engine.connect() as connection:
             row = connection.execute(
-                select(submissions.c.request_digest, submissions.c.holder, submissions.c.reply_json).where(
-                    submissions.c.key == key
-                )
+                select(
+                    submissions.c.request_digest,
+                    submissions.c.holder,
+                    submissions.c.reply_json,
+                    submissions.c.created_at,
+                ).where(submissions.c.key == key)
             ).first()
         if row is None:  # dropped meanwhile (its first request failed): claim it now
             return self._reserve_submission(key, digest, holder)
-        stored_digest, stored_holder, reply = row
+        stored_digest, stored_holder, reply, claimed_at = row
         if stored_holder == holder and reply is None:  # our own insert landed on an earlier try
             return holder, None
         if stored_digest != digest:
@@ -305,6 +314,20 @@ class RunControls:
                 "idempotency_conflict",
                 f"Idempotency-Key {key!r} was already used with another request; use a new key",
             )
+        if reply is None and time.time() - claimed_at >= ABANDONED_SUBMISSION_S:
+            with self._tx() as tx:
+                taken = tx.execute(
+                    update(submissions)
+                    .where(
+                        and_(
+                            submissions.c.key == key,
+                            submissions.c.holder == stored_holder,
+                            submissions.c.reply_json.is_(None),
+                        )
+                    )
+                    .values(holder=holder, created_at=time.time())
+                ).rowcount
+            return (holder, None) if taken else self._reserve_submission(key, digest, holder)
         if reply is None:
             raise AtollError(
                 "idempotency_in_progress",

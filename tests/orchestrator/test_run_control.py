@@ -81,6 +81,28 @@ def test_an_idempotency_key_is_claimed_once(store):
     assert store.reserve_submission("other", "digest-b")[1] is None  # free again
 
 
+def test_an_idempotency_key_whose_request_was_never_answered_is_claimed_again(store):
+    """The API stopped while answering the key's first request: the reply never came."""
+    from sqlalchemy import update
+
+    from orchestrator.store_control import ABANDONED_SUBMISSION_S
+    from orchestrator.store_schema import submissions
+
+    lost, _ = store.reserve_submission("key", "digest-a")
+    with pytest.raises(AtollError):  # while it may still be answered: retry later
+        store.reserve_submission("key", "digest-a")
+    with store.engine.begin() as tx:
+        tx.execute(update(submissions).values(created_at=time.time() - ABANDONED_SUBMISSION_S - 1))
+    with pytest.raises(AtollError) as conflict:  # another request with it is still refused
+        store.reserve_submission("key", "digest-b")
+    assert conflict.value.code == "idempotency_conflict"
+    retried, stored = store.reserve_submission("key", "digest-a")
+    assert retried and retried != lost and stored is None
+    store.record_submission("key", lost, '{"name": "late"}')  # the lost holder no longer writes it
+    store.record_submission("key", retried, '{"name": "r"}')
+    assert store.reserve_submission("key", "digest-a") == ("", '{"name": "r"}')
+
+
 def test_every_verb_is_logged_in_the_runs_event_log(runs):
     runs.set_control("one", PAUSED)
     runs.set_control("one", RUNNING)
