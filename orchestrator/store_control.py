@@ -89,11 +89,23 @@ class RunControls:
     @retried
     def set_control(self, name: str, control: str) -> None:
         """Mark the run running or paused (cancel has its own verb: it changes trials too);
-        logged as ``run.paused`` or ``run.resumed``."""
+        logged as ``run.paused`` or ``run.resumed``. A cancelled run is left cancelled (only
+        :meth:`uncancel_run` undoes a cancel): a pause racing a cancel never turns it back into
+        a run whose cancelled trials a resume would leave behind."""
         with self._tx() as tx:
-            tx.execute(update(experiments).where(experiments.c.name == name).values(control=control))
-            kind = "run.paused" if control == PAUSED else "run.resumed"
-            self._append_events(tx, [(name, kind, {"trials": 0})])
+            changed = tx.execute(
+                update(experiments)
+                .where(
+                    and_(
+                        experiments.c.name == name,
+                        experiments.c.control.is_distinct_from(CANCELLED),
+                    )
+                )
+                .values(control=control)
+            ).rowcount
+            if changed:
+                kind = "run.paused" if control == PAUSED else "run.resumed"
+                self._append_events(tx, [(name, kind, {"trials": 0})])
 
     @retried
     def cancel_run(self, name: str, *, stop_in_flight: bool) -> tuple[int, int]:

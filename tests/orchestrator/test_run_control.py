@@ -103,6 +103,16 @@ def test_an_idempotency_key_whose_request_was_never_answered_is_claimed_again(st
     assert store.reserve_submission("key", "digest-a") == ("", '{"name": "r"}')
 
 
+def test_a_pause_that_lands_after_a_cancel_leaves_the_run_cancelled(runs):
+    """pause_run checked the run before a cancel committed: its write must not undo the cancel."""
+    runs.cancel_run("one", stop_in_flight=False)
+    runs.set_control("one", PAUSED)
+    runs.set_control("one", RUNNING)
+    assert runs.run_controls("one")["one"].control == "cancelled"
+    assert runs.lease("w", limit=4, lease_s=60, experiment="one") == []
+    assert [event.type for event in runs.events("one")][-1] == "run.cancelled"  # nothing else logged
+
+
 def test_every_verb_is_logged_in_the_runs_event_log(runs):
     runs.set_control("one", PAUSED)
     runs.set_control("one", RUNNING)
