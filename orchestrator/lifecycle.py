@@ -320,6 +320,15 @@ def _refuse(name: str, state: RunState, verb: str, hint: str = "") -> AtollError
     return AtollError("run_not_active", f"run {name!r} is {state.value}: nothing to {verb}{hint}")
 
 
+def _refuse_archived(name: str, status: RunStatus, verb: str) -> None:
+    # Workers do not look at the archive mark: a resumed or requeued archived run would run
+    # hidden from the run list, its event log already pruned.
+    if status.archived:
+        raise AtollError(
+            "run_not_active", f"run {name!r} is archived: nothing to {verb} (an archived run stays as it is)"
+        )
+
+
 def cancel_run(store: TrialStore, name: str, in_flight: InFlight = InFlight.finish) -> RunChange:
     """Stop scheduling the run for good: its pending trials are cancelled (never leased again)
     and its running ones finish (``finish``) or are stopped now, their leases taken back
@@ -344,6 +353,7 @@ def resume_run(store: TrialStore, name: str) -> RunChange:
     """A paused run is leasable again; a cancelled one too, its cancelled trials pending again
     (how many: ``trials_changed``). A run neither paused nor cancelled is left as it is."""
     status = run_status(store, name)
+    _refuse_archived(name, status, "resume")
     changed = 0
     if status.state is RunState.cancelled:
         changed = store.uncancel_run(name)
@@ -354,7 +364,7 @@ def resume_run(store: TrialStore, name: str) -> RunChange:
 
 def requeue_run(store: TrialStore, name: str) -> RunChange:
     """Trials whose infrastructure retries were spent (``infra_error``) are pending again."""
-    require_run(store, name)
+    _refuse_archived(name, run_status(store, name), "requeue")
     return _change(store, name, "requeue", store.requeue_errored(name))
 
 

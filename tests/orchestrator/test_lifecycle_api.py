@@ -349,6 +349,27 @@ def test_concurrency_can_be_changed_while_running_and_every_worker_obeys_it(sett
     _scenario(settings, body)
 
 
+def test_an_archived_run_is_not_resumed_or_requeued_behind_the_run_list(settings, benchmark_dir):
+    async def body(client):
+        text = _experiment(benchmark_dir, config={"instant_infra_error_tasks": ["t0"]}, max_infra_retries=0)
+        assert (await _post(client, text)).status_code == 202
+        assert (await client.post("/runs/life/pause")).status_code == 200
+        assert (await client.post("/runs/life/archive")).status_code == 200  # paused: nothing runs
+        for verb in ("resume", "requeue"):
+            refused = await client.post(f"/runs/life/{verb}")
+            assert refused.status_code == 409, verb
+            assert refused.json()["error"]["code"] == "run_not_active" and "archived" in refused.text
+        status = (await client.get("/runs/life")).json()
+        assert status["state"] == "paused" and status["counts"]["pending"] == 6
+        store = TrialStore(settings.store)
+        try:
+            assert store.lease("w", limit=6, lease_s=60, experiment="life") == []
+        finally:
+            store.dispose()
+
+    _scenario(settings, body)
+
+
 def test_an_archived_run_leaves_the_default_list_and_keeps_its_data(settings, benchmark_dir):
     async def body(client):
         assert (await _post(client, _experiment(benchmark_dir))).status_code == 202
