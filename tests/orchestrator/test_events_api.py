@@ -383,3 +383,61 @@ def test_a_signature_is_bound_to_its_body_key_and_time():
     assert not verify_signature("other", header, body, now=1_000_010)
     assert not verify_signature(SECRET, header, body, now=1_000_000 + 301)  # a replay, later
     assert not verify_signature(SECRET, None, body)
+
+
+def test_a_webhook_that_redirects_sends_the_event_nowhere_else_and_no_reply_shows_the_secret(tmp_path):
+    """SSRF: a receiver under the allow-list answering 302 to an internal address (here another
+    loopback service) does not make the API post there; internal addresses are refused outright."""
+    with _Receiver([]) as internal:
+        bouncer = FastAPI()
+
+        @bouncer.post("/hooks/{name}")
+        async def bounce() -> Response:
+            return Response(status_code=302, headers={"Location": f"{internal.served.url}/hooks/stolen"})
+
+        with ServedApp(bouncer) as outside:
+            settings = _settings(
+                tmp_path,
+                webhook_allow=f"{outside.url}/hooks/",
+                webhook_secret=SECRET,
+                webhook_max_attempts=2,
+                webhook_backoff_s=0.05,
+            )
+            with (
+                ServedApp(create_app(settings)) as served,
+                httpx.Client(base_url=served.url, timeout=60) as client,
+            ):
+                assert client.post("/runs", content=_instant_run(tmp_path, tasks=1)).status_code == 202
+                for url in (
+                    "http://127.0.0.1/hooks/x",
+                    "http://169.254.169.254/latest/meta-data",
+                    "http://[::1]/hooks/x",
+                    "http://[fe80::1]/hooks/x",
+                    f"{internal.served.url}/hooks/x",
+                ):
+                    refused = client.post("/runs/events-run/webhooks", json={"url": url})
+                    assert refused.status_code == 403, url
+                hook = f"{outside.url}/hooks/team"
+                assert client.post("/runs/events-run/webhooks", json={"url": hook}).status_code == 201
+                _work(settings.store, "instant").join(timeout=60)
+
+                def logged():
+                    page = client.get("/runs/events-run/webhooks/deliveries").json()["deliveries"]
+                    return page if any(item["event_id"] > 1 for item in page) else None
+
+                _wait_for(logged)
+                deliveries = logged()
+                replies = [
+                    client.get(path).text
+                    for path in (
+                        "/runs/events-run/webhooks",
+                        "/runs/events-run/webhooks/deliveries",
+                        "/runs/events-run/events?format=json",
+                        "/runs/events-run",
+                    )
+                ]
+    assert internal.received == []  # the redirect was not followed
+    # A 3xx is a refusal, not a failure to retry: one try per event, logged as such.
+    assert all(item["status_code"] == 302 and item["error"] == "HTTP 302" for item in deliveries)
+    assert all(item["attempt"] == 1 for item in deliveries)
+    assert not any(SECRET in reply for reply in replies)
