@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import and_, bindparam, case, create_engine, event, or_, select, update
-from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.sql import ColumnElement
 
@@ -30,7 +30,7 @@ from atoll.jsonio import model_json
 from atoll.trial import TrialResult, TrialSpec, TrialState
 from orchestrator.store_control import RunControls
 from orchestrator.store_events import RunEvents
-from orchestrator.store_retry import StoreRetry, retried
+from orchestrator.store_retry import StoreRetry, first_connection, retried
 from orchestrator.store_runs import RunRecords, TrialRow
 from orchestrator.store_schema import attempts, create_schema, trials
 
@@ -159,6 +159,16 @@ def normalise_store_url(url: str) -> str:
     return url
 
 
+def shown_store_url(url: str) -> str:
+    """The store's URL as messages and pages show it: any password replaced by ``***``."""
+    if "://" not in url or url.startswith("sqlite"):
+        return url
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url.split("://", 1)[0] + "://***"  # unparsable: show no part that may be secret
+
+
 class TrialStore(RunRecords, RunEvents, RunControls):
     """Experiments, trials and attempts in one database. Every operation retries database
     errors for a bounded time (``retry``; see orchestrator.store_retry). Every change to a run
@@ -167,9 +177,11 @@ class TrialStore(RunRecords, RunEvents, RunControls):
     def __init__(self, url: str, *, retry: StoreRetry | None = None, wait: bool = False) -> None:
         """Open (and create or upgrade) the store. An unreachable database is an error at
         once (a mistyped URL should not hang a command) unless ``wait``: then opening
-        retries like every operation does (workers starting while the database restarts)."""
+        retries for the short first-connection window (``retry.connect_s``; workers starting
+        while the database restarts). Raises AtollError("store_unreachable") naming the
+        store (password hidden) and why."""
         self.retry = retry or StoreRetry.from_env()
-        self.display_url = url
+        self.display_url = shown_store_url(url)
         self.url = normalise_store_url(url)
         if self.url.startswith("sqlite:///"):
             path = self.url.removeprefix("sqlite:///")
@@ -182,11 +194,13 @@ class TrialStore(RunRecords, RunEvents, RunControls):
             else:
                 create_schema(self.engine)
         except OperationalError as exc:
-            raise AtollError("store_unreachable", f"trial store {url}: {exc.orig}") from None
+            raise AtollError("store_unreachable", f"trial store {self.display_url}: {exc.orig}") from None
         except ImportError as exc:
-            raise AtollError("store_unreachable", f"trial store {url}: driver missing ({exc})") from None
+            raise AtollError(
+                "store_unreachable", f"trial store {self.display_url}: driver missing ({exc})"
+            ) from None
 
-    @retried
+    @first_connection
     def _open(self) -> None:
         create_schema(self.engine)
 

@@ -10,8 +10,15 @@ Retrying is safe because every write is idempotent: leases carry a token chosen 
 first try, results and infra failures a write id recorded with their attempt, so a write
 whose commit landed but whose reply was lost is recognised on the retry, never applied twice.
 
+The first connection is different: a store that was never reached is more likely a wrong
+URL, a closed port or a missing route than an outage, so opening it (``TrialStore(wait=True)``)
+retries only for ``ATOLL_STORE_CONNECT_S`` (default 10) and then says which store and why,
+as ``AtollError("store_unreachable")``. A store that answered once and then drops keeps the
+long window.
+
 Settings: ``ATOLL_STORE_RETRY_S`` (total time one operation may keep retrying, default
-120) and ``ATOLL_STORE_RETRY_MAX_BACKOFF_S`` (longest pause between tries, default 5).
+120), ``ATOLL_STORE_RETRY_MAX_BACKOFF_S`` (longest pause between tries, default 5) and
+``ATOLL_STORE_CONNECT_S`` (how long the first connection may keep retrying, default 10).
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ class StoreRetry:
     total_s: float = 120.0
     first_backoff_s: float = 0.25
     max_backoff_s: float = 5.0
+    connect_s: float = 10.0
 
     @classmethod
     def from_env(cls) -> StoreRetry:
@@ -47,10 +55,12 @@ class StoreRetry:
             return cls(
                 total_s=float(os.environ.get("ATOLL_STORE_RETRY_S", 120.0)),
                 max_backoff_s=float(os.environ.get("ATOLL_STORE_RETRY_MAX_BACKOFF_S", 5.0)),
+                connect_s=float(os.environ.get("ATOLL_STORE_CONNECT_S", 10.0)),
             )
         except ValueError as exc:
             raise AtollError(
-                "bad_setting", f"ATOLL_STORE_RETRY_S / ATOLL_STORE_RETRY_MAX_BACKOFF_S: {exc}"
+                "bad_setting",
+                f"ATOLL_STORE_RETRY_S / ATOLL_STORE_RETRY_MAX_BACKOFF_S / ATOLL_STORE_CONNECT_S: {exc}",
             ) from None
 
 
@@ -78,22 +88,55 @@ def retried(method: F) -> F:
     @functools.wraps(method)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         policy: StoreRetry = self.retry
-        retrying = Retrying(
-            retry=retry_if_exception(is_transient),
-            stop=stop_after_delay(policy.total_s),
-            wait=wait_exponential(multiplier=policy.first_backoff_s, max=policy.max_backoff_s),
-            before_sleep=_log_retry,
-            reraise=True,
-        )
         try:
-            return retrying(method, self, *args, **kwargs)
+            return _retrying(policy, policy.total_s)(method, self, *args, **kwargs)
         except (OperationalError, InterfaceError, DBAPIError) as exc:
             if not is_transient(exc):
                 raise
-            reason = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
             raise AtollError(
                 "store_unavailable",
-                f"trial store {self.display_url}: {method.__name__} failed for {policy.total_s:g} s: {reason}",
+                f"trial store {self.display_url}: {method.__name__} failed for {policy.total_s:g} s: {_reason(exc)}",
             ) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def first_connection(method: F) -> F:
+    """Run the method that first connects to the store, retrying for the short
+    ``connect_s`` window only; then AtollError("store_unreachable") naming the store."""
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        policy: StoreRetry = self.retry
+        try:
+            return _retrying(policy, policy.connect_s)(method, self, *args, **kwargs)
+        except (OperationalError, InterfaceError, DBAPIError) as exc:
+            if not is_transient(exc):
+                raise
+            raise AtollError(
+                "store_unreachable",
+                f"trial store {self.display_url}: cannot connect (tried for {policy.connect_s:g} s): {_reason(exc)}",
+            ) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _retrying(policy: StoreRetry, total_s: float) -> Retrying:
+    backoff = wait_exponential(multiplier=policy.first_backoff_s, max=policy.max_backoff_s)
+
+    def wait(state: RetryCallState) -> float:
+        # The last try comes at the window's end, not one backoff past it.
+        return max(0.0, min(backoff(state), total_s - (state.seconds_since_start or 0.0)))
+
+    return Retrying(
+        retry=retry_if_exception(is_transient),
+        stop=stop_after_delay(total_s),
+        wait=wait,
+        before_sleep=_log_retry,
+        reraise=True,
+    )
+
+
+def _reason(exc: BaseException) -> str:
+    lines = str(getattr(exc, "orig", exc)).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__

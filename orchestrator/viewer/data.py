@@ -20,7 +20,7 @@ from atoll.trial import TrialResult, TrialSpec
 from orchestrator import report_trials
 from orchestrator.artifacts import read_artifact
 from orchestrator.judging import judge_summary, judged_elsewhere
-from orchestrator.store import TrialStore
+from orchestrator.store import TrialStore, shown_store_url
 from orchestrator.store_runs import TrialRow, one_per_key
 
 Row = tuple[TrialSpec, TrialResult | None, str, int]
@@ -67,9 +67,7 @@ def run_rows(store: TrialStore, name: str) -> tuple[list[Row], int]:
 
 def shown_url(store: TrialStore) -> str:
     """The store's URL as pages and messages show it: any password replaced by ``***``."""
-    from sqlalchemy.engine import make_url
-
-    return make_url(store.url).render_as_string(hide_password=True)
+    return shown_store_url(store.url)
 
 
 def _known_runs(store: TrialStore) -> list[str]:
