@@ -16,7 +16,9 @@ store (``TrialStore.release``) so they are pending again, not held until the lea
 
 It obeys what clients ask of a run (orchestrator.lifecycle): the store leases nothing of a
 paused or cancelled run and no more than a run's concurrency cap; a trial whose run was
-cancelled with its running trials stopped is cancelled here within ``CANCEL_CHECK_S``.
+cancelled with its running trials stopped is cancelled here within ``CANCEL_CHECK_S``. So is
+a trial whose lease this worker lost (it expired while the worker stalled and another worker
+took it over): its result would be history only, so it is not worth finishing and grading.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ MIN_CONFIGURATION_ERRORS_FOR_ABORT = 3
 INTERRUPT_GRACE_S = 5.0
 # How long abandoned trials get to unwind (their cleanup) once cancelled.
 CANCEL_WAIT_S = 10.0
-# How often running trials are checked for a cancel of their run that stops them.
+# How often running trials are checked for a cancel of their run that stops them, or a lost lease.
 CANCEL_CHECK_S = 1.0
 # How often an idle scheduler of one paused run says that it waits.
 PAUSED_NOTICE_S = 60.0
@@ -75,6 +77,8 @@ class SchedulerSummary:
     released: int = 0
     # Running trials stopped because their run was cancelled (``in_flight: stop``).
     cancelled: int = 0
+    # Running trials stopped because their lease was lost (taken over by another worker).
+    stopped_lost: int = 0
 
 
 EventSink = Callable[[str, Lease, TrialResult | None], None]
@@ -129,6 +133,7 @@ class Scheduler:
         self._unwritten: list[tuple[Completion, asyncio.Future]] = []
         self._writer: asyncio.Task | None = None
         self._cancel_checked = 0.0
+        self._executing: set[str] = set()  # tokens of the leases whose executor runs (no result yet)
         self._paused_said = self._paused_checked = -PAUSED_NOTICE_S
 
     # --- writing results --------------------------------------------------------------------
@@ -264,20 +269,32 @@ class Scheduler:
 
     async def _stop_cancelled(self) -> None:
         """Cancel the running trials whose run was cancelled with its trials stopped (the store
-        already took their leases back); at most every ``CANCEL_CHECK_S``."""
+        already took their leases back), and those still executing whose lease was lost; at
+        most every ``CANCEL_CHECK_S``. A trial whose result is being written is left to finish
+        it (the store refuses a lost lease's result; the scheduler counts it)."""
         if not self._running or time.monotonic() - self._cancel_checked < CANCEL_CHECK_S:
             return
         self._cancel_checked = time.monotonic()
         running = list(self._running.items())
-        found = await asyncio.to_thread(self.store.cancelled_leases, [lease for _, lease in running])
+        found = await asyncio.to_thread(self.store.stopped_leases, [lease for _, lease in running])
         for task, lease in running:
-            if (lease.experiment, lease.trial_id) in found and not task.done():
-                task.cancel()
+            why = found.get((lease.experiment, lease.trial_id))
+            if why is None or task.done() or (why == "lost" and lease.token not in self._executing):
+                continue
+            task.cancel()
+            if why == "cancelled":
                 self.summary.cancelled += 1
                 log.warning(
                     "trial %s: its run %s was cancelled; stopping it", lease.trial_id[:12], lease.experiment
                 )
                 self.on_event("cancelled", lease, None)
+            else:
+                self.summary.stopped_lost += 1
+                self.summary.lost_leases += 1
+                log.warning(
+                    "trial %s: its lease was taken over by another worker; stopping it", lease.trial_id[:12]
+                )
+                self.on_event("lost", lease, None)
 
     async def _say_if_paused(self) -> None:
         """An idle scheduler of one run that is paused says so (looked up every few seconds,
@@ -418,7 +435,7 @@ class Scheduler:
                 )
                 for finished in done:
                     self._running.pop(finished)
-                    if not finished.cancelled():  # cancelled: its run was cancelled (above)
+                    if not finished.cancelled():  # cancelled: its run was cancelled or its lease lost (above)
                         finished.result()
         finally:
             heartbeat.cancel()
@@ -436,11 +453,17 @@ class Scheduler:
                 except Exception:  # a missed beat is survivable; the next one retries
                     log.warning("lease heartbeat failed", exc_info=True)
 
+    async def _attempt(self, lease: Lease) -> TrialResult:
+        self._executing.add(lease.token)
+        try:
+            return await self.executor_for(lease.experiment).run(lease.spec, attempt=lease.attempt)
+        finally:
+            self._executing.discard(lease.token)
+
     async def _execute(self, lease: Lease) -> None:
         self.summary.attempts += 1
         try:
-            executor = self.executor_for(lease.experiment)
-            result = await executor.run(lease.spec, attempt=lease.attempt)
+            result = await self._attempt(lease)
         except ModelEndpointError as exc:
             self._model_endpoint_failure(lease.experiment, exc)
             await self._infra_failure(lease, str(exc))

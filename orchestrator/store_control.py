@@ -263,25 +263,27 @@ class RunControls:
         return select(experiments.c.name).where(experiments.c.control.in_((PAUSED, CANCELLED)))
 
     @retried
-    def cancelled_leases(self, leases: Iterable[Lease]) -> set[tuple[str, str]]:
-        """Of these leases, the (run, trial id) of those whose trial was cancelled meanwhile
-        (a cancel that stops running trials): their holder should stop them."""
-        by_run: dict[str, list[str]] = defaultdict(list)
+    def stopped_leases(self, leases: Iterable[Lease]) -> dict[tuple[str, str], str]:
+        """Of these leases, those their holder should stop, keyed by (run, trial id): the
+        trial was cancelled meanwhile (a cancel that stops running trials; ``"cancelled"``), or
+        the lease no longer holds it (another worker took it over after it expired, or it was
+        given back or finished elsewhere; ``"lost"``) — a result would be history only."""
+        by_run: dict[str, dict[str, str]] = defaultdict(dict)
         for lease in leases:
-            by_run[lease.experiment].append(lease.trial_id)
-        found: set[tuple[str, str]] = set()
+            by_run[lease.experiment][lease.trial_id] = lease.token
+        found: dict[tuple[str, str], str] = {}
         with self.engine.connect() as connection:
-            for run, ids in by_run.items():
+            for run, tokens in by_run.items():
                 rows = connection.execute(
-                    select(trials.c.trial_id).where(
-                        and_(
-                            trials.c.experiment == run,
-                            trials.c.trial_id.in_(ids),
-                            trials.c.state == TrialState.cancelled.value,
-                        )
+                    select(trials.c.trial_id, trials.c.state, trials.c.lease_token).where(
+                        and_(trials.c.experiment == run, trials.c.trial_id.in_(list(tokens)))
                     )
-                ).scalars()
-                found.update((run, trial_id) for trial_id in rows)
+                )
+                for trial_id, state, token in rows:
+                    if state == TrialState.cancelled.value:
+                        found[(run, trial_id)] = "cancelled"
+                    elif state != TrialState.leased.value or token != tokens[trial_id]:
+                        found[(run, trial_id)] = "lost"
         return found
 
     # --- idempotency keys -------------------------------------------------------------------

@@ -61,7 +61,7 @@ def test_a_cap_holds_across_workers_and_expired_leases_of_a_cancelled_run_are_ca
     assert runs.cancel_run("two", stop_in_flight=False) == (4, 0)  # 3 pending + the expired one
     assert runs.lease("w", limit=4, lease_s=60, experiment="two") == []
     assert runs.counts("two")["cancelled"] == 4
-    assert runs.cancelled_leases(short) == {("two", short[0].trial_id)}
+    assert runs.stopped_leases(short) == {("two", short[0].trial_id): "cancelled"}
     assert runs.uncancel_run("two") == 4
 
 
