@@ -7,7 +7,7 @@ import pytest
 
 from agents_runner.service import create_app
 from agents_runner.settings import AgentRunnerSettings
-from tests.api_properties import CHECKS, SETTINGS, bearer, published_schema
+from tests.api_properties import bearer, exercise, operations, published_schema
 from tests.served_app import ServedApp
 
 TOKEN = "runner-property-token"
@@ -25,7 +25,6 @@ def served_runner():
 schema = published_schema("agents_runner")
 
 
-@schema.parametrize()
-@SETTINGS
-def test_the_runner_keeps_its_published_contract(case, served_runner):
-    case.call_and_validate(base_url=served_runner.url, headers=bearer(TOKEN), checks=CHECKS)
+@pytest.mark.parametrize("operation", operations(schema))
+def test_the_runner_keeps_its_published_contract(operation, served_runner):
+    exercise(operation, served_runner.url, bearer(TOKEN))

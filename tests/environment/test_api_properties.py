@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from environment.app import create_app
-from tests.api_properties import CHECKS, SETTINGS, bearer, published_schema
+from tests.api_properties import bearer, exercise, operations, published_schema
 from tests.environment.factories import make_test_server, world_settings
 from tests.served_app import ServedApp
 
@@ -60,7 +60,6 @@ def filter_body(context: Any, body: Any) -> bool:
     return True
 
 
-@schema.parametrize()
-@SETTINGS
-def test_the_environment_keeps_its_published_contract(case, served_environment):
-    case.call_and_validate(base_url=served_environment.url, headers=bearer(TOKEN), checks=CHECKS)
+@pytest.mark.parametrize("operation", operations(schema))
+def test_the_environment_keeps_its_published_contract(operation, served_environment):
+    exercise(operation, served_environment.url, bearer(TOKEN))

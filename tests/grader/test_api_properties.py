@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from grader.service import create_app
-from tests.api_properties import CHECKS, SETTINGS, bearer, published_schema
+from tests.api_properties import bearer, exercise, operations, published_schema
 from tests.served_app import ServedApp
 
 TOKEN = "grader-property-token"
@@ -22,7 +22,6 @@ def served_grader():
 schema = published_schema("grader")
 
 
-@schema.parametrize()
-@SETTINGS
-def test_the_grader_keeps_its_published_contract(case, served_grader):
-    case.call_and_validate(base_url=served_grader.url, headers=bearer(TOKEN), checks=CHECKS)
+@pytest.mark.parametrize("operation", operations(schema))
+def test_the_grader_keeps_its_published_contract(operation, served_grader):
+    exercise(operation, served_grader.url, bearer(TOKEN))

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from orchestrator.api import ApiSettings, create_app
 from orchestrator.runner import run_worker
-from tests.api_properties import CHECKS, SETTINGS, bearer, published_schema
+from tests.api_properties import bearer, exercise, operations, published_schema
 from tests.atoll.factories import make_task, write_benchmark
 from tests.served_app import ServedApp
 
@@ -71,7 +71,6 @@ def map_query(context, query):
     return query
 
 
-@schema.parametrize()
-@SETTINGS
-def test_the_orchestrator_keeps_its_published_contract(case, served_orchestrator):
-    case.call_and_validate(base_url=served_orchestrator.url, headers=bearer(TOKEN), checks=CHECKS, timeout=60)
+@pytest.mark.parametrize("operation", operations(schema))
+def test_the_orchestrator_keeps_its_published_contract(operation, served_orchestrator):
+    exercise(operation, served_orchestrator.url, bearer(TOKEN))
