@@ -37,6 +37,10 @@ RUNNING, PAUSED, CANCELLED = "running", "paused", "cancelled"
 #: was answering it stopped) may be claimed again: otherwise the key answered "still being
 #: answered; retry" for ever and the client's retries could never succeed.
 ABANDONED_SUBMISSION_S = 900.0
+#: How long an idempotency key is kept: older ones are forgotten when a new key is claimed, so
+#: the ``submissions`` table holds a day of keys, not every key ever sent (the same key and
+#: request later is a new submission, which plans nothing new: trials are enqueued once).
+SUBMISSION_KEPT_S = 24 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -294,13 +298,17 @@ class RunControls:
         :meth:`drop_submission`), or ("", reply) when the same request was answered before.
         Raises AtollError ``idempotency_conflict`` when the key was used with another request,
         ``idempotency_in_progress`` while its first request is still being answered (for at
-        most :data:`ABANDONED_SUBMISSION_S`: then the key is claimed again)."""
+        most :data:`ABANDONED_SUBMISSION_S`: then the key is claimed again). Keys older than
+        :data:`SUBMISSION_KEPT_S` are forgotten here."""
         return self._reserve_submission(key, digest, uuid.uuid4().hex)
 
     @retried
     def _reserve_submission(self, key: str, digest: str, holder: str) -> tuple[str, str | None]:
         try:
             with self._tx() as tx:
+                tx.execute(
+                    submissions.delete().where(submissions.c.created_at < time.time() - SUBMISSION_KEPT_S)
+                )
                 tx.execute(
                     submissions.insert().values(
                         key=key, request_digest=digest, holder=holder, created_at=time.time()

@@ -113,6 +113,24 @@ def test_a_pause_that_lands_after_a_cancel_leaves_the_run_cancelled(runs):
     assert [event.type for event in runs.events("one")][-1] == "run.cancelled"  # nothing else logged
 
 
+def test_idempotency_keys_are_kept_a_day_so_the_table_stays_bounded(store):
+    from sqlalchemy import func, select, update
+
+    from orchestrator.store_control import SUBMISSION_KEPT_S
+    from orchestrator.store_schema import submissions
+
+    for index in range(50):
+        holder, _ = store.reserve_submission(f"old-{index}", "digest")
+        store.record_submission(f"old-{index}", holder, '{"name": "r"}')
+    with store.engine.begin() as tx:
+        tx.execute(update(submissions).values(created_at=time.time() - SUBMISSION_KEPT_S - 1))
+    store.reserve_submission("new", "digest")
+    with store.engine.connect() as connection:
+        assert connection.execute(select(func.count()).select_from(submissions)).scalar_one() == 1
+    # An old key is a new submission again (its request plans nothing new: trials enqueue once).
+    assert store.reserve_submission("old-0", "another digest")[1] is None
+
+
 def test_every_verb_is_logged_in_the_runs_event_log(runs):
     runs.set_control("one", PAUSED)
     runs.set_control("one", RUNNING)
