@@ -34,8 +34,11 @@ def test_a_worker_pointed_at_an_unreachable_store_says_so_in_seconds(tmp_path):
     )
     elapsed = time.monotonic() - started
     assert worker.returncode != 0
-    assert elapsed < 15, f"took {elapsed:.1f} s"
+    # The default first-connection window (10 s) is what it waited, not the 120 s of an outage:
+    # the bound leaves room for a loaded machine's interpreter start-up, far below the old 123 s.
+    assert elapsed < 45, f"took {elapsed:.1f} s"
     last_line = worker.stderr.strip().splitlines()[-1]
+    assert "(tried for 10 s)" in last_line
     assert f"trial store postgresql://postgres:***@127.0.0.1:{port}/atoll: cannot connect" in last_line
     assert "refused" in last_line
     assert "hunter2" not in worker.stderr + worker.stdout
@@ -61,4 +64,4 @@ def test_the_first_connection_window_is_the_connect_setting(monkeypatch):
     started = time.monotonic()
     with pytest.raises(AtollError, match=r"cannot connect \(tried for 1 s\)"):
         TrialStore(f"postgresql://postgres@127.0.0.1:{_closed_port()}/atoll", wait=True)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 10
