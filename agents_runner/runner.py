@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from agents_runner.config import AgentConfig, load_agent_config
@@ -39,8 +40,12 @@ def prepare_run(
     reference_solution: ReferenceSolution | None = None,
     max_steps: int | None = None,
     timeout_s: float | None = None,
+    on_change: Callable[[AgentRun], None] | None = None,
 ) -> tuple[AgentSpec, AgentRun]:
     """Validate the inputs and build the run (nothing is called yet).
+
+    ``on_change`` is called with the run after every message it appends (see
+    :meth:`AgentRun.so_far` for the trajectory so far).
 
     Raises AtollError for user mistakes: unknown agent, no prompt, replay without a solution."""
     spec = get_agent(agent)
@@ -71,6 +76,7 @@ def prepare_run(
         task_id=task_id,
         trial_id=trial_id,
         reference_solution=reference_solution,
+        on_change=on_change,
     )
     if spec.uses_model:
         endpoint = api_base or agent_config.api_base
@@ -137,6 +143,7 @@ async def run_agent(
     max_steps: int | None = None,
     timeout_s: float | None = None,
     cancel: asyncio.Event | None = None,
+    on_change: Callable[[AgentRun], None] | None = None,
 ) -> Trajectory:
     """Run ``agent`` with ``model`` on the task (``prompt`` and/or ``initial_messages``) against the
     MCP gateway at ``gateway_url`` and return the trajectory (never raises for run failures).
@@ -144,7 +151,8 @@ async def run_agent(
     ``api_key`` is the caller's own key for the endpoint; ``api_key_secret`` names a secret
     the operator provisioned for it (atoll.llm.endpoints decides what each call sends).
     ``max_steps``/``timeout_s`` override the config's limits.  ``reference_solution`` is what the
-    ``replay`` agent replays.  Raises :class:`AtollError` only for invalid inputs (unknown agent,
+    ``replay`` agent replays.  ``on_change`` is called with the run after every message it
+    appends (its :meth:`~AgentRun.so_far` is the trajectory so far).  Raises :class:`AtollError` only for invalid inputs (unknown agent,
     no task, replay without a reference solution) and ``pydantic.ValidationError`` for a bad config."""
     spec, run = prepare_run(
         model=model,
@@ -160,6 +168,7 @@ async def run_agent(
         reference_solution=reference_solution,
         max_steps=max_steps,
         timeout_s=timeout_s,
+        on_change=on_change,
     )
     return await execute(spec, run, gateway_url=gateway_url, gateway_token=gateway_token, cancel=cancel)
 

@@ -8,6 +8,7 @@ ever produced, the summaries included, images replaced by a note).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -61,6 +62,9 @@ class AgentRun:
     task_id: str | None = None
     trial_id: str | None = None
     reference_solution: ReferenceSolution | None = None
+    # Called after every message the run appends (cheap: an observer that writes the
+    # trajectory so far decides itself how often it calls :meth:`so_far`).
+    on_change: Callable[[AgentRun], None] | None = None
 
     transcript: list[dict[str, Any]] = field(default_factory=list)
     context: list[dict[str, Any]] = field(default_factory=list)
@@ -89,6 +93,8 @@ class AgentRun:
         """Append ``message`` to the context and ``record`` (default: the same) to the transcript."""
         self.context.append(message)
         self.transcript.append(record if record is not None else message)
+        if self.on_change is not None:
+            self.on_change(self)
 
     def open_tool_call_ids(self) -> list[str]:
         """Ids of transcript tool calls that have no ``role: tool`` answer yet."""
@@ -102,6 +108,11 @@ class AgentRun:
 
     # --- result -------------------------------------------------------------------------
 
+    def so_far(self) -> Trajectory:
+        """The trajectory as it stands, status ``running``, without touching the run: tool
+        calls still executing have no ``role: tool`` answer yet."""
+        return self._build(RunStatus.running, None, list(self.transcript), list(self.tool_calls))
+
     def trajectory(self, status: RunStatus, error: TrajectoryError | None = None) -> Trajectory:
         """The trajectory of this run as it stands, ending with ``status``.
 
@@ -112,6 +123,15 @@ class AgentRun:
         for call_id in self.open_tool_call_ids():
             content = recorded.get(call_id, f"not executed: the run ended ({status.value})")
             self.transcript.append({"role": "tool", "tool_call_id": call_id, "content": content})
+        return self._build(status, error, self.transcript, self.tool_calls)
+
+    def _build(
+        self,
+        status: RunStatus,
+        error: TrajectoryError | None,
+        messages: list[dict[str, Any]],
+        tool_calls: list[ToolCall],
+    ) -> Trajectory:
         client = self.model_client
         return Trajectory(
             trial_id=self.trial_id,
@@ -122,15 +142,15 @@ class AgentRun:
             status=status,
             agent_reported_status=self.reported_status,
             final_answer=self.final_answer,
-            messages=self.transcript,
-            tool_calls=self.tool_calls,
-            model_calls=client.calls if client else [],
+            messages=messages,
+            tool_calls=tool_calls,
+            model_calls=list(client.calls) if client else [],
             usage=client.usage if client else Usage(),
             steps=self.steps,
             started_at=self.started_at,
             ended_at=datetime.now(UTC),
             error=error,
             compactions=self.compactions,
-            todos=self.todos,
+            todos=list(self.todos),
             retries=client.retry_budget.used if client else 0,
         )

@@ -19,6 +19,7 @@ class RunStatus(StrEnum):
     budget_exhausted = "budget_exhausted"
     error = "error"  # see TrajectoryError.kind for whose error
     cancelled = "cancelled"
+    running = "running"  # not an end: a trajectory so far, written while the run goes on
 
 
 class AgentReportedStatus(StrEnum):

@@ -142,6 +142,26 @@ def trial_prefix(spec: TrialSpec, attempt: int) -> str:
     return "/".join(path_segment(part) for part in parts) + f"/run-{spec.run_index}/attempt-{attempt}"
 
 
+def _folder_candidates(spec: TrialSpec, attempt: int) -> tuple[str, ...]:
+    base = trial_prefix(spec, attempt)
+    return (base, f"{base}-{spec.trial_id[:12]}", f"{base}-{spec.trial_id}")
+
+
+def find_trial_folder(artifacts: ArtifactStore, spec: TrialSpec, attempt: int) -> str | None:
+    """The folder :func:`claim_trial_folder` gave this trial's attempt, or None when it has
+    none (yet); claims nothing. Unreadable or foreign ``trial.json`` files are passed over."""
+    for prefix in _folder_candidates(spec, attempt):
+        key = f"{prefix}/{TRIAL_FILE}"
+        try:
+            if not artifacts.exists(key):
+                return None
+            if json.loads(artifacts.get_bytes(key)).get("trial_id") == spec.trial_id:
+                return prefix
+        except (OSError, ValueError, AttributeError):
+            continue
+    return None
+
+
 def claim_trial_folder(artifacts: ArtifactStore, spec: TrialSpec, attempt: int) -> str:
     """The folder (key prefix) this attempt's artifacts go to, with its ``trial.json``
     written: :func:`trial_prefix`, unless another trial already holds that folder, then the
@@ -153,7 +173,7 @@ def claim_trial_folder(artifacts: ArtifactStore, spec: TrialSpec, attempt: int) 
 
     trial_id = spec.trial_id
     base = trial_prefix(spec, attempt)
-    for prefix in (base, f"{base}-{trial_id[:12]}", f"{base}-{trial_id}"):
+    for prefix in _folder_candidates(spec, attempt):
         key = f"{prefix}/{TRIAL_FILE}"
         if artifacts.exists(key):
             # A read that fails (OSError) is raised, not taken for another trial's folder: the

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from atoll.jsonio import dumps_strict
 from atoll.trial import Outcome, TrialResult
+from orchestrator.executors.evidence import in_flight
 from orchestrator.report_trials import costs_known
 from orchestrator.stats import bootstrap_mean
 from orchestrator.store import Lease, TrialStore
@@ -20,7 +21,9 @@ from orchestrator.store import Lease, TrialStore
 
 class ProgressView:
     """Receives scheduler events; renders trials done / running / failed of total, the pass
-    rate so far with its 95% CI, cost so far and an ETA."""
+    rate so far with its 95% CI, cost so far and an ETA, and the steps and elapsed time of
+    the trials in flight in this process (re-rendered at every refresh, so the line ticks
+    while a long trial runs)."""
 
     def __init__(
         self,
@@ -53,13 +56,15 @@ class ProgressView:
     def __enter__(self) -> ProgressView:
         if not self.quiet and not self.json_events:
             console = Console(file=self.out)
-            self._live = Live(self._render(), console=console, refresh_per_second=4, transient=False)
+            self._live = Live(
+                console=console, refresh_per_second=4, transient=False, get_renderable=self._render
+            )
             self._live.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._live is not None:
-            self._live.update(self._render())
+            self._live.refresh()
             self._live.__exit__(None, None, None)
             if not self._live.console.is_terminal:
                 print(file=self.out, flush=True)  # end the status line before what follows
@@ -94,7 +99,7 @@ class ProgressView:
                 record.update(outcome=result.outcome.value, score=result.score, error=result.error)
             print(dumps_strict(record), file=self.out, flush=True)
         elif self._live is not None:
-            self._live.update(self._render())
+            self._live.refresh()
 
     def _render(self) -> Text:
         done = self.already_done + self.finished
@@ -112,5 +117,14 @@ class ProgressView:
         eta = f"ETA {remaining * elapsed / self.finished:.0f}s" if self.finished and remaining > 0 else ""
         return Text(
             f"{self.experiment}: {done}/{self.total} done, {self.running} running, "
-            f"{self.infra_errors} infra errors · {rate} · {cost} · {elapsed:.0f}s {eta}"
+            f"{self.infra_errors} infra errors · {rate} · {cost} · {elapsed:.0f}s {eta}{self._in_flight()}"
         )
+
+    def _in_flight(self, shown: int = 3) -> str:
+        """`` · in flight: step 14 at 93s, step 3 at 12s`` (the longest-running first)."""
+        trials = [p for p in in_flight() if p.spec.experiment == self.experiment]
+        if not trials:
+            return ""
+        parts = [f"step {p.steps} at {p.elapsed_s:.0f}s" for p in trials[:shown]]
+        more = f", +{len(trials) - shown} more" if len(trials) > shown else ""
+        return " · in flight: " + ", ".join(parts) + more

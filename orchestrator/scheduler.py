@@ -33,7 +33,13 @@ from datetime import UTC, datetime
 
 from atoll.errors import AtollError
 from atoll.trial import Outcome, TrialResult
-from orchestrator.executors.base import Executor, InfraError, ModelEndpointError
+from orchestrator.executors.base import (
+    Executor,
+    InfraError,
+    ModelEndpointError,
+    attached_result,
+    failure_message,
+)
 from orchestrator.policy import InfraHealth, RunPolicy
 from orchestrator.spool import ResultSpool, SpooledWrite
 from orchestrator.store import Completion, Lease, TrialStore
@@ -466,15 +472,15 @@ class Scheduler:
             result = await self._attempt(lease)
         except ModelEndpointError as exc:
             self._model_endpoint_failure(lease.experiment, exc)
-            await self._infra_failure(lease, str(exc))
+            await self._infra_failure(lease, failure_message(exc), attached_result(exc))
             return
         except InfraError as exc:
-            await self._infra_failure(lease, str(exc))
+            await self._infra_failure(lease, failure_message(exc), attached_result(exc))
             return
         except Exception as exc:  # our own bug: never the agent's failure
             detail = "".join(traceback.format_exception(exc))
             log.error("trial %s crashed: %s", lease.trial_id, detail)
-            await self._infra_failure(lease, f"{type(exc).__name__}: {exc}")
+            await self._infra_failure(lease, failure_message(exc), attached_result(exc))
             return
         if result.outcome is Outcome.infra_error:
             await self._infra_failure(lease, result.error or "infrastructure error", result)
@@ -530,6 +536,8 @@ class Scheduler:
                 attempt=lease.attempt,
                 finished_at=datetime.now(UTC),
             )
+        elif result.error != error:  # the evidence the executor kept, with the error as recorded
+            result = result.model_copy(update={"error": error})
         write = SpooledWrite("infra", Completion(lease, self.worker_id, result), error, policy.max_attempts)
         try:
             state = await asyncio.to_thread(

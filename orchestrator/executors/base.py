@@ -26,9 +26,28 @@ class ModelEndpointError(InfraError):
         self.configuration = configuration
 
 
+def failure_message(exc: BaseException) -> str:
+    """How a failed attempt's error is recorded: our errors' own words, any other exception
+    (our bug) with its type."""
+    return str(exc) if isinstance(exc, InfraError) else f"{type(exc).__name__}: {exc}"
+
+
+def attach_result(exc: BaseException, result: TrialResult) -> None:
+    """Give the exception that failed an attempt the ``infra_error`` result that keeps the
+    attempt's evidence (its trajectory so far, duration, error), for the scheduler to record."""
+    exc.trial_result = result  # type: ignore[attr-defined]
+
+
+def attached_result(exc: BaseException) -> TrialResult | None:
+    """The result :func:`attach_result` gave ``exc``, or None."""
+    result = getattr(exc, "trial_result", None)
+    return result if isinstance(result, TrialResult) else None
+
+
 class Executor(Protocol):
     async def run(self, spec: TrialSpec, *, attempt: int) -> TrialResult:
-        """Run, grade and store one trial. Raise InfraError for infrastructure failures."""
+        """Run, grade and store one trial. Raise InfraError for infrastructure failures, with
+        the attempt's evidence attached (:func:`attach_result`) where it has any."""
         ...
 
     async def aclose(self) -> None: ...

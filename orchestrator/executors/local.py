@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -37,7 +36,8 @@ from atoll.trajectory import Trajectory
 from atoll.trial import TrialResult, TrialSpec
 from orchestrator.artifacts import ArtifactStore, claim_trial_folder
 from orchestrator.executors import executor, steps
-from orchestrator.executors.base import InfraError
+from orchestrator.executors.base import InfraError, attach_result, failure_message
+from orchestrator.executors.evidence import TrialProgress
 from orchestrator.executors.seeds import SeedCache
 from orchestrator.executors.steps import EnvironmentEndpoint, trial_outcome
 
@@ -210,9 +210,27 @@ class LocalExecutor:
                 + "; ".join(f"{app} ({why})" for app, why in sorted(missing.items()))
                 + " (set skip_unavailable_apps: true to skip such tasks)"
             )
-        started = time.perf_counter()
+        progress = TrialProgress(spec, task, attempt)
+        try:
+            return await self._run(spec, task, attempt, progress)
+        except Exception as exc:
+            # Whatever failed, the attempt keeps what it did (turns so far, prompt, duration).
+            await progress.stop()
+            evidence = await asyncio.to_thread(progress.keep_evidence, failure_message(exc))
+            if evidence is not None:
+                attach_result(exc, evidence)
+            raise
+        finally:
+            await progress.close()
+
+    async def _run(self, spec: TrialSpec, task: Task, attempt: int, progress: TrialProgress) -> TrialResult:
+        # Claimed first: the trajectory so far, and a failed attempt's evidence, go there too.
+        prefix = await asyncio.to_thread(claim_trial_folder, self.artifacts, spec, attempt)
+        progress.attach(self.artifacts, prefix)
         seed, seed_digest = await self.seeds.get(spec, self.benchmark)
         before = self.seeds.snapshot_path(seed)
+        seed_key = f"seeds/{before.name}"
+        progress.seed = (before, seed_key)
         environment = await self.pool.acquire()
         endpoint = environment if isinstance(environment, EnvironmentEndpoint) else _endpoint_of(environment)
         healthy = False
@@ -227,14 +245,14 @@ class LocalExecutor:
                 seed_archive=before if self._remote_environments else None,
                 seed_folder=None if self._remote_environments else seed,
             )
-            trajectory = await self._run_agent(endpoint, task, spec)
-            after = await steps.take_snapshot(self._http, endpoint)
+            trajectory = progress.trajectory = await self._run_agent(endpoint, task, spec, progress)
+            after = progress.after = await steps.take_snapshot(self._http, endpoint)
             healthy = True
         finally:
             self.pool.release(environment, healthy=healthy)
 
         steps.raise_for_infrastructure(trajectory)
-        prefix = await asyncio.to_thread(claim_trial_folder, self.artifacts, spec, attempt)
+        await progress.stop()
         scratch = Path(tempfile.mkdtemp(prefix="grade-"))
         try:
             after_path = scratch / "after.tar.gz"
@@ -250,7 +268,7 @@ class LocalExecutor:
                 grade,
                 before,
                 after_path,
-                seed_key=f"seeds/{before.name}",
+                seed_key=seed_key,
             )
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -260,11 +278,13 @@ class LocalExecutor:
             trajectory,
             grade,
             attempt=attempt,
-            duration_s=time.perf_counter() - started,
+            duration_s=progress.elapsed_s,
             uris=uris,
         )
 
-    async def _run_agent(self, environment: EnvironmentEndpoint, task: Task, spec: TrialSpec) -> Trajectory:
+    async def _run_agent(
+        self, environment: EnvironmentEndpoint, task: Task, spec: TrialSpec, progress: TrialProgress
+    ) -> Trajectory:
         if self.services.agents_runner_url:
             return await steps.run_agent_remote(
                 self._http,
@@ -274,7 +294,7 @@ class LocalExecutor:
                 spec,
                 token=self.services.agent_token,
             )
-        return await steps.run_agent_in_process(environment, task, spec)
+        return await steps.run_agent_in_process(environment, task, spec, on_change=progress.observe)
 
     async def _grade(
         self, task: Task, before: Path, after: Path, trajectory: Trajectory, spec: TrialSpec

@@ -12,10 +12,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -30,6 +31,9 @@ from atoll.trial import Outcome, TrialResult, TrialSpec
 from orchestrator.artifacts import ArtifactStore
 from orchestrator.executors.base import InfraError, ModelEndpointError
 from orchestrator.executors.instant import InstantOptions
+
+if TYPE_CHECKING:
+    from agents_runner.state import AgentRun
 
 # Keys of a trial's agent config that are not the agent's: the orchestrator's endpoint keys
 # and the instant executor's declared dry-run knobs. Everything else must be a field of
@@ -192,8 +196,15 @@ def validate_agents(experiment: ExperimentSpec) -> None:
             raise AtollError("bad_experiment", f"agents.{index}.config: {describe_validation(exc)}") from None
 
 
-async def run_agent_in_process(environment: EnvironmentEndpoint, task: Task, spec: TrialSpec) -> Trajectory:
-    """The agent runs in this process and reaches the world over the environment's /mcp."""
+async def run_agent_in_process(
+    environment: EnvironmentEndpoint,
+    task: Task,
+    spec: TrialSpec,
+    *,
+    on_change: Callable[[AgentRun], None] | None = None,
+) -> Trajectory:
+    """The agent runs in this process and reaches the world over the environment's /mcp;
+    ``on_change`` sees the run after every message (for the trajectory so far)."""
     from agents_runner import run_agent
 
     return await run_agent(
@@ -208,6 +219,7 @@ async def run_agent_in_process(environment: EnvironmentEndpoint, task: Task, spe
         task_id=task.task_id,
         trial_id=spec.trial_id,
         reference_solution=task.reference_solution,
+        on_change=on_change,
     )
 
 

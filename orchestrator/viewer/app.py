@@ -7,7 +7,7 @@
 | ``GET /api/runs/{name}/trials`` | the run's trial table |
 | ``GET /api/compare?a=RUN&b=RUN`` | run b against run a: metric deltas, McNemar, per-task changes |
 | ``GET /api/trials/{trial_id}[?run=NAME]`` | one trial: transcript, verdicts, world diff, attempts |
-| ``GET /api/trials/{trial_id}/download/{what}`` | trajectory, grade, before or after (snapshot) |
+| ``GET /api/trials/{trial_id}/download/{what}[?attempt=N]`` | trajectory, grade, before or after (snapshot); of attempt N (an earlier, failed one) when given |
 | ``GET /api/trials/{trial_id}/file/{before|after}?path=filesystem/…`` | one file of a snapshot |
 | ``GET /``, ``/runs/{name}``, ``/trials/{trial_id}``, ``/compare?a=&b=`` | the pages (static HTML + JS over the API) |
 
@@ -129,14 +129,22 @@ def create_app(store: TrialStore, *, bind_host: str | None = None, token: str | 
     async def trial(trial_id: str, run: str | None = None) -> dict[str, Any]:
         return await run_off_loop(trial_detail, store, trial_id, run=run, snapshots=snapshots)
 
-    def result_of(trial_id: str, run: str | None) -> tuple[TrialSpec, TrialResult]:
+    def result_of(
+        trial_id: str, run: str | None, attempt: int | None = None
+    ) -> tuple[TrialSpec, TrialResult]:
         (spec, result, _state, _attempts), _runs = data.find_trial(store, trial_id, run)
+        if attempt is not None:
+            result = data.attempt_result(store, spec, attempt)
+            if result is None:
+                raise AtollError("unknown_file", f"trial {trial_id} has no recorded attempt {attempt}")
         if result is None:
             raise AtollError("unknown_file", f"trial {trial_id} has no recorded result yet")
         return spec, result
 
     @app.get("/api/trials/{trial_id}/download/{what}")
-    async def download(trial_id: str, what: str, run: str | None = None) -> Response:
+    async def download(
+        trial_id: str, what: str, run: str | None = None, attempt: int | None = None
+    ) -> Response:
         names = {
             "trajectory": ("trajectory_uri", "trajectory.json", "application/json"),
             "grade": ("grade_uri", "grade.json", "application/json"),
@@ -146,7 +154,7 @@ def create_app(store: TrialStore, *, bind_host: str | None = None, token: str | 
         if what not in names:
             raise AtollError("unknown_file", f"no download {what!r} (trajectory, grade, before, after)")
         field, filename, media_type = names[what]
-        spec, result = await run_off_loop(result_of, trial_id, run)
+        spec, result = await run_off_loop(result_of, trial_id, run, attempt)
         uri = getattr(result, field)
         if not uri:
             raise AtollError("unknown_file", f"trial {trial_id} has no {what} artifact")

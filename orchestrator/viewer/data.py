@@ -341,6 +341,16 @@ def find_trial(store: TrialStore, trial_id: str, run: str | None = None) -> tupl
     return (found.spec, found.result, found.state, found.attempts), list(reversed(holders))
 
 
+def attempt_result(store: TrialStore, spec: TrialSpec, attempt: int) -> TrialResult | None:
+    """The result recorded for attempt ``attempt`` of a trial (the last one recorded for that
+    number), or None."""
+    found = None
+    for row in store.attempt_history(spec.experiment, spec.trial_id):
+        if row.get("attempt") == attempt and row.get("result_json"):
+            found = TrialResult.model_validate_json(row["result_json"])
+    return found
+
+
 def load_json_artifact(uri: str | None) -> dict[str, Any] | None:
     if not uri:
         return None

@@ -5,11 +5,13 @@ from __future__ import annotations
 import contextlib
 import json
 from typing import Any
+from urllib.parse import quote
 
 from atoll.costs import cost_text, tokens_text
 from atoll.errors import AtollError
 from atoll.judge import JudgeIdentity
-from atoll.trial import TrialResult
+from atoll.trial import TrialResult, TrialSpec
+from orchestrator.artifacts import ArtifactStore, find_trial_folder
 from orchestrator.judging import describe_judge, judged_elsewhere, known_judges, recorded_judge
 from orchestrator.store import TrialStore
 from orchestrator.store_runs import RunRecord
@@ -133,7 +135,8 @@ def trial_detail(
         "runs": runs,
         "spec": spec.model_dump(mode="json"),
         "problems": [],
-        "attempts": [_attempt(a) for a in store.attempt_history(spec.experiment, trial_id)],
+        "attempts": [_attempt(a, trial_id) for a in store.attempt_history(spec.experiment, trial_id)],
+        "running": None,
     }
     detail["trial"]["checks_met"] = result.checks_met if result else None
     detail["trial"]["checks_total"] = result.checks_total if result else None
@@ -150,6 +153,17 @@ def trial_detail(
                 trajectory = loaded
             else:
                 grade = loaded
+    if state == "leased":
+        # A running attempt: its trajectory so far, as its executor writes it.
+        detail["running"] = {"attempt": attempts, "steps": 0}
+        try:
+            live = _live_trajectory(store, spec, attempts)
+        except (AtollError, OSError, ValueError) as exc:
+            detail["problems"].append(f"trajectory so far: {getattr(exc, 'message', exc)}")
+            live = None
+        if live is not None:
+            trajectory, grade = live, None
+            detail["running"]["steps"] = live.get("steps", 0)
     detail["downloads"] = {
         "trajectory": bool(result and result.trajectory_uri),
         "grade": bool(result and result.grade_uri),
@@ -251,5 +265,31 @@ def _criterion(criterion: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _attempt(row: dict[str, Any]) -> dict[str, Any]:
-    return {key: row.get(key) for key in ("attempt", "worker", "outcome", "accepted", "error", "finished_at")}
+def _live_trajectory(store: TrialStore, spec: TrialSpec, attempt: int) -> dict[str, Any] | None:
+    """The trajectory so far of a running attempt (orchestrator.executors.evidence), or None
+    when it has written none yet."""
+    from orchestrator.executors.evidence import TRAJECTORY_NAME
+
+    experiment = store.experiment_spec(spec.experiment) or {}
+    artifacts = ArtifactStore(experiment.get("artifacts") or "file://atoll-out/artifacts")
+    folder = find_trial_folder(artifacts, spec, attempt)
+    if folder is None or not artifacts.exists(f"{folder}/{TRAJECTORY_NAME}"):
+        return None
+    return json.loads(artifacts.get_bytes(f"{folder}/{TRAJECTORY_NAME}"))
+
+
+def _attempt(row: dict[str, Any], trial_id: str) -> dict[str, Any]:
+    """One recorded attempt: outcome, error, duration and steps, and a link to the trajectory
+    it kept (an infra_error attempt keeps its trajectory so far)."""
+    shown = {
+        key: row.get(key) for key in ("attempt", "worker", "outcome", "accepted", "error", "finished_at")
+    }
+    result = TrialResult.model_validate_json(row["result_json"]) if row.get("result_json") else None
+    shown["duration_s"] = result.duration_s if result else None
+    shown["steps"] = result.steps if result else None
+    shown["trajectory"] = (
+        f"/api/trials/{quote(trial_id, safe='')}/download/trajectory?attempt={row.get('attempt')}"
+        if result is not None and result.trajectory_uri
+        else None
+    )
+    return shown

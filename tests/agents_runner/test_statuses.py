@@ -327,3 +327,20 @@ async def test_gateway_lost_mid_turn_keeps_the_results_of_calls_that_ran():
     assert results["call_0_3"].startswith("not executed")
     assert trajectory.final_answer is None
     assert_every_call_answered_once(trajectory)
+
+
+async def test_the_trajectory_so_far_grows_with_the_run_and_leaves_it_untouched(gateway):
+    seen: list[tuple[int, str, int]] = []
+
+    def watch(run):
+        before = len(run.transcript)
+        so_far = run.so_far()
+        assert len(run.transcript) == before  # reading it appends nothing to the run
+        seen.append((so_far.steps, so_far.status.value, len(so_far.messages)))
+
+    with ScriptedLLM(_busy) as llm:
+        trajectory = await _run(llm, gateway, max_steps=3, on_change=watch)
+    assert trajectory.status == RunStatus.max_steps
+    assert {status for _steps, status, _messages in seen} == {"running"}
+    assert [steps for steps, _status, _messages in seen] == sorted(steps for steps, _s, _m in seen)
+    assert seen[-1][0] == 3 and seen[-1][2] == len(trajectory.messages)

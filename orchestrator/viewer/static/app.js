@@ -488,6 +488,7 @@ async function trialPage(id, run) {
       el("dt", { text: "trial id" }), el("dd", { text: row.trial_id }),
       el("dt", { text: "downloads" }), el("dd", {}, [download("trajectory", "trajectory.json"), download("grade", "grade.json"),
         download("before", "before snapshot"), download("after", "after snapshot")].filter(Boolean).map((a, i) => [i ? " · " : "", a]))),
+    t.running ? el("div", { class: "notice", id: "trial-running", text: "running: attempt " + t.running.attempt + ", " + t.running.steps + " steps so far (refreshes every " + REFRESH_MS / 1000 + " s)" }) : null,
     row.error ? el("div", { class: "error-box", id: "trial-error", text: row.error }) : null,
     t.run_error ? el("div", { class: "error-box", text: (t.run_error.kind || "") + ": " + t.run_error.message }) : null,
     t.problems.length ? el("div", { class: "error-box", text: t.problems.join("; ") }) : null,
@@ -499,9 +500,11 @@ async function trialPage(id, run) {
     el("div", { id: "criteria" }, t.criteria.length ? t.criteria.map((c) => criterionView(c, !t.judge.same)) : el("p", { class: "muted", text: "Not graded." })),
     el("h2", { text: "World diff" }), worldDiffView(t.world_diff, id, run),
     el("h2", { text: "Attempts" }),
-    table(["Attempt", "Worker", "Outcome", "Accepted", "Error"], t.attempts.map((a) => el("tr", {},
+    table(["Attempt", "Worker", "Outcome", "Accepted", "Error", "Duration (s)", "Steps", "Trajectory"], t.attempts.map((a) => el("tr", {},
       el("td", { class: "num", text: a.attempt }), el("td", { text: a.worker }), el("td", { text: a.outcome }),
-      el("td", { text: a.accepted ? "yes" : "no" }), el("td", { text: a.error || "" })))),
+      el("td", { text: a.accepted ? "yes" : "no" }), el("td", { text: a.error || "" }),
+      el("td", { class: "num", text: fmtNum(a.duration_s, 1) }), el("td", { class: "num", text: fmtNum(a.steps) }),
+      el("td", {}, a.trajectory ? el("a", { href: "/api/trials/" + enc(id) + "/download/trajectory?attempt=" + enc(a.attempt) + "&run=" + enc(run), text: "trajectory.json" }) : "—")))),
   );
   stamp();
   return row.outcome === null;

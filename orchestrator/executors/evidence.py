@@ -1,0 +1,177 @@
+"""What a running attempt has done so far, and what a failed attempt keeps.
+
+:class:`TrialProgress` follows one attempt from its start: it lists itself in
+:func:`in_flight` (steps and elapsed time, for ``atoll run``'s progress line), writes the
+trajectory so far to the attempt's folder as ``trajectory.json`` (status ``running``) while
+the agent works — at most once per step and once per ``WRITE_EVERY_S``, whichever is rarer,
+replaced atomically (:meth:`ArtifactStore.put_bytes`) — and, when the attempt fails on our
+side, :meth:`TrialProgress.keep_evidence` stores what it has (the turns made, the prompt, the
+final snapshot if one was taken) and gives the ``infra_error`` TrialResult that points at
+it, with its duration and error. The finished trajectory replaces the one so far under the
+same name, so a reader of the folder always finds the latest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from atoll.benchmark import Task
+from atoll.jsonio import model_json
+from atoll.trajectory import ErrorKind, RunStatus, Trajectory, TrajectoryError
+from atoll.trial import Outcome, TrialResult, TrialSpec
+from orchestrator.artifacts import ArtifactStore
+
+if TYPE_CHECKING:
+    from agents_runner.state import AgentRun
+
+log = logging.getLogger("atoll.orchestrator")
+
+TRAJECTORY_NAME = "trajectory.json"
+WRITE_EVERY_S = 1.0  # the trajectory so far is written at most this often (and once per step)
+
+_IN_FLIGHT: dict[tuple[str, int], TrialProgress] = {}
+
+
+def in_flight() -> list[TrialProgress]:
+    """The attempts running in this process, oldest first."""
+    return sorted(_IN_FLIGHT.values(), key=lambda progress: progress.started)
+
+
+class TrialProgress:
+    """One running attempt of ``spec``: its steps so far and where its trajectory so far goes."""
+
+    def __init__(self, spec: TrialSpec, task: Task, attempt: int, *, every_s: float = WRITE_EVERY_S) -> None:
+        self.spec, self.task, self.attempt = spec, task, attempt
+        self.every_s = every_s
+        self.started = time.monotonic()
+        self.started_at = datetime.now(UTC)
+        self.artifacts: ArtifactStore | None = None
+        self.prefix: str | None = None
+        self.trajectory: Trajectory | None = None  # the agent's own, once it returned
+        self.after: bytes | None = None  # the final snapshot, once taken
+        self.seed: tuple[Path, str] | None = None  # the initial snapshot and its key in the store
+        self._run: AgentRun | None = None
+        self._written_steps = 0
+        self._written_at = float("-inf")
+        self._writing: asyncio.Future | None = None
+        self._stopped = False
+        _IN_FLIGHT[(spec.trial_id, attempt)] = self
+
+    @property
+    def steps(self) -> int:
+        if self.trajectory is not None:
+            return self.trajectory.steps
+        return self._run.steps if self._run is not None else 0
+
+    @property
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self.started
+
+    def attach(self, artifacts: ArtifactStore, prefix: str) -> None:
+        """Write the trajectory so far under ``prefix`` (the attempt's claimed folder)."""
+        self.artifacts, self.prefix = artifacts, prefix
+
+    def observe(self, run: AgentRun) -> None:
+        """The agent's ``on_change``: write the trajectory so far when a new step began and
+        ``every_s`` passed since the last write (never two writes at once)."""
+        self._run = run
+        if (
+            self._stopped
+            or self.artifacts is None
+            or run.steps <= self._written_steps
+            or time.monotonic() - self._written_at < self.every_s
+            or (self._writing is not None and not self._writing.done())
+        ):
+            return
+        self._written_steps, self._written_at = run.steps, time.monotonic()
+        # Serialised here, on the agent's loop, so the copy is consistent; written off it.
+        data = model_json(run.so_far(), indent=2).encode()
+        self._writing = asyncio.ensure_future(asyncio.to_thread(self._put, data))
+
+    def _put(self, data: bytes) -> None:
+        assert self.artifacts is not None and self.prefix is not None
+        try:
+            self.artifacts.put_bytes(f"{self.prefix}/{TRAJECTORY_NAME}", data)
+        except Exception as exc:  # progress is a convenience: never fail the trial for it
+            log.warning("trial %s: could not write its trajectory so far: %s", self.spec.trial_id[:12], exc)
+
+    async def stop(self) -> None:
+        """No more writes of the trajectory so far; waits for the one in flight (so it cannot
+        land over the final trajectory)."""
+        self._stopped = True
+        if self._writing is not None:
+            await asyncio.wait([self._writing])
+
+    async def close(self) -> None:
+        await self.stop()
+        _IN_FLIGHT.pop((self.spec.trial_id, self.attempt), None)
+
+    def so_far(self, error: str) -> Trajectory:
+        """The attempt's trajectory for the record of its failure: the agent's own when it
+        returned one, else the turns made so far (or just the prompt, when the agent never
+        started) ending ``error`` with the infrastructure error."""
+        if self.trajectory is not None:
+            return self.trajectory
+        if self._run is not None:
+            trajectory = self._run.so_far()
+        else:
+            trajectory = Trajectory(
+                trial_id=self.spec.trial_id,
+                task_id=self.spec.task_id,
+                agent=self.spec.agent,
+                model=self.spec.model,
+                status=RunStatus.running,
+                messages=[{"role": "user", "content": self.task.prompt}],
+                started_at=self.started_at,
+                ended_at=self.started_at,
+            )
+        return trajectory.model_copy(
+            update={
+                "status": RunStatus.error,
+                "error": TrajectoryError(kind=ErrorKind.infrastructure, message=error),
+                "ended_at": datetime.now(UTC),
+                "end_reason": f"the attempt failed: {error}",
+            }
+        )
+
+    def keep_evidence(self, error: str) -> TrialResult | None:
+        """Store what the failed attempt has (trajectory so far, final snapshot when taken,
+        with the seed's initial one) and return its ``infra_error`` result pointing at them;
+        None when it has no folder yet or the store fails too (logged: the error itself is
+        what matters then). Call :meth:`stop` first."""
+        from orchestrator.executors import steps
+
+        if self.artifacts is None or self.prefix is None:
+            return None
+        trajectory = self.so_far(error)
+        try:
+            uris: dict[str, str | None] = {
+                "trajectory_uri": self.artifacts.put_bytes(
+                    f"{self.prefix}/{TRAJECTORY_NAME}", model_json(trajectory, indent=2).encode()
+                )
+            }
+            if self.after is not None and self.seed is not None:
+                before, seed_key = self.seed
+                after = self.artifacts.put_bytes(f"{self.prefix}/after.tar.gz", self.after)
+                uris["snapshot_after_uri"] = after
+                if self.artifacts.exists(seed_key):
+                    uris["snapshot_before_uri"] = self.artifacts.uri(seed_key)
+                else:
+                    uris["snapshot_before_uri"] = self.artifacts.put_file(seed_key, before)
+        except Exception as exc:
+            log.warning(
+                "trial %s: could not keep the failed attempt's evidence: %s", self.spec.trial_id[:12], exc
+            )
+            return None
+        result = steps.build_result(
+            self.spec, self.task, trajectory, None, attempt=self.attempt, duration_s=self.elapsed_s, uris=uris
+        )
+        return result.model_copy(update={"outcome": Outcome.infra_error, "score": None, "error": error})
+
+
+__all__ = ["TRAJECTORY_NAME", "WRITE_EVERY_S", "TrialProgress", "in_flight"]
