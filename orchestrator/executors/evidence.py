@@ -16,15 +16,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from atoll.benchmark import Task
 from atoll.jsonio import model_json
 from atoll.trajectory import ErrorKind, RunStatus, Trajectory, TrajectoryError
 from atoll.trial import Outcome, TrialResult, TrialSpec
-from orchestrator.artifacts import ArtifactStore
 
 if TYPE_CHECKING:
     from agents_runner.state import AgentRun
@@ -32,6 +31,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("atoll.orchestrator")
 
 TRAJECTORY_NAME = "trajectory.json"
+AFTER_NAME = "after.tar.gz"
 WRITE_EVERY_S = 1.0  # the trajectory so far is written at most this often (and once per step)
 
 _IN_FLIGHT: dict[tuple[str, int], TrialProgress] = {}
@@ -50,11 +50,12 @@ class TrialProgress:
         self.every_s = every_s
         self.started = time.monotonic()
         self.started_at = datetime.now(UTC)
-        self.artifacts: ArtifactStore | None = None
-        self.prefix: str | None = None
+        # put(name, data) -> URI: writes one file of the attempt's folder (atomically replaced).
+        self.put: Callable[[str, bytes], str] | None = None
         self.trajectory: Trajectory | None = None  # the agent's own, once it returned
         self.after: bytes | None = None  # the final snapshot, once taken
-        self.seed: tuple[Path, str] | None = None  # the initial snapshot and its key in the store
+        # The initial snapshot's URI (storing it if need be), once the world was populated.
+        self.before_uri: Callable[[], str] | None = None
         self._run: AgentRun | None = None
         self._written_steps = 0
         self._written_at = float("-inf")
@@ -72,9 +73,10 @@ class TrialProgress:
     def elapsed_s(self) -> float:
         return time.monotonic() - self.started
 
-    def attach(self, artifacts: ArtifactStore, prefix: str) -> None:
-        """Write the trajectory so far under ``prefix`` (the attempt's claimed folder)."""
-        self.artifacts, self.prefix = artifacts, prefix
+    def attach(self, put: Callable[[str, bytes], str]) -> None:
+        """Write the trajectory so far (and a failure's evidence) with ``put(name, data) -> URI``,
+        which writes one file of the attempt's claimed folder, replacing it atomically."""
+        self.put = put
 
     def observe(self, run: AgentRun) -> None:
         """The agent's ``on_change``: write the trajectory so far when a new step began and
@@ -82,7 +84,7 @@ class TrialProgress:
         self._run = run
         if (
             self._stopped
-            or self.artifacts is None
+            or self.put is None
             or run.steps <= self._written_steps
             or time.monotonic() - self._written_at < self.every_s
             or (self._writing is not None and not self._writing.done())
@@ -94,9 +96,9 @@ class TrialProgress:
         self._writing = asyncio.ensure_future(asyncio.to_thread(self._put, data))
 
     def _put(self, data: bytes) -> None:
-        assert self.artifacts is not None and self.prefix is not None
+        assert self.put is not None
         try:
-            self.artifacts.put_bytes(f"{self.prefix}/{TRAJECTORY_NAME}", data)
+            self.put(TRAJECTORY_NAME, data)
         except Exception as exc:  # progress is a convenience: never fail the trial for it
             log.warning("trial %s: could not write its trajectory so far: %s", self.spec.trial_id[:12], exc)
 
@@ -146,23 +148,16 @@ class TrialProgress:
         what matters then). Call :meth:`stop` first."""
         from orchestrator.executors import steps
 
-        if self.artifacts is None or self.prefix is None:
+        if self.put is None:
             return None
         trajectory = self.so_far(error)
         try:
             uris: dict[str, str | None] = {
-                "trajectory_uri": self.artifacts.put_bytes(
-                    f"{self.prefix}/{TRAJECTORY_NAME}", model_json(trajectory, indent=2).encode()
-                )
+                "trajectory_uri": self.put(TRAJECTORY_NAME, model_json(trajectory, indent=2).encode())
             }
-            if self.after is not None and self.seed is not None:
-                before, seed_key = self.seed
-                after = self.artifacts.put_bytes(f"{self.prefix}/after.tar.gz", self.after)
-                uris["snapshot_after_uri"] = after
-                if self.artifacts.exists(seed_key):
-                    uris["snapshot_before_uri"] = self.artifacts.uri(seed_key)
-                else:
-                    uris["snapshot_before_uri"] = self.artifacts.put_file(seed_key, before)
+            if self.after is not None and self.before_uri is not None:
+                uris["snapshot_after_uri"] = self.put(AFTER_NAME, self.after)
+                uris["snapshot_before_uri"] = self.before_uri()
         except Exception as exc:
             log.warning(
                 "trial %s: could not keep the failed attempt's evidence: %s", self.spec.trial_id[:12], exc

@@ -47,7 +47,7 @@ from atoll.jsonio import model_json
 from atoll.trial import TrialResult, TrialSpec
 from orchestrator.artifacts import ArtifactStore
 from orchestrator.executors import executor, steps
-from orchestrator.executors.base import InfraError
+from orchestrator.executors.base import InfraError, attach_result
 from orchestrator.executors.kubernetes_api import ApiError, ApiPolicy, KubernetesCluster, ResilientApi
 from orchestrator.executors.kubernetes_job import (
     ANNOTATION_CREATED,
@@ -819,7 +819,10 @@ class KubernetesExecutor:
                 f"trial Job {name} {what} left no readable outcome at {key}: {str(exc).splitlines()[0]}"
             ) from exc
         if outcome.infra_error or outcome.result is None:
-            raise InfraError(f"trial Job {name}: {outcome.infra_error or 'no result'}")
+            error = InfraError(f"trial Job {name}: {outcome.infra_error or 'no result'}")
+            if outcome.result is not None:  # the failed attempt's evidence, kept by its pod
+                attach_result(error, outcome.result)
+            raise error
         return outcome.result
 
 

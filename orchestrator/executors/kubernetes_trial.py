@@ -7,7 +7,8 @@ share localhost. The command downloads the seed snapshot, populates the environm
 ``--environment-url`` (upload, so the environment needs no network), checks freshness, runs
 the agent in this process over MCP, takes the final snapshot, grades (grading service, or in
 process), stores the artifacts and writes ``outcome.json`` beside the input:
-``{"result": TrialResult | null, "infra_error": str | null}``. The executor reads it back.
+``{"result": TrialResult | null, "infra_error": str | null}`` (with an infra_error, the result is
+the failed attempt's evidence: orchestrator.executors.evidence). The executor reads it back.
 
 With an S3 store the pod holds no store credentials: ``--input`` is a presigned GET of the
 input, and the input carries :class:`PresignedAccess` — a presigned GET of the seed and one
@@ -18,6 +19,7 @@ reached through fsspec as before.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import shutil
 import tempfile
@@ -38,6 +40,7 @@ from atoll.trial import TrialResult, TrialSpec
 from orchestrator.artifacts import ArtifactStore, claim_trial_folder
 from orchestrator.executors import steps
 from orchestrator.executors.base import InfraError
+from orchestrator.executors.evidence import TrialProgress
 
 INPUT_NAME = "input.json"
 OUTCOME_NAME = "outcome.json"
@@ -170,6 +173,12 @@ class _Folder(Protocol):
 
     def put_outcome(self, data: bytes) -> None: ...
 
+    def put(self, name: str, data: bytes) -> str:
+        """Write one file of the folder (the trajectory so far, a failure's evidence); its URI."""
+        ...
+
+    def seed_uri(self) -> str: ...
+
 
 class _StoreFolder:
     """The attempt's folder in an fsspec store, reached with the pod's own credentials."""
@@ -193,12 +202,18 @@ class _StoreFolder:
     def put_outcome(self, data: bytes) -> None:
         self.artifacts.put_bytes(f"{self.prefix}/{OUTCOME_NAME}", data)
 
+    def put(self, name: str, data: bytes) -> str:
+        return self.artifacts.put_bytes(f"{self.prefix}/{name}", data)
+
+    def seed_uri(self) -> str:
+        return self.artifacts.uri(self.seed_key)
+
 
 class _PresignedFolder:
     """The attempt's folder through its presigned URLs only (plain HTTP, no credentials)."""
 
     def __init__(self, access: PresignedAccess, seed_uri: str) -> None:
-        self.access, self.seed_uri = access, seed_uri
+        self.access, self._seed_uri = access, seed_uri
         self.timeout = httpx.Timeout(600.0, connect=10.0)
 
     def get_seed(self, target: Path) -> None:
@@ -206,12 +221,12 @@ class _PresignedFolder:
             with httpx.stream("GET", self.access.seed_url, timeout=self.timeout) as response:
                 if response.status_code != 200:
                     response.read()
-                    raise InfraError(_refusal(f"seed {self.seed_uri}", response))
+                    raise InfraError(_refusal(f"seed {self._seed_uri}", response))
                 with open(target, "wb") as handle:
                     for block in response.iter_bytes(1 << 20):
                         handle.write(block)
         except httpx.HTTPError as exc:
-            raise InfraError(f"seed {self.seed_uri}: {exc}") from exc
+            raise InfraError(f"seed {self._seed_uri}: {exc}") from exc
 
     def _put(self, name: str, data: bytes | Path) -> str:
         """PUT ``data`` (bytes, or a file streamed from disk with its Content-Length, which a
@@ -238,9 +253,15 @@ class _PresignedFolder:
         return {
             "trajectory_uri": self._put(TRAJECTORY_NAME, model_json(trajectory, indent=2).encode()),
             "grade_uri": self._put(GRADE_NAME, model_json(grade, indent=2).encode()) if grade else None,
-            "snapshot_before_uri": self.seed_uri,
+            "snapshot_before_uri": self._seed_uri,
             "snapshot_after_uri": self._put(AFTER_NAME, after),
         }
+
+    def put(self, name: str, data: bytes) -> str:
+        return self._put(name, data)
+
+    def seed_uri(self) -> str:
+        return self._seed_uri
 
     def put_outcome(self, data: bytes) -> None:
         try:
@@ -277,6 +298,9 @@ async def run_pod_trial(
     else:
         prefix = _folder_of(artifacts, input_uri, trial_input.spec, trial_input.attempt)
         folder = _StoreFolder(artifacts, prefix, trial_input.seed_key)
+    # The trajectory so far goes to the folder as it grows; a failure keeps its evidence there.
+    progress = TrialProgress(trial_input.spec, trial_input.task, trial_input.attempt)
+    progress.attach(folder.put)
     try:
         result = await _run(
             trial_input,
@@ -287,10 +311,15 @@ async def run_pod_trial(
             mcp_token,
             health_timeout_s,
             grader_token,
+            progress,
         )
         outcome = PodTrialOutcome(result=result)
     except InfraError as exc:
-        outcome = PodTrialOutcome(infra_error=str(exc))
+        await progress.stop()
+        evidence = await asyncio.to_thread(progress.keep_evidence, str(exc))
+        outcome = PodTrialOutcome(infra_error=str(exc), result=evidence)
+    finally:
+        await progress.close()
     folder.put_outcome(model_json(outcome, indent=2).encode())
     return outcome
 
@@ -304,9 +333,9 @@ async def _run(
     mcp_token: str | None,
     health_timeout_s: float,
     grader_token: str | None,
+    progress: TrialProgress,
 ) -> TrialResult:
     spec, task = trial_input.spec, trial_input.task
-    started = time.perf_counter()
     environment = steps.EnvironmentEndpoint(environment_url, env_token, mcp_token)
     scratch = Path(tempfile.mkdtemp(prefix="atoll-trial-"))
     try:
@@ -324,10 +353,15 @@ async def _run(
                 servers=tuple(trial_input.servers) or None,
                 seed_archive=before,
             )
-            trajectory = await steps.run_agent_in_process(environment, task, spec)
+            progress.before_uri = folder.seed_uri
+            trajectory = progress.trajectory = await steps.run_agent_in_process(
+                environment, task, spec, on_change=progress.observe
+            )
             after = scratch / "after.tar.gz"
-            after.write_bytes(await steps.take_snapshot(http, environment))
+            progress.after = await steps.take_snapshot(http, environment)
+            after.write_bytes(progress.after)
         steps.raise_for_infrastructure(trajectory)
+        await progress.stop()
         grade = None
         if steps.should_grade(trajectory, trial_input.grade_incomplete):
             grade = await _grade(trial_input, before, after, trajectory, grader_url, grader_token)
@@ -340,7 +374,7 @@ async def _run(
         trajectory,
         grade,
         attempt=trial_input.attempt,
-        duration_s=time.perf_counter() - started,
+        duration_s=progress.elapsed_s,
         uris=uris,
     )
 

@@ -226,11 +226,11 @@ class LocalExecutor:
     async def _run(self, spec: TrialSpec, task: Task, attempt: int, progress: TrialProgress) -> TrialResult:
         # Claimed first: the trajectory so far, and a failed attempt's evidence, go there too.
         prefix = await asyncio.to_thread(claim_trial_folder, self.artifacts, spec, attempt)
-        progress.attach(self.artifacts, prefix)
+        progress.attach(lambda name, data: self.artifacts.put_bytes(f"{prefix}/{name}", data))
         seed, seed_digest = await self.seeds.get(spec, self.benchmark)
         before = self.seeds.snapshot_path(seed)
         seed_key = f"seeds/{before.name}"
-        progress.seed = (before, seed_key)
+        progress.before_uri = lambda: steps.store_seed(self.artifacts, seed_key, before)
         environment = await self.pool.acquire()
         endpoint = environment if isinstance(environment, EnvironmentEndpoint) else _endpoint_of(environment)
         healthy = False

@@ -327,6 +327,18 @@ def grader_failure(exc: AtollError) -> InfraError:
     return InfraError(f"grader: {exc.message}")
 
 
+def store_seed(artifacts: ArtifactStore, seed_key: str, before: Path) -> str:
+    """The URI of the seed's snapshot (a trial's initial snapshot), stored once under ``seed_key``."""
+    if not artifacts.exists(seed_key):
+        try:
+            return artifacts.put_file(seed_key, before)
+        except OSError:
+            # Another trial of the same world stored it at the same moment (same bytes).
+            if not artifacts.exists(seed_key):
+                raise
+    return artifacts.uri(seed_key)
+
+
 def store_artifacts(
     artifacts: ArtifactStore,
     prefix: str,
@@ -339,14 +351,7 @@ def store_artifacts(
 ) -> dict[str, str | None]:
     """Trajectory, grade and final snapshot under ``prefix``; the initial snapshot is the
     seed's and is stored once, under ``seed_key``."""
-    before_uri = artifacts.uri(seed_key)
-    if not artifacts.exists(seed_key):
-        try:
-            before_uri = artifacts.put_file(seed_key, before)
-        except OSError:
-            # Another trial of the same world stored it at the same moment (same bytes).
-            if not artifacts.exists(seed_key):
-                raise
+    before_uri = store_seed(artifacts, seed_key, before)
     return {
         "trajectory_uri": artifacts.put_bytes(
             f"{prefix}/trajectory.json", model_json(trajectory, indent=2).encode()
@@ -453,6 +458,7 @@ __all__ = [
     "run_agent_remote",
     "should_grade",
     "store_artifacts",
+    "store_seed",
     "take_snapshot",
     "trial_outcome",
     "validate_agents",

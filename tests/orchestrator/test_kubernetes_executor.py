@@ -624,7 +624,7 @@ def test_trial_command_with_a_missing_input_fails_in_one_line(tmp_path):
     )
 
 
-def test_the_pod_writes_its_outcome_beside_the_input_it_was_given(tmp_path, benchmark_dir):
+def test_the_pod_writes_its_outcome_and_evidence_beside_the_input_it_was_given(tmp_path, benchmark_dir):
     # The pod must not claim a folder again: a second claim can differ from the executor's
     # (here the folder's trial.json names another trial, so a claim picks the fallback).
     from orchestrator.artifacts import ArtifactStore, trial_prefix
@@ -648,6 +648,13 @@ def test_the_pod_writes_its_outcome_beside_the_input_it_was_given(tmp_path, benc
     outcome = asyncio.run(run_pod_trial(uri, environment_url="http://127.0.0.1:9", health_timeout_s=0.1))
     assert outcome.infra_error and "seeds/missing.tar.gz" in outcome.infra_error
     assert PodTrialOutcome.model_validate_json(store.get_bytes(f"{folder}/outcome.json")) == outcome
+    # The failed attempt keeps its evidence beside them: the prompt, its duration and error.
+    evidence = outcome.result
+    assert evidence is not None and evidence.outcome.value == "infra_error" and evidence.duration_s > 0
+    assert evidence.trajectory_uri == store.uri(f"{folder}/trajectory.json")
+    kept = json.loads(store.get_bytes(f"{folder}/trajectory.json"))
+    assert kept["messages"] == [{"role": "user", "content": benchmark.tasks[0].prompt}]
+    assert kept["status"] == "error" and "seeds/missing.tar.gz" in kept["error"]["message"]
     runs = Path(spec.artifacts.removeprefix("file://")) / folder.rsplit("/", 1)[0]
     assert sorted(path.name for path in runs.iterdir()) == ["attempt-1"]
 
