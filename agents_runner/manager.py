@@ -161,10 +161,13 @@ class RunManager:
             "usage": (client.usage if client else None),
         }
 
-    def trajectory(self, run_id: str) -> Trajectory:
-        """The finished run's trajectory; raises AtollError(run_running) while it runs."""
+    def trajectory(self, run_id: str, *, so_far: bool = False) -> Trajectory:
+        """The finished run's trajectory; while it runs, with ``so_far`` the trajectory as it
+        stands (status ``running``), else AtollError(run_running)."""
         entry = self._entry(run_id)
         if not entry.task.done():
+            if so_far and entry.run is not None:
+                return entry.run.so_far()
             raise AtollError("run_running", f"run {run_id} is still running")
         return entry.task.result()
 

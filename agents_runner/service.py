@@ -6,7 +6,7 @@
 | ``GET /agents`` | registered agents and the config JSON Schema |
 | ``POST /runs`` | start a run (body: :class:`RunRequest`); 202 ``{"run_id", "state"}`` |
 | ``GET /runs/{id}`` | state ``running|finished``, status, steps, elapsed time, usage |
-| ``GET /runs/{id}/trajectory`` | the trajectory (409 while running) |
+| ``GET /runs/{id}/trajectory[?so_far=true]`` | the trajectory (409 while running; with ``so_far``, the trajectory so far, status ``running``) |
 | ``POST /runs/{id}/cancel`` | stop the run; its trajectory ends ``cancelled`` |
 
 When ``ATOLL_AGENT_TOKEN`` is set, every endpoint but ``/health`` requires
@@ -137,9 +137,9 @@ def create_app(settings: AgentRunnerSettings | None = None, *, token: str | None
         response_class=JSONResponse,
         responses={200: {"model": Trajectory}, **ERROR_RESPONSES},
     )
-    async def run_trajectory(run_id: str) -> Response:
+    async def run_trajectory(run_id: str, so_far: bool = False) -> Response:
         # Written as the trajectory file is (no aliases), not through FastAPI's response_model.
-        return model_reply(manager.trajectory(run_id))
+        return model_reply(manager.trajectory(run_id, so_far=so_far))
 
     @app.post("/runs/{run_id}/cancel", status_code=202, **guarded)
     async def cancel_run(run_id: str) -> RunStarted:

@@ -57,6 +57,7 @@ class TrialProgress:
         # The initial snapshot's URI (storing it if need be), once the world was populated.
         self.before_uri: Callable[[], str] | None = None
         self._run: AgentRun | None = None
+        self._remote: Trajectory | None = None  # the latest trajectory so far of a remote runner
         self._written_steps = 0
         self._written_at = float("-inf")
         self._writing: asyncio.Future | None = None
@@ -67,7 +68,9 @@ class TrialProgress:
     def steps(self) -> int:
         if self.trajectory is not None:
             return self.trajectory.steps
-        return self._run.steps if self._run is not None else 0
+        if self._run is not None:
+            return self._run.steps
+        return self._remote.steps if self._remote is not None else 0
 
     @property
     def elapsed_s(self) -> float:
@@ -79,20 +82,29 @@ class TrialProgress:
         self.put = put
 
     def observe(self, run: AgentRun) -> None:
-        """The agent's ``on_change``: write the trajectory so far when a new step began and
-        ``every_s`` passed since the last write (never two writes at once)."""
+        """The in-process agent's ``on_change``: :meth:`_offer` its trajectory so far."""
         self._run = run
+        self._offer(run.steps, run.so_far)
+
+    def observe_trajectory(self, trajectory: Trajectory) -> None:
+        """A remote agents runner's trajectory so far, as the executor polled it."""
+        self._remote = trajectory
+        self._offer(trajectory.steps, lambda: trajectory)
+
+    def _offer(self, steps: int, so_far: Callable[[], Trajectory]) -> None:
+        """Write the trajectory so far when a new step began and ``every_s`` passed since the
+        last write (never two writes at once)."""
         if (
             self._stopped
             or self.put is None
-            or run.steps <= self._written_steps
+            or steps <= self._written_steps
             or time.monotonic() - self._written_at < self.every_s
             or (self._writing is not None and not self._writing.done())
         ):
             return
-        self._written_steps, self._written_at = run.steps, time.monotonic()
+        self._written_steps, self._written_at = steps, time.monotonic()
         # Serialised here, on the agent's loop, so the copy is consistent; written off it.
-        data = model_json(run.so_far(), indent=2).encode()
+        data = model_json(so_far(), indent=2).encode()
         self._writing = asyncio.ensure_future(asyncio.to_thread(self._put, data))
 
     def _put(self, data: bytes) -> None:
@@ -121,6 +133,8 @@ class TrialProgress:
             return self.trajectory
         if self._run is not None:
             trajectory = self._run.so_far()
+        elif self._remote is not None:
+            trajectory = self._remote
         else:
             trajectory = Trajectory(
                 trial_id=self.spec.trial_id,

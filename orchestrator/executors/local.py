@@ -293,6 +293,7 @@ class LocalExecutor:
                 task,
                 spec,
                 token=self.services.agent_token,
+                on_trajectory=progress.observe_trajectory,
             )
         return await steps.run_agent_in_process(environment, task, spec, on_change=progress.observe)
 

@@ -233,10 +233,12 @@ async def run_agent_remote(
     token: str | None = None,
     poll_s: float = 1.0,
     busy_wait_s: float = 600.0,
+    on_trajectory: Callable[[Trajectory], None] | None = None,
 ) -> Trajectory:
     """The agent runs in the agents runner service (``POST /runs``, poll, fetch the trajectory).
     A runner at its limit of running runs (429) is asked again every ``poll_s`` for up to
-    ``busy_wait_s`` before the trial counts it as an infrastructure error."""
+    ``busy_wait_s`` before the trial counts it as an infrastructure error. ``on_trajectory``
+    gets the trajectory so far (``?so_far=true``) whenever a poll finds a new step."""
     base = agents_url.rstrip("/")
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     body = {
@@ -264,12 +266,21 @@ async def run_agent_remote(
         if started.status_code >= 400:
             raise InfraError(f"agents runner /runs: HTTP {started.status_code}: {started.text[:300]}")
         run_id = started.json()["run_id"]
+        seen_steps = 0
         while True:
             status = await http.get(f"{base}/runs/{run_id}", headers=headers)
             if status.status_code >= 400:
                 raise InfraError(f"agents runner /runs/{run_id}: HTTP {status.status_code}")
             if status.json().get("state") == "finished":
                 break
+            steps = int(status.json().get("steps") or 0)
+            if on_trajectory is not None and steps > seen_steps:
+                so_far = await http.get(
+                    f"{base}/runs/{run_id}/trajectory", params={"so_far": "true"}, headers=headers
+                )
+                if so_far.status_code == 200:  # an older runner answers 409: no progress then
+                    seen_steps = steps
+                    on_trajectory(Trajectory.model_validate(so_far.json()))
             await asyncio.sleep(poll_s)
         answer = await http.get(f"{base}/runs/{run_id}/trajectory", headers=headers)
         if answer.status_code >= 400:

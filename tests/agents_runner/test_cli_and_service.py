@@ -164,6 +164,8 @@ async def test_service_start_poll_fetch_and_cancel(gateway, monkeypatch):
             while len(llm.requests) < 4:
                 await asyncio.sleep(0.05)
             assert (await client.get(f"/runs/{second}/trajectory")).status_code == 409
+            so_far = (await client.get(f"/runs/{second}/trajectory", params={"so_far": "true"})).json()
+            assert so_far["status"] == "running" and so_far["steps"] == 2 and len(so_far["tool_calls"]) == 1
             assert (await client.post(f"/runs/{second}/cancel")).status_code == 202
             for _ in range(100):
                 status = (await client.get(f"/runs/{second}")).json()

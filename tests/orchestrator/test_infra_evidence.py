@@ -161,3 +161,29 @@ def test_a_running_trials_trajectory_grows_and_the_viewer_shows_its_steps_while_
     ((_trial, result, state, _attempts),) = TrialStore(spec.store).results("long-trial")
     final = json.loads(Path(result.trajectory_uri.removeprefix("file://")).read_text())
     assert state == "done" and final["status"] == "completed" and final["steps"] == 9
+
+
+@pytest.mark.slow
+def test_an_agents_runner_that_dies_mid_trial_leaves_the_steps_it_reported(tmp_path, monkeypatch):
+    from agents_runner.service import create_app as agents_runner_app
+    from tests.served_app import ServedApp
+
+    agent = _agent_model(10, delay_s=1.2)
+    runner = ServedApp(agents_runner_app())
+
+    def dies_at_step_4(request):
+        if sum(1 for m in request["messages"] if m["role"] == "assistant") == 3:
+            runner.server.should_exit = runner.server.force_exit = True
+        return agent(request)
+
+    with ScriptedLLM(dies_at_step_4) as model, runner:
+        monkeypatch.setenv("ATOLL_KEY_ENDPOINTS", f"openai={model.api_base}")  # the runner's operator
+        monkeypatch.setenv("ATOLL_AGENTS_RUNNER_URL", runner.url)
+        spec = _spec(tmp_path, "runner-dies", model.api_base, {"model": None}, max_infra_retries=0)
+        asyncio.run(run_experiment(spec, quiet=True))
+    ((_trial, result, state, _attempts),) = TrialStore(spec.store).results("runner-dies")
+    assert state == "infra_error" and "agents runner" in result.error and result.duration_s > 0
+    # The steps the executor saw while polling the runner are the attempt's record.
+    kept = json.loads(Path(result.trajectory_uri.removeprefix("file://")).read_text())
+    assert kept["status"] == "error" and kept["steps"] >= 2 and result.steps == kept["steps"]
+    assert kept["tool_calls"] and kept["messages"][0]["role"] in ("system", "user")
