@@ -24,6 +24,7 @@ from atoll.benchmark import Task
 from atoll.jsonio import model_json
 from atoll.trajectory import ErrorKind, RunStatus, Trajectory, TrajectoryError
 from atoll.trial import Outcome, TrialResult, TrialSpec
+from orchestrator.artifacts import ArtifactStore, find_trial_folder
 
 if TYPE_CHECKING:
     from agents_runner.state import AgentRun
@@ -146,22 +147,13 @@ class TrialProgress:
                 started_at=self.started_at,
                 ended_at=self.started_at,
             )
-        return trajectory.model_copy(
-            update={
-                "status": RunStatus.error,
-                "error": TrajectoryError(kind=ErrorKind.infrastructure, message=error),
-                "ended_at": datetime.now(UTC),
-                "end_reason": f"the attempt failed: {error}",
-            }
-        )
+        return _ended(trajectory, error)
 
     def keep_evidence(self, error: str) -> TrialResult | None:
         """Store what the failed attempt has (trajectory so far, final snapshot when taken,
         with the seed's initial one) and return its ``infra_error`` result pointing at them;
         None when it has no folder yet or the store fails too (logged: the error itself is
         what matters then). Call :meth:`stop` first."""
-        from orchestrator.executors import steps
-
         if self.put is None:
             return None
         trajectory = self.so_far(error)
@@ -177,10 +169,58 @@ class TrialProgress:
                 "trial %s: could not keep the failed attempt's evidence: %s", self.spec.trial_id[:12], exc
             )
             return None
-        result = steps.build_result(
-            self.spec, self.task, trajectory, None, attempt=self.attempt, duration_s=self.elapsed_s, uris=uris
-        )
-        return result.model_copy(update={"outcome": Outcome.infra_error, "score": None, "error": error})
+        return _infra_result(self.spec, self.task, trajectory, self.attempt, self.elapsed_s, uris, error)
 
 
-__all__ = ["TRAJECTORY_NAME", "WRITE_EVERY_S", "TrialProgress", "in_flight"]
+def _ended(trajectory: Trajectory, error: str) -> Trajectory:
+    """A trajectory so far, ended by the infrastructure error ``error``."""
+    return trajectory.model_copy(
+        update={
+            "status": RunStatus.error,
+            "error": TrajectoryError(kind=ErrorKind.infrastructure, message=error),
+            "ended_at": datetime.now(UTC),
+            "end_reason": f"the attempt failed: {error}",
+        }
+    )
+
+
+def _infra_result(
+    spec: TrialSpec,
+    task: Task,
+    trajectory: Trajectory,
+    attempt: int,
+    duration_s: float,
+    uris: dict[str, str | None],
+    error: str,
+) -> TrialResult:
+    from orchestrator.executors import steps
+
+    result = steps.build_result(
+        spec, task, trajectory, None, attempt=attempt, duration_s=duration_s, uris=uris
+    )
+    return result.model_copy(update={"outcome": Outcome.infra_error, "score": None, "error": error})
+
+
+def evidence_in_folder(
+    artifacts: ArtifactStore, spec: TrialSpec, task: Task, attempt: int, error: str, duration_s: float
+) -> TrialResult | None:
+    """The ``infra_error`` result of an attempt that died without a word (a trial pod deleted
+    or killed mid-trial) from the trajectory so far it left in its folder, now ended with
+    ``error``; None when it left none or it cannot be read (logged)."""
+    folder = find_trial_folder(artifacts, spec, attempt)
+    key = f"{folder}/{TRAJECTORY_NAME}"
+    try:
+        if folder is None or not artifacts.exists(key):
+            return None
+        trajectory = Trajectory.model_validate_json(artifacts.get_bytes(key))
+        if trajectory.status is RunStatus.running:
+            trajectory = _ended(trajectory, error)
+            artifacts.put_bytes(key, model_json(trajectory, indent=2).encode())
+    except (OSError, ValueError) as exc:
+        log.warning("trial %s: could not read its trajectory so far: %s", spec.trial_id[:12], exc)
+        return None
+    uris: dict[str, str | None] = {"trajectory_uri": artifacts.uri(key)}
+    return _infra_result(spec, task, trajectory, attempt, duration_s, uris, error)
+
+
+__all__ = ["TRAJECTORY_NAME", "WRITE_EVERY_S", "TrialProgress", "evidence_in_folder", "in_flight"]

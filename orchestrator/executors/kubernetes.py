@@ -47,7 +47,8 @@ from atoll.jsonio import model_json
 from atoll.trial import TrialResult, TrialSpec
 from orchestrator.artifacts import ArtifactStore
 from orchestrator.executors import executor, steps
-from orchestrator.executors.base import InfraError, attach_result
+from orchestrator.executors.base import InfraError, attach_result, attached_result, failure_message
+from orchestrator.executors.evidence import evidence_in_folder
 from orchestrator.executors.kubernetes_api import ApiError, ApiPolicy, KubernetesCluster, ResilientApi
 from orchestrator.executors.kubernetes_job import (
     ANNOTATION_CREATED,
@@ -516,6 +517,26 @@ class KubernetesExecutor:
         return bool(found)
 
     async def run(self, spec: TrialSpec, *, attempt: int) -> TrialResult:
+        started = time.monotonic()
+        try:
+            return await self._run(spec, attempt)
+        except InfraError as exc:
+            if attached_result(exc) is None:
+                # A pod that died without an outcome may have left its trajectory so far.
+                evidence = await asyncio.to_thread(
+                    evidence_in_folder,
+                    self.artifacts,
+                    spec,
+                    self.tasks[spec.task_id],
+                    attempt,
+                    failure_message(exc),
+                    time.monotonic() - started,
+                )
+                if evidence is not None:
+                    attach_result(exc, evidence)
+            raise
+
+    async def _run(self, spec: TrialSpec, attempt: int) -> TrialResult:
         await self._ensure_started()
         adopted = await self._adoptable(spec)
         if adopted is not None and await self._adopt(adopted):

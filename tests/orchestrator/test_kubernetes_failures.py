@@ -6,13 +6,16 @@ real ``kubernetes`` client over HTTP to the stand-in (no cluster is available he
 from __future__ import annotations
 
 import asyncio
+import json
 import time
+from datetime import UTC, datetime
 
 import pytest
 
+from atoll.trajectory import RunStatus, Trajectory
 from atoll.trial import Outcome, TrialResult
-from orchestrator.artifacts import ArtifactStore
-from orchestrator.executors.base import InfraError
+from orchestrator.artifacts import ArtifactStore, read_artifact
+from orchestrator.executors.base import InfraError, attached_result
 from orchestrator.executors.kubernetes_state import environment_restart
 from orchestrator.executors.kubernetes_trial import PodTrialOutcome
 from tests.deploy.kube_standin import container_status, later
@@ -372,5 +375,38 @@ def test_a_job_deleted_before_it_left_an_outcome_is_an_infra_error(tmp_path, ben
     cluster.on_create = _deleted_by_another_follower(outcome=False)
     with pytest.raises(
         InfraError, match=r"disappeared \(deleted outside atoll\) and left no readable outcome"
-    ):
+    ) as caught:
         _run_within(executor, trial)
+    assert attached_result(caught.value) is None  # no trajectory so far was written: nothing kept
+
+
+def test_a_pod_deleted_mid_trial_leaves_the_trajectory_it_wrote_so_far(tmp_path, benchmark_dir, cluster):
+    executor, trial = _executor(tmp_path, benchmark_dir, cluster)
+    deleted = _deleted_by_another_follower(outcome=False)
+
+    def on_create(standin, job):
+        # What the pod's agent wrote as it went, two steps in.
+        directory = base._input_uri(job).rsplit("/", 1)[0]
+        now = datetime.now(UTC)
+        so_far = Trajectory(
+            trial_id=trial.trial_id,
+            agent="react_toolbelt",
+            model="m",
+            status=RunStatus.running,
+            steps=2,
+            messages=[{"role": "user", "content": "the prompt"}],
+            started_at=now,
+            ended_at=now,
+        )
+        ArtifactStore(directory).put_bytes("trajectory.json", so_far.model_dump_json().encode())
+        deleted(standin, job)
+
+    cluster.on_create = on_create
+    with pytest.raises(InfraError, match=r"disappeared") as caught:
+        _run_within(executor, trial)
+    evidence = attached_result(caught.value)
+    assert evidence is not None and evidence.outcome is Outcome.infra_error and evidence.steps == 2
+    assert evidence.duration_s > 0 and "disappeared" in evidence.error
+    kept = json.loads(read_artifact(evidence.trajectory_uri))
+    assert kept["status"] == "error" and kept["error"]["kind"] == "infrastructure"
+    assert kept["messages"] == [{"role": "user", "content": "the prompt"}]
