@@ -218,7 +218,8 @@ def add_error_handler(
     beside ``error``: the HTTPException's detail as raised, the validation errors, or the
     AtollError's message (:class:`DetailedErrorBody`).
     """
-    statuses = dict(status_of_code or {})
+    # A NaN about to be written is our bug, not the request's: 500, whatever the service maps.
+    statuses = {"non_finite_number": 500, **(status_of_code or {})}
 
     @app.exception_handler(AtollError)
     async def _atoll_error(_request: Request, exc: AtollError) -> JSONResponse:

@@ -19,14 +19,18 @@ import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from atoll.errors import CodedError
+
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
 __all__ = ["NonFiniteNumber", "dumps_strict", "loads_strict", "model_json", "nonfinite_paths"]
 
 
-class NonFiniteNumber(ValueError):
+class NonFiniteNumber(CodedError, ValueError):
     """A NaN or ±Infinity was about to be written as JSON (our bug: undefined values are null)."""
+
+    code = "non_finite_number"
 
 
 def nonfinite_paths(value: Any, path: str = "$") -> Iterator[tuple[str, float]]:

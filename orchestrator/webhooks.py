@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 import httpx
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, CodedError
 from atoll.llm.endpoints import parse_endpoint, within
 from orchestrator.events import EventModel, EventSettings
 from orchestrator.store_events import RunEvent
@@ -93,8 +93,10 @@ class Target:
         return f"{self.run or '*'} {self.url}"
 
 
-class _Retry(Exception):
+class _Retry(CodedError):
     """A try that may succeed later (connection error, timeout, 408, 429, 5xx)."""
+
+    code = "webhook_retry"
 
 
 class WebhookDispatcher:

@@ -33,9 +33,9 @@ def client(tmp_path, monkeypatch):
         yield client
 
 
-def post(client, agent: dict | None = None, judge: dict | None = None):
+def post(client, agent: dict | None = None, judge: dict | None = None, *, name: str = "keys"):
     spec = {
-        "name": "keys",
+        "name": name,
         "benchmark": str(client.bench),
         "executor": "instant",
         "agents": [{"name": "a", "agent": "react_toolbelt", "model": "openai/gpt-5", **(agent or {})}],
@@ -88,4 +88,5 @@ def test_listed_endpoints_and_provisioned_secrets_are_accepted(client, monkeypat
     assert post(client, {"api_base": "https://api.openai.com/v1"}).status_code == 202
     assert post(client, {"api_base": EVIL, "api_key_secret": "TEAM_A"}).status_code == 202
     monkeypatch.setenv("ATOLL_KEY_ENDPOINTS", "openai=http://127.0.0.1:9")
-    assert post(client, None, {"model": "openai/judge", "api_base": EVIL}).status_code == 202
+    # Another run: a judge added to "keys" would be another judge for its recorded trials (409).
+    assert post(client, None, {"model": "openai/judge", "api_base": EVIL}, name="judged").status_code == 202
