@@ -62,11 +62,12 @@ def parse_label(value: Any, where: str) -> bool:
     raise AtollError("bad_input", f'{where}: label must be "met" or "not_met", got {value!r}')
 
 
-def read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` for every non-blank line; raises AtollError(bad_input)
-    naming ``path:line`` for a line that is not a JSON object, and for a missing or empty file."""
+def read_jsonl(path: Path, what: str = "labels") -> list[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for every non-blank line of the JSONL file ``path`` (named
+    ``what`` in errors); raises AtollError(bad_input) naming ``path:line`` for a line that is
+    not a JSON object, and for a missing or empty file."""
     if not path.is_file():
-        raise AtollError("bad_input", f"labels {path}: no such file")
+        raise AtollError("bad_input", f"{what} {path}: no such file")
     records = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
@@ -79,7 +80,7 @@ def read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
             raise AtollError("bad_input", f"{path}:{number}: expected a JSON object")
         records.append((number, record))
     if not records:
-        raise AtollError("bad_input", f"labels {path}: no rows")
+        raise AtollError("bad_input", f"{what} {path}: no rows")
     return records
 
 

@@ -8,7 +8,6 @@ and left out of the confusion matrix.
 
 from __future__ import annotations
 
-import json
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from atoll.benchmark import Benchmark, Criterion, GradingTarget, Task
 from atoll.errors import AtollError
 from atoll.grade import Verdict
 from grader.cache import VerdictCache
-from grader.calibrate import LabelRow, judge_rows
+from grader.calibrate import LabelRow, judge_rows, read_jsonl
 from grader.calibration import confusion, statistics
 from grader.gold import build_gold_world
 from grader.grading import grade_trial
@@ -197,21 +196,9 @@ def _label(value: Any, line: int, path: Path) -> bool:
 
 def read_labelled(path: Path) -> list[dict[str, Any]]:
     """Parse the labelled JSONL; raises AtollError naming the line of a bad record."""
-    if not path.is_file():
-        raise AtollError("bad_input", f"labelled set {path}: no such file")
     records = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError as exc:
-            raise AtollError("bad_input", f"{path}:{number}: not JSON: {exc}") from None
-        if (
-            not isinstance(record, dict)
-            or not isinstance(record.get("criterion"), str)
-            or "label" not in record
-        ):
+    for number, record in read_jsonl(path, "labelled set"):
+        if not isinstance(record.get("criterion"), str) or "label" not in record:
             raise AtollError("bad_input", f"{path}:{number}: needs 'output', 'criterion' and 'label'")
         record["label"] = _label(record["label"], number, path)
         record.setdefault("id", f"line {number}")

@@ -25,7 +25,7 @@ from atoll.errors import AtollError
 from atoll.jsonio import dumps_strict
 from atoll.trial import TrialResult, TrialSpec, TrialState
 from orchestrator.store_retry import retried
-from orchestrator.store_runs import TrialRow
+from orchestrator.store_runs import TrialRow, leased_in_flight
 from orchestrator.store_schema import attempts, experiments, submissions, trials
 
 if TYPE_CHECKING:
@@ -250,15 +250,7 @@ class RunControls:
         lock = select(experiments.c.name).where(experiments.c.name == experiment)
         if not self.is_sqlite:  # SQLite's BEGIN IMMEDIATE already serialises writers
             tx.execute(lock.with_for_update())
-        in_flight = tx.execute(
-            select(func.count()).where(
-                and_(
-                    trials.c.experiment == experiment,
-                    trials.c.state == TrialState.leased.value,
-                    trials.c.lease_expires >= now,
-                )
-            )
-        ).scalar_one()
+        in_flight = leased_in_flight(tx, experiment, now)
         return max(0, min(limit, cap - in_flight))
 
     @staticmethod

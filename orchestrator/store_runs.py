@@ -23,6 +23,21 @@ if TYPE_CHECKING:
     from orchestrator.store import Budget
 
 
+def leased_in_flight(tx: Connection, experiment: str, now: float) -> int:
+    """Trials of ``experiment`` under a lease that has not expired at ``now``."""
+    return int(
+        tx.execute(
+            select(func.count()).where(
+                and_(
+                    trials.c.experiment == experiment,
+                    trials.c.state == TrialState.leased.value,
+                    trials.c.lease_expires >= now,
+                )
+            )
+        ).scalar_one()
+    )
+
+
 @dataclass(frozen=True)
 class RunRecord:
     name: str
@@ -250,15 +265,7 @@ class RunRecords:
                 )
             )
         ).one()
-        in_flight = tx.execute(
-            select(func.count()).where(
-                and_(
-                    trials.c.experiment == experiment,
-                    trials.c.state == TrialState.leased.value,
-                    trials.c.lease_expires >= now,
-                )
-            )
-        ).scalar_one()
+        in_flight = leased_in_flight(tx, experiment, now)
         if spent >= budget.ceiling_usd:
             return 0, True
         if priced[0] == 0:
