@@ -141,9 +141,17 @@ def load_trajectory(path: Path) -> Trajectory:
     return trajectory_from_data(_read_json(path, "trajectory"), f"trajectory {path}")
 
 
-def load_judge_config(path: Path) -> JudgeConfig:
-    """A JudgeConfig file, or Archipelago's grading settings; raises AtollError."""
-    data = _read_json(path, "judge config")
+def load_judge_config(path: Path | str) -> JudgeConfig:
+    """A JudgeConfig, or Archipelago's grading settings, from a JSON file or given inline (a
+    string that starts with ``{``); raises AtollError naming the problem."""
+    if isinstance(path, str) and path.lstrip().startswith("{"):
+        try:
+            data = json.loads(path)
+        except ValueError as exc:
+            raise AtollError("bad_input", f"judge config (inline JSON): not valid JSON: {exc}") from None
+        path = "(inline JSON)"
+    else:
+        data = _read_json(Path(path), "judge config")
     if isinstance(data, dict) and "llm_judge_model" in data:
         data = {"model": data["llm_judge_model"], "extra_args": data.get("llm_judge_extra_args") or {}}
     try:

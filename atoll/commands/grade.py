@@ -24,7 +24,7 @@ def _judge(
     judge_model: str | None,
     api_base: str | None,
     api_key_env: str | None,
-    judge_config: Path | None,
+    judge_config: Path | str | None,
     samples: int | None,
     selector: str | None,
     context_budget: int | None,

@@ -23,13 +23,13 @@ _SEED_HELP = "Bootstrap seed (the same rows and seed give the same intervals)."
 
 
 def _judge_config(
-    judge_model: str | None, api_base: str | None, api_key_env: str | None, judge_config: Path | None
+    judge_model: str | None, api_base: str | None, api_key_env: str | None, judge_config: str | None
 ) -> Any:
     from atoll.commands.grade import _judge
 
     judge = _judge(judge_model, api_base, api_key_env, judge_config, None, None, None)
     if judge is None:
-        raise AtollError("bad_input", "give the judge: --judge-model MODEL or --judge-config FILE")
+        raise AtollError("bad_input", "give the judge: --judge-model MODEL or --judge-config JSON|FILE")
     return judge
 
 
@@ -93,8 +93,10 @@ def calibrate(
     judge_model: str | None = typer.Option(None, help="litellm model of the judge, e.g. openai/gpt-4.1."),
     api_base: str | None = typer.Option(None, help="Base URL of an OpenAI-compatible judge endpoint."),
     api_key_env: str | None = typer.Option(None, help="Environment variable holding the judge's key."),
-    judge_config: Path | None = typer.Option(
-        None, help="JudgeConfig JSON or Archipelago grading_settings.json (options override it)."
+    judge_config: str | None = typer.Option(
+        None,
+        help="JudgeConfig as inline JSON or a file (or Archipelago's grading_settings.json); options "
+        "override it.",
     ),
     output: Path = typer.Option(..., help="Where to write OUT.json."),
     store: str = typer.Option(DEFAULT_STORE, help="Trial store that keeps the calibration record."),
@@ -251,7 +253,9 @@ def gold(
     judge_model: str | None = typer.Option(None, help="litellm model of the judge."),
     api_base: str | None = typer.Option(None, help="Base URL of an OpenAI-compatible judge endpoint."),
     api_key_env: str | None = typer.Option(None, help="Environment variable holding the judge's key."),
-    judge_config: Path | None = typer.Option(None, help="JudgeConfig JSON or grading_settings.json."),
+    judge_config: str | None = typer.Option(
+        None, help="JudgeConfig as inline JSON or a file, or grading_settings.json."
+    ),
     task_id: list[str] = typer.Option([], help="Only these tasks (repeatable)."),
     output: Path | None = typer.Option(None, help="Write the JSON here."),
     cache: Path | None = typer.Option(None, help="Verdict cache: a .sqlite file or a directory."),
@@ -299,7 +303,9 @@ def self_preference(
     judge_model: str | None = typer.Option(None, help="litellm model of the second judge."),
     api_base: str | None = typer.Option(None, help="Base URL of the second judge's endpoint."),
     api_key_env: str | None = typer.Option(None, help="Environment variable holding its key."),
-    judge_config: Path | None = typer.Option(None, help="The second judge's JudgeConfig JSON."),
+    judge_config: str | None = typer.Option(
+        None, help="The second judge's JudgeConfig, inline JSON or a file."
+    ),
     store: str = typer.Option(DEFAULT_STORE, help="Store URL."),
     output: Path | None = typer.Option(None, help="Write the JSON here."),
     seed: int = typer.Option(0, help=_SEED_HELP),

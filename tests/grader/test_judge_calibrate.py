@@ -150,6 +150,25 @@ def test_the_seed_decides_the_intervals(tmp_path):
     assert outputs[0] == outputs[1] and outputs[0] != outputs[2]
 
 
+def test_the_judge_config_is_taken_inline_or_from_a_file_and_decides_the_identity(tmp_path):
+    bench, labels = benchmark(tmp_path / "bench"), labels_file(tmp_path / "labels.jsonl")
+    inline = '{"model": "openai/judge", "samples": 3}'
+    (tmp_path / "judge.json").write_text(inline)
+    with ScriptedLLM(script) as llm:
+        for source, name in ((inline, "inline"), (str(tmp_path / "judge.json"), "file")):
+            output = tmp_path / f"{name}.json"
+            result = invoke(
+                "judge", "calibrate", "--benchmark", str(bench), "--labels", str(labels),
+                "--judge-config", source, "--api-base", llm.api_base, "--api-key-env", "JUDGE_KEY",
+                "--output", str(output), "--no-record",
+            )  # fmt: skip
+            assert result.exit_code == 0, result.output
+            assert json.loads(output.read_text())["judge"]["samples"] == 3
+    broken = invoke("judge", "calibrate", "--benchmark", str(bench), "--labels", str(labels),
+                    "--judge-config", "{not json", "--output", str(tmp_path / "x.json"))  # fmt: skip
+    assert broken.exit_code != 0 and "inline JSON" in str(broken.exception or broken.output)
+
+
 @pytest.mark.parametrize(
     ("row", "message"),
     [
