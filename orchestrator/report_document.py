@@ -5,8 +5,6 @@ model is what its OpenAPI document declares, checked against real reports by the
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from atoll.report_rows import ReportTrial
@@ -66,6 +64,108 @@ class ReportMatrix(_Open):
     cells: dict[str, dict[str, ReportCell]] = Field(description="agent -> task id -> cell")
 
 
+class ReportEstimate(_Open):
+    """A metric with its 95% bootstrap interval over tasks; null values carry ``undefined``."""
+
+    value: float | None
+    ci_low: float | None
+    ci_high: float | None
+    tasks: int = Field(description="tasks behind the estimate")
+    warning: str | None = Field(default=None, description="why the interval says little, when it does")
+    undefined: dict[str, str] = Field(default_factory=dict, description="field -> why it is null")
+
+
+class ReportEstimateAtK(ReportEstimate):
+    """Pass@k or Pass^k: tasks with fewer than k graded runs are left out and counted."""
+
+    excluded_tasks: int = 0
+    excluded_task_ids: list[str] = Field(default_factory=list)
+
+
+class ReportAgentMetrics(_Open):
+    """One agent's metrics (overall, or within one domain), with their denominators."""
+
+    tasks_total: int
+    tasks_graded: int
+    trials_graded: int
+    trials_passed: int
+    excluded_trials: dict[str, int] = Field(description="outcome -> trials left out of the metrics")
+    exclusion_reasons: dict[str, int] = Field(description="reason -> trials left out for it")
+    tasks_without_graded_runs: dict[str, dict[str, int]] = Field(
+        description="task id -> reason -> runs: tasks no metric could use"
+    )
+    failed_trials_with_ungradeable_criteria: int
+    ungradeable_criteria_in_failed_trials: int
+    pass_at_1: ReportEstimate
+    mean_score: ReportEstimate
+    checks_pass: ReportEstimate
+    pass_at_k: dict[str, ReportEstimateAtK] = Field(description="k -> Pass@k")
+    pass_hat_k: dict[str, ReportEstimateAtK] = Field(description="k -> Pass^k")
+
+
+class ReportPair(_Open):
+    """McNemar's exact test on two agents' paired (task, run) outcomes, BH-adjusted."""
+
+    a: str
+    b: str
+    pairs: int
+    a_only: int = Field(description="pairs only a passed")
+    b_only: int = Field(description="pairs only b passed")
+    p_value: float
+    q_value: float = Field(description="Benjamini–Hochberg adjusted across all pairs")
+    significant: bool = Field(description="q ≤ 0.05")
+
+
+class ReportBootstrap(_Open):
+    resamples: int
+    seed: int
+    interval: str
+    min_tasks_for_ci: int | None = None
+
+
+class ReportMetrics(_Open):
+    agents: list[str]
+    overall: dict[str, ReportAgentMetrics] = Field(description="agent -> metrics")
+    by_domain: dict[str, dict[str, ReportAgentMetrics]] = Field(description="domain -> agent -> metrics")
+    pairwise: list[ReportPair]
+    pairwise_by_domain: dict[str, list[ReportPair]] = Field(description="domain -> pairwise tests")
+    duplicates_dropped: int
+    bootstrap: ReportBootstrap
+
+
+class ReportAgentUsage(_Open):
+    """One agent's trials, outcomes, usage and cost (cost None where it is not known)."""
+
+    model: str
+    trials: int
+    finished: int
+    outcomes: dict[str, int] = Field(description="outcome -> trials")
+    exclusion_reasons: dict[str, int] = Field(default_factory=dict)
+    steps: int
+    tool_calls: int
+    mean_steps: float | None = None
+    mean_tool_calls: float | None = None
+    prompt_tokens: int
+    completion_tokens: int
+    reasoning_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    agent_cost_usd: float
+    judge_cost_usd: float
+    judge_prompt_tokens: int = 0
+    judge_completion_tokens: int = 0
+    judge_reasoning_tokens: int = 0
+    judge_cached_tokens: int = 0
+    duration_s: float
+    unpriced_trials: int = 0
+    judge_unpriced_trials: int = 0
+    cost_unpriced_trials: int = 0
+    agent_cost_known: bool = True
+    judge_cost_known: bool = True
+    mean_cost_usd: float | None = None
+    check_disagreements: int | None = None
+
+
 class ReportDocument(_Open):
     """``GET /runs/{name}/report``: report.json as written, served as is."""
 
@@ -81,8 +181,8 @@ class ReportDocument(_Open):
     failures: list[ReportFailure]
     matrix: ReportMatrix
     trial_rows: list[ReportTrial]
-    agents: dict[str, dict[str, Any]] = Field(description="per agent: usage, cost, outcomes, exclusions")
-    metrics: dict[str, Any] = Field(
+    agents: dict[str, ReportAgentUsage] = Field(description="per agent: usage, cost, outcomes, exclusions")
+    metrics: ReportMetrics = Field(
         description="overall and by domain: Pass@1, Pass@k, Pass^k, mean score with intervals; pairwise tests"
     )
     warnings: list[str]
