@@ -62,10 +62,12 @@ def test_app_data_and_host_files_are_invisible(code, world, tmp_path_factory):
     host_secret.write_text("HOST-CANARY")
     command = (
         f"cat {host_secret} 2>&1; ls /.apps_data {world.apps_root} /root /work 2>&1; "
-        # Not the interpreter's prefixes (gigabytes of read-only libraries under /work, /root).
-        "grep -rs APPS-DATA-CANARY /filesystem /tmp /etc /home /srv /var 2>/dev/null | head -3; echo done"
+        # Not the interpreter's prefixes (gigabytes of read-only libraries under /work, /root),
+        # nor package and container image caches under /var (gigabytes more on a CI machine).
+        "grep -rs --exclude-dir=apt --exclude-dir=docker --exclude-dir=containerd --exclude-dir=atoll-ci-docker "
+        "APPS-DATA-CANARY /filesystem /tmp /etc /home /srv /var 2>/dev/null | head -3; echo done"
     )
-    output = _run(code, command, timeout_s=20)["output"]
+    output = _run(code, command, timeout_s=60)["output"]
     assert "HOST-CANARY" not in output and "APPS-DATA-CANARY" not in output
     assert "No such file or directory" in output and output.rstrip().endswith("done")
 
