@@ -30,18 +30,25 @@ def test_a_worker_pointed_at_an_unreachable_store_says_so_in_seconds(tmp_path):
         capture_output=True,
         text=True,
         timeout=60,
-        env={**os.environ, "ATOLL_SPOOL_DIR": str(tmp_path / "spool")},
+        env={**os.environ, "ATOLL_SPOOL_DIR": str(tmp_path / "spool"), "ATOLL_STORE_CONNECT_S": "2"},
     )
     elapsed = time.monotonic() - started
     assert worker.returncode != 0
-    # The default first-connection window (10 s) is what it waited, not the 120 s of an outage:
-    # the bound leaves room for a loaded machine's interpreter start-up, far below the old 123 s.
-    assert elapsed < 45, f"took {elapsed:.1f} s"
+    # The first-connection window is what it waited, not the 120 s an outage gets: the bound
+    # leaves room for a loaded machine's interpreter start-up, far below the old 123 s.
+    assert elapsed < 40, f"took {elapsed:.1f} s"
     last_line = worker.stderr.strip().splitlines()[-1]
-    assert "(tried for 10 s)" in last_line
+    assert "(tried for 2 s)" in last_line
     assert f"trial store postgresql://postgres:***@127.0.0.1:{port}/atoll: cannot connect" in last_line
     assert "refused" in last_line
     assert "hunter2" not in worker.stderr + worker.stdout
+
+
+def test_the_first_connection_gets_10_s_by_default_an_outage_120(monkeypatch):
+    for name in ("ATOLL_STORE_CONNECT_S", "ATOLL_STORE_RETRY_S"):
+        monkeypatch.delenv(name, raising=False)
+    policy = StoreRetry.from_env()
+    assert (policy.connect_s, policy.total_s) == (10.0, 120.0)
 
 
 def test_a_store_that_answered_keeps_the_long_window_when_it_drops(postgres_url):
