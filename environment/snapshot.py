@@ -1,7 +1,7 @@
 """Deterministic snapshots: the same world always gives the same tar.gz, byte for byte.
 
 Members are ``filesystem/…`` then ``.apps_data/…`` (each tree sorted by path), regular files
-and directories only. Normalised: mtime :data:`SNAPSHOT_MTIME`, uid/gid 0, empty user and
+and directories only. Normalised: mtime :data:`atoll.world_archive.SNAPSHOT_MTIME`, uid/gid 0, empty user and
 group names, mode 0644 (0755 for directories and executable files), PAX format, and a gzip
 header with mtime 0 and no file name. A symlink is stored as the regular file it points to
 when that file lies inside the same root; every other symlink, and every special file, is
@@ -30,12 +30,9 @@ The world is untrusted while it is read (``code_exec`` may still be writing), so
 
 from __future__ import annotations
 
-import gzip
-import hashlib
 import io
 import os
 import stat
-import tarfile
 import tempfile
 import time
 from dataclasses import dataclass
@@ -43,13 +40,10 @@ from typing import BinaryIO
 
 from atoll.errors import AtollError
 from atoll.members import APPS_DATA, FILESYSTEM
+from atoll.world_archive import ArchiveWriter
 from environment.populate import WorldRoots
 from mcp_servers._core import beneath
 
-#: 2000-01-01T00:00:00Z — every member's mtime (a fixed date rather than 0, which some tools
-#: show as "unknown" or treat as an error).
-SNAPSHOT_MTIME = 946_684_800
-COMPRESS_LEVEL = 6  # gzip's (and `tar czf`'s) default
 COPY_ATTEMPTS = 3
 _CHUNK = 1 << 20
 _IN_MEMORY = 8 * 1024**2  # files up to this size are copied to memory, larger ones to a temp file
@@ -212,39 +206,6 @@ def _inside_file(root_fd: int, relative: str) -> os.stat_result | None:
     return info if stat.S_ISREG(info.st_mode) else None
 
 
-def _tar_info(entry: _Entry, size: int = 0) -> tarfile.TarInfo:
-    info = tarfile.TarInfo(entry.member)
-    info.mtime = SNAPSHOT_MTIME
-    info.uid = info.gid = 0
-    info.uname = info.gname = ""
-    if entry.is_dir:
-        info.type = tarfile.DIRTYPE
-        info.mode = 0o755
-    else:
-        info.type = tarfile.REGTYPE
-        info.mode = 0o755 if entry.executable else 0o644
-        info.size = size
-    return info
-
-
-class _HashingWriter(io.RawIOBase):
-    """Passes writes to ``sink`` while computing their sha256 and size."""
-
-    def __init__(self, sink: BinaryIO) -> None:
-        self.sink = sink
-        self.digest = hashlib.sha256()
-        self.size = 0
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: bytes) -> int:  # type: ignore[override]
-        self.sink.write(data)
-        self.digest.update(data)
-        self.size += len(data)
-        return len(data)
-
-
 def write_snapshot(roots: WorldRoots, sink: BinaryIO, limits: SnapshotLimits | None = None) -> SnapshotInfo:
     """Write the world's snapshot to ``sink``. Blocking: call from a worker thread.
 
@@ -253,39 +214,24 @@ def write_snapshot(roots: WorldRoots, sink: BinaryIO, limits: SnapshotLimits | N
     can never pass for valid.
     """
     budget = _Budget(limits or SnapshotLimits())
-    hashing = _HashingWriter(sink)
-    gz = gzip.GzipFile(filename="", mode="wb", fileobj=hashing, mtime=0, compresslevel=COMPRESS_LEVEL)
-    tar = tarfile.open(fileobj=gz, mode="w|", format=tarfile.PAX_FORMAT, bufsize=_CHUNK)  # noqa: SIM115
+    writer = ArchiveWriter(sink)
     try:
-        files, directories, skipped = _add_world(roots, tar, budget)
+        files, directories, skipped = _add_world(roots, writer, budget)
     except BaseException:
-        # Detach the sink and mark the tar stream closed, so that no later close (or garbage
-        # collection) writes a tar end or a gzip trailer after the failure.
-        gz.fileobj = None
-        tar.fileobj.closed = True  # type: ignore[attr-defined]
-        tar.closed = True
+        writer.abort()
         raise
-    # Only a complete walk reaches these closes, which write the tar end and the gzip trailer.
-    tar.close()
-    gz.close()
-    return SnapshotInfo(
-        hashing.size,
-        hashing.digest.hexdigest(),
-        files,
-        directories,
-        skipped,
-        budget.apparent,
-        budget.allocated,
-    )
+    # Only a complete walk reaches this, which writes the tar end and the gzip trailer.
+    size, sha256 = writer.finish()
+    return SnapshotInfo(size, sha256, files, directories, skipped, budget.apparent, budget.allocated)
 
 
-def _add_world(roots: WorldRoots, tar: tarfile.TarFile, budget: _Budget) -> tuple[int, int, int]:
+def _add_world(roots: WorldRoots, writer: ArchiveWriter, budget: _Budget) -> tuple[int, int, int]:
     files = directories = skipped = 0
     for root, prefix in ((roots.fs_root, FILESYSTEM), (roots.apps_data_root, APPS_DATA)):
         try:
             root_fd = os.open(root, _DIR_FLAGS)
         except FileNotFoundError:
-            tar.addfile(_tar_info(_Entry(prefix, "", True, True)))
+            writer.add_directory(prefix)
             directories += 1
             continue
         try:
@@ -293,7 +239,7 @@ def _add_world(roots: WorldRoots, tar: tarfile.TarFile, budget: _Budget) -> tupl
             skipped += skipped_here
             for entry in entries:
                 if entry.is_dir:
-                    tar.addfile(_tar_info(entry))
+                    writer.add_directory(entry.member)
                     directories += 1
                     continue
                 copy = _copy(root_fd, entry, budget)
@@ -303,7 +249,7 @@ def _add_world(roots: WorldRoots, tar: tarfile.TarFile, budget: _Budget) -> tupl
                 with copy:
                     size = copy.seek(0, os.SEEK_END)
                     copy.seek(0)
-                    tar.addfile(_tar_info(entry, size), _Deadline(copy, budget))
+                    writer.add_file(entry.member, _Deadline(copy, budget), size, executable=entry.executable)
                 files += 1
         finally:
             os.close(root_fd)

@@ -16,9 +16,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from atoll.world_archive import SNAPSHOT_MTIME
 from environment import EnvironmentServer
 from environment.populate import WorldRoots
-from environment.snapshot import SNAPSHOT_MTIME, write_snapshot
+from environment.snapshot import write_snapshot
 from tests.environment.factories import make_test_server, tar_gz
 
 

@@ -1,0 +1,273 @@
+"""World manifests and deltas: a world as what each path holds, not as the bytes again.
+
+A **manifest** lists a world's members in snapshot order (``filesystem`` and its tree sorted by
+path, then ``.apps_data`` and its tree), each a directory or a regular file with its size,
+sha256 and executable bit: everything the deterministic archive (:mod:`atoll.world_archive`)
+is made of except the contents, which are **blobs** named by their sha256. So a manifest and
+its blobs give back the very archive ``/data/snapshot`` gives, byte for byte, and the digest
+of a manifest (:meth:`WorldManifest.digest`, over its entries only) names a world as well as
+the archive's sha256 does.
+
+A **delta** is one gzip'd tar: ``manifest.json`` first (the whole world's manifest), then
+``blobs/<sha256>`` for each file content that its base lacks (the world as populated: the
+seed). A trial's after-state is a delta; the contents it does not hold are its base's. The
+JSON fields ``base`` and ``blobs`` name, as URIs relative to the manifest's own location,
+the manifest a delta builds on and the folder of blobs a stored manifest's contents are in
+(:mod:`orchestrator.world_store` resolves them).
+
+Manifests and deltas are read as untrusted input: entry paths follow :mod:`atoll.members`
+(no ``..``, no absolute path, only the two world trees), sizes and counts are capped, and
+every blob read is checked against its name.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import re
+import tarfile
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import BinaryIO, Literal
+
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+from atoll.errors import AtollError
+from atoll.members import APPS_DATA, FILESYSTEM, UnsafeArchive, clean_member_name
+from atoll.world_archive import ArchiveWriter
+
+FORMAT = "atoll-world/1"
+MANIFEST_MEMBER = "manifest.json"
+BLOB_PREFIX = "blobs/"
+#: Most entries a manifest may list, and most bytes of its JSON (a world of a million files
+#: has a manifest of about 150 MB: past these it is refused while it is read).
+MAX_ENTRIES = 1_000_000
+MAX_MANIFEST_BYTES = 256 * 1024**2
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_CHUNK = 1 << 20
+
+
+class ManifestError(AtollError):
+    """A manifest or delta that cannot be read or is not one; names the file and the problem."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("bad_world_manifest", message)
+
+
+class Entry(BaseModel):
+    """One member of a world: a directory, or a regular file with its size and content hash."""
+
+    model_config = {"frozen": True, "extra": "forbid"}
+
+    path: str = Field(description="member path: filesystem/… or .apps_data/…, or a tree's root")
+    type: Literal["dir", "file"]
+    size: int = Field(0, ge=0)
+    sha256: str | None = None
+    executable: bool = False
+
+    @field_validator("path")
+    @classmethod
+    def _safe_path(cls, path: str) -> str:
+        try:
+            cleaned = clean_member_name(path)
+        except UnsafeArchive as exc:
+            raise ValueError(exc.message) from None
+        if cleaned != path or path.split("/", 1)[0] not in (FILESYSTEM, APPS_DATA):
+            raise ValueError(f"{path!r} is not a member path of a world (filesystem/… or .apps_data/…)")
+        return path
+
+    @field_validator("sha256")
+    @classmethod
+    def _hex(cls, value: str | None) -> str | None:
+        if value is not None and not _SHA256.match(value):
+            raise ValueError("sha256 must be 64 lowercase hex digits")
+        return value
+
+    def model_post_init(self, _context: object) -> None:
+        if self.type == "file" and self.sha256 is None:
+            raise ValueError(f"file {self.path!r} has no sha256")
+        if self.type == "dir" and (self.sha256 is not None or self.size or self.executable):
+            raise ValueError(f"directory {self.path!r} has file fields")
+
+
+class WorldManifest(BaseModel):
+    """A world's members in snapshot order; ``base`` and ``blobs`` are relative URIs (module doc)."""
+
+    model_config = {"extra": "forbid"}
+
+    format: Literal["atoll-world/1"] = FORMAT
+    base: str | None = Field(None, description="a delta's base manifest, relative to this one")
+    base_digest: str | None = Field(None, description="the digest the base manifest must have")
+    blobs: str | None = Field(None, description="the folder holding this world's blobs, relative")
+    entries: list[Entry] = Field(default_factory=list, max_length=MAX_ENTRIES)
+
+    def digest(self) -> str:
+        """The world's identity: sha256 over its entries (not where they are stored)."""
+        return manifest_digest(self.entries)
+
+    def files(self) -> dict[str, Entry]:
+        """Regular files by member path."""
+        return {entry.path: entry for entry in self.entries if entry.type == "file"}
+
+    def hashes(self) -> set[str]:
+        return {entry.sha256 for entry in self.entries if entry.sha256 is not None}
+
+    def to_bytes(self) -> bytes:
+        return self.model_dump_json(exclude_none=True).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, source: str) -> WorldManifest:
+        if len(data) > MAX_MANIFEST_BYTES:
+            raise ManifestError(f"{source}: manifest larger than {MAX_MANIFEST_BYTES} bytes")
+        try:
+            manifest = cls.model_validate_json(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "(top level)"
+            raise ManifestError(f"{source}: not a world manifest: {where}: {first['msg']}") from None
+        manifest.check_order(source)
+        return manifest
+
+    def check_order(self, source: str) -> None:
+        """The members must be unique and in snapshot order (what makes the archive the same)."""
+        keys = [_order_key(entry.path) for entry in self.entries]
+        if any(later <= earlier for earlier, later in zip(keys, keys[1:], strict=False)):
+            raise ManifestError(f"{source}: entries are not unique and in snapshot order")
+
+
+def _order_key(path: str) -> tuple[int, str]:
+    top, _, _ = path.partition("/")
+    return (0 if top == FILESYSTEM else 1, path)
+
+
+def manifest_digest(entries: Iterable[Entry]) -> str:
+    digest = hashlib.sha256(FORMAT.encode())
+    for entry in entries:
+        digest.update(
+            json.dumps(
+                [entry.type, entry.path, entry.size, entry.sha256, entry.executable], separators=(",", ":")
+            ).encode()
+            + b"\n"
+        )
+    return digest.hexdigest()
+
+
+def sha256_of(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def write_archive(
+    manifest: WorldManifest, open_blob: Callable[[Entry], BinaryIO], sink: BinaryIO
+) -> tuple[int, str]:
+    """Write the world's deterministic archive (the bytes ``/data/snapshot`` gives for it) to
+    ``sink``, each file's content read from ``open_blob(entry)`` (a reader of exactly its size,
+    closed after); returns (size, sha256) of the archive."""
+    writer = ArchiveWriter(sink)
+    try:
+        for entry in manifest.entries:
+            if entry.type == "dir":
+                writer.add_directory(entry.path)
+                continue
+            with open_blob(entry) as source:
+                writer.add_file(entry.path, source, entry.size, executable=entry.executable)
+    except BaseException:
+        writer.abort()
+        raise
+    return writer.finish()
+
+
+# --- deltas -------------------------------------------------------------------------------
+
+
+def write_delta(manifest: WorldManifest, blobs: Iterable[tuple[str, BinaryIO, int]], sink: BinaryIO) -> None:
+    """Write a delta: ``manifest`` then each ``(sha256, reader, size)`` blob, gzip'd (level 1:
+    deltas are written on a trial's path and hold what the agent wrote, often compressed)."""
+    gz = gzip.GzipFile(filename="", mode="wb", fileobj=sink, mtime=0, compresslevel=1)
+    with gz, tarfile.open(fileobj=gz, mode="w|", format=tarfile.PAX_FORMAT) as tar:  # noqa: SIM117
+        data = manifest.to_bytes()
+        tar.addfile(_plain(MANIFEST_MEMBER, len(data)), io.BytesIO(data))
+        for sha256, reader, size in blobs:
+            tar.addfile(_plain(BLOB_PREFIX + sha256, size), reader)
+
+
+def _plain(name: str, size: int) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode, info.mtime = size, 0o644, 0
+    return info
+
+
+class Delta:
+    """A delta file: its manifest (read at once) and the blobs it holds, read on demand and
+    checked against their names. Raises :class:`ManifestError` for anything else."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.blob_sizes: dict[str, int] = {}
+        try:
+            with tarfile.open(self.path, "r:gz") as tar:
+                first = tar.next()
+                if first is None or first.name != MANIFEST_MEMBER or not first.isreg():
+                    raise ManifestError(f"delta {self.path}: its first member is not {MANIFEST_MEMBER}")
+                handle = tar.extractfile(first)
+                assert handle is not None
+                self.manifest = WorldManifest.from_bytes(
+                    handle.read(MAX_MANIFEST_BYTES + 1), f"delta {self.path}"
+                )
+                while (member := tar.next()) is not None:
+                    name = member.name.removeprefix(BLOB_PREFIX)
+                    if not member.isreg() or member.name == name or not _SHA256.match(name):
+                        raise ManifestError(f"delta {self.path}: unexpected member {member.name!r}")
+                    self.blob_sizes[name] = member.size
+                    if len(self.blob_sizes) > MAX_ENTRIES:
+                        raise ManifestError(f"delta {self.path}: more than {MAX_ENTRIES} blobs")
+        except (tarfile.TarError, OSError, EOFError, gzip.BadGzipFile) as exc:
+            raise ManifestError(f"delta {self.path}: cannot read: {exc}") from None
+
+    def read_blobs(self, wanted: Iterable[str]) -> dict[str, bytes]:
+        """The contents of the wanted blobs this delta holds, in one pass."""
+        return dict(self.iter_blobs(set(wanted) & self.blob_sizes.keys()))
+
+    def iter_blobs(self, wanted: set[str]) -> Iterator[tuple[str, bytes]]:
+        if not wanted:
+            return
+        try:
+            with tarfile.open(self.path, "r:gz") as tar:
+                for member in tar:
+                    name = member.name.removeprefix(BLOB_PREFIX)
+                    if name not in wanted:
+                        continue
+                    handle = tar.extractfile(member)
+                    data = handle.read() if handle is not None else b""
+                    if sha256_of(data) != name:
+                        raise ManifestError(f"delta {self.path}: blob {name[:12]}… does not hold its content")
+                    yield name, data
+        except (tarfile.TarError, OSError, EOFError, gzip.BadGzipFile) as exc:
+            raise ManifestError(f"delta {self.path}: cannot read: {exc}") from None
+
+
+def is_delta(path: str | Path) -> bool:
+    """Whether ``path`` is a delta (a gzip'd tar whose first member is ``manifest.json``)."""
+    try:
+        with tarfile.open(path, "r:gz") as tar:
+            first = tar.next()
+            return first is not None and first.name == MANIFEST_MEMBER
+    except (tarfile.TarError, OSError, EOFError, gzip.BadGzipFile):
+        return False
+
+
+__all__ = [
+    "BLOB_PREFIX",
+    "FORMAT",
+    "MANIFEST_MEMBER",
+    "Delta",
+    "Entry",
+    "ManifestError",
+    "WorldManifest",
+    "is_delta",
+    "manifest_digest",
+    "sha256_of",
+    "write_archive",
+    "write_delta",
+]
