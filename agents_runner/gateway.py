@@ -8,11 +8,16 @@ back as results (``is_error``) for the model to read; a gateway that cannot be r
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
+import ssl
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx2
 from fastmcp import Client
+from fastmcp.client.transports import StreamableHttpTransport
+from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
 from atoll.errors import CodedError
 from atoll.tool_schemas import fit_description, portable_schema
@@ -71,12 +76,36 @@ class ToolOutcome:
     timed_out: bool = False
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One verifying TLS context for every session of this process: making one loads the CA
+    bundle (milliseconds of CPU), and every trial opens a session."""
+    return httpx2.create_ssl_context()
+
+
+def _http_client(
+    headers: dict[str, str] | None = None,
+    timeout: httpx2.Timeout | None = None,
+    auth: httpx2.Auth | None = None,
+    **_ignored: Any,
+) -> httpx2.AsyncClient:
+    """The MCP session's HTTP client, as the MCP SDK makes it (its timeouts; redirects not
+    followed: ``follow_redirects`` the transport passes is ignored), with the shared TLS context."""
+    return httpx2.AsyncClient(
+        headers=headers,
+        timeout=timeout or httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
+        auth=auth,
+        verify=_tls_context(),
+    )
+
+
 class Gateway:
     """An open MCP session to the gateway; use as ``async with Gateway(url, token) as gateway``."""
 
     def __init__(self, url: str, token: str | None = None, *, connect_timeout_s: float = 30.0) -> None:
         self.url = url
-        self._client = Client(url, auth=token or None, timeout=None, init_timeout=connect_timeout_s)
+        transport = StreamableHttpTransport(url, auth=token or None, httpx_client_factory=_http_client)
+        self._client = Client(transport, timeout=None, init_timeout=connect_timeout_s)
         self._tools: list[ToolSpec] | None = None
 
     async def __aenter__(self) -> Gateway:
