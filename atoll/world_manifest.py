@@ -13,7 +13,7 @@ A **delta** is one gzip'd tar: ``manifest.json`` first (the whole world's manife
 seed). A trial's after-state is a delta; the contents it does not hold are its base's. The
 JSON fields ``base`` and ``blobs`` name, as URIs relative to the manifest's own location,
 the manifest a delta builds on and the folder of blobs a stored manifest's contents are in
-(:mod:`orchestrator.world_store` resolves them).
+(:mod:`atoll.world_store` resolves them).
 
 Manifests and deltas are read as untrusted input: entry paths follow :mod:`atoll.members`
 (no ``..``, no absolute path, only the two world trees), sizes and counts are capped, and

@@ -15,7 +15,7 @@ from grader.extract import Extracted, ExtractOptions, extract
 from grader.grading import final_answer, grade_trial, grade_trial_sync, open_world
 from grader.judge import JudgeConfig
 from grader.regrade import RegradeReport, regrade
-from grader.snapshot import Snapshot
+from grader.snapshot import ManifestSnapshot, Snapshot, open_snapshot
 
 __all__ = [
     "PROMPT_VERSION",
@@ -23,6 +23,7 @@ __all__ = [
     "ExtractOptions",
     "Extracted",
     "JudgeConfig",
+    "ManifestSnapshot",
     "RegradeReport",
     "Snapshot",
     "VerdictCache",
@@ -32,6 +33,7 @@ __all__ = [
     "final_answer",
     "grade_trial",
     "grade_trial_sync",
+    "open_snapshot",
     "open_world",
     "regrade",
 ]

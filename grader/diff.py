@@ -20,7 +20,7 @@ from grader import appdata
 from grader.budget import printable
 from grader.changelog import ALTERS_EXISTING, ChangeLog, change_kind
 from grader.extract import Extracted, ExtractOptions, extension, extract
-from grader.snapshot import FS_PREFIX, Snapshot, SnapshotEntry, virtual_path
+from grader.snapshot import FS_PREFIX, AnySnapshot, SnapshotEntry, virtual_path
 
 MAX_CELL_CHANGES = 300
 MAX_DIFF_LINES = 300
@@ -59,8 +59,8 @@ class Artifact:
 class WorldDiff:
     """Everything the grader learns from a pair of snapshots."""
 
-    before: Snapshot
-    after: Snapshot
+    before: AnySnapshot
+    after: AnySnapshot
     changes: Changes
     artifacts: list[Artifact] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -182,7 +182,9 @@ def file_artifact_for_unchanged(path_in_snapshot: str, data: bytes, options: Ext
     )
 
 
-def diff_snapshots(before: Snapshot, after: Snapshot, options: ExtractOptions | None = None) -> WorldDiff:
+def diff_snapshots(
+    before: AnySnapshot, after: AnySnapshot, options: ExtractOptions | None = None
+) -> WorldDiff:
     """Diff two snapshots; extraction and parse problems are recorded, never raised."""
     options = options or ExtractOptions()
     old, new = before.entries, after.entries

@@ -23,7 +23,7 @@ from grader.diff import WorldDiff, diff_snapshots
 from grader.evidence import build_blocks, evidence_digest, fit, route, truncate
 from grader.extract import ExtractOptions
 from grader.judge import JudgeConfig, context_shrink_factor, judge, verdict_settings
-from grader.snapshot import Snapshot
+from grader.snapshot import AnySnapshot, ManifestSnapshot, Snapshot, open_snapshot
 
 
 def final_answer(trajectory: Trajectory | None) -> str:
@@ -270,18 +270,35 @@ async def _decide_safely(
 
 
 def open_world(
-    before: str | Path | Snapshot, after: str | Path | Snapshot, options: ExtractOptions
+    before: str | Path | AnySnapshot,
+    after: str | Path | AnySnapshot,
+    options: ExtractOptions,
+    *,
+    root: str | None = None,
 ) -> WorldDiff:
-    """Open both snapshots and diff them; raises AtollError("snapshot_unreadable")."""
-    before_snapshot = before if isinstance(before, Snapshot) else Snapshot(before)
-    after_snapshot = after if isinstance(after, Snapshot) else Snapshot(after)
+    """Open both snapshots (archives, or stored manifests and deltas read in place with their
+    references kept under ``root``, inferred when None: :func:`grader.snapshot.open_snapshot`)
+    and diff them; raises AtollError("snapshot_unreadable") and the stored-world errors."""
+    before_snapshot = _opened(before, root)
+    try:
+        after_snapshot = _opened(after, root)
+    except BaseException:
+        if before_snapshot is not before:
+            before_snapshot.close()
+        raise
     return diff_snapshots(before_snapshot, after_snapshot, options)
+
+
+def _opened(snapshot: str | Path | AnySnapshot, root: str | None) -> AnySnapshot:
+    if isinstance(snapshot, Snapshot | ManifestSnapshot):
+        return snapshot
+    return open_snapshot(snapshot, root=root)
 
 
 async def grade_trial(
     task: Task,
-    before: str | Path | Snapshot,
-    after: str | Path | Snapshot,
+    before: str | Path | AnySnapshot,
+    after: str | Path | AnySnapshot,
     trajectory: Trajectory | None = None,
     judge: JudgeConfig | None = None,
     cache: VerdictCache | None = None,
@@ -289,8 +306,11 @@ async def grade_trial(
     options: ExtractOptions | None = None,
     trial_id: str | None = None,
     world: WorldDiff | None = None,
+    root: str | None = None,
 ) -> Grade:
-    """Grade ``task`` on the world change from ``before`` to ``after`` (tar.gz or world zip).
+    """Grade ``task`` on the world change from ``before`` to ``after``: snapshots, or paths of
+    a tar.gz, a world zip, a stored manifest or a delta (``root``: the artifact store root
+    their references stay under; None infers it, :func:`grader.snapshot.open_snapshot`).
 
     ``judge`` None grades with programmatic checks only (criteria without a check are then
     ungradeable).  Raises AtollError("snapshot_unreadable") when a snapshot cannot be read,
@@ -302,7 +322,26 @@ async def grade_trial(
     """
     options = options or ExtractOptions()
     if world is None:
-        world = await asyncio.to_thread(open_world, before, after, options)
+        world = await asyncio.to_thread(open_world, before, after, options, root=root)
+        try:
+            return await _grade(task, world, trajectory, judge, cache, options, trial_id)
+        finally:
+            # What this call opened it closes (a downloaded delta is removed).
+            for opened, given in ((world.before, before), (world.after, after)):
+                if opened is not given:
+                    opened.close()
+    return await _grade(task, world, trajectory, judge, cache, options, trial_id)
+
+
+async def _grade(
+    task: Task,
+    world: WorldDiff,
+    trajectory: Trajectory | None,
+    judge: JudgeConfig | None,
+    cache: VerdictCache | None,
+    options: ExtractOptions,
+    trial_id: str | None,
+) -> Grade:
     context = _Context(
         task=task,
         answer=final_answer(trajectory),

@@ -17,7 +17,7 @@ from grader.cache import VerdictCache
 from grader.extract import ExtractOptions
 from grader.grading import grade_trial
 from grader.judge import JudgeConfig
-from grader.snapshot import Snapshot
+from grader.snapshot import AnySnapshot
 
 
 class VerdictChange(BaseModel):
@@ -50,8 +50,8 @@ class RegradeReport(BaseModel):
 
 async def regrade(
     task: Task,
-    before: str | Path | Snapshot,
-    after: str | Path | Snapshot,
+    before: str | Path | AnySnapshot,
+    after: str | Path | AnySnapshot,
     trajectory: Trajectory | None,
     old_grade: Grade | None,
     judge: JudgeConfig | None,

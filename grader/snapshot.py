@@ -1,4 +1,5 @@
-"""Read world snapshots: a tar.gz from ``/data/snapshot`` or a world zip (APEX/Archipelago layout).
+"""Read world snapshots: a tar.gz from ``/data/snapshot`` or a world zip (APEX/Archipelago layout),
+or a stored world (a manifest or a delta, :mod:`atoll.world_store`) as :class:`ManifestSnapshot`.
 
 Both forms hold members ``filesystem/<path>`` and ``.apps_data/<path>``.  A zip whose members
 have neither prefix (an Archipelago export of the filesystem alone) is read as ``filesystem/``.
@@ -14,11 +15,13 @@ from __future__ import annotations
 import hashlib
 import tarfile
 import zipfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from atoll.errors import AtollError
 from atoll.members import UnsafeArchive, clean_member_name, is_junk, world_member
+from atoll.world_manifest import WorldManifest
 
 FS_PREFIX = "filesystem/"
 APPS_PREFIX = ".apps_data/"
@@ -197,6 +200,132 @@ class Snapshot:
     def filesystem_paths(self) -> list[str]:
         """Member paths under ``filesystem/``, sorted."""
         return sorted(p for p in self.entries if p.startswith(FS_PREFIX))
+
+    def close(self) -> None:
+        """Nothing to release (the archive is opened for each read); :class:`ManifestSnapshot`
+        has the same method."""
+
+    def __enter__(self) -> Snapshot:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class ManifestSnapshot:
+    """A stored world (a manifest and its blobs) read as a :class:`Snapshot`: the entries come
+    from the manifest, so nothing is hashed, and a read fetches only the blobs of the files
+    asked for (each checked against its name by ``read_blobs``). The same member rules and
+    caps (:data:`MAX_BYTES`, :data:`MAX_MEMBERS`) apply: AtollError(``snapshot_too_large``)."""
+
+    def __init__(
+        self,
+        manifest: WorldManifest,
+        read_blobs: Callable[[Iterable[str]], dict[str, bytes]],
+        *,
+        location: str | Path,
+        close: Callable[[], None] | None = None,
+    ) -> None:
+        self.location = location
+        self.manifest = manifest
+        self._read_blobs = read_blobs
+        self._close = close
+        self.entries: dict[str, SnapshotEntry] = {}
+        self.skipped = 0
+        members = total = 0
+        for entry in manifest.entries:
+            members += 1
+            total += entry.size
+            if total > MAX_BYTES or members > MAX_MEMBERS:
+                raise AtollError(
+                    "snapshot_too_large",
+                    f"snapshot {location}: more than {MAX_BYTES} bytes or {MAX_MEMBERS} members "
+                    f"(at member {entry.path!r}); a world snapshot holds at most that",
+                )
+            if entry.type != "file":
+                continue
+            name = _clean_name(entry.path)
+            if name is None:
+                self.skipped += 1
+                continue
+            if name.startswith(FS_PREFIX) or name.startswith(APPS_PREFIX):
+                assert entry.sha256 is not None
+                self.entries[name] = SnapshotEntry(name, entry.size, entry.sha256)
+
+    def read_many(self, paths: set[str] | list[str]) -> dict[str, bytes]:
+        """Contents of the given member paths (those that exist), their blobs fetched once."""
+        wanted = {p: self.entries[p] for p in paths if p in self.entries}
+        if not wanted:
+            return {}
+        blobs = self._read_blobs({entry.sha256 for entry in wanted.values()})
+        found: dict[str, bytes] = {}
+        for path, entry in wanted.items():
+            data = blobs.get(entry.sha256)
+            if data is None or len(data) != entry.size:
+                raise AtollError(
+                    "snapshot_unreadable",
+                    f"snapshot {self.location}: the content of {path!r} is missing or not {entry.size} bytes",
+                )
+            found[path] = data
+        return found
+
+    def read(self, path: str) -> bytes:
+        """Content of one member; raises KeyError when absent."""
+        data = self.read_many([path])
+        if path not in data:
+            raise KeyError(path)
+        return data[path]
+
+    def filesystem_paths(self) -> list[str]:
+        """Member paths under ``filesystem/``, sorted."""
+        return sorted(p for p in self.entries if p.startswith(FS_PREFIX))
+
+    def close(self) -> None:
+        """Releases what the stored world holds (a downloaded delta); idempotent."""
+        if self._close is not None:
+            self._close()
+            self._close = None
+
+    def __enter__(self) -> ManifestSnapshot:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+#: Either reader of a world: what the diff and the grader take.
+AnySnapshot = Snapshot | ManifestSnapshot
+
+
+def open_snapshot(
+    location: str | Path, *, root: str | None = None, storage_options: dict | None = None
+) -> Snapshot | ManifestSnapshot:
+    """The snapshot at ``location``: a local tar.gz or world zip (:class:`Snapshot`), or a stored
+    world (a ``*.manifest.json`` or ``*.delta.tar.gz``, local or any fsspec URL) read in place
+    as a :class:`ManifestSnapshot`; a legacy archive at a remote URL is downloaded first (and
+    removed on :meth:`close`). ``root`` is the artifact store root its references must stay
+    under; None infers it (the nearest folder above holding ``blobs/``,
+    :func:`atoll.world_store.infer_root`). Raises AtollError (``snapshot_unreadable``, or those
+    of :func:`atoll.world_store.open_world`)."""
+    from atoll import world_store
+
+    text = str(location)
+    remote = "://" in text and not text.startswith("file://")
+    kind = world_store.world_kind(text)
+    if kind == "archive" and not remote:
+        return Snapshot(text.removeprefix("file://") if text.startswith("file://") else text)
+    if root is None:
+        root = world_store.infer_root(text, storage_options=storage_options)
+    world = world_store.open_world(text, root=root, storage_options=storage_options)
+    try:
+        if world.manifest is None:
+            snapshot = Snapshot(world.archive_path())
+            snapshot.close = world.close  # type: ignore[method-assign]
+            return snapshot
+        return ManifestSnapshot(world.manifest, world.read_blobs, location=text, close=world.close)
+    except BaseException:
+        world.close()
+        raise
 
 
 def _is_zip_link(info: zipfile.ZipInfo) -> bool:

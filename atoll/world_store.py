@@ -1,0 +1,625 @@
+"""Worlds in an artifact store: content-addressed blobs, stored manifests and trial deltas.
+
+Layout under a store root (a local folder or any fsspec URL, ``s3://bucket/prefix`` …):
+
+- ``blobs/sha256/<hex[:2]>/<hex>``: one file content, gzip'd (mtime 0, level 6), named by the
+  sha256 of the uncompressed content; written only when absent (a temporary name, then a
+  move, so two writers of the same blob never leave a half-written one), checked on every read;
+- ``seeds/<name>.manifest.json``: a stored world, a :class:`~atoll.world_manifest.WorldManifest`
+  whose ``blobs`` is ``../blobs/sha256`` (relative to the manifest);
+- ``<trial folder>/after.delta.tar.gz``: a trial's after-state, a delta whose ``base`` is the
+  seed manifest (relative to the delta's folder) with its ``base_digest``; the contents its
+  base lacks are inside it;
+- legacy full archives (``seeds/<name>.tar.gz``, ``<folder>/after.tar.gz``, user-given tar.gz
+  or zip files) stay readable: :func:`open_world` gives them without a manifest.
+
+References inside manifests and deltas (``base``, ``blobs``) are untrusted: each must be a
+relative path that, once resolved against the referring file's folder, stays under the store
+root; anything else is refused with AtollError(``bad_world_reference``) naming it.
+
+This module imports nothing from the services, so the grader and the CLI use it as they are.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import os
+import posixpath
+import re
+import shutil
+import tempfile
+import uuid
+import weakref
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO, Protocol
+
+import fsspec
+
+from atoll.errors import AtollError
+from atoll.world_archive import COMPRESS_LEVEL
+from atoll.world_manifest import Delta, Entry, ManifestError, WorldManifest, is_delta, write_archive
+
+BLOB_FOLDER = "blobs/sha256"
+MANIFEST_SUFFIX = ".manifest.json"
+DELTA_SUFFIX = ".delta.tar.gz"
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+_CHUNK = 1 << 20
+
+
+class HasFilesystem(Protocol):
+    """What :class:`BlobStore` takes from a store object (``orchestrator.artifacts.ArtifactStore``)."""
+
+    url: str
+    fs: Any
+    root: str
+
+
+class BlobIntegrityError(AtollError):
+    """A stored blob whose content is not what its name says (tampered or torn)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("blob_corrupt", message)
+
+
+def _reference_error(message: str) -> AtollError:
+    return AtollError("bad_world_reference", message)
+
+
+# --- store roots --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Root:
+    """A store root: its filesystem, its path on it (no protocol) and its URL."""
+
+    fs: Any
+    path: str
+    url: str
+
+    def uri(self, path: str) -> str:
+        return f"{_protocol(self.fs)}://{path}"
+
+    def full(self, key: str) -> str:
+        return f"{self.path}/{key}" if key else self.path
+
+
+def _protocol(fs: Any) -> str:
+    return fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+
+
+def _local_url(location: str) -> str:
+    """Local paths and ``file://relative`` become absolute ``file://`` URLs (as the artifact
+    store writes them); other URLs are returned as they are."""
+    if "://" not in location:
+        return "file://" + os.path.abspath(location)
+    if location.startswith("file://") and not location.startswith("file:///"):
+        return "file://" + os.path.abspath(location.removeprefix("file://"))
+    return location
+
+
+def _root(store: str | HasFilesystem | BlobStore | _Root, storage_options: dict | None) -> _Root:
+    if isinstance(store, _Root):
+        return store
+    if isinstance(store, BlobStore):
+        return store.store_root
+    if isinstance(store, str | Path):
+        url = _local_url(str(store)).rstrip("/")
+        try:
+            fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+        except (ImportError, ValueError) as exc:
+            raise AtollError("bad_artifact_store", f"artifact store {url}: {exc}") from None
+        return _Root(fs, path.rstrip("/"), url)
+    return _Root(store.fs, store.root.rstrip("/"), store.url)
+
+
+def _open_location(location: str | Path, storage_options: dict | None) -> tuple[Any, str]:
+    url = _local_url(str(location))
+    try:
+        fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+    except (ImportError, ValueError) as exc:
+        raise AtollError("artifact_unreadable", f"world {location}: {exc}") from None
+    return fs, path
+
+
+# --- blobs --------------------------------------------------------------------------------
+
+
+class BlobStore:
+    """The content-addressed blobs of a store root, under ``folder`` (``blobs/sha256``).
+
+    ``store`` is a root URL or local folder (with ``storage_options`` for fsspec), or any object
+    with ``url``, ``fs`` and ``root`` (an ``ArtifactStore``). :attr:`written` counts the blobs
+    this object stored (not those it found already there).
+    """
+
+    def __init__(
+        self,
+        store: str | Path | HasFilesystem,
+        *,
+        storage_options: dict | None = None,
+        folder: str = BLOB_FOLDER,
+    ) -> None:
+        self.store_root = _root(store, storage_options)  # type: ignore[arg-type]
+        self.folder = folder.strip("/")
+        self.written = 0
+
+    @property
+    def fs(self) -> Any:
+        return self.store_root.fs
+
+    def key(self, sha256: str) -> str:
+        """The blob's key relative to the store root; ValueError for a name that is no sha256."""
+        if not _SHA256.match(sha256):
+            raise ValueError(f"{sha256!r} is not a sha256 (64 lowercase hex digits)")
+        return f"{self.folder}/{sha256[:2]}/{sha256}"
+
+    def path(self, sha256: str) -> str:
+        return self.store_root.full(self.key(sha256))
+
+    def uri(self, sha256: str) -> str:
+        return self.store_root.uri(self.path(sha256))
+
+    def has(self, sha256: str) -> bool:
+        return bool(self.fs.exists(self.path(sha256)))
+
+    def put(self, sha256: str, content: bytes | BinaryIO) -> bool:
+        """Store ``content`` (bytes or a reader) as blob ``sha256`` unless it is there; True when
+        this call wrote it. The content is hashed while it is compressed: AtollError
+        (``blob_corrupt``) when it is not what ``sha256`` names (nothing is stored then)."""
+        if self.has(sha256):
+            return False
+        path = self.path(sha256)
+        folder = path.rsplit("/", 1)[0]
+        self.fs.makedirs(folder, exist_ok=True)
+        partial = f"{path}.{uuid.uuid4().hex}.partial"
+        reader = io.BytesIO(content) if isinstance(content, bytes | bytearray | memoryview) else content
+        digest = hashlib.sha256()
+        try:
+            with (
+                self.fs.open(partial, "wb") as sink,
+                gzip.GzipFile(
+                    filename="", mode="wb", fileobj=sink, mtime=0, compresslevel=COMPRESS_LEVEL
+                ) as gz,
+            ):
+                while block := reader.read(_CHUNK):
+                    digest.update(block)
+                    gz.write(block)
+            if digest.hexdigest() != sha256:
+                raise BlobIntegrityError(
+                    f"blob {sha256[:12]}…: the content given hashes to {digest.hexdigest()[:12]}…"
+                )
+            # Two writers of the same blob move the same bytes into place: either move wins.
+            self.fs.mv(partial, path)
+        except BaseException:
+            try:
+                if self.fs.exists(partial):
+                    self.fs.rm(partial)
+            except OSError:
+                pass
+            raise
+        self.written += 1
+        return True
+
+    def open(self, sha256: str) -> BinaryIO:
+        """A reader of the blob's content; its end raises AtollError(``blob_corrupt``) when what
+        was read is not what the name says. AtollError(``blob_missing``) when it is absent."""
+        uri = self.uri(sha256)
+        try:
+            handle = self.fs.open(self.path(sha256), "rb")
+        except FileNotFoundError:
+            raise AtollError("blob_missing", f"blob {uri}: not in the store") from None
+        except OSError as exc:
+            raise AtollError("artifact_unreadable", f"blob {uri}: {exc}") from None
+        return _VerifyingReader(handle, sha256, uri)
+
+    def get(self, sha256: str) -> bytes:
+        """The blob's content, checked against its name (errors as :meth:`open`)."""
+        with self.open(sha256) as reader:
+            return reader.read()
+
+
+class _VerifyingReader(io.RawIOBase):
+    """Decompresses a stored blob and checks its sha256 when the end is reached."""
+
+    def __init__(self, handle: BinaryIO, sha256: str, uri: str) -> None:
+        self._handle = handle
+        self._gz = gzip.GzipFile(fileobj=handle, mode="rb")
+        self._digest = hashlib.sha256()
+        self._sha256 = sha256
+        self._uri = uri
+        self._done = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        try:
+            data = self._gz.read(len(buffer))
+        except (OSError, EOFError) as exc:
+            raise BlobIntegrityError(f"blob {self._uri}: not a gzip'd blob ({exc})") from None
+        if not data and not self._done:
+            self._done = True
+            if self._digest.hexdigest() != self._sha256:
+                raise BlobIntegrityError(f"blob {self._uri}: its content does not match its name")
+        self._digest.update(data)
+        buffer[: len(data)] = data
+        return len(data)
+
+    def read(self, size: int = -1) -> bytes:
+        if size is None or size < 0:
+            chunks = []
+            while block := super().read(_CHUNK):
+                chunks.append(block)
+            return b"".join(chunks)
+        return super().read(size) or b""
+
+    def close(self) -> None:
+        """Closes the blob; one read only in part (a tar member takes exactly its size) is read
+        to its end first, so that its hash is checked all the same."""
+        if self.closed:
+            return
+        try:
+            if not self._done:
+                while super().read(_CHUNK):
+                    pass
+        finally:
+            self._gz.close()
+            self._handle.close()
+            super().close()
+
+
+# --- references ---------------------------------------------------------------------------
+
+
+def relative_reference(from_key: str, to_key: str) -> str:
+    """The relative URI that names ``to_key`` from the file at ``from_key`` (both keys under one
+    store root): what ``base`` and ``blobs`` hold (``relative_reference("a/b/after.delta.tar.gz",
+    "seeds/x.manifest.json") == "../../seeds/x.manifest.json"``)."""
+    return posixpath.relpath(to_key, posixpath.dirname(from_key) or ".")
+
+
+def resolve_reference(referrer: str, reference: str, root_path: str, *, field: str) -> str:
+    """The path ``reference`` names, relative to the folder of ``referrer`` (a path on the
+    store's filesystem), once checked: AtollError(``bad_world_reference``) naming it when it is
+    absolute, has a scheme, holds a backslash or NUL, or leaves ``root_path`` once normalised."""
+    if not reference or "\x00" in reference or "\\" in reference:
+        raise _reference_error(f"{referrer}: {field} {reference!r} is not a relative path")
+    if reference.startswith("/") or _SCHEME.match(reference) or "://" in reference:
+        raise _reference_error(
+            f"{referrer}: {field} {reference!r} must be relative to the file (no scheme, not absolute)"
+        )
+    absolute = referrer.startswith("/")
+    folder = posixpath.dirname(referrer)
+    resolved = posixpath.normpath(posixpath.join(folder, reference))
+    if absolute and not resolved.startswith("/"):  # normpath keeps a leading "//"
+        resolved = "/" + resolved
+    root = root_path.rstrip("/")
+    if not resolved.startswith(root + "/"):
+        raise _reference_error(
+            f"{referrer}: {field} {reference!r} leads outside the artifact store ({root or '/'})"
+        )
+    return resolved
+
+
+# --- storing ------------------------------------------------------------------------------
+
+
+def seed_manifest_key(name: str) -> str:
+    """Where a stored world (a seed) named ``name`` goes: ``seeds/<name>.manifest.json``."""
+    return f"seeds/{name}{MANIFEST_SUFFIX}"
+
+
+def store_world(
+    store: str | Path | HasFilesystem | BlobStore,
+    key: str,
+    manifest: WorldManifest,
+    open_member: Callable[[Entry], BinaryIO],
+    *,
+    storage_options: dict | None = None,
+) -> str:
+    """Store a world under ``key`` (a key ending ``.manifest.json``, as
+    :func:`seed_manifest_key` gives): every blob the store lacks (read from
+    ``open_member(entry)``, closed after, checked against the entry's sha256), then the
+    manifest, last, with ``blobs`` pointing at the blob folder. Returns the manifest's URI.
+
+    Idempotent, and safe when several processes store the same world at once. A manifest
+    already under ``key`` for another world is AtollError(``world_key_taken``): deltas name
+    their base by digest, so a stored world is never replaced."""
+    if not key.endswith(MANIFEST_SUFFIX) or key.startswith("/") or ".." in key.split("/"):
+        raise ValueError(f"world key {key!r} must be a relative key ending {MANIFEST_SUFFIX}")
+    blobs = store if isinstance(store, BlobStore) else BlobStore(store, storage_options=storage_options)
+    root = blobs.store_root
+    manifest_path = root.full(key)
+    digest = manifest.digest()
+    stored = _read_existing_manifest(root.fs, manifest_path)
+    if stored is not None:
+        if stored.digest() != digest:
+            raise AtollError(
+                "world_key_taken", f"{root.uri(manifest_path)} holds another world (digest {stored.digest()})"
+            )
+        return root.uri(manifest_path)
+    files: dict[str, Entry] = {}
+    for entry in manifest.entries:
+        if entry.sha256 is not None:
+            files.setdefault(entry.sha256, entry)
+    # Existence checks are round trips on an object store: ask them side by side.
+    with ThreadPoolExecutor(max_workers=8 if _protocol(root.fs) != "file" else 1) as pool:
+        present = dict(zip(files, pool.map(blobs.has, files), strict=True))
+    for sha256, entry in files.items():
+        if present[sha256]:
+            continue
+        with open_member(entry) as reader:
+            blobs.put(sha256, reader)
+    stored_manifest = manifest.model_copy(
+        update={"blobs": relative_reference(key, blobs.folder), "base": None, "base_digest": None}
+    )
+    _put_atomically(root.fs, manifest_path, stored_manifest.to_bytes())
+    return root.uri(manifest_path)
+
+
+def _read_existing_manifest(fs: Any, path: str) -> WorldManifest | None:
+    try:
+        with fs.open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        return None
+    return WorldManifest.from_bytes(data, path)
+
+
+def _put_atomically(fs: Any, path: str, data: bytes) -> None:
+    fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+    partial = f"{path}.{uuid.uuid4().hex}.partial"
+    with fs.open(partial, "wb") as handle:
+        handle.write(data)
+    fs.mv(partial, path)
+
+
+# --- reading ------------------------------------------------------------------------------
+
+
+def world_kind(location: str | Path) -> str:
+    """``manifest``, ``delta`` or ``archive`` (a legacy tar.gz or zip), by name; a local file
+    with another name is told by its content (a JSON object, or a tar.gz whose first member is
+    ``manifest.json``)."""
+    name = str(location)
+    if name.endswith(MANIFEST_SUFFIX):
+        return "manifest"
+    if name.endswith(DELTA_SUFFIX):
+        return "delta"
+    if "://" not in name or name.startswith("file://"):
+        path = Path(_local_url(name).removeprefix("file://"))
+        try:
+            with path.open("rb") as handle:
+                head = handle.read(64).lstrip()
+        except OSError:
+            return "archive"
+        if head.startswith(b"{"):
+            return "manifest"
+        if head.startswith(b"\x1f\x8b") and is_delta(path):
+            return "delta"
+    return "archive"
+
+
+class StoredWorld:
+    """A world read from a store: :attr:`manifest` (None for a legacy archive) and its blobs.
+
+    Use it as a context manager: a delta or an archive on a remote store is downloaded to a
+    temporary file that :meth:`close` removes."""
+
+    def __init__(self, uri: str, kind: str) -> None:
+        self.uri = uri
+        self.kind = kind
+        self.manifest: WorldManifest | None = None
+        self.delta: Delta | None = None
+        self.blob_folders: list[BlobStore] = []
+        self._archive: Path | None = None
+        self._scratch: Path | None = None
+        self._finalizer: weakref.finalize | None = None
+
+    def __enter__(self) -> StoredWorld:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._finalizer is not None:
+            self._finalizer()
+
+    def _scratch_folder(self) -> Path:
+        if self._scratch is None:
+            self._scratch = Path(tempfile.mkdtemp(prefix="atoll-world-"))
+            self._finalizer = weakref.finalize(self, shutil.rmtree, self._scratch, True)
+        return self._scratch
+
+    def read_blobs(self, wanted: Iterable[str]) -> dict[str, bytes]:
+        """The contents of the wanted blobs (each checked against its name): the delta's own
+        first, then the blob folders. AtollError(``blob_missing``) for one found nowhere."""
+        wanted = set(wanted)
+        found = self.delta.read_blobs(wanted) if self.delta is not None else {}
+        for sha256 in sorted(wanted - found.keys()):
+            found[sha256] = self._blob_store_for(sha256).get(sha256)
+        return found
+
+    def open_blob(self, entry: Entry) -> BinaryIO:
+        """A reader of one file's content (what :func:`write_archive` asks for)."""
+        assert entry.sha256 is not None
+        if self.delta is not None and entry.sha256 in self.delta.blob_sizes:
+            return (self._unpacked_delta() / entry.sha256).open("rb")
+        return self._blob_store_for(entry.sha256).open(entry.sha256)
+
+    def _unpacked_delta(self) -> Path:
+        """The delta's blobs as files (checked), unpacked in one pass on first use: reading
+        them one by one from the gzip'd tar would read it again for each."""
+        assert self.delta is not None
+        folder = self._scratch_folder() / "delta-blobs"
+        if not folder.is_dir():
+            partial = self._scratch_folder() / "delta-blobs.partial"
+            partial.mkdir()
+            for sha256, data in self.delta.iter_blobs(set(self.delta.blob_sizes)):
+                (partial / sha256).write_bytes(data)
+            partial.rename(folder)
+        return folder
+
+    def _blob_store_for(self, sha256: str) -> BlobStore:
+        for folder in self.blob_folders[:-1]:
+            if folder.has(sha256):
+                return folder
+        if not self.blob_folders:
+            raise AtollError("blob_missing", f"world {self.uri}: blob {sha256[:12]}… is not in it")
+        return self.blob_folders[-1]
+
+    def archive_path(self) -> Path:
+        """A local file holding a legacy archive (downloaded once when the store is remote)."""
+        assert self._archive is not None, "only legacy archives have an archive path"
+        return self._archive
+
+
+def open_world(uri: str | Path, *, root: str | Path, storage_options: dict | None = None) -> StoredWorld:
+    """Open the world at ``uri`` (a local path or any fsspec URL): a manifest
+    (``*.manifest.json``), a delta (``*.delta.tar.gz``, its ``base`` resolved and checked
+    against ``base_digest``) or a legacy archive (tar.gz or zip, with no manifest). ``root`` is
+    the artifact store root that references must stay under.
+
+    Raises AtollError: ``bad_world_manifest`` (not a manifest or delta), ``bad_world_reference``
+    (a reference that is absolute, has a scheme or leaves ``root``), ``world_base_mismatch`` (a
+    base that is not the world the delta was made on), ``artifact_unreadable``."""
+    fs, path = _open_location(uri, storage_options)
+    store_root = _root(str(root), storage_options)
+    uri_text = f"{_protocol(fs)}://{path}"
+    kind = world_kind(uri)
+    world = StoredWorld(uri_text, kind)
+    try:
+        if kind == "archive":
+            world._archive = _local_copy(world, fs, path, "archive")
+            return world
+        if kind == "delta":
+            local = _local_copy(world, fs, path, "after.delta.tar.gz")
+            world.delta = Delta(local)
+            world.manifest = world.delta.manifest
+        else:
+            world.manifest = _read_manifest(fs, path)
+        _check_same_store(fs, store_root, uri_text)
+        world.blob_folders = _blob_folders(fs, path, world.manifest, store_root, depth=0)
+        return world
+    except BaseException:
+        world.close()
+        raise
+
+
+def _check_same_store(fs: Any, root: _Root, uri: str) -> None:
+    if _protocol(fs) != _protocol(root.fs):
+        raise _reference_error(f"{uri} is not in the artifact store {root.url}")
+
+
+def _local_copy(world: StoredWorld, fs: Any, path: str, name: str) -> Path:
+    if _protocol(fs) == "file":
+        local = Path(path)
+        if not local.is_file():
+            raise AtollError("artifact_unreadable", f"world {path}: no such file")
+        return local
+    target = world._scratch_folder() / name
+    try:
+        with fs.open(path, "rb") as source, target.open("wb") as sink:
+            shutil.copyfileobj(source, sink, _CHUNK)
+    except (OSError, ValueError) as exc:
+        raise AtollError("artifact_unreadable", f"world {world.uri}: {exc}") from None
+    return target
+
+
+def _read_manifest(fs: Any, path: str) -> WorldManifest:
+    from atoll.world_manifest import MAX_MANIFEST_BYTES
+
+    try:
+        with fs.open(path, "rb") as handle:
+            data = handle.read(MAX_MANIFEST_BYTES + 1)
+    except FileNotFoundError:
+        raise AtollError("artifact_unreadable", f"world manifest {path}: no such file") from None
+    except OSError as exc:
+        raise AtollError("artifact_unreadable", f"world manifest {path}: {exc}") from None
+    return WorldManifest.from_bytes(data, path)
+
+
+def _blob_folders(fs: Any, path: str, manifest: WorldManifest, root: _Root, *, depth: int) -> list[BlobStore]:
+    """The blob folders of ``manifest`` (at ``path``): its own ``blobs``, then its base's."""
+    folders: list[BlobStore] = []
+    if manifest.blobs is not None:
+        resolved = resolve_reference(path, manifest.blobs, root.path, field="blobs")
+        folders.append(BlobStore(root, folder=resolved[len(root.path) + 1 :]))
+    if manifest.base is not None:
+        if depth >= 1:
+            raise _reference_error(f"{path}: a base may not have a base of its own")
+        if manifest.base_digest is None:
+            raise _reference_error(f"{path}: base {manifest.base!r} comes without base_digest")
+        base_path = resolve_reference(path, manifest.base, root.path, field="base")
+        if not base_path.endswith(MANIFEST_SUFFIX):
+            raise _reference_error(f"{path}: base {manifest.base!r} is not a {MANIFEST_SUFFIX} file")
+        base = _read_manifest(fs, base_path)
+        if base.digest() != manifest.base_digest:
+            raise AtollError(
+                "world_base_mismatch",
+                f"{path}: base {manifest.base!r} has digest {base.digest()}, not {manifest.base_digest}",
+            )
+        folders.extend(_blob_folders(fs, base_path, base, root, depth=depth + 1))
+    return folders
+
+
+def materialize(
+    uri: str | Path, sink: BinaryIO, *, root: str | Path, storage_options: dict | None = None
+) -> tuple[int, str]:
+    """Write the full archive of the world at ``uri`` to ``sink``: for a manifest or delta, the
+    deterministic archive (the bytes ``/data/snapshot`` gives for the same world); for a
+    legacy archive, its bytes as stored. Returns (size, sha256) of what was written. Errors as
+    :func:`open_world`, and AtollError(``blob_corrupt``/``blob_missing``) for a bad blob."""
+    with open_world(uri, root=root, storage_options=storage_options) as world:
+        if world.manifest is None:
+            digest, size = hashlib.sha256(), 0
+            with world.archive_path().open("rb") as source:
+                while block := source.read(_CHUNK):
+                    sink.write(block)
+                    digest.update(block)
+                    size += len(block)
+            return size, digest.hexdigest()
+        return write_archive(world.manifest, world.open_blob, sink)
+
+
+def infer_root(location: str | Path, *, storage_options: dict | None = None) -> str:
+    """The store root of a manifest or delta given without one: the nearest folder above it
+    that holds ``blobs/``, else the file's own folder (where references can then point
+    nowhere outside it)."""
+    fs, path = _open_location(location, storage_options)
+    folder = posixpath.dirname(path)
+    candidate = folder
+    while candidate and candidate not in ("/", "."):
+        if fs.isdir(f"{candidate}/blobs"):
+            return f"{_protocol(fs)}://{candidate}"
+        parent = posixpath.dirname(candidate)
+        if parent == candidate:
+            break
+        candidate = parent
+    return f"{_protocol(fs)}://{folder}"
+
+
+__all__ = [
+    "BLOB_FOLDER",
+    "DELTA_SUFFIX",
+    "MANIFEST_SUFFIX",
+    "BlobIntegrityError",
+    "BlobStore",
+    "ManifestError",
+    "StoredWorld",
+    "infer_root",
+    "materialize",
+    "open_world",
+    "relative_reference",
+    "resolve_reference",
+    "seed_manifest_key",
+    "store_world",
+    "world_kind",
+]
