@@ -99,6 +99,33 @@ def _http_client(
     )
 
 
+#: Compiled output-schema validators of every session of this process, by canonical schema.
+_VALIDATORS: dict[str, Any] = {}
+_MAX_VALIDATORS = 4096
+
+
+def _share_output_validators(session: Any) -> None:
+    """Let ``session`` reuse the validators other sessions compiled for the same output schema.
+
+    The SDK validates each tool result against the tool's output schema and compiles that
+    schema (``check_schema``, about 60 times a validation) once per session; a trial opens a
+    session of its own, so every trial paid it again for every tool it called (a tenth of the
+    replay agent's CPU per trial). Keyed by the schema itself, a validator is the SDK's own,
+    compiled by the session that first met that schema."""
+    compile_here = session._output_schema_validator
+
+    def validator(name: str, output_schema: dict[str, Any]) -> Any:
+        key = json.dumps(output_schema, sort_keys=True, separators=(",", ":"))
+        found = _VALIDATORS.get(key)
+        if found is None:
+            found = compile_here(name, output_schema)  # raises for an invalid schema, as before
+            if len(_VALIDATORS) < _MAX_VALIDATORS:
+                _VALIDATORS[key] = found
+        return found
+
+    session._output_schema_validator = validator
+
+
 class Gateway:
     """An open MCP session to the gateway; use as ``async with Gateway(url, token) as gateway``."""
 
@@ -115,6 +142,7 @@ class Gateway:
             raise GatewayUnavailable(
                 f"cannot connect to MCP gateway {self.url}: {_describe(exc, quote_reply=False)}"
             ) from exc
+        _share_output_validators(self._client.session)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
