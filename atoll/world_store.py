@@ -606,6 +606,18 @@ def infer_root(location: str | Path, *, storage_options: dict | None = None) -> 
     return f"{_protocol(fs)}://{folder}"
 
 
+def store_root_for(
+    uri: str | Path, store_url: str | None = None, *, storage_options: dict | None = None
+) -> str:
+    """The store root to read the world at ``uri`` under: ``store_url`` (a run's artifact store)
+    when ``uri`` lies under it, else :func:`infer_root`."""
+    if store_url is not None:
+        root = _local_url(store_url).rstrip("/")
+        if _local_url(str(uri)).startswith(root + "/"):
+            return root
+    return infer_root(uri, storage_options=storage_options)
+
+
 __all__ = [
     "BLOB_FOLDER",
     "DELTA_SUFFIX",
@@ -620,6 +632,7 @@ __all__ = [
     "relative_reference",
     "resolve_reference",
     "seed_manifest_key",
+    "store_root_for",
     "store_world",
     "world_kind",
 ]

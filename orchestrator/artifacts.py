@@ -15,11 +15,14 @@ half-written artifact under its final name.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
 import os
 import re
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,6 +33,7 @@ from atoll.jsonio import dumps_strict
 
 if TYPE_CHECKING:
     from atoll.trial import TrialSpec
+    from grader.snapshot import ManifestSnapshot, Snapshot
 
 TRIAL_FILE = "trial.json"
 PRESIGN_MAX_S = 7 * 24 * 3600  # the longest a SigV4 presigned URL may live
@@ -123,6 +127,27 @@ class ArtifactStore:
             while block := source.read(1 << 20):
                 target.write(block)
         return Path(local_path)
+
+
+@contextlib.contextmanager
+def stored_snapshots(artifacts: ArtifactStore, *uris: str) -> Iterator[list[Snapshot | ManifestSnapshot]]:
+    """The snapshots at ``uris`` (artifact URIs of a trial), opened for grading: a stored world
+    (a seed manifest or a trial's delta) is read in place under this store's root, so only the
+    blobs of changed files are fetched; a full archive (the layout before world storage) is
+    downloaded to a temporary folder. All are closed, and their files removed, on exit."""
+    from atoll.world_store import store_root_for, world_kind
+    from grader.snapshot import Snapshot, open_snapshot
+
+    with tempfile.TemporaryDirectory(prefix="atoll-snapshots-") as scratch, contextlib.ExitStack() as stack:
+        opened: list[Snapshot | ManifestSnapshot] = []
+        for index, uri in enumerate(uris):
+            if world_kind(uri) == "archive":
+                local = artifacts.get_file(uri, Path(scratch) / f"{index}.snapshot")
+                opened.append(stack.enter_context(Snapshot(local)))
+            else:
+                root = store_root_for(uri, artifacts.url)
+                opened.append(stack.enter_context(open_snapshot(uri, root=root)))
+        yield opened
 
 
 def path_segment(name: str) -> str:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,7 +25,7 @@ from atoll.trajectory import Trajectory
 from atoll.trial import TrialResult, TrialSpec
 from grader.calibrate import file_digest, parse_label, read_jsonl
 from grader.calibration import DEFAULT_SEED, RESAMPLES, agreement, summary
-from orchestrator.artifacts import ArtifactStore
+from orchestrator.artifacts import ArtifactStore, stored_snapshots
 from orchestrator.judging import judged_elsewhere
 from orchestrator.policy import stored_spec
 from orchestrator.stats import mcnemar_exact
@@ -203,9 +202,10 @@ async def self_preference(
         ):
             skipped += 1
             continue
-        with tempfile.TemporaryDirectory(prefix="self-preference-") as scratch:
-            before = artifacts.get_file(result.snapshot_before_uri, Path(scratch) / "before.tar.gz")
-            after = artifacts.get_file(result.snapshot_after_uri, Path(scratch) / "after.tar.gz")
+        with stored_snapshots(artifacts, result.snapshot_before_uri, result.snapshot_after_uri) as (
+            before,
+            after,
+        ):
             trajectory = Trajectory.model_validate_json(artifacts.get_bytes(result.trajectory_uri))
             grade = await grade_trial(task, before, after, trajectory, second, trial_id=trial.spec.trial_id)
         theirs = {v.verifier_id: v.verdict for v in grade.criteria}

@@ -15,7 +15,6 @@ Trials never graded (a run that ended early, unless the experiment grades those)
 from __future__ import annotations
 
 import asyncio
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from atoll.judge import JudgeConfig, JudgeIdentity, judge_identity
 from atoll.loader import load_benchmark
 from atoll.trajectory import Trajectory
 from atoll.trial import Outcome, TrialResult, TrialSpec
-from orchestrator.artifacts import ArtifactStore, trial_prefix
+from orchestrator.artifacts import ArtifactStore, stored_snapshots, trial_prefix
 from orchestrator.executors.local import trial_outcome
 from orchestrator.executors.steps import check_columns, should_grade
 from orchestrator.fingerprint import fingerprint
@@ -78,9 +77,10 @@ async def regrade_run(
         task = tasks.get(trial_spec.task_id)
         if task is None:
             continue
-        with tempfile.TemporaryDirectory(prefix="regrade-") as scratch:
-            before = artifacts.get_file(result.snapshot_before_uri, Path(scratch) / "before.tar.gz")
-            after = artifacts.get_file(result.snapshot_after_uri, Path(scratch) / "after.tar.gz")
+        with stored_snapshots(artifacts, result.snapshot_before_uri, result.snapshot_after_uri) as (
+            before,
+            after,
+        ):
             trajectory = Trajectory.model_validate_json(artifacts.get_bytes(result.trajectory_uri))
             if not should_grade(trajectory, spec.limits.grade_incomplete):
                 continue  # never graded: its outcome is no judge's

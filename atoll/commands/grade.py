@@ -109,8 +109,17 @@ def grade(
         help="Rubric JSON: APEX rubric array or Archipelago verifiers.json (replaces the task's rubric).",
     ),
     prompt: str | None = typer.Option(None, help="Task prompt, when only --rubric is given."),
-    before: Path | None = typer.Option(None, help="Snapshot before the run: tar.gz or world zip."),
-    after: Path | None = typer.Option(None, help="Snapshot after the run: tar.gz or world zip."),
+    before: Path | None = typer.Option(
+        None, help="Snapshot before the run: tar.gz, world zip, or a stored world's *.manifest.json."
+    ),
+    after: Path | None = typer.Option(
+        None, help="Snapshot after the run: tar.gz, world zip, *.manifest.json or a trial's *.delta.tar.gz."
+    ),
+    store: str | None = typer.Option(
+        None,
+        help="Artifact store root that a manifest's or delta's references must stay under "
+        "(default: the nearest folder above the file that holds blobs/).",
+    ),
     trajectory: Path | None = typer.Option(None, help="Trajectory JSON (atoll or Archipelago shape)."),
     answer: str | None = typer.Option(None, help="Final answer text, when there is no trajectory file."),
     judge_model: str | None = typer.Option(None, help="litellm model of the judge, e.g. openai/gpt-4.1."),
@@ -167,7 +176,9 @@ def grade(
     if judge is None:
         console.print("no judge model given: programmatic checks only")
     with console.status(f"grading {task.task_id}: {len(task.rubric)} criteria"):
-        result = asyncio.run(grade_trial(task, before, after, loaded_trajectory, judge, verdict_cache))
+        result = asyncio.run(
+            grade_trial(task, before, after, loaded_trajectory, judge, verdict_cache, root=store)
+        )
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(model_json(result, by_alias=True, indent=2))
     met = sum(v.verdict.value == "met" for v in result.criteria)

@@ -3,7 +3,9 @@
 The grader's own diff (``grader.diff.diff_snapshots``) supplies the typed changes and each
 changed file's extracted text; spreadsheets additionally get their cell changes as rows
 (sheet, cell, before, after). Snapshots on an object store are downloaded once per viewer
-process; diffs are kept in a small in-memory cache (a finished trial's snapshots never change).
+process (a stored world's manifest and delta are read in place, and only the changed files'
+blobs are fetched); diffs are kept in a small in-memory cache (a finished trial's snapshots
+never change).
 """
 
 from __future__ import annotations
@@ -27,35 +29,85 @@ _SHEETS = {"xlsx", "xlsm", "xls", "csv", "ods"}
 
 
 class SnapshotCache:
-    """Local paths of snapshot URIs, and the diffs computed from them."""
+    """Local paths of snapshot URIs, the snapshots opened from them, and the diffs computed
+    from them. A stored world (a seed manifest or a trial's delta, :mod:`atoll.world_store`)
+    is read in place for diffs and single files, and made into its full archive only for a
+    download."""
 
-    def __init__(self, max_diffs: int = 64) -> None:
+    def __init__(self, max_diffs: int = 64, max_open: int = 16) -> None:
         self._folder = Path(tempfile.mkdtemp(prefix="atoll-view-"))
         self._lock = threading.Lock()
         self._diffs: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
         self._max_diffs = max_diffs
+        self._open: OrderedDict[str, Any] = OrderedDict()
+        self._max_open = max_open
+        self._roots: dict[str, str] = {}
+
+    def root(self, uri: str) -> str:
+        """The artifact store root a stored world's references must stay under: the nearest
+        folder above it that holds ``blobs/`` (:func:`atoll.world_store.infer_root`)."""
+        from atoll.world_store import infer_root
+
+        with self._lock:
+            known = self._roots.get(uri)
+        if known is None:
+            known = infer_root(uri)
+            with self._lock:
+                self._roots[uri] = known
+        return known
 
     def local(self, uri: str) -> Path:
-        """A local file holding the snapshot at ``uri`` (file:// URIs are used in place)."""
+        """A local file holding the full archive of the snapshot at ``uri``: a file:// archive
+        is used in place, a remote one downloaded once, and a stored world's archive written
+        once from its manifest and blobs (the bytes ``/data/snapshot`` gives for it)."""
+        from atoll.world_store import materialize, world_kind
+
+        stored = world_kind(uri) != "archive"
         parsed = urlparse(uri)
-        if parsed.scheme in ("", "file"):
+        if parsed.scheme in ("", "file") and not stored:
             return Path(unquote(parsed.path))
         target = self._folder / (hashlib.sha256(uri.encode()).hexdigest() + ".snapshot")
+        root = self.root(uri) if stored else None
         with self._lock:
             if not target.exists():
                 partial = target.with_suffix(".partial")
                 try:
-                    with fsspec.open(uri, "rb") as source, open(partial, "wb") as sink:
-                        shutil.copyfileobj(source, sink, 1 << 20)
+                    with open(partial, "wb") as sink:
+                        if root is not None:
+                            materialize(uri, sink, root=root)
+                        else:
+                            with fsspec.open(uri, "rb") as source:
+                                shutil.copyfileobj(source, sink, 1 << 20)
                 except (OSError, ValueError) as exc:
+                    partial.unlink(missing_ok=True)
                     raise AtollError("artifact_unreadable", f"snapshot {uri}: {exc}") from None
+                except BaseException:
+                    partial.unlink(missing_ok=True)
+                    raise
                 partial.replace(target)
         return target
 
     def snapshot(self, uri: str):
-        from grader.snapshot import Snapshot
+        """The snapshot at ``uri`` (kept open for the next request): a stored world read in
+        place, or an archive read from :meth:`local`."""
+        from atoll.world_store import world_kind
+        from grader.snapshot import Snapshot, open_snapshot
 
-        return Snapshot(self.local(uri))
+        with self._lock:
+            if uri in self._open:
+                self._open.move_to_end(uri)
+                return self._open[uri]
+        if world_kind(uri) == "archive":
+            opened = Snapshot(self.local(uri))
+        else:
+            opened = open_snapshot(uri, root=self.root(uri))
+        with self._lock:
+            self._open[uri] = opened
+            while len(self._open) > self._max_open:
+                # Dropped, not closed: a request may still read it; its temporary files go
+                # when it is collected.
+                self._open.popitem(last=False)
+        return opened
 
     def remembered(self, key: tuple[str, str]) -> dict[str, Any] | None:
         with self._lock:
@@ -71,6 +123,10 @@ class SnapshotCache:
                 self._diffs.popitem(last=False)
 
     def close(self) -> None:
+        with self._lock:
+            opened, self._open = list(self._open.values()), OrderedDict()
+        for snapshot in opened:
+            snapshot.close()
         shutil.rmtree(self._folder, ignore_errors=True)
 
 

@@ -3,6 +3,7 @@ from the manifests, and only the files the agent changed are ever read."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -142,3 +143,45 @@ def test_a_blob_shorter_than_its_entry_is_refused() -> None:
     snapshot = ManifestSnapshot(manifest, lambda wanted: {digest: data}, location="m.json")
     with pytest.raises(AtollError, match="not 99 bytes"):
         snapshot.read("filesystem/a.txt")
+
+
+def _atoll(*args: str):
+    from typer.testing import CliRunner
+
+    from atoll.cli import app
+
+    return CliRunner().invoke(app, list(args))
+
+
+def test_atoll_grade_takes_a_manifest_and_a_delta(stored_trial, tmp_path: Path) -> None:
+    store, seed, delta, _after = stored_trial
+    rubric = tmp_path / "rubric.json"
+    check = {"kind": "file_exists", "file_type": "md", "contains": ["done"]}
+    rubric.write_text(json.dumps([{"verifier_id": "v1", "criteria": "memo", "check": check}]))
+    common = (
+        "grade",
+        "--rubric",
+        str(rubric),
+        "--before",
+        str(seed),
+        "--after",
+        str(delta),
+        "--answer",
+        "ok",
+    )
+
+    inferred = _atoll(*common, "--output", str(tmp_path / "grade.json"))
+    assert inferred.exit_code == 0, inferred.output
+    grade = json.loads((tmp_path / "grade.json").read_text())
+    assert grade["criteria"][0]["verdict"] == "met"
+    assert {c["path"] for c in grade["changes"]["files"]} == {
+        "filesystem/Reports/summary.txt",
+        "filesystem/Reports/memo.md",
+    }
+    given = _atoll(*common, "--store", str(store), "--output", str(tmp_path / "again.json"))
+    assert given.exit_code == 0 and json.loads((tmp_path / "again.json").read_text()) == grade
+    # A root the stored worlds' references lead out of: refused, naming the reference (the
+    # CLI's entry point prints it as one line with exit status 2).
+    narrow = _atoll(*common, "--store", str(delta.parent), "--output", str(tmp_path / "no.json"))
+    assert isinstance(narrow.exception, AtollError) and narrow.exception.code == "bad_world_reference"
+    assert "leads outside the artifact store" in narrow.exception.message
