@@ -33,6 +33,7 @@ from atoll.llm.endpoints import trust_endpoints
 from grader.cache import VerdictCache
 from grader.grading import grade_trial
 from grader.inputs import trajectory_from_data
+from grader.snapshot import Snapshot
 
 _CHUNK = 1 << 20
 
@@ -116,9 +117,27 @@ def create_app(
             before_path = await _save(before, Path(scratch) / "before")
             after_path = await _save(after, Path(scratch) / "after")
             async with grading:
+                # Uploads are full archives only (tar.gz or zip): a manifest or delta names
+                # files on the service's disk, which no caller may pick.
+                before_snapshot = await asyncio.to_thread(_archive, before_path, "before")
+                after_snapshot = await asyncio.to_thread(_archive, after_path, "after")
                 result = await grade_trial(
-                    parsed_task, before_path, after_path, parsed_trajectory, chosen, cache
+                    parsed_task, before_snapshot, after_snapshot, parsed_trajectory, chosen, cache
                 )
         return model_reply(result, by_alias=True)
 
     return app
+
+
+def _archive(path: Path, field: str) -> Snapshot:
+    """An uploaded snapshot, read as the full archive it must be; a stored world (a manifest or
+    delta) is refused naming the field, AtollError(``bad_input``)."""
+    from atoll.world_store import world_kind
+
+    if world_kind(path) != "archive":
+        raise AtollError(
+            "bad_input",
+            f"field {field}: a stored world's manifest or delta; POST /grade takes full archives "
+            "(tar.gz or zip; `atoll grade` reads stored worlds)",
+        )
+    return Snapshot(path)

@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
+import httpx
 import pytest
 
 from atoll.errors import AtollError
@@ -185,3 +186,30 @@ def test_atoll_grade_takes_a_manifest_and_a_delta(stored_trial, tmp_path: Path) 
     narrow = _atoll(*common, "--store", str(delta.parent), "--output", str(tmp_path / "no.json"))
     assert isinstance(narrow.exception, AtollError) and narrow.exception.code == "bad_world_reference"
     assert "leads outside the artifact store" in narrow.exception.message
+
+
+def test_the_grading_service_takes_full_archives_only(stored_trial, tmp_path: Path) -> None:
+    from grader.service import create_app
+    from tests.served_app import ServedApp
+
+    store, seed, delta, after_archive = stored_trial
+    task = f.task(
+        [{"verifier_id": "v1", "criteria": "memo", "check": {"kind": "file_exists", "file_type": "md"}}]
+    )
+    served = ServedApp(create_app(None))
+    with served:
+
+        def post(before: Path, after: Path) -> httpx.Response:
+            with before.open("rb") as b, after.open("rb") as a:
+                return httpx.post(
+                    f"{served.url}/grade",
+                    data={"task": task.model_dump_json()},
+                    files={"before": b, "after": a},
+                    timeout=60,
+                )
+
+        assert post(after_archive.parent / "before.tar.gz", after_archive).status_code == 200
+        for before, after, field in ((seed, after_archive, "before"), (after_archive, delta, "after")):
+            refused = post(before, after)
+            assert refused.status_code == 400, refused.text
+            assert refused.json()["error"]["message"].startswith(f"field {field}: a stored world")
