@@ -174,6 +174,11 @@ class BlobStore:
         (``blob_corrupt``) when it is not what ``sha256`` names (nothing is stored then)."""
         if self.has(sha256):
             return False
+        self._write(sha256, content)
+        return True
+
+    def _write(self, sha256: str, content: bytes | BinaryIO) -> None:
+        """Write the blob whether or not it is there (a caller that has just asked)."""
         path = self.path(sha256)
         folder = path.rsplit("/", 1)[0]
         self.fs.makedirs(folder, exist_ok=True)
@@ -204,7 +209,6 @@ class BlobStore:
                 pass
             raise
         self.written += 1
-        return True
 
     def open(self, sha256: str) -> BinaryIO:
         """A reader of the blob's content; its end raises AtollError(``blob_corrupt``) when what
@@ -355,7 +359,7 @@ def store_world(
         if present[sha256]:
             continue
         with open_member(entry) as reader:
-            blobs.put(sha256, reader)
+            blobs._write(sha256, reader)
     stored_manifest = manifest.model_copy(
         update={"blobs": relative_reference(key, blobs.folder), "base": None, "base_digest": None}
     )
@@ -501,7 +505,10 @@ def open_world(uri: str | Path, *, root: str | Path, storage_options: dict | Non
             return world
         if kind == "delta":
             local = _local_copy(world, fs, path, "after.delta.tar.gz")
-            world.delta = Delta(local)
+            try:
+                world.delta = Delta(local)
+            except ManifestError as exc:  # name the stored delta, not its temporary copy
+                raise ManifestError(exc.message.replace(str(local), uri_text)) from None
             world.manifest = world.delta.manifest
         else:
             world.manifest = _read_manifest(fs, path)
