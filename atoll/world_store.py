@@ -22,10 +22,7 @@ This module imports nothing from the services, so the grader and the CLI use it 
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import io
-import os
 import posixpath
 import re
 import shutil
@@ -34,248 +31,31 @@ import uuid
 import weakref
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol
-
-import fsspec
+from typing import Any, BinaryIO
 
 from atoll.errors import AtollError
-from atoll.world_archive import COMPRESS_LEVEL
+from atoll.world_blobs import (
+    BLOB_FOLDER,
+    BlobIntegrityError,
+    BlobStore,
+    HasFilesystem,
+    StoreRoot,
+    local_url,
+    open_location,
+    protocol_of,
+    store_root,
+)
 from atoll.world_manifest import Delta, Entry, ManifestError, WorldManifest, is_delta, write_archive
 
-BLOB_FOLDER = "blobs/sha256"
 MANIFEST_SUFFIX = ".manifest.json"
 DELTA_SUFFIX = ".delta.tar.gz"
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _CHUNK = 1 << 20
 
 
-class HasFilesystem(Protocol):
-    """What :class:`BlobStore` takes from a store object (``orchestrator.artifacts.ArtifactStore``)."""
-
-    url: str
-    fs: Any
-    root: str
-
-
-class BlobIntegrityError(AtollError):
-    """A stored blob whose content is not what its name says (tampered or torn)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__("blob_corrupt", message)
-
-
 def _reference_error(message: str) -> AtollError:
     return AtollError("bad_world_reference", message)
-
-
-# --- store roots --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Root:
-    """A store root: its filesystem, its path on it (no protocol) and its URL."""
-
-    fs: Any
-    path: str
-    url: str
-
-    def uri(self, path: str) -> str:
-        return f"{_protocol(self.fs)}://{path}"
-
-    def full(self, key: str) -> str:
-        return f"{self.path}/{key}" if key else self.path
-
-
-def _protocol(fs: Any) -> str:
-    return fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
-
-
-def _local_url(location: str) -> str:
-    """Local paths and ``file://relative`` become absolute ``file://`` URLs (as the artifact
-    store writes them); other URLs are returned as they are."""
-    if "://" not in location:
-        return "file://" + os.path.abspath(location)
-    if location.startswith("file://") and not location.startswith("file:///"):
-        return "file://" + os.path.abspath(location.removeprefix("file://"))
-    return location
-
-
-def _root(store: str | HasFilesystem | BlobStore | _Root, storage_options: dict | None) -> _Root:
-    if isinstance(store, _Root):
-        return store
-    if isinstance(store, BlobStore):
-        return store.store_root
-    if isinstance(store, str | Path):
-        url = _local_url(str(store)).rstrip("/")
-        try:
-            fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
-        except (ImportError, ValueError) as exc:
-            raise AtollError("bad_artifact_store", f"artifact store {url}: {exc}") from None
-        return _Root(fs, path.rstrip("/"), url)
-    return _Root(store.fs, store.root.rstrip("/"), store.url)
-
-
-def _open_location(location: str | Path, storage_options: dict | None) -> tuple[Any, str]:
-    url = _local_url(str(location))
-    try:
-        fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
-    except (ImportError, ValueError) as exc:
-        raise AtollError("artifact_unreadable", f"world {location}: {exc}") from None
-    return fs, path
-
-
-# --- blobs --------------------------------------------------------------------------------
-
-
-class BlobStore:
-    """The content-addressed blobs of a store root, under ``folder`` (``blobs/sha256``).
-
-    ``store`` is a root URL or local folder (with ``storage_options`` for fsspec), or any object
-    with ``url``, ``fs`` and ``root`` (an ``ArtifactStore``). :attr:`written` counts the blobs
-    this object stored (not those it found already there).
-    """
-
-    def __init__(
-        self,
-        store: str | Path | HasFilesystem,
-        *,
-        storage_options: dict | None = None,
-        folder: str = BLOB_FOLDER,
-    ) -> None:
-        self.store_root = _root(store, storage_options)  # type: ignore[arg-type]
-        self.folder = folder.strip("/")
-        self.written = 0
-
-    @property
-    def fs(self) -> Any:
-        return self.store_root.fs
-
-    def key(self, sha256: str) -> str:
-        """The blob's key relative to the store root; ValueError for a name that is no sha256."""
-        if not _SHA256.match(sha256):
-            raise ValueError(f"{sha256!r} is not a sha256 (64 lowercase hex digits)")
-        return f"{self.folder}/{sha256[:2]}/{sha256}"
-
-    def path(self, sha256: str) -> str:
-        return self.store_root.full(self.key(sha256))
-
-    def uri(self, sha256: str) -> str:
-        return self.store_root.uri(self.path(sha256))
-
-    def has(self, sha256: str) -> bool:
-        return bool(self.fs.exists(self.path(sha256)))
-
-    def put(self, sha256: str, content: bytes | BinaryIO) -> bool:
-        """Store ``content`` (bytes or a reader) as blob ``sha256`` unless it is there; True when
-        this call wrote it. The content is hashed while it is compressed: AtollError
-        (``blob_corrupt``) when it is not what ``sha256`` names (nothing is stored then)."""
-        if self.has(sha256):
-            return False
-        self._write(sha256, content)
-        return True
-
-    def _write(self, sha256: str, content: bytes | BinaryIO) -> None:
-        """Write the blob whether or not it is there (a caller that has just asked)."""
-        path = self.path(sha256)
-        folder = path.rsplit("/", 1)[0]
-        self.fs.makedirs(folder, exist_ok=True)
-        partial = f"{path}.{uuid.uuid4().hex}.partial"
-        reader = io.BytesIO(content) if isinstance(content, bytes | bytearray | memoryview) else content
-        digest = hashlib.sha256()
-        try:
-            with (
-                self.fs.open(partial, "wb") as sink,
-                gzip.GzipFile(
-                    filename="", mode="wb", fileobj=sink, mtime=0, compresslevel=COMPRESS_LEVEL
-                ) as gz,
-            ):
-                while block := reader.read(_CHUNK):
-                    digest.update(block)
-                    gz.write(block)
-            if digest.hexdigest() != sha256:
-                raise BlobIntegrityError(
-                    f"blob {sha256[:12]}…: the content given hashes to {digest.hexdigest()[:12]}…"
-                )
-            # Two writers of the same blob move the same bytes into place: either move wins.
-            self.fs.mv(partial, path)
-        except BaseException:
-            try:
-                if self.fs.exists(partial):
-                    self.fs.rm(partial)
-            except OSError:
-                pass
-            raise
-        self.written += 1
-
-    def open(self, sha256: str) -> BinaryIO:
-        """A reader of the blob's content; its end raises AtollError(``blob_corrupt``) when what
-        was read is not what the name says. AtollError(``blob_missing``) when it is absent."""
-        uri = self.uri(sha256)
-        try:
-            handle = self.fs.open(self.path(sha256), "rb")
-        except FileNotFoundError:
-            raise AtollError("blob_missing", f"blob {uri}: not in the store") from None
-        except OSError as exc:
-            raise AtollError("artifact_unreadable", f"blob {uri}: {exc}") from None
-        return _VerifyingReader(handle, sha256, uri)
-
-    def get(self, sha256: str) -> bytes:
-        """The blob's content, checked against its name (errors as :meth:`open`)."""
-        with self.open(sha256) as reader:
-            return reader.read()
-
-
-class _VerifyingReader(io.RawIOBase):
-    """Decompresses a stored blob and checks its sha256 when the end is reached."""
-
-    def __init__(self, handle: BinaryIO, sha256: str, uri: str) -> None:
-        self._handle = handle
-        self._gz = gzip.GzipFile(fileobj=handle, mode="rb")
-        self._digest = hashlib.sha256()
-        self._sha256 = sha256
-        self._uri = uri
-        self._done = False
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        try:
-            data = self._gz.read(len(buffer))
-        except (OSError, EOFError) as exc:
-            raise BlobIntegrityError(f"blob {self._uri}: not a gzip'd blob ({exc})") from None
-        if not data and not self._done:
-            self._done = True
-            if self._digest.hexdigest() != self._sha256:
-                raise BlobIntegrityError(f"blob {self._uri}: its content does not match its name")
-        self._digest.update(data)
-        buffer[: len(data)] = data
-        return len(data)
-
-    def read(self, size: int = -1) -> bytes:
-        if size is None or size < 0:
-            chunks = []
-            while block := super().read(_CHUNK):
-                chunks.append(block)
-            return b"".join(chunks)
-        return super().read(size) or b""
-
-    def close(self) -> None:
-        """Closes the blob; one read only in part (a tar member takes exactly its size) is read
-        to its end first, so that its hash is checked all the same."""
-        if self.closed:
-            return
-        try:
-            if not self._done:
-                while super().read(_CHUNK):
-                    pass
-        finally:
-            self._gz.close()
-            self._handle.close()
-            super().close()
 
 
 # --- references ---------------------------------------------------------------------------
@@ -353,7 +133,7 @@ def store_world(
         if entry.sha256 is not None:
             files.setdefault(entry.sha256, entry)
     # Existence checks are round trips on an object store: ask them side by side.
-    with ThreadPoolExecutor(max_workers=8 if _protocol(root.fs) != "file" else 1) as pool:
+    with ThreadPoolExecutor(max_workers=8 if protocol_of(root.fs) != "file" else 1) as pool:
         present = dict(zip(files, pool.map(blobs.has, files), strict=True))
     for sha256, entry in files.items():
         if present[sha256]:
@@ -397,7 +177,7 @@ def world_kind(location: str | Path) -> str:
     if name.endswith(DELTA_SUFFIX):
         return "delta"
     if "://" not in name or name.startswith("file://"):
-        path = Path(_local_url(name).removeprefix("file://"))
+        path = Path(local_url(name).removeprefix("file://"))
         try:
             with path.open("rb") as handle:
                 head = handle.read(64).lstrip()
@@ -494,9 +274,9 @@ def open_world(uri: str | Path, *, root: str | Path, storage_options: dict | Non
     Raises AtollError: ``bad_world_manifest`` (not a manifest or delta), ``bad_world_reference``
     (a reference that is absolute, has a scheme or leaves ``root``), ``world_base_mismatch`` (a
     base that is not the world the delta was made on), ``artifact_unreadable``."""
-    fs, path = _open_location(uri, storage_options)
-    store_root = _root(str(root), storage_options)
-    uri_text = f"{_protocol(fs)}://{path}"
+    fs, path = open_location(uri, storage_options)
+    root_of_store = store_root(str(root), storage_options)
+    uri_text = f"{protocol_of(fs)}://{path}"
     kind = world_kind(uri)
     world = StoredWorld(uri_text, kind)
     try:
@@ -512,21 +292,21 @@ def open_world(uri: str | Path, *, root: str | Path, storage_options: dict | Non
             world.manifest = world.delta.manifest
         else:
             world.manifest = _read_manifest(fs, path)
-        _check_same_store(fs, store_root, uri_text)
-        world.blob_folders = _blob_folders(fs, path, world.manifest, store_root, depth=0)
+        _check_same_store(fs, root_of_store, uri_text)
+        world.blob_folders = _blob_folders(fs, path, world.manifest, root_of_store, depth=0)
         return world
     except BaseException:
         world.close()
         raise
 
 
-def _check_same_store(fs: Any, root: _Root, uri: str) -> None:
-    if _protocol(fs) != _protocol(root.fs):
+def _check_same_store(fs: Any, root: StoreRoot, uri: str) -> None:
+    if protocol_of(fs) != protocol_of(root.fs):
         raise _reference_error(f"{uri} is not in the artifact store {root.url}")
 
 
 def _local_copy(world: StoredWorld, fs: Any, path: str, name: str) -> Path:
-    if _protocol(fs) == "file":
+    if protocol_of(fs) == "file":
         local = Path(path)
         if not local.is_file():
             raise AtollError("artifact_unreadable", f"world {path}: no such file")
@@ -553,7 +333,9 @@ def _read_manifest(fs: Any, path: str) -> WorldManifest:
     return WorldManifest.from_bytes(data, path)
 
 
-def _blob_folders(fs: Any, path: str, manifest: WorldManifest, root: _Root, *, depth: int) -> list[BlobStore]:
+def _blob_folders(
+    fs: Any, path: str, manifest: WorldManifest, root: StoreRoot, *, depth: int
+) -> list[BlobStore]:
     """The blob folders of ``manifest`` (at ``path``): its own ``blobs``, then its base's."""
     folders: list[BlobStore] = []
     if manifest.blobs is not None:
@@ -600,17 +382,17 @@ def infer_root(location: str | Path, *, storage_options: dict | None = None) -> 
     """The store root of a manifest or delta given without one: the nearest folder above it
     that holds ``blobs/``, else the file's own folder (where references can then point
     nowhere outside it)."""
-    fs, path = _open_location(location, storage_options)
+    fs, path = open_location(location, storage_options)
     folder = posixpath.dirname(path)
     candidate = folder
     while candidate and candidate not in ("/", "."):
         if fs.isdir(f"{candidate}/blobs"):
-            return f"{_protocol(fs)}://{candidate}"
+            return f"{protocol_of(fs)}://{candidate}"
         parent = posixpath.dirname(candidate)
         if parent == candidate:
             break
         candidate = parent
-    return f"{_protocol(fs)}://{folder}"
+    return f"{protocol_of(fs)}://{folder}"
 
 
 def store_root_for(
@@ -619,8 +401,8 @@ def store_root_for(
     """The store root to read the world at ``uri`` under: ``store_url`` (a run's artifact store)
     when ``uri`` lies under it, else :func:`infer_root`."""
     if store_url is not None:
-        root = _local_url(store_url).rstrip("/")
-        if _local_url(str(uri)).startswith(root + "/"):
+        root = local_url(store_url).rstrip("/")
+        if local_url(str(uri)).startswith(root + "/"):
             return root
     return infer_root(uri, storage_options=storage_options)
 
