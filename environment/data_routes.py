@@ -12,13 +12,14 @@ from typing import Any, BinaryIO
 
 import anyio
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, Field, ValidationError
 from starlette.datastructures import UploadFile
 from starlette.types import Message
 
 from atoll.errors import AtollError
 from atoll.http import strict_json
+from atoll.world_manifest import WorldManifest
 from environment.archipelago import S3Credentials, refuse_hooks, storage_options_for
 from environment.archive import ArchiveLimits, UnsafeArchive
 from environment.pipes import consume_piped
@@ -30,14 +31,18 @@ from environment.snapshot import (
     SnapshotLimits,
     SnapshotTimeout,
     SnapshotTooLarge,
+    UnlistableMember,
+    build_manifest,
     write_snapshot,
 )
 from environment.url_policy import check_url, opener_options, refusal_in, resolve_url
+from environment.world_delta import WorldState, collect_delta, list_populated, write_world_delta
 
 logger = logging.getLogger("environment.data")
 router = APIRouter()
 
 SHA256_HEADER = "X-Snapshot-SHA256"
+DIGEST_HEADER = "X-World-Digest"
 
 
 class SourceSpec(BaseModel):
@@ -94,6 +99,14 @@ def _world_lock(request: Request) -> anyio.Lock:
     if not hasattr(state, "world_lock"):
         state.world_lock = anyio.Lock()
     return state.world_lock
+
+
+def _world_state(request: Request) -> WorldState:
+    """The world's stat cache and populated base (environment.world_delta); under the lock."""
+    state = request.app.state
+    if not hasattr(state, "world_state"):
+        state.world_state = WorldState()
+    return state.world_state
 
 
 def _capped(request: Request, limit: int) -> Request:
@@ -282,6 +295,8 @@ async def _run_populate(
     outcome = "error"
     try:
         async with _world_lock(request):
+            world = _world_state(request)
+            world.cache.clear()  # every populate: the world's files are new ones
             result = await run_in_data_thread(
                 request,
                 partial(
@@ -294,6 +309,10 @@ async def _run_populate(
                     url_prefixes=settings.url_prefixes,
                 ),
             )
+            if result.mode == "replace":  # the new base of deltas, and a warm stat cache
+                await run_in_data_thread(
+                    request, list_populated, _roots(settings), world, _snapshot_limits(settings)
+                )
         outcome = "ok"
         if result.mode == "replace":
             request.app.state.plane.world_replaced()
@@ -335,32 +354,41 @@ async def _build_snapshot(request: Request) -> tuple[BinaryIO, SnapshotInfo]:
     metrics = request.app.state.metrics
     started = time.perf_counter()
     spool = tempfile.NamedTemporaryFile(prefix="atoll-snapshot-", suffix=".tar.gz")  # noqa: SIM115
-    limits = SnapshotLimits(
+    limits = _snapshot_limits(settings)
+    try:
+        async with _world_lock(request):
+            info = await run_in_data_thread(request, write_snapshot, _roots(settings), spool, limits)
+        spool.flush()
+    except (SnapshotTooLarge, SnapshotTimeout, OSError) as exc:
+        spool.close()
+        outcome = "error" if isinstance(exc, OSError) else "refused"
+        metrics.snapshot_seconds.labels(outcome).observe(time.perf_counter() - started)
+        raise _world_read_error(exc, "snapshot") from exc
+    metrics.snapshot_seconds.labels("ok").observe(time.perf_counter() - started)
+    metrics.snapshot_bytes.inc(info.size_bytes)
+    spool.seek(0)
+    return spool, info
+
+
+def _snapshot_limits(settings: EnvironmentSettings) -> SnapshotLimits:
+    return SnapshotLimits(
         max_bytes=settings.snapshot_max_bytes,
         max_allocated_bytes=settings.snapshot_max_allocated_bytes,
         timeout_s=settings.snapshot_timeout_s,
         max_file_bytes=settings.snapshot_max_file_bytes,
         max_sparse_bytes=settings.snapshot_max_sparse_bytes,
     )
-    try:
-        async with _world_lock(request):
-            info = await run_in_data_thread(request, write_snapshot, _roots(settings), spool, limits)
-        spool.flush()
-    except (SnapshotTooLarge, SnapshotTimeout) as exc:
-        spool.close()
-        metrics.snapshot_seconds.labels("refused").observe(time.perf_counter() - started)
-        logger.error("snapshot refused", extra={"error": exc.message})
-        status = 413 if isinstance(exc, SnapshotTooLarge) else 503
-        raise HTTPException(status, {"error": exc.message, "code": exc.code}) from exc
-    except OSError as exc:
-        spool.close()
-        metrics.snapshot_seconds.labels("error").observe(time.perf_counter() - started)
-        logger.error("snapshot failed", extra={"error": str(exc)})
-        raise HTTPException(500, {"error": f"snapshot failed: {exc}", "code": "snapshot_failed"}) from exc
-    metrics.snapshot_seconds.labels("ok").observe(time.perf_counter() - started)
-    metrics.snapshot_bytes.inc(info.size_bytes)
-    spool.seek(0)
-    return spool, info
+
+
+def _world_read_error(exc: Exception, what: str) -> HTTPException:
+    """A snapshot, manifest or delta that could not be read from the world, as its reply:
+    413 too large, 503 past the deadline, 409 a name a manifest cannot carry, 500 else."""
+    if isinstance(exc, AtollError):
+        logger.error("%s refused", what, extra={"error": exc.message})
+        status = {SnapshotTooLarge: 413, SnapshotTimeout: 503, UnlistableMember: 409}.get(type(exc), 400)
+        return HTTPException(status, {"error": exc.message, "code": exc.code})
+    logger.error("%s failed", what, extra={"error": str(exc)})
+    return HTTPException(500, {"error": f"{what} failed: {exc}", "code": "snapshot_failed"})
 
 
 async def _chunks(request: Request, spool: BinaryIO, size: int) -> AsyncIterator[bytes]:
@@ -399,6 +427,116 @@ async def snapshot(request: Request) -> StreamingResponse:
             "X-Snapshot-Skipped": str(info.skipped),
             "X-Snapshot-Apparent-Bytes": str(info.apparent_bytes),
             "X-Snapshot-Allocated-Bytes": str(info.allocated_bytes),
+        },
+    )
+
+
+class DeltaRequest(BaseModel):
+    """What a delta builds on: ``base`` is stored verbatim in the delta's manifest; a
+    ``base_digest`` other than the populated world's is refused (409 ``base_mismatch``)."""
+
+    model_config = {"extra": "forbid"}
+
+    base: str | None = Field(
+        None, max_length=4096, description="the base manifest's URI, relative to the delta's manifest"
+    )
+    base_digest: str | None = Field(
+        None, pattern=r"^[0-9a-f]{64}$", description="the digest the client expects the base to have"
+    )
+
+
+_DIGEST_HEADERS = {
+    DIGEST_HEADER: {"description": "the world's manifest digest", "schema": {"type": "string"}}
+}
+
+
+@router.post(
+    "/snapshot/manifest",
+    response_class=Response,
+    responses={200: {"model": WorldManifest, "headers": _DIGEST_HEADERS}},
+)
+async def snapshot_manifest(request: Request) -> Response:
+    """The world's manifest (the members ``POST /data/snapshot`` would archive, each file's
+    size, sha256 and executable bit); header ``X-World-Digest`` carries its digest. Files whose
+    stat is unchanged since they were last hashed are not read again."""
+    settings = _settings(request)
+    try:
+        async with _world_lock(request):
+            manifest = await run_in_data_thread(
+                request,
+                build_manifest,
+                _roots(settings),
+                _snapshot_limits(settings),
+                _world_state(request).cache,
+            )
+    except (SnapshotTooLarge, SnapshotTimeout, UnlistableMember, OSError) as exc:
+        raise _world_read_error(exc, "manifest") from exc
+    digest, body = await run_in_data_thread(request, lambda: (manifest.digest(), manifest.to_bytes()))
+    return Response(body, media_type="application/json", headers={DIGEST_HEADER: digest})
+
+
+@router.post(
+    "/snapshot/delta",
+    response_class=StreamingResponse,
+    dependencies=[Depends(strict_json(DeltaRequest))],
+    responses={
+        200: {"content": {"application/gzip": {"schema": _ARCHIVE}}, "headers": _DIGEST_HEADERS},
+        409: {"description": "base_mismatch: the base_digest given is not the populated world's"},
+    },
+)
+async def snapshot_delta(request: Request, body: DeltaRequest | None = None) -> StreamingResponse:
+    """The world as a delta against the world the last ``replace`` populate left (before any:
+    the empty world): its whole manifest (``base`` as given, ``base_digest`` the populated
+    world's digest) and a blob for each file content that world lacks. Headers:
+    ``X-World-Digest``, ``X-Base-Digest``, ``X-Delta-Blobs``, ``X-Delta-SHA256``."""
+    body = body or DeltaRequest()
+    settings = _settings(request)
+    world = _world_state(request)
+    try:
+        async with _world_lock(request):
+            if body.base_digest is not None and body.base_digest != world.populated_digest:
+                raise HTTPException(
+                    409,
+                    {
+                        "error": f"base_digest {body.base_digest} is not the populated world's "
+                        f"digest {world.populated_digest}",
+                        "code": "base_mismatch",
+                        "base_digest": body.base_digest,
+                        "populated_digest": world.populated_digest,
+                    },
+                )
+            contents = await run_in_data_thread(
+                request, collect_delta, _roots(settings), world, _snapshot_limits(settings), body.base
+            )
+    except (SnapshotTooLarge, SnapshotTimeout, UnlistableMember, OSError) as exc:
+        raise _world_read_error(exc, "delta") from exc
+    # Compressed after the lock is released: it reads only the contents copied under it.
+    spool = tempfile.TemporaryFile(prefix="atoll-delta-", suffix=".tar.gz")  # noqa: SIM115
+    try:
+        info = await run_in_data_thread(request, write_world_delta, contents, spool)
+        spool.seek(0)
+    except BaseException:
+        spool.close()
+        raise
+    logger.info(
+        "delta",
+        extra={
+            "bytes": info.size_bytes,
+            "blobs": info.blobs,
+            "blob_bytes": info.blob_bytes,
+            "digest": contents.digest,
+        },
+    )
+    return StreamingResponse(
+        _chunks(request, spool, info.size_bytes),
+        media_type="application/gzip",
+        headers={
+            "Content-Length": str(info.size_bytes),
+            DIGEST_HEADER: contents.digest,
+            "X-Base-Digest": str(contents.manifest.base_digest),
+            "X-Delta-Blobs": str(info.blobs),
+            "X-Delta-Blob-Bytes": str(info.blob_bytes),
+            "X-Delta-SHA256": info.sha256,
         },
     )
 

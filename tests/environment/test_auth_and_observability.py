@@ -38,6 +38,8 @@ CONTROL_PLANE = [
     ("POST", "/data/populate"),
     ("POST", "/data/snapshot"),
     ("POST", "/data/snapshot/s3"),
+    ("POST", "/data/snapshot/manifest"),
+    ("POST", "/data/snapshot/delta"),
     ("GET", "/metrics"),
 ]
 
@@ -58,6 +60,8 @@ def test_control_plane_requires_the_env_token_and_health_stays_open(guarded):
         )
         assert populated.status_code == 200
         assert http.post("/data/snapshot", headers=_bearer(ENV_TOKEN)).status_code == 200
+        assert http.post("/data/snapshot/manifest", headers=_bearer(ENV_TOKEN)).status_code == 200
+        assert http.post("/data/snapshot/delta", headers=_bearer(ENV_TOKEN)).status_code == 200
 
 
 def test_mcp_takes_its_own_token(guarded):
