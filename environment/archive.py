@@ -13,6 +13,8 @@ link once more on the finished tree.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 import stat
 from collections.abc import Callable
@@ -24,9 +26,41 @@ from atoll.members import UnsafeArchive, clean_member_name, is_junk
 from environment.links import LinkEscape, resolve_link
 from mcp_servers._core import beneath
 
-__all__ = ["ArchiveLimits", "Router", "SafeExtractor", "UnsafeArchive", "clean_member_name", "copy_capped"]
+__all__ = [
+    "ArchiveLimits",
+    "LocalFile",
+    "Router",
+    "SafeExtractor",
+    "UnsafeArchive",
+    "clean_member_name",
+    "copy_capped",
+]
 
 _CHUNK = 1 << 20
+_KERNEL_CHUNK = 64 << 20
+# A filesystem (or a pair of them) that cannot do the copy in the kernel: use the next way.
+_NO_KERNEL_COPY = frozenset({errno.EOPNOTSUPP, errno.EXDEV, errno.EINVAL, errno.ENOSYS})
+_FICLONE = 0x40049409  # _IOW(0x94, 9, int), linux/fs.h
+
+
+@dataclass(frozen=True)
+class LocalFile:
+    """A regular file opened from a local folder source, given to :meth:`SafeExtractor.add_file`
+    so that its data is copied in the kernel (:meth:`SafeExtractor._copy_in_kernel`)."""
+
+    descriptor: int
+
+
+def _clone(source_fd: int, sink_fd: int) -> bool:
+    """Whether the sink now shares the source's blocks (a reflink); False where the filesystem
+    has none (ext4: EOPNOTSUPP; across filesystems: EXDEV)."""
+    try:
+        fcntl.ioctl(sink_fd, _FICLONE, source_fd)
+    except OSError as exc:
+        if exc.errno in _NO_KERNEL_COPY or exc.errno == errno.ENOTTY:
+            return False
+        raise
+    return True
 
 
 @dataclass(frozen=True)
@@ -184,8 +218,11 @@ class SafeExtractor:
         if not stat.S_ISDIR(info.st_mode):
             raise UnsafeArchive(name, "a file of the same name is already in the archive")
 
-    def add_file(self, name: str, source: BinaryIO, size: int, executable: bool, mtime: float | None) -> None:
-        """Copy ``size`` bytes from ``source``; refuses before writing when the limits would be passed."""
+    def add_file(
+        self, name: str, source: BinaryIO | LocalFile, size: int, executable: bool, mtime: float | None
+    ) -> None:
+        """Copy ``size`` bytes from ``source`` (a stream, or a local file copied in the kernel);
+        refuses before writing when the limits would be passed."""
         self._count_member(name)
         self._reserve(name, size)
         target = self._target(name)
@@ -196,20 +233,63 @@ class SafeExtractor:
         self._clear(name, root, relative, path)
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         with os.fdopen(descriptor, "wb", buffering=0) as sink:
-            remaining = size
-            while remaining > 0:
-                chunk = source.read(min(_CHUNK, remaining))
-                if not chunk:
-                    raise UnsafeArchive(name, "archive ends inside this member (truncated)")
-                sink.write(chunk)
-                remaining -= len(chunk)
-                self.bytes_written += len(chunk)
-                self.check_ratio(name)
+            if isinstance(source, LocalFile):
+                self._copy_in_kernel(name, source, sink.fileno(), size)
+            else:
+                self._copy_stream(name, source, sink, size)
             if executable:
                 os.fchmod(sink.fileno(), 0o755)
             if mtime is not None:
                 os.utime(sink.fileno(), (mtime, mtime))
         self.files += 1
+
+    def _copy_stream(self, name: str, source: BinaryIO, sink: BinaryIO, size: int) -> None:
+        remaining = size
+        while remaining > 0:
+            chunk = source.read(min(_CHUNK, remaining))
+            if not chunk:
+                raise UnsafeArchive(name, "archive ends inside this member (truncated)")
+            sink.write(chunk)
+            remaining -= len(chunk)
+            self.bytes_written += len(chunk)
+            self.check_ratio(name)
+
+    def _copy_in_kernel(self, name: str, source: LocalFile, sink_fd: int, size: int) -> None:
+        """Exactly ``size`` bytes of a local file, without passing them through Python: a
+        reflink (``FICLONE``: shared blocks, copy-on-write) where the filesystem has them, else
+        ``copy_file_range``, else a read/write loop. The same caps as a stream: never more than
+        ``size`` bytes (a file that grew is cut back to it), a file that shrank is refused."""
+        if size > 0 and _clone(source.descriptor, sink_fd):
+            cloned = os.fstat(sink_fd).st_size
+            if cloned >= size:
+                if cloned > size:  # grew since its size was taken: the size reserved is the cap
+                    os.ftruncate(sink_fd, size)
+                self.bytes_written += size
+                self.check_ratio(name)
+                return
+            os.ftruncate(sink_fd, 0)  # shrank: copy it the plain way, which refuses it
+        copied = 0
+        use_range = True
+        while copied < size:
+            count = min(_KERNEL_CHUNK, size - copied)
+            done = 0
+            if use_range:
+                try:
+                    done = os.copy_file_range(source.descriptor, sink_fd, count, copied, copied)
+                except OSError as exc:
+                    if exc.errno not in _NO_KERNEL_COPY:
+                        raise
+                    use_range = False
+            if not use_range:
+                chunk = os.pread(source.descriptor, min(_CHUNK, count), copied)
+                done = len(chunk)
+                if done:
+                    os.pwrite(sink_fd, chunk, copied)
+            if done == 0:
+                raise UnsafeArchive(name, "the file ends before its size (it shrank while copied)")
+            copied += done
+            self.bytes_written += done
+            self.check_ratio(name)
 
     def add_symlink(self, name: str, link_target: str) -> None:
         """A symlink is kept only when it resolves inside its own root, physically."""

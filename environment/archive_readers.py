@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from atoll.members import UnsafeArchive
-from environment.archive import SafeExtractor
+from environment.archive import LocalFile, SafeExtractor
 from environment.gunzip import ForwardOnly, ThreadedGunzip
 
 _CORRUPT = (
@@ -252,8 +252,14 @@ def copy_local_folder(folder: Path, extractor: SafeExtractor) -> None:
                 extractor.add_symlink(name, os.readlink(full))
             elif stat.S_ISREG(info.st_mode):
                 descriptor = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-                with os.fdopen(descriptor, "rb") as source:
-                    size = os.fstat(source.fileno()).st_size
-                    extractor.add_file(name, source, size, bool(info.st_mode & 0o111), info.st_mtime)
+                with os.fdopen(descriptor, "rb", buffering=0):  # closes the descriptor
+                    opened = os.fstat(descriptor)
+                    if not stat.S_ISREG(opened.st_mode):  # swapped since it was listed
+                        raise UnsafeArchive(name, "device files, FIFOs and sockets are not allowed")
+                    # Copied in the kernel (reflink or copy_file_range): the bytes never pass
+                    # through Python.
+                    extractor.add_file(
+                        name, LocalFile(descriptor), opened.st_size, bool(info.st_mode & 0o111), info.st_mtime
+                    )
             else:
                 raise UnsafeArchive(name, "device files, FIFOs and sockets are not allowed")
