@@ -15,13 +15,14 @@ share the store; the API plans, enqueues and reports.
 | ``POST /runs/{name}/requeue`` | trials in ``infra_error`` pending again; the reply counts them |
 | ``PATCH /runs/{name}`` | body ``{"concurrency": N \| null}``: cap on the run's trials in flight across every worker, from the next lease |
 | ``POST /runs/{name}/archive`` | hide a run that is not running from the default list (its data kept) |
+| ``DELETE /runs/{name}`` | delete a run with no trial pending or leased: its rows, its trials' artifact folders, then the stored worlds no trial uses (``?gc=false`` skips that; :mod:`orchestrator.run_deletion`) |
 | ``GET /runs/{name}/report`` | report.json, built on demand (report.md/html written beside it); one build at a time, requests waiting together share the next |
 | ``GET /runs/{name}/events``, ``/runs/{name}/webhooks…`` | the run's events and webhooks (:mod:`orchestrator.api_events`) |
 
 Unknown runs and trials are 404 (``unknown_run``, ``unknown_trial``); a verb that does not
 apply to the run as it stands (cancel a finished run, archive a running one) is 409
 ``run_not_active``. The lifecycle is :mod:`orchestrator.lifecycle` (the CLI's ``atoll runs``,
-``cancel``, ``pause``, ``resume``, ``requeue``, ``resize``, ``archive`` call the same functions);
+``cancel``, ``pause``, ``resume``, ``requeue``, ``resize``, ``archive``, ``delete`` call the same functions);
 its routes are in :mod:`orchestrator.api_lifecycle`.
 
 With ``ATOLL_API_TOKEN`` set, every route but ``/health`` needs ``Authorization: Bearer …``

@@ -1,5 +1,5 @@
 """The run lifecycle routes of the orchestrator API: thin HTTP over
-:mod:`orchestrator.lifecycle` (listing, status, trials, and the control verbs). Every route
+:mod:`orchestrator.lifecycle` (listing, status, trials, and the control verbs) and :mod:`orchestrator.run_deletion` (delete). Every route
 needs the API's bearer token when one is set; store work runs off the event loop."""
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from orchestrator.lifecycle_models import (
     TrialDetail,
     TrialPage,
 )
+from orchestrator.run_deletion import RunDeletion, delete_run
 from orchestrator.store import TrialStore
 from orchestrator.store_control import TrialFilter
 
@@ -114,6 +115,13 @@ def lifecycle_router(store: TrialStore, authorize: Callable[..., Awaitable[None]
     @router.post("/runs/{name}/archive")
     async def archive(name: str) -> RunChange:
         return await asyncio.to_thread(lifecycle.archive_run, store, name)
+
+    @router.delete("/runs/{name}")
+    async def delete(
+        name: str,
+        gc: bool = Query(True, description="then remove the stored worlds no trial uses (grace: 24 h)"),
+    ) -> RunDeletion:
+        return await asyncio.to_thread(delete_run, store, name, gc=gc)
 
     return router
 

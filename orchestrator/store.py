@@ -29,6 +29,7 @@ from atoll.errors import AtollError
 from atoll.jsonio import model_json
 from atoll.trial import TrialResult, TrialSpec, TrialState
 from orchestrator.store_control import RunControls
+from orchestrator.store_delete import RunDeletions, run_exists
 from orchestrator.store_events import RunEvents
 from orchestrator.store_retry import StoreRetry, first_connection, retried
 from orchestrator.store_runs import RunRecords, TrialRow
@@ -169,7 +170,7 @@ def shown_store_url(url: str) -> str:
         return url.split("://", 1)[0] + "://***"  # unparsable: show no part that may be secret
 
 
-class TrialStore(RunRecords, RunEvents, RunControls):
+class TrialStore(RunRecords, RunEvents, RunControls, RunDeletions):
     """Experiments, trials and attempts in one database. Every operation retries database
     errors for a bounded time (``retry``; see orchestrator.store_retry). Every change to a run
     appends its event to the run's event log in the same transaction (orchestrator.store_events)."""
@@ -506,6 +507,11 @@ class TrialStore(RunRecords, RunEvents, RunControls):
         )
         return {write_id: bool(accepted) for write_id, accepted in rows}
 
+    @staticmethod
+    def _runs_in(tx: Connection, items: Sequence[Completion]) -> set[str]:
+        """Which runs of these completions still exist."""
+        return {name for name in {item.lease.experiment for item in items} if run_exists(tx, name)}
+
     def complete(self, lease: Lease, worker: str, result: TrialResult) -> bool:
         """Record a final result (pass, fail or ungradeable). Returns False, and keeps the
         attempt only as history, when the lease was lost in the meantime."""
@@ -574,7 +580,11 @@ class TrialStore(RunRecords, RunEvents, RunControls):
                     ),
                     finished,
                 )
-            if fresh:
+            # A run deleted meanwhile keeps no history: a late result of a lease it took back
+            # must not leave rows under its name (a new run of that name would count them).
+            existing = self._runs_in(tx, fresh)
+            kept = [item for item in fresh if written[item.write_id] or item.lease.experiment in existing]
+            if kept:
                 tx.execute(
                     attempts.insert(),
                     [
@@ -588,7 +598,7 @@ class TrialStore(RunRecords, RunEvents, RunControls):
                             now,
                             item.write_id,
                         )
-                        for item in fresh
+                        for item in kept
                     ],
                 )
             accepted = [item for item in fresh if written[item.write_id]]
@@ -642,13 +652,14 @@ class TrialStore(RunRecords, RunEvents, RunControls):
                 tx.execute(update(trials).where(_held(lease, leased_only=False)).values(**values)).rowcount
                 == 1
             )
-            tx.execute(
-                attempts.insert().values(
-                    **_attempt_row(
-                        lease, worker, "infra_error", accepted, error, result, time.time(), write_id
+            if accepted or run_exists(tx, lease.experiment):  # a deleted run keeps no history
+                tx.execute(
+                    attempts.insert().values(
+                        **_attempt_row(
+                            lease, worker, "infra_error", accepted, error, result, time.time(), write_id
+                        )
                     )
                 )
-            )
             if accepted and exhausted:
                 self._append_events(
                     tx, [_finished_event(lease, result, "infra_error")], finished=[lease.experiment]

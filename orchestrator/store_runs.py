@@ -16,6 +16,7 @@ from sqlalchemy.engine import Connection
 from atoll.errors import AtollError
 from atoll.jsonio import dumps_strict, model_json
 from atoll.trial import TrialResult, TrialSpec, TrialState
+from orchestrator.store_delete import run_exists
 from orchestrator.store_retry import retried
 from orchestrator.store_schema import TRIAL_FIELDS, archived_trials, attempts, experiments, trials
 
@@ -131,6 +132,8 @@ class RunRecords:
             tx.execute(
                 update(experiments).where(experiments.c.name == name).values(stop_json=dumps_strict(stop))
             )
+            if not run_exists(tx, name):  # deleted meanwhile (a runner stopping late): no event
+                return
             # A cancel is the user's stop (orchestrator.lifecycle); every other reason is an abort.
             kind = "run.cancelled" if reason == "cancelled" else "run.aborted"
             self._append_events(tx, [(name, kind, {"reason": reason, "detail": detail})])

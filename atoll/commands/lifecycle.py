@@ -1,6 +1,7 @@
 """`atoll runs`, `atoll cancel`, `atoll pause`, `atoll resume`, `atoll requeue`, `atoll resize`,
-`atoll archive`: the run lifecycle on the command line, over the same functions as the
-orchestrator API (:mod:`orchestrator.lifecycle`), so what one says the other does."""
+`atoll archive`, `atoll delete`, `atoll gc`: the run lifecycle on the command line, over the
+same functions as the orchestrator API (:mod:`orchestrator.lifecycle`,
+:mod:`orchestrator.run_deletion`), so what one says the other does."""
 
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ def register(app: typer.Typer) -> None:
     app.command(name="requeue")(requeue)
     app.command(name="resize")(resize)
     app.command(name="archive")(archive)
+    app.command(name="delete")(delete)
+    app.command(name="gc")(gc)
 
 
 def _store_option() -> str:
@@ -203,3 +206,88 @@ def archive(run_name: str = typer.Argument(..., help="run name"), store: str = _
         lambda trial_store: lifecycle.archive_run(trial_store, run_name),
         lambda _: "archived",
     )
+
+
+def _grace_option() -> float:
+    return typer.Option(
+        24.0, "--grace-hours", min=0, help="keep unreferenced seeds and blobs written less than this long ago"
+    )
+
+
+def delete(
+    run_name: str = typer.Argument(..., help="run name"),
+    store: str = _store_option(),
+    artifacts: str = typer.Option(None, help="the run's artifact store (default: the one its spec names)"),
+    yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
+    no_gc: bool = typer.Option(False, "--no-gc", help="leave the stored worlds to a later `atoll gc`"),
+    grace_hours: float = _grace_option(),
+    json_output: bool = typer.Option(
+        False, "--json", help="what was removed as JSON (as DELETE /runs/{name})"
+    ),
+) -> None:
+    """Delete a run for good: its trials, results, history and events, the artifact folders its
+    trials' results point to, then (unless --no-gc) the stored worlds no trial uses any more.
+    Refused while any trial of it is pending or running (`atoll cancel --stop` first)."""
+    from orchestrator.artifacts import ArtifactStore
+    from orchestrator.run_deletion import delete_run
+    from orchestrator.world_gc import described
+
+    with _opened(store, run_name) as trial_store:
+        if not yes and not typer.confirm(f"delete run {run_name} and its artifacts for good?", default=False):
+            raise AtollError("not_confirmed", f"run {run_name} not deleted (pass --yes to skip the question)")
+        deletion = delete_run(
+            trial_store,
+            run_name,
+            artifacts=ArtifactStore(artifacts) if artifacts else None,
+            gc=not no_gc,
+            grace_hours=grace_hours,
+        )
+    if json_output:
+        typer.echo(model_json(deletion, indent=2))
+        return
+    rows = ", ".join(f"{count} {table}" for table, count in deletion.rows.items() if count)
+    typer.echo(f"run {run_name}: deleted ({rows or 'no rows'})")
+    typer.echo(
+        f"removed {len(deletion.folders)} artifact folders ({deletion.folder_bytes} bytes) from {deletion.artifacts}"
+    )
+    for uri in deletion.left:
+        typer.echo(f"  left {uri}")
+    for problem in deletion.problems:
+        typer.echo(f"  problem: {problem}")
+    if deletion.gc is not None:
+        for line in described(deletion.gc):
+            typer.echo(line)
+
+
+def gc(
+    store: str = _store_option(),
+    artifacts: list[str] = typer.Option(
+        None, "--artifacts", help="artifact store URL (repeatable; default: every store the runs name)"
+    ),
+    grace_hours: float = _grace_option(),
+    dry_run: bool = typer.Option(False, "--dry-run", help="say what would be removed; remove nothing"),
+    json_output: bool = typer.Option(False, "--json", help="the reports as a JSON list"),
+) -> None:
+    """Remove the stored worlds no trial in the store uses: seeds (manifests, archives) of no
+    trial, then blobs no manifest names, each only when older than the grace period."""
+    from orchestrator.artifacts import ArtifactStore
+    from orchestrator.run_deletion import DEFAULT_ARTIFACTS
+    from orchestrator.world_gc import collect_garbage, described
+
+    with _opened(store) as trial_store:
+        urls = list(artifacts or [])
+        if not urls:
+            named = (trial_store.experiment_spec(name) or {} for name in trial_store.experiments())
+            urls = sorted({spec.get("artifacts") or DEFAULT_ARTIFACTS for spec in named}) or [
+                DEFAULT_ARTIFACTS
+            ]
+        reports = [
+            collect_garbage(trial_store, ArtifactStore(url), grace_hours=grace_hours, dry_run=dry_run)
+            for url in urls
+        ]
+    if json_output:
+        typer.echo("[" + ",".join(model_json(report) for report in reports) + "]")
+        return
+    for report in reports:
+        for line in described(report):
+            typer.echo(line)

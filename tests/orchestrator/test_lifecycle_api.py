@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
+from pathlib import Path
 
 import httpx
 import pytest
@@ -388,6 +389,45 @@ def test_an_archived_run_leaves_the_default_list_and_keeps_its_data(settings, be
     _scenario(settings, body)
 
 
+def test_a_finished_run_is_deleted_with_its_artifact_folders_once_and_only_with_the_token(tmp_path):
+    from orchestrator.artifacts import ArtifactStore
+    from tests.orchestrator.stored_worlds import run_trials, spec_for
+
+    settings = ApiSettings(
+        store=f"sqlite:///{tmp_path / 'api.db'}", benchmark_roots=str(tmp_path), api_token="s3cret"
+    )
+    artifacts = ArtifactStore(str(tmp_path / "artifacts"))
+    store = TrialStore(settings.store)
+    try:
+        stored = run_trials(store, artifacts, "life", [spec_for("life", "t1", "w1")], {"w1": {"a": b"1"}})
+        store.enqueue([spec_for("life", "t2", "w1")])  # pending: the run is queued
+    finally:
+        store.dispose()
+    folder = Path(artifacts.root, stored.folders[0])
+    token = {"Authorization": "Bearer s3cret"}
+
+    async def body(client):
+        queued = await client.delete("/runs/life", headers=token)
+        assert queued.status_code == 409 and queued.json()["error"]["code"] == "run_not_active"
+        assert "queued" in queued.json()["error"]["message"] and folder.is_dir()
+        cancelled = await client.post("/runs/life/cancel", json={"in_flight": "stop"}, headers=token)
+        assert cancelled.status_code == 200
+
+        assert (await client.delete("/runs/life")).status_code == 401
+        assert (await client.get("/runs/life", headers=token)).status_code == 200  # untouched
+        deleted = await client.delete("/runs/life", params={"gc": "false"}, headers=token)
+        assert deleted.status_code == 200, deleted.text
+        report = deleted.json()
+        assert report["rows"]["trials"] == 2 and report["rows"]["experiments"] == 1
+        assert report["folders"] == [artifacts.uri(stored.folders[0])] and report["gc"] is None
+        assert not folder.exists()
+        assert (await client.get("/runs/life", headers=token)).status_code == 404
+        again = await client.delete("/runs/life", headers=token)
+        assert again.status_code == 404 and again.json()["error"]["code"] == "unknown_run"
+
+    _scenario(settings, body)
+
+
 def test_every_lifecycle_route_needs_the_token_when_one_is_set(tmp_path, benchmark_dir):
     settings = ApiSettings(
         store=f"sqlite:///{tmp_path / 'api.db'}", benchmark_roots=str(tmp_path), api_token="s3cret"
@@ -405,6 +445,7 @@ def test_every_lifecycle_route_needs_the_token_when_one_is_set(tmp_path, benchma
             ("POST", "/runs/life/requeue"),
             ("POST", "/runs/life/archive"),
             ("PATCH", "/runs/life"),
+            ("DELETE", "/runs/life"),
         ]
         for method, path in routes:
             refused = await client.request(method, path, json={"concurrency": 2})
