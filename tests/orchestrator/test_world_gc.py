@@ -223,3 +223,31 @@ def test_a_seed_stored_while_the_collector_runs_keeps_the_old_blobs_it_names(sto
     assert len(report.seeds) == 1  # the orphan's manifest
     assert (Path(artifacts.root) / blob_key(GONE["c.txt"])).is_file()
     assert report.blobs == 1 and not (Path(artifacts.root) / blob_key(GONE["a.txt"])).exists()
+
+
+def test_worlds_stored_by_the_world_store_are_collected_in_its_layout(store, tmp_path):
+    """atoll.world_store writes the layout the collector reads: a seed it stored is kept while
+    a trial uses it and goes, with its blobs, once none does."""
+    import io
+
+    from atoll.world_store import seed_manifest_key, store_world
+
+    artifacts = ArtifactStore(str(tmp_path / "artifacts"))
+    files = {"x.txt": b"stored by the world store", "y.txt": b"and this"}
+    spec = spec_for("live", "t1", "stored")
+    key = seed_manifest_key(seed_key(spec))
+    contents = {f"filesystem/{name}": data for name, data in files.items()}
+    store_world(artifacts, key, manifest_of(files), lambda entry: io.BytesIO(contents[entry.path]))
+    store.save_experiment("live", {"name": "live"})
+    store.enqueue([spec])
+    age_everything(artifacts.root)
+
+    kept = collect_garbage(store, artifacts)
+    assert kept.seeds == [] and kept.blobs == 0 and kept.problems == []
+
+    store.archive_trials("live", keep=set(), archive="a1", fingerprint=None)
+    assert collect_garbage(store, artifacts).seeds == []  # an archived trial still uses it
+    store.delete_run_rows("live")
+    report = collect_garbage(store, artifacts)
+    assert [item.key for item in report.seeds] == [key] and report.blobs == 2
+    assert not [path for path in Path(artifacts.root).rglob("*") if path.is_file()]
