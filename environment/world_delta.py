@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+from atoll.errors import AtollError
 from atoll.members import APPS_DATA, FILESYSTEM
 from atoll.world_manifest import Entry, WorldManifest, write_delta
 from environment.populate import WorldRoots
@@ -41,12 +42,10 @@ class WorldState:
     """The stat cache and the populated base of one world. Used under the world lock."""
 
     cache: StatCache = field(default_factory=StatCache)
-    populated: WorldManifest = field(default_factory=lambda: EMPTY_WORLD)
     populated_digest: str = field(default_factory=EMPTY_WORLD.digest)
-    populated_hashes: frozenset[str] = frozenset()
+    populated_hashes: frozenset[str] = frozenset()  # the contents a delta need not carry
 
     def record_populated(self, manifest: WorldManifest) -> None:
-        self.populated = manifest
         self.populated_digest = manifest.digest()
         self.populated_hashes = frozenset(manifest.hashes())
 
@@ -58,7 +57,7 @@ def list_populated(roots: WorldRoots, state: WorldState, limits: SnapshotLimits)
     wait_for_clock_tick()  # so the hashes of the files just written are kept (stat_cache)
     try:
         manifest = build_manifest(roots, limits, state.cache)
-    except Exception as exc:  # SnapshotTooLarge, SnapshotTimeout, UnlistableMember, OSError
+    except (AtollError, OSError) as exc:  # SnapshotTooLarge, SnapshotTimeout, UnlistableMember
         logger.warning("populated world not listed; deltas carry every file", extra={"error": str(exc)})
         state.record_populated(EMPTY_WORLD)
         return

@@ -214,3 +214,49 @@ def test_a_symlink_swapped_to_point_outside_is_not_followed_even_when_cached(tmp
     second = build_manifest(roots, cache=cache)
     assert "filesystem/inside-link.txt" not in second.files()
     assert _rebuilt(second, roots) == _snapshot(roots)
+
+
+# -- hashing a file as the snapshot copies it ---------------------------------------------------
+
+
+def test_the_hasher_hashes_holes_as_the_zeros_the_archive_stores(tmp_path):
+    from environment.world_walk import Budget, copy_data
+
+    path = tmp_path / "sparse.bin"
+    with path.open("wb") as handle:
+        handle.seek(2 * MiB)
+        handle.write(b"data")
+        handle.truncate(3 * MiB)
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        hasher = stat_cache._Hasher()  # noqa: SLF001
+        size, holes = copy_data(descriptor, hasher, "filesystem/sparse.bin", Budget(SnapshotLimits()))
+    finally:
+        os.close(descriptor)
+    assert (hasher.size, hasher.digest.hexdigest()) == (size, _sha256(path.read_bytes()))
+    assert holes >= 3 * MiB - 4096 and not hasher.torn
+    hasher.truncate(10)  # the file shrank under the read: this read is not used
+    assert hasher.torn
+
+
+def test_a_file_that_never_reads_whole_is_hashed_from_one_copy(tmp_path, monkeypatch):
+    class AlwaysTorn(stat_cache._Hasher):  # noqa: SLF001 - a file shrinking under every read
+        torn = property(lambda self: True, lambda self, value: None)
+
+        def write(self, data: bytes) -> int:
+            self.digest.update(b"what a torn read saw")  # its hash must never be used
+            return super().write(data)
+
+    monkeypatch.setattr(stat_cache, "_Hasher", AlwaysTorn)
+    roots = _hostile_world(tmp_path)
+    manifest = build_manifest(roots)
+    for path, entry in manifest.files().items():
+        top, _, rest = path.partition("/")
+        assert entry.sha256 == _sha256((roots.root(top) / rest).read_bytes()), path
+    assert _rebuilt(manifest, roots) == _snapshot(roots)
+
+
+def _sha256(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
