@@ -19,8 +19,12 @@ if TYPE_CHECKING:
     from agents_runner.config import AgentConfig, load_agent_config
     from agents_runner.registry import agent_names, get_agent, register_agent
     from agents_runner.runner import execute, prepare_run, run_agent
+    from atoll.agent_checkpoint import AgentCheckpoint, CheckpointPolicy, load_agent_checkpoint
 
 _EXPORTS = {
+    "AgentCheckpoint": "atoll.agent_checkpoint",
+    "CheckpointPolicy": "atoll.agent_checkpoint",
+    "load_agent_checkpoint": "atoll.agent_checkpoint",
     "AgentConfig": "agents_runner.config",
     "load_agent_config": "agents_runner.config",
     "agent_names": "agents_runner.registry",
@@ -33,10 +37,13 @@ _EXPORTS = {
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS, globals())
 
 __all__ = [
+    "AgentCheckpoint",
     "AgentConfig",
+    "CheckpointPolicy",
     "agent_names",
     "execute",
     "get_agent",
+    "load_agent_checkpoint",
     "load_agent_config",
     "prepare_run",
     "register_agent",

@@ -12,6 +12,7 @@ import json
 import time
 from typing import Any
 
+from agents_runner.checkpoint import at_step_boundary
 from agents_runner.gateway import GatewayUnavailable, ImagePart
 from agents_runner.model import ContextWindowExceeded, ModelReply
 from agents_runner.state import AgentRun, RunEnded
@@ -24,13 +25,16 @@ from atoll.trajectory import ErrorKind, RunStatus, ToolCall
 async def model_turn(run: AgentRun, tools: list[dict[str, Any]] | None, *, finish_hint: str) -> ModelReply:
     """Ask the model for its next move and append its message.
 
-    Raises :class:`RunEnded` (max_steps) when no step is left; provider errors and budgets
-    propagate as raised by :class:`~agents_runner.model.ModelClient`."""
+    A checkpoint due is taken first (this is the step boundary: the agent keeps
+    ``run.agent_state`` current before calling). Raises :class:`RunEnded` (max_steps) when no
+    step is left; provider errors and budgets propagate as raised by
+    :class:`~agents_runner.model.ModelClient`."""
     client = run.model_client
     assert client is not None, "model-driven agents need a model client"
     config = run.config
     if run.steps >= config.max_steps:
         raise RunEnded(RunStatus.max_steps, f"stopped after {run.steps} steps (max_steps={config.max_steps})")
+    await at_step_boundary(run)
     _limit_notice(run, finish_hint)
     if needs_compaction(run, tools):
         await compact(run, reason=f"context passed {config.summarize_at:.0%} of the model's window")

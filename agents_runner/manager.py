@@ -13,6 +13,7 @@ from agents_runner.config import AgentConfig
 from agents_runner.registry import AgentSpec
 from agents_runner.runner import execute, prepare_run
 from agents_runner.state import AgentRun
+from atoll.agent_checkpoint import AgentCheckpoint
 from atoll.benchmark import ReferenceSolution
 from atoll.errors import AtollError
 from atoll.llm.admission import check_agent_request
@@ -43,6 +44,10 @@ class RunRequest(BaseModel):
     reference_solution: ReferenceSolution | None = None
     max_steps: int | None = Field(None, ge=1)
     timeout_s: float | None = Field(None, gt=0)
+    resume: AgentCheckpoint | None = Field(
+        None, description="continue from this checkpoint of the same agent, model, task and trial"
+    )
+    attempt: int | None = Field(None, ge=1, description="the trial attempt, recorded with a resume")
 
 
 @dataclass
@@ -102,6 +107,8 @@ class RunManager:
             reference_solution=request.reference_solution,
             max_steps=request.max_steps,
             timeout_s=request.timeout_s,
+            resume=request.resume,
+            attempt=request.attempt,
         )
         run_id = uuid.uuid4().hex
         cancel = asyncio.Event()

@@ -95,6 +95,14 @@ class ModelClient:
         self._info = _model_info(model)
         self._seen_call_ids: set[str] = set()
 
+    def restore(self, *, calls: list[ModelCall], usage: Usage, retries: int, call_ids: set[str]) -> None:
+        """Continue from a checkpoint: its calls, usage and retries count once, and tool-call ids
+        already used stay reserved."""
+        self.calls = calls
+        self.usage = usage
+        self.retry_budget.used = retries
+        self._seen_call_ids = set(call_ids)
+
     # --- model facts --------------------------------------------------------------------
 
     @property

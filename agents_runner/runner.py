@@ -15,11 +15,13 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from agents_runner.checkpoint import resume_into
 from agents_runner.config import AgentConfig, load_agent_config
 from agents_runner.gateway import Gateway, GatewayUnavailable
 from agents_runner.model import BudgetExhausted, ModelClient, ModelProviderError
 from agents_runner.registry import AgentSpec, get_agent
-from agents_runner.state import AgentRun, RunEnded
+from agents_runner.state import AgentRun, CheckpointCallback, RunEnded
+from atoll.agent_checkpoint import AgentCheckpoint, CheckpointPolicy
 from atoll.benchmark import ReferenceSolution
 from atoll.errors import AtollError
 from atoll.trajectory import ErrorKind, RunStatus, Trajectory, TrajectoryError
@@ -41,13 +43,19 @@ def prepare_run(
     max_steps: int | None = None,
     timeout_s: float | None = None,
     on_change: Callable[[AgentRun], None] | None = None,
+    checkpoint: CheckpointPolicy | None = None,
+    on_checkpoint: CheckpointCallback | None = None,
+    resume: AgentCheckpoint | None = None,
+    attempt: int | None = None,
 ) -> tuple[AgentSpec, AgentRun]:
     """Validate the inputs and build the run (nothing is called yet).
 
     ``on_change`` is called with the run after every message it appends (see
-    :meth:`AgentRun.so_far` for the trajectory so far).
+    :meth:`AgentRun.so_far` for the trajectory so far). ``checkpoint``/``on_checkpoint``,
+    ``resume`` and ``attempt``: see :func:`run_agent`.
 
-    Raises AtollError for user mistakes: unknown agent, no prompt, replay without a solution."""
+    Raises AtollError for user mistakes: unknown agent, no prompt, replay without a solution,
+    and ``bad_checkpoint`` for a ``resume`` of another agent, model, task or trial."""
     spec = get_agent(agent)
     # Options given as a mapping are validated with the agent's own options model.
     agent_config = (
@@ -77,12 +85,16 @@ def prepare_run(
         trial_id=trial_id,
         reference_solution=reference_solution,
         on_change=on_change,
+        checkpoint_policy=checkpoint,
+        on_checkpoint=on_checkpoint,
     )
     if spec.uses_model:
         endpoint = api_base or agent_config.api_base
         run.model_client = ModelClient(
             model, agent_config, api_base=endpoint, api_key=api_key, api_key_secret=api_key_secret
         )
+    if resume is not None:
+        resume_into(run, resume, attempt=attempt)
     return spec, run
 
 
@@ -144,6 +156,10 @@ async def run_agent(
     timeout_s: float | None = None,
     cancel: asyncio.Event | None = None,
     on_change: Callable[[AgentRun], None] | None = None,
+    checkpoint: CheckpointPolicy | None = None,
+    on_checkpoint: CheckpointCallback | None = None,
+    resume: AgentCheckpoint | None = None,
+    attempt: int | None = None,
 ) -> Trajectory:
     """Run ``agent`` with ``model`` on the task (``prompt`` and/or ``initial_messages``) against the
     MCP gateway at ``gateway_url`` and return the trajectory (never raises for run failures).
@@ -152,8 +168,20 @@ async def run_agent(
     the operator provisioned for it (atoll.llm.endpoints decides what each call sends).
     ``max_steps``/``timeout_s`` override the config's limits.  ``reference_solution`` is what the
     ``replay`` agent replays.  ``on_change`` is called with the run after every message it
-    appends (its :meth:`~AgentRun.so_far` is the trajectory so far).  Raises :class:`AtollError` only for invalid inputs (unknown agent,
-    no task, replay without a reference solution) and ``pydantic.ValidationError`` for a bad config."""
+    appends (its :meth:`~AgentRun.so_far` is the trajectory so far).
+
+    Checkpoints: with ``checkpoint`` (a :class:`CheckpointPolicy`) and ``on_checkpoint``, an
+    :class:`AgentCheckpoint` is taken at the first step boundary after ``every_steps`` steps or
+    ``every_s`` seconds since the last one, and ``on_checkpoint`` is called (and awaited) with it
+    while the agent waits: snapshot the world then, quickly, and hand heavy work off (its time
+    counts against the time limit; an exception it raises ends the run with ``error``).
+    ``resume`` continues from a checkpoint of this same agent, model, task and trial: no model
+    call made before it is made again, steps, usage and cost continue from it, the time limit
+    counts the time it had spent, and ``trajectory.resumes`` records it (with ``attempt``).
+
+    Raises :class:`AtollError` only for invalid inputs (unknown agent, no task, replay without a
+    reference solution, ``bad_checkpoint``: a ``resume`` that is unreadable or of another run)
+    and ``pydantic.ValidationError`` for a bad config."""
     spec, run = prepare_run(
         model=model,
         prompt=prompt,
@@ -169,6 +197,10 @@ async def run_agent(
         max_steps=max_steps,
         timeout_s=timeout_s,
         on_change=on_change,
+        checkpoint=checkpoint,
+        on_checkpoint=on_checkpoint,
+        resume=resume,
+        attempt=attempt,
     )
     return await execute(spec, run, gateway_url=gateway_url, gateway_token=gateway_token, cancel=cancel)
 

@@ -8,10 +8,10 @@ ever produced, the summaries included, images replaced by a note).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents_runner.config import AgentConfig
 from agents_runner.gateway import Gateway
@@ -21,12 +21,18 @@ from atoll.errors import AtollError
 from atoll.trajectory import (
     AgentReportedStatus,
     ErrorKind,
+    Resume,
     RunStatus,
     ToolCall,
     Trajectory,
     TrajectoryError,
     Usage,
 )
+
+if TYPE_CHECKING:
+    from atoll.agent_checkpoint import AgentCheckpoint, CheckpointPolicy
+
+CheckpointCallback = Callable[["AgentCheckpoint"], Awaitable[None] | None]
 
 
 class RunEnded(AtollError):
@@ -77,11 +83,27 @@ class AgentRun:
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     _started_monotonic: float = field(default_factory=time.monotonic)
 
+    # --- checkpoints and resume (agents_runner.checkpoint) --------------------------------
+    checkpoint_policy: CheckpointPolicy | None = None
+    on_checkpoint: CheckpointCallback | None = None
+    #: The agent's own state a checkpoint carries, kept current by the agent at each step
+    #: boundary (react_toolbelt: its toolbelt and counters; replay: the next reference step).
+    agent_state: dict[str, Any] = field(default_factory=dict)
+    #: True when the run continues from a checkpoint: the agent restores ``agent_state``
+    #: instead of starting its context.
+    resumed: bool = False
+    resumes: list[Resume] = field(default_factory=list)
+    #: Run time spent by earlier attempts (up to the checkpoint resumed from).
+    elapsed_before_s: float = 0.0
+    last_checkpoint_step: int = 0
+    last_checkpoint_monotonic: float = field(default_factory=time.monotonic)
+
     # --- time ---------------------------------------------------------------------------
 
     @property
     def elapsed_s(self) -> float:
-        return time.monotonic() - self._started_monotonic
+        """Run time spent, earlier attempts' included (what ``timeout_s`` limits)."""
+        return self.elapsed_before_s + time.monotonic() - self._started_monotonic
 
     @property
     def remaining_s(self) -> float:
@@ -153,4 +175,5 @@ class AgentRun:
             compactions=self.compactions,
             todos=list(self.todos),
             retries=client.retry_budget.used if client else 0,
+            resumes=list(self.resumes),
         )

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, TypeAdapter
 
+from atoll.agent_checkpoint import AgentCheckpoint
 from atoll.benchmark import Benchmark, Check, Criterion, GoldOutput, ReferenceSolution, Task, World
 from atoll.experiment import ExperimentSpec
 from atoll.grade import Changes, CriterionVerdict, Grade
@@ -29,6 +30,7 @@ SCHEMA_MODELS: dict[str, type[BaseModel] | object] = {
     "gold_output": GoldOutput,
     "reference_solution": ReferenceSolution,
     "trajectory": Trajectory,
+    "agent_checkpoint": AgentCheckpoint,
     "tool_call": ToolCall,
     "usage": Usage,
     "grade": Grade,

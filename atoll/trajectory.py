@@ -112,6 +112,18 @@ class ToolCall(BaseModel):
     error: str | None = None
 
 
+class Resume(BaseModel):
+    """One continuation of a run from an agent checkpoint (after its worker died)."""
+
+    from_step: int = Field(description="the checkpoint's step: steps up to it were made before the resume")
+    at: datetime = Field(description="when the run was resumed")
+    checkpoint_taken_at: datetime
+    elapsed_s: float = Field(
+        description="run time spent before the checkpoint (counted against the time limit)"
+    )
+    attempt: int | None = Field(default=None, description="the trial attempt that resumed, when known")
+
+
 class Trajectory(BaseModel):
     """Everything a run did. ``messages`` are OpenAI chat messages in which every
     ``tool_calls[].id`` is answered by exactly one ``role: tool`` message."""
@@ -146,6 +158,11 @@ class Trajectory(BaseModel):
     end_reason: str | None = Field(
         default=None,
         description="how the run ended, in words (max_steps=250 reached, final_answer called, …)",
+    )
+    resumes: list[Resume] = Field(
+        default_factory=list,
+        description="continuations from agent checkpoints, oldest first: steps up to from_step were made "
+        "by earlier attempts (started_at is the first attempt's start)",
     )
 
     @property

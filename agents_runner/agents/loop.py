@@ -45,9 +45,13 @@ async def loop(run: AgentRun) -> RunStatus:
         )
     names = {tool.name for tool in available}
     tools = [tool.as_openai_tool() for tool in available]
-    start_context(run, SYSTEM_PROMPT)
-    malformed_turns = 0
+    if run.resumed:  # the context is the checkpoint's
+        malformed_turns = int(run.agent_state.get("malformed_turns", 0))
+    else:
+        start_context(run, SYSTEM_PROMPT)
+        malformed_turns = 0
     while True:
+        run.agent_state = {"malformed_turns": malformed_turns}
         reply = await model_turn(run, tools, finish_hint=FINISH_HINT)
         if not reply.tool_calls:
             text = str(reply.message.get("content") or "").strip()

@@ -245,14 +245,30 @@ async def react_toolbelt(run: AgentRun) -> RunStatus:
     config = run.config
     assert run.gateway is not None
     toolbelt = _Toolbelt(await run.gateway.list_tools(), config.toolbelt_size)
-    for name in config.initial_toolbelt:
-        text, is_error = toolbelt.add({"tool_name": name})
-        if is_error:
-            raise AtollError("bad_config", f"initial_toolbelt: {text.removeprefix('error: ')}")
-    start_context(run, SYSTEM_PROMPT)
-    malformed_turns = 0
-    text_only_replies = 0
+    if run.resumed:  # the context is the checkpoint's; the toolbelt and counters are too
+        state = run.agent_state
+        for name in state.get("toolbelt", []):
+            text, is_error = toolbelt.add({"tool_name": name})
+            if is_error:
+                raise AtollError(
+                    "bad_checkpoint", f"the checkpoint's toolbelt: {text.removeprefix('error: ')}"
+                )
+        malformed_turns = int(state.get("malformed_turns", 0))
+        text_only_replies = int(state.get("text_only_replies", 0))
+    else:
+        for name in config.initial_toolbelt:
+            text, is_error = toolbelt.add({"tool_name": name})
+            if is_error:
+                raise AtollError("bad_config", f"initial_toolbelt: {text.removeprefix('error: ')}")
+        start_context(run, SYSTEM_PROMPT)
+        malformed_turns = 0
+        text_only_replies = 0
     while True:
+        run.agent_state = {
+            "toolbelt": list(toolbelt.held),
+            "malformed_turns": malformed_turns,
+            "text_only_replies": text_only_replies,
+        }
         reply = await model_turn(run, toolbelt.openai_tools(), finish_hint=FINISH_HINT)
         if not reply.tool_calls:
             text_only_replies += 1

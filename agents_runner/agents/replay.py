@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+from agents_runner.checkpoint import at_step_boundary
 from agents_runner.conversation import restore
 from agents_runner.engine import answer, run_gateway_call
 from agents_runner.gateway import ImagePart
@@ -32,14 +33,26 @@ async def replay(run: AgentRun) -> RunStatus:
         raise AtollError(
             "no_reference_solution", f"task {run.task_id or '(prompt)'} has no reference_solution to replay"
         )
-    for message in run.initial_messages:
-        context_message, record = restore(message)
-        run.add(context_message, record=record)
-    for index, step in enumerate(solution.steps):
+    if run.resumed:  # the checkpoint's transcript holds the steps made so far
+        first = int(run.agent_state.get("next_step", 0))
+        if not 0 <= first <= len(solution.steps):
+            raise AtollError(
+                "bad_checkpoint",
+                f"the checkpoint resumes at reference step {first + 1}; the reference solution has "
+                f"{len(solution.steps)}",
+            )
+    else:
+        first = 0
+        for message in run.initial_messages:
+            context_message, record = restore(message)
+            run.add(context_message, record=record)
+    for index, step in enumerate(solution.steps[first:], start=first):
         if run.steps >= run.config.max_steps:
             raise RunEnded(
                 RunStatus.max_steps, f"stopped after {run.steps} steps (max_steps={run.config.max_steps})"
             )
+        run.agent_state = {"next_step": index}
+        await at_step_boundary(run)
         run.steps += 1
         call_id = f"replay_{index}"
         run.add(
@@ -64,6 +77,8 @@ async def replay(run: AgentRun) -> RunStatus:
                 f"reference step {index + 1} ({step.tool}) failed: {text[:500]}",
                 kind=ErrorKind.agent,
             )
+    run.agent_state = {"next_step": len(solution.steps)}
+    await at_step_boundary(run)
     run.steps += 1
     run.add({"role": "assistant", "content": solution.final_answer})
     run.final_answer = solution.final_answer
