@@ -13,11 +13,14 @@ trials too), and every seed a stored result names: ``snapshot_before_uri`` when 
 else the ``base`` of its ``snapshot_after_uri`` delta. **Sweep**: a seed (manifest or archive)
 that is not marked and was last written longer ago than the grace period goes; then a blob
 that no remaining ``*.manifest.json`` anywhere in the store lists and that is older than the
-grace period goes. The grace period covers what is being written now: a worker that builds a
-seed writes its blobs before its manifest, and a run that reuses a seed writes its manifest
-again (so its time is fresh) before any trial of it is stored. Each object's time is read
-again just before it is removed, and the manifests are listed again before the blobs go, so a
-seed stored while the collector ran keeps its blobs.
+grace period goes. The grace period covers what is being written now (a worker that builds a
+seed writes its blobs before its manifest). A run's trials are in the store before any worker
+uses their seed, and the store is marked again just before seeds go, so a run submitted while
+the collector runs keeps its seeds; each object's time is read again just before it is removed
+(a seed written again meanwhile stays), and the manifests are listed again before the blobs
+go, so a seed stored while the collector ran keeps its blobs. What remains is a window of
+milliseconds: a run submitted between the second marking and the removal of its old, unused
+seed, whose worker finds the manifest still there and does not write it again.
 
 Conservative by construction: a trial spec that cannot be read stops the seed sweep, and a
 manifest that cannot be read stops the blob sweep (each is reported); nothing outside
@@ -106,12 +109,15 @@ def collect_garbage(
         problems=[],
     )
     listing = _list(artifacts)
-    marked = _marks(store, artifacts, report)
+    marked = _marks(store, artifacts, report.problems)
     report.marked_seeds = len(marked)
     removed_manifests: set[str] = set()
     if not any(problem.startswith("seed sweep") for problem in report.problems):
-        for key, (size, modified) in sorted(listing.seeds.items()):
-            if _SEED.match(key)[1] in marked:  # type: ignore[index]
+        unmarked = {key: stat for key, stat in listing.seeds.items() if _seed_of(key) not in marked}
+        if unmarked:  # marked again just before: a run submitted meanwhile keeps its seeds
+            marked |= _marks(store, artifacts, [])
+        for key, (size, modified) in sorted(unmarked.items()):
+            if _seed_of(key) in marked:
                 continue
             if modified > cutoff or not _removed(artifacts, key, cutoff, dry_run):
                 report.kept_young += 1
@@ -156,14 +162,14 @@ def _sweep_blobs(
         report.blob_bytes += size
 
 
-def _marks(store: TrialStore, artifacts: ArtifactStore, report: GcReport) -> set[str]:
-    """The seed keys in use (module doc). Problems that make the seed sweep unsafe are
-    reported starting with "seed sweep"."""
+def _marks(store: TrialStore, artifacts: ArtifactStore, problems: list[str]) -> set[str]:
+    """The seed keys in use (module doc); problems are added to ``problems`` (those that make
+    the seed sweep unsafe start with "seed sweep")."""
     from orchestrator.executors.seeds import seed_key
 
     specs, unreadable = store.stored_specs()
     if unreadable:
-        report.problems.append(f"seed sweep skipped: {unreadable} trial specs in the store cannot be read")
+        problems.append(f"seed sweep skipped: {unreadable} trial specs in the store cannot be read")
     marked = {seed_key(spec) for spec in specs}
     for result in store.stored_results():
         before = _seed_of(artifacts.key_of(result.snapshot_before_uri or ""))
@@ -178,7 +184,7 @@ def _marks(store: TrialStore, artifacts: ArtifactStore, report: GcReport) -> set
         except FileNotFoundError:
             continue  # its trial's folder is gone: it holds nothing back
         except (AtollError, OSError, tarfile.TarError, EOFError, gzip.BadGzipFile) as exc:
-            report.problems.append(f"delta {after} cannot be read ({exc}); its trial's spec marks its seed")
+            problems.append(f"delta {after} cannot be read ({exc}); its trial's spec marks its seed")
             continue
         if (seed := _seed_of(base)) is not None:
             marked.add(seed)

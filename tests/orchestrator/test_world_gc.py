@@ -251,3 +251,26 @@ def test_worlds_stored_by_the_world_store_are_collected_in_its_layout(store, tmp
     report = collect_garbage(store, artifacts)
     assert [item.key for item in report.seeds] == [key] and report.blobs == 2
     assert not [path for path in Path(artifacts.root).rglob("*") if path.is_file()]
+
+
+def test_a_run_submitted_while_the_collector_runs_keeps_its_old_seed(store, tmp_path, monkeypatch):
+    """Its trials are in the store before any worker uses the seed (whose manifest is old and
+    is not written again): the store is marked again just before seeds go."""
+    artifacts = ArtifactStore(str(tmp_path / "artifacts"))
+    _orphan(artifacts)
+    age_everything(artifacts.root)
+    marks = world_gc._marks
+    calls = []
+
+    def submitted_meanwhile(*args):
+        marked = marks(*args)
+        if not calls:
+            store.save_experiment("new", {"name": "new"})
+            store.enqueue([spec_for("new", "t1", "gone")])
+        calls.append(1)
+        return marked
+
+    monkeypatch.setattr(world_gc, "_marks", submitted_meanwhile)
+    report = collect_garbage(store, artifacts)
+
+    assert report.seeds == [] and report.blobs == 0 and _seed_path(artifacts, "gone").is_file()
