@@ -24,7 +24,8 @@ seed, whose worker finds the manifest still there and does not write it again.
 
 Conservative by construction: a trial spec that cannot be read stops the seed sweep, and a
 manifest that cannot be read stops the blob sweep (each is reported); nothing outside
-``seeds/`` and ``blobs/`` is ever removed here.
+``seeds/`` and ``blobs/`` is ever removed here. Temporary files of writers that crashed
+(``*.partial`` there) go once older than the grace period.
 """
 
 from __future__ import annotations
@@ -70,6 +71,10 @@ class GcReport(BaseModel):
     seed_bytes: int
     blobs: int = Field(description="blobs removed")
     blob_bytes: int
+    partials: int = Field(
+        0, description="half-written seeds and blobs (*.partial) of crashed writers removed"
+    )
+    partial_bytes: int = 0
     kept_young: int = Field(description="unreferenced seeds and blobs kept: younger than the grace period")
     problems: list[str] = Field(description="what stopped a sweep or was left unread")
 
@@ -80,6 +85,7 @@ class _Listing:
 
     seeds: dict[str, tuple[int, float]] = field(default_factory=dict)
     blobs: dict[str, tuple[int, float]] = field(default_factory=dict)
+    partials: dict[str, tuple[int, float]] = field(default_factory=dict)
     manifests: dict[str, tuple[int, float]] = field(default_factory=dict)
 
 
@@ -126,6 +132,12 @@ def collect_garbage(
             report.seed_bytes += size
             removed_manifests.add(key)
     _sweep_blobs(artifacts, listing, removed_manifests, cutoff, dry_run, report)
+    # A writer moves its temporary file into place when done: one older than the grace period
+    # is a crashed writer's, and no reader ever opens it.
+    for key, (size, modified) in sorted(listing.partials.items()):
+        if modified <= cutoff and _removed(artifacts, key, cutoff, dry_run):
+            report.partials += 1
+            report.partial_bytes += size
     return report
 
 
@@ -249,6 +261,8 @@ def _list(artifacts: ArtifactStore) -> _Listing:
         stat = (int(info.get("size") or 0), modified_at(info))
         if _SEED.match(key):
             listing.seeds[key] = stat
+        elif key.endswith(".partial") and key.startswith((f"{SEEDS}/", f"{BLOBS}/")):
+            listing.partials[key] = stat
         elif _BLOB.match(key) and _BLOB.match(key)[1] == _BLOB.match(key)[2][:2]:  # type: ignore[index]
             listing.blobs[key] = stat
         if key.endswith(MANIFEST_SUFFIX):
@@ -296,6 +310,11 @@ def described(report: GcReport) -> list[str]:
         f"gc {report.artifacts}: {verb} {len(report.seeds)} seeds ({_bytes(report.seed_bytes)}) and "
         f"{report.blobs} blobs ({_bytes(report.blob_bytes)}); {report.marked_seeds} seeds in use, "
         f"{report.kept_young} unreferenced objects younger than {report.grace_hours:g} h kept"
+        + (
+            f"; {verb} {report.partials} half-written files ({_bytes(report.partial_bytes)})"
+            if report.partials
+            else ""
+        )
     ]
     lines += [f"  {verb} {item.key} ({_bytes(item.size)})" for item in report.seeds]
     lines += [f"  problem: {problem}" for problem in report.problems]

@@ -274,3 +274,19 @@ def test_a_run_submitted_while_the_collector_runs_keeps_its_old_seed(store, tmp_
     report = collect_garbage(store, artifacts)
 
     assert report.seeds == [] and report.blobs == 0 and _seed_path(artifacts, "gone").is_file()
+
+
+def test_a_crashed_writers_half_written_files_go_once_older_than_the_grace_period(store, tmp_path):
+    artifacts = ArtifactStore(str(tmp_path / "artifacts"))
+    run_trials(store, artifacts, "live", [spec_for("live", "t1", "w1")], {"w1": WORLD})
+    torn = f"{blob_key(b'never finished')}.0123abcd.partial"
+    artifacts.put_bytes(torn, b"half")
+    age_everything(artifacts.root)
+    artifacts.put_bytes("seeds/0123456789abcdef01234567.manifest.json.feed.partial", b"being written")
+
+    report = collect_garbage(store, artifacts)
+
+    assert report.partials == 1 and report.partial_bytes == 4
+    assert not (Path(artifacts.root) / torn).exists()
+    assert (Path(artifacts.root) / "seeds/0123456789abcdef01234567.manifest.json.feed.partial").is_file()
+    assert report.seeds == [] and report.blobs == 0  # the live run's world is untouched
