@@ -33,7 +33,7 @@ from orchestrator.store_delete import RunDeletions, run_exists
 from orchestrator.store_events import RunEvents
 from orchestrator.store_retry import StoreRetry, first_connection, retried
 from orchestrator.store_runs import RunRecords, TrialRow
-from orchestrator.store_schema import attempts, create_schema, trials
+from orchestrator.store_schema import attempts, create_schema, insert_rows, trials
 
 __all__ = [
     "Budget",
@@ -581,12 +581,15 @@ class TrialStore(RunRecords, RunEvents, RunControls, RunDeletions):
                     finished,
                 )
             # A run deleted meanwhile keeps no history: a late result of a lease it took back
-            # must not leave rows under its name (a new run of that name would count them).
-            existing = self._runs_in(tx, fresh)
+            # must not leave rows under its name (a new run of that name would count them). Only
+            # refused results need the look (an accepted one's trial row is there), which keeps
+            # the common result transaction a statement shorter.
+            existing = self._runs_in(tx, [item for item in fresh if not written[item.write_id]])
             kept = [item for item in fresh if written[item.write_id] or item.lease.experiment in existing]
             if kept:
-                tx.execute(
-                    attempts.insert(),
+                insert_rows(
+                    tx,
+                    attempts,
                     [
                         _attempt_row(
                             item.lease,

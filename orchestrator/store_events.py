@@ -29,6 +29,7 @@ from atoll.trial import TrialState
 from orchestrator.store_retry import retried
 from orchestrator.store_schema import (
     event_sequence,
+    insert_rows,
     run_events,
     trials,
     webhook_cursors,
@@ -105,27 +106,34 @@ class RunEvents:
         runs = sorted(set(finished))
         if not events and not runs:
             return
-        lock = select(event_sequence.c.last_id).where(event_sequence.c.name == "events")
-        if not self.is_sqlite:  # SQLite's BEGIN IMMEDIATE already makes writers take turns
-            lock = lock.with_for_update()
-        last = int(tx.execute(lock).scalar_one())
         rows = list(events)
-        for run in runs:
-            left = tx.execute(
-                select(func.count()).where(
-                    and_(
-                        trials.c.experiment == run,
-                        trials.c.state.in_([TrialState.pending.value, TrialState.leased.value]),
-                    )
-                )
+        # Taking the ids (UPDATE … RETURNING) locks the sequence row until the commit; on SQLite
+        # BEGIN IMMEDIATE already made writers take turns. Each step is one statement, not one
+        # per run or per event: this runs inside every result's transaction, and the longer that
+        # is, the more likely a connection fault cuts it and it is tried again.
+        last = int(
+            tx.execute(
+                update(event_sequence)
+                .where(event_sequence.c.name == "events")
+                .values(last_id=event_sequence.c.last_id + len(rows))
+                .returning(event_sequence.c.last_id)
             ).scalar_one()
-            if not left:
-                rows.append((run, "run.finished", {"outcomes": self._outcomes_in(tx, run)}))
+        ) - len(rows)
+        ended = self._ended(tx, runs) if runs else []
+        if ended:
+            outcomes = self._outcomes_of(tx, ended)
+            rows += [(run, "run.finished", {"outcomes": outcomes.get(run, {})}) for run in ended]
+            tx.execute(
+                update(event_sequence)
+                .where(event_sequence.c.name == "events")
+                .values(last_id=last + len(rows))
+            )
         if not rows:
             return
         now = time.time()
-        tx.execute(
-            insert(run_events),
+        insert_rows(
+            tx,
+            run_events,
             [
                 {
                     "id": last + offset,
@@ -137,21 +145,37 @@ class RunEvents:
                 for offset, (run, kind, payload) in enumerate(rows, start=1)
             ],
         )
-        tx.execute(
-            update(event_sequence).where(event_sequence.c.name == "events").values(last_id=last + len(rows))
-        )
 
     @staticmethod
-    def _outcomes_in(tx: Connection, run: str) -> dict[str, int]:
+    def _ended(tx: Connection, runs: Sequence[str]) -> list[str]:
+        """Those of ``runs`` with no pending or leased trial left, in the order given."""
+        left = dict(
+            tx.execute(
+                select(trials.c.experiment, func.count())
+                .where(
+                    and_(
+                        trials.c.experiment.in_(list(runs)),
+                        trials.c.state.in_([TrialState.pending.value, TrialState.leased.value]),
+                    )
+                )
+                .group_by(trials.c.experiment)
+            ).all()
+        )
+        return [run for run in runs if not left.get(run)]
+
+    @staticmethod
+    def _outcomes_of(tx: Connection, runs: Sequence[str]) -> dict[str, dict[str, int]]:
+        """Per run of ``runs``: how many trials ended with each outcome (or are in each state)."""
         rows = tx.execute(
-            select(trials.c.state, trials.c.outcome, func.count())
-            .where(trials.c.experiment == run)
-            .group_by(trials.c.state, trials.c.outcome)
+            select(trials.c.experiment, trials.c.state, trials.c.outcome, func.count())
+            .where(trials.c.experiment.in_(list(runs)))
+            .group_by(trials.c.experiment, trials.c.state, trials.c.outcome)
         ).all()
-        outcomes: dict[str, int] = {}
-        for state, outcome, count in rows:
+        outcomes: dict[str, dict[str, int]] = {}
+        for run, state, outcome, count in rows:
+            of_run = outcomes.setdefault(run, {})
             key = outcome or state
-            outcomes[key] = outcomes.get(key, 0) + int(count)
+            of_run[key] = of_run.get(key, 0) + int(count)
         return outcomes
 
     @retried
