@@ -1,8 +1,9 @@
 """Where trial artifacts go: a local directory or any fsspec URL (s3://bucket/prefix …).
 
 Layout: ``<root>/<experiment>/<task>/<agent>/run-<n>/attempt-<k>/{trial.json,
-trajectory.json,grade.json,after.tar.gz}`` (the initial snapshot is the seed's, stored once
-under ``seeds/``). Each name is made a safe, readable path segment (:func:`path_segment`);
+trajectory.json,grade.json,after.delta.tar.gz}`` (the final state is a delta on the seed; the
+initial state is the seed's, stored once by content under ``seeds/`` and ``blobs/``: see
+:mod:`atoll.world_store`). Each name is made a safe, readable path segment (:func:`path_segment`);
 ``trial.json`` names the trial the folder belongs to, and a folder already claimed by another
 trial (an earlier configuration of the run, archived by ``--replace``) is never reused: the
 new trial's folder gets its id appended (:func:`claim_trial_folder`). Runs recorded before

@@ -18,6 +18,7 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from atoll.benchmark import Task
@@ -32,7 +33,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("atoll.orchestrator")
 
 TRAJECTORY_NAME = "trajectory.json"
-AFTER_NAME = "after.tar.gz"
+AFTER_NAME = "after.delta.tar.gz"  # a trial's final state: a delta on its seed (atoll.world_manifest)
+FULL_AFTER_NAME = "after.tar.gz"  # or its full snapshot, when no manifest can list it
 WRITE_EVERY_S = 1.0  # the trajectory so far is written at most this often (and once per step)
 
 _IN_FLIGHT: dict[tuple[str, int], TrialProgress] = {}
@@ -51,10 +53,11 @@ class TrialProgress:
         self.every_s = every_s
         self.started = time.monotonic()
         self.started_at = datetime.now(UTC)
-        # put(name, data) -> URI: writes one file of the attempt's folder (atomically replaced).
-        self.put: Callable[[str, bytes], str] | None = None
+        # put(name, data) -> URI: writes one file of the attempt's folder (atomically replaced),
+        # from bytes or from a local file.
+        self.put: Callable[[str, bytes | Path], str] | None = None
         self.trajectory: Trajectory | None = None  # the agent's own, once it returned
-        self.after: bytes | None = None  # the final snapshot, once taken
+        self.after: Path | None = None  # the final state (a delta), once taken
         # The initial snapshot's URI (storing it if need be), once the world was populated.
         self.before_uri: Callable[[], str] | None = None
         self._run: AgentRun | None = None
@@ -77,7 +80,7 @@ class TrialProgress:
     def elapsed_s(self) -> float:
         return time.monotonic() - self.started
 
-    def attach(self, put: Callable[[str, bytes], str]) -> None:
+    def attach(self, put: Callable[[str, bytes | Path], str]) -> None:
         """Write the trajectory so far (and a failure's evidence) with ``put(name, data) -> URI``,
         which writes one file of the attempt's claimed folder, replacing it atomically."""
         self.put = put
@@ -162,7 +165,7 @@ class TrialProgress:
                 "trajectory_uri": self.put(TRAJECTORY_NAME, model_json(trajectory, indent=2).encode())
             }
             if self.after is not None and self.before_uri is not None:
-                uris["snapshot_after_uri"] = self.put(AFTER_NAME, self.after)
+                uris["snapshot_after_uri"] = self.put(self.after.name, self.after)
                 uris["snapshot_before_uri"] = self.before_uri()
         except Exception as exc:
             log.warning(
@@ -223,4 +226,12 @@ def evidence_in_folder(
     return _infra_result(spec, task, trajectory, attempt, duration_s, uris, error)
 
 
-__all__ = ["TRAJECTORY_NAME", "WRITE_EVERY_S", "TrialProgress", "evidence_in_folder", "in_flight"]
+__all__ = [
+    "AFTER_NAME",
+    "FULL_AFTER_NAME",
+    "TRAJECTORY_NAME",
+    "WRITE_EVERY_S",
+    "TrialProgress",
+    "evidence_in_folder",
+    "in_flight",
+]

@@ -45,6 +45,7 @@ from atoll.benchmark import Benchmark
 from atoll.experiment import ExperimentSpec
 from atoll.jsonio import model_json
 from atoll.trial import TrialResult, TrialSpec
+from atoll.world_store import seed_manifest_key
 from orchestrator.artifacts import ArtifactStore
 from orchestrator.executors import executor, steps
 from orchestrator.executors.base import InfraError, attach_result, attached_result, failure_message
@@ -662,8 +663,8 @@ class KubernetesExecutor:
                 + "; ".join(f"{app} ({why})" for app, why in sorted(missing.items()))
                 + " (set skip_unavailable_apps: true to skip such tasks)"
             )
-        seed, seed_digest = await self.seeds.get(spec, self.benchmark)
-        archive = self.seeds.snapshot_path(seed)
+        seed = await self.seeds.get(spec, self.benchmark)
+        archive = await self.seeds.archive(seed)  # what the pod downloads and populates from
         seed_key = f"seeds/{archive.name}"
         trial_input = PodTrialInput(
             spec=spec,
@@ -672,7 +673,8 @@ class KubernetesExecutor:
             world_options=steps.world_options(self.benchmark.world(spec.world_id)),
             servers=list(servers_for_world(self.benchmark.world(spec.world_id))),
             seed_key=seed_key,
-            seed_digest=seed_digest,
+            seed_manifest_key=seed_manifest_key(seed.key),
+            seed_digest=seed.digest,
             artifacts=self.artifacts.url,
             grade_incomplete=self.spec.limits.grade_incomplete,
             judge=judge_request(self.spec),
@@ -681,6 +683,7 @@ class KubernetesExecutor:
         def upload_seed() -> None:
             if not self.artifacts.exists(seed_key):
                 self.artifacts.put_file(seed_key, archive)
+            steps.store_seed(self.artifacts, seed)  # its blobs and manifest: the initial state
 
         def write_input() -> tuple[str, str | None]:
             key = input_key(self.artifacts, spec, attempt)

@@ -25,7 +25,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 from pydantic import BaseModel, Field
@@ -37,17 +37,26 @@ from atoll.jsonio import model_json
 from atoll.judge import CHECKS_ONLY, judge_from_request
 from atoll.trajectory import Trajectory
 from atoll.trial import TrialResult, TrialSpec
+from atoll.world_store import relative_reference
 from orchestrator.artifacts import ArtifactStore, claim_trial_folder
 from orchestrator.executors import steps
 from orchestrator.executors.base import InfraError
-from orchestrator.executors.evidence import TrialProgress
+from orchestrator.executors.evidence import AFTER_NAME, FULL_AFTER_NAME, TrialProgress
+
+if TYPE_CHECKING:
+    from grader.snapshot import ManifestSnapshot
 
 INPUT_NAME = "input.json"
 OUTCOME_NAME = "outcome.json"
 TRAJECTORY_NAME = "trajectory.json"
 GRADE_NAME = "grade.json"
-AFTER_NAME = "after.tar.gz"
-POD_WRITES = (OUTCOME_NAME, TRAJECTORY_NAME, GRADE_NAME, AFTER_NAME)  # all a trial pod writes
+POD_WRITES = (
+    OUTCOME_NAME,
+    TRAJECTORY_NAME,
+    GRADE_NAME,
+    AFTER_NAME,
+    FULL_AFTER_NAME,
+)  # all a trial pod writes
 PRESIGN_MARGIN_S = 300  # presigned URLs outlive the Job's deadline by this much
 
 
@@ -69,8 +78,11 @@ class PodTrialInput(BaseModel):
     task: Task
     world_options: dict[str, Any] = Field(default_factory=dict)
     servers: list[str] = Field(default_factory=list, description="MCP servers to configure (empty: the nine)")
-    seed_key: str = Field(description="artifact key of the seed's snapshot (the initial world)")
-    seed_digest: str
+    seed_key: str = Field(description="artifact key of the seed's full archive (what the pod populates from)")
+    seed_manifest_key: str = Field(
+        description="artifact key of the seed's manifest: the trial's initial state, which its final delta builds on"
+    )
+    seed_digest: str = Field(description="the seed manifest's digest, which the populated world must have")
     artifacts: str = Field(description="artifact store root URL")
     grade_incomplete: bool = False
     judge: dict[str, Any] = Field(
@@ -167,24 +179,29 @@ class _Folder(Protocol):
 
     def get_seed(self, target: Path) -> None: ...
 
-    def store(
-        self, trajectory: Trajectory, grade: Grade | None, before: Path, after: Path
-    ) -> dict[str, str | None]: ...
+    def store(self, trajectory: Trajectory, grade: Grade | None, after: Path) -> dict[str, str | None]: ...
+
+    def delta_base(self) -> str:
+        """The seed manifest's key as seen from the attempt's folder (a delta's ``base``)."""
+        ...
 
     def put_outcome(self, data: bytes) -> None: ...
 
-    def put(self, name: str, data: bytes) -> str:
+    def put(self, name: str, data: bytes | Path) -> str:
         """Write one file of the folder (the trajectory so far, a failure's evidence); its URI."""
         ...
 
-    def seed_uri(self) -> str: ...
+    def seed_uri(self) -> str:
+        """The URI of the seed's manifest: the trial's initial state."""
+        ...
 
 
 class _StoreFolder:
     """The attempt's folder in an fsspec store, reached with the pod's own credentials."""
 
-    def __init__(self, artifacts: ArtifactStore, prefix: str, seed_key: str) -> None:
-        self.artifacts, self.prefix, self.seed_key = artifacts, prefix, seed_key
+    def __init__(self, artifacts: ArtifactStore, prefix: str, trial_input: PodTrialInput) -> None:
+        self.artifacts, self.prefix = artifacts, prefix
+        self.seed_key, self.manifest_key = trial_input.seed_key, trial_input.seed_manifest_key
 
     def get_seed(self, target: Path) -> None:
         try:
@@ -192,28 +209,38 @@ class _StoreFolder:
         except OSError as exc:
             raise InfraError(f"seed {self.seed_key}: {exc}") from exc
 
-    def store(
-        self, trajectory: Trajectory, grade: Grade | None, before: Path, after: Path
-    ) -> dict[str, str | None]:
+    def store(self, trajectory: Trajectory, grade: Grade | None, after: Path) -> dict[str, str | None]:
         return steps.store_artifacts(
-            self.artifacts, self.prefix, trajectory, grade, before, after, seed_key=self.seed_key
+            self.artifacts, self.prefix, trajectory, grade, after, before_uri=self.seed_uri()
         )
+
+    def delta_base(self) -> str:
+        return relative_reference(f"{self.prefix}/{AFTER_NAME}", self.manifest_key)
 
     def put_outcome(self, data: bytes) -> None:
         self.artifacts.put_bytes(f"{self.prefix}/{OUTCOME_NAME}", data)
 
-    def put(self, name: str, data: bytes) -> str:
-        return self.artifacts.put_bytes(f"{self.prefix}/{name}", data)
+    def put(self, name: str, data: bytes | Path) -> str:
+        key = f"{self.prefix}/{name}"
+        return (
+            self.artifacts.put_file(key, data)
+            if isinstance(data, Path)
+            else self.artifacts.put_bytes(key, data)
+        )
 
     def seed_uri(self) -> str:
-        return self.artifacts.uri(self.seed_key)
+        return self.artifacts.uri(self.manifest_key)
 
 
 class _PresignedFolder:
     """The attempt's folder through its presigned URLs only (plain HTTP, no credentials)."""
 
-    def __init__(self, access: PresignedAccess, seed_uri: str) -> None:
-        self.access, self._seed_uri = access, seed_uri
+    def __init__(self, access: PresignedAccess, artifacts: ArtifactStore, trial_input: PodTrialInput) -> None:
+        self.access = access
+        self._seed_archive_uri = artifacts.uri(trial_input.seed_key)
+        self._seed_uri = artifacts.uri(trial_input.seed_manifest_key)
+        folder = artifacts.key_of(access.folder_uri) or ""
+        self._delta_base = relative_reference(f"{folder}/{AFTER_NAME}", trial_input.seed_manifest_key)
         self.timeout = httpx.Timeout(600.0, connect=10.0)
 
     def get_seed(self, target: Path) -> None:
@@ -221,12 +248,12 @@ class _PresignedFolder:
             with httpx.stream("GET", self.access.seed_url, timeout=self.timeout) as response:
                 if response.status_code != 200:
                     response.read()
-                    raise InfraError(_refusal(f"seed {self._seed_uri}", response))
+                    raise InfraError(_refusal(f"seed {self._seed_archive_uri}", response))
                 with open(target, "wb") as handle:
                     for block in response.iter_bytes(1 << 20):
                         handle.write(block)
         except httpx.HTTPError as exc:
-            raise InfraError(f"seed {self._seed_uri}: {exc}") from exc
+            raise InfraError(f"seed {self._seed_archive_uri}: {exc}") from exc
 
     def _put(self, name: str, data: bytes | Path) -> str:
         """PUT ``data`` (bytes, or a file streamed from disk with its Content-Length, which a
@@ -246,19 +273,20 @@ class _PresignedFolder:
             raise InfraError(_refusal(f"{self.access.folder_uri}/{name}", response))
         return f"{self.access.folder_uri}/{name}"
 
-    def store(
-        self, trajectory: Trajectory, grade: Grade | None, before: Path, after: Path
-    ) -> dict[str, str | None]:
-        # The worker stored the seed before presigning its URL: it is the initial snapshot.
+    def store(self, trajectory: Trajectory, grade: Grade | None, after: Path) -> dict[str, str | None]:
+        # The worker stored the seed before presigning its URL: it is the initial state.
         return {
             "trajectory_uri": self._put(TRAJECTORY_NAME, model_json(trajectory, indent=2).encode()),
             "grade_uri": self._put(GRADE_NAME, model_json(grade, indent=2).encode()) if grade else None,
             "snapshot_before_uri": self._seed_uri,
-            "snapshot_after_uri": self._put(AFTER_NAME, after),
+            "snapshot_after_uri": self._put(after.name, after),
         }
 
-    def put(self, name: str, data: bytes) -> str:
+    def put(self, name: str, data: bytes | Path) -> str:
         return self._put(name, data)
+
+    def delta_base(self) -> str:
+        return self._delta_base
 
     def seed_uri(self) -> str:
         return self._seed_uri
@@ -294,13 +322,15 @@ async def run_pod_trial(
     trial_input, artifacts = load_input(input_uri)
     folder: _Folder
     if trial_input.presigned is not None:
-        folder = _PresignedFolder(trial_input.presigned, artifacts.uri(trial_input.seed_key))
+        folder = _PresignedFolder(trial_input.presigned, artifacts, trial_input)
     else:
         prefix = _folder_of(artifacts, input_uri, trial_input.spec, trial_input.attempt)
-        folder = _StoreFolder(artifacts, prefix, trial_input.seed_key)
+        folder = _StoreFolder(artifacts, prefix, trial_input)
     # The trajectory so far goes to the folder as it grows; a failure keeps its evidence there.
     progress = TrialProgress(trial_input.spec, trial_input.task, trial_input.attempt)
     progress.attach(folder.put)
+    # The seed and the final delta live here until the failed attempt's evidence is kept.
+    scratch = Path(tempfile.mkdtemp(prefix="atoll-trial-"))
     try:
         result = await _run(
             trial_input,
@@ -312,6 +342,7 @@ async def run_pod_trial(
             health_timeout_s,
             grader_token,
             progress,
+            scratch,
         )
         outcome = PodTrialOutcome(result=result)
     except InfraError as exc:
@@ -320,6 +351,7 @@ async def run_pod_trial(
         outcome = PodTrialOutcome(infra_error=str(exc), result=evidence)
     finally:
         await progress.close()
+        shutil.rmtree(scratch, ignore_errors=True)
     folder.put_outcome(model_json(outcome, indent=2).encode())
     return outcome
 
@@ -334,40 +366,42 @@ async def _run(
     health_timeout_s: float,
     grader_token: str | None,
     progress: TrialProgress,
+    scratch: Path,
 ) -> TrialResult:
     spec, task = trial_input.spec, trial_input.task
     environment = steps.EnvironmentEndpoint(environment_url, env_token, mcp_token)
-    scratch = Path(tempfile.mkdtemp(prefix="atoll-trial-"))
-    try:
-        before = scratch / "before.tar.gz"
-        folder.get_seed(before)
-        async with httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0)) as http:
-            # The environment container starts beside this one; wait for it.
-            await steps.wait_until_healthy(http, environment_url, timeout_s=health_timeout_s)
-            await steps.prepare_world(
-                http,
-                environment,
-                seed_digest=trial_input.seed_digest,
-                world_id=spec.world_id,
-                world_options=trial_input.world_options,
-                servers=tuple(trial_input.servers) or None,
-                seed_archive=before,
-            )
-            progress.before_uri = folder.seed_uri
-            trajectory = progress.trajectory = await steps.run_agent_in_process(
-                environment, task, spec, on_change=progress.observe
-            )
-            after = scratch / "after.tar.gz"
-            progress.after = await steps.take_snapshot(http, environment)
-            after.write_bytes(progress.after)
-        steps.raise_for_infrastructure(trajectory)
-        await progress.stop()
-        grade = None
-        if steps.should_grade(trajectory, trial_input.grade_incomplete):
-            grade = await _grade(trial_input, before, after, trajectory, grader_url, grader_token)
-        uris = folder.store(trajectory, grade, before, after)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    before = scratch / "before.tar.gz"
+    folder.get_seed(before)
+    async with httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0)) as http:
+        # The environment container starts beside this one; wait for it.
+        await steps.wait_until_healthy(http, environment_url, timeout_s=health_timeout_s)
+        populated = await steps.prepare_world(
+            http,
+            environment,
+            seed_digest=trial_input.seed_digest,
+            world_id=spec.world_id,
+            world_options=trial_input.world_options,
+            servers=tuple(trial_input.servers) or None,
+            seed_archive=before,
+        )
+        progress.before_uri = folder.seed_uri
+        trajectory = progress.trajectory = await steps.run_agent_in_process(
+            environment, task, spec, on_change=progress.observe
+        )
+        after = progress.after = await steps.take_final_state(
+            http,
+            environment,
+            scratch,
+            base=folder.delta_base(),
+            base_digest=trial_input.seed_digest,
+        )
+    steps.raise_for_infrastructure(trajectory)
+    await progress.stop()
+    grade = None
+    if steps.should_grade(trajectory, trial_input.grade_incomplete):
+        snapshots = steps.trial_snapshots(populated, steps.archive_reader(before), after)
+        grade = await _grade(trial_input, snapshots, scratch, trajectory, grader_url, grader_token)
+    uris = folder.store(trajectory, grade, after)
     return steps.build_result(
         spec,
         task,
@@ -381,15 +415,24 @@ async def _run(
 
 async def _grade(
     trial_input: PodTrialInput,
-    before: Path,
-    after: Path,
+    snapshots: tuple[ManifestSnapshot, ManifestSnapshot],
+    scratch: Path,
     trajectory: Trajectory,
     grader_url: str | None,
     grader_token: str | None,
 ) -> Grade:
-    if grader_url:
+    before, after = snapshots
+    if grader_url:  # the grading service takes full archives
+        before_path = steps.write_full_archive(before, scratch / "graded-before.tar.gz")
+        after_path = steps.write_full_archive(after, scratch / "graded-after.tar.gz")
         return await steps.grade_with_service(
-            grader_url, trial_input.task, before, after, trajectory, trial_input.judge, token=grader_token
+            grader_url,
+            trial_input.task,
+            before_path,
+            after_path,
+            trajectory,
+            trial_input.judge,
+            token=grader_token,
         )
     from grader import grade_trial
 

@@ -2,15 +2,17 @@
 
 Per trial: an environment (by default in-process, on a free loopback port, with its own
 temporary roots; reused across trials only after the freshness check) is populated from the
-world's cached extracted seed (world zip + task overlay, extracted once), its initial
-snapshot digest must equal the seed's, the app servers are configured, the agent runs over
-MCP HTTP, the final snapshot is taken, the grader grades, and trajectory, grade and
-snapshots go to the artifact store.
+world's cached extracted seed (world zip + task overlay, extracted once), the digest of the
+populated world's manifest must equal the seed's, the app servers are configured, the agent
+runs over MCP HTTP, the final state is taken as a delta on the seed, the grader grades from
+manifests (reading only what changed), and trajectory, grade and delta go to the artifact
+store, where the seed is stored once by content.
 
 The same executor drives separately deployed services (``docker compose``) when
-``ATOLL_ENVIRONMENT_URLS`` names running environments (the seed is then uploaded instead of
-read from disk), ``ATOLL_AGENTS_RUNNER_URL`` an agents runner and ``ATOLL_GRADER_URL`` a
-grading service. The steps themselves live in :mod:`orchestrator.executors.steps`.
+``ATOLL_ENVIRONMENT_URLS`` names running environments (the seed's full archive is then
+uploaded instead of read from disk), ``ATOLL_AGENTS_RUNNER_URL`` an agents runner and
+``ATOLL_GRADER_URL`` a grading service (sent full archives, rebuilt from the manifests). The
+steps themselves live in :mod:`orchestrator.executors.steps`.
 """
 
 from __future__ import annotations
@@ -34,11 +36,12 @@ from atoll.judge import JudgeConfig
 from atoll.judge import judge_request as wire_judge
 from atoll.trajectory import Trajectory
 from atoll.trial import TrialResult, TrialSpec
+from atoll.world_manifest import WorldManifest
 from orchestrator.artifacts import ArtifactStore, claim_trial_folder
 from orchestrator.executors import executor, steps
 from orchestrator.executors.base import InfraError, attach_result, failure_message
 from orchestrator.executors.evidence import TrialProgress
-from orchestrator.executors.seeds import SeedCache
+from orchestrator.executors.seeds import Seed, SeedCache
 from orchestrator.executors.steps import EnvironmentEndpoint, trial_outcome
 
 if TYPE_CHECKING:
@@ -162,6 +165,8 @@ class LocalExecutor:
         self.tasks: dict[str, Task] = {task.task_id: task for task in benchmark.tasks}
         output = Path(spec.output_dir).resolve()  # seeds are handed to environments as file:// URLs
         self.seeds = SeedCache(output / ".cache" / "seeds")
+        self._seed_locks: dict[str, asyncio.Lock] = {}
+        self._stored_seeds: dict[str, str] = {}  # seed key -> its manifest's URI, once stored
         remote = self.services.environments()
         if remote:
             self.pool: _Pool = _RemotePool(remote)
@@ -211,8 +216,9 @@ class LocalExecutor:
                 + " (set skip_unavailable_apps: true to skip such tasks)"
             )
         progress = TrialProgress(spec, task, attempt)
+        scratch = Path(tempfile.mkdtemp(prefix="atoll-trial-"))
         try:
-            return await self._run(spec, task, attempt, progress)
+            return await self._run(spec, task, attempt, progress, scratch)
         except Exception as exc:
             # Whatever failed, the attempt keeps what it did (turns so far, prompt, duration).
             await progress.stop()
@@ -222,56 +228,60 @@ class LocalExecutor:
             raise
         finally:
             await progress.close()
+            shutil.rmtree(scratch, ignore_errors=True)
 
-    async def _run(self, spec: TrialSpec, task: Task, attempt: int, progress: TrialProgress) -> TrialResult:
+    async def _run(
+        self, spec: TrialSpec, task: Task, attempt: int, progress: TrialProgress, scratch: Path
+    ) -> TrialResult:
         # Claimed first: the trajectory so far, and a failed attempt's evidence, go there too.
         prefix = await asyncio.to_thread(claim_trial_folder, self.artifacts, spec, attempt)
-        progress.attach(lambda name, data: self.artifacts.put_bytes(f"{prefix}/{name}", data))
-        seed, seed_digest = await self.seeds.get(spec, self.benchmark)
-        before = self.seeds.snapshot_path(seed)
-        seed_key = f"seeds/{before.name}"
-        progress.before_uri = lambda: steps.store_seed(self.artifacts, seed_key, before)
+
+        def put(name: str, data: bytes | Path) -> str:
+            key = f"{prefix}/{name}"
+            return (
+                self.artifacts.put_file(key, data)
+                if isinstance(data, Path)
+                else self.artifacts.put_bytes(key, data)
+            )
+
+        progress.attach(put)
+        seed = await self.seeds.get(spec, self.benchmark)
+        before_uri = await self._stored_seed(seed)
+        progress.before_uri = lambda: before_uri
         environment = await self.pool.acquire()
         endpoint = environment if isinstance(environment, EnvironmentEndpoint) else _endpoint_of(environment)
         healthy = False
         try:
-            await steps.prepare_world(
+            populated = await steps.prepare_world(
                 self._http,
                 endpoint,
-                seed_digest=seed_digest,
+                seed_digest=seed.digest,
                 world_id=spec.world_id,
                 world_options=steps.world_options(self.benchmark.world(spec.world_id)),
                 servers=servers_for_world(self.benchmark.world(spec.world_id)),
-                seed_archive=before if self._remote_environments else None,
-                seed_folder=None if self._remote_environments else seed,
+                seed_archive=await self.seeds.archive(seed) if self._remote_environments else None,
+                seed_folder=None if self._remote_environments else seed.folder,
             )
             trajectory = progress.trajectory = await self._run_agent(endpoint, task, spec, progress)
-            after = progress.after = await steps.take_snapshot(self._http, endpoint)
+            after = progress.after = await steps.take_final_state(
+                self._http,
+                endpoint,
+                scratch,
+                base=steps.delta_base(prefix, seed.key),
+                base_digest=seed.digest,
+            )
             healthy = True
         finally:
             self.pool.release(environment, healthy=healthy)
 
         steps.raise_for_infrastructure(trajectory)
         await progress.stop()
-        scratch = Path(tempfile.mkdtemp(prefix="grade-"))
-        try:
-            after_path = scratch / "after.tar.gz"
-            after_path.write_bytes(after)
-            grade = None
-            if steps.should_grade(trajectory, self.spec.limits.grade_incomplete):
-                grade = await self._grade(task, before, after_path, trajectory, spec)
-            uris = await asyncio.to_thread(
-                steps.store_artifacts,
-                self.artifacts,
-                prefix,
-                trajectory,
-                grade,
-                before,
-                after_path,
-                seed_key=seed_key,
-            )
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+        grade = None
+        if steps.should_grade(trajectory, self.spec.limits.grade_incomplete):
+            grade = await self._grade(task, seed, populated, after, trajectory, spec)
+        uris = await asyncio.to_thread(
+            steps.store_artifacts, self.artifacts, prefix, trajectory, grade, after, before_uri=before_uri
+        )
         return steps.build_result(
             spec,
             task,
@@ -281,6 +291,15 @@ class LocalExecutor:
             duration_s=progress.elapsed_s,
             uris=uris,
         )
+
+    async def _stored_seed(self, seed: Seed) -> str:
+        """The URI of the seed's manifest in the artifact store, storing the seed (its blobs
+        that the store lacks, then its manifest) the first time this process uses it."""
+        lock = self._seed_locks.setdefault(seed.key, asyncio.Lock())
+        async with lock:
+            if seed.key not in self._stored_seeds:
+                self._stored_seeds[seed.key] = await asyncio.to_thread(steps.store_seed, self.artifacts, seed)
+        return self._stored_seeds[seed.key]
 
     async def _run_agent(
         self, environment: EnvironmentEndpoint, task: Task, spec: TrialSpec, progress: TrialProgress
@@ -298,26 +317,45 @@ class LocalExecutor:
         return await steps.run_agent_in_process(environment, task, spec, on_change=progress.observe)
 
     async def _grade(
-        self, task: Task, before: Path, after: Path, trajectory: Trajectory, spec: TrialSpec
+        self,
+        task: Task,
+        seed: Seed,
+        populated: WorldManifest,
+        after: Path,
+        trajectory: Trajectory,
+        spec: TrialSpec,
     ) -> Grade:
-        if self.services.grader_url:
-            return await steps.grade_with_service(
-                self.services.grader_url,
-                task,
-                before,
-                after,
-                trajectory,
-                judge_request(self.spec),
-                token=self.services.grader_token,
-            )
-        from grader import grade_trial
-
+        scratch = Path(tempfile.mkdtemp(prefix="grade-"))
         try:
-            return await grade_trial(
-                task, before, after, trajectory, self._judge, self._verdicts(), trial_id=spec.trial_id
+            before, final = await asyncio.to_thread(
+                steps.trial_snapshots, populated, steps.folder_reader(seed.folder), after
             )
-        except AtollError as exc:
-            raise steps.grader_failure(exc) from exc
+            if self.services.grader_url:  # the grading service takes full archives
+                before_path = await asyncio.to_thread(
+                    steps.write_full_archive, before, scratch / "graded-before.tar.gz"
+                )
+                after_path = await asyncio.to_thread(
+                    steps.write_full_archive, final, scratch / "graded-after.tar.gz"
+                )
+                return await steps.grade_with_service(
+                    self.services.grader_url,
+                    task,
+                    before_path,
+                    after_path,
+                    trajectory,
+                    judge_request(self.spec),
+                    token=self.services.grader_token,
+                )
+            from grader import grade_trial
+
+            try:
+                return await grade_trial(
+                    task, before, final, trajectory, self._judge, self._verdicts(), trial_id=spec.trial_id
+                )
+            except AtollError as exc:
+                raise steps.grader_failure(exc) from exc
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def judge_request(spec: ExperimentSpec) -> dict[str, Any]:

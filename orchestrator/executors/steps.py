@@ -2,21 +2,20 @@
 
 The local executor (in-process environments, or the services of a compose deployment) and
 the per-trial Kubernetes pod (``atoll trial run``) run the same sequence: populate the world
-from its seed, check that it is fresh (initial snapshot digest = seed digest), configure the
-app servers, run the agent over MCP, take the final snapshot, grade, store the artifacts and
-build the :class:`TrialResult`. Every failure of the machinery raises :class:`InfraError`.
+from its seed, check that it is fresh (the populated world's manifest digest = the seed's),
+configure the app servers, run the agent over MCP, take the final state (a delta on the seed),
+grade, store the artifacts and build the :class:`TrialResult`. Every failure of the machinery raises :class:`InfraError`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import httpx
 
@@ -28,12 +27,17 @@ from atoll.grade import Grade, Verdict
 from atoll.jsonio import model_json
 from atoll.trajectory import ErrorKind, RunStatus, Trajectory
 from atoll.trial import Outcome, TrialResult, TrialSpec
+from atoll.world_manifest import Delta, Entry, WorldManifest, sha256_of, write_archive
+from atoll.world_store import relative_reference, seed_manifest_key, store_world
 from orchestrator.artifacts import ArtifactStore
 from orchestrator.executors.base import InfraError, ModelEndpointError
+from orchestrator.executors.evidence import AFTER_NAME, FULL_AFTER_NAME
 from orchestrator.executors.instant import InstantOptions
 
 if TYPE_CHECKING:
     from agents_runner.state import AgentRun
+    from grader.snapshot import ManifestSnapshot, Snapshot
+    from orchestrator.executors.seeds import Seed
 
 # Keys of a trial's agent config that are not the agent's: the orchestrator's endpoint keys
 # and the instant executor's declared dry-run knobs. Everything else must be a field of
@@ -122,13 +126,14 @@ async def prepare_world(
     servers: tuple[str, ...] | None = None,
     seed_folder: Path | None = None,
     seed_archive: Path | None = None,
-) -> None:
+) -> WorldManifest:
     """Replace the environment's world with the seed, check it is fresh, configure the apps.
 
     The seed is given either as an extracted folder the environment can read
     (``seed_folder``, same machine) or as the seed's snapshot archive, uploaded
-    (``seed_archive``, any machine). Raises InfraError when the initial snapshot's sha256
-    differs from ``seed_digest``."""
+    (``seed_archive``, any machine). Raises InfraError when the digest of the populated
+    world's manifest (:mod:`atoll.world_manifest`) differs from ``seed_digest``; returns that
+    manifest (the world the agent starts from, which the final delta builds on)."""
     if seed_folder is not None:
         await environment_post(
             http,
@@ -147,20 +152,79 @@ async def prepare_world(
             )
     else:  # pragma: no cover - a programming error
         raise ValueError("prepare_world needs seed_folder or seed_archive")
-    snapshot = await environment_post(http, environment, "/data/snapshot")
-    digest = hashlib.sha256(snapshot.content).hexdigest()
+    answer = await environment_post(http, environment, "/data/snapshot/manifest")
+    try:
+        populated = WorldManifest.from_bytes(answer.content, "the environment's manifest")
+    except AtollError as exc:
+        raise InfraError(f"world {world_id}: {exc.message}") from exc
+    digest = populated.digest()
     if digest != seed_digest:
         raise InfraError(
-            f"world {world_id} is not fresh: initial snapshot {digest[:12]} differs from seed {seed_digest[:12]}"
+            f"world {world_id} is not fresh: the populated world {digest[:12]} differs from seed {seed_digest[:12]}"
         )
     # The one server table (atoll/apps.py); the world's optional servers (market_data) come in ``servers``.
     names = servers or DEFAULT_SERVERS
     config = {name: {"transport": "inprocess", "server": name, "options": world_options} for name in names}
     await environment_post(http, environment, "/apps", json={"mcpServers": config})
+    return populated
 
 
 async def take_snapshot(http: httpx.AsyncClient, environment: EnvironmentEndpoint) -> bytes:
     return (await environment_post(http, environment, "/data/snapshot")).content
+
+
+async def take_final_state(
+    http: httpx.AsyncClient, environment: EnvironmentEndpoint, folder: Path, *, base: str, base_digest: str
+) -> Path:
+    """The world's final state, streamed into ``folder``: as a delta on the seed it was
+    populated from (``after.delta.tar.gz``: its manifest, and the contents the seed lacks;
+    ``base`` is the seed's stored manifest as the attempt's folder names it), or, when the
+    agent left a file that no manifest can list (a name that is not UTF-8, say), as the full
+    snapshot (``after.tar.gz``). An environment whose populated world is not ``base_digest``
+    refuses (409 base_mismatch): an InfraError, as every failure here."""
+    body = {"base": base, "base_digest": base_digest}
+    try:
+        return await _stream_to(http, environment, "/data/snapshot/delta", folder / AFTER_NAME, json=body)
+    except _Refused as refused:
+        if refused.code != "world_not_manifestable":
+            raise InfraError(refused.message) from None
+    return await _stream_to(http, environment, "/data/snapshot", folder / FULL_AFTER_NAME)
+
+
+class _Refused(AtollError):
+    """The environment refused with an error body (its code, or None)."""
+
+    def __init__(self, code: str | None, message: str) -> None:
+        super().__init__(code or "environment_refused", message)
+
+
+async def _stream_to(
+    http: httpx.AsyncClient, environment: EnvironmentEndpoint, path: str, target: Path, **kwargs: Any
+) -> Path:
+    url = f"{environment.url.rstrip('/')}{path}"
+    try:
+        async with http.stream("POST", url, headers=environment.headers(), **kwargs) as response:
+            if response.status_code >= 400:
+                await response.aread()
+                code, _ = _error_of(response)
+                raise _Refused(
+                    code, f"environment {path}: HTTP {response.status_code}: {response.text[:500]}"
+                )
+            with target.open("wb") as sink:
+                async for block in response.aiter_bytes(1 << 20):
+                    sink.write(block)
+    except httpx.HTTPError as exc:
+        raise InfraError(f"environment {path}: {type(exc).__name__}: {exc}") from exc
+    except _Refused as refused:
+        if path != "/data/snapshot/delta":
+            raise InfraError(refused.message) from None
+        raise
+    return target
+
+
+def delta_base(prefix: str, seed_key: str) -> str:
+    """How the delta of the attempt folder ``prefix`` names its seed's stored manifest."""
+    return relative_reference(f"{prefix}/{AFTER_NAME}", seed_manifest_key(seed_key))
 
 
 def agent_config(spec: TrialSpec) -> dict[str, Any]:
@@ -338,16 +402,107 @@ def grader_failure(exc: AtollError) -> InfraError:
     return InfraError(f"grader: {exc.message}")
 
 
-def store_seed(artifacts: ArtifactStore, seed_key: str, before: Path) -> str:
-    """The URI of the seed's snapshot (a trial's initial snapshot), stored once under ``seed_key``."""
-    if not artifacts.exists(seed_key):
-        try:
-            return artifacts.put_file(seed_key, before)
-        except OSError:
-            # Another trial of the same world stored it at the same moment (same bytes).
-            if not artifacts.exists(seed_key):
-                raise
-    return artifacts.uri(seed_key)
+def store_seed(artifacts: ArtifactStore, seed: Seed) -> str:
+    """Store the seed in the artifact store (the blobs it lacks, then the manifest, at
+    ``seeds/<key>.manifest.json``) and give the manifest's URI: a trial's initial state."""
+    return store_world(artifacts, seed_manifest_key(seed.key), seed.manifest, seed.open_member)
+
+
+def folder_reader(folder: Path) -> Callable[[set[str]], dict[str, bytes]]:
+    """Read members (``filesystem/…``, ``.apps_data/…``) of an extracted world by path."""
+
+    def read(paths: set[str]) -> dict[str, bytes]:
+        return {path: (folder / path).read_bytes() for path in paths}
+
+    return read
+
+
+def archive_reader(archive: Path) -> Callable[[set[str]], dict[str, bytes]]:
+    """Read members of a world's full archive (a seed's ``.tar.gz``) by path, in one pass."""
+    import tarfile
+
+    def read(paths: set[str]) -> dict[str, bytes]:
+        found: dict[str, bytes] = {}
+        if not paths:
+            return found
+        with tarfile.open(archive, "r:gz") as tar:
+            for member in tar:
+                if member.isreg() and member.name in paths:
+                    handle = tar.extractfile(member)
+                    found[member.name] = handle.read() if handle is not None else b""
+                    if len(found) == len(paths):
+                        break
+        return found
+
+    return read
+
+
+def trial_snapshots(
+    populated: WorldManifest, read_populated: Callable[[set[str]], dict[str, bytes]], delta_path: Path
+) -> tuple[ManifestSnapshot, ManifestSnapshot | Snapshot]:
+    """The grader's before and after snapshots of a trial, with nothing read or hashed until
+    the grader asks for a file: before is the populated world (``populated``, its files read
+    by path with ``read_populated``), after is the delta at ``delta_path`` (its own blobs, and
+    the populated world's for what the agent left alone), or the full snapshot that stands
+    for it (:func:`take_final_state`). A content that does not hash to its name is never
+    handed on."""
+    from grader.snapshot import ManifestSnapshot, Snapshot
+
+    paths_of: dict[str, str] = {}
+    for entry in populated.entries:
+        if entry.sha256 is not None:
+            paths_of.setdefault(entry.sha256, entry.path)
+
+    def before_blobs(hashes: set[str]) -> dict[str, bytes]:
+        wanted = {hash_: paths_of[hash_] for hash_ in hashes if hash_ in paths_of}
+        found = read_populated(set(wanted.values()))
+        blobs = {hash_: found[path] for hash_, path in wanted.items() if path in found}
+        return {hash_: data for hash_, data in blobs.items() if sha256_of(data) == hash_}
+
+    before = ManifestSnapshot(populated, before_blobs, location="the populated world")
+    if delta_path.name == FULL_AFTER_NAME:
+        return before, Snapshot(delta_path)
+    delta = Delta(delta_path)
+
+    def after_blobs(hashes: set[str]) -> dict[str, bytes]:
+        blobs = delta.read_blobs(hashes)
+        return blobs | before_blobs(set(hashes) - blobs.keys())
+
+    return before, ManifestSnapshot(delta.manifest, after_blobs, location=delta_path)
+
+
+def write_full_archive(
+    snapshot: ManifestSnapshot | Snapshot, path: Path, *, batch_bytes: int = 64 << 20
+) -> Path:
+    """The world's full archive (the bytes ``/data/snapshot`` gives for it) written to ``path``
+    (contents read ``batch_bytes`` at a time, in archive order); a snapshot that already is a
+    full archive is its own file, returned as it is."""
+    import io
+
+    from grader.snapshot import Snapshot
+
+    if isinstance(snapshot, Snapshot):
+        return Path(snapshot.location)
+
+    entries = snapshot.manifest.entries
+    batch: dict[str, bytes] = {}
+
+    def open_blob(entry: Entry) -> BinaryIO:
+        if entry.path not in batch:
+            batch.clear()
+            wanted, size = set(), 0
+            for later in entries[entries.index(entry) :]:
+                if later.type == "file" and (not wanted or size + later.size <= batch_bytes):
+                    wanted.add(later.path)
+                    size += later.size
+                elif later.type == "file":
+                    break
+            batch.update(snapshot.read_many(wanted))
+        return io.BytesIO(batch.pop(entry.path))
+
+    with path.open("wb") as sink:
+        write_archive(snapshot.manifest, open_blob, sink)
+    return path
 
 
 def store_artifacts(
@@ -355,14 +510,13 @@ def store_artifacts(
     prefix: str,
     trajectory: Trajectory,
     grade: Grade | None,
-    before: Path,
     after: Path,
     *,
-    seed_key: str,
+    before_uri: str,
 ) -> dict[str, str | None]:
-    """Trajectory, grade and final snapshot under ``prefix``; the initial snapshot is the
-    seed's and is stored once, under ``seed_key``."""
-    before_uri = store_seed(artifacts, seed_key, before)
+    """Trajectory, grade and the final state (a delta on the seed, ``after.delta.tar.gz``, or
+    the full ``after.tar.gz`` that stands for it) under ``prefix``; the initial state is the
+    seed's, stored once, at ``before_uri``."""
     return {
         "trajectory_uri": artifacts.put_bytes(
             f"{prefix}/trajectory.json", model_json(trajectory, indent=2).encode()
@@ -371,7 +525,7 @@ def store_artifacts(
         if grade
         else None,
         "snapshot_before_uri": before_uri,
-        "snapshot_after_uri": artifacts.put_file(f"{prefix}/after.tar.gz", after),
+        "snapshot_after_uri": artifacts.put_file(f"{prefix}/{after.name}", after),
     }
 
 
@@ -458,9 +612,11 @@ def world_options(world: World) -> dict[str, Any]:
 __all__ = [
     "EnvironmentEndpoint",
     "agent_config",
+    "archive_reader",
     "build_result",
     "check_columns",
     "environment_post",
+    "folder_reader",
     "grade_with_service",
     "grader_failure",
     "prepare_world",
@@ -468,11 +624,15 @@ __all__ = [
     "run_agent_in_process",
     "run_agent_remote",
     "should_grade",
+    "delta_base",
     "store_artifacts",
     "store_seed",
+    "take_final_state",
     "take_snapshot",
     "trial_outcome",
+    "trial_snapshots",
     "validate_agents",
     "wait_until_healthy",
     "world_options",
+    "write_full_archive",
 ]

@@ -280,6 +280,7 @@ def _presigned_attempt(s3_store, tmp_path, benchmark_dir, folder: str, *, expire
         attempt=1,
         task=benchmark.tasks[0],
         seed_key="seeds/world.tar.gz",
+        seed_manifest_key="seeds/world.manifest.json",
         seed_digest="0" * 64,
         artifacts=store.url,
         presigned=access,
@@ -309,7 +310,13 @@ def test_an_attempts_presigned_urls_reach_its_own_folder_only(tmp_path, benchmar
     assert not store.exists("exp/b/attempt-1/trajectory.json")
     # A PUT URL does not read, and a file the pod does not write has no URL at all.
     assert httpx.get(put_outcome).status_code == 403
-    assert set(access_a.put_urls) == {"outcome.json", "trajectory.json", "grade.json", "after.tar.gz"}
+    assert set(access_a.put_urls) == {
+        "outcome.json",
+        "trajectory.json",
+        "grade.json",
+        "after.delta.tar.gz",
+        "after.tar.gz",
+    }
     # Without a signature the store refuses (the pod has nothing else).
     endpoint = s3_store.endpoint_url
     assert httpx.put(f"{endpoint}/atoll/runs/exp/b/attempt-1/outcome.json", content=b"x").status_code == 403
@@ -319,20 +326,20 @@ def test_an_attempts_presigned_urls_reach_its_own_folder_only(tmp_path, benchmar
 def test_the_final_snapshot_is_streamed_from_disk_not_read_into_memory(
     tmp_path, benchmark_dir, s3_store, monkeypatch
 ):
-    """A snapshot may be larger than the trial container's memory: the pod's PUT streams the
-    file (with its length, which a presigned PUT needs) instead of reading it whole."""
+    """A final state may be larger than the trial container's memory (an agent that wrote a
+    big file): the pod's PUT streams the delta (with its length, which a presigned PUT needs)
+    instead of reading it whole."""
     import pathlib
     from datetime import UTC, datetime
 
     from atoll.trajectory import RunStatus, Trajectory
-    from orchestrator.executors.kubernetes_trial import _PresignedFolder
+    from orchestrator.executors.kubernetes_trial import _PresignedFolder, load_input
 
-    store, _pod_input, access = _presigned_attempt(s3_store, tmp_path, benchmark_dir, "exp/a/attempt-1")
-    after = tmp_path / "after.tar.gz"
+    store, pod_input, access = _presigned_attempt(s3_store, tmp_path, benchmark_dir, "exp/a/attempt-1")
+    trial_input, _ = load_input(pod_input)
+    after = tmp_path / "after.delta.tar.gz"
     payload = os.urandom(3 << 20)
     after.write_bytes(payload)
-    before = tmp_path / "before.tar.gz"
-    before.write_bytes(b"before")
     read_whole = pathlib.Path.read_bytes
 
     def refuse_snapshots(self: pathlib.Path) -> bytes:
@@ -343,11 +350,10 @@ def test_the_final_snapshot_is_streamed_from_disk_not_read_into_memory(
     trajectory = Trajectory(agent="a", model="m", status=RunStatus.completed, started_at=now, ended_at=now)
     with monkeypatch.context() as pod:
         pod.setattr(pathlib.Path, "read_bytes", refuse_snapshots)
-        uris = _PresignedFolder(access, store.uri("seeds/world.tar.gz")).store(
-            trajectory, None, before, after
-        )
-    assert uris["snapshot_after_uri"].endswith("exp/a/attempt-1/after.tar.gz")
-    assert store.get_bytes("exp/a/attempt-1/after.tar.gz") == payload
+        uris = _PresignedFolder(access, store, trial_input).store(trajectory, None, after)
+    assert uris["snapshot_after_uri"].endswith("exp/a/attempt-1/after.delta.tar.gz")
+    assert uris["snapshot_before_uri"] == store.uri("seeds/world.manifest.json")
+    assert store.get_bytes("exp/a/attempt-1/after.delta.tar.gz") == payload
 
 
 @pytest.mark.slow
@@ -641,6 +647,7 @@ def test_the_pod_writes_its_outcome_and_evidence_beside_the_input_it_was_given(t
         attempt=1,
         task=benchmark.tasks[0],
         seed_key="seeds/missing.tar.gz",  # the pod fails early, with an outcome to write
+        seed_manifest_key="seeds/missing.manifest.json",
         seed_digest="0" * 64,
         artifacts=store.url,
     )

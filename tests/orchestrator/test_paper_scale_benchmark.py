@@ -69,10 +69,17 @@ def test_paper_scale_runs_and_reports_against_the_targets(paper, tmp_path, capsy
     (run,) = result["runs"]
     assert run["trials"] == run["passed"] == 2
     assert run["cpu_s_per_trial"] > 0 and run["peak_rss_bytes"] > 0
-    # Today every trial stores its whole world again: after.tar.gz is most of a world archive.
-    assert run["artifact_bytes_by_name"]["after.tar.gz"] > 0
+    # A trial stores its final state as a delta on its seed; the worlds are stored once, by content.
+    names = run["artifact_bytes_by_name"]
+    assert names["after.delta.tar.gz"] > 0 and names["blobs/"] > 0 and names["seeds/"] > 0
+    assert "after.tar.gz" not in names
+    assert run["world_bytes"] == names["blobs/"] + names["seeds/"]
+    per_trial = run["trial_bytes_per_trial"] + run["world_bytes"] / 30_720
     assert result["artifact_share_of_world_archive"][0] == pytest.approx(
+        per_trial / result["world_archive_bytes"]
+    )
+    assert result["this_run_share_of_world_archive"][0] == pytest.approx(
         run["artifact_bytes_per_trial"] / result["world_archive_bytes"]
     )
     assert set(result["targets"]) == {"cpu_s_per_trial", "artifact_share_of_world_archive"}
-    assert result["paper"]["gigabytes"][0] == pytest.approx(run["artifact_bytes_per_trial"] * 30_720 / 1e9)
+    assert result["paper"]["gigabytes"][0] == pytest.approx(per_trial * 30_720 / 1e9)

@@ -1,5 +1,5 @@
-"""`atoll regrade` and `atoll judge self-preference` over trials stored as a seed manifest and
-a delta: read in place (the full archives are gone), graded as the archives were."""
+"""A run stores each trial's worlds as a seed manifest (by content, once) and a delta, and
+`atoll regrade` reads them in place: no full archive is written or needed."""
 
 from __future__ import annotations
 
@@ -11,11 +11,9 @@ from urllib.parse import unquote, urlparse
 import pytest
 
 from atoll.testing.scripted_llm import ScriptedLLM
-from atoll.world_store import seed_manifest_key
 from orchestrator.regrade import regrade_run
 from orchestrator.runner import run_experiment
 from orchestrator.store import TrialStore
-from tests.atoll.world_factories import delta_bytes, store_seed
 from tests.orchestrator.judge_only import judge_only_experiment
 
 MET = {"content": json.dumps({"rationale": "the deliverable states it", "verdict": "met"})}
@@ -32,26 +30,11 @@ def test_regrade_reads_a_seed_manifest_and_a_delta_in_place(tmp_path: Path) -> N
     store = TrialStore(spec.store)
     artifacts = tmp_path / "artifacts"
     (trial_spec, result, _state, _attempts), *_ = store.results("stored")
-    assert result.outcome.value == "ungradeable" and result.snapshot_after_uri.endswith("after.tar.gz")
-
-    # The same trial in the new layout: its seed stored by content, its after-state a delta.
-    before, after = _path(result.snapshot_before_uri), _path(result.snapshot_after_uri)
-    seed_uri, base = store_seed(artifacts, "seed", before.read_bytes())
-    folder = after.parent
-    delta_key = f"{folder.relative_to(artifacts).as_posix()}/after.delta.tar.gz"
-    (artifacts / delta_key).write_bytes(
-        delta_bytes(after.read_bytes(), base, delta_key=delta_key, base_key=seed_manifest_key("seed"))
-    )
-    before.unlink()
-    after.unlink()  # nothing may read the full archives any more
-    store.replace_result(
-        "stored",
-        trial_spec.trial_id,
-        result.model_copy(
-            update={"snapshot_before_uri": seed_uri, "snapshot_after_uri": (artifacts / delta_key).as_uri()}
-        ),
-        note="moved to world storage",
-    )
+    assert result.outcome.value == "ungradeable"
+    assert result.snapshot_before_uri.endswith(".manifest.json") and "/seeds/" in result.snapshot_before_uri
+    assert result.snapshot_after_uri.endswith("/after.delta.tar.gz")
+    assert (artifacts / "blobs" / "sha256").is_dir()
+    assert not [path for path in artifacts.rglob("*.tar.gz") if not path.name.endswith(".delta.tar.gz")]
 
     with ScriptedLLM(lambda request: MET) as judge:
         summary = asyncio.run(

@@ -36,7 +36,7 @@ def _worker(seeds: str, benchmark_dir: str, builds: str, barrier, results) -> No
     """One worker process: prepare the seed at the same moment as the others, then populate a
     fresh world from it (as a trial does) and report the digests it saw."""
     from environment.populate import PopulateSource, Subsystem, WorldRoots, populate
-    from environment.snapshot import write_snapshot
+    from environment.snapshot import build_manifest
 
     benchmark, trial = _trial(Path(benchmark_dir))
     build = SeedCache._build
@@ -50,15 +50,18 @@ def _worker(seeds: str, benchmark_dir: str, builds: str, barrier, results) -> No
     barrier.wait()
     try:
         cache = SeedCache(Path(seeds))
-        folder, digest = asyncio.run(cache.get(trial, benchmark))
+        seed = asyncio.run(cache.get(trial, benchmark))
         with tempfile.TemporaryDirectory() as scratch:
             roots = WorldRoots(Path(scratch) / "fs", Path(scratch) / "apps")
             roots.fs_root.mkdir()
             roots.apps_data_root.mkdir()
-            populate([PopulateSource(Subsystem.parse("world"), url=folder.as_uri())], roots, mode="replace")
-            with open(Path(scratch) / "world.tar.gz", "wb") as sink:
-                populated = write_snapshot(roots, sink).sha256
-        results.put(("ok", digest, populated, cache.snapshot_path(folder).is_file()))
+            populate(
+                [PopulateSource(Subsystem.parse("world"), url=seed.folder.as_uri())], roots, mode="replace"
+            )
+            populated = build_manifest(roots).digest()
+        # Its full archive, written on demand by whichever process asks first, is that world too.
+        archive = asyncio.run(cache.archive(seed))
+        results.put(("ok", seed.digest, populated, archive.is_file()))
     except Exception as exc:  # the race shows up as any error; report it, do not hide it
         results.put(("error", f"{type(exc).__name__}: {exc}", None, None))
 
@@ -99,14 +102,14 @@ def test_processes_preparing_one_seed_at_once_build_it_once_and_populate_from_it
 
 async def test_a_seed_left_half_built_by_a_crashed_process_is_rebuilt(tmp_path):
     benchmark, trial = _trial(replica.write_v11_directory(tmp_path / "v11"))
-    _, digest = await SeedCache(tmp_path / "fresh").get(trial, benchmark)
+    digest = (await SeedCache(tmp_path / "fresh").get(trial, benchmark)).digest
     cache = SeedCache(tmp_path / "seeds")
     folder = cache.root / seed_key(trial)
     (folder / "filesystem").mkdir(parents=True)  # a build killed mid-populate: no digest file
     (folder / "filesystem" / "partial.txt").write_text("half")
     (cache.root / f".{folder.name}.crashed").mkdir()  # and its staging folder
-    again, rebuilt = await cache.get(trial, benchmark)
-    assert (again, rebuilt) == (folder, digest)
+    again = await cache.get(trial, benchmark)
+    assert (again.folder, again.digest) == (folder, digest)
     assert not (folder / "filesystem" / "partial.txt").exists()
     assert (folder / "filesystem" / "Contracts" / "supply_agreement.txt").is_file()
     assert not list(cache.root.glob(f".{folder.name}.*"))

@@ -21,7 +21,8 @@ async def test_per_subsystem_seeds_populate_the_trial_world(tmp_path):
     )
     (trial,) = plan_trials(benchmark, spec)
     assert len(trial.world_digest) == 64 and trial.overlay_digest
-    folder, digest = await SeedCache(tmp_path / "seeds").get(trial, benchmark)
+    seed = await SeedCache(tmp_path / "seeds").get(trial, benchmark)
+    folder, digest = seed.folder, seed.digest
     assert (folder / "filesystem" / "Contracts" / "supply_agreement.txt").read_bytes().startswith(b"9.2")
     assert (folder / ".apps_data" / "mail" / "inbox.mbox").is_file()
     assert (folder / "filesystem" / "Trackers" / "tariffs.xlsx").is_file()  # the task overlay
