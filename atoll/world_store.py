@@ -127,6 +127,9 @@ def store_world(
             raise AtollError(
                 "world_key_taken", f"{root.uri(manifest_path)} holds another world (digest {stored.digest()})"
             )
+        # Written again, unchanged: its time says it is in use, which the garbage collector
+        # reads before it removes an unused seed (orchestrator/world_gc.py).
+        _put_atomically(root.fs, manifest_path, stored.to_bytes())
         return root.uri(manifest_path)
     files: dict[str, Entry] = {}
     for entry in manifest.entries:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -76,8 +78,13 @@ def test_blobs_are_written_once_across_worlds_that_share_files(tmp_path: Path, s
     assert blobs.written == 5  # only the changed file is new
     assert len(_blob_files(store)) == 5
     again = BlobStore(store)
-    store_seed(again, "a", first)  # idempotent: nothing is written again
+    manifest = store / "seeds" / "a.manifest.json"
+    stored, old = manifest.read_bytes(), time.time() - 7 * 86400
+    os.utime(manifest, (old, old))
+    store_seed(again, "a", first)  # idempotent: no blob is written again
     assert again.written == 0 and len(_blob_files(store)) == 5
+    # The manifest is written again, unchanged: its time says the seed is in use (world_gc).
+    assert manifest.read_bytes() == stored and manifest.stat().st_mtime > old + 86400
 
 
 def test_a_key_holding_another_world_is_never_replaced(tmp_path: Path, store: Path) -> None:
