@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import time
 import weakref
+from collections import OrderedDict
 from typing import Any
 
 import fastmcp
@@ -60,6 +61,19 @@ MAX_BODY_BYTES = 1 << 20
 
 #: A session silent this long is dropped from the table (learned again if it is still alive).
 _FORGET_AFTER_S = 3600.0
+
+
+_SHARED_TOOL_LISTS = 16  # distinct configs whose tools/list is kept across gateways
+
+
+def _shared_key(gateway: Gateway, version: str) -> tuple[str, str] | None:
+    """The key under which ``gateway``'s tools/list may be shared with later gateways of the
+    same config: only when every server is one of ours, in-process, whose tools are a function
+    of its config (a stdio or HTTP server may list other tools when it restarts)."""
+    servers = gateway.config.mcpServers.values()
+    if not servers or any(server.transport != "inprocess" for server in servers):
+        return None
+    return gateway.config.model_dump_json(), version
 
 
 class McpFastPath:
@@ -96,6 +110,9 @@ class McpFastPath:
         self._sessions: dict[str, float] = {}
         #: gateway -> protocol version -> its tools/list result as JSON, as it goes on the wire
         self._tool_lists: weakref.WeakKeyDictionary[Gateway, dict[str, bytes]] = weakref.WeakKeyDictionary()
+        #: (config, version) -> tools/list JSON of gateways made of our in-process servers only:
+        #: a gateway is rebuilt for every trial (its world was replaced), with the same tools
+        self._shared_tool_lists: OrderedDict[tuple[str, str], bytes] = OrderedDict()
         #: gateway -> tool name -> whether its input schema may route arguments by header
         self._header_routed: weakref.WeakKeyDictionary[Gateway, dict[str, bool]] = weakref.WeakKeyDictionary()
 
@@ -119,9 +136,17 @@ class McpFastPath:
             by_version = self._tool_lists[gateway] = {}
         listed = by_version.get(version)
         if listed is None:
-            result = tools_list_result(gateway.tools.values(), version)
-            wired = wire_result("tools/list", version, result, self.server_info)
-            listed = by_version[version] = pydantic_core.to_json(wired)
+            key = _shared_key(gateway, version)
+            listed = self._shared_tool_lists.get(key) if key is not None else None
+            if listed is None:
+                result = tools_list_result(gateway.tools.values(), version)
+                wired = wire_result("tools/list", version, result, self.server_info)
+                listed = pydantic_core.to_json(wired)
+                if key is not None:
+                    self._shared_tool_lists[key] = listed
+                    while len(self._shared_tool_lists) > _SHARED_TOOL_LISTS:
+                        self._shared_tool_lists.popitem(last=False)
+            by_version[version] = listed
         return listed
 
     def routes_by_header(self, gateway: Gateway, tool: Tool) -> bool:

@@ -548,3 +548,38 @@ def test_sse_answers_send_every_request_through_fastmcp(tmp_path):
         reply = raw.request("tools/call", {"name": "filesystem_list_files", "arguments": {"path": "/"}})
         assert reply.status_code == 200 and reply.headers["content-type"].startswith("text/event-stream")
         assert _answered(env) == {"tools/call": 0, "tools/list": 0}
+
+
+def test_a_gateway_rebuilt_with_the_same_servers_lists_the_same_tools_and_another_config_its_own(tmp_path):
+    """tools/list of in-process servers is shared between gateways of one config (a trial's
+    gateway is rebuilt for every world), and never served for another config."""
+    world = tmp_path / "world.tar.gz"
+    with _environment(tmp_path) as env, httpx.Client(timeout=60) as http:
+
+        def listed() -> bytes:
+            return _RawSession(http, env.mcp_url).request("tools/list").content
+
+        def replace_world() -> None:  # a new trial: the next /apps builds a new gateway
+            import tarfile
+
+            with tarfile.open(world, "w:gz") as tar:
+                tar.addfile(tarfile.TarInfo("filesystem"))
+            with world.open("rb") as archive:
+                answer = http.post(
+                    f"{env.url}/data/populate",
+                    params={"subsystem": "world", "mode": "replace"},
+                    files={"archive": ("w.tar.gz", archive)},
+                )
+            assert answer.status_code == 200, answer.text
+
+        first = listed()
+        replace_world()
+        _apply(env, ("filesystem",))
+        assert listed() == first
+        _apply(env, ("filesystem", "sleepy"))
+        both = listed()
+        assert b"sleepy_nap" in both and b"filesystem_list_files" in both
+        replace_world()
+        _apply(env, ("filesystem",))
+        assert listed() == first and b"sleepy_nap" not in first
+        assert len(env.app.state.plane.fast_path._shared_tool_lists) == 2
