@@ -18,6 +18,7 @@ import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 from atoll.errors import AtollError
 from atoll.members import UnsafeArchive, clean_member_name, is_junk, world_member
@@ -57,7 +58,36 @@ def _clean_name(name: str) -> str | None:
     return world_member(cleaned)
 
 
-class Snapshot:
+class _Reader:
+    """What both readers of a world share, over their ``entries`` and ``read_many``."""
+
+    entries: dict[str, SnapshotEntry]
+
+    def read_many(self, paths: set[str] | list[str]) -> dict[str, bytes]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def read(self, path: str) -> bytes:
+        """Content of one member; raises KeyError when absent."""
+        data = self.read_many([path])
+        if path not in data:
+            raise KeyError(path)
+        return data[path]
+
+    def filesystem_paths(self) -> list[str]:
+        """Member paths under ``filesystem/``, sorted."""
+        return sorted(p for p in self.entries if p.startswith(FS_PREFIX))
+
+    def close(self) -> None:
+        """Releases what the reader holds; nothing by default."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class Snapshot(_Reader):
     """A snapshot indexed by content hash; contents are read again only for the files asked for.
 
     Raises ``AtollError("snapshot_unreadable")`` when the file is missing or not a tar.gz/zip.
@@ -190,29 +220,8 @@ class Snapshot:
                         break
         return found
 
-    def read(self, path: str) -> bytes:
-        """Content of one member; raises KeyError when absent."""
-        data = self.read_many([path])
-        if path not in data:
-            raise KeyError(path)
-        return data[path]
 
-    def filesystem_paths(self) -> list[str]:
-        """Member paths under ``filesystem/``, sorted."""
-        return sorted(p for p in self.entries if p.startswith(FS_PREFIX))
-
-    def close(self) -> None:
-        """Nothing to release (the archive is opened for each read); :class:`ManifestSnapshot`
-        has the same method."""
-
-    def __enter__(self) -> Snapshot:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-
-class ManifestSnapshot:
+class ManifestSnapshot(_Reader):
     """A stored world (a manifest and its blobs) read as a :class:`Snapshot`: the entries come
     from the manifest, so nothing is hashed, and a read fetches only the blobs of the files
     asked for (each checked against its name by ``read_blobs``). The same member rules and
@@ -269,28 +278,11 @@ class ManifestSnapshot:
             found[path] = data
         return found
 
-    def read(self, path: str) -> bytes:
-        """Content of one member; raises KeyError when absent."""
-        data = self.read_many([path])
-        if path not in data:
-            raise KeyError(path)
-        return data[path]
-
-    def filesystem_paths(self) -> list[str]:
-        """Member paths under ``filesystem/``, sorted."""
-        return sorted(p for p in self.entries if p.startswith(FS_PREFIX))
-
     def close(self) -> None:
         """Releases what the stored world holds (a downloaded delta); idempotent."""
         if self._close is not None:
             self._close()
             self._close = None
-
-    def __enter__(self) -> ManifestSnapshot:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
 
 #: Either reader of a world: what the diff and the grader take.

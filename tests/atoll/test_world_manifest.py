@@ -13,6 +13,7 @@ import pytest
 from atoll.world_manifest import Delta, Entry, ManifestError, WorldManifest, write_archive, write_delta
 from environment.populate import WorldRoots
 from environment.snapshot import write_snapshot
+from tests.atoll.world_factories import manifest_of
 
 
 def _world(tmp_path: Path) -> WorldRoots:
@@ -30,32 +31,10 @@ def _world(tmp_path: Path) -> WorldRoots:
     return roots
 
 
-def _manifest_of(archive: bytes) -> tuple[WorldManifest, dict[str, bytes]]:
-    entries, blobs = [], {}
-    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-        for member in tar:
-            if member.isdir():
-                entries.append(Entry(path=member.name, type="dir"))
-                continue
-            data = tar.extractfile(member).read()  # type: ignore[union-attr]
-            digest = hashlib.sha256(data).hexdigest()
-            blobs[digest] = data
-            entries.append(
-                Entry(
-                    path=member.name,
-                    type="file",
-                    size=len(data),
-                    sha256=digest,
-                    executable=bool(member.mode & 0o100),
-                )
-            )
-    return WorldManifest(entries=entries), blobs
-
-
 def test_an_archive_rebuilt_from_its_manifest_is_the_snapshot_byte_for_byte(tmp_path: Path) -> None:
     sink = io.BytesIO()
     info = write_snapshot(_world(tmp_path), sink)
-    manifest, blobs = _manifest_of(sink.getvalue())
+    manifest, blobs = manifest_of(sink.getvalue())
     assert any(entry.executable for entry in manifest.entries)
 
     rebuilt = io.BytesIO()

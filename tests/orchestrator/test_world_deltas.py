@@ -40,6 +40,17 @@ def environment(tmp_path: Path):
         server.stop()
 
 
+async def _populated(http: httpx.AsyncClient, environment, trial, seed):
+    return await steps.prepare_world(
+        http,
+        steps.EnvironmentEndpoint(environment.url),
+        seed_digest=seed.digest,
+        world_id=trial.world_id,
+        world_options={},
+        seed_folder=seed.folder,
+    )
+
+
 async def _seed(tmp_path: Path):
     benchmark = load_benchmark(replica.write_v11_directory(tmp_path / "v11"))
     spec = ExperimentSpec.model_validate(
@@ -59,14 +70,7 @@ async def test_the_final_state_holds_only_what_the_agent_wrote(tmp_path: Path, e
     endpoint = steps.EnvironmentEndpoint(environment.url)
     fs_root = environment.settings.fs_root
     async with httpx.AsyncClient(timeout=120) as http:
-        populated = await steps.prepare_world(
-            http,
-            endpoint,
-            seed_digest=seed.digest,
-            world_id=trial.world_id,
-            world_options={},
-            seed_folder=seed.folder,
-        )
+        populated = await _populated(http, environment, trial, seed)
         assert populated == seed.manifest.model_copy(update={"blobs": None})
         (fs_root / "Contracts" / "supply_agreement.txt").write_text("9.2 amended by the agent")
         (fs_root / "memo.txt").write_text("a new memo")
@@ -100,14 +104,7 @@ async def test_a_world_no_manifest_can_list_falls_back_to_the_full_snapshot(
     trial, seed = await _seed(tmp_path)
     endpoint = steps.EnvironmentEndpoint(environment.url)
     async with httpx.AsyncClient(timeout=120) as http:
-        populated = await steps.prepare_world(
-            http,
-            endpoint,
-            seed_digest=seed.digest,
-            world_id=trial.world_id,
-            world_options={},
-            seed_folder=seed.folder,
-        )
+        populated = await _populated(http, environment, trial, seed)
         (environment.settings.fs_root / "odd\\name.txt").write_text("a name with a backslash")
         out = tmp_path / "attempt"
         out.mkdir()
@@ -127,14 +124,7 @@ async def test_a_delta_on_another_base_is_refused(tmp_path: Path, environment) -
     trial, seed = await _seed(tmp_path)
     endpoint = steps.EnvironmentEndpoint(environment.url)
     async with httpx.AsyncClient(timeout=120) as http:
-        await steps.prepare_world(
-            http,
-            endpoint,
-            seed_digest=seed.digest,
-            world_id=trial.world_id,
-            world_options={},
-            seed_folder=seed.folder,
-        )
+        await _populated(http, environment, trial, seed)
         with pytest.raises(steps.InfraError, match="base_mismatch|409"):
             await steps.take_final_state(
                 http, endpoint, tmp_path, base=steps.delta_base("exp/a", seed.key), base_digest="0" * 64
@@ -150,11 +140,4 @@ async def test_a_populated_world_that_is_not_the_seed_is_an_infrastructure_error
     )  # the folder is no longer the seed
     async with httpx.AsyncClient(timeout=120) as http:
         with pytest.raises(steps.InfraError, match=f"is not fresh: .* differs from seed {seed.digest[:12]}"):
-            await steps.prepare_world(
-                http,
-                steps.EnvironmentEndpoint(environment.url),
-                seed_digest=seed.digest,
-                world_id=trial.world_id,
-                world_options={},
-                seed_folder=seed.folder,
-            )
+            await _populated(http, environment, trial, seed)
