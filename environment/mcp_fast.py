@@ -27,6 +27,7 @@ channel from the start; the registry sees it on the first message fastmcp handle
 
 from __future__ import annotations
 
+import threading
 import time
 import weakref
 from collections import OrderedDict
@@ -63,17 +64,21 @@ MAX_BODY_BYTES = 1 << 20
 _FORGET_AFTER_S = 3600.0
 
 
-_SHARED_TOOL_LISTS = 16  # distinct configs whose tools/list is kept across gateways
+_SHARED_TOOL_LISTS = 64  # distinct configs whose tools/list is kept across gateways
+#: (config, protocol version, server identity) -> tools/list JSON, shared by the environments of
+#: a process (a local executor runs one per concurrent trial; each world has its own config)
+_shared_tool_lists: OrderedDict[tuple[str, str, bytes], bytes] = OrderedDict()
+_shared_lock = threading.Lock()
 
 
-def _shared_key(gateway: Gateway, version: str) -> tuple[str, str] | None:
+def _shared_key(gateway: Gateway, version: str, server_info: Any) -> tuple[str, str, bytes] | None:
     """The key under which ``gateway``'s tools/list may be shared with later gateways of the
     same config: only when every server is one of ours, in-process, whose tools are a function
     of its config (a stdio or HTTP server may list other tools when it restarts)."""
     servers = gateway.config.mcpServers.values()
     if not servers or any(server.transport != "inprocess" for server in servers):
         return None
-    return gateway.config.model_dump_json(), version
+    return gateway.config.model_dump_json(), version, pydantic_core.to_json(server_info)
 
 
 class McpFastPath:
@@ -110,9 +115,6 @@ class McpFastPath:
         self._sessions: dict[str, float] = {}
         #: gateway -> protocol version -> its tools/list result as JSON, as it goes on the wire
         self._tool_lists: weakref.WeakKeyDictionary[Gateway, dict[str, bytes]] = weakref.WeakKeyDictionary()
-        #: (config, version) -> tools/list JSON of gateways made of our in-process servers only:
-        #: a gateway is rebuilt for every trial (its world was replaced), with the same tools
-        self._shared_tool_lists: OrderedDict[tuple[str, str], bytes] = OrderedDict()
         #: gateway -> tool name -> whether its input schema may route arguments by header
         self._header_routed: weakref.WeakKeyDictionary[Gateway, dict[str, bool]] = weakref.WeakKeyDictionary()
 
@@ -136,16 +138,20 @@ class McpFastPath:
             by_version = self._tool_lists[gateway] = {}
         listed = by_version.get(version)
         if listed is None:
-            key = _shared_key(gateway, version)
-            listed = self._shared_tool_lists.get(key) if key is not None else None
+            # A gateway of our in-process servers is rebuilt for every trial (its world was
+            # replaced) with the same tools: its list is built once per config.
+            key = _shared_key(gateway, version, self.server_info)
+            with _shared_lock:
+                listed = _shared_tool_lists.get(key) if key is not None else None
             if listed is None:
                 result = tools_list_result(gateway.tools.values(), version)
                 wired = wire_result("tools/list", version, result, self.server_info)
                 listed = pydantic_core.to_json(wired)
                 if key is not None:
-                    self._shared_tool_lists[key] = listed
-                    while len(self._shared_tool_lists) > _SHARED_TOOL_LISTS:
-                        self._shared_tool_lists.popitem(last=False)
+                    with _shared_lock:
+                        _shared_tool_lists[key] = listed
+                        while len(_shared_tool_lists) > _SHARED_TOOL_LISTS:
+                            _shared_tool_lists.popitem(last=False)
             by_version[version] = listed
         return listed
 

@@ -582,4 +582,3 @@ def test_a_gateway_rebuilt_with_the_same_servers_lists_the_same_tools_and_anothe
         replace_world()
         _apply(env, ("filesystem",))
         assert listed() == first and b"sleepy_nap" not in first
-        assert len(env.app.state.plane.fast_path._shared_tool_lists) == 2
