@@ -339,3 +339,23 @@ def write_v11_directory(root: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
     return root
+
+
+def file_task_trial(benchmark_dir: Path, name: str = "replica") -> tuple[Any, Any]:
+    """The benchmark at ``benchmark_dir`` and the one trial of :data:`FILE_TASK` that the
+    replay agent runs in it (an experiment called ``name``)."""
+    from atoll.experiment import ExperimentSpec
+    from atoll.loader import load_benchmark
+    from orchestrator.planner import plan_trials
+
+    benchmark = load_benchmark(benchmark_dir)
+    spec = ExperimentSpec.model_validate(
+        {
+            "name": name,
+            "benchmark": benchmark.root,
+            "tasks": {"ids": [FILE_TASK]},
+            "agents": [{"name": "oracle", "agent": "replay", "model": "replay"}],
+        }
+    )
+    (trial,) = plan_trials(benchmark, spec)
+    return benchmark, trial

@@ -8,28 +8,15 @@ import multiprocessing
 import tempfile
 from pathlib import Path
 
-from atoll.experiment import ExperimentSpec
-from atoll.loader import load_benchmark
 from orchestrator.executors.local import SeedCache
 from orchestrator.executors.seeds import seed_key
-from orchestrator.planner import plan_trials
 from tests.atoll import apex_replica as replica
 
 PROCESSES = 6
 
 
 def _trial(benchmark_dir: Path):
-    benchmark = load_benchmark(benchmark_dir)
-    spec = ExperimentSpec.model_validate(
-        {
-            "name": "seeds",
-            "benchmark": benchmark.root,
-            "tasks": {"ids": [replica.FILE_TASK]},
-            "agents": [{"name": "oracle", "agent": "replay", "model": "replay"}],
-        }
-    )
-    (trial,) = plan_trials(benchmark, spec)
-    return benchmark, trial
+    return replica.file_task_trial(benchmark_dir, "seeds")
 
 
 def _worker(seeds: str, benchmark_dir: str, builds: str, barrier, results) -> None:

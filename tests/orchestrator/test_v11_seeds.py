@@ -2,24 +2,12 @@
 
 from __future__ import annotations
 
-from atoll.experiment import ExperimentSpec
-from atoll.loader import load_benchmark
 from orchestrator.executors.local import SeedCache
-from orchestrator.planner import plan_trials
 from tests.atoll import apex_replica as replica
 
 
 async def test_per_subsystem_seeds_populate_the_trial_world(tmp_path):
-    benchmark = load_benchmark(replica.write_v11_directory(tmp_path / "v11"))
-    spec = ExperimentSpec.model_validate(
-        {
-            "name": "v11",
-            "benchmark": benchmark.root,
-            "tasks": {"ids": [replica.FILE_TASK]},
-            "agents": [{"name": "oracle", "agent": "replay", "model": "replay"}],
-        }
-    )
-    (trial,) = plan_trials(benchmark, spec)
+    benchmark, trial = replica.file_task_trial(replica.write_v11_directory(tmp_path / "v11"), "v11")
     assert len(trial.world_digest) == 64 and trial.overlay_digest
     seed = await SeedCache(tmp_path / "seeds").get(trial, benchmark)
     folder, digest = seed.folder, seed.digest

@@ -10,14 +10,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from atoll.experiment import ExperimentSpec
-from atoll.loader import load_benchmark
 from atoll.world_manifest import Delta
 from grader.diff import diff_snapshots
 from grader.snapshot import ManifestSnapshot, Snapshot
 from orchestrator.executors import steps
 from orchestrator.executors.seeds import SeedCache
-from orchestrator.planner import plan_trials
 from tests.atoll import apex_replica as replica
 
 CONTRACT = "filesystem/Contracts/supply_agreement.txt"
@@ -52,16 +49,7 @@ async def _populated(http: httpx.AsyncClient, environment, trial, seed):
 
 
 async def _seed(tmp_path: Path):
-    benchmark = load_benchmark(replica.write_v11_directory(tmp_path / "v11"))
-    spec = ExperimentSpec.model_validate(
-        {
-            "name": "deltas",
-            "benchmark": benchmark.root,
-            "tasks": {"ids": [replica.FILE_TASK]},
-            "agents": [{"name": "oracle", "agent": "replay", "model": "replay"}],
-        }
-    )
-    (trial,) = plan_trials(benchmark, spec)
+    benchmark, trial = replica.file_task_trial(replica.write_v11_directory(tmp_path / "v11"), "deltas")
     return trial, await SeedCache(tmp_path / "seeds").get(trial, benchmark)
 
 
