@@ -36,7 +36,7 @@ from environment.snapshot import (
     write_snapshot,
 )
 from environment.url_policy import check_url, opener_options, refusal_in, resolve_url
-from environment.world_delta import WorldState, collect_delta, list_populated, write_world_delta
+from environment.world_delta import DeltaBase, WorldState, collect_delta, list_populated, write_world_delta
 
 logger = logging.getLogger("environment.data")
 router = APIRouter()
@@ -432,8 +432,10 @@ async def snapshot(request: Request) -> StreamingResponse:
 
 
 class DeltaRequest(BaseModel):
-    """What a delta builds on: ``base`` is stored verbatim in the delta's manifest; a
-    ``base_digest`` other than the populated world's is refused (409 ``base_mismatch``)."""
+    """What a delta builds on: ``base`` is stored verbatim in the delta's manifest. The base is
+    the world the last ``replace`` populate left, or ``base_manifest`` when given (a world
+    populated from a checkpoint still takes its deltas on the seed). A ``base_digest`` other
+    than the base's is refused (409 ``base_mismatch``)."""
 
     model_config = {"extra": "forbid"}
 
@@ -442,6 +444,11 @@ class DeltaRequest(BaseModel):
     )
     base_digest: str | None = Field(
         None, pattern=r"^[0-9a-f]{64}$", description="the digest the client expects the base to have"
+    )
+    base_manifest: WorldManifest | None = Field(
+        None,
+        description="the base itself, instead of the world the last replace populate left: the "
+        "delta carries the contents this manifest lacks, and its base_digest is this manifest's",
     )
 
 
@@ -481,20 +488,38 @@ async def snapshot_manifest(request: Request) -> Response:
     dependencies=[Depends(strict_json(DeltaRequest))],
     responses={
         200: {"content": {"application/gzip": {"schema": _ARCHIVE}}, "headers": _DIGEST_HEADERS},
-        409: {"description": "base_mismatch: the base_digest given is not the populated world's"},
+        409: {"description": "base_mismatch: the base_digest given is not the base's"},
     },
 )
 async def snapshot_delta(request: Request, body: DeltaRequest | None = None) -> StreamingResponse:
     """The world as a delta against the world the last ``replace`` populate left (before any:
-    the empty world): its whole manifest (``base`` as given, ``base_digest`` the populated
-    world's digest) and a blob for each file content that world lacks. Headers:
+    the empty world), or against ``base_manifest`` when given: its whole manifest (``base`` as
+    given, ``base_digest`` the base's digest) and a blob for each file content the base lacks. Headers:
     ``X-World-Digest``, ``X-Base-Digest``, ``X-Delta-Blobs``, ``X-Delta-SHA256``."""
     body = body or DeltaRequest()
     settings = _settings(request)
     world = _world_state(request)
+    given = None
+    if body.base_manifest is not None:
+        try:
+            body.base_manifest.check_order("base_manifest")
+        except AtollError as exc:
+            raise HTTPException(422, {"error": exc.message, "code": "invalid_request"}) from None
+        given = await run_in_data_thread(request, DeltaBase.of, body.base_manifest)
+        if body.base_digest is not None and body.base_digest != given.digest:
+            raise HTTPException(
+                409,
+                {
+                    "error": f"base_digest {body.base_digest} is not the digest {given.digest} "
+                    "of the base_manifest given",
+                    "code": "base_mismatch",
+                    "base_digest": body.base_digest,
+                    "base_manifest_digest": given.digest,
+                },
+            )
     try:
         async with _world_lock(request):
-            if body.base_digest is not None and body.base_digest != world.populated_digest:
+            if given is None and body.base_digest is not None and body.base_digest != world.populated_digest:
                 raise HTTPException(
                     409,
                     {
@@ -506,7 +531,13 @@ async def snapshot_delta(request: Request, body: DeltaRequest | None = None) -> 
                     },
                 )
             contents = await run_in_data_thread(
-                request, collect_delta, _roots(settings), world, _snapshot_limits(settings), body.base
+                request,
+                collect_delta,
+                _roots(settings),
+                world,
+                _snapshot_limits(settings),
+                body.base,
+                given,
             )
     except (SnapshotTooLarge, SnapshotTimeout, UnlistableMember, OSError) as exc:
         raise _world_read_error(exc, "delta") from exc

@@ -126,12 +126,29 @@ class DeltaContents:
     spool: BlobSpool
 
 
+@dataclass(frozen=True)
+class DeltaBase:
+    """A base a client names by its manifest, instead of the populated world."""
+
+    digest: str
+    hashes: frozenset[str]
+
+    @classmethod
+    def of(cls, manifest: WorldManifest) -> DeltaBase:
+        return cls(manifest.digest(), frozenset(manifest.hashes()))
+
+
 def collect_delta(
-    roots: WorldRoots, state: WorldState, limits: SnapshotLimits, base: str | None
+    roots: WorldRoots,
+    state: WorldState,
+    limits: SnapshotLimits,
+    base: str | None,
+    given: DeltaBase | None = None,
 ) -> DeltaContents:
-    """List the world (cache-assisted) and copy the contents its base lacks. Under the world
-    lock, in a worker thread. Raises what :func:`build_manifest` raises."""
-    spool = BlobSpool(state.populated_hashes, limits)
+    """List the world (cache-assisted) and copy the contents its base lacks: the populated
+    world's, or ``given``'s. Under the world lock, in a worker thread. Raises what
+    :func:`build_manifest` raises."""
+    spool = BlobSpool(given.hashes if given is not None else state.populated_hashes, limits)
     try:
         manifest = build_manifest(roots, limits, state.cache, blobs=spool)
     except BaseException:
@@ -139,7 +156,7 @@ def collect_delta(
         raise
     digest = manifest.digest()
     manifest.base = base
-    manifest.base_digest = state.populated_digest
+    manifest.base_digest = given.digest if given is not None else state.populated_digest
     return DeltaContents(manifest, digest, spool)
 
 

@@ -257,3 +257,36 @@ def start_env(settings):
     for server in servers:
         server.stop()
     shutil.rmtree(settings.fs_root, ignore_errors=True)
+
+
+def test_a_base_manifest_given_is_the_base_whatever_was_populated(client, settings, tmp_path):
+    """A world populated from a checkpoint takes its deltas on the seed: the blobs are the
+    contents the given manifest lacks, and base_digest is that manifest's."""
+    _populate(client, _seed(tmp_path / "seed", files=4, size=KiB))
+    seed = _manifest(client)
+    (settings.fs_root / "made before the checkpoint.txt").write_bytes(b"before")
+    checkpoint = tmp_path / "checkpoint"
+    shutil.copytree(settings.fs_root.parent / "filesystem", checkpoint / "filesystem")
+    shutil.copytree(settings.fs_root.parent / ".apps_data", checkpoint / ".apps_data")
+    _populate(client, checkpoint)  # the resumed world: the populated base is now the checkpoint's
+    (settings.fs_root / "made after.txt").write_bytes(b"after")
+
+    on_populated, _ = _delta(client, tmp_path)
+    assert on_populated.blob_sizes == {_sha(b"after"): 5}
+    body = {"base": "../seed.json", "base_manifest": seed.model_dump(mode="json", exclude_none=True)}
+    delta, reply = _delta(client, tmp_path, **body)
+    assert delta.blob_sizes == {_sha(b"before"): 6, _sha(b"after"): 5}
+    assert delta.manifest.base_digest == seed.digest() == reply.headers["X-Base-Digest"]
+    assert delta.manifest.base == "../seed.json"
+    # base_digest, when given too, must be the manifest's.
+    agreeing, _ = _delta(client, tmp_path, **body, base_digest=seed.digest())
+    assert agreeing.blob_sizes == delta.blob_sizes
+    populated = _manifest(client).digest()
+    refused = client.post("/data/snapshot/delta", json={**body, "base_digest": populated})
+    assert refused.status_code == 409
+    error = refused.json()["error"]
+    assert error["code"] == "base_mismatch" and seed.digest() in error["message"]
+    # A manifest out of snapshot order is not a base.
+    shuffled = {**body["base_manifest"], "entries": body["base_manifest"]["entries"][::-1]}
+    bad = client.post("/data/snapshot/delta", json={"base_manifest": shuffled})
+    assert bad.status_code == 422 and bad.json()["error"]["code"] == "invalid_request"
