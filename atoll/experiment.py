@@ -100,6 +100,21 @@ class Limits(_Spec):
     )
 
 
+class Checkpoints(_Spec):
+    """When a trial takes a checkpoint (its world and the agent's state), so that a trial whose
+    worker died resumes from it (docs/orchestrator.md, "Checkpoints"). At the first step
+    boundary after ``every_steps`` steps or ``every_s`` seconds since the last one; None turns
+    a trigger off. Not part of a trial's identity: checkpoints change where a trial restarts
+    after a crash, not what it measures."""
+
+    every_steps: int | None = Field(
+        default=10, ge=1, description="steps between checkpoints; None = no step trigger"
+    )
+    every_s: float | None = Field(
+        default=300.0, gt=0, description="seconds between checkpoints; None = no time trigger"
+    )
+
+
 class Concurrency(_Spec):
     trials: int = Field(default=2, ge=1)
     per_provider: dict[str, int] = Field(default_factory=dict)
@@ -116,6 +131,11 @@ class ExperimentSpec(_Spec):
     judge: JudgeSpec = Field(default_factory=JudgeSpec)
     limits: Limits = Field(default_factory=Limits)
     concurrency: Concurrency = Field(default_factory=Concurrency)
+    checkpoint: Checkpoints | Literal["off"] = Field(
+        default_factory=Checkpoints,
+        description="checkpoints of each trial (world and agent state) to resume from after a "
+        "worker died: {every_steps, every_s} (default every 10 steps and every 300 s), or off",
+    )
     max_total_cost_usd: float | None = Field(default=None, gt=0)
     executor: str = Field(
         default="local",
@@ -139,6 +159,19 @@ class ExperimentSpec(_Spec):
         description="skip tasks whose world lists an app atoll cannot serve (reported as excluded, with "
         "the reason); when false they run and fail as infra_error naming the app",
     )
+
+    @field_validator("checkpoint", mode="before")
+    @classmethod
+    def _off(cls, value: Any) -> Any:
+        return "off" if value is False else value  # YAML 1.1 reads a bare ``off`` as false
+
+    def checkpoints(self) -> Checkpoints | None:
+        """The checkpoint triggers, None when checkpoints are off (or both triggers are)."""
+        if self.checkpoint == "off":
+            return None
+        checkpoint = self.checkpoint
+        assert isinstance(checkpoint, Checkpoints)
+        return checkpoint if checkpoint.every_steps or checkpoint.every_s else None
 
     @field_validator("name")
     @classmethod
