@@ -164,6 +164,11 @@ class Trajectory(BaseModel):
         description="continuations from agent checkpoints, oldest first: steps up to from_step were made "
         "by earlier attempts (started_at is the first attempt's start)",
     )
+    resume_refused: str | None = Field(
+        default=None,
+        description="why this attempt started over from the seed although its trial had a checkpoint "
+        "(unreadable, or of another trial, agent, model or seed); set by the executor",
+    )
 
     @property
     def duration_s(self) -> float:

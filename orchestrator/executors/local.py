@@ -18,6 +18,8 @@ steps themselves live in :mod:`orchestrator.executors.steps`.
 from __future__ import annotations
 
 import asyncio
+import functools
+import logging
 import shutil
 import tempfile
 from pathlib import Path
@@ -40,9 +42,12 @@ from atoll.world_manifest import WorldManifest
 from orchestrator.artifacts import ArtifactStore, claim_trial_folder
 from orchestrator.executors import executor, steps
 from orchestrator.executors.base import InfraError, attach_result, failure_message
+from orchestrator.executors.checkpoints import CheckpointWriter, read_latest, rebuild_world
 from orchestrator.executors.evidence import TrialProgress
 from orchestrator.executors.seeds import Seed, SeedCache
 from orchestrator.executors.steps import EnvironmentEndpoint, trial_outcome
+
+logger = logging.getLogger("atoll.executor")
 
 if TYPE_CHECKING:
     from environment import EnvironmentServer
@@ -248,31 +253,93 @@ class LocalExecutor:
         seed = await self.seeds.get(spec, self.benchmark)
         before_uri = await self._stored_seed(seed)
         progress.before_uri = lambda: before_uri
+        # Checkpoints need the agent in this process (its on_checkpoint callback).
+        policy = None if self.services.agents_runner_url else self.spec.checkpoints()
+        resume, refused = None, None
+        if policy is not None:
+            resume, refused = await asyncio.to_thread(read_latest, self.artifacts, spec, seed.digest, scratch)
         environment = await self.pool.acquire()
         endpoint = environment if isinstance(environment, EnvironmentEndpoint) else _endpoint_of(environment)
+        world = self.benchmark.world(spec.world_id)
         healthy = False
+        writer: CheckpointWriter | None = None
         try:
-            populated = await steps.prepare_world(
+            prepare = functools.partial(
+                steps.prepare_world,
                 self._http,
                 endpoint,
-                seed_digest=seed.digest,
                 world_id=spec.world_id,
-                world_options=steps.world_options(self.benchmark.world(spec.world_id)),
-                servers=servers_for_world(self.benchmark.world(spec.world_id)),
-                seed_archive=await self.seeds.archive(seed) if self._remote_environments else None,
-                seed_folder=None if self._remote_environments else seed.folder,
+                world_options=steps.world_options(world),
+                servers=servers_for_world(world),
             )
-            trajectory = progress.trajectory = await self._run_agent(endpoint, task, spec, progress)
+            if resume is not None:
+                try:  # the checkpoint's world: the seed's folder and the checkpoint's delta, as one archive
+                    archive = await asyncio.to_thread(
+                        rebuild_world, seed, resume.delta_path, scratch / "checkpoint-world.tar.gz"
+                    )
+                    await prepare(seed_digest=resume.latest.world_digest, seed_archive=archive)
+                except (AtollError, OSError) as exc:  # InfraError included
+                    refused = (
+                        f"the world of the checkpoint of step {resume.latest.step}: {failure_message(exc)}"
+                    )
+                    resume = None
+            if resume is None:
+                populated = await prepare(
+                    seed_digest=seed.digest,
+                    seed_archive=await self.seeds.archive(seed) if self._remote_environments else None,
+                    seed_folder=None if self._remote_environments else seed.folder,
+                )
+            else:
+                populated = seed.manifest  # the trial's initial state stays the seed
+            if refused:
+                logger.warning(
+                    "checkpoint not resumed; the trial starts over from the seed",
+                    extra={"trial_id": spec.trial_id, "attempt": attempt, "error": refused},
+                )
+            # A world populated from a checkpoint still takes its deltas on the seed.
+            base_manifest = seed.manifest.model_dump(mode="json", exclude_none=True) if resume else None
+            if policy is not None:
+
+                async def take_delta(path: Path, base: str) -> Path:
+                    body = steps.delta_request(base, seed.digest, base_manifest)
+                    return await steps.take_world_delta(self._http, endpoint, path, body)
+
+                writer = CheckpointWriter(
+                    self.artifacts,
+                    spec,
+                    attempt=attempt,
+                    seed_digest=seed.digest,
+                    seed_key=seed.key,
+                    take_delta=take_delta,
+                    scratch=scratch,
+                    latest=resume.latest if resume is not None else None,
+                )
+            trajectory = await self._run_agent(
+                endpoint,
+                task,
+                spec,
+                progress,
+                checkpoint=policy,
+                on_checkpoint=writer,
+                resume=resume.agent if resume is not None else None,
+                attempt=attempt,
+            )
+            if refused:
+                trajectory = trajectory.model_copy(update={"resume_refused": refused})
+            progress.trajectory = trajectory
             after = progress.after = await steps.take_final_state(
                 self._http,
                 endpoint,
                 scratch,
                 base=steps.delta_base(prefix, seed.key),
                 base_digest=seed.digest,
+                base_manifest=base_manifest,
             )
             healthy = True
         finally:
             self.pool.release(environment, healthy=healthy)
+            if writer is not None:
+                await writer.drain()  # never leave a checkpoint half stored behind the trial
 
         steps.raise_for_infrastructure(trajectory)
         await progress.stop()
@@ -302,7 +369,12 @@ class LocalExecutor:
         return self._stored_seeds[seed.key]
 
     async def _run_agent(
-        self, environment: EnvironmentEndpoint, task: Task, spec: TrialSpec, progress: TrialProgress
+        self,
+        environment: EnvironmentEndpoint,
+        task: Task,
+        spec: TrialSpec,
+        progress: TrialProgress,
+        **checkpoints: Any,
     ) -> Trajectory:
         if self.services.agents_runner_url:
             return await steps.run_agent_remote(
@@ -314,7 +386,9 @@ class LocalExecutor:
                 token=self.services.agent_token,
                 on_trajectory=progress.observe_trajectory,
             )
-        return await steps.run_agent_in_process(environment, task, spec, on_change=progress.observe)
+        return await steps.run_agent_in_process(
+            environment, task, spec, on_change=progress.observe, **checkpoints
+        )
 
     async def _grade(
         self,

@@ -36,6 +36,8 @@ from orchestrator.executors.instant import InstantOptions
 
 if TYPE_CHECKING:
     from agents_runner.state import AgentRun
+    from atoll.agent_checkpoint import AgentCheckpoint
+    from atoll.experiment import Checkpoints
     from grader.snapshot import ManifestSnapshot, Snapshot
     from orchestrator.executors.seeds import Seed
 
@@ -173,16 +175,44 @@ async def take_snapshot(http: httpx.AsyncClient, environment: EnvironmentEndpoin
     return (await environment_post(http, environment, "/data/snapshot")).content
 
 
+def delta_request(base: str, base_digest: str, base_manifest: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The body of ``POST /data/snapshot/delta``: with ``base_manifest`` (the seed's manifest as
+    JSON) when the world was populated from something else (a checkpoint), so the delta still
+    builds on the seed."""
+    body: dict[str, Any] = {"base": base, "base_digest": base_digest}
+    if base_manifest is not None:
+        body["base_manifest"] = base_manifest
+    return body
+
+
+async def take_world_delta(
+    http: httpx.AsyncClient, environment: EnvironmentEndpoint, target: Path, body: dict[str, Any]
+) -> Path:
+    """The world as a delta (``body``: :func:`delta_request`), streamed into ``target``; every
+    refusal (``world_not_manifestable`` included) and failure is an InfraError."""
+    try:
+        return await _stream_to(http, environment, "/data/snapshot/delta", target, json=body)
+    except _Refused as refused:
+        raise InfraError(refused.message) from None
+
+
 async def take_final_state(
-    http: httpx.AsyncClient, environment: EnvironmentEndpoint, folder: Path, *, base: str, base_digest: str
+    http: httpx.AsyncClient,
+    environment: EnvironmentEndpoint,
+    folder: Path,
+    *,
+    base: str,
+    base_digest: str,
+    base_manifest: dict[str, Any] | None = None,
 ) -> Path:
     """The world's final state, streamed into ``folder``: as a delta on the seed it was
     populated from (``after.delta.tar.gz``: its manifest, and the contents the seed lacks;
     ``base`` is the seed's stored manifest as the attempt's folder names it), or, when the
     agent left a file that no manifest can list (a name that is not UTF-8, say), as the full
     snapshot (``after.tar.gz``). An environment whose populated world is not ``base_digest``
-    refuses (409 base_mismatch): an InfraError, as every failure here."""
-    body = {"base": base, "base_digest": base_digest}
+    refuses (409 base_mismatch): an InfraError, as every failure here. A world populated from
+    a checkpoint passes the seed's manifest as ``base_manifest`` (JSON)."""
+    body = delta_request(base, base_digest, base_manifest)
     try:
         return await _stream_to(http, environment, "/data/snapshot/delta", folder / AFTER_NAME, json=body)
     except _Refused as refused:
@@ -266,10 +296,22 @@ async def run_agent_in_process(
     spec: TrialSpec,
     *,
     on_change: Callable[[AgentRun], None] | None = None,
+    checkpoint: Checkpoints | None = None,
+    on_checkpoint: Callable[[AgentCheckpoint], Any] | None = None,
+    resume: AgentCheckpoint | None = None,
+    attempt: int | None = None,
 ) -> Trajectory:
     """The agent runs in this process and reaches the world over the environment's /mcp;
-    ``on_change`` sees the run after every message (for the trajectory so far)."""
-    from agents_runner import run_agent
+    ``on_change`` sees the run after every message (for the trajectory so far); with
+    ``checkpoint`` and ``on_checkpoint`` it takes checkpoints, with ``resume`` it continues
+    from one (:mod:`orchestrator.executors.checkpoints`)."""
+    from agents_runner import CheckpointPolicy, run_agent
+
+    policy = (
+        CheckpointPolicy(every_steps=checkpoint.every_steps, every_s=checkpoint.every_s)
+        if checkpoint is not None and on_checkpoint is not None
+        else None
+    )
 
     return await run_agent(
         model=spec.model,
@@ -284,6 +326,10 @@ async def run_agent_in_process(
         trial_id=spec.trial_id,
         reference_solution=task.reference_solution,
         on_change=on_change,
+        checkpoint=policy,
+        on_checkpoint=on_checkpoint if policy is not None else None,
+        resume=resume,
+        attempt=attempt,
     )
 
 
@@ -625,9 +671,11 @@ __all__ = [
     "run_agent_remote",
     "should_grade",
     "delta_base",
+    "delta_request",
     "store_artifacts",
     "store_seed",
     "take_final_state",
+    "take_world_delta",
     "take_snapshot",
     "trial_outcome",
     "trial_snapshots",

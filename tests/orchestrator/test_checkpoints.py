@@ -1,0 +1,137 @@
+"""Trial checkpoints through the real local executor (in-process environments, the agent's
+model served by the scripted OpenAI-compatible server): where they are written, what a new
+attempt resumes from, and what makes it start over instead, saying why."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from atoll.loader import load_benchmark
+from atoll.testing.scripted_llm import ScriptedLLM
+from atoll.trajectory import Trajectory
+from orchestrator.artifacts import ArtifactStore, stored_snapshots
+from orchestrator.executors.checkpoints import checkpoint_folder
+from orchestrator.executors.local import LocalExecutor
+from orchestrator.planner import plan_trials
+from tests.orchestrator.checkpoint_trial import SUBJECT, StepModel, spec
+
+
+def _attempts(experiment, *attempts: int):
+    """Run the experiment's one trial as the given attempts, one after the other, in one executor."""
+    benchmark = load_benchmark(experiment.benchmark)
+    (trial,) = plan_trials(benchmark, experiment)
+
+    async def run():
+        executor = LocalExecutor(benchmark, experiment)
+        try:
+            return [await executor.run(trial, attempt=attempt) for attempt in attempts]
+        finally:
+            await executor.aclose()
+
+    return trial, asyncio.run(run())
+
+
+def _trajectory(result) -> Trajectory:
+    return Trajectory.model_validate_json(Path(result.trajectory_uri.removeprefix("file://")).read_bytes())
+
+
+def sent_canaries(artifacts: ArtifactStore, result) -> int:
+    """How many times the canary mail is in the result's final world (its mbox files)."""
+    with stored_snapshots(artifacts, result.snapshot_before_uri, result.snapshot_after_uri) as (
+        before,
+        after,
+    ):
+        assert after.manifest.base_digest == before.manifest.digest()  # a delta on the seed
+        mboxes = [e.path for e in after.manifest.entries if e.type == "file" and e.path.endswith(".mbox")]
+        contents = after.read_many(mboxes)
+    return sum(data.count(f"Subject: {SUBJECT}".encode()) for data in contents.values())
+
+
+def _folder(tmp_path: Path, trial) -> Path:
+    return tmp_path / "artifacts" / checkpoint_folder(trial)
+
+
+def test_checkpoints_alternate_between_two_slots_and_a_new_attempt_resumes_from_the_latest(tmp_path):
+    model = StepModel(12)
+    with ScriptedLLM(model) as llm:
+        experiment = spec(tmp_path, llm.api_base, steps=12, checkpoint={"every_steps": 1, "every_s": None})
+        trial, (first, second) = _attempts(experiment, 1, 2)
+    folder = _folder(tmp_path, trial)
+    # Eleven checkpoints (steps 1-11) in two slots: nothing else, nothing half-written.
+    assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()) == [
+        "latest.json",
+        "slot-a/agent.json",
+        "slot-a/world.delta.tar.gz",
+        "slot-b/agent.json",
+        "slot-b/world.delta.tar.gz",
+    ]
+    latest = json.loads((folder / "latest.json").read_text())
+    # The second attempt resumed from step 11 and wrote no checkpoint (none was due after it).
+    assert latest["step"] == 11 and latest["attempt"] == 1 and latest["slot"] == "slot-a"
+    assert first.run_status == second.run_status == "completed" and first.steps == second.steps == 12
+    resumed = _trajectory(second)
+    assert [(r.from_step, r.attempt) for r in resumed.resumes] == [(11, 2)]
+    assert resumed.resume_refused is None
+    # Each step asked once, the last twice (once per attempt); the mail sent once in each world.
+    assert model.requests == {**dict.fromkeys(range(1, 12), 1), 12: 2}
+    artifacts = ArtifactStore((tmp_path / "artifacts").as_uri())
+    assert sent_canaries(artifacts, first) == sent_canaries(artifacts, second) == 1
+    # The resumed attempt's final state is a delta on the seed that carries the mail itself.
+    assert second.snapshot_before_uri == first.snapshot_before_uri
+
+
+def test_checkpoint_off_writes_none_and_a_new_attempt_starts_over(tmp_path):
+    model = StepModel(6)
+    with ScriptedLLM(model) as llm:
+        experiment = spec(tmp_path, llm.api_base, steps=6, checkpoint="off")
+        trial, (first, second) = _attempts(experiment, 1, 2)
+    assert not _folder(tmp_path, trial).exists()
+    assert not list((tmp_path / "artifacts").rglob("checkpoints-*"))
+    assert _trajectory(second).resumes == [] and first.steps == second.steps == 6
+    assert model.requests == dict.fromkeys(range(1, 7), 2)
+
+
+@pytest.mark.parametrize(
+    "damage, why",
+    [
+        (
+            lambda folder, latest: (folder / "latest.json").write_text("{not json"),
+            "is not a checkpoint pointer",
+        ),
+        (
+            lambda folder, latest: (folder / latest["slot"] / "agent.json").write_text("{}"),
+            "agent.json is not the one latest.json names",
+        ),
+        (
+            lambda folder, latest: (folder / latest["slot"] / "world.delta.tar.gz").write_bytes(b"\x1f\x8b"),
+            "world.delta.tar.gz is not the one latest.json names",
+        ),
+        (
+            lambda folder, latest: (folder / "latest.json").write_text(
+                json.dumps({**latest, "model": "openai/other"})
+            ),
+            "is of model 'openai/other'",
+        ),
+    ],
+    ids=["latest.json", "agent.json", "world", "another model"],
+)
+def test_an_unusable_checkpoint_starts_the_trial_over_saying_why(tmp_path, damage, why):
+    model = StepModel(8)
+    with ScriptedLLM(model) as llm:
+        experiment = spec(tmp_path, llm.api_base, steps=8, checkpoint={"every_steps": 3, "every_s": None})
+        trial, (first,) = _attempts(experiment, 1)
+        folder = _folder(tmp_path, trial)
+        latest = json.loads((folder / "latest.json").read_text())
+        assert latest["step"] == 6
+        damage(folder, latest)
+        _, (second,) = _attempts(experiment, 2)
+    started_over = _trajectory(second)
+    assert started_over.resumes == []
+    assert started_over.resume_refused is not None and why in started_over.resume_refused
+    assert second.run_status == "completed" and second.steps == 8
+    assert model.requests == dict.fromkeys(range(1, 9), 2)  # every step again
+    assert sent_canaries(ArtifactStore((tmp_path / "artifacts").as_uri()), second) == 1
