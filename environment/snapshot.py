@@ -18,6 +18,7 @@ deadline, stable reads); the manifest reuses a file's hash while its stat is unc
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from typing import BinaryIO, Protocol
@@ -159,15 +160,25 @@ def build_manifest(
     return WorldManifest(entries=entries)
 
 
-def _entry(path: str, **fields: object) -> Entry:
+def _entry(
+    path: str, *, type: str, size: int = 0, sha256: str | None = None, executable: bool = False
+) -> Entry:
     try:
         path.encode("utf-8")
     except UnicodeEncodeError:
         raise UnlistableMember(path, "the name is not UTF-8") from None
     try:
-        return Entry(path=path, **fields)  # type: ignore[arg-type]
+        return _checked_entry(path, type, size, sha256, executable)
     except ValidationError as exc:
         raise UnlistableMember(path, exc.errors()[0]["msg"]) from None
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _checked_entry(path: str, type: str, size: int, sha256: str | None, executable: bool) -> Entry:
+    """An entry, validated once per distinct value: entries are immutable, and a world listed
+    again (the freshness check, each delta, every trial of a seed) repeats most of them. A
+    refused name raises, which is never cached."""
+    return Entry(path=path, type=type, size=size, sha256=sha256, executable=executable)  # type: ignore[arg-type]
 
 
 class _Deadline:
