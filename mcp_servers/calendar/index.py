@@ -9,9 +9,11 @@ of them changed.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
@@ -125,15 +127,45 @@ def parse_record(block: str, *, rel: str, default_tz: tzinfo) -> Record:
     )
 
 
+#: Parsed calendar files by (content sha256, path in the calendar folder, default zone), shared
+#: by every world of the process: each trial's world is a new copy of its seed, whose
+#: calendars would otherwise be parsed again (with the first page of views, see
+#: CalendarService.warm) for every trial. A ParsedFile is never changed once built (a write
+#: makes a new one, splice.py); its records' views are filled in lazily, the same for every
+#: holder.
+_PARSED: OrderedDict[tuple[str, str, str], ParsedFile] = OrderedDict()
+_PARSED_LOCK = threading.Lock()
+_PARSED_MAX = 64
+
+
 def load_file(path: Path, *, data: AppData, root: Path, default_tz: tzinfo) -> ParsedFile:
     """Parse one .ics file (read beneath the app-data root's descriptor); problems are
-    collected, never raised."""
+    collected, never raised. A content already parsed in this process is not parsed again."""
     rel = path.relative_to(root).as_posix()
+    try:
+        raw = data.read_bytes(path)
+    except OSError as exc:
+        return ParsedFile(problems=[f"calendar file {rel} is unreadable: {exc}"])
+    key = (hashlib.sha256(raw).hexdigest(), rel, repr(default_tz))
+    with _PARSED_LOCK:
+        parsed = _PARSED.get(key)
+        if parsed is not None:
+            _PARSED.move_to_end(key)
+            return parsed
+    parsed = _parse_file(raw, rel, default_tz)
+    with _PARSED_LOCK:
+        _PARSED[key] = parsed
+        while len(_PARSED) > _PARSED_MAX:
+            _PARSED.popitem(last=False)
+    return parsed
+
+
+def _parse_file(raw: bytes, rel: str, default_tz: tzinfo) -> ParsedFile:
     parsed = ParsedFile()
     try:
-        source = read_text(data.read_bytes(path))
+        source = read_text(raw)
         layout = split_blocks(source)
-    except (OSError, IcsSyntaxError) as exc:
+    except IcsSyntaxError as exc:
         parsed.problems.append(f"calendar file {rel} is unreadable: {exc}")
         return parsed
     tzids = set()

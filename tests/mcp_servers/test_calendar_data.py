@@ -386,3 +386,36 @@ def test_warm_reads_the_first_page_so_the_first_listing_parses_nothing(tmp_path,
     assert parsed == []  # every view of the first page was built by warm()
     calendar.list_events(limit=DEFAULT_PAGE, offset=DEFAULT_PAGE)
     assert len(parsed) == 80 - DEFAULT_PAGE  # the next page is parsed when shown
+
+
+def test_two_worlds_with_the_same_calendar_parse_it_once_and_an_edit_stays_in_its_world(
+    tmp_path, monkeypatch
+):
+    # Every trial's world is a new copy of its seed: a calendar content already parsed in the
+    # process is not parsed again, and what one world writes is never seen by the other.
+    import uuid
+
+    from mcp_servers.calendar import index as index_module
+
+    marker = uuid.uuid4().hex  # a content no other test parsed in this process
+    content = ics(
+        *(vevent(f"{marker}-{n}@team", f"2025031{n}T090000Z", f"2025031{n}T100000Z") for n in range(3))
+    )
+    worlds = [make_world(tmp_path / name) for name in ("a", "b")]
+    for world in worlds:
+        world.app_file("calendar/team.ics", content)
+    parses = []
+    split = index_module.split_blocks
+    monkeypatch.setattr(index_module, "split_blocks", lambda source: parses.append(1) or split(source))
+    first, second = (service(world) for world in worlds)
+
+    listed = first.list_events(limit=10, offset=0)
+    assert second.list_events(limit=10, offset=0) == listed and listed["total"] == 3
+    assert len(parses) == 1
+
+    first.update_event(f"{marker}-0@team", {"summary": "renamed in world a"})  # rewrites team.ics
+    create(first, "only in world a")
+    summaries = {event["summary"] for event in first.list_events(limit=10, offset=0)["events"]}
+    assert {"renamed in world a", "only in world a"} <= summaries
+    assert second.list_events(limit=10, offset=0) == listed
+    assert "renamed in world a" not in (worlds[1].apps_root / "calendar" / "team.ics").read_text()
