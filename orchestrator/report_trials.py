@@ -33,7 +33,10 @@ def viewer_trial_url(viewer_url: str, run: str, trial_id: str) -> str:
 
 def error_kind(error: str | None, outcome: str | None = None) -> str | None:
     """The error's kind as recorded (``infrastructure: …``, ``model_provider: …``; for an
-    ungradeable trial, whose error starts with a criterion id, the code after it), or None."""
+    ungradeable trial, whose error starts with a criterion id, the code after it), or None.
+
+    The one rule for a trial's error kind: report.json's trial rows and failure groups and the
+    viewer's trial table all call it."""
     if not error:
         return None
     text = short_reason(error) if outcome == "ungradeable" else error
@@ -50,11 +53,11 @@ def short_reason(error: str | None) -> str:
 
 
 def failure_key(row: ReportTrial) -> str | None:
-    """The group a trial that did not pass is listed under; None for a pass."""
-    if row.outcome == "pass":
+    """The group a trial that did not pass is listed under; None for a pass and for a trial
+    that has not ended (pending, or running under a lease: not a failure; the banner and the
+    run's progress count those)."""
+    if row.outcome == "pass" or row.outcome is None:
         return None
-    if row.outcome is None:
-        return f"not finished: {row.state}"
     if row.left_out:
         return f"left out: {row.left_out}"
     if row.outcome == "fail":
@@ -223,6 +226,48 @@ def failure_groups(trials: list[ReportTrial]) -> list[dict[str, Any]]:
     ]
 
 
+def failed_criteria(trial: ReportTrial) -> list[str]:
+    """The criteria of a failed trial's grade that were not met (``verifier_id: criterion``),
+    read from its grade artifact; empty for any other trial, or when no grade can be read."""
+    if trial.outcome != "fail" or trial.left_out or not trial.artifacts.grade:
+        return []
+    try:
+        grade = Grade.model_validate_json(read_artifact(trial.artifacts.grade))
+    except (AtollError, ValueError):
+        return []
+    return [f"{v.verifier_id}: {v.criterion}" for v in grade.criteria if v.verdict.value == "not_met"]
+
+
+def failure_analysis(
+    trials: list[ReportTrial], criteria_of: Callable[[ReportTrial], list[str]] = failed_criteria
+) -> dict[str, list[dict[str, Any]]]:
+    """The trials that ended without passing (``failure`` set), grouped four ways: ``criterion``
+    (each criterion a failed trial did not meet; a trial under every one it missed),
+    ``end_reason`` (how the agent's run ended), ``error_kind`` (:func:`error_kind`) and
+    ``outcome``. Each group is ``{key, count, trials}`` with exactly its trials' ids, largest
+    first; a trial with no value for a dimension is under ``(none)``."""
+    failed = [trial for trial in trials if trial.failure is not None]
+    dimensions: dict[str, dict[str, list[str]]] = {
+        "criterion": defaultdict(list),
+        "end_reason": defaultdict(list),
+        "error_kind": defaultdict(list),
+        "outcome": defaultdict(list),
+    }
+    for trial in failed:
+        for criterion in dict.fromkeys(criteria_of(trial)):
+            dimensions["criterion"][criterion].append(trial.trial_id)
+        dimensions["end_reason"][trial.end_reason or "(none)"].append(trial.trial_id)
+        dimensions["error_kind"][trial.error_kind or "(none)"].append(trial.trial_id)
+        dimensions["outcome"][trial.outcome or "(none)"].append(trial.trial_id)
+    return {
+        name: [
+            {"key": key, "count": len(ids), "trials": ids}
+            for key, ids in sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
+        ]
+        for name, groups in dimensions.items()
+    }
+
+
 def matrix(trials: list[ReportTrial]) -> dict[str, Any]:
     """Agents × tasks: passes of graded runs per cell; excluded and unfinished counted apart."""
     agents = sorted({t.agent for t in trials})
@@ -353,6 +398,8 @@ __all__ = [
     "cost_words",
     "costs_known",
     "error_kind",
+    "failed_criteria",
+    "failure_analysis",
     "failure_groups",
     "failure_key",
     "matrix",

@@ -169,14 +169,6 @@ def list_runs(store: TrialStore, *, cache: RunCache | None = None) -> list[dict[
     ]
 
 
-def _error_kind(result: TrialResult) -> str | None:
-    """The error's kind as recorded (``infrastructure: …``, ``model_provider: …``) or None."""
-    if not result.error:
-        return None
-    head = result.error.split(":", 1)[0].strip()
-    return head if head and " " not in head and len(head) < 40 else None
-
-
 def trial_row(
     spec: TrialSpec,
     result: TrialResult | None,
@@ -222,7 +214,7 @@ def trial_row(
             left_out=judged_elsewhere(result) if judged_elsewhere else None,
             end_reason=result.run_status,
             error=result.error,
-            error_kind=_error_kind(result),
+            error_kind=report_trials.error_kind(result.error, result.outcome.value),
             steps=result.steps,
             tool_calls=result.tool_calls,
             tokens=result.prompt_tokens + result.completion_tokens,
@@ -250,13 +242,15 @@ def _trial_table(store: TrialStore, name: str, rows: list[Row]) -> list[dict[str
     return [trial_row(*row, judged_elsewhere=elsewhere) for row in rows]
 
 
-def failure_groups(chosen: list[TrialRow]) -> list[dict[str, Any]]:
-    """Trials that did not pass, grouped exactly as report.json groups them (the report's
-    :func:`orchestrator.report_trials.failure_groups` over its trial rows), each trial with
-    its task, agent and run index for the page's links."""
+def failure_groups(chosen: list[TrialRow]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Trials that ended without passing, grouped exactly as report.json groups them (the
+    report's :func:`orchestrator.report_trials.failure_groups` over its trial rows, each trial
+    with its task, agent and run index for the page's links), and the report's
+    :func:`orchestrator.report_trials.failure_analysis` (by criterion, end reason, error kind
+    and outcome; each group lists exactly its trials' ids)."""
     rows = report_trials.trial_rows(chosen, task_names={}, viewer_url=None)
     by_id = {row.trial_id: row for row in rows}
-    return [
+    groups = [
         {
             **group,
             "trials": [
@@ -271,6 +265,7 @@ def failure_groups(chosen: list[TrialRow]) -> list[dict[str, Any]]:
         }
         for group in report_trials.failure_groups(rows)
     ]
+    return groups, report_trials.failure_analysis(rows)
 
 
 def matrix(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -300,6 +295,20 @@ def _leaderboard(store: TrialStore, name: str, spec: dict[str, Any]) -> list[dic
     return leaderboard_rows(report)
 
 
+def _progress(counts: dict[str, int]) -> dict[str, Any]:
+    """How far a run that is not finished has got: ended, running (leased), waiting (pending)."""
+    ended = counts.get("done", 0) + counts.get("infra_error", 0)
+    total = counts.get("total", 0)
+    return {
+        "ended": ended,
+        "running": counts.get("leased", 0),
+        "pending": counts.get("pending", 0),
+        "total": total,
+        "text": f"{ended} of {total} trials ended, {counts.get('leased', 0)} running, "
+        f"{counts.get('pending', 0)} waiting",
+    }
+
+
 def run_detail(store: TrialStore, name: str, *, cache: RunCache | None = None) -> dict[str, Any]:
     """The run page: summary, leaderboard, matrix and failures (the trial table is separate).
     With ``cache``, computed once per change of the run in the store."""
@@ -314,9 +323,14 @@ def run_detail(store: TrialStore, name: str, *, cache: RunCache | None = None) -
         summary = _run_summary(store, name, spec, rows)
         summary["leaderboard"] = _leaderboard(store, name, spec) if rows else []
         summary["matrix"] = matrix(table)
-        summary["failures"] = failure_groups(chosen)
+        summary["failures"], summary["failure_analysis"] = failure_groups(chosen)
         record = store.run_record(name)
-        summary["banner"] = report_trials.banner(record.stop if record else None, summary["counts"])
+        banner = report_trials.banner(record.stop if record else None, summary["counts"])
+        # A run with trials under a lease and nothing stopping it is running, not broken: the
+        # page shows its progress instead of the red "not finished" banner.
+        running = banner is not None and banner["kind"] == "not finished" and summary["counts"]["leased"]
+        summary["banner"] = None if running else banner
+        summary["progress"] = _progress(summary["counts"]) if summary["status"] in ("running", "incomplete") else None
         summary["excluded_tasks"] = dict(spec.get("excluded_tasks") or {})
         summary["duplicate_trials"] = duplicates
         return summary

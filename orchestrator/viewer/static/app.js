@@ -175,7 +175,8 @@ const TRIAL_COLUMNS = [
   ["tokens", "Tokens"], ["reasoning_tokens", "Reasoning"], ["cached_tokens", "Cached"], ["cost_usd", "Cost"],
   ["duration_s", "Duration s"],
 ];
-const runState = { sort: "task_id", descending: false, trials: [], name: null };
+const runState = { sort: "task_id", descending: false, trials: [], name: null, group: null, groups: {} };
+const FILTER_KEYS = ["agent", "outcome", "domain", "end_reason", "task_id"];
 
 function filterControls(trials) {
   const options = (key, label) => el("select", { id: "filter-" + key, "aria-label": label, onchange: renderTrials },
@@ -191,11 +192,13 @@ function filterControls(trials) {
 function matchingTrials() {
   const query = (document.getElementById("search") || { value: "" }).value.trim().toLowerCase();
   const wanted = {};
-  for (const key of ["agent", "outcome", "domain", "end_reason", "task_id"]) {
+  for (const key of FILTER_KEYS) {
     const select = document.getElementById("filter-" + key);
     if (select && select.value) wanted[key] = select.value;
   }
+  const group = groupTrials();
   return runState.trials.filter((t) => {
+    if (group && !group.has(t.trial_id)) return false;
     for (const [key, value] of Object.entries(wanted)) if (String(t[key] ?? "") !== value) return false;
     if (!query) return true;
     return [t.task_id, t.domain, t.agent, t.model, t.outcome, t.end_reason, t.error, t.trial_id]
@@ -224,6 +227,8 @@ function renderTrials() {
     el("td", { class: "num", text: fmtNum(t.duration_s, 1) })));
   document.querySelector("#trial-table tbody").replaceChildren(...rows);
   document.getElementById("trial-count").textContent = trials.length + " of " + runState.trials.length + " trials";
+  showGroupChip();
+  saveRunUrl();
   for (const th of document.querySelectorAll("#trial-table th")) {
     th.classList.toggle("sorted-asc", th.dataset.key === key && !runState.descending);
     th.classList.toggle("sorted-desc", th.dataset.key === key && runState.descending);
@@ -241,9 +246,16 @@ function trialTable() {
 }
 
 function filterTo(values) {
+  runState.group = null;
   const search = document.getElementById("search");
   if (search) search.value = "";
   for (const select of document.querySelectorAll(".toolbar select")) select.value = "";
+  setFilters(values);
+  renderTrials();
+  document.getElementById("trial-table").scrollIntoView();
+}
+
+function setFilters(values) {
   for (const [key, value] of Object.entries(values)) {
     let select = document.getElementById("filter-" + key);
     if (!select) {  // task has no visible filter: a hidden one, set by the matrix
@@ -253,8 +265,82 @@ function filterTo(values) {
     if (![...select.options].some((o) => o.value === value)) select.append(el("option", { value, text: value }));
     select.value = value;
   }
+}
+
+// --- run page: failure groups and the state kept in the URL ------------------------------
+
+// The ids of the trials in the failure group the table is narrowed to (exactly the group's
+// trials, as the API listed them), or null.
+function groupTrials() {
+  if (!runState.group) return null;
+  const groups = runState.groups[runState.group.dimension] || [];
+  const found = groups.find((g) => g.key === runState.group.key);
+  return new Set(found ? found.trials : []);
+}
+
+function showGroupChip() {
+  const chip = document.getElementById("group-chip");
+  if (!chip) return;
+  if (!runState.group) { chip.replaceChildren(); return; }
+  chip.replaceChildren("failure group ", el("strong", { text: runState.group.dimension + ": " + runState.group.key }), " ",
+    el("button", { type: "button", id: "group-clear", text: "show all", onclick: () => { runState.group = null; renderTrials(); } }));
+}
+
+function showGroup(dimension, key) {
+  filterTo({});
+  runState.group = { dimension, key };
   renderTrials();
   document.getElementById("trial-table").scrollIntoView();
+}
+
+// Filters, search, sort and the failure group go into the URL, so a view can be shared and
+// survives a reload.
+function saveRunUrl() {
+  const query = new URLSearchParams();
+  const search = document.getElementById("search");
+  if (search && search.value) query.set("q", search.value);
+  for (const key of FILTER_KEYS) {
+    const select = document.getElementById("filter-" + key);
+    if (select && select.value) query.set(key, select.value);
+  }
+  if (runState.sort !== "task_id" || runState.descending) {
+    query.set("sort", runState.sort);
+    if (runState.descending) query.set("desc", "1");
+  }
+  if (runState.group) { query.set("group", runState.group.dimension); query.set("key", runState.group.key); }
+  const text = query.toString();
+  history.replaceState(null, "", location.pathname + (text ? "?" + text : ""));
+}
+
+function loadRunUrl() {
+  const query = new URLSearchParams(location.search);
+  const values = {};
+  for (const key of FILTER_KEYS) if (query.get(key)) values[key] = query.get(key);
+  setFilters(values);
+  const search = document.getElementById("search");
+  if (search) search.value = query.get("q") || "";
+  if (query.get("sort")) runState.sort = query.get("sort");
+  runState.descending = query.get("desc") === "1";
+  runState.group = query.get("group") ? { dimension: query.get("group"), key: query.get("key") || "" } : null;
+}
+
+const FAILURE_DIMENSIONS = [["criterion", "failed criterion"], ["end_reason", "end reason"], ["error_kind", "error kind"],
+  ["outcome", "outcome"]];
+
+function failureAnalysis(analysis) {
+  if (!analysis || !analysis.outcome.length) return null;
+  return el("div", { id: "failure-analysis" }, FAILURE_DIMENSIONS.map(([dimension, label]) =>
+    el("div", { class: "failure-dimension", "data-dimension": dimension }, el("h3", { text: "By " + label }),
+      analysis[dimension].length ? el("ul", {}, analysis[dimension].map((g) => el("li", { "data-key": g.key },
+        el("a", { href: runHref(runState.name) + "?group=" + enc(dimension) + "&key=" + enc(g.key), class: "group-link",
+          text: g.count + " × " + g.key, onclick: (event) => { event.preventDefault(); showGroup(dimension, g.key); } }))))
+        : el("p", { class: "muted", text: "none recorded" }))));
+}
+
+function runProgress(run) {
+  if (!run.progress || run.banner) return null;
+  return el("div", { class: "notice", id: "run-progress" }, el("strong", { text: run.status }), ": " + run.progress.text +
+    " (refreshes every " + REFRESH_MS / 1000 + " s)");
 }
 
 function tokensText(tokens) {
@@ -309,8 +395,8 @@ function matrixTable(matrix) {
 function failureList(groups) {
   if (!groups.length) return el("p", { class: "muted", text: "No failures." });
   return el("ul", { id: "failures" }, groups.map((g) => el("li", {},
-    el("a", { href: "#trial-table", text: g.count + " × " + g.reason,
-      onclick: (event) => { event.preventDefault(); filterTo(g.outcome === "unfinished" ? {} : { outcome: g.outcome }); } }),
+    el("a", { href: runHref(runState.name) + "?group=reason&key=" + enc(g.reason), class: "group-link", text: g.count + " × " + g.reason,
+      onclick: (event) => { event.preventDefault(); showGroup("reason", g.reason); } }),
     " — ", g.trials.slice(0, 8).map((t, i) => [i ? ", " : "",
       el("a", { href: trialHref(t.trial_id, runState.name), text: t.task_id + " / " + t.agent + " #" + t.run_index })]),
     g.trials.length > 8 ? " …" : "")));
@@ -322,6 +408,8 @@ async function runPage(name) {
   const [run, trials] = await Promise.all([api("/api/runs/" + enc(name)), api("/api/runs/" + enc(name) + "/trials")]);
   const first = !document.getElementById("trial-table");
   runState.trials = trials.trials;
+  runState.groups = { ...(run.failure_analysis || {}),
+    reason: run.failures.map((g) => ({ key: g.reason, trials: g.trials.map((t) => t.trial_id) })) };
   const summary = el("dl", { class: "kv", id: "run-summary" },
     el("dt", { text: "status" }), el("dd", {}, badge(run.status)),
     el("dt", { text: "benchmark" }), el("dd", { text: run.spec.benchmark || "—" }),
@@ -337,17 +425,19 @@ async function runPage(name) {
   const banner = run.banner && el("div", { class: "banner", id: "run-banner" },
     el("strong", { text: run.banner.title }), run.banner.message);
   const sections = [
-    el("h1", { text: name }), banner, summary,
+    el("h1", { text: name }), banner, runProgress(run), summary,
     el("h2", { text: "Leaderboard" }), run.leaderboard.length ? leaderboard(run.leaderboard) : el("p", { class: "muted", text: "No finished trials yet." }),
     el("h2", { text: "Agents × tasks (passes / graded runs)" }), matrixTable(run.matrix),
-    el("h2", { text: "Failures by end reason" }), failureList(run.failures),
+    el("h2", { text: "Failures" }), failureList(run.failures),
+    failureAnalysis(run.failure_analysis),
     el("h2", { text: "Trials" }),
   ].filter(Boolean);
   if (first) {
-    show(...sections, filterControls(trials.trials), trialTable());
+    show(...sections, filterControls(trials.trials), el("div", { id: "group-chip", class: "muted" }), trialTable());
+    loadRunUrl();
   } else {  // a refresh keeps the filters, the search text and the sort the user chose
     const main = document.getElementById("main");
-    const keep = [main.querySelector(".toolbar"), document.getElementById("trial-table")];
+    const keep = [main.querySelector(".toolbar"), document.getElementById("group-chip"), document.getElementById("trial-table")];
     main.replaceChildren(...sections, ...keep);
   }
   renderTrials();

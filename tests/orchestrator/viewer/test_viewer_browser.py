@@ -207,3 +207,64 @@ def test_a_trial_page_says_who_decided_each_criterion_and_where_check_and_judge_
         page.goto(f"{url}/runs/judged")  # and per agent on the run's leaderboard
         assert page.locator("#leaderboard td.disagreements").inner_text() == "2"
         assert page.errors == []
+
+
+@pytest.fixture
+def live_run(tmp_path):
+    """A run in progress: t0 failed (criteria not met), t1 failed at max_steps, t2 running
+    under a lease, t3 waiting; nothing stopped it."""
+    from atoll.trial import Outcome, TrialResult, TrialSpec
+    from orchestrator.store import TrialStore
+
+    store = TrialStore(str(tmp_path / "atoll.db"))
+    store.save_experiment("live", {"name": "live", "benchmark": "b", "agents": [{"name": "a"}]})
+    specs = [
+        TrialSpec(
+            experiment="live", task_id=f"t{i}", world_id="w", world_digest="d", agent_name="a",
+            agent="replay", model="m", run_index=0,
+        )
+        for i in range(4)
+    ]
+    store.enqueue(specs)
+    by_id = {spec.trial_id: spec.task_id for spec in specs}
+    leases = {by_id[lease.trial_id]: lease for lease in store.lease("w", limit=3, lease_s=600, experiment="live")}
+    for task, end in (("t0", "completed"), ("t1", "max_steps")):
+        lease = leases[task]
+        store.complete(
+            lease, "w", TrialResult(trial_id=lease.trial_id, outcome=Outcome.failed, run_status=end)
+        )
+    yield store, {task: spec.trial_id for spec, task in ((s, s.task_id) for s in specs)}
+    store.dispose()
+
+
+def test_a_running_run_shows_progress_and_each_failure_group_lists_exactly_its_trials(page, live_run):
+    from .conftest import serve
+
+    store, ids = live_run
+    with serve(store) as url:
+        page.goto(f"{url}/runs/live")
+        page.wait_for_selector("#trial-table tbody tr")
+        assert page.locator("#run-banner").count() == 0  # running, not broken: no red banner
+        assert "1 running, 1 waiting" in page.locator("#run-progress").inner_text()
+        failures = page.locator("#failures").inner_text()
+        assert "t2" not in failures and "t3" not in failures  # not ended: not failures
+        rows = page.locator("#trial-table tbody tr")
+        assert rows.count() == 4
+
+        page.click("#failures a.group-link:text('criteria not met')")
+        shown = lambda: sorted(rows.evaluate_all("rows => rows.map((r) => r.dataset.trial)"))  # noqa: E731
+        assert shown() == [ids["t0"]]  # not every failed trial: only this group's
+        assert "group=reason" in page.url
+        page.click("#failure-analysis [data-dimension='end_reason'] a.group-link:text('max_steps')")
+        assert shown() == [ids["t1"]]
+        page.click("#failure-analysis [data-dimension='outcome'] a.group-link")
+        assert shown() == sorted([ids["t0"], ids["t1"]])
+
+        page.click("#trial-table th[data-key='task_id']")  # sort descending, kept in the URL
+        page.reload()
+        page.wait_for_selector("#trial-table tbody tr")
+        assert shown() == sorted([ids["t0"], ids["t1"]])
+        assert rows.first.get_attribute("data-trial") == ids["t1"]  # still sorted descending
+        page.click("#group-clear")
+        assert rows.count() == 4 and "group=" not in page.url
+        assert page.errors == []

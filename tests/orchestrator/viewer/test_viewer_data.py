@@ -214,7 +214,52 @@ def test_the_viewer_groups_failures_exactly_as_report_json_does(store):
         "fail: run ended max_steps": 2,
         "ungradeable: judge call failed: no answer within 60 s": 2,
         "infra_error: sandbox did not start": 2,
-        "not finished: leased": 1,
     }
     named = {t["task_id"] for g in viewer for t in g["trials"]}
-    assert named == {"t1", "t2", "t3", "t4", "t9"}
+    assert named == {"t1", "t2", "t3", "t4"}  # t9 is running: not a failure
+
+
+def test_the_viewer_and_report_json_give_a_trial_the_same_error_kind_and_groups(store):
+    """One rule for a trial's error kind (report_trials.error_kind): an ungradeable trial's
+    error starts with a criterion id, and its kind is the code after it in both."""
+    from orchestrator.report import build_report
+
+    _run(store, "kinds", ["a"])
+    specs = [_spec("kinds", "a", f"t{i}", 0) for i in range(3)]
+    store.enqueue(specs)
+    errors = {
+        "t0": (Outcome.ungradeable, "c2: judge_unavailable: judge answered 503"),
+        "t1": (Outcome.infra_error, "infrastructure: sandbox did not start"),
+        "t2": (Outcome.failed, None),
+    }
+    by_id = {spec.trial_id: spec for spec in specs}
+    for lease in store.lease("w", limit=10, lease_s=60, experiment="kinds"):
+        outcome, error = errors[by_id[lease.trial_id].task_id]
+        store.complete(lease, "w", TrialResult(trial_id=lease.trial_id, outcome=outcome, error=error))
+    viewer = {row["task_id"]: row["error_kind"] for row in data.run_trials(store, "kinds")}
+    report = build_report(store, "kinds")
+    assert viewer == {row["task_id"]: row["error_kind"] for row in report["trial_rows"]}
+    assert viewer == {"t0": "judge_unavailable", "t1": "infrastructure", "t2": None}
+    analysis = data.run_detail(store, "kinds")["failure_analysis"]
+    assert analysis == report["failure_analysis"]
+    kinds = {g["key"]: [by_id_task(specs, t) for t in g["trials"]] for g in analysis["error_kind"]}
+    assert kinds == {"judge_unavailable": ["t0"], "infrastructure": ["t1"], "(none)": ["t2"]}
+
+
+def by_id_task(specs: list[TrialSpec], trial_id: str) -> str:
+    return next(spec.task_id for spec in specs if spec.trial_id == trial_id)
+
+
+def test_a_running_run_has_no_banner_but_its_progress_and_its_running_trial_is_no_failure(store):
+    _run(store, "live", ["a"])
+    specs = [_spec("live", "a", f"t{i}", 0) for i in range(3)]
+    store.enqueue(specs)
+    first, _second = store.lease("w", limit=2, lease_s=60, experiment="live")
+    store.complete(first, "w", TrialResult(trial_id=first.trial_id, outcome=Outcome.failed))
+    detail = data.run_detail(store, "live")
+    assert detail["status"] == "running" and detail["banner"] is None
+    assert detail["progress"]["text"] == "1 of 3 trials ended, 1 running, 1 waiting"
+    assert [g["reason"] for g in detail["failures"]] == ["fail: criteria not met"]
+    assert [t["trial_id"] for g in detail["failures"] for t in g["trials"]] == [first.trial_id]
+    store.record_stop("live", "interrupted", "the orchestrator was stopped")
+    assert data.run_detail(store, "live")["banner"]["kind"] == "interrupted"  # a stop still shows
