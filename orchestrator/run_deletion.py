@@ -1,6 +1,7 @@
 """Deleting a run for good (``atoll delete``, ``DELETE /runs/{name}``): its rows in the trial
 store, the artifact folders its results point to, then the stored worlds nothing uses any more
-(:mod:`orchestrator.world_gc`).
+(:mod:`orchestrator.world_gc`). A trial's checkpoint folder (``checkpoints-<trial id>``, beside
+its attempt folders in its run folder) goes with its attempts.
 
 Only a run with no trial pending or leased may go (cancel it first: ``atoll cancel --stop``);
 the check and the removal of its rows are one transaction
@@ -122,11 +123,15 @@ def _folders(artifacts: ArtifactStore, name: str, results: list[TrialResult]) ->
                 left.add(f"{uri} (not in the run's folder {path_segment(name)}/ of the artifact store)")
                 continue
             folders.add(folder)
+            # The trial's checkpoints (orchestrator.executors.checkpoints) beside its attempts.
+            checkpoints = f"{posixpath.dirname(folder)}/checkpoints-{result.trial_id[:16]}"
+            if artifacts.fs.exists(path_in(artifacts, checkpoints)):
+                folders.add(checkpoints)
     return folders, left
 
 
 def _remove_folder(artifacts: ArtifactStore, folder: str) -> int:
-    """Remove one attempt folder; the bytes it held (0 when it was gone already)."""
+    """Remove one attempt (or checkpoint) folder; the bytes it held (0 when it was gone already)."""
     path = path_in(artifacts, folder)
     artifacts.fs.invalidate_cache(path)
     if not artifacts.fs.exists(path):

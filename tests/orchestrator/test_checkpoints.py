@@ -135,3 +135,24 @@ def test_an_unusable_checkpoint_starts_the_trial_over_saying_why(tmp_path, damag
     assert second.run_status == "completed" and second.steps == 8
     assert model.requests == dict.fromkeys(range(1, 9), 2)  # every step again
     assert sent_canaries(ArtifactStore((tmp_path / "artifacts").as_uri()), second) == 1
+
+
+def test_deleting_the_run_removes_its_trials_checkpoints(tmp_path):
+    from orchestrator.run_deletion import delete_run
+    from orchestrator.runner import run_experiment
+    from orchestrator.store import TrialStore
+
+    with ScriptedLLM(StepModel(6)) as llm:
+        experiment = spec(tmp_path, llm.api_base, steps=6, checkpoint={"every_steps": 2, "every_s": None})
+        asyncio.run(run_experiment(experiment, quiet=True))
+    (trial,) = plan_trials(load_benchmark(experiment.benchmark), experiment)
+    folder = _folder(tmp_path, trial)
+    assert (folder / "latest.json").is_file()
+    store = TrialStore(experiment.store)
+    try:
+        report = delete_run(store, "ckpt", gc=False)
+    finally:
+        store.dispose()
+    assert not folder.exists()
+    assert folder.as_uri() in report.folders and not report.problems
+    assert not (tmp_path / "artifacts" / "ckpt").exists()
