@@ -177,6 +177,10 @@ def trial_detail(
         detail["run_status"] = trajectory.get("status")
         detail["run_error"] = trajectory.get("error")
         detail["usage"] = trajectory.get("usage")
+        # Continuations from agent checkpoints (atoll.trajectory.Resume), and why a checkpoint
+        # was not used.
+        detail["resumes"] = trajectory.get("resumes") or []
+        detail["resume_refused"] = trajectory.get("resume_refused")
         detail["started_at"], detail["ended_at"] = trajectory.get("started_at"), trajectory.get("ended_at")
     detail["criteria"] = [_criterion(c) for c in (grade or {}).get("criteria") or []]
     detail["judge"] = _judges(record, result, grade)

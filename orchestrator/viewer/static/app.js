@@ -42,8 +42,9 @@ async function api(path) {
 }
 
 function show(...nodes) {
+  // replaceChildren turns null into the text "null": leave out what a page did not show.
   const main = document.getElementById("main");
-  main.replaceChildren(...nodes);
+  main.replaceChildren(...nodes.flat(Infinity).filter((node) => node !== null && node !== undefined && node !== false));
 }
 
 function showError(error) {
@@ -466,24 +467,6 @@ function images(urls) {
   return (urls || []).map((url) => el("img", { class: "shot", src: url, alt: "image from the transcript" }));
 }
 
-function stepView(step) {
-  const failed = step.tool_calls.some((c) => c.is_error);
-  const call = step.model_call;
-  const head = el("div", { class: "head" }, "step " + step.index + " · " + step.kind,
-    call ? " · " + fmtNum(call.duration_s, 2) + " s · " + usageText(call.usage) : "",
-    call && call.retries ? " · " + call.retries + " retries" : "", call && call.error ? " · error: " + call.error : "");
-  return el("div", { class: "step" + (failed ? " has-error" : ""), "data-step": step.index }, head,
-    step.reasoning ? [el("div", { class: "muted", text: "reasoning" }), pre(step.reasoning, { class: "reasoning" })] : null,
-    step.text ? pre(step.text, { class: "assistant-text" }) : null, images(step.images),
-    step.tool_calls.map((c) => el("div", { class: "tool-call" + (c.is_error ? " error" : "") },
-      el("span", { class: "tool-name", text: c.name }), c.is_error ? [" ", badge("error", "o-fail")] : null,
-      c.truncated ? [" ", badge("truncated")] : null,
-      el("span", { class: "muted", text: c.duration_s === null || c.duration_s === undefined ? "" : " · " + fmtNum(c.duration_s, 2) + " s" }),
-      el("div", { class: "muted", text: "arguments" }), pre(c.arguments, { class: "tool-arguments" }),
-      el("div", { class: "muted", text: "result as the agent saw it" }), pre(c.result, { class: "tool-result" }),
-      images(c.images), c.error ? el("div", { class: "error-box", text: c.error }) : null)));
-}
-
 // Who decided beside the check: where both spoke, whether the judge agrees with it.
 function checkNote(c) {
   if (c.check_agrees === true || c.check_agrees === false)
@@ -552,50 +535,389 @@ function worldDiffView(diff, id, run) {
   return el("div", { id: "world-diff" }, parts);
 }
 
+// A trial page reads top-down as "why did it fail?": the outcome and the failed criteria (who
+// decided, why, on what evidence), then the answer, the world diff and the transcript. The
+// transcript shows an outline at once, its first steps at once and the rest in slices, and
+// tool results collapsed (filled in when opened), so a 1,000-step trial opens fast.
+
+const FIRST_STEPS = 30;
+const STEPS_PER_SLICE = 120;
+const trialState = { id: null, running: false, steps: [], rendered: 0, current: 0, generation: 0, hits: [], hit: -1,
+  listening: false, resumes: [] };
+
+const stepFailed = (step) => step.tool_calls.some((c) => c.is_error) || Boolean(step.model_call && step.model_call.error);
+const callAnchor = (c, step, position) => "call-" + (c.id || step.index + "-" + position);
+const argumentsText = (value) => (typeof value === "string" ? value : JSON.stringify(value, null, 2));
+
+function evidenceLinks(c) {
+  // Each artifact the verdict was given (file:PATH, mail:…) links to its entry in the world diff.
+  const jump = (event) => {
+    const id = event.currentTarget.dataset.evidence || "";
+    const path = id.startsWith("file:") ? id.slice("file:".length) : null;
+    const entry = path && [...document.querySelectorAll("#world-diff .file-change[data-path]")].find((node) =>
+      node.dataset.path === path || path.endsWith("/" + node.dataset.path) || node.dataset.path.endsWith("/" + path));
+    const target = entry || (id.startsWith("mail:") && document.querySelector("#world-diff .mail")) ||
+      document.getElementById(event.currentTarget.hash.slice(1));
+    if (!target) return;
+    event.preventDefault();
+    target.scrollIntoView({ block: "start" });
+    target.classList.add("targeted");
+  };
+  const links = (c.evidence || []).map((id) => el("a", { href: "#world-diff-section", class: "evidence-link", "data-evidence": id,
+    text: id, onclick: jump }));
+  if (!links.length) {
+    links.push(el("a", { href: "#final-answer", class: "evidence-link", text: "the answer", onclick: jump }),
+      el("a", { href: "#world-diff-section", class: "evidence-link", text: "the world diff", onclick: jump }));
+  }
+  return el("div", { class: "evidence-links" }, "evidence: ", links.map((link, i) => [i ? ", " : "", link]));
+}
+
+function criterionEntry(c, judgeDiffers) {
+  const node = criterionView(c, judgeDiffers);
+  node.id = "criterion-" + c.verifier_id;
+  node.querySelector("strong").after(" ", el("a", { href: "#" + enc(node.id), class: "anchor", text: "#", title: "link to this criterion" }));
+  node.append(evidenceLinks(c));
+  return node;
+}
+
+function verdictHeader(t) {
+  const row = t.trial;
+  const failed = t.criteria.filter((c) => c.verdict !== "met");
+  const met = t.criteria.filter((c) => c.verdict === "met");
+  let line;
+  if (t.running) line = "running: not graded yet";
+  else if (!t.criteria.length) line = row.outcome ? "no verdicts recorded" : "not finished";
+  else if (failed.length) line = failed.length + " of " + t.criteria.length + " criteria not met";
+  else line = "all " + t.criteria.length + " criteria met";
+  const reason = row.end_reason ? " · ended: " + row.end_reason : "";
+  return el("section", { id: "verdict" },
+    el("h1", {}, row.task_id, " ", badge(row.outcome || row.state, "o-" + (row.outcome || ""))),
+    el("p", { id: "verdict-line", text: line + (row.score === null || row.score === undefined ? "" : " · score " + fmtPct(row.score)) + reason }),
+    el("div", { id: "criteria" },
+      failed.length ? el("div", { id: "failed-criteria" }, el("h2", { text: "Failed criteria" }),
+        failed.map((c) => criterionEntry(c, !t.judge.same))) : null,
+      met.length ? el("details", { id: "met-criteria" }, el("summary", { text: met.length + " criteria met" }),
+        met.map((c) => criterionEntry(c, !t.judge.same))) : null,
+      t.criteria.length ? null : el("p", { class: "muted", text: t.running ? "Grading follows the run." : "Not graded." })));
+}
+
+function resumeText(r) {
+  return "resumed from a checkpoint at step " + r.from_step + (r.attempt ? " by attempt " + r.attempt : "") + " at " +
+    fmtTime(r.at) + " (" + fmtNum(r.elapsed_s, 1) + " s of run time before it)";
+}
+
+function trialSummary(t, id, run) {
+  const row = t.trial;
+  const download = (what, label) => t.downloads[what] ? el("a", { href: "/api/trials/" + enc(id) + "/download/" + what + "?run=" + enc(run), text: label }) : null;
+  return el("dl", { class: "kv", id: "trial-summary" },
+    el("dt", { text: "agent" }), el("dd", { text: row.agent + " (" + row.model + "), run " + row.run_index }),
+    el("dt", { text: "domain" }), el("dd", { text: row.domain || "—" }),
+    el("dt", { text: "score" }), el("dd", { text: fmtPct(row.score) + (row.checks_total ? " · checks " + row.checks_met + "/" + row.checks_total : "") +
+      (row.check_disagreements ? " · " + row.check_disagreements + " check/judge disagreement" + (row.check_disagreements > 1 ? "s" : "") : "") }),
+    el("dt", { text: "end reason" }), el("dd", { text: (row.end_reason || "—") + (t.agent_reported_status ? " (agent says " + t.agent_reported_status + ")" : "") }),
+    el("dt", { text: "steps / tool calls" }), el("dd", { id: "trial-steps", text: (t.running ? fmtNum(t.running.steps) + " so far" : fmtNum(row.steps)) + " / " + fmtNum(row.tool_calls) }),
+    el("dt", { text: "tokens / cost" }), el("dd", { id: "trial-cost", text: (t.usage ? tokensText(t.usage) : fmtNum(row.tokens)) + " / " + (row.cost || "—") }),
+    t.judge.grading && el("dt", { text: "judge" }),
+    t.judge.grading && el("dd", { id: "trial-judge", text: t.judge.grading.describe +
+      (t.judge.same ? "" : " — not the run's judge " + (t.judge.run ? t.judge.run.describe : "") + "; left out of the run's metrics") }),
+    t.grade && el("dt", { text: "judge tokens / cost" }),
+    t.grade && el("dd", { id: "judge-cost", text: (t.grade.judge_tokens_text || fmtNum(t.grade.judge_tokens)) + " / " + t.grade.judge_cost }),
+    el("dt", { text: "duration" }), el("dd", { text: fmtNum(row.duration_s, 1) + " s (" + fmtTime(t.started_at) + " → " + fmtTime(t.ended_at) + ")" }),
+    (t.resumes || []).length ? [el("dt", { text: "resumes" }), el("dd", { id: "trial-resumes" }, t.resumes.map((r) => el("div", { text: resumeText(r) })))] : null,
+    t.resume_refused ? [el("dt", { text: "not resumed" }), el("dd", { text: t.resume_refused })] : null,
+    el("dt", { text: "trial id" }), el("dd", { text: row.trial_id }),
+    el("dt", { text: "downloads" }), el("dd", {}, [download("trajectory", "trajectory.json"), download("grade", "grade.json"),
+      download("before", "before snapshot"), download("after", "after snapshot")].filter(Boolean).map((a, i) => [i ? " · " : "", a])));
+}
+
+function runningNotice(t) {
+  return t.running ? el("div", { class: "notice", id: "trial-running", text: "running: attempt " + t.running.attempt + ", " +
+    t.running.steps + " steps so far (refreshes every " + REFRESH_MS / 1000 + " s)" }) : null;
+}
+
+function toolCallView(c, step, position) {
+  const anchor = callAnchor(c, step, position);
+  const result = c.result || "";
+  const firstLine = result.split("\n", 1)[0].slice(0, 160);
+  const box = el("details", { class: "tool-result-box" },
+    el("summary", {}, "result (" + result.length + " characters)", firstLine ? [": ", el("span", { class: "preview", text: firstLine })] : null));
+  // The result's text reaches the DOM when opened: a long transcript stays light.
+  const fill = () => {
+    if (box.open && !box.querySelector("pre")) box.append(pre(result, { class: "tool-result" }), images(c.images));
+  };
+  box.addEventListener("toggle", fill);
+  if (c.is_error) {
+    box.open = true;
+    fill();
+  }
+  return el("div", { class: "tool-call" + (c.is_error ? " error" : ""), id: anchor },
+    el("a", { href: "#" + enc(anchor), class: "tool-name", text: c.name, title: "link to this tool call" }),
+    c.is_error ? [" ", badge("error", "o-fail")] : null, c.truncated ? [" ", badge("truncated")] : null,
+    el("span", { class: "muted", text: c.duration_s === null || c.duration_s === undefined ? "" : " · " + fmtNum(c.duration_s, 2) + " s" }),
+    pre(argumentsText(c.arguments), { class: "tool-arguments" }), box,
+    c.error ? el("div", { class: "error-box", text: c.error }) : null);
+}
+
+function trialStepView(step) {
+  const call = step.model_call;
+  const resumed = trialState.resumes.find((r) => r.from_step === step.index - 1);
+  const head = el("div", { class: "head" }, el("a", { href: "#step-" + step.index, class: "anchor", text: "step " + step.index }),
+    " · " + step.kind, call ? " · " + fmtNum(call.duration_s, 2) + " s · " + usageText(call.usage) : "",
+    call && call.retries ? " · " + call.retries + " retries" : "", call && call.error ? " · error: " + call.error : "");
+  return el("div", { class: "step" + (stepFailed(step) ? " has-error" : ""), id: "step-" + step.index, "data-step": step.index },
+    resumed ? el("div", { class: "notice resume-mark", text: resumeText(resumed) }) : null, head,
+    step.reasoning ? [el("div", { class: "muted", text: "reasoning" }), pre(step.reasoning, { class: "reasoning" })] : null,
+    step.text ? pre(step.text, { class: "assistant-text" }) : null, images(step.images),
+    step.tool_calls.map((c, i) => toolCallView(c, step, i)));
+}
+
+function outlineEntry(step) {
+  const names = step.tool_calls.map((c) => c.name).join(", ");
+  const label = names || step.kind + (step.text ? ": " + step.text.slice(0, 50) : "");
+  return el("a", { href: "#step-" + step.index, class: "outline-step" + (stepFailed(step) ? " error" : ""),
+    "data-step": step.index, title: label }, el("span", { class: "n", text: step.index }), " ", label);
+}
+
+function renderSteps(upTo) {
+  // Steps 1..upTo in the DOM (in order); the rest follow in slices.
+  const box = document.getElementById("transcript");
+  const end = Math.min(upTo, trialState.steps.length);
+  if (!box || trialState.rendered >= end) return;
+  const fragment = document.createDocumentFragment();
+  for (let i = trialState.rendered; i < end; i++) fragment.append(trialStepView(trialState.steps[i]));
+  box.append(fragment);
+  trialState.rendered = end;
+}
+
+function renderRest(generation) {
+  if (generation !== trialState.generation || trialState.rendered >= trialState.steps.length) return;
+  renderSteps(trialState.rendered + STEPS_PER_SLICE);
+  setTimeout(() => renderRest(generation), 0);
+}
+
+function transcriptSection(t) {
+  const transcript = t.transcript;
+  const count = transcript ? transcript.steps.length : 0;
+  return [
+    el("h2", { id: "transcript-heading", text: "Transcript (" + count + " steps)" }),
+    transcript ? el("details", { id: "prompt-box", open: true }, el("summary", { text: "prompt" }), pre(transcript.prompt, { id: "prompt" })) : null,
+    el("div", { class: "toolbar", id: "transcript-tools" },
+      el("input", { type: "search", id: "trial-search", placeholder: "search the transcript, tool results too (Enter: next)",
+        oninput: runTrialSearch, onkeydown: (event) => {
+          if (event.key === "Enter") { event.preventDefault(); nextHit(event.shiftKey ? -1 : 1); }
+        } }),
+      el("span", { id: "search-count", class: "muted" }),
+      el("span", { class: "muted", text: "keys: j / k next / previous step · n / p next / previous error · / search" })),
+    el("div", { class: "transcript-area" },
+      el("nav", { id: "outline", "aria-label": "steps" }, transcript ? transcript.steps.map(outlineEntry) : null),
+      el("div", { id: "transcript" }, transcript ? null : el("p", { class: "muted", text: t.running ? "No steps yet." : "No trajectory recorded." }))),
+  ];
+}
+
+function markCurrent(node) {
+  for (const old of document.querySelectorAll(".targeted")) old.classList.remove("targeted");
+  node.classList.add("targeted");
+  const step = node.closest(".step");
+  if (!step) return;
+  trialState.current = Number(step.dataset.step);
+  for (const old of document.querySelectorAll("#outline .current")) old.classList.remove("current");
+  const entry = document.querySelector("#outline a[data-step='" + trialState.current + "']");
+  if (entry) {
+    entry.classList.add("current");
+    const outline = entry.parentElement;  // keep the outline's entry in its own scroll box
+    if (entry.offsetTop < outline.scrollTop || entry.offsetTop > outline.scrollTop + outline.clientHeight - 20)
+      outline.scrollTop = entry.offsetTop - outline.clientHeight / 2;
+  }
+}
+
+function revealHash() {
+  // Deep links: #step-N, #call-ID, #criterion-ID (the page is built after the browser looked).
+  const target = decodeURIComponent(location.hash.slice(1));
+  if (!target) return;
+  const stepLink = /^step-(\d+)$/.exec(target);
+  if (stepLink) renderSteps(Number(stepLink[1]));
+  else if (target.startsWith("call-")) {
+    const position = trialState.steps.findIndex((step) => step.tool_calls.some((c, i) => callAnchor(c, step, i) === target));
+    if (position >= 0) renderSteps(position + 1);
+  }
+  const node = document.getElementById(target);
+  if (!node) return;
+  for (let box = node.parentElement.closest("details"); box; box = box.parentElement.closest("details")) box.open = true;
+  node.scrollIntoView({ block: "start" });
+  markCurrent(node);
+}
+
+function stepInView() {
+  // The first rendered step whose bottom is below the window's top (binary search: steps are
+  // in order), and whether the reader has reached it (its top at or above the window's top).
+  const nodes = document.getElementById("transcript").children;
+  let low = 0, high = nodes.length - 1, found = null;
+  while (low <= high) {
+    const middle = (low + high) >> 1;
+    if (nodes[middle].getBoundingClientRect().bottom > 1) { found = nodes[middle]; high = middle - 1; }
+    else low = middle + 1;
+  }
+  if (!found || !found.dataset.step) return { step: trialState.rendered + 1, reached: false };
+  return { step: Number(found.dataset.step), reached: found.getBoundingClientRect().top <= 1 };
+}
+
+function moveStep(direction, errorsOnly) {
+  const steps = trialState.steps;
+  const node = document.getElementById("step-" + trialState.current);
+  const box = node && node.getBoundingClientRect();
+  let index = trialState.current;
+  if (!box || box.bottom <= 0 || box.top >= innerHeight) {
+    // The reader scrolled away from the current step: move from the step in view.
+    const seen = stepInView();
+    index = seen.reached || direction < 0 ? seen.step : seen.step - 1;
+  }
+  for (;;) {
+    index += direction;
+    if (index < 1 || index > steps.length) return;
+    if (!errorsOnly || stepFailed(steps[index - 1])) break;
+  }
+  history.replaceState(null, "", "#step-" + index);
+  revealHash();
+}
+
+function onTrialKey(event) {
+  if (event.ctrlKey || event.metaKey || event.altKey || !document.getElementById("transcript")) return;
+  const active = document.activeElement;
+  if (active && /^(INPUT|TEXTAREA|SELECT)$/.test(active.tagName)) {
+    if (event.key === "Escape") active.blur();
+    return;
+  }
+  if (event.key === "/") {
+    event.preventDefault();
+    document.getElementById("trial-search").focus();
+    return;
+  }
+  const move = { j: [1, false], k: [-1, false], n: [1, true], p: [-1, true] }[event.key];
+  if (!move) return;
+  event.preventDefault();
+  moveStep(...move);
+}
+
+function runTrialSearch() {
+  const query = document.getElementById("trial-search").value.trim().toLowerCase();
+  const has = (text) => Boolean(text) && String(text).toLowerCase().includes(query);
+  trialState.hits = [];
+  trialState.hit = -1;
+  if (query) {
+    for (const step of trialState.steps) {
+      if (has(step.text) || has(step.reasoning)) trialState.hits.push({ step: step.index, node: "step-" + step.index });
+      step.tool_calls.forEach((c, i) => {
+        const inResult = has(c.result);
+        if (inResult || has(c.name) || has(argumentsText(c.arguments)) || has(c.error))
+          trialState.hits.push({ step: step.index, node: callAnchor(c, step, i), inResult });
+      });
+    }
+  }
+  document.getElementById("search-count").textContent = !query ? "" :
+    trialState.hits.length ? trialState.hits.length + " matches" : "no match";
+  if (trialState.hits.length) nextHit(1);
+  else if (globalThis.CSS && CSS.highlights) CSS.highlights.delete("trial-search");
+}
+
+function highlight(node, query) {
+  // Marks the query's occurrences in node with the CSS Custom Highlight API (no DOM change).
+  if (!(globalThis.CSS && CSS.highlights && globalThis.Highlight)) return;
+  const ranges = [];
+  const walker = document.createTreeWalker(node, NodeFilter.SHOW_TEXT);
+  for (let text = walker.nextNode(); text; text = walker.nextNode()) {
+    const lower = text.data.toLowerCase();
+    for (let at = lower.indexOf(query); at >= 0; at = lower.indexOf(query, at + query.length)) {
+      const range = new Range();
+      range.setStart(text, at);
+      range.setEnd(text, at + query.length);
+      ranges.push(range);
+    }
+  }
+  CSS.highlights.set("trial-search", new Highlight(...ranges));
+}
+
+function nextHit(direction) {
+  const hits = trialState.hits;
+  if (!hits.length) return;
+  trialState.hit = (trialState.hit + direction + hits.length) % hits.length;
+  const hit = hits[trialState.hit];
+  renderSteps(hit.step);
+  const node = document.getElementById(hit.node);
+  if (!node) return;
+  const box = node.querySelector(".tool-result-box");
+  if (hit.inResult && box) {
+    box.open = true;
+    box.dispatchEvent(new Event("toggle"));  // fill it now, not after the next frame
+  }
+  for (const old of document.querySelectorAll(".search-hit")) old.classList.remove("search-hit");
+  node.classList.add("search-hit");
+  markCurrent(node);
+  node.scrollIntoView({ block: "center" });
+  highlight(node, document.getElementById("trial-search").value.trim().toLowerCase());
+  document.getElementById("search-count").textContent = (trialState.hit + 1) + " of " + hits.length + " matches";
+}
+
+function attemptsTable(t, id, run) {
+  return table(["Attempt", "Worker", "Outcome", "Accepted", "Error", "Duration (s)", "Steps", "Trajectory"], t.attempts.map((a) => el("tr", {},
+    el("td", { class: "num", text: a.attempt }), el("td", { text: a.worker }), el("td", { text: a.outcome }),
+    el("td", { text: a.accepted ? "yes" : "no" }), el("td", { text: a.error || "" }),
+    el("td", { class: "num", text: fmtNum(a.duration_s, 1) }), el("td", { class: "num", text: fmtNum(a.steps) }),
+    el("td", {}, a.trajectory ? el("a", { href: "/api/trials/" + enc(id) + "/download/trajectory?attempt=" + enc(a.attempt) + "&run=" + enc(run), text: "trajectory.json" }) : "—"))));
+}
+
+function updateRunningTrial(t, id, run) {
+  // A refresh of a running trial: new steps are appended (the last one redrawn: its tool
+  // results may have come since), so the reader keeps the place and what they opened.
+  const steps = t.transcript ? t.transcript.steps : [];
+  const keep = Math.max(0, Math.min(trialState.rendered, trialState.steps.length - 1, steps.length));
+  for (const node of [...document.querySelectorAll("#transcript > .step, #outline > a")]) {
+    if (Number(node.dataset.step) > keep) node.remove();
+  }
+  const empty = document.querySelector("#transcript > p");
+  if (empty && steps.length) empty.remove();
+  trialState.steps = steps;
+  trialState.rendered = keep;
+  document.getElementById("outline").append(...steps.slice(keep).map(outlineEntry));
+  renderSteps(steps.length);
+  document.getElementById("transcript-heading").textContent = "Transcript (" + steps.length + " steps)";
+  document.getElementById("trial-running").replaceWith(runningNotice(t));
+  document.getElementById("trial-summary").replaceWith(trialSummary(t, id, run));
+}
+
 async function trialPage(id, run) {
   const t = await api("/api/trials/" + enc(id) + (run ? "?run=" + enc(run) : ""));
   const row = t.trial;
   run = run || row.run;
+  if (t.running && trialState.running && trialState.id === id && document.getElementById("trial-running")) {
+    updateRunningTrial(t, id, run);
+    stamp();
+    return true;
+  }
+  const scrolled = trialState.id === id ? { y: scrollY, rendered: trialState.rendered } : null;
   crumbs(el("a", { href: runHref(row.run), text: row.run }), el("span", { text: row.task_id + " · " + row.agent + " #" + row.run_index }));
-  const download = (what, label) => t.downloads[what] ? el("a", { href: "/api/trials/" + enc(id) + "/download/" + what + "?run=" + enc(run), text: label }) : null;
-  const transcript = t.transcript;
+  Object.assign(trialState, { id, running: Boolean(t.running), steps: t.transcript ? t.transcript.steps : [], rendered: 0,
+    current: 0, hits: [], hit: -1, resumes: t.resumes || [], generation: trialState.generation + 1 });
   show(
-    el("h1", {}, row.task_id, " ", badge(row.outcome || row.state, "o-" + (row.outcome || ""))),
-    el("dl", { class: "kv", id: "trial-summary" },
-      el("dt", { text: "agent" }), el("dd", { text: row.agent + " (" + row.model + "), run " + row.run_index }),
-      el("dt", { text: "domain" }), el("dd", { text: row.domain || "—" }),
-      el("dt", { text: "score" }), el("dd", { text: fmtPct(row.score) + (row.checks_total ? " · checks " + row.checks_met + "/" + row.checks_total : "") +
-        (row.check_disagreements ? " · " + row.check_disagreements + " check/judge disagreement" + (row.check_disagreements > 1 ? "s" : "") : "") }),
-      el("dt", { text: "end reason" }), el("dd", { text: (row.end_reason || "—") + (t.agent_reported_status ? " (agent says " + t.agent_reported_status + ")" : "") }),
-      el("dt", { text: "steps / tool calls" }), el("dd", { text: fmtNum(row.steps) + " / " + fmtNum(row.tool_calls) }),
-      el("dt", { text: "tokens / cost" }), el("dd", { id: "trial-cost", text: (t.usage ? tokensText(t.usage) : fmtNum(row.tokens)) + " / " + (row.cost || "—") }),
-      t.judge.grading && el("dt", { text: "judge" }),
-      t.judge.grading && el("dd", { id: "trial-judge", text: t.judge.grading.describe +
-        (t.judge.same ? "" : " — not the run's judge " + (t.judge.run ? t.judge.run.describe : "") + "; left out of the run's metrics") }),
-      t.grade && el("dt", { text: "judge tokens / cost" }),
-      t.grade && el("dd", { id: "judge-cost", text: (t.grade.judge_tokens_text || fmtNum(t.grade.judge_tokens)) + " / " + t.grade.judge_cost }),
-      el("dt", { text: "duration" }), el("dd", { text: fmtNum(row.duration_s, 1) + " s (" + fmtTime(t.started_at) + " → " + fmtTime(t.ended_at) + ")" }),
-      el("dt", { text: "trial id" }), el("dd", { text: row.trial_id }),
-      el("dt", { text: "downloads" }), el("dd", {}, [download("trajectory", "trajectory.json"), download("grade", "grade.json"),
-        download("before", "before snapshot"), download("after", "after snapshot")].filter(Boolean).map((a, i) => [i ? " · " : "", a]))),
-    t.running ? el("div", { class: "notice", id: "trial-running", text: "running: attempt " + t.running.attempt + ", " + t.running.steps + " steps so far (refreshes every " + REFRESH_MS / 1000 + " s)" }) : null,
+    verdictHeader(t),
+    runningNotice(t),
     row.error ? el("div", { class: "error-box", id: "trial-error", text: row.error }) : null,
     t.run_error ? el("div", { class: "error-box", text: (t.run_error.kind || "") + ": " + t.run_error.message }) : null,
     t.problems.length ? el("div", { class: "error-box", text: t.problems.join("; ") }) : null,
-    el("h2", { text: "Prompt" }), pre(transcript ? transcript.prompt : "(no trajectory recorded)", { id: "prompt" }),
-    el("h2", { text: "Transcript" }),
-    el("div", { id: "transcript" }, transcript ? transcript.steps.map(stepView) : el("p", { class: "muted", text: "No trajectory recorded." })),
-    el("h2", { text: "Final answer" }), pre(t.final_answer || "(none)", { id: "final-answer" }),
-    el("h2", { text: "Rubric" }),
-    el("div", { id: "criteria" }, t.criteria.length ? t.criteria.map((c) => criterionView(c, !t.judge.same)) : el("p", { class: "muted", text: "Not graded." })),
-    el("h2", { text: "World diff" }), worldDiffView(t.world_diff, id, run),
-    el("h2", { text: "Attempts" }),
-    table(["Attempt", "Worker", "Outcome", "Accepted", "Error", "Duration (s)", "Steps", "Trajectory"], t.attempts.map((a) => el("tr", {},
-      el("td", { class: "num", text: a.attempt }), el("td", { text: a.worker }), el("td", { text: a.outcome }),
-      el("td", { text: a.accepted ? "yes" : "no" }), el("td", { text: a.error || "" }),
-      el("td", { class: "num", text: fmtNum(a.duration_s, 1) }), el("td", { class: "num", text: fmtNum(a.steps) }),
-      el("td", {}, a.trajectory ? el("a", { href: "/api/trials/" + enc(id) + "/download/trajectory?attempt=" + enc(a.attempt) + "&run=" + enc(run), text: "trajectory.json" }) : "—")))),
+    trialSummary(t, id, run),
+    el("h2", { text: "Answer" }), pre(t.final_answer || "(none)", { id: "final-answer" }),
+    el("section", { id: "world-diff-section" }, el("h2", { text: "World diff" }), worldDiffView(t.world_diff, id, run)),
+    transcriptSection(t),
+    el("h2", { text: "Attempts" }), attemptsTable(t, id, run),
   );
+  renderSteps(Math.max(FIRST_STEPS, scrolled ? scrolled.rendered : 0));
+  setTimeout(() => renderRest(trialState.generation), 0);
+  if (!trialState.listening) {
+    trialState.listening = true;
+    addEventListener("hashchange", revealHash);
+    addEventListener("keydown", onTrialKey);
+  }
+  if (scrolled) scrollTo(0, scrolled.y);  // the trial just ended: stay where the reader was
+  else revealHash();
   stamp();
   return row.outcome === null;
 }
