@@ -19,7 +19,7 @@ from atoll.grade import Changes, ChatChange, EventChange, FileChange, MailSent
 from grader import appdata
 from grader.budget import printable
 from grader.changelog import ALTERS_EXISTING, ChangeLog, change_kind
-from grader.extract import Extracted, ExtractOptions, extension, extract
+from grader.extract import Extracted, ExtractOptions, Part, extension, extract
 from grader.snapshot import FS_PREFIX, AnySnapshot, SnapshotEntry, virtual_path
 
 MAX_CELL_CHANGES = 300
@@ -70,6 +70,53 @@ class WorldDiff:
         return ChangeLog(self.changes)
 
 
+def cell_changes(before: Part, after: Part) -> tuple[list[str], list[str]]:
+    """The cells of a sheet that changed, in reading order, split in two: those whose value or
+    formula changed (a literal edited, a formula written or rewritten, a cell added or
+    cleared), and formula cells whose formula is the same on both sides, where only the
+    computed value shown beside it differs (a writer that dropped or recomputed cached values
+    changes every formula of the sheet so: they are counted, not listed)."""
+    was, now = before.cells or {}, after.cells or {}
+    old_formulas, new_formulas = before.formulas or {}, after.formulas or {}
+    changed: list[str] = []
+    same_formula: list[str] = []
+    for coordinate in sorted(was.keys() | now.keys(), key=_cell_order):
+        if was.get(coordinate) == now.get(coordinate):
+            continue
+        formula = old_formulas.get(coordinate)
+        if formula is not None and formula == new_formulas.get(coordinate):
+            same_formula.append(coordinate)
+        else:
+            changed.append(coordinate)
+    return changed, same_formula
+
+
+@dataclass
+class LineChange:
+    """One line (a paragraph, a slide's line, a text line) ``added``, ``removed`` or
+    ``changed`` (``before`` → ``after``), compared without leading element identifiers."""
+
+    change: str
+    before: str | None
+    after: str | None
+
+
+def line_changes(before: str, after: str) -> list[LineChange]:
+    """The lines of ``after`` that are new, gone or changed against ``before``: a replaced run
+    of lines pairs up line by line, what is left over is added or removed."""
+    old, new = _without_ids(before), _without_ids(after)
+    found: list[LineChange] = []
+    matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        pairs = min(i2 - i1, j2 - j1) if tag == "replace" else 0
+        found += [LineChange("changed", old[i1 + k], new[j1 + k]) for k in range(pairs)]
+        found += [LineChange("removed", line, None) for line in old[i1 + pairs : i2]]
+        found += [LineChange("added", None, line) for line in new[j1 + pairs : j2]]
+    return found
+
+
 def _format_part_diff(before: Extracted, after: Extracted) -> tuple[list[str], str]:
     """Which parts changed, and a readable account of how (cells for sheets, lines otherwise)."""
     old = {part.name: part for part in before.parts}
@@ -85,12 +132,13 @@ def _format_part_diff(before: Extracted, after: Extracted) -> tuple[list[str], s
             continue
         sub_items.append(name)
         if part.cells is not None and previous.cells is not None:
-            changed = [
-                coordinate
-                for coordinate in sorted(previous.cells.keys() | part.cells.keys(), key=_cell_order)
-                if previous.cells.get(coordinate) != part.cells.get(coordinate)
-            ]
+            changed, same_formula = cell_changes(previous, part)
             lines.append(f"### {name}: {len(changed)} cell(s) changed")
+            if same_formula:
+                lines.append(
+                    f"[{len(same_formula)} formula cell(s) kept their formula; only the computed "
+                    "value shown differs: not listed]"
+                )
             for coordinate in changed[:MAX_CELL_CHANGES]:
                 was = previous.cells.get(coordinate, "(empty)") or "(empty)"
                 now = part.cells.get(coordinate, "(empty)") or "(empty)"

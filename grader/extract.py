@@ -63,11 +63,14 @@ MAX_TEXT_BYTES = 4 << 20
 
 @dataclass
 class Part:
-    """One addressable piece of a file: ``name`` like ``sheet 'Model'``, ``slide 3``, ``page 2``."""
+    """One addressable piece of a file: ``name`` like ``sheet 'Model'``, ``slide 3``, ``page 2``.
+    A sheet has ``cells`` (each as the judge reads it: value and ``[formula]``) and
+    ``formulas`` (the formula of each formula cell, alone)."""
 
     name: str
     text: str
     cells: dict[str, str] | None = None
+    formulas: dict[str, str] | None = None
 
 
 @dataclass
@@ -171,6 +174,7 @@ def _workbook(path: str, data: bytes) -> Extracted:
     with XlsxReader(io.BytesIO(data), name=path) as reader:
         for sheet in reader.sheets:
             cells: dict[str, str] = {}
+            formulas: dict[str, str] = {}
             lines: list[str] = []
             row_items: list[str] = []
             current_row = None
@@ -183,6 +187,8 @@ def _workbook(path: str, data: bytes) -> Extracted:
                 coordinate = f"{column_letter(cell.col)}{cell.row}"
                 shown = _render_cell(cell.value, cell.formula)
                 cells[coordinate] = shown
+                if cell.formula:
+                    formulas[coordinate] = cell.formula
                 row_items.append(f"{coordinate}: {shown}")
                 if len(cells) >= MAX_CELLS_PER_SHEET:
                     truncated = True
@@ -194,7 +200,7 @@ def _workbook(path: str, data: bytes) -> Extracted:
             elif reader.stopped:
                 lines.append(f"[sheet truncated after row {row_limit}]")
             text = "\n".join(lines) if lines else "[empty sheet]"
-            parts.append(Part(name=f"sheet '{sheet.name}'", text=text, cells=cells))
+            parts.append(Part(name=f"sheet '{sheet.name}'", text=text, cells=cells, formulas=formulas))
     return Extracted(kind="xlsx", parts=parts)
 
 

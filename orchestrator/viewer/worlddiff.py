@@ -1,8 +1,11 @@
 """The world diff made readable: what the agent changed between the before and after snapshots.
 
 The grader's own diff (``grader.diff.diff_snapshots``) supplies the typed changes and each
-changed file's extracted text; spreadsheets additionally get their cell changes as rows
-(sheet, cell, before, after). Snapshots on an object store are downloaded once per viewer
+changed file's extracted text; a modified spreadsheet additionally gets the cells whose value
+or formula changed as rows (sheet, cell, before, after), with the formula cells whose formula
+stayed the same apart (counted; listed behind a fold), and a modified document, deck or text
+file its lines added, removed and changed per part (``grader.diff.cell_changes`` and
+``line_changes``, the judge's diff's own rules). Snapshots on an object store are downloaded once per viewer
 process (a stored world's manifest and delta are read in place, and only the changed files'
 blobs are fetched); diffs are kept in a small in-memory cache (a finished trial's snapshots
 never change).
@@ -24,8 +27,11 @@ import fsspec
 from atoll.errors import AtollError
 
 MAX_CELLS = 500
+MAX_LINES = 500
 MAX_FILE_TEXT = 50_000
 _SHEETS = {"xlsx", "xlsm", "xls", "csv", "ods"}
+# Modified files whose parts are compared line by line (what grader.extract reads as text).
+_TEXTS = {"docx", "pptx", "pdf", "txt", "md", "csv", "json", "html", "xml", "yaml", "yml"}
 
 
 class SnapshotCache:
@@ -130,24 +136,47 @@ class SnapshotCache:
         shutil.rmtree(self._folder, ignore_errors=True)
 
 
-def _cell_changes(
+def _content_changes(
     before_bytes: bytes | None, after_bytes: bytes | None, path: str, options
-) -> list[dict[str, Any]]:
+) -> dict[str, Any]:
+    """What changed inside a modified file: ``cell_changes`` (cells whose value or formula
+    changed), ``formulas_unchanged`` (how many formula cells kept their formula and differ only
+    in the computed value shown) with ``formula_cells`` (those, up to MAX_CELLS) for a sheet;
+    ``line_changes`` (``{part, change, before, after}``) for anything else."""
+    from grader.diff import cell_changes, line_changes
     from grader.extract import extract
 
-    old = extract(path, before_bytes, options) if before_bytes is not None else None
-    new = extract(path, after_bytes, options) if after_bytes is not None else None
-    old_parts = {p.name: p.cells or {} for p in (old.parts if old and not old.error else [])}
-    new_parts = {p.name: p.cells or {} for p in (new.parts if new and not new.error else [])}
-    rows: list[dict[str, Any]] = []
-    for sheet in list(new_parts) + [name for name in old_parts if name not in new_parts]:
-        was, now = old_parts.get(sheet, {}), new_parts.get(sheet, {})
-        for cell in sorted(was.keys() | now.keys(), key=_cell_order):
-            if was.get(cell) != now.get(cell):
-                rows.append({"sheet": sheet, "cell": cell, "before": was.get(cell), "after": now.get(cell)})
-                if len(rows) >= MAX_CELLS:
-                    return rows
-    return rows
+    found: dict[str, Any] = {"cell_changes": [], "formulas_unchanged": 0, "formula_cells": [], "line_changes": []}
+    if before_bytes is None or after_bytes is None:
+        return found
+    old, new = extract(path, before_bytes, options), extract(path, after_bytes, options)
+    if old.error or new.error:
+        return found
+    old_parts = {part.name: part for part in old.parts}
+    for part in new.parts:
+        previous = old_parts.get(part.name)
+        if previous is None or previous.text == part.text:
+            continue
+        if part.cells is not None and previous.cells is not None:
+            changed, same_formula = cell_changes(previous, part)
+            row = lambda cell: {  # noqa: E731
+                "sheet": part.name,
+                "cell": cell,
+                "before": previous.cells.get(cell),
+                "after": part.cells.get(cell),
+            }
+            found["cell_changes"] += [row(cell) for cell in changed]
+            found["formula_cells"] += [row(cell) for cell in same_formula]
+            found["formulas_unchanged"] += len(same_formula)
+        else:
+            found["line_changes"] += [
+                {"part": part.name, "change": c.change, "before": c.before, "after": c.after}
+                for c in line_changes(previous.text, part.text)
+            ]
+    found["cell_changes"] = found["cell_changes"][:MAX_CELLS]
+    found["formula_cells"] = found["formula_cells"][:MAX_CELLS]
+    found["line_changes"] = found["line_changes"][:MAX_LINES]
+    return found
 
 
 def _cell_order(coordinate: str) -> tuple[int, int, str]:
@@ -175,11 +204,13 @@ def world_diff(cache: SnapshotCache, before_uri: str, after_uri: str) -> dict[st
     before, after = cache.snapshot(before_uri), cache.snapshot(after_uri)
     diff = diff_snapshots(before, after, options)
     texts = {artifact.path: artifact for artifact in diff.artifacts if artifact.kind == "file"}
-    sheets = [
-        c for c in diff.changes.files if c.path.startswith("filesystem/") and extension(c.path) in _SHEETS
+    compared = [
+        c
+        for c in diff.changes.files
+        if c.path.startswith("filesystem/") and c.change == "modified" and extension(c.path) in _SHEETS | _TEXTS
     ]
-    old_bytes = before.read_many({c.path for c in sheets if c.change != "created"})
-    new_bytes = after.read_many({c.path for c in sheets if c.change != "deleted"})
+    old_bytes = before.read_many({c.path for c in compared})
+    new_bytes = after.read_many({c.path for c in compared})
     files = []
     for change in diff.changes.files:
         shown = virtual_path(change.path) if change.path.startswith("filesystem/") else change.path
@@ -196,11 +227,11 @@ def world_diff(cache: SnapshotCache, before_uri: str, after_uri: str) -> dict[st
                 "text": text[:MAX_FILE_TEXT]
                 + (f"\n[… {len(text) - MAX_FILE_TEXT} more characters]" if len(text) > MAX_FILE_TEXT else ""),
                 "extract_error": artifact.error if artifact else None,
-                "cell_changes": _cell_changes(
-                    old_bytes.get(change.path), new_bytes.get(change.path), change.path, options
-                )
-                if change in sheets
-                else [],
+                **(
+                    _content_changes(old_bytes.get(change.path), new_bytes.get(change.path), change.path, options)
+                    if change in compared
+                    else _content_changes(None, None, change.path, options)
+                ),
             }
         )
     result = {

@@ -112,6 +112,40 @@ def test_changed_cells_are_listed_with_old_and_new_values(tmp_path):
     assert "B1: 100 -> 120" in text and "B2: (empty) -> 240 [=B1*2]" in text and "Final content:" in text
 
 
+def test_formula_cells_that_kept_their_formula_are_counted_apart_from_real_edits(tmp_path):
+    """The agent edits one input; its writer recomputes every formula's shown value. Only the
+    input is a change; the formulas are counted, not listed, in the judge's account too."""
+    from grader.diff import cell_changes
+    from grader.extract import Part
+
+    before = Part("sheet 'S'", "", cells={"A1": "2", "B1": "[=A1*2]", "C1": "[=A1+1]"},
+                  formulas={"B1": "=A1*2", "C1": "=A1+1"})
+    after = Part("sheet 'S'", "x", cells={"A1": "3", "B1": "6 [=A1*2]", "C1": "4 [=A1-1]"},
+                 formulas={"B1": "=A1*2", "C1": "=A1-1"})
+    assert cell_changes(before, after) == (["A1", "C1"], ["B1"])  # C1's formula was rewritten
+
+    world = diff(
+        tmp_path,
+        {"filesystem/m.xlsx": f.xlsx({"S": [[2, "=A1*2"]]})},
+        {"filesystem/m.xlsx": f.xlsx({"S": [[3, "=A1*2"]]})},
+    )
+    text = world.artifacts[0].text
+    assert "1 cell(s) changed" in text and "A1: 2 -> 3" in text
+    assert "1 formula cell(s) kept their formula" in text and "B1:" not in text.split("Final content:")[0]
+
+
+def test_line_changes_pair_replaced_lines_and_name_added_and_removed_ones():
+    from grader.diff import LineChange, line_changes
+
+    before = "[body.p.0] Title\n[body.p.1] Old terms\n[body.p.2] Kept\n[body.p.3] Dropped"
+    after = "[body.p.0] Title\n[body.p.1] New terms\n[body.p.2] Inserted\n[body.p.3] Kept"
+    assert line_changes(before, after) == [
+        LineChange("changed", "Old terms", "New terms"),
+        LineChange("added", None, "Inserted"),
+        LineChange("removed", "Dropped", None),
+    ]
+
+
 # --- extraction ------------------------------------------------------------------------------
 
 

@@ -494,6 +494,34 @@ function fileLink(id, run, side, path, label) {
     text: label });
 }
 
+function cellTable(cells, rowClass, tableClass) {
+  return table(["Sheet", "Cell", "Before", "After"], cells.map((c) =>
+    el("tr", { class: rowClass, "data-sheet": c.sheet, "data-cell": c.cell }, el("td", { text: c.sheet }), el("td", { text: c.cell }),
+      el("td", { class: "before", text: c.before ?? "(empty)" }), el("td", { class: "after", text: c.after ?? "(empty)" }))),
+  { class: tableClass });
+}
+
+// Formula cells whose formula did not change (only the computed value shown beside it did):
+// a count, their rows behind a fold.
+function sameFormulas(file) {
+  if (!file.formulas_unchanged) return null;
+  const n = file.formulas_unchanged;
+  return el("details", { class: "formulas-unchanged" },
+    el("summary", { text: n + " formula cell" + (n === 1 ? "" : "s") + " kept " + (n === 1 ? "its" : "their") +
+      " formula (only the computed value differs)" }),
+    cellTable(file.formula_cells || [], "formula-cell", "cells"));
+}
+
+// Paragraphs, slide lines and text lines added, removed and changed in a modified file.
+function lineChanges(file) {
+  if (!file.line_changes || !file.line_changes.length) return null;
+  return el("div", { class: "line-changes" }, file.line_changes.map((c) =>
+    el("div", { class: "line-change " + c.change, "data-change": c.change },
+      el("span", { class: "muted", text: c.part + " · " + c.change + " " }),
+      c.before !== null ? el("del", { text: c.before }) : null, c.before !== null && c.after !== null ? " → " : null,
+      c.after !== null ? el("ins", { text: c.after }) : null)));
+}
+
 function worldDiffView(diff, id, run) {
   if (!diff) return el("p", { class: "muted", text: "No snapshots recorded for this trial." });
   const parts = [];
@@ -509,10 +537,8 @@ function worldDiffView(diff, id, run) {
         el("span", { class: "muted", text: (file.size_before ?? "—") + " → " + (file.size_after ?? "—") + " bytes" }),
         " · download ", links.map((l, i) => [i ? ", " : "", l])),
       file.sub_items.length ? el("div", { class: "muted", text: "changed: " + file.sub_items.join(", ") }) : null,
-      file.cell_changes.length ? table(["Sheet", "Cell", "Before", "After"], file.cell_changes.map((c) =>
-        el("tr", { class: "cell-change", "data-sheet": c.sheet, "data-cell": c.cell }, el("td", { text: c.sheet }), el("td", { text: c.cell }),
-          el("td", { class: "before", text: c.before ?? "(empty)" }), el("td", { class: "after", text: c.after ?? "(empty)" }))),
-      { class: "cells" }) : null,
+      file.cell_changes.length ? cellTable(file.cell_changes, "cell-change", "cells") : null,
+      sameFormulas(file), lineChanges(file),
       file.text ? el("details", {}, el("summary", { text: "extracted text" }), pre(file.text)) : null));
   }
   for (const mail of diff.mails_sent) {

@@ -45,6 +45,10 @@ def test_run_has_leaderboard_matrix_and_grouped_failures(viewer_url):
     assert cells[PASSING]["passes"] == 1 and cells[FAILING]["passes"] == 0 and cells[FAILING]["graded"] == 1
     assert [(g["reason"], g["count"]) for g in run["failures"]] == [("fail: criteria not met", 1)]
     assert run["failures"][0]["trials"][0]["task_id"] == FAILING
+    [criterion] = run["failure_analysis"]["criterion"]  # the one criterion the failed trial missed
+    assert criterion["key"].startswith(f"{FAILING}-c2: ") and criterion["trials"] == [
+        run["failures"][0]["trials"][0]["trial_id"]
+    ]
 
 
 def test_trial_table_rows_carry_what_the_table_shows(viewer_url):
@@ -80,6 +84,11 @@ def test_trial_shows_transcript_verdicts_and_the_sheet_cells_changed(viewer_url)
     changes = {(c["sheet"], c["cell"]): (c["before"], c["after"]) for c in sheet["cell_changes"]}
     assert changes[("sheet 'Assumptions'", "B6")] == ("0.1", "0.07")
     assert changes[("sheet 'Assumptions'", "C6")][1] == "CPO email 27 Feb"
+    # Only the four edited cells are changes; the 21 formulas of the summary sheet kept their
+    # formula (the writer filled in their computed values): counted, and listed apart.
+    assert sorted(changes) == [("sheet 'Assumptions'", c) for c in ("B5", "B6", "C5", "C6")]
+    assert sheet["formulas_unchanged"] == 21 == len(sheet["formula_cells"])
+    assert {c["sheet"] for c in sheet["formula_cells"]} == {"sheet 'Summary'"}
     assert [a["outcome"] for a in trial["attempts"]] == ["fail"]
 
 

@@ -92,6 +92,11 @@ def test_run_page_filter_then_a_failed_trial_with_its_transcript_verdicts_and_ce
     assert "expected 0.08" in criterion.locator(".rationale").inner_text()
     change = page.locator("#world-diff tr.cell-change[data-cell='B6'][data-sheet*='Assumptions']")
     assert change.count() == 1 and change.locator("td.after").inner_text() == "0.07"
+    # Only the edited cells are listed; the formulas that kept their formula are a count.
+    assert page.locator("#world-diff tr.cell-change").count() == 4
+    unchanged = page.locator("#world-diff details.formulas-unchanged")
+    assert unchanged.locator("summary").inner_text().startswith("21 formula cells kept their formula")
+    assert not unchanged.locator("tr.formula-cell").first.is_visible()  # folded until asked
 
     # The agent's answer is shown as text: no element was injected, no script ran.
     assert page.locator("#final-answer").inner_text() == finished_run.hostile_answer
