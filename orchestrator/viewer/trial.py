@@ -155,9 +155,15 @@ def trial_detail(
                 grade = loaded
     if state == "leased":
         # A running attempt: its trajectory so far, as its executor writes it.
-        detail["running"] = {"attempt": attempts, "steps": 0}
+        experiment = store.experiment_spec(spec.experiment) or {}
+        url = experiment.get("artifacts") or "file://atoll-out/artifacts"
+        detail["running"] = {"attempt": attempts, "steps": 0, "artifacts": url}
         try:
-            live = _live_trajectory(store, spec, attempts)
+            artifacts = ArtifactStore(url)
+            # Where it looked, for a page with no steps yet: a relative artifacts URL resolves
+            # against the viewer's working folder, which may not be the run's.
+            detail["running"]["artifacts"] = artifacts.url
+            live = _live_trajectory(artifacts, spec, attempts)
         except (AtollError, OSError, ValueError) as exc:
             detail["problems"].append(f"trajectory so far: {getattr(exc, 'message', exc)}")
             live = None
@@ -269,13 +275,11 @@ def _criterion(criterion: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _live_trajectory(store: TrialStore, spec: TrialSpec, attempt: int) -> dict[str, Any] | None:
+def _live_trajectory(artifacts: ArtifactStore, spec: TrialSpec, attempt: int) -> dict[str, Any] | None:
     """The trajectory so far of a running attempt (orchestrator.executors.evidence), or None
     when it has written none yet."""
     from orchestrator.executors.evidence import TRAJECTORY_NAME
 
-    experiment = store.experiment_spec(spec.experiment) or {}
-    artifacts = ArtifactStore(experiment.get("artifacts") or "file://atoll-out/artifacts")
     folder = find_trial_folder(artifacts, spec, attempt)
     if folder is None or not artifacts.exists(f"{folder}/{TRAJECTORY_NAME}"):
         return None

@@ -657,8 +657,10 @@ function trialSummary(t, id, run) {
 }
 
 function runningNotice(t) {
-  return t.running ? el("div", { class: "notice", id: "trial-running", text: "running: attempt " + t.running.attempt + ", " +
-    t.running.steps + " steps so far (refreshes every " + REFRESH_MS / 1000 + " s)" }) : null;
+  if (!t.running) return null;
+  const none = t.transcript ? "" : "; no trajectory so far in " + t.running.artifacts + " yet";
+  return el("div", { class: "notice", id: "trial-running", text: "running: attempt " + t.running.attempt + ", " +
+    t.running.steps + " steps so far" + none + " (refreshes every " + REFRESH_MS / 1000 + " s)" });
 }
 
 function toolCallView(c, step, position) {

@@ -166,6 +166,9 @@ def test_a_failed_1000_step_trial_opens_fast_with_its_failed_criteria_first(long
         opened = time.monotonic() - started
         assert opened < 2.0, f"the 1,000-step trial took {opened:.2f} s to show its first step and outline"
 
+        # Tool results stay out of the page until opened (only failed calls' are open).
+        assert page.locator("#transcript pre.tool-result").count() <= len(ERROR_STEPS)
+
         # The verdict comes first: the failed criterion, who decided it, why, and its evidence.
         failed = page.locator("#failed-criteria .criterion#criterion-ledger-01-c1")
         assert "decided by check" in failed.inner_text()
@@ -258,10 +261,13 @@ def test_a_running_trial_shows_its_steps_as_they_come(page, tmp_path):  # noqa: 
             f"{folder}/{TRAJECTORY_NAME}", _trajectory(steps, RunStatus.running).model_dump_json().encode()
         )
 
-    write(3)
     with serve(store) as url:
         page.goto(f"{url}/trials/{lease.trial_id}?run=live")
-        page.wait_for_selector("#step-3")
+        # Nothing written yet: the page says where it looks (the run's artifacts).
+        notice = page.locator("#trial-running")
+        assert f"no trajectory so far in {artifacts.url} yet" in notice.inner_text()
+        write(3)
+        page.wait_for_selector("#step-3", timeout=15_000)
         assert page.locator("#transcript .step").count() == 3
         assert "3 steps so far" in page.locator("#trial-running").inner_text()
         page.locator("#step-2 details.tool-result-box summary").click()  # what the reader opened stays open
