@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (the tests take the imported browser fixture `page` as an argument)
 """The trial page in a real headless Chromium: the verdict first, a 1,000-step transcript that
 opens fast (outline, collapsed tool results, search, deep links, keys), no stray "null", and a
 running trial whose steps appear as its trajectory so far grows.
@@ -156,7 +157,7 @@ def long_trial(tmp_path):
     store.dispose()
 
 
-def test_a_failed_1000_step_trial_opens_fast_with_its_failed_criteria_first(long_trial, page, tmp_path):  # noqa: F811
+def test_a_failed_1000_step_trial_opens_fast_with_its_failed_criteria_first(long_trial, page, tmp_path):
     store, trial_id = long_trial
     with serve(store) as url:
         started = time.monotonic()
@@ -224,7 +225,9 @@ def test_a_failed_1000_step_trial_opens_fast_with_its_failed_criteria_first(long
         assert page.errors == []
 
 
-def test_no_page_prints_null(page, viewer_url, finished_run, tmp_path):  # noqa: F811
+def test_no_page_prints_null_and_a_failed_criterion_links_to_its_evidence(
+    page, viewer_url, finished_run, tmp_path
+):
     """replaceChildren(null) writes "null": the trial pages and the empty store's page printed it."""
     from .conftest import serve as serve_store
 
@@ -242,10 +245,22 @@ def test_no_page_prints_null(page, viewer_url, finished_run, tmp_path):  # noqa:
         page.goto(link)
         page.wait_for_selector("#transcript .step")
         assert not _prints_null(page), link
+    # The failed trial's criterion, decided by a check with no evidence ids, links to the world
+    # diff, whose changed cell is then in view.
+    page.goto(viewer_url + "/runs/viewdemo")
+    page.locator("#trial-table tr[data-outcome='fail'] a").click()
+    evidence = page.locator(
+        "#failed-criteria .criterion[data-verifier$='-c2'] a.evidence-link:text('the world diff')"
+    )
+    evidence.click()
+    page.wait_for_function(
+        "Math.abs(document.getElementById('world-diff-section').getBoundingClientRect().top) < 5"
+    )
+    assert page.locator("#world-diff tr.cell-change[data-cell='B6']").first.is_visible()
     assert page.errors == []
 
 
-def test_a_running_trial_shows_its_steps_as_they_come(page, tmp_path):  # noqa: F811
+def test_a_running_trial_shows_its_steps_as_they_come(page, tmp_path):
     artifacts = ArtifactStore((tmp_path / "artifacts").as_uri())
     store = TrialStore(str(tmp_path / "atoll.db"))
     store.save_experiment(
