@@ -39,13 +39,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from atoll.agent_checkpoint import AgentCheckpoint, check_resumable, load_agent_checkpoint
 from atoll.errors import AtollError, describe_validation
-from atoll.world_manifest import Delta
+from atoll.world_manifest import Delta, WorldManifest
 from orchestrator.artifacts import trial_prefix
 
 if TYPE_CHECKING:
     from atoll.trial import TrialSpec
     from orchestrator.artifacts import ArtifactStore
-    from orchestrator.executors.seeds import Seed
 
 logger = logging.getLogger("atoll.checkpoints")
 
@@ -111,40 +110,91 @@ def read_latest(
         latest = LatestCheckpoint.model_validate_json(raw)
     except ValidationError as exc:
         return None, f"{artifacts.uri(key)} is not a checkpoint pointer: {describe_validation(exc)}"
-    expected = {"trial_id": spec.trial_id, "agent": spec.agent, "model": spec.model, "seed_digest": seed_digest}
+    expected = {
+        "trial_id": spec.trial_id,
+        "agent": spec.agent,
+        "model": spec.model,
+        "seed_digest": seed_digest,
+    }
     for name, value in expected.items():
         if getattr(latest, name) != value:
-            return None, f"{artifacts.uri(key)} is of {name} {getattr(latest, name)!r}, this trial's is {value!r}"
+            return (
+                None,
+                f"{artifacts.uri(key)} is of {name} {getattr(latest, name)!r}, this trial's is {value!r}",
+            )
     slot = f"{folder}/{latest.slot}"
     try:
         agent_bytes = artifacts.get_bytes(f"{slot}/{AGENT_NAME}")
         if hashlib.sha256(agent_bytes).hexdigest() != latest.agent_sha256:
-            return None, f"{artifacts.uri(slot)}/{AGENT_NAME} is not the one {LATEST_NAME} names (sha256 differs)"
+            return (
+                None,
+                f"{artifacts.uri(slot)}/{AGENT_NAME} is not the one {LATEST_NAME} names (sha256 differs)",
+            )
         agent = load_agent_checkpoint(agent_bytes)
-        check_resumable(agent, agent=spec.agent, model=spec.model, task_id=spec.task_id, trial_id=spec.trial_id)
+        check_resumable(
+            agent, agent=spec.agent, model=spec.model, task_id=spec.task_id, trial_id=spec.trial_id
+        )
         if agent.step != latest.step:
-            return None, f"{artifacts.uri(slot)}/{AGENT_NAME} is of step {agent.step}, {LATEST_NAME} says {latest.step}"
-        delta_path = artifacts.get_file(artifacts.uri(f"{slot}/{WORLD_NAME}"), scratch / "checkpoint.delta.tar.gz")
+            return (
+                None,
+                f"{artifacts.uri(slot)}/{AGENT_NAME} is of step {agent.step}, {LATEST_NAME} says {latest.step}",
+            )
+        delta_path = artifacts.get_file(
+            artifacts.uri(f"{slot}/{WORLD_NAME}"), scratch / "checkpoint.delta.tar.gz"
+        )
         if _file_sha256(delta_path) != latest.world_sha256:
-            return None, f"{artifacts.uri(slot)}/{WORLD_NAME} is not the one {LATEST_NAME} names (sha256 differs)"
+            return (
+                None,
+                f"{artifacts.uri(slot)}/{WORLD_NAME} is not the one {LATEST_NAME} names (sha256 differs)",
+            )
         delta = Delta(delta_path)
     except AtollError as exc:
         return None, f"{artifacts.uri(slot)}: {exc.message}"
     except OSError as exc:
         return None, f"{artifacts.uri(slot)} cannot be read: {exc}"
     if delta.manifest.base_digest != seed_digest or delta.manifest.digest() != latest.world_digest:
-        return None, f"{artifacts.uri(slot)}/{WORLD_NAME} is not a delta of {LATEST_NAME}'s world on this seed"
+        return (
+            None,
+            f"{artifacts.uri(slot)}/{WORLD_NAME} is not a delta of {LATEST_NAME}'s world on this seed",
+        )
     return ResumePoint(latest, agent, delta_path), None
 
 
-def rebuild_world(seed: Seed, delta_path: Path, target: Path) -> Path:
+def rebuild_world(
+    seed_manifest: WorldManifest,
+    read_seed: Callable[[set[str]], dict[str, bytes]],
+    delta_path: Path,
+    target: Path,
+) -> Path:
     """The full archive of the checkpoint's world (the bytes ``/data/snapshot`` gave for it),
-    from the seed's folder and the delta, at ``target``. Raises ManifestError for a delta whose
-    contents are missing or do not hash to their names."""
+    from the seed (its manifest, and ``read_seed`` reading its members by path: a folder or an
+    archive, :mod:`orchestrator.executors.steps`) and the delta, at ``target``. Raises
+    ManifestError for a delta whose contents are missing or do not hash to their names."""
     from orchestrator.executors import steps
 
-    _before, world = steps.trial_snapshots(seed.manifest, steps.folder_reader(seed.folder), delta_path)
+    _before, world = steps.trial_snapshots(seed_manifest, read_seed, delta_path)
     return steps.write_full_archive(world, target)
+
+
+async def populate_checkpoint(
+    resume: ResumePoint,
+    seed_manifest: WorldManifest,
+    read_seed: Callable[[set[str]], dict[str, bytes]],
+    scratch: Path,
+    prepare: Callable[..., Awaitable[WorldManifest]],
+) -> str | None:
+    """Populate the environment with the checkpoint's world and check it is fresh (``prepare``:
+    :func:`~orchestrator.executors.steps.prepare_world` with all but the seed given); None when
+    done, else why not (the caller then starts over from the seed)."""
+    try:
+        archive = await asyncio.to_thread(
+            rebuild_world, seed_manifest, read_seed, resume.delta_path, scratch / "checkpoint-world.tar.gz"
+        )
+        await prepare(seed_digest=resume.latest.world_digest, seed_archive=archive)
+    except (AtollError, OSError) as exc:  # InfraError included
+        why = exc.message if isinstance(exc, AtollError) else f"{type(exc).__name__}: {exc}"
+        return f"the world of the checkpoint of step {resume.latest.step}: {why}"
+    return None
 
 
 def _file_sha256(path: Path) -> str:
@@ -173,7 +223,7 @@ class CheckpointWriter:
         *,
         attempt: int,
         seed_digest: str,
-        seed_key: str,
+        seed_manifest_key: str,
         take_delta: TakeDelta,
         scratch: Path,
         latest: LatestCheckpoint | None = None,
@@ -182,7 +232,7 @@ class CheckpointWriter:
         self.spec = spec
         self.attempt = attempt
         self.seed_digest = seed_digest
-        self.seed_key = seed_key
+        self.seed_manifest_key = seed_manifest_key
         self.take_delta = take_delta
         self.scratch = scratch
         self.folder = checkpoint_folder(spec)
@@ -202,9 +252,9 @@ class CheckpointWriter:
         try:
             await self.drain()  # the previous one stored (or given up) before this one starts
             slot = self._free_slot()
-            from atoll.world_store import relative_reference, seed_manifest_key
+            from atoll.world_store import relative_reference
 
-            base = relative_reference(f"{self.folder}/{slot}/{WORLD_NAME}", seed_manifest_key(self.seed_key))
+            base = relative_reference(f"{self.folder}/{slot}/{WORLD_NAME}", self.seed_manifest_key)
             delta_path = self.scratch / f"checkpoint-{checkpoint.step}.delta.tar.gz"
             try:
                 await self.take_delta(delta_path, base)
@@ -275,6 +325,7 @@ __all__ = [
     "LatestCheckpoint",
     "ResumePoint",
     "checkpoint_folder",
+    "populate_checkpoint",
     "read_latest",
     "rebuild_world",
 ]

@@ -678,6 +678,8 @@ class KubernetesExecutor:
             artifacts=self.artifacts.url,
             grade_incomplete=self.spec.limits.grade_incomplete,
             judge=judge_request(self.spec),
+            # A pod with presigned access only cannot reach the checkpoint folder yet.
+            checkpoint=None if self.artifacts.presigns else self.spec.checkpoints(),
         )
 
         def upload_seed() -> None:

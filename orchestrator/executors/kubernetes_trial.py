@@ -20,6 +20,7 @@ reached through fsspec as before.
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 import shutil
 import tempfile
@@ -32,15 +33,18 @@ from pydantic import BaseModel, Field
 
 from atoll.benchmark import Task
 from atoll.errors import AtollError
+from atoll.experiment import Checkpoints
 from atoll.grade import Grade
 from atoll.jsonio import model_json
 from atoll.judge import CHECKS_ONLY, judge_from_request
 from atoll.trajectory import Trajectory
 from atoll.trial import TrialResult, TrialSpec
+from atoll.world_manifest import WorldManifest
 from atoll.world_store import relative_reference
 from orchestrator.artifacts import ArtifactStore, claim_trial_folder
 from orchestrator.executors import steps
 from orchestrator.executors.base import InfraError
+from orchestrator.executors.checkpoints import CheckpointWriter, populate_checkpoint, read_latest
 from orchestrator.executors.evidence import AFTER_NAME, FULL_AFTER_NAME, TrialProgress
 
 if TYPE_CHECKING:
@@ -91,6 +95,11 @@ class PodTrialInput(BaseModel):
     )
     presigned: PresignedAccess | None = Field(
         None, description="S3 stores: the only way the pod reaches the store (no credentials)"
+    )
+    checkpoint: Checkpoints | None = Field(
+        None,
+        description="when the trial takes checkpoints and resumes from its latest "
+        "(orchestrator.executors.checkpoints); null: none. Not with presigned access yet",
     )
 
 
@@ -375,25 +384,82 @@ async def _run(
     async with httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0)) as http:
         # The environment container starts beside this one; wait for it.
         await steps.wait_until_healthy(http, environment_url, timeout_s=health_timeout_s)
-        populated = await steps.prepare_world(
+        prepare = functools.partial(
+            steps.prepare_world,
             http,
             environment,
-            seed_digest=trial_input.seed_digest,
             world_id=spec.world_id,
             world_options=trial_input.world_options,
             servers=tuple(trial_input.servers) or None,
-            seed_archive=before,
         )
+        # Checkpoints (the same path as the local executor's) need the store itself for now.
+        store = folder.artifacts if isinstance(folder, _StoreFolder) else None
+        policy = trial_input.checkpoint if store is not None else None
+        resume, refused, seed_manifest = None, None, None
+        if policy is not None and store is not None:
+            resume, refused = await asyncio.to_thread(
+                read_latest, store, spec, trial_input.seed_digest, scratch
+            )
+        if resume is not None and store is not None:
+            try:
+                seed_manifest = WorldManifest.from_bytes(
+                    await asyncio.to_thread(store.get_bytes, trial_input.seed_manifest_key),
+                    trial_input.seed_manifest_key,
+                )
+            except (AtollError, OSError) as exc:
+                raise InfraError(f"seed manifest {trial_input.seed_manifest_key}: {exc}") from exc
+            refused = await populate_checkpoint(
+                resume, seed_manifest, steps.archive_reader(before), scratch, prepare
+            )
+            resume = None if refused else resume
+        if resume is None:
+            populated = await prepare(seed_digest=trial_input.seed_digest, seed_archive=before)
+        else:
+            assert seed_manifest is not None
+            populated = seed_manifest  # the trial's initial state stays the seed
         progress.before_uri = folder.seed_uri
-        trajectory = progress.trajectory = await steps.run_agent_in_process(
-            environment, task, spec, on_change=progress.observe
-        )
+        base_manifest = seed_manifest.model_dump(mode="json", exclude_none=True) if resume else None
+        writer = None
+        if policy is not None and store is not None:
+
+            async def take_delta(path: Path, base: str) -> Path:
+                body = steps.delta_request(base, trial_input.seed_digest, base_manifest)
+                return await steps.take_world_delta(http, environment, path, body)
+
+            writer = CheckpointWriter(
+                store,
+                spec,
+                attempt=trial_input.attempt,
+                seed_digest=trial_input.seed_digest,
+                seed_manifest_key=trial_input.seed_manifest_key,
+                take_delta=take_delta,
+                scratch=scratch,
+                latest=resume.latest if resume is not None else None,
+            )
+        try:
+            trajectory = await steps.run_agent_in_process(
+                environment,
+                task,
+                spec,
+                on_change=progress.observe,
+                checkpoint=policy,
+                on_checkpoint=writer,
+                resume=resume.agent if resume is not None else None,
+                attempt=trial_input.attempt,
+            )
+        finally:
+            if writer is not None:
+                await writer.drain()
+        if refused:
+            trajectory = trajectory.model_copy(update={"resume_refused": refused})
+        progress.trajectory = trajectory
         after = progress.after = await steps.take_final_state(
             http,
             environment,
             scratch,
             base=folder.delta_base(),
             base_digest=trial_input.seed_digest,
+            base_manifest=base_manifest,
         )
     steps.raise_for_infrastructure(trajectory)
     await progress.stop()

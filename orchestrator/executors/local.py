@@ -39,10 +39,11 @@ from atoll.judge import judge_request as wire_judge
 from atoll.trajectory import Trajectory
 from atoll.trial import TrialResult, TrialSpec
 from atoll.world_manifest import WorldManifest
+from atoll.world_store import seed_manifest_key
 from orchestrator.artifacts import ArtifactStore, claim_trial_folder
 from orchestrator.executors import executor, steps
 from orchestrator.executors.base import InfraError, attach_result, failure_message
-from orchestrator.executors.checkpoints import CheckpointWriter, read_latest, rebuild_world
+from orchestrator.executors.checkpoints import CheckpointWriter, populate_checkpoint, read_latest
 from orchestrator.executors.evidence import TrialProgress
 from orchestrator.executors.seeds import Seed, SeedCache
 from orchestrator.executors.steps import EnvironmentEndpoint, trial_outcome
@@ -272,17 +273,11 @@ class LocalExecutor:
                 world_options=steps.world_options(world),
                 servers=servers_for_world(world),
             )
-            if resume is not None:
-                try:  # the checkpoint's world: the seed's folder and the checkpoint's delta, as one archive
-                    archive = await asyncio.to_thread(
-                        rebuild_world, seed, resume.delta_path, scratch / "checkpoint-world.tar.gz"
-                    )
-                    await prepare(seed_digest=resume.latest.world_digest, seed_archive=archive)
-                except (AtollError, OSError) as exc:  # InfraError included
-                    refused = (
-                        f"the world of the checkpoint of step {resume.latest.step}: {failure_message(exc)}"
-                    )
-                    resume = None
+            if resume is not None:  # the checkpoint's world: the seed's folder and the delta
+                refused = await populate_checkpoint(
+                    resume, seed.manifest, steps.folder_reader(seed.folder), scratch, prepare
+                )
+                resume = None if refused else resume
             if resume is None:
                 populated = await prepare(
                     seed_digest=seed.digest,
@@ -309,7 +304,7 @@ class LocalExecutor:
                     spec,
                     attempt=attempt,
                     seed_digest=seed.digest,
-                    seed_key=seed.key,
+                    seed_manifest_key=seed_manifest_key(seed.key),
                     take_delta=take_delta,
                     scratch=scratch,
                     latest=resume.latest if resume is not None else None,

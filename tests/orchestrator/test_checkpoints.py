@@ -156,3 +156,75 @@ def test_deleting_the_run_removes_its_trials_checkpoints(tmp_path):
     assert not folder.exists()
     assert folder.as_uri() in report.folders and not report.problems
     assert not (tmp_path / "artifacts" / "ckpt").exists()
+
+
+def test_the_kubernetes_trial_pod_takes_checkpoints_and_resumes_from_them_the_same_way(tmp_path):
+    """``atoll trial run`` (the pod's side, with the store's own credentials) shares the path:
+    attempt 1 takes checkpoints, attempt 2 resumes from the latest and its final delta is on the seed."""
+    from atoll.apps import servers_for_world
+    from atoll.world_store import seed_manifest_key
+    from environment import EnvironmentServer, EnvironmentSettings
+    from orchestrator.executors import steps
+    from orchestrator.executors.kubernetes_trial import PodTrialInput, input_key, run_pod_trial
+
+    roots = tmp_path / "pod-world"
+    (roots / "filesystem").mkdir(parents=True)
+    (roots / ".apps_data").mkdir()
+    environment = EnvironmentServer(
+        EnvironmentSettings(
+            fs_root=roots / "filesystem",
+            apps_data_root=roots / ".apps_data",
+            json_logs=False,
+            log_level="WARNING",
+        )
+    ).start()
+    model = StepModel(8)
+    try:
+        with ScriptedLLM(model) as llm:
+            experiment = spec(tmp_path, llm.api_base, steps=8, checkpoint={"every_steps": 3, "every_s": None})
+            benchmark = load_benchmark(experiment.benchmark)
+            (trial,) = plan_trials(benchmark, experiment)
+            artifacts = ArtifactStore(experiment.artifacts)
+            world = benchmark.world(trial.world_id)
+
+            async def attempts():
+                executor = LocalExecutor(benchmark, experiment)  # for its seed cache
+                try:
+                    seed = await executor.seeds.get(trial, benchmark)
+                    archive = await executor.seeds.archive(seed)
+                finally:
+                    await executor.aclose()
+                seed_key = f"seeds/{seed.key}.tar.gz"
+                artifacts.put_file(seed_key, archive)
+                steps.store_seed(artifacts, seed)
+                outcomes = []
+                for attempt in (1, 2):
+                    pod_input = PodTrialInput(
+                        spec=trial,
+                        attempt=attempt,
+                        task=next(t for t in benchmark.tasks if t.task_id == trial.task_id),
+                        world_options=steps.world_options(world),
+                        servers=list(servers_for_world(world)),
+                        seed_key=seed_key,
+                        seed_manifest_key=seed_manifest_key(seed.key),
+                        seed_digest=seed.digest,
+                        artifacts=artifacts.url,
+                        judge={"model": None},
+                        checkpoint=experiment.checkpoints(),
+                    )
+                    uri = artifacts.put_bytes(
+                        input_key(artifacts, trial, attempt),
+                        pod_input.model_dump_json(by_alias=True).encode(),
+                    )
+                    outcomes.append(await run_pod_trial(uri, environment_url=environment.url))
+                return outcomes
+
+            first, second = asyncio.run(attempts())
+    finally:
+        environment.stop()
+    assert first.result is not None and second.result is not None, (first.infra_error, second.infra_error)
+    assert first.result.steps == second.result.steps == 8
+    assert [(r.from_step, r.attempt) for r in _trajectory(second.result).resumes] == [(6, 2)]
+    assert model.requests == {**dict.fromkeys(range(1, 7), 1), 7: 2, 8: 2}
+    assert json.loads((_folder(tmp_path, trial) / "latest.json").read_text())["step"] == 6
+    assert sent_canaries(artifacts, first.result) == sent_canaries(artifacts, second.result) == 1
