@@ -760,7 +760,11 @@ function markCurrent(node) {
 
 function revealHash() {
   // Deep links: #step-N, #call-ID, #criterion-ID (the page is built after the browser looked).
-  const target = decodeURIComponent(location.hash.slice(1));
+  let target = location.hash.slice(1);
+  try {
+    target = decodeURIComponent(target);
+  } catch {  // a malformed escape in a hand-typed link: look it up as written
+  }
   if (!target) return;
   const stepLink = /^step-(\d+)$/.exec(target);
   if (stepLink) renderSteps(Number(stepLink[1]));

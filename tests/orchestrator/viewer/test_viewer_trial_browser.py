@@ -222,6 +222,8 @@ def test_a_failed_1000_step_trial_opens_fast_with_its_failed_criteria_first(long
         page.wait_for_selector("#criterion-ledger-01-c2", state="visible")
         page.goto(f"{url}/trials/{trial_id}?run=long#call-call_42")
         page.wait_for_selector("#call-call_42.targeted", state="visible")
+        page.goto(f"{url}/trials/{trial_id}?run=long#step-%E0")  # a malformed link still opens the page
+        page.wait_for_selector("#step-1", state="visible")
         assert page.errors == []
 
 
