@@ -20,7 +20,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import typer  # noqa: E402
 
-from atoll.commands import agent, bench, demo, env, grade, judge, lifecycle, mcp, orchestrator, run, view  # noqa: E402
+from atoll.commands import agent, bench, compare, demo, env, grade, judge, lifecycle, mcp, orchestrator, run, view  # noqa: E402
 from atoll.errors import AtollError  # noqa: E402
 from atoll.logs import configure_logging  # noqa: E402
 
@@ -42,6 +42,7 @@ lifecycle.register(app)
 demo.register(app)
 orchestrator.register(app)
 view.register(app)
+compare.register(app)
 
 
 def main() -> None:

@@ -4,7 +4,10 @@ Agents are matched by name (an agent in both runs is compared with itself); two 
 agent each are compared with each other whatever the names. Trials pair on (task, run index)
 when both are graded (pass or fail); the McNemar exact test counts the pairs that only one
 side passed, and Benjamini–Hochberg adjusts across the agent pairs compared. Records are the
-report's (``orchestrator.report.collect``: one per agent, task and run; finished trials only).
+report's (``orchestrator.report.collect``: one per agent, task and run; finished trials only);
+each task's side also lists its trials (finished or not, from the run's trial table) so a
+page can link both sides, and a task whose trials have not ended on one side is ``pending in
+a`` / ``pending in b``, not ``only in`` the other. A run that is not finished is flagged.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from atoll.errors import AtollError
 from atoll.trial import Outcome
 from orchestrator.stats import TrialRecord, benjamini_hochberg, mcnemar_exact
 from orchestrator.store import TrialStore
-from orchestrator.viewer.data import RunCache, run_detail
+from orchestrator.viewer.data import RunCache, run_detail, run_trials
 
 _GRADED = (Outcome.passed, Outcome.failed)
 _METRICS = ("pass_at_1", "mean_score", "checks_pass")
@@ -45,21 +48,31 @@ def _agent_pairs(agents_a: list[str], agents_b: list[str]) -> list[tuple[str, st
     return []
 
 
-def _side(records: list[TrialRecord]) -> dict[str, Any]:
+def _side(records: list[TrialRecord], table_rows: list[dict[str, Any]]) -> dict[str, Any]:
     graded = [r for r in records if r.outcome in _GRADED]
     return {
         "passes": sum(r.outcome is Outcome.passed for r in graded),
         "graded": len(graded),
         "runs": len(records),
         "outcomes": [r.outcome.value for r in sorted(records, key=lambda r: r.run_index)],
+        "unfinished": sum(row["outcome"] is None for row in table_rows),
+        "trials": [
+            {
+                "trial_id": row["trial_id"],
+                "run_index": row["run_index"],
+                "outcome": row["outcome"],
+                "state": row["state"],
+            }
+            for row in sorted(table_rows, key=lambda row: row["run_index"])
+        ],
     }
 
 
 def _change(a: dict[str, Any], b: dict[str, Any]) -> str:
     if not a["runs"]:
-        return "only in b"
+        return "pending in a" if a["unfinished"] else "only in b"
     if not b["runs"]:
-        return "only in a"
+        return "pending in b" if b["unfinished"] else "only in a"
     if not a["graded"] or not b["graded"]:
         return "not comparable"  # no graded run on one side (ungradeable or infra errors only)
     rate_a, rate_b = a["passes"] / a["graded"], b["passes"] / b["graded"]
@@ -122,7 +135,17 @@ def _compare_agents(
     records_b: list[TrialRecord],
     row_a: dict[str, Any] | None,
     row_b: dict[str, Any] | None,
+    table_a: list[dict[str, Any]],
+    table_b: list[dict[str, Any]],
 ) -> dict[str, Any]:
+    trials_a: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    trials_b: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in table_a:
+        if row["agent"] == agent_a:
+            trials_a[row["task_id"]].append(row)
+    for row in table_b:
+        if row["agent"] == agent_b:
+            trials_b[row["task_id"]].append(row)
     by_task_a: dict[str, list[TrialRecord]] = defaultdict(list)
     by_task_b: dict[str, list[TrialRecord]] = defaultdict(list)
     for record in records_a:
@@ -147,9 +170,12 @@ def _compare_agents(
     a_only = sum(graded_a[key] and not graded_b[key] for key in paired)
     b_only = sum(graded_b[key] and not graded_a[key] for key in paired)
     tasks = []
-    for task_id in sorted(set(by_task_a) | set(by_task_b)):
-        side_a, side_b = _side(by_task_a.get(task_id, [])), _side(by_task_b.get(task_id, []))
-        domain = next((r.domain for r in by_task_a.get(task_id, []) + by_task_b.get(task_id, [])), "")
+    for task_id in sorted(set(by_task_a) | set(by_task_b) | set(trials_a) | set(trials_b)):
+        side_a = _side(by_task_a.get(task_id, []), trials_a.get(task_id, []))
+        side_b = _side(by_task_b.get(task_id, []), trials_b.get(task_id, []))
+        domain = next((r.domain for r in by_task_a.get(task_id, []) + by_task_b.get(task_id, [])), "") or next(
+            (row["domain"] for row in trials_a.get(task_id, []) + trials_b.get(task_id, [])), ""
+        )
         tasks.append(
             {
                 "task_id": task_id,
@@ -181,7 +207,9 @@ def compare_runs(store: TrialStore, a: str, b: str, *, cache: RunCache | None = 
     """Run ``b`` against run ``a``: for each agent pair, metric deltas (b − a), the McNemar
     exact test on paired (task, run) outcomes with a Benjamini–Hochberg q-value, and each
     task's outcome change (``better``, ``worse``, ``same``, ``only in a``, ``only in b``,
-    ``not comparable``). AtollError("unknown_run") when either run is not in the store."""
+    ``pending in a``, ``pending in b``, ``not comparable``) with each side's trials.
+    ``unfinished`` names the runs that are not finished (each also in ``notes``).
+    AtollError("unknown_run") when either run is not in the store."""
     cache = cache or RunCache()
     detail_a, detail_b = run_detail(store, a, cache=cache), run_detail(store, b, cache=cache)
     records_a, records_b = _records(store, a, cache), _records(store, b, cache)
@@ -189,8 +217,9 @@ def compare_runs(store: TrialStore, a: str, b: str, *, cache: RunCache | None = 
     agents_b = [agent["name"] for agent in detail_b["spec"]["agents"]] or sorted({r.agent for r in records_b})
     board_a = {row["agent"]: row for row in detail_a["leaderboard"]}
     board_b = {row["agent"]: row for row in detail_b["leaderboard"]}
+    table_a, table_b = run_trials(store, a, cache=cache), run_trials(store, b, cache=cache)
     pairs = [
-        _compare_agents(x, y, records_a, records_b, board_a.get(x), board_b.get(y))
+        _compare_agents(x, y, records_a, records_b, board_a.get(x), board_b.get(y), table_a, table_b)
         for x, y in _agent_pairs(agents_a, agents_b)
     ]
     q_values, significant = benjamini_hochberg([pair["mcnemar"]["p_value"] for pair in pairs])
@@ -206,8 +235,16 @@ def compare_runs(store: TrialStore, a: str, b: str, *, cache: RunCache | None = 
         "ended_at",
         "fingerprint",
         "spec",
+        "progress",
     )
     notes = []
+    unfinished = [detail["name"] for detail in (detail_a, detail_b) if detail["progress"] is not None]
+    for side, detail in (("a", detail_a), ("b", detail_b)):
+        if detail["progress"] is not None:
+            notes.append(
+                f"run {side} ({detail['name']}) is not finished ({detail['status']}: "
+                f"{detail['progress']['text']}): its numbers and changes can still move"
+            )
     if not pairs:
         notes.append(
             f"no agent to compare: {a} has {', '.join(agents_a) or 'none'}, "
@@ -217,8 +254,79 @@ def compare_runs(store: TrialStore, a: str, b: str, *, cache: RunCache | None = 
         "a": {key: detail_a[key] for key in keep},
         "b": {key: detail_b[key] for key in keep},
         "pairs": pairs,
+        "unfinished": unfinished,
         "notes": notes,
     }
 
 
-__all__ = ["compare_runs"]
+
+
+def _percent(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.1f}%"
+
+
+def _delta_text(value: float | None, percent: bool) -> str:
+    if value is None:
+        return "—"
+    sign = "+" if value > 0 else "−" if value < 0 else "±"
+    return f"{sign}{100 * abs(value):.1f} pp" if percent else f"{sign}${abs(value):.4f}"
+
+
+def _p_text(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1e}" if value < 0.001 else f"{value:.3f}"
+
+
+_SHOWN_ORDER = ("worse", "better", "not comparable", "only in a", "only in b", "pending in a", "pending in b")
+
+
+def compare_lines(result: dict[str, Any]) -> list[str]:
+    """:func:`compare_runs`'s answer as terminal lines (``atoll compare``): the two runs, the
+    notes (an unfinished run first), then per agent pair the metrics a → b with their deltas,
+    the McNemar test and every task whose outcome is not ``same``."""
+    a, b = result["a"], result["b"]
+    lines = []
+    for side, run in (("a", a), ("b", b)):
+        outcomes = ", ".join(f"{n} {k}" for k, n in run["outcomes"].items()) or "no outcomes"
+        lines.append(
+            f"{side}: {run['name']} · {run['status']} · {run['counts']['done']}/{run['counts']['total']} done · {outcomes}"
+        )
+    lines += [f"note: {note}" for note in result["notes"]]
+    for pair in result["pairs"]:
+        label = pair["agent_a"] if pair["agent_a"] == pair["agent_b"] else f"{pair['agent_a']} → {pair['agent_b']}"
+        lines += ["", f"agent {label}"]
+        for key, name in (("pass_at_1", "Pass@1"), ("mean_score", "mean score"), ("checks_pass", "checks pass")):
+            metric = pair["metrics"][key]
+            lines.append(
+                f"  {name:<12} {_percent(metric['a']):>7} → {_percent(metric['b']):>7}  ({_delta_text(metric['delta'], True)})"
+            )
+        cost = pair["metrics"]["cost_usd"]
+        lines.append(
+            f"  {'cost':<12} {cost.get('a_text') or '—':>7} → {cost.get('b_text') or '—':>7}  "
+            f"({_delta_text(cost['delta'], False)})"
+        )
+        test = pair["mcnemar"]
+        verdict = (
+            "no paired graded runs"
+            if not test["pairs"]
+            else ("significant" if test["significant"] else "not significant") + " at FDR 5%"
+        )
+        lines.append(
+            f"  McNemar exact test on {test['pairs']} paired (task, run) outcomes: {test['a_only']} passed "
+            f"only in a, {test['b_only']} only in b; p = {_p_text(test['p_value'])}, "
+            f"q = {_p_text(test['q_value'])} — {verdict}"
+        )
+        lines.append("  tasks: " + (", ".join(f"{n} {k}" for k, n in sorted(pair["changes"].items())) or "none"))
+        changed = sorted(
+            (task for task in pair["tasks"] if task["change"] != "same"),
+            key=lambda task: (_SHOWN_ORDER.index(task["change"]), task["task_id"]),
+        )
+        for task in changed:
+            sides = "  ".join(
+                f"{side} {task[side]['passes']}/{task[side]['graded']} ({', '.join(task[side]['outcomes']) or '—'})"
+                for side in ("a", "b")
+            )
+            lines.append(f"  {task['change']:<15} {task['task_id']}  {sides}")
+    return lines
+
+
+__all__ = ["compare_lines", "compare_runs"]

@@ -108,11 +108,17 @@ const compareHref = (a, b) => "/compare?a=" + enc(a) + "&b=" + enc(b);
 const fmtDelta = (v, pct) => (v === null || v === undefined ? "—" :
   (v > 0 ? "+" : v < 0 ? "−" : "±") + (pct ? (100 * Math.abs(v)).toFixed(1) + " pp" : "$" + Math.abs(v).toFixed(4)));
 const fmtP = (v) => (v === null || v === undefined ? "—" : v < 0.001 ? v.toExponential(1) : v.toFixed(3));
-const CHANGE_ORDER = ["worse", "better", "not comparable", "only in a", "only in b", "same"];
+const CHANGE_ORDER = ["worse", "better", "not comparable", "only in a", "only in b", "pending in a", "pending in b", "same"];
 
 function sideText(side) {
   if (!side.runs) return "—";
   return side.passes + "/" + side.graded + " (" + side.outcomes.join(", ") + ")";
+}
+
+// Links to one side's trials of a task (each run index; an unfinished one says its state).
+function sideTrials(side, run, label) {
+  return (side.trials || []).map((t) => [" ", el("a", { href: trialHref(t.trial_id, run), class: "side-trial",
+    "data-side": label, "data-trial": t.trial_id, text: "#" + t.run_index + (t.outcome ? "" : " " + t.state) })]);
 }
 
 function comparePair(pair, a, b) {
@@ -132,7 +138,8 @@ function comparePair(pair, a, b) {
   const taskRows = tasks.map((t) => el("tr", { "data-task": t.task_id, "data-change": t.change,
     class: "change-" + t.change.replace(/ /g, "-") },
     el("td", { text: t.task_id }), el("td", { text: t.domain }),
-    el("td", { text: sideText(t.a) }), el("td", { text: sideText(t.b) }), el("td", {}, badge(t.change))));
+    el("td", { class: "side-a" }, sideText(t.a), sideTrials(t.a, a, "a")),
+    el("td", { class: "side-b" }, sideText(t.b), sideTrials(t.b, b, "b")), el("td", {}, badge(t.change))));
   const onlyChanged = el("input", { type: "checkbox", id: "only-changed-" + label, class: "only-changed",
     onchange: (event) => {
       for (const row of event.target.closest("section").querySelectorAll("tbody tr[data-change]")) {
@@ -156,13 +163,14 @@ function comparePair(pair, a, b) {
 async function comparePage(a, b) {
   crumbs(el("a", { href: runHref(a), text: a }), el("span", { text: "vs" }), el("a", { href: runHref(b), text: b }));
   const body = await api("/api/compare?a=" + enc(a) + "&b=" + enc(b));
-  const summary = (run) => el("dd", {}, el("a", { href: runHref(run.name), text: run.name }), " ", badge(run.status),
+  const summary = (run) => el("dd", { "data-run": run.name }, el("a", { href: runHref(run.name), text: run.name }), " ", badge(run.status),
+    run.progress ? [" ", badge("not finished", "o-fail unfinished")] : null,
     " · " + run.counts.done + "/" + run.counts.total + " done · " +
     (Object.entries(run.outcomes).map(([k, n]) => n + " " + k).join(", ") || "no outcomes") + " · " + (run.cost || fmtCost(run.cost_usd)));
   show(el("h1", { text: "Compare " + a + " and " + b }),
     el("dl", { class: "kv", id: "compare-summary" }, el("dt", { text: "a" }), summary(body.a),
       el("dt", { text: "b" }), summary(body.b)),
-    body.notes.map((note) => el("p", { class: "error-box", text: note })),
+    body.notes.map((note) => el("p", { class: "error-box compare-note", text: note })),
     el("div", { id: "compare" }, body.pairs.map((pair) => comparePair(pair, a, b))));
   stamp();
   return [body.a, body.b].some((run) => run.status === "running" || run.status === "incomplete");

@@ -234,8 +234,14 @@ def test_compare_gives_per_task_changes_metric_deltas_and_the_paired_test(viewer
     # trial is ungradeable, so it cannot be paired with the failed one.
     assert changes == {FAILING: "not comparable", PASSING: "same"}
     failing = next(task for task in pair["tasks"] if task["task_id"] == FAILING)
-    assert failing["a"] == {"passes": 0, "graded": 1, "runs": 1, "outcomes": ["fail"]}
-    assert failing["b"] == {"passes": 0, "graded": 0, "runs": 1, "outcomes": ["ungradeable"]}
+    counted = ("passes", "graded", "runs", "outcomes", "unfinished")
+    assert {k: failing["a"][k] for k in counted} == {
+        "passes": 0, "graded": 1, "runs": 1, "outcomes": ["fail"], "unfinished": 0
+    }
+    assert {k: failing["b"][k] for k in counted} == {
+        "passes": 0, "graded": 0, "runs": 1, "outcomes": ["ungradeable"], "unfinished": 0
+    }
+    assert [t["outcome"] for t in failing["a"]["trials"]] == ["fail"]
     assert pair["metrics"]["pass_at_1"] == {"a": 0.5, "b": 1.0, "delta": 0.5}
     assert pair["metrics"]["cost_usd"] == {
         "a": 0.0,

@@ -149,6 +149,11 @@ def test_pick_two_runs_and_compare_them(page, viewer_url, finished_run, tmp_path
         in (pair.locator(".mcnemar").inner_text())
     )
     _shot(page, tmp_path, "compare")
+    # Each task row links to its trials on both sides.
+    for side, run in (("a", "viewfixed"), ("b", "viewdemo")):
+        link = failing.locator(f"a.side-trial[data-side='{side}']")
+        assert link.count() == 1 and link.get_attribute("href").endswith(f"?run={run}")
+    assert page.locator(".compare-note").count() == 0  # both runs finished: nothing flagged
     passing = pair.locator(f"tr[data-task='{finished_run.passing}']")
     pair.locator("input.only-changed").check()  # unchanged tasks hide
     assert passing.is_hidden() and failing.is_visible()
@@ -272,4 +277,36 @@ def test_a_running_run_shows_progress_and_each_failure_group_lists_exactly_its_t
         assert rows.first.get_attribute("data-trial") == ids["t1"]  # still sorted descending
         page.click("#group-clear")
         assert rows.count() == 4 and "group=" not in page.url
+        assert page.errors == []
+
+
+def test_comparing_with_a_running_run_flags_it_and_its_pending_task(page, live_run):
+    from atoll.trial import Outcome, TrialResult, TrialSpec
+
+    from .conftest import serve
+
+    store, ids = live_run
+    store.save_experiment("base", {"name": "base", "benchmark": "b", "agents": [{"name": "a"}]})
+    specs = [
+        TrialSpec(
+            experiment="base", task_id=f"t{i}", world_id="w", world_digest="d", agent_name="a",
+            agent="replay", model="m", run_index=0,
+        )
+        for i in range(4)
+    ]
+    store.enqueue(specs)
+    for lease in store.lease("w", limit=4, lease_s=600, experiment="base"):
+        store.complete(lease, "w", TrialResult(trial_id=lease.trial_id, outcome=Outcome.passed, score=1.0))
+    with serve(store) as url:
+        page.goto(f"{url}/compare?a=base&b=live")
+        page.wait_for_selector("#compare .compare-pair")
+        assert "run b (live) is not finished" in page.locator(".compare-note").inner_text()
+        assert page.locator("#compare-summary dd[data-run='live'] .unfinished").count() == 1
+        assert page.locator("#compare-summary dd[data-run='base'] .unfinished").count() == 0
+        for task in ("t2", "t3"):  # one running, one waiting: neither is "only in a"
+            row = page.locator(f"tr[data-task='{task}']")
+            assert row.get_attribute("data-change") == "pending in b"
+            link = row.locator("a.side-trial[data-side='b']")
+            assert link.inner_text() in ("#0 leased", "#0 pending") and ids[task] in link.get_attribute("href")
+        assert page.locator("tr[data-task='t0'] a.side-trial").count() == 2
         assert page.errors == []

@@ -263,3 +263,58 @@ def test_a_running_run_has_no_banner_but_its_progress_and_its_running_trial_is_n
     assert [t["trial_id"] for g in detail["failures"] for t in g["trials"]] == [first.trial_id]
     store.record_stop("live", "interrupted", "the orchestrator was stopped")
     assert data.run_detail(store, "live")["banner"]["kind"] == "interrupted"  # a stop still shows
+
+
+def _half_done(store: TrialStore) -> dict[str, str]:
+    """``done`` (t0 pass, t1 fail, t2 pass) against ``half`` (t0 fail, t1 pass, t2 still
+    pending): the trial id of each (run, task)."""
+    _run(store, "done", ["a"])
+    _run(store, "half", ["a"])
+    _finish(store, [_spec("done", "a", f"t{i}", 0) for i in range(3)], lambda s: s.task_id != "t1")
+    _finish(store, [_spec("half", "a", f"t{i}", 0) for i in range(2)], lambda s: s.task_id == "t1")
+    store.enqueue([_spec("half", "a", "t2", 0)])
+    return {f"{run}/{task}": _spec(run, "a", task, 0).trial_id for run in ("done", "half") for task in ("t0", "t1", "t2")}
+
+
+def test_compare_links_both_sides_trials_flags_an_unfinished_run_and_a_pending_task(store):
+    ids = _half_done(store)
+    compared = compare_runs(store, "done", "half")
+    assert compared["unfinished"] == ["half"]
+    assert compared["notes"][0].startswith("run b (half) is not finished (incomplete: 2 of 3 trials ended")
+    [pair] = compared["pairs"]
+    tasks = {t["task_id"]: t for t in pair["tasks"]}
+    assert tasks["t2"]["change"] == "pending in b"  # not "only in a": it has not run yet
+    assert tasks["t2"]["b"]["trials"] == [
+        {"trial_id": ids["half/t2"], "run_index": 0, "outcome": None, "state": "pending"}
+    ]
+    assert [t["trial_id"] for t in tasks["t0"]["a"]["trials"]] == [ids["done/t0"]]
+    assert [t["trial_id"] for t in tasks["t0"]["b"]["trials"]] == [ids["half/t0"]]
+    assert (tasks["t0"]["change"], tasks["t1"]["change"]) == ("worse", "better")
+
+
+def test_atoll_compare_prints_the_changes_and_the_paired_test_and_answers_json(store, tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from atoll.cli import app
+
+    _half_done(store)
+    text = CliRunner().invoke(app, ["compare", "done", "half", "--store", store.url])
+    assert text.exit_code == 0, text.output
+    lines = text.output.splitlines()
+    assert lines[0] == "a: done · finished · 3/3 done · 2 pass, 1 fail"
+    assert lines[2].startswith("note: run b (half) is not finished")
+    assert any(
+        line.startswith(
+            "  McNemar exact test on 2 paired (task, run) outcomes: 1 passed only in a, 1 only in b; p = 1.000"
+        )
+        for line in lines
+    )
+    changed = [line.split()[:3] for line in lines if line.startswith(("  worse", "  better", "  pending"))]
+    assert changed == [["worse", "t0", "a"], ["better", "t1", "a"], ["pending", "in", "b"]]
+    assert lines[-1].split() == ["pending", "in", "b", "t2", "a", "1/1", "(pass)", "b", "0/0", "(—)"]
+    answered = CliRunner().invoke(app, ["compare", "done", "half", "--store", store.url, "--json"])
+    assert json.loads(answered.output) == json.loads(json.dumps(compare_runs(store, "done", "half")))
+    missing = CliRunner().invoke(app, ["compare", "done", "nope", "--store", store.url])
+    assert missing.exit_code != 0 and "nope" in str(missing.exception)
