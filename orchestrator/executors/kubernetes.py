@@ -49,6 +49,7 @@ from atoll.world_store import seed_manifest_key
 from orchestrator.artifacts import ArtifactStore
 from orchestrator.executors import executor, steps
 from orchestrator.executors.base import InfraError, attach_result, attached_result, failure_message
+from orchestrator.executors.checkpoints import checkpoint_folder
 from orchestrator.executors.evidence import evidence_in_folder
 from orchestrator.executors.kubernetes_api import ApiError, ApiPolicy, KubernetesCluster, ResilientApi
 from orchestrator.executors.kubernetes_job import (
@@ -678,8 +679,7 @@ class KubernetesExecutor:
             artifacts=self.artifacts.url,
             grade_incomplete=self.spec.limits.grade_incomplete,
             judge=judge_request(self.spec),
-            # A pod with presigned access only cannot reach the checkpoint folder yet.
-            checkpoint=None if self.artifacts.presigns else self.spec.checkpoints(),
+            checkpoint=self.spec.checkpoints(),
         )
 
         def upload_seed() -> None:
@@ -696,7 +696,12 @@ class KubernetesExecutor:
                 folder = key.rsplit("/", 1)[0]
                 try:
                     pod_input, trial_input.presigned = presign_attempt(
-                        self.artifacts, folder, seed_key, expires_s
+                        self.artifacts,
+                        folder,
+                        seed_key,
+                        expires_s,
+                        seed_manifest_key=trial_input.seed_manifest_key,
+                        checkpoints=checkpoint_folder(spec) if trial_input.checkpoint else None,
                     )
                 except Exception as exc:  # botocore's credential and configuration errors
                     raise InfraError(

@@ -44,8 +44,14 @@ from atoll.world_store import relative_reference
 from orchestrator.artifacts import ArtifactStore, claim_trial_folder
 from orchestrator.executors import steps
 from orchestrator.executors.base import InfraError
-from orchestrator.executors.checkpoints import CheckpointWriter, populate_checkpoint, read_latest
+from orchestrator.executors.checkpoints import (
+    CheckpointWriter,
+    checkpoint_folder,
+    populate_checkpoint,
+    read_latest,
+)
 from orchestrator.executors.evidence import AFTER_NAME, FULL_AFTER_NAME, TrialProgress
+from orchestrator.executors.presigned_checkpoints import CHECKPOINT_FILES, PresignedCheckpointStore
 
 if TYPE_CHECKING:
     from grader.snapshot import ManifestSnapshot
@@ -71,6 +77,12 @@ class PresignedAccess(BaseModel):
     folder_uri: str = Field(description="the attempt's folder (s3://…): where the results are recorded")
     seed_url: str = Field(description="presigned GET of the seed snapshot")
     put_urls: dict[str, str] = Field(description="file name -> presigned PUT of <folder>/<name>")
+    seed_manifest_url: str | None = Field(None, description="presigned GET of the seed's manifest")
+    checkpoint_urls: dict[str, dict[str, str]] = Field(
+        default_factory=dict,
+        description="the trial's checkpoint files (latest.json, slot-a/agent.json, …) -> "
+        "{GET, PUT}: presigned URLs in its checkpoint folder",
+    )
     expires_at: float = Field(description="when the URLs stop working (epoch seconds)")
 
 
@@ -126,16 +138,36 @@ def outcome_uri(input_uri: str) -> str:
 
 
 def presign_attempt(
-    artifacts: ArtifactStore, folder: str, seed_key: str, expires_s: float
+    artifacts: ArtifactStore,
+    folder: str,
+    seed_key: str,
+    expires_s: float,
+    *,
+    seed_manifest_key: str | None = None,
+    checkpoints: str | None = None,
 ) -> tuple[str, PresignedAccess]:
     """The presigned GET of the attempt's input (what the pod is given) and the access the
-    input carries, all valid for ``expires_s`` seconds (the Job's deadlines plus a margin)."""
+    input carries, all valid for ``expires_s`` seconds (the Job's deadlines plus a margin):
+    with ``checkpoints`` (the trial's checkpoint folder) a GET and a PUT of each of its fixed
+    files, and with ``seed_manifest_key`` a GET of the seed's manifest (a resume reads it)."""
     expires_at = time.time() + expires_s
     access = PresignedAccess(
         folder_uri=artifacts.uri(folder),
         seed_url=artifacts.presigned_url(seed_key, "GET", expires_s),
         put_urls={name: artifacts.presigned_url(f"{folder}/{name}", "PUT", expires_s) for name in POD_WRITES},
         expires_at=expires_at,
+        seed_manifest_url=artifacts.presigned_url(seed_manifest_key, "GET", expires_s)
+        if seed_manifest_key
+        else None,
+        checkpoint_urls={
+            name: {
+                method: artifacts.presigned_url(f"{checkpoints}/{name}", method, expires_s)
+                for method in ("GET", "PUT")
+            }
+            for name in CHECKPOINT_FILES
+        }
+        if checkpoints
+        else {},
     )
     return artifacts.presigned_url(f"{folder}/{INPUT_NAME}", "GET", expires_s), access
 
@@ -204,6 +236,14 @@ class _Folder(Protocol):
         """The URI of the seed's manifest: the trial's initial state."""
         ...
 
+    def get_seed_manifest(self) -> bytes:
+        """The seed's manifest (a resume rebuilds the checkpoint's world on it)."""
+        ...
+
+    def checkpoint_store(self, spec: TrialSpec) -> ArtifactStore | PresignedCheckpointStore | None:
+        """What reaches the trial's checkpoint folder; None: nothing can (no URLs for it)."""
+        ...
+
 
 class _StoreFolder:
     """The attempt's folder in an fsspec store, reached with the pod's own credentials."""
@@ -217,6 +257,15 @@ class _StoreFolder:
             self.artifacts.get_file(self.artifacts.uri(self.seed_key), target)
         except OSError as exc:
             raise InfraError(f"seed {self.seed_key}: {exc}") from exc
+
+    def get_seed_manifest(self) -> bytes:
+        try:
+            return self.artifacts.get_bytes(self.manifest_key)
+        except OSError as exc:
+            raise InfraError(f"seed manifest {self.manifest_key}: {exc}") from exc
+
+    def checkpoint_store(self, spec: TrialSpec) -> ArtifactStore | PresignedCheckpointStore | None:
+        return self.artifacts
 
     def store(self, trajectory: Trajectory, grade: Grade | None, after: Path) -> dict[str, str | None]:
         return steps.store_artifacts(
@@ -246,6 +295,7 @@ class _PresignedFolder:
 
     def __init__(self, access: PresignedAccess, artifacts: ArtifactStore, trial_input: PodTrialInput) -> None:
         self.access = access
+        self.artifacts = artifacts
         self._seed_archive_uri = artifacts.uri(trial_input.seed_key)
         self._seed_uri = artifacts.uri(trial_input.seed_manifest_key)
         folder = artifacts.key_of(access.folder_uri) or ""
@@ -263,6 +313,23 @@ class _PresignedFolder:
                         handle.write(block)
         except httpx.HTTPError as exc:
             raise InfraError(f"seed {self._seed_archive_uri}: {exc}") from exc
+
+    def get_seed_manifest(self) -> bytes:
+        if self.access.seed_manifest_url is None:
+            raise InfraError(f"the trial input has no presigned URL for the seed manifest {self._seed_uri}")
+        try:
+            response = httpx.get(self.access.seed_manifest_url, timeout=self.timeout)
+        except httpx.HTTPError as exc:
+            raise InfraError(f"seed manifest {self._seed_uri}: {exc}") from exc
+        if response.status_code != 200:
+            raise InfraError(_refusal(f"seed manifest {self._seed_uri}", response))
+        return response.content
+
+    def checkpoint_store(self, spec: TrialSpec) -> ArtifactStore | PresignedCheckpointStore | None:
+        if not self.access.checkpoint_urls:
+            return None
+        folder = checkpoint_folder(spec)
+        return PresignedCheckpointStore(folder, self.artifacts.uri(folder), self.access.checkpoint_urls)
 
     def _put(self, name: str, data: bytes | Path) -> str:
         """PUT ``data`` (bytes, or a file streamed from disk with its Content-Length, which a
@@ -392,8 +459,8 @@ async def _run(
             world_options=trial_input.world_options,
             servers=tuple(trial_input.servers) or None,
         )
-        # Checkpoints (the same path as the local executor's) need the store itself for now.
-        store = folder.artifacts if isinstance(folder, _StoreFolder) else None
+        # Checkpoints: the same path as the local executor's, through the store or its presigned URLs.
+        store = folder.checkpoint_store(spec) if trial_input.checkpoint is not None else None
         policy = trial_input.checkpoint if store is not None else None
         resume, refused, seed_manifest = None, None, None
         if policy is not None and store is not None:
@@ -403,11 +470,12 @@ async def _run(
         if resume is not None and store is not None:
             try:
                 seed_manifest = WorldManifest.from_bytes(
-                    await asyncio.to_thread(store.get_bytes, trial_input.seed_manifest_key),
-                    trial_input.seed_manifest_key,
+                    await asyncio.to_thread(folder.get_seed_manifest), trial_input.seed_manifest_key
                 )
-            except (AtollError, OSError) as exc:
-                raise InfraError(f"seed manifest {trial_input.seed_manifest_key}: {exc}") from exc
+            except AtollError as exc:  # InfraError is raised as it is
+                if isinstance(exc, InfraError):
+                    raise
+                raise InfraError(f"seed manifest {trial_input.seed_manifest_key}: {exc.message}") from exc
             refused = await populate_checkpoint(
                 resume, seed_manifest, steps.archive_reader(before), scratch, prepare
             )

@@ -18,6 +18,7 @@ from orchestrator.executors.checkpoints import checkpoint_folder
 from orchestrator.executors.local import LocalExecutor
 from orchestrator.planner import plan_trials
 from tests.orchestrator.checkpoint_trial import SUBJECT, StepModel, spec
+from tests.orchestrator.test_kubernetes_executor import s3_store  # noqa: F401 (a fixture)
 
 
 def _attempts(experiment, *attempts: int):
@@ -158,14 +159,32 @@ def test_deleting_the_run_removes_its_trials_checkpoints(tmp_path):
     assert not (tmp_path / "artifacts" / "ckpt").exists()
 
 
-def test_the_kubernetes_trial_pod_takes_checkpoints_and_resumes_from_them_the_same_way(tmp_path):
-    """``atoll trial run`` (the pod's side, with the store's own credentials) shares the path:
-    attempt 1 takes checkpoints, attempt 2 resumes from the latest and its final delta is on the seed."""
+@pytest.fixture(params=["store", "presigned"])
+def pod_store(request):
+    """How the trial pod reaches the artifact store: with the store's own credentials (a local
+    folder), or an S3 store (SeaweedFS, signatures checked) through presigned URLs only."""
+    return None if request.param == "store" else request.getfixturevalue("s3_store")
+
+
+def test_the_kubernetes_trial_pod_takes_checkpoints_and_resumes_from_them_the_same_way(
+    tmp_path, pod_store, monkeypatch
+):
+    """``atoll trial run`` (the pod's side) shares the path: attempt 1 takes checkpoints, attempt
+    2 resumes from the latest and its final delta is on the seed; with an S3 store the pod has no
+    credentials and reaches the checkpoint folder through the presigned URLs of its input."""
+    import fsspec.config
+    import s3fs
+
     from atoll.apps import servers_for_world
     from atoll.world_store import seed_manifest_key
     from environment import EnvironmentServer, EnvironmentSettings
     from orchestrator.executors import steps
-    from orchestrator.executors.kubernetes_trial import PodTrialInput, input_key, run_pod_trial
+    from orchestrator.executors.kubernetes_trial import (
+        PodTrialInput,
+        input_key,
+        presign_attempt,
+        run_pod_trial,
+    )
 
     roots = tmp_path / "pod-world"
     (roots / "filesystem").mkdir(parents=True)
@@ -179,52 +198,74 @@ def test_the_kubernetes_trial_pod_takes_checkpoints_and_resumes_from_them_the_sa
         )
     ).start()
     model = StepModel(8)
+    presigned = pod_store is not None
+    extra = {"artifacts": "s3://atoll/artifacts"} if presigned else {}
     try:
         with ScriptedLLM(model) as llm:
-            experiment = spec(tmp_path, llm.api_base, steps=8, checkpoint={"every_steps": 3, "every_s": None})
+            experiment = spec(
+                tmp_path, llm.api_base, steps=8, checkpoint={"every_steps": 3, "every_s": None}, **extra
+            )
             benchmark = load_benchmark(experiment.benchmark)
             (trial,) = plan_trials(benchmark, experiment)
             artifacts = ArtifactStore(experiment.artifacts)
             world = benchmark.world(trial.world_id)
 
-            async def attempts():
+            async def prepare_seed():
                 executor = LocalExecutor(benchmark, experiment)  # for its seed cache
                 try:
                     seed = await executor.seeds.get(trial, benchmark)
-                    archive = await executor.seeds.archive(seed)
+                    return seed, await executor.seeds.archive(seed)
                 finally:
                     await executor.aclose()
-                seed_key = f"seeds/{seed.key}.tar.gz"
-                artifacts.put_file(seed_key, archive)
-                steps.store_seed(artifacts, seed)
-                outcomes = []
-                for attempt in (1, 2):
-                    pod_input = PodTrialInput(
-                        spec=trial,
-                        attempt=attempt,
-                        task=next(t for t in benchmark.tasks if t.task_id == trial.task_id),
-                        world_options=steps.world_options(world),
-                        servers=list(servers_for_world(world)),
-                        seed_key=seed_key,
-                        seed_manifest_key=seed_manifest_key(seed.key),
-                        seed_digest=seed.digest,
-                        artifacts=artifacts.url,
-                        judge={"model": None},
-                        checkpoint=experiment.checkpoints(),
-                    )
-                    uri = artifacts.put_bytes(
-                        input_key(artifacts, trial, attempt),
-                        pod_input.model_dump_json(by_alias=True).encode(),
-                    )
-                    outcomes.append(await run_pod_trial(uri, environment_url=environment.url))
-                return outcomes
 
-            first, second = asyncio.run(attempts())
+            seed, archive = asyncio.run(prepare_seed())
+            seed_key = f"seeds/{seed.key}.tar.gz"
+            artifacts.put_file(seed_key, archive)
+            steps.store_seed(artifacts, seed)
+            outcomes = []
+            for attempt in (1, 2):
+                pod_input = PodTrialInput(
+                    spec=trial,
+                    attempt=attempt,
+                    task=next(t for t in benchmark.tasks if t.task_id == trial.task_id),
+                    world_options=steps.world_options(world),
+                    servers=list(servers_for_world(world)),
+                    seed_key=seed_key,
+                    seed_manifest_key=seed_manifest_key(seed.key),
+                    seed_digest=seed.digest,
+                    artifacts=artifacts.url,
+                    judge={"model": None},
+                    checkpoint=experiment.checkpoints(),
+                )
+                key = input_key(artifacts, trial, attempt)
+                uri = None
+                if presigned:
+                    uri, pod_input.presigned = presign_attempt(
+                        artifacts,
+                        key.rsplit("/", 1)[0],
+                        seed_key,
+                        600,
+                        seed_manifest_key=pod_input.seed_manifest_key,
+                        checkpoints=checkpoint_folder(trial),
+                    )
+                stored = artifacts.put_bytes(key, pod_input.model_dump_json(by_alias=True).encode())
+                with monkeypatch.context() as pod_env:
+                    if presigned:  # the pod: no credentials, no endpoint
+                        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "FSSPEC_S3_ENDPOINT_URL"):
+                            pod_env.delenv(name)
+                        pod_env.setattr(fsspec.config, "conf", {})
+                        s3fs.S3FileSystem.clear_instance_cache()
+                    outcomes.append(
+                        asyncio.run(run_pod_trial(uri or stored, environment_url=environment.url))
+                    )
+                s3fs.S3FileSystem.clear_instance_cache()
+            first, second = outcomes
     finally:
         environment.stop()
     assert first.result is not None and second.result is not None, (first.infra_error, second.infra_error)
     assert first.result.steps == second.result.steps == 8
-    assert [(r.from_step, r.attempt) for r in _trajectory(second.result).resumes] == [(6, 2)]
+    resumed = Trajectory.model_validate_json(artifacts.get_bytes(second.result.trajectory_uri))
+    assert [(r.from_step, r.attempt) for r in resumed.resumes] == [(6, 2)]
     assert model.requests == {**dict.fromkeys(range(1, 7), 1), 7: 2, 8: 2}
-    assert json.loads((_folder(tmp_path, trial) / "latest.json").read_text())["step"] == 6
+    assert json.loads(artifacts.get_bytes(f"{checkpoint_folder(trial)}/latest.json"))["step"] == 6
     assert sent_canaries(artifacts, first.result) == sent_canaries(artifacts, second.result) == 1
