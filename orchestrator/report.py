@@ -18,6 +18,7 @@ from orchestrator.judging import judge_markdown, judge_summary, judged_elsewhere
 from orchestrator.report_trials import (
     DISAGREEMENTS_LISTED,
     GROUP_LISTED,
+    agent_headlines,
     banner,
     check_disagreements,
     cost_summary,
@@ -27,6 +28,7 @@ from orchestrator.report_trials import (
     failure_groups,
     matrix,
     outcome_line,
+    relative_links,
     short_reason,
     trial_rows,
 )
@@ -264,6 +266,7 @@ def build_report(
         "outcome": "",
         "banner": banner(record.stop if record else None, counts),
         "cost": cost_summary(rows),
+        "headline": agent_headlines(rows),
         "viewer_url": viewer_url,
         "failures": failure_groups(rows),
         "failure_analysis": failure_analysis(rows),
@@ -622,6 +625,9 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines += [
         f"**Outcome:** {report['outcome']}",
         "",
+        # One headline per agent: a pass rate pooled over agents describes none of them.
+        *[f"- **{_cell(h['agent'])}**{_cell(h['line'].removeprefix(h['agent']))}" for h in report["headline"]],
+        *([""] if report["headline"] else []),
         f"Benchmark: `{report['benchmark']}` · runs per task: {k} · trials: {trials['total']} "
         f"(done {trials['done']}, infra_error {trials['infra_error']}, pending {trials['pending']}, "
         f"leased {trials['leased']}) · configuration `{(report.get('fingerprint') or 'none')[:12]}` · "
@@ -630,8 +636,6 @@ def render_markdown(report: dict[str, Any]) -> str:
     ]
     lines += judge_markdown(report.get("judge"))
     lines += [f"- Warning: {warning}" for warning in report["warnings"]]
-    lines += _failure_lines(report)
-    lines += _matrix_lines(report)
     lines += ["", "## Leaderboard", ""]
     # With one run per task, Pass@k and Pass^k equal Pass@1: no columns for them then.
     at_k = f" Pass@{k} | Pass^{k} |" if k > 1 else ""
@@ -653,6 +657,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     if report.get("excluded_tasks"):
         lines += ["", f"Tasks not run ({len(report['excluded_tasks'])}, skip_unavailable_apps):", ""]
         lines += [f"- `{task_id}`: {why}" for task_id, why in sorted(report["excluded_tasks"].items())]
+    lines += _failure_lines(report)
+    lines += _matrix_lines(report)
     lines += _disagreement_lines(report)
     if k > 1:  # with one run per task, Pass@1 is all there is
         lines += [
@@ -729,6 +735,7 @@ def write_report(
     names = task_names(record.spec if record else {})
     report = build_report(store, experiment, seed=seed, viewer_url=viewer_url, names=names)
     output = Path(output_dir)
+    relative_links(report, output)  # local artifact folders as paths from the report's folder
     output.mkdir(parents=True, exist_ok=True)
     paths = {"json": output / "report.json", "md": output / "report.md", "html": output / "report.html"}
     paths["json"].write_text(dumps_strict(report, indent=2, default=str) + "\n", encoding="utf-8")

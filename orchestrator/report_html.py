@@ -98,6 +98,7 @@ def _usage_plot(report: dict[str, Any], panels: list[tuple[str, str]]) -> str:
 _LINK = re.compile(r"\[([^\]]*)\]\(([^)\s]+)\)")
 _BOLD = re.compile(r"\*\*([^*]+)\*\*")
 _RATIO = re.compile(r"^(\d+)/(\d+)\b")
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
 
 def _inline(text: str) -> str:
@@ -115,7 +116,10 @@ def _inline(text: str) -> str:
 
 def _anchor(match: re.Match[str]) -> str:
     text, url = match.group(1), match.group(2)
-    if not url.startswith(("http://", "https://", "file://")):  # never javascript: or data:
+    # Web pages, local files and paths relative to the report (its artifacts); never another
+    # scheme (javascript:, data:).
+    relative = _SCHEME.match(url) is None and not url.startswith("//")
+    if not (relative or url.startswith(("http://", "https://", "file://"))):
         return f"{text} ({url})"
     return f'<a href="{url}">{text}</a>'
 
@@ -168,11 +172,17 @@ def _markdown_tables_to_html(markdown: str) -> str:
 
 
 _STYLE = """
-body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}
+:root{color-scheme:light dark}
+body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222;background:#fff}
 table{border-collapse:collapse;margin:1em 0;font-size:.9em}td,th{border:1px solid #ccc;padding:4px 8px}
 th{background:#f2f2f2}h2{margin-top:1.6em}.note{color:#555;margin:.2em 0}figure{margin:1em 0}
 .banner{background:#fde2e1;border:2px solid #c0392b;padding:.8em 1em;margin:1em 0;font-size:1.05em}
-a{color:#1f5fa8}
+a{color:#1f5fa8}td.cell{color:#222}
+@media (prefers-color-scheme: dark){
+body{color:#e6edf3;background:#0d1117}td,th{border-color:#30363d}th{background:#161b22}
+.note{color:#9198a1}.banner{background:#3d1518;border-color:#f85149}a{color:#4493f8}
+figure svg{background:#fff;border-radius:4px}
+}
 """
 
 

@@ -4,11 +4,13 @@ outcome and the banner of a run that stopped early."""
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import quote
+from pathlib import Path
+from urllib.parse import quote, unquote, urlparse
 
 from atoll.costs import cost_known
 from atoll.errors import AtollError
@@ -367,31 +369,79 @@ def _banner_message(shown: dict[str, Any]) -> str:
 
 
 def outcome_line(report: dict[str, Any]) -> str:
-    """What ran, its pass rate, its cost and whether it stopped early, in one line."""
+    """What ran, how much of it finished, its cost and whether it stopped early, in one line;
+    pass rates are per agent (:func:`agent_headlines`), never pooled across agents."""
     trials = report["trial_rows"]
     agents = sorted({t["agent"] for t in trials})
     tasks = {t["task_id"] for t in trials}
-    graded = [t for t in trials if t["outcome"] in ("pass", "fail") and not t.get("left_out")]
-    passes = sum(t["outcome"] == "pass" for t in graded)
     finished = sum(t["outcome"] is not None for t in trials)
-    rate = (
-        f"{100 * passes / len(graded):.1f}% ({passes} of {len(graded)} graded)"
-        if graded
-        else "— (none graded)"
-    )
     cost = report["cost"]
     state = report["banner"]["kind"] if report["banner"] else "complete"
     return (
         f"{len(agents)} agent{'s' * (len(agents) != 1)} × {len(tasks)} task{'s' * (len(tasks) != 1)} × "
         f"{report['runs_per_task']} run{'s' * (report['runs_per_task'] != 1)}: {finished} of {len(trials)} "
-        f"trials finished · pass rate {rate} · cost "
+        f"trials finished · cost "
         f"{cost_words(cost['known_usd'], cost['unpriced_trials'], cost['finished_trials'])} · {state}"
     )
+
+
+def agent_headlines(trials: list[ReportTrial]) -> list[dict[str, Any]]:
+    """One headline per agent, best pass rate first: ``{agent, model, passes, graded,
+    pass_rate (null when none graded), finished, trials, cost, line}``, ``line`` as report.md
+    shows it (``alpha (gpt-x): pass rate 60.0% (3 of 5 graded) · 6 of 8 finished · $0.0300``).
+    Graded trials are pass/fail ones counted for the run's judge (not ``left_out``)."""
+    by_agent: dict[str, list[ReportTrial]] = defaultdict(list)
+    for trial in trials:
+        by_agent[trial.agent].append(trial)
+    headlines = []
+    for agent, members in by_agent.items():
+        graded = [t for t in members if t.outcome in ("pass", "fail") and not t.left_out]
+        passes = sum(t.outcome == "pass" for t in graded)
+        rate = passes / len(graded) if graded else None
+        money = cost_summary(members)
+        cost = cost_words(money["known_usd"], money["unpriced_trials"], money["finished_trials"])
+        finished = money["finished_trials"]
+        shown = f"{100 * rate:.1f}% ({passes} of {len(graded)} graded)" if graded else "— (none graded)"
+        headlines.append(
+            {
+                "agent": agent,
+                "model": members[0].model,
+                "passes": passes,
+                "graded": len(graded),
+                "pass_rate": rate,
+                "finished": finished,
+                "trials": len(members),
+                "cost": cost,
+                "line": f"{agent} ({members[0].model}): pass rate {shown} · {finished} of {len(members)} "
+                f"finished · {cost}",
+            }
+        )
+    return sorted(headlines, key=lambda h: (-(h["pass_rate"] if h["pass_rate"] is not None else -1), h["agent"]))
+
+
+def relative_links(report: dict[str, Any], folder: str | Path) -> None:
+    """Make each trial's ``link`` (and each listed disagreement's) that is a local artifact
+    folder (``file://…``) a path relative to ``folder``, where the report is written, so that
+    report.md and report.html open it from wherever the output folder is moved with its
+    artifacts. Viewer and object-store links are kept."""
+
+    def relative(link: str | None) -> str | None:
+        if not link or not link.startswith("file://"):
+            return link
+        target = unquote(urlparse(link).path)
+        shown = os.path.relpath(target, Path(folder).resolve())
+        return shown.replace(os.sep, "/") + ("/" if link.endswith("/") else "")
+
+    for trial in report["trial_rows"]:
+        trial["link"] = relative(trial["link"])
+    for row in report.get("check_disagreements", {}).get("rows", []):
+        row["link"] = relative(row["link"])
 
 
 __all__ = [
     "DISAGREEMENTS_LISTED",
     "GROUP_LISTED",
+    "agent_headlines",
     "banner",
     "check_disagreements",
     "cost_summary",
@@ -404,6 +454,7 @@ __all__ = [
     "failure_key",
     "matrix",
     "outcome_line",
+    "relative_links",
     "short_reason",
     "trial_rows",
     "viewer_trial_url",

@@ -131,22 +131,30 @@ def test_unpriced_trials_have_unknown_cost_everywhere(store):
     assert beta_rows and "| unknown |" in beta_rows[0] and "$0.0000" not in beta_rows[0]
 
 
-def test_markdown_opens_with_outcome_then_failures_then_matrix_then_statistics(store):
-    markdown = render_markdown(build_report(store, "exp"))
+def test_markdown_opens_with_outcome_a_headline_per_agent_then_the_leaderboard(store):
+    report = build_report(store, "exp")
+    markdown = render_markdown(report)
     lines = markdown.splitlines()
     assert lines[0] == "# exp"
     outcome = next(line for line in lines if line.startswith("**Outcome:**"))
-    assert outcome == (
-        "**Outcome:** 2 agents × 2 tasks × 2 runs: 7 of 8 trials finished · pass rate 60.0% "
-        "(3 of 5 graded) · cost $0.0300 + unknown (3 unpriced trials) · not finished"
+    assert outcome == (  # no pass rate pooled over agents: each agent has its own below
+        "**Outcome:** 2 agents × 2 tasks × 2 runs: 7 of 8 trials finished · "
+        "cost $0.0300 + unknown (3 unpriced trials) · not finished"
     )
+    headlines = lines[lines.index(outcome) + 2 : lines.index(outcome) + 4]
+    assert headlines == [
+        "- **beta** (m-beta): pass rate 100.0% (2 of 2 graded) · 3 of 4 finished · unknown",
+        "- **alpha** (m-alpha): pass rate 33.3% (1 of 3 graded) · 4 of 4 finished · $0.0300",
+    ]
+    assert [(h["agent"], h["passes"], h["graded"]) for h in report["headline"]] == [("beta", 2, 2), ("alpha", 1, 3)]
     order = [
         markdown.index(heading)
         for heading in (
             "**Outcome:**",
+            "- **beta**",
+            "## Leaderboard",
             "## Failures",
             "## Agents × tasks",
-            "## Leaderboard",
             "## Pass@k and Pass^k",
             "## Per domain",
             "## Trials",
@@ -154,6 +162,9 @@ def test_markdown_opens_with_outcome_then_failures_then_matrix_then_statistics(s
         )
     ]
     assert order == sorted(order)
+    html = render_html(report, markdown)  # the leaderboard and its chart before the failures
+    assert html.index("<h2>Leaderboard</h2>") < html.index("<svg") < html.index("<h2>Failures</h2>")
+    assert "prefers-color-scheme: dark" in html
 
 
 def test_failures_are_grouped_by_why_with_each_trial_linked(store, tmp_path):
@@ -328,6 +339,26 @@ def test_write_report_passes_the_viewer_url_to_every_file(store, tmp_path):
     assert all(row["link"].startswith("http://viewer.example:8090/trials/") for row in written["trial_rows"])
     assert len(re.findall(r"\]\(http://viewer\.example:8090/trials/", paths["md"].read_text())) >= len(PLAN)
     assert 'href="http://viewer.example:8090/trials/' in paths["html"].read_text()
+
+
+def test_without_a_viewer_url_trials_link_to_their_artifacts_by_a_relative_path(store, tmp_path):
+    paths = write_report(store, "exp", tmp_path / "out")
+    folder = "../artifacts/exp/t1/alpha/run-1/attempt-1/"
+    written = json.loads(Path(paths["json"]).read_text())
+    row = next(r for r in written["trial_rows"] if (r["task_id"], r["agent"], r["run_index"]) == ("t1", "alpha", 1))
+    assert row["link"] == folder and row["artifacts"]["folder"].startswith("file://")  # the store's URI kept
+    assert f"[t1 · alpha · run 1]({folder})" in paths["md"].read_text()
+    html = paths["html"].read_text()
+    assert f'<a href="{folder}">' in html and 'href="file://' not in html
+    assert (tmp_path / "out" / folder).resolve() == tmp_path / "artifacts/exp/t1/alpha/run-1/attempt-1"
+
+
+def test_html_links_only_to_web_pages_files_and_relative_paths():
+    from orchestrator.report_html import _inline
+
+    assert _inline("[a](../x/y/)") == '<a href="../x/y/">a</a>'
+    assert _inline("[a](javascript:alert(1))").startswith("a (javascript:")
+    assert "href" not in _inline("[a](data:text/html,x)") and "href" not in _inline("[a](//evil.example/)")
 
 
 def test_cli_refuses_a_viewer_url_that_is_not_http(tmp_path):

@@ -277,6 +277,10 @@ def test_a_running_run_shows_progress_and_each_failure_group_lists_exactly_its_t
         assert rows.first.get_attribute("data-trial") == ids["t1"]  # still sorted descending
         page.click("#group-clear")
         assert rows.count() == 4 and "group=" not in page.url
+        background = "getComputedStyle(document.body).backgroundColor"
+        assert page.evaluate(background) == "rgb(255, 255, 255)"
+        page.emulate_media(color_scheme="dark")  # the system's dark setting: a dark page
+        assert page.evaluate(background) == "rgb(13, 17, 23)"
         assert page.errors == []
 
 
