@@ -15,7 +15,7 @@ from orchestrator.store import Budget
 MIN_ATTEMPTS_FOR_ABORT = 6
 
 # Keys the stored spec carries for reports beside the experiment's own fields.
-_REPORT_KEYS = ("excluded_tasks", "task_names", JUDGES_KEY)
+_REPORT_KEYS = ("excluded_tasks", "task_names", "target_kinds", JUDGES_KEY)
 
 
 def stored_spec(raw: dict[str, Any]) -> ExperimentSpec:

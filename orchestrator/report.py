@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -234,6 +235,34 @@ def task_names(spec: dict[str, Any]) -> dict[str, str]:
         return {}
 
 
+def target_kinds(spec: dict[str, Any]) -> dict[str, str]:
+    """Verifier id -> the kind of its criterion's grading target (``final_answer``,
+    ``file_type``, ``file``, ``app_data``, ``all``; ``atoll.targets``): as `atoll run` stored
+    them with the run; for runs stored before that, from the benchmark when it is a local
+    folder that can be read now (read once per process); else {}."""
+    if spec.get("target_kinds"):
+        return dict(spec["target_kinds"])
+    benchmark = spec.get("benchmark")
+    if not benchmark or str(benchmark).startswith("hf://"):
+        return {}
+    return dict(_local_target_kinds(str(benchmark)))
+
+
+@lru_cache(maxsize=8)
+def _local_target_kinds(benchmark: str) -> tuple[tuple[str, str], ...]:
+    from atoll.loader import load_benchmark
+
+    try:
+        tasks = load_benchmark(benchmark).tasks
+    except (AtollError, OSError, ValueError):
+        return ()
+    return tuple(
+        (criterion.verifier_id, task.grading_target_for(criterion).kind)
+        for task in tasks
+        for criterion in task.rubric
+    )
+
+
 def build_report(
     store: TrialStore,
     experiment: str,
@@ -269,7 +298,7 @@ def build_report(
         "headline": agent_headlines(rows),
         "viewer_url": viewer_url,
         "failures": failure_groups(rows),
-        "failure_analysis": failure_analysis(rows),
+        "failure_analysis": failure_analysis(rows, target_kinds=target_kinds(spec)),
         "check_disagreements": check_disagreements(rows),
         "matrix": matrix(rows),
         "trial_rows": [row.model_dump(mode="json") for row in rows],

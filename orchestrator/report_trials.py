@@ -228,8 +228,8 @@ def failure_groups(trials: list[ReportTrial]) -> list[dict[str, Any]]:
     ]
 
 
-def failed_criteria(trial: ReportTrial) -> list[str]:
-    """The criteria of a failed trial's grade that were not met (``verifier_id: criterion``),
+def failed_criteria(trial: ReportTrial) -> list[tuple[str, str]]:
+    """The criteria of a failed trial's grade that were not met (``(verifier_id, criterion)``),
     read from its grade artifact; empty for any other trial, or when no grade can be read."""
     if trial.outcome != "fail" or trial.left_out or not trial.artifacts.grade:
         return []
@@ -237,27 +237,38 @@ def failed_criteria(trial: ReportTrial) -> list[str]:
         grade = Grade.model_validate_json(read_artifact(trial.artifacts.grade))
     except (AtollError, ValueError):
         return []
-    return [f"{v.verifier_id}: {v.criterion}" for v in grade.criteria if v.verdict.value == "not_met"]
+    return [(v.verifier_id, v.criterion) for v in grade.criteria if v.verdict.value == "not_met"]
 
 
 def failure_analysis(
-    trials: list[ReportTrial], criteria_of: Callable[[ReportTrial], list[str]] = failed_criteria
+    trials: list[ReportTrial],
+    *,
+    target_kinds: dict[str, str] | None = None,
+    criteria_of: Callable[[ReportTrial], list[tuple[str, str]]] = failed_criteria,
 ) -> dict[str, list[dict[str, Any]]]:
-    """The trials that ended without passing (``failure`` set), grouped four ways: ``criterion``
-    (each criterion a failed trial did not meet; a trial under every one it missed),
-    ``end_reason`` (how the agent's run ended), ``error_kind`` (:func:`error_kind`) and
-    ``outcome``. Each group is ``{key, count, trials}`` with exactly its trials' ids, largest
-    first; a trial with no value for a dimension is under ``(none)``."""
+    """The trials that ended without passing (``failure`` set), grouped five ways: ``criterion``
+    (``verifier_id: criterion`` of each criterion a failed trial did not meet; a trial under
+    every one it missed), ``target_kind`` (the grading target kind of those criteria, from
+    ``target_kinds``: verifier id -> kind, ``unknown`` where it has none; a trial with no
+    missed criterion is under ``(none)``), ``end_reason`` (how the agent's run ended),
+    ``error_kind`` (:func:`error_kind`) and ``outcome``. Each group is ``{key, count,
+    trials}`` with exactly its trials' ids, largest first; a trial with no value for a
+    dimension is under ``(none)`` (``criterion`` has no such group)."""
+    kinds = target_kinds or {}
     failed = [trial for trial in trials if trial.failure is not None]
     dimensions: dict[str, dict[str, list[str]]] = {
         "criterion": defaultdict(list),
+        "target_kind": defaultdict(list),
         "end_reason": defaultdict(list),
         "error_kind": defaultdict(list),
         "outcome": defaultdict(list),
     }
     for trial in failed:
-        for criterion in dict.fromkeys(criteria_of(trial)):
-            dimensions["criterion"][criterion].append(trial.trial_id)
+        missed = criteria_of(trial)
+        for verifier_id, criterion in dict.fromkeys(missed):
+            dimensions["criterion"][f"{verifier_id}: {criterion}"].append(trial.trial_id)
+        for kind in dict.fromkeys(kinds.get(verifier_id, "unknown") for verifier_id, _ in missed) or ["(none)"]:
+            dimensions["target_kind"][kind].append(trial.trial_id)
         dimensions["end_reason"][trial.end_reason or "(none)"].append(trial.trial_id)
         dimensions["error_kind"][trial.error_kind or "(none)"].append(trial.trial_id)
         dimensions["outcome"][trial.outcome or "(none)"].append(trial.trial_id)

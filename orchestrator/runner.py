@@ -205,12 +205,19 @@ async def run_experiment(
             for task in benchmark.tasks
             if task.task_name and task.task_id in planned
         }
+        # And each criterion's grading target kind, so failures group by it (report_trials).
+        kinds = {
+            criterion.verifier_id: task.grading_target_for(criterion).kind
+            for task in benchmark.tasks
+            if task.task_id in planned
+            for criterion in task.rubric
+        }
         archived = register_run(
             store,
             spec,
             trials,
             replace=replace,
-            stored_extra={"excluded_tasks": excluded, "task_names": names},
+            stored_extra={"excluded_tasks": excluded, "task_names": names, "target_kinds": kinds},
         )
         added = store.enqueue(trials)
         reclaimed = store.reclaim(spec.name)

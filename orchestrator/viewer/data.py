@@ -242,12 +242,15 @@ def _trial_table(store: TrialStore, name: str, rows: list[Row]) -> list[dict[str
     return [trial_row(*row, judged_elsewhere=elsewhere) for row in rows]
 
 
-def failure_groups(chosen: list[TrialRow]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def failure_groups(
+    chosen: list[TrialRow], target_kinds: dict[str, str] | None = None
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Trials that ended without passing, grouped exactly as report.json groups them (the
     report's :func:`orchestrator.report_trials.failure_groups` over its trial rows, each trial
     with its task, agent and run index for the page's links), and the report's
-    :func:`orchestrator.report_trials.failure_analysis` (by criterion, end reason, error kind
-    and outcome; each group lists exactly its trials' ids)."""
+    :func:`orchestrator.report_trials.failure_analysis` (by criterion, grading target kind
+    — ``target_kinds``, :func:`orchestrator.report.target_kinds` —, end reason, error kind and
+    outcome; each group lists exactly its trials' ids)."""
     rows = report_trials.trial_rows(chosen, task_names={}, viewer_url=None)
     by_id = {row.trial_id: row for row in rows}
     groups = [
@@ -265,7 +268,7 @@ def failure_groups(chosen: list[TrialRow]) -> tuple[list[dict[str, Any]], dict[s
         }
         for group in report_trials.failure_groups(rows)
     ]
-    return groups, report_trials.failure_analysis(rows)
+    return groups, report_trials.failure_analysis(rows, target_kinds=target_kinds)
 
 
 def matrix(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -323,7 +326,9 @@ def run_detail(store: TrialStore, name: str, *, cache: RunCache | None = None) -
         summary = _run_summary(store, name, spec, rows)
         summary["leaderboard"] = _leaderboard(store, name, spec) if rows else []
         summary["matrix"] = matrix(table)
-        summary["failures"], summary["failure_analysis"] = failure_groups(chosen)
+        from orchestrator.report import target_kinds
+
+        summary["failures"], summary["failure_analysis"] = failure_groups(chosen, target_kinds(spec))
         record = store.run_record(name)
         banner = report_trials.banner(record.stop if record else None, summary["counts"])
         # A run with trials under a lease and nothing stopping it is running, not broken: the

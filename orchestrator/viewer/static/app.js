@@ -333,7 +333,7 @@ function loadRunUrl() {
   runState.group = query.get("group") ? { dimension: query.get("group"), key: query.get("key") || "" } : null;
 }
 
-const FAILURE_DIMENSIONS = [["criterion", "failed criterion"], ["end_reason", "end reason"], ["error_kind", "error kind"],
+const FAILURE_DIMENSIONS = [["criterion", "failed criterion"], ["target_kind", "grading target kind"], ["end_reason", "end reason"], ["error_kind", "error kind"],
   ["outcome", "outcome"]];
 
 function failureAnalysis(analysis) {

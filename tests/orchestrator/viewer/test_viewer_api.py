@@ -49,6 +49,8 @@ def test_run_has_leaderboard_matrix_and_grouped_failures(viewer_url):
     assert criterion["key"].startswith(f"{FAILING}-c2: ") and criterion["trials"] == [
         run["failures"][0]["trials"][0]["trial_id"]
     ]
+    # That criterion is graded on one named file: its target kind, as `atoll run` stored it.
+    assert run["failure_analysis"]["target_kind"] == [{"key": "file", "count": 1, "trials": criterion["trials"]}]
 
 
 def test_trial_table_rows_carry_what_the_table_shows(viewer_url):

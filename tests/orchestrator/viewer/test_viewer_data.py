@@ -244,10 +244,42 @@ def test_the_viewer_and_report_json_give_a_trial_the_same_error_kind_and_groups(
     assert analysis == report["failure_analysis"]
     kinds = {g["key"]: [by_id_task(specs, t) for t in g["trials"]] for g in analysis["error_kind"]}
     assert kinds == {"judge_unavailable": ["t0"], "infrastructure": ["t1"], "(none)": ["t2"]}
+    # No grade recorded, so no missed criterion: each is under (none) for its target kind.
+    assert analysis["target_kind"] == [
+        {"key": "(none)", "count": 3, "trials": [by_id_task_id(specs, t) for t in ("t0", "t1", "t2")]}
+    ]
+
+
+def test_failures_group_by_the_grading_target_kind_of_each_criterion_they_missed():
+    from atoll.report_rows import ReportTrial
+    from orchestrator.report_trials import failure_analysis
+
+    def trial(trial_id: str, outcome: str) -> ReportTrial:
+        row = ReportTrial(trial_id=trial_id, run="r", task_id=trial_id, domain="", agent="a", model="m",
+                          run_index=0, state="done", attempts=1, outcome=outcome)
+        row.failure = None if outcome == "pass" else outcome
+        return row
+
+    missed = {"x": [("c1", "sheet right"), ("c2", "answer says so")], "y": [("c1", "sheet right")], "z": []}
+    analysis = failure_analysis(
+        [trial("x", "fail"), trial("y", "fail"), trial("z", "infra_error"), trial("w", "pass")],
+        target_kinds={"c1": "file_type"},
+        criteria_of=lambda row: missed.get(row.trial_id, []),
+    )
+    assert analysis["target_kind"] == [
+        {"key": "file_type", "count": 2, "trials": ["x", "y"]},
+        {"key": "(none)", "count": 1, "trials": ["z"]},
+        {"key": "unknown", "count": 1, "trials": ["x"]},
+    ]
+    assert analysis["criterion"][0] == {"key": "c1: sheet right", "count": 2, "trials": ["x", "y"]}
 
 
 def by_id_task(specs: list[TrialSpec], trial_id: str) -> str:
     return next(spec.task_id for spec in specs if spec.trial_id == trial_id)
+
+
+def by_id_task_id(specs: list[TrialSpec], task_id: str) -> str:
+    return next(spec.trial_id for spec in specs if spec.task_id == task_id)
 
 
 def test_a_running_run_has_no_banner_but_its_progress_and_its_running_trial_is_no_failure(store):
