@@ -20,7 +20,20 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import typer  # noqa: E402
 
-from atoll.commands import agent, bench, compare, demo, env, grade, judge, lifecycle, mcp, orchestrator, run, view  # noqa: E402
+from atoll.commands import (  # noqa: E402
+    agent,
+    bench,
+    compare,
+    demo,
+    env,
+    grade,
+    judge,
+    lifecycle,
+    mcp,
+    orchestrator,
+    run,
+    view,
+)
 from atoll.errors import AtollError  # noqa: E402
 from atoll.logs import configure_logging  # noqa: E402
 

@@ -655,7 +655,10 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"**Outcome:** {report['outcome']}",
         "",
         # One headline per agent: a pass rate pooled over agents describes none of them.
-        *[f"- **{_cell(h['agent'])}**{_cell(h['line'].removeprefix(h['agent']))}" for h in report["headline"]],
+        *[
+            f"- **{_cell(h['agent'])}**{_cell(h['line'].removeprefix(h['agent']))}"
+            for h in report["headline"]
+        ],
         *([""] if report["headline"] else []),
         f"Benchmark: `{report['benchmark']}` · runs per task: {k} · trials: {trials['total']} "
         f"(done {trials['done']}, infra_error {trials['infra_error']}, pending {trials['pending']}, "

@@ -8,8 +8,8 @@ import os
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote, unquote, urlparse
 
 from atoll.costs import cost_known
@@ -267,7 +267,9 @@ def failure_analysis(
         missed = criteria_of(trial)
         for verifier_id, criterion in dict.fromkeys(missed):
             dimensions["criterion"][f"{verifier_id}: {criterion}"].append(trial.trial_id)
-        for kind in dict.fromkeys(kinds.get(verifier_id, "unknown") for verifier_id, _ in missed) or ["(none)"]:
+        for kind in dict.fromkeys(kinds.get(verifier_id, "unknown") for verifier_id, _ in missed) or [
+            "(none)"
+        ]:
             dimensions["target_kind"][kind].append(trial.trial_id)
         dimensions["end_reason"][trial.end_reason or "(none)"].append(trial.trial_id)
         dimensions["error_kind"][trial.error_kind or "(none)"].append(trial.trial_id)
@@ -427,7 +429,9 @@ def agent_headlines(trials: list[ReportTrial]) -> list[dict[str, Any]]:
                 f"finished · {cost}",
             }
         )
-    return sorted(headlines, key=lambda h: (-(h["pass_rate"] if h["pass_rate"] is not None else -1), h["agent"]))
+    return sorted(
+        headlines, key=lambda h: (-(h["pass_rate"] if h["pass_rate"] is not None else -1), h["agent"])
+    )
 
 
 def relative_links(report: dict[str, Any], folder: str | Path) -> None:

@@ -19,7 +19,9 @@ def compare(
     run_a: str = typer.Argument(..., help="the run compared against (a)"),
     run_b: str = typer.Argument(..., help="the run compared (b)"),
     store: str = _store_option(),
-    json_output: bool = typer.Option(False, "--json", help="the comparison as JSON (as GET /api/compare answers)"),
+    json_output: bool = typer.Option(
+        False, "--json", help="the comparison as JSON (as GET /api/compare answers)"
+    ),
 ) -> None:
     """Compare run B with run A: metric deltas, McNemar's paired test and the tasks that changed."""
     from atoll.commands.known_runs import require_known_run

@@ -173,9 +173,9 @@ def _compare_agents(
     for task_id in sorted(set(by_task_a) | set(by_task_b) | set(trials_a) | set(trials_b)):
         side_a = _side(by_task_a.get(task_id, []), trials_a.get(task_id, []))
         side_b = _side(by_task_b.get(task_id, []), trials_b.get(task_id, []))
-        domain = next((r.domain for r in by_task_a.get(task_id, []) + by_task_b.get(task_id, [])), "") or next(
-            (row["domain"] for row in trials_a.get(task_id, []) + trials_b.get(task_id, [])), ""
-        )
+        domain = next(
+            (r.domain for r in by_task_a.get(task_id, []) + by_task_b.get(task_id, [])), ""
+        ) or next((row["domain"] for row in trials_a.get(task_id, []) + trials_b.get(task_id, [])), "")
         tasks.append(
             {
                 "task_id": task_id,
@@ -259,8 +259,6 @@ def compare_runs(store: TrialStore, a: str, b: str, *, cache: RunCache | None = 
     }
 
 
-
-
 def _percent(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:.1f}%"
 
@@ -292,9 +290,17 @@ def compare_lines(result: dict[str, Any]) -> list[str]:
         )
     lines += [f"note: {note}" for note in result["notes"]]
     for pair in result["pairs"]:
-        label = pair["agent_a"] if pair["agent_a"] == pair["agent_b"] else f"{pair['agent_a']} → {pair['agent_b']}"
+        label = (
+            pair["agent_a"]
+            if pair["agent_a"] == pair["agent_b"]
+            else f"{pair['agent_a']} → {pair['agent_b']}"
+        )
         lines += ["", f"agent {label}"]
-        for key, name in (("pass_at_1", "Pass@1"), ("mean_score", "mean score"), ("checks_pass", "checks pass")):
+        for key, name in (
+            ("pass_at_1", "Pass@1"),
+            ("mean_score", "mean score"),
+            ("checks_pass", "checks pass"),
+        ):
             metric = pair["metrics"][key]
             lines.append(
                 f"  {name:<12} {_percent(metric['a']):>7} → {_percent(metric['b']):>7}  ({_delta_text(metric['delta'], True)})"
@@ -315,7 +321,9 @@ def compare_lines(result: dict[str, Any]) -> list[str]:
             f"only in a, {test['b_only']} only in b; p = {_p_text(test['p_value'])}, "
             f"q = {_p_text(test['q_value'])} — {verdict}"
         )
-        lines.append("  tasks: " + (", ".join(f"{n} {k}" for k, n in sorted(pair["changes"].items())) or "none"))
+        lines.append(
+            "  tasks: " + (", ".join(f"{n} {k}" for k, n in sorted(pair["changes"].items())) or "none")
+        )
         changed = sorted(
             (task for task in pair["tasks"] if task["change"] != "same"),
             key=lambda task: (_SHOWN_ORDER.index(task["change"]), task["task_id"]),

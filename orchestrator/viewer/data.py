@@ -335,7 +335,9 @@ def run_detail(store: TrialStore, name: str, *, cache: RunCache | None = None) -
         # page shows its progress instead of the red "not finished" banner.
         running = banner is not None and banner["kind"] == "not finished" and summary["counts"]["leased"]
         summary["banner"] = None if running else banner
-        summary["progress"] = _progress(summary["counts"]) if summary["status"] in ("running", "incomplete") else None
+        summary["progress"] = (
+            _progress(summary["counts"]) if summary["status"] in ("running", "incomplete") else None
+        )
         summary["excluded_tasks"] = dict(spec.get("excluded_tasks") or {})
         summary["duplicate_trials"] = duplicates
         return summary

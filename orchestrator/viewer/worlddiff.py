@@ -146,7 +146,12 @@ def _content_changes(
     from grader.diff import cell_changes, line_changes
     from grader.extract import extract
 
-    found: dict[str, Any] = {"cell_changes": [], "formulas_unchanged": 0, "formula_cells": [], "line_changes": []}
+    found: dict[str, Any] = {
+        "cell_changes": [],
+        "formulas_unchanged": 0,
+        "formula_cells": [],
+        "line_changes": [],
+    }
     if before_bytes is None or after_bytes is None:
         return found
     old, new = extract(path, before_bytes, options), extract(path, after_bytes, options)
@@ -159,14 +164,8 @@ def _content_changes(
             continue
         if part.cells is not None and previous.cells is not None:
             changed, same_formula = cell_changes(previous, part)
-            row = lambda cell: {  # noqa: E731
-                "sheet": part.name,
-                "cell": cell,
-                "before": previous.cells.get(cell),
-                "after": part.cells.get(cell),
-            }
-            found["cell_changes"] += [row(cell) for cell in changed]
-            found["formula_cells"] += [row(cell) for cell in same_formula]
+            found["cell_changes"] += [_cell_row(previous, part, cell) for cell in changed]
+            found["formula_cells"] += [_cell_row(previous, part, cell) for cell in same_formula]
             found["formulas_unchanged"] += len(same_formula)
         else:
             found["line_changes"] += [
@@ -177,6 +176,16 @@ def _content_changes(
     found["formula_cells"] = found["formula_cells"][:MAX_CELLS]
     found["line_changes"] = found["line_changes"][:MAX_LINES]
     return found
+
+
+def _cell_row(before, after, cell: str) -> dict[str, Any]:
+    """One cell of a sheet (two ``grader.extract.Part``) as the page's table shows it."""
+    return {
+        "sheet": after.name,
+        "cell": cell,
+        "before": before.cells.get(cell),
+        "after": after.cells.get(cell),
+    }
 
 
 def _cell_order(coordinate: str) -> tuple[int, int, str]:
@@ -207,7 +216,9 @@ def world_diff(cache: SnapshotCache, before_uri: str, after_uri: str) -> dict[st
     compared = [
         c
         for c in diff.changes.files
-        if c.path.startswith("filesystem/") and c.change == "modified" and extension(c.path) in _SHEETS | _TEXTS
+        if c.path.startswith("filesystem/")
+        and c.change == "modified"
+        and extension(c.path) in _SHEETS | _TEXTS
     ]
     old_bytes = before.read_many({c.path for c in compared})
     new_bytes = after.read_many({c.path for c in compared})
@@ -228,7 +239,9 @@ def world_diff(cache: SnapshotCache, before_uri: str, after_uri: str) -> dict[st
                 + (f"\n[… {len(text) - MAX_FILE_TEXT} more characters]" if len(text) > MAX_FILE_TEXT else ""),
                 "extract_error": artifact.error if artifact else None,
                 **(
-                    _content_changes(old_bytes.get(change.path), new_bytes.get(change.path), change.path, options)
+                    _content_changes(
+                        old_bytes.get(change.path), new_bytes.get(change.path), change.path, options
+                    )
                     if change in compared
                     else _content_changes(None, None, change.path, options)
                 ),

@@ -118,10 +118,18 @@ def test_formula_cells_that_kept_their_formula_are_counted_apart_from_real_edits
     from grader.diff import cell_changes
     from grader.extract import Part
 
-    before = Part("sheet 'S'", "", cells={"A1": "2", "B1": "[=A1*2]", "C1": "[=A1+1]"},
-                  formulas={"B1": "=A1*2", "C1": "=A1+1"})
-    after = Part("sheet 'S'", "x", cells={"A1": "3", "B1": "6 [=A1*2]", "C1": "4 [=A1-1]"},
-                 formulas={"B1": "=A1*2", "C1": "=A1-1"})
+    before = Part(
+        "sheet 'S'",
+        "",
+        cells={"A1": "2", "B1": "[=A1*2]", "C1": "[=A1+1]"},
+        formulas={"B1": "=A1*2", "C1": "=A1+1"},
+    )
+    after = Part(
+        "sheet 'S'",
+        "x",
+        cells={"A1": "3", "B1": "6 [=A1*2]", "C1": "4 [=A1-1]"},
+        formulas={"B1": "=A1*2", "C1": "=A1-1"},
+    )
     assert cell_changes(before, after) == (["A1", "C1"], ["B1"])  # C1's formula was rewritten
 
     world = diff(

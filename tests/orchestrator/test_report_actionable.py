@@ -146,7 +146,10 @@ def test_markdown_opens_with_outcome_a_headline_per_agent_then_the_leaderboard(s
         "- **beta** (m-beta): pass rate 100.0% (2 of 2 graded) · 3 of 4 finished · unknown",
         "- **alpha** (m-alpha): pass rate 33.3% (1 of 3 graded) · 4 of 4 finished · $0.0300",
     ]
-    assert [(h["agent"], h["passes"], h["graded"]) for h in report["headline"]] == [("beta", 2, 2), ("alpha", 1, 3)]
+    assert [(h["agent"], h["passes"], h["graded"]) for h in report["headline"]] == [
+        ("beta", 2, 2),
+        ("alpha", 1, 3),
+    ]
     order = [
         markdown.index(heading)
         for heading in (
@@ -345,7 +348,9 @@ def test_without_a_viewer_url_trials_link_to_their_artifacts_by_a_relative_path(
     paths = write_report(store, "exp", tmp_path / "out")
     folder = "../artifacts/exp/t1/alpha/run-1/attempt-1/"
     written = json.loads(Path(paths["json"]).read_text())
-    row = next(r for r in written["trial_rows"] if (r["task_id"], r["agent"], r["run_index"]) == ("t1", "alpha", 1))
+    row = next(
+        r for r in written["trial_rows"] if (r["task_id"], r["agent"], r["run_index"]) == ("t1", "alpha", 1)
+    )
     assert row["link"] == folder and row["artifacts"]["folder"].startswith("file://")  # the store's URI kept
     assert f"[t1 · alpha · run 1]({folder})" in paths["md"].read_text()
     html = paths["html"].read_text()

@@ -50,7 +50,9 @@ def test_run_has_leaderboard_matrix_and_grouped_failures(viewer_url):
         run["failures"][0]["trials"][0]["trial_id"]
     ]
     # That criterion is graded on one named file: its target kind, as `atoll run` stored it.
-    assert run["failure_analysis"]["target_kind"] == [{"key": "file", "count": 1, "trials": criterion["trials"]}]
+    assert run["failure_analysis"]["target_kind"] == [
+        {"key": "file", "count": 1, "trials": criterion["trials"]}
+    ]
 
 
 def test_trial_table_rows_carry_what_the_table_shows(viewer_url):
@@ -238,10 +240,18 @@ def test_compare_gives_per_task_changes_metric_deltas_and_the_paired_test(viewer
     failing = next(task for task in pair["tasks"] if task["task_id"] == FAILING)
     counted = ("passes", "graded", "runs", "outcomes", "unfinished")
     assert {k: failing["a"][k] for k in counted} == {
-        "passes": 0, "graded": 1, "runs": 1, "outcomes": ["fail"], "unfinished": 0
+        "passes": 0,
+        "graded": 1,
+        "runs": 1,
+        "outcomes": ["fail"],
+        "unfinished": 0,
     }
     assert {k: failing["b"][k] for k in counted} == {
-        "passes": 0, "graded": 0, "runs": 1, "outcomes": ["ungradeable"], "unfinished": 0
+        "passes": 0,
+        "graded": 0,
+        "runs": 1,
+        "outcomes": ["ungradeable"],
+        "unfinished": 0,
     }
     assert [t["outcome"] for t in failing["a"]["trials"]] == ["fail"]
     assert pair["metrics"]["pass_at_1"] == {"a": 0.5, "b": 1.0, "delta": 0.5}

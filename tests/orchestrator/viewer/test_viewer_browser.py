@@ -230,14 +230,22 @@ def live_run(tmp_path):
     store.save_experiment("live", {"name": "live", "benchmark": "b", "agents": [{"name": "a"}]})
     specs = [
         TrialSpec(
-            experiment="live", task_id=f"t{i}", world_id="w", world_digest="d", agent_name="a",
-            agent="replay", model="m", run_index=0,
+            experiment="live",
+            task_id=f"t{i}",
+            world_id="w",
+            world_digest="d",
+            agent_name="a",
+            agent="replay",
+            model="m",
+            run_index=0,
         )
         for i in range(4)
     ]
     store.enqueue(specs)
     by_id = {spec.trial_id: spec.task_id for spec in specs}
-    leases = {by_id[lease.trial_id]: lease for lease in store.lease("w", limit=3, lease_s=600, experiment="live")}
+    leases = {
+        by_id[lease.trial_id]: lease for lease in store.lease("w", limit=3, lease_s=600, experiment="live")
+    }
     for task, end in (("t0", "completed"), ("t1", "max_steps")):
         lease = leases[task]
         store.complete(
@@ -293,8 +301,14 @@ def test_comparing_with_a_running_run_flags_it_and_its_pending_task(page, live_r
     store.save_experiment("base", {"name": "base", "benchmark": "b", "agents": [{"name": "a"}]})
     specs = [
         TrialSpec(
-            experiment="base", task_id=f"t{i}", world_id="w", world_digest="d", agent_name="a",
-            agent="replay", model="m", run_index=0,
+            experiment="base",
+            task_id=f"t{i}",
+            world_id="w",
+            world_digest="d",
+            agent_name="a",
+            agent="replay",
+            model="m",
+            run_index=0,
         )
         for i in range(4)
     ]
@@ -311,6 +325,8 @@ def test_comparing_with_a_running_run_flags_it_and_its_pending_task(page, live_r
             row = page.locator(f"tr[data-task='{task}']")
             assert row.get_attribute("data-change") == "pending in b"
             link = row.locator("a.side-trial[data-side='b']")
-            assert link.inner_text() in ("#0 leased", "#0 pending") and ids[task] in link.get_attribute("href")
+            assert link.inner_text() in ("#0 leased", "#0 pending") and ids[task] in link.get_attribute(
+                "href"
+            )
         assert page.locator("tr[data-task='t0'] a.side-trial").count() == 2
         assert page.errors == []

@@ -255,8 +255,18 @@ def test_failures_group_by_the_grading_target_kind_of_each_criterion_they_missed
     from orchestrator.report_trials import failure_analysis
 
     def trial(trial_id: str, outcome: str) -> ReportTrial:
-        row = ReportTrial(trial_id=trial_id, run="r", task_id=trial_id, domain="", agent="a", model="m",
-                          run_index=0, state="done", attempts=1, outcome=outcome)
+        row = ReportTrial(
+            trial_id=trial_id,
+            run="r",
+            task_id=trial_id,
+            domain="",
+            agent="a",
+            model="m",
+            run_index=0,
+            state="done",
+            attempts=1,
+            outcome=outcome,
+        )
         row.failure = None if outcome == "pass" else outcome
         return row
 
@@ -305,7 +315,11 @@ def _half_done(store: TrialStore) -> dict[str, str]:
     _finish(store, [_spec("done", "a", f"t{i}", 0) for i in range(3)], lambda s: s.task_id != "t1")
     _finish(store, [_spec("half", "a", f"t{i}", 0) for i in range(2)], lambda s: s.task_id == "t1")
     store.enqueue([_spec("half", "a", "t2", 0)])
-    return {f"{run}/{task}": _spec(run, "a", task, 0).trial_id for run in ("done", "half") for task in ("t0", "t1", "t2")}
+    return {
+        f"{run}/{task}": _spec(run, "a", task, 0).trial_id
+        for run in ("done", "half")
+        for task in ("t0", "t1", "t2")
+    }
 
 
 def test_compare_links_both_sides_trials_flags_an_unfinished_run_and_a_pending_task(store):
