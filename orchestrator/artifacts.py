@@ -66,6 +66,10 @@ class ArtifactStore:
     def _full(self, key: str) -> str:
         return f"{self.root}/{key}"
 
+    def full_path(self, key: str) -> str:
+        """``key``'s path on the store's filesystem (:attr:`fs`)."""
+        return self._full(key)
+
     def uri(self, key: str) -> str:
         protocol = self.fs.protocol if isinstance(self.fs.protocol, str) else self.fs.protocol[0]
         return f"{protocol}://{self._full(key)}"

@@ -493,6 +493,10 @@ class Scheduler:
             self.summary.lost_leases += 1
             self.on_event("lost", lease, result)
             return
+        if accepted:  # recorded for good: the trial never runs again, its checkpoints are dead weight
+            discard = getattr(self.executor_for(lease.experiment), "discard_checkpoints", None)
+            if discard is not None:
+                await discard(lease.spec)
         # Accepted, or spooled: it is written (once) when the database answers again.
         self.summary.completed += 1
         self.summary.outcomes[result.outcome.value] = self.summary.outcomes.get(result.outcome.value, 0) + 1

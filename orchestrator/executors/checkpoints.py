@@ -91,6 +91,18 @@ class ResumePoint:
     delta_path: Path
 
 
+def discard_checkpoints(artifacts: ArtifactStore, spec: TrialSpec) -> None:
+    """Remove the trial's checkpoint folder once its result is recorded for good (its two
+    slots hold the agent's whole context: at the paper's scale, kept, they would cost more than
+    every trial's world). Best effort: a store that fails here only keeps them (logged)."""
+    folder = artifacts.full_path(checkpoint_folder(spec))
+    try:
+        if artifacts.fs.exists(folder):
+            artifacts.fs.rm(folder, recursive=True)
+    except OSError as exc:
+        logger.warning("trial %s: its checkpoints were not removed: %s", spec.trial_id[:12], exc)
+
+
 def read_latest(
     artifacts: ArtifactStore, spec: TrialSpec, seed_digest: str, scratch: Path
 ) -> tuple[ResumePoint | None, str | None]:

@@ -47,6 +47,7 @@ from atoll.jsonio import model_json
 from atoll.trial import TrialResult, TrialSpec
 from atoll.world_store import seed_manifest_key
 from orchestrator.artifacts import ArtifactStore
+from orchestrator.executors import checkpoints as checkpoint_files
 from orchestrator.executors import executor, steps
 from orchestrator.executors.base import InfraError, attach_result, attached_result, failure_message
 from orchestrator.executors.checkpoints import checkpoint_folder
@@ -293,6 +294,10 @@ class KubernetesExecutor:
         tick = self._tick
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(tick.wait(), timeout_s)
+
+    async def discard_checkpoints(self, spec: TrialSpec) -> None:
+        """The trial's result is recorded for good: its checkpoints go (the scheduler calls it)."""
+        await asyncio.to_thread(checkpoint_files.discard_checkpoints, self.artifacts, spec)
 
     async def aclose(self) -> None:
         """Stop watching, renewing and reaping, and release the Lease (Jobs still running

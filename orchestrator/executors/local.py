@@ -41,6 +41,7 @@ from atoll.trial import TrialResult, TrialSpec
 from atoll.world_manifest import WorldManifest
 from atoll.world_store import seed_manifest_key
 from orchestrator.artifacts import ArtifactStore, claim_trial_folder
+from orchestrator.executors import checkpoints as checkpoint_files
 from orchestrator.executors import executor, steps
 from orchestrator.executors.base import InfraError, attach_result, failure_message
 from orchestrator.executors.checkpoints import CheckpointWriter, populate_checkpoint, read_latest
@@ -195,6 +196,10 @@ class LocalExecutor:
 
             self._cache = VerdictCache(self._output / ".cache" / "verdicts.sqlite")
         return self._cache
+
+    async def discard_checkpoints(self, spec: TrialSpec) -> None:
+        """The trial's result is recorded for good: its checkpoints go (the scheduler calls it)."""
+        await asyncio.to_thread(checkpoint_files.discard_checkpoints, self.artifacts, spec)
 
     async def aclose(self) -> None:
         await self._http.aclose()

@@ -87,6 +87,7 @@ def test_a_killed_workers_trial_is_finished_by_another_from_its_last_checkpoint(
     finally:
         store.dispose()
     assert status == "done" and attempt == 2 and result.run_status == "completed", result.error
+    assert not latest_files()  # the result is recorded for good: its checkpoints are gone
     assert result.steps == STEPS
     trajectory = _trajectory(result)
     assert [(r.from_step, r.attempt) for r in trajectory.resumes] == [(resumed_from, 2)]

@@ -138,7 +138,7 @@ def test_an_unusable_checkpoint_starts_the_trial_over_saying_why(tmp_path, damag
     assert sent_canaries(ArtifactStore((tmp_path / "artifacts").as_uri()), second) == 1
 
 
-def test_deleting_the_run_removes_its_trials_checkpoints(tmp_path):
+def test_a_recorded_result_removes_its_checkpoints_and_deleting_the_run_removes_any_left(tmp_path):
     from orchestrator.run_deletion import delete_run
     from orchestrator.runner import run_experiment
     from orchestrator.store import TrialStore
@@ -148,7 +148,11 @@ def test_deleting_the_run_removes_its_trials_checkpoints(tmp_path):
         asyncio.run(run_experiment(experiment, quiet=True))
     (trial,) = plan_trials(load_benchmark(experiment.benchmark), experiment)
     folder = _folder(tmp_path, trial)
-    assert (folder / "latest.json").is_file()
+    # Its result is recorded for good, so its checkpoints went with the attempt that ended it.
+    assert not folder.exists() and (tmp_path / "artifacts" / "ckpt").is_dir()
+    # One left behind (by a trial whose retries ended in infrastructure errors) goes with the run.
+    (folder / "slot-a").mkdir(parents=True)
+    (folder / "latest.json").write_text("{}")
     store = TrialStore(experiment.store)
     try:
         report = delete_run(store, "ckpt", gc=False)
