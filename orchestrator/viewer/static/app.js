@@ -67,6 +67,13 @@ function table(headers, rows, attrs) {
 
 // --- runs --------------------------------------------------------------------------------
 
+// An agent of a run's spec: its name, then its kind and model where the spec names them
+// (never "null").
+function agentText(agent, withKind) {
+  const parts = [withKind ? agent.agent : null, agent.model].filter((v) => v !== null && v !== undefined && v !== "");
+  return (agent.name || "?") + (parts.length ? " (" + parts.join(", ") + ")" : "");
+}
+
 async function runsPage() {
   crumbs();
   const body = await api("/api/runs");
@@ -87,7 +94,7 @@ async function runsPage() {
       "aria-label": "pick " + run.name + " to compare", onchange: onPick })),
     el("td", {}, el("a", { href: runHref(run.name), text: run.name })),
     el("td", {}, badge(run.status)),
-    el("td", { text: run.spec.agents.map((a) => a.name + " (" + a.model + ")").join(", ") }),
+    el("td", { text: run.spec.agents.map((a) => agentText(a, false)).join(", ") }),
     el("td", { text: run.spec.benchmark || "—" }),
     el("td", { class: "num", text: run.counts.done + " / " + run.counts.total }),
     el("td", { text: Object.entries(run.outcomes).map(([k, n]) => n + " " + k).join(", ") || "—" }),
@@ -422,7 +429,7 @@ async function runPage(name) {
   const summary = el("dl", { class: "kv", id: "run-summary" },
     el("dt", { text: "status" }), el("dd", {}, badge(run.status)),
     el("dt", { text: "benchmark" }), el("dd", { text: run.spec.benchmark || "—" }),
-    el("dt", { text: "agents" }), el("dd", { text: run.spec.agents.map((a) => a.name + " (" + a.agent + ", " + a.model + ")").join("; ") }),
+    el("dt", { text: "agents" }), el("dd", { text: run.spec.agents.map((a) => agentText(a, true)).join("; ") }),
     // The judge of the run's gradings (its record), never the spec's judge model.
     el("dt", { text: "judge" }), el("dd", { id: "run-judge", text: run.judge.label + " · " + run.judge.calibration }),
     el("dt", { text: "trials" }), el("dd", { text: Object.entries(run.counts).map(([k, n]) => k + " " + n).join(" · ") }),

@@ -255,7 +255,9 @@ def live_run(tmp_path):
     store.dispose()
 
 
-def test_a_running_run_shows_progress_and_each_failure_group_lists_exactly_its_trials(page, live_run):
+def test_a_running_run_shows_progress_and_each_failure_group_lists_exactly_its_trials(
+    page, live_run, tmp_path
+):
     from .conftest import serve
 
     store, ids = live_run
@@ -264,6 +266,7 @@ def test_a_running_run_shows_progress_and_each_failure_group_lists_exactly_its_t
         page.wait_for_selector("#trial-table tbody tr")
         assert page.locator("#run-banner").count() == 0  # running, not broken: no red banner
         assert "1 running, 1 waiting" in page.locator("#run-progress").inner_text()
+        assert "null" not in page.locator("#main").inner_text()  # a spec without agent kinds or models
         failures = page.locator("#failures").inner_text()
         assert "t2" not in failures and "t3" not in failures  # not ended: not failures
         rows = page.locator("#trial-table tbody tr")
@@ -289,6 +292,8 @@ def test_a_running_run_shows_progress_and_each_failure_group_lists_exactly_its_t
         assert page.evaluate(background) == "rgb(255, 255, 255)"
         page.emulate_media(color_scheme="dark")  # the system's dark setting: a dark page
         assert page.evaluate(background) == "rgb(13, 17, 23)"
+        page.evaluate("window.scrollTo(0, 0)")
+        _shot(page, tmp_path, "run-live-dark")
         assert page.errors == []
 
 
