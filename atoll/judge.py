@@ -37,7 +37,7 @@ DEFAULT_BUDGET_CHARS = 400_000
 PROMPT_VERSION = "judge-v2"
 #: The version of the grading rules around the judge (evidence routing and selection, the
 #: rules that decide without a judge, checks); a change that can move a verdict bumps it.
-GRADER_VERSION = "grader-4"
+GRADER_VERSION = "grader-5"
 #: The judge settings that decide what a verdict means (its identity): everything else
 #: (endpoint, key, retries, timeouts, concurrency) only decides whether and how fast it comes.
 _IDENTITY_PARAMETERS = (
@@ -236,7 +236,7 @@ class JudgeIdentity(BaseModel):
         return hashlib.sha256(canonical_json(self.model_dump(mode="json")).encode()).hexdigest()[:16]
 
     def describe(self) -> str:
-        """One line for people: ``openai/gpt-5 (judge-v2, 3 samples quorum 2, thinking=low, grader-4)``."""
+        """One line for people: ``openai/gpt-5 (judge-v2, 3 samples quorum 2, thinking=low, grader-5)``."""
         if self.model is None:
             return f"programmatic checks only ({self.grader_version})"
         details = [self.prompt_version or "no prompt version"]
