@@ -103,26 +103,32 @@ STOPPED_RUN = "halted"
 STOP_DETAIL = "4 of 5 trials ended in infrastructure errors (limit 50%)"
 
 
+def enqueue_run(store: TrialStore, name: str, tasks: int) -> list[TrialSpec]:
+    """Record run ``name`` (agent ``a``, replay) and enqueue one trial for each of tasks
+    ``t0`` … ``t<tasks-1>`` in world ``w``; its specs."""
+    store.save_experiment(name, {"name": name, "benchmark": "b", "agents": [{"name": "a"}]})
+    specs = [
+        TrialSpec(
+            experiment=name,
+            task_id=f"t{i}",
+            world_id="w",
+            world_digest="d",
+            agent_name="a",
+            agent="replay",
+            model="m",
+            run_index=0,
+        )
+        for i in range(tasks)
+    ]
+    store.enqueue(specs)
+    return specs
+
+
 @pytest.fixture
 def stopped_run(tmp_path):
     """A run the scheduler aborted (``record_stop``): one trial done, one never run."""
     store = TrialStore(str(tmp_path / "atoll.db"))
-    store.save_experiment(STOPPED_RUN, {"name": STOPPED_RUN, "benchmark": "b", "agents": [{"name": "a"}]})
-    store.enqueue(
-        [
-            TrialSpec(
-                experiment=STOPPED_RUN,
-                task_id=f"t{i}",
-                world_id="w",
-                world_digest="d",
-                agent_name="a",
-                agent="replay",
-                model="m",
-                run_index=0,
-            )
-            for i in range(2)
-        ]
-    )
+    enqueue_run(store, STOPPED_RUN, 2)
     lease = store.lease("w", limit=1, lease_s=60)[0]
     store.complete(
         lease, "w", TrialResult(trial_id=lease.trial_id, outcome=Outcome.infra_error, error="boom")

@@ -223,25 +223,13 @@ def test_a_trial_page_says_who_decided_each_criterion_and_where_check_and_judge_
 def live_run(tmp_path):
     """A run in progress: t0 failed (criteria not met), t1 failed at max_steps, t2 running
     under a lease, t3 waiting; nothing stopped it."""
-    from atoll.trial import Outcome, TrialResult, TrialSpec
+    from atoll.trial import Outcome, TrialResult
     from orchestrator.store import TrialStore
 
+    from .conftest import enqueue_run
+
     store = TrialStore(str(tmp_path / "atoll.db"))
-    store.save_experiment("live", {"name": "live", "benchmark": "b", "agents": [{"name": "a"}]})
-    specs = [
-        TrialSpec(
-            experiment="live",
-            task_id=f"t{i}",
-            world_id="w",
-            world_digest="d",
-            agent_name="a",
-            agent="replay",
-            model="m",
-            run_index=0,
-        )
-        for i in range(4)
-    ]
-    store.enqueue(specs)
+    specs = enqueue_run(store, "live", 4)
     by_id = {spec.trial_id: spec.task_id for spec in specs}
     leases = {
         by_id[lease.trial_id]: lease for lease in store.lease("w", limit=3, lease_s=600, experiment="live")
@@ -298,26 +286,14 @@ def test_a_running_run_shows_progress_and_each_failure_group_lists_exactly_its_t
 
 
 def test_comparing_with_a_running_run_flags_it_and_its_pending_task(page, live_run):
-    from atoll.trial import Outcome, TrialResult, TrialSpec
+    from atoll.trial import Outcome, TrialResult
 
     from .conftest import serve
 
     store, ids = live_run
-    store.save_experiment("base", {"name": "base", "benchmark": "b", "agents": [{"name": "a"}]})
-    specs = [
-        TrialSpec(
-            experiment="base",
-            task_id=f"t{i}",
-            world_id="w",
-            world_digest="d",
-            agent_name="a",
-            agent="replay",
-            model="m",
-            run_index=0,
-        )
-        for i in range(4)
-    ]
-    store.enqueue(specs)
+    from .conftest import enqueue_run
+
+    enqueue_run(store, "base", 4)
     for lease in store.lease("w", limit=4, lease_s=600, experiment="base"):
         store.complete(lease, "w", TrialResult(trial_id=lease.trial_id, outcome=Outcome.passed, score=1.0))
     with serve(store) as url:
