@@ -15,10 +15,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import statistics
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -26,17 +24,18 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import litellm  # noqa: E402
-import uvicorn  # noqa: E402
 from fastmcp import FastMCP  # noqa: E402
 
 import agents_runner.checkpoint as checkpoints  # noqa: E402
 from agents_runner import AgentCheckpoint, CheckpointPolicy, run_agent  # noqa: E402
 from atoll.testing.scripted_llm import ScriptedLLM  # noqa: E402
+from tests.served_app import ServedApp  # noqa: E402
 
 litellm.suppress_debug_info = True
 
 
-def _gateway(result_kb: int) -> tuple[str, uvicorn.Server, threading.Thread]:
+def _gateway(result_kb: int) -> ServedApp:
+    """A one-tool MCP server whose tool returns ``result_kb`` KB, served on a free port."""
     mcp = FastMCP("bench")
     body = ("lorem ipsum dolor sit amet " * 40 * result_kb)[: result_kb * 1024]
 
@@ -45,14 +44,7 @@ def _gateway(result_kb: int) -> tuple[str, uvicorn.Server, threading.Thread]:
         """Read a file."""
         return body
 
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(mcp.http_app(path="/mcp"), log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.01)
-    return f"http://127.0.0.1:{sock.getsockname()[1]}/mcp", server, thread
+    return ServedApp(mcp.http_app(path="/mcp"))
 
 
 def _script(steps: int):
@@ -113,14 +105,11 @@ async def _run(
 
 
 async def main(steps: int, result_kb: int) -> None:
-    url, server, thread = _gateway(result_kb)
-    try:
+    with _gateway(result_kb) as served:
+        url = f"{served.url}/mcp"
         await _run(url, 5, checkpoint=True)  # warm-up
         plain = [(await _run(url, steps, checkpoint=False))[0] for _ in range(3)]
         with_checkpoints = [await _run(url, steps, checkpoint=True) for _ in range(3)]
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
     pauses = with_checkpoints[-1][1]
     last = with_checkpoints[-1][2]
     assert last is not None
