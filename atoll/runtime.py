@@ -12,18 +12,35 @@ growing heap three times meanwhile (0.1-0.2 s of a 2 s start's CPU) only to find
 freeze's one collection finds anyway. :func:`defer_full_collections` leaves them to the
 freeze; the young generations are still collected as they fill, so a start's short-lived
 cycles do not pile up.
+
+A command that loads most of what it runs while it works (``atoll run`` with the local
+executor: the environments, their app servers, the agents runner with litellm and the grader
+are loaded by its first trials, ≈ 640,000 objects) asks for the same with
+:func:`freeze_once_loaded`; its executor says when that is over with :func:`loaded`. A process
+that asked for nothing (a library user's) is left alone.
+
+:func:`cyclic_gc_paused` turns the collector off around one large build of acyclic data (a
+chat export's index), however many threads build at once.
+
+This module is the one place that tunes the collector; nothing else calls ``gc.freeze``,
+``gc.set_threshold`` or ``gc.disable``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import threading
+from collections.abc import Iterator
 
 #: A generation-2 threshold no start reaches (it counts generation-1 collections).
 _NEVER = 1_000_000_000
 
 _lock = threading.Lock()
 _deferred_threshold: int | None = None  # the generation-2 threshold before a deferral
+_gc_pauses = 0  # builds inside cyclic_gc_paused now
+_gc_was_enabled = False  # the collector's state when the first of them began
+_freeze_when_loaded = False  # freeze_once_loaded() was called and loaded() has not come yet
 
 
 def defer_full_collections() -> None:
@@ -58,10 +75,64 @@ def freeze_startup_heap() -> None:
 
 def resume_full_collections() -> None:
     """End a :func:`defer_full_collections` (no-op when none is on): the generation-2 threshold
-    is as it was. :func:`freeze_startup_heap` calls it; so does a start that fails before it."""
-    global _deferred_threshold
+    is as it was, and a :func:`freeze_once_loaded` not yet fulfilled is dropped.
+    :func:`freeze_startup_heap` calls it; so does a start that fails before it."""
+    global _deferred_threshold, _freeze_when_loaded
     with _lock:
+        _freeze_when_loaded = False
         if _deferred_threshold is not None:
             young, middle, _ = gc.get_threshold()
             gc.set_threshold(young, middle, _deferred_threshold)
             _deferred_threshold = None
+
+
+@contextlib.contextmanager
+def cyclic_gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for the block (and on again after, if it was).
+
+    For building a large structure with no cycles: decoding and indexing a large chat export
+    allocate some hundred thousand containers, none of them in a cycle; the collector would
+    scan them (and, as the heap grows, the whole process's heap) several times over for
+    nothing: about a fifth of the build.
+
+    The collector's switch is process-wide and builds run on several threads at once (the
+    background warm-up beside tool calls, several worlds in one process), so the pauses are
+    counted: the first one in remembers whether the collector was on, the last one out
+    restores that. Checking and switching separately per build could leave it off for good.
+    """
+    global _gc_pauses, _gc_was_enabled
+    with _lock:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()
+
+
+def freeze_once_loaded() -> None:
+    """Defer full collections now and freeze the heap at the next :func:`loaded` (for a
+    command whose work loads what it runs; see the module). End it with
+    :func:`resume_full_collections` if the work ends before ``loaded()``."""
+    global _freeze_when_loaded
+    defer_full_collections()
+    with _lock:
+        _freeze_when_loaded = True
+
+
+def loaded() -> None:
+    """What the process runs its work with is loaded (the local executor calls it when a trial
+    ends). After :func:`freeze_once_loaded`, the first call collects once in full (the cycles
+    the work left so far are freed, not frozen) and freezes the heap, which ends the deferral;
+    otherwise, and on later calls, it does nothing."""
+    global _freeze_when_loaded
+    with _lock:
+        asked, _freeze_when_loaded = _freeze_when_loaded, False
+    if asked:
+        gc.collect()
+        freeze_startup_heap()

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from atoll.loader import load_benchmark  # noqa: E402
 from atoll.testing.scripted_llm import ScriptedLLM  # noqa: E402
-from orchestrator.executors import checkpoints, local  # noqa: E402
+from orchestrator.executors import checkpoints, local, trial_phases  # noqa: E402
 from orchestrator.planner import plan_trials  # noqa: E402
 from tests.orchestrator.checkpoint_trial import StepModel, spec  # noqa: E402
 
@@ -51,7 +51,7 @@ class _Measured(checkpoints.CheckpointWriter):
             STORE_S.append(time.perf_counter() - started)
 
 
-local.CheckpointWriter = _Measured  # type: ignore[misc]
+trial_phases.CheckpointWriter = _Measured  # type: ignore[misc]
 
 
 async def _trial(folder: Path, api_base: str, steps: int, checkpoint) -> float:  # type: ignore[no-untyped-def]

@@ -12,6 +12,7 @@ judge get the same text (and the same OCR) for a page.
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import re
@@ -19,14 +20,37 @@ import shutil
 import subprocess
 import threading
 import unicodedata
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from atoll.errors import AtollError
 
 if TYPE_CHECKING:
     import pymupdf  # imported by the functions that use it (~0.8 s of CPU)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+# PyMuPDF does not support threads: MuPDF's context (its exception stack, its stores) is
+# shared by every document of a process, and two threads inside it at once corrupt memory
+# (seen here as "double free or corruption", a 480-trial run killed by glibc). The servers run
+# tool bodies in worker threads and the grader extracts in worker threads of the same process,
+# so every use of pymupdf holds this one lock: the pdfs server's tools and the grader's PDF
+# extraction take it for their whole body (see docs/security.md).
+MUPDF_LOCK = threading.RLock()
+
+
+def holds_mupdf(function: Callable[P, R]) -> Callable[P, R]:
+    """``function`` run under :data:`MUPDF_LOCK` (a tool body or extraction that uses pymupdf)."""
+
+    @functools.wraps(function)
+    def locked(*args: P.args, **kwargs: P.kwargs) -> R:
+        with MUPDF_LOCK:
+            return function(*args, **kwargs)
+
+    return locked
+
 
 OCR_DPI = 300
 MAX_IMAGES_LISTED = 50
@@ -211,9 +235,11 @@ class Extractor:
 
 
 def _pypdf_text(path: PdfSource, number: int) -> str:
-    try:
-        from pypdf import PdfReader
+    # Imported outside the try: every image that reads PDFs installs pypdf (the `formats` extra),
+    # and a missing one must fail loudly rather than make this engine silently read nothing.
+    from pypdf import PdfReader
 
+    try:
         reader = PdfReader(io.BytesIO(path.data))
         return reader.pages[number - 1].extract_text() or ""
     except Exception:  # the second engine is best effort; the first one already read the page

@@ -12,11 +12,14 @@ from typing import Any
 
 import pymupdf
 
+from atoll.formats.pdf import holds_mupdf
+
 _PDF_DATE = "D:20240301090000Z"
 _LETTER = pymupdf.paper_rect("letter")
 _SCAN_DPI = 170
 
 
+@holds_mupdf
 def write_pdf(
     path: Path, pages: list[dict[str, Any]], *, title: str = "", author: str = "atoll sample"
 ) -> None:

@@ -9,9 +9,10 @@ from typing import Annotated, Any
 
 from pydantic import Field, WithJsonSchema
 
+from atoll._lazy import lazy_module
 from atoll.formats import bounds
 from atoll.formats import pdf as pdf_format
-from atoll.formats.pdf import Extractor, PageText, PdfSource
+from atoll.formats.pdf import Extractor, PageText, PdfSource, holds_mupdf
 from mcp_servers._core import (
     FileStamp,
     ImageBlock,
@@ -20,7 +21,6 @@ from mcp_servers._core import (
     ToolError,
     ToolOutput,
 )
-from mcp_servers._core.lazy import lazy_module
 from mcp_servers._core.options import ServerOptions
 from mcp_servers.pdfs.create import METADATA_KEYS, Block, output_path, render_pdf
 from mcp_servers.pdfs.extract import open_pdf, parse_pages
@@ -105,6 +105,7 @@ def _render_page(entry: PageText) -> str:
 
 
 @SERVER.tool(action="read_pages", read_only=True)
+@holds_mupdf
 def read_pdf_pages(
     state: PdfState,
     file_path: str,
@@ -192,6 +193,7 @@ def _compress(numbers: list[int]) -> str:
 
 
 @SERVER.tool(action="read_image", read_only=True)
+@holds_mupdf
 def read_image(state: PdfState, file_path: str, annotation: str) -> ToolOutput[PdfImage]:
     """An image embedded in a PDF, by the annotation read_pdf_pages reported (e.g. 'page2_image1').
 
@@ -251,6 +253,7 @@ def read_image(state: PdfState, file_path: str, annotation: str) -> ToolOutput[P
 
 
 @SERVER.tool(action="read_page_as_image", read_only=True)
+@holds_mupdf
 def read_page_as_image(
     state: PdfState,
     file_path: str,
@@ -300,6 +303,7 @@ def read_page_as_image(
 
 
 @SERVER.tool(action="search", read_only=True)
+@holds_mupdf
 def search_pdf(
     state: PdfState,
     file_path: str,
@@ -404,6 +408,7 @@ _METADATA_SCHEMA = {
 
 
 @SERVER.tool(action="create")
+@holds_mupdf
 def create_pdf(
     state: PdfState,
     directory: str,

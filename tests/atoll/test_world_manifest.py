@@ -81,6 +81,29 @@ def test_entries_out_of_snapshot_order_or_repeated_are_refused() -> None:
             WorldManifest.from_bytes(WorldManifest(entries=entries).to_bytes(), "m")
 
 
+def test_the_same_manifest_bytes_parse_once_into_manifests_of_their_own() -> None:
+    """Parsed once per content: a second read gives an equal manifest that is not the first
+    (changing one leaves the other and later reads alone), with the same digest; a bad
+    manifest is refused every time."""
+    entries = [
+        Entry(path="filesystem", type="dir"),
+        Entry(path="filesystem/a.txt", type="file", size=1, sha256="1" * 64),
+    ]
+    data = WorldManifest(entries=entries).to_bytes()
+    first = WorldManifest.from_bytes(data, "m")
+    second = WorldManifest.from_bytes(data, "m")
+    assert first == second and first is not second and first.entries is not second.entries
+    first.entries.append(Entry(path="filesystem/b", type="dir"))
+    first.base = "elsewhere.json"
+    third = WorldManifest.from_bytes(data, "m")
+    assert third == second and third.base is None and len(third.entries) == 2
+    assert third.digest() == second.digest() == WorldManifest(entries=entries).digest() != first.digest()
+    bad = data.replace(b"1" * 64, b"X" * 64)
+    for _ in range(2):
+        with pytest.raises(ManifestError, match="hex"):
+            WorldManifest.from_bytes(bad, "m")
+
+
 def test_a_delta_holds_its_manifest_and_the_blobs_it_was_given(tmp_path: Path) -> None:
     data = b"changed by the agent"
     digest = hashlib.sha256(data).hexdigest()

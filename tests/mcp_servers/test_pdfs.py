@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import io
+import traceback
 
 import pymupdf
 import pytest
@@ -250,3 +251,34 @@ def test_many_images_on_a_page_are_capped(world):
             mcp.call("read_image", {"file_path": "/tiles.pdf", "annotation": "page1_image55"}).is_error
             is False
         )
+
+
+def test_every_pymupdf_use_holds_the_one_lock(world, monkeypatch):
+    """PyMuPDF does not support threads (MuPDF's context is shared by the process; two threads in
+    it at once corrupt memory). Tool bodies and the grader's extraction run in worker threads of
+    one process, so each must hold atoll.formats.pdf.MUPDF_LOCK whenever it opens a document."""
+    from atoll.formats.pdf import MUPDF_LOCK
+    from grader.extract import extract
+
+    _text_pdf(world.fs_root / "report.pdf", ["Quarterly revenue rose", "Costs fell"])
+    data = (world.fs_root / "report.pdf").read_bytes()
+    real_open, opened, unlocked = pymupdf.open, [], []
+
+    def watched_open(*args, **kwargs):
+        opened.append(1)
+        if not MUPDF_LOCK._is_owned():
+            unlocked.append("".join(traceback.format_stack(limit=6)))
+        return real_open(*args, **kwargs)
+
+    monkeypatch.setattr(pymupdf, "open", watched_open)
+    with mode_session("pdfs", world, "individual") as mcp:
+        mcp.ok("read_pdf_pages", {"file_path": "/report.pdf"})
+        mcp.ok("search_pdf", {"file_path": "/report.pdf", "query": "revenue"})
+        mcp.call("read_page_as_image", {"file_path": "/report.pdf", "page_number": 1, "dpi": 36})
+        mcp.ok(
+            "create_pdf",
+            {"directory": "/", "file_name": "made.pdf", "content": [{"type": "paragraph", "text": "x"}]},
+        )
+    extract("/fresh.pdf", data + b"\n%fresh")  # new bytes: extracted, not taken from the cache
+    assert len(opened) >= 5
+    assert unlocked == [], unlocked[0]
