@@ -14,10 +14,15 @@ The checkpoint shares nothing with the run: its messages are copies, so the call
 serialise it on another thread while the agent goes on. :func:`resume_into` puts a checkpoint
 back into a prepared run; the agent then continues from ``agent_state`` without making any model
 call made before the checkpoint again.
+
+:class:`CheckpointHandoff` is the ``on_checkpoint`` of a run started over HTTP (the service): the
+run pauses at each checkpoint until its caller has taken it (snapshotted the world) and says so,
+and ends when nobody does within ``wait_s``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import time
 from datetime import UTC, datetime
@@ -25,9 +30,10 @@ from typing import Any
 
 import orjson
 
-from agents_runner.state import AgentRun
+from agents_runner.state import AgentRun, RunEnded
 from atoll.agent_checkpoint import AgentCheckpoint, check_resumable, load_agent_checkpoint
-from atoll.trajectory import Resume, Usage
+from atoll.errors import AtollError
+from atoll.trajectory import ErrorKind, Resume, RunStatus, Usage
 
 
 def capture(run: AgentRun) -> AgentCheckpoint:
@@ -145,3 +151,61 @@ def resume_into(
 
 def _tool_call_ids(messages: list[dict[str, Any]]) -> set[str]:
     return {str(call.get("id")) for message in messages for call in message.get("tool_calls") or []}
+
+
+class CheckpointHandoff:
+    """A run's checkpoints handed to a caller that reaches the run over HTTP.
+
+    Used as the run's ``on_checkpoint``: the checkpoint is offered (:meth:`offered`) and the run
+    waits, so the world behind the gateway stays as the checkpoint has it, until the caller says
+    it took it (:meth:`take`: it snapshotted the world). A checkpoint not taken within ``wait_s``
+    ends the run with status ``error`` (infrastructure): its caller is gone, and an agent that
+    went on would change a world nobody could checkpoint consistently again."""
+
+    def __init__(self, wait_s: float) -> None:
+        self.wait_s = wait_s
+        self.pending: AgentCheckpoint | None = None
+        self._offered = asyncio.Event()
+        self._taken = asyncio.Event()
+
+    async def __call__(self, checkpoint: AgentCheckpoint) -> None:
+        self._taken.clear()
+        self.pending = checkpoint
+        self._offered.set()
+        try:
+            await asyncio.wait_for(self._taken.wait(), self.wait_s)
+        except TimeoutError:
+            raise RunEnded(
+                RunStatus.error,
+                f"the checkpoint of step {checkpoint.step} was not taken within {self.wait_s:g} s "
+                "(checkpoint_wait_s): its caller is gone",
+                kind=ErrorKind.infrastructure,
+            ) from None
+        finally:
+            self.pending = None
+            self._offered.clear()
+
+    async def offered(self, wait_s: float, ended: asyncio.Future[object]) -> AgentCheckpoint | None:
+        """The checkpoint waiting to be taken, waiting up to ``wait_s`` for one (or until
+        ``ended``, the run's task, is done); None when there is none."""
+        if self.pending is None and wait_s > 0 and not ended.done():
+            waiter = asyncio.ensure_future(self._offered.wait())
+            try:
+                await asyncio.wait({waiter, ended}, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiter.cancel()
+        return self.pending
+
+    def take(self, step: int) -> None:
+        """The caller took the checkpoint of ``step``: the run goes on. AtollError
+        (``no_checkpoint_pending``) when the run is not waiting at that checkpoint (it went on
+        already, or ended)."""
+        if self.pending is None or self.pending.step != step:
+            waiting = f"it waits at step {self.pending.step}" if self.pending else "none is waiting"
+            raise AtollError(
+                "no_checkpoint_pending",
+                f"the run is not waiting for its checkpoint of step {step} ({waiting})",
+            )
+        self.pending = None  # never offered twice
+        self._offered.clear()
+        self._taken.set()

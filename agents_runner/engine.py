@@ -18,6 +18,7 @@ from agents_runner.model import ContextWindowExceeded, ModelReply
 from agents_runner.state import AgentRun, RunEnded
 from agents_runner.summarize import compact, needs_compaction
 from agents_runner.text import truncate
+from atoll import telemetry
 from atoll.jsonio import loads_strict
 from atoll.trajectory import ErrorKind, RunStatus, ToolCall
 
@@ -134,7 +135,21 @@ async def run_gateway_call(
 ) -> str:
     """Execute one gateway tool and record it; images are queued in ``images`` for the model.
 
-    Raises :class:`RunEnded` (error/infrastructure) when the gateway itself is unreachable."""
+    Raises :class:`RunEnded` (error/infrastructure) when the gateway itself is unreachable.
+    With traces on, the call is one ``execute_tool {name}`` span (:mod:`atoll.telemetry`)."""
+    assert run.gateway is not None
+    if not telemetry.ENABLED:
+        return await _call_gateway(run, call_id, name, arguments, images)
+    with telemetry.tool_span(name, call_id=call_id, gateway_url=run.gateway.url) as current:
+        text = await _call_gateway(run, call_id, name, arguments, images)
+        if run.tool_calls and run.tool_calls[-1].id == call_id and run.tool_calls[-1].is_error:
+            telemetry.mark_error(current, "tool_error")
+        return text
+
+
+async def _call_gateway(
+    run: AgentRun, call_id: str, name: str, arguments: dict[str, Any], images: list[tuple[str, ImagePart]]
+) -> str:
     assert run.gateway is not None
     started = time.monotonic()
     timeout_s = min(run.config.tool_call_timeout_s, max(1.0, run.remaining_s))

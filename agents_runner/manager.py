@@ -9,11 +9,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agents_runner.checkpoint import CheckpointHandoff
 from agents_runner.config import AgentConfig
 from agents_runner.registry import AgentSpec
 from agents_runner.runner import execute, prepare_run
 from agents_runner.state import AgentRun
-from atoll.agent_checkpoint import AgentCheckpoint
+from atoll.agent_checkpoint import AgentCheckpoint, CheckpointPolicy
 from atoll.benchmark import ReferenceSolution
 from atoll.errors import AtollError
 from atoll.llm.admission import check_agent_request
@@ -48,6 +49,18 @@ class RunRequest(BaseModel):
         None, description="continue from this checkpoint of the same agent, model, task and trial"
     )
     attempt: int | None = Field(None, ge=1, description="the trial attempt, recorded with a resume")
+    checkpoint: CheckpointPolicy | None = Field(
+        None,
+        description="take checkpoints by this policy: the run pauses at each until its caller takes it "
+        "(GET /runs/{id}/checkpoint, then POST /runs/{id}/checkpoint/taken)",
+    )
+    checkpoint_wait_s: float = Field(
+        300.0,
+        gt=0,
+        le=3600,
+        description="how long a run paused at a checkpoint waits for its caller to take it; past "
+        "that it ends (status error): its caller is gone",
+    )
 
 
 @dataclass
@@ -57,6 +70,7 @@ class _Entry:
     run: AgentRun | None
     task: asyncio.Task[Trajectory]
     cancel: asyncio.Event = field(default_factory=asyncio.Event)
+    handoff: CheckpointHandoff | None = None  # a run that takes checkpoints: how they are handed over
     kept_bytes: int = 0  # the finished trajectory's JSON size
 
 
@@ -94,6 +108,7 @@ class RunManager:
             api_key_secret=request.api_key_secret,
             extra_args=request.config.extra_args if request.config else {},
         )
+        handoff = CheckpointHandoff(request.checkpoint_wait_s) if request.checkpoint is not None else None
         spec, run = prepare_run(
             model=request.model,
             prompt=request.prompt,
@@ -109,6 +124,8 @@ class RunManager:
             timeout_s=request.timeout_s,
             resume=request.resume,
             attempt=request.attempt,
+            checkpoint=request.checkpoint,
+            on_checkpoint=handoff,
         )
         run_id = uuid.uuid4().hex
         cancel = asyncio.Event()
@@ -117,7 +134,7 @@ class RunManager:
                 spec, run, gateway_url=request.gateway_url, gateway_token=request.gateway_token, cancel=cancel
             )
         )
-        entry = _Entry(run_id=run_id, spec=spec, run=run, task=task, cancel=cancel)
+        entry = _Entry(run_id=run_id, spec=spec, run=run, task=task, cancel=cancel, handoff=handoff)
         self._runs[run_id] = entry
         task.add_done_callback(lambda _task: self._finished(entry))
         self._forget_old()
@@ -125,7 +142,7 @@ class RunManager:
 
     def _finished(self, entry: _Entry) -> None:
         """Let go of a finished run's inputs and state, keep its trajectory (sized once)."""
-        entry.spec = entry.run = None
+        entry.spec = entry.run = entry.handoff = None
         if not entry.task.cancelled() and entry.task.exception() is None:
             entry.kept_bytes = len(entry.task.result().model_dump_json())
         self._forget_old()
@@ -153,6 +170,7 @@ class RunManager:
                 "steps": trajectory.steps,
                 "elapsed_s": trajectory.duration_s,
                 "usage": trajectory.usage,
+                "checkpoint_step": None,
             }
         client = run.model_client
         return {
@@ -166,6 +184,9 @@ class RunManager:
             "steps": run.steps,
             "elapsed_s": round(run.elapsed_s, 3),
             "usage": (client.usage if client else None),
+            "checkpoint_step": entry.handoff.pending.step
+            if entry.handoff is not None and entry.handoff.pending is not None
+            else None,
         }
 
     def trajectory(self, run_id: str, *, so_far: bool = False) -> Trajectory:
@@ -177,6 +198,22 @@ class RunManager:
                 return entry.run.so_far()
             raise AtollError("run_running", f"run {run_id} is still running")
         return entry.task.result()
+
+    async def offered_checkpoint(self, run_id: str, wait_s: float) -> AgentCheckpoint | None:
+        """The checkpoint the run waits at to be taken, waiting up to ``wait_s`` for one; None
+        when there is none (a run that takes no checkpoints, or has ended, has none)."""
+        entry = self._entry(run_id)
+        if entry.handoff is None or entry.task.done():
+            return None
+        return await entry.handoff.offered(wait_s, entry.task)
+
+    def checkpoint_taken(self, run_id: str, step: int) -> None:
+        """The caller took the run's checkpoint of ``step``: the run goes on. AtollError
+        (``no_checkpoint_pending``) when the run does not wait at that checkpoint."""
+        entry = self._entry(run_id)
+        if entry.handoff is None:
+            raise AtollError("no_checkpoint_pending", f"run {run_id} takes no checkpoints (or has ended)")
+        entry.handoff.take(step)
 
     def cancel(self, run_id: str) -> None:
         self._entry(run_id).cancel.set()

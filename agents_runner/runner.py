@@ -21,6 +21,7 @@ from agents_runner.gateway import Gateway, GatewayUnavailable
 from agents_runner.model import BudgetExhausted, ModelClient, ModelProviderError
 from agents_runner.registry import AgentSpec, get_agent
 from agents_runner.state import AgentRun, CheckpointCallback, RunEnded
+from atoll import telemetry
 from atoll.agent_checkpoint import AgentCheckpoint, CheckpointPolicy
 from atoll.benchmark import ReferenceSolution
 from atoll.errors import AtollError
@@ -109,7 +110,37 @@ async def execute(
     """Run a prepared run to its end (or its time limit, or ``cancel``) and return the trajectory.
 
     Cancelling the task that awaits this re-raises after stopping the agent; use ``cancel`` to
-    get a ``cancelled`` trajectory instead."""
+    get a ``cancelled`` trajectory instead.
+
+    With traces on (:mod:`atoll.telemetry`) the run is one ``invoke_agent {agent}`` span, parent
+    of its model calls and tool calls."""
+    if not telemetry.ENABLED:
+        return await _execute(spec, run, gateway_url, gateway_token, cancel)
+    with telemetry.agent_span(
+        agent=spec.name, model=run.model, trial_id=run.trial_id, task_id=run.task_id
+    ) as current:
+        trajectory = await _execute(spec, run, gateway_url, gateway_token, cancel)
+        telemetry.set_attributes(
+            current,
+            {
+                "gen_ai.usage.input_tokens": trajectory.usage.prompt_tokens,
+                "gen_ai.usage.output_tokens": trajectory.usage.completion_tokens,
+                "atoll.status": trajectory.status.value,
+                "atoll.steps": trajectory.steps,
+            },
+        )
+        if trajectory.error is not None:
+            telemetry.mark_error(current, trajectory.error.kind.value, trajectory.error.message)
+        return trajectory
+
+
+async def _execute(
+    spec: AgentSpec,
+    run: AgentRun,
+    gateway_url: str | None,
+    gateway_token: str | None,
+    cancel: asyncio.Event | None,
+) -> Trajectory:
     body = asyncio.create_task(_body(spec, run, gateway_url, gateway_token), name=f"agent-{spec.name}")
     waiters: set[asyncio.Task[Any]] = {body}
     cancel_waiter = asyncio.create_task(cancel.wait()) if cancel is not None else None
@@ -227,7 +258,9 @@ async def _body(
     except GatewayUnavailable as exc:
         return RunStatus.error, TrajectoryError(kind=ErrorKind.infrastructure, message=str(exc)), str(exc)
     except AtollError as exc:
-        error = TrajectoryError(kind=ErrorKind.infrastructure, message=f"{exc.code}: {exc.message}")
+        error = TrajectoryError(
+            kind=ErrorKind.infrastructure, message=f"{exc.code}: {exc.message}", code=exc.code
+        )
         return RunStatus.error, error, exc.message
     except Exception as exc:  # our own bug: keep the traceback for whoever debugs it
         message = f"agent runner crashed: {type(exc).__name__}: {exc}"

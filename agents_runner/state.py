@@ -176,4 +176,5 @@ class AgentRun:
             todos=list(self.todos),
             retries=client.retry_budget.used if client else 0,
             resumes=list(self.resumes),
+            raw_model_calls=list(client.raw.records) if client and client.raw else [],
         )

@@ -17,10 +17,11 @@ both files are stored, so it never names a half-written slot and the two latest 
 all a trial keeps. The delta is taken while the agent waits; the files are stored in the
 background, and the next checkpoint waits for the previous one to be stored before it starts.
 
-The local executor and the Kubernetes trial pod share this module: :class:`CheckpointWriter`
-is the agent's ``on_checkpoint`` callback, :func:`read_latest` finds what a new attempt
-resumes from (or why it cannot), :func:`rebuild_world` makes the full archive it is populated
-from.
+The local executor and the Kubernetes trial pod share this module, through
+:func:`orchestrator.executors.trial_phases.run_agent_phase`: :class:`CheckpointWriter` is the
+agent's ``on_checkpoint`` callback (in process, or fed by the agents runner service),
+:func:`read_latest` finds what a new attempt resumes from (or why it cannot),
+:func:`rebuild_world` makes the full archive it is populated from.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -54,6 +55,24 @@ AGENT_NAME = "agent.json"
 LATEST_NAME = "latest.json"
 
 Slot = Literal["slot-a", "slot-b"]
+
+
+class CheckpointStore(Protocol):
+    """What reaches a trial's checkpoint folder: the artifact store, or a trial pod's presigned
+    URLs of it (:class:`~orchestrator.executors.presigned_checkpoints.PresignedCheckpointStore`).
+    Every failure is an OSError."""
+
+    def uri(self, key: str, /) -> str: ...
+
+    def exists(self, key: str, /) -> bool: ...
+
+    def get_bytes(self, key_or_uri: str, /) -> bytes: ...
+
+    def get_file(self, uri: str, local_path: str | Path, /) -> Path: ...
+
+    def put_bytes(self, key: str, data: bytes, /) -> str: ...
+
+    def put_file(self, key: str, local_path: str | Path, /) -> str: ...
 
 
 class LatestCheckpoint(BaseModel):
@@ -104,7 +123,7 @@ def discard_checkpoints(artifacts: ArtifactStore, spec: TrialSpec) -> None:
 
 
 def read_latest(
-    artifacts: ArtifactStore, spec: TrialSpec, seed_digest: str, scratch: Path
+    artifacts: CheckpointStore, spec: TrialSpec, seed_digest: str, scratch: Path
 ) -> tuple[ResumePoint | None, str | None]:
     """The trial's latest checkpoint, read and checked: (the point to resume from, None), or
     (None, why it cannot be resumed) for one that is unreadable, of another trial, agent, model
@@ -230,7 +249,7 @@ class CheckpointWriter:
 
     def __init__(
         self,
-        artifacts: ArtifactStore,
+        artifacts: CheckpointStore,
         spec: TrialSpec,
         *,
         attempt: int,
@@ -333,6 +352,7 @@ __all__ = [
     "LATEST_NAME",
     "SLOTS",
     "WORLD_NAME",
+    "CheckpointStore",
     "CheckpointWriter",
     "LatestCheckpoint",
     "ResumePoint",

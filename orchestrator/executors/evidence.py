@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("atoll.orchestrator")
 
 TRAJECTORY_NAME = "trajectory.json"
+ATIF_NAME = "atif.json"  # the finished trajectory again, as ATIF (atoll.atif; docs/interop.md)
 AFTER_NAME = "after.delta.tar.gz"  # a trial's final state: a delta on its seed (atoll.world_manifest)
 FULL_AFTER_NAME = "after.tar.gz"  # or its full snapshot, when no manifest can list it
 WRITE_EVERY_S = 1.0  # the trajectory so far is written at most this often (and once per step)
@@ -84,6 +85,12 @@ class TrialProgress:
         """Write the trajectory so far (and a failure's evidence) with ``put(name, data) -> URI``,
         which writes one file of the attempt's claimed folder, replacing it atomically."""
         self.put = put
+
+    def restart(self) -> None:
+        """The agent starts over (it refused the checkpoint it resumed from): its steps so far
+        count from nothing again."""
+        self._run = self._remote = None
+        self._written_steps = 0
 
     def observe(self, run: AgentRun) -> None:
         """The in-process agent's ``on_change``: :meth:`_offer` its trajectory so far."""
@@ -228,6 +235,7 @@ def evidence_in_folder(
 
 __all__ = [
     "AFTER_NAME",
+    "ATIF_NAME",
     "FULL_AFTER_NAME",
     "TRAJECTORY_NAME",
     "WRITE_EVERY_S",

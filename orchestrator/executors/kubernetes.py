@@ -251,6 +251,7 @@ class KubernetesExecutor:
             runtime_class=self.settings.runtime_class,
             priority_class=self.settings.priority_class,
             schedule_s=self.settings.schedule_grace_s,
+            environment_env=tuple(steps.coworker_environment(spec).items()),
         )
         self._admission = asyncio.Lock()
         self._unobserved: set[str] = set()  # created Jobs whose pod has not been seen running yet

@@ -6,9 +6,10 @@ each with a connect and read timeout and no hidden retries; a failure raises
 :class:`ApiError`, which says whether it is transient (429, 5xx, a reset connection, a
 timeout) and what ``Retry-After`` the server asked for. :class:`ResilientApi` runs those
 blocking calls in threads under a token-bucket rate limit and retries transient failures
-with jittered exponential backoff that honours ``Retry-After`` up to a bound, within a time
-budget per call. The waiting happens on the event loop, never in a worker thread, so a
-throttled or failing API server cannot starve the threads the store's heartbeats need.
+with jittered exponential backoff (:mod:`atoll.retry`; a ``Retry-After`` replaces the backoff
+for that wait, up to a bound), within a time budget per call. The waiting happens on the
+event loop, never in a worker thread, so a throttled or failing API server cannot starve the
+threads the store's heartbeats need.
 
 :meth:`KubernetesCluster.stream` is the blocking half of a watch (``?watch=true`` from a
 resourceVersion, with bookmarks); :mod:`kubernetes_watch` runs it in a thread of its own.
@@ -19,13 +20,15 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_before_delay
+
 from atoll.errors import AtollError
+from atoll.retry import Backoff, parse_retry_after, wait_retry_after
 from orchestrator.executors.base import InfraError
 
 log = logging.getLogger("atoll.orchestrator.kubernetes")
@@ -49,16 +52,6 @@ class ApiError(InfraError):
         self.status = status
         self.transient = transient
         self.retry_after_s = retry_after_s
-
-
-def _retry_after(headers: Mapping[str, str] | None) -> float | None:
-    """Seconds from a ``Retry-After`` header (the API server sends whole seconds)."""
-    value = (headers or {}).get("Retry-After") if hasattr(headers or {}, "get") else None
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        return None
-    return seconds if seconds >= 0 else None
 
 
 @dataclass(frozen=True)
@@ -115,7 +108,7 @@ class KubernetesCluster:
                 f"Kubernetes API {what}: HTTP {exc.status} {exc.reason}",
                 status=exc.status,
                 transient=exc.status in TRANSIENT_STATUSES or not exc.status,
-                retry_after_s=_retry_after(exc.headers),
+                retry_after_s=parse_retry_after(exc.headers),
             ) from exc
         except (HTTPError, OSError) as exc:  # timeouts, refused and reset connections
             raise ApiError(
@@ -305,34 +298,39 @@ class ResilientApi:
         self.limiter = RateLimiter(policy.qps, policy.burst)
         self.retries = 0  # transient failures retried, for logs and tests
 
-    def _delay(self, failures: int, error: ApiError) -> float:
-        backoff = min(self.policy.backoff_max_s, self.policy.backoff_initial_s * 2 ** (failures - 1))
-        delay = random.uniform(backoff / 2, backoff)  # jitter: many trials must not retry in step
-        if error.retry_after_s is not None:
-            delay = max(delay, min(error.retry_after_s, self.policy.retry_after_max_s))
-        return delay
-
     async def __call__(
         self, function: Callable[..., Any], *args: Any, conflict_ok_on_retry: bool = False, **kwargs: Any
     ) -> Any:
-        deadline = time.monotonic() + self.policy.retry_budget_s
-        failures = 0
-        while True:
-            await self.limiter.acquire()
-            try:
-                return await asyncio.to_thread(function, *args, **kwargs)
-            except ApiError as error:
-                if conflict_ok_on_retry and failures and error.status == 409:
-                    return None  # an earlier attempt was applied; only its answer was lost
-                if not error.transient:
+        policy = self.policy
+        retrying = AsyncRetrying(
+            retry=retry_if_exception(lambda exc: isinstance(exc, ApiError) and exc.transient),
+            # jitter: many trials must not retry in step
+            wait=wait_retry_after(
+                Backoff(policy.backoff_initial_s, policy.backoff_max_s), policy.retry_after_max_s
+            ),
+            stop=stop_before_delay(policy.retry_budget_s),
+            before_sleep=self._retrying,
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
+                await self.limiter.acquire()
+                try:
+                    return await asyncio.to_thread(function, *args, **kwargs)
+                except ApiError as error:
+                    if (
+                        conflict_ok_on_retry
+                        and attempt.retry_state.attempt_number > 1
+                        and error.status == 409
+                    ):
+                        return None  # an earlier attempt was applied; only its answer was lost
                     raise
-                failures += 1
-                delay = self._delay(failures, error)
-                if time.monotonic() + delay > deadline:
-                    raise
-                self.retries += 1
-                log.info("%s; retry %d in %.1f s", error, failures, delay)
-                await asyncio.sleep(delay)
+        raise AssertionError("unreachable: tenacity returns or raises")  # pragma: no cover
+
+    def _retrying(self, state: RetryCallState) -> None:
+        self.retries += 1
+        error = state.outcome.exception() if state.outcome is not None else None
+        log.info("%s; retry %d in %.1f s", error, state.attempt_number, state.upcoming_sleep)
 
 
 __all__ = ["ApiError", "ApiPolicy", "KubernetesCluster", "RateLimiter", "ResilientApi"]

@@ -89,6 +89,8 @@ class JobOptions:
     # Seconds the pod may take to be scheduled and started before the Job-level deadline
     # (a backstop; the executor's own unschedulable/start/image timeouts fire first).
     schedule_s: int = 1800
+    #: variables set on the environment sidecar (the experiment's coworker: block, its seed)
+    environment_env: tuple[tuple[str, str], ...] = ()
 
 
 def job_name(spec: TrialSpec, attempt: int, *, unique: bool = False) -> str:
@@ -192,6 +194,11 @@ def build_job(
             continue
         if options.environment_image:
             container["image"] = options.environment_image
+        if options.environment_env and container["name"] == ENVIRONMENT_CONTAINER:
+            names = {name for name, _ in options.environment_env}
+            env = container.setdefault("env", [])
+            env[:] = [item for item in env if item.get("name") not in names]
+            env.extend({"name": name, "value": value} for name, value in options.environment_env)
         if options.runtime_class:
             # Inside gVisor/Kata the pod is the sandbox: code_exec runs without bubblewrap,
             # which needed the Localhost seccomp profile, AppArmor off and an unmasked /proc;

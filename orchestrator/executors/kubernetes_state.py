@@ -189,8 +189,9 @@ def read_state(
     conditions = status.get("conditions")
     failed = _condition(conditions, "Failed")
     replaced = ""
-    if ignores_disruptions(job) and not (failed or status.get("failed")):
-        # Disrupted pods are being replaced by the Job: read the others (or wait for one).
+    if ignores_disruptions(job):
+        # Disrupted pods are being replaced by the Job: read the others (or wait for one). They
+        # never fail the Job either: a Job failed after one was replaced failed for another pod.
         gone = [
             pod for pod in pods if _condition((pod.get("status") or {}).get("conditions"), "DisruptionTarget")
         ]

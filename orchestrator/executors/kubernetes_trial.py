@@ -14,76 +14,51 @@ With an S3 store the pod holds no store credentials: ``--input`` is a presigned 
 input, and the input carries :class:`PresignedAccess` — a presigned GET of the seed and one
 presigned PUT per file the pod writes (:data:`POD_WRITES`), all of the attempt's own folder,
 expiring with the Job's deadline. Any other store (``file://`` for local and kind use) is
-reached through fsspec as before.
+reached through fsspec as before (:mod:`orchestrator.executors.kubernetes_folders`).
+
+From a populated world to the result the pod runs the local executor's code
+(:mod:`orchestrator.executors.trial_phases`): checkpoints, resume, grading and the result.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import re
 import shutil
 import tempfile
-import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 import httpx
 from pydantic import BaseModel, Field
 
+from atoll import telemetry
 from atoll.benchmark import Task
 from atoll.errors import AtollError
 from atoll.experiment import Checkpoints
-from atoll.grade import Grade
 from atoll.jsonio import model_json
 from atoll.judge import CHECKS_ONLY, judge_from_request
-from atoll.trajectory import Trajectory
 from atoll.trial import TrialResult, TrialSpec
 from atoll.world_manifest import WorldManifest
-from atoll.world_store import relative_reference
 from orchestrator.artifacts import ArtifactStore, claim_trial_folder
-from orchestrator.executors import steps
+from orchestrator.executors import agent_runs, steps
 from orchestrator.executors.base import InfraError
-from orchestrator.executors.checkpoints import (
-    CheckpointWriter,
-    checkpoint_folder,
-    populate_checkpoint,
-    read_latest,
-)
-from orchestrator.executors.evidence import AFTER_NAME, FULL_AFTER_NAME, TrialProgress
-from orchestrator.executors.presigned_checkpoints import CHECKPOINT_FILES, PresignedCheckpointStore
-
-if TYPE_CHECKING:
-    from grader.snapshot import ManifestSnapshot
-
-INPUT_NAME = "input.json"
-OUTCOME_NAME = "outcome.json"
-TRAJECTORY_NAME = "trajectory.json"
-GRADE_NAME = "grade.json"
-POD_WRITES = (
+from orchestrator.executors.evidence import TrialProgress
+from orchestrator.executors.kubernetes_folders import (
+    INPUT_NAME,
     OUTCOME_NAME,
-    TRAJECTORY_NAME,
-    GRADE_NAME,
-    AFTER_NAME,
-    FULL_AFTER_NAME,
-)  # all a trial pod writes
-PRESIGN_MARGIN_S = 300  # presigned URLs outlive the Job's deadline by this much
-
-
-class PresignedAccess(BaseModel):
-    """A trial pod's whole access to an S3 artifact store: presigned URLs of its attempt's own
-    folder (and the seed it starts from), made by the worker, which holds the credentials."""
-
-    folder_uri: str = Field(description="the attempt's folder (s3://…): where the results are recorded")
-    seed_url: str = Field(description="presigned GET of the seed snapshot")
-    put_urls: dict[str, str] = Field(description="file name -> presigned PUT of <folder>/<name>")
-    seed_manifest_url: str | None = Field(None, description="presigned GET of the seed's manifest")
-    checkpoint_urls: dict[str, dict[str, str]] = Field(
-        default_factory=dict,
-        description="the trial's checkpoint files (latest.json, slot-a/agent.json, …) -> "
-        "{GET, PUT}: presigned URLs in its checkpoint folder",
-    )
-    expires_at: float = Field(description="when the URLs stop working (epoch seconds)")
+    POD_WRITES,
+    PRESIGN_MARGIN_S,
+    AttemptFolder,
+    PresignedAccess,
+    PresignedFolder,
+    StoreFolder,
+    is_http,
+    presign_attempt,
+    refusal,
+    without_query,
+)
+from orchestrator.executors.trial_phases import TrialSeed, finish_trial, grade_world, run_agent_phase
 
 
 class PodTrialInput(BaseModel):
@@ -111,7 +86,7 @@ class PodTrialInput(BaseModel):
     checkpoint: Checkpoints | None = Field(
         None,
         description="when the trial takes checkpoints and resumes from its latest "
-        "(orchestrator.executors.checkpoints); null: none. Not with presigned access yet",
+        "(orchestrator.executors.checkpoints; through presigned URLs with an S3 store); null: none",
     )
 
 
@@ -137,241 +112,24 @@ def outcome_uri(input_uri: str) -> str:
     return f"{input_uri.rsplit('/', 1)[0]}/{OUTCOME_NAME}"
 
 
-def presign_attempt(
-    artifacts: ArtifactStore,
-    folder: str,
-    seed_key: str,
-    expires_s: float,
-    *,
-    seed_manifest_key: str | None = None,
-    checkpoints: str | None = None,
-) -> tuple[str, PresignedAccess]:
-    """The presigned GET of the attempt's input (what the pod is given) and the access the
-    input carries, all valid for ``expires_s`` seconds (the Job's deadlines plus a margin):
-    with ``checkpoints`` (the trial's checkpoint folder) a GET and a PUT of each of its fixed
-    files, and with ``seed_manifest_key`` a GET of the seed's manifest (a resume reads it)."""
-    expires_at = time.time() + expires_s
-    access = PresignedAccess(
-        folder_uri=artifacts.uri(folder),
-        seed_url=artifacts.presigned_url(seed_key, "GET", expires_s),
-        put_urls={name: artifacts.presigned_url(f"{folder}/{name}", "PUT", expires_s) for name in POD_WRITES},
-        expires_at=expires_at,
-        seed_manifest_url=artifacts.presigned_url(seed_manifest_key, "GET", expires_s)
-        if seed_manifest_key
-        else None,
-        checkpoint_urls={
-            name: {
-                method: artifacts.presigned_url(f"{checkpoints}/{name}", method, expires_s)
-                for method in ("GET", "PUT")
-            }
-            for name in CHECKPOINT_FILES
-        }
-        if checkpoints
-        else {},
-    )
-    return artifacts.presigned_url(f"{folder}/{INPUT_NAME}", "GET", expires_s), access
-
-
-def _is_http(uri: str) -> bool:
-    return uri.startswith(("http://", "https://"))
-
-
-def _without_query(url: str) -> str:
-    return url.split("?", 1)[0]  # the signature stays out of messages and logs
-
-
-def _refusal(what: str, response: httpx.Response) -> str:
-    """``what``: HTTP status, the S3 error code and message, and what an expiry means."""
-    code = re.search(r"<Code>([^<]*)</Code>", response.text)
-    message = re.search(r"<Message>([^<]*)</Message>", response.text)
-    detail = ": ".join(m.group(1) for m in (code, message) if m) or response.text.strip()[:200]
-    text = f"{what}: HTTP {response.status_code} {detail}".rstrip(": ")
-    if code and code.group(1) in ("ExpiredToken", "TokenRefreshRequired"):
-        # A URL signed with temporary credentials (STS, IRSA, an instance profile) dies with
-        # them, whatever its own expiry says (docs/deploy.md, "Presigned URLs").
-        text += " (the worker's temporary credentials that signed the attempt's URLs expired)"
-    elif "request has expired" in response.text.lower():
-        text += " (the attempt's presigned URLs expired: it ran past its Job's deadline)"
-    return text
-
-
 def load_input(uri: str) -> tuple[PodTrialInput, ArtifactStore]:
     """Read the trial input at ``uri`` (an fsspec URL, or a presigned http(s) URL);
     AtollError(bad_trial_input) when absent or invalid."""
     import fsspec
 
     try:
-        if _is_http(uri):
+        if is_http(uri):
             response = httpx.get(uri, timeout=httpx.Timeout(60.0, connect=10.0))
             if response.status_code != 200:
-                raise AtollError("bad_trial_input", _refusal(f"trial input {_without_query(uri)}", response))
+                raise AtollError("bad_trial_input", refusal(f"trial input {without_query(uri)}", response))
             trial_input = PodTrialInput.model_validate_json(response.content)
         else:
             with fsspec.open(uri, "rb") as handle:
                 trial_input = PodTrialInput.model_validate_json(handle.read())
     except (OSError, ValueError, httpx.HTTPError) as exc:
-        where = _without_query(uri)
+        where = without_query(uri)
         raise AtollError("bad_trial_input", f"trial input {where}: {str(exc).splitlines()[0]}") from None
     return trial_input, ArtifactStore(trial_input.artifacts)
-
-
-class _Folder(Protocol):
-    """Where a trial pod reads its seed from and writes its files to."""
-
-    def get_seed(self, target: Path) -> None: ...
-
-    def store(self, trajectory: Trajectory, grade: Grade | None, after: Path) -> dict[str, str | None]: ...
-
-    def delta_base(self) -> str:
-        """The seed manifest's key as seen from the attempt's folder (a delta's ``base``)."""
-        ...
-
-    def put_outcome(self, data: bytes) -> None: ...
-
-    def put(self, name: str, data: bytes | Path) -> str:
-        """Write one file of the folder (the trajectory so far, a failure's evidence); its URI."""
-        ...
-
-    def seed_uri(self) -> str:
-        """The URI of the seed's manifest: the trial's initial state."""
-        ...
-
-    def get_seed_manifest(self) -> bytes:
-        """The seed's manifest (a resume rebuilds the checkpoint's world on it)."""
-        ...
-
-    def checkpoint_store(self, spec: TrialSpec) -> ArtifactStore | PresignedCheckpointStore | None:
-        """What reaches the trial's checkpoint folder; None: nothing can (no URLs for it)."""
-        ...
-
-
-class _StoreFolder:
-    """The attempt's folder in an fsspec store, reached with the pod's own credentials."""
-
-    def __init__(self, artifacts: ArtifactStore, prefix: str, trial_input: PodTrialInput) -> None:
-        self.artifacts, self.prefix = artifacts, prefix
-        self.seed_key, self.manifest_key = trial_input.seed_key, trial_input.seed_manifest_key
-
-    def get_seed(self, target: Path) -> None:
-        try:
-            self.artifacts.get_file(self.artifacts.uri(self.seed_key), target)
-        except OSError as exc:
-            raise InfraError(f"seed {self.seed_key}: {exc}") from exc
-
-    def get_seed_manifest(self) -> bytes:
-        try:
-            return self.artifacts.get_bytes(self.manifest_key)
-        except OSError as exc:
-            raise InfraError(f"seed manifest {self.manifest_key}: {exc}") from exc
-
-    def checkpoint_store(self, spec: TrialSpec) -> ArtifactStore | PresignedCheckpointStore | None:
-        return self.artifacts
-
-    def store(self, trajectory: Trajectory, grade: Grade | None, after: Path) -> dict[str, str | None]:
-        return steps.store_artifacts(
-            self.artifacts, self.prefix, trajectory, grade, after, before_uri=self.seed_uri()
-        )
-
-    def delta_base(self) -> str:
-        return relative_reference(f"{self.prefix}/{AFTER_NAME}", self.manifest_key)
-
-    def put_outcome(self, data: bytes) -> None:
-        self.artifacts.put_bytes(f"{self.prefix}/{OUTCOME_NAME}", data)
-
-    def put(self, name: str, data: bytes | Path) -> str:
-        key = f"{self.prefix}/{name}"
-        return (
-            self.artifacts.put_file(key, data)
-            if isinstance(data, Path)
-            else self.artifacts.put_bytes(key, data)
-        )
-
-    def seed_uri(self) -> str:
-        return self.artifacts.uri(self.manifest_key)
-
-
-class _PresignedFolder:
-    """The attempt's folder through its presigned URLs only (plain HTTP, no credentials)."""
-
-    def __init__(self, access: PresignedAccess, artifacts: ArtifactStore, trial_input: PodTrialInput) -> None:
-        self.access = access
-        self.artifacts = artifacts
-        self._seed_archive_uri = artifacts.uri(trial_input.seed_key)
-        self._seed_uri = artifacts.uri(trial_input.seed_manifest_key)
-        folder = artifacts.key_of(access.folder_uri) or ""
-        self._delta_base = relative_reference(f"{folder}/{AFTER_NAME}", trial_input.seed_manifest_key)
-        self.timeout = httpx.Timeout(600.0, connect=10.0)
-
-    def get_seed(self, target: Path) -> None:
-        try:
-            with httpx.stream("GET", self.access.seed_url, timeout=self.timeout) as response:
-                if response.status_code != 200:
-                    response.read()
-                    raise InfraError(_refusal(f"seed {self._seed_archive_uri}", response))
-                with open(target, "wb") as handle:
-                    for block in response.iter_bytes(1 << 20):
-                        handle.write(block)
-        except httpx.HTTPError as exc:
-            raise InfraError(f"seed {self._seed_archive_uri}: {exc}") from exc
-
-    def get_seed_manifest(self) -> bytes:
-        if self.access.seed_manifest_url is None:
-            raise InfraError(f"the trial input has no presigned URL for the seed manifest {self._seed_uri}")
-        try:
-            response = httpx.get(self.access.seed_manifest_url, timeout=self.timeout)
-        except httpx.HTTPError as exc:
-            raise InfraError(f"seed manifest {self._seed_uri}: {exc}") from exc
-        if response.status_code != 200:
-            raise InfraError(_refusal(f"seed manifest {self._seed_uri}", response))
-        return response.content
-
-    def checkpoint_store(self, spec: TrialSpec) -> ArtifactStore | PresignedCheckpointStore | None:
-        if not self.access.checkpoint_urls:
-            return None
-        folder = checkpoint_folder(spec)
-        return PresignedCheckpointStore(folder, self.artifacts.uri(folder), self.access.checkpoint_urls)
-
-    def _put(self, name: str, data: bytes | Path) -> str:
-        """PUT ``data`` (bytes, or a file streamed from disk with its Content-Length, which a
-        presigned PUT needs: a snapshot may be larger than the pod's memory)."""
-        url = self.access.put_urls.get(name)
-        if url is None:
-            raise InfraError(f"the trial input has no presigned URL for {name}")
-        try:
-            if isinstance(data, Path):
-                with data.open("rb") as handle:
-                    response = httpx.put(url, content=handle, timeout=self.timeout)
-            else:
-                response = httpx.put(url, content=data, timeout=self.timeout)
-        except httpx.HTTPError as exc:
-            raise InfraError(f"{self.access.folder_uri}/{name}: {exc}") from exc
-        if response.status_code >= 300:
-            raise InfraError(_refusal(f"{self.access.folder_uri}/{name}", response))
-        return f"{self.access.folder_uri}/{name}"
-
-    def store(self, trajectory: Trajectory, grade: Grade | None, after: Path) -> dict[str, str | None]:
-        # The worker stored the seed before presigning its URL: it is the initial state.
-        return {
-            "trajectory_uri": self._put(TRAJECTORY_NAME, model_json(trajectory, indent=2).encode()),
-            "grade_uri": self._put(GRADE_NAME, model_json(grade, indent=2).encode()) if grade else None,
-            "snapshot_before_uri": self._seed_uri,
-            "snapshot_after_uri": self._put(after.name, after),
-        }
-
-    def put(self, name: str, data: bytes | Path) -> str:
-        return self._put(name, data)
-
-    def delta_base(self) -> str:
-        return self._delta_base
-
-    def seed_uri(self) -> str:
-        return self._seed_uri
-
-    def put_outcome(self, data: bytes) -> None:
-        try:
-            self._put(OUTCOME_NAME, data)
-        except InfraError as exc:  # nothing can be recorded: the pod fails with this line
-            raise AtollError("outcome_not_written", f"outcome not written: {exc}") from None
 
 
 def _folder_of(artifacts: ArtifactStore, input_uri: str, spec: TrialSpec, attempt: int) -> str:
@@ -396,12 +154,13 @@ async def run_pod_trial(
     Infrastructure failures are recorded as ``infra_error`` in the outcome (and returned);
     a bad input raises AtollError (nothing can be recorded then)."""
     trial_input, artifacts = load_input(input_uri)
-    folder: _Folder
+    seed = {"seed_key": trial_input.seed_key, "seed_manifest_key": trial_input.seed_manifest_key}
+    folder: AttemptFolder
     if trial_input.presigned is not None:
-        folder = _PresignedFolder(trial_input.presigned, artifacts, trial_input)
+        folder = PresignedFolder(trial_input.presigned, artifacts, **seed)
     else:
         prefix = _folder_of(artifacts, input_uri, trial_input.spec, trial_input.attempt)
-        folder = _StoreFolder(artifacts, prefix, trial_input)
+        folder = StoreFolder(artifacts, prefix, **seed)
     # The trajectory so far goes to the folder as it grows; a failure keeps its evidence there.
     progress = TrialProgress(trial_input.spec, trial_input.task, trial_input.attempt)
     progress.attach(folder.put)
@@ -434,7 +193,7 @@ async def run_pod_trial(
 
 async def _run(
     trial_input: PodTrialInput,
-    folder: _Folder,
+    folder: AttemptFolder,
     environment_url: str,
     grader_url: str | None,
     env_token: str | None,
@@ -447,8 +206,11 @@ async def _run(
     spec, task = trial_input.spec, trial_input.task
     environment = steps.EnvironmentEndpoint(environment_url, env_token, mcp_token)
     before = scratch / "before.tar.gz"
-    folder.get_seed(before)
-    async with httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0)) as http:
+    await asyncio.to_thread(folder.get_seed, before)
+    read_seed = steps.archive_reader(before)
+    async with httpx.AsyncClient(
+        timeout=httpx.Timeout(600.0, connect=10.0), event_hooks=telemetry.httpx_hooks()
+    ) as http:
         # The environment container starts beside this one; wait for it.
         await steps.wait_until_healthy(http, environment_url, timeout_s=health_timeout_s)
         prepare = functools.partial(
@@ -459,128 +221,74 @@ async def _run(
             world_options=trial_input.world_options,
             servers=tuple(trial_input.servers) or None,
         )
-        # Checkpoints: the same path as the local executor's, through the store or its presigned URLs.
-        store = folder.checkpoint_store(spec) if trial_input.checkpoint is not None else None
-        policy = trial_input.checkpoint if store is not None else None
-        resume, refused, seed_manifest = None, None, None
-        if policy is not None and store is not None:
-            resume, refused = await asyncio.to_thread(
-                read_latest, store, spec, trial_input.seed_digest, scratch
-            )
-        if resume is not None and store is not None:
+
+        async def seed_manifest() -> WorldManifest:
             try:
-                seed_manifest = WorldManifest.from_bytes(
-                    await asyncio.to_thread(folder.get_seed_manifest), trial_input.seed_manifest_key
-                )
+                data = await asyncio.to_thread(folder.get_seed_manifest)
+                return WorldManifest.from_bytes(data, trial_input.seed_manifest_key)
             except AtollError as exc:  # InfraError is raised as it is
                 if isinstance(exc, InfraError):
                     raise
                 raise InfraError(f"seed manifest {trial_input.seed_manifest_key}: {exc.message}") from exc
-            refused = await populate_checkpoint(
-                resume, seed_manifest, steps.archive_reader(before), scratch, prepare
-            )
-            resume = None if refused else resume
-        if resume is None:
-            populated = await prepare(seed_digest=trial_input.seed_digest, seed_archive=before)
-        else:
-            assert seed_manifest is not None
-            populated = seed_manifest  # the trial's initial state stays the seed
+
+        seed = TrialSeed(
+            digest=trial_input.seed_digest,
+            manifest_key=trial_input.seed_manifest_key,
+            read=read_seed,
+            manifest=seed_manifest,
+            populate=functools.partial(prepare, seed_digest=trial_input.seed_digest, seed_archive=before),
+        )
         progress.before_uri = folder.seed_uri
-        base_manifest = seed_manifest.model_dump(mode="json", exclude_none=True) if resume else None
-        writer = None
-        if policy is not None and store is not None:
 
-            async def take_delta(path: Path, base: str) -> Path:
-                body = steps.delta_request(base, trial_input.seed_digest, base_manifest)
-                return await steps.take_world_delta(http, environment, path, body)
+        def run_agent(**checkpoints: Any):
+            return agent_runs.run_agent_in_process(
+                environment, task, spec, on_change=progress.observe, **checkpoints
+            )
 
-            writer = CheckpointWriter(
-                store,
-                spec,
-                attempt=trial_input.attempt,
-                seed_digest=trial_input.seed_digest,
-                seed_manifest_key=trial_input.seed_manifest_key,
-                take_delta=take_delta,
-                scratch=scratch,
-                latest=resume.latest if resume is not None else None,
-            )
-        try:
-            trajectory = await steps.run_agent_in_process(
-                environment,
-                task,
-                spec,
-                on_change=progress.observe,
-                checkpoint=policy,
-                on_checkpoint=writer,
-                resume=resume.agent if resume is not None else None,
-                attempt=trial_input.attempt,
-            )
-        finally:
-            if writer is not None:
-                await writer.drain()
-        if refused:
-            trajectory = trajectory.model_copy(update={"resume_refused": refused})
-        progress.trajectory = trajectory
-        after = progress.after = await steps.take_final_state(
+        # Checkpoints go to the store, or through its presigned URLs (None: the input has none).
+        checkpoint_store = folder.checkpoint_store(spec) if trial_input.checkpoint is not None else None
+        phase = await run_agent_phase(
             http,
             environment,
-            scratch,
-            base=folder.delta_base(),
-            base_digest=trial_input.seed_digest,
-            base_manifest=base_manifest,
+            spec,
+            attempt=trial_input.attempt,
+            seed=seed,
+            prepare=prepare,
+            checkpoints=checkpoint_store,
+            policy=trial_input.checkpoint,
+            run_agent=run_agent,
+            progress=progress,
+            scratch=scratch,
+            final_base=folder.delta_base(),
         )
-    steps.raise_for_infrastructure(trajectory)
-    await progress.stop()
-    grade = None
-    if steps.should_grade(trajectory, trial_input.grade_incomplete):
-        snapshots = steps.trial_snapshots(populated, steps.archive_reader(before), after)
-        grade = await _grade(trial_input, snapshots, scratch, trajectory, grader_url, grader_token)
-    uris = folder.store(trajectory, grade, after)
-    return steps.build_result(
+    judge = judge_from_request(trial_input.judge)
+    return await finish_trial(
         spec,
         task,
-        trajectory,
-        grade,
+        phase,
+        progress,
         attempt=trial_input.attempt,
-        duration_s=progress.elapsed_s,
-        uris=uris,
-    )
-
-
-async def _grade(
-    trial_input: PodTrialInput,
-    snapshots: tuple[ManifestSnapshot, ManifestSnapshot],
-    scratch: Path,
-    trajectory: Trajectory,
-    grader_url: str | None,
-    grader_token: str | None,
-) -> Grade:
-    before, after = snapshots
-    if grader_url:  # the grading service takes full archives
-        before_path = steps.write_full_archive(before, scratch / "graded-before.tar.gz")
-        after_path = steps.write_full_archive(after, scratch / "graded-after.tar.gz")
-        return await steps.grade_with_service(
-            grader_url,
-            trial_input.task,
-            before_path,
-            after_path,
+        grade_incomplete=trial_input.grade_incomplete,
+        read_populated=read_seed,
+        grade=lambda snapshots, trajectory: grade_world(
+            task,
+            spec,
             trajectory,
-            trial_input.judge,
-            token=grader_token,
-        )
-    from grader import grade_trial
-
-    judge = judge_from_request(trial_input.judge)
-    try:
-        return await grade_trial(
-            trial_input.task, before, after, trajectory, judge, None, trial_id=trial_input.spec.trial_id
-        )
-    except AtollError as exc:
-        raise steps.grader_failure(exc) from exc
+            snapshots,
+            scratch,
+            judge=judge,
+            judge_request=trial_input.judge,
+            grader_url=grader_url,
+            grader_token=grader_token,
+            in_process_hint="or give the pod ATOLL_GRADER_URL to grade through the grading service",
+        ),
+        store=folder.store,
+    )
 
 
 __all__ = [
     "POD_WRITES",
+    "PRESIGN_MARGIN_S",
     "PodTrialInput",
     "PresignedAccess",
     "PodTrialOutcome",

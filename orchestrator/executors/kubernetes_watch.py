@@ -18,15 +18,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+from atoll.retry import Backoff
 from orchestrator.executors.kubernetes_api import ApiError, KubernetesCluster, ResilientApi
 
 log = logging.getLogger("atoll.orchestrator.kubernetes")
+_BACKOFF = Backoff(0.2, 10.0)  # between failed lists or watches; jittered
 
 
 class Informer:
@@ -119,8 +120,7 @@ class Informer:
 
     @staticmethod
     def _backoff(failures: int) -> float:
-        backoff = min(10.0, 0.2 * 2 ** (failures - 1))
-        return random.uniform(backoff / 2, backoff)
+        return _BACKOFF.seconds(failures)
 
     @staticmethod
     def _key(obj: dict[str, Any]) -> str:

@@ -6,7 +6,9 @@ world's cached extracted seed (world zip + task overlay, extracted once), the di
 populated world's manifest must equal the seed's, the app servers are configured, the agent
 runs over MCP HTTP, the final state is taken as a delta on the seed, the grader grades from
 manifests (reading only what changed), and trajectory, grade and delta go to the artifact
-store, where the seed is stored once by content.
+store, where the seed is stored once by content. From the environment's populate on, the steps
+are the Kubernetes trial pod's too (:mod:`orchestrator.executors.trial_phases`): checkpoints and
+resume (with the agent in process or in the agents runner service), grading and the result.
 
 The same executor drives separately deployed services (``docker compose``) when
 ``ATOLL_ENVIRONMENT_URLS`` names running environments (the seed's full archive is then
@@ -26,34 +28,37 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from atoll import telemetry
 from atoll.apps import servers_for_world
 from atoll.benchmark import Benchmark, Task
-from atoll.errors import AtollError
 from atoll.experiment import ExperimentSpec
 from atoll.grade import Grade
 from atoll.judge import JudgeConfig
 from atoll.judge import judge_request as wire_judge
+from atoll.runtime import loaded
 from atoll.trajectory import Trajectory
 from atoll.trial import TrialResult, TrialSpec
 from atoll.world_manifest import WorldManifest
 from atoll.world_store import seed_manifest_key
 from orchestrator.artifacts import ArtifactStore, claim_trial_folder
+from orchestrator.executors import agent_runs, executor, steps
 from orchestrator.executors import checkpoints as checkpoint_files
-from orchestrator.executors import executor, steps
 from orchestrator.executors.base import InfraError, attach_result, failure_message
-from orchestrator.executors.checkpoints import CheckpointWriter, populate_checkpoint, read_latest
 from orchestrator.executors.evidence import TrialProgress
 from orchestrator.executors.seeds import Seed, SeedCache
 from orchestrator.executors.steps import EnvironmentEndpoint, trial_outcome
+from orchestrator.executors.trial_phases import TrialSeed, finish_trial, grade_world, run_agent_phase
 
 logger = logging.getLogger("atoll.executor")
 
 if TYPE_CHECKING:
     from environment import EnvironmentServer
     from grader import VerdictCache
+
+_GRADE_HINT = "or set ATOLL_GRADER_URL to grade through the grading service"
 
 
 class ServiceSettings(BaseSettings):
@@ -64,14 +69,17 @@ class ServiceSettings(BaseSettings):
     environment_urls: str = Field("", description="comma-separated base URLs of running environments")
     agents_runner_url: str | None = Field(None, description="agents runner service; unset = in-process")
     grader_url: str | None = Field(None, description="grading service; unset = in-process")
-    env_token: str | None = Field(None, description="bearer token of the environments' /apps and /data/*")
-    mcp_token: str | None = Field(None, description="bearer token of the environments' /mcp")
-    agent_token: str | None = Field(None, description="bearer token of the agents runner")
-    grader_token: str | None = Field(None, description="bearer token of the grading service")
+    # Secrets, as in every service's settings: never shown by repr() or a settings dump.
+    env_token: SecretStr | None = Field(
+        None, description="bearer token of the environments' /apps and /data/*"
+    )
+    mcp_token: SecretStr | None = Field(None, description="bearer token of the environments' /mcp")
+    agent_token: SecretStr | None = Field(None, description="bearer token of the agents runner")
+    grader_token: SecretStr | None = Field(None, description="bearer token of the grading service")
 
     def environments(self) -> list[EnvironmentEndpoint]:
         return [
-            EnvironmentEndpoint(url.strip(), self.env_token, self.mcp_token)
+            EnvironmentEndpoint(url.strip(), _secret(self.env_token), _secret(self.mcp_token))
             for url in self.environment_urls.split(",")
             if url.strip()
         ]
@@ -81,11 +89,11 @@ def _endpoint_of(environment: EnvironmentServer) -> EnvironmentEndpoint:
     """An in-process environment's endpoint, with the tokens its own settings require (an
     operator who sets ``ATOLL_ENV_TOKEN``/``ATOLL_MCP_TOKEN`` protects these too)."""
     settings = environment.settings
+    return EnvironmentEndpoint(environment.url, _secret(settings.env_token), _secret(settings.mcp_token))
 
-    def secret(value: Any) -> str | None:
-        return value.get_secret_value() if value is not None else None
 
-    return EnvironmentEndpoint(environment.url, secret(settings.env_token), secret(settings.mcp_token))
+def _secret(value: SecretStr | None) -> str | None:
+    return value.get_secret_value() if value is not None else None
 
 
 class _Pool(Protocol):
@@ -101,11 +109,12 @@ class _Pool(Protocol):
 class _EnvironmentPool:
     """Environments on free loopback ports, each with its own temporary roots."""
 
-    def __init__(self, size: int, scratch: Path) -> None:
+    def __init__(self, size: int, scratch: Path, coworker: dict[str, Any] | None = None) -> None:
         self._free: asyncio.Queue = asyncio.Queue()
         self._all: list[EnvironmentServer] = []
         self._size = size
         self._scratch = scratch
+        self._coworker = coworker or {}
 
     async def acquire(self) -> EnvironmentServer:
         if self._free.empty() and len(self._all) < self._size:
@@ -130,6 +139,7 @@ class _EnvironmentPool:
             apps_data_root=root / ".apps_data",
             json_logs=False,
             log_level="WARNING",
+            **self._coworker,
         )
         server = EnvironmentServer(settings).start()
         self._all.append(server)
@@ -139,6 +149,27 @@ class _EnvironmentPool:
         for environment in self._all:
             environment.stop()
         self._all.clear()
+
+
+def _coworker_settings(spec: ExperimentSpec, output: Path) -> dict[str, Any]:
+    """The environment settings of the experiment's ``coworker:`` block (docs/coworkers.md):
+    its model (else the operator's ``ATOLL_COWORKER_*``), the run's seed, and a reply cache kept
+    beside the verdict cache, so a re-run reproduces the personas without calling the model."""
+    coworker = spec.coworker
+    settings: dict[str, Any] = {
+        "coworker_seed": spec.seed,
+        "coworker_max_replies": coworker.max_replies,
+        "coworker_cache_dir": output / ".cache" / "coworkers",
+    }
+    if coworker.model:
+        settings.update(
+            coworker_model=coworker.model,
+            coworker_api_base=coworker.api_base,
+            coworker_api_key_secret=coworker.api_key_secret,
+            coworker_thinking=coworker.thinking,
+            coworker_extra_args=dict(coworker.extra_args),
+        )
+    return settings
 
 
 class _RemotePool:
@@ -180,7 +211,7 @@ class LocalExecutor:
         else:
             scratch = output / ".cache" / "environments"
             scratch.mkdir(parents=True, exist_ok=True)
-            self.pool = _EnvironmentPool(spec.concurrency.trials, scratch)
+            self.pool = _EnvironmentPool(spec.concurrency.trials, scratch, _coworker_settings(spec, output))
         self._remote_environments = bool(remote)
         self.artifacts = ArtifactStore(spec.artifacts)
         self._limits_set = False  # set on the first trial: importing the model client costs seconds
@@ -188,7 +219,10 @@ class LocalExecutor:
         # Opened by the first in-process grading: importing the grader loads the model client.
         self._output = output
         self._cache: VerdictCache | None = None
-        self._http = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0))
+        # W3C traceparent on every call to the services when traces are on (atoll.telemetry)
+        self._http = httpx.AsyncClient(
+            timeout=httpx.Timeout(600.0, connect=10.0), event_hooks=telemetry.httpx_hooks()
+        )
 
     def _verdicts(self) -> VerdictCache:
         if self._cache is None:
@@ -240,6 +274,9 @@ class LocalExecutor:
         finally:
             await progress.close()
             shutil.rmtree(scratch, ignore_errors=True)
+            # The first trial has loaded what runs trials in this process (`atoll run` freezes
+            # that heap then: atoll.runtime.freeze_once_loaded).
+            loaded()
 
     async def _run(
         self, spec: TrialSpec, task: Task, attempt: int, progress: TrialProgress, scratch: Path
@@ -259,16 +296,10 @@ class LocalExecutor:
         seed = await self.seeds.get(spec, self.benchmark)
         before_uri = await self._stored_seed(seed)
         progress.before_uri = lambda: before_uri
-        # Checkpoints need the agent in this process (its on_checkpoint callback).
-        policy = None if self.services.agents_runner_url else self.spec.checkpoints()
-        resume, refused = None, None
-        if policy is not None:
-            resume, refused = await asyncio.to_thread(read_latest, self.artifacts, spec, seed.digest, scratch)
         environment = await self.pool.acquire()
         endpoint = environment if isinstance(environment, EnvironmentEndpoint) else _endpoint_of(environment)
         world = self.benchmark.world(spec.world_id)
         healthy = False
-        writer: CheckpointWriter | None = None
         try:
             prepare = functools.partial(
                 steps.prepare_world,
@@ -278,85 +309,66 @@ class LocalExecutor:
                 world_options=steps.world_options(world),
                 servers=servers_for_world(world),
             )
-            if resume is not None:  # the checkpoint's world: the seed's folder and the delta
-                refused = await populate_checkpoint(
-                    resume, seed.manifest, steps.folder_reader(seed.folder), scratch, prepare
-                )
-                resume = None if refused else resume
-            if resume is None:
-                populated = await prepare(
-                    seed_digest=seed.digest,
-                    seed_archive=await self.seeds.archive(seed) if self._remote_environments else None,
-                    seed_folder=None if self._remote_environments else seed.folder,
-                )
-            else:
-                populated = seed.manifest  # the trial's initial state stays the seed
-            if refused:
-                logger.warning(
-                    "checkpoint not resumed; the trial starts over from the seed",
-                    extra={"trial_id": spec.trial_id, "attempt": attempt, "error": refused},
-                )
-            # A world populated from a checkpoint still takes its deltas on the seed.
-            base_manifest = seed.manifest.model_dump(mode="json", exclude_none=True) if resume else None
-            if policy is not None:
 
-                async def take_delta(path: Path, base: str) -> Path:
-                    body = steps.delta_request(base, seed.digest, base_manifest)
-                    return await steps.take_world_delta(self._http, endpoint, path, body)
+            async def populate() -> WorldManifest:
+                if self._remote_environments:  # another machine's: the seed's archive, uploaded
+                    return await prepare(seed_digest=seed.digest, seed_archive=await self.seeds.archive(seed))
+                return await prepare(seed_digest=seed.digest, seed_folder=seed.folder)
 
-                writer = CheckpointWriter(
-                    self.artifacts,
-                    spec,
-                    attempt=attempt,
-                    seed_digest=seed.digest,
-                    seed_manifest_key=seed_manifest_key(seed.key),
-                    take_delta=take_delta,
-                    scratch=scratch,
-                    latest=resume.latest if resume is not None else None,
-                )
-            trajectory = await self._run_agent(
-                endpoint,
-                task,
-                spec,
-                progress,
-                checkpoint=policy,
-                on_checkpoint=writer,
-                resume=resume.agent if resume is not None else None,
-                attempt=attempt,
-            )
-            if refused:
-                trajectory = trajectory.model_copy(update={"resume_refused": refused})
-            progress.trajectory = trajectory
-            after = progress.after = await steps.take_final_state(
+            async def seed_manifest() -> WorldManifest:
+                return seed.manifest
+
+            phase = await run_agent_phase(
                 self._http,
                 endpoint,
-                scratch,
-                base=steps.delta_base(prefix, seed.key),
-                base_digest=seed.digest,
-                base_manifest=base_manifest,
+                spec,
+                attempt=attempt,
+                seed=TrialSeed(
+                    digest=seed.digest,
+                    manifest_key=seed_manifest_key(seed.key),
+                    read=steps.folder_reader(seed.folder),
+                    manifest=seed_manifest,
+                    populate=populate,
+                ),
+                prepare=prepare,
+                checkpoints=self.artifacts,
+                policy=self.spec.checkpoints(),
+                run_agent=functools.partial(self._run_agent, endpoint, task, spec, progress),
+                progress=progress,
+                scratch=scratch,
+                final_base=steps.delta_base(prefix, seed.key),
             )
             healthy = True
         finally:
             self.pool.release(environment, healthy=healthy)
-            if writer is not None:
-                await writer.drain()  # never leave a checkpoint half stored behind the trial
 
-        steps.raise_for_infrastructure(trajectory)
-        await progress.stop()
-        grade = None
-        if steps.should_grade(trajectory, self.spec.limits.grade_incomplete):
-            grade = await self._grade(task, seed, populated, after, trajectory, spec)
-        uris = await asyncio.to_thread(
-            steps.store_artifacts, self.artifacts, prefix, trajectory, grade, after, before_uri=before_uri
-        )
-        return steps.build_result(
+        def store(trajectory: Trajectory, grade: Grade | None, after: Path) -> dict[str, str | None]:
+            return steps.store_artifacts(
+                self.artifacts, prefix, trajectory, grade, after, before_uri=before_uri
+            )
+
+        return await finish_trial(
             spec,
             task,
-            trajectory,
-            grade,
+            phase,
+            progress,
             attempt=attempt,
-            duration_s=progress.elapsed_s,
-            uris=uris,
+            grade_incomplete=self.spec.limits.grade_incomplete,
+            read_populated=steps.folder_reader(seed.folder),
+            grade=lambda snapshots, trajectory: grade_world(
+                task,
+                spec,
+                trajectory,
+                snapshots,
+                scratch,
+                judge=self._judge,
+                judge_request=judge_request(self.spec),
+                grader_url=self.services.grader_url,
+                grader_token=_secret(self.services.grader_token),
+                in_process_hint=_GRADE_HINT,
+                cache=None if self.services.grader_url else self._verdicts(),
+            ),
+            store=store,
         )
 
     async def _stored_seed(self, seed: Seed) -> str:
@@ -376,60 +388,22 @@ class LocalExecutor:
         progress: TrialProgress,
         **checkpoints: Any,
     ) -> Trajectory:
+        """The agent in the agents runner service when one is configured, else in this process
+        (both take checkpoints and resume: :mod:`orchestrator.executors.agent_runs`)."""
         if self.services.agents_runner_url:
-            return await steps.run_agent_remote(
+            return await agent_runs.run_agent_remote(
                 self._http,
                 self.services.agents_runner_url,
                 environment,
                 task,
                 spec,
-                token=self.services.agent_token,
+                token=_secret(self.services.agent_token),
                 on_trajectory=progress.observe_trajectory,
+                **checkpoints,
             )
-        return await steps.run_agent_in_process(
+        return await agent_runs.run_agent_in_process(
             environment, task, spec, on_change=progress.observe, **checkpoints
         )
-
-    async def _grade(
-        self,
-        task: Task,
-        seed: Seed,
-        populated: WorldManifest,
-        after: Path,
-        trajectory: Trajectory,
-        spec: TrialSpec,
-    ) -> Grade:
-        scratch = Path(tempfile.mkdtemp(prefix="grade-"))
-        try:
-            before, final = await asyncio.to_thread(
-                steps.trial_snapshots, populated, steps.folder_reader(seed.folder), after
-            )
-            if self.services.grader_url:  # the grading service takes full archives
-                before_path = await asyncio.to_thread(
-                    steps.write_full_archive, before, scratch / "graded-before.tar.gz"
-                )
-                after_path = await asyncio.to_thread(
-                    steps.write_full_archive, final, scratch / "graded-after.tar.gz"
-                )
-                return await steps.grade_with_service(
-                    self.services.grader_url,
-                    task,
-                    before_path,
-                    after_path,
-                    trajectory,
-                    judge_request(self.spec),
-                    token=self.services.grader_token,
-                )
-            from grader import grade_trial
-
-            try:
-                return await grade_trial(
-                    task, before, final, trajectory, self._judge, self._verdicts(), trial_id=spec.trial_id
-                )
-            except AtollError as exc:
-                raise steps.grader_failure(exc) from exc
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def judge_request(spec: ExperimentSpec) -> dict[str, Any]:

@@ -80,11 +80,7 @@ class PresignedCheckpointStore:
     def _put(self, key: str, content: bytes | Path) -> str:
         url = self._url(key, "PUT")
         try:
-            if isinstance(content, Path):
-                with content.open("rb") as handle:  # streamed, with its Content-Length
-                    response = httpx.put(url, content=handle, timeout=self.timeout)
-            else:
-                response = httpx.put(url, content=content, timeout=self.timeout)
+            response = put_presigned(url, content, self.timeout)
         except httpx.HTTPError as exc:
             raise OSError(f"{self.uri(key)}: {type(exc).__name__}: {exc}") from exc
         if response.status_code >= 300:
@@ -98,4 +94,13 @@ class PresignedCheckpointStore:
         return self._put(key, Path(local_path))
 
 
-__all__ = ["CHECKPOINT_FILES", "PresignedCheckpointStore"]
+def put_presigned(url: str, content: bytes | Path, timeout: float) -> httpx.Response:
+    """PUT ``content`` to a presigned URL, a file streamed with its Content-Length; raises
+    httpx.HTTPError, and leaves the status to the caller (each names its refusal its own way)."""
+    if isinstance(content, Path):
+        with content.open("rb") as handle:
+            return httpx.put(url, content=handle, timeout=timeout)
+    return httpx.put(url, content=content, timeout=timeout)
+
+
+__all__ = ["CHECKPOINT_FILES", "PresignedCheckpointStore", "put_presigned"]

@@ -5,11 +5,16 @@ the per-trial Kubernetes pod (``atoll trial run``) run the same sequence: popula
 from its seed, check that it is fresh (the populated world's manifest digest = the seed's),
 configure the app servers, run the agent over MCP, take the final state (a delta on the seed),
 grade, store the artifacts and build the :class:`TrialResult`. Every failure of the machinery raises :class:`InfraError`.
+
+Here are the steps one by one; :mod:`orchestrator.executors.agent_runs` runs the agent (in
+process or in the agents runner service), and :mod:`orchestrator.executors.trial_phases` puts
+the steps together from the populated world to the result (checkpoints and resume included).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,19 +30,16 @@ from atoll.errors import AtollError, describe_validation
 from atoll.experiment import ExperimentSpec
 from atoll.grade import Grade, Verdict
 from atoll.jsonio import model_json
-from atoll.trajectory import ErrorKind, RunStatus, Trajectory
+from atoll.trajectory import RAW_MODEL_CALLS_NAME, ErrorKind, RunStatus, Trajectory, Usage, raw_lines
 from atoll.trial import Outcome, TrialResult, TrialSpec
 from atoll.world_manifest import Delta, Entry, WorldManifest, sha256_of, write_archive
 from atoll.world_store import relative_reference, seed_manifest_key, store_world
 from orchestrator.artifacts import ArtifactStore
 from orchestrator.executors.base import InfraError, ModelEndpointError
-from orchestrator.executors.evidence import AFTER_NAME, FULL_AFTER_NAME
+from orchestrator.executors.evidence import AFTER_NAME, ATIF_NAME, FULL_AFTER_NAME
 from orchestrator.executors.instant import InstantOptions
 
 if TYPE_CHECKING:
-    from agents_runner.state import AgentRun
-    from atoll.agent_checkpoint import AgentCheckpoint
-    from atoll.experiment import Checkpoints
     from grader.snapshot import ManifestSnapshot, Snapshot
     from orchestrator.executors.seeds import Seed
 
@@ -48,6 +50,8 @@ ORCHESTRATOR_KEYS = frozenset({"api_base", "api_key_env", "api_key_secret"}) | f
     InstantOptions.model_fields
 )
 INCOMPLETE = (RunStatus.max_steps, RunStatus.timeout, RunStatus.budget_exhausted)
+
+log = logging.getLogger("atoll.orchestrator")
 
 
 @dataclass(frozen=True)
@@ -290,116 +294,6 @@ def validate_agents(experiment: ExperimentSpec) -> None:
             raise AtollError("bad_experiment", f"agents.{index}.config: {describe_validation(exc)}") from None
 
 
-async def run_agent_in_process(
-    environment: EnvironmentEndpoint,
-    task: Task,
-    spec: TrialSpec,
-    *,
-    on_change: Callable[[AgentRun], None] | None = None,
-    checkpoint: Checkpoints | None = None,
-    on_checkpoint: Callable[[AgentCheckpoint], Any] | None = None,
-    resume: AgentCheckpoint | None = None,
-    attempt: int | None = None,
-) -> Trajectory:
-    """The agent runs in this process and reaches the world over the environment's /mcp;
-    ``on_change`` sees the run after every message (for the trajectory so far); with
-    ``checkpoint`` and ``on_checkpoint`` it takes checkpoints, with ``resume`` it continues
-    from one (:mod:`orchestrator.executors.checkpoints`)."""
-    from agents_runner import CheckpointPolicy, run_agent
-
-    policy = (
-        CheckpointPolicy(every_steps=checkpoint.every_steps, every_s=checkpoint.every_s)
-        if checkpoint is not None and on_checkpoint is not None
-        else None
-    )
-
-    return await run_agent(
-        model=spec.model,
-        gateway_url=environment.mcp_url,
-        gateway_token=environment.mcp_token,
-        prompt=task.prompt,
-        api_base=spec.agent_config.get("api_base"),
-        api_key_secret=spec.agent_config.get("api_key_secret"),
-        agent=spec.agent,
-        config=agent_config(spec),
-        task_id=task.task_id,
-        trial_id=spec.trial_id,
-        reference_solution=task.reference_solution,
-        on_change=on_change,
-        checkpoint=policy,
-        on_checkpoint=on_checkpoint if policy is not None else None,
-        resume=resume,
-        attempt=attempt,
-    )
-
-
-async def run_agent_remote(
-    http: httpx.AsyncClient,
-    agents_url: str,
-    environment: EnvironmentEndpoint,
-    task: Task,
-    spec: TrialSpec,
-    *,
-    token: str | None = None,
-    poll_s: float = 1.0,
-    busy_wait_s: float = 600.0,
-    on_trajectory: Callable[[Trajectory], None] | None = None,
-) -> Trajectory:
-    """The agent runs in the agents runner service (``POST /runs``, poll, fetch the trajectory).
-    A runner at its limit of running runs (429) is asked again every ``poll_s`` for up to
-    ``busy_wait_s`` before the trial counts it as an infrastructure error. ``on_trajectory``
-    gets the trajectory so far (``?so_far=true``) whenever a poll finds a new step."""
-    base = agents_url.rstrip("/")
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    body = {
-        "model": spec.model,
-        "gateway_url": environment.mcp_url,
-        "gateway_token": environment.mcp_token,
-        "prompt": task.prompt,
-        "agent": spec.agent,
-        "config": agent_config(spec) or None,
-        "api_base": spec.agent_config.get("api_base"),
-        "api_key_secret": spec.agent_config.get("api_key_secret"),
-        "task_id": task.task_id,
-        "trial_id": spec.trial_id,
-        "reference_solution": task.reference_solution.model_dump(mode="json")
-        if task.reference_solution
-        else None,
-    }
-    try:
-        started = await http.post(f"{base}/runs", json=body, headers=headers)
-        busy_until = time.monotonic() + busy_wait_s
-        # 429 too_many_runs: the runner is at ATOLL_AGENT_MAX_RUNNING; wait for a free slot.
-        while started.status_code == 429 and time.monotonic() < busy_until:
-            await asyncio.sleep(poll_s)
-            started = await http.post(f"{base}/runs", json=body, headers=headers)
-        if started.status_code >= 400:
-            raise InfraError(f"agents runner /runs: HTTP {started.status_code}: {started.text[:300]}")
-        run_id = started.json()["run_id"]
-        seen_steps = 0
-        while True:
-            status = await http.get(f"{base}/runs/{run_id}", headers=headers)
-            if status.status_code >= 400:
-                raise InfraError(f"agents runner /runs/{run_id}: HTTP {status.status_code}")
-            if status.json().get("state") == "finished":
-                break
-            steps = int(status.json().get("steps") or 0)
-            if on_trajectory is not None and steps > seen_steps:
-                so_far = await http.get(
-                    f"{base}/runs/{run_id}/trajectory", params={"so_far": "true"}, headers=headers
-                )
-                if so_far.status_code == 200:  # an older runner answers 409: no progress then
-                    seen_steps = steps
-                    on_trajectory(Trajectory.model_validate(so_far.json()))
-            await asyncio.sleep(poll_s)
-        answer = await http.get(f"{base}/runs/{run_id}/trajectory", headers=headers)
-        if answer.status_code >= 400:
-            raise InfraError(f"agents runner trajectory: HTTP {answer.status_code}")
-    except httpx.HTTPError as exc:
-        raise InfraError(f"agents runner at {agents_url}: {type(exc).__name__}: {exc}") from exc
-    return Trajectory.model_validate(answer.json())
-
-
 def raise_for_infrastructure(trajectory: Trajectory) -> None:
     """A run that ended in our machinery's or the provider's failure is not the agent's
     failure: raise InfraError — ModelEndpointError for the model side — (retried, reported
@@ -517,6 +411,52 @@ def trial_snapshots(
     return before, ManifestSnapshot(delta.manifest, after_blobs, location=delta_path)
 
 
+def coworker_environment(spec: ExperimentSpec) -> dict[str, str]:
+    """The ``ATOLL_COWORKER_*`` variables of an environment service that runs ``spec``'s trials
+    (docs/coworkers.md): the run's seed and bound on replies, and the ``coworker:`` block's model
+    when it names one (else the service's own settings apply)."""
+    import json
+
+    coworker = spec.coworker
+    variables = {
+        "ATOLL_COWORKER_SEED": str(spec.seed),
+        "ATOLL_COWORKER_MAX_REPLIES": str(coworker.max_replies),
+    }
+    if coworker.model:
+        variables["ATOLL_COWORKER_MODEL"] = coworker.model
+        variables["ATOLL_COWORKER_EXTRA_ARGS"] = json.dumps(coworker.extra_args)
+        for name, value in (
+            ("API_BASE", coworker.api_base),
+            ("API_KEY_SECRET", coworker.api_key_secret),
+            ("THINKING", coworker.thinking),
+        ):
+            if value is not None:
+                variables[f"ATOLL_COWORKER_{name}"] = value
+    return variables
+
+
+def with_coworker_turns(trajectory: Trajectory, before: Any, after: Any) -> Trajectory:
+    """``trajectory`` with the exchanges between the agent and the world's personas that the
+    trial's final world records and its populated world did not (docs/coworkers.md), and their
+    model usage, counted apart from the agent's. ``before``/``after``: the grader's snapshots."""
+    from atoll.coworkers import EXCHANGES_FILE
+    from grader.appdata import coworker_exchanges
+
+    path = f".apps_data/{EXCHANGES_FILE}"
+    if path not in after.entries:
+        return trajectory
+    old = before.read_many({path}).get(path) if path in before.entries else None
+    turns = coworker_exchanges(old, after.read_many({path}).get(path))
+    if not turns:
+        return trajectory
+    usage = Usage(
+        prompt_tokens=sum(t.usage.prompt_tokens for t in turns),
+        completion_tokens=sum(t.usage.completion_tokens for t in turns),
+        cost_usd=sum(t.cost_usd for t in turns),
+    )
+    return trajectory.model_copy(update={"coworker_turns": turns, "coworker_usage": usage})
+
+
 def write_full_archive(
     snapshot: ManifestSnapshot | Snapshot, path: Path, *, batch_bytes: int = 64 << 20
 ) -> Path:
@@ -560,9 +500,16 @@ def store_artifacts(
     *,
     before_uri: str,
 ) -> dict[str, str | None]:
-    """Trajectory, grade and the final state (a delta on the seed, ``after.delta.tar.gz``, or
-    the full ``after.tar.gz`` that stands for it) under ``prefix``; the initial state is the
-    seed's, stored once, at ``before_uri``."""
+    """Trajectory (atoll's and, beside it, ATIF's: :func:`atif_bytes`), grade and the final
+    state (a delta on the seed, ``after.delta.tar.gz``, or the full ``after.tar.gz`` that
+    stands for it) under ``prefix``; the initial state is the seed's, stored once, at
+    ``before_uri``. A trajectory with raw model exchanges (``record_raw``) has them written
+    beside it, ``raw_model_calls.jsonl``, not inside it."""
+    atif = atif_bytes(trajectory)
+    if atif is not None:
+        artifacts.put_bytes(f"{prefix}/{ATIF_NAME}", atif)
+    if trajectory.raw_model_calls:
+        artifacts.put_bytes(f"{prefix}/{RAW_MODEL_CALLS_NAME}", raw_lines(trajectory.raw_model_calls))
     return {
         "trajectory_uri": artifacts.put_bytes(
             f"{prefix}/trajectory.json", model_json(trajectory, indent=2).encode()
@@ -573,6 +520,18 @@ def store_artifacts(
         "snapshot_before_uri": before_uri,
         "snapshot_after_uri": artifacts.put_file(f"{prefix}/{after.name}", after),
     }
+
+
+def atif_bytes(trajectory: Trajectory) -> bytes | None:
+    """The trial's ``atif.json``: its trajectory as ATIF (docs/interop.md); None, logged, in
+    the unexpected case the export fails (an extra file never costs the trial its record)."""
+    from atoll.atif import atif_json
+
+    try:
+        return atif_json(trajectory).encode()
+    except Exception as exc:  # our bug if it happens: the trial's own trajectory is still stored
+        log.warning("trial %s: no atif.json: %s", (trajectory.trial_id or "?")[:12], exc)
+        return None
 
 
 def trial_outcome(trajectory: Trajectory, grade: Grade | None) -> Outcome:
@@ -667,8 +626,6 @@ __all__ = [
     "grader_failure",
     "prepare_world",
     "raise_for_infrastructure",
-    "run_agent_in_process",
-    "run_agent_remote",
     "should_grade",
     "delta_base",
     "delta_request",

@@ -251,6 +251,7 @@ async def test_a_checkpoint_whose_toolbelt_tool_is_gone_ends_the_run_saying_why(
     assert resumed.error is not None and resumed.error.message.startswith(
         "bad_checkpoint: the checkpoint's toolbelt"
     )
+    assert resumed.error.code == "bad_checkpoint"  # what the executor starts over on
     assert llm.requests == []
 
 
@@ -442,3 +443,54 @@ async def test_the_service_resumes_a_run_from_a_posted_checkpoint(gateway, monke
     assert trajectory.status == RunStatus.completed, trajectory.error
     assert len(llm.requests) == 5 and trajectory.steps == 9 and len(trajectory.model_calls) == 9
     assert [(r.from_step, r.attempt) for r in trajectory.resumes] == [(4, 2)]
+
+
+async def test_the_service_pauses_a_run_at_each_checkpoint_until_its_caller_took_it(gateway, monkeypatch):
+    """Over HTTP the caller snapshots the world while the run waits: the run is paused at the
+    checkpoint (no model call) until ``checkpoint/taken``, and ends saying so when nobody takes
+    it within ``checkpoint_wait_s``; taking one it does not wait at is 409."""
+    import httpx
+
+    from agents_runner.service import create_app
+
+    from .conftest import ServedApp
+
+    script = _script()
+
+    def reply(request: dict[str, Any]) -> dict[str, Any]:  # by the step the request is for
+        return script[sum(1 for m in request["messages"] if m["role"] == "assistant")]
+
+    with ScriptedLLM(reply) as llm, ServedApp(create_app(token="svc")) as served:
+        monkeypatch.setenv("ATOLL_KEY_ENDPOINTS", f"openai={llm.api_base}")
+        body = {"model": "openai/x", "api_base": llm.api_base, "gateway_url": gateway.url,
+                "gateway_token": gateway.token, "prompt": TASK, "task_id": "task-1", "trial_id": "trial-1",
+                "config": PRICES, "checkpoint": {"every_steps": 4}}  # fmt: skip
+        async with httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{served.port}", headers={"Authorization": "Bearer svc"}, timeout=30
+        ) as client:
+            run_id = (await client.post("/runs", json=body)).json()["run_id"]
+            offered = await client.get(f"/runs/{run_id}/checkpoint", params={"wait_s": 20})
+            assert offered.status_code == 200, offered.text
+            checkpoint = load_agent_checkpoint(offered.content)
+            assert checkpoint.step == 4 and checkpoint.trial_id == "trial-1"
+            await asyncio.sleep(0.3)  # paused: no model call while the caller takes its time
+            assert len(llm.requests) == 4
+            assert (await client.get(f"/runs/{run_id}")).json()["checkpoint_step"] == 4
+            wrong = await client.post(f"/runs/{run_id}/checkpoint/taken", json={"step": 3})
+            assert wrong.status_code == 409 and wrong.json()["error"]["code"] == "no_checkpoint_pending"
+            taken = await client.post(f"/runs/{run_id}/checkpoint/taken", json={"step": 4})
+            assert taken.status_code == 202
+            offered = await client.get(f"/runs/{run_id}/checkpoint", params={"wait_s": 20})
+            assert load_agent_checkpoint(offered.content).step == 8  # it went on, to the next one
+            await client.post(f"/runs/{run_id}/cancel")
+            # The next one (step 8) is never taken: the run ends once its wait is over.
+            run_id = (await client.post("/runs", json={**body, "checkpoint_wait_s": 0.3})).json()["run_id"]
+            for _ in range(200):
+                if (await client.get(f"/runs/{run_id}")).json()["state"] == "finished":
+                    break
+                await asyncio.sleep(0.05)
+            ended = Trajectory.model_validate((await client.get(f"/runs/{run_id}/trajectory")).json())
+            none = await client.get(f"/runs/{run_id}/checkpoint", params={"wait_s": 5})
+    assert none.status_code == 204  # a finished run has none, and says so at once
+    assert ended.status == RunStatus.error and ended.steps == 4 and ended.error is not None
+    assert "checkpoint of step 4 was not taken within 0.3 s" in ended.error.message

@@ -5,7 +5,9 @@ calls the official ``kubernetes`` client makes for the executor (create/read/lis
 Jobs, list Pods with label and field selectors) with API-shaped objects, and lets a test drive
 each Job through the states a cluster would (pending, unschedulable, image pull errors,
 running, succeeded, OOMKilled, deadline exceeded, evicted, sidecar restarts). ``on_create``
-plays the kubelet.
+plays the kubelet: a test's function (a pod as a thread, or only state changes), or
+:class:`tests.deploy.kube_pods.ProcessKubelet`, which runs each pod as a process and deletes one
+with SIGKILL (a pod that dies mid-trial).
 
 An API server under load misbehaves; :meth:`StandInCluster.fault` makes chosen requests answer
 429/503 with ``Retry-After``, stall, reset the connection, or be applied and then lose their

@@ -5,6 +5,7 @@ attempt resumes from, and what makes it start over instead, saying why."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from pathlib import Path
 
@@ -15,19 +16,19 @@ from atoll.testing.scripted_llm import ScriptedLLM
 from atoll.trajectory import Trajectory
 from orchestrator.artifacts import ArtifactStore, stored_snapshots
 from orchestrator.executors.checkpoints import checkpoint_folder
-from orchestrator.executors.local import LocalExecutor
+from orchestrator.executors.local import LocalExecutor, ServiceSettings
 from orchestrator.planner import plan_trials
 from tests.orchestrator.checkpoint_trial import SUBJECT, StepModel, spec
 from tests.orchestrator.test_kubernetes_executor import s3_store  # noqa: F401 (a fixture)
 
 
-def _attempts(experiment, *attempts: int):
+def _attempts(experiment, *attempts: int, services: ServiceSettings | None = None):
     """Run the experiment's one trial as the given attempts, one after the other, in one executor."""
     benchmark = load_benchmark(experiment.benchmark)
     (trial,) = plan_trials(benchmark, experiment)
 
     async def run():
-        executor = LocalExecutor(benchmark, experiment)
+        executor = LocalExecutor(benchmark, experiment, services)
         try:
             return [await executor.run(trial, attempt=attempt) for attempt in attempts]
         finally:
@@ -136,6 +137,71 @@ def test_an_unusable_checkpoint_starts_the_trial_over_saying_why(tmp_path, damag
     assert second.run_status == "completed" and second.steps == 8
     assert model.requests == dict.fromkeys(range(1, 9), 2)  # every step again
     assert sent_canaries(ArtifactStore((tmp_path / "artifacts").as_uri()), second) == 1
+
+
+def refuse_toolbelt(folder: Path) -> dict:
+    """Make the latest checkpoint one the agent refuses once it has started (its toolbelt holds a
+    tool the world does not serve) while its files still match ``latest.json``; the pointer."""
+    latest = json.loads((folder / "latest.json").read_text())
+    agent = folder / latest["slot"] / "agent.json"
+    state = json.loads(agent.read_text())
+    state["agent_state"]["toolbelt"] = ["mail_recall_everything"]
+    agent.write_text(json.dumps(state))
+    latest["agent_sha256"] = hashlib.sha256(agent.read_bytes()).hexdigest()
+    (folder / "latest.json").write_text(json.dumps(latest))
+    return latest
+
+
+def test_a_checkpoint_the_agent_refuses_once_started_starts_the_trial_over_once_saying_why(tmp_path):
+    """Not an infrastructure error to retry (every retry would meet the same checkpoint): the
+    attempt starts over from the seed, once, and completes."""
+    model = StepModel(8)
+    with ScriptedLLM(model) as llm:
+        experiment = spec(tmp_path, llm.api_base, steps=8, checkpoint={"every_steps": 3, "every_s": None})
+        trial, (first,) = _attempts(experiment, 1)
+        refused = refuse_toolbelt(_folder(tmp_path, trial))
+        assert refused["step"] == 6
+        _, (second,) = _attempts(experiment, 2)
+    started_over = _trajectory(second)
+    assert second.run_status == "completed" and second.attempt == 2 and second.steps == 8
+    assert started_over.resumes == [] and started_over.resume_refused is not None
+    assert started_over.resume_refused.startswith("the agent refused the checkpoint of step 6: ")
+    assert "mail_recall_everything" in started_over.resume_refused
+    assert model.requests == dict.fromkeys(range(1, 9), 2)  # the refused run asked for nothing
+    assert sent_canaries(ArtifactStore((tmp_path / "artifacts").as_uri()), second) == 1
+    # The new checkpoints went into the slots in turn (step 3 beside the refused one, then 6).
+    latest = json.loads((_folder(tmp_path, trial) / "latest.json").read_text())
+    assert (latest["step"], latest["attempt"], latest["slot"]) == (6, 2, refused["slot"])
+
+
+def test_trials_run_by_the_agents_runner_service_take_checkpoints_and_resume_from_them(tmp_path, monkeypatch):
+    """With ATOLL_AGENTS_RUNNER_URL the agent runs in the service: it pauses at each checkpoint
+    while the executor snapshots the world, a new attempt resumes from the latest through the
+    service, and a checkpoint the agent refuses there starts the attempt over, saying why."""
+    from agents_runner.service import create_app
+    from tests.served_app import ServedApp
+
+    model = StepModel(8)
+    with ScriptedLLM(model) as llm, ServedApp(create_app(token="svc")) as runner:
+        monkeypatch.setenv("ATOLL_KEY_ENDPOINTS", f"openai={llm.api_base}")  # the runner's operator
+        services = ServiceSettings(agents_runner_url=runner.url, agent_token="svc")
+        experiment = spec(tmp_path, llm.api_base, steps=8, checkpoint={"every_steps": 3, "every_s": None})
+        trial, (first, second) = _attempts(experiment, 1, 2, services=services)
+        folder = _folder(tmp_path, trial)
+        latest = json.loads((folder / "latest.json").read_text())
+        refuse_toolbelt(folder)
+        _, (third,) = _attempts(experiment, 3, services=services)
+    assert (latest["step"], latest["attempt"]) == (6, 1)  # taken while the service's run waited
+    assert first.steps == second.steps == third.steps == 8
+    resumed = _trajectory(second)
+    assert [(r.from_step, r.attempt) for r in resumed.resumes] == [(6, 2)]
+    artifacts = ArtifactStore((tmp_path / "artifacts").as_uri())
+    assert sent_canaries(artifacts, first) == sent_canaries(artifacts, second) == 1
+    started_over = _trajectory(third)
+    assert started_over.resumes == [] and "mail_recall_everything" in started_over.resume_refused
+    assert sent_canaries(artifacts, third) == 1
+    # Steps 1-6 asked by attempt 1 (and again by 3), 7-8 by each attempt.
+    assert model.requests == {**dict.fromkeys(range(1, 7), 2), 7: 3, 8: 3}
 
 
 def test_a_recorded_result_removes_its_checkpoints_and_deleting_the_run_removes_any_left(tmp_path):

@@ -87,18 +87,21 @@ def test_retry_after_is_honoured(tmp_path, benchmark_dir, cluster):
     executor, trial = _executor(tmp_path, benchmark_dir, cluster, api_retry_budget_s=10)
     cluster.on_create = _healthy_kubelet()
     # Four in a row: more than urllib3's own three retries would absorb. (The pod informer's
-    # first list: no other call lists pods before it has answered.)
-    cluster.fault("GET", r"/pods$", status=429, retry_after="1", times=4)
+    # first list: no other call lists pods before it has answered.) A 503 with no Retry-After
+    # is backed off (0.25 to 0.5 s), then each 429's Retry-After replaces the backoff for its
+    # own wait: 1 s, even at the fourth failure whose backoff would be 2 to 4 s.
+    cluster.fault("GET", r"/pods$", status=503, times=1)
+    cluster.fault("GET", r"/pods$", status=429, retry_after="1", times=3)
     assert _run_one(executor, trial).outcome is Outcome.passed
     reads = [
         (at, status)
         for at, method, path, status in cluster.requests
         if method == "GET" and path.endswith("/pods")
     ]
-    assert [status for _at, status in reads[:5]] == [429, 429, 429, 429, 200]
-    assert all(
-        later - earlier >= 0.95 for (earlier, _s), (later, _t) in zip(reads[:4], reads[1:5], strict=True)
-    )
+    assert [status for _at, status in reads[:5]] == [503, 429, 429, 429, 200]
+    gaps = [later - earlier for (earlier, _s), (later, _t) in zip(reads[:4], reads[1:5], strict=True)]
+    assert 0.2 <= gaps[0] < 0.95
+    assert all(0.95 <= gap < 1.9 for gap in gaps[1:])
 
 
 def test_a_long_retry_after_is_cut_to_its_bound(tmp_path, benchmark_dir, cluster):
@@ -142,8 +145,10 @@ def test_an_api_outage_longer_than_a_calls_budget_neither_fails_nor_deletes_a_ru
 ):
     executor, trial = _executor(tmp_path, benchmark_dir, cluster, api_retry_budget_s=0.2, poll_s=0.02)
     cluster.on_create = kubelet = _healthy_kubelet(run_s=1.5)
-    # Once the Job exists, every read fails for a second (a control-plane upgrade).
-    outage = cluster.fault("GET", r"/(jobs|pods)$", status=503, times=None, until_s=time.monotonic() + 60)
+    # Once the Job exists, every read fails for a second (a control-plane upgrade). Inactive until
+    # then: an outage from the start would hold the informers' first list, and the Job's creation
+    # behind it, for as long as it lasts.
+    outage = cluster.fault("GET", r"/(jobs|pods)$", status=503, times=None, until_s=0.0)
     real_on_create = cluster.on_create
 
     def on_create(standin, job):

@@ -313,6 +313,7 @@ def test_an_attempts_presigned_urls_reach_its_own_folder_only(tmp_path, benchmar
     assert set(access_a.put_urls) == {
         "outcome.json",
         "trajectory.json",
+        "atif.json",
         "grade.json",
         "after.delta.tar.gz",
         "after.tar.gz",
@@ -333,7 +334,8 @@ def test_the_final_snapshot_is_streamed_from_disk_not_read_into_memory(
     from datetime import UTC, datetime
 
     from atoll.trajectory import RunStatus, Trajectory
-    from orchestrator.executors.kubernetes_trial import _PresignedFolder, load_input
+    from orchestrator.executors.kubernetes_folders import PresignedFolder
+    from orchestrator.executors.kubernetes_trial import load_input
 
     store, pod_input, access = _presigned_attempt(s3_store, tmp_path, benchmark_dir, "exp/a/attempt-1")
     trial_input, _ = load_input(pod_input)
@@ -350,10 +352,15 @@ def test_the_final_snapshot_is_streamed_from_disk_not_read_into_memory(
     trajectory = Trajectory(agent="a", model="m", status=RunStatus.completed, started_at=now, ended_at=now)
     with monkeypatch.context() as pod:
         pod.setattr(pathlib.Path, "read_bytes", refuse_snapshots)
-        uris = _PresignedFolder(access, store, trial_input).store(trajectory, None, after)
+        uris = PresignedFolder(
+            access, store, seed_key=trial_input.seed_key, seed_manifest_key=trial_input.seed_manifest_key
+        ).store(trajectory, None, after)
     assert uris["snapshot_after_uri"].endswith("exp/a/attempt-1/after.delta.tar.gz")
     assert uris["snapshot_before_uri"] == store.uri("seeds/world.manifest.json")
     assert store.get_bytes("exp/a/attempt-1/after.delta.tar.gz") == payload
+    # The trajectory went up twice: atoll's, and as ATIF beside it (docs/interop.md).
+    assert Trajectory.model_validate_json(store.get_bytes("exp/a/attempt-1/trajectory.json")) == trajectory
+    assert json.loads(store.get_bytes("exp/a/attempt-1/atif.json"))["schema_version"] == "ATIF-v1.7"
 
 
 @pytest.mark.slow
@@ -669,16 +676,16 @@ def test_the_pod_writes_its_outcome_and_evidence_beside_the_input_it_was_given(t
 def test_a_refusal_names_expired_signing_credentials_apart_from_an_expired_url():
     import httpx
 
-    from orchestrator.executors.kubernetes_trial import _refusal
+    from orchestrator.executors.kubernetes_folders import refusal
 
     def body(code: str, message: str) -> str:
         return f"<Error><Code>{code}</Code><Message>{message}</Message></Error>"
 
-    token = _refusal(
+    token = refusal(
         "s3://b/k", httpx.Response(403, text=body("ExpiredToken", "The provided token has expired."))
     )
     assert "temporary credentials" in token and "deadline" not in token
-    url = _refusal("s3://b/k", httpx.Response(403, text=body("AccessDenied", "Request has expired")))
+    url = refusal("s3://b/k", httpx.Response(403, text=body("AccessDenied", "Request has expired")))
     assert "ran past its Job's deadline" in url
-    other = _refusal("s3://b/k", httpx.Response(403, text=body("AccessDenied", "Access Denied")))
+    other = refusal("s3://b/k", httpx.Response(403, text=body("AccessDenied", "Access Denied")))
     assert other == "s3://b/k: HTTP 403 AccessDenied: Access Denied"

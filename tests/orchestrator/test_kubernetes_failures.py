@@ -131,6 +131,32 @@ def test_without_a_failure_policy_a_disrupted_pod_fails_fast_with_the_disruption
     assert waiting.phase == "pending" and "waiting for the Job's replacement pod" in waiting.reason
 
 
+def test_a_job_failed_after_its_evicted_pod_was_replaced_names_the_replacement_s_end():
+    """Under podFailurePolicy Ignore an evicted pod never fails its Job: a Job failed after
+    one was replaced failed for its replacement (deleted here), not for the eviction."""
+    from orchestrator.executors.kubernetes_state import read_state
+
+    evicted = {
+        "status": {
+            "phase": "Failed",
+            "conditions": [{"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}],
+        }
+    }
+    job = {
+        "spec": {
+            "podFailurePolicy": {
+                "rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]
+            }
+        },
+        "status": {
+            "failed": 1,
+            "conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}],
+        },
+    }
+    state = read_state(job, [evicted])  # the replacement pod is gone (deleted)
+    assert state.phase == "failed" and state.reason.startswith("trial pod was deleted before it finished")
+
+
 def test_a_job_failed_because_its_pod_was_deleted_says_so(tmp_path, benchmark_dir, cluster):
     def drain(standin, name):
         standin.set_pod(name, phase="Running")
