@@ -18,6 +18,7 @@ import litellm
 
 from agents_runner.config import AgentConfig
 from agents_runner.conversation import assistant_turn
+from agents_runner.raw import RawRecorder
 from atoll.errors import AtollError, CodedError
 from atoll.llm import (
     Endpoint,
@@ -92,6 +93,7 @@ class ModelClient:
             max_wait_s=config.retry_max_wait_s,
         )
         self._endpoint = Endpoint(model, api_base, api_key, secret=api_key_secret)
+        self.raw = RawRecorder(config.record_raw_max_bytes, secrets=(api_key,)) if config.record_raw else None
         self._info = _model_info(model)
         self._seen_call_ids: set[str] = set()
 
@@ -176,9 +178,12 @@ class ModelClient:
                 stream=self.config.stream,
                 cost=self._cost,
                 on_retry=on_retry,
+                on_request=self.raw.request if self.raw is not None else None,
             )
         except ModelError as error:
             record.error = _short(str(error))
+            if self.raw is not None:
+                self.raw.add(step, error=str(error), retries=record.retries)
             if error.kind is ModelErrorKind.context_window:
                 raise ContextWindowExceeded(_short(error.message)) from error
             if error.kind is ModelErrorKind.cost_ceiling:
@@ -187,6 +192,8 @@ class ModelClient:
         finally:
             record.duration_s = round(time.monotonic() - started, 4)
         record.error = None if record.error is None else f"recovered from {record.error}"
+        if self.raw is not None:
+            self.raw.add(step, response=done.response, retries=record.retries)
         usage = self._usage(done.response, done.cost_usd)
         record.usage = usage
         self.usage = self.usage + usage

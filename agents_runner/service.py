@@ -6,8 +6,14 @@
 | ``GET /agents`` | registered agents and the config JSON Schema |
 | ``POST /runs`` | start a run (body: :class:`RunRequest`); 202 ``{"run_id", "state"}`` |
 | ``GET /runs/{id}`` | state ``running|finished``, status, steps, elapsed time, usage |
-| ``GET /runs/{id}/trajectory[?so_far=true]`` | the trajectory (409 while running; with ``so_far``, the trajectory so far, status ``running``) |
+| ``GET /runs/{id}/trajectory[?so_far=true][&raw=true]`` | the trajectory (409 while running; with ``so_far``, the trajectory so far, status ``running``; with ``raw``, plus its ``raw_model_calls`` when the run recorded them) |
+| ``GET /runs/{id}/checkpoint[?wait_s=]`` | the checkpoint the run waits at to be taken (200), else 204 after ``wait_s`` |
+| ``POST /runs/{id}/checkpoint/taken`` | the caller took it (body ``{"step"}``): the run goes on; 409 when it does not wait at it |
 | ``POST /runs/{id}/cancel`` | stop the run; its trajectory ends ``cancelled`` |
+
+A run started with a ``checkpoint`` policy pauses at each checkpoint it takes until its caller
+took it (the orchestrator snapshots the world meanwhile), and ends with status ``error`` when
+nobody does within its ``checkpoint_wait_s``.
 
 When ``ATOLL_AGENT_TOKEN`` is set, every endpoint but ``/health`` requires
 ``Authorization: Bearer $ATOLL_AGENT_TOKEN``; ``atoll agent serve`` refuses to listen beyond
@@ -18,10 +24,11 @@ runs running at once (``ATOLL_AGENT_MAX_RUNNING``, else 429) and the finished tr
 
 from __future__ import annotations
 
+import json
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
-from fastapi import Depends, FastAPI
+from fastapi import Depends, FastAPI, Query
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 
@@ -29,13 +36,14 @@ from agents_runner.config import AgentConfig
 from agents_runner.manager import RunManager, RunRequest
 from agents_runner.registry import agents
 from agents_runner.settings import AgentRunnerSettings
+from atoll import telemetry
+from atoll.agent_checkpoint import AgentCheckpoint
 from atoll.errors import AtollError
 from atoll.http import ERROR_RESPONSES, Health, add_error_handler, bearer_guard, model_reply, strict_json
 from atoll.http_guard import guard
+from atoll.jsonio import dumps_strict, model_json
 from atoll.llm.endpoints import within
 from atoll.trajectory import RunStatus, Trajectory, Usage
-
-_STATUS_OF_CODE = {"unknown_run": 404, "run_running": 409, "too_many_runs": 429, "gateway_not_allowed": 400}
 
 
 class AgentInfo(BaseModel):
@@ -52,7 +60,7 @@ class AgentList(BaseModel):
 
 
 class RunStarted(BaseModel):
-    """``POST /runs`` and ``POST /runs/{id}/cancel``."""
+    """``POST /runs``, ``POST /runs/{id}/checkpoint/taken`` and ``POST /runs/{id}/cancel``."""
 
     run_id: str
     state: Literal["running", "cancelling"]
@@ -71,6 +79,15 @@ class RunState(BaseModel):
     steps: int
     elapsed_s: float
     usage: Usage | None
+    checkpoint_step: int | None = Field(
+        None, description="the step of the checkpoint the run waits at to be taken; null when none"
+    )
+
+
+class CheckpointTaken(BaseModel):
+    """``POST /runs/{id}/checkpoint/taken``: the caller took the checkpoint of ``step``."""
+
+    step: int = Field(ge=0)
 
 
 def create_app(settings: AgentRunnerSettings | None = None, *, token: str | None = None) -> FastAPI:
@@ -87,13 +104,16 @@ def create_app(settings: AgentRunnerSettings | None = None, *, token: str | None
         yield
         await manager.shutdown()
 
-    app = FastAPI(title="atoll agents runner", lifespan=lifespan)
+    # traces: service_options is {} unless an OTLP endpoint is set (atoll.telemetry)
+    app = FastAPI(
+        title="atoll agents runner", lifespan=lifespan, **telemetry.service_options("atoll-agents-runner")
+    )
     # Host allow-list, cross-site refusal and the body limit (atoll.http_guard)
     guard(app, max_body_bytes=settings.max_body_bytes)
     app.state.manager = manager
 
     authorize = bearer_guard(token)
-    add_error_handler(app, _STATUS_OF_CODE)
+    add_error_handler(app)
 
     guarded: dict[str, Any] = {"dependencies": [Depends(authorize)], "responses": ERROR_RESPONSES}
 
@@ -137,9 +157,42 @@ def create_app(settings: AgentRunnerSettings | None = None, *, token: str | None
         response_class=JSONResponse,
         responses={200: {"model": Trajectory}, **ERROR_RESPONSES},
     )
-    async def run_trajectory(run_id: str, so_far: bool = False) -> Response:
+    async def run_trajectory(run_id: str, so_far: bool = False, raw: bool = False) -> Response:
         # Written as the trajectory file is (no aliases), not through FastAPI's response_model.
-        return model_reply(manager.trajectory(run_id, so_far=so_far))
+        trajectory = manager.trajectory(run_id, so_far=so_far)
+        if not raw:
+            return model_reply(trajectory)
+        # With its raw model calls (record_raw), which the trajectory file never holds.
+        body = json.loads(model_json(trajectory))
+        body["raw_model_calls"] = trajectory.raw_model_calls
+        return Response(dumps_strict(body), media_type="application/json")
+
+    @app.get(
+        "/runs/{run_id}/checkpoint",
+        dependencies=[Depends(authorize)],
+        response_class=JSONResponse,
+        responses={
+            200: {"model": AgentCheckpoint},
+            204: {"description": "no checkpoint waits to be taken"},
+            **ERROR_RESPONSES,
+        },
+    )
+    async def run_checkpoint(
+        run_id: str,
+        wait_s: float = Query(0.0, ge=0, le=30, description="wait this long for one to be taken"),
+    ) -> Response:
+        checkpoint = await manager.offered_checkpoint(run_id, wait_s)
+        return Response(status_code=204) if checkpoint is None else model_reply(checkpoint)
+
+    @app.post(
+        "/runs/{run_id}/checkpoint/taken",
+        status_code=202,
+        dependencies=[Depends(authorize), Depends(strict_json(CheckpointTaken))],
+        responses=ERROR_RESPONSES,
+    )
+    async def checkpoint_taken(run_id: str, body: CheckpointTaken) -> RunStarted:
+        manager.checkpoint_taken(run_id, body.step)
+        return RunStarted(run_id=run_id, state="running")
 
     @app.post("/runs/{run_id}/cancel", status_code=202, **guarded)
     async def cancel_run(run_id: str) -> RunStarted:

@@ -14,7 +14,9 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, field
+from typing import Any, Literal
 
+from atoll.coworkers import CoworkerExchange
 from atoll.grade import Changes, ChatChange, EventChange, FileChange, MailSent
 from grader import appdata
 from grader.budget import printable
@@ -114,6 +116,152 @@ def line_changes(before: str, after: str) -> list[LineChange]:
         found += [LineChange("changed", old[i1 + k], new[j1 + k]) for k in range(pairs)]
         found += [LineChange("removed", line, None) for line in old[i1 + pairs : i2]]
         found += [LineChange("added", None, line) for line in new[j1 + pairs : j2]]
+    return found
+
+
+@dataclass
+class FieldChange:
+    """One field of a mail, event or chat message: ``before`` None when added, ``after`` None
+    when removed."""
+
+    field: str
+    before: Any = None
+    after: Any = None
+
+
+@dataclass
+class RecordChange:
+    """A mail, calendar event or chat message ``added``, ``removed`` or ``changed``, field by
+    field: ``fields`` holds every field it has when added or removed, and only those that
+    differ when changed. ``action`` is the typed change's own word (``sent``, ``updated``,
+    ``replied``, …), ``id`` the id of its evidence artifact."""
+
+    kind: Literal["mail", "event", "chat"]
+    change: Literal["added", "removed", "changed"]
+    action: str
+    id: str
+    title: str
+    fields: list[FieldChange] = field(default_factory=list)
+
+
+MAIL_FIELDS = ("from", "to", "cc", "bcc", "subject", "body", "attachments")
+EVENT_FIELDS = ("title", "start", "end", "attendees", "location")
+CHAT_FIELDS = ("channel", "author", "text")
+# iCalendar properties (atoll.formats.ics.EVENT_FIELDS) by the names a reader knows them by.
+_EVENT_NAMES = {"summary": "title", "dtstart": "start", "dtend": "end", "attendee": "attendees"}
+_MAIL_CHANGE = {"sent": "added", "deleted": "removed", "edited": "changed"}
+_EVENT_CHANGE = {"created": "added", "deleted": "removed", "updated": "changed"}
+_CHAT_CHANGE = {
+    "posted": "added",
+    "replied": "added",
+    "deleted": "removed",
+    "edited": "changed",
+    "reacted": "changed",
+}
+
+
+def _present(value: Any) -> bool:
+    return value not in (None, "", [], {})
+
+
+def _whole(values: dict[str, Any], names: tuple[str, ...], side: str) -> list[FieldChange]:
+    """Every field that has a value, on one side (``before`` for a removal, ``after`` for an addition)."""
+    return [FieldChange(name, **{side: values[name]}) for name in names if _present(values.get(name))]
+
+
+def _mail_fields(mail: MailSent) -> dict[str, Any]:
+    return {
+        "from": mail.from_,
+        "to": mail.to,
+        "cc": mail.cc,
+        "bcc": mail.bcc,
+        "subject": mail.subject,
+        "body": mail.body,
+        "attachments": mail.attachments,
+    }
+
+
+def record_changes(changes: Changes) -> list[RecordChange]:
+    """The mails, calendar events and chat messages of ``changes`` added, removed and changed,
+    field by field (mail: from, to, cc, bcc, subject, body, attachments; event: title, start,
+    end, attendees, location and any other property that changed; chat: channel, author, text,
+    and a reaction added). The one rule for these views: the viewer's world diff shows them."""
+    found: list[RecordChange] = []
+    edited_before = changes.mails_edited_before
+    for action, mails in (
+        ("sent", changes.mails_sent),
+        ("deleted", changes.mails_deleted),
+        ("edited", changes.mails_edited),
+    ):
+        for index, mail in enumerate(mails):
+            ident = mail.message_id or f"#{index + 1}"
+            now = _mail_fields(mail)
+            if action == "edited":
+                was = _mail_fields(edited_before[index]) if index < len(edited_before) else {}
+                fields = [
+                    FieldChange(name, was.get(name), now[name])
+                    for name in MAIL_FIELDS
+                    if was.get(name) != now[name]
+                ]
+            else:
+                fields = _whole(now, MAIL_FIELDS, "after" if action == "sent" else "before")
+            found.append(
+                RecordChange(
+                    kind="mail",
+                    change=_MAIL_CHANGE[action],  # type: ignore[arg-type]
+                    action=action,
+                    id=f"mail:{ident}" if action == "sent" else f"mail:{ident}:{action}",
+                    title=mail.subject,
+                    fields=fields,
+                )
+            )
+    for event in changes.events:
+        values = {
+            "title": event.summary,
+            "start": event.start,
+            "end": event.end,
+            "attendees": event.attendees,
+            "location": event.location,
+        }
+        if event.change == "updated":
+            fields = [
+                FieldChange(_EVENT_NAMES.get(name, name), change.get("before"), change.get("after"))
+                for name, change in event.changed_fields.items()
+                if isinstance(change, dict)
+            ]
+            order = {name: position for position, name in enumerate(EVENT_FIELDS)}
+            fields.sort(key=lambda item: (order.get(item.field, len(order)), item.field))
+        else:
+            fields = _whole(values, EVENT_FIELDS, "after" if event.change == "created" else "before")
+        found.append(
+            RecordChange(
+                kind="event",
+                change=_EVENT_CHANGE[event.change],  # type: ignore[arg-type]
+                action=event.change,
+                id=f"event:{event.uid}",
+                title=event.summary,
+                fields=fields,
+            )
+        )
+    for post in changes.chat:
+        values = {"channel": post.channel_name or post.channel_id, "author": post.author, "text": post.text}
+        where = values["channel"]
+        if post.change == "edited":
+            fields = [FieldChange("text", post.previous_text, post.text)]
+        elif post.change == "reacted":
+            fields = [FieldChange("reaction", None, f"{post.emoji} by {post.author or 'unknown'}")]
+        else:
+            fields = _whole(values, CHAT_FIELDS, "before" if post.change == "deleted" else "after")
+        found.append(
+            RecordChange(
+                kind="chat",
+                change=_CHAT_CHANGE[post.change],  # type: ignore[arg-type]
+                action=post.change,
+                id=f"chat:{post.message_id}:{post.change}",
+                title=f"{where}" + (f" · {post.author}" if post.author else ""),
+                fields=fields,
+            )
+        )
     return found
 
 
@@ -257,7 +405,10 @@ def diff_snapshots(
     apps_wanted = {
         p
         for p in changed_paths
-        if appdata.is_mail(p) or appdata.is_calendar(p) or appdata.is_chat_messages(p)
+        if appdata.is_mail(p)
+        or appdata.is_calendar(p)
+        or appdata.is_chat_messages(p)
+        or appdata.is_coworker_exchanges(p)
     }
     # Names of chat groups come from group_info.json whether or not it changed.
     info_paths = {p for p in new if appdata.is_chat_group_info(p)}
@@ -312,6 +463,12 @@ def diff_snapshots(
     )
     result.changes.mails_sent, result.changes.events, result.changes.chat = mail.sent, events, chat
     result.changes.mails_deleted, result.changes.mails_edited = mail.deleted, mail.edited
+    result.changes.mails_edited_before = mail.edited_before
+    if appdata.COWORKER_EXCHANGES in apps_wanted:
+        result.changes.coworkers = appdata.coworker_exchanges(
+            before_bytes.get(appdata.COWORKER_EXCHANGES), after_bytes.get(appdata.COWORKER_EXCHANGES)
+        )
+        result.artifacts.extend(_coworker_artifact(e) for e in result.changes.coworkers)
     result.artifacts.extend(_mail_artifact(m, i) for i, m in enumerate(mail.sent))
     result.artifacts.extend(_mail_artifact(m, i, "deleted") for i, m in enumerate(mail.deleted))
     result.artifacts.extend(_mail_artifact(m, i, "edited") for i, m in enumerate(mail.edited))
@@ -398,6 +555,27 @@ def _event_artifact(event: EventChange) -> Artifact:
         title=f"event {event.change}: {event.summary}",
         text="\n".join(lines),
         change=event.change,
+    )
+
+
+def _coworker_artifact(exchange: CoworkerExchange) -> Artifact:
+    """One exchange with a persona as the judge reads it: what the agent wrote, what came back."""
+    where = f"{exchange.channel} ({exchange.conversation})"
+    lines = [
+        f"The agent wrote to {exchange.persona} <{exchange.persona_email}> by {where}:",
+        exchange.message,
+        "",
+    ]
+    if exchange.status == "over_limit":
+        lines.append(f"{exchange.persona} did not answer: the trial's bound on replies was reached.")
+    else:
+        lines += [f"{exchange.persona} replied ({exchange.status}):", exchange.reply]
+    return Artifact(
+        id=f"coworker:{exchange.message_id}:{exchange.persona_email}",
+        kind="coworker",
+        title=f"conversation with {exchange.persona} by {exchange.channel}",
+        text="\n".join(lines),
+        change="created",
     )
 
 

@@ -583,6 +583,42 @@ def _failure_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+# report.json's failure_analysis dimensions, as report.md / .html title them (the viewer's
+# run page shows the same groups, from the same function).
+_ANALYSIS_TITLES = (
+    ("criterion", "By failed criterion"),
+    ("target_kind", "By grading target kind"),
+    ("end_reason", "By end reason"),
+    ("error_kind", "By error kind"),
+    ("outcome", "By outcome"),
+)
+
+
+def _failure_analysis_lines(report: dict[str, Any]) -> list[str]:
+    """report.json's ``failure_analysis`` (:func:`report_trials.failure_analysis`): the trials
+    that ended without passing grouped five ways, each group listing its trials, linked."""
+    analysis = report.get("failure_analysis") or {}
+    if not any(analysis.get(name) for name, _title in _ANALYSIS_TITLES):
+        return []
+    by_id = {trial["trial_id"]: trial for trial in report["trial_rows"]}
+    lines = ["", "## Failure analysis", ""]
+    lines.append(
+        "The failures above grouped five ways (a trial is under each criterion it missed); each "
+        f"group lists exactly its trials (up to {GROUP_LISTED}; report.json lists all)."
+    )
+    for name, title in _ANALYSIS_TITLES:
+        groups = analysis.get(name) or []
+        if not groups:
+            continue
+        lines += ["", f"### {title}", "", "| Group | Trials | Which |", "|---|---|---|"]
+        for group in groups:
+            members = [by_id[trial_id] for trial_id in group["trials"] if trial_id in by_id]
+            shown = ", ".join(_link(_trial_label(m, report), m["link"]) for m in members[:GROUP_LISTED])
+            more = f", … and {len(members) - GROUP_LISTED} more" if len(members) > GROUP_LISTED else ""
+            lines.append(f"| {_cell(group['key'])} | {group['count']} | {shown}{more} |")
+    return lines
+
+
 def _matrix_lines(report: dict[str, Any]) -> list[str]:
     """Agents × tasks: passes of graded runs per cell, and what else the cell holds."""
     grid = report["matrix"]
@@ -690,6 +726,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines += ["", f"Tasks not run ({len(report['excluded_tasks'])}, skip_unavailable_apps):", ""]
         lines += [f"- `{task_id}`: {why}" for task_id, why in sorted(report["excluded_tasks"].items())]
     lines += _failure_lines(report)
+    lines += _failure_analysis_lines(report)
     lines += _matrix_lines(report)
     lines += _disagreement_lines(report)
     if k > 1:  # with one run per task, Pass@1 is all there is

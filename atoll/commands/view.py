@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import typer
 
+from atoll.defaults import OUTPUT_DIR
 from atoll.errors import AtollError
 from atoll.logs import JSON_LOGS_HELP
 
 STORE_NAME = "atoll.db"
 # Where `atoll run` (examples, defaults) and `atoll demo` put their stores, in that order.
-DEFAULT_STORES = (Path("atoll-out") / STORE_NAME, Path("atoll-out") / "demo" / STORE_NAME)
+DEFAULT_STORES = (Path(OUTPUT_DIR) / STORE_NAME, Path(OUTPUT_DIR) / "demo" / STORE_NAME)
 
 
 def register(app: typer.Typer) -> None:
@@ -51,9 +53,36 @@ def resolve_store(run_dir: Path | None, store: str | None, environ: dict[str, st
     )
 
 
+def open_store(run_dir: Path | None, store: str | None) -> tuple[Any, Any]:
+    """(the trial store to show, the temporary folder holding it or None): the store
+    :func:`resolve_store` finds, else, for a Harbor job folder (or a folder of jobs) without
+    one, a SQLite store made in a temporary folder that records its jobs
+    (:mod:`orchestrator.harbor_jobs`); the caller disposes of the store, then cleans the folder
+    up. Raises resolve_store's AtollError when RUN_DIR is neither."""
+    import tempfile
+
+    from orchestrator.store import TrialStore
+
+    try:
+        return TrialStore(resolve_store(run_dir, store)), None
+    except AtollError:
+        from orchestrator.harbor_jobs import find_harbor_jobs, harbor_store
+
+        if store or run_dir is None or not find_harbor_jobs(run_dir):
+            raise
+    scratch = tempfile.TemporaryDirectory(prefix="atoll-harbor-")
+    try:
+        return harbor_store(run_dir, Path(scratch.name)), scratch
+    except BaseException:
+        scratch.cleanup()
+        raise
+
+
 def view(
     run_dir: Path = typer.Argument(
-        None, help="output folder holding atoll.db (e.g. atoll-out/demo), or a .db file"
+        None,
+        help="output folder holding atoll.db (e.g. atoll-out/demo), a .db file, or a Harbor job folder "
+        "(jobs/JOB, or jobs/ for every job in it: docs/interop.md)",
     ),
     store: str = typer.Option(None, "--store", help="trial store URL (sqlite path or postgresql://…)"),
     host: str = typer.Option("127.0.0.1", "--host", help="bind address"),
@@ -67,15 +96,20 @@ def view(
     json_logs: bool = typer.Option(False, "--json-logs", help=JSON_LOGS_HELP),
 ) -> None:
     """Browse runs, trials, transcripts, verdicts and world diffs in a web browser."""
+    import signal
+    import sys
+
     from atoll.http_guard import check_bind, guarded_protocol
     from atoll.serving import serve_app
-    from orchestrator.store import TrialStore
     from orchestrator.viewer import create_app
     from orchestrator.viewer.data import shown_url
 
     check_bind(host, token, "ATOLL_VIEW_TOKEN")
-    url = resolve_store(run_dir, store)
-    trial_store = TrialStore(url)
+    trial_store, scratch = open_store(run_dir, store)
+    if scratch is not None:
+        # uvicorn re-raises the SIGTERM that stopped it once it has shut down: as an exit
+        # (not the default handler's instant death), so the job's store is removed below.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     try:
         # One line once it accepts connections: "atoll view (store …) listening on http://…".
         serve_app(
@@ -92,3 +126,5 @@ def view(
         )
     finally:
         trial_store.dispose()
+        if scratch is not None:
+            scratch.cleanup()

@@ -31,27 +31,19 @@ from fastapi import FastAPI, Query, Request
 from fastapi.responses import FileResponse, Response
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, http_status
 from atoll.http import add_error_handler, bearer_matches
 from atoll.http_guard import guard
 from atoll.trial import TrialResult, TrialSpec
 from orchestrator.store import TrialStore
 from orchestrator.viewer import data
 from orchestrator.viewer.compare import compare_runs
-from orchestrator.viewer.trial import trial_detail
+from orchestrator.viewer.trial import raw_exchanges, trial_detail
 from orchestrator.viewer.worlddiff import SnapshotCache, snapshot_member
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
-_STATUS_OF_CODE = {
-    "unknown_run": 404,
-    "unknown_trial": 404,
-    "unknown_file": 404,
-    "artifact_unreadable": 502,
-    "unauthorized": 401,
-    "bad_compare": 400,
-}
 _CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
     "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
@@ -77,7 +69,7 @@ def create_app(store: TrialStore, *, bind_host: str | None = None, token: str | 
     snapshots, cache = SnapshotCache(), data.RunCache()
     app.state.store, app.state.snapshots, app.state.cache = store, snapshots, cache
     app.router.add_event_handler("shutdown", snapshots.close)
-    add_error_handler(app, _STATUS_OF_CODE)
+    add_error_handler(app)
     app.add_middleware(_Headers)
     guard(app, bind_host=bind_host)  # Host allow-list ($ATOLL_ALLOWED_HOSTS) and cross-site refusal
 
@@ -128,6 +120,10 @@ def create_app(store: TrialStore, *, bind_host: str | None = None, token: str | 
     @app.get("/api/trials/{trial_id}")
     async def trial(trial_id: str, run: str | None = None) -> dict[str, Any]:
         return await run_off_loop(trial_detail, store, trial_id, run=run, snapshots=snapshots)
+
+    @app.get("/api/trials/{trial_id}/raw/{step}")
+    async def raw(trial_id: str, step: int, run: str | None = None) -> dict[str, Any]:
+        return await run_off_loop(raw_exchanges, store, trial_id, step, run=run)
 
     def result_of(
         trial_id: str, run: str | None, attempt: int | None = None
@@ -208,7 +204,7 @@ def create_app(store: TrialStore, *, bind_host: str | None = None, token: str | 
         )
         body = body.replace(b'<p class="muted">loading\xe2\x80\xa6</p>', shown.encode())
         return Response(
-            body, status_code=_STATUS_OF_CODE.get(error.code, 404), media_type="text/html; charset=utf-8"
+            body, status_code=http_status(error.code, default=404), media_type="text/html; charset=utf-8"
         )
 
     async def checked(function: Callable[..., object], *args: object) -> AtollError | None:

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import fsspec
+
 from atoll.costs import cost_text, tokens_text
+from atoll.defaults import DEFAULT_ARTIFACTS
 from atoll.errors import AtollError
 from atoll.judge import JudgeIdentity
+from atoll.trajectory import RAW_MODEL_CALLS_NAME
 from atoll.trial import TrialResult, TrialSpec
-from orchestrator.artifacts import ArtifactStore, find_trial_folder
+from orchestrator.artifacts import ArtifactStore, absolute_url, find_trial_folder, is_relative_url
 from orchestrator.judging import describe_judge, judged_elsewhere, known_judges, recorded_judge
 from orchestrator.store import TrialStore
 from orchestrator.store_runs import RunRecord
@@ -114,6 +120,7 @@ def transcript(trajectory: dict[str, Any]) -> dict[str, Any]:
     for position, step in enumerate(assistant_steps):
         call = model_calls[position] if position < len(model_calls) else None
         step["model_call"] = call and {
+            "step": call.get("step"),  # the model call's step: its raw exchange's (record_raw)
             "duration_s": call.get("duration_s"),
             "usage": call.get("usage"),
             "retries": call.get("retries"),
@@ -150,18 +157,17 @@ def trial_detail(
                 detail["problems"].append(f"{name}: {getattr(exc, 'message', exc)}")
                 loaded = None
             if name == "trajectory":
-                trajectory = loaded
+                trajectory = _atoll_form(loaded, detail["problems"])
             else:
                 grade = loaded
     if state == "leased":
         # A running attempt: its trajectory so far, as its executor writes it.
         experiment = store.experiment_spec(spec.experiment) or {}
-        url = experiment.get("artifacts") or "file://atoll-out/artifacts"
+        url = experiment.get("artifacts") or DEFAULT_ARTIFACTS
         detail["running"] = {"attempt": attempts, "steps": 0, "artifacts": url}
         try:
-            artifacts = ArtifactStore(url)
-            # Where it looked, for a page with no steps yet: a relative artifacts URL resolves
-            # against the viewer's working folder, which may not be the run's.
+            artifacts = ArtifactStore(run_artifacts_url(store, url))
+            # Where it looked, for a page with no steps yet.
             detail["running"]["artifacts"] = artifacts.url
             live = _live_trajectory(artifacts, spec, attempts)
         except (AtollError, OSError, ValueError) as exc:
@@ -211,6 +217,7 @@ def trial_detail(
             "judge_cost": cost_text(grade.get("judge_cost_usd") or 0.0, judge_tokens),
         }
     )
+    detail["raw_model_calls"] = bool(result is not None and _raw_exists(result.trajectory_uri))
     detail["world_diff"] = None
     if (
         result is not None
@@ -225,6 +232,20 @@ def trial_detail(
         except AtollError as exc:
             detail["problems"].append(f"world diff: {exc.message}")
     return detail
+
+
+def _atoll_form(trajectory: dict[str, Any] | None, problems: list[str]) -> dict[str, Any] | None:
+    """A trajectory as the page reads it: atoll's own as it is, ATIF (an imported Harbor
+    trial's, docs/interop.md) converted; an unreadable ATIF file is named in ``problems``."""
+    from atoll.atif import from_atif, is_atif
+
+    if not is_atif(trajectory):
+        return trajectory
+    try:
+        return from_atif(trajectory).model_dump(mode="json")
+    except AtollError as exc:
+        problems.append(f"trajectory: {exc.message}")
+        return None
 
 
 def _judges(
@@ -273,6 +294,73 @@ def _criterion(criterion: dict[str, Any]) -> dict[str, Any]:
             "evidence_note",
         )
     }
+
+
+def run_artifacts_url(store: TrialStore, url: str) -> str:
+    """The absolute artifacts URL of a run whose spec records ``url``. Runs record it absolute
+    when submitted; one recorded relative (before that) resolves against the folder it was
+    submitted from where that can be told — the folder above a SQLite store's file in which the
+    relative path exists (``atoll run`` keeps ``atoll-out/atoll.db`` and
+    ``atoll-out/artifacts`` side by side) — else against the viewer's working folder."""
+    if not is_relative_url(url):
+        return absolute_url(url)
+    relative = url.removeprefix("file://")
+    if store.is_sqlite and not os.path.exists(relative):
+        database = Path(store.url.removeprefix("sqlite:///")).resolve()
+        for folder in database.parents:
+            if (folder / relative).is_dir():
+                return absolute_url(url, folder)
+    return absolute_url(url)
+
+
+MAX_RAW_BYTES = 512 * 1024 * 1024  # a raw_model_calls.jsonl the viewer reads at most
+
+
+def _raw_uri(trajectory_uri: str | None) -> str | None:
+    """Where a trial's raw model exchanges are (``record_raw``): beside its trajectory."""
+    suffix = "/trajectory.json"
+    if not trajectory_uri or not trajectory_uri.endswith(suffix):
+        return None
+    return trajectory_uri[: -len(suffix)] + "/" + RAW_MODEL_CALLS_NAME
+
+
+def _raw_exists(trajectory_uri: str | None) -> bool:
+    uri = _raw_uri(trajectory_uri)
+    if uri is None:
+        return False
+    try:
+        fs, path = fsspec.core.url_to_fs(uri)
+        return bool(fs.exists(path))
+    except (OSError, ValueError, ImportError):
+        return False
+
+
+def raw_exchanges(store: TrialStore, trial_id: str, step: int, *, run: str | None = None) -> dict[str, Any]:
+    """The raw model exchanges (request as sent to litellm, raw response) recorded for model call
+    step ``step`` of the trial: ``{"step", "exchanges": [...]}``. AtollError ``unknown_file`` when
+    the trial recorded none (``record_raw`` was off) or none for that step."""
+    (_spec, result, _state, _attempts), _runs = find_trial(store, trial_id, run)
+    uri = _raw_uri(result.trajectory_uri if result is not None else None)
+    if uri is None or not _raw_exists(result.trajectory_uri if result is not None else None):
+        raise AtollError(
+            "unknown_file", f"trial {trial_id} recorded no raw model calls (agent option record_raw)"
+        )
+    prefix = f'{{"step": {int(step)},'.encode()
+    found: list[dict[str, Any]] = []
+    try:
+        with fsspec.open(uri, "rb") as handle:
+            read = 0
+            for line in handle:
+                read += len(line)
+                if read > MAX_RAW_BYTES:
+                    raise AtollError("artifact_unreadable", f"{uri}: larger than {MAX_RAW_BYTES} bytes")
+                if line.startswith(prefix):
+                    found.append(json.loads(line))
+    except (OSError, ValueError) as exc:
+        raise AtollError("artifact_unreadable", f"artifact {uri}: {exc}") from None
+    if not found:
+        raise AtollError("unknown_file", f"trial {trial_id} recorded no raw model call at step {step}")
+    return {"step": step, "exchanges": found}
 
 
 def _live_trajectory(artifacts: ArtifactStore, spec: TrialSpec, attempt: int) -> dict[str, Any] | None:

@@ -18,6 +18,7 @@ import shutil
 import tempfile
 import threading
 from collections import OrderedDict
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -25,6 +26,7 @@ from urllib.parse import unquote, urlparse
 import fsspec
 
 from atoll.errors import AtollError
+from atoll.extras import require_extra
 
 MAX_CELLS = 500
 MAX_LINES = 500
@@ -143,6 +145,7 @@ def _content_changes(
     changed), ``formulas_unchanged`` (how many formula cells kept their formula and differ only
     in the computed value shown) with ``formula_cells`` (those, up to MAX_CELLS) for a sheet;
     ``line_changes`` (``{part, change, before, after}``) for anything else."""
+    require_extra("formats", "the viewer's document diffs")
     from grader.diff import cell_changes, line_changes
     from grader.extract import extract
 
@@ -198,13 +201,16 @@ def _cell_order(coordinate: str) -> tuple[int, int, str]:
 
 
 def world_diff(cache: SnapshotCache, before_uri: str, after_uri: str) -> dict[str, Any]:
-    """Files added/changed/deleted (with extracted text and cell changes), mails sent, calendar
-    events and chat posts. Raises ``AtollError`` when a snapshot cannot be read."""
+    """Files added/changed/deleted (with extracted text and cell changes); mails, calendar
+    events and chat messages added, removed and changed, field by field
+    (``grader.diff.record_changes``), and the typed mails sent, events and chat changes as the
+    grade records them. Raises ``AtollError`` when a snapshot cannot be read."""
     key = (before_uri, after_uri)
     remembered = cache.remembered(key)
     if remembered is not None:
         return remembered
-    from grader.diff import diff_snapshots
+    require_extra("formats", "the viewer's world diff")
+    from grader.diff import diff_snapshots, record_changes
     from grader.extract import ExtractOptions, extension
     from grader.snapshot import virtual_path
 
@@ -249,6 +255,8 @@ def world_diff(cache: SnapshotCache, before_uri: str, after_uri: str) -> dict[st
         )
     result = {
         "files": files,
+        # Mails, events and chat messages added, removed and changed, field by field.
+        "records": [asdict(record) for record in record_changes(diff.changes)],
         "mails_sent": [m.model_dump(mode="json", by_alias=True) for m in diff.changes.mails_sent],
         "events": [e.model_dump(mode="json") for e in diff.changes.events],
         "chat": [c.model_dump(mode="json") for c in diff.changes.chat],

@@ -141,7 +141,8 @@ async def test_the_orchestrator_waits_for_a_runner_at_its_limit(gateway):
     asks again until a slot is free instead of failing the trial as an infrastructure error."""
     from atoll.benchmark import ReferenceSolution, Task
     from atoll.trial import TrialSpec
-    from orchestrator.executors.steps import EnvironmentEndpoint, run_agent_remote
+    from orchestrator.executors.agent_runs import run_agent_remote
+    from orchestrator.executors.steps import EnvironmentEndpoint
 
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))

@@ -143,7 +143,8 @@ async def test_service_start_poll_fetch_and_cancel(gateway, monkeypatch):
         base = f"http://127.0.0.1:{served.port}"
         headers = {"Authorization": "Bearer svc"}
         body = {"model": "openai/x", "api_base": llm.api_base, "gateway_url": gateway.url,
-                "gateway_token": gateway.token, "prompt": "What is it?", "task_id": "t1"}  # fmt: skip
+                "gateway_token": gateway.token, "prompt": "What is it?", "task_id": "t1",
+                "config": {"record_raw": True}}  # fmt: skip
         async with httpx.AsyncClient(base_url=base, headers=headers, timeout=10) as client:
             assert (await client.get("/health")).status_code == 200
             assert (await client.get("/agents", headers={"Authorization": "Bearer wrong"})).status_code == 401
@@ -156,8 +157,15 @@ async def test_service_start_poll_fetch_and_cancel(gateway, monkeypatch):
                     break
                 await asyncio.sleep(0.05)
             assert status["status"] == "completed" and status["steps"] == 2
-            trajectory = Trajectory.model_validate((await client.get(f"/runs/{run_id}/trajectory")).json())
+            plain = (await client.get(f"/runs/{run_id}/trajectory")).json()
+            assert "raw_model_calls" not in plain  # the trajectory as its file is written
+            trajectory = Trajectory.model_validate(
+                (await client.get(f"/runs/{run_id}/trajectory", params={"raw": "true"})).json()
+            )
             assert trajectory.final_answer == "42" and trajectory.task_id == "t1"
+            # record_raw: the raw calls travel on request, for the orchestrator to store beside it.
+            assert [record["step"] for record in trajectory.raw_model_calls] == [1, 2]
+            assert trajectory.raw_model_calls[0]["request"]["messages"] == llm.requests[0]["messages"]
             assert "api_key" not in json.dumps(trajectory.agent_config)
 
             second = (await client.post("/runs", json=body)).json()["run_id"]

@@ -188,6 +188,54 @@ def test_failures_are_grouped_by_why_with_each_trial_linked(store, tmp_path):
     assert f"[t1 · alpha · run 1]({folder}/)" in line
 
 
+def test_report_md_and_html_group_the_failures_as_the_viewer_does_each_trial_linked(store, tmp_path):
+    """report.md / .html show report.json's failure_analysis (the viewer's groups, one function):
+    per dimension, each group with exactly its trials, each linked."""
+    from atoll.grade import CriterionVerdict, Grade
+
+    failed_id = _spec("t1", "alpha", 1).trial_id
+    folder = tmp_path / "artifacts" / "exp" / "t1" / "alpha" / "run-1" / "attempt-1"
+    folder.mkdir(parents=True)
+    missed = CriterionVerdict(verifier_id="c1", criterion="Total is right", verdict="not_met")
+    (folder / "grade.json").write_text(
+        Grade(task_id="t1", trial_id=failed_id, passed=False, score=0.0, criteria=[missed]).model_dump_json()
+    )
+    report = build_report(store, "exp")
+    markdown = render_markdown(report)
+    section = markdown.split("## Failure analysis", 1)[1].split("\n## ", 1)[0]
+    by_title = {
+        block.split("\n", 1)[0]: block for block in section.split("### ")[1:]
+    }  # one sub-section per dimension
+    assert list(by_title) == [
+        "By failed criterion",
+        "By grading target kind",
+        "By end reason",
+        "By error kind",
+        "By outcome",
+    ]
+    rows = _rows(report)
+
+    def linked(key):
+        return f"[{' · '.join([key[0], key[1], f'run {key[2]}'])}]({rows[key]['link']})"
+
+    criterion = next(line for line in by_title["By failed criterion"].splitlines() if line.startswith("| c1"))
+    assert criterion == f"| c1: Total is right | 1 | {linked(('t1', 'alpha', 1))} |"
+    for group in report["failure_analysis"]["end_reason"]:
+        line = next(
+            line for line in by_title["By end reason"].splitlines() if line.startswith(f"| {group['key']} |")
+        )
+        listed = re.findall(r"\]\(([^)]*)\)", line)
+        by_id = {row["trial_id"]: row for row in report["trial_rows"]}
+        # (an infra_error trial kept no artifacts: named, not linked)
+        assert listed == [by_id[t]["link"] for t in group["trials"] if by_id[t]["link"]], group
+        assert line.split(" | ")[1] == str(len(group["trials"]))
+    assert "| max_steps | 1 |" in by_title["By end reason"]
+    html = render_html(report, markdown)
+    assert "<h2>Failure analysis</h2>" in html and "<h3>By error kind</h3>" in html
+    assert html.index("<h2>Failures</h2>") < html.index("<h2>Failure analysis</h2>")
+    assert f'<a href="{rows[("t1", "alpha", 1)]["link"]}">t1 · alpha · run 1</a>' in html
+
+
 def test_a_run_recorded_without_task_names_reads_them_from_a_local_benchmark_only(tmp_path):
     from orchestrator.report import task_names
     from tests.atoll.factories import make_task, write_benchmark

@@ -537,10 +537,25 @@ function lineChanges(file) {
       c.after !== null ? el("ins", { text: c.after }) : null)));
 }
 
+// A mail, event or chat message added, removed or changed, field by field (grader.diff.record_changes):
+// an addition or removal lists every field it has, a change only those that differ.
+const fieldText = (value) => (value === null || value === undefined ? "" : Array.isArray(value) ? value.join(", ") : String(value));
+function recordChange(record) {
+  const rows = record.fields.map((f) => el("tr", { class: "field-change", "data-field": f.field },
+    el("td", { text: f.field }),
+    record.change === "added" ? null : el("td", { class: "before" }, f.before === null ? el("span", { class: "muted", text: "(none)" }) : el("del", { text: fieldText(f.before) })),
+    record.change === "removed" ? null : el("td", { class: "after" }, f.after === null ? el("span", { class: "muted", text: "(none)" }) : el("ins", { text: fieldText(f.after) }))));
+  const headers = ["Field", record.change === "added" ? null : "Before", record.change === "removed" ? null : "After"].filter(Boolean);
+  return el("div", { class: "file-change record " + record.kind + " " + record.change, "data-kind": record.kind,
+    "data-change": record.change, "data-record": record.id },
+    el("div", {}, badge(record.kind + " " + record.action, "c-" + record.change), " ", el("strong", { text: record.title || "(untitled)" })),
+    rows.length ? table(headers, rows, { class: "fields" }) : null);
+}
+
 function worldDiffView(diff, id, run) {
   if (!diff) return el("p", { class: "muted", text: "No snapshots recorded for this trial." });
   const parts = [];
-  if (!diff.files.length && !diff.mails_sent.length && !diff.events.length && !diff.chat.length) {
+  if (!diff.files.length && !(diff.records || []).length) {
     parts.push(el("p", { class: "muted", text: "The agent changed nothing in the world." }));
   }
   for (const file of diff.files) {
@@ -556,22 +571,7 @@ function worldDiffView(diff, id, run) {
       sameFormulas(file), lineChanges(file),
       file.text ? el("details", {}, el("summary", { text: "extracted text" }), pre(file.text)) : null));
   }
-  for (const mail of diff.mails_sent) {
-    parts.push(el("div", { class: "file-change mail" }, el("div", {}, badge("mail sent"), " ", el("strong", { text: mail.subject })),
-      el("div", { class: "muted", text: "from " + mail.from + " to " + (mail.to || []).join(", ") +
-        ((mail.cc || []).length ? " cc " + mail.cc.join(", ") : "") }), pre(mail.body || ""),
-      (mail.attachments || []).length ? el("div", { class: "muted", text: "attachments: " + mail.attachments.join(", ") }) : null));
-  }
-  for (const event of diff.events) {
-    parts.push(el("div", { class: "file-change event" }, el("div", {}, badge("event " + event.change), " ", el("strong", { text: event.summary })),
-      el("div", { class: "muted", text: (event.start || "") + " → " + (event.end || "") + ((event.attendees || []).length ? " · " + event.attendees.join(", ") : "") }),
-      Object.keys(event.changed_fields || {}).length ? pre(event.changed_fields) : null));
-  }
-  for (const post of diff.chat) {
-    parts.push(el("div", { class: "file-change chat" }, el("div", {}, badge("chat " + post.change), " ",
-      el("strong", { text: post.channel_name || post.channel_id }), " ", el("span", { class: "muted", text: post.author || "" })),
-      pre(post.text + (post.emoji ? " " + post.emoji : ""))));
-  }
+  for (const record of diff.records || []) parts.push(recordChange(record));
   if (diff.errors.length) parts.push(el("div", { class: "error-box", text: "diff problems: " + diff.errors.join("; ") }));
   return el("div", { id: "world-diff" }, parts);
 }
@@ -597,7 +597,9 @@ function evidenceLinks(c) {
     const path = id.startsWith("file:") ? id.slice("file:".length) : null;
     const entry = path && [...document.querySelectorAll("#world-diff .file-change[data-path]")].find((node) =>
       node.dataset.path === path || path.endsWith("/" + node.dataset.path) || node.dataset.path.endsWith("/" + path));
-    const target = entry || (id.startsWith("mail:") && document.querySelector("#world-diff .mail")) ||
+    const record = [...document.querySelectorAll("#world-diff [data-record]")].find((node) =>
+      node.dataset.record === id || node.dataset.record.startsWith(id + ":"));
+    const target = entry || record || (id.startsWith("mail:") && document.querySelector("#world-diff .mail")) ||
       document.getElementById(event.currentTarget.hash.slice(1));
     if (!target) return;
     event.preventDefault();
@@ -711,7 +713,35 @@ function trialStepView(step) {
     resumed ? el("div", { class: "notice resume-mark", text: resumeText(resumed) }) : null, head,
     step.reasoning ? [el("div", { class: "muted", text: "reasoning" }), pre(step.reasoning, { class: "reasoning" })] : null,
     step.text ? pre(step.text, { class: "assistant-text" }) : null, images(step.images),
-    step.tool_calls.map((c, i) => toolCallView(c, step, i)));
+    step.tool_calls.map((c, i) => toolCallView(c, step, i)), rawView(step));
+}
+
+// The model call's raw request (as sent to litellm, no key) and response, when the trial
+// recorded them (record_raw): collapsed, fetched only when opened.
+function rawView(step) {
+  const raw = trialState.raw;
+  if (!raw || !step.model_call || step.model_call.step === null || step.model_call.step === undefined) return null;
+  const box = el("details", { class: "raw-box", "data-model-step": step.model_call.step },
+    el("summary", { text: "raw request / response" }));
+  box.addEventListener("toggle", async () => {
+    if (!box.open || box.dataset.loaded) return;
+    box.dataset.loaded = "1";
+    const body = el("div", { class: "muted", text: "loading…" });
+    box.append(body);
+    try {
+      const answer = await api("/api/trials/" + enc(raw.id) + "/raw/" + enc(step.model_call.step) + (raw.run ? "?run=" + enc(raw.run) : ""));
+      body.replaceWith(...answer.exchanges.map((x) => x.omitted !== undefined
+        ? el("div", { class: "muted raw-omitted", text: "not kept: " + x.omitted + " bytes past the recording's bound" })
+        : el("div", { class: "raw-exchange" },
+          el("div", { class: "muted", text: "request" + (x.retries ? " (after " + x.retries + " retries)" : "") }),
+          pre(JSON.stringify(x.request, null, 2), { class: "raw-request" }),
+          el("div", { class: "muted", text: x.error ? "error" : "response" }),
+          pre(x.error ? x.error : JSON.stringify(x.response, null, 2), { class: "raw-response" }))));
+    } catch (error) {
+      body.replaceWith(el("div", { class: "error-box", text: (error.code || "error") + ": " + error.message }));
+    }
+  });
+  return box;
 }
 
 function outlineEntry(step) {
@@ -943,7 +973,8 @@ async function trialPage(id, run) {
   const scrolled = trialState.id === id ? { y: scrollY, rendered: trialState.rendered } : null;
   crumbs(el("a", { href: runHref(row.run), text: row.run }), el("span", { text: row.task_id + " · " + row.agent + " #" + row.run_index }));
   Object.assign(trialState, { id, running: Boolean(t.running), steps: t.transcript ? t.transcript.steps : [], rendered: 0,
-    current: 0, hits: [], hit: -1, resumes: t.resumes || [], generation: trialState.generation + 1 });
+    current: 0, hits: [], hit: -1, resumes: t.resumes || [], generation: trialState.generation + 1,
+    raw: t.raw_model_calls ? { id, run } : null });
   show(
     verdictHeader(t),
     runningNotice(t),
