@@ -26,6 +26,7 @@ from atoll.commands import (  # noqa: E402
     compare,
     demo,
     env,
+    export,
     grade,
     judge,
     lifecycle,
@@ -49,6 +50,7 @@ app.add_typer(env.app, name="env")
 app.add_typer(agent.app, name="agent")
 app.add_typer(grade.app, name="grade")
 app.add_typer(judge.app, name="judge")
+app.add_typer(export.app, name="export")
 app.command(name="mcp")(mcp.mcp)
 run.register(app)
 lifecycle.register(app)

@@ -23,10 +23,18 @@ from pydantic import ValidationError
 
 from atoll.apps import unavailable_apps
 from atoll.benchmark import Benchmark, Task, World
+from atoll.coworkers import MAX_PERSONAS_BYTES, PERSONAS_FILE, PersonaSummary, parse_personas
 from atoll.errors import AtollError, describe_validation
 from atoll.gold_outputs import read_gold_output
 from atoll.hf_cache import cache_repo_root, materialize_tree, readable_path
-from atoll.members import UnsafeArchive, clean_member_name, is_junk, split_world_member
+from atoll.members import (
+    UnsafeArchive,
+    clean_member_name,
+    is_junk,
+    is_zip_symlink,
+    split_world_member,
+    zip_file_type,
+)
 
 TASKS_FILE = "tasks_and_rubrics.json"
 WORLDS_FILE = "world_descriptions.json"
@@ -145,10 +153,10 @@ def _zip_member_problem(info: zipfile.ZipInfo) -> str | None:
     problem = check_member_name(info.filename)
     if problem:
         return problem
-    # Unix file type bits, when the archiver recorded them (Windows archivers do not).
-    file_type = stat.S_IFMT(info.external_attr >> 16)
-    if file_type == stat.S_IFLNK:
+    if is_zip_symlink(info):
         return "is a symbolic link (a world archive holds files and folders only)"
+    # Unix file type bits, when the archiver recorded them (Windows archivers do not).
+    file_type = zip_file_type(info)
     if file_type and file_type not in (stat.S_IFREG, stat.S_IFDIR):
         return "is not a regular file or directory"
     return None
@@ -210,11 +218,32 @@ def _market_data_files(archive: Path) -> int:
     count = 0
     with zipfile.ZipFile(archive) as opened:
         for info in opened.infolist():
-            name = None if info.is_dir() else clean_member_name(info.filename)
+            name = None if info.is_dir() or is_zip_symlink(info) else clean_member_name(info.filename)
             tree = split_world_member(name) if name and not is_junk(name) else None
             if tree is not None and tree[0] == ".apps_data" and tree[1].startswith("market_data/"):
                 count += 1
     return count
+
+
+def world_personas(archive: Path) -> list[PersonaSummary]:
+    """The personas a world zip holds (``.apps_data/coworkers/personas.json``), as the listing
+    shows them; empty when it holds none. AtollError(bad_benchmark) naming the archive when
+    the file is invalid or larger than it may be (docs/coworkers.md)."""
+    with zipfile.ZipFile(archive) as opened:
+        for info in opened.infolist():
+            name = None if info.is_dir() or is_zip_symlink(info) else clean_member_name(info.filename)
+            if name is None or split_world_member(name) != (".apps_data", PERSONAS_FILE):
+                continue
+            if info.file_size > MAX_PERSONAS_BYTES:
+                raise _fail(f"{archive}: {name}: {info.file_size} bytes, more than {MAX_PERSONAS_BYTES}")
+            try:
+                personas = parse_personas(opened.read(info), source=f"{archive.name}: {name}")
+            except AtollError as exc:
+                raise _fail(exc.message) from None
+            return [
+                PersonaSummary(name=p.name, email=p.email, role=p.role, channels=p.channels) for p in personas
+            ]
+    return []
 
 
 def _cached(path: Path, repo_root: Path) -> Path:
@@ -260,6 +289,7 @@ def load_benchmark(location: str | Path, *, verify_archives: bool = False) -> Be
 
     archives: dict[str, str] = {}
     unavailable: dict[str, dict[str, str]] = {}
+    personas: dict[str, list[PersonaSummary]] = {}
     used = {task.world_id for task in tasks}
     for world in worlds:
         archive = root / WORLD_ZIPS_DIR / f"{world.world_id}.zip"
@@ -269,6 +299,8 @@ def load_benchmark(location: str | Path, *, verify_archives: bool = False) -> Be
                 archive = readable_path(archive, repo_root)
             inspect_world_zip(archive, verify=verify_archives)
             archives[world.world_id] = str(archive)
+        if world.world_id in archives and (found := world_personas(Path(archives[world.world_id]))):
+            personas[world.world_id] = found
         market = _market_data_files(Path(archives[world.world_id])) if world.world_id in archives else 0
         missing = unavailable_apps(world, market_data_files=market)
         if missing:
@@ -302,6 +334,7 @@ def load_benchmark(location: str | Path, *, verify_archives: bool = False) -> Be
         task_overlays=overlays,
         unavailable_apps=unavailable,
         warnings=warnings,
+        world_personas=personas,
     )
 
 
@@ -385,8 +418,30 @@ def summarize(benchmark: Benchmark) -> dict[str, Any]:
         "tasks_with_input_files": len(benchmark.task_overlays),
         "unavailable_apps": unavailable,
         "tasks_needing_unavailable_apps": sorted({t for entry in unavailable for t in entry["tasks"]}),
+        "tasks_without_snapshot_collect": _without_snapshot_collect(benchmark),
+        "criteria_by_task": [
+            {
+                "task_id": task.task_id,
+                "task_name": task.task_name,
+                "world_id": task.world_id,
+                "criteria": [
+                    {"verifier_id": criterion.verifier_id, "criteria": criterion.criteria}
+                    for criterion in task.rubric
+                ],
+            }
+            for task in benchmark.tasks
+        ],
         "warnings": list(benchmark.warnings),
     }
+
+
+def _without_snapshot_collect(benchmark: Benchmark) -> list[str]:
+    """v1.1 (Harbor) tasks graded from world files whose task.toml collects no final snapshot."""
+    if benchmark.layout != "apex-v1.1":
+        return []
+    from atoll.loader_harbor import collects_snapshot, needs_world_files
+
+    return [t.task_id for t in benchmark.tasks if needs_world_files(t) and not collects_snapshot(t)]
 
 
 def _world_file_counts(benchmark: Benchmark, world_id: str) -> dict[str, int]:

@@ -10,7 +10,10 @@
     tasks/<dir>/tests/golden_responses.json [{golden_text_response, golden_files_path}]
     worlds/<world_id>/filesystem.tar.gz    the world, one archive per subsystem, each rooted
     worlds/<world_id>/apps_data.tar.gz     at it; mcp_config.json lists its servers
-    gold_files/<task_id>/filesystem/…      gold files
+    tasks/<dir>/tests/needs_snapshot       marker: grading reads world files (a snapshot is required)
+    gold_files/<task_id>/filesystem/…      gold files (or the folder golden_files_path names, or
+                                           tests/golden/filesystem/…); a gold folder in any other
+                                           layout is an error naming the task, never "0 gold files"
 
 Everything is read into the same Benchmark model as v1; a part that cannot be mapped is an
 AtollError(bad_benchmark) naming the file and the part.  Inside the Hugging Face cache only
@@ -20,6 +23,7 @@ the cache's own links to its blobs are followed.
 from __future__ import annotations
 
 import json
+import re
 import tarfile
 import tomllib
 from pathlib import Path
@@ -29,12 +33,23 @@ from pydantic import ValidationError
 
 from atoll.apps import unavailable_apps
 from atoll.benchmark import Benchmark, GoldFile, GoldOutput, Task, World
+from atoll.coworkers import MAX_PERSONAS_BYTES, PERSONAS_FILE, PersonaSummary, parse_personas
 from atoll.errors import AtollError, describe_validation
 from atoll.hf_cache import cache_repo_root, materialize_tree, readable_path
 
 SEED_ARCHIVES = {"filesystem": "filesystem.tar.gz", ".apps_data": "apps_data.tar.gz"}
 WORLD_METADATA_FILES = ("world.json", "metadata.json", "world_description.json")
-_PREAMBLE_HEADING = "## Your working environment"
+# The preamble Harbor's conversion puts before each prompt, recognised by what it says (the
+# ``world`` MCP server, the empty container) rather than by its heading: a block before the
+# first ``---`` line that names MCP and the ``world`` server, or the simulated workplace.
+_PREAMBLE_SEPARATOR = re.compile(r"^\s*---\s*$", re.MULTILINE)
+_PREAMBLE_SIGNS = (
+    re.compile(r"\bMCP\b"),
+    re.compile(r"`world`|\bworld\b[^\n]{0,40}\bserver\b|simulated workplace", re.IGNORECASE),
+)
+# expected_output values graded from the final message alone (the conversion's final-answer
+# outputs); any other declared output is graded from world files and needs the snapshots.
+FINAL_ANSWER_OUTPUTS = frozenset({"message_in_console"})
 
 
 def _fail(message: str) -> AtollError:
@@ -93,14 +108,19 @@ def _task_dirs(root: Path, reader: _Reader) -> list[Path]:
 
 def strip_preamble(instruction: str) -> str:
     """The task's own prompt: Harbor's environment note (which tells a container agent its
-    files are behind the ``world`` MCP server) removed when present."""
+    files are behind the ``world`` MCP server) removed when present, recognised by its content
+    (it names MCP and the ``world`` server) whatever its heading."""
     text = instruction.strip()
-    if text.startswith(_PREAMBLE_HEADING) and "\n---\n" in text:
-        text = text.split("\n---\n", 1)[1]
+    separator = _PREAMBLE_SEPARATOR.search(text)
+    if separator is not None:
+        head = text[: separator.start()]
+        if all(sign.search(head) for sign in _PREAMBLE_SIGNS):
+            text = text[separator.end() :]
     return text.strip()
 
 
-def _criteria(config_path: Path, config: dict[str, Any]) -> list[dict[str, Any]]:
+def criteria_from_config(config_path: Path, config: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rubric records of a grading_config.json, in ``verifier_index`` order."""
     verifiers = config.get("verifiers")
     if not isinstance(verifiers, list) or not verifiers:
         raise _fail(f"{config_path}: 'verifiers' must be a non-empty array (the task's rubric)")
@@ -115,8 +135,26 @@ def _criteria(config_path: Path, config: dict[str, Any]) -> list[dict[str, Any]]
     return rubric
 
 
+def _gold_tree(folder: Path, task_id: str) -> Path | None:
+    """The ``filesystem/`` tree of a gold folder; None when the folder is absent or empty.
+    Raises AtollError naming the task for a folder in a layout the loader does not know."""
+    if not folder.is_dir():
+        return None
+    tree = folder / "filesystem"
+    if tree.is_dir():
+        return tree
+    entries = sorted(entry.name for entry in folder.iterdir())
+    if entries:
+        raise _fail(
+            f"{folder}: task {task_id!r}: gold files in a layout atoll does not recognise (expected "
+            f"filesystem/…, found {', '.join(entries[:5])}{', …' if len(entries) > 5 else ''})"
+        )
+    return None
+
+
 def _gold(root: Path, reader: _Reader, tests: Path, task_id: str) -> GoldOutput | None:
-    answer, folders = None, []
+    answer = None
+    declared: list[Path] = []
     responses_path = tests / "golden_responses.json"
     if reader.exists(responses_path):
         responses = reader.json(responses_path, "gold responses")
@@ -129,12 +167,19 @@ def _gold(root: Path, reader: _Reader, tests: Path, task_id: str) -> GoldOutput 
                     raise _fail(
                         f"{responses_path}: golden_files_path {relative!r} is not a safe relative path"
                     )
-                folders.append(root / str(relative))
-    folders.append(root / "gold_files" / task_id)
+                declared.append(root / str(relative))
+    for folder in declared:
+        if not folder.is_dir():
+            raise _fail(
+                f"{responses_path}: task {task_id!r}: golden_files_path {folder.relative_to(root)} "
+                "is not a folder of the dataset (its gold files are missing)"
+            )
     files: list[GoldFile] = []
-    for folder in dict.fromkeys(folders):
-        tree = folder / "filesystem"
-        if not tree.is_dir():
+    for folder in dict.fromkeys([*declared, root / "gold_files" / task_id, tests / "golden"]):
+        tree = _gold_tree(folder, task_id)
+        if tree is None:
+            if folder in declared:
+                raise _fail(f"{folder}: task {task_id!r}: golden_files_path names an empty folder")
             continue
         for path in sorted(tree.rglob("*")):
             if path.is_file() or path.is_symlink():
@@ -148,6 +193,32 @@ def _gold(root: Path, reader: _Reader, tests: Path, task_id: str) -> GoldOutput 
     if answer is None and not files:
         return None
     return GoldOutput(answer=answer, files=files)
+
+
+def _collect_steps(config: dict[str, Any], path: Path) -> list[dict[str, Any]]:
+    """``[[verifier.collect]]`` of a task.toml: the commands Harbor runs before the verifier
+    (the world's final snapshot is one)."""
+    steps = (config.get("verifier") or {}).get("collect") or []
+    if not isinstance(steps, list) or not all(isinstance(step, dict) for step in steps):
+        raise _fail(f"{path}: [[verifier.collect]] must be an array of tables")
+    return steps
+
+
+def needs_world_files(task: Task) -> bool:
+    """Whether ``task`` is graded from world files (the snapshot marker, or an expected output
+    other than a final answer)."""
+    extra = task.model_extra or {}
+    if extra.get("needs_snapshot"):
+        return True
+    return bool(task.expected_output) and str(task.expected_output) not in FINAL_ANSWER_OUTPUTS
+
+
+def collects_snapshot(task: Task) -> bool:
+    """Whether ``task``'s task.toml has a collect step that leaves the world's final snapshot."""
+    for step in (task.model_extra or {}).get("snapshot_collect") or []:
+        if "snapshot" in str(step.get("command") or ""):
+            return True
+    return False
 
 
 def _load_task(root: Path, reader: _Reader, folder: Path) -> tuple[Task, Path | None]:
@@ -168,10 +239,12 @@ def _load_task(root: Path, reader: _Reader, folder: Path) -> tuple[Task, Path | 
         "world_id": world_id,
         "prompt": strip_preamble(reader.text(folder / "instruction.md", "the task's instruction")),
         "expected_output": (metadata.get("expected_output") or graded.get("expected_output")) or None,
-        "rubric": _criteria(grading_path, grading),
+        "rubric": criteria_from_config(grading_path, grading),
         "harbor_task_dir": folder.relative_to(root).as_posix(),
         "harbor_task": config,
         "grading_settings": grading.get("grading_settings"),
+        "needs_snapshot": reader.exists(folder / "tests" / "needs_snapshot"),
+        "snapshot_collect": _collect_steps(config, folder / "task.toml"),
     }
     try:
         task = Task.model_validate(record)
@@ -256,6 +329,26 @@ def _world(root: Path, reader: _Reader, world_id: str, *, verify: bool) -> tuple
         raise _fail(f"{folder}: {describe_validation(exc)}") from None
 
 
+def _seed_personas(path: str) -> list[PersonaSummary]:
+    """The personas a world's ``.apps_data`` seed holds (``coworkers/personas.json``), as the
+    listing shows them; AtollError(bad_benchmark) naming the seed when the file is invalid."""
+    with tarfile.open(path, "r:gz") as archive:
+        for member in archive:
+            if member.isfile() and member.name.lstrip("./") == PERSONAS_FILE:
+                if member.size > MAX_PERSONAS_BYTES:
+                    raise _fail(f"{path}: {member.name}: {member.size} bytes, more than {MAX_PERSONAS_BYTES}")
+                data = archive.extractfile(member)
+                try:
+                    personas = parse_personas(data.read() if data else b"", source=f"{path}: {member.name}")
+                except AtollError as exc:
+                    raise _fail(exc.message) from None
+                return [
+                    PersonaSummary(name=p.name, email=p.email, role=p.role, channels=p.channels)
+                    for p in personas
+                ]
+    return []
+
+
 def load_harbor_benchmark(root: Path, *, verify_archives: bool = False) -> Benchmark:
     """The v1.1 dataset at ``root`` as a Benchmark (layout ``apex-v1.1``); raises AtollError
     naming the file and the part that cannot be mapped."""
@@ -279,11 +372,21 @@ def load_harbor_benchmark(root: Path, *, verify_archives: bool = False) -> Bench
             overlays[task.task_id] = str(
                 materialize_tree(overlay, reader.repo_root) if reader.repo_root else overlay
             )
+    warnings = [
+        f"task {task.task_id} ({task.model_extra['harbor_task_dir']}) is graded from world files but its "
+        "task.toml has no [[verifier.collect]] step leaving the final snapshot: a Harbor verifier "
+        "would see no final snapshot"
+        for task in tasks
+        if needs_world_files(task) and not collects_snapshot(task)
+    ]
     worlds, world_seeds, unavailable = [], {}, {}
+    personas: dict[str, list[PersonaSummary]] = {}
     for world_id in sorted({task.world_id for task in tasks}):
         world, seeds, market_files = _world(root, reader, world_id, verify=verify_archives)
         worlds.append(world)
         world_seeds[world_id] = seeds
+        if ".apps_data" in seeds and (found := _seed_personas(seeds[".apps_data"])):
+            personas[world_id] = found
         missing = unavailable_apps(world, market_data_files=market_files)
         if missing:
             unavailable[world_id] = missing
@@ -295,4 +398,6 @@ def load_harbor_benchmark(root: Path, *, verify_archives: bool = False) -> Bench
         layout="apex-v1.1",
         world_seeds=world_seeds,
         unavailable_apps=unavailable,
+        warnings=warnings,
+        world_personas=personas,
     )

@@ -3,8 +3,9 @@
 # and (with --dev) the test services. Safe to run again; it skips what is already there.
 #
 #   scripts/setup.sh          runtime: LibreOffice, tesseract, bubblewrap + .venv with atoll
-#   scripts/setup.sh --dev    also test tools (pytest, ruff, SeaweedFS, validators, Docker), PostgreSQL
-#                             and the MCP TypeScript SDK (npm ci in tests/mcp_clients/ts)
+#   scripts/setup.sh --dev    also test tools (pytest, ruff, SeaweedFS, validators, Docker), PostgreSQL,
+#                             the MCP TypeScript SDK (npm ci in tests/mcp_clients/ts) and
+#                             .venv-harbor (Python >= 3.12 with Harbor's ATIF models)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -64,6 +65,28 @@ if [ $dev = 1 ]; then
     fi
   fi
   pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null || echo "setup: warning: no PostgreSQL on 127.0.0.1:5432; the PostgreSQL tests will fail" >&2
+  # Harbor's own ATIF models check atoll's exports (tests/orchestrator/viewer/test_harbor_interop.py,
+  # docs/interop.md). Harbor needs Python >= 3.12 and atoll's tests run on 3.11, so it gets a
+  # virtualenv of its own beside .venv: .venv-harbor.
+  harbor_spec="harbor>=0.25,<0.26"
+  if ! .venv-harbor/bin/python -c 'import harbor.utils.trajectory_validator' 2>/dev/null; then
+    python312=""
+    for candidate in python3.12 python3.13 "$(command -v pyenv >/dev/null && pyenv root)"/versions/3.1[23]*/bin/python \
+      "$HOME"/.pyenv/versions/3.1[23]*/bin/python; do
+      if "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
+        python312="$candidate"; break
+      fi
+    done
+    if [ -n "$python312" ]; then
+      rm -rf .venv-harbor
+      "$python312" -m venv .venv-harbor
+      .venv-harbor/bin/python -m pip install -q --disable-pip-version-check "$harbor_spec"
+    else
+      echo "setup: warning: no Python >= 3.12 found (python3.12, python3.13, pyenv): install one" \
+        "(apt-get install python3.12 python3.12-venv, or pyenv install 3.12) and run scripts/setup.sh --dev" \
+        "again; until then the ATIF validation test fails" >&2
+    fi
+  fi
   # The MCP TypeScript SDK client test (tests/mcp_clients) runs under Node >= 20, its packages
   # pinned by the committed lockfile.
   if command -v node >/dev/null && command -v npm >/dev/null \

@@ -84,3 +84,44 @@ def sandbox_check() -> None:
         return
     typer.echo(f"code_exec sandbox unavailable: {status.reason}", err=True)
     raise typer.Exit(3)
+
+
+@app.command("world")
+def world(
+    host: str = typer.Option("0.0.0.0", "--host", help="bind address of the environment server"),  # noqa: S104
+) -> None:
+    """Serve as an APEX-Agents v1.1 Harbor task's `world` (the world image's entrypoint).
+
+    Reads the v1.1 compose variables: PORT (8000; MCP at /mcp), WORLD_DATA_DIR (/world: the
+    world's filesystem.tar.gz, apps_data.tar.gz and mcp_config.json), TASK_FILES_DIR
+    (/task_files), WORLD_LOGS_DIR (/logs/world) and WORLD_CAPTURE_INITIAL_SNAPSHOT=1. Seeds the
+    world, mounts its servers, writes initial_snapshot.tar.gz and .initial_snapshot_done, then
+    lives as long as the server; exit 1 when any step fails (docs/interop.md).
+    """
+    import sys
+
+    from environment.harbor_world import WorldSettings, run_world
+
+    settings = WorldSettings.from_environ()
+    command = [
+        sys.executable,
+        "-m",
+        "atoll.cli",
+        "env",
+        "serve",
+        "--host",
+        host,
+        "--port",
+        str(settings.port),
+    ]
+    raise typer.Exit(run_world(settings, command))
+
+
+@app.command("collect-snapshot")
+def collect_snapshot() -> None:
+    """The `[[verifier.collect]]` step of a v1.1 task whose world is `atoll env world`: the
+    world's final snapshot into $WORLD_LOGS_DIR/final_snapshot.tar.gz (written whole, then renamed)."""
+    from environment.harbor_world import WorldSettings, collect
+
+    path = collect(WorldSettings.from_environ())
+    typer.echo(str(path))

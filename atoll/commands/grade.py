@@ -193,6 +193,102 @@ def grade(
     exit_if_incomplete(f"grade {task.task_id}", 0, int(undecided), allow=allow_incomplete)
 
 
+@app.command("verifier")
+def verifier(
+    task: Path = typer.Argument(
+        Path("/tests"), help="The v1.1 task folder or its tests/ (grading_config.json; default /tests)."
+    ),
+    trajectory: Path = typer.Option(
+        Path("/logs/agent/trajectory.json"), help="The agent's trajectory (ATIF, atoll or Archipelago shape)."
+    ),
+    snapshots: Path = typer.Option(
+        Path("/logs/world"), help="Folder of initial_snapshot.tar.gz and final_snapshot.tar.gz."
+    ),
+    output_dir: Path = typer.Option(
+        Path("/logs/verifier"),
+        help="Where reward.txt, reward.json, grade_details.json (or grading_error.json) go.",
+    ),
+    judge_model: str | None = typer.Option(
+        None, help="litellm model of the judge (default: $GRADING_MODEL, else the task's grading_settings)."
+    ),
+    api_base: str | None = typer.Option(None, help="Judge base URL (default: $LITELLM_PROXY_API_BASE)."),
+    api_key_env: str | None = typer.Option(
+        None, help="Variable holding the judge's key (default: LITELLM_PROXY_API_KEY when set)."
+    ),
+    judge_config: Path | None = typer.Option(None, help="JudgeConfig JSON (replaces the task's settings)."),
+    cache: Path | None = typer.Option(None, help="Verdict cache: a .sqlite file or a directory."),
+    allow_incomplete: bool = typer.Option(
+        False,
+        "--allow-incomplete",
+        help="write rewards even when criteria are ungradeable (scored 0); default: grading_error.json",
+    ),
+) -> None:
+    """Grade as an APEX-Agents v1.1 Harbor verifier: read the task's tests/, the agent's trajectory
+    and the world's snapshots, write reward.txt, reward.json and grade_details.json, or
+    grading_error.json and exit 1 (docs/interop.md)."""
+    from rich.console import Console
+
+    from grader.cache import VerdictCache
+    from grader.harbor_verifier import (
+        GradingError,
+        VerifierPaths,
+        grade_as_verifier,
+        judge_from_settings,
+        read_config,
+        tests_folder,
+        write_error,
+    )
+
+    console = Console(stderr=True)
+    paths = VerifierPaths(tests=task, trajectory=trajectory, snapshots=snapshots, output=output_dir)
+    try:
+        # Inside the try: a tests folder that is not a task's is a grading error like any other
+        # (grading_error.json, exit 1), so Harbor errors the trial instead of finding no reward.
+        paths = VerifierPaths(
+            tests=tests_folder(task), trajectory=trajectory, snapshots=snapshots, output=output_dir
+        )
+        tests = paths.tests
+        judge = _judge(judge_model, api_base, api_key_env, judge_config, None, None, None)
+        if judge is None:
+            values = judge_from_settings(read_config(tests))
+            if values is not None:
+                judge = _judge(
+                    values["model"],
+                    api_base or values.get("api_base"),
+                    api_key_env or values.get("api_key_env"),
+                    None,
+                    None,
+                    None,
+                    None,
+                )
+                if values.get("extra_args"):
+                    judge = judge.model_copy(update={"extra_args": values["extra_args"]})
+    except (AtollError, GradingError) as exc:
+        from grader.harbor_verifier import check_output_folder, clear_outputs
+
+        check_output_folder(paths)
+        clear_outputs(paths.output)
+        write_error(paths.output, exc)
+        console.print(f"grading error: {getattr(exc, 'message', exc)}", soft_wrap=True)
+        raise typer.Exit(1) from None
+    if judge is None:
+        console.print("no judge model given: programmatic checks only")
+    try:
+        graded_task, grade = asyncio.run(
+            grade_as_verifier(
+                paths, judge, VerdictCache(cache) if cache else None, allow_incomplete=allow_incomplete
+            )
+        )
+    except GradingError as exc:
+        console.print(f"grading error: {exc}  -> {output_dir / 'grading_error.json'}", soft_wrap=True)
+        raise typer.Exit(1) from None
+    met = sum(v.verdict.value == "met" for v in grade.criteria)
+    console.print(
+        f"{graded_task.task_id}: reward {grade.score:.4f} ({met}/{len(grade.criteria)} met)  -> {output_dir}",
+        soft_wrap=True,
+    )
+
+
 @app.command()
 def serve(
     host: str | None = typer.Option(

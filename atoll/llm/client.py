@@ -3,7 +3,7 @@
 Any litellm provider string works (``openai/gpt-4o``, ``anthropic/…``, ``hosted_vllm/…``);
 ``api_base`` points at OpenAI-compatible servers (vLLM, llama.cpp, Ollama, the scripted test
 server). Every call holds a slot of the process's per-provider window and records its cost
-in the process's ledger (:mod:`atoll.llm.limits`), is retried by :mod:`atoll.llm.retry`, is
+in the process's ledger (:mod:`atoll.llm.limits`), is retried by :mod:`atoll.llm.retry` (on :mod:`atoll.retry`), is
 bounded by a per-attempt timeout that atoll enforces itself (a server that accepts the
 connection and never answers cannot hold a caller past it), and fails only with
 :class:`~atoll.llm.errors.ModelError`.
@@ -12,6 +12,7 @@ connection and never answers cannot hold a caller past it), and fails only with
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import time
 from collections.abc import Callable
@@ -21,13 +22,16 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the price map at import
 
 import litellm  # noqa: E402
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception  # noqa: E402
 
+from atoll import telemetry  # noqa: E402
 from atoll.llm.arguments import argument_problem  # noqa: E402
 from atoll.llm.endpoints import KeyRefused, call_key, redact  # noqa: E402
 from atoll.llm.errors import ModelError, ModelErrorKind, classify  # noqa: E402
 from atoll.llm.limits import CostLedger, ProviderLimiter, provider_of, shared_ledger, shared_limiter  # noqa: E402
 from atoll.llm.retry import RetryPolicy  # noqa: E402
 from atoll.llm.usage import token_counts  # noqa: E402
+from atoll.retry import Backoff, wait_retry_after  # noqa: E402
 
 litellm.suppress_debug_info = True
 
@@ -121,6 +125,7 @@ async def complete(
     on_retry: Callable[[ModelError], None] | None = None,
     limiter: ProviderLimiter | None = None,
     ledger: CostLedger | None = None,
+    on_request: Callable[[dict[str, Any]], None] | None = None,
 ) -> Completion:
     """One chat completion through litellm, retried on transient errors and rate limits.
 
@@ -129,7 +134,63 @@ async def complete(
     :class:`RetryPolicy`) bounds the retries. ``cost`` prices a response (default: litellm's
     price map). Raises :class:`ModelError`: ``configuration``, ``content`` and
     ``context_window`` at once, ``transient``/``rate_limited`` once retries, the retry budget
-    or the deadline run out, ``cost_ceiling`` (nothing sent) when the ledger is spent."""
+    or the deadline run out, ``cost_ceiling`` (nothing sent) when the ledger is spent.
+    ``on_request`` is called with each attempt's ``litellm.acompletion`` arguments as sent, less
+    the key (``api_key`` and any header is never in what it is given).
+
+    With traces on (:mod:`atoll.telemetry`), the call and its retries are one ``chat {model}``
+    span carrying the GenAI attributes (model, provider, token usage, finish reasons)."""
+    call = functools.partial(
+        _complete,
+        endpoint,
+        messages,
+        role=role,
+        tools=tools,
+        arguments=arguments,
+        timeout_s=timeout_s,
+        retry=retry,
+        stream=stream,
+        cost=cost,
+        on_retry=on_retry,
+        limiter=limiter,
+        ledger=ledger,
+        on_request=on_request,
+    )
+    if not telemetry.ENABLED:
+        return await call()
+    with telemetry.chat_span(
+        model=endpoint.model,
+        provider=provider_of(endpoint.model),
+        api_base=endpoint.api_base,
+        role=role,
+        arguments=arguments,
+        stream=stream,
+    ) as current:
+        try:
+            done = await call()
+        except ModelError as error:
+            telemetry.mark_error(current, error.kind.value, error.message)
+            raise
+        telemetry.record_completion(current, done)
+        return done
+
+
+async def _complete(
+    endpoint: Endpoint,
+    messages: list[dict[str, Any]],
+    *,
+    role: str,
+    tools: list[dict[str, Any]] | None,
+    arguments: dict[str, Any] | None,
+    timeout_s: float,
+    retry: RetryPolicy | None,
+    stream: bool,
+    cost: Callable[[Any], float] | None,
+    on_retry: Callable[[ModelError], None] | None,
+    limiter: ProviderLimiter | None,
+    ledger: CostLedger | None,
+    on_request: Callable[[dict[str, Any]], None] | None = None,
+) -> Completion:
     policy = retry or RetryPolicy()
     limiter = limiter or shared_limiter()
     ledger = ledger or shared_ledger()
@@ -137,16 +198,17 @@ async def complete(
     started = time.monotonic()
     deadline = started + policy.deadline_s if policy.deadline_s else None
     recovered: list[str] = []
-    attempt = 0
     key = _checked_key(endpoint, arguments or {})
-    while True:
+    why_stopped = ""
+
+    async def attempt_once(retries: int) -> Any:
         if ledger.exhausted():
             raise ModelError(
                 ModelErrorKind.cost_ceiling,
                 model=endpoint.model,
                 api_base=endpoint.api_base,
                 message=f"the cost ceiling of ${ledger.ceiling_usd:g} is reached; call not sent",
-                retries=attempt,
+                retries=retries,
             )
         attempt_timeout = (
             timeout_s if deadline is None else max(0.001, min(timeout_s, deadline - time.monotonic()))
@@ -156,7 +218,14 @@ async def complete(
                 try:
                     async with asyncio.timeout(attempt_timeout):
                         response = await _call(
-                            endpoint, key, messages, tools, arguments or {}, attempt_timeout, stream
+                            endpoint,
+                            key,
+                            messages,
+                            tools,
+                            arguments or {},
+                            attempt_timeout,
+                            stream,
+                            on_request,
                         )
                 except TimeoutError:
                     raise ModelError(
@@ -170,32 +239,53 @@ async def complete(
             error.message = redact(error.message)  # a provider may echo the key it was sent
             if error.kind is ModelErrorKind.rate_limited:
                 await limiter.report(provider, rate_limited=True)
-            wait = policy.wait_s(attempt + 1, error.retry_after_s)
-            out_of_time = deadline is not None and time.monotonic() + wait >= deadline
-            if not error.retryable or attempt >= policy.max_retries or policy.budget.left <= 0 or out_of_time:
-                error.retries = attempt
-                if error.retryable and policy.budget.left <= 0:
-                    error.message += " (retry budget spent)"
-                elif error.retryable and out_of_time:
-                    error.message += f" (deadline of {policy.deadline_s:g} s)"
-                raise error from (None if error is exc else exc)
-            attempt += 1
-            policy.budget.used += 1
-            recovered.append(f"{error.kind.value}: {error.message}")
-            if on_retry is not None:
-                on_retry(error)
-            await asyncio.sleep(wait)
-            continue
+            raise error from (None if error is exc else exc)
         await limiter.report(provider, rate_limited=False)
-        spent = cost(response) if cost is not None else response_cost(response, endpoint.model)
-        ledger.record(role, spent)
-        return Completion(
-            response=response,
-            cost_usd=spent,
-            retries=attempt,
-            duration_s=time.monotonic() - started,
-            recovered_from=recovered,
-        )
+        return response
+
+    def stop(state: RetryCallState) -> bool:
+        nonlocal why_stopped
+        if policy.budget.left <= 0:
+            why_stopped = " (retry budget spent)"
+        elif deadline is not None and time.monotonic() + state.upcoming_sleep >= deadline:
+            why_stopped = f" (deadline of {policy.deadline_s:g} s)"
+        return bool(why_stopped) or state.attempt_number > policy.max_retries
+
+    def before_sleep(state: RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome is not None else None
+        assert isinstance(error, ModelError)
+        policy.budget.used += 1
+        recovered.append(f"{error.kind.value}: {error.message}")
+        if on_retry is not None:
+            on_retry(error)
+
+    retrying = AsyncRetrying(
+        retry=retry_if_exception(lambda exc: isinstance(exc, ModelError) and exc.retryable),
+        wait=wait_retry_after(Backoff(policy.initial_wait_s, policy.max_wait_s), policy.max_wait_s),
+        stop=stop,
+        before_sleep=before_sleep,
+        reraise=True,
+    )
+    tries = 0
+    try:
+        async for attempt in retrying:
+            with attempt:
+                tries = attempt.retry_state.attempt_number
+                response = await attempt_once(tries - 1)
+    except ModelError as error:
+        error.retries = tries - 1
+        if error.retryable:
+            error.message += why_stopped
+        raise
+    spent = cost(response) if cost is not None else response_cost(response, endpoint.model)
+    ledger.record(role, spent)
+    return Completion(
+        response=response,
+        cost_usd=spent,
+        retries=len(recovered),
+        duration_s=time.monotonic() - started,
+        recovered_from=recovered,
+    )
 
 
 def _checked_key(endpoint: Endpoint, arguments: dict[str, Any]) -> str | None:
@@ -221,6 +311,12 @@ def _checked_key(endpoint: Endpoint, arguments: dict[str, Any]) -> str | None:
         ) from None
 
 
+# Arguments a recording of the request leaves out: credentials (the key is added after it).
+_NEVER_RECORDED = frozenset(
+    {"api_key", "headers", "extra_headers", "aws_secret_access_key", "azure_ad_token"}
+)
+
+
 async def _call(
     endpoint: Endpoint,
     key: str | None,
@@ -229,6 +325,7 @@ async def _call(
     extra: dict[str, Any],
     timeout_s: float,
     stream: bool,
+    on_request: Callable[[dict[str, Any]], None] | None = None,
 ) -> Any:
     call: dict[str, Any] = {
         "model": endpoint.model,
@@ -242,12 +339,16 @@ async def _call(
     call.update(extra)  # generation parameters only (checked): never an endpoint or a key
     if endpoint.api_base:
         call["api_base"] = endpoint.api_base
+    if stream:
+        call.update(stream=True, stream_options={"include_usage": True})
+    if on_request is not None:
+        # Before the key is added: what a recording keeps never holds it.
+        on_request({name: value for name, value in call.items() if name not in _NEVER_RECORDED})
     if key:
         call["api_key"] = key
     if not stream:
         return await litellm.acompletion(**call)
     # Streaming keeps the connection busy during long generations (proxies drop idle
     # connections); the chunks are rebuilt into one response, usage included.
-    call.update(stream=True, stream_options={"include_usage": True})
     chunks = [chunk async for chunk in await litellm.acompletion(**call)]
     return litellm.stream_chunk_builder(chunks, messages=messages)

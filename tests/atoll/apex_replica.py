@@ -229,6 +229,19 @@ V11_SERVERS = {
 }
 
 
+# What the conversion writes for a task graded from world files: both snapshots as artifacts
+# of the world service, and the collect step that leaves the final one.
+V11_SNAPSHOT_ARTIFACTS = (
+    'artifacts = ["/logs/agent/trajectory.json", '
+    '{ source = "/logs/world/final_snapshot.tar.gz", service = "world" }, '
+    '{ source = "/logs/world/initial_snapshot.tar.gz", service = "world" }]\n'
+)
+V11_COLLECT = (
+    '\n[[verifier.collect]]\nservice = "world"\ntimeout_sec = 660\n'
+    'command = "python /app/tools/collect_world_snapshot.py"\n'
+)
+
+
 def _tar(members: dict[str, bytes]) -> bytes:
     import tarfile
 
@@ -267,14 +280,20 @@ def v11_files() -> dict[str, bytes]:
         world = worlds_by_id[task["world_id"]]
         apps = ", ".join(app["service_name"] for app in world["apps"])
         out[f"{folder}/instruction.md"] = (V11_PREAMBLE.format(apps=apps) + task["prompt"] + "\n").encode()
+        snapshot = task["expected_output"] not in (None, "message_in_console")
         out[f"{folder}/task.toml"] = (
-            'schema_version = "1.3"\nartifacts = ["/logs/agent/trajectory.json"]\n\n[task]\n'
+            'schema_version = "1.3"\n'
+            + (V11_SNAPSHOT_ARTIFACTS if snapshot else 'artifacts = ["/logs/agent/trajectory.json"]\n')
+            + "\n[task]\n"
             f'name = "mercor/{task_dir_name(task)}"\ndescription = {json.dumps(task["prompt"][:180])}\n'
             'keywords = ["agents", "mcp"]\n\n[metadata]\n'
             f'task_id = "{task["task_id"]}"\nworld_id = "{task["world_id"]}"\n'
             f"domain = {json.dumps(task['domain'])}\nexpected_output = {json.dumps(task['expected_output'] or '')}\n\n"
             '[agent]\ntimeout_sec = 3600\n\n[verifier]\nenvironment_mode = "separate"\n'
+            + (V11_COLLECT if snapshot else "")
         ).encode()
+        if snapshot:  # the marker: a missing snapshot is a grading error, not an empty diff
+            out[f"{folder}/tests/needs_snapshot"] = b""
         out[f"{folder}/environment/docker-compose.yaml"] = (
             f'services:\n  world:\n    volumes:\n      - "../../../worlds/{task["world_id"]}:/world:ro"\n'
         ).encode()

@@ -139,3 +139,73 @@ def test_the_v11_layout_in_the_hugging_face_cache(tmp_path, monkeypatch):
     benchmark = load_benchmark(snapshot)
     assert benchmark.layout == "apex-v1.1" and len(benchmark.tasks) == 4
     assert Path(benchmark.world_seeds[replica.LAW_WORLD]["filesystem"]).parent.name == "blobs"
+
+
+def _file_task_dir(root: Path) -> Path:
+    task = next(t for t in replica.tasks() if t["task_id"] == replica.FILE_TASK)
+    return root / "tasks" / replica.task_dir_name(task)
+
+
+def test_gold_files_in_an_unknown_layout_are_an_error_naming_the_task(v11_dir):
+    gold = v11_dir / "gold_files" / replica.FILE_TASK
+    (gold / "filesystem").rename(gold / "files")  # not filesystem/…: never "0 gold files"
+    with pytest.raises(AtollError, match=f"task '{replica.FILE_TASK}': gold files in a layout"):
+        load_benchmark(v11_dir)
+
+
+def test_a_declared_gold_folder_that_is_missing_is_an_error_naming_the_task(v11_dir):
+    import shutil
+
+    shutil.rmtree(v11_dir / "gold_files" / replica.FILE_TASK)
+    with pytest.raises(AtollError, match=f"task '{replica.FILE_TASK}': golden_files_path"):
+        load_benchmark(v11_dir)
+
+
+def test_the_preamble_is_recognised_by_its_content_not_its_heading(v11_dir):
+    instruction = _file_task_dir(v11_dir) / "instruction.md"
+    text = instruction.read_text().replace("## Your working environment", "# Before you start")
+    instruction.write_text(text)
+    task = load_benchmark(v11_dir).task(replica.FILE_TASK)
+    assert task.prompt == "Update the tariff tracker with the 25% rate for Canada."
+    # A prompt that merely has a rule in it keeps everything.
+    own = "Summarise the memo.\n\n---\n\nUse two paragraphs."
+    instruction.write_text(own + "\n")
+    assert load_benchmark(v11_dir).task(replica.FILE_TASK).prompt == own
+
+
+def test_needs_snapshot_and_collect_steps_are_read_and_a_missing_collect_is_reported(v11_dir):
+    task = load_benchmark(v11_dir).task(replica.FILE_TASK)
+    assert task.model_extra["needs_snapshot"] is True
+    assert task.model_extra["snapshot_collect"][0]["service"] == "world"
+    text_task = load_benchmark(v11_dir).task(replica.TEXT_TASK)
+    assert (text_task.model_extra["needs_snapshot"], text_task.model_extra["snapshot_collect"]) == (False, [])
+    assert summarize(load_benchmark(v11_dir))["tasks_without_snapshot_collect"] == []
+    toml = _file_task_dir(v11_dir) / "task.toml"
+    toml.write_text(toml.read_text().split("\n[[verifier.collect]]")[0] + "\n")
+    benchmark = load_benchmark(v11_dir)
+    assert summarize(benchmark)["tasks_without_snapshot_collect"] == [replica.FILE_TASK]
+    assert any(replica.FILE_TASK in w and "[[verifier.collect]]" in w for w in benchmark.warnings)
+    result = CliRunner().invoke(app, ["bench", "load", str(v11_dir)])
+    assert "no [[verifier.collect]] step" in " ".join(result.output.split())
+
+
+def test_bench_load_json_lists_criteria_per_task(v11_dir):
+    result = CliRunner().invoke(app, ["bench", "load", str(v11_dir), "--json"])
+    assert result.exit_code == 0, result.output
+    by_task = {entry["task_id"]: entry for entry in json.loads(result.output)["criteria_by_task"]}
+    assert set(by_task) == {t["task_id"] for t in replica.tasks()}
+    text = next(t for t in replica.tasks() if t["task_id"] == replica.TEXT_TASK)
+    assert by_task[replica.TEXT_TASK]["criteria"] == text["rubric"]
+    assert by_task[replica.TEXT_TASK]["world_id"] == replica.LAW_WORLD
+
+
+def test_gold_files_shipped_in_tests_golden_are_read(v11_dir):
+    import shutil
+
+    tests = _file_task_dir(v11_dir) / "tests"
+    shutil.move(v11_dir / "gold_files" / replica.FILE_TASK, tests / "golden")
+    responses = json.loads((tests / "golden_responses.json").read_text())
+    responses[0]["golden_files_path"] = None
+    (tests / "golden_responses.json").write_text(json.dumps(responses))
+    gold = load_benchmark(v11_dir).task(replica.FILE_TASK).gold_output
+    assert [f.path for f in gold.files] == ["/Trackers/tariffs.xlsx"]

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The container test: build the four images from this checkout, bring the compose stack up,
 # run the sample experiment through it (every task), fetch its report, run code_exec sandboxed
-# inside the environment container, and take the stack down again (`down -v`).
+# inside the environment container, run the APEX-Agents v1.1 world and verifier images
+# (docker/harbor/) on a one-file world, and take the stack down again (`down -v`).
 #
 #   tests/deploy/container_test.sh        (as root on a Debian machine)
 #
@@ -39,6 +40,9 @@ cleanup() {
     say "docker-compose down -v"
     timeout 180 docker-compose -p "$project" -f "$root/docker-compose.yml" down -v --remove-orphans \
       >/dev/null 2>&1 || echo "container-test: warning: docker-compose down failed" >&2
+  fi
+  if [ -n "${world_container:-}" ]; then
+    docker rm -f "$world_container" >/dev/null 2>&1 || true
   fi
   if [ -n "$dockerd_pid" ]; then
     say "stopping dockerd (pid $dockerd_pid)"
@@ -173,7 +177,7 @@ echo "container-test:   POST /runs -> $created"
 name=$(echo "$created" | python3 -c 'import json, sys; print(json.load(sys.stdin)["name"])') \
   || fail "POST /runs did not answer a run name: $created"
 planned=$(echo "$created" | python3 -c 'import json, sys; print(json.load(sys.stdin)["planned"])')
-# One trial per sample task (17 since the market-data task); the image's own sample decides.
+# One trial per sample task (18 since the persona task); the image's own sample decides.
 [ "${planned:-0}" -ge 16 ] || fail "the sample experiment planned $planned trials, not one per sample task"
 deadline=$(( $(date +%s) + ${ATOLL_CI_RUN_TIMEOUT:-1200} ))
 last=""
@@ -224,3 +228,72 @@ for name in SERVER_NAMES:
 print("container-test:   tool schemas:", schema_cache.counts)
 assert schema_cache.counts["computed"] == 0 and schema_cache.counts["read"] > 100, schema_cache.counts
 ' || fail "the environment image computed its tools' schemas instead of reading them"
+
+# --- 9. APEX-Agents v1.1: atoll as a Harbor task's world and verifier (docs/interop.md) --------
+say "the v1.1 world and verifier images (docker/harbor/)"
+docker build -q -f docker/harbor/world.Dockerfile -t atoll-harbor-world:0.1.0 . >/dev/null \
+  || fail "building docker/harbor/world.Dockerfile failed"
+docker build -q -f docker/harbor/verifier.Dockerfile -t atoll-harbor-verifier:0.1.0 . >/dev/null \
+  || fail "building docker/harbor/verifier.Dockerfile failed"
+v11="$scratch/v11"
+mkdir -p "$v11/world" "$v11/task_files/filesystem" "$v11/logs" "$v11/verifier"
+# A v1.1 world of one file: filesystem.tar.gz and an mcp_config.json naming Archipelago's
+# filesystem server; the task's overlay adds a second file.
+python3 - "$v11/world" <<'EOF' || fail "writing the one-file v1.1 world failed"
+import io, json, sys, tarfile
+from pathlib import Path
+world = Path(sys.argv[1])
+data = b"quarterly revenue: 42\n"
+with tarfile.open(world / "filesystem.tar.gz", "w:gz") as archive:
+    member = tarfile.TarInfo("notes.txt")
+    member.size = len(data)
+    archive.addfile(member, io.BytesIO(data))
+servers = {"filesystem_server": {"transport": "stdio", "command": "uv"}}
+(world / "mcp_config.json").write_text(json.dumps({"mcpServers": servers}))
+EOF
+echo "overlay" >"$v11/task_files/filesystem/brief.txt"
+# The task's tests/grading_config.json (v1.1's shape: one output_llm verifier), mounted over the
+# verifier image's /tests beside its test.sh.
+cat >"$v11/grading_config.json" <<'EOF'
+{"metadata": {"task_id": "task_ci", "task_name": "ci", "world_id": "world_ci", "domain": "Banking",
+  "expected_output": "message_in_console"},
+ "grading_settings": {"llm_judge_model": "openai/judge", "llm_judge_extra_args": null},
+ "verifiers": [{"verifier_id": "v1", "verifier_version": 1, "world_id": "world_ci", "task_id": "task_ci",
+   "eval_config_id": "ec_output_llm", "verifier_values": {"criteria": "States the revenue", "is_primary_objective": true},
+   "verifier_index": 0, "verifier_dependencies": null}],
+ "eval_configs": [{"eval_config_id": "ec_output_llm", "eval_defn_id": "output_llm"}],
+ "scoring_config": {"scoring_config_id": "sc_default", "scoring_defn_id": "template"}}
+EOF
+chmod -R a+rX "$v11" && chmod 0777 "$v11/logs" "$v11/verifier"
+world_container=$(docker run -d --network none --security-opt seccomp=unconfined --tmpfs /tmp \
+  -e WORLD_CAPTURE_INITIAL_SNAPSHOT=1 -v "$v11/world:/world:ro" -v "$v11/task_files:/task_files:ro" \
+  -v "$v11/logs:/logs/world" atoll-harbor-world:0.1.0) || fail "the world image did not start"
+for _ in $(seq 90); do
+  [ "$(docker inspect -f '{{.State.Health.Status}}' "$world_container" 2>/dev/null)" = healthy ] && break
+  [ "$(docker inspect -f '{{.State.Running}}' "$world_container" 2>/dev/null)" = true ] \
+    || { docker logs --tail 40 "$world_container" >&2; fail "the world container exited while booting (log above)"; }
+  sleep 2
+done
+[ "$(docker inspect -f '{{.State.Health.Status}}' "$world_container")" = healthy ] \
+  || { docker logs --tail 40 "$world_container" >&2; fail "the world container never became healthy (seeded, /mcp answering)"; }
+timeout 120 docker exec "$world_container" python /app/tools/collect_world_snapshot.py >/dev/null \
+  || { docker logs --tail 40 "$world_container" >&2; fail "the v1.1 collect step failed in the world container"; }
+docker rm -f "$world_container" >/dev/null && world_container=""
+for snapshot in initial final; do
+  members=$(tar -tzf "$v11/logs/${snapshot}_snapshot.tar.gz") || fail "no readable ${snapshot}_snapshot.tar.gz in the world's logs"
+  echo "$members" | grep -q 'filesystem/notes.txt' && echo "$members" | grep -q 'filesystem/brief.txt' \
+    || fail "the ${snapshot} snapshot lacks the world's file or the task's overlay: $(echo $members)"
+done
+say "world image: seeded, healthy, initial and final snapshots collected"
+# The verifier with no agent trajectory: an infra error (grading_error.json, exit 1), never a zero.
+set +e
+docker run --rm --network none -v "$v11/logs:/logs/world:ro" -v "$v11/verifier:/logs/verifier" \
+  -v "$v11/grading_config.json:/tests/grading_config.json:ro" \
+  atoll-harbor-verifier:0.1.0 >"$scratch/verifier.log" 2>&1
+verifier_status=$?
+set -e
+[ "$verifier_status" = 1 ] && [ -s "$v11/verifier/grading_error.json" ] && [ ! -e "$v11/verifier/reward.txt" ] \
+  || { tail -20 "$scratch/verifier.log" >&2; fail "the verifier image did not report a missing trajectory as a grading error (exit $verifier_status)"; }
+python3 -c 'import json, sys; e = json.load(open(sys.argv[1])); assert e["grading_error"] is True and "trajectory" in e["detail"], e' \
+  "$v11/verifier/grading_error.json" || fail "grading_error.json is not the v1.1 shape"
+say "verifier image: a missing trajectory is grading_error.json, exit 1"
