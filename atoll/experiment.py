@@ -12,6 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import PydanticCustomError
 
 from atoll.bounded_yaml import load_bounded_yaml
+from atoll.coworkers import CoworkerSpec
+from atoll.defaults import DEFAULT_ARTIFACTS, DEFAULT_STORE, OUTPUT_DIR
 from atoll.errors import AtollError, describe_validation
 from atoll.llm.arguments import INLINE_KEY_HELP, argument_problem, key_like_fields
 
@@ -129,6 +131,11 @@ class ExperimentSpec(_Spec):
     agents: list[AgentSpec]
     runs: int = Field(default=1, ge=1)
     judge: JudgeSpec = Field(default_factory=JudgeSpec)
+    coworker: CoworkerSpec = Field(
+        default_factory=CoworkerSpec,
+        description="the model that writes the world's personas' replies (docs/coworkers.md), with the "
+        "judge block's key rules; its model None = personas say they are unavailable",
+    )
     limits: Limits = Field(default_factory=Limits)
     concurrency: Concurrency = Field(default_factory=Concurrency)
     checkpoint: Checkpoints | Literal["off"] = Field(
@@ -145,9 +152,9 @@ class ExperimentSpec(_Spec):
         "stored, naming the known ones",
         examples=["local", "kubernetes", "instant"],
     )
-    store: str = Field(default="sqlite:///atoll-out/atoll.db")
-    artifacts: str = Field(default="file://atoll-out/artifacts")
-    output_dir: str = "atoll-out"
+    store: str = Field(default=DEFAULT_STORE)
+    artifacts: str = Field(default=DEFAULT_ARTIFACTS)
+    output_dir: str = OUTPUT_DIR
     max_infra_retries: int = Field(default=2, ge=0)
     infra_retry_backoff_s: float = Field(
         default=2.0, ge=0, description="first retry delay; doubles per attempt"
@@ -224,12 +231,14 @@ def _key_problems(spec: ExperimentSpec) -> Iterator[str]:
                 yield problem
     if problem := argument_problem(spec.judge.extra_args, "judge.extra_args"):
         yield problem
+    if problem := argument_problem(spec.coworker.extra_args, "coworker.extra_args"):
+        yield problem
 
 
 def experiment_endpoints(spec: ExperimentSpec) -> list[tuple[str, str]]:
-    """Every (model, endpoint) pair ``spec``'s agents and judge name."""
+    """Every (model, endpoint) pair ``spec``'s agents, judge and coworker model name."""
     named = [(agent.model, agent.api_base or agent.config.get("api_base")) for agent in spec.agents]
-    pairs = [*named, (spec.judge.model, spec.judge.api_base)]
+    pairs = [*named, (spec.judge.model, spec.judge.api_base), (spec.coworker.model, spec.coworker.api_base)]
     return [(model, url) for model, url in pairs if model and isinstance(url, str) and url]
 
 

@@ -13,7 +13,8 @@ from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from atoll import __version__
+from atoll import __version__, telemetry
+from atoll.errors import http_status
 from atoll.http import DETAILED_ERROR_RESPONSES, add_error_handler, bearer_guard, error_body, strict_json
 from atoll.http_guard import GuardMiddleware, HostPolicy
 from environment.config import AppsConfig
@@ -116,6 +117,7 @@ def create_app(
         version=__version__,
         lifespan=lifespan,
         responses=DETAILED_ERROR_RESPONSES,  # every route: the error body below
+        **telemetry.service_options("atoll-environment"),  # traces: {} unless an OTLP endpoint is set
     )
     token = settings.mcp_token.get_secret_value() if settings.mcp_token else None
     plane = McpPlane(
@@ -140,7 +142,7 @@ def create_app(
     )
     # The one error body, plus FastAPI's "detail" beside it for Archipelago's clients; the MCP
     # plane not being there (McpPlaneUnavailable, from plane.require()) is a 503.
-    add_error_handler(app, {"mcp_unavailable": 503}, detail_field=True)
+    add_error_handler(app, detail_field=True)
 
     env_token = settings.env_token.get_secret_value() if settings.env_token else None
     require_env_token = bearer_guard(env_token)  # control plane: /metrics, /apps, /data/*
@@ -193,13 +195,14 @@ def create_app(
             metrics.gateway_swaps.labels("collision").inc()
             logger.warning("apps rejected", extra={"error": exc.message})
             raise HTTPException(
-                400, {"error": exc.message, "code": exc.code, "failed_servers": list(exc.servers)}
+                http_status(exc.code),
+                {"error": exc.message, "code": exc.code, "failed_servers": list(exc.servers)},
             ) from exc
         except GatewayNotReady as exc:
             metrics.gateway_swaps.labels("not_ready").inc()
             logger.warning("apps not ready", extra={"error": exc.message})
             raise HTTPException(
-                503,
+                http_status(exc.code),
                 {
                     "error": exc.message,
                     "code": exc.code,

@@ -33,6 +33,7 @@ from fastmcp import FastMCP
 from fastmcp.tools import Tool, ToolResult
 from mcp.shared.exceptions import MCPError as McpError
 
+from atoll import telemetry
 from environment.config import AppsConfig, ServerConfig
 from environment.gateway_errors import GatewayNotReady, ToolNameCollision, describe_error
 from environment.metrics import EnvironmentMetrics
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
     # FastMCP's client side (auth extensions, key-value stores: ~0.3 s of CPU) is imported only
     # when a config names a stdio or HTTP server (or an in-process server that is not ours).
     from fastmcp import Client
+
+    from environment.coworkers import CoworkerEngine
 
 logger = logging.getLogger("environment.gateway")
 
@@ -108,6 +111,7 @@ class GatewayTool(Tool):
     _server_name: str = ""
     _tool_name: str = ""
     _context_free: bool = False
+    _writes: bool = True  # not read-only: the coworker engine looks at what it wrote
     #: what ``run`` needs, as plain references (a pydantic private attribute costs a
     #: ``__getattr__`` per read; this is one read per call instead of five)
     _hot: Any = None
@@ -139,7 +143,10 @@ class GatewayTool(Tool):
         tool._inner, tool._gateway = direct or inner, gateway
         tool._server_name, tool._tool_name = server_name, inner.name
         tool._context_free = direct is not None
-        tool._hot = _HotPath(tool._inner.run, gateway, server_name, inner.name)
+        tool._writes = not (inner.annotations is not None and inner.annotations.read_only_hint)
+        # traced_tool is tool._inner.run itself unless traces are on (atoll.telemetry)
+        run = telemetry.traced_tool(tool._inner.run, tool=tool.name, server=server_name)
+        tool._hot = _HotPath(run, gateway, server_name, inner.name)
         return tool
 
     @property
@@ -155,8 +162,18 @@ class GatewayTool(Tool):
         started = time.perf_counter()
         outcome = "exception"
         try:
+            coworkers = gateway.coworkers
+            if coworkers is not None and coworkers.has_due():
+                await coworkers.deliver_due()  # a persona's reply due by now is there first
             result = await hot.run(arguments)
             outcome = "error" if result.is_error else "ok"
+            if (
+                coworkers is not None
+                and self._writes
+                and not result.is_error
+                and coworkers.watches(hot.server_name)
+            ):
+                await coworkers.noticed(hot.server_name, result.structured_content)
             return result
         finally:
             gateway.in_flight -= 1
@@ -298,6 +315,8 @@ class Gateway:
     #: server name -> what builds that in-process server's indexes ahead of its first call
     warmers: dict[str, Callable[[], Any]] = field(default_factory=dict)
     world_replaced: bool = False
+    #: the world's personas (environment/coworkers.py), told of the chat and mail servers' writes
+    coworkers: CoworkerEngine | None = None
     _close_requested: anyio.Event = field(default_factory=anyio.Event)
     _closed: anyio.Event = field(default_factory=anyio.Event)
 
@@ -368,12 +387,14 @@ class GatewayManager:
         server_factory: ServerFactory | None = None,
         tool_names: ToolNames = "atoll",
         on_swap: Callable[[], Awaitable[Any]] | None = None,
+        coworkers: CoworkerEngine | None = None,
     ) -> None:
         """``on_swap`` is awaited after each swap that changed the gateway (the app uses it to
         tell connected MCP sessions that the tool list changed)."""
         self.fs_root = fs_root
         self.tool_names = tool_names
         self.on_swap = on_swap
+        self.coworkers = coworkers
         self.apps_data_root = apps_data_root
         self.ready_timeout_s = ready_timeout_s
         self.drain_timeout_s = drain_timeout_s
@@ -406,6 +427,8 @@ class GatewayManager:
         """The world was replaced: the next ``apply`` rebuilds even an identical config, so no
         server state (caches, sessions) carries over from one world to the next."""
         self.current.world_replaced = True
+        if self.coworkers is not None:
+            self.coworkers.world_replaced()
 
     def warm(self) -> threading.Thread | None:
         """Build the live gateway's app-data indexes (mail, calendar, chat) in the background.
@@ -458,6 +481,9 @@ class GatewayManager:
 
     async def _run_gateway(self, config: AppsConfig, *, task_status: TaskStatus[Gateway]) -> None:
         gateway = Gateway(config, self.metrics)
+        if self.coworkers is not None:
+            self.coworkers.attach(config)
+            gateway.coworkers = self.coworkers
         async with AsyncExitStack() as stack:
             opened = await self._open_servers(config, stack, gateway.clients)
             prefixed = not (self.tool_names == "archipelago" and len(opened) == 1)

@@ -96,12 +96,42 @@ class EnvironmentSettings(BaseSettings):
         description="'atoll': tools are always named {server}_{tool}; 'archipelago': a config with one "
         "server exposes its tools unprefixed (list_files), as Archipelago does",
     )
+    coworker_model: str | None = Field(
+        None,
+        description="litellm model that writes the world's personas' replies (docs/coworkers.md); unset: "
+        "a persona's reply says they are unavailable",
+    )
+    coworker_api_base: str | None = Field(None, description="endpoint of ATOLL_COWORKER_MODEL")
+    coworker_api_key_secret: str | None = Field(
+        None, description="name of an operator-provisioned secret for ATOLL_COWORKER_API_BASE"
+    )
+    coworker_thinking: Literal["off", "low", "medium", "high"] | None = Field(
+        None, description="how hard the coworker model thinks (docs/models.md)"
+    )
+    coworker_extra_args: dict[str, Any] = Field(
+        default_factory=dict, description="generation parameters of the coworker model (JSON)"
+    )
+    coworker_seed: int = Field(
+        0, description="seed of the coworker model's replies (part of their cache key)"
+    )
+    coworker_max_replies: int = Field(20, ge=0, description="replies one trial (one populated world) may get")
+    coworker_cache_dir: Path | None = Field(
+        None, description="folder of cached persona replies, kept across runs; unset: this process only"
+    )
+    coworker_timeout_s: float = Field(120.0, gt=0, description="longest one coworker model call may take")
     log_level: str = Field("INFO", description="root log level of the service")
     json_logs: bool | None = Field(
         None,
         description="JSON log lines on stderr (true), readable lines (false); unset: JSON unless stderr is a "
         "terminal",
     )
+
+    @field_validator("coworker_extra_args")
+    @classmethod
+    def _generation_arguments_only(cls, value: dict[str, Any]) -> dict[str, Any]:
+        from atoll.llm.arguments import check_arguments
+
+        return dict(check_arguments(value, "ATOLL_COWORKER_EXTRA_ARGS"))
 
     @field_validator("env_token")
     @classmethod

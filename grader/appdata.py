@@ -13,6 +13,7 @@ from email.utils import getaddresses
 from hashlib import sha256
 from typing import TYPE_CHECKING, Any
 
+from atoll.coworkers import EXCHANGES_FILE, CoworkerExchange
 from atoll.grade import ChatChange, EventChange, MailSent
 
 if TYPE_CHECKING:
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 MAIL_PREFIX = ".apps_data/mail/"
 CALENDAR_PREFIX = ".apps_data/calendar/"
 CHAT_PREFIX = ".apps_data/chat/"
+COWORKER_EXCHANGES = ".apps_data/" + EXCHANGES_FILE
 
 
 def is_mail(path: str) -> bool:
@@ -38,6 +40,21 @@ def is_chat_messages(path: str) -> bool:
 
 def is_chat_group_info(path: str) -> bool:
     return path.startswith(CHAT_PREFIX) and path.endswith("/group_info.json")
+
+
+def is_coworker_exchanges(path: str) -> bool:
+    return path == COWORKER_EXCHANGES
+
+
+def coworker_exchanges(before: bytes | None, after: bytes | None) -> list[CoworkerExchange]:
+    """The exchanges with personas recorded after but not before (the engine appends one line
+    per message: docs/coworkers.md)."""
+    from atoll.coworkers import read_exchanges
+
+    old = read_exchanges(before or b"")
+    new = read_exchanges(after or b"")
+    seen = {(e.message_id, e.persona_email) for e in old}
+    return [e for e in new if (e.message_id, e.persona_email) not in seen]
 
 
 # --- mail ----------------------------------------------------------------------------------
@@ -93,6 +110,7 @@ class MailChanges:
     sent: list[MailSent] = field(default_factory=list)
     deleted: list[MailSent] = field(default_factory=list)
     edited: list[MailSent] = field(default_factory=list)
+    edited_before: list[MailSent] = field(default_factory=list)  # ``edited`` as they were
     errors: list[str] = field(default_factory=list)
 
 
@@ -121,6 +139,7 @@ def mail_changes(before: dict[str, bytes], after: dict[str, bytes]) -> MailChang
             was, now = mail_sent(*old[key]), mail_sent(entry, raw)
             if was != now:
                 changes.edited.append(now)
+                changes.edited_before.append(was)
     # A message the mail tools can no longer read (its mbox gone or mangled) is deleted.
     changes.deleted = [mail_sent(entry, raw) for key, (entry, raw) in old.items() if key not in new]
     return changes
@@ -147,6 +166,7 @@ def _event_change(change: str, uid: str, fields: dict[str, Any], changed: dict[s
         start=fields.get("dtstart"),
         end=fields.get("dtend"),
         attendees=list(fields.get("attendee", [])),
+        location=str(fields["location"]) if fields.get("location") else None,
         changed_fields=changed,
     )
 
@@ -256,7 +276,9 @@ def diff_chat(
                 changes.append(make("deleted", message_id, previous))
                 continue
             if message.text != previous.text:
-                changes.append(make("edited", message_id, message))
+                edited = make("edited", message_id, message)
+                edited.previous_text = previous.text
+                changes.append(edited)
             for symbol, reactor in sorted(_reactions(message) - _reactions(previous)):
                 change = make("reacted", message_id, message, emoji=symbol)
                 change.author = reactor or None

@@ -46,7 +46,7 @@ def _send(store: MailStore, outgoing: Outgoing, verb: str) -> ToolOutput[SentMai
     return ToolOutput(data=data, text=text)
 
 
-def _thread_headers(store: MailStore, original: MailEntry) -> tuple[str, list[str], str | None]:
+def thread_headers(store: MailStore, original: MailEntry) -> tuple[str, list[str], str | None]:
     """(in_reply_to, references, X-GM-THRID) for a message answering ``original``."""
     references = list(original.references)
     if not references and original.in_reply_to:
@@ -101,7 +101,7 @@ def send_mail(
     if parent is None and thread_id:
         parent = _latest_in_thread(view, thread_id)
     if parent is not None:
-        parent_id, parent_refs, thread_header = _thread_headers(store, parent)
+        parent_id, parent_refs, thread_header = thread_headers(store, parent)
         refs = refs or parent_refs
     outgoing = Outgoing(
         sender=resolve_sender(store.ctx, from_email),
@@ -145,7 +145,7 @@ def _reply(
     copy = _unique(without(copy, *me, to))
     if not to and not copy:
         to = _unique(reply_to)
-    in_reply_to, refs, thread_header = _thread_headers(store, original)
+    in_reply_to, refs, thread_header = thread_headers(store, original)
     outgoing = Outgoing(
         sender=sender,
         to=to,
@@ -293,7 +293,7 @@ def forward_mail(
     files = load_attachments(store.ctx, attachments)
     if include_attachments:
         files = [(a.filename, a.data, a.content_type) for a in attachments_of(raw)] + files
-    in_reply_to, refs, thread_header = _thread_headers(store, original)
+    in_reply_to, refs, thread_header = thread_headers(store, original)
     outgoing = Outgoing(
         sender=resolve_sender(store.ctx, from_email),
         to=parse_recipients(to_email, "to_email"),

@@ -14,7 +14,15 @@ from mcp_servers.mail.reading import list_mails
 from mcp_servers.mail.sending import send_mail
 from mcp_servers.mail.store import MailStore
 from tests.mcp_servers.helpers import make_world, open_session, text_of
-from tests.mcp_servers.mail_world import MAIN_MBOX, OTHER_MBOX, USER, USER_NAME, build_mail_world
+from tests.mcp_servers.mail_world import (
+    MAIN_MBOX,
+    OTHER_MBOX,
+    USER,
+    USER_NAME,
+    build_mail_world,
+    mbox,
+    message,
+)
 
 OPTIONS = {"user_email": USER, "user_name": USER_NAME}
 
@@ -337,3 +345,44 @@ def test_sent_mail_is_labelled_sent(mail):
     sent = mail.ok("send_mail", {"to_email": "bob@corp.com", "subject": "Labelled", "body": "b"})
     assert sent["labels"] == ["Sent"]
     assert [m["mail_id"] for m in mail.ok("search_mail", {"label": "sent"})["mails"]] == [sent["mail_id"]]
+
+
+def test_two_worlds_with_the_same_mailbox_index_it_once_and_each_sees_only_its_own_mail(
+    tmp_path, monkeypatch
+):
+    # Every trial's world is a new copy of its seed: a mailbox content already indexed in the
+    # process is not parsed again, and what one world sends or finds is never seen by another.
+    import uuid
+
+    from atoll.formats.mail import index as index_module
+    from mcp_servers.mail.reading import search_mail
+
+    marker = uuid.uuid4().hex  # a content no other test indexed in this process
+    seed = mbox(message(f"{marker}@corp.com", subject="Shared seed", body="the seed's body"))
+    worlds = [make_world(tmp_path / name) for name in ("a", "b", "c")]
+    for world in worlds[:2]:
+        world.app_file(MAIN_MBOX, seed)
+    worlds[2].app_file(MAIN_MBOX, mbox(message(f"other-{marker}@corp.com", subject="Another seed")))
+    parses = []
+    split = index_module.split_spans
+    monkeypatch.setattr(index_module, "split_spans", lambda data: parses.append(1) or split(data))
+    first, second, third = (MailStore(ServerContext.create(w.fs_root, w.apps_root, OPTIONS)) for w in worlds)
+
+    def subjects(store: MailStore, **search) -> list[str]:
+        page = search_mail(store, **search) if search else list_mails(store)
+        return [m["subject"] for m in page.data["mails"]]
+
+    assert subjects(first) == subjects(second) == ["Shared seed"]
+    assert len(parses) == 1
+    assert subjects(third) == ["Another seed"] and len(parses) == 2
+    for store, world in zip((first, second), worlds, strict=False):
+        assert [entry.file for entry in store.view().entries] == [world.apps_root / MAIN_MBOX]
+        assert subjects(store, body="seed's") == ["Shared seed"]  # bodies found stay in the world's index
+
+    # Both send at the same offset of their copy of the mailbox: each finds only its own.
+    send_mail(first, to_email="bob@corp.com", subject="from a", body="alpha secret")
+    send_mail(second, to_email="bob@corp.com", subject="from b", body="bravo secret")
+    assert subjects(first, body="secret") == ["from a"] and subjects(second, body="secret") == ["from b"]
+    assert subjects(second, body="alpha") == [] and subjects(first, body="bravo") == []
+    assert subjects(third) == ["Another seed"]
+    assert [m["Subject"] for m in stored(worlds[1])] == ["Shared seed", "from b"]

@@ -107,6 +107,7 @@ def test_every_task_has_one_to_six_criteria_and_a_checked_one(tasks):
         "email_sent",
         "event_created",
         "chat_posted",
+        "coworker_contacted",
     }
     assert judge_only >= 2
 

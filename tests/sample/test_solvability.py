@@ -447,3 +447,19 @@ def test_atlas_offer_vs_market_cap_from_the_market_data(tasks, worlds):
         pytest.approx(435 / market_cap_m * 100, abs=0.01),
     ]
     _reference_answer_meets_answer_checks(task)
+
+
+def test_keystone_budget_cap_is_known_only_to_the_client(tasks, worlds):
+    """The cap is in no file, mail or chat of the world: only Margaret's persona knows it."""
+    task = tasks["keystone-10-ask-client-budget-cap"]
+    root = worlds[CONSULTING]
+    (cap,) = checks(task, "answer_number")
+    personas = json.loads((root / ".apps_data" / "coworkers" / "personas.json").read_text())
+    margaret = next(p for p in personas if p["name"].startswith("Margaret"))
+    assert any(f"{cap['value']:,.0f}" in fact for fact in margaret["knows"])
+    (contacted,) = checks(task, "coworker_contacted")
+    assert contacted["persona"] == margaret["email"] and contacted["channel"] in margaret["channels"]
+    for path in root.rglob("*"):
+        if path.is_file() and "coworkers" not in path.parts:
+            data = path.read_bytes()
+            assert b"1.85M" not in data and b"1,850,000" not in data, path
