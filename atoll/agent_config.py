@@ -115,6 +115,18 @@ class AgentConfig(BaseModel):
         0.25, gt=0, le=0.6, description="Share of the window the carried tool evidence may fill"
     )
 
+    # --- recording ----------------------------------------------------------------------
+    record_raw: bool = Field(
+        False,
+        description="Record each model call's request as sent to litellm (no key) and its raw "
+        "response, stored beside the trajectory as raw_model_calls.jsonl (off: it is large)",
+    )
+    record_raw_max_bytes: int = Field(
+        16 * 1024 * 1024,
+        ge=1024,
+        description="record_raw: bytes of exchanges kept per run; later ones are noted as omitted",
+    )
+
     # --- replay -------------------------------------------------------------------------
     replay_stop_on_error: bool = Field(True, description="replay: a failing reference step fails the run")
 

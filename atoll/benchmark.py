@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from atoll.coworkers import PersonaSummary
 from atoll.targets import GradingTarget, derived_target, parse_target
 
 
@@ -140,6 +141,17 @@ class ChatPostedCheck(_Closed):
     contains: list[str] = Field(default_factory=list)
 
 
+class CoworkerContactedCheck(_Closed):
+    """The agent contacted persona ``persona`` (name or email; docs/coworkers.md): a message of
+    the agent's reached them, over ``channel`` when given (``chat`` or ``mail``), containing
+    every string in ``contains``."""
+
+    kind: Literal["coworker_contacted"] = "coworker_contacted"
+    persona: str = Field(min_length=1)
+    channel: Literal["chat", "mail"] | None = None
+    contains: list[str] = Field(default_factory=list)
+
+
 Check = Annotated[
     AnswerNumberCheck
     | AnswerRegexCheck
@@ -147,7 +159,8 @@ Check = Annotated[
     | FileExistsCheck
     | EmailSentCheck
     | EventCreatedCheck
-    | ChatPostedCheck,
+    | ChatPostedCheck
+    | CoworkerContactedCheck,
     Field(discriminator="kind"),
 ]
 
@@ -295,6 +308,10 @@ class Benchmark(BaseModel):
         default_factory=dict, description="world_id -> {app: why atoll cannot serve it}"
     )
     warnings: list[str] = Field(default_factory=list)
+    world_personas: dict[str, list[PersonaSummary]] = Field(
+        default_factory=dict,
+        description="world_id -> the personas of its .apps_data/coworkers/personas.json (docs/coworkers.md)",
+    )
 
     def world_sources(self, world_id: str) -> list[tuple[str, str]]:
         """(subsystem, path) pairs that populate ``world_id``: its zip as ``world``, or its

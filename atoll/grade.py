@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from atoll.coworkers import CoworkerExchange
 from atoll.judge import JudgeIdentity
 
 
@@ -51,6 +52,7 @@ class EventChange(BaseModel):
     start: str | None = None
     end: str | None = None
     attendees: list[str] = Field(default_factory=list)
+    location: str | None = None
     changed_fields: dict[str, Any] = Field(
         default_factory=dict, description="field -> {before, after} for updates"
     )
@@ -62,6 +64,7 @@ class ChatChange(BaseModel):
     channel_name: str = ""
     message_id: str
     text: str = ""
+    previous_text: str | None = Field(default=None, description="for an edit: the text before it")
     emoji: str | None = None
     author: str | None = None
 
@@ -77,8 +80,16 @@ class Changes(BaseModel):
     mails_edited: list[MailSent] = Field(
         default_factory=list, description="Messages there before whose content changed (as they are now)"
     )
+    mails_edited_before: list[MailSent] = Field(
+        default_factory=list,
+        description="The messages of mails_edited as they were before, in the same order",
+    )
     events: list[EventChange] = Field(default_factory=list)
     chat: list[ChatChange] = Field(default_factory=list)
+    coworkers: list[CoworkerExchange] = Field(
+        default_factory=list,
+        description="the agent's messages to the world's personas and their replies (docs/coworkers.md)",
+    )
 
 
 class CriterionVerdict(BaseModel):

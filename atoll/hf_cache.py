@@ -18,6 +18,7 @@ import stat
 import tempfile
 from pathlib import Path
 
+from atoll.cache_paths import cache_path
 from atoll.errors import AtollError
 
 _MAX_HOPS = 8
@@ -78,13 +79,6 @@ def readable_path(path: Path, repo_root: Path | None) -> Path:
     return resolve_blob(path, repo_root)
 
 
-def _cache_dir() -> Path:
-    base = os.environ.get("ATOLL_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "atoll"
-    )
-    return Path(base) / "hf-overlays"
-
-
 def _link_or_copy(source: Path, target: Path) -> None:
     try:
         os.link(source, target)
@@ -108,7 +102,7 @@ def materialize_tree(folder: Path, repo_root: Path) -> Path:
     digest = hashlib.sha256()
     for relative, blob in entries:
         digest.update(f"{relative}\0{blob.name}\n".encode())
-    target = _cache_dir() / digest.hexdigest()[:32]
+    target = cache_path("hf-overlays") / digest.hexdigest()[:32]
     if target.is_dir():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)

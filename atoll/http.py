@@ -23,7 +23,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, http_status
 from atoll.jsonio import dumps_strict, model_json
 
 
@@ -204,12 +204,11 @@ def strict_json(model: type[BaseModel]) -> Callable[[Request], Awaitable[None]]:
     return refuse_coercions
 
 
-def add_error_handler(
-    app: FastAPI, status_of_code: Mapping[str, int] | None = None, *, detail_field: bool = False
-) -> None:
+def add_error_handler(app: FastAPI, *, detail_field: bool = False) -> None:
     """Answer every error in the one shape :class:`ErrorBody`.
 
-    AtollError with a status per code (default 400); an
+    AtollError with its code's status (``atoll.errors.HTTP_STATUS``, the one table; 400 for
+    a code not in it); an
     HTTPException with a code for its status (a dict detail may carry ``code``, its message as
     ``message`` or ``error``, and more details); a request that fails validation as 422
     ``invalid_request`` listing its ``errors``.
@@ -218,14 +217,12 @@ def add_error_handler(
     beside ``error``: the HTTPException's detail as raised, the validation errors, or the
     AtollError's message (:class:`DetailedErrorBody`).
     """
-    # A NaN about to be written is our bug, not the request's: 500, whatever the service maps.
-    statuses = {"non_finite_number": 500, **(status_of_code or {})}
 
     @app.exception_handler(AtollError)
     async def _atoll_error(_request: Request, exc: AtollError) -> JSONResponse:
         compat = exc.message if detail_field else None
         return JSONResponse(
-            status_code=statuses.get(exc.code, 400),
+            status_code=http_status(exc.code),
             content=error_body(exc.code, exc.message, compat_detail=compat),
         )
 

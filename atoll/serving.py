@@ -20,6 +20,7 @@ from typing import Any
 
 import uvicorn
 
+from atoll import telemetry
 from atoll.errors import AtollError
 from atoll.http_guard import check_bind
 from atoll.logs import UVICORN_LOGGERS, configure_logging
@@ -73,6 +74,12 @@ class _AnnouncingServer(uvicorn.Server):
         await super().startup(sockets=sockets)
         if self.started:
             print(self._announcement, file=sys.stderr, flush=True)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().shutdown(sockets=sockets)
+        # uvicorn re-raises a SIGTERM once shut down, which ends the process before exit
+        # handlers run: buffered spans are exported here (atoll.telemetry; no-op when off).
+        telemetry.shutdown()
 
 
 def serve_app(

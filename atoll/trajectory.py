@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from atoll.coworkers import CoworkerExchange
 
 
 class RunStatus(StrEnum):
@@ -41,6 +44,11 @@ class ErrorKind(StrEnum):
 class TrajectoryError(BaseModel):
     kind: ErrorKind
     message: str
+    code: str | None = Field(
+        default=None,
+        description="the error's stable code when our machinery raised one (bad_checkpoint: the agent "
+        "refused the checkpoint it was resumed from)",
+    )
     detail: str | None = None
     model_error: str | None = Field(
         default=None,
@@ -164,12 +172,37 @@ class Trajectory(BaseModel):
         description="continuations from agent checkpoints, oldest first: steps up to from_step were made "
         "by earlier attempts (started_at is the first attempt's start)",
     )
+    raw_model_calls: list[dict[str, Any]] = Field(
+        default_factory=list,
+        exclude=True,
+        description="with record_raw: each model call's request as sent to litellm (no key) and its "
+        "raw response, bounded per run; carried to whoever stores the trajectory and stored beside "
+        "it as raw_model_calls.jsonl (raw_lines), never inside trajectory.json",
+    )
     resume_refused: str | None = Field(
         default=None,
         description="why this attempt started over from the seed although its trial had a checkpoint "
         "(unreadable, or of another trial, agent, model or seed); set by the executor",
     )
+    coworker_turns: list[CoworkerExchange] = Field(
+        default_factory=list,
+        description="the agent's messages to the world's personas and their replies, in order "
+        "(docs/coworkers.md); set by the executor from the trial's final world",
+    )
+    coworker_usage: Usage = Field(
+        default_factory=Usage,
+        description="the coworker model's tokens and cost for those replies, counted apart from usage (the agent's)",
+    )
 
     @property
     def duration_s(self) -> float:
         return (self.ended_at - self.started_at).total_seconds()
+
+
+# The file beside trajectory.json holding a run's raw model exchanges (record_raw).
+RAW_MODEL_CALLS_NAME = "raw_model_calls.jsonl"
+
+
+def raw_lines(records: list[dict[str, Any]]) -> bytes:
+    """Raw model exchanges as stored: JSON Lines, one exchange a line."""
+    return b"".join(json.dumps(record, ensure_ascii=False).encode() + b"\n" for record in records)

@@ -21,6 +21,9 @@ _NON_IDENTITY_KEYS = frozenset(
         "headers",
         "timeout",
         "concurrency",
+        # What a trial records, not what it does: the same trial with or without its raw calls.
+        "record_raw",
+        "record_raw_max_bytes",
         "max_concurrency",
         "token",
     }

@@ -19,7 +19,7 @@ import zlib
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from atoll.members import UnsafeArchive
+from atoll.members import UnsafeArchive, is_zip_symlink, zip_file_type, zip_mode
 from environment.archive import LocalFile, SafeExtractor
 from environment.gunzip import ForwardOnly, ThreadedGunzip
 
@@ -196,12 +196,12 @@ def _check_zip_layout(archive: zipfile.ZipFile, infos: list[zipfile.ZipInfo]) ->
 
 
 def _extract_zip_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, extractor: SafeExtractor) -> None:
-    mode = info.external_attr >> 16
+    file_type = zip_file_type(info)
     name = info.filename
     if info.is_dir():
         extractor.add_directory(name)
         return
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode):
+    if file_type in (stat.S_IFCHR, stat.S_IFBLK, stat.S_IFIFO):
         raise UnsafeArchive(name, "device files and FIFOs are not allowed")
     try:
         source = archive.open(info)
@@ -209,7 +209,7 @@ def _extract_zip_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, extract
         raise UnsafeArchive(name, f"cannot be read ({exc})", "bad_archive") from None
     with source:
         reader = _MemberReader(source, name)
-        if stat.S_ISLNK(mode):
+        if is_zip_symlink(info):
             target = reader.read(4097)  # a link target is short: never read a bomb whole
             if len(target) > 4096:
                 raise UnsafeArchive(name, "symlink target longer than 4096 bytes")
@@ -217,7 +217,8 @@ def _extract_zip_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, extract
             return
         # ZipExtFile stops at the declared size and checks the CRC there, so a member that
         # lies about its size is caught as corrupt.
-        extractor.add_file(name, reader, info.file_size, bool(mode & 0o111), _zip_mtime(info))
+        executable = bool(zip_mode(info) & 0o111)
+        extractor.add_file(name, reader, info.file_size, executable, _zip_mtime(info))
 
 
 def _zip_mtime(info: zipfile.ZipInfo) -> float | None:

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field, ValidationError
 from starlette.datastructures import UploadFile
 from starlette.types import Message
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, http_status
 from atoll.http import strict_json
 from atoll.world_manifest import WorldManifest
 from environment.archipelago import S3Credentials, refuse_hooks, storage_options_for
@@ -139,18 +139,6 @@ def _limits(settings: EnvironmentSettings) -> ArchiveLimits:
     )
 
 
-#: Status of populate and snapshot errors other than 400: too big, a URL outside ATOLL_URL_ALLOW,
-#: and an object store that failed or refused (missing credentials, access denied, unreachable).
-#: A missing source is a 400.
-_ERROR_STATUS = {
-    "archive_too_large": 413,
-    "url_not_allowed": 403,
-    "world_changed": 409,
-    "source_unavailable": 502,
-    "upload_failed": 502,  # the snapshot destination's store failed or refused
-}
-
-
 def _url_sources(request: Request, specs: list[SourceSpec]) -> list[PopulateSource]:
     """Populate sources from URLs; AtollError(``url_not_allowed``) outside ATOLL_URL_ALLOW."""
     prefixes = _settings(request).url_prefixes
@@ -160,9 +148,12 @@ def _url_sources(request: Request, specs: list[SourceSpec]) -> list[PopulateSour
 
 
 def _http_error(exc: AtollError) -> HTTPException:
-    status = _ERROR_STATUS.get(exc.code, 400)
+    """A populate or snapshot error as its reply, its status from its code (``atoll.errors.HTTP_STATUS``:
+    413 too big, 403 a URL outside ATOLL_URL_ALLOW, 502 an object store that failed or refused;
+    a missing source is a 400)."""
     return HTTPException(
-        status, {"error": exc.message, "code": exc.code, "member": getattr(exc, "member", None) or None}
+        http_status(exc.code),
+        {"error": exc.message, "code": exc.code, "member": getattr(exc, "member", None) or None},
     )
 
 
@@ -385,8 +376,7 @@ def _world_read_error(exc: Exception, what: str) -> HTTPException:
     413 too large, 503 past the deadline, 409 a name a manifest cannot carry, 500 else."""
     if isinstance(exc, AtollError):
         logger.error("%s refused", what, extra={"error": exc.message})
-        status = {SnapshotTooLarge: 413, SnapshotTimeout: 503, UnlistableMember: 409}.get(type(exc), 400)
-        return HTTPException(status, {"error": exc.message, "code": exc.code})
+        return HTTPException(http_status(exc.code), {"error": exc.message, "code": exc.code})
     logger.error("%s failed", what, extra={"error": str(exc)})
     return HTTPException(500, {"error": f"{what} failed: {exc}", "code": "snapshot_failed"})
 
@@ -626,7 +616,8 @@ async def snapshot_to_url(request: Request, body: SnapshotUploadRequest | None =
             raise _http_error(refusal) from exc
         logger.error("snapshot upload failed", extra={"url": url, "error": str(exc)})
         raise HTTPException(
-            502, {"error": f"cannot write snapshot to {url!r}: {exc}", "code": "upload_failed"}
+            http_status("upload_failed"),
+            {"error": f"cannot write snapshot to {url!r}: {exc}", "code": "upload_failed"},
         ) from exc
     logger.info("snapshot uploaded", extra={"url": url, "bytes": info.size_bytes, "sha256": info.sha256})
     return {

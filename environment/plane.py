@@ -331,6 +331,7 @@ class McpPlane:
     def _build(self) -> _Built:
         """Import and build the plane (a worker thread); nothing is served from it until
         :meth:`_run` has started it."""
+        from environment.coworkers import CoworkerEngine
         from environment.gateway import GatewayManager
         from environment.mcp_fast import FastMcpCalls, McpFastPath
         from environment.mcp_front import SessionRegistry, create_front_server
@@ -346,6 +347,7 @@ class McpPlane:
             server_factory=self.server_factory,
             tool_names=settings.tool_names,
             on_swap=sessions.notify_tools_changed,
+            coworkers=CoworkerEngine(settings),
         )
         front = create_front_server(manager, sessions)
         http_app = front.http_app(

@@ -28,6 +28,7 @@ from atoll.benchmark import (
     CellValueCheck,
     ChatPostedCheck,
     Check,
+    CoworkerContactedCheck,
     EmailSentCheck,
     EventCreatedCheck,
     FileExistsCheck,
@@ -391,6 +392,22 @@ def chat_posted(check: ChatPostedCheck, inputs: CheckInputs) -> CheckResult:
         if all(s.lower() in text for s in check.contains):
             return CheckResult(True, f"message {post.change} in {post.channel_name or post.channel_id}")
     return CheckResult(False, f"none of {len(posts)} chat message(s) matches the check")
+
+
+@check("coworker_contacted")
+def coworker_contacted(check: CoworkerContactedCheck, inputs: CheckInputs) -> CheckResult:
+    exchanges = inputs.world.changes.coworkers
+    wanted = check.persona.strip().lower()
+    theirs = [e for e in exchanges if wanted in (e.persona.lower(), e.persona_email.lower())]
+    if not theirs:
+        return CheckResult(False, f"no message of the agent reached persona {check.persona!r}")
+    for exchange in theirs:
+        if check.channel and exchange.channel != check.channel:
+            continue
+        text = exchange.message.lower()
+        if all(s.lower() in text for s in check.contains):
+            return CheckResult(True, f"the agent wrote to {exchange.persona} by {exchange.channel}")
+    return CheckResult(False, f"none of {len(theirs)} message(s) to {check.persona} matches the check")
 
 
 def run_check(

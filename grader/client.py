@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 
+from atoll import telemetry
 from atoll.benchmark import Task
 from atoll.errors import AtollError
 from atoll.grade import Grade
@@ -38,7 +39,9 @@ async def grade_remote(
     if judge is not None:
         data["judge"] = json.dumps(judge)
     try:
-        async with httpx.AsyncClient(base_url=url.rstrip("/"), timeout=timeout_s, headers=headers) as client:
+        async with httpx.AsyncClient(
+            base_url=url.rstrip("/"), timeout=timeout_s, headers=headers, event_hooks=telemetry.httpx_hooks()
+        ) as client:
             with Path(before).open("rb") as before_file, Path(after).open("rb") as after_file:
                 response = await client.post(
                     "/grade", data=data, files={"before": before_file, "after": after_file}

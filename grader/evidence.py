@@ -29,7 +29,7 @@ from grader.snapshot import member_path
 if TYPE_CHECKING:
     from atoll.llm import Completion
 
-APP_KINDS = ("mail", "event", "chat")
+APP_KINDS = ("mail", "event", "chat", "coworker")
 
 
 @dataclass

@@ -23,6 +23,7 @@ from typing import Any
 
 from atoll.benchmark import Benchmark, GoldFile, Task
 from atoll.errors import AtollError
+from atoll.members import is_zip_symlink
 from atoll.trajectory import AgentReportedStatus, RunStatus, Trajectory
 from grader.snapshot import _clean_name, member_path
 
@@ -47,6 +48,7 @@ def _read_world(benchmark: Benchmark, task: Task) -> dict[str, bytes]:
                 if (
                     name
                     and not info.is_dir()
+                    and not is_zip_symlink(info)  # as the snapshot reader: a link is no file
                     and (name.startswith("filesystem/") or name.startswith(".apps_data/"))
                 ):
                     members[name] = archive.read(info)
@@ -128,6 +130,43 @@ def _send_mail(members: dict[str, bytes], arguments: dict[str, Any], user_email:
     existing = members.get(target, b"")
     separator = b"" if not existing or existing.endswith(b"\n\n") else b"\n"
     members[target] = existing + separator + envelope + body + b"\n\n"
+
+
+def _contacted(members: dict[str, bytes], arguments: dict[str, Any], number: int) -> None:
+    """A mail to a persona of the world is recorded as the coworker engine records it with no
+    coworker model: the persona is unavailable (docs/coworkers.md)."""
+    from atoll.coworkers import (
+        EXCHANGES_FILE,
+        PERSONAS_FILE,
+        CoworkerExchange,
+        parse_personas,
+        unavailable_reply,
+    )
+
+    personas_file = members.get(f".apps_data/{PERSONAS_FILE}")
+    if personas_file is None:
+        return
+    recipients = {
+        address.lower() for address in _as_list(arguments.get("to_email")) + _as_list(arguments.get("cc"))
+    }
+    lines = b""
+    for persona in parse_personas(personas_file):
+        if "mail" in persona.channels and persona.email.lower() in recipients:
+            exchange = CoworkerExchange(
+                persona=persona.name,
+                persona_email=persona.email,
+                channel="mail",
+                conversation=f"gold{number}",
+                message_id=f"gold{number}",
+                message=str(arguments.get("body", ""))[:2_000],
+                reply=unavailable_reply(persona),
+                status="unavailable",
+                sent_at=GOLD_TIME.isoformat(),
+            )
+            lines += exchange.model_dump_json().encode() + b"\n"
+    if lines:
+        path = f".apps_data/{EXCHANGES_FILE}"
+        members[path] = members.get(path, b"") + lines
 
 
 def _create_event(members: dict[str, bytes], arguments: dict[str, Any], user_email: str) -> None:
@@ -220,6 +259,7 @@ def build_gold_world(benchmark: Benchmark, task: Task, workdir: Path) -> GoldWor
     for step in task.reference_solution.steps if task.reference_solution else []:
         if step.tool == "mail_send_mail":
             _send_mail(after_members, step.arguments, user["email"])
+            _contacted(after_members, step.arguments, len(replayed))
         elif step.tool == "calendar_create_event":
             _create_event(after_members, step.arguments, user["email"])
         elif step.tool in ("chat_post_message", "chat_reply_to_thread"):

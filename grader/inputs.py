@@ -4,7 +4,8 @@ Accepted shapes
 - task: an APEX task object, or an array of them (then a task id picks one);
 - rubric: an APEX ``rubric`` array (``verifier_id``, ``criteria``, …), an object with a
   ``rubric`` key, or Archipelago's ``verifiers.json`` (``verifier_values.criteria``);
-- trajectory: an atoll trajectory, or Archipelago's ``{messages, output, status, time_elapsed}``;
+- trajectory: an atoll trajectory, an ATIF trajectory (Harbor's format, told by its
+  ``schema_version``: :mod:`atoll.atif`), or Archipelago's ``{messages, output, status, time_elapsed}``;
 - judge settings: a JudgeConfig object, or Archipelago's ``grading_settings.json``
   (``llm_judge_model``, ``llm_judge_extra_args``).
 Every error is an AtollError naming the file and the problem.
@@ -19,6 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from atoll.atif import from_atif, is_atif
 from atoll.benchmark import Criterion, Task
 from atoll.errors import AtollError
 from atoll.trajectory import RunStatus, Trajectory
@@ -106,9 +108,11 @@ _ARCHIPELAGO_STATUS = {
 
 
 def trajectory_from_data(data: Any, source: str = "trajectory") -> Trajectory:
-    """An atoll trajectory, converting Archipelago's shape when needed; raises AtollError."""
+    """An atoll trajectory, converting ATIF or Archipelago's shape when needed; raises AtollError."""
     if not isinstance(data, dict):
         raise AtollError("bad_input", f"{source}: expected a JSON object")
+    if is_atif(data):
+        return from_atif(data, source)
     if "agent" in data and "started_at" in data:
         try:
             return Trajectory.model_validate(data)
@@ -138,6 +142,8 @@ def trajectory_from_data(data: Any, source: str = "trajectory") -> Trajectory:
 
 
 def load_trajectory(path: Path) -> Trajectory:
+    """The atoll trajectory in the JSON file ``path``: atoll's own, ATIF or Archipelago's shape
+    (told by content); raises AtollError naming the file and the problem."""
     return trajectory_from_data(_read_json(path, "trajectory"), f"trajectory {path}")
 
 

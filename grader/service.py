@@ -23,6 +23,7 @@ from fastapi import Depends, FastAPI, File, Form, UploadFile
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
+from atoll import telemetry
 from atoll.benchmark import Task
 from atoll.errors import AtollError
 from atoll.grade import Grade
@@ -77,14 +78,15 @@ def create_app(
     # provider may be sent there, no other key (atoll.llm.endpoints).
     if judge is not None:
         trust_endpoints([(judge.model, judge.api_base), *((judge.model, url) for url in allowed)])
-    app = FastAPI(title="atoll grader", version="1")
+    # traces: service_options is {} unless an OTLP endpoint is set (atoll.telemetry)
+    app = FastAPI(title="atoll grader", version="1", **telemetry.service_options("atoll-grader"))
     # Host allow-list, cross-site refusal and the body limit (atoll.http_guard)
     guard(app, max_body_bytes=max_body_bytes)
     authorize = bearer_guard(token)
     grading = asyncio.Semaphore(max_concurrent)
 
     # A misconfigured judge endpoint is an upstream failure, not the caller's bad request.
-    add_error_handler(app, {"model_endpoint": 502, "snapshot_too_large": 413})
+    add_error_handler(app)
 
     @app.get("/health", responses=ERROR_RESPONSES)
     async def health() -> Health:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Self
 
 from atoll.errors import AtollError
-from atoll.members import UnsafeArchive, clean_member_name, is_junk, world_member
+from atoll.members import UnsafeArchive, clean_member_name, is_junk, is_zip_symlink, world_member
 from atoll.world_manifest import WorldManifest
 
 FS_PREFIX = "filesystem/"
@@ -133,7 +133,7 @@ class Snapshot(_Reader):
                     if name is None:
                         self.skipped += 1
                         continue
-                    if _is_zip_link(info):
+                    if is_zip_symlink(info):
                         continue
                     path = self._member_path(name)
                     if path is None:
@@ -201,7 +201,11 @@ class Snapshot(_Reader):
             return found
         if self._kind == "zip":
             with zipfile.ZipFile(self.location) as archive:
-                by_name = {_clean_name(i.filename): i for i in archive.infolist() if not i.is_dir()}
+                by_name = {
+                    _clean_name(i.filename): i
+                    for i in archive.infolist()
+                    if not i.is_dir() and not is_zip_symlink(i)
+                }
                 for path in wanted:
                     info = by_name.get(self._archive_name(path))
                     if info is not None:
@@ -318,11 +322,6 @@ def open_snapshot(
     except BaseException:
         world.close()
         raise
-
-
-def _is_zip_link(info: zipfile.ZipInfo) -> bool:
-    mode = info.external_attr >> 16
-    return (mode & 0o170000) == 0o120000
 
 
 def virtual_path(member_path: str) -> str:

@@ -46,13 +46,14 @@ from fastapi.responses import Response
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 
+from atoll import telemetry
 from atoll.experiment import ExperimentSpec
 from atoll.http import ERROR_RESPONSES, Health, add_error_handler, bearer_guard, document_models
 from atoll.http_guard import guard, require_non_empty
 from atoll.llm.admission import check_experiment
 from orchestrator import idempotency, lifecycle
 from orchestrator.api_events import install_events
-from orchestrator.api_lifecycle import STATUS_OF_CODE, lifecycle_router
+from orchestrator.api_lifecycle import lifecycle_router
 from orchestrator.events import EventSettings
 from orchestrator.report_document import ReportDocument
 from orchestrator.submission import ExperimentParser, benchmark_roots, submitted_experiment
@@ -63,7 +64,6 @@ from orchestrator.submission import ExperimentParser, benchmark_roots, submitted
 # flood of requests costs a build or two, never one each, and no answer is older than its request.
 _REPORTS_KEPT = 16
 
-_STATUS_OF_CODE = {"unknown_run": 404, "fingerprint_changed": 409, **STATUS_OF_CODE}
 # POST /runs reads its body itself (YAML or JSON, parsed off the event loop): declared here.
 _EXPERIMENT_BODY = {
     "requestBody": {
@@ -140,7 +140,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     token = settings.token()
     imposed = {"store": settings.store, "artifacts": settings.artifacts, "output_dir": settings.output_dir}
     roots = benchmark_roots(settings.benchmark_roots)
-    app = FastAPI(title="atoll orchestrator")
+    app = FastAPI(title="atoll orchestrator", **telemetry.service_options("atoll-orchestrator"))
     # Host allow-list, cross-site refusal and the body limit (atoll.http_guard)
     guard(app, max_body_bytes=settings.max_body_bytes)
     app.state.store = store
@@ -157,7 +157,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     app.router.add_event_handler("shutdown", parser.close)
 
     authorize = bearer_guard(token)
-    add_error_handler(app, _STATUS_OF_CODE)
+    add_error_handler(app)
     document_models(app, ExperimentSpec)
     report_builds = asyncio.Lock()
     recent_reports: OrderedDict[str, tuple[float, bytes]] = OrderedDict()

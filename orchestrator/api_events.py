@@ -19,7 +19,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 from starlette.types import Receive, Scope, Send
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, http_status
 from atoll.http import ERROR_RESPONSES, strict_json
 from orchestrator.events import EventModel, EventSettings, event_stream
 from orchestrator.lifecycle import MAX_POSITION
@@ -180,7 +180,7 @@ def install_events(
         await anyio.to_thread.run_sync(known, name)
         if not prefixes:
             raise HTTPException(
-                403,
+                http_status("webhook_not_allowed"),
                 detail={
                     "code": "webhook_not_allowed",
                     "message": "this service takes no webhook from runs (the operator set no ATOLL_WEBHOOK_ALLOW)",
@@ -189,7 +189,9 @@ def install_events(
         try:
             url = check_webhook_url(webhook.url, prefixes)
         except AtollError as exc:
-            raise HTTPException(403, detail={"code": exc.code, "message": exc.message}) from None
+            raise HTTPException(
+                http_status(exc.code), detail={"code": exc.code, "message": exc.message}
+            ) from None
         registered = [known_url for _, known_url in await anyio.to_thread.run_sync(store.webhooks, name)]
         if url not in registered and len(registered) >= settings.webhook_max_per_run:
             raise HTTPException(

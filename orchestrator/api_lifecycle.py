@@ -26,14 +26,6 @@ from orchestrator.run_deletion import RunDeletion, delete_run
 from orchestrator.store import TrialStore
 from orchestrator.store_control import TrialFilter
 
-# The codes of the lifecycle's errors that are not 400s (the API's error handler maps them).
-STATUS_OF_CODE = {
-    "unknown_trial": 404,
-    "run_not_active": 409,
-    "idempotency_conflict": 409,
-    "idempotency_in_progress": 409,
-}
-
 _LIMIT = Query(100, ge=1, le=lifecycle.MAX_PAGE, description="most items on the page")
 _OFFSET = Query(
     0,
@@ -126,4 +118,4 @@ def lifecycle_router(store: TrialStore, authorize: Callable[..., Awaitable[None]
     return router
 
 
-__all__ = ["STATUS_OF_CODE", "lifecycle_router"]
+__all__ = ["lifecycle_router"]

@@ -1,7 +1,7 @@
 """Where trial artifacts go: a local directory or any fsspec URL (s3://bucket/prefix …).
 
 Layout: ``<root>/<experiment>/<task>/<agent>/run-<n>/attempt-<k>/{trial.json,
-trajectory.json,grade.json,after.delta.tar.gz}`` (the final state is a delta on the seed; the
+trajectory.json,atif.json,grade.json,after.delta.tar.gz}`` (the final state is a delta on the seed; the
 initial state is the seed's, stored once by content under ``seeds/`` and ``blobs/``: see
 :mod:`atoll.world_store`). Each name is made a safe, readable path segment (:func:`path_segment`);
 ``trial.json`` names the trial the folder belongs to, and a folder already claimed by another
@@ -51,12 +51,27 @@ def read_artifact(uri: str) -> bytes:
         raise AtollError("artifact_unreadable", f"artifact {uri}: {exc}") from None
 
 
+def is_relative_url(url: str) -> bool:
+    """Whether an artifacts URL names a local folder relative to some working folder
+    (``atoll-out/artifacts``, ``file://atoll-out/artifacts``)."""
+    if "://" not in url:
+        return not os.path.isabs(url)
+    return url.startswith("file://") and not url.startswith("file:///")
+
+
+def absolute_url(url: str, base: str | os.PathLike[str] | None = None) -> str:
+    """``url`` with a relative local folder made absolute against ``base`` (default: the
+    working folder); any other URL as it is. A run records its artifacts URL so, when it is
+    submitted, so that a viewer or worker started in another folder finds the same files."""
+    if not is_relative_url(url):
+        return "file://" + os.path.abspath(url) if "://" not in url else url
+    relative = url.removeprefix("file://")
+    return "file://" + os.path.abspath(os.path.join(os.fspath(base or os.getcwd()), relative))
+
+
 class ArtifactStore:
     def __init__(self, url: str, *, storage_options: dict | None = None) -> None:
-        if "://" not in url:
-            url = "file://" + os.path.abspath(url)
-        elif url.startswith("file://") and not url.startswith("file:///"):
-            url = "file://" + os.path.abspath(url.removeprefix("file://"))
+        url = absolute_url(url)
         self.url = url.rstrip("/")
         try:
             self.fs, self.root = fsspec.core.url_to_fs(self.url, **(storage_options or {}))

@@ -14,6 +14,9 @@ Running a run name again compares the new document with the stored one:
 - anything else (an agent's config, model or limits changed, a world or overlay changed,
   fewer runs, a task or agent dropped): refused unless the user asks for ``--new-run NAME``
   or ``--replace`` (the trials outside the new plan are archived under the run, not deleted);
+- another coworker model (docs/coworkers.md: its model, parameters or bound on replies; recorded
+  only for runs that name one): refused as a changed configuration, since the personas' replies
+  are part of what the recorded trials did;
 - another judge: refused too (the recorded verdicts are the old judge's), the way out being
   ``atoll regrade RUN --judge-model MODEL`` (which records the new judge, so the run then
   resumes) or ``--new-run NAME``. A document recorded before runs had a judge names none:
@@ -46,11 +49,26 @@ def identity_document(spec: ExperimentSpec, trials: list[TrialSpec]) -> dict[str
         tasks.setdefault(
             trial.task_id, {"world_digest": trial.world_digest, "overlay_digest": trial.overlay_digest}
         )
-    return {
+    document = {
         "agents": agents,
         "tasks": tasks,
         "runs": spec.runs,
         "judge": spec_judge(spec).model_dump(mode="json"),
+    }
+    if spec.coworker.model:  # (absent without one: the documents of earlier runs stay as they were)
+        document["coworker"] = coworker_identity(spec)
+    return document
+
+
+def coworker_identity(spec: ExperimentSpec) -> dict[str, Any]:
+    """What of the ``coworker:`` block moves the personas' replies (docs/coworkers.md): its
+    model and parameters and the bound on replies, not its endpoint or secret."""
+    coworker = spec.coworker
+    return {
+        "model": coworker.model,
+        "thinking": coworker.thinking,
+        "extra_args": coworker.extra_args,
+        "max_replies": coworker.max_replies,
     }
 
 
@@ -103,6 +121,12 @@ def incompatible_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         changes.append(f"runs {old['runs']} → {new['runs']}")
     if judged := judge_change(old, new):
         changes.append(judged)
+    if old.get("coworker") != new.get("coworker"):
+        before, after = old.get("coworker") or {}, new.get("coworker") or {}
+        changes.append(
+            f"coworker: {before.get('model') or '(none)'} → {after.get('model') or '(none)'}"
+            + (" (its parameters changed)" if before.get("model") == after.get("model") else "")
+        )
     return changes
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from atoll.errors import AtollError
+from atoll.extras import require_extra
 from atoll.grade import CriterionVerdict, Grade, Verdict
 from atoll.judge import JudgeConfig, JudgeIdentity
 from atoll.trajectory import Trajectory
@@ -183,6 +184,8 @@ async def self_preference(
     those the judge left ungradeable in the run (``recorded_ungradeable``); ungradeable second verdicts are counted as the
     statistics count them. Raises AtollError("unknown_run") and AtollError("model_endpoint")."""
     from atoll.loader import load_benchmark
+
+    require_extra("formats", "judge agreement")
     from grader.grading import grade_trial
 
     trials, artifacts = recorded_trials(store, run)

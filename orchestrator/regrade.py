@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from atoll.errors import AtollError
+from atoll.extras import require_extra
 from atoll.grade import Grade
 from atoll.jsonio import dumps_strict, model_json
 from atoll.judge import JudgeConfig, JudgeIdentity, judge_identity
@@ -47,6 +48,7 @@ async def regrade_run(
     overriding it), then regrade every finished trial that judge has not graded, or graded
     with ungradeable criteria; returns the provenance summary. Raises AtollError(unknown_run) for a run the store does not hold, and
     AtollError(bad_input) for a judge model that refuses the experiment's judge settings."""
+    require_extra("formats", "atoll regrade")
     from grader import VerdictCache, regrade
 
     raw = store.experiment_spec(experiment)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
+from atoll.defaults import DEFAULT_ARTIFACTS
 from atoll.errors import AtollError
 from atoll.experiment import check_run_name
 from orchestrator.world_gc import DEFAULT_GRACE_HOURS, GcReport, collect_garbage, path_in
@@ -28,8 +29,6 @@ if TYPE_CHECKING:
     from atoll.trial import TrialResult
     from orchestrator.artifacts import ArtifactStore
     from orchestrator.store import TrialStore
-
-DEFAULT_ARTIFACTS = "file://atoll-out/artifacts"
 
 
 class RunDeletion(BaseModel):

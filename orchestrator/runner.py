@@ -26,6 +26,7 @@ from atoll.experiment import ExperimentSpec
 from atoll.judge import JudgeIdentity
 from atoll.loader import load_benchmark
 from atoll.trial import TrialSpec
+from orchestrator.artifacts import absolute_url
 from orchestrator.executors import ExecutorFactory, get_executor
 from orchestrator.executors.base import Executor
 from orchestrator.fingerprint import (
@@ -127,9 +128,13 @@ def register_run(
                 archive=f"replaced-{datetime.now(UTC):%Y%m%dT%H%M%S.%fZ}",
             )
     judges = known_judges(record, JudgeIdentity.model_validate(document["judge"]))
+    stored = spec.model_dump(mode="json")
+    # Absolute, as submitted: a relative `file://atoll-out/artifacts` would resolve against the
+    # working folder of whoever reads it later (a viewer, a worker) instead of the submitter's.
+    stored["artifacts"] = absolute_url(spec.artifacts)
     store.save_experiment(
         spec.name,
-        {**spec.model_dump(mode="json"), **(stored_extra or {}), JUDGES_KEY: judges},
+        {**stored, **(stored_extra or {}), JUDGES_KEY: judges},
         fingerprint=new_fingerprint,
         identity=document,
     )

@@ -31,7 +31,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from atoll import telemetry
 from atoll.errors import AtollError
+from atoll.retry import Backoff
 from atoll.trial import Outcome, TrialResult
 from orchestrator.executors.base import (
     Executor,
@@ -462,7 +464,28 @@ class Scheduler:
     async def _attempt(self, lease: Lease) -> TrialResult:
         self._executing.add(lease.token)
         try:
-            return await self.executor_for(lease.experiment).run(lease.spec, attempt=lease.attempt)
+            if not telemetry.ENABLED:
+                return await self.executor_for(lease.experiment).run(lease.spec, attempt=lease.attempt)
+            # With traces on (atoll.telemetry), the attempt is the root span of the trial's trace.
+            spec = lease.spec
+            with telemetry.span(
+                "trial",
+                attributes={
+                    "atoll.run": spec.experiment,
+                    "atoll.trial.id": spec.trial_id,
+                    "atoll.task.id": spec.task_id,
+                    "atoll.world.id": spec.world_id,
+                    "atoll.agent": spec.agent_name,
+                    "atoll.model": spec.model,
+                    "atoll.run_index": spec.run_index,
+                    "atoll.attempt": lease.attempt,
+                },
+            ) as current:
+                result = await self.executor_for(lease.experiment).run(spec, attempt=lease.attempt)
+                telemetry.set_attributes(
+                    current, {"atoll.outcome": result.outcome.value, "atoll.score": result.score}
+                )
+                return result
         finally:
             self._executing.discard(lease.token)
 
@@ -531,7 +554,7 @@ class Scheduler:
         policy = self.policy_for(lease.experiment)
         if lease.attempt < policy.max_attempts:
             # Back off before the trial becomes leasable again (its slot stays taken).
-            await asyncio.sleep(min(policy.retry_backoff_s * 2 ** (lease.attempt - 1), 60.0))
+            await asyncio.sleep(Backoff(policy.retry_backoff_s, 60.0, jitter=False).seconds(lease.attempt))
         if result is None:
             result = TrialResult(
                 trial_id=lease.trial_id,

@@ -8,7 +8,8 @@ same machine with the same spool directory writes those results first. Every ent
 the write id of its store write, so a result whose write landed just before the fault is
 recognised by the store and never recorded twice.
 
-Spool directory: ``--spool-dir``, else ``$ATOLL_SPOOL_DIR``, else ``~/.cache/atoll/spool``;
+Spool directory: ``--spool-dir``, else ``$ATOLL_SPOOL_DIR``, else ``spool`` in atoll's cache
+folder (``~/.cache/atoll/spool`` by default: :mod:`atoll.cache_paths`);
 one subdirectory per store.
 Each live worker holds a lock on its own file, so workers never replay each other's live
 spools.
@@ -26,6 +27,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from atoll.cache_paths import cache_path
 from atoll.jsonio import dumps_strict
 from atoll.trial import TrialResult, TrialSpec
 from orchestrator.store import Completion, Lease, TrialStore, normalise_store_url
@@ -34,7 +36,8 @@ log = logging.getLogger("atoll.orchestrator.spool")
 
 
 def default_spool_dir() -> Path:
-    return Path(os.environ.get("ATOLL_SPOOL_DIR") or Path.home() / ".cache" / "atoll" / "spool")
+    """``$ATOLL_SPOOL_DIR``, else ``spool`` in atoll's cache folder (:mod:`atoll.cache_paths`)."""
+    return cache_path("spool", "ATOLL_SPOOL_DIR")
 
 
 def spool_for(store_url: str, worker_id: str, directory: Path | None = None) -> ResultSpool:

@@ -2,8 +2,8 @@
 
 A PostgreSQL restart, a failover, a proxy that drops connections or a terminated backend
 shows up as a connection error in the middle of an operation. Every public operation of
-the store is retried on such errors, with exponential backoff, for a bounded time; then the
-error surfaces as ``AtollError("store_unavailable")``. Errors that retrying cannot fix
+the store is retried on such errors, with exponential backoff (:class:`atoll.retry.Backoff`),
+for a bounded time; then the error surfaces as ``AtollError("store_unavailable")``. Errors that retrying cannot fix
 (constraint violations, bad SQL) surface at once.
 
 Retrying is safe because every write is idempotent: leases carry a token chosen before the
@@ -31,9 +31,10 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_delay, wait_exponential
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_delay
 
 from atoll.errors import AtollError
+from atoll.retry import Backoff
 
 log = logging.getLogger("atoll.orchestrator.store")
 
@@ -122,7 +123,7 @@ def first_connection(method: F) -> F:
 
 
 def _retrying(policy: StoreRetry, total_s: float) -> Retrying:
-    backoff = wait_exponential(multiplier=policy.first_backoff_s, max=policy.max_backoff_s)
+    backoff = Backoff(policy.first_backoff_s, policy.max_backoff_s, jitter=False)
 
     def wait(state: RetryCallState) -> float:
         # The last try comes at the window's end, not one backoff past it.

@@ -12,8 +12,9 @@ by ``ATOLL_WEBHOOK_SECRET``; :func:`verify_signature` is the receiver's check.
 Delivery: one task per webhook (a slow or dead receiver delays only its own events), woken
 when its run has new events (one query per poll reads which runs have; an idle webhook costs no
 query), reads the event log after the webhook's cursor, POSTs each event in order and retries with exponential
-backoff (tenacity) on a connection error, a timeout, 408, 429 or 5xx, up to
-``ATOLL_WEBHOOK_MAX_ATTEMPTS`` tries; another 4xx is not retried. Every try is written to the
+backoff (:mod:`atoll.retry`) on a connection error, a timeout, 408, 429 or 5xx, up to
+``ATOLL_WEBHOOK_MAX_ATTEMPTS`` tries; another 4xx is not retried. A receiver's ``Retry-After``
+replaces the backoff for the wait after that answer (cut to ``ATOLL_WEBHOOK_MAX_BACKOFF_S``). Every try is written to the
 delivery log. The cursor moves past an event once it is delivered or given up, and is stored:
 a restarted API resumes after the last event it finished with (at least once: an event being
 sent when it stopped is sent again). An operator webhook first seen starts at the newest event;
@@ -31,10 +32,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import httpx
-from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
 
 from atoll.errors import AtollError, CodedError
 from atoll.llm.endpoints import parse_endpoint, within
+from atoll.retry import Backoff, parse_retry_after, wait_retry_after
 from orchestrator.events import EventModel, EventSettings
 from orchestrator.store_events import RunEvent
 
@@ -94,9 +96,14 @@ class Target:
 
 
 class _Retry(CodedError):
-    """A try that may succeed later (connection error, timeout, 408, 429, 5xx)."""
+    """A try that may succeed later (connection error, timeout, 408, 429, 5xx), and the
+    ``Retry-After`` its answer asked for."""
 
     code = "webhook_retry"
+
+    def __init__(self, message: str | None, retry_after_s: float | None = None) -> None:
+        super().__init__(message or "retry")
+        self.retry_after_s = retry_after_s
 
 
 class WebhookDispatcher:
@@ -190,7 +197,10 @@ class WebhookDispatcher:
         retrying = AsyncRetrying(
             retry=retry_if_exception_type(_Retry),
             stop=stop_after_attempt(settings.webhook_max_attempts),
-            wait=wait_exponential(multiplier=settings.webhook_backoff_s, max=settings.webhook_max_backoff_s),
+            wait=wait_retry_after(
+                Backoff(settings.webhook_backoff_s, settings.webhook_max_backoff_s, jitter=False),
+                settings.webhook_max_backoff_s,
+            ),
             reraise=True,
         )
         try:
@@ -212,16 +222,18 @@ class WebhookDispatcher:
         }
         status: int | None = None
         error: str | None = None
+        asked_s: float | None = None
         try:
             reply = await self._client.post(target.url, content=body, headers=headers)
             status = reply.status_code
+            asked_s = parse_retry_after(reply.headers)
             if not 200 <= status < 300:
                 error = f"HTTP {status}"
         except httpx.HTTPError as exc:
             error = f"{type(exc).__name__}: {exc}"[:500]
         await asyncio.to_thread(self.store.record_delivery, event, target.url, number, status, error)
         if status is None or status >= 500 or status in _RETRIED_STATUSES:
-            raise _Retry(error)
+            raise _Retry(error, asked_s)
 
 
 __all__ = ["SIGNATURE_HEADER", "Target", "WebhookDispatcher", "check_webhook_url", "sign", "verify_signature"]

@@ -126,6 +126,10 @@ def run(
 
     trajectory = asyncio.run(_run_with_progress(spec, agent_run, gateway_url, gateway_token, quiet))
     output.write_text(model_json(trajectory, indent=2), encoding="utf-8")
+    if trajectory.raw_model_calls:  # record_raw: beside the trajectory, as the orchestrator keeps it
+        from atoll.trajectory import RAW_MODEL_CALLS_NAME, raw_lines
+
+        output.with_name(RAW_MODEL_CALLS_NAME).write_bytes(raw_lines(trajectory.raw_model_calls))
     usage = trajectory.usage
     typer.echo(
         f"{trajectory.status.value}: {trajectory.steps} steps, {trajectory.duration_s:.1f} s, "

@@ -94,5 +94,7 @@ def _print_summary(summary: dict) -> None:
             f"affects {len(entry['tasks'])} task(s): {', '.join(entry['tasks'])}",
             soft_wrap=True,
         )
+    from rich.markup import escape
+
     for warning in summary["warnings"]:
-        console.print(f"[yellow]warning[/yellow] {warning}", soft_wrap=True)
+        console.print(f"[yellow]warning[/yellow] {escape(warning)}", soft_wrap=True)

@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 
+from atoll.defaults import DEFAULT_STORE
 from atoll.errors import AtollError
 from atoll.jsonio import dumps_strict
 
@@ -17,7 +18,6 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
-DEFAULT_STORE = "sqlite:///atoll-out/atoll.db"
 _STATISTICS = ("accuracy", "precision", "recall", "f1", "cohen_kappa")
 _SEED_HELP = "Bootstrap seed (the same rows and seed give the same intervals)."
 

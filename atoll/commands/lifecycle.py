@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from atoll.defaults import DEFAULT_ARTIFACTS, DEFAULT_STORE
 from atoll.errors import AtollError
 from atoll.jsonio import model_json
 
@@ -19,7 +20,6 @@ if TYPE_CHECKING:
     from orchestrator.store import TrialStore
 
 STORE_HELP = "store URL (sqlite path or postgresql://…)"
-DEFAULT_STORE = "sqlite:///atoll-out/atoll.db"
 
 
 def register(app: typer.Typer) -> None:
@@ -271,7 +271,6 @@ def gc(
     """Remove the stored worlds no trial in the store uses: seeds (manifests, archives) of no
     trial, then blobs no manifest names, each only when older than the grace period."""
     from orchestrator.artifacts import ArtifactStore
-    from orchestrator.run_deletion import DEFAULT_ARTIFACTS
     from orchestrator.world_gc import collect_garbage, described
 
     with _opened(store) as trial_store:

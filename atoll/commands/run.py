@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from atoll.commands.completeness import ALLOW_INCOMPLETE_HELP, exit_if_run_incomplete
+from atoll.defaults import DEFAULT_STORE, OUTPUT_DIR
 from atoll.logs import JSON_LOGS_HELP
 
 if TYPE_CHECKING:
@@ -65,6 +66,7 @@ def run(
     from atoll.experiment import experiment_endpoints, load_experiment
     from atoll.llm.endpoints import trust_endpoints
     from atoll.logs import configure_logging
+    from atoll.runtime import freeze_once_loaded, resume_full_collections
     from orchestrator.runner import run_experiment
 
     configure_logging("WARNING", json_logs=json_logs or None)
@@ -86,20 +88,26 @@ def run(
     async def check_endpoints(planned: ExperimentSpec) -> None:
         await check_models([planned], quiet=quiet)
 
+    # Trials in this process (the local executor) load the environments, app servers, agents
+    # runner and grader while the run works: their heap is frozen once the first trial is over.
+    freeze_once_loaded()
     # An enqueue-only run calls no model (its workers check); the run skips the check when the
     # store already holds every planned trial's final result.
-    outcome = asyncio.run(
-        run_experiment(
-            spec,
-            quiet=quiet,
-            json_events=json_logs,
-            enqueue_only=enqueue_only,
-            replace=replace,
-            interruptible=True,
-            viewer_url=viewer,
-            preflight=None if no_preflight else check_endpoints,
+    try:
+        outcome = asyncio.run(
+            run_experiment(
+                spec,
+                quiet=quiet,
+                json_events=json_logs,
+                enqueue_only=enqueue_only,
+                replace=replace,
+                interruptible=True,
+                viewer_url=viewer,
+                preflight=None if no_preflight else check_endpoints,
+            )
         )
-    )
+    finally:
+        resume_full_collections()  # no trial ran here (e.g. --enqueue-only, or all done)
     if outcome.archived:
         typer.echo(
             f"{outcome.experiment}: archived {outcome.archived} trials of the earlier configuration "
@@ -164,7 +172,7 @@ def resume_summary(outcome: RunOutcome) -> str:
 
 def report(
     run_name: str = typer.Argument(..., help="experiment (run) name"),
-    store: str = typer.Option("sqlite:///atoll-out/atoll.db", help="store URL"),
+    store: str = typer.Option(DEFAULT_STORE, help="store URL"),
     output: Path = typer.Option(None, help="output directory (default atoll-out/RUN)"),
     seed: int = typer.Option(0, help="bootstrap seed"),
     viewer_url: str = typer.Option(None, "--viewer-url", metavar="URL", help=VIEWER_URL_HELP),
@@ -179,7 +187,7 @@ def report(
     try:
         require_known_run(trial_store, run_name)
         paths = write_report(
-            trial_store, run_name, output or Path("atoll-out") / run_name, seed=seed, viewer_url=viewer
+            trial_store, run_name, output or Path(OUTPUT_DIR) / run_name, seed=seed, viewer_url=viewer
         )
     finally:
         trial_store.dispose()
@@ -200,7 +208,7 @@ def worker(
     spool_dir: Path = typer.Option(
         None,
         envvar="ATOLL_SPOOL_DIR",
-        help="where results wait while the database is unreachable (default ~/.cache/atoll/spool)",
+        help="where results wait while the database is unreachable (default: ~/.cache/atoll/spool, atoll.cache_paths)",
     ),
     healthy_interval: float = typer.Option(
         300.0,
@@ -245,7 +253,7 @@ def worker(
 
 def regrade(
     run_name: str = typer.Argument(..., help="experiment (run) name"),
-    store: str = typer.Option("sqlite:///atoll-out/atoll.db", help="store URL"),
+    store: str = typer.Option(DEFAULT_STORE, help="store URL"),
     judge_model: str = typer.Option(None, help="judge model (default: the experiment's)"),
     api_base: str = typer.Option(None, help="OpenAI-compatible endpoint of the judge"),
     viewer_url: str = typer.Option(None, "--viewer-url", metavar="URL", help=VIEWER_URL_HELP),
@@ -269,7 +277,7 @@ def regrade(
         summary = asyncio.run(regrade_run(trial_store, run_name, judge_model=judge_model, api_base=api_base))
         spec = trial_store.experiment_spec(run_name) or {}
         paths = write_report(
-            trial_store, run_name, Path(spec.get("output_dir", "atoll-out")) / run_name, viewer_url=viewer
+            trial_store, run_name, Path(spec.get("output_dir", OUTPUT_DIR)) / run_name, viewer_url=viewer
         )
     finally:
         trial_store.dispose()

@@ -10,8 +10,9 @@ per-provider concurrency window and one cost ledger per process. See docs/agents
 ("Model calls").
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from atoll._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from atoll.llm.client import Completion, Endpoint, complete, resolve_api_key, response_cost
@@ -52,11 +53,9 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'atoll.llm' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"atoll.llm.{home}"), name)
+__getattr__, __dir__ = lazy_attributes(
+    "atoll.llm", {name: f"atoll.llm.{home}" for name, home in _HOMES.items()}, globals()
+)
 
 
 __all__ = [

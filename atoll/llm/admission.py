@@ -66,7 +66,7 @@ def endpoint_problem(
 
 
 def experiment_problem(spec: ExperimentSpec, policy: KeyPolicy | None = None) -> str | None:
-    """The first endpoint of ``spec`` (its agents' and its judge's) that is refused, as one
+    """The first endpoint of ``spec`` (its agents', its judge's and its coworker model's) that is refused, as one
     line naming the field; None when every one is accepted."""
     policy = policy or KeyPolicy.current()
     for index, agent in enumerate(spec.agents):
@@ -86,9 +86,16 @@ def experiment_problem(spec: ExperimentSpec, policy: KeyPolicy | None = None) ->
         )
         if problem:
             return problem
-    if spec.judge.model:
-        return endpoint_problem(
+    if spec.judge.model and (
+        problem := endpoint_problem(
             "judge", spec.judge.model, spec.judge.api_base, secret=spec.judge.api_key_secret, policy=policy
+        )
+    ):
+        return problem
+    coworker = spec.coworker
+    if coworker.model:
+        return endpoint_problem(
+            "coworker", coworker.model, coworker.api_base, secret=coworker.api_key_secret, policy=policy
         )
     return None
 

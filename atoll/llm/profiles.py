@@ -393,6 +393,11 @@ def check_experiment(spec: Any) -> None:
     if judge.model and (judge.thinking is not None or _CHECKED_KEYS.intersection(judge.extra_args)):
         requested = dict(judge.extra_args)
         call_arguments(judge.model, requested, thinking=judge.thinking, where="judge")
+    coworker = spec.coworker
+    if coworker.model and (coworker.thinking is not None or _CHECKED_KEYS.intersection(coworker.extra_args)):
+        call_arguments(
+            coworker.model, dict(coworker.extra_args), thinking=coworker.thinking, where="coworker"
+        )
 
 
 def structured_output(model: str, thinking: str | None = None) -> StructuredOutput:

@@ -1,7 +1,7 @@
-"""The one retry policy for model calls (agent and judge alike).
+"""The retry policy of model calls (agent and judge alike), on :mod:`atoll.retry`.
 
 Only ``transient`` and ``rate_limited`` errors are retried (see :mod:`atoll.llm.errors`).
-A wait honours the provider's ``Retry-After`` (capped at ``max_wait_s``), else it is
+A wait honours the provider's ``Retry-After`` once (capped at ``max_wait_s``), else it is
 exponential backoff with jitter. Three bounds keep a failing provider from stalling work:
 ``max_retries`` per call, a :class:`RetryBudget` shared by every call of one agent run or
 one grading, and ``deadline_s`` over one call's attempts and waits together.
@@ -9,21 +9,21 @@ one grading, and ``deadline_s`` over one call's attempts and waits together.
 
 from __future__ import annotations
 
-import email.utils
-import random
-import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from atoll.retry import Backoff, honoured_wait, parse_retry_after
 
 
 def retry_after_s(exc: BaseException) -> float | None:
     """Seconds the provider asked us to wait (``retry-after-ms``, or ``Retry-After`` as
-    seconds or an HTTP date), found anywhere in the exception chain; None when absent."""
+    seconds or an HTTP date: :func:`atoll.retry.parse_retry_after`), found anywhere in the
+    exception chain; None when absent."""
     current: BaseException | None = exc
     for _ in range(20):
         if current is None:
             return None
-        waited = _from_headers(_headers(current))
+        waited = parse_retry_after(_headers(current))
         if waited is not None:
             return waited
         current = current.__cause__ or current.__context__
@@ -34,28 +34,6 @@ def _headers(exc: BaseException) -> Any:
     response = getattr(exc, "response", None)
     headers = getattr(response, "headers", None) if response is not None else None
     return headers or getattr(exc, "litellm_response_headers", None)
-
-
-def _from_headers(headers: Any) -> float | None:
-    if not headers:
-        return None
-    value = headers.get("retry-after-ms")
-    if value:
-        try:
-            return max(0.0, float(value) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        try:
-            parsed = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        return max(0.0, parsed.timestamp() - time.time())
 
 
 class RetryBudget:
@@ -82,7 +60,5 @@ class RetryPolicy:
 
     def wait_s(self, attempt: int, asked_s: float | None) -> float:
         """The pause before retry number ``attempt`` (1-based)."""
-        if asked_s is not None:
-            return min(asked_s, self.max_wait_s)
-        ceiling = min(self.max_wait_s, self.initial_wait_s * (2 ** (attempt - 1)))
-        return random.uniform(ceiling / 2, ceiling)
+        backoff = Backoff(self.initial_wait_s, self.max_wait_s)
+        return honoured_wait(backoff.seconds(attempt), asked_s, self.max_wait_s)

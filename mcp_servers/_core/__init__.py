@@ -8,33 +8,34 @@ import the tool definitions and result models with it.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-#: exported name -> (module, attribute in it; None: the module itself)
-_EXPORTS: dict[str, tuple[str, str | None]] = {
-    "beneath": ("mcp_servers._core.beneath", None),
-    "AppData": ("mcp_servers._core.app_data", "AppData"),
-    "OutsideRoot": ("mcp_servers._core.beneath", "OutsideRoot"),
-    "Root": ("mcp_servers._core.beneath", "Root"),
-    "ServerContext": ("mcp_servers._core.context", "ServerContext"),
-    "ServerDefinition": ("mcp_servers._core.definition", "ServerDefinition"),
-    "ToolDef": ("mcp_servers._core.definition", "ToolDef"),
-    "ERROR_CODES": ("mcp_servers._core.errors", "ERROR_CODES"),
-    "ToolError": ("mcp_servers._core.errors", "ToolError"),
-    "InvalidOption": ("mcp_servers._core.options", "InvalidOption"),
-    "ServerOptions": ("mcp_servers._core.options", "ServerOptions"),
-    "validate_options": ("mcp_servers._core.options", "validate_options"),
-    "MAX_NAME_BYTES": ("mcp_servers._core.paths", "MAX_NAME_BYTES"),
-    "MAX_PATH_CHARS": ("mcp_servers._core.paths", "MAX_PATH_CHARS"),
-    "PathResolver": ("mcp_servers._core.paths", "PathResolver"),
-    "validate_id": ("mcp_servers._core.paths", "validate_id"),
-    "ImageBlock": ("mcp_servers._core.results", "ImageBlock"),
-    "ToolOutput": ("mcp_servers._core.results", "ToolOutput"),
-    "FileCache": ("mcp_servers._core.store", "FileCache"),
-    "FileStamp": ("mcp_servers._core.store", "FileStamp"),
-    "file_lock": ("mcp_servers._core.store", "file_lock"),
-    "WorldPath": ("mcp_servers._core.world_path", "WorldPath"),
+from atoll._lazy import lazy_attributes
+
+#: exported name -> the module defining it (``beneath``: that submodule itself)
+_EXPORTS: dict[str, str] = {
+    "beneath": "mcp_servers._core.beneath",
+    "AppData": "mcp_servers._core.app_data",
+    "OutsideRoot": "mcp_servers._core.beneath",
+    "Root": "mcp_servers._core.beneath",
+    "ServerContext": "mcp_servers._core.context",
+    "ServerDefinition": "mcp_servers._core.definition",
+    "ToolDef": "mcp_servers._core.definition",
+    "ERROR_CODES": "mcp_servers._core.errors",
+    "ToolError": "mcp_servers._core.errors",
+    "InvalidOption": "mcp_servers._core.options",
+    "ServerOptions": "mcp_servers._core.options",
+    "validate_options": "mcp_servers._core.options",
+    "MAX_NAME_BYTES": "mcp_servers._core.paths",
+    "MAX_PATH_CHARS": "mcp_servers._core.paths",
+    "PathResolver": "mcp_servers._core.paths",
+    "validate_id": "mcp_servers._core.paths",
+    "ImageBlock": "mcp_servers._core.results",
+    "ToolOutput": "mcp_servers._core.results",
+    "FileCache": "mcp_servers._core.store",
+    "FileStamp": "mcp_servers._core.store",
+    "file_lock": "mcp_servers._core.store",
+    "WorldPath": "mcp_servers._core.world_path",
 }
 
 __all__ = [
@@ -63,19 +64,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    try:
-        module_name, attribute = _EXPORTS[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    module = importlib.import_module(module_name)
-    value = module if attribute is None else getattr(module, attribute)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS, globals())
 
 
 if TYPE_CHECKING:

@@ -12,7 +12,8 @@ running the same code reads them instead (docs/performance.md, "Start-up").
   Only tools whose function lives in ``mcp_servers`` are cached (a test's or a plug-in's tool
   is always computed).
 - **Where**: ``ATOLL_SCHEMA_CACHE`` (a directory; ``off`` disables the cache), else
-  ``$XDG_CACHE_HOME/atoll/tool-schemas`` (``~/.cache`` by default). The environment image
+  ``tool-schemas`` in atoll's cache folder (:mod:`atoll.cache_paths`: ``~/.cache/atoll`` by
+  default). The environment image
   fills it at build time and reads it read-only.
 - **Never in the way**: an unreadable, unwritable or corrupt file only means the schemas are
   computed (a corrupt file is replaced on the next save); files are written whole and renamed
@@ -38,6 +39,8 @@ import orjson
 import pydantic
 import pydantic_core
 
+from atoll.cache_paths import cache_root
+
 logger = logging.getLogger("mcp_servers")
 
 #: the value of ATOLL_SCHEMA_CACHE that turns the cache off
@@ -56,8 +59,7 @@ def cache_dir() -> Path | None:
     configured = os.environ.get("ATOLL_SCHEMA_CACHE")
     if configured is not None:
         return None if configured.strip().lower() in (OFF, "") else Path(configured)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
-    return Path(base) / "atoll" / "tool-schemas"
+    return cache_root() / "tool-schemas"
 
 
 def source_key(roots: list[Path] | None = None) -> str:

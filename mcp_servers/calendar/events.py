@@ -10,9 +10,9 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from typing import Any
 
+from atoll._lazy import lazy_module
 from atoll.formats.ics import address_email
 from mcp_servers._core.errors import ToolError
-from mcp_servers._core.lazy import lazy_module
 from mcp_servers.calendar.models import Attendee, Reminders
 from mcp_servers.calendar.times import When, instant, stamp_view, when_view
 

@@ -19,9 +19,9 @@ from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
+from atoll._lazy import lazy_module
 from atoll.formats.ics import IcsSyntaxError, read_text, split_blocks
 from mcp_servers._core.app_data import AppData
-from mcp_servers._core.lazy import lazy_module
 from mcp_servers._core.problems import ProblemLog
 from mcp_servers._core.store import FileCache, FileStamp
 from mcp_servers.calendar.events import event_view, start_end

@@ -12,7 +12,7 @@ from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from functools import lru_cache
 from typing import Any
 
-from mcp_servers._core.lazy import lazy_module
+from atoll._lazy import lazy_module
 from mcp_servers.calendar.times import When, instant
 
 _dateutil_rrule = lazy_module("dateutil.rrule")

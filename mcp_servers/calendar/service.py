@@ -13,9 +13,9 @@ from datetime import UTC, date, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any
 
+from atoll._lazy import lazy_module
 from mcp_servers._core.context import ServerContext
 from mcp_servers._core.errors import ToolError
-from mcp_servers._core.lazy import lazy_module
 from mcp_servers._core.paths import validate_id
 from mcp_servers.calendar import events as ev
 from mcp_servers.calendar import splice

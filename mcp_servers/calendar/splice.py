@@ -13,10 +13,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from atoll._lazy import lazy_module
 from atoll.formats.ics import IcsLayout, IcsSyntaxError, read_text, split_blocks, with_newline
 from mcp_servers._core.beneath import OutsideRoot
 from mcp_servers._core.errors import ToolError
-from mcp_servers._core.lazy import lazy_module
 from mcp_servers._core.store import FileStamp, file_lock
 from mcp_servers.calendar.index import TZID_LINE, CalendarIndex, ParsedFile, Record, parse_record
 from mcp_servers.calendar.times import instant

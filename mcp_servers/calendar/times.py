@@ -12,8 +12,8 @@ from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from atoll._lazy import lazy_module
 from mcp_servers._core.errors import ToolError
-from mcp_servers._core.lazy import lazy_module
 
 _icalendar_timezone = lazy_module("icalendar.timezone")
 

@@ -13,17 +13,14 @@ skipped; every other group keeps being served.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
 import logging
-import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from atoll.formats.chat.messages import GroupMessages, decode_json, index_messages
+from atoll.runtime import cyclic_gc_paused
 from mcp_servers._core.app_data import AppData
 from mcp_servers._core.problems import ProblemLog
 from mcp_servers._core.store import FileCache
@@ -31,39 +28,6 @@ from mcp_servers._core.store import FileCache
 logger = logging.getLogger("mcp_servers.chat")
 
 PREFIXES = ("Google Chat", "")  # an export with the prefix wins over one without
-
-
-_gc_pause_lock = threading.Lock()
-_gc_pauses = 0  # builds inside cyclic_gc_paused now
-_gc_was_enabled = False  # the collector's state when the first of them began
-
-
-@contextlib.contextmanager
-def cyclic_gc_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off for the block (and on again after, if it was).
-
-    Decoding and indexing a large export allocate some hundred thousand containers, none of
-    them in a cycle; the collector would scan them (and, as the heap grows, the whole
-    process's heap) several times over for nothing: about a fifth of the build.
-
-    The collector's switch is process-wide and builds run on several threads at once (the
-    background warm-up beside tool calls, several worlds in one process), so the pauses are
-    counted: the first one in remembers whether the collector was on, the last one out
-    restores that. Checking and switching separately per build could leave it off for good.
-    """
-    global _gc_pauses, _gc_was_enabled
-    with _gc_pause_lock:
-        if _gc_pauses == 0:
-            _gc_was_enabled = gc.isenabled()
-            gc.disable()
-        _gc_pauses += 1
-    try:
-        yield
-    finally:
-        with _gc_pause_lock:
-            _gc_pauses -= 1
-            if _gc_pauses == 0 and _gc_was_enabled:
-                gc.enable()
 
 
 def load_messages(data: AppData, path: Path, label: str) -> GroupMessages:

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
+from atoll._lazy import lazy_module
 from atoll.formats.docx.elements import W_P, W_TBL
 from atoll.formats.docx.names import qn
 from mcp_servers._core.errors import ToolError
-from mcp_servers._core.lazy import lazy_module
 from mcp_servers.documents.body import Target
 from mcp_servers.documents.models import ContentBlock, ListItem
 

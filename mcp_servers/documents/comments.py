@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from atoll._lazy import lazy_module
 from atoll.formats.docx.comments import has_comments_part
 from atoll.formats.docx.elements import (
     live_runs,
@@ -12,7 +13,6 @@ from atoll.formats.docx.elements import (
 )
 from atoll.formats.docx.names import qn
 from mcp_servers._core.errors import ToolError
-from mcp_servers._core.lazy import lazy_module
 from mcp_servers.documents.body import Target
 
 # python-docx is imported on the first call that needs it, not when the server is built.

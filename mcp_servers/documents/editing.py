@@ -6,6 +6,7 @@ import copy
 import re
 from typing import Any
 
+from atoll._lazy import lazy_module
 from atoll.formats.docx.elements import (
     W_P,
     W_RPR,
@@ -20,7 +21,6 @@ from atoll.formats.docx.elements import (
 from atoll.formats.docx.names import qn
 from atoll.formats.docx.reading import StyleNames, paragraph_kind
 from mcp_servers._core.errors import ToolError
-from mcp_servers._core.lazy import lazy_module
 from mcp_servers._office.colors import parse_color
 from mcp_servers.documents.blocks import alignment, paragraph_style, place
 from mcp_servers.documents.body import Target

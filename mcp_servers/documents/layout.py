@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from atoll._lazy import lazy_module
 from atoll.formats.docx.elements import W_P, block_elements, paragraph_text, paragraphs_of
 from mcp_servers._core.errors import ToolError
-from mcp_servers._core.lazy import lazy_module
 from mcp_servers.documents.blocks import set_orientation
 from mcp_servers.documents.editing import _set_cell_text
 

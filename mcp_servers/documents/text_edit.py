@@ -15,6 +15,7 @@ import difflib
 import re
 from typing import Any
 
+from atoll._lazy import lazy_module
 from atoll.formats.docx.elements import (
     W_PPR,
     W_R,
@@ -25,7 +26,6 @@ from atoll.formats.docx.elements import (
     live_runs,
 )
 from atoll.formats.docx.names import qn
-from mcp_servers._core.lazy import lazy_module
 
 # python-docx is imported on the first call that needs it, not when the server is built.
 _oxml = lazy_module("docx.oxml")

@@ -17,8 +17,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from atoll._lazy import lazy_module
 from mcp_servers._core import ToolError, WorldPath
-from mcp_servers._core.lazy import lazy_module
 
 pymupdf = lazy_module("pymupdf")  # ~0.8 s of CPU: imported on the first call that reads a PDF
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import re
 
+from atoll._lazy import lazy_module
 from atoll.formats import bounds
 from atoll.formats.pdf import PdfSource
 from atoll.formats.pdf_bounds import check_pdf
 from mcp_servers._core import ToolError
-from mcp_servers._core.lazy import lazy_module
 
 pymupdf = lazy_module("pymupdf")  # ~0.8 s of CPU: imported on the first call that reads a PDF
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from mcp_servers._core.lazy import lazy_module
+from atoll._lazy import lazy_module
 
 # python-pptx is imported on the first copy, not when the server is built.
 _constants = lazy_module("pptx.opc.constants")

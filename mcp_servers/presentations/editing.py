@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from atoll._lazy import lazy_module
 from atoll.formats.pptx import iter_shapes
 from mcp_servers._core.errors import ToolError
-from mcp_servers._core.lazy import lazy_module
 from mcp_servers.presentations.models import SlideOperation
 from mcp_servers.presentations.shape_ops import apply_shape_operation, placeholder_shape
 from mcp_servers.presentations.slides import (

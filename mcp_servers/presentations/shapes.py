@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from atoll._lazy import lazy_module
 from mcp_servers._core.errors import ToolError
-from mcp_servers._core.lazy import lazy_module
 from mcp_servers._office.colors import parse_color as office_color
 
 _pptx_dml_color = lazy_module("pptx.dml.color")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from atoll._lazy import lazy_module
 from atoll.formats.pptx import TITLE_TYPES
 from mcp_servers._core.errors import ToolError
-from mcp_servers._core.lazy import lazy_module
 from mcp_servers.presentations.models import BulletItem, SlideSpec, TableSpec
 
 _pptx_enum_shapes = lazy_module("pptx.enum.shapes")

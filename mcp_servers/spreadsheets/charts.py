@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from atoll._lazy import lazy_module
 from mcp_servers._core import ToolError
-from mcp_servers._core.lazy import lazy_module
 from mcp_servers.spreadsheets.cells import (
     check_cell,
     column_index_from_string,

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
+from atoll._lazy import lazy_module
 from mcp_servers._core import ToolError
-from mcp_servers._core.lazy import lazy_module
 from mcp_servers.spreadsheets.cells import (
     check_cell,
     check_range,

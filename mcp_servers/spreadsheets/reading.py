@@ -20,11 +20,11 @@ from typing import Any
 
 from lxml import etree
 
+from atoll._lazy import lazy_module
 from atoll.formats.bounds import InputTooLarge
 from atoll.formats.libreoffice import RecalcError
 from atoll.formats.xlsx import XlsxReader, display
 from mcp_servers._core import ToolError, WorldPath
-from mcp_servers._core.lazy import lazy_module
 from mcp_servers._office.package import bound_error
 from mcp_servers.spreadsheets.cells import get_column_letter, parse_range
 from mcp_servers.spreadsheets.values import dummy_function_fallback, not_computed

@@ -7,8 +7,8 @@ import io
 import re
 from typing import Any
 
+from atoll._lazy import lazy_module
 from mcp_servers._core import ToolError
-from mcp_servers._core.lazy import lazy_module
 from mcp_servers._office.colors import NAMED_COLORS
 from mcp_servers.spreadsheets.cells import check_cell, quote_sheetname
 
@@ -48,7 +48,7 @@ def format_cells(ws: Any, cell_range: str, op: Any) -> int:
     side = _styles.Side(style=op.border) if op.border and op.border != "none" else _styles.Side(style=None)
     cells = _cells(ws, cell_range)
     for cell in cells:
-        font = cell.font.copy()
+        font = cell.font  # read only: the new Font below is built from its values
         changes: dict[str, Any] = {}
         for name, attribute in (("bold", "b"), ("italic", "i")):
             if getattr(op, name) is not None:

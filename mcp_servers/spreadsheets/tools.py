@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from atoll._lazy import lazy_module
 from mcp_servers._core import ServerDefinition, ToolError, file_lock, validate_id
-from mcp_servers._core.lazy import lazy_module
 from mcp_servers._core.options import ServerOptions
 from mcp_servers.spreadsheets.cells import check_cell, check_value
 from mcp_servers.spreadsheets.charts import add_chart

@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from atoll._lazy import lazy_module
 from atoll.formats import bounds
 from atoll.formats.libreoffice import ComputedSheets, LibreOffice, RecalcError, shared_engine
 from atoll.formats.xlsx_values import cached_formula_values, computed_of, fill_cached_values
 from mcp_servers._core import FileStamp, ServerContext, ToolError, WorldPath
-from mcp_servers._core.lazy import lazy_module
 from mcp_servers._office.package import bound_error
 from mcp_servers.spreadsheets.values import DUMMY_FUNCTION, dummy_function_fallback
 

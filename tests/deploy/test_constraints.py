@@ -71,7 +71,8 @@ def _requirements(*extras: str) -> set[str]:
 def test_each_image_gets_only_its_service_libraries():
     environment, agent = _requirements("environment"), _requirements("agent")
     grader, orchestrator = _requirements("grader"), _requirements("orchestrator", "kubernetes")
-    assert {"fastmcp", "pymupdf", "pandas", "scipy", "s3fs"} <= environment and "litellm" not in environment
+    # litellm: the environment makes the virtual coworkers' model calls (environment/coworkers.py).
+    assert {"fastmcp", "pymupdf", "pandas", "scipy", "s3fs", "litellm"} <= environment
     assert "litellm" in agent and not {"pandas", "scipy", "pymupdf", "sqlalchemy"} & agent
     assert {"litellm", "pymupdf", "openpyxl"} <= grader and not {"pandas", "scipy", "fastmcp"} & grader
     # The orchestrator image runs the agent of Kubernetes trial pods in-process, not the servers.

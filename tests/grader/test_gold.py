@@ -41,6 +41,7 @@ async def test_gold_outputs_pass_every_programmatic_check(sample, tmp_path):
         "email_sent",
         "event_created",
         "chat_posted",
+        "coworker_contacted",  # the gold world records the reference mail to Margaret as the engine would
     }
     assert checked >= 30
 

@@ -301,7 +301,7 @@ def test_prefixed_export_wins_when_both_layouts_hold_a_group(tmp_path):
 def test_the_collector_is_paused_for_the_build_only_and_left_as_found():
     import gc
 
-    from mcp_servers.chat.index import cyclic_gc_paused
+    from atoll.runtime import cyclic_gc_paused
 
     assert gc.isenabled()
     with cyclic_gc_paused():
@@ -322,7 +322,7 @@ def test_overlapping_pauses_on_two_threads_end_with_the_last_one():
     import gc
     import threading
 
-    from mcp_servers.chat.index import cyclic_gc_paused
+    from atoll.runtime import cyclic_gc_paused
 
     a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
     seen_during_b: list[bool] = []

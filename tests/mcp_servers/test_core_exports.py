@@ -11,9 +11,9 @@ import mcp_servers._core as core
 
 def test_every_exported_name_resolves_to_its_module_s_object() -> None:
     assert sorted(core.__all__) == sorted(core._EXPORTS)
-    for name, (module_name, attribute) in core._EXPORTS.items():
+    for name, module_name in core._EXPORTS.items():
         module = importlib.import_module(module_name)
-        expected = module if attribute is None else getattr(module, attribute)
+        expected = module if module_name == f"mcp_servers._core.{name}" else getattr(module, name)
         assert getattr(core, name) is expected, name
     assert set(core.__all__) <= set(dir(core))
 

@@ -24,11 +24,11 @@ def test_demo_end_to_end(tmp_path):
     assert "## Leaderboard" in result.stdout and "| oracle |" in result.stdout
     report = json.loads((output / "demo" / "report.json").read_text())
     oracle = report["agents"]["oracle"]
-    assert oracle["trials"] == 17 and oracle["finished"] == 17
+    assert oracle["trials"] == 18 and oracle["finished"] == 18
     # The oracle replays reference solutions: nothing fails, nothing breaks in our machinery.
     assert "fail" not in oracle["outcomes"] and "infra_error" not in oracle["outcomes"]
     metrics = report["metrics"]["overall"]["oracle"]
-    assert metrics["checks_pass"]["value"] == 1.0 and metrics["checks_pass"]["tasks"] == 17
+    assert metrics["checks_pass"]["value"] == 1.0 and metrics["checks_pass"]["tasks"] == 18
     assert metrics["pass_at_1"]["value"] == 1.0
     for name in ("report.md", "report.html"):
         assert (output / "demo" / name).stat().st_size > 1000
@@ -43,7 +43,7 @@ def test_demo_end_to_end(tmp_path):
         env={**_clean_environment(), "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
     )
     assert again.returncode == 0, again.stderr[-2000:]
-    assert len(store.attempt_history("demo")) == attempts == 17
+    assert len(store.attempt_history("demo")) == attempts == 18
     # With a judge configured, the trials kept from the checks-only demo are judged too (never
     # reported as "ungradeable: no judge configured"), without running any agent again.
     from atoll.testing.scripted_llm import ScriptedLLM
@@ -64,13 +64,13 @@ def test_demo_end_to_end(tmp_path):
         )
         assert judged.returncode == 0, judged.stderr[-3000:]
         assert judge.requests
-    assert "judged 17 trials kept from an earlier demo with hosted_vllm/judge" in judged.stdout
+    assert "judged 18 trials kept from an earlier demo with hosted_vllm/judge" in judged.stdout
     history = store.attempt_history("demo")
     runs = [entry for entry in history if not str(entry["worker"]).startswith("regrade")]
-    assert len(runs) == 17 and len(history) == 34  # no agent ran again; each old grade kept
+    assert len(runs) == 18 and len(history) == 36  # no agent ran again; each old grade kept
     store.dispose()
     report = json.loads((output / "demo" / "report.json").read_text())
-    assert report["agents"]["oracle"]["outcomes"] == {"pass": 17}
+    assert report["agents"]["oracle"]["outcomes"] == {"pass": 18}
     assert report["judge"]["model"] == "hosted_vllm/judge"
 
 
@@ -157,4 +157,4 @@ def test_demo_validates_the_judge_on_every_gold_output_when_one_is_configured(tm
     assert all(r["passed"] for r in report["gold_results"]), [
         r for r in report["gold_results"] if not r["passed"]
     ]
-    assert "17 of 17 tasks fully met" in capsys.readouterr().out
+    assert "18 of 18 tasks fully met" in capsys.readouterr().out

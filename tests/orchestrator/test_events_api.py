@@ -226,11 +226,13 @@ def test_streams_beyond_the_limit_are_refused_and_a_closed_one_frees_its_slot(tm
 
 
 class _Receiver:
-    """A webhook receiver on loopback: answers each POST with the next scripted status."""
+    """A webhook receiver on loopback: answers each POST with the next scripted status (or
+    status and headers), and notes when each came."""
 
-    def __init__(self, statuses: list[int]) -> None:
+    def __init__(self, statuses: list[int | tuple[int, dict[str, str]]]) -> None:
         self.statuses = statuses
         self.received: list[tuple[dict, bool]] = []
+        self.times: list[float] = []
         app = FastAPI()
 
         @app.post("/hooks/{name}")
@@ -238,8 +240,10 @@ class _Receiver:
             body = await request.body()
             signed = verify_signature(SECRET, request.headers.get(SIGNATURE_HEADER), body)
             self.received.append((json.loads(body), signed))
-            status = self.statuses.pop(0) if self.statuses else 200
-            return Response(status_code=status)
+            self.times.append(time.monotonic())
+            answer = self.statuses.pop(0) if self.statuses else 200
+            status, headers = answer if isinstance(answer, tuple) else (answer, {})
+            return Response(status_code=status, headers=headers)
 
         self.served = ServedApp(app)
 
@@ -271,8 +275,9 @@ def _wait_for(condition, timeout_s=30.0):
         time.sleep(0.05)
 
 
-def test_webhooks_are_signed_retried_after_a_500_and_logged(tmp_path):
-    with _Receiver([500]) as receiver:
+def test_webhooks_are_signed_retried_after_a_429_and_a_500_and_logged(tmp_path):
+    # The 429's Retry-After (1 s) replaces the 0.05 s backoff for that wait only.
+    with _Receiver([(429, {"Retry-After": "1"}), 500]) as receiver:
         settings = _settings(
             tmp_path,
             webhook_allow=f"{receiver.served.url}/hooks",
@@ -297,14 +302,17 @@ def test_webhooks_are_signed_retried_after_a_500_and_logged(tmp_path):
             assert reads == []
     bodies = [body for body, _ in receiver.received]
     assert all(signed for _, signed in receiver.received)
-    # The first event was refused with a 500, then delivered again: at least once, in order.
-    assert bodies[0] == bodies[1] and bodies[0]["type"] == "run.enqueued"
-    types = [body["type"] for body in bodies[1:]]
+    # The first event was refused with a 429 and a 500, then delivered: at least once, in order.
+    assert bodies[0] == bodies[1] == bodies[2] and bodies[0]["type"] == "run.enqueued"
+    asked, backed_off = receiver.times[1] - receiver.times[0], receiver.times[2] - receiver.times[1]
+    assert asked >= 0.95 and backed_off < 0.9  # the Retry-After honoured once, then the backoff
+    types = [body["type"] for body in bodies[2:]]
     assert types.count("trial.finished") == 2 and types[-1] == "run.finished"
     first = [item for item in deliveries if item["event_id"] == bodies[0]["id"]]
     assert [(item["attempt"], item["status_code"], item["error"]) for item in first] == [
-        (1, 500, "HTTP 500"),
-        (2, 200, None),
+        (1, 429, "HTTP 429"),
+        (2, 500, "HTTP 500"),
+        (3, 200, None),
     ]
     assert all(item["target"] == "run" and item["url"] == hook for item in deliveries)
     assert len(deliveries) == len(bodies)

@@ -88,7 +88,8 @@ def test_no_canary_leaves_its_place_through_a_whole_run(tmp_path, monkeypatch, c
                     "model": "openai/scripted",
                     "api_base": agent_llm.api_base,
                     "api_key_secret": "TEAM_A",
-                    "config": {"max_steps": 3},
+                    # Raw requests and responses recorded too: the key must not be in them.
+                    "config": {"max_steps": 3, "record_raw": True},
                 }
             ],
             "judge": {"model": "openai/judge", "api_base": judge_llm.api_base, "api_key_secret": "TEAM_A"},
@@ -143,10 +144,23 @@ def test_no_canary_leaves_its_place_through_a_whole_run(tmp_path, monkeypatch, c
         download = viewer.get(f"/api/trials/{trial_id}/download/{what}")
         assert download.status_code == 200
         replies.append(download.text)
+    # The raw model calls are beside the trajectory (not in it) and served per step.
+    assert trial.json()["raw_model_calls"] is True
+    raw = viewer.get(f"/api/trials/{trial_id}/raw/1")
+    assert raw.status_code == 200, raw.text
+    (exchange,) = raw.json()["exchanges"]
+    assert "final_answer" in {tool["function"]["name"] for tool in exchange["request"]["tools"]}
+    assert (
+        exchange["response"]["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "final_answer"
+    )
+    replies.append(raw.text)
 
     assert [leaked(reply) for reply in replies if leaked(reply)] == []
     files = [path for path in tmp_path.rglob("*") if path.is_file() and not path.is_relative_to(benchmark)]
     assert any(path.suffix == ".json" and "report" in path.name for path in files)
+    (raw_file,) = [path for path in files if path.name == "raw_model_calls.jsonl"]
+    assert (raw_file.parent / "trajectory.json").is_file()
+    assert b"raw_model_calls" not in (raw_file.parent / "trajectory.json").read_bytes()
     assert {
         str(path.relative_to(tmp_path)): leaked(path.read_bytes())
         for path in files

@@ -34,3 +34,20 @@ def test_in_process_environments_with_tokens_are_reached(tmp_path, monkeypatch):
     ((_spec, result, state, _attempts),) = TrialStore(spec.store).results("tokens")
     assert state == "done", result.error if result else state
     assert result.outcome.value == "pass", result.error
+
+
+def test_service_tokens_are_secrets_that_reach_only_the_requests(monkeypatch):
+    """The executor's service settings hold their bearer tokens as secrets, like every service's
+    own settings: a log line or error that prints the settings never shows one, and the
+    environment endpoints still send the real value."""
+    from orchestrator.executors.local import ServiceSettings
+
+    monkeypatch.setenv("ATOLL_ENV_TOKEN", "env-secret-1")
+    monkeypatch.setenv("ATOLL_MCP_TOKEN", "mcp-secret-2")
+    monkeypatch.setenv("ATOLL_GRADER_TOKEN", "grader-secret-3")
+    monkeypatch.setenv("ATOLL_ENVIRONMENT_URLS", "http://127.0.0.1:9")
+    settings = ServiceSettings()
+    shown = repr(settings) + str(settings) + settings.model_dump_json()
+    assert not any(secret in shown for secret in ("env-secret-1", "mcp-secret-2", "grader-secret-3"))
+    (endpoint,) = settings.environments()
+    assert endpoint.headers() == {"Authorization": "Bearer env-secret-1"}

@@ -1,0 +1,62 @@
+"""Each shared mechanism has one home (docs/architecture.md, "Where each shared mechanism
+lives"): the code that does its work appears in that module and nowhere else in the parts."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PARTS = ("atoll", "mcp_servers", "environment", "agents_runner", "grader", "orchestrator")
+
+# mechanism -> (its home, a pattern only its home may contain)
+HOMES = {
+    # reading the header (sending one, as a server does, is not parsing it)
+    "Retry-After parsing": (
+        "atoll/retry.py",
+        re.compile(r"""(get|_header)\(\s*\w*,?\s*["']retry-after""", re.I),
+    ),
+    # the user's cache folder (a run's own <output>/.cache is the run's, not this)
+    "the cache folder": (
+        "atoll/cache_paths.py",
+        re.compile(r"""XDG_CACHE_HOME|expanduser\(["']~/\.cache|home\(\)\s*/\s*["']\.cache"""),
+    ),
+    # OpenTelemetry is imported in one place, and only when an OTLP endpoint is set
+    "traces": (
+        "atoll/telemetry.py",
+        re.compile(r"^\s*(from|import) opentelemetry\b", re.M),
+    ),
+    # a module-level __getattr__ (PEP 562) written by hand
+    "lazy imports": ("atoll/_lazy.py", re.compile(r"^\s*def __getattr__\(name: str\)", re.M)),
+    # a zip member's Unix mode: its file type decides whether it is a link
+    "zip member types": (
+        "atoll/members.py",
+        re.compile(r"external_attr\s*>>|0o120000|S_IFMT\(.*external_attr"),
+    ),
+    # an error code's HTTP status: a table from codes (or error classes) to 4xx/5xx statuses
+    "error codes' HTTP statuses": (
+        "atoll/errors.py",
+        re.compile(
+            r"""["'](?!(status|https?)["'])[a-z][a-z0-9_]*["']\s*:\s*[45]\d\d\b|\{\s*[A-Z]\w*\s*:\s*[45]\d\d\b"""
+        ),
+    ),
+    "tuning the garbage collector": (
+        "atoll/runtime.py",
+        re.compile(r"\bgc\.(freeze|set_threshold|disable|enable)\("),
+    ),
+}
+
+
+def _sources():
+    for part in PARTS:
+        for path in sorted((ROOT / part).rglob("*.py")):
+            yield path.relative_to(ROOT).as_posix(), path.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("mechanism", sorted(HOMES))
+def test_a_mechanism_lives_in_its_home_only(mechanism):
+    home, pattern = HOMES[mechanism]
+    found = {relative for relative, text in _sources() if pattern.search(text)}
+    assert found == {home}, f"{mechanism} belongs in {home} only"
