@@ -5,9 +5,11 @@ when the check could not be evaluated (a workbook that cannot be opened), which 
 criterion ungradeable rather than failed.
 
 Every kind of the ``atoll.benchmark.Check`` union has exactly one evaluator, registered with
-``@check("kind")``; adding a check kind is its model in ``atoll/benchmark.py`` (a member of the
-union) plus one decorated function here (tests/grader/test_check_registry.py fails otherwise).
-An evaluator takes ``(check, inputs: CheckInputs)``.
+``@check("kind")`` in :data:`CHECKS` (an :class:`atoll.registry.Registry`); adding a check kind
+is its model in ``atoll/benchmark.py`` (a member of the union) plus one decorated function here
+(tests/grader/test_check_registry.py fails otherwise). A package may add the evaluator of a kind
+of its own through an ``atoll.checks`` entry point. An evaluator takes ``(check, inputs:
+CheckInputs)``.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from atoll.benchmark import (
     EventCreatedCheck,
     FileExistsCheck,
 )
-from atoll.errors import AtollError
+from atoll.registry import Registry, UnknownName
 from grader.diff import WorldDiff
 from grader.extract import ExtractOptions, extension, extract
 from grader.snapshot import FS_PREFIX, virtual_path
@@ -54,35 +56,32 @@ class CheckInputs:
     options: ExtractOptions = field(default_factory=ExtractOptions)
 
 
-class UnknownCheckKind(AtollError):
+class UnknownCheckKind(UnknownName):
     """A check whose kind has no evaluator: a bug in atoll (a ``Check`` member without its
     ``@check`` function), reported as an error rather than an ungradeable criterion."""
-
-    def __init__(self, kind: str) -> None:
-        known = ", ".join(sorted(_EVALUATORS))
-        super().__init__("unknown_check_kind", f"no evaluator for check kind {kind!r} (known: {known})")
 
 
 Evaluator = Callable[[Any, CheckInputs], CheckResult]
 _E = TypeVar("_E", bound=Evaluator)
-_EVALUATORS: dict[str, Evaluator] = {}
+
+CHECKS: Registry[Evaluator] = Registry(
+    "check kind",
+    group="atoll.checks",
+    unknown_code="unknown_check_kind",
+    unknown_message="no evaluator for {kind} {name!r} (known: {known})",
+    unknown_error=UnknownCheckKind,
+)
 
 
 def check(kind: str) -> Callable[[_E], _E]:
-    """Register the decorated function as the evaluator of check kind ``kind``."""
-
-    def register(evaluator: _E) -> _E:
-        if kind in _EVALUATORS:
-            raise ValueError(f"check kind {kind!r} has two evaluators")
-        _EVALUATORS[kind] = evaluator
-        return evaluator
-
-    return register
+    """Register the decorated function as the evaluator of check kind ``kind``; a kind with
+    two evaluators raises ValueError."""
+    return CHECKS.register(kind)
 
 
 def evaluator_kinds() -> frozenset[str]:
-    """The check kinds that have an evaluator."""
-    return frozenset(_EVALUATORS)
+    """The check kinds that have an evaluator (built in, or an ``atoll.checks`` entry point)."""
+    return frozenset(CHECKS.names())
 
 
 # --- numbers -------------------------------------------------------------------------------
@@ -415,9 +414,7 @@ def run_check(
 ) -> CheckResult:
     """Evaluate one check; a failure inside an evaluator becomes an unevaluable result, never an
     exception. Raises :class:`UnknownCheckKind` for a kind without an evaluator."""
-    evaluator = _EVALUATORS.get(getattr(spec, "kind", None))  # type: ignore[arg-type]
-    if evaluator is None:
-        raise UnknownCheckKind(str(getattr(spec, "kind", spec)))
+    evaluator = CHECKS.get(str(getattr(spec, "kind", spec)))
     try:
         return evaluator(spec, CheckInputs(answer, world, options or ExtractOptions()))
     except Exception as exc:  # noqa: BLE001 - a check must never abort the grade
@@ -426,6 +423,7 @@ def run_check(
 
 __all__ = [
     "FS_PREFIX",
+    "CHECKS",
     "CheckInputs",
     "CheckResult",
     "UnknownCheckKind",

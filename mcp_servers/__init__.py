@@ -10,14 +10,13 @@ Importing this package is cheap: each server (and FastMCP) is imported only when
 
 from __future__ import annotations
 
-import importlib
-import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from atoll.apps import DEFAULT_SERVERS, OPTIONAL_SERVERS
 from atoll.errors import AtollError
+from atoll.registry import Registry
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
@@ -31,53 +30,36 @@ SERVER_NAMES: tuple[str, ...] = DEFAULT_SERVERS
 OPTIONAL_SERVER_NAMES: tuple[str, ...] = OPTIONAL_SERVERS
 MODES: tuple[str, ...] = ("individual", "consolidated")
 
-# Definitions registered at run time (tests, plug-ins); the nine built-in servers are
-# found by importing mcp_servers.<name>, whose module attribute SERVER is the definition.
-_registered: dict[str, ServerDefinition] = {}
-_lock = threading.Lock()
+# The one registry of servers (atoll.registry): the built-in ones are declared here (each
+# package's module attribute SERVER is its definition, imported on first use); tests and
+# plug-ins add theirs with register_server, packages through an ``atoll.servers`` entry point
+# naming their ServerDefinition.
+SERVERS: Registry[ServerDefinition] = Registry(
+    "MCP server", group="atoll.servers", unknown_code="unknown_server", unavailable_code="server_unavailable"
+)
+for _name in (*SERVER_NAMES, *OPTIONAL_SERVER_NAMES):
+    SERVERS.declare(_name, f"mcp_servers.{_name}:SERVER")
 
 
 def register_server(definition: ServerDefinition) -> None:
-    """Make ``definition`` available to :func:`create_server` under its name."""
-    with _lock:
-        _registered[definition.name] = definition
+    """Make ``definition`` available to :func:`create_server` under its name (replacing any
+    definition registered under that name before)."""
+    SERVERS.remove(definition.name)
+    SERVERS.add(definition.name, definition)
 
 
 def unregister_server(name: str) -> None:
     """Forget a server registered with :func:`register_server` (no-op if absent)."""
-    with _lock:
-        _registered.pop(name, None)
+    SERVERS.remove(name)
 
 
 def get_definition(name: str) -> ServerDefinition:
     """The definition of server ``name``, importing its module on first use.
 
-    Raises AtollError ``unknown_server`` for a name that is neither built in nor
-    registered, ``server_unavailable`` when the server's module is missing.
+    Raises AtollError ``unknown_server`` for a name that is neither built in, registered nor
+    an entry point, ``server_unavailable`` when the server's module is missing.
     """
-    with _lock:
-        if name in _registered:
-            return _registered[name]
-    if name not in SERVER_NAMES and name not in OPTIONAL_SERVER_NAMES:
-        known = ", ".join(sorted({*SERVER_NAMES, *OPTIONAL_SERVER_NAMES, *_registered}))
-        raise AtollError("unknown_server", f"unknown MCP server {name!r} (known: {known})")
-    module_name = f"mcp_servers.{name}"
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name != module_name:
-            raise
-        raise AtollError(
-            "server_unavailable", f"MCP server {name!r} is not available: {module_name} is missing"
-        ) from None
-    definition = getattr(module, "SERVER", None)
-    if definition is None:
-        raise AtollError(
-            "server_unavailable", f"MCP server {name!r} is not available: {module_name}.SERVER is missing"
-        )
-    with _lock:
-        _registered.setdefault(name, definition)
-    return definition
+    return SERVERS.get(name)
 
 
 def create_server(
@@ -130,6 +112,7 @@ def server_warmer(server: FastMCP) -> Any:
 __all__ = [
     "MODES",
     "OPTIONAL_SERVER_NAMES",
+    "SERVERS",
     "SERVER_NAMES",
     "create_server",
     "direct_tools",

@@ -30,9 +30,7 @@ final answer, so state the result itself (numbers, names, file paths)."""
 FINISH_HINT = "Wrap up now: reply without a tool call to give your final answer before the limit."
 
 
-@register_agent(
-    "loop", description="Baseline loop: all tools exposed, ends when the model stops calling tools"
-)
+@register_agent("loop")  # declared in agents_runner/registry.py
 async def loop(run: AgentRun) -> RunStatus:
     assert run.gateway is not None
     available = await run.gateway.list_tools()

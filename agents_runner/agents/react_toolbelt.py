@@ -238,9 +238,7 @@ def _final_answer(run: AgentRun, arguments: dict[str, Any]) -> tuple[str, bool, 
     return "final answer recorded.", False, True
 
 
-@register_agent(
-    "react_toolbelt", description="ReAct loop with a self-managed toolbelt, todos and final_answer"
-)
+@register_agent("react_toolbelt")  # declared in agents_runner/registry.py
 async def react_toolbelt(run: AgentRun) -> RunStatus:
     config = run.config
     assert run.gateway is not None

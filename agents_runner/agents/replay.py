@@ -21,12 +21,7 @@ from atoll.errors import AtollError
 from atoll.trajectory import AgentReportedStatus, ErrorKind, RunStatus
 
 
-@register_agent(
-    "replay",
-    description="Oracle: replays the task's reference solution",
-    uses_model=False,
-    needs_reference_solution=True,
-)
+@register_agent("replay")  # declared in agents_runner/registry.py
 async def replay(run: AgentRun) -> RunStatus:
     solution = run.reference_solution
     if solution is None:

@@ -313,7 +313,7 @@ async def check_models(specs: list[ExperimentSpec], *, quiet: bool) -> None:
     services = ServiceSettings()
     probes: dict[tuple, Probe] = {}
     for spec in specs:
-        # The registry's table says which agents call a model, without importing them.
+        # The agent registry's declarations say which agents call a model, without importing them.
         probes_of = experiment_probes(
             spec,
             uses_model=_agent_uses_model,

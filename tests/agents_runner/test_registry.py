@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pkgutil
 from pathlib import Path
 
 import pytest
 
+import agents_runner.agents as agents_package
 from agents_runner import registry
 from agents_runner.registry import get_agent, register_agent
 from agents_runner.runner import prepare_run
@@ -22,14 +24,13 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def oracle_agent():
     """An agent other than replay that, like it, replays a solution and calls no model."""
-    registry._load()
 
     @register_agent("scripted_oracle", description="test", uses_model=False, needs_reference_solution=True)
     async def scripted_oracle(run) -> RunStatus:
         return RunStatus.completed
 
     yield "scripted_oracle"
-    registry._AGENTS.pop("scripted_oracle")
+    registry.AGENTS.remove("scripted_oracle")
 
 
 def test_an_agent_that_needs_a_reference_solution_is_refused_without_one(oracle_agent):
@@ -66,20 +67,24 @@ def test_the_replay_oracle_is_flagged_not_named():
     assert (replay.uses_model, replay.needs_reference_solution) == (False, True)
 
 
-def test_the_light_table_and_the_registered_agents_agree():
-    registered = {spec.name: spec for spec in registry.agents()}
-    assert set(registry.AGENT_TABLE) == set(registered), "add the agent's row to AGENT_TABLE"
-    for name, entry in registry.AGENT_TABLE.items():
-        spec = registered[name]
+def test_every_built_in_agent_is_declared_and_its_module_registers_it():
+    # A declaration is what lets `atoll run` check an experiment without importing agents.
+    modules = {f"agents_runner.agents.{m.name}" for m in pkgutil.iter_modules(agents_package.__path__)}
+    declared = {name: registry.AGENTS.entry(name) for name in ("loop", "react_toolbelt", "replay")}
+    assert {entry.module for entry in declared.values()} == modules, "declare the agent in registry.py"
+    for name, entry in declared.items():
+        spec = get_agent(name)
         assert spec.run.__module__ == entry.module, name
-        assert (spec.uses_model, spec.needs_reference_solution, spec.options) == (
-            entry.uses_model,
-            entry.needs_reference_solution,
-            entry.options,
-        ), name
+        assert spec.description == entry.metadata["description"], name
 
 
-def test_an_agent_outside_the_table_is_found_in_the_registry(oracle_agent):
+def test_a_declared_agent_cannot_restate_its_flags_differently():
+    with pytest.raises(ValueError, match="uses_model"):
+        register_agent("replay", uses_model=True)(get_agent("replay").run)
+    assert get_agent("replay").uses_model is False
+
+
+def test_an_undeclared_agent_is_found_in_the_registry(oracle_agent):
     entry = registry.agent_entry(oracle_agent)
     assert (entry.uses_model, entry.needs_reference_solution) == (False, True)
     assert entry.module == __name__

@@ -39,4 +39,4 @@ def test_a_kind_without_an_evaluator_is_an_error_not_an_ungradeable_result():
 def test_a_kind_cannot_have_two_evaluators():
     with pytest.raises(ValueError, match="answer_regex"):
         check("answer_regex")(lambda spec, inputs: None)
-    assert checks._EVALUATORS["answer_regex"] is checks.answer_regex
+    assert checks.CHECKS.get("answer_regex") is checks.answer_regex
