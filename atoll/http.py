@@ -23,7 +23,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from atoll.errors import AtollError, http_status
+from atoll.errors import AtollError, code_of_status, http_status
 from atoll.jsonio import dumps_strict, model_json
 
 
@@ -69,20 +69,6 @@ DETAILED_ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     "5XX": {"model": DetailedErrorBody, "description": "the service or what it depends on failed"},
 }
 
-#: The code of an HTTP error raised without one (a missing route, a refused token, …).
-_CODE_OF_STATUS = {
-    400: "bad_request",
-    401: "unauthorized",
-    403: "forbidden",
-    404: "not_found",
-    405: "method_not_allowed",
-    409: "conflict",
-    413: "too_large",
-    415: "unsupported_media_type",
-    422: "invalid_request",
-    503: "unavailable",
-}
-
 
 def error_body(code: str, message: str, *, compat_detail: Any = None, **details: Any) -> dict[str, Any]:
     """``{"error": {"code", "message", **details}}`` as JSON-ready data; with ``compat_detail``
@@ -100,6 +86,26 @@ def error_bytes(code: str, message: str, *, detail_field: bool = False) -> bytes
     return dumps_strict(body, separators=(",", ":")).encode()
 
 
+def http_error(
+    code: str, message: str, *, headers: Mapping[str, str] | None = None, **details: Any
+) -> HTTPException:
+    """The HTTPException a route raises to answer an error with ``code``: its status is the
+    code's (``atoll.errors.http_status(code, refusal=True)``: the one table), its body the one
+    :class:`ErrorBody` with ``details`` beside the message; FastAPI's ``detail`` (the
+    environment's :class:`DetailedErrorBody`) is ``{"error": message, "code": code, **details}``."""
+    return HTTPException(
+        http_status(code, refusal=True), {"error": message, "code": code, **details}, headers=headers
+    )
+
+
+def error_reply(error: AtollError, **details: Any) -> HTTPException:
+    """``error`` as the HTTPException a route raises when it adds ``details`` to the reply (its
+    handler's reply has none): its code's status (``atoll.errors.http_status``, as the handler
+    answers it), the one :class:`ErrorBody`; FastAPI's ``detail`` is
+    ``{"error": message, "code": code, **details}``."""
+    return HTTPException(http_status(error.code), {"error": error.message, "code": error.code, **details})
+
+
 def model_reply(model: BaseModel, *, by_alias: bool = False) -> Response:
     """``model`` as a 200 ``application/json`` reply written by :func:`atoll.jsonio.model_json`:
     for routes that answer with a contract as its file is written rather than through FastAPI's
@@ -108,7 +114,7 @@ def model_reply(model: BaseModel, *, by_alias: bool = False) -> Response:
 
 
 def _http_error_body(status: int, detail: Any, detail_field: bool) -> dict[str, Any]:
-    fallback = _CODE_OF_STATUS.get(status) or f"http_{status}"
+    fallback = code_of_status(status)
     compat = (detail or HTTPStatus(status).phrase) if detail_field else None
     if isinstance(detail, Mapping):
         details = dict(detail)
@@ -148,7 +154,7 @@ def bearer_guard(token: str | None) -> Callable[[Request], Awaitable[None]]:
     async def authorize(request: Request) -> None:
         if token is not None and not bearer_matches(request.headers.get("authorization"), token):
             raise HTTPException(
-                status_code=401,
+                status_code=http_status("unauthorized"),
                 detail="missing or wrong bearer token",
                 headers={"WWW-Authenticate": "Bearer"},
             )
@@ -238,7 +244,7 @@ def add_error_handler(app: FastAPI, *, detail_field: bool = False) -> None:
     async def _invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = jsonable_encoder(exc.errors())
         return JSONResponse(
-            status_code=422,
+            status_code=http_status("invalid_request", refusal=True),
             content=error_body(
                 "invalid_request",
                 _validation_message(errors),

@@ -37,7 +37,7 @@ import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, http_status
 from atoll.http import error_bytes
 
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
@@ -157,7 +157,6 @@ class GuardMiddleware:
         if not self._host_allowed(host):
             await self._reply(
                 send,
-                421,
                 "host_not_allowed",
                 f"Host {host!r} is not served here; add it to ATOLL_ALLOWED_HOSTS if it should be",
             )
@@ -174,7 +173,6 @@ class GuardMiddleware:
         ):
             await self._reply(
                 send,
-                403,
                 "cross_site",
                 "cross-site request refused (Origin / Sec-Fetch-Site of another site)",
             )
@@ -185,7 +183,7 @@ class GuardMiddleware:
         limit = self.max_body_bytes
         if limit is not None and length is not None and length.isdigit() and int(length) > limit:
             # Refused before a byte of it is read (uvicorn's parsers reject a malformed length).
-            await self._reply(send, 413, "too_large", _too_large(limit, length.decode("latin-1")))
+            await self._reply(send, "too_large", _too_large(limit, length.decode("latin-1")))
             return
         await self._guarded_body(scope, receive, send)
 
@@ -198,7 +196,8 @@ class GuardMiddleware:
             self._host_verdicts[host] = verdict
         return verdict
 
-    async def _reply(self, send: Send, status: int, code: str, message: str) -> None:
+    async def _reply(self, send: Send, code: str, message: str) -> None:
+        status = http_status(code, refusal=True)
         await _reply(send, status, error_bytes(code, message, detail_field=self.detail_field))
 
     async def _guarded_body(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -210,11 +209,11 @@ class GuardMiddleware:
         limit = self.max_body_bytes
         received = 0
 
-        async def refuse(status: int, code: str, message: str) -> Message:
+        async def refuse(code: str, message: str) -> Message:
             nonlocal dropped
             if not started and not dropped:
                 dropped = True
-                await self._reply(send, status, code, message)
+                await self._reply(send, code, message)
             return {"type": "http.disconnect"}
 
         async def timed_receive() -> Message:
@@ -229,9 +228,9 @@ class GuardMiddleware:
                     body_complete = True
                 received += len(message.get("body", b""))
                 if limit is not None and received > limit:
-                    return await refuse(413, "too_large", _too_large(limit, None))
+                    return await refuse("too_large", _too_large(limit, None))
                 return message
-            return await refuse(408, "body_timeout", f"request body stalled for more than {timeout:g} s")
+            return await refuse("body_timeout", f"request body stalled for more than {timeout:g} s")
 
         async def tracking_send(message: Message) -> None:
             nonlocal started

@@ -9,13 +9,20 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from fastapi import Depends, FastAPI, HTTPException
+from fastapi import Depends, FastAPI
 from fastapi.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from atoll import __version__, telemetry
 from atoll.errors import http_status
-from atoll.http import DETAILED_ERROR_RESPONSES, add_error_handler, bearer_guard, error_body, strict_json
+from atoll.http import (
+    DETAILED_ERROR_RESPONSES,
+    add_error_handler,
+    bearer_guard,
+    error_body,
+    error_reply,
+    strict_json,
+)
 from atoll.http_guard import GuardMiddleware, HostPolicy
 from environment.config import AppsConfig
 from environment.data_jobs import router as data_jobs_router
@@ -49,7 +56,7 @@ class _McpOnly:
         path = scope.get("path", "")
         if scope["type"] == "http" and path.rstrip("/") != MCP_PATH:
             body = error_body("not_found", "Not Found", compat_detail="Not Found")
-            await JSONResponse(body, status_code=404)(scope, receive, send)
+            await JSONResponse(body, status_code=http_status("not_found", refusal=True))(scope, receive, send)
             return
         if path != MCP_PATH and scope["type"] == "http":
             scope = {**scope, "path": MCP_PATH, "raw_path": MCP_PATH.encode()}
@@ -194,21 +201,14 @@ def create_app(
         except ToolNameCollision as exc:
             metrics.gateway_swaps.labels("collision").inc()
             logger.warning("apps rejected", extra={"error": exc.message})
-            raise HTTPException(
-                http_status(exc.code),
-                {"error": exc.message, "code": exc.code, "failed_servers": list(exc.servers)},
-            ) from exc
+            raise error_reply(exc, failed_servers=list(exc.servers)) from exc
         except GatewayNotReady as exc:
             metrics.gateway_swaps.labels("not_ready").inc()
             logger.warning("apps not ready", extra={"error": exc.message})
-            raise HTTPException(
-                http_status(exc.code),
-                {
-                    "error": exc.message,
-                    "code": exc.code,
-                    "failed_servers": sorted(exc.failures),
-                    "details": {name: {"error": error} for name, error in sorted(exc.failures.items())},
-                },
+            raise error_reply(
+                exc,
+                failed_servers=sorted(exc.failures),
+                details={name: {"error": error} for name, error in sorted(exc.failures.items())},
             ) from exc
         duration_ms = (time.perf_counter() - started) * 1000
         metrics.gateway_swaps.labels("swapped" if changed else "unchanged").inc()

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import HTTPException
 from pydantic import BaseModel, SecretStr
+
+from atoll.http import http_error
 
 
 class S3Credentials(BaseModel):
@@ -39,11 +40,8 @@ def storage_options_for(credentials: S3Credentials | None, base: dict[str, Any])
 def refuse_hooks(hooks: Any, field_name: str) -> None:
     """400 ``hooks_unsupported`` when a request carries lifecycle hooks."""
     if hooks:
-        raise HTTPException(
-            400,
-            {
-                "error": f"{field_name} is not supported: atoll runs no shell commands in the environment "
-                "(its app servers keep their state in the world's files, so there is nothing to dump or load)",
-                "code": "hooks_unsupported",
-            },
+        raise http_error(
+            "hooks_unsupported",
+            f"{field_name} is not supported: atoll runs no shell commands in the environment "
+            "(its app servers keep their state in the world's files, so there is nothing to dump or load)",
         )

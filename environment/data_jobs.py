@@ -33,8 +33,8 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from atoll.errors import AtollError
-from atoll.http import strict_json
+from atoll.errors import AtollError, http_status
+from atoll.http import http_error, strict_json
 from environment.archipelago import S3Credentials, refuse_hooks, storage_options_for
 from environment.data_routes import (
     SnapshotUploadRequest,
@@ -175,7 +175,8 @@ class _Jobs:
     def status(self, kind: str, job_id: str) -> JobStatus:
         job = self._jobs.get(job_id)
         if job is None or job.kind != kind:
-            raise HTTPException(404, f"Unknown {kind} job: {job_id}")
+            # Archipelago's reply: its detail is the text (the code is the 404's own, not_found)
+            raise HTTPException(http_status("not_found", refusal=True), f"Unknown {kind} job: {job_id}")
         return JobStatus(status=job.status, result=job.result, error=job.error)  # type: ignore[arg-type]
 
     def _forget_old(self) -> None:
@@ -235,12 +236,9 @@ def _snapshot_work(
     refuse_hooks(body.pre_snapshot_hooks, "pre_snapshot_hooks")
     settings = request.app.state.settings
     if not settings.snapshot_url_prefix:
-        raise HTTPException(
-            400,
-            {
-                "error": "no snapshot destination: set ATOLL_SNAPSHOT_URL_PREFIX (e.g. s3://bucket/snapshots)",
-                "code": "no_snapshot_destination",
-            },
+        raise http_error(
+            "no_snapshot_destination",
+            "no snapshot destination: set ATOLL_SNAPSHOT_URL_PREFIX (e.g. s3://bucket/snapshots)",
         )
     prefix = settings.snapshot_url_prefix.rstrip("/")
     snapshot_id = body.snapshot_id or f"snap_{uuid.uuid4().hex}"
@@ -314,13 +312,10 @@ async def snapshot_s3(request: Request) -> Any:
     if ATOLL_SNAPSHOT_FIELDS & fields.keys():
         mixed = sorted(ARCHIPELAGO_SNAPSHOT_FIELDS & fields.keys())
         if mixed:
-            raise HTTPException(
-                422,
-                {
-                    "error": f"{', '.join(mixed)} belong to Archipelago's snapshot request and "
-                    f"{', '.join(sorted(ATOLL_SNAPSHOT_FIELDS & fields.keys()))} to atoll's: give one form",
-                    "code": "mixed_snapshot_request",
-                },
+            raise http_error(
+                "mixed_snapshot_request",
+                f"{', '.join(mixed)} belong to Archipelago's snapshot request and "
+                f"{', '.join(sorted(ATOLL_SNAPSHOT_FIELDS & fields.keys()))} to atoll's: give one form",
             )
         return await snapshot_to_url(request, _validated(SnapshotUploadRequest, fields))
     snapshot_id, work = _snapshot_work(request, _validated(SnapshotJobRequest, fields))

@@ -17,8 +17,8 @@ from pydantic import BaseModel, Field, ValidationError
 from starlette.datastructures import UploadFile
 from starlette.types import Message
 
-from atoll.errors import AtollError, http_status
-from atoll.http import strict_json
+from atoll.errors import AtollError
+from atoll.http import error_reply, http_error, strict_json
 from atoll.world_manifest import WorldManifest
 from environment.archipelago import S3Credentials, refuse_hooks, storage_options_for
 from environment.archive import ArchiveLimits, UnsafeArchive
@@ -151,10 +151,7 @@ def _http_error(exc: AtollError) -> HTTPException:
     """A populate or snapshot error as its reply, its status from its code (``atoll.errors.HTTP_STATUS``:
     413 too big, 403 a URL outside ATOLL_URL_ALLOW, 502 an object store that failed or refused;
     a missing source is a 400)."""
-    return HTTPException(
-        http_status(exc.code),
-        {"error": exc.message, "code": exc.code, "member": getattr(exc, "member", None) or None},
-    )
+    return error_reply(exc, member=getattr(exc, "member", None) or None)
 
 
 _ARCHIVE = {"type": "string", "format": "binary"}
@@ -194,24 +191,16 @@ async def populate_world(
             refuse_hooks(form.get("post_populate_hooks") not in (None, "", "[]"), "post_populate_hooks")
             archive = form.get("archive")
             if not isinstance(archive, UploadFile):
-                raise HTTPException(
-                    400,
-                    {
-                        "error": "multipart field 'archive' (a tar.gz or zip file) is required",
-                        "code": "missing_archive",
-                    },
+                raise http_error(
+                    "missing_archive", "multipart field 'archive' (a tar.gz or zip file) is required"
                 )
             sources = [PopulateSource(Subsystem.parse(subsystem), file=archive.file)]
         elif content_type.startswith("application/json"):
             try:
                 body = PopulateRequest.model_validate_json(await request.body(), strict=True)
             except (ValidationError, ValueError) as exc:
-                raise HTTPException(
-                    422,
-                    {
-                        "error": f"populate body must be {{'sources': [{{'url', 'subsystem'}}]}}: {exc}",
-                        "code": "invalid_request",
-                    },
+                raise http_error(
+                    "invalid_request", f"populate body must be {{'sources': [{{'url', 'subsystem'}}]}}: {exc}"
                 ) from exc
             refuse_hooks(body.post_populate_hooks, "post_populate_hooks")
             mode = body.mode or mode
@@ -220,13 +209,9 @@ async def populate_world(
         elif content_type.split(";")[0].strip() in RAW_ARCHIVE_TYPES:
             return await _populate_from_body(request, Subsystem.parse(subsystem), mode, subsystem)
         else:
-            raise HTTPException(
-                415,
-                {
-                    "error": "send multipart/form-data with an 'archive' file, a raw archive body, "
-                    "or JSON with 'sources'",
-                    "code": "unsupported_media_type",
-                },
+            raise http_error(
+                "unsupported_media_type",
+                "send multipart/form-data with an 'archive' file, a raw archive body, or JSON with 'sources'",
             )
         return await _run_populate(request, sources, mode, subsystem, storage_options=options)
     except AtollError as exc:
@@ -376,9 +361,9 @@ def _world_read_error(exc: Exception, what: str) -> HTTPException:
     413 too large, 503 past the deadline, 409 a name a manifest cannot carry, 500 else."""
     if isinstance(exc, AtollError):
         logger.error("%s refused", what, extra={"error": exc.message})
-        return HTTPException(http_status(exc.code), {"error": exc.message, "code": exc.code})
+        return error_reply(exc)
     logger.error("%s failed", what, extra={"error": str(exc)})
-    return HTTPException(500, {"error": f"{what} failed: {exc}", "code": "snapshot_failed"})
+    return http_error("snapshot_failed", f"{what} failed: {exc}")
 
 
 async def _chunks(request: Request, spool: BinaryIO, size: int) -> AsyncIterator[bytes]:
@@ -494,31 +479,24 @@ async def snapshot_delta(request: Request, body: DeltaRequest | None = None) -> 
         try:
             body.base_manifest.check_order("base_manifest")
         except AtollError as exc:
-            raise HTTPException(422, {"error": exc.message, "code": "invalid_request"}) from None
+            raise http_error("invalid_request", exc.message) from None
         given = await run_in_data_thread(request, DeltaBase.of, body.base_manifest)
         if body.base_digest is not None and body.base_digest != given.digest:
-            raise HTTPException(
-                409,
-                {
-                    "error": f"base_digest {body.base_digest} is not the digest {given.digest} "
-                    "of the base_manifest given",
-                    "code": "base_mismatch",
-                    "base_digest": body.base_digest,
-                    "base_manifest_digest": given.digest,
-                },
+            raise http_error(
+                "base_mismatch",
+                f"base_digest {body.base_digest} is not the digest {given.digest} of the base_manifest given",
+                base_digest=body.base_digest,
+                base_manifest_digest=given.digest,
             )
     try:
         async with _world_lock(request):
             if given is None and body.base_digest is not None and body.base_digest != world.populated_digest:
-                raise HTTPException(
-                    409,
-                    {
-                        "error": f"base_digest {body.base_digest} is not the populated world's "
-                        f"digest {world.populated_digest}",
-                        "code": "base_mismatch",
-                        "base_digest": body.base_digest,
-                        "populated_digest": world.populated_digest,
-                    },
+                raise http_error(
+                    "base_mismatch",
+                    f"base_digest {body.base_digest} is not the populated world's "
+                    f"digest {world.populated_digest}",
+                    base_digest=body.base_digest,
+                    populated_digest=world.populated_digest,
                 )
             contents = await run_in_data_thread(
                 request,
@@ -573,12 +551,9 @@ async def snapshot_to_url(request: Request, body: SnapshotUploadRequest | None =
     url = body.url
     if url is None:
         if not settings.snapshot_url_prefix:
-            raise HTTPException(
-                400,
-                {
-                    "error": "no snapshot destination: give 'url', or set ATOLL_SNAPSHOT_URL_PREFIX",
-                    "code": "no_snapshot_destination",
-                },
+            raise http_error(
+                "no_snapshot_destination",
+                "no snapshot destination: give 'url', or set ATOLL_SNAPSHOT_URL_PREFIX",
             )
         url = f"{settings.snapshot_url_prefix.rstrip('/')}/{snapshot_id}.tar.gz"
     try:
@@ -615,10 +590,7 @@ async def snapshot_to_url(request: Request, body: SnapshotUploadRequest | None =
         if (refusal := refusal_in(exc)) is not None:
             raise _http_error(refusal) from exc
         logger.error("snapshot upload failed", extra={"url": url, "error": str(exc)})
-        raise HTTPException(
-            http_status("upload_failed"),
-            {"error": f"cannot write snapshot to {url!r}: {exc}", "code": "upload_failed"},
-        ) from exc
+        raise http_error("upload_failed", f"cannot write snapshot to {url!r}: {exc}") from exc
     logger.info("snapshot uploaded", extra={"url": url, "bytes": info.size_bytes, "sha256": info.sha256})
     return {
         "snapshot_id": snapshot_id,

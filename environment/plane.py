@@ -38,7 +38,7 @@ import anyio
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, http_status
 from atoll.http import bearer_matches, error_body, error_bytes
 from atoll.runtime import freeze_startup_heap, resume_full_collections
 from environment.gateway_errors import describe_error
@@ -83,7 +83,7 @@ class BearerTokenGuard:
                 await send(
                     {
                         "type": "http.response.start",
-                        "status": 401,
+                        "status": http_status("unauthorized"),
                         "headers": [
                             (b"content-type", b"application/json"),
                             (b"content-length", str(len(body)).encode()),
@@ -242,7 +242,7 @@ class McpPlane:
         except McpPlaneUnavailable as exc:
             if scope["type"] == "http":
                 body = error_body(exc.code, exc.message, compat_detail=exc.message)
-                await JSONResponse(body, status_code=503)(scope, receive, send)
+                await JSONResponse(body, status_code=http_status(exc.code))(scope, receive, send)
             else:
                 await send({"type": "websocket.close", "code": 1013})  # try again later
             return False

@@ -14,13 +14,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 import anyio
-from fastapi import Depends, FastAPI, Header, HTTPException, Query
+from fastapi import Depends, FastAPI, Header, Query
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 from starlette.types import Receive, Scope, Send
 
-from atoll.errors import AtollError, http_status
-from atoll.http import ERROR_RESPONSES, strict_json
+from atoll.errors import AtollError
+from atoll.http import ERROR_RESPONSES, error_reply, http_error, strict_json
 from orchestrator.events import EventModel, EventSettings, event_stream
 from orchestrator.lifecycle import MAX_POSITION
 from orchestrator.store_events import AFTERMATH_EVENTS, TERMINAL_EVENTS
@@ -87,13 +87,7 @@ def _resume_point(after: int, last_event_id: str | None) -> int:
         return after
     text = last_event_id.strip()
     if not (len(text) <= 19 and text.isascii() and text.isdigit() and int(text) <= MAX_POSITION):
-        raise HTTPException(
-            400,
-            detail={
-                "code": "bad_last_event_id",
-                "message": f"Last-Event-ID {last_event_id[:40]!r} is not an event id",
-            },
-        )
+        raise http_error("bad_last_event_id", f"Last-Event-ID {last_event_id[:40]!r} is not an event id")
     return max(after, int(text))
 
 
@@ -149,13 +143,10 @@ def install_events(
                 ended=ended,
             )
         if streams["open"] >= settings.events_max_streams:
-            raise HTTPException(
-                429,
-                detail={
-                    "code": "too_many_streams",
-                    "message": f"{settings.events_max_streams} event streams are open (ATOLL_EVENTS_MAX_STREAMS); "
-                    "try again later or use ?format=json",
-                },
+            raise http_error(
+                "too_many_streams",
+                f"{settings.events_max_streams} event streams are open (ATOLL_EVENTS_MAX_STREAMS); "
+                "try again later or use ?format=json",
                 headers={"Retry-After": "5"},
             )
         streams["open"] += 1
@@ -179,28 +170,20 @@ def install_events(
     async def add_webhook(name: str, webhook: WebhookRequest) -> WebhookList:
         await anyio.to_thread.run_sync(known, name)
         if not prefixes:
-            raise HTTPException(
-                http_status("webhook_not_allowed"),
-                detail={
-                    "code": "webhook_not_allowed",
-                    "message": "this service takes no webhook from runs (the operator set no ATOLL_WEBHOOK_ALLOW)",
-                },
+            raise http_error(
+                "webhook_not_allowed",
+                "this service takes no webhook from runs (the operator set no ATOLL_WEBHOOK_ALLOW)",
             )
         try:
             url = check_webhook_url(webhook.url, prefixes)
         except AtollError as exc:
-            raise HTTPException(
-                http_status(exc.code), detail={"code": exc.code, "message": exc.message}
-            ) from None
+            raise error_reply(exc) from None
         registered = [known_url for _, known_url in await anyio.to_thread.run_sync(store.webhooks, name)]
         if url not in registered and len(registered) >= settings.webhook_max_per_run:
-            raise HTTPException(
-                409,
-                detail={
-                    "code": "too_many_webhooks",
-                    "message": f"run {name!r} has {len(registered)} webhooks, the most a run may register "
-                    "(ATOLL_WEBHOOK_MAX_PER_RUN)",
-                },
+            raise http_error(
+                "too_many_webhooks",
+                f"run {name!r} has {len(registered)} webhooks, the most a run may register "
+                "(ATOLL_WEBHOOK_MAX_PER_RUN)",
             )
         await anyio.to_thread.run_sync(store.add_webhook, name, url)
         return await list_webhooks(name)

@@ -32,8 +32,9 @@ from fastapi.responses import FileResponse, Response
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 
 from atoll.errors import AtollError, http_status
-from atoll.http import add_error_handler, bearer_matches
+from atoll.http import add_error_handler, bearer_matches, error_body
 from atoll.http_guard import guard
+from atoll.jsonio import dumps_strict
 from atoll.trial import TrialResult, TrialSpec
 from orchestrator.store import TrialStore
 from orchestrator.viewer import data
@@ -88,8 +89,8 @@ def create_app(store: TrialStore, *, bind_host: str | None = None, token: str | 
             ):
                 return await call_next(request)
             return Response(
-                '{"error": {"code": "unauthorized", "message": "missing or wrong viewer token"}}',
-                status_code=401,
+                dumps_strict(error_body("unauthorized", "missing or wrong viewer token")),
+                status_code=http_status("unauthorized"),
                 media_type="application/json",
             )
 

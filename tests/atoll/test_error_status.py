@@ -9,7 +9,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from atoll.errors import HTTP_STATUS, AtollError, http_status
+from atoll.errors import HTTP_STATUS, AtollError, code_of_status, http_status
 
 
 def _services(tmp_path) -> dict[str, FastAPI]:
@@ -42,7 +42,15 @@ def _services(tmp_path) -> dict[str, FastAPI]:
 
 
 def test_every_service_maps_each_error_code_to_the_one_tables_status(tmp_path):
-    codes = {**HTTP_STATUS, "bad_input": 400, "some_code_of_no_table": 400}
+    # too_large and not_found: a domain error's (a format reader's, an MCP tool's) is a refused
+    # input, 400, whatever status the HTTP layer's own refusal of that name has
+    codes = {
+        **HTTP_STATUS,
+        "bad_input": 400,
+        "some_code_of_no_table": 400,
+        "too_large": 400,
+        "not_found": 400,
+    }
     answered: dict[str, dict[str, int]] = {}
     for name, app in _services(tmp_path).items():
 
@@ -70,3 +78,28 @@ def test_every_service_maps_each_error_code_to_the_one_tables_status(tmp_path):
 )
 def test_http_status_reads_the_table_with_400_for_any_other_code(code, status):
     assert http_status(code) == status
+
+
+@pytest.mark.parametrize(
+    ("code", "status"),
+    [
+        ("too_large", 413),
+        ("not_found", 404),
+        ("invalid_request", 422),
+        ("unknown_run", 404),
+        ("bad_input", 400),
+    ],
+)
+def test_the_http_layers_own_refusals_answer_their_status_and_name_it_back(code, status):
+    assert http_status(code, refusal=True) == status
+
+
+def test_a_status_raised_alone_is_named_by_its_refusal_code():
+    assert [code_of_status(status) for status in (401, 404, 405, 413, 422, 418)] == [
+        "unauthorized",
+        "not_found",
+        "method_not_allowed",
+        "too_large",
+        "invalid_request",
+        "http_418",
+    ]
