@@ -1,14 +1,14 @@
 """JSON Schemas of the shared contracts, generated from the pydantic models.
 
-Regenerate with ``python -m atoll.schemas docs/schemas``, which also writes the services'
-OpenAPI documents to ``docs/schemas/openapi/`` (:mod:`atoll.commands.openapi`); a test fails
-when the committed files differ from what the models and apps produce.
+Regenerate with ``python -m atoll_cli.commands.openapi docs/schemas``, which also writes the
+services' OpenAPI documents to ``docs/schemas/openapi/`` (it builds their apps, so it lives in
+the CLI, the one part that imports services); a test fails when the committed files differ from
+what the models and apps produce.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from pydantic import BaseModel, TypeAdapter
@@ -65,11 +65,3 @@ def write_schemas(directory: Path) -> list[Path]:
         path.write_text(text, encoding="utf-8")
         written.append(path)
     return written
-
-
-if __name__ == "__main__":
-    target = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/schemas")
-    from atoll.commands.openapi import write_openapi  # the services' apps: only for this command
-
-    for path in [*write_schemas(target), *write_openapi(target)]:
-        print(path)

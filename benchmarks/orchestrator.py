@@ -74,8 +74,8 @@ def queue_at_scale(store_url: str, root: Path, tasks: int, label: str) -> None:
 
 
 def overhead(root: Path, trials: int) -> None:
-    from atoll.sample import generate_sample_benchmark
     from atoll.testing.scripted_llm import ScriptedLLM
+    from atoll_sample import generate_sample_benchmark
     from orchestrator.executors.local import LocalExecutor
 
     bench = generate_sample_benchmark(root / "sample")
@@ -203,7 +203,7 @@ def _timed_cli(args: list[str], tree: Path, cwd: Path) -> tuple[float, float, st
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     child = subprocess.run(
-        [sys.executable, "-m", "atoll.cli", *args],
+        [sys.executable, "-m", "atoll_cli", *args],
         cwd=cwd,
         env={**os.environ, "PYTHONPATH": str(tree)},
         capture_output=True,
@@ -228,8 +228,8 @@ def resume_nothing_left(root: Path, runs: int, trees: list[Path]) -> None:
 
     import yaml
 
-    from atoll.sample import generate_sample_benchmark
     from atoll.testing.scripted_llm import ScriptedLLM
+    from atoll_sample import generate_sample_benchmark
 
     benchmark = generate_sample_benchmark(root / "sample")
     with ScriptedLLM(lambda request: {"content": "ok"}) as llm:

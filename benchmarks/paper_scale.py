@@ -126,7 +126,7 @@ def _timed_run(experiment: Path, cwd: Path) -> dict[str, float]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     child = subprocess.Popen(
-        [sys.executable, "-m", "atoll.cli", "run", str(experiment), "--quiet"],
+        [sys.executable, "-m", "atoll_cli", "run", str(experiment), "--quiet"],
         cwd=cwd,
         env={**os.environ, "PYTHONPATH": str(REPO), "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
         stdout=subprocess.PIPE,

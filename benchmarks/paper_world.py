@@ -34,13 +34,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from atoll.sample import generate_sample_benchmark  # noqa: E402
-from atoll.sample._files import zip_tree  # noqa: E402
-from atoll.sample.documents import write_document  # noqa: E402
-from atoll.sample.generator import OUTPUTS  # noqa: E402
-from atoll.sample.pdfs import write_pdf  # noqa: E402
-from atoll.sample.sheets import Sheet, write_workbook  # noqa: E402
-from atoll.sample.slides import write_deck  # noqa: E402
+from atoll_sample import generate_sample_benchmark  # noqa: E402
+from atoll_sample._files import zip_tree  # noqa: E402
+from atoll_sample.documents import write_document  # noqa: E402
+from atoll_sample.generator import OUTPUTS  # noqa: E402
+from atoll_sample.pdfs import write_pdf  # noqa: E402
+from atoll_sample.sheets import Sheet, write_workbook  # noqa: E402
+from atoll_sample.slides import write_deck  # noqa: E402
 
 WORLD_FILES = 156
 WORLD_BYTES = 8_000_000

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CLI_PROBE = """
 import json, sys
 sys.argv = ["atoll", *json.loads(sys.argv[1])]
-from atoll.cli import main
+from atoll_cli.cli import main
 try:
     main()
 except SystemExit as exc:

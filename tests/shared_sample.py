@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from atoll.sample import generate_sample_benchmark
+from atoll_sample import generate_sample_benchmark
 
 
 @functools.cache

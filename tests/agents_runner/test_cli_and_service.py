@@ -14,13 +14,13 @@ import pytest
 
 from agents_runner.archipelago import load_agent_config_file
 from agents_runner.service import create_app
-from atoll.cli import main
 from atoll.testing.scripted_llm import ScriptedLLM
 from atoll.trajectory import RunStatus, Trajectory
+from atoll_cli.cli import main
 
 from .conftest import ServedApp, call
 
-ATOLL = [sys.executable, "-m", "atoll.cli"]
+ATOLL = [sys.executable, "-m", "atoll_cli"]
 
 
 def _atoll(*args: str) -> subprocess.CompletedProcess:

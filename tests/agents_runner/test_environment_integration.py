@@ -171,8 +171,8 @@ def test_replay_agent_solves_every_sample_task(sample_benchmark, task_id, tmp_pa
 def test_cli_runs_a_benchmark_task_with_the_replay_agent(sample_benchmark, tmp_path, monkeypatch, capsys):
     import sys
 
-    from atoll.cli import main
     from atoll.trajectory import Trajectory
+    from atoll_cli.cli import main
 
     task = sample_benchmark.tasks[0]
     world = sample_benchmark.world(task.world_id)

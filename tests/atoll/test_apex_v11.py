@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from atoll.cli import app
 from atoll.errors import AtollError
 from atoll.loader import load_benchmark, summarize
+from atoll_cli.cli import app
 from grader.gold import build_gold_world
 from tests.atoll import apex_replica as replica
 

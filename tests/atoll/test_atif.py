@@ -12,9 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from atoll.atif import ATIF_VERSION, AtifTrajectory, atif_json, from_atif, is_atif, to_atif
-from atoll.cli import app
 from atoll.errors import AtollError
 from atoll.trajectory import ModelCall, RunStatus, ToolCall, Trajectory, Usage
+from atoll_cli.cli import app
 from grader.inputs import load_trajectory
 
 STARTED = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

@@ -7,7 +7,7 @@ from tests.atoll.factories import make_task, write_benchmark
 
 def _atoll(*args):
     return subprocess.run(
-        [sys.executable, "-m", "atoll.cli", *args], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "atoll_cli", *args], capture_output=True, text=True, timeout=300
     )
 
 

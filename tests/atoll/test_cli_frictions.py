@@ -18,7 +18,7 @@ def _python(code: str, env: dict | None = None, timeout: float = 120) -> subproc
 
 def test_the_cli_never_fetches_litellms_price_map_from_the_internet():
     env = {key: value for key, value in os.environ.items() if key != "LITELLM_LOCAL_MODEL_COST_MAP"}
-    result = _python("import atoll.cli, litellm; print(len(litellm.model_cost) > 100)", env=env)
+    result = _python("import atoll_cli.cli, litellm; print(len(litellm.model_cost) > 100)", env=env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "True"  # the bundled map is loaded
     assert "cost map" not in result.stderr and "raw.githubusercontent" not in result.stderr, result.stderr
@@ -26,7 +26,7 @@ def test_the_cli_never_fetches_litellms_price_map_from_the_internet():
 
 def test_a_cost_map_choice_of_the_user_is_kept():
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "False"}
-    result = _python("import atoll.cli, os; print(os.environ['LITELLM_LOCAL_MODEL_COST_MAP'])", env=env)
+    result = _python("import atoll_cli.cli, os; print(os.environ['LITELLM_LOCAL_MODEL_COST_MAP'])", env=env)
     assert result.stdout.strip() == "False"
 
 
@@ -55,7 +55,7 @@ def test_a_service_on_a_port_in_use_says_so_in_one_line_and_exits_2(service, tmp
         port = taken.getsockname()[1]
         command, _ = SERVICES[service]
         result = subprocess.run(
-            [sys.executable, "-m", "atoll.cli", *command, "--port", str(port)],
+            [sys.executable, "-m", "atoll_cli", *command, "--port", str(port)],
             capture_output=True,
             text=True,
             timeout=120,
@@ -75,7 +75,7 @@ def test_a_service_prints_one_listening_line_with_its_url_once_it_serves(service
         port = probe.getsockname()[1]
     command, name = SERVICES[service]
     process = subprocess.Popen(
-        [sys.executable, "-m", "atoll.cli", *command, "--port", str(port)],
+        [sys.executable, "-m", "atoll_cli", *command, "--port", str(port)],
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,
@@ -94,7 +94,7 @@ def test_a_service_prints_one_listening_line_with_its_url_once_it_serves(service
 
 def _atoll_in(cwd, *args) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "atoll.cli", *args],
+        [sys.executable, "-m", "atoll_cli", *args],
         capture_output=True,
         text=True,
         timeout=180,
@@ -141,7 +141,7 @@ def _report_output(tmp_path, *, terminal: bool) -> str:
     command = [
         sys.executable,
         "-m",
-        "atoll.cli",
+        "atoll_cli",
         "report",
         "exp",
         "--store",

@@ -9,7 +9,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("atoll", "environment", "agents_runner", "grader", "mcp_servers", "orchestrator")
+PACKAGES = (
+    "atoll",
+    "environment",
+    "agents_runner",
+    "grader",
+    "mcp_servers",
+    "orchestrator",
+    "atoll_cli",
+    "atoll_sample",
+)
 BUILTIN_EXCEPTIONS = {
     name
     for name, value in vars(builtins).items()

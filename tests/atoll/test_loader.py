@@ -194,7 +194,7 @@ GRADE = ["grade", "--before", "b.tar.gz", "--after", "a.tar.gz", "--output", "g.
 def test_commands_taking_a_task_id_name_an_unknown_one(tmp_path, command):
     from typer.testing import CliRunner
 
-    from atoll.cli import app
+    from atoll_cli.cli import app
 
     root = write_benchmark(tmp_path / "bench", tasks=[make_task()])
     result = CliRunner().invoke(app, [*command, "--benchmark", str(root), "--task-id", "task-9"])

@@ -9,7 +9,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PARTS = ("atoll", "mcp_servers", "environment", "agents_runner", "grader", "orchestrator")
+PARTS = (
+    "atoll",
+    "mcp_servers",
+    "environment",
+    "agents_runner",
+    "grader",
+    "orchestrator",
+    "atoll_cli",
+    "atoll_sample",
+)
 
 # mechanism -> (its home, a pattern only its home may contain)
 HOMES = {

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from atoll.commands.openapi import SERVICES, openapi_text, render_openapi, service_app
+from atoll_cli.commands.openapi import SERVICES, openapi_text, render_openapi, service_app
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "docs" / "schemas"
-REGENERATE = "run: python -m atoll.schemas docs/schemas"
+REGENERATE = "run: python -m atoll_cli.commands.openapi docs/schemas"
 
 
 def test_committed_openapi_documents_are_current():

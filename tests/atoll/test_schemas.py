@@ -14,7 +14,7 @@ def test_committed_schemas_are_current():
     extra = sorted(set(committed) - set(rendered))
     assert not stale and not extra, (
         f"docs/schemas is out of date (stale: {stale}, extra: {extra}); "
-        "run: python -m atoll.schemas docs/schemas"
+        "run: python -m atoll_cli.commands.openapi docs/schemas"
     )
 
 

@@ -43,7 +43,7 @@ def _free_port() -> int:
 
 def _atoll(args, env) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "atoll.cli", *args], capture_output=True, text=True, timeout=120, env=env
+        [sys.executable, "-m", "atoll_cli", *args], capture_output=True, text=True, timeout=120, env=env
     )
 
 
@@ -75,7 +75,7 @@ def test_a_service_reads_its_generated_token_file_and_then_serves_beyond_loopbac
         [
             sys.executable,
             "-m",
-            "atoll.cli",
+            "atoll_cli",
             "orchestrator",
             "serve",
             "--host",

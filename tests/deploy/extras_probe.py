@@ -25,7 +25,16 @@ from pathlib import Path
 from packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parents[2]
-OURS = {"atoll", "environment", "agents_runner", "grader", "mcp_servers", "orchestrator"}
+OURS = {
+    "atoll",
+    "environment",
+    "agents_runner",
+    "grader",
+    "mcp_servers",
+    "orchestrator",
+    "atoll_cli",
+    "atoll_sample",
+}
 sys.path.insert(0, str(REPO / "docker"))
 
 from requirements import requirements  # noqa: E402  (docker/requirements.py: what an image installs)

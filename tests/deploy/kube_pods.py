@@ -54,7 +54,7 @@ def preload_trial_pod() -> None:
 
     import agents_runner.agents.react_toolbelt  # noqa: F401
     import agents_runner.runner  # noqa: F401
-    import atoll.cli  # noqa: F401
+    import atoll_cli.cli  # noqa: F401
     import environment  # noqa: F401
     import grader  # noqa: F401
     import orchestrator.executors.kubernetes_trial  # noqa: F401
@@ -66,7 +66,7 @@ def preload_trial_pod() -> None:
 def run_trial_pod(job: dict[str, Any]) -> int:
     """The pod's two containers, in this (child) process: an environment on an empty world of
     its own, and ``atoll trial run`` against it; the trial container's exit status."""
-    from atoll.cli import main
+    from atoll_cli.cli import main
     from environment import EnvironmentServer, EnvironmentSettings
 
     roots = Path(tempfile.mkdtemp(prefix="atoll-pod-"))

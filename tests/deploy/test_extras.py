@@ -21,12 +21,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBE = Path(__file__).with_name("extras_probe.py")
-# Each image's Dockerfile, and the packages of the service it runs.
+# Each image's Dockerfile, and the packages of the service it runs, with the `atoll` command
+# (atoll_cli) every image starts it by. The sample generator (atoll_sample) runs in none of them:
+# the orchestrator image bakes its output at build time, with the document libraries of a
+# throwaway stage.
 IMAGES = {
-    "environment/Dockerfile": ["environment", "mcp_servers"],
-    "agents_runner/Dockerfile": ["agents_runner"],
-    "grader/Dockerfile": ["grader"],
-    "orchestrator/Dockerfile": ["orchestrator"],
+    "environment/Dockerfile": ["environment", "mcp_servers", "atoll_cli"],
+    "agents_runner/Dockerfile": ["agents_runner", "atoll_cli"],
+    "grader/Dockerfile": ["grader", "atoll_cli"],
+    "orchestrator/Dockerfile": ["orchestrator", "atoll_cli"],
 }
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 from typer.testing import CliRunner
 
-from atoll.cli import app
+from atoll_cli.cli import app
 
 ROOT = Path(__file__).resolve().parents[2]
 HARBOR = ROOT / "docker" / "harbor"

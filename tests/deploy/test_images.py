@@ -72,6 +72,27 @@ def test_dockerfile_lints_clean_and_builds_a_small_non_root_image(dockerfile):
     assert ("EXPOSE", str(port)) in final
 
 
+def _packages() -> set[str]:
+    """The top-level packages ``pip install .`` installs (pyproject's setuptools find)."""
+    import tomllib
+
+    include = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    return {pattern.rstrip("*").split(".")[0] for pattern in include["include"]}
+
+
+@pytest.mark.parametrize("dockerfile", sorted(IMAGES))
+def test_every_image_copies_every_package_it_installs(dockerfile):
+    """The final stage copies each of atoll's packages before `pip install /src`: a package left
+    out (a new one, as atoll_cli was) installs nothing and fails only at its first import."""
+    copied = {
+        argument.split()[0]
+        for op, argument in _final_stage(_instructions(ROOT / dockerfile))
+        if op == "COPY" and not argument.startswith("--")
+    }
+    assert {"atoll", "atoll_cli", "atoll_sample", "orchestrator"} <= _packages()
+    assert _packages() - copied == set()
+
+
 def test_dockerignore_keeps_the_build_context_small():
     ignored = (ROOT / ".dockerignore").read_text().split()
     for entry in (".git", ".venv", "atoll-out", "tests", "**/__pycache__"):

@@ -57,7 +57,7 @@ def test_a_serve_that_fails_before_starting_leaves_full_collections_on(tmp_path)
     # `atoll env serve` before any app froze the heap; the deferral must not outlive it.
     from typer.testing import CliRunner
 
-    from atoll.cli import app
+    from atoll_cli.cli import app
 
     threshold = gc.get_threshold()
     arguments = ["env", "serve", "--port", "70000", "--fs-root", str(tmp_path / "f")]

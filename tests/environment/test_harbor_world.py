@@ -55,7 +55,7 @@ def world(tmp_path_factory):
     (logs / "final_snapshot.tar.gz").write_bytes(b"stale")
     log = open(root / "world.log", "wb")  # noqa: SIM115
     process = subprocess.Popen(
-        [sys.executable, "-m", "atoll.cli", "env", "world", "--host", "127.0.0.1"],
+        [sys.executable, "-m", "atoll_cli", "env", "world", "--host", "127.0.0.1"],
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -102,7 +102,7 @@ def test_the_collect_step_leaves_the_final_snapshot_the_verifier_reads(world):
     env, logs, _ = world
     from typer.testing import CliRunner
 
-    from atoll.cli import app
+    from atoll_cli.cli import app
 
     variables = ("PORT", "WORLD_LOGS_DIR", "WORLD_STATE_DIR")
     result = CliRunner().invoke(

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from atoll.cli import app
 from atoll.errors import AtollError
 from atoll.testing.scripted_llm import ScriptedLLM
+from atoll_cli.cli import app
 from tests.atoll.factories import make_task, write_benchmark
 
 REPO = Path(__file__).resolve().parents[2]
@@ -303,7 +303,7 @@ def test_the_console_says_it_in_one_line_on_stderr_with_exit_status_2(tmp_path):
         [
             sys.executable,
             "-c",
-            "from atoll.cli import main; main()",
+            "from atoll_cli.cli import main; main()",
             "judge",
             "calibrate",
             "--benchmark",

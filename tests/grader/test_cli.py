@@ -20,7 +20,7 @@ from tests.grader import factories as f
 from tests.served_app import ServedApp
 from tests.shared_sample import fresh_sample_benchmark
 
-ATOLL = [sys.executable, "-m", "atoll.cli"]
+ATOLL = [sys.executable, "-m", "atoll_cli"]
 MET = {"content": json.dumps({"rationale": "ok", "verdict": "met"})}
 
 
@@ -33,7 +33,7 @@ def atoll_in_process(*args: str) -> subprocess.CompletedProcess:
     """The same command in this process (no second litellm import): Typer's test runner."""
     from typer.testing import CliRunner
 
-    from atoll.cli import app
+    from atoll_cli.cli import app
 
     result = CliRunner().invoke(app, list(args), env={"JUDGE_KEY": "secret"})
     if result.exception and not isinstance(result.exception, SystemExit):

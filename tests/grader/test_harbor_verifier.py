@@ -19,9 +19,9 @@ from pydantic import BaseModel, ConfigDict
 from typer.testing import CliRunner
 
 from atoll.atif import atif_json, is_atif
-from atoll.cli import app
 from atoll.loader import load_benchmark
 from atoll.testing.scripted_llm import ScriptedLLM, refused_api_base
+from atoll_cli.cli import app
 from grader.gold import build_gold_world
 from tests.atoll import apex_replica as replica
 

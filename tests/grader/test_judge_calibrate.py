@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from atoll.cli import app
 from atoll.errors import AtollError
 from atoll.testing.scripted_llm import ScriptedLLM
+from atoll_cli.cli import app
 from orchestrator.calibrations import calibration_line, latest_calibration
 from orchestrator.store import TrialStore
 from tests.atoll import apex_replica as replica

@@ -28,7 +28,7 @@ def _atoll(*args: str) -> subprocess.CompletedProcess:
         "ANTHROPIC_API_KEY": "test",
     }
     return subprocess.run(
-        [sys.executable, "-m", "atoll.cli", *args],
+        [sys.executable, "-m", "atoll_cli", *args],
         capture_output=True,
         text=True,
         env=environment,

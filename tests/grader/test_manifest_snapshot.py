@@ -149,7 +149,7 @@ def test_a_blob_shorter_than_its_entry_is_refused() -> None:
 def _atoll(*args: str):
     from typer.testing import CliRunner
 
-    from atoll.cli import app
+    from atoll_cli.cli import app
 
     return CliRunner().invoke(app, list(args))
 

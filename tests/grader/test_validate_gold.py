@@ -8,9 +8,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from atoll.cli import app
 from atoll.errors import AtollError
 from atoll.testing.scripted_llm import ScriptedLLM
+from atoll_cli.cli import app
 from tests.atoll import apex_replica as replica
 from tests.atoll.factories import make_task, write_benchmark
 

@@ -17,9 +17,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from atoll.cli import app
 from atoll.llm.preflight import AGENT_MESSAGES
 from atoll.testing.scripted_llm import ScriptedLLM
+from atoll_cli.cli import app
 from orchestrator.store import TrialStore
 from tests.atoll import apex_replica as replica
 
@@ -126,7 +126,7 @@ def test_atoll_run_on_the_published_layout(layout, tmp_path):
         path = tmp_path / "exp.yaml"
         path.write_text(yaml.safe_dump(spec))
         result = subprocess.run(
-            [sys.executable, "-m", "atoll.cli", "run", str(path), "--quiet"],
+            [sys.executable, "-m", "atoll_cli", "run", str(path), "--quiet"],
             capture_output=True,
             text=True,
             timeout=600,

@@ -131,7 +131,7 @@ def test_the_cli_refuses_the_same_run_names(tmp_path, roots):
         experiment = tmp_path / "exp.yaml"
         experiment.write_text(_experiment(roots / "bench", name=name, output_dir=str(tmp_path / "out")))
         result = subprocess.run(
-            [sys.executable, "-m", "atoll.cli", "run", str(experiment)],
+            [sys.executable, "-m", "atoll_cli", "run", str(experiment)],
             capture_output=True,
             text=True,
             timeout=120,
@@ -229,7 +229,7 @@ def served(tmp_path_factory):
         "PYTHONPATH": os.getcwd(),
     }
     process = subprocess.Popen(
-        [sys.executable, "-m", "atoll.cli", "orchestrator", "serve", "--port", str(port)],
+        [sys.executable, "-m", "atoll_cli", "orchestrator", "serve", "--port", str(port)],
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,

@@ -27,7 +27,7 @@ STEPS = 30
 def _worker(store_url: str, tmp_path) -> subprocess.Popen:
     environment = {**os.environ, "ATOLL_SPOOL_DIR": str(tmp_path / "spool"), "ATOLL_LEASE_S": "4"}
     return subprocess.Popen(
-        [sys.executable, "-m", "atoll.cli", "worker", "--store", store_url],
+        [sys.executable, "-m", "atoll_cli", "worker", "--store", store_url],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -49,7 +49,7 @@ def test_a_killed_workers_trial_is_finished_by_another_from_its_last_checkpoint(
         )
         (tmp_path / "exp.yaml").write_text(yaml.safe_dump(spec))
         planned = subprocess.run(
-            [sys.executable, "-m", "atoll.cli", "run", str(tmp_path / "exp.yaml"), "--enqueue-only"],
+            [sys.executable, "-m", "atoll_cli", "run", str(tmp_path / "exp.yaml"), "--enqueue-only"],
             capture_output=True,
             text=True,
             timeout=120,

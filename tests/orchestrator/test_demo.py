@@ -14,7 +14,7 @@ from orchestrator.store import TrialStore
 def test_demo_end_to_end(tmp_path):
     output = tmp_path / "demo"
     result = subprocess.run(
-        [sys.executable, "-m", "atoll.cli", "demo", "--output", str(output), "--quiet"],
+        [sys.executable, "-m", "atoll_cli", "demo", "--output", str(output), "--quiet"],
         capture_output=True,
         text=True,
         timeout=900,
@@ -36,7 +36,7 @@ def test_demo_end_to_end(tmp_path):
     store = TrialStore(str(output / "atoll.db"))
     attempts = len(store.attempt_history("demo"))
     again = subprocess.run(
-        [sys.executable, "-m", "atoll.cli", "demo", "--output", str(output), "--quiet"],
+        [sys.executable, "-m", "atoll_cli", "demo", "--output", str(output), "--quiet"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -51,7 +51,7 @@ def test_demo_end_to_end(tmp_path):
     met = {"content": json.dumps({"rationale": "the work shows it", "verdict": "met"})}
     with ScriptedLLM(lambda request: met) as judge:
         judged = subprocess.run(
-            [sys.executable, "-m", "atoll.cli", "demo", "--output", str(output), "--quiet"],
+            [sys.executable, "-m", "atoll_cli", "demo", "--output", str(output), "--quiet"],
             capture_output=True,
             text=True,
             timeout=600,
@@ -106,7 +106,7 @@ def test_the_sample_experiment_file_runs_as_documented(tmp_path):
     example = Path(__file__).resolve().parents[2] / "examples" / "sample-experiment.yaml"
     env = {**_clean_environment(), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     sample = subprocess.run(
-        [sys.executable, "-m", "atoll.cli", "bench", "sample", "atoll-out/sample-benchmark"],
+        [sys.executable, "-m", "atoll_cli", "bench", "sample", "atoll-out/sample-benchmark"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -115,7 +115,7 @@ def test_the_sample_experiment_file_runs_as_documented(tmp_path):
     )
     assert sample.returncode == 0, sample.stderr
     run = subprocess.run(
-        [sys.executable, "-m", "atoll.cli", "run", str(example), "--quiet"],
+        [sys.executable, "-m", "atoll_cli", "run", str(example), "--quiet"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -138,8 +138,8 @@ def test_the_sample_experiment_file_runs_as_documented(tmp_path):
 
 @pytest.mark.slow
 def test_demo_validates_the_judge_on_every_gold_output_when_one_is_configured(tmp_path, monkeypatch, capsys):
-    from atoll.commands.demo import _validate_gold
     from atoll.testing.scripted_llm import ScriptedLLM
+    from atoll_cli.commands.demo import _validate_gold
     from tests.shared_sample import fresh_sample_benchmark
 
     met = {"content": json.dumps({"rationale": "the gold output shows it", "verdict": "met"})}

@@ -14,7 +14,7 @@ from tests.atoll.factories import make_task, write_benchmark
 
 def _atoll(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "atoll.cli", *args], capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "atoll_cli", *args], capture_output=True, text=True, timeout=timeout
     )
 
 

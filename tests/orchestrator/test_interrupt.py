@@ -195,7 +195,7 @@ def test_ctrl_c_during_atoll_run_releases_leases_says_how_to_resume_and_resume_c
                 }
             )
         )
-        command = [sys.executable, "-m", "atoll.cli", "run", str(experiment), "--no-preflight"]
+        command = [sys.executable, "-m", "atoll_cli", "run", str(experiment), "--no-preflight"]
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             deadline = time.monotonic() + 300

@@ -8,9 +8,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from atoll.cli import app
 from atoll.errors import AtollError
 from atoll.testing.scripted_llm import ScriptedLLM
+from atoll_cli.cli import app
 from orchestrator.judge_agreement import recorded_trials
 from orchestrator.runner import run_experiment
 from orchestrator.store import TrialStore

@@ -153,7 +153,7 @@ def test_an_interrupted_regrade_never_reports_two_judges_as_one_and_a_second_one
         assert f"**Judge:** `{judge_b.describe()}` (id `{judge_b.id}`) · uncalibrated" in markdown
         assert f"Left out: 1 trial(s) {reason}" in markdown
         # atoll run / atoll regrade would exit 4 naming the unfinished regrade.
-        from atoll.commands.completeness import incomplete_line, report_incomplete
+        from atoll_cli.commands.completeness import incomplete_line, report_incomplete
 
         assert report_incomplete(report) == (0, 0, 1, 0)
         assert incomplete_line("run jr", *report_incomplete(report)) == (

@@ -19,9 +19,9 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 
-from atoll.commands.run import _experiments_with_work, check_models
 from atoll.llm.endpoints import forget_trusted_endpoints
 from atoll.testing.scripted_llm import ScriptedLLM
+from atoll_cli.commands.run import _experiments_with_work, check_models
 from orchestrator.api import ApiSettings, create_app
 from orchestrator.runner import run_worker
 from orchestrator.store import TrialStore

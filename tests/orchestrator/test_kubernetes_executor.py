@@ -226,7 +226,7 @@ def test_trial_pods_hold_no_store_credentials_and_write_through_presigned_urls(
         def run_pod():
             standin.set_pod(name, phase="Running", containers=[container_status("trial", running=True)])
             pod = subprocess.run(
-                [sys.executable, "-m", "atoll.cli", "trial", "run", "--input", _input_uri(job)],
+                [sys.executable, "-m", "atoll_cli", "trial", "run", "--input", _input_uri(job)],
                 env={**_pod_environ(), "ATOLL_ENVIRONMENT_URL": environment.url},
                 capture_output=True,
                 text=True,
@@ -626,7 +626,7 @@ def test_trial_command_with_a_missing_input_fails_in_one_line(tmp_path):
 
     missing = (tmp_path / "nope" / "input.json").as_uri()
     result = subprocess.run(
-        [sys.executable, "-m", "atoll.cli", "trial", "run", "--input", missing],
+        [sys.executable, "-m", "atoll_cli", "trial", "run", "--input", missing],
         capture_output=True,
         text=True,
         timeout=120,

@@ -351,7 +351,7 @@ def test_the_sandbox_self_test_exits_3_with_the_reason_when_no_sandbox_can_be_bu
     import sys
 
     result = subprocess.run(
-        [sys.executable, "-m", "atoll.cli", "env", "sandbox-check"],
+        [sys.executable, "-m", "atoll_cli", "env", "sandbox-check"],
         capture_output=True,
         text=True,
         timeout=120,

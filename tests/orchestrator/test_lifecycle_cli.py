@@ -10,9 +10,9 @@ import sys
 
 from typer.testing import CliRunner
 
-from atoll.cli import app
 from atoll.errors import AtollError
 from atoll.experiment import ExperimentSpec
+from atoll_cli.cli import app
 from orchestrator.runner import run_experiment, run_worker
 from orchestrator.store import TrialStore
 from tests.atoll.factories import make_task, write_benchmark
@@ -84,7 +84,7 @@ def test_mistakes_are_one_line_errors(tmp_path):
     assert not (tmp_path / "none.db").exists()  # never created by a listing
     # Through the real entry point: one line on stderr, exit status 2, no traceback.
     process = subprocess.run(
-        [sys.executable, "-m", "atoll.cli", "archive", "cli-run", "--store", store],
+        [sys.executable, "-m", "atoll_cli", "archive", "cli-run", "--store", store],
         capture_output=True,
         text=True,
         timeout=120,
@@ -123,7 +123,7 @@ def test_atoll_run_cancelled_from_outside_stops_cleanly_and_exits_4_saying_so(tm
         )
     )
     running = subprocess.Popen(
-        [sys.executable, "-m", "atoll.cli", "run", str(experiment), "-q"],
+        [sys.executable, "-m", "atoll_cli", "run", str(experiment), "-q"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -39,7 +39,7 @@ WRONG_KEY = {
 def _atoll(*args: str, env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, float]:
     started = time.monotonic()
     result = subprocess.run(
-        [sys.executable, "-m", "atoll.cli", *args],
+        [sys.executable, "-m", "atoll_cli", *args],
         capture_output=True,
         text=True,
         timeout=300,
@@ -54,7 +54,7 @@ def cli_start_s() -> float:
     just before; under load it varies, hence the margin): the 15 s budget of the check itself
     is on top of it, and is measured exactly in-process below."""
     started = time.monotonic()
-    subprocess.run([sys.executable, "-c", "import litellm, atoll.cli, orchestrator.runner"], check=True)
+    subprocess.run([sys.executable, "-c", "import litellm, atoll_cli.cli, orchestrator.runner"], check=True)
     return 1.5 * (time.monotonic() - started)
 
 

@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from atoll.commands.run import check_models
 from atoll.errors import AtollError
 from atoll.experiment import ExperimentSpec
 from atoll.testing.scripted_llm import TEMPERATURE_UNSUPPORTED, ScriptedLLM
+from atoll_cli.commands.run import check_models
 from tests.orchestrator.judge_only import judge_only_experiment
 from tests.providers.anthropic import AnthropicEmulator
 from tests.providers.gemini import GeminiEmulator

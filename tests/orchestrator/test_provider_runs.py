@@ -164,7 +164,7 @@ def _experiment(tmp_path: Path, bench: Path, name: str, agents: list[dict], judg
 
 def _atoll(capsys, *argv: str) -> tuple[int, str, str, float]:
     """`atoll ARGV` through the console entry point: (exit status, stdout, stderr, seconds)."""
-    from atoll.cli import main
+    from atoll_cli.cli import main
 
     capsys.readouterr()
     saved, sys.argv = sys.argv, ["atoll", *argv]

@@ -8,7 +8,7 @@ import sys
 import yaml
 
 import orchestrator
-from atoll.sample import generate_sample_benchmark
+from atoll_sample import generate_sample_benchmark
 
 
 def test_importing_the_package_loads_none_of_the_machinery():

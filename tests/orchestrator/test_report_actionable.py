@@ -415,8 +415,8 @@ def test_html_links_only_to_web_pages_files_and_relative_paths():
 
 
 def test_cli_refuses_a_viewer_url_that_is_not_http(tmp_path):
-    from atoll.commands.run import _viewer_url
     from atoll.errors import AtollError
+    from atoll_cli.commands.run import _viewer_url
 
     assert _viewer_url("http://127.0.0.1:8090/") == "http://127.0.0.1:8090"
     with pytest.raises(AtollError, match=r"--viewer-url '127.0.0.1:8090': give the http\(s\) URL"):
@@ -433,7 +433,7 @@ def test_atoll_report_with_a_viewer_url_links_trials_and_refuses_a_bad_url(store
             [
                 sys.executable,
                 "-m",
-                "atoll.cli",
+                "atoll_cli",
                 "report",
                 "exp",
                 "--store",

@@ -11,9 +11,9 @@ import pytest
 from sqlalchemy import func, select
 from typer.testing import CliRunner
 
-from atoll.cli import app
 from atoll.errors import AtollError
 from atoll.trial import Outcome, TrialResult
+from atoll_cli.cli import app
 from orchestrator.artifacts import ArtifactStore
 from orchestrator.executors.seeds import seed_key
 from orchestrator.lifecycle import cancel_run

@@ -183,7 +183,7 @@ def test_kill_9_then_resume_gives_exactly_one_result_per_trial(tmp_path, benchma
     )
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump(spec.model_dump(mode="json")))
-    command = [sys.executable, "-m", "atoll.cli", "run", str(path), "--quiet"]
+    command = [sys.executable, "-m", "atoll_cli", "run", str(path), "--quiet"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ))
     store = TrialStore(spec.store)
     deadline = time.monotonic() + 60
@@ -219,7 +219,7 @@ def test_cli_errors_are_one_line(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nbenchmark: /nope\nagents: []\n")
     result = subprocess.run(
-        [sys.executable, "-m", "atoll.cli", "run", str(bad)], capture_output=True, text=True
+        [sys.executable, "-m", "atoll_cli", "run", str(bad)], capture_output=True, text=True
     )
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0 and "agents" in result.stderr

@@ -26,7 +26,7 @@ def test_a_worker_pointed_at_an_unreachable_store_says_so_in_seconds(tmp_path):
     url = f"postgresql://postgres:hunter2@127.0.0.1:{port}/atoll"
     started = time.monotonic()
     worker = subprocess.run(
-        [sys.executable, "-m", "atoll.cli", "worker", "--store", url],
+        [sys.executable, "-m", "atoll_cli", "worker", "--store", url],
         capture_output=True,
         text=True,
         timeout=60,

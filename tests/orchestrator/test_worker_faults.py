@@ -38,7 +38,7 @@ def _enqueue(tmp_path, store_url, *, tasks=6, runs=2, config=None, **fields) -> 
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump(experiment))
     planned = subprocess.run(
-        [sys.executable, "-m", "atoll.cli", "run", str(path), "--enqueue-only"],
+        [sys.executable, "-m", "atoll_cli", "run", str(path), "--enqueue-only"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -49,7 +49,7 @@ def _enqueue(tmp_path, store_url, *, tasks=6, runs=2, config=None, **fields) -> 
 def _worker(store_url, tmp_path, *extra: str, **env: str) -> subprocess.Popen:
     environment = {**os.environ, "ATOLL_SPOOL_DIR": str(tmp_path / "spool"), **env}
     return subprocess.Popen(
-        [sys.executable, "-m", "atoll.cli", "worker", "--store", store_url, *extra],
+        [sys.executable, "-m", "atoll_cli", "worker", "--store", store_url, *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

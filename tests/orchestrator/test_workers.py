@@ -11,7 +11,7 @@ from tests.atoll.factories import make_task, write_benchmark
 
 def _atoll(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "atoll.cli", *args], capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "atoll_cli", *args], capture_output=True, text=True, timeout=timeout
     )
 
 
@@ -37,7 +37,7 @@ def test_two_workers_on_postgresql_complete_every_trial_exactly_once(tmp_path, p
 
     workers = [
         subprocess.Popen(
-            [sys.executable, "-m", "atoll.cli", "worker", "--store", postgres_url, "--concurrency", "3"],
+            [sys.executable, "-m", "atoll_cli", "worker", "--store", postgres_url, "--concurrency", "3"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -84,7 +84,7 @@ def test_sigterm_drains_a_worker_and_gives_its_running_trials_back_without_spend
     alive = tmp_path / "worker.alive"
     # The store URL from the environment, as the Deployment gives it (never on a command line).
     worker = subprocess.Popen(
-        [sys.executable, "-m", "atoll.cli", "worker", "--concurrency", "2", "--forever", "--no-preflight"],
+        [sys.executable, "-m", "atoll_cli", "worker", "--concurrency", "2", "--forever", "--no-preflight"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from atoll.cli import app
+from atoll_cli.cli import app
 from orchestrator import world_gc
 from orchestrator.artifacts import ArtifactStore
 from orchestrator.executors.seeds import seed_key

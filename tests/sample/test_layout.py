@@ -17,7 +17,7 @@ import pytest
 from atoll import OutputType, Task, World
 from atoll.errors import AtollError
 from atoll.loader import load_benchmark, summarize
-from atoll.sample import generate_sample_benchmark
+from atoll_sample import generate_sample_benchmark
 
 from .conftest import CONSULTING, DEAL
 
@@ -215,7 +215,7 @@ def test_refuses_a_file_as_output_directory(tmp_path):
 def test_output_does_not_depend_on_the_machine_time_zone(sample_dir, tmp_path):
     out = tmp_path / "tokyo"
     code = (
-        f"from atoll.sample import generate_sample_benchmark; generate_sample_benchmark({str(out)!r}, seed=0)"
+        f"from atoll_sample import generate_sample_benchmark; generate_sample_benchmark({str(out)!r}, seed=0)"
     )
     subprocess.run(
         [sys.executable, "-c", code], check=True, env={**os.environ, "TZ": "Asia/Tokyo"}, timeout=120

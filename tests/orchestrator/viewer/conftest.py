@@ -17,8 +17,8 @@ import pytest
 import uvicorn
 
 from atoll.experiment import ExperimentSpec
-from atoll.sample import generate_sample_benchmark
 from atoll.trial import Outcome, TrialResult, TrialSpec
+from atoll_sample import generate_sample_benchmark
 from orchestrator.runner import run_experiment
 from orchestrator.store import TrialStore
 from orchestrator.viewer import create_app

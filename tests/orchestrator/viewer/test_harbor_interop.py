@@ -21,12 +21,12 @@ from typer.testing import CliRunner
 from agents_runner import run_agent
 from atoll.atif import atif_json, from_atif, to_atif
 from atoll.benchmark import Criterion
-from atoll.cli import app
-from atoll.commands.view import open_store
 from atoll.errors import AtollError
 from atoll.loader import load_task
 from atoll.testing.scripted_llm import ScriptedLLM
 from atoll.trajectory import RunStatus, Trajectory
+from atoll_cli.cli import app
+from atoll_cli.commands.view import open_store
 from grader import grade_trial
 from grader.inputs import load_trajectory
 from grader.judge import JudgeConfig

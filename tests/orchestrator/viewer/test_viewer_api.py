@@ -10,8 +10,8 @@ import zipfile
 import httpx
 import pytest
 
-from atoll.commands.view import resolve_store
 from atoll.errors import AtollError
+from atoll_cli.commands.view import resolve_store
 from orchestrator.store import TrialStore
 from orchestrator.viewer import create_app
 
@@ -170,7 +170,7 @@ def test_view_prints_one_listening_line_and_a_port_in_use_is_one_line_and_exit_2
     busy.listen(1)
     port = busy.getsockname()[1]
     refused = subprocess.run(
-        [sys.executable, "-m", "atoll.cli", "view", str(finished_run.root), "--port", str(port)],
+        [sys.executable, "-m", "atoll_cli", "view", str(finished_run.root), "--port", str(port)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -181,7 +181,7 @@ def test_view_prints_one_listening_line_and_a_port_in_use_is_one_line_and_exit_2
         f"error: port {port} on 127.0.0.1 is already in use; stop that process or pick --port"
     )
     server = subprocess.Popen(
-        [sys.executable, "-m", "atoll.cli", "view", str(finished_run.root), "--port", str(port)],
+        [sys.executable, "-m", "atoll_cli", "view", str(finished_run.root), "--port", str(port)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -199,7 +199,7 @@ def test_view_prints_one_listening_line_and_a_port_in_use_is_one_line_and_exit_2
         _out, rest = server.communicate(timeout=30)
     assert "listening on" not in rest  # the line came once
     beyond = subprocess.run(
-        [sys.executable, "-m", "atoll.cli", "view", str(finished_run.root), "--host", "0.0.0.0"],
+        [sys.executable, "-m", "atoll_cli", "view", str(finished_run.root), "--host", "0.0.0.0"],
         capture_output=True,
         text=True,
         timeout=120,

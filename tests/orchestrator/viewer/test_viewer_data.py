@@ -343,7 +343,7 @@ def test_atoll_compare_prints_the_changes_and_the_paired_test_and_answers_json(s
 
     from typer.testing import CliRunner
 
-    from atoll.cli import app
+    from atoll_cli.cli import app
 
     _half_done(store)
     text = CliRunner().invoke(app, ["compare", "done", "half", "--store", store.url])

@@ -1,0 +1,131 @@
+"""Helpers to state tasks: criteria, reference steps, and gold files (new or edited copies)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import docx
+import openpyxl
+from pptx import Presentation
+
+from atoll.benchmark import Criterion, GoldFile, GoldOutput, ReferenceSolution, ReferenceStep, Task
+from atoll_sample._files import FROZEN_AT, normalize_ooxml
+
+
+def criterion(
+    task_id: str, number: int, text: str, target: str = "all", check: dict | None = None, **target_args: str
+) -> Criterion:
+    """Criterion ``number`` of ``task_id``; ``target`` is a GradingTarget kind."""
+    return Criterion.model_validate(
+        {
+            "verifier_id": f"{task_id}-c{number}",
+            "criteria": text,
+            "grading_target": {"kind": target, **target_args},
+            "check": check,
+        }
+    )
+
+
+def step(tool: str, **arguments: Any) -> ReferenceStep:
+    return ReferenceStep(tool=tool, arguments=arguments)
+
+
+def make_task(
+    *,
+    task_id: str,
+    name: str,
+    domain: str,
+    world_id: str,
+    prompt: str,
+    output: str,
+    rubric: list[Criterion],
+    steps: list[ReferenceStep],
+    final_answer: str,
+    answer: str | None = None,
+    gold_files: list[GoldFile] | None = None,
+    input_files: list[str] | None = None,
+) -> Task:
+    return Task(
+        task_id=task_id,
+        task_name=name,
+        domain=domain,
+        world_id=world_id,
+        prompt=prompt,
+        task_input_files=input_files,
+        expected_output=output,
+        rubric=rubric,
+        gold_output=GoldOutput(answer=answer if answer is not None else final_answer, files=gold_files or []),
+        reference_solution=ReferenceSolution(steps=steps, final_answer=final_answer),
+    )
+
+
+class GoldWriter:
+    """Writes gold files where APEX-Agents v1 keeps them, ``<benchmark>/gold_files/<task_id>/
+    filesystem/<world path>``, and describes them."""
+
+    def __init__(self, benchmark_root: Path, task_id: str) -> None:
+        self.root = benchmark_root
+        self.folder = benchmark_root / "gold_files" / task_id / "filesystem"
+        self.folder.mkdir(parents=True, exist_ok=True)
+
+    def path(self, virtual_path: str) -> Path:
+        target = self.folder / virtual_path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        return target
+
+    def describe(self, virtual_path: str, description: str) -> GoldFile:
+        source = self.path(virtual_path).relative_to(self.root).as_posix()
+        return GoldFile.model_validate({"path": virtual_path, "description": description, "source": source})
+
+    def edited_copy(self, world_file: Path, virtual_path: str) -> Path:
+        target = self.path(virtual_path)
+        shutil.copyfile(world_file, target)
+        return target
+
+
+def set_cells(path: Path, sheet: str, values: dict[str, Any]) -> None:
+    """Set cells of one sheet of the workbook at ``path`` in place (timestamps fixed)."""
+    workbook = openpyxl.load_workbook(path)
+    for cell, value in values.items():
+        workbook[sheet][cell] = value
+    workbook.properties.modified = FROZEN_AT
+    workbook.save(path)
+    normalize_ooxml(path)
+
+
+def replace_paragraph(path: Path, index: int, text: str) -> None:
+    """Replace the text of body paragraph ``index`` of the .docx at ``path`` in place."""
+    document = docx.Document(str(path))
+    paragraph = document.paragraphs[index]
+    for run in paragraph.runs[1:]:
+        run._r.getparent().remove(run._r)
+    paragraph.runs[0].text = text
+    document.core_properties.modified = FROZEN_AT
+    document.save(str(path))
+    normalize_ooxml(path)
+
+
+def replace_in_deck(path: Path, replacements: dict[str, str]) -> None:
+    """Replace text in every run of every slide of the .pptx at ``path`` in place."""
+    deck = Presentation(str(path))
+    for slide in deck.slides:
+        for shape in slide.shapes:
+            if not shape.has_text_frame:
+                continue
+            for paragraph in shape.text_frame.paragraphs:
+                for run in paragraph.runs:
+                    for old, new in replacements.items():
+                        run.text = run.text.replace(old, new)
+    deck.core_properties.modified = FROZEN_AT
+    deck.save(str(path))
+    normalize_ooxml(path)
+
+
+def paragraph_index(path: Path, text: str) -> int:
+    """The index of the body paragraph whose text is ``text`` (as ``body.p.{i}`` numbers them)."""
+    for index, paragraph in enumerate(docx.Document(str(path)).paragraphs):
+        if paragraph.text == text:
+            return index
+    raise ValueError(f"{path.name}: no paragraph reading {text!r}")
