@@ -14,14 +14,14 @@ from typing import Any
 
 from atoll.benchmark import GoldFile, GoldOutput, Task
 from atoll.errors import AtollError
-from atoll.hf_cache import readable_path
+from atoll.hf_cache import LocalView
 from atoll.members import is_junk
 
 GOLD_FILES_DIR = "gold_files"
 _RESPONSE_TYPES = ("text", "file")
 
 
-def _gold_file_entries(folder: Path, repo_root: Path | None) -> list[GoldFile]:
+def _gold_file_entries(folder: Path, view: LocalView) -> list[GoldFile]:
     files = []
     tree = folder / "filesystem"
     if not tree.is_dir():
@@ -36,14 +36,15 @@ def _gold_file_entries(folder: Path, repo_root: Path | None) -> list[GoldFile]:
             path = base / name
             if is_junk(path.relative_to(tree).as_posix()):  # __MACOSX/, .DS_Store, ._* …
                 continue
-            source = readable_path(path, repo_root)
+            source = view.file(path)
             world_path = "/" + path.relative_to(tree).as_posix()
             files.append(GoldFile.model_validate({"path": world_path, "source": str(source)}))
     return files
 
 
-def read_gold_output(root: Path, task: Task, repo_root: Path | None) -> GoldOutput | None:
-    """The task's gold output from its v1 fields and ``gold_files/<task_id>/``, or None
+def read_gold_output(view: LocalView, task: Task) -> GoldOutput | None:
+    """The task's gold output from its v1 fields and ``gold_files/<task_id>/`` of the
+    benchmark folder ``view`` (:func:`atoll.hf_cache.local_view`), or None
     when it has none.  Raises AtollError naming the task for an unknown
     ``gold_response_type`` or a ``"file"`` gold whose folder holds no file."""
     if task.gold_output is not None:
@@ -56,8 +57,8 @@ def read_gold_output(root: Path, task: Task, repo_root: Path | None) -> GoldOutp
             "bad_benchmark",
             f"task {task.task_id!r}: gold_response_type {kind!r} is neither 'text' nor 'file'",
         )
-    folder = root / GOLD_FILES_DIR / task.task_id
-    files = _gold_file_entries(folder, repo_root) if folder.is_dir() else []
+    folder = view.root / GOLD_FILES_DIR / task.task_id
+    files = _gold_file_entries(folder, view) if folder.is_dir() else []
     if kind == "file" and not files:
         raise AtollError(
             "bad_benchmark",

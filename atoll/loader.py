@@ -12,7 +12,6 @@ file, the task or world, and what is wrong.  Unknown fields are kept on the mode
 from __future__ import annotations
 
 import json
-import os
 import re
 import stat
 import zipfile
@@ -26,7 +25,7 @@ from atoll.benchmark import Benchmark, Task, World
 from atoll.coworkers import MAX_PERSONAS_BYTES, PERSONAS_FILE, PersonaSummary, parse_personas
 from atoll.errors import AtollError, describe_validation
 from atoll.gold_outputs import read_gold_output
-from atoll.hf_cache import cache_repo_root, materialize_tree, readable_path
+from atoll.hf_cache import LocalView, download, local_view
 from atoll.members import (
     UnsafeArchive,
     clean_member_name,
@@ -69,7 +68,6 @@ def resolve_benchmark_path(location: str | Path) -> Path:
         return path.absolute()
     repo_id, _, revision = text.removeprefix(HF_PREFIX).partition("@")
     try:
-        from huggingface_hub import snapshot_download
         from huggingface_hub.utils import HFValidationError, validate_repo_id
     except ImportError:
         raise _fail(
@@ -84,26 +82,7 @@ def resolve_benchmark_path(location: str | Path) -> Path:
             f"{text}: revision {revision!r} is not a branch, tag or commit name (letters, digits, "
             "'.', '_', '-' and '/' between names; no '..', no leading '/')"
         )
-    # huggingface_hub reads HF_HUB_OFFLINE and the cache location once, at import; honour
-    # them as they are set now.
-    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
-    cache_dir = os.environ.get("HF_HUB_CACHE") or (
-        os.path.join(os.environ["HF_HOME"], "hub") if os.environ.get("HF_HOME") else None
-    )
-    try:
-        local = snapshot_download(
-            repo_id=repo_id,
-            repo_type="dataset",
-            revision=revision or None,
-            local_files_only=offline,
-            cache_dir=cache_dir,
-        )
-    except Exception as exc:  # the hub raises many types: offline, gated, 404
-        raise _fail(
-            f"{text}: could not {'find the dataset in the cache' if offline else 'download the dataset'} "
-            f"({type(exc).__name__}: {exc}); check the network, the dataset id and HF_TOKEN for gated datasets"
-        ) from None
-    return Path(local)
+    return download(repo_id, revision or None)
 
 
 def _read_json_array(path: Path) -> list[Any]:
@@ -246,10 +225,14 @@ def world_personas(archive: Path) -> list[PersonaSummary]:
     return []
 
 
-def _cached(path: Path, repo_root: Path) -> Path:
-    if not path.exists() and not path.is_symlink():
+def _index_file(view: LocalView, path: Path) -> Path:
+    """The plain file to read for the index file ``path``: in a plain folder the path itself
+    (a link there is read where it points, as ever), in the cache its blob."""
+    if not view.in_cache:
+        return path
+    if not view.exists(path):
         raise _fail(f"{path}: missing (an APEX benchmark directory needs {path.name})")
-    return readable_path(path, repo_root)
+    return view.file(path)
 
 
 def detect_layout(root: Path) -> str:
@@ -272,17 +255,15 @@ def load_benchmark(location: str | Path, *, verify_archives: bool = False) -> Be
     Raises AtollError(code="bad_benchmark") naming the first problem found.
     """
     root = resolve_benchmark_path(location)
+    # The one look at the hub cache: from here on every file is a plain path of the view.
+    view = local_view(root)
     if detect_layout(root) == "apex-v1.1":
         from atoll.loader_harbor import load_harbor_benchmark
 
-        return load_harbor_benchmark(root, verify_archives=verify_archives)
-    repo_root = cache_repo_root(root)
+        return load_harbor_benchmark(view, verify_archives=verify_archives)
     worlds_file, tasks_file = root / WORLDS_FILE, root / TASKS_FILE
-    if repo_root is not None:  # cache files are links into blobs/: read them through it
-        worlds_text = _read_json_array(_cached(worlds_file, repo_root))
-        tasks_text = _read_json_array(_cached(tasks_file, repo_root))
-    else:
-        worlds_text, tasks_text = _read_json_array(worlds_file), _read_json_array(tasks_file)
+    worlds_text = _read_json_array(_index_file(view, worlds_file))
+    tasks_text = _read_json_array(_index_file(view, tasks_file))
     worlds = _parse_records(worlds_file, worlds_text, World, "world_id")
     tasks = _parse_records(tasks_file, tasks_text, Task, "task_id")
     check_tasks(root / TASKS_FILE, tasks, worlds)
@@ -295,8 +276,7 @@ def load_benchmark(location: str | Path, *, verify_archives: bool = False) -> Be
         archive = root / WORLD_ZIPS_DIR / f"{world.world_id}.zip"
         # A described world no task uses may lack its archive; one a task needs may not.
         if archive.exists() or archive.is_symlink() or world.world_id in used:
-            if archive.is_symlink():
-                archive = readable_path(archive, repo_root)
+            archive = view.file(archive)
             inspect_world_zip(archive, verify=verify_archives)
             archives[world.world_id] = str(archive)
         if world.world_id in archives and (found := world_personas(Path(archives[world.world_id]))):
@@ -317,12 +297,12 @@ def load_benchmark(location: str | Path, *, verify_archives: bool = False) -> Be
                 f"{TASK_FILES_DIR}/{task.task_id}/ is missing; it will run without its input files"
             )
         if folder.is_dir():
-            if repo_root is not None:
-                overlays[task.task_id] = str(materialize_tree(folder, repo_root))
+            if view.in_cache:
+                overlays[task.task_id] = str(view.plain_tree(folder))
             else:
                 _check_overlay(task.task_id, folder)
                 overlays[task.task_id] = str(folder)
-        gold = read_gold_output(root, task, repo_root)
+        gold = read_gold_output(view, task)
         if gold is not None and task.gold_output is None:
             tasks[index] = task.model_copy(update={"gold_output": gold})
 

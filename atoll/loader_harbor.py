@@ -35,7 +35,7 @@ from atoll.apps import unavailable_apps
 from atoll.benchmark import Benchmark, GoldFile, GoldOutput, Task, World
 from atoll.coworkers import MAX_PERSONAS_BYTES, PERSONAS_FILE, PersonaSummary, parse_personas
 from atoll.errors import AtollError, describe_validation
-from atoll.hf_cache import cache_repo_root, materialize_tree, readable_path
+from atoll.hf_cache import LocalView, local_view
 
 SEED_ARCHIVES = {"filesystem": "filesystem.tar.gz", ".apps_data": "apps_data.tar.gz"}
 WORLD_METADATA_FILES = ("world.json", "metadata.json", "world_description.json")
@@ -57,17 +57,17 @@ def _fail(message: str) -> AtollError:
 
 
 class _Reader:
-    """Reads files of one dataset folder, through the cache's blob links when in the cache."""
+    """Reads files of one dataset folder through its plain paths (:class:`LocalView`)."""
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.repo_root = cache_repo_root(root)
+    def __init__(self, view: LocalView) -> None:
+        self.root = view.root
+        self.view = view
 
     def path(self, path: Path) -> Path:
-        return readable_path(path, self.repo_root)
+        return self.view.file(path)
 
     def exists(self, path: Path) -> bool:
-        return path.exists() or path.is_symlink()
+        return self.view.exists(path)
 
     def text(self, path: Path, what: str) -> str:
         if not self.exists(path):
@@ -183,7 +183,7 @@ def _gold(root: Path, reader: _Reader, tests: Path, task_id: str) -> GoldOutput 
             continue
         for path in sorted(tree.rglob("*")):
             if path.is_file() or path.is_symlink():
-                source = readable_path(path, reader.repo_root)
+                source = reader.path(path)
                 files.append(
                     GoldFile.model_validate(
                         {"path": "/" + path.relative_to(tree).as_posix(), "source": str(source)}
@@ -349,10 +349,11 @@ def _seed_personas(path: str) -> list[PersonaSummary]:
     return []
 
 
-def load_harbor_benchmark(root: Path, *, verify_archives: bool = False) -> Benchmark:
-    """The v1.1 dataset at ``root`` as a Benchmark (layout ``apex-v1.1``); raises AtollError
-    naming the file and the part that cannot be mapped."""
-    reader = _Reader(root)
+def load_harbor_benchmark(dataset: Path | LocalView, *, verify_archives: bool = False) -> Benchmark:
+    """The v1.1 dataset (a folder, or its :func:`~atoll.hf_cache.local_view`) as a Benchmark
+    (layout ``apex-v1.1``); raises AtollError naming the file and the part that cannot be mapped."""
+    reader = _Reader(dataset if isinstance(dataset, LocalView) else local_view(dataset))
+    root = reader.root
     folders = _task_dirs(root, reader)
     if not folders:
         raise _fail(f"{root}: no Harbor task folders (tasks/<name>/task.toml)")
@@ -369,9 +370,7 @@ def load_harbor_benchmark(root: Path, *, verify_archives: bool = False) -> Bench
             raise _fail(f"{folder}: task {task.task_id!r} repeats a verifier_id")
         tasks.append(task)
         if overlay is not None:
-            overlays[task.task_id] = str(
-                materialize_tree(overlay, reader.repo_root) if reader.repo_root else overlay
-            )
+            overlays[task.task_id] = str(reader.view.plain_tree(overlay) if reader.view.in_cache else overlay)
     warnings = [
         f"task {task.task_id} ({task.model_extra['harbor_task_dir']}) is graded from world files but its "
         "task.toml has no [[verifier.collect]] step leaving the final snapshot: a Harbor verifier "

@@ -198,3 +198,13 @@ def test_input_files_missing_from_a_partial_download_are_warned_about(v1_dir):
     assert replica.FILE_TASK in warning and "task_files/" in warning
     result = CliRunner().invoke(app, ["bench", "load", str(v1_dir)])
     assert "will run without its input files" in " ".join(result.output.split())
+
+
+def test_a_cache_link_out_is_refused_even_in_a_file_no_task_reads(hf_cache):
+    # The cache is looked at once, as a whole: a link out anywhere in the snapshot is refused
+    # before any file is read, so no later reader meets an unvetted link.
+    snapshot = _snapshot(hf_cache)
+    (snapshot / "notes").mkdir()
+    os.symlink("/etc/passwd", snapshot / "notes" / "README.md")
+    with pytest.raises(AtollError, match="README.md: symlink does not lead"):
+        load_benchmark(snapshot)
