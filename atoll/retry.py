@@ -6,9 +6,11 @@ trial store, the scheduler's infra retries).
   ``retry-after-ms`` (OpenAI-compatible providers), else ``Retry-After`` as delay-seconds or
   an HTTP-date. Anything else (garbage, a negative or non-finite number) is None: the caller
   backs off as if nothing was asked.
-- :class:`Backoff` is the exponential backoff: the n-th wait's ceiling is ``first_s·2^(n-1)``,
-  at most ``max_s``; with jitter a wait is drawn from ``[ceiling/2, ceiling]`` so that many
-  clients failing together do not retry in step.
+- :func:`backoff` is the exponential backoff, tenacity's ``wait_exponential``: the n-th wait's
+  ceiling is ``first_s·2^(n-1)``, at most ``max_s``; with jitter (:class:`wait_upper_half`) a
+  wait is drawn from ``[ceiling/2, ceiling]`` so that many clients failing together do not
+  retry in step. A loop that is no retry of one call (a watch that reconnects for ever, an
+  infra retry across leases) counts its failures itself and asks :func:`pause_s`.
 - :class:`wait_retry_after` is the tenacity wait that honours a ``Retry-After`` once: when the
   failure that is being retried carries one (an exception's ``retry_after_s``), that wait is
   the server's, cut to ``cap_s``; the next failure without one backs off again as usual.
@@ -23,13 +25,20 @@ import math
 import random
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from tenacity import RetryCallState
+from tenacity import RetryCallState, wait_exponential
 from tenacity.wait import wait_base
 
-__all__ = ["Backoff", "honoured_wait", "parse_retry_after", "retry_after_of", "wait_retry_after"]
+__all__ = [
+    "backoff",
+    "honoured_wait",
+    "parse_retry_after",
+    "pause_s",
+    "retry_after_of",
+    "wait_retry_after",
+    "wait_upper_half",
+]
 
 
 def _header(headers: Any, name: str) -> str | None:
@@ -86,27 +95,29 @@ def honoured_wait(backoff_s: float, asked_s: float | None, cap_s: float) -> floa
     return backoff_s if asked_s is None else min(asked_s, cap_s)
 
 
-@dataclass(frozen=True)
-class Backoff:
-    """Exponential backoff (see the module doc); also a tenacity wait (``wait=Backoff(...)``)."""
+class wait_upper_half(wait_base):  # noqa: N801 - named like tenacity's waits
+    """A tenacity wait drawn at random from the upper half of ``wait``'s: ``[w/2, w]``."""
 
-    first_s: float
-    max_s: float
-    jitter: bool = True
-
-    def ceiling_s(self, attempt: int) -> float:
-        """The longest pause after failed try number ``attempt`` (1-based)."""
-        if attempt > 64:  # 2**63 times anything is past any max_s
-            return self.max_s
-        return min(self.max_s, self.first_s * 2 ** max(0, attempt - 1))
-
-    def seconds(self, attempt: int) -> float:
-        """The pause after failed try number ``attempt`` (1-based)."""
-        ceiling = self.ceiling_s(attempt)
-        return random.uniform(ceiling / 2, ceiling) if self.jitter else ceiling
+    def __init__(self, wait: wait_base) -> None:
+        self.wait = wait
 
     def __call__(self, retry_state: RetryCallState) -> float:
-        return self.seconds(retry_state.attempt_number)
+        ceiling = self.wait(retry_state)
+        return random.uniform(ceiling / 2, ceiling)
+
+
+def backoff(first_s: float, max_s: float, *, jitter: bool = True) -> wait_base:
+    """The exponential backoff (see the module doc) as a tenacity wait (``wait=backoff(...)``)."""
+    exponential = wait_exponential(multiplier=first_s, max=max_s)
+    return wait_upper_half(exponential) if jitter else exponential
+
+
+def pause_s(wait: Callable[[RetryCallState], float], attempt: int) -> float:
+    """The pause ``wait`` (a tenacity wait: :func:`backoff`) gives after failed try number
+    ``attempt`` (1-based; less counts as 1), for a loop that counts its failures itself."""
+    state = RetryCallState(retry_object=None, fn=None, args=(), kwargs={})  # type: ignore[arg-type]
+    state.attempt_number = max(1, attempt)
+    return wait(state)
 
 
 def retry_after_of(exc: BaseException | None) -> float | None:

@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 
 from atoll import telemetry
 from atoll.errors import AtollError
-from atoll.retry import Backoff
+from atoll.retry import backoff, pause_s
 from atoll.trial import Outcome, TrialResult
 from orchestrator.executors.base import (
     Executor,
@@ -554,7 +554,7 @@ class Scheduler:
         policy = self.policy_for(lease.experiment)
         if lease.attempt < policy.max_attempts:
             # Back off before the trial becomes leasable again (its slot stays taken).
-            await asyncio.sleep(Backoff(policy.retry_backoff_s, 60.0, jitter=False).seconds(lease.attempt))
+            await asyncio.sleep(pause_s(backoff(policy.retry_backoff_s, 60.0, jitter=False), lease.attempt))
         if result is None:
             result = TrialResult(
                 trial_id=lease.trial_id,

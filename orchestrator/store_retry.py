@@ -2,7 +2,7 @@
 
 A PostgreSQL restart, a failover, a proxy that drops connections or a terminated backend
 shows up as a connection error in the middle of an operation. Every public operation of
-the store is retried on such errors, with exponential backoff (:class:`atoll.retry.Backoff`),
+the store is retried on such errors, with exponential backoff (:func:`atoll.retry.backoff`),
 for a bounded time; then the error surfaces as ``AtollError("store_unavailable")``. Errors that retrying cannot fix
 (constraint violations, bad SQL) surface at once.
 
@@ -34,7 +34,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_delay
 
 from atoll.errors import AtollError
-from atoll.retry import Backoff
+from atoll.retry import backoff
 
 log = logging.getLogger("atoll.orchestrator.store")
 
@@ -123,11 +123,11 @@ def first_connection(method: F) -> F:
 
 
 def _retrying(policy: StoreRetry, total_s: float) -> Retrying:
-    backoff = Backoff(policy.first_backoff_s, policy.max_backoff_s, jitter=False)
+    exponential = backoff(policy.first_backoff_s, policy.max_backoff_s, jitter=False)
 
     def wait(state: RetryCallState) -> float:
         # The last try comes at the window's end, not one backoff past it.
-        return max(0.0, min(backoff(state), total_s - (state.seconds_since_start or 0.0)))
+        return max(0.0, min(exponential(state), total_s - (state.seconds_since_start or 0.0)))
 
     return Retrying(
         retry=retry_if_exception(is_transient),

@@ -36,7 +36,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
 
 from atoll.errors import AtollError, CodedError
 from atoll.llm.endpoints import parse_endpoint, within
-from atoll.retry import Backoff, parse_retry_after, wait_retry_after
+from atoll.retry import backoff, parse_retry_after, wait_retry_after
 from orchestrator.events import EventModel, EventSettings
 from orchestrator.store_events import RunEvent
 
@@ -198,7 +198,7 @@ class WebhookDispatcher:
             retry=retry_if_exception_type(_Retry),
             stop=stop_after_attempt(settings.webhook_max_attempts),
             wait=wait_retry_after(
-                Backoff(settings.webhook_backoff_s, settings.webhook_max_backoff_s, jitter=False),
+                backoff(settings.webhook_backoff_s, settings.webhook_max_backoff_s, jitter=False),
                 settings.webhook_max_backoff_s,
             ),
             reraise=True,

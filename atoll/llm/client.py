@@ -31,7 +31,7 @@ from atoll.llm.errors import ModelError, ModelErrorKind, classify  # noqa: E402
 from atoll.llm.limits import CostLedger, ProviderLimiter, provider_of, shared_ledger, shared_limiter  # noqa: E402
 from atoll.llm.retry import RetryPolicy  # noqa: E402
 from atoll.llm.usage import token_counts  # noqa: E402
-from atoll.retry import Backoff, wait_retry_after  # noqa: E402
+from atoll.retry import backoff, wait_retry_after  # noqa: E402
 
 litellm.suppress_debug_info = True
 
@@ -261,7 +261,7 @@ async def _complete(
 
     retrying = AsyncRetrying(
         retry=retry_if_exception(lambda exc: isinstance(exc, ModelError) and exc.retryable),
-        wait=wait_retry_after(Backoff(policy.initial_wait_s, policy.max_wait_s), policy.max_wait_s),
+        wait=wait_retry_after(backoff(policy.initial_wait_s, policy.max_wait_s), policy.max_wait_s),
         stop=stop,
         before_sleep=before_sleep,
         reraise=True,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from atoll.retry import Backoff, honoured_wait, parse_retry_after
+from atoll.retry import parse_retry_after
 
 
 def retry_after_s(exc: BaseException) -> float | None:
@@ -57,8 +57,3 @@ class RetryPolicy:
     max_wait_s: float = 60.0
     deadline_s: float | None = None
     budget: RetryBudget = field(default_factory=lambda: RetryBudget(30))
-
-    def wait_s(self, attempt: int, asked_s: float | None) -> float:
-        """The pause before retry number ``attempt`` (1-based)."""
-        backoff = Backoff(self.initial_wait_s, self.max_wait_s)
-        return honoured_wait(backoff.seconds(attempt), asked_s, self.max_wait_s)

@@ -28,7 +28,7 @@ from typing import Any
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_before_delay
 
 from atoll.errors import AtollError
-from atoll.retry import Backoff, parse_retry_after, wait_retry_after
+from atoll.retry import backoff, parse_retry_after, wait_retry_after
 from orchestrator.executors.base import InfraError
 
 log = logging.getLogger("atoll.orchestrator.kubernetes")
@@ -306,7 +306,7 @@ class ResilientApi:
             retry=retry_if_exception(lambda exc: isinstance(exc, ApiError) and exc.transient),
             # jitter: many trials must not retry in step
             wait=wait_retry_after(
-                Backoff(policy.backoff_initial_s, policy.backoff_max_s), policy.retry_after_max_s
+                backoff(policy.backoff_initial_s, policy.backoff_max_s), policy.retry_after_max_s
             ),
             stop=stop_before_delay(policy.retry_budget_s),
             before_sleep=self._retrying,

@@ -23,11 +23,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from atoll.retry import Backoff
+from atoll.retry import backoff, pause_s
 from orchestrator.executors.kubernetes_api import ApiError, KubernetesCluster, ResilientApi
 
 log = logging.getLogger("atoll.orchestrator.kubernetes")
-_BACKOFF = Backoff(0.2, 10.0)  # between failed lists or watches; jittered
+_BACKOFF = backoff(0.2, 10.0)  # between failed lists or watches; jittered
 
 
 class Informer:
@@ -120,7 +120,7 @@ class Informer:
 
     @staticmethod
     def _backoff(failures: int) -> float:
-        return _BACKOFF.seconds(failures)
+        return pause_s(_BACKOFF, failures)
 
     @staticmethod
     def _key(obj: dict[str, Any]) -> str:

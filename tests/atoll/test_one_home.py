@@ -58,6 +58,8 @@ HOMES = {
             r"""|\bHTTP_[45]\d\d_[A-Z_]+\b|["']http\.response\.start["']\s*,\s*["']status["']\s*:\s*[45]\d\d\b"""
         ),
     ),
+    # an exponential backoff: tenacity's, made in one place (the callers ask atoll.retry.backoff)
+    "exponential backoff": ("atoll/retry.py", re.compile(r"\bwait_(random_)?exponential(_jitter)?\b")),
     "tuning the garbage collector": (
         "atoll/runtime.py",
         re.compile(r"\bgc\.(freeze|set_threshold|disable|enable)\("),
@@ -76,3 +78,18 @@ def test_a_mechanism_lives_in_its_home_only(mechanism):
     home, pattern = HOMES[mechanism]
     found = {relative for relative, text in _sources() if pattern.search(text)}
     assert found == {home}, f"{mechanism} belongs in {home} only"
+
+
+# A backoff written by hand, anywhere (atoll/retry.py included): a power of the number of tries
+# (``first_s * 2 ** (attempt - 1)``) or a pause doubled in a loop (``delay *= 2``,
+# ``delay = min(delay * 2, max_s)``). The backoff is tenacity's wait_exponential.
+_BACKOFF_FORMULA = re.compile(
+    r"\*\*\s*\(?\s*(max\(\s*0\s*,\s*)?(attempt|failures|tries|retries|n)\b"
+    r"|\b(backoff|delay|wait|pause|sleep)\w*\s*\*=\s*2\b"
+    r"|\b(backoff|delay|wait|pause|sleep)\w*\s*=\s*min\(\s*\w+\s*\*\s*2\b"
+)
+
+
+def test_no_backoff_is_written_by_hand():
+    found = {relative for relative, text in _sources() if _BACKOFF_FORMULA.search(text)}
+    assert not found, "use atoll.retry.backoff (tenacity's wait_exponential)"

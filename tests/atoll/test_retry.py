@@ -11,7 +11,7 @@ import httpx
 import pytest
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
 
-from atoll.retry import Backoff, honoured_wait, parse_retry_after, wait_retry_after
+from atoll.retry import backoff, honoured_wait, parse_retry_after, pause_s, wait_retry_after
 
 NOW = 1_800_000_000.0  # a fixed "now" for the date form
 
@@ -55,13 +55,14 @@ def test_a_retry_after_is_cut_to_the_cap_and_replaces_the_backoff():
 
 
 def test_the_backoff_doubles_up_to_its_ceiling_with_jitter_in_the_upper_half():
-    plain = Backoff(0.5, 3.0, jitter=False)
-    assert [plain.seconds(n) for n in range(1, 6)] == [0.5, 1.0, 2.0, 3.0, 3.0]
-    assert plain.seconds(10_000) == 3.0  # no overflow however many failures
-    jittered = Backoff(1.0, 60.0)
-    for attempt in (1, 3, 8):
-        ceiling = jittered.ceiling_s(attempt)
-        waits = {jittered.seconds(attempt) for _ in range(50)}
+    plain = backoff(0.5, 3.0, jitter=False)
+    assert [pause_s(plain, n) for n in range(1, 6)] == [0.5, 1.0, 2.0, 3.0, 3.0]
+    assert pause_s(plain, 10_000) == 3.0  # no overflow however many failures
+    assert pause_s(plain, 0) == 0.5  # a count from 0 is the first failure's
+    assert pause_s(backoff(0.0, 60.0, jitter=False), 5) == 0.0  # no backoff asked
+    jittered = backoff(1.0, 60.0)
+    for attempt, ceiling in ((1, 1.0), (3, 4.0), (8, 60.0)):
+        waits = {pause_s(jittered, attempt) for _ in range(50)}
         assert all(ceiling / 2 <= wait <= ceiling for wait in waits) and len(waits) > 1
 
 
@@ -80,7 +81,7 @@ def test_tenacity_waits_the_servers_retry_after_once_then_backs_off_again():
 
     retrying = Retrying(
         retry=retry_if_exception_type(_Refused),
-        wait=wait_retry_after(Backoff(0.1, 10.0, jitter=False), cap_s=60.0),
+        wait=wait_retry_after(backoff(0.1, 10.0, jitter=False), cap_s=60.0),
         stop=stop_after_attempt(5),
         sleep=slept.append,
         reraise=True,
