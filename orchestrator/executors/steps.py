@@ -274,7 +274,7 @@ def validate_agents(experiment: ExperimentSpec) -> None:
     """Check every agent of the experiment before anything runs: a known agent, and options
     its options model accepts. Raises AtollError naming the field (``agents.0.config: …``).
 
-    Read from the registry's table, so no agent is imported (an agent's module loads litellm
+    Read from the agent registry's declarations, so no agent is imported (an agent's module loads litellm
     and fastmcp's client): a resume with nothing left to run never imports them."""
     from pydantic import ValidationError
 
