@@ -11,6 +11,8 @@ import contextlib
 import functools
 import json
 import ssl
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +22,7 @@ from fastmcp.client.transports import StreamableHttpTransport
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
 from atoll.errors import CodedError
+from atoll.tool_listing import DIGEST_HEADER, listing_digest
 from atoll.tool_schemas import fit_description, portable_schema
 
 
@@ -83,20 +86,64 @@ def _tls_context() -> ssl.SSLContext:
     return httpx2.create_ssl_context()
 
 
+@dataclass
+class _Announced:
+    """The listing digest the gateway last named in a reply (atoll.tool_listing), if any."""
+
+    digest: str | None = None
+
+
 def _http_client(
     headers: dict[str, str] | None = None,
     timeout: httpx2.Timeout | None = None,
     auth: httpx2.Auth | None = None,
+    *,
+    announced: _Announced | None = None,
     **_ignored: Any,
 ) -> httpx2.AsyncClient:
     """The MCP session's HTTP client, as the MCP SDK makes it (its timeouts; redirects not
-    followed: ``follow_redirects`` the transport passes is ignored), with the shared TLS context."""
+    followed: ``follow_redirects`` the transport passes is ignored), with the shared TLS context.
+    ``announced`` records the listing digest the gateway names in its replies."""
+    hooks: dict[str, list[Any]] = {}
+    if announced is not None:
+
+        async def note_digest(response: httpx2.Response) -> None:
+            value = response.headers.get(DIGEST_HEADER)
+            if value is not None and len(value) == 64:
+                announced.digest = value
+
+        hooks["response"] = [note_digest]
     return httpx2.AsyncClient(
         headers=headers,
         timeout=timeout or httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
         auth=auth,
         verify=_tls_context(),
+        event_hooks=hooks,
     )
+
+
+#: tools/list results this process was served, by the digest it computed from each
+#: (atoll.tool_listing), with the toolbelt made of it; the most recently used kept.
+_LISTINGS: OrderedDict[str, tuple[Any, list[ToolSpec]]] = OrderedDict()
+_MAX_LISTINGS = 16
+_listings_lock = threading.Lock()
+
+
+def _held_listing(digest: str | None) -> tuple[Any, list[ToolSpec]] | None:
+    if digest is None:
+        return None
+    with _listings_lock:
+        held = _LISTINGS.get(digest)
+        if held is not None:
+            _LISTINGS.move_to_end(digest)
+        return held
+
+
+def _hold_listing(digest: str, listing: Any, tools: list[ToolSpec]) -> None:
+    with _listings_lock:
+        _LISTINGS[digest] = (listing, tools)
+        while len(_LISTINGS) > _MAX_LISTINGS:
+            _LISTINGS.popitem(last=False)
 
 
 #: Compiled output-schema validators of every session of this process, by canonical schema.
@@ -131,7 +178,12 @@ class Gateway:
 
     def __init__(self, url: str, token: str | None = None, *, connect_timeout_s: float = 30.0) -> None:
         self.url = url
-        transport = StreamableHttpTransport(url, auth=token or None, httpx_client_factory=_http_client)
+        self._announced = _Announced()
+        transport = StreamableHttpTransport(
+            url,
+            auth=token or None,
+            httpx_client_factory=functools.partial(_http_client, announced=self._announced),
+        )
         self._client = Client(transport, timeout=None, init_timeout=connect_timeout_s)
         self._tools: list[ToolSpec] | None = None
 
@@ -151,26 +203,48 @@ class Gateway:
             await self._client.__aexit__(*exc_info)
 
     async def list_tools(self) -> list[ToolSpec]:
-        """All gateway tools (cached for the session)."""
+        """All gateway tools (cached for the session).
+
+        When the gateway names the digest of its listing (atoll.tool_listing) and a session of
+        this process was already served a listing with that digest, that listing is taken
+        instead of fetched: the SDK's session absorbs it as it absorbs a listing from its own
+        response cache, so tool results are still checked against their output schemas."""
         if self._tools is None:
-            try:
-                tools = await self._client.list_tools()
-            except Exception as exc:
-                raise GatewayUnavailable(f"listing tools on {self.url} failed: {_describe(exc)}") from exc
-            self._tools = [
-                ToolSpec(
-                    name=tool.name,
-                    description=tool.description or "",
-                    input_schema=dict(tool.input_schema or {}),
-                )
-                for tool in tools
-            ]
-        return self._tools
+            digest = self._announced.digest
+            held = _held_listing(digest)
+            absorb = getattr(self._client.session, "_absorb_tool_listing", None)
+            if held is not None and absorb is not None:
+                listing, tools = held
+                absorb(listing.model_copy(), complete=True)  # a copy: the SDK sets its ``tools``
+                self._tools = tools
+            else:
+                try:
+                    listing = await self._client.list_tools_mcp()
+                    # a listing in pages (not ours): all of them, and nothing kept
+                    listed = listing.tools if listing.next_cursor is None else await self._client.list_tools()
+                except Exception as exc:
+                    raise GatewayUnavailable(f"listing tools on {self.url} failed: {_describe(exc)}") from exc
+                self._tools = [
+                    ToolSpec(
+                        name=tool.name,
+                        description=tool.description or "",
+                        input_schema=dict(tool.input_schema or {}),
+                    )
+                    for tool in listed
+                ]
+                if digest is not None and listing.next_cursor is None and listing_digest(listing) == digest:
+                    _hold_listing(digest, listing, self._tools)
+        return list(self._tools)
 
     async def call(self, name: str, arguments: dict[str, Any], *, timeout_s: float) -> ToolOutcome:
         """Call a tool; a per-call timeout becomes an error result, not an exception.
 
         Raises :class:`GatewayUnavailable` when the gateway itself fails."""
+        if self._tools is None and self._announced.digest is not None:
+            # The SDK would fetch the listing itself to check this result against the tool's
+            # output schema; a gateway that names its listing lets this session take it from
+            # an earlier one (and a first session keeps it for the next).
+            await self.list_tools()
         try:
             result = await self._client.call_tool(name, arguments, timeout=timeout_s, raise_on_error=False)
         except Exception as exc:

@@ -43,6 +43,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from atoll.http import bearer_matches
+from atoll.tool_listing import DIGEST_HEADER, digest_of_listing_json
 from environment.gateway import Gateway, GatewayManager
 from environment.mcp_front import SessionRegistry
 from environment.mcp_wire import (
@@ -57,6 +58,8 @@ from environment.mcp_wire import (
 #: A session's requests go through fastmcp at least this often (seconds): its idle clock and
 #: its liveness are fastmcp's.
 REFRESH_S = 60.0
+#: The header naming the digest of the listing a request's session gets (atoll.tool_listing).
+_DIGEST_HEADER = DIGEST_HEADER.encode()
 #: Bodies larger than this go to fastmcp unread beyond this point (a hot request is small).
 MAX_BODY_BYTES = 1 << 20
 
@@ -68,6 +71,8 @@ _SHARED_TOOL_LISTS = 64  # distinct configs whose tools/list is kept across gate
 #: (config, protocol version, server identity) -> tools/list JSON, shared by the environments of
 #: a process (a local executor runs one per concurrent trial; each world has its own config)
 _shared_tool_lists: OrderedDict[tuple[str, str, bytes], bytes] = OrderedDict()
+#: tools/list JSON -> its digest, for the lists above (the same bytes object while shared)
+_shared_digests: OrderedDict[bytes, bytes] = OrderedDict()
 _shared_lock = threading.Lock()
 
 
@@ -115,6 +120,8 @@ class McpFastPath:
         self._sessions: dict[str, float] = {}
         #: gateway -> protocol version -> its tools/list result as JSON, as it goes on the wire
         self._tool_lists: weakref.WeakKeyDictionary[Gateway, dict[str, bytes]] = weakref.WeakKeyDictionary()
+        #: gateway -> protocol version -> the digest of that tools/list (atoll.tool_listing)
+        self._tool_digests: weakref.WeakKeyDictionary[Gateway, dict[str, bytes]] = weakref.WeakKeyDictionary()
         #: gateway -> tool name -> whether its input schema may route arguments by header
         self._header_routed: weakref.WeakKeyDictionary[Gateway, dict[str, bool]] = weakref.WeakKeyDictionary()
 
@@ -154,6 +161,28 @@ class McpFastPath:
                             _shared_tool_lists.popitem(last=False)
             by_version[version] = listed
         return listed
+
+    def tool_list_digest(self, gateway: Gateway, version: str) -> bytes:
+        """The digest of ``gateway``'s ``tools/list`` for ``version`` (:mod:`atoll.tool_listing`),
+        named in the header of every authorised ``/mcp`` reply so that a client holding that
+        listing from an earlier session need not fetch it again. Computed once per gateway and
+        version (for a gateway of our in-process servers, from the list shared by its config)."""
+        by_version = self._tool_digests.get(gateway)
+        if by_version is None:
+            by_version = self._tool_digests[gateway] = {}
+        digest = by_version.get(version)
+        if digest is None:
+            listed = self.tool_list_json(gateway, version)
+            with _shared_lock:
+                digest = _shared_digests.get(listed)
+            if digest is None:
+                digest = digest_of_listing_json(listed).encode()
+                with _shared_lock:
+                    _shared_digests[listed] = digest
+                    while len(_shared_digests) > _SHARED_TOOL_LISTS:
+                        _shared_digests.popitem(last=False)
+            by_version[version] = digest
+        return digest
 
     def routes_by_header(self, gateway: Gateway, tool: Tool) -> bool:
         """Whether ``tool``'s input schema carries an ``x-mcp-header`` annotation anywhere (then
@@ -202,6 +231,7 @@ class FastMcpCalls:
             return
         version = headers.protocol_version
         modern = session_id is None and version in MODERN_PROTOCOL_VERSIONS
+        digest = self._listing_digest(headers) if method == "POST" else None
         if (
             method != "POST"
             or not (modern or (session_id is not None and version in HANDSHAKE_PROTOCOL_VERSIONS))
@@ -210,7 +240,7 @@ class FastMcpCalls:
             or headers.repeated
             or (not modern and not self._session_is_hot(session_id))
         ):
-            await self._pass(session_id, scope, receive, send)
+            await self._pass(session_id, scope, receive, send, digest)
             return
         assert version is not None
         body, complete = await _read_body(receive)
@@ -239,7 +269,7 @@ class FastMcpCalls:
             ):
                 request = None  # an argument the schema routes by header: fastmcp's rejection
         if request is None:
-            await self._pass(session_id, scope, _replay(body, complete, receive), send)
+            await self._pass(session_id, scope, _replay(body, complete, receive), send, digest)
             return
         if not await self._guard_allows(headers, scope, receive, send):  # it sent the refusal
             return
@@ -251,7 +281,7 @@ class FastMcpCalls:
             body = (
                 b'{"jsonrpc":"2.0","id":' + pydantic_core.to_json(request.id) + b',"result":' + listed + b"}"
             )
-            await _send_json(send, 200, body, reply_session)
+            await _send_json(send, 200, body, reply_session, digest)
             return
         assert tool is not None
         reply = await call_tool_reply(
@@ -264,7 +294,19 @@ class FastMcpCalls:
         status = 200
         if "error" in reply and modern:
             status = ERROR_CODE_HTTP_STATUS.get(reply["error"]["code"], 200)
-        await _send_json(send, status, pydantic_core.to_json(reply), reply_session)
+        await _send_json(send, status, pydantic_core.to_json(reply), reply_session, digest)
+
+    def _listing_digest(self, headers: _Headers) -> bytes | None:
+        """The digest of the tools/list this request's session gets (atoll.tool_listing), for
+        the reply's header; None unless the request names a protocol version we serve and
+        carries the bearer token ``/mcp`` requires."""
+        version = headers.protocol_version
+        if version not in HANDSHAKE_PROTOCOL_VERSIONS and version not in MODERN_PROTOCOL_VERSIONS:
+            return None
+        fast = self.fast
+        if fast.token is not None and not bearer_matches(headers.authorization, fast.token):
+            return None
+        return fast.tool_list_digest(fast.manager.current, version)
 
     async def _guard_allows(self, headers: _Headers, scope: Scope, receive: Receive, send: Send) -> bool:
         """Whether fastmcp's Host/Origin guard lets the request through; when not, it has sent
@@ -289,8 +331,11 @@ class FastMcpCalls:
         assert session_id is not None
         return self.fast.registry.can_notify(session_id)
 
-    async def _pass(self, session_id: str | None, scope: Scope, receive: Receive, send: Send) -> None:
-        """Hand the request to fastmcp, learning from its answer which sessions are live."""
+    async def _pass(
+        self, session_id: str | None, scope: Scope, receive: Receive, send: Send, digest: bytes | None = None
+    ) -> None:
+        """Hand the request to fastmcp, learning from its answer which sessions are live; a
+        successful answer names ``digest`` (the session's listing) in its header."""
         fast = self.fast
 
         async def watch(message: Message) -> None:
@@ -305,6 +350,11 @@ class FastMcpCalls:
                             if session_id is None or minted == session_id:
                                 fast._learn(minted)
                             break
+                    if digest is not None:
+                        message = {
+                            **message,
+                            "headers": [*message.get("headers", ()), (_DIGEST_HEADER, digest)],
+                        }
             await send(message)
 
         await self.app(scope, receive, watch)
@@ -420,9 +470,13 @@ def _replay(body: bytes, complete: bool, receive: Receive) -> Receive:
     return replay
 
 
-async def _send_json(send: Send, status: int, body: bytes, session_id: str | None) -> None:
+async def _send_json(
+    send: Send, status: int, body: bytes, session_id: str | None, digest: bytes | None = None
+) -> None:
     headers = [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")]
     if session_id is not None:
         headers.append((b"mcp-session-id", session_id.encode("latin-1")))
+    if digest is not None:
+        headers.append((_DIGEST_HEADER, digest))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
