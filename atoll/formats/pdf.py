@@ -4,7 +4,7 @@ Per page: PyMuPDF's text layer first; when it yields no text, pypdf's (a differe
 that sometimes reads fonts PyMuPDF cannot map); when both are empty and the page carries
 an image, OCR with tesseract on a 300-dpi rendering (``OMP_THREAD_LIMIT=1``: ~4 s per dense
 page on 2 cores, faster than tesseract's own threading there). Each page says which
-engine produced its text. OCR results are cached per file version and page.
+engine produced its text. OCR results are cached in the process by content and page.
 
 The pdfs server's tools and the grader read pages with :class:`Extractor`, so agent and
 judge get the same text (and the same OCR) for a page.
@@ -13,6 +13,7 @@ judge get the same text (and the same OCR) for a page.
 from __future__ import annotations
 
 import functools
+import hashlib
 import io
 import os
 import re
@@ -20,6 +21,7 @@ import shutil
 import subprocess
 import threading
 import unicodedata
+from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
@@ -93,6 +95,11 @@ class PdfSource:
     stamp: Hashable
     data: bytes
 
+    @functools.cached_property
+    def content(self) -> str:
+        """The sha256 of the bytes: what OCR results are cached by (computed once)."""
+        return hashlib.sha256(self.data).hexdigest()
+
 
 class OcrError(AtollError):
     """tesseract is missing, failed or timed out; ``code`` is a stable error code."""
@@ -139,14 +146,21 @@ def strikethrough_text(page: pymupdf.Page) -> list[str]:
     return marks
 
 
+#: OCR results of the process, by (the PDF's sha256, page, tesseract): every world of a task
+#: is a fresh copy of the same files, and the agent's tools and the grader of every trial read
+#: the same scanned pages, so the same bytes are recognised once (tesseract: seconds of CPU a
+#: page). The most recently used are kept.
+_OCR_CACHE: OrderedDict[tuple[str, int, str], str] = OrderedDict()
+_OCR_CACHE_ENTRIES = 256
+_OCR_LOCK = threading.Lock()
+
+
 class Extractor:
-    """Page extraction with an OCR cache (thread-safe)."""
+    """Page extraction with the process's OCR cache (thread-safe)."""
 
     def __init__(self, *, tesseract: str = "tesseract", ocr_timeout_s: float = OCR_TIMEOUT_S) -> None:
         self.tesseract = tesseract
         self.ocr_timeout_s = ocr_timeout_s
-        self._ocr_cache: dict[tuple[str, Hashable, int], str] = {}
-        self._lock = threading.Lock()
 
     def page_text(
         self,
@@ -185,17 +199,20 @@ class Extractor:
         return PageText(number, text, "ocr", images, marks)
 
     def cached_ocr(self, path: PdfSource, number: int) -> str | None:
-        with self._lock:
-            return self._ocr_cache.get((path.key, path.stamp, number))
+        key = (path.content, number, self.tesseract)
+        with _OCR_LOCK:
+            text = _OCR_CACHE.get(key)
+            if text is not None:
+                _OCR_CACHE.move_to_end(key)
+            return text
 
     def ocr(self, page: pymupdf.Page, path: PdfSource, number: int) -> str:
         """tesseract's text for a rendered page; OcrError when tesseract is missing or fails."""
         import pymupdf
 
-        key = (path.key, path.stamp, number)
-        with self._lock:
-            if key in self._ocr_cache:
-                return self._ocr_cache[key]
+        cached = self.cached_ocr(path, number)
+        if cached is not None:
+            return cached
         from atoll.formats import bounds
 
         scale = OCR_DPI / 72
@@ -227,10 +244,10 @@ class Extractor:
                 "internal", f"tesseract failed on page {number}: {done.stderr.decode(errors='replace')[:200]}"
             )
         text = done.stdout.decode("utf-8", "replace")
-        with self._lock:
-            if len(self._ocr_cache) > 256:
-                self._ocr_cache.clear()
-            self._ocr_cache[key] = text
+        with _OCR_LOCK:
+            _OCR_CACHE[(path.content, number, self.tesseract)] = text
+            while len(_OCR_CACHE) > _OCR_CACHE_ENTRIES:
+                _OCR_CACHE.popitem(last=False)
         return text
 
 
