@@ -17,7 +17,6 @@ from atoll.errors import AtollError
 from atoll_sample import (
     banking_tasks,
     consulting_apps,
-    consulting_background,
     consulting_comms_tasks,
     consulting_files,
     consulting_tasks,
@@ -31,6 +30,7 @@ from atoll_sample import (
 from atoll_sample._files import FROZEN_AT, zip_tree
 from atoll_sample._world import WorldDraft
 from atoll_sample.people import ELENA, PRIYA
+from atoll_sample.render import files_from_data
 
 # What the generator writes at the top of OUT (and replaces on every run).
 OUTPUTS = (
@@ -83,7 +83,7 @@ _WORLDS = (
         PRIYA,
         (
             consulting_files.build_files,
-            consulting_background.build_files,
+            files_from_data("keystone_background"),
             consulting_apps.build_apps,
             coworkers.build_keystone_personas,
         ),

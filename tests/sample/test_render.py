@@ -1,0 +1,55 @@
+"""World files kept as data (atoll_sample/worlds/*.yaml) render through the file writers."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import yaml
+
+from atoll.errors import AtollError
+from atoll_sample._world import WorldDraft
+from atoll_sample.people import PRIYA, TOMAS
+from atoll_sample.render import WORLDS, render_files
+from tests.sample.conftest import CONSULTING
+
+
+def _draft(tmp_path) -> WorldDraft:
+    return WorldDraft("world_test", tmp_path, random.Random(0), PRIYA)
+
+
+def test_every_listed_file_is_in_the_generated_world(worlds):
+    for data_file in sorted(WORLDS.glob("*.yaml")):
+        listed = [entry["path"] for entry in yaml.safe_load(data_file.read_text(encoding="utf-8"))["files"]]
+        filesystem = worlds[CONSULTING] / "filesystem"
+        assert [path for path in listed if not (filesystem / path.lstrip("/")).is_file()] == []
+
+
+def test_a_person_field_is_filled_in_from_the_cast(tmp_path):
+    data_file = tmp_path / "world.yaml"
+    data_file.write_text(
+        "files:\n"
+        "  - {path: /roster.txt, kind: text, body: '{TOMAS.name} <{TOMAS.email}>'}\n"
+        '  - {path: /raw.csv, kind: exact, body: "a,b\\n1,2\\n"}\n',
+        encoding="utf-8",
+    )
+    draft = _draft(tmp_path / "world")
+    render_files(draft, data_file)
+    assert draft.fs("/roster.txt").read_text(encoding="utf-8") == f"{TOMAS['name']} <{TOMAS['email']}>\n"
+    assert draft.fs("/raw.csv").read_bytes() == b"a,b\n1,2\n"
+
+
+@pytest.mark.parametrize(
+    ("entry", "named"),
+    [
+        ("{path: /a.txt, kind: text, body: '{NOBODY.name}'}", "{NOBODY.name}: NOBODY is no person"),
+        ("{path: /a.odt, kind: odt, body: x}", "/a.odt has unknown kind 'odt'"),
+    ],
+    ids=["unknown-person", "unknown-kind"],
+)
+def test_a_mistake_in_a_data_file_is_one_line_naming_it(tmp_path, entry, named):
+    data_file = tmp_path / "world.yaml"
+    data_file.write_text(f"files:\n  - {entry}\n", encoding="utf-8")
+    with pytest.raises(AtollError) as raised:
+        render_files(_draft(tmp_path / "world"), data_file)
+    assert named in raised.value.message and "\n" not in raised.value.message
