@@ -7,8 +7,7 @@ import io
 
 from atoll_sample._world import WorldDraft
 from atoll_sample.deal_legal import BASE_PRICE, COUNTERPARTIES
-from atoll_sample.documents import write_document
-from atoll_sample.people import AISHA, ELENA, JAMES, NADIA, OWEN, SOFIA
+from atoll_sample.people import AISHA, ELENA, SOFIA
 from atoll_sample.sheets import Sheet, write_workbook
 from atoll_sample.slides import write_deck
 
@@ -229,30 +228,8 @@ def _board_deck(draft: WorldDraft) -> None:
 
 
 def _other_documents(draft: WorldDraft) -> None:
-    draft.text(
-        "/Notes/2024-02-14 management presentation notes.md",
-        "# Management presentation\n\n- FY2023 growth driven by aerospace\n- Osaka plant at 70% utilisation\n- CEO severance paid in Q3 2023",
-    )
-    draft.text(
-        "/Notes/open issues list.txt",
-        "OPEN ISSUES (Atlas)\n1. Customer consents\n2. Alder Fabrication claim\n3. Locked box vs completion accounts",
-    )
-    draft.text(
-        "/Notes/Diligence call - IT & cyber.md",
-        "# IT diligence call\n\nERP migration planned for 2025; no material incidents reported.",
-    )
-    draft.text(
-        "/Data Room/00 Index/data room index.md",
-        "# Data room index\n\n01 Corporate\n02 Financials\n03 Material Contracts\n04 Litigation",
-    )
-    draft.text(
-        "/Notes/Q&A log extract.txt",
-        "Q17: Are any customer contracts subject to change-of-control provisions? A: See register in folder 03.",
-    )
-    draft.text(
-        "/Valuation/README.md",
-        f"Comps maintained by {AISHA['name']} ({AISHA['email']}). Precedents are sent separately.",
-    )
+    """The files computed from constants and facts; the rest of the notes and trackers are
+    data (worlds/atlas_background.yaml)."""
     draft.fs("/Valuation/lumen_top_customers_FY2023.csv").write_text(
         "rank,customer,share_of_revenue\n"
         + "".join(f"{i + 1},{name},see register\n" for i, (name, _k, _c) in enumerate(COUNTERPARTIES[:5])),
@@ -262,63 +239,4 @@ def _other_documents(draft: WorldDraft) -> None:
         "month,revenue_usd_k\n"
         + "".join(f"2023-{m:02d},{round(draft.facts['revenue'][2] / 12)}\n" for m in range(1, 13)),
         encoding="utf-8",
-    )
-    write_document(
-        draft.fs("/Legal/Board minutes/Corvane board minutes 2024-02-08.docx"),
-        [
-            ("heading", "Minutes of the Board of Directors", 0),
-            (
-                "para",
-                [
-                    ("Resolved: ", True),
-                    (
-                        "to authorise management to submit a non-binding offer of up to $410M for Lumen Sensors.",
-                        False,
-                    ),
-                ],
-            ),
-        ],
-        author=NADIA["name"],
-    )
-    write_document(
-        draft.fs("/Notes/Integration/Day-1 integration checklist v0.3.docx"),
-        [
-            ("heading", "Day-1 integration checklist", 0),
-            ("bullets", ["Bank mandates", "Payroll", "IT access", "Customer letters"]),
-        ],
-        author=OWEN["name"],
-    )
-    write_deck(
-        draft.fs("/Valuation/SR discussion materials Feb 2024.pptx"),
-        [
-            {
-                "layout": "title",
-                "title": "Project Atlas - discussion materials",
-                "subtitle": f"{JAMES['name']} | Sterling Rowe Capital",
-            },
-            {
-                "layout": "bullets",
-                "title": "Process",
-                "bullets": ["Second-round bids due March 1", "Two other bidders remain"],
-                "notes": "Do not distribute.",
-            },
-        ],
-        author=JAMES["name"],
-    )
-    write_workbook(
-        draft.fs("/Notes/Integration/synergy tracker.xlsx"),
-        [
-            Sheet(
-                "Synergies",
-                [
-                    ["Lever", "Run-rate (USD M)"],
-                    ["Procurement", 3.2],
-                    ["Footprint", 2.5],
-                    ["SG&A", 1.8],
-                    ["Total", "=SUM(B2:B4)"],
-                ],
-                {"B": "0.0"},
-            )
-        ],
-        creator=OWEN["name"],
     )

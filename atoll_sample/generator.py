@@ -99,6 +99,7 @@ _WORLDS = (
         ELENA,
         (
             deal_files.build_files,
+            files_from_data("atlas_background"),
             deal_legal.build_files,
             deal_apps.build_apps,
             deal_market.build_files,

@@ -11,7 +11,9 @@ from atoll.errors import AtollError
 from atoll_sample._world import WorldDraft
 from atoll_sample.people import PRIYA, TOMAS
 from atoll_sample.render import WORLDS, render_files
-from tests.sample.conftest import CONSULTING
+from tests.sample.conftest import CONSULTING, DEAL
+
+WORLD_OF = {"keystone_background": CONSULTING, "atlas_background": DEAL}  # data file -> its world
 
 
 def _draft(tmp_path) -> WorldDraft:
@@ -19,10 +21,11 @@ def _draft(tmp_path) -> WorldDraft:
 
 
 def test_every_listed_file_is_in_the_generated_world(worlds):
-    for data_file in sorted(WORLDS.glob("*.yaml")):
-        listed = [entry["path"] for entry in yaml.safe_load(data_file.read_text(encoding="utf-8"))["files"]]
-        filesystem = worlds[CONSULTING] / "filesystem"
-        assert [path for path in listed if not (filesystem / path.lstrip("/")).is_file()] == []
+    assert sorted(path.stem for path in WORLDS.glob("*.yaml")) == sorted(WORLD_OF)
+    for name, world_id in WORLD_OF.items():
+        data = yaml.safe_load((WORLDS / f"{name}.yaml").read_text(encoding="utf-8"))
+        filesystem = worlds[world_id] / "filesystem"
+        assert [e["path"] for e in data["files"] if not (filesystem / e["path"].lstrip("/")).is_file()] == []
 
 
 def test_a_person_field_is_filled_in_from_the_cast(tmp_path):
