@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from atoll.trajectory import RunStatus
+from atoll.trial import Outcome, TrialState
+
 
 class ReportArtifacts(BaseModel):
     """Where a trial's recorded artifacts are (URIs as the store recorded them)."""
@@ -29,14 +32,12 @@ class ReportTrial(BaseModel):
     agent: str
     model: str
     run_index: int
-    state: str = Field(description="pending | leased | done | infra_error")
+    state: TrialState
     attempt: int | None = Field(
         default=None, description="the attempt the result is from (None: no result yet)"
     )
     attempts: int = Field(default=0, description="attempts made so far")
-    outcome: str | None = Field(
-        default=None, description="pass | fail | ungradeable | infra_error; None: unfinished"
-    )
+    outcome: Outcome | None = Field(default=None, description="None: unfinished")
     score: float | None = None
     judge_id: str | None = Field(
         default=None,
@@ -48,11 +49,11 @@ class ReportTrial(BaseModel):
         description="why this finished trial is in no metric: graded by another judge than the run's "
         "(a regrade not finished); None: counted as its outcome says",
     )
-    end_reason: str | None = Field(
-        default=None, description="how the agent's run ended (completed, max_steps, …)"
-    )
+    end_reason: RunStatus | None = Field(default=None, description="how the agent's run ended")
     error: str | None = None
-    error_kind: str | None = Field(default=None, description="the error's recorded kind (infrastructure, …)")
+    error_kind: str | None = Field(
+        default=None, description="the error's recorded kind (infrastructure, …; atoll.trial.error_kind)"
+    )
     failure: str | None = Field(default=None, description="the failure group this trial is listed under")
     checks_met: int | None = Field(
         default=None, description="criteria whose programmatic check passed (no judge moves it)"

@@ -10,6 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from atoll.trajectory import RunStatus
+
 # Agent-config keys that never enter a trial's identity: secrets, endpoints and concurrency
 # knobs change how a trial is run, not what it measures.
 _NON_IDENTITY_KEYS = frozenset(
@@ -118,8 +120,14 @@ class TrialResult(BaseModel):
         default=None,
         description="criteria the grade could not decide (in a failed trial they count as not met)",
     )
-    run_status: str | None = None
-    error: str | None = None
+    run_status: RunStatus | None = Field(
+        default=None, description="how the agent's run ended (None: it never ran)"
+    )
+    error: str | None = Field(
+        default=None,
+        description="what went wrong, led by its kind (``infrastructure: …``; an ungradeable trial's: "
+        "``criterion-id: code: …; …``); see ``error_kind``",
+    )
     attempt: int = 1
     steps: int = 0
     tool_calls: int = 0
@@ -146,3 +154,33 @@ class TrialResult(BaseModel):
     snapshot_before_uri: str | None = None
     snapshot_after_uri: str | None = None
     finished_at: datetime | None = None
+
+    @property
+    def error_kind(self) -> str | None:
+        """The kind this result's error is recorded under (:func:`error_kind`)."""
+        return error_kind(self.error, self.outcome)
+
+
+def short_reason(error: str | None) -> str:
+    """An error without its per-criterion prefix, short enough to group by."""
+    if not error:
+        return "no reason recorded"
+    first = error.split("; ")[0]
+    return (first.split(": ", 1)[1] if ": " in first else first)[:160]
+
+
+def error_kind(error: str | None, outcome: Outcome | None = None) -> str | None:
+    """The kind an error is recorded under: the word that leads it (``infrastructure: …``,
+    ``model_provider: …``, an exception's type for our own bug); for an ungradeable trial,
+    whose error starts with a criterion id, the code after it (``judge_unavailable``); None
+    when the error has no such word.
+
+    The one rule for a trial's error kind: report.json's trial rows and failure groups and the
+    viewer's trial table all read it (through :attr:`TrialResult.error_kind`). The kinds are an
+    open set (the grader's ungradeable codes, exception types), so they stay strings; the
+    harness's own are :class:`atoll.trajectory.ErrorKind`."""
+    if not error:
+        return None
+    text = short_reason(error) if outcome is Outcome.ungradeable else error
+    head = text.split(":", 1)[0].strip() if ":" in text else ""
+    return head if head and " " not in head and len(head) < 40 else None

@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 
 from atoll.experiment import ExperimentSpec
+from atoll.trial import TrialState
 
 _DEFAULT_MODELS = (
     ("OPENAI_API_KEY", "openai/gpt-4o-mini"),
@@ -90,7 +91,10 @@ async def judge_every_trial(spec: ExperimentSpec) -> int:
         stale = [
             result
             for _spec, result, state, _attempts in store.results(spec.name)
-            if state == "done" and result is not None and judge is not None and result.judge_id != judge.id
+            if state is TrialState.done
+            and result is not None
+            and judge is not None
+            and result.judge_id != judge.id
         ]
         if not stale:
             return 0

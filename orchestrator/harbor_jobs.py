@@ -244,7 +244,7 @@ def _read_trial(job: str, folder: Path, grades: Path | None) -> _Trial:
         if reward >= 1.0
         else Outcome.failed,
         score=reward,
-        run_status=trajectory.status.value if trajectory else None,
+        run_status=trajectory.status if trajectory else None,
         error="; ".join(problems) or None,
         trajectory_uri=trajectory_uri,
         **grade_columns,

@@ -23,7 +23,7 @@ from atoll.extras import require_extra
 from atoll.grade import CriterionVerdict, Grade, Verdict
 from atoll.judge import JudgeConfig, JudgeIdentity
 from atoll.trajectory import Trajectory
-from atoll.trial import TrialResult, TrialSpec
+from atoll.trial import TrialResult, TrialSpec, TrialState
 from grader.calibrate import file_digest, parse_label, read_jsonl
 from grader.calibration import DEFAULT_SEED, RESAMPLES, agreement, summary
 from orchestrator.artifacts import ArtifactStore, stored_snapshots
@@ -50,7 +50,7 @@ def judged_by_another(store: TrialStore, run: str) -> dict[str, str]:
     return {
         spec.trial_id: reason
         for spec, result, state, _attempts in store.results(run)
-        if result is not None and state == "done" and (reason := elsewhere(result)) is not None
+        if result is not None and state is TrialState.done and (reason := elsewhere(result)) is not None
     }
 
 
@@ -66,7 +66,12 @@ def recorded_trials(store: TrialStore, run: str) -> tuple[list[RecordedTrial], A
     elsewhere = judged_elsewhere(store.run_record(run), run)
     trials = []
     for spec, result, state, _attempts in store.results(run):
-        if result is None or state != "done" or not result.grade_uri or elsewhere(result) is not None:
+        if (
+            result is None
+            or state is not TrialState.done
+            or not result.grade_uri
+            or elsewhere(result) is not None
+        ):
             continue
         grade = Grade.model_validate_json(artifacts.get_bytes(result.grade_uri))
         trials.append(RecordedTrial(spec, result, grade))

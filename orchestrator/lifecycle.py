@@ -44,7 +44,7 @@ from orchestrator.lifecycle_models import (
 )
 from orchestrator.store import TrialStore
 from orchestrator.store_control import CANCELLED, PAUSED, RUNNING, RunControl, TrialFilter
-from orchestrator.store_runs import RunRecord, TrialRow
+from orchestrator.store_runs import FINISHED, RunRecord, TrialRow
 
 log = logging.getLogger(__name__)
 
@@ -227,7 +227,7 @@ def list_runs(
 
 
 def _summary(trial_id: str, row: TrialRow) -> dict[str, Any]:
-    result = row.result if row.state in ("done", "infra_error") else None
+    result = row.result if row.state in FINISHED else None
     return {
         "trial_id": trial_id,
         "task_id": row.spec.task_id,
@@ -280,7 +280,7 @@ def trial_detail(store: TrialStore, name: str, trial_id: str) -> TrialDetail:
     row = store.trial_row(name, trial_id)
     if row is None:
         raise AtollError("unknown_trial", f"no trial {trial_id!r} in run {name!r}")
-    result = row.result if row.state in ("done", "infra_error") else None
+    result = row.result if row.state in FINISHED else None
     verdicts, problem = _verdicts(result.grade_uri if result else None)
     return TrialDetail(
         **_summary(trial_id, row),

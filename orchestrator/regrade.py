@@ -26,7 +26,7 @@ from atoll.jsonio import dumps_strict, model_json
 from atoll.judge import JudgeConfig, JudgeIdentity, judge_identity
 from atoll.loader import load_benchmark
 from atoll.trajectory import Trajectory
-from atoll.trial import Outcome, TrialResult, TrialSpec
+from atoll.trial import Outcome, TrialResult, TrialSpec, TrialState
 from orchestrator.artifacts import ArtifactStore, stored_snapshots, trial_prefix
 from orchestrator.executors.local import trial_outcome
 from orchestrator.executors.steps import check_columns, should_grade
@@ -67,7 +67,11 @@ async def regrade_run(
     movements: list[dict[str, Any]] = []
     regraded = already = 0
     for trial_spec, result, state, _attempts in store.results(experiment):
-        if result is None or state != "done" or not (result.trajectory_uri and result.snapshot_after_uri):
+        if (
+            result is None
+            or state is not TrialState.done
+            or not (result.trajectory_uri and result.snapshot_after_uri)
+        ):
             continue
         if result.judge_id == identity.id and not result.criteria_ungradeable:
             # Graded by this judge already (an interrupted regrade resumes here). A grade of

@@ -14,7 +14,7 @@ from urllib.parse import quote
 from atoll.costs import tokens_text
 from atoll.errors import AtollError
 from atoll.jsonio import dumps_strict
-from atoll.trial import Outcome, TrialResult, TrialSpec
+from atoll.trial import Outcome, TrialResult, TrialSpec, short_reason
 from orchestrator.judging import judge_markdown, judge_summary, judged_elsewhere
 from orchestrator.report_trials import (
     DISAGREEMENTS_LISTED,
@@ -30,7 +30,6 @@ from orchestrator.report_trials import (
     matrix,
     outcome_line,
     relative_links,
-    short_reason,
     trial_rows,
 )
 from orchestrator.stats import MIN_TASKS_FOR_CI, TrialRecord, compute_metrics

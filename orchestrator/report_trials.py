@@ -16,10 +16,13 @@ from atoll.costs import cost_known
 from atoll.errors import AtollError
 from atoll.grade import Grade
 from atoll.report_rows import ReportArtifacts, ReportTrial
-from atoll.trial import TrialResult
+from atoll.trajectory import RunStatus
+from atoll.trial import Outcome, TrialResult, short_reason
 from orchestrator.artifacts import read_artifact
 from orchestrator.store import TrialRow
 
+# The outcomes that count in pass rates (ungradeable and infra_error trials are excluded).
+GRADED = (Outcome.passed, Outcome.failed)
 # A failure group lists this many trials in report.md / .html; report.json has them all.
 GROUP_LISTED = 20
 # report.md / .html list this many check/judge disagreements; report.json has them all.
@@ -33,39 +36,18 @@ def viewer_trial_url(viewer_url: str, run: str, trial_id: str) -> str:
     return f"{viewer_url.rstrip('/')}/trials/{quote(trial_id, safe='')}?run={quote(run, safe='')}"
 
 
-def error_kind(error: str | None, outcome: str | None = None) -> str | None:
-    """The error's kind as recorded (``infrastructure: …``, ``model_provider: …``; for an
-    ungradeable trial, whose error starts with a criterion id, the code after it), or None.
-
-    The one rule for a trial's error kind: report.json's trial rows and failure groups and the
-    viewer's trial table all call it."""
-    if not error:
-        return None
-    text = short_reason(error) if outcome == "ungradeable" else error
-    head = text.split(":", 1)[0].strip() if ":" in text else ""
-    return head if head and " " not in head and len(head) < 40 else None
-
-
-def short_reason(error: str | None) -> str:
-    """An error without its per-criterion prefix, short enough to group by."""
-    if not error:
-        return "no reason recorded"
-    first = error.split("; ")[0]
-    return (first.split(": ", 1)[1] if ": " in first else first)[:160]
-
-
 def failure_key(row: ReportTrial) -> str | None:
     """The group a trial that did not pass is listed under; None for a pass and for a trial
     that has not ended (pending, or running under a lease: not a failure; the banner and the
     run's progress count those)."""
-    if row.outcome == "pass" or row.outcome is None:
+    if row.outcome is Outcome.passed or row.outcome is None:
         return None
     if row.left_out:
         return f"left out: {row.left_out}"
-    if row.outcome == "fail":
+    if row.outcome is Outcome.failed:
         if row.error:
             return f"fail: {short_reason(row.error)}"
-        if row.end_reason in (None, "completed"):
+        if row.end_reason in (None, RunStatus.completed):
             return "fail: criteria not met"
         return f"fail: run ended {row.end_reason}"
     return f"{row.outcome}: {short_reason(row.error)}"
@@ -91,75 +73,90 @@ def trial_rows(
     viewer_url: str | None,
     judged_elsewhere: Callable[[TrialResult], str | None] | None = None,
 ) -> list[ReportTrial]:
-    """One ReportTrial per stored row, in (task, agent, run) order; ``judged_elsewhere`` says
-    why a finished trial is left out of the metrics for its judge (``left_out``)."""
-    out = []
-    for row in sorted(rows, key=lambda r: (r.spec.task_id, r.spec.agent_name, r.spec.run_index)):
-        spec, result = row.spec, row.result
-        trial = ReportTrial(
-            trial_id=spec.trial_id,
-            run=spec.experiment,
-            task_id=spec.task_id,
-            task_name=task_names.get(spec.task_id) or None,
-            domain=spec.domain,
-            agent=spec.agent_name,
-            model=spec.model,
-            run_index=spec.run_index,
-            state=row.state,
-            attempts=row.attempts,
+    """One ReportTrial per stored row (:func:`trial_row`), in (task, agent, run) order."""
+    return [
+        trial_row(
+            row,
+            task_name=task_names.get(row.spec.task_id),
+            viewer_url=viewer_url,
+            judged_elsewhere=judged_elsewhere,
         )
-        if result is not None:
-            priced, judge_priced = costs_known(result)
-            trial = trial.model_copy(
-                update={
-                    "attempt": result.attempt,
-                    "outcome": result.outcome.value,
-                    "judge_id": result.judge_id,
-                    "left_out": judged_elsewhere(result) if judged_elsewhere else None,
-                    "score": result.score,
-                    "end_reason": result.run_status,
-                    "error": result.error,
-                    "error_kind": error_kind(result.error, result.outcome.value),
-                    "checks_met": result.checks_met,
-                    "checks_total": result.checks_total,
-                    "check_disagreements": result.check_disagreements,
-                    "steps": result.steps,
-                    "tool_calls": result.tool_calls,
-                    "prompt_tokens": result.prompt_tokens,
-                    "completion_tokens": result.completion_tokens,
-                    "reasoning_tokens": result.reasoning_tokens,
-                    "cached_tokens": result.cached_tokens,
-                    "cache_write_tokens": result.cache_write_tokens,
-                    "agent_cost_usd": result.agent_cost_usd if priced else None,
-                    "judge_prompt_tokens": result.judge_prompt_tokens,
-                    "judge_completion_tokens": result.judge_completion_tokens,
-                    "judge_reasoning_tokens": result.judge_reasoning_tokens,
-                    "judge_cached_tokens": result.judge_cached_tokens,
-                    "judge_cost_usd": result.judge_cost_usd if judge_priced else None,
-                    "cost_usd": result.agent_cost_usd + result.judge_cost_usd
-                    if priced and judge_priced
-                    else None,
-                    "duration_s": result.duration_s,
-                    "finished_at": result.finished_at.isoformat(timespec="seconds")
-                    if result.finished_at
-                    else None,
-                    "artifacts": ReportArtifacts(
-                        folder=_folder(
-                            result.trajectory_uri or result.grade_uri or result.snapshot_after_uri
-                        ),
-                        trajectory=result.trajectory_uri,
-                        grade=result.grade_uri,
-                        snapshot_before=result.snapshot_before_uri,
-                        snapshot_after=result.snapshot_after_uri,
-                    ),
-                }
-            )
-        viewer = viewer_trial_url(viewer_url, spec.experiment, spec.trial_id) if viewer_url else None
-        trial.viewer_url = viewer
-        trial.link = viewer or trial.artifacts.folder
-        trial.failure = failure_key(trial)
-        out.append(trial)
-    return out
+        for row in sorted(rows, key=lambda r: (r.spec.task_id, r.spec.agent_name, r.spec.run_index))
+    ]
+
+
+def trial_row(
+    row: TrialRow,
+    *,
+    task_name: str | None = None,
+    viewer_url: str | None = None,
+    judged_elsewhere: Callable[[TrialResult], str | None] | None = None,
+) -> ReportTrial:
+    """A stored trial as report.json and the viewer's trial table show it: the one trial-row
+    function of both. ``judged_elsewhere`` says why a finished trial is left out of the
+    metrics for its judge (``left_out``); ``viewer_url`` makes it link to its viewer page."""
+    spec, result = row.spec, row.result
+    trial = ReportTrial(
+        trial_id=spec.trial_id,
+        run=spec.experiment,
+        task_id=spec.task_id,
+        task_name=task_name or None,
+        domain=spec.domain,
+        agent=spec.agent_name,
+        model=spec.model,
+        run_index=spec.run_index,
+        state=row.state,
+        attempts=row.attempts,
+    )
+    if result is not None:
+        priced, judge_priced = costs_known(result)
+        trial = trial.model_copy(
+            update={
+                "attempt": result.attempt,
+                "outcome": result.outcome,
+                "judge_id": result.judge_id,
+                "left_out": judged_elsewhere(result) if judged_elsewhere else None,
+                "score": result.score,
+                "end_reason": result.run_status,
+                "error": result.error,
+                "error_kind": result.error_kind,
+                "checks_met": result.checks_met,
+                "checks_total": result.checks_total,
+                "check_disagreements": result.check_disagreements,
+                "steps": result.steps,
+                "tool_calls": result.tool_calls,
+                "prompt_tokens": result.prompt_tokens,
+                "completion_tokens": result.completion_tokens,
+                "reasoning_tokens": result.reasoning_tokens,
+                "cached_tokens": result.cached_tokens,
+                "cache_write_tokens": result.cache_write_tokens,
+                "agent_cost_usd": result.agent_cost_usd if priced else None,
+                "judge_prompt_tokens": result.judge_prompt_tokens,
+                "judge_completion_tokens": result.judge_completion_tokens,
+                "judge_reasoning_tokens": result.judge_reasoning_tokens,
+                "judge_cached_tokens": result.judge_cached_tokens,
+                "judge_cost_usd": result.judge_cost_usd if judge_priced else None,
+                "cost_usd": result.agent_cost_usd + result.judge_cost_usd
+                if priced and judge_priced
+                else None,
+                "duration_s": result.duration_s,
+                "finished_at": result.finished_at.isoformat(timespec="seconds")
+                if result.finished_at
+                else None,
+                "artifacts": ReportArtifacts(
+                    folder=_folder(result.trajectory_uri or result.grade_uri or result.snapshot_after_uri),
+                    trajectory=result.trajectory_uri,
+                    grade=result.grade_uri,
+                    snapshot_before=result.snapshot_before_uri,
+                    snapshot_after=result.snapshot_after_uri,
+                ),
+            }
+        )
+    viewer = viewer_trial_url(viewer_url, spec.experiment, spec.trial_id) if viewer_url else None
+    trial.viewer_url = viewer
+    trial.link = viewer or trial.artifacts.folder
+    trial.failure = failure_key(trial)
+    return trial
 
 
 def check_disagreements(trials: list[ReportTrial]) -> dict[str, Any]:
@@ -231,7 +228,7 @@ def failure_groups(trials: list[ReportTrial]) -> list[dict[str, Any]]:
 def failed_criteria(trial: ReportTrial) -> list[tuple[str, str]]:
     """The criteria of a failed trial's grade that were not met (``(verifier_id, criterion)``),
     read from its grade artifact; empty for any other trial, or when no grade can be read."""
-    if trial.outcome != "fail" or trial.left_out or not trial.artifacts.grade:
+    if trial.outcome is not Outcome.failed or trial.left_out or not trial.artifacts.grade:
         return []
     try:
         grade = Grade.model_validate_json(read_artifact(trial.artifacts.grade))
@@ -251,7 +248,7 @@ def failure_analysis(
     every one it missed), ``target_kind`` (the grading target kind of those criteria, from
     ``target_kinds``: verifier id -> kind, ``unknown`` where it has none; a trial with no
     missed criterion is under ``(none)``), ``end_reason`` (how the agent's run ended),
-    ``error_kind`` (:func:`error_kind`) and ``outcome``. Each group is ``{key, count,
+    ``error_kind`` (:func:`atoll.trial.error_kind`) and ``outcome``. Each group is ``{key, count,
     trials}`` with exactly its trials' ids, largest first; a trial with no value for a
     dimension is under ``(none)`` (``criterion`` has no such group)."""
     kinds = target_kinds or {}
@@ -295,9 +292,9 @@ def matrix(trials: list[ReportTrial]) -> dict[str, Any]:
         cell["runs"] += 1
         if trial.outcome is None:
             cell["unfinished"] += 1
-        elif trial.outcome in ("pass", "fail") and not trial.left_out:
+        elif trial.outcome in GRADED and not trial.left_out:
             cell["graded"] += 1
-            cell["passes"] += trial.outcome == "pass"
+            cell["passes"] += trial.outcome is Outcome.passed
         else:
             cell["excluded"] += 1
     return {
@@ -408,8 +405,8 @@ def agent_headlines(trials: list[ReportTrial]) -> list[dict[str, Any]]:
         by_agent[trial.agent].append(trial)
     headlines = []
     for agent, members in by_agent.items():
-        graded = [t for t in members if t.outcome in ("pass", "fail") and not t.left_out]
-        passes = sum(t.outcome == "pass" for t in graded)
+        graded = [t for t in members if t.outcome in GRADED and not t.left_out]
+        passes = sum(t.outcome is Outcome.passed for t in graded)
         rate = passes / len(graded) if graded else None
         money = cost_summary(members)
         cost = cost_words(money["known_usd"], money["unpriced_trials"], money["finished_trials"])
@@ -462,7 +459,6 @@ __all__ = [
     "cost_summary",
     "cost_words",
     "costs_known",
-    "error_kind",
     "failed_criteria",
     "failure_analysis",
     "failure_groups",
@@ -470,7 +466,6 @@ __all__ = [
     "matrix",
     "outcome_line",
     "relative_links",
-    "short_reason",
     "trial_rows",
     "viewer_trial_url",
 ]

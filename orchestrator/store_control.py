@@ -442,7 +442,7 @@ class RunControls:
                 TrialRow(
                     TrialSpec.model_validate_json(spec_json),
                     TrialResult.model_validate_json(result_json) if result_json else None,
-                    state,
+                    TrialState(state),
                     attempt_count,
                     updated_at,
                 ),

@@ -50,18 +50,22 @@ class RunRecord:
     stop: dict[str, Any] | None = None
 
 
+# The states of a trial with its final result (done, or out of infrastructure retries).
+FINISHED = (TrialState.done, TrialState.infra_error)
+
+
 @dataclass(frozen=True)
 class TrialRow:
     spec: TrialSpec
     result: TrialResult | None
-    state: str
+    state: TrialState
     attempts: int
     updated_at: float
 
 
 def is_finished(row: TrialRow) -> bool:
     """A row with its final result (done, or out of infrastructure retries)."""
-    return row.result is not None and row.state in ("done", "infra_error")
+    return row.result is not None and row.state in FINISHED
 
 
 def one_per_key(rows: list[TrialRow]) -> tuple[list[TrialRow], int]:
@@ -379,7 +383,7 @@ class RunRecords:
         return counts
 
     @retried
-    def results(self, experiment: str) -> list[tuple[TrialSpec, TrialResult | None, str, int]]:
+    def results(self, experiment: str) -> list[tuple[TrialSpec, TrialResult | None, TrialState, int]]:
         """Every trial of the experiment: (spec, final result or None, state, attempts)."""
         return [(row.spec, row.result, row.state, row.attempts) for row in self.trial_rows(experiment)]
 
@@ -402,7 +406,7 @@ class RunRecords:
             TrialRow(
                 TrialSpec.model_validate_json(spec_json),
                 TrialResult.model_validate_json(result_json) if result_json else None,
-                state,
+                TrialState(state),
                 attempt_count,
                 updated_at,
             )
@@ -461,7 +465,7 @@ class RunRecords:
         return TrialRow(
             TrialSpec.model_validate_json(spec_json),
             TrialResult.model_validate_json(result_json) if result_json else None,
-            state,
+            TrialState(state),
             attempt_count,
             updated_at,
         )

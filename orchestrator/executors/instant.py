@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from atoll.benchmark import Benchmark
 from atoll.errors import AtollError, describe_validation
 from atoll.experiment import ExperimentSpec
+from atoll.trajectory import RunStatus
 from atoll.trial import Outcome, TrialResult, TrialSpec
 from orchestrator.executors import executor
 from orchestrator.executors.base import InfraError
@@ -99,7 +100,7 @@ class InstantExecutor:
             criteria_total=4,
             criteria_ungradeable=undecided,
             error=error,
-            run_status="completed",
+            run_status=RunStatus.completed,
             attempt=attempt,
             agent_cost_usd=options.instant_cost_usd,
             duration_s=time.perf_counter() - started,

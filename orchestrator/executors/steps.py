@@ -584,7 +584,7 @@ def build_result(
         trial_id=spec.trial_id,
         outcome=outcome,
         score=grade.score if grade else 0.0,
-        run_status=trajectory.status.value,
+        run_status=trajectory.status,
         error=trajectory.error.message
         if trajectory.error
         else ("; ".join(grade.ungradeable_reasons) if grade and outcome is Outcome.ungradeable else None),

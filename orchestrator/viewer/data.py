@@ -16,15 +16,14 @@ from typing import Any, TypeVar, cast
 
 from atoll.costs import cost_text
 from atoll.errors import AtollError
-from atoll.trial import TrialResult, TrialSpec
+from atoll.trial import Outcome, TrialResult, TrialSpec, TrialState
 from orchestrator import report_trials
 from orchestrator.artifacts import read_artifact
 from orchestrator.judging import judge_summary, judged_elsewhere
 from orchestrator.store import TrialStore, shown_store_url
-from orchestrator.store_runs import TrialRow, one_per_key
+from orchestrator.store_runs import FINISHED, TrialRow, one_per_key
 
-Row = tuple[TrialSpec, TrialResult | None, str, int]
-FINISHED = ("done", "infra_error")
+Row = tuple[TrialSpec, TrialResult | None, TrialState, int]
 T = TypeVar("T")
 
 
@@ -172,60 +171,49 @@ def list_runs(store: TrialStore, *, cache: RunCache | None = None) -> list[dict[
 def trial_row(
     spec: TrialSpec,
     result: TrialResult | None,
-    state: str,
+    state: TrialState,
     attempts: int,
     judged_elsewhere: Callable[[TrialResult], str | None] | None = None,
 ) -> dict[str, Any]:
-    """One line of the trial table; ``judged_elsewhere`` (:func:`orchestrator.judging.judged_elsewhere`)
-    says why a finished trial is left out of the run's metrics for its judge (``left_out``)."""
-    row: dict[str, Any] = {
-        "trial_id": spec.trial_id,
-        "run": spec.experiment,
-        "task_id": spec.task_id,
-        "domain": spec.domain,
-        "agent": spec.agent_name,
-        "model": spec.model,
-        "run_index": spec.run_index,
-        "state": state,
-        "attempts": attempts,
-        "outcome": None,
-        "score": None,
-        "judge_id": None,
-        "left_out": None,
-        "end_reason": None,
-        "error": None,
-        "error_kind": None,
-        "steps": None,
-        "tool_calls": None,
-        "tokens": None,
-        "reasoning_tokens": None,
-        "cached_tokens": None,
-        "cost_usd": None,
-        "cost": None,
-        "duration_s": None,
-        "finished_at": None,
+    """One line of the trial table: the report's trial row (:func:`orchestrator.report_trials.trial_row`,
+    the one rule for both) with the columns the page shows; ``judged_elsewhere``
+    (:func:`orchestrator.judging.judged_elsewhere`) says why a finished trial is left out of the
+    run's metrics for its judge (``left_out``)."""
+    trial = report_trials.trial_row(
+        TrialRow(spec, result, state, attempts, updated_at=0.0), judged_elsewhere=judged_elsewhere
+    )
+    finished = result is not None
+    return {
+        "trial_id": trial.trial_id,
+        "run": trial.run,
+        "task_id": trial.task_id,
+        "domain": trial.domain,
+        "agent": trial.agent,
+        "model": trial.model,
+        "run_index": trial.run_index,
+        "state": trial.state,
+        "attempts": trial.attempts,
+        "outcome": trial.outcome,
+        "score": trial.score,
+        "judge_id": trial.judge_id,
+        "left_out": trial.left_out,
+        "end_reason": trial.end_reason,
+        "error": trial.error,
+        "error_kind": trial.error_kind,
+        "steps": trial.steps,
+        "tool_calls": trial.tool_calls,
+        "tokens": (trial.prompt_tokens or 0) + (trial.completion_tokens or 0) if finished else None,
+        "reasoning_tokens": trial.reasoning_tokens,
+        "cached_tokens": trial.cached_tokens,
+        "cost_usd": trial.cost_usd,
+        "cost": None
+        if not finished
+        else "unknown"
+        if trial.cost_usd is None
+        else cost_text(trial.cost_usd, 0),
+        "duration_s": trial.duration_s,
+        "finished_at": trial.finished_at,
     }
-    if result is not None:
-        known = report_trials.costs_known(result)
-        row.update(
-            outcome=result.outcome.value,
-            score=result.score,
-            judge_id=result.judge_id,
-            left_out=judged_elsewhere(result) if judged_elsewhere else None,
-            end_reason=result.run_status,
-            error=result.error,
-            error_kind=report_trials.error_kind(result.error, result.outcome.value),
-            steps=result.steps,
-            tool_calls=result.tool_calls,
-            tokens=result.prompt_tokens + result.completion_tokens,
-            reasoning_tokens=result.reasoning_tokens,
-            cached_tokens=result.cached_tokens,
-            cost_usd=result.agent_cost_usd + result.judge_cost_usd if all(known) else None,
-            cost=cost_text(result.agent_cost_usd + result.judge_cost_usd, 0) if all(known) else "unknown",
-            duration_s=result.duration_s,
-            finished_at=result.finished_at.isoformat(timespec="seconds") if result.finished_at else None,
-        )
-    return row
 
 
 def run_trials(store: TrialStore, name: str, *, cache: RunCache | None = None) -> list[dict[str, Any]]:
@@ -283,9 +271,9 @@ def matrix(rows: list[dict[str, Any]]) -> dict[str, Any]:
         cell["runs"] += 1
         if row["outcome"] is None:
             cell["unfinished"] += 1
-        elif row["outcome"] in ("pass", "fail") and not row.get("left_out"):
+        elif row["outcome"] in report_trials.GRADED and not row.get("left_out"):
             cell["graded"] += 1
-            cell["passes"] += row["outcome"] == "pass"
+            cell["passes"] += row["outcome"] == Outcome.passed
         else:
             cell["excluded"] += 1
     return {"agents": agents, "tasks": [{"task_id": t, "domain": d} for d, t in tasks], "cells": cells}

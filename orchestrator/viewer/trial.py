@@ -16,7 +16,7 @@ from atoll.defaults import DEFAULT_ARTIFACTS
 from atoll.errors import AtollError
 from atoll.judge import JudgeIdentity
 from atoll.trajectory import RAW_MODEL_CALLS_NAME
-from atoll.trial import TrialResult, TrialSpec
+from atoll.trial import TrialResult, TrialSpec, TrialState
 from orchestrator.artifacts import ArtifactStore, absolute_url, find_trial_folder, is_relative_url
 from orchestrator.judging import describe_judge, judged_elsewhere, known_judges, recorded_judge
 from orchestrator.store import TrialStore
@@ -160,7 +160,7 @@ def trial_detail(
                 trajectory = _atoll_form(loaded, detail["problems"])
             else:
                 grade = loaded
-    if state == "leased":
+    if state is TrialState.leased:
         # A running attempt: its trajectory so far, as its executor writes it.
         experiment = store.experiment_spec(spec.experiment) or {}
         url = experiment.get("artifacts") or DEFAULT_ARTIFACTS
