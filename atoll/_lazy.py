@@ -49,6 +49,8 @@ class LazyModule:
     """Stands in for module ``name`` until an attribute is read; then imports and delegates."""
 
     __slots__ = ("_lazy_module", "_lazy_name")
+    _lazy_module: ModuleType | None
+    _lazy_name: str
 
     def __init__(self, name: str) -> None:
         object.__setattr__(self, "_lazy_name", name)

@@ -37,6 +37,10 @@ _EMAIL = re.compile(r"^[^@\s<>,;\"']+@[^@\s<>,;\"']+$")
 Channel = Literal["chat", "mail"]
 
 
+def _all_channels() -> list[Channel]:
+    return ["chat", "mail"]
+
+
 class Persona(BaseModel):
     """One person of the world who answers the agent (docs/coworkers.md, "Format")."""
 
@@ -53,7 +57,7 @@ class Persona(BaseModel):
     boundaries: list[str] = Field(
         default_factory=list, max_length=50, description="what they refuse or do not know"
     )
-    channels: list[Channel] = Field(default_factory=lambda: ["chat", "mail"], min_length=1)
+    channels: list[Channel] = Field(default_factory=_all_channels, min_length=1)
     reply_delay_s: float = Field(default=0.0, ge=0, le=3_600, description="seconds before the reply arrives")
 
     @field_validator("email", "chat_user")

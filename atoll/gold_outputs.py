@@ -22,7 +22,7 @@ _RESPONSE_TYPES = ("text", "file")
 
 
 def _gold_file_entries(folder: Path, view: LocalView) -> list[GoldFile]:
-    files = []
+    files: list[GoldFile] = []
     tree = folder / "filesystem"
     if not tree.is_dir():
         return files

@@ -177,6 +177,7 @@ def document_models(app: FastAPI, *models: type[BaseModel]) -> None:
                 for name, definition in schema.pop("$defs", {}).items():
                     components.setdefault(name, definition)
                 components.setdefault(model.__name__, schema)
+            app.openapi_schema = document
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -372,7 +372,7 @@ def load_harbor_benchmark(dataset: Path | LocalView, *, verify_archives: bool = 
         if overlay is not None:
             overlays[task.task_id] = str(reader.view.plain_tree(overlay) if reader.view.in_cache else overlay)
     warnings = [
-        f"task {task.task_id} ({task.model_extra['harbor_task_dir']}) is graded from world files but its "
+        f"task {task.task_id} ({(task.model_extra or {}).get('harbor_task_dir')}) is graded from world files but its "
         "task.toml has no [[verifier.collect]] step leaving the final snapshot: a Harbor verifier "
         "would see no final snapshot"
         for task in tasks

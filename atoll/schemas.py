@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
 
@@ -21,7 +22,7 @@ from atoll.report_rows import ReportTrial
 from atoll.trajectory import ToolCall, Trajectory, Usage
 from atoll.trial import TrialResult, TrialSpec
 
-SCHEMA_MODELS: dict[str, type[BaseModel] | object] = {
+SCHEMA_MODELS: dict[str, Any] = {  # a model, or any type TypeAdapter takes
     "benchmark": Benchmark,
     "world": World,
     "task": Task,

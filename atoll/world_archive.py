@@ -86,9 +86,9 @@ class ArchiveWriter:
     def abort(self) -> None:
         # Detach the sink and mark the tar stream closed, so that no later close (or garbage
         # collection) writes a tar end or a gzip trailer after the failure.
-        self._gz.fileobj = None
+        self._gz.fileobj = None  # type: ignore[assignment]  # detached on purpose: no trailer
         self._tar.fileobj.closed = True  # type: ignore[attr-defined]
-        self._tar.closed = True
+        self._tar.closed = True  # type: ignore[attr-defined]  # TarFile's own flag, not in the stubs
 
 
 __all__ = ["COMPRESS_LEVEL", "SNAPSHOT_MTIME", "ArchiveWriter", "tar_member"]

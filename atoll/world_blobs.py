@@ -17,7 +17,7 @@ import re
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol, cast
 
 import fsspec
 
@@ -119,12 +119,12 @@ class BlobStore:
 
     def __init__(
         self,
-        store: str | Path | HasFilesystem,
+        store: str | Path | HasFilesystem | StoreRoot,
         *,
         storage_options: dict | None = None,
         folder: str = BLOB_FOLDER,
     ) -> None:
-        self.store_root = store_root(store, storage_options)  # type: ignore[arg-type]
+        self.store_root = store_root(store, storage_options)
         self.folder = folder.strip("/")
         self.written = 0
 
@@ -199,7 +199,7 @@ class BlobStore:
             raise AtollError("blob_missing", f"blob {uri}: not in the store") from None
         except OSError as exc:
             raise AtollError("artifact_unreadable", f"blob {uri}: {exc}") from None
-        return _VerifyingReader(handle, sha256, uri)
+        return cast(BinaryIO, _VerifyingReader(handle, sha256, uri))  # a binary reader, as io.RawIOBase
 
     def get(self, sha256: str) -> bytes:
         """The blob's content, checked against its name (errors as :meth:`open`)."""

@@ -33,7 +33,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from functools import cached_property
 from pathlib import Path
-from typing import BinaryIO, Literal
+from typing import BinaryIO, Final, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
@@ -41,7 +41,7 @@ from atoll.errors import AtollError
 from atoll.members import APPS_DATA, FILESYSTEM, UnsafeArchive, clean_member_name
 from atoll.world_archive import ArchiveWriter
 
-FORMAT = "atoll-world/1"
+FORMAT: Final = "atoll-world/1"
 MANIFEST_MEMBER = "manifest.json"
 BLOB_PREFIX = "blobs/"
 #: Most entries a manifest may list, and most bytes of its JSON (a world of a million files

@@ -179,7 +179,7 @@ def _metrics(calls: list[ModelCall]) -> AtifMetrics:
 
 
 def _result(call_id: str, message: dict[str, Any], record: ToolCall | None) -> AtifObservationResult:
-    extra = None
+    extra: dict[str, Any] | None = None
     if record is not None:
         extra = {
             "is_error": record.is_error,

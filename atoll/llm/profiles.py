@@ -240,7 +240,7 @@ def call_arguments(
         _check_anthropic_thinking(arguments, refuse)
     if thinking is not None and profile.thinking == "effort":
         arguments["reasoning_effort"] = profile.levels[thinking]
-    if profile.thinking == "anthropic" and thinking not in (None, "off"):
+    if profile.thinking == "anthropic" and thinking is not None and thinking != "off":
         budget = int(profile.levels[thinking])
         if limit is None:
             # At most 20,480 tokens: within the output limit of every Claude that thinks.
