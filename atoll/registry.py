@@ -172,8 +172,8 @@ class Registry(Generic[T]):
         if reference is None:
             reference = self._plugin_references().get(name)
         if reference is None:
-            known = ", ".join(self.names())
-            message = self._unknown_message.format(kind=self.kind, name=name, known=known)
+            names = ", ".join(self.names())
+            message = self._unknown_message.format(kind=self.kind, name=name, known=names)
             raise self._unknown_error(self._unknown_code, message)
         self._load(name, reference)
         return self._entries[name].value  # type: ignore[return-value]
@@ -215,13 +215,13 @@ class Registry(Generic[T]):
                 return  # importing the module registered it
             if not attribute:
                 raise self._unavailable(name, f"{module_name} registers no {self.kind} {name!r}")
-            value = module
+            value: Any = module
             for part in attribute.split("."):
                 value = getattr(value, part, None)
                 if value is None:
                     raise self._unavailable(name, f"{module_name}.{attribute} is missing")
             metadata = loaded.metadata if loaded is not None else {}
-            self._entries[name] = Entry(name, reference, metadata, value)  # type: ignore[arg-type]
+            self._entries[name] = Entry(name, reference, metadata, value)
 
     def _unavailable(self, name: str, reason: str) -> Unavailable:
         return Unavailable(self._unavailable_code, f"{self.kind} {name!r} is not available: {reason}")
