@@ -18,9 +18,18 @@ from atoll.agent_checkpoint import AgentCheckpoint
 from atoll.benchmark import Benchmark, Check, Criterion, GoldOutput, ReferenceSolution, Task, World
 from atoll.experiment import ExperimentSpec
 from atoll.grade import Changes, CriterionVerdict, Grade
+from atoll.report_document import ReportDocument
 from atoll.report_rows import ReportTrial
 from atoll.trajectory import ToolCall, Trajectory, Usage
 from atoll.trial import TrialResult, TrialSpec
+from atoll.viewer_api import (
+    ViewerCompare,
+    ViewerRawExchanges,
+    ViewerRun,
+    ViewerRuns,
+    ViewerRunTrials,
+    ViewerTrial,
+)
 
 SCHEMA_MODELS: dict[str, Any] = {  # a model, or any type TypeAdapter takes
     "benchmark": Benchmark,
@@ -41,6 +50,13 @@ SCHEMA_MODELS: dict[str, Any] = {  # a model, or any type TypeAdapter takes
     "trial_result": TrialResult,
     "experiment": ExperimentSpec,
     "report_trial": ReportTrial,
+    "report": ReportDocument,
+    "viewer_runs": ViewerRuns,
+    "viewer_run": ViewerRun,
+    "viewer_run_trials": ViewerRunTrials,
+    "viewer_trial": ViewerTrial,
+    "viewer_compare": ViewerCompare,
+    "viewer_raw_exchanges": ViewerRawExchanges,
 }
 
 

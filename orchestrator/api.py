@@ -51,11 +51,11 @@ from atoll.experiment import ExperimentSpec
 from atoll.http import ERROR_RESPONSES, Health, add_error_handler, bearer_guard, document_models
 from atoll.http_guard import guard, require_non_empty
 from atoll.llm.admission import check_experiment
+from atoll.report_document import ReportDocument
 from orchestrator import idempotency, lifecycle
 from orchestrator.api_events import install_events
 from orchestrator.api_lifecycle import lifecycle_router
 from orchestrator.events import EventSettings
-from orchestrator.report_document import ReportDocument
 from orchestrator.submission import ExperimentParser, benchmark_roots, submitted_experiment
 
 # bad_experiment, bad_run_name, operator_setting and benchmark_not_allowed are 400s.

@@ -251,7 +251,7 @@ def test_a_metric_defined_on_no_task_with_k_runs_says_so(finished_runs):
 def test_reports_of_runs_with_ungradeable_and_infra_error_trials_are_what_the_api_declares(finished_runs):
     """GET /runs/{name}/report serves report.json as written; its OpenAPI model (metrics and
     usage field by field) holds for runs with undefined metrics, several agents and pairs."""
-    from orchestrator.report_document import ReportDocument
+    from atoll.report_document import ReportDocument
 
     root, _store = finished_runs
     for name in ("demo-like", "faulty"):
@@ -259,6 +259,12 @@ def test_reports_of_runs_with_ungradeable_and_infra_error_trials_are_what_the_ap
         assert report.metrics.overall and report.agents
     faulty = ReportDocument.model_validate_json((root / "out" / "faulty" / "report.json").read_bytes())
     assert faulty.metrics.pairwise  # several agents: McNemar pairs, typed
+    # And the JSON Schema committed for it (docs/schemas/report.schema.json, generated from the model).
+    import jsonschema
+
+    schema = json.loads((Path(__file__).resolve().parents[2] / "docs/schemas/report.schema.json").read_text())
+    for name in ("demo-like", "faulty"):
+        jsonschema.validate(json.loads((root / "out" / name / "report.json").read_text()), schema)
 
 
 def test_records_written_with_nan_before_still_read(tmp_path):

@@ -313,3 +313,34 @@ def test_a_stopped_run_carries_the_reports_banner(stopped_run):
 
 def test_a_finished_run_has_no_banner(viewer_url):
     assert httpx.get(f"{viewer_url}/api/runs/viewdemo").json()["banner"] is None
+
+
+def test_every_reply_is_what_its_model_and_committed_json_schema_say(viewer_url):
+    """Each route's reply validates against its model in atoll.viewer_api and the JSON Schema
+    committed for it in docs/schemas (generated from the model)."""
+    import json
+    from pathlib import Path
+
+    import jsonschema
+
+    from atoll import viewer_api
+
+    schemas = Path(__file__).resolve().parents[3] / "docs" / "schemas"
+    trial_id = _trial_id(viewer_url, FAILING)
+    replies = {
+        "viewer_runs": (viewer_api.ViewerRuns, "/api/runs"),
+        "viewer_run": (viewer_api.ViewerRun, "/api/runs/viewdemo"),
+        "viewer_run_trials": (viewer_api.ViewerRunTrials, "/api/runs/viewdemo/trials"),
+        "viewer_trial": (viewer_api.ViewerTrial, f"/api/trials/{trial_id}"),
+        "viewer_compare": (viewer_api.ViewerCompare, "/api/compare?a=viewdemo&b=viewfixed"),
+    }
+    for name, (model, path) in replies.items():
+        reply = httpx.get(f"{viewer_url}{path}")
+        assert reply.status_code == 200, path
+        model.model_validate_json(reply.content)
+        schema = json.loads((schemas / f"{name}.schema.json").read_text(encoding="utf-8"))
+        jsonschema.validate(reply.json(), schema)
+    row = viewer_api.ViewerRunTrials.model_validate_json(
+        httpx.get(f"{viewer_url}/api/runs/viewdemo/trials").content
+    ).trials[0]
+    assert row.state == "done" and row.outcome in ("pass", "fail")  # typed: TrialState, Outcome

@@ -1,9 +1,11 @@
-"""The reply model of ``GET /runs/{name}/report``: report.json as :mod:`orchestrator.report`
-writes it (docs/orchestrator.md, "Reports"). The route serves the file's bytes as written; this
-model is what its OpenAPI document declares, checked against real reports by the property tests
-(tests/orchestrator/test_api_properties.py). Fields may be added (``extra="allow"``)."""
+"""report.json as :mod:`orchestrator.report` writes it (docs/orchestrator.md, "Reports"), and
+the reply model of ``GET /runs/{name}/report``, which serves the file's bytes as written. Its
+JSON Schema is ``docs/schemas/report.schema.json``; real reports are checked against both
+(tests/orchestrator/test_strict_json.py). Fields may be added (``extra="allow"``)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -166,24 +168,108 @@ class ReportAgentUsage(_Open):
     check_disagreements: int | None = None
 
 
+class ReportJudgeGradings(_Open):
+    counted: int = Field(description="finished trials graded by the run's judge")
+    not_recorded: int = Field(description="results recorded before atoll recorded judges")
+    other_judges: list[dict[str, Any]] = Field(description="judges whose gradings are left out, with why")
+    judges_seen: list[dict[str, Any]] = Field(description="with no judge recorded for the run: those seen")
+
+
+class ReportJudge(_Open):
+    """The run's judge, and how many trials its verdicts count (``orchestrator.judging``)."""
+
+    id: str | None
+    model: str | None
+    describe: str
+    identity: dict[str, Any] | None = Field(description="atoll.judge.JudgeIdentity, as JSON")
+    label: str
+    calibration: str | None
+    gradings: ReportJudgeGradings
+
+
+class ReportHeadline(_Open):
+    """One agent's pass rate over its graded trials, in a line."""
+
+    agent: str
+    model: str
+    passes: int
+    graded: int
+    pass_rate: float | None
+    finished: int
+    trials: int
+    cost: str
+    line: str
+
+
+class ReportGroup(_Open):
+    """Trials sharing one value of a failure dimension."""
+
+    key: str
+    count: int
+    trials: list[str] = Field(description="exactly its trial ids")
+
+
+class ReportDisagreement(_Open):
+    """A criterion whose programmatic check and judge disagreed in one trial."""
+
+    trial_id: str
+    task_id: str
+    agent: str
+    run_index: int
+    link: str | None
+    verifier_id: str
+    criterion: str
+    check_verdict: str | None
+    judge_verdict: str
+    rationale: str
+
+
+class ReportUnreadable(_Open):
+    trial_id: str
+    problem: str
+
+
+class ReportDisagreements(_Open):
+    count: int = Field(description="as the trials' results recorded it")
+    trials: int = Field(description="trials with at least one")
+    rows: list[ReportDisagreement]
+    unreadable: list[ReportUnreadable] = Field(description="grades that could not be read")
+
+
+class ReportLeftOut(_Open):
+    duplicate_trials: int
+    archives: list[dict[str, Any]]
+    archived_trials: int
+
+
 class ReportDocument(_Open):
-    """``GET /runs/{name}/report``: report.json as written, served as is."""
+    """report.json (``GET /runs/{name}/report`` serves it as written)."""
 
     experiment: str
     generated_at: str
     benchmark: str | None
     fingerprint: str | None
+    judge: ReportJudge | None = None
     runs_per_task: int
     trials: dict[str, int] = Field(description="trials per state and total")
     outcome: str = Field(description="the run in one line")
     banner: ReportBanner | None
     cost: ReportCost
+    headline: list[ReportHeadline] = Field(default_factory=list)
+    viewer_url: str | None = None
     failures: list[ReportFailure]
+    failure_analysis: dict[str, list[ReportGroup]] = Field(
+        default_factory=dict,
+        description="dimension (criterion, target_kind, end_reason, error_kind, outcome) -> its groups",
+    )
+    check_disagreements: ReportDisagreements | None = None
     matrix: ReportMatrix
     trial_rows: list[ReportTrial]
     agents: dict[str, ReportAgentUsage] = Field(description="per agent: usage, cost, outcomes, exclusions")
     metrics: ReportMetrics = Field(
         description="overall and by domain: Pass@1, Pass@k, Pass^k, mean score with intervals; pairwise tests"
     )
+    excluded_tasks: dict[str, Any] = Field(default_factory=dict, description="task id -> why it was left out")
+    left_out: ReportLeftOut | None = None
     warnings: list[str]
     notes: list[str]
