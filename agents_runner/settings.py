@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
-from atoll.http_guard import require_non_empty
+from atoll.settings import AtollSettings, require_non_empty
 
 
-class AgentRunnerSettings(BaseSettings):
+class AgentRunnerSettings(AtollSettings):
     """``ATOLL_AGENT_HOST``, ``ATOLL_AGENT_PORT``, ``ATOLL_AGENT_TOKEN``, ``ATOLL_AGENT_KEEP_RUNS``,
     ``ATOLL_AGENT_KEEP_BYTES``, ``ATOLL_AGENT_MAX_RUNNING``, ``ATOLL_AGENT_MAX_BODY_BYTES``,
     ``ATOLL_AGENT_GATEWAY_ALLOW``."""
 
-    model_config = SettingsConfigDict(env_prefix="ATOLL_AGENT_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="ATOLL_AGENT_")
 
     host: str = Field("127.0.0.1", description="bind address (0.0.0.0 in a container)")
     port: int = Field(8081, gt=0, lt=65536)

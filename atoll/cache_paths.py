@@ -16,15 +16,17 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from atoll.settings import variable
+
 __all__ = ["cache_path", "cache_root"]
 
 
 def cache_root() -> Path:
     """atoll's cache folder, as the environment says now (see the module doc)."""
-    configured = os.environ.get("ATOLL_CACHE_DIR", "").strip()
+    configured = (variable("ATOLL_CACHE_DIR") or "").strip()
     if configured:
         return Path(configured).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME", "").strip()
+    base = (variable("XDG_CACHE_HOME") or "").strip()
     # XDG: a relative XDG_CACHE_HOME is invalid and ignored.
     if not base or not os.path.isabs(base):
         base = os.path.join(os.path.expanduser("~"), ".cache")
@@ -34,7 +36,7 @@ def cache_root() -> Path:
 def cache_path(name: str, override_env: str | None = None) -> Path:
     """The folder ``name`` under :func:`cache_root`, or ``$override_env`` when that is set."""
     if override_env:
-        configured = os.environ.get(override_env, "").strip()
+        configured = (variable(override_env) or "").strip()
         if configured:
             return Path(configured).expanduser()
     return cache_root() / name

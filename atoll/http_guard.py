@@ -13,7 +13,8 @@ Host header and needs a token when bound beyond loopback").
   ``same-origin``/``none``, or an ``Origin`` whose host and port are not the Host's, is 403.
   Programs (httpx, curl, the orchestrator) send neither header.
 - **Tokens**: :func:`check_bind` refuses to serve a non-loopback address without a token,
-  and a token that is set but empty is a configuration error, never "no auth".
+  and a token that is set but empty is a configuration error, never "no auth"
+  (:func:`atoll.settings.require_non_empty`, in every settings class).
 - **Slow clients**: :class:`GuardedHttpProtocol` closes a connection whose request headers
   have not all arrived ``header_timeout_s`` after it opened (or after its previous response);
   the middleware answers 408 when the app waits longer than ``body_timeout_s`` for the next
@@ -28,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import os
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
@@ -39,6 +39,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from atoll.errors import AtollError, http_status
 from atoll.http import error_bytes
+from atoll.settings import HostSettings
 
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
 #: Starlette's TestClient sends ``Host: testserver``: a single-label name, which no one on the
@@ -71,14 +72,6 @@ def check_bind(host: str, token: str | None, variable: str) -> None:
             "insecure_bind",
             f"refusing to serve on {host} without a token: set {variable} (or bind 127.0.0.1)",
         )
-
-
-def require_non_empty(value: Any, variable: str) -> Any:
-    """A pydantic validator body: a secret that is set must not be empty or blank."""
-    secret = value.get_secret_value() if hasattr(value, "get_secret_value") else value
-    if secret is not None and not str(secret).strip():
-        raise ValueError(f"{variable} is set but empty; unset it for no token, or give a token")
-    return value
 
 
 def _host_name(header: str) -> str:
@@ -334,7 +327,7 @@ def guard(
     """Add :class:`GuardMiddleware` to a FastAPI/Starlette ``app``, with the Host names of
     ``$ATOLL_ALLOWED_HOSTS`` (how the agents runner, grader and orchestrator use it) and, with
     ``max_body_bytes``, the 413 of a bigger request body."""
-    policy = HostPolicy(parse_list(os.environ.get("ATOLL_ALLOWED_HOSTS")), bind_host)
+    policy = HostPolicy(parse_list(HostSettings().allowed_hosts), bind_host)
     app.add_middleware(
         GuardMiddleware, policy=policy, body_timeout_s=body_timeout_s, max_body_bytes=max_body_bytes
     )

@@ -9,7 +9,6 @@ the fields the sender set, never a key, or ``{"model": null}`` for programmatic 
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -26,6 +25,7 @@ from pydantic import (
 from atoll.errors import AtollError, describe_validation
 from atoll.llm.arguments import check_arguments
 from atoll.llm.endpoints import same_endpoint
+from atoll.settings import variable
 
 if TYPE_CHECKING:
     from atoll.experiment import ExperimentSpec
@@ -171,7 +171,7 @@ class JudgeConfig(BaseModel):
         if self.api_key is not None:
             return self.api_key.get_secret_value()
         if self.api_key_env:
-            return os.environ.get(self.api_key_env)
+            return variable(self.api_key_env)
         return None
 
     @classmethod

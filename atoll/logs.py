@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import sys
 from datetime import UTC, datetime
 from typing import IO
 
 from atoll.jsonio import NonFiniteNumber, dumps_strict
+from atoll.settings import variable as environment_variable
 
 # Attributes every LogRecord has; anything else passed via ``extra=`` becomes a JSON field.
 _STANDARD_ATTRS = frozenset(vars(logging.makeLogRecord({})).keys()) | {"message", "asctime"}
@@ -77,7 +77,7 @@ def wants_json(json_logs: bool | None, stream: IO[str] | None = None) -> bool:
     ``stream`` (stderr) is not a terminal."""
     if json_logs is not None:
         return json_logs
-    variable = os.environ.get("ATOLL_JSON_LOGS", "").strip().lower()
+    variable = (environment_variable("ATOLL_JSON_LOGS") or "").strip().lower()
     if variable:
         return variable in ("1", "true", "yes", "on")
     stream = stream or sys.stderr

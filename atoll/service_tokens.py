@@ -12,11 +12,12 @@ file, once written, is kept across restarts.
 
 from __future__ import annotations
 
-import os
 import re
 import secrets
 import sys
 from pathlib import Path
+
+from atoll.settings import export, variable
 
 #: The token variables (and so the token files): ATOLL_API_TOKEN, ATOLL_ENV_TOKEN, …
 TOKEN_NAME = re.compile(r"ATOLL_[A-Z0-9_]*TOKEN")
@@ -33,12 +34,12 @@ def load_token_dir(folder: str | Path) -> list[str]:
     loaded = []
     for path in sorted(candidates):
         name = path.name
-        if not TOKEN_NAME.fullmatch(name) or os.environ.get(name) or path.is_symlink() or not path.is_file():
+        if not TOKEN_NAME.fullmatch(name) or variable(name) or path.is_symlink() or not path.is_file():
             continue
         with path.open("rb") as file:
             token = file.read(_MAX_TOKEN_BYTES).decode("utf-8", errors="replace").strip()
         if token:
-            os.environ[name] = token
+            export(name, token)
             loaded.append(name)
     return loaded
 
@@ -52,7 +53,7 @@ def write_token_files(paths: list[str]) -> list[str]:
         path = Path(text)
         if not TOKEN_NAME.fullmatch(path.name):
             raise ValueError(f"{text}: a token file is named after its variable (ATOLL_…_TOKEN)")
-        given = os.environ.get(path.name, "").strip()
+        given = (variable(path.name) or "").strip()
         if not given and path.is_file() and path.read_text(encoding="utf-8").strip():
             said.append(f"{path.name}: kept")
             continue

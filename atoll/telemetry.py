@@ -29,18 +29,21 @@ every model call, the judge's included (:func:`chat_span`, from :func:`atoll.llm
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from atoll.settings import environ as process_environ
+
 logger = logging.getLogger("atoll.telemetry")
 
 
-def wanted(environ: Mapping[str, str] = os.environ) -> bool:
-    """Whether ``environ`` asks for traces: an OTLP endpoint is set and the SDK is not disabled."""
+def wanted(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``environ`` (default: the process environment) asks for traces: an OTLP
+    endpoint is set and the SDK is not disabled."""
+    environ = process_environ() if environ is None else environ
     if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return False
     return any(

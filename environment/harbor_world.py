@@ -26,6 +26,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,8 @@ import httpx
 
 from atoll.apps import server_for
 from atoll.errors import AtollError
+from atoll.settings import EnvironmentTokens, child_environment, secret_text
+from atoll.settings import environ as process_environ
 
 SUBSYSTEMS = {"filesystem": "filesystem.tar.gz", ".apps_data": "apps_data.tar.gz"}
 READY_MARKER = ".initial_snapshot_done"
@@ -63,8 +66,8 @@ class WorldSettings:
     timeout_s: float = 600.0
 
     @classmethod
-    def from_environ(cls, environ: dict[str, str] | None = None) -> WorldSettings:
-        env = os.environ if environ is None else environ
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> WorldSettings:
+        env = process_environ() if environ is None else environ
         return cls(
             port=int(env.get("PORT") or 8000),
             world_dir=Path(env.get("WORLD_DATA_DIR") or "/world"),
@@ -85,7 +88,7 @@ class WorldSettings:
 
 
 def _token(settings: WorldSettings, *, create: bool) -> str:
-    given = os.environ.get("ATOLL_ENV_TOKEN")
+    given = secret_text(EnvironmentTokens().env_token)
     if given:
         return given
     if create:
@@ -242,7 +245,7 @@ def run_world(settings: WorldSettings, server_command: list[str]) -> int:
     (a dead server fails the trial rather than hanging it). Returns the exit status."""
     clear_stale(settings.logs)
     token = _token(settings, create=True)
-    env = {**os.environ, "ATOLL_ENV_TOKEN": token}
+    env = child_environment(ATOLL_ENV_TOKEN=token)
     env.setdefault("ATOLL_ALLOWED_HOSTS", "world")  # the agent's URL is http://world:8000/mcp
     process = subprocess.Popen(server_command, env=env)
 

@@ -5,32 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator
 
-from atoll.http_guard import parse_list, require_non_empty
+from atoll.http_guard import parse_list
+from atoll.settings import EnvironmentTokens, HostSettings
 
 
-class EnvironmentSettings(BaseSettings):
+class EnvironmentSettings(EnvironmentTokens, HostSettings):
     """One environment: where its world lives, who may control it, and its safety limits.
 
     Every field can be set with ``ATOLL_<FIELD>`` (e.g. ``ATOLL_FS_ROOT``,
     ``ATOLL_ENV_TOKEN``); roots are configurable so many environments run side by side.
     """
 
-    model_config = SettingsConfigDict(env_prefix="ATOLL_", extra="ignore")
-
     fs_root: Path = Field(Path("/filesystem"), description="world documents; the agent sees it as '/'")
     apps_data_root: Path = Field(Path("/.apps_data"), description="app data (mail, calendar, chat)")
-    env_token: SecretStr | None = Field(
-        None, description="bearer token for /apps and /data/*; required to bind beyond loopback"
-    )
-    mcp_token: SecretStr | None = Field(None, description="bearer token for /mcp")
-    allowed_hosts: str = Field(
-        "",
-        description="Host header names answered besides localhost, IP literals and the bind name "
-        "(comma-separated; '.example.com' for a domain and its subdomains; '*' for any)",
-    )
+    # env_token, mcp_token (EnvironmentTokens) and allowed_hosts (HostSettings) are shared.
     url_allow: str = Field(
         "",
         description="comma-separated URL prefixes populate sources and snapshot destinations must "
@@ -132,16 +122,6 @@ class EnvironmentSettings(BaseSettings):
         from atoll.llm.arguments import check_arguments
 
         return dict(check_arguments(value, "ATOLL_COWORKER_EXTRA_ARGS"))
-
-    @field_validator("env_token")
-    @classmethod
-    def _env_token_not_empty(cls, value: SecretStr | None) -> SecretStr | None:
-        return require_non_empty(value, "ATOLL_ENV_TOKEN")
-
-    @field_validator("mcp_token")
-    @classmethod
-    def _mcp_token_not_empty(cls, value: SecretStr | None) -> SecretStr | None:
-        return require_non_empty(value, "ATOLL_MCP_TOKEN")
 
     @property
     def allowed_host_list(self) -> list[str]:

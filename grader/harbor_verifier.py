@@ -39,9 +39,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field, SecretStr
+from pydantic_settings import SettingsConfigDict
+
 from atoll.benchmark import Task
 from atoll.errors import AtollError, CodedError
 from atoll.grade import Grade, Verdict
+from atoll.settings import AtollSettings, secret_text
 from atoll.trajectory import Trajectory
 
 REWARD_TXT = "reward.txt"
@@ -279,12 +283,23 @@ def write_error(output: Path, exc: BaseException) -> None:
     )
 
 
+class VerifierSettings(AtollSettings):
+    """The v1.1 verifier's own variables (no ``ATOLL_`` prefix: Harbor's task files set them)."""
+
+    model_config = SettingsConfigDict(env_prefix="")
+
+    grading_model: str | None = Field(None, description="litellm model of the judge, over the task's")
+    litellm_proxy_api_base: str | None = Field(None, description="proxy every judge call goes through")
+    litellm_proxy_api_key: SecretStr | None = Field(None, description="the proxy's key")
+
+
 def judge_from_settings(config: dict[str, Any]) -> dict[str, Any] | None:
     """JudgeConfig fields from the task's ``grading_settings`` and the verifier environment's
     variables, as the v1.1 verifier reads them: ``GRADING_MODEL`` overrides the model,
     ``LITELLM_PROXY_API_BASE``/``LITELLM_PROXY_API_KEY`` route it through a proxy."""
     settings = dict(config.get("grading_settings") or {})
-    model = os.environ.get("GRADING_MODEL") or settings.get("llm_judge_model")
+    verifier = VerifierSettings()
+    model = verifier.grading_model or settings.get("llm_judge_model")
     if not model:
         return None
     values: dict[str, Any] = {"model": model}
@@ -293,9 +308,9 @@ def judge_from_settings(config: dict[str, Any]) -> dict[str, Any] | None:
     # from the task's files.
     extra.pop("api_base", None)
     extra.pop("api_key", None)
-    if os.environ.get("LITELLM_PROXY_API_BASE"):
-        values["api_base"] = os.environ["LITELLM_PROXY_API_BASE"]
-    if os.environ.get("LITELLM_PROXY_API_KEY"):
+    if verifier.litellm_proxy_api_base:
+        values["api_base"] = verifier.litellm_proxy_api_base
+    if secret_text(verifier.litellm_proxy_api_key):
         values["api_key_env"] = "LITELLM_PROXY_API_KEY"
     if extra:
         values["extra_args"] = extra

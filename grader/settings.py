@@ -5,20 +5,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
-from atoll.http_guard import require_non_empty
+from atoll.settings import AtollSettings, require_non_empty, secret_text
 from grader.judge import JudgeConfig
 
 
-class GraderSettings(BaseSettings):
+class GraderSettings(AtollSettings):
     """The service's defaults: ``ATOLL_GRADER_JUDGE_MODEL``, ``ATOLL_GRADER_API_BASE``,
     ``ATOLL_GRADER_API_KEY_ENV``, ``ATOLL_GRADER_CACHE``, ``ATOLL_GRADER_HOST``,
     ``ATOLL_GRADER_PORT``, ``ATOLL_GRADER_SAMPLES``, ``ATOLL_GRADER_CONTEXT_BUDGET_CHARS``,
     ``ATOLL_GRADER_ALLOWED_API_BASES``, ``ATOLL_GRADER_TOKEN``, ``ATOLL_GRADER_MAX_BODY_BYTES``, ``ATOLL_GRADER_MAX_CONCURRENT``.
     Command-line options override them."""
 
-    model_config = SettingsConfigDict(env_prefix="ATOLL_GRADER_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="ATOLL_GRADER_")
 
     judge_model: str | None = Field(
         None, description="litellm model of the default judge; none = checks only"
@@ -59,7 +59,7 @@ class GraderSettings(BaseSettings):
 
     def token_text(self) -> str | None:
         """The token as text (None: no token, which only loopback allows)."""
-        return self.token.get_secret_value() if self.token else None
+        return secret_text(self.token)
 
     def allowed_judge_endpoints(self) -> frozenset[str]:
         return frozenset(base.strip() for base in self.allowed_api_bases.split(",") if base.strip())

@@ -44,14 +44,14 @@ from typing import Any
 from fastapi import Depends, FastAPI, Header, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, Field, SecretStr, field_validator
-from pydantic_settings import SettingsConfigDict
 
 from atoll import telemetry
 from atoll.experiment import ExperimentSpec
 from atoll.http import ERROR_RESPONSES, Health, add_error_handler, bearer_guard, document_models
-from atoll.http_guard import guard, require_non_empty
+from atoll.http_guard import guard
 from atoll.llm.admission import check_experiment
 from atoll.report_document import ReportDocument
+from atoll.settings import require_non_empty, secret_text
 from orchestrator import idempotency, lifecycle
 from orchestrator.api_events import install_events
 from orchestrator.api_lifecycle import lifecycle_router
@@ -83,8 +83,6 @@ class ApiSettings(EventSettings):
     ``ATOLL_API_TOKEN``, ``ATOLL_MAX_BODY_BYTES``, ``ATOLL_MAX_TRIALS``, ``ATOLL_MAX_PLAN_BYTES``,
     and the events' and webhooks' (:class:`orchestrator.events.EventSettings`)."""
 
-    model_config = SettingsConfigDict(env_prefix="ATOLL_", extra="ignore")
-
     store: str = Field(_DEFAULTS["store"].default, description="trial store every worker shares")
     artifacts: str = Field(
         _DEFAULTS["artifacts"].default, description="artifact store URL of every posted experiment"
@@ -114,7 +112,7 @@ class ApiSettings(EventSettings):
 
     def token(self) -> str | None:
         """The API token as text (None: no token, which only loopback allows)."""
-        return self.api_token.get_secret_value() if self.api_token else None
+        return secret_text(self.api_token)
 
 
 Counts = dict[str, int]

@@ -16,10 +16,10 @@ ANTHROPIC_API_KEY → anthropic/claude-3-5-haiku-latest.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from atoll.experiment import ExperimentSpec
+from atoll.settings import environ as process_environ
 from atoll.trial import TrialState
 
 _DEFAULT_MODELS = (
@@ -29,7 +29,7 @@ _DEFAULT_MODELS = (
 
 
 def configured_model(environ: dict[str, str] | None = None) -> str | None:
-    environ = dict(os.environ if environ is None else environ)
+    environ = dict(process_environ() if environ is None else environ)
     if environ.get("ATOLL_MODEL"):
         return environ["ATOLL_MODEL"]
     for key, model in _DEFAULT_MODELS:
@@ -42,7 +42,7 @@ def demo_experiment(
     output_dir: Path, *, runs: int = 1, environ: dict[str, str] | None = None
 ) -> ExperimentSpec:
     """The demo's experiment spec: oracle always, ReAct when a model is configured."""
-    environ = dict(os.environ if environ is None else environ)
+    environ = dict(process_environ() if environ is None else environ)
     model = configured_model(environ)
     api_base = environ.get("ATOLL_API_BASE") or None
     agents = [{"name": "oracle", "agent": "replay", "model": "replay"}]

@@ -17,9 +17,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from atoll.http_guard import parse_list, require_non_empty
+from atoll.http_guard import parse_list
+from atoll.settings import AtollSettings, require_non_empty
 from orchestrator.store_events import AFTERMATH_EVENTS, TERMINAL_EVENTS, RunEvent
 
 if TYPE_CHECKING:
@@ -45,10 +45,8 @@ EVENT_TYPES: dict[str, str] = {
 }
 
 
-class EventSettings(BaseSettings):
+class EventSettings(AtollSettings):
     """``ATOLL_EVENTS_*`` and ``ATOLL_WEBHOOK_*`` (part of the API's settings)."""
-
-    model_config = SettingsConfigDict(env_prefix="ATOLL_", extra="ignore")
 
     events_poll_s: float = Field(0.5, gt=0, le=60, description="how often a stream reads the event log")
     events_heartbeat_s: float = Field(

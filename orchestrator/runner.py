@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import signal
 import sys
 import time
@@ -19,12 +18,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from atoll.errors import AtollError, describe_validation
 from atoll.experiment import ExperimentSpec
 from atoll.judge import JudgeIdentity
 from atoll.loader import load_benchmark
+from atoll.settings import AtollSettings
 from atoll.trial import TrialSpec
 from orchestrator.artifacts import absolute_url
 from orchestrator.executors import ExecutorFactory, get_executor
@@ -46,22 +46,40 @@ from orchestrator.store import TrialStore, normalise_store_url, worker_identity
 
 log = logging.getLogger(__name__)
 
-# How long a lease lasts without a heartbeat; a worker that dies costs at most this.
-# (ATOLL_LEASE_S overrides it, for tests and for clusters that want faster takeover.)
-LEASE_S = float(os.environ.get("ATOLL_LEASE_S", 120.0))
-# How long Ctrl-C during `atoll run` waits for running trials before abandoning them.
-INTERRUPT_GRACE_S = float(os.environ.get("ATOLL_INTERRUPT_GRACE_S", 5.0))
-# How long a worker told to stop (SIGTERM: a pod being deleted, a rollout) keeps following its
-# running trials before it abandons them; keep it below the pod's terminationGracePeriodSeconds.
-DRAIN_GRACE_S = float(os.environ.get("ATOLL_DRAIN_GRACE_S", 20.0))
-# A worker touches this file (when set) every few seconds while its scheduling loop turns:
-# what a liveness probe checks (k8s/base/worker.yaml).
-ALIVE_FILE_ENV = "ATOLL_WORKER_ALIVE_FILE"
+
+class WorkerSettings(AtollSettings):
+    """``ATOLL_LEASE_S``, ``ATOLL_INTERRUPT_GRACE_S``, ``ATOLL_DRAIN_GRACE_S``,
+    ``ATOLL_WORKER_ALIVE_FILE``: the timing of ``atoll run`` and ``atoll worker``."""
+
+    lease_s: float = Field(
+        120.0,
+        description="how long a lease lasts without a heartbeat; a worker that dies costs at most "
+        "this (shorter: faster takeover)",
+    )
+    interrupt_grace_s: float = Field(
+        5.0, description="how long Ctrl-C during `atoll run` waits for running trials before abandoning them"
+    )
+    drain_grace_s: float = Field(
+        20.0,
+        description="how long a worker told to stop (SIGTERM: a pod being deleted, a rollout) follows its "
+        "running trials before it abandons them; keep it below the pod's terminationGracePeriodSeconds",
+    )
+    worker_alive_file: str | None = Field(
+        None,
+        description="touched every few seconds while the scheduling loop turns: what a liveness probe "
+        "checks (k8s/base/worker.yaml)",
+    )
+
+
+_WORKER = WorkerSettings()
+LEASE_S = _WORKER.lease_s
+INTERRUPT_GRACE_S = _WORKER.interrupt_grace_s
+DRAIN_GRACE_S = _WORKER.drain_grace_s
 ALIVE_EVERY_S = 5.0
 
 
 def _alive_file_toucher() -> Callable[[], None] | None:
-    path = os.environ.get(ALIVE_FILE_ENV)
+    path = WorkerSettings().worker_alive_file
     if not path:
         return None
     target, last = Path(path), [0.0]

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import os
 import re
 import threading
 import zipfile
@@ -36,6 +35,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from atoll.errors import CodedError
+from atoll.settings import variable
 
 
 class InputTooLarge(CodedError):
@@ -91,7 +91,7 @@ class ReadLimits:
         """The defaults with any ``ATOLL_READ_<FIELD>`` set in the environment (integers)."""
         overrides = {}
         for item in dataclasses.fields(cls):
-            raw = os.environ.get(f"ATOLL_READ_{item.name.upper()}")
+            raw = variable(f"ATOLL_READ_{item.name.upper()}")
             if raw:
                 try:
                     overrides[item.name] = int(raw)

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from atoll.errors import CodedError
+from atoll.settings import child_environment
 
 #: (kind, value) with kind "n" number, "s" text, "b" boolean, "e" error text.
 Computed = tuple[str, Any]
@@ -86,7 +87,7 @@ def find_uno_python() -> tuple[str, dict[str, str]] | None:
         try:
             probe = subprocess.run(
                 [python, "-c", "import uno"],
-                env={**os.environ, **env},
+                env=child_environment(**env),
                 capture_output=True,
                 timeout=20,
             )
@@ -276,7 +277,7 @@ class LibreOffice:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
-            env={**os.environ, **env},
+            env=child_environment(**env),
             cwd=self.scratch,
             start_new_session=True,
         )

@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import io
-import os
 import re
 import shutil
 import subprocess
@@ -27,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from atoll.errors import AtollError
+from atoll.settings import child_environment
 
 if TYPE_CHECKING:
     import pymupdf  # imported by the functions that use it (~0.8 s of CPU)
@@ -226,7 +226,7 @@ class Extractor:
         if shutil.which(self.tesseract) is None:
             raise OcrError("unsupported", "OCR needs tesseract, which is not installed")
         png = page.get_pixmap(dpi=OCR_DPI, colorspace=pymupdf.csGRAY).tobytes("png")
-        env = {**os.environ, "OMP_THREAD_LIMIT": "1"}
+        env = child_environment(OMP_THREAD_LIMIT="1")
         try:
             done = subprocess.run(
                 [self.tesseract, "stdin", "stdout", "-l", "eng", "--psm", "3"],

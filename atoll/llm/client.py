@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the price map at import
+from atoll.settings import set_default
+
+set_default("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the price map at import
 
 import litellm  # noqa: E402
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception  # noqa: E402

@@ -26,7 +26,6 @@ A submitter brings a key only as the name of a secret the operator provisioned
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from atoll.errors import AtollError
+from atoll.settings import environ as current_environ
 
 # litellm's default endpoint of each provider atoll documents (litellm/llms/*: api.openai.com,
 # api.anthropic.com, generativelanguage.googleapis.com, api.x.ai, api.moonshot.ai, …).
@@ -202,7 +202,7 @@ class KeyPolicy:
     def current(cls, environ: Mapping[str, str] | None = None) -> KeyPolicy:
         """The policy now: ``ATOLL_KEY_ENDPOINTS`` over the public endpoints, plus the
         endpoints this process's operator set. Raises KeyRefused for a malformed setting."""
-        environ = os.environ if environ is None else environ
+        environ = current_environ() if environ is None else environ
         endpoints = dict(PUBLIC_ENDPOINTS)
         configured: dict[str, list[str]] = {}
         for entry in _urls(environ.get("ATOLL_KEY_ENDPOINTS")):
@@ -350,7 +350,7 @@ _SECRET_VARIABLE = re.compile(r"(^ATOLL_SECRET_|_API_KEY$|_KEY$|_TOKEN$|_SECRET$
 def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
     """``text`` with the value of every key-like environment variable (provider keys,
     provisioned secrets, service tokens) replaced by ``[redacted]``."""
-    environ = os.environ if environ is None else environ
+    environ = current_environ() if environ is None else environ
     for name, value in environ.items():
         if len(value) >= 8 and _SECRET_VARIABLE.search(name) and not name.endswith("_ENDPOINTS"):
             text = text.replace(value, "[redacted]")

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ from atoll.llm.model_table import (
     Thinking,
     ThinkingStyle,
 )
+from atoll.settings import set_default
 
 _SAMPLING = ("temperature", "top_p")
 _OUTPUT_LIMITS = ("max_tokens", "max_completion_tokens")
@@ -107,7 +107,7 @@ def profile_of(model: str) -> Profile:
 
 def _litellm() -> Any:
     # Never fetch litellm's price map from the network at import (atoll.llm.client does the same).
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    set_default("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 
     return litellm

@@ -40,6 +40,7 @@ import pydantic
 import pydantic_core
 
 from atoll.cache_paths import cache_root
+from atoll.settings import variable
 
 logger = logging.getLogger("mcp_servers")
 
@@ -56,7 +57,7 @@ counts = {"read": 0, "computed": 0}
 
 def cache_dir() -> Path | None:
     """The directory of the cache files, or None when the cache is off."""
-    configured = os.environ.get("ATOLL_SCHEMA_CACHE")
+    configured = variable("ATOLL_SCHEMA_CACHE")
     if configured is not None:
         return None if configured.strip().lower() in (OFF, "") else Path(configured)
     return cache_root() / "tool-schemas"

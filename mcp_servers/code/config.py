@@ -8,13 +8,13 @@ empty variable counts as unset).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
+from atoll.settings import environ as process_environ
 from mcp_servers._core.options import InvalidOption, ServerOptions
 
 ENV_PREFIX = "ATOLL_CODE_"
@@ -81,10 +81,10 @@ class CodeOptions(ServerOptions):
         cls, options: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
     ) -> CodeOptions:
         """The settings in force: ``options`` (None values count as not given) over the
-        ``ATOLL_CODE_*`` variables of ``environ`` (default ``os.environ``) over the defaults.
+        ``ATOLL_CODE_*`` variables of ``environ`` (default: the process environment) over the defaults.
 
         Raises InvalidOption naming the unknown or invalid option or variable."""
-        from_env = _from_environment(cls, os.environ if environ is None else environ)
+        from_env = _from_environment(cls, process_environ() if environ is None else environ)
         given = {name: value for name, value in (options or {}).items() if value is not None}
         try:
             return cls.model_validate({**from_env, **given})

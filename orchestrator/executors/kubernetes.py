@@ -38,12 +38,13 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from atoll.apps import servers_for_world
 from atoll.benchmark import Benchmark
 from atoll.experiment import ExperimentSpec
 from atoll.jsonio import model_json
+from atoll.settings import AtollSettings
 from atoll.trial import TrialResult, TrialSpec
 from atoll.world_store import seed_manifest_key
 from orchestrator.artifacts import ArtifactStore
@@ -123,10 +124,10 @@ def _parse_time(value: object) -> float | None:
         return None
 
 
-class KubernetesSettings(BaseSettings):
+class KubernetesSettings(AtollSettings):
     """``ATOLL_K8S_*`` variables of the orchestrator/worker that creates trial Jobs."""
 
-    model_config = SettingsConfigDict(env_prefix="ATOLL_K8S_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="ATOLL_K8S_")
 
     namespace: str | None = Field(
         None, description="namespace of trial Jobs (default: the pod's own, else 'atoll')"

@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from atoll import telemetry
 from atoll.apps import servers_for_world
@@ -39,6 +38,7 @@ from atoll.grade import Grade
 from atoll.judge import JudgeConfig
 from atoll.judge import judge_request as wire_judge
 from atoll.runtime import loaded
+from atoll.settings import EnvironmentTokens, secret_text
 from atoll.trajectory import Trajectory
 from atoll.trial import TrialResult, TrialSpec
 from atoll.world_manifest import WorldManifest
@@ -61,25 +61,20 @@ if TYPE_CHECKING:
 _GRADE_HINT = "or set ATOLL_GRADER_URL to grade through the grading service"
 
 
-class ServiceSettings(BaseSettings):
-    """Where the services are when they are not in this process (``ATOLL_*`` variables)."""
-
-    model_config = SettingsConfigDict(env_prefix="ATOLL_", extra="ignore")
+class ServiceSettings(EnvironmentTokens):
+    """Where the services are when they are not in this process (``ATOLL_*`` variables), and
+    the environments' tokens (``ATOLL_ENV_TOKEN``, ``ATOLL_MCP_TOKEN``, shared with theirs)."""
 
     environment_urls: str = Field("", description="comma-separated base URLs of running environments")
     agents_runner_url: str | None = Field(None, description="agents runner service; unset = in-process")
     grader_url: str | None = Field(None, description="grading service; unset = in-process")
     # Secrets, as in every service's settings: never shown by repr() or a settings dump.
-    env_token: SecretStr | None = Field(
-        None, description="bearer token of the environments' /apps and /data/*"
-    )
-    mcp_token: SecretStr | None = Field(None, description="bearer token of the environments' /mcp")
     agent_token: SecretStr | None = Field(None, description="bearer token of the agents runner")
     grader_token: SecretStr | None = Field(None, description="bearer token of the grading service")
 
     def environments(self) -> list[EnvironmentEndpoint]:
         return [
-            EnvironmentEndpoint(url.strip(), _secret(self.env_token), _secret(self.mcp_token))
+            EnvironmentEndpoint(url.strip(), secret_text(self.env_token), secret_text(self.mcp_token))
             for url in self.environment_urls.split(",")
             if url.strip()
         ]
@@ -89,11 +84,9 @@ def _endpoint_of(environment: EnvironmentServer) -> EnvironmentEndpoint:
     """An in-process environment's endpoint, with the tokens its own settings require (an
     operator who sets ``ATOLL_ENV_TOKEN``/``ATOLL_MCP_TOKEN`` protects these too)."""
     settings = environment.settings
-    return EnvironmentEndpoint(environment.url, _secret(settings.env_token), _secret(settings.mcp_token))
-
-
-def _secret(value: SecretStr | None) -> str | None:
-    return value.get_secret_value() if value is not None else None
+    return EnvironmentEndpoint(
+        environment.url, secret_text(settings.env_token), secret_text(settings.mcp_token)
+    )
 
 
 class _Pool(Protocol):
@@ -364,7 +357,7 @@ class LocalExecutor:
                 judge=self._judge,
                 judge_request=judge_request(self.spec),
                 grader_url=self.services.grader_url,
-                grader_token=_secret(self.services.grader_token),
+                grader_token=secret_text(self.services.grader_token),
                 in_process_hint=_GRADE_HINT,
                 cache=None if self.services.grader_url else self._verdicts(),
             ),
@@ -397,7 +390,7 @@ class LocalExecutor:
                 environment,
                 task,
                 spec,
-                token=_secret(self.services.agent_token),
+                token=secret_text(self.services.agent_token),
                 on_trajectory=progress.observe_trajectory,
                 **checkpoints,
             )

@@ -10,6 +10,7 @@ import pytest
 from orchestrator.api import ApiSettings
 from orchestrator.executors.kubernetes import KubernetesSettings
 from orchestrator.executors.local import ServiceSettings
+from orchestrator.runner import WorkerSettings
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "deploy.md").read_text()
 
@@ -24,7 +25,7 @@ def _service_settings():
 
 @pytest.mark.parametrize(
     "settings",
-    [ServiceSettings, ApiSettings, KubernetesSettings, *_service_settings()],
+    [ServiceSettings, ApiSettings, KubernetesSettings, WorkerSettings, *_service_settings()],
     ids=lambda settings: settings.__name__,
 )
 def test_every_setting_is_in_the_environment_variable_table(settings):
