@@ -126,7 +126,7 @@ def judge_summary(
     graded = [r for r in results if r is not None and (r.judge_id is not None or r.grade_uri)]
     by_judge = Counter(r.judge_id for r in graded)
     not_recorded = by_judge.pop(None, 0)
-    others = [
+    others: list[dict[str, Any]] = [
         {"id": judge_id, "describe": describe_judge(judge_id, known), "trials": count}
         for judge_id, count in sorted(by_judge.items(), key=lambda item: (-item[1], str(item[0])))
         if judge is None or judge_id != judge.id

@@ -100,7 +100,7 @@ def _collect(
         entry = usage[spec.agent_name]
         entry["model"] = spec.model
         entry["trials"] += 1
-        if not is_finished(row):
+        if result is None or not is_finished(row):
             entry["outcomes"]["unfinished"] += 1
             entry["exclusion_reasons"][f"unfinished: {row.state}"] += 1
             continue

@@ -337,7 +337,7 @@ def banner(stop: dict[str, Any] | None, counts: dict[str, int]) -> dict[str, Any
         if stop.get("reason") == "cancelled":  # orchestrator.lifecycle: its trials were cancelled
             kind = "cancelled"
             unfinished += counts.get("cancelled", 0)
-        shown = {
+        shown: dict[str, Any] = {
             "kind": kind,
             "reason": stop.get("reason"),
             "detail": stop.get("detail"),
@@ -411,7 +411,9 @@ def agent_headlines(trials: list[ReportTrial]) -> list[dict[str, Any]]:
         money = cost_summary(members)
         cost = cost_words(money["known_usd"], money["unpriced_trials"], money["finished_trials"])
         finished = money["finished_trials"]
-        shown = f"{100 * rate:.1f}% ({passes} of {len(graded)} graded)" if graded else "— (none graded)"
+        shown = (
+            f"{100 * rate:.1f}% ({passes} of {len(graded)} graded)" if rate is not None else "— (none graded)"
+        )
         headlines.append(
             {
                 "agent": agent,

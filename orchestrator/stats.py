@@ -22,6 +22,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from math import comb
+from typing import Any
 
 import numpy as np
 
@@ -168,7 +169,7 @@ def _scope_intervals(
 def _interval_entry(interval: Interval, undefined_because: str) -> dict:
     """The interval as report JSON: a warning when few tasks back it; when no task does, its
     value and bounds are null and ``undefined`` says why (never NaN: docs/orchestrator.md)."""
-    entry = interval.as_dict()
+    entry: dict[str, Any] = interval.as_dict()
     if interval.tasks == 0:
         entry["undefined"] = {key: undefined_because for key in ("value", "ci_low", "ci_high")}
     elif interval.tasks < MIN_TASKS_FOR_CI:
@@ -263,11 +264,11 @@ def pairwise_mcnemar(records: list[TrialRecord], agents: list[str]) -> list[dict
     for r in graded:
         keys.setdefault((r.task_id, r.run_index), len(keys))
     row = {agent: i for i, agent in enumerate(agents)}
-    outcomes = np.full((len(agents), len(keys)), -1, dtype=np.int8)
+    outcomes: Any = np.full((len(agents), len(keys)), -1, dtype=np.int8)  # 1 pass, 0 fail, -1 none
     for r in graded:
         if r.agent in row:
             outcomes[row[r.agent], keys[(r.task_id, r.run_index)]] = r.outcome is Outcome.passed
-    pairs = []
+    pairs: list[dict[str, Any]] = []
     for i, first in enumerate(agents):
         for j in range(i + 1, len(agents)):
             a, b = outcomes[i], outcomes[j]

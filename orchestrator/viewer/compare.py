@@ -169,7 +169,7 @@ def _compare_agents(
     paired = sorted(set(graded_a) & set(graded_b))
     a_only = sum(graded_a[key] and not graded_b[key] for key in paired)
     b_only = sum(graded_b[key] and not graded_a[key] for key in paired)
-    tasks = []
+    tasks: list[dict[str, Any]] = []
     for task_id in sorted(set(by_task_a) | set(by_task_b) | set(trials_a) | set(trials_b)):
         side_a = _side(by_task_a.get(task_id, []), trials_a.get(task_id, []))
         side_b = _side(by_task_b.get(task_id, []), trials_b.get(task_id, []))

@@ -12,6 +12,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any, TypeVar, cast
 
 from atoll.costs import cost_text
@@ -152,6 +153,10 @@ def _run_summary(store: TrialStore, name: str, spec: dict[str, Any], rows: list[
     }
 
 
+def _stored_run_summary(store: TrialStore, name: str) -> dict[str, Any]:
+    return _run_summary(store, name, store.experiment_spec(name) or {}, run_rows(store, name)[0])
+
+
 def list_runs(store: TrialStore, *, cache: RunCache | None = None) -> list[dict[str, Any]]:
     """Every run in the store, newest last, with status, counts, cost and times."""
     cache = cache or _uncached()
@@ -160,9 +165,7 @@ def list_runs(store: TrialStore, *, cache: RunCache | None = None) -> list[dict[
             store,
             name,
             "summary",
-            lambda name=name: _run_summary(
-                store, name, store.experiment_spec(name) or {}, run_rows(store, name)[0]
-            ),
+            partial(_stored_run_summary, store, name),
         )
         for name in _known_runs(store)
     ]

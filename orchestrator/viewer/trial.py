@@ -69,7 +69,7 @@ def transcript(trajectory: dict[str, Any]) -> dict[str, Any]:
         elif role == "user" and not steps and not prompt:
             prompt = text
         elif role == "assistant":
-            step = {
+            step: dict[str, Any] = {
                 "index": len(steps) + 1,
                 "kind": "assistant",
                 "text": _clip(text),
@@ -99,11 +99,11 @@ def transcript(trajectory: dict[str, Any]) -> dict[str, Any]:
                 answered[str(requested.get("id"))] = entry
             steps.append(step)
         elif role == "tool":
-            entry = answered.get(str(message.get("tool_call_id")))
-            if entry is not None:
-                if not entry["result"]:
-                    entry["result"] = _clip(text)
-                entry["images"] = images
+            answer = answered.get(str(message.get("tool_call_id")))
+            if answer is not None:
+                if not answer["result"]:
+                    answer["result"] = _clip(text)
+                answer["images"] = images
         else:
             steps.append(
                 {

@@ -99,12 +99,13 @@ class SnapshotCache:
         """The snapshot at ``uri`` (kept open for the next request): a stored world read in
         place, or an archive read from :meth:`local`."""
         from atoll.world_store import world_kind
-        from grader.snapshot import Snapshot, open_snapshot
+        from grader.snapshot import ManifestSnapshot, Snapshot, open_snapshot
 
         with self._lock:
             if uri in self._open:
                 self._open.move_to_end(uri)
                 return self._open[uri]
+        opened: Snapshot | ManifestSnapshot
         if world_kind(uri) == "archive":
             opened = Snapshot(self.local(uri))
         else:
