@@ -28,6 +28,7 @@ from pathlib import Path
 
 from atoll.cache_paths import cache_path
 from atoll.errors import AtollError
+from atoll.settings import variable
 
 _MAX_HOPS = 8
 
@@ -206,11 +207,10 @@ class HubOptions:
 def hub_options() -> HubOptions:
     """The hub's variables as they are set now (huggingface_hub reads them once, at import,
     so a process that sets them later would otherwise not be honoured)."""
-    # The one read of the hub's variables; the settings kit's accessor replaces os.environ here.
-    environment = os.environ
-    offline = environment.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
-    home = environment.get("HF_HOME")
-    cache_dir = environment.get("HF_HUB_CACHE") or (os.path.join(home, "hub") if home else None)
+    # Another tool's variables: read through the settings kit, the one reader of the environment.
+    offline = (variable("HF_HUB_OFFLINE") or "").strip().lower() in ("1", "true", "yes", "on")
+    home = variable("HF_HOME")
+    cache_dir = variable("HF_HUB_CACHE") or (os.path.join(home, "hub") if home else None)
     return HubOptions(offline=offline, cache_dir=cache_dir)
 
 

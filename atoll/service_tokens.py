@@ -17,12 +17,21 @@ import secrets
 import sys
 from pathlib import Path
 
-from atoll.settings import export, variable
+from pydantic import Field
+
+from atoll.settings import AtollSettings, export, variable
 
 #: The token variables (and so the token files): ATOLL_API_TOKEN, ATOLL_ENV_TOKEN, …
 TOKEN_NAME = re.compile(r"ATOLL_[A-Z0-9_]*TOKEN")
 #: Longest token file read (a token is a line, not a document).
 _MAX_TOKEN_BYTES = 4096
+
+
+class TokenDirSettings(AtollSettings):
+    """``ATOLL_TOKEN_DIR``: where a deployment mounted its token files (read by every command
+    at start, :func:`load_token_dir`)."""
+
+    token_dir: str = Field("", description="folder of ATOLL_…_TOKEN files (empty: none)")
 
 
 def load_token_dir(folder: str | Path) -> list[str]:

@@ -13,15 +13,17 @@ value the user set is kept.
 
 from __future__ import annotations
 
-import os
 import sys
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+from atoll.settings import set_default
+
+set_default("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import typer  # noqa: E402
 
 from atoll.errors import AtollError  # noqa: E402
 from atoll.logs import configure_logging  # noqa: E402
+from atoll.service_tokens import TokenDirSettings, load_token_dir  # noqa: E402
 from atoll_cli.commands import (  # noqa: E402
     agent,
     bench,
@@ -65,10 +67,9 @@ def main() -> None:
     readable lines on a terminal, JSON lines when stderr is not one (atoll.logs; a command's
     --json-logs forces JSON)."""
     configure_logging("WARNING")
-    if os.environ.get("ATOLL_TOKEN_DIR"):  # tokens a deployment generated (atoll.service_tokens)
-        from atoll.service_tokens import load_token_dir
-
-        load_token_dir(os.environ["ATOLL_TOKEN_DIR"])
+    token_dir = TokenDirSettings().token_dir
+    if token_dir:  # tokens a deployment generated (atoll.service_tokens)
+        load_token_dir(token_dir)
     try:
         app()
     except AtollError as exc:

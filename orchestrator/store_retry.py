@@ -25,20 +25,31 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from pydantic import Field, ValidationError
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_delay
 
 from atoll.errors import AtollError
 from atoll.retry import backoff
+from atoll.settings import AtollSettings
 
 log = logging.getLogger("atoll.orchestrator.store")
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class StoreRetrySettings(AtollSettings):
+    """``ATOLL_STORE_RETRY_S``, ``ATOLL_STORE_RETRY_MAX_BACKOFF_S``, ``ATOLL_STORE_CONNECT_S``."""
+
+    store_retry_s: float = Field(120.0, description="total time one store operation may keep retrying")
+    store_retry_max_backoff_s: float = Field(5.0, description="longest pause between two tries")
+    store_connect_s: float = Field(
+        10.0, description="how long the first connection to the store may keep retrying"
+    )
 
 
 @dataclass(frozen=True)
@@ -52,17 +63,21 @@ class StoreRetry:
 
     @classmethod
     def from_env(cls) -> StoreRetry:
+        """The policy the ``ATOLL_STORE_*`` settings give (:class:`StoreRetrySettings`). Raises
+        ``AtollError("bad_setting")`` naming the variable that is not a number."""
         try:
-            return cls(
-                total_s=float(os.environ.get("ATOLL_STORE_RETRY_S", 120.0)),
-                max_backoff_s=float(os.environ.get("ATOLL_STORE_RETRY_MAX_BACKOFF_S", 5.0)),
-                connect_s=float(os.environ.get("ATOLL_STORE_CONNECT_S", 10.0)),
+            settings = StoreRetrySettings()
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"ATOLL_{'.'.join(str(part) for part in error['loc']).upper()}: {error['msg']}"
+                for error in exc.errors()
             )
-        except ValueError as exc:
-            raise AtollError(
-                "bad_setting",
-                f"ATOLL_STORE_RETRY_S / ATOLL_STORE_RETRY_MAX_BACKOFF_S / ATOLL_STORE_CONNECT_S: {exc}",
-            ) from None
+            raise AtollError("bad_setting", problems) from None
+        return cls(
+            total_s=settings.store_retry_s,
+            max_backoff_s=settings.store_retry_max_backoff_s,
+            connect_s=settings.store_connect_s,
+        )
 
 
 def is_transient(exc: BaseException) -> bool:

@@ -14,7 +14,6 @@ is described and tested by the MCP specification's clients (docs/environment.md)
 from __future__ import annotations
 
 import json
-import os
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -22,8 +21,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from atoll.settings import set_default
+
 # The agents runner and grader import litellm: its price map is the packaged one, never fetched.
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+set_default("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 #: The services with a published document, in the order docs/api.md lists them.
 SERVICES = ("orchestrator", "environment", "agents_runner", "grader")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +11,7 @@ import typer
 from atoll.defaults import OUTPUT_DIR
 from atoll.errors import AtollError
 from atoll.logs import JSON_LOGS_HELP
+from atoll.settings import environ as process_environ
 
 STORE_NAME = "atoll.db"
 # Where `atoll run` (examples, defaults) and `atoll demo` put their stores, in that order.
@@ -22,12 +23,12 @@ def register(app: typer.Typer) -> None:
     app.command(name="view")(view)
 
 
-def resolve_store(run_dir: Path | None, store: str | None, environ: dict[str, str] | None = None) -> str:
+def resolve_store(run_dir: Path | None, store: str | None, environ: Mapping[str, str] | None = None) -> str:
     """The store URL to show: ``--store``, else the SQLite store of RUN_DIR (an output folder
     such as ``atoll-out/demo``, a run's report folder inside it, or the .db file itself), else
     ``$ATOLL_STORE``, else the first of ``atoll-out/atoll.db`` and ``atoll-out/demo/atoll.db``.
     Raises ``AtollError("no_store")`` naming what was looked for."""
-    environ = dict(os.environ if environ is None else environ)
+    environ = process_environ() if environ is None else environ
     if store:
         return store
     if run_dir is not None:

@@ -96,19 +96,7 @@ def test_no_backoff_is_written_by_hand():
     assert not found, "use atoll.retry.backoff (tenacity's wait_exponential)"
 
 
-# The settings kit is the one module that touches the process environment; these modules
-# still do, each for a reason named beside it (the list only shrinks).
-ENVIRONMENT_READERS_ALLOWED = {
-    # moved by the CLI move (atoll/cli.py and atoll/commands/ became atoll_cli/; its helper
-    # folds these reads into the kit)
-    "atoll_cli/cli.py",
-    "atoll_cli/commands/openapi.py",
-    "atoll_cli/commands/view.py",
-    # HF_HUB_OFFLINE, HF_HOME, HF_HUB_CACHE: hub_options() is edited by another helper
-    "atoll/hf_cache.py",
-    # ATOLL_STORE_RETRY_*, ATOLL_STORE_CONNECT_S: edited by another helper (one retry policy)
-    "orchestrator/store_retry.py",
-}
+# The settings kit (atoll/settings.py) is the one module that touches the process environment.
 _OS_ENVIRONMENT = {"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"}
 
 
@@ -150,7 +138,7 @@ def test_only_the_settings_kit_reads_the_environment():
     for package in packages:
         for path in sorted((ROOT / package).rglob("*.py")):
             relative = path.relative_to(ROOT).as_posix()
-            if relative == "atoll/settings.py" or relative in ENVIRONMENT_READERS_ALLOWED:
+            if relative == "atoll/settings.py":
                 continue
             touching += [f"{relative}:{line}" for line in _environment_touches(path)]
     assert touching == [], "read the environment through atoll.settings"

@@ -21,6 +21,8 @@ SETTINGS_CLASSES = [
     ("orchestrator.executors.local", "ServiceSettings"),
     ("orchestrator.executors.kubernetes", "KubernetesSettings"),
     ("orchestrator.runner", "WorkerSettings"),
+    ("orchestrator.store_retry", "StoreRetrySettings"),
+    ("atoll.service_tokens", "TokenDirSettings"),
 ]
 # (coworker_api_key_secret and api_key_env name where a key is kept; they are not keys)
 _SECRET_NAMES = ("token", "api_key", "webhook_secret")

@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from atoll.service_tokens import TokenDirSettings
 from orchestrator.api import ApiSettings
 from orchestrator.executors.kubernetes import KubernetesSettings
 from orchestrator.executors.local import ServiceSettings
 from orchestrator.runner import WorkerSettings
+from orchestrator.store_retry import StoreRetrySettings
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "deploy.md").read_text()
 
@@ -25,7 +27,15 @@ def _service_settings():
 
 @pytest.mark.parametrize(
     "settings",
-    [ServiceSettings, ApiSettings, KubernetesSettings, WorkerSettings, *_service_settings()],
+    [
+        ServiceSettings,
+        ApiSettings,
+        KubernetesSettings,
+        WorkerSettings,
+        StoreRetrySettings,
+        TokenDirSettings,
+        *_service_settings(),
+    ],
     ids=lambda settings: settings.__name__,
 )
 def test_every_setting_is_in_the_environment_variable_table(settings):
