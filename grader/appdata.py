@@ -8,6 +8,8 @@ the returned error list instead of raising, so one corrupt export never hides th
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from email.utils import getaddresses
 from hashlib import sha256
@@ -148,14 +150,38 @@ def mail_changes(before: dict[str, bytes], after: dict[str, bytes]) -> MailChang
 # --- calendar ------------------------------------------------------------------------------
 
 
+#: Calendars read, by the sha256 of their bytes: every trial of a world diffs the same seed
+#: calendar (and, when the agent left it alone, the same one after), so a content is parsed
+#: once per process. Each caller gets fields of its own (:func:`_events`).
+_CALENDARS: OrderedDict[bytes, Any] = OrderedDict()
+_CALENDARS_KEPT = 64
+_calendars_lock = threading.Lock()
+
+
 def _events(path: str, data: bytes, errors: list[str]) -> dict[str, dict[str, Any]]:
     """The VEVENTs of one .ics file by key, read by the calendar format's reader
-    (:func:`atoll.formats.ics.read_events`); skipped events are named in ``errors``."""
+    (:func:`atoll.formats.ics.read_events`, once per content); skipped events are named in
+    ``errors``."""
     from atoll.formats.ics import read_events
 
-    read = read_events(data)
+    key = sha256(data).digest()
+    with _calendars_lock:
+        read = _CALENDARS.get(key)
+        if read is not None:
+            _CALENDARS.move_to_end(key)
+    if read is None:
+        read = read_events(data)  # raises for a file that is no calendar: never kept
+        with _calendars_lock:
+            _CALENDARS[key] = read
+            while len(_CALENDARS) > _CALENDARS_KEPT:
+                _CALENDARS.popitem(last=False)
     errors.extend(f"{path}: {problem}" for problem in read.problems)
-    return {event.key: event.fields for event in read.events}
+    return {
+        event.key: {
+            name: list(value) if isinstance(value, list) else value for name, value in event.fields.items()
+        }
+        for event in read.events
+    }
 
 
 def _event_change(change: str, uid: str, fields: dict[str, Any], changed: dict[str, Any]) -> EventChange:
