@@ -142,3 +142,25 @@ def test_only_the_settings_kit_reads_the_environment():
                 continue
             touching += [f"{relative}:{line}" for line in _environment_touches(path)]
     assert touching == [], "read the environment through atoll.settings"
+
+
+def _documented_homes() -> list[set[str]]:
+    """The paths each row of docs/architecture.md's "Where each shared mechanism lives" names
+    in its home column."""
+    doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = doc[doc.index("## Where each shared mechanism lives") :]
+    section = section[: section.index("\n## ")]
+    rows = [
+        line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| mechanism")
+    ]
+    return [set(re.findall(r"`([\w/.]+/[\w.]*)`", row.split(" | ")[1])) for row in rows]
+
+
+def test_the_architecture_doc_names_each_home_and_each_home_exists():
+    """A newcomer finds each mechanism in the doc's table, at a path that exists."""
+    documented = _documented_homes()
+    assert all(documented), "every row names its home as a path"
+    named = set().union(*documented)
+    assert [path for path in sorted(named) if not (ROOT / path).exists()] == []
+    assert {home for home, _ in HOMES.values()} <= named
+    assert "atoll/settings.py" in named
