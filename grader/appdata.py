@@ -186,7 +186,7 @@ def _events(path: str, data: bytes, errors: list[str]) -> dict[str, dict[str, An
 
 def _event_change(change: str, uid: str, fields: dict[str, Any], changed: dict[str, Any]) -> EventChange:
     return EventChange(
-        change=change,  # type: ignore[arg-type]
+        change=change,
         uid=uid,
         summary=str(fields.get("summary", "")),
         start=fields.get("dtstart"),
@@ -284,7 +284,7 @@ def diff_chat(
             name: str = name,
         ) -> ChatChange:
             return ChatChange(
-                change=kind,  # type: ignore[arg-type]
+                change=kind,
                 channel_id=group,
                 channel_name=name,
                 message_id=message_id,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Set as AbstractSet
 
 _WORD = re.compile(r"[a-z0-9][a-z0-9_.\-]{2,}")
 _STOP = frozenset(
@@ -91,7 +92,7 @@ def _folder(path: str | None) -> str:
 
 
 def named_within(
-    items: list[tuple[str, str | None, str]], limit: int, words: set[str] = frozenset()
+    items: list[tuple[str, str | None, str]], limit: int, words: AbstractSet[str] = frozenset()
 ) -> list[str]:
     """A listing of many changes in about ``limit`` characters that names as many as fit and
     counts the rest per kind and folder (``2990 more deleted files in /Contracts/``), none

@@ -58,10 +58,10 @@ def _entries(changes: Changes) -> list[_Entry]:
     for mail in changes.mails_sent:
         line = f"mail sent to {printable(', '.join(mail.to + mail.cc))}: {mail.subject!r}"
         entries.append(_Entry(change_kind("mail", "sent"), False, line, line))
-    for change, mails in (("deleted", changes.mails_deleted), ("edited", changes.mails_edited)):
+    for what, mails in (("deleted", changes.mails_deleted), ("edited", changes.mails_edited)):
         for mail in mails:
-            line = f"mail {change}: {mail.subject!r} from {printable(mail.from_)}"
-            entries.append(_Entry(change_kind("mail", change), True, line, line))
+            line = f"mail {what}: {mail.subject!r} from {printable(mail.from_)}"
+            entries.append(_Entry(change_kind("mail", what), True, line, line))
     for event in changes.events:
         fields = f" (fields: {', '.join(event.changed_fields)})" if event.changed_fields else ""
         line = f"event {event.change}: {event.summary!r} at {event.start}"

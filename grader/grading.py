@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from atoll.benchmark import Criterion, Task
 from atoll.errors import AtollError
@@ -83,7 +84,7 @@ def _verdict(
         rationale=rationale,
         check_verdict=check_verdict,
         check_agrees=verdict is check_verdict if both_spoke else None,
-        **fields,  # type: ignore[arg-type]
+        **fields,
     )
 
 
@@ -156,7 +157,7 @@ async def _decide(context: _Context, criterion: Criterion) -> CriterionVerdict:
     change_log = "" if routed.target.kind == "final_answer" else context.change_log
     digest = evidence_digest(context.task.prompt, answer, change_log, routed, config)
     key = cache_key(criterion, digest, verdict_settings(config), PROMPT_VERSION)
-    common = {
+    common: dict[str, Any] = {
         "judge_model": config.model,
         "prompt_version": PROMPT_VERSION,
         "evidence_digest": digest,
@@ -196,26 +197,26 @@ async def _decide(context: _Context, criterion: Criterion) -> CriterionVerdict:
         context.reasoning_tokens += fitted.reasoning_tokens
         context.cached_tokens += fitted.cached_tokens
         blocks = build_blocks(context.task.prompt, answer, change_log, fitted, criterion, budget)
-        result = await judge(config, blocks, budget=context.retry_budget)
-        context.cost_usd += result.cost_usd
-        context.prompt_tokens += result.prompt_tokens
-        context.completion_tokens += result.completion_tokens
-        context.reasoning_tokens += result.reasoning_tokens
-        context.cached_tokens += result.cached_tokens
-        if result.configuration_error:
-            context.configuration_error = result.configuration_error
-        if not result.context_exceeded or budget <= 4000:
+        judged = await judge(config, blocks, budget=context.retry_budget)
+        context.cost_usd += judged.cost_usd
+        context.prompt_tokens += judged.prompt_tokens
+        context.completion_tokens += judged.completion_tokens
+        context.reasoning_tokens += judged.reasoning_tokens
+        context.cached_tokens += judged.cached_tokens
+        if judged.configuration_error:
+            context.configuration_error = judged.configuration_error
+        if not judged.context_exceeded or budget <= 4000:
             break
         prompt_chars = sum(len(block.text) for block in blocks) + 2000
-        budget = max(4000, int(min(budget, prompt_chars) * context_shrink_factor(result.error)))
+        budget = max(4000, int(min(budget, prompt_chars) * context_shrink_factor(judged.error)))
     shown = [artifact.id for artifact, _ in fitted.shown]
     if answer is not None:
         shown.insert(0, "final_answer")
     note = None if fitted.note == "all" else fitted.note
     if budget != config.budget_chars():
         note = f"{note or 'all'}; budget cut to {budget} characters after a context-window error"
-    if result.verdict is None:
-        reason = result.error or "the judge returned no verdict"
+    if judged.verdict is None:
+        reason = judged.error or "the judge returned no verdict"
         return _verdict(
             criterion,
             Verdict.ungradeable,
@@ -226,26 +227,26 @@ async def _decide(context: _Context, criterion: Criterion) -> CriterionVerdict:
             evidence_note=note,
             **common,
         )
-    rationale = check_note + result.rationale
+    rationale = check_note + judged.rationale
     if context.cache is not None:
         await asyncio.to_thread(
             context.cache.put,
             key,
             {
-                "verdict": result.verdict.value,
+                "verdict": judged.verdict.value,
                 "rationale": rationale,
                 "evidence": shown,
-                "samples": [s.value for s in result.samples],
+                "samples": [s.value for s in judged.samples],
                 "evidence_note": note,
             },
         )
     return _verdict(
         criterion,
-        result.verdict,
+        judged.verdict,
         "judge",
         rationale,
         evidence=shown,
-        samples=result.samples,
+        samples=judged.samples,
         evidence_note=note,
         **common,
     )

@@ -162,10 +162,10 @@ class Snapshot(_Reader):
                     if path is None:
                         continue
                     digest = hashlib.sha256()
-                    handle = archive.extractfile(member)
-                    if handle is None:
+                    extracted = archive.extractfile(member)
+                    if extracted is None:
                         continue
-                    while chunk := handle.read(_CHUNK):
+                    while chunk := extracted.read(_CHUNK):
                         digest.update(chunk)
                     self.entries[path] = SnapshotEntry(path, member.size, digest.hexdigest())
 
