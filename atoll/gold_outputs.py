@@ -8,13 +8,12 @@ is the answer; with ``"file"`` it is a snapshot id (``snap_<hex>``) and the file
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 from atoll.benchmark import GoldFile, GoldOutput, Task
 from atoll.errors import AtollError
-from atoll.hf_cache import LocalView
+from atoll.hf_cache import LocalView, walk_files
 from atoll.members import is_junk
 
 GOLD_FILES_DIR = "gold_files"
@@ -26,19 +25,12 @@ def _gold_file_entries(folder: Path, view: LocalView) -> list[GoldFile]:
     tree = folder / "filesystem"
     if not tree.is_dir():
         return files
-    for directory, dirnames, filenames in os.walk(tree, followlinks=False):
-        base = Path(directory)
-        dirnames.sort()
-        for name in dirnames:
-            if (base / name).is_symlink():
-                raise AtollError("bad_benchmark", f"{base / name}: a symlinked folder is not followed")
-        for name in sorted(filenames):
-            path = base / name
-            if is_junk(path.relative_to(tree).as_posix()):  # __MACOSX/, .DS_Store, ._* …
-                continue
-            source = view.file(path)
-            world_path = "/" + path.relative_to(tree).as_posix()
-            files.append(GoldFile.model_validate({"path": world_path, "source": str(source)}))
+    for path in walk_files(tree):
+        if is_junk(path.relative_to(tree).as_posix()):  # __MACOSX/, .DS_Store, ._* …
+            continue
+        source = view.file(path)
+        world_path = "/" + path.relative_to(tree).as_posix()
+        files.append(GoldFile.model_validate({"path": world_path, "source": str(source)}))
     return files
 
 

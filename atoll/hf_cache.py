@@ -22,7 +22,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,11 +83,9 @@ def _link_or_copy(source: Path, target: Path) -> None:
         shutil.copyfile(source, target)
 
 
-def _snapshot_files(root: Path, repo_root: Path) -> dict[str, Path]:
-    """Every file under the snapshot ``root`` (relative POSIX path) mapped to its blob (or to
-    itself, for a regular file); raises AtollError naming a link that is not the cache's own or
-    a symlinked folder."""
-    files: dict[str, Path] = {}
+def walk_files(root: Path) -> Iterator[Path]:
+    """Every file (or link to one) below the benchmark folder ``root``, folders and files in
+    name order, no link followed. Raises AtollError(bad_benchmark) naming a symlinked folder."""
     for directory, dirnames, filenames in os.walk(root, followlinks=False):
         base = Path(directory)
         dirnames.sort()
@@ -95,10 +93,17 @@ def _snapshot_files(root: Path, repo_root: Path) -> dict[str, Path]:
             if (base / name).is_symlink():
                 raise AtollError("bad_benchmark", f"{base / name}: a symlinked folder is not followed")
         for name in sorted(filenames):
-            path = base / name
-            blob = resolve_blob(path, repo_root) if path.is_symlink() else path
-            files[path.relative_to(root).as_posix()] = blob
-    return files
+            yield base / name
+
+
+def _snapshot_files(root: Path, repo_root: Path) -> dict[str, Path]:
+    """Every file under the snapshot ``root`` (relative POSIX path) mapped to its blob (or to
+    itself, for a regular file); raises AtollError naming a link that is not the cache's own or
+    a symlinked folder."""
+    return {
+        path.relative_to(root).as_posix(): resolve_blob(path, repo_root) if path.is_symlink() else path
+        for path in walk_files(root)
+    }
 
 
 @dataclass(frozen=True)
