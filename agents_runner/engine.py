@@ -96,6 +96,20 @@ def parse_arguments(raw: str) -> tuple[dict[str, Any] | None, str | None]:
     return value, None
 
 
+def malformed_streak(run: AgentRun, streak: int, malformed: bool) -> int:
+    """Replies in a row with malformed tool-call arguments, this one counted (0 after a good
+    one). Raises RunEnded (``error``, kind ``agent``) when the streak reaches the run's
+    ``max_consecutive_malformed``."""
+    streak = streak + 1 if malformed else 0
+    if streak >= run.config.max_consecutive_malformed:
+        raise RunEnded(
+            RunStatus.error,
+            f"{streak} replies in a row had malformed tool-call arguments",
+            kind=ErrorKind.agent,
+        )
+    return streak
+
+
 def answer(run: AgentRun, call_id: str, content: str) -> None:
     """Append the ``role: tool`` message answering ``call_id``."""
     run.add({"role": "tool", "tool_call_id": call_id, "content": content})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from agents_runner.engine import (
     answer,
+    malformed_streak,
     model_turn,
     parse_arguments,
     record_call,
@@ -17,10 +18,10 @@ from agents_runner.engine import (
 from agents_runner.gateway import ImagePart
 from agents_runner.prompts import start_context
 from agents_runner.registry import register_agent
-from agents_runner.state import AgentRun, RunEnded
+from agents_runner.state import AgentRun
 from atoll.errors import AtollError
 from atoll.tool_schemas import MAX_TOOLS
-from atoll.trajectory import AgentReportedStatus, ErrorKind, RunStatus
+from atoll.trajectory import AgentReportedStatus, RunStatus
 
 SYSTEM_PROMPT = """You are an autonomous agent completing a professional task inside a sandboxed workspace \
 (files, mail, calendar, chat and office documents), reachable only through the tools you are given. \
@@ -88,10 +89,4 @@ async def loop(run: AgentRun) -> RunStatus:
                 text = await run_gateway_call(run, call_id, name, arguments, images)
             answer(run, call_id, text)
         show_images(run, images)
-        malformed_turns = malformed_turns + 1 if malformed else 0
-        if malformed_turns >= run.config.max_consecutive_malformed:
-            raise RunEnded(
-                RunStatus.error,
-                f"{malformed_turns} replies in a row had malformed tool-call arguments",
-                kind=ErrorKind.agent,
-            )
+        malformed_turns = malformed_streak(run, malformed_turns, malformed)

@@ -16,6 +16,7 @@ from typing import Any
 
 from agents_runner.engine import (
     answer,
+    malformed_streak,
     model_turn,
     parse_arguments,
     record_call,
@@ -342,13 +343,7 @@ async def react_toolbelt(run: AgentRun) -> RunStatus:
             if run.reported_status == AgentReportedStatus.completed:
                 return RunStatus.completed
             return RunStatus.failed
-        malformed_turns = malformed_turns + 1 if malformed else 0
-        if malformed_turns >= config.max_consecutive_malformed:
-            raise RunEnded(
-                RunStatus.error,
-                f"{malformed_turns} replies in a row had malformed tool-call arguments",
-                kind=ErrorKind.agent,
-            )
+        malformed_turns = malformed_streak(run, malformed_turns, malformed)
 
 
 def _meta(run: AgentRun, toolbelt: _Toolbelt, call_id: str, name: str, arguments: dict[str, Any]) -> str:
