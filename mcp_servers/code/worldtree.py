@@ -285,16 +285,11 @@ def _remove_below(root_fd: int, parent_fd: int, name: str, pending: list[tuple[s
 
 
 def _open_parent(root: Path, parts: tuple[str, ...]) -> int:
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        for part in parts[:-1]:
-            child = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            os.close(fd)
-            fd = child
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+        return _open_parent_at(root_fd, parts)
+    finally:
+        os.close(root_fd)
 
 
 def trim(root: Path, new_files: list[NewFile], excess_bytes: int) -> int:
