@@ -63,6 +63,28 @@ class TrialRow:
     updated_at: float
 
 
+# The columns a TrialRow is read from, in _trial_row's order.
+_TRIAL_ROW_COLUMNS = (
+    trials.c.spec_json,
+    trials.c.result_json,
+    trials.c.state,
+    trials.c.attempts,
+    trials.c.updated_at,
+)
+
+
+def _trial_row(
+    spec_json: str, result_json: str | None, state: str, attempts: int, updated_at: float
+) -> TrialRow:
+    return TrialRow(
+        TrialSpec.model_validate_json(spec_json),
+        TrialResult.model_validate_json(result_json) if result_json else None,
+        TrialState(state),
+        attempts,
+        updated_at,
+    )
+
+
 def is_finished(row: TrialRow) -> bool:
     """A row with its final result (done, or out of infrastructure retries)."""
     return row.result is not None and row.state in FINISHED
@@ -392,26 +414,11 @@ class RunRecords:
         """Every (current, not archived) trial of the experiment, ordered by agent, task, run."""
         with self.engine.connect() as connection:
             rows = connection.execute(
-                select(
-                    trials.c.spec_json,
-                    trials.c.result_json,
-                    trials.c.state,
-                    trials.c.attempts,
-                    trials.c.updated_at,
-                )
+                select(*_TRIAL_ROW_COLUMNS)
                 .where(trials.c.experiment == experiment)
                 .order_by(trials.c.agent_name, trials.c.task_id, trials.c.run_index, trials.c.updated_at)
             ).all()
-        return [
-            TrialRow(
-                TrialSpec.model_validate_json(spec_json),
-                TrialResult.model_validate_json(result_json) if result_json else None,
-                TrialState(state),
-                attempt_count,
-                updated_at,
-            )
-            for spec_json, result_json, state, attempt_count, updated_at in rows
-        ]
+        return [_trial_row(*row) for row in rows]
 
     @retried
     def change_marker(self, experiment: str) -> tuple[int, float, int, str | None]:
@@ -451,24 +458,11 @@ class RunRecords:
         """One trial of a run by its id, or None."""
         with self.engine.connect() as connection:
             row = connection.execute(
-                select(
-                    trials.c.spec_json,
-                    trials.c.result_json,
-                    trials.c.state,
-                    trials.c.attempts,
-                    trials.c.updated_at,
-                ).where(and_(trials.c.experiment == experiment, trials.c.trial_id == trial_id))
+                select(*_TRIAL_ROW_COLUMNS).where(
+                    and_(trials.c.experiment == experiment, trials.c.trial_id == trial_id)
+                )
             ).first()
-        if row is None:
-            return None
-        spec_json, result_json, state, attempt_count, updated_at = row
-        return TrialRow(
-            TrialSpec.model_validate_json(spec_json),
-            TrialResult.model_validate_json(result_json) if result_json else None,
-            TrialState(state),
-            attempt_count,
-            updated_at,
-        )
+        return None if row is None else _trial_row(*row)
 
     @retried
     def attempt_history(self, experiment: str, trial_id: str | None = None) -> list[dict[str, Any]]:
