@@ -63,6 +63,11 @@ xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
 </oor:items>
 """
 _NETWORK_FUNCTIONS = re.compile(rb"<f[^>]*>[^<]*\bWEBSERVICE\s*\(", re.IGNORECASE)
+#: Functions whose value changes between computations (anywhere in a sheet: a false match
+#: only means a workbook is computed again rather than taken from the cache).
+_VOLATILE_FUNCTIONS = re.compile(rb"\b(NOW|TODAY|RAND|RANDBETWEEN|RANDARRAY)\s*\(", re.IGNORECASE)
+#: Workbooks' computed values kept per engine, by the sha256 of their bytes.
+_COMPUTED_PER_ENGINE = 64
 RECYCLE_AFTER_JOBS = 500
 _UNO_PATHS = ("/usr/lib/python3/dist-packages", "/usr/lib/libreoffice/program")
 _WORKER = Path(__file__).with_name("_uno_worker.py")
@@ -98,20 +103,28 @@ def find_uno_python() -> tuple[str, dict[str, str]] | None:
     return None
 
 
-def refuse_network_functions(workbook: Any) -> None:
+def refuse_network_functions(workbook: Any) -> bool:
     """Raise RecalcError when a formula calls a function that fetches from the network.
 
     LibreOffice evaluates ``WEBSERVICE`` (and ``FILTERXML`` over it) during recalculation;
-    agents must not reach the network, so such workbooks are not computed at all.
+    agents must not reach the network, so such workbooks are not computed at all. Returns
+    whether a formula may call a volatile function (``NOW``, ``TODAY``, ``RAND``…), whose
+    values differ from one computation to the next.
     """
+    volatile = False
     try:
         with zipfile.ZipFile(workbook) as archive:
             for name in archive.namelist():
-                sheet = name.startswith("xl/worksheets/") and name.endswith(".xml")
-                if sheet and _NETWORK_FUNCTIONS.search(archive.read(name)):
-                    raise RecalcError("a formula calls WEBSERVICE, which is not computed (no network access)")
+                if name.startswith("xl/worksheets/") and name.endswith(".xml"):
+                    xml = archive.read(name)
+                    if _NETWORK_FUNCTIONS.search(xml):
+                        raise RecalcError(
+                            "a formula calls WEBSERVICE, which is not computed (no network access)"
+                        )
+                    volatile = volatile or _VOLATILE_FUNCTIONS.search(xml) is not None
     except zipfile.BadZipFile:
         raise RecalcError("the workbook is not a valid xlsx (zip) file") from None
+    return volatile
 
 
 def write_profile(folder: Path) -> str:
@@ -138,7 +151,8 @@ class RecalcStats:
     """Counters read by tests and benchmarks."""
 
     starts: int = 0
-    calls: int = 0
+    calls: int = 0  # workbooks computed by LibreOffice
+    cached: int = 0  # workbooks whose bytes were computed before: answered from the engine's cache
     timeouts: int = 0
 
 
@@ -171,6 +185,9 @@ class LibreOffice:
         self._next_id = 0
         self._jobs = 0
         self._closed = False
+        #: computed values by workbook content: every trial's world is a fresh copy of the
+        #: same files, so the agent's reads of a seed workbook compute the same bytes again
+        self._computed: OrderedDict[bytes, ComputedSheets] = OrderedDict()
 
     # -- public -----------------------------------------------------------------------
 
@@ -197,10 +214,16 @@ class LibreOffice:
         """
         if not self.available():
             raise RecalcError(f"LibreOffice ({self.soffice}) is not installed")
-        refuse_network_functions(io.BytesIO(workbook))
+        volatile = refuse_network_functions(io.BytesIO(workbook))
+        key = None if volatile else hashlib.sha256(workbook).digest()
         with self._lock:
             if self._closed:
                 raise RecalcError("the recalculation engine was shut down")
+            known = self._computed.get(key) if key is not None else None
+            if known is not None:
+                self._computed.move_to_end(key)
+                self.stats.cached += 1
+                return {sheet: dict(cells) for sheet, cells in known.items()}  # the caller's own
             self.stats.calls += 1
             job = self.scratch / f"job-{uuid.uuid4().hex}"
             job.mkdir()
@@ -209,10 +232,16 @@ class LibreOffice:
                 copy.write_bytes(workbook)
                 limit = self.timeout_s if timeout_s is None else timeout_s
                 if self.mode == "warm":
-                    return self._compute_warm(copy, limit)
-                return self._compute_cold(copy, job, limit)
+                    computed = self._compute_warm(copy, limit)
+                else:
+                    computed = self._compute_cold(copy, job, limit)
             finally:
                 shutil.rmtree(job, ignore_errors=True)
+            if key is not None:
+                self._computed[key] = {sheet: dict(cells) for sheet, cells in computed.items()}
+                while len(self._computed) > _COMPUTED_PER_ENGINE:
+                    self._computed.popitem(last=False)
+            return computed
 
     def start(self) -> None:
         """Start the warm soffice and worker now (otherwise the first compute does)."""
