@@ -135,6 +135,21 @@ def write_profile(folder: Path) -> str:
     return folder.resolve().as_uri()
 
 
+def _office_command(soffice: str, profile: str, *arguments: str) -> list[str]:
+    """``soffice`` headless, without a window, splash, restore or lock check, on the user
+    profile ``profile`` (:func:`write_profile`), with ``arguments`` after."""
+    return [
+        soffice,
+        f"-env:UserInstallation={profile}",
+        "--headless",
+        "--invisible",
+        "--nologo",
+        "--norestore",
+        "--nolockcheck",
+        *arguments,
+    ]
+
+
 def _kill_group(process: subprocess.Popen | None) -> None:
     if process is None or process.poll() is not None:
         return
@@ -283,17 +298,12 @@ class LibreOffice:
         profile = write_profile(self.scratch / "profile-warm")
         self.stats.starts += 1
         self._office = subprocess.Popen(
-            [
+            _office_command(
                 self.soffice,
-                f"-env:UserInstallation={profile}",
-                "--headless",
-                "--invisible",
-                "--nologo",
-                "--norestore",
+                profile,
                 "--nodefault",
-                "--nolockcheck",
                 f"--accept=pipe,name={pipe};urp;StarOffice.ComponentContext",
-            ],
+            ),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -377,20 +387,15 @@ class LibreOffice:
         out.mkdir()
         self.stats.starts += 1
         process = subprocess.Popen(
-            [
+            _office_command(
                 self.soffice,
-                f"-env:UserInstallation={profile}",
-                "--headless",
-                "--invisible",
-                "--nologo",
-                "--norestore",
-                "--nolockcheck",
+                profile,
                 "--convert-to",
                 "xlsx:Calc MS Excel 2007 XML",
                 "--outdir",
                 str(out),
                 str(copy),
-            ],
+            ),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
