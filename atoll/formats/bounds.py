@@ -206,9 +206,10 @@ def open_zip(source: IO[bytes], name: str) -> zipfile.ZipFile:
     holds more entries than ``max_members`` could need (zipfile builds an object per entry,
     reading the directory by its size: 200 MB of directory is millions of entries)."""
     bound = LIMITS
-    end = zipfile._EndRecData(source)  # the end record zipfile itself reads (zip64 included)
+    # The end record zipfile itself reads (zip64 included): private, so not in the stubs.
+    end = zipfile._EndRecData(source)  # type: ignore[attr-defined]
     if end is not None:
-        entries, size = end[zipfile._ECD_ENTRIES_TOTAL], end[zipfile._ECD_SIZE]
+        entries, size = end[zipfile._ECD_ENTRIES_TOTAL], end[zipfile._ECD_SIZE]  # type: ignore[attr-defined]
         if entries > bound.max_members or size > bound.max_members * _DIRECTORY_ENTRY_BYTES:
             raise InputTooLarge(
                 f"{name}: its zip directory holds {entries} entries in {size} bytes (limit {bound.max_members} parts)"

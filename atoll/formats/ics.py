@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from hashlib import sha256
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from atoll.errors import CodedError
 
@@ -166,7 +166,7 @@ def parse_event(block: str, zones: str = "") -> icalendar.Event:
     (event,) = icalendar.Calendar.from_ical(f"BEGIN:VCALENDAR\r\n{zones}{block}END:VCALENDAR\r\n").walk(
         "VEVENT"
     )
-    return event
+    return cast(icalendar.Event, event)  # walk("VEVENT") yields the VEVENTs
 
 
 def read_events(data: bytes) -> EventsRead:

@@ -40,7 +40,7 @@ import zipfile
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from atoll.errors import CodedError
 from atoll.settings import child_environment
@@ -192,7 +192,7 @@ class LibreOffice:
         self.scratch = Path(tempfile.mkdtemp(prefix="atoll-libreoffice-", dir=scratch_parent))
         self.stats = RecalcStats()
         self._requested_mode = mode
-        self._uno: tuple[str, dict[str, str]] | None | bool = False  # False = not probed yet
+        self._uno: tuple[str, dict[str, str]] | None | Literal[False] = False  # False = not probed yet
         self._lock = threading.Lock()
         self._office: subprocess.Popen | None = None
         self._worker: subprocess.Popen | None = None
@@ -284,7 +284,12 @@ class LibreOffice:
     # -- warm -------------------------------------------------------------------------
 
     def _ensure_warm(self) -> None:
-        alive = self._worker is not None and self._worker.poll() is None and self._office.poll() is None
+        alive = (
+            self._worker is not None
+            and self._office is not None
+            and self._worker.poll() is None
+            and self._office.poll() is None
+        )
         if alive and self._jobs < RECYCLE_AFTER_JOBS:
             return
         self._stop_warm()  # dead, or recycled to bound LibreOffice's memory growth

@@ -140,7 +140,7 @@ def strikethrough_text(page: pymupdf.Page) -> list[str]:
 
     marks = []
     for annot in page.annots() or []:
-        if annot.type[0] == pymupdf.PDF_ANNOT_STRIKE_OUT:
+        if annot.type[0] == pymupdf.PDF_ANNOT_STRIKE_OUT:  # type: ignore[attr-defined]  # not in its stubs
             text = page.get_textbox(annot.rect).strip()
             marks.append(normalise(text) if text else "(strike-out mark over no text)")
     return marks

@@ -292,10 +292,10 @@ class XlsxReader:
                 data = tail + chunk
                 end = data.rfind(b"<")
                 data, tail = (data[:end], data[end:]) if end > 0 else (data, b"")
-                for match in _CELL_TAG.finditer(data):
-                    if match.group(3) != b"/":
-                        rows = max(rows, int(match.group(2)))
-                        cols = max(cols, column_number(match.group(1).decode()))
+                for tag in _CELL_TAG.finditer(data):
+                    if tag.group(3) != b"/":
+                        rows = max(rows, int(tag.group(2)))
+                        cols = max(cols, column_number(tag.group(1).decode()))
         return rows, cols
 
     def cells(

@@ -235,7 +235,9 @@ def reactions(record: dict[str, Any]) -> list[tuple[str, list[str]]]:
     for reaction in record.get("reactions") or []:
         if not isinstance(reaction, dict):
             continue
-        emoji = reaction.get("emoji") if isinstance(reaction.get("emoji"), dict) else {}
+        emoji = reaction.get("emoji")
+        if not isinstance(emoji, dict):
+            emoji = {}
         label = emoji.get("unicode") or (emoji.get("custom_emoji") or {}).get("name") or "?"
         out.append((str(label), [str(e) for e in reaction.get("reactor_emails") or []]))
     return out

@@ -55,6 +55,8 @@ INDEXED_FIELDS = frozenset(
     }
 )
 _ATTACHMENT = re.compile(rb"(?im)^content-disposition:[ \t]*attachment")
+# Anything but whitespace (bytes.strip()'s), searched in place: the preamble may be the mapped file.
+_NOT_SPACE = re.compile(rb"\S")
 #: (sha256 of an mbox's bytes, its display name) -> its index, as first built; never handed out
 #: itself (:func:`_own_copy`). Bounded in files and in messages.
 _BY_CONTENT: OrderedDict[tuple[bytes, str], MailIndex] = OrderedDict()
@@ -176,7 +178,7 @@ def _parse_index(path: Path, display_name: str, data: bytes | mmap.mmap) -> Mail
     spans, preamble = split_spans(data)
     entries: list[MailEntry] = []
     problems: list[Problem] = []
-    if preamble.strip():
+    if _NOT_SPACE.search(preamble):
         problems.append(Problem(display_name, 0, 0, "text before the first 'From ' line ignored"))
     for number, span in enumerate(spans, 1):
         raw = message_bytes(data[span.start : span.end])

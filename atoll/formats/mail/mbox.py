@@ -35,8 +35,9 @@ class Span:
     end: int
 
 
-def split_spans(data: bytes | mmap.mmap) -> tuple[list[Span], bytes]:
-    """Message spans of an mbox file's bytes, plus any junk before the first ``From `` line."""
+def split_spans(data: bytes | mmap.mmap) -> tuple[list[Span], bytes | mmap.mmap]:
+    """Message spans of an mbox file's bytes, plus any junk before the first ``From `` line
+    (``data`` itself when there is no such line: a mapped file is not copied)."""
     starts = [match.start() for match in _FROM_LINE.finditer(data)]
     preamble = data[: starts[0]] if starts else data
     spans = []
