@@ -235,7 +235,7 @@ class LibreOffice:
             if self._closed:
                 raise RecalcError("the recalculation engine was shut down")
             known = self._computed.get(key) if key is not None else None
-            if known is not None:
+            if key is not None and known is not None:
                 self._computed.move_to_end(key)
                 self.stats.cached += 1
                 return {sheet: dict(cells) for sheet, cells in known.items()}  # the caller's own
