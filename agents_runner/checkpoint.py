@@ -185,7 +185,7 @@ class CheckpointHandoff:
             self.pending = None
             self._offered.clear()
 
-    async def offered(self, wait_s: float, ended: asyncio.Future[object]) -> AgentCheckpoint | None:
+    async def offered(self, wait_s: float, ended: asyncio.Future[Any]) -> AgentCheckpoint | None:
         """The checkpoint waiting to be taken, waiting up to ``wait_s`` for one (or until
         ``ended``, the run's task, is done); None when there is none."""
         if self.pending is None and wait_s > 0 and not ended.done():

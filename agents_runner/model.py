@@ -248,6 +248,6 @@ def _reply(response: Any, usage: Usage, seen_ids: set[str]) -> ModelReply:
     )
 
 
-def _short(exc: BaseException, limit: int = 500) -> str:
+def _short(exc: BaseException | str, limit: int = 500) -> str:
     text = str(exc).replace("\n", " ").strip()
     return text if len(text) <= limit else text[:limit] + "…"

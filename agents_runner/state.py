@@ -49,7 +49,7 @@ class RunEnded(AtollError):
         super().__init__(f"run_{status.value}", message or status.value)
         self.status = status
         self.error = TrajectoryError(kind=kind, message=message, detail=detail) if kind and message else None
-        self.message = message  # type: ignore[assignment] - None: the status says it all
+        self.message = message  # type: ignore[assignment]  # None: the status says it all
 
     def __str__(self) -> str:
         return self.message or self.status.value
