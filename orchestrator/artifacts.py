@@ -166,7 +166,9 @@ def stored_snapshots(artifacts: ArtifactStore, *uris: str) -> Iterator[list[Snap
                 opened.append(stack.enter_context(Snapshot(local)))
             else:
                 root = store_root_for(uri, artifacts.url)
-                opened.append(stack.enter_context(open_snapshot(uri, root=root)))
+                snapshot = open_snapshot(uri, root=root)
+                stack.enter_context(snapshot)  # returns the snapshot itself
+                opened.append(snapshot)
         yield opened
 
 

@@ -17,6 +17,7 @@ ANTHROPIC_API_KEY → anthropic/claude-3-5-haiku-latest.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from atoll.experiment import ExperimentSpec
 from atoll.settings import environ as process_environ
@@ -45,7 +46,7 @@ def demo_experiment(
     environ = dict(process_environ() if environ is None else environ)
     model = configured_model(environ)
     api_base = environ.get("ATOLL_API_BASE") or None
-    agents = [{"name": "oracle", "agent": "replay", "model": "replay"}]
+    agents: list[dict[str, Any]] = [{"name": "oracle", "agent": "replay", "model": "replay"}]
     if model:
         agents.append(
             {

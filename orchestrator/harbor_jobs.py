@@ -206,8 +206,8 @@ def _read_trial(job: str, folder: Path, grades: Path | None) -> _Trial:
     reward, reward_problem = _reward(folder)
     if reward_problem:
         problems.append(reward_problem)
-    agent_info = info.get("agent_info") if isinstance(info.get("agent_info"), dict) else {}
-    model_info = agent_info.get("model_info") if isinstance(agent_info.get("model_info"), dict) else {}
+    agent_info = _object(info.get("agent_info"))
+    model_info = _object(agent_info.get("model_info"))
     agent = str(agent_info.get("name") or (trajectory.agent if trajectory else None) or "unknown")
     model = str(model_info.get("name") or (trajectory.model if trajectory else None) or "unknown")
     task = str(info.get("task_name") or folder.name.rsplit("__", 1)[0])
@@ -335,6 +335,11 @@ def _number(value: Any, where: str) -> tuple[float | None, str | None]:
     return number, None
 
 
+def _object(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
 def _usage_columns(trajectory: Trajectory | None, info: dict[str, Any]) -> dict[str, Any]:
     """Steps, tool calls, tokens and cost: the trajectory's, else result.json's agent_result."""
     if trajectory is not None:
@@ -348,7 +353,7 @@ def _usage_columns(trajectory: Trajectory | None, info: dict[str, Any]) -> dict[
             "agent_cost_usd": usage.cost_usd,
             "duration_s": max(0.0, trajectory.duration_s),
         }
-    context = info.get("agent_result") if isinstance(info.get("agent_result"), dict) else {}
+    context = _object(info.get("agent_result"))
     return {
         "prompt_tokens": int(context.get("n_input_tokens") or 0),
         "completion_tokens": int(context.get("n_output_tokens") or 0),

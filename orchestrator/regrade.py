@@ -70,7 +70,7 @@ async def regrade_run(
         if (
             result is None
             or state is not TrialState.done
-            or not (result.trajectory_uri and result.snapshot_after_uri)
+            or not (result.trajectory_uri and result.snapshot_before_uri and result.snapshot_after_uri)
         ):
             continue
         if result.judge_id == identity.id and not result.criteria_ungradeable:

@@ -343,7 +343,8 @@ class _interrupts_stop:  # noqa: N801 - used as a context manager, like contextl
     def __init__(
         self, scheduler: Scheduler, *, enabled: bool, signals: tuple[signal.Signals, ...] = (signal.SIGINT,)
     ) -> None:
-        self.scheduler, self.enabled, self.loop, self.signals = scheduler, enabled, None, signals
+        self.scheduler, self.enabled, self.signals = scheduler, enabled, signals
+        self.loop: asyncio.AbstractEventLoop | None = None
 
     def _on_sigint(self) -> None:
         first = not self.scheduler.interrupts
@@ -361,10 +362,10 @@ class _interrupts_stop:  # noqa: N801 - used as a context manager, like contextl
 
     def __enter__(self) -> _interrupts_stop:
         if self.enabled:
-            self.loop = asyncio.get_running_loop()
+            self.loop = loop = asyncio.get_running_loop()
             try:
                 for number in self.signals:
-                    self.loop.add_signal_handler(number, self._on_sigint)
+                    loop.add_signal_handler(number, self._on_sigint)
             except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
                 self.loop = None
         return self

@@ -14,8 +14,7 @@ import socket
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -238,15 +237,6 @@ class TrialStore(RunRecords, RunEvents, RunControls, RunDeletions):
             },
         )
 
-    @property
-    def is_sqlite(self) -> bool:
-        return self.url.startswith("sqlite")
-
-    @contextmanager
-    def _tx(self) -> Iterator[Connection]:
-        with self.engine.begin() as connection:
-            yield connection
-
     # --- planning ---------------------------------------------------------------------------
 
     @retried
@@ -266,7 +256,7 @@ class TrialStore(RunRecords, RunEvents, RunControls, RunDeletions):
                 by_experiment[experiment] = set(
                     tx.execute(select(trials.c.trial_id).where(trials.c.experiment == experiment)).scalars()
                 )
-            rows = []
+            rows: list[dict[str, Any]] = []
             for spec in specs:
                 trial_id = spec.trial_id
                 if trial_id in by_experiment[spec.experiment]:
@@ -305,7 +295,7 @@ class TrialStore(RunRecords, RunEvents, RunControls, RunDeletions):
         host = socket.gethostname()
         reclaimed = 0
         with self._tx() as tx:
-            leased = tx.execute(
+            leased: Sequence[tuple[Any, ...]] = tx.execute(
                 select(trials.c.trial_id, trials.c.lease_owner).where(
                     and_(trials.c.experiment == experiment, trials.c.state == TrialState.leased.value)
                 )
@@ -382,7 +372,7 @@ class TrialStore(RunRecords, RunEvents, RunControls, RunDeletions):
         tries.append(1)
         with self._tx() as tx:
             if len(tries) > 1:  # a retry: did an earlier try of this very call commit?
-                landed = tx.execute(
+                landed: Sequence[tuple[Any, ...]] = tx.execute(
                     select(*columns).where(
                         and_(*scope, trials.c.lease_token == token, trials.c.state == TrialState.leased.value)
                     )
@@ -415,7 +405,7 @@ class TrialStore(RunRecords, RunEvents, RunControls, RunDeletions):
             if not self.is_sqlite:
                 pending = pending.with_for_update(skip_locked=True)
                 expired = expired.with_for_update(skip_locked=True)
-            rows = tx.execute(pending).all()
+            rows: list[tuple[Any, ...]] = list(tx.execute(pending).all())
             if len(rows) < limit:
                 rows += tx.execute(expired.limit(limit - len(rows))).all()
             if not rows:
@@ -502,7 +492,7 @@ class TrialStore(RunRecords, RunEvents, RunControls, RunDeletions):
         """Which of these writes already landed (an earlier try committed), and accepted or not."""
         if not write_ids:
             return {}
-        rows = tx.execute(
+        rows: Iterable[tuple[Any, ...]] = tx.execute(
             select(attempts.c.write_id, attempts.c.accepted).where(attempts.c.write_id.in_(write_ids))
         )
         return {write_id: bool(accepted) for write_id, accepted in rows}
@@ -544,7 +534,8 @@ class TrialStore(RunRecords, RunEvents, RunControls, RunDeletions):
                 )
                 if not self.is_sqlite:
                     query = query.with_for_update()
-                held.update((experiment, trial_id, token) for trial_id, token in tx.execute(query).all())
+                found: Sequence[tuple[Any, ...]] = tx.execute(query).all()
+                held.update((experiment, trial_id, token) for trial_id, token in found)
             for item in fresh:
                 written[item.write_id] = (
                     item.lease.experiment,

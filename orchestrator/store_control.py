@@ -13,17 +13,19 @@ import json
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import and_, func, select, update
+from sqlalchemy import Select, and_, func, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.sql import ColumnElement
 
 from atoll.errors import AtollError
 from atoll.jsonio import dumps_strict
 from atoll.trial import TrialResult, TrialSpec, TrialState
+from orchestrator.store_parts import StoreParts
 from orchestrator.store_retry import retried
 from orchestrator.store_runs import TrialRow, leased_in_flight
 from orchestrator.store_schema import attempts, experiments, submissions, trials
@@ -72,7 +74,7 @@ class TrialFilter:
     task: str | None = None
 
 
-class RunControls:
+class RunControls(StoreParts):
     """Mixin of TrialStore; uses its ``engine``, ``_tx``, ``is_sqlite``, ``retry`` and
     ``_append_events`` (every change is logged in its own transaction)."""
 
@@ -87,7 +89,7 @@ class RunControls:
         if name is not None:
             query = query.where(experiments.c.name == name)
         with self.engine.connect() as connection:
-            rows = connection.execute(query).all()
+            rows: Sequence[tuple[Any, ...]] = connection.execute(query).all()
         return {run: RunControl(control or RUNNING, cap, archived) for run, control, cap, archived in rows}
 
     @retried
@@ -121,9 +123,10 @@ class RunControls:
         stopped)."""
         now = time.time()
         with self._tx() as tx:
-            control, stop_json = tx.execute(
+            row: tuple[Any, ...] = tx.execute(
                 select(experiments.c.control, experiments.c.stop_json).where(experiments.c.name == name)
             ).one()
+            control, stop_json = row
             # Cancelled again (a client retrying, or stopping what it first let finish): what the
             # first cancel did stays counted, and a cancel that changes nothing is not logged.
             earlier = json.loads(stop_json) if control == CANCELLED and stop_json else {}
@@ -169,7 +172,7 @@ class RunControls:
         return waiting, stopped
 
     @staticmethod
-    def _cancel_where(tx: Connection, name: str, condition: object, now: float) -> int:
+    def _cancel_where(tx: Connection, name: str, condition: ColumnElement[bool], now: float) -> int:
         return tx.execute(
             update(trials)
             .where(and_(trials.c.experiment == name, condition))
@@ -233,7 +236,7 @@ class RunControls:
         """How many of ``limit`` trials the run's control lets be leased now, inside the lease
         transaction: none while it is paused or cancelled (a cancelled run's expired leases are
         cancelled here rather than taken over), at most its cap minus its live leases."""
-        row = tx.execute(
+        row: tuple[Any, ...] | None = tx.execute(
             select(experiments.c.control, experiments.c.max_in_flight).where(experiments.c.name == experiment)
         ).first()
         if row is None:
@@ -254,7 +257,7 @@ class RunControls:
         return max(0, min(limit, cap - in_flight))
 
     @staticmethod
-    def held_back() -> object:
+    def held_back() -> Select[str]:
         """Runs no worker may lease from (paused or cancelled), as a subquery of run names."""
         return select(experiments.c.name).where(experiments.c.control.in_((PAUSED, CANCELLED)))
 
@@ -270,7 +273,7 @@ class RunControls:
         found: dict[tuple[str, str], str] = {}
         with self.engine.connect() as connection:
             for run, tokens in by_run.items():
-                rows = connection.execute(
+                rows: Iterable[tuple[Any, ...]] = connection.execute(
                     select(trials.c.trial_id, trials.c.state, trials.c.lease_token).where(
                         and_(trials.c.experiment == run, trials.c.trial_id.in_(list(tokens)))
                     )
@@ -310,7 +313,7 @@ class RunControls:
         except IntegrityError:
             pass
         with self.engine.connect() as connection:
-            row = connection.execute(
+            row: tuple[Any, ...] | None = connection.execute(
                 select(
                     submissions.c.request_digest,
                     submissions.c.holder,
@@ -379,7 +382,7 @@ class RunControls:
     def run_overview(self) -> list[RunHeader]:
         """Every run, oldest first."""
         with self.engine.connect() as connection:
-            rows = connection.execute(
+            rows: Sequence[tuple[Any, ...]] = connection.execute(
                 select(experiments.c.name, experiments.c.created_at, experiments.c.stop_json).order_by(
                     experiments.c.created_at
                 )
@@ -390,7 +393,7 @@ class RunControls:
     def counts_of_runs(self) -> dict[str, dict[str, int]]:
         """Trials per state (and total) of every run, in one query."""
         with self.engine.connect() as connection:
-            rows = connection.execute(
+            rows: Sequence[tuple[Any, ...]] = connection.execute(
                 select(trials.c.experiment, trials.c.state, func.count()).group_by(
                     trials.c.experiment, trials.c.state
                 )
@@ -422,7 +425,7 @@ class RunControls:
         matching = and_(*conditions)
         with self.engine.connect() as connection:
             total = connection.execute(select(func.count()).where(matching)).scalar_one()
-            rows = connection.execute(
+            rows: Sequence[tuple[Any, ...]] = connection.execute(
                 select(
                     trials.c.trial_id,
                     trials.c.spec_json,

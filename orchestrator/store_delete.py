@@ -12,14 +12,16 @@ attempt of a run that no longer exists is not kept even as history.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import and_, delete, select
 from sqlalchemy.engine import Connection
 
 from atoll.errors import AtollError
 from atoll.trial import TrialResult, TrialSpec, TrialState
+from orchestrator.store_parts import StoreParts
 from orchestrator.store_retry import retried
 from orchestrator.store_schema import (
     archived_trials,
@@ -65,7 +67,7 @@ def _results(json_texts: Iterator[str | None]) -> Iterator[TrialResult]:
             continue
 
 
-class RunDeletions:
+class RunDeletions(StoreParts):
     """Mixin of TrialStore; uses its ``engine``, ``_tx``, ``is_sqlite`` and ``retry``."""
 
     @retried
@@ -80,7 +82,7 @@ class RunDeletions:
                 locked = locked.with_for_update()
             if tx.execute(locked).first() is None:
                 raise AtollError("unknown_run", f"no run named {name!r} in the store")
-            live = (
+            live: Sequence[str] = (
                 tx.execute(
                     select(trials.c.state).where(
                         and_(trials.c.experiment == name, trials.c.state.in_(LIVE_STATES))
@@ -115,20 +117,16 @@ class RunDeletions:
                     tx.execute(delete(table).where(table.c.experiment == name)).rowcount
                 )
             # "<run> <url>": compared in Python, as a run name may hold LIKE's wildcards.
-            cursors = [
-                target
-                for target in tx.execute(select(webhook_cursors.c.target)).scalars()
-                if target.startswith(f"{name} ")
-            ]
+            targets: Iterable[str] = tx.execute(select(webhook_cursors.c.target)).scalars()
+            cursors = [target for target in targets if target.startswith(f"{name} ")]
             if cursors:
                 tx.execute(delete(webhook_cursors).where(webhook_cursors.c.target.in_(cursors)))
             deleted.rows["webhook_cursors"] = len(cursors)
             # A retried POST /runs with the same key must not answer "enqueued" for a run that is gone.
-            keys = [
-                key
-                for key, reply in tx.execute(select(submissions.c.key, submissions.c.reply_json)).all()
-                if _reply_names(reply, name)
-            ]
+            replies: Sequence[tuple[Any, ...]] = tx.execute(
+                select(submissions.c.key, submissions.c.reply_json)
+            ).all()
+            keys = [key for key, reply in replies if _reply_names(reply, name)]
             if keys:
                 tx.execute(delete(submissions).where(submissions.c.key.in_(keys)))
             deleted.rows["submissions"] = len(keys)
@@ -144,7 +142,8 @@ class RunDeletions:
         specs, unreadable = [], 0
         with self.engine.connect() as connection:
             for table in (trials, archived_trials):
-                for text in connection.execute(select(table.c.spec_json)).scalars():
+                texts: Iterable[str] = connection.execute(select(table.c.spec_json)).scalars()
+                for text in texts:
                     try:
                         specs.append(TrialSpec.model_validate_json(text))
                     except ValueError:
@@ -163,7 +162,9 @@ class RunDeletions:
 
 
 def _reply_names(reply: str | None, name: str) -> bool:
+    if not reply:
+        return False
     try:
-        return bool(reply) and json.loads(reply).get("name") == name
+        return bool(json.loads(reply).get("name") == name)
     except (ValueError, AttributeError):
         return False

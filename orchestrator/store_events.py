@@ -26,6 +26,7 @@ from sqlalchemy import and_, delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from atoll.trial import TrialState
+from orchestrator.store_parts import StoreParts
 from orchestrator.store_retry import retried
 from orchestrator.store_schema import (
     event_sequence,
@@ -88,7 +89,7 @@ def _event(row: Any) -> RunEvent:
     return RunEvent(int(row.id), row.experiment, row.type, float(row.at), json.loads(row.payload_json))
 
 
-class RunEvents:
+class RunEvents(StoreParts):
     """Mixin of TrialStore; uses its ``engine``, ``_tx``, ``is_sqlite`` and ``retry``."""
 
     def _append_events(
@@ -149,7 +150,7 @@ class RunEvents:
     @staticmethod
     def _ended(tx: Connection, runs: Sequence[str]) -> list[str]:
         """Those of ``runs`` with no pending or leased trial left, in the order given."""
-        left = dict(
+        left: dict[str, int] = dict(
             tx.execute(
                 select(trials.c.experiment, func.count())
                 .where(
@@ -166,7 +167,7 @@ class RunEvents:
     @staticmethod
     def _outcomes_of(tx: Connection, runs: Sequence[str]) -> dict[str, dict[str, int]]:
         """Per run of ``runs``: how many trials ended with each outcome (or are in each state)."""
-        rows = tx.execute(
+        rows: Sequence[tuple[Any, ...]] = tx.execute(
             select(trials.c.experiment, trials.c.state, trials.c.outcome, func.count())
             .where(trials.c.experiment.in_(list(runs)))
             .group_by(trials.c.experiment, trials.c.state, trials.c.outcome)
@@ -208,7 +209,8 @@ class RunEvents:
             .group_by(run_events.c.experiment)
         )
         with self.engine.connect() as connection:
-            return {run: int(latest) for run, latest in connection.execute(query)}
+            latest_ids: Iterable[tuple[Any, ...]] = connection.execute(query)
+            return {run: int(latest) for run, latest in latest_ids}
 
     @retried
     def latest_event(self, run: str, *, ignore: frozenset[str] = frozenset()) -> RunEvent | None:
@@ -262,7 +264,8 @@ class RunEvents:
         if run is not None:
             query = query.where(webhooks.c.experiment == run)
         with self.engine.connect() as connection:
-            return [(experiment, url) for experiment, url in connection.execute(query)]
+            registered: Iterable[tuple[Any, ...]] = connection.execute(query)
+            return [(experiment, url) for experiment, url in registered]
 
     @retried
     def webhook_cursor(self, target: str) -> int | None:

@@ -7,6 +7,7 @@ import json
 import math
 import time
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ from atoll.errors import AtollError
 from atoll.jsonio import dumps_strict, model_json
 from atoll.trial import TrialResult, TrialSpec, TrialState
 from orchestrator.store_delete import run_exists
+from orchestrator.store_parts import StoreParts
 from orchestrator.store_retry import retried
 from orchestrator.store_schema import TRIAL_FIELDS, archived_trials, attempts, experiments, trials
 
@@ -120,7 +122,7 @@ class Outstanding:
         return self.pending + self.expired
 
 
-class RunRecords:
+class RunRecords(StoreParts):
     """Mixin of TrialStore; uses its ``engine``, ``_tx``, ``retry`` and ``_append_events``."""
 
     @retried
@@ -167,7 +169,7 @@ class RunRecords:
     @retried
     def run_record(self, name: str) -> RunRecord | None:
         with self.engine.connect() as connection:
-            row = connection.execute(
+            row: tuple[Any, ...] | None = connection.execute(
                 select(
                     experiments.c.spec_json,
                     experiments.c.fingerprint,
@@ -206,13 +208,10 @@ class RunRecords:
         how many moved. A worker still running one of them cannot complete it any more."""
         now = time.time()
         with self._tx() as tx:
-            ids = [
-                trial_id
-                for trial_id in tx.execute(
-                    select(trials.c.trial_id).where(trials.c.experiment == experiment)
-                ).scalars()
-                if trial_id not in keep
-            ]
+            current: Iterable[str] = tx.execute(
+                select(trials.c.trial_id).where(trials.c.experiment == experiment)
+            ).scalars()
+            ids = [trial_id for trial_id in current if trial_id not in keep]
             for start in range(0, len(ids), 500):
                 chunk = ids[start : start + 500]
                 where = and_(trials.c.experiment == experiment, trials.c.trial_id.in_(chunk))
@@ -236,7 +235,7 @@ class RunRecords:
         """The run's archives, oldest first: label, when, the fingerprint they were recorded
         under, and their trials by state and outcome."""
         with self.engine.connect() as connection:
-            rows = connection.execute(
+            rows: Sequence[tuple[Any, ...]] = connection.execute(
                 select(
                     archived_trials.c.archive,
                     archived_trials.c.archived_at,
@@ -345,7 +344,7 @@ class RunRecords:
     def spent_in(tx: Connection, experiment: str) -> float:
         """Money spent on the run's current trials: every attempt, accepted or not."""
         current = select(trials.c.trial_id).where(trials.c.experiment == experiment)
-        spent = tx.execute(
+        spent: float = tx.execute(
             select(func.coalesce(func.sum(attempts.c.cost_usd), 0.0)).where(
                 and_(attempts.c.experiment == experiment, attempts.c.trial_id.in_(current))
             )
@@ -381,7 +380,7 @@ class RunRecords:
         if experiment is not None:
             query = query.where(trials.c.experiment == experiment)
         with self.engine.connect() as connection:
-            rows = connection.execute(query).all()
+            rows: Sequence[tuple[Any, ...]] = connection.execute(query).all()
         counts: dict[str, dict[str, int]] = defaultdict(lambda: {"pending": 0, "leased": 0, "expired": 0})
         for name, state, count, stale in rows:
             counts[name][state] = int(count)
@@ -394,7 +393,7 @@ class RunRecords:
     @retried
     def counts(self, experiment: str) -> dict[str, int]:
         with self.engine.connect() as connection:
-            rows = connection.execute(
+            rows: Sequence[tuple[Any, ...]] = connection.execute(
                 select(trials.c.state, func.count())
                 .where(trials.c.experiment == experiment)
                 .group_by(trials.c.state)
@@ -413,7 +412,7 @@ class RunRecords:
     def trial_rows(self, experiment: str) -> list[TrialRow]:
         """Every (current, not archived) trial of the experiment, ordered by agent, task, run."""
         with self.engine.connect() as connection:
-            rows = connection.execute(
+            rows: Sequence[tuple[Any, ...]] = connection.execute(
                 select(*_TRIAL_ROW_COLUMNS)
                 .where(trials.c.experiment == experiment)
                 .order_by(trials.c.agent_name, trials.c.task_id, trials.c.run_index, trials.c.updated_at)
@@ -427,9 +426,10 @@ class RunRecords:
         archived trials, fingerprint). Cheap (three small queries), so a reader can cache what
         it computed from the run until the marker moves."""
         with self.engine.connect() as connection:
-            count, latest = connection.execute(
+            marker: tuple[Any, ...] = connection.execute(
                 select(func.count(), func.max(trials.c.updated_at)).where(trials.c.experiment == experiment)
             ).one()
+            count, latest = marker
             archived = connection.execute(
                 select(func.count())
                 .select_from(archived_trials)
@@ -457,7 +457,7 @@ class RunRecords:
     def trial_row(self, experiment: str, trial_id: str) -> TrialRow | None:
         """One trial of a run by its id, or None."""
         with self.engine.connect() as connection:
-            row = connection.execute(
+            row: tuple[Any, ...] | None = connection.execute(
                 select(*_TRIAL_ROW_COLUMNS).where(
                     and_(trials.c.experiment == experiment, trials.c.trial_id == trial_id)
                 )

@@ -26,6 +26,7 @@ from sqlalchemy import (
     Column,
     Float,
     Index,
+    Insert,
     Integer,
     MetaData,
     String,
@@ -251,12 +252,16 @@ def _create_event_sequence(engine: Engine) -> None:
             return
         dialect = engine.dialect.name
         if dialect == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert as dialect_insert
+            from sqlalchemy.dialects import postgresql
+
+            first: Insert = (
+                postgresql.insert(event_sequence).values(name="events", last_id=0).on_conflict_do_nothing()
+            )
         elif dialect == "sqlite":
-            from sqlalchemy.dialects.sqlite import insert as dialect_insert
+            from sqlalchemy.dialects import sqlite
+
+            first = sqlite.insert(event_sequence).values(name="events", last_id=0).on_conflict_do_nothing()
         else:  # pragma: no cover - the store speaks SQLite and PostgreSQL only
             connection.execute(insert(event_sequence).values(name="events", last_id=0))
             return
-        connection.execute(
-            dialect_insert(event_sequence).values(name="events", last_id=0).on_conflict_do_nothing()
-        )
+        connection.execute(first)

@@ -175,8 +175,9 @@ class WebhookDispatcher:
                 if cursor is None:
                     cursor = await asyncio.to_thread(self.store.webhook_cursor, target.key)
                     if cursor is None:
-                        cursor = 0 if target.run else await asyncio.to_thread(self.store.last_event_id)
-                        await asyncio.to_thread(self.store.set_webhook_cursor, target.key, cursor)
+                        start = 0 if target.run else await asyncio.to_thread(self.store.last_event_id)
+                        await asyncio.to_thread(self.store.set_webhook_cursor, target.key, start)
+                        cursor = start
                 events = await asyncio.to_thread(self.store.events, target.run, after=cursor, limit=100)
                 for event in events:
                     await self._deliver(target, event)

@@ -426,7 +426,7 @@ class KubernetesExecutor:
             else:
                 beat = (metadata.get("annotations") or {}).get(ANNOTATION_HEARTBEAT)
                 try:
-                    since = float(beat)
+                    since = float(beat or "")  # no heartbeat: ValueError, the creation time
                 except (TypeError, ValueError):
                     since = _parse_time(metadata.get("creationTimestamp"))
             if (
@@ -492,7 +492,7 @@ class KubernetesExecutor:
         deleted, not failed, and — when finished — with a result as its outcome (one whose
         outcome is an error would fail every retry the same way)."""
         metadata = job.get("metadata") or {}
-        name = metadata.get("name")
+        name: str = metadata.get("name") or ""
         if (
             (metadata.get("annotations") or {}).get(ANNOTATION_TRIAL_ID) != spec.trial_id
             or name in self._following

@@ -132,7 +132,7 @@ class KubernetesCluster:
         return self._plain(found.items)
 
     def pods(self, namespace: str, selector: str, field_selector: str | None = None) -> list[dict[str, Any]]:
-        kwargs = {"label_selector": selector}
+        kwargs: dict[str, Any] = {"label_selector": selector}
         if field_selector:
             kwargs["field_selector"] = field_selector
         found = self._call("list pods", self._core.list_namespaced_pod, namespace, **kwargs)

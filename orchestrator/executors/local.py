@@ -25,7 +25,7 @@ import logging
 import shutil
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import httpx
 from pydantic import Field, SecretStr
@@ -89,12 +89,16 @@ def _endpoint_of(environment: EnvironmentServer) -> EnvironmentEndpoint:
     )
 
 
-class _Pool(Protocol):
-    """Where trials get their environment: in-process servers, or running services."""
+_Environment = TypeVar("_Environment")
 
-    async def acquire(self) -> EnvironmentServer | EnvironmentEndpoint: ...
 
-    def release(self, environment: EnvironmentServer | EnvironmentEndpoint, *, healthy: bool) -> None: ...
+class _Pool(Protocol[_Environment]):
+    """Where trials get their environment: in-process servers, or running services. A pool
+    takes back only the environments it lent."""
+
+    async def acquire(self) -> _Environment: ...
+
+    def release(self, environment: _Environment, *, healthy: bool) -> None: ...
 
     def close(self) -> None: ...
 
@@ -200,7 +204,8 @@ class LocalExecutor:
         self._stored_seeds: dict[str, str] = {}  # seed key -> its manifest's URI, once stored
         remote = self.services.environments()
         if remote:
-            self.pool: _Pool = _RemotePool(remote)
+            # Either kind: each trial releases the environment to the pool that lent it.
+            self.pool: _Pool[Any] = _RemotePool(remote)
         else:
             scratch = output / ".cache" / "environments"
             scratch.mkdir(parents=True, exist_ok=True)

@@ -94,7 +94,7 @@ class PresignedCheckpointStore:
         return self._put(key, Path(local_path))
 
 
-def put_presigned(url: str, content: bytes | Path, timeout: float) -> httpx.Response:
+def put_presigned(url: str, content: bytes | Path, timeout: float | httpx.Timeout) -> httpx.Response:
     """PUT ``content`` to a presigned URL, a file streamed with its Content-Length; raises
     httpx.HTTPError, and leaves the status to the caller (each names its refusal its own way)."""
     if isinstance(content, Path):

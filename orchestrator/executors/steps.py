@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -393,7 +393,7 @@ def trial_snapshots(
         if entry.sha256 is not None:
             paths_of.setdefault(entry.sha256, entry.path)
 
-    def before_blobs(hashes: set[str]) -> dict[str, bytes]:
+    def before_blobs(hashes: Iterable[str]) -> dict[str, bytes]:
         wanted = {hash_: paths_of[hash_] for hash_ in hashes if hash_ in paths_of}
         found = read_populated(set(wanted.values()))
         blobs = {hash_: found[path] for hash_, path in wanted.items() if path in found}
@@ -404,9 +404,10 @@ def trial_snapshots(
         return before, Snapshot(delta_path)
     delta = Delta(delta_path)
 
-    def after_blobs(hashes: set[str]) -> dict[str, bytes]:
-        blobs = delta.read_blobs(hashes)
-        return blobs | before_blobs(set(hashes) - blobs.keys())
+    def after_blobs(hashes: Iterable[str]) -> dict[str, bytes]:
+        wanted = set(hashes)
+        blobs = delta.read_blobs(wanted)
+        return blobs | before_blobs(wanted - blobs.keys())
 
     return before, ManifestSnapshot(delta.manifest, after_blobs, location=delta_path)
 
@@ -476,7 +477,8 @@ def write_full_archive(
     def open_blob(entry: Entry) -> BinaryIO:
         if entry.path not in batch:
             batch.clear()
-            wanted, size = set(), 0
+            wanted: set[str] = set()
+            size = 0
             for later in entries[entries.index(entry) :]:
                 if later.type == "file" and (not wanted or size + later.size <= batch_bytes):
                     wanted.add(later.path)

@@ -128,14 +128,11 @@ async def run_agent_phase(
     resume, refused = None, None
     if policy is not None and checkpoints is not None:
         resume, refused = await asyncio.to_thread(read_latest, checkpoints, spec, seed.digest, scratch)
-    populated: WorldManifest | None = None
     if resume is not None:  # the checkpoint's world: the seed and the checkpoint's delta
-        populated = await seed.manifest()  # the trial's initial state stays the seed
-        refused = await populate_checkpoint(resume, populated, seed.read, scratch, prepare)
+        seed_manifest = await seed.manifest()  # the trial's initial state stays the seed
+        refused = await populate_checkpoint(resume, seed_manifest, seed.read, scratch, prepare)
         resume = None if refused else resume
-    if resume is None:
-        populated = await seed.populate()
-    assert populated is not None
+    populated = seed_manifest if resume is not None else await seed.populate()
     if refused:
         _log_refusal(spec, attempt, refused)
 
@@ -226,7 +223,7 @@ async def grade_world(
     snapshots: Snapshots,
     scratch: Path,
     *,
-    judge: JudgeConfig,
+    judge: JudgeConfig | None,
     judge_request: dict[str, Any],
     grader_url: str | None = None,
     grader_token: str | None = None,
