@@ -14,7 +14,10 @@ import gzip
 import hashlib
 import io
 import tarfile
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsRead
 
 #: 2000-01-01T00:00:00Z — every member's mtime (a fixed date rather than 0, which some tools
 #: show as "unknown" or treat as an error).
@@ -74,7 +77,9 @@ class ArchiveWriter:
     def add_directory(self, member: str) -> None:
         self._tar.addfile(tar_member(member, is_dir=True))
 
-    def add_file(self, member: str, source: BinaryIO, size: int, *, executable: bool = False) -> None:
+    def add_file(
+        self, member: str, source: SupportsRead[bytes], size: int, *, executable: bool = False
+    ) -> None:
         """One regular file of ``size`` bytes read from ``source`` (which must hold them)."""
         self._tar.addfile(tar_member(member, is_dir=False, executable=executable, size=size), source)
 

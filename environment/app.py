@@ -105,9 +105,9 @@ def create_app(
     """
     settings = settings or EnvironmentSettings()
     configure_logging(settings.log_level, json_logs=settings.json_logs)
-    for root in (settings.fs_root, settings.apps_data_root):
-        root.mkdir(parents=True, exist_ok=True)
-        for leftover in root.glob(f"{STAGING_PREFIX}*"):  # from a populate cut short by a crash
+    for folder in (settings.fs_root, settings.apps_data_root):
+        folder.mkdir(parents=True, exist_ok=True)
+        for leftover in folder.glob(f"{STAGING_PREFIX}*"):  # from a populate cut short by a crash
             shutil.rmtree(leftover, ignore_errors=True)
     metrics = EnvironmentMetrics()
 

@@ -20,11 +20,14 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from atoll.members import UnsafeArchive, clean_member_name, is_junk
 from environment.links import LinkEscape, resolve_link
 from mcp_servers._core import beneath
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsRead
 
 __all__ = [
     "ArchiveLimits",
@@ -84,7 +87,7 @@ class ArchiveLimits:
         return self.max_bytes + self.max_bytes // 20 + 1024**2
 
 
-def copy_capped(source: BinaryIO, target: BinaryIO, limit: int, label: str) -> None:
+def copy_capped(source: SupportsRead[bytes], target: BinaryIO, limit: int, label: str) -> None:
     """Copy ``source`` to ``target``; UnsafeArchive (``archive_too_large``) past ``limit`` bytes."""
     copied = 0
     while chunk := source.read(_CHUNK):
@@ -219,7 +222,12 @@ class SafeExtractor:
             raise UnsafeArchive(name, "a file of the same name is already in the archive")
 
     def add_file(
-        self, name: str, source: BinaryIO | LocalFile, size: int, executable: bool, mtime: float | None
+        self,
+        name: str,
+        source: SupportsRead[bytes] | LocalFile,
+        size: int,
+        executable: bool,
+        mtime: float | None,
     ) -> None:
         """Copy ``size`` bytes from ``source`` (a stream, or a local file copied in the kernel);
         refuses before writing when the limits would be passed."""
@@ -243,7 +251,7 @@ class SafeExtractor:
                 os.utime(sink.fileno(), (mtime, mtime))
         self.files += 1
 
-    def _copy_stream(self, name: str, source: BinaryIO, sink: BinaryIO, size: int) -> None:
+    def _copy_stream(self, name: str, source: SupportsRead[bytes], sink: BinaryIO, size: int) -> None:
         remaining = size
         while remaining > 0:
             chunk = source.read(min(_CHUNK, remaining))

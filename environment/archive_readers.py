@@ -17,11 +17,14 @@ import tarfile
 import zipfile
 import zlib
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from atoll.members import UnsafeArchive, is_zip_symlink, zip_file_type, zip_mode
 from environment.archive import LocalFile, SafeExtractor
 from environment.gunzip import ForwardOnly, ThreadedGunzip
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsRead
 
 _CORRUPT = (
     tarfile.TarError,
@@ -42,7 +45,7 @@ _LOCAL_SIGNATURE = b"PK\x03\x04"
 class _CountingReader(ForwardOnly):
     """Counts the compressed bytes read, to measure the expansion ratio."""
 
-    def __init__(self, raw: BinaryIO) -> None:
+    def __init__(self, raw: SupportsRead[bytes]) -> None:
         self.raw = raw
         self._position = 0
 
@@ -75,7 +78,7 @@ class _MemberReader:
 # -- tar --------------------------------------------------------------------------------
 
 
-def extract_tar(stream: BinaryIO, extractor: SafeExtractor, compression: str = "gz") -> None:
+def extract_tar(stream: SupportsRead[bytes], extractor: SafeExtractor, compression: str = "gz") -> None:
     """Read a tar through ``extractor``, front to back (``stream`` needs no seek).
 
     ``compression`` is ``gz``, ``bz2``, ``xz`` or ``""`` (plain tar).
@@ -97,7 +100,7 @@ def extract_tar(stream: BinaryIO, extractor: SafeExtractor, compression: str = "
         with archive:
             while (member := archive.next()) is not None:
                 _extract_tar_member(archive, member, extractor)
-                archive.members.clear()  # constant memory for archives of many members
+                archive.members.clear()  # type: ignore[attr-defined]  # TarFile's list, not in the stubs; constant memory for archives of many members
     except _CORRUPT as exc:
         raise UnsafeArchive("", f"corrupt or truncated archive ({exc})", "bad_archive") from exc
     finally:
@@ -105,9 +108,9 @@ def extract_tar(stream: BinaryIO, extractor: SafeExtractor, compression: str = "
             source.close()
 
 
-def _decompressor(raw: _CountingReader, compression: str) -> BinaryIO:
+def _decompressor(raw: _CountingReader, compression: str) -> SupportsRead[bytes]:
     if compression == "bz2":
-        return bz2.BZ2File(raw, mode="rb")  # type: ignore[arg-type]
+        return bz2.BZ2File(raw, mode="rb")
     if compression == "xz":
         return lzma.LZMAFile(raw, mode="rb")  # type: ignore[arg-type]
     raise ValueError(f"unknown compression {compression!r}")

@@ -58,7 +58,7 @@ class ServerConfig(BaseModel):
         required = {"stdio": "command", "http": "url", "sse": "url", "inprocess": "server"}[self.transport]
         if not getattr(self, required):
             raise ValueError(f"transport {self.transport!r} needs {required!r}")
-        if self.transport == "inprocess":
+        if self.transport == "inprocess" and self.server:  # checked just above
             self.options = _validated_options(self.server, self.options)
         return self
 

@@ -485,7 +485,7 @@ class CoworkerEngine:
             message=pending.message,
             reply_id=reply_id,
             reply=written.text,
-            status=written.status,  # type: ignore[arg-type]
+            status=written.status,
             cached=written.cached,
             model=self.model.model if written.status == "replied" else None,
             usage=written.usage,

@@ -27,7 +27,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Literal, TypeVar
+from typing import IO, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
@@ -177,7 +177,7 @@ class _Jobs:
         if job is None or job.kind != kind:
             # Archipelago's reply: its detail is the text (the code is the 404's own, not_found)
             raise HTTPException(http_status("not_found", refusal=True), f"Unknown {kind} job: {job_id}")
-        return JobStatus(status=job.status, result=job.result, error=job.error)  # type: ignore[arg-type]
+        return JobStatus(status=job.status, result=job.result, error=job.error)
 
     def _forget_old(self) -> None:
         finished = [key for key, job in self._jobs.items() if job.status != "running"]
@@ -385,13 +385,13 @@ async def _upload(request: Request, url: str, options: dict[str, Any], put: Any)
         raise AtollError("upload_failed", f"cannot write snapshot to {url!r}: {reason}") from exc
 
 
-def _put_archive(fs: Any, path: str, spool: BinaryIO) -> None:
+def _put_archive(fs: Any, path: str, spool: IO[bytes]) -> None:
     with spool:
         # put_file completes the object only at the end, so a failed upload leaves nothing whole.
-        fs.put_file(spool.name, path)  # type: ignore[attr-defined]
+        fs.put_file(spool.name, path)
 
 
-def _put_files(fs: Any, base: str, spool: BinaryIO, info: SnapshotInfo) -> tuple[int, int]:
+def _put_files(fs: Any, base: str, spool: IO[bytes], info: SnapshotInfo) -> tuple[int, int]:
     """Upload every file of the snapshot archive as its own object under ``base``.
 
     Read from the finished archive, so the files are exactly the snapshot's (same symlink

@@ -8,7 +8,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from functools import partial
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
 import anyio
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
@@ -207,13 +207,17 @@ async def populate_world(
             sources = _url_sources(request, body.sources)
             options = storage_options_for(body.s3_credentials, _settings(request).storage_options)
         elif content_type.split(";")[0].strip() in RAW_ARCHIVE_TYPES:
-            return await _populate_from_body(request, Subsystem.parse(subsystem), mode, subsystem)
+            return Populated.model_validate(
+                await _populate_from_body(request, Subsystem.parse(subsystem), mode, subsystem)
+            )
         else:
             raise http_error(
                 "unsupported_media_type",
                 "send multipart/form-data with an 'archive' file, a raw archive body, or JSON with 'sources'",
             )
-        return await _run_populate(request, sources, mode, subsystem, storage_options=options)
+        return Populated.model_validate(
+            await _run_populate(request, sources, mode, subsystem, storage_options=options)
+        )
     except AtollError as exc:
         raise _http_error(exc) from exc
     finally:
@@ -228,7 +232,9 @@ async def populate_from_urls(request: Request, body: PopulateRequest) -> Populat
     try:
         sources = _url_sources(request, body.sources)
         options = storage_options_for(body.s3_credentials, _settings(request).storage_options)
-        return await _run_populate(request, sources, body.mode or "merge", None, storage_options=options)
+        return Populated.model_validate(
+            await _run_populate(request, sources, body.mode or "merge", None, storage_options=options)
+        )
     except AtollError as exc:
         raise _http_error(exc) from exc
 
@@ -321,7 +327,7 @@ async def _run_populate(
     }
 
 
-async def _build_snapshot(request: Request) -> tuple[BinaryIO, SnapshotInfo]:
+async def _build_snapshot(request: Request) -> tuple[IO[bytes], SnapshotInfo]:
     """Write the snapshot to a temp file (so its sha256 is known before sending).
 
     The file is deleted when the returned handle is closed.
@@ -366,7 +372,7 @@ def _world_read_error(exc: Exception, what: str) -> HTTPException:
     return http_error("snapshot_failed", f"{what} failed: {exc}")
 
 
-async def _chunks(request: Request, spool: BinaryIO, size: int) -> AsyncIterator[bytes]:
+async def _chunks(request: Request, spool: IO[bytes], size: int) -> AsyncIterator[bytes]:
     # Async, reading on the /data/* pool: Starlette would iterate a plain generator on the
     # shared default pool, which a flood of tool calls can exhaust.
     sent = 0

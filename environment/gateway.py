@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import anyio
 import mcp_types
@@ -410,7 +410,7 @@ class GatewayManager:
         self._task_group = await self._exit_stack.enter_async_context(anyio.create_task_group())
         return self
 
-    async def __aexit__(self, *exc_info: object) -> None:
+    async def __aexit__(self, *exc_info: Any) -> None:
         async with self._swap_lock:
             old, self.current = self.current, self._empty_gateway()
             await old.retire(0)
@@ -550,7 +550,7 @@ class GatewayManager:
         async def build_inprocess(name: str, server_config: ServerConfig) -> None:
             def build() -> FastMCP:
                 return self.server_factory(
-                    server_config.server,
+                    cast(str, server_config.server),  # an in-process server names one (ServerConfig)
                     fs_root=self.fs_root,
                     apps_data_root=self.apps_data_root,
                     mode=server_config.mode,

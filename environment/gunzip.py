@@ -6,7 +6,10 @@ from __future__ import annotations
 import queue
 import threading
 import zlib
-from typing import BinaryIO
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsRead
 
 _READ_SIZE = 1 << 20
 _QUEUE_DEPTH = 8  # at most ~8 decompressed chunks in memory
@@ -47,7 +50,7 @@ class ThreadedGunzip(ForwardOnly):
     ``read``. ``compressed_bytes`` is how much of ``raw`` has been consumed so far.
     """
 
-    def __init__(self, raw: BinaryIO) -> None:
+    def __init__(self, raw: SupportsRead[bytes]) -> None:
         self.raw = raw
         self.compressed_bytes = 0
         self._chunks: queue.Queue[bytes | BaseException | None] = queue.Queue(_QUEUE_DEPTH)

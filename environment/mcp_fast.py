@@ -441,7 +441,7 @@ def _accepts_json(accept: bytes) -> bool:
 
 async def _read_body(receive: Receive) -> tuple[bytes, bool]:
     """The request body, and whether it is all there (False: over MAX_BODY_BYTES, or not HTTP)."""
-    chunks = []
+    chunks: list[bytes] = []
     size = 0
     while True:
         message = await receive()

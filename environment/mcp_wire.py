@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import mcp_types
 import pydantic_core
@@ -97,7 +97,7 @@ def parse_hot_request(
         return None
     if not request_is_valid(method, version, params):
         return None  # malformed for this version: fastmcp's own error
-    return HotRequest(request_id, method, params)
+    return HotRequest(cast(str | int, request_id), method, params)  # its type checked above
 
 
 #: (method, version, what ``arguments`` is, the other params as JSON) -> the SDK's verdict
@@ -204,10 +204,9 @@ def _direct_wire(
         return None
     content: list[dict[str, Any]] = []
     for block in result.content:
-        kind = type(block)
-        if kind is mcp_types.TextContent and block.annotations is None and block.meta is None:
+        if type(block) is mcp_types.TextContent and block.annotations is None and block.meta is None:
             content.append({"text": block.text, "type": "text"})
-        elif kind is mcp_types.ImageContent and block.annotations is None and block.meta is None:
+        elif type(block) is mcp_types.ImageContent and block.annotations is None and block.meta is None:
             content.append({"data": block.data, "mimeType": block.mime_type, "type": "image"})
         else:
             return None

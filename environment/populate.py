@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import TYPE_CHECKING, Any, BinaryIO, Literal, cast
 
 from atoll.errors import AtollError
 from atoll.members import APPS_DATA, FILESYSTEM, RESERVED_PREFIX, split_world_member
@@ -28,6 +28,9 @@ from environment.archive import ArchiveLimits, SafeExtractor, UnsafeArchive, cle
 from environment.archive_readers import copy_local_folder, extract_tar, extract_zip
 from environment.url_policy import check_url, opener_options, refusal_in, resolve_url
 from mcp_servers._core import beneath
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsRead
 
 logger = logging.getLogger("environment.populate")
 
@@ -374,20 +377,21 @@ class _StoreStream:
         return _store(self.url, self.stream.tell)
 
 
-def _read_archive(stream: BinaryIO, label: str, extractor: SafeExtractor) -> None:
+def _read_archive(stream: BinaryIO | _StoreStream, label: str, extractor: SafeExtractor) -> None:
     head = stream.read(512)
     sniffed = _kind(head)
     if sniffed is None:
         raise AtollError("bad_archive", f"populate source {label!r} is not a tar, tar.gz or zip archive")
     kind, compression = sniffed
-    rest: BinaryIO = _Prefixed(head, stream)
+    rest = _Prefixed(head, stream)
     if kind == "tar":
         extract_tar(rest, extractor, compression)
         return
     # zip needs random access: use the stream itself when it can seek, else spool it to disk.
     if stream.seekable():
         stream.seek(0)
-        extract_zip(stream, extractor)
+        # zipfile reads, seeks and tells, all of which a _StoreStream does.
+        extract_zip(cast(BinaryIO, stream), extractor)
         return
     with tempfile.TemporaryFile() as spooled:
         copy_capped(rest, spooled, extractor.limits.max_archive_file_bytes, f"zip source {label!r}")
@@ -412,7 +416,7 @@ def _copy_remote_folder(fs: Any, path: str, extractor: SafeExtractor, url: str, 
 class _Prefixed:
     """A read-only stream that first returns ``head`` (already read to sniff the format)."""
 
-    def __init__(self, head: bytes, rest: BinaryIO) -> None:
+    def __init__(self, head: bytes, rest: SupportsRead[bytes]) -> None:
         self.head = head
         self.rest = rest
 

@@ -178,7 +178,7 @@ def _checked_entry(path: str, type: str, size: int, sha256: str | None, executab
     """An entry, validated once per distinct value: entries are immutable, and a world listed
     again (the freshness check, each delta, every trial of a seed) repeats most of them. A
     refused name raises, which is never cached."""
-    return Entry(path=path, type=type, size=size, sha256=sha256, executable=executable)  # type: ignore[arg-type]
+    return Entry(path=path, type=type, size=size, sha256=sha256, executable=executable)
 
 
 class _Deadline:
@@ -194,4 +194,4 @@ class _Deadline:
 
     def readinto(self, buffer: bytearray | memoryview) -> int:
         self.budget.check_time()
-        return self.raw.readinto(buffer)  # type: ignore[attr-defined]
+        return self.raw.readinto(buffer)  # type: ignore[attr-defined]  # a file's, not in BinaryIO's stubs
