@@ -16,9 +16,9 @@ import re
 import stat
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from atoll.apps import unavailable_apps
 from atoll.benchmark import Benchmark, Task, World
@@ -99,8 +99,11 @@ def _read_json_array(path: Path) -> list[Any]:
     return value
 
 
-def _parse_records(path: Path, records: list[Any], model: type, id_field: str) -> list[Any]:
-    parsed = []
+_Record = TypeVar("_Record", bound=BaseModel)
+
+
+def _parse_records(path: Path, records: list[Any], model: type[_Record], id_field: str) -> list[_Record]:
+    parsed: list[_Record] = []
     seen: dict[str, int] = {}
     for index, record in enumerate(records):
         label = f"{path.name}[{index}]"
