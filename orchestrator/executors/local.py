@@ -68,6 +68,11 @@ class ServiceSettings(EnvironmentTokens):
     environment_urls: str = Field("", description="comma-separated base URLs of running environments")
     agents_runner_url: str | None = Field(None, description="agents runner service; unset = in-process")
     grader_url: str | None = Field(None, description="grading service; unset = in-process")
+    environments_dir: Path | None = Field(
+        None,
+        description="where the in-process environments keep their worlds; unset = <output>/.cache/environments "
+        "(a tmpfs here spares a disk the files every trial creates and deletes: docs/performance.md)",
+    )
     # Secrets, as in every service's settings: never shown by repr() or a settings dump.
     agent_token: SecretStr | None = Field(None, description="bearer token of the agents runner")
     grader_token: SecretStr | None = Field(None, description="bearer token of the grading service")
@@ -207,7 +212,7 @@ class LocalExecutor:
             # Either kind: each trial releases the environment to the pool that lent it.
             self.pool: _Pool[Any] = _RemotePool(remote)
         else:
-            scratch = output / ".cache" / "environments"
+            scratch = self.services.environments_dir or output / ".cache" / "environments"
             scratch.mkdir(parents=True, exist_ok=True)
             self.pool = _EnvironmentPool(spec.concurrency.trials, scratch, _coworker_settings(spec, output))
         self._remote_environments = bool(remote)

@@ -51,3 +51,31 @@ def test_service_tokens_are_secrets_that_reach_only_the_requests(monkeypatch):
     assert not any(secret in shown for secret in ("env-secret-1", "mcp-secret-2", "grader-secret-3"))
     (endpoint,) = settings.environments()
     assert endpoint.headers() == {"Authorization": "Bearer env-secret-1"}
+
+
+@pytest.mark.slow
+def test_the_in_process_environments_keep_their_worlds_where_the_operator_says(tmp_path, monkeypatch):
+    """ATOLL_ENVIRONMENTS_DIR (e.g. a tmpfs) holds the worlds the trials create and delete,
+    instead of the output folder (docs/deploy.md)."""
+    worlds = tmp_path / "worlds"
+    monkeypatch.setenv("ATOLL_ENVIRONMENTS_DIR", str(worlds))
+    benchmark = fresh_sample_benchmark(tmp_path / "bench")
+    tasks = json.loads((benchmark / "tasks_and_rubrics.json").read_text())
+    spec = ExperimentSpec.model_validate(
+        {
+            "name": "worlds",
+            "benchmark": str(benchmark),
+            "tasks": {"ids": [tasks[0]["task_id"]]},
+            "agents": [{"name": "oracle", "agent": "replay", "model": "replay"}],
+            "store": str(tmp_path / "store.db"),
+            "artifacts": (tmp_path / "artifacts").as_uri(),
+            "output_dir": str(tmp_path / "out"),
+            "max_infra_retries": 0,
+        }
+    )
+    asyncio.run(run_experiment(spec, quiet=True))
+    ((_spec, result, state, _attempts),) = TrialStore(spec.store).results("worlds")
+    assert state == "done" and result.outcome.value == "pass", result.error if result else state
+    laid_out = [path.relative_to(worlds).as_posix() for path in worlds.rglob("*") if path.is_file()]
+    assert any("/filesystem/" in path for path in laid_out), laid_out
+    assert not (tmp_path / "out" / ".cache" / "environments").exists()
