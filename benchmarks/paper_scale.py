@@ -18,6 +18,10 @@ SQLite store, file artifacts, all in a temporary folder). Measured per run:
 
 Targets (issue 30): <= 0.4 CPU-s per trial, and artifact bytes per trial <= 5% of a world
 archive; each is PASS only when every run meets it. ``--repeat K`` gives ranges over K runs.
+The kernel's share of the CPU and the filesystem of the scratch folder (``TMPDIR``) are printed
+beside: on ext4 without a journal, creating a file scans the inodes deleted in the last
+minutes, so each world laid out costs more the more worlds were just deleted
+(docs/performance.md, "Paper scale").
 
     python benchmarks/paper_scale.py [--tasks 480] [--repeat 1] [--concurrency 4] [--json OUT]
     python benchmarks/paper_scale.py --tasks 40 --benchmark /tmp/paper   # a quick look, benchmark kept
@@ -162,6 +166,7 @@ def _timed_run(experiment: Path, cwd: Path) -> dict[str, float]:
     return {
         "wall_s": wall,
         "cpu_s": cpu,
+        "system_cpu_s": after.ru_stime - before.ru_stime,
         "peak_rss_bytes": peak,
         "largest_rss_bytes": largest,
         "outlived_processes": outlived,
@@ -208,6 +213,7 @@ def measure_once(benchmark: Path, concurrency: int) -> dict[str, Any]:
         "wall_s": run["wall_s"],
         "cpu_s": run["cpu_s"],
         "cpu_s_per_trial": run["cpu_s"] / trials,
+        "system_cpu_s_per_trial": run["system_cpu_s"] / trials,
         "fixed_cpu_s": fixed["cpu_s"],
         "cpu_s_per_trial_without_fixed": max(run["cpu_s"] - fixed["cpu_s"], 0.0) / trials,
         "peak_rss_bytes": run["peak_rss_bytes"],
@@ -221,6 +227,28 @@ def measure_once(benchmark: Path, concurrency: int) -> dict[str, Any]:
         "after_snapshot_bytes_median": statistics.median(snapshots) if snapshots else None,
         "load_average": [load_before, load_after],
     }
+
+
+def scratch_filesystem(path: Path) -> str:
+    """The filesystem ``path`` is on, e.g. ``ext4 on / (/dev/vda, no journal)``: the kernel's
+    part of a trial's CPU (creating and deleting each world's files) depends on it; ext4
+    without a journal scans its recently deleted inodes at every file it creates."""
+    import psutil
+
+    resolved = str(path.resolve())
+    mounts = [
+        m
+        for m in psutil.disk_partitions(all=True)
+        if resolved == m.mountpoint or resolved.startswith(m.mountpoint.rstrip("/") + "/")
+    ]
+    if not mounts:
+        return "unknown"
+    mount = max(mounts, key=lambda m: len(m.mountpoint))
+    described = f"{mount.fstype} on {mount.mountpoint} ({mount.device}"
+    journal = Path("/sys/fs/ext4") / Path(mount.device).name / "journal_task"
+    if mount.fstype == "ext4" and journal.is_file():
+        described += ", no journal" if journal.read_text().strip() == "<none>" else ", journal"
+    return described + ")"
 
 
 def world_archive_bytes(benchmark: Path) -> float:
@@ -282,6 +310,10 @@ def print_report(runs: list[dict[str, Any]], summary: dict[str, Any], concurrenc
         f"  CPU per trial             {_range(values('cpu_s_per_trial'), '{:.2f} s')} "
         f"(without the run's fixed {_range(values('fixed_cpu_s'), '{:.1f} s')}: "
         f"{_range(values('cpu_s_per_trial_without_fixed'), '{:.2f} s')})"
+    )
+    print(
+        f"    of which the kernel's  {_range(values('system_cpu_s_per_trial'), '{:.2f} s')} "
+        f"(scratch: {scratch_filesystem(Path(tempfile.gettempdir()))})"
     )
     outlived = max(values("outlived_processes"))
     if outlived:
@@ -361,6 +393,7 @@ def main(argv: list[str] | None = None) -> int:
                 "cpus": os.cpu_count(),
                 "platform": platform.platform(),
                 "python": platform.python_version(),
+                "scratch_filesystem": scratch_filesystem(Path(tempfile.gettempdir())),
             },
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "arguments": {
