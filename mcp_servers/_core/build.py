@@ -381,7 +381,7 @@ def _consolidated_tools(definition: ServerDefinition, state: object) -> list[Too
         arguments = unwrap_envelope(raw, {"model", "action"})
         model = arguments.get("model") or arguments.get("action")
         if not model:
-            data = {
+            data: dict[str, Any] = {
                 "actions": [
                     {"action": t.action, "tool": t.name, "summary": t.summary} for t in definition.tools
                 ]

@@ -70,7 +70,7 @@ def source_key(roots: list[Path] | None = None) -> str:
         import atoll
         import mcp_servers
 
-        roots = [Path(package.__file__).parent for package in (mcp_servers, atoll)]
+        roots = [Path(package.__path__[0]) for package in (mcp_servers, atoll)]
     digest = hashlib.sha256()
     digest.update(f"{sys.version}\0{pydantic.VERSION}\0{pydantic_core.__version__}\0".encode())
     for root in roots:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import errno
 import os
 import stat as stat_module
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from typing import BinaryIO, Literal
 
@@ -187,7 +187,7 @@ class WorldPath:
         """The folder's entries (``lstat``-ed, unsorted)."""
         return self._call(self.root.entries, self.parts)
 
-    def walk(self) -> Iterator[tuple[tuple[str, ...], list[beneath.Entry]]]:
+    def walk(self) -> Generator[tuple[tuple[str, ...], list[beneath.Entry]]]:
         """Top-down walk below this folder, never following links (:func:`beneath.walk`)."""
         try:
             yield from self.root.walk(self.parts)

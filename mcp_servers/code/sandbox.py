@@ -37,7 +37,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -213,7 +213,7 @@ def _run_in(
 ) -> SandboxResult:
     status = sandbox_status(settings, run.identity)
     if not status.available:
-        raise SandboxUnavailable(status.reason)
+        raise SandboxUnavailable(status.reason or "no sandbox can be built here")
     identity = run.identity
     started = time.monotonic()
     started_ns = time.time_ns()
@@ -233,7 +233,10 @@ def _run_in(
     # rlimit only guards the user as a whole.
     shared = identity is not None and not identity.per_run
     processes = limits.max_processes * (8 if group is not None and shared else 1)
-    steps = [functools.partial(_rlimits, limits, processes), functools.partial(os.chdir, str(fs_root))]
+    steps: list[Callable[[], object]] = [
+        functools.partial(_rlimits, limits, processes),
+        functools.partial(os.chdir, str(fs_root)),
+    ]
     if group is not None:
         steps.append(group.enter)  # while still root: the group's files are root's
     launcher = _Launcher(settings.bwrap_path, identity, limits.tmp_mb * _MB, steps)

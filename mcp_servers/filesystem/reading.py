@@ -78,10 +78,10 @@ def _decode_auto(data: bytes, head: bytes, requested: str, *, final: bool) -> tu
         encoding = _check_encoding(requested)
         text, used = _decode(data, encoding, final=final)
         return text, used, encoding
-    encoding = _bom_encoding(head)
-    if encoding:
-        text, used = _decode(data, encoding, final=final)
-        return text, used, encoding
+    bom = _bom_encoding(head)
+    if bom:
+        text, used = _decode(data, bom, final=final)
+        return text, used, bom
     try:
         text, used = _decode(data, "utf-8", final=final, strict=True)
         return text, used, "utf-8"

@@ -18,6 +18,7 @@ row.  Files are re-read only when they change; symlinks are not followed.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import os
@@ -121,7 +122,7 @@ class MarketData:
     context: ServerContext
 
     def __post_init__(self) -> None:
-        self._caches = {name: FileCache(lambda path, name=name: _records(name, path)) for name in DATASETS}
+        self._caches = {name: FileCache(functools.partial(_records, name)) for name in DATASETS}
 
     @property
     def folder(self) -> Path:
