@@ -16,11 +16,18 @@ from tests.shared_sample import fresh_sample_benchmark
 def test_in_process_environments_with_tokens_are_reached(tmp_path, monkeypatch):
     monkeypatch.setenv("ATOLL_ENV_TOKEN", "control-plane-token")
     monkeypatch.setenv("ATOLL_MCP_TOKEN", "mcp-token")
+    result, state = _one_sample_trial(tmp_path, "tokens")
+    assert state == "done", result.error if result else state
+    assert result.outcome.value == "pass", result.error
+
+
+def _one_sample_trial(tmp_path, name: str):
+    """The sample's first task with the replay agent, through the local executor: (result, state)."""
     benchmark = fresh_sample_benchmark(tmp_path / "bench")
     tasks = json.loads((benchmark / "tasks_and_rubrics.json").read_text())
     spec = ExperimentSpec.model_validate(
         {
-            "name": "tokens",
+            "name": name,
             "benchmark": str(benchmark),
             "tasks": {"ids": [tasks[0]["task_id"]]},
             "agents": [{"name": "oracle", "agent": "replay", "model": "replay"}],
@@ -31,9 +38,8 @@ def test_in_process_environments_with_tokens_are_reached(tmp_path, monkeypatch):
         }
     )
     asyncio.run(run_experiment(spec, quiet=True))
-    ((_spec, result, state, _attempts),) = TrialStore(spec.store).results("tokens")
-    assert state == "done", result.error if result else state
-    assert result.outcome.value == "pass", result.error
+    ((_spec, result, state, _attempts),) = TrialStore(spec.store).results(name)
+    return result, state
 
 
 def test_service_tokens_are_secrets_that_reach_only_the_requests(monkeypatch):
@@ -59,22 +65,7 @@ def test_the_in_process_environments_keep_their_worlds_where_the_operator_says(t
     instead of the output folder (docs/deploy.md)."""
     worlds = tmp_path / "worlds"
     monkeypatch.setenv("ATOLL_ENVIRONMENTS_DIR", str(worlds))
-    benchmark = fresh_sample_benchmark(tmp_path / "bench")
-    tasks = json.loads((benchmark / "tasks_and_rubrics.json").read_text())
-    spec = ExperimentSpec.model_validate(
-        {
-            "name": "worlds",
-            "benchmark": str(benchmark),
-            "tasks": {"ids": [tasks[0]["task_id"]]},
-            "agents": [{"name": "oracle", "agent": "replay", "model": "replay"}],
-            "store": str(tmp_path / "store.db"),
-            "artifacts": (tmp_path / "artifacts").as_uri(),
-            "output_dir": str(tmp_path / "out"),
-            "max_infra_retries": 0,
-        }
-    )
-    asyncio.run(run_experiment(spec, quiet=True))
-    ((_spec, result, state, _attempts),) = TrialStore(spec.store).results("worlds")
+    result, state = _one_sample_trial(tmp_path, "worlds")
     assert state == "done" and result.outcome.value == "pass", result.error if result else state
     laid_out = [path.relative_to(worlds).as_posix() for path in worlds.rglob("*") if path.is_file()]
     assert any("/filesystem/" in path for path in laid_out), laid_out
