@@ -6,6 +6,7 @@ that is not its own."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections import Counter, OrderedDict
 from pathlib import Path
@@ -40,10 +41,8 @@ class _CountingMethods:
             if not message.get("more_body"):
                 break
         body = b"".join(chunks)
-        try:
+        with contextlib.suppress(ValueError, AttributeError):  # not one JSON-RPC request: not counted
             self.methods[json.loads(body).get("method", "?")] += 1
-        except (ValueError, AttributeError):
-            pass
         sent = False
 
         async def replay():

@@ -110,8 +110,9 @@ class _OnlyTheseExtras:
 
 def _imports(module_name: str) -> tuple[list[str], list[str]]:
     """Absolute module names ``module_name`` imports at module level and inside functions,
-    leaving out imports in a ``try`` that handles ImportError and those of a function that calls
-    ``require_extra`` (optional by design); ``from a import b`` gives ``a`` and ``a.b``."""
+    leaving out imports in a ``try`` that handles ImportError, those of a function that calls
+    ``require_extra`` (optional by design) and those under ``if TYPE_CHECKING:`` (never run);
+    ``from a import b`` gives ``a`` and ``a.b``."""
     spec = importlib.util.find_spec(module_name)
     if spec is None or not spec.origin or not spec.origin.endswith(".py"):
         return [], []
@@ -144,6 +145,16 @@ def _imports(module_name: str) -> tuple[list[str], list[str]]:
             self.guarded -= optional
             for part in (*node.handlers, *node.orelse, *node.finalbody):
                 self.visit(part)
+
+        def visit_If(self, node: ast.If) -> None:
+            # ``if TYPE_CHECKING:`` imports are the type checker's (typeshed's ``_typeshed``,
+            # say): they never run, in any image.
+            test = node.test
+            if getattr(test, "id", None) == "TYPE_CHECKING" or getattr(test, "attr", None) == "TYPE_CHECKING":
+                for statement in node.orelse:
+                    self.visit(statement)
+                return
+            self.generic_visit(node)
 
         def visit_Import(self, node: ast.Import) -> None:
             if not self.guarded:
