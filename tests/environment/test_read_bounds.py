@@ -39,6 +39,7 @@ def _call(env: EnvironmentServer, file_path: str) -> tuple[bool, str]:
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # bounds /health's latency: a neighbour test's burst of CPU is not the tool's doing
 def test_health_answers_while_documents_are_read_and_a_bomb_is_refused(documents_env):
     is_error, text = _call(documents_env, "/bomb.docx")
     assert is_error and text.startswith("error [too_large]: file_path: /bomb.docx: its XML holds more than")
