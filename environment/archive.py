@@ -20,7 +20,7 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from atoll.members import UnsafeArchive, clean_member_name, is_junk
 from environment.links import LinkEscape, resolve_link
@@ -101,12 +101,30 @@ def copy_capped(source: SupportsRead[bytes], target: BinaryIO, limit: int, label
 Router = Callable[[str], "tuple[Path, str] | None"]
 
 
+class Keeper(Protocol):
+    """Decides which members the world already holds as they would be laid, so that nothing is
+    written for them (:class:`environment.world_keep.WorldKeeper`)."""
+
+    def keep_directory(self, staging_root: Path, relative: str) -> bool: ...
+
+    def keep_file(
+        self,
+        staging_root: Path,
+        relative: str,
+        source: LocalFile,
+        size: int,
+        executable: bool,
+        mtime: float | None,
+    ) -> bool: ...
+
+
 class SafeExtractor:
     """Writes members into staging roots, enforcing the safety rules and limits across one populate."""
 
-    def __init__(self, router: Router, limits: ArchiveLimits) -> None:
+    def __init__(self, router: Router, limits: ArchiveLimits, keeper: Keeper | None = None) -> None:
         self.router = router
         self.limits = limits
+        self.keeper = keeper
         self.members = 0
         self.files = 0
         self.skipped = 0
@@ -212,6 +230,8 @@ class SafeExtractor:
         if target is None:
             return
         root, relative, path = target
+        if self.keeper is not None and self.keeper.keep_directory(root, relative):
+            return
         self._make_parents(name, root, relative)
         try:
             info = os.lstat(path)
@@ -237,6 +257,14 @@ class SafeExtractor:
         if target is None:
             return
         root, relative, path = target
+        if (
+            self.keeper is not None
+            and isinstance(source, LocalFile)
+            and self.keeper.keep_file(root, relative, source, size, executable, mtime)
+        ):
+            self.files += 1  # in the world as laid: counted as if written
+            self.bytes_written += size
+            return
         self._make_parents(name, root, relative)
         self._clear(name, root, relative, path)
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)

@@ -37,6 +37,7 @@ from environment.snapshot import (
 )
 from environment.url_policy import check_url, opener_options, refusal_in, resolve_url
 from environment.world_delta import DeltaBase, WorldState, collect_delta, list_populated, write_world_delta
+from environment.world_keep import KeepRequest
 
 logger = logging.getLogger("environment.data")
 router = APIRouter()
@@ -278,7 +279,11 @@ async def _run_populate(
     try:
         async with _world_lock(request):
             world = _world_state(request)
-            world.cache.clear()  # every populate: the world's files are new ones
+            keep = None
+            if settings.keep_unchanged_files:  # files kept keep their hashes (environment.world_keep)
+                keep = KeepRequest(world.cache, _snapshot_limits(settings))
+            else:
+                world.cache.clear()  # every populate: the world's files are new ones
             result = await run_in_data_thread(
                 request,
                 partial(
@@ -289,6 +294,7 @@ async def _run_populate(
                     limits=limits,
                     storage_options=settings.storage_options if storage_options is None else storage_options,
                     url_prefixes=settings.url_prefixes,
+                    keep=keep,
                 ),
             )
             if result.mode == "replace":  # the new base of deltas, and a warm stat cache
@@ -312,6 +318,7 @@ async def _run_populate(
         "populated",
         extra={
             "objects": result.objects_added,
+            "kept": result.details.get("kept_files", 0),
             "bytes": result.extracted_bytes,
             "duration_ms": round(duration_ms, 1),
         },

@@ -32,6 +32,8 @@ from mcp_servers._core import beneath
 if TYPE_CHECKING:
     from _typeshed import SupportsRead
 
+    from environment.world_keep import KeepRequest, WorldKeeper
+
 logger = logging.getLogger("environment.populate")
 
 WORLD = "world"
@@ -115,11 +117,14 @@ def populate(
     limits: ArchiveLimits | None = None,
     storage_options: dict[str, Any] | None = None,
     url_prefixes: list[str] | None = None,
+    keep: KeepRequest | None = None,
 ) -> PopulateResult:
     """Extract every source, then commit them together. Blocking: call from a worker thread.
 
     URL sources are opened as ``environment.url_policy`` resolves them under ``url_prefixes``
-    (``ATOLL_URL_ALLOW``; redirects and listed files re-checked).
+    (``ATOLL_URL_ALLOW``; redirects and listed files re-checked). With ``keep``, a ``replace``
+    from one local folder keeps the world's files that already hold what it would lay
+    (:mod:`environment.world_keep`).
 
     Raises UnsafeArchive (4xx: names the member), AtollError for unreadable sources or bad
     subsystems; in these cases the world is unchanged. AtollError(``world_changed``) when the
@@ -128,7 +133,13 @@ def populate(
     if mode not in ("merge", "replace"):
         raise AtollError("bad_mode", f"mode {mode!r} must be 'merge' or 'replace'")
     staging = _Staging(roots)
-    extractor = SafeExtractor(staging.route_all, limits or ArchiveLimits())
+    keeper = None
+    if keep is not None and _may_keep(sources, mode, roots):
+        from environment.world_keep import WorldKeeper  # it reads the world as the walk does
+
+        keeper = WorldKeeper(keep, roots.root, staging.top_of)
+    staging.keeper = keeper
+    extractor = SafeExtractor(staging.route_all, limits or ArchiveLimits(), keeper)
     try:
         for source in sources:
             staging.current = source.subsystem
@@ -155,6 +166,8 @@ def populate(
             ) from exc
     finally:
         staging.discard()
+        if keeper is not None:
+            keeper.close()
     return PopulateResult(
         objects_added=extractor.files,
         extracted_bytes=extractor.bytes_written,
@@ -162,7 +175,18 @@ def populate(
         subsystems=sorted({str(s.subsystem) for s in sources}),
         mode=mode,
         sources=len(sources),
+        details={"kept_files": keeper.kept_files if keeper is not None else 0},
     )
+
+
+def _may_keep(sources: list[PopulateSource], mode: Mode, roots: WorldRoots) -> bool:
+    """A replace of whole trees from one URL (a local folder is the only kind that asks to
+    keep), with no ``code_exec`` call running over the world."""
+    if mode != "replace" or len(sources) != 1 or sources[0].url is None or sources[0].subsystem.nested:
+        return False
+    from environment.world_keep import code_calls_in_flight
+
+    return code_calls_in_flight(roots.fs_root) == 0
 
 
 class _Staging:
@@ -173,6 +197,11 @@ class _Staging:
         self.token = uuid.uuid4().hex[:12]
         self.dirs: dict[str, Path] = {}
         self.current = Subsystem(FILESYSTEM)
+        self.keeper: WorldKeeper | None = None
+
+    def top_of(self, staging_root: Path) -> str | None:
+        """The world root (``filesystem`` or ``.apps_data``) whose staging is ``staging_root``."""
+        return next((top for top, path in self.dirs.items() if path == staging_root), None)
 
     def dir_for(self, top: str) -> Path:
         if top not in self.dirs:
@@ -197,7 +226,10 @@ class _Staging:
             tops = (FILESYSTEM, APPS_DATA) if subsystem.top == WORLD else (subsystem.top,)
             for top in tops:
                 with _opened(self.roots.root(top)) as root_fd:
-                    _empty_target(root_fd, subsystem.nested)
+                    if self.keeper is not None:  # whole trees only (_may_keep)
+                        self.keeper.clear(top, root_fd, skip=lambda name: name.startswith(STAGING_PREFIX))
+                    else:
+                        _empty_target(root_fd, subsystem.nested)
         for top, path in self.dirs.items():
             with _opened(path) as source_fd, _opened(self.roots.root(top)) as root_fd:
                 _merge_into(source_fd, root_fd)

@@ -40,6 +40,11 @@ class EnvironmentSettings(EnvironmentTokens, HostSettings):
         32 * 1024**2, description="the ratio is enforced once this many bytes were extracted"
     )
 
+    keep_unchanged_files: bool = Field(
+        True,
+        description="a replace populate from a local folder keeps the world files that already hold what "
+        "it would lay (environment.world_keep): fewer files created and deleted per trial",
+    )
     preload_servers: bool = Field(
         True, description="import our app servers in the background at start, so POST /apps is fast"
     )

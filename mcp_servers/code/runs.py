@@ -121,6 +121,14 @@ def _give_up_idle(*, only_gone: bool) -> int:
     return len(closing)
 
 
+def calls_in_flight(fs_root: Path) -> int:
+    """Calls running now over the world at ``fs_root`` (whatever identity plan serves them):
+    while any runs, a process of the world's sandbox may be alive (populate keeps no file then)."""
+    root = os.path.realpath(fs_root)
+    with _LOCK:
+        return sum(run.active for (run_root, _), run in _RUNS.items() if run_root == root)
+
+
 def close_idle_runs() -> int:
     """Give every idle run's uid and cgroup back (tests; a server that is being emptied)."""
     with _LOCK:
