@@ -20,6 +20,8 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from mcp_servers._core.outputs import ResultModel
+
 
 @dataclass
 class ImageBlock:
@@ -53,7 +55,9 @@ def to_structured(value: Any, model: type[BaseModel] | None = None) -> dict[str,
     if isinstance(value, ToolOutput):
         value = value.data
     if isinstance(value, BaseModel):
-        value = value.model_dump(mode="json", by_alias=True)
+        # A result model is sent with the fields it was given, as a dict is (below): an optional
+        # field left out stays out rather than arriving as null.
+        value = value.model_dump(mode="json", by_alias=True, exclude_unset=isinstance(value, ResultModel))
     else:
         value = json.loads(json.dumps(value, default=_json_default, ensure_ascii=False))
         if model is not None:

@@ -8,7 +8,7 @@ icalendar parsed it.
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta, tzinfo
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from atoll._lazy import lazy_module
 from atoll.formats.ics import address_email
@@ -17,6 +17,10 @@ from mcp_servers.calendar.models import Attendee, Reminders
 from mcp_servers.calendar.times import When, instant, stamp_view, when_view
 
 icalendar = lazy_module("icalendar")
+
+if TYPE_CHECKING:
+    from icalendar import Event, vCalAddress
+
 
 #: Where Google's ``colorId`` lives in the .ics (no standard property carries it).
 COLOR_PROPERTY = "X-GOOGLE-COLOR-ID"
@@ -30,7 +34,7 @@ _PARTSTAT_TO_STATUS = {
 _STATUS_TO_PARTSTAT = {value: key for key, value in _PARTSTAT_TO_STATUS.items()}
 
 
-def _text(event: icalendar.Event, name: str) -> str | None:
+def _text(event: Event, name: str) -> str | None:
     value = event.get(name)
     if value is None:
         return None
@@ -39,7 +43,7 @@ def _text(event: icalendar.Event, name: str) -> str | None:
     return str(value)
 
 
-def start_end(event: icalendar.Event) -> tuple[When, When]:
+def start_end(event: Event) -> tuple[When, When]:
     """DTSTART and the effective end (DTEND, or DTSTART + DURATION, or the RFC default).
 
     Raises ValueError when DTSTART is missing or unreadable.
@@ -59,7 +63,17 @@ def start_end(event: icalendar.Event) -> tuple[When, When]:
     return start, end
 
 
-def _when_value(event: icalendar.Event, name: str) -> When:
+def span(start: When, end: When) -> timedelta | None:
+    """``end - start``, or None when one is a date and the other a date-time (a file may
+    mix them; they do not subtract)."""
+    if isinstance(start, datetime) and isinstance(end, datetime):
+        return end - start
+    if not isinstance(start, datetime) and not isinstance(end, datetime):
+        return end - start
+    return None
+
+
+def _when_value(event: Event, name: str) -> When:
     try:
         value = event.decoded(name)
     except (ValueError, TypeError):
@@ -82,7 +96,7 @@ def _person(address: Any) -> dict[str, Any]:
     return view
 
 
-def _attendees(event: icalendar.Event) -> list[dict[str, Any]]:
+def _attendees(event: Event) -> list[dict[str, Any]]:
     values = event.get("ATTENDEE")
     if values is None:
         return []
@@ -91,7 +105,7 @@ def _attendees(event: icalendar.Event) -> list[dict[str, Any]]:
     return [_person(value) for value in values]
 
 
-def reminders_view(event: icalendar.Event, start: When) -> dict[str, Any]:
+def reminders_view(event: Event, start: When) -> dict[str, Any]:
     """``{"useDefault", "overrides": [{"method", "minutes"}]}`` from the VALARMs."""
     overrides = []
     for alarm in event.walk("VALARM"):
@@ -111,7 +125,7 @@ def reminders_view(event: icalendar.Event, start: When) -> dict[str, Any]:
     return {"useDefault": not overrides, "overrides": overrides}
 
 
-def recurrence_lines(event: icalendar.Event) -> list[str]:
+def recurrence_lines(event: Event) -> list[str]:
     """The RRULE/RDATE/EXDATE/EXRULE lines exactly as iCalendar writes them (unfolded)."""
     present = [name for name in RECURRENCE_PROPERTIES if name in event]
     if not present:
@@ -123,7 +137,7 @@ def recurrence_lines(event: icalendar.Event) -> list[str]:
     return [line for line in text.split("\r\n") if line.split(";")[0].split(":")[0] in RECURRENCE_PROPERTIES]
 
 
-def event_view(event: icalendar.Event, *, calendar_file: str, default_tz: tzinfo) -> dict[str, Any]:
+def event_view(event: Event, *, calendar_file: str, default_tz: tzinfo) -> dict[str, Any]:
     """The API view of one VEVENT.
 
     Raises ValueError when the VEVENT has no UID or no readable DTSTART.
@@ -167,7 +181,7 @@ def event_view(event: icalendar.Event, *, calendar_file: str, default_tz: tzinfo
 # ---- applying input --------------------------------------------------------------------
 
 
-def set_text(event: icalendar.Event, name: str, value: str | None) -> None:
+def set_text(event: Event, name: str, value: str | None) -> None:
     """Replace a text property; an empty string removes it; None leaves it alone."""
     if value is None:
         return
@@ -176,19 +190,19 @@ def set_text(event: icalendar.Event, name: str, value: str | None) -> None:
         event.add(name, value)
 
 
-def set_when(event: icalendar.Event, name: str, value: When) -> None:
+def set_when(event: Event, name: str, value: When) -> None:
     event.pop(name, None)
     event.add(name, value)
 
 
-def person_address(email: str, name: str | None = None) -> icalendar.vCalAddress:
+def person_address(email: str, name: str | None = None) -> vCalAddress:
     address = icalendar.vCalAddress(f"mailto:{email}")
     if name:
         address.params["CN"] = icalendar.vText(name)
     return address
 
 
-def set_attendees(event: icalendar.Event, attendees: list[Attendee]) -> None:
+def set_attendees(event: Event, attendees: list[Attendee]) -> None:
     """Replace ATTENDEE lines, keeping unknown parameters of attendees that stay."""
     old: dict[str, Any] = {}
     current = event.get("ATTENDEE")
@@ -213,9 +227,7 @@ def set_attendees(event: icalendar.Event, attendees: list[Attendee]) -> None:
         event.add("ATTENDEE", address)
 
 
-def set_reminders(
-    event: icalendar.Event, reminders: Reminders, *, summary: str, user_email: str | None
-) -> None:
+def set_reminders(event: Event, reminders: Reminders, *, summary: str, user_email: str | None) -> None:
     """Replace the VALARMs with ``reminders.overrides`` (none for ``useDefault`` alone)."""
     event.subcomponents = [c for c in event.subcomponents if c.name != "VALARM"]
     for override in reminders.overrides:
@@ -233,7 +245,7 @@ def set_reminders(
         event.add_component(alarm)
 
 
-def set_recurrence(event: icalendar.Event, lines: list[str]) -> None:
+def set_recurrence(event: Event, lines: list[str]) -> None:
     """Replace RRULE/RDATE/EXDATE/EXRULE with ``lines`` (``[]`` makes the event single).
 
     Raises ToolError ``invalid_argument`` naming the bad line.
@@ -267,7 +279,7 @@ def set_recurrence(event: icalendar.Event, lines: list[str]) -> None:
         event[key] = value
 
 
-def _append(target: icalendar.Event, key: str, item: Any) -> None:
+def _append(target: Event, key: str, item: Any) -> None:
     existing = target.get(key)
     if existing is None:
         target[key] = item

@@ -210,7 +210,7 @@ class CalendarIndex:
     def __init__(self, root: Path, apps_data_root: Path, default_tz: tzinfo) -> None:
         self.root = root
         self.default_tz = default_tz
-        self.data = AppData(apps_data_root, root)
+        self.data = AppData(apps_data_root, root.name)  # root is <apps_data_root>/calendar
         self.files = FileCache(
             lambda path: load_file(path, data=self.data, root=self.root, default_tz=self.default_tz),
             stamp=self.data.stamp,

@@ -10,13 +10,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from atoll._lazy import lazy_module
 from mcp_servers.calendar.times import When, instant
 
 _dateutil_rrule = lazy_module("dateutil.rrule")
 icalendar = lazy_module("icalendar")
+
+if TYPE_CHECKING:
+    from dateutil.rrule import rruleset
+    from icalendar import Event
+
 
 #: Most occurrences produced for one series in one call (guards against FREQ=SECONDLY).
 MAX_OCCURRENCES = 2000
@@ -49,7 +54,7 @@ def _local(value: Any, zone: tzinfo | None, start_time: time) -> datetime | None
     return None
 
 
-def _values(event: icalendar.Event, name: str) -> list[Any]:
+def _values(event: Event, name: str) -> list[Any]:
     prop = event.get(name)
     if prop is None:
         return []
@@ -60,7 +65,7 @@ def _values(event: icalendar.Event, name: str) -> list[Any]:
     return out
 
 
-def series_of(event: icalendar.Event, start: When, end: When) -> Series | None:
+def series_of(event: Event, start: When, end: When) -> Series | None:
     """The recurrence of ``event`` or None when it has no RRULE/RDATE."""
     if "RRULE" not in event and "RDATE" not in event:
         return None
@@ -83,7 +88,7 @@ def series_of(event: icalendar.Event, start: When, end: When) -> Series | None:
 
 
 @lru_cache(maxsize=4096)
-def _rule_set(series: Series, zone: tzinfo) -> tuple[_dateutil_rrule.rruleset, datetime]:
+def _rule_set(series: Series, zone: tzinfo) -> tuple[rruleset, datetime]:
     """The dateutil rule set of a series (cached: range listings expand the same series often)."""
     first = series.start if isinstance(series.start, datetime) else datetime.combine(series.start, time())
     first = (

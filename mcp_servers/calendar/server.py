@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, overload
 
 from pydantic import Field, ValidationError
 
@@ -41,6 +41,10 @@ EventId = Annotated[
 When = EventTime | str
 
 
+@overload
+def _when(value: When, argument: str) -> EventTime: ...
+@overload
+def _when(value: When | None, argument: str) -> EventTime | None: ...
 def _when(value: When | None, argument: str) -> EventTime | None:
     """Accept a bare ISO string as shorthand for ``{"dateTime": …}`` / ``{"date": …}``."""
     if value is None or isinstance(value, EventTime):
@@ -100,7 +104,9 @@ def list_events(
         time_max: range end (exclusive), same forms; without it a range spans one year from time_min.
         query: case-insensitive text to find in summary, description, location or attendees.
     """
-    return calendar.list_events(limit=limit, offset=offset, time_min=time_min, time_max=time_max, query=query)
+    return EventPage.model_validate(
+        calendar.list_events(limit=limit, offset=offset, time_min=time_min, time_max=time_max, query=query)
+    )
 
 
 @SERVER.tool(action="read", read_only=True)
@@ -110,7 +116,7 @@ def read_event(calendar: CalendarService, event_id: EventId) -> Event:
     Args:
         event_id: the event's id, or an occurrence id `<event_id>_<start>` from a range listing.
     """
-    return calendar.read_event(_event_id(event_id))
+    return Event.model_validate(calendar.read_event(_event_id(event_id)))
 
 
 @SERVER.tool(action="create")
@@ -141,7 +147,7 @@ def create_event(
         reminders: {"useDefault": false, "overrides": [{"method": "popup"|"email", "minutes": 30}]}.
         recurrence: iCalendar lines, e.g. ["RRULE:FREQ=WEEKLY;BYDAY=MO;COUNT=10", "EXDATE;TZID=America/New_York:20250310T100000"].
     """
-    return calendar.create_event(
+    created = calendar.create_event(
         summary=summary,
         start=_when(start, "start"),
         end=_when(end, "end"),
@@ -152,6 +158,7 @@ def create_event(
         reminders=reminders,
         recurrence=recurrence,
     )
+    return Event.model_validate(created)
 
 
 @SERVER.tool(action="update")
@@ -201,7 +208,7 @@ def update_event(
         raise ToolError(
             "invalid_argument", "update_event: give at least one field to change", argument="event_id"
         )
-    return calendar.update_event(_event_id(event_id), changes)
+    return Event.model_validate(calendar.update_event(_event_id(event_id), changes))
 
 
 @SERVER.tool(action="delete", destructive=True)
@@ -212,4 +219,4 @@ def delete_event(calendar: CalendarService, event_id: EventId) -> EventDeleted:
     Args:
         event_id: the event or occurrence to delete.
     """
-    return calendar.delete_event(_event_id(event_id))
+    return EventDeleted.model_validate(calendar.delete_event(_event_id(event_id)))

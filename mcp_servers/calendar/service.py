@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from atoll._lazy import lazy_module
 from mcp_servers._core.context import ServerContext
@@ -25,8 +25,9 @@ from mcp_servers.calendar.index import (
     Snapshot,
 )
 from mcp_servers.calendar.models import Attendee, EventTime, Reminders
-from mcp_servers.calendar.recurrence import occurrences
+from mcp_servers.calendar.recurrence import Series, occurrences
 from mcp_servers.calendar.times import (
+    When,
     compact_utc,
     instant,
     now_utc,
@@ -37,6 +38,10 @@ from mcp_servers.calendar.times import (
 )
 
 icalendar = lazy_module("icalendar")
+
+if TYPE_CHECKING:
+    from icalendar import Event
+
 
 #: Range listing without ``time_max`` expands recurring events this far past ``time_min``.
 OPEN_RANGE = timedelta(days=366)
@@ -108,18 +113,20 @@ class CalendarService:
                     found.append((record.begins, record.uid, record))
                 continue
             found.extend(
-                self._instances(record, snapshot.by_uid.get(record.uid, []), window_low, window_high)
+                self._instances(
+                    record, record.series, snapshot.by_uid.get(record.uid, []), window_low, window_high
+                )
             )
         found.sort(key=lambda item: (item[0], item[1]))
         return [item for _, _, item in found]
 
     def _instances(
-        self, master: Record, records: list[Record], low: datetime, high: datetime
+        self, master: Record, series: Series, records: list[Record], low: datetime, high: datetime
     ) -> list[tuple[datetime, str, dict[str, Any]]]:
         overrides = {r.recurrence_id: r for r in records if r.recurrence_id is not None}
         out = []
         try:
-            starts = occurrences(master.series, low, high, self.default_tz)
+            starts = occurrences(series, low, high, self.default_tz)
         except (ValueError, TypeError) as exc:
             self.index.report(
                 f"calendar file {master.file}: event {master.uid}: recurrence unreadable: {exc}"
@@ -130,34 +137,32 @@ class CalendarService:
             override = overrides.pop(begins, None)
             if override is not None:
                 if override.view.get("status") != "cancelled":
-                    out.append(
-                        (override.begins, override.uid, self._instance_view(master, override.start, override))
-                    )
+                    out.append((override.begins, override.uid, self._override_view(master, begins, override)))
                 continue
-            out.append((begins, master.uid, self._instance_view(master, start, None)))
-        for override in overrides.values():  # moved into the window from elsewhere
+            out.append((begins, master.uid, self._occurrence_view(master, series, start)))
+        for original, override in overrides.items():  # moved into the window from elsewhere
             if override.ends > low and override.begins < high and override.view.get("status") != "cancelled":
-                out.append(
-                    (override.begins, override.uid, self._instance_view(master, override.start, override))
-                )
+                out.append((override.begins, override.uid, self._override_view(master, original, override)))
         return out
 
-    def _instance_view(self, master: Record, start: Any, override: Record | None) -> dict[str, Any]:
+    def _override_view(self, master: Record, original: datetime, override: Record) -> dict[str, Any]:
+        """An overridden occurrence of ``master`` (originally at ``original``, aware UTC)."""
+        view = {key: value for key, value in override.view.items() if key != "recurrence"}
+        suffix = compact_utc(
+            original if isinstance(master.start, datetime) else original.astimezone(self.default_tz).date()
+        )
+        return self._instance_view(master, view, suffix)
+
+    def _occurrence_view(self, master: Record, series: Series, start: When) -> dict[str, Any]:
+        """The occurrence of ``master`` that starts at ``start``, as the series describes it."""
+        view = {key: value for key, value in master.view.items() if key != "recurrence"}
+        view["start"] = when_view(start, self.default_tz)
+        view["end"] = when_view(start + series.duration, self.default_tz)
+        view["originalStartTime"] = view["start"]
+        return self._instance_view(master, view, compact_utc(start))
+
+    def _instance_view(self, master: Record, view: dict[str, Any], suffix: str) -> dict[str, Any]:
         """One occurrence of ``master`` (Google's instance shape: ``<uid>_<start>`` ids)."""
-        if override is not None:
-            view = {key: value for key, value in override.view.items() if key != "recurrence"}
-            original = override.recurrence_id
-            suffix = compact_utc(
-                original
-                if isinstance(master.start, datetime)
-                else original.astimezone(self.default_tz).date()
-            )
-        else:
-            view = {key: value for key, value in master.view.items() if key != "recurrence"}
-            view["start"] = when_view(start, self.default_tz)
-            view["end"] = when_view(start + master.series.duration, self.default_tz)
-            view["originalStartTime"] = view["start"]
-            suffix = compact_utc(start)
         view["id"] = f"{master.uid}_{suffix}"
         view["recurringEventId"] = master.uid
         return view
@@ -235,7 +240,7 @@ class CalendarService:
         record = self._master(event_id)
         path = self.root / record.file
 
-        def change(event: icalendar.Event) -> None:
+        def change(event: Event) -> None:
             begin_value = (
                 self._when(changes["start"], "start") if changes.get("start") else event.decoded("DTSTART")
             )
@@ -243,8 +248,11 @@ class CalendarService:
                 end_value = self._when(changes["end"], "end")
             elif changes.get("start"):  # moving the start keeps the duration
                 old_start, old_end = ev.start_end(event)
-                if isinstance(old_start, datetime) == isinstance(begin_value, datetime):
-                    end_value = begin_value + (old_end - old_start)
+                length = ev.span(old_start, old_end)
+                if length is not None and isinstance(old_start, datetime) == isinstance(
+                    begin_value, datetime
+                ):
+                    end_value = begin_value + length
                 else:  # timed <-> all-day: a day, or an hour
                     end_value = begin_value + (
                         timedelta(hours=1) if isinstance(begin_value, datetime) else timedelta(days=1)
@@ -305,7 +313,7 @@ class CalendarService:
                 datetime.fromisoformat(original["dateTime"]).astimezone(self.default_tz).replace(tzinfo=None)
             )
 
-        def change(event: icalendar.Event) -> None:
+        def change(event: Event) -> None:
             event.add("EXDATE", value)
             event.pop("LAST-MODIFIED", None)
             event.add("LAST-MODIFIED", now_utc())

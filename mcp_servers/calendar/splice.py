@@ -11,7 +11,7 @@ import re
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from atoll._lazy import lazy_module
 from atoll.formats.ics import IcsLayout, IcsSyntaxError, read_text, split_blocks, with_newline
@@ -23,11 +23,15 @@ from mcp_servers.calendar.times import instant
 
 icalendar = lazy_module("icalendar")
 
+if TYPE_CHECKING:
+    from icalendar import Event
+
+
 PRODID = "-//atoll//calendar server//EN"
 _FOLD = re.compile(r"\r?\n[ \t]")
 
 
-def insert_event(index: CalendarIndex, path: Path, event: icalendar.Event) -> dict[str, Any]:
+def insert_event(index: CalendarIndex, path: Path, event: Event) -> dict[str, Any]:
     """Add ``event`` to the calendar file ``path`` (created when absent); returns its view.
     Raises ToolError ``bad_data`` when the file (or a folder on its way) links out of the
     app data: every read and write goes beneath the app-data root's descriptor."""
@@ -39,7 +43,7 @@ def insert_event(index: CalendarIndex, path: Path, event: icalendar.Event) -> di
         ) from None
 
 
-def _insert_event(index: CalendarIndex, path: Path, event: icalendar.Event) -> dict[str, Any]:
+def _insert_event(index: CalendarIndex, path: Path, event: Event) -> dict[str, Any]:
     with file_lock(path):
         before = index.data.stamp(path)
         if before is None:
@@ -94,7 +98,7 @@ def _file_zones(source: str, layout: IcsLayout) -> set[str]:
     return zones
 
 
-def _zone_blocks(event: icalendar.Event, have: set[str]) -> tuple[str, frozenset[str]]:
+def _zone_blocks(event: Event, have: set[str]) -> tuple[str, frozenset[str]]:
     """VTIMEZONE text for the zones ``event`` uses that are not in ``have``, and those zones."""
     probe = icalendar.Calendar()
     probe.add_component(event)

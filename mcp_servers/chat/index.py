@@ -78,7 +78,7 @@ class ChatIndex:
 
     def __init__(self, root: Path, apps_data_root: Path) -> None:
         self.root = root
-        self.data = AppData(apps_data_root, root)
+        self.data = AppData(apps_data_root, root.name)  # root is <apps_data_root>/chat
         self.messages: FileCache[GroupMessages] = FileCache(
             self._load_messages, max_entries=4096, stamp=self.data.stamp
         )

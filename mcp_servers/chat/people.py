@@ -14,10 +14,10 @@ def current_user(context: ServerContext, index: ChatIndex, *, required: bool = T
     """The current user: options user_email/user_name, else the export owner (Users/)."""
     email, name = context.user_email, context.user_name
     if not email:
-        owners = [
+        found = [
             index.json_object(folder / "user_info.json").get("user") for _, folder in index.user_folders()
         ]
-        owners = [p for p in (person(o) for o in owners) if p and p["email"]]
+        owners = [p for p in (person(o) for o in found) if p and p["email"]]
         if len(owners) == 1:
             email, name = owners[0]["email"], name or owners[0]["name"]
     if not email:

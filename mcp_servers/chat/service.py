@@ -11,7 +11,7 @@ import json
 import secrets
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal, overload
 
 import orjson
 
@@ -126,8 +126,13 @@ class ChatService:
     def _members(info: dict[str, Any]) -> list[dict[str, str]]:
         return [p for p in (person(m) for m in info.get("members") or []) if p]
 
+    @overload
+    def me(self, *, required: Literal[True] = True) -> dict[str, str]: ...
+    @overload
+    def me(self, *, required: bool) -> dict[str, str] | None: ...
     def me(self, *, required: bool = True) -> dict[str, str] | None:
-        """The current user (see :func:`mcp_servers.chat.people.current_user`)."""
+        """The current user (see :func:`mcp_servers.chat.people.current_user`); with
+        ``required``, ToolError ``permission_denied`` when there is none."""
         return current_user(self.context, self.index, required=required)
 
     # ---- reading ---------------------------------------------------------------------

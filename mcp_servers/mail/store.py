@@ -283,7 +283,7 @@ class MailStore:
     def is_own(self, entry: MailEntry) -> bool:
         """Whether the world's user sent this message (they may see its Bcc)."""
         user = self.ctx.user_email
-        return bool(user) and user.lower() in bare_addresses(entry.sender)
+        return bool(user and user.lower() in bare_addresses(entry.sender))
 
     # --- writing ---------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ the page reading itself is :mod:`atoll.formats.pdf`, shared with the grader."""
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from atoll._lazy import lazy_module
 from atoll.formats import bounds
@@ -13,8 +14,11 @@ from mcp_servers._core import ToolError
 
 pymupdf = lazy_module("pymupdf")  # ~0.8 s of CPU: imported on the first call that reads a PDF
 
+if TYPE_CHECKING:
+    from pymupdf import Document
 
-def open_pdf(source: PdfSource, virtual: str, *, argument: str = "file_path") -> pymupdf.Document:
+
+def open_pdf(source: PdfSource, virtual: str, *, argument: str = "file_path") -> Document:
     """Open a PDF from its bytes; ToolError for corrupt or password-protected files, and
     ``too_large`` when :func:`atoll.formats.pdf_bounds.check_pdf` refuses it (a stream or image
     bomb; a file version that passed is not scanned again)."""
@@ -82,5 +86,4 @@ def parse_pages(pages: str | int | list[int] | None, count: int, *, argument: st
             f"{argument}: page {bad[0]} does not exist (the PDF has {count} pages)",
             argument=argument,
         )
-    seen: set[int] = set()
-    return [p for p in chosen if not (p in seen or seen.add(p))]
+    return list(dict.fromkeys(chosen))  # each page once, in the order asked

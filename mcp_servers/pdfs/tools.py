@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field, WithJsonSchema
 
@@ -27,6 +27,9 @@ from mcp_servers.pdfs.extract import open_pdf, parse_pages
 from mcp_servers.pdfs.results import PagesRead, PdfCreated, PdfImage, PdfSearch
 
 pymupdf = lazy_module("pymupdf")  # ~0.8 s of CPU: imported on the first call that reads a PDF
+
+if TYPE_CHECKING:
+    from pymupdf import Document
 
 DEFAULT_MAX_CHARS = 20_000
 DEFAULT_MAX_OCR_PAGES = 10
@@ -52,7 +55,7 @@ class PdfState:
     def max_ocr_pages(self) -> int:
         return self.ctx.option("max_ocr_pages", DEFAULT_MAX_OCR_PAGES)  # typed by PdfsOptions
 
-    def pdf(self, file_path: str, *, argument: str = "file_path") -> tuple[PdfSource, str, pymupdf.Document]:
+    def pdf(self, file_path: str, *, argument: str = "file_path") -> tuple[PdfSource, str, Document]:
         """(the bytes read through the root's descriptor, virtual path, open document)."""
         target = self.ctx.files.at(file_path, argument=argument, allow_root=False).require("file")
         virtual = target.virtual
@@ -175,14 +178,14 @@ def read_pdf_pages(
     text = f"{virtual}: {count} pages\n\n" + text
     if data.get("truncated"):
         text += f"\n\n(truncated: {data['continuation']})"
-    return ToolOutput(data, text=text)
+    return ToolOutput(PagesRead.model_validate(data), text=text)
 
 
 def _compress(numbers: list[int]) -> str:
     """[3,4,5,9] -> '3-5,9'."""
     parts: list[str] = []
     start = prev = numbers[0]
-    for number in numbers[1:] + [None]:  # type: ignore[list-item]
+    for number in numbers[1:] + [None]:
         if number is not None and number == prev + 1:
             prev = number
             continue
@@ -235,19 +238,19 @@ def read_image(state: PdfState, file_path: str, annotation: str) -> ToolOutput[P
         if pixmap.alpha or pixmap.colorspace is None or pixmap.colorspace.n not in (1, 3):
             pixmap = pymupdf.Pixmap(pymupdf.csRGB, pixmap)
         png = pixmap.tobytes("png")
-        data = {
-            "file_path": virtual,
-            "annotation": annotation.strip(),
-            "page": number,
-            "width": pixmap.width,
-            "height": pixmap.height,
-            "mime_type": "image/png",
-        }
+        image = PdfImage(
+            file_path=virtual,
+            annotation=annotation.strip(),
+            page=number,
+            width=pixmap.width,
+            height=pixmap.height,
+            mime_type="image/png",
+        )
     finally:
         document.close()
     return ToolOutput(
-        data,
-        text=f"{virtual} {annotation.strip()}: {data['width']}x{data['height']} PNG",
+        image,
+        text=f"{virtual} {annotation.strip()}: {image.width}x{image.height} PNG",
         images=[ImageBlock(png, "image/png")],
     )
 
@@ -285,19 +288,19 @@ def read_page_as_image(
             )
         pixmap = page.get_pixmap(dpi=dpi)
         png = pixmap.tobytes("png")
-        data = {
-            "file_path": virtual,
-            "page": page_number,
-            "width": pixmap.width,
-            "height": pixmap.height,
-            "dpi": dpi,
-            "mime_type": "image/png",
-        }
+        image = PdfImage(
+            file_path=virtual,
+            page=page_number,
+            width=pixmap.width,
+            height=pixmap.height,
+            dpi=dpi,
+            mime_type="image/png",
+        )
     finally:
         document.close()
     return ToolOutput(
-        data,
-        text=f"{virtual} page {page_number}: {data['width']}x{data['height']} PNG at {dpi} dpi",
+        image,
+        text=f"{virtual} page {page_number}: {image.width}x{image.height} PNG at {dpi} dpi",
         images=[ImageBlock(png, "image/png")],
     )
 
@@ -390,7 +393,7 @@ def search_pdf(
         notes.append(f"only the first {limit} of {count} pages were searched (limit per call)")
     if notes:
         data["note"] = "; ".join(notes)
-    return data
+    return PdfSearch.model_validate(data)
 
 
 def _line_of(starts: list[int], offset: int) -> int:
@@ -432,4 +435,4 @@ def create_pdf(
     data = render_pdf(content, page_size=page_size, metadata=metadata)
     target.write_atomic(data, make_parents=True, overwrite=False)
     pages = pymupdf.open(stream=data, filetype="pdf").page_count
-    return {"file_path": virtual, "pages": pages, "bytes": len(data)}
+    return PdfCreated(file_path=virtual, pages=pages, bytes=len(data))

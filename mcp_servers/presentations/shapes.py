@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from atoll._lazy import lazy_module
 from mcp_servers._core.errors import ToolError
@@ -12,8 +12,11 @@ _pptx_dml_color = lazy_module("pptx.dml.color")
 _pptx_enum_shapes = lazy_module("pptx.enum.shapes")
 _pptx_util = lazy_module("pptx.util")
 
+if TYPE_CHECKING:
+    from pptx.dml.color import RGBColor
 
-def parse_color(value: str, argument: str) -> _pptx_dml_color.RGBColor:
+
+def parse_color(value: str, argument: str) -> RGBColor:
     """``#1F4E79`` / ``1F4E79`` / a basic colour name as python-pptx's RGBColor (ToolError otherwise)."""
     return office_color(value, argument, _pptx_dml_color.RGBColor.from_string)
 

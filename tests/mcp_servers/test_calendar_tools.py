@@ -451,3 +451,23 @@ def test_times_given_as_json_text_are_accepted(cal):
         cal.error("create_event", summary="x", start="{broken", end="2025-03-04T11:00:00Z")["code"]
         == "invalid_argument"
     )
+
+
+MIXED_ICS = (
+    "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//test//EN\r\nBEGIN:VEVENT\r\nUID:mixed@team\r\n"
+    "SUMMARY:Day into a morning\r\nDTSTART;VALUE=DATE:20250304\r\nDTEND:20250305T100000Z\r\n"
+    "END:VEVENT\r\nEND:VCALENDAR\r\n"
+)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_moving_the_start_of_an_event_that_mixes_a_date_and_a_date_time(tmp_path, mode):
+    """A file's event may start on a date and end at a date-time; they do not subtract, so
+    moving its start gives the new start's default length instead of an internal error."""
+    world = make_world(tmp_path)
+    world.app_file("calendar/mixed.ics", MIXED_ICS.encode())
+    with open_session("calendar", world, mode=mode, options=USER) as session:
+        cal = Calendar_(session, mode)
+        updated = cal.ok("update_event", event_id="mixed@team", start={"date": "2025-03-10"})
+    assert updated["start"] == {"date": "2025-03-10"}
+    assert updated["end"] == {"date": "2025-03-11"}

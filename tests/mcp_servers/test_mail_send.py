@@ -268,12 +268,12 @@ def test_sent_mail_goes_to_the_users_mbox_or_a_new_one(tmp_path):
 
 def test_own_writes_update_the_index_without_reparsing(world):
     store = MailStore(ServerContext.create(world.fs_root, world.apps_root, OPTIONS))
-    assert list_mails(store).data["total"] == 9
+    assert list_mails(store).data.total == 9
     misses = store._cache.misses
     for number in range(3):
         send_mail(store, to_email="bob@corp.com", subject=f"n{number}", body="b")
     listed = list_mails(store, limit=3).data
-    assert [m["subject"] for m in listed["mails"]] == ["n2", "n1", "n0"]
+    assert [m.subject for m in listed.mails] == ["n2", "n1", "n0"]
     assert store._cache.misses == misses  # no re-parse after our own appends
 
 
@@ -300,7 +300,7 @@ def test_concurrent_senders_lose_nothing(world):
         f"w{i}-{n}" for i in range(4) for n in range(10)
     )
     for store in stores:
-        assert list_mails(store, limit=1).data["total"] == 9 + 40
+        assert list_mails(store, limit=1).data.total == 9 + 40
 
 
 def test_send_result_text_is_readable(mail):
@@ -370,7 +370,7 @@ def test_two_worlds_with_the_same_mailbox_index_it_once_and_each_sees_only_its_o
 
     def subjects(store: MailStore, **search) -> list[str]:
         page = search_mail(store, **search) if search else list_mails(store)
-        return [m["subject"] for m in page.data["mails"]]
+        return [m.subject for m in page.data.mails]
 
     assert subjects(first) == subjects(second) == ["Shared seed"]
     assert len(parses) == 1
