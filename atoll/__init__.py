@@ -22,7 +22,8 @@ if TYPE_CHECKING:
         World,
     )
     from atoll.errors import AtollError
-    from atoll.experiment import ExperimentSpec, load_experiment
+    from atoll.experiment import ExperimentSpec
+    from atoll.experiment_file import load_experiment
     from atoll.grade import Changes, CriterionVerdict, FileChange, Grade, Verdict
     from atoll.trajectory import (
         AgentReportedStatus,
@@ -70,7 +71,7 @@ _EXPORTS = {
     "Usage": "atoll.trajectory",
     "Verdict": "atoll.grade",
     "World": "atoll.benchmark",
-    "load_experiment": "atoll.experiment",
+    "load_experiment": "atoll.experiment_file",
     "trial_id": "atoll.trial",
 }
 

@@ -5,7 +5,7 @@ and the agents runner (in-process or ``POST /runs``): one pydantic model shared 
 agent; an agent ignores what it does not use.  The trajectory records it (``agent_config``),
 so it never holds secrets: API keys come from the provider's usual environment variables or
 an operator-provisioned secret named apart from it (``api_key_secret``), ``extra_args`` holds
-generation parameters only (:mod:`atoll.llm.arguments`), the gateway token is a separate
+generation parameters only (:mod:`atoll.model_arguments`), the gateway token is a separate
 argument.
 """
 
@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
-from atoll.llm.arguments import check_arguments
+from atoll.model_arguments import check_arguments
 
 
 class AgentConfig(BaseModel):

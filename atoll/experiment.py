@@ -5,17 +5,15 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from atoll.bounded_yaml import load_bounded_yaml
 from atoll.coworkers import CoworkerSpec
 from atoll.defaults import DEFAULT_ARTIFACTS, DEFAULT_STORE, OUTPUT_DIR
 from atoll.errors import AtollError, describe_validation
-from atoll.llm.arguments import INLINE_KEY_HELP, argument_problem, key_like_fields
+from atoll.model_arguments import INLINE_KEY_HELP, argument_problem, key_like_fields
 
 _SECRET_HELP = "name of a secret the operator provisioned for api_base (never the key itself)"
 
@@ -201,7 +199,7 @@ class ExperimentSpec(_Spec):
     @model_validator(mode="after")
     def _no_keys_or_routing(self) -> ExperimentSpec:
         """Keys are never written in an experiment, and extra_args hold generation parameters
-        only (atoll.llm.arguments): nothing in it can move a call or carry a credential."""
+        only (atoll.model_arguments): nothing in it can move a call or carry a credential."""
         for problem in _key_problems(self):
             raise PydanticCustomError("refused_field", "{problem}", {"problem": problem})
         return self
@@ -240,26 +238,6 @@ def experiment_endpoints(spec: ExperimentSpec) -> list[tuple[str, str]]:
     named = [(agent.model, agent.api_base or agent.config.get("api_base")) for agent in spec.agents]
     pairs = [*named, (spec.judge.model, spec.judge.api_base), (spec.coworker.model, spec.coworker.api_base)]
     return [(model, url) for model, url in pairs if model and isinstance(url, str) and url]
-
-
-def load_experiment(path: str | Path) -> ExperimentSpec:
-    """Read and validate an experiment YAML file.
-
-    Raises AtollError(code="bad_experiment") naming the file and each invalid field.
-    """
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise AtollError("bad_experiment", f"{path}: no such file") from None
-    return parse_experiment(text, source=str(path))
-
-
-def parse_experiment(text: str, *, source: str = "request body") -> ExperimentSpec:
-    """An experiment from YAML (or JSON) text; AtollError(code="bad_experiment") naming
-    ``source`` and each invalid field, or saying the YAML is invalid or expands too far
-    (:func:`atoll.bounded_yaml.load_bounded_yaml`). CPU-bound: servers call it in a thread."""
-    return experiment_from_data(load_bounded_yaml(text, source=source, code="bad_experiment"), source=source)
 
 
 def _not_json(value: Any, path: str) -> str | None:

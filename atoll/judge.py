@@ -3,13 +3,12 @@ trial pod share (one model, built from an experiment in one place, sent in one w
 
 The wire form (``judge`` of ``POST /grade``, a pod's trial input) is :meth:`JudgeConfig.request`:
 the fields the sender set, never a key, or ``{"model": null}`` for programmatic checks only;
-:func:`judge_from_request` reads it back. The older ``{"none": true}`` is still read.
+:func:`atoll.llm.admission.judge_from_request` reads it back. The older ``{"none": true}`` is still read.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
@@ -23,9 +22,7 @@ from pydantic import (
 )
 
 from atoll.errors import AtollError, describe_validation
-from atoll.llm.arguments import check_arguments
-from atoll.llm.endpoints import same_endpoint
-from atoll.settings import variable
+from atoll.model_arguments import check_arguments
 
 if TYPE_CHECKING:
     from atoll.experiment import ExperimentSpec
@@ -52,7 +49,8 @@ _IDENTITY_PARAMETERS = (
 )
 # The wire form of "no judge": the criteria are decided by their programmatic checks alone.
 CHECKS_ONLY: dict[str, Any] = {"model": None}
-_SECRETS = ("api_key", "api_key_env")
+#: The fields that hold or name a key: never in the wire form, never taken from a request.
+KEY_FIELDS = ("api_key", "api_key_env")
 
 
 class JudgeConfig(BaseModel):
@@ -63,7 +61,7 @@ class JudgeConfig(BaseModel):
     named by ``api_key_env`` (else litellm's provider defaults), or, for a submitter's own
     endpoint, the operator-provisioned secret named by ``api_key_secret``; where each may be
     sent is :mod:`atoll.llm.endpoints`'s rule.  ``extra_args`` are generation parameters
-    only (:mod:`atoll.llm.arguments`).  ``samples`` verdicts are
+    only (:mod:`atoll.model_arguments`).  ``samples`` verdicts are
     asked per criterion; at least ``quorum`` of them (default: all) must come back, else the
     criterion is ungradeable.  ``verdict_format`` is how the verdict is asked for (see
     :mod:`grader.verdict`; ``auto`` picks the strongest the model supports).  ``max_retries``
@@ -142,13 +140,6 @@ class JudgeConfig(BaseModel):
             prompt_version=PROMPT_VERSION,
         )
 
-    def call_arguments(self) -> dict[str, Any]:
-        """The litellm arguments of every judge call (before the verdict form's), through the
-        model's parameter profile."""
-        from atoll.llm.profiles import judge_arguments
-
-        return judge_arguments(self)
-
     @property
     def needed_votes(self) -> int:
         return self.quorum or self.samples
@@ -166,13 +157,6 @@ class JudgeConfig(BaseModel):
         if not window:
             return DEFAULT_BUDGET_CHARS
         return max(4_000, min(DEFAULT_BUDGET_CHARS, int(window) * 3 - 8_000))
-
-    def resolved_api_key(self) -> str | None:
-        if self.api_key is not None:
-            return self.api_key.get_secret_value()
-        if self.api_key_env:
-            return variable(self.api_key_env)
-        return None
 
     @classmethod
     def for_experiment(
@@ -205,7 +189,7 @@ class JudgeConfig(BaseModel):
     def request(self) -> dict[str, Any]:
         """The wire form: the fields set on this config (they override the grading service's
         defaults, the others keep them), never a key."""
-        return self.model_dump(mode="json", exclude_unset=True, exclude=set(_SECRETS))
+        return self.model_dump(mode="json", exclude_unset=True, exclude=set(KEY_FIELDS))
 
 
 class JudgeIdentity(BaseModel):
@@ -261,76 +245,15 @@ def judge_request(config: JudgeConfig | None) -> dict[str, Any]:
     return dict(CHECKS_ONLY) if config is None else config.request()
 
 
-def judge_from_request(
-    request: Any,
-    default: JudgeConfig | None = None,
-    *,
-    allowed_api_bases: Collection[str] | None = None,
-) -> JudgeConfig | None:
-    """The judge a wire-form ``request`` asks for, over the receiver's ``default``.
-
-    None (no request) keeps ``default``; ``{"model": null}`` or the older ``{"none": true}``
-    means no judge; other fields override ``default``'s, whose key (``api_key``,
-    ``api_key_env``) is kept and never taken from the request. Raises AtollError(bad_input)
-    naming the field for a request that is not an object or has an invalid field.
-
-    ``allowed_api_bases`` (a service's setting; None: not checked) guards the receiver's keys
-    (:func:`atoll.llm.admission.check_judge_request`): the call goes only to the default's
-    ``api_base``, one of these, an endpoint on the service's key allow-list or one a named
-    secret is provisioned for; the request carries no key and ``extra_args`` only generation
-    parameters, so a caller cannot have the service's key sent to an endpoint of its choosing."""
-    if request is None:
-        return default
-    if not isinstance(request, Mapping):
-        raise AtollError("bad_input", "field judge: expected a JSON object")
-    if request.get("none") is True or ("model" in request and request["model"] is None):
-        return None
-    if allowed_api_bases is not None:
-        from atoll.llm.admission import check_judge_request
-
-        own = [default.api_base] if default is not None and default.api_base else []
-        check_judge_request(
-            request, default.model if default else None, also_allowed=[*own, *allowed_api_bases]
-        )
-    overrides = {key: value for key, value in request.items() if key not in _SECRETS}
-    base = default.model_dump(exclude=set(_SECRETS)) if default else {}
-    if "api_base" in overrides and "api_key_secret" not in overrides:
-        base.pop("api_key_secret", None)  # a secret is bound to its endpoint, not to a new one
-    try:
-        merged = JudgeConfig.model_validate({**base, **overrides})
-    except ValidationError as exc:
-        raise AtollError("bad_input", f"field judge: {describe_validation(exc)}") from None
-    if (
-        default is not None
-        and same_endpoint(merged.api_base, default.api_base)
-        and _same_provider(merged.model, default.model)
-    ):
-        # The operator's judge key is for the operator's judge endpoint and its provider: a
-        # request that picks another endpoint (one of allowed_api_bases) or another provider's
-        # model gets the key that provider may receive there (atoll.llm.endpoints.call_key),
-        # never this one.
-        merged.api_key = default.api_key
-        merged.api_key_env = default.api_key_env
-    return merged
-
-
-def _same_provider(model: str, other: str) -> bool:
-    if model == other:
-        return True
-    from atoll.llm.endpoints import provider_of_call
-
-    return provider_of_call(model) == provider_of_call(other)
-
-
 __all__ = [
     "CHECKS_ONLY",
     "CHECKS_ONLY_IDENTITY",
     "GRADER_VERSION",
+    "KEY_FIELDS",
     "PROMPT_VERSION",
     "JudgeConfig",
     "JudgeIdentity",
     "VerdictFormat",
-    "judge_from_request",
     "judge_identity",
     "judge_request",
 ]

@@ -8,48 +8,39 @@ its blobs give back the very archive ``/data/snapshot`` gives, byte for byte, an
 of a manifest (:meth:`WorldManifest.digest`, over its entries only) names a world as well as
 the archive's sha256 does.
 
-A **delta** is one gzip'd tar: ``manifest.json`` first (the whole world's manifest), then
-``blobs/<sha256>`` for each file content that its base lacks (the world as populated: the
-seed). A trial's after-state is a delta; the contents it does not hold are its base's. The
-JSON fields ``base`` and ``blobs`` name, as URIs relative to the manifest's own location,
-the manifest a delta builds on and the folder of blobs a stored manifest's contents are in
+A **delta** (:mod:`atoll.world_deltas`, which writes and reads them and writes a manifest's
+archive) is a manifest with the blobs its base (the world as populated: the seed) lacks. A
+trial's after-state is a delta; the contents it does not hold are its base's. The JSON fields
+``base`` and ``blobs`` name, as URIs relative to the manifest's own location, the manifest a
+delta builds on and the folder of blobs a stored manifest's contents are in
 (:mod:`atoll.world_store` resolves them).
 
-Manifests and deltas are read as untrusted input: entry paths follow :mod:`atoll.members`
-(no ``..``, no absolute path, only the two world trees), sizes and counts are capped, and
-every blob read is checked against its name.
+Manifests are read as untrusted input: entry paths follow :mod:`atoll.members` (no ``..``, no
+absolute path, only the two world trees), and sizes and counts are capped.
 """
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import io
 import json
 import re
-import tarfile
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable
 from functools import cached_property
-from pathlib import Path
-from typing import BinaryIO, Final, Literal
+from typing import Final, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from atoll.errors import AtollError
 from atoll.members import APPS_DATA, FILESYSTEM, UnsafeArchive, clean_member_name
-from atoll.world_archive import ArchiveWriter
 
 FORMAT: Final = "atoll-world/1"
-MANIFEST_MEMBER = "manifest.json"
-BLOB_PREFIX = "blobs/"
 #: Most entries a manifest may list, and most bytes of its JSON (a world of a million files
 #: has a manifest of about 150 MB: past these it is refused while it is read).
 MAX_ENTRIES = 1_000_000
 MAX_MANIFEST_BYTES = 256 * 1024**2
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
-_CHUNK = 1 << 20
+SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 #: Manifests parsed by :meth:`WorldManifest.from_bytes`, by the sha256 of their JSON: the same
 #: bytes come back for every trial of a world (the environment's manifest of a freshly populated
 #: seed), and parsing 150 entries costs milliseconds. Bounded in count and in JSON bytes.
@@ -92,7 +83,7 @@ class Entry(BaseModel):
     @field_validator("sha256")
     @classmethod
     def _hex(cls, value: str | None) -> str | None:
-        if value is not None and not _SHA256.match(value):
+        if value is not None and not SHA256_HEX.match(value):
             raise ValueError("sha256 must be 64 lowercase hex digits")
         return value
 
@@ -195,116 +186,14 @@ def sha256_of(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def write_archive(
-    manifest: WorldManifest, open_blob: Callable[[Entry], BinaryIO], sink: BinaryIO
-) -> tuple[int, str]:
-    """Write the world's deterministic archive (the bytes ``/data/snapshot`` gives for it) to
-    ``sink``, each file's content read from ``open_blob(entry)`` (a reader of exactly its size,
-    closed after); returns (size, sha256) of the archive."""
-    writer = ArchiveWriter(sink)
-    try:
-        for entry in manifest.entries:
-            if entry.type == "dir":
-                writer.add_directory(entry.path)
-                continue
-            with open_blob(entry) as source:
-                writer.add_file(entry.path, source, entry.size, executable=entry.executable)
-    except BaseException:
-        writer.abort()
-        raise
-    return writer.finish()
-
-
-# --- deltas -------------------------------------------------------------------------------
-
-
-def write_delta(manifest: WorldManifest, blobs: Iterable[tuple[str, BinaryIO, int]], sink: BinaryIO) -> None:
-    """Write a delta: ``manifest`` then each ``(sha256, reader, size)`` blob, gzip'd (level 1:
-    deltas are written on a trial's path and hold what the agent wrote, often compressed)."""
-    gz = gzip.GzipFile(filename="", mode="wb", fileobj=sink, mtime=0, compresslevel=1)
-    with gz, tarfile.open(fileobj=gz, mode="w|", format=tarfile.PAX_FORMAT) as tar:  # noqa: SIM117
-        data = manifest.to_bytes()
-        tar.addfile(_plain(MANIFEST_MEMBER, len(data)), io.BytesIO(data))
-        for sha256, reader, size in blobs:
-            tar.addfile(_plain(BLOB_PREFIX + sha256, size), reader)
-
-
-def _plain(name: str, size: int) -> tarfile.TarInfo:
-    info = tarfile.TarInfo(name)
-    info.size, info.mode, info.mtime = size, 0o644, 0
-    return info
-
-
-class Delta:
-    """A delta file: its manifest (read at once) and the blobs it holds, read on demand and
-    checked against their names. Raises :class:`ManifestError` for anything else."""
-
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.blob_sizes: dict[str, int] = {}
-        try:
-            with tarfile.open(self.path, "r:gz") as tar:
-                first = tar.next()
-                if first is None or first.name != MANIFEST_MEMBER or not first.isreg():
-                    raise ManifestError(f"delta {self.path}: its first member is not {MANIFEST_MEMBER}")
-                handle = tar.extractfile(first)
-                assert handle is not None
-                self.manifest = WorldManifest.from_bytes(
-                    handle.read(MAX_MANIFEST_BYTES + 1), f"delta {self.path}"
-                )
-                while (member := tar.next()) is not None:
-                    name = member.name.removeprefix(BLOB_PREFIX)
-                    if not member.isreg() or member.name == name or not _SHA256.match(name):
-                        raise ManifestError(f"delta {self.path}: unexpected member {member.name!r}")
-                    self.blob_sizes[name] = member.size
-                    if len(self.blob_sizes) > MAX_ENTRIES:
-                        raise ManifestError(f"delta {self.path}: more than {MAX_ENTRIES} blobs")
-        except (tarfile.TarError, OSError, EOFError, gzip.BadGzipFile) as exc:
-            raise ManifestError(f"delta {self.path}: cannot read: {exc}") from None
-
-    def read_blobs(self, wanted: Iterable[str]) -> dict[str, bytes]:
-        """The contents of the wanted blobs this delta holds, in one pass."""
-        return dict(self.iter_blobs(set(wanted) & self.blob_sizes.keys()))
-
-    def iter_blobs(self, wanted: set[str]) -> Iterator[tuple[str, bytes]]:
-        if not wanted:
-            return
-        try:
-            with tarfile.open(self.path, "r:gz") as tar:
-                for member in tar:
-                    name = member.name.removeprefix(BLOB_PREFIX)
-                    if name not in wanted:
-                        continue
-                    handle = tar.extractfile(member)
-                    data = handle.read() if handle is not None else b""
-                    if sha256_of(data) != name:
-                        raise ManifestError(f"delta {self.path}: blob {name[:12]}… does not hold its content")
-                    yield name, data
-        except (tarfile.TarError, OSError, EOFError, gzip.BadGzipFile) as exc:
-            raise ManifestError(f"delta {self.path}: cannot read: {exc}") from None
-
-
-def is_delta(path: str | Path) -> bool:
-    """Whether ``path`` is a delta (a gzip'd tar whose first member is ``manifest.json``)."""
-    try:
-        with tarfile.open(path, "r:gz") as tar:
-            first = tar.next()
-            return first is not None and first.name == MANIFEST_MEMBER
-    except (tarfile.TarError, OSError, EOFError, gzip.BadGzipFile):
-        return False
-
-
 __all__ = [
-    "BLOB_PREFIX",
     "FORMAT",
-    "MANIFEST_MEMBER",
-    "Delta",
+    "MAX_ENTRIES",
+    "MAX_MANIFEST_BYTES",
+    "SHA256_HEX",
     "Entry",
     "ManifestError",
     "WorldManifest",
-    "is_delta",
     "manifest_digest",
     "sha256_of",
-    "write_archive",
-    "write_delta",
 ]

@@ -46,7 +46,8 @@ from atoll.world_blobs import (
     protocol_of,
     store_root,
 )
-from atoll.world_manifest import Delta, Entry, ManifestError, WorldManifest, is_delta, write_archive
+from atoll.world_deltas import Delta, is_delta, write_archive
+from atoll.world_manifest import Entry, ManifestError, WorldManifest
 
 MANIFEST_SUFFIX = ".manifest.json"
 DELTA_SUFFIX = ".delta.tar.gz"

@@ -90,8 +90,8 @@ class CoworkerModel:
     def arguments(self) -> dict[str, Any]:
         """The litellm arguments of a reply call (the model's parameter profile applied:
         temperature 0 and the seed where the model takes them). Raises ProfileError."""
-        from atoll.llm.arguments import check_arguments
         from atoll.llm.profiles import call_arguments
+        from atoll.model_arguments import check_arguments
 
         assert self.model is not None
         requested = dict(check_arguments(self.extra_args, "coworker.extra_args"))

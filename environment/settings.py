@@ -124,7 +124,7 @@ class EnvironmentSettings(EnvironmentTokens, HostSettings):
     @field_validator("coworker_extra_args")
     @classmethod
     def _generation_arguments_only(cls, value: dict[str, Any]) -> dict[str, Any]:
-        from atoll.llm.arguments import check_arguments
+        from atoll.model_arguments import check_arguments
 
         return dict(check_arguments(value, "ATOLL_COWORKER_EXTRA_ARGS"))
 

@@ -6,7 +6,7 @@ every delta until the next one (before any, the empty world). Every populate cle
 cache; a replace populate then lists the world once, filling the cache, so the manifest a
 trial asks for right after (the freshness check) costs only ``stat`` calls.
 
-A delta (:func:`atoll.world_manifest.write_delta`) is the whole current manifest plus one blob
+A delta (:func:`atoll.world_deltas.write_delta`) is the whole current manifest plus one blob
 per file content the base lacks. :func:`collect_delta` runs under the world lock and copies
 those contents to one temp file as it lists the world; :func:`write_world_delta` compresses
 them after the lock is released.
@@ -24,7 +24,8 @@ from typing import BinaryIO
 
 from atoll.errors import AtollError
 from atoll.members import APPS_DATA, FILESYSTEM
-from atoll.world_manifest import Entry, WorldManifest, write_delta
+from atoll.world_deltas import write_delta
+from atoll.world_manifest import Entry, WorldManifest
 from environment.populate import WorldRoots
 from environment.snapshot import SnapshotLimits, build_manifest
 from environment.stat_cache import StatCache, wait_for_clock_tick

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from atoll.grade import Verdict
 from atoll.judge import JudgeConfig, VerdictFormat
+from atoll.llm.profiles import judge_arguments
 from grader.verdict import (
     MalformedOutput,
     parse_verdict,
@@ -58,7 +59,7 @@ criterion, most relevant first. Reply with exactly one JSON object and nothing e
 
 def verdict_settings(config: JudgeConfig) -> dict[str, Any]:
     """Everything of ``config`` that can change a verdict (the verdict cache key holds it)."""
-    arguments = config.call_arguments()
+    arguments = judge_arguments(config)
     settings = {
         "model": config.model,
         "api_base": config.api_base,
@@ -155,7 +156,7 @@ def preflight_call(config: JudgeConfig) -> tuple[list[dict[str, Any]], dict[str,
         Block("CRITERION", "The final answer states that 2 + 2 is 4."),
     ]
     messages = build_messages(blocks, new_token([block.text for block in blocks]))
-    return messages, {**config.call_arguments(), **request_arguments(verdict_form(config))}
+    return messages, {**judge_arguments(config), **request_arguments(verdict_form(config))}
 
 
 # --- transport -----------------------------------------------------------------------------
@@ -171,7 +172,7 @@ async def ask(
     ledger); returns the :class:`atoll.llm.Completion`. Raises :class:`atoll.llm.ModelError`."""
     from atoll.llm import Endpoint, RetryBudget, RetryPolicy, complete
 
-    call_arguments = {**config.call_arguments(), **arguments}
+    call_arguments = {**judge_arguments(config), **arguments}
     policy = RetryPolicy(
         max_retries=config.transient_retries,
         initial_wait_s=config.retry_wait_s,

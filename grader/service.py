@@ -29,7 +29,8 @@ from atoll.errors import AtollError
 from atoll.grade import Grade
 from atoll.http import ERROR_RESPONSES, Health, add_error_handler, bearer_guard, model_reply
 from atoll.http_guard import guard
-from atoll.judge import JudgeConfig, judge_from_request
+from atoll.judge import JudgeConfig
+from atoll.llm.admission import judge_from_request
 from atoll.llm.endpoints import trust_endpoints
 from grader.cache import VerdictCache
 from grader.grading import grade_trial

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 from atoll._lazy import lazy_attributes
 
 if TYPE_CHECKING:
-    from atoll.experiment import ExperimentSpec, load_experiment
+    from atoll.experiment import ExperimentSpec
+    from atoll.experiment_file import load_experiment
     from orchestrator.executors import executor, get_executor
     from orchestrator.planner import plan_trials
     from orchestrator.regrade import regrade_run
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 # name -> module that defines it
 _API: dict[str, str] = {
     "ExperimentSpec": "atoll.experiment",
-    "load_experiment": "atoll.experiment",
+    "load_experiment": "atoll.experiment_file",
     "run_experiment": "orchestrator.runner",
     "run_worker": "orchestrator.runner",
     "RunOutcome": "orchestrator.runner",

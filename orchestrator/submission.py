@@ -125,7 +125,7 @@ class ExperimentParser:
 
     def parse(self, text: str, *, source: str = "request body") -> ExperimentSpec:
         """The experiment of ``text``; AtollError(``bad_experiment``) as
-        :func:`atoll.experiment.parse_experiment` raises it (blocking: call it in a thread)."""
+        :func:`atoll.experiment_file.parse_experiment` raises it (blocking: call it in a thread)."""
         pool = self._executor()
         try:
             status, value = pool.submit(load_bounded_yaml_outcome, text, source, "bad_experiment").result()

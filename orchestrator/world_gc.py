@@ -42,7 +42,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from atoll.errors import AtollError
-from atoll.world_manifest import MANIFEST_MEMBER, MAX_MANIFEST_BYTES, WorldManifest
+from atoll.world_deltas import MANIFEST_MEMBER
+from atoll.world_manifest import MAX_MANIFEST_BYTES, WorldManifest
 
 if TYPE_CHECKING:
     from orchestrator.artifacts import ArtifactStore

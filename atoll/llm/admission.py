@@ -6,7 +6,8 @@ accepted when a provider key of the service may go there (:class:`KeyPolicy`), o
 caller names a secret the operator provisioned for exactly that endpoint; everything else is
 refused with one line naming the field (``agents[0].api_base``, ``judge.api_key_secret``…).
 The same rule holds again on every call (:func:`atoll.llm.endpoints.call_key`), so work that
-reaches a worker some other way still cannot move a key.
+reaches a worker some other way still cannot move a key. :func:`judge_from_request` reads a
+grading request's judge over the service's own, checked so.
 """
 
 from __future__ import annotations
@@ -14,9 +15,19 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
-from atoll.errors import AtollError
-from atoll.llm.arguments import INLINE_KEY_HELP, argument_problem
-from atoll.llm.endpoints import KeyPolicy, model_problem, parse_endpoint, provider_of_call, within
+from pydantic import ValidationError
+
+from atoll.errors import AtollError, describe_validation
+from atoll.judge import KEY_FIELDS, JudgeConfig
+from atoll.llm.endpoints import (
+    KeyPolicy,
+    model_problem,
+    parse_endpoint,
+    provider_of_call,
+    same_endpoint,
+    within,
+)
+from atoll.model_arguments import INLINE_KEY_HELP, argument_problem
 
 if TYPE_CHECKING:
     from atoll.experiment import ExperimentSpec
@@ -113,7 +124,7 @@ def check_judge_request(
     """Raise AtollError(bad_input) naming the field when a grading request's judge would move
     a key: a key of its own (``api_key``, ``api_key_env``), extra arguments beyond generation
     parameters, or an endpoint off the service's list (``also_allowed``: the service's own)."""
-    for name in ("api_key", "api_key_env"):
+    for name in KEY_FIELDS:
         if name in request:
             raise AtollError("bad_input", f"field judge.{name}: {INLINE_KEY_HELP}")
     extra = request.get("extra_args")
@@ -167,10 +178,68 @@ def check_agent_request(
         raise AtollError("bad_input", f"field {problem}")
 
 
+def judge_from_request(
+    request: Any,
+    default: JudgeConfig | None = None,
+    *,
+    allowed_api_bases: Collection[str] | None = None,
+) -> JudgeConfig | None:
+    """The judge a wire-form ``request`` asks for, over the receiver's ``default``.
+
+    None (no request) keeps ``default``; ``{"model": null}`` or the older ``{"none": true}``
+    means no judge; other fields override ``default``'s, whose key (``api_key``,
+    ``api_key_env``) is kept and never taken from the request. Raises AtollError(bad_input)
+    naming the field for a request that is not an object or has an invalid field.
+
+    ``allowed_api_bases`` (a service's setting; None: not checked) guards the receiver's keys
+    (:func:`check_judge_request`): the call goes only to the default's
+    ``api_base``, one of these, an endpoint on the service's key allow-list or one a named
+    secret is provisioned for; the request carries no key and ``extra_args`` only generation
+    parameters, so a caller cannot have the service's key sent to an endpoint of its choosing."""
+    if request is None:
+        return default
+    if not isinstance(request, Mapping):
+        raise AtollError("bad_input", "field judge: expected a JSON object")
+    if request.get("none") is True or ("model" in request and request["model"] is None):
+        return None
+    if allowed_api_bases is not None:
+        own = [default.api_base] if default is not None and default.api_base else []
+        check_judge_request(
+            request, default.model if default else None, also_allowed=[*own, *allowed_api_bases]
+        )
+    overrides = {key: value for key, value in request.items() if key not in KEY_FIELDS}
+    base = default.model_dump(exclude=set(KEY_FIELDS)) if default else {}
+    if "api_base" in overrides and "api_key_secret" not in overrides:
+        base.pop("api_key_secret", None)  # a secret is bound to its endpoint, not to a new one
+    try:
+        merged = JudgeConfig.model_validate({**base, **overrides})
+    except ValidationError as exc:
+        raise AtollError("bad_input", f"field judge: {describe_validation(exc)}") from None
+    if (
+        default is not None
+        and same_endpoint(merged.api_base, default.api_base)
+        and _same_provider(merged.model, default.model)
+    ):
+        # The operator's judge key is for the operator's judge endpoint and its provider: a
+        # request that picks another endpoint (one of allowed_api_bases) or another provider's
+        # model gets the key that provider may receive there (atoll.llm.endpoints.call_key),
+        # never this one.
+        merged.api_key = default.api_key
+        merged.api_key_env = default.api_key_env
+    return merged
+
+
+def _same_provider(model: str, other: str) -> bool:
+    if model == other:
+        return True
+    return provider_of_call(model) == provider_of_call(other)
+
+
 __all__ = [
     "check_agent_request",
     "check_experiment",
     "check_judge_request",
     "endpoint_problem",
     "experiment_problem",
+    "judge_from_request",
 ]

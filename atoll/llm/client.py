@@ -26,12 +26,12 @@ import litellm  # noqa: E402
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception  # noqa: E402
 
 from atoll import telemetry  # noqa: E402
-from atoll.llm.arguments import argument_problem  # noqa: E402
 from atoll.llm.endpoints import KeyRefused, call_key, redact  # noqa: E402
 from atoll.llm.errors import ModelError, ModelErrorKind, classify  # noqa: E402
 from atoll.llm.limits import CostLedger, ProviderLimiter, provider_of, shared_ledger, shared_limiter  # noqa: E402
 from atoll.llm.retry import RetryPolicy  # noqa: E402
 from atoll.llm.usage import token_counts  # noqa: E402
+from atoll.model_arguments import argument_problem  # noqa: E402
 from atoll.retry import backoff, wait_retry_after  # noqa: E402
 
 litellm.suppress_debug_info = True

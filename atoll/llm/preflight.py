@@ -111,7 +111,7 @@ def experiment_probes(
     prompt). Raises :class:`~atoll.llm.profiles.ProfileError` for a parameter a model refuses."""
     from atoll.agent_config import AgentConfig
     from atoll.judge import JudgeConfig
-    from atoll.llm.profiles import agent_arguments
+    from atoll.llm.profiles import agent_arguments, judge_arguments
 
     probes: dict[tuple[Any, ...], Probe] = {}
 
@@ -146,7 +146,7 @@ def experiment_probes(
         if judge_call is not None:
             messages, arguments = judge_call(judge_config)
         else:
-            messages, arguments = list(_PROBE), judge_config.call_arguments()
+            messages, arguments = list(_PROBE), judge_arguments(judge_config)
         probe = Probe(
             judge_config.model,
             judge_config.api_base,

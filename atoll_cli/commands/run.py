@@ -63,7 +63,8 @@ def run(
     trials ended in an infra error or ungradeable, or were cancelled with the run (`atoll
     cancel`, POST /runs/RUN/cancel) (--allow-incomplete: 0)."""
     from atoll.errors import AtollError
-    from atoll.experiment import experiment_endpoints, load_experiment
+    from atoll.experiment import experiment_endpoints
+    from atoll.experiment_file import load_experiment
     from atoll.llm.endpoints import trust_endpoints
     from atoll.logs import configure_logging
     from atoll.runtime import freeze_once_loaded, resume_full_collections

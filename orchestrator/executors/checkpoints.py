@@ -40,7 +40,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from atoll.agent_checkpoint import AgentCheckpoint, check_resumable, load_agent_checkpoint
 from atoll.errors import AtollError, describe_validation
-from atoll.world_manifest import Delta, WorldManifest
+from atoll.world_deltas import Delta
+from atoll.world_manifest import WorldManifest
 from orchestrator.artifacts import trial_prefix
 
 if TYPE_CHECKING:

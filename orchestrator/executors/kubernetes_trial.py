@@ -37,7 +37,8 @@ from atoll.benchmark import Task
 from atoll.errors import AtollError
 from atoll.experiment import Checkpoints
 from atoll.jsonio import model_json
-from atoll.judge import CHECKS_ONLY, judge_from_request
+from atoll.judge import CHECKS_ONLY
+from atoll.llm.admission import judge_from_request
 from atoll.trial import TrialResult, TrialSpec
 from atoll.world_manifest import WorldManifest
 from orchestrator.artifacts import ArtifactStore, claim_trial_folder

@@ -32,7 +32,8 @@ from atoll.grade import Grade, Verdict
 from atoll.jsonio import model_json
 from atoll.trajectory import RAW_MODEL_CALLS_NAME, ErrorKind, RunStatus, Trajectory, Usage, raw_lines
 from atoll.trial import Outcome, TrialResult, TrialSpec
-from atoll.world_manifest import Delta, Entry, WorldManifest, sha256_of, write_archive
+from atoll.world_deltas import Delta, write_archive
+from atoll.world_manifest import Entry, WorldManifest, sha256_of
 from atoll.world_store import relative_reference, seed_manifest_key, store_world
 from orchestrator.artifacts import ArtifactStore
 from orchestrator.executors.base import InfraError, ModelEndpointError

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,3 +64,99 @@ def test_every_import_follows_an_allowed_arrow():
                 elif module_level and imported in LAZY_ONLY.get(part, ()):
                     wrong.append(f"{relative} imports {imported} at module level")
     assert wrong == []
+
+
+# Inside atoll/: the contracts (the models, error classes and enums the parts exchange; their
+# JSON Schemas are generated from them) stand on their own: a contract imports other contracts
+# and third-party libraries, never the kit or the shared domain code, which may import contracts.
+# docs/architecture.md's floors table lists the same modules (checked below).
+CONTRACTS = {
+    "atoll.errors",
+    "atoll.benchmark",
+    "atoll.targets",
+    "atoll.coworkers",
+    "atoll.apps",
+    "atoll.members",
+    "atoll.model_arguments",
+    "atoll.defaults",
+    "atoll.experiment",
+    "atoll.agent_config",
+    "atoll.judge",
+    "atoll.trajectory",
+    "atoll.agent_checkpoint",
+    "atoll.trial",
+    "atoll.grade",
+    "atoll.world_manifest",
+    "atoll.report_rows",
+    "atoll.report_document",
+    "atoll.viewer_api",
+}
+# (contract, kit module) -> why the contract still imports it (inside a validator, not at module
+# level); docs/architecture.md names each.
+KIT_IN_CONTRACTS: dict[tuple[str, str], str] = {
+    ("atoll.experiment", "atoll.llm.profiles"): "each model is asked only for parameters it accepts",
+    ("atoll.judge", "atoll.llm.profiles"): "the judge model is asked only for parameters it accepts",
+}
+
+
+def _atoll_modules_imported(path: Path, root: Path) -> set[str]:
+    """The atoll modules ``path`` imports, anywhere in it (``from atoll.x import y`` names
+    ``atoll.x.y`` when that is a module of its own)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name.split(".")[0] == "atoll"}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module.split(".")[0] != "atoll":
+                continue
+            for alias in node.names:
+                submodule = f"{node.module}.{alias.name}"
+                found.add(submodule if _module_path(submodule, root) else node.module)
+    return found
+
+
+def _module_path(module: str, root: Path = ROOT) -> Path | None:
+    base = root.joinpath(*module.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def contract_violations(contracts: set[str], root: Path = ROOT) -> list[str]:
+    wrong = []
+    for contract in sorted(contracts):
+        path = _module_path(contract, root)
+        assert path is not None, f"{contract} is no module"
+        for imported in sorted(_atoll_modules_imported(path, root)):
+            if imported not in contracts and (contract, imported) not in KIT_IN_CONTRACTS:
+                wrong.append(f"{contract} imports {imported}, which is no contract")
+    return wrong
+
+
+def test_contracts_import_only_contracts():
+    assert contract_violations(CONTRACTS) == []
+
+
+def test_a_contract_importing_the_kit_is_named(tmp_path):
+    (tmp_path / "atoll").mkdir()
+    (tmp_path / "atoll" / "errors.py").write_text("")
+    (tmp_path / "atoll" / "retry.py").write_text("")
+    (tmp_path / "atoll" / "made_up_contract.py").write_text(
+        "from atoll import errors\n\n\ndef later():\n    from atoll.retry import backoff\n"
+    )
+    assert contract_violations({"atoll.made_up_contract", "atoll.errors"}, tmp_path) == [
+        "atoll.made_up_contract imports atoll.retry, which is no contract"
+    ]
+
+
+def test_the_floors_table_lists_the_contracts():
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    row = next(line for line in doc.splitlines() if line.startswith("| ground: contracts |"))
+    listed = {
+        "atoll." + name.removeprefix("atoll/").removesuffix(".py").replace("/", ".")
+        for name in re.findall(r"`([^`]+\.py)`", row.split("|")[3])
+    }
+    assert listed == CONTRACTS
+    exceptions = {f"`{contract.replace('.', '/')}.py` imports `{kit}`" for contract, kit in KIT_IN_CONTRACTS}
+    assert [line for line in sorted(exceptions) if line not in doc] == []

@@ -6,7 +6,7 @@ import pytest
 
 from atoll.bounded_yaml import load_bounded_yaml
 from atoll.errors import AtollError
-from atoll.experiment import parse_experiment
+from atoll.experiment_file import parse_experiment
 
 
 def billion_laughs(levels: int = 9, width: int = 9, indent: str = "") -> str:

@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from atoll.errors import AtollError
-from atoll.experiment import experiment_endpoints, parse_experiment
+from atoll.experiment import experiment_endpoints
+from atoll.experiment_file import parse_experiment
 from atoll.llm.admission import experiment_problem
 from atoll.llm.endpoints import KeyPolicy
 

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from atoll.errors import AtollError
-from atoll.experiment import parse_experiment
+from atoll.experiment_file import parse_experiment
 from atoll.trial import TrialSpec
 
 

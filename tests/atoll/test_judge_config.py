@@ -6,7 +6,8 @@ import pytest
 
 from atoll.errors import AtollError
 from atoll.experiment import ExperimentSpec
-from atoll.judge import CHECKS_ONLY, JudgeConfig, judge_from_request, judge_request
+from atoll.judge import CHECKS_ONLY, JudgeConfig, judge_request
+from atoll.llm.admission import judge_from_request
 
 
 def _spec(**judge) -> ExperimentSpec:
@@ -39,7 +40,7 @@ def test_a_request_overrides_the_default_but_keeps_its_key():
     default = JudgeConfig(model="openai/j", api_key="sk-service", timeout_s=5.0)
     merged = judge_from_request({"samples": 3, "api_key": "sk-caller", "api_key_env": "HOME"}, default)
     assert (merged.model, merged.samples, merged.timeout_s) == ("openai/j", 3, 5.0)
-    assert merged.resolved_api_key() == "sk-service"
+    assert merged.api_key.get_secret_value() == "sk-service"
     assert judge_from_request(None, default) is default
     assert judge_from_request({"model": None}, default) is None
     assert judge_from_request({"none": True}, default) is None  # the older wire form
@@ -59,7 +60,7 @@ def test_a_request_for_another_providers_model_does_not_get_the_services_key():
     other = judge_from_request({"model": "anthropic/claude-opus-4-5"}, default, allowed_api_bases=())
     assert (other.api_key, other.api_key_env) == (None, None)
     same = judge_from_request({"model": "openai/gpt-5"}, default, allowed_api_bases=())
-    assert (same.resolved_api_key(), same.api_key_env) == ("sk-service", "JUDGE_KEY")
+    assert (same.api_key.get_secret_value(), same.api_key_env) == ("sk-service", "JUDGE_KEY")
     with pytest.raises(
         AtollError, match="field judge.model: model 'huggingface/https://evil/v1' is not a plain"
     ):

@@ -6,7 +6,7 @@ naming the model and the parameter."""
 import pytest
 
 from atoll.errors import AtollError
-from atoll.experiment import parse_experiment
+from atoll.experiment_file import parse_experiment
 from atoll.judge import JudgeConfig
 from atoll.llm.errors import ModelErrorKind, classify
 from atoll.llm.profiles import ProfileError, call_arguments, judge_arguments, profile_of, structured_output

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from atoll.world_manifest import Delta, Entry, ManifestError, WorldManifest, write_archive, write_delta
+from atoll.world_deltas import Delta, write_archive, write_delta
+from atoll.world_manifest import Entry, ManifestError, WorldManifest
 from environment.populate import WorldRoots
 from environment.snapshot import write_snapshot
 from tests.atoll.world_factories import manifest_of

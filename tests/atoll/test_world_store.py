@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from atoll.errors import AtollError
-from atoll.world_manifest import WorldManifest, write_delta
+from atoll.world_deltas import write_delta
+from atoll.world_manifest import WorldManifest
 from atoll.world_store import (
     BlobStore,
     infer_root,

@@ -8,7 +8,8 @@ import io
 import tarfile
 from pathlib import Path
 
-from atoll.world_manifest import Entry, WorldManifest, write_delta
+from atoll.world_deltas import write_delta
+from atoll.world_manifest import Entry, WorldManifest
 from atoll.world_store import relative_reference, seed_manifest_key, store_world
 from environment.populate import WorldRoots
 from environment.snapshot import write_snapshot

@@ -177,7 +177,7 @@ def test_compose_file_validates_offline_and_wires_services_by_name():
 
 
 def test_compose_sample_experiment_is_valid_and_uses_the_baked_benchmark():
-    from atoll.experiment import parse_experiment
+    from atoll.experiment_file import parse_experiment
 
     spec = parse_experiment((ROOT / "docker" / "sample-experiment.yaml").read_text())
     assert spec.benchmark == "/opt/atoll/sample-benchmark" and spec.concurrency.trials == 1

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 import environment.stat_cache as stat_cache
-from atoll.world_manifest import Entry, WorldManifest, write_archive
+from atoll.world_deltas import write_archive
+from atoll.world_manifest import Entry, WorldManifest
 from environment.populate import WorldRoots
 from environment.snapshot import (
     SnapshotLimits,

@@ -14,7 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from atoll.world_manifest import Delta, WorldManifest, write_archive
+from atoll.world_deltas import Delta, write_archive
+from atoll.world_manifest import WorldManifest
 from environment.world_delta import EMPTY_WORLD
 
 KiB = 1024

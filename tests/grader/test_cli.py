@@ -477,7 +477,7 @@ def test_serve_refuses_to_send_its_judge_key_to_an_endpoint_the_caller_picks(
 
 
 def test_an_operator_allows_further_judge_endpoints():
-    from atoll.judge import judge_from_request
+    from atoll.llm.admission import judge_from_request
 
     default = JudgeConfig(model="openai/judge", api_base="http://proxy:4000/v1", api_key="k")
     allowed = {"http://vllm:8000/v1"}

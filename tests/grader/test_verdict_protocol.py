@@ -10,7 +10,7 @@ import time
 import pytest
 
 from atoll.errors import AtollError
-from atoll.experiment import parse_experiment
+from atoll.experiment_file import parse_experiment
 from atoll.grade import Verdict
 from atoll.testing.scripted_llm import ScriptedLLM
 from grader import JudgeConfig, VerdictCache, grade_trial

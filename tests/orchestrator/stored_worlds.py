@@ -11,7 +11,8 @@ import time
 from dataclasses import dataclass, field
 
 from atoll.trial import Outcome, TrialResult, TrialSpec
-from atoll.world_manifest import Entry, WorldManifest, sha256_of, write_delta
+from atoll.world_deltas import write_delta
+from atoll.world_manifest import Entry, WorldManifest, sha256_of
 from orchestrator.artifacts import ArtifactStore, claim_trial_folder
 from orchestrator.executors.seeds import seed_key
 from orchestrator.store import TrialStore

@@ -8,7 +8,8 @@ import asyncio
 import pytest
 
 from atoll.errors import AtollError
-from atoll.experiment import Checkpoints, ExperimentSpec, parse_experiment
+from atoll.experiment import Checkpoints, ExperimentSpec
+from atoll.experiment_file import parse_experiment
 from atoll.loader import load_benchmark
 from orchestrator.fingerprint import fingerprint, identity_document
 from orchestrator.planner import plan_trials

@@ -5,7 +5,7 @@ runs its eight agents and judge with arguments litellm maps for each provider wi
 from pathlib import Path
 
 from atoll.agent_config import AgentConfig
-from atoll.experiment import load_experiment
+from atoll.experiment_file import load_experiment
 from atoll.judge import JudgeConfig
 from atoll.llm.profiles import agent_arguments, judge_arguments
 from orchestrator.planner import agent_config

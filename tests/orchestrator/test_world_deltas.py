@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from atoll.world_manifest import Delta
+from atoll.world_deltas import Delta
 from grader.diff import diff_snapshots
 from grader.snapshot import ManifestSnapshot, Snapshot
 from orchestrator.executors import steps

@@ -94,7 +94,7 @@ def _result_naming(
     import io
 
     from atoll.trial import Outcome, TrialResult
-    from atoll.world_manifest import write_delta
+    from atoll.world_deltas import write_delta
 
     spec = spec_for("live", "t9", "w1")
     store.enqueue([spec])

@@ -1,0 +1,33 @@
+"""Reading an experiment file: YAML (or JSON) text through the bounded loader into the
+:class:`~atoll.experiment.ExperimentSpec` contract (which validates data, and reads no file)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from atoll.bounded_yaml import load_bounded_yaml
+from atoll.errors import AtollError
+from atoll.experiment import ExperimentSpec, experiment_from_data
+
+
+def load_experiment(path: str | Path) -> ExperimentSpec:
+    """Read and validate an experiment YAML file.
+
+    Raises AtollError(code="bad_experiment") naming the file and each invalid field.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise AtollError("bad_experiment", f"{path}: no such file") from None
+    return parse_experiment(text, source=str(path))
+
+
+def parse_experiment(text: str, *, source: str = "request body") -> ExperimentSpec:
+    """An experiment from YAML (or JSON) text; AtollError(code="bad_experiment") naming
+    ``source`` and each invalid field, or saying the YAML is invalid or expands too far
+    (:func:`atoll.bounded_yaml.load_bounded_yaml`). CPU-bound: servers call it in a thread."""
+    return experiment_from_data(load_bounded_yaml(text, source=source, code="bad_experiment"), source=source)
+
+
+__all__ = ["load_experiment", "parse_experiment"]
