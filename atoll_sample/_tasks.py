@@ -1,8 +1,19 @@
-"""Helpers to state tasks: criteria, reference steps, and gold files (new or edited copies)."""
+"""Helpers to state tasks: tasks kept as data (``atoll_sample/tasks/*.yaml``), criteria,
+reference steps, and gold files (new or edited copies).
+
+A task data file lists ``tasks``, each the fields of :func:`make_task` (``rubric`` items are a
+criterion's ``criteria``, ``grading_target`` and ``check``, numbered in order; ``steps`` are
+``{tool, arguments}``; ``gold_files`` are ``{path, description}`` of files its module wrote),
+with ``domain`` defaulting to the file's. What a task's module computes from the world is
+filled in by name: a string that is one ``{name}`` is that value itself (a number, a list),
+any other string is formatted (``{median:.1f}``, ``{{`` for a brace).
+"""
 
 from __future__ import annotations
 
+import re
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +22,62 @@ import openpyxl
 from pptx import Presentation
 
 from atoll.benchmark import Criterion, GoldFile, GoldOutput, ReferenceSolution, ReferenceStep, Task
+from atoll.bounded_yaml import load_bounded_yaml
+from atoll.errors import AtollError
 from atoll_sample._files import FROZEN_AT, normalize_ooxml
+
+TASKS = Path(__file__).with_name("tasks")
+_ONE_NAME = re.compile(r"\{(\w+)\}")
+
+
+def tasks_from_data(
+    name: str, world_id: str, benchmark_root: Path, values: Mapping[str, Mapping[str, Any]]
+) -> list[Task]:
+    """The tasks ``tasks/<name>.yaml`` states, each filled in with ``values[task_id]``. Raises
+    AtollError ``bad_input`` naming the task and a name it uses that has no value."""
+    path = TASKS / f"{name}.yaml"
+    data = load_bounded_yaml(path.read_text(encoding="utf-8"), source=path.name, code="bad_input")
+    tasks = []
+    for entry in data["tasks"]:
+        task_id = entry["task_id"]
+        try:
+            task = _fill(entry, values.get(task_id, {}))
+        except KeyError as exc:
+            raise AtollError("bad_input", f"{path.name}: task {task_id} uses {exc} with no value") from None
+        gold = GoldWriter(benchmark_root, task_id) if task.get("gold_files") else None
+        tasks.append(
+            make_task(
+                task_id=task_id,
+                name=task["name"],
+                domain=task.get("domain", data.get("domain")),
+                world_id=world_id,
+                prompt=task["prompt"],
+                output=task["output"],
+                rubric=[
+                    Criterion.model_validate({"verifier_id": f"{task_id}-c{number}", **item})
+                    for number, item in enumerate(task["rubric"], start=1)
+                ],
+                steps=[step(item["tool"], **item.get("arguments", {})) for item in task["steps"]],
+                final_answer=task["final_answer"],
+                answer=task.get("answer"),
+                gold_files=[gold.describe(item["path"], item["description"]) for item in task["gold_files"]]
+                if gold
+                else None,
+                input_files=task.get("input_files"),
+            )
+        )
+    return tasks
+
+
+def _fill(value: Any, values: Mapping[str, Any]) -> Any:
+    if isinstance(value, str):
+        whole = _ONE_NAME.fullmatch(value)
+        return values[whole[1]] if whole else value.format_map(values)
+    if isinstance(value, list):
+        return [_fill(item, values) for item in value]
+    if isinstance(value, dict):
+        return {key: _fill(item, values) for key, item in value.items()}
+    return value
 
 
 def criterion(

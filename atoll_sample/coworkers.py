@@ -7,7 +7,7 @@ from pathlib import Path
 
 from atoll.benchmark import Task
 from atoll.coworkers import PERSONAS_FILE
-from atoll_sample._tasks import criterion, make_task, step
+from atoll_sample._tasks import tasks_from_data
 from atoll_sample._world import WorldDraft
 from atoll_sample.people import MARGARET, NADIA, ROBERT, TOMAS
 
@@ -86,53 +86,15 @@ def build_atlas_personas(draft: WorldDraft) -> None:
 
 
 def build_tasks(draft: WorldDraft, benchmark_root: Path) -> list[Task]:
-    """keystone-10: a number no file holds; the agent must ask the client for it."""
-    task_id = "keystone-10-ask-client-budget-cap"
-    answer = (
-        f"Margaret says the board capped the Phase 2 implementation budget at {PHASE2_CAP} "
-        f"(USD {PHASE2_CAP_USD:,})."
+    """keystone-10 (``tasks/keystone_coworkers.yaml``): a number no file holds; the agent must
+    ask the client for it."""
+    values = {
+        "user": draft.user["email"],
+        "margaret": MARGARET["email"],
+        "subject": ASK_SUBJECT,
+        "cap": PHASE2_CAP,
+        "cap_usd": PHASE2_CAP_USD,
+    }
+    return tasks_from_data(
+        "keystone_coworkers", draft.world_id, benchmark_root, {"keystone-10-ask-client-budget-cap": values}
     )
-    return [
-        make_task(
-            task_id=task_id,
-            name="Ask the client for the Phase 2 budget cap",
-            domain="Management Consulting",
-            world_id=draft.world_id,
-            output="message_in_console",
-            prompt=(
-                "Before I draft the Phase 2 proposal I need the cap Halvorsen's board put on the Phase 2 "
-                "implementation budget at its meeting this week. It is not written down anywhere we have: email "
-                "Margaret to ask her, then tell me the cap."
-            ),
-            rubric=[
-                criterion(
-                    task_id,
-                    1,
-                    "The agent asked Margaret Okonkwo (the client's CFO) for the budget cap by email",
-                    "app_data",
-                    {"kind": "coworker_contacted", "persona": MARGARET["email"], "channel": "mail"},
-                ),
-                criterion(
-                    task_id,
-                    2,
-                    f"The answer gives the cap Margaret stated: {PHASE2_CAP} (USD {PHASE2_CAP_USD:,})",
-                    "final_answer",
-                    {"kind": "answer_number", "value": PHASE2_CAP_USD, "rel_tolerance": 0.001},
-                ),
-            ],
-            steps=[
-                step(
-                    "mail_send_mail",
-                    from_email=draft.user["email"],
-                    to_email=MARGARET["email"],
-                    subject=ASK_SUBJECT,
-                    body=(
-                        "Hi Margaret,\n\nCould you tell me the cap the board set this week on the Phase 2 "
-                        "implementation budget? I need it for our proposal.\n\nThanks,\nPriya"
-                    ),
-                ),
-                step("mail_search_mail", subject=ASK_SUBJECT),
-            ],
-            final_answer=answer,
-        )
-    ]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from atoll.benchmark import Task
 from atoll_sample import deal_apps as apps
-from atoll_sample._tasks import criterion, make_task, step
+from atoll_sample._tasks import tasks_from_data
 from atoll_sample._world import WorldDraft
 
 SYMBOL = "CRVN"
@@ -82,55 +82,19 @@ def build_files(draft: WorldDraft) -> None:
 
 
 def build_tasks(draft: WorldDraft, benchmark_root: Path) -> list[Task]:
-    task_id = "atlas-09-offer-vs-market-cap"
+    """atlas-09 (``tasks/atlas_market.yaml``): the revised offer against Corvane's market value."""
     close = draft.facts["crvn_close"]
     market_cap_m = close * SHARES_OUTSTANDING / 1e6
     share = apps.REVISED_PRICE / 1e6 / market_cap_m * 100
-    return [
-        make_task(
-            task_id=task_id,
-            name="Revised offer against Corvane's market value",
-            domain="Investment Banking",
-            world_id=draft.world_id,
-            output="message_in_console",
-            prompt=(
-                "Before the board call, size our revised $435M offer for Lumen against Corvane's own market value. "
-                f"Using the market data, what was Corvane's ({SYMBOL}) closing share price on 29 February 2024, its "
-                "market capitalisation at that close (shares outstanding as in its company profile), and the revised "
-                "offer as a percentage of that market capitalisation? Give the price in dollars and cents, the market "
-                "capitalisation in USD millions to one decimal, and the percentage to one decimal."
-            ),
-            rubric=[
-                criterion(
-                    task_id,
-                    1,
-                    f"Closing price of ${close:.2f} on 29 February 2024",
-                    "final_answer",
-                    {"kind": "answer_number", "value": close, "tolerance": 0.005},
-                ),
-                criterion(
-                    task_id,
-                    2,
-                    f"Market capitalisation of about ${market_cap_m:,.1f}M",
-                    "final_answer",
-                    {"kind": "answer_number", "value": round(market_cap_m, 2), "rel_tolerance": 0.002},
-                ),
-                criterion(
-                    task_id,
-                    3,
-                    f"The offer is about {share:.1f}% of Corvane's market capitalisation",
-                    "final_answer",
-                    {"kind": "answer_number", "value": round(share, 2), "tolerance": 0.06},
-                ),
-            ],
-            steps=[
-                step("market_data_get_quote", symbol=SYMBOL, date="2024-02-29"),
-                step("market_data_get_company_profile", symbol=SYMBOL),
-            ],
-            final_answer=(
-                f"Corvane (CRVN) closed at ${close:.2f} on 29 February 2024. With {SHARES_OUTSTANDING:,} shares "
-                f"outstanding its market capitalisation was ${market_cap_m:,.1f}M, so the revised $435M offer is "
-                f"{share:.1f}% of it."
-            ),
-        )
-    ]
+    values = {
+        "symbol": SYMBOL,
+        "shares": SHARES_OUTSTANDING,
+        "close": close,
+        "market_cap_m": market_cap_m,
+        "market_cap_value": round(market_cap_m, 2),
+        "share": share,
+        "share_value": round(share, 2),
+    }
+    return tasks_from_data(
+        "atlas_market", draft.world_id, benchmark_root, {"atlas-09-offer-vs-market-cap": values}
+    )

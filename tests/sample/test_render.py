@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from atoll.errors import AtollError
+from atoll_sample._tasks import TASKS, tasks_from_data
 from atoll_sample._world import WorldDraft
 from atoll_sample.people import PRIYA, TOMAS
 from atoll_sample.render import WORLDS, render_files
@@ -56,3 +57,40 @@ def test_a_mistake_in_a_data_file_is_one_line_naming_it(tmp_path, entry, named):
     with pytest.raises(AtollError) as raised:
         render_files(_draft(tmp_path / "world"), data_file)
     assert named in raised.value.message and "\n" not in raised.value.message
+
+
+def test_every_task_data_file_is_in_the_generated_benchmark(tasks):
+    for data_file in sorted(TASKS.glob("*.yaml")):
+        stated = [
+            entry["task_id"] for entry in yaml.safe_load(data_file.read_text(encoding="utf-8"))["tasks"]
+        ]
+        assert [task_id for task_id in stated if task_id not in tasks] == [], data_file.name
+
+
+def test_a_task_takes_its_values_whole_or_formatted(tmp_path, monkeypatch):
+    (tmp_path / "made_up.yaml").write_text(
+        "domain: Law\n"
+        "tasks:\n"
+        "  - task_id: t-1\n"
+        "    name: A made-up task\n"
+        "    output: message_in_console\n"
+        "    prompt: 'What is {{x}}? About {x:.1f}.'\n"
+        "    rubric:\n"
+        "      - criteria: 'x is {x:,.2f}'\n"
+        "        grading_target: {kind: final_answer}\n"
+        "        check: {kind: answer_number, value: '{x}', tolerance: 0.5}\n"
+        "    steps: [{tool: code_exec, arguments: {lines: '{lines}'}}]\n"
+        "    final_answer: 'x is {x}.'\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setattr("atoll_sample._tasks.TASKS", tmp_path)
+    [task] = tasks_from_data("made_up", "world_test", tmp_path, {"t-1": {"x": 1234.5, "lines": ["a", "b"]}})
+    assert (task.prompt, task.domain, task.rubric[0].criteria) == (
+        "What is {x}? About 1234.5.",
+        "Law",
+        "x is 1,234.50",
+    )
+    assert (task.rubric[0].verifier_id, task.rubric[0].check.value) == ("t-1-c1", 1234.5)
+    assert task.reference_solution.steps[0].arguments == {"lines": ["a", "b"]}
+    with pytest.raises(AtollError, match="made_up.yaml: task t-1 uses 'lines' with no value"):
+        tasks_from_data("made_up", "world_test", tmp_path, {"t-1": {"x": 1}})
