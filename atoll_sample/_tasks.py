@@ -1,10 +1,10 @@
-"""Helpers to state tasks: tasks kept as data (``atoll_sample/tasks/*.yaml``), criteria,
-reference steps, and gold files (new or edited copies).
+"""Tasks kept as data (``atoll_sample/tasks/*.yaml``), filled in; and the gold files their
+modules write (new files or edited copies).
 
 A task data file lists ``tasks``, each the fields of :func:`make_task` (``rubric`` items are a
 criterion's ``criteria``, ``grading_target`` and ``check``, numbered in order; ``steps`` are
-``{tool, arguments}``; ``gold_files`` are ``{path, description}`` of files its module wrote),
-with ``domain`` defaulting to the file's. What a task's module computes from the world is
+``{tool, arguments}``, or one ``{name}`` naming a list of them; ``gold_files`` are ``{path,
+description}`` of files its module wrote), with ``domain`` defaulting to the file's. What a task's module computes from the world is
 filled in by name: a string that is one ``{name}`` is that value itself (a number, a list),
 any other string is formatted (``{median:.1f}``, ``{{`` for a brace).
 """
@@ -57,7 +57,11 @@ def tasks_from_data(
                     Criterion.model_validate({"verifier_id": f"{task_id}-c{number}", **item})
                     for number, item in enumerate(task["rubric"], start=1)
                 ],
-                steps=[step(item["tool"], **item.get("arguments", {})) for item in task["steps"]],
+                steps=[
+                    step(one["tool"], **one.get("arguments", {}))
+                    for item in task["steps"]
+                    for one in (item if isinstance(item, list) else [item])
+                ],
                 final_answer=task["final_answer"],
                 answer=task.get("answer"),
                 gold_files=[gold.describe(item["path"], item["description"]) for item in task["gold_files"]]
@@ -78,20 +82,6 @@ def _fill(value: Any, values: Mapping[str, Any]) -> Any:
     if isinstance(value, dict):
         return {key: _fill(item, values) for key, item in value.items()}
     return value
-
-
-def criterion(
-    task_id: str, number: int, text: str, target: str = "all", check: dict | None = None, **target_args: str
-) -> Criterion:
-    """Criterion ``number`` of ``task_id``; ``target`` is a GradingTarget kind."""
-    return Criterion.model_validate(
-        {
-            "verifier_id": f"{task_id}-c{number}",
-            "criteria": text,
-            "grading_target": {"kind": target, **target_args},
-            "check": check,
-        }
-    )
 
 
 def step(tool: str, **arguments: Any) -> ReferenceStep:
