@@ -208,11 +208,11 @@ class WorldKeeper:
             self._budget = Budget(self.request.limits)
         root = self._directory(top, "")
         assert root is not None
-        hashed = hash_member(
-            root, Member(member, relative, False, executable), self._budget, self.request.cache
-        )
-        # The same inode, unchanged since it was hashed (hash_member opens by path again).
-        return hashed is not None and hashed[1] == wanted and stat_key(os.fstat(descriptor)) == stat_key(info)
+        hash_member(root, Member(member, relative, False, executable), self._budget, self.request.cache)
+        # hash_member opens the path again: only its hash of this very inode, unchanged since
+        # (the cache keeps it under the same stat key, and only when not racily clean), counts.
+        cached = self.request.cache.lookup(member, info)
+        return cached is not None and cached.sha256 == wanted
 
     @staticmethod
     def _reset(descriptor: int, executable: bool, mtime: float | None) -> None:
@@ -226,8 +226,9 @@ class WorldKeeper:
             os.utime(descriptor, (mtime, mtime))
 
     def _directory(self, top: str, relative: str) -> int | None:
-        """A descriptor of the world's directory (its root for ""), every step a real
-        directory, or None. Kept open until :meth:`close`."""
+        """A descriptor of the world's directory (its root for ""), every step a real directory
+        that can be given a fresh one's owner and mode and has no extended attributes (a
+        default ACL), or None. Kept open until :meth:`close`."""
         key = (top, relative)
         if key not in self._dirs:
             if not relative:
@@ -235,10 +236,7 @@ class WorldKeeper:
             else:
                 parent_name, _, name = relative.rpartition("/")
                 parent = self._directory(top, parent_name)
-                try:
-                    self._dirs[key] = None if parent is None else os.open(name, _DIR_FLAGS, dir_fd=parent)
-                except OSError:
-                    self._dirs[key] = None
+                self._dirs[key] = None if parent is None else _keepable_directory(parent, name)
         return self._dirs[key]
 
     def _mark(self, top: str, relative: str, leaf: Any) -> None:
@@ -262,6 +260,22 @@ class WorldKeeper:
             if descriptor is not None:
                 os.close(descriptor)
         self._dirs.clear()
+
+
+def _keepable_directory(parent: int, name: str) -> int | None:
+    try:
+        descriptor = os.open(name, _DIR_FLAGS, dir_fd=parent)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(descriptor)
+        ours = info.st_uid == os.geteuid() or os.geteuid() == 0
+        if ours and not os.listxattr(descriptor):
+            return descriptor
+    except OSError:
+        pass
+    os.close(descriptor)
+    return None
 
 
 def _clear_entry(dir_fd: int, name: str, node: Any) -> None:
