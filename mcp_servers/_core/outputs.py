@@ -17,9 +17,9 @@ standard validators do not know (pydantic's ``path``) are dropped, so AJV in str
 from __future__ import annotations
 
 import typing
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cache
-from typing import Any
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
 
@@ -43,6 +43,15 @@ class ResultModel(BaseModel):
     through untouched), so declare the fields clients rely on."""
 
     model_config = ConfigDict(extra="allow")
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[str, Any]) -> Self:
+        """The result built from a dict of fields (a service's, a world file's), its values first
+        made JSON values as a returned dict's are (datetimes ISO text, tuples and sets lists), so
+        what is sent is exactly what the dict gave; ValidationError when it does not fit."""
+        from mcp_servers._core.results import json_values
+
+        return cls.model_validate(json_values(dict(fields)))
 
 
 class ToolErrorDetail(BaseModel):

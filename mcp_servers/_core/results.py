@@ -59,12 +59,18 @@ def to_structured(value: Any, model: type[BaseModel] | None = None) -> dict[str,
         # field left out stays out rather than arriving as null.
         value = value.model_dump(mode="json", by_alias=True, exclude_unset=isinstance(value, ResultModel))
     else:
-        value = json.loads(json.dumps(value, default=_json_default, ensure_ascii=False))
+        value = json_values(value)
         if model is not None:
             value = model.model_validate(value).model_dump(mode="json", by_alias=True, exclude_unset=True)
     if isinstance(value, dict):
         return value
     return {"result": value}
+
+
+def json_values(value: Any) -> Any:
+    """``value`` as JSON values: what a returned dict's content is sent as (datetimes ISO text,
+    tuples and sets lists, bytes text, anything else its ``str``)."""
+    return json.loads(json.dumps(value, default=_json_default, ensure_ascii=False))
 
 
 def to_text(value: Any, structured: dict[str, Any]) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 from pydantic import Field
 
@@ -45,9 +45,14 @@ class PixelEdit:
     crop_bottom: int | None = None
 
 
-def _need(value: object, name: str, operation: str) -> None:
+Given = TypeVar("Given")
+
+
+def _need(value: Given | None, name: str, operation: str) -> Given:
+    """``value``; ToolError when the operation needs it and it was left out."""
     if value is None:
         raise ToolError("invalid_argument", f"{name}: required for operation={operation!r}", argument=name)
+    return value
 
 
 def apply(blob: bytes, edit: PixelEdit) -> tuple[bytes, str, tuple[int, int]]:
@@ -66,17 +71,18 @@ def apply(blob: bytes, edit: PixelEdit) -> tuple[bytes, str, tuple[int, int]]:
         )
     Image.MAX_IMAGE_PIXELS = MAX_PIXELS
     try:
-        image = Image.open(io.BytesIO(blob))
-        image.load()
+        opened = Image.open(io.BytesIO(blob))
+        opened.load()
     except Exception as exc:
         raise ToolError(
             "unsupported", f"the picture cannot be decoded for {edit.operation} ({type(exc).__name__})"
         ) from exc
-    source_format = (image.format or "PNG").upper()
+    source_format = (opened.format or "PNG").upper()
+    image: Image.Image = opened
     if edit.operation == "rotate":
-        _need(edit.rotation, "rotation", "rotate")
+        rotation = _need(edit.rotation, "rotation", "rotate")
         # Clockwise, as in Office; expand so nothing is cut off.
-        image = image.rotate(-(edit.rotation % 360), expand=True)
+        image = image.rotate(-(rotation % 360), expand=True)
     elif edit.operation == "flip":
         _need(edit.flip, "flip", "flip")
         if edit.flip not in ("horizontal", "vertical"):
@@ -87,8 +93,11 @@ def apply(blob: bytes, edit: PixelEdit) -> tuple[bytes, str, tuple[int, int]]:
             )
         image = ImageOps.mirror(image) if edit.flip == "horizontal" else ImageOps.flip(image)
     elif edit.operation in ("brightness", "contrast"):
-        factor = edit.brightness if edit.operation == "brightness" else edit.contrast
-        _need(factor, edit.operation, edit.operation)
+        factor = _need(
+            edit.brightness if edit.operation == "brightness" else edit.contrast,
+            edit.operation,
+            edit.operation,
+        )
         if not 0 <= factor <= 10:
             raise ToolError(
                 "invalid_argument",
@@ -102,17 +111,19 @@ def apply(blob: bytes, edit: PixelEdit) -> tuple[bytes, str, tuple[int, int]]:
         )
         image = enhancer.enhance(factor)
     else:
-        box = (edit.crop_left, edit.crop_top, edit.crop_right, edit.crop_bottom)
-        for name, value in zip(("crop_left", "crop_top", "crop_right", "crop_bottom"), box, strict=True):
-            _need(value, name, "crop")
-        left, top, right, bottom = box
+        left, top, right, bottom = (
+            _need(edit.crop_left, "crop_left", "crop"),
+            _need(edit.crop_top, "crop_top", "crop"),
+            _need(edit.crop_right, "crop_right", "crop"),
+            _need(edit.crop_bottom, "crop_bottom", "crop"),
+        )
         if not (0 <= left < right <= image.width and 0 <= top < bottom <= image.height):
             raise ToolError(
                 "invalid_argument",
                 f"crop: box ({left}, {top}, {right}, {bottom}) must lie inside the {image.width}x{image.height} picture",
                 argument="crop_left",
             )
-        image = image.crop(box)
+        image = image.crop((left, top, right, bottom))
     buffer = io.BytesIO()
     if source_format == "JPEG" and image.mode in ("RGB", "L"):
         image.save(buffer, format="JPEG", quality=92)

@@ -104,7 +104,7 @@ def list_events(
         time_max: range end (exclusive), same forms; without it a range spans one year from time_min.
         query: case-insensitive text to find in summary, description, location or attendees.
     """
-    return EventPage.model_validate(
+    return EventPage.from_fields(
         calendar.list_events(limit=limit, offset=offset, time_min=time_min, time_max=time_max, query=query)
     )
 
@@ -116,7 +116,7 @@ def read_event(calendar: CalendarService, event_id: EventId) -> Event:
     Args:
         event_id: the event's id, or an occurrence id `<event_id>_<start>` from a range listing.
     """
-    return Event.model_validate(calendar.read_event(_event_id(event_id)))
+    return Event.from_fields(calendar.read_event(_event_id(event_id)))
 
 
 @SERVER.tool(action="create")
@@ -158,7 +158,7 @@ def create_event(
         reminders=reminders,
         recurrence=recurrence,
     )
-    return Event.model_validate(created)
+    return Event.from_fields(created)
 
 
 @SERVER.tool(action="update")
@@ -208,7 +208,7 @@ def update_event(
         raise ToolError(
             "invalid_argument", "update_event: give at least one field to change", argument="event_id"
         )
-    return Event.model_validate(calendar.update_event(_event_id(event_id), changes))
+    return Event.from_fields(calendar.update_event(_event_id(event_id), changes))
 
 
 @SERVER.tool(action="delete", destructive=True)
@@ -219,4 +219,4 @@ def delete_event(calendar: CalendarService, event_id: EventId) -> EventDeleted:
     Args:
         event_id: the event or occurrence to delete.
     """
-    return EventDeleted.model_validate(calendar.delete_event(_event_id(event_id)))
+    return EventDeleted.from_fields(calendar.delete_event(_event_id(event_id)))

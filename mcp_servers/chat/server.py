@@ -53,7 +53,7 @@ def list_channels(
         limit: channels per page (1-100).
         page: page number, from 0.
     """
-    return ChannelPage.model_validate(chat.list_channels(limit, page))
+    return ChannelPage.from_fields(chat.list_channels(limit, page))
 
 
 @SERVER.tool(action="get_history", read_only=True)
@@ -67,7 +67,7 @@ def get_channel_history(
         limit: posts per page (1-100).
         page: page number, from 0.
     """
-    return ChannelHistory.model_validate(chat.history(channel_id, limit, page))
+    return ChannelHistory.from_fields(chat.history(channel_id, limit, page))
 
 
 @SERVER.tool(action="get_replies", read_only=True)
@@ -78,7 +78,7 @@ def get_thread_replies(chat: ChatService, channel_id: ChannelId, post_id: PostId
         channel_id: the channel.
         post_id: the root post (or any post of the thread).
     """
-    return ThreadReplies.model_validate(chat.replies(channel_id, post_id))
+    return ThreadReplies.from_fields(chat.replies(channel_id, post_id))
 
 
 @SERVER.tool(action="get_profile", read_only=True)
@@ -90,7 +90,7 @@ def get_user_profile(
     Args:
         user_id: the user id from get_users, or an email address.
     """
-    return UserProfile.model_validate(chat.profile(user_id))
+    return UserProfile.from_fields(chat.profile(user_id))
 
 
 @SERVER.tool(action="list_users", read_only=True)
@@ -101,7 +101,7 @@ def get_users(chat: ChatService, limit: Annotated[int, Field(ge=1, le=100)] = 50
         limit: users per page (1-100).
         page: page number, from 0.
     """
-    return UserPage.model_validate(chat.users(limit, page))
+    return UserPage.from_fields(chat.users(limit, page))
 
 
 @SERVER.tool(action="post")
@@ -112,7 +112,7 @@ def post_message(chat: ChatService, channel_id: ChannelId, message: Text) -> Pos
         channel_id: the channel.
         message: the text to post.
     """
-    return Post.model_validate(chat.post(channel_id, message))
+    return Post.from_fields(chat.post(channel_id, message))
 
 
 @SERVER.tool(action="reply")
@@ -124,7 +124,7 @@ def reply_to_thread(chat: ChatService, channel_id: ChannelId, post_id: PostId, m
         post_id: the post to reply to (its thread gets the reply).
         message: the reply text.
     """
-    return Post.model_validate(chat.reply(channel_id, post_id, message))
+    return Post.from_fields(chat.reply(channel_id, post_id, message))
 
 
 @SERVER.tool(action="react")
@@ -141,7 +141,7 @@ def add_reaction(
         post_id: the post.
         emoji_name: the emoji itself ("👍") or a name ("thumbsup", ":tada:").
     """
-    return ReactionAdded.model_validate(chat.react(channel_id, post_id, emoji_name))
+    return ReactionAdded.from_fields(chat.react(channel_id, post_id, emoji_name))
 
 
 @SERVER.tool(action="delete", destructive=True)
@@ -152,7 +152,7 @@ def delete_post(chat: ChatService, channel_id: ChannelId, post_id: PostId) -> Po
         channel_id: the channel.
         post_id: the post to delete.
     """
-    return PostDeleted.model_validate(chat.delete(channel_id, post_id))
+    return PostDeleted.from_fields(chat.delete(channel_id, post_id))
 
 
 def _bound(value: str | None, argument: str) -> datetime | None:
@@ -201,7 +201,7 @@ def search_messages(
             "search_messages: give query, channel_id, author, after or before",
             argument="query",
         )
-    return PostPage.model_validate(
+    return PostPage.from_fields(
         chat.search(
             query=query, channel_id=channel_id, author=author, after=low, before=high, limit=limit, page=page
         )

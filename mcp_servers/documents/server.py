@@ -67,7 +67,7 @@ def get_document_overview(files: DocumentFiles, file_path: FilePath) -> ToolOutp
         {"id": b["id"], "level": b.get("level"), "text": b["text"]} for b in blocks if b["type"] == "heading"
     ]
     properties = document.core_properties
-    data = {
+    data: dict[str, Any] = {
         "file_path": virtual,
         "title": properties.title or "",
         "author": properties.author or "",
@@ -92,7 +92,7 @@ def get_document_overview(files: DocumentFiles, file_path: FilePath) -> ToolOutp
         lines.append(f"Title: {data['title']}")
     lines.append("Outline:" if headings else "Outline: (no headings)")
     lines.extend(f"  {'  ' * max(0, (h['level'] or 1) - 1)}[{h['id']}] {h['text']}" for h in headings)
-    return ToolOutput(data, text="\n".join(lines))
+    return ToolOutput(DocumentOverview.from_fields(data), text="\n".join(lines))
 
 
 @SERVER.tool(action="read_content", read_only=True)
@@ -182,7 +182,9 @@ def read_document_content(
         "truncated": truncated,
         "next_start_block": next_start if truncated else None,
     }
-    return ToolOutput(data, text="\n".join([header, IDENTIFIER_HELP, *rendered, *footer]))
+    return ToolOutput(
+        DocumentContent.from_fields(data), text="\n".join([header, IDENTIFIER_HELP, *rendered, *footer])
+    )
 
 
 @SERVER.tool(action="read_image", read_only=True)
@@ -208,7 +210,7 @@ def read_image(
         f"{image.annotation} in {virtual} at {summary['run']}: {mime}, {summary['width_inches']}x"
         f"{summary['height_inches']} in"
     )
-    return ToolOutput(summary, text=text, images=[ImageBlock(data, mime)])
+    return ToolOutput(ImageRead.from_fields(summary), text=text, images=[ImageBlock(data, mime)])
 
 
 @SERVER.tool(action="header_footer")
@@ -247,10 +249,10 @@ def header_footer(
         )
     if action == "read":
         document, virtual = files.open(file_path)
-        return {
-            "file_path": virtual,
-            "sections": [read_header_footer(i, s, area) for i, s in select_sections(document, section_index)],
-        }
+        return HeaderFooter(
+            file_path=virtual,
+            sections=[read_header_footer(i, s, area) for i, s in select_sections(document, section_index)],
+        )
     if action not in ("set", "clear", "link"):
         raise ToolError(
             "invalid_argument",
@@ -267,9 +269,9 @@ def header_footer(
             elif action == "set" and content:
                 write_header_footer(section, area, "", document=document, blocks=content)
             else:
-                write_header_footer(section, area, text if action == "set" else "")
+                write_header_footer(section, area, (text or "") if action == "set" else "")
         result = [read_header_footer(i, s, area) for i, s in chosen]
-    return {"file_path": virtual, "sections": result}
+    return HeaderFooter(file_path=virtual, sections=result)
 
 
 @SERVER.tool(action="comments")
@@ -300,7 +302,7 @@ def comments(
 
     if action == "read":
         document, virtual = files.open(file_path)
-        return {"file_path": virtual, "comments": read_comments(document)}
+        return Comments(file_path=virtual, comments=read_comments(document))
     if action == "add":
         if identifier is None or text is None:
             raise ToolError(
@@ -310,7 +312,7 @@ def comments(
         initials = "".join(part[0] for part in name.split() if part)[:4] or None
         with files.edit(file_path) as (document, virtual):
             new_id = add_comment(resolve(document, identifier), text, name, initials, document)
-        return {"file_path": virtual, "comment_id": new_id, "added": True}
+        return Comments(file_path=virtual, comment_id=new_id, added=True)
     if action == "delete":
         if comment_id is None:
             raise ToolError(
@@ -318,7 +320,7 @@ def comments(
             )
         with files.edit(file_path) as (document, virtual):
             delete_comment(document, comment_id)
-        return {"file_path": virtual, "comment_id": comment_id, "deleted": True}
+        return Comments(file_path=virtual, comment_id=comment_id, deleted=True)
     raise ToolError(
         "invalid_argument", f"action: expected read, add or delete, got {action!r}", argument="action"
     )

@@ -58,12 +58,14 @@ def add_image(
             (image for image in images if any(image.drawing in el.iter() for el in elements)), images[-1]
         )
         summary = new.summary()
-    return {
-        "file_path": virtual,
-        "identifier": target.identifier,
-        "images_in_document": len(images),
-        **summary,
-    }
+    return ImageAdded.from_fields(
+        {
+            "file_path": virtual,
+            "identifier": target.identifier,
+            "images_in_document": len(images),
+            **summary,
+        }
+    )
 
 
 @SERVER.tool(action="modify_image")
@@ -122,7 +124,7 @@ def modify_image(
         if alt_text is not None:
             set_description(image, alt_text)
         summary = find_image(document, image.annotation).summary()
-    return {"file_path": virtual, **summary}
+    return ImageInfo.from_fields({"file_path": virtual, **summary})
 
 
 @SERVER.tool(action="format")
@@ -164,7 +166,7 @@ def apply_formatting(
     with files.edit(file_path) as (document, virtual):
         target = resolve(document, identifier)
         applied = format_target(document, target, formatting)
-    return {"file_path": virtual, "identifier": target.identifier, "applied": applied}
+    return FormattingApplied(file_path=virtual, identifier=target.identifier, applied=applied)
 
 
 def _page_setup(
@@ -217,7 +219,9 @@ def page_margins(
 
     margins = {"top": top, "bottom": bottom, "left": left, "right": right}
     change = None if all(value is None for value in margins.values()) else lambda s: set_margins(s, margins)
-    return _page_setup(files, file_path, action, section_index, change, "a margin (top, bottom, left, right)")
+    return PageLayout.from_fields(
+        _page_setup(files, file_path, action, section_index, change, "a margin (top, bottom, left, right)")
+    )
 
 
 @SERVER.tool(action="orientation")
@@ -234,4 +238,4 @@ def page_orientation(
     from mcp_servers.documents.layout import apply_orientation
 
     change = None if orientation is None else lambda s: apply_orientation(s, orientation)
-    return _page_setup(files, file_path, action, section_index, change, "orientation")
+    return PageLayout.from_fields(_page_setup(files, file_path, action, section_index, change, "orientation"))

@@ -58,7 +58,7 @@ def create_document(
     write_core_properties(document, metadata, files.ctx.user_name)
     build_blocks(document, content, files.image)
     size = save_package(document, path)
-    return {"file_path": virtual, "blocks": len(content), "bytes": size, "created": True}
+    return DocumentCreated(file_path=virtual, blocks=len(content), bytes=size, created=True)
 
 
 @SERVER.tool(action="delete", destructive=True)
@@ -70,7 +70,7 @@ def delete_document(files: DocumentFiles, file_path: FilePath) -> DocumentDelete
     """
     path, virtual = files.locate(file_path)
     path.unlink()
-    return {"file_path": virtual, "deleted": True}
+    return DocumentDeleted(file_path=virtual, deleted=True)
 
 
 @SERVER.tool(action="add_text")
@@ -99,7 +99,7 @@ def add_content_text(
     with files.edit(file_path) as (document, virtual):
         target = resolve(document, identifier)
         done = add_text(document, target, text, position, style)
-    return {"file_path": virtual, "identifier": target.identifier, "result": done}
+    return TextChanged(file_path=virtual, identifier=target.identifier, result=done)
 
 
 @SERVER.tool(action="insert_content")
@@ -137,7 +137,7 @@ def insert_content(
         elements = build_blocks(document, content, files.image)
         if not (target.identifier == "body" and position == "end"):
             place(elements, target, position)
-    return {"file_path": virtual, "identifier": target.identifier, "inserted_elements": len(elements)}
+    return ContentInserted(file_path=virtual, identifier=target.identifier, inserted_elements=len(elements))
 
 
 @SERVER.tool(action="add_table")
@@ -158,8 +158,14 @@ def add_table(
         style: a table style of the document (default "Table Grid" when present).
     """
     block = ContentBlock(type="table", rows=rows, header=header, style=style)
-    result = insert_content(files, file_path, identifier, [block], position)
-    return {**result, "rows": len(rows), "cols": max((len(r) for r in rows), default=0)}
+    inserted = insert_content(files, file_path, identifier, [block], position)
+    return TableAdded(
+        file_path=inserted.file_path,
+        identifier=inserted.identifier,
+        inserted_elements=inserted.inserted_elements,
+        rows=len(rows),
+        cols=max((len(r) for r in rows), default=0),
+    )
 
 
 @SERVER.tool(action="edit_text")
@@ -178,7 +184,7 @@ def edit_content_text(
     with files.edit(file_path) as (document, virtual):
         target = resolve(document, identifier)
         done = edit_text(target, new_text)
-    return {"file_path": virtual, "identifier": target.identifier, "result": done}
+    return TextChanged(file_path=virtual, identifier=target.identifier, result=done)
 
 
 @SERVER.tool(action="delete_text", destructive=True)
@@ -204,4 +210,4 @@ def delete_content_text(
     with files.edit(file_path) as (document, virtual):
         target = resolve(document, identifier)
         done = delete(target, scope, collapse_whitespace)
-    return {"file_path": virtual, "identifier": target.identifier, "result": done}
+    return TextChanged(file_path=virtual, identifier=target.identifier, result=done)

@@ -44,7 +44,7 @@ def list_mails(
     notices = store.notices(view)
     if notices:
         data["notices"] = notices
-    return ToolOutput(data=MailPage.model_validate(data), text=page_text("Mails", data))
+    return ToolOutput(data=MailPage.from_fields(data), text=page_text("Mails", data))
 
 
 @SERVER.tool(action="read")
@@ -100,7 +100,7 @@ def read_mail(
             + (f" saved to {a['saved_to']}" if "saved_to" in a else "")
             for a in listed
         ]
-    return ToolOutput(data=MailMessage.model_validate(data), text="\n".join(lines))
+    return ToolOutput(data=MailMessage.from_fields(data), text="\n".join(lines))
 
 
 def _save(store: MailStore, folder: WorldPath, filename: str, content: bytes) -> str:
@@ -234,4 +234,4 @@ def search_mail(
     notices = store.notices(view)
     if notices:
         data["notices"] = notices
-    return ToolOutput(data=MailPage.model_validate(data), text=page_text("Matches", data))
+    return ToolOutput(data=MailPage.from_fields(data), text=page_text("Matches", data))

@@ -43,7 +43,7 @@ def _send(store: MailStore, outgoing: Outgoing, verb: str) -> ToolOutput[SentMai
     text = (
         f"{verb} {entry.mail_id} to {recipients}{clip}. Subject: {entry.subject}. Thread: {entry.thread_id}"
     )
-    return ToolOutput(data=SentMail.model_validate(data), text=text)
+    return ToolOutput(data=SentMail.from_fields(data), text=text)
 
 
 def thread_headers(store: MailStore, original: MailEntry) -> tuple[str, list[str], str | None]:

@@ -178,7 +178,7 @@ def read_pdf_pages(
     text = f"{virtual}: {count} pages\n\n" + text
     if data.get("truncated"):
         text += f"\n\n(truncated: {data['continuation']})"
-    return ToolOutput(PagesRead.model_validate(data), text=text)
+    return ToolOutput(PagesRead.from_fields(data), text=text)
 
 
 def _compress(numbers: list[int]) -> str:
@@ -393,7 +393,7 @@ def search_pdf(
         notes.append(f"only the first {limit} of {count} pages were searched (limit per call)")
     if notes:
         data["note"] = "; ".join(notes)
-    return PdfSearch.model_validate(data)
+    return PdfSearch.from_fields(data)
 
 
 def _line_of(starts: list[int], offset: int) -> int:

@@ -149,12 +149,12 @@ def chart_data(
                 if x is not None and y is not None:
                     series.add_data_point(x, y)
         return data
-    data = CategoryChartData()
-    data.categories = ["" if row[0] is None else str(row[0]) for row in body]
+    category_data = CategoryChartData()
+    category_data.categories = ["" if row[0] is None else str(row[0]) for row in body]
     for c in range(1, len(header)):
         name = str(header[c]) if header[c] is not None else f"Series {c}"
-        data.add_series(name, [_number(row[c], where(r, c)) for r, row in enumerate(body, start=1)])
-    return data
+        category_data.add_series(name, [_number(row[c], where(r, c)) for r, row in enumerate(body, start=1)])
+    return category_data
 
 
 def check_chart_type(chart_type: str) -> None:

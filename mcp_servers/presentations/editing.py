@@ -114,30 +114,36 @@ def replace_text(
 
 def _require(operation: SlideOperation, number: int, *fields: str) -> None:
     for name in fields:
-        if getattr(operation, name) is None:
-            raise ToolError(
-                "invalid_argument",
-                f"operations[{number}] ({operation.type}): '{name}' is required",
-                argument="operations",
-            )
+        _given(operation, number, name)
+
+
+def _given(operation: SlideOperation, number: int, name: str) -> Any:
+    """The operation's field ``name``; ToolError when the operation leaves it out."""
+    value = getattr(operation, name)
+    if value is None:
+        raise ToolError(
+            "invalid_argument",
+            f"operations[{number}] ({operation.type}): '{name}' is required",
+            argument="operations",
+        )
+    return value
 
 
 def apply_operation(deck: Any, operation: SlideOperation, number: int) -> dict[str, Any]:
     """Apply one operation; returns a short record of what changed."""
     kind = operation.type
     if kind == "replace_text":
-        _require(operation, number, "search", "replace")
         count = replace_text(
             deck,
-            operation.search,
-            operation.replace,
+            _given(operation, number, "search"),
+            _given(operation, number, "replace"),
             operation.slide_index,
             operation.match_case,
             operation.include_notes,
         )
         return {"type": kind, "replacements": count}
-    _require(operation, number, "slide_index")
-    slide = get_slide(deck, operation.slide_index)
+    slide_index = _given(operation, number, "slide_index")
+    slide = get_slide(deck, slide_index)
     if kind in ("update_title", "update_subtitle"):
         field = "title" if kind == "update_title" else "subtitle"
         _require(operation, number, field)
@@ -149,26 +155,25 @@ def apply_operation(deck: Any, operation: SlideOperation, number: int) -> dict[s
             )
         set_text_keep_format(shape.text_frame, getattr(operation, field))
     elif kind in ("add_bullets", "replace_bullets"):
-        _require(operation, number, "bullets")
+        bullets = _given(operation, number, "bullets")
         if operation.placeholder:
             frame = placeholder_shape(slide, operation.placeholder, number, create_body=True).text_frame
         else:
             frame = body_frame(slide, create=True)
-        write_bullets(frame, operation.bullets, append=kind == "add_bullets")
+        write_bullets(frame, bullets, append=kind == "add_bullets")
     elif kind == "set_notes":
         _require(operation, number, "notes")
         slide.notes_slide.notes_text_frame.text = operation.notes
     elif kind == "delete_slide":
-        delete_slide(deck, operation.slide_index)
+        delete_slide(deck, slide_index)
     elif kind == "duplicate_slide":
-        new_index = duplicate_slide(deck, operation.slide_index)
+        new_index = duplicate_slide(deck, slide_index)
         if operation.position is not None and operation.position != new_index:
             move_slide(deck, new_index, operation.position)
             new_index = operation.position
         return {"type": kind, "new_slide_index": new_index}
     elif kind == "move_slide":
-        _require(operation, number, "to_index")
-        move_slide(deck, operation.slide_index, operation.to_index)
+        move_slide(deck, slide_index, _given(operation, number, "to_index"))
     else:
         return apply_shape_operation(slide, operation, number)
     return {"type": kind, "slide_index": operation.slide_index}

@@ -60,7 +60,7 @@ def read_slides(
         "has_more": stop < len(text),
     }
     footer = f"\n…more: continue with start={stop} (total {len(text)} chars)" if stop < len(text) else ""
-    return ToolOutput(data, text=chunk + footer)
+    return ToolOutput(SlidesText.from_fields(data), text=chunk + footer)
 
 
 @SERVER.tool(action="read_deck", read_only=True)
@@ -75,7 +75,7 @@ def read_completedeck(files: DeckFiles, file_path: FilePath) -> ToolOutput[Deck]
     truncated = len(text) > MAX_READ_CHARS
     shown = text[:MAX_READ_CHARS] + ("\n…truncated: use read_slides with start/end" if truncated else "")
     data = {"file_path": virtual, "slide_count": len(slides), "slides": slides, "truncated": truncated}
-    return ToolOutput(data, text=f"{virtual}: {len(slides)} slide(s)\n\n{shown}")
+    return ToolOutput(Deck.from_fields(data), text=f"{virtual}: {len(slides)} slide(s)\n\n{shown}")
 
 
 @SERVER.tool(action="read_slide", read_only=True)
@@ -95,7 +95,7 @@ def read_individualslide(
         for s in info["shapes"]
     )
     data = {"file_path": virtual, "slide_count": len(deck.slides), **public(info)}
-    return ToolOutput(data, text=f"{text}\nShapes:\n{shapes}" if shapes else text)
+    return ToolOutput(SlideRead.from_fields(data), text=f"{text}\nShapes:\n{shapes}" if shapes else text)
 
 
 @SERVER.tool(action="read_image", read_only=True)
@@ -125,7 +125,9 @@ def read_image(
             argument="annotation",
         )
     text = f"{name} in {virtual}: {image.content_type}, {data['width_inches']}x{data['height_inches']} in"
-    return ToolOutput(data, text=text, images=[ImageBlock(image.blob, image.content_type)])
+    return ToolOutput(
+        DeckImage.from_fields(data), text=text, images=[ImageBlock(image.blob, image.content_type)]
+    )
 
 
 def slide_summary(deck: Any, index: int) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, Literal, overload
 
 from atoll._lazy import lazy_module
 from atoll.formats.pptx import TITLE_TYPES
@@ -155,6 +155,10 @@ def write_bullets(text_frame: Any, items: list[str | BulletItem], *, append: boo
         paragraphs = list(text_frame.paragraphs)
 
 
+@overload
+def body_frame(slide: Any, *, create: Literal[True]) -> Any: ...
+@overload
+def body_frame(slide: Any, *, create: bool) -> Any | None: ...
 def body_frame(slide: Any, *, create: bool) -> Any | None:
     """The slide's content placeholder text frame; a text box under the title when the
     layout has none and ``create`` is set."""

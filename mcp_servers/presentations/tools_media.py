@@ -62,7 +62,7 @@ def add_image(
         annotation = next(
             name for name, shape in pictures(slide, slide_index) if shape.shape_id == picture.shape_id
         )
-    return {"file_path": virtual, "slide_index": slide_index, "annotation": annotation, "name": picture.name}
+    return ImagePlaced(file_path=virtual, slide_index=slide_index, annotation=annotation, name=picture.name)
 
 
 @SERVER.tool(action="modify_image")
@@ -119,7 +119,7 @@ def modify_image(
             return_value = {"file_path": virtual, "annotation": name, "deleted": True}
         else:
             slide = deck.slides[found_slide]
-            if replacement is not None:
+            if replacement is not None and image_path is not None:
                 _point_at(slide, shape, replacement, image_path)
             if operation is not None:
                 edit = PixelEdit(
@@ -152,7 +152,7 @@ def modify_image(
                 "width": round(shape.width / 914400, 2),
                 "height": round(shape.height / 914400, 2),
             }
-    return return_value
+    return ImageChanged.from_fields(return_value)
 
 
 def _point_at(slide: Any, shape: Any, image: Any, shown: str) -> None:
@@ -225,14 +225,14 @@ def insert_chart(
         )
         frame = add_chart(slide, data, chart_type, title, box, legend)
     body_rows = len(rows) - (1 if include_header else 0)
-    return {
-        "file_path": virtual,
-        "slide_index": slide_index,
-        "name": frame.name,
-        "chart_type": chart_type,
-        "categories": body_rows,
-        "series": len(rows[0]) - 1,
-    }
+    return ChartInserted(
+        file_path=virtual,
+        slide_index=slide_index,
+        name=frame.name,
+        chart_type=chart_type,
+        categories=body_rows,
+        series=len(rows[0]) - 1,
+    )
 
 
 @SERVER.tool(action="insert_table")
@@ -256,13 +256,13 @@ def insert_table(
     with files.edit(file_path) as (deck, virtual):
         slide = get_slide(deck, slide_index)
         shape = add_table(slide, spec, left=x, top=y, width=width, height=height)
-    return {
-        "file_path": virtual,
-        "slide_index": slide_index,
-        "name": shape.name,
-        "rows": len(rows),
-        "cols": max(len(row) for row in rows),
-    }
+    return TableInserted(
+        file_path=virtual,
+        slide_index=slide_index,
+        name=shape.name,
+        rows=len(rows),
+        cols=max(len(row) for row in rows),
+    )
 
 
 @SERVER.tool(action="add_shape")
@@ -308,4 +308,4 @@ def add_shape(
             font_color=text_color,
             bold=bold,
         )
-    return {"file_path": virtual, "slide_index": slide_index, "name": shape.name, "shape_id": shape.shape_id}
+    return ShapeAdded(file_path=virtual, slide_index=slide_index, name=shape.name, shape_id=shape.shape_id)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, overload
 
 from pydantic import Field, ValidationError, WithJsonSchema
 
@@ -21,6 +21,10 @@ Inches = Annotated[float | None, Field(ge=0, le=100, description="inches")]
 Size = Annotated[float | None, Field(gt=0, le=100, description="inches")]
 
 
+@overload
+def _emu(value: float) -> int: ...
+@overload
+def _emu(value: float | None) -> int | None: ...
 def _emu(value: float | None) -> int | None:
     return None if value is None else int(value * 914400)
 
@@ -63,15 +67,16 @@ def create_deck(
         overwrite: replace an existing file of that name.
     """
     from pptx import Presentation
+    from pptx.util import Emu
 
     path, virtual = files.new_file(directory, file_name, overwrite=overwrite)
     deck = Presentation()
-    deck.slide_width, deck.slide_height = 12192000, 6858000  # 13.333 x 7.5 in (16:9)
+    deck.slide_width, deck.slide_height = Emu(12192000), Emu(6858000)  # 13.333 x 7.5 in (16:9)
     write_core_properties(deck, metadata, files.ctx.user_name)
     for spec in slides:
         fill_slide(deck.slides.add_slide(find_layout(deck, spec.layout)), spec)
     size = save_package(deck, path)
-    return {"file_path": virtual, "slide_count": len(slides), "bytes": size, "created": True}
+    return DeckCreated(file_path=virtual, slide_count=len(slides), bytes=size, created=True)
 
 
 @SERVER.tool(action="delete", destructive=True)
@@ -79,7 +84,7 @@ def delete_deck(files: DeckFiles, file_path: FilePath) -> DeckDeleted:
     """Delete a .pptx file."""
     path, virtual = files.locate(file_path)
     path.unlink()
-    return {"file_path": virtual, "deleted": True}
+    return DeckDeleted(file_path=virtual, deleted=True)
 
 
 _TEXT = {"type": "string"}
@@ -171,7 +176,7 @@ def add_slide(
         if position != count:
             move_slide(deck, count, position)
         summary = slide_summary(deck, position)
-    return {"file_path": virtual, "slide_count": count + 1, **summary}
+    return SlideAdded.from_fields({"file_path": virtual, "slide_count": count + 1, **summary})
 
 
 @SERVER.tool(action="edit")
@@ -205,4 +210,4 @@ def edit_slides(
         results = [apply_operation(deck, operation, number) for number, operation in enumerate(operations)]
         write_core_properties(deck, metadata, default_author=None)
         count = len(deck.slides)
-    return {"file_path": virtual, "applied": results, "slide_count": count}
+    return SlidesEdited(file_path=virtual, applied=results, slide_count=count)

@@ -260,6 +260,9 @@ def matches(value: Any, operator: str, target: Any) -> bool:
         return False
     number, target_number = _number(value), _number(target)
     if operator in ("greater_than", "less_than", "greater_or_equal", "less_or_equal"):
+        # Numbers compare as numbers, anything else as lower-case text.
+        a: Any
+        b: Any
         if number is not None and target_number is not None:
             a, b = number, target_number
         else:

@@ -167,12 +167,12 @@ def create_spreadsheet(
     with file_lock(target.lock_key):
         report = save_workbook(state, workbook, target, values_changed=True, overwrite=False)
         state.keep_workbook(target, workbook)
-    return {
-        "file_path": virtual,
-        "sheets": [ws.title for ws in workbook.worksheets],
-        "rows_written": rows,
-        "recalculation": report.as_dict(),
-    }
+    return SpreadsheetCreated(
+        file_path=virtual,
+        sheets=[ws.title for ws in workbook.worksheets],
+        rows_written=rows,
+        recalculation=report.as_dict(),
+    )
 
 
 @SERVER.tool(action="delete", destructive=True)
@@ -188,7 +188,7 @@ def delete_spreadsheet(state: SheetsState, file_path: str) -> SpreadsheetDeleted
         raise ToolError("unsupported", f"file_path: {virtual} is not a spreadsheet", argument="file_path")
     with file_lock(path.lock_key):
         path.unlink()
-    return {"file_path": virtual, "deleted": True}
+    return SpreadsheetDeleted(file_path=virtual, deleted=True)
 
 
 @SERVER.tool(action="add_tab")
@@ -214,7 +214,7 @@ def add_tab(
         rows = _fill_sheet(ws, sheet_data.headers, sheet_data.rows) if sheet_data else 0
         return {"tab_name": title, "tab_index": workbook.worksheets.index(ws), "rows_written": rows}
 
-    return _edit(state, file_path, change, values_changed=True)
+    return TabAdded.from_fields(_edit(state, file_path, change, values_changed=True))
 
 
 @SERVER.tool(action="delete_tab", destructive=True)
@@ -237,7 +237,7 @@ def delete_tab(state: SheetsState, file_path: str, tab_index: TabRef) -> TabDele
         workbook.remove(ws)
         return {"deleted_tab": ws.title, "tabs": [w.title for w in workbook.worksheets]}
 
-    return _edit(state, file_path, change, values_changed=True)
+    return TabDeleted.from_fields(_edit(state, file_path, change, values_changed=True))
 
 
 @SERVER.tool(action="edit")
@@ -258,7 +258,7 @@ def edit_spreadsheet(state: SheetsState, file_path: str, operations: list[Operat
         return {"applied": apply_operations(state, workbook, operations)}
 
     changed = any(op.type in VALUE_OPERATIONS for op in operations)
-    return _edit(state, file_path, change, values_changed=changed)
+    return SpreadsheetEdited.from_fields(_edit(state, file_path, change, values_changed=changed))
 
 
 @SERVER.tool(action="add_content")
@@ -280,7 +280,7 @@ def add_content_text(
         ws[target] = check_value(value)
         return {"tab_name": ws.title, "cell": target}
 
-    return _edit(state, file_path, change, values_changed=True)
+    return CellWritten.from_fields(_edit(state, file_path, change, values_changed=True))
 
 
 @SERVER.tool(action="delete_content", destructive=True)
@@ -306,7 +306,7 @@ def delete_content_cell(state: SheetsState, file_path: str, tab_index: TabRef, c
             else str(previous),
         }
 
-    return _edit(state, file_path, change, values_changed=True)
+    return CellCleared.from_fields(_edit(state, file_path, change, values_changed=True))
 
 
 @SERVER.tool(action="create_chart")
@@ -347,4 +347,4 @@ def create_chart(
         )
         return {"sheet": ws.title, **summary}
 
-    return _edit(state, file_path, change, values_changed=False)
+    return ChartCreated.from_fields(_edit(state, file_path, change, values_changed=False))

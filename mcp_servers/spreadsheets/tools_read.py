@@ -68,6 +68,23 @@ def read_tab(
         max_cols: Cap on columns returned.
         compact: Return only non-empty cells as {"A1": value} instead of a full grid.
     """
+    data, text = tab_contents(
+        state, file_path, tab_index, cell_range, include_formulas, max_rows, max_cols, compact
+    )
+    return ToolOutput(TabRead.from_fields(data), text=text)
+
+
+def tab_contents(
+    state: SheetsState,
+    file_path: str,
+    tab_index: TabRef,
+    cell_range: str | None,
+    include_formulas: bool,
+    max_rows: int,
+    max_cols: int,
+    compact: bool,
+) -> tuple[dict[str, Any], str]:
+    """read_tab's fields, its cell values as read (numbers, datetimes), and its text."""
     path = state.ctx.files.at(file_path, argument="file_path", allow_root=False).require("file")
     virtual = path.virtual
     if path.suffix.lower() == ".csv":
@@ -119,7 +136,7 @@ def read_tab(
         text += "\nformulas: " + "; ".join(f"{k} {v}" for k, v in grid.formulas.items())
     if data.get("truncated"):
         text += f"\n(truncated; {data['continuation']})"
-    return ToolOutput(data, text=text)
+    return data, text
 
 
 def _csv_grid(
@@ -184,7 +201,7 @@ def read_csv(
         data["continuation"] = (
             f"{data_total - len(body)} more rows; raise row_limit (max 100000) or use read_tab with cell_range"
         )
-    return data
+    return CsvRead.from_fields(data)
 
 
 @SERVER.tool(action="list_tabs", read_only=True)
@@ -195,7 +212,7 @@ def list_tabs_in_spreadsheet(state: SheetsState, file_path: str) -> TabList:
         file_path: The workbook (.xlsx).
     """
     path, virtual = workbook_path(state, file_path)
-    return {"file_path": virtual, "tabs": tab_names(state, path, virtual)}
+    return TabList(file_path=virtual, tabs=tab_names(state, path, virtual))
 
 
 @SERVER.tool(action="filter", read_only=True)
@@ -222,8 +239,9 @@ def filter_tab(
     """
     if not filters:
         raise ToolError("invalid_argument", "filters: at least one condition is needed", argument="filters")
-    result = read_tab(state, file_path, tab_index=tab_index, max_rows=10000, max_cols=500)
-    data = result.data
+    data, _ = tab_contents(
+        state, file_path, tab_index, None, include_formulas=False, max_rows=10000, max_cols=500, compact=False
+    )
     rows: list[list[Any]] = data["rows"]
     headers = [str(h) if h is not None else "" for h in rows[0]] if has_header and rows else []
     first_data = 1 if has_header else 0
@@ -255,7 +273,7 @@ def filter_tab(
     }
     if data.get("truncated"):
         output["note"] = "only the first 10000 rows and 500 columns were searched"
-    return output
+    return FilterResult.from_fields(output)
 
 
 def _filter_column(column: str | int, headers: list[str], index: int) -> int:

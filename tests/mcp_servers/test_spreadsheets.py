@@ -615,7 +615,7 @@ def test_concurrent_writers_lose_nothing(world):
     state = SheetsState.create(ServerContext.create(world.fs_root, world.apps_root))
 
     def write(row: int) -> str:
-        return tools.add_content_text(state, "/c.xlsx", 0, f"A{row}", row)["recalculation"]["status"]
+        return tools.add_content_text(state, "/c.xlsx", 0, f"A{row}", row).recalculation.status
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         statuses = list(pool.map(write, range(2, 10)))
