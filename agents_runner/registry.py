@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from atoll.agent_config import AgentConfig
+from atoll.errors import ErrorCode
 from atoll.registry import Registry
 from atoll.trajectory import RunStatus
 
@@ -34,6 +35,8 @@ AGENTS: Registry[AgentFunction] = Registry(
     "agent",
     group="atoll.agents",
     package="agents_runner.agents",
+    unknown_code=ErrorCode.unknown_agent,
+    unavailable_code=ErrorCode.agent_unavailable,
     unknown_message="unknown {kind} {name!r}; known agents: {known}",
 )
 

@@ -17,7 +17,7 @@ from agents_runner.config import AgentConfig
 from agents_runner.gateway import Gateway
 from agents_runner.model import ModelClient
 from atoll.benchmark import ReferenceSolution
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.trajectory import (
     AgentReportedStatus,
     ErrorKind,
@@ -46,7 +46,7 @@ class RunEnded(AtollError):
         kind: ErrorKind | None = None,
         detail: str | None = None,
     ) -> None:
-        super().__init__(f"run_{status.value}", message or status.value)
+        super().__init__(ErrorCode(f"run_{status.value}"), message or status.value)
         self.status = status
         self.error = TrajectoryError(kind=kind, message=message, detail=detail) if kind and message else None
         self.message = message  # type: ignore[assignment]  # None: the status says it all

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 
 #: Expanded nodes (every scalar, list and mapping, counting each alias as a copy of what it
 #: names) of the largest document accepted: an experiment has hundreds, not a hundred thousand.
@@ -34,7 +34,7 @@ def load_bounded_yaml(
     text: str,
     *,
     source: str,
-    code: str = "bad_yaml",
+    code: ErrorCode = ErrorCode.bad_yaml,
     max_nodes: int = MAX_NODES,
     max_depth: int = MAX_DEPTH,
 ) -> Any:
@@ -69,7 +69,7 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
-def _check_expansion(root: yaml.Node, source: str, code: str, max_nodes: int, max_depth: int) -> None:
+def _check_expansion(root: yaml.Node, source: str, code: ErrorCode, max_nodes: int, max_depth: int) -> None:
     """Refuse a node graph whose expansion is too big, too deep, or infinite (a cycle).
 
     A post-order walk without recursion: ``sizes`` holds the expanded size of every node seen
@@ -110,7 +110,7 @@ def _check_expansion(root: yaml.Node, source: str, code: str, max_nodes: int, ma
                 stack.append((child, False))
 
 
-def load_bounded_yaml_outcome(text: str, source: str, code: str) -> tuple[str, Any]:
+def load_bounded_yaml_outcome(text: str, source: str, code: ErrorCode) -> tuple[str, Any]:
     """:func:`load_bounded_yaml` for a child process: ``("ok", data)`` or ``("error", (code,
     message))`` (AtollError does not pickle), so a caller can keep parsing off its interpreter."""
     try:

@@ -27,7 +27,7 @@ import re
 import stat
 from typing import TYPE_CHECKING
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 
 if TYPE_CHECKING:
     import zipfile
@@ -51,7 +51,7 @@ class UnsafeArchive(AtollError):
     ``problem`` completes a sentence about the member ("contains '..'").
     """
 
-    def __init__(self, member: str, problem: str, code: str = "unsafe_archive") -> None:
+    def __init__(self, member: str, problem: str, code: ErrorCode = ErrorCode.unsafe_archive) -> None:
         super().__init__(code, f"archive member {member!r}: {problem}" if member else f"archive: {problem}")
         self.member = member
         self.problem = problem

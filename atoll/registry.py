@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any, Generic, TypeVar
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 
 T = TypeVar("T")
 _V = TypeVar("_V")
@@ -82,16 +82,16 @@ class Registry(Generic[T]):
         *,
         group: str,
         package: str | None = None,
-        unknown_code: str | None = None,
-        unavailable_code: str | None = None,
+        unknown_code: ErrorCode,
+        unavailable_code: ErrorCode,
         unknown_message: str = "unknown {kind} {name!r} (known: {known})",
         unknown_error: type[UnknownName] = UnknownName,
     ) -> None:
         self.kind = kind
         self.group = group
         self.package = package
-        self._unknown_code = unknown_code or f"unknown_{kind.replace(' ', '_')}"
-        self._unavailable_code = unavailable_code or f"{kind.replace(' ', '_')}_unavailable"
+        self._unknown_code = unknown_code
+        self._unavailable_code = unavailable_code
         self._unknown_message = unknown_message
         self._unknown_error = unknown_error
         self._entries: dict[str, Entry[T]] = {}

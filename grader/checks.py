@@ -35,6 +35,7 @@ from atoll.benchmark import (
     EventCreatedCheck,
     FileExistsCheck,
 )
+from atoll.errors import ErrorCode
 from atoll.registry import Registry, UnknownName
 from grader.diff import WorldDiff
 from grader.extract import ExtractOptions, extension, extract
@@ -67,7 +68,8 @@ _E = TypeVar("_E", bound=Evaluator)
 CHECKS: Registry[Evaluator] = Registry(
     "check kind",
     group="atoll.checks",
-    unknown_code="unknown_check_kind",
+    unknown_code=ErrorCode.unknown_check_kind,
+    unavailable_code=ErrorCode.check_kind_unavailable,
     unknown_message="no evaluator for {kind} {name!r} (known: {known})",
     unknown_error=UnknownCheckKind,
 )

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from atoll.errors import AtollError, describe_validation
+from atoll.errors import AtollError, ErrorCode, describe_validation
 from atoll.judge import KEY_FIELDS, JudgeConfig
 from atoll.llm.endpoints import (
     KeyPolicy,
@@ -111,7 +111,7 @@ def experiment_problem(spec: ExperimentSpec, policy: KeyPolicy | None = None) ->
     return None
 
 
-def check_experiment(spec: ExperimentSpec, *, code: str = "bad_experiment") -> None:
+def check_experiment(spec: ExperimentSpec, *, code: ErrorCode = ErrorCode.bad_experiment) -> None:
     """Raise AtollError(``code``) naming the first refused endpoint of ``spec``."""
     problem = experiment_problem(spec)
     if problem:

@@ -28,7 +28,7 @@ import socket
 from enum import StrEnum
 from typing import Any
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 
 
 class ModelErrorKind(StrEnum):
@@ -67,7 +67,7 @@ class ModelError(AtollError):
         self.retry_after_s = retry_after_s
         self.retries = retries
         Exception.__init__(self, self.line())
-        self.code = f"model_{kind.value}"  # message stays the provider's; str() is the whole line
+        self.code = ErrorCode(f"model_{kind.value}")  # message stays the provider's; str() is the whole line
 
     @property
     def retryable(self) -> bool:

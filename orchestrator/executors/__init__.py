@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
+from atoll.errors import ErrorCode
 from atoll.registry import Registry
 
 if TYPE_CHECKING:
@@ -25,7 +26,11 @@ ExecutorFactory = Callable[["Benchmark", "ExperimentSpec"], "Executor"]
 _F = TypeVar("_F", bound=Callable[..., object])
 
 EXECUTORS: Registry[ExecutorFactory] = Registry(
-    "executor", group="atoll.executors", package=__name__, unknown_code="bad_experiment"
+    "executor",
+    group="atoll.executors",
+    package=__name__,
+    unknown_code=ErrorCode.bad_experiment,
+    unavailable_code=ErrorCode.executor_unavailable,
 )
 
 

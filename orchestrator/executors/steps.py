@@ -26,7 +26,7 @@ import httpx
 
 from atoll.apps import DEFAULT_SERVERS
 from atoll.benchmark import Task, World
-from atoll.errors import AtollError, describe_validation
+from atoll.errors import AtollError, ErrorCode, describe_validation
 from atoll.experiment import ExperimentSpec
 from atoll.grade import Grade, Verdict
 from atoll.jsonio import model_json
@@ -230,7 +230,11 @@ class _Refused(AtollError):
     """The environment refused with an error body (its code, or None)."""
 
     def __init__(self, code: str | None, message: str) -> None:
-        super().__init__(code or "environment_refused", message)
+        try:
+            relayed = ErrorCode(code or ErrorCode.environment_refused)
+        except ValueError:  # a code this version does not declare: only its message is read
+            relayed = ErrorCode.environment_refused
+        super().__init__(relayed, message)
 
 
 async def _stream_to(

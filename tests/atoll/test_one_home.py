@@ -45,16 +45,17 @@ HOMES = {
         "atoll/members.py",
         re.compile(r"external_attr\s*>>|0o120000|S_IFMT\(.*external_attr"),
     ),
-    # an error code's HTTP status: a table from codes (or error classes) to 4xx/5xx statuses, or
-    # from statuses to codes; or an error reply given a literal status beside its code
-    # (``413, "too_large",``), as an HTTPException, a response's status_code, a starlette.status
-    # constant or an ASGI response start. Everywhere else the status is read from the code
+    # an error code's HTTP status: a table from codes (strings or ErrorCode members, or error
+    # classes) to 4xx/5xx statuses, or from statuses to codes; or an error reply given a literal
+    # status beside its code (``413, "too_large",``), as an HTTPException, a response's
+    # status_code, a starlette.status constant or an ASGI response start. Everywhere else the status is read from the code
     # (atoll.errors.http_status, atoll.http.http_error / error_reply).
     "error codes' HTTP statuses": (
         "atoll/errors.py",
         re.compile(
-            r"""["'](?!(status|https?)["'])[a-z][a-z0-9_]*["']\s*:\s*[45]\d\d\b|\{\s*[A-Z]\w*\s*:\s*[45]\d\d\b"""
-            r"""|\b[45]\d\d\s*:\s*["'][a-z][a-z0-9_]*["']|\b[45]\d\d\s*,\s*["'][a-z][a-z0-9_]*["']\s*,"""
+            r"""(["'](?!(status|https?)["'])[a-z][a-z0-9_]*["']|\bErrorCode\.\w+)\s*:\s*[45]\d\d\b"""
+            r"""|\{\s*[A-Z]\w*\s*:\s*[45]\d\d\b|\b[45]\d\d\s*:\s*(["'][a-z][a-z0-9_]*["']|ErrorCode\.\w+)"""
+            r"""|\b[45]\d\d\s*,\s*(["'][a-z][a-z0-9_]*["']|ErrorCode\.\w+)\s*,"""
             r"""|HTTPException\(\s*(status_code\s*=\s*)?[45]\d\d\b|status_code\s*=\s*[45]\d\d\b"""
             r"""|\bHTTP_[45]\d\d_[A-Z_]+\b|["']http\.response\.start["']\s*,\s*["']status["']\s*:\s*[45]\d\d\b"""
         ),

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.registry import Registry, Unavailable, UnknownName
 from tests.fresh_interpreter import run_fresh
 
@@ -37,7 +37,12 @@ def make_distribution(
 
 @pytest.fixture
 def colours() -> Registry[str]:
-    return Registry("colour", group="atoll_test.colours")
+    return Registry(
+        "colour",
+        group="atoll_test.colours",
+        unknown_code=ErrorCode.bad_input,
+        unavailable_code=ErrorCode.unavailable,
+    )
 
 
 def test_a_registered_entry_is_found_and_an_unknown_name_is_named_with_the_known_ones(colours):
@@ -52,7 +57,7 @@ def test_a_registered_entry_is_found_and_an_unknown_name_is_named_with_the_known
     assert colours.names() == ["green", "red"]
     with pytest.raises(UnknownName) as info:
         colours.get("blue")
-    assert isinstance(info.value, AtollError) and info.value.code == "unknown_colour"
+    assert isinstance(info.value, AtollError) and info.value.code == ErrorCode.bad_input
     assert info.value.message == "unknown colour 'blue' (known: green, red)"
 
 
@@ -73,7 +78,7 @@ def test_a_declaration_is_known_without_importing_it_and_a_missing_module_is_una
     assert "atoll_test_nowhere" not in sys.modules
     with pytest.raises(Unavailable) as info:
         colours.get("blue")
-    assert info.value.code == "colour_unavailable"
+    assert info.value.code == ErrorCode.unavailable
     assert info.value.message == "colour 'blue' is not available: atoll_test_nowhere is missing"
 
 
