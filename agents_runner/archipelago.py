@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agents_runner.config import AgentConfig
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 
 AGENT_IDS = {
     "react_toolbelt_agent": "react_toolbelt",
@@ -48,16 +48,18 @@ def _read_json(path: str | Path, what: str) -> Any:
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise AtollError("bad_input", f"{what} {path}: no such file") from None
+        raise AtollError(ErrorCode.bad_input, f"{what} {path}: no such file") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise AtollError("bad_input", f"{what} {path}: not readable JSON ({exc})") from None
+        raise AtollError(ErrorCode.bad_input, f"{what} {path}: not readable JSON ({exc})") from None
 
 
 def load_initial_messages(path: str | Path) -> list[dict[str, Any]]:
     """A list of chat messages (``role`` and ``content``); raises AtollError(bad_input)."""
     messages = _read_json(path, "initial messages")
     if not isinstance(messages, list) or not messages:
-        raise AtollError("bad_input", f"initial messages {path}: expected a non-empty JSON array of messages")
+        raise AtollError(
+            ErrorCode.bad_input, f"initial messages {path}: expected a non-empty JSON array of messages"
+        )
     for index, message in enumerate(messages):
         if not isinstance(message, dict) or message.get("role") not in (
             "system",
@@ -65,9 +67,11 @@ def load_initial_messages(path: str | Path) -> list[dict[str, Any]]:
             "assistant",
             "developer",
         ):
-            raise AtollError("bad_input", f"initial messages {path}: message #{index} has no valid role")
+            raise AtollError(
+                ErrorCode.bad_input, f"initial messages {path}: message #{index} has no valid role"
+            )
         if "content" not in message:
-            raise AtollError("bad_input", f"initial messages {path}: message #{index} has no content")
+            raise AtollError(ErrorCode.bad_input, f"initial messages {path}: message #{index} has no content")
     return messages
 
 
@@ -77,22 +81,23 @@ def load_agent_config_file(path: str | Path) -> tuple[str | None, AgentConfig, l
     Raises AtollError(bad_input) naming the file and the problem."""
     data = _read_json(path, "agent config")
     if not isinstance(data, dict):
-        raise AtollError("bad_input", f"agent config {path}: expected a JSON object")
+        raise AtollError(ErrorCode.bad_input, f"agent config {path}: expected a JSON object")
     if "agent_config_id" not in data:
         try:
             return None, AgentConfig.model_validate(data), []
         except ValidationError as exc:
-            raise AtollError("bad_input", f"agent config {path}: {_first_error(exc)}") from None
+            raise AtollError(ErrorCode.bad_input, f"agent config {path}: {_first_error(exc)}") from None
     config_id = str(data["agent_config_id"])
     agent = AGENT_IDS.get(config_id)
     if agent is None:
         known = ", ".join(sorted(AGENT_IDS))
         raise AtollError(
-            "bad_input", f"agent config {path}: agent_config_id {config_id!r} is not supported ({known})"
+            ErrorCode.bad_input,
+            f"agent config {path}: agent_config_id {config_id!r} is not supported ({known})",
         )
     values = data.get("agent_config_values") or {}
     if not isinstance(values, dict):
-        raise AtollError("bad_input", f"agent config {path}: agent_config_values must be an object")
+        raise AtollError(ErrorCode.bad_input, f"agent config {path}: agent_config_values must be an object")
     mapped: dict[str, Any] = {}
     ignored: list[str] = []
     for name, value in values.items():
@@ -106,7 +111,7 @@ def load_agent_config_file(path: str | Path) -> tuple[str | None, AgentConfig, l
     try:
         config = AgentConfig.model_validate(mapped)
     except ValidationError as exc:
-        raise AtollError("bad_input", f"agent config {path}: {_first_error(exc)}") from None
+        raise AtollError(ErrorCode.bad_input, f"agent config {path}: {_first_error(exc)}") from None
     return agent, config, ignored
 
 

@@ -32,7 +32,7 @@ import orjson
 
 from agents_runner.state import AgentRun, RunEnded
 from atoll.agent_checkpoint import AgentCheckpoint, check_resumable, load_agent_checkpoint
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.trajectory import ErrorKind, Resume, RunStatus, Usage
 
 
@@ -203,7 +203,7 @@ class CheckpointHandoff:
         if self.pending is None or self.pending.step != step:
             waiting = f"it waits at step {self.pending.step}" if self.pending else "none is waiting"
             raise AtollError(
-                "no_checkpoint_pending",
+                ErrorCode.no_checkpoint_pending,
                 f"the run is not waiting for its checkpoint of step {step} ({waiting})",
             )
         self.pending = None  # never offered twice

@@ -21,7 +21,7 @@ from fastmcp import Client
 from fastmcp.client.transports import StreamableHttpTransport
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
-from atoll.errors import CodedError
+from atoll.errors import CodedError, ErrorCode
 from atoll.tool_listing import DIGEST_HEADER, listing_digest
 from atoll.tool_schemas import fit_description, portable_schema
 
@@ -29,7 +29,7 @@ from atoll.tool_schemas import fit_description, portable_schema
 class GatewayUnavailable(CodedError):
     """The MCP gateway could not be reached or broke the protocol."""
 
-    code = "gateway_unavailable"
+    code = ErrorCode.gateway_unavailable
 
 
 @dataclass(frozen=True)

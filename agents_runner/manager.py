@@ -16,7 +16,7 @@ from agents_runner.runner import execute, prepare_run
 from agents_runner.state import AgentRun
 from atoll.agent_checkpoint import AgentCheckpoint, CheckpointPolicy
 from atoll.benchmark import ReferenceSolution
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.llm.admission import check_agent_request
 from atoll.trajectory import Trajectory
 
@@ -96,7 +96,7 @@ class RunManager:
         running = sum(1 for entry in self._runs.values() if not entry.task.done())
         if running >= self._max_running:
             raise AtollError(
-                "too_many_runs",
+                ErrorCode.too_many_runs,
                 f"{running} runs are running, this service's limit (ATOLL_AGENT_MAX_RUNNING); "
                 "retry when one has finished",
             )
@@ -151,7 +151,7 @@ class RunManager:
         try:
             return self._runs[run_id]
         except KeyError:
-            raise AtollError("unknown_run", f"no run {run_id!r}") from None
+            raise AtollError(ErrorCode.unknown_run, f"no run {run_id!r}") from None
 
     def status(self, run_id: str) -> dict[str, Any]:
         """State (running|finished), run status when finished, steps, elapsed time, usage."""
@@ -196,7 +196,7 @@ class RunManager:
         if not entry.task.done():
             if so_far and entry.run is not None:
                 return entry.run.so_far()
-            raise AtollError("run_running", f"run {run_id} is still running")
+            raise AtollError(ErrorCode.run_running, f"run {run_id} is still running")
         return entry.task.result()
 
     async def offered_checkpoint(self, run_id: str, wait_s: float) -> AgentCheckpoint | None:
@@ -212,7 +212,9 @@ class RunManager:
         (``no_checkpoint_pending``) when the run does not wait at that checkpoint."""
         entry = self._entry(run_id)
         if entry.handoff is None:
-            raise AtollError("no_checkpoint_pending", f"run {run_id} takes no checkpoints (or has ended)")
+            raise AtollError(
+                ErrorCode.no_checkpoint_pending, f"run {run_id} takes no checkpoints (or has ended)"
+            )
         entry.handoff.take(step)
 
     def cancel(self, run_id: str) -> None:

@@ -19,7 +19,7 @@ import litellm
 from agents_runner.config import AgentConfig
 from agents_runner.conversation import assistant_turn
 from agents_runner.raw import RawRecorder
-from atoll.errors import AtollError, CodedError
+from atoll.errors import AtollError, CodedError, ErrorCode
 from atoll.llm import (
     Endpoint,
     ModelError,
@@ -38,20 +38,20 @@ class ModelProviderError(AtollError):
     """The model provider failed deterministically or past all retries; ``kind`` says how."""
 
     def __init__(self, message: str, kind: ModelErrorKind) -> None:
-        super().__init__("model_provider", message)
+        super().__init__(ErrorCode.model_provider, message)
         self.kind = kind
 
 
 class ContextWindowExceeded(CodedError):
     """The prompt did not fit the model's context window."""
 
-    code = "context_window_exceeded"
+    code = ErrorCode.context_window_exceeded
 
 
 class BudgetExhausted(CodedError):
     """The run's token or USD budget is spent."""
 
-    code = "budget_exhausted"
+    code = ErrorCode.budget_exhausted
 
 
 @dataclass

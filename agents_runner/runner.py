@@ -24,7 +24,7 @@ from agents_runner.state import AgentRun, CheckpointCallback, RunEnded
 from atoll import telemetry
 from atoll.agent_checkpoint import AgentCheckpoint, CheckpointPolicy
 from atoll.benchmark import ReferenceSolution
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.trajectory import ErrorKind, RunStatus, Trajectory, TrajectoryError
 
 
@@ -70,11 +70,11 @@ def prepare_run(
         messages.append({"role": "user", "content": prompt})
     if not any(message.get("role") == "user" for message in messages):
         raise AtollError(
-            "no_prompt", "the run has no task: give a prompt or initial messages with a user message"
+            ErrorCode.no_prompt, "the run has no task: give a prompt or initial messages with a user message"
         )
     if spec.needs_reference_solution and reference_solution is None:
         raise AtollError(
-            "no_reference_solution",
+            ErrorCode.no_reference_solution,
             f"agent {spec.name} replays a reference solution; task {task_id or '(prompt)'} has no reference_solution",
         )
     run = AgentRun(

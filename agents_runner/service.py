@@ -38,7 +38,7 @@ from agents_runner.registry import agents
 from agents_runner.settings import AgentRunnerSettings
 from atoll import telemetry
 from atoll.agent_checkpoint import AgentCheckpoint
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.http import ERROR_RESPONSES, Health, add_error_handler, bearer_guard, model_reply, strict_json
 from atoll.http_guard import guard
 from atoll.jsonio import dumps_strict, model_json
@@ -143,7 +143,8 @@ def create_app(settings: AgentRunnerSettings | None = None, *, token: str | None
         if gateways and not within(body.gateway_url, gateways):
             # The same answer whatever is there: the runner is no probe of the network.
             raise AtollError(
-                "gateway_not_allowed", "gateway_url is not under this runner's ATOLL_AGENT_GATEWAY_ALLOW"
+                ErrorCode.gateway_not_allowed,
+                "gateway_url is not under this runner's ATOLL_AGENT_GATEWAY_ALLOW",
             )
         return RunStarted(run_id=manager.start(body), state="running")
 

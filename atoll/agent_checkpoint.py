@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from atoll.errors import AtollError, describe_validation
+from atoll.errors import AtollError, ErrorCode, describe_validation
 from atoll.trajectory import AgentReportedStatus, ModelCall, Resume, ToolCall, Usage
 
 AGENT_CHECKPOINT_VERSION = 1
@@ -91,17 +91,18 @@ def load_agent_checkpoint(data: str | bytes | dict[str, Any] | AgentCheckpoint) 
     try:
         parsed = json.loads(data) if isinstance(data, (str, bytes)) else data
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise AtollError("bad_checkpoint", f"unreadable agent checkpoint: not JSON ({exc})") from exc
+        raise AtollError(ErrorCode.bad_checkpoint, f"unreadable agent checkpoint: not JSON ({exc})") from exc
     if isinstance(parsed, dict) and parsed.get("version") != AGENT_CHECKPOINT_VERSION:
         # Another format's fields would only add noise: the version says it all.
         raise AtollError(
-            "bad_checkpoint", f"unreadable agent checkpoint: {_version_message(parsed.get('version'))}"
+            ErrorCode.bad_checkpoint,
+            f"unreadable agent checkpoint: {_version_message(parsed.get('version'))}",
         )
     try:
         return AgentCheckpoint.model_validate(parsed)
     except ValidationError as exc:
         raise AtollError(
-            "bad_checkpoint", f"unreadable agent checkpoint: {describe_validation(exc)}"
+            ErrorCode.bad_checkpoint, f"unreadable agent checkpoint: {describe_validation(exc)}"
         ) from exc
 
 
@@ -114,6 +115,6 @@ def check_resumable(
         found = getattr(checkpoint, name)
         if found != value:
             raise AtollError(
-                "bad_checkpoint",
+                ErrorCode.bad_checkpoint,
                 f"the checkpoint is of {name} {found!r}, this run's is {value!r}: it cannot be resumed here",
             )

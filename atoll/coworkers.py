@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from atoll.errors import AtollError, describe_validation
+from atoll.errors import AtollError, ErrorCode, describe_validation
 
 #: Where a world keeps its personas and the engine its record, below ``.apps_data/``.
 PERSONAS_FILE = "coworkers/personas.json"
@@ -109,28 +109,30 @@ def parse_personas(data: bytes, *, source: str = PERSONAS_FILE) -> list[Persona]
     and the problem: too large, not JSON, not a list, an invalid persona, or two personas
     with the same address."""
     if len(data) > MAX_PERSONAS_BYTES:
-        raise AtollError("bad_personas", f"{source}: {len(data)} bytes, more than {MAX_PERSONAS_BYTES}")
+        raise AtollError(
+            ErrorCode.bad_personas, f"{source}: {len(data)} bytes, more than {MAX_PERSONAS_BYTES}"
+        )
     try:
         raw = json.loads(data)
     except ValueError as exc:
-        raise AtollError("bad_personas", f"{source}: not valid JSON ({exc})") from None
+        raise AtollError(ErrorCode.bad_personas, f"{source}: not valid JSON ({exc})") from None
     if not isinstance(raw, list):
-        raise AtollError("bad_personas", f"{source}: expected a list of personas")
+        raise AtollError(ErrorCode.bad_personas, f"{source}: expected a list of personas")
     if len(raw) > MAX_PERSONAS:
-        raise AtollError("bad_personas", f"{source}: {len(raw)} personas, at most {MAX_PERSONAS}")
+        raise AtollError(ErrorCode.bad_personas, f"{source}: {len(raw)} personas, at most {MAX_PERSONAS}")
     personas = []
     for index, item in enumerate(raw):
         try:
             personas.append(Persona.model_validate(item))
         except ValidationError as exc:
             raise AtollError(
-                "bad_personas", f"{source}: persona {index}: {describe_validation(exc)}"
+                ErrorCode.bad_personas, f"{source}: persona {index}: {describe_validation(exc)}"
             ) from None
     seen: set[str] = set()
     for persona in personas:
         for address in {persona.email.lower(), persona.chat_email}:
             if address in seen:
-                raise AtollError("bad_personas", f"{source}: two personas use {address}")
+                raise AtollError(ErrorCode.bad_personas, f"{source}: two personas use {address}")
             seen.add(address)
     return personas
 

@@ -12,7 +12,7 @@ from pydantic_core import PydanticCustomError
 
 from atoll.coworkers import CoworkerSpec
 from atoll.defaults import DEFAULT_ARTIFACTS, DEFAULT_STORE, OUTPUT_DIR
-from atoll.errors import AtollError, describe_validation
+from atoll.errors import AtollError, ErrorCode, describe_validation
 from atoll.model_arguments import INLINE_KEY_HELP, argument_problem, key_like_fields
 
 _SECRET_HELP = "name of a secret the operator provisioned for api_base (never the key itself)"
@@ -43,7 +43,7 @@ def check_run_name(name: str) -> str:
     """``name`` when it can name a run; AtollError(``bad_run_name``) saying why not."""
     problem = run_name_problem(name)
     if problem:
-        raise AtollError("bad_run_name", problem)
+        raise AtollError(ErrorCode.bad_run_name, problem)
     return name
 
 
@@ -265,11 +265,11 @@ def experiment_from_data(raw: Any, *, source: str = "request body") -> Experimen
     """An experiment from loaded YAML/JSON data; AtollError(code="bad_experiment") naming
     ``source`` and each invalid field."""
     if not isinstance(raw, dict):
-        raise AtollError("bad_experiment", f"{source}: expected a mapping at the top level")
+        raise AtollError(ErrorCode.bad_experiment, f"{source}: expected a mapping at the top level")
     problem = _not_json(raw, "")
     if problem:
-        raise AtollError("bad_experiment", f"{source}: {problem}")
+        raise AtollError(ErrorCode.bad_experiment, f"{source}: {problem}")
     try:
         return ExperimentSpec.model_validate(raw)
     except ValidationError as exc:
-        raise AtollError("bad_experiment", f"{source}: {describe_validation(exc)}") from None
+        raise AtollError(ErrorCode.bad_experiment, f"{source}: {describe_validation(exc)}") from None

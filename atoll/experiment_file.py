@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from atoll.bounded_yaml import load_bounded_yaml
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.experiment import ExperimentSpec, experiment_from_data
 
 
@@ -19,7 +19,7 @@ def load_experiment(path: str | Path) -> ExperimentSpec:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise AtollError("bad_experiment", f"{path}: no such file") from None
+        raise AtollError(ErrorCode.bad_experiment, f"{path}: no such file") from None
     return parse_experiment(text, source=str(path))
 
 
@@ -27,7 +27,9 @@ def parse_experiment(text: str, *, source: str = "request body") -> ExperimentSp
     """An experiment from YAML (or JSON) text; AtollError(code="bad_experiment") naming
     ``source`` and each invalid field, or saying the YAML is invalid or expands too far
     (:func:`atoll.bounded_yaml.load_bounded_yaml`). CPU-bound: servers call it in a thread."""
-    return experiment_from_data(load_bounded_yaml(text, source=source, code="bad_experiment"), source=source)
+    return experiment_from_data(
+        load_bounded_yaml(text, source=source, code=ErrorCode.bad_experiment), source=source
+    )
 
 
 __all__ = ["load_experiment", "parse_experiment"]

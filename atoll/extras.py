@@ -15,11 +15,11 @@ import importlib.util
 import re
 from pathlib import Path
 
-from atoll.errors import CodedError
+from atoll.errors import CodedError, ErrorCode
 
 
 class MissingExtra(CodedError):
-    code = "missing_extra"
+    code = ErrorCode.missing_extra
 
 
 _PRESENT: set[str] = set()

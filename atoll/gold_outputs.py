@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from atoll.benchmark import GoldFile, GoldOutput, Task
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.hf_cache import LocalView, walk_files
 from atoll.members import is_junk
 
@@ -46,14 +46,14 @@ def read_gold_output(view: LocalView, task: Task) -> GoldOutput | None:
     kind = extra.get("gold_response_type")
     if kind is not None and kind not in _RESPONSE_TYPES:
         raise AtollError(
-            "bad_benchmark",
+            ErrorCode.bad_benchmark,
             f"task {task.task_id!r}: gold_response_type {kind!r} is neither 'text' nor 'file'",
         )
     folder = view.root / GOLD_FILES_DIR / task.task_id
     files = _gold_file_entries(folder, view) if folder.is_dir() else []
     if kind == "file" and not files:
         raise AtollError(
-            "bad_benchmark",
+            ErrorCode.bad_benchmark,
             f"task {task.task_id!r}: gold_response_type is 'file' but "
             f"{GOLD_FILES_DIR}/{task.task_id}/filesystem/ holds no file",
         )

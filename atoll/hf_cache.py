@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from atoll.cache_paths import cache_path
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.settings import variable
 
 _MAX_HOPS = 8
@@ -55,7 +55,7 @@ def resolve_blob(link: Path, repo_root: Path) -> Path:
             info = current.lstat()
         except OSError:
             raise AtollError(
-                "bad_benchmark", f"{link}: symlink leads nowhere ({current} is missing)"
+                ErrorCode.bad_benchmark, f"{link}: symlink leads nowhere ({current} is missing)"
             ) from None
         if not stat.S_ISLNK(info.st_mode):
             if current.parent == blobs and stat.S_ISREG(info.st_mode):
@@ -69,9 +69,9 @@ def resolve_blob(link: Path, repo_root: Path) -> Path:
         if not current.is_relative_to(repo_root):
             break
     else:
-        raise AtollError("bad_benchmark", f"{link}: symlink chain longer than {_MAX_HOPS} links")
+        raise AtollError(ErrorCode.bad_benchmark, f"{link}: symlink chain longer than {_MAX_HOPS} links")
     raise AtollError(
-        "bad_benchmark",
+        ErrorCode.bad_benchmark,
         f"{link}: symlink does not lead to a file of the Hugging Face cache's blobs/ folder",
     )
 
@@ -91,7 +91,9 @@ def walk_files(root: Path) -> Iterator[Path]:
         dirnames.sort()
         for name in dirnames:
             if (base / name).is_symlink():
-                raise AtollError("bad_benchmark", f"{base / name}: a symlinked folder is not followed")
+                raise AtollError(
+                    ErrorCode.bad_benchmark, f"{base / name}: a symlinked folder is not followed"
+                )
         for name in sorted(filenames):
             yield base / name
 
@@ -130,7 +132,7 @@ class LocalView:
         if self.files is None:
             if path.is_symlink():
                 raise AtollError(
-                    "bad_benchmark",
+                    ErrorCode.bad_benchmark,
                     f"{path}: is a symbolic link (only the Hugging Face cache's are followed)",
                 )
             return path
@@ -138,7 +140,9 @@ class LocalView:
         if blob is not None:
             return blob
         if path.is_symlink():  # outside the snapshot the view walked: no link is vetted there
-            raise AtollError("bad_benchmark", f"{path}: is a symbolic link outside the dataset's snapshot")
+            raise AtollError(
+                ErrorCode.bad_benchmark, f"{path}: is a symbolic link outside the dataset's snapshot"
+            )
         return path
 
     def exists(self, path: Path) -> bool:
@@ -229,7 +233,7 @@ def download(repo_id: str, revision: str | None, options: HubOptions | None = No
         from huggingface_hub import snapshot_download
     except ImportError:
         raise AtollError(
-            "bad_benchmark",
+            ErrorCode.bad_benchmark,
             f"{text}: downloading from Hugging Face needs huggingface_hub (pip install 'atoll[hf]')",
         ) from None
     options = options or hub_options()
@@ -244,7 +248,7 @@ def download(repo_id: str, revision: str | None, options: HubOptions | None = No
     except Exception as exc:  # the hub raises many types: offline, gated, 404
         doing = "find the dataset in the cache" if options.offline else "download the dataset"
         raise AtollError(
-            "bad_benchmark",
+            ErrorCode.bad_benchmark,
             f"{text}: could not {doing} ({type(exc).__name__}: {exc}); check the network, the "
             "dataset id and HF_TOKEN for gated datasets",
         ) from None

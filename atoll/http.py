@@ -23,7 +23,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from atoll.errors import AtollError, code_of_status, http_status
+from atoll.errors import AtollError, ErrorCode, code_of_status, http_status
 from atoll.jsonio import dumps_strict, model_json
 
 
@@ -247,7 +247,7 @@ def add_error_handler(app: FastAPI, *, detail_field: bool = False) -> None:
         return JSONResponse(
             status_code=http_status("invalid_request", refusal=True),
             content=error_body(
-                "invalid_request",
+                ErrorCode.invalid_request,
                 _validation_message(errors),
                 compat_detail=errors if detail_field else None,
                 errors=errors,

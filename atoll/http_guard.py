@@ -37,7 +37,7 @@ import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from atoll.errors import AtollError, http_status
+from atoll.errors import AtollError, ErrorCode, http_status
 from atoll.http import error_bytes
 from atoll.settings import HostSettings
 
@@ -69,7 +69,7 @@ def check_bind(host: str, token: str | None, variable: str) -> None:
     """Refuse (AtollError ``insecure_bind``) to serve ``host`` beyond loopback without a token."""
     if not is_loopback(host) and not token:
         raise AtollError(
-            "insecure_bind",
+            ErrorCode.insecure_bind,
             f"refusing to serve on {host} without a token: set {variable} (or bind 127.0.0.1)",
         )
 
@@ -150,7 +150,7 @@ class GuardMiddleware:
         if not self._host_allowed(host):
             await self._reply(
                 send,
-                "host_not_allowed",
+                ErrorCode.host_not_allowed,
                 f"Host {host!r} is not served here; add it to ATOLL_ALLOWED_HOSTS if it should be",
             )
             return
@@ -166,7 +166,7 @@ class GuardMiddleware:
         ):
             await self._reply(
                 send,
-                "cross_site",
+                ErrorCode.cross_site,
                 "cross-site request refused (Origin / Sec-Fetch-Site of another site)",
             )
             return
@@ -176,7 +176,7 @@ class GuardMiddleware:
         limit = self.max_body_bytes
         if limit is not None and length is not None and length.isdigit() and int(length) > limit:
             # Refused before a byte of it is read (uvicorn's parsers reject a malformed length).
-            await self._reply(send, "too_large", _too_large(limit, length.decode("latin-1")))
+            await self._reply(send, ErrorCode.too_large, _too_large(limit, length.decode("latin-1")))
             return
         await self._guarded_body(scope, receive, send)
 
@@ -221,9 +221,9 @@ class GuardMiddleware:
                     body_complete = True
                 received += len(message.get("body", b""))
                 if limit is not None and received > limit:
-                    return await refuse("too_large", _too_large(limit, None))
+                    return await refuse(ErrorCode.too_large, _too_large(limit, None))
                 return message
-            return await refuse("body_timeout", f"request body stalled for more than {timeout:g} s")
+            return await refuse(ErrorCode.body_timeout, f"request body stalled for more than {timeout:g} s")
 
         async def tracking_send(message: Message) -> None:
             nonlocal started

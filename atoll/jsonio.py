@@ -19,7 +19,7 @@ import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from atoll.errors import CodedError
+from atoll.errors import CodedError, ErrorCode
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -30,7 +30,7 @@ __all__ = ["NonFiniteNumber", "dumps_strict", "loads_strict", "model_json", "non
 class NonFiniteNumber(CodedError, ValueError):
     """A NaN or ±Infinity was about to be written as JSON (our bug: undefined values are null)."""
 
-    code = "non_finite_number"
+    code = ErrorCode.non_finite_number
 
 
 def nonfinite_paths(value: Any, path: str = "$") -> Iterator[tuple[str, float]]:

@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from atoll.errors import AtollError, describe_validation
+from atoll.errors import AtollError, ErrorCode, describe_validation
 from atoll.model_arguments import check_arguments
 
 if TYPE_CHECKING:
@@ -171,7 +171,7 @@ class JudgeConfig(BaseModel):
         try:
             return cls._from_spec(spec, model, api_base)
         except ValidationError as exc:  # e.g. a regrade's model that refuses the spec's thinking
-            raise AtollError("bad_input", f"judge {model}: {describe_validation(exc)}") from None
+            raise AtollError(ErrorCode.bad_input, f"judge {model}: {describe_validation(exc)}") from None
 
     @classmethod
     def _from_spec(cls, spec: ExperimentSpec, model: str, api_base: str | None) -> JudgeConfig:

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 from atoll.apps import unavailable_apps
 from atoll.benchmark import Benchmark, Task, World
 from atoll.coworkers import MAX_PERSONAS_BYTES, PERSONAS_FILE, PersonaSummary, parse_personas
-from atoll.errors import AtollError, describe_validation
+from atoll.errors import AtollError, ErrorCode, describe_validation
 from atoll.gold_outputs import read_gold_output
 from atoll.hf_cache import LocalView, download, local_view
 from atoll.members import (
@@ -49,7 +49,7 @@ _HF_REVISION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9.
 
 
 def _fail(message: str) -> AtollError:
-    return AtollError("bad_benchmark", message)
+    return AtollError(ErrorCode.bad_benchmark, message)
 
 
 def resolve_benchmark_path(location: str | Path) -> Path:
@@ -343,7 +343,7 @@ def load_task(location: str | Path, task_id: str) -> Task:
     try:
         return benchmark.task(task_id)
     except KeyError:
-        raise AtollError("bad_input", f"--task-id {task_id!r}: no such task in {location}") from None
+        raise AtollError(ErrorCode.bad_input, f"--task-id {task_id!r}: no such task in {location}") from None
 
 
 def summarize(benchmark: Benchmark) -> dict[str, Any]:

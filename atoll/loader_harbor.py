@@ -34,7 +34,7 @@ from pydantic import ValidationError
 from atoll.apps import unavailable_apps
 from atoll.benchmark import Benchmark, GoldFile, GoldOutput, Task, World
 from atoll.coworkers import MAX_PERSONAS_BYTES, PERSONAS_FILE, PersonaSummary, parse_personas
-from atoll.errors import AtollError, describe_validation
+from atoll.errors import AtollError, ErrorCode, describe_validation
 from atoll.hf_cache import LocalView, local_view
 
 SEED_ARCHIVES = {"filesystem": "filesystem.tar.gz", ".apps_data": "apps_data.tar.gz"}
@@ -53,7 +53,7 @@ FINAL_ANSWER_OUTPUTS = frozenset({"message_in_console"})
 
 
 def _fail(message: str) -> AtollError:
-    return AtollError("bad_benchmark", message)
+    return AtollError(ErrorCode.bad_benchmark, message)
 
 
 class _Reader:

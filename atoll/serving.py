@@ -21,7 +21,7 @@ from typing import Any
 import uvicorn
 
 from atoll import telemetry
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.http_guard import check_bind
 from atoll.logs import UVICORN_LOGGERS, configure_logging
 
@@ -29,13 +29,13 @@ from atoll.logs import UVICORN_LOGGERS, configure_logging
 def bind_listening_socket(host: str, port: int) -> socket.socket:
     """A TCP socket bound to (host, port), or AtollError naming what stops it."""
     if not 0 <= port < 65536:
-        raise AtollError("bad_port", f"--port {port} must be between 1 and 65535")
+        raise AtollError(ErrorCode.bad_port, f"--port {port} must be between 1 and 65535")
     try:
         family, kind, proto, _, address = socket.getaddrinfo(
             host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
         )[0]
     except socket.gaierror as exc:
-        raise AtollError("bad_host", f"--host {host!r} cannot be resolved: {exc.strerror}") from None
+        raise AtollError(ErrorCode.bad_host, f"--host {host!r} cannot be resolved: {exc.strerror}") from None
     sock = socket.socket(family, kind, proto)
     # As uvicorn does: a restarted service can bind a port whose old connections linger in
     # TIME_WAIT. A port some process is listening on still fails with EADDRINUSE.
@@ -46,13 +46,14 @@ def bind_listening_socket(host: str, port: int) -> socket.socket:
         sock.close()
         if exc.errno == errno.EADDRINUSE:
             raise AtollError(
-                "port_in_use", f"port {port} on {host} is already in use; stop that process or pick --port"
+                ErrorCode.port_in_use,
+                f"port {port} on {host} is already in use; stop that process or pick --port",
             ) from None
         if exc.errno == errno.EACCES:
             raise AtollError(
-                "port_denied", f"port {port} on {host} needs privileges; pick --port above 1023"
+                ErrorCode.port_denied, f"port {port} on {host} needs privileges; pick --port above 1023"
             ) from None
-        raise AtollError("bad_host", f"cannot listen on {host}:{port}: {exc.strerror}") from None
+        raise AtollError(ErrorCode.bad_host, f"cannot listen on {host}:{port}: {exc.strerror}") from None
     sock.set_inheritable(True)
     return sock
 

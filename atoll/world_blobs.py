@@ -21,7 +21,7 @@ from typing import Any, BinaryIO, Protocol, cast
 
 import fsspec
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.world_archive import COMPRESS_LEVEL
 
 BLOB_FOLDER = "blobs/sha256"
@@ -41,7 +41,7 @@ class BlobIntegrityError(AtollError):
     """A stored blob whose content is not what its name says (tampered or torn)."""
 
     def __init__(self, message: str) -> None:
-        super().__init__("blob_corrupt", message)
+        super().__init__(ErrorCode.blob_corrupt, message)
 
 
 # --- store roots --------------------------------------------------------------------------
@@ -91,7 +91,7 @@ def store_root(
         try:
             fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
         except (ImportError, ValueError) as exc:
-            raise AtollError("bad_artifact_store", f"artifact store {url}: {exc}") from None
+            raise AtollError(ErrorCode.bad_artifact_store, f"artifact store {url}: {exc}") from None
         return StoreRoot(fs, path.rstrip("/"), url)
     return StoreRoot(store.fs, store.root.rstrip("/"), store.url)
 
@@ -102,7 +102,7 @@ def open_location(location: str | Path, storage_options: dict | None = None) -> 
     try:
         fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
     except (ImportError, ValueError) as exc:
-        raise AtollError("artifact_unreadable", f"world {location}: {exc}") from None
+        raise AtollError(ErrorCode.artifact_unreadable, f"world {location}: {exc}") from None
     return fs, path
 
 
@@ -196,9 +196,9 @@ class BlobStore:
         try:
             handle = self.fs.open(self.path(sha256), "rb")
         except FileNotFoundError:
-            raise AtollError("blob_missing", f"blob {uri}: not in the store") from None
+            raise AtollError(ErrorCode.blob_missing, f"blob {uri}: not in the store") from None
         except OSError as exc:
-            raise AtollError("artifact_unreadable", f"blob {uri}: {exc}") from None
+            raise AtollError(ErrorCode.artifact_unreadable, f"blob {uri}: {exc}") from None
         return cast(BinaryIO, _VerifyingReader(handle, sha256, uri))  # a binary reader, as io.RawIOBase
 
     def get(self, sha256: str) -> bytes:

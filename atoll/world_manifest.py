@@ -32,7 +32,7 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.members import APPS_DATA, FILESYSTEM, UnsafeArchive, clean_member_name
 
 FORMAT: Final = "atoll-world/1"
@@ -55,7 +55,7 @@ class ManifestError(AtollError):
     """A manifest or delta that cannot be read or is not one; names the file and the problem."""
 
     def __init__(self, message: str) -> None:
-        super().__init__("bad_world_manifest", message)
+        super().__init__(ErrorCode.bad_world_manifest, message)
 
 
 class Entry(BaseModel):

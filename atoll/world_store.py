@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.world_blobs import (
     BLOB_FOLDER,
     BlobIntegrityError,
@@ -56,7 +56,7 @@ _CHUNK = 1 << 20
 
 
 def _reference_error(message: str) -> AtollError:
-    return AtollError("bad_world_reference", message)
+    return AtollError(ErrorCode.bad_world_reference, message)
 
 
 # --- references ---------------------------------------------------------------------------
@@ -126,7 +126,8 @@ def store_world(
     if stored is not None:
         if stored.digest() != digest:
             raise AtollError(
-                "world_key_taken", f"{root.uri(manifest_path)} holds another world (digest {stored.digest()})"
+                ErrorCode.world_key_taken,
+                f"{root.uri(manifest_path)} holds another world (digest {stored.digest()})",
             )
         # Written again, unchanged: its time says it is in use, which the garbage collector
         # reads before it removes an unused seed (orchestrator/world_gc.py).
@@ -260,7 +261,7 @@ class StoredWorld:
             if folder.has(sha256):
                 return folder
         if not self.blob_folders:
-            raise AtollError("blob_missing", f"world {self.uri}: blob {sha256[:12]}… is not in it")
+            raise AtollError(ErrorCode.blob_missing, f"world {self.uri}: blob {sha256[:12]}… is not in it")
         return self.blob_folders[-1]
 
     def archive_path(self) -> Path:
@@ -313,14 +314,14 @@ def _local_copy(world: StoredWorld, fs: Any, path: str, name: str) -> Path:
     if protocol_of(fs) == "file":
         local = Path(path)
         if not local.is_file():
-            raise AtollError("artifact_unreadable", f"world {path}: no such file")
+            raise AtollError(ErrorCode.artifact_unreadable, f"world {path}: no such file")
         return local
     target = world._scratch_folder() / name
     try:
         with fs.open(path, "rb") as source, target.open("wb") as sink:
             shutil.copyfileobj(source, sink, _CHUNK)
     except (OSError, ValueError) as exc:
-        raise AtollError("artifact_unreadable", f"world {world.uri}: {exc}") from None
+        raise AtollError(ErrorCode.artifact_unreadable, f"world {world.uri}: {exc}") from None
     return target
 
 
@@ -331,9 +332,9 @@ def _read_manifest(fs: Any, path: str) -> WorldManifest:
         with fs.open(path, "rb") as handle:
             data = handle.read(MAX_MANIFEST_BYTES + 1)
     except FileNotFoundError:
-        raise AtollError("artifact_unreadable", f"world manifest {path}: no such file") from None
+        raise AtollError(ErrorCode.artifact_unreadable, f"world manifest {path}: no such file") from None
     except OSError as exc:
-        raise AtollError("artifact_unreadable", f"world manifest {path}: {exc}") from None
+        raise AtollError(ErrorCode.artifact_unreadable, f"world manifest {path}: {exc}") from None
     return WorldManifest.from_bytes(data, path)
 
 
@@ -356,7 +357,7 @@ def _blob_folders(
         base = _read_manifest(fs, base_path)
         if base.digest() != manifest.base_digest:
             raise AtollError(
-                "world_base_mismatch",
+                ErrorCode.world_base_mismatch,
                 f"{path}: base {manifest.base!r} has digest {base.digest()}, not {manifest.base_digest}",
             )
         folders.extend(_blob_folders(fs, base_path, base, root, depth=depth + 1))

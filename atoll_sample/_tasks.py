@@ -23,7 +23,7 @@ from pptx import Presentation
 
 from atoll.benchmark import Criterion, GoldFile, GoldOutput, ReferenceSolution, ReferenceStep, Task
 from atoll.bounded_yaml import load_bounded_yaml
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll_sample._files import FROZEN_AT, normalize_ooxml
 
 TASKS = Path(__file__).with_name("tasks")
@@ -36,14 +36,16 @@ def tasks_from_data(
     """The tasks ``tasks/<name>.yaml`` states, each filled in with ``values[task_id]``. Raises
     AtollError ``bad_input`` naming the task and a name it uses that has no value."""
     path = TASKS / f"{name}.yaml"
-    data = load_bounded_yaml(path.read_text(encoding="utf-8"), source=path.name, code="bad_input")
+    data = load_bounded_yaml(path.read_text(encoding="utf-8"), source=path.name, code=ErrorCode.bad_input)
     tasks = []
     for entry in data["tasks"]:
         task_id = entry["task_id"]
         try:
             task = _fill(entry, values.get(task_id, {}))
         except KeyError as exc:
-            raise AtollError("bad_input", f"{path.name}: task {task_id} uses {exc} with no value") from None
+            raise AtollError(
+                ErrorCode.bad_input, f"{path.name}: task {task_id} uses {exc} with no value"
+            ) from None
         gold = GoldWriter(benchmark_root, task_id) if task.get("gold_files") else None
         tasks.append(
             make_task(

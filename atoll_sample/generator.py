@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from atoll.benchmark import Task, World
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll_sample import (
     banking_tasks,
     consulting_apps,
@@ -122,7 +122,9 @@ def generate_sample_benchmark(out_dir: Path, *, seed: int = 0) -> Path:
     """
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
-        raise AtollError("bad_input", f"sample benchmark output {out_dir}: exists and is not a directory")
+        raise AtollError(
+            ErrorCode.bad_input, f"sample benchmark output {out_dir}: exists and is not a directory"
+        )
     out_dir.mkdir(parents=True, exist_ok=True)
     for name in OUTPUTS:
         target = out_dir / name

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll_sample import people
 from atoll_sample._world import WorldDraft
 from atoll_sample.documents import write_document
@@ -50,14 +50,18 @@ def render_files(draft: WorldDraft, data_file: Path) -> None:
     for entry in _with_people(yaml.safe_load(data_file.read_text(encoding="utf-8")))["files"]:
         kind = entry["kind"]
         if kind not in _WRITERS:
-            raise AtollError("bad_input", f"{data_file.name}: {entry['path']} has unknown kind {kind!r}")
+            raise AtollError(
+                ErrorCode.bad_input, f"{data_file.name}: {entry['path']} has unknown kind {kind!r}"
+            )
         _WRITERS[kind](draft, entry)
 
 
 def _person_field(found: re.Match[str]) -> str:
     person = vars(people).get(found[1])
     if not isinstance(person, dict):
-        raise AtollError("bad_input", f"{found[0]}: {found[1]} is no person of atoll_sample/people.py")
+        raise AtollError(
+            ErrorCode.bad_input, f"{found[0]}: {found[1]} is no person of atoll_sample/people.py"
+        )
     return person[found[2]]
 
 

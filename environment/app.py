@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from atoll import __version__, telemetry
-from atoll.errors import http_status
+from atoll.errors import ErrorCode, http_status
 from atoll.http import (
     DETAILED_ERROR_RESPONSES,
     add_error_handler,
@@ -55,7 +55,7 @@ class _McpOnly:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
         if scope["type"] == "http" and path.rstrip("/") != MCP_PATH:
-            body = error_body("not_found", "Not Found", compat_detail="Not Found")
+            body = error_body(ErrorCode.not_found, "Not Found", compat_detail="Not Found")
             await JSONResponse(body, status_code=http_status("not_found", refusal=True))(scope, receive, send)
             return
         if path != MCP_PATH and scope["type"] == "http":

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, SecretStr
 
+from atoll.errors import ErrorCode
 from atoll.http import http_error
 
 
@@ -41,7 +42,7 @@ def refuse_hooks(hooks: Any, field_name: str) -> None:
     """400 ``hooks_unsupported`` when a request carries lifecycle hooks."""
     if hooks:
         raise http_error(
-            "hooks_unsupported",
+            ErrorCode.hooks_unsupported,
             f"{field_name} is not supported: atoll runs no shell commands in the environment "
             "(its app servers keep their state in the world's files, so there is nothing to dump or load)",
         )

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Protocol
 
+from atoll.errors import ErrorCode
 from atoll.members import UnsafeArchive, clean_member_name, is_junk
 from environment.links import LinkEscape, resolve_link
 from mcp_servers._core import beneath
@@ -93,7 +94,7 @@ def copy_capped(source: SupportsRead[bytes], target: BinaryIO, limit: int, label
     while chunk := source.read(_CHUNK):
         copied += len(chunk)
         if copied > limit:
-            raise UnsafeArchive("", f"{label} is larger than {limit} bytes", "archive_too_large")
+            raise UnsafeArchive("", f"{label} is larger than {limit} bytes", ErrorCode.archive_too_large)
         target.write(chunk)
 
 
@@ -146,7 +147,9 @@ class SafeExtractor:
         self.members += 1
         if self.members > self.limits.max_members:
             raise UnsafeArchive(
-                name, f"more than {self.limits.max_members} members in one populate", "archive_too_large"
+                name,
+                f"more than {self.limits.max_members} members in one populate",
+                ErrorCode.archive_too_large,
             )
 
     def check_ratio(self, name: str) -> None:
@@ -164,13 +167,15 @@ class SafeExtractor:
                 name,
                 f"expands {expanded} bytes from {compressed} compressed bytes "
                 f"(ratio above {self.limits.max_ratio:g}): decompression bomb",
-                "archive_too_large",
+                ErrorCode.archive_too_large,
             )
 
     def _reserve(self, name: str, size: int) -> None:
         if self.bytes_written + size > self.limits.max_bytes:
             raise UnsafeArchive(
-                name, f"populate would write more than {self.limits.max_bytes} bytes", "archive_too_large"
+                name,
+                f"populate would write more than {self.limits.max_bytes} bytes",
+                ErrorCode.archive_too_large,
             )
 
     # -- targets --------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from atoll.errors import ErrorCode
 from atoll.members import UnsafeArchive, is_zip_symlink, zip_file_type, zip_mode
 from environment.archive import LocalFile, SafeExtractor
 from environment.gunzip import ForwardOnly, ThreadedGunzip
@@ -70,9 +71,11 @@ class _MemberReader:
         try:
             return self.raw.read(size)
         except _CORRUPT as exc:
-            raise UnsafeArchive(self.member, f"corrupt or truncated data ({exc})", "bad_archive") from None
+            raise UnsafeArchive(
+                self.member, f"corrupt or truncated data ({exc})", ErrorCode.bad_archive
+            ) from None
         except OSError as exc:  # bz2 reports bad data as OSError
-            raise UnsafeArchive(self.member, f"cannot be read ({exc})", "bad_archive") from None
+            raise UnsafeArchive(self.member, f"cannot be read ({exc})", ErrorCode.bad_archive) from None
 
 
 # -- tar --------------------------------------------------------------------------------
@@ -102,7 +105,7 @@ def extract_tar(stream: SupportsRead[bytes], extractor: SafeExtractor, compressi
                 _extract_tar_member(archive, member, extractor)
                 archive.members.clear()  # type: ignore[attr-defined]  # TarFile's list, not in the stubs; constant memory for archives of many members
     except _CORRUPT as exc:
-        raise UnsafeArchive("", f"corrupt or truncated archive ({exc})", "bad_archive") from exc
+        raise UnsafeArchive("", f"corrupt or truncated archive ({exc})", ErrorCode.bad_archive) from exc
     finally:
         if isinstance(source, ThreadedGunzip):
             source.close()
@@ -150,12 +153,14 @@ def extract_zip(path_or_file: str | Path | BinaryIO, extractor: SafeExtractor) -
     try:
         archive = zipfile.ZipFile(path_or_file)
     except (zipfile.BadZipFile, OSError, *_CORRUPT) as exc:
-        raise UnsafeArchive("", f"not a readable zip archive ({exc})", "bad_archive") from exc
+        raise UnsafeArchive("", f"not a readable zip archive ({exc})", ErrorCode.bad_archive) from exc
     with archive:
         infos = archive.infolist()
         if len(infos) + extractor.members > extractor.limits.max_members:
             raise UnsafeArchive(
-                "", f"more than {extractor.limits.max_members} members in one populate", "archive_too_large"
+                "",
+                f"more than {extractor.limits.max_members} members in one populate",
+                ErrorCode.archive_too_large,
             )
         _check_zip_layout(archive, infos)
         compressed = 0
@@ -173,19 +178,23 @@ def _check_zip_layout(archive: zipfile.ZipFile, infos: list[zipfile.ZipInfo]) ->
     for info in infos:
         if info.flag_bits & _ZIP_ENCRYPTED:
             raise UnsafeArchive(
-                info.filename, "is encrypted (password-protected zips cannot be populated)", "bad_archive"
+                info.filename,
+                "is encrypted (password-protected zips cannot be populated)",
+                ErrorCode.bad_archive,
             )
         archive.fp.seek(info.header_offset)
         header = archive.fp.read(_LOCAL_HEADER.size)
         if len(header) < _LOCAL_HEADER.size or header[:4] != _LOCAL_SIGNATURE:
             raise UnsafeArchive(
-                info.filename, "corrupt zip entry (no local header where it should be)", "bad_archive"
+                info.filename, "corrupt zip entry (no local header where it should be)", ErrorCode.bad_archive
             )
         _, name_length, extra_length = _LOCAL_HEADER.unpack(header)
         end = info.header_offset + _LOCAL_HEADER.size + name_length + extra_length + info.compress_size
         if end > size:
             raise UnsafeArchive(
-                info.filename, "corrupt zip entry (its data runs past the end of the file)", "bad_archive"
+                info.filename,
+                "corrupt zip entry (its data runs past the end of the file)",
+                ErrorCode.bad_archive,
             )
         spans.append((info.header_offset, end, info.filename))
     spans.sort()
@@ -194,7 +203,7 @@ def _check_zip_layout(archive: zipfile.ZipFile, infos: list[zipfile.ZipInfo]) ->
             raise UnsafeArchive(
                 name,
                 f"overlaps the bytes of member {previous!r} (overlapping zip entries: a decompression bomb)",
-                "archive_too_large",
+                ErrorCode.archive_too_large,
             )
 
 
@@ -209,7 +218,7 @@ def _extract_zip_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, extract
     try:
         source = archive.open(info)
     except (*_CORRUPT, RuntimeError) as exc:  # RuntimeError: encrypted (caught above, kept safe)
-        raise UnsafeArchive(name, f"cannot be read ({exc})", "bad_archive") from None
+        raise UnsafeArchive(name, f"cannot be read ({exc})", ErrorCode.bad_archive) from None
     with source:
         reader = _MemberReader(source, name)
         if is_zip_symlink(info):

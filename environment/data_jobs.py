@@ -33,7 +33,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from atoll.errors import AtollError, http_status
+from atoll.errors import AtollError, ErrorCode, http_status
 from atoll.http import http_error, strict_json
 from environment.archipelago import S3Credentials, refuse_hooks, storage_options_for
 from environment.data_routes import (
@@ -237,7 +237,7 @@ def _snapshot_work(
     settings = request.app.state.settings
     if not settings.snapshot_url_prefix:
         raise http_error(
-            "no_snapshot_destination",
+            ErrorCode.no_snapshot_destination,
             "no snapshot destination: set ATOLL_SNAPSHOT_URL_PREFIX (e.g. s3://bucket/snapshots)",
         )
     prefix = settings.snapshot_url_prefix.rstrip("/")
@@ -313,7 +313,7 @@ async def snapshot_s3(request: Request) -> Any:
         mixed = sorted(ARCHIPELAGO_SNAPSHOT_FIELDS & fields.keys())
         if mixed:
             raise http_error(
-                "mixed_snapshot_request",
+                ErrorCode.mixed_snapshot_request,
                 f"{', '.join(mixed)} belong to Archipelago's snapshot request and "
                 f"{', '.join(sorted(ATOLL_SNAPSHOT_FIELDS & fields.keys()))} to atoll's: give one form",
             )
@@ -382,7 +382,7 @@ async def _upload(request: Request, url: str, options: dict[str, Any], put: Any)
         if (refusal := refusal_in(exc)) is not None:
             raise refusal from exc
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise AtollError("upload_failed", f"cannot write snapshot to {url!r}: {reason}") from exc
+        raise AtollError(ErrorCode.upload_failed, f"cannot write snapshot to {url!r}: {reason}") from exc
 
 
 def _put_archive(fs: Any, path: str, spool: IO[bytes]) -> None:

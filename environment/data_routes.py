@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field, ValidationError
 from starlette.datastructures import UploadFile
 from starlette.types import Message
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.http import error_reply, http_error, strict_json
 from atoll.world_manifest import WorldManifest
 from environment.archipelago import S3Credentials, refuse_hooks, storage_options_for
@@ -116,7 +116,7 @@ def _capped(request: Request, limit: int) -> Request:
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise UnsafeArchive(
-            "", f"upload of {declared} bytes is larger than {limit} bytes", "archive_too_large"
+            "", f"upload of {declared} bytes is larger than {limit} bytes", ErrorCode.archive_too_large
         )
     received = 0
 
@@ -125,7 +125,7 @@ def _capped(request: Request, limit: int) -> Request:
         message = await request.receive()
         received += len(message.get("body", b""))
         if received > limit:
-            raise UnsafeArchive("", f"upload is larger than {limit} bytes", "archive_too_large")
+            raise UnsafeArchive("", f"upload is larger than {limit} bytes", ErrorCode.archive_too_large)
         return message
 
     return Request(request.scope, receive)
@@ -193,7 +193,7 @@ async def populate_world(
             archive = form.get("archive")
             if not isinstance(archive, UploadFile):
                 raise http_error(
-                    "missing_archive", "multipart field 'archive' (a tar.gz or zip file) is required"
+                    ErrorCode.missing_archive, "multipart field 'archive' (a tar.gz or zip file) is required"
                 )
             sources = [PopulateSource(Subsystem.parse(subsystem), file=archive.file)]
         elif content_type.startswith("application/json"):
@@ -201,7 +201,8 @@ async def populate_world(
                 body = PopulateRequest.model_validate_json(await request.body(), strict=True)
             except (ValidationError, ValueError) as exc:
                 raise http_error(
-                    "invalid_request", f"populate body must be {{'sources': [{{'url', 'subsystem'}}]}}: {exc}"
+                    ErrorCode.invalid_request,
+                    f"populate body must be {{'sources': [{{'url', 'subsystem'}}]}}: {exc}",
                 ) from exc
             refuse_hooks(body.post_populate_hooks, "post_populate_hooks")
             mode = body.mode or mode
@@ -213,7 +214,7 @@ async def populate_world(
             )
         else:
             raise http_error(
-                "unsupported_media_type",
+                ErrorCode.unsupported_media_type,
                 "send multipart/form-data with an 'archive' file, a raw archive body, or JSON with 'sources'",
             )
         return Populated.model_validate(
@@ -376,7 +377,7 @@ def _world_read_error(exc: Exception, what: str) -> HTTPException:
         logger.error("%s refused", what, extra={"error": exc.message})
         return error_reply(exc)
     logger.error("%s failed", what, extra={"error": str(exc)})
-    return http_error("snapshot_failed", f"{what} failed: {exc}")
+    return http_error(ErrorCode.snapshot_failed, f"{what} failed: {exc}")
 
 
 async def _chunks(request: Request, spool: IO[bytes], size: int) -> AsyncIterator[bytes]:
@@ -492,11 +493,11 @@ async def snapshot_delta(request: Request, body: DeltaRequest | None = None) -> 
         try:
             body.base_manifest.check_order("base_manifest")
         except AtollError as exc:
-            raise http_error("invalid_request", exc.message) from None
+            raise http_error(ErrorCode.invalid_request, exc.message) from None
         given = await run_in_data_thread(request, DeltaBase.of, body.base_manifest)
         if body.base_digest is not None and body.base_digest != given.digest:
             raise http_error(
-                "base_mismatch",
+                ErrorCode.base_mismatch,
                 f"base_digest {body.base_digest} is not the digest {given.digest} of the base_manifest given",
                 base_digest=body.base_digest,
                 base_manifest_digest=given.digest,
@@ -505,7 +506,7 @@ async def snapshot_delta(request: Request, body: DeltaRequest | None = None) -> 
         async with _world_lock(request):
             if given is None and body.base_digest is not None and body.base_digest != world.populated_digest:
                 raise http_error(
-                    "base_mismatch",
+                    ErrorCode.base_mismatch,
                     f"base_digest {body.base_digest} is not the populated world's "
                     f"digest {world.populated_digest}",
                     base_digest=body.base_digest,
@@ -565,7 +566,7 @@ async def snapshot_to_url(request: Request, body: SnapshotUploadRequest | None =
     if url is None:
         if not settings.snapshot_url_prefix:
             raise http_error(
-                "no_snapshot_destination",
+                ErrorCode.no_snapshot_destination,
                 "no snapshot destination: give 'url', or set ATOLL_SNAPSHOT_URL_PREFIX",
             )
         url = f"{settings.snapshot_url_prefix.rstrip('/')}/{snapshot_id}.tar.gz"
@@ -576,7 +577,7 @@ async def snapshot_to_url(request: Request, body: SnapshotUploadRequest | None =
         if settings.url_prefixes and body.storage_options:
             # Request options could point the URL's scheme at another endpoint.
             raise AtollError(
-                "url_not_allowed", "request storage_options are refused while ATOLL_URL_ALLOW is set"
+                ErrorCode.url_not_allowed, "request storage_options are refused while ATOLL_URL_ALLOW is set"
             )
     except AtollError as exc:
         raise _http_error(exc) from exc
@@ -603,7 +604,7 @@ async def snapshot_to_url(request: Request, body: SnapshotUploadRequest | None =
         if (refusal := refusal_in(exc)) is not None:
             raise _http_error(refusal) from exc
         logger.error("snapshot upload failed", extra={"url": url, "error": str(exc)})
-        raise http_error("upload_failed", f"cannot write snapshot to {url!r}: {exc}") from exc
+        raise http_error(ErrorCode.upload_failed, f"cannot write snapshot to {url!r}: {exc}") from exc
     logger.info("snapshot uploaded", extra={"url": url, "bytes": info.size_bytes, "sha256": info.sha256})
     return {
         "snapshot_id": snapshot_id,

@@ -6,7 +6,7 @@ these before fastmcp and the MCP SDK are imported; :mod:`environment.gateway` ra
 
 from __future__ import annotations
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 
 
 class GatewayNotReady(AtollError):
@@ -15,7 +15,9 @@ class GatewayNotReady(AtollError):
     def __init__(self, failures: dict[str, str]) -> None:
         names = ", ".join(sorted(failures))
         first = next(iter(sorted(failures.items())))
-        super().__init__("gateway_not_ready", f"MCP server(s) not ready: {names} ({first[0]}: {first[1]})")
+        super().__init__(
+            ErrorCode.gateway_not_ready, f"MCP server(s) not ready: {names} ({first[0]}: {first[1]})"
+        )
         self.failures = failures
 
 
@@ -24,7 +26,7 @@ class ToolNameCollision(AtollError):
 
     def __init__(self, name: str, first: tuple[str, str], second: tuple[str, str]) -> None:
         super().__init__(
-            "tool_name_collision",
+            ErrorCode.tool_name_collision,
             f"tool name {name!r} is produced by server {first[0]!r} (tool {first[1]!r}) "
             f"and by server {second[0]!r} (tool {second[1]!r})",
         )

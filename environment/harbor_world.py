@@ -34,7 +34,7 @@ from typing import Any
 import httpx
 
 from atoll.apps import server_for
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.settings import EnvironmentTokens, child_environment, secret_text
 from atoll.settings import environ as process_environ
 
@@ -50,7 +50,7 @@ def _log(message: str) -> None:
 
 
 def _fail(message: str) -> AtollError:
-    return AtollError("world_boot", message)
+    return AtollError(ErrorCode.world_boot, message)
 
 
 @dataclass

@@ -18,7 +18,7 @@ import os
 import stat
 from collections import deque
 
-from atoll.errors import CodedError
+from atoll.errors import CodedError, ErrorCode
 
 #: Symlinks followed while resolving one target before it counts as a loop (Linux's limit).
 MAX_HOPS = 40
@@ -28,7 +28,7 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 class LinkEscape(CodedError):
     """The link leads outside the root (``reason`` says how)."""
 
-    code = "link_escape"
+    code = ErrorCode.link_escape
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)

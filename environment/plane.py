@@ -38,7 +38,7 @@ import anyio
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from atoll.errors import AtollError, http_status
+from atoll.errors import AtollError, ErrorCode, http_status
 from atoll.http import bearer_matches, error_body, error_bytes
 from atoll.runtime import freeze_startup_heap, resume_full_collections
 from environment.gateway_errors import describe_error
@@ -62,7 +62,7 @@ class McpPlaneUnavailable(AtollError):
     app's lifespan never started, or has ended), or was not ready within the ready timeout."""
 
     def __init__(self, message: str) -> None:
-        super().__init__("mcp_unavailable", message)
+        super().__init__(ErrorCode.mcp_unavailable, message)
 
 
 class BearerTokenGuard:
@@ -78,7 +78,7 @@ class BearerTokenGuard:
             raw = headers.get(b"authorization")
             if not bearer_matches(raw.decode("latin-1") if raw else None, self.token):
                 body = error_bytes(
-                    "unauthorized", "missing or wrong bearer token for /mcp", detail_field=True
+                    ErrorCode.unauthorized, "missing or wrong bearer token for /mcp", detail_field=True
                 )
                 await send(
                     {

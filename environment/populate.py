@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Literal, cast
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.members import APPS_DATA, FILESYSTEM, RESERVED_PREFIX, split_world_member
 from environment.archive import ArchiveLimits, SafeExtractor, UnsafeArchive, clean_member_name, copy_capped
 from environment.archive_readers import copy_local_folder, extract_tar, extract_zip
@@ -70,14 +70,14 @@ class Subsystem:
         top, _, nested = value.partition("/")
         if top not in (FILESYSTEM, APPS_DATA):
             raise AtollError(
-                "bad_subsystem",
+                ErrorCode.bad_subsystem,
                 f"subsystem {text!r} must be 'filesystem', '.apps_data', a folder inside one of them, or 'world'",
             )
         try:
             cleaned = clean_member_name(nested) if nested else None
         except UnsafeArchive as exc:
             raise AtollError(
-                "bad_subsystem", f"subsystem {text!r}: {exc.message.split(': ', 1)[-1]}"
+                ErrorCode.bad_subsystem, f"subsystem {text!r}: {exc.message.split(': ', 1)[-1]}"
             ) from exc
         return cls(top, cleaned or "")
 
@@ -131,7 +131,7 @@ def populate(
     world changed while staging was moved into it (the move may then be partial).
     """
     if mode not in ("merge", "replace"):
-        raise AtollError("bad_mode", f"mode {mode!r} must be 'merge' or 'replace'")
+        raise AtollError(ErrorCode.bad_mode, f"mode {mode!r} must be 'merge' or 'replace'")
     staging = _Staging(roots)
     keeper = None
     if keep is not None and _may_keep(sources, mode, roots):
@@ -151,10 +151,12 @@ def populate(
                 raise
             except FileNotFoundError as exc:
                 raise AtollError(
-                    "source_not_found", f"populate source {source.label!r} not found ({exc})"
+                    ErrorCode.source_not_found, f"populate source {source.label!r} not found ({exc})"
                 ) from exc
             except OSError as exc:
-                raise AtollError("source_unreadable", f"populate source {source.label!r}: {exc}") from exc
+                raise AtollError(
+                    ErrorCode.source_unreadable, f"populate source {source.label!r}: {exc}"
+                ) from exc
         extractor.check_links()
         try:
             staging.commit(replace=[s.subsystem for s in sources] if mode == "replace" else [])
@@ -162,7 +164,8 @@ def populate(
             # Only a world changing under us (code_exec still running) gets here: the moves
             # act on names inside directory descriptors, so nothing outside was touched.
             raise AtollError(
-                "world_changed", f"the world changed while populate moved files into it ({exc}); retry"
+                ErrorCode.world_changed,
+                f"the world changed while populate moved files into it ({exc}); retry",
             ) from exc
     finally:
         staging.discard()
@@ -343,7 +346,7 @@ def _read_source(
     try:
         fs, path = url_to_fs(target, **opener_options(target, prefixes, "populate source", storage_options))
     except (ValueError, ImportError) as exc:  # unknown protocol, or its library is not installed
-        raise AtollError("bad_source_url", f"populate source {url!r}: {exc}") from exc
+        raise AtollError(ErrorCode.bad_source_url, f"populate source {url!r}: {exc}") from exc
     protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
     is_local = "file" in protocols or "local" in protocols
     if is_local and os.path.isdir(path):
@@ -370,7 +373,7 @@ class SourceUnavailable(AtollError):
     def __init__(self, url: str, exc: BaseException) -> None:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         detail = f"{type(exc).__name__}: {reason}" if reason else type(exc).__name__
-        super().__init__("source_unavailable", f"populate source {url!r} cannot be read: {detail}")
+        super().__init__(ErrorCode.source_unavailable, f"populate source {url!r} cannot be read: {detail}")
         self.url = url
 
 
@@ -384,7 +387,9 @@ def _store(url: str, call: Any, *args: Any, **kwargs: Any) -> Any:
         if (refusal := refusal_in(exc)) is not None:  # a redirect out of ATOLL_URL_ALLOW
             raise refusal from exc
         if isinstance(exc, FileNotFoundError):
-            raise AtollError("source_not_found", f"populate source {url!r} not found ({exc})") from exc
+            raise AtollError(
+                ErrorCode.source_not_found, f"populate source {url!r} not found ({exc})"
+            ) from exc
         # the store library's own error types are many and unrelated
         raise SourceUnavailable(url, exc) from exc
 
@@ -413,7 +418,9 @@ def _read_archive(stream: BinaryIO | _StoreStream, label: str, extractor: SafeEx
     head = stream.read(512)
     sniffed = _kind(head)
     if sniffed is None:
-        raise AtollError("bad_archive", f"populate source {label!r} is not a tar, tar.gz or zip archive")
+        raise AtollError(
+            ErrorCode.bad_archive, f"populate source {label!r} is not a tar, tar.gz or zip archive"
+        )
     kind, compression = sniffed
     rest = _Prefixed(head, stream)
     if kind == "tar":

@@ -25,7 +25,7 @@ from typing import BinaryIO, Protocol
 
 from pydantic import ValidationError
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.world_archive import ArchiveWriter
 from atoll.world_manifest import Entry, WorldManifest
 from environment.populate import WorldRoots
@@ -74,7 +74,7 @@ class UnlistableMember(AtollError):
     def __init__(self, member: str, reason: str) -> None:
         shown = member.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
         super().__init__(
-            "world_not_manifestable",
+            ErrorCode.world_not_manifestable,
             f"{shown!r} cannot be listed in a world manifest ({reason}); take a full snapshot",
         )
 

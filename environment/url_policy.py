@@ -30,7 +30,7 @@ import os
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 
 _LOCAL_SCHEMES = ("file", "local")
 
@@ -54,7 +54,7 @@ def _local_real_path(url: str, purpose: str) -> str | None:
         what = "'~' is not expanded" if rest.startswith("~") else "it must be absolute"
         form = "a file:// URL" if scheme else "a local path"
         raise AtollError(
-            "bad_local_url",
+            ErrorCode.bad_local_url,
             f"{purpose} {url!r} is {form} that is not absolute ({what}; write file:///abs/path)",
         )
     return os.path.realpath(rest)
@@ -84,18 +84,20 @@ def resolve_url(url: str, prefixes: list[str], purpose: str) -> str:
     real = _local_real_path(url, purpose)
     if prefixes:
         if "::" in url:
-            raise AtollError("url_not_allowed", f"{purpose} {url!r}: chained fsspec URLs are not allowed")
+            raise AtollError(
+                ErrorCode.url_not_allowed, f"{purpose} {url!r}: chained fsspec URLs are not allowed"
+            )
         if real is None:
             # A backslash is a separator to some servers and stores: split on it too.
             segments = unquote(urlsplit(url).path).replace("\\", "/").split("/")
             if "." in segments or ".." in segments:
                 raise AtollError(
-                    "url_not_allowed", f"{purpose} {url!r}: '.' and '..' segments are not allowed"
+                    ErrorCode.url_not_allowed, f"{purpose} {url!r}: '.' and '..' segments are not allowed"
                 )
         normalised = _normalise(url, purpose)
         if not any(normalised.startswith(_normalise(prefix, "ATOLL_URL_ALLOW entry")) for prefix in prefixes):
             raise AtollError(
-                "url_not_allowed",
+                ErrorCode.url_not_allowed,
                 f"{purpose} {url!r} is not under an allowed prefix (ATOLL_URL_ALLOW: {', '.join(prefixes)})",
             )
     return url if real is None else "file://" + real
@@ -106,7 +108,7 @@ class RedirectNotAllowed(AtollError):
 
     def __init__(self, purpose: str, source: str, target: str, prefixes: tuple[str, ...]) -> None:
         super().__init__(
-            "url_not_allowed",
+            ErrorCode.url_not_allowed,
             f"{purpose} {source!r} redirects to {target!r}, which is not under an allowed prefix "
             f"(ATOLL_URL_ALLOW: {', '.join(prefixes)}); the redirect was not followed",
         )

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO, Protocol, TypeVar
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.members import APPS_DATA, FILESYSTEM
 from environment.populate import WorldRoots
 from mcp_servers._core import beneath
@@ -60,14 +60,14 @@ class SnapshotTooLarge(AtollError):
     """The world holds more (apparent or allocated) bytes than a snapshot may read."""
 
     def __init__(self, message: str) -> None:
-        super().__init__("snapshot_too_large", message)
+        super().__init__(ErrorCode.snapshot_too_large, message)
 
 
 class SnapshotTimeout(AtollError):
     """The snapshot did not finish within its deadline (the world lock is released)."""
 
     def __init__(self, timeout_s: float) -> None:
-        super().__init__("snapshot_timeout", f"snapshot did not finish within {timeout_s:g} s")
+        super().__init__(ErrorCode.snapshot_timeout, f"snapshot did not finish within {timeout_s:g} s")
 
 
 @dataclass(frozen=True)

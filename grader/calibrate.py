@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from atoll.benchmark import Benchmark, Task
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.grade import CriterionVerdict, Verdict
 from atoll.judge import JudgeConfig
 from atoll.trajectory import RunStatus, Trajectory
@@ -59,7 +59,7 @@ def parse_label(value: Any, where: str) -> bool:
     """``"met"`` → True, ``"not_met"`` → False; raises AtollError(bad_input) naming ``where``."""
     if isinstance(value, str) and value in _LABELS:
         return _LABELS[value]
-    raise AtollError("bad_input", f'{where}: label must be "met" or "not_met", got {value!r}')
+    raise AtollError(ErrorCode.bad_input, f'{where}: label must be "met" or "not_met", got {value!r}')
 
 
 def read_jsonl(path: Path, what: str = "labels") -> list[tuple[int, dict[str, Any]]]:
@@ -67,7 +67,7 @@ def read_jsonl(path: Path, what: str = "labels") -> list[tuple[int, dict[str, An
     ``what`` in errors); raises AtollError(bad_input) naming ``path:line`` for a line that is
     not a JSON object, and for a missing or empty file."""
     if not path.is_file():
-        raise AtollError("bad_input", f"{what} {path}: no such file")
+        raise AtollError(ErrorCode.bad_input, f"{what} {path}: no such file")
     records = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
@@ -75,19 +75,19 @@ def read_jsonl(path: Path, what: str = "labels") -> list[tuple[int, dict[str, An
         try:
             record = json.loads(line)
         except ValueError as exc:
-            raise AtollError("bad_input", f"{path}:{number}: not JSON: {exc}") from None
+            raise AtollError(ErrorCode.bad_input, f"{path}:{number}: not JSON: {exc}") from None
         if not isinstance(record, dict):
-            raise AtollError("bad_input", f"{path}:{number}: expected a JSON object")
+            raise AtollError(ErrorCode.bad_input, f"{path}:{number}: expected a JSON object")
         records.append((number, record))
     if not records:
-        raise AtollError("bad_input", f"{what} {path}: no rows")
+        raise AtollError(ErrorCode.bad_input, f"{what} {path}: no rows")
     return records
 
 
 def _text(record: dict[str, Any], key: str, where: str) -> str:
     value = record.get(key)
     if not isinstance(value, str) or not value:
-        raise AtollError("bad_input", f"{where}: needs {key!r} (a non-empty string)")
+        raise AtollError(ErrorCode.bad_input, f"{where}: needs {key!r} (a non-empty string)")
     return value
 
 
@@ -96,10 +96,10 @@ def _file(record: dict[str, Any], key: str, where: str, base: Path) -> Path | No
     if value is None:
         return None
     if not isinstance(value, str):
-        raise AtollError("bad_input", f"{where}: {key!r} must be a path")
+        raise AtollError(ErrorCode.bad_input, f"{where}: {key!r} must be a path")
     path = (base / value) if not Path(value).is_absolute() else Path(value)
     if not path.is_file():
-        raise AtollError("bad_input", f"{where}: {key} {path}: no such file")
+        raise AtollError(ErrorCode.bad_input, f"{where}: {key} {path}: no such file")
     return path
 
 
@@ -116,7 +116,7 @@ def _trajectory(record: dict[str, Any], where: str, base: Path) -> Trajectory | 
     try:
         return load_trajectory(path)
     except AtollError as exc:
-        raise AtollError("bad_input", f"{where}: {exc.message}") from None
+        raise AtollError(ErrorCode.bad_input, f"{where}: {exc.message}") from None
 
 
 def read_labels(path: Path, benchmark: Benchmark) -> list[LabelRow]:
@@ -134,22 +134,26 @@ def read_labels(path: Path, benchmark: Benchmark) -> list[LabelRow]:
         verifier_id = _text(record, "verifier_id", where)
         task = tasks.get(task_id)
         if task is None:
-            raise AtollError("bad_input", f"{where}: task {task_id!r} is not in {benchmark.root}")
+            raise AtollError(ErrorCode.bad_input, f"{where}: task {task_id!r} is not in {benchmark.root}")
         if not any(c.verifier_id == verifier_id for c in task.rubric):
-            raise AtollError("bad_input", f"{where}: task {task_id!r} has no criterion {verifier_id!r}")
+            raise AtollError(
+                ErrorCode.bad_input, f"{where}: task {task_id!r} has no criterion {verifier_id!r}"
+            )
         if "label" not in record:
-            raise AtollError("bad_input", f'{where}: needs \'label\' ("met" or "not_met")')
+            raise AtollError(ErrorCode.bad_input, f'{where}: needs \'label\' ("met" or "not_met")')
         label = parse_label(record["label"], where)
         answer = record.get("answer")
         if answer is not None and not isinstance(answer, str):
-            raise AtollError("bad_input", f"{where}: 'answer' must be a string")
+            raise AtollError(ErrorCode.bad_input, f"{where}: 'answer' must be a string")
         trajectory = _trajectory(record, where, path.parent)
         if answer is None and trajectory is None:
-            raise AtollError("bad_input", f"{where}: needs 'answer' (or a 'trajectory')")
+            raise AtollError(ErrorCode.bad_input, f"{where}: needs 'answer' (or a 'trajectory')")
         before = _file(record, "before", where, path.parent)
         after = _file(record, "after", where, path.parent)
         if (before is None) != (after is None):
-            raise AtollError("bad_input", f"{where}: give both 'before' and 'after' snapshots, or neither")
+            raise AtollError(
+                ErrorCode.bad_input, f"{where}: give both 'before' and 'after' snapshots, or neither"
+            )
         rows.append(LabelRow(number, task_id, verifier_id, label, answer, trajectory, before, after))
     return rows
 

@@ -10,7 +10,7 @@ import httpx
 
 from atoll import telemetry
 from atoll.benchmark import Task
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.grade import Grade
 from atoll.trajectory import Trajectory
 
@@ -47,7 +47,9 @@ async def grade_remote(
                     "/grade", data=data, files={"before": before_file, "after": after_file}
                 )
     except httpx.HTTPError as exc:
-        raise AtollError("grader_unavailable", f"grader at {url}: {type(exc).__name__}: {exc}") from exc
+        raise AtollError(
+            ErrorCode.grader_unavailable, f"grader at {url}: {type(exc).__name__}: {exc}"
+        ) from exc
     if response.status_code >= 400:
         try:
             error = response.json()["error"]
@@ -55,9 +57,9 @@ async def grade_remote(
         except (ValueError, KeyError, TypeError, AttributeError):
             code, message = None, response.text[:300]
         if code == "model_endpoint":
-            raise AtollError("model_endpoint", f"grader at {url}: {message}")
+            raise AtollError(ErrorCode.model_endpoint, f"grader at {url}: {message}")
     if 400 <= response.status_code < 500:
-        raise AtollError("grader_rejected", f"grader at {url}: {message}")
+        raise AtollError(ErrorCode.grader_rejected, f"grader at {url}: {message}")
     if response.status_code >= 500:
-        raise AtollError("grader_unavailable", f"grader at {url}: HTTP {response.status_code}")
+        raise AtollError(ErrorCode.grader_unavailable, f"grader at {url}: HTTP {response.status_code}")
     return Grade.model_validate(response.json())

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from atoll.benchmark import Benchmark, GoldFile, Task
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.members import is_zip_symlink
 from atoll.trajectory import AgentReportedStatus, RunStatus, Trajectory
 from grader.snapshot import _clean_name, member_path
@@ -95,7 +95,8 @@ def _gold_source(benchmark: Benchmark, task: Task, gold: GoldFile) -> Path:
         if candidate.is_absolute() and candidate.is_file():
             return candidate
     raise AtollError(
-        "gold_missing", f"task {task.task_id}: gold file for {gold.path} not found (source {source!r})"
+        ErrorCode.gold_missing,
+        f"task {task.task_id}: gold file for {gold.path} not found (source {source!r})",
     )
 
 
@@ -214,7 +215,7 @@ def _chat(members: dict[str, bytes], arguments: dict[str, Any], user: dict[str, 
         if p.startswith(".apps_data/chat/") and p.endswith(f"/Groups/{channel}/messages.json")
     ]
     if not paths:
-        raise AtollError("gold_replay", f"chat channel {channel!r} not found in the world")
+        raise AtollError(ErrorCode.gold_replay, f"chat channel {channel!r} not found in the world")
     document = json.loads(members[paths[0]])
     count = len(document.get("messages", []))
     if reply:
@@ -245,7 +246,7 @@ def build_gold_world(benchmark: Benchmark, task: Task, workdir: Path) -> GoldWor
     file is missing.
     """
     if task.gold_output is None and task.reference_solution is None:
-        raise AtollError("gold_missing", f"task {task.task_id}: no gold output or reference solution")
+        raise AtollError(ErrorCode.gold_missing, f"task {task.task_id}: no gold output or reference solution")
     workdir.mkdir(parents=True, exist_ok=True)
     members = _read_world(benchmark, task)
     before = write_tar(workdir / "before.tar.gz", members)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from atoll.benchmark import Criterion, Task
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.grade import CriterionVerdict, Grade, Verdict
 from atoll.judge import PROMPT_VERSION, judge_identity
 from atoll.llm import RetryBudget
@@ -356,7 +356,7 @@ async def _grade(
     limit = asyncio.Semaphore(judge.concurrency if judge else 4)
     verdicts = await asyncio.gather(*(_decide_safely(context, c, limit) for c in task.rubric))
     if context.configuration_error:
-        raise AtollError("model_endpoint", f"judge: {context.configuration_error}")
+        raise AtollError(ErrorCode.model_endpoint, f"judge: {context.configuration_error}")
     grade = Grade.from_verdicts(
         task.task_id,
         list(verdicts),

@@ -43,7 +43,7 @@ from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
 from atoll.benchmark import Task
-from atoll.errors import AtollError, CodedError
+from atoll.errors import AtollError, CodedError, ErrorCode
 from atoll.grade import Grade, Verdict
 from atoll.settings import AtollSettings, secret_text
 from atoll.trajectory import Trajectory
@@ -62,7 +62,7 @@ MAX_TRAJECTORY_BYTES = 256 * 1024**2
 class GradingError(CodedError):
     """A grading that produced no reward: written as grading_error.json, never as a zero."""
 
-    code = "grading_error"
+    code = ErrorCode.grading_error
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ def tests_folder(path: Path) -> Path:
     if (path / "tests" / "grading_config.json").is_file():
         return path / "tests"
     raise AtollError(
-        "bad_input", f"{path}: neither a v1.1 task folder nor its tests/ (no grading_config.json)"
+        ErrorCode.bad_input, f"{path}: neither a v1.1 task folder nor its tests/ (no grading_config.json)"
     )
 
 
@@ -105,7 +105,7 @@ def check_output_folder(paths: VerifierPaths) -> None:
     for label, folder in (("trajectory", paths.trajectory.parent), ("snapshots", paths.snapshots)):
         if _inside(paths.output, folder) or _inside(folder, paths.output):
             raise AtollError(
-                "bad_input",
+                ErrorCode.bad_input,
                 f"output folder {paths.output} overlaps the {label} folder {folder}: the reward must be "
                 "written where only the verifier writes",
             )
@@ -120,7 +120,9 @@ def clear_outputs(output: Path) -> None:
         if path.is_symlink() or path.is_file():
             path.unlink()
         elif path.exists():
-            raise AtollError("bad_input", f"{path} is not a file: the verifier cannot write its {name}")
+            raise AtollError(
+                ErrorCode.bad_input, f"{path} is not a file: the verifier cannot write its {name}"
+            )
 
 
 def _write(output: Path, name: str, text: str) -> None:

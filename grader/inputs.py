@@ -22,18 +22,18 @@ from pydantic import ValidationError
 
 from atoll.atif import from_atif, is_atif
 from atoll.benchmark import Criterion, Task
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.trajectory import RunStatus, Trajectory
 from grader.judge import JudgeConfig
 
 
 def _read_json(path: Path, what: str) -> Any:
     if not path.is_file():
-        raise AtollError("bad_input", f"{what} {path}: no such file")
+        raise AtollError(ErrorCode.bad_input, f"{what} {path}: no such file")
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
-        raise AtollError("bad_input", f"{what} {path}: not valid JSON: {exc}") from None
+        raise AtollError(ErrorCode.bad_input, f"{what} {path}: not valid JSON: {exc}") from None
 
 
 def _problem(exc: ValidationError) -> str:
@@ -51,7 +51,7 @@ def load_task_file(path: Path, task_id: str | None = None) -> Task:
         ]
         if len(matches) != 1:
             raise AtollError(
-                "bad_input",
+                ErrorCode.bad_input,
                 f"task file {path}: "
                 + (f"no task {task_id!r}" if task_id else "holds several tasks; give --task-id"),
             )
@@ -59,7 +59,7 @@ def load_task_file(path: Path, task_id: str | None = None) -> Task:
     try:
         return Task.model_validate(data)
     except ValidationError as exc:
-        raise AtollError("bad_input", f"task file {path}: {_problem(exc)}") from None
+        raise AtollError(ErrorCode.bad_input, f"task file {path}: {_problem(exc)}") from None
 
 
 def criterion_from_record(record: dict[str, Any]) -> Criterion:
@@ -85,15 +85,17 @@ def load_rubric(path: Path) -> list[Criterion]:
     if isinstance(data, dict):
         data = data.get("rubric") or data.get("verifiers")
     if not isinstance(data, list) or not data:
-        raise AtollError("bad_input", f"rubric file {path}: expected a non-empty array of criteria")
+        raise AtollError(ErrorCode.bad_input, f"rubric file {path}: expected a non-empty array of criteria")
     criteria = []
     for index, record in enumerate(data):
         if not isinstance(record, dict):
-            raise AtollError("bad_input", f"rubric file {path}: item {index} is not an object")
+            raise AtollError(ErrorCode.bad_input, f"rubric file {path}: item {index} is not an object")
         try:
             criteria.append(criterion_from_record(record))
         except ValidationError as exc:
-            raise AtollError("bad_input", f"rubric file {path}: item {index}: {_problem(exc)}") from None
+            raise AtollError(
+                ErrorCode.bad_input, f"rubric file {path}: item {index}: {_problem(exc)}"
+            ) from None
     return criteria
 
 
@@ -110,17 +112,17 @@ _ARCHIPELAGO_STATUS = {
 def trajectory_from_data(data: Any, source: str = "trajectory") -> Trajectory:
     """An atoll trajectory, converting ATIF or Archipelago's shape when needed; raises AtollError."""
     if not isinstance(data, dict):
-        raise AtollError("bad_input", f"{source}: expected a JSON object")
+        raise AtollError(ErrorCode.bad_input, f"{source}: expected a JSON object")
     if is_atif(data):
         return from_atif(data, source)
     if "agent" in data and "started_at" in data:
         try:
             return Trajectory.model_validate(data)
         except ValidationError as exc:
-            raise AtollError("bad_input", f"{source}: {_problem(exc)}") from None
+            raise AtollError(ErrorCode.bad_input, f"{source}: {_problem(exc)}") from None
     if "messages" not in data:
         raise AtollError(
-            "bad_input", f"{source}: neither an atoll trajectory nor Archipelago's (no 'messages')"
+            ErrorCode.bad_input, f"{source}: neither an atoll trajectory nor Archipelago's (no 'messages')"
         )
     messages = [m for m in data["messages"] if isinstance(m, dict)]
     output = data.get("output") or {}
@@ -154,7 +156,9 @@ def load_judge_config(path: Path | str) -> JudgeConfig:
         try:
             data = json.loads(path)
         except ValueError as exc:
-            raise AtollError("bad_input", f"judge config (inline JSON): not valid JSON: {exc}") from None
+            raise AtollError(
+                ErrorCode.bad_input, f"judge config (inline JSON): not valid JSON: {exc}"
+            ) from None
         path = "(inline JSON)"
     else:
         data = _read_json(Path(path), "judge config")
@@ -163,4 +167,4 @@ def load_judge_config(path: Path | str) -> JudgeConfig:
     try:
         return JudgeConfig.model_validate(data)
     except ValidationError as exc:
-        raise AtollError("bad_input", f"judge config {path}: {_problem(exc)}") from None
+        raise AtollError(ErrorCode.bad_input, f"judge config {path}: {_problem(exc)}") from None

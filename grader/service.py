@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from atoll import telemetry
 from atoll.benchmark import Task
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.grade import Grade
 from atoll.http import ERROR_RESPONSES, Health, add_error_handler, bearer_guard, model_reply
 from atoll.http_guard import guard
@@ -46,9 +46,9 @@ def _json_field(text: str | None, name: str) -> Any:
     try:
         return json.loads(text)
     except ValueError as exc:
-        raise AtollError("bad_input", f"field {name}: not valid JSON: {exc}") from None
+        raise AtollError(ErrorCode.bad_input, f"field {name}: not valid JSON: {exc}") from None
     except RecursionError:  # json's parser recurses per level: [[[[…]]]] of a megabyte
-        raise AtollError("bad_input", f"field {name}: JSON nested too deeply") from None
+        raise AtollError(ErrorCode.bad_input, f"field {name}: JSON nested too deeply") from None
 
 
 async def _save(upload: UploadFile, target: Path) -> Path:
@@ -109,7 +109,7 @@ def create_app(
         try:
             parsed_task = Task.model_validate(_json_field(task, "task"))
         except ValidationError as exc:
-            raise AtollError("bad_input", f"field task: {exc.errors()[0]['msg']}") from None
+            raise AtollError(ErrorCode.bad_input, f"field task: {exc.errors()[0]['msg']}") from None
         parsed_trajectory = None
         if trajectory:
             parsed_trajectory = trajectory_from_data(
@@ -139,7 +139,7 @@ def _archive(path: Path, field: str) -> Snapshot:
 
     if world_kind(path) != "archive":
         raise AtollError(
-            "bad_input",
+            ErrorCode.bad_input,
             f"field {field}: a stored world's manifest or delta; POST /grade takes full archives "
             "(tar.gz or zip; `atoll grade` reads stored worlds)",
         )

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.members import UnsafeArchive, clean_member_name, is_junk, is_zip_symlink, world_member
 from atoll.world_manifest import WorldManifest
 
@@ -96,7 +96,7 @@ class Snapshot(_Reader):
     def __init__(self, location: str | Path) -> None:
         self.location = Path(location)
         if not self.location.is_file():
-            raise AtollError("snapshot_unreadable", f"snapshot {self.location}: no such file")
+            raise AtollError(ErrorCode.snapshot_unreadable, f"snapshot {self.location}: no such file")
         self._kind = self._detect_kind()
         self._zip_prefixless = False
         self.entries: dict[str, SnapshotEntry] = {}
@@ -106,7 +106,9 @@ class Snapshot(_Reader):
         try:
             self._index()
         except (tarfile.TarError, zipfile.BadZipFile, OSError, EOFError) as exc:
-            raise AtollError("snapshot_unreadable", f"snapshot {self.location}: cannot read: {exc}") from exc
+            raise AtollError(
+                ErrorCode.snapshot_unreadable, f"snapshot {self.location}: cannot read: {exc}"
+            ) from exc
 
     def _detect_kind(self) -> str:
         with self.location.open("rb") as handle:
@@ -116,7 +118,7 @@ class Snapshot(_Reader):
         if head.startswith(b"\x1f\x8b") or tarfile.is_tarfile(self.location):
             return "tar"
         raise AtollError(
-            "snapshot_unreadable", f"snapshot {self.location}: neither a tar.gz nor a zip archive"
+            ErrorCode.snapshot_unreadable, f"snapshot {self.location}: neither a tar.gz nor a zip archive"
         )
 
     # --- indexing -------------------------------------------------------------------------
@@ -176,7 +178,7 @@ class Snapshot(_Reader):
         self._bytes += size
         if self._bytes > MAX_BYTES or self._members > MAX_MEMBERS:
             raise AtollError(
-                "snapshot_too_large",
+                ErrorCode.snapshot_too_large,
                 f"snapshot {self.location}: more than {MAX_BYTES} bytes or {MAX_MEMBERS} members "
                 f"once decompressed (at member {name!r}); a world snapshot holds at most that",
             )
@@ -251,7 +253,7 @@ class ManifestSnapshot(_Reader):
             total += entry.size
             if total > MAX_BYTES or members > MAX_MEMBERS:
                 raise AtollError(
-                    "snapshot_too_large",
+                    ErrorCode.snapshot_too_large,
                     f"snapshot {location}: more than {MAX_BYTES} bytes or {MAX_MEMBERS} members "
                     f"(at member {entry.path!r}); a world snapshot holds at most that",
                 )
@@ -276,7 +278,7 @@ class ManifestSnapshot(_Reader):
             data = blobs.get(entry.sha256)
             if data is None or len(data) != entry.size:
                 raise AtollError(
-                    "snapshot_unreadable",
+                    ErrorCode.snapshot_unreadable,
                     f"snapshot {self.location}: the content of {path!r} is missing or not {entry.size} bytes",
                 )
             found[path] = data

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from atoll.benchmark import Benchmark, Criterion, GradingTarget, Task
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.grade import Verdict
 from grader.cache import VerdictCache
 from grader.calibrate import LabelRow, judge_rows, read_jsonl
@@ -135,12 +135,14 @@ async def validate_gold(
         known = {t.task_id for t in benchmark.tasks}
         unknown = [t for t in task_ids if t not in known]
         if unknown:
-            raise AtollError("bad_input", f"--task-id {unknown[0]!r}: no such task in {benchmark.root}")
+            raise AtollError(
+                ErrorCode.bad_input, f"--task-id {unknown[0]!r}: no such task in {benchmark.root}"
+            )
     tasks = [t for t in benchmark.tasks if (task_ids is None or t.task_id in task_ids)]
     tasks = [t for t in tasks if t.gold_output is not None or t.reference_solution is not None]
     if not tasks:
         raise AtollError(
-            "bad_input",
+            ErrorCode.bad_input,
             f"{benchmark.root}: none of the {len(benchmark.tasks)} selected tasks has a gold output "
             "(gold_response, gold_files/<task_id>/, gold_output or reference_solution); nothing to validate",
         )
@@ -191,7 +193,7 @@ def _label(value: Any, line: int, path: Path) -> bool:
         return True
     if normalised in ("not_met", "unmet", "false", "0", "no", "fail"):
         return False
-    raise AtollError("bad_input", f"{path}:{line}: label must be met or not_met, got {value!r}")
+    raise AtollError(ErrorCode.bad_input, f"{path}:{line}: label must be met or not_met, got {value!r}")
 
 
 def read_labelled(path: Path) -> list[dict[str, Any]]:
@@ -199,7 +201,7 @@ def read_labelled(path: Path) -> list[dict[str, Any]]:
     records = []
     for number, record in read_jsonl(path, "labelled set"):
         if not isinstance(record.get("criterion"), str) or "label" not in record:
-            raise AtollError("bad_input", f"{path}:{number}: needs 'output', 'criterion' and 'label'")
+            raise AtollError(ErrorCode.bad_input, f"{path}:{number}: needs 'output', 'criterion' and 'label'")
         record["label"] = _label(record["label"], number, path)
         record.setdefault("id", f"line {number}")
         records.append(record)

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, StrictStr, ValidationError
 
-from atoll.errors import CodedError
+from atoll.errors import CodedError, ErrorCode
 from atoll.grade import Verdict
 from atoll.judge import VerdictFormat
 
@@ -53,7 +53,7 @@ VERDICT_SCHEMA: dict[str, Any] = {
 class MalformedOutput(CodedError, ValueError):
     """The judge's reply is not exactly the verdict object asked for."""
 
-    code = "malformed_verdict"
+    code = ErrorCode.malformed_verdict
 
 
 def resolve_format(requested: VerdictFormat, model: str, thinking: str | None = None) -> VerdictFormat:

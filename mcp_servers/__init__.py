@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from atoll.apps import DEFAULT_SERVERS, OPTIONAL_SERVERS
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.registry import Registry
 
 if TYPE_CHECKING:
@@ -35,7 +35,10 @@ MODES: tuple[str, ...] = ("individual", "consolidated")
 # plug-ins add theirs with register_server, packages through an ``atoll.servers`` entry point
 # naming their ServerDefinition.
 SERVERS: Registry[ServerDefinition] = Registry(
-    "MCP server", group="atoll.servers", unknown_code="unknown_server", unavailable_code="server_unavailable"
+    "MCP server",
+    group="atoll.servers",
+    unknown_code=ErrorCode.unknown_server,
+    unavailable_code=ErrorCode.server_unavailable,
 )
 for _name in (*SERVER_NAMES, *OPTIONAL_SERVER_NAMES):
     SERVERS.declare(_name, f"mcp_servers.{_name}:SERVER")
@@ -81,7 +84,9 @@ def create_server(
     server does not take or a value of the wrong type.
     """
     if mode not in MODES:
-        raise AtollError("invalid_mode", f"MCP server mode must be one of {', '.join(MODES)}, got {mode!r}")
+        raise AtollError(
+            ErrorCode.invalid_mode, f"MCP server mode must be one of {', '.join(MODES)}, got {mode!r}"
+        )
     definition = get_definition(name)
     from mcp_servers._core.build import build_server
     from mcp_servers._core.context import ServerContext

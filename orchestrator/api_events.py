@@ -19,7 +19,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 from starlette.types import Receive, Scope, Send
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.http import ERROR_RESPONSES, error_reply, http_error, strict_json
 from orchestrator.events import EventModel, EventSettings, event_stream
 from orchestrator.lifecycle import MAX_POSITION
@@ -87,7 +87,9 @@ def _resume_point(after: int, last_event_id: str | None) -> int:
         return after
     text = last_event_id.strip()
     if not (len(text) <= 19 and text.isascii() and text.isdigit() and int(text) <= MAX_POSITION):
-        raise http_error("bad_last_event_id", f"Last-Event-ID {last_event_id[:40]!r} is not an event id")
+        raise http_error(
+            ErrorCode.bad_last_event_id, f"Last-Event-ID {last_event_id[:40]!r} is not an event id"
+        )
     return max(after, int(text))
 
 
@@ -144,7 +146,7 @@ def install_events(
             )
         if streams["open"] >= settings.events_max_streams:
             raise http_error(
-                "too_many_streams",
+                ErrorCode.too_many_streams,
                 f"{settings.events_max_streams} event streams are open (ATOLL_EVENTS_MAX_STREAMS); "
                 "try again later or use ?format=json",
                 headers={"Retry-After": "5"},
@@ -171,7 +173,7 @@ def install_events(
         await anyio.to_thread.run_sync(known, name)
         if not prefixes:
             raise http_error(
-                "webhook_not_allowed",
+                ErrorCode.webhook_not_allowed,
                 "this service takes no webhook from runs (the operator set no ATOLL_WEBHOOK_ALLOW)",
             )
         try:
@@ -181,7 +183,7 @@ def install_events(
         registered = [known_url for _, known_url in await anyio.to_thread.run_sync(store.webhooks, name)]
         if url not in registered and len(registered) >= settings.webhook_max_per_run:
             raise http_error(
-                "too_many_webhooks",
+                ErrorCode.too_many_webhooks,
                 f"run {name!r} has {len(registered)} webhooks, the most a run may register "
                 "(ATOLL_WEBHOOK_MAX_PER_RUN)",
             )

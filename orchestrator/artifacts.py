@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 import fsspec
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.jsonio import dumps_strict
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ def read_artifact(uri: str) -> bytes:
         with fsspec.open(uri, "rb") as handle:
             return handle.read()
     except (OSError, ValueError) as exc:
-        raise AtollError("artifact_unreadable", f"artifact {uri}: {exc}") from None
+        raise AtollError(ErrorCode.artifact_unreadable, f"artifact {uri}: {exc}") from None
 
 
 def is_relative_url(url: str) -> bool:
@@ -76,7 +76,7 @@ class ArtifactStore:
         try:
             self.fs, self.root = fsspec.core.url_to_fs(self.url, **(storage_options or {}))
         except (ImportError, ValueError) as exc:
-            raise AtollError("bad_artifact_store", f"artifact store {url}: {exc}") from None
+            raise AtollError(ErrorCode.bad_artifact_store, f"artifact store {url}: {exc}") from None
 
     def _full(self, key: str) -> str:
         return f"{self.root}/{key}"
@@ -129,7 +129,9 @@ class ArtifactStore:
         ``key`` for ``expires_s`` seconds (at most 7 days, S3's limit). S3 stores only
         (:attr:`presigns`); AtollError(no_presigned_urls) for others."""
         if not self.presigns:
-            raise AtollError("no_presigned_urls", f"artifact store {self.url}: presigned URLs need s3://")
+            raise AtollError(
+                ErrorCode.no_presigned_urls, f"artifact store {self.url}: presigned URLs need s3://"
+            )
         client_method = {"GET": "get_object", "PUT": "put_object"}[method]
         expires = max(1, min(int(expires_s), PRESIGN_MAX_S))
         return self._signer.url(self._full(key), expires=expires, client_method=client_method)
@@ -230,7 +232,7 @@ def claim_trial_folder(artifacts: ArtifactStore, spec: TrialSpec, attempt: int) 
                 holder = json.loads(data).get("trial_id")
             except (ValueError, AttributeError) as exc:
                 raise AtollError(
-                    "artifact_folder_unreadable",
+                    ErrorCode.artifact_folder_unreadable,
                     f"{artifacts.uri(key)} is not a trial record ({str(exc).splitlines()[0]}); "
                     "move it aside to let this trial use the folder",
                 ) from None
@@ -251,5 +253,5 @@ def claim_trial_folder(artifacts: ArtifactStore, spec: TrialSpec, attempt: int) 
         artifacts.put_bytes(key, (dumps_strict(record, indent=2) + "\n").encode())
         return prefix
     raise AtollError(
-        "artifact_folder_taken", f"artifact folder {base} and its fallbacks are held by other trials"
+        ErrorCode.artifact_folder_taken, f"artifact folder {base} and its fallbacks are held by other trials"
     )

@@ -30,7 +30,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.experiment import ExperimentSpec
 from atoll.trial import TrialSpec, canonical_json, identity_config
 from orchestrator.judging import judge_change, spec_judge
@@ -151,13 +151,13 @@ def configuration_changed(
                 "then reports leave the old judge's verdicts out)"
             )
         return AtollError(
-            "fingerprint_changed",
+            ErrorCode.fingerprint_changed,
             f"run {spec.name!r} was judged by another judge ({shown}); its {recorded} recorded trials "
             f"carry the old judge's verdicts and would be reported as the new one's. Judge the recorded "
             f"trajectories again under the new judge {way}, or run it under a new name with --new-run NAME",
         )
     return AtollError(
-        "fingerprint_changed",
+        ErrorCode.fingerprint_changed,
         f"run {spec.name!r} already exists with another configuration ({shown}); its {recorded} recorded "
         f"trials would mix with the new ones in one report. Run it under a new name with --new-run NAME, "
         f"or archive the recorded trials that no longer fit (kept under the run, not deleted) with --replace"

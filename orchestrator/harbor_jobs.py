@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.jsonio import model_json
 from atoll.trajectory import Trajectory
 from atoll.trial import Outcome, TrialResult, TrialSpec
@@ -90,7 +90,7 @@ def import_harbor_jobs(folder: Path, store: TrialStore, grades: Path | None = No
     jobs = find_harbor_jobs(folder)
     if not jobs:
         raise AtollError(
-            "bad_input",
+            ErrorCode.bad_input,
             f"{folder}: no Harbor job here (a job folder holds trial folders with agent/, verifier/ or result.json)",
         )
     names = []
@@ -138,7 +138,7 @@ def _read_inside(folder: Path, parts: tuple[str, ...] | str, limit: int) -> byte
     try:
         fd = os.open(folder, flags | os.O_DIRECTORY)
     except OSError as exc:
-        raise AtollError("bad_input", f"{folder.name}: not a folder ({exc.strerror})") from None
+        raise AtollError(ErrorCode.bad_input, f"{folder.name}: not a folder ({exc.strerror})") from None
     try:
         for index, name in enumerate(names):
             last = index == len(names) - 1
@@ -150,20 +150,20 @@ def _read_inside(folder: Path, parts: tuple[str, ...] | str, limit: int) -> byte
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(
                     os.path.join(f"/proc/self/fd/{fd}", name)
                 ):
-                    raise AtollError("bad_input", f"{shown}: a link (not followed)") from None
-                raise AtollError("bad_input", f"{shown}: cannot be opened ({exc.strerror})") from None
+                    raise AtollError(ErrorCode.bad_input, f"{shown}: a link (not followed)") from None
+                raise AtollError(ErrorCode.bad_input, f"{shown}: cannot be opened ({exc.strerror})") from None
             os.close(fd)
             fd = next_fd
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise AtollError("bad_input", f"{shown}: not a regular file")
+            raise AtollError(ErrorCode.bad_input, f"{shown}: not a regular file")
         if info.st_size > limit:
-            raise AtollError("bad_input", f"{shown}: larger than {limit} bytes")
+            raise AtollError(ErrorCode.bad_input, f"{shown}: larger than {limit} bytes")
         with os.fdopen(fd, "rb", closefd=True) as handle:
             fd = -1
             data = handle.read(limit + 1)
         if len(data) > limit:  # grew after the fstat
-            raise AtollError("bad_input", f"{shown}: larger than {limit} bytes")
+            raise AtollError(ErrorCode.bad_input, f"{shown}: larger than {limit} bytes")
         return data
     finally:
         if fd >= 0:

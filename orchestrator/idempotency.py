@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.jsonio import model_json
 from orchestrator.store import TrialStore
 
@@ -28,7 +28,9 @@ def request_digest(body: bytes, *options: str) -> str:
 def check_idempotency_key(key: str) -> str:
     """``key`` when it can be an idempotency key: 1 to 200 visible ASCII characters."""
     if not 1 <= len(key) <= 200 or not all("!" <= char <= "~" for char in key):
-        raise AtollError("bad_idempotency_key", "Idempotency-Key: must be 1 to 200 visible ASCII characters")
+        raise AtollError(
+            ErrorCode.bad_idempotency_key, "Idempotency-Key: must be 1 to 200 visible ASCII characters"
+        )
     return key
 
 

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.extras import require_extra
 from atoll.grade import CriterionVerdict, Grade, Verdict
 from atoll.judge import JudgeConfig, JudgeIdentity
@@ -61,7 +61,7 @@ def recorded_trials(store: TrialStore, run: str) -> tuple[list[RecordedTrial], A
     the artifact store they are in. Raises AtollError("unknown_run")."""
     raw = store.experiment_spec(run)
     if raw is None:
-        raise AtollError("unknown_run", f"no run {run!r} in {store.display_url}")
+        raise AtollError(ErrorCode.unknown_run, f"no run {run!r} in {store.display_url}")
     artifacts = ArtifactStore(stored_spec(raw).artifacts)
     elsewhere = judged_elsewhere(store.run_record(run), run)
     trials = []
@@ -120,9 +120,9 @@ def run_agreement(
         where = f"{labels}:{number}"
         trial_id, verifier_id = record.get("trial_id"), record.get("verifier_id")
         if not isinstance(trial_id, str) or not isinstance(verifier_id, str):
-            raise AtollError("bad_input", f"{where}: needs 'trial_id' and 'verifier_id' (strings)")
+            raise AtollError(ErrorCode.bad_input, f"{where}: needs 'trial_id' and 'verifier_id' (strings)")
         if "label" not in record:
-            raise AtollError("bad_input", f'{where}: needs \'label\' ("met" or "not_met")')
+            raise AtollError(ErrorCode.bad_input, f'{where}: needs \'label\' ("met" or "not_met")')
         label = parse_label(record["label"], where)
         found = verdicts.get((trial_id, verifier_id))
         if found is None:
@@ -135,7 +135,9 @@ def run_agreement(
             else:
                 reason = f"the grade of trial {trial_id!r} has no criterion {verifier_id!r}"
             if not allow_missing:
-                raise AtollError("bad_input", f"{where}: {reason} (--allow-missing counts such rows apart)")
+                raise AtollError(
+                    ErrorCode.bad_input, f"{where}: {reason} (--allow-missing counts such rows apart)"
+                )
             missing.append(
                 {"line": number, "trial_id": trial_id, "verifier_id": verifier_id, "reason": reason}
             )
@@ -268,14 +270,14 @@ def read_calibration(path: Path) -> dict[str, Any]:
     """An OUT.json of ``atoll judge calibrate``; raises AtollError(bad_input) naming ``path``
     when it is not one (older outputs lack the per-row verdicts that a comparison needs)."""
     if not path.is_file():
-        raise AtollError("bad_input", f"calibration {path}: no such file")
+        raise AtollError(ErrorCode.bad_input, f"calibration {path}: no such file")
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as exc:
-        raise AtollError("bad_input", f"calibration {path}: not JSON: {exc}") from None
+        raise AtollError(ErrorCode.bad_input, f"calibration {path}: not JSON: {exc}") from None
     if not isinstance(document, dict) or not isinstance(document.get("rows_judged"), list):
         raise AtollError(
-            "bad_input", f"calibration {path}: not an `atoll judge calibrate` output (no rows_judged)"
+            ErrorCode.bad_input, f"calibration {path}: not an `atoll judge calibrate` output (no rows_judged)"
         )
     document["path"] = str(path)
     return document
@@ -288,7 +290,7 @@ def compare_calibrations(first: dict[str, Any], second: dict[str, Any]) -> dict[
     Raises AtollError(bad_input) when the two were measured on different labels."""
     if first.get("labels_sha256") != second.get("labels_sha256"):
         raise AtollError(
-            "bad_input",
+            ErrorCode.bad_input,
             f"{first['path']} and {second['path']} were measured on different labels "
             f"({first.get('labels')} vs {second.get('labels')}); compare judges on the same rows",
         )

@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.experiment import check_run_name
 from atoll.grade import CriterionVerdict
 from atoll.judge import JudgeConfig, JudgeIdentity
@@ -82,7 +82,7 @@ def require_run(store: TrialStore, name: str) -> RunRecord:
     check_run_name(name)  # before the store sees it
     record = store.run_record(name)
     if record is None:
-        raise AtollError("unknown_run", f"no run named {name!r} in the store")
+        raise AtollError(ErrorCode.unknown_run, f"no run named {name!r} in the store")
     return record
 
 
@@ -179,9 +179,9 @@ def run_status(store: TrialStore, name: str, *, now: float | None = None) -> Run
 
 def _page_bounds(limit: int, offset: int) -> None:
     if not 1 <= limit <= MAX_PAGE:
-        raise AtollError("bad_input", f"limit {limit}: must be 1 to {MAX_PAGE}")
+        raise AtollError(ErrorCode.bad_input, f"limit {limit}: must be 1 to {MAX_PAGE}")
     if not 0 <= offset <= MAX_POSITION:
-        raise AtollError("bad_input", f"offset {offset}: must be 0 to {MAX_POSITION}")
+        raise AtollError(ErrorCode.bad_input, f"offset {offset}: must be 0 to {MAX_POSITION}")
 
 
 def list_runs(
@@ -279,7 +279,7 @@ def trial_detail(store: TrialStore, name: str, trial_id: str) -> TrialDetail:
     require_run(store, name)
     row = store.trial_row(name, trial_id)
     if row is None:
-        raise AtollError("unknown_trial", f"no trial {trial_id!r} in run {name!r}")
+        raise AtollError(ErrorCode.unknown_trial, f"no trial {trial_id!r} in run {name!r}")
     result = row.result if row.state in FINISHED else None
     verdicts, problem = _verdicts(result.grade_uri if result else None)
     return TrialDetail(
@@ -317,7 +317,7 @@ def _change(store: TrialStore, name: str, action: str, changed: int = 0, stopped
 
 
 def _refuse(name: str, state: RunState, verb: str, hint: str = "") -> AtollError:
-    return AtollError("run_not_active", f"run {name!r} is {state.value}: nothing to {verb}{hint}")
+    return AtollError(ErrorCode.run_not_active, f"run {name!r} is {state.value}: nothing to {verb}{hint}")
 
 
 def _refuse_archived(name: str, status: RunStatus, verb: str) -> None:
@@ -325,7 +325,8 @@ def _refuse_archived(name: str, status: RunStatus, verb: str) -> None:
     # hidden from the run list, its event log already pruned.
     if status.archived:
         raise AtollError(
-            "run_not_active", f"run {name!r} is archived: nothing to {verb} (an archived run stays as it is)"
+            ErrorCode.run_not_active,
+            f"run {name!r} is archived: nothing to {verb} (an archived run stays as it is)",
         )
 
 
@@ -374,7 +375,7 @@ def set_concurrency(store: TrialStore, name: str, concurrency: int | None) -> Ru
     never runs more than its own slots (``--concurrency``; ``atoll run``: the experiment's)."""
     require_run(store, name)
     if concurrency is not None and concurrency < 1:
-        raise AtollError("bad_input", f"concurrency {concurrency}: must be 1 or more (or none)")
+        raise AtollError(ErrorCode.bad_input, f"concurrency {concurrency}: must be 1 or more (or none)")
     store.set_max_in_flight(name, concurrency)
     return _change(store, name, "concurrency")
 

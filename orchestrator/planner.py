@@ -8,7 +8,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from atoll.benchmark import Benchmark, Task
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.experiment import AgentSpec, ExperimentSpec
 from atoll.trial import TrialSpec
 
@@ -47,7 +47,7 @@ def select_tasks(benchmark: Benchmark, spec: ExperimentSpec) -> list[Task]:
         known = {task.task_id for task in tasks}
         unknown = [task_id for task_id in task_filter.ids if task_id not in known]
         if unknown:
-            raise AtollError("bad_experiment", f"tasks.ids: unknown task ids {', '.join(unknown)}")
+            raise AtollError(ErrorCode.bad_experiment, f"tasks.ids: unknown task ids {', '.join(unknown)}")
         wanted = set(task_filter.ids)
         tasks = [task for task in tasks if task.task_id in wanted]
     if task_filter.domains:
@@ -61,7 +61,7 @@ def select_tasks(benchmark: Benchmark, spec: ExperimentSpec) -> list[Task]:
     if task_filter.limit is not None:
         tasks = tasks[: task_filter.limit]
     if not tasks:
-        raise AtollError("bad_experiment", f"{spec.name}: the task filter selects no task")
+        raise AtollError(ErrorCode.bad_experiment, f"{spec.name}: the task filter selects no task")
     return tasks
 
 
@@ -115,7 +115,7 @@ def plan_trials(
     planned = len(spec.agents) * len(tasks) * spec.runs
     if max_trials is not None and planned > max_trials:
         raise AtollError(
-            "too_many_trials",
+            ErrorCode.too_many_trials,
             f"experiment {spec.name!r} plans {planned} trials ({len(spec.agents)} agents x "
             f"{len(tasks)} tasks x {spec.runs} runs); this service takes at most {max_trials} per run",
         )
@@ -124,7 +124,7 @@ def plan_trials(
         stored = per_trial * len(tasks) * spec.runs
         if stored > max_plan_bytes:
             raise AtollError(
-                "too_many_trials",
+                ErrorCode.too_many_trials,
                 f"experiment {spec.name!r} would store {stored} bytes of agent configuration "
                 f"({per_trial} bytes per task and run, copied into each of {planned} trials); "
                 f"this service takes at most {max_plan_bytes} (shorten agents[].config or plan "

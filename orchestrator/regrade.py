@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.extras import require_extra
 from atoll.grade import Grade
 from atoll.jsonio import dumps_strict, model_json
@@ -53,7 +53,7 @@ async def regrade_run(
 
     raw = store.experiment_spec(experiment)
     if raw is None:
-        raise AtollError("unknown_run", f"no run {experiment!r} in {store.url}")
+        raise AtollError(ErrorCode.unknown_run, f"no run {experiment!r} in {store.url}")
     spec = stored_spec(raw)  # the stored spec also carries report-only keys
     benchmark = load_benchmark(spec.benchmark)
     tasks = {task.task_id: task for task in benchmark.tasks}

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import quote
 
 from atoll.costs import tokens_text
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.jsonio import dumps_strict
 from atoll.trial import Outcome, TrialResult, TrialSpec, short_reason
 from orchestrator.judging import judge_markdown, judge_summary, judged_elsewhere
@@ -55,7 +55,9 @@ def _chosen_rows(store: TrialStore, experiment: str) -> tuple[list[TrialRow], in
     rows = store.trial_rows(experiment)
     archives = store.archives(experiment)
     if not rows and not archives:
-        raise AtollError("unknown_run", f"no trials recorded for run {experiment!r} in {store.display_url}")
+        raise AtollError(
+            ErrorCode.unknown_run, f"no trials recorded for run {experiment!r} in {store.display_url}"
+        )
     chosen, duplicates = one_per_key(rows)
     return chosen, duplicates, archives
 

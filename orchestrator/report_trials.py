@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import quote, unquote, urlparse
 
 from atoll.costs import cost_known
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.grade import Grade
 from atoll.report_rows import ReportArtifacts, ReportTrial
 from atoll.trajectory import RunStatus
@@ -174,7 +174,7 @@ def check_disagreements(trials: list[ReportTrial]) -> dict[str, Any]:
     for trial in disagreeing:
         try:
             if not trial.artifacts.grade:
-                raise AtollError("artifact_unreadable", "no grade recorded")
+                raise AtollError(ErrorCode.artifact_unreadable, "no grade recorded")
             grade = Grade.model_validate_json(read_artifact(trial.artifacts.grade))
         except (AtollError, ValueError) as exc:
             unreadable.append({"trial_id": trial.trial_id, "problem": getattr(exc, "message", str(exc))})

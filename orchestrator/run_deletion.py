@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, Field
 
 from atoll.defaults import DEFAULT_ARTIFACTS
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.experiment import check_run_name
 from orchestrator.world_gc import DEFAULT_GRACE_HOURS, GcReport, collect_garbage, path_in
 
@@ -65,12 +65,12 @@ def delete_run(
     check_run_name(name)
     record = store.run_record(name)
     if record is None:
-        raise AtollError("unknown_run", f"no run named {name!r} in the store")
+        raise AtollError(ErrorCode.unknown_run, f"no run named {name!r} in the store")
     status = run_status(store, name)
     live = status.counts.get("pending", 0) + status.counts.get("leased", 0)
     if live:  # the store checks again in the transaction that deletes (a resume may race this)
         raise AtollError(
-            "run_not_active",
+            ErrorCode.run_not_active,
             f"run {name!r} is {status.state.value} with {status.counts.get('leased', 0)} trials running "
             f"and {status.counts.get('pending', 0)} pending: nothing to delete while its trials may run; "
             "cancel it first (atoll cancel --stop, or POST /runs/{name}/cancel with in_flight=stop)",

@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 from pydantic import Field, ValidationError
 
-from atoll.errors import AtollError, describe_validation
+from atoll.errors import AtollError, ErrorCode, describe_validation
 from atoll.experiment import ExperimentSpec
 from atoll.judge import JudgeIdentity
 from atoll.loader import load_benchmark
@@ -301,14 +301,14 @@ async def run_experiment(
     outcome = RunOutcome(spec.name, len(trials), added, reclaimed, archived, summary, counts, paths)
     if summary.stopped_reason == "model_configuration":
         raise AtollError(
-            "model_endpoint",
+            ErrorCode.model_endpoint,
             f"run {spec.name} aborted: {summary.configuration_errors} of {summary.attempts} attempts met a model "
             f"endpoint configuration error; last: {summary.last_model_endpoint_error}; see {paths['md']}; fix "
             "the endpoint or key and run again to resume",
         )
     if summary.stopped_reason == "infra_error_rate":
         raise AtollError(
-            "infra_abort",
+            ErrorCode.infra_abort,
             f"run {spec.name} aborted: {summary.infra_errors} of {summary.attempts} attempts failed "
             f"{failure_sides(summary)} (threshold {spec.infra_error_abort_rate:.0%}); see {paths['md']} and the "
             "attempt history; fix the cause and run again to resume",
@@ -478,12 +478,12 @@ async def run_worker(
     def spec_of(name: str) -> ExperimentSpec:
         raw = store.experiment_spec(name)
         if raw is None:
-            raise AtollError("unknown_run", f"experiment {name!r} has no spec in the store")
+            raise AtollError(ErrorCode.unknown_run, f"experiment {name!r} has no spec in the store")
         try:
             return stored_spec(raw)
         except ValidationError as exc:
             raise AtollError(
-                "bad_stored_spec",
+                ErrorCode.bad_stored_spec,
                 f"run {name!r}: its stored experiment is refused by this atoll: {describe_validation(exc)}",
             ) from None
 

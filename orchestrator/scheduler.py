@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from atoll import telemetry
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.retry import backoff, pause_s
 from atoll.trial import Outcome, TrialResult
 from orchestrator.executors.base import (
@@ -432,7 +432,7 @@ class Scheduler:
                             if self.spool
                             else ""
                         )
-                        raise AtollError("store_unavailable", f"{exc.message}{kept}") from None
+                        raise AtollError(ErrorCode.store_unavailable, f"{exc.message}{kept}") from None
                 if not self._running:
                     if idle_and_done and not (self.spool and len(self.spool)) and not forever:
                         break

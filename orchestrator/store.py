@@ -24,7 +24,7 @@ from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.sql import ColumnElement
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.jsonio import model_json
 from atoll.trial import TrialResult, TrialSpec, TrialState
 from orchestrator.store_control import RunControls
@@ -194,10 +194,12 @@ class TrialStore(RunRecords, RunEvents, RunControls, RunDeletions):
             else:
                 create_schema(self.engine)
         except OperationalError as exc:
-            raise AtollError("store_unreachable", f"trial store {self.display_url}: {exc.orig}") from None
+            raise AtollError(
+                ErrorCode.store_unreachable, f"trial store {self.display_url}: {exc.orig}"
+            ) from None
         except ImportError as exc:
             raise AtollError(
-                "store_unreachable", f"trial store {self.display_url}: driver missing ({exc})"
+                ErrorCode.store_unreachable, f"trial store {self.display_url}: driver missing ({exc})"
             ) from None
 
     @first_connection

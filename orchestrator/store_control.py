@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql import ColumnElement
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.jsonio import dumps_strict
 from atoll.trial import TrialResult, TrialSpec, TrialState
 from orchestrator.store_parts import StoreParts
@@ -328,7 +328,7 @@ class RunControls(StoreParts):
             return holder, None
         if stored_digest != digest:
             raise AtollError(
-                "idempotency_conflict",
+                ErrorCode.idempotency_conflict,
                 f"Idempotency-Key {key!r} was already used with another request; use a new key",
             )
         if reply is None and time.time() - claimed_at >= ABANDONED_SUBMISSION_S:
@@ -347,7 +347,7 @@ class RunControls(StoreParts):
             return (holder, None) if taken else self._reserve_submission(key, digest, holder)
         if reply is None:
             raise AtollError(
-                "idempotency_in_progress",
+                ErrorCode.idempotency_in_progress,
                 f"Idempotency-Key {key!r}: the first request with it is still being answered; retry",
             )
         return "", reply

@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import and_, delete, select
 from sqlalchemy.engine import Connection
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.trial import TrialResult, TrialSpec, TrialState
 from orchestrator.store_parts import StoreParts
 from orchestrator.store_retry import retried
@@ -81,7 +81,7 @@ class RunDeletions(StoreParts):
             if not self.is_sqlite:
                 locked = locked.with_for_update()
             if tx.execute(locked).first() is None:
-                raise AtollError("unknown_run", f"no run named {name!r} in the store")
+                raise AtollError(ErrorCode.unknown_run, f"no run named {name!r} in the store")
             live: Sequence[str] = (
                 tx.execute(
                     select(trials.c.state).where(
@@ -94,7 +94,7 @@ class RunDeletions(StoreParts):
             if live:
                 leased = sum(state == TrialState.leased.value for state in live)
                 raise AtollError(
-                    "run_not_active",
+                    ErrorCode.run_not_active,
                     f"run {name!r} has {leased} trials leased and {len(live) - leased} pending: "
                     "nothing to delete while they may run; cancel it first (atoll cancel --stop)",
                 )

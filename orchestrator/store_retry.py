@@ -33,7 +33,7 @@ from pydantic import Field, ValidationError
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_delay
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.retry import backoff
 from atoll.settings import AtollSettings
 
@@ -72,7 +72,7 @@ class StoreRetry:
                 f"ATOLL_{'.'.join(str(part) for part in error['loc']).upper()}: {error['msg']}"
                 for error in exc.errors()
             )
-            raise AtollError("bad_setting", problems) from None
+            raise AtollError(ErrorCode.bad_setting, problems) from None
         return cls(
             total_s=settings.store_retry_s,
             max_backoff_s=settings.store_retry_max_backoff_s,
@@ -110,7 +110,7 @@ def retried(method: F) -> F:
             if not is_transient(exc):
                 raise
             raise AtollError(
-                "store_unavailable",
+                ErrorCode.store_unavailable,
                 f"trial store {self.display_url}: {method.__name__} failed for {policy.total_s:g} s: {_reason(exc)}",
             ) from None
 
@@ -130,7 +130,7 @@ def first_connection(method: F) -> F:
             if not is_transient(exc):
                 raise
             raise AtollError(
-                "store_unreachable",
+                ErrorCode.store_unreachable,
                 f"trial store {self.display_url}: cannot connect (tried for {policy.connect_s:g} s): {_reason(exc)}",
             ) from None
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import and_, case, delete, func, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.jsonio import dumps_strict, model_json
 from atoll.trial import TrialResult, TrialSpec, TrialState
 from orchestrator.store_delete import run_exists
@@ -317,7 +317,7 @@ class RunRecords(StoreParts):
                 )
             ).first()
             if row is None:
-                raise AtollError("unknown_trial", f"no trial {trial_id} in run {experiment!r}")
+                raise AtollError(ErrorCode.unknown_trial, f"no trial {trial_id} in run {experiment!r}")
             tx.execute(
                 update(trials)
                 .where(and_(trials.c.experiment == experiment, trials.c.trial_id == trial_id))

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from atoll.bounded_yaml import load_bounded_yaml_outcome
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.experiment import ExperimentSpec, experiment_from_data
 from atoll.loader import HF_PREFIX
 
@@ -42,7 +42,7 @@ def impose_operator_settings(spec: ExperimentSpec, imposed: Mapping[str, str]) -
     for field, variable in OPERATOR_FIELDS.items():
         if field in spec.model_fields_set and getattr(spec, field) != imposed[field]:
             raise AtollError(
-                "operator_setting",
+                ErrorCode.operator_setting,
                 f"field {field}: set by the service's operator ({variable}), not by a submitted "
                 "experiment; remove it from the experiment",
             )
@@ -67,7 +67,7 @@ def resolve_submitted_benchmark(benchmark: str, roots: Iterable[Path]) -> str:
     if benchmark.startswith(HF_PREFIX):
         return benchmark
     refusal = AtollError(
-        "benchmark_not_allowed",
+        ErrorCode.benchmark_not_allowed,
         f"benchmark {benchmark!r} is not a benchmark folder under the service's benchmark roots "
         "(ATOLL_BENCHMARK_ROOTS); use one of those or an hf:// dataset",
     )
@@ -128,12 +128,16 @@ class ExperimentParser:
         :func:`atoll.experiment_file.parse_experiment` raises it (blocking: call it in a thread)."""
         pool = self._executor()
         try:
-            status, value = pool.submit(load_bounded_yaml_outcome, text, source, "bad_experiment").result()
+            status, value = pool.submit(
+                load_bounded_yaml_outcome, text, source, ErrorCode.bad_experiment
+            ).result()
         except BrokenProcessPool:
             with self._lock:
                 if self._pool is pool:
                     self._pool = None  # the next request gets a fresh process
-            raise AtollError("bad_experiment", f"{source}: the YAML parser ran out of resources") from None
+            raise AtollError(
+                ErrorCode.bad_experiment, f"{source}: the YAML parser ran out of resources"
+            ) from None
         if status == "error":
             raise AtollError(*value)
         return experiment_from_data(value, source=source)

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 import httpx
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
 
-from atoll.errors import AtollError, CodedError
+from atoll.errors import AtollError, CodedError, ErrorCode
 from atoll.llm.endpoints import parse_endpoint, within
 from atoll.retry import backoff, parse_retry_after, wait_retry_after
 from orchestrator.events import EventModel, EventSettings
@@ -74,10 +74,10 @@ def check_webhook_url(url: str, prefixes: list[str]) -> str:
     """``url`` when it is an http(s) URL under one of the operator's ``prefixes``; else
     AtollError ``webhook_not_allowed``."""
     if len(url) > 2000 or parse_endpoint(url) is None:
-        raise AtollError("webhook_not_allowed", f"webhook {url[:200]!r} is not an http(s) URL")
+        raise AtollError(ErrorCode.webhook_not_allowed, f"webhook {url[:200]!r} is not an http(s) URL")
     if not within(url, prefixes):
         raise AtollError(
-            "webhook_not_allowed",
+            ErrorCode.webhook_not_allowed,
             f"webhook {url!r} is not under the operator's ATOLL_WEBHOOK_ALLOW prefixes",
         )
     return url
@@ -99,7 +99,7 @@ class _Retry(CodedError):
     """A try that may succeed later (connection error, timeout, 408, 429, 5xx), and the
     ``Retry-After`` its answer asked for."""
 
-    code = "webhook_retry"
+    code = ErrorCode.webhook_retry
 
     def __init__(self, message: str | None, retry_after_s: float | None = None) -> None:
         super().__init__(message or "retry")
@@ -113,11 +113,13 @@ class WebhookDispatcher:
     def __init__(self, store: TrialStore, settings: EventSettings) -> None:
         if settings.webhook_secret is None:
             raise AtollError(
-                "operator_setting", "webhooks need ATOLL_WEBHOOK_SECRET, the key they are signed with"
+                ErrorCode.operator_setting, "webhooks need ATOLL_WEBHOOK_SECRET, the key they are signed with"
             )
         for url in settings.operator_webhooks():
             if parse_endpoint(url) is None:
-                raise AtollError("operator_setting", f"ATOLL_WEBHOOK_URLS: {url!r} is not an http(s) URL")
+                raise AtollError(
+                    ErrorCode.operator_setting, f"ATOLL_WEBHOOK_URLS: {url!r} is not an http(s) URL"
+                )
         self.store = store
         self.settings = settings
         self.secret = settings.webhook_secret.get_secret_value()

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.world_deltas import MANIFEST_MEMBER
 from atoll.world_manifest import MAX_MANIFEST_BYTES, WorldManifest
 
@@ -101,7 +101,7 @@ def collect_garbage(
     """Mark and sweep (module doc) ``artifacts`` against every trial of ``store``; returns what
     went (with ``dry_run``: what would go, nothing removed). ``grace_hours`` must be 0 or more."""
     if grace_hours < 0:
-        raise AtollError("bad_input", f"grace period {grace_hours} hours: must be 0 or more")
+        raise AtollError(ErrorCode.bad_input, f"grace period {grace_hours} hours: must be 0 or more")
     cutoff = (now if now is not None else time.time()) - grace_hours * 3600
     report = GcReport(
         artifacts=artifacts.url,
@@ -212,7 +212,7 @@ def _delta_base(artifacts: ArtifactStore, key: str) -> str | None:
     ):
         first = tar.next()
         if first is None or first.name != MANIFEST_MEMBER or not first.isreg():
-            raise AtollError("bad_world_manifest", f"its first member is not {MANIFEST_MEMBER}")
+            raise AtollError(ErrorCode.bad_world_manifest, f"its first member is not {MANIFEST_MEMBER}")
         handle = tar.extractfile(first)
         assert handle is not None
         manifest = WorldManifest.from_bytes(handle.read(MAX_MANIFEST_BYTES + 1), artifacts.uri(key))

@@ -19,7 +19,7 @@ from agents_runner.gateway import ImagePart
 from agents_runner.prompts import start_context
 from agents_runner.registry import register_agent
 from agents_runner.state import AgentRun
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.tool_schemas import MAX_TOOLS
 from atoll.trajectory import AgentReportedStatus, RunStatus
 
@@ -38,7 +38,7 @@ async def loop(run: AgentRun) -> RunStatus:
     if len(available) > MAX_TOOLS:
         # Every tool goes into every request, and OpenAI refuses more than MAX_TOOLS.
         raise AtollError(
-            "bad_config",
+            ErrorCode.bad_config,
             f"the loop agent sends every gateway tool, and the gateway has {len(available)} "
             f"(at most {MAX_TOOLS} per request): use react_toolbelt or consolidated servers",
         )

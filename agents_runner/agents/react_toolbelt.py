@@ -28,7 +28,7 @@ from agents_runner.prompts import start_context
 from agents_runner.registry import register_agent
 from agents_runner.state import AgentRun, RunEnded
 from agents_runner.text import one_line
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.trajectory import AgentReportedStatus, ErrorKind, RunStatus
 
 SYSTEM_PROMPT = """You are an autonomous agent completing a professional task inside a sandboxed workspace \
@@ -250,7 +250,7 @@ async def react_toolbelt(run: AgentRun) -> RunStatus:
             text, is_error = toolbelt.add({"tool_name": name})
             if is_error:
                 raise AtollError(
-                    "bad_checkpoint", f"the checkpoint's toolbelt: {text.removeprefix('error: ')}"
+                    ErrorCode.bad_checkpoint, f"the checkpoint's toolbelt: {text.removeprefix('error: ')}"
                 )
         malformed_turns = int(state.get("malformed_turns", 0))
         text_only_replies = int(state.get("text_only_replies", 0))
@@ -258,7 +258,7 @@ async def react_toolbelt(run: AgentRun) -> RunStatus:
         for name in config.initial_toolbelt:
             text, is_error = toolbelt.add({"tool_name": name})
             if is_error:
-                raise AtollError("bad_config", f"initial_toolbelt: {text.removeprefix('error: ')}")
+                raise AtollError(ErrorCode.bad_config, f"initial_toolbelt: {text.removeprefix('error: ')}")
         start_context(run, SYSTEM_PROMPT)
         malformed_turns = 0
         text_only_replies = 0

@@ -17,7 +17,7 @@ from agents_runner.engine import answer, run_gateway_call
 from agents_runner.gateway import ImagePart
 from agents_runner.registry import register_agent
 from agents_runner.state import AgentRun, RunEnded
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.trajectory import AgentReportedStatus, ErrorKind, RunStatus
 
 
@@ -26,13 +26,14 @@ async def replay(run: AgentRun) -> RunStatus:
     solution = run.reference_solution
     if solution is None:
         raise AtollError(
-            "no_reference_solution", f"task {run.task_id or '(prompt)'} has no reference_solution to replay"
+            ErrorCode.no_reference_solution,
+            f"task {run.task_id or '(prompt)'} has no reference_solution to replay",
         )
     if run.resumed:  # the checkpoint's transcript holds the steps made so far
         first = int(run.agent_state.get("next_step", 0))
         if not 0 <= first <= len(solution.steps):
             raise AtollError(
-                "bad_checkpoint",
+                ErrorCode.bad_checkpoint,
                 f"the checkpoint resumes at reference step {first + 1}; the reference solution has "
                 f"{len(solution.steps)}",
             )

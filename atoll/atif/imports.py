@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from atoll.atif.export import ATOLL_KEY, CONTENT, PROVIDER_FIELDS, RAW_ARGUMENTS
 from atoll.atif.models import AtifContentPart, AtifStep, AtifTrajectory
-from atoll.errors import AtollError, describe_validation
+from atoll.errors import AtollError, ErrorCode, describe_validation
 from atoll.trajectory import ModelCall, RunStatus, ToolCall, Trajectory, Usage
 
 UNANSWERED = "(no observation recorded for this call)"
@@ -33,7 +33,7 @@ def parse_atif(data: Any, source: str = "trajectory") -> AtifTrajectory:
         return AtifTrajectory.model_validate(data)
     except ValidationError as exc:
         raise AtollError(
-            "bad_input", f"{source}: not a valid ATIF trajectory: {describe_validation(exc)}"
+            ErrorCode.bad_input, f"{source}: not a valid ATIF trajectory: {describe_validation(exc)}"
         ) from None
 
 
@@ -94,7 +94,9 @@ def from_atif(data: Any, source: str = "trajectory") -> Trajectory:
     try:
         return Trajectory.model_validate(values)
     except ValidationError as exc:
-        raise AtollError("bad_input", f"{source}: extra.{ATOLL_KEY}: {describe_validation(exc)}") from None
+        raise AtollError(
+            ErrorCode.bad_input, f"{source}: extra.{ATOLL_KEY}: {describe_validation(exc)}"
+        ) from None
 
 
 def _instant(stamp: str) -> datetime:

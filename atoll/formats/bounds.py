@@ -34,7 +34,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import IO
 
-from atoll.errors import CodedError
+from atoll.errors import CodedError, ErrorCode
 from atoll.settings import variable
 
 
@@ -42,7 +42,7 @@ class InputTooLarge(CodedError):
     """A file crosses a reading bound (size, count, nesting, entity declaration); the
     message names the file and the limit."""
 
-    code = "too_large"
+    code = ErrorCode.too_large
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from datetime import date, datetime
 from hashlib import sha256
 from typing import TYPE_CHECKING, Any, cast
 
-from atoll.errors import CodedError
+from atoll.errors import CodedError, ErrorCode
 
 if TYPE_CHECKING:
     import icalendar
@@ -33,7 +33,7 @@ _BOUNDARY = re.compile(r"^(BEGIN|END):([A-Za-z0-9-]+)[ \t]*\r?$", re.IGNORECASE 
 class IcsSyntaxError(CodedError, ValueError):
     """The file is not an iCalendar stream (unbalanced or missing BEGIN/END lines)."""
 
-    code = "ics_syntax"
+    code = ErrorCode.ics_syntax
 
 
 @dataclass(frozen=True)

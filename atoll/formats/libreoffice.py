@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from atoll.errors import CodedError
+from atoll.errors import CodedError, ErrorCode
 from atoll.settings import child_environment
 
 #: (kind, value) with kind "n" number, "s" text, "b" boolean, "e" error text.
@@ -76,7 +76,7 @@ _WORKER = Path(__file__).with_name("_uno_worker.py")
 class RecalcError(CodedError):
     """Formulas could not be computed; ``str()`` is the reason shown to agents."""
 
-    code = "recalc_failed"
+    code = ErrorCode.recalc_failed
 
 
 def find_uno_python() -> tuple[str, dict[str, str]] | None:

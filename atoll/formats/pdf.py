@@ -25,7 +25,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.settings import child_environment
 
 if TYPE_CHECKING:
@@ -219,12 +219,12 @@ class Extractor:
         pixels = int(page.rect.width * scale * page.rect.height * scale)
         if pixels > bounds.LIMITS.max_pdf_image_pixels:
             raise OcrError(
-                "too_large",
+                ErrorCode.too_large,
                 f"page {number} renders to {pixels} pixels at {OCR_DPI} dpi "
                 f"(limit {bounds.LIMITS.max_pdf_image_pixels})",
             )
         if shutil.which(self.tesseract) is None:
-            raise OcrError("unsupported", "OCR needs tesseract, which is not installed")
+            raise OcrError(ErrorCode.unsupported, "OCR needs tesseract, which is not installed")
         png = page.get_pixmap(dpi=OCR_DPI, colorspace=pymupdf.csGRAY).tobytes("png")
         env = child_environment(OMP_THREAD_LIMIT="1")
         try:
@@ -237,11 +237,12 @@ class Extractor:
             )
         except subprocess.TimeoutExpired:
             raise OcrError(
-                "too_large", f"OCR of page {number} took longer than {self.ocr_timeout_s:g} s"
+                ErrorCode.too_large, f"OCR of page {number} took longer than {self.ocr_timeout_s:g} s"
             ) from None
         if done.returncode != 0:
             raise OcrError(
-                "internal", f"tesseract failed on page {number}: {done.stderr.decode(errors='replace')[:200]}"
+                ErrorCode.internal,
+                f"tesseract failed on page {number}: {done.stderr.decode(errors='replace')[:200]}",
             )
         text = done.stdout.decode("utf-8", "replace")
         with _OCR_LOCK:

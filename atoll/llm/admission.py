@@ -126,12 +126,12 @@ def check_judge_request(
     parameters, or an endpoint off the service's list (``also_allowed``: the service's own)."""
     for name in KEY_FIELDS:
         if name in request:
-            raise AtollError("bad_input", f"field judge.{name}: {INLINE_KEY_HELP}")
+            raise AtollError(ErrorCode.bad_input, f"field judge.{name}: {INLINE_KEY_HELP}")
     extra = request.get("extra_args")
     if isinstance(extra, Mapping):
         problem = argument_problem(extra, "judge.extra_args")
         if problem:
-            raise AtollError("bad_input", f"field {problem}")
+            raise AtollError(ErrorCode.bad_input, f"field {problem}")
     model = request.get("model") or default_model
     if "api_base" not in request and "api_key_secret" not in request and "model" not in request:
         return
@@ -144,7 +144,7 @@ def check_judge_request(
         also_allowed=also_allowed,
     )
     if problem:
-        raise AtollError("bad_input", f"field {problem}")
+        raise AtollError(ErrorCode.bad_input, f"field {problem}")
 
 
 def check_agent_request(
@@ -160,7 +160,7 @@ def check_agent_request(
     would move the service's key: an inline key, arguments beyond generation parameters, or
     an endpoint off the service's list."""
     if api_key is not None:
-        raise AtollError("bad_input", f"field api_key: {INLINE_KEY_HELP}")
+        raise AtollError(ErrorCode.bad_input, f"field api_key: {INLINE_KEY_HELP}")
     problem = argument_problem(extra_args, "config.extra_args")
     if problem is None and model != "replay":
         problem = endpoint_problem(
@@ -175,7 +175,7 @@ def check_agent_request(
         )
         problem = problem and problem.removeprefix("request.")
     if problem:
-        raise AtollError("bad_input", f"field {problem}")
+        raise AtollError(ErrorCode.bad_input, f"field {problem}")
 
 
 def judge_from_request(
@@ -199,7 +199,7 @@ def judge_from_request(
     if request is None:
         return default
     if not isinstance(request, Mapping):
-        raise AtollError("bad_input", "field judge: expected a JSON object")
+        raise AtollError(ErrorCode.bad_input, "field judge: expected a JSON object")
     if request.get("none") is True or ("model" in request and request["model"] is None):
         return None
     if allowed_api_bases is not None:
@@ -214,7 +214,7 @@ def judge_from_request(
     try:
         merged = JudgeConfig.model_validate({**base, **overrides})
     except ValidationError as exc:
-        raise AtollError("bad_input", f"field judge: {describe_validation(exc)}") from None
+        raise AtollError(ErrorCode.bad_input, f"field judge: {describe_validation(exc)}") from None
     if (
         default is not None
         and same_endpoint(merged.api_base, default.api_base)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.settings import environ as current_environ
 
 # litellm's default endpoint of each provider atoll documents (litellm/llms/*: api.openai.com,
@@ -82,7 +82,7 @@ class KeyRefused(AtollError):
     """A call or request would send a key where it may not go (code ``key_refused``)."""
 
     def __init__(self, message: str) -> None:
-        super().__init__("key_refused", message)
+        super().__init__(ErrorCode.key_refused, message)
 
 
 @dataclass(frozen=True)

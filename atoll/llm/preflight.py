@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.experiment import ExperimentSpec
 
 # One call with the run's parameters: a reasoning model at thinking high may take a while to
@@ -230,7 +230,7 @@ async def preflight(probes: Iterable[Probe], *, timeout_s: float = PREFLIGHT_TIM
     if reasons:
         more = f" (and {len(reasons) - 1} more failing endpoint(s))" if len(reasons) > 1 else ""
         raise AtollError(
-            "model_endpoint",
+            ErrorCode.model_endpoint,
             f"model endpoint check failed: {reasons[0]}{more}; fix the endpoint, key, model or its "
             "parameters (docs/models.md), or skip this check with --no-preflight",
         )

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.llm.model_table import (
     ANTHROPIC_ANSWER_ROOM,
     EFFORT3,
@@ -47,7 +47,7 @@ class ProfileError(AtollError):
     """A parameter the model refuses; the message names the model and the parameter."""
 
     def __init__(self, message: str) -> None:
-        super().__init__("model_parameters", message)
+        super().__init__(ErrorCode.model_parameters, message)
 
 
 @dataclass(frozen=True)

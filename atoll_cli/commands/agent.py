@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.jsonio import model_json
 from atoll.logs import JSON_LOGS_HELP
 
@@ -72,9 +72,9 @@ def run(
     task_prompt, reference_solution = prompt, None
     if benchmark or task_id:
         if not (benchmark and task_id):
-            raise AtollError("bad_input", "--benchmark and --task-id go together")
+            raise AtollError(ErrorCode.bad_input, "--benchmark and --task-id go together")
         if prompt:
-            raise AtollError("bad_input", "give either --prompt or --benchmark/--task-id, not both")
+            raise AtollError(ErrorCode.bad_input, "give either --prompt or --benchmark/--task-id, not both")
         from atoll.loader import load_task
 
         task = load_task(benchmark, task_id)
@@ -85,7 +85,7 @@ def run(
     messages = load_initial_messages(initial_messages) if initial_messages else None
     if not task_prompt and not messages:
         raise AtollError(
-            "bad_input", "no task: give --prompt, --benchmark with --task-id, or --initial-messages"
+            ErrorCode.bad_input, "no task: give --prompt, --benchmark with --task-id, or --initial-messages"
         )
 
     file_agent, agent_settings, ignored = (None, AgentConfig(), [])
@@ -120,7 +120,7 @@ def run(
         output.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise AtollError(
-            "bad_output", f"--output {output}: cannot create its folder ({exc.strerror})"
+            ErrorCode.bad_output, f"--output {output}: cannot create its folder ({exc.strerror})"
         ) from exc
     from atoll.costs import cost_text, tokens_text
 
@@ -153,14 +153,15 @@ def _json_object(value: str, flag: str) -> dict[str, Any]:
             text = Path(value).read_text(encoding="utf-8")
         except OSError as exc:
             raise AtollError(
-                "bad_input", f"{flag} {value}: neither a JSON object nor a readable file ({exc.strerror})"
+                ErrorCode.bad_input,
+                f"{flag} {value}: neither a JSON object nor a readable file ({exc.strerror})",
             ) from None
     try:
         parsed = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise AtollError("bad_input", f"{flag}: not JSON ({exc.msg} at position {exc.pos})") from None
+        raise AtollError(ErrorCode.bad_input, f"{flag}: not JSON ({exc.msg} at position {exc.pos})") from None
     if not isinstance(parsed, dict):
-        raise AtollError("bad_input", f"{flag} must be a JSON object")
+        raise AtollError(ErrorCode.bad_input, f"{flag} must be a JSON object")
     return parsed
 
 
@@ -168,9 +169,11 @@ def _merge_config(base: Any, text: str) -> Any:
     try:
         overrides = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise AtollError("bad_input", f"--config is not JSON: {exc.msg} at position {exc.pos}") from None
+        raise AtollError(
+            ErrorCode.bad_input, f"--config is not JSON: {exc.msg} at position {exc.pos}"
+        ) from None
     if not isinstance(overrides, dict):
-        raise AtollError("bad_input", "--config must be a JSON object")
+        raise AtollError(ErrorCode.bad_input, "--config must be a JSON object")
     from pydantic import ValidationError
 
     try:
@@ -180,7 +183,7 @@ def _merge_config(base: Any, text: str) -> Any:
     except ValidationError as exc:
         error = exc.errors()[0]
         where = ".".join(str(part) for part in error["loc"])
-        raise AtollError("bad_input", f"--config: {where}: {error['msg']}") from None
+        raise AtollError(ErrorCode.bad_input, f"--config: {where}: {error['msg']}") from None
 
 
 async def _run_with_progress(
@@ -227,7 +230,7 @@ def serve(
         settings = AgentRunnerSettings(**overrides)
     except ValidationError as exc:
         error = exc.errors()[0]
-        raise AtollError("bad_settings", f"{error['loc'][0]}: {error['msg']}") from None
+        raise AtollError(ErrorCode.bad_settings, f"{error['loc'][0]}: {error['msg']}") from None
     serve_app(
         create_app(settings),
         service="agent runner",

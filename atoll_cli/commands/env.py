@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.logs import JSON_LOGS_HELP
 
 app = typer.Typer(
@@ -60,14 +60,18 @@ def _serve(host: str, port: int, fs_root: Path | None, apps_data_root: Path | No
         settings = EnvironmentSettings(**overrides)
     except ValidationError as exc:
         error = exc.errors()[0]
-        raise AtollError("bad_settings", str(error.get("ctx", {}).get("error") or error["msg"])) from None
+        raise AtollError(
+            ErrorCode.bad_settings, str(error.get("ctx", {}).get("error") or error["msg"])
+        ) from None
     for label, root in (("--fs-root", settings.fs_root), ("--apps-data-root", settings.apps_data_root)):
         try:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise AtollError("bad_root", f"{label} {str(root)!r} cannot be created: {exc.strerror}") from exc
+            raise AtollError(
+                ErrorCode.bad_root, f"{label} {str(root)!r} cannot be created: {exc.strerror}"
+            ) from exc
     if not 0 < port < 65536:
-        raise AtollError("bad_port", f"--port {port} must be between 1 and 65535")
+        raise AtollError(ErrorCode.bad_port, f"--port {port} must be between 1 and 65535")
     serve_environment(settings, host=host, port=port)
 
 

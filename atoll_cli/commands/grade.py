@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.jsonio import model_json
 from atoll.logs import JSON_LOGS_HELP
 from atoll_cli.commands.completeness import exit_if_incomplete
@@ -57,7 +57,7 @@ def _judge(
     try:
         judge = JudgeConfig.model_validate(values)
     except ValidationError as exc:  # one line naming the field (and the model, for a refused parameter)
-        raise AtollError("bad_input", f"judge settings: {describe_validation(exc)}") from None
+        raise AtollError(ErrorCode.bad_input, f"judge settings: {describe_validation(exc)}") from None
     from atoll.llm.endpoints import trust_endpoints
 
     trust_endpoints([(judge.model, judge.api_base)])  # the operator's own option or file (docs/security.md)
@@ -78,7 +78,7 @@ def _load_task(
         from atoll.loader import load_task
 
         if not task_id:
-            raise AtollError("bad_input", "--benchmark needs --task-id")
+            raise AtollError(ErrorCode.bad_input, "--benchmark needs --task-id")
         task = load_task(benchmark, task_id)
     elif task_file is not None:
         task = load_task_file(task_file, task_id)
@@ -91,7 +91,7 @@ def _load_task(
         )
     else:
         raise AtollError(
-            "bad_input", "give the task: --benchmark DIR --task-id ID, --task FILE, or --rubric FILE"
+            ErrorCode.bad_input, "give the task: --benchmark DIR --task-id ID, --task FILE, or --rubric FILE"
         )
     if rubric is not None and (benchmark is not None or task_file is not None):
         task = task.model_copy(update={"rubric": load_rubric(rubric)})
@@ -159,7 +159,7 @@ def grade(
     from grader.inputs import load_trajectory
 
     if before is None or after is None or output is None:
-        raise AtollError("bad_input", "atoll grade needs --before, --after and --output")
+        raise AtollError(ErrorCode.bad_input, "atoll grade needs --before, --after and --output")
     task = _load_task(benchmark, task_id, task_file, rubric, prompt)
     judge = _judge(
         judge_model, api_base, api_key_env, judge_config, samples, selector, context_budget, thinking
@@ -323,7 +323,7 @@ def serve(
         settings = GraderSettings()
     except ValidationError as exc:
         error = exc.errors()[0]
-        raise AtollError("bad_settings", f"{error['loc'][0]}: {error['msg']}") from None
+        raise AtollError(ErrorCode.bad_settings, f"{error['loc'][0]}: {error['msg']}") from None
     judge = _judge(judge_model, api_base, api_key_env, judge_config, None, None, None)
     if judge is None:
         judge = settings.judge()
@@ -381,10 +381,10 @@ def validate(
     from grader.validate import ValidationReport, validate_gold, validate_labelled
 
     if benchmark is None and labelled is None:
-        raise AtollError("bad_input", "atoll grade validate needs --benchmark and/or --labelled")
+        raise AtollError(ErrorCode.bad_input, "atoll grade validate needs --benchmark and/or --labelled")
     judge = _judge(judge_model, api_base, api_key_env, judge_config, samples, None, None)
     if judge is None:
-        raise AtollError("bad_input", "atoll grade validate needs --judge-model or --judge-config")
+        raise AtollError(ErrorCode.bad_input, "atoll grade validate needs --judge-model or --judge-config")
     verdict_cache = VerdictCache(cache) if cache else None
     report = ValidationReport(judge_model=judge.model, prompt_version=PROMPT_VERSION)
     console = Console(stderr=True)

@@ -10,7 +10,7 @@ from typing import Any
 import typer
 
 from atoll.defaults import DEFAULT_STORE
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.jsonio import dumps_strict
 
 app = typer.Typer(
@@ -29,7 +29,9 @@ def _judge_config(
 
     judge = _judge(judge_model, api_base, api_key_env, judge_config, None, None, None)
     if judge is None:
-        raise AtollError("bad_input", "give the judge: --judge-model MODEL or --judge-config JSON|FILE")
+        raise AtollError(
+            ErrorCode.bad_input, "give the judge: --judge-model MODEL or --judge-config JSON|FILE"
+        )
     return judge
 
 

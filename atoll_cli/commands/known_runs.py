@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.experiment import check_run_name
 
 # `atoll demo`'s default --output; its store is atoll.db inside it.
@@ -28,7 +28,7 @@ def require_known_run(store, run_name: str, *, demo_store: Path = DEMO_STORE) ->
     demo_url = f"sqlite:///{demo_store}"
     if demo_store.is_file() and not _is_sqlite_file(store.url, demo_store):
         message += f"; `atoll demo` keeps its runs in {demo_store}: add --store {demo_url}"
-    raise AtollError("unknown_run", message)
+    raise AtollError(ErrorCode.unknown_run, message)
 
 
 def _is_sqlite_file(url: str, path: Path) -> bool:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from atoll.defaults import DEFAULT_ARTIFACTS, DEFAULT_STORE
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.jsonio import model_json
 
 if TYPE_CHECKING:
@@ -48,7 +48,9 @@ def _opened(url: str, run_name: str | None = None) -> Iterator[TrialStore]:
     from orchestrator.store import TrialStore
 
     if not store_exists(url):
-        raise AtollError("no_store", f"no trial store at {url}; pass --store URL (or set ATOLL_STORE)")
+        raise AtollError(
+            ErrorCode.no_store, f"no trial store at {url}; pass --store URL (or set ATOLL_STORE)"
+        )
     store = TrialStore(url)
     try:
         if run_name is not None:
@@ -93,7 +95,7 @@ def runs(
         wanted = RunState(state) if state else None
     except ValueError:
         known = ", ".join(item.value for item in RunState)
-        raise AtollError("bad_input", f"--state {state!r}: not a run state ({known})") from None
+        raise AtollError(ErrorCode.bad_input, f"--state {state!r}: not a run state ({known})") from None
     with _opened(store) as trial_store:
         page = lifecycle.list_runs(
             trial_store, state=wanted, prefix=prefix, include_archived=archived, limit=limit, offset=offset
@@ -186,7 +188,9 @@ def resize(
     elif concurrency.isdigit() and int(concurrency) >= 1:
         cap = int(concurrency)
     else:
-        raise AtollError("bad_input", f"concurrency {concurrency!r}: a whole number of 1 or more, or 'none'")
+        raise AtollError(
+            ErrorCode.bad_input, f"concurrency {concurrency!r}: a whole number of 1 or more, or 'none'"
+        )
     _verb(
         run_name,
         store,
@@ -234,7 +238,9 @@ def delete(
 
     with _opened(store, run_name) as trial_store:
         if not yes and not typer.confirm(f"delete run {run_name} and its artifacts for good?", default=False):
-            raise AtollError("not_confirmed", f"run {run_name} not deleted (pass --yes to skip the question)")
+            raise AtollError(
+                ErrorCode.not_confirmed, f"run {run_name} not deleted (pass --yes to skip the question)"
+            )
         deletion = delete_run(
             trial_store,
             run_name,

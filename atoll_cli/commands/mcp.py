@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 
 _TRANSPORTS = ("stdio", "http")
 
@@ -14,7 +14,7 @@ def _parse_options(pairs: list[str]) -> dict[str, str]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise AtollError("invalid_option", f"--option {pair!r}: expected KEY=VALUE")
+            raise AtollError(ErrorCode.invalid_option, f"--option {pair!r}: expected KEY=VALUE")
         options[key.strip()] = value
     return options
 
@@ -51,7 +51,8 @@ def mcp(
     """Run one MCP server standalone."""
     if transport not in _TRANSPORTS:
         raise AtollError(
-            "invalid_transport", f"--transport must be one of {', '.join(_TRANSPORTS)}, got {transport!r}"
+            ErrorCode.invalid_transport,
+            f"--transport must be one of {', '.join(_TRANSPORTS)}, got {transport!r}",
         )
     options = _parse_options(option)
     if user_email:

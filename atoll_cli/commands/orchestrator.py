@@ -7,7 +7,7 @@ import asyncio
 
 import typer
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.logs import JSON_LOGS_HELP
 
 orchestrator_app = typer.Typer(help="The orchestrator's HTTP API.", no_args_is_help=True)
@@ -35,12 +35,12 @@ def serve(
     from orchestrator.api import ApiSettings, create_app
 
     if not 0 < port < 65536:
-        raise AtollError("bad_port", f"--port {port} must be between 1 and 65535")
+        raise AtollError(ErrorCode.bad_port, f"--port {port} must be between 1 and 65535")
     try:
         settings = ApiSettings(**({"store": store} if store else {}))
     except ValidationError as exc:
         error = exc.errors()[0]
-        raise AtollError("bad_settings", f"{error['loc'][0]}: {error['msg']}") from None
+        raise AtollError(ErrorCode.bad_settings, f"{error['loc'][0]}: {error['msg']}") from None
     serve_app(
         create_app(settings),
         service="orchestrator",

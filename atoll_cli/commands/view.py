@@ -9,7 +9,7 @@ from typing import Any
 import typer
 
 from atoll.defaults import OUTPUT_DIR
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.logs import JSON_LOGS_HELP
 from atoll.settings import environ as process_environ
 
@@ -37,7 +37,7 @@ def resolve_store(run_dir: Path | None, store: str | None, environ: Mapping[str,
             if candidate.is_file():
                 return str(candidate.resolve())
         raise AtollError(
-            "no_store",
+            ErrorCode.no_store,
             f"{run_dir}: no trial store found (looked for "
             f"{', '.join(str(c) for c in candidates)}); pass --store URL for PostgreSQL",
         )
@@ -47,7 +47,7 @@ def resolve_store(run_dir: Path | None, store: str | None, environ: Mapping[str,
         if candidate.is_file():
             return str(candidate.resolve())
     raise AtollError(
-        "no_store",
+        ErrorCode.no_store,
         "no trial store here (looked for "
         f"{', '.join(str(c) for c in DEFAULT_STORES)} and $ATOLL_STORE); run `atoll demo` first, "
         "or pass RUN_DIR or --store URL",

@@ -25,6 +25,7 @@ from fastmcp.tools import Tool, ToolResult
 from pydantic import PrivateAttr
 
 from atoll import __version__
+from atoll.errors import ErrorCode
 from atoll.tool_schemas import MAX_DESCRIPTION, fit_description
 from mcp_servers._core.context import ServerContext
 from mcp_servers._core.definition import ServerDefinition, ToolDef
@@ -356,7 +357,9 @@ def _consolidated_tools(definition: ServerDefinition, state: object) -> list[Too
         action = arguments.pop("action", None)
         if not isinstance(action, str) or not action.strip():
             raise ToolError(
-                "invalid_argument", f"{name}: 'action' is required (one of {action_names})", argument="action"
+                ErrorCode.invalid_argument,
+                f"{name}: 'action' is required (one of {action_names})",
+                argument="action",
             )
         if action.strip().lower() == HELP_ACTION:
             data = help_data(definition)
@@ -364,7 +367,7 @@ def _consolidated_tools(definition: ServerDefinition, state: object) -> list[Too
         tool = definition.find(action)
         if tool is None:
             raise ToolError(
-                "unknown_action",
+                ErrorCode.unknown_action,
                 f"{name}: unknown action {action!r} (one of {action_names})",
                 argument="action",
             )
@@ -390,7 +393,7 @@ def _consolidated_tools(definition: ServerDefinition, state: object) -> list[Too
         tool = definition.find(str(model))
         if tool is None:
             raise ToolError(
-                "unknown_action",
+                ErrorCode.unknown_action,
                 f"{name}_schema: unknown model {model!r} (one of {action_names})",
                 argument="model",
             )

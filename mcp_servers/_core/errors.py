@@ -12,23 +12,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 
-#: Codes in use. Servers may add their own, but prefer one of these.
-ERROR_CODES: dict[str, str] = {
-    "invalid_argument": "an argument is missing, of the wrong type or out of range",
-    "unknown_action": "the consolidated tool got an action it does not have",
-    "not_found": "the file, message, event, channel or other item does not exist",
-    "already_exists": "the target exists and the tool does not overwrite",
-    "path_outside_root": "a path argument points outside the root the server serves",
-    "not_a_file": "a path names a directory (or something else) where a file is needed",
-    "not_a_directory": "a path names a file where a directory is needed",
-    "too_large": "the input or the result exceeds a size limit",
-    "unsupported": "the file type or operation is not supported",
-    "permission_denied": "the operation is not allowed (read-only server, not the author, ...)",
-    "conflict": "the item changed or is locked; retry",
-    "bad_data": "stored data (a world file) is malformed",
-    "internal": "a bug in the server; the message says what failed",
+#: The codes a tool call fails with, described for clients (each an :class:`atoll.errors.ErrorCode`;
+#: a server may use another member where none of these fits).
+ERROR_CODES: dict[ErrorCode, str] = {
+    ErrorCode.invalid_argument: "an argument is missing, of the wrong type or out of range",
+    ErrorCode.unknown_action: "the consolidated tool got an action it does not have",
+    ErrorCode.not_found: "the file, message, event, channel or other item does not exist",
+    ErrorCode.already_exists: "the target exists and the tool does not overwrite",
+    ErrorCode.path_outside_root: "a path argument points outside the root the server serves",
+    ErrorCode.not_a_file: "a path names a directory (or something else) where a file is needed",
+    ErrorCode.not_a_directory: "a path names a file where a directory is needed",
+    ErrorCode.too_large: "the input or the result exceeds a size limit",
+    ErrorCode.unsupported: "the file type or operation is not supported",
+    ErrorCode.permission_denied: "the operation is not allowed (read-only server, not the author, ...)",
+    ErrorCode.conflict: "the item changed or is locked; retry",
+    ErrorCode.bad_data: "stored data (a world file) is malformed",
+    ErrorCode.internal: "a bug in the server; the message says what failed",
 }
 
 
@@ -39,7 +40,7 @@ class ToolError(AtollError):
     argument validation set it), so clients can point at it.
     """
 
-    def __init__(self, code: str, message: str, *, argument: str | None = None) -> None:
+    def __init__(self, code: ErrorCode, message: str, *, argument: str | None = None) -> None:
         super().__init__(code, message)
         self.argument = argument
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from mcp_servers._core.definition import ToolDef
 from mcp_servers._core.errors import ToolError
 from mcp_servers._core.results import ImageBlock, images_of, to_structured, to_text
@@ -45,7 +45,7 @@ def unwrap_envelope(arguments: Any, declared: set[str]) -> dict[str, Any]:
         return {}
     if not isinstance(arguments, dict):
         raise ToolError(
-            "invalid_argument", f"arguments must be a JSON object, got {type(arguments).__name__}"
+            ErrorCode.invalid_argument, f"arguments must be a JSON object, got {type(arguments).__name__}"
         )
     for _ in range(2):  # {"request": {"input": {...}}} seen in the wild
         if len(arguments) != 1:
@@ -82,7 +82,7 @@ def validate_arguments(tool: ToolDef, arguments: dict[str, Any]) -> dict[str, An
     if unknown:
         accepted = ", ".join(tool.argument_names) or "none"
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             f"{tool.name}: unknown argument(s) {', '.join(map(repr, unknown))} (accepted: {accepted})",
             argument=unknown[0],
         )
@@ -95,7 +95,9 @@ def validate_arguments(tool: ToolDef, arguments: dict[str, Any]) -> dict[str, An
             where = ".".join(str(part) for part in error.get("loc", ())) or "arguments"
             first = first or where.split(".")[0]
             problems.append(f"{where}: {error.get('msg', 'invalid')}")
-        raise ToolError("invalid_argument", f"{tool.name}: " + "; ".join(problems), argument=first) from None
+        raise ToolError(
+            ErrorCode.invalid_argument, f"{tool.name}: " + "; ".join(problems), argument=first
+        ) from None
     return {name: getattr(model, name) for name in tool.arguments.model_fields}
 
 
@@ -118,7 +120,7 @@ async def call_tool(tool: ToolDef, state: object, arguments: dict[str, Any]) -> 
     except Exception as exc:  # our own bug: report it, keep serving
         logger.exception("tool %s failed", tool.name)
         return error_outcome(
-            ToolError("internal", f"{tool.name}: internal error: {type(exc).__name__}: {exc}")
+            ToolError(ErrorCode.internal, f"{tool.name}: internal error: {type(exc).__name__}: {exc}")
         )
 
 

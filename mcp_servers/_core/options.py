@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 
 
 class ServerOptions(BaseModel):
@@ -32,7 +32,7 @@ class InvalidOption(AtollError):
     """An option a server does not take, or a value of the wrong type; ``option`` names it."""
 
     def __init__(self, server: str, option: str, problem: str) -> None:
-        super().__init__("invalid_option", f"server {server}: option {option}: {problem}")
+        super().__init__(ErrorCode.invalid_option, f"server {server}: option {option}: {problem}")
         self.server = server
         self.option = option
 

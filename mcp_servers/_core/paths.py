@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from atoll.errors import ErrorCode
 from mcp_servers._core.beneath import Root
 from mcp_servers._core.errors import ToolError
 from mcp_servers._core.world_path import WorldPath
@@ -61,15 +62,17 @@ class PathResolver:
         """
         if not isinstance(value, str):
             raise ToolError(
-                "invalid_argument",
+                ErrorCode.invalid_argument,
                 f"{argument}: expected a path string, got {type(value).__name__}",
                 argument=argument,
             )
         if "\x00" in value:
-            raise ToolError("invalid_argument", f"{argument}: path contains a NUL byte", argument=argument)
+            raise ToolError(
+                ErrorCode.invalid_argument, f"{argument}: path contains a NUL byte", argument=argument
+            )
         if len(value) > MAX_PATH_CHARS:
             raise ToolError(
-                "invalid_argument",
+                ErrorCode.invalid_argument,
                 f"{argument}: path is {len(value)} characters long (limit {MAX_PATH_CHARS})",
                 argument=argument,
             )
@@ -80,7 +83,7 @@ class PathResolver:
             if part == "..":
                 if not parts:
                     raise ToolError(
-                        "path_outside_root",
+                        ErrorCode.path_outside_root,
                         f"{argument}: {_show(value)} climbs above the root with '..'",
                         argument=argument,
                     )
@@ -88,7 +91,7 @@ class PathResolver:
                 continue
             if len(part.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
                 raise ToolError(
-                    "invalid_argument",
+                    ErrorCode.invalid_argument,
                     f"{argument}: a path component of {_show(value)} is longer than {MAX_NAME_BYTES} bytes",
                     argument=argument,
                 )
@@ -107,7 +110,9 @@ class PathResolver:
         parts = self.parts(value, argument=argument)
         if not parts and not allow_root:
             raise ToolError(
-                "invalid_argument", f"{argument}: a file path is needed, got the root", argument=argument
+                ErrorCode.invalid_argument,
+                f"{argument}: a file path is needed, got the root",
+                argument=argument,
             )
         return WorldPath(self.tree, tuple(parts), argument)
 
@@ -134,7 +139,7 @@ def validate_id(value: object, *, argument: str, max_length: int = MAX_ID_CHARS)
     """
     if not isinstance(value, str):
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             f"{argument}: expected a string id, got {type(value).__name__}",
             argument=argument,
         )
@@ -150,5 +155,7 @@ def validate_id(value: object, *, argument: str, max_length: int = MAX_ID_CHARS)
     elif any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
         problem = "contains a control character"
     if problem:
-        raise ToolError("invalid_argument", f"{argument}: id {_show(value)} {problem}", argument=argument)
+        raise ToolError(
+            ErrorCode.invalid_argument, f"{argument}: id {_show(value)} {problem}", argument=argument
+        )
     return value

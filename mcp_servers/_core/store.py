@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
 
+from atoll.errors import ErrorCode
 from mcp_servers._core.errors import ToolError
 
 T = TypeVar("T")
@@ -165,7 +166,9 @@ def file_lock(
     try:
         lock.acquire()
     except Timeout:
-        raise ToolError("conflict", f"{Path(path).name} is being written by someone else; retry") from None
+        raise ToolError(
+            ErrorCode.conflict, f"{Path(path).name} is being written by someone else; retry"
+        ) from None
     try:
         yield
     finally:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from typing import BinaryIO, Literal
 
+from atoll.errors import ErrorCode
 from mcp_servers._core import beneath
 from mcp_servers._core.errors import ToolError
 
@@ -71,7 +72,7 @@ class WorldPath:
         """The entry ``name`` (one plain component) inside this folder."""
         if not name or "/" in name or name in (".", ".."):
             raise ToolError(
-                "invalid_argument",
+                ErrorCode.invalid_argument,
                 f"{argument or self.argument}: {_show(name)} must be a plain file name",
                 argument=argument or self.argument,
             )
@@ -98,27 +99,31 @@ class WorldPath:
         where = f"{self.argument}: {self.virtual}"
         if isinstance(exc, beneath.OutsideRoot):
             return ToolError(
-                "path_outside_root",
+                ErrorCode.path_outside_root,
                 f"{self.argument}: {_show(self.virtual)} resolves outside the root (through a link)",
                 argument=self.argument,
             )
         if isinstance(exc, FileNotFoundError):
-            return ToolError("not_found", f"{where} does not exist", argument=self.argument)
+            return ToolError(ErrorCode.not_found, f"{where} does not exist", argument=self.argument)
         if isinstance(exc, FileExistsError):
-            return ToolError("already_exists", f"{where} already exists", argument=self.argument)
+            return ToolError(ErrorCode.already_exists, f"{where} already exists", argument=self.argument)
         if isinstance(exc, IsADirectoryError):
-            return ToolError("not_a_file", f"{where} is not a file", argument=self.argument)
+            return ToolError(ErrorCode.not_a_file, f"{where} is not a file", argument=self.argument)
         if isinstance(exc, NotADirectoryError):
-            return ToolError("not_a_directory", f"{where} is not a directory", argument=self.argument)
+            return ToolError(ErrorCode.not_a_directory, f"{where} is not a directory", argument=self.argument)
         if exc.errno == errno.ELOOP:
             return ToolError(
-                "invalid_argument", f"{where} goes through too many links", argument=self.argument
+                ErrorCode.invalid_argument, f"{where} goes through too many links", argument=self.argument
             )
         if exc.errno == errno.ENOTEMPTY:
-            return ToolError("conflict", f"{where} is a folder that is not empty", argument=self.argument)
+            return ToolError(
+                ErrorCode.conflict, f"{where} is a folder that is not empty", argument=self.argument
+            )
         if isinstance(exc, PermissionError) and exc.strerror == "not a regular file":
-            return ToolError("not_a_file", f"{where} is not a regular file", argument=self.argument)
-        return ToolError("permission_denied", f"{where}: {exc.strerror or exc}", argument=self.argument)
+            return ToolError(ErrorCode.not_a_file, f"{where} is not a regular file", argument=self.argument)
+        return ToolError(
+            ErrorCode.permission_denied, f"{where}: {exc.strerror or exc}", argument=self.argument
+        )
 
     @contextmanager
     def errors(self) -> Iterator[None]:
@@ -168,16 +173,18 @@ class WorldPath:
         if found is None:
             if must_exist:
                 raise ToolError(
-                    "not_found", f"{self.argument}: {self.virtual} does not exist", argument=self.argument
+                    ErrorCode.not_found,
+                    f"{self.argument}: {self.virtual} does not exist",
+                    argument=self.argument,
                 )
             return self
         if kind == "file" and found != "file":
             raise ToolError(
-                "not_a_file", f"{self.argument}: {self.virtual} is not a file", argument=self.argument
+                ErrorCode.not_a_file, f"{self.argument}: {self.virtual} is not a file", argument=self.argument
             )
         if kind == "dir" and found != "dir":
             raise ToolError(
-                "not_a_directory",
+                ErrorCode.not_a_directory,
                 f"{self.argument}: {self.virtual} is not a directory",
                 argument=self.argument,
             )
@@ -214,7 +221,7 @@ class WorldPath:
         with self.open() as handle:
             if limit is not None and os.fstat(handle.fileno()).st_size > limit:
                 raise ToolError(
-                    "too_large",
+                    ErrorCode.too_large,
                     f"{self.argument}: {self.virtual} is larger than {limit} bytes",
                     argument=self.argument,
                 )

@@ -6,6 +6,7 @@ import re
 from collections.abc import Callable
 from typing import TypeVar
 
+from atoll.errors import ErrorCode
 from mcp_servers._core.errors import ToolError
 
 T = TypeVar("T")
@@ -41,6 +42,8 @@ def parse_color(value: str, argument: str, from_string: Callable[[str], T]) -> T
     text = NAMED_COLORS.get(value.strip().lower(), value.strip().lstrip("#"))
     if not _HEX6.fullmatch(text):  # the libraries' parsers take "12345" as 12 34 05
         raise ToolError(
-            "invalid_argument", f"{argument}: {value!r} is not a colour like '#1F4E79'", argument=argument
+            ErrorCode.invalid_argument,
+            f"{argument}: {value!r} is not a colour like '#1F4E79'",
+            argument=argument,
         )
     return from_string(text.upper())

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
+from atoll.errors import ErrorCode
 from mcp_servers._core.context import ServerContext
 from mcp_servers._core.errors import ToolError
 from mcp_servers._core.store import file_lock
@@ -59,7 +60,7 @@ class OfficeFiles:
         """
         if "/" in file_name or "\\" in file_name or not file_name.strip():
             raise ToolError(
-                "invalid_argument",
+                ErrorCode.invalid_argument,
                 f"file_name: {file_name!r} must be a plain file name",
                 argument="file_name",
             )
@@ -69,7 +70,7 @@ class OfficeFiles:
         path, virtual = self.locate(target, argument="file_name", must_exist=False)
         if path.exists() and not overwrite:
             raise ToolError(
-                "already_exists",
+                ErrorCode.already_exists,
                 f"file_name: {virtual} already exists (pass overwrite=true)",
                 argument="file_name",
             )
@@ -84,7 +85,7 @@ class OfficeFiles:
         virtual = path.virtual
         if not virtual.lower().endswith(suffixes):
             raise ToolError(
-                "unsupported",
+                ErrorCode.unsupported,
                 f"{argument}: {virtual} is not {what} ({', '.join(suffixes)})",
                 argument=argument,
             )

@@ -17,6 +17,7 @@ import zipfile
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from atoll.errors import ErrorCode
 from atoll.formats import bounds
 from mcp_servers._core.errors import ToolError
 from mcp_servers._core.world_path import WorldPath
@@ -52,21 +53,21 @@ def read_package(path: WorldPath, *, virtual: str, kind: str, argument: str, tre
         size = info.st_size
         if size > MAX_PACKAGE_BYTES:
             raise ToolError(
-                "too_large",
+                ErrorCode.too_large,
                 f"{argument}: {virtual} is {size} bytes (limit {MAX_PACKAGE_BYTES})",
                 argument=argument,
             )
         data = handle.read()
     if data.startswith(_CFB_MAGIC):
         raise ToolError(
-            "unsupported",
+            ErrorCode.unsupported,
             f"{argument}: {virtual} is password-protected (encrypted) or a legacy binary Office file; "
             f"save it as an unprotected .{kind} first",
             argument=argument,
         )
     if not data.startswith(_ZIP_MAGIC) or not zipfile.is_zipfile(io.BytesIO(data)):
         raise ToolError(
-            "bad_data",
+            ErrorCode.bad_data,
             f"{argument}: {virtual} is not a valid .{kind} file (not a zip package)",
             argument=argument,
         )
@@ -87,7 +88,7 @@ def read_package(path: WorldPath, *, virtual: str, kind: str, argument: str, tre
         raise bound_error(exc, argument) from None
     except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as exc:
         raise ToolError(
-            "bad_data",
+            ErrorCode.bad_data,
             f"{argument}: {virtual} is not a valid .{kind} file (damaged zip: {exc})",
             argument=argument,
         ) from None
@@ -118,7 +119,9 @@ def open_package(
     except Exception as exc:  # python-docx/pptx raise many types for broken packages
         reason = " ".join(str(exc).split())[:160] or type(exc).__name__
         raise ToolError(
-            "bad_data", f"{argument}: {virtual} is not a valid .{kind} file ({reason})", argument=argument
+            ErrorCode.bad_data,
+            f"{argument}: {virtual} is not a valid .{kind} file ({reason})",
+            argument=argument,
         ) from exc
 
 
@@ -139,4 +142,6 @@ def require_suffix(virtual: str, suffixes: tuple[str, ...], *, argument: str) ->
     """Refuse a path whose extension is not one of ``suffixes`` (``unsupported``)."""
     if not virtual.lower().endswith(suffixes):
         wanted = " or ".join(suffixes)
-        raise ToolError("unsupported", f"{argument}: {virtual} is not a {wanted} file", argument=argument)
+        raise ToolError(
+            ErrorCode.unsupported, f"{argument}: {virtual} is not a {wanted} file", argument=argument
+        )

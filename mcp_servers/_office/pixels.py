@@ -13,6 +13,7 @@ from typing import Annotated, TypeVar
 
 from pydantic import Field
 
+from atoll.errors import ErrorCode
 from mcp_servers._core.errors import ToolError
 
 OPERATIONS = ("rotate", "flip", "brightness", "contrast", "crop")
@@ -51,7 +52,9 @@ Given = TypeVar("Given")
 def _need(value: Given | None, name: str, operation: str) -> Given:
     """``value``; ToolError when the operation needs it and it was left out."""
     if value is None:
-        raise ToolError("invalid_argument", f"{name}: required for operation={operation!r}", argument=name)
+        raise ToolError(
+            ErrorCode.invalid_argument, f"{name}: required for operation={operation!r}", argument=name
+        )
     return value
 
 
@@ -65,7 +68,7 @@ def apply(blob: bytes, edit: PixelEdit) -> tuple[bytes, str, tuple[int, int]]:
 
     if edit.operation not in OPERATIONS:
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             f"operation: expected one of {', '.join(OPERATIONS)}, got {edit.operation!r}",
             argument="operation",
         )
@@ -75,7 +78,8 @@ def apply(blob: bytes, edit: PixelEdit) -> tuple[bytes, str, tuple[int, int]]:
         opened.load()
     except Exception as exc:
         raise ToolError(
-            "unsupported", f"the picture cannot be decoded for {edit.operation} ({type(exc).__name__})"
+            ErrorCode.unsupported,
+            f"the picture cannot be decoded for {edit.operation} ({type(exc).__name__})",
         ) from exc
     source_format = (opened.format or "PNG").upper()
     image: Image.Image = opened
@@ -87,7 +91,7 @@ def apply(blob: bytes, edit: PixelEdit) -> tuple[bytes, str, tuple[int, int]]:
         _need(edit.flip, "flip", "flip")
         if edit.flip not in ("horizontal", "vertical"):
             raise ToolError(
-                "invalid_argument",
+                ErrorCode.invalid_argument,
                 f"flip: expected horizontal or vertical, got {edit.flip!r}",
                 argument="flip",
             )
@@ -100,7 +104,7 @@ def apply(blob: bytes, edit: PixelEdit) -> tuple[bytes, str, tuple[int, int]]:
         )
         if not 0 <= factor <= 10:
             raise ToolError(
-                "invalid_argument",
+                ErrorCode.invalid_argument,
                 f"{edit.operation}: factor must be between 0 and 10",
                 argument=edit.operation,
             )
@@ -119,7 +123,7 @@ def apply(blob: bytes, edit: PixelEdit) -> tuple[bytes, str, tuple[int, int]]:
         )
         if not (0 <= left < right <= image.width and 0 <= top < bottom <= image.height):
             raise ToolError(
-                "invalid_argument",
+                ErrorCode.invalid_argument,
                 f"crop: box ({left}, {top}, {right}, {bottom}) must lie inside the {image.width}x{image.height} picture",
                 argument="crop_left",
             )

@@ -11,6 +11,7 @@ from datetime import UTC, date, datetime, timedelta, tzinfo
 from typing import TYPE_CHECKING, Any
 
 from atoll._lazy import lazy_module
+from atoll.errors import ErrorCode
 from atoll.formats.ics import address_email
 from mcp_servers._core.errors import ToolError
 from mcp_servers.calendar.models import Attendee, Reminders
@@ -213,7 +214,9 @@ def set_attendees(event: Event, attendees: list[Attendee]) -> None:
         email = attendee.email.strip()
         if "@" not in email or any(ch in email for ch in "\r\n\x00"):
             raise ToolError(
-                "invalid_argument", f"attendees: {email[:60]!r} is not an email address", argument="attendees"
+                ErrorCode.invalid_argument,
+                f"attendees: {email[:60]!r} is not an email address",
+                argument="attendees",
             )
         address = old.get(email.lower()) or person_address(email)
         if attendee.displayName is not None:
@@ -256,7 +259,7 @@ def set_recurrence(event: Event, lines: list[str]) -> None:
         name = line.split(";")[0].split(":")[0].upper()
         if name not in RECURRENCE_PROPERTIES or ":" not in line or any(ch in line for ch in "\r\n\x00"):
             raise ToolError(
-                "invalid_argument",
+                ErrorCode.invalid_argument,
                 f"recurrence[{index}]: {line[:80]!r} is not an RRULE:, EXDATE:, RDATE: or EXRULE: line",
                 argument="recurrence",
             )
@@ -266,7 +269,7 @@ def set_recurrence(event: Event, lines: list[str]) -> None:
                 probe.decoded(key)
         except (ValueError, KeyError, TypeError) as exc:
             raise ToolError(
-                "invalid_argument",
+                ErrorCode.invalid_argument,
                 f"recurrence[{index}]: cannot read {line[:80]!r}: {exc}",
                 argument="recurrence",
             ) from None
@@ -293,13 +296,13 @@ def check_order(start: When, end: When, default_tz: tzinfo) -> None:
     """Raise ToolError ``invalid_argument`` unless start and end are of one kind and start < end."""
     if isinstance(start, datetime) != isinstance(end, datetime):
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             "start and end must both be dateTime or both be date (all-day)",
             argument="end",
         )
     if instant(end, default_tz) <= instant(start, default_tz):
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             f"end ({_show(end)}) must be after start ({_show(start)})",
             argument="end",
         )

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal, overload
 
 from pydantic import Field, ValidationError
 
+from atoll.errors import ErrorCode
 from mcp_servers._core.definition import ServerDefinition
 from mcp_servers._core.errors import ToolError
 from mcp_servers._core.options import ServerOptions
@@ -51,13 +52,13 @@ def _when(value: When | None, argument: str) -> EventTime | None:
         return value
     text = value.strip()
     if not text:
-        raise ToolError("invalid_argument", f"{argument}: empty date", argument=argument)
+        raise ToolError(ErrorCode.invalid_argument, f"{argument}: empty date", argument=argument)
     if text.startswith("{"):  # the object sent as JSON text
         try:
             return EventTime.model_validate(json.loads(text))
         except (ValueError, ValidationError) as exc:
             raise ToolError(
-                "invalid_argument",
+                ErrorCode.invalid_argument,
                 f"{argument}: {text[:80]!r} is not a valid time object ({exc})",
                 argument=argument,
             ) from None
@@ -76,7 +77,9 @@ def _unless_blank(value: Any) -> Any:
 
 def _event_id(value: str) -> str:
     if any(ord(ch) < 32 for ch in value):
-        raise ToolError("invalid_argument", "event_id: contains a control character", argument="event_id")
+        raise ToolError(
+            ErrorCode.invalid_argument, "event_id: contains a control character", argument="event_id"
+        )
     return value.strip()
 
 
@@ -206,7 +209,7 @@ def update_event(
     }
     if all(value is None for value in changes.values()):
         raise ToolError(
-            "invalid_argument", "update_event: give at least one field to change", argument="event_id"
+            ErrorCode.invalid_argument, "update_event: give at least one field to change", argument="event_id"
         )
     return Event.from_fields(calendar.update_event(_event_id(event_id), changes))
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from atoll._lazy import lazy_module
+from atoll.errors import ErrorCode
 from mcp_servers._core.context import ServerContext
 from mcp_servers._core.errors import ToolError
 from mcp_servers._core.paths import validate_id
@@ -82,7 +83,9 @@ class CalendarService:
         low = parse_bound(time_min, argument="time_min", default_tz=self.default_tz)
         high = parse_bound(time_max, argument="time_max", default_tz=self.default_tz)
         if low and high and high <= low:
-            raise ToolError("invalid_argument", "time_max must be after time_min", argument="time_max")
+            raise ToolError(
+                ErrorCode.invalid_argument, "time_max must be after time_min", argument="time_max"
+            )
         # Items are records (their view is built only when shown) or occurrence views.
         in_range = low is not None or high is not None
         items = self._in_range(snapshot, low, high) if in_range else list(snapshot.events)
@@ -182,7 +185,9 @@ class CalendarService:
             for item in self._in_range(snapshot, *_suffix_window(suffix)):
                 if _view(item)["id"] == event_id:
                     return _view(item)
-        raise ToolError("not_found", f"event_id: no event with id {event_id[:100]!r}", argument="event_id")
+        raise ToolError(
+            ErrorCode.not_found, f"event_id: no event with id {event_id[:100]!r}", argument="event_id"
+        )
 
     # ---- writing ---------------------------------------------------------------------
 
@@ -345,13 +350,13 @@ class CalendarService:
             master_id = event_id.rpartition("_")[0]
             if master_id in self.index.snapshot().by_uid:
                 raise ToolError(
-                    "invalid_argument",
+                    ErrorCode.invalid_argument,
                     f"event_id: {event_id[:100]!r} is one occurrence of recurring event {master_id!r}; "
                     "update the series (delete_event removes a single occurrence)",
                     argument="event_id",
                 )
             raise ToolError(
-                "not_found", f"event_id: no event with id {event_id[:100]!r}", argument="event_id"
+                ErrorCode.not_found, f"event_id: no event with id {event_id[:100]!r}", argument="event_id"
             )
         return records[0]
 
@@ -375,6 +380,6 @@ def _suffix_window(suffix: str) -> tuple[datetime, datetime]:
             moment = datetime.strptime(suffix, "%Y%m%d").replace(tzinfo=UTC)
     except ValueError:
         raise ToolError(
-            "not_found", f"event_id: no event with id ending {suffix[:40]!r}", argument="event_id"
+            ErrorCode.not_found, f"event_id: no event with id ending {suffix[:40]!r}", argument="event_id"
         ) from None
     return moment - timedelta(days=2), moment + timedelta(days=2)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from atoll._lazy import lazy_module
+from atoll.errors import ErrorCode
 from atoll.formats.ics import IcsLayout, IcsSyntaxError, read_text, split_blocks, with_newline
 from mcp_servers._core.beneath import OutsideRoot
 from mcp_servers._core.errors import ToolError
@@ -39,7 +40,7 @@ def insert_event(index: CalendarIndex, path: Path, event: Event) -> dict[str, An
         return _insert_event(index, path, event)
     except OutsideRoot:
         raise ToolError(
-            "bad_data", f"calendar file {path.name} links outside the app data; not changing it"
+            ErrorCode.bad_data, f"calendar file {path.name} links outside the app data; not changing it"
         ) from None
 
 
@@ -78,12 +79,14 @@ def _read_layout(index: CalendarIndex, path: Path, shown: str) -> tuple[str, Ics
         source = read_text(index.data.read_bytes(path))
     except OutsideRoot:
         raise ToolError(
-            "bad_data", f"calendar file {shown} links outside the app data; not changing it"
+            ErrorCode.bad_data, f"calendar file {shown} links outside the app data; not changing it"
         ) from None
     try:
         layout = split_blocks(source)
     except IcsSyntaxError as exc:
-        raise ToolError("bad_data", f"calendar file {shown} is unreadable ({exc}); not changing it") from None
+        raise ToolError(
+            ErrorCode.bad_data, f"calendar file {shown} is unreadable ({exc}); not changing it"
+        ) from None
     return source, layout
 
 
@@ -122,7 +125,7 @@ def rewrite_event(
         before = index.data.stamp(path)
         if before is None:
             raise ToolError(
-                "not_found",
+                ErrorCode.not_found,
                 f"event_id: the file of event {event_id[:100]!r} is gone",
                 argument="event_id",
             )
@@ -168,7 +171,7 @@ def rewrite_event(
             result = record.view
         if cursor == 0:
             raise ToolError(
-                "not_found", f"event_id: no event with id {event_id[:100]!r}", argument="event_id"
+                ErrorCode.not_found, f"event_id: no event with id {event_id[:100]!r}", argument="event_id"
             )
         tail = source[cursor:]
         split = max(0, layout.insert_at - cursor)

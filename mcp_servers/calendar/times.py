@@ -13,6 +13,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from atoll._lazy import lazy_module
+from atoll.errors import ErrorCode
 from mcp_servers._core.errors import ToolError
 
 _icalendar_timezone = lazy_module("icalendar.timezone")
@@ -32,7 +33,7 @@ def zone(name: str, *, argument: str) -> tzinfo:
         return ZoneInfo(text)
     except (ZoneInfoNotFoundError, ValueError):
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             f"{argument}: unknown time zone {text[:60]!r} (use an IANA name like 'Europe/Paris')",
             argument=argument.split(".")[0],
         ) from None
@@ -68,7 +69,7 @@ def parse_datetime_text(text: str, *, argument: str) -> datetime | date:
         return datetime.fromisoformat(value.replace("z", "Z"))
     except ValueError:
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             f"{argument}: {value[:60]!r} is not an ISO date (YYYY-MM-DD) or date-time (YYYY-MM-DDTHH:MM[:SS][+HH:MM])",
             argument=argument.split(".")[0],
         ) from None
@@ -100,7 +101,7 @@ def to_ical_value(
     if day and str(day).strip():
         parsed = parse_datetime_text(str(day), argument=f"{argument}.date")
         return parsed.date() if isinstance(parsed, datetime) else parsed
-    raise ToolError("invalid_argument", f"{argument}: give 'dateTime' or 'date'", argument=argument)
+    raise ToolError(ErrorCode.invalid_argument, f"{argument}: give 'dateTime' or 'date'", argument=argument)
 
 
 def when_view(value: When, default_tz: tzinfo) -> dict[str, Any]:

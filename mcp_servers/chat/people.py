@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from atoll.errors import ErrorCode
 from mcp_servers._core.context import ServerContext
 from mcp_servers._core.errors import ToolError
 from mcp_servers.chat.index import ChatIndex
@@ -23,7 +24,8 @@ def current_user(context: ServerContext, index: ChatIndex, *, required: bool = T
     if not email:
         if required:
             raise ToolError(
-                "permission_denied", "no current chat user: the server needs option user_email to post"
+                ErrorCode.permission_denied,
+                "no current chat user: the server needs option user_email to post",
             )
         return None
     return {"name": name or email.split("@")[0], "email": email, "user_type": "Human"}

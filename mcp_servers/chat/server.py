@@ -7,6 +7,7 @@ from typing import Annotated
 
 from pydantic import Field
 
+from atoll.errors import ErrorCode
 from mcp_servers._core.definition import ServerDefinition
 from mcp_servers._core.errors import ToolError
 from mcp_servers.chat.results import (
@@ -165,7 +166,7 @@ def _bound(value: str | None, argument: str) -> datetime | None:
         moment = datetime.fromisoformat(text.replace("z", "Z"))
     except ValueError:
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             f"{argument}: {text[:40]!r} is not YYYY-MM-DD or an ISO date-time",
             argument=argument,
         ) from None
@@ -197,7 +198,7 @@ def search_messages(
     low, high = _bound(after, "after"), _bound(before, "before")
     if not any(value for value in (query, channel_id, author, low, high)):
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             "search_messages: give query, channel_id, author, after or before",
             argument="query",
         )

@@ -15,6 +15,7 @@ from typing import Any, Literal, overload
 
 import orjson
 
+from atoll.errors import ErrorCode
 from atoll.formats.chat.messages import GroupMessages, Message, decode_json, index_messages
 from atoll.formats.chat.timestamps import format_takeout_date
 from mcp_servers._core.beneath import OutsideRoot
@@ -84,19 +85,21 @@ class ChatService:
             return matches[0]
         known = ", ".join(g.group_id for g in groups[:10]) or "none"
         raise ToolError(
-            "not_found", f"channel_id: no channel {wanted[:80]!r} (channels: {known})", argument="channel_id"
+            ErrorCode.not_found,
+            f"channel_id: no channel {wanted[:80]!r} (channels: {known})",
+            argument="channel_id",
         )
 
     def parsed(self, group: GroupFolder) -> GroupMessages:
         parsed = self.index.group_messages(group)
         if parsed.error:
-            raise ToolError("bad_data", parsed.error, argument="channel_id")
+            raise ToolError(ErrorCode.bad_data, parsed.error, argument="channel_id")
         return parsed
 
     def find_post(self, group: GroupFolder, parsed: GroupMessages, post_id: str) -> Message:
         """A message by full id ``<code>/<topic>/<unique>``, ``<topic>/<unique>`` or ``<unique>``."""
         if not isinstance(post_id, str) or not post_id.strip() or any(ord(c) < 32 for c in post_id):
-            raise ToolError("invalid_argument", "post_id: expected a message id", argument="post_id")
+            raise ToolError(ErrorCode.invalid_argument, "post_id: expected a message id", argument="post_id")
         wanted = post_id.strip()
         index = parsed.by_id.get(wanted)
         if index is None:
@@ -108,7 +111,7 @@ class ChatService:
                     break
         if index is None:
             raise ToolError(
-                "not_found",
+                ErrorCode.not_found,
                 f"post_id: no post {wanted[:100]!r} in channel {group.group_id!r}",
                 argument="post_id",
             )
@@ -220,7 +223,7 @@ class ChatService:
                         info = self.index.json_object(folder / "user_info.json")
                         profile["memberships"] = info.get("membership_info") or []
                 return profile
-        raise ToolError("not_found", f"user_id: no user {wanted[:80]!r}", argument="user_id")
+        raise ToolError(ErrorCode.not_found, f"user_id: no user {wanted[:80]!r}", argument="user_id")
 
     def search(
         self,
@@ -263,7 +266,7 @@ class ChatService:
             return self._mutate_file(group, change)
         except OutsideRoot:
             raise ToolError(
-                "bad_data", f"{group.label} links outside the app data; not changing it"
+                ErrorCode.bad_data, f"{group.label} links outside the app data; not changing it"
             ) from None
 
     def _mutate_file(
@@ -280,12 +283,14 @@ class ChatService:
                     raw = decode_json(data.read_bytes(path))
                 except ValueError as exc:
                     raise ToolError(
-                        "bad_data", f"{group.label} is not valid JSON ({exc}); not changing it"
+                        ErrorCode.bad_data, f"{group.label} is not valid JSON ({exc}); not changing it"
                     ) from None
             else:
                 raw = {"messages": []}
             if not isinstance(raw, dict) or not isinstance(raw.setdefault("messages", []), list):
-                raise ToolError("bad_data", f"{group.label}: expected an object with a 'messages' list")
+                raise ToolError(
+                    ErrorCode.bad_data, f"{group.label}: expected an object with a 'messages' list"
+                )
             cached = self.index.messages.peek(path)
             if cached is not None and cached[0] == before == data.stamp(path):  # index of these very bytes
                 current = cached[1]
@@ -347,7 +352,7 @@ class ChatService:
         if emoji is None:
             names = ", ".join(sorted(EMOJI_NAMES)[:20])
             raise ToolError(
-                "invalid_argument",
+                ErrorCode.invalid_argument,
                 f"emoji_name: unknown emoji {emoji_name[:40]!r} (give the emoji itself or a name like {names}, ...)",
                 argument="emoji_name",
             )
@@ -357,7 +362,9 @@ class ChatService:
             target = self.find_post(group, parsed, post_id)
             if target.deleted:
                 raise ToolError(
-                    "invalid_argument", f"post_id: post {target.message_id!r} is deleted", argument="post_id"
+                    ErrorCode.invalid_argument,
+                    f"post_id: post {target.message_id!r} is deleted",
+                    argument="post_id",
                 )
             record = records[target.position]
             reactions = record.setdefault("reactions", [])
@@ -387,7 +394,7 @@ class ChatService:
             target = self.find_post(group, parsed, post_id)
             if target.author_email.lower() != email.lower():
                 raise ToolError(
-                    "permission_denied",
+                    ErrorCode.permission_denied,
                     f"post_id: post {target.message_id!r} was written by {target.author_email or 'someone else'}; "
                     "only your own posts can be deleted",
                     argument="post_id",

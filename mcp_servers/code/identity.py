@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from atoll.errors import CodedError
+from atoll.errors import CodedError, ErrorCode
 from mcp_servers.code.uids import DEFAULT_UIDS, UidLease, UidPoolError, lease_uid, parse_range
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ _LIBC = ctypes.CDLL(None, use_errno=True)
 class IdentityError(CodedError):
     """The sandbox user cannot be determined (the message says what to configure)."""
 
-    code = "sandbox_identity"
+    code = ErrorCode.sandbox_identity
 
 
 @dataclass(frozen=True)

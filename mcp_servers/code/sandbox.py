@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from atoll.errors import CodedError
+from atoll.errors import CodedError, ErrorCode
 from mcp_servers._core.options import InvalidOption
 from mcp_servers.code import seccomp, worldtree
 from mcp_servers.code.bwrap import SANDBOX_ROOT, bwrap_argv, probe, python_prefixes, sandbox_environment
@@ -96,7 +96,7 @@ class SandboxStatus:
 class SandboxUnavailable(CodedError):
     """bubblewrap is missing or cannot build a sandbox here, or no sandbox user is set."""
 
-    code = "sandbox_unavailable"
+    code = ErrorCode.sandbox_unavailable
 
 
 @dataclass

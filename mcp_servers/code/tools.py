@@ -13,6 +13,7 @@ import anyio.to_thread
 from anyio import CapacityLimiter
 from pydantic import BaseModel, Field
 
+from atoll.errors import ErrorCode
 from mcp_servers._core import ServerContext, ToolError
 from mcp_servers._core.options import InvalidOption
 from mcp_servers.code.config import CodeOptions
@@ -62,7 +63,7 @@ def _settings(ctx: ServerContext) -> CodeOptions:
     try:
         return CodeOptions.resolve(ctx.options)
     except InvalidOption as exc:
-        raise ToolError("unsupported", f"code execution is misconfigured: {exc.message}") from None
+        raise ToolError(ErrorCode.unsupported, f"code execution is misconfigured: {exc.message}") from None
 
 
 def _pool(settings: CodeOptions, fs_root: Path) -> CapacityLimiter:
@@ -88,12 +89,13 @@ async def code_exec(
         timeout_s: wall-clock limit in seconds (at most the server's limit, default 300).
     """
     if not code.strip():
-        raise ToolError("invalid_argument", "code: the command is empty", argument="code")
+        raise ToolError(ErrorCode.invalid_argument, "code: the command is empty", argument="code")
     if "\x00" in code:
-        raise ToolError("invalid_argument", "code: contains a NUL byte", argument="code")
+        raise ToolError(ErrorCode.invalid_argument, "code: contains a NUL byte", argument="code")
     if not ctx.fs_root.is_dir():
         raise ToolError(
-            "not_found", f"the world's filesystem root {ctx.fs_root} does not exist (populate it first)"
+            ErrorCode.not_found,
+            f"the world's filesystem root {ctx.fs_root} does not exist (populate it first)",
         )
     settings = _settings(ctx)
     run = functools.partial(run_command, code, ctx.fs_root, settings.limits(timeout_s), settings)
@@ -101,7 +103,7 @@ async def code_exec(
         result = await anyio.to_thread.run_sync(run, limiter=_pool(settings, ctx.fs_root))
     except SandboxUnavailable as exc:
         raise ToolError(
-            "unsupported",
+            ErrorCode.unsupported,
             f"code execution is disabled: {exc}. Run where bubblewrap can create user namespaces, or "
             "set ATOLL_CODE_TRUST_OUTER_SANDBOX=1 only inside an outer sandbox (gVisor, Kata)",
         ) from None

@@ -26,7 +26,7 @@ import pwd
 import stat
 from dataclasses import dataclass
 
-from atoll.errors import CodedError
+from atoll.errors import CodedError, ErrorCode
 
 DEFAULT_UIDS = "1000000000-1000099999"
 DEFAULT_STATE_DIR = "/run/atoll-sandbox-uids"
@@ -35,7 +35,7 @@ DEFAULT_STATE_DIR = "/run/atoll-sandbox-uids"
 class UidPoolError(CodedError):
     """No uid can be leased (bad range or state directory, or every uid is held)."""
 
-    code = "sandbox_identity"
+    code = ErrorCode.sandbox_identity
 
 
 def parse_range(text: str) -> tuple[int, int]:

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from atoll.errors import CodedError
+from atoll.errors import CodedError, ErrorCode
 
 MAX_DEPTH = 400
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -40,7 +40,7 @@ _CAPABILITY = "security.capability"
 class TreeTooDeep(CodedError):
     """The tree nests directories deeper than :data:`MAX_DEPTH`."""
 
-    code = "tree_too_deep"
+    code = ErrorCode.tree_too_deep
 
 
 @dataclass

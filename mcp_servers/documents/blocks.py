@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from atoll._lazy import lazy_module
+from atoll.errors import ErrorCode
 from atoll.formats.docx.elements import W_P, W_TBL
 from atoll.formats.docx.names import qn
 from mcp_servers._core.errors import ToolError
@@ -45,7 +46,7 @@ def paragraph_style(document: Any, name: str, *, argument: str = "style") -> Any
             return style
     available = sorted(s.name for s in styles if s.type == _style.WD_STYLE_TYPE.PARAGRAPH and s.name)[:25]
     raise ToolError(
-        "invalid_argument",
+        ErrorCode.invalid_argument,
         f"{argument}: the document has no paragraph style {name!r}; some available: {', '.join(available)}",
         argument=argument,
     )
@@ -85,7 +86,9 @@ def build_blocks(document: Any, blocks: list[ContentBlock], resolve_image: Image
         where = f"content[{index}] ({block.type})"
         if block.type == "paragraph":
             if block.text is None and not block.runs:
-                raise ToolError("invalid_argument", f"{where}: needs 'text' or 'runs'", argument="content")
+                raise ToolError(
+                    ErrorCode.invalid_argument, f"{where}: needs 'text' or 'runs'", argument="content"
+                )
             paragraph = document.add_paragraph()
             if block.style:
                 paragraph.style = paragraph_style(document, block.style, argument=f"{where}.style")
@@ -99,7 +102,7 @@ def build_blocks(document: Any, blocks: list[ContentBlock], resolve_image: Image
                 paragraph.alignment = alignment(block.alignment)
         elif block.type == "heading":
             if block.text is None:
-                raise ToolError("invalid_argument", f"{where}: needs 'text'", argument="content")
+                raise ToolError(ErrorCode.invalid_argument, f"{where}: needs 'text'", argument="content")
             level = 1 if block.level is None else block.level
             paragraph = document.add_paragraph(block.text, style=_ensure_heading_style(document, level))
             if block.alignment:
@@ -107,7 +110,7 @@ def build_blocks(document: Any, blocks: list[ContentBlock], resolve_image: Image
         elif block.type in ("bullet_list", "numbered_list"):
             if not block.items:
                 raise ToolError(
-                    "invalid_argument", f"{where}: needs a non-empty 'items' list", argument="content"
+                    ErrorCode.invalid_argument, f"{where}: needs a non-empty 'items' list", argument="content"
                 )
             numbered = block.type == "numbered_list"
             paragraphs = _add_list(document, block.items, numbered)
@@ -118,7 +121,7 @@ def build_blocks(document: Any, blocks: list[ContentBlock], resolve_image: Image
         elif block.type == "table":
             if not block.rows or not any(block.rows):
                 raise ToolError(
-                    "invalid_argument", f"{where}: needs a non-empty 'rows' list", argument="content"
+                    ErrorCode.invalid_argument, f"{where}: needs a non-empty 'rows' list", argument="content"
                 )
             add_table(document, block.rows, header=block.header, style=block.style)
         elif block.type == "page_break":
@@ -130,7 +133,7 @@ def build_blocks(document: Any, blocks: list[ContentBlock], resolve_image: Image
         elif block.type == "image":
             if not block.path:
                 raise ToolError(
-                    "invalid_argument", f"{where}: needs 'path' (an image file)", argument="content"
+                    ErrorCode.invalid_argument, f"{where}: needs 'path' (an image file)", argument="content"
                 )
             image_path = resolve_image(block.path, f"{where}.path")
             paragraph = document.add_paragraph()
@@ -216,7 +219,9 @@ def add_table(document: Any, rows: list[list[Any]], *, header: bool, style: str 
     chosen = style or ("Table Grid" if _has_table_style(document, "Table Grid") else None)
     if chosen:
         if not _has_table_style(document, chosen):
-            raise ToolError("invalid_argument", f"table style {chosen!r} does not exist in the document")
+            raise ToolError(
+                ErrorCode.invalid_argument, f"table style {chosen!r} does not exist in the document"
+            )
         table.style = chosen
     for r, row in enumerate(rows):
         for c in range(n_cols):
@@ -257,7 +262,7 @@ def add_picture(run: Any, image: BinaryIO, shown: str, width: float | None, heig
         )
     except Exception as exc:
         raise ToolError(
-            "unsupported", f"image {shown} is not a supported image file ({type(exc).__name__})"
+            ErrorCode.unsupported, f"image {shown} is not a supported image file ({type(exc).__name__})"
         ) from exc
 
 
@@ -273,7 +278,7 @@ def place(elements: list[Any], target: Target, position: str) -> None:
     kind = "paragraph" if target.kind == "run" else target.kind
     if kind == "row":
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             f"identifier {target.identifier!r}: a table row cannot hold blocks; use a cell",
         )
     if kind in ("paragraph", "table"):

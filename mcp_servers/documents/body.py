@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from atoll.errors import ErrorCode
 from atoll.formats.docx.elements import cells_of, paragraphs_of, rows_of, runs_of, tables_of
 from mcp_servers._core.errors import ToolError
 
@@ -28,17 +29,19 @@ class Target:
 
 def _index(tokens: list[str], position: int, identifier: str) -> int:
     if position >= len(tokens):
-        raise ToolError("invalid_argument", f"identifier {identifier!r}: a number is missing at the end")
+        raise ToolError(
+            ErrorCode.invalid_argument, f"identifier {identifier!r}: a number is missing at the end"
+        )
     token = tokens[position]
     if not token.isdigit():
-        raise ToolError("invalid_argument", f"identifier {identifier!r}: {token!r} is not a number")
+        raise ToolError(ErrorCode.invalid_argument, f"identifier {identifier!r}: {token!r} is not a number")
     return int(token)
 
 
 def _pick(items: list[Any], index: int, what: str, identifier: str, prefix: str) -> Any:
     if index >= len(items):
         raise ToolError(
-            "not_found",
+            ErrorCode.not_found,
             f"identifier {identifier!r}: {prefix} has {len(items)} {what}(s), no index {index}",
         )
     return items[index]
@@ -52,7 +55,9 @@ def resolve(document: Any, identifier: object) -> Target:
     """
     if not isinstance(identifier, str) or not identifier.strip():
         raise ToolError(
-            "invalid_argument", "identifier: expected a string such as 'body.p.0'", argument="identifier"
+            ErrorCode.invalid_argument,
+            "identifier: expected a string such as 'body.p.0'",
+            argument="identifier",
         )
     ident = identifier.strip()
     tokens = ident.split(".")
@@ -63,7 +68,9 @@ def resolve(document: Any, identifier: object) -> Target:
         prefix = "body"
     elif area in ("header", "footer"):
         if len(tokens) < 3 or tokens[1] != "s":
-            raise ToolError("invalid_argument", f"identifier {ident!r}: expected {area}.s.<section>[.p.<i>…]")
+            raise ToolError(
+                ErrorCode.invalid_argument, f"identifier {ident!r}: expected {area}.s.<section>[.p.<i>…]"
+            )
         section_index = _index(tokens, 2, ident)
         sections = document.sections
         section = _pick(list(sections), section_index, "section", ident, "the document")
@@ -73,14 +80,15 @@ def resolve(document: Any, identifier: object) -> Target:
         prefix = ".".join(tokens[:3])
     else:
         raise ToolError(
-            "invalid_argument", f"identifier {ident!r}: must start with 'body', 'header' or 'footer'"
+            ErrorCode.invalid_argument, f"identifier {ident!r}: must start with 'body', 'header' or 'footer'"
         )
     target = Target("container", container, prefix, area)
     while position < len(tokens):
         token = tokens[position]
         if target.kind != "container":
             raise ToolError(
-                "invalid_argument", f"identifier {ident!r}: unexpected {token!r} after {target.identifier}"
+                ErrorCode.invalid_argument,
+                f"identifier {ident!r}: unexpected {token!r} after {target.identifier}",
             )
         if token == "p":
             index = _index(tokens, position + 1, ident)
@@ -90,14 +98,18 @@ def resolve(document: Any, identifier: object) -> Target:
             position += 2
             if position < len(tokens):
                 if tokens[position] != "r":
-                    raise ToolError("invalid_argument", f"identifier {ident!r}: expected 'r' after {prefix}")
+                    raise ToolError(
+                        ErrorCode.invalid_argument, f"identifier {ident!r}: expected 'r' after {prefix}"
+                    )
                 run_index = _index(tokens, position + 1, ident)
                 run = _pick(runs_of(paragraph), run_index, "run", ident, prefix)
                 prefix = f"{prefix}.r.{run_index}"
                 target = Target("run", run, prefix, area, paragraph)
                 position += 2
                 if position < len(tokens):
-                    raise ToolError("invalid_argument", f"identifier {ident!r}: nothing can follow a run")
+                    raise ToolError(
+                        ErrorCode.invalid_argument, f"identifier {ident!r}: nothing can follow a run"
+                    )
         elif token == "tbl":
             index = _index(tokens, position + 1, ident)
             table = _pick(tables_of(container), index, "table", ident, prefix)
@@ -106,7 +118,9 @@ def resolve(document: Any, identifier: object) -> Target:
             position += 2
             if position < len(tokens):
                 if tokens[position] != "r":
-                    raise ToolError("invalid_argument", f"identifier {ident!r}: expected 'r' after {prefix}")
+                    raise ToolError(
+                        ErrorCode.invalid_argument, f"identifier {ident!r}: expected 'r' after {prefix}"
+                    )
                 row_index = _index(tokens, position + 1, ident)
                 row = _pick(rows_of(table), row_index, "row", ident, prefix)
                 prefix = f"{prefix}.r.{row_index}"
@@ -115,7 +129,7 @@ def resolve(document: Any, identifier: object) -> Target:
                 if position < len(tokens):
                     if tokens[position] != "c":
                         raise ToolError(
-                            "invalid_argument", f"identifier {ident!r}: expected 'c' after {prefix}"
+                            ErrorCode.invalid_argument, f"identifier {ident!r}: expected 'c' after {prefix}"
                         )
                     col_index = _index(tokens, position + 1, ident)
                     cell = _pick(cells_of(row), col_index, "cell", ident, prefix)
@@ -125,6 +139,7 @@ def resolve(document: Any, identifier: object) -> Target:
                     position += 2
         else:
             raise ToolError(
-                "invalid_argument", f"identifier {ident!r}: expected 'p' or 'tbl' after {target.identifier}"
+                ErrorCode.invalid_argument,
+                f"identifier {ident!r}: expected 'p' or 'tbl' after {target.identifier}",
             )
     return target

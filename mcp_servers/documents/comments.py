@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from atoll._lazy import lazy_module
+from atoll.errors import ErrorCode
 from atoll.formats.docx.comments import has_comments_part
 from atoll.formats.docx.elements import (
     live_runs,
@@ -25,7 +26,7 @@ _ANCHORS = (qn("w:commentRangeStart"), qn("w:commentRangeEnd"), qn("w:commentRef
 def add_comment(target: Target, text: str, author: str, initials: str | None, document: Any) -> int:
     """Anchor a new comment on a run, a paragraph (all its runs) or a cell; returns its id."""
     if not text.strip():
-        raise ToolError("invalid_argument", "text: a comment needs text", argument="text")
+        raise ToolError(ErrorCode.invalid_argument, "text: a comment needs text", argument="text")
     if target.kind == "run":
         runs = [target.element]
     elif target.kind == "paragraph":
@@ -34,20 +35,20 @@ def add_comment(target: Target, text: str, author: str, initials: str | None, do
         runs = [run for paragraph in paragraphs_of(target.element) for run in live_runs(paragraph)]
     else:
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             f"identifier {target.identifier!r}: comments anchor on a paragraph, run or table cell",
             argument="identifier",
         )
     runs = [run for run in runs if run_text(run)] or runs
     if not runs:
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             f"identifier {target.identifier!r}: the element has no text to comment on",
             argument="identifier",
         )
     if target.area != "body":
         raise ToolError(
-            "unsupported", "comments can only be anchored in the document body", argument="identifier"
+            ErrorCode.unsupported, "comments can only be anchored in the document body", argument="identifier"
         )
     comment = document.add_comment(
         [_run.Run(runs[0], None), _run.Run(runs[-1], None)], text=text, author=author, initials=initials
@@ -58,7 +59,9 @@ def add_comment(target: Target, text: str, author: str, initials: str | None, do
 def delete_comment(document: Any, comment_id: int) -> None:
     """Remove a comment and its anchors (ToolError ``not_found`` for an unknown id)."""
     if not has_comments_part(document) or document.comments.get(comment_id) is None:
-        raise ToolError("not_found", f"comment_id: no comment with id {comment_id}", argument="comment_id")
+        raise ToolError(
+            ErrorCode.not_found, f"comment_id: no comment with id {comment_id}", argument="comment_id"
+        )
     comment = document.comments.get(comment_id)
     comment._comment_elm.getparent().remove(comment._comment_elm)
     for element in list(document.element.body.iter(*_ANCHORS)):

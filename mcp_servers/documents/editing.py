@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from atoll._lazy import lazy_module
+from atoll.errors import ErrorCode
 from atoll.formats.docx.elements import (
     W_P,
     W_RPR,
@@ -50,11 +51,12 @@ def add_text(document: Any, target: Target, text: str, position: str, style: str
     """
     if position not in POSITIONS:
         raise ToolError(
-            "invalid_argument", f"position: expected one of {', '.join(POSITIONS)}, got {position!r}"
+            ErrorCode.invalid_argument, f"position: expected one of {', '.join(POSITIONS)}, got {position!r}"
         )
     if target.kind == "row":
         raise ToolError(
-            "invalid_argument", f"identifier {target.identifier!r}: address a cell (….c.<col>) to add text"
+            ErrorCode.invalid_argument,
+            f"identifier {target.identifier!r}: address a cell (….c.<col>) to add text",
         )
     if target.kind == "paragraph" and position in ("start", "end"):
         current = paragraph_text(target.element)
@@ -113,7 +115,7 @@ def edit_text(target: Target, new_text: str) -> str:
         _set_container_text(target.element, new_text)
     else:
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             f"identifier {target.identifier!r}: a {target.kind} has no text of its own; address a paragraph, run or cell",
         )
     return f"replaced the text of {target.identifier}"
@@ -154,7 +156,9 @@ def delete(target: Target, scope: str, collapse_whitespace: bool = False) -> str
     """
     if scope not in ("element", "content", "text"):
         raise ToolError(
-            "invalid_argument", f"scope: expected 'content' or 'element', got {scope!r}", argument="scope"
+            ErrorCode.invalid_argument,
+            f"scope: expected 'content' or 'element', got {scope!r}",
+            argument="scope",
         )
     scope = "text" if scope == "content" else scope
     result = _delete(target, scope)
@@ -167,7 +171,7 @@ def delete(target: Target, scope: str, collapse_whitespace: bool = False) -> str
 def _delete(target: Target, scope: str) -> str:
     if target.kind == "container" and scope == "element" and target.element.tag != qn("w:tc"):
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             f"identifier {target.identifier!r}: a body, header or footer cannot be deleted; use scope='text'",
             argument="scope",
         )
@@ -268,7 +272,7 @@ def apply_formatting(document: Any, target: Target, formatting: dict[str, Any]) 
             continue
         if not paragraphs:
             raise ToolError(
-                "invalid_argument", f"{key}: applies to paragraphs; {target.identifier!r} is a run"
+                ErrorCode.invalid_argument, f"{key}: applies to paragraphs; {target.identifier!r} is a run"
             )
         for element in paragraphs:
             paragraph = _paragraph.Paragraph(element, None)
@@ -287,7 +291,7 @@ def parse_highlight(value: str) -> Any:
         return None
     if key not in names:
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             f"highlight: {value!r} is not one of {', '.join(sorted(names))}",
             argument="highlight",
         )

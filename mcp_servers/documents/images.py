@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, BinaryIO
 
+from atoll.errors import ErrorCode
 from atoll.formats.docx.names import qn
 from atoll.formats.docx.reading import A_BLIP, R_EMBED, ImageRef, collect_images
 from mcp_servers._core.errors import ToolError
@@ -29,7 +30,7 @@ def find_image(document: Any, annotation: object) -> ImageRef:
             return image
     known = ", ".join(image.annotation for image in images[:20]) or "none"
     raise ToolError(
-        "not_found",
+        ErrorCode.not_found,
         f"annotation: no image {str(annotation)!r} in the document (images: {known})",
         argument="annotation",
     )
@@ -39,13 +40,14 @@ def image_bytes(document: Any, image: ImageRef) -> tuple[bytes, str]:
     """(bytes, MIME type) of an embedded image."""
     if not image.rel_id or image.rel_id not in document.part.rels:
         raise ToolError(
-            "not_found", f"annotation: {image.annotation} is a linked image with no embedded data"
+            ErrorCode.not_found, f"annotation: {image.annotation} is a linked image with no embedded data"
         )
     part = document.part.related_parts[image.rel_id]
     data = part.blob
     if len(data) > MAX_IMAGE_BYTES:
         raise ToolError(
-            "too_large", f"annotation: {image.annotation} is {len(data)} bytes (limit {MAX_IMAGE_BYTES})"
+            ErrorCode.too_large,
+            f"annotation: {image.annotation} is {len(data)} bytes (limit {MAX_IMAGE_BYTES})",
         )
     return data, part.content_type
 
@@ -84,12 +86,12 @@ def replace(document: Any, image: ImageRef, new_image: BinaryIO, shown: str) -> 
         rel_id, picture = document.part.get_or_add_image(new_image)
     except Exception as exc:
         raise ToolError(
-            "unsupported", f"image_path: {shown} is not a supported image file", argument="image_path"
+            ErrorCode.unsupported, f"image_path: {shown} is not a supported image file", argument="image_path"
         ) from exc
     blip = next(image.drawing.iter(A_BLIP), None)
     if blip is None:
         raise ToolError(
-            "unsupported", f"annotation: {image.annotation} is not a picture that can be replaced"
+            ErrorCode.unsupported, f"annotation: {image.annotation} is not a picture that can be replaced"
         )
     blip.set(R_EMBED, rel_id)
     px_width, px_height = picture.px_width, picture.px_height
@@ -109,7 +111,9 @@ def replace_pixels(document: Any, image: ImageRef, edit: Any) -> None:
     rel_id, _picture = document.part.get_or_add_image(io.BytesIO(new_data))
     blip = next(image.drawing.iter(A_BLIP), None)
     if blip is None:
-        raise ToolError("unsupported", f"annotation: {image.annotation} is not a picture that can be edited")
+        raise ToolError(
+            ErrorCode.unsupported, f"annotation: {image.annotation} is not a picture that can be edited"
+        )
     blip.set(R_EMBED, rel_id)
     image.rel_id = rel_id
     if px_width and image.width_emu:

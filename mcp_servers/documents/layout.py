@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from atoll._lazy import lazy_module
+from atoll.errors import ErrorCode
 from atoll.formats.docx.elements import W_P, block_elements, paragraph_text, paragraphs_of
 from mcp_servers._core.errors import ToolError
 from mcp_servers.documents.blocks import set_orientation
@@ -29,7 +30,7 @@ def select_sections(document: Any, section_index: int | None) -> list[tuple[int,
         return list(enumerate(sections))
     if not 0 <= section_index < len(sections):
         raise ToolError(
-            "not_found",
+            ErrorCode.not_found,
             f"section_index: the document has {len(sections)} section(s), no index {section_index}",
             argument="section_index",
         )
@@ -52,7 +53,7 @@ def set_margins(section: Any, margins: dict[str, float | None]) -> None:
             continue
         if not 0 <= value <= 10:
             raise ToolError(
-                "invalid_argument",
+                ErrorCode.invalid_argument,
                 f"{name}: margin must be between 0 and 10 inches, got {value}",
                 argument=name,
             )
@@ -62,7 +63,7 @@ def set_margins(section: Any, margins: dict[str, float | None]) -> None:
 def apply_orientation(section: Any, orientation: str) -> None:
     if orientation not in ("portrait", "landscape"):
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             f"orientation: expected 'portrait' or 'landscape', got {orientation!r}",
             argument="orientation",
         )
@@ -104,13 +105,15 @@ def write_header_footer(
 
     if any(block.type in ("image", "section_break", "page_break") for block in blocks):
         raise ToolError(
-            "unsupported",
+            ErrorCode.unsupported,
             "content: headers and footers take paragraphs, headings, lists and tables only",
             argument="content",
         )
 
     def no_images(value: str, where: str) -> Any:
-        raise ToolError("unsupported", f"{where}: images are not supported in headers", argument="content")
+        raise ToolError(
+            ErrorCode.unsupported, f"{where}: images are not supported in headers", argument="content"
+        )
 
     elements = build_blocks(document, blocks, no_images)
     for child in list(block_elements(container)):

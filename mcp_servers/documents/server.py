@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from atoll.errors import ErrorCode
 from atoll.formats.docx.comments import read_comments
 from atoll.formats.docx.reading import collect_images, read_blocks, render_block
 from mcp_servers._core.definition import ServerDefinition
@@ -127,7 +128,7 @@ def read_document_content(
     if section_index is not None:
         if section_index >= sections:
             raise ToolError(
-                "not_found",
+                ErrorCode.not_found,
                 f"section_index: the document has {sections} section(s), no index {section_index}",
                 argument="section_index",
             )
@@ -136,7 +137,7 @@ def read_document_content(
     if page_index is not None:
         if page_index >= pages:
             raise ToolError(
-                "not_found",
+                ErrorCode.not_found,
                 f"page_index: the document has {pages} page(s) of {PAGE_BLOCKS} blocks, no index {page_index}",
                 argument="page_index",
             )
@@ -245,7 +246,7 @@ def header_footer(
 
     if area not in ("header", "footer"):
         raise ToolError(
-            "invalid_argument", f"area: expected 'header' or 'footer', got {area!r}", argument="area"
+            ErrorCode.invalid_argument, f"area: expected 'header' or 'footer', got {area!r}", argument="area"
         )
     if action == "read":
         document, virtual = files.open(file_path)
@@ -255,12 +256,14 @@ def header_footer(
         )
     if action not in ("set", "clear", "link"):
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             f"action: expected read, set, clear or link, got {action!r}",
             argument="action",
         )
     if action == "set" and text is None and not content:
-        raise ToolError("invalid_argument", "text or content: required for action=set", argument="text")
+        raise ToolError(
+            ErrorCode.invalid_argument, "text or content: required for action=set", argument="text"
+        )
     with files.edit(file_path) as (document, virtual):
         chosen = select_sections(document, section_index if section_index is not None else 0)
         for _index, section in chosen:
@@ -306,7 +309,9 @@ def comments(
     if action == "add":
         if identifier is None or text is None:
             raise ToolError(
-                "invalid_argument", "identifier and text are required to add a comment", argument="identifier"
+                ErrorCode.invalid_argument,
+                "identifier and text are required to add a comment",
+                argument="identifier",
             )
         name = author or files.ctx.user_name or files.ctx.user_email or "atoll"
         initials = "".join(part[0] for part in name.split() if part)[:4] or None
@@ -316,11 +321,11 @@ def comments(
     if action == "delete":
         if comment_id is None:
             raise ToolError(
-                "invalid_argument", "comment_id: required to delete a comment", argument="comment_id"
+                ErrorCode.invalid_argument, "comment_id: required to delete a comment", argument="comment_id"
             )
         with files.edit(file_path) as (document, virtual):
             delete_comment(document, comment_id)
         return Comments(file_path=virtual, comment_id=comment_id, deleted=True)
     raise ToolError(
-        "invalid_argument", f"action: expected read, add or delete, got {action!r}", argument="action"
+        ErrorCode.invalid_argument, f"action: expected read, add or delete, got {action!r}", argument="action"
     )

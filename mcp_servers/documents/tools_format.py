@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from atoll.errors import ErrorCode
 from atoll.formats.docx.reading import collect_images
 from mcp_servers._core.errors import ToolError
 from mcp_servers._office.pixels import CropEdge, Factor, FlipAxis, PixelEdit, PixelOperation, Rotation
@@ -47,7 +48,7 @@ def add_image(
         target = resolve(document, identifier)
         if target.area != "body":
             raise ToolError(
-                "unsupported",
+                ErrorCode.unsupported,
                 f"identifier: pictures cannot be added to the {target.area}",
                 argument="identifier",
             )
@@ -103,11 +104,12 @@ def modify_image(
 
     if image_index is None and annotation is None:
         raise ToolError(
-            "invalid_argument", "image_index: give image_index or annotation", argument="image_index"
+            ErrorCode.invalid_argument, "image_index: give image_index or annotation", argument="image_index"
         )
     if operation is None and width is None and height is None and image_path is None and alt_text is None:
         raise ToolError(
-            "invalid_argument", "nothing to change: give operation, width, height, image_path or alt_text"
+            ErrorCode.invalid_argument,
+            "nothing to change: give operation, width, height, image_path or alt_text",
         )
     key = annotation if annotation is not None else f"image.{image_index}"
     with files.edit(file_path) as (document, virtual):
@@ -162,7 +164,7 @@ def apply_formatting(
         "style": style,
     }
     if all(value is None for value in formatting.values()):
-        raise ToolError("invalid_argument", "nothing to apply: give at least one formatting argument")
+        raise ToolError(ErrorCode.invalid_argument, "nothing to apply: give at least one formatting argument")
     with files.edit(file_path) as (document, virtual):
         target = resolve(document, identifier)
         applied = format_target(document, target, formatting)
@@ -183,10 +185,10 @@ def _page_setup(
 
     if action not in (None, "read", "set"):
         raise ToolError(
-            "invalid_argument", f"action: expected 'read' or 'set', got {action!r}", argument="action"
+            ErrorCode.invalid_argument, f"action: expected 'read' or 'set', got {action!r}", argument="action"
         )
     if action == "set" and change is None:
-        raise ToolError("invalid_argument", f"action=set needs {needed}", argument="action")
+        raise ToolError(ErrorCode.invalid_argument, f"action=set needs {needed}", argument="action")
     if action == "read" or change is None:
         document, virtual = files.open(file_path)
         return {

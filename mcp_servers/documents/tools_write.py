@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from atoll.errors import ErrorCode
 from mcp_servers._core.definition import TableCell
 from mcp_servers._core.errors import ToolError
 from mcp_servers._office.package import save_package
@@ -125,12 +126,12 @@ def insert_content(
         breaks = any(block.type == "section_break" for block in content)
         if breaks and not (target.identifier == "body" and position == "end"):
             raise ToolError(
-                "unsupported",
+                ErrorCode.unsupported,
                 "content: a section_break can only be added with identifier='body', position='end'",
             )
         if target.area != "body" and any(block.type in ("image", "page_break") for block in content):
             raise ToolError(
-                "unsupported",
+                ErrorCode.unsupported,
                 f"content: images and page breaks cannot go into the {target.area}",
                 argument="content",
             )

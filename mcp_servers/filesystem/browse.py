@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
+from atoll.errors import ErrorCode
 from mcp_servers._core import ServerContext, ToolError, WorldPath
 from mcp_servers.filesystem.entries import Entry, child_virtual, describe, human_size, iso_time, scan
 from mcp_servers.filesystem.server import SERVER
@@ -127,7 +128,7 @@ def search_files(
         max_results: maximum matches to return (1-1000).
     """
     if not pattern.strip():
-        raise ToolError("invalid_argument", "pattern: must not be empty", argument="pattern")
+        raise ToolError(ErrorCode.invalid_argument, "pattern: must not be empty", argument="pattern")
     top = ctx.files.at(path, argument="path").require("dir")
     base_virtual = top.virtual
     match = _matcher(pattern.strip())

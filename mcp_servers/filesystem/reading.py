@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from mcp_servers._core import ImageBlock, ServerContext, ToolError, ToolOutput
 from mcp_servers.filesystem.images import MAX_FILE_BYTES, image_size, prepare_for_model, sniff_image
 from mcp_servers.filesystem.server import SERVER
@@ -60,7 +60,7 @@ def _check_encoding(encoding: str) -> str:
         return codecs.lookup(encoding).name
     except LookupError:
         raise ToolError(
-            "invalid_argument", f"encoding: unknown encoding {encoding!r}", argument="encoding"
+            ErrorCode.invalid_argument, f"encoding: unknown encoding {encoding!r}", argument="encoding"
         ) from None
 
 
@@ -96,7 +96,7 @@ def _looks_binary(sample: bytes, encoding: str) -> bool:
 
 def _binary_error(virtual: str) -> ToolError:
     return ToolError(
-        "unsupported",
+        ErrorCode.unsupported,
         f"file_path: {virtual} is a binary file; use read_image_file for images or the "
         "documents/spreadsheets/pdfs/presentations tools for office files",
         argument="file_path",
@@ -129,7 +129,7 @@ def read_text_file(
     target = ctx.files.at(file_path, argument="file_path", allow_root=False)
     virtual = target.virtual
     if end_line is not None and start_line is not None and end_line < start_line:
-        raise ToolError("invalid_argument", "end_line: must be >= start_line", argument="end_line")
+        raise ToolError(ErrorCode.invalid_argument, "end_line: must be >= start_line", argument="end_line")
     with target.open() as handle:
         size = os.fstat(handle.fileno()).st_size
         head = handle.read(4096)
@@ -146,7 +146,7 @@ def _read_bytes(
 ) -> TextFile:
     if offset > size:
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             f"byte_offset: {offset} is past the end of the file ({size} bytes)",
             argument="byte_offset",
         )
@@ -210,7 +210,7 @@ def _read_lines(
     total_lines = _count_lines(handle, size)
     if start > total_lines and (size or start > 1):
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             f"start_line: {start} is past the last line ({total_lines})",
             argument="start_line",
         )
@@ -246,7 +246,7 @@ def _read_wide_lines(
 ) -> TextFile:
     if size > MAX_WIDE_FILE_BYTES:
         raise ToolError(
-            "too_large",
+            ErrorCode.too_large,
             f"file_path: {virtual} is too large for line ranges in {encoding}; use byte_offset",
             argument="file_path",
         )
@@ -304,7 +304,7 @@ def read_image_file(ctx: ServerContext, file_path: str) -> ToolOutput[ImageInfo]
         size = os.fstat(handle.fileno()).st_size
         if size > MAX_FILE_BYTES:
             raise ToolError(
-                "too_large",
+                ErrorCode.too_large,
                 f"file_path: {virtual} is {size} bytes (limit {MAX_FILE_BYTES})",
                 argument="file_path",
             )
@@ -316,14 +316,14 @@ def read_image_file(ctx: ServerContext, file_path: str) -> ToolOutput[ImageInfo]
             if data.lstrip()[:5] in (b"<svg ", b"<?xml")
             else "not a supported image"
         )
-        raise ToolError("unsupported", f"file_path: {virtual} is {kind}", argument="file_path")
+        raise ToolError(ErrorCode.unsupported, f"file_path: {virtual} is {kind}", argument="file_path")
     try:
         sent, sent_mime, downscaled = prepare_for_model(data, mime)
     except AtollError as exc:  # a reading bound (atoll.formats.bounds.InputTooLarge)
         raise ToolError(exc.code, f"file_path: {virtual} {exc.message}", argument="file_path") from None
     except Exception as exc:
         raise ToolError(
-            "bad_data", f"file_path: {virtual} is a damaged {mime} file ({exc})", argument="file_path"
+            ErrorCode.bad_data, f"file_path: {virtual} is a damaged {mime} file ({exc})", argument="file_path"
         ) from None
     width, height = image_size(data)
     info = ImageInfo(

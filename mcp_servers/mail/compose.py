@@ -19,6 +19,7 @@ from email.message import EmailMessage
 from email.policy import default as default_policy
 from email.utils import format_datetime, getaddresses, make_msgid
 
+from atoll.errors import ErrorCode
 from atoll.formats.mail.headers import display_address
 from atoll.formats.mail.text import html_to_text
 from mcp_servers._core import ServerContext, ToolError
@@ -61,7 +62,9 @@ def parse_recipients(value: str | list[str] | None, argument: str) -> list[str]:
     for item in items:
         if not isinstance(item, str):
             raise ToolError(
-                "invalid_argument", f"{argument}: expected email addresses, got {item!r}", argument=argument
+                ErrorCode.invalid_argument,
+                f"{argument}: expected email addresses, got {item!r}",
+                argument=argument,
             )
         for name, address in getaddresses([item.replace(";", ",")]):
             address = address.strip()
@@ -70,7 +73,9 @@ def parse_recipients(value: str | list[str] | None, argument: str) -> list[str]:
             if not _ADDRESS.match(address):
                 shown = (name or address or item)[:80]
                 raise ToolError(
-                    "invalid_argument", f"{argument}: {shown!r} is not an email address", argument=argument
+                    ErrorCode.invalid_argument,
+                    f"{argument}: {shown!r} is not an email address",
+                    argument=argument,
                 )
             if address.lower() in seen:
                 continue
@@ -99,7 +104,9 @@ def resolve_sender(ctx: ServerContext, from_email: str | None) -> str:
     if from_email and from_email.strip():
         parsed = parse_recipients(from_email, "from_email")
         if len(parsed) != 1:
-            raise ToolError("invalid_argument", "from_email: give exactly one address", argument="from_email")
+            raise ToolError(
+                ErrorCode.invalid_argument, "from_email: give exactly one address", argument="from_email"
+            )
         sender = parsed[0]
         if (
             "<" not in sender
@@ -111,7 +118,7 @@ def resolve_sender(ctx: ServerContext, from_email: str | None) -> str:
         return sender
     if not ctx.user_email:
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             "from_email: required (no user_email configured for this world)",
             argument="from_email",
         )
@@ -128,7 +135,7 @@ def load_attachments(ctx: ServerContext, paths: list[str] | None) -> list[tuple[
             total += os.fstat(handle.fileno()).st_size
             if total > MAX_ATTACHMENT_BYTES:
                 raise ToolError(
-                    "too_large",
+                    ErrorCode.too_large,
                     f"attachments: more than {MAX_ATTACHMENT_BYTES // (1024 * 1024)} MB in total",
                     argument="attachments",
                 )
@@ -141,7 +148,9 @@ def load_attachments(ctx: ServerContext, paths: list[str] | None) -> list[tuple[
 def build_message(outgoing: Outgoing) -> EmailMessage:
     """An RFC 2822 message with Message-ID, Date and threading headers."""
     if not outgoing.to and not outgoing.cc and not outgoing.bcc:
-        raise ToolError("invalid_argument", "to_email: at least one recipient is needed", argument="to_email")
+        raise ToolError(
+            ErrorCode.invalid_argument, "to_email: at least one recipient is needed", argument="to_email"
+        )
     message = EmailMessage(policy=default_policy)
     message["From"] = outgoing.sender
     if outgoing.to:

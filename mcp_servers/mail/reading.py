@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from atoll.errors import ErrorCode
 from atoll.formats.mail.headers import normalize_id
 from atoll.formats.mail.text import attachments_of, message_text
 from mcp_servers._core import ToolError, ToolOutput, WorldPath
@@ -124,7 +125,9 @@ def _save(store: MailStore, folder: WorldPath, filename: str, content: bytes) ->
                 raise
         candidate = folder.child(f"{stem} ({counter}).{suffix}" if suffix else f"{stem} ({counter})")
     raise ToolError(
-        "conflict", f"save_attachments_to: too many files named {safe!r}", argument="save_attachments_to"
+        ErrorCode.conflict,
+        f"save_attachments_to: too many files named {safe!r}",
+        argument="save_attachments_to",
     )
 
 
@@ -137,7 +140,7 @@ def _parse_when(value: str, argument: str) -> datetime:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00").replace(" ", "T", 1))
     except ValueError:
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             f"{argument}: {value[:40]!r} is not a date (use YYYY-MM-DD or ISO 8601)",
             argument=argument,
         ) from None
@@ -180,7 +183,7 @@ def search_mail(
     before = _parse_when(before_date, "before_date") if before_date else None
     if after and before and after >= before:
         raise ToolError(
-            "invalid_argument", "after_date: must be earlier than before_date", argument="after_date"
+            ErrorCode.invalid_argument, "after_date: must be earlier than before_date", argument="after_date"
         )
     view = store.view()
     sender = from_email.strip().lower() if from_email else None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from atoll.errors import ErrorCode
 from atoll.formats.mail.headers import addresses, all_ids, normalize_id, parse_header_block, split_header
 from atoll.formats.mail.index import MailEntry
 from atoll.formats.mail.text import attachments_of, message_text
@@ -60,7 +61,7 @@ def _latest_in_thread(view: MailView, thread_id: str) -> MailEntry:
     for entry in view.entries:  # newest first
         if entry.thread_id.lower() == key:
             return entry
-    raise ToolError("not_found", f"thread_id: no thread {thread_id[:120]!r}", argument="thread_id")
+    raise ToolError(ErrorCode.not_found, f"thread_id: no thread {thread_id[:120]!r}", argument="thread_id")
 
 
 @SERVER.tool(action="send")

@@ -17,6 +17,7 @@ from email.message import Message
 from functools import cached_property
 from pathlib import Path
 
+from atoll.errors import ErrorCode
 from atoll.formats.mail.headers import bare_addresses, normalize_id, parse_header_block, split_header
 from atoll.formats.mail.index import (
     MailEntry,
@@ -199,7 +200,7 @@ class MailStore:
         entry = view.find(mail_id)
         if entry is None:
             raise ToolError(
-                "not_found", f"{argument}: no message with id {mail_id[:120]!r}", argument=argument
+                ErrorCode.not_found, f"{argument}: no message with id {mail_id[:120]!r}", argument=argument
             )
         return entry
 
@@ -215,14 +216,16 @@ class MailStore:
             self._cache.invalidate(entry.file)
             fresh = self.view().find(entry.key)
             if fresh is None:
-                raise ToolError("not_found", f"message {entry.mail_id} is no longer in the mailbox") from None
+                raise ToolError(
+                    ErrorCode.not_found, f"message {entry.mail_id} is no longer in the mailbox"
+                ) from None
             try:
                 return read_span(self.data.open(fresh.file), fresh.span, fresh.file.name)
             except (StaleSpan, OSError):
-                raise ToolError("conflict", "the mailbox is being rewritten; retry") from None
+                raise ToolError(ErrorCode.conflict, "the mailbox is being rewritten; retry") from None
         except OSError as exc:
             raise ToolError(
-                "conflict", f"the mailbox changed while reading ({exc.strerror}); retry"
+                ErrorCode.conflict, f"the mailbox changed while reading ({exc.strerror}); retry"
             ) from None
 
     def body_lower(self, entry: MailEntry, index: MailIndex) -> str:
@@ -318,7 +321,7 @@ class MailStore:
                 span = append_message(self.data.open_append(target), sender, data)
             except OutsideRoot:
                 raise ToolError(
-                    "path_outside_root",
+                    ErrorCode.path_outside_root,
                     f"the sent mailbox {self.display_name(target)} leads out of the app data",
                 ) from None
             index = cached[1] if cached is not None and cached[0] == before else None

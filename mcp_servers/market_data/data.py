@@ -28,6 +28,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from atoll.errors import ErrorCode
 from mcp_servers._core import FileCache, ServerContext, ToolError
 
 DATASETS = ("quotes", "rates", "profiles", "filings")
@@ -53,12 +54,14 @@ def _read_plain(path: Path) -> bytes:
         descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError as exc:
         raise ToolError(
-            "bad_data", f"market data file {path.name}: cannot be read ({exc.strerror})"
+            ErrorCode.bad_data, f"market data file {path.name}: cannot be read ({exc.strerror})"
         ) from None
     with os.fdopen(descriptor, "rb") as handle:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FIXTURE_BYTES:
-            raise ToolError("bad_data", f"market data file {path.name}: not a regular file under 64 MB")
+            raise ToolError(
+                ErrorCode.bad_data, f"market data file {path.name}: not a regular file under 64 MB"
+            )
         return handle.read()
 
 
@@ -68,7 +71,7 @@ def _number(value: Any, where: str) -> float | None:
     try:
         return float(str(value).replace(",", "")) if isinstance(value, str) else float(value)
     except (TypeError, ValueError):
-        raise ToolError("bad_data", f"{where}: {value!r} is not a number") from None
+        raise ToolError(ErrorCode.bad_data, f"{where}: {value!r} is not a number") from None
 
 
 def _iso(value: Any, where: str) -> str | None:
@@ -77,7 +80,7 @@ def _iso(value: Any, where: str) -> str | None:
     try:
         return date.fromisoformat(str(value).strip()[:10]).isoformat()
     except ValueError:
-        raise ToolError("bad_data", f"{where}: {value!r} is not a YYYY-MM-DD date") from None
+        raise ToolError(ErrorCode.bad_data, f"{where}: {value!r} is not a YYYY-MM-DD date") from None
 
 
 def _records(name: str, path: Path) -> list[dict[str, Any]]:
@@ -86,21 +89,25 @@ def _records(name: str, path: Path) -> list[dict[str, Any]]:
         try:
             rows = json.loads(raw.decode("utf-8-sig"))
         except (UnicodeDecodeError, ValueError) as exc:
-            raise ToolError("bad_data", f"market data file {path.name}: not valid JSON ({exc})") from None
+            raise ToolError(
+                ErrorCode.bad_data, f"market data file {path.name}: not valid JSON ({exc})"
+            ) from None
         if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
-            raise ToolError("bad_data", f"market data file {path.name}: expected a JSON array of objects")
+            raise ToolError(
+                ErrorCode.bad_data, f"market data file {path.name}: expected a JSON array of objects"
+            )
     else:
         try:
             text = raw.decode("utf-8-sig")
         except UnicodeDecodeError:
-            raise ToolError("bad_data", f"market data file {path.name}: not UTF-8 text") from None
+            raise ToolError(ErrorCode.bad_data, f"market data file {path.name}: not UTF-8 text") from None
         rows = [{k.strip(): v for k, v in row.items() if k} for row in csv.DictReader(io.StringIO(text))]
     parsed = []
     for number, row in enumerate(rows, start=1):
         where = f"market data file {path.name} row {number}"
         missing = [field for field in _REQUIRED[name] if row.get(field) in (None, "")]
         if missing:
-            raise ToolError("bad_data", f"{where}: missing {', '.join(missing)}")
+            raise ToolError(ErrorCode.bad_data, f"{where}: missing {', '.join(missing)}")
         record = dict(row)
         for field in _NUMBERS[name]:
             if field in record:
@@ -154,7 +161,8 @@ class MarketData:
             return ""
         if "/" in str(name) or "\\" in str(name) or str(name).startswith("."):
             raise ToolError(
-                "bad_data", f"filing {filing.get('filing_id')}: text_file {name!r} must be a plain file name"
+                ErrorCode.bad_data,
+                f"filing {filing.get('filing_id')}: text_file {name!r} must be a plain file name",
             )
         return _read_plain(self.folder / str(name)).decode("utf-8", "replace")
 

@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
+from atoll.errors import ErrorCode
 from mcp_servers._core import ToolError
 from mcp_servers.market_data.data import DATASETS, MarketData
 from mcp_servers.market_data.server import SERVER
@@ -79,7 +80,7 @@ class Coverage(BaseModel):
 def _symbol(value: str) -> str:
     text = value.strip().upper()
     if not text:
-        raise ToolError("invalid_argument", "symbol: must not be empty", argument="symbol")
+        raise ToolError(ErrorCode.invalid_argument, "symbol: must not be empty", argument="symbol")
     return text
 
 
@@ -96,7 +97,7 @@ def _date_argument(value: str | None, argument: str) -> str | None:
         return date.fromisoformat(value.strip()[:10]).isoformat()
     except ValueError:
         raise ToolError(
-            "invalid_argument", f"{argument}: {value!r} is not a YYYY-MM-DD date", argument=argument
+            ErrorCode.invalid_argument, f"{argument}: {value!r} is not a YYYY-MM-DD date", argument=argument
         ) from None
 
 
@@ -105,7 +106,7 @@ def _quotes_of(data: MarketData, symbol: str) -> list[dict[str, Any]]:
     if not rows:
         known = sorted({row["symbol"] for row in data.rows("quotes")})
         raise ToolError(
-            "not_found",
+            ErrorCode.not_found,
             f"symbol: no quotes for {symbol!r} (covered: {', '.join(known) or 'none'})",
             argument="symbol",
         )
@@ -128,7 +129,9 @@ def get_quote(data: MarketData, symbol: str, date: str | None = None) -> Quote:
     when = _date_argument(date, "date")
     rows = _on_or_before(_quotes_of(data, symbol), when)
     if not rows:
-        raise ToolError("not_found", f"date: no quote for {symbol} on or before {when}", argument="date")
+        raise ToolError(
+            ErrorCode.not_found, f"date: no quote for {symbol} on or before {when}", argument="date"
+        )
     return _quote(rows[-1])
 
 
@@ -173,11 +176,11 @@ def get_rate(data: MarketData, series: str, date: str | None = None) -> Rate:
     )
     if not rows:
         raise ToolError(
-            "not_found", f"series: no rate series {series!r}; see list_rate_series", argument="series"
+            ErrorCode.not_found, f"series: no rate series {series!r}; see list_rate_series", argument="series"
         )
     rows = _on_or_before(rows, when)
     if not rows:
-        raise ToolError("not_found", f"date: no {series} value on or before {when}", argument="date")
+        raise ToolError(ErrorCode.not_found, f"date: no {series} value on or before {when}", argument="date")
     return Rate.model_validate({k: rows[-1].get(k) for k in Rate.model_fields})
 
 
@@ -198,7 +201,7 @@ def get_company_profile(data: MarketData, symbol: str) -> Profile:
     for row in data.rows("profiles"):
         if row["symbol"] == symbol:
             return Profile.model_validate(row)
-    raise ToolError("not_found", f"symbol: no profile for {symbol!r}", argument="symbol")
+    raise ToolError(ErrorCode.not_found, f"symbol: no profile for {symbol!r}", argument="symbol")
 
 
 def _filing_id(row: dict[str, Any]) -> str:
@@ -280,7 +283,7 @@ def read_filing(
                 financials=financials,
             )
     raise ToolError(
-        "not_found", f"filing_id: no filing {filing_id!r}; see search_filings", argument="filing_id"
+        ErrorCode.not_found, f"filing_id: no filing {filing_id!r}; see search_filings", argument="filing_id"
     )
 
 

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from atoll._lazy import lazy_module
+from atoll.errors import ErrorCode
 from mcp_servers._core import ToolError, WorldPath
 
 pymupdf = lazy_module("pymupdf")  # ~0.8 s of CPU: imported on the first call that reads a PDF
@@ -133,11 +134,11 @@ def render_pdf(blocks: list[Any], *, page_size: str, metadata: dict[str, str] | 
     """The bytes of a PDF showing ``blocks``. Raises ToolError for bad sizes or too many blocks."""
     if len(blocks) > MAX_BLOCKS:
         raise ToolError(
-            "too_large", f"content: {len(blocks)} blocks (limit {MAX_BLOCKS})", argument="content"
+            ErrorCode.too_large, f"content: {len(blocks)} blocks (limit {MAX_BLOCKS})", argument="content"
         )
     if page_size not in PAGE_SIZES:
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             f"page_size: {page_size!r} is not one of {', '.join(PAGE_SIZES)}",
             argument="page_size",
         )
@@ -164,7 +165,7 @@ def render_pdf(blocks: list[Any], *, page_size: str, metadata: dict[str, str] | 
         writer.end_page()
         pages += 1
         if pages > 10000:
-            raise ToolError("too_large", "content: more than 10000 pages", argument="content")
+            raise ToolError(ErrorCode.too_large, "content: more than 10000 pages", argument="content")
     writer.close()
     # Story embeds whole fonts (the CJK fallback alone is ~4 MB): keep only the glyphs used.
     document = pymupdf.open(stream=out.getvalue(), filetype="pdf")
@@ -189,5 +190,7 @@ def output_path(ctx: Any, directory: str, file_name: str) -> tuple[WorldPath, st
     target = folder.child(name, "file_name").require("file", must_exist=False)
     virtual = target.virtual
     if target.exists():
-        raise ToolError("already_exists", f"file_name: {virtual} already exists", argument="file_name")
+        raise ToolError(
+            ErrorCode.already_exists, f"file_name: {virtual} already exists", argument="file_name"
+        )
     return target, virtual

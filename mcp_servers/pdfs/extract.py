@@ -7,6 +7,7 @@ import re
 from typing import TYPE_CHECKING
 
 from atoll._lazy import lazy_module
+from atoll.errors import ErrorCode
 from atoll.formats import bounds
 from atoll.formats.pdf import PdfSource
 from atoll.formats.pdf_bounds import check_pdf
@@ -27,20 +28,20 @@ def open_pdf(source: PdfSource, virtual: str, *, argument: str = "file_path") ->
         document.page_count  # noqa: B018 - a damaged page tree raises here, not later
     except Exception as exc:
         raise ToolError(
-            "bad_data",
+            ErrorCode.bad_data,
             f"{argument}: {virtual} is not a readable PDF ({type(exc).__name__})",
             argument=argument,
         ) from None
     if document.needs_pass:
         document.close()
         raise ToolError(
-            "unsupported",
+            ErrorCode.unsupported,
             f"{argument}: {virtual} is password-protected; it cannot be read without the password",
             argument=argument,
         )
     if document.page_count == 0:
         document.close()
-        raise ToolError("bad_data", f"{argument}: {virtual} has no pages", argument=argument)
+        raise ToolError(ErrorCode.bad_data, f"{argument}: {virtual} has no pages", argument=argument)
     try:
         check_pdf(document, virtual, key=("pdf", source.key, source.stamp))
     except bounds.InputTooLarge as exc:
@@ -55,7 +56,7 @@ def parse_pages(pages: str | int | list[int] | None, count: int, *, argument: st
         return list(range(1, count + 1))
     chosen: list[int] = []
     if isinstance(pages, bool):
-        raise ToolError("invalid_argument", f"{argument}: expected page numbers", argument=argument)
+        raise ToolError(ErrorCode.invalid_argument, f"{argument}: expected page numbers", argument=argument)
     if isinstance(pages, int):
         chosen = [pages]
     elif isinstance(pages, list):
@@ -65,7 +66,9 @@ def parse_pages(pages: str | int | list[int] | None, count: int, *, argument: st
             match = re.fullmatch(r"(\d+)(?:-(\d*))?", part)
             if not match:
                 raise ToolError(
-                    "invalid_argument", f"{argument}: {pages!r} is not like '1-3,7'", argument=argument
+                    ErrorCode.invalid_argument,
+                    f"{argument}: {pages!r} is not like '1-3,7'",
+                    argument=argument,
                 )
             start = int(match.group(1))
             if match.group(2) is None:
@@ -74,7 +77,7 @@ def parse_pages(pages: str | int | list[int] | None, count: int, *, argument: st
                 end = int(match.group(2)) if match.group(2) else count
                 if end < start:
                     raise ToolError(
-                        "invalid_argument",
+                        ErrorCode.invalid_argument,
                         f"{argument}: range {part!r} ends before it starts",
                         argument=argument,
                     )
@@ -82,7 +85,7 @@ def parse_pages(pages: str | int | list[int] | None, count: int, *, argument: st
     bad = [p for p in chosen if not isinstance(p, int) or p < 1 or p > count]
     if bad:
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             f"{argument}: page {bad[0]} does not exist (the PDF has {count} pages)",
             argument=argument,
         )

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import Field, WithJsonSchema
 
 from atoll._lazy import lazy_module
+from atoll.errors import ErrorCode
 from atoll.formats import bounds
 from atoll.formats import pdf as pdf_format
 from atoll.formats.pdf import Extractor, PageText, PdfSource, holds_mupdf
@@ -60,7 +61,9 @@ class PdfState:
         target = self.ctx.files.at(file_path, argument=argument, allow_root=False).require("file")
         virtual = target.virtual
         if target.suffix.lower() != ".pdf":
-            raise ToolError("unsupported", f"{argument}: {virtual} is not a .pdf file", argument=argument)
+            raise ToolError(
+                ErrorCode.unsupported, f"{argument}: {virtual} is not a .pdf file", argument=argument
+            )
         with target.open() as handle:
             info = os.fstat(handle.fileno())
             # With the ctime, which no writer can set back (utime sets mtime, not ctime): the
@@ -207,7 +210,7 @@ def read_image(state: PdfState, file_path: str, annotation: str) -> ToolOutput[P
     match = re.fullmatch(r"\s*page(\d+)_image(\d+)\s*", annotation or "")
     if not match:
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             f"annotation: {annotation!r} is not like 'page2_image1'",
             argument="annotation",
         )
@@ -216,14 +219,14 @@ def read_image(state: PdfState, file_path: str, annotation: str) -> ToolOutput[P
     try:
         if not 1 <= number <= document.page_count:
             raise ToolError(
-                "not_found",
+                ErrorCode.not_found,
                 f"annotation: page {number} does not exist ({document.page_count} pages)",
                 argument="annotation",
             )
         images = document[number - 1].get_images(full=True)
         if not 1 <= index <= len(images):
             raise ToolError(
-                "not_found",
+                ErrorCode.not_found,
                 f"annotation: page {number} has {len(images)} image(s), not {index}",
                 argument="annotation",
             )
@@ -231,7 +234,7 @@ def read_image(state: PdfState, file_path: str, annotation: str) -> ToolOutput[P
         pixmap = pymupdf.Pixmap(document, xref)
         if pixmap.width * pixmap.height > MAX_IMAGE_PIXELS:
             raise ToolError(
-                "too_large",
+                ErrorCode.too_large,
                 f"annotation: image of {pixmap.width}x{pixmap.height} pixels is too large",
                 argument="annotation",
             )
@@ -274,7 +277,7 @@ def read_page_as_image(
     try:
         if page_number > document.page_count:
             raise ToolError(
-                "invalid_argument",
+                ErrorCode.invalid_argument,
                 f"page_number: page {page_number} does not exist ({document.page_count} pages)",
                 argument="page_number",
             )
@@ -282,7 +285,7 @@ def read_page_as_image(
         scale = dpi / 72
         if page.rect.width * scale * page.rect.height * scale > MAX_IMAGE_PIXELS:
             raise ToolError(
-                "too_large",
+                ErrorCode.too_large,
                 f"page_number: page {page_number} is too large at {dpi} dpi; lower dpi",
                 argument="dpi",
             )
@@ -327,9 +330,9 @@ def search_pdf(
         context_chars: Characters of context on each side.
     """
     if not query or not query.strip():
-        raise ToolError("invalid_argument", "query: must not be empty", argument="query")
+        raise ToolError(ErrorCode.invalid_argument, "query: must not be empty", argument="query")
     if len(query) > 1000:
-        raise ToolError("invalid_argument", "query: longer than 1000 characters", argument="query")
+        raise ToolError(ErrorCode.invalid_argument, "query: longer than 1000 characters", argument="query")
     pattern_text = r"\s+".join(re.escape(part) for part in query.split())
     if whole_word:
         pattern_text = rf"(?<!\w){pattern_text}(?!\w)"

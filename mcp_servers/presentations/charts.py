@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from atoll.errors import ErrorCode
 from mcp_servers._core import WorldPath
 from mcp_servers._core.errors import ToolError
 from mcp_servers._office.package import open_package
@@ -63,7 +64,7 @@ def read_range(
     try:
         if sheet_name not in workbook.sheetnames:
             raise ToolError(
-                "not_found",
+                ErrorCode.not_found,
                 f"sheet_name: {virtual} has no sheet {sheet_name!r} (sheets: {', '.join(workbook.sheetnames)})",
                 argument="sheet_name",
             )
@@ -71,19 +72,19 @@ def read_range(
             min_col, min_row, max_col, max_row = range_boundaries(data_range.replace("$", "").strip())
         except Exception as exc:
             raise ToolError(
-                "invalid_argument",
+                ErrorCode.invalid_argument,
                 f"data_range: {data_range!r} is not a range like 'A1:C5'",
                 argument="data_range",
             ) from exc
         if None in (min_col, min_row, max_col, max_row):
             raise ToolError(
-                "invalid_argument",
+                ErrorCode.invalid_argument,
                 f"data_range: {data_range!r} must name both corners, like 'A1:C5'",
                 argument="data_range",
             )
         if (max_col - min_col + 1) * (max_row - min_row + 1) > MAX_CELLS:
             raise ToolError(
-                "too_large",
+                ErrorCode.too_large,
                 f"data_range: {data_range} has more than {MAX_CELLS} cells",
                 argument="data_range",
             )
@@ -98,7 +99,7 @@ def read_range(
         workbook.close()
     if len(rows) < (2 if include_header else 1) or len(rows[0]) < 2:
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             f"data_range: {data_range} needs a category column and at least one series"
             + (" below a header row" if include_header else ""),
             argument="data_range",
@@ -117,7 +118,7 @@ def _number(value: Any, cell: str) -> float | None:
         return float(str(value).replace(",", "").strip())
     except ValueError:
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             f"data_range: cell {cell} holds {value!r}, not a number",
             argument="data_range",
         ) from None
@@ -161,7 +162,7 @@ def check_chart_type(chart_type: str) -> None:
     """Refuse a chart type that is not one of CHART_TYPES (ToolError ``invalid_argument``)."""
     if chart_type not in CHART_TYPES:
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             f"chart_type: expected one of {', '.join(CHART_TYPES)}, got {chart_type!r}",
             argument="chart_type",
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from atoll._lazy import lazy_module
+from atoll.errors import ErrorCode
 from atoll.formats.pptx import iter_shapes
 from mcp_servers._core.errors import ToolError
 from mcp_servers.presentations.models import SlideOperation
@@ -99,7 +100,7 @@ def replace_text(
     """Replace ``search`` in every text frame and table cell of one slide or all slides (and
     their speaker notes with ``include_notes``)."""
     if not search:
-        raise ToolError("invalid_argument", "search: must not be empty", argument="search")
+        raise ToolError(ErrorCode.invalid_argument, "search: must not be empty", argument="search")
     slides = [get_slide(deck, slide_index)] if slide_index is not None else list(deck.slides)
     count = 0
     for slide in slides:
@@ -122,7 +123,7 @@ def _given(operation: SlideOperation, number: int, name: str) -> Any:
     value = getattr(operation, name)
     if value is None:
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             f"operations[{number}] ({operation.type}): '{name}' is required",
             argument="operations",
         )
@@ -150,7 +151,7 @@ def apply_operation(deck: Any, operation: SlideOperation, number: int) -> dict[s
         shape = title_shape(slide) if field == "title" else subtitle_shape(slide)
         if shape is None:
             raise ToolError(
-                "invalid_argument",
+                ErrorCode.invalid_argument,
                 f"operations[{number}]: slide {operation.slide_index} has no {field} placeholder",
             )
         set_text_keep_format(shape.text_frame, getattr(operation, field))

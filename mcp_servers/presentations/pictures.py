@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from atoll.errors import ErrorCode
 from atoll.formats.pptx import pictures
 from mcp_servers._core.errors import ToolError
 
@@ -19,14 +20,14 @@ def find_picture(deck: Any, annotation: object) -> tuple[int, str, Any]:
         or not (parts[1].isdigit() and parts[3].isdigit())
     ):
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             f"annotation: expected 'slide.<i>.image.<k>' as reads show, got {text!r}",
             argument="annotation",
         )
     slide_index = int(parts[1])
     if slide_index >= len(deck.slides):
         raise ToolError(
-            "not_found",
+            ErrorCode.not_found,
             f"annotation: the deck has {len(deck.slides)} slide(s), no slide {slide_index}",
             argument="annotation",
         )
@@ -35,7 +36,7 @@ def find_picture(deck: Any, annotation: object) -> tuple[int, str, Any]:
         if name == text:
             return slide_index, name, shape
     raise ToolError(
-        "not_found",
+        ErrorCode.not_found,
         f"annotation: slide {slide_index} has {len(found)} picture(s), no {text!r}",
         argument="annotation",
     )

@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from atoll.errors import ErrorCode
 from atoll.formats.pptx import deck_markdown, public, render_slide, slide_info
 from mcp_servers._core.definition import ServerDefinition
 from mcp_servers._core.errors import ToolError
@@ -49,7 +50,7 @@ def read_slides(
     _slides, text = deck_markdown(deck)
     stop = min(len(text), end if end is not None else start + 50_000, start + MAX_READ_CHARS)
     if stop < start:
-        raise ToolError("invalid_argument", f"end: {end} is before start {start}", argument="end")
+        raise ToolError(ErrorCode.invalid_argument, f"end: {end} is before start {start}", argument="end")
     chunk = text[start:stop]
     data = {
         "file_path": virtual,
@@ -120,7 +121,7 @@ def read_image(
     }
     if len(image.blob) > 10 * 1024 * 1024:
         raise ToolError(
-            "too_large",
+            ErrorCode.too_large,
             f"annotation: {name} is {len(image.blob)} bytes (limit 10 MiB)",
             argument="annotation",
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from atoll._lazy import lazy_module
+from atoll.errors import ErrorCode
 from atoll.formats.pptx import iter_shapes
 from mcp_servers._core.errors import ToolError
 from mcp_servers.presentations.models import SlideOperation, TableSpec
@@ -29,7 +30,7 @@ def placeholder_shape(slide: Any, name: str | None, number: int, *, create_body:
     key = (name or "body").strip().lower()
     if key not in PLACEHOLDERS:
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             f"operations[{number}]: placeholder {name!r} is not one of {', '.join(PLACEHOLDERS)}",
             argument="operations",
         )
@@ -50,7 +51,7 @@ def placeholder_shape(slide: Any, name: str | None, number: int, *, create_body:
             shape = next((s for s in slide.shapes if s.name == "Bullets" and s.has_text_frame), None)
     if shape is None:
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             f"operations[{number}]: the slide has no {key} placeholder",
             argument="operations",
         )
@@ -63,7 +64,7 @@ def _table(slide: Any, operation: SlideOperation, number: int) -> Any:
     ]
     if not 0 <= operation.table_idx < len(tables):
         raise ToolError(
-            "not_found",
+            ErrorCode.not_found,
             f"operations[{number}]: slide {operation.slide_index} has {len(tables)} table(s), no table_idx {operation.table_idx}",
             argument="operations",
         )
@@ -71,13 +72,13 @@ def _table(slide: Any, operation: SlideOperation, number: int) -> Any:
     rows, cols = len(table.rows), len(table.columns)
     if operation.row is None or operation.column is None:
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             f"operations[{number}]: 'row' and 'column' are required",
             argument="operations",
         )
     if not (0 <= operation.row < rows and 0 <= operation.column < cols):
         raise ToolError(
-            "not_found",
+            ErrorCode.not_found,
             f"operations[{number}]: the table is {rows}x{cols}, no cell ({operation.row}, {operation.column})",
             argument="operations",
         )
@@ -104,7 +105,7 @@ def _selected_runs(frame: Any, operation: SlideOperation, number: int) -> list[A
     if operation.paragraph_index is not None:
         if not 0 <= operation.paragraph_index < len(paragraphs):
             raise ToolError(
-                "not_found",
+                ErrorCode.not_found,
                 f"operations[{number}]: {len(paragraphs)} paragraph(s), no paragraph_index {operation.paragraph_index}",
                 argument="operations",
             )
@@ -113,13 +114,13 @@ def _selected_runs(frame: Any, operation: SlideOperation, number: int) -> list[A
     if operation.run_index is not None:
         if operation.paragraph_index is None:
             raise ToolError(
-                "invalid_argument",
+                ErrorCode.invalid_argument,
                 f"operations[{number}]: run_index needs paragraph_index",
                 argument="operations",
             )
         if not 0 <= operation.run_index < len(runs):
             raise ToolError(
-                "not_found",
+                ErrorCode.not_found,
                 f"operations[{number}]: the paragraph has {len(runs)} run(s), no run_index {operation.run_index}",
                 argument="operations",
             )
@@ -137,7 +138,7 @@ def apply_shape_operation(slide: Any, operation: SlideOperation, number: int) ->
     elif kind == "append_table":
         if not operation.rows:
             raise ToolError(
-                "invalid_argument",
+                ErrorCode.invalid_argument,
                 f"operations[{number}] (append_table): 'rows' is required",
                 argument="operations",
             )
@@ -156,7 +157,7 @@ def apply_shape_operation(slide: Any, operation: SlideOperation, number: int) ->
     elif kind == "update_table_cell":
         if operation.text is None:
             raise ToolError(
-                "invalid_argument",
+                ErrorCode.invalid_argument,
                 f"operations[{number}] (update_table_cell): 'text' is required",
                 argument="operations",
             )
@@ -173,7 +174,7 @@ def apply_shape_operation(slide: Any, operation: SlideOperation, number: int) ->
     elif kind == "add_hyperlink":
         if not operation.url:
             raise ToolError(
-                "invalid_argument",
+                ErrorCode.invalid_argument,
                 f"operations[{number}] (add_hyperlink): 'url' is required",
                 argument="operations",
             )
@@ -181,7 +182,7 @@ def apply_shape_operation(slide: Any, operation: SlideOperation, number: int) ->
         runs = _selected_runs(shape.text_frame, operation, number)
         if not runs:
             raise ToolError(
-                "invalid_argument", f"operations[{number}]: no text to link", argument="operations"
+                ErrorCode.invalid_argument, f"operations[{number}]: no text to link", argument="operations"
             )
         for run in runs:
             run.hyperlink.address = operation.url

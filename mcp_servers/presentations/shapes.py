@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from atoll._lazy import lazy_module
+from atoll.errors import ErrorCode
 from mcp_servers._core.errors import ToolError
 from mcp_servers._office.colors import parse_color as office_color
 
@@ -37,7 +38,7 @@ def shape_kind(name: str) -> Any:
     member = getattr(_pptx_enum_shapes.MSO_SHAPE, key, None)
     if member is None:
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             f"shape_type: unknown shape {name!r} (e.g. rectangle, rounded_rectangle, oval, triangle, right_arrow, "
             "chevron, star_5_point, text_box)",
             argument="shape_type",

@@ -6,6 +6,7 @@ import copy
 from typing import Any, Literal, overload
 
 from atoll._lazy import lazy_module
+from atoll.errors import ErrorCode
 from atoll.formats.pptx import TITLE_TYPES
 from mcp_servers._core.errors import ToolError
 from mcp_servers.presentations.models import BulletItem, SlideSpec, TableSpec
@@ -45,7 +46,7 @@ def find_layout(deck: Any, name: str | None) -> Any:
         return layouts[fallback]
     names = ", ".join([*LAYOUTS, *(layout.name for layout in layouts)])
     raise ToolError(
-        "invalid_argument", f"layout: unknown layout {name!r} (available: {names})", argument="layout"
+        ErrorCode.invalid_argument, f"layout: unknown layout {name!r} (available: {names})", argument="layout"
     )
 
 
@@ -54,7 +55,7 @@ def get_slide(deck: Any, index: int | None, argument: str = "slide_index") -> An
     slides = deck.slides
     if index is None or not isinstance(index, int) or not 0 <= index < len(slides):
         raise ToolError(
-            "not_found" if isinstance(index, int) else "invalid_argument",
+            ErrorCode.not_found if isinstance(index, int) else ErrorCode.invalid_argument,
             f"{argument}: the deck has {len(slides)} slide(s) (0-based), no slide {index}",
             argument=argument,
         )
@@ -194,7 +195,7 @@ def add_table(
     """Add a table (cell values as text, bold header row when ``spec.header``)."""
     rows = spec.rows
     if not rows or not any(rows):
-        raise ToolError("invalid_argument", "table: needs a non-empty 'rows' list", argument="table")
+        raise ToolError(ErrorCode.invalid_argument, "table: needs a non-empty 'rows' list", argument="table")
     n_cols = max(len(row) for row in rows)
     deck_width = slide.part.package.presentation_part.presentation.slide_width
     shape = slide.shapes.add_table(
@@ -238,7 +239,7 @@ def fill_slide(slide: Any, spec: SlideSpec) -> None:
         shape = subtitle_shape(slide)
         if shape is None:
             raise ToolError(
-                "invalid_argument",
+                ErrorCode.invalid_argument,
                 "subtitle: the slide's layout has no subtitle placeholder",
                 argument="subtitle",
             )
@@ -251,7 +252,7 @@ def fill_slide(slide: Any, spec: SlideSpec) -> None:
             target = placeholder(slide, BODY_TYPES, nth=index + (1 if spec.bullets else 0))
             if target is None:
                 raise ToolError(
-                    "invalid_argument",
+                    ErrorCode.invalid_argument,
                     f"columns: the layout has no content placeholder for column {index} (use layout two_content)",
                     argument="columns",
                 )
@@ -278,7 +279,7 @@ def move_slide(deck: Any, old_index: int, new_index: int) -> None:
     items = list(slide_ids)
     if not 0 <= new_index < len(items):
         raise ToolError(
-            "not_found",
+            ErrorCode.not_found,
             f"to_index: the deck has {len(items)} slide(s), no position {new_index}",
             argument="to_index",
         )

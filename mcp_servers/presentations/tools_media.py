@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from atoll.errors import ErrorCode
 from atoll.formats.pptx import pictures
 from mcp_servers._core.definition import TableCell
 from mcp_servers._core.errors import ToolError
@@ -55,7 +56,7 @@ def add_image(
             )
         except Exception as exc:
             raise ToolError(
-                "unsupported",
+                ErrorCode.unsupported,
                 f"image_path: {image_path} is not a supported image file",
                 argument="image_path",
             ) from exc
@@ -99,7 +100,9 @@ def modify_image(
     if annotation is None:
         if slide_index is None or image_index is None:
             raise ToolError(
-                "invalid_argument", "give slide_index and image_index, or annotation", argument="image_index"
+                ErrorCode.invalid_argument,
+                "give slide_index and image_index, or annotation",
+                argument="image_index",
             )
         annotation = f"slide.{slide_index}.image.{image_index}"
     replacement = files.image(image_path) if image_path is not None else None
@@ -110,7 +113,8 @@ def modify_image(
         and all(v is None for v in (x, y, width, height))
     ):
         raise ToolError(
-            "invalid_argument", "nothing to change: give operation, x, y, width, height, image_path or delete"
+            ErrorCode.invalid_argument,
+            "nothing to change: give operation, x, y, width, height, image_path or delete",
         )
     with files.edit(file_path) as (deck, virtual):
         found_slide, name, shape = find_picture(deck, annotation)
@@ -161,7 +165,7 @@ def _point_at(slide: Any, shape: Any, image: Any, shown: str) -> None:
         _part, rel_id = slide.part.get_or_add_image_part(image)
     except Exception as exc:
         raise ToolError(
-            "unsupported", f"image_path: {shown} is not a supported image file", argument="image_path"
+            ErrorCode.unsupported, f"image_path: {shown} is not a supported image file", argument="image_path"
         ) from exc
     shape._element.blipFill.blip.rEmbed = rel_id
 
@@ -201,7 +205,7 @@ def insert_chart(
     check_chart_type(chart_type)
     if position not in ("body", "left", "right"):
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             f"position: expected body, left or right, got {position!r}",
             argument="position",
         )

@@ -6,6 +6,7 @@ from typing import Annotated, Any, overload
 
 from pydantic import Field, ValidationError, WithJsonSchema
 
+from atoll.errors import ErrorCode
 from mcp_servers._core.definition import TABLE_CELL_SCHEMA
 from mcp_servers._core.errors import ToolError
 from mcp_servers._office.package import save_package
@@ -40,7 +41,9 @@ def _box(
     h = _emu(height) if height is not None else slide_height - y - int(0.5 * 914400)
     if w <= 0 or h <= 0:
         raise ToolError(
-            "invalid_argument", "the shape would have no width or height at that position", argument="left"
+            ErrorCode.invalid_argument,
+            "the shape would have no width or height at that position",
+            argument="left",
         )
     return x, y, w, h
 
@@ -138,7 +141,7 @@ def add_slide(
     a layout name of the deck.
     """
     if index is not None and slide_index is not None and index != slide_index:
-        raise ToolError("invalid_argument", "give index or slide_index, not both", argument="index")
+        raise ToolError(ErrorCode.invalid_argument, "give index or slide_index, not both", argument="index")
     index = index if index is not None else slide_index
     flat = {
         "title": title,
@@ -152,7 +155,7 @@ def add_slide(
         clash = [name for name, value in flat.items() if value is not None and name in content]
         if clash:
             raise ToolError(
-                "invalid_argument", f"content: {', '.join(clash)} given twice", argument="content"
+                ErrorCode.invalid_argument, f"content: {', '.join(clash)} given twice", argument="content"
             )
         flat.update(content)
     try:
@@ -161,13 +164,13 @@ def add_slide(
         problem = exc.errors()[0]
         where = ".".join(str(part) for part in problem["loc"])
         raise ToolError(
-            "invalid_argument", f"content: {where}: {problem['msg']}", argument="content"
+            ErrorCode.invalid_argument, f"content: {where}: {problem['msg']}", argument="content"
         ) from None
     with files.edit(file_path) as (deck, virtual):
         count = len(deck.slides)
         if index is not None and index > count:
             raise ToolError(
-                "not_found",
+                ErrorCode.not_found,
                 f"index: the deck has {count} slide(s); the new slide can go at 0..{count}",
                 argument="index",
             )
@@ -205,7 +208,9 @@ def edit_slides(
         metadata: core properties to update (title, author, subject, ...).
     """
     if not operations and metadata is None:
-        raise ToolError("invalid_argument", "operations: give at least one operation", argument="operations")
+        raise ToolError(
+            ErrorCode.invalid_argument, "operations: give at least one operation", argument="operations"
+        )
     with files.edit(file_path) as (deck, virtual):
         results = [apply_operation(deck, operation, number) for number, operation in enumerate(operations)]
         write_core_properties(deck, metadata, default_author=None)

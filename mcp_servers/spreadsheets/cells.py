@@ -6,6 +6,7 @@ import math
 import re
 from typing import Any
 
+from atoll.errors import ErrorCode
 from atoll.formats.xlsx import column_letter, column_number
 from mcp_servers._core import ToolError
 
@@ -57,12 +58,16 @@ def check_cell(cell: str | None, *, argument: str = "cell") -> str:
     match = _CELL.match((cell or "").strip())
     if not match:
         raise ToolError(
-            "invalid_argument", f"{argument}: {cell!r} is not a cell reference like 'B3'", argument=argument
+            ErrorCode.invalid_argument,
+            f"{argument}: {cell!r} is not a cell reference like 'B3'",
+            argument=argument,
         )
     column = column_index_from_string(match.group(1).upper())
     row = int(match.group(2))
     if not (1 <= row <= MAX_ROW and 1 <= column <= MAX_COL):
-        raise ToolError("invalid_argument", f"{argument}: {cell!r} is outside the sheet", argument=argument)
+        raise ToolError(
+            ErrorCode.invalid_argument, f"{argument}: {cell!r} is outside the sheet", argument=argument
+        )
     return f"{get_column_letter(column)}{row}"
 
 
@@ -71,7 +76,7 @@ def check_range(value: str | None, *, argument: str = "range") -> str:
     text = (value or "").strip().replace("$", "")
     if "!" in text:
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             f"{argument}: give the range without a sheet name (got {value!r})",
             argument=argument,
         )
@@ -80,12 +85,16 @@ def check_range(value: str | None, *, argument: str = "range") -> str:
         return check_cell(parts[0], argument=argument)
     if len(parts) != 2:
         raise ToolError(
-            "invalid_argument", f"{argument}: {value!r} is not a range like 'A1:C10'", argument=argument
+            ErrorCode.invalid_argument,
+            f"{argument}: {value!r} is not a range like 'A1:C10'",
+            argument=argument,
         )
     start, end = check_cell(parts[0], argument=argument), check_cell(parts[1], argument=argument)
     min_col, min_row, max_col, max_row = range_boundaries(f"{start}:{end}")
     if min_col > max_col or min_row > max_row:
-        raise ToolError("invalid_argument", f"{argument}: {value!r} ends before it starts", argument=argument)
+        raise ToolError(
+            ErrorCode.invalid_argument, f"{argument}: {value!r} ends before it starts", argument=argument
+        )
     return f"{start}:{end}"
 
 
@@ -103,7 +112,7 @@ def parse_range(value: str, *, argument: str = "cell_range") -> tuple[int, int, 
         a, b = int(whole_rows.group(1)), int(whole_rows.group(2))
         if a < 1:
             raise ToolError(
-                "invalid_argument", f"{argument}: {value!r} is not a valid range", argument=argument
+                ErrorCode.invalid_argument, f"{argument}: {value!r} is not a valid range", argument=argument
             )
         return min(a, b), 1, max(a, b), 0
     normal = check_range(text, argument=argument)
@@ -115,22 +124,22 @@ def check_value(value: Any, *, argument: str = "value") -> Any:
     """A JSON scalar accepted as a cell value (formulas are text starting with '=')."""
     if isinstance(value, float) and not math.isfinite(value):
         raise ToolError(
-            "invalid_argument", f"{argument}: {value} cannot be stored in a cell", argument=argument
+            ErrorCode.invalid_argument, f"{argument}: {value} cannot be stored in a cell", argument=argument
         )
     if isinstance(value, str):
         if len(value) > MAX_TEXT:
             raise ToolError(
-                "too_large",
+                ErrorCode.too_large,
                 f"{argument}: text of {len(value)} characters (a cell holds {MAX_TEXT})",
                 argument=argument,
             )
         if any(ord(ch) < 32 and ch not in "\t\n\r" for ch in value):
             raise ToolError(
-                "invalid_argument", f"{argument}: text contains control characters", argument=argument
+                ErrorCode.invalid_argument, f"{argument}: text contains control characters", argument=argument
             )
     elif value is not None and not isinstance(value, bool | int | float):
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             f"{argument}: expected a number, text, boolean or null, got {type(value).__name__}",
             argument=argument,
         )
@@ -147,5 +156,7 @@ def column_letter_of(column: str | int, *, argument: str = "column") -> str:
         if column_index_from_string(letters) <= MAX_COL:
             return letters
     raise ToolError(
-        "invalid_argument", f"{argument}: {column!r} is not a column letter or number", argument=argument
+        ErrorCode.invalid_argument,
+        f"{argument}: {column!r} is not a column letter or number",
+        argument=argument,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from atoll._lazy import lazy_module
+from atoll.errors import ErrorCode
 from mcp_servers._core import ToolError
 from mcp_servers.spreadsheets.cells import (
     check_cell,
@@ -38,7 +39,9 @@ def add_chart(
     min_row, min_col, max_row, max_col = parse_range(data_range, argument="data_range")
     if not max_row or not max_col:
         raise ToolError(
-            "invalid_argument", "data_range: give a bounded range like 'A1:C10'", argument="data_range"
+            ErrorCode.invalid_argument,
+            "data_range: give a bounded range like 'A1:C10'",
+            argument="data_range",
         )
     if categories_column is not None:
         category_col = column_index_from_string(
@@ -51,12 +54,14 @@ def add_chart(
         category_col, first_series = None, min_col
     if first_series > max_col:
         raise ToolError(
-            "invalid_argument", "data_range: no value columns besides the categories", argument="data_range"
+            ErrorCode.invalid_argument,
+            "data_range: no value columns besides the categories",
+            argument="data_range",
         )
     data_first_row = min_row + 1 if include_header else min_row
     if data_first_row > max_row:
         raise ToolError(
-            "invalid_argument", "data_range: no data rows below the header", argument="data_range"
+            ErrorCode.invalid_argument, "data_range: no data rows below the header", argument="data_range"
         )
     chart = getattr(_chart, CHART_TYPES[chart_type])()
     if title:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from atoll._lazy import lazy_module
+from atoll.errors import ErrorCode
 from mcp_servers._core import ToolError
 from mcp_servers.spreadsheets.cells import (
     check_cell,
@@ -248,11 +249,11 @@ def apply_operations(state: Any, workbook: Workbook, operations: list[Any]) -> l
     """
     if not operations:
         raise ToolError(
-            "invalid_argument", "operations: at least one operation is needed", argument="operations"
+            ErrorCode.invalid_argument, "operations: at least one operation is needed", argument="operations"
         )
     if len(operations) > MAX_OPERATIONS:
         raise ToolError(
-            "too_large",
+            ErrorCode.too_large,
             f"operations: {len(operations)} operations (limit {MAX_OPERATIONS})",
             argument="operations",
         )
@@ -276,7 +277,7 @@ def _apply(state: Any, workbook: Workbook, op: Any, label: str) -> str:
                 del ws.defined_names[op.name]
                 return f"deleted named range {op.name} of sheet {ws.title}"
         if op.name not in workbook.defined_names:
-            raise ToolError("not_found", f"no named range {op.name!r}")
+            raise ToolError(ErrorCode.not_found, f"no named range {op.name!r}")
         del workbook.defined_names[op.name]
         return f"deleted named range {op.name}"
     ws = sheet_of(workbook, op.sheet)
@@ -285,7 +286,7 @@ def _apply(state: Any, workbook: Workbook, op: Any, label: str) -> str:
         return f"{ws.title}!{op.cell.upper()} set"
     if op.type == "append_rows":
         if len(op.rows) > MAX_APPEND_ROWS:
-            raise ToolError("too_large", f"{len(op.rows)} rows (limit {MAX_APPEND_ROWS})")
+            raise ToolError(ErrorCode.too_large, f"{len(op.rows)} rows (limit {MAX_APPEND_ROWS})")
         first = ws._current_row + 1  # where openpyxl's append starts
         for row in op.rows:
             ws.append([check_value(v) for v in row])
@@ -303,7 +304,7 @@ def _apply(state: Any, workbook: Workbook, op: Any, label: str) -> str:
     if op.type == "unmerge_cells":
         target = check_range(op.range)
         if target not in {str(r) for r in ws.merged_cells.ranges}:
-            raise ToolError("not_found", f"{op.range} is not a merged range of {ws.title}")
+            raise ToolError(ErrorCode.not_found, f"{op.range} is not a merged range of {ws.title}")
         ws.unmerge_cells(target)
         return f"{ws.title}!{op.range} unmerged"
     if op.type == "set_column_width":
@@ -337,17 +338,17 @@ def _apply(state: Any, workbook: Workbook, op: Any, label: str) -> str:
     if op.type == "add_image":
         add_image(state, ws, op)
         return f"{ws.title}!{op.cell}: image {op.image_path} added"
-    raise ToolError("invalid_argument", f"unknown operation type {op.type!r}")  # pragma: no cover
+    raise ToolError(ErrorCode.invalid_argument, f"unknown operation type {op.type!r}")  # pragma: no cover
 
 
 def _add_named_range(workbook: Workbook, ws: Any, op: AddNamedRange) -> str:
     if not _RANGE_NAME.match(op.name) or _CELL_LIKE.match(op.name):
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             f"name {op.name!r} is not a valid range name (letters, digits, _ and .; not a cell reference)",
         )
     if op.name in workbook.defined_names:
-        raise ToolError("already_exists", f"a named range {op.name!r} already exists")
+        raise ToolError(ErrorCode.already_exists, f"a named range {op.name!r} already exists")
     min_col, min_row, max_col, max_row = range_boundaries(check_range(op.range))
     ref = f"${get_column_letter(min_col)}${min_row}"
     if (min_col, min_row) != (max_col, max_row):

@@ -21,6 +21,7 @@ from typing import Any
 from lxml import etree
 
 from atoll._lazy import lazy_module
+from atoll.errors import ErrorCode
 from atoll.formats.bounds import InputTooLarge
 from atoll.formats.libreoffice import RecalcError
 from atoll.formats.xlsx import XlsxReader, display
@@ -75,13 +76,13 @@ def _reader(path: WorkbookFile, virtual: str) -> Iterator[XlsxReader]:
         raise bound_error(exc, "file_path") from None
     except zipfile.BadZipFile:
         raise ToolError(
-            "bad_data",
+            ErrorCode.bad_data,
             f"file_path: {virtual} is not a readable .xlsx workbook (not a zip archive)",
             argument="file_path",
         ) from None
     except Exception as exc:
         raise ToolError(
-            "bad_data",
+            ErrorCode.bad_data,
             f"file_path: {virtual} is not a readable .xlsx workbook ({type(exc).__name__})",
             argument="file_path",
         ) from None
@@ -91,7 +92,7 @@ def _reader(path: WorkbookFile, virtual: str) -> Iterator[XlsxReader]:
         raise bound_error(exc, "file_path") from None
     except (etree.LxmlError, KeyError, ValueError, IndexError, zipfile.BadZipFile, EOFError) as exc:
         raise ToolError(
-            "bad_data",
+            ErrorCode.bad_data,
             f"file_path: {virtual} has a malformed sheet ({type(exc).__name__})",
             argument="file_path",
         ) from None
@@ -204,14 +205,14 @@ def read_csv_rows(
     with path.open() as handle:
         if os.fstat(handle.fileno()).st_size > MAX_CSV_BYTES:
             raise ToolError(
-                "too_large",
+                ErrorCode.too_large,
                 f"file_path: {virtual} is larger than {MAX_CSV_BYTES >> 20} MB",
                 argument="file_path",
             )
         raw = handle.read()
     if b"\x00" in raw[:8192]:
         raise ToolError(
-            "bad_data", f"file_path: {virtual} is a binary file, not CSV text", argument="file_path"
+            ErrorCode.bad_data, f"file_path: {virtual} is a binary file, not CSV text", argument="file_path"
         )
     try:
         text = raw.decode(
@@ -219,11 +220,11 @@ def read_csv_rows(
         )
     except LookupError:
         raise ToolError(
-            "invalid_argument", f"encoding: unknown encoding {encoding!r}", argument="encoding"
+            ErrorCode.invalid_argument, f"encoding: unknown encoding {encoding!r}", argument="encoding"
         ) from None
     except UnicodeDecodeError as exc:
         raise ToolError(
-            "bad_data",
+            ErrorCode.bad_data,
             f"file_path: {virtual} is not valid {encoding} (byte {exc.start}); try encoding='latin-1'",
             argument="file_path",
         ) from None
@@ -234,7 +235,9 @@ def read_csv_rows(
             delimiter = ","
     if len(delimiter) != 1:
         raise ToolError(
-            "invalid_argument", f"delimiter: must be one character, got {delimiter!r}", argument="delimiter"
+            ErrorCode.invalid_argument,
+            f"delimiter: must be one character, got {delimiter!r}",
+            argument="delimiter",
         )
     rows: list[list[str]] = []
     total = 0
@@ -245,7 +248,7 @@ def read_csv_rows(
                 rows.append(row)
     except csv.Error as exc:
         raise ToolError(
-            "bad_data", f"file_path: {virtual} is not valid CSV ({exc})", argument="file_path"
+            ErrorCode.bad_data, f"file_path: {virtual} is not valid CSV ({exc})", argument="file_path"
         ) from None
     return rows, total, delimiter
 

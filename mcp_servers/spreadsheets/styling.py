@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 from atoll._lazy import lazy_module
+from atoll.errors import ErrorCode
 from mcp_servers._core import ToolError
 from mcp_servers._office.colors import NAMED_COLORS
 from mcp_servers.spreadsheets.cells import check_cell, quote_sheetname
@@ -31,7 +32,9 @@ def color(value: str | None, *, argument: str = "color") -> str | None:
     if re.fullmatch(r"[0-9A-Fa-f]{8}", text):
         return text.upper()
     raise ToolError(
-        "invalid_argument", f"{argument}: {value!r} is not a hex color like 'FF0000'", argument=argument
+        ErrorCode.invalid_argument,
+        f"{argument}: {value!r} is not a hex color like 'FF0000'",
+        argument=argument,
     )
 
 
@@ -98,22 +101,25 @@ def add_data_validation(ws: Any, cell_range: str, op: Any) -> None:
             text = ",".join(str(v) for v in op.values)
             if '"' in text or len(text) > 255:
                 raise ToolError(
-                    "invalid_argument", "values: a list validation holds at most 255 characters, no quotes"
+                    ErrorCode.invalid_argument,
+                    "values: a list validation holds at most 255 characters, no quotes",
                 )
             formula1 = f'"{text}"'
         if not formula1:
             raise ToolError(
-                "invalid_argument", "a list validation needs values or formula1 (e.g. '$A$1:$A$5')"
+                ErrorCode.invalid_argument, "a list validation needs values or formula1 (e.g. '$A$1:$A$5')"
             )
     elif kind == "custom":
         if not formula1:
-            raise ToolError("invalid_argument", "a custom validation needs formula1")
+            raise ToolError(ErrorCode.invalid_argument, "a custom validation needs formula1")
     else:
         if formula1 is None:
-            raise ToolError("invalid_argument", f"a {op.validation_type} validation needs formula1 (a bound)")
+            raise ToolError(
+                ErrorCode.invalid_argument, f"a {op.validation_type} validation needs formula1 (a bound)"
+            )
         if op.operator in ("between", "notBetween", None) and formula2 is None:
             raise ToolError(
-                "invalid_argument", f"operator {op.operator or 'between'} needs formula1 and formula2"
+                ErrorCode.invalid_argument, f"operator {op.operator or 'between'} needs formula1 and formula2"
             )
     validation = _validation.DataValidation(
         type=kind,
@@ -141,20 +147,20 @@ def add_conditional_formatting(ws: Any, cell_range: str, op: Any) -> None:
     font = _styles.Font(color=font_color, b=op.bold) if (font_color or op.bold is not None) else None
     if op.rule_type == "cell_is":
         if not op.operator or not op.values:
-            raise ToolError("invalid_argument", "a cell_is rule needs operator and values")
+            raise ToolError(ErrorCode.invalid_argument, "a cell_is rule needs operator and values")
         needed = 2 if op.operator in ("between", "notBetween") else 1
         if len(op.values) != needed:
-            raise ToolError("invalid_argument", f"operator {op.operator} needs {needed} value(s)")
+            raise ToolError(ErrorCode.invalid_argument, f"operator {op.operator} needs {needed} value(s)")
         if fill is None and font is None:
-            raise ToolError("invalid_argument", "a cell_is rule needs fill_color, font_color or bold")
+            raise ToolError(ErrorCode.invalid_argument, "a cell_is rule needs fill_color, font_color or bold")
         formula = [_operand(v) for v in op.values]
         rule = _rule.CellIsRule(operator=op.operator, formula=formula, fill=fill, font=font)
     elif op.rule_type == "formula":
         expression = op.formula or (str(op.values[0]) if op.values else None)
         if not expression:
-            raise ToolError("invalid_argument", "a formula rule needs formula (e.g. '$B2>100')")
+            raise ToolError(ErrorCode.invalid_argument, "a formula rule needs formula (e.g. '$B2>100')")
         if fill is None and font is None:
-            raise ToolError("invalid_argument", "a formula rule needs fill_color, font_color or bold")
+            raise ToolError(ErrorCode.invalid_argument, "a formula rule needs fill_color, font_color or bold")
         rule = _rule.FormulaRule(formula=[expression.lstrip("=")], fill=fill, font=font)
     elif op.rule_type == "color_scale":
         start = color(op.start_color or "F8696B", argument="start_color")
@@ -192,7 +198,7 @@ def add_image(state: Any, ws: Any, op: Any) -> None:
         image = Image(io.BytesIO(data))
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
         raise ToolError(
-            "bad_data", f"image_path: {op.image_path} is not a readable image ({type(exc).__name__})"
+            ErrorCode.bad_data, f"image_path: {op.image_path} is not a readable image ({type(exc).__name__})"
         ) from None
     if op.width or op.height:
         ratio = image.height / image.width if image.width else 1
@@ -212,13 +218,13 @@ def rename_sheet(workbook: Any, ws: Any, new_name: str) -> None:
         or name.endswith("'")
     ):
         raise ToolError(
-            "invalid_argument",
+            ErrorCode.invalid_argument,
             f"new_name: {new_name!r} is not a valid sheet name (1-31 characters, none of []:*?/\\)",
             argument="new_name",
         )
     if any(other.title.lower() == name.lower() for other in workbook.worksheets if other is not ws):
         raise ToolError(
-            "already_exists", f"new_name: a sheet named {name!r} already exists", argument="new_name"
+            ErrorCode.already_exists, f"new_name: a sheet named {name!r} already exists", argument="new_name"
         )
     old = ws.title
     ws.title = name

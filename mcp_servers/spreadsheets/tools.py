@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from atoll._lazy import lazy_module
+from atoll.errors import ErrorCode
 from mcp_servers._core import ServerDefinition, ToolError, file_lock, validate_id
 from mcp_servers._core.options import ServerOptions
 from mcp_servers.spreadsheets.cells import check_cell, check_value
@@ -156,7 +157,9 @@ def create_spreadsheet(
     target = folder.child(name, "file_name").require("file", must_exist=False)
     virtual = target.virtual
     if target.exists():
-        raise ToolError("already_exists", f"file_name: {virtual} already exists", argument="file_name")
+        raise ToolError(
+            ErrorCode.already_exists, f"file_name: {virtual} already exists", argument="file_name"
+        )
     workbook = _openpyxl.Workbook()
     workbook.remove(workbook.active)
     specs = sheets or [SheetSpec(name="Sheet1")]
@@ -185,7 +188,9 @@ def delete_spreadsheet(state: SheetsState, file_path: str) -> SpreadsheetDeleted
     path = state.ctx.files.at(file_path, argument="file_path", allow_root=False).require("file")
     virtual = path.virtual
     if path.suffix.lower() not in (*WORKBOOK_SUFFIXES, ".csv"):
-        raise ToolError("unsupported", f"file_path: {virtual} is not a spreadsheet", argument="file_path")
+        raise ToolError(
+            ErrorCode.unsupported, f"file_path: {virtual} is not a spreadsheet", argument="file_path"
+        )
     with file_lock(path.lock_key):
         path.unlink()
     return SpreadsheetDeleted(file_path=virtual, deleted=True)
@@ -230,7 +235,7 @@ def delete_tab(state: SheetsState, file_path: str, tab_index: TabRef) -> TabDele
         ws = sheet_of(workbook, tab_index, argument="tab_index")
         if len(workbook.worksheets) == 1:
             raise ToolError(
-                "invalid_argument",
+                ErrorCode.invalid_argument,
                 "tab_index: cannot delete the only tab of a workbook",
                 argument="tab_index",
             )

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from atoll.errors import ErrorCode
 from atoll.formats.xlsx import Scalar
 from mcp_servers._core import ToolError, ToolOutput, WorldPath
 from mcp_servers.spreadsheets.cells import column_index_from_string, get_column_letter, parse_range
@@ -145,7 +146,9 @@ def _csv_grid(
 
     if tab_index not in (0, "0", Path(virtual).stem):
         raise ToolError(
-            "not_found", f"tab_index: a CSV file has one tab (0), got {tab_index}", argument="tab_index"
+            ErrorCode.not_found,
+            f"tab_index: a CSV file has one tab (0), got {tab_index}",
+            argument="tab_index",
         )
     rows, total, _ = read_csv_rows(path, virtual, delimiter=None, encoding="utf-8", row_limit=1_000_000)
     width = max((len(r) for r in rows), default=0)
@@ -238,7 +241,9 @@ def filter_tab(
         max_results: Cap on rows returned.
     """
     if not filters:
-        raise ToolError("invalid_argument", "filters: at least one condition is needed", argument="filters")
+        raise ToolError(
+            ErrorCode.invalid_argument, "filters: at least one condition is needed", argument="filters"
+        )
     data, _ = tab_contents(
         state, file_path, tab_index, None, include_formulas=False, max_rows=10000, max_cols=500, compact=False
     )
@@ -291,5 +296,5 @@ def _filter_column(column: str | int, headers: list[str], index: int) -> int:
             return column_index_from_string(text.upper()) - 1
     known = ", ".join(repr(h) for h in headers if h) or "none"
     raise ToolError(
-        "invalid_argument", f"{argument}: no column {column!r} (headers: {known})", argument="filters"
+        ErrorCode.invalid_argument, f"{argument}: no column {column!r} (headers: {known})", argument="filters"
     )

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from atoll._lazy import lazy_module
+from atoll.errors import ErrorCode
 from atoll.formats import bounds
 from atoll.formats.libreoffice import ComputedSheets, LibreOffice, RecalcError, shared_engine
 from atoll.formats.xlsx_values import cached_formula_values, computed_of, fill_cached_values
@@ -99,7 +100,7 @@ def read_world_file(
         info = os.fstat(handle.fileno())
         if info.st_size > limit:
             raise ToolError(
-                "too_large",
+                ErrorCode.too_large,
                 f"{argument}: {virtual} is {info.st_size / 1048576:.1f} MB (limit {limit / 1048576:.0f} MB)",
                 argument=argument,
             )
@@ -152,7 +153,7 @@ class SheetsState:
             )
             if _inside(self._engine.scratch, self.ctx.fs_root):
                 raise ToolError(
-                    "internal", "the LibreOffice scratch folder lies inside the world; set TMPDIR"
+                    ErrorCode.internal, "the LibreOffice scratch folder lies inside the world; set TMPDIR"
                 )
         return self._engine
 
@@ -230,14 +231,14 @@ def check_workbook_path(
     files (ToolError)."""
     if path.suffix.lower() not in WORKBOOK_SUFFIXES:
         raise ToolError(
-            "unsupported",
+            ErrorCode.unsupported,
             f"{argument}: {virtual} is not an .xlsx workbook (expected {', '.join(WORKBOOK_SUFFIXES)})",
             argument=argument,
         )
     file = read_world_file(path, virtual, limit=state.max_file_bytes, argument=argument)
     if file.data[:8] == _OLE_MAGIC:
         raise ToolError(
-            "unsupported",
+            ErrorCode.unsupported,
             f"{argument}: {virtual} is password-protected (encrypted) or a legacy .xls file; it cannot be opened",
             argument=argument,
         )
@@ -266,7 +267,7 @@ def open_workbook(
         )
     except zipfile.BadZipFile:
         raise ToolError(
-            "bad_data",
+            ErrorCode.bad_data,
             f"{argument}: {virtual} is not a readable .xlsx workbook (not a zip archive)",
             argument=argument,
         ) from None
@@ -274,7 +275,7 @@ def open_workbook(
         raise bound_error(exc, argument) from None
     except Exception as exc:  # openpyxl raises many kinds on corrupt parts; messages may hold host paths
         raise ToolError(
-            "bad_data",
+            ErrorCode.bad_data,
             f"{argument}: {virtual} is not a readable .xlsx workbook ({type(exc).__name__})",
             argument=argument,
         ) from None
@@ -284,7 +285,9 @@ def sheet_position(names: list[str], sheet: str | int, *, argument: str = "sheet
     """Index of a sheet given by 0-based index, exact name, case-insensitive name, or an
     index written as text ("2"). Raises ToolError ``not_found`` listing the sheets."""
     if isinstance(sheet, bool):
-        raise ToolError("invalid_argument", f"{argument}: expected a sheet name or index", argument=argument)
+        raise ToolError(
+            ErrorCode.invalid_argument, f"{argument}: expected a sheet name or index", argument=argument
+        )
     if isinstance(sheet, str):
         if sheet in names:
             return names.index(sheet)
@@ -294,13 +297,15 @@ def sheet_position(names: list[str], sheet: str | int, *, argument: str = "sheet
         if not sheet.strip().isdigit():
             listed = ", ".join(f"{i}={name}" for i, name in enumerate(names))
             raise ToolError(
-                "not_found", f"{argument}: no sheet named {sheet!r} (sheets: {listed})", argument=argument
+                ErrorCode.not_found,
+                f"{argument}: no sheet named {sheet!r} (sheets: {listed})",
+                argument=argument,
             )
         sheet = int(sheet.strip())
     if 0 <= sheet < len(names):
         return sheet
     raise ToolError(
-        "not_found",
+        ErrorCode.not_found,
         f"{argument}: index {sheet} is out of range (the workbook has {len(names)} sheets: 0-{len(names) - 1})",
         argument=argument,
     )

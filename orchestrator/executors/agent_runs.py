@@ -25,7 +25,7 @@ import httpx
 
 from atoll.agent_checkpoint import AgentCheckpoint
 from atoll.benchmark import Task
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.trajectory import Trajectory
 from atoll.trial import TrialSpec
 from orchestrator.executors.base import InfraError
@@ -179,7 +179,7 @@ def _raise_for_refused_resume(started: httpx.Response) -> None:
     """AtollError(bad_checkpoint) when the runner refused the run because of its resume."""
     if started.status_code == 413:
         raise AtollError(
-            "bad_checkpoint",
+            ErrorCode.bad_checkpoint,
             f"the agents runner takes no request this large ({len(started.request.content)} bytes with the "
             "checkpoint): raise its ATOLL_AGENT_MAX_BODY_BYTES to resume long trials",
         )
@@ -189,7 +189,7 @@ def _raise_for_refused_resume(started: httpx.Response) -> None:
         except ValueError:
             return
         if error.get("code") == "bad_checkpoint":
-            raise AtollError("bad_checkpoint", f"the agents runner: {error.get('message')}")
+            raise AtollError(ErrorCode.bad_checkpoint, f"the agents runner: {error.get('message')}")
 
 
 async def _take_checkpoint(

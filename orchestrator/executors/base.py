@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from atoll.errors import CodedError
+from atoll.errors import CodedError, ErrorCode
 from atoll.trial import TrialResult, TrialSpec
 
 
@@ -12,7 +12,7 @@ class InfraError(CodedError):
     """A failure of our own machinery (environment, storage, grader crash): retried, and
     reported as ``infra_error`` if it persists — never scored as the agent's failure."""
 
-    code = "infra_error"
+    code = ErrorCode.infra_error
 
 
 class ModelEndpointError(InfraError):

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from atoll.benchmark import Benchmark
-from atoll.errors import AtollError, describe_validation
+from atoll.errors import AtollError, ErrorCode, describe_validation
 from atoll.experiment import ExperimentSpec
 from atoll.trajectory import RunStatus
 from atoll.trial import Outcome, TrialResult, TrialSpec
@@ -66,7 +66,7 @@ class InstantExecutor:
                 InstantOptions.model_validate(agent.config)
             except ValidationError as exc:
                 raise AtollError(
-                    "bad_experiment", f"agents.{index}.config: {describe_validation(exc)}"
+                    ErrorCode.bad_experiment, f"agents.{index}.config: {describe_validation(exc)}"
                 ) from None
 
     @staticmethod

@@ -27,7 +27,7 @@ from typing import Any
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_before_delay
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.retry import backoff, parse_retry_after, wait_retry_after
 from orchestrator.executors.base import InfraError
 
@@ -85,7 +85,7 @@ class KubernetesCluster:
                     config.load_kube_config()
                 except (config.ConfigException, OSError) as exc:
                     raise AtollError(
-                        "no_cluster", f"no Kubernetes configuration (in-cluster or kubeconfig): {exc}"
+                        ErrorCode.no_cluster, f"no Kubernetes configuration (in-cluster or kubeconfig): {exc}"
                     ) from None
             configuration = client.Configuration.get_default_copy()
         configuration.retries = False  # retries are ResilientApi's, with backoff and a budget

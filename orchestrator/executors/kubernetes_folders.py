@@ -21,7 +21,7 @@ from typing import Protocol
 import httpx
 from pydantic import BaseModel, Field
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.grade import Grade
 from atoll.jsonio import model_json
 from atoll.trajectory import Trajectory
@@ -287,7 +287,7 @@ class PresignedFolder:
         try:
             self._put(OUTCOME_NAME, data)
         except InfraError as exc:  # nothing can be recorded: the pod fails with this line
-            raise AtollError("outcome_not_written", f"outcome not written: {exc}") from None
+            raise AtollError(ErrorCode.outcome_not_written, f"outcome not written: {exc}") from None
 
 
 __all__ = [

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.trial import TrialSpec
 
 MANAGED_BY = "atoll-orchestrator"
@@ -58,20 +58,20 @@ def load_template(path: Path) -> dict[str, Any]:
         template = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise AtollError(
-            "bad_job_template",
+            ErrorCode.bad_job_template,
             f"trial Job template {path}: no such file; set ATOLL_K8S_JOB_TEMPLATE "
             "(k8s/base/trial-job.yaml in the repository)",
         ) from None
     except (OSError, yaml.YAMLError) as exc:
-        raise AtollError("bad_job_template", f"trial Job template {path}: {exc}") from None
+        raise AtollError(ErrorCode.bad_job_template, f"trial Job template {path}: {exc}") from None
     if not isinstance(template, dict) or template.get("kind") != "Job":
-        raise AtollError("bad_job_template", f"trial Job template {path}: not a batch/v1 Job")
+        raise AtollError(ErrorCode.bad_job_template, f"trial Job template {path}: not a batch/v1 Job")
     pod = template.get("spec", {}).get("template", {}).get("spec", {})
     names = [c.get("name") for c in pod.get("containers", [])]
     sidecars = [c.get("name") for c in pod.get("initContainers", [])]
     if TRIAL_CONTAINER not in names or ENVIRONMENT_CONTAINER not in sidecars:
         raise AtollError(
-            "bad_job_template",
+            ErrorCode.bad_job_template,
             f"trial Job template {path}: needs a container 'trial' and an initContainer 'environment'",
         )
     return template

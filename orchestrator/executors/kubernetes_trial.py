@@ -34,7 +34,7 @@ from pydantic import BaseModel, Field
 
 from atoll import telemetry
 from atoll.benchmark import Task
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.experiment import Checkpoints
 from atoll.jsonio import model_json
 from atoll.judge import CHECKS_ONLY
@@ -122,14 +122,18 @@ def load_input(uri: str) -> tuple[PodTrialInput, ArtifactStore]:
         if is_http(uri):
             response = httpx.get(uri, timeout=httpx.Timeout(60.0, connect=10.0))
             if response.status_code != 200:
-                raise AtollError("bad_trial_input", refusal(f"trial input {without_query(uri)}", response))
+                raise AtollError(
+                    ErrorCode.bad_trial_input, refusal(f"trial input {without_query(uri)}", response)
+                )
             trial_input = PodTrialInput.model_validate_json(response.content)
         else:
             with fsspec.open(uri, "rb") as handle:
                 trial_input = PodTrialInput.model_validate_json(handle.read())
     except (OSError, ValueError, httpx.HTTPError) as exc:
         where = without_query(uri)
-        raise AtollError("bad_trial_input", f"trial input {where}: {str(exc).splitlines()[0]}") from None
+        raise AtollError(
+            ErrorCode.bad_trial_input, f"trial input {where}: {str(exc).splitlines()[0]}"
+        ) from None
     return trial_input, ArtifactStore(trial_input.artifacts)
 
 

@@ -291,12 +291,14 @@ def validate_agents(experiment: ExperimentSpec) -> None:
             options = agent_entry(agent.agent).options
         except AtollError:
             raise AtollError(
-                "bad_experiment", f"agents.{index}.agent: unknown agent {agent.agent!r}"
+                ErrorCode.bad_experiment, f"agents.{index}.agent: unknown agent {agent.agent!r}"
             ) from None
         try:
             options.model_validate(_agent_options(planned_config(agent, experiment)))
         except ValidationError as exc:
-            raise AtollError("bad_experiment", f"agents.{index}.config: {describe_validation(exc)}") from None
+            raise AtollError(
+                ErrorCode.bad_experiment, f"agents.{index}.config: {describe_validation(exc)}"
+            ) from None
 
 
 def raise_for_infrastructure(trajectory: Trajectory) -> None:

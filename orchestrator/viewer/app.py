@@ -31,7 +31,7 @@ from fastapi import FastAPI, Query, Request
 from fastapi.responses import FileResponse, Response
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 
-from atoll.errors import AtollError, http_status
+from atoll.errors import AtollError, ErrorCode, http_status
 from atoll.http import add_error_handler, bearer_matches, error_body
 from atoll.http_guard import guard
 from atoll.jsonio import dumps_strict
@@ -89,7 +89,7 @@ def create_app(store: TrialStore, *, bind_host: str | None = None, token: str | 
             ):
                 return await call_next(request)
             return Response(
-                dumps_strict(error_body("unauthorized", "missing or wrong viewer token")),
+                dumps_strict(error_body(ErrorCode.unauthorized, "missing or wrong viewer token")),
                 status_code=http_status("unauthorized"),
                 media_type="application/json",
             )
@@ -133,9 +133,11 @@ def create_app(store: TrialStore, *, bind_host: str | None = None, token: str | 
         if attempt is not None:
             result = data.attempt_result(store, spec, attempt)
             if result is None:
-                raise AtollError("unknown_file", f"trial {trial_id} has no recorded attempt {attempt}")
+                raise AtollError(
+                    ErrorCode.unknown_file, f"trial {trial_id} has no recorded attempt {attempt}"
+                )
         if result is None:
-            raise AtollError("unknown_file", f"trial {trial_id} has no recorded result yet")
+            raise AtollError(ErrorCode.unknown_file, f"trial {trial_id} has no recorded result yet")
         return spec, result
 
     @app.get("/api/trials/{trial_id}/download/{what}")
@@ -149,12 +151,14 @@ def create_app(store: TrialStore, *, bind_host: str | None = None, token: str | 
             "after": ("snapshot_after_uri", "after.tar.gz", "application/gzip"),
         }
         if what not in names:
-            raise AtollError("unknown_file", f"no download {what!r} (trajectory, grade, before, after)")
+            raise AtollError(
+                ErrorCode.unknown_file, f"no download {what!r} (trajectory, grade, before, after)"
+            )
         field, filename, media_type = names[what]
         spec, result = await run_off_loop(result_of, trial_id, run, attempt)
         uri = getattr(result, field)
         if not uri:
-            raise AtollError("unknown_file", f"trial {trial_id} has no {what} artifact")
+            raise AtollError(ErrorCode.unknown_file, f"trial {trial_id} has no {what} artifact")
         if what in ("before", "after"):
             path = await run_off_loop(snapshots.local, uri)
             return FileResponse(path, media_type=media_type, filename=f"{spec.task_id}-{filename}")
@@ -168,11 +172,11 @@ def create_app(store: TrialStore, *, bind_host: str | None = None, token: str | 
         trial_id: str, side: str, path: str = Query(...), run: str | None = None
     ) -> Response:
         if side not in ("before", "after"):
-            raise AtollError("unknown_file", f"no snapshot {side!r} (before, after)")
+            raise AtollError(ErrorCode.unknown_file, f"no snapshot {side!r} (before, after)")
         _spec, result = await run_off_loop(result_of, trial_id, run)
         uri = result.snapshot_before_uri if side == "before" else result.snapshot_after_uri
         if not uri:
-            raise AtollError("unknown_file", f"trial {trial_id} has no {side} snapshot")
+            raise AtollError(ErrorCode.unknown_file, f"trial {trial_id} has no {side} snapshot")
         body = await run_off_loop(snapshot_member, snapshots, uri, path)
         # Served as an opaque download: an HTML file the agent wrote must never run as this site.
         name = "".join(c for c in PurePosixPath(path).name if c.isalnum() or c in "._- ") or "file"
@@ -188,7 +192,7 @@ def create_app(store: TrialStore, *, bind_host: str | None = None, token: str | 
         resource = _STATIC / name
         suffix = PurePosixPath(name).suffix
         if "/" in name or suffix not in types or not resource.is_file():
-            raise AtollError("unknown_file", f"no static file {name!r}")
+            raise AtollError(ErrorCode.unknown_file, f"no static file {name!r}")
         return Response(
             resource.read_bytes(), media_type=types[suffix], headers={"Cache-Control": "no-cache"}
         )
@@ -237,7 +241,9 @@ def create_app(store: TrialStore, *, bind_host: str | None = None, token: str | 
     async def compare_page(a: str = "", b: str = "") -> Response:
         if not a or not b:
             return page(
-                AtollError("bad_compare", "pick two runs to compare on the runs page (/compare?a=RUN&b=RUN)")
+                AtollError(
+                    ErrorCode.bad_compare, "pick two runs to compare on the runs page (/compare?a=RUN&b=RUN)"
+                )
             )
         return page(await checked(require_run, a) or await checked(require_run, b))
 

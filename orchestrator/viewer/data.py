@@ -16,7 +16,7 @@ from functools import partial
 from typing import Any, TypeVar, cast
 
 from atoll.costs import cost_text
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.trial import Outcome, TrialResult, TrialSpec, TrialState
 from orchestrator import report_trials
 from orchestrator.artifacts import read_artifact
@@ -77,7 +77,9 @@ def _known_runs(store: TrialStore) -> list[str]:
 def unknown_run(store: TrialStore, name: str) -> AtollError:
     known = _known_runs(store)
     listing = ", ".join(known) if known else "none"
-    return AtollError("unknown_run", f"no run named {name!r} in {shown_url(store)}; runs known: {listing}")
+    return AtollError(
+        ErrorCode.unknown_run, f"no run named {name!r} in {shown_url(store)}; runs known: {listing}"
+    )
 
 
 def _status(counts: dict[str, int]) -> str:
@@ -344,12 +346,12 @@ def find_trial(store: TrialStore, trial_id: str, run: str | None = None) -> tupl
     """
     holders = store.runs_holding(trial_id)
     if run is not None and run not in holders:
-        raise AtollError("unknown_trial", f"no trial {trial_id!r} in run {run!r}")
+        raise AtollError(ErrorCode.unknown_trial, f"no trial {trial_id!r} in run {run!r}")
     if not holders:
-        raise AtollError("unknown_trial", f"no trial {trial_id!r} in {shown_url(store)}")
+        raise AtollError(ErrorCode.unknown_trial, f"no trial {trial_id!r} in {shown_url(store)}")
     found = store.trial_row(run or holders[-1], trial_id)
     if found is None:  # archived between the two reads
-        raise AtollError("unknown_trial", f"no trial {trial_id!r} in run {run or holders[-1]!r}")
+        raise AtollError(ErrorCode.unknown_trial, f"no trial {trial_id!r} in run {run or holders[-1]!r}")
     return (found.spec, found.result, found.state, found.attempts), list(reversed(holders))
 
 

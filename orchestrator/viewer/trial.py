@@ -13,7 +13,7 @@ import fsspec
 
 from atoll.costs import cost_text, tokens_text
 from atoll.defaults import DEFAULT_ARTIFACTS
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.judge import JudgeIdentity
 from atoll.trajectory import RAW_MODEL_CALLS_NAME
 from atoll.trial import TrialResult, TrialSpec, TrialState
@@ -343,7 +343,7 @@ def raw_exchanges(store: TrialStore, trial_id: str, step: int, *, run: str | Non
     uri = _raw_uri(result.trajectory_uri if result is not None else None)
     if uri is None or not _raw_exists(result.trajectory_uri if result is not None else None):
         raise AtollError(
-            "unknown_file", f"trial {trial_id} recorded no raw model calls (agent option record_raw)"
+            ErrorCode.unknown_file, f"trial {trial_id} recorded no raw model calls (agent option record_raw)"
         )
     prefix = f'{{"step": {int(step)},'.encode()
     found: list[dict[str, Any]] = []
@@ -353,13 +353,17 @@ def raw_exchanges(store: TrialStore, trial_id: str, step: int, *, run: str | Non
             for line in handle:
                 read += len(line)
                 if read > MAX_RAW_BYTES:
-                    raise AtollError("artifact_unreadable", f"{uri}: larger than {MAX_RAW_BYTES} bytes")
+                    raise AtollError(
+                        ErrorCode.artifact_unreadable, f"{uri}: larger than {MAX_RAW_BYTES} bytes"
+                    )
                 if line.startswith(prefix):
                     found.append(json.loads(line))
     except (OSError, ValueError) as exc:
-        raise AtollError("artifact_unreadable", f"artifact {uri}: {exc}") from None
+        raise AtollError(ErrorCode.artifact_unreadable, f"artifact {uri}: {exc}") from None
     if not found:
-        raise AtollError("unknown_file", f"trial {trial_id} recorded no raw model call at step {step}")
+        raise AtollError(
+            ErrorCode.unknown_file, f"trial {trial_id} recorded no raw model call at step {step}"
+        )
     return {"step": step, "exchanges": found}
 
 

@@ -25,7 +25,7 @@ from urllib.parse import unquote, urlparse
 
 import fsspec
 
-from atoll.errors import AtollError
+from atoll.errors import AtollError, ErrorCode
 from atoll.extras import require_extra
 
 MAX_CELLS = 500
@@ -88,7 +88,7 @@ class SnapshotCache:
                                 shutil.copyfileobj(source, sink, 1 << 20)
                 except (OSError, ValueError) as exc:
                     partial.unlink(missing_ok=True)
-                    raise AtollError("artifact_unreadable", f"snapshot {uri}: {exc}") from None
+                    raise AtollError(ErrorCode.artifact_unreadable, f"snapshot {uri}: {exc}") from None
                 except BaseException:
                     partial.unlink(missing_ok=True)
                     raise
@@ -272,5 +272,5 @@ def snapshot_member(cache: SnapshotCache, uri: str, member: str) -> bytes:
     lists are served, so nothing outside it can be named. Raises ``AtollError`` otherwise."""
     snapshot = cache.snapshot(uri)
     if member not in snapshot.entries:
-        raise AtollError("unknown_file", f"no file {member!r} in this snapshot")
+        raise AtollError(ErrorCode.unknown_file, f"no file {member!r} in this snapshot")
     return snapshot.read(member)

@@ -20,7 +20,7 @@ from email.message import Message
 from io import BytesIO
 from typing import BinaryIO
 
-from atoll.errors import CodedError
+from atoll.errors import CodedError, ErrorCode
 
 # A separator line is "From <sender> <asctime date>"; requiring the time of day keeps an
 # unquoted body line such as "From now on ..." (common in real exports) inside its message.
@@ -61,7 +61,7 @@ def message_bytes(raw: bytes) -> bytes:
 class StaleSpan(CodedError):
     """The file no longer has a message where the index says (it was replaced meanwhile)."""
 
-    code = "stale_mail_span"
+    code = ErrorCode.stale_mail_span
 
 
 def read_span(handle: BinaryIO, span: Span, name: str) -> bytes:
