@@ -162,7 +162,6 @@ class ErrorCode(StrEnum):
     bad_idempotency_key = "bad_idempotency_key"
     bad_job_template = "bad_job_template"
     bad_last_event_id = "bad_last_event_id"
-    bad_setting = "bad_setting"
     bad_stored_spec = "bad_stored_spec"  # a run's stored experiment no longer loads
     bad_trial_input = "bad_trial_input"
     benchmark_not_allowed = "benchmark_not_allowed"
@@ -189,7 +188,6 @@ class ErrorCode(StrEnum):
     webhook_retry = "webhook_retry"
 
     # --- command line
-    bad_option = "bad_option"
     bad_output = "bad_output"
     bad_root = "bad_root"
     bad_settings = "bad_settings"  # ATOLL_* settings that fail validation

@@ -64,7 +64,7 @@ class StoreRetry:
     @classmethod
     def from_env(cls) -> StoreRetry:
         """The policy the ``ATOLL_STORE_*`` settings give (:class:`StoreRetrySettings`). Raises
-        ``AtollError("bad_setting")`` naming the variable that is not a number."""
+        ``AtollError("bad_settings")`` naming the variable that is not a number."""
         try:
             settings = StoreRetrySettings()
         except ValidationError as exc:
@@ -72,7 +72,7 @@ class StoreRetry:
                 f"ATOLL_{'.'.join(str(part) for part in error['loc']).upper()}: {error['msg']}"
                 for error in exc.errors()
             )
-            raise AtollError(ErrorCode.bad_setting, problems) from None
+            raise AtollError(ErrorCode.bad_settings, problems) from None
         return cls(
             total_s=settings.store_retry_s,
             max_backoff_s=settings.store_retry_max_backoff_s,

@@ -77,9 +77,9 @@ def run(
     # file names (a worker leasing work from a shared store trusts only its settings).
     trust_endpoints(experiment_endpoints(spec))
     if new_run is not None and replace:
-        raise AtollError(ErrorCode.bad_option, "--new-run and --replace exclude each other: pick one")
+        raise AtollError(ErrorCode.invalid_option, "--new-run and --replace exclude each other: pick one")
     if new_run is not None and not new_run.strip():
-        raise AtollError(ErrorCode.bad_option, "--new-run needs a run name")
+        raise AtollError(ErrorCode.invalid_option, "--new-run needs a run name")
     updates = {
         key: value for key, value in {"executor": executor, "store": store, "name": new_run}.items() if value
     }
@@ -156,7 +156,7 @@ def _viewer_url(url: str | None) -> str | None:
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise AtollError(
-            ErrorCode.bad_option,
+            ErrorCode.invalid_option,
             f"--viewer-url {url!r}: give the http(s) URL `atoll view` serves, e.g. http://127.0.0.1:8090",
         )
     return url.strip().rstrip("/")

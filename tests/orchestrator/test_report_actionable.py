@@ -419,8 +419,9 @@ def test_cli_refuses_a_viewer_url_that_is_not_http(tmp_path):
     from atoll_cli.commands.run import _viewer_url
 
     assert _viewer_url("http://127.0.0.1:8090/") == "http://127.0.0.1:8090"
-    with pytest.raises(AtollError, match=r"--viewer-url '127.0.0.1:8090': give the http\(s\) URL"):
+    with pytest.raises(AtollError, match=r"--viewer-url '127.0.0.1:8090': give the http\(s\) URL") as info:
         _viewer_url("127.0.0.1:8090")
+    assert info.value.code == "invalid_option"  # the documented code of a bad option, as a server's
 
 
 def test_atoll_report_with_a_viewer_url_links_trials_and_refuses_a_bad_url(store, tmp_path):
