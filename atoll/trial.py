@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from atoll.trajectory import RunStatus
+from atoll.trajectory import ErrorKind, RunStatus
 
 # Agent-config keys that never enter a trial's identity: secrets, endpoints and concurrency
 # knobs change how a trial is run, not what it measures.
@@ -156,7 +156,7 @@ class TrialResult(BaseModel):
     finished_at: datetime | None = None
 
     @property
-    def error_kind(self) -> str | None:
+    def error_kind(self) -> ErrorKind | str | None:
         """The kind this result's error is recorded under (:func:`error_kind`)."""
         return error_kind(self.error, self.outcome)
 
@@ -169,18 +169,25 @@ def short_reason(error: str | None) -> str:
     return (first.split(": ", 1)[1] if ": " in first else first)[:160]
 
 
-def error_kind(error: str | None, outcome: Outcome | None = None) -> str | None:
+_HARNESS_KINDS = frozenset(kind.value for kind in ErrorKind)
+
+
+def error_kind(error: str | None, outcome: Outcome | None = None) -> ErrorKind | str | None:
     """The kind an error is recorded under: the word that leads it (``infrastructure: …``,
     ``model_provider: …``, an exception's type for our own bug); for an ungradeable trial,
     whose error starts with a criterion id, the code after it (``judge_unavailable``); None
     when the error has no such word.
 
     The one rule for a trial's error kind: report.json's trial rows and failure groups and the
-    viewer's trial table all read it (through :attr:`TrialResult.error_kind`). The kinds are an
-    open set (the grader's ungradeable codes, exception types), so they stay strings; the
-    harness's own are :class:`atoll.trajectory.ErrorKind`."""
+    viewer's trial table all read it (through :attr:`TrialResult.error_kind`). The harness's own
+    kinds come back as :class:`atoll.trajectory.ErrorKind` members; the rest are an open set of
+    strings: an :class:`atoll.errors.ErrorCode` value, a grader's ungradeable code
+    (``judge_unavailable``) or an exception's class name. Either way the kind equals the word as
+    written, so report.json reads the same."""
     if not error:
         return None
     text = short_reason(error) if outcome is Outcome.ungradeable else error
     head = text.split(":", 1)[0].strip() if ":" in text else ""
-    return head if head and " " not in head and len(head) < 40 else None
+    if not head or " " in head or len(head) >= 40:
+        return None
+    return ErrorKind(head) if head in _HARNESS_KINDS else head
