@@ -38,6 +38,7 @@ from environment.snapshot import (
 from environment.url_policy import check_url, opener_options, refusal_in, resolve_url
 from environment.world_delta import DeltaBase, WorldState, collect_delta, list_populated, write_world_delta
 from environment.world_keep import KeepRequest
+from environment.world_parking import parking_for
 
 logger = logging.getLogger("environment.data")
 router = APIRouter()
@@ -282,7 +283,10 @@ async def _run_populate(
             world = _world_state(request)
             keep = None
             if settings.keep_unchanged_files:  # files kept keep their hashes (environment.world_keep)
-                keep = KeepRequest(world.cache, _snapshot_limits(settings))
+                parking = None
+                if settings.parked_worlds_dir is not None:
+                    parking = parking_for(settings.parked_worlds_dir, settings.parked_worlds_mb * 1024**2)
+                keep = KeepRequest(world.cache, _snapshot_limits(settings), parking, world.laid_from)
             else:
                 world.cache.clear()  # every populate: the world's files are new ones
             result = await run_in_data_thread(
@@ -299,6 +303,7 @@ async def _run_populate(
                 ),
             )
             if result.mode == "replace":  # the new base of deltas, and a warm stat cache
+                world.laid_from = result.details.get("laid_from")
                 await run_in_data_thread(
                     request, list_populated, _roots(settings), world, _snapshot_limits(settings)
                 )

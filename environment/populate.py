@@ -137,7 +137,11 @@ def populate(
     if keep is not None and _may_keep(sources, mode, roots):
         from environment.world_keep import WorldKeeper  # it reads the world as the walk does
 
-        keeper = WorldKeeper(keep, roots.root, staging.top_of)
+        source = cast(str, sources[0].url)
+        parked = None
+        if keep.parking is not None and keep.laid_from != source:  # else the world itself is the base
+            parked = keep.parking.take(source)
+        keeper = WorldKeeper(keep, roots.root, staging.top_of, source, parked)
     staging.keeper = keeper
     extractor = SafeExtractor(staging.route_all, limits or ArchiveLimits(), keeper)
     try:
@@ -178,7 +182,11 @@ def populate(
         subsystems=sorted({str(s.subsystem) for s in sources}),
         mode=mode,
         sources=len(sources),
-        details={"kept_files": keeper.kept_files if keeper is not None else 0},
+        details={
+            "kept_files": keeper.kept_files if keeper is not None else 0,
+            # what the world was laid from, when it may be parked under it (world_parking)
+            "laid_from": keeper.source if keeper is not None else None,
+        },
     )
 
 
@@ -225,6 +233,8 @@ class _Staging:
         return self.dir_for(subsystem.top), f"{subsystem.nested}/{name}" if subsystem.nested else name
 
     def commit(self, replace: list[Subsystem]) -> None:
+        if self.keeper is not None:
+            self.keeper.settle()
         for subsystem in replace:
             tops = (FILESYSTEM, APPS_DATA) if subsystem.top == WORLD else (subsystem.top,)
             for top in tops:

@@ -45,6 +45,14 @@ class EnvironmentSettings(EnvironmentTokens, HostSettings):
         description="a replace populate from a local folder keeps the world files that already hold what "
         "it would lay (environment.world_keep): fewer files created and deleted per trial",
     )
+    parked_worlds_dir: Path | None = Field(
+        None,
+        description="a folder on the worlds' filesystem where replaced worlds are parked for the next "
+        "trial of the same seed (environment.world_parking); environments of one process share it",
+    )
+    parked_worlds_mb: int = Field(
+        2048, ge=0, description="allocated MB parked worlds may hold; the oldest go first"
+    )
     preload_servers: bool = Field(
         True, description="import our app servers in the background at start, so POST /apps is fast"
     )

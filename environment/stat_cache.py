@@ -86,6 +86,11 @@ class StatCache:
     def clear(self) -> None:
         self._entries.clear()
 
+    def swap(self, other: StatCache) -> None:
+        """Exchange entries with ``other``: a world's files moved elsewhere by rename keep their
+        stat keys, so their hashes go with them (environment.world_parking)."""
+        self._entries, other._entries = other._entries, self._entries
+
 
 class _Hasher:
     """A sink for :func:`environment.world_walk.copy_data` that hashes the file's content as the

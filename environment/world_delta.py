@@ -45,6 +45,7 @@ class WorldState:
     cache: StatCache = field(default_factory=StatCache)
     populated_digest: str = field(default_factory=EMPTY_WORLD.digest)
     populated_hashes: frozenset[str] = frozenset()  # the contents a delta need not carry
+    laid_from: str | None = None  # the local folder of the last replace, while it may be parked
 
     def record_populated(self, manifest: WorldManifest) -> None:
         self.populated_digest = manifest.digest()

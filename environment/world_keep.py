@@ -41,8 +41,10 @@ from pathlib import Path
 from typing import Any
 
 from atoll.errors import AtollError
+from atoll.members import RESERVED_PREFIX
 from environment.archive import LocalFile
 from environment.stat_cache import StatCache, StatKey, coarse_now_ns, hash_member, stat_key
+from environment.world_parking import TOPS, ParkedWorld, Parking, opened_dir
 from environment.world_walk import Budget, Member, SnapshotLimits
 from mcp_servers._core import beneath
 
@@ -115,10 +117,13 @@ SOURCE_HASHES = _SourceHashes()
 @dataclass(frozen=True)
 class KeepRequest:
     """What a populate needs to keep unchanged files: the world's stat cache (under the world
-    lock) and the snapshot limits its hashing reads within."""
+    lock), the snapshot limits its hashing reads within, and where worlds are parked
+    (:mod:`environment.world_parking`) with the source the world was last laid from."""
 
     cache: StatCache
     limits: SnapshotLimits
+    parking: Parking | None = None
+    laid_from: str | None = None
 
 
 def code_calls_in_flight(fs_root: Path) -> int:
@@ -135,13 +140,29 @@ class WorldKeeper:
     (``filesystem`` or ``.apps_data``) of a staging root. Close it after the populate."""
 
     request: KeepRequest
-    root_of: Callable[[str], Path]
+    world_root_of: Callable[[str], Path]
     top_of: Callable[[Path], str | None]
+    source: str
+    base: ParkedWorld | None = None  # a parked world of the same source, checked instead of the world
     kept_files: int = 0
     kept_bytes: int = 0
     _trees: dict[str, dict[str, Any]] = field(default_factory=dict)
     _dirs: dict[tuple[str, str], int | None] = field(default_factory=dict)
     _budget: Budget | None = None
+
+    @property
+    def parks_world(self) -> bool:
+        """Whether the world in place goes to the parking (laid from another source, and no
+        parked world of this source takes its place): then nothing of it is kept."""
+        laid_from = self.request.laid_from
+        return self.request.parking is not None and self.base is None and laid_from not in (None, self.source)
+
+    def root_of(self, top: str) -> Path:
+        return self.base.root(top) if self.base is not None else self.world_root_of(top)
+
+    @property
+    def cache(self) -> StatCache:
+        return self.base.cache if self.base is not None else self.request.cache
 
     # -- deciding ---------------------------------------------------------------------------
 
@@ -149,7 +170,7 @@ class WorldKeeper:
         """Whether the world already has this directory, reached through real directories:
         then it is kept (nothing is made in staging)."""
         top = self.top_of(staging_root)
-        if top is None or self._directory(top, relative) is None:
+        if top is None or self.parks_world or self._directory(top, relative) is None:
             return False
         self._mark(top, relative, {})
         return True
@@ -166,7 +187,7 @@ class WorldKeeper:
         """Whether the world's file at this member already is what laying ``source`` would
         make; if so it is given a fresh copy's owner, mode and mtime and kept."""
         top = self.top_of(staging_root)
-        if top is None or os.path.lexists(staging_root / relative):  # a later member wins
+        if top is None or self.parks_world or os.path.lexists(staging_root / relative):  # a later member wins
             return False
         parent_name, _, name = relative.rpartition("/")
         parent = self._directory(top, parent_name)
@@ -201,17 +222,17 @@ class WorldKeeper:
         if wanted is None:
             return False
         member = f"{top}/{relative}"
-        cached = self.request.cache.lookup(member, info)
+        cached = self.cache.lookup(member, info)
         if cached is not None:
             return cached.sha256 == wanted
         if self._budget is None:
             self._budget = Budget(self.request.limits)
         root = self._directory(top, "")
         assert root is not None
-        hash_member(root, Member(member, relative, False, executable), self._budget, self.request.cache)
+        hash_member(root, Member(member, relative, False, executable), self._budget, self.cache)
         # hash_member opens the path again: only its hash of this very inode, unchanged since
         # (the cache keeps it under the same stat key, and only when not racily clean), counts.
-        cached = self.request.cache.lookup(member, info)
+        cached = self.cache.lookup(member, info)
         return cached is not None and cached.sha256 == wanted
 
     @staticmethod
@@ -248,6 +269,27 @@ class WorldKeeper:
 
     # -- clearing ---------------------------------------------------------------------------
 
+    def settle(self) -> None:
+        """Before clearing: park the world being replaced (when it came from another source, or
+        a parked world of this source is to take its place), and move that parked world into
+        the roots, so that what was checked is what is cleared around."""
+        parking, laid_from = self.request.parking, self.request.laid_from
+        if parking is None:
+            return
+        if self.base is None:
+            if self.parks_world:
+                assert laid_from is not None
+                parking.park(self.world_root_of, laid_from, self.request.cache)  # else deleted
+            return
+        if laid_from is None or not parking.park(self.world_root_of, laid_from, self.request.cache):
+            for top in TOPS:  # the roots must be empty before the parked world moves in
+                with opened_dir(self.world_root_of(top)) as root_fd:
+                    for name in os.listdir(root_fd):
+                        if not name.startswith(RESERVED_PREFIX):
+                            beneath.remove_tree(root_fd, name)
+        parking.unpark(self.base, self.world_root_of, self.request.cache)
+        self.base = None
+
     def clear(self, top: str, root_fd: int, skip: Callable[[str], bool]) -> None:
         """Remove from the world root everything not kept (names ``skip`` accepts aside)."""
         tree = self._trees.get(top, {})
@@ -260,6 +302,9 @@ class WorldKeeper:
             if descriptor is not None:
                 os.close(descriptor)
         self._dirs.clear()
+        if self.base is not None and self.request.parking is not None:  # the populate failed
+            self.request.parking.give_back(self.base)
+            self.base = None
 
 
 def _keepable_directory(parent: int, name: str) -> int | None:

@@ -117,6 +117,9 @@ class _EnvironmentPool:
         self._size = size
         self._scratch = scratch
         self._coworker = coworker or {}
+        # Replaced worlds wait here for the next trial of their seed, whichever environment
+        # runs it (environment.world_parking); made with the first environment.
+        self._parking: Path | None = None
 
     async def acquire(self) -> EnvironmentServer:
         if self._free.empty() and len(self._all) < self._size:
@@ -133,12 +136,15 @@ class _EnvironmentPool:
     def _start(self) -> EnvironmentServer:
         from environment import EnvironmentServer, EnvironmentSettings
 
+        if self._parking is None:
+            self._parking = Path(tempfile.mkdtemp(prefix="parked-", dir=self._scratch))
         root = Path(tempfile.mkdtemp(prefix="env-", dir=self._scratch))
         (root / "filesystem").mkdir()
         (root / ".apps_data").mkdir()
         settings = EnvironmentSettings(
             fs_root=root / "filesystem",
             apps_data_root=root / ".apps_data",
+            parked_worlds_dir=self._parking,
             json_logs=False,
             log_level="WARNING",
             **self._coworker,
@@ -151,6 +157,12 @@ class _EnvironmentPool:
         for environment in self._all:
             environment.stop()
         self._all.clear()
+        if self._parking is not None:
+            from environment.world_parking import parking_for
+
+            parking_for(self._parking, 0).clear()
+            shutil.rmtree(self._parking, ignore_errors=True)
+            self._parking = None
 
 
 def _coworker_settings(spec: ExperimentSpec, output: Path) -> dict[str, Any]:
