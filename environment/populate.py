@@ -137,11 +137,11 @@ def populate(
     if keep is not None and _may_keep(sources, mode, roots):
         from environment.world_keep import WorldKeeper  # it reads the world as the walk does
 
-        source = cast(str, sources[0].url)
+        url = cast(str, sources[0].url)
         parked = None
-        if keep.parking is not None and keep.laid_from != source:  # else the world itself is the base
-            parked = keep.parking.take(source)
-        keeper = WorldKeeper(keep, roots.root, staging.top_of, source, parked)
+        if keep.parking is not None and keep.laid_from != url:  # else the world itself is the base
+            parked = keep.parking.take(url)
+        keeper = WorldKeeper(keep, roots.root, staging.top_of, url, parked)
     staging.keeper = keeper
     extractor = SafeExtractor(staging.route_all, limits or ArchiveLimits(), keeper)
     try:
