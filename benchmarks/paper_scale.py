@@ -48,6 +48,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.machine import loop_cpu_s  # noqa: E402
 from benchmarks.paper_world import describe, generate_paper_benchmark  # noqa: E402
 
 PAPER_TRIALS = 30_720
@@ -376,6 +377,11 @@ def main(argv: list[str] | None = None) -> int:
         where = args.benchmark or Path(scratch) / "paper"
         benchmark = _ready_benchmark(where, worlds=args.worlds, tasks=args.tasks, seed=args.seed)
         print(describe(benchmark), flush=True)
+        loop_s = loop_cpu_s()
+        print(
+            f"machine: ten million CPython additions take {loop_s:.2f} CPU-s (benchmarks/machine.py)",
+            flush=True,
+        )
         runs = []
         for number in range(args.repeat):
             runs.append(measure_once(benchmark, args.concurrency))
@@ -387,9 +393,14 @@ def main(argv: list[str] | None = None) -> int:
             )
         summary = summarise(runs, world_archive_bytes(benchmark), args.bandwidth_mbit)
     print_report(runs, summary, args.concurrency)
+    per_trial = [run["cpu_s_per_trial"] for run in runs]
+    print(
+        f"  CPU per trial / the machine's loop  {min(per_trial) / loop_s:.2f}–{max(per_trial) / loop_s:.2f}"
+    )
     if args.json:
         payload = {
             "machine": {
+                "loop_cpu_s": loop_s,
                 "cpus": os.cpu_count(),
                 "platform": platform.platform(),
                 "python": platform.python_version(),
