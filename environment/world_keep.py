@@ -145,7 +145,6 @@ class WorldKeeper:
     source: str
     base: ParkedWorld | None = None  # a parked world of the same source, checked instead of the world
     kept_files: int = 0
-    kept_bytes: int = 0
     _trees: dict[str, dict[str, Any]] = field(default_factory=dict)
     _dirs: dict[tuple[str, str], int | None] = field(default_factory=dict)
     _budget: Budget | None = None
@@ -207,7 +206,6 @@ class WorldKeeper:
             os.close(descriptor)
         self._mark(top, relative, _KEPT_FILE)
         self.kept_files += 1
-        self.kept_bytes += size
         return True
 
     def _same(
