@@ -4,19 +4,12 @@ from __future__ import annotations
 
 import ast
 import re
+import tomllib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-PARTS = (
-    "atoll",
-    "mcp_servers",
-    "environment",
-    "agents_runner",
-    "grader",
-    "orchestrator",
-    "atoll_sample",
-    "atoll_cli",
-)
+from tests.source_tree import PACKAGES, ROOT
+
+PARTS = PACKAGES
 SERVICES = {"mcp_servers", "environment", "agents_runner", "grader", "orchestrator"}
 # part -> the parts it may import (anywhere, lazily included). Nothing imports atoll_cli and only
 # atoll_cli imports atoll_sample (tests and benchmarks aside, which are no part).
@@ -160,3 +153,13 @@ def test_the_floors_table_lists_the_contracts():
     assert listed == CONTRACTS
     exceptions = {f"`{contract.replace('.', '/')}.py` imports `{kit}`" for contract, kit in KIT_IN_CONTRACTS}
     assert [line for line in sorted(exceptions) if line not in doc] == []
+
+
+def test_the_parts_are_the_packages_pyproject_ships():
+    """tests/source_tree.PACKAGES, the one list the source-reading tests share, is what
+    pyproject.toml installs: a new package gets its arrows checked."""
+    include = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"][
+        "include"
+    ]
+    shipped = {name.removesuffix(".*").removesuffix("*") for name in include}
+    assert shipped == set(PARTS)

@@ -13,18 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from atoll.errors import HTTP_STATUS, REFUSAL_STATUS, ErrorCode
+from tests.source_tree import PACKAGES, ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = (
-    "atoll",
-    "environment",
-    "agents_runner",
-    "grader",
-    "mcp_servers",
-    "orchestrator",
-    "atoll_cli",
-    "atoll_sample",
-)
 #: Keyword arguments and parameters that carry an error code wherever they appear.
 CODE_NAMES = {"code", "unknown_code", "unavailable_code"}
 DECLARED = {member.value for member in ErrorCode}

@@ -4,21 +4,11 @@ from __future__ import annotations
 
 import ast
 import builtins
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = (
-    "atoll",
-    "environment",
-    "agents_runner",
-    "grader",
-    "mcp_servers",
-    "orchestrator",
-    "atoll_cli",
-    "atoll_sample",
-)
+from tests.source_tree import PACKAGES, ROOT
+
 BUILTIN_EXCEPTIONS = {
     name
     for name, value in vars(builtins).items()

@@ -9,17 +9,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-PARTS = (
-    "atoll",
-    "mcp_servers",
-    "environment",
-    "agents_runner",
-    "grader",
-    "orchestrator",
-    "atoll_cli",
-    "atoll_sample",
-)
+from tests.source_tree import PACKAGES, ROOT
+
+PARTS = PACKAGES
 
 # mechanism -> (its home, a pattern only its home may contain)
 HOMES = {
