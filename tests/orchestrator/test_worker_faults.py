@@ -114,9 +114,16 @@ def test_worker_survives_connections_terminated_while_it_completes_trials(tmp_pa
     store = TrialStore(postgres_url)
     try:
         worker = _worker(proxy.url(postgres_url.rsplit("/", 1)[1]), tmp_path, "--concurrency", "4")
+        # Cut every connection each time the worker has got a trial through since the last cut:
+        # cuts land in the middle of its work all along, and a slow machine still lets it on
+        # (cutting on a fixed 150 ms clock starved a worker whose reconnect took longer).
+        done = -1
         while worker.poll() is None:
             time.sleep(0.15)
-            proxy.drop_connections()
+            now_done = store.counts("shared")["done"]
+            if now_done != done:
+                done = now_done
+                proxy.drop_connections()
         out, err = worker.communicate(timeout=120)
         assert worker.returncode == 0, err
         assert proxy.dropped > 0
