@@ -238,13 +238,13 @@ class _Staging:
         for subsystem in replace:
             tops = (FILESYSTEM, APPS_DATA) if subsystem.top == WORLD else (subsystem.top,)
             for top in tops:
-                with _opened(self.roots.root(top)) as root_fd:
+                with opened_dir(self.roots.root(top)) as root_fd:
                     if self.keeper is not None:  # whole trees only (_may_keep)
                         self.keeper.clear(top, root_fd, skip=lambda name: name.startswith(STAGING_PREFIX))
                     else:
                         _empty_target(root_fd, subsystem.nested)
         for top, path in self.dirs.items():
-            with _opened(path) as source_fd, _opened(self.roots.root(top)) as root_fd:
+            with opened_dir(path) as source_fd, opened_dir(self.roots.root(top)) as root_fd:
                 _merge_into(source_fd, root_fd)
 
     def discard(self) -> None:
@@ -259,7 +259,7 @@ class _Staging:
 # entered with O_NOFOLLOW, so a folder swapped for a symlink to the host is never written
 # through (it is replaced, like any other non-directory in the way).
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 @contextlib.contextmanager
@@ -270,14 +270,14 @@ def _closing(descriptor: int) -> Iterator[int]:
         os.close(descriptor)
 
 
-def _opened(path: Path | str) -> contextlib.AbstractContextManager[int]:
-    return _closing(os.open(path, _DIR_FLAGS))
+def opened_dir(path: Path | str) -> contextlib.AbstractContextManager[int]:
+    return _closing(os.open(path, DIR_FLAGS))
 
 
-def _open_subdir(dir_fd: int, name: str) -> int | None:
+def open_subdir(dir_fd: int, name: str) -> int | None:
     """A descriptor of the real directory ``name`` in ``dir_fd``, or None if it is not one."""
     try:
-        return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+        return os.open(name, DIR_FLAGS, dir_fd=dir_fd)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT):
             return None
@@ -294,9 +294,9 @@ def _merge_into(source_fd: int, dest_fd: int) -> None:
             os.rename(name, name, src_dir_fd=source_fd, dst_dir_fd=dest_fd)
             continue
         if stat.S_ISDIR(source_info.st_mode) and stat.S_ISDIR(dest_info.st_mode):
-            dest_child = _open_subdir(dest_fd, name)
+            dest_child = open_subdir(dest_fd, name)
             if dest_child is not None:
-                with _closing(dest_child), _closing(os.open(name, _DIR_FLAGS, dir_fd=source_fd)) as child:
+                with _closing(dest_child), _closing(os.open(name, DIR_FLAGS, dir_fd=source_fd)) as child:
                     _merge_into(child, dest_child)
                 continue
         with contextlib.suppress(FileNotFoundError):
@@ -309,7 +309,7 @@ def _empty_target(root_fd: int, nested: str) -> None:
     current = os.dup(root_fd)
     try:
         for part in [p for p in nested.split("/") if p]:
-            child = _open_subdir(current, part)
+            child = open_subdir(current, part)
             if child is None:  # missing, or a file or a symlink where the folder should be
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(part, dir_fd=current)

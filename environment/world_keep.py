@@ -29,7 +29,6 @@ turns this off.
 
 from __future__ import annotations
 
-import errno
 import functools
 import hashlib
 import os
@@ -43,12 +42,12 @@ from typing import Any
 from atoll.errors import AtollError
 from atoll.members import RESERVED_PREFIX
 from environment.archive import LocalFile
+from environment.populate import DIR_FLAGS, open_subdir, opened_dir
 from environment.stat_cache import StatCache, StatKey, coarse_now_ns, hash_member, stat_key
-from environment.world_parking import TOPS, ParkedWorld, Parking, opened_dir
+from environment.world_parking import TOPS, ParkedWorld, Parking
 from environment.world_walk import Budget, Member, SnapshotLimits
 from mcp_servers._core import beneath
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _CHUNK = 1 << 20
 _KEPT_FILE = "file"
@@ -251,7 +250,7 @@ class WorldKeeper:
         key = (top, relative)
         if key not in self._dirs:
             if not relative:
-                self._dirs[key] = os.open(self.root_of(top), _DIR_FLAGS)
+                self._dirs[key] = os.open(self.root_of(top), DIR_FLAGS)
             else:
                 parent_name, _, name = relative.rpartition("/")
                 parent = self._directory(top, parent_name)
@@ -307,7 +306,7 @@ class WorldKeeper:
 
 def _keepable_directory(parent: int, name: str) -> int | None:
     try:
-        descriptor = os.open(name, _DIR_FLAGS, dir_fd=parent)
+        descriptor = os.open(name, DIR_FLAGS, dir_fd=parent)
     except OSError:
         return None
     try:
@@ -327,11 +326,8 @@ def _clear_entry(dir_fd: int, name: str, node: Any) -> None:
         return
     if node == _KEPT_FILE:
         return  # checked as a regular file under the world lock, with no code_exec in flight
-    try:
-        child = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
-    except OSError as exc:
-        if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT):
-            raise
+    child = open_subdir(dir_fd, name)
+    if child is None:  # no longer a real folder
         beneath.remove_tree(dir_fd, name)
         return
     try:

@@ -30,14 +30,14 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from atoll.members import APPS_DATA, FILESYSTEM, RESERVED_PREFIX
+from environment.populate import opened_dir
 from environment.stat_cache import StatCache
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 TOPS = (FILESYSTEM, APPS_DATA)
 
 
@@ -52,15 +52,6 @@ class ParkedWorld:
 
     def root(self, top: str) -> Path:
         return self.folder / top
-
-
-@contextlib.contextmanager
-def opened_dir(path: Path) -> Iterator[int]:
-    descriptor = os.open(path, _DIR_FLAGS)
-    try:
-        yield descriptor
-    finally:
-        os.close(descriptor)
 
 
 def _move_entries(source: Path, target: Path) -> None:
