@@ -17,6 +17,20 @@ class Verdict(StrEnum):
     ungradeable = "ungradeable"
 
 
+class UngradeableCode(StrEnum):
+    """Why a criterion could not be decided. A grade's ``ungradeable_reasons`` lead each reason
+    with it (``criterion-id: code: reason``), so an ungradeable trial's error kind is one of
+    these (:func:`atoll.trial.error_kind`)."""
+
+    check_error = "check_error"  # the criterion's programmatic check could not run
+    evidence_unreadable = "evidence_unreadable"  # a changed file the judge needs could not be extracted
+    no_judge = "no_judge"  # no judge configured and no check to decide it
+    judge_unavailable = "judge_unavailable"  # the judge's calls failed (after retries)
+    judge_malformed = "judge_malformed"  # the judge answered, but never in the verdict format
+    judge_no_verdict = "judge_no_verdict"  # too few of the judge's samples gave a verdict
+    grader_error = "grader_error"  # the grader itself failed on this criterion (a bug)
+
+
 class FileChange(BaseModel):
     """A file created, modified or deleted between two snapshots."""
 
@@ -112,6 +126,9 @@ class CriterionVerdict(BaseModel):
     )
     samples: list[Verdict] = Field(default_factory=list, description="votes when N-sample majority")
     ungradeable_reason: str | None = None
+    ungradeable_code: UngradeableCode | None = Field(
+        default=None, description="why it is ungradeable, as a code (None in grades recorded before)"
+    )
     cached: bool = False
     evidence_digest: str | None = Field(
         default=None, description="sha256 of the evidence routed to this criterion (cache key part)"
@@ -169,6 +186,12 @@ class Grade(BaseModel):
             passed=bool(verdicts) and met == len(verdicts),
             score=met / len(verdicts) if verdicts else 0.0,
             ungradeable=len(unknown),
-            ungradeable_reasons=[f"{v.verifier_id}: {v.ungradeable_reason}" for v in unknown],
+            ungradeable_reasons=[_reason_line(v) for v in unknown],
             **fields,
         )
+
+
+def _reason_line(verdict: CriterionVerdict) -> str:
+    """``criterion-id: code: reason`` (``criterion-id: reason`` where no code was recorded)."""
+    code = f"{verdict.ungradeable_code}: " if verdict.ungradeable_code else ""
+    return f"{verdict.verifier_id}: {code}{verdict.ungradeable_reason}"

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from atoll.grade import UngradeableCode
 from atoll.trajectory import ErrorKind, RunStatus
 
 # Agent-config keys that never enter a trial's identity: secrets, endpoints and concurrency
@@ -156,7 +157,7 @@ class TrialResult(BaseModel):
     finished_at: datetime | None = None
 
     @property
-    def error_kind(self) -> ErrorKind | str | None:
+    def error_kind(self) -> ErrorKind | UngradeableCode | str | None:
         """The kind this result's error is recorded under (:func:`error_kind`)."""
         return error_kind(self.error, self.outcome)
 
@@ -170,9 +171,12 @@ def short_reason(error: str | None) -> str:
 
 
 _HARNESS_KINDS = frozenset(kind.value for kind in ErrorKind)
+_UNGRADEABLE_CODES = frozenset(code.value for code in UngradeableCode)
 
 
-def error_kind(error: str | None, outcome: Outcome | None = None) -> ErrorKind | str | None:
+def error_kind(
+    error: str | None, outcome: Outcome | None = None
+) -> ErrorKind | UngradeableCode | str | None:
     """The kind an error is recorded under: the word that leads it (``infrastructure: …``,
     ``model_provider: …``, an exception's type for our own bug); for an ungradeable trial,
     whose error starts with a criterion id, the code after it (``judge_unavailable``); None
@@ -180,14 +184,18 @@ def error_kind(error: str | None, outcome: Outcome | None = None) -> ErrorKind |
 
     The one rule for a trial's error kind: report.json's trial rows and failure groups and the
     viewer's trial table all read it (through :attr:`TrialResult.error_kind`). The harness's own
-    kinds come back as :class:`atoll.trajectory.ErrorKind` members; the rest are an open set of
-    strings: an :class:`atoll.errors.ErrorCode` value, a grader's ungradeable code
-    (``judge_unavailable``) or an exception's class name. Either way the kind equals the word as
-    written, so report.json reads the same."""
+    kinds come back as :class:`atoll.trajectory.ErrorKind` members and the grader's reasons for
+    an ungradeable criterion as :class:`atoll.grade.UngradeableCode` members; the rest are an
+    open set of strings: an :class:`atoll.errors.ErrorCode` value or an exception's class name.
+    Either way the kind equals the word as written, so report.json reads the same."""
     if not error:
         return None
     text = short_reason(error) if outcome is Outcome.ungradeable else error
     head = text.split(":", 1)[0].strip() if ":" in text else ""
     if not head or " " in head or len(head) >= 40:
         return None
-    return ErrorKind(head) if head in _HARNESS_KINDS else head
+    if head in _HARNESS_KINDS:
+        return ErrorKind(head)
+    if outcome is Outcome.ungradeable and head in _UNGRADEABLE_CODES:
+        return UngradeableCode(head)
+    return head

@@ -14,7 +14,7 @@ from typing import Any
 
 from atoll.benchmark import Criterion, Task
 from atoll.errors import AtollError, ErrorCode
-from atoll.grade import CriterionVerdict, Grade, Verdict
+from atoll.grade import CriterionVerdict, Grade, UngradeableCode, Verdict
 from atoll.judge import PROMPT_VERSION, judge_identity
 from atoll.llm import RetryBudget
 from atoll.trajectory import Trajectory
@@ -105,6 +105,7 @@ async def _decide(context: _Context, criterion: Criterion) -> CriterionVerdict:
                 result.reason,
                 check_verdict=Verdict.ungradeable,
                 ungradeable_reason=result.reason,
+                ungradeable_code=UngradeableCode.check_error,
             )
         if result.passed is False:
             return _verdict(
@@ -126,7 +127,14 @@ async def _decide(context: _Context, criterion: Criterion) -> CriterionVerdict:
         check_note = f"check {criterion.check.kind} passed ({result.reason}); "
     if context.judge is None:
         reason = "no judge configured and the criterion has no programmatic check"
-        return _verdict(criterion, Verdict.ungradeable, "rule", reason, ungradeable_reason=reason)
+        return _verdict(
+            criterion,
+            Verdict.ungradeable,
+            "rule",
+            reason,
+            ungradeable_reason=reason,
+            ungradeable_code=UngradeableCode.no_judge,
+        )
 
     config = context.judge
     routed = await asyncio.to_thread(
@@ -149,6 +157,7 @@ async def _decide(context: _Context, criterion: Criterion) -> CriterionVerdict:
             routed.ungradeable_reason,
             check_verdict=checked,
             ungradeable_reason=routed.ungradeable_reason,
+            ungradeable_code=UngradeableCode.evidence_unreadable,
             evidence=[a.id for a in routed.artifacts],
         )
     answer = context.answer if routed.include_answer else None
@@ -223,6 +232,7 @@ async def _decide(context: _Context, criterion: Criterion) -> CriterionVerdict:
             "judge",
             reason,
             ungradeable_reason=reason,
+            ungradeable_code=judged.error_code or UngradeableCode.judge_no_verdict,
             evidence=shown,
             evidence_note=note,
             **common,
@@ -267,6 +277,7 @@ async def _decide_safely(
                 reason,
                 check_verdict=context.checked.get(criterion.verifier_id),
                 ungradeable_reason=reason,
+                ungradeable_code=UngradeableCode.grader_error,
             )
 
 

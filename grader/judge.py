@@ -17,7 +17,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from atoll.grade import Verdict
+from atoll.grade import UngradeableCode, Verdict
 from atoll.judge import JudgeConfig, VerdictFormat
 from atoll.llm.profiles import judge_arguments
 from grader.verdict import (
@@ -107,6 +107,7 @@ class JudgeResult:
     reasoning_tokens: int = 0
     cached_tokens: int = 0
     error: str | None = None
+    error_code: UngradeableCode | None = None  # set with ``error``
     calls: int = 0
     context_exceeded: bool = False
     configuration_error: str | None = None
@@ -210,6 +211,7 @@ async def _one_sample(
             done = await ask(config, conversation, arguments, budget)
         except ModelError as error:
             result.error = f"judge call failed: {error}"
+            result.error_code = UngradeableCode.judge_unavailable
             result.context_exceeded = error.kind is ModelErrorKind.context_window
             if error.kind is ModelErrorKind.configuration:
                 result.configuration_error = str(error)
@@ -223,10 +225,11 @@ async def _one_sample(
         message = done.response.choices[0].message
         try:
             result.verdict, result.rationale = parse_verdict(reply_text(message, form))
-            result.error = None
+            result.error = result.error_code = None
             return result
         except MalformedOutput as exc:
             result.error = f"judge output malformed after {attempt + 1} attempt(s): {exc}"
+            result.error_code = UngradeableCode.judge_malformed
             # Re-ask from the original prompt: echoing the malformed reply back would put text
             # the judge may have copied from the agent outside the fence.
             conversation = [
@@ -263,6 +266,8 @@ async def judge(
     failed = [r for r in runs if r.verdict is None]
     if len(votes) < config.needed_votes:
         first = failed[0].error if failed else None
+        # A sample's own failure names the cause; quorum unmet without one is judge_no_verdict.
+        total.error_code = (failed[0].error_code if failed else None) or UngradeableCode.judge_no_verdict
         if config.samples == 1:
             total.error = first or "the judge returned no verdict"
         else:

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from atoll.benchmark import Criterion
-from atoll.grade import Verdict
+from atoll.grade import UngradeableCode, Verdict
 from atoll.testing.scripted_llm import ScriptedLLM
 from grader import JudgeConfig, Snapshot, VerdictCache, diff_snapshots, grade_trial
 from grader.checks import glob_regex, numbers_in, run_check
@@ -250,7 +250,46 @@ async def test_checks_alone_without_a_judge(tmp_path):
     assert (
         by_id["j"].verdict is Verdict.ungradeable and "no judge configured" in by_id["j"].ungradeable_reason
     )
+    assert by_id["j"].ungradeable_code is UngradeableCode.no_judge
     assert grade.score == pytest.approx(1 / 3) and grade.ungradeable == 1
+
+
+async def test_an_ungradeable_criterion_names_why_as_a_code(tmp_path, monkeypatch):
+    """A check that cannot run and a grader bug each lead the grade's reason with their code
+    (the trial's error kind, by which reports and the viewer group failures)."""
+    before, after = (
+        f.write_snapshot(tmp_path / "b.tar.gz", BEFORE),
+        f.write_snapshot(tmp_path / "a.tar.gz", AFTER),
+    )
+    task = f.task(
+        [
+            {
+                "verifier_id": "p",
+                "criteria": "pattern",
+                "check": {"kind": "answer_regex", "pattern": "(unclosed"},
+            }
+        ]
+    )
+    grade = await grade_trial(task, before, after, f.trajectory("Profit: 40"), judge=None)
+    assert grade.criteria[0].ungradeable_code is UngradeableCode.check_error
+    assert grade.ungradeable_reasons == [f"p: check_error: {grade.criteria[0].ungradeable_reason}"]
+    assert "invalid pattern" in grade.ungradeable_reasons[0]
+
+    def broken_route(*args, **kwargs):
+        raise RuntimeError("a bug in routing")
+
+    monkeypatch.setattr("grader.grading.route", broken_route)
+    judged = f.task([{"verifier_id": "q", "criteria": "quality of prose"}])
+    with ScriptedLLM([MET]) as llm:
+        grade = await grade_trial(
+            judged,
+            before,
+            after,
+            f.trajectory("Profit: 40"),
+            JudgeConfig(model="openai/j", api_base=llm.api_base, api_key="x"),
+        )
+    assert grade.criteria[0].ungradeable_code is UngradeableCode.grader_error
+    assert grade.ungradeable_reasons == ["q: grader_error: grader error: RuntimeError: a bug in routing"]
 
 
 async def test_check_before_the_judge(tmp_path):

@@ -8,8 +8,9 @@ import re
 import pytest
 
 from atoll.errors import AtollError
-from atoll.grade import Verdict
+from atoll.grade import UngradeableCode, Verdict
 from atoll.testing.scripted_llm import CONTEXT_LENGTH_EXCEEDED, ScriptedLLM, refused_api_base
+from atoll.trial import Outcome, TrialResult
 from grader import JudgeConfig, VerdictCache, grade_trial
 from tests.grader import factories as f
 
@@ -219,6 +220,16 @@ async def test_malformed_output_past_the_retry_limit_is_ungradeable(world_pair):
         verdict.verdict is Verdict.ungradeable and "malformed after 3 attempt" in verdict.ungradeable_reason
     )
     assert grade.ungradeable == 1 and not grade.passed and "malformed" in grade.ungradeable_reasons[0]
+    # The trial's error leads with the code that reports and the viewer group it by.
+    assert verdict.ungradeable_code is UngradeableCode.judge_malformed
+    assert grade.ungradeable_reasons[0].startswith("v1: judge_malformed: judge output malformed")
+    trial = TrialResult(
+        trial_id="t",
+        task_id="t",
+        outcome=Outcome.ungradeable,
+        error="; ".join(grade.ungradeable_reasons),
+    )
+    assert trial.error_kind is UngradeableCode.judge_malformed
 
 
 async def test_only_the_exact_schema_is_a_verdict(world_pair):
@@ -265,6 +276,7 @@ async def test_judge_failure_makes_one_criterion_ungradeable_and_the_others_stil
     assert (
         by_id["v1"].verdict is Verdict.ungradeable and "judge call failed" in by_id["v1"].ungradeable_reason
     )
+    assert by_id["v1"].ungradeable_code is UngradeableCode.judge_unavailable
     assert by_id["v2"].verdict is Verdict.met and by_id["v3"].verdict is Verdict.met
     assert grade.score == pytest.approx(2 / 3) and grade.ungradeable == 1 and not grade.passed
 
@@ -416,6 +428,7 @@ async def test_unreadable_target_file_is_ungradeable_but_shown_as_such_under_all
     assert (
         by_id["typed"].verdict is Verdict.ungradeable
         and "could not extract /out.xlsx" in by_id["typed"].ungradeable_reason
+        and by_id["typed"].ungradeable_code is UngradeableCode.evidence_unreadable
     )
     assert by_id["all"].verdict is Verdict.not_met
 

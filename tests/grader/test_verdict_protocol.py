@@ -11,7 +11,7 @@ import pytest
 
 from atoll.errors import AtollError
 from atoll.experiment_file import parse_experiment
-from atoll.grade import Verdict
+from atoll.grade import UngradeableCode, Verdict
 from atoll.testing.scripted_llm import ScriptedLLM
 from grader import JudgeConfig, VerdictCache, grade_trial
 from grader.verdict import VERDICT_SCHEMA, resolve_format
@@ -86,6 +86,8 @@ async def test_samples_short_of_the_quorum_make_the_criterion_ungradeable(world_
     verdict, requests = await grade(world_pair, script, samples=3, answer="Profit was 40.")
     assert len(requests) == 3 and verdict.verdict is Verdict.ungradeable
     assert "only 1 of 3 judge samples returned a verdict (quorum 3)" in verdict.ungradeable_reason
+    # Named by what stopped the samples that did not vote: the provider refused them.
+    assert verdict.ungradeable_code is UngradeableCode.judge_unavailable
 
 
 async def test_a_configured_quorum_accepts_fewer_samples(world_pair):
@@ -163,4 +165,5 @@ async def test_a_hung_judge_is_bounded_by_its_timeout_and_deadline(world_pair):
     )
     assert time.monotonic() - started < 6
     assert verdict.verdict is Verdict.ungradeable and "no answer within" in verdict.ungradeable_reason
+    assert verdict.ungradeable_code is UngradeableCode.judge_unavailable
     assert 2 <= len(requests) <= 3
