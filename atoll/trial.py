@@ -174,9 +174,7 @@ _HARNESS_KINDS = frozenset(kind.value for kind in ErrorKind)
 _UNGRADEABLE_CODES = frozenset(code.value for code in UngradeableCode)
 
 
-def error_kind(
-    error: str | None, outcome: Outcome | None = None
-) -> ErrorKind | UngradeableCode | str | None:
+def error_kind(error: str | None, outcome: Outcome | None = None) -> ErrorKind | UngradeableCode | str | None:
     """The kind an error is recorded under: the word that leads it (``infrastructure: …``,
     ``model_provider: …``, an exception's type for our own bug); for an ungradeable trial,
     whose error starts with a criterion id, the code after it (``judge_unavailable``); None
