@@ -24,6 +24,16 @@ chat export's index), however many threads build at once.
 
 This module is the one place that tunes the collector; nothing else calls ``gc.freeze``,
 ``gc.set_threshold`` or ``gc.disable``.
+
+It also holds the process's **world lane** (:func:`world_work`): where several environments
+share one process (the local executor's), their heavy synchronous world work (laying a world,
+listing and hashing it, a trial's delta, the grader's diff, a seed's first unpacking) takes
+turns instead of running on several threads at once. Only one thread runs Python at a time
+anyway, and these loops make a system call per file: each call hands the interpreter lock to
+another waiting thread and waits to get it back, two wake-ups and two context switches per
+call. With four trials at a time on two CPUs that hand-over cost a third of all the CPU the
+trials used (docs/performance.md, "One world at a time"). A process with one environment (a
+service) never turns the lane on, and pays nothing.
 """
 
 from __future__ import annotations
@@ -41,6 +51,8 @@ _deferred_threshold: int | None = None  # the generation-2 threshold before a de
 _gc_pauses = 0  # builds inside cyclic_gc_paused now
 _gc_was_enabled = False  # the collector's state when the first of them began
 _freeze_when_loaded = False  # freeze_once_loaded() was called and loaded() has not come yet
+_world_lane = threading.RLock()  # re-entrant: a delta lists the world inside its own turn
+_world_lane_users = 0  # share_world_lane() calls not yet ended by end_world_lane()
 
 
 def defer_full_collections() -> None:
@@ -136,3 +148,38 @@ def loaded() -> None:
     if asked:
         gc.collect()
         freeze_startup_heap()
+
+
+def share_world_lane() -> None:
+    """Several environments run in this process from now on (until the matching
+    :func:`end_world_lane`): their world work takes turns (:func:`world_work`)."""
+    global _world_lane_users
+    with _lock:
+        _world_lane_users += 1
+
+
+def end_world_lane() -> None:
+    """End one :func:`share_world_lane`; the lane is off when none is left."""
+    global _world_lane_users
+    with _lock:
+        _world_lane_users = max(0, _world_lane_users - 1)
+
+
+def world_lane_shared() -> bool:
+    """Whether world work takes turns in this process now."""
+    return _world_lane_users > 0
+
+
+@contextlib.contextmanager
+def world_work() -> Iterator[None]:
+    """One heavy synchronous world operation: while environments share this process (see the
+    module), one at a time; otherwise no wait at all.
+
+    For CPU- and system-call-bound work on local files only, which never waits on another
+    thread of this process or on the network: a section that waited for a thread that wants
+    the lane would wait for ever, and a slow peer would hold up every other world."""
+    if not _world_lane_users:
+        yield
+        return
+    with _world_lane:
+        yield

@@ -21,9 +21,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Literal, cast
+from urllib.parse import urlsplit
 
 from atoll.errors import AtollError, ErrorCode
 from atoll.members import APPS_DATA, FILESYSTEM, RESERVED_PREFIX, split_world_member
+from atoll.runtime import world_work
 from environment.archive import ArchiveLimits, SafeExtractor, UnsafeArchive, clean_member_name, copy_capped
 from environment.archive_readers import copy_local_folder, extract_tar, extract_zip
 from environment.url_policy import check_url, opener_options, refusal_in, resolve_url
@@ -132,6 +134,25 @@ def populate(
     """
     if mode not in ("merge", "replace"):
         raise AtollError(ErrorCode.bad_mode, f"mode {mode!r} must be 'merge' or 'replace'")
+    # Local sources only: an upload or a download waits on a peer, and would hold the lane.
+    lane = world_work() if all(_is_local(source) for source in sources) else contextlib.nullcontext()
+    with lane:
+        return _populate(sources, roots, mode, limits, storage_options, url_prefixes, keep)
+
+
+def _is_local(source: PopulateSource) -> bool:
+    return source.url is not None and urlsplit(source.url).scheme in ("", "file")
+
+
+def _populate(
+    sources: list[PopulateSource],
+    roots: WorldRoots,
+    mode: Mode,
+    limits: ArchiveLimits | None,
+    storage_options: dict[str, Any] | None,
+    url_prefixes: list[str] | None,
+    keep: KeepRequest | None,
+) -> PopulateResult:
     staging = _Staging(roots)
     keeper = None
     if keep is not None and _may_keep(sources, mode, roots):

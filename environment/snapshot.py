@@ -26,6 +26,7 @@ from typing import BinaryIO, Protocol
 from pydantic import ValidationError
 
 from atoll.errors import AtollError, ErrorCode
+from atoll.runtime import world_work
 from atoll.world_archive import ArchiveWriter
 from atoll.world_manifest import Entry, WorldManifest
 from environment.populate import WorldRoots
@@ -140,6 +141,13 @@ def build_manifest(
     Raises what :func:`write_snapshot` raises, and UnlistableMember (``world_not_manifestable``)
     for a name a manifest cannot carry.
     """
+    with world_work():  # local files only, even with blobs (the caller's spool or folder)
+        return _build_manifest(roots, limits, cache, blobs)
+
+
+def _build_manifest(
+    roots: WorldRoots, limits: SnapshotLimits | None, cache: StatCache | None, blobs: BlobSink | None
+) -> WorldManifest:
     budget = Budget(limits or SnapshotLimits())
     entries: list[Entry] = []
     for root_fd, member in WorldWalk(roots, budget):

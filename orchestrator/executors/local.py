@@ -37,7 +37,7 @@ from atoll.experiment import ExperimentSpec
 from atoll.grade import Grade
 from atoll.judge import JudgeConfig
 from atoll.judge import judge_request as wire_judge
-from atoll.runtime import loaded
+from atoll.runtime import end_world_lane, loaded, share_world_lane
 from atoll.settings import EnvironmentTokens, secret_text
 from atoll.trajectory import Trajectory
 from atoll.trial import TrialResult, TrialSpec
@@ -48,6 +48,7 @@ from orchestrator.executors import agent_runs, executor, steps
 from orchestrator.executors import checkpoints as checkpoint_files
 from orchestrator.executors.base import InfraError, attach_result, failure_message
 from orchestrator.executors.evidence import TrialProgress
+from orchestrator.executors.scratch_pools import PoolFolder, sweep_abandoned
 from orchestrator.executors.seeds import Seed, SeedCache
 from orchestrator.executors.steps import EnvironmentEndpoint, trial_outcome
 from orchestrator.executors.trial_phases import TrialSeed, finish_trial, grade_world, run_agent_phase
@@ -117,8 +118,11 @@ class _EnvironmentPool:
         self._size = size
         self._scratch = scratch
         self._coworker = coworker or {}
-        # Replaced worlds wait here for the next trial of their seed, whichever environment
-        # runs it (environment.world_parking); made with the first environment.
+        # This process's folder in the scratch folder (scratch_pools: swept if it is killed),
+        # holding each environment's worlds and, in parked/, the replaced worlds that wait
+        # for the next trial of their seed, whichever environment runs it
+        # (environment.world_parking); made with the first environment.
+        self._folder: PoolFolder | None = None
         self._parking: Path | None = None
 
     async def acquire(self) -> EnvironmentServer:
@@ -136,9 +140,14 @@ class _EnvironmentPool:
     def _start(self) -> EnvironmentServer:
         from environment import EnvironmentServer, EnvironmentSettings
 
-        if self._parking is None:
-            self._parking = Path(tempfile.mkdtemp(prefix="parked-", dir=self._scratch))
-        root = Path(tempfile.mkdtemp(prefix="env-", dir=self._scratch))
+        if self._folder is None:
+            sweep_abandoned(self._scratch)
+            self._folder = PoolFolder(self._scratch)
+            self._parking = self._folder.path / "parked"
+            self._parking.mkdir()
+            # The environments share this process: their world work takes turns (atoll.runtime).
+            share_world_lane()
+        root = Path(tempfile.mkdtemp(prefix="env-", dir=self._folder.path))
         (root / "filesystem").mkdir()
         (root / ".apps_data").mkdir()
         settings = EnvironmentSettings(
@@ -157,12 +166,14 @@ class _EnvironmentPool:
         for environment in self._all:
             environment.stop()
         self._all.clear()
-        if self._parking is not None:
+        if self._folder is not None:
             from environment.world_parking import parking_for
 
-            parking_for(self._parking, 0).clear()
-            shutil.rmtree(self._parking, ignore_errors=True)
-            self._parking = None
+            if self._parking is not None:
+                parking_for(self._parking, 0).clear()
+            self._folder.remove()
+            self._folder = self._parking = None
+            end_world_lane()
 
 
 def _coworker_settings(spec: ExperimentSpec, output: Path) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from atoll.experiment import ExperimentSpec
+from orchestrator.executors.local import _EnvironmentPool
 from orchestrator.runner import run_experiment
 from orchestrator.store import TrialStore
 from tests.shared_sample import fresh_sample_benchmark
@@ -65,8 +66,16 @@ def test_the_in_process_environments_keep_their_worlds_where_the_operator_says(t
     instead of the output folder (docs/deploy.md)."""
     worlds = tmp_path / "worlds"
     monkeypatch.setenv("ATOLL_ENVIRONMENTS_DIR", str(worlds))
+    laid_out: list[str] = []
+    close = _EnvironmentPool.close
+
+    def close_after_looking(pool: _EnvironmentPool) -> None:  # the run removes its worlds
+        laid_out.extend(path.relative_to(worlds).as_posix() for path in worlds.rglob("*") if path.is_file())
+        close(pool)
+
+    monkeypatch.setattr(_EnvironmentPool, "close", close_after_looking)
     result, state = _one_sample_trial(tmp_path, "worlds")
     assert state == "done" and result.outcome.value == "pass", result.error if result else state
-    laid_out = [path.relative_to(worlds).as_posix() for path in worlds.rglob("*") if path.is_file()]
     assert any("/filesystem/" in path for path in laid_out), laid_out
     assert not (tmp_path / "out" / ".cache" / "environments").exists()
+    assert list(worlds.iterdir()) == []  # removed when the run ended
