@@ -204,17 +204,6 @@ class ExperimentSpec(_Spec):
             raise PydanticCustomError("refused_field", "{problem}", {"problem": problem})
         return self
 
-    @model_validator(mode="after")
-    def _parameters_accepted(self) -> ExperimentSpec:
-        """Each model is asked only for parameters it accepts (atoll.llm.profiles)."""
-        from atoll.llm.profiles import ProfileError, check_experiment
-
-        try:
-            check_experiment(self)
-        except ProfileError as exc:
-            raise PydanticCustomError("model_parameters", "{message}", {"message": exc.message}) from None
-        return self
-
 
 def _key_problems(spec: ExperimentSpec) -> Iterator[str]:
     for index, agent in enumerate(spec.agents):
@@ -261,9 +250,11 @@ def _not_json(value: Any, path: str) -> str | None:
     return f"{path}: a YAML {type(value).__name__} is not a JSON value (quote it)"
 
 
-def experiment_from_data(raw: Any, *, source: str = "request body") -> ExperimentSpec:
-    """An experiment from loaded YAML/JSON data; AtollError(code="bad_experiment") naming
-    ``source`` and each invalid field."""
+def spec_from_data(raw: Any, *, source: str = "request body") -> ExperimentSpec:
+    """An experiment from loaded YAML/JSON data, as data only; AtollError(code="bad_experiment")
+    naming ``source`` and each invalid field. Whether each model accepts the parameters it is
+    asked for is the kit's to check: :func:`atoll.experiment_file.experiment_from_data`, the
+    one path of submissions and files."""
     if not isinstance(raw, dict):
         raise AtollError(ErrorCode.bad_experiment, f"{source}: expected a mapping at the top level")
     problem = _not_json(raw, "")

@@ -1,13 +1,16 @@
-"""Reading an experiment file: YAML (or JSON) text through the bounded loader into the
-:class:`~atoll.experiment.ExperimentSpec` contract (which validates data, and reads no file)."""
+"""Reading an experiment: YAML (or JSON) text through the bounded loader into the
+:class:`~atoll.experiment.ExperimentSpec` contract (which validates data, and reads no file),
+then each model checked to accept the parameters it is asked for (:mod:`atoll.llm.profiles`).
+Files (``atoll run``) and the API's submissions both come through :func:`experiment_from_data`."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from atoll.bounded_yaml import load_bounded_yaml
 from atoll.errors import AtollError, ErrorCode
-from atoll.experiment import ExperimentSpec, experiment_from_data
+from atoll.experiment import ExperimentSpec, spec_from_data
 
 
 def load_experiment(path: str | Path) -> ExperimentSpec:
@@ -32,4 +35,18 @@ def parse_experiment(text: str, *, source: str = "request body") -> ExperimentSp
     )
 
 
-__all__ = ["load_experiment", "parse_experiment"]
+def experiment_from_data(raw: Any, *, source: str = "request body") -> ExperimentSpec:
+    """An experiment from loaded YAML/JSON data; AtollError(code="bad_experiment") naming
+    ``source`` and each invalid field, or the first agent, judge or coworker that asks its model
+    for a parameter it refuses (loading an ordinary experiment never imports litellm)."""
+    from atoll.llm.profiles import ProfileError, check_experiment
+
+    spec = spec_from_data(raw, source=source)
+    try:
+        check_experiment(spec)
+    except ProfileError as exc:
+        raise AtollError(ErrorCode.bad_experiment, f"{source}: {exc.message}") from None
+    return spec
+
+
+__all__ = ["experiment_from_data", "load_experiment", "parse_experiment"]

@@ -113,18 +113,6 @@ class JudgeConfig(BaseModel):
     def _generation_arguments_only(cls, value: dict[str, Any]) -> dict[str, Any]:
         return dict(check_arguments(value, "extra_args"))
 
-    @model_validator(mode="after")
-    def _parameters_accepted(self) -> JudgeConfig:
-        if self.thinking is None and self.temperature is None and self.top_p is None and not self.extra_args:
-            return self  # nothing asked that a model could refuse (and litellm stays unimported)
-        from atoll.llm.profiles import ProfileError, judge_arguments
-
-        try:
-            judge_arguments(self)
-        except ProfileError as exc:
-            raise ValueError(exc.message) from None
-        return self
-
     def identity(self) -> JudgeIdentity:
         """Who decides this config's verdicts (:class:`JudgeIdentity`)."""
         parameters = {
@@ -163,14 +151,15 @@ class JudgeConfig(BaseModel):
         cls, spec: ExperimentSpec, *, model: str | None = None, api_base: str | None = None
     ) -> JudgeConfig | None:
         """The judge of ``spec`` (``model``/``api_base`` override its own, as a regrade does);
-        None when it has no judge model (programmatic checks only). Raises
-        AtollError("bad_input") naming the model and the parameter it refuses."""
+        None when it has no judge model (programmatic checks only). Raises AtollError
+        ("bad_input") naming an invalid field. Whether the model accepts what the judge asks
+        for is the kit's to check: :func:`atoll.llm.profiles.experiment_judge`."""
         model = model or spec.judge.model
         if not model:
             return None
         try:
             return cls._from_spec(spec, model, api_base)
-        except ValidationError as exc:  # e.g. a regrade's model that refuses the spec's thinking
+        except ValidationError as exc:
             raise AtollError(ErrorCode.bad_input, f"judge {model}: {describe_validation(exc)}") from None
 
     @classmethod

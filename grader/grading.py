@@ -17,6 +17,7 @@ from atoll.errors import AtollError, ErrorCode
 from atoll.grade import CriterionVerdict, Grade, UngradeableCode, Verdict
 from atoll.judge import PROMPT_VERSION, judge_identity
 from atoll.llm import RetryBudget
+from atoll.llm.profiles import checked_judge
 from atoll.trajectory import Trajectory
 from grader.cache import VerdictCache, cache_key
 from grader.checks import run_check
@@ -328,10 +329,14 @@ async def grade_trial(
     ungradeable).  Raises AtollError("snapshot_unreadable") when a snapshot cannot be read,
     and AtollError("model_endpoint") naming the model, URL and provider message when the
     judge's endpoint cannot work as configured (bad key, unknown model, nothing listening):
-    every criterion would fail alike, and it is the setup, not the trial, that is wrong.
+    every criterion would fail alike, and it is the setup, not the trial, that is wrong; for
+    the same reason AtollError("model_parameters") before anything is read when the judge asks
+    its model for a parameter the model refuses (:func:`atoll.llm.profiles.checked_judge`).
     Every other failure is confined to the criterion it happens in.  ``world`` lets a caller
     reuse a diff it already computed.
     """
+    if judge is not None:
+        checked_judge(judge)
     options = options or ExtractOptions()
     if world is None:
         world = await asyncio.to_thread(open_world, before, after, options, root=root)

@@ -164,7 +164,11 @@ def load_judge_config(path: Path | str) -> JudgeConfig:
         data = _read_json(Path(path), "judge config")
     if isinstance(data, dict) and "llm_judge_model" in data:
         data = {"model": data["llm_judge_model"], "extra_args": data.get("llm_judge_extra_args") or {}}
+    from atoll.llm.profiles import ProfileError, checked_judge
+
     try:
-        return JudgeConfig.model_validate(data)
+        return checked_judge(JudgeConfig.model_validate(data))
     except ValidationError as exc:
         raise AtollError(ErrorCode.bad_input, f"judge config {path}: {_problem(exc)}") from None
+    except ProfileError as exc:  # a parameter the model refuses, named with the model
+        raise AtollError(ErrorCode.bad_input, f"judge config {path}: {exc.message}") from None

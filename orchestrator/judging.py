@@ -19,7 +19,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from atoll.judge import JudgeConfig, JudgeIdentity, judge_identity
+from atoll.judge import JudgeIdentity, judge_identity
+from atoll.llm.profiles import experiment_judge
 from atoll.trial import TrialResult
 
 if TYPE_CHECKING:
@@ -36,8 +37,8 @@ def spec_judge(
     spec: ExperimentSpec, *, model: str | None = None, api_base: str | None = None
 ) -> JudgeIdentity:
     """The identity of ``spec``'s judge (``model``/``api_base`` override its own, as a regrade
-    does). Raises AtollError(bad_input) as :meth:`JudgeConfig.for_experiment` does."""
-    return judge_identity(JudgeConfig.for_experiment(spec, model=model, api_base=api_base))
+    does). Raises AtollError(bad_input) as :func:`atoll.llm.profiles.experiment_judge` does."""
+    return judge_identity(experiment_judge(spec, model=model, api_base=api_base))
 
 
 def recorded_judge(record: RunRecord | None) -> JudgeIdentity | None:

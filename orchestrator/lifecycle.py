@@ -26,7 +26,8 @@ from pydantic import ValidationError
 from atoll.errors import AtollError, ErrorCode
 from atoll.experiment import check_run_name
 from atoll.grade import CriterionVerdict
-from atoll.judge import JudgeConfig, JudgeIdentity
+from atoll.judge import JudgeIdentity
+from atoll.llm.profiles import experiment_judge
 from orchestrator.lifecycle_models import (
     ArtifactLinks,
     Eta,
@@ -138,7 +139,7 @@ def _judge(record: RunRecord) -> JudgeIdentity | None:
         return recorded if recorded.model is not None else None
     spec = record.spec
     try:
-        config = JudgeConfig.for_experiment(stored_spec(spec))
+        config = experiment_judge(stored_spec(spec))
     except (ValidationError, AtollError):  # a spec this atoll refuses: no judge to show
         return None
     return config.identity() if config is not None else None

@@ -23,7 +23,8 @@ from atoll.errors import AtollError, ErrorCode
 from atoll.extras import require_extra
 from atoll.grade import Grade
 from atoll.jsonio import dumps_strict, model_json
-from atoll.judge import JudgeConfig, JudgeIdentity, judge_identity
+from atoll.judge import JudgeIdentity, judge_identity
+from atoll.llm.profiles import experiment_judge
 from atoll.loader import load_benchmark
 from atoll.trajectory import Trajectory
 from atoll.trial import Outcome, TrialResult, TrialSpec, TrialState
@@ -58,7 +59,7 @@ async def regrade_run(
     benchmark = load_benchmark(spec.benchmark)
     tasks = {task.task_id: task for task in benchmark.tasks}
     artifacts = ArtifactStore(spec.artifacts)
-    judge = JudgeConfig.for_experiment(spec, model=judge_model, api_base=api_base)
+    judge = experiment_judge(spec, model=judge_model, api_base=api_base)
     identity = judge_identity(judge)
     _record_judge(store, experiment, raw, identity, judge_model=judge_model, api_base=api_base)
     output = output_dir or Path(spec.output_dir) / experiment
@@ -158,7 +159,7 @@ def _record_judge(
     """Make ``identity`` the run's judge: in its identity document (a run recorded before runs
     had one gets a document naming only the judge) and fingerprint, and in the stored spec's
     judge model and endpoint (a new endpoint's secret is not carried over, as
-    :meth:`JudgeConfig.for_experiment` does), keeping why the run last stopped."""
+    :func:`atoll.llm.profiles.experiment_judge` does), keeping why the run last stopped."""
     record = store.run_record(experiment)
     document = dict(record.identity) if record is not None and record.identity else {}
     document["judge"] = identity.model_dump(mode="json")

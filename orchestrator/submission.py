@@ -23,7 +23,8 @@ from typing import Any
 
 from atoll.bounded_yaml import load_bounded_yaml_outcome
 from atoll.errors import AtollError, ErrorCode
-from atoll.experiment import ExperimentSpec, experiment_from_data
+from atoll.experiment import ExperimentSpec
+from atoll.experiment_file import experiment_from_data
 from atoll.loader import HF_PREFIX
 
 #: Address space of the parsing process: a bounded document needs far less.

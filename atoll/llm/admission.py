@@ -27,6 +27,7 @@ from atoll.llm.endpoints import (
     same_endpoint,
     within,
 )
+from atoll.llm.profiles import ProfileError, checked_judge
 from atoll.model_arguments import INLINE_KEY_HELP, argument_problem
 
 if TYPE_CHECKING:
@@ -212,9 +213,11 @@ def judge_from_request(
     if "api_base" in overrides and "api_key_secret" not in overrides:
         base.pop("api_key_secret", None)  # a secret is bound to its endpoint, not to a new one
     try:
-        merged = JudgeConfig.model_validate({**base, **overrides})
+        merged = checked_judge(JudgeConfig.model_validate({**base, **overrides}))
     except ValidationError as exc:
         raise AtollError(ErrorCode.bad_input, f"field judge: {describe_validation(exc)}") from None
+    except ProfileError as exc:  # a parameter the model refuses, named with the model
+        raise AtollError(ErrorCode.bad_input, f"field judge: {exc.message}") from None
     if (
         default is not None
         and same_endpoint(merged.api_base, default.api_base)

@@ -110,8 +110,7 @@ def experiment_probes(
     the judge's verdict call (without it the judge is tried with its arguments and a plain
     prompt). Raises :class:`~atoll.llm.profiles.ProfileError` for a parameter a model refuses."""
     from atoll.agent_config import AgentConfig
-    from atoll.judge import JudgeConfig
-    from atoll.llm.profiles import agent_arguments, judge_arguments
+    from atoll.llm.profiles import agent_arguments, experiment_judge, judge_arguments
 
     probes: dict[tuple[Any, ...], Probe] = {}
 
@@ -141,7 +140,7 @@ def experiment_probes(
                 tries="a tool-calling turn",
             )
             add(probe, who)
-    judge_config = JudgeConfig.for_experiment(spec) if judge else None
+    judge_config = experiment_judge(spec) if judge else None
     if judge_config is not None:
         if judge_call is not None:
             messages, arguments = judge_call(judge_config)

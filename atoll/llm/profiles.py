@@ -24,7 +24,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from atoll.errors import AtollError, ErrorCode
 from atoll.llm.model_table import (
@@ -38,6 +38,10 @@ from atoll.llm.model_table import (
     ThinkingStyle,
 )
 from atoll.settings import set_default
+
+if TYPE_CHECKING:
+    from atoll.experiment import ExperimentSpec
+    from atoll.judge import JudgeConfig
 
 _SAMPLING = ("temperature", "top_p")
 _OUTPUT_LIMITS = ("max_tokens", "max_completion_tokens")
@@ -346,6 +350,40 @@ def judge_arguments(config: Any) -> dict[str, Any]:
     return call_arguments(
         config.model, requested, thinking=config.thinking, preferred=JUDGE_PREFERRED, where="judge"
     )
+
+
+def checked_judge(config: JudgeConfig) -> JudgeConfig:
+    """``config`` (an :class:`~atoll.judge.JudgeConfig`), once its model is known to accept what
+    it asks for; :class:`ProfileError` naming the model and the parameter otherwise. Where judge
+    configs are read (files, flags, requests) and where grading starts; a config that asks for
+    nothing a model could refuse is passed without a look (litellm stays unimported)."""
+    if (
+        config.thinking is None
+        and config.temperature is None
+        and config.top_p is None
+        and not config.extra_args
+    ):
+        return config
+    judge_arguments(config)
+    return config
+
+
+def experiment_judge(
+    spec: ExperimentSpec, *, model: str | None = None, api_base: str | None = None
+) -> JudgeConfig | None:
+    """The judge of ``spec`` (:meth:`atoll.judge.JudgeConfig.for_experiment`: ``model`` and
+    ``api_base`` override its own, as a regrade does), checked by :func:`checked_judge`; None
+    when it has no judge model. Raises AtollError("bad_input") naming the model and the
+    parameter it refuses (a regrade's model that refuses the experiment's thinking, say)."""
+    from atoll.judge import JudgeConfig
+
+    judge = JudgeConfig.for_experiment(spec, model=model, api_base=api_base)
+    if judge is None:
+        return None
+    try:
+        return checked_judge(judge)
+    except ProfileError as exc:
+        raise AtollError(ErrorCode.bad_input, f"judge {judge.model}: {exc.message}") from None
 
 
 _CHECKED_KEYS = frozenset(

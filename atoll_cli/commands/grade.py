@@ -53,11 +53,14 @@ def _judge(
     from pydantic import ValidationError
 
     from atoll.errors import describe_validation
+    from atoll.llm.profiles import ProfileError, checked_judge
 
     try:
-        judge = JudgeConfig.model_validate(values)
-    except ValidationError as exc:  # one line naming the field (and the model, for a refused parameter)
+        judge = checked_judge(JudgeConfig.model_validate(values))
+    except ValidationError as exc:  # one line naming the field
         raise AtollError(ErrorCode.bad_input, f"judge settings: {describe_validation(exc)}") from None
+    except ProfileError as exc:  # one line naming the model and the parameter it refuses
+        raise AtollError(ErrorCode.bad_input, f"judge settings: {exc.message}") from None
     from atoll.llm.endpoints import trust_endpoints
 
     trust_endpoints([(judge.model, judge.api_base)])  # the operator's own option or file (docs/security.md)

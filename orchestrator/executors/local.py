@@ -35,8 +35,8 @@ from atoll.apps import servers_for_world
 from atoll.benchmark import Benchmark, Task
 from atoll.experiment import ExperimentSpec
 from atoll.grade import Grade
-from atoll.judge import JudgeConfig
 from atoll.judge import judge_request as wire_judge
+from atoll.llm.profiles import experiment_judge
 from atoll.runtime import end_world_lane, loaded, share_world_lane
 from atoll.settings import EnvironmentTokens, secret_text
 from atoll.trajectory import Trajectory
@@ -241,7 +241,7 @@ class LocalExecutor:
         self._remote_environments = bool(remote)
         self.artifacts = ArtifactStore(spec.artifacts)
         self._limits_set = False  # set on the first trial: importing the model client costs seconds
-        self._judge = JudgeConfig.for_experiment(spec)
+        self._judge = experiment_judge(spec)
         # Opened by the first in-process grading: importing the grader loads the model client.
         self._output = output
         self._cache: VerdictCache | None = None
@@ -435,7 +435,7 @@ class LocalExecutor:
 def judge_request(spec: ExperimentSpec) -> dict[str, Any]:
     """The experiment's judge as the grading service takes it (never a key: the service holds
     the judge's credentials). A null judge model asks for programmatic checks only."""
-    return wire_judge(JudgeConfig.for_experiment(spec))
+    return wire_judge(experiment_judge(spec))
 
 
 __all__ = ["LocalExecutor", "SeedCache", "ServiceSettings", "judge_request", "trial_outcome"]

@@ -84,12 +84,6 @@ CONTRACTS = {
     "atoll.report_document",
     "atoll.viewer_api",
 }
-# (contract, kit module) -> why the contract still imports it (inside a validator, not at module
-# level); docs/architecture.md names each.
-KIT_IN_CONTRACTS: dict[tuple[str, str], str] = {
-    ("atoll.experiment", "atoll.llm.profiles"): "each model is asked only for parameters it accepts",
-    ("atoll.judge", "atoll.llm.profiles"): "the judge model is asked only for parameters it accepts",
-}
 
 
 def _atoll_modules_imported(path: Path, root: Path) -> set[str]:
@@ -122,7 +116,7 @@ def contract_violations(contracts: set[str], root: Path = ROOT) -> list[str]:
         path = _module_path(contract, root)
         assert path is not None, f"{contract} is no module"
         for imported in sorted(_atoll_modules_imported(path, root)):
-            if imported not in contracts and (contract, imported) not in KIT_IN_CONTRACTS:
+            if imported not in contracts:
                 wrong.append(f"{contract} imports {imported}, which is no contract")
     return wrong
 
@@ -151,8 +145,6 @@ def test_the_floors_table_lists_the_contracts():
         for name in re.findall(r"`([^`]+\.py)`", row.split("|")[3])
     }
     assert listed == CONTRACTS
-    exceptions = {f"`{contract.replace('.', '/')}.py` imports `{kit}`" for contract, kit in KIT_IN_CONTRACTS}
-    assert [line for line in sorted(exceptions) if line not in doc] == []
 
 
 def test_the_parts_are_the_packages_pyproject_ships():

@@ -9,7 +9,15 @@ from atoll.errors import AtollError
 from atoll.experiment_file import parse_experiment
 from atoll.judge import JudgeConfig
 from atoll.llm.errors import ModelErrorKind, classify
-from atoll.llm.profiles import ProfileError, call_arguments, judge_arguments, profile_of, structured_output
+from atoll.llm.profiles import (
+    ProfileError,
+    call_arguments,
+    checked_judge,
+    experiment_judge,
+    judge_arguments,
+    profile_of,
+    structured_output,
+)
 
 # The APEX-Agents paper's models, as litellm spells them (docs/models.md).
 PAPER_MODELS = [
@@ -177,8 +185,12 @@ def test_thinking_is_read_per_agent_and_for_the_judge():
 
 
 def test_a_judge_config_that_asks_a_refused_parameter_is_refused():
-    with pytest.raises(ValueError, match="model openai/gpt-5 does not accept temperature: 0.0"):
-        JudgeConfig(model="openai/gpt-5", temperature=0.0)
+    """The contract holds data (it imports no kit); the kit refuses it where configs are read and
+    where grading starts (checked_judge)."""
+    config = JudgeConfig(model="openai/gpt-5", temperature=0.0)
+    with pytest.raises(ProfileError, match="model openai/gpt-5 does not accept temperature: 0.0"):
+        checked_judge(config)
+    assert checked_judge(JudgeConfig(model="openai/gpt-5")).model == "openai/gpt-5"
 
 
 def test_the_structured_output_form_follows_the_model_and_thinking():
@@ -233,7 +245,7 @@ def test_a_regrade_judge_that_refuses_the_experiments_thinking_is_one_line():
         )
     )
     with pytest.raises(AtollError) as raised:
-        JudgeConfig.for_experiment(spec, model="gemini/gemini-3-pro-preview")
+        experiment_judge(spec, model="gemini/gemini-3-pro-preview")
     assert raised.value.code == "bad_input"
     assert "model gemini/gemini-3-pro-preview does not accept thinking: medium" in raised.value.message
     assert "\n" not in raised.value.message

@@ -12,6 +12,7 @@ import pytest
 
 from atoll.errors import AtollError
 from atoll.experiment import ExperimentSpec
+from atoll.experiment_file import experiment_from_data
 from atoll.testing.scripted_llm import TEMPERATURE_UNSUPPORTED, ScriptedLLM
 from atoll_cli.commands.run import check_models
 from tests.orchestrator.judge_only import judge_only_experiment
@@ -102,18 +103,23 @@ async def test_a_claude_agent_the_provider_refuses_fails_preflight_in_seconds():
 
 
 def test_a_hand_written_anthropic_thinking_with_a_temperature_is_refused_when_loaded():
-    with pytest.raises(Exception, match="does not accept temperature: 0.0: not while thinking is on"):
-        _spec(
-            [
-                {
-                    "name": "claude",
-                    "model": "anthropic/claude-opus-4-5-20251101",
-                    "extra_args": {
-                        "thinking": {"type": "enabled", "budget_tokens": 2048},
-                        "temperature": 0.0,
-                    },
-                }
-            ]
+    with pytest.raises(AtollError, match="does not accept temperature: 0.0: not while thinking is on"):
+        experiment_from_data(
+            {
+                "name": "e",
+                "benchmark": "b",
+                "executor": "local",
+                "agents": [
+                    {
+                        "name": "claude",
+                        "model": "anthropic/claude-opus-4-5-20251101",
+                        "extra_args": {
+                            "thinking": {"type": "enabled", "budget_tokens": 2048},
+                            "temperature": 0.0,
+                        },
+                    }
+                ],
+            }
         )
 
 
