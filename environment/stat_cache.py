@@ -134,7 +134,18 @@ def hash_member(
 ) -> tuple[int, str] | None:
     """(size, sha256) of the member's file, from ``cache`` when its stat key is unchanged, or
     None when it is gone or no longer a regular file inside. Raises what the walk's budget
-    raises (SnapshotTooLarge, SnapshotTimeout)."""
+    raises (SnapshotTooLarge, SnapshotTimeout).
+
+    The stat the walk took of the file (``member.info``) is looked up first: a file whose stat
+    key the cache holds is not opened at all (two manifests per trial open no unchanged file).
+    That stat is as good as one taken after opening: the walk took it through the same
+    folders, by descriptor, of a regular file; the key changes with every write to the inode;
+    and a file changed after either stat is a change after the listing, whichever it was."""
+    if cache is not None and member.info is not None:
+        cached = cache.lookup(member.member, member.info)
+        if cached is not None:
+            budget.count_holes(member.member, cached.holes)
+            return member.info.st_size, cached.sha256
     opened = open_member(root_fd, member)
     if opened is None:
         return None

@@ -196,9 +196,10 @@ class WorldKeeper:
         except OSError:
             return False
         try:
-            if not self._same(top, relative, descriptor, source, size, executable):
+            info = self._same(top, relative, descriptor, source, size, executable)
+            if info is None:
                 return False
-            self._reset(descriptor, executable, mtime)
+            self._reset(descriptor, info, executable, mtime)
         except (OSError, AtollError):  # vanished, not ours to change, over a snapshot limit
             return False
         finally:
@@ -209,19 +210,20 @@ class WorldKeeper:
 
     def _same(
         self, top: str, relative: str, descriptor: int, source: LocalFile, size: int, executable: bool
-    ) -> bool:
+    ) -> os.stat_result | None:
+        """The file's ``fstat`` when it holds what ``source`` would lay, else None."""
         info = os.fstat(descriptor)
         if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or info.st_size != size:
-            return False
+            return None
         if os.listxattr(descriptor):
-            return False
+            return None
         wanted = SOURCE_HASHES.sha256(source.descriptor)
         if wanted is None:
-            return False
+            return None
         member = f"{top}/{relative}"
         cached = self.cache.lookup(member, info)
         if cached is not None:
-            return cached.sha256 == wanted
+            return info if cached.sha256 == wanted else None
         if self._budget is None:
             self._budget = Budget(self.request.limits)
         root = self._directory(top, "")
@@ -230,11 +232,11 @@ class WorldKeeper:
         # hash_member opens the path again: only its hash of this very inode, unchanged since
         # (the cache keeps it under the same stat key, and only when not racily clean), counts.
         cached = self.cache.lookup(member, info)
-        return cached is not None and cached.sha256 == wanted
+        return info if cached is not None and cached.sha256 == wanted else None
 
     @staticmethod
-    def _reset(descriptor: int, executable: bool, mtime: float | None) -> None:
-        info = os.fstat(descriptor)
+    def _reset(descriptor: int, info: os.stat_result, executable: bool, mtime: float | None) -> None:
+        """A fresh copy's owner, mode and mtime; ``info`` is the file's ``fstat`` from the check."""
         if (info.st_uid, info.st_gid) != (os.geteuid(), os.getegid()):
             os.fchown(descriptor, os.geteuid(), os.getegid())
         mode = fresh_file_mode(executable)

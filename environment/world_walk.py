@@ -79,6 +79,8 @@ class Member:
     is_dir: bool
     executable: bool
     link: bool = False  # a symlink to a regular file inside the root: stands for that file
+    #: a file's stat as the walk found it (a link's: of the file it leads to); None for a folder
+    info: os.stat_result | None = None
 
 
 class Budget:
@@ -196,7 +198,7 @@ def _walk(root_fd: int, prefix: str, budget: Budget) -> tuple[list[Member], int]
                         skipped += 1
                         continue
                     budget.count(member, info)
-                    members.append(Member(member, relative, False, bool(info.st_mode & 0o100), link))
+                    members.append(Member(member, relative, False, bool(info.st_mode & 0o100), link, info))
             except FileNotFoundError:
                 continue
             finally:

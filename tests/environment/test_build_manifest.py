@@ -150,6 +150,24 @@ def test_an_unchanged_world_is_listed_again_without_reading_a_file(tmp_path):
     assert again == first and cache.hashed == hashed
 
 
+def test_an_unchanged_file_is_not_even_opened(tmp_path, monkeypatch):
+    """The walk's own stat finds an unchanged file in the cache: a listing of an unchanged world
+    opens no file (two listings a trial, of every file of the world)."""
+    roots, cache, first = _cached_world(tmp_path)
+    opened: list[str] = []
+    open_member = stat_cache.open_member
+
+    def counted(root_fd, member):
+        opened.append(member.member)
+        return open_member(root_fd, member)
+
+    monkeypatch.setattr(stat_cache, "open_member", counted)
+    assert build_manifest(roots, cache=cache) == first and opened == []
+    (roots.fs_root / "Reports" / "Q1" / "deck.pptx").write_bytes(b"rewritten")
+    build_manifest(roots, cache=cache)
+    assert opened == ["filesystem/Reports/Q1/deck.pptx"]
+
+
 def test_a_changed_file_is_hashed_again_and_a_deleted_one_forgotten(tmp_path):
     roots, cache, first = _cached_world(tmp_path)
     hashed = cache.hashed
