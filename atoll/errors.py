@@ -310,10 +310,14 @@ def http_status(code: str, default: int = 400, *, refusal: bool = False) -> int:
     return HTTP_STATUS.get(code, default)
 
 
-def code_of_status(status: int) -> str:
+def code_of_status(status: int) -> ErrorCode:
     """The code of an HTTP error raised with ``status`` only (Starlette's own 404 and 405, a
-    refused bearer token): :data:`REFUSAL_STATUS`'s code for it, else ``http_<status>``."""
-    return _CODE_OF_STATUS.get(status) or f"http_{status}"
+    refused bearer token): :data:`REFUSAL_STATUS`'s code for it; for any other status (a
+    library's 418, say) ``bad_request`` below 500 and ``internal`` from 500, so that every
+    error body carries a declared code and the status says the rest."""
+    if status in _CODE_OF_STATUS:
+        return ErrorCode(_CODE_OF_STATUS[status])
+    return ErrorCode.bad_request if status < 500 else ErrorCode.internal
 
 
 def describe_validation(errors: Any) -> str:

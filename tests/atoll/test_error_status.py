@@ -9,7 +9,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from atoll.errors import HTTP_STATUS, AtollError, code_of_status, http_status
+from atoll.errors import HTTP_STATUS, AtollError, ErrorCode, code_of_status, http_status
 
 
 def _services(tmp_path) -> dict[str, FastAPI]:
@@ -95,11 +95,16 @@ def test_the_http_layers_own_refusals_answer_their_status_and_name_it_back(code,
 
 
 def test_a_status_raised_alone_is_named_by_its_refusal_code():
-    assert [code_of_status(status) for status in (401, 404, 405, 413, 422, 418)] == [
+    assert [code_of_status(status) for status in (401, 404, 405, 413, 422, 503, 418, 500, 502)] == [
         "unauthorized",
         "not_found",
         "method_not_allowed",
         "too_large",
         "invalid_request",
-        "http_418",
+        "unavailable",
+        # Any other status: a declared code all the same, the status saying the rest.
+        "bad_request",
+        "internal",
+        "internal",
     ]
+    assert all(isinstance(code_of_status(status), ErrorCode) for status in range(400, 600))
