@@ -254,13 +254,10 @@ async def test_checks_alone_without_a_judge(tmp_path):
     assert grade.score == pytest.approx(1 / 3) and grade.ungradeable == 1
 
 
-async def test_an_ungradeable_criterion_names_why_as_a_code(tmp_path, monkeypatch):
+async def test_an_ungradeable_criterion_names_why_as_a_code(world_pair, monkeypatch):
     """A check that cannot run and a grader bug each lead the grade's reason with their code
     (the trial's error kind, by which reports and the viewer group failures)."""
-    before, after = (
-        f.write_snapshot(tmp_path / "b.tar.gz", BEFORE),
-        f.write_snapshot(tmp_path / "a.tar.gz", AFTER),
-    )
+    before, after = world_pair
     task = f.task(
         [
             {
