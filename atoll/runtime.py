@@ -26,14 +26,14 @@ This module is the one place that tunes the collector; nothing else calls ``gc.f
 ``gc.set_threshold`` or ``gc.disable``.
 
 It also holds the process's **world lane** (:func:`world_work`): where several environments
-share one process (the local executor's), their heavy synchronous world work (laying a world,
-listing and hashing it, a trial's delta, the grader's diff, a seed's first unpacking) takes
-turns instead of running on several threads at once. Only one thread runs Python at a time
-anyway, and these loops make a system call per file: each call hands the interpreter lock to
-another waiting thread and waits to get it back, two wake-ups and two context switches per
-call. With four trials at a time on two CPUs that hand-over cost a third of all the CPU the
-trials used (docs/performance.md, "One world at a time"). A process with one environment (a
-service) never turns the lane on, and pays nothing.
+share one process (the local executor's), their heavy synchronous world work (laying a world
+from local files; listing and hashing it for the freshness check, a trial's delta or a seed)
+takes turns instead of running on several threads at once. Only one thread runs Python at a
+time anyway, and these loops make a system call per file: each call hands the interpreter lock
+to another waiting thread and waits to get it back, two wake-ups and two context switches per
+call. Four trials at a time on two CPUs cost half as much CPU again per trial as one at a time,
+and the lane took back about half of that (docs/performance.md, "One world at a time"). A
+process with one environment (a service) never turns the lane on, and pays nothing.
 """
 
 from __future__ import annotations
