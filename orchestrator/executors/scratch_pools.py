@@ -5,13 +5,15 @@ The local executor's environments lay their worlds, and park replaced ones, in t
 folder (``ATOLL_ENVIRONMENTS_DIR``, else ``<output>/.cache/environments``): 8 MB to gigabytes
 per world. A process that ends removes its own; one that is killed (SIGKILL, the machine's
 out-of-memory killer, a lost machine) cannot. So each process's worlds live in one folder of
-its own, ``pool-*``, which it holds an exclusive ``flock`` on for as long as it runs, and a
-process that starts removes every ``pool-*`` folder that nobody holds. The kernel drops a lock
+its own, ``atoll-pool-*``, which it holds an exclusive ``flock`` on for as long as it runs,
+and a process that starts removes every such folder that nobody holds. The kernel drops a lock
 when its holder dies, however it dies, so a folder is removed only once its owner is gone,
 whichever process (on this machine) it was, and a pid reused since changes nothing.
 
-A folder is locked before it gets its ``pool-`` name (it is made as ``.pool-*``, locked, then
-renamed), so a sweep never sees a live process's folder unlocked.
+A folder is locked and marked (a ``.atoll-pool`` file inside) before it gets its name (it is
+made as ``.atoll-pool-*``, locked, marked, then renamed), so a sweep never sees a live
+process's folder unlocked, and a folder without the mark is never removed: an operator who
+points the scratch folder at a shared place (``/tmp``) loses nothing of anyone else's.
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ import fcntl
 import logging
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
 logger = logging.getLogger("atoll.orchestrator")
 
-PREFIX = "pool-"
+PREFIX = "atoll-pool-"
+MARK = ".atoll-pool"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -38,6 +42,9 @@ class PoolFolder:
         self._lock = os.open(staging, _DIR_FLAGS)
         try:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # new: nobody else has it
+            os.close(
+                os.open(MARK, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600, dir_fd=self._lock)
+            )
             self.path = staging.with_name(staging.name.removeprefix("."))
             os.rename(staging, self.path)
         except BaseException:
@@ -55,8 +62,9 @@ class PoolFolder:
 
 
 def sweep_abandoned(scratch: Path) -> int:
-    """Remove each ``pool-*`` folder in ``scratch`` whose process is gone (nobody holds its
-    lock); the number removed. Folders in use, and anything else, are left alone."""
+    """Remove each ``atoll-pool-*`` folder in ``scratch`` that bears the mark and whose process
+    is gone (nobody holds its lock); the number removed. Folders in use, and anything else, are
+    left alone."""
     removed = 0
     try:
         names = [name for name in os.listdir(scratch) if name.startswith(PREFIX)]
@@ -73,6 +81,12 @@ def sweep_abandoned(scratch: Path) -> int:
                 fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 continue  # its process is running
+            try:
+                marked = stat.S_ISREG(os.stat(MARK, dir_fd=descriptor, follow_symlinks=False).st_mode)
+            except FileNotFoundError:
+                marked = False
+            if not marked:
+                continue  # not a folder atoll made
             # Ours now; removed under the lock so that a second sweep skips it meanwhile.
             with contextlib.suppress(FileNotFoundError):
                 shutil.rmtree(path)

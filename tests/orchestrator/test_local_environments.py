@@ -73,7 +73,7 @@ def test_a_killed_runs_worlds_are_removed_when_the_next_run_starts(tmp_path):
         try:
             await pool.acquire()
             assert not left.exists()
-            assert len(list(tmp_path.glob("pool-*"))) == 1  # its own
+            assert len(list(tmp_path.glob("atoll-pool-*"))) == 1  # its own
         finally:
             pool.close()
         assert list(tmp_path.iterdir()) == []
@@ -94,14 +94,24 @@ def test_a_running_processs_worlds_are_left_alone(tmp_path):
 
 
 def test_the_sweep_removes_only_folders_of_its_own_kind(tmp_path):
-    """Files, other folders and a ``pool-`` symlink (to a folder elsewhere) are not touched."""
+    """Files, other folders, an ``atoll-pool-`` symlink (to a folder elsewhere) and an unlocked
+    ``atoll-pool-`` folder without atoll's mark (someone else's, in a shared /tmp) are not
+    touched."""
     scratch, elsewhere = tmp_path / "scratch", tmp_path / "elsewhere"
     scratch.mkdir()
     elsewhere.mkdir()
     (elsewhere / "keep.txt").write_text("keep")
-    (scratch / "pool-link").symlink_to(elsewhere)
-    (scratch / "pool-notes.txt").write_text("notes")
+    (scratch / "atoll-pool-link").symlink_to(elsewhere)
+    (scratch / "atoll-pool-notes.txt").write_text("notes")
+    (scratch / "atoll-pool-theirs").mkdir()
+    (scratch / "atoll-pool-theirs" / "data.txt").write_text("theirs")
     (scratch / "seeds").mkdir()
     assert sweep_abandoned(scratch) == 0
     assert (elsewhere / "keep.txt").read_text() == "keep"
-    assert sorted(p.name for p in scratch.iterdir()) == ["pool-link", "pool-notes.txt", "seeds"]
+    assert (scratch / "atoll-pool-theirs" / "data.txt").read_text() == "theirs"
+    assert sorted(p.name for p in scratch.iterdir()) == [
+        "atoll-pool-link",
+        "atoll-pool-notes.txt",
+        "atoll-pool-theirs",
+        "seeds",
+    ]
