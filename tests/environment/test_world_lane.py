@@ -21,7 +21,14 @@ WAIT_S = 0.5  # how long an operation that must wait is watched not finishing
 
 
 @pytest.fixture
-def shared_lane() -> Iterator[None]:
+def no_shared_lane(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lane off, whatever an earlier test in this process left sharing it (a local executor
+    it did not close); put back as it was afterwards."""
+    monkeypatch.setattr(runtime, "_world_lane_users", 0)
+
+
+@pytest.fixture
+def shared_lane(no_shared_lane: None) -> Iterator[None]:
     runtime.share_world_lane()
     try:
         yield
@@ -110,7 +117,7 @@ def test_an_upload_does_not_hold_or_wait_for_the_lane(tmp_path, shared_lane):
     assert (roots.fs_root / "upload.txt").read_text() == "uploaded\n"
 
 
-def test_without_a_shared_lane_nothing_waits(tmp_path):
+def test_without_a_shared_lane_nothing_waits(tmp_path, no_shared_lane):
     """A service with its one environment: world work never waits on the lane."""
     seed, roots = _seed(tmp_path / "seed"), _roots(tmp_path / "world")
     _finishes_while_the_lane_is_held(
@@ -119,7 +126,7 @@ def test_without_a_shared_lane_nothing_waits(tmp_path):
     _finishes_while_the_lane_is_held(lambda: build_manifest(roots))
 
 
-def test_the_lane_is_shared_until_every_sharer_ends():
+def test_the_lane_is_shared_until_every_sharer_ends(no_shared_lane):
     assert not runtime.world_lane_shared()
     runtime.share_world_lane()
     runtime.share_world_lane()

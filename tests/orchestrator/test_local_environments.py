@@ -18,7 +18,10 @@ from orchestrator.executors.scratch_pools import sweep_abandoned
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_environments_sharing_the_process_share_the_lane_while_they_run(tmp_path):
+def test_environments_sharing_the_process_share_the_lane_while_they_run(tmp_path, monkeypatch):
+    # Off to begin with, whatever an earlier test in this process left sharing it.
+    monkeypatch.setattr(runtime, "_world_lane_users", 0)
+
     async def scenario() -> None:
         pool = _EnvironmentPool(2, tmp_path)
         try:
