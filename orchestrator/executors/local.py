@@ -109,6 +109,9 @@ class _Pool(Protocol[_Environment]):
     def close(self) -> None: ...
 
 
+_PARKED = "parked"  # in the pool's folder
+
+
 class _EnvironmentPool:
     """Environments on free loopback ports, each with its own temporary roots."""
 
@@ -123,7 +126,6 @@ class _EnvironmentPool:
         # for the next trial of their seed, whichever environment runs it
         # (environment.world_parking); made with the first environment.
         self._folder: PoolFolder | None = None
-        self._parking: Path | None = None
 
     async def acquire(self) -> EnvironmentServer:
         if self._free.empty() and len(self._all) < self._size:
@@ -143,8 +145,7 @@ class _EnvironmentPool:
         if self._folder is None:
             sweep_abandoned(self._scratch)
             self._folder = PoolFolder(self._scratch)
-            self._parking = self._folder.path / "parked"
-            self._parking.mkdir()
+            (self._folder.path / _PARKED).mkdir()
             # The environments share this process: their world work takes turns (atoll.runtime).
             share_world_lane()
         root = Path(tempfile.mkdtemp(prefix="env-", dir=self._folder.path))
@@ -153,7 +154,7 @@ class _EnvironmentPool:
         settings = EnvironmentSettings(
             fs_root=root / "filesystem",
             apps_data_root=root / ".apps_data",
-            parked_worlds_dir=self._parking,
+            parked_worlds_dir=self._folder.path / _PARKED,
             json_logs=False,
             log_level="WARNING",
             **self._coworker,
@@ -169,10 +170,9 @@ class _EnvironmentPool:
         if self._folder is not None:
             from environment.world_parking import parking_for
 
-            if self._parking is not None:
-                parking_for(self._parking, 0).clear()
+            parking_for(self._folder.path / _PARKED, 0).clear()
             self._folder.remove()
-            self._folder = self._parking = None
+            self._folder = None
             end_world_lane()
 
 
