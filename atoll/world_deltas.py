@@ -3,7 +3,7 @@ a manifest and its blobs give, and deltas, written and read.
 
 A **delta** is one gzip'd tar: ``manifest.json`` first (the whole world's manifest), then
 ``blobs/<sha256>`` for each file content that its base lacks. Deltas are read as untrusted
-input: the manifest is checked as :meth:`WorldManifest.from_bytes` checks it, the blob count
+input: the manifest is checked as :meth:`WorldManifest.from_bytes` checks it (:func:`read_manifest`), the blob count
 is capped, and every blob read is checked against its name.
 """
 
@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from atoll.content_cache import ContentCache
 from atoll.world_archive import ArchiveWriter
 from atoll.world_manifest import (
     MAX_ENTRIES,
@@ -29,6 +30,23 @@ from atoll.world_manifest import (
 
 MANIFEST_MEMBER = "manifest.json"
 BLOB_PREFIX = "blobs/"
+
+#: Manifests read by :func:`read_manifest`, by the sha256 of their JSON: the same bytes come
+#: back for every trial of a world (the environment's manifest of a freshly populated seed),
+#: and parsing 150 entries costs milliseconds. Bounded in count and in entries.
+_PARSED: ContentCache[WorldManifest] = ContentCache(
+    max_entries=64, max_weight=200_000, weigh=lambda manifest: len(manifest.entries)
+)
+
+
+def read_manifest(data: bytes, source: str) -> WorldManifest:
+    """:meth:`WorldManifest.from_bytes`, parsed once per content: each call returns a manifest
+    of its own (its entries, which are frozen, are shared), so changing one changes no other.
+    A manifest refused is refused every time (a refusal is never kept)."""
+    if len(data) > MAX_MANIFEST_BYTES:
+        return WorldManifest.from_bytes(data, source)  # refused, naming the limit
+    kept = _PARSED.get(data, None, lambda: WorldManifest.from_bytes(data, source))
+    return kept.model_copy(update={"entries": list(kept.entries)})
 
 
 def write_archive(
@@ -82,9 +100,7 @@ class Delta:
                     raise ManifestError(f"delta {self.path}: its first member is not {MANIFEST_MEMBER}")
                 handle = tar.extractfile(first)
                 assert handle is not None
-                self.manifest = WorldManifest.from_bytes(
-                    handle.read(MAX_MANIFEST_BYTES + 1), f"delta {self.path}"
-                )
+                self.manifest = read_manifest(handle.read(MAX_MANIFEST_BYTES + 1), f"delta {self.path}")
                 while (member := tar.next()) is not None:
                     name = member.name.removeprefix(BLOB_PREFIX)
                     if not member.isreg() or member.name == name or not SHA256_HEX.match(name):

@@ -24,8 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Iterable
 from functools import cached_property
 from typing import Final, Literal
@@ -41,14 +39,6 @@ FORMAT: Final = "atoll-world/1"
 MAX_ENTRIES = 1_000_000
 MAX_MANIFEST_BYTES = 256 * 1024**2
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
-#: Manifests parsed by :meth:`WorldManifest.from_bytes`, by the sha256 of their JSON: the same
-#: bytes come back for every trial of a world (the environment's manifest of a freshly populated
-#: seed), and parsing 150 entries costs milliseconds. Bounded in count and in JSON bytes.
-_PARSED: OrderedDict[bytes, tuple[int, WorldManifest]] = OrderedDict()
-_PARSED_MAX = 64
-_PARSED_MAX_BYTES = 32 * 1024**2
-_parsed_bytes = 0
-_parsed_lock = threading.Lock()
 
 
 class ManifestError(AtollError):
@@ -132,37 +122,17 @@ class WorldManifest(BaseModel):
     @classmethod
     def from_bytes(cls, data: bytes, source: str) -> WorldManifest:
         """The manifest in ``data`` (its JSON), checked; raises ManifestError naming ``source``.
-
-        Parsed once per content (see ``_PARSED``): each call returns a manifest of its own (its
-        entries, which are frozen, are shared)."""
-        global _parsed_bytes
+        (:func:`atoll.world_deltas.read_manifest` reads the same bytes once per process.)"""
         if len(data) > MAX_MANIFEST_BYTES:
             raise ManifestError(f"{source}: manifest larger than {MAX_MANIFEST_BYTES} bytes")
-        key = hashlib.sha256(data).digest()
-        with _parsed_lock:
-            cached = _PARSED.get(key)
-            if cached is not None:
-                _PARSED.move_to_end(key)
-        if cached is None:
-            try:
-                manifest = cls.model_validate_json(data)
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                where = ".".join(str(part) for part in first["loc"]) or "(top level)"
-                raise ManifestError(f"{source}: not a world manifest: {where}: {first['msg']}") from None
-            manifest.check_order(source)
-            if cls is WorldManifest and len(data) <= _PARSED_MAX_BYTES // 8:
-                with _parsed_lock:
-                    if key not in _PARSED:
-                        _PARSED[key] = (
-                            len(data),
-                            manifest.model_copy(update={"entries": list(manifest.entries)}),
-                        )
-                        _parsed_bytes += len(data)
-                    while len(_PARSED) > _PARSED_MAX or _parsed_bytes > _PARSED_MAX_BYTES:
-                        _parsed_bytes -= _PARSED.popitem(last=False)[1][0]
-            return manifest
-        return cached[1].model_copy(update={"entries": list(cached[1].entries)})
+        try:
+            manifest = cls.model_validate_json(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "(top level)"
+            raise ManifestError(f"{source}: not a world manifest: {where}: {first['msg']}") from None
+        manifest.check_order(source)
+        return manifest
 
     def check_order(self, source: str) -> None:
         """The members must be unique and in snapshot order (what makes the archive the same)."""

@@ -46,7 +46,7 @@ from atoll.world_blobs import (
     protocol_of,
     store_root,
 )
-from atoll.world_deltas import Delta, is_delta, write_archive
+from atoll.world_deltas import Delta, is_delta, read_manifest, write_archive
 from atoll.world_manifest import Entry, ManifestError, WorldManifest
 
 MANIFEST_SUFFIX = ".manifest.json"
@@ -158,7 +158,7 @@ def _read_existing_manifest(fs: Any, path: str) -> WorldManifest | None:
             data = handle.read()
     except FileNotFoundError:
         return None
-    return WorldManifest.from_bytes(data, path)
+    return read_manifest(data, path)
 
 
 def _put_atomically(fs: Any, path: str, data: bytes) -> None:
@@ -335,7 +335,7 @@ def _read_manifest(fs: Any, path: str) -> WorldManifest:
         raise AtollError(ErrorCode.artifact_unreadable, f"world manifest {path}: no such file") from None
     except OSError as exc:
         raise AtollError(ErrorCode.artifact_unreadable, f"world manifest {path}: {exc}") from None
-    return WorldManifest.from_bytes(data, path)
+    return read_manifest(data, path)
 
 
 def _blob_folders(

@@ -8,13 +8,12 @@ the returned error list instead of raising, so one corrupt export never hides th
 from __future__ import annotations
 
 import json
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from email.utils import getaddresses
 from hashlib import sha256
 from typing import TYPE_CHECKING, Any
 
+from atoll.content_cache import ContentCache
 from atoll.coworkers import EXCHANGES_FILE, CoworkerExchange
 from atoll.grade import ChatChange, EventChange, MailSent
 
@@ -153,9 +152,7 @@ def mail_changes(before: dict[str, bytes], after: dict[str, bytes]) -> MailChang
 #: Calendars read, by the sha256 of their bytes: every trial of a world diffs the same seed
 #: calendar (and, when the agent left it alone, the same one after), so a content is parsed
 #: once per process. Each caller gets fields of its own (:func:`_events`).
-_CALENDARS: OrderedDict[bytes, Any] = OrderedDict()
-_CALENDARS_KEPT = 64
-_calendars_lock = threading.Lock()
+_CALENDARS: ContentCache[Any] = ContentCache(max_entries=64)
 
 
 def _events(path: str, data: bytes, errors: list[str]) -> dict[str, dict[str, Any]]:
@@ -164,17 +161,8 @@ def _events(path: str, data: bytes, errors: list[str]) -> dict[str, dict[str, An
     ``errors``."""
     from atoll.formats.ics import read_events
 
-    key = sha256(data).digest()
-    with _calendars_lock:
-        read = _CALENDARS.get(key)
-        if read is not None:
-            _CALENDARS.move_to_end(key)
-    if read is None:
-        read = read_events(data)  # raises for a file that is no calendar: never kept
-        with _calendars_lock:
-            _CALENDARS[key] = read
-            while len(_CALENDARS) > _CALENDARS_KEPT:
-                _CALENDARS.popitem(last=False)
+    # A file that is no calendar raises: never kept.
+    read = _CALENDARS.get(data, None, lambda: read_events(data))
     errors.extend(f"{path}: {problem}" for problem in read.problems)
     return {
         event.key: {
@@ -235,9 +223,21 @@ def _group_id(messages_path: str) -> str:
     return messages_path.rsplit("/", 2)[-2]
 
 
+#: Chat spaces read, by the sha256 of their bytes and their path: every trial of a world that
+#: posts to a space diffs the same seed version of it. The dictionaries are only read.
+_SPACES: ContentCache[dict[str, Message]] = ContentCache(
+    max_entries=256, max_weight=500_000, weigh=lambda messages: len(messages)
+)
+
+
 def _messages(path: str, data: bytes) -> dict[str, Message]:
     """A group's messages as the chat tools index them, by message id (a record without one
-    by its content hash). Raises ValueError on a file the tools cannot read either."""
+    by its content hash), read once per content. Raises ValueError on a file the tools cannot
+    read either."""
+    return _SPACES.get(data, path, lambda: _read_messages(path, data))
+
+
+def _read_messages(path: str, data: bytes) -> dict[str, Message]:
     from atoll.formats.chat.messages import index_messages
 
     parsed = index_messages(json.loads(data), label=path)

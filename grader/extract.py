@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import hashlib
 import io
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from atoll.content_cache import ContentCache
 from atoll.errors import AtollError
 
 if TYPE_CHECKING:
@@ -120,43 +118,28 @@ def extension(path: str) -> str:
 #: A trial's grading extracts a file it changed for the diff and again for a check that reads
 #: it, and every trial of a task extracts the seed's version of each file it modifies. Only
 #: documents, decks and text files, and only extractions without an error: a workbook may be
-#: recalculated (volatile formulas), a PDF OCR'd under a timeout. Each caller gets a copy.
-_EXTRACTED: OrderedDict[tuple[bytes, str, tuple, str], tuple[int, Extracted]] = OrderedDict()
-_EXTRACTED_MAX = 64
-_EXTRACTED_MAX_CHARS = 64 << 20
-_extracted_chars = 0
-_extracted_lock = threading.Lock()
+#: recalculated (volatile formulas), a PDF OCR'd under a timeout. Each caller gets a copy
+#: (the first too: what is kept is never handed out).
+_EXTRACTED: ContentCache[Extracted] = ContentCache(
+    max_entries=64,
+    max_weight=64 << 20,
+    weigh=lambda extracted: sum(len(part.text) for part in extracted.parts),
+    keep=lambda extracted: extracted.error is None,
+)
 _BY_CONTENT = DOCUMENT_EXTENSIONS | DECK_EXTENSIONS | TEXT_EXTENSIONS
 
 
 def extract(path: str, data: bytes, options: ExtractOptions | None = None) -> Extracted:
     """Extract ``data`` (the bytes of the file at ``path``) by its extension; never raises.
     The same bytes at the same path are extracted once (see ``_EXTRACTED``)."""
-    global _extracted_chars
     options = options or ExtractOptions()
     ext = extension(path)
     if ext not in _BY_CONTENT:
         return _extract(path, data, options, ext)
     from atoll.formats import bounds
 
-    key = (hashlib.sha256(data).digest(), path, dataclasses.astuple(options), repr(bounds.LIMITS))
-    with _extracted_lock:
-        found = _EXTRACTED.get(key)
-        if found is not None:
-            _EXTRACTED.move_to_end(key)
-    if found is not None:
-        return copy.deepcopy(found[1])
-    extracted = _extract(path, data, options, ext)
-    chars = sum(len(part.text) for part in extracted.parts)
-    if extracted.error is None and chars <= _EXTRACTED_MAX_CHARS // 8:
-        kept = copy.deepcopy(extracted)
-        with _extracted_lock:
-            if key not in _EXTRACTED:
-                _EXTRACTED[key] = (chars, kept)
-                _extracted_chars += chars
-            while len(_EXTRACTED) > _EXTRACTED_MAX or _extracted_chars > _EXTRACTED_MAX_CHARS:
-                _extracted_chars -= _EXTRACTED.popitem(last=False)[1][0]
-    return extracted
+    name = (path, dataclasses.astuple(options), repr(bounds.LIMITS))
+    return copy.deepcopy(_EXTRACTED.get(data, name, lambda: _extract(path, data, options, ext)))
 
 
 def _extract(path: str, data: bytes, options: ExtractOptions, ext: str) -> Extracted:

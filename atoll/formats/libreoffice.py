@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import hashlib
 import io
 import json
 import os
@@ -37,11 +36,11 @@ import tempfile
 import threading
 import uuid
 import zipfile
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from atoll.content_cache import ContentCache
 from atoll.errors import CodedError, ErrorCode
 from atoll.settings import child_environment
 
@@ -202,7 +201,7 @@ class LibreOffice:
         self._closed = False
         #: computed values by workbook content: every trial's world is a fresh copy of the
         #: same files, so the agent's reads of a seed workbook compute the same bytes again
-        self._computed: OrderedDict[bytes, ComputedSheets] = OrderedDict()
+        self._computed: ContentCache[ComputedSheets] = ContentCache(max_entries=_COMPUTED_PER_ENGINE)
 
     # -- public -----------------------------------------------------------------------
 
@@ -230,33 +229,31 @@ class LibreOffice:
         if not self.available():
             raise RecalcError(f"LibreOffice ({self.soffice}) is not installed")
         volatile = refuse_network_functions(io.BytesIO(workbook))
-        key = None if volatile else hashlib.sha256(workbook).digest()
         with self._lock:
             if self._closed:
                 raise RecalcError("the recalculation engine was shut down")
-            known = self._computed.get(key) if key is not None else None
-            if key is not None and known is not None:
-                self._computed.move_to_end(key)
+            if volatile:  # NOW(), RAND(): computed anew every time
+                return self._compute_locked(workbook, timeout_s)
+            calls = self.stats.calls
+            known = self._computed.get(workbook, None, lambda: self._compute_locked(workbook, timeout_s))
+            if self.stats.calls == calls:
                 self.stats.cached += 1
-                return {sheet: dict(cells) for sheet, cells in known.items()}  # the caller's own
-            self.stats.calls += 1
-            job = self.scratch / f"job-{uuid.uuid4().hex}"
-            job.mkdir()
-            try:
-                copy = job / "workbook.xlsx"
-                copy.write_bytes(workbook)
-                limit = self.timeout_s if timeout_s is None else timeout_s
-                if self.mode == "warm":
-                    computed = self._compute_warm(copy, limit)
-                else:
-                    computed = self._compute_cold(copy, job, limit)
-            finally:
-                shutil.rmtree(job, ignore_errors=True)
-            if key is not None:
-                self._computed[key] = {sheet: dict(cells) for sheet, cells in computed.items()}
-                while len(self._computed) > _COMPUTED_PER_ENGINE:
-                    self._computed.popitem(last=False)
-            return computed
+            return {sheet: dict(cells) for sheet, cells in known.items()}  # the caller's own
+
+    def _compute_locked(self, workbook: bytes, timeout_s: float | None) -> ComputedSheets:
+        """One recalculation (the engine's lock held)."""
+        self.stats.calls += 1
+        job = self.scratch / f"job-{uuid.uuid4().hex}"
+        job.mkdir()
+        try:
+            copy = job / "workbook.xlsx"
+            copy.write_bytes(workbook)
+            limit = self.timeout_s if timeout_s is None else timeout_s
+            if self.mode == "warm":
+                return self._compute_warm(copy, limit)
+            return self._compute_cold(copy, job, limit)
+        finally:
+            shutil.rmtree(job, ignore_errors=True)
 
     def start(self) -> None:
         """Start the warm soffice and worker now (otherwise the first compute does)."""
@@ -485,10 +482,8 @@ def _close_shared() -> None:
 
 # What the grader computes, by content hash: extraction and checks read one workbook several
 # times; a long-running service must not keep every workbook it ever saw.
-_computed: OrderedDict[str, bytes] = OrderedDict()
-_COMPUTED_KEPT = 32
-_computed_lock = threading.Lock()
-_in_flight: dict[str, threading.Lock] = {}
+# Concurrent calls on one workbook share one recalculation.
+_computed: ContentCache[bytes] = ContentCache(max_entries=32)
 #: The grader's limit per recalculation: a judge can wait longer than an agent's tool call.
 GRADER_TIMEOUT_S = 90.0
 
@@ -508,7 +503,6 @@ def with_computed_values(data: bytes, *, engine: LibreOffice | None = None, name
     """
     from atoll.formats import bounds
     from atoll.formats.xlsx import has_uncached_formulas
-    from atoll.formats.xlsx_values import fill_cached_values
 
     try:
         # The rows the grader extracts; a workbook past a reading bound raises InputTooLarge
@@ -523,26 +517,15 @@ def with_computed_values(data: bytes, *, engine: LibreOffice | None = None, name
         bounds.check_package(data, name, tree=True)
     except (bounds.InputTooLarge, zipfile.BadZipFile):
         return data
-    key = hashlib.sha256(data).hexdigest()
-    with _computed_lock:
-        if key in _computed:
-            _computed.move_to_end(key)
-            return _computed[key]
-        in_flight = _in_flight.setdefault(key, threading.Lock())
-    with in_flight:
-        with _computed_lock:
-            if key in _computed:
-                return _computed[key]
-        try:
-            # The default engine is the one the spreadsheet tools use (one warm soffice per
-            # process, also when the grader runs embedded beside the environment).
-            computed = (engine or shared_engine()).compute(data, timeout_s=GRADER_TIMEOUT_S)
-            result = fill_cached_values(data, computed)
-        except (RecalcError, OSError, ValueError, KeyError, zipfile.BadZipFile):
-            result = data
-        with _computed_lock:
-            _computed[key] = result
-            _in_flight.pop(key, None)
-            while len(_computed) > _COMPUTED_KEPT:
-                _computed.popitem(last=False)
-    return result
+    # The default engine is the one the spreadsheet tools use (one warm soffice per process,
+    # also when the grader runs embedded beside the environment).
+    return _computed.get(data, None, lambda: _fill_computed(data, engine or shared_engine()))
+
+
+def _fill_computed(data: bytes, engine: LibreOffice) -> bytes:
+    from atoll.formats.xlsx_values import fill_cached_values
+
+    try:
+        return fill_cached_values(data, engine.compute(data, timeout_s=GRADER_TIMEOUT_S))
+    except (RecalcError, OSError, ValueError, KeyError, zipfile.BadZipFile):
+        return data

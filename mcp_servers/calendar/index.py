@@ -9,17 +9,16 @@ of them changed.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import re
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
 from atoll._lazy import lazy_module
+from atoll.content_cache import ContentCache
 from atoll.formats.ics import IcsSyntaxError, read_text, split_blocks
 from mcp_servers._core.app_data import AppData
 from mcp_servers._core.problems import ProblemLog
@@ -133,9 +132,7 @@ def parse_record(block: str, *, rel: str, default_tz: tzinfo) -> Record:
 #: CalendarService.warm) for every trial. A ParsedFile is never changed once built (a write
 #: makes a new one, splice.py); its records' views are filled in lazily, the same for every
 #: holder.
-_PARSED: OrderedDict[tuple[str, str, str], ParsedFile] = OrderedDict()
-_PARSED_LOCK = threading.Lock()
-_PARSED_MAX = 64
+_PARSED: ContentCache[ParsedFile] = ContentCache(max_entries=64)
 
 
 def load_file(path: Path, *, data: AppData, root: Path, default_tz: tzinfo) -> ParsedFile:
@@ -146,18 +143,7 @@ def load_file(path: Path, *, data: AppData, root: Path, default_tz: tzinfo) -> P
         raw = data.read_bytes(path)
     except OSError as exc:
         return ParsedFile(problems=[f"calendar file {rel} is unreadable: {exc}"])
-    key = (hashlib.sha256(raw).hexdigest(), rel, repr(default_tz))
-    with _PARSED_LOCK:
-        parsed = _PARSED.get(key)
-        if parsed is not None:
-            _PARSED.move_to_end(key)
-            return parsed
-    parsed = _parse_file(raw, rel, default_tz)
-    with _PARSED_LOCK:
-        _PARSED[key] = parsed
-        while len(_PARSED) > _PARSED_MAX:
-            _PARSED.popitem(last=False)
-    return parsed
+    return _PARSED.get(raw, (rel, repr(default_tz)), lambda: _parse_file(raw, rel, default_tz))
 
 
 def _parse_file(raw: bytes, rel: str, default_tz: tzinfo) -> ParsedFile:

@@ -7,7 +7,11 @@ Layout (with or without the ``Google Chat/`` prefix)::
 
 Each ``messages.json`` is parsed once per version (``FileCache``: mtime/size/inode) into
 a :class:`~atoll.formats.chat.messages.GroupMessages`: messages with real UTC timestamps, root posts newest first and
-replies per topic in time order. A group whose file is broken is reported (once) and
+replies per topic in time order. Beneath that, a content is parsed once per process
+(``_PARSED``, by the sha256 of the file's bytes and its name): every trial's world is a new
+copy of its seed, whose spaces would otherwise be parsed again for every trial. A
+``GroupMessages`` is never changed once built (a post makes a new one) and its messages are
+made from records that are never changed, so every world may hold the same one. A group whose file is broken is reported (once) and
 skipped; every other group keeps being served.
 """
 
@@ -19,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from atoll.content_cache import ContentCache
 from atoll.formats.chat.messages import GroupMessages, decode_json, index_messages
 from atoll.runtime import cyclic_gc_paused
 from mcp_servers._core.app_data import AppData
@@ -29,16 +34,30 @@ logger = logging.getLogger("mcp_servers.chat")
 
 PREFIXES = ("Google Chat", "")  # an export with the prefix wins over one without
 
+#: Parsed messages.json files by (content sha256, name in the chat folder), shared by every
+#: world of the process; bounded in files and in messages.
+_PARSED: ContentCache[GroupMessages] = ContentCache(
+    max_entries=1024, max_weight=500_000, weigh=lambda parsed: len(parsed.messages)
+)
+
 
 def load_messages(data: AppData, path: Path, label: str) -> GroupMessages:
     """Parse one messages.json (read beneath the app-data root's descriptor); never raises
     for a broken file (it gives ``error``); FileNotFoundError when it is gone."""
+    try:
+        content = data.read_bytes(path)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        return GroupMessages(error=f"{label} is not valid JSON ({exc})")
+    return _PARSED.get(content, label, lambda: _parse_messages(content, label))
+
+
+def _parse_messages(content: bytes, label: str) -> GroupMessages:
     with cyclic_gc_paused():
         try:
-            raw = decode_json(data.read_bytes(path))
-        except FileNotFoundError:
-            raise
-        except (OSError, ValueError) as exc:
+            raw = decode_json(content)
+        except ValueError as exc:
             return GroupMessages(error=f"{label} is not valid JSON ({exc})")
         return index_messages(raw, label=label)
 

@@ -40,6 +40,7 @@ from atoll.jsonio import model_json
 from atoll.judge import CHECKS_ONLY
 from atoll.llm.admission import judge_from_request
 from atoll.trial import TrialResult, TrialSpec
+from atoll.world_deltas import read_manifest
 from atoll.world_manifest import WorldManifest
 from orchestrator.artifacts import ArtifactStore, claim_trial_folder
 from orchestrator.executors import agent_runs, steps
@@ -230,7 +231,7 @@ async def _run(
         async def seed_manifest() -> WorldManifest:
             try:
                 data = await asyncio.to_thread(folder.get_seed_manifest)
-                return WorldManifest.from_bytes(data, trial_input.seed_manifest_key)
+                return read_manifest(data, trial_input.seed_manifest_key)
             except AtollError as exc:  # InfraError is raised as it is
                 if isinstance(exc, InfraError):
                     raise

@@ -29,6 +29,7 @@ from typing import BinaryIO
 
 from atoll.benchmark import Benchmark
 from atoll.trial import TrialSpec
+from atoll.world_deltas import read_manifest
 from atoll.world_manifest import Entry, WorldManifest
 
 
@@ -117,7 +118,7 @@ class SeedCache:
             return None
         if not (self.root / key).is_dir() or not manifest_file.is_file():
             return None  # removed by hand: rebuilt under the lock
-        manifest = WorldManifest.from_bytes(manifest_file.read_bytes(), str(manifest_file))
+        manifest = read_manifest(manifest_file.read_bytes(), str(manifest_file))
         if manifest.digest() != digest_file.read_text().strip():
             return None  # changed by hand: rebuilt under the lock
         return Seed(key, self.root / key, manifest)

@@ -32,7 +32,7 @@ from atoll.grade import Grade, Verdict
 from atoll.jsonio import model_json
 from atoll.trajectory import RAW_MODEL_CALLS_NAME, ErrorKind, RunStatus, Trajectory, Usage, raw_lines
 from atoll.trial import Outcome, TrialResult, TrialSpec
-from atoll.world_deltas import Delta, write_archive
+from atoll.world_deltas import Delta, read_manifest, write_archive
 from atoll.world_manifest import Entry, WorldManifest, sha256_of
 from atoll.world_store import relative_reference, seed_manifest_key, store_world
 from orchestrator.artifacts import ArtifactStore
@@ -161,7 +161,7 @@ async def prepare_world(
         raise ValueError("prepare_world needs seed_folder or seed_archive")
     answer = await environment_post(http, environment, "/data/snapshot/manifest")
     try:
-        populated = WorldManifest.from_bytes(answer.content, "the environment's manifest")
+        populated = read_manifest(answer.content, "the environment's manifest")
     except AtollError as exc:
         raise InfraError(f"world {world_id}: {exc.message}") from exc
     digest = populated.digest()

@@ -54,6 +54,13 @@ HOMES = {
     ),
     # an exponential backoff: tenacity's, made in one place (the callers ask atoll.retry.backoff)
     "exponential backoff": ("atoll/retry.py", re.compile(r"\bwait_(random_)?exponential(_jitter)?\b")),
+    # a cache of what bytes parse into, by their digest, least recently used out: ContentCache
+    "parsed once per content": (
+        "atoll/content_cache.py",
+        re.compile(
+            r"(?s)move_to_end.*\bsha256\(\w+\)\.(hex)?digest\(\)|\bsha256\(\w+\)\.(hex)?digest\(\).*move_to_end"
+        ),
+    ),
     "tuning the garbage collector": (
         "atoll/runtime.py",
         re.compile(r"\bgc\.(freeze|set_threshold|disable|enable)\("),

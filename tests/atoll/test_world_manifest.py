@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from atoll.world_deltas import Delta, write_archive, write_delta
+from atoll.world_deltas import Delta, read_manifest, write_archive, write_delta
 from atoll.world_manifest import Entry, ManifestError, WorldManifest
 from environment.populate import WorldRoots
 from environment.snapshot import write_snapshot
@@ -91,18 +91,18 @@ def test_the_same_manifest_bytes_parse_once_into_manifests_of_their_own() -> Non
         Entry(path="filesystem/a.txt", type="file", size=1, sha256="1" * 64),
     ]
     data = WorldManifest(entries=entries).to_bytes()
-    first = WorldManifest.from_bytes(data, "m")
-    second = WorldManifest.from_bytes(data, "m")
+    first = read_manifest(data, "m")
+    second = read_manifest(data, "m")
     assert first == second and first is not second and first.entries is not second.entries
     first.entries.append(Entry(path="filesystem/b", type="dir"))
     first.base = "elsewhere.json"
-    third = WorldManifest.from_bytes(data, "m")
+    third = read_manifest(data, "m")
     assert third == second and third.base is None and len(third.entries) == 2
     assert third.digest() == second.digest() == WorldManifest(entries=entries).digest() != first.digest()
     bad = data.replace(b"1" * 64, b"X" * 64)
     for _ in range(2):
         with pytest.raises(ManifestError, match="hex"):
-            WorldManifest.from_bytes(bad, "m")
+            read_manifest(bad, "m")
 
 
 def test_a_delta_holds_its_manifest_and_the_blobs_it_was_given(tmp_path: Path) -> None:

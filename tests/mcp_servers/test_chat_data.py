@@ -380,3 +380,26 @@ def test_messages_are_made_when_first_looked_at_and_then_kept():
     )
     assert list(parsed.messages) == [first, last] == parsed.messages[:]
     assert parsed.by_id == {"AAAA/t1/t1": 0, "AAAA/t1/r2": 1} and parsed.replies == {"t1": [1]}
+
+
+def test_a_copy_of_a_world_is_not_parsed_again_and_each_copy_keeps_its_own_posts(tmp_path):
+    """Every trial's world is a fresh copy of its seed: a space's bytes already parsed in this
+    process are not parsed again, and a post in one copy is seen in no other."""
+    from mcp_servers.chat import index as chat_index
+
+    first_world = chat_world(tmp_path / "a")
+    second_world = chat_world(tmp_path / "b")
+    assert messages_path(first_world).read_bytes() == messages_path(second_world).read_bytes()
+    first, second = service(first_world), service(second_world)
+    first.list_channels(50, 0)
+    misses = chat_index._PARSED.misses
+    assert second.list_channels(50, 0) == first.list_channels(50, 0)
+    assert chat_index._PARSED.misses == misses  # every space of the copy: already parsed
+    assert second.index.messages.misses > 0  # (each copy still checks its own files)
+
+    first.post(GENERAL, "only in the first copy")
+    assert first.history(GENERAL, 30, 0)["posts"][0]["text"] == "only in the first copy"
+    assert "only in the first copy" not in json.dumps(second.history(GENERAL, 30, 0))
+    third = service(chat_world(tmp_path / "c"))
+    assert third.history(GENERAL, 30, 0) == second.history(GENERAL, 30, 0)
+    assert "only in the first copy" not in json.dumps(third.list_channels(50, 0))

@@ -4,8 +4,8 @@ Only headers are parsed (with a small parser of our own, ~10x faster than the em
 package); bodies are read on demand. A message without readable headers is skipped and
 recorded as a :class:`Problem`; one with a broken Date is kept (no date) and recorded too.
 
-A content is indexed once per process (``_BY_CONTENT``, keyed by the sha256 of the file's bytes
-and its display name): every trial's world is a new copy of its seed, whose mailboxes would
+A content is indexed once per process (``_BY_CONTENT``, an :class:`atoll.content_cache.ContentCache`
+keyed by the sha256 of the file's bytes and its display name): every trial's world is a new copy of its seed, whose mailboxes would
 otherwise be parsed again for every trial, and the grader reads the seed's mailboxes again for
 every trial too. Each caller gets an index of its own (its entries name its own file; bodies
 found by its searches stay in it), so nothing one world does is seen by another.
@@ -18,13 +18,12 @@ import hashlib
 import mmap
 import os
 import re
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import BinaryIO
 
+from atoll.content_cache import ContentCache
 from atoll.formats.mail.headers import (
     addresses,
     all_ids,
@@ -57,13 +56,6 @@ INDEXED_FIELDS = frozenset(
 _ATTACHMENT = re.compile(rb"(?im)^content-disposition:[ \t]*attachment")
 # Anything but whitespace (bytes.strip()'s), searched in place: the preamble may be the mapped file.
 _NOT_SPACE = re.compile(rb"\S")
-#: (sha256 of an mbox's bytes, its display name) -> its index, as first built; never handed out
-#: itself (:func:`_own_copy`). Bounded in files and in messages.
-_BY_CONTENT: OrderedDict[tuple[bytes, str], MailIndex] = OrderedDict()
-_BY_CONTENT_LOCK = threading.Lock()
-_BY_CONTENT_MAX_FILES = 64
-_BY_CONTENT_MAX_MESSAGES = 200_000
-_by_content_messages = 0
 
 
 @dataclass(slots=True)
@@ -131,6 +123,13 @@ class MailIndex:
         return MailIndex(path, entries, list(self.problems))
 
 
+#: (sha256 of an mbox's bytes, its display name) -> its index, as first built; never handed out
+#: itself (:meth:`MailIndex._own_copy`). Bounded in files and in messages.
+_BY_CONTENT: ContentCache[MailIndex] = ContentCache(
+    max_entries=64, max_weight=200_000, weigh=lambda index: len(index.entries)
+)
+
+
 def build_index(handle: BinaryIO, path: Path, display_name: str) -> MailIndex:
     """Index the mbox open as ``handle`` (closed here; ``path`` is its name in the index):
     one read, headers only."""
@@ -153,24 +152,7 @@ def read_index(data: bytes, name: str) -> MailIndex:
 
 def _index_bytes(path: Path, display_name: str, data: bytes | mmap.mmap) -> MailIndex:
     """The index of ``data`` for the file at ``path``: built once per content (module doc)."""
-    global _by_content_messages
-    key = (hashlib.sha256(data).digest(), display_name)
-    with _BY_CONTENT_LOCK:
-        built = _BY_CONTENT.get(key)
-        if built is not None:
-            _BY_CONTENT.move_to_end(key)
-    if built is None:
-        built = _parse_index(path, display_name, data)
-        if len(built.entries) <= _BY_CONTENT_MAX_MESSAGES // 4:
-            with _BY_CONTENT_LOCK:
-                if key not in _BY_CONTENT:
-                    _BY_CONTENT[key] = built
-                    _by_content_messages += len(built.entries)
-                while (
-                    len(_BY_CONTENT) > _BY_CONTENT_MAX_FILES
-                    or _by_content_messages > _BY_CONTENT_MAX_MESSAGES
-                ):
-                    _by_content_messages -= len(_BY_CONTENT.popitem(last=False)[1].entries)
+    built = _BY_CONTENT.get(data, display_name, lambda: _parse_index(path, display_name, data))
     return built._own_copy(path)
 
 
