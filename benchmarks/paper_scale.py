@@ -206,6 +206,7 @@ def measure_once(benchmark: Path, concurrency: int) -> dict[str, Any]:
         report = json.loads((root / "out" / "paper-scale" / "report.json").read_text())
         overall = report["metrics"]["overall"]["oracle"]
         trials = report["trials"]["done"]
+        not_passed = [_why_not_passed(row) for row in report["trial_rows"] if row.get("outcome") != "pass"]
         total, by_name, snapshots = _artifact_bytes(root / "artifacts")
     return {
         "trials": trials,
@@ -227,7 +228,19 @@ def measure_once(benchmark: Path, concurrency: int) -> dict[str, Any]:
         "artifact_bytes_by_name": by_name,
         "after_snapshot_bytes_median": statistics.median(snapshots) if snapshots else None,
         "load_average": [load_before, load_after],
+        "not_passed": not_passed,
     }
+
+
+def _why_not_passed(row: dict[str, Any]) -> str:
+    """A trial the replay agent did not pass, named with what its report row says of it (the
+    run's folder is gone once the run is measured)."""
+    parts = [row["trial_id"], f"outcome {row.get('outcome')}", f"score {row.get('score')}"]
+    if row.get("checks_total"):
+        parts.append(f"checks {row.get('checks_met')}/{row['checks_total']}")
+    if row.get("error"):
+        parts.append(f"error {str(row['error'])[:300]}")
+    return ", ".join(parts)
 
 
 def scratch_filesystem(path: Path) -> str:
@@ -419,6 +432,9 @@ def main(argv: list[str] | None = None) -> int:
         }
         args.json.write_text(json.dumps(payload, indent=2) + "\n")
     not_passed = [run for run in runs if run["passed"] != run["trials"]]
+    for number, run in enumerate(runs, 1):
+        for why in run["not_passed"]:
+            print(f"  run {number}: not passed: {why}")
     if not_passed:
         print(
             f"paper scale: the replay agent did not pass every trial ({not_passed[0]['passed']} of {not_passed[0]['trials']})"

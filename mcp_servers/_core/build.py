@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
@@ -103,7 +104,17 @@ def _walk_non_finite(value: Any, path: str) -> None:
             _walk_non_finite(item, f"{path}[{index}]")
 
 
+#: Each tool's validated model, made once per process for its declaration and name; every
+#: server built gets a copy of it with its own invoker (``model_copy``: nothing validated
+#: again, the schemas shared and never changed). Building a world's servers validated some
+#: hundred tool models, and a trial's world is built anew (docs/performance.md, "Paper scale").
+#: Keyed by the declaration's identity, which the entry holds, so no other takes its id.
+_TEMPLATES: dict[tuple[int, str], tuple[object, _DefinedTool]] = {}
+_templates_lock = threading.Lock()
+
+
 def _make_tool(
+    source: object,
     name: str,
     description: str,
     parameters: dict[str, Any],
@@ -113,16 +124,28 @@ def _make_tool(
     read_only: bool = False,
     destructive: bool = False,
 ) -> Tool:
-    annotations = mcp_types.ToolAnnotations(
-        read_only_hint=read_only or None, destructive_hint=(destructive or None) if not read_only else None
-    )
-    tool = _DefinedTool(
-        name=name,
-        description=description,
-        parameters=parameters,
-        output_schema=outputs,
-        annotations=annotations,
-    )
+    """The tool ``name`` declared by ``source`` (a ToolDef, or the ServerDefinition of a
+    consolidated tool), called through ``invoke``."""
+    key = (id(source), name)
+    with _templates_lock:
+        held = _TEMPLATES.get(key)
+    if held is None or held[0] is not source:
+        annotations = mcp_types.ToolAnnotations(
+            read_only_hint=read_only or None,
+            destructive_hint=(destructive or None) if not read_only else None,
+        )
+        template = _DefinedTool(
+            name=name,
+            description=description,
+            parameters=parameters,
+            output_schema=outputs,
+            annotations=annotations,
+        )
+        with _templates_lock:
+            _TEMPLATES[key] = (source, template)
+    else:
+        template = held[1]
+    tool = template.model_copy()
     tool._invoke = invoke
     return tool
 
@@ -187,6 +210,7 @@ def _individual_tool(tool: ToolDef, state: object) -> Tool:
         return await call_tool(tool, state, unwrap_envelope(raw, declared))
 
     return _make_tool(
+        tool,
         tool.name,
         tool.published_description,
         tool.published_schema,
@@ -426,9 +450,15 @@ def _consolidated_tools(definition: ServerDefinition, state: object) -> list[Too
     action_results = [tool.result_schema for tool in definition.tools] + [model_schema(ConsolidatedHelp)]
     return [
         _make_tool(
-            name, _consolidated_description(definition), schema, invoke, outputs=output_schema(action_results)
+            definition,
+            name,
+            _consolidated_description(definition),
+            schema,
+            invoke,
+            outputs=output_schema(action_results),
         ),
         _make_tool(
+            definition,
             f"{name}_schema",
             f"JSON schema of the arguments of one {name} action (model=ACTION); without model, the list of actions.",
             schema_parameters,

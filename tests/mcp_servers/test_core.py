@@ -617,3 +617,38 @@ async def test_direct_tools_are_every_tool_and_answer_without_the_server(world, 
     result = await direct[name].run(arguments)
     assert result.structured_content["email"] == "me@example.com" and not result.is_error
     assert mcp_servers.direct_tools(FastMCP("other")) == {}
+
+
+@pytest.mark.parametrize("mode", ["individual", "consolidated"])
+async def test_servers_for_two_worlds_share_validated_tools_but_each_calls_into_its_own(tmp_path, mode):
+    """A world's servers are built anew for every trial: each tool's model is validated once
+    per process and copied, and each copy calls into the world of the server it was built for."""
+    worlds = []
+    for name, text in (("first", "alpha"), ("second", "omega")):
+        world = make_world(tmp_path / name)
+        world.file("a.txt", text)
+        worlds.append(world)
+    servers = [
+        create_server(
+            "notes_test", fs_root=w.fs_root, apps_data_root=w.apps_root, mode=mode, options={"knob": n}
+        )
+        for n, w in enumerate(worlds)
+    ]
+    first, second = (mcp_servers.direct_tools(server) for server in servers)
+    assert first.keys() == second.keys()
+    for name in first:
+        assert first[name] is not second[name]
+        assert first[name].parameters is second[name].parameters  # validated once, shared
+        assert first[name].model_dump() == second[name].model_dump()
+    name, arguments = (
+        ("read_note", {"file_path": "/a.txt"})
+        if mode == "individual"
+        else (
+            "notes",
+            {"action": "read", "file_path": "/a.txt"},
+        )
+    )
+    texts = [(await tools[name].run(arguments)).structured_content["text"] for tools in (first, second)]
+    assert texts == ["alpha", "omega"]
+    listed = [[tool.name for tool in await server.list_tools()] for server in servers]
+    assert listed[0] == listed[1]
