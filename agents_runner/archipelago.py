@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agents_runner.config import AgentConfig
-from atoll.errors import AtollError, ErrorCode
+from atoll.errors import AtollError, ErrorCode, first_problem
 
 AGENT_IDS = {
     "react_toolbelt_agent": "react_toolbelt",
@@ -116,6 +116,4 @@ def load_agent_config_file(path: str | Path) -> tuple[str | None, AgentConfig, l
 
 
 def _first_error(exc: ValidationError) -> str:
-    error = exc.errors()[0]
-    where = ".".join(str(part) for part in error["loc"]) or "(root)"
-    return f"{where}: {error['msg']}"
+    return str(first_problem(exc, top="(root)"))

@@ -9,7 +9,7 @@ log reads exactly as the code's name.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 
 class ErrorCode(StrEnum):
@@ -318,6 +318,27 @@ def code_of_status(status: int) -> ErrorCode:
     if status in _CODE_OF_STATUS:
         return ErrorCode(_CODE_OF_STATUS[status])
     return ErrorCode.bad_request if status < 500 else ErrorCode.internal
+
+
+class ValidationProblem(NamedTuple):
+    """The first error of a pydantic validation: where (its location, dotted), what it says,
+    and its pydantic type (``extra_forbidden``, ``missing``, …)."""
+
+    where: str
+    message: str
+    kind: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}" if self.where else self.message
+
+
+def first_problem(errors: Any, *, top: str = "(top level)") -> ValidationProblem:
+    """The first error of the pydantic ValidationError ``errors``, which is how a refusal of
+    one bad input names the problem (``where: message``); ``top`` is its location when the
+    error is about the input as a whole."""
+    first = errors.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or top
+    return ValidationProblem(where, first["msg"], first["type"])
 
 
 def describe_validation(errors: Any) -> str:

@@ -30,7 +30,7 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from atoll.errors import AtollError, ErrorCode
+from atoll.errors import AtollError, ErrorCode, first_problem
 from atoll.members import APPS_DATA, FILESYSTEM, UnsafeArchive, clean_member_name
 
 FORMAT: Final = "atoll-world/1"
@@ -128,9 +128,8 @@ class WorldManifest(BaseModel):
         try:
             manifest = cls.model_validate_json(data)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(part) for part in first["loc"]) or "(top level)"
-            raise ManifestError(f"{source}: not a world manifest: {where}: {first['msg']}") from None
+            where, message, _ = first_problem(exc)
+            raise ManifestError(f"{source}: not a world manifest: {where}: {message}") from None
         manifest.check_order(source)
         return manifest
 

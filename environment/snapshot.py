@@ -25,7 +25,7 @@ from typing import BinaryIO, Protocol
 
 from pydantic import ValidationError
 
-from atoll.errors import AtollError, ErrorCode
+from atoll.errors import AtollError, ErrorCode, first_problem
 from atoll.runtime import world_work
 from atoll.world_archive import ArchiveWriter
 from atoll.world_manifest import Entry, WorldManifest
@@ -178,7 +178,7 @@ def _entry(
     try:
         return _checked_entry(path, type, size, sha256, executable)
     except ValidationError as exc:
-        raise UnlistableMember(path, exc.errors()[0]["msg"]) from None
+        raise UnlistableMember(path, first_problem(exc).message) from None
 
 
 @functools.lru_cache(maxsize=1 << 16)

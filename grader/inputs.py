@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from atoll.atif import from_atif, is_atif
 from atoll.benchmark import Criterion, Task
-from atoll.errors import AtollError, ErrorCode
+from atoll.errors import AtollError, ErrorCode, first_problem
 from atoll.trajectory import RunStatus, Trajectory
 from grader.judge import JudgeConfig
 
@@ -37,9 +37,7 @@ def _read_json(path: Path, what: str) -> Any:
 
 
 def _problem(exc: ValidationError) -> str:
-    first = exc.errors()[0]
-    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-    return f"{where}: {first['msg']}"
+    return str(first_problem(exc))
 
 
 def load_task_file(path: Path, task_id: str | None = None) -> Task:

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from atoll import telemetry
 from atoll.benchmark import Task
-from atoll.errors import AtollError, ErrorCode
+from atoll.errors import AtollError, ErrorCode, first_problem
 from atoll.grade import Grade
 from atoll.http import ERROR_RESPONSES, Health, add_error_handler, bearer_guard, model_reply
 from atoll.http_guard import guard
@@ -109,7 +109,7 @@ def create_app(
         try:
             parsed_task = Task.model_validate(_json_field(task, "task"))
         except ValidationError as exc:
-            raise AtollError(ErrorCode.bad_input, f"field task: {exc.errors()[0]['msg']}") from None
+            raise AtollError(ErrorCode.bad_input, f"field task: {first_problem(exc).message}") from None
         parsed_trajectory = None
         if trajectory:
             parsed_trajectory = trajectory_from_data(

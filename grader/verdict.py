@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, StrictStr, ValidationError
 
-from atoll.errors import CodedError, ErrorCode
+from atoll.errors import CodedError, ErrorCode, first_problem
 from atoll.grade import Verdict
 from atoll.judge import VerdictFormat
 
@@ -119,7 +119,6 @@ def parse_verdict(text: str | None) -> tuple[Verdict, str]:
     try:
         reply = VerdictReply.model_validate_json(text)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "reply"
-        raise MalformedOutput(f"not the verdict object ({where}: {first['msg']})") from None
+        where, message, _ = first_problem(exc, top="reply")
+        raise MalformedOutput(f"not the verdict object ({where}: {message})") from None
     return Verdict(reply.verdict), reply.rationale

@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from atoll.errors import AtollError, ErrorCode
+from atoll.errors import AtollError, ErrorCode, first_problem
 from atoll.jsonio import model_json
 from atoll.logs import JSON_LOGS_HELP
 
@@ -181,9 +181,7 @@ def _merge_config(base: Any, text: str) -> Any:
         named = type(base).model_validate(overrides).model_dump(exclude_unset=True)
         return type(base).model_validate({**base.model_dump(exclude_unset=True), **named})
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(part) for part in error["loc"])
-        raise AtollError(ErrorCode.bad_input, f"--config: {where}: {error['msg']}") from None
+        raise AtollError(ErrorCode.bad_input, f"--config: {first_problem(exc, top='')}") from None
 
 
 async def _run_with_progress(
@@ -229,8 +227,7 @@ def serve(
     try:
         settings = AgentRunnerSettings(**overrides)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        raise AtollError(ErrorCode.bad_settings, f"{error['loc'][0]}: {error['msg']}") from None
+        raise AtollError(ErrorCode.bad_settings, str(first_problem(exc))) from None
     serve_app(
         create_app(settings),
         service="agent runner",

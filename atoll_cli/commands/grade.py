@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from atoll.errors import AtollError, ErrorCode
+from atoll.errors import AtollError, ErrorCode, first_problem
 from atoll.jsonio import model_json
 from atoll.logs import JSON_LOGS_HELP
 from atoll_cli.commands.completeness import exit_if_incomplete
@@ -325,8 +325,7 @@ def serve(
     try:
         settings = GraderSettings()
     except ValidationError as exc:
-        error = exc.errors()[0]
-        raise AtollError(ErrorCode.bad_settings, f"{error['loc'][0]}: {error['msg']}") from None
+        raise AtollError(ErrorCode.bad_settings, str(first_problem(exc))) from None
     judge = _judge(judge_model, api_base, api_key_env, judge_config, None, None, None)
     if judge is None:
         judge = settings.judge()

@@ -7,7 +7,7 @@ import asyncio
 
 import typer
 
-from atoll.errors import AtollError, ErrorCode
+from atoll.errors import AtollError, ErrorCode, first_problem
 from atoll.logs import JSON_LOGS_HELP
 
 orchestrator_app = typer.Typer(help="The orchestrator's HTTP API.", no_args_is_help=True)
@@ -39,8 +39,7 @@ def serve(
     try:
         settings = ApiSettings(**({"store": store} if store else {}))
     except ValidationError as exc:
-        error = exc.errors()[0]
-        raise AtollError(ErrorCode.bad_settings, f"{error['loc'][0]}: {error['msg']}") from None
+        raise AtollError(ErrorCode.bad_settings, str(first_problem(exc))) from None
     serve_app(
         create_app(settings),
         service="orchestrator",

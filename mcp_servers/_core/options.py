@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from atoll.errors import AtollError, ErrorCode
+from atoll.errors import AtollError, ErrorCode, first_problem
 
 
 class ServerOptions(BaseModel):
@@ -46,9 +46,8 @@ def validate_options(
     try:
         validated = model.model_validate(dict(options or {}))
     except ValidationError as exc:
-        error = exc.errors()[0]
-        option = ".".join(str(part) for part in error["loc"]) or "(all)"
-        problem = "unknown option" if error["type"] == "extra_forbidden" else error["msg"]
+        option, message, kind = first_problem(exc, top="(all)")
+        problem = "unknown option" if kind == "extra_forbidden" else message
         known = ", ".join(sorted(model.model_fields))
         raise InvalidOption(server, option, f"{problem} (options of {server}: {known})") from None
     return validated.model_dump(exclude_unset=True)

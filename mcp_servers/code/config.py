@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
+from atoll.errors import first_problem
 from atoll.settings import environ as process_environ
 from mcp_servers._core.options import InvalidOption, ServerOptions
 
@@ -89,9 +90,8 @@ class CodeOptions(ServerOptions):
         try:
             return cls.model_validate({**from_env, **given})
         except ValidationError as exc:
-            error = exc.errors()[0]
-            name = str(error["loc"][0]) if error["loc"] else "(all)"
-            problem = "unknown option" if error["type"] == "extra_forbidden" else error["msg"]
+            name, message, kind = first_problem(exc, top="(all)")
+            problem = "unknown option" if kind == "extra_forbidden" else message
             raise InvalidOption("code", name, f"{problem} (options of code: {_known(cls)})") from None
 
     def limits(self, timeout_s: float | None = None) -> SandboxLimits:
@@ -117,6 +117,6 @@ def _from_environment(model: type[CodeOptions], environ: Mapping[str, str]) -> d
         try:
             model.model_validate({name: value.strip()})
         except ValidationError as exc:
-            raise InvalidOption("code", variable, f"{exc.errors()[0]['msg']} (got {value!r})") from None
+            raise InvalidOption("code", variable, f"{first_problem(exc).message} (got {value!r})") from None
         settings[name] = value.strip()
     return settings

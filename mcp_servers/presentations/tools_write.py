@@ -6,7 +6,7 @@ from typing import Annotated, Any, overload
 
 from pydantic import Field, ValidationError, WithJsonSchema
 
-from atoll.errors import ErrorCode
+from atoll.errors import ErrorCode, first_problem
 from mcp_servers._core.definition import TABLE_CELL_SCHEMA
 from mcp_servers._core.errors import ToolError
 from mcp_servers._office.package import save_package
@@ -161,11 +161,8 @@ def add_slide(
     try:
         spec = SlideSpec(layout=layout, **{name: value for name, value in flat.items() if value is not None})
     except ValidationError as exc:
-        problem = exc.errors()[0]
-        where = ".".join(str(part) for part in problem["loc"])
-        raise ToolError(
-            ErrorCode.invalid_argument, f"content: {where}: {problem['msg']}", argument="content"
-        ) from None
+        problem = first_problem(exc, top="")
+        raise ToolError(ErrorCode.invalid_argument, f"content: {problem}", argument="content") from None
     with files.edit(file_path) as (deck, virtual):
         count = len(deck.slides)
         if index is not None and index > count:
