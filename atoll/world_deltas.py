@@ -3,8 +3,8 @@ a manifest and its blobs give, and deltas, written and read.
 
 A **delta** is one gzip'd tar: ``manifest.json`` first (the whole world's manifest), then
 ``blobs/<sha256>`` for each file content that its base lacks. Deltas are read as untrusted
-input: the manifest is checked as :meth:`WorldManifest.from_bytes` checks it (:func:`read_manifest`), the blob count
-is capped, and every blob read is checked against its name.
+input: the manifest is checked as :meth:`WorldManifest.from_bytes` checks it (through
+:func:`read_manifest`), the blob count is capped, and every blob read is checked against its name.
 """
 
 from __future__ import annotations
