@@ -102,11 +102,6 @@ class ContentCache(Generic[T]):
             ):
                 self._weight -= self._values.popitem(last=False)[1][1]
 
-    def clear(self) -> None:
-        with self._lock:
-            self._values.clear()
-            self._weight = 0
-
     def __len__(self) -> int:
         with self._lock:
             return len(self._values)

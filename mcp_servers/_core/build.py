@@ -108,7 +108,8 @@ def _walk_non_finite(value: Any, path: str) -> None:
 #: server built gets a copy of it with its own invoker (``model_copy``: nothing validated
 #: again, the schemas shared and never changed). Building a world's servers validated some
 #: hundred tool models, and a trial's world is built anew (docs/performance.md, "Paper scale").
-#: Keyed by the declaration's identity, which the entry holds, so no other takes its id.
+#: Keyed by the declaration's identity, which the entry holds, so no other takes its id; a
+#: template is reused only while what it was made from is equal (a definition may gain tools).
 _TEMPLATES: dict[tuple[int, str], tuple[object, _DefinedTool]] = {}
 _templates_lock = threading.Lock()
 
@@ -129,7 +130,13 @@ def _make_tool(
     key = (id(source), name)
     with _templates_lock:
         held = _TEMPLATES.get(key)
-    if held is None or held[0] is not source:
+    if (
+        held is None
+        or held[0] is not source
+        or held[1].description != description
+        or held[1].parameters != parameters
+        or held[1].output_schema != outputs
+    ):
         annotations = mcp_types.ToolAnnotations(
             read_only_hint=read_only or None,
             destructive_hint=(destructive or None) if not read_only else None,

@@ -652,3 +652,38 @@ async def test_servers_for_two_worlds_share_validated_tools_but_each_calls_into_
     assert texts == ["alpha", "omega"]
     listed = [[tool.name for tool in await server.list_tools()] for server in servers]
     assert listed[0] == listed[1]
+
+
+async def test_a_definition_that_gains_a_tool_after_a_server_was_built_shows_it_in_the_next(world):
+    """The tool models kept for the next server are reused only while what they were made from
+    is unchanged: an action added later is in the consolidated tool of servers built after."""
+    growing = ServerDefinition("growing_test", consolidated_name="growing", description="Grows.")
+
+    @growing.tool(action="first", read_only=True)
+    def first_tool(ctx: ServerContext) -> dict:
+        """The first."""
+        return {"n": 1}
+
+    register_server(growing)
+    try:
+        before = create_server(
+            "growing_test", fs_root=world.fs_root, apps_data_root=world.apps_root, mode="consolidated"
+        )
+
+        @growing.tool(action="second", read_only=True)
+        def second_tool(ctx: ServerContext) -> dict:
+            """The second."""
+            return {"n": 2}
+
+        after = create_server(
+            "growing_test", fs_root=world.fs_root, apps_data_root=world.apps_root, mode="consolidated"
+        )
+        actions = [
+            mcp_servers.direct_tools(server)["growing"].parameters["properties"]["action"]["enum"]
+            for server in (before, after)
+        ]
+        assert actions == [["first", "help"], ["first", "second", "help"]]
+        result = await mcp_servers.direct_tools(after)["growing"].run({"action": "second"})
+        assert result.structured_content == {"n": 2}
+    finally:
+        unregister_server(growing.name)

@@ -4,9 +4,10 @@ Only headers are parsed (with a small parser of our own, ~10x faster than the em
 package); bodies are read on demand. A message without readable headers is skipped and
 recorded as a :class:`Problem`; one with a broken Date is kept (no date) and recorded too.
 
-A content is indexed once per process (``_BY_CONTENT``, an :class:`atoll.content_cache.ContentCache`
-keyed by the sha256 of the file's bytes and its display name): every trial's world is a new copy of its seed, whose mailboxes would
-otherwise be parsed again for every trial, and the grader reads the seed's mailboxes again for
+A content is indexed once per process (``_BY_CONTENT``, an
+:class:`atoll.content_cache.ContentCache` keyed by the sha256 of the file's bytes and its display
+name): every trial's world is a new copy of its seed, whose mailboxes would otherwise be parsed
+again for every trial, and the grader reads the seed's mailboxes again for
 every trial too. Each caller gets an index of its own (its entries name its own file; bodies
 found by its searches stay in it), so nothing one world does is seen by another.
 """
