@@ -1,5 +1,6 @@
 """Office files read through the environment's gateway: a bomb is one ``too_large`` tool error,
-and /health keeps answering in < 100 ms while a large (bounded) document is read."""
+and /health keeps answering while a large (bounded) document is read: no probe waits for a
+large part of the read, as each would with the tool's body on the event loop."""
 
 from __future__ import annotations
 
@@ -45,7 +46,14 @@ def test_health_answers_while_documents_are_read_and_a_bomb_is_refused(documents
     assert is_error and text.startswith("error [too_large]: file_path: /bomb.docx: its XML holds more than")
 
     outcome: dict[str, tuple[bool, str]] = {}
-    reader = threading.Thread(target=lambda: outcome.setdefault("long", _call(documents_env, "/long.docx")))
+    read_seconds: list[float] = []
+
+    def read() -> None:
+        began = time.perf_counter()
+        outcome["long"] = _call(documents_env, "/long.docx")
+        read_seconds.append(time.perf_counter() - began)
+
+    reader = threading.Thread(target=read)
     latencies = []
     with httpx.Client(base_url=documents_env.url, timeout=5) as http:
         http.get("/health")
@@ -57,4 +65,9 @@ def test_health_answers_while_documents_are_read_and_a_bomb_is_refused(documents
             time.sleep(0.02)
     reader.join()
     assert outcome["long"][0] is False and "body.p.0" in outcome["long"][1]
-    assert len(latencies) >= 5 and max(latencies) < 0.1, latencies
+    # With the body on the event loop one probe waits for the whole read (about 1 s here).
+    # Off it, a probe waits at most for one C call that holds the interpreter lock (an XML
+    # part's parse: < 30 ms on a quiet machine, 250 ms seen on a loaded one), so the bound is
+    # a share of the read's own time, which a slower machine stretches alike.
+    assert len(latencies) >= 5, latencies
+    assert max(latencies) < max(0.1, read_seconds[0] / 3), (read_seconds, sorted(latencies)[-3:])
