@@ -34,9 +34,10 @@ IMAGES = {
 
 
 def _extras(dockerfile: str) -> list[str]:
-    """The extras the image installs, as its Dockerfile passes them to docker/requirements.py."""
-    found = re.search(r"requirements\.py ([\w ]+?) > requirements\.txt", (ROOT / dockerfile).read_text())
-    assert found, f"{dockerfile} does not install its dependencies with docker/requirements.py"
+    """The extras the image installs, as its Dockerfile passes them to docker/install.sh (which
+    hands them to docker/requirements.py)."""
+    found = re.search(r"install\.sh dependencies ([\w ]+?)\n", (ROOT / dockerfile).read_text())
+    assert found, f"{dockerfile} does not install its dependencies with docker/install.sh"
     return found.group(1).split()
 
 

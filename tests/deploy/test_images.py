@@ -80,23 +80,74 @@ def _packages() -> set[str]:
     return {pattern.rstrip("*").split(".")[0] for pattern in include["include"]}
 
 
-@pytest.mark.parametrize("dockerfile", sorted(IMAGES))
-def test_every_image_copies_every_package_it_installs(dockerfile):
-    """The final stage copies each of atoll's packages before `pip install /src`: a package left
-    out (a new one, as atoll_cli was) installs nothing and fails only at its first import."""
-    copied = {
-        argument.split()[0]
-        for op, argument in _final_stage(_instructions(ROOT / dockerfile))
-        if op == "COPY" and not argument.startswith("--")
-    }
+def _ignore_rule(pattern: str) -> re.Pattern[str]:
+    """A .dockerignore pattern as the builder reads it: ``*`` within a name, ``**`` across
+    folders, ``?`` one character."""
+    regex, i = "", 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            regex, i = regex + "(.*/)?", i + 3
+        elif pattern.startswith("**", i):
+            regex, i = regex + ".*", i + 2
+        elif pattern[i] in "*?":
+            regex, i = regex + ("[^/]*" if pattern[i] == "*" else "[^/]"), i + 1
+        else:
+            regex, i = regex + re.escape(pattern[i]), i + 1
+    return re.compile(regex + r"\Z")
+
+
+def _in_build_context(path: str) -> bool:
+    """Whether the builder sends ``path`` (relative to the repository root): the last pattern
+    that matches it or a folder above it decides, ``!`` letting it in."""
+    rules = [
+        (line.startswith("!"), _ignore_rule(line.lstrip("!")))
+        for line in (line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines())
+        if line and not line.startswith("#")
+    ]
+    parts = path.split("/")
+    steps = ["/".join(parts[:count]) for count in range(1, len(parts) + 1)]
+    sent = True
+    for lets_in, rule in rules:
+        if any(rule.match(step) for step in steps):
+            sent = lets_in
+    return sent
+
+
+def test_the_build_context_holds_what_the_images_copy_and_nothing_else():
+    """.dockerignore lets in only what the images install; every file a Dockerfile built from
+    the repository root copies is in it, and a package pip installs is there whole (a new one
+    left out installs nothing and fails only at its first import)."""
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    sent = {path for path in tracked if _in_build_context(path)}
     assert {"atoll", "atoll_cli", "atoll_sample", "orchestrator"} <= _packages()
-    assert _packages() - copied == set()
+    for package in _packages():
+        files = [path for path in tracked if path.startswith(f"{package}/") and "Dockerfile" not in path]
+        assert files and set(files) <= sent, package
+    for outside in ("tests/", "docs/", "benchmarks/", "k8s/", "scripts/", ".ci/", "examples/"):
+        assert not any(path.startswith(outside) for path in sent), outside
+    for name in (".git/config", ".venv/bin/python", "atoll-out/run/x", "atoll.egg-info/PKG-INFO"):
+        assert not _in_build_context(name), name
+    assert not _in_build_context("atoll/__pycache__/errors.cpython-311.pyc")
+    dockerfiles = [*IMAGES, "docker/harbor/world.Dockerfile", "docker/harbor/verifier.Dockerfile"]
+    for dockerfile in dockerfiles:
+        for op, argument in _instructions(ROOT / dockerfile):
+            if op == "COPY" and not argument.startswith("--from"):
+                for source in argument.split()[:-1]:
+                    source = source.rstrip("/")
+                    assert source == "." or any(
+                        path == source or path.startswith(f"{source}/") for path in sent
+                    ), f"{dockerfile} copies {source}, which .dockerignore leaves out"
 
 
-def test_dockerignore_keeps_the_build_context_small():
-    ignored = (ROOT / ".dockerignore").read_text().split()
-    for entry in (".git", ".venv", "atoll-out", "tests", "**/__pycache__"):
-        assert entry in ignored
+@pytest.mark.parametrize("dockerfile", sorted(IMAGES))
+def test_every_image_installs_atoll_from_the_whole_context_with_the_one_recipe(dockerfile):
+    final = _final_stage(_instructions(ROOT / dockerfile))
+    assert ("COPY", ". /src/") in final
+    assert ("RUN", "sh /src/docker/install.sh atoll /src") in final
+    build = _instructions(ROOT / dockerfile)
+    assert any(op == "RUN" and argument.startswith("sh install.sh dependencies ") for op, argument in build)
 
 
 def test_environment_image_has_the_world_tools_and_roots():
