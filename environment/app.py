@@ -95,7 +95,8 @@ def create_app(
     """A ready-to-serve environment app.
 
     ``settings`` default to the ``ATOLL_*`` environment; ``server_factory`` replaces
-    ``mcp_servers.create_server`` for ``"inprocess"`` entries (tests, custom servers).
+    ``mcp_servers.create_tools`` for ``"inprocess"`` entries (tests, custom servers: it may
+    return a FastMCP server).
     ``freeze_heap`` (for a process that serves nothing else) exempts the startup heap from
     the garbage collector once the MCP plane is built and the app servers preloaded.
     Neither this nor importing the module imports the MCP machinery (fastmcp, the MCP SDK):

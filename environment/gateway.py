@@ -9,7 +9,8 @@ Each gateway lives inside its own task, which closes what the gateway opened (it
 it retires.
 
 Only fastmcp's public API is used (``tests/environment/test_fastmcp_public_api.py``): our app
-servers' tools (``mcp_servers.direct_tools``) are called with ``Tool.run()``; every other server,
+servers' tools (``mcp_servers.create_tools``, with no FastMCP server built around them) are
+listed as such a server lists them and called with ``Tool.run()``; every other server,
 stdio, HTTP, SSE or an in-process one that is not ours, through a fastmcp ``Client``
 (:class:`ClientTool`, ``Client.call_tool_mcp``).
 """
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from fastmcp import Client
 
     from environment.coworkers import CoworkerEngine
+    from mcp_servers._core.build import AppTools
 
 logger = logging.getLogger("environment.gateway")
 
@@ -60,23 +62,25 @@ _CONNECTION_META_KEYS = frozenset(
     }
 )
 
-#: Builds our own server for ``{"transport": "inprocess"}``; tests may swap it.
-ServerFactory = Callable[..., FastMCP]
+#: Builds our own server's tools for ``{"transport": "inprocess"}`` (``mcp_servers.AppTools``);
+#: tests may swap it for one that builds a FastMCP server, which is then served through a client
+#: (or called directly where ``mcp_servers.direct_tools`` knows its tools).
+ServerFactory = Callable[..., "FastMCP | AppTools"]
 
 #: How gateway tools are named: ``atoll`` always ``{server}_{tool}``; ``archipelago`` leaves the
 #: tools of a one-server config unprefixed, as Archipelago (FastMCP's proxy) does.
 ToolNames = Literal["atoll", "archipelago"]
 
 
-def _default_server_factory(name: str, **kwargs: Any) -> FastMCP:
+def _default_server_factory(name: str, **kwargs: Any) -> AppTools:
     # Imported lazily: the app servers are only needed for in-process entries.
     from environment.preload import wait_for_preload
-    from mcp_servers import create_server
+    from mcp_servers import create_tools
 
     # A background preload under way is importing these same modules: let it finish rather
     # than import them from a second thread at once (POST /apps' ready timeout still applies).
     wait_for_preload()
-    return create_server(name, **kwargs)
+    return create_tools(name, **kwargs)
 
 
 def _server_warmer(server: FastMCP) -> Callable[[], Any] | None:
@@ -128,8 +132,12 @@ class GatewayTool(Tool):
     ) -> GatewayTool:
         """``inner`` describes the tool and is called, unless ``direct`` (the same tool, callable
         without its server's request machinery) is given. ``prefixed=False`` keeps the
-        server's own tool name (Archipelago's naming for a single server)."""
-        tool = cls(
+        server's own tool name (Archipelago's naming for a single server).
+
+        Built without validation (``model_construct``: a world's tools are wrapped anew for
+        every trial): every field is the inner tool's, validated when it was made, and the
+        name joins a server name that ``AppsConfig`` checked to the inner tool's."""
+        tool = cls.model_construct(
             name=f"{server_name}_{inner.name}" if prefixed else inner.name,
             title=inner.title,
             description=inner.description,
@@ -140,12 +148,13 @@ class GatewayTool(Tool):
             meta=inner.meta,
             icons=inner.icons,
         )
-        tool._inner, tool._gateway = direct or inner, gateway
+        called = direct or inner
+        tool._inner, tool._gateway = called, gateway
         tool._server_name, tool._tool_name = server_name, inner.name
         tool._context_free = direct is not None
         tool._writes = not (inner.annotations is not None and inner.annotations.read_only_hint)
-        # traced_tool is tool._inner.run itself unless traces are on (atoll.telemetry)
-        run = telemetry.traced_tool(tool._inner.run, tool=tool.name, server=server_name)
+        # traced_tool is called.run itself unless traces are on (atoll.telemetry)
+        run = telemetry.traced_tool(called.run, tool=tool.name, server=server_name)
         tool._hot = _HotPath(run, gateway, server_name, inner.name)
         return tool
 
@@ -548,7 +557,7 @@ class GatewayManager:
                 opened[name] = _OpenedServer(name, tools, direct or {}, warm)
 
         async def build_inprocess(name: str, server_config: ServerConfig) -> None:
-            def build() -> FastMCP:
+            def build() -> FastMCP | AppTools:
                 return self.server_factory(
                     cast(str, server_config.server),  # an in-process server names one (ServerConfig)
                     fs_root=self.fs_root,
@@ -558,8 +567,11 @@ class GatewayManager:
                 )
 
             server = await attempt(name, anyio.to_thread.run_sync(build))
-            if server is not None:
+            if isinstance(server, FastMCP):
                 inprocess[name] = server
+            elif server is not None:  # our own server's tools: listed and called as they are
+                tools = list(server.tools)
+                opened[name] = _OpenedServer(name, tools, {tool.name: tool for tool in tools}, server.warm)
 
         steps = []
         for name, server_config in config.mcpServers.items():
@@ -569,8 +581,8 @@ class GatewayManager:
                 steps.append(open_client(name, _client_transport(server_config)))
         await asyncio.gather(*steps)
 
-        # Our app servers' tools are called directly (they need no lifespan, request context or
-        # middleware); any other in-process server is served by itself, through a client.
+        # A FastMCP server of our own (a test's factory may build one) is called directly too;
+        # any other in-process server is served by itself, through a client.
         remaining = []
         for name, server in inprocess.items():
             try:

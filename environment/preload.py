@@ -87,7 +87,7 @@ def _claim() -> bool:
 def _preload() -> None:
     started = time.perf_counter()
     try:
-        from mcp_servers import OPTIONAL_SERVER_NAMES, SERVER_NAMES, create_server
+        from mcp_servers import OPTIONAL_SERVER_NAMES, SERVER_NAMES, create_tools
         from mcp_servers._core import schema_cache
 
         with tempfile.TemporaryDirectory(prefix="atoll-preload-") as empty:
@@ -95,7 +95,7 @@ def _preload() -> None:
             # market_data's cold start on its first POST /apps.
             for name in (*SERVER_NAMES, *OPTIONAL_SERVER_NAMES):
                 try:
-                    create_server(name, fs_root=Path(empty) / "fs", apps_data_root=Path(empty) / "apps")
+                    create_tools(name, fs_root=Path(empty) / "fs", apps_data_root=Path(empty) / "apps")
                     _preloaded_servers.append(name)
                 except Exception as exc:  # reported again, by name, when /apps asks for it
                     logger.info(

@@ -4,6 +4,9 @@ foundation (``mcp_servers._core``).
     from mcp_servers import create_server, SERVER_NAMES
     server = create_server("mail", fs_root=..., apps_data_root=..., options={"user_email": ...})
 
+A host that calls the tools in-process (the environment's gateway) takes them without the
+FastMCP server: ``create_tools`` (same arguments) gives an :class:`AppTools`.
+
 Importing this package is cheap: each server (and FastMCP) is imported only when
 :func:`create_server` first needs it, and one server never imports another's libraries.
 """
@@ -21,6 +24,8 @@ from atoll.registry import Registry
 if TYPE_CHECKING:
     from fastmcp import FastMCP
 
+    from mcp_servers._core.build import AppTools
+    from mcp_servers._core.context import ServerContext
     from mcp_servers._core.definition import ServerDefinition
 
 # One table of servers for the whole tree: atoll.apps (which maps a world's apps onto them)
@@ -83,18 +88,46 @@ def create_server(
     ``invalid_option`` (:class:`~mcp_servers._core.options.InvalidOption`) naming an option the
     server does not take or a value of the wrong type.
     """
+    from mcp_servers._core.build import build_server
+
+    definition, context = _prepared(name, fs_root, apps_data_root, mode, options)
+    return build_server(definition, context, mode=mode)
+
+
+def create_tools(
+    name: str,
+    *,
+    fs_root: str | Path,
+    apps_data_root: str | Path,
+    mode: str = "individual",
+    options: Mapping[str, Any] | None = None,
+) -> AppTools:
+    """App ``name``'s tools over the given world roots, listed as :func:`create_server`'s server
+    lists them and callable in-process without it (``tool.run(arguments)``); the same arguments
+    and errors."""
+    from mcp_servers._core.build import build_tools
+
+    definition, context = _prepared(name, fs_root, apps_data_root, mode, options)
+    return build_tools(definition, context, mode=mode)
+
+
+def _prepared(
+    name: str,
+    fs_root: str | Path,
+    apps_data_root: str | Path,
+    mode: str,
+    options: Mapping[str, Any] | None,
+) -> tuple[ServerDefinition, ServerContext]:
     if mode not in MODES:
         raise AtollError(
             ErrorCode.invalid_mode, f"MCP server mode must be one of {', '.join(MODES)}, got {mode!r}"
         )
     definition = get_definition(name)
-    from mcp_servers._core.build import build_server
     from mcp_servers._core.context import ServerContext
     from mcp_servers._core.options import validate_options
 
     options = validate_options(name, definition.options, options)
-    context = ServerContext.create(fs_root, apps_data_root, options)
-    return build_server(definition, context, mode=mode)
+    return definition, ServerContext.create(fs_root, apps_data_root, options)
 
 
 def direct_tools(server: FastMCP) -> dict[str, Any]:
@@ -120,6 +153,7 @@ __all__ = [
     "SERVERS",
     "SERVER_NAMES",
     "create_server",
+    "create_tools",
     "direct_tools",
     "get_definition",
     "register_server",

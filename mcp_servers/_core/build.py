@@ -1,4 +1,5 @@
-"""Turning a :class:`ServerDefinition` into a FastMCP server, in either mode.
+"""Turning a :class:`ServerDefinition` into its tools (:func:`build_tools`, for a host that
+calls them in-process) or a FastMCP server around them (:func:`build_server`), in either mode.
 
 - individual mode: one MCP tool per declared function, named as declared;
 - consolidated mode: ``NAME(action=…, <union of all arguments>)`` plus
@@ -16,6 +17,7 @@ import math
 import threading
 import weakref
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import mcp_types
@@ -157,36 +159,67 @@ def _make_tool(
     return tool
 
 
-def build_server(
-    definition: ServerDefinition,
-    context: ServerContext,
-    *,
-    mode: str = "individual",
-) -> FastMCP:
-    """A FastMCP server exposing ``definition``'s tools in ``mode``.
+@dataclass(frozen=True)
+class AppTools:
+    """One app server's tools over one world, for a host that calls them in-process.
+
+    ``tools`` are listed as a FastMCP server around them lists them (same order, names,
+    descriptions and schemas: their schemas are portable already, nested models inlined by
+    :mod:`atoll.tool_schemas`, so FastMCP's dereferencing changes nothing) and called with their public ``run(arguments)``: they need no
+    request context nor a server's middleware. ``warm`` builds the server's indexes ahead of
+    the first call (:func:`server_warmer`), or is None. The environment's gateway takes these
+    instead of a FastMCP server: a world's nine servers are built anew for every trial, and the
+    servers, their ``add_tool`` and a ``tools/list`` through their middleware were about 5% of a
+    local trial's CPU (docs/performance.md, "Paper scale")."""
+
+    name: str
+    description: str
+    tools: tuple[Tool, ...]
+    warm: Callable[[], Any] | None
+
+
+def build_tools(
+    definition: ServerDefinition, context: ServerContext, *, mode: str = "individual"
+) -> AppTools:
+    """``definition``'s tools in ``mode`` over ``context``'s world.
 
     Raises ValueError for an unknown mode.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     state = definition.state(context) if definition.state is not None else context
+    tools = (
+        [_individual_tool(tool, state) for tool in definition.tools]
+        if mode == "individual"
+        else list(_consolidated_tools(definition, state))
+    )
+    warm = getattr(state, "warm", None)
+    return AppTools(definition.name, definition.description, tuple(tools), warm if callable(warm) else None)
+
+
+def build_server(
+    definition: ServerDefinition,
+    context: ServerContext,
+    *,
+    mode: str = "individual",
+) -> FastMCP:
+    """A FastMCP server exposing ``definition``'s tools in ``mode`` (``atoll mcp NAME``, and
+    hosts that serve it through a client).
+
+    Raises ValueError for an unknown mode.
+    """
+    built = build_tools(definition, context, mode=mode)
     server = FastMCP(
         name=f"atoll-{definition.name}",
         version=__version__,
         instructions=definition.description or None,
         on_duplicate="error",
     )
-    tools = (
-        [_individual_tool(tool, state) for tool in definition.tools]
-        if mode == "individual"
-        else list(_consolidated_tools(definition, state))
-    )
-    for tool in tools:
+    for tool in built.tools:
         server.add_tool(tool)
-    _DIRECT[server] = {tool.name: tool for tool in tools}
-    warm = getattr(state, "warm", None)
-    if callable(warm):
-        _WARMERS[server] = warm
+    _DIRECT[server] = {tool.name: tool for tool in built.tools}
+    if built.warm is not None:
+        _WARMERS[server] = built.warm
     return server
 
 

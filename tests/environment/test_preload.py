@@ -47,15 +47,15 @@ from environment import gateway, preload
 
 gate = threading.Event()
 log = []
-real = mcp_servers.create_server
+real = mcp_servers.create_tools
 
-def create_server(name, **kwargs):
+def create_tools(name, **kwargs):
     if threading.current_thread().name == "preload" and not gate.is_set():
         gate.wait()
     log.append((threading.current_thread().name, name))
     return real(name, **kwargs)
 
-mcp_servers.create_server = create_server
+mcp_servers.create_tools = create_tools
 before = preload.wait_for_preload(0)  # no preload started: nothing to wait for
 worker = threading.Thread(target=preload.preload_app_servers, name="preload")
 worker.start()

@@ -620,6 +620,26 @@ async def test_direct_tools_are_every_tool_and_answer_without_the_server(world, 
 
 
 @pytest.mark.parametrize("mode", ["individual", "consolidated"])
+async def test_tools_without_a_server_are_listed_as_the_server_lists_them(world, mode):
+    """The environment's gateway takes every app server's tools without a FastMCP server
+    (``create_tools``) and lists them itself: what its clients see must be what the server
+    would list, through its middleware (which inlines a schema's $refs), in the same order."""
+    names = [*mcp_servers.SERVER_NAMES, *mcp_servers.OPTIONAL_SERVER_NAMES, "notes_test"]
+    for name in names:
+        roots = {"fs_root": world.fs_root, "apps_data_root": world.apps_root, "mode": mode}
+        built = mcp_servers.create_tools(name, **roots)
+        served = await create_server(name, **roots).list_tools()
+        assert built.name == name
+        assert [tool.to_mcp_tool().model_dump() for tool in built.tools] == [
+            tool.to_mcp_tool().model_dump() for tool in served
+        ], name
+    notes = mcp_servers.create_tools("notes_test", **roots, options={"user_email": "me@x.org"})
+    name, arguments = ("whoami", {}) if mode == "individual" else ("notes", {"action": "whoami"})
+    result = await next(tool for tool in notes.tools if tool.name == name).run(arguments)
+    assert result.structured_content["email"] == "me@x.org" and not result.is_error
+
+
+@pytest.mark.parametrize("mode", ["individual", "consolidated"])
 async def test_servers_for_two_worlds_share_validated_tools_but_each_calls_into_its_own(tmp_path, mode):
     """A world's servers are built anew for every trial: each tool's model is validated once
     per process and copied, and each copy calls into the world of the server it was built for."""
