@@ -41,7 +41,7 @@ def tasks_from_data(
     for entry in data["tasks"]:
         task_id = entry["task_id"]
         try:
-            task = _fill(entry, values.get(task_id, {}))
+            task = fill(entry, values.get(task_id, {}))
         except KeyError as exc:
             raise AtollError(
                 ErrorCode.bad_input, f"{path.name}: task {task_id} uses {exc} with no value"
@@ -75,14 +75,16 @@ def tasks_from_data(
     return tasks
 
 
-def _fill(value: Any, values: Mapping[str, Any]) -> Any:
+def fill(value: Any, values: Mapping[str, Any]) -> Any:
+    """``value`` with ``values`` filled in by name, all through its lists and mappings (a string
+    that is one ``{name}`` becomes that value). Raises KeyError naming a name with no value."""
     if isinstance(value, str):
         whole = _ONE_NAME.fullmatch(value)
         return values[whole[1]] if whole else value.format_map(values)
     if isinstance(value, list):
-        return [_fill(item, values) for item in value]
+        return [fill(item, values) for item in value]
     if isinstance(value, dict):
-        return {key: _fill(item, values) for key, item in value.items()}
+        return {key: fill(item, values) for key, item in value.items()}
     return value
 
 

@@ -7,7 +7,6 @@ import statistics
 from pathlib import Path
 
 from atoll.benchmark import Task
-from atoll_sample import deal_apps as apps
 from atoll_sample import deal_files as files
 from atoll_sample._tasks import GoldWriter, replace_in_deck, tasks_from_data
 from atoll_sample._world import WorldDraft
@@ -64,7 +63,7 @@ def build_tasks(draft: WorldDraft, benchmark_root: Path) -> list[Task]:
     # The board deck at the revised offer.
     task_id = "atlas-03-board-deck-offer"
     offer = "$435M"
-    multiple = files.multiple_text(apps.REVISED_PRICE / 1e6, facts["ebitda_adjusted"])
+    multiple = files.multiple_text(facts["revised_price"] / 1e6, facts["ebitda_adjusted"])
     replacements = {"$410M": offer, facts["board_multiple"]: multiple}
     deck = GoldWriter(benchmark_root, task_id).edited_copy(draft.fs(files.BOARD_DECK), files.BOARD_DECK)
     replace_in_deck(deck, replacements)

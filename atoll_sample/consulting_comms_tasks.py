@@ -7,7 +7,6 @@ from collections import Counter
 from pathlib import Path
 
 from atoll.benchmark import Task
-from atoll_sample import consulting_apps as apps
 from atoll_sample import consulting_files as files
 from atoll_sample._tasks import (
     GoldWriter,
@@ -98,10 +97,10 @@ def build_tasks(draft: WorldDraft, benchmark_root: Path) -> list[Task]:
 
     # A teammate answered in chat from the calendar.
     macon_visit = {
-        "location": apps.MACON_LOCATION,
-        "space_id": apps.CORE_SPACE[0],
-        "space_name": apps.CORE_SPACE[1],
-        "message": f"Macon plant visit is on {MACON_DATE} (all day) at {apps.MACON_LOCATION}.",
+        "location": facts["macon_location"],
+        "space_id": facts["core_space_id"],
+        "space_name": facts["core_space_name"],
+        "message": f"Macon plant visit is on {MACON_DATE} (all day) at {facts['macon_location']}.",
     }
 
     values = {

@@ -10,7 +10,6 @@ from datetime import date, timedelta
 from pathlib import Path
 
 from atoll.benchmark import Task
-from atoll_sample import deal_apps as apps
 from atoll_sample._tasks import tasks_from_data
 from atoll_sample._world import WorldDraft
 
@@ -85,7 +84,7 @@ def build_tasks(draft: WorldDraft, benchmark_root: Path) -> list[Task]:
     """atlas-09 (``tasks/atlas_market.yaml``): the revised offer against Corvane's market value."""
     close = draft.facts["crvn_close"]
     market_cap_m = close * SHARES_OUTSTANDING / 1e6
-    share = apps.REVISED_PRICE / 1e6 / market_cap_m * 100
+    share = draft.facts["revised_price"] / 1e6 / market_cap_m * 100
     values = {
         "symbol": SYMBOL,
         "shares": SHARES_OUTSTANDING,

@@ -16,12 +16,10 @@ from atoll.benchmark import Task, World
 from atoll.errors import AtollError, ErrorCode
 from atoll_sample import (
     banking_tasks,
-    consulting_apps,
     consulting_comms_tasks,
     consulting_files,
     consulting_tasks,
     coworkers,
-    deal_apps,
     deal_files,
     deal_legal,
     deal_market,
@@ -30,7 +28,7 @@ from atoll_sample import (
 from atoll_sample._files import FROZEN_AT, zip_tree
 from atoll_sample._world import WorldDraft
 from atoll_sample.people import ELENA, PRIYA
-from atoll_sample.render import files_from_data
+from atoll_sample.render import apps_from_data, files_from_data
 
 # What the generator writes at the top of OUT (and replaces on every run).
 OUTPUTS = (
@@ -84,7 +82,7 @@ _WORLDS = (
         (
             consulting_files.build_files,
             files_from_data("keystone_background"),
-            consulting_apps.build_apps,
+            apps_from_data("keystone_apps"),
             coworkers.build_keystone_personas,
         ),
         (consulting_tasks.build_tasks, consulting_comms_tasks.build_tasks, coworkers.build_tasks),
@@ -101,7 +99,7 @@ _WORLDS = (
             deal_files.build_files,
             files_from_data("atlas_background"),
             deal_legal.build_files,
-            deal_apps.build_apps,
+            apps_from_data("atlas_apps"),
             deal_market.build_files,
             coworkers.build_atlas_personas,
         ),

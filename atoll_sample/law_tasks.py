@@ -7,7 +7,6 @@ import re
 from pathlib import Path
 
 from atoll.benchmark import Task
-from atoll_sample import deal_apps as apps
 from atoll_sample import deal_files as finance
 from atoll_sample import deal_legal as legal
 from atoll_sample._tasks import GoldWriter, paragraph_index, replace_paragraph, tasks_from_data
@@ -93,7 +92,7 @@ def build_tasks(draft: WorldDraft, benchmark_root: Path) -> list[Task]:
 
     # The calendar invite for the SPA call.
     invitees = [GIDEON["email"], CATHERINE["email"], NADIA["email"]]
-    call = apps.SPA_CALL
+    call = facts["spa_call"]
     invite = call | {"invitees": invitees, "attendees": [{"email": e} for e in invitees]}
 
     shared = {

@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import json
+import mailbox
 import random
+import re
+from email.header import decode_header, make_header
 
+import icalendar
 import pytest
 import yaml
 
 from atoll.errors import AtollError
+from atoll_sample import people
 from atoll_sample._tasks import TASKS, tasks_from_data
 from atoll_sample._world import WorldDraft
 from atoll_sample.people import PRIYA, TOMAS
-from atoll_sample.render import WORLDS, render_files
+from atoll_sample.render import WORLDS, render_apps, render_files
 from tests.sample.conftest import CONSULTING, DEAL
 
 WORLD_OF = {"keystone_background": CONSULTING, "atlas_background": DEAL}  # data file -> its world
+APPS_OF = {"keystone_apps": CONSULTING, "atlas_apps": DEAL}  # apps data file -> its world
 
 
 def _draft(tmp_path) -> WorldDraft:
@@ -22,11 +29,45 @@ def _draft(tmp_path) -> WorldDraft:
 
 
 def test_every_listed_file_is_in_the_generated_world(worlds):
-    assert sorted(path.stem for path in WORLDS.glob("*.yaml")) == sorted(WORLD_OF)
+    assert sorted(path.stem for path in WORLDS.glob("*.yaml")) == sorted(WORLD_OF | APPS_OF)
     for name, world_id in WORLD_OF.items():
         data = yaml.safe_load((WORLDS / f"{name}.yaml").read_text(encoding="utf-8"))
         filesystem = worlds[world_id] / "filesystem"
         assert [e["path"] for e in data["files"] if not (filesystem / e["path"].lstrip("/")).is_file()] == []
+
+
+def _resolved(text: str, facts: dict) -> str:
+    """``text`` with ``{PERSON.field}`` and ``{fact}`` filled in, as the renderer does."""
+    return re.sub(r"\{([A-Z]+)\.(\w+)\}", lambda m: vars(people)[m[1]][m[2]], text).format_map(facts)
+
+
+@pytest.mark.parametrize("name", sorted(APPS_OF))
+def test_every_listed_message_event_and_chat_group_is_in_the_generated_world(worlds, name):
+    data = yaml.safe_load((WORLDS / f"{name}.yaml").read_text(encoding="utf-8"))
+    apps = worlds[APPS_OF[name]] / ".apps_data"
+    facts = data["facts"]
+
+    mail = data["mail"]
+    messages = list(mailbox.mbox(apps / mail["path"]))
+    keys = {m["Message-ID"].strip("<>").split("@")[0] for m in messages}
+    assert [spec["key"] for spec in mail["messages"] if spec["key"] not in keys] == []
+    subjects = [str(make_header(decode_header(m["Subject"]))).removeprefix("Re: ") for m in messages]
+    threads = mail["filler"]["threads"]
+    assert [subjects.count(t["subject"]) for t in threads] == [len(t["bodies"]) for t in threads]
+    assert len(messages) == len(mail["messages"]) + sum(len(t["bodies"]) for t in threads)
+
+    for calendar in data["calendars"]:
+        ics = icalendar.Calendar.from_ical((apps / _resolved(calendar["path"], facts)).read_bytes())
+        assert [str(e["UID"]) for e in ics.walk("VEVENT")] == [e["uid"] for e in calendar["events"]]
+
+    groups = apps / data["chat"]["path"] / "Groups"
+    listed = [_resolved(group["group_id"], facts) for group in data["chat"]["groups"]]
+    assert sorted(folder.name for folder in groups.iterdir()) == sorted(listed)
+    for group_id, group in zip(listed, data["chat"]["groups"], strict=True):
+        records = json.loads((groups / group_id / "messages.json").read_text(encoding="utf-8"))["messages"]
+        own = [item["text"] for item in group.get("messages", [])]
+        assert len(records) == group.get("filler", {}).get("count", 0) + len(own), group_id
+        assert [record["text"] for record in records[len(records) - len(own) :]] == own
 
 
 def test_a_person_field_is_filled_in_from_the_cast(tmp_path):
@@ -94,3 +135,64 @@ def test_a_task_takes_its_values_whole_or_formatted(tmp_path, monkeypatch):
     assert task.reference_solution.steps[0].arguments == {"lines": ["a", "b"]}
     with pytest.raises(AtollError, match="made_up.yaml: task t-1 uses 'lines' with no value"):
         tasks_from_data("made_up", "world_test", tmp_path, {"t-1": {"x": 1}})
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"sender": "NOBODY"}, "NOBODY is no person"),
+        ({"to": ["KEYSTONE_TEAM"], "sender": "KEYSTONE_TEAM"}, "KEYSTONE_TEAM is a list of people"),
+        ({"subject": "About {nowhere}"}, "world.yaml: uses 'nowhere' with no value"),
+        ({"date": "2024-02-27 16:42"}, "'2024-02-27 16:42' is neither a day nor"),
+        ({"date": "2024-02-27 16:42 Mars/Olympus"}, "'2024-02-27 16:42 Mars/Olympus' is neither"),
+    ],
+    ids=["unknown-person", "list-for-one", "unknown-fact", "moment-without-zone", "unknown-zone"],
+)
+def test_a_mistake_in_an_apps_data_file_is_one_line_naming_it(tmp_path, change, named):
+    message = {"key": "m-1", "sender": "PRIYA", "to": ["TOMAS"], "date": "2024-02-27 16:42 UTC"}
+    message |= {"subject": "Hello", "body": "Hi"} | change
+    data = {
+        "mail": {
+            "path": "mail/box.mbox",
+            "filler": {
+                "prefix": "x",
+                "people": ["PRIYA"],
+                "start": "2024-01-09 00:00 UTC",
+                "span_days": 1,
+                "threads": [],
+            },
+            "messages": [message],
+        },
+        "calendars": [],
+        "chat": {"path": "chat", "user_id": "1", "start": "2024-01-09 00:00 UTC", "lines": [], "groups": []},
+    }
+    data_file = tmp_path / "world.yaml"
+    data_file.write_text(yaml.safe_dump(data), encoding="utf-8")
+    with pytest.raises(AtollError) as raised:
+        render_apps(_draft(tmp_path / "world"), data_file)
+    assert named in raised.value.message and "\n" not in raised.value.message
+
+
+def test_an_apps_data_file_sets_its_facts_and_the_counts(tmp_path):
+    data_file = tmp_path / "world.yaml"
+    data_file.write_text(
+        "facts: {room: Boardroom 3}\n"
+        "mail: {path: mail/box.mbox, messages: [],\n"
+        "  filler: {prefix: x, people: [PRIYA, TOMAS, ZOE], start: 2024-01-09 00:00 UTC, span_days: 1,\n"
+        "           threads: [{subject: Hello, bodies: [One, Two]}]}}\n"
+        "calendars: [{path: 'calendar/{PRIYA.email}.ics', name: '{PRIYA.name}', events: [\n"
+        "  {uid: e-1, summary: 'In {room}', start: 2024-03-12, end: 2024-03-13, attendees: [TOMAS]}]}]\n"
+        "chat: {path: chat, user_id: '1', start: 2024-01-09 08:00 UTC, lines: [a, b], groups: [\n"
+        "  {group_id: DM x, members: [PRIYA, TOMAS], filler: {count: 3}, deleted: [1],\n"
+        "   messages: [{author: TOMAS, at: 2024-03-01 09:00 UTC, text: c},\n"
+        "              {author: PRIYA, at: 2024-03-01 09:05 UTC, text: d, topic: 0}]}]}\n",
+        encoding="utf-8",
+    )
+    draft = _draft(tmp_path / "world")
+    render_apps(draft, data_file)
+    assert draft.facts == {"room": "Boardroom 3", "mail_count": 2, "event_count": 1, "chat_count": 5}
+    ics = icalendar.Calendar.from_ical(draft.apps(f"calendar/{PRIYA['email']}.ics").read_bytes())
+    assert [str(e["SUMMARY"]) for e in ics.walk("VEVENT")] == ["In Boardroom 3"]
+    records = json.loads(draft.apps("chat/Groups/DM x/messages.json").read_text(encoding="utf-8"))["messages"]
+    assert [r["text"] for r in records][1:] == ["", "a", "c", "d"]
+    assert records[4]["topic_id"] == records[3]["topic_id"] != records[2]["topic_id"]
