@@ -75,16 +75,28 @@ def tasks_from_data(
     return tasks
 
 
-def fill(value: Any, values: Mapping[str, Any]) -> Any:
+def fill(value: Any, values: Mapping[str, Any], *, splice: bool = False) -> Any:
     """``value`` with ``values`` filled in by name, all through its lists and mappings (a string
-    that is one ``{name}`` becomes that value). Raises KeyError naming a name with no value."""
+    that is one ``{name}`` becomes that value; a mapping's keys are formatted). With ``splice``,
+    a list item that is one ``{name}`` naming a list stands for that list's items. Raises
+    KeyError naming a name with no value."""
     if isinstance(value, str):
         whole = _ONE_NAME.fullmatch(value)
         return values[whole[1]] if whole else value.format_map(values)
     if isinstance(value, list):
-        return [fill(item, values) for item in value]
+        filled = []
+        for item in value:
+            one = fill(item, values, splice=splice)
+            if splice and isinstance(one, list) and isinstance(item, str):
+                filled.extend(one)
+            else:
+                filled.append(one)
+        return filled
     if isinstance(value, dict):
-        return {key: fill(item, values) for key, item in value.items()}
+        return {
+            key.format_map(values) if isinstance(key, str) else key: fill(item, values, splice=splice)
+            for key, item in value.items()
+        }
     return value
 
 

@@ -18,7 +18,7 @@ def build_tasks(draft: WorldDraft, benchmark_root: Path) -> list[Task]:
     ebitda_m = facts["ebitda_adjusted"] / 1000
     comp_multiples = [(cap + debt) / ebitda for _n, cap, debt, _rev, ebitda in facts["comps"]]
     precedent_multiples = [ev / ebitda for _a, _t, ev, ebitda in facts["precedents"]]
-    shared = {"comps": files.COMPS, "financials": files.FINANCIALS, "ebitda_m": ebitda_m}
+    shared = {"comps": facts["comps_workbook"], "financials": facts["financials"], "ebitda_m": ebitda_m}
 
     median = statistics.median(comp_multiples)
     implied = median * ebitda_m
@@ -31,7 +31,7 @@ def build_tasks(draft: WorldDraft, benchmark_root: Path) -> list[Task]:
 
     # The football field workbook, with precedents from the task's own input file.
     task_id = "atlas-02-football-field"
-    overlay = benchmark_root / "task_files" / task_id / "filesystem" / files.PRECEDENTS_INPUT.lstrip("/")
+    overlay = benchmark_root / "task_files" / task_id / "filesystem" / facts["precedents_input"].lstrip("/")
     overlay.parent.mkdir(parents=True, exist_ok=True)
     overlay.write_text(facts["precedents_csv"], encoding="utf-8")
     output = "/Outputs/Atlas_valuation_summary.xlsx"
@@ -51,7 +51,7 @@ def build_tasks(draft: WorldDraft, benchmark_root: Path) -> list[Task]:
     )
     football_field = {
         "output": output,
-        "precedents_input": files.PRECEDENTS_INPUT,
+        "precedents_input": facts["precedents_input"],
         "headers": headers,
         "rows": rows,
         "comps_low": rows[0][3],
@@ -65,10 +65,10 @@ def build_tasks(draft: WorldDraft, benchmark_root: Path) -> list[Task]:
     offer = "$435M"
     multiple = files.multiple_text(facts["revised_price"] / 1e6, facts["ebitda_adjusted"])
     replacements = {"$410M": offer, facts["board_multiple"]: multiple}
-    deck = GoldWriter(benchmark_root, task_id).edited_copy(draft.fs(files.BOARD_DECK), files.BOARD_DECK)
-    replace_in_deck(deck, replacements)
+    deck = facts["board_deck"]
+    replace_in_deck(GoldWriter(benchmark_root, task_id).edited_copy(draft.fs(deck), deck), replacements)
     board_deck = {
-        "deck": files.BOARD_DECK,
+        "deck": deck,
         "offer": offer,
         "multiple": multiple,
         "operations": [

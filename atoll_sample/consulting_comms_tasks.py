@@ -7,7 +7,6 @@ from collections import Counter
 from pathlib import Path
 
 from atoll.benchmark import Task
-from atoll_sample import consulting_files as files
 from atoll_sample._tasks import (
     GoldWriter,
     paragraph_index,
@@ -33,16 +32,17 @@ def build_tasks(draft: WorldDraft, benchmark_root: Path) -> list[Task]:
     by_category = {c: sum(r[3] for r in addressable if r[0] == c) for c in rates}
     savings_by_category = {c: by_category[c] * rates[c] for c in rates}
     total_savings = sum(savings_by_category.values())
-    theme_counts = Counter(issue for _path, issues in files.INTERVIEWS.values() for issue in issues)
+    theme_counts = Counter(issue for interview in facts["interviews"] for issue in interview["issues"])
     top_theme = theme_counts.most_common(1)[0][0]
 
     # The placeholders of the SteerCo draft deck, filled in.
     task_id = "keystone-05-fill-steerco-draft"
     replacements = {"$[TBD]M": _money_m(total_savings), "[TBC]": NEXT_STEERCO}
     gold = GoldWriter(benchmark_root, task_id)
-    replace_in_deck(gold.edited_copy(draft.fs(files.STEERCO_DECK), files.STEERCO_DECK), replacements)
+    deck = facts["steerco_deck"]
+    replace_in_deck(gold.edited_copy(draft.fs(deck), deck), replacements)
     steerco_draft = {
-        "deck": files.STEERCO_DECK,
+        "deck": deck,
         "total_m": _money_m(total_savings),
         "next_steerco": NEXT_STEERCO,
         "operations": [
@@ -53,8 +53,9 @@ def build_tasks(draft: WorldDraft, benchmark_root: Path) -> list[Task]:
 
     # The interview placeholder of the interim report, replaced.
     task_id = "keystone-06-interview-summary"
-    index = paragraph_index(draft.fs(files.INTERIM_DOC), files.INTERVIEW_PLACEHOLDER)
-    plants_seen = list(files.INTERVIEWS)
+    report = facts["interim_doc"]
+    index = paragraph_index(draft.fs(report), facts["interview_placeholder"])
+    plants_seen = [interview["plant"] for interview in facts["interviews"]]
     summary = (
         f"We interviewed the plant managers of {', '.join(plants_seen[:-1])} and {plants_seen[-1]}. The most common "
         f"issue was {top_theme} ({theme_counts[top_theme]} of 4 plants), followed by "
@@ -62,15 +63,15 @@ def build_tasks(draft: WorldDraft, benchmark_root: Path) -> list[Task]:
         + "."
     )
     gold = GoldWriter(benchmark_root, task_id)
-    replace_paragraph(gold.edited_copy(draft.fs(files.INTERIM_DOC), files.INTERIM_DOC), index, summary)
+    replace_paragraph(gold.edited_copy(draft.fs(report), report), index, summary)
     interview_summary = {
-        "report": files.INTERIM_DOC,
+        "report": report,
         "plants": plants_seen,
         "top_theme": top_theme,
         "top_theme_count": theme_counts[top_theme],
         "read_interviews": [
-            {"tool": "filesystem_read_text_file", "arguments": {"file_path": path}}
-            for path, _issues in files.INTERVIEWS.values()
+            {"tool": "filesystem_read_text_file", "arguments": {"file_path": interview["path"]}}
+            for interview in facts["interviews"]
         ],
         "index": index,
         "summary": summary,
@@ -87,7 +88,7 @@ def build_tasks(draft: WorldDraft, benchmark_root: Path) -> list[Task]:
         "total_fte_text": str(total_fte),
         "top_plant": top_plant,
         "top_fte": procurement[top_plant],
-        "headcount_csv": files.HEADCOUNT_CSV,
+        "headcount_csv": facts["headcount_csv"],
         "priya": PRIYA["email"],
         "margaret": MARGARET["email"],
         "tomas": TOMAS["email"],

@@ -7,7 +7,6 @@ from collections import Counter
 from pathlib import Path
 
 from atoll.benchmark import Task
-from atoll_sample import consulting_files as files
 from atoll_sample._tasks import GoldWriter, set_cells, tasks_from_data
 from atoll_sample._world import WorldDraft
 from atoll_sample.sheets import Sheet, write_workbook
@@ -46,7 +45,8 @@ def build_tasks(draft: WorldDraft, benchmark_root: Path) -> list[Task]:
         f"C{rows['MRO']}": source,
     }
     gold = GoldWriter(benchmark_root, task_id)
-    set_cells(gold.edited_copy(draft.fs(files.SPEND_CUBE), files.SPEND_CUBE), "Assumptions", edits)
+    spend_cube = facts["spend_cube"]
+    set_cells(gold.edited_copy(draft.fs(spend_cube), spend_cube), "Assumptions", edits)
     targets = {
         "logistics_cell": f"B{rows['Logistics']}",
         "logistics": edits[f"B{rows['Logistics']}"],
@@ -98,7 +98,7 @@ def build_tasks(draft: WorldDraft, benchmark_root: Path) -> list[Task]:
     # A new SteerCo pre-read deck.
     task_id = "keystone-04-steerco-preread"
     output = "/Outputs/Keystone_SteerCo_preread.pptx"
-    theme_counts = Counter(issue for _path, issues in files.INTERVIEWS.values() for issue in issues)
+    theme_counts = Counter(issue for interview in facts["interviews"] for issue in interview["issues"])
     top_theme = theme_counts.most_common(1)[0][0]
     category_rows = [["Category", "Target savings (USD M)"]] + [
         [c, f"{v / 1e6:.2f}"] for c, v in savings_by_category.items()
@@ -140,7 +140,7 @@ def build_tasks(draft: WorldDraft, benchmark_root: Path) -> list[Task]:
         "keystone-03-savings-by-plant": by_plant,
         "keystone-04-steerco-preread": preread,
     }
-    shared = {"spend_cube": files.SPEND_CUBE}
+    shared = {"spend_cube": facts["spend_cube"]}
     return tasks_from_data(
         "keystone_model", draft.world_id, benchmark_root, {k: shared | v for k, v in values.items()}
     )

@@ -80,7 +80,7 @@ _WORLDS = (
         "Management Consulting",
         PRIYA,
         (
-            consulting_files.build_files,
+            files_from_data("keystone_engagement", consulting_files.compute),
             files_from_data("keystone_background"),
             apps_from_data("keystone_apps"),
             coworkers.build_keystone_personas,
@@ -96,9 +96,9 @@ _WORLDS = (
         "Investment Banking",
         ELENA,
         (
-            deal_files.build_files,
+            files_from_data("atlas_financials", deal_files.compute),
             files_from_data("atlas_background"),
-            deal_legal.build_files,
+            files_from_data("atlas_legal", deal_legal.compute),
             apps_from_data("atlas_apps"),
             deal_market.build_files,
             coworkers.build_atlas_personas,

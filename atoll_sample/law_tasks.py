@@ -7,8 +7,6 @@ import re
 from pathlib import Path
 
 from atoll.benchmark import Task
-from atoll_sample import deal_files as finance
-from atoll_sample import deal_legal as legal
 from atoll_sample._tasks import GoldWriter, paragraph_index, replace_paragraph, tasks_from_data
 from atoll_sample._world import WorldDraft
 from atoll_sample.documents import write_document
@@ -32,17 +30,17 @@ def build_tasks(draft: WorldDraft, benchmark_root: Path) -> list[Task]:
         "names_pattern": _all_named(names),
         "share": share,
         "share_value": round(share, 3),
-        "financials": finance.FINANCIALS,
+        "financials": facts["financials"],
     }
 
     # The key-terms memo for the General Counsel.
     output = "/Outputs/Atlas SPA key terms memo.docx"
     terms = [
         ["Term", "SPA draft v4"],
-        ["Base Purchase Price", f"${legal.BASE_PRICE:,}"],
-        ["Escrow Amount", f"${legal.ESCROW:,} (18 months)"],
-        ["Outside Date", legal.OUTSIDE_DATE],
-        ["Reverse termination fee", f"${legal.REVERSE_FEE:,}"],
+        ["Base Purchase Price", f"${facts['base_price']:,}"],
+        ["Escrow Amount", f"${facts['escrow']:,} (18 months)"],
+        ["Outside Date", facts["outside_date"]],
+        ["Reverse termination fee", f"${facts['reverse_fee']:,}"],
         ["Governing law", "Delaware"],
     ]
     content = [
@@ -57,22 +55,23 @@ def build_tasks(draft: WorldDraft, benchmark_root: Path) -> list[Task]:
     key_terms = {
         "output": output,
         "content": content,
-        "spa": legal.SPA,
-        "base_price": legal.BASE_PRICE,
-        "escrow": legal.ESCROW,
-        "reverse_fee": legal.REVERSE_FEE,
-        "outside_date": legal.OUTSIDE_DATE,
+        "spa": facts["spa"],
+        "base_price": facts["base_price"],
+        "escrow": facts["escrow"],
+        "reverse_fee": facts["reverse_fee"],
+        "outside_date": facts["outside_date"],
     }
 
     # The scanned demand letter added to the disclosure schedule.
-    index = paragraph_index(draft.fs(legal.SCHEDULE), legal.SCHEDULE_PLACEHOLDER)
-    alder = legal.ALDER
+    schedule_path = facts["schedule"]
+    index = paragraph_index(draft.fs(schedule_path), facts["schedule_placeholder"])
+    alder = facts["alder"]
     item = f"3. Demand letter dated {alder['date']} from {alder['claimant']} alleging breach of the {alder['contract']} and claiming {alder['amount']}; no proceedings filed."
     gold = GoldWriter(benchmark_root, "atlas-06-disclosure-schedule")
-    replace_paragraph(gold.edited_copy(draft.fs(legal.SCHEDULE), legal.SCHEDULE), index, item)
+    replace_paragraph(gold.edited_copy(draft.fs(schedule_path), schedule_path), index, item)
     schedule = {
-        "schedule": legal.SCHEDULE,
-        "demand_letter": legal.DEMAND_LETTER,
+        "schedule": schedule_path,
+        "demand_letter": facts["demand_letter"],
         "alder": alder,
         "amount": alder["amount"].lstrip("$"),
         "index": index,
@@ -96,7 +95,7 @@ def build_tasks(draft: WorldDraft, benchmark_root: Path) -> list[Task]:
     invite = call | {"invitees": invitees, "attendees": [{"email": e} for e in invitees]}
 
     shared = {
-        "register": legal.REGISTER,
+        "register": facts["register_csv"],
         "elena": ELENA["email"],
         "catherine": CATHERINE["email"],
         "nadia": NADIA["email"],

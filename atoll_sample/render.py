@@ -4,10 +4,18 @@ A files data file lists ``files``, each ``{path, kind, ...}``; the kind names it
 
 - ``text``: ``body`` through :meth:`WorldDraft.text` (stripped, one final newline);
 - ``exact``: ``body`` written as it is (CSV extracts whose bytes a task may read);
+- ``csv``: ``rows`` as comma-separated lines (quoted where needed, ``\n`` line ends);
 - ``docx``: ``blocks`` (:mod:`atoll_sample.documents`), ``author``, ``title``;
 - ``pptx``: ``slides`` (:mod:`atoll_sample.slides`), ``author``, ``title``;
 - ``xlsx``: ``sheets``, each the fields of :class:`atoll_sample.sheets.Sheet`, ``creator``;
 - ``pdf``: ``pages`` (:mod:`atoll_sample.pdfs`), ``title``, ``author``.
+
+It may hold ``facts`` too (added to the draft's facts first; the world-building step's
+``compute`` then derives its numbers from them, drawing from the draft's ``rng``). Every string of
+a file is filled in from the facts as in a task data file (below), and a list item that is one
+``{name}`` naming a list stands for its items (a table's computed rows after its header row, a
+row's computed cells after its label). A file with ``each: name`` is written once for every
+mapping of the list that fact holds, its keys filled in too (``path: "{path}"``).
 
 An apps data file holds the user's mail, calendars and chat (:func:`render_apps`): ``facts``
 (added to the draft's facts, for tasks), ``mail`` (:mod:`atoll_sample.mail` specs plus filler
@@ -25,6 +33,8 @@ draft's seeded ``rng`` in the order the data lists it.
 
 from __future__ import annotations
 
+import csv
+import io
 import re
 from collections.abc import Callable
 from datetime import date, datetime
@@ -51,9 +61,12 @@ _PERSON_FIELD = re.compile(r"\{([A-Z]+)\.(name|email|title|company)\}")
 _MOMENT = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d) (\S+)")
 
 
-def files_from_data(name: str) -> Callable[[WorldDraft], None]:
-    """The world-building step that renders ``worlds/<name>.yaml`` into a draft's filesystem."""
-    return _step(render_files, name, "files_from_data")
+def files_from_data(
+    name: str, compute: Callable[[WorldDraft], None] | None = None
+) -> Callable[[WorldDraft], None]:
+    """The world-building step that renders ``worlds/<name>.yaml`` into a draft's filesystem,
+    calling ``compute`` once the data's facts are in the draft's."""
+    return _step(lambda draft, data_file: render_files(draft, data_file, compute), name, "files_from_data")
 
 
 def apps_from_data(name: str) -> Callable[[WorldDraft], None]:
@@ -69,16 +82,31 @@ def _step(render: Callable[[WorldDraft, Path], None], name: str, label: str) -> 
     return build
 
 
-def render_files(draft: WorldDraft, data_file: Path) -> None:
-    """Write every file ``data_file`` lists into ``draft``. Raises AtollError ``bad_input``
-    naming a file of an unknown kind or an unknown person."""
-    for entry in _with_people(yaml.safe_load(data_file.read_text(encoding="utf-8")))["files"]:
+def render_files(
+    draft: WorldDraft, data_file: Path, compute: Callable[[WorldDraft], None] | None = None
+) -> None:
+    """Add the facts ``data_file`` holds to ``draft``'s, call ``compute`` (if any), then write
+    every file it lists into ``draft``. Raises AtollError ``bad_input`` naming a file of an
+    unknown kind, an unknown person or a value with no fact."""
+    data = _with_people(yaml.safe_load(data_file.read_text(encoding="utf-8")))
+    draft.facts.update(data.get("facts", {}))
+    if compute:
+        compute(draft)
+    for entry in data["files"]:
         kind = entry["kind"]
         if kind not in _WRITERS:
             raise AtollError(
                 ErrorCode.bad_input, f"{data_file.name}: {entry['path']} has unknown kind {kind!r}"
             )
-        _WRITERS[kind](draft, entry)
+        try:
+            items = draft.facts[entry["each"]] if "each" in entry else [{}]
+            filled = [fill(entry, draft.facts | item, splice=True) for item in items]
+        except KeyError as exc:
+            raise AtollError(
+                ErrorCode.bad_input, f"{data_file.name}: {entry['path']} uses {exc} with no value"
+            ) from None
+        for one in filled:
+            _WRITERS[kind](draft, one)
 
 
 def render_apps(draft: WorldDraft, data_file: Path) -> None:
@@ -228,6 +256,17 @@ def _exact(draft: WorldDraft, entry: dict[str, Any]) -> None:
     draft.fs(entry["path"]).write_text(entry["body"], encoding="utf-8")
 
 
+def _csv(draft: WorldDraft, entry: dict[str, Any]) -> None:
+    draft.fs(entry["path"]).write_text(csv_text(entry["rows"]), encoding="utf-8")
+
+
+def csv_text(rows: list[list[Any]]) -> str:
+    """``rows`` as a CSV file's text (``\n`` line ends)."""
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    return out.getvalue()
+
+
 def _docx(draft: WorldDraft, entry: dict[str, Any]) -> None:
     options = {key: entry[key] for key in ("author", "title") if key in entry}
     write_document(draft.fs(entry["path"]), entry["blocks"], **options)
@@ -251,6 +290,7 @@ def _pdf(draft: WorldDraft, entry: dict[str, Any]) -> None:
 _WRITERS: dict[str, Callable[[WorldDraft, dict[str, Any]], None]] = {
     "text": _text,
     "exact": _exact,
+    "csv": _csv,
     "docx": _docx,
     "pptx": _pptx,
     "xlsx": _xlsx,

@@ -20,7 +20,13 @@ from atoll_sample.people import PRIYA, TOMAS
 from atoll_sample.render import WORLDS, render_apps, render_files
 from tests.sample.conftest import CONSULTING, DEAL
 
-WORLD_OF = {"keystone_background": CONSULTING, "atlas_background": DEAL}  # data file -> its world
+WORLD_OF = {  # data file -> its world
+    "keystone_background": CONSULTING,
+    "keystone_engagement": CONSULTING,
+    "atlas_background": DEAL,
+    "atlas_financials": DEAL,
+    "atlas_legal": DEAL,
+}
 APPS_OF = {"keystone_apps": CONSULTING, "atlas_apps": DEAL}  # apps data file -> its world
 
 
@@ -32,8 +38,17 @@ def test_every_listed_file_is_in_the_generated_world(worlds):
     assert sorted(path.stem for path in WORLDS.glob("*.yaml")) == sorted(WORLD_OF | APPS_OF)
     for name, world_id in WORLD_OF.items():
         data = yaml.safe_load((WORLDS / f"{name}.yaml").read_text(encoding="utf-8"))
-        filesystem = worlds[world_id] / "filesystem"
-        assert [e["path"] for e in data["files"] if not (filesystem / e["path"].lstrip("/")).is_file()] == []
+        facts, filesystem = data.get("facts", {}), worlds[world_id] / "filesystem"
+        missing = []
+        for entry in data["files"]:
+            each = entry.get("each")
+            if each and each not in facts:  # one file per item of a computed list: at least one
+                pattern = re.sub(r"\{[^}]*\}", "*", entry["path"]).lstrip("/")
+                missing += [] if list(filesystem.glob(pattern)) else [entry["path"]]
+                continue
+            paths = [_resolved(entry["path"], facts | item) for item in (facts[each] if each else [{}])]
+            missing += [path for path in paths if not (filesystem / path.lstrip("/")).is_file()]
+        assert missing == [], name
 
 
 def _resolved(text: str, facts: dict) -> str:
@@ -82,6 +97,27 @@ def test_a_person_field_is_filled_in_from_the_cast(tmp_path):
     render_files(draft, data_file)
     assert draft.fs("/roster.txt").read_text(encoding="utf-8") == f"{TOMAS['name']} <{TOMAS['email']}>\n"
     assert draft.fs("/raw.csv").read_bytes() == b"a,b\n1,2\n"
+
+
+def test_a_files_data_file_fills_computed_values_in(tmp_path):
+    data_file = tmp_path / "world.yaml"
+    data_file.write_text(
+        "facts: {report: /r.csv, notes: [{plant: Aurora}, {plant: Macon}]}\n"
+        "files:\n"
+        "  - {path: '{report}', kind: csv, rows: [[plant, fte], '{rows}', [Total, '{total}']]}\n"
+        "  - {path: '/{plant}.md', each: notes, kind: text, body: '{plant}: {total} in all'}\n",
+        encoding="utf-8",
+    )
+    draft = _draft(tmp_path / "world")
+
+    def compute(draft: WorldDraft) -> None:
+        draft.facts |= {"rows": [["Aurora", 3], ["Macon, GA", 4]], "total": 7}
+
+    render_files(draft, data_file, compute)
+    assert draft.fs("/r.csv").read_text(encoding="utf-8") == 'plant,fte\nAurora,3\n"Macon, GA",4\nTotal,7\n'
+    assert draft.fs("/Macon.md").read_text(encoding="utf-8") == "Macon: 7 in all\n"
+    with pytest.raises(AtollError, match=r"world.yaml: \{report\} uses 'rows' with no value"):
+        render_files(_draft(tmp_path / "other"), data_file)
 
 
 @pytest.mark.parametrize(
