@@ -13,6 +13,7 @@ import zipfile
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 # The moment the sample worlds are "frozen" (used for every timestamp not part of the content).
 FROZEN_AT = datetime(2024, 3, 1, 9, 0, 0)
@@ -21,6 +22,17 @@ _W3CDTF = "2024-03-01T09:00:00Z"
 
 _CORE_DATE = re.compile(r"(<dcterms:(?:created|modified)[^>]*>)[^<]*(</dcterms:)")
 _WORD_DATE = re.compile(r'w:date="[^"]*"')
+
+
+def freeze_properties(properties: Any, *, author: str, title: str) -> None:
+    """Set an OOXML file's core properties (python-docx and python-pptx share the shape) to the
+    author and title given and the frozen date, so the same input writes the same bytes."""
+    properties.author = author
+    properties.last_modified_by = author
+    properties.title = title
+    properties.created = FROZEN_AT
+    properties.modified = FROZEN_AT
+    properties.revision = 1
 
 
 def _fixed_info(name: str) -> zipfile.ZipInfo:

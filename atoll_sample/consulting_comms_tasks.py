@@ -15,36 +15,29 @@ from atoll_sample._tasks import (
     tasks_from_data,
 )
 from atoll_sample._world import WorldDraft
+from atoll_sample.consulting_files import money_m, savings
 from atoll_sample.people import MARGARET, PRIYA, TOMAS
 
-NEXT_STEERCO = "Thursday, March 14, 2024"
 MACON_DATE = "Tuesday, March 12, 2024"
-
-
-def _money_m(value: float) -> str:
-    return f"${value / 1e6:.1f}M"
 
 
 def build_tasks(draft: WorldDraft, benchmark_root: Path) -> list[Task]:
     facts = draft.facts
-    spend, rates = facts["spend"], facts["rates"]
-    addressable = [r for r in spend if r[5] == "Y"]
-    by_category = {c: sum(r[3] for r in addressable if r[0] == c) for c in rates}
-    savings_by_category = {c: by_category[c] * rates[c] for c in rates}
-    total_savings = sum(savings_by_category.values())
+    next_steerco = facts["next_steerco"]
+    total_savings = savings(facts).total
     theme_counts = Counter(issue for interview in facts["interviews"] for issue in interview["issues"])
     top_theme = theme_counts.most_common(1)[0][0]
 
     # The placeholders of the SteerCo draft deck, filled in.
     task_id = "keystone-05-fill-steerco-draft"
-    replacements = {"$[TBD]M": _money_m(total_savings), "[TBC]": NEXT_STEERCO}
+    replacements = {"$[TBD]M": money_m(total_savings), "[TBC]": next_steerco}
     gold = GoldWriter(benchmark_root, task_id)
     deck = facts["steerco_deck"]
     replace_in_deck(gold.edited_copy(draft.fs(deck), deck), replacements)
     steerco_draft = {
         "deck": deck,
-        "total_m": _money_m(total_savings),
-        "next_steerco": NEXT_STEERCO,
+        "total_m": money_m(total_savings),
+        "next_steerco": next_steerco,
         "operations": [
             {"type": "replace_text", "slide_index": None, "search": old, "replace": new}
             for old, new in replacements.items()

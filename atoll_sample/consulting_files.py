@@ -6,7 +6,35 @@ spend and headcount from its facts and adds the tables the files show.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from atoll_sample._world import WorldDraft
+
+
+@dataclass(frozen=True)
+class Savings:
+    """The savings model as the spend cube holds it: addressable spend (rows of fact ``spend``
+    marked Y) by category, and the target savings at each category's rate."""
+
+    addressable: list[tuple[Any, ...]]
+    spend_by_category: dict[str, float]
+    by_category: dict[str, float]
+    total: float
+
+
+def savings(facts: dict[str, Any]) -> Savings:
+    """The savings model of the world's facts ``spend`` and ``rates`` (what the tasks derive)."""
+    spend, rates = facts["spend"], facts["rates"]
+    addressable = [row for row in spend if row[5] == "Y"]
+    spend_by = {c: sum(row[3] for row in addressable if row[0] == c) for c in rates}
+    by_category = {c: spend_by[c] * rates[c] for c in rates}
+    return Savings(addressable, spend_by, by_category, sum(by_category.values()))
+
+
+def money_m(value: float) -> str:
+    """Dollars in millions as the deliverables write them ($4.2M)."""
+    return f"${value / 1e6:.1f}M"
 
 
 def compute(draft: WorldDraft) -> None:

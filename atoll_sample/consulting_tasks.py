@@ -9,23 +9,17 @@ from pathlib import Path
 from atoll.benchmark import Task
 from atoll_sample._tasks import GoldWriter, set_cells, tasks_from_data
 from atoll_sample._world import WorldDraft
+from atoll_sample.consulting_files import money_m, savings
 from atoll_sample.sheets import Sheet, write_workbook
 from atoll_sample.slides import write_deck
-
-NEXT_STEERCO = "Thursday, March 14, 2024"
-
-
-def _money_m(value: float) -> str:
-    return f"${value / 1e6:.1f}M"
 
 
 def build_tasks(draft: WorldDraft, benchmark_root: Path) -> list[Task]:
     facts = draft.facts
-    spend, rates = facts["spend"], facts["rates"]
-    addressable = [r for r in spend if r[5] == "Y"]
-    by_category = {c: sum(r[3] for r in addressable if r[0] == c) for c in rates}
-    savings_by_category = {c: by_category[c] * rates[c] for c in rates}
-    total_savings = sum(savings_by_category.values())
+    rates, next_steerco = facts["rates"], facts["next_steerco"]
+    model = savings(facts)
+    addressable, by_category = model.addressable, model.spend_by_category
+    savings_by_category, total_savings = model.by_category, model.total
 
     packaging_savings = savings_by_category["Packaging"]
     baseline = {
@@ -107,11 +101,11 @@ def build_tasks(draft: WorldDraft, benchmark_root: Path) -> list[Task]:
         {
             "layout": "title",
             "title": "Project Keystone - SteerCo pre-read",
-            "subtitle": f"Halvorsen Foods | next SteerCo {NEXT_STEERCO}",
+            "subtitle": f"Halvorsen Foods | next SteerCo {next_steerco}",
         },
         {
             "layout": "table",
-            "title": f"Target savings by category - total {_money_m(total_savings)}",
+            "title": f"Target savings by category - total {money_m(total_savings)}",
             "rows": category_rows,
         },
         {
@@ -123,8 +117,8 @@ def build_tasks(draft: WorldDraft, benchmark_root: Path) -> list[Task]:
     write_deck(GoldWriter(benchmark_root, task_id).path(output), slides)
     preread = {
         "output": output,
-        "total_m": _money_m(total_savings),
-        "next_steerco": NEXT_STEERCO,
+        "total_m": money_m(total_savings),
+        "next_steerco": next_steerco,
         "top_theme": top_theme,
         "top_theme_count": theme_counts[top_theme],
         "slides": [

@@ -14,7 +14,7 @@ from typing import Any
 
 import docx
 
-from atoll_sample._files import FROZEN_AT, normalize_ooxml
+from atoll_sample._files import freeze_properties, normalize_ooxml
 
 Block = tuple[Any, ...]
 
@@ -23,13 +23,7 @@ def write_document(path: Path, blocks: list[Block], *, author: str = "atoll samp
     """Write ``blocks`` to ``path`` (parents created); byte-identical for identical input."""
     path.parent.mkdir(parents=True, exist_ok=True)
     document = docx.Document()
-    properties = document.core_properties
-    properties.author = author
-    properties.last_modified_by = author
-    properties.title = title
-    properties.created = FROZEN_AT
-    properties.modified = FROZEN_AT
-    properties.revision = 1
+    freeze_properties(document.core_properties, author=author, title=title)
     for block in blocks:
         kind = block[0]
         if kind == "heading":

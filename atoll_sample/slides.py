@@ -13,7 +13,7 @@ from typing import Any
 from pptx import Presentation
 from pptx.util import Inches, Pt
 
-from atoll_sample._files import FROZEN_AT, normalize_ooxml
+from atoll_sample._files import freeze_properties, normalize_ooxml
 
 _TITLE, _TITLE_AND_CONTENT, _TITLE_ONLY = 0, 1, 5
 
@@ -24,13 +24,7 @@ def write_deck(
     """Write ``slides`` to ``path`` (parents created); byte-identical for identical input."""
     path.parent.mkdir(parents=True, exist_ok=True)
     deck = Presentation()
-    properties = deck.core_properties
-    properties.author = author
-    properties.last_modified_by = author
-    properties.title = title
-    properties.created = FROZEN_AT
-    properties.modified = FROZEN_AT
-    properties.revision = 1
+    freeze_properties(deck.core_properties, author=author, title=title)
     for spec in slides:
         layout = spec["layout"]
         if layout == "title":
