@@ -62,7 +62,7 @@ _CONNECTION_META_KEYS = frozenset(
     }
 )
 
-#: Builds our own server's tools for ``{"transport": "inprocess"}`` (``mcp_servers.AppTools``);
+#: Builds our own server's tools for ``{"transport": "inprocess"}`` (``mcp_servers.create_tools``);
 #: tests may swap it for one that builds a FastMCP server, which is then served through a client
 #: (or called directly where ``mcp_servers.direct_tools`` knows its tools).
 ServerFactory = Callable[..., "FastMCP | AppTools"]
