@@ -154,12 +154,14 @@ class ReportAgentUsage(_Open):
     cache_write_tokens: int = 0
     agent_cost_usd: float
     judge_cost_usd: float
+    coworker_cost_usd: float = Field(0.0, description="the world's personas' model calls")
     judge_prompt_tokens: int = 0
     judge_completion_tokens: int = 0
     judge_reasoning_tokens: int = 0
     judge_cached_tokens: int = 0
     duration_s: float
     unpriced_trials: int = 0
+    coworker_unpriced_trials: int = 0
     judge_unpriced_trials: int = 0
     cost_unpriced_trials: int = 0
     agent_cost_known: bool = True

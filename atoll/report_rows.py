@@ -85,8 +85,13 @@ class ReportTrial(BaseModel):
     judge_cost_usd: float | None = Field(
         default=None, description="None: unknown (judge tokens without a price)"
     )
+    coworker_cost_usd: float | None = Field(
+        default=None,
+        description="the world's personas' model calls (their replies to the agent); None: unknown",
+    )
     cost_usd: float | None = Field(
-        default=None, description="agent + judge; None when the agent's or the judge's cost is unknown"
+        default=None,
+        description="agent + personas + judge; None when the agent's, the personas' or the judge's cost is unknown",
     )
     duration_s: float | None = None
     finished_at: str | None = None

@@ -149,12 +149,23 @@ class TrialResult(BaseModel):
     judge_cached_tokens: int = Field(
         default=0, description="of judge_prompt_tokens, read from the prompt cache"
     )
+    coworker_cost_usd: float = Field(
+        default=0.0,
+        description="the world's personas' model calls: their replies to the agent (docs/coworkers.md)",
+    )
+    coworker_prompt_tokens: int = 0
+    coworker_completion_tokens: int = 0
     duration_s: float = 0.0
     trajectory_uri: str | None = None
     grade_uri: str | None = None
     snapshot_before_uri: str | None = None
     snapshot_after_uri: str | None = None
     finished_at: datetime | None = None
+
+    @property
+    def cost_usd(self) -> float:
+        """What the trial cost in model calls: the agent's, the judge's and the personas'."""
+        return self.agent_cost_usd + self.judge_cost_usd + self.coworker_cost_usd
 
     @property
     def error_kind(self) -> ErrorKind | UngradeableCode | str | None:

@@ -288,7 +288,7 @@ def trial_detail(store: TrialStore, name: str, trial_id: str) -> TrialDetail:
         end_reason=result.run_status if result else None,
         error=result.error if result else None,
         duration_s=result.duration_s if result else None,
-        cost_usd=(result.agent_cost_usd + result.judge_cost_usd) if result else None,
+        cost_usd=result.cost_usd if result else None,
         judge_id=result.judge_id if result else None,
         finished_at=result.finished_at if result else None,
         verdicts=verdicts,

@@ -75,7 +75,7 @@ class ProgressView:
         elif kind in ("finished", "lost", "infra_error", "retry", "cancelled"):
             self.running -= 1
             if result is not None:
-                self.cost += result.agent_cost_usd + result.judge_cost_usd
+                self.cost += result.cost_usd
                 self.unpriced += not all(costs_known(result))
             if kind == "finished" and result is not None:
                 self.finished += 1

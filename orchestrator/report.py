@@ -83,12 +83,14 @@ def _collect(
             "cache_write_tokens": 0,
             "agent_cost_usd": 0.0,
             "judge_cost_usd": 0.0,
+            "coworker_cost_usd": 0.0,
             "judge_prompt_tokens": 0,
             "judge_completion_tokens": 0,
             "judge_reasoning_tokens": 0,
             "judge_cached_tokens": 0,
             "duration_s": 0.0,
             "unpriced_trials": 0,
+            "coworker_unpriced_trials": 0,
             "judge_unpriced_trials": 0,
             "priced_trials": 0,
             "priced_cost_usd": 0.0,
@@ -125,6 +127,7 @@ def _collect(
             "cache_write_tokens",
             "agent_cost_usd",
             "judge_cost_usd",
+            "coworker_cost_usd",
             "judge_prompt_tokens",
             "judge_completion_tokens",
             "judge_reasoning_tokens",
@@ -134,12 +137,13 @@ def _collect(
             entry[key] += getattr(result, key)
         if result.check_disagreements is not None:  # None: no check, or recorded before atoll counted them
             entry["check_disagreements"] = (entry["check_disagreements"] or 0) + result.check_disagreements
-        agent_priced, judge_priced = costs_known(result)
+        agent_priced, personas_priced, judge_priced = costs_known(result)
         entry["unpriced_trials"] += not agent_priced
+        entry["coworker_unpriced_trials"] += not personas_priced
         entry["judge_unpriced_trials"] += not judge_priced
-        if agent_priced and judge_priced:
+        if agent_priced and personas_priced and judge_priced:
             entry["priced_trials"] += 1
-            entry["priced_cost_usd"] += result.agent_cost_usd + result.judge_cost_usd
+            entry["priced_cost_usd"] += result.cost_usd
         records.append(_record(spec, result))
     for entry in usage.values():
         entry["outcomes"] = dict(sorted(entry["outcomes"].items()))
@@ -149,7 +153,8 @@ def _collect(
         entry["mean_tool_calls"] = entry["tool_calls"] / finished
         # Tokens without a price (a model litellm cannot price): the report says "unknown", not $0;
         # the mean is over the priced trials only (None when none was priced).
-        # The same for the judge's tokens; the mean is over trials whose both costs are known.
+        # The same for the personas' and the judge's tokens; the mean is over trials whose costs
+        # are all known.
         entry["agent_cost_known"] = entry["unpriced_trials"] == 0
         entry["judge_cost_known"] = entry["judge_unpriced_trials"] == 0
         priced = entry.pop("priced_trials")
@@ -346,6 +351,11 @@ def _pct(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:.1f}%"
 
 
+def _total_cost(usage: dict[str, Any]) -> float:
+    """An agent's trials' cost in model calls: the agent's, the personas' and the judge's."""
+    return usage["agent_cost_usd"] + usage.get("coworker_cost_usd", 0.0) + usage["judge_cost_usd"]
+
+
 def _cost(usd: float, unpriced: int, finished: int) -> str:
     return cost_words(usd, unpriced, finished)
 
@@ -398,12 +408,12 @@ def leaderboard_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
                 "trials": usage["trials"],
                 "excluded": metrics["excluded_trials"],
                 "tokens": {key: usage.get(key, 0) for key in TOKEN_KEYS},
-                "cost_usd": usage["agent_cost_usd"] + usage["judge_cost_usd"],
+                "cost_usd": _total_cost(usage),
                 "cost_known": usage.get("cost_unpriced_trials", 0) == 0,
                 "unpriced_trials": usage.get("cost_unpriced_trials", 0),
                 "finished": usage["finished"],
                 "cost": cost_words(
-                    usage["agent_cost_usd"] + usage["judge_cost_usd"],
+                    _total_cost(usage),
                     usage.get("cost_unpriced_trials", 0),
                     usage["finished"],
                 ),
@@ -770,8 +780,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         "## Usage and cost",
         "",
         "| Agent | Finished | Outcomes | Mean steps | Mean tool calls | Prompt tokens | Cached | Cache writes | "
-        "Completion tokens | Reasoning | Agent $ | Judge $ |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "Completion tokens | Reasoning | Agent $ | Personas $ | Judge $ |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for agent, usage in report["agents"].items():
         outcomes = ", ".join(f"{n} {why}" for why, n in usage["outcomes"].items())
@@ -780,6 +790,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"{usage['mean_tool_calls']:.1f} | {usage['prompt_tokens']} | {usage.get('cached_tokens', 0)} | "
             f"{usage.get('cache_write_tokens', 0)} | {usage['completion_tokens']} | {usage.get('reasoning_tokens', 0)} | "
             f"{_cost(usage['agent_cost_usd'], usage.get('unpriced_trials', 0), usage['finished'])} | "
+            f"{_cost(usage.get('coworker_cost_usd', 0.0), usage.get('coworker_unpriced_trials', 0), usage['finished'])} | "
             f"{_cost(usage['judge_cost_usd'], usage.get('judge_unpriced_trials', 0), usage['finished'])} |"
         )
     lines += _trial_table_lines(report)

@@ -53,11 +53,14 @@ def failure_key(row: ReportTrial) -> str | None:
     return f"{row.outcome}: {short_reason(row.error)}"
 
 
-def costs_known(result: TrialResult) -> tuple[bool, bool]:
-    """Whether the agent's and the judge's costs of a trial are known (``atoll.costs``'s rule:
-    tokens spent with no price make a cost unknown, not zero)."""
+def costs_known(result: TrialResult) -> tuple[bool, bool, bool]:
+    """Whether the agent's, the personas' and the judge's costs of a trial are known
+    (``atoll.costs``'s rule: tokens spent with no price make a cost unknown, not zero)."""
     return (
         cost_known(result.agent_cost_usd, result.prompt_tokens + result.completion_tokens),
+        cost_known(
+            result.coworker_cost_usd, result.coworker_prompt_tokens + result.coworker_completion_tokens
+        ),
         cost_known(result.judge_cost_usd, result.judge_prompt_tokens + result.judge_completion_tokens),
     )
 
@@ -109,7 +112,7 @@ def trial_row(
         attempts=row.attempts,
     )
     if result is not None:
-        priced, judge_priced = costs_known(result)
+        priced, personas_priced, judge_priced = costs_known(result)
         trial = trial.model_copy(
             update={
                 "attempt": result.attempt,
@@ -136,9 +139,8 @@ def trial_row(
                 "judge_reasoning_tokens": result.judge_reasoning_tokens,
                 "judge_cached_tokens": result.judge_cached_tokens,
                 "judge_cost_usd": result.judge_cost_usd if judge_priced else None,
-                "cost_usd": result.agent_cost_usd + result.judge_cost_usd
-                if priced and judge_priced
-                else None,
+                "coworker_cost_usd": result.coworker_cost_usd if personas_priced else None,
+                "cost_usd": result.cost_usd if priced and personas_priced and judge_priced else None,
                 "duration_s": result.duration_s,
                 "finished_at": result.finished_at.isoformat(timespec="seconds")
                 if result.finished_at
@@ -310,7 +312,10 @@ def cost_summary(trials: list[ReportTrial]) -> dict[str, Any]:
     unpriced = sum(t.cost_usd is None for t in finished)
     return {
         # What was priced: a trial whose judge had no price still adds its agent's cost.
-        "known_usd": sum((t.agent_cost_usd or 0.0) + (t.judge_cost_usd or 0.0) for t in finished),
+        "known_usd": sum(
+            (t.agent_cost_usd or 0.0) + (t.coworker_cost_usd or 0.0) + (t.judge_cost_usd or 0.0)
+            for t in finished
+        ),
         "unpriced_trials": unpriced,
         "finished_trials": len(finished),
     }

@@ -510,7 +510,7 @@ class Scheduler:
             return
         self._health_of(lease.experiment).record(failed=False)
         accepted = await self._record(Completion(lease, self.worker_id, result))
-        cost = result.agent_cost_usd + result.judge_cost_usd
+        cost = result.cost_usd
         self.summary.cost_usd += cost
         if accepted is False:
             self.summary.lost_leases += 1

@@ -109,7 +109,7 @@ def _attempt_row(
         "result_json": model_json(result) if result else None,
         "finished_at": now,
         # What the attempt cost, paid whether or not its result was accepted.
-        "cost_usd": (result.agent_cost_usd + result.judge_cost_usd) if result else 0.0,
+        "cost_usd": result.cost_usd if result else 0.0,
         "write_id": write_id,
     }
 

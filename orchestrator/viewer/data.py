@@ -132,7 +132,7 @@ def _run_summary(store: TrialStore, name: str, spec: dict[str, Any], rows: list[
     for _spec, result, _state, _attempts in rows:
         if result is not None:
             outcomes[result.outcome.value] += 1
-            cost += result.agent_cost_usd + result.judge_cost_usd
+            cost += result.cost_usd
             unpriced += not all(report_trials.costs_known(result))
     created = datetime.fromtimestamp(record.created_at, UTC).isoformat(timespec="seconds") if record else None
     return {

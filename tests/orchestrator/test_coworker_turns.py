@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from atoll.benchmark import Task
 from atoll.coworkers import CoworkerExchange
 from atoll.trajectory import RunStatus, Trajectory, Usage
+from atoll.trial import TrialSpec
 from grader import Snapshot
-from orchestrator.executors.steps import with_coworker_turns
+from orchestrator.executors.steps import build_result, with_coworker_turns
 from tests.grader import factories as f
 
 LOG = ".apps_data/coworkers/exchanges.jsonl"
@@ -53,5 +55,22 @@ def test_new_exchanges_become_coworker_turns_with_their_own_usage(tmp_path):
     assert recorded.coworker_usage.prompt_tokens == 500 and recorded.coworker_usage.completion_tokens == 14
     assert abs(recorded.coworker_usage.cost_usd - 0.003) < 1e-9
     assert recorded.usage == agent_usage  # the agent's own usage is untouched
+    # The trial's result counts them apart, and in what the trial cost.
+    rubric = [{"verifier_id": "t-1", "criteria": "c"}]
+    task = Task.model_validate({"task_id": "t", "world_id": "w", "prompt": "p", "rubric": rubric})
+    spec = TrialSpec(
+        experiment="r",
+        task_id="t",
+        world_id="w",
+        world_digest="d",
+        agent_name="a",
+        agent="replay",
+        model="m",
+        run_index=0,
+    )
+    result = build_result(spec, task, recorded, None, attempt=1, duration_s=0.0, uris={})
+    assert (result.coworker_prompt_tokens, result.coworker_completion_tokens) == (500, 14)
+    assert abs(result.coworker_cost_usd - 0.003) < 1e-9 and abs(result.cost_usd - 0.503) < 1e-9
+    assert result.agent_cost_usd == 0.5
     unchanged = Snapshot(f.write_snapshot(tmp_path / "c.tar.gz", {"filesystem/a": "b"}))
     assert with_coworker_turns(trajectory, unchanged, unchanged) is trajectory

@@ -73,7 +73,7 @@ def test_the_report_says_unknown_for_tokens_without_a_price(tmp_path):
     assert _row(leaderboard, "priced").endswith("| $0.0200 |")
     assert _row(leaderboard, "oracle").endswith("| $0.0000 |")
     usage = markdown.split("## Usage and cost", 1)[1]
-    assert _row(usage, "unpriced").endswith("| unknown | $0.0000 |")
+    assert _row(usage, "unpriced").endswith("| unknown | $0.0000 | $0.0000 |")  # agent, personas, judge
     assert report["agents"]["unpriced"]["agent_cost_known"] is False
     assert report["agents"]["oracle"]["agent_cost_known"] is True
 
@@ -126,8 +126,8 @@ def test_an_unpriced_judge_is_unknown_cost_in_the_report_and_the_viewer(tmp_path
         store.dispose()
     markdown = render_markdown(report)
     usage = markdown.split("## Usage and cost", 1)[1].split("\n## ", 1)[0]
-    assert _row(usage, "judged").endswith("| $0.0200 | unknown |")
-    assert _row(usage, "free-judge").endswith("| $0.0200 | $0.0040 |")
+    assert _row(usage, "judged").endswith("| $0.0200 | $0.0000 | unknown |")  # agent, personas, judge
+    assert _row(usage, "free-judge").endswith("| $0.0200 | $0.0000 | $0.0040 |")
     leaderboard = markdown.split("## Leaderboard", 1)[1].split("\n## ", 1)[0]
     assert _row(leaderboard, "judged").endswith("| unknown |")  # every trial has an unknown part
     assert _row(leaderboard, "free-judge").endswith("| $0.0240 |")
@@ -178,3 +178,53 @@ def test_the_compare_page_says_unknown_for_an_unpriced_cost(tmp_path):
     assert (unpriced["a_text"], unpriced["b_text"], unpriced["delta"]) == ("unknown", "unknown", None)
     priced = pairs["free-judge"]["metrics"]["cost_usd"]
     assert (priced["a_text"], priced["delta"]) == ("$0.0240", 0)
+
+
+def test_the_personas_replies_count_in_every_cost(tmp_path):
+    """A world's personas answer the agent through a model of their own (docs/coworkers.md):
+    what they cost is part of the trial's cost in the report, its trial rows, the viewer and the
+    progress line; their tokens with no price make the cost unknown, as the agent's do."""
+    personas = {"talks": (300, 0.005), "talks-unpriced": (300, 0.0), "quiet": (0, 0.0)}
+    store = _completed_store(
+        tmp_path,
+        "personas.db",
+        "personas",
+        personas,
+        lambda agent: {
+            "prompt_tokens": 1000,
+            "completion_tokens": 100,
+            "agent_cost_usd": 0.01,
+            "coworker_prompt_tokens": personas[agent][0],
+            "coworker_completion_tokens": personas[agent][0] // 10,
+            "coworker_cost_usd": personas[agent][1],
+        },
+    )
+    try:
+        report = build_report(store, "personas")
+        rows = {row.spec.agent_name: row for row in store.trial_rows("personas")}
+        view = ProgressView("personas", store, quiet=True)
+    finally:
+        store.dispose()
+    assert rows["talks"].result.cost_usd == pytest.approx(0.015)
+    talks = report["agents"]["talks"]
+    assert talks["coworker_cost_usd"] == pytest.approx(0.01) and talks["mean_cost_usd"] == pytest.approx(
+        0.015
+    )
+    trials = {t["agent"]: t for t in report["trial_rows"]}
+    assert trials["talks"]["coworker_cost_usd"] == pytest.approx(0.005)
+    assert trials["talks"]["cost_usd"] == pytest.approx(0.015)
+    assert trials["talks-unpriced"]["cost_usd"] is None  # persona tokens without a price: unknown
+    unpriced = report["agents"]["talks-unpriced"]
+    assert unpriced["coworker_unpriced_trials"] == 2 and unpriced["mean_cost_usd"] is None
+    assert unpriced["agent_cost_known"] is True  # the agent's own cost still is
+    assert report["agents"]["quiet"]["coworker_unpriced_trials"] == 0
+    assert report["cost"]["known_usd"] == pytest.approx(2 * 0.015 + 2 * 0.01 + 2 * 0.01)
+    markdown = render_markdown(report)
+    leaderboard = markdown.split("## Leaderboard", 1)[1].split("\n## ", 1)[0]
+    assert _row(leaderboard, "talks").endswith("| $0.0300 |")
+    usage = markdown.split("## Usage and cost", 1)[1]
+    assert _row(usage, "talks").endswith("| $0.0200 | $0.0100 | $0.0000 |")
+    assert _row(usage, "talks-unpriced").endswith("| $0.0200 | unknown | $0.0000 |")
+    lease = Lease("personas", rows["talks"].result.trial_id, "token", 1, rows["talks"].spec)
+    view.event("finished", lease, rows["talks"].result)
+    assert "· $0.0150 ·" in view._render().plain
