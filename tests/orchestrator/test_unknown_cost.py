@@ -228,3 +228,19 @@ def test_the_personas_replies_count_in_every_cost(tmp_path):
     lease = Lease("personas", rows["talks"].result.trial_id, "token", 1, rows["talks"].spec)
     view.event("finished", lease, rows["talks"].result)
     assert "· $0.0150 ·" in view._render().plain
+
+
+def test_the_cost_ceiling_counts_what_the_personas_cost(tmp_path):
+    """The run's spent money, which its cost ceiling is held to across workers, includes the
+    personas' replies: a run of chatty worlds cannot spend past its ceiling unseen."""
+    store = _completed_store(
+        tmp_path,
+        "ceiling.db",
+        "ceiling",
+        ["talks"],
+        lambda agent: {"agent_cost_usd": 0.01, "judge_cost_usd": 0.002, "coworker_cost_usd": 0.005},
+    )
+    try:
+        assert store.spent_usd("ceiling") == pytest.approx(2 * 0.017)
+    finally:
+        store.dispose()
